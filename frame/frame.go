@@ -1,0 +1,402 @@
+package frame
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/internal/mpack"
+)
+
+// Field bounds of PROTOCOL.md §4. Lengths in characters count Unicode code
+// points.
+const (
+	// MaxCallIDChars bounds a call id (at least 1 character).
+	MaxCallIDChars = 128
+	// MaxMessageChars bounds an error message.
+	MaxMessageChars = 2048
+	// MaxMediaTypeChars bounds an inline media type.
+	MaxMediaTypeChars = 256
+)
+
+// ErrInvalid is matched (errors.Is) by every validation error of this
+// package; the concrete error is a *FieldError.
+var ErrInvalid = errors.New("frame: invalid")
+
+// FieldError says which field of a frame broke which rule. Its message names
+// the field and the rule and never includes the field's value, so it is safe
+// to log and to send to a peer.
+type FieldError struct {
+	// Field is the wire name of the field, dotted for nested ones
+	// ("media.sample_rate", "error.code").
+	Field string
+	// Reason describes the rule that was broken.
+	Reason string
+}
+
+func (e *FieldError) Error() string { return "frame: " + e.Field + ": " + e.Reason }
+
+// Is makes every FieldError match ErrInvalid.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+func fieldErr(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
+
+// Error is the outcome carried by a failed or cancelled frame. It is also a
+// Go error, so a caller can return it and match it with errors.As.
+type Error struct {
+	// Code classifies the failure.
+	Code Code
+	// Message is a human-readable explanation, at most MaxMessageChars
+	// characters of valid UTF-8 (see SanitizeMessage).
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code.String()
+	}
+	return e.Code.String() + ": " + e.Message
+}
+
+// SanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
+// the text is cut to MaxMessageChars characters on a character boundary.
+func SanitizeMessage(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) <= MaxMessageChars {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == MaxMessageChars {
+			return s[:i]
+		}
+		n++
+	}
+	return s
+}
+
+func checkChars(field, s string, min, max int) error {
+	if !utf8.ValidString(s) {
+		return fieldErr(field, "not valid UTF-8")
+	}
+	if len(s) < min {
+		return fieldErr(field, "empty")
+	}
+	// A string of at most max bytes has at most max characters.
+	if len(s) > max && utf8.RuneCountInString(s) > max {
+		return fieldErr(field, "too long")
+	}
+	return nil
+}
+
+// CheckCallID reports whether id is a valid call id: 1 to 128 characters of
+// valid UTF-8.
+func CheckCallID(id string) error { return checkChars("call_id", id, 1, MaxCallIDChars) }
+
+// Media is the media attached to a chunk: *InlineMedia or *BlobMedia.
+type Media interface {
+	// MediaKind returns "inline" or "blob".
+	MediaKind() string
+	validate() error
+}
+
+// InlineMedia is media whose bytes travel with the frame, as the packet's
+// raw attachment (never inside the header, never base64).
+type InlineMedia struct {
+	// Data is the media's bytes. Empty data is allowed.
+	Data []byte
+	// MediaType is the IANA media type, e.g. "audio/pcm"; required, at
+	// most 256 characters.
+	MediaType string
+	// Codec names the codec; empty means not given.
+	Codec string
+	// SampleRate in Hz; 0 means not given (a given one is > 0).
+	SampleRate int64
+	// Channels; 0 means not given (a given one is > 0).
+	Channels int64
+	// TimestampSeconds is where the media starts; nil means not given,
+	// a given one is finite and ≥ 0.
+	TimestampSeconds *float64
+	// DurationSeconds is how long the media lasts; nil means not given,
+	// a given one is finite and ≥ 0.
+	DurationSeconds *float64
+}
+
+// MediaKind returns "inline".
+func (*InlineMedia) MediaKind() string { return "inline" }
+
+func (m *InlineMedia) validate() error {
+	if m.MediaType == "" {
+		return fieldErr("media.media_type", "required")
+	}
+	if err := checkChars("media.media_type", m.MediaType, 1, MaxMediaTypeChars); err != nil {
+		return err
+	}
+	if !utf8.ValidString(m.Codec) {
+		return fieldErr("media.codec", "not valid UTF-8")
+	}
+	if m.SampleRate < 0 {
+		return fieldErr("media.sample_rate", "must be > 0")
+	}
+	if m.Channels < 0 {
+		return fieldErr("media.channels", "must be > 0")
+	}
+	if err := checkSeconds("media.timestamp_seconds", m.TimestampSeconds); err != nil {
+		return err
+	}
+	return checkSeconds("media.duration_seconds", m.DurationSeconds)
+}
+
+func checkSeconds(field string, v *float64) error {
+	if v == nil {
+		return nil
+	}
+	if math.IsNaN(*v) || math.IsInf(*v, 0) {
+		return fieldErr(field, "must be finite")
+	}
+	if *v < 0 {
+		return fieldErr(field, "must be >= 0")
+	}
+	return nil
+}
+
+// BlobMedia is a reference to an immutable blob held elsewhere. Skulk passes
+// it on and never resolves it.
+type BlobMedia struct {
+	// BlobID identifies the blob; required.
+	BlobID string
+	// SizeBytes is the blob's size, ≥ 0.
+	SizeBytes int64
+	// SHA256 is the blob's digest as 64 lowercase hex digits.
+	SHA256 string
+	// MediaType is the blob's media type; required.
+	MediaType string
+}
+
+// MediaKind returns "blob".
+func (*BlobMedia) MediaKind() string { return "blob" }
+
+var sha256Pattern = regexp.MustCompile(`^[a-f0-9]{64}$`)
+
+func (m *BlobMedia) validate() error {
+	if err := checkChars("media.blob_id", m.BlobID, 1, math.MaxInt); err != nil {
+		return err
+	}
+	if m.SizeBytes < 0 {
+		return fieldErr("media.size_bytes", "must be >= 0")
+	}
+	if !sha256Pattern.MatchString(m.SHA256) {
+		return fieldErr("media.sha256", "must be 64 lowercase hex digits")
+	}
+	if err := checkChars("media.media_type", m.MediaType, 1, math.MaxInt); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Frame is one sequenced frame of one direction of one call.
+//
+// The zero Frame is invalid. Build frames with the constructors (NewStarted,
+// NewChunk, NewCompleted, NewFailed, NewCancelled), which validate what they
+// build, or fill the fields and call Validate.
+type Frame struct {
+	// CallID names the call: 1 to 128 characters.
+	CallID string
+	// Direction says who wrote the frame.
+	Direction Direction
+	// Sequence numbers the frames of one direction from 0 (started).
+	Sequence uint64
+	// Kind is the frame's place in the lifecycle.
+	Kind Kind
+	// Synthetic is true only on a frame the host made up in place of the
+	// provider (the child crashed, timed out or broke the protocol). Such
+	// frames never travel on the wire.
+	Synthetic bool
+	// Payload is a JSON object, or nil when absent.
+	Payload Payload
+	// Media is *InlineMedia, *BlobMedia, or nil.
+	Media Media
+	// Error is the outcome of a failed or cancelled frame, or nil.
+	Error *Error
+}
+
+// IsTerminal reports whether f closes its direction (completed, failed or
+// cancelled).
+func (f *Frame) IsTerminal() bool { return f.Kind.IsTerminal() }
+
+// Validate checks every field constraint and the lifecycle shape of
+// PROTOCOL.md §4. The error, if any, is a *FieldError naming the first field
+// found at fault; it never includes user data.
+func (f *Frame) Validate() error {
+	if err := CheckCallID(f.CallID); err != nil {
+		return err
+	}
+	if !f.Direction.Valid() {
+		return fieldErr("direction", "unknown value")
+	}
+	if !f.Kind.Valid() {
+		return fieldErr("kind", "unknown value")
+	}
+	if (f.Sequence == 0) != (f.Kind == KindStarted) {
+		return fieldErr("sequence", "must be 0 exactly when kind is started")
+	}
+	if f.Payload != nil {
+		if err := f.Payload.Check(); err != nil {
+			return err
+		}
+	}
+	if f.Media != nil {
+		if err := checkMedia(f.Media); err != nil {
+			return err
+		}
+	}
+	if f.Error != nil {
+		if !f.Error.Code.Valid() {
+			return fieldErr("error.code", "unknown value")
+		}
+		if !utf8.ValidString(f.Error.Message) {
+			return fieldErr("error.message", "not valid UTF-8")
+		}
+		if len(f.Error.Message) > MaxMessageChars && utf8.RuneCountInString(f.Error.Message) > MaxMessageChars {
+			return fieldErr("error.message", "too long")
+		}
+	}
+	return f.checkShape()
+}
+
+func checkMedia(m Media) error {
+	switch v := m.(type) {
+	case *InlineMedia:
+		if v == nil {
+			return fieldErr("media", "nil inline media")
+		}
+	case *BlobMedia:
+		if v == nil {
+			return fieldErr("media", "nil blob media")
+		}
+	}
+	return m.validate()
+}
+
+// checkShape applies the lifecycle shape table.
+func (f *Frame) checkShape() error {
+	hasPayload, hasMedia, hasError := f.Payload != nil, f.Media != nil, f.Error != nil
+	switch f.Kind {
+	case KindStarted:
+		switch {
+		case hasPayload:
+			return fieldErr("payload", "not allowed on started")
+		case hasMedia:
+			return fieldErr("media", "not allowed on started")
+		case hasError:
+			return fieldErr("error", "not allowed on started")
+		}
+	case KindChunk:
+		if !hasPayload && !hasMedia {
+			return fieldErr("payload", "chunk needs a payload or media")
+		}
+		if hasError {
+			return fieldErr("error", "not allowed on chunk")
+		}
+	case KindCompleted:
+		if hasMedia {
+			return fieldErr("media", "not allowed on completed")
+		}
+		if hasError {
+			return fieldErr("error", "not allowed on completed")
+		}
+	case KindFailed:
+		switch {
+		case hasPayload:
+			return fieldErr("payload", "not allowed on failed")
+		case hasMedia:
+			return fieldErr("media", "not allowed on failed")
+		case !hasError:
+			return fieldErr("error", "required on failed")
+		case f.Error.Code == CodeCancelled:
+			return fieldErr("error.code", "failed must not carry cancelled")
+		}
+	case KindCancelled:
+		switch {
+		case hasPayload:
+			return fieldErr("payload", "not allowed on cancelled")
+		case hasMedia:
+			return fieldErr("media", "not allowed on cancelled")
+		case hasError && f.Error.Code != CodeCancelled:
+			return fieldErr("error.code", "cancelled must carry cancelled")
+		}
+	}
+	return nil
+}
+
+// End is the child's cleanup acknowledgment for a call: its handler has
+// returned. It follows exactly one provider terminal.
+type End struct {
+	// CallID names the call: 1 to 128 characters.
+	CallID string
+}
+
+// Validate checks the call id.
+func (e *End) Validate() error { return CheckCallID(e.CallID) }
+
+func build(f Frame) (Frame, error) {
+	if err := f.Validate(); err != nil {
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+// NewStarted returns the started frame (sequence 0) of a direction.
+func NewStarted(callID string, dir Direction) (Frame, error) {
+	return build(Frame{CallID: callID, Direction: dir, Kind: KindStarted})
+}
+
+// NewChunk returns a chunk carrying payload, media, or both (at least one).
+// seq must be ≥ 1.
+func NewChunk(callID string, dir Direction, seq uint64, payload Payload, media Media) (Frame, error) {
+	return build(Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindChunk, Payload: payload, Media: media})
+}
+
+// NewCompleted returns a completed terminal with an optional final value
+// (nil for none). seq must be ≥ 1.
+func NewCompleted(callID string, dir Direction, seq uint64, result Payload) (Frame, error) {
+	return build(Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindCompleted, Payload: result})
+}
+
+// NewFailed returns a failed terminal. The message is passed through
+// SanitizeMessage; code must not be CodeCancelled (use NewCancelled).
+func NewFailed(callID string, dir Direction, seq uint64, code Code, message string) (Frame, error) {
+	return build(Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindFailed,
+		Error: &Error{Code: code, Message: SanitizeMessage(message)}})
+}
+
+// NewCancelled returns a cancelled terminal. An empty message gives a frame
+// with no error; otherwise the error has code cancelled and the sanitized
+// message.
+func NewCancelled(callID string, dir Direction, seq uint64, message string) (Frame, error) {
+	f := Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindCancelled}
+	if message != "" {
+		f.Error = &Error{Code: CodeCancelled, Message: SanitizeMessage(message)}
+	}
+	return build(f)
+}
+
+// checkPayload is used by Payload.Check; kept here to name the field.
+func checkPayload(p []byte) error {
+	switch err := mpack.CheckObject(p); {
+	case err == nil:
+		return nil
+	case errors.Is(err, mpack.ErrType):
+		return fieldErr("payload", "not a map")
+	case errors.Is(err, mpack.ErrDepth):
+		return fieldErr("payload", "nested too deeply")
+	case errors.Is(err, mpack.ErrNotJSON):
+		return fieldErr("payload", "has a value with no JSON form")
+	default:
+		return fieldErr("payload", "malformed MessagePack")
+	}
+}

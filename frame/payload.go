@@ -1,0 +1,149 @@
+package frame
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Payload is a JSON object carried as its MessagePack encoding: exactly one
+// map with string keys whose values all have a JSON form. A nil Payload
+// means "no payload".
+//
+// Payloads are immutable by convention: nothing in Skulk modifies one after
+// it was built, so one may be shared between frames and goroutines.
+type Payload []byte
+
+// PayloadOf encodes v, which must encode as a map: a map with string keys, or
+// a struct (its `json` tags name the fields). Map keys are sorted, so equal
+// values give equal bytes.
+func PayloadOf(v any) (Payload, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.SetCustomStructTag("json")
+	enc.UseCompactInts(true)
+	enc.UseCompactFloats(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("frame: payload: cannot encode a %T", v)
+	}
+	p := Payload(buf.Bytes())
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// MustPayload is PayloadOf for values known to be valid, such as literals in
+// tests and examples. It panics on error.
+func MustPayload(v any) Payload {
+	p, err := PayloadOf(v)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// PayloadFromJSON converts a JSON object to a Payload. Numbers keep their
+// integer form when they have one.
+func PayloadFromJSON(data []byte) (Payload, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, fieldErr("payload", "not a JSON object")
+	}
+	if dec.More() {
+		return nil, fieldErr("payload", "trailing data after the JSON object")
+	}
+	return PayloadOf(normalizeNumbers(m))
+}
+
+// normalizeNumbers replaces json.Number with int64 or float64.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumbers(e)
+		}
+		return x
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+// Check reports whether p is a valid payload; the error is a *FieldError.
+func (p Payload) Check() error { return checkPayload(p) }
+
+// Decode decodes p into v, as msgpack.Unmarshal does, honouring `json`
+// struct tags.
+func (p Payload) Decode(v any) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(p))
+	dec.SetCustomStructTag("json")
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("frame: payload: cannot decode into %T: %w", v, err)
+	}
+	return nil
+}
+
+// Map decodes p into a map. A nil Payload gives a nil map.
+func (p Payload) Map() (map[string]any, error) {
+	if p == nil {
+		return nil, nil
+	}
+	var m map[string]any
+	if err := p.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// MarshalJSON returns the payload as a JSON object, or null when nil.
+func (p Payload) MarshalJSON() ([]byte, error) {
+	if p == nil {
+		return []byte("null"), nil
+	}
+	m, err := p.Map()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON sets p from a JSON object (null gives nil).
+func (p *Payload) UnmarshalJSON(data []byte) error {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		*p = nil
+		return nil
+	}
+	q, err := PayloadFromJSON(data)
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
+}
+
+// Text returns the string at key "text" when p is an object that has one,
+// which is how Skulk's tools stream text.
+func (p Payload) Text() (string, bool) {
+	var v struct {
+		Text *string `json:"text"`
+	}
+	if p == nil || p.Decode(&v) != nil || v.Text == nil {
+		return "", false
+	}
+	return *v.Text, true
+}

@@ -1,0 +1,733 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Decode decodes one whole packet held in b (prefix, header, attachment, and
+// nothing after). It checks lengths against l (made Effective) before looking
+// at the header. It is meant for tests and tools; connections use a Reader.
+func Decode(b []byte, l Limits) (Packet, error) {
+	l = l.Effective()
+	if len(b) < PrefixLen {
+		return nil, fmt.Errorf("%w: packet shorter than its prefix", ErrMalformedHeader)
+	}
+	h, a := binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	if err := checkLengths(h, a, l); err != nil {
+		return nil, err
+	}
+	if uint64(len(b)) != PrefixLen+uint64(h)+uint64(a) {
+		return nil, fmt.Errorf("%w: packet length does not match its prefix", ErrMalformedHeader)
+	}
+	var d decoder
+	p, err := d.decode(b[PrefixLen:PrefixLen+h], a)
+	if err != nil {
+		return nil, err
+	}
+	if a > 0 {
+		att := make([]byte, a)
+		copy(att, b[PrefixLen+h:])
+		p.(*Frame).Media.(*frame.InlineMedia).Data = att
+	}
+	return p, nil
+}
+
+func checkLengths(h, a uint32, l Limits) error {
+	if h == 0 || h > l.MaxHeader {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrHeaderLength, h, l.MaxHeader)
+	}
+	if a > l.MaxAttachment {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrAttachmentLength, a, l.MaxAttachment)
+	}
+	return nil
+}
+
+// decoder turns headers into packets. It remembers the last call id it
+// decoded so that the frames of one call share one string.
+type decoder struct {
+	lastCallID string
+}
+
+func (d *decoder) intern(b []byte) string {
+	if string(b) == d.lastCallID {
+		return d.lastCallID
+	}
+	d.lastCallID = string(b)
+	return d.lastCallID
+}
+
+// fields iterates over a header map already checked by scanHeader.
+type fields struct {
+	r    mpack.Reader
+	left int
+}
+
+func newFields(h []byte) fields {
+	r := mpack.NewReader(h)
+	n, _ := r.ReadMapLen()
+	return fields{r: r, left: n}
+}
+
+func (it *fields) next() (key []byte, val mpack.Reader, ok bool) {
+	if it.left == 0 {
+		return nil, mpack.Reader{}, false
+	}
+	it.left--
+	key, _ = it.r.ReadStr()
+	raw, _ := it.r.Skip()
+	return key, mpack.NewReader(raw), true
+}
+
+// scanHeader checks that h is exactly one map with string keys and returns
+// the packet type its "t" names.
+func scanHeader(h []byte) (Type, error) {
+	r := mpack.NewReader(h)
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return 0, ErrMalformedHeader
+	}
+	var t Type
+	seenT := false
+	for range n {
+		k, err := r.ReadStr()
+		if err != nil {
+			return 0, ErrMalformedHeader
+		}
+		isT := string(k) == "t"
+		v, err := r.Skip()
+		if err != nil {
+			return 0, ErrMalformedHeader
+		}
+		if isT {
+			vr := mpack.NewReader(v)
+			s, err := vr.ReadStr()
+			if err != nil {
+				return 0, ErrUnknownType
+			}
+			t, seenT = parseType(s), true
+		}
+	}
+	if r.Remaining() != 0 {
+		return 0, fmt.Errorf("%w: trailing bytes", ErrMalformedHeader)
+	}
+	if !seenT || t == 0 {
+		return 0, ErrUnknownType
+	}
+	return t, nil
+}
+
+func badField(t Type, field string) error {
+	return fmt.Errorf("%w: %s: %s", ErrBadField, t, field)
+}
+
+func invalidField(field, reason string) error {
+	return &frame.FieldError{Field: field, Reason: reason}
+}
+
+// decode decodes header h of a packet whose attachment is attLen bytes long.
+// The returned packet holds no reference to h.
+func (d *decoder) decode(h []byte, attLen uint32) (Packet, error) {
+	t, err := scanHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	if t == TypeFrame {
+		return d.decodeFrame(h, attLen)
+	}
+	if attLen > 0 {
+		return nil, ErrUnexpectedAttachment
+	}
+	switch t {
+	case TypeEnd:
+		p := &End{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			if string(k) == "call_id" {
+				s, err := v.ReadStr()
+				if err != nil {
+					return nil, &InvalidError{Type: TypeEnd, Err: invalidField("call_id", "not a string")}
+				}
+				p.CallID = d.intern(s)
+			}
+		}
+		if err := p.Validate(); err != nil {
+			return nil, &InvalidError{Type: TypeEnd, Err: err}
+		}
+		return p, nil
+	case TypeInvoke:
+		return d.decodeInvoke(h)
+	case TypePing:
+		p := &Ping{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			if string(k) == "nonce" {
+				if p.Nonce, err = v.ReadUint(); err != nil {
+					return nil, badField(t, "nonce")
+				}
+			}
+		}
+		return p, nil
+	case TypePong:
+		p := &Pong{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			switch string(k) {
+			case "nonce":
+				p.Nonce, err = v.ReadUint()
+			case "streams":
+				p.Streams, err = readCount(&v)
+			case "stuck":
+				p.Stuck, err = readCount(&v)
+			}
+			if err != nil {
+				return nil, badField(t, string(k))
+			}
+		}
+		return p, nil
+	case TypeCancel:
+		p := &Cancel{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			switch string(k) {
+			case "call_id":
+				p.CallID, err = readString(&v)
+			case "reason":
+				p.Reason, err = readOptString(&v)
+			}
+			if err != nil {
+				return nil, badField(t, string(k))
+			}
+		}
+		if frame.CheckCallID(p.CallID) != nil {
+			return nil, badField(t, "call_id")
+		}
+		return p, nil
+	case TypeDrain:
+		p := &Drain{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			if string(k) == "grace_ms" {
+				if p.GraceMS, err = readCount(&v); err != nil {
+					return nil, badField(t, "grace_ms")
+				}
+			}
+		}
+		return p, nil
+	case TypeBye:
+		p := &Bye{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			if string(k) == "reason" {
+				if p.Reason, err = readOptString(&v); err != nil {
+					return nil, badField(t, "reason")
+				}
+			}
+		}
+		return p, nil
+	case TypeStartup:
+		p := &Startup{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			switch string(k) {
+			case "protocol":
+				p.Protocol, err = v.ReadInt()
+			case "child_id":
+				p.ChildID, err = readString(&v)
+			case "limits":
+				p.Limits, err = readLimits(&v)
+			case "health_interval_ms":
+				p.HealthIntervalMS, err = readCount(&v)
+			case "cancel_grace_ms":
+				p.CancelGraceMS, err = readCount(&v)
+			case "ingress_queue":
+				p.IngressQueue, err = readCount(&v)
+			}
+			if err != nil {
+				return nil, badField(t, string(k))
+			}
+		}
+		return p, nil
+	case TypeHello:
+		return decodeHello(h)
+	}
+	return nil, ErrUnknownType
+}
+
+func readString(r *mpack.Reader) (string, error) {
+	s, err := r.ReadStr()
+	return string(s), err
+}
+
+func readOptString(r *mpack.Reader) (string, error) {
+	if r.IsNil() {
+		return "", nil
+	}
+	return readString(r)
+}
+
+var errNegative = errors.New("negative")
+
+func readCount(r *mpack.Reader) (int64, error) {
+	v, err := r.ReadInt()
+	if err == nil && v < 0 {
+		err = errNegative
+	}
+	return v, err
+}
+
+func readLimits(r *mpack.Reader) (Limits, error) {
+	var l Limits
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return l, err
+	}
+	for range n {
+		k, err := r.ReadStr()
+		if err != nil {
+			return l, err
+		}
+		switch string(k) {
+		case "max_header", "max_attachment":
+			v, err := r.ReadUint()
+			if err != nil {
+				return l, err
+			}
+			if v > 1<<32-1 {
+				v = 1<<32 - 1
+			}
+			if string(k) == "max_header" {
+				l.MaxHeader = uint32(v)
+			} else {
+				l.MaxAttachment = uint32(v)
+			}
+		default:
+			if _, err := r.Skip(); err != nil {
+				return l, err
+			}
+		}
+	}
+	return l, nil
+}
+
+func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
+	p := &Frame{}
+	f := &p.Frame
+	var first error
+	fail := func(field, reason string) {
+		if first == nil {
+			first = invalidField(field, reason)
+		}
+	}
+	inline := false
+	it := newFields(h)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		switch string(k) {
+		case "call_id":
+			s, err := v.ReadStr()
+			if err != nil {
+				fail("call_id", "not a string")
+				continue
+			}
+			f.CallID = d.intern(s)
+		case "direction":
+			s, err := v.ReadStr()
+			switch {
+			case err != nil:
+				fail("direction", "not a string")
+			case string(s) == "caller_to_provider":
+				f.Direction = frame.CallerToProvider
+			case string(s) == "provider_to_caller":
+				f.Direction = frame.ProviderToCaller
+			default:
+				fail("direction", "unknown value")
+			}
+		case "sequence":
+			u, err := v.ReadUint()
+			if err != nil {
+				fail("sequence", "not a non-negative integer")
+			}
+			f.Sequence = u
+		case "kind":
+			s, err := v.ReadStr()
+			if err != nil {
+				fail("kind", "not a string")
+				continue
+			}
+			f.Kind = parseKind(s)
+			if f.Kind == 0 {
+				fail("kind", "unknown value")
+			}
+		case "synthetic":
+			if v.IsNil() {
+				continue
+			}
+			b, err := v.ReadBool()
+			if err != nil {
+				fail("synthetic", "not a boolean")
+			} else if b {
+				fail("synthetic", "synthetic frames never travel on the wire")
+			}
+		case "payload":
+			if v.IsNil() {
+				continue
+			}
+			raw, _ := v.Skip()
+			f.Payload = append(frame.Payload(nil), raw...)
+		case "media":
+			if v.IsNil() {
+				continue
+			}
+			m, isInline, err := decodeMedia(&v)
+			inline = isInline
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			f.Media = m
+		case "error":
+			if v.IsNil() {
+				continue
+			}
+			e, err := decodeError(&v)
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			f.Error = e
+		}
+	}
+	if attLen > 0 && !inline {
+		return nil, ErrUnexpectedAttachment
+	}
+	if first == nil {
+		first = f.Validate()
+	}
+	if first != nil {
+		return nil, &InvalidError{Type: TypeFrame, CallID: validCallID(f.CallID), Err: first}
+	}
+	return p, nil
+}
+
+func parseKind(b []byte) frame.Kind {
+	switch string(b) {
+	case "started":
+		return frame.KindStarted
+	case "chunk":
+		return frame.KindChunk
+	case "completed":
+		return frame.KindCompleted
+	case "failed":
+		return frame.KindFailed
+	case "cancelled":
+		return frame.KindCancelled
+	}
+	return 0
+}
+
+// decodeMedia decodes a media map. isInline reports whether its kind is
+// "inline", even when another field is invalid, so that the reader knows an
+// attachment was allowed.
+func decodeMedia(r *mpack.Reader) (m frame.Media, isInline bool, err error) {
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return nil, false, invalidField("media", "not a map")
+	}
+	var (
+		kind                                  string
+		mediaType, codec, blobID, sha         string
+		sampleRate, channels, size            int64
+		hasRate, hasChannels, hasSize, hasSHA bool
+		ts, dur                               *float64
+		first                                 error
+	)
+	fail := func(field, reason string) {
+		if first == nil {
+			first = invalidField(field, reason)
+		}
+	}
+	for range n {
+		k, _ := r.ReadStr()
+		raw, _ := r.Skip()
+		v := mpack.NewReader(raw)
+		if v.IsNil() {
+			continue
+		}
+		var err error
+		switch key := string(k); key {
+		case "kind":
+			kind, err = readString(&v)
+		case "media_type":
+			mediaType, err = readString(&v)
+		case "codec":
+			codec, err = readString(&v)
+		case "blob_id":
+			blobID, err = readString(&v)
+		case "sha256":
+			sha, err = readString(&v)
+			hasSHA = true
+		case "sample_rate":
+			sampleRate, err = v.ReadInt()
+			hasRate = true
+		case "channels":
+			channels, err = v.ReadInt()
+			hasChannels = true
+		case "size_bytes":
+			size, err = v.ReadInt()
+			hasSize = true
+		case "timestamp_seconds", "duration_seconds":
+			var x float64
+			x, err = v.ReadFloat()
+			if key == "timestamp_seconds" {
+				ts = &x
+			} else {
+				dur = &x
+			}
+		case "data":
+			fail("media.data", "inline data travels as the attachment")
+		}
+		if err != nil {
+			fail("media."+string(k), "wrong type")
+		}
+	}
+	switch kind {
+	case "inline":
+		if hasRate && sampleRate <= 0 {
+			fail("media.sample_rate", "must be > 0")
+		}
+		if hasChannels && channels <= 0 {
+			fail("media.channels", "must be > 0")
+		}
+		if first != nil {
+			return nil, true, first
+		}
+		return &frame.InlineMedia{Data: []byte{}, MediaType: mediaType, Codec: codec, SampleRate: sampleRate,
+			Channels: channels, TimestampSeconds: ts, DurationSeconds: dur}, true, nil
+	case "blob":
+		if !hasSize {
+			fail("media.size_bytes", "required")
+		}
+		if !hasSHA {
+			fail("media.sha256", "required")
+		}
+		if first != nil {
+			return nil, false, first
+		}
+		return &frame.BlobMedia{BlobID: blobID, SizeBytes: size, SHA256: sha, MediaType: mediaType}, false, nil
+	}
+	return nil, false, invalidField("media.kind", "unknown value")
+}
+
+func decodeError(r *mpack.Reader) (*frame.Error, error) {
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return nil, invalidField("error", "not a map")
+	}
+	e := &frame.Error{}
+	for range n {
+		k, _ := r.ReadStr()
+		raw, _ := r.Skip()
+		v := mpack.NewReader(raw)
+		switch string(k) {
+		case "code":
+			s, err := v.ReadStr()
+			if err != nil {
+				return nil, invalidField("error.code", "not a string")
+			}
+			if e.Code, err = frame.ParseCode(string(s)); err != nil {
+				return nil, err
+			}
+		case "message":
+			if v.IsNil() {
+				continue
+			}
+			if e.Message, err = readString(&v); err != nil {
+				return nil, invalidField("error.message", "not a string")
+			}
+		}
+	}
+	return e, nil
+}
+
+func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
+	p := &Invoke{}
+	var first error
+	fail := func(field, reason string) {
+		if first == nil {
+			first = invalidField(field, reason)
+		}
+	}
+	hasArgs := false
+	it := newFields(h)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		var err error
+		switch key := string(k); key {
+		case "call_id":
+			var s []byte
+			if s, err = v.ReadStr(); err == nil {
+				p.CallID = d.intern(s)
+			}
+		case "tool_id":
+			p.ToolID, err = readString(&v)
+		case "arguments":
+			raw, _ := v.Skip()
+			p.Arguments = append(frame.Payload(nil), raw...)
+			hasArgs = true
+		case "timeout_ms":
+			if !v.IsNil() {
+				p.TimeoutMS, err = v.ReadInt()
+			}
+		case "tree":
+			p.Tree, err = readOptString(&v)
+		case "parent":
+			p.Parent, err = readOptString(&v)
+		case "trace":
+			if v.IsNil() {
+				continue
+			}
+			p.Trace, err = readStringMap(&v)
+		}
+		if err != nil {
+			fail(string(k), "wrong type")
+		}
+	}
+	if !hasArgs {
+		fail("arguments", "required")
+	}
+	if first == nil {
+		first = p.Validate()
+	}
+	if first != nil {
+		return nil, &InvalidError{Type: TypeInvoke, CallID: validCallID(p.CallID), Err: first}
+	}
+	return p, nil
+}
+
+func readStringMap(r *mpack.Reader) (map[string]string, error) {
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, min(n, 64))
+	for range n {
+		k, err := r.ReadStr()
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.ReadStr()
+		if err != nil {
+			return nil, err
+		}
+		m[string(k)] = string(v)
+	}
+	return m, nil
+}
+
+func decodeHello(h []byte) (Packet, error) {
+	p := &Hello{}
+	it := newFields(h)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		var err error
+		switch string(k) {
+		case "protocol":
+			var n int
+			if n, err = v.ReadArrayLen(); err == nil {
+				if n > 64 {
+					return nil, badField(TypeHello, "protocol")
+				}
+				for range n {
+					var x int64
+					if x, err = v.ReadInt(); err != nil {
+						break
+					}
+					p.Protocol = append(p.Protocol, x)
+				}
+			}
+		case "sdk":
+			p.SDK, err = readOptString(&v)
+		case "pid":
+			p.PID, err = v.ReadInt()
+		case "max_streams":
+			p.MaxStreams, err = v.ReadInt()
+		case "limits":
+			p.Limits, err = readLimits(&v)
+		case "tools":
+			p.Tools, err = decodeTools(&v)
+		}
+		if err != nil {
+			return nil, badField(TypeHello, string(k))
+		}
+	}
+	if p.MaxStreams < 1 {
+		return nil, badField(TypeHello, "max_streams")
+	}
+	return p, nil
+}
+
+// maxTools bounds how many tools a hello may declare.
+const maxTools = 4096
+
+func decodeTools(r *mpack.Reader) ([]Tool, error) {
+	n, err := r.ReadArrayLen()
+	if err != nil || n > maxTools {
+		return nil, ErrBadField
+	}
+	tools := make([]Tool, 0, min(n, 64))
+	for range n {
+		var t Tool
+		m, err := r.ReadMapLen()
+		if err != nil {
+			return nil, err
+		}
+		for range m {
+			k, err := r.ReadStr()
+			if err != nil {
+				return nil, err
+			}
+			raw, _ := r.Skip()
+			v := mpack.NewReader(raw)
+			var dst *Schema
+			switch string(k) {
+			case "id":
+				t.ID, err = readString(&v)
+			case "version":
+				t.Version, err = readOptString(&v)
+			case "description":
+				t.Description, err = readOptString(&v)
+			case "arguments_schema":
+				dst = &t.ArgumentsSchema
+			case "input_schema":
+				dst = &t.InputSchema
+			case "output_schema":
+				dst = &t.OutputSchema
+			case "result_schema":
+				dst = &t.ResultSchema
+			}
+			if err != nil {
+				return nil, err
+			}
+			if dst != nil && !v.IsNil() {
+				if err := mpack.CheckObject(raw); err != nil {
+					return nil, err
+				}
+				if err := msgpack.Unmarshal(raw, dst); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if checkToolID("id", t.ID) != nil || len(t.Version) > 4*128 {
+			return nil, ErrBadField
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}

@@ -1,0 +1,329 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// PrefixLen is the length of the two uint32 length fields before a header.
+const PrefixLen = 8
+
+// AppendPacket appends p's length prefix and header to b and returns the
+// extended slice and the attachment to write after it (nil for none; the
+// attachment is p's own media data, not a copy). It validates p first:
+// frames must pass frame.Validate and must not be synthetic.
+//
+// Header and attachment lengths are checked against l (made Effective).
+func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
+	l = l.Effective()
+	start := len(b)
+	b = append(b, make([]byte, PrefixLen)...)
+	var att []byte
+	var err error
+	switch p := p.(type) {
+	case *Frame:
+		b, att, err = appendFrame(b, &p.Frame)
+	case *End:
+		if err = p.Validate(); err != nil {
+			err = &InvalidError{Type: TypeEnd, Err: err}
+			break
+		}
+		b = mpack.AppendMapHeader(b, 2)
+		b = appendKey(b, "t", "end")
+		b = appendKey(b, "call_id", p.CallID)
+	case *Invoke:
+		b, err = appendInvoke(b, p)
+	case *Ping:
+		b = mpack.AppendMapHeader(b, 2)
+		b = appendKey(b, "t", "ping")
+		b = mpack.AppendUint(mpack.AppendString(b, "nonce"), p.Nonce)
+	case *Pong:
+		b = mpack.AppendMapHeader(b, 4)
+		b = appendKey(b, "t", "pong")
+		b = mpack.AppendUint(mpack.AppendString(b, "nonce"), p.Nonce)
+		b = mpack.AppendInt(mpack.AppendString(b, "streams"), p.Streams)
+		b = mpack.AppendInt(mpack.AppendString(b, "stuck"), p.Stuck)
+	case *Cancel:
+		if err = frame.CheckCallID(p.CallID); err != nil {
+			err = &InvalidError{Type: TypeCancel, Err: err}
+			break
+		}
+		b = mpack.AppendMapHeader(b, 2+boolInt(p.Reason != ""))
+		b = appendKey(b, "t", "cancel")
+		b = appendKey(b, "call_id", p.CallID)
+		if p.Reason != "" {
+			b = appendKey(b, "reason", p.Reason)
+		}
+	case *Drain:
+		b = mpack.AppendMapHeader(b, 2)
+		b = appendKey(b, "t", "drain")
+		b = mpack.AppendInt(mpack.AppendString(b, "grace_ms"), p.GraceMS)
+	case *Bye:
+		b = mpack.AppendMapHeader(b, 1+boolInt(p.Reason != ""))
+		b = appendKey(b, "t", "bye")
+		if p.Reason != "" {
+			b = appendKey(b, "reason", p.Reason)
+		}
+	case *Startup:
+		b = mpack.AppendMapHeader(b, 7)
+		b = appendKey(b, "t", "startup")
+		b = mpack.AppendInt(mpack.AppendString(b, "protocol"), p.Protocol)
+		b = appendKey(b, "child_id", p.ChildID)
+		b = appendLimits(mpack.AppendString(b, "limits"), p.Limits)
+		b = mpack.AppendInt(mpack.AppendString(b, "health_interval_ms"), p.HealthIntervalMS)
+		b = mpack.AppendInt(mpack.AppendString(b, "cancel_grace_ms"), p.CancelGraceMS)
+		b = mpack.AppendInt(mpack.AppendString(b, "ingress_queue"), p.IngressQueue)
+	case *Hello:
+		b, err = appendHello(b, p)
+	default:
+		err = fmt.Errorf("wire: cannot encode a %T", p)
+	}
+	if err != nil {
+		return b[:start], nil, err
+	}
+	h := len(b) - start - PrefixLen
+	if h > int(l.MaxHeader) {
+		return b[:start], nil, fmt.Errorf("%w: header of %d bytes, limit %d", ErrHeaderLength, h, l.MaxHeader)
+	}
+	if len(att) > int(l.MaxAttachment) {
+		return b[:start], nil, fmt.Errorf("%w: attachment of %d bytes, limit %d", ErrAttachmentLength, len(att), l.MaxAttachment)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(h))
+	binary.BigEndian.PutUint32(b[start+4:], uint32(len(att)))
+	return b, att, nil
+}
+
+// Encode returns p as one packet: prefix, header and attachment in one new
+// slice. It is meant for tests and tools; connections use a Writer.
+func Encode(p Packet, l Limits) ([]byte, error) {
+	b, att, err := AppendPacket(nil, p, l)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, att...), nil
+}
+
+func boolInt(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func appendKey(b []byte, key, val string) []byte {
+	return mpack.AppendString(mpack.AppendString(b, key), val)
+}
+
+func appendLimits(b []byte, l Limits) []byte {
+	b = mpack.AppendMapHeader(b, 2)
+	b = mpack.AppendUint(mpack.AppendString(b, "max_header"), uint64(l.MaxHeader))
+	return mpack.AppendUint(mpack.AppendString(b, "max_attachment"), uint64(l.MaxAttachment))
+}
+
+func appendFrame(b []byte, f *frame.Frame) ([]byte, []byte, error) {
+	if err := f.Validate(); err != nil {
+		return b, nil, &InvalidError{Type: TypeFrame, CallID: validCallID(f.CallID), Err: err}
+	}
+	if f.Synthetic {
+		return b, nil, &InvalidError{Type: TypeFrame, CallID: f.CallID,
+			Err: &frame.FieldError{Field: "synthetic", Reason: "synthetic frames never travel on the wire"}}
+	}
+	n := 5 + boolInt(f.Payload != nil) + boolInt(f.Media != nil) + boolInt(f.Error != nil)
+	b = mpack.AppendMapHeader(b, n)
+	b = appendKey(b, "t", "frame")
+	b = appendKey(b, "call_id", f.CallID)
+	b = appendKey(b, "direction", f.Direction.String())
+	b = mpack.AppendUint(mpack.AppendString(b, "sequence"), f.Sequence)
+	b = appendKey(b, "kind", f.Kind.String())
+	if f.Payload != nil {
+		b = append(mpack.AppendString(b, "payload"), f.Payload...)
+	}
+	var att []byte
+	if f.Media != nil {
+		b = mpack.AppendString(b, "media")
+		switch m := f.Media.(type) {
+		case *frame.InlineMedia:
+			n := 2 + boolInt(m.Codec != "") + boolInt(m.SampleRate != 0) + boolInt(m.Channels != 0) +
+				boolInt(m.TimestampSeconds != nil) + boolInt(m.DurationSeconds != nil)
+			b = mpack.AppendMapHeader(b, n)
+			b = appendKey(b, "kind", "inline")
+			b = appendKey(b, "media_type", m.MediaType)
+			if m.Codec != "" {
+				b = appendKey(b, "codec", m.Codec)
+			}
+			if m.SampleRate != 0 {
+				b = mpack.AppendInt(mpack.AppendString(b, "sample_rate"), m.SampleRate)
+			}
+			if m.Channels != 0 {
+				b = mpack.AppendInt(mpack.AppendString(b, "channels"), m.Channels)
+			}
+			if m.TimestampSeconds != nil {
+				b = mpack.AppendFloat64(mpack.AppendString(b, "timestamp_seconds"), *m.TimestampSeconds)
+			}
+			if m.DurationSeconds != nil {
+				b = mpack.AppendFloat64(mpack.AppendString(b, "duration_seconds"), *m.DurationSeconds)
+			}
+			att = m.Data
+		case *frame.BlobMedia:
+			b = mpack.AppendMapHeader(b, 5)
+			b = appendKey(b, "kind", "blob")
+			b = appendKey(b, "blob_id", m.BlobID)
+			b = mpack.AppendInt(mpack.AppendString(b, "size_bytes"), m.SizeBytes)
+			b = appendKey(b, "sha256", m.SHA256)
+			b = appendKey(b, "media_type", m.MediaType)
+		}
+	}
+	if f.Error != nil {
+		b = mpack.AppendString(b, "error")
+		b = mpack.AppendMapHeader(b, 2)
+		b = appendKey(b, "code", f.Error.Code.String())
+		b = appendKey(b, "message", f.Error.Message)
+	}
+	return b, att, nil
+}
+
+func validCallID(id string) string {
+	if frame.CheckCallID(id) != nil {
+		return ""
+	}
+	return id
+}
+
+func appendInvoke(b []byte, p *Invoke) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return b, &InvalidError{Type: TypeInvoke, CallID: validCallID(p.CallID), Err: err}
+	}
+	n := 5 + boolInt(p.Trace != nil) + boolInt(p.Tree != "") + boolInt(p.Parent != "")
+	b = mpack.AppendMapHeader(b, n)
+	b = appendKey(b, "t", "invoke")
+	b = appendKey(b, "call_id", p.CallID)
+	b = appendKey(b, "tool_id", p.ToolID)
+	b = mpack.AppendString(b, "arguments")
+	if p.Arguments == nil {
+		b = mpack.AppendMapHeader(b, 0)
+	} else {
+		b = append(b, p.Arguments...)
+	}
+	b = mpack.AppendInt(mpack.AppendString(b, "timeout_ms"), p.TimeoutMS)
+	if p.Trace != nil {
+		b = mpack.AppendString(b, "trace")
+		b = mpack.AppendMapHeader(b, len(p.Trace))
+		for _, k := range sortedKeys(p.Trace) {
+			b = appendKey(b, k, p.Trace[k])
+		}
+	}
+	if p.Tree != "" {
+		b = appendKey(b, "tree", p.Tree)
+	}
+	if p.Parent != "" {
+		b = appendKey(b, "parent", p.Parent)
+	}
+	return b, nil
+}
+
+// Validate checks the invoke's fields; the error is a *frame.FieldError.
+// Nil Arguments are allowed and sent as an empty object.
+func (p *Invoke) Validate() error {
+	if err := frame.CheckCallID(p.CallID); err != nil {
+		return err
+	}
+	if err := checkToolID("tool_id", p.ToolID); err != nil {
+		return err
+	}
+	if p.Arguments != nil {
+		if err := p.Arguments.Check(); err != nil {
+			return &frame.FieldError{Field: "arguments", Reason: err.(*frame.FieldError).Reason}
+		}
+	}
+	if p.TimeoutMS < 0 {
+		return &frame.FieldError{Field: "timeout_ms", Reason: "must be >= 0"}
+	}
+	if p.Tree != "" {
+		if err := frame.CheckCallID(p.Tree); err != nil {
+			return &frame.FieldError{Field: "tree", Reason: err.(*frame.FieldError).Reason}
+		}
+	}
+	if p.Parent != "" {
+		if err := frame.CheckCallID(p.Parent); err != nil {
+			return &frame.FieldError{Field: "parent", Reason: err.(*frame.FieldError).Reason}
+		}
+	}
+	return nil
+}
+
+func checkToolID(field, id string) error {
+	if err := frame.CheckCallID(id); err != nil {
+		return &frame.FieldError{Field: field, Reason: err.(*frame.FieldError).Reason}
+	}
+	return nil
+}
+
+func appendHello(b []byte, p *Hello) ([]byte, error) {
+	b = mpack.AppendMapHeader(b, 7)
+	b = appendKey(b, "t", "hello")
+	b = mpack.AppendArrayHeader(mpack.AppendString(b, "protocol"), len(p.Protocol))
+	for _, v := range p.Protocol {
+		b = mpack.AppendInt(b, v)
+	}
+	b = appendKey(b, "sdk", p.SDK)
+	b = mpack.AppendInt(mpack.AppendString(b, "pid"), p.PID)
+	b = mpack.AppendInt(mpack.AppendString(b, "max_streams"), p.MaxStreams)
+	b = appendLimits(mpack.AppendString(b, "limits"), p.Limits)
+	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(p.Tools))
+	for i := range p.Tools {
+		t := &p.Tools[i]
+		if err := checkToolID("tools.id", t.ID); err != nil {
+			return b, err
+		}
+		schemas := []struct {
+			key string
+			s   Schema
+		}{{"arguments_schema", t.ArgumentsSchema}, {"input_schema", t.InputSchema}, {"output_schema", t.OutputSchema}, {"result_schema", t.ResultSchema}}
+		n := 1 + boolInt(t.Version != "") + boolInt(t.Description != "")
+		for _, s := range schemas {
+			n += boolInt(s.s != nil)
+		}
+		b = mpack.AppendMapHeader(b, n)
+		b = appendKey(b, "id", t.ID)
+		if t.Version != "" {
+			b = appendKey(b, "version", t.Version)
+		}
+		if t.Description != "" {
+			b = appendKey(b, "description", t.Description)
+		}
+		for _, s := range schemas {
+			if s.s == nil {
+				continue
+			}
+			enc, err := encodeValue(s.s)
+			if err != nil {
+				return b, fmt.Errorf("wire: tool %d: %s: %w", i, s.key, err)
+			}
+			b = append(mpack.AppendString(b, s.key), enc...)
+		}
+	}
+	return b, nil
+}
+
+// encodeValue encodes a generic value canonically (sorted map keys, compact
+// numbers).
+func encodeValue(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.UseCompactInts(true)
+	enc.UseCompactFloats(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

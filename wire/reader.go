@@ -1,0 +1,158 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// readBufSize is the Reader's initial buffer: large enough to take many small
+// packets in one read, small enough for a thousand idle connections. It
+// grows, once, only when a header longer than it arrives (bounded by
+// max_header).
+const readBufSize = 16 << 10
+
+// Reader reads packets from one connection. It is owned by one goroutine:
+// not safe for concurrent use.
+//
+// Each packet ReadPacket returns is new and shares nothing with the Reader;
+// the caller may keep it and its slices.
+type Reader struct {
+	src        io.Reader
+	limits     Limits
+	buf        []byte
+	start, end int // buffered bytes are buf[start:end]
+	dec        decoder
+	err        error // sticky: a protocol error or a read error
+}
+
+// NewReader returns a Reader of src bounded by l (made Effective).
+func NewReader(src io.Reader, l Limits) *Reader {
+	return &Reader{src: src, limits: l.Effective(), buf: make([]byte, readBufSize)}
+}
+
+// SetLimits replaces the Reader's limits, as after a handshake.
+func (r *Reader) SetLimits(l Limits) { r.limits = l.Effective() }
+
+// Buffered reports how many bytes have been read from the connection but
+// not yet returned as packets.
+func (r *Reader) Buffered() int { return r.end - r.start }
+
+// fill makes at least n bytes available at buf[start:], reading as much as
+// the connection gives at once.
+func (r *Reader) fill(n int) error {
+	if r.end-r.start >= n {
+		return nil
+	}
+	if n > len(r.buf) {
+		nb := make([]byte, n)
+		r.end = copy(nb, r.buf[r.start:r.end])
+		r.buf, r.start = nb, 0
+	} else if r.start+n > len(r.buf) {
+		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.start = 0
+	}
+	for r.end-r.start < n {
+		m, err := r.src.Read(r.buf[r.end:])
+		r.end += m
+		if err != nil {
+			if r.end-r.start >= n {
+				return nil
+			}
+			if errors.Is(err, io.EOF) && r.end-r.start > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadPacket reads the next packet.
+//
+// Errors: io.EOF at a clean end between packets; io.ErrUnexpectedEOF inside a
+// packet; an error matching ErrProtocol when the packet breaks §2 or §3 (the
+// connection is then unusable and every later call returns the same error);
+// an *InvalidError (matching frame.ErrInvalid) when a frame, invoke or end
+// parsed but broke the rules: the packet was consumed whole, so the
+// connection is still in step; or the connection's own read error.
+func (r *Reader) ReadPacket() (Packet, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	p, err := r.readPacket()
+	var inv *InvalidError
+	if err != nil && !errors.As(err, &inv) {
+		r.err = err
+	}
+	return p, err
+}
+
+func (r *Reader) readPacket() (Packet, error) {
+	if err := r.fill(PrefixLen); err != nil {
+		return nil, err
+	}
+	h := binary.BigEndian.Uint32(r.buf[r.start:])
+	a := binary.BigEndian.Uint32(r.buf[r.start+4:])
+	if err := checkLengths(h, a, r.limits); err != nil {
+		return nil, err
+	}
+	if err := r.fill(PrefixLen + int(h)); err != nil {
+		return nil, err
+	}
+	hdr := r.buf[r.start+PrefixLen : r.start+PrefixLen+int(h)]
+	p, err := r.dec.decode(hdr, a)
+	r.start += PrefixLen + int(h)
+	if err != nil {
+		var inv *InvalidError
+		if errors.As(err, &inv) && a > 0 {
+			// Keep the connection in step: skip the attachment.
+			if serr := r.skip(int(a)); serr != nil {
+				return nil, serr
+			}
+		}
+		return nil, err
+	}
+	if a > 0 {
+		data := make([]byte, a)
+		if err := r.readFull(data); err != nil {
+			return nil, err
+		}
+		p.(*Frame).Media.(*frame.InlineMedia).Data = data
+	}
+	return p, nil
+}
+
+// readFull fills dst from the buffer, then straight from the connection.
+func (r *Reader) readFull(dst []byte) error {
+	n := copy(dst, r.buf[r.start:r.end])
+	r.start += n
+	if n == len(dst) {
+		return nil
+	}
+	if _, err := io.ReadFull(r.src, dst[n:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return nil
+}
+
+// skip discards n bytes through the buffer, allocating nothing.
+func (r *Reader) skip(n int) error {
+	for n > 0 {
+		if r.start == r.end {
+			r.start, r.end = 0, 0
+			if err := r.fill(1); err != nil {
+				return err
+			}
+		}
+		k := min(n, r.end-r.start)
+		r.start += k
+		n -= k
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package wire
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// maxPending bounds the encoded header bytes queued in a Writer and not yet
+// handed to the connection. A WritePacket that finds the queue at or above
+// it blocks until the flusher has written it (backpressure), so a Writer
+// holds at most this plus one packet's header. Attachments are never
+// queued by copy: their writer waits until they are written.
+const maxPending = 64 << 10
+
+// Writer writes packets to one connection through one goroutine of its own,
+// the flusher, which writes everything queued since its last write in one
+// vectored write (net.Buffers): packets queued while a write is under way
+// are coalesced into the next, and none ever waits for a later one.
+//
+// WritePacket is safe for concurrent use; packets go out in the order their
+// calls entered WritePacket. A Writer must be closed with Close, which stops
+// the flusher.
+type Writer struct {
+	dst    io.Writer
+	limits Limits
+	wake   chan struct{} // size 1: "something is queued"; a full channel already says so
+	done   chan struct{} // closed when the flusher has returned
+
+	mu      sync.Mutex
+	cond    sync.Cond // broadcast when a batch was written, an error set, or the writer closed
+	cur     *batch    // being filled by WritePacket
+	spare   *batch    // empty, for the next swap; nil while a batch is in flight
+	queued  uint64    // id of cur
+	written uint64    // id of the last batch written (or dropped after an error)
+	err     error     // sticky: the first write error
+	closed  bool
+}
+
+// batch is the bytes of several packets: headers back to back in hdr, each
+// attachment to be written after the header bytes before its offset.
+type batch struct {
+	hdr  []byte
+	atts []attachment
+	iov  net.Buffers // reused by the flusher
+}
+
+type attachment struct {
+	at   int // offset in hdr after which data goes
+	data []byte
+}
+
+// NewWriter returns a Writer to dst that refuses packets over l (made
+// Effective) and starts its flusher. The caller must call Close.
+func NewWriter(dst io.Writer, l Limits) *Writer {
+	w := &Writer{
+		dst: dst, limits: l.Effective(),
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		cur: &batch{}, spare: &batch{}, queued: 1,
+	}
+	w.cond.L = &w.mu
+	go w.flush() // stopped by Close; Close waits for done
+	return w
+}
+
+// SetLimits replaces the Writer's limits, as after a handshake.
+func (w *Writer) SetLimits(l Limits) {
+	w.mu.Lock()
+	w.limits = l.Effective()
+	w.mu.Unlock()
+}
+
+// WritePacket validates p, queues it and wakes the flusher. It returns once
+// p is queued; a packet with an attachment (inline media), once the
+// attachment has been written, so the caller may reuse its bytes. It blocks
+// while the queue is full, which is while the connection does not take the
+// bytes: that is backpressure.
+//
+// Errors: an *InvalidError for a packet that breaks the rules (nothing is
+// queued; the connection is unaffected), ErrHeaderLength or
+// ErrAttachmentLength for one over the limits, the connection's write error
+// once a write failed (every later call returns it too), ErrClosed after
+// Close.
+func (w *Writer) WritePacket(p Packet) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && !w.closed && len(w.cur.hdr) >= maxPending {
+		w.cond.Wait()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return ErrClosed
+	}
+	hdr, att, err := AppendPacket(w.cur.hdr, p, w.limits)
+	if err != nil {
+		return err
+	}
+	w.cur.hdr = hdr
+	if len(att) > 0 {
+		w.cur.atts = append(w.cur.atts, attachment{at: len(hdr), data: att})
+	}
+	id := w.queued
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	if len(att) > 0 {
+		for w.written < id && w.err == nil {
+			w.cond.Wait()
+		}
+		return w.err
+	}
+	return nil
+}
+
+// Flush waits until every packet queued so far has been written and returns
+// the write error, if any.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	id := w.queued - 1
+	if len(w.cur.hdr) > 0 {
+		id = w.queued
+	}
+	for w.written < id && w.err == nil {
+		w.cond.Wait()
+	}
+	return w.err
+}
+
+// Close writes what is queued, stops the flusher and returns the first write
+// error. It does not close the connection. If the peer may have stopped
+// reading, close the connection (or set a write deadline) first, or Close
+// waits for the peer. Close is idempotent.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		w.cond.Broadcast()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	w.mu.Unlock()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *Writer) flush() {
+	defer close(w.done)
+	for range w.wake {
+		w.mu.Lock()
+		for len(w.cur.hdr) > 0 {
+			b, id := w.cur, w.queued
+			w.cur, w.spare = w.spare, nil
+			w.queued++
+			failed := w.err != nil
+			w.mu.Unlock()
+			var err error
+			if !failed {
+				err = b.writeTo(w.dst)
+			}
+			b.reset()
+			w.mu.Lock()
+			w.spare = b
+			w.written = id
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+			w.cond.Broadcast()
+		}
+		closed := w.closed
+		w.mu.Unlock()
+		if closed {
+			return
+		}
+	}
+}
+
+func (b *batch) writeTo(dst io.Writer) error {
+	prev := 0
+	for _, a := range b.atts {
+		if a.at > prev {
+			b.iov = append(b.iov, b.hdr[prev:a.at])
+		}
+		b.iov = append(b.iov, a.data)
+		prev = a.at
+	}
+	if prev < len(b.hdr) {
+		b.iov = append(b.iov, b.hdr[prev:])
+	}
+	v := b.iov
+	_, err := v.WriteTo(dst)
+	return err
+}
+
+func (b *batch) reset() {
+	clear(b.iov) // drop references to attachments
+	b.iov = b.iov[:0]
+	clear(b.atts)
+	b.atts = b.atts[:0]
+	b.hdr = b.hdr[:0]
+}
