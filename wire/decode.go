@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
@@ -40,13 +42,28 @@ func Decode(b []byte, l Limits) (Packet, error) {
 
 func checkLengths(h, a uint32, l Limits) error {
 	if h == 0 || h > l.MaxHeader {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrHeaderLength, h, l.MaxHeader)
+		return &lengthError{ErrHeaderLength, uint64(h), l.MaxHeader}
 	}
 	if a > l.MaxAttachment {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrAttachmentLength, a, l.MaxAttachment)
+		return &lengthError{ErrAttachmentLength, uint64(a), l.MaxAttachment}
 	}
 	return nil
 }
+
+// lengthError is ErrHeaderLength or ErrAttachmentLength with the lengths
+// involved. It formats its message only when asked, so that refusing a
+// length costs one small allocation.
+type lengthError struct {
+	err   *ProtocolError
+	got   uint64
+	limit uint32
+}
+
+func (e *lengthError) Error() string {
+	return fmt.Sprintf("%v: %d bytes, limit %d", e.err, e.got, e.limit)
+}
+
+func (e *lengthError) Unwrap() error { return e.err }
 
 // decoder turns headers into packets. It remembers the last call id it
 // decoded so that the frames of one call share one string.
@@ -331,6 +348,7 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 		case "call_id":
 			s, err := v.ReadStr()
 			if err != nil {
+				f.CallID = ""
 				fail("call_id", "not a string")
 				continue
 			}
@@ -375,11 +393,13 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 			}
 		case "payload":
 			if v.IsNil() {
+				f.Payload = nil
 				continue
 			}
 			raw, _ := v.Skip()
 			f.Payload = append(frame.Payload(nil), raw...)
 		case "media":
+			f.Media, inline = nil, false
 			if v.IsNil() {
 				continue
 			}
@@ -393,6 +413,7 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 			}
 			f.Media = m
 		case "error":
+			f.Error = nil
 			if v.IsNil() {
 				continue
 			}
@@ -456,10 +477,42 @@ func decodeMedia(r *mpack.Reader) (m frame.Media, isInline bool, err error) {
 		}
 	}
 	for range n {
-		k, _ := r.ReadStr()
+		k, kerr := r.ReadStr()
+		if kerr != nil {
+			// The header was checked whole by scanHeader: skipping
+			// the key and its value cannot fail.
+			fail("media", "key not a string")
+			_, _ = r.Skip()
+			_, _ = r.Skip()
+			continue
+		}
 		raw, _ := r.Skip()
 		v := mpack.NewReader(raw)
 		if v.IsNil() {
+			// An optional key given as nil is absent; it also undoes
+			// an earlier duplicate of the same key.
+			switch string(k) {
+			case "kind":
+				kind = ""
+			case "media_type":
+				mediaType = ""
+			case "codec":
+				codec = ""
+			case "blob_id":
+				blobID = ""
+			case "sha256":
+				sha, hasSHA = "", false
+			case "sample_rate":
+				sampleRate, hasRate = 0, false
+			case "channels":
+				channels, hasChannels = 0, false
+			case "size_bytes":
+				size, hasSize = 0, false
+			case "timestamp_seconds":
+				ts = nil
+			case "duration_seconds":
+				dur = nil
+			}
 			continue
 		}
 		var err error
@@ -534,7 +587,10 @@ func decodeError(r *mpack.Reader) (*frame.Error, error) {
 	}
 	e := &frame.Error{}
 	for range n {
-		k, _ := r.ReadStr()
+		k, err := r.ReadStr()
+		if err != nil {
+			return nil, invalidField("error", "key not a string")
+		}
 		raw, _ := r.Skip()
 		v := mpack.NewReader(raw)
 		switch string(k) {
@@ -575,6 +631,8 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 			var s []byte
 			if s, err = v.ReadStr(); err == nil {
 				p.CallID = d.intern(s)
+			} else {
+				p.CallID = ""
 			}
 		case "tool_id":
 			p.ToolID, err = readString(&v)
@@ -583,6 +641,7 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 			p.Arguments = append(frame.Payload(nil), raw...)
 			hasArgs = true
 		case "timeout_ms":
+			p.TimeoutMS = 0
 			if !v.IsNil() {
 				p.TimeoutMS, err = v.ReadInt()
 			}
@@ -591,6 +650,7 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 		case "parent":
 			p.Parent, err = readOptString(&v)
 		case "trace":
+			p.Trace = nil
 			if v.IsNil() {
 				continue
 			}
@@ -676,6 +736,9 @@ func decodeHello(h []byte) (Packet, error) {
 // maxTools bounds how many tools a hello may declare.
 const maxTools = 4096
 
+// maxToolVersionChars bounds a tool descriptor's version (PROTOCOL.md §3).
+const maxToolVersionChars = 128
+
 func decodeTools(r *mpack.Reader) ([]Tool, error) {
 	n, err := r.ReadArrayLen()
 	if err != nil || n > maxTools {
@@ -719,15 +782,24 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 				if err := mpack.CheckObject(raw); err != nil {
 					return nil, err
 				}
-				if err := msgpack.Unmarshal(raw, dst); err != nil {
+				if err := decodeSchema(raw, dst); err != nil {
 					return nil, err
 				}
 			}
 		}
-		if checkToolID("id", t.ID) != nil || len(t.Version) > 4*128 {
+		if checkToolID("id", t.ID) != nil || !utf8.ValidString(t.Version) || utf8.RuneCountInString(t.Version) > maxToolVersionChars {
 			return nil, ErrBadField
 		}
 		tools = append(tools, t)
 	}
 	return tools, nil
+}
+
+// decodeSchema decodes a schema already checked by mpack.CheckObject. Numbers
+// come out as int64 (fixints and signed encodings), uint64 (unsigned
+// encodings) or float64, never as the sized types int8, float32 and so on.
+func decodeSchema(raw []byte, dst *Schema) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(raw))
+	dec.UseLooseInterfaceDecoding(true)
+	return dec.Decode(dst)
 }

@@ -90,10 +90,10 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 	}
 	h := len(b) - start - PrefixLen
 	if h > int(l.MaxHeader) {
-		return b[:start], nil, fmt.Errorf("%w: header of %d bytes, limit %d", ErrHeaderLength, h, l.MaxHeader)
+		return b[:start], nil, &lengthError{ErrHeaderLength, uint64(h), l.MaxHeader}
 	}
 	if len(att) > int(l.MaxAttachment) {
-		return b[:start], nil, fmt.Errorf("%w: attachment of %d bytes, limit %d", ErrAttachmentLength, len(att), l.MaxAttachment)
+		return b[:start], nil, &lengthError{ErrAttachmentLength, uint64(len(att)), l.MaxAttachment}
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(h))
 	binary.BigEndian.PutUint32(b[start+4:], uint32(len(att)))

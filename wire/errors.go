@@ -58,7 +58,9 @@ type InvalidError struct {
 	Err error
 }
 
-func (e *InvalidError) Error() string { return "wire: invalid " + e.Type.String() + ": " + e.Err.Error() }
+func (e *InvalidError) Error() string {
+	return "wire: invalid " + e.Type.String() + ": " + e.Err.Error()
+}
 
 // Unwrap returns the field error.
 func (e *InvalidError) Unwrap() error { return e.Err }

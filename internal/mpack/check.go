@@ -10,7 +10,7 @@ import (
 // floats), valid UTF-8 strings, arrays or maps of the same, nested at most
 // MaxDepth deep, and nothing after the map.
 //
-// It allocates nothing: its stack is a fixed array of MaxDepth entries.
+// It allocates nothing: its stack is a fixed array of MaxDepth+1 entries.
 func CheckObject(b []byte) error {
 	r := NewReader(b)
 	c, err := r.peek()
@@ -35,9 +35,10 @@ type level struct {
 }
 
 func (r *Reader) checkValue() error {
-	var stack [MaxDepth]level
+	// stack[0] is a virtual level holding the root; stack[d] is the
+	// container nested d deep (the root map is 1 deep).
+	var stack [MaxDepth + 1]level
 	depth := 0
-	// The root is a single item at a virtual level 0.
 	stack[0] = level{left: 1}
 	for depth >= 0 {
 		top := &stack[depth]
@@ -92,7 +93,7 @@ func (r *Reader) checkValue() error {
 			if err != nil {
 				return err
 			}
-			if depth+1 >= MaxDepth {
+			if depth+1 > MaxDepth {
 				return ErrDepth
 			}
 			items := uint64(n)

@@ -35,8 +35,9 @@ var (
 )
 
 // MaxDepth is how deeply maps and arrays may nest in a value checked by
-// CheckObject. JSON documents seen in tool payloads are far shallower; the
-// bound keeps the checker's stack fixed-size.
+// CheckObject: the outermost map is 1 deep, a map or array inside it 2 deep,
+// and so on up to MaxDepth. JSON documents seen in tool payloads are far
+// shallower; the bound keeps the checker's stack fixed-size.
 const MaxDepth = 64
 
 // AppendMapHeader appends the header of a map with n entries.

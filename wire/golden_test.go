@@ -1,0 +1,175 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// -update rewrites the golden vectors in testdata/golden from goldenPackets.
+// Run it once after a deliberate change to the encoding, then review the diff.
+var update = flag.Bool("update", false, "rewrite the golden vectors in testdata/golden")
+
+const goldenDir = "testdata/golden"
+
+func f64(v float64) *float64 { return &v }
+
+func mustFrame(f frame.Frame, err error) *Frame {
+	if err != nil {
+		panic(err)
+	}
+	return &Frame{f}
+}
+
+// goldenPackets lists one or more packets of every type, by vector name. The
+// golden files hold their encodings; other implementations may use them as
+// conformance vectors (docs/protocol.md describes them).
+func goldenPackets() []struct {
+	name string
+	p    Packet
+} {
+	sha := strings.Repeat("0123456789abcdef", 4)
+	return []struct {
+		name string
+		p    Packet
+	}{
+		{"hello", &Hello{
+			Protocol: []int64{1}, SDK: "skulk-go/0.1", PID: 4242, MaxStreams: 16,
+			Limits: DefaultLimits(),
+			Tools: []Tool{
+				{ID: "count", Version: "1", Description: "counts to n",
+					ArgumentsSchema: Schema{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}},
+					OutputSchema:    Schema{"type": "object"}},
+				{ID: "echo"},
+			},
+		}},
+		{"startup", &Startup{Protocol: 1, ChildID: "child-1", Limits: DefaultLimits(), HealthIntervalMS: 1000,
+			CancelGraceMS: 1000, IngressQueue: IngressQueue}},
+		{"ping", &Ping{Nonce: 1 << 40}},
+		{"pong", &Pong{Nonce: 1 << 40, Streams: 3, Stuck: 1}},
+		{"cancel", &Cancel{CallID: "call-1", Reason: "caller went away"}},
+		{"cancel_no_reason", &Cancel{CallID: "call-1"}},
+		{"drain", &Drain{GraceMS: 5000}},
+		{"bye", &Bye{Reason: "drained"}},
+		{"bye_no_reason", &Bye{}},
+		{"invoke", &Invoke{CallID: "call-1", ToolID: "count", Arguments: frame.MustPayload(map[string]any{"n": 3}),
+			TimeoutMS: 30000, Trace: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+			Tree: "call-0", Parent: "call-0"}},
+		{"invoke_minimal", &Invoke{CallID: "call-2", ToolID: "echo", Arguments: frame.MustPayload(map[string]any{})}},
+		{"frame_started", mustFrame(frame.NewStarted("call-1", frame.CallerToProvider))},
+		{"frame_chunk_payload", mustFrame(frame.NewChunk("call-1", frame.ProviderToCaller, 1,
+			frame.MustPayload(map[string]any{"i": 0, "text": "héllo", "ok": true, "tags": []any{"a", 1.5, nil}}), nil))},
+		{"frame_chunk_inline", mustFrame(frame.NewChunk("call-1", frame.ProviderToCaller, 2,
+			frame.MustPayload(map[string]any{"text": "with audio"}),
+			&frame.InlineMedia{Data: []byte("RIFF\x00\x01\x02\x03raw pcm bytes \xff\xfe"), MediaType: "audio/pcm",
+				Codec: "pcm_s16le", SampleRate: 16000, Channels: 1,
+				TimestampSeconds: f64(1.5), DurationSeconds: f64(0.02)}))},
+		{"frame_chunk_inline_empty", mustFrame(frame.NewChunk("call-1", frame.CallerToProvider, 1, nil,
+			&frame.InlineMedia{Data: []byte{}, MediaType: "application/octet-stream"}))},
+		{"frame_chunk_blob", mustFrame(frame.NewChunk("call-1", frame.ProviderToCaller, 3, nil,
+			&frame.BlobMedia{BlobID: "blob-7", SizeBytes: 1 << 33, SHA256: sha, MediaType: "video/mp4"}))},
+		{"frame_completed", mustFrame(frame.NewCompleted("call-1", frame.ProviderToCaller, 4,
+			frame.MustPayload(map[string]any{"total": 3})))},
+		{"frame_completed_empty", mustFrame(frame.NewCompleted("call-1", frame.CallerToProvider, 2, nil))},
+		{"frame_failed", mustFrame(frame.NewFailed("call-1", frame.ProviderToCaller, 4, frame.CodeProviderError, "boom"))},
+		{"frame_cancelled", mustFrame(frame.NewCancelled("call-1", frame.ProviderToCaller, 2, "cancelled by caller"))},
+		{"frame_cancelled_bare", mustFrame(frame.NewCancelled("call-1", frame.CallerToProvider, 5, ""))},
+		{"end", &End{frame.End{CallID: "call-1"}}},
+	}
+}
+
+// describe renders an encoded packet for people and for implementers in other
+// languages: the two lengths, the header as JSON, and the attachment in hex.
+func describe(b []byte) string {
+	h := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+	a := int(uint32(b[4])<<24 | uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]))
+	dec := msgpack.NewDecoder(bytes.NewReader(b[PrefixLen : PrefixLen+h]))
+	dec.UseLooseInterfaceDecoding(true)
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		panic(err)
+	}
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "header length H = %d\nattachment length A = %d\nheader (msgpack, shown as JSON; key order on the wire is the encoder's):\n%s\n", h, a, js)
+	fmt.Fprintf(&s, "header hex:\n%s", hex.Dump(b[PrefixLen:PrefixLen+h]))
+	if a > 0 {
+		fmt.Fprintf(&s, "attachment hex:\n%s", hex.Dump(b[PrefixLen+h:]))
+	}
+	return s.String()
+}
+
+func TestGolden(t *testing.T) {
+	for _, g := range goldenPackets() {
+		t.Run(g.name, func(t *testing.T) {
+			bin := filepath.Join(goldenDir, g.name+".bin")
+			txt := filepath.Join(goldenDir, g.name+".txt")
+			enc, err := Encode(g.p, Limits{})
+			require.NoError(t, err)
+			if *update {
+				require.NoError(t, os.MkdirAll(goldenDir, 0o755))
+				require.NoError(t, os.WriteFile(bin, enc, 0o644))
+				require.NoError(t, os.WriteFile(txt, []byte(describe(enc)), 0o644))
+			}
+			want, err := os.ReadFile(bin)
+			require.NoError(t, err, "run go test ./wire -run TestGolden -update once")
+			require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(enc), "encoding differs from the golden vector")
+			desc, err := os.ReadFile(txt)
+			require.NoError(t, err)
+			require.Equal(t, string(desc), describe(want))
+
+			got, err := Decode(want, Limits{})
+			require.NoError(t, err)
+			require.Equal(t, g.p, got)
+			re, err := Encode(got, Limits{})
+			require.NoError(t, err)
+			require.Equal(t, want, re, "decode then encode must give the same bytes")
+		})
+	}
+}
+
+// TestGoldenCoversEveryType makes sure no packet type lacks a vector.
+func TestGoldenCoversEveryType(t *testing.T) {
+	seen := map[Type]bool{}
+	inline := false
+	for _, g := range goldenPackets() {
+		seen[g.p.Type()] = true
+		if f, ok := g.p.(*Frame); ok {
+			if m, ok := f.Media.(*frame.InlineMedia); ok && len(m.Data) > 0 {
+				inline = true
+			}
+		}
+	}
+	for ty := TypeHello; ty <= TypeEnd; ty++ {
+		require.True(t, seen[ty], "no golden vector for %s", ty)
+	}
+	require.True(t, inline, "no golden inline-media frame with an attachment")
+}
+
+// goldenStream returns every golden vector back to back, as one connection
+// would carry them, and the packets they hold.
+func goldenStream(t *testing.T) ([]byte, []Packet) {
+	t.Helper()
+	var all []byte
+	var ps []Packet
+	for _, g := range goldenPackets() {
+		b, err := os.ReadFile(filepath.Join(goldenDir, g.name+".bin"))
+		require.NoError(t, err)
+		all = append(all, b...)
+		ps = append(ps, g.p)
+	}
+	return all, ps
+}

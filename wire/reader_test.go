@@ -1,0 +1,602 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// raw is msgpack bytes put into a header as they are.
+type raw []byte
+
+// appendAny appends v: raw as is, strings, integers, booleans, nil, and
+// anything else through the generic codec.
+func appendAny(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case raw:
+		return append(b, v...)
+	case string:
+		return mpack.AppendString(b, v)
+	case int:
+		return mpack.AppendInt(b, int64(v))
+	case bool:
+		return mpack.AppendBool(b, v)
+	case nil:
+		return mpack.AppendNil(b)
+	}
+	enc, err := msgpack.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return append(b, enc...)
+}
+
+// hdr builds a header map from key, value, key, value... in that order, so
+// tests control key order, duplicates and key types.
+func hdr(kv ...any) []byte {
+	b := mpack.AppendMapHeader(nil, len(kv)/2)
+	for _, v := range kv {
+		b = appendAny(b, v)
+	}
+	return b
+}
+
+// pkt frames header h and attachment att with their length prefix.
+func pkt(h, att []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(h)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(att)))
+	return append(append(b, h...), att...)
+}
+
+// prefix is a bare length prefix.
+func prefix(h, a uint32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, h), a)
+}
+
+// frameKV is a valid provider chunk's header fields; tests append or
+// override (a later duplicate key wins).
+func frameKV(extra ...any) []any {
+	kv := []any{"t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1, "kind", "chunk",
+		"payload", map[string]any{"text": "x"}}
+	return append(kv, extra...)
+}
+
+func inlineMedia(extra ...any) map[string]any {
+	m := map[string]any{"kind": "inline", "media_type": "audio/pcm"}
+	for i := 0; i < len(extra); i += 2 {
+		m[extra[i].(string)] = extra[i+1]
+	}
+	return m
+}
+
+func readAll(t *testing.T, r *Reader) []Packet {
+	t.Helper()
+	var ps []Packet
+	for {
+		p, err := r.ReadPacket()
+		if errors.Is(err, io.EOF) {
+			return ps
+		}
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+}
+
+func TestReaderOneByteAtATime(t *testing.T) {
+	all, want := goldenStream(t)
+	r := NewReader(iotest.OneByteReader(bytes.NewReader(all)), Limits{})
+	require.Equal(t, want, readAll(t, r))
+	_, err := r.ReadPacket()
+	require.ErrorIs(t, err, io.EOF, "EOF is sticky")
+}
+
+func TestReaderSplitAtEveryPoint(t *testing.T) {
+	all, want := goldenStream(t)
+	for i := 0; i <= len(all); i++ {
+		r := NewReader(io.MultiReader(bytes.NewReader(all[:i]), bytes.NewReader(all[i:])), Limits{})
+		got := readAll(t, r)
+		require.Equal(t, len(want), len(got), "split at %d", i)
+		require.Equal(t, want, got, "split at %d", i)
+	}
+}
+
+func TestReaderHalfAndErrReaders(t *testing.T) {
+	all, want := goldenStream(t)
+	for name, src := range map[string]io.Reader{
+		"half":    iotest.HalfReader(bytes.NewReader(all)),
+		"dataerr": iotest.DataErrReader(bytes.NewReader(all)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, want, readAll(t, NewReader(src, Limits{})))
+		})
+	}
+}
+
+func TestReaderLargeHeaderGrowsBuffer(t *testing.T) {
+	big := strings.Repeat("x", readBufSize*2)
+	p := mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": big}), nil))
+	b, err := Encode(p, Limits{})
+	require.NoError(t, err)
+	stream := append(append([]byte{}, b...), b...)
+	r := NewReader(iotest.HalfReader(bytes.NewReader(stream)), Limits{})
+	got := readAll(t, r)
+	require.Equal(t, []Packet{p, p}, got)
+}
+
+func TestReaderTruncated(t *testing.T) {
+	b, err := Encode(goldenPackets()[13].p, Limits{}) // frame_chunk_inline
+	require.NoError(t, err)
+	require.Greater(t, len(b), PrefixLen+24)
+	for n := 1; n < len(b); n++ {
+		r := NewReader(bytes.NewReader(b[:n]), Limits{})
+		_, err := r.ReadPacket()
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "cut at %d", n)
+	}
+	_, err = NewReader(bytes.NewReader(nil), Limits{}).ReadPacket()
+	require.ErrorIs(t, err, io.EOF)
+}
+
+func TestReaderReturnsReadError(t *testing.T) {
+	boom := errors.New("boom")
+	r := NewReader(iotest.ErrReader(boom), Limits{})
+	_, err := r.ReadPacket()
+	require.ErrorIs(t, err, boom)
+	_, err = r.ReadPacket()
+	require.ErrorIs(t, err, boom, "read errors are sticky")
+}
+
+func TestLimitsEffective(t *testing.T) {
+	require.Equal(t, DefaultLimits(), Limits{}.Effective())
+	require.Equal(t, Limits{MaxHeader: HardMaxHeader, MaxAttachment: HardMaxAttachment},
+		Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}.Effective())
+	require.Equal(t, Limits{MaxHeader: 10, MaxAttachment: 20}, Limits{MaxHeader: 10, MaxAttachment: 20}.Effective())
+	require.Equal(t, Limits{MaxHeader: 10, MaxAttachment: DefaultMaxAttachment},
+		Limits{MaxHeader: 10}.Min(Limits{MaxHeader: 1 << 30, MaxAttachment: 1 << 30}))
+	require.Equal(t, Limits{MaxHeader: DefaultMaxHeader, MaxAttachment: 5},
+		Limits{}.Min(Limits{MaxAttachment: 5}))
+}
+
+// TestLimits is the negative test for every limit, with the accepted value
+// just under each one.
+func TestLimits(t *testing.T) {
+	ping := hdr("t", "ping", "nonce", 1)
+	inline := hdr(frameKV("media", inlineMedia())...)
+	cases := []struct {
+		name string
+		b    []byte
+		l    Limits
+		want error
+	}{
+		{"header length 0", prefix(0, 0), Limits{}, ErrHeaderLength},
+		{"header over default", prefix(DefaultMaxHeader+1, 0), Limits{}, ErrHeaderLength},
+		{"header over configured", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping)) - 1}, ErrHeaderLength},
+		{"header over hard ceiling", prefix(HardMaxHeader+1, 0), Limits{MaxHeader: math.MaxUint32}, ErrHeaderLength},
+		{"header max uint32", prefix(math.MaxUint32, 0), Limits{}, ErrHeaderLength},
+		{"attachment over default", prefix(uint32(len(inline)), DefaultMaxAttachment+1), Limits{}, ErrAttachmentLength},
+		{"attachment over configured", pkt(inline, make([]byte, 11)), Limits{MaxAttachment: 10}, ErrAttachmentLength},
+		{"attachment over hard ceiling", prefix(uint32(len(inline)), HardMaxAttachment+1), Limits{MaxAttachment: math.MaxUint32}, ErrAttachmentLength},
+		{"attachment max uint32", prefix(10, math.MaxUint32), Limits{}, ErrAttachmentLength},
+		{"header at configured limit", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping))}, nil},
+		{"attachment at configured limit", pkt(inline, make([]byte, 10)), Limits{MaxAttachment: 10}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Followed by junk: a refusal must not depend on what comes next.
+			r := NewReader(bytes.NewReader(append(c.b, 0xff, 0xff)), c.l)
+			_, err := r.ReadPacket()
+			if c.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, c.want)
+			require.ErrorIs(t, err, ErrProtocol)
+			_, err2 := r.ReadPacket()
+			require.Equal(t, err, err2, "protocol errors are sticky")
+		})
+	}
+}
+
+func TestEncodeLimits(t *testing.T) {
+	p := mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, nil,
+		&frame.InlineMedia{Data: make([]byte, 100), MediaType: "audio/pcm"}))
+	b, att, err := AppendPacket(nil, p, Limits{MaxAttachment: 100})
+	require.NoError(t, err)
+	require.Len(t, att, 100)
+	_, _, err = AppendPacket(nil, p, Limits{MaxAttachment: 99})
+	require.ErrorIs(t, err, ErrAttachmentLength)
+	_, _, err = AppendPacket(nil, p, Limits{MaxHeader: uint32(len(b) - PrefixLen - 1)})
+	require.ErrorIs(t, err, ErrHeaderLength)
+	// A refused packet leaves the buffer as it was.
+	buf := []byte("keep")
+	out, _, err := AppendPacket(buf, p, Limits{MaxAttachment: 1})
+	require.Error(t, err)
+	require.Equal(t, []byte("keep"), out)
+}
+
+// allocBytes returns the bytes allocated per call of fn, averaged over runs.
+func allocBytes(runs int, fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		fn()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(runs)
+}
+
+// countingReader counts the bytes handed out of an endless source of 0xff
+// after a fixed prefix.
+type countingReader struct {
+	prefix []byte
+	n      int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for i := range p {
+		if c.n < len(c.prefix) {
+			p[i] = c.prefix[c.n]
+		} else {
+			p[i] = 0xff
+		}
+		c.n++
+	}
+	return len(p), nil
+}
+
+// TestOverLimitRefusedWithoutAllocating shows that a declared length over
+// the limit is refused from the 8-byte prefix: nothing of the declared size
+// is allocated or read.
+func TestOverLimitRefusedWithoutAllocating(t *testing.T) {
+	cases := map[string]struct {
+		b    []byte
+		want error
+	}{
+		"header":     {prefix(math.MaxUint32, 0), ErrHeaderLength},
+		"attachment": {prefix(16, HardMaxAttachment+1), ErrAttachmentLength},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			l := Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}
+			var err error
+			allocs := testing.AllocsPerRun(100, func() { _, err = Decode(c.b, l) })
+			require.ErrorIs(t, err, c.want)
+			require.LessOrEqual(t, allocs, 1.0, "only the error value may be allocated")
+			require.Less(t, allocBytes(100, func() { _, _ = Decode(c.b, l) }), uint64(1024))
+
+			src := &countingReader{prefix: c.b}
+			r := NewReader(src, l)
+			perRead := allocBytes(1, func() { _, err = r.ReadPacket() })
+			require.ErrorIs(t, err, c.want)
+			require.LessOrEqual(t, src.n, readBufSize, "read no further than one buffer")
+			require.Less(t, perRead, uint64(64<<10), "allocated no more than an error")
+		})
+	}
+}
+
+func TestProtocolErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"header is an array", pkt(raw{0x91, 0x01}, nil), ErrMalformedHeader},
+		{"header is a string", pkt(mpack.AppendString(nil, "frame"), nil), ErrMalformedHeader},
+		{"header is nil", pkt(raw{0xc0}, nil), ErrMalformedHeader},
+		{"map truncated", pkt(raw{0x82, 0xa1, 't', 0xa4, 'p', 'i', 'n', 'g'}, nil), ErrMalformedHeader},
+		{"value truncated", pkt(raw{0x81, 0xa1, 't', 0xa4, 'p', 'i'}, nil), ErrMalformedHeader},
+		{"trailing bytes", pkt(append(hdr("t", "ping", "nonce", 1), 0xc0), nil), ErrMalformedHeader},
+		{"two maps", pkt(append(hdr("t", "ping"), hdr("t", "ping")...), nil), ErrMalformedHeader},
+		{"integer key", pkt(hdr("t", "ping", 7, 1), nil), ErrMalformedHeader},
+		{"nil key", pkt(hdr(nil, 1, "t", "ping"), nil), ErrMalformedHeader},
+		{"binary key", pkt(hdr(raw{0xc4, 0x01, 't'}, "ping"), nil), ErrMalformedHeader},
+		{"never-used byte", pkt(raw{0x81, 0xa1, 't', 0xc1}, nil), ErrMalformedHeader},
+		{"huge declared map", pkt(raw{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 't'}, nil), ErrMalformedHeader},
+		{"huge declared string", pkt(raw{0x81, 0xa1, 't', 0xdb, 0xff, 0xff, 0xff, 0xff}, nil), ErrMalformedHeader},
+		{"no t", pkt(hdr("nonce", 1), nil), ErrUnknownType},
+		{"empty map", pkt(hdr(), nil), ErrUnknownType},
+		{"unknown t", pkt(hdr("t", "pingg"), nil), ErrUnknownType},
+		{"t not a string", pkt(hdr("t", 1), nil), ErrUnknownType},
+		{"t nil", pkt(hdr("t", nil), nil), ErrUnknownType},
+		{"t upper case", pkt(hdr("t", "PING"), nil), ErrUnknownType},
+		{"attachment on ping", pkt(hdr("t", "ping", "nonce", 1), []byte{1}), ErrUnexpectedAttachment},
+		{"attachment on end", pkt(hdr("t", "end", "call_id", "c1"), []byte{1}), ErrUnexpectedAttachment},
+		{"attachment on invoke", pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}), []byte{1}), ErrUnexpectedAttachment},
+		{"attachment on payload frame", pkt(hdr(frameKV()...), []byte{1}), ErrUnexpectedAttachment},
+		{"attachment on blob frame", pkt(hdr(frameKV("media", map[string]any{"kind": "blob", "blob_id": "b", "size_bytes": 1,
+			"sha256": strings.Repeat("a", 64), "media_type": "x/y"})...), []byte{1}), ErrUnexpectedAttachment},
+		{"attachment on invalid media", pkt(hdr(frameKV("media", 5)...), []byte{1}), ErrUnexpectedAttachment},
+		{"ping nonce negative", pkt(hdr("t", "ping", "nonce", -1), nil), ErrBadField},
+		{"ping nonce string", pkt(hdr("t", "ping", "nonce", "1"), nil), ErrBadField},
+		{"pong streams negative", pkt(hdr("t", "pong", "nonce", 1, "streams", -1, "stuck", 0), nil), ErrBadField},
+		{"pong stuck string", pkt(hdr("t", "pong", "nonce", 1, "streams", 0, "stuck", "0"), nil), ErrBadField},
+		{"cancel without call id", pkt(hdr("t", "cancel"), nil), ErrBadField},
+		{"cancel call id too long", pkt(hdr("t", "cancel", "call_id", strings.Repeat("é", 129)), nil), ErrBadField},
+		{"cancel reason int", pkt(hdr("t", "cancel", "call_id", "c", "reason", 1), nil), ErrBadField},
+		{"drain grace negative", pkt(hdr("t", "drain", "grace_ms", -5), nil), ErrBadField},
+		{"bye reason map", pkt(hdr("t", "bye", "reason", map[string]any{}), nil), ErrBadField},
+		{"startup limits not a map", pkt(hdr("t", "startup", "protocol", 1, "limits", 5), nil), ErrBadField},
+		{"startup limit negative", pkt(hdr("t", "startup", "limits", map[string]any{"max_header": -1}), nil), ErrBadField},
+		{"startup child id int", pkt(hdr("t", "startup", "child_id", 1), nil), ErrBadField},
+		{"hello max_streams 0", pkt(hdr("t", "hello", "protocol", []int{1}, "max_streams", 0), nil), ErrBadField},
+		{"hello max_streams missing", pkt(hdr("t", "hello", "protocol", []int{1}), nil), ErrBadField},
+		{"hello protocol not array", pkt(hdr("t", "hello", "protocol", 1, "max_streams", 1), nil), ErrBadField},
+		{"hello protocol too long", pkt(hdr("t", "hello", "protocol", make([]int, 65), "max_streams", 1), nil), ErrBadField},
+		{"hello tool without id", pkt(hdr("t", "hello", "max_streams", 1, "tools", []any{map[string]any{}}), nil), ErrBadField},
+		{"hello tool version too long", pkt(hdr("t", "hello", "max_streams", 1, "tools",
+			[]any{map[string]any{"id": "x", "version": strings.Repeat("v", 129)}}), nil), ErrBadField},
+		{"hello tool schema not a map", pkt(hdr("t", "hello", "max_streams", 1, "tools",
+			[]any{map[string]any{"id": "x", "input_schema": []int{1}}}), nil), ErrBadField},
+		{"hello tool schema with binary", pkt(hdr("t", "hello", "max_streams", 1, "tools",
+			[]any{map[string]any{"id": "x", "input_schema": map[string]any{"b": []byte{1}}}}), nil), ErrBadField},
+		{"hello tools not array", pkt(hdr("t", "hello", "max_streams", 1, "tools", map[string]any{}), nil), ErrBadField},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := NewReader(bytes.NewReader(c.b), Limits{})
+			p, err := r.ReadPacket()
+			require.Nil(t, p)
+			require.ErrorIs(t, err, c.want)
+			require.ErrorIs(t, err, ErrProtocol)
+			var inv *InvalidError
+			require.False(t, errors.As(err, &inv), "a protocol error is not an invalid frame")
+			_, err2 := r.ReadPacket()
+			require.Equal(t, err, err2, "protocol errors are sticky")
+
+			_, err = Decode(c.b, Limits{})
+			require.ErrorIs(t, err, c.want, "Decode agrees with Reader")
+		})
+	}
+}
+
+func TestInvalidPackets(t *testing.T) {
+	longID := strings.Repeat("é", 129)
+	// {kind: inline, media_type: a/b, 1: 1}
+	mediaIntKey := raw(append(append(mpack.AppendMapHeader(nil, 3), hdr("kind", "inline", "media_type", "a/b")[1:]...), 0x01, 0x01))
+	cases := []struct {
+		name   string
+		h      []byte
+		att    []byte
+		typ    Type
+		field  string
+		callID string
+	}{
+		{"synthetic true", hdr(frameKV("synthetic", true)...), nil, TypeFrame, "synthetic", "c1"},
+		{"synthetic not bool", hdr(frameKV("synthetic", 1)...), nil, TypeFrame, "synthetic", "c1"},
+		{"unknown kind", hdr(frameKV("kind", "chonk")...), nil, TypeFrame, "kind", "c1"},
+		{"kind not a string", hdr(frameKV("kind", 2)...), nil, TypeFrame, "kind", "c1"},
+		{"kind missing", hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1), nil, TypeFrame, "kind", "c1"},
+		{"unknown direction", hdr(frameKV("direction", "sideways")...), nil, TypeFrame, "direction", "c1"},
+		{"direction not a string", hdr(frameKV("direction", 1)...), nil, TypeFrame, "direction", "c1"},
+		{"direction missing", hdr("t", "frame", "call_id", "c1", "sequence", 1, "kind", "started"), nil, TypeFrame, "direction", "c1"},
+		{"payload is an int", hdr(frameKV("payload", 5)...), nil, TypeFrame, "payload", "c1"},
+		{"payload is an array", hdr(frameKV("payload", []int{1})...), nil, TypeFrame, "payload", "c1"},
+		{"payload is a string", hdr(frameKV("payload", "{}")...), nil, TypeFrame, "payload", "c1"},
+		{"payload has binary", hdr(frameKV("payload", map[string]any{"b": []byte{1}})...), nil, TypeFrame, "payload", "c1"},
+		{"payload has int key", hdr(frameKV("payload", raw{0x81, 0x01, 0x01})...), nil, TypeFrame, "payload", "c1"},
+		{"payload has NaN", hdr(frameKV("payload", map[string]any{"x": math.NaN()})...), nil, TypeFrame, "payload", "c1"},
+		{"payload too deep", hdr(frameKV("payload", deep(mpack.MaxDepth+1))...), nil, TypeFrame, "payload", "c1"},
+		{"sequence negative", hdr(frameKV("sequence", -1)...), nil, TypeFrame, "sequence", "c1"},
+		{"sequence string", hdr(frameKV("sequence", "1")...), nil, TypeFrame, "sequence", "c1"},
+		{"sequence 0 on chunk", hdr(frameKV("sequence", 0)...), nil, TypeFrame, "sequence", "c1"},
+		{"started with payload", hdr(frameKV("sequence", 0, "kind", "started")...), nil, TypeFrame, "payload", "c1"},
+		{"call id missing", hdr("t", "frame", "direction", "provider_to_caller", "sequence", 1, "kind", "completed"), nil, TypeFrame, "call_id", ""},
+		{"call id too long", hdr(frameKV("call_id", longID)...), nil, TypeFrame, "call_id", ""},
+		{"call id not a string", hdr(frameKV("call_id", 5)...), nil, TypeFrame, "call_id", ""},
+		{"call id invalid UTF-8", hdr(frameKV("call_id", "c\xff")...), nil, TypeFrame, "call_id", ""},
+		{"media not a map", hdr(frameKV("media", 5)...), nil, TypeFrame, "media", "c1"},
+		{"media kind unknown", hdr(frameKV("media", map[string]any{"kind": "url"})...), nil, TypeFrame, "media.kind", "c1"},
+		{"media with data key", hdr(frameKV("media", inlineMedia("data", []byte{1}))...), nil, TypeFrame, "media.data", "c1"},
+		{"media int key", hdr(frameKV("media", mediaIntKey)...), nil, TypeFrame, "media", "c1"},
+		{"error int key", hdr(frameKV("kind", "failed", "payload", nil, "error", raw{0x81, 0x01, 0x01})...), nil, TypeFrame, "error", "c1"},
+		{"sample_rate 0", hdr(frameKV("media", inlineMedia("sample_rate", 0))...), nil, TypeFrame, "media.sample_rate", "c1"},
+		{"sample_rate negative", hdr(frameKV("media", inlineMedia("sample_rate", -1))...), []byte{1, 2}, TypeFrame, "media.sample_rate", "c1"},
+		{"channels 0", hdr(frameKV("media", inlineMedia("channels", 0))...), nil, TypeFrame, "media.channels", "c1"},
+		{"timestamp negative", hdr(frameKV("media", inlineMedia("timestamp_seconds", -0.5))...), nil, TypeFrame, "media.timestamp_seconds", "c1"},
+		{"duration infinite", hdr(frameKV("media", inlineMedia("duration_seconds", math.Inf(1)))...), nil, TypeFrame, "media.duration_seconds", "c1"},
+		{"duration string", hdr(frameKV("media", inlineMedia("duration_seconds", "1s"))...), nil, TypeFrame, "media.duration_seconds", "c1"},
+		{"media_type missing", hdr(frameKV("media", map[string]any{"kind": "inline"})...), []byte{1}, TypeFrame, "media.media_type", "c1"},
+		{"blob sha256 upper", hdr(frameKV("media", map[string]any{"kind": "blob", "blob_id": "b", "size_bytes": 1,
+			"sha256": strings.Repeat("A", 64), "media_type": "x/y"})...), nil, TypeFrame, "media.sha256", "c1"},
+		{"blob size missing", hdr(frameKV("media", map[string]any{"kind": "blob", "blob_id": "b",
+			"sha256": strings.Repeat("a", 64), "media_type": "x/y"})...), nil, TypeFrame, "media.size_bytes", "c1"},
+		{"error code unknown", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "oops", "message": ""})...), nil, TypeFrame, "error.code", "c1"},
+		{"error not a map", hdr(frameKV("kind", "failed", "payload", nil, "error", "boom")...), nil, TypeFrame, "error", "c1"},
+		{"error message too long", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "timeout",
+			"message": strings.Repeat("é", frame.MaxMessageChars+1)})...), nil, TypeFrame, "error.message", "c1"},
+		{"failed with cancelled", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "cancelled"})...), nil, TypeFrame, "error.code", "c1"},
+		{"invoke without arguments", hdr("t", "invoke", "call_id", "c1", "tool_id", "x"), nil, TypeInvoke, "arguments", "c1"},
+		{"invoke arguments nil", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", nil), nil, TypeInvoke, "arguments", "c1"},
+		{"invoke arguments array", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", []int{}), nil, TypeInvoke, "arguments", "c1"},
+		{"invoke without tool", hdr("t", "invoke", "call_id", "c1", "arguments", map[string]any{}), nil, TypeInvoke, "tool_id", "c1"},
+		{"invoke timeout negative", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "timeout_ms", -1), nil, TypeInvoke, "timeout_ms", "c1"},
+		{"invoke trace not strings", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "trace", map[string]any{"a": 1}), nil, TypeInvoke, "trace", "c1"},
+		{"invoke parent too long", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "parent", longID), nil, TypeInvoke, "parent", "c1"},
+		{"invoke call id missing", hdr("t", "invoke", "tool_id", "x", "arguments", map[string]any{}), nil, TypeInvoke, "call_id", ""},
+		{"end without call id", hdr("t", "end"), nil, TypeEnd, "call_id", ""},
+		{"end call id int", hdr("t", "end", "call_id", 1), nil, TypeEnd, "call_id", ""},
+	}
+	ping := pkt(hdr("t", "ping", "nonce", 77), nil)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := append(pkt(c.h, c.att), ping...)
+			r := NewReader(iotest.OneByteReader(bytes.NewReader(b)), Limits{})
+			p, err := r.ReadPacket()
+			require.Nil(t, p)
+			var inv *InvalidError
+			require.ErrorAs(t, err, &inv)
+			require.ErrorIs(t, err, frame.ErrInvalid)
+			require.NotErrorIs(t, err, ErrProtocol)
+			require.Equal(t, c.typ, inv.Type)
+			require.Equal(t, c.callID, inv.CallID)
+			var fe *frame.FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, c.field, fe.Field)
+			require.NotContains(t, err.Error(), "é", "the message never echoes the value")
+
+			// The packet was consumed whole: the reader is still in step.
+			p, err = r.ReadPacket()
+			require.NoError(t, err)
+			require.Equal(t, uint64(77), p.(*Ping).Nonce)
+		})
+	}
+}
+
+// deep returns a payload map nesting n maps deep (the outer one included).
+func deep(n int) raw {
+	var b []byte
+	for range n - 1 {
+		b = mpack.AppendString(mpack.AppendMapHeader(b, 1), "a")
+	}
+	return mpack.AppendMapHeader(b, 0)
+}
+
+func TestPayloadDepthLimit(t *testing.T) {
+	_, err := Decode(pkt(hdr(frameKV("payload", deep(mpack.MaxDepth))...), nil), Limits{})
+	require.NoError(t, err, "MaxDepth levels are allowed")
+	_, err = Decode(pkt(hdr(frameKV("payload", deep(mpack.MaxDepth+1))...), nil), Limits{})
+	require.ErrorIs(t, err, frame.ErrInvalid)
+}
+
+func TestHeaderKeyRules(t *testing.T) {
+	t.Run("t at any position", func(t *testing.T) {
+		p, err := Decode(pkt(hdr("call_id", "c1", "direction", "caller_to_provider", "sequence", 0, "kind", "started", "t", "frame"), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, frame.KindStarted, p.(*Frame).Kind)
+	})
+	t.Run("unknown keys ignored", func(t *testing.T) {
+		p, err := Decode(pkt(hdr(frameKV("x-extra", map[string]any{"deep": []any{1, "a"}}, "future", raw{0xc4, 0x01, 0x00})...), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, "c1", p.(*Frame).CallID)
+		p, err = Decode(pkt(hdr("t", "ping", "nonce", 3, "zzz", 1), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, &Ping{Nonce: 3}, p)
+	})
+	t.Run("duplicate keys: the last wins", func(t *testing.T) {
+		p, err := Decode(pkt(hdr("t", "ping", "nonce", 1, "nonce", 2), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, &Ping{Nonce: 2}, p)
+		p, err = Decode(pkt(hdr("t", "pong", "t", "ping", "nonce", 5), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, &Ping{Nonce: 5}, p)
+		p, err = Decode(pkt(hdr(frameKV("payload", map[string]any{"text": "second"})...), nil), Limits{})
+		require.NoError(t, err)
+		txt, _ := p.(*Frame).Payload.Text()
+		require.Equal(t, "second", txt)
+	})
+	t.Run("optional keys may be nil", func(t *testing.T) {
+		p, err := Decode(pkt(hdr(frameKV("synthetic", nil, "media", nil, "error", nil)...), nil), Limits{})
+		require.NoError(t, err)
+		f := p.(*Frame)
+		require.Nil(t, f.Media)
+		require.Nil(t, f.Error)
+		p, err = Decode(pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{},
+			"timeout_ms", nil, "trace", nil, "tree", nil, "parent", nil), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, &Invoke{CallID: "c1", ToolID: "x", Arguments: frame.Payload{0x80}}, p)
+		p, err = Decode(pkt(hdr(frameKV("media", inlineMedia("codec", nil, "sample_rate", nil, "timestamp_seconds", nil))...), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, &frame.InlineMedia{Data: []byte{}, MediaType: "audio/pcm"}, p.(*Frame).Media)
+	})
+	t.Run("synthetic false is allowed", func(t *testing.T) {
+		_, err := Decode(pkt(hdr(frameKV("synthetic", false)...), nil), Limits{})
+		require.NoError(t, err)
+	})
+	t.Run("numbers in any encoding", func(t *testing.T) {
+		// sequence as uint64, timestamp as float32 and as an integer.
+		p, err := Decode(pkt(hdr(frameKV("sequence", raw{0xcf, 0, 0, 0, 0, 0, 0, 0, 9},
+			"media", inlineMedia("timestamp_seconds", float32(0.5), "duration_seconds", 2, "sample_rate", int16(256)))...), nil), Limits{})
+		require.NoError(t, err)
+		f := p.(*Frame)
+		require.Equal(t, uint64(9), f.Sequence)
+		m := f.Media.(*frame.InlineMedia)
+		require.Equal(t, 0.5, *m.TimestampSeconds)
+		require.Equal(t, 2.0, *m.DurationSeconds)
+		require.Equal(t, int64(256), m.SampleRate)
+	})
+	t.Run("inline frame with no attachment has empty data", func(t *testing.T) {
+		p, err := Decode(pkt(hdr(frameKV("media", inlineMedia())...), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, []byte{}, p.(*Frame).Media.(*frame.InlineMedia).Data)
+	})
+	t.Run("hello schemas decode numbers as int64 or float64", func(t *testing.T) {
+		p, err := Decode(pkt(hdr("t", "hello", "protocol", []int{1}, "max_streams", 1, "tools",
+			[]any{map[string]any{"id": "x", "result_schema": map[string]any{"minimum": -3, "maximum": 1.5}}}), nil), Limits{})
+		require.NoError(t, err)
+		s := p.(*Hello).Tools[0].ResultSchema
+		require.Equal(t, int64(-3), s["minimum"])
+		require.Equal(t, 1.5, s["maximum"])
+	})
+}
+
+func TestDecodeWholePacket(t *testing.T) {
+	b := pkt(hdr("t", "ping", "nonce", 1), nil)
+	_, err := Decode(b[:7], Limits{})
+	require.ErrorIs(t, err, ErrMalformedHeader)
+	_, err = Decode(append(b, 0), Limits{})
+	require.ErrorIs(t, err, ErrMalformedHeader)
+	_, err = Decode(b[:len(b)-1], Limits{})
+	require.ErrorIs(t, err, ErrMalformedHeader)
+}
+
+func TestEncodeRefusesInvalid(t *testing.T) {
+	ok, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"a": 1}), nil)
+	require.NoError(t, err)
+	synth := ok
+	synth.Synthetic = true
+	noSeq := ok
+	noSeq.Sequence = 0
+	cases := map[string]struct {
+		p     Packet
+		field string
+	}{
+		"synthetic":        {&Frame{synth}, "synthetic"},
+		"shape":            {&Frame{noSeq}, "sequence"},
+		"end without id":   {&End{}, "call_id"},
+		"invoke no tool":   {&Invoke{CallID: "c1"}, "tool_id"},
+		"invoke bad args":  {&Invoke{CallID: "c1", ToolID: "t", Arguments: frame.Payload{0x90}}, "arguments"},
+		"invoke bad tree":  {&Invoke{CallID: "c1", ToolID: "t", Tree: strings.Repeat("x", 129)}, "tree"},
+		"cancel no id":     {&Cancel{}, "call_id"},
+		"invoke negative":  {&Invoke{CallID: "c1", ToolID: "t", TimeoutMS: -1}, "timeout_ms"},
+		"hello bad tool":   {&Hello{MaxStreams: 1, Tools: []Tool{{}}}, "tools.id"},
+		"invalid frame id": {&Frame{frame.Frame{Direction: frame.CallerToProvider, Kind: frame.KindStarted}}, "call_id"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Encode(c.p, Limits{})
+			var fe *frame.FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, c.field, fe.Field)
+			require.ErrorIs(t, err, frame.ErrInvalid)
+		})
+	}
+	_, err = Encode(nil, Limits{})
+	require.Error(t, err)
+}
+
+func TestInvokeNilArgumentsSentAsEmptyObject(t *testing.T) {
+	b, err := Encode(&Invoke{CallID: "c1", ToolID: "t"}, Limits{})
+	require.NoError(t, err)
+	p, err := Decode(b, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, frame.Payload{0x80}, p.(*Invoke).Arguments)
+}
+
+func TestTypeString(t *testing.T) {
+	for ty := TypeHello; ty <= TypeEnd; ty++ {
+		require.Equal(t, ty, parseType([]byte(ty.String())))
+	}
+	require.Equal(t, "Type(0)", Type(0).String())
+	require.Equal(t, "Type(99)", Type(99).String())
+}
