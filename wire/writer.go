@@ -6,11 +6,12 @@ import (
 	"sync"
 )
 
-// maxPending bounds the encoded header bytes queued in a Writer and not yet
-// handed to the connection. A WritePacket that finds the queue at or above
-// it blocks until the flusher has written it (backpressure), so a Writer
-// holds at most this plus one packet's header. Attachments are never
-// queued by copy: their writer waits until they are written.
+// maxPending bounds the encoded header bytes queued in a Writer behind the
+// batch being written. A WritePacket that finds the queue at or above it
+// blocks until the flusher has taken it (backpressure), so a Writer holds
+// less than twice maxPending plus one packet's header each: the batch being
+// written and the queue. Attachments are never queued by copy: their
+// writer waits until they are written.
 const maxPending = 64 << 10
 
 // Writer writes packets to one connection through one goroutine of its own,

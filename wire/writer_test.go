@@ -1,0 +1,388 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/stretchr/testify/require"
+)
+
+// gateWriter lets Writes through only once gate is closed, and records them.
+// Inside a synctest bubble a Write waiting at the gate is durably blocked.
+type gateWriter struct {
+	gate chan struct{}
+
+	mu     sync.Mutex
+	writes [][]byte // each Write's bytes, as passed (not copied)
+	buf    bytes.Buffer
+}
+
+func newGateWriter() *gateWriter { return &gateWriter{gate: make(chan struct{})} }
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	<-g.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.writes = append(g.writes, p)
+	g.buf.Write(p)
+	return len(p), nil
+}
+
+func (g *gateWriter) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.writes)
+}
+
+func (g *gateWriter) bytes() []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return bytes.Clone(g.buf.Bytes())
+}
+
+func smallChunk(t testing.TB, callID string, seq uint64) *Frame {
+	f, err := frame.NewChunk(callID, frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"i": seq}), nil)
+	require.NoError(t, err)
+	return &Frame{f}
+}
+
+// TestWriterCoalesces queues many packets while the flusher is stuck in a
+// write and checks that they leave in one further write, in order.
+func TestWriterCoalesces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := NewWriter(g, Limits{})
+		const n = 200
+		require.NoError(t, w.WritePacket(smallChunk(t, "c1", 1)))
+		synctest.Wait() // the flusher holds packet 1 and waits at the gate
+		for i := uint64(2); i <= n; i++ {
+			require.NoError(t, w.WritePacket(smallChunk(t, "c1", i)))
+		}
+		close(g.gate)
+		require.NoError(t, w.Flush())
+		require.Equal(t, 2, g.count(), "packet 1 alone, then the %d queued behind it in one write", n-1)
+		require.NoError(t, w.Close())
+
+		r := NewReader(bytes.NewReader(g.bytes()), Limits{})
+		for i := uint64(1); i <= n; i++ {
+			p, err := r.ReadPacket()
+			require.NoError(t, err)
+			require.Equal(t, i, p.(*Frame).Sequence)
+		}
+		_, err := r.ReadPacket()
+		require.ErrorIs(t, err, io.EOF)
+	})
+}
+
+// TestWriterDoesNotWaitForLaterPackets: a lone packet is written at once.
+func TestWriterDoesNotWaitForLaterPackets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		close(g.gate)
+		w := NewWriter(g, Limits{})
+		defer w.Close()
+		require.NoError(t, w.WritePacket(&Ping{Nonce: 1}))
+		synctest.Wait() // no timer, no later packet: the write happened
+		require.Equal(t, 1, g.count())
+	})
+}
+
+// TestWriterBackpressure: while the connection takes nothing, WritePacket
+// queues at most maxPending bytes of headers and then blocks.
+func TestWriterBackpressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := NewWriter(g, Limits{})
+		p := smallChunk(t, "c1", 1)
+		enc, err := Encode(p, Limits{})
+		require.NoError(t, err)
+		size := len(enc)
+
+		var mu sync.Mutex
+		accepted := 0
+		done := make(chan error, 1)
+		go func() { // stopped by the gate opening, or by a write error
+			for range 10 * maxPending / size {
+				if err := w.WritePacket(p); err != nil {
+					done <- err
+					return
+				}
+				mu.Lock()
+				accepted++
+				mu.Unlock()
+			}
+			done <- nil
+		}()
+		synctest.Wait()
+		blocked := true
+		select {
+		case err := <-done:
+			blocked = false
+			done <- err
+		default:
+		}
+		mu.Lock()
+		queued := accepted * size
+		mu.Unlock()
+		close(g.gate)
+		require.NoError(t, <-done)
+		require.True(t, blocked, "WritePacket did not block")
+		// The batch in the flusher's hands and the queue behind it: each
+		// below maxPending plus one packet.
+		require.Less(t, queued, 2*(maxPending+size))
+		require.GreaterOrEqual(t, queued, maxPending)
+
+		require.NoError(t, w.Close())
+		require.Len(t, g.bytes(), 10*maxPending/size*size)
+	})
+}
+
+// TestWriterAttachmentWaitsForWrite: WritePacket of an inline-media frame
+// returns only once the attachment is written, so the caller may reuse it.
+func TestWriterAttachmentWaitsForWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := NewWriter(g, Limits{})
+		data := bytes.Repeat([]byte{0xab}, 4096)
+		f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: data, MediaType: "audio/pcm"})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- w.WritePacket(&Frame{f}) }() // stopped by the gate opening
+		synctest.Wait()
+		returned := false
+		select {
+		case err := <-done:
+			returned = true
+			done <- err
+		default:
+		}
+		close(g.gate)
+		require.NoError(t, <-done)
+		require.False(t, returned, "WritePacket returned before its attachment was written")
+		require.NoError(t, w.Close())
+
+		// The attachment was handed to the connection as the caller's own
+		// slice: not copied.
+		found := false
+		for _, wr := range g.writes {
+			if len(wr) == len(data) && &wr[0] == &data[0] {
+				found = true
+			}
+		}
+		require.True(t, found, "attachment written from the caller's slice")
+	})
+}
+
+// TestWriterCloseUnblocksOnConnectionClose: a Writer whose peer reads
+// nothing is released by closing the connection; the write error sticks.
+func TestWriterCloseUnblocksOnConnectionClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe() // b is never read
+		defer b.Close()
+		w := NewWriter(a, Limits{})
+		done := make(chan error, 1)
+		go func() { // stopped by the write error once a is closed
+			for i := uint64(1); ; i++ {
+				if err := w.WritePacket(smallChunk(t, "c1", i)); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+		synctest.Wait()
+		require.NoError(t, a.Close())
+		err := <-done
+		require.ErrorIs(t, err, io.ErrClosedPipe)
+		require.ErrorIs(t, w.WritePacket(&Ping{}), io.ErrClosedPipe, "the write error is sticky")
+		require.ErrorIs(t, w.Flush(), io.ErrClosedPipe)
+		require.ErrorIs(t, w.Close(), io.ErrClosedPipe)
+		require.ErrorIs(t, w.Close(), io.ErrClosedPipe, "Close is idempotent")
+	})
+}
+
+// failWriter accepts ok writes, then fails every write.
+type failWriter struct {
+	mu  sync.Mutex
+	ok  int
+	err error
+}
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ok == 0 {
+		return 0, f.err
+	}
+	f.ok--
+	return len(p), nil
+}
+
+func TestWriterErrorIsSticky(t *testing.T) {
+	boom := errors.New("boom")
+	w := NewWriter(&failWriter{ok: 1, err: boom}, Limits{})
+	require.NoError(t, w.WritePacket(&Ping{Nonce: 1}))
+	require.NoError(t, w.Flush())
+	require.NoError(t, w.WritePacket(&Ping{Nonce: 2}))
+	require.ErrorIs(t, w.Flush(), boom)
+	for range 3 {
+		require.ErrorIs(t, w.WritePacket(&Ping{Nonce: 3}), boom)
+		require.ErrorIs(t, w.Flush(), boom)
+	}
+	require.ErrorIs(t, w.Close(), boom)
+	require.ErrorIs(t, w.Close(), boom)
+}
+
+func TestWriterClose(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	w := NewWriter(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), Limits{})
+	for i := range uint64(10) {
+		require.NoError(t, w.WritePacket(&Ping{Nonce: i}))
+	}
+	require.NoError(t, w.Close(), "Close writes what is queued")
+	require.NoError(t, w.Close(), "Close is idempotent")
+	require.ErrorIs(t, w.WritePacket(&Ping{}), ErrClosed)
+	require.NoError(t, w.Flush())
+	mu.Lock()
+	got := readAll(t, NewReader(bytes.NewReader(buf.Bytes()), Limits{}))
+	mu.Unlock()
+	require.Len(t, got, 10)
+	require.Equal(t, &Ping{Nonce: 9}, got[9])
+}
+
+func TestWriterCloseConcurrent(t *testing.T) {
+	w := NewWriter(io.Discard, Limits{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range uint64(100) {
+				if err := w.WritePacket(&Ping{Nonce: i}); err != nil {
+					require.ErrorIs(t, err, ErrClosed)
+					return
+				}
+			}
+		})
+		wg.Go(func() { _ = w.Close() })
+	}
+	wg.Wait()
+	require.NoError(t, w.Close())
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestWriterRefusesInvalidAndKeepsGoing(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Limits{MaxAttachment: 8})
+	bad := smallChunk(t, "c1", 1)
+	bad.Sequence = 0
+	var inv *InvalidError
+	require.ErrorAs(t, w.WritePacket(bad), &inv)
+	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: make([]byte, 9), MediaType: "a/b"})
+	require.NoError(t, err)
+	require.ErrorIs(t, w.WritePacket(&Frame{f}), ErrAttachmentLength)
+	w.SetLimits(Limits{MaxAttachment: 9})
+	require.NoError(t, w.WritePacket(&Frame{f}))
+	require.NoError(t, w.WritePacket(&Ping{Nonce: 5}))
+	require.NoError(t, w.Close())
+	got := readAll(t, NewReader(bytes.NewReader(buf.Bytes()), Limits{}))
+	require.Equal(t, []Packet{&Frame{f}, &Ping{Nonce: 5}}, got)
+}
+
+// TestWriterConcurrentOverSocket: many goroutines share one Writer on a real
+// Unix socket; every packet arrives whole and each goroutine's packets keep
+// their order.
+func TestWriterConcurrentOverSocket(t *testing.T) {
+	ua, ub := socketPair(t)
+	defer ub.Close()
+	w := NewWriter(ua, Limits{})
+	const writers, per = 8, 300
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			id := fmt.Sprintf("call-%d", g)
+			for i := uint64(1); i <= per; i++ {
+				var p Packet = smallChunk(t, id, i)
+				if i%50 == 0 { // now and then a frame with an attachment
+					f, err := frame.NewChunk(id, frame.ProviderToCaller, i, nil,
+						&frame.InlineMedia{Data: bytes.Repeat([]byte{byte(g)}, int(i)*97), MediaType: "a/b"})
+					require.NoError(t, err)
+					p = &Frame{f}
+				}
+				if err := w.WritePacket(p); err != nil {
+					t.Errorf("writer %d: %v", g, err)
+					return
+				}
+			}
+		})
+	}
+	readDone := make(chan error, 1)
+	next := map[string]uint64{}
+	go func() { // stopped by EOF once ua is closed
+		r := NewReader(ub, Limits{})
+		for {
+			p, err := r.ReadPacket()
+			if err != nil {
+				readDone <- err
+				return
+			}
+			f := p.(*Frame)
+			if f.Sequence != next[f.CallID]+1 {
+				readDone <- fmt.Errorf("%s: got %d after %d", f.CallID, f.Sequence, next[f.CallID])
+				return
+			}
+			if m, ok := f.Media.(*frame.InlineMedia); ok && len(m.Data) != int(f.Sequence)*97 {
+				readDone <- fmt.Errorf("%s: attachment of %d bytes", f.CallID, len(m.Data))
+				return
+			}
+			next[f.CallID] = f.Sequence
+		}
+	}()
+	wg.Wait()
+	require.NoError(t, w.Close())
+	require.NoError(t, ua.Close())
+	require.ErrorIs(t, <-readDone, io.EOF)
+	require.Len(t, next, writers)
+	for id, n := range next {
+		require.Equal(t, uint64(per), n, id)
+	}
+}
+
+// TestWriterBackpressureOverSocket: a peer that reads nothing makes the
+// Writer stop taking packets after the socket buffers and the bounded queue
+// are full. The write deadline turns the block into an error.
+func TestWriterBackpressureOverSocket(t *testing.T) {
+	ua, ub := socketPair(t)
+	defer ub.Close()
+	defer ua.Close()
+	require.NoError(t, ua.SetWriteDeadline(time.Now().Add(500*time.Millisecond)))
+	w := NewWriter(ua, Limits{})
+	p := smallChunk(t, "c1", 1)
+	enc, err := Encode(p, Limits{})
+	require.NoError(t, err)
+	const limit = 64 << 20 // far more than socket buffers and queue hold
+	sent := 0
+	for sent < limit {
+		if err = w.WritePacket(p); err != nil {
+			break
+		}
+		sent += len(enc)
+	}
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Less(t, sent, 16<<20, "the writer took %d bytes from a peer that reads nothing", sent)
+	require.ErrorIs(t, w.Close(), os.ErrDeadlineExceeded)
+}
