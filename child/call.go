@@ -1,0 +1,280 @@
+package child
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// call is one call on a stream connection.
+//
+// The connection's reader owns the ingress side (push, closeInput); the
+// runner owns the handler's lifetime and writes the terminal for causes and
+// the end. Provider frames are written under sendMu, which orders them and
+// their sequence numbers; mu guards the small state shared by all three.
+type call struct {
+	c    *conn
+	inv  *wire.Invoke
+	tool *Tool // nil for an unknown tool
+
+	ctx    context.Context // the handler's context; done on every cause of §5.4
+	cancel context.CancelCauseFunc
+	stop   context.CancelFunc // releases the deadline timer, if any
+
+	// in is the ingress queue: exactly wire.IngressQueue (8) caller frames.
+	// Overflow policy: block. When it is full the reader stops reading the
+	// connection, so the host's writes block (backpressure). Written and
+	// closed only by the connection's reader.
+	in           chan frame.Frame
+	callerResult frame.Payload // the caller's completed payload; guarded by mu
+
+	sendMu sync.Mutex
+	next   uint64 // next provider sequence; guarded by sendMu
+
+	mu        sync.Mutex
+	terminal  bool          // a provider terminal is claimed; guarded by mu
+	closeConn bool          // close the connection once ended; guarded by mu
+	endedCh   chan struct{} // closed when the call ended (end written or no handler)
+	isEnded   bool          // guarded by mu
+}
+
+func newCall(c *conn, inv *wire.Invoke) *call {
+	cl := &call{
+		c: c, inv: inv, tool: c.s.tools[inv.ToolID],
+		in: make(chan frame.Frame, wire.IngressQueue), next: 1,
+		endedCh: make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancelCause(c.s.ctx)
+	cl.cancel, cl.stop, cl.ctx = cancel, func() {}, ctx
+	if inv.TimeoutMS > 0 {
+		cl.ctx, cl.stop = context.WithDeadlineCause(ctx, time.Now().Add(time.Duration(inv.TimeoutMS)*time.Millisecond), ErrTimeout)
+	}
+	return cl
+}
+
+// ended reports whether the call has ended, so the connection may take the
+// next invoke. Safe for concurrent use.
+func (cl *call) ended() bool {
+	select {
+	case <-cl.endedCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (cl *call) markEnded() {
+	cl.mu.Lock()
+	cl.isEnded = true
+	cl.mu.Unlock()
+	close(cl.endedCh)
+}
+
+// closeAfterEnd asks for the connection to be closed once the call ended,
+// and reports whether it has ended already (then the caller closes it).
+func (cl *call) closeAfterEnd() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.closeConn = true
+	return cl.isEnded
+}
+
+// push hands a caller chunk to the handler, blocking while the queue is
+// full; once the handler's context is done the chunk is discarded.
+func (cl *call) push(f frame.Frame) {
+	select {
+	case cl.in <- f:
+	case <-cl.ctx.Done():
+	}
+}
+
+// closeInput ends the handler's input (the caller's completed half-close).
+func (cl *call) closeInput(result frame.Payload) {
+	cl.mu.Lock()
+	cl.callerResult = result
+	cl.mu.Unlock()
+	close(cl.in)
+}
+
+// result is what a handler's goroutine reports when the handler returns.
+type result struct {
+	payload  frame.Payload
+	err      error
+	panicked bool
+}
+
+// run starts the handler, supervises its cancellation grace, writes the
+// terminal the handler did not, then the end.
+func (cl *call) run() {
+	s := cl.c.s
+	defer s.runners.Done()
+	defer cl.c.release()
+	defer s.unregister(cl)
+	s.running.Add(1)
+	done := make(chan result, 1) // the handler goroutine never blocks on it
+	go func() {                  // stopped by the handler returning
+		done <- cl.callHandler()
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-cl.ctx.Done():
+		grace := time.NewTimer(s.cancelGrace)
+		select {
+		case res = <-done:
+			grace.Stop()
+		case <-grace.C:
+			s.stuck.Add(1)
+			s.log.Warn("handler ignores cancellation", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID)
+			cl.writeCauseTerminal()
+			res = <-done // a handler that never returns keeps its runner: Serve abandons both
+			s.stuck.Add(-1)
+		}
+	}
+	s.running.Add(-1)
+	cl.cancel(errHandlerReturned)
+	cl.stop()
+	cl.finish(res)
+}
+
+func (cl *call) callHandler() (res result) {
+	defer func() {
+		if r := recover(); r != nil {
+			cl.c.s.log.Error("handler panicked", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID,
+				"stack", string(debug.Stack()))
+			res = result{panicked: true}
+		}
+	}()
+	p, err := cl.tool.Handler(cl.ctx, &Stream{cl: cl})
+	return result{payload: p, err: err}
+}
+
+// cause returns why the handler's context was cancelled, or nil when it
+// was not (or only because the handler returned).
+func (cl *call) cause() error {
+	err := context.Cause(cl.ctx)
+	if errors.Is(err, errHandlerReturned) {
+		return nil
+	}
+	return err
+}
+
+// finish writes the handler's terminal (or the cause's), then the end, and
+// marks the call ended.
+func (cl *call) finish(res result) {
+	if cl.cause() == nil {
+		var f frame.Frame
+		switch {
+		case res.panicked:
+			f = failedFrame(frame.CodeProviderError, "handler panicked")
+		case res.err != nil:
+			f = errorFrame(res.err)
+		default:
+			f = frame.Frame{Kind: frame.KindCompleted, Payload: res.payload}
+		}
+		err := cl.write(f, false)
+		if err != nil && !errors.Is(err, ErrTerminated) && !isConnErr(err) {
+			// The handler's result cannot go on the wire (too large, say).
+			cl.c.s.log.Warn("handler result refused", "call_id", cl.inv.CallID, "err", err)
+			cl.write(failedFrame(frame.CodeProviderError, "handler result could not be sent"), false)
+		}
+	}
+	cl.writeCauseTerminal() // no-op when a terminal is written
+	if _, _, _, ok := causeTerminal(cl.cause()); ok || cl.cause() == nil {
+		if cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil {
+			cl.c.w.Flush()
+		}
+	}
+	cl.markEnded()
+	cl.mu.Lock()
+	closeConn := cl.closeConn
+	cl.mu.Unlock()
+	if closeConn {
+		cl.c.close()
+	}
+}
+
+// isConnErr reports whether err came from the connection rather than from
+// the frame.
+func isConnErr(err error) bool {
+	var inv *wire.InvalidError
+	return !errors.As(err, &inv) && !errors.Is(err, wire.ErrHeaderLength) &&
+		!errors.Is(err, wire.ErrAttachmentLength) && !errors.Is(err, frame.ErrInvalid)
+}
+
+// writeCauseTerminal writes the terminal of the cancellation cause unless a
+// terminal is already claimed or the cause writes none.
+func (cl *call) writeCauseTerminal() {
+	kind, code, msg, ok := causeTerminal(cl.cause())
+	if !ok || cl.cause() == nil {
+		return
+	}
+	f := frame.Frame{Kind: kind, Error: &frame.Error{Code: code, Message: msg}}
+	cl.write(f, true)
+}
+
+// write sends one provider frame (its call id, direction and sequence are
+// filled in here). byCause is true for the terminal the child writes for a
+// cancellation cause; a handler's frames are refused once a terminal is
+// claimed (ErrTerminated) or the context is done (its cause).
+func (cl *call) write(f frame.Frame, byCause bool) error {
+	f.CallID, f.Direction, f.Sequence = cl.inv.CallID, frame.ProviderToCaller, 1
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	cl.sendMu.Lock()
+	defer cl.sendMu.Unlock()
+	cl.mu.Lock()
+	switch {
+	case cl.terminal:
+		cl.mu.Unlock()
+		return ErrTerminated
+	case !byCause && cl.cause() != nil:
+		cl.mu.Unlock()
+		return cl.cause()
+	}
+	if f.IsTerminal() {
+		cl.terminal = true
+	}
+	cl.mu.Unlock()
+	f.Sequence = cl.next
+	err := cl.c.w.WritePacket(&wire.Frame{Frame: f})
+	if err != nil && !isConnErr(err) {
+		// Nothing was queued: the sequence and the terminal stay free.
+		if f.IsTerminal() {
+			cl.mu.Lock()
+			cl.terminal = false
+			cl.mu.Unlock()
+		}
+		return err
+	}
+	cl.next++
+	return err
+}
+
+func failedFrame(code frame.Code, msg string) frame.Frame {
+	return frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(msg)}}
+}
+
+// errorFrame turns a handler's error into its terminal: a *frame.Error keeps
+// its code (cancelled gives a cancelled frame), anything else is
+// provider_error with the error's text.
+func errorFrame(err error) frame.Frame {
+	var fe *frame.Error
+	if errors.As(err, &fe) && fe.Code.Valid() {
+		if fe.Code == frame.CodeCancelled {
+			f := frame.Frame{Kind: frame.KindCancelled}
+			if fe.Message != "" {
+				f.Error = &frame.Error{Code: frame.CodeCancelled, Message: frame.SanitizeMessage(fe.Message)}
+			}
+			return f
+		}
+		return failedFrame(fe.Code, fe.Message)
+	}
+	return failedFrame(frame.CodeProviderError, err.Error())
+}

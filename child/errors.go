@@ -1,0 +1,77 @@
+package child
+
+import (
+	"errors"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// Causes of a call's cancellation. A handler finds out why its context was
+// cancelled with context.Cause(ctx) and errors.Is. The child writes the
+// matching terminal for the call (PROTOCOL.md §7 "terminals by cause")
+// unless the handler wrote its own first.
+var (
+	// ErrCallerCancelled: the caller sent cancelled or failed. Terminal:
+	// cancelled.
+	ErrCallerCancelled = errors.New("child: caller cancelled the call")
+	// ErrCancelRequested: the host sent a control cancel for the call.
+	// Terminal: cancelled.
+	ErrCancelRequested = errors.New("child: host cancelled the call")
+	// ErrDrained: the child was drained and the call outlived the drain's
+	// grace. Terminal: cancelled.
+	ErrDrained = errors.New("child: drain grace exceeded")
+	// ErrTimeout: the invoke's timeout_ms passed. Terminal: failed timeout.
+	ErrTimeout = errors.New("child: call deadline exceeded")
+	// ErrInvalidInput: the caller sent an invalid frame. Terminal: failed
+	// invalid_frame, then the connection is closed.
+	ErrInvalidInput = errors.New("child: invalid caller frame")
+	// ErrConnClosed: the stream connection closed or broke. No terminal
+	// can be written.
+	ErrConnClosed = errors.New("child: stream connection closed")
+	// ErrHostGone: the control connection reached EOF, or Serve's context
+	// was cancelled. No terminal is written.
+	ErrHostGone = errors.New("child: host gone")
+)
+
+// errHandlerReturned cancels a call's context once its handler returned; it
+// is not a cause of anything.
+var errHandlerReturned = errors.New("child: handler returned")
+
+// Errors a Stream returns to its handler.
+var (
+	// ErrTerminated: the call already has its terminal (the handler wrote
+	// one, or the child wrote one for it), so nothing more can be sent.
+	ErrTerminated = errors.New("child: call already has its terminal")
+)
+
+// Errors Serve returns. Run maps them to exit status 2.
+var (
+	// ErrNoStartup: no startup packet arrived within Options.StartupTimeout.
+	ErrNoStartup = errors.New("child: no startup from the host in time")
+	// ErrVersion: the host's startup chose a protocol version the child did
+	// not offer.
+	ErrVersion = errors.New("child: host chose a protocol version this child does not speak")
+	// ErrNotHosted: Run was started outside a Skulk host (the SKULK_*
+	// environment or fds 3 and 4 are missing).
+	ErrNotHosted = errors.New("child: not started by a Skulk host")
+)
+
+// causeTerminal returns the terminal frame kind and error the child writes
+// for a call cancelled by cause, and ok=false when nothing is to be written.
+func causeTerminal(cause error) (kind frame.Kind, code frame.Code, msg string, ok bool) {
+	switch {
+	case errors.Is(cause, ErrConnClosed), errors.Is(cause, ErrHostGone):
+		return 0, 0, "", false
+	case errors.Is(cause, ErrTimeout):
+		return frame.KindFailed, frame.CodeTimeout, "deadline exceeded", true
+	case errors.Is(cause, ErrInvalidInput):
+		return frame.KindFailed, frame.CodeInvalidFrame, "invalid caller frame", true
+	case errors.Is(cause, ErrCallerCancelled):
+		return frame.KindCancelled, frame.CodeCancelled, "cancelled by the caller", true
+	case errors.Is(cause, ErrCancelRequested):
+		return frame.KindCancelled, frame.CodeCancelled, "cancelled by the host", true
+	case errors.Is(cause, ErrDrained):
+		return frame.KindCancelled, frame.CodeCancelled, "child drained", true
+	}
+	return frame.KindCancelled, frame.CodeCancelled, "cancelled", true
+}

@@ -1,0 +1,447 @@
+package child
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// rememberedCancels is how many cancel ids for calls the child does not
+// know it remembers (PROTOCOL.md §7); the oldest is forgotten first.
+const rememberedCancels = 1024
+
+// hostGoneWait bounds how long Serve waits for cancelled handlers once the
+// host is gone, so that a child exits within 1 s of control EOF.
+const hostGoneWait = 300 * time.Millisecond
+
+// connWriteGrace bounds how long a stream connection's last queued packets
+// may take to reach a peer that stopped reading, when the connection is
+// released.
+const connWriteGrace = time.Second
+
+// acceptBackoffMax bounds the pause after a failed Accept (EMFILE, say).
+const acceptBackoffMax = time.Second
+
+// Serve runs a child over an already connected control connection and a
+// stream listener, as PROTOCOL.md describes: it sends hello, waits for
+// startup, then answers pings, serves the calls arriving on stream
+// connections accepted from streams, and handles cancel and drain.
+//
+// Serve returns nil when a drain completed (bye was sent), when the control
+// connection reached EOF (the host is gone), or when ctx is done; it returns
+// ErrNoStartup or ErrVersion (wrapped) when the start failed, an error
+// matching ErrOptions for invalid opts, and an error matching
+// wire.ErrProtocol when the host broke the protocol on the control
+// connection. Before returning it closes control, streams and every stream
+// connection, and waits for every goroutine it started, with one exception:
+// the goroutine of a handler that ignores its cancellation is abandoned once
+// its grace is over (it finishes when the handler returns; nothing it does
+// reaches the wire any more). When the host is gone Serve waits at most a
+// few hundred milliseconds for cancelled handlers.
+func Serve(ctx context.Context, control net.Conn, streams net.Listener, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		control.Close()
+		streams.Close()
+		return err
+	}
+	s := newServer(control, streams, &opts)
+	return s.serve(ctx)
+}
+
+// server is one running child. Fields are set before its goroutines start
+// unless their comment says otherwise.
+type server struct {
+	opts    *Options
+	log     *slog.Logger
+	tools   map[string]*Tool
+	control net.Conn
+	ln      net.Listener
+	cw      *wire.Writer // the control connection's writer: pongs and bye
+
+	limits      wire.Limits   // effective, from startup
+	cancelGrace time.Duration // from startup
+
+	ctx    context.Context // parent of every call; cancelled when Serve stops
+	cancel context.CancelCauseFunc
+
+	running  atomic.Int64 // handlers that have not returned (pong.streams)
+	stuck    atomic.Int64 // cancelled handlers past their grace (pong.stuck)
+	active   atomic.Int64 // calls whose runner has not finished
+	draining atomic.Bool
+
+	callDone chan struct{} // size 1: "a call finished"; a full channel already says so
+
+	mu         sync.Mutex
+	calls      map[string]*call     // running calls by id; guarded by mu
+	conns      map[*conn]struct{}   // open stream connections; guarded by mu
+	remembered remembered           // cancel ids of unknown calls; guarded by mu
+	closing    bool                 // shutdown began: no new connections; guarded by mu
+
+	wg      sync.WaitGroup // accept loop, control reader, drain, connection readers
+	runners sync.WaitGroup // call runners (waited for only when none is abandoned)
+}
+
+func newServer(control net.Conn, ln net.Listener, opts *Options) *server {
+	s := &server{
+		opts: opts, log: opts.logger(), control: control, ln: ln,
+		tools:    make(map[string]*Tool, len(opts.Tools)),
+		callDone: make(chan struct{}, 1),
+		calls:    make(map[string]*call),
+		conns:    make(map[*conn]struct{}),
+	}
+	s.remembered.init()
+	for i := range opts.Tools {
+		s.tools[opts.Tools[i].ID] = &opts.Tools[i]
+	}
+	return s
+}
+
+func (s *server) hello() *wire.Hello {
+	h := &wire.Hello{
+		Protocol:   []int64{wire.ProtocolVersion},
+		SDK:        s.opts.SDK,
+		PID:        int64(os.Getpid()),
+		MaxStreams: int64(s.opts.MaxStreams),
+		Limits:     s.opts.Limits.Effective(),
+	}
+	if h.SDK == "" {
+		h.SDK = DefaultSDK
+	}
+	if h.MaxStreams == 0 {
+		h.MaxStreams = DefaultMaxStreams
+	}
+	for i := range s.opts.Tools {
+		h.Tools = append(h.Tools, s.opts.Tools[i].descriptor())
+	}
+	return h
+}
+
+func (s *server) serve(ctx context.Context) error {
+	s.cw = wire.NewWriter(s.control, s.opts.Limits)
+	cr := wire.NewReader(s.control, s.opts.Limits)
+	if err := s.start(cr); err != nil {
+		s.control.Close()
+		s.ln.Close()
+		s.cw.Close()
+		return err
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	defer s.cancel(ErrHostGone)
+
+	drained := make(chan struct{})   // closed by the drain goroutine once bye is written
+	ctlDone := make(chan error, 1)   // the control reader's result; size 1 so it never blocks
+	s.wg.Go(s.acceptLoop)            // stopped by closing s.ln
+	s.wg.Go(func() {                 // stopped by closing s.control
+		ctlDone <- s.readControl(cr, drained)
+	})
+
+	var err error
+	wait := hostGoneWait
+	select {
+	case err = <-ctlDone:
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		} else {
+			err = fmt.Errorf("child: control connection: %w", err)
+		}
+		s.cancel(ErrHostGone)
+	case <-drained:
+		s.cancel(ErrHostGone) // only abandoned calls are left
+		wait = 0
+	case <-ctx.Done():
+		s.cancel(ErrHostGone)
+	}
+	s.shutdown(wait)
+	return err
+}
+
+// start writes hello and reads startup.
+func (s *server) start(cr *wire.Reader) error {
+	if err := s.cw.WritePacket(s.hello()); err != nil {
+		return fmt.Errorf("child: writing hello: %w", err)
+	}
+	timeout := s.opts.StartupTimeout
+	if timeout == 0 {
+		timeout = DefaultStartupTimeout
+	}
+	s.control.SetReadDeadline(time.Now().Add(timeout))
+	p, err := cr.ReadPacket()
+	s.control.SetReadDeadline(time.Time{})
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("%w (waited %v)", ErrNoStartup, timeout)
+		}
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: control connection closed before startup", ErrNoStartup)
+		}
+		return fmt.Errorf("child: reading startup: %w", err)
+	}
+	st, ok := p.(*wire.Startup)
+	if !ok {
+		return fmt.Errorf("child: %w: got %s before startup", wire.ErrProtocol, p.Type())
+	}
+	if st.Protocol != wire.ProtocolVersion {
+		return fmt.Errorf("%w: startup chose %d, hello offered [%d]", ErrVersion, st.Protocol, wire.ProtocolVersion)
+	}
+	s.limits = s.opts.Limits.Min(st.Limits)
+	cr.SetLimits(s.limits)
+	s.cw.SetLimits(s.limits)
+	s.cancelGrace = time.Duration(st.CancelGraceMS) * time.Millisecond
+	if s.cancelGrace == 0 {
+		s.cancelGrace = defaultCancelGrace
+	}
+	s.log.Debug("started", "child_id", st.ChildID, "protocol", st.Protocol)
+	return nil
+}
+
+// readControl answers pings and handles cancel and drain until the control
+// connection fails. A pong is written from here directly: nothing a handler
+// or a stream connection does can delay it.
+func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
+	drainStarted := false
+	for {
+		p, err := cr.ReadPacket()
+		if err != nil {
+			return err
+		}
+		switch p := p.(type) {
+		case *wire.Ping:
+			err = s.cw.WritePacket(&wire.Pong{Nonce: p.Nonce, Streams: s.running.Load(), Stuck: s.stuck.Load()})
+			if err != nil {
+				return err
+			}
+		case *wire.Cancel:
+			s.cancelCall(p.CallID)
+		case *wire.Drain:
+			if !drainStarted {
+				drainStarted = true
+				grace := time.Duration(p.GraceMS) * time.Millisecond
+				s.wg.Go(func() { s.drain(grace, drained) }) // stopped by s.ctx
+			}
+		default:
+			return fmt.Errorf("%w: unexpected %s packet", wire.ErrProtocol, p.Type())
+		}
+	}
+}
+
+// cancelCall cancels a running call, or remembers the id of an unknown one.
+func (s *server) cancelCall(id string) {
+	s.mu.Lock()
+	c := s.calls[id]
+	if c == nil {
+		s.remembered.add(id)
+	}
+	s.mu.Unlock()
+	if c != nil {
+		c.cancel(ErrCancelRequested)
+	}
+}
+
+// drain stops accepting, lets running calls finish within grace, cancels
+// the rest, and writes bye after the last end or at grace + cancel grace.
+func (s *server) drain(grace time.Duration, drained chan struct{}) {
+	s.mu.Lock()
+	s.draining.Store(true)
+	s.mu.Unlock()
+	s.ln.Close()
+	graceT := time.NewTimer(grace)
+	defer graceT.Stop()
+	hard := time.NewTimer(grace + s.cancelGrace)
+	defer hard.Stop()
+wait:
+	for s.active.Load() > 0 {
+		select {
+		case <-s.callDone:
+		case <-graceT.C:
+			s.mu.Lock()
+			calls := make([]*call, 0, len(s.calls))
+			for _, c := range s.calls {
+				calls = append(calls, c)
+			}
+			s.mu.Unlock()
+			for _, c := range calls {
+				c.cancel(ErrDrained)
+			}
+		case <-hard.C:
+			s.log.Warn("drain: abandoning handlers that ignore cancellation", "count", s.active.Load())
+			break wait
+		case <-s.ctx.Done():
+			return
+		}
+	}
+	if err := s.cw.WritePacket(&wire.Bye{Reason: "drained"}); err == nil {
+		s.cw.Flush()
+	}
+	close(drained)
+}
+
+// acceptLoop accepts stream connections until the listener is closed.
+func (s *server) acceptLoop() {
+	backoff := 5 * time.Millisecond
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil || s.draining.Load() {
+				return
+			}
+			s.log.Warn("accepting a stream connection failed", "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, acceptBackoffMax)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			c.w.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() { // stopped by closing nc (shutdown, protocol errors) or the peer's EOF
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+}
+
+// shutdown closes every connection and waits for the goroutines, giving
+// handlers up to wait to return.
+func (s *server) shutdown(wait time.Duration) {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.ln.Close()
+	s.control.Close()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+	s.wg.Wait()
+	if wait > 0 && s.active.Load() > 0 {
+		t := time.NewTimer(wait)
+	loop:
+		for s.active.Load() > 0 {
+			select {
+			case <-s.callDone:
+			case <-t.C:
+				break loop
+			}
+		}
+		t.Stop()
+	}
+	if n := s.active.Load(); n > 0 {
+		s.log.Warn("abandoning handlers that ignore cancellation", "count", n)
+	} else {
+		s.runners.Wait()
+	}
+	s.cw.Close()
+}
+
+// register adds a call to the table, or says why it must end at once.
+// It returns the code and message of that immediate terminal, or ok.
+func (s *server) register(c *call) (refusal immediate, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := c.inv.CallID
+	switch {
+	case s.calls[id] != nil:
+		return immediate{dup: true}, false
+	case s.closing || s.draining.Load():
+		return immediate{kind: frame.KindFailed, code: frame.CodeUnreachable, msg: "draining"}, false
+	case s.remembered.take(id):
+		return immediate{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "cancelled by the host"}, false
+	case c.tool == nil:
+		return immediate{kind: frame.KindFailed, code: frame.CodeInvalidFrame, msg: "unknown tool"}, false
+	}
+	s.calls[id] = c
+	s.active.Add(1)
+	s.runners.Add(1)
+	return immediate{}, true
+}
+
+// unregister removes a finished call and wakes a drain.
+func (s *server) unregister(c *call) {
+	s.mu.Lock()
+	if s.calls[c.inv.CallID] == c {
+		delete(s.calls, c.inv.CallID)
+	}
+	s.mu.Unlock()
+	s.active.Add(-1)
+	select {
+	case s.callDone <- struct{}{}:
+	default:
+	}
+}
+
+func (s *server) forgetConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// immediate is a terminal written at once for an invoke that starts no
+// handler; dup marks an invoke whose call id is already running.
+type immediate struct {
+	kind frame.Kind
+	code frame.Code
+	msg  string
+	dup  bool
+}
+
+// remembered holds the most recent rememberedCancels cancel ids of calls the
+// child did not know, so that an invoke arriving after its cancel ends at
+// once. Not safe for concurrent use.
+type remembered struct {
+	ring [rememberedCancels]string
+	seq  [rememberedCancels]uint64
+	n    uint64            // ids added so far
+	slot map[string]uint64 // id -> the n at which it was added
+}
+
+func (r *remembered) init() { r.slot = make(map[string]uint64) }
+
+func (r *remembered) add(id string) {
+	if _, ok := r.slot[id]; ok {
+		return
+	}
+	i := r.n % rememberedCancels
+	if old := r.ring[i]; old != "" && r.slot[old] == r.seq[i] {
+		delete(r.slot, old)
+	}
+	r.ring[i], r.seq[i] = id, r.n
+	r.slot[id] = r.n
+	r.n++
+}
+
+// take reports whether id was remembered, and forgets it.
+func (r *remembered) take(id string) bool {
+	if _, ok := r.slot[id]; !ok {
+		return false
+	}
+	delete(r.slot, id)
+	return true
+}

@@ -1,0 +1,221 @@
+package child
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Handler serves one call of a tool. It runs on a goroutine of its own while
+// the child goes on answering health checks and serving other calls.
+//
+// The handler reads the caller's chunks from s.Input, sends its own chunks
+// with s.Send, and ends the call by returning: a nil error makes the returned
+// payload (nil for none) the provider's completed frame; a non-nil error
+// makes a failed frame (a *frame.Error keeps its code and message, any other
+// error becomes provider_error with the error's text, sanitized). A handler
+// may also end the call early with s.Complete or s.Fail and go on cleaning
+// up; what it returns afterwards is then ignored.
+//
+// ctx is cancelled when the call must stop (the caller cancelled, the host
+// sent cancel, the deadline passed, an invalid caller frame arrived, the
+// connection closed, the child is draining or the host is gone);
+// context.Cause(ctx) says why (ErrCallerCancelled, ErrTimeout, ...). The
+// child then writes the terminal for that cause itself, so a cancelled
+// handler should simply return promptly; what it returns is ignored. A
+// handler still running cancel_grace_ms after its cancellation is reported
+// stuck to the host.
+//
+// The child writes the call's end only after the handler has returned, as
+// its promise that the handler holds nothing of the call any more: a handler
+// must not keep s, or start goroutines that use it, past its return.
+//
+// A panic in a handler is recovered: the call fails with provider_error and a
+// fixed message, and the stack goes to the Options.Logger only.
+type Handler func(ctx context.Context, s *Stream) (frame.Payload, error)
+
+// Tool is one tool a provider offers: its descriptor (sent to the host in
+// hello) and the Handler that serves its calls.
+type Tool struct {
+	// ID names the tool: 1 to 128 characters, unique within a provider.
+	ID string
+	// Version changes whenever the descriptor or the provider's build
+	// changes. Empty means derived by the child: a digest of the
+	// descriptor and of the provider's build (its VCS revision and module
+	// version from runtime/debug, or the executable's bytes when the build
+	// carries no clean VCS revision).
+	Version string
+	// Description says what the tool does, for people; empty means none.
+	Description string
+	// ArgumentsSchema is the JSON Schema (2020-12) of the invoke's
+	// arguments; nil means any object. The host validates arguments and
+	// fills in its defaults before the call reaches the child.
+	ArgumentsSchema wire.Schema
+	// InputSchema is the JSON Schema of caller chunk payloads; nil means
+	// any object.
+	InputSchema wire.Schema
+	// OutputSchema is the JSON Schema of provider chunk payloads; nil
+	// means any object.
+	OutputSchema wire.Schema
+	// ResultSchema is the JSON Schema of the completed frame's payload;
+	// nil means any object.
+	ResultSchema wire.Schema
+	// Handler serves the tool's calls; required.
+	Handler Handler
+}
+
+// maxVersionChars bounds Tool.Version (PROTOCOL.md §3).
+const maxVersionChars = 128
+
+// Defaults of Options' zero values.
+const (
+	// DefaultSDK is the sdk string sent in hello when Options.SDK is empty.
+	DefaultSDK = "skulk-go/1"
+	// DefaultMaxStreams is max_streams when Options.MaxStreams is 0.
+	DefaultMaxStreams = 4096
+	// DefaultStartupTimeout is how long the child waits for startup when
+	// Options.StartupTimeout is 0 (PROTOCOL.md §7).
+	DefaultStartupTimeout = 10 * time.Second
+	// defaultCancelGrace is cancel_grace_ms when startup gives 0.
+	defaultCancelGrace = time.Second
+)
+
+// Options configure a child. The zero value of each field has a documented
+// meaning; only Tools is required.
+type Options struct {
+	// Tools are the tools the child offers, in hello's order; at least one.
+	Tools []Tool
+	// SDK names the SDK in hello; empty means DefaultSDK.
+	SDK string
+	// MaxStreams is how many calls the host may run at once (hello's
+	// max_streams); 0 means DefaultMaxStreams. The host enforces it.
+	MaxStreams int
+	// Limits bound the packets the child reads and writes; the zero value
+	// means the protocol's defaults. The effective limits are the smaller
+	// of these and the startup's.
+	Limits wire.Limits
+	// Logger receives the child's logs (handler panics with their stacks,
+	// protocol errors of the host). nil means discard for Serve, and a text
+	// handler on stderr for Run and Main.
+	Logger *slog.Logger
+	// StartupTimeout is how long to wait for startup after hello; 0 means
+	// DefaultStartupTimeout.
+	StartupTimeout time.Duration
+}
+
+// ErrOptions is matched by every error of Options.Validate.
+var ErrOptions = errors.New("child: invalid options")
+
+// Validate reports the first problem with o: no tools, a tool without a
+// handler, an invalid or duplicate tool id, a version that is too long, a
+// negative number.
+func (o *Options) Validate() error {
+	if len(o.Tools) == 0 {
+		return fmt.Errorf("%w: no tools", ErrOptions)
+	}
+	seen := make(map[string]bool, len(o.Tools))
+	for i := range o.Tools {
+		t := &o.Tools[i]
+		if err := frame.CheckCallID(t.ID); err != nil {
+			return fmt.Errorf("%w: tool %d: id must be 1 to 128 characters of UTF-8", ErrOptions, i)
+		}
+		if seen[t.ID] {
+			return fmt.Errorf("%w: tool %d: duplicate id", ErrOptions, i)
+		}
+		seen[t.ID] = true
+		if t.Handler == nil {
+			return fmt.Errorf("%w: tool %d: no handler", ErrOptions, i)
+		}
+		if !utf8.ValidString(t.Version) || utf8.RuneCountInString(t.Version) > maxVersionChars {
+			return fmt.Errorf("%w: tool %d: version longer than %d characters", ErrOptions, i, maxVersionChars)
+		}
+	}
+	if o.MaxStreams < 0 {
+		return fmt.Errorf("%w: max streams is negative", ErrOptions)
+	}
+	if o.StartupTimeout < 0 {
+		return fmt.Errorf("%w: startup timeout is negative", ErrOptions)
+	}
+	return nil
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// descriptor returns t's wire descriptor with its version filled in.
+func (t *Tool) descriptor() wire.Tool {
+	d := wire.Tool{
+		ID: t.ID, Version: t.Version, Description: t.Description,
+		ArgumentsSchema: t.ArgumentsSchema, InputSchema: t.InputSchema,
+		OutputSchema: t.OutputSchema, ResultSchema: t.ResultSchema,
+	}
+	if d.Version == "" {
+		d.Version = DeriveVersion(d)
+	}
+	return d
+}
+
+// DeriveVersion returns the version the child gives a tool whose Version is
+// empty: 24 hex digits of a SHA-256 over the descriptor d (its Version
+// ignored, as canonical JSON) and the running provider's build (see
+// Tool.Version). Equal descriptors in the same build get the same version.
+func DeriveVersion(d wire.Tool) string {
+	d.Version = ""
+	h := sha256.New()
+	// encoding/json sorts map keys, so the encoding is canonical.
+	if err := json.NewEncoder(h).Encode(d); err != nil {
+		// A schema with a value JSON cannot encode: fall back on the id so
+		// the version still changes with the build.
+		io.WriteString(h, d.ID)
+	}
+	io.WriteString(h, buildID())
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// buildID identifies the running provider's build; computed once.
+var buildID = sync.OnceValue(func() string {
+	h := sha256.New()
+	clean := false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		fmt.Fprintf(h, "%s %s %s\n", bi.Main.Path, bi.Main.Version, bi.Main.Sum)
+		var rev, modified string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value
+			}
+		}
+		fmt.Fprintf(h, "%s %s\n", rev, modified)
+		clean = rev != "" && modified == "false"
+	}
+	if !clean {
+		// No VCS revision, or a dirty tree: the executable itself is the
+		// only reliable identity of the build.
+		if exe, err := os.Executable(); err == nil {
+			if f, err := os.Open(exe); err == nil {
+				io.Copy(h, f)
+				f.Close()
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+})

@@ -1,0 +1,312 @@
+// Package demotools holds the demonstration tools of cmd/skulk-child: echo,
+// upper, count, media, sleep, fail and, for tests, crash. They live here, and
+// not in the command, so that every binary that must serve as a child (the
+// host re-executing itself, say) offers the very same tools.
+package demotools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Limits of the tools' arguments, also stated in their schemas.
+const (
+	// MaxCountSize bounds count's padding, so a chunk's header stays well
+	// under the default max_header (64 KiB).
+	MaxCountSize = 60000
+	// DefaultMediaChunk is media's chunk size when the arguments give none.
+	DefaultMediaChunk = 65536
+	// MaxMediaChunk bounds media's chunk size: the default max_attachment.
+	MaxMediaChunk = wire.DefaultMaxAttachment
+	// MediaType is the media type of media's chunks.
+	MediaType = "application/octet-stream"
+)
+
+// Options choose which tools Tools returns.
+type Options struct {
+	// TestTools adds what only tests need: sleep's ignore_cancel argument,
+	// and crash when Exit is set. False means the production set.
+	TestTools bool
+	// Exit ends the process with a status; crash calls it with 3 after its
+	// chunks are written. nil means crash is not offered (os.Exit belongs
+	// in main packages, which pass it here).
+	Exit func(code int)
+}
+
+// Tools returns the demo tools.
+func Tools(opts Options) []child.Tool {
+	tools := []child.Tool{echo(), upper(), count(), media(), sleep(opts.TestTools), fail()}
+	if opts.TestTools && opts.Exit != nil {
+		tools = append(tools, crash(opts.Exit))
+	}
+	return tools
+}
+
+func object(props map[string]any, required ...string) wire.Schema {
+	s := wire.Schema{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		req := make([]any, len(required))
+		for i, r := range required {
+			req[i] = r
+		}
+		s["required"] = req
+	}
+	return s
+}
+
+func integer(min, max int64, def *int64) map[string]any {
+	s := map[string]any{"type": "integer", "minimum": min}
+	if max > 0 {
+		s["maximum"] = max
+	}
+	if def != nil {
+		s["default"] = *def
+	}
+	return s
+}
+
+func ptr(v int64) *int64 { return &v }
+
+// anyObject is the schema of a payload that may be any JSON object.
+func anyObject() wire.Schema { return wire.Schema{"type": "object"} }
+
+func echo() child.Tool {
+	return child.Tool{
+		ID:              "echo",
+		Description:     "Streams each caller chunk back, payload and inline media alike; completes when the caller completes.",
+		ArgumentsSchema: object(map[string]any{}),
+		InputSchema:     anyObject(),
+		OutputSchema:    anyObject(),
+		ResultSchema:    object(map[string]any{"chunks": integer(0, 0, nil)}, "chunks"),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			n := 0
+			for f, err := range s.Input() {
+				if err != nil {
+					return nil, err
+				}
+				if err := s.Send(f.Payload, f.Media); err != nil {
+					return nil, err
+				}
+				n++
+			}
+			return frame.MustPayload(map[string]any{"chunks": n}), nil
+		},
+	}
+}
+
+func upper() child.Tool {
+	text := object(map[string]any{"text": map[string]any{"type": "string"}}, "text")
+	return child.Tool{
+		ID:              "upper",
+		Description:     `Turns caller chunks {"text": s} into provider chunks {"text": upper(s)}.`,
+		ArgumentsSchema: object(map[string]any{}),
+		InputSchema:     text,
+		OutputSchema:    text,
+		ResultSchema:    object(map[string]any{"chunks": integer(0, 0, nil)}, "chunks"),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			n := 0
+			for f, err := range s.Input() {
+				if err != nil {
+					return nil, err
+				}
+				t, ok := f.Payload.Text()
+				if !ok {
+					return nil, &frame.Error{Code: frame.CodeProviderError, Message: "chunk has no text"}
+				}
+				if err := s.Send(frame.MustPayload(map[string]any{"text": strings.ToUpper(t)}), nil); err != nil {
+					return nil, err
+				}
+				n++
+			}
+			return frame.MustPayload(map[string]any{"chunks": n}), nil
+		},
+	}
+}
+
+type countArgs struct {
+	N    int64 `json:"n"`
+	Size int64 `json:"size"`
+}
+
+func count() child.Tool {
+	return child.Tool{
+		ID:          "count",
+		Description: `Sends n chunks {"i": i} numbered from 0, each padded with "pad" of size bytes; needs no caller input.`,
+		ArgumentsSchema: object(map[string]any{
+			"n":    integer(0, 0, nil),
+			"size": integer(0, MaxCountSize, ptr(0)),
+		}, "n"),
+		InputSchema: anyObject(),
+		OutputSchema: object(map[string]any{
+			"i":   integer(0, 0, nil),
+			"pad": map[string]any{"type": "string"},
+		}, "i"),
+		ResultSchema: object(map[string]any{"n": integer(0, 0, nil)}, "n"),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			var a countArgs
+			if err := s.DecodeArguments(&a); err != nil || a.N < 0 || a.Size < 0 || a.Size > MaxCountSize {
+				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: n must be >= 0, size in [0, 60000]"}
+			}
+			pad := strings.Repeat("x", int(a.Size))
+			for i := range a.N {
+				m := map[string]any{"i": i}
+				if a.Size > 0 {
+					m["pad"] = pad
+				}
+				if err := s.Send(frame.MustPayload(m), nil); err != nil {
+					return nil, err
+				}
+			}
+			return frame.MustPayload(map[string]any{"n": a.N}), nil
+		},
+	}
+}
+
+type mediaArgs struct {
+	Bytes int64 `json:"bytes"`
+	Chunk int64 `json:"chunk"`
+}
+
+// MediaByte is the byte at offset i of media's output: a pattern that
+// tests can recompute.
+func MediaByte(i int64) byte { return byte(i % 251) }
+
+func media() child.Tool {
+	return child.Tool{
+		ID:          "media",
+		Description: "Sends inline media chunks (application/octet-stream) totalling bytes; the result is their SHA-256.",
+		ArgumentsSchema: object(map[string]any{
+			"bytes": integer(0, 0, nil),
+			"chunk": integer(1, MaxMediaChunk, ptr(DefaultMediaChunk)),
+		}, "bytes"),
+		InputSchema:  anyObject(),
+		OutputSchema: anyObject(),
+		ResultSchema: object(map[string]any{
+			"sha256": map[string]any{"type": "string", "pattern": "^[a-f0-9]{64}$"},
+		}, "sha256"),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			a := mediaArgs{Chunk: DefaultMediaChunk}
+			if err := s.DecodeArguments(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > MaxMediaChunk {
+				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: bytes must be >= 0, chunk in [1, 16777216]"}
+			}
+			h := sha256.New()
+			buf := make([]byte, min(a.Chunk, max(a.Bytes, 1)))
+			for off := int64(0); off < a.Bytes; {
+				n := min(a.Chunk, a.Bytes-off)
+				b := buf[:n]
+				for i := range b {
+					b[i] = MediaByte(off + int64(i))
+				}
+				h.Write(b)
+				// Send returns once inline bytes are written, so buf can be reused.
+				if err := s.Send(nil, &frame.InlineMedia{Data: b, MediaType: MediaType}); err != nil {
+					return nil, err
+				}
+				off += n
+			}
+			return frame.MustPayload(map[string]any{"sha256": hex.EncodeToString(h.Sum(nil))}), nil
+		},
+	}
+}
+
+type sleepArgs struct {
+	MS           int64 `json:"ms"`
+	IgnoreCancel bool  `json:"ignore_cancel"`
+}
+
+func sleep(testTools bool) child.Tool {
+	props := map[string]any{"ms": integer(0, 0, nil)}
+	desc := "Sleeps ms milliseconds without reading its input; honours cancellation."
+	if testTools {
+		props["ignore_cancel"] = map[string]any{"type": "boolean", "default": false}
+		desc = "Sleeps ms milliseconds without reading its input; honours cancellation unless ignore_cancel."
+	}
+	return child.Tool{
+		ID:              "sleep",
+		Description:     desc,
+		ArgumentsSchema: object(props, "ms"),
+		InputSchema:     anyObject(),
+		OutputSchema:    anyObject(),
+		ResultSchema:    object(map[string]any{"slept_ms": integer(0, 0, nil)}, "slept_ms"),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			var a sleepArgs
+			if err := s.DecodeArguments(&a); err != nil || a.MS < 0 {
+				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: ms must be >= 0"}
+			}
+			if a.IgnoreCancel && !testTools {
+				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: ignore_cancel needs --test-tools"}
+			}
+			d := time.Duration(a.MS) * time.Millisecond
+			if a.IgnoreCancel {
+				time.Sleep(d)
+			} else {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			}
+			return frame.MustPayload(map[string]any{"slept_ms": a.MS}), nil
+		},
+	}
+}
+
+func fail() child.Tool {
+	return child.Tool{
+		ID:              "fail",
+		Description:     "Ends with failed provider_error carrying message (sanitized).",
+		ArgumentsSchema: object(map[string]any{"message": map[string]any{"type": "string"}}, "message"),
+		InputSchema:     anyObject(),
+		OutputSchema:    anyObject(),
+		ResultSchema:    anyObject(),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			var a struct {
+				Message string `json:"message"`
+			}
+			if err := s.DecodeArguments(&a); err != nil {
+				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: message must be a string"}
+			}
+			return nil, errors.New(a.Message)
+		},
+	}
+}
+
+// CrashStatus is the exit status of the crash tool.
+const CrashStatus = 3
+
+func crash(exit func(int)) child.Tool {
+	return child.Tool{
+		ID:              "crash",
+		Description:     `Sends after chunks {"i": i}, then ends the process with status 3 (test only).`,
+		ArgumentsSchema: object(map[string]any{"after": integer(0, 0, nil)}, "after"),
+		InputSchema:     anyObject(),
+		OutputSchema:    object(map[string]any{"i": integer(0, 0, nil)}, "i"),
+		ResultSchema:    anyObject(),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			var a struct {
+				After int64 `json:"after"`
+			}
+			if err := s.DecodeArguments(&a); err != nil || a.After < 0 {
+				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: after must be >= 0"}
+			}
+			for i := range a.After {
+				if err := s.Send(frame.MustPayload(map[string]any{"i": i}), nil); err != nil {
+					return nil, err
+				}
+			}
+			s.Flush()
+			exit(CrashStatus)
+			return nil, errors.New("crash: exit returned")
+		},
+	}
+}
