@@ -1,0 +1,50 @@
+// Package asif reads, checks and writes ASIF 0.5 session documents (Agent
+// Session Interchange Format, a public JSON format for captured agent
+// sessions), with the asif.streams/0.1 and asif.external-bindings/0.1
+// features. Skulk uses it to hand over captured call evidence — including
+// calls whose arguments were still streaming, or that began before the
+// capture — in a format other tools read.
+//
+// # Checking
+//
+// Check refuses a document in layers, each with its own error type:
+//
+//   - strict JSON (*ReadError): input over MaxDocumentBytes, nesting over
+//     MaxDepth, more than MaxValues values, duplicate object keys, NaN and
+//     Infinity, invalid UTF-8 and unpaired surrogate escapes; numbers keep
+//     their exact text (json.Number);
+//   - version (*VersionError): asif_version must be "0.5"; other drafts
+//     are refused, never reinterpreted;
+//   - the official JSON Schema, embedded in the binary (*SchemaError,
+//     violations by instance location and keyword, never values);
+//   - the semantic rules the schema cannot express (*RuleError, one per
+//     refusal, all of them joined with errors.Join): resource integrity,
+//     tool-call progression, streams and external bindings. Each Rule
+//     constant is also the sentinel for errors.Is.
+//
+// A document that reaches the semantic layer yields a *Report: every
+// stream's Assembly (contiguous prefix bytes, status, whether it may be used
+// as an executable call) and each branch's selected call states.
+//
+//	report, err := asif.Check(data, asif.Options{})
+//	var re *asif.RuleError
+//	if errors.As(err, &re) {
+//		fmt.Println(re.Rule, re.ObjectID) // first refusal; err holds all
+//	}
+//	if report != nil {
+//		for _, s := range report.Streams {
+//			fmt.Println(s.StreamID, s.Status, s.Size, s.Executable)
+//		}
+//	}
+//
+// # Writing
+//
+// Document and its field types marshal to schema-valid JSON; NewDocument
+// fills every required collection and coverage record, AddEvent assigns
+// sequence numbers and maintains a branch, and Marshal runs Check on its own
+// output so a document that marshals without error is valid.
+//
+// Nothing in this package executes tools, fetches external references or
+// synthesizes events: an external binding is reported as such (CallState
+// External), never as a local call event.
+package asif
