@@ -1,0 +1,36 @@
+// Command skulk-host starts Skulk provider processes and drives streaming
+// calls to them: a guided demo, one-off calls, a child's tool catalogue and
+// a benchmark. Run "skulk-host help" for the commands, or start with
+//
+//	go run ./cmd/skulk-host demo
+//
+// The commands are implemented in internal/cli; docs/cli.md documents them.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/skulkrt/skulk/internal/cli"
+)
+
+func main() {
+	// Ctrl-C and SIGTERM cancel the running call; the command then reports
+	// its cancelled outcome and stops its child.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "" // demo reports that it cannot find itself
+	}
+	code := cli.Run(ctx, os.Args[1:], cli.Env{
+		Stdin:          os.Stdin,
+		Stdout:         os.Stdout,
+		Stderr:         os.Stderr,
+		StderrTerminal: cli.IsTerminal(os.Stderr),
+		Executable:     exe,
+	})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,380 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+)
+
+// maxInputLine bounds one line of --input; a longer line fails the command.
+const maxInputLine = 1 << 20
+
+// callOptions are the parsed flags of the call command.
+type callOptions struct {
+	tool      string
+	args      frame.Payload
+	input     string
+	timeout   time.Duration
+	json      bool
+	saveMedia string
+	child     []string
+	childFlags
+}
+
+func parseCall(args []string) (*callOptions, error) {
+	o := &callOptions{}
+	fs := flag.NewFlagSet("call", flag.ContinueOnError)
+	argsJSON := fs.String("args", "{}", "")
+	fs.StringVar(&o.input, "input", "", "")
+	fs.DurationVar(&o.timeout, "timeout", 0, "")
+	fs.BoolVar(&o.json, "json", false, "")
+	fs.StringVar(&o.saveMedia, "save-media", "", "")
+	o.register(fs)
+	pos, child, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(pos) == 0:
+		return nil, usageErr("missing TOOL: name the tool to call, e.g. skulk-host call count --args '{\"n\": 3}' -- ./skulk-child")
+	case len(pos) > 1:
+		return nil, usageErr("unexpected argument %q after the tool name: the child's command line goes after --", pos[1])
+	}
+	if err := needChild(child); err != nil {
+		return nil, err
+	}
+	o.tool, o.child = pos[0], child
+	if o.args, err = frame.PayloadFromJSON([]byte(*argsJSON)); err != nil {
+		return nil, usageErr("--args must be a JSON object, e.g. --args '{\"n\": 3}'")
+	}
+	if o.timeout < 0 {
+		return nil, usageErr("--timeout must not be negative")
+	}
+	return o, nil
+}
+
+func runCall(ctx context.Context, args []string, env Env) error {
+	o, err := parseCall(args)
+	if err != nil {
+		return err
+	}
+	var input io.Reader
+	switch o.input {
+	case "":
+	case "-":
+		input = env.Stdin
+	default:
+		f, err := os.Open(o.input)
+		if err != nil {
+			return statusErr(ExitFailure, "cannot read --input: %v", err)
+		}
+		defer f.Close()
+		input = f
+	}
+	if o.saveMedia != "" {
+		if err := os.MkdirAll(o.saveMedia, 0o755); err != nil {
+			return statusErr(ExitFailure, "cannot create --save-media directory: %v", err)
+		}
+	}
+	h, err := startHost(ctx, o.config(o.child, env))
+	if err != nil {
+		return err
+	}
+	defer closeHost(h)
+
+	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	if o.timeout > 0 {
+		callCtx, cancel = context.WithTimeout(ctx, o.timeout)
+	}
+	defer cancel()
+	c, err := h.Call(callCtx, o.tool, o.args)
+	if err != nil {
+		return refusal(o.tool, err)
+	}
+	r := &callRun{opts: o, env: env, call: c}
+	if !o.json && env.StderrTerminal {
+		r.progress = startProgress(env.Stderr)
+	}
+	return r.run(ctx, input)
+}
+
+// callRun is one call of the call command: a sender goroutine feeding the
+// input, and the receive loop on the command's goroutine.
+type callRun struct {
+	opts     *callOptions
+	env      Env
+	call     *host.Call
+	progress *progress // nil when stderr is not a terminal
+
+	terminal atomic.Bool // the provider's terminal was received
+	sendErr  error       // set by the sender before it returns; read after wg.Wait or done
+}
+
+func (r *callRun) run(ctx context.Context, input io.Reader) error {
+	sendCtx, stopSend := context.WithCancel(ctx)
+	defer stopSend()
+	done := make(chan struct{}) // closed when the sender returns
+	go func() {                 // stopped by stopSend or the end of input; see the note below
+		defer close(done)
+		r.sendErr = r.send(sendCtx, input)
+	}()
+
+	start := time.Now()
+	status, frames, bytes, last, recvErr := r.receive()
+	r.progress.finish()
+	stopSend()
+	// The sender stops promptly unless it is blocked reading input that
+	// cannot be interrupted (a terminal on stdin): the call is over, so
+	// the command does not wait for it; the process exits right after.
+	var sendErr error
+	select {
+	case <-done:
+		sendErr = r.sendErr
+	case <-time.After(100 * time.Millisecond):
+	}
+	if recvErr != nil {
+		return statusErr(ExitFailure, "%v", recvErr)
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	if !r.opts.json {
+		r.printStatus(last, frames, bytes, time.Since(start))
+	}
+	return quiet(status)
+}
+
+// send writes the input's lines as caller chunks, then half-closes the
+// call. Without input it half-closes at once.
+func (r *callRun) send(ctx context.Context, input io.Reader) error {
+	if input != nil {
+		sc := bufio.NewScanner(input)
+		sc.Buffer(make([]byte, 0, 64*1024), maxInputLine)
+		line := 0
+		for sc.Scan() {
+			line++
+			p, err := inputPayload(sc.Text())
+			if err != nil {
+				return r.abort(statusErr(ExitFailure, "input line %d: %v", line, err))
+			}
+			if err := r.call.Send(ctx, p, nil); err != nil {
+				return r.sendFailed(ctx, line, err)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			if errors.Is(err, bufio.ErrTooLong) {
+				return r.abort(statusErr(ExitFailure, "input line %d is longer than %d bytes", line+1, maxInputLine))
+			}
+			return r.abort(statusErr(ExitFailure, "cannot read --input: %v", err))
+		}
+	}
+	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) {
+		return r.abort(statusErr(ExitFailure, "cannot half-close the call: %v", err))
+	}
+	return nil
+}
+
+// sendFailed classifies an error of Send: after the provider's terminal or
+// the command's own cancellation it is no error of the input.
+func (r *callRun) sendFailed(ctx context.Context, line int, err error) error {
+	var se *host.SchemaError
+	switch {
+	case errors.As(err, &se):
+		return r.abort(statusErr(ExitRefused, "input line %d refused: %v", line, err))
+	case errors.Is(err, host.ErrSendClosed), ctx.Err() != nil, r.terminal.Load():
+		return nil
+	}
+	return r.abort(statusErr(ExitFailure, "cannot send input line %d: %v", line, err))
+}
+
+// abort cancels the call because of err (a host-side failure) and returns
+// err.
+func (r *callRun) abort(err error) error {
+	if !r.terminal.Load() {
+		r.call.Cancel()
+	}
+	return err
+}
+
+// inputPayload turns one input line into a caller chunk's payload.
+func inputPayload(line string) (frame.Payload, error) {
+	if t := strings.TrimSpace(line); strings.HasPrefix(t, "{") {
+		if p, err := frame.PayloadFromJSON([]byte(t)); err == nil {
+			return p, nil
+		}
+	}
+	return frame.PayloadOf(map[string]any{"text": line})
+}
+
+// receive prints the provider's frames until the end of the call and
+// returns the exit status of its terminal.
+func (r *callRun) receive() (status int, frames, bytes int64, last frame.Frame, err error) {
+	var enc *lineEncoder
+	if r.opts.json {
+		enc = newLineEncoder(r.env.Stdout)
+	}
+	var saveErr error
+	// Recv is not bound by the command's context: Ctrl-C cancels the call
+	// (the host sends cancel), and the cancelled terminal still arrives.
+	for {
+		f, err := r.call.Recv(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return ExitFailure, frames, bytes, last, fmt.Errorf("reading the call's output: %w", err)
+		}
+		n := frameBytes(f)
+		frames++
+		bytes += n
+		r.progress.add(1, n)
+		saved := ""
+		if m, ok := f.Media.(*frame.InlineMedia); ok && r.opts.saveMedia != "" && saveErr == nil {
+			saved, saveErr = saveMedia(r.opts.saveMedia, f.Sequence, m)
+			if saveErr != nil {
+				r.abort(nil)
+			}
+		}
+		if enc != nil {
+			if err := enc.encode(f, saved); err != nil {
+				return ExitFailure, frames, bytes, last, err
+			}
+		} else {
+			r.progress.above(func() { printHuman(r.env.Stdout, f, saved) })
+		}
+		if f.IsTerminal() {
+			r.terminal.Store(true)
+			last = f
+		}
+	}
+	if saveErr != nil {
+		return ExitFailure, frames, bytes, last, saveErr
+	}
+	if !last.IsTerminal() {
+		return ExitFailure, frames, bytes, last, errors.New("the call's output ended without a terminal frame")
+	}
+	return ExitForTerminal(last), frames, bytes, last, nil
+}
+
+// frameBytes is the size of a frame's payload and inline media data.
+func frameBytes(f frame.Frame) int64 {
+	n := int64(len(f.Payload))
+	if m, ok := f.Media.(*frame.InlineMedia); ok {
+		n += int64(len(m.Data))
+	}
+	return n
+}
+
+// printHuman prints one provider frame for people. Started and terminal
+// frames print nothing here: the status line reports the outcome.
+func printHuman(w io.Writer, f frame.Frame, saved string) {
+	if f.Kind != frame.KindChunk {
+		return
+	}
+	if f.Payload != nil {
+		if text, ok := f.Payload.Text(); ok {
+			if !strings.HasSuffix(text, "\n") {
+				text += "\n"
+			}
+			_, _ = io.WriteString(w, text)
+		} else {
+			fmt.Fprintln(w, compactJSON(f.Payload))
+		}
+	}
+	switch m := f.Media.(type) {
+	case *frame.InlineMedia:
+		fmt.Fprintln(w, mediaSummary(f.Sequence, m, saved))
+	case *frame.BlobMedia:
+		fmt.Fprintf(w, "[blob %s %s, %s, sha256 %s]\n", m.BlobID, m.MediaType, formatBytes(m.SizeBytes), m.SHA256)
+	}
+}
+
+// mediaSummary is the one line that stands for an inline media chunk.
+func mediaSummary(seq uint64, m *frame.InlineMedia, saved string) string {
+	s := fmt.Sprintf("[media #%d %s, %s, sha256 %s", seq, m.MediaType, formatBytes(int64(len(m.Data))), sha256Hex(m.Data)[:16])
+	if saved != "" {
+		s += ", saved to " + saved
+	}
+	return s + "]"
+}
+
+// mediaExt maps common media types to file extensions; others get .bin.
+var mediaExt = map[string]string{
+	"application/json": ".json", "text/plain": ".txt", "audio/wav": ".wav", "audio/x-wav": ".wav",
+	"audio/pcm": ".pcm", "audio/L16": ".pcm", "audio/mpeg": ".mp3", "audio/ogg": ".ogg",
+	"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
+	"video/mp4": ".mp4", "application/pdf": ".pdf",
+}
+
+// saveMedia writes m's data to dir and returns the file's path.
+func saveMedia(dir string, seq uint64, m *frame.InlineMedia) (string, error) {
+	ext := mediaExt[strings.TrimSpace(strings.SplitN(m.MediaType, ";", 2)[0])]
+	if ext == "" {
+		ext = ".bin"
+	}
+	path := filepath.Join(dir, fmt.Sprintf("media-%06d%s", seq, ext))
+	if err := os.WriteFile(path, m.Data, 0o644); err != nil {
+		return "", fmt.Errorf("--save-media: %w", err)
+	}
+	return path, nil
+}
+
+// printStatus prints the final status line (and the child's stderr tail
+// when it died) on stderr.
+func (r *callRun) printStatus(last frame.Frame, frames, bytes int64, elapsed time.Duration) {
+	var b strings.Builder
+	b.WriteString(last.Kind.String())
+	if last.Error != nil {
+		b.WriteString(": " + last.Error.Code.String())
+		if last.Error.Message != "" {
+			b.WriteString(": " + oneLine(last.Error.Message))
+		}
+	}
+	if last.Synthetic {
+		b.WriteString(" (synthetic: made up by the host)")
+	}
+	if last.Kind == frame.KindCompleted && last.Payload != nil {
+		b.WriteString(" " + compactJSON(last.Payload))
+	}
+	fmt.Fprintf(&b, " — %s frames, %s in %s", formatCount(frames), formatBytes(bytes), formatDuration(elapsed))
+	if bytes >= 1e6 {
+		b.WriteString(" (" + formatRate(bytes, elapsed) + ")")
+	}
+	fmt.Fprintln(r.env.Stderr, b.String())
+	if tail := r.stderrTail(); len(tail) > 0 {
+		fmt.Fprintln(r.env.Stderr, "child stderr (last lines):")
+		for _, l := range tail {
+			fmt.Fprintln(r.env.Stderr, "  "+l)
+		}
+	}
+}
+
+// stderrTail returns the last lines of the child's stderr when the call
+// failed because the child died.
+func (r *callRun) stderrTail() []string {
+	_, err := r.call.Wait()
+	var ce *host.CallError
+	if !errors.As(err, &ce) || strings.TrimSpace(ce.Stderr) == "" {
+		return nil
+	}
+	lines := strings.Split(strings.TrimRight(ce.Stderr, "\n"), "\n")
+	if len(lines) > stderrTailLines {
+		lines = lines[len(lines)-stderrTailLines:]
+	}
+	return lines
+}
+
+// stderrTailLines is how many lines of a dead child's stderr the status
+// shows.
+const stderrTailLines = 5

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/skulkrt/skulk/host"
+)
+
+// defaultPassEnv are the host variables every child sees: enough for an
+// interpreter or a shell script to find its tools and locale.
+var defaultPassEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// closeTimeout bounds the child's shutdown when a command ends.
+const closeTimeout = 10 * time.Second
+
+// envFlag collects repeated --env NAME and --env NAME=VALUE flags.
+type envFlag struct {
+	pass  []string // NAME: passed through from the host
+	extra []string // NAME=VALUE: set in the child
+}
+
+func (e *envFlag) String() string { return "" }
+
+func (e *envFlag) Set(v string) error {
+	name, _, hasValue := strings.Cut(v, "=")
+	if name == "" {
+		return errors.New("want NAME or NAME=VALUE")
+	}
+	if hasValue {
+		e.extra = append(e.extra, v)
+	} else {
+		e.pass = append(e.pass, name)
+	}
+	return nil
+}
+
+// childFlags are the flags every command that starts a child has.
+type childFlags struct {
+	env     envFlag
+	verbose bool
+}
+
+func (c *childFlags) register(fs *flag.FlagSet) {
+	fs.Var(&c.env, "env", "")
+	fs.BoolVar(&c.verbose, "v", false, "")
+}
+
+// config returns the host configuration that runs the command line argv.
+func (c *childFlags) config(argv []string, env Env) host.Config {
+	cfg := host.Config{
+		Command:  argv[0],
+		Args:     argv[1:],
+		Env:      append(append([]string(nil), defaultPassEnv...), c.env.pass...),
+		ExtraEnv: c.env.extra,
+	}
+	if c.verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(env.Stderr, nil))
+	}
+	return cfg
+}
+
+// startHost starts the child of argv and waits for its handshake. Its error
+// ends the command with ExitStart.
+func startHost(ctx context.Context, cfg host.Config) (*host.Host, error) {
+	h, err := host.Start(ctx, cfg)
+	if err != nil {
+		hint := "check the command line after -- and that the program is a Skulk provider"
+		if _, statErr := os.Stat(cfg.Command); statErr != nil && !strings.Contains(cfg.Command, "/") {
+			hint = "check that the program is in PATH, or give its path"
+		}
+		return nil, statusErr(ExitStart, "could not start the child %s: %v (%s; add -v to see its logs)", cfg.Command, err, hint)
+	}
+	return h, nil
+}
+
+// closeHost stops the host's children, bounded by closeTimeout.
+func closeHost(h *host.Host) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = h.Close(ctx) // the command's outcome is already decided; -v logs the details
+}
+
+// refusal maps an error of host.Call to the command's error.
+func refusal(tool string, err error) error {
+	var se *host.SchemaError
+	switch {
+	case errors.Is(err, host.ErrUnknownTool):
+		return statusErr(ExitRefused, "the child has no tool %q (run 'skulk-host tools -- CHILD' to list them)", tool)
+	case errors.As(err, &se):
+		return statusErr(ExitRefused, "call refused: %v (run 'skulk-host tools -- CHILD' to see the schema)", err)
+	case errors.Is(err, host.ErrPoolDown):
+		return statusErr(ExitUnreachable, "call refused: %v", err)
+	}
+	return statusErr(ExitFailure, "call failed: %v", err)
+}
+

@@ -1,0 +1,160 @@
+// Package cli implements the skulk-host command: the guided demo, one-off
+// calls, a child's tool catalogue and a benchmark, each a thin layer over
+// the host package. cmd/skulk-host only wires Run to the process; nothing
+// here is needed by a program that embeds host.
+//
+// Every command reports errors as one line on stderr that says what to do,
+// and ends with an exit status from the table of exit.go (documented in
+// docs/cli.md).
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Env is the process environment a command runs in.
+type Env struct {
+	// Stdin is read by call --input -.
+	Stdin io.Reader
+	// Stdout receives the command's output.
+	Stdout io.Writer
+	// Stderr receives errors, status lines and the progress line.
+	Stderr io.Writer
+	// StderrTerminal reports whether Stderr is a terminal; only then does
+	// call draw a live progress line.
+	StderrTerminal bool
+	// Executable is the path of the running skulk-host binary; demo
+	// re-executes it in child mode. Empty makes demo fail with a clear
+	// error.
+	Executable string
+}
+
+// command is one skulk-host command.
+type command struct {
+	name   string
+	usage  string // the usage line after "skulk-host "
+	short  string // one line for the command list
+	long   string // the help text after the usage line
+	hidden bool   // not listed (the demo's child mode)
+	run    func(ctx context.Context, args []string, env Env) error
+}
+
+// commands lists the commands in the order help shows them.
+func commands() []*command {
+	return []*command{
+		{name: "demo", usage: demoUsage, short: "run a guided tour against a built-in provider (start here)", long: demoHelp, run: runDemo},
+		{name: "call", usage: callUsage, short: "start a child, make one call, stream its output", long: callHelp, run: runCall},
+		{name: "tools", usage: toolsUsage, short: "list a child's tools with descriptions and schemas", long: toolsHelp, run: runTools},
+		{name: "bench", usage: benchUsage, short: "measure throughput, bandwidth and latency against a child", long: benchHelp, run: runBench},
+		{name: "help", usage: "help [command]", short: "show help for a command", long: helpHelp},
+		{name: ChildMode, hidden: true, run: runChildMode},
+	}
+}
+
+// ChildMode is the hidden command that makes skulk-host a provider child
+// serving the demo tools; demo starts its own binary with it.
+const ChildMode = "demo-child"
+
+func lookup(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Run runs skulk-host with args (without the program name) and returns the
+// process's exit status. It never panics on bad input and prints every
+// error as one line on env.Stderr.
+func Run(ctx context.Context, args []string, env Env) int {
+	if len(args) == 0 {
+		printMainHelp(env.Stderr)
+		return ExitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return runHelp(args[1:], env)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprintf(env.Stderr, "skulk-host: unknown command %q (run 'skulk-host help' for the list)\n", name)
+		return ExitUsage
+	}
+	err := cmd.run(ctx, args[1:], env)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		printCommandHelp(env.Stdout, cmd)
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) && ee.msg == "" {
+		return ee.status // already reported (a call's own outcome)
+	}
+	msg := err.Error()
+	if statusOf(err) == ExitUsage {
+		msg += " (run 'skulk-host help " + cmd.name + "' for usage)"
+	}
+	fmt.Fprintf(env.Stderr, "skulk-host %s: %s\n", cmd.name, oneLine(msg))
+	return statusOf(err)
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+// quiet returns an error that ends the command with status and prints
+// nothing: the command has already reported the outcome itself.
+func quiet(status int) error {
+	if status == ExitOK {
+		return nil
+	}
+	return &exitError{status: status}
+}
+
+// parseArgs parses fs's flags from args, which may be interspersed with
+// positional arguments. Everything after the first "--" is the child's
+// command line and is not parsed. Flag errors become usage errors.
+func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err error) {
+	fs.SetOutput(io.Discard)
+	before := args
+	for i, a := range args {
+		if a == "--" {
+			before, child = args[:i], args[i+1:]
+			break
+		}
+	}
+	for {
+		if err := fs.Parse(before); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, err
+			}
+			return nil, nil, usageErr("%s", err.Error())
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		positional = append(positional, rest[0])
+		before = rest[1:]
+	}
+	return positional, child, nil
+}
+
+// needChild checks that a child command line was given after "--".
+func needChild(child []string) error {
+	if len(child) == 0 {
+		return usageErr("missing the child's command line: put it after --, e.g. -- ./my-provider --flag")
+	}
+	return nil
+}

@@ -1,0 +1,393 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestExitStatusesAreDistinct(t *testing.T) {
+	seen := map[int]string{}
+	for _, e := range exitTable {
+		if prev, ok := seen[e.status]; ok {
+			t.Fatalf("status %d used for %q and %q", e.status, prev, e.meaning)
+		}
+		seen[e.status] = e.meaning
+	}
+	for _, c := range frame.Codes() {
+		s := ExitForCode(c)
+		if _, ok := seen[s]; !ok || s == ExitOK || s == ExitFailure || s == ExitUsage {
+			t.Errorf("code %s → status %d, not a documented code status", c, s)
+		}
+	}
+	if len(seen) != len(exitTable) {
+		t.Fatal("exit table has duplicates")
+	}
+}
+
+func TestExitForTerminal(t *testing.T) {
+	tests := []struct {
+		f    frame.Frame
+		want int
+	}{
+		{frame.Frame{Kind: frame.KindCompleted}, ExitOK},
+		{frame.Frame{Kind: frame.KindCancelled}, ExitCancelled},
+		{frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: frame.CodeTimeout}}, ExitTimeout},
+		{frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: frame.CodeUnreachable}}, ExitUnreachable},
+		{frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: frame.CodeProviderError}}, ExitProviderError},
+		{frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: frame.CodeInvalidFrame}}, ExitInvalidFrame},
+		{frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: frame.CodeTransportError}}, ExitTransportError},
+		{frame.Frame{Kind: frame.KindChunk}, ExitFailure},
+	}
+	for _, tt := range tests {
+		if got := ExitForTerminal(tt.f); got != tt.want {
+			t.Errorf("%s: got %d, want %d", tt.f.Kind, got, tt.want)
+		}
+	}
+}
+
+func TestJSONLineStarted(t *testing.T) {
+	var out bytes.Buffer
+	f, err := frame.NewStarted("c-1", frame.ProviderToCaller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newLineEncoder(&out).encode(f, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"call_id":"c-1","direction":"provider_to_caller","sequence":0,"kind":"started","synthetic":false,"payload":null,"media":null,"error":null}` + "\n"
+	if out.String() != want {
+		t.Fatalf("got  %s\nwant %s", out.String(), want)
+	}
+}
+
+func TestJSONLineInlineMediaIsDigested(t *testing.T) {
+	var out bytes.Buffer
+	dur := 0.5
+	f, err := frame.NewChunk("c-1", frame.ProviderToCaller, 3, frame.MustPayload(map[string]any{"i": 2, "tag": "<a&b>"}),
+		&frame.InlineMedia{Data: []byte("abc"), MediaType: "audio/pcm", SampleRate: 16000, Channels: 1, DurationSeconds: &dur})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newLineEncoder(&out).encode(f, "/tmp/x/media-000003.pcm"); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"call_id":"c-1","direction":"provider_to_caller","sequence":3,"kind":"chunk","synthetic":false,` +
+		`"payload":{"i":2,"tag":"<a&b>"},"media":{"kind":"inline","media_type":"audio/pcm","sample_rate":16000,"channels":1,` +
+		`"duration_seconds":0.5,"data":{"size":3,"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",` +
+		`"file":"/tmp/x/media-000003.pcm"}},"error":null}` + "\n"
+	if out.String() != want {
+		t.Fatalf("got  %s\nwant %s", out.String(), want)
+	}
+}
+
+func TestJSONLineSyntheticFailedAndBlob(t *testing.T) {
+	var out bytes.Buffer
+	enc := newLineEncoder(&out)
+	f, err := frame.NewFailed("c-2", frame.ProviderToCaller, 4, frame.CodeUnreachable, "child died")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Synthetic = true
+	if err := enc.encode(f, ""); err != nil {
+		t.Fatal(err)
+	}
+	blob := &frame.BlobMedia{BlobID: "b1", SizeBytes: 0, SHA256: strings.Repeat("a", 64), MediaType: "image/png"}
+	g, err := frame.NewChunk("c-2", frame.ProviderToCaller, 1, nil, blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.encode(g, ""); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", out.String())
+	}
+	var got []map[string]any
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if len(m) != 8 {
+			t.Errorf("line %q has %d keys, want the 8 of the contract", l, len(m))
+		}
+		got = append(got, m)
+	}
+	if got[0]["synthetic"] != true || got[0]["kind"] != "failed" {
+		t.Errorf("failed line: %v", got[0])
+	}
+	if e := got[0]["error"].(map[string]any); e["code"] != "unreachable" || e["message"] != "child died" {
+		t.Errorf("error: %v", e)
+	}
+	m := got[1]["media"].(map[string]any)
+	if m["kind"] != "blob" || m["blob_id"] != "b1" || m["size_bytes"] != 0.0 || m["data"] != nil {
+		t.Errorf("blob media: %v", m)
+	}
+}
+
+func TestInputPayload(t *testing.T) {
+	tests := []struct{ line, want string }{
+		{"hello", `{"text":"hello"}`},
+		{`{"text": "x", "n": 1}`, `{"n":1,"text":"x"}`},
+		{`  {"a": [1, 2]}  `, `{"a":[1,2]}`},
+		{`{not json`, `{"text":"{not json"}`},
+		{`[1, 2]`, `{"text":"[1, 2]"}`},
+		{``, `{"text":""}`},
+	}
+	for _, tt := range tests {
+		p, err := inputPayload(tt.line)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.line, err)
+		}
+		if got := compactJSON(p); got != tt.want {
+			t.Errorf("%q: got %s, want %s", tt.line, got, tt.want)
+		}
+	}
+}
+
+func TestPrintHuman(t *testing.T) {
+	var out bytes.Buffer
+	chunk := func(seq uint64, p frame.Payload, m frame.Media) frame.Frame {
+		f, err := frame.NewChunk("c", frame.ProviderToCaller, seq, p, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	printHuman(&out, chunk(1, frame.MustPayload(map[string]any{"text": "HELLO"}), nil), "")
+	printHuman(&out, chunk(2, frame.MustPayload(map[string]any{"text": "line\n"}), nil), "")
+	printHuman(&out, chunk(3, frame.MustPayload(map[string]any{"i": 0}), nil), "")
+	printHuman(&out, chunk(4, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: "application/octet-stream"}), "d/media-000004.bin")
+	done, _ := frame.NewCompleted("c", frame.ProviderToCaller, 5, frame.MustPayload(map[string]any{"n": 1}))
+	printHuman(&out, done, "")
+	want := "HELLO\nline\n{\"i\":0}\n[media #4 application/octet-stream, 3 B, sha256 ba7816bf8f01cfea, saved to d/media-000004.bin]\n"
+	if out.String() != want {
+		t.Fatalf("got  %q\nwant %q", out.String(), want)
+	}
+}
+
+func TestSaveMedia(t *testing.T) {
+	dir := t.TempDir()
+	path, err := saveMedia(dir, 7, &frame.InlineMedia{Data: []byte("xyz"), MediaType: "audio/wav; rate=8000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(path, "/media-000007.wav") {
+		t.Fatalf("path %s", path)
+	}
+	path, err = saveMedia(dir, 8, &frame.InlineMedia{Data: nil, MediaType: "x/unknown"})
+	if err != nil || !strings.HasSuffix(path, "/media-000008.bin") {
+		t.Fatalf("path %s, %v", path, err)
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{formatCount(0), "0"}, {formatCount(999), "999"}, {formatCount(1000), "1,000"},
+		{formatCount(1234567), "1,234,567"}, {formatCount(-1234), "-1,234"},
+		{formatBytes(999), "999 B"}, {formatBytes(1500), "1.5 kB"}, {formatBytes(67108864), "67.1 MB"},
+		{formatBytes(2_500_000_000), "2.50 GB"},
+		{formatRate(10_000_000, 2*time.Second), "5.0 MB/s"}, {formatRate(1, 0), "- MB/s"},
+		{formatDuration(850 * time.Microsecond), "850µs"}, {formatDuration(12300 * time.Microsecond), "12.3ms"},
+		{formatDuration(1240 * time.Millisecond), "1.24s"},
+		{renderProgress(12345, 3_000_000, 1500*time.Millisecond), "  12,345 frames  3.0 MB  2.0 MB/s  1.50s elapsed"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestProgressDrawsAfterDelayAndClears(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var term syncBuffer
+		p := startProgress(&term)
+		p.add(10, 2_000_000)
+		time.Sleep(progressDelay - time.Millisecond)
+		synctest.Wait()
+		if term.String() != "" {
+			t.Fatalf("drawn before the delay: %q", term.String())
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		s := term.String()
+		if !strings.Contains(s, clearLine+"  10 frames  2.0 MB") || !strings.Contains(s, "elapsed") {
+			t.Fatalf("no progress line: %q", s)
+		}
+		var stdout bytes.Buffer
+		p.above(func() { stdout.WriteString("out\n") })
+		if !strings.HasSuffix(term.String(), "elapsed"+clearLine) {
+			t.Fatalf("above did not erase the line first: %q", term.String())
+		}
+		time.Sleep(progressEvery)
+		synctest.Wait()
+		p.finish()
+		p.finish()
+		if !strings.HasSuffix(term.String(), clearLine) {
+			t.Fatalf("finish did not erase the line: %q", term.String())
+		}
+		if n := strings.Count(term.String(), "frames"); n < 2 {
+			t.Fatalf("line not redrawn after above: %d draws", n)
+		}
+	})
+}
+
+func TestProgressNotDrawnForShortCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var term syncBuffer
+		p := startProgress(&term)
+		time.Sleep(progressDelay / 2)
+		p.finish()
+		if term.String() != "" {
+			t.Fatalf("a short call drew %q", term.String())
+		}
+	})
+}
+
+func TestNilProgress(t *testing.T) {
+	var p *progress
+	p.add(1, 1)
+	ran := false
+	p.above(func() { ran = true })
+	p.finish()
+	if !ran {
+		t.Fatal("above on nil progress did not run write")
+	}
+}
+
+func TestParseArgsIntersperse(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	j := fs.Bool("json", false, "")
+	a := fs.String("args", "", "")
+	pos, child, err := parseArgs(fs, []string{"--json", "count", "--args", `{"n":1}`, "--", "./c", "--json", "--"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !*j || *a != `{"n":1}` || strings.Join(pos, ",") != "count" || strings.Join(child, " ") != "./c --json --" {
+		t.Fatalf("json=%v args=%q pos=%q child=%q", *j, *a, pos, child)
+	}
+	_, _, err = parseArgs(flag.NewFlagSet("x", flag.ContinueOnError), []string{"--nope"})
+	if statusOf(err) != ExitUsage {
+		t.Fatalf("unknown flag: status %d (%v)", statusOf(err), err)
+	}
+}
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Run(context.Background(), args, Env{Stdout: &out, Stderr: &errb, Stdin: strings.NewReader("")})
+	return code, out.String(), errb.String()
+}
+
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	cases := [][]string{
+		{"frob"},
+		{"call"},
+		{"call", "count"},
+		{"call", "count", "--nope", "--", "x"},
+		{"call", "count", "extra", "--", "x"},
+		{"call", "count", "--args", "[1]", "--", "x"},
+		{"call", "count", "--args", "{", "--", "x"},
+		{"call", "count", "--timeout", "soon", "--", "x"},
+		{"call", "count", "--timeout", "-1s", "--", "x"},
+		{"tools"},
+		{"tools", "--yaml", "--", "x"},
+		{"bench", "--frames", "0", "--", "x"},
+		{"bench", "--streams", "10", "--frames", "5", "--", "x"},
+		{"demo", "extra"},
+		{"help", "frob"},
+		{"help", "call", "tools"},
+	}
+	for _, args := range cases {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != ExitUsage {
+			t.Errorf("%q: status %d, want %d", args, code, ExitUsage)
+		}
+		if stdout != "" {
+			t.Errorf("%q: wrote to stdout: %q", args, stdout)
+		}
+		if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "skulk-host") || !strings.Contains(stderr, "help") {
+			t.Errorf("%q: want one line that points at help, got %q", args, stderr)
+		}
+	}
+}
+
+func TestHelpExplainsEveryFlag(t *testing.T) {
+	flags := map[string][]string{
+		"call":  {"--args", "--input", "--timeout", "--json", "--save-media", "--env", "-v", "Example"},
+		"tools": {"--json", "--env", "-v", "Example"},
+		"bench": {"--json", "--frames", "--media", "--calls", "--streams", "--env", "-v", "Example"},
+		"demo":  {"go run ./cmd/skulk-host demo"},
+	}
+	for cmd, want := range flags {
+		for _, args := range [][]string{{"help", cmd}, {cmd, "-h"}, {cmd, "--help"}} {
+			code, stdout, stderr := runCLI(t, args...)
+			if code != ExitOK || stderr != "" {
+				t.Fatalf("%q: status %d, stderr %q", args, code, stderr)
+			}
+			if !strings.HasPrefix(stdout, "usage: skulk-host "+cmd) {
+				t.Errorf("%q: no usage line: %q", args, stdout[:min(len(stdout), 60)])
+			}
+			for _, w := range want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("%q: help does not mention %s", args, w)
+				}
+			}
+		}
+	}
+	code, stdout, _ := runCLI(t, "help")
+	if code != ExitOK {
+		t.Fatalf("help: status %d", code)
+	}
+	for _, c := range []string{"demo", "call", "tools", "bench", "help"} {
+		if !strings.Contains(stdout, "\n    "+c) {
+			t.Errorf("help does not list %s", c)
+		}
+	}
+	if strings.Contains(stdout, ChildMode) {
+		t.Error("help lists the hidden child mode")
+	}
+}
+
+func TestCallStartFailureStatus(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "call", "count", "--", "/nonexistent/skulk-provider")
+	if code != ExitStart || stdout != "" {
+		t.Fatalf("status %d, stdout %q", code, stdout)
+	}
+	if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "could not start the child") {
+		t.Fatalf("stderr %q", stderr)
+	}
+}

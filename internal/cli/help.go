@@ -1,0 +1,237 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+const mainHelp = `Skulk-host starts Skulk provider processes ("children") and drives streaming
+calls to them over Unix sockets.
+
+Usage:
+
+	skulk-host <command> [arguments] [-- CHILD [ARGS...]]
+
+The commands are:
+`
+
+const mainHelpTail = `
+Use "skulk-host help <command>" for more information about a command.
+New here? Run: go run ./cmd/skulk-host demo
+`
+
+func printMainHelp(w io.Writer) {
+	fmt.Fprint(w, mainHelp)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 4, ' ', 0)
+	for _, c := range commands() {
+		if !c.hidden {
+			fmt.Fprintf(tw, "\t%s\t%s\n", c.name, c.short)
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprint(w, mainHelpTail)
+}
+
+func printCommandHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "usage: skulk-host %s\n\n%s", c.usage, strings.TrimLeft(c.long, "\n"))
+}
+
+func runHelp(args []string, env Env) int {
+	switch len(args) {
+	case 0:
+		printMainHelp(env.Stdout)
+		return ExitOK
+	case 1:
+		c := lookup(args[0])
+		if c == nil || c.hidden {
+			fmt.Fprintf(env.Stderr, "skulk-host help: unknown command %q (run 'skulk-host help' for the list)\n", args[0])
+			return ExitUsage
+		}
+		printCommandHelp(env.Stdout, c)
+		return ExitOK
+	default:
+		fmt.Fprintln(env.Stderr, "skulk-host help: too many arguments (run 'skulk-host help [command]')")
+		return ExitUsage
+	}
+}
+
+// exitStatusHelp is the exit status table, shared by the help texts.
+func exitStatusHelp() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	for _, e := range exitTable {
+		fmt.Fprintf(tw, "\t%d\t%s\n", e.status, e.meaning)
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+const helpHelp = `
+Help shows the list of commands, or the help of one command.
+
+Example:
+
+	skulk-host help call
+`
+
+const demoUsage = "demo"
+
+const demoHelp = `
+Demo starts a real provider child (this binary, re-executed in a hidden
+child mode that serves the demo tools echo, upper, count, media, sleep and
+fail) and takes a short tour of what the host does, one line per step:
+
+  1. a text stream arriving piece by piece (upper)
+  2. an inline media transfer and its rate in MB/s (media)
+  3. a deadline: sleep with a 300ms timeout ends with failed/timeout
+  4. a cancellation: cancelling the context ends with cancelled
+  5. kill -9 of the child in the middle of a call: the call ends with a
+     synthetic failed/unreachable, the host restarts the child, and the
+     next call succeeds on a new process
+
+It needs no arguments and nothing installed beyond Go, and exits 0 when
+every step behaved as described (1 when one did not, 3 when the child
+could not be started).
+
+The flags are:
+
+	-v
+		log the host's events and the child's output to standard error.
+
+Example:
+
+	go run ./cmd/skulk-host demo
+`
+
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--timeout D] [--json] [--save-media DIR] [--env NAME[=VALUE]]... -- CHILD [ARGS...]"
+
+var callHelp = `
+Call starts CHILD (a Skulk provider program and its arguments, after --),
+makes one call of TOOL and streams the provider's output as it arrives.
+The child is stopped (drain, then SIGTERM, then SIGKILL) when the call ends.
+
+The flags are:
+
+	--args JSON
+		the call's arguments, a JSON object (default {}). Checked against
+		the tool's arguments_schema before anything is sent.
+	--input FILE|-
+		send caller input from FILE, or from standard input with -. Each
+		line becomes one caller chunk: a line that is a JSON object is sent
+		as that object, any other line as {"text": line}. The end of the
+		input half-closes the call (the caller's completed frame): the
+		provider's input ends, its output goes on. Without --input the call
+		is half-closed at once.
+	--timeout D
+		the call's deadline, a Go duration such as 500ms, 30s or 2m (default
+		0: none). It travels to the child as timeout_ms; a call still running
+		then ends with failed/timeout.
+	--json
+		print exactly one JSON object per line for every provider frame,
+		started and terminal included, with the keys call_id, direction,
+		sequence, kind, synthetic, payload, media and error (null when
+		absent). Inline media bytes are replaced by
+		"data": {"size": n, "sha256": hex}. Nothing else goes to standard
+		output. See docs/cli.md for the contract.
+	--save-media DIR
+		write every inline media chunk to DIR/media-SEQUENCE.EXT (SEQUENCE
+		is the frame's sequence, 6 digits; EXT comes from the media type,
+		.bin when unknown). DIR is created if needed.
+	--env NAME or NAME=VALUE
+		pass the host's variable NAME to the child, or set NAME to VALUE
+		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,
+		LC_ALL, TZ and TMPDIR from the host's environment, plus the SKULK_
+		variables of the protocol.
+	-v
+		log the host's events and the child's stdout and stderr (line by
+		line, tagged with the child's id and pid) to standard error.
+
+Output without --json: a payload with a "text" string prints that text
+(with a newline added when it has none), any other payload prints as
+compact JSON, inline media as a one-line summary (type, size, sha256, and
+the file when saved). A final status line goes to standard error, and when
+standard error is a terminal a live progress line (frames, bytes, rate,
+elapsed time) is drawn there during the call and erased at the end.
+Interrupting (Ctrl-C) cancels the call.
+
+Exit status:
+
+` + exitStatusHelp() + `
+Examples:
+
+	go build -o skulk-child ./cmd/skulk-child
+	skulk-host call count --args '{"n": 5}' -- ./skulk-child
+	printf 'hello\nworld\n' | skulk-host call upper --input - -- ./skulk-child
+	skulk-host call media --args '{"bytes": 10000000, "chunk": 1000000}' --save-media /tmp/m -- ./skulk-child
+	skulk-host call sleep --args '{"ms": 5000}' --timeout 1s --json -- ./skulk-child
+`
+
+const toolsUsage = "tools [--json] [--env NAME[=VALUE]]... -- CHILD [ARGS...]"
+
+const toolsHelp = `
+Tools starts CHILD, prints the tools it offers with their descriptions and
+JSON Schemas (arguments, input, output, result), and stops it.
+
+The flags are:
+
+	--json
+		print the tool descriptors as one JSON array, with the keys of
+		PROTOCOL.md (id, version, description, arguments_schema,
+		input_schema, output_schema, result_schema).
+	--env NAME or NAME=VALUE
+		as for call.
+	-v
+		as for call: log the host's and the child's output to standard
+		error.
+
+Exit status: 0, 2 for a usage error, 3 when the child cannot be started.
+
+Example:
+
+	go build -o skulk-child ./cmd/skulk-child
+	skulk-host tools -- ./skulk-child --test-tools
+`
+
+const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--env NAME[=VALUE]]... -- CHILD [ARGS...]"
+
+const benchHelp = `
+Bench starts CHILD, which must offer the demo tools count and media (as
+cmd/skulk-child and skulk-host's own demo child do), and measures:
+
+	small frames     frames/s of one count call streaming --frames chunks
+	inline media     MB/s of one media call of --media bytes in 1 MiB chunks
+	latency          p50 and p99 of --calls sequential count calls of one
+	                 chunk each, from Call to the terminal frame
+	concurrency      frames/s of --streams count calls at once, sharing
+	                 --frames chunks between them
+
+MB is 1,000,000 bytes. Every call's terminal is checked; a call that does
+not complete fails the benchmark (exit status 1).
+
+The flags are:
+
+	--json
+		print one JSON object with the results instead of a table.
+	--frames N
+		small frames to stream (default 200000).
+	--media BYTES
+		inline media bytes to transfer (default 268435456, 256 MiB).
+	--calls N
+		calls for the latency measurement (default 1000).
+	--streams N
+		concurrent calls (default 32).
+	--env NAME or NAME=VALUE
+		as for call.
+	-v
+		as for call: log the host's and the child's output to standard
+		error.
+
+Example:
+
+	go build -o skulk-child ./cmd/skulk-child
+	skulk-host bench -- ./skulk-child
+	skulk-host bench --json --frames 50000 --media 67108864 -- ./skulk-child
+`
