@@ -82,10 +82,10 @@ type server struct {
 	callDone chan struct{} // size 1: "a call finished"; a full channel already says so
 
 	mu         sync.Mutex
-	calls      map[string]*call     // running calls by id; guarded by mu
-	conns      map[*conn]struct{}   // open stream connections; guarded by mu
-	remembered remembered           // cancel ids of unknown calls; guarded by mu
-	closing    bool                 // shutdown began: no new connections; guarded by mu
+	calls      map[string]*call   // running calls by id; guarded by mu
+	conns      map[*conn]struct{} // open stream connections; guarded by mu
+	remembered remembered         // cancel ids of unknown calls; guarded by mu
+	closing    bool               // shutdown began: no new connections; guarded by mu
 
 	wg      sync.WaitGroup // accept loop, control reader, drain, connection readers
 	runners sync.WaitGroup // call runners (waited for only when none is abandoned)
@@ -138,10 +138,10 @@ func (s *server) serve(ctx context.Context) error {
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	defer s.cancel(ErrHostGone)
 
-	drained := make(chan struct{})   // closed by the drain goroutine once bye is written
-	ctlDone := make(chan error, 1)   // the control reader's result; size 1 so it never blocks
-	s.wg.Go(s.acceptLoop)            // stopped by closing s.ln
-	s.wg.Go(func() {                 // stopped by closing s.control
+	drained := make(chan struct{}) // closed by the drain goroutine once bye is written
+	ctlDone := make(chan error, 1) // the control reader's result; size 1 so it never blocks
+	s.wg.Go(s.acceptLoop)          // stopped by closing s.ln
+	s.wg.Go(func() {               // stopped by closing s.control
 		ctlDone <- s.readControl(cr, drained)
 	})
 
