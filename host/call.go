@@ -1,0 +1,374 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// outQueue bounds the provider frames delivered to a call and not yet read
+// by its caller. When it is full the connection's reader blocks, so the
+// connection is not read and the child's writes block: backpressure, never
+// an unbounded buffer. 16 frames let a reading caller and the child run
+// without lockstep; the kernel's socket buffers hold the rest.
+const outQueue = 16
+
+// Call is one running call: the caller sends input with Send and CloseSend
+// and reads the provider's output with Recv, Frames or Wait.
+//
+// Output is: the provider's started (sequence 0, given by the host when
+// the invoke was written), the provider's chunks, then exactly one
+// terminal (completed, failed or cancelled; Synthetic when the host made
+// it up), then io.EOF. A Call must be read to its terminal: until it is,
+// it holds a stream slot of its child.
+//
+// Send, CloseSend and Cancel are safe for concurrent use with each other
+// and with the reading methods; Recv, Frames and Wait must be used by one
+// goroutine at a time.
+type Call struct {
+	id   string
+	ctx  context.Context
+	tool *tool
+	ch   *child
+	conn *streamConn
+
+	out       chan frame.Frame // see outQueue; written by the reader, closed never
+	done      chan struct{}    // closed by finish once term is set
+	term      frame.Frame
+	termErr   *CallError
+	released  chan struct{} // closed by release: the connection is done with the call
+	cancelReq chan struct{} // closed by Cancel
+	cancelOne sync.Once
+
+	// Owned by the connection's reader goroutine.
+	fence    *sequence.Fence // provider direction, from 1
+	given    uint64          // sequence after the last frame given to the caller
+	termSeen bool
+
+	providerDone atomic.Bool // the provider terminal was delivered
+
+	sendMu   sync.Mutex
+	send     *sequence.Fence // caller direction; guarded by sendMu
+	sendDone bool            // caller terminal written, or the call released; guarded by sendMu
+
+	eof bool // owned by the reading goroutine
+}
+
+// startCall binds a new call to a stream connection and writes its invoke
+// and the caller's started. The stream slot and the watcher's WaitGroup
+// count were taken by acquire.
+func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Call, error) {
+	c, err := ch.conn(ctx)
+	if err != nil {
+		ch.releaseSlot(nil)
+		ch.wg.Done()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
+	}
+	call := &Call{
+		id: inv.CallID, ctx: ctx, tool: t, ch: ch, conn: c,
+		out:       make(chan frame.Frame, outQueue),
+		done:      make(chan struct{}),
+		released:  make(chan struct{}),
+		cancelReq: make(chan struct{}),
+		fence:     sequence.New(inv.CallID, frame.ProviderToCaller, 1),
+		given:     1,
+		send:      sequence.New(inv.CallID, frame.CallerToProvider, 0),
+	}
+	started, _ := frame.NewStarted(call.id, frame.ProviderToCaller)
+	call.out <- started // the queue is empty: never blocks
+	c.bind(call)
+	var timeoutAt time.Time
+	if inv.TimeoutMS > 0 {
+		timeoutAt = time.Now().Add(time.Duration(inv.TimeoutMS) * time.Millisecond)
+	}
+	go call.watch(timeoutAt) // stopped by release; counted in ch.wg by acquire
+	call.sendMu.Lock()
+	err = c.w.WritePacket(inv)
+	if err == nil {
+		cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
+		if err = c.w.WritePacket(&wire.Frame{Frame: cs}); err == nil {
+			call.send.Accept(&cs)
+		}
+	}
+	call.sendMu.Unlock()
+	if err != nil {
+		// The reader gives the call its synthetic terminal and releases it.
+		c.fail(&synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "writing the invoke failed"})
+		return nil, fmt.Errorf("host: writing the invoke: %w", err)
+	}
+	return call, nil
+}
+
+// ID returns the call id, unique within the Host.
+func (c *Call) ID() string { return c.id }
+
+// Tool returns the id of the called tool.
+func (c *Call) Tool() string { return c.tool.desc.ID }
+
+// Send sends one caller chunk: a payload, inline or blob media, or both.
+// The payload is checked against the tool's input_schema first (a
+// *SchemaError, nothing sent). Send blocks while the child does not read
+// (backpressure); an inline media frame returns once its bytes are
+// written, so the caller may reuse them. ctx is checked before the write;
+// a blocked write ends when the call ends.
+//
+// Errors: ErrSendClosed after CloseSend, Cancel or the provider terminal; a
+// *SchemaError; an error matching frame.ErrInvalid for a malformed chunk;
+// the connection's error when it broke.
+func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
+	if payload != nil {
+		if err := payload.Check(); err != nil {
+			return err
+		}
+		if err := validate(c.tool.input, "input", payload); err != nil {
+			return err
+		}
+	}
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if c.sendDone || c.providerDone.Load() {
+		return ErrSendClosed
+	}
+	f, err := frame.NewChunk(c.id, frame.CallerToProvider, c.send.Next(), payload, media)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.conn.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+		return fmt.Errorf("host: send: %w", err)
+	}
+	return c.send.Accept(&f)
+}
+
+// CloseSend half-closes the call: the caller's completed tells the
+// handler its input is over; its output goes on.
+func (c *Call) CloseSend() error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if c.sendDone {
+		return ErrSendClosed
+	}
+	return c.writeCallerTerminalLocked(frame.KindCompleted)
+}
+
+// writeCallerTerminalLocked writes the caller's terminal; sendMu is held.
+func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
+	var f frame.Frame
+	if kind == frame.KindCompleted {
+		f, _ = frame.NewCompleted(c.id, frame.CallerToProvider, c.send.Next(), nil)
+	} else {
+		f, _ = frame.NewCancelled(c.id, frame.CallerToProvider, c.send.Next(), "")
+	}
+	c.sendDone = true
+	if err := c.conn.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+		return fmt.Errorf("host: send: %w", err)
+	}
+	return c.send.Accept(&f)
+}
+
+// closeCallerDirection makes sure the caller's terminal was written before
+// the connection is reused; it reports whether the connection is still
+// sound.
+func (c *Call) closeCallerDirection() bool {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if c.sendDone {
+		return c.send.Closed()
+	}
+	return c.writeCallerTerminalLocked(frame.KindCompleted) == nil
+}
+
+// Cancel cancels the call: a control cancel to the child and, unless the
+// caller's direction is closed, the caller's cancelled frame. The provider
+// answers with its terminal (normally cancelled); a child that does not
+// within CancelGrace plus 1 s gets the call a synthetic cancelled and its
+// connection closed. Cancel does not wait; keep reading for the terminal.
+// Cancelling the call's context does the same.
+func (c *Call) Cancel() {
+	c.cancelOne.Do(func() { close(c.cancelReq) })
+}
+
+// Recv returns the next provider frame; after the terminal it returns
+// io.EOF. It blocks until a frame is there or ctx is done (then ctx's
+// error; the call goes on). The frame's slices may be kept.
+func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
+	if c.eof {
+		return frame.Frame{}, io.EOF
+	}
+	select {
+	case f := <-c.out:
+		return f, nil
+	default:
+	}
+	select {
+	case f := <-c.out:
+		return f, nil
+	case <-c.done:
+		select { // frames queued before the terminal come first
+		case f := <-c.out:
+			return f, nil
+		default:
+		}
+		c.eof = true
+		return c.term, nil
+	case <-ctx.Done():
+		return frame.Frame{}, ctx.Err()
+	}
+}
+
+// Frames returns the provider frames as an iterator, terminal included; it
+// stops after the terminal. Breaking out of the loop early leaves the call
+// running: Cancel it or keep reading.
+func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
+	return func(yield func(frame.Frame, error) bool) {
+		for {
+			f, err := c.Recv(context.Background())
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if !yield(f, err) || err != nil || f.IsTerminal() {
+				return
+			}
+		}
+	}
+}
+
+// Wait reads the output to its end, discarding chunks, and returns the
+// result: the completed terminal's payload (nil when it has none), or a
+// *CallError for a failed or cancelled one.
+func (c *Call) Wait() (frame.Payload, error) {
+	for {
+		_, err := c.Recv(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.termErr != nil {
+		return nil, c.termErr
+	}
+	return c.term.Payload, nil
+}
+
+// finish records the provider terminal (real or synthetic); called once, by
+// the connection's reader.
+func (c *Call) finish(f frame.Frame, stderr string) {
+	c.term = f
+	if ce := callErrorOf(&f, stderr); ce != nil {
+		c.termErr = ce
+	}
+	c.providerDone.Store(true)
+	close(c.done)
+}
+
+// release ends the connection's part in the call: called once, by the
+// connection's reader, after the terminal. conn is the connection to reuse,
+// or nil when it was closed.
+func (c *Call) release(conn *streamConn) {
+	c.sendMu.Lock()
+	c.sendDone = true // nothing more of this call goes on the connection
+	c.sendMu.Unlock()
+	c.conn.bind(nil)
+	close(c.released)
+	c.ch.releaseSlot(conn)
+}
+
+// watch enforces the call's timing and cancellation until the call is
+// released: the context (cancel), Cancel, the deadline plus grace
+// (synthetic timeout), the cancel grace (synthetic cancelled) and the end
+// grace (connection closed, not reused).
+func (c *Call) watch(timeoutAt time.Time) {
+	defer c.ch.wg.Done()
+	cfg := &c.ch.h.cfg
+	var writes sync.WaitGroup
+	defer writes.Wait()
+	newTimer := func(d time.Duration) (*time.Timer, <-chan time.Time) {
+		t := time.NewTimer(d)
+		return t, t.C
+	}
+	var deadlineT, cancelT, endT *time.Timer
+	var deadlineC, cancelC, endC <-chan time.Time
+	defer func() {
+		for _, t := range []*time.Timer{deadlineT, cancelT, endT} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+	}()
+	if !timeoutAt.IsZero() {
+		deadlineT, deadlineC = newTimer(time.Until(timeoutAt) + cfg.CancelGrace + deadlineGrace)
+	}
+	ctxDone, cancelReq, done := c.ctx.Done(), c.cancelReq, c.done
+	cancelled := false
+	cancel := func(reason string) {
+		if cancelled {
+			return
+		}
+		cancelled = true
+		cancelT, cancelC = newTimer(cfg.CancelGrace + deadlineGrace)
+		writes.Add(1)
+		go func() { // stopped by the write returning: the child reads, or the connection fails; waited for by watch
+			defer writes.Done()
+			c.sendCancel(reason)
+		}()
+	}
+	for {
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+			if !errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+				cancel("context cancelled")
+			} // a deadline is the child's timeout_ms, backed by deadlineT
+		case <-cancelReq:
+			cancelReq = nil
+			cancel("cancelled by the caller")
+		case <-deadlineC:
+			c.conn.fail(&synth{kind: frame.KindFailed, code: frame.CodeTimeout, msg: "no terminal by the deadline plus grace"})
+		case <-cancelC:
+			c.conn.fail(&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "no terminal within the cancel grace"})
+		case <-done:
+			done = nil
+			for _, t := range []*time.Timer{deadlineT, cancelT} {
+				if t != nil {
+					t.Stop()
+				}
+			}
+			deadlineC, cancelC = nil, nil
+			endT, endC = newTimer(cfg.EndGrace)
+		case <-endC:
+			c.ch.h.log.Warn("no end after the provider terminal: closing the stream connection", "child", c.ch.id, "call", c.id)
+			c.conn.fail(nil)
+		case <-c.released:
+			return
+		}
+	}
+}
+
+// sendCancel writes the control cancel and, if the caller's direction is
+// still open, the caller's cancelled frame.
+func (c *Call) sendCancel(reason string) {
+	if !c.providerDone.Load() {
+		c.ch.ctrlW.WritePacket(&wire.Cancel{CallID: c.id, Reason: reason})
+	}
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if !c.sendDone {
+		c.writeCallerTerminalLocked(frame.KindCancelled)
+	}
+}

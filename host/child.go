@@ -1,0 +1,503 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// slot is one place of the pool: one child at a time, restarted by its
+// supervisor goroutine. Fields are guarded by Host.mu.
+type slot struct {
+	index       int
+	incarnation int
+	state       ChildState
+	cur         *child
+	restarts    int
+	lastCause   error
+	closeErr    error // set by the supervisor when Close found a problem
+}
+
+// child is one started child process and the host's side of its
+// connections.
+//
+// Goroutines: the control reader (readControl) and one reader per stream
+// connection (streamConn.run) and one watcher per call (Call.watch), all
+// counted in wg and waited for by stop; the process's own goroutines are
+// waited for by process.cleanup. The supervisor goroutine of the slot owns
+// the child's lifecycle (the pings, the decision that it is dead, stop).
+type child struct {
+	h          *Host
+	slot       *slot
+	id         string
+	proc       *process
+	ctrlR      *wire.Reader // owned by readControl once the handshake is done
+	ctrlW      *wire.Writer
+	maxStreams int
+	limits     wire.Limits
+	cat        *catalog
+
+	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
+	bye      chan struct{}  // closed by readControl on bye
+	ctrlDone chan struct{}  // closed when readControl returns
+	ctrlErr  error          // set before ctrlDone is closed
+	wg       sync.WaitGroup
+
+	// Guarded by Host.mu.
+	state   ChildState
+	running int
+	stuck   int
+	idle    []*streamConn
+	conns   map[*streamConn]struct{}
+	cause   error // why the child died or was stopped, once it was
+}
+
+// startChild spawns a child for s and completes the handshake within
+// Config.StartTimeout (and ctx). On success the child is ready and
+// installed in s.
+func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
+	h.mu.Lock()
+	s.incarnation++
+	id := fmt.Sprintf("c%d.%d", s.index, s.incarnation)
+	s.state = StateStarting
+	h.mu.Unlock()
+
+	proc, err := spawn(&h.cfg, id, h.log)
+	if err != nil {
+		return nil, err
+	}
+	ch := &child{
+		h: h, slot: s, id: id, proc: proc,
+		ctrlR:    wire.NewReader(proc.ctrl, h.cfg.Limits),
+		pongs:    make(chan wire.Pong, 1),
+		bye:      make(chan struct{}),
+		ctrlDone: make(chan struct{}),
+		conns:    map[*streamConn]struct{}{},
+		state:    StateStarting,
+	}
+	if err := ch.handshake(ctx); err != nil {
+		proc.ctrl.Close()
+		proc.kill(h.cfg.KillGrace)
+		proc.cleanup()
+		if ch.ctrlW != nil {
+			ch.ctrlW.Close()
+		}
+		return nil, fmt.Errorf("host: child %s: %w", id, err)
+	}
+	ch.wg.Add(1)
+	go ch.readControl() // stopped by closing the control connection (stop); waited for through wg
+	h.mu.Lock()
+	ch.state = StateReady
+	s.state, s.cur = StateReady, ch
+	h.cat = ch.cat
+	h.notifyLocked()
+	h.mu.Unlock()
+	h.log.Info("child started", "child", id, "pid", proc.pid, "max_streams", ch.maxStreams)
+	return ch, nil
+}
+
+// handshake reads hello and writes startup.
+func (ch *child) handshake(ctx context.Context) error {
+	cfg := &ch.h.cfg
+	conn := ch.proc.ctrl
+	conn.SetReadDeadline(time.Now().Add(cfg.StartTimeout))
+	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
+	pkt, err := ch.ctrlR.ReadPacket()
+	stop()
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		var ne net.Error
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &ne) && ne.Timeout():
+			return ErrStartTimeout
+		}
+		return fmt.Errorf("%w: reading hello: %w", ErrHandshake, err)
+	}
+	hello, ok := pkt.(*wire.Hello)
+	if !ok {
+		return fmt.Errorf("%w: first packet is %s, not hello", ErrHandshake, pkt.Type())
+	}
+	if !slices.Contains(hello.Protocol, wire.ProtocolVersion) {
+		return ErrProtocolVersion
+	}
+	cat, err := newCatalog(hello.Tools)
+	if err != nil {
+		return err
+	}
+	ch.cat = cat
+	ch.maxStreams = int(min(hello.MaxStreams, 1<<20))
+	ch.limits = cfg.Limits.Min(hello.Limits)
+	ch.ctrlR.SetLimits(ch.limits)
+	ch.ctrlW = wire.NewWriter(conn, ch.limits)
+	err = ch.ctrlW.WritePacket(&wire.Startup{
+		Protocol: wire.ProtocolVersion, ChildID: ch.id, Limits: ch.limits,
+		HealthIntervalMS: cfg.HealthInterval.Milliseconds(), CancelGraceMS: cfg.CancelGrace.Milliseconds(),
+		IngressQueue: wire.IngressQueue,
+	})
+	if err == nil {
+		err = ch.ctrlW.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: writing startup: %w", ErrHandshake, err)
+	}
+	return nil
+}
+
+// readControl reads the control connection: pongs go to the supervisor,
+// bye is noted, anything else is a protocol error that ends the reading
+// (and so the child).
+func (ch *child) readControl() {
+	defer ch.wg.Done()
+	defer close(ch.ctrlDone)
+	byeSeen := false
+	for {
+		pkt, err := ch.ctrlR.ReadPacket()
+		if err != nil {
+			ch.ctrlErr = err
+			return
+		}
+		switch p := pkt.(type) {
+		case *wire.Pong:
+			for sent := false; !sent; {
+				select {
+				case ch.pongs <- *p:
+					sent = true
+				default:
+					select { // replace the pong the supervisor has not taken yet
+					case <-ch.pongs:
+					default:
+					}
+				}
+			}
+		case *wire.Bye:
+			if !byeSeen {
+				byeSeen = true
+				close(ch.bye)
+			}
+		default:
+			ch.ctrlErr = fmt.Errorf("%w: %s on the control connection", wire.ErrProtocol, pkt.Type())
+			return
+		}
+	}
+}
+
+// stopMode says how a child is stopped.
+type stopMode uint8
+
+const (
+	stopDead     stopMode = iota + 1 // died or unhealthy: fail calls at once, then kill
+	stopGraceful                     // Close or recycle: drain first
+)
+
+// supervise runs one slot until Close: it watches the child's health,
+// stops it when it dies and restarts it under the restart policy.
+func (h *Host) supervise(s *slot, ch *child) {
+	defer h.wg.Done()
+	var restarts []time.Time
+	for {
+		cause, mode := ch.watch()
+		ch.stop(cause, mode)
+		h.mu.Lock()
+		s.lastCause = cause
+		if h.closing {
+			s.state = StateDown
+			s.cur = nil
+			h.notifyLocked()
+			h.mu.Unlock()
+			return
+		}
+		s.state, s.cur = StateStarting, nil
+		h.notifyLocked()
+		h.mu.Unlock()
+		recycle := mode == stopGraceful
+		for {
+			if !recycle {
+				now := time.Now()
+				restarts = slices.DeleteFunc(restarts, func(t time.Time) bool { return now.Sub(t) > h.cfg.Restart.Window })
+				if h.cfg.Restart.MaxRestarts < 0 || len(restarts) >= h.cfg.Restart.MaxRestarts {
+					h.mu.Lock()
+					s.state = StateDown
+					h.notifyLocked()
+					h.mu.Unlock()
+					h.log.Error("child slot gave up restarting", "slot", s.index, "cause", cause)
+					return
+				}
+				restarts = append(restarts, now)
+				if !h.sleep(h.backoff(len(restarts))) {
+					h.mu.Lock()
+					s.state = StateDown
+					h.notifyLocked()
+					h.mu.Unlock()
+					return
+				}
+			}
+			recycle = false
+			h.mu.Lock()
+			s.restarts++
+			h.mu.Unlock()
+			next, err := h.startChild(h.life, s)
+			if err == nil {
+				ch = next
+				break
+			}
+			cause = err
+			h.mu.Lock()
+			s.lastCause = err
+			h.mu.Unlock()
+			h.log.Warn("child restart failed", "slot", s.index, "err", err)
+			if h.life.Err() != nil {
+				h.mu.Lock()
+				s.state = StateDown
+				h.notifyLocked()
+				h.mu.Unlock()
+				return
+			}
+		}
+	}
+}
+
+// backoff returns the delay before the n-th restart in the window (n ≥ 1):
+// exponential from BackoffMin, capped at BackoffMax, with jitter in its
+// upper half.
+func (h *Host) backoff(n int) time.Duration {
+	d := h.cfg.Restart.BackoffMin
+	for i := 1; i < n && d < h.cfg.Restart.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, h.cfg.Restart.BackoffMax)
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// sleep waits d unless Close begins first; it reports whether it slept.
+func (h *Host) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.life.Done():
+		return false
+	}
+}
+
+// watch pings the child and returns when it must stop: why, and how.
+func (ch *child) watch() (error, stopMode) {
+	cfg := &ch.h.cfg
+	ticker := time.NewTicker(cfg.HealthInterval)
+	defer ticker.Stop()
+	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
+	defer unhealthy.Stop()
+	var nonce uint64
+	ping := func() error {
+		nonce++
+		return ch.ctrlW.WritePacket(&wire.Ping{Nonce: nonce})
+	}
+	if err := ping(); err != nil {
+		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopDead
+	}
+	for {
+		select {
+		case <-ticker.C:
+			if err := ping(); err != nil {
+				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopDead
+			}
+		case p := <-ch.pongs:
+			if p.Nonce == 0 || p.Nonce > nonce {
+				continue // not an answer to any ping of ours
+			}
+			unhealthy.Reset(cfg.HealthTimeout)
+			h := ch.h
+			h.mu.Lock()
+			ch.stuck = int(p.Stuck)
+			h.mu.Unlock()
+			if cfg.StuckLimit > 0 && p.Stuck >= int64(cfg.StuckLimit) {
+				ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)
+				return fmt.Errorf("host: child recycled: %d stuck handlers", p.Stuck), stopGraceful
+			}
+		case <-unhealthy.C:
+			return ErrUnhealthy, stopDead
+		case <-ch.ctrlDone:
+			return fmt.Errorf("%w: control connection ended", ErrChildDied), stopDead
+		case <-ch.proc.exited:
+			return fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()), stopDead
+		case <-ch.h.life.Done():
+			return ErrClosed, stopGraceful
+		}
+	}
+}
+
+// stop stops the child and waits for everything it owns.
+func (ch *child) stop(cause error, mode stopMode) {
+	h := ch.h
+	h.mu.Lock()
+	ch.cause = cause
+	conns := make([]*streamConn, 0, len(ch.conns))
+	for c := range ch.conns {
+		conns = append(conns, c)
+	}
+	idle := ch.idle
+	ch.idle = nil
+	if mode == stopDead {
+		ch.state = StateDead
+	} else {
+		ch.state = StateDraining
+	}
+	ch.slot.state = ch.state
+	h.notifyLocked()
+	h.mu.Unlock()
+
+	var closeErr error
+	if mode == stopDead {
+		h.log.Warn("child dead", "child", ch.id, "pid", ch.proc.pid, "cause", cause)
+		unreachable := ch.unreachable(cause)
+		for _, c := range conns {
+			c.fail(unreachable)
+		}
+		ch.proc.kill(h.cfg.KillGrace)
+	} else {
+		for _, c := range idle {
+			c.fail(nil)
+		}
+		closeErr = ch.drain()
+		h.mu.Lock()
+		conns = conns[:0]
+		for c := range ch.conns {
+			conns = append(conns, c)
+		}
+		h.mu.Unlock()
+		unreachable := ch.unreachable(fmt.Errorf("%w: exited during a drain", ErrChildDied))
+		for _, c := range conns {
+			c.fail(unreachable)
+		}
+	}
+	ch.proc.ctrl.Close()
+	ch.ctrlW.Close()
+	ch.wg.Wait()
+	if err := ch.proc.cleanup(); err != nil && closeErr == nil {
+		closeErr = fmt.Errorf("host: child %s: removing its directory: %w", ch.id, err)
+	}
+	h.log.Info("child stopped", "child", ch.id, "pid", ch.proc.pid, "status", ch.proc.exitStatus())
+	if closeErr != nil {
+		h.mu.Lock()
+		if ch.slot.closeErr == nil && h.closing {
+			ch.slot.closeErr = closeErr
+		}
+		h.mu.Unlock()
+	}
+}
+
+// drain sends drain and waits for bye and the exit, then kills what is
+// left. The wait is bounded by the grace plus cancel_grace plus 1 s, and by
+// Close's context.
+func (ch *child) drain() error {
+	h := ch.h
+	grace := h.cfg.DrainGrace
+	h.mu.Lock()
+	ctx := h.closeCtx
+	h.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		grace = min(grace, max(0, time.Until(dl)-h.cfg.KillGrace-h.cfg.CancelGrace)/2)
+	}
+	ch.ctrlW.WritePacket(&wire.Drain{GraceMS: grace.Milliseconds()})
+	t := time.NewTimer(grace + h.cfg.CancelGrace + deadlineGrace)
+	defer t.Stop()
+	select {
+	case <-ch.proc.exited:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if ch.proc.kill(h.cfg.KillGrace) {
+		return fmt.Errorf("host: child %s: did not exit after its drain: killed", ch.id)
+	}
+	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
+}
+
+// stopNow stops a child that never reached its supervisor (Start failed
+// for a later child).
+func (ch *child) stopNow(cause error) {
+	ch.stop(cause, stopDead)
+}
+
+// unreachable returns the cause given to calls in flight on a dead child.
+func (ch *child) unreachable(cause error) *synth {
+	return &synth{kind: frame.KindFailed, code: frame.CodeUnreachable, msg: "child " + ch.id + " unreachable: " + cause.Error(), stderrOf: ch.proc}
+}
+
+// releaseSlot gives back the stream slot taken by acquire and puts c (if
+// not nil) back into the idle list, or closes it when the child takes no
+// more calls or has enough idle connections.
+func (ch *child) releaseSlot(c *streamConn) {
+	h := ch.h
+	h.mu.Lock()
+	ch.running--
+	reuse := c != nil && ch.state == StateReady && len(ch.idle) < ch.maxStreams
+	if reuse {
+		ch.idle = append(ch.idle, c)
+	}
+	h.notifyLocked()
+	h.mu.Unlock()
+	if c != nil && !reuse {
+		c.fail(nil)
+	}
+}
+
+// conn returns an idle stream connection or dials a new one.
+func (ch *child) conn(ctx context.Context) (*streamConn, error) {
+	h := ch.h
+	h.mu.Lock()
+	if ch.state != StateReady {
+		h.mu.Unlock()
+		return nil, errNoChild
+	}
+	if n := len(ch.idle); n > 0 {
+		c := ch.idle[n-1]
+		ch.idle = ch.idle[:n-1]
+		h.mu.Unlock()
+		return c, nil
+	}
+	h.mu.Unlock()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", ch.proc.sockPath)
+	if err != nil {
+		return nil, err
+	}
+	c := newStreamConn(ch, nc)
+	h.mu.Lock()
+	if ch.state != StateReady {
+		h.mu.Unlock()
+		nc.Close()
+		c.w.Close()
+		return nil, errNoChild
+	}
+	ch.conns[c] = struct{}{}
+	ch.wg.Add(1)
+	h.mu.Unlock()
+	go c.run() // stopped by the connection failing or closing; waited for through ch.wg
+	return c, nil
+}
+
+// forget removes a closed connection from the child's set.
+func (ch *child) forget(c *streamConn) {
+	h := ch.h
+	h.mu.Lock()
+	delete(ch.conns, c)
+	if i := slices.Index(ch.idle, c); i >= 0 {
+		ch.idle = slices.Delete(ch.idle, i, i+1)
+	}
+	h.mu.Unlock()
+}

@@ -1,0 +1,203 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Defaults of PROTOCOL.md §7 and of this package, used for zero Config
+// fields.
+const (
+	DefaultHealthInterval = time.Second
+	DefaultHealthTimeout  = 5 * time.Second
+	DefaultStartTimeout   = 10 * time.Second
+	DefaultCancelGrace    = time.Second
+	DefaultEndGrace       = 2 * time.Second
+	DefaultKillGrace      = 2 * time.Second
+	DefaultDrainGrace     = 5 * time.Second
+
+	DefaultMaxRestarts   = 5
+	DefaultRestartWindow = time.Minute
+	DefaultBackoffMin    = 100 * time.Millisecond
+	DefaultBackoffMax    = 10 * time.Second
+)
+
+// deadlineGrace is added to cancel_grace before a call past its deadline
+// gets a synthetic timeout (PROTOCOL.md §7: cancel_grace_ms + 1 s).
+const deadlineGrace = time.Second
+
+// maxPoolSize bounds Config.PoolSize.
+const maxPoolSize = 1024
+
+// Config configures a Host: the child command, its environment and the
+// supervision policy. It is shaped on os/exec.Cmd: fields configure, Start
+// runs. Every zero value has a documented meaning, so Config{Command: path}
+// is a valid configuration. A Config must not be modified after Start.
+type Config struct {
+	// Command is the program to run as a child; it is looked up in PATH
+	// when it contains no slash (as exec.Command does). Required.
+	Command string
+	// Args are the arguments after the program name; nil means none.
+	Args []string
+	// Dir is the child's working directory; "" means the host's.
+	Dir string
+	// Env is an allow-list of variable names passed through from the
+	// host's environment; names the host does not have are skipped. nil
+	// means none: the child sees only ExtraEnv and the SKULK_* variables.
+	Env []string
+	// ExtraEnv are "NAME=value" pairs always set in the child's
+	// environment. The SKULK_* variables of PROTOCOL.md §1 override them.
+	ExtraEnv []string
+	// PoolSize is how many children run the command; 0 means 1.
+	PoolSize int
+	// Limits are the host's packet limits; the zero Limits means the
+	// protocol defaults. The handshake agrees on the smaller of both
+	// sides' limits.
+	Limits wire.Limits
+	// HealthInterval is how often each child is pinged; 0 means 1 s.
+	HealthInterval time.Duration
+	// HealthTimeout is how long a child may go without a pong before it is
+	// declared dead; 0 means 5 s. It must exceed HealthInterval.
+	HealthTimeout time.Duration
+	// StartTimeout bounds a child's start up to its hello; 0 means 10 s.
+	StartTimeout time.Duration
+	// CancelGrace is the child's cancel_grace_ms: how long a cancelled
+	// handler may run before the child reports it stuck; 0 means 1 s. A
+	// call past its deadline gets a synthetic timeout after the deadline
+	// plus CancelGrace plus 1 s.
+	CancelGrace time.Duration
+	// EndGrace is how long the host waits for a child's end after the
+	// provider terminal before it closes the connection instead of
+	// reusing it; 0 means 2 s.
+	EndGrace time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL when a child is
+	// stopped; 0 means 2 s.
+	KillGrace time.Duration
+	// DrainGrace is the drain's grace_ms: how long running calls may go on
+	// after a drain (Close, recycle) before the child cancels them; 0
+	// means 5 s. Close shortens it to fit its context's deadline.
+	DrainGrace time.Duration
+	// StuckLimit recycles a child gracefully once its pong reports this
+	// many stuck handlers; 0 means 1, a negative value means never.
+	StuckLimit int
+	// Restart is the restart policy for children that die.
+	Restart RestartPolicy
+	// TempDir is where each child's private 0700 directory is created;
+	// "" means os.TempDir(). Keep it short: a Unix socket path holds at
+	// most 107 bytes.
+	TempDir string
+	// Logger receives the children's stdout and stderr line by line and
+	// the host's own events; nil means discard.
+	Logger *slog.Logger
+}
+
+// RestartPolicy says how a pool restarts children that die: after an
+// exponential backoff with full jitter between BackoffMin and BackoffMax,
+// giving up once MaxRestarts restarts happened within Window. A slot that
+// gave up stays down; the pool is down when every slot is. Graceful
+// recycles (stuck handlers) are not counted.
+type RestartPolicy struct {
+	// MaxRestarts is how many restarts are allowed within Window; 0 means
+	// 5, a negative value means the child is never restarted.
+	MaxRestarts int
+	// Window is the sliding window restarts are counted in; 0 means 1 min.
+	Window time.Duration
+	// BackoffMin is the first backoff; 0 means 100 ms.
+	BackoffMin time.Duration
+	// BackoffMax caps the backoff; 0 means 10 s.
+	BackoffMax time.Duration
+}
+
+// ErrConfig is matched (errors.Is) by every error of Config.Validate.
+var ErrConfig = errors.New("host: invalid config")
+
+func configErr(field, reason string) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, field, reason)
+}
+
+// Validate reports the first field of c that makes no sense. The error
+// matches ErrConfig.
+func (c *Config) Validate() error {
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"HealthInterval", c.HealthInterval}, {"HealthTimeout", c.HealthTimeout},
+		{"StartTimeout", c.StartTimeout}, {"CancelGrace", c.CancelGrace},
+		{"EndGrace", c.EndGrace}, {"KillGrace", c.KillGrace}, {"DrainGrace", c.DrainGrace},
+		{"Restart.Window", c.Restart.Window}, {"Restart.BackoffMin", c.Restart.BackoffMin},
+		{"Restart.BackoffMax", c.Restart.BackoffMax},
+	}
+	for _, d := range durations {
+		if d.v < 0 {
+			return configErr(d.name, "negative")
+		}
+	}
+	n := c.withDefaults()
+	switch {
+	case c.Command == "":
+		return configErr("Command", "required")
+	case c.PoolSize < 0 || c.PoolSize > maxPoolSize:
+		return configErr("PoolSize", fmt.Sprintf("must be 0..%d", maxPoolSize))
+	case n.HealthTimeout <= n.HealthInterval:
+		return configErr("HealthTimeout", "must exceed HealthInterval")
+	case n.HealthInterval < time.Millisecond:
+		return configErr("HealthInterval", "below 1 ms")
+	case n.CancelGrace < time.Millisecond:
+		return configErr("CancelGrace", "below 1 ms")
+	case n.Restart.BackoffMax < n.Restart.BackoffMin:
+		return configErr("Restart.BackoffMax", "below BackoffMin")
+	}
+	for i, kv := range c.ExtraEnv {
+		if !validEnvPair(kv) {
+			return configErr(fmt.Sprintf("ExtraEnv[%d]", i), "not NAME=value")
+		}
+	}
+	return nil
+}
+
+func validEnvPair(kv string) bool {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return i > 0
+		}
+	}
+	return false
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.PoolSize == 0 {
+		c.PoolSize = 1
+	}
+	c.Limits = c.Limits.Effective()
+	def(&c.HealthInterval, DefaultHealthInterval)
+	def(&c.HealthTimeout, DefaultHealthTimeout)
+	def(&c.StartTimeout, DefaultStartTimeout)
+	def(&c.CancelGrace, DefaultCancelGrace)
+	def(&c.EndGrace, DefaultEndGrace)
+	def(&c.KillGrace, DefaultKillGrace)
+	def(&c.DrainGrace, DefaultDrainGrace)
+	def(&c.Restart.Window, DefaultRestartWindow)
+	def(&c.Restart.BackoffMin, DefaultBackoffMin)
+	def(&c.Restart.BackoffMax, DefaultBackoffMax)
+	if c.Restart.MaxRestarts == 0 {
+		c.Restart.MaxRestarts = DefaultMaxRestarts
+	}
+	if c.StuckLimit == 0 {
+		c.StuckLimit = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

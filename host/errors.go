@@ -1,0 +1,93 @@
+package host
+
+import (
+	"errors"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// Errors callers act on. Match them with errors.Is.
+var (
+	// ErrUnknownTool: the call names a tool no child offers. The call was
+	// refused before anything was sent.
+	ErrUnknownTool = errors.New("host: unknown tool")
+	// ErrPoolDown: every child of the pool gave up restarting. The error
+	// also wraps the last cause (errors.Unwrap gives both).
+	ErrPoolDown = errors.New("host: pool down")
+	// ErrClosed: the Host is closing or closed.
+	ErrClosed = errors.New("host: closed")
+	// ErrSendClosed: Send or CloseSend after the caller's direction was
+	// closed (CloseSend, Cancel) or after the provider's terminal.
+	ErrSendClosed = errors.New("host: send on a closed call")
+	// ErrProtocolVersion: the child offers no protocol version the host
+	// speaks; its start failed and it was stopped.
+	ErrProtocolVersion = errors.New("host: child offers no protocol version the host speaks")
+	// ErrStartTimeout: the child sent no hello within Config.StartTimeout.
+	ErrStartTimeout = errors.New("host: child start timed out")
+	// ErrHandshake: the child broke the handshake (its first control
+	// packet was not a valid hello, or its tools' schemas do not compile).
+	ErrHandshake = errors.New("host: child handshake failed")
+	// ErrChildDied is the cause recorded when a child's process exits or its
+	// control connection ends without a drain.
+	ErrChildDied = errors.New("host: child died")
+	// ErrUnhealthy is the cause recorded when a child answers no ping
+	// within Config.HealthTimeout.
+	ErrUnhealthy = errors.New("host: child unhealthy: no pong in time")
+)
+
+// CallError is the outcome of a call that did not complete: the provider's
+// failed or cancelled terminal, or one the host made up in its place
+// (Synthetic). Wait returns it; errors.As finds it.
+type CallError struct {
+	// Code classifies the failure.
+	Code frame.Code
+	// Message is the terminal's message (sanitized, at most
+	// frame.MaxMessageChars characters); it may be empty.
+	Message string
+	// Synthetic is true when the host made the terminal up because the
+	// child died, hung, timed out or broke the protocol.
+	Synthetic bool
+	// Stderr is the tail (at most 64 KiB) of the child's stderr when the
+	// call failed because the child died; empty otherwise.
+	Stderr string
+}
+
+func (e *CallError) Error() string {
+	s := "host: call "
+	if e.Synthetic {
+		s += "(synthetic) "
+	}
+	s += e.Code.String()
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// callErrorOf returns the CallError of a failed or cancelled terminal, or
+// nil for a completed one.
+func callErrorOf(f *frame.Frame, stderr string) *CallError {
+	switch f.Kind {
+	case frame.KindFailed:
+		return &CallError{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic, Stderr: stderr}
+	case frame.KindCancelled:
+		ce := &CallError{Code: frame.CodeCancelled, Synthetic: f.Synthetic, Stderr: stderr}
+		if f.Error != nil {
+			ce.Message = f.Error.Message
+		}
+		return ce
+	}
+	return nil
+}
+
+// poolDownError wraps ErrPoolDown and the last cause.
+type poolDownError struct{ cause error }
+
+func (e *poolDownError) Error() string {
+	if e.cause == nil {
+		return ErrPoolDown.Error()
+	}
+	return ErrPoolDown.Error() + ": " + e.cause.Error()
+}
+
+func (e *poolDownError) Unwrap() []error { return []error{ErrPoolDown, e.cause} }

@@ -1,0 +1,272 @@
+package host
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// The fake child: this test binary, re-executed with fakeModeEnv set,
+// speaks raw packets to the host and misbehaves on purpose. Its mode
+// changes the control side ("" or "ok": well behaved; "nopong": never
+// answers pings; "badversion": offers only version 2; "nohello": says
+// nothing; "exit": exits at once). Its tools change one call:
+//
+//	ok        echoes caller chunks; completes {"n", "prefix"} on the caller's completed
+//	gap       sends sequence 2 first
+//	dupseq    sends chunk 1, then a terminal with sequence 1 again
+//	dupterm   sends completed, then a second completed, then end
+//	othercall sends a frame of another call
+//	oversize  sends a length prefix over max_header
+//	garbage   sends a header that is not a MessagePack map
+//	badfield  sends a frame with synthetic set
+//	badoutput sends a chunk that breaks the output schema
+//	noend     completes and never sends end
+//	hang      sends nothing and ignores cancellation
+//	die       sends one chunk, writes to stderr and exits with status 7
+//	hangup    sends one chunk and closes the connection (the child lives)
+func fakeChild(mode string) int {
+	ctrlFile := os.NewFile(3, "control")
+	lnFile := os.NewFile(4, "streams")
+	ctrl, err := net.FileConn(ctrlFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake: control:", err)
+		return 2
+	}
+	ln, err := net.FileListener(lnFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake: listener:", err)
+		return 2
+	}
+	ctrlFile.Close()
+	lnFile.Close()
+	switch mode {
+	case "nohello":
+		time.Sleep(time.Minute)
+		return 0
+	case "exit":
+		return 4
+	}
+	cw := wire.NewWriter(ctrl, wire.Limits{})
+	cr := wire.NewReader(ctrl, wire.Limits{})
+	proto := []int64{1}
+	if mode == "badversion" {
+		proto = []int64{2}
+	}
+	obj := func(props map[string]any) wire.Schema {
+		return wire.Schema{"type": "object", "properties": props}
+	}
+	tools := []wire.Tool{{
+		ID:              "ok",
+		ArgumentsSchema: obj(map[string]any{"prefix": map[string]any{"type": "string", "default": "p"}, "n": map[string]any{"type": "integer", "minimum": 0}}),
+		InputSchema:     obj(map[string]any{"text": map[string]any{"type": "string"}}),
+		OutputSchema:    obj(map[string]any{"text": map[string]any{"type": "string"}}),
+	}}
+	for _, id := range []string{"gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang", "die", "hangup"} {
+		tools = append(tools, wire.Tool{ID: id})
+	}
+	tools = append(tools, wire.Tool{ID: "badoutput", OutputSchema: obj(map[string]any{"i": map[string]any{"type": "integer"}})})
+	cw.WritePacket(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: wire.DefaultLimits(), Tools: tools})
+	if _, err := cr.ReadPacket(); err != nil {
+		return 2
+	}
+	var mu sync.Mutex // serializes the process's exit with writes
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go fakeConn(nc, &mu)
+		}
+	}()
+	for {
+		p, err := cr.ReadPacket()
+		if err != nil {
+			return 0 // host gone
+		}
+		switch p := p.(type) {
+		case *wire.Ping:
+			if mode != "nopong" {
+				cw.WritePacket(&wire.Pong{Nonce: p.Nonce})
+			}
+		case *wire.Drain:
+			ln.Close()
+			cw.WritePacket(&wire.Bye{Reason: "drained"})
+			cw.Flush()
+			return 0
+		}
+	}
+}
+
+func fakeConn(nc net.Conn, mu *sync.Mutex) {
+	defer nc.Close()
+	r := wire.NewReader(nc, wire.Limits{})
+	w := wire.NewWriter(nc, wire.Limits{})
+	defer w.Close()
+	for {
+		p, err := r.ReadPacket()
+		if err != nil {
+			return
+		}
+		inv, ok := p.(*wire.Invoke)
+		if !ok {
+			return
+		}
+		if !fakeCall(inv, r, w, nc, mu) {
+			return
+		}
+	}
+}
+
+// fakeCall runs one call; it reports whether the connection goes on.
+func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu *sync.Mutex) bool {
+	id := inv.CallID
+	send := func(f frame.Frame, err error) {
+		if err != nil {
+			panic(err)
+		}
+		w.WritePacket(&wire.Frame{Frame: f})
+	}
+	chunk := func(seq uint64, v any) {
+		send(frame.NewChunk(id, frame.ProviderToCaller, seq, frame.MustPayload(v), nil))
+	}
+	completed := func(seq uint64, v any) {
+		var p frame.Payload
+		if v != nil {
+			p = frame.MustPayload(v)
+		}
+		send(frame.NewCompleted(id, frame.ProviderToCaller, seq, p))
+	}
+	end := func() { w.WritePacket(&wire.End{End: frame.End{CallID: id}}) }
+	raw := func(b []byte) { w.Flush(); nc.Write(b) }
+	// drainCaller reads caller frames up to the caller's terminal.
+	drainCaller := func() bool {
+		for {
+			p, err := r.ReadPacket()
+			if err != nil {
+				return false
+			}
+			if f, ok := p.(*wire.Frame); ok && f.IsTerminal() {
+				return true
+			}
+		}
+	}
+	switch inv.ToolID {
+	case "ok":
+		var args struct {
+			Prefix string `json:"prefix"`
+		}
+		inv.Arguments.Decode(&args)
+		seq := uint64(1)
+		for {
+			p, err := r.ReadPacket()
+			if err != nil {
+				return false
+			}
+			f, ok := p.(*wire.Frame)
+			if !ok {
+				return false
+			}
+			switch f.Kind {
+			case frame.KindChunk:
+				send(frame.NewChunk(id, frame.ProviderToCaller, seq, f.Payload, f.Media))
+				seq++
+			case frame.KindCompleted:
+				completed(seq, map[string]any{"n": seq - 1, "prefix": args.Prefix})
+				end()
+				return true
+			case frame.KindCancelled:
+				send(frame.NewCancelled(id, frame.ProviderToCaller, seq, "cancelled by the caller"))
+				end()
+				return true
+			}
+		}
+	case "gap":
+		chunk(2, map[string]any{"i": 0})
+	case "dupseq":
+		chunk(1, map[string]any{"i": 0})
+		completed(1, nil)
+	case "dupterm":
+		completed(1, map[string]any{"first": true})
+		completed(2, nil)
+		end()
+	case "othercall":
+		send(frame.NewChunk(id+"-other", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"i": 0}), nil))
+	case "oversize":
+		var b [8]byte
+		binary.BigEndian.PutUint32(b[:], 0x7fffffff)
+		raw(b[:])
+	case "garbage":
+		raw([]byte("\x00\x00\x00\x05\x00\x00\x00\x00hello"))
+	case "badfield":
+		f, _ := frame.NewChunk(id, frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"i": 0}), nil)
+		f.Synthetic = true
+		b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+		if err != nil {
+			// The encoder refuses synthetic frames: patch the key by hand.
+			f.Synthetic = false
+			b, _ = wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+			b = patchSynthetic(b)
+		}
+		raw(b)
+	case "badoutput":
+		chunk(1, map[string]any{"i": "not a number"})
+	case "noend":
+		completed(1, nil)
+		w.Flush()
+		drainCaller()
+		time.Sleep(time.Minute)
+		return false
+	case "hang":
+		time.Sleep(time.Minute)
+		return false
+	case "die":
+		chunk(1, map[string]any{"i": 0})
+		w.Flush()
+		mu.Lock()
+		fmt.Fprintln(os.Stderr, "fake: dying on purpose")
+		os.Exit(7)
+	case "hangup":
+		chunk(1, map[string]any{"i": 0})
+		w.Flush()
+		return false
+	default:
+		send(frame.NewFailed(id, frame.ProviderToCaller, 1, frame.CodeInvalidFrame, "unknown tool"))
+		end()
+		return drainCaller()
+	}
+	w.Flush()
+	// Keep the connection open until the host closes it.
+	for {
+		if _, err := r.ReadPacket(); err != nil {
+			return false
+		}
+	}
+}
+
+// patchSynthetic rewrites an encoded frame so that it carries
+// "synthetic": true, which the encoder refuses to produce.
+func patchSynthetic(b []byte) []byte {
+	h := binary.BigEndian.Uint32(b)
+	hdr := b[8 : 8+h]
+	// The header is a fixmap (0x80|n): add one pair.
+	if hdr[0]&0xf0 != 0x80 || hdr[0]&0x0f == 0x0f {
+		return b
+	}
+	nh := append([]byte{hdr[0] + 1}, hdr[1:]...)
+	nh = append(nh, 0xa9)
+	nh = append(nh, "synthetic"...)
+	nh = append(nh, 0xc3)
+	out := make([]byte, 8, 8+len(nh)+len(b)-8-int(h))
+	binary.BigEndian.PutUint32(out, uint32(len(nh)))
+	binary.BigEndian.PutUint32(out[4:], binary.BigEndian.Uint32(b[4:]))
+	out = append(out, nh...)
+	return append(out, b[8+h:]...)
+}

@@ -1,0 +1,298 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// SchemaError reports a payload that breaks one of a tool's schemas. It names
+// the schema, the field (a JSON pointer into the payload, "" for the whole
+// payload), the keyword that failed and what the value is (its JSON type
+// and size), never the value itself, so it is safe to log.
+type SchemaError struct {
+	// Schema is "arguments", "input", "output" or "result".
+	Schema string
+	// Field is the JSON pointer of the offending value ("/options/level");
+	// "" means the payload itself.
+	Field string
+	// Keyword is the JSON Schema keyword that failed ("type", "minimum",
+	// "required", …); "" when the payload could not be read at all.
+	Keyword string
+	// Value describes the offending value: its JSON type and size
+	// ("string of 12 bytes", "array of 3 items", "number").
+	Value string
+}
+
+func (e *SchemaError) Error() string {
+	field := e.Field
+	if field == "" {
+		field = "(root)"
+	}
+	s := "host: " + e.Schema + " payload breaks its schema at " + field
+	if e.Keyword != "" {
+		s += " (" + e.Keyword + ")"
+	}
+	if e.Value != "" {
+		s += ": got " + e.Value
+	}
+	return s
+}
+
+// catalog is the compiled tool list of one child. It is immutable once
+// built.
+type catalog struct {
+	list  []wire.Tool
+	tools map[string]*tool
+}
+
+// tool is one tool with its compiled schemas; a nil schema accepts any
+// object.
+type tool struct {
+	desc                             wire.Tool
+	arguments, input, output, result *jsonschema.Schema
+}
+
+func newCatalog(tools []wire.Tool) (*catalog, error) {
+	c := &catalog{list: tools, tools: make(map[string]*tool, len(tools))}
+	for i := range tools {
+		d := tools[i]
+		if _, dup := c.tools[d.ID]; dup {
+			return nil, fmt.Errorf("%w: tools[%d]: duplicate id", ErrHandshake, i)
+		}
+		t := &tool{desc: d}
+		for _, s := range []struct {
+			name string
+			src  wire.Schema
+			dst  **jsonschema.Schema
+		}{
+			{"arguments_schema", d.ArgumentsSchema, &t.arguments}, {"input_schema", d.InputSchema, &t.input},
+			{"output_schema", d.OutputSchema, &t.output}, {"result_schema", d.ResultSchema, &t.result},
+		} {
+			if s.src == nil {
+				continue
+			}
+			sch, err := compileSchema(s.src)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tools[%d].%s does not compile", ErrHandshake, i, s.name)
+			}
+			*s.dst = sch
+		}
+		c.tools[d.ID] = t
+	}
+	return c, nil
+}
+
+// compileSchema compiles a schema decoded from MessagePack. It goes through
+// JSON so that the compiler sees its own value model (json.Number). Only the
+// schema itself is loaded: references to other documents fail to compile.
+func compileSchema(s wire.Schema) (*jsonschema.Schema, error) {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	const url = "skulk:///schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+// noLoader refuses every external reference.
+type noLoader struct{}
+
+func (noLoader) Load(string) (any, error) {
+	return nil, errors.New("external schema references are not loaded")
+}
+
+// instance converts a payload to the validator's value model.
+func instance(p frame.Payload) (any, error) {
+	if p == nil {
+		return map[string]any{}, nil
+	}
+	m, err := p.Map()
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// validate checks p against sch (nil accepts anything); which names the
+// schema in the error.
+func validate(sch *jsonschema.Schema, which string, p frame.Payload) error {
+	if sch == nil {
+		return nil
+	}
+	v, err := instance(p)
+	if err != nil {
+		return &SchemaError{Schema: which, Value: "unreadable payload"}
+	}
+	return schemaError(which, v, sch.Validate(v))
+}
+
+// schemaError turns a validator error into a *SchemaError that describes
+// the value without printing it.
+func schemaError(which string, v any, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &SchemaError{Schema: which, Value: describe(v)}
+	}
+	leaf := ve
+	for len(leaf.Causes) > 0 {
+		leaf = leaf.Causes[0]
+	}
+	loc := leaf.InstanceLocation
+	keyword := ""
+	if kp := leaf.ErrorKind.KeywordPath(); len(kp) > 0 {
+		keyword = kp[len(kp)-1]
+	}
+	switch k := leaf.ErrorKind.(type) {
+	case *kind.Required:
+		if len(k.Missing) > 0 {
+			return &SchemaError{Schema: which, Field: pointer(append(loc[:len(loc):len(loc)], k.Missing[0])), Keyword: "required", Value: "nothing"}
+		}
+	case *kind.AdditionalProperties:
+		if len(k.Properties) > 0 {
+			name := k.Properties[0]
+			loc = append(loc[:len(loc):len(loc)], name)
+			return &SchemaError{Schema: which, Field: pointer(loc), Keyword: "additionalProperties", Value: describe(lookup(v, loc))}
+		}
+	}
+	return &SchemaError{Schema: which, Field: pointer(loc), Keyword: keyword, Value: describe(lookup(v, loc))}
+}
+
+// maxFieldToken bounds each token of a field pointer in an error, so a
+// peer's huge key cannot blow up a log line.
+const maxFieldToken = 64
+
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		if len(t) > maxFieldToken {
+			cut := maxFieldToken
+			for cut > 0 && !utf8.RuneStart(t[cut]) {
+				cut--
+			}
+			t = t[:cut] + "…"
+		}
+		t = strings.ReplaceAll(t, "~", "~0")
+		t = strings.ReplaceAll(t, "/", "~1")
+		b.WriteString("/")
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+func lookup(v any, tokens []string) any {
+	for _, t := range tokens {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[t]
+		case []any:
+			i, err := strconv.Atoi(t)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// describe names v's JSON type and size.
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string of " + strconv.Itoa(len(x)) + " bytes"
+	case []any:
+		return "array of " + strconv.Itoa(len(x)) + " items"
+	case map[string]any:
+		return "object of " + strconv.Itoa(len(x)) + " keys"
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return "integer"
+	case float32, float64, json.Number:
+		return "number"
+	}
+	return "value"
+}
+
+// withDefaults fills the arguments left out that have a "default" in the
+// arguments schema, at the top level and inside nested objects the schema
+// describes with "properties". It returns args unchanged when nothing is
+// missing.
+func withDefaults(schema wire.Schema, args frame.Payload) (frame.Payload, error) {
+	if schema == nil {
+		return args, nil
+	}
+	m, err := args.Map()
+	if err != nil {
+		return nil, &SchemaError{Schema: "arguments", Value: "unreadable payload"}
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	if !fillDefaults(schema, m, 0) && args != nil {
+		return args, nil
+	}
+	p, err := frame.PayloadOf(m)
+	if err != nil {
+		return nil, &SchemaError{Schema: "arguments", Value: "unencodable payload"}
+	}
+	return p, nil
+}
+
+// maxDefaultDepth bounds how deep withDefaults descends into nested objects.
+const maxDefaultDepth = 32
+
+func fillDefaults(schema map[string]any, m map[string]any, depth int) bool {
+	if depth > maxDefaultDepth {
+		return false
+	}
+	props, _ := schema["properties"].(map[string]any)
+	changed := false
+	for name, ps := range props {
+		sub, ok := ps.(map[string]any)
+		if !ok {
+			continue
+		}
+		cur, present := m[name]
+		if !present {
+			if d, ok := sub["default"]; ok {
+				m[name] = d
+				changed = true
+			}
+			continue
+		}
+		if obj, ok := cur.(map[string]any); ok {
+			if fillDefaults(sub, obj, depth+1) {
+				changed = true
+			}
+		}
+	}
+	return changed
+}

@@ -1,0 +1,262 @@
+package host
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// mediaByte is cmd/skulk-child's media pattern (internal/demotools).
+func mediaByte(i int64) byte { return byte(i % 251) }
+
+// collect reads a call to its end and returns its frames, terminal last.
+func collect(t *testing.T, c *Call) []frame.Frame {
+	t.Helper()
+	var out []frame.Frame
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatalf("Frames: %v", err)
+		}
+		out = append(out, f)
+	}
+	if _, err := c.Recv(callCtx(t, time.Second)); !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv after the terminal: %v, want io.EOF", err)
+	}
+	checkSequence(t, out)
+	return out
+}
+
+// checkSequence asserts started(0), then consecutive sequences, one terminal
+// last.
+func checkSequence(t *testing.T, fs []frame.Frame) {
+	t.Helper()
+	if len(fs) < 2 {
+		t.Fatalf("got %d frames, want started and a terminal at least", len(fs))
+	}
+	if fs[0].Kind != frame.KindStarted || fs[0].Sequence != 0 || fs[0].Direction != frame.ProviderToCaller {
+		t.Fatalf("first frame: %v seq %d, want provider started 0", fs[0].Kind, fs[0].Sequence)
+	}
+	for i, f := range fs {
+		if f.Sequence != uint64(i) {
+			t.Fatalf("frame %d has sequence %d", i, f.Sequence)
+		}
+		if f.IsTerminal() != (i == len(fs)-1) {
+			t.Fatalf("frame %d (%v): terminal only last", i, f.Kind)
+		}
+	}
+}
+
+func TestRealEcho(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "echo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 5 {
+		p := frame.MustPayload(map[string]any{"k": i})
+		want = append(want, string(p))
+		if err := c.Send(ctx, p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Send(ctx, nil, &frame.InlineMedia{Data: []byte("raw\x00bytes"), MediaType: "application/octet-stream"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(ctx, frame.MustPayload(map[string]any{"late": true}), nil); !errors.Is(err, ErrSendClosed) {
+		t.Fatalf("Send after CloseSend: %v, want ErrSendClosed", err)
+	}
+	fs := collect(t, c)
+	if len(fs) != 1+6+1 {
+		t.Fatalf("got %d frames, want 8", len(fs))
+	}
+	for i, w := range want {
+		if string(fs[1+i].Payload) != w {
+			t.Errorf("chunk %d payload differs", i)
+		}
+	}
+	if m, ok := fs[6].Media.(*frame.InlineMedia); !ok || string(m.Data) != "raw\x00bytes" {
+		t.Errorf("media chunk did not round-trip")
+	}
+	last := fs[len(fs)-1]
+	if last.Kind != frame.KindCompleted || last.Synthetic {
+		t.Fatalf("terminal %v synthetic=%v", last.Kind, last.Synthetic)
+	}
+	var res struct {
+		Chunks int `json:"chunks"`
+	}
+	if err := last.Payload.Decode(&res); err != nil || res.Chunks != 6 {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+}
+
+func TestRealUpper(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "upper", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A payload that breaks input_schema is refused and nothing is sent.
+	var se *SchemaError
+	if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": 42}), nil); !errors.As(err, &se) {
+		t.Fatalf("Send of a bad input: %v, want *SchemaError", err)
+	} else if se.Schema != "input" || se.Field != "/text" || se.Keyword != "type" || se.Value != "integer" {
+		t.Fatalf("schema error %+v", se)
+	}
+	for _, s := range []string{"hello", "wörld"} {
+		if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.CloseSend()
+	fs := collect(t, c)
+	var got []string
+	for _, f := range fs[1 : len(fs)-1] {
+		s, _ := f.Payload.Text()
+		got = append(got, s)
+	}
+	if len(got) != 2 || got[0] != "HELLO" || got[1] != "WÖRLD" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestRealCount(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1000, "size": 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseSend()
+	fs := collect(t, c)
+	if len(fs) != 1002 {
+		t.Fatalf("got %d frames, want 1002", len(fs))
+	}
+	for i, f := range fs[1:1001] {
+		var v struct {
+			I   int    `json:"i"`
+			Pad string `json:"pad"`
+		}
+		if err := f.Payload.Decode(&v); err != nil || v.I != i || len(v.Pad) != 100 {
+			t.Fatalf("chunk %d: %+v %v", i, v, err)
+		}
+	}
+}
+
+func TestRealFail(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "fail", frame.MustPayload(map[string]any{"message": "no luck"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Wait()
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Synthetic || ce.Message != "no luck" {
+		t.Fatalf("Wait: %#v", err)
+	}
+}
+
+func TestRealSleep(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	start := time.Now()
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 200}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		SleptMS int `json:"slept_ms"`
+	}
+	if res.Decode(&v); v.SleptMS != 200 || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("result %+v after %v", v, time.Since(start))
+	}
+}
+
+func testMedia(t *testing.T, size int64) {
+	cfg := realConfig()
+	h, _ := testHost(t, cfg, 2*time.Minute)
+	ctx := callCtx(t, time.Minute)
+	// Provider to caller: media sends size bytes in chunks of at most 4 MiB.
+	c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": size, "chunk": 4 << 20}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseSend()
+	var got []byte
+	var res frame.Payload
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, ok := f.Media.(*frame.InlineMedia); ok {
+			got = append(got, m.Data...)
+		}
+		if f.Kind == frame.KindCompleted {
+			res = f.Payload
+		} else if f.IsTerminal() {
+			t.Fatalf("terminal %v %v", f.Kind, f.Error)
+		}
+	}
+	if int64(len(got)) != size {
+		t.Fatalf("got %d bytes, want %d", len(got), size)
+	}
+	for i, b := range got {
+		if b != mediaByte(int64(i)) {
+			t.Fatalf("byte %d differs", i)
+		}
+	}
+	sum := sha256.Sum256(got)
+	var v struct {
+		SHA256 string `json:"sha256"`
+	}
+	res.Decode(&v)
+	if v.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("sha256 differs")
+	}
+
+	// Caller to provider and back: echo carries one frame of size bytes.
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	c, err = h.Call(ctx, "echo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read concurrently: echo writes the chunk back while we send.
+	errc := make(chan error, 1)
+	go func() { // stopped by the call's end; waited for below
+		err := c.Send(ctx, nil, &frame.InlineMedia{Data: data, MediaType: "application/octet-stream"})
+		if err == nil {
+			err = c.CloseSend()
+		}
+		errc <- err
+	}()
+	fs := collect(t, c)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	m, ok := fs[1].Media.(*frame.InlineMedia)
+	if !ok || !bytes.Equal(m.Data, data) {
+		t.Fatalf("echoed media differs")
+	}
+}
+
+func TestRealMedia1MiB(t *testing.T)  { testMedia(t, 1<<20) }
+func TestRealMedia15MiB(t *testing.T) { testMedia(t, 15<<20) }
