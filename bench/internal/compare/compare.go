@@ -1,0 +1,353 @@
+// Package compare runs the side-by-side benchmarks of Skulk against
+// hashicorp/go-plugin (gRPC), MCP over stdio and raw Unix sockets, and
+// reports each system's figures and Skulk's advantage over each.
+//
+// Every workload runs every system in one invocation, interleaved round by
+// round (A B C D A B C D …), after one calibration run per system that also
+// warms it up. Every child is a real process built once per run; every loop
+// is bounded by a count and by its context's deadline; only Unix sockets
+// and pipes are used.
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Options configure a run. The zero value is the full run.
+type Options struct {
+	// Quick selects the short run (under a minute on 2 cores).
+	Quick bool
+	// Bin names the built children (see Build).
+	Bin Binaries
+	// Dir is a private directory for sockets; it must exist.
+	Dir string
+	// Systems, if not empty, limits the run to these system names.
+	Systems []string
+	// Workloads, if not empty, limits the run to these workload ids.
+	Workloads []string
+	// Revision is the main module's git revision, for the report.
+	Revision string
+	// Log receives one progress line per measurement; nil discards them.
+	Log io.Writer
+}
+
+// plan sizes a run.
+type plan struct {
+	rounds       int           // measured rounds of the throughput and latency workloads
+	target       time.Duration // how long one throughput or latency measurement lasts
+	startRounds  int           // rounds of start-to-first-call and crash detection
+	healthRounds int
+	healthPings  int
+	healthStream int // streams blocked during the health workload
+	timeout      time.Duration
+}
+
+func (o *Options) plan() plan {
+	if o.Quick {
+		return plan{rounds: 3, target: 120 * time.Millisecond, startRounds: 3,
+			healthRounds: 2, healthPings: 50, healthStream: 8, timeout: 30 * time.Second}
+	}
+	return plan{rounds: 7, target: 700 * time.Millisecond, startRounds: 15,
+		healthRounds: 5, healthPings: 400, healthStream: 8, timeout: 60 * time.Second}
+}
+
+// Upper bounds of the calibrated counts, whatever the calibration says.
+const (
+	maxFrames = 20_000_000
+	maxChunks = 8192 // 8 GiB of media
+	maxCalls  = 2_000_000
+)
+
+// metricSpec describes one row of the report.
+type metricSpec struct {
+	id, title, unit string
+	higherBetter    bool
+}
+
+var (
+	mSmall  = metricSpec{"small-stream", "small-frame stream child→host (64 B)", "frames/s", true}
+	mMedia  = metricSpec{"media", "inline binary 1 MiB chunks child→host", "MB/s", true}
+	mEcho   = metricSpec{"echo", "bidirectional echo of small frames", "frames/s", true}
+	mCall50 = metricSpec{"call-p50", "sequential small calls p50", "µs", false}
+	mCall99 = metricSpec{"call-p99", "sequential small calls p99", "µs", false}
+	mStart  = metricSpec{"start", "child start to first successful call", "ms", false}
+	mCrash  = metricSpec{"crash", "crash detection (SIGKILL → caller sees failure)", "ms", false}
+	mHealth = metricSpec{"health-p99", "health-ping p99, every stream backpressured", "ms", false}
+)
+
+// WorkloadIDs are the workloads in run order: what Options.Workloads names.
+var WorkloadIDs = []string{"small-stream", "media", "echo", "calls", "start", "crash", "health"}
+
+// sample is one round's values, one per metric of the workload.
+type sample []float64
+
+// Run runs the benchmarks and returns the report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	systems := o.systems()
+	if len(systems) == 0 {
+		return nil, errors.New("compare: no system selected")
+	}
+	p := o.plan()
+	log := o.Log
+	if log == nil {
+		log = io.Discard
+	}
+	r := &runner{o: o, p: p, log: log, systems: systems, res: make(map[string]map[string]*figure), loadStart: loadavg()}
+	started := time.Now()
+	sessions := make([]session, len(systems))
+	defer func() {
+		for _, s := range sessions {
+			if s != nil {
+				s.close()
+			}
+		}
+	}()
+	needSessions := false
+	for _, w := range []string{"small-stream", "media", "echo", "calls"} {
+		needSessions = needSessions || r.wants(w)
+	}
+	if needSessions {
+		for i, s := range systems {
+			sctx, cancel := context.WithTimeout(ctx, p.timeout)
+			sess, err := s.open(sctx)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("%s: start: %w", s.name(), err)
+			}
+			sessions[i] = sess
+		}
+	}
+	if r.wants("small-stream") {
+		r.throughput(ctx, mSmall, sessions, 2000, maxFrames, func(ctx context.Context, s session, n int) (float64, error) {
+			d, err := timed(func() error { return s.smallStream(ctx, n) })
+			return float64(n) / d.Seconds(), err
+		})
+	}
+	if r.wants("media") {
+		r.throughput(ctx, mMedia, sessions, 4, maxChunks, func(ctx context.Context, s session, n int) (float64, error) {
+			d, err := timed(func() error { return s.media(ctx, n, mediaChunk) })
+			return float64(n) * mediaChunk / d.Seconds() / 1e6, err
+		})
+	}
+	if r.wants("echo") {
+		r.throughput(ctx, mEcho, sessions, 1000, maxFrames, func(ctx context.Context, s session, n int) (float64, error) {
+			d, err := timed(func() error { return s.echo(ctx, n) })
+			return float64(n) / d.Seconds(), err
+		})
+	}
+	if r.wants("calls") {
+		r.calls(ctx, sessions)
+	}
+	if r.wants("start") {
+		r.single(ctx, mStart, p.startRounds, func(ctx context.Context, s system) (float64, error) {
+			d, err := s.coldStart(ctx)
+			return ms(d), err
+		})
+	}
+	if r.wants("crash") {
+		r.single(ctx, mCrash, p.startRounds, func(ctx context.Context, s system) (float64, error) {
+			d, err := s.crash(ctx)
+			return ms(d), err
+		})
+	}
+	if r.wants("health") {
+		r.single(ctx, mHealth, p.healthRounds, func(ctx context.Context, s system) (float64, error) {
+			ds, err := s.healthUnderBackpressure(ctx, p.healthStream, p.healthPings)
+			if err != nil {
+				return 0, err
+			}
+			return ms(percentile(ds, 0.99)), nil
+		})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.report(time.Since(started)), nil
+}
+
+// runner holds a run's state. It is used by one goroutine.
+type runner struct {
+	o         Options
+	p         plan
+	log       io.Writer
+	systems   []system
+	order     []metricSpec
+	res       map[string]map[string]*figure // metric id → system name → figure
+	loadStart string
+}
+
+func (r *runner) wants(w string) bool {
+	return len(r.o.Workloads) == 0 || slices.Contains(r.o.Workloads, w)
+}
+
+func (r *runner) fig(m metricSpec, sys string) *figure {
+	byID := r.res[m.id]
+	if byID == nil {
+		byID = make(map[string]*figure)
+		r.res[m.id] = byID
+		r.order = append(r.order, m)
+	}
+	f := byID[sys]
+	if f == nil {
+		f = &figure{System: sys}
+		byID[sys] = f
+	}
+	return f
+}
+
+// record adds a measured value or the error that stopped it; after an
+// error a system takes no further part in that metric.
+func (r *runner) record(m metricSpec, sys string, v float64, err error) {
+	f := r.fig(m, sys)
+	switch {
+	case errors.Is(err, errNotApplicable):
+		f.NA = err.Error()
+	case err != nil:
+		f.Err = err.Error()
+	default:
+		f.Samples = append(f.Samples, v)
+	}
+	status := fmt.Sprintf("%.4g %s", v, m.unit)
+	if err != nil {
+		status = err.Error()
+	}
+	fmt.Fprintf(r.log, "  %-12s %-10s %s\n", m.id, sys, status)
+}
+
+func (r *runner) failed(m metricSpec, sys string) bool {
+	f := r.fig(m, sys)
+	return f.Err != "" || f.NA != ""
+}
+
+// throughput calibrates a count per system (a run of n0 that also warms up),
+// then measures rounds runs of it, interleaved across systems.
+func (r *runner) throughput(ctx context.Context, m metricSpec, sessions []session, n0, nmax int,
+	measure func(context.Context, session, int) (float64, error)) {
+	counts := make([]int, len(r.systems))
+	for i, s := range r.systems {
+		mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
+		d, err := timed(func() error { _, err := measure(mctx, sessions[i], n0); return err })
+		cancel()
+		if err != nil {
+			r.record(m, s.name(), 0, fmt.Errorf("calibration: %w", err))
+			continue
+		}
+		n := int(float64(n0) * r.p.target.Seconds() / max(d.Seconds(), 1e-6))
+		counts[i] = min(max(n, n0), nmax)
+		r.fig(m, s.name()).Count = counts[i]
+	}
+	for range r.p.rounds {
+		for i, s := range r.systems {
+			if r.failed(m, s.name()) || ctx.Err() != nil {
+				continue
+			}
+			mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
+			v, err := measure(mctx, sessions[i], counts[i])
+			cancel()
+			r.record(m, s.name(), v, err)
+		}
+	}
+}
+
+// calls measures sequential small calls: each round times counts[i] calls
+// one by one and records their p50 and p99.
+func (r *runner) calls(ctx context.Context, sessions []session) {
+	const n0 = 200
+	counts := make([]int, len(r.systems))
+	lat := make([]time.Duration, 0, maxCalls)
+	run := func(ctx context.Context, s session, n int) error {
+		lat = lat[:0]
+		for i := 0; i < n; i++ {
+			t0 := time.Now()
+			if err := s.call(ctx); err != nil {
+				return err
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		return nil
+	}
+	for i, s := range r.systems {
+		mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
+		d, err := timed(func() error { return run(mctx, sessions[i], n0) })
+		cancel()
+		if err != nil {
+			r.record(mCall50, s.name(), 0, fmt.Errorf("calibration: %w", err))
+			r.record(mCall99, s.name(), 0, fmt.Errorf("calibration: %w", err))
+			continue
+		}
+		n := int(float64(n0) * r.p.target.Seconds() / max(d.Seconds(), 1e-6))
+		counts[i] = min(max(n, n0), maxCalls)
+		r.fig(mCall50, s.name()).Count = counts[i]
+		r.fig(mCall99, s.name()).Count = counts[i]
+	}
+	for range r.p.rounds {
+		for i, s := range r.systems {
+			if r.failed(mCall50, s.name()) || ctx.Err() != nil {
+				continue
+			}
+			mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
+			err := run(mctx, sessions[i], counts[i])
+			cancel()
+			r.record(mCall50, s.name(), us(percentile(lat, 0.50)), err)
+			r.record(mCall99, s.name(), us(percentile(lat, 0.99)), err)
+		}
+	}
+}
+
+// single measures a workload that starts its own child, rounds times per
+// system, interleaved.
+func (r *runner) single(ctx context.Context, m metricSpec, rounds int, measure func(context.Context, system) (float64, error)) {
+	for range rounds {
+		for _, s := range r.systems {
+			if r.failed(m, s.name()) || ctx.Err() != nil {
+				continue
+			}
+			mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
+			v, err := measure(mctx, s)
+			cancel()
+			r.record(m, s.name(), v, err)
+		}
+	}
+}
+
+func timed(f func() error) (time.Duration, error) {
+	t0 := time.Now()
+	err := f()
+	return time.Since(t0), err
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// percentile returns the q-quantile of ds (nearest rank) without reordering
+// ds; 0 for none.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// settleTime is how long the health workload waits, after every stream has
+// delivered its first frame and stopped being read, for the child's writes
+// to fill the socket buffers and block.
+const settleTime = 200 * time.Millisecond
+
+func settle(ctx context.Context) error {
+	t := time.NewTimer(settleTime)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,370 @@
+package compare
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Skulk is the system whose advantage the report states.
+const Skulk = "skulk"
+
+// figure is one system's result for one metric.
+type figure struct {
+	// System names the system.
+	System string `json:"system"`
+	// Median, Min and Max summarize Samples.
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	// SpreadPct is (Max-Min)/Median in percent.
+	SpreadPct float64 `json:"spread_pct"`
+	// Samples are the rounds' values.
+	Samples []float64 `json:"samples"`
+	// Count is the calibrated frames, chunks or calls of one round (0 for
+	// workloads that are not calibrated).
+	Count int `json:"count,omitempty"`
+	// SkulkAdvantage is how many times better Skulk's median is than this
+	// system's: a rate divided by this rate, or this time divided by
+	// Skulk's time. Above 1 Skulk is better. 0 when either is missing.
+	SkulkAdvantage float64 `json:"skulk_advantage,omitempty"`
+	// NA says why the system cannot run this workload.
+	NA string `json:"na,omitempty"`
+	// Err is the error that stopped the system's measurement.
+	Err string `json:"error,omitempty"`
+}
+
+// Metric is one row of the report.
+type Metric struct {
+	ID           string    `json:"id"`
+	Title        string    `json:"title"`
+	Unit         string    `json:"unit"`
+	HigherBetter bool      `json:"higher_is_better"`
+	Figures      []*figure `json:"figures"`
+}
+
+// Target is one target of the issue, checked against the run.
+type Target struct {
+	// Text states the target.
+	Text string `json:"text"`
+	// Got is the measured ratio (or absolute figure), Want the target's.
+	Got  float64 `json:"got"`
+	Want float64 `json:"want"`
+	// Met says whether the target was met; Status says it in words,
+	// with how much was missed.
+	Met    bool   `json:"met"`
+	Status string `json:"status"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	NumCPU    int               `json:"nproc"`
+	CPU       string            `json:"cpu"`
+	GoVersion string            `json:"go"`
+	OS        string            `json:"os"`
+	LoadStart string            `json:"loadavg_start"`
+	LoadEnd   string            `json:"loadavg_end"`
+	Modules   map[string]string `json:"modules"`
+}
+
+// Report is a run's result.
+type Report struct {
+	Mode     string        `json:"mode"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration_ns"`
+	Machine  Machine       `json:"machine"`
+	Metrics  []Metric      `json:"metrics"`
+	Targets  []Target      `json:"targets"`
+	Notes    []string      `json:"notes"`
+}
+
+func summarize(f *figure) {
+	if len(f.Samples) == 0 {
+		return
+	}
+	s := slices.Clone(f.Samples)
+	slices.Sort(s)
+	f.Min, f.Max = s[0], s[len(s)-1]
+	if len(s)%2 == 1 {
+		f.Median = s[len(s)/2]
+	} else {
+		f.Median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	if f.Median != 0 {
+		f.SpreadPct = 100 * (f.Max - f.Min) / f.Median
+	}
+}
+
+func (r *runner) report(took time.Duration) *Report {
+	rep := &Report{Mode: "full", Started: time.Now().Add(-took), Duration: took, Machine: machine(r.loadStart)}
+	if r.o.Quick {
+		rep.Mode = "quick"
+	}
+	for _, m := range r.order {
+		row := Metric{ID: m.id, Title: m.title, Unit: m.unit, HigherBetter: m.higherBetter}
+		var sk *figure
+		for _, s := range r.systems {
+			f := r.fig(m, s.name())
+			summarize(f)
+			row.Figures = append(row.Figures, f)
+			if s.name() == Skulk {
+				sk = f
+			}
+		}
+		if sk != nil && sk.Median > 0 {
+			for _, f := range row.Figures {
+				if f.Median > 0 {
+					if m.higherBetter {
+						f.SkulkAdvantage = sk.Median / f.Median
+					} else {
+						f.SkulkAdvantage = f.Median / sk.Median
+					}
+				}
+			}
+		}
+		rep.Metrics = append(rep.Metrics, row)
+	}
+	rep.Targets = targets(rep)
+	rep.Notes = notes
+	if r.o.Revision != "" {
+		rep.Machine.Modules["github.com/skulkrt/skulk"] += " @ " + r.o.Revision
+	}
+	return rep
+}
+
+// notes explain how each system was driven; they go with every report.
+var notes = []string{
+	"Advantage columns: how many times better Skulk's median is (a rate over the other's rate, or the other's time over Skulk's time); above 1 Skulk is better.",
+	"Medians over rounds, interleaved across systems; ± is (max-min)/median over the rounds.",
+	"go-plugin: hand-written grpc.ServiceDesc with a raw-bytes codec (no protoc); message-size limits raised to 16 MiB on both sides (no workload needs more than gRPC's 4 MiB default); gRPC's default window sizes; health ping is go-plugin's GRPCClient.Ping (grpc.health.v1 Check) on the same connection.",
+	"mcp: go-sdk CommandTransport (stdio pipes); stream = progress notifications of a 64-character message; media = one tools/call per 1 MiB returning an embedded-resource blob (base64 in JSON); echo = 8 pipelined echo calls (MCP has no client→server stream); calls = tools/call echo of 64 characters.",
+	"raw: length-prefixed 64-byte messages, one write syscall each; media = 1 MiB writes read with io.CopyBuffer; echo = 64-byte messages written one write each while the echoes are read; calls = one 64-byte ping-pong; crash = SIGKILL to read EOF.",
+	"skulk: host package + cmd/skulk-child; stream = count (64-byte payloads), media = media tool (inline attachments), echo = echo tool fed and drained at once, calls = echo with one 64-byte chunk then half-close, crash = SIGKILL during an echo call, health = ping RTT on the control connection while every stream is blocked.",
+}
+
+func figOf(rep *Report, id, sys string) *figure {
+	for _, m := range rep.Metrics {
+		if m.ID == id {
+			for _, f := range m.Figures {
+				if f.System == sys {
+					return f
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// targets checks the issue's targets against rep.
+func targets(rep *Report) []Target {
+	var out []Target
+	ratio := func(id, vs string, want float64, text string) {
+		t := Target{Text: text, Want: want}
+		f := figOf(rep, id, vs)
+		switch {
+		case f == nil:
+			return
+		case f.SkulkAdvantage == 0:
+			t.Status = "not measured"
+		default:
+			t.Got = f.SkulkAdvantage
+			t.Met = t.Got >= want
+			if t.Met {
+				t.Status = fmt.Sprintf("met: %.2f× (target %.2f×)", t.Got, want)
+			} else {
+				t.Status = fmt.Sprintf("MISSED: %.2f× against %.2f×, %.0f%% short", t.Got, want, 100*(1-t.Got/want))
+			}
+		}
+		out = append(out, t)
+	}
+	under := func(id string, want float64, unit, text string) {
+		t := Target{Text: text, Want: want}
+		f := figOf(rep, id, Skulk)
+		switch {
+		case f == nil:
+			return
+		case len(f.Samples) == 0:
+			t.Status = "not measured"
+		default:
+			t.Got = f.Median
+			t.Met = f.Median < want && f.Max < want
+			switch {
+			case t.Met:
+				t.Status = fmt.Sprintf("met: median %.3g %s, worst round %.3g %s (target < %g %s)", f.Median, unit, f.Max, unit, want, unit)
+			case f.Median < want:
+				t.Status = fmt.Sprintf("MISSED in some rounds: median %.3g %s, worst round %.3g %s (target < %g %s)", f.Median, unit, f.Max, unit, want, unit)
+			default:
+				t.Status = fmt.Sprintf("MISSED: median %.3g %s, %.2f× the %g %s target", f.Median, unit, f.Median/want, want, unit)
+			}
+		}
+		out = append(out, t)
+	}
+	ratio(mSmall.id, "go-plugin", 2, "small-frame stream ≥ 2× go-plugin's gRPC stream rate")
+	ratio(mSmall.id, "raw", 1, "small-frame stream ≥ the raw one-write-per-message rate")
+	ratio(mMedia.id, "raw", 0.8, "1 MiB media ≥ 80% of raw socket bandwidth")
+	ratio(mMedia.id, "go-plugin", 5, "1 MiB media ≥ 5× go-plugin")
+	ratio(mMedia.id, "mcp", 10, "1 MiB media ≥ 10× MCP")
+	ratio(mCall50.id, "raw", 0.5, "sequential call p50 within 2× the raw ping-pong round trip")
+	ratio(mCall50.id, "go-plugin", 3, "sequential call p50 ≥ 3× faster than go-plugin's unary call")
+	ratio(mStart.id, "go-plugin", 3, "start to first call ≥ 3× faster than go-plugin")
+	under(mCrash.id, 20, "ms", "crash detection under 20 ms")
+	under(mHealth.id, 5, "ms", "health-ping p99 under 5 ms while every stream is backpressured")
+	return out
+}
+
+// WriteTable prints rep for people.
+func WriteTable(w io.Writer, rep *Report) error {
+	var systems []string
+	for _, m := range rep.Metrics {
+		for _, f := range m.Figures {
+			if !slices.Contains(systems, f.System) {
+				systems = append(systems, f.System)
+			}
+		}
+	}
+	fmt.Fprintf(w, "Skulk side-by-side benchmarks (%s run, %s, %d CPU: %s, %s)\n\n",
+		rep.Mode, rep.Duration.Round(time.Second), rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.GoVersion)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	hdr := []string{"workload", "unit"}
+	hdr = append(hdr, systems...)
+	for _, s := range systems {
+		if s != Skulk {
+			hdr = append(hdr, "skulk vs "+s)
+		}
+	}
+	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
+	var problems []string
+	for _, m := range rep.Metrics {
+		cells := []string{m.Title, m.Unit}
+		var adv []string
+		for _, s := range systems {
+			f := findFig(m, s)
+			switch {
+			case f == nil:
+				cells = append(cells, "-")
+			case f.NA != "":
+				cells = append(cells, "n/a")
+				problems = append(problems, fmt.Sprintf("%s, %s: %s", m.ID, s, f.NA))
+			case f.Err != "" && len(f.Samples) == 0:
+				cells = append(cells, "error")
+				problems = append(problems, fmt.Sprintf("%s, %s: %s", m.ID, s, f.Err))
+			default:
+				cells = append(cells, fmt.Sprintf("%s ±%.0f%%", num(f.Median), f.SpreadPct))
+				if f.Err != "" {
+					problems = append(problems, fmt.Sprintf("%s, %s (some rounds): %s", m.ID, s, f.Err))
+				}
+			}
+			if s != Skulk {
+				if f != nil && f.SkulkAdvantage > 0 {
+					adv = append(adv, fmt.Sprintf("%.2f×", f.SkulkAdvantage))
+				} else {
+					adv = append(adv, "-")
+				}
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, adv...), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nTargets:")
+	for _, t := range rep.Targets {
+		fmt.Fprintf(w, "  %-66s %s\n", t.Text, t.Status)
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(w, "\nNot measured:")
+		for _, p := range problems {
+			fmt.Fprintln(w, "  "+p)
+		}
+	}
+	fmt.Fprintln(w, "\nNotes:")
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "  - "+n)
+	}
+	fmt.Fprintf(w, "\nMachine: load average %s at start, %s at end; modules:", rep.Machine.LoadStart, rep.Machine.LoadEnd)
+	keys := make([]string, 0, len(rep.Machine.Modules))
+	for k := range rep.Machine.Modules {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, " %s %s;", k, rep.Machine.Modules[k])
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+func findFig(m Metric, sys string) *figure {
+	for _, f := range m.Figures {
+		if f.System == sys {
+			return f
+		}
+	}
+	return nil
+}
+
+// num formats a figure with 3 significant digits and a k/M suffix.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e7:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case a >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case a >= 1e4:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func machine(loadStart string) Machine {
+	m := Machine{NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
+		LoadStart: loadStart, LoadEnd: loadavg(), Modules: map[string]string{}}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			switch d.Path {
+			case "github.com/hashicorp/go-plugin", "google.golang.org/grpc", "github.com/modelcontextprotocol/go-sdk", "github.com/skulkrt/skulk":
+				v := d.Version
+				if d.Replace != nil {
+					v = d.Replace.Path + " " + d.Replace.Version
+				}
+				m.Modules[d.Path] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return m
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

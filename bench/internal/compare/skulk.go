@@ -1,0 +1,213 @@
+//go:build !noskulk
+
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+)
+
+// skulkSystem is Skulk: the host package driving cmd/skulk-child.
+type skulkSystem struct {
+	bin string // skulk-child binary
+	dir string // where the wire-level health child's directory goes
+}
+
+func (*skulkSystem) name() string { return Skulk }
+
+// skulkSession is a started host with one child.
+type skulkSession struct {
+	h *host.Host
+}
+
+func (s *skulkSystem) start(ctx context.Context) (*skulkSession, error) {
+	h, err := host.Start(ctx, host.Config{Command: s.bin})
+	if err != nil {
+		return nil, fmt.Errorf("skulk: start: %w", err)
+	}
+	return &skulkSession{h: h}, nil
+}
+
+func (s *skulkSystem) open(ctx context.Context) (session, error) { return s.start(ctx) }
+
+func (s *skulkSystem) coldStart(ctx context.Context) (time.Duration, error) {
+	t0 := time.Now()
+	ss, err := s.start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer ss.close()
+	if err := ss.call(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
+func (s *skulkSystem) crash(ctx context.Context) (time.Duration, error) {
+	ss, err := s.start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer ss.close()
+	c, err := ss.h.Call(ctx, "echo", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Cancel()
+	if err := c.Send(ctx, smallPayload, nil); err != nil {
+		return 0, err
+	}
+	// started, then the echoed chunk: the handler is running and waits
+	// for more input.
+	for _, want := range []frame.Kind{frame.KindStarted, frame.KindChunk} {
+		f, err := c.Recv(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if f.Kind != want {
+			return 0, fmt.Errorf("skulk: crash: got a %s frame, want %s", f.Kind, want)
+		}
+	}
+	kids := ss.h.Children()
+	if len(kids) != 1 || kids[0].PID <= 0 {
+		return 0, errors.New("skulk: crash: no child pid")
+	}
+	t0 := time.Now()
+	if err := syscall.Kill(kids[0].PID, syscall.SIGKILL); err != nil {
+		return 0, err
+	}
+	f, err := c.Recv(ctx)
+	d := time.Since(t0)
+	if err == nil && !(f.Kind == frame.KindFailed && f.Synthetic) {
+		return 0, fmt.Errorf("skulk: crash: got a %s frame after SIGKILL, want a synthetic failed", f.Kind)
+	}
+	return d, nil
+}
+
+func (s *skulkSystem) healthUnderBackpressure(ctx context.Context, streams, pings int) ([]time.Duration, error) {
+	return healthWire(ctx, s.bin, s.dir, streams, pings)
+}
+
+// smallPayload is a 64-byte payload: a one-key map whose string fills it.
+var smallPayload = frame.MustPayload(map[string]any{"text": strings.Repeat("x", payloadSize-9)})
+
+func (ss *skulkSession) smallStream(ctx context.Context, n int) error {
+	c, err := ss.h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": n, "size": payloadSize}))
+	if err != nil {
+		return err
+	}
+	got, _, err := drain(ctx, c)
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("skulk: stream: got %d chunks, want %d", got, n)
+	}
+	return nil
+}
+
+func (ss *skulkSession) media(ctx context.Context, n, chunk int) error {
+	c, err := ss.h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": n * chunk, "chunk": chunk}))
+	if err != nil {
+		return err
+	}
+	_, bytes, err := drain(ctx, c)
+	if err != nil {
+		return err
+	}
+	if bytes != int64(n)*int64(chunk) {
+		return fmt.Errorf("skulk: media: got %d bytes, want %d", bytes, int64(n)*int64(chunk))
+	}
+	return nil
+}
+
+// drain reads a call to its end and counts its chunks and media bytes; a
+// terminal other than completed is an error.
+func drain(ctx context.Context, c *host.Call) (chunks int, bytes int64, err error) {
+	for {
+		f, err := c.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return chunks, bytes, nil
+		}
+		if err != nil {
+			c.Cancel()
+			return chunks, bytes, err
+		}
+		switch f.Kind {
+		case frame.KindChunk:
+			chunks++
+			if m, ok := f.Media.(*frame.InlineMedia); ok {
+				bytes += int64(len(m.Data))
+			}
+		case frame.KindFailed, frame.KindCancelled:
+			return chunks, bytes, fmt.Errorf("skulk: call ended %s: %v", f.Kind, f.Error)
+		}
+	}
+}
+
+func (ss *skulkSession) echo(ctx context.Context, n int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := ss.h.Call(ctx, "echo", nil)
+	if err != nil {
+		return err
+	}
+	werr := make(chan error, 1) // one value, sent by the sender below
+	go func() {                 // ends after n sends and the half-close, or at the first error (cancel ends a blocked Send)
+		for i := 0; i < n; i++ {
+			if err := c.Send(ctx, smallPayload, nil); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- c.CloseSend()
+	}()
+	got, _, rerr := drain(ctx, c)
+	if rerr != nil {
+		cancel()
+	}
+	if err := errors.Join(rerr, <-werr); err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("skulk: echo: got %d chunks, want %d", got, n)
+	}
+	return nil
+}
+
+func (ss *skulkSession) call(ctx context.Context) error {
+	c, err := ss.h.Call(ctx, "echo", nil)
+	if err != nil {
+		return err
+	}
+	if err := c.Send(ctx, smallPayload, nil); err != nil {
+		c.Cancel()
+		return err
+	}
+	if err := c.CloseSend(); err != nil {
+		c.Cancel()
+		return err
+	}
+	got, _, err := drain(ctx, c)
+	if err != nil {
+		return err
+	}
+	if got != 1 {
+		return fmt.Errorf("skulk: call: got %d chunks, want 1", got)
+	}
+	return nil
+}
+
+func (ss *skulkSession) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return ss.h.Close(ctx)
+}

@@ -1,0 +1,252 @@
+// Package gpbench is the hashicorp/go-plugin side of the benchmarks: a gRPC
+// service with a server-streaming, a bidirectional and a unary method, the
+// plugin that serves it in a child process, and the client the driver uses.
+//
+// There is no protoc on the build machines, so the service is a hand-written
+// grpc.ServiceDesc whose messages are raw bytes (*Msg) carried by Codec.
+// Codec falls back to protobuf for every other message, so go-plugin's own
+// services (health, broker, controller, stdio) keep working on the same
+// server.
+package gpbench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// PluginName is the name the plugin is served and dispensed under.
+const PluginName = "bench"
+
+// MaxMsgSize is the gRPC message-size limit set on both sides: 16 MiB, the
+// same as Skulk's default max_attachment. gRPC's default receive limit is
+// 4 MiB; the 1 MiB media workload fits under it, so this raise changes no
+// workload's figure, it only gives both systems the same ceiling.
+const MaxMsgSize = 16 << 20
+
+// Handshake is the go-plugin handshake shared by the child and the driver.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  1,
+	MagicCookieKey:   "SKULK_BENCH_PLUGIN",
+	MagicCookieValue: "b6f0c3d2-skulk-bench",
+}
+
+// Msg is a raw-bytes gRPC message.
+type Msg struct {
+	// B is the message's bytes; Codec neither copies nor frames them.
+	B []byte
+}
+
+// Codec marshals *Msg as its bytes and anything else as protobuf. Its name
+// is "proto", so it speaks on go-plugin's connection without a new content
+// subtype.
+type Codec struct{}
+
+// Name returns "proto".
+func (Codec) Name() string { return "proto" }
+
+// Marshal returns m.B for a *Msg, the protobuf encoding otherwise.
+func (Codec) Marshal(v any) ([]byte, error) {
+	switch m := v.(type) {
+	case *Msg:
+		return m.B, nil
+	case proto.Message:
+		return proto.Marshal(m)
+	}
+	return nil, fmt.Errorf("gpbench: cannot marshal a %T", v)
+}
+
+// Unmarshal keeps data in a *Msg (gRPC hands the codec a fresh slice), or
+// decodes protobuf.
+func (Codec) Unmarshal(data []byte, v any) error {
+	switch m := v.(type) {
+	case *Msg:
+		m.B = data
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data, m)
+	}
+	return fmt.Errorf("gpbench: cannot unmarshal into a %T", v)
+}
+
+// Stream request modes.
+const (
+	// ModeStream makes the server send N messages of Size bytes.
+	ModeStream byte = 1
+	// ModeHold makes the server send nothing until the call is cancelled.
+	ModeHold byte = 2
+)
+
+// StreamRequest is the request of the Stream method.
+type StreamRequest struct {
+	// Mode is ModeStream or ModeHold.
+	Mode byte
+	// N is how many messages to send.
+	N uint64
+	// Size is each message's length in bytes.
+	Size uint32
+}
+
+const streamRequestLen = 13
+
+func (r StreamRequest) bytes() []byte {
+	b := make([]byte, streamRequestLen)
+	b[0] = r.Mode
+	binary.BigEndian.PutUint64(b[1:], r.N)
+	binary.BigEndian.PutUint32(b[9:], r.Size)
+	return b
+}
+
+// errRequest is returned for a Stream request that is not 13 bytes or asks
+// for more than MaxMsgSize per message.
+var errRequest = errors.New("gpbench: malformed stream request")
+
+func parseStreamRequest(b []byte) (StreamRequest, error) {
+	if len(b) != streamRequestLen {
+		return StreamRequest{}, errRequest
+	}
+	r := StreamRequest{Mode: b[0], N: binary.BigEndian.Uint64(b[1:]), Size: binary.BigEndian.Uint32(b[9:])}
+	if r.Size > MaxMsgSize-64 {
+		return StreamRequest{}, errRequest
+	}
+	return r, nil
+}
+
+const serviceName = "skulkbench.Bench"
+
+var streamDesc = grpc.StreamDesc{StreamName: "Stream", Handler: handleStream, ServerStreams: true}
+var echoDesc = grpc.StreamDesc{StreamName: "Echo", Handler: handleEcho, ServerStreams: true, ClientStreams: true}
+
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: serviceName,
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Call", Handler: handleCall}},
+	Streams:     []grpc.StreamDesc{streamDesc, echoDesc},
+}
+
+// handleStream sends what the request asks for: N messages of Size bytes,
+// or nothing until the client goes away.
+func handleStream(_ any, ss grpc.ServerStream) error {
+	var req Msg
+	if err := ss.RecvMsg(&req); err != nil {
+		return err
+	}
+	r, err := parseStreamRequest(req.B)
+	if err != nil {
+		return err
+	}
+	if r.Mode == ModeHold {
+		<-ss.Context().Done()
+		return ss.Context().Err()
+	}
+	for i := uint64(0); i < r.N; i++ {
+		// A new message each time: gRPC may still hold the last one's
+		// bytes after SendMsg returns, so they must not be reused.
+		out := &Msg{B: make([]byte, r.Size)}
+		if r.Size >= 8 {
+			binary.LittleEndian.PutUint64(out.B, i)
+		}
+		if err := ss.SendMsg(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handleEcho sends every message back until the client half-closes.
+func handleEcho(_ any, ss grpc.ServerStream) error {
+	for {
+		var m Msg
+		if err := ss.RecvMsg(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if err := ss.SendMsg(&m); err != nil {
+			return err
+		}
+	}
+}
+
+// handleCall returns its request.
+func handleCall(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	var m Msg
+	if err := dec(&m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// NewServer is go-plugin's ServeConfig.GRPCServer: a gRPC server with Codec
+// and the MaxMsgSize limits.
+func NewServer(opts []grpc.ServerOption) *grpc.Server {
+	opts = append(opts, grpc.ForceServerCodec(Codec{}),
+		grpc.MaxRecvMsgSize(MaxMsgSize), grpc.MaxSendMsgSize(MaxMsgSize))
+	return grpc.NewServer(opts...)
+}
+
+// DialOptions are the driver's go-plugin GRPCDialOptions: the MaxMsgSize
+// limits.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(MaxMsgSize), grpc.MaxCallSendMsgSize(MaxMsgSize))}
+}
+
+// Plugin is the go-plugin plugin: it registers the service on the child's
+// server and returns a *Client on the host.
+type Plugin struct {
+	plugin.NetRPCUnsupportedPlugin
+}
+
+// GRPCServer registers the bench service.
+func (Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	s.RegisterService(&serviceDesc, nil)
+	return nil
+}
+
+// GRPCClient returns a *Client on cc.
+func (Plugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return &Client{cc: cc}, nil
+}
+
+// Client calls the bench service. It is safe for concurrent use.
+type Client struct {
+	cc *grpc.ClientConn
+}
+
+// Stream starts a Stream call. The caller reads it with RecvMsg(*Msg) until
+// io.EOF, or cancels ctx.
+func (c *Client) Stream(ctx context.Context, r StreamRequest) (grpc.ClientStream, error) {
+	s, err := c.cc.NewStream(ctx, &streamDesc, "/"+serviceName+"/Stream", grpc.ForceCodec(Codec{}))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SendMsg(&Msg{B: r.bytes()}); err != nil {
+		return nil, err
+	}
+	if err := s.CloseSend(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Echo starts an Echo call: every message sent comes back.
+func (c *Client) Echo(ctx context.Context) (grpc.ClientStream, error) {
+	return c.cc.NewStream(ctx, &echoDesc, "/"+serviceName+"/Echo", grpc.ForceCodec(Codec{}))
+}
+
+// Call makes one unary call and returns its reply.
+func (c *Client) Call(ctx context.Context, b []byte) ([]byte, error) {
+	var out Msg
+	if err := c.cc.Invoke(ctx, "/"+serviceName+"/Call", &Msg{B: b}, &out, grpc.ForceCodec(Codec{})); err != nil {
+		return nil, err
+	}
+	return out.B, nil
+}
