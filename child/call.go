@@ -39,8 +39,8 @@ type call struct {
 	mu        sync.Mutex
 	terminal  bool          // a provider terminal is claimed; guarded by mu
 	closeConn bool          // close the connection once ended; guarded by mu
-	endedCh   chan struct{} // closed when the call ended (end written or no handler)
-	isEnded   bool          // guarded by mu
+	endedCh   chan struct{} // closed just before the end is written: the next invoke may come
+	isEnded   bool          // the end is written (or never will be); guarded by mu
 }
 
 func newCall(c *conn, inv *wire.Invoke) *call {
@@ -185,13 +185,16 @@ func (cl *call) finish(res result) {
 		}
 	}
 	cl.writeCauseTerminal() // no-op when a terminal is written
-	if _, _, _, ok := causeTerminal(cl.cause()); ok || cl.cause() == nil {
+	// The host may write the next invoke as soon as it reads the end, so
+	// the connection's reader must know the call ended before it is written.
+	close(cl.endedCh)
+	if _, _, _, ok := causeTerminal(cl.cause()); ok {
 		if cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil {
 			cl.c.w.Flush()
 		}
 	}
-	cl.markEnded()
 	cl.mu.Lock()
+	cl.isEnded = true
 	closeConn := cl.closeConn
 	cl.mu.Unlock()
 	if closeConn {

@@ -1,0 +1,324 @@
+package child_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// requireClosed requires the child to close the connection: EOF (or a
+// reset) with nothing more written.
+func requireClosed(t *testing.T, s *testnet.Stream) {
+	t.Helper()
+	s.Conn.SetReadDeadline(deadline())
+	p, err := s.Read()
+	require.Error(t, err, "got %v", p)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "connection not closed: %v", err)
+}
+
+func TestCallerCancelled(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("cc1", "sleep", map[string]any{"ms": 60_000}, 0))
+		require.NoError(t, s.Started("cc1"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		require.NoError(t, s.CancelCall("cc1", 1))
+		res := readCall(t, s, "cc1")
+		requireTerminal(t, res, frame.KindCancelled, 0)
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
+		// Reusable after both terminals.
+		require.NoError(t, s.Invoke("cc2", "count", map[string]any{"n": 1}, 0))
+		require.NoError(t, s.Started("cc2"))
+		require.NoError(t, s.Complete("cc2", 1, nil))
+		requireTerminal(t, readCall(t, s, "cc2"), frame.KindCompleted, 0)
+	})
+}
+
+func TestCallerFailedCancels(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("cf1", "echo", nil, 0))
+		require.NoError(t, s.Started("cf1"))
+		f, err := frame.NewFailed("cf1", frame.CallerToProvider, 1, frame.CodeProviderError, "caller broke")
+		require.NoError(t, err)
+		require.NoError(t, s.Caller(f))
+		requireTerminal(t, readCall(t, s, "cf1"), frame.KindCancelled, 0)
+	})
+}
+
+func TestControlCancel(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("k1", "sleep", map[string]any{"ms": 60_000}, 0))
+		require.NoError(t, s.Started("k1"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		require.NoError(t, h.Cancel("k1", "test"))
+		requireTerminal(t, readCall(t, s, "k1"), frame.KindCancelled, frame.CodeCancelled)
+	})
+}
+
+func TestRememberedCancel(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		require.NoError(t, h.Cancel("r1", "early"))
+		// The ping's pong proves the cancel was handled before the invoke.
+		_, _, err := h.Ping(ctxT(t), 1)
+		require.NoError(t, err)
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("r1", "sleep", map[string]any{"ms": 60_000}, 0))
+		res := readCall(t, s, "r1")
+		requireTerminal(t, res, frame.KindCancelled, 0)
+		require.Equal(t, uint64(1), res.Terminal.Sequence)
+		require.NoError(t, s.Started("r1"))
+		require.NoError(t, s.Complete("r1", 1, nil))
+		// An invoke used the id: it is forgotten, a new call may reuse it
+		// on another connection.
+		s2 := dial(t, h)
+		require.NoError(t, s2.Invoke("r1", "count", map[string]any{"n": 1}, 0))
+		require.NoError(t, s2.Started("r1"))
+		require.NoError(t, s2.Complete("r1", 1, nil))
+		requireTerminal(t, readCall(t, s2, "r1"), frame.KindCompleted, 0)
+	})
+}
+
+func TestInvalidCallerFrame(t *testing.T) {
+	cases := map[string]func(s *testnet.Stream) error{
+		"gap": func(s *testnet.Stream) error {
+			return s.Chunk("v1", 5, payload(map[string]any{"a": 1}), nil)
+		},
+		"other call": func(s *testnet.Stream) error {
+			return s.Chunk("other", 1, payload(map[string]any{"a": 1}), nil)
+		},
+		"wrong direction": func(s *testnet.Stream) error {
+			f, _ := frame.NewChunk("v1", frame.ProviderToCaller, 1, payload(map[string]any{"a": 1}), nil)
+			return s.Caller(f)
+		},
+		"synthetic": func(s *testnet.Stream) error {
+			// A frame that parses but carries synthetic: true.
+			f, _ := frame.NewChunk("v1", frame.CallerToProvider, 1, payload(map[string]any{"a": 1}), nil)
+			b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+			if err != nil {
+				return err
+			}
+			return s.WriteRaw(withSynthetic(b))
+		},
+		"chunk without payload": func(s *testnet.Stream) error {
+			f := frame.Frame{CallID: "v1", Direction: frame.CallerToProvider, Sequence: 1, Kind: frame.KindChunk}
+			return s.WriteRaw(encodeUnchecked(f))
+		},
+	}
+	forEach(t, func(t *testing.T, tg target) {
+		for name, bad := range cases {
+			t.Run(name, func(t *testing.T) {
+				h, _ := tg.start(t, config{})
+				s := dial(t, h)
+				require.NoError(t, s.Invoke("v1", "echo", nil, 0))
+				require.NoError(t, s.Started("v1"))
+				require.NoError(t, bad(s))
+				res := readCall(t, s, "v1")
+				requireTerminal(t, res, frame.KindFailed, frame.CodeInvalidFrame)
+				requireClosed(t, s)
+				pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
+			})
+		}
+	})
+}
+
+func TestProtocolErrorClosesOnlyThatConnection(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("p1", "sleep", map[string]any{"ms": 60_000}, 0))
+		require.NoError(t, s.Started("p1"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		// A header length of zero breaks §2.
+		require.NoError(t, s.WriteRaw(make([]byte, 8)))
+		requireClosed(t, s)
+		// The connection closing cancelled the handler.
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
+		s2 := dial(t, h)
+		require.NoError(t, s2.Invoke("p2", "count", map[string]any{"n": 1}, 0))
+		require.NoError(t, s2.Started("p2"))
+		require.NoError(t, s2.Complete("p2", 1, nil))
+		requireTerminal(t, readCall(t, s2, "p2"), frame.KindCompleted, 0)
+	})
+}
+
+func TestOutOfOrderInvoke(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("o1", "echo", nil, 0))
+		require.NoError(t, s.Started("o1"))
+		require.NoError(t, s.Invoke("o2", "echo", nil, 0))
+		requireClosed(t, s)
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
+	})
+}
+
+func TestConnectionClosedCancels(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("cl1", "sleep", map[string]any{"ms": 60_000}, 0))
+		require.NoError(t, s.Started("cl1"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		s.Close()
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
+	})
+}
+
+func TestStuckHandler(t *testing.T) {
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 100
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{startup: st})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("st1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}, 0))
+		require.NoError(t, s.Started("st1"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		require.NoError(t, h.Cancel("st1", "test"))
+		// The terminal is written for the stuck handler; the end waits.
+		s.Conn.SetReadDeadline(deadline())
+		p, err := s.Read()
+		require.NoError(t, err)
+		f, ok := p.(*wire.Frame)
+		require.True(t, ok, "got %T", p)
+		require.Equal(t, frame.KindCancelled, f.Kind)
+		pong := pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 1 })
+		require.Equal(t, int64(1), pong.Streams)
+		// When the handler finally returns, the end comes and stuck goes down.
+		p, err = s.Read()
+		require.NoError(t, err)
+		require.Equal(t, wire.TypeEnd, p.Type())
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
+	})
+}
+
+func TestDrain(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		idle := dial(t, h)
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("dr1", "sleep", map[string]any{"ms": 300}, 0))
+		require.NoError(t, s.Started("dr1"))
+		require.NoError(t, s.Complete("dr1", 1, nil))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		require.NoError(t, h.Drain(5*time.Second))
+		// Health goes on during the drain.
+		_, _, err := h.Ping(ctxT(t), 7)
+		require.NoError(t, err)
+		// An invoke on an idle connection ends at once.
+		require.NoError(t, idle.Invoke("dr2", "count", map[string]any{"n": 1}, 0))
+		res := readCall(t, idle, "dr2")
+		requireTerminal(t, res, frame.KindFailed, frame.CodeUnreachable)
+		// The running call finishes normally, then bye.
+		requireTerminal(t, readCall(t, s, "dr1"), frame.KindCompleted, 0)
+		_, err = h.WaitBye(ctxT(t))
+		require.NoError(t, err)
+		require.NoError(t, h.WaitClosed(ctxT(t)))
+		requireClosed(t, s)
+		requireClosed(t, idle)
+	})
+}
+
+func TestDrainPastGrace(t *testing.T) {
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 200
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{startup: st})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("dg1", "sleep", map[string]any{"ms": 60_000}, 0))
+		require.NoError(t, s.Started("dg1"))
+		s2 := dial(t, h)
+		require.NoError(t, s2.Invoke("dg2", "sleep", map[string]any{"ms": 2000, "ignore_cancel": true}, 0))
+		require.NoError(t, s2.Started("dg2"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 2 })
+		start := time.Now()
+		require.NoError(t, h.Drain(100*time.Millisecond))
+		requireTerminal(t, readCall(t, s, "dg1"), frame.KindCancelled, 0)
+		_, err := h.WaitBye(ctxT(t))
+		require.NoError(t, err)
+		// bye no later than grace + cancel grace (plus scheduling slack),
+		// without waiting for the stubborn handler.
+		elapsed := time.Since(start)
+		require.GreaterOrEqual(t, elapsed, 300*time.Millisecond)
+		require.Less(t, elapsed, 1500*time.Millisecond)
+		res, _ := s2.ReadCall("dg2", deadline())
+		requireTerminal(t, res, frame.KindCancelled, 0)
+		require.False(t, res.End, "end of a handler that has not returned")
+		require.NoError(t, h.WaitClosed(ctxT(t)))
+	})
+}
+
+func TestServeReturnsOnControlEOF(t *testing.T) {
+	release := newGate()
+	defer release.open()
+	stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		<-release.ch
+		return nil, nil
+	}}
+	srv := serveChild(t, config{}, demoOptions(stubborn))
+	_, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	s := dial(t, srv.host)
+	require.NoError(t, s.Invoke("eof1", "stubborn", nil, 0))
+	require.NoError(t, s.Started("eof1"))
+	pingUntil(t, srv.host, func(p *wire.Pong) bool { return p.Streams == 1 })
+	start := time.Now()
+	srv.host.Close()
+	select {
+	case err := <-srv.done:
+		require.NoError(t, err)
+		srv.done <- err // for the cleanup
+	case <-time.After(wait):
+		t.Fatal("Serve did not return")
+	}
+	require.Less(t, time.Since(start), time.Second)
+	requireClosed(t, s)
+	release.open()
+}
+
+func TestServeStartErrors(t *testing.T) {
+	t.Run("no startup", func(t *testing.T) {
+		opts := demoOptions()
+		opts.StartupTimeout = 50 * time.Millisecond
+		srv := serveChild(t, config{}, opts)
+		_, err := srv.host.Hello(ctxT(t))
+		require.NoError(t, err)
+		err = <-srv.done
+		require.ErrorIs(t, err, child.ErrNoStartup)
+		srv.done <- err
+	})
+	t.Run("version", func(t *testing.T) {
+		srv := serveChild(t, config{}, demoOptions())
+		st := testnet.DefaultStartup()
+		st.Protocol = 2
+		_, err := srv.host.Handshake(ctxT(t), st)
+		require.NoError(t, err)
+		err = <-srv.done
+		require.ErrorIs(t, err, child.ErrVersion)
+		srv.done <- err
+	})
+	t.Run("options", func(t *testing.T) {
+		a, b := testnet.SocketPair(t)
+		ln, _ := testnet.Listen(t)
+		err := child.Serve(context.Background(), b, ln, child.Options{})
+		require.ErrorIs(t, err, child.ErrOptions)
+		_, err = a.Read(make([]byte, 1))
+		require.ErrorIs(t, err, io.EOF)
+	})
+}

@@ -1,0 +1,222 @@
+package child_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// childBin is cmd/skulk-child built once by TestMain.
+var childBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skulk-child-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	childBin = filepath.Join(dir, "skulk-child")
+	build := exec.Command("go", "build", "-o", childBin, "github.com/skulkrt/skulk/cmd/skulk-child")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building cmd/skulk-child:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
+
+// wait bounds every wait of these tests: generous for a loaded machine
+// under -race, and still a failure rather than a hang.
+const wait = 10 * time.Second
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// config says how to start a child for a test.
+type config struct {
+	startup *wire.Startup // nil: testnet.DefaultStartup
+	extra   []child.Tool  // in-process only: tools added to the demo tools
+}
+
+// target is a way to run a child: in-process through child.Serve, or the
+// built cmd/skulk-child binary.
+type target struct {
+	name string
+	// start starts a child and does the handshake.
+	start func(t *testing.T, cfg config) (*testnet.Host, *wire.Hello)
+}
+
+var targets = []target{
+	{"serve", startServe},
+	{"binary", startBinary},
+}
+
+// forEach runs f against every target.
+func forEach(t *testing.T, f func(t *testing.T, tg target)) {
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) { f(t, tg) })
+	}
+}
+
+// served is a child running in-process.
+type served struct {
+	host   *testnet.Host
+	done   chan error // Serve's result
+	cancel context.CancelFunc
+}
+
+func serveChild(t *testing.T, cfg config, opts child.Options) *served {
+	t.Helper()
+	hostEnd, childEnd := testnet.SocketPair(t)
+	ln, path := testnet.Listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{done: make(chan error, 1), cancel: cancel}
+	go func() { s.done <- child.Serve(ctx, childEnd, ln, opts) }() // stopped by the cleanup below
+	s.host = testnet.NewHost(hostEnd, path)
+	t.Cleanup(func() {
+		s.host.Close()
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(wait):
+			t.Error("Serve did not return after its host went away")
+		}
+	})
+	return s
+}
+
+func demoOptions(extra ...child.Tool) child.Options {
+	tools := append(demotools.Tools(demotools.Options{TestTools: true}), extra...)
+	return child.Options{Tools: tools}
+}
+
+func startServe(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
+	t.Helper()
+	s := serveChild(t, cfg, demoOptions(cfg.extra...))
+	hello, err := s.host.Handshake(ctxT(t), cfg.startup)
+	require.NoError(t, err)
+	return s.host, hello
+}
+
+func startBinary(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
+	t.Helper()
+	if len(cfg.extra) > 0 {
+		t.Skip("extra tools exist only in-process")
+	}
+	p := testnet.StartProcess(t, childBin, []string{"--test-tools"})
+	hello, err := p.Host.Handshake(ctxT(t), cfg.startup)
+	require.NoError(t, err, "child output: %s", p.Output())
+	return p.Host, hello
+}
+
+// dial opens a stream connection closed at the end of the test.
+func dial(t *testing.T, h *testnet.Host) *testnet.Stream {
+	t.Helper()
+	s, err := h.Dial(ctxT(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func deadline() time.Time { return time.Now().Add(wait) }
+
+// readCall reads a call's output and requires its end.
+func readCall(t *testing.T, s *testnet.Stream, callID string) *testnet.Result {
+	t.Helper()
+	res, err := s.ReadCall(callID, deadline())
+	require.NoError(t, err)
+	require.True(t, res.End)
+	return res
+}
+
+func payload(m map[string]any) frame.Payload { return frame.MustPayload(m) }
+
+func decode(t *testing.T, p frame.Payload) map[string]any {
+	t.Helper()
+	m, err := p.Map()
+	require.NoError(t, err)
+	return m
+}
+
+// num reads a JSON number that msgpack decoded as some integer type.
+func num(t *testing.T, v any) int64 {
+	t.Helper()
+	switch x := v.(type) {
+	case int8:
+		return int64(x)
+	case int16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case int64:
+		return x
+	case uint8:
+		return int64(x)
+	case uint16:
+		return int64(x)
+	case uint32:
+		return int64(x)
+	case uint64:
+		return int64(x)
+	case float64:
+		return int64(x)
+	}
+	t.Fatalf("not a number: %T", v)
+	return 0
+}
+
+// requireTerminal checks the terminal's kind and error code (0 for none).
+func requireTerminal(t *testing.T, res *testnet.Result, kind frame.Kind, code frame.Code) {
+	t.Helper()
+	require.NotNil(t, res.Terminal, "no terminal")
+	require.Equal(t, kind, res.Terminal.Kind, "terminal %+v", res.Terminal)
+	if code != 0 {
+		require.NotNil(t, res.Terminal.Error)
+		require.Equal(t, code, res.Terminal.Error.Code, "message %q", res.Terminal.Error.Message)
+	}
+}
+
+// pingUntil pings until cond holds for the pong, or fails the test.
+func pingUntil(t *testing.T, h *testnet.Host, cond func(*wire.Pong) bool) *wire.Pong {
+	t.Helper()
+	ctx := ctxT(t)
+	for n := uint64(1000); ; n++ {
+		pong, _, err := h.Ping(ctx, n)
+		require.NoError(t, err)
+		if cond(pong) {
+			return pong
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("condition never held; last pong %+v", pong)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// gate is a test handler's switch, closed once.
+type gate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
