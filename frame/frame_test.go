@@ -1,0 +1,446 @@
+package frame
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	okPayload = MustPayload(map[string]any{"text": "hi"})
+	okInline  = &InlineMedia{Data: []byte{1, 2}, MediaType: "audio/pcm"}
+	okBlob    = &BlobMedia{BlobID: "b1", SizeBytes: 10, SHA256: strings.Repeat("ab", 32), MediaType: "video/mp4"}
+)
+
+func fl(v float64) *float64 { return &v }
+
+// shapeOK is the lifecycle shape table of PROTOCOL.md §4, written out
+// independently of checkShape.
+func shapeOK(k Kind, payload, media bool, e *Error) bool {
+	switch k {
+	case KindStarted:
+		return !payload && !media && e == nil
+	case KindChunk:
+		return (payload || media) && e == nil
+	case KindCompleted:
+		return !media && e == nil
+	case KindFailed:
+		return !payload && !media && e != nil && e.Code != CodeCancelled
+	case KindCancelled:
+		return !payload && !media && (e == nil || e.Code == CodeCancelled)
+	}
+	return false
+}
+
+// TestShapeTable lists every rule of the shape table with the field named.
+func TestShapeTable(t *testing.T) {
+	failed := &Error{Code: CodeProviderError, Message: "x"}
+	cancelled := &Error{Code: CodeCancelled}
+	cases := []struct {
+		name    string
+		kind    Kind
+		payload Payload
+		media   Media
+		err     *Error
+		field   string // "" means valid
+	}{
+		{"started bare", KindStarted, nil, nil, nil, ""},
+		{"started with payload", KindStarted, okPayload, nil, nil, "payload"},
+		{"started with media", KindStarted, nil, okInline, nil, "media"},
+		{"started with error", KindStarted, nil, nil, failed, "error"},
+		{"chunk with payload", KindChunk, okPayload, nil, nil, ""},
+		{"chunk with inline media", KindChunk, nil, okInline, nil, ""},
+		{"chunk with blob media", KindChunk, nil, okBlob, nil, ""},
+		{"chunk with both", KindChunk, okPayload, okInline, nil, ""},
+		{"chunk with neither", KindChunk, nil, nil, nil, "payload"},
+		{"chunk with error", KindChunk, okPayload, nil, failed, "error"},
+		{"chunk with only error", KindChunk, nil, nil, failed, "payload"},
+		{"completed bare", KindCompleted, nil, nil, nil, ""},
+		{"completed with result", KindCompleted, okPayload, nil, nil, ""},
+		{"completed with media", KindCompleted, nil, okBlob, nil, "media"},
+		{"completed with error", KindCompleted, nil, nil, failed, "error"},
+		{"failed with error", KindFailed, nil, nil, failed, ""},
+		{"failed without error", KindFailed, nil, nil, nil, "error"},
+		{"failed with cancelled code", KindFailed, nil, nil, cancelled, "error.code"},
+		{"failed with payload", KindFailed, okPayload, nil, failed, "payload"},
+		{"failed with media", KindFailed, nil, okInline, failed, "media"},
+		{"cancelled bare", KindCancelled, nil, nil, nil, ""},
+		{"cancelled with cancelled code", KindCancelled, nil, nil, cancelled, ""},
+		{"cancelled with other code", KindCancelled, nil, nil, &Error{Code: CodeTimeout}, "error.code"},
+		{"cancelled with payload", KindCancelled, okPayload, nil, nil, "payload"},
+		{"cancelled with media", KindCancelled, nil, okInline, nil, "media"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			seq := uint64(3)
+			if c.kind == KindStarted {
+				seq = 0
+			}
+			f := Frame{CallID: "c", Direction: ProviderToCaller, Sequence: seq, Kind: c.kind, Payload: c.payload, Media: c.media, Error: c.err}
+			require.Equal(t, c.field == "", shapeOK(c.kind, c.payload != nil, c.media != nil, c.err), "table and spec agree")
+			err := f.Validate()
+			if c.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, c.field, fe.Field)
+			require.ErrorIs(t, err, ErrInvalid)
+		})
+	}
+}
+
+// TestShapeExhaustive checks every combination of kind, presence of
+// payload, media and error, and error code against the table.
+func TestShapeExhaustive(t *testing.T) {
+	errs := []*Error{nil}
+	for _, c := range Codes() {
+		errs = append(errs, &Error{Code: c})
+	}
+	for k := KindStarted; k <= KindCancelled; k++ {
+		for _, p := range []Payload{nil, okPayload} {
+			for _, m := range []Media{nil, okInline, okBlob} {
+				for _, e := range errs {
+					seq := uint64(1)
+					if k == KindStarted {
+						seq = 0
+					}
+					f := Frame{CallID: "c", Direction: CallerToProvider, Sequence: seq, Kind: k, Payload: p, Media: m, Error: e}
+					want := shapeOK(k, p != nil, m != nil, e)
+					require.Equal(t, want, f.Validate() == nil, "%s payload=%v media=%v error=%v", k, p != nil, m, e)
+				}
+			}
+		}
+	}
+}
+
+func TestSequenceRule(t *testing.T) {
+	for k := KindStarted; k <= KindCancelled; k++ {
+		for _, seq := range []uint64{0, 1, math.MaxUint64} {
+			f := Frame{CallID: "c", Direction: CallerToProvider, Sequence: seq, Kind: k}
+			if k == KindChunk {
+				f.Payload = okPayload
+			}
+			if k == KindFailed {
+				f.Error = &Error{Code: CodeTimeout}
+			}
+			err := f.Validate()
+			if (seq == 0) == (k == KindStarted) {
+				require.NoError(t, err, "%s at %d", k, seq)
+			} else {
+				var fe *FieldError
+				require.ErrorAs(t, err, &fe, "%s at %d", k, seq)
+				require.Equal(t, "sequence", fe.Field)
+			}
+		}
+	}
+}
+
+// TestFieldConstraints covers every field constraint of §4 and the bounds
+// just inside them.
+func TestFieldConstraints(t *testing.T) {
+	chunk := func(m Media) Frame {
+		return Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Media: m}
+	}
+	failed := func(msg string) Frame {
+		return Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindFailed, Error: &Error{Code: CodeProviderError, Message: msg}}
+	}
+	withID := func(id string) Frame {
+		return Frame{CallID: id, Direction: ProviderToCaller, Sequence: 1, Kind: KindCompleted}
+	}
+	inline := func(mod func(*InlineMedia)) Frame {
+		m := *okInline
+		mod(&m)
+		return chunk(&m)
+	}
+	blob := func(mod func(*BlobMedia)) Frame {
+		m := *okBlob
+		mod(&m)
+		return chunk(&m)
+	}
+	cases := []struct {
+		name  string
+		f     Frame
+		field string
+	}{
+		{"call_id empty", withID(""), "call_id"},
+		{"call_id 128 chars", withID(strings.Repeat("é", 128)), ""},
+		{"call_id 129 chars", withID(strings.Repeat("é", 129)), "call_id"},
+		{"call_id 129 bytes of 1 char", withID(strings.Repeat("a", 129)), "call_id"},
+		{"call_id invalid UTF-8", withID("a\xffb"), "call_id"},
+		{"direction zero", Frame{CallID: "c", Sequence: 1, Kind: KindCompleted}, "direction"},
+		{"direction unknown", Frame{CallID: "c", Direction: 3, Sequence: 1, Kind: KindCompleted}, "direction"},
+		{"kind zero", Frame{CallID: "c", Direction: CallerToProvider, Sequence: 1}, "kind"},
+		{"kind unknown", Frame{CallID: "c", Direction: CallerToProvider, Sequence: 1, Kind: 6}, "kind"},
+		{"message 2048 chars", failed(strings.Repeat("€", MaxMessageChars)), ""},
+		{"message 2049 chars", failed(strings.Repeat("€", MaxMessageChars+1)), "error.message"},
+		{"message invalid UTF-8", failed("\xc3"), "error.message"},
+		{"error code zero", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindFailed, Error: &Error{}}, "error.code"},
+		{"error code unknown", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindFailed, Error: &Error{Code: 7}}, "error.code"},
+		{"media_type missing", inline(func(m *InlineMedia) { m.MediaType = "" }), "media.media_type"},
+		{"media_type 256 chars", inline(func(m *InlineMedia) { m.MediaType = strings.Repeat("ü", 256) }), ""},
+		{"media_type 257 chars", inline(func(m *InlineMedia) { m.MediaType = strings.Repeat("ü", 257) }), "media.media_type"},
+		{"media_type invalid UTF-8", inline(func(m *InlineMedia) { m.MediaType = "a/\xff" }), "media.media_type"},
+		{"codec invalid UTF-8", inline(func(m *InlineMedia) { m.Codec = "\xff" }), "media.codec"},
+		{"sample_rate negative", inline(func(m *InlineMedia) { m.SampleRate = -1 }), "media.sample_rate"},
+		{"sample_rate positive", inline(func(m *InlineMedia) { m.SampleRate = 48000 }), ""},
+		{"channels negative", inline(func(m *InlineMedia) { m.Channels = -2 }), "media.channels"},
+		{"channels positive", inline(func(m *InlineMedia) { m.Channels = 2 }), ""},
+		{"timestamp negative", inline(func(m *InlineMedia) { m.TimestampSeconds = fl(-0.001) }), "media.timestamp_seconds"},
+		{"timestamp zero", inline(func(m *InlineMedia) { m.TimestampSeconds = fl(0) }), ""},
+		{"timestamp NaN", inline(func(m *InlineMedia) { m.TimestampSeconds = fl(math.NaN()) }), "media.timestamp_seconds"},
+		{"timestamp +Inf", inline(func(m *InlineMedia) { m.TimestampSeconds = fl(math.Inf(1)) }), "media.timestamp_seconds"},
+		{"duration negative", inline(func(m *InlineMedia) { m.DurationSeconds = fl(-1) }), "media.duration_seconds"},
+		{"duration -Inf", inline(func(m *InlineMedia) { m.DurationSeconds = fl(math.Inf(-1)) }), "media.duration_seconds"},
+		{"duration zero", inline(func(m *InlineMedia) { m.DurationSeconds = fl(0) }), ""},
+		{"empty inline data", inline(func(m *InlineMedia) { m.Data = nil }), ""},
+		{"nil inline media", chunk((*InlineMedia)(nil)), "media"},
+		{"nil blob media", chunk((*BlobMedia)(nil)), "media"},
+		{"blob_id empty", blob(func(m *BlobMedia) { m.BlobID = "" }), "media.blob_id"},
+		{"blob size negative", blob(func(m *BlobMedia) { m.SizeBytes = -1 }), "media.size_bytes"},
+		{"blob size zero", blob(func(m *BlobMedia) { m.SizeBytes = 0 }), ""},
+		{"sha256 upper case", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("AB", 32) }), "media.sha256"},
+		{"sha256 63 digits", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("a", 63) }), "media.sha256"},
+		{"sha256 65 digits", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("a", 65) }), "media.sha256"},
+		{"sha256 not hex", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("g", 64) }), "media.sha256"},
+		{"sha256 with newline", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("a", 64) + "\n" }), "media.sha256"},
+		{"blob media_type empty", blob(func(m *BlobMedia) { m.MediaType = "" }), "media.media_type"},
+		{"payload not a map", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{0x90}}, "payload"},
+		{"payload truncated", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{0x81}}, "payload"},
+		{"payload trailing", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{0x80, 0x80}}, "payload"},
+		{"payload empty bytes", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{}}, "payload"},
+		{"payload with binary", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{0x81, 0xa1, 'b', 0xc4, 0x00}}, "payload"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.f.Validate()
+			if c.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, c.field, fe.Field)
+			require.ErrorIs(t, err, ErrInvalid)
+			require.NotContains(t, err.Error(), "ü")
+			require.NotContains(t, err.Error(), "€")
+		})
+	}
+}
+
+func TestEnums(t *testing.T) {
+	for d := CallerToProvider; d <= ProviderToCaller; d++ {
+		got, err := ParseDirection(d.String())
+		require.NoError(t, err)
+		require.Equal(t, d, got)
+		require.Equal(t, d, d.Opposite().Opposite())
+		require.NotEqual(t, d, d.Opposite())
+	}
+	require.Equal(t, "caller_to_provider", CallerToProvider.String())
+	require.Equal(t, "provider_to_caller", ProviderToCaller.String())
+	require.Equal(t, "Direction(0)", Direction(0).String())
+	require.Equal(t, "Direction(9)", Direction(9).String())
+	_, err := ParseDirection("up")
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = ParseDirection("")
+	require.ErrorIs(t, err, ErrInvalid)
+
+	names := []string{"started", "chunk", "completed", "failed", "cancelled"}
+	for i, name := range names {
+		k := Kind(i + 1)
+		require.Equal(t, name, k.String())
+		got, err := ParseKind(name)
+		require.NoError(t, err)
+		require.Equal(t, k, got)
+		require.Equal(t, i >= 2, k.IsTerminal())
+		f := Frame{Kind: k}
+		require.Equal(t, i >= 2, f.IsTerminal())
+	}
+	require.False(t, Kind(0).IsTerminal())
+	require.False(t, Kind(6).IsTerminal())
+	require.Equal(t, "Kind(6)", Kind(6).String())
+	_, err = ParseKind("Started")
+	require.ErrorIs(t, err, ErrInvalid)
+
+	codes := []string{"provider_error", "transport_error", "unreachable", "cancelled", "timeout", "invalid_frame"}
+	require.Len(t, Codes(), len(codes))
+	for i, c := range Codes() {
+		require.Equal(t, codes[i], c.String())
+		got, err := ParseCode(codes[i])
+		require.NoError(t, err)
+		require.Equal(t, c, got)
+	}
+	require.Equal(t, "Code(0)", Code(0).String())
+	_, err = ParseCode("oops")
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "error.code", fe.Field)
+}
+
+func TestConstructors(t *testing.T) {
+	f, err := NewStarted("c", CallerToProvider)
+	require.NoError(t, err)
+	require.Equal(t, Frame{CallID: "c", Direction: CallerToProvider, Kind: KindStarted}, f)
+
+	f, err = NewChunk("c", ProviderToCaller, 1, okPayload, nil)
+	require.NoError(t, err)
+	require.Equal(t, KindChunk, f.Kind)
+	f, err = NewChunk("c", ProviderToCaller, 2, nil, okInline)
+	require.NoError(t, err)
+	require.Equal(t, okInline, f.Media)
+	_, err = NewChunk("c", ProviderToCaller, 2, nil, nil)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = NewChunk("c", ProviderToCaller, 0, okPayload, nil)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = NewChunk("", ProviderToCaller, 1, okPayload, nil)
+	require.ErrorIs(t, err, ErrInvalid)
+
+	f, err = NewCompleted("c", ProviderToCaller, 3, nil)
+	require.NoError(t, err)
+	require.True(t, f.IsTerminal())
+	f, err = NewCompleted("c", ProviderToCaller, 3, okPayload)
+	require.NoError(t, err)
+	require.Equal(t, okPayload, f.Payload)
+
+	f, err = NewFailed("c", ProviderToCaller, 4, CodeTimeout, "late")
+	require.NoError(t, err)
+	require.Equal(t, &Error{Code: CodeTimeout, Message: "late"}, f.Error)
+	f, err = NewFailed("c", ProviderToCaller, 4, CodeProviderError, strings.Repeat("x", 5000)+"\xff")
+	require.NoError(t, err, "the message is sanitized")
+	require.Len(t, f.Error.Message, MaxMessageChars)
+	_, err = NewFailed("c", ProviderToCaller, 4, CodeCancelled, "")
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = NewFailed("c", ProviderToCaller, 4, 0, "")
+	require.ErrorIs(t, err, ErrInvalid)
+
+	f, err = NewCancelled("c", CallerToProvider, 2, "")
+	require.NoError(t, err)
+	require.Nil(t, f.Error)
+	f, err = NewCancelled("c", CallerToProvider, 2, "bye")
+	require.NoError(t, err)
+	require.Equal(t, &Error{Code: CodeCancelled, Message: "bye"}, f.Error)
+	_, err = NewCancelled("c", CallerToProvider, 0, "")
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestSanitizeMessage(t *testing.T) {
+	cases := []struct {
+		in, want string
+	}{
+		{"", ""},
+		{"plain", "plain"},
+		{"bad \xff byte", "bad \uFFFD byte"},
+		{strings.Repeat("a", MaxMessageChars), strings.Repeat("a", MaxMessageChars)},
+		{strings.Repeat("a", MaxMessageChars+1), strings.Repeat("a", MaxMessageChars)},
+		{strings.Repeat("日", MaxMessageChars+7), strings.Repeat("日", MaxMessageChars)},
+		{strings.Repeat("a", MaxMessageChars-1) + "日本", strings.Repeat("a", MaxMessageChars-1) + "日"},
+		{strings.Repeat("\xff", MaxMessageChars+3), "\uFFFD"}, // a run of invalid bytes becomes one U+FFFD
+		{strings.Repeat("a\xff", MaxMessageChars), strings.Repeat("a\uFFFD", MaxMessageChars/2)},
+	}
+	for _, c := range cases {
+		got := SanitizeMessage(c.in)
+		require.Equal(t, c.want, got)
+		require.True(t, utf8.ValidString(got))
+		require.LessOrEqual(t, utf8.RuneCountInString(got), MaxMessageChars)
+	}
+}
+
+func TestErrorAndFieldError(t *testing.T) {
+	e := &Error{Code: CodeTimeout, Message: "deadline"}
+	require.Equal(t, "timeout: deadline", e.Error())
+	require.Equal(t, "cancelled", (&Error{Code: CodeCancelled}).Error())
+	var target *Error
+	require.ErrorAs(t, error(e), &target)
+
+	fe := &FieldError{Field: "media.channels", Reason: "must be > 0"}
+	require.Equal(t, "frame: media.channels: must be > 0", fe.Error())
+	require.True(t, errors.Is(fe, ErrInvalid))
+	require.False(t, errors.Is(fe, errors.New("frame: invalid")))
+}
+
+func TestEnd(t *testing.T) {
+	require.NoError(t, (&End{CallID: "c"}).Validate())
+	require.ErrorIs(t, (&End{}).Validate(), ErrInvalid)
+	require.ErrorIs(t, CheckCallID(strings.Repeat("x", 129)), ErrInvalid)
+	require.NoError(t, CheckCallID(strings.Repeat("x", 128)))
+}
+
+func TestPayload(t *testing.T) {
+	p, err := PayloadOf(map[string]any{"b": 2, "a": []any{1, "x", nil, true, 1.5}})
+	require.NoError(t, err)
+	q, err := PayloadOf(map[string]any{"a": []any{1, "x", nil, true, 1.5}, "b": 2})
+	require.NoError(t, err)
+	require.Equal(t, p, q, "keys are sorted: equal values give equal bytes")
+
+	type item struct {
+		Text  string `json:"text"`
+		Count int    `json:"count,omitempty"`
+	}
+	p, err = PayloadOf(item{Text: "hi"})
+	require.NoError(t, err)
+	txt, ok := p.Text()
+	require.True(t, ok)
+	require.Equal(t, "hi", txt)
+	var back item
+	require.NoError(t, p.Decode(&back))
+	require.Equal(t, item{Text: "hi"}, back)
+
+	_, err = PayloadOf([]int{1})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = PayloadOf(42)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = PayloadOf(map[string]any{"f": math.NaN()})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = PayloadOf(map[string]any{"b": []byte{1}})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = PayloadOf(make(chan int))
+	require.Error(t, err)
+	require.Panics(t, func() { MustPayload(1) })
+
+	p, err = PayloadFromJSON([]byte(`{"n": 3, "f": 2.5, "big": 12345678901234, "s": "x", "o": {"l": [1, {"z": null}]}}`))
+	require.NoError(t, err)
+	m, err := p.Map()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, m["n"])
+	require.EqualValues(t, 2.5, m["f"])
+	require.EqualValues(t, int64(12345678901234), m["big"])
+	js, err := json.Marshal(p)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n": 3, "f": 2.5, "big": 12345678901234, "s": "x", "o": {"l": [1, {"z": null}]}}`, string(js))
+
+	for _, bad := range []string{`[1]`, `3`, `null`, `{"a":1} {}`, `{`, ``} {
+		_, err := PayloadFromJSON([]byte(bad))
+		require.ErrorIs(t, err, ErrInvalid, bad)
+	}
+
+	var u struct{ P Payload }
+	require.NoError(t, json.Unmarshal([]byte(`{"P": {"text": "yo"}}`), &u))
+	txt, ok = u.P.Text()
+	require.True(t, ok)
+	require.Equal(t, "yo", txt)
+	require.NoError(t, json.Unmarshal([]byte(`{"P": null}`), &u))
+	require.Nil(t, u.P)
+	require.Error(t, json.Unmarshal([]byte(`{"P": [1]}`), &u))
+
+	var nilP Payload
+	js, err = json.Marshal(nilP)
+	require.NoError(t, err)
+	require.Equal(t, "null", string(js))
+	m, err = nilP.Map()
+	require.NoError(t, err)
+	require.Nil(t, m)
+	_, ok = nilP.Text()
+	require.False(t, ok)
+	_, ok = MustPayload(map[string]any{"text": 1}).Text()
+	require.False(t, ok)
+	require.Error(t, Payload{0x90}.Decode(&m))
+}
