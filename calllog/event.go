@@ -1,0 +1,417 @@
+package calllog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
+)
+
+// Format is the version of the event JSON form written by MarshalJSON and
+// the only one UnmarshalJSON reads. docs/events.md specifies it.
+const Format = 1
+
+// Kind says what an event records.
+type Kind uint8
+
+// Event kinds. The zero Kind is invalid.
+const (
+	// KindStarted opens a call: the host accepted it (it may still refuse
+	// it; a refusal is a failed event with Refused set).
+	KindStarted Kind = iota + 1
+	// KindRequest is an invoke written to a child. Each attempt makes a new
+	// one, and it voids the output shown so far.
+	KindRequest
+	// KindInput is a caller frame (caller_to_provider).
+	KindInput
+	// KindOutput is a provider chunk (provider_to_caller).
+	KindOutput
+	// KindRetry says the current attempt was abandoned and another follows.
+	// It voids the output shown so far.
+	KindRetry
+	// KindDone ends a call with its value.
+	KindDone
+	// KindFailed ends a call with an error.
+	KindFailed
+	// KindCancelled ends a call because it was cancelled.
+	KindCancelled
+)
+
+var kindNames = [...]string{KindStarted: "started", KindRequest: "request", KindInput: "input",
+	KindOutput: "output", KindRetry: "retry", KindDone: "done", KindFailed: "failed", KindCancelled: "cancelled"}
+
+// String returns the kind's JSON name, or "Kind(n)" for an unknown value.
+func (k Kind) String() string {
+	if k.Valid() {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Valid reports whether k is one of the defined kinds.
+func (k Kind) Valid() bool { return k >= KindStarted && k <= KindCancelled }
+
+// IsEnd reports whether k ends a call (done, failed or cancelled).
+func (k Kind) IsEnd() bool { return k >= KindDone && k <= KindCancelled }
+
+// ParseKind returns the Kind named s. An unknown name gives an error
+// wrapping ErrFormat.
+func ParseKind(s string) (Kind, error) {
+	for k, name := range kindNames {
+		if k != 0 && name == s {
+			return Kind(k), nil
+		}
+	}
+	return 0, &FormatError{Field: "kind", Reason: "unknown value"}
+}
+
+// Event is one entry of a call tree's log. Events are values: each reader
+// gets its own copy, whose After names the event before it in what that
+// reader is shown.
+type Event struct {
+	// Kind says what the event records.
+	Kind Kind
+	// Tree is the id of the tree's outermost call.
+	Tree string
+	// Writer names the recorder (host instance) that numbered the event.
+	Writer string
+	// Seq numbers the events of a tree from 1, once for the whole tree and
+	// every reader; a writer that takes over a tree continues it.
+	Seq uint64
+	// After is the Seq of the event before this one in what this reader is
+	// shown (its call's stream, its observer's scope, the tree's journal);
+	// 0 means none: this is the first. An After that names an event the
+	// reader was not given is how a reader sees a loss.
+	After uint64
+	// At is when the event was recorded.
+	At time.Time
+	// Call is the id of the call the event belongs to.
+	Call string
+	// Parent is the id of the call this one is a step of; "" for a tree's
+	// outermost call.
+	Parent string
+	// Tool is the tool id, or the program's name for a program.
+	Tool string
+	// ToolVersion is the version of the tool that answered (from the
+	// child's hello); "" when unknown.
+	ToolVersion string
+	// Program is true for a program's events (a call running Go code whose
+	// steps are calls).
+	Program bool
+	// Attempt numbers the requests of a call from 1; set on request and
+	// retry events and on every event of the call after its first request.
+	Attempt int
+	// Child names the child process an invoke was written to (request).
+	Child string
+	// FrameKind and FrameSeq describe the frame of an input or output
+	// event (its kind and its sequence number in its direction).
+	FrameKind frame.Kind
+	// FrameSeq is the frame's sequence number; see FrameKind.
+	FrameSeq uint64
+	// Payload is the kept form of the call's arguments (started), a frame's
+	// payload (input, output) or the result (done); nil when absent.
+	Payload *Content
+	// Media is the kept form of a frame's media; nil when absent.
+	Media *MediaInfo
+	// Error is the error of a failed or cancelled call, or why a retry was
+	// made; nil when absent.
+	Error *ErrorInfo
+	// Refused, on a failed event, names why the call was refused before it
+	// reached a child ("unknown_tool", "schema", "pool_down",
+	// "journal_start", "journal_policy", ...); "" when it was not refused.
+	Refused string
+}
+
+// Content is what an event keeps of a payload. Type, Bytes and Keys are
+// always set; Value only under ContentFull.
+type Content struct {
+	// Type is the payload's JSON type; always "object" in protocol 1.
+	Type string
+	// Bytes is the size of the payload's MessagePack encoding.
+	Bytes int
+	// Keys is the number of keys of the object.
+	Keys int
+	// Value is the payload itself, or nil when the content was not kept.
+	Value frame.Payload
+}
+
+// MediaInfo is what an event keeps of a frame's media.
+type MediaInfo struct {
+	// Kind is "inline" or "blob".
+	Kind string
+	// MediaType is the media's IANA type.
+	MediaType string
+	// Bytes is the inline data's length or the blob's declared size.
+	Bytes int64
+	// Data is the inline bytes, kept only under ContentFull.
+	Data []byte
+	// BlobID and SHA256 name a blob, kept only under ContentFull.
+	BlobID string
+	// SHA256 is the blob's digest; see BlobID.
+	SHA256 string
+}
+
+// ErrorInfo is an error as the log keeps it.
+type ErrorInfo struct {
+	// Code classifies the error.
+	Code frame.Code
+	// Message explains it (at most frame.MaxMessageChars characters).
+	Message string
+	// Synthetic is true when the host made the outcome up in place of the
+	// provider (the child crashed, timed out, broke the protocol) or a
+	// writer that took over a tree recorded it.
+	Synthetic bool
+}
+
+// ContentPolicy says what payload content events keep for observers and
+// journals.
+type ContentPolicy uint8
+
+const (
+	// ContentShape, the zero value, keeps only types and sizes.
+	ContentShape ContentPolicy = iota
+	// ContentFull keeps payloads and media bytes too.
+	ContentFull
+)
+
+// contentOf returns the kept form of p, or nil for a nil payload.
+func contentOf(p frame.Payload, policy ContentPolicy) *Content {
+	if p == nil {
+		return nil
+	}
+	c := &Content{Type: "object", Bytes: len(p)}
+	r := mpack.NewReader(p)
+	if n, err := r.ReadMapLen(); err == nil {
+		c.Keys = n
+	}
+	if policy == ContentFull {
+		c.Value = p
+	}
+	return c
+}
+
+// mediaOf returns the kept form of m, or nil.
+func mediaOf(m frame.Media, policy ContentPolicy) *MediaInfo {
+	switch v := m.(type) {
+	case *frame.InlineMedia:
+		if v == nil {
+			return nil
+		}
+		mi := &MediaInfo{Kind: "inline", MediaType: v.MediaType, Bytes: int64(len(v.Data))}
+		if policy == ContentFull {
+			mi.Data = v.Data
+		}
+		return mi
+	case *frame.BlobMedia:
+		if v == nil {
+			return nil
+		}
+		mi := &MediaInfo{Kind: "blob", MediaType: v.MediaType, Bytes: v.SizeBytes}
+		if policy == ContentFull {
+			mi.BlobID, mi.SHA256 = v.BlobID, v.SHA256
+		}
+		return mi
+	}
+	return nil
+}
+
+// kept returns e as a reader bound by policy sees it. e's content fields
+// are full; the result shares nothing mutable with e.
+func (e Event) kept(policy ContentPolicy) Event {
+	if policy == ContentFull {
+		return e
+	}
+	if e.Payload != nil && e.Payload.Value != nil {
+		c := *e.Payload
+		c.Value = nil
+		e.Payload = &c
+	}
+	if e.Media != nil && (e.Media.Data != nil || e.Media.BlobID != "" || e.Media.SHA256 != "") {
+		m := *e.Media
+		m.Data, m.BlobID, m.SHA256 = nil, "", ""
+		e.Media = &m
+	}
+	return e
+}
+
+// Position is where an event is in its tree's log.
+func (e Event) Position() Position { return Position{Tree: e.Tree, Writer: e.Writer, Seq: e.Seq} }
+
+// Position names an event of a tree's log.
+type Position struct {
+	// Tree is the tree's id.
+	Tree string
+	// Writer is the recorder that numbered the event.
+	Writer string
+	// Seq is the event's number in the tree.
+	Seq uint64
+}
+
+// ErrFormat is matched by every error decoding an event's JSON form; the
+// concrete error is a *FormatError.
+var ErrFormat = errors.New("calllog: bad event JSON")
+
+// FormatError names the field of an event's JSON form that broke the
+// contract; it never includes the field's value.
+type FormatError struct {
+	// Field is the JSON name of the field ("error.code").
+	Field string
+	// Reason says what was wrong.
+	Reason string
+}
+
+func (e *FormatError) Error() string { return "calllog: event JSON: " + e.Field + ": " + e.Reason }
+
+// Is makes a FormatError match ErrFormat.
+func (e *FormatError) Is(target error) bool { return target == ErrFormat }
+
+// jsonEvent is the JSON form, format 1. Field order is the documented one.
+type jsonEvent struct {
+	Format      int            `json:"format"`
+	Kind        string         `json:"kind"`
+	Tree        string         `json:"tree"`
+	Writer      string         `json:"writer"`
+	Seq         uint64         `json:"seq"`
+	After       *uint64        `json:"after"`
+	At          string         `json:"at"`
+	Call        string         `json:"call"`
+	Parent      *string        `json:"parent"`
+	Tool        string         `json:"tool"`
+	ToolVersion string         `json:"tool_version,omitempty"`
+	Program     bool           `json:"program,omitempty"`
+	Attempt     int            `json:"attempt,omitempty"`
+	Child       string         `json:"child,omitempty"`
+	Frame       *jsonFrame     `json:"frame,omitempty"`
+	Payload     *jsonContent   `json:"payload,omitempty"`
+	Media       *jsonMedia     `json:"media,omitempty"`
+	Error       *jsonErrorInfo `json:"error,omitempty"`
+	Refused     string         `json:"refused,omitempty"`
+}
+
+type jsonFrame struct {
+	Kind     string `json:"kind"`
+	Sequence uint64 `json:"sequence"`
+}
+
+type jsonContent struct {
+	Type  string          `json:"type"`
+	Bytes int             `json:"bytes"`
+	Keys  int             `json:"keys"`
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+type jsonMedia struct {
+	Kind      string `json:"kind"`
+	MediaType string `json:"media_type"`
+	Bytes     int64  `json:"bytes"`
+	Data      []byte `json:"data,omitempty"`
+	BlobID    string `json:"blob_id,omitempty"`
+	SHA256    string `json:"sha256,omitempty"`
+}
+
+type jsonErrorInfo struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Synthetic bool   `json:"synthetic"`
+}
+
+// MarshalJSON returns the event's JSON form (format 1, docs/events.md).
+func (e Event) MarshalJSON() ([]byte, error) {
+	if !e.Kind.Valid() {
+		return nil, &FormatError{Field: "kind", Reason: "unknown value"}
+	}
+	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
+		At: e.At.UTC().Format(time.RFC3339Nano), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
+		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused}
+	if e.After != 0 {
+		a := e.After
+		j.After = &a
+	}
+	if e.Parent != "" {
+		p := e.Parent
+		j.Parent = &p
+	}
+	if e.FrameKind != 0 {
+		j.Frame = &jsonFrame{Kind: e.FrameKind.String(), Sequence: e.FrameSeq}
+	}
+	if c := e.Payload; c != nil {
+		j.Payload = &jsonContent{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys}
+		if c.Value != nil {
+			v, err := c.Value.MarshalJSON()
+			if err != nil {
+				return nil, &FormatError{Field: "payload.value", Reason: "not a JSON object"}
+			}
+			j.Payload.Value = v
+		}
+	}
+	if m := e.Media; m != nil {
+		j.Media = &jsonMedia{Kind: m.Kind, MediaType: m.MediaType, Bytes: m.Bytes, Data: m.Data, BlobID: m.BlobID, SHA256: m.SHA256}
+	}
+	if er := e.Error; er != nil {
+		j.Error = &jsonErrorInfo{Code: er.Code.String(), Message: er.Message, Synthetic: er.Synthetic}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads an event's JSON form. A format other than 1, an
+// unknown kind, frame kind or error code is an error wrapping ErrFormat;
+// unknown keys are ignored.
+func (e *Event) UnmarshalJSON(data []byte) error {
+	var j jsonEvent
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&j); err != nil {
+		return &FormatError{Field: "event", Reason: "not a JSON object of the event form"}
+	}
+	if j.Format != Format {
+		return &FormatError{Field: "format", Reason: "unsupported version"}
+	}
+	k, err := ParseKind(j.Kind)
+	if err != nil {
+		return err
+	}
+	at, err := time.Parse(time.RFC3339Nano, j.At)
+	if err != nil {
+		return &FormatError{Field: "at", Reason: "not an RFC 3339 time"}
+	}
+	ev := Event{Kind: k, Tree: j.Tree, Writer: j.Writer, Seq: j.Seq, At: at, Call: j.Call, Tool: j.Tool,
+		ToolVersion: j.ToolVersion, Program: j.Program, Attempt: j.Attempt, Child: j.Child, Refused: j.Refused}
+	if j.After != nil {
+		ev.After = *j.After
+	}
+	if j.Parent != nil {
+		ev.Parent = *j.Parent
+	}
+	if j.Frame != nil {
+		fk, err := frame.ParseKind(j.Frame.Kind)
+		if err != nil {
+			return &FormatError{Field: "frame.kind", Reason: "unknown value"}
+		}
+		ev.FrameKind, ev.FrameSeq = fk, j.Frame.Sequence
+	}
+	if c := j.Payload; c != nil {
+		ev.Payload = &Content{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys}
+		if len(c.Value) > 0 && !bytes.Equal(c.Value, []byte("null")) {
+			p, err := frame.PayloadFromJSON(c.Value)
+			if err != nil {
+				return &FormatError{Field: "payload.value", Reason: "not a JSON object"}
+			}
+			ev.Payload.Value = p
+		}
+	}
+	if m := j.Media; m != nil {
+		ev.Media = &MediaInfo{Kind: m.Kind, MediaType: m.MediaType, Bytes: m.Bytes, Data: m.Data, BlobID: m.BlobID, SHA256: m.SHA256}
+	}
+	if er := j.Error; er != nil {
+		code, err := frame.ParseCode(er.Code)
+		if err != nil {
+			return &FormatError{Field: "error.code", Reason: "unknown value"}
+		}
+		ev.Error = &ErrorInfo{Code: code, Message: er.Message, Synthetic: er.Synthetic}
+	}
+	*e = ev
+	return nil
+}

@@ -1,0 +1,669 @@
+package calllog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"iter"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// DefaultHistory bounds the events one call keeps for its watchers
+// (Record.Events). Past it, a call's end event is still kept, and its After
+// shows the loss.
+const DefaultHistory = 100_000
+
+// Options configures a Recorder. The zero value records with no observers
+// and no journal, keeping only sizes and types of payloads.
+type Options struct {
+	// Writer names this recorder in events and claims; "" means a random
+	// 16-hex-digit id. A restarted host should use a new one.
+	Writer string
+	// Content says what observers and journals get of payloads; the zero
+	// value, ContentShape, keeps only types and sizes.
+	Content ContentPolicy
+	// Observers are given the events of every call (the outermost layer).
+	Observers []Observer
+	// Journal keeps every tree's log; nil means none (a tree's outermost
+	// call may then bring its own).
+	Journal *Journal
+	// Logger receives the warnings (an observer failed or fell behind, a
+	// journal writer stopped); nil discards them.
+	Logger *slog.Logger
+	// History bounds the events each call keeps for its watchers; 0 means
+	// DefaultHistory.
+	History int
+}
+
+// Recorder records the calls of one host: it numbers each tree's events,
+// gives them to watchers, observers and the journal. Create it with New and
+// Close it when done. It is safe for concurrent use.
+type Recorder struct {
+	writer  string
+	content ContentPolicy
+	journal *Journal
+	logger  *slog.Logger
+	history int
+	top     []*observerRunner // the recorder's own observers
+
+	// ctx is the observers' and store calls' context; cancel is called by
+	// Close once everything was given its chance to finish.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts every goroutine the recorder started: observer runners,
+	// journal writers and their sends.
+	wg sync.WaitGroup
+
+	mu      sync.Mutex // guards the fields below; never held while taking a tree's lock
+	closed  bool
+	runners map[*observerRunner]struct{}
+	writers map[*journalWriter]struct{}
+}
+
+// New returns a Recorder and starts the goroutines of its observers.
+func New(opts Options) (*Recorder, error) {
+	if opts.Journal != nil && opts.Journal.Store == nil {
+		return nil, errors.New("calllog: Options.Journal.Store: required")
+	}
+	r := &Recorder{writer: opts.Writer, content: opts.Content, journal: opts.Journal, logger: opts.Logger,
+		history: opts.History, runners: map[*observerRunner]struct{}{}, writers: map[*journalWriter]struct{}{}}
+	if r.writer == "" {
+		r.writer = randomID()
+	}
+	if r.logger == nil {
+		r.logger = slog.New(slog.DiscardHandler)
+	}
+	if r.history <= 0 {
+		r.history = DefaultHistory
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.mu.Lock()
+	r.top = r.startRunnersLocked(opts.Observers, "recorder")
+	r.mu.Unlock()
+	return r, nil
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Writer returns the recorder's writer name.
+func (r *Recorder) Writer() string { return r.writer }
+
+func (r *Recorder) startRunnersLocked(obs []Observer, layer string) []*observerRunner {
+	var out []*observerRunner
+	for i, o := range obs {
+		if o == nil {
+			continue
+		}
+		or := newObserverRunner(r, o, layer+" observer "+strconv.Itoa(i))
+		r.runners[or] = struct{}{}
+		r.wg.Add(1)
+		go func() { // stopped by or.close (its record ended, or Close) or r.ctx
+			defer r.wg.Done()
+			or.run()
+		}()
+		out = append(out, or)
+	}
+	return out
+}
+
+func (r *Recorder) forgetRunner(o *observerRunner) {
+	r.mu.Lock()
+	delete(r.runners, o)
+	r.mu.Unlock()
+}
+
+// Drain waits until every observer has been given (or has discarded, having
+// failed) every event queued for it when Drain was called. It returns
+// ctx.Err() if ctx is done first.
+func (r *Recorder) Drain(ctx context.Context) error {
+	r.mu.Lock()
+	chans := make([]<-chan struct{}, 0, len(r.runners))
+	for o := range r.runners {
+		chans = append(chans, o.drained())
+	}
+	r.mu.Unlock()
+	for _, ch := range chans {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close stops the recorder: no call can begin after it starts. It gives
+// the journal writers until ctx is done to keep what is queued and the
+// observers until then to be given theirs, then cancels the observers' and
+// stores' context and waits for every goroutine. It returns ctx.Err() when
+// the goroutines had not returned when ctx was done (an observer or store
+// that ignores its context), nil otherwise. Close is idempotent.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	writers := make([]*journalWriter, 0, len(r.writers))
+	for w := range r.writers {
+		writers = append(writers, w)
+	}
+	r.mu.Unlock()
+	for _, w := range writers {
+		w.finish()
+	}
+	for _, w := range writers {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+		}
+	}
+	_ = r.Drain(ctx)
+	r.mu.Lock()
+	for o := range r.runners {
+		o.close()
+	}
+	r.mu.Unlock()
+	r.cancel()
+	done := make(chan struct{})
+	go func() { // stopped when every recorder goroutine has returned
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runningKey marks a context with its running call (*Record; nil when
+// detached).
+type runningKey struct{}
+
+// Detached returns a context whose calls are trees of their own, for work
+// meant to outlive the running call of ctx. Observer marks are kept.
+func Detached(ctx context.Context) context.Context {
+	return context.WithValue(ctx, runningKey{}, (*Record)(nil))
+}
+
+// Running returns the running call of ctx, or nil.
+func Running(ctx context.Context) *Record {
+	rec, _ := ctx.Value(runningKey{}).(*Record)
+	return rec
+}
+
+// CallInfo describes a call to Begin.
+type CallInfo struct {
+	// ID is the call's id, unique in the recorder's store (a host should
+	// make ids unique across its restarts); "" means a random one.
+	ID string
+	// Tool is the tool id, or the program's name.
+	Tool string
+	// ToolVersion is the version of the tool expected to answer; Request
+	// may correct it.
+	ToolVersion string
+	// Args are the call's arguments; nil for none.
+	Args frame.Payload
+	// Program marks a program: Go code whose calls are its steps.
+	Program bool
+	// Observers are given the events of this call and of all its steps.
+	Observers []Observer
+	// Journal, when set, must be the tree's journal (the recorder's, or
+	// the one the tree's outermost call brought when the recorder has
+	// none); any other refuses the call with ErrJournalPolicy.
+	Journal *Journal
+}
+
+// tree is one call tree: its numbering and its journal writer.
+type tree struct {
+	r  *Recorder
+	id string
+	j  *Journal       // the tree's journal, or nil
+	w  *journalWriter // its writer, or nil
+
+	mu      sync.Mutex // guards the fields below and every record's state
+	seq     uint64
+	offered map[*observerRunner]uint64 // last Seq offered to each observer
+}
+
+// Record is one call in the log. The host creates it with Begin and calls
+// its methods as the call goes; they are safe for concurrent use, and every
+// method but End does nothing once the call has ended.
+type Record struct {
+	t         *tree
+	parent    *Record
+	id        string
+	parentID  string
+	tool      string
+	program   bool
+	observers []*observerRunner // every layer's, in order
+	own       []*observerRunner // started for this call; closed at its end
+	exclude   []*observerRunner // observers not given this call's events
+	done      chan struct{}     // closed at the call's end
+
+	// Guarded by t.mu.
+	version  string
+	attempt  int
+	text     strings.Builder
+	hist     []Event // what watchers see; bounded by Recorder.history
+	lastHist uint64
+	notify   chan struct{} // closed and cleared at each new event; nil when none waits
+	pending  int           // steps begun and not ended
+	ending   bool
+	deferred bool          // End gave up waiting: the last step ends it
+	idle     chan struct{} // closed when pending reaches 0 while ending
+	ended    bool
+	outcome  Outcome
+	endSeq   uint64
+}
+
+// Begin records a call's start. A running call in ctx (see Record.Context)
+// makes the new call its step, in its tree; otherwise the call starts a
+// tree of its own, whose id is the call's.
+//
+// With a required journal Begin waits until the start is kept: if it is
+// not, the call is recorded as refused and Begin returns the record with a
+// *JournalError matching ErrJournalStart — the host must refuse the call and
+// never write its invoke. A CallInfo.Journal other than the tree's gives a
+// refused record and ErrJournalPolicy. ErrClosed and ErrParentEnded come
+// with a nil record: nothing was recorded.
+func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if info.ID == "" {
+		info.ID = randomID()
+	}
+	parent := Running(ctx)
+	if parent != nil && parent.t.r != r {
+		parent = nil // a call of another recorder: a tree of its own here
+	}
+	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
+		done: make(chan struct{})}
+	rec.exclude = excludedBy(ctx)
+	var t *tree
+	if parent != nil {
+		t = parent.t
+		t.mu.Lock()
+		if parent.ended || (parent.ending && parent.deferred) {
+			t.mu.Unlock()
+			return nil, ErrParentEnded
+		}
+		parent.pending++
+		t.mu.Unlock()
+		rec.parent, rec.parentID = parent, parent.id
+		if len(parent.exclude) > 0 {
+			rec.exclude = append(append([]*observerRunner(nil), parent.exclude...), rec.exclude...)
+		}
+	} else {
+		j := r.journal
+		if j == nil {
+			j = info.Journal
+		}
+		t = &tree{r: r, id: info.ID, j: j, offered: map[*observerRunner]uint64{}}
+	}
+	policyErr := info.Journal != nil && info.Journal != t.j
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		if parent != nil {
+			t.mu.Lock()
+			parent.stepEndedLocked()
+			t.mu.Unlock()
+		}
+		return nil, ErrClosed
+	}
+	if parent == nil && t.j != nil {
+		t.w = newJournalWriter(r, t.j, t.id)
+		r.writers[t.w] = struct{}{}
+		r.wg.Add(1)
+		go t.w.run() // stopped when the tree ended and is kept, the store is unusable, or Close
+	}
+	rec.own = r.startRunnersLocked(info.Observers, "call "+info.Tool)
+	r.mu.Unlock()
+	if parent != nil {
+		rec.observers = append(append([]*observerRunner(nil), parent.observers...), rec.own...)
+	} else {
+		rec.observers = append(append([]*observerRunner(nil), r.top...), rec.own...)
+	}
+	rec.t = t
+
+	t.mu.Lock()
+	startSeq := t.emitLocked(rec, Event{Kind: KindStarted, Payload: contentOf(info.Args, ContentFull)})
+	if policyErr {
+		rec.ending = true
+		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, ErrJournalPolicy)
+		rec.finishLocked()
+		t.mu.Unlock()
+		return rec, &JournalError{Op: ErrJournalPolicy, Tree: t.id, Call: rec.id}
+	}
+	t.mu.Unlock()
+
+	if t.j != nil && t.j.Required {
+		if err := t.w.wait(ctx, startSeq, false); err != nil {
+			t.mu.Lock()
+			rec.ending = true
+			rec.outcome = Refused("journal_start", frame.CodeUnreachable, ErrJournalStart)
+			rec.finishLocked()
+			t.mu.Unlock()
+			return rec, &JournalError{Op: ErrJournalStart, Tree: t.id, Call: rec.id, Cause: err}
+		}
+	}
+	return rec, nil
+}
+
+// emitLocked numbers ev as rec's next event and gives it to rec's watchers
+// (and its callers'), rec's observers and the tree's journal. ev's content
+// is full; observers and the journal get the kept form.
+func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
+	t.seq++
+	ev.Seq = t.seq
+	ev.Tree, ev.Writer, ev.At = t.id, t.r.writer, time.Now()
+	ev.Call, ev.Parent, ev.Tool, ev.ToolVersion, ev.Program = rec.id, rec.parentID, rec.tool, rec.version, rec.program
+	if ev.Attempt == 0 {
+		ev.Attempt = rec.attempt
+	}
+	for a := rec; a != nil; a = a.parent {
+		a.appendHistLocked(ev, t.r.history)
+	}
+	kept := ev.kept(t.r.content)
+	for _, o := range rec.observers {
+		if excluded(rec.exclude, o) {
+			continue
+		}
+		k := kept
+		k.After = t.offered[o]
+		t.offered[o] = ev.Seq
+		o.offer(k, rec.exclude)
+	}
+	if t.w != nil {
+		k := kept
+		k.After = ev.Seq - 1
+		t.w.add(k)
+	}
+	return ev.Seq
+}
+
+func excluded(ex []*observerRunner, o *observerRunner) bool {
+	for _, x := range ex {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
+func (rec *Record) appendHistLocked(ev Event, limit int) {
+	ev.After = rec.lastHist
+	rec.lastHist = ev.Seq
+	if len(rec.hist) < limit || (ev.Kind.IsEnd() && ev.Call == rec.id) {
+		rec.hist = append(rec.hist, ev)
+	}
+	if rec.notify != nil {
+		close(rec.notify)
+		rec.notify = nil
+	}
+}
+
+// stepEndedLocked counts one step of rec as ended.
+func (rec *Record) stepEndedLocked() {
+	rec.pending--
+	if rec.pending > 0 || !rec.ending {
+		return
+	}
+	if rec.deferred {
+		rec.finishLocked()
+		return
+	}
+	if rec.idle != nil {
+		close(rec.idle)
+		rec.idle = nil
+	}
+}
+
+// finishLocked records rec's end (rec.outcome) and tells its caller.
+func (rec *Record) finishLocked() {
+	t := rec.t
+	o := rec.outcome
+	ev := Event{Kind: o.Kind, Error: o.Error, Refused: o.Refused}
+	if o.Kind == KindDone {
+		ev.Payload = contentOf(o.Result, ContentFull)
+	}
+	rec.endSeq = t.emitLocked(rec, ev)
+	rec.ended = true
+	close(rec.done)
+	for _, o := range rec.own {
+		o.close()
+	}
+	if rec.parent != nil {
+		rec.parent.stepEndedLocked()
+	} else if t.w != nil {
+		t.w.finish()
+		t.r.mu.Lock()
+		delete(t.r.writers, t.w)
+		t.r.mu.Unlock()
+	}
+}
+
+// Context returns ctx carrying rec as its running call: calls begun with it
+// are rec's steps.
+func (rec *Record) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, runningKey{}, rec)
+}
+
+// ID returns the call's id.
+func (rec *Record) ID() string { return rec.id }
+
+// Tree returns the id of the call's tree.
+func (rec *Record) Tree() string { return rec.t.id }
+
+// Parent returns the record of the call this one is a step of, or nil.
+func (rec *Record) Parent() *Record { return rec.parent }
+
+// Done returns a channel closed when the call's end has been recorded.
+func (rec *Record) Done() <-chan struct{} { return rec.done }
+
+// Outcome returns the call's outcome and true once it has ended.
+func (rec *Record) Outcome() (Outcome, bool) {
+	rec.t.mu.Lock()
+	defer rec.t.mu.Unlock()
+	return rec.outcome, rec.ended
+}
+
+// emit records ev unless the call is ending or ended.
+func (rec *Record) emit(ev Event, f func()) {
+	rec.t.mu.Lock()
+	defer rec.t.mu.Unlock()
+	if rec.ending {
+		return
+	}
+	if f != nil {
+		f()
+	}
+	rec.t.emitLocked(rec, ev)
+}
+
+// RequestInfo describes an invoke written to a child.
+type RequestInfo struct {
+	// Child names the child process (its id).
+	Child string
+	// ToolVersion is the version of the tool that child declared; "" keeps
+	// the one known so far.
+	ToolVersion string
+}
+
+// Request records an invoke written to a child: a new attempt, which voids
+// the text so far. Call it once the invoke is written.
+func (rec *Record) Request(info RequestInfo) {
+	rec.emit(Event{Kind: KindRequest, Child: info.Child}, func() {
+		rec.attempt++
+		if info.ToolVersion != "" {
+			rec.version = info.ToolVersion
+		}
+		rec.text.Reset()
+	})
+}
+
+// Retry records that the current attempt was abandoned for another (code
+// and message say why); it voids the text so far. The next Request is the
+// new attempt.
+func (rec *Record) Retry(code frame.Code, message string) {
+	rec.emit(Event{Kind: KindRetry, Error: &ErrorInfo{Code: code, Message: frame.SanitizeMessage(message)}},
+		func() { rec.text.Reset() })
+}
+
+// Input records a caller frame written to the child.
+func (rec *Record) Input(f frame.Frame) {
+	rec.emit(Event{Kind: KindInput, FrameKind: f.Kind, FrameSeq: f.Sequence,
+		Payload: contentOf(f.Payload, ContentFull), Media: mediaOf(f.Media, ContentFull)}, nil)
+}
+
+// Output records a provider chunk given to the caller. The "text" key of
+// its payload, when it is a string, adds to Text. A terminal frame is
+// recorded by End (see OutcomeOf), not here.
+func (rec *Record) Output(f frame.Frame) {
+	rec.emit(Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence,
+		Payload: contentOf(f.Payload, ContentFull), Media: mediaOf(f.Media, ContentFull)}, func() {
+		if s, ok := f.Payload.Text(); ok {
+			rec.text.WriteString(s)
+		}
+	})
+}
+
+// Text returns the text of the call's output so far: the "text" strings of
+// its chunks since the last request or retry. It is provisional until the
+// call ends.
+func (rec *Record) Text() string {
+	rec.t.mu.Lock()
+	defer rec.t.mu.Unlock()
+	return rec.text.String()
+}
+
+// End records the call's outcome. It first waits until every step of the
+// call has ended (a call's end comes after all of theirs); if ctx is done
+// first, the call will end cancelled when its last step ends and End
+// returns ErrStepsRunning. With a required journal End then waits until the
+// end is kept: if it is not, End returns a *JournalError matching
+// ErrJournalEnd that holds the outcome and the cause (see Settle).
+func (rec *Record) End(ctx context.Context, o Outcome) error {
+	if !o.Kind.IsEnd() {
+		return ErrBadOutcome
+	}
+	t := rec.t
+	t.mu.Lock()
+	if rec.ending {
+		t.mu.Unlock()
+		return ErrEnded
+	}
+	rec.ending = true
+	rec.outcome = o
+	if rec.pending > 0 {
+		idle := make(chan struct{})
+		rec.idle = idle
+		t.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
+		t.mu.Lock()
+		if rec.pending > 0 {
+			rec.deferred = true
+			rec.outcome = Cancelled("calllog: the caller stopped waiting for the call's steps")
+			t.mu.Unlock()
+			return ErrStepsRunning
+		}
+	}
+	rec.finishLocked()
+	seq := rec.endSeq
+	t.mu.Unlock()
+	if t.j == nil || !t.j.Required {
+		return nil
+	}
+	if err := t.w.wait(ctx, seq, false); err != nil {
+		return &JournalError{Op: ErrJournalEnd, Tree: t.id, Call: rec.id, Outcome: o, Cause: err, w: t.w, seq: seq}
+	}
+	return nil
+}
+
+// Events returns the call's events so far and as they come, in order, with
+// the tree's numbers, ending after the call's end: its own and its steps'.
+// The first event's After is 0; each later one's is the event before it in
+// this stream. Events keep full content (the caller's own data). Stop the
+// loop to stop watching.
+func (rec *Record) Events() iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		t := rec.t
+		i := 0
+		first := true
+		for {
+			t.mu.Lock()
+			for i >= len(rec.hist) && !rec.ended {
+				if rec.notify == nil {
+					rec.notify = make(chan struct{})
+				}
+				ch := rec.notify
+				t.mu.Unlock()
+				<-ch
+				t.mu.Lock()
+			}
+			batch := rec.hist[i:]
+			t.mu.Unlock()
+			if len(batch) == 0 {
+				return
+			}
+			for _, ev := range batch {
+				i++
+				if first {
+					ev.After, first = 0, false
+				}
+				if !yield(ev) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Program runs fn as a program: a call named name whose calls (made with
+// the context fn is given) are its steps. It ends once fn has returned and
+// every step has ended, done when fn returned nil, else with
+// OutcomeOfError(fn's error). It returns fn's error, or the journal's or
+// Begin's. A panic in fn ends the program failed and is re-raised.
+func (r *Recorder) Program(ctx context.Context, info CallInfo, fn func(ctx context.Context) error) (err error) {
+	info.Program = true
+	rec, err := r.Begin(ctx, info)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancel(rec.Context(ctx))
+	defer cancel()
+	ended := false
+	defer func() {
+		if p := recover(); p != nil {
+			if !ended {
+				_ = rec.End(ctx, Failed(frame.CodeProviderError, "calllog: program panicked", false))
+			}
+			panic(p)
+		}
+	}()
+	ferr := fn(pctx)
+	ended = true
+	if eerr := rec.End(ctx, OutcomeOfError(ferr)); eerr != nil && ferr == nil {
+		return eerr
+	}
+	return ferr
+}
