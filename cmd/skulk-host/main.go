@@ -17,6 +17,11 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == cli.ChildMode {
+		// The demo's child: the host stops it with signals, so it must not
+		// install handlers for them.
+		os.Exit(cli.RunChild())
+	}
 	// Ctrl-C and SIGTERM cancel the running call; the command then reports
 	// its cancelled outcome and stops its child.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -99,4 +99,3 @@ func refusal(tool string, err error) error {
 	}
 	return statusErr(ExitFailure, "call failed: %v", err)
 }
-

@@ -36,12 +36,11 @@ type Env struct {
 
 // command is one skulk-host command.
 type command struct {
-	name   string
-	usage  string // the usage line after "skulk-host "
-	short  string // one line for the command list
-	long   string // the help text after the usage line
-	hidden bool   // not listed (the demo's child mode)
-	run    func(ctx context.Context, args []string, env Env) error
+	name  string
+	usage string // the usage line after "skulk-host "
+	short string // one line for the command list
+	long  string // the help text after the usage line
+	run   func(ctx context.Context, args []string, env Env) error
 }
 
 // commands lists the commands in the order help shows them.
@@ -52,13 +51,8 @@ func commands() []*command {
 		{name: "tools", usage: toolsUsage, short: "list a child's tools with descriptions and schemas", long: toolsHelp, run: runTools},
 		{name: "bench", usage: benchUsage, short: "measure throughput, bandwidth and latency against a child", long: benchHelp, run: runBench},
 		{name: "help", usage: "help [command]", short: "show help for a command", long: helpHelp},
-		{name: ChildMode, hidden: true, run: runChildMode},
 	}
 }
-
-// ChildMode is the hidden command that makes skulk-host a provider child
-// serving the demo tools; demo starts its own binary with it.
-const ChildMode = "demo-child"
 
 func lookup(name string) *command {
 	for _, c := range commands() {
@@ -81,6 +75,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return runHelp(args[1:], env)
+	case ChildMode:
+		return RunChild()
 	}
 	cmd := lookup(name)
 	if cmd == nil {

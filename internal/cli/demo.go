@@ -144,6 +144,8 @@ func (d *demo) stream(ctx context.Context, h *host.Host) error {
 }
 
 // media transfers demoMediaBytes of inline media and checks its digest.
+// The digest is computed on another goroutine, so the rate shown is the
+// transfer's, not SHA-256's.
 func (d *demo) media(ctx context.Context, h *host.Host) error {
 	start := time.Now()
 	c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": demoMediaBytes, "chunk": demoMediaChunk}))
@@ -153,32 +155,49 @@ func (d *demo) media(ctx context.Context, h *host.Host) error {
 	if err := c.CloseSend(); err != nil {
 		c.Cancel()
 	}
-	sum := sha256.New()
-	var n, chunks int64
+	// chunks feeds the hasher; 4 chunks of slack let the transfer run
+	// ahead of the digest, then Recv waits (backpressure to the child).
+	chunks := make(chan []byte, 4)
+	digest := make(chan string, 1)
+	go func() { // stopped by closing chunks, below
+		sum := sha256.New()
+		for b := range chunks {
+			sum.Write(b)
+		}
+		digest <- hex.EncodeToString(sum.Sum(nil))
+	}()
+	var n, count int64
 	var last frame.Frame
+	var recvErr error
 	for f, err := range c.Frames() {
 		if err != nil {
-			return fmt.Errorf("media: %w", err)
+			recvErr = err
+			break
 		}
 		if m, ok := f.Media.(*frame.InlineMedia); ok {
-			sum.Write(m.Data)
+			chunks <- m.Data // Recv's frames may be kept
 			n += int64(len(m.Data))
-			chunks++
+			count++
 		}
 		last = f
 	}
 	elapsed := time.Since(start)
+	close(chunks)
+	sum := <-digest
+	if recvErr != nil {
+		return fmt.Errorf("media: %w", recvErr)
+	}
 	if last.Kind != frame.KindCompleted {
 		return fmt.Errorf("media: %s", describeTerminal(last))
 	}
 	var res struct {
 		SHA256 string `json:"sha256"`
 	}
-	if err := last.Payload.Decode(&res); err != nil || res.SHA256 != hex.EncodeToString(sum.Sum(nil)) || n != demoMediaBytes {
+	if err := last.Payload.Decode(&res); err != nil || res.SHA256 != sum || n != demoMediaBytes {
 		return errors.New("media: the bytes received do not match the child's sha256")
 	}
-	d.step("media", "%s of inline media in %d chunks in %s = %s, sha256 verified — bytes travel raw beside each frame's header, never base64",
-		formatBytes(n), chunks, formatDuration(elapsed), formatRate(n, elapsed))
+	d.step("media", "%d MiB of inline media in %d chunks of %d MiB in %s = %s, sha256 verified — the bytes travel raw beside each frame's header, never base64",
+		n>>20, count, demoMediaChunk>>20, formatDuration(elapsed), formatRate(n, elapsed))
 	return nil
 }
 
@@ -195,8 +214,8 @@ func (d *demo) deadline(ctx context.Context, h *host.Host) error {
 	if last.Kind != frame.KindFailed || last.Error.Code != frame.CodeTimeout {
 		return fmt.Errorf("deadline: want failed/timeout, got %s", describeTerminal(last))
 	}
-	d.step("deadline", "sleep %s with a %s deadline → %s after %s — the deadline travelled as timeout_ms and the child stopped the handler",
-		formatDuration(demoSleep), formatDuration(demoDeadline), describeTerminal(last), formatDuration(time.Since(start)))
+	d.step("deadline", "sleep %v with a %v deadline → %s after %s — the deadline travelled as timeout_ms and the child stopped the handler",
+		demoSleep, demoDeadline, describeTerminal(last), formatDuration(time.Since(start)))
 	return nil
 }
 
@@ -221,8 +240,8 @@ func (d *demo) cancel(ctx context.Context, h *host.Host) error {
 	if last.Kind != frame.KindCancelled {
 		return fmt.Errorf("cancel: want cancelled, got %s", describeTerminal(last))
 	}
-	d.step("cancel", "sleep %s, context cancelled after %s → %s after %s — the host sent a control cancel and the caller's cancelled frame",
-		formatDuration(demoSleep), formatDuration(demoCancelAfter), describeTerminal(last), formatDuration(time.Since(start)))
+	d.step("cancel", "sleep %v, context cancelled after %v → %s after %s — the host sent a control cancel and the caller's cancelled frame",
+		demoSleep, demoCancelAfter, describeTerminal(last), formatDuration(time.Since(start)))
 	return nil
 }
 
@@ -255,8 +274,8 @@ func (d *demo) kill(ctx context.Context, h *host.Host) error {
 	if last.Kind != frame.KindFailed || last.Error.Code != frame.CodeUnreachable || !last.Synthetic {
 		return fmt.Errorf("kill: want a synthetic failed/unreachable, got %s", describeTerminal(last))
 	}
-	d.step("kill -9", "sleep %s, then SIGKILL to pid %d → %s after %s — the child could not answer, so the host made up the terminal",
-		formatDuration(demoKillSleep), old.PID, describeTerminal(last), formatDuration(time.Since(killed)))
+	d.step("kill -9", "sleep %v, then SIGKILL to pid %d → %s after %s — the child could not answer, so the host made up the terminal",
+		demoKillSleep, old.PID, describeTerminal(last), formatDuration(time.Since(killed)))
 
 	rctx, cancel := context.WithTimeout(ctx, demoRestartBound)
 	defer cancel()

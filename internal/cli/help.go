@@ -27,9 +27,7 @@ func printMainHelp(w io.Writer) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 8, 4, ' ', 0)
 	for _, c := range commands() {
-		if !c.hidden {
-			fmt.Fprintf(tw, "\t%s\t%s\n", c.name, c.short)
-		}
+		fmt.Fprintf(tw, "\t%s\t%s\n", c.name, c.short)
 	}
 	_ = tw.Flush()
 	fmt.Fprint(w, mainHelpTail)
@@ -46,7 +44,7 @@ func runHelp(args []string, env Env) int {
 		return ExitOK
 	case 1:
 		c := lookup(args[0])
-		if c == nil || c.hidden {
+		if c == nil {
 			fmt.Fprintf(env.Stderr, "skulk-host help: unknown command %q (run 'skulk-host help' for the list)\n", args[0])
 			return ExitUsage
 		}

@@ -1,0 +1,587 @@
+package main
+
+// These tests run the built skulk-host binary as a user would, against the
+// built cmd/skulk-child, and check what a user and a script see: output
+// lines, exit statuses, and the progress line in a real pseudo-terminal.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/internal/cli"
+	"github.com/skulkrt/skulk/internal/demotools"
+)
+
+// Paths of the binaries built by TestMain.
+var hostBin, childBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skulk-host-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	hostBin, childBin = filepath.Join(dir, "skulk-host"), filepath.Join(dir, "skulk-child")
+	for _, b := range []struct{ out, pkg string }{{hostBin, "."}, {childBin, "../skulk-child"}} {
+		if out, err := exec.Command("go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
+
+// result is what one run of skulk-host left behind.
+type result struct {
+	status         int
+	stdout, stderr string
+	elapsed        time.Duration
+}
+
+// run runs skulk-host with args and stdin, bounded by a generous deadline
+// so a hang fails the test instead of the whole run.
+func run(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, strings.NewReader(stdin)
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.Exited():
+		r.status = ee.ExitCode()
+	default:
+		t.Fatalf("skulk-host %q: %v (stderr %q)", args, err, r.stderr)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("skulk-host %q did not finish in time", args)
+	}
+	return r
+}
+
+// contractKeys are the keys of every call --json line (docs/cli.md).
+var contractKeys = []string{"call_id", "direction", "sequence", "kind", "synthetic", "payload", "media", "error"}
+
+// jsonLine is one decoded call --json line.
+type jsonLine struct {
+	CallID    string         `json:"call_id"`
+	Direction string         `json:"direction"`
+	Sequence  uint64         `json:"sequence"`
+	Kind      string         `json:"kind"`
+	Synthetic bool           `json:"synthetic"`
+	Payload   map[string]any `json:"payload"`
+	Media     *struct {
+		Kind      string `json:"kind"`
+		MediaType string `json:"media_type"`
+		Data      *struct {
+			Size   int    `json:"size"`
+			SHA256 string `json:"sha256"`
+			File   string `json:"file"`
+		} `json:"data"`
+	} `json:"media"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// parseLines checks every stdout line against the contract (the eight keys,
+// one call id, provider direction, sequences 0, 1, 2, …, started first,
+// exactly one terminal, last) and decodes them.
+func parseLines(t *testing.T, stdout string) []jsonLine {
+	t.Helper()
+	var lines []jsonLine
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for sc.Scan() {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
+			t.Fatalf("line %q is not a JSON object: %v", sc.Text(), err)
+		}
+		if len(raw) != len(contractKeys) {
+			t.Errorf("line %q has %d keys, want %d", sc.Text(), len(raw), len(contractKeys))
+		}
+		for _, k := range contractKeys {
+			if _, ok := raw[k]; !ok {
+				t.Errorf("line %q lacks %q", sc.Text(), k)
+			}
+		}
+		var l jsonLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) < 2 {
+		t.Fatalf("want at least started and a terminal, got %q", stdout)
+	}
+	for i, l := range lines {
+		if l.CallID != lines[0].CallID || l.CallID == "" || l.Direction != "provider_to_caller" || l.Sequence != uint64(i) {
+			t.Errorf("line %d: call_id %q direction %q sequence %d", i, l.CallID, l.Direction, l.Sequence)
+		}
+		terminal := l.Kind == "completed" || l.Kind == "failed" || l.Kind == "cancelled"
+		if terminal != (i == len(lines)-1) {
+			t.Errorf("line %d: kind %s at the wrong place", i, l.Kind)
+		}
+	}
+	if lines[0].Kind != "started" {
+		t.Errorf("first line kind %s, want started", lines[0].Kind)
+	}
+	return lines
+}
+
+func TestDemo(t *testing.T) {
+	r := run(t, "", "demo")
+	if r.status != 0 {
+		t.Fatalf("demo: status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
+	}
+	steps := []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^  child +started pid \d+ .*tools count, echo, fail, media, sleep, upper`),
+		regexp.MustCompile(`(?m)^  stream +upper: SKULK STREAMS TEXT PIECE BY PIECE — 6 chunks`),
+		regexp.MustCompile(`(?m)^  media +64 MiB of inline media in 64 chunks .* = [0-9.]+ MB/s, sha256 verified`),
+		regexp.MustCompile(`(?m)^  deadline +sleep 5s with a 300ms deadline → failed/timeout after `),
+		regexp.MustCompile(`(?m)^  cancel +sleep 5s, context cancelled after 200ms → cancelled after `),
+		regexp.MustCompile(`(?m)^  kill -9 +sleep 30s, then SIGKILL to pid \d+ → failed/unreachable \(synthetic\) after `),
+		regexp.MustCompile(`(?m)^  restart +the host restarted the child \(new pid \d+, restarts 1\) .* completed \{"n":3\}$`),
+		regexp.MustCompile(`(?m)^  close +drained and stopped the child`),
+		regexp.MustCompile(`(?m)^done: every step behaved as described`),
+	}
+	for _, re := range steps {
+		if !re.MatchString(r.stdout) {
+			t.Errorf("demo output lacks a line matching %s\n%s", re, r.stdout)
+		}
+	}
+	if m := regexp.MustCompile(`= ([0-9.]+ MB/s)`).FindStringSubmatch(r.stdout); m != nil {
+		t.Logf("demo media rate: %s; whole demo %s", m[1], r.elapsed)
+	}
+}
+
+func TestCallJSONCount(t *testing.T) {
+	r := run(t, "", "call", "count", "--args", `{"n": 3}`, "--json", "--", childBin)
+	if r.status != cli.ExitOK || r.stderr != "" {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	lines := parseLines(t, r.stdout)
+	if len(lines) != 5 {
+		t.Fatalf("want started, 3 chunks, completed; got %d lines:\n%s", len(lines), r.stdout)
+	}
+	for i, l := range lines[1:4] {
+		if l.Kind != "chunk" || l.Payload["i"] != float64(i) || l.Media != nil || l.Error != nil || l.Synthetic {
+			t.Errorf("chunk %d: %+v", i, l)
+		}
+	}
+	if last := lines[4]; last.Kind != "completed" || last.Payload["n"] != 3.0 {
+		t.Errorf("terminal: %+v", last)
+	}
+}
+
+// mediaDigest is the SHA-256 of the media tool's bytes [from, to).
+func mediaDigest(from, to int64) string {
+	sum := sha256.New()
+	b := make([]byte, to-from)
+	for i := range b {
+		b[i] = demotools.MediaByte(from + int64(i))
+	}
+	sum.Write(b)
+	return hex.EncodeToString(sum.Sum(nil))
+}
+
+func TestCallJSONMedia(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "media")
+	const total, chunk = 250_000, 100_000
+	r := run(t, "", "call", "media", "--args", fmt.Sprintf(`{"bytes": %d, "chunk": %d}`, total, chunk),
+		"--json", "--save-media", dir, "--", childBin)
+	if r.status != cli.ExitOK || r.stderr != "" {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	lines := parseLines(t, r.stdout)
+	if len(lines) != 5 {
+		t.Fatalf("want started, 3 chunks, completed; got:\n%s", r.stdout)
+	}
+	for i, l := range lines[1:4] {
+		from := int64(i * chunk)
+		to := min(from+chunk, total)
+		m := l.Media
+		if m == nil || m.Kind != "inline" || m.MediaType != "application/octet-stream" || m.Data == nil {
+			t.Fatalf("chunk %d: media %+v", i, m)
+		}
+		if m.Data.Size != int(to-from) || m.Data.SHA256 != mediaDigest(from, to) {
+			t.Errorf("chunk %d: data %+v, want size %d sha256 %s", i, m.Data, to-from, mediaDigest(from, to))
+		}
+		want := filepath.Join(dir, fmt.Sprintf("media-%06d.bin", i+1))
+		if m.Data.File != want {
+			t.Errorf("chunk %d: file %q, want %q", i, m.Data.File, want)
+		}
+		b, err := os.ReadFile(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != mediaDigest(from, to) {
+			t.Errorf("%s: saved bytes differ", want)
+		}
+	}
+	if last := lines[4]; last.Kind != "completed" || last.Payload["sha256"] != mediaDigest(0, total) {
+		t.Errorf("terminal: %+v", last)
+	}
+}
+
+func TestCallJSONFail(t *testing.T) {
+	r := run(t, "", "call", "fail", "--args", `{"message": "disk on fire"}`, "--json", "--", childBin)
+	if r.status != cli.ExitProviderError || r.stderr != "" {
+		t.Fatalf("status %d (want %d), stderr %q", r.status, cli.ExitProviderError, r.stderr)
+	}
+	lines := parseLines(t, r.stdout)
+	last := lines[len(lines)-1]
+	if len(lines) != 2 || last.Kind != "failed" || last.Synthetic || last.Error == nil ||
+		last.Error.Code != "provider_error" || last.Error.Message != "disk on fire" || last.Payload != nil {
+		t.Fatalf("lines:\n%s", r.stdout)
+	}
+}
+
+func TestCallJSONSleepTimeout(t *testing.T) {
+	r := run(t, "", "call", "sleep", "--args", `{"ms": 20000}`, "--timeout", "300ms", "--json", "--", childBin)
+	if r.status != cli.ExitTimeout || r.stderr != "" {
+		t.Fatalf("status %d (want %d), stderr %q", r.status, cli.ExitTimeout, r.stderr)
+	}
+	lines := parseLines(t, r.stdout)
+	last := lines[len(lines)-1]
+	if len(lines) != 2 || last.Kind != "failed" || last.Error == nil || last.Error.Code != "timeout" {
+		t.Fatalf("lines:\n%s", r.stdout)
+	}
+	if r.elapsed > 15*time.Second {
+		t.Errorf("a 300ms deadline took %s", r.elapsed)
+	}
+}
+
+func TestCallJSONCrash(t *testing.T) {
+	r := run(t, "", "call", "crash", "--args", `{"after": 2}`, "--json", "--", childBin, "--test-tools")
+	if r.status != cli.ExitUnreachable || r.stderr != "" {
+		t.Fatalf("status %d (want %d), stderr %q", r.status, cli.ExitUnreachable, r.stderr)
+	}
+	lines := parseLines(t, r.stdout)
+	if len(lines) != 4 {
+		t.Fatalf("want started, 2 chunks, failed; got:\n%s", r.stdout)
+	}
+	for i, l := range lines[1:3] {
+		if l.Kind != "chunk" || l.Payload["i"] != float64(i) || l.Synthetic {
+			t.Errorf("chunk %d: %+v", i, l)
+		}
+	}
+	last := lines[3]
+	if last.Kind != "failed" || !last.Synthetic || last.Error == nil || last.Error.Code != "unreachable" {
+		t.Fatalf("terminal: %+v", last)
+	}
+}
+
+func TestCallInterruptCancels(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "call", "sleep", "--args", `{"ms": 30000}`, "--json", "--", childBin)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var out strings.Builder
+	if !sc.Scan() { // the started line: the call is running
+		t.Fatalf("no started line; stderr %q", errb.String())
+	}
+	out.WriteString(sc.Text() + "\n")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitCancelled {
+		t.Fatalf("exit: %v (want status %d); stderr %q", err, cli.ExitCancelled, errb.String())
+	}
+	lines := parseLines(t, out.String())
+	if last := lines[len(lines)-1]; last.Kind != "cancelled" {
+		t.Fatalf("terminal: %+v", last)
+	}
+}
+
+func TestCallHuman(t *testing.T) {
+	r := run(t, "hello\n{\"text\": \"from json\"}\nworld\n", "call", "upper", "--input", "-", "--", childBin)
+	if r.status != cli.ExitOK {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	if r.stdout != "HELLO\nFROM JSON\nWORLD\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	if !regexp.MustCompile(`^completed \{"chunks":3\} — 5 frames, .* in .*\n$`).MatchString(r.stderr) {
+		t.Errorf("status line %q", r.stderr)
+	}
+	if strings.Contains(r.stderr, "\x1b") {
+		t.Errorf("stderr is no terminal, but got escape codes: %q", r.stderr)
+	}
+
+	r = run(t, "", "call", "count", "--args", `{"n": 2}`, "--", childBin)
+	if r.status != cli.ExitOK || r.stdout != "{\"i\":0}\n{\"i\":1}\n" {
+		t.Errorf("count: status %d, stdout %q", r.status, r.stdout)
+	}
+	r = run(t, "", "call", "fail", "--args", `{"message": "nope"}`, "--", childBin)
+	if r.status != cli.ExitProviderError || !strings.HasPrefix(r.stderr, "failed: provider_error: nope — 2 frames") {
+		t.Errorf("fail: status %d, stderr %q", r.status, r.stderr)
+	}
+}
+
+func TestCallRefusedAndStartFailures(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		status int
+		want   string
+	}{
+		{"unknown tool", []string{"call", "nosuch", "--", childBin}, cli.ExitRefused, `has no tool "nosuch"`},
+		{"arguments schema", []string{"call", "count", "--args", `{"n": -1}`, "--", childBin}, cli.ExitRefused, "/n"},
+		{"input schema", []string{"call", "upper", "--input", "-", "--", childBin}, cli.ExitRefused, "input line 1 refused"},
+		{"not a provider", []string{"call", "count", "--", "/bin/true"}, cli.ExitStart, "could not start the child"},
+		{"no such file", []string{"call", "count", "--", "/nonexistent/provider"}, cli.ExitStart, "could not start the child"},
+		{"no input file", []string{"call", "upper", "--input", "/nonexistent/input", "--", childBin}, cli.ExitFailure, "cannot read --input"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stdin := ""
+			if tc.name == "input schema" {
+				stdin = `{"nottext": 1}` + "\n"
+			}
+			r := run(t, stdin, tc.args...)
+			if r.status != tc.status {
+				t.Errorf("status %d, want %d (stderr %q)", r.status, tc.status, r.stderr)
+			}
+			if strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q: want one line containing %q", r.stderr, tc.want)
+			}
+			if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
+				t.Errorf("stack trace on stderr: %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	cases := [][]string{
+		{"frobnicate"},
+		{"call", "--no-such-flag", "count", "--", childBin},
+		{"call", "count"},
+		{"call", "--", childBin},
+		{"call", "count", "--timeout", "soon", "--", childBin},
+		{"tools"},
+		{"bench", "--streams", "0", "--", childBin},
+		{"help", "nothing"},
+	}
+	for _, args := range cases {
+		r := run(t, "", args...)
+		if r.status != cli.ExitUsage {
+			t.Errorf("%q: status %d, want %d", args, r.status, cli.ExitUsage)
+		}
+		if r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "skulk-host help") {
+			t.Errorf("%q: want one line on stderr pointing at help; stdout %q stderr %q", args, r.stdout, r.stderr)
+		}
+	}
+	r := run(t, "")
+	if r.status != cli.ExitUsage || !strings.Contains(r.stderr, "Usage:") {
+		t.Errorf("no arguments: status %d, stderr %q", r.status, r.stderr)
+	}
+}
+
+func TestHelpCall(t *testing.T) {
+	r := run(t, "", "help", "call")
+	if r.status != 0 || r.stderr != "" {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	for _, want := range []string{"--args", "--input", "--timeout", "--json", "--save-media", "--env", "Examples:", "14  failed: timeout"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("help call lacks %q", want)
+		}
+	}
+}
+
+func TestTools(t *testing.T) {
+	r := run(t, "", "tools", "--json", "--", childBin, "--test-tools")
+	if r.status != 0 {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	var tools []struct {
+		ID              string         `json:"id"`
+		Description     string         `json:"description"`
+		ArgumentsSchema map[string]any `json:"arguments_schema"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &tools); err != nil {
+		t.Fatalf("tools --json: %v\n%s", err, r.stdout)
+	}
+	ids := map[string]bool{}
+	for _, tool := range tools {
+		ids[tool.ID] = true
+		if tool.Description == "" || tool.ArgumentsSchema == nil {
+			t.Errorf("tool %s lacks a description or schema", tool.ID)
+		}
+	}
+	for _, id := range []string{"echo", "upper", "count", "media", "sleep", "fail", "crash"} {
+		if !ids[id] {
+			t.Errorf("tools --json lacks %s", id)
+		}
+	}
+	r = run(t, "", "tools", "--", childBin)
+	if r.status != 0 || !regexp.MustCompile(`(?m)^count .*— Sends n chunks`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^    arguments +\{`).MatchString(r.stdout) || strings.Contains(r.stdout, "crash") {
+		t.Errorf("tools: status %d\n%s", r.status, r.stdout)
+	}
+}
+
+func TestBench(t *testing.T) {
+	r := run(t, "", "bench", "--json", "--frames", "5000", "--media", "8000000", "--calls", "50", "--streams", "4", "--", childBin)
+	if r.status != 0 {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	var res struct {
+		SmallFrames struct {
+			Frames          int64   `json:"frames"`
+			FramesPerSecond float64 `json:"frames_per_second"`
+		} `json:"small_frames"`
+		InlineMedia struct {
+			Bytes       int64   `json:"bytes"`
+			MBPerSecond float64 `json:"mb_per_second"`
+		} `json:"inline_media"`
+		Latency struct {
+			Calls     int     `json:"calls"`
+			P50Micros float64 `json:"p50_us"`
+			P99Micros float64 `json:"p99_us"`
+		} `json:"latency"`
+		Concurrent struct {
+			Streams         int     `json:"streams"`
+			Frames          int64   `json:"frames"`
+			FramesPerSecond float64 `json:"frames_per_second"`
+		} `json:"concurrent"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
+	}
+	if res.SmallFrames.Frames != 5000 || res.SmallFrames.FramesPerSecond <= 0 ||
+		res.InlineMedia.Bytes != 8000000 || res.InlineMedia.MBPerSecond <= 0 ||
+		res.Latency.Calls != 50 || res.Latency.P50Micros <= 0 || res.Latency.P99Micros < res.Latency.P50Micros ||
+		res.Concurrent.Streams != 4 || res.Concurrent.Frames != 5000 || res.Concurrent.FramesPerSecond <= 0 {
+		t.Fatalf("implausible results:\n%s", r.stdout)
+	}
+	t.Logf("bench (small run, under -race load): %s", strings.Join(strings.Fields(r.stdout), " "))
+}
+
+// openPTY allocates a pseudo-terminal pair: the test reads master, the
+// command writes slave.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	ioctl := func(req uintptr, arg unsafe.Pointer) error {
+		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), req, uintptr(arg)); errno != 0 {
+			return errno
+		}
+		return nil
+	}
+	var unlock int32
+	var n uint32
+	if err := ioctl(syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
+		m.Close()
+		t.Fatalf("unlock pty: %v", err)
+	}
+	if err := ioctl(syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
+		m.Close()
+		t.Fatalf("pty number: %v", err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		t.Fatalf("open pty slave: %v", err)
+	}
+	return m, s
+}
+
+// TestProgressLineInTerminal runs a call with stderr on a real
+// pseudo-terminal: the progress line is drawn while the call runs and
+// erased before the status line; stdout (a pipe) gets no escape codes.
+func TestProgressLineInTerminal(t *testing.T) {
+	master, slave := openPTY(t)
+	defer master.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "call", "sleep", "--args", `{"ms": 1500}`, "--", childBin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, slave
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close() // the child holds its own copy; EOF (EIO) comes when it exits
+	read := make(chan []byte, 1)
+	go func() { // stopped by the command's exit closing the slave side
+		var term bytes.Buffer
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			term.Write(buf[:n])
+			if err != nil {
+				read <- term.Bytes()
+				return
+			}
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	var term []byte
+	select {
+	case term = <-read:
+	case <-ctx.Done():
+		t.Fatal("terminal output never ended")
+	}
+	s := string(term)
+	const clear = "\r\x1b[K"
+	draw := regexp.MustCompile(`\r\x1b\[K  1 frames  0 B  [0-9.]+ MB/s  [0-9.]+(ms|s) elapsed`)
+	draws := draw.FindAllStringIndex(s, -1)
+	if len(draws) < 3 {
+		t.Fatalf("want the progress line drawn several times during 1.5s, got %d draws in %q", len(draws), s)
+	}
+	lastDraw := draws[len(draws)-1][1]
+	rest := s[lastDraw:]
+	if !strings.HasPrefix(rest, clear) {
+		t.Fatalf("the last progress line is not erased: %q", rest)
+	}
+	if !regexp.MustCompile(`^\r\x1b\[Kcompleted \{"slept_ms":1500\} — 2 frames, \d+ B in 1\.\d+s\r?\n$`).MatchString(rest) {
+		t.Fatalf("after the progress line: %q", rest)
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout %q, want nothing (sleep has no chunks)", out.String())
+	}
+}
