@@ -37,6 +37,7 @@ func run() error {
 	workloads := flag.String("workloads", "", "comma-separated workloads to run (default all: "+strings.Join(compare.WorkloadIDs, ",")+")")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the host side) to `file`")
 	allocProfile := flag.String("allocprofile", "", "write an allocation profile of this process (the host side) to `file`")
+	childProfile := flag.String("childprofile", "", "make the skulk system's children write CPU and allocation profiles to `prefix`.cpu.pprof and prefix.allocs.pprof (use with -systems skulk and one workload)")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -58,6 +59,13 @@ func run() error {
 
 	o := compare.Options{Quick: *quick, Dir: tmp, Systems: split(*systems), Workloads: split(*workloads),
 		Revision: compare.Revision(ctx, filepath.Dir(benchDir))}
+	if *childProfile != "" {
+		abs, err := filepath.Abs(*childProfile)
+		if err != nil {
+			return err
+		}
+		o.SkulkEnv = append(o.SkulkEnv, "SKULK_BENCH_PROFILE="+abs)
+	}
 	if !*quiet {
 		o.Log = os.Stderr
 	}

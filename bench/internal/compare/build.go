@@ -13,7 +13,7 @@ import (
 // Binaries are the children of a run, built once into a temporary
 // directory.
 type Binaries struct {
-	Skulk, GoPlugin, MCP, Raw string
+	Skulk, SkulkDemo, GoPlugin, MCP, Raw string
 }
 
 // children maps each binary to its package.
@@ -23,7 +23,8 @@ var children = []struct {
 	name   string
 	dst    func(*Binaries) *string
 }{
-	{Skulk, "github.com/skulkrt/skulk/cmd/skulk-child", "skulk-child", func(b *Binaries) *string { return &b.Skulk }},
+	{Skulk, "github.com/skulkrt/skulk/bench/cmd/skulkchild", "skulkchild", func(b *Binaries) *string { return &b.Skulk }},
+	{SkulkDemo, "github.com/skulkrt/skulk/cmd/skulk-child", "skulk-child", func(b *Binaries) *string { return &b.SkulkDemo }},
 	{"go-plugin", "github.com/skulkrt/skulk/bench/cmd/gpchild", "gpchild", func(b *Binaries) *string { return &b.GoPlugin }},
 	{"mcp", "github.com/skulkrt/skulk/bench/cmd/mcpchild", "mcpchild", func(b *Binaries) *string { return &b.MCP }},
 	{"raw", "github.com/skulkrt/skulk/bench/cmd/rawchild", "rawchild", func(b *Binaries) *string { return &b.Raw }},
@@ -80,12 +81,13 @@ func Revision(ctx context.Context, dir string) string {
 }
 
 // SystemNames are the systems a run can compare, in column order.
-var SystemNames = []string{Skulk, "go-plugin", "mcp", "raw"}
+var SystemNames = []string{Skulk, SkulkDemo, "go-plugin", "mcp", "raw"}
 
 // systems returns the systems o names (all when none), Skulk first.
 func (o *Options) systems() []system {
 	all := []system{
-		&skulkSystem{bin: o.Bin.Skulk, dir: o.Dir},
+		&skulkSystem{sys: Skulk, bin: o.Bin.Skulk, dir: o.Dir, env: o.SkulkEnv},
+		&skulkSystem{sys: SkulkDemo, bin: o.Bin.SkulkDemo, dir: o.Dir},
 		&grpcSystem{bin: o.Bin.GoPlugin},
 		&mcpSystem{bin: o.Bin.MCP},
 		&rawSystem{bin: o.Bin.Raw, dir: o.Dir},

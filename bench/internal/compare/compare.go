@@ -30,6 +30,9 @@ type Options struct {
 	Systems []string
 	// Workloads, if not empty, limits the run to these workload ids.
 	Workloads []string
+	// SkulkEnv are "NAME=value" pairs set in the environment of the
+	// skulk system's children (SKULK_BENCH_PROFILE, say).
+	SkulkEnv []string
 	// Revision is the main module's git revision, for the report.
 	Revision string
 	// Log receives one progress line per measurement; nil discards them.

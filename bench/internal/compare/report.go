@@ -14,8 +14,13 @@ import (
 	"time"
 )
 
-// Skulk is the system whose advantage the report states.
+// Skulk is the system whose advantage the report states: the host package
+// driving the bench child (cmd/skulkchild).
 const Skulk = "skulk"
+
+// SkulkDemo is the host package driving the project's demo child,
+// cmd/skulk-child, whose tools do more work of their own.
+const SkulkDemo = "skulk-demo"
 
 // figure is one system's result for one metric.
 type figure struct {

@@ -15,13 +15,16 @@ import (
 	"github.com/skulkrt/skulk/host"
 )
 
-// skulkSystem is Skulk: the host package driving cmd/skulk-child.
+// skulkSystem is Skulk: the host package driving a child built on the
+// child package (cmd/skulkchild, or the demo cmd/skulk-child).
 type skulkSystem struct {
-	bin string // skulk-child binary
-	dir string // where the wire-level health child's directory goes
+	sys string   // Skulk or SkulkDemo
+	bin string   // the child binary
+	dir string   // where the wire-level health child's directory goes
+	env []string // ExtraEnv of the children
 }
 
-func (*skulkSystem) name() string { return Skulk }
+func (s *skulkSystem) name() string { return s.sys }
 
 // skulkSession is a started host with one child.
 type skulkSession struct {
@@ -29,7 +32,7 @@ type skulkSession struct {
 }
 
 func (s *skulkSystem) start(ctx context.Context) (*skulkSession, error) {
-	h, err := host.Start(ctx, host.Config{Command: s.bin})
+	h, err := host.Start(ctx, host.Config{Command: s.bin, ExtraEnv: s.env, TempDir: s.dir})
 	if err != nil {
 		return nil, fmt.Errorf("skulk: start: %w", err)
 	}
@@ -96,11 +99,15 @@ func (s *skulkSystem) healthUnderBackpressure(ctx context.Context, streams, ping
 	return healthWire(ctx, s.bin, s.dir, streams, pings)
 }
 
-// smallPayload is a 64-byte payload: a one-key map whose string fills it.
-var smallPayload = frame.MustPayload(map[string]any{"text": strings.Repeat("x", payloadSize-9)})
+// smallPayload is a 64-byte payload: {"text": 56 characters}.
+var smallPayload = frame.MustPayload(map[string]any{"text": strings.Repeat("x", payloadSize-8)})
+
+// countPad is count's size argument that makes its chunks {"i": i, "pad":
+// 50 characters} 64 bytes of msgpack (60 while i < 128).
+const countPad = payloadSize - 14
 
 func (ss *skulkSession) smallStream(ctx context.Context, n int) error {
-	c, err := ss.h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": n, "size": payloadSize}))
+	c, err := ss.h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": n, "size": countPad}))
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,10 @@ import (
 )
 
 // skulkSystem stands in for Skulk while the host package is not there.
-type skulkSystem struct{ bin, dir string }
+type skulkSystem struct {
+	sys, bin, dir string
+	env           []string
+}
 
 var errNoHost = errors.New("skulk: built without the host package (noskulk tag)")
 

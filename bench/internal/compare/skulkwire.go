@@ -109,7 +109,7 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 	w := wire.NewWriter(conn, wc.limits)
 	wc.ws = append(wc.ws, w)
 	id := fmt.Sprintf("block-%d", i)
-	args, err := frame.PayloadOf(map[string]any{"n": 1_000_000_000, "size": payloadSize})
+	args, err := frame.PayloadOf(map[string]any{"n": 1_000_000_000, "size": countPad})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,160 @@
+// Package skulkbench holds the Skulk benchmark child's tools: count, media,
+// echo and sleep doing as little work of their own as gpchild's and
+// mcpchild's do, so that the benchmark measures the runtime and not the
+// tools. (cmd/skulk-child's demo tools build each count chunk by reflection,
+// fill media byte by byte and hash it; the compare driver measures them too,
+// as the "skulk-demo" system.)
+//
+// The tools declare no output or result schema, as gRPC's raw bytes carry
+// none: the host has nothing to validate them against.
+package skulkbench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Limits of the tools' arguments, also in their schemas.
+const (
+	// MaxPad bounds count's padding.
+	MaxPad = 60000
+	// MaxChunk bounds media's chunk: the default max_attachment.
+	MaxChunk = wire.DefaultMaxAttachment
+)
+
+// errArgs is the failure of a call whose arguments are out of range.
+var errArgs = &frame.Error{Code: frame.CodeProviderError, Message: "arguments out of range"}
+
+func object(props map[string]any, required ...any) wire.Schema {
+	s := wire.Schema{"type": "object", "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
+}
+
+func integer(min, max int64) map[string]any {
+	return map[string]any{"type": "integer", "minimum": min, "maximum": max}
+}
+
+// Tools returns the bench tools.
+func Tools() []child.Tool {
+	return []child.Tool{
+		{
+			ID:              "count",
+			Description:     `Sends n chunks {"i": i, "pad": size characters} (i as a uint32, so every chunk has the same length); needs no input.`,
+			ArgumentsSchema: object(map[string]any{"n": integer(0, 1<<32-1), "size": integer(0, MaxPad)}, "n", "size"),
+			Handler:         count,
+		},
+		{
+			ID:              "media",
+			Description:     "Sends inline media chunks of zero bytes totalling bytes.",
+			ArgumentsSchema: object(map[string]any{"bytes": integer(0, 1<<40), "chunk": integer(1, MaxChunk)}, "bytes", "chunk"),
+			Handler:         media,
+		},
+		{
+			ID:              "echo",
+			Description:     "Sends each caller chunk back; completes when the caller completes.",
+			ArgumentsSchema: object(map[string]any{}),
+			Handler:         echo,
+		},
+		{
+			ID:              "sleep",
+			Description:     "Waits ms milliseconds or until cancelled.",
+			ArgumentsSchema: object(map[string]any{"ms": integer(0, 1<<31)}, "ms"),
+			Handler:         sleep,
+		},
+	}
+}
+
+// countPayload appends {"i": i, "pad": pad} as msgpack, with i always a
+// uint32 so every chunk has the same length.
+func countPayload(i uint32, pad string) frame.Payload {
+	b := make([]byte, 0, 16+len(pad))
+	b = append(b, 0x82, 0xa1, 'i', 0xce)
+	b = binary.BigEndian.AppendUint32(b, i)
+	b = append(b, 0xa3, 'p', 'a', 'd')
+	switch n := len(pad); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n < 256:
+		b = append(b, 0xd9, byte(n))
+	default:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	}
+	return append(b, pad...)
+}
+
+func count(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+	var a struct {
+		N    int64 `json:"n"`
+		Size int64 `json:"size"`
+	}
+	if err := s.DecodeArguments(&a); err != nil || a.N < 0 || a.N >= 1<<32 || a.Size < 0 || a.Size > MaxPad {
+		return nil, errArgs
+	}
+	pad := string(make([]byte, a.Size))
+	for i := range a.N {
+		// A new payload each time, as gpchild makes a new message.
+		if err := s.Send(countPayload(uint32(i), pad), nil); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+func media(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+	var a struct {
+		Bytes int64 `json:"bytes"`
+		Chunk int64 `json:"chunk"`
+	}
+	if err := s.DecodeArguments(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > MaxChunk {
+		return nil, errArgs
+	}
+	// One buffer for every chunk: Send returns once inline bytes are
+	// written.
+	buf := make([]byte, min(a.Chunk, max(a.Bytes, 1)))
+	for off := int64(0); off < a.Bytes; {
+		n := min(a.Chunk, a.Bytes-off)
+		if err := s.Send(nil, &frame.InlineMedia{Data: buf[:n], MediaType: "application/octet-stream"}); err != nil {
+			return nil, err
+		}
+		off += n
+	}
+	return nil, nil
+}
+
+func echo(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+	for f, err := range s.Input() {
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Send(f.Payload, f.Media); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+func sleep(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+	var a struct {
+		MS int64 `json:"ms"`
+	}
+	if err := s.DecodeArguments(&a); err != nil || a.MS < 0 {
+		return nil, errArgs
+	}
+	t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, errors.New("cancelled")
+	}
+}
