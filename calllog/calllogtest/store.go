@@ -1,0 +1,135 @@
+// Package calllogtest checks that an implementation of calllog.EventStore
+// keeps the store rules: claims fence earlier writers and continue the
+// numbering, Keep is atomic, ordered and idempotent by (tree, seq), and
+// EventsAfter reads from a position.
+package calllogtest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+)
+
+// Events returns n events of tree numbered from first, written by writer,
+// each with a small kept payload.
+func Events(tree, writer string, first uint64, n int) []calllog.Event {
+	out := make([]calllog.Event, n)
+	for i := range out {
+		seq := first + uint64(i)
+		out[i] = calllog.Event{Kind: calllog.KindOutput, Tree: tree, Writer: writer, Seq: seq, After: seq - 1,
+			At: time.Unix(1_700_000_000, int64(seq)).UTC(), Call: tree, Tool: "count", FrameKind: frame.KindChunk, FrameSeq: seq,
+			Payload: &calllog.Content{Type: "object", Bytes: 3, Keys: 1}}
+	}
+	return out
+}
+
+// TestStore runs the store rules against the store open returns (a new,
+// empty one on each call).
+func TestStore(t *testing.T, open func(t *testing.T) calllog.EventStore) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("claim, keep, read", func(t *testing.T) {
+		s := open(t)
+		c, err := s.Claim(ctx, "t1", "A")
+		if err != nil || c.Epoch == 0 || c.Last != 0 {
+			t.Fatalf("first claim = %+v, %v; want epoch ≥ 1, last 0", c, err)
+		}
+		if err := s.Keep(ctx, c, Events("t1", "A", 1, 5)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EventsAfter(ctx, "t1", 2, 0)
+		if err != nil || len(got) != 3 || got[0].Seq != 3 || got[2].Seq != 5 {
+			t.Fatalf("EventsAfter(2) = %d events, %v; want seqs 3..5", len(got), err)
+		}
+		if got[0].Writer != "A" || got[0].Kind != calllog.KindOutput || got[0].Payload == nil || got[0].Payload.Bytes != 3 {
+			t.Fatalf("event not kept as given: %+v", got[0])
+		}
+		got, _ = s.EventsAfter(ctx, "t1", 0, 2)
+		if len(got) != 2 || got[1].Seq != 2 {
+			t.Fatalf("limit 2 gave %d events", len(got))
+		}
+		got, err = s.EventsAfter(ctx, "other", 0, 0)
+		if err != nil || len(got) != 0 {
+			t.Fatalf("unknown tree gave %d events, %v", len(got), err)
+		}
+	})
+
+	t.Run("keep is idempotent by tree and seq", func(t *testing.T) {
+		s := open(t)
+		c, _ := s.Claim(ctx, "t1", "A")
+		for range 2 {
+			if err := s.Keep(ctx, c, Events("t1", "A", 1, 3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Keep(ctx, c, Events("t1", "A", 2, 3)); err != nil { // 2,3 again and 4
+			t.Fatal(err)
+		}
+		got, _ := s.EventsAfter(ctx, "t1", 0, 0)
+		if len(got) != 4 {
+			t.Fatalf("kept %d events, want 4 (no duplicates)", len(got))
+		}
+		for i, e := range got {
+			if e.Seq != uint64(i+1) {
+				t.Fatalf("event %d has seq %d", i, e.Seq)
+			}
+		}
+	})
+
+	t.Run("claim fences the earlier writer and continues the numbering", func(t *testing.T) {
+		s := open(t)
+		a, _ := s.Claim(ctx, "t1", "A")
+		if err := s.Keep(ctx, a, Events("t1", "A", 1, 4)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Claim(ctx, "t1", "B")
+		if err != nil || b.Epoch <= a.Epoch || b.Last != 4 {
+			t.Fatalf("takeover claim = %+v, %v; want a later epoch and last 4", b, err)
+		}
+		if err := s.Keep(ctx, a, Events("t1", "A", 5, 1)); !errors.Is(err, calllog.ErrFenced) {
+			t.Fatalf("fenced writer's keep = %v, want ErrFenced", err)
+		}
+		if err := s.Keep(ctx, b, Events("t1", "B", 5, 2)); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := s.EventsAfter(ctx, "t1", 3, 0)
+		if len(got) != 3 || got[0].Writer != "A" || got[1].Writer != "B" || got[2].Seq != 6 {
+			t.Fatalf("after takeover: %d events", len(got))
+		}
+		// A writer that never claimed is fenced too.
+		if err := s.Keep(ctx, calllog.Claim{Tree: "t2", Writer: "C", Epoch: 1}, Events("t2", "C", 1, 1)); !errors.Is(err, calllog.ErrFenced) {
+			t.Fatalf("unclaimed keep = %v, want ErrFenced", err)
+		}
+	})
+
+	t.Run("bad batches are refused whole", func(t *testing.T) {
+		s := open(t)
+		c, _ := s.Claim(ctx, "t1", "A")
+		bad := Events("t1", "A", 1, 3)
+		bad[2].Seq = 2
+		if err := s.Keep(ctx, c, bad); !errors.Is(err, calllog.ErrBadBatch) {
+			t.Fatalf("out of order = %v, want ErrBadBatch", err)
+		}
+		other := Events("t2", "A", 1, 1)
+		if err := s.Keep(ctx, c, other); !errors.Is(err, calllog.ErrBadBatch) {
+			t.Fatalf("other tree = %v, want ErrBadBatch", err)
+		}
+		if got, _ := s.EventsAfter(ctx, "t1", 0, 0); len(got) != 0 {
+			t.Fatalf("a refused batch kept %d events", len(got))
+		}
+	})
+
+	t.Run("a done context is honoured", func(t *testing.T) {
+		s := open(t)
+		dctx, dcancel := context.WithCancel(ctx)
+		dcancel()
+		if _, err := s.Claim(dctx, "t1", "A"); err == nil {
+			t.Fatal("claim with a done context succeeded")
+		}
+	})
+}

@@ -1,0 +1,16 @@
+package calllogtest_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/calllogtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMemoryStore(t *testing.T) {
+	calllogtest.TestStore(t, func(t *testing.T) calllog.EventStore { return &calllog.MemoryStore{} })
+}

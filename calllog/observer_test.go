@@ -1,0 +1,236 @@
+package calllog_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+)
+
+// perEvent records n output events on one call and returns the mean time
+// per event.
+func perEvent(t *testing.T, ctx context.Context, r *calllog.Recorder, n int) time.Duration {
+	rec, err := r.Begin(ctx, calllog.CallInfo{Tool: "bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := chunk(t, rec.ID(), 1, map[string]any{"text": "x"})
+	start := time.Now()
+	for i := range n {
+		f.Sequence = uint64(i + 1)
+		rec.Output(f)
+	}
+	d := time.Since(start)
+	rec.End(ctx, calllog.Done(nil))
+	return d / time.Duration(n)
+}
+
+func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
+	ctx := testCtx(t)
+	release := make(chan struct{})
+	blocked := &collector{}
+	blocker := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return blocked.Observe(ctx, e)
+	})
+	plain := newRecorder(t, calllog.Options{})
+	slowed := newRecorder(t, calllog.Options{Observers: []calllog.Observer{blocker}})
+
+	// Interleaved rounds, best of each, so both see the same machine load.
+	const n = 20_000
+	best := func(d, b time.Duration) time.Duration {
+		if b == 0 || d < b {
+			return d
+		}
+		return b
+	}
+	var without, with time.Duration
+	for range 3 {
+		without = best(perEvent(t, ctx, plain, n), without)
+		with = best(perEvent(t, ctx, slowed, n), with)
+	}
+	t.Logf("per event: %v without an observer, %v with one blocked", without, with)
+	if with > 10*without+2*time.Microsecond {
+		t.Fatalf("a blocked observer slowed recording: %v per event against %v", with, without)
+	}
+
+	// A call running while the observer is blocked: its start is lost.
+	tail, err := slowed.Begin(ctx, calllog.CallInfo{ID: "tail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := slowed.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := blocked.got()
+	if len(got) != calllog.ObserverQueue {
+		t.Fatalf("blocked observer was given %d events, want the %d that fit its queue", len(got), calllog.ObserverQueue)
+	}
+	if e := got[len(got)-1]; e.Seq != calllog.ObserverQueue || e.After != e.Seq-1 {
+		t.Fatalf("last given before the loss = %+v after %d", e.Position(), e.After)
+	}
+	// The next event of the running call names, as after, one it was not given.
+	tail.Output(chunk(t, "tail", 1, map[string]any{"a": 1}))
+	tail.End(ctx, calllog.Done(nil))
+	slowed.Drain(ctx)
+	got = blocked.got()
+	if len(got) != calllog.ObserverQueue+2 {
+		t.Fatalf("after catching up the observer has %d events, want %d", len(got), calllog.ObserverQueue+2)
+	}
+	next := got[calllog.ObserverQueue]
+	if next.Call != "tail" || next.Kind != calllog.KindOutput || next.After != 1 {
+		t.Fatalf("first event after the loss = %+v after %d; want tail's output after its lost start (1)", next.Position(), next.After)
+	}
+}
+
+func TestFailingObserverWarnedOnce(t *testing.T) {
+	ctx := testCtx(t)
+	for _, mode := range []string{"panic", "error"} {
+		t.Run(mode, func(t *testing.T) {
+			h := &countingHandler{}
+			calls := 0
+			bad := calllog.ObserverFunc(func(context.Context, calllog.Event) error {
+				calls++
+				if mode == "panic" {
+					panic("observer bug")
+				}
+				return errors.New("observer failed")
+			})
+			good := &collector{}
+			r := newRecorder(t, calllog.Options{Logger: slog.New(h), Observers: []calllog.Observer{bad, good}})
+			for range 3 {
+				runCall(t, ctx, r, calllog.CallInfo{}, 2)
+			}
+			if err := r.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if calls != 1 || h.warns.Load() != 1 {
+				t.Fatalf("failing observer called %d times, warned %d times; want 1 and 1", calls, h.warns.Load())
+			}
+			if len(good.got()) != 15 {
+				t.Fatalf("the other observer got %d events, want 15", len(good.got()))
+			}
+		})
+	}
+}
+
+func TestObserverLayersAddUp(t *testing.T) {
+	ctx := testCtx(t)
+	top, prog, call := &collector{}, &collector{}, &collector{}
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{top}})
+	err := r.Program(ctx, calllog.CallInfo{ID: "p", Observers: []calllog.Observer{prog}}, func(ctx context.Context) error {
+		runCall(t, ctx, r, calllog.CallInfo{ID: "a"}, 1)
+		runCall(t, ctx, r, calllog.CallInfo{ID: "b", Observers: []calllog.Observer{call}}, 1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCall(t, ctx, r, calllog.CallInfo{ID: "other"}, 0)
+	r.Drain(ctx)
+	if n := len(top.got()); n != 2+4+4+3 {
+		t.Fatalf("recorder observer got %d, want 13", n)
+	}
+	if n := len(prog.got()); n != 10 {
+		t.Fatalf("program observer got %d, want 10 (the program and its steps)", n)
+	}
+	cg := call.got()
+	if len(cg) != 4 || cg[0].Call != "b" || cg[0].After != 0 || cg[1].After != cg[0].Seq {
+		t.Fatalf("call observer got %+v", cg)
+	}
+	// Each reader's after is the event before in what it is shown.
+	pg := prog.got()
+	for i := 1; i < len(pg); i++ {
+		if pg[i].After != pg[i-1].Seq {
+			t.Fatalf("program observer: event %d after %d, want %d", i, pg[i].After, pg[i-1].Seq)
+		}
+	}
+}
+
+func TestObserverCallsNotFedBack(t *testing.T) {
+	ctx := testCtx(t)
+	var r *calllog.Recorder
+	echo, other := &collector{}, &collector{}
+	// An observer that makes a call on every started event it is given.
+	caller := calllog.ObserverFunc(func(octx context.Context, e calllog.Event) error {
+		if e.Kind == calllog.KindStarted {
+			echo.Observe(octx, e)
+			rec, err := r.Begin(octx, calllog.CallInfo{Tool: "from-observer"})
+			if err != nil {
+				return err
+			}
+			return rec.End(octx, calllog.Done(nil))
+		}
+		return nil
+	})
+	r = newRecorder(t, calllog.Options{Observers: []calllog.Observer{caller, other}})
+	runCall(t, ctx, r, calllog.CallInfo{Tool: "user"}, 0)
+	// Wait for the observer's own call to reach the other observer.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(other.got()) < 4 && time.Now().Before(deadline) {
+		r.Drain(ctx)
+	}
+	r.Drain(ctx)
+	if got := echo.got(); len(got) != 1 || got[0].Tool != "user" {
+		t.Fatalf("the calling observer was given %d started events, want only the user's (not its own call's)", len(got))
+	}
+	tools := []string{}
+	for _, e := range other.got() {
+		tools = append(tools, e.Tool)
+	}
+	if !slices.Contains(tools, "from-observer") {
+		t.Fatalf("other observers must still see the observer's call: %v", tools)
+	}
+}
+
+func TestDrainWaitsForSlowObserver(t *testing.T) {
+	ctx := testCtx(t)
+	slow := &collector{}
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+		time.Sleep(time.Millisecond) // a slow observer, not synchronisation
+		return slow.Observe(ctx, e)
+	})}})
+	runCall(t, ctx, r, calllog.CallInfo{}, 20)
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(slow.got()); n != 23 {
+		t.Fatalf("after Drain the observer had %d events, want 23", n)
+	}
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	runCall(t, ctx, r, calllog.CallInfo{}, 20)
+	if err := r.Drain(short); !errors.Is(err, context.Canceled) {
+		// The observer may have caught up already on a fast machine.
+		if n := len(slow.got()); n != 46 {
+			t.Fatalf("Drain with a done context = %v", err)
+		}
+	}
+}
+
+func TestClosedRecorderRefusesCalls(t *testing.T) {
+	ctx := testCtx(t)
+	r, _ := calllog.New(calllog.Options{})
+	rec, _ := r.Begin(ctx, calllog.CallInfo{})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Begin(ctx, calllog.CallInfo{}); !errors.Is(err, calllog.ErrClosed) {
+		t.Fatalf("Begin after Close = %v", err)
+	}
+	rec.Output(chunk(t, rec.ID(), 1, map[string]any{"a": 1}))
+	rec.End(ctx, calllog.Done(nil))
+	if r.Close(ctx) != nil {
+		t.Fatal("second Close failed")
+	}
+	_ = frame.CodeCancelled
+}

@@ -1,0 +1,453 @@
+package calllog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testCtx bounds a test: every wait in these tests has this deadline.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newRecorder(t *testing.T, opts calllog.Options) *calllog.Recorder {
+	t.Helper()
+	r, err := calllog.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return r
+}
+
+func chunk(t *testing.T, id string, seq uint64, v map[string]any) frame.Frame {
+	t.Helper()
+	f, err := frame.NewChunk(id, frame.ProviderToCaller, seq, frame.MustPayload(v), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// collector is an observer that keeps what it is given.
+type collector struct {
+	mu     sync.Mutex
+	events []calllog.Event
+}
+
+func (c *collector) Observe(_ context.Context, e calllog.Event) error {
+	c.mu.Lock()
+	c.events = append(c.events, e)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *collector) got() []calllog.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.events)
+}
+
+// runCall records a whole leaf call: started, request, n chunks, done.
+func runCall(t *testing.T, ctx context.Context, r *calllog.Recorder, info calllog.CallInfo, n int) *calllog.Record {
+	t.Helper()
+	rec, err := r.Begin(ctx, info)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	rec.Request(calllog.RequestInfo{Child: "c0"})
+	for i := range n {
+		rec.Output(chunk(t, rec.ID(), uint64(i+1), map[string]any{"i": i}))
+	}
+	if err := rec.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"n": n}))); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	return rec
+}
+
+func kinds(evs []calllog.Event) []calllog.Kind {
+	out := make([]calllog.Kind, len(evs))
+	for i, e := range evs {
+		out[i] = e.Kind
+	}
+	return out
+}
+
+func TestCallEventsInOrder(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRecorder(t, calllog.Options{Writer: "w1"})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "echo", ToolVersion: "v1", Args: frame.MustPayload(map[string]any{"a": 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := frame.NewStarted("c1", frame.CallerToProvider)
+	rec.Input(in)
+	rec.Request(calllog.RequestInfo{Child: "child-1", ToolVersion: "v2"})
+	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "he"}))
+	rec.Output(chunk(t, "c1", 2, map[string]any{"text": "llo"}))
+	if got := rec.Text(); got != "hello" {
+		t.Fatalf("Text = %q, want hello", got)
+	}
+	rec.Retry(frame.CodeTransportError, "child died")
+	if got := rec.Text(); got != "" {
+		t.Fatalf("Text after retry = %q, want it voided", got)
+	}
+	rec.Request(calllog.RequestInfo{Child: "child-2"})
+	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "hi"}))
+	if err := rec.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"ok": true}))); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.End(ctx, calllog.Done(nil)); !errors.Is(err, calllog.ErrEnded) {
+		t.Fatalf("second End = %v, want ErrEnded", err)
+	}
+	rec.Output(chunk(t, "c1", 2, map[string]any{"text": "late"})) // ignored after the end
+
+	evs := slices.Collect(rec.Events())
+	want := []calllog.Kind{calllog.KindStarted, calllog.KindInput, calllog.KindRequest, calllog.KindOutput, calllog.KindOutput,
+		calllog.KindRetry, calllog.KindRequest, calllog.KindOutput, calllog.KindDone}
+	if !slices.Equal(kinds(evs), want) {
+		t.Fatalf("kinds = %v, want %v", kinds(evs), want)
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) || e.Tree != "c1" || e.Call != "c1" || e.Writer != "w1" || e.Parent != "" {
+			t.Fatalf("event %d position = %+v", i, e.Position())
+		}
+		if wantAfter := uint64(i); e.After != wantAfter {
+			t.Fatalf("event %d after = %d, want %d", i, e.After, wantAfter)
+		}
+	}
+	if evs[0].ToolVersion != "v1" || evs[8].ToolVersion != "v2" || evs[6].Attempt != 2 || evs[6].Child != "child-2" {
+		t.Fatalf("version/attempt not recorded: %+v / %+v", evs[0], evs[6])
+	}
+	if evs[0].Payload == nil || evs[0].Payload.Keys != 1 {
+		t.Fatalf("started keeps no arguments: %+v", evs[0].Payload)
+	}
+	if evs[5].Error == nil || evs[5].Error.Code != frame.CodeTransportError {
+		t.Fatalf("retry has no reason: %+v", evs[5])
+	}
+	if got := rec.Text(); got != "hi" {
+		t.Fatalf("final text = %q", got)
+	}
+	if o, ok := rec.Outcome(); !ok || o.Kind != calllog.KindDone {
+		t.Fatalf("Outcome = %+v, %v", o, ok)
+	}
+}
+
+func TestEventsWatchedLive(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRecorder(t, calllog.Options{})
+	rec, err := r.Begin(ctx, calllog.CallInfo{Tool: "count"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan calllog.Event)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // stopped by the call's end, which ends the iteration
+		defer wg.Done()
+		for e := range rec.Events() {
+			seen <- e
+		}
+		close(seen)
+	}()
+	next := func() calllog.Event {
+		select {
+		case e, ok := <-seen:
+			if !ok {
+				t.Fatal("stream ended early")
+			}
+			return e
+		case <-ctx.Done():
+			t.Fatal("no event")
+		}
+		return calllog.Event{}
+	}
+	if e := next(); e.Kind != calllog.KindStarted || e.After != 0 {
+		t.Fatalf("first = %v after %d", e.Kind, e.After)
+	}
+	rec.Request(calllog.RequestInfo{})
+	if e := next(); e.Kind != calllog.KindRequest {
+		t.Fatalf("second = %v", e.Kind)
+	}
+	rec.End(ctx, calllog.Cancelled("stop"))
+	if e := next(); e.Kind != calllog.KindCancelled || e.Error.Code != frame.CodeCancelled {
+		t.Fatalf("third = %+v", e)
+	}
+	if _, ok := <-seen; ok {
+		t.Fatal("stream did not end at the call's end")
+	}
+	wg.Wait()
+}
+
+func TestProgramTree(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRecorder(t, calllog.Options{Writer: "w"})
+	var progRec, stepRec *calllog.Record
+	release := make(chan struct{})
+	var bg sync.WaitGroup
+	err := r.Program(ctx, calllog.CallInfo{ID: "p1", Tool: "reply"}, func(ctx context.Context) error {
+		progRec = calllog.Running(ctx)
+		stepRec = runCall(t, ctx, r, calllog.CallInfo{ID: "s1", Tool: "triage"}, 2)
+		// Steps made concurrently, and one that outlives fn.
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runCall(t, ctx, r, calllog.CallInfo{ID: "s2-" + string(rune('a'+i)), Tool: "support"}, 3)
+			}()
+		}
+		wg.Wait()
+		late, err := r.Begin(ctx, calllog.CallInfo{ID: "late", Tool: "slow"})
+		if err != nil {
+			return err
+		}
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			<-release
+			late.End(context.Background(), calllog.Failed(frame.CodeTimeout, "deadline", true))
+		}()
+		// Detached work is a tree of its own.
+		runCall(t, calllog.Detached(ctx), r, calllog.CallInfo{ID: "d1", Tool: "log"}, 1)
+		close(release)
+		return nil
+	})
+	bg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := slices.Collect(progRec.Events())
+	// 1 started + s1 (started, request, 2 out, done = 5) + 4×(1+1+3+1) + late (2) + end = 1+5+24+2+1
+	if len(evs) != 33 {
+		t.Fatalf("program stream has %d events, want 33", len(evs))
+	}
+	for i, e := range evs {
+		if e.Tree != "p1" || e.Seq != uint64(i+1) {
+			t.Fatalf("event %d: tree %q seq %d: the tree is numbered once", i, e.Tree, e.Seq)
+		}
+		if e.Call == "d1" {
+			t.Fatal("detached call in the program's tree")
+		}
+		if e.Call != "p1" && e.Parent != "p1" {
+			t.Fatalf("step %s has parent %q", e.Call, e.Parent)
+		}
+	}
+	last := evs[len(evs)-1]
+	if last.Call != "p1" || last.Kind != calllog.KindDone || !last.Program {
+		t.Fatalf("last event = %+v; the program's end must come after every step's", last)
+	}
+	// A stream on a step shows its events with the tree's numbers, first after none.
+	sevs := slices.Collect(stepRec.Events())
+	if len(sevs) != 5 || sevs[0].After != 0 || sevs[0].Seq != 2 || sevs[1].After != sevs[0].Seq {
+		t.Fatalf("step stream: %d events, first %+v", len(sevs), sevs[0].Position())
+	}
+	// The program's context is gone: a call begun with it now is refused.
+	if _, err := r.Begin(progRec.Context(ctx), calllog.CallInfo{Tool: "x"}); !errors.Is(err, calllog.ErrParentEnded) {
+		t.Fatalf("Begin under an ended call = %v, want ErrParentEnded", err)
+	}
+}
+
+func TestEndWaitsForStepsAndGivesUpWithContext(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRecorder(t, calllog.Options{})
+	root, _ := r.Begin(ctx, calllog.CallInfo{ID: "root", Program: true})
+	step, err := r.Begin(root.Context(ctx), calllog.CallInfo{ID: "step"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := root.End(short, calllog.Done(nil)); !errors.Is(err, calllog.ErrStepsRunning) {
+		t.Fatalf("End with a running step = %v, want ErrStepsRunning", err)
+	}
+	select {
+	case <-root.Done():
+		t.Fatal("root ended before its step")
+	default:
+	}
+	step.End(ctx, calllog.Done(nil))
+	<-root.Done()
+	evs := slices.Collect(root.Events())
+	if e := evs[len(evs)-1]; e.Call != "root" || e.Kind != calllog.KindCancelled {
+		t.Fatalf("root's end = %+v, want cancelled after the step", e)
+	}
+}
+
+func TestEventJSON(t *testing.T) {
+	at := time.Date(2026, 11, 29, 22, 10, 0, 123456789, time.UTC)
+	full := calllog.Event{Kind: calllog.KindOutput, Tree: "t", Writer: "w", Seq: 7, After: 6, At: at, Call: "c", Parent: "t",
+		Tool: "count", ToolVersion: "1.0", Attempt: 2, FrameKind: frame.KindChunk, FrameSeq: 3,
+		Payload: &calllog.Content{Type: "object", Bytes: 4, Keys: 1, Value: frame.MustPayload(map[string]any{"i": 1})},
+		Media:   &calllog.MediaInfo{Kind: "inline", MediaType: "audio/pcm", Bytes: 3, Data: []byte{1, 2, 3}}}
+	failed := calllog.Event{Kind: calllog.KindFailed, Tree: "t", Writer: "w", Seq: 1, At: at, Call: "t", Tool: "x",
+		Error: &calllog.ErrorInfo{Code: frame.CodeUnreachable, Message: "pool down", Synthetic: true}, Refused: "pool_down"}
+	for _, e := range []calllog.Event{full, failed} {
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back calllog.Event
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		b2, _ := json.Marshal(back)
+		if string(b) != string(b2) {
+			t.Fatalf("round trip changed the JSON:\n%s\n%s", b, b2)
+		}
+	}
+	b, _ := json.Marshal(failed)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	if m["format"] != float64(1) || m["after"] != nil || m["parent"] != nil || m["kind"] != "failed" {
+		t.Fatalf("format/after/parent/kind wrong: %s", b)
+	}
+	if _, ok := m["after"]; !ok {
+		t.Fatalf("after must be present (null) on the first event: %s", b)
+	}
+	bad := []string{`{"format":2,"kind":"done"}`, `{"format":1,"kind":"nope","at":"2026-01-01T00:00:00Z"}`,
+		`{"format":1,"kind":"failed","at":"2026-01-01T00:00:00Z","error":{"code":"nope"}}`, `[1]`}
+	for _, s := range bad {
+		var e calllog.Event
+		if err := json.Unmarshal([]byte(s), &e); !errors.Is(err, calllog.ErrFormat) {
+			t.Errorf("%s: err = %v, want ErrFormat", s, err)
+		}
+	}
+}
+
+func TestContentPolicy(t *testing.T) {
+	ctx := testCtx(t)
+	for _, policy := range []calllog.ContentPolicy{calllog.ContentShape, calllog.ContentFull} {
+		obs := &collector{}
+		store := &calllog.MemoryStore{}
+		r := newRecorder(t, calllog.Options{Content: policy, Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: store, Required: true}})
+		rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t", Args: frame.MustPayload(map[string]any{"secret": "abc", "n": 2})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := frame.NewChunk("c", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "hi"}),
+			&frame.InlineMedia{Data: []byte("raw"), MediaType: "text/plain"})
+		rec.Output(f)
+		if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+			t.Fatal(err)
+		}
+		r.Drain(ctx)
+		kept, _ := store.EventsAfter(ctx, "c", 0, 0)
+		for _, evs := range [][]calllog.Event{obs.got(), kept} {
+			if len(evs) != 3 {
+				t.Fatalf("%d events", len(evs))
+			}
+			args, out := evs[0].Payload, evs[1]
+			if args.Type != "object" || args.Keys != 2 || args.Bytes == 0 || out.Media.Bytes != 3 {
+				t.Fatalf("shape not kept: %+v %+v", args, out.Media)
+			}
+			hasContent := args.Value != nil && out.Payload.Value != nil && out.Media.Data != nil
+			if hasContent != (policy == calllog.ContentFull) {
+				t.Fatalf("policy %d: content kept = %v", policy, hasContent)
+			}
+		}
+		// The caller's own stream always has the content.
+		if evs := slices.Collect(rec.Events()); evs[0].Payload.Value == nil {
+			t.Fatal("watcher's stream lost the content")
+		}
+	}
+}
+
+func TestRefusedCallIsInTheLog(t *testing.T) {
+	ctx := testCtx(t)
+	obs := &collector{}
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := errors.New("host: unknown tool")
+	rec.End(ctx, calllog.Refused("unknown_tool", frame.CodeInvalidFrame, unknown))
+	r.Drain(ctx)
+	evs := obs.got()
+	if len(evs) != 2 || evs[1].Kind != calllog.KindFailed || evs[1].Refused != "unknown_tool" || evs[1].Error.Code != frame.CodeInvalidFrame {
+		t.Fatalf("refused call log = %+v", evs)
+	}
+}
+
+func TestReplay(t *testing.T) {
+	ctx := testCtx(t)
+	store := &calllog.MemoryStore{}
+	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
+	err := r.Program(ctx, calllog.CallInfo{ID: "p", Tool: "prog"}, func(ctx context.Context) error {
+		rec, err := r.Begin(ctx, calllog.CallInfo{ID: "a", Tool: "say", ToolVersion: "v9"})
+		if err != nil {
+			return err
+		}
+		rec.Request(calllog.RequestInfo{})
+		rec.Output(chunk(t, "a", 1, map[string]any{"text": "lost"}))
+		rec.Retry(frame.CodeTransportError, "reset")
+		rec.Request(calllog.RequestInfo{})
+		rec.Output(chunk(t, "a", 1, map[string]any{"text": "hel"}))
+		rec.Output(chunk(t, "a", 2, map[string]any{"text": "lo"}))
+		rec.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"v": 1})))
+		b, _ := r.Begin(ctx, calllog.CallInfo{ID: "b", Tool: "fail"})
+		b.Request(calllog.RequestInfo{})
+		b.End(ctx, calllog.Failed(frame.CodeUnreachable, "child died", true))
+		return &frame.Error{Code: frame.CodeUnreachable, Message: "child died"}
+	})
+	var fe *frame.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("Program = %v", err)
+	}
+	kept, _ := store.EventsAfter(ctx, "p", 0, 0)
+	rp := calllog.Replay(kept)
+	a, b, p := rp.Call("a"), rp.Call("b"), rp.Call("p")
+	if a.Text != "hello" || a.Attempts != 2 || len(a.Frames) != 3 || a.Err() != nil || a.ToolVersion != "v9" {
+		t.Fatalf("a replay = %+v", a)
+	}
+	var v map[string]any
+	a.Result().Decode(&v)
+	if v["v"] != int8(1) && v["v"] != int64(1) && v["v"] != uint8(1) {
+		t.Fatalf("a's value = %v", v)
+	}
+	if err := b.Err(); !errors.As(err, &fe) || fe.Code != frame.CodeUnreachable || !b.Frames[0].Synthetic {
+		t.Fatalf("b replay = %+v, err %v", b, err)
+	}
+	if !p.Program || !p.Ended || p.Outcome.Kind != calllog.KindFailed || rp.Lost != 0 {
+		t.Fatalf("p replay = %+v", p)
+	}
+	if got := calllog.Replay(append(slices.Clone(kept[:2]), kept[4:]...)); got.Lost != 2 {
+		t.Fatalf("replay with a gap: lost %d, want 2", got.Lost)
+	}
+}
+
+// countingHandler counts warnings.
+type countingHandler struct{ warns atomic.Int32 }
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Level == slog.LevelWarn {
+		h.warns.Add(1)
+	}
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
