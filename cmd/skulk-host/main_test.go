@@ -158,14 +158,14 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo: status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
 	}
 	steps := []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^  child +started pid \d+ .*tools count, echo, fail, media, sleep, upper`),
-		regexp.MustCompile(`(?m)^  stream +upper: SKULK STREAMS TEXT PIECE BY PIECE — 6 chunks`),
-		regexp.MustCompile(`(?m)^  media +64 MiB of inline media in 64 chunks .* = [0-9.]+ MB/s, sha256 verified`),
-		regexp.MustCompile(`(?m)^  deadline +sleep 5s with a 300ms deadline → failed/timeout after `),
-		regexp.MustCompile(`(?m)^  cancel +sleep 5s, context cancelled after 200ms → cancelled after `),
-		regexp.MustCompile(`(?m)^  kill -9 +sleep 30s, then SIGKILL to pid \d+ → failed/unreachable \(synthetic\) after `),
-		regexp.MustCompile(`(?m)^  restart +the host restarted the child \(new pid \d+, restarts 1\) .* completed \{"n":3\}$`),
-		regexp.MustCompile(`(?m)^  close +drained and stopped the child`),
+		regexp.MustCompile(`(?m)^  child +pid \d+ started in .*\(tools: count, echo, fail, media, sleep, upper\)$`),
+		regexp.MustCompile(`(?m)^  stream +upper: SKULK STREAMS TEXT PIECE BY PIECE — each of 6 chunks came back`),
+		regexp.MustCompile(`(?m)^  media +64 MiB inline in 64 chunks of 1 MiB: [0-9.]+ MB/s in .*, sha256 verified`),
+		regexp.MustCompile(`(?m)^  deadline +sleep 5s, deadline 300ms → failed/timeout after `),
+		regexp.MustCompile(`(?m)^  cancel +sleep 5s, cancelled at 200ms → cancelled after `),
+		regexp.MustCompile(`(?m)^  kill -9 +SIGKILL to pid \d+ in the middle of a call → failed/unreachable \(synthetic\) after `),
+		regexp.MustCompile(`(?m)^  restart +new pid \d+ \(restarts: 1\) .* after the kill; the next call completed \{"n":3\}$`),
+		regexp.MustCompile(`(?m)^  close +child drained and stopped in `),
 		regexp.MustCompile(`(?m)^done: every step behaved as described`),
 	}
 	for _, re := range steps {
@@ -173,7 +173,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks a line matching %s\n%s", re, r.stdout)
 		}
 	}
-	if m := regexp.MustCompile(`= ([0-9.]+ MB/s)`).FindStringSubmatch(r.stdout); m != nil {
+	if m := regexp.MustCompile(`: ([0-9.]+ MB/s) in`).FindStringSubmatch(r.stdout); m != nil {
 		t.Logf("demo media rate: %s; whole demo %s", m[1], r.elapsed)
 	}
 }

@@ -272,7 +272,7 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(tw, "small frames\t%s frames/s\t%s chunks of count in %.2fs\n",
 		formatCount(int64(r.SmallFrames.FramesPerSecond)), formatCount(r.SmallFrames.Frames), r.SmallFrames.Seconds)
 	fmt.Fprintf(tw, "inline media\t%.1f MB/s\t%s in %s chunks of media in %.2fs\n",
-		r.InlineMedia.MBPerSecond, formatBytes(r.InlineMedia.Bytes), formatBytes(r.InlineMedia.ChunkBytes), r.InlineMedia.Seconds)
+		r.InlineMedia.MBPerSecond, formatSize(r.InlineMedia.Bytes), formatSize(r.InlineMedia.ChunkBytes), r.InlineMedia.Seconds)
 	fmt.Fprintf(tw, "call latency\tp50 %s  p99 %s\t%s sequential count calls of 1 chunk\n",
 		formatDuration(time.Duration(r.Latency.P50Micros*1e3)), formatDuration(time.Duration(r.Latency.P99Micros*1e3)), formatCount(int64(r.Latency.Calls)))
 	fmt.Fprintf(tw, "concurrent streams\t%s frames/s\t%d count calls at once, %s chunks in %.2fs\n",

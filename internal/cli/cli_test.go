@@ -201,6 +201,7 @@ func TestFormatting(t *testing.T) {
 		{formatCount(1234567), "1,234,567"}, {formatCount(-1234), "-1,234"},
 		{formatBytes(999), "999 B"}, {formatBytes(1500), "1.5 kB"}, {formatBytes(67108864), "67.1 MB"},
 		{formatBytes(2_500_000_000), "2.50 GB"},
+		{formatSize(256 << 20), "256 MiB"}, {formatSize(1 << 20), "1 MiB"}, {formatSize(1000), "1.0 kB"},
 		{formatRate(10_000_000, 2*time.Second), "5.0 MB/s"}, {formatRate(1, 0), "- MB/s"},
 		{formatDuration(850 * time.Microsecond), "850µs"}, {formatDuration(12300 * time.Microsecond), "12.3ms"},
 		{formatDuration(1240 * time.Millisecond), "1.24s"},
@@ -383,7 +384,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 }
 
 func TestCallStartFailureStatus(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "call", "count", "--", "/nonexistent/skulk-provider")
+	code, stdout, stderr := runCLI(t, "call", "count", "--", "/bin/true")
 	if code != ExitStart || stdout != "" {
 		t.Fatalf("status %d, stdout %q", code, stdout)
 	}

@@ -59,7 +59,7 @@ func runDemo(ctx context.Context, args []string, env Env) error {
 	}
 	defer closeHost(h)
 	info := h.Children()[0]
-	d.step("child", "started pid %d in %s (this binary re-executed as a provider) with tools %s — the handshake (hello, startup) is done",
+	d.step("child", "pid %d started in %s: this binary re-executed as a provider (tools: %s)",
 		info.PID, formatDuration(time.Since(start)), toolIDs(h))
 
 	steps := []func(context.Context, *host.Host) error{d.stream, d.media, d.deadline, d.cancel, d.kill}
@@ -73,7 +73,7 @@ func runDemo(ctx context.Context, args []string, env Env) error {
 	}
 	closeStart := time.Now()
 	closeHost(h)
-	d.step("close", "drained and stopped the child in %s (drain, bye, exit) — nothing left behind", formatDuration(time.Since(closeStart)))
+	d.step("close", "child drained and stopped in %s: drain, bye, exit; nothing left behind", formatDuration(time.Since(closeStart)))
 	fmt.Fprintln(d.out, "done: every step behaved as described. Next: skulk-host help call")
 	return nil
 }
@@ -105,7 +105,6 @@ func (d *demo) stream(ctx context.Context, h *host.Host) error {
 		return fmt.Errorf("upper: %w", err)
 	}
 	fmt.Fprintf(d.out, "  %-9s upper:", "stream")
-	start := time.Now()
 	got := 0
 	for _, p := range demoPieces {
 		if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": p}), nil); err != nil {
@@ -139,7 +138,7 @@ func (d *demo) stream(ctx context.Context, h *host.Host) error {
 	if _, err := c.Wait(); err != nil {
 		return fmt.Errorf("upper: %w", err)
 	}
-	fmt.Fprintf(d.out, " — %d chunks, each sent back as soon as the child read it (%s)\n", got, formatDuration(time.Since(start)))
+	fmt.Fprintf(d.out, " — each of %d chunks came back as soon as the child read it\n", got)
 	return nil
 }
 
@@ -196,8 +195,8 @@ func (d *demo) media(ctx context.Context, h *host.Host) error {
 	if err := last.Payload.Decode(&res); err != nil || res.SHA256 != sum || n != demoMediaBytes {
 		return errors.New("media: the bytes received do not match the child's sha256")
 	}
-	d.step("media", "%d MiB of inline media in %d chunks of %d MiB in %s = %s, sha256 verified — the bytes travel raw beside each frame's header, never base64",
-		n>>20, count, demoMediaChunk>>20, formatDuration(elapsed), formatRate(n, elapsed))
+	d.step("media", "%d MiB inline in %d chunks of %d MiB: %s in %s, sha256 verified (raw bytes beside the header, no base64)",
+		n>>20, count, demoMediaChunk>>20, formatRate(n, elapsed), formatDuration(elapsed))
 	return nil
 }
 
@@ -214,7 +213,7 @@ func (d *demo) deadline(ctx context.Context, h *host.Host) error {
 	if last.Kind != frame.KindFailed || last.Error.Code != frame.CodeTimeout {
 		return fmt.Errorf("deadline: want failed/timeout, got %s", describeTerminal(last))
 	}
-	d.step("deadline", "sleep %v with a %v deadline → %s after %s — the deadline travelled as timeout_ms and the child stopped the handler",
+	d.step("deadline", "sleep %v, deadline %v → %s after %s: the deadline travelled as timeout_ms",
 		demoSleep, demoDeadline, describeTerminal(last), formatDuration(time.Since(start)))
 	return nil
 }
@@ -240,7 +239,7 @@ func (d *demo) cancel(ctx context.Context, h *host.Host) error {
 	if last.Kind != frame.KindCancelled {
 		return fmt.Errorf("cancel: want cancelled, got %s", describeTerminal(last))
 	}
-	d.step("cancel", "sleep %v, context cancelled after %v → %s after %s — the host sent a control cancel and the caller's cancelled frame",
+	d.step("cancel", "sleep %v, cancelled at %v → %s after %s: a control cancel plus the caller's cancelled frame",
 		demoSleep, demoCancelAfter, describeTerminal(last), formatDuration(time.Since(start)))
 	return nil
 }
@@ -261,12 +260,12 @@ func (d *demo) kill(ctx context.Context, h *host.Host) error {
 		return fmt.Errorf("kill: the call did not start")
 	}
 	old := h.Children()[0]
+	killed := time.Now()
 	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
 		c.Cancel()
 		_, _ = c.Wait()
 		return fmt.Errorf("kill: cannot signal the child: %w", err)
 	}
-	killed := time.Now()
 	last, err := lastFrame(c)
 	if err != nil {
 		return fmt.Errorf("kill: %w", err)
@@ -274,8 +273,8 @@ func (d *demo) kill(ctx context.Context, h *host.Host) error {
 	if last.Kind != frame.KindFailed || last.Error.Code != frame.CodeUnreachable || !last.Synthetic {
 		return fmt.Errorf("kill: want a synthetic failed/unreachable, got %s", describeTerminal(last))
 	}
-	d.step("kill -9", "sleep %v, then SIGKILL to pid %d → %s after %s — the child could not answer, so the host made up the terminal",
-		demoKillSleep, old.PID, describeTerminal(last), formatDuration(time.Since(killed)))
+	d.step("kill -9", "SIGKILL to pid %d in the middle of a call → %s after %s: the host made up the terminal",
+		old.PID, describeTerminal(last), formatDuration(time.Since(killed)))
 
 	rctx, cancel := context.WithTimeout(ctx, demoRestartBound)
 	defer cancel()
@@ -290,7 +289,7 @@ func (d *demo) kill(ctx context.Context, h *host.Host) error {
 	if now.PID == old.PID {
 		return fmt.Errorf("restart: the child's pid did not change")
 	}
-	d.step("restart", "the host restarted the child (new pid %d, restarts %d) %s after the kill; the next call completed %s",
+	d.step("restart", "new pid %d (restarts: %d) %s after the kill; the next call completed %s",
 		now.PID, now.Restarts, formatDuration(time.Since(killed)), compactJSON(last.Payload))
 	return nil
 }

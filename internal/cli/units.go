@@ -60,3 +60,12 @@ func formatDuration(d time.Duration) string {
 		return fmt.Sprintf("%.2fs", d.Seconds())
 	}
 }
+
+// formatSize renders n bytes in MiB when it is a whole number of them
+// (as sizes people ask for usually are), else as formatBytes does.
+func formatSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	}
+	return formatBytes(n)
+}
