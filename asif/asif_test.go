@@ -1,0 +1,826 @@
+package asif_test
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/asif"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	partialExample   = "testdata/tool-call-partial.session.json"
+	completedExample = "testdata/tool-call-completed.session.json"
+)
+
+func readFile(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestExamplesCheckClean(t *testing.T) {
+	for _, name := range []string{partialExample, completedExample} {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			report, err := asif.Check(readFile(t, name), asif.Options{})
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if report == nil || report.Version != asif.Version {
+				t.Fatalf("report = %+v", report)
+			}
+		})
+	}
+}
+
+func TestPartialExampleAssembly(t *testing.T) {
+	report, err := asif.Check(readFile(t, partialExample), asif.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := report.Stream("stream-partial")
+	if s == nil {
+		t.Fatal("stream-partial missing from report")
+	}
+	if s.Status != asif.StreamPartial || s.Executable {
+		t.Fatalf("stream-partial: status %s executable %v; want partial, not executable", s.Status, s.Executable)
+	}
+	if got := string(s.Bytes); got != `{"document_id":"meeting-` || s.Size != 24 {
+		t.Fatalf("prefix = %q (size %d)", got, s.Size)
+	}
+	calls := report.Branches[0].Calls
+	if len(calls) != 1 || calls[0].ArgumentsStatus != asif.ArgumentsPartial || calls[0].Terminal || calls[0].EventID != "call-partial" {
+		t.Fatalf("selected state = %+v", calls[0])
+	}
+}
+
+func TestCompletedExampleAssembly(t *testing.T) {
+	data := readFile(t, completedExample)
+	report, err := asif.Check(data, asif.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := report.Stream("stream-complete")
+	if complete == nil || complete.Status != asif.StreamComplete || !complete.Executable {
+		t.Fatalf("stream-complete = %+v", complete)
+	}
+	// The complete stream equals the amended call's arguments, as JSON.
+	var doc struct {
+		Events []struct {
+			ID   string `json:"id"`
+			Data struct {
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var amended json.RawMessage
+	for _, e := range doc.Events {
+		if e.ID == "call-complete" {
+			amended = e.Data.Arguments
+		}
+	}
+	want, err := asif.ParseJSON(amended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := asif.ParseJSON(complete.Bytes)
+	if err != nil {
+		t.Fatalf("assembled stream is not JSON: %v", err)
+	}
+	if !asif.EqualJSON(got, want) {
+		t.Fatalf("assembled %s, amended call has %s", complete.Bytes, amended)
+	}
+	// The earlier partial stream is kept, still partial.
+	if p := report.Stream("stream-partial"); p == nil || p.Status != asif.StreamPartial || p.Executable || p.Size != 24 {
+		t.Fatalf("stream-partial = %+v", p)
+	}
+	// Selected state: the amendment, closed by the late terminal result.
+	calls := report.Branches[0].Calls
+	if len(calls) != 1 {
+		t.Fatalf("calls = %d", len(calls))
+	}
+	c := calls[0]
+	if c.CallID != "call-1" || c.EventID != "call-complete" || c.ArgumentsStatus != asif.ArgumentsComplete ||
+		!c.Terminal || c.Outcome != asif.OutcomeSuccess || c.TerminalEventID != "result-late" || c.Results != 1 ||
+		c.External != nil || string(c.Arguments) != `{"document_id":"meeting-42"}` {
+		t.Fatalf("selected state = %+v (arguments %s)", c, c.Arguments)
+	}
+}
+
+// ---- mutation helpers (operate on the decoded example tree) ----
+
+type tree = map[string]any
+
+func load(t testing.TB, name string) tree {
+	t.Helper()
+	v, err := asif.ParseJSON(readFile(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(tree)
+}
+
+func encode(t testing.TB, doc tree) []byte {
+	t.Helper()
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func list(doc tree, key string) []any { l, _ := doc[key].([]any); return l }
+
+func byID(doc tree, collection, id string) tree {
+	for _, x := range list(doc, collection) {
+		if m := x.(tree); m["id"] == id {
+			return m
+		}
+	}
+	panic("no " + collection + " " + id)
+}
+
+func data(doc tree, eventID string) tree { return byID(doc, "events", eventID)["data"].(tree) }
+
+func segment(doc tree, streamID string, i int) tree {
+	return byID(doc, "streams", streamID)["segments"].([]any)[i].(tree)
+}
+
+func num(n int) json.Number { return json.Number(jsonInt(n)) }
+
+func jsonInt(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// setText replaces a resource's text with a correct length and digest.
+func setText(doc tree, id, text string) {
+	r := byID(doc, "resources", id)
+	sum := sha256.Sum256([]byte(text))
+	r["text"], r["bytes"], r["sha256"] = text, num(len(text)), hex.EncodeToString(sum[:])
+}
+
+// setData replaces a resource's representation with base64 data.
+func setData(doc tree, id string, b []byte) {
+	r := byID(doc, "resources", id)
+	delete(r, "text")
+	sum := sha256.Sum256(b)
+	r["data"], r["bytes"], r["sha256"] = base64.StdEncoding.EncodeToString(b), num(len(b)), hex.EncodeToString(sum[:])
+}
+
+func appendTo(doc tree, key string, v any) { doc[key] = append(list(doc, key), v) }
+
+func addEvent(doc tree, e tree) {
+	appendTo(doc, "events", e)
+	br := list(doc, "branches")[0].(tree)
+	br["event_ids"] = append(br["event_ids"].([]any), e["id"])
+	br["head_event_id"] = e["id"]
+	cp := list(doc, "checkpoints")[0].(tree)
+	cp["at_event_id"] = e["id"]
+}
+
+func removeEvents(doc tree, ids ...string) {
+	drop := map[string]bool{}
+	for _, id := range ids {
+		drop[id] = true
+	}
+	var kept, branchIDs []any
+	for _, e := range list(doc, "events") {
+		if !drop[e.(tree)["id"].(string)] {
+			kept = append(kept, e)
+		}
+	}
+	doc["events"] = kept
+	br := list(doc, "branches")[0].(tree)
+	for _, id := range br["event_ids"].([]any) {
+		if !drop[id.(string)] {
+			branchIDs = append(branchIDs, id)
+		}
+	}
+	br["event_ids"] = branchIDs
+}
+
+func synthetic() tree {
+	return tree{"mode": "synthetic", "producer": "asif-test", "method": "mutation", "inputs": []any{}}
+}
+
+func callBinding(id, tool string) tree {
+	return tree{
+		"kind": "call", "id": id,
+		"source":     tree{"session_id": "session-call-progression", "capture_id": "capture-earlier", "event_id": "call-earlier"},
+		"descriptor": tree{"tool_id": tool, "arguments": tree{}, "arguments_status": "partial"},
+	}
+}
+
+func addBinding(doc tree, b tree) {
+	appendTo(doc, "external_bindings", b)
+	for _, f := range list(doc, "required_features") {
+		if f == asif.FeatureExternalBindings {
+			return
+		}
+	}
+	appendTo(doc, "required_features", asif.FeatureExternalBindings)
+}
+
+// splitUTF8 rewrites the completed example so that "é" (C3 A9) is split
+// across the two argument fragments.
+func splitUTF8(doc tree) {
+	setData(doc, "arguments-prefix", []byte("{\"document_id\":\"meeting-\xc3"))
+	setData(doc, "arguments-suffix", []byte("\xa9\"}"))
+	segment(doc, "stream-partial", 0)["length"] = num(25)
+	segment(doc, "stream-complete", 0)["length"] = num(25)
+	segment(doc, "stream-complete", 1)["length"] = num(3)
+	data(doc, "call-complete")["arguments"] = tree{"document_id": "meeting-é"}
+}
+
+func TestSplitUTF8DecodedAfterAssembly(t *testing.T) {
+	doc := load(t, completedExample)
+	splitUTF8(doc)
+	report, err := asif.Check(encode(t, doc), asif.Options{})
+	if err != nil {
+		t.Fatalf("split UTF-8 across segments refused: %v", err)
+	}
+	s := report.Stream("stream-complete")
+	if string(s.Bytes) != `{"document_id":"meeting-é"}` || !s.Executable {
+		t.Fatalf("assembled %q executable %v", s.Bytes, s.Executable)
+	}
+	// The partial prefix ends inside the sequence: it is kept as bytes.
+	if p := report.Stream("stream-partial"); p.Size != 25 || p.Bytes[24] != 0xc3 {
+		t.Fatalf("partial prefix = %q", p.Bytes)
+	}
+}
+
+func TestRuleMutations(t *testing.T) {
+	cases := []struct {
+		name   string
+		base   string
+		mutate func(doc tree)
+		rule   asif.Rule
+		object string // the ObjectID the refusal must name
+	}{
+		// streams
+		{"missing segment", completedExample, func(d tree) {
+			segment(d, "stream-complete", 1)["index"] = num(2)
+		}, asif.RuleStreamStatus, "stream-complete"},
+		{"span out of bounds", completedExample, func(d tree) {
+			segment(d, "stream-complete", 1)["length"] = num(5)
+		}, asif.RuleSegmentSpan, "stream-complete"},
+		{"span offset out of bounds", completedExample, func(d tree) {
+			segment(d, "stream-complete", 1)["offset"] = num(4)
+			segment(d, "stream-complete", 1)["length"] = num(1)
+		}, asif.RuleSegmentSpan, "stream-complete"},
+		{"two terminal segments", completedExample, func(d tree) {
+			segment(d, "stream-complete", 0)["terminal"] = true
+		}, asif.RuleSegmentTerminalDuplicate, "stream-complete"},
+		{"terminal not last", completedExample, func(d tree) {
+			segment(d, "stream-complete", 0)["terminal"] = true
+			segment(d, "stream-complete", 1)["terminal"] = false
+		}, asif.RuleSegmentTerminalNotLast, "stream-complete"},
+		{"complete without terminal", completedExample, func(d tree) {
+			segment(d, "stream-complete", 1)["terminal"] = false
+		}, asif.RuleStreamStatus, "stream-complete"},
+		{"contiguous terminal declared partial", completedExample, func(d tree) {
+			byID(d, "streams", "stream-complete")["status"] = "partial"
+		}, asif.RuleStreamStatus, "stream-complete"},
+		{"empty stream declared complete", completedExample, func(d tree) {
+			byID(d, "streams", "stream-complete")["segments"] = []any{}
+		}, asif.RuleStreamStatus, "stream-complete"},
+		{"duplicate segment index", completedExample, func(d tree) {
+			segment(d, "stream-complete", 1)["index"] = num(0)
+		}, asif.RuleSegmentIndexOrder, "stream-complete"},
+		{"unordered segment indexes", completedExample, func(d tree) {
+			s := byID(d, "streams", "stream-complete")
+			segs := s["segments"].([]any)
+			s["segments"] = []any{segs[1], segs[0]}
+		}, asif.RuleSegmentIndexOrder, "stream-complete"},
+		{"duplicate stream id", completedExample, func(d tree) {
+			byID(d, "streams", "stream-complete")["id"] = "stream-partial"
+		}, asif.RuleStreamDuplicateID, "stream-partial"},
+		{"stream event missing", completedExample, func(d tree) {
+			byID(d, "streams", "stream-complete")["event_id"] = "no-such-event"
+		}, asif.RuleStreamEventMissing, "stream-complete"},
+		{"stream bound to wrong event kind", completedExample, func(d tree) {
+			byID(d, "streams", "stream-complete")["event_id"] = "result-late"
+		}, asif.RuleStreamEventKind, "stream-complete"},
+		{"stream call id mismatch", completedExample, func(d tree) {
+			byID(d, "streams", "stream-complete")["call_id"] = "call-2"
+		}, asif.RuleStreamCallMismatch, "stream-complete"},
+		{"complete stream differs from call arguments", completedExample, func(d tree) {
+			data(d, "call-complete")["arguments"] = tree{"document_id": "meeting-43"}
+		}, asif.RuleStreamArgumentsMismatch, "stream-complete"},
+		{"complete stream bound to partial call", completedExample, func(d tree) {
+			byID(d, "streams", "stream-complete")["event_id"] = "call-partial"
+		}, asif.RuleStreamCompleteCallStatus, "stream-complete"},
+		{"partial stream bound to complete call", completedExample, func(d tree) {
+			byID(d, "streams", "stream-partial")["event_id"] = "call-complete"
+		}, asif.RuleStreamPartialCallStatus, "stream-partial"},
+		{"complete stream not JSON", completedExample, func(d tree) {
+			setText(d, "arguments-suffix", `42"`)
+			segment(d, "stream-complete", 1)["length"] = num(3)
+		}, asif.RuleStreamArgumentsNotJSON, "stream-complete"},
+		{"split UTF-8 never completed", completedExample, func(d tree) {
+			splitUTF8(d)
+			setData(d, "arguments-suffix", []byte("\"}"))
+			segment(d, "stream-complete", 1)["length"] = num(2)
+		}, asif.RuleStreamNotUTF8, "stream-complete"},
+		{"text stream differs from result", completedExample, func(d tree) {
+			addTextStream(d, "Meeting notes: agree on the workshop outline!")
+		}, asif.RuleStreamTextMismatch, "stream-text"},
+		{"text stream wrong result index", completedExample, func(d tree) {
+			addTextStream(d, "Meeting notes: agree on the workshop outline.")
+			byID(d, "streams", "stream-text")["result_index"] = num(1)
+		}, asif.RuleStreamResultIndexMismatch, "stream-text"},
+		{"segment resource missing", completedExample, func(d tree) {
+			segment(d, "stream-complete", 1)["resource_id"] = "no-such-resource"
+		}, asif.RuleSegmentResourceMissing, "stream-complete"},
+		{"segment resource not embedded", completedExample, func(d tree) {
+			r := byID(d, "resources", "arguments-suffix")
+			for _, k := range []string{"text", "bytes", "sha256"} {
+				delete(r, k)
+			}
+			r["availability"], r["explanation"] = "unavailable", "lost"
+		}, asif.RuleSegmentResourceNotEmbedded, "stream-complete"},
+
+		// resource integrity
+		{"bad sha256", completedExample, func(d tree) {
+			byID(d, "resources", "arguments-suffix")["sha256"] = strings.Repeat("0", 64)
+		}, asif.RuleResourceSHA256, "arguments-suffix"},
+		{"bad bytes", completedExample, func(d tree) {
+			byID(d, "resources", "arguments-suffix")["bytes"] = num(5)
+		}, asif.RuleResourceBytes, "arguments-suffix"},
+		{"bad base64", completedExample, func(d tree) {
+			setData(d, "arguments-suffix", []byte(`42"}`))
+			byID(d, "resources", "arguments-suffix")["data"] = "NDIifQ=" // bad padding
+		}, asif.RuleResourceBase64, "arguments-suffix"},
+		{"base64 with line break", completedExample, func(d tree) {
+			setData(d, "arguments-suffix", []byte(`42"}`))
+			byID(d, "resources", "arguments-suffix")["data"] = "NDIi\nfQ=="
+		}, asif.RuleResourceBase64, "arguments-suffix"},
+		{"duplicate resource id", completedExample, func(d tree) {
+			byID(d, "resources", "arguments-suffix")["id"] = "arguments-prefix"
+		}, asif.RuleResourceDuplicateID, "arguments-prefix"},
+		{"path resource without directory", completedExample, func(d tree) {
+			r := byID(d, "resources", "arguments-suffix")
+			delete(r, "text")
+			r["path"] = "suffix.json"
+		}, asif.RuleResourcePath, "arguments-suffix"},
+
+		// tool-call progression
+		{"duplicate call identity", completedExample, func(d tree) {
+			delete(byID(d, "events", "call-complete"), "supersedes")
+		}, asif.RuleCallDuplicateIdentity, "call-complete"},
+		{"amendment changing the tool", completedExample, func(d tree) {
+			appendTo(d, "tools", tree{"id": "other-tool", "name": "example.other", "description": "", "input_schema": true})
+			data(d, "call-complete")["tool_id"] = "other-tool"
+		}, asif.RuleAmendmentChangedTool, "call-complete"},
+		{"amendment changing the call id", completedExample, func(d tree) {
+			data(d, "call-complete")["call_id"] = "call-2"
+			byID(d, "streams", "stream-complete")["call_id"] = "call-2"
+			data(d, "result-late")["call_id"] = "call-2"
+		}, asif.RuleAmendmentChangedCallID, "call-complete"},
+		{"amendment changing the actor", completedExample, func(d tree) {
+			byID(d, "events", "call-complete")["actor_id"] = "person"
+		}, asif.RuleAmendmentChangedActor, "call-complete"},
+		{"amendment dropping the execution", completedExample, func(d tree) {
+			delete(byID(d, "events", "call-complete"), "execution_id")
+		}, asif.RuleAmendmentChangedExecution, "call-complete"},
+		{"amendment adding a retry relation", completedExample, func(d tree) {
+			data(d, "call-complete")["retry_of"] = "call-0"
+		}, asif.RuleAmendmentChangedRetry, "call-complete"},
+		{"regression to unknown", completedExample, func(d tree) {
+			data(d, "call-complete")["arguments_status"] = "unknown"
+			byID(d, "streams", "stream-complete")["status"] = "partial"
+			segment(d, "stream-complete", 1)["terminal"] = false
+		}, asif.RuleAmendmentRegressed, "call-complete"},
+		{"amending a complete call", completedExample, func(d tree) {
+			addEvent(d, tree{
+				"id": "call-again", "sequence": num(4), "actor_id": "agent", "kind": "tool_call",
+				"causes": []any{}, "provenance": synthetic(), "execution_id": "run-1",
+				"supersedes": tree{"event_id": "call-complete"},
+				"data":       tree{"call_id": "call-1", "tool_id": "read-notes", "arguments": tree{"document_id": "x"}, "arguments_status": "complete"},
+			})
+		}, asif.RuleAmendmentOfComplete, "call-again"},
+		{"amendment without its local predecessor", completedExample, func(d tree) {
+			removeEvents(d, "call-partial")
+			d["streams"] = []any{byID(d, "streams", "stream-complete")}
+			byID(d, "events", "call-complete")["causes"] = []any{}
+			byID(d, "events", "call-complete")["provenance"] = synthetic()
+			byID(d, "events", "call-complete")["supersedes"] = tree{
+				"event_id": "call-partial", "session_id": "session-call-progression", "capture_id": "capture-call-partial",
+			}
+		}, asif.RuleAmendmentPredecessorMissing, "call-complete"},
+		{"amendment of an unknown event", completedExample, func(d tree) {
+			byID(d, "events", "call-complete")["supersedes"] = tree{"event_id": "no-such-event"}
+		}, asif.RuleAmendmentPredecessorMissing, "call-complete"},
+		{"amendment of a message", completedExample, func(d tree) {
+			byID(d, "events", "call-complete")["supersedes"] = tree{"event_id": "e1"}
+		}, asif.RuleAmendmentPredecessorInvalid, "call-complete"},
+		{"call of an undefined tool", completedExample, func(d tree) {
+			data(d, "call-partial")["tool_id"] = "nope"
+			data(d, "call-complete")["tool_id"] = "nope"
+		}, asif.RuleCallToolUndefined, "call-partial"},
+		{"retry of itself", completedExample, func(d tree) {
+			data(d, "call-partial")["retry_of"] = "call-1"
+			data(d, "call-complete")["retry_of"] = "call-1"
+		}, asif.RuleCallRetryOfSelf, "call-partial"},
+		{"result without call", completedExample, func(d tree) {
+			data(d, "result-late")["call_id"] = "call-9"
+		}, asif.RuleResultWithoutCall, "result-late"},
+		{"result after terminal", completedExample, func(d tree) {
+			addEvent(d, tree{
+				"id": "result-again", "sequence": num(4), "actor_id": "agent", "kind": "tool_result",
+				"causes": []any{}, "provenance": synthetic(),
+				"data": tree{"call_id": "call-1", "result_index": num(1), "terminal": true, "outcome": "error", "parts": []any{}},
+			})
+		}, asif.RuleResultAfterTerminal, "result-again"},
+		{"result index not increasing", completedExample, func(d tree) {
+			data(d, "result-late")["result_index"] = num(3)
+			addEvent(d, tree{
+				"id": "result-early", "sequence": num(4), "actor_id": "agent", "kind": "tool_result",
+				"causes": []any{}, "provenance": synthetic(),
+				"data": tree{"call_id": "call-1", "result_index": num(2), "terminal": false, "outcome": "unknown", "parts": []any{}},
+			})
+		}, asif.RuleResultIndexOrder, "result-early"},
+		{"duplicate event id", completedExample, func(d tree) {
+			byID(d, "events", "result-late")["id"] = "e1"
+		}, asif.RuleEventDuplicateID, "e1"},
+		{"sequence not ascending", completedExample, func(d tree) {
+			byID(d, "events", "result-late")["sequence"] = num(1)
+		}, asif.RuleEventSequence, "result-late"},
+		{"branch selects unknown event", completedExample, func(d tree) {
+			br := list(d, "branches")[0].(tree)
+			br["event_ids"] = append(br["event_ids"].([]any), "ghost")
+			br["head_event_id"] = "ghost"
+		}, asif.RuleBranchEventMissing, "main"},
+
+		// external bindings
+		{"binding duplicating a local call", completedExample, func(d tree) {
+			addBinding(d, callBinding("call-1", "read-notes"))
+		}, asif.RuleBindingDuplicatesLocal, "call-1"},
+		{"two bindings for one call", completedExample, func(d tree) {
+			addBinding(d, callBinding("call-9", "read-notes"))
+			addBinding(d, callBinding("call-9", "read-notes"))
+		}, asif.RuleBindingDuplicate, "call-9"},
+		{"binding of an undefined tool", completedExample, func(d tree) {
+			addBinding(d, callBinding("call-9", "nope"))
+		}, asif.RuleBindingToolUndefined, "call-9"},
+		{"request binding duplicate option", completedExample, func(d tree) {
+			addBinding(d, tree{
+				"kind": "request", "id": "req-1",
+				"source": tree{"session_id": "s", "capture_id": "c", "event_id": "e"},
+				"descriptor": tree{"decision_kind": "approval", "prompt": []any{},
+					"options": []any{tree{"id": "yes", "label": "Yes"}, tree{"id": "yes", "label": "Also yes"}}},
+			})
+		}, asif.RuleBindingOptionDuplicate, "req-1"},
+		{"request binding undeclared resource", completedExample, func(d tree) {
+			addBinding(d, tree{
+				"kind": "request", "id": "req-1",
+				"source": tree{"session_id": "s", "capture_id": "c", "event_id": "e"},
+				"descriptor": tree{"decision_kind": "approval",
+					"prompt": []any{tree{"kind": "resource", "resource_id": "nope"}}, "options": []any{}},
+			})
+		}, asif.RuleBindingResourceMissing, "req-1"},
+		{"unsupported required feature", completedExample, func(d tree) {
+			appendTo(d, "required_features", "example.unknown/1")
+		}, asif.RuleFeatureUnsupported, "example.unknown/1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := load(t, tc.base)
+			tc.mutate(doc)
+			report, err := asif.Check(encode(t, doc), asif.Options{})
+			if err == nil {
+				t.Fatalf("mutation accepted; want %s", tc.rule)
+			}
+			if report == nil {
+				t.Fatalf("no report; refused before the rules: %v", err)
+			}
+			if !errors.Is(err, tc.rule) {
+				t.Fatalf("refusal does not include %s: %v", tc.rule, err)
+			}
+			if !namesObject(err, tc.rule, tc.object) {
+				t.Fatalf("no %s refusal names %q: %v", tc.rule, tc.object, err)
+			}
+		})
+	}
+}
+
+// namesObject reports whether some *RuleError in the joined err has rule
+// and objectID.
+func namesObject(err error, rule asif.Rule, objectID string) bool {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		var re *asif.RuleError
+		if errors.As(e, &re) && re.Rule == rule && re.ObjectID == objectID {
+			return true
+		}
+	}
+	return false
+}
+
+func addTextStream(d tree, text string) {
+	appendTo(d, "resources", textResource("result-text", text))
+	appendTo(d, "streams", tree{
+		"id": "stream-text", "kind": "tool_result_text", "event_id": "result-late", "call_id": "call-1",
+		"result_index": num(0), "status": "complete",
+		"segments": []any{tree{"index": num(0), "resource_id": "result-text", "offset": num(0), "length": num(len(text)), "terminal": true}},
+	})
+}
+
+func textResource(id, text string) tree {
+	sum := sha256.Sum256([]byte(text))
+	return tree{"id": id, "media_type": "text/plain", "purpose": "native", "availability": "embedded",
+		"text": text, "bytes": num(len(text)), "sha256": hex.EncodeToString(sum[:])}
+}
+
+func TestAllRefusalsReported(t *testing.T) {
+	doc := load(t, completedExample)
+	segment(doc, "stream-complete", 1)["length"] = num(5)                          // span
+	data(doc, "call-complete")["tool_id"] = "read-notes-2"                         // undefined tool + changed tool
+	byID(doc, "resources", "arguments-prefix")["sha256"] = strings.Repeat("a", 64) // digest
+	_, err := asif.Check(encode(t, doc), asif.Options{})
+	for _, rule := range []asif.Rule{asif.RuleSegmentSpan, asif.RuleCallToolUndefined, asif.RuleAmendmentChangedTool, asif.RuleResourceSHA256} {
+		if !errors.Is(err, rule) {
+			t.Errorf("joined refusal lacks %s: %v", rule, err)
+		}
+	}
+}
+
+func TestTextStreamAssembles(t *testing.T) {
+	doc := load(t, completedExample)
+	addTextStream(doc, "Meeting notes: agree on the workshop outline.")
+	report, err := asif.Check(encode(t, doc), asif.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := report.Stream("stream-text")
+	if s.Status != asif.StreamComplete || string(s.Bytes) != "Meeting notes: agree on the workshop outline." || s.Executable {
+		t.Fatalf("text stream = %+v", s)
+	}
+}
+
+// A capture that starts after the call: the call is an external binding,
+// the late result is local and correlates with it, and no call event is
+// synthesized for the binding.
+func TestLateResultCorrelatesWithBinding(t *testing.T) {
+	doc := load(t, completedExample)
+	removeEvents(doc, "call-partial", "call-complete")
+	delete(doc, "streams")
+	doc["required_features"] = []any{}
+	res := byID(doc, "events", "result-late")
+	external := tree{"event_id": "call-complete", "session_id": "session-call-progression", "capture_id": "capture-call-partial"}
+	res["causes"] = []any{external}
+	res["provenance"] = tree{"mode": "synthetic", "producer": "asif-test", "method": "window", "inputs": []any{external}}
+	ctx := list(doc, "contexts")
+	doc["contexts"] = ctx[:1]
+	list(doc, "executions")[0].(tree)["context_ids"] = []any{"context-1"}
+	addBinding(doc, callBinding("call-1", "read-notes"))
+	events := len(list(doc, "events"))
+	report, err := asif.Check(encode(t, doc), asif.Options{})
+	if err != nil {
+		t.Fatalf("late result with an unchanged binding refused: %v", err)
+	}
+	calls := report.Branches[0].Calls
+	if len(calls) != 1 {
+		t.Fatalf("calls = %+v", calls)
+	}
+	c := calls[0]
+	if c.External == nil || c.External.CaptureID != "capture-earlier" || c.EventID != "" {
+		t.Fatalf("binding reported as %+v; want external with no local event", c)
+	}
+	if !c.Terminal || c.Outcome != asif.OutcomeSuccess || c.TerminalEventID != "result-late" || c.ArgumentsStatus != asif.ArgumentsPartial {
+		t.Fatalf("selected state = %+v", c)
+	}
+	if len(list(doc, "events")) != events {
+		t.Fatal("events changed")
+	}
+	// The report's JSON carries no local event id for the call, only the
+	// binding's external source.
+	b, _ := json.Marshal(c)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["event_id"]; ok {
+		t.Fatalf("state JSON names a local call event: %s", b)
+	}
+}
+
+func TestPathResources(t *testing.T) {
+	doc := load(t, completedExample)
+	r := byID(doc, "resources", "arguments-suffix")
+	delete(r, "text")
+	r["path"] = "fragments/suffix.json"
+	input := encode(t, doc)
+
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "fragments"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fragments", "suffix.json"), []byte(`42"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	report, err := asif.Check(input, asif.Options{Files: root.FS()})
+	if err != nil {
+		t.Fatalf("path-backed resource refused: %v", err)
+	}
+	if !report.Stream("stream-complete").Executable {
+		t.Fatal("stream over a path-backed resource not assembled")
+	}
+	for _, bad := range []string{"../suffix.json", "/etc/passwd", "fragments\\suffix.json", "fragments/./suffix.json", "fragments/missing"} {
+		r["path"] = bad
+		if _, err := asif.Check(encode(t, doc), asif.Options{Files: root.FS()}); !namesObject(err, asif.RuleResourcePath, "arguments-suffix") {
+			t.Errorf("path %q: %v; want %s", bad, err, asif.RuleResourcePath)
+		}
+	}
+}
+
+func TestStreamTooLarge(t *testing.T) {
+	doc := load(t, completedExample)
+	big := strings.Repeat("x", 1<<20)
+	appendTo(doc, "resources", textResource("big", big))
+	var segs []any
+	for i := 0; i <= asif.MaxStreamBytes>>20; i++ {
+		segs = append(segs, tree{"index": num(i), "resource_id": "big", "offset": num(0), "length": num(len(big)), "terminal": false})
+	}
+	byID(doc, "streams", "stream-partial")["segments"] = segs
+	report, err := asif.Check(encode(t, doc), asif.Options{})
+	if !namesObject(err, asif.RuleStreamTooLarge, "stream-partial") {
+		t.Fatalf("err = %v; want %s", err, asif.RuleStreamTooLarge)
+	}
+	if s := report.Stream("stream-partial"); s.Size != 0 {
+		t.Fatalf("oversized stream assembled %d bytes", s.Size)
+	}
+}
+
+func TestReadRefusals(t *testing.T) {
+	example := string(readFile(t, partialExample))
+	deep := strings.Repeat("[", asif.MaxDepth+1) + strings.Repeat("]", asif.MaxDepth+1)
+	cases := []struct {
+		name  string
+		input string
+		want  error
+	}{
+		{"duplicate keys", `{"a":1,"b":2,"a":3}`, asif.ErrDuplicateKey},
+		{"duplicate keys in example", strings.Replace(example, `"asif_version": "0.5",`, `"asif_version": "0.5", "asif_version": "0.5",`, 1), asif.ErrDuplicateKey},
+		{"duplicate keys by escape", `{"a":1,"\u0061":2}`, asif.ErrDuplicateKey},
+		{"NaN", `{"a":NaN}`, asif.ErrNonFiniteNumber},
+		{"Infinity", `[Infinity]`, asif.ErrNonFiniteNumber},
+		{"-Infinity", `[-Infinity]`, asif.ErrNonFiniteNumber},
+		{"oversize", strings.Repeat(" ", asif.MaxDocumentBytes) + "1", asif.ErrTooLarge},
+		{"too deep", deep, asif.ErrTooDeep},
+		{"invalid UTF-8", "{\"a\":\"\xff\"}", asif.ErrInvalidUTF8},
+		{"lone surrogate", `{"a":"\ud800"}`, asif.ErrInvalidUTF8},
+		{"reversed surrogates", `{"a":"\udc00\ud800"}`, asif.ErrInvalidUTF8},
+		{"trailing data", `{} {}`, asif.ErrSyntax},
+		{"byte order mark", "\ufeff{}", asif.ErrSyntax},
+		{"empty", ``, asif.ErrSyntax},
+		{"leading zero", `[01]`, asif.ErrSyntax},
+		{"control character", "[\"a\x01\"]", asif.ErrSyntax},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			report, err := asif.Check([]byte(tc.input), asif.Options{})
+			var re *asif.ReadError
+			if !errors.Is(err, tc.want) || !errors.As(err, &re) || report != nil {
+				t.Fatalf("err = %v (report %v); want *ReadError wrapping %v", err, report, tc.want)
+			}
+		})
+	}
+	t.Run("value count", func(t *testing.T) {
+		input := "[" + strings.Repeat("0,", asif.MaxValues) + "0]"
+		if _, err := asif.ParseJSON([]byte(input)); !errors.Is(err, asif.ErrTooManyValues) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("Read bound", func(t *testing.T) {
+		_, err := asif.Read(strings.NewReader(strings.Repeat(" ", asif.MaxDocumentBytes+1)))
+		if !errors.Is(err, asif.ErrTooLarge) {
+			t.Fatalf("err = %v", err)
+		}
+		b, err := asif.Read(strings.NewReader(example))
+		if err != nil || string(b) != example {
+			t.Fatalf("Read: %v", err)
+		}
+	})
+}
+
+func TestVersions(t *testing.T) {
+	example := string(readFile(t, partialExample))
+	cases := []struct {
+		name, input string
+		found       string
+		missing     bool
+	}{
+		{"older draft", strings.Replace(example, `"asif_version": "0.5"`, `"asif_version": "0.4"`, 1), "0.4", false},
+		{"missing", strings.Replace(example, `"asif_version": "0.5",`, ``, 1), "", true},
+		{"not a string", strings.Replace(example, `"asif_version": "0.5"`, `"asif_version": 0.5`, 1), "", true},
+		{"not a version", strings.Replace(example, `"asif_version": "0.5"`, `"asif_version": "secret-token"`, 1), "", false},
+		{"not an object", `[]`, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := asif.Check([]byte(tc.input), asif.Options{})
+			var ve *asif.VersionError
+			if !errors.As(err, &ve) || !errors.Is(err, asif.ErrUnsupportedVersion) {
+				t.Fatalf("err = %v; want *VersionError", err)
+			}
+			if ve.Found != tc.found || ve.Missing != tc.missing {
+				t.Fatalf("VersionError = %+v", ve)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Fatalf("message echoes content: %v", err)
+			}
+			if !strings.Contains(err.Error(), "asif_version") {
+				t.Fatalf("message does not name the field: %v", err)
+			}
+		})
+	}
+}
+
+func TestSchemaErrors(t *testing.T) {
+	doc := load(t, completedExample)
+	segment(doc, "stream-complete", 1)["index"] = num(-1)
+	delete(doc, "capture")
+	byID(doc, "resources", "arguments-prefix")["media_type"] = "" // minLength
+	data(doc, "result-late")["outcome"] = "secret-outcome"        // enum
+	_, err := asif.Check(encode(t, doc), asif.Options{})
+	var se *asif.SchemaError
+	if !errors.As(err, &se) || !errors.Is(err, asif.ErrSchema) {
+		t.Fatalf("err = %v; want *SchemaError", err)
+	}
+	want := map[asif.Violation]bool{
+		{InstanceLocation: "/streams/1/segments/1/index", Keyword: "minimum"}: false,
+		{InstanceLocation: "", Keyword: "required"}:                           false,
+		{InstanceLocation: "/resources/0/media_type", Keyword: "minLength"}:   false,
+		{InstanceLocation: "/events/3/data/outcome", Keyword: "enum"}:         false,
+	}
+	for _, v := range se.Violations {
+		if _, ok := want[v]; ok {
+			want[v] = true
+		}
+	}
+	for v, found := range want {
+		if !found {
+			t.Errorf("violation %+v not reported; got %+v", v, se.Violations)
+		}
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Fatalf("schema error echoes a value: %v", err)
+	}
+}
+
+func TestStreamsFeatureRequiresField(t *testing.T) {
+	doc := load(t, completedExample)
+	delete(doc, "streams")
+	_, err := asif.Check(encode(t, doc), asif.Options{})
+	if !errors.Is(err, asif.ErrSchema) {
+		t.Fatalf("err = %v; want schema refusal (feature declared without streams)", err)
+	}
+}
+
+// Rule error messages name the rule and the object id, never content.
+func TestRuleErrorsDoNotEchoContent(t *testing.T) {
+	doc := load(t, completedExample)
+	setText(doc, "arguments-suffix", `SECRET"}`)
+	data(doc, "call-complete")["arguments"] = tree{"document_id": "meeting-SECRET-2"}
+	segment(doc, "stream-complete", 1)["length"] = num(8)
+	_, err := asif.Check(encode(t, doc), asif.Options{})
+	if err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(err.Error(), string(asif.RuleStreamArgumentsMismatch)) || !strings.Contains(err.Error(), `"stream-complete"`) {
+		t.Fatalf("message lacks rule or id: %v", err)
+	}
+	long := &asif.RuleError{Rule: asif.RuleStreamStatus, Object: "stream", ObjectID: strings.Repeat("é", 100), Segment: -1}
+	if n := len(long.Error()); n > 160 {
+		t.Fatalf("message of %d bytes for a long id", n)
+	}
+	var r asif.Rule
+	if !errors.As(error(long), &r) || r != asif.RuleStreamStatus {
+		t.Fatalf("errors.As Rule = %v", r)
+	}
+}
