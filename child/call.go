@@ -221,17 +221,45 @@ func (cl *call) writeCauseTerminal() {
 	cl.write(f, true)
 }
 
+// abandon writes the cause's terminal of a call whose handler is being
+// abandoned (the drain's time is up) and flushes it by deadline. It gives
+// up at once when the handler is blocked sending: the connection does not
+// take bytes then, so the terminal could not go out anyway.
+func (cl *call) abandon(deadline time.Time) {
+	kind, code, msg, ok := causeTerminal(cl.cause())
+	if !ok || cl.cause() == nil || !cl.sendMu.TryLock() {
+		return
+	}
+	f := frame.Frame{Kind: kind, Error: &frame.Error{Code: code, Message: msg}}
+	if cl.fill(&f) == nil && cl.writeLocked(f, true) == nil {
+		cl.c.nc.SetWriteDeadline(deadline)
+		cl.c.w.Flush()
+	}
+	cl.sendMu.Unlock()
+}
+
 // write sends one provider frame (its call id, direction and sequence are
 // filled in here). byCause is true for the terminal the child writes for a
 // cancellation cause; a handler's frames are refused once a terminal is
 // claimed (ErrTerminated) or the context is done (its cause).
 func (cl *call) write(f frame.Frame, byCause bool) error {
-	f.CallID, f.Direction, f.Sequence = cl.inv.CallID, frame.ProviderToCaller, 1
-	if err := f.Validate(); err != nil {
+	if err := cl.fill(&f); err != nil {
 		return err
 	}
 	cl.sendMu.Lock()
 	defer cl.sendMu.Unlock()
+	return cl.writeLocked(f, byCause)
+}
+
+// fill sets f's call id, direction and a provisional sequence, and
+// validates it.
+func (cl *call) fill(f *frame.Frame) error {
+	f.CallID, f.Direction, f.Sequence = cl.inv.CallID, frame.ProviderToCaller, 1
+	return f.Validate()
+}
+
+// writeLocked is write with sendMu held and f validated.
+func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	cl.mu.Lock()
 	switch {
 	case cl.terminal:

@@ -29,6 +29,10 @@ const hostGoneWait = 300 * time.Millisecond
 // released.
 const connWriteGrace = time.Second
 
+// abandonFlush bounds how long a drain waits, in all, for the terminals it
+// writes for abandoned handlers to reach the host.
+const abandonFlush = 100 * time.Millisecond
+
 // acceptBackoffMax bounds the pause after a failed Accept (EMFILE, say).
 const acceptBackoffMax = time.Second
 
@@ -264,17 +268,16 @@ wait:
 		select {
 		case <-s.callDone:
 		case <-graceT.C:
-			s.mu.Lock()
-			calls := make([]*call, 0, len(s.calls))
-			for _, c := range s.calls {
-				calls = append(calls, c)
-			}
-			s.mu.Unlock()
-			for _, c := range calls {
+			for _, c := range s.runningCalls() {
 				c.cancel(ErrDrained)
 			}
 		case <-hard.C:
 			s.log.Warn("drain: abandoning handlers that ignore cancellation", "count", s.active.Load())
+			deadline := time.Now().Add(abandonFlush)
+			for _, c := range s.runningCalls() {
+				c.cancel(ErrDrained) // in case the grace timer has not been seen yet
+				c.abandon(deadline)
+			}
 			break wait
 		case <-s.ctx.Done():
 			return
@@ -284,6 +287,17 @@ wait:
 		s.cw.Flush()
 	}
 	close(drained)
+}
+
+// runningCalls returns the calls in the table.
+func (s *server) runningCalls() []*call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	calls := make([]*call, 0, len(s.calls))
+	for _, c := range s.calls {
+		calls = append(calls, c)
+	}
+	return calls
 }
 
 // acceptLoop accepts stream connections until the listener is closed.

@@ -1,0 +1,153 @@
+package child_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/require"
+)
+
+func TestHandlerPanic(t *testing.T) {
+	tool := child.Tool{ID: "panics", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		panic("secret-token-123")
+	}}
+	srv := serveChild(t, config{}, demoOptions(tool))
+	_, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	s := dial(t, srv.host)
+	require.NoError(t, s.Invoke("pa1", "panics", nil, 0))
+	require.NoError(t, s.Started("pa1"))
+	res := readCall(t, s, "pa1")
+	requireTerminal(t, res, frame.KindFailed, frame.CodeProviderError)
+	require.NotContains(t, res.Terminal.Error.Message, "secret")
+	// The child goes on.
+	_, _, err = srv.host.Ping(ctxT(t), 1)
+	require.NoError(t, err)
+}
+
+func TestHandlerContract(t *testing.T) {
+	type report struct {
+		second, afterTerminal error
+		callerResult          frame.Payload
+		input                 int
+	}
+	reports := make(chan report, 1)
+	tool := child.Tool{ID: "twice", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		var r report
+		for _, err := range s.Input() {
+			if err != nil {
+				return nil, err
+			}
+			r.input++
+		}
+		r.callerResult = s.CallerResult()
+		// Output goes on after the caller's half-close.
+		if err := s.Send(payload(map[string]any{"n": 1}), nil); err != nil {
+			return nil, err
+		}
+		if err := s.Complete(payload(map[string]any{"first": true})); err != nil {
+			return nil, err
+		}
+		r.second = s.Complete(payload(map[string]any{"second": true}))
+		r.afterTerminal = s.Send(payload(map[string]any{"n": 2}), nil)
+		reports <- r
+		return nil, errors.New("ignored: the terminal was written")
+	}}
+	srv := serveChild(t, config{}, demoOptions(tool))
+	_, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	s := dial(t, srv.host)
+	require.NoError(t, s.Invoke("tw1", "twice", nil, 0))
+	require.NoError(t, s.Started("tw1"))
+	require.NoError(t, s.Chunk("tw1", 1, payload(map[string]any{"a": 1}), nil))
+	require.NoError(t, s.Complete("tw1", 2, payload(map[string]any{"final": true})))
+	res := readCall(t, s, "tw1")
+	requireTerminal(t, res, frame.KindCompleted, 0)
+	require.Len(t, res.Frames, 2)
+	require.Equal(t, true, decode(t, res.Terminal.Payload)["first"])
+	r := <-reports
+	require.ErrorIs(t, r.second, child.ErrTerminated)
+	require.ErrorIs(t, r.afterTerminal, child.ErrTerminated)
+	require.Equal(t, 1, r.input)
+	require.Equal(t, true, decode(t, r.callerResult)["final"])
+}
+
+func TestHandlerSeesCause(t *testing.T) {
+	causes := make(chan error, 1)
+	tool := child.Tool{ID: "waits", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		<-ctx.Done()
+		// A frame after cancellation is refused with the cause.
+		err := s.Send(payload(map[string]any{"late": true}), nil)
+		causes <- err
+		return payload(map[string]any{"ignored": true}), nil
+	}}
+	srv := serveChild(t, config{}, demoOptions(tool))
+	_, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	s := dial(t, srv.host)
+	require.NoError(t, s.Invoke("hc1", "waits", nil, 0))
+	require.NoError(t, s.Started("hc1"))
+	require.NoError(t, s.CancelCall("hc1", 1))
+	res := readCall(t, s, "hc1")
+	requireTerminal(t, res, frame.KindCancelled, 0)
+	require.Len(t, res.Frames, 1)
+	require.ErrorIs(t, <-causes, child.ErrCallerCancelled)
+
+	s2 := dial(t, srv.host)
+	require.NoError(t, s2.Invoke("hc2", "waits", nil, 50*time.Millisecond))
+	require.NoError(t, s2.Started("hc2"))
+	requireTerminal(t, readCall(t, s2, "hc2"), frame.KindFailed, frame.CodeTimeout)
+	require.ErrorIs(t, <-causes, child.ErrTimeout)
+}
+
+func TestHandlerErrors(t *testing.T) {
+	sendErr := make(chan error, 1)
+	tools := []child.Tool{
+		{ID: "coded", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			return nil, &frame.Error{Code: frame.CodeUnreachable, Message: "backend down"}
+		}},
+		{ID: "cancels", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			return nil, &frame.Error{Code: frame.CodeCancelled}
+		}},
+		{ID: "huge", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			// A chunk whose header exceeds max_header is refused to the
+			// handler, and a result that does not fit fails the call.
+			big := payload(map[string]any{"pad": strings.Repeat("x", 70_000)})
+			sendErr <- s.Send(big, nil)
+			return big, nil
+		}},
+		{ID: "empty", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			return nil, s.Send(nil, nil)
+		}},
+	}
+	srv := serveChild(t, config{}, demoOptions(tools...))
+	_, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	call := func(id, tool string) *frame.Frame {
+		s := dial(t, srv.host)
+		require.NoError(t, s.Invoke(id, tool, nil, 0))
+		require.NoError(t, s.Started(id))
+		require.NoError(t, s.Complete(id, 1, nil))
+		res := readCall(t, s, id)
+		require.NotNil(t, res.Terminal)
+		return res.Terminal
+	}
+	f := call("he1", "coded")
+	require.Equal(t, frame.CodeUnreachable, f.Error.Code)
+	require.Equal(t, "backend down", f.Error.Message)
+	require.Equal(t, frame.KindCancelled, call("he2", "cancels").Kind)
+	f = call("he3", "huge")
+	require.ErrorIs(t, <-sendErr, wire.ErrHeaderLength)
+	require.Equal(t, frame.KindFailed, f.Kind)
+	require.Equal(t, frame.CodeProviderError, f.Error.Code)
+	require.Equal(t, uint64(1), f.Sequence)
+	f = call("he4", "empty")
+	require.Equal(t, frame.KindFailed, f.Kind)
+	require.Contains(t, f.Error.Message, "payload")
+}

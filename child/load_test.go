@@ -1,0 +1,220 @@
+package child_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// pongBound is the liveness bound on the 99th percentile of pong round
+// trips while streams are busy; no single pong may take 4 times as long.
+// The design goal is 50 ms (measured p99s are a few ms); the bound leaves
+// room for -race on a 2-core machine with a load average above 10, and is
+// still far below the host's 5 s health timeout.
+const pongBound = 250 * time.Millisecond
+
+// percentile returns the p-th percentile of ds (sorted in place).
+func percentile(ds []time.Duration, p float64) time.Duration {
+	slices.Sort(ds)
+	i := int(float64(len(ds)-1) * p)
+	return ds[i]
+}
+
+// TestBackpressureIndependentOfHealth: a handler that does not read, a
+// caller that writes until its write blocks; the frames accepted are
+// bounded by the 8-frame queue plus what the socket buffers hold, and
+// pings are answered promptly all along.
+func TestBackpressureIndependentOfHealth(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("bp1", "sleep", map[string]any{"ms": 60_000}, 0))
+		require.NoError(t, s.Started("bp1"))
+		chunk := payload(map[string]any{"pad": strings.Repeat("x", 4000)})
+		var accepted atomic.Int64
+		var stop atomic.Bool
+		writerDone := make(chan error, 1)
+		go func() { // stopped by stop: the child discards input once the call is cancelled
+			seq := uint64(1)
+			for !stop.Load() {
+				if err := s.Chunk("bp1", seq, chunk, nil); err != nil {
+					writerDone <- err
+					return
+				}
+				accepted.Add(1)
+				seq++
+			}
+			writerDone <- s.CancelCall("bp1", seq)
+		}()
+
+		// Wait until the writer is blocked: no progress for 300 ms.
+		last, since := accepted.Load(), time.Now()
+		for time.Since(since) < 300*time.Millisecond {
+			require.Less(t, time.Since(since), wait, "writer never blocked")
+			time.Sleep(10 * time.Millisecond)
+			if n := accepted.Load(); n != last {
+				last, since = n, time.Now()
+			}
+		}
+		blockedAt := accepted.Load()
+
+		// Health is answered while the write stays blocked.
+		var rtts []time.Duration
+		for i := range 100 {
+			_, rtt, err := h.Ping(ctxT(t), uint64(i+1))
+			require.NoError(t, err)
+			rtts = append(rtts, rtt)
+		}
+		require.Equal(t, blockedAt, accepted.Load(), "the write unblocked while the handler did not read")
+		select {
+		case err := <-writerDone:
+			t.Fatalf("writer returned: %v", err)
+		default:
+		}
+		p50, p99, worst := percentile(rtts, 0.5), percentile(rtts, 0.99), rtts[len(rtts)-1]
+		t.Logf("%s: frames accepted before the write blocked: %d; pong rtt p50 %v p99 %v max %v", tg.name, blockedAt, p50, p99, worst)
+		require.Less(t, p99, pongBound)
+		require.Less(t, worst, 4*pongBound)
+
+		// The bound: 8 queued, 1 held by the blocked reader, what the
+		// socket buffers and the reader's buffer hold.
+		sndbuf, rcvbuf := sockBuf(t, s, syscall.SO_SNDBUF), sockBuf(t, s, syscall.SO_RCVBUF)
+		frameBytes := int64(len(chunk)) + 100
+		bound := int64(wire.IngressQueue) + 2 + int64(sndbuf+rcvbuf+16<<10)/frameBytes
+		require.LessOrEqual(t, blockedAt, bound)
+		require.GreaterOrEqual(t, blockedAt, int64(wire.IngressQueue))
+
+		// A control cancel gets through although the stream is blocked.
+		require.NoError(t, h.Cancel("bp1", "test"))
+		stop.Store(true)
+		res := readCall(t, s, "bp1")
+		requireTerminal(t, res, frame.KindCancelled, 0)
+		require.NoError(t, <-writerDone)
+	})
+}
+
+func sockBuf(t *testing.T, s *testnet.Stream, opt int) int {
+	raw, err := s.Conn.SyscallConn()
+	require.NoError(t, err)
+	var v int
+	var serr error
+	require.NoError(t, raw.Control(func(fd uintptr) { v, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, opt) }))
+	require.NoError(t, serr)
+	return v
+}
+
+// vmHWM returns a process's peak resident set size in KiB.
+func vmHWM(t *testing.T, pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.Atoi(f[1])
+			require.NoError(t, err)
+			return kb
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// TestThousandStreams runs 1,000 concurrent echo calls against one child.
+func TestThousandStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const n = 1000
+	run := func(t *testing.T, h *testnet.Host, pid int) {
+		base := runtime.NumGoroutine()
+		streams := make([]*testnet.Stream, n)
+		for i := range streams {
+			streams[i] = dial(t, h)
+			id := "s" + strconv.Itoa(i)
+			require.NoError(t, streams[i].Invoke(id, "echo", nil, 0))
+			require.NoError(t, streams[i].Started(id))
+			require.NoError(t, streams[i].Chunk(id, 1, payload(map[string]any{"i": i}), nil))
+		}
+		// Every handler is running, waiting for more input.
+		pong := pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == n })
+		require.Zero(t, pong.Stuck)
+		goroutines := runtime.NumGoroutine() - base
+		var rtts []time.Duration
+		for i := range 50 {
+			_, rtt, err := h.Ping(ctxT(t), uint64(10_000+i))
+			require.NoError(t, err)
+			rtts = append(rtts, rtt)
+		}
+		// Finish all calls concurrently, 8 readers at a time.
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		sem := make(chan struct{}, 8)
+		for i, s := range streams {
+			id := "s" + strconv.Itoa(i)
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				if err := s.Chunk(id, 2, payload(map[string]any{"i": i, "second": true}), nil); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.Complete(id, 3, nil); err != nil {
+					errs <- err
+					return
+				}
+				res, err := s.ReadCall(id, deadline())
+				switch {
+				case err != nil:
+					errs <- err
+				case res.Terminal.Kind != frame.KindCompleted || len(res.Chunks()) != 2:
+					errs <- fmt.Errorf("call %s: %d chunks, terminal %v", id, len(res.Chunks()), res.Terminal.Kind)
+				}
+			})
+		}
+		// Pongs stay prompt while the calls finish.
+		for i := range 20 {
+			_, rtt, err := h.Ping(ctxT(t), uint64(20_000+i))
+			require.NoError(t, err)
+			rtts = append(rtts, rtt)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
+		p99 := percentile(rtts, 0.99)
+		worst := rtts[len(rtts)-1]
+		msg := fmt.Sprintf("%d streams: pong rtt p50 %v p99 %v max %v", n, percentile(rtts, 0.5), p99, worst)
+		if pid != 0 {
+			msg += fmt.Sprintf("; child peak RSS (VmHWM) %d KiB", vmHWM(t, pid))
+		} else {
+			msg += fmt.Sprintf("; child goroutines per stream %.2f", float64(goroutines)/n)
+		}
+		t.Log(msg)
+		require.Less(t, p99, pongBound)
+		require.Less(t, worst, 4*pongBound)
+	}
+	t.Run("serve", func(t *testing.T) {
+		h, _ := startServe(t, config{})
+		run(t, h, 0)
+	})
+	t.Run("binary", func(t *testing.T) {
+		p := testnet.StartProcess(t, childBin, nil)
+		_, err := p.Host.Handshake(ctxT(t), nil)
+		require.NoError(t, err)
+		run(t, p.Host, p.Cmd.Process.Pid)
+	})
+}
