@@ -1,0 +1,103 @@
+package mpack
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// jsonDepth returns v's nesting depth (a map or array is one deeper than
+// what it holds) and whether v has a JSON form in Skulk's sense.
+func jsonDepth(v any) (int, bool) {
+	switch v := v.(type) {
+	case nil, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64:
+		return 0, true
+	case float32:
+		f := float64(v)
+		return 0, !math.IsNaN(f) && !math.IsInf(f, 0)
+	case float64:
+		return 0, !math.IsNaN(v) && !math.IsInf(v, 0)
+	case string:
+		return 0, utf8.ValidString(v)
+	case []any:
+		d := 0
+		for _, e := range v {
+			ed, ok := jsonDepth(e)
+			if !ok {
+				return 0, false
+			}
+			d = max(d, ed)
+		}
+		return d + 1, true
+	case map[string]any:
+		d := 0
+		for k, e := range v {
+			ed, ok := jsonDepth(e)
+			if !ok || !utf8.ValidString(k) {
+				return 0, false
+			}
+			d = max(d, ed)
+		}
+		return d + 1, true
+	}
+	return 0, false
+}
+
+// FuzzCheckObject checks CheckObject against the generic codec: what it
+// accepts must decode to exactly one JSON-able map no deeper than MaxDepth
+// that encoding/json can marshal, and Skip must span all of it. It must
+// never panic.
+func FuzzCheckObject(f *testing.F) {
+	for _, v := range []any{
+		map[string]any{}, map[string]any{"a": 1, "b": []any{"x", 1.5, nil, true, map[string]any{"c": -1}}},
+		map[string]any{"f": float32(2)}, []any{1}, "s", map[string]any{"b": []byte{1}},
+	} {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add(nest(MaxDepth))
+	f.Add(nest(MaxDepth + 1))
+	f.Add([]byte{0x81, 0xa1, 'a', 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if CheckObject(b) != nil {
+			return // the generic codec may trust sizes: do not feed it refused input
+		}
+		dec := msgpack.NewDecoder(bytes.NewReader(b))
+		dec.UseLooseInterfaceDecoding(true)
+		v, decErr := dec.DecodeInterface()
+		if decErr != nil {
+			t.Fatalf("CheckObject accepted what the codec cannot decode: %v", decErr)
+		}
+		if dec.Buffered().(*bytes.Reader).Len() != 0 {
+			t.Fatalf("CheckObject accepted trailing bytes")
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("CheckObject accepted a %T", v)
+		}
+		d, ok := jsonDepth(m)
+		if !ok {
+			t.Fatalf("CheckObject accepted a value with no JSON form")
+		}
+		if d > MaxDepth {
+			t.Fatalf("CheckObject accepted depth %d", d)
+		}
+		if _, err := json.Marshal(m); err != nil {
+			t.Fatalf("encoding/json refuses what CheckObject accepted: %v", err)
+		}
+		r := NewReader(b)
+		raw, err := r.Skip()
+		if err != nil || len(raw) != len(b) {
+			t.Fatalf("Skip disagrees with CheckObject: %v", err)
+		}
+	})
+}
