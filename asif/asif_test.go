@@ -460,6 +460,10 @@ func TestRuleMutations(t *testing.T) {
 		{"sequence not ascending", completedExample, func(d tree) {
 			byID(d, "events", "result-late")["sequence"] = num(1)
 		}, asif.RuleEventSequence, "result-late"},
+		{"branch selects call versions out of order", completedExample, func(d tree) {
+			br := list(d, "branches")[0].(tree)
+			br["event_ids"] = []any{"e1", "call-complete", "call-partial", "result-late"}
+		}, asif.RuleBranchCallVersion, "main"},
 		{"branch selects unknown event", completedExample, func(d tree) {
 			br := list(d, "branches")[0].(tree)
 			br["event_ids"] = append(br["event_ids"].([]any), "ghost")

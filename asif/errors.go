@@ -72,8 +72,8 @@ type Violation struct {
 }
 
 // SchemaError reports the document's violations of the embedded ASIF 0.5
-// session schema, deepest failures first within each location, in a
-// deterministic order.
+// session schema: the innermost failed assertions, sorted by instance
+// location.
 type SchemaError struct {
 	// Violations lists at most MaxViolations violations.
 	Violations []Violation
@@ -152,6 +152,11 @@ const (
 	// RuleBranchEventMissing: a branch selects an event id that is not in
 	// events. ObjectID is the branch id.
 	RuleBranchEventMissing Rule = "branch_event_missing"
+	// RuleBranchCallVersion: a branch selects several versions of one
+	// invocation and a later selected version does not directly supersede
+	// the preceding selected one (reordered, skipped or conflicting
+	// amendments). ObjectID is the branch id.
+	RuleBranchCallVersion Rule = "branch_call_version_order"
 	// RuleCallToolUndefined: a tool_call names a tool_id with no local tool
 	// definition.
 	RuleCallToolUndefined Rule = "call_tool_undefined"

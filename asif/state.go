@@ -103,10 +103,14 @@ func (c *checker) selectedStates() []BranchState {
 			switch e.kind {
 			case "tool_call":
 				st := byID[e.callID]
-				if st == nil {
+				switch {
+				case st == nil:
 					st = &CallState{CallID: e.callID}
 					byID[e.callID] = st
 					bs.Calls = append(bs.Calls, st)
+				case st.EventID != "" &&
+					(e.supersedes == nil || e.supersedes.external || e.supersedes.eventID != st.EventID):
+					c.refuse(RuleBranchCallVersion, "branch", br.id)
 				}
 				st.ToolID = e.toolID
 				st.EventID = e.id
