@@ -133,7 +133,14 @@ func (s *server) hello() *wire.Hello {
 func (s *server) serve(ctx context.Context) error {
 	s.cw = wire.NewWriter(s.control, s.opts.Limits)
 	cr := wire.NewReader(s.control, s.opts.Limits)
-	if err := s.start(cr); err != nil {
+	// ctx may end while the child waits for startup: that wakes the read.
+	stopWake := context.AfterFunc(ctx, func() { s.control.SetReadDeadline(time.Unix(1, 0)) })
+	err := s.start(cr)
+	stopWake()
+	if err != nil && ctx.Err() != nil {
+		err = nil
+	}
+	if err != nil || ctx.Err() != nil {
 		s.control.Close()
 		s.ln.Close()
 		s.cw.Close()
@@ -149,7 +156,6 @@ func (s *server) serve(ctx context.Context) error {
 		ctlDone <- s.readControl(cr, drained)
 	})
 
-	var err error
 	wait := hostGoneWait
 	select {
 	case err = <-ctlDone:

@@ -1,0 +1,39 @@
+package child
+
+import (
+	"strconv"
+	"testing"
+)
+
+func TestRememberedKeepsTheMostRecent1024(t *testing.T) {
+	var r remembered
+	r.init()
+	for i := range 1500 {
+		r.add("id" + strconv.Itoa(i))
+	}
+	r.add("id1499") // already there: no second slot
+	for i := range 476 {
+		if r.take("id" + strconv.Itoa(i)) {
+			t.Fatalf("id%d should have been forgotten", i)
+		}
+	}
+	if !r.take("id476") || !r.take("id1499") {
+		t.Fatal("recent ids forgotten")
+	}
+	if r.take("id1499") {
+		t.Fatal("take does not forget")
+	}
+	// A forgotten id added again survives the eviction of its old slot.
+	r.add("id500")
+	r.take("id500")
+	r.add("id500")
+	for i := range rememberedCancels - 1 {
+		r.add("new" + strconv.Itoa(i))
+	}
+	if !r.take("id500") {
+		t.Fatal("re-added id lost with its old slot")
+	}
+	if len(r.slot) > rememberedCancels {
+		t.Fatalf("%d ids remembered", len(r.slot))
+	}
+}

@@ -1,0 +1,75 @@
+package testnet
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/wire"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestListenIsPrivate(t *testing.T) {
+	ln, path := Listen(t)
+	fi, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("dir mode %v", fi.Mode().Perm())
+	}
+	if filepath.Base(path) != "streams.sock" || ln.Addr().String() != path {
+		t.Fatalf("listener at %s", ln.Addr())
+	}
+}
+
+func TestHostOverSocketPair(t *testing.T) {
+	a, b := SocketPair(t)
+	h := NewHost(a, "")
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Play the child on b: hello, then a pong for the ping.
+	cw := wire.NewWriter(b, wire.Limits{})
+	defer cw.Close()
+	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Handshake(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := wire.NewReader(b, wire.Limits{})
+	p, err := r.ReadPacket()
+	if err != nil || p.Type() != wire.TypeStartup {
+		t.Fatalf("got %v, %v", p, err)
+	}
+	pongs := make(chan error, 1)
+	go func() {
+		p, err := r.ReadPacket()
+		if err == nil {
+			err = cw.WritePacket(&wire.Bye{})
+			if err == nil {
+				err = cw.WritePacket(&wire.Pong{Nonce: p.(*wire.Ping).Nonce})
+			}
+		}
+		pongs <- err
+	}()
+	pong, _, err := h.Ping(ctx, 42)
+	if err != nil || pong.Nonce != 42 {
+		t.Fatalf("pong %v, %v", pong, err)
+	}
+	if err := <-pongs; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WaitBye(ctx); err != nil { // kept aside by Ping
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := h.WaitClosed(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
