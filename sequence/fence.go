@@ -1,16 +1,3 @@
-// Package sequence holds the fence that guards one direction of one call:
-// it admits each frame exactly once, in order, and nothing after the
-// direction's terminal (PROTOCOL.md §4).
-//
-// A Fence is owned by the goroutine that reads its direction; it is not safe
-// for concurrent use.
-//
-//	f := sequence.New(callID, frame.ProviderToCaller, 1)
-//	for fr := range frames {
-//		if err := f.Accept(&fr); err != nil {
-//			// errors.Is(err, sequence.ErrGap), ErrDuplicate, ...
-//		}
-//	}
 package sequence
 
 import (

@@ -49,7 +49,7 @@ func TestRoundTripOverSocket(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-func socketPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+func socketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	t.Helper()
 	dir := t.TempDir()
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: dir + "/s", Net: "unix"})

@@ -1,0 +1,226 @@
+package wire
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// Benchmarks of the packet path. docs/performance.md ("## Wire") records
+// their results and the commands that produced them.
+
+// benchChunk is a typical small streamed chunk: a short text payload.
+func benchChunk(b testing.TB) *Frame {
+	f, err := frame.NewChunk("call-0123456789", frame.ProviderToCaller, 42, frame.MustPayload(map[string]any{"text": "hello, world"}), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &Frame{f}
+}
+
+// repeatReader yields the same bytes forever.
+type repeatReader struct {
+	b   []byte
+	off int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.b[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.b)
+	}
+	return n, nil
+}
+
+// BenchmarkSmallFrameEncode appends a small chunk frame to a reused buffer.
+func BenchmarkSmallFrameEncode(b *testing.B) {
+	p := benchChunk(b)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		buf, _, err = AppendPacket(buf[:0], p, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSmallFrameDecode reads small chunk frames with a Reader, which
+// validates each one. Target: at most 2 allocations per frame.
+func BenchmarkSmallFrameDecode(b *testing.B) {
+	enc, err := Encode(benchChunk(b), Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := NewReader(&repeatReader{b: enc}, Limits{})
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.ReadPacket(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSmallFrameEncodeDecode is one encode and one decode of a small
+// chunk frame.
+func BenchmarkSmallFrameEncodeDecode(b *testing.B) {
+	p := benchChunk(b)
+	buf := make([]byte, 0, 256)
+	var d decoder
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		buf, _, err = AppendPacket(buf[:0], p, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.decode(buf[PrefixLen:], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// discard is io.Discard without its ReaderFrom, so that io.CopyBuffer uses
+// the buffer it is given.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkInlineMedia1MiB moves 1 MiB inline-media frames over a Unix
+// socket pair: "packet" through Writer and Reader, "raw" as the same bytes
+// written with io.Copy (one write per packet) and read with io.CopyBuffer
+// into a reused 1 MiB buffer. Compare their MB/s.
+func BenchmarkInlineMedia1MiB(b *testing.B) {
+	data := bytes.Repeat([]byte{0x5a}, 1<<20)
+	f, err := frame.NewChunk("call-1", frame.ProviderToCaller, 1, nil,
+		&frame.InlineMedia{Data: data, MediaType: "audio/pcm", SampleRate: 48000, Channels: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &Frame{f}
+	enc, err := Encode(p, Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	b.Run("packet", func(b *testing.B) {
+		ua, ub := socketPair(b)
+		defer ub.Close()
+		defer ua.Close()
+		w := NewWriter(ua, Limits{})
+		r := NewReader(ub, Limits{})
+		b.SetBytes(int64(len(enc)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		done := make(chan error, 1)
+		go func() { // stopped after b.N packets or a write error
+			for range b.N {
+				if err := w.WritePacket(p); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- w.Close()
+		}()
+		for range b.N {
+			if _, err := r.ReadPacket(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	})
+
+	b.Run("raw", func(b *testing.B) {
+		ua, ub := socketPair(b)
+		defer ub.Close()
+		defer ua.Close()
+		buf := make([]byte, len(enc))
+		b.SetBytes(int64(len(enc)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		done := make(chan error, 1)
+		go func() { // stopped after b.N copies or a write error
+			for range b.N {
+				if _, err := io.Copy(ua, bytes.NewReader(enc)); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		if _, err := io.CopyBuffer(discard{}, io.LimitReader(ub, int64(b.N)*int64(len(enc))), buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkSmallFramesOverSocket sends small chunk frames over a Unix
+// socket pair: "packet" through Writer and Reader (one op = one frame
+// written and read), "raw64" as one 64-byte write syscall per message read
+// in bulk. Target: packet at least the raw64 rate.
+func BenchmarkSmallFramesOverSocket(b *testing.B) {
+	p := benchChunk(b)
+	b.Run("packet", func(b *testing.B) {
+		ua, ub := socketPair(b)
+		defer ub.Close()
+		defer ua.Close()
+		w := NewWriter(ua, Limits{})
+		r := NewReader(ub, Limits{})
+		b.ReportAllocs()
+		b.ResetTimer()
+		done := make(chan error, 1)
+		go func() { // stopped after b.N packets or a write error
+			for range b.N {
+				if err := w.WritePacket(p); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- w.Close()
+		}()
+		for range b.N {
+			if _, err := r.ReadPacket(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("raw64", func(b *testing.B) {
+		ua, ub := socketPair(b)
+		defer ub.Close()
+		defer ua.Close()
+		msg := make([]byte, 64)
+		buf := make([]byte, 64<<10)
+		b.ReportAllocs()
+		b.ResetTimer()
+		done := make(chan error, 1)
+		go func() { // stopped after b.N writes or a write error
+			for range b.N {
+				if _, err := ua.Write(msg); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		if _, err := io.CopyBuffer(discard{}, io.LimitReader(ub, int64(b.N)*64), buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	})
+}
