@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
-	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -68,13 +68,17 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 // startHost starts the child of argv and waits for its handshake. Its error
 // ends the command with ExitStart.
 func startHost(ctx context.Context, cfg host.Config) (*host.Host, error) {
-	h, err := host.Start(ctx, cfg)
-	if err != nil {
-		hint := "check the command line after -- and that the program is a Skulk provider"
-		if _, statErr := os.Stat(cfg.Command); statErr != nil && !strings.Contains(cfg.Command, "/") {
+	// Look the program up first: "not found" deserves its own clear line.
+	if _, err := exec.LookPath(cfg.Command); err != nil {
+		hint := "give the path of the provider program"
+		if !strings.Contains(cfg.Command, "/") {
 			hint = "check that the program is in PATH, or give its path"
 		}
-		return nil, statusErr(ExitStart, "could not start the child %s: %v (%s; add -v to see its logs)", cfg.Command, err, hint)
+		return nil, statusErr(ExitStart, "could not start the child: %v (%s)", err, hint)
+	}
+	h, err := host.Start(ctx, cfg)
+	if err != nil {
+		return nil, statusErr(ExitStart, "could not start the child %s: %v (check the command line after -- and that the program is a Skulk provider; add -v to see its logs)", cfg.Command, err)
 	}
 	return h, nil
 }
