@@ -54,7 +54,8 @@ type child struct {
 	// Guarded by Host.mu.
 	state   ChildState
 	running int
-	stuck   int
+	stuck   int // from the latest pong
+	streams int // from the latest pong
 	idle    []*streamConn
 	conns   map[*streamConn]struct{}
 	cause   error // why the child died or was stopped, once it was
@@ -319,7 +320,7 @@ func (ch *child) watch() (error, stopMode) {
 			unhealthy.Reset(cfg.HealthTimeout)
 			h := ch.h
 			h.mu.Lock()
-			ch.stuck = int(p.Stuck)
+			ch.stuck, ch.streams = int(p.Stuck), int(p.Streams)
 			h.mu.Unlock()
 			if cfg.StuckLimit > 0 && p.Stuck >= int64(cfg.StuckLimit) {
 				ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)

@@ -86,7 +86,11 @@ type ChildInfo struct {
 	Running int
 	// MaxStreams is the child's max_streams; 0 while none runs.
 	MaxStreams int
-	// Stuck is the stuck count of the child's latest pong.
+	// Streams is the child's count of handlers that have not returned,
+	// from its latest pong.
+	Streams int
+	// Stuck is the child's count of cancelled handlers still running past
+	// their grace, from its latest pong.
 	Stuck int
 	// LastCause is why the previous child of this slot stopped; nil if
 	// none did.
@@ -149,7 +153,7 @@ func (h *Host) Children() []ChildInfo {
 		info := ChildInfo{State: s.state, Restarts: s.restarts, LastCause: s.lastCause}
 		if ch := s.cur; ch != nil {
 			info.ID, info.PID, info.Running = ch.id, ch.proc.pid, ch.running
-			info.MaxStreams, info.Stuck = ch.maxStreams, ch.stuck
+			info.MaxStreams, info.Streams, info.Stuck = ch.maxStreams, ch.streams, ch.stuck
 		}
 		out[i] = info
 	}

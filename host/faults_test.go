@@ -1,0 +1,303 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// pidOf returns the pid of slot 0's child once it is ready.
+func readyPID(t *testing.T, h *Host, notPID int) int {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		info := h.Children()[0]
+		if info.State == StateReady && info.PID != 0 && info.PID != notPID {
+			return info.PID
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no ready child: %+v", h.Children())
+	return 0
+}
+
+// recvUntilTerminal reads c to its terminal and returns it with how many
+// chunks came before.
+func recvUntilTerminal(t *testing.T, c *Call, limit time.Duration) (frame.Frame, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	n := 0
+	for {
+		f, err := c.Recv(ctx)
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if f.IsTerminal() {
+			return f, n
+		}
+		if f.Kind == frame.KindChunk {
+			n++
+		}
+	}
+}
+
+func wantSynthetic(t *testing.T, f frame.Frame, code frame.Code) {
+	t.Helper()
+	if !f.Synthetic || f.Kind != frame.KindFailed || f.Error == nil || f.Error.Code != code {
+		t.Fatalf("terminal %v synthetic=%v error=%v, want synthetic failed %v", f.Kind, f.Synthetic, f.Error, code)
+	}
+}
+
+// succeeds asserts that a fresh call works (on a restarted child if need be).
+func succeeds(t *testing.T, h *Host) {
+	t.Helper()
+	ctx := callCtx(t, 20*time.Second)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
+	if err != nil {
+		t.Fatalf("next call: %v", err)
+	}
+	c.CloseSend()
+	if _, err := c.Wait(); err != nil {
+		t.Fatalf("next call: %v", err)
+	}
+}
+
+func TestKill9MidStream(t *testing.T) {
+	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
+	pid := readyPID(t, h, 0)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 10_000_000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := c.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killed := time.Now()
+	syscall.Kill(pid, syscall.SIGKILL)
+	term, _ := recvUntilTerminal(t, c, 5*time.Second)
+	if d := time.Since(killed); d > time.Second {
+		t.Errorf("synthetic terminal %v after the kill, want within 1 s", d)
+	}
+	wantSynthetic(t, term, frame.CodeUnreachable)
+	var ce *CallError
+	if _, err := c.Wait(); !errors.As(err, &ce) || !ce.Synthetic || ce.Code != frame.CodeUnreachable {
+		t.Fatalf("Wait: %v", err)
+	}
+	succeeds(t, h)
+	if newPID := readyPID(t, h, 0); newPID == pid {
+		t.Fatalf("same pid after the restart")
+	}
+	if r := h.Children()[0].Restarts; r != 1 {
+		t.Fatalf("restarts %d, want 1", r)
+	}
+}
+
+func TestSIGSTOPHealthTimeout(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	h, _ := testHost(t, cfg, time.Minute)
+	pid := readyPID(t, h, 0)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 20000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
+		t.Fatalf("Recv: %v %v", f.Kind, err)
+	}
+	stopped := time.Now()
+	syscall.Kill(pid, syscall.SIGSTOP)
+	term, _ := recvUntilTerminal(t, c, 10*time.Second)
+	d := time.Since(stopped)
+	wantSynthetic(t, term, frame.CodeUnreachable)
+	// Detection happens HealthTimeout after the last pong, which came before
+	// the stop; the margin is for a loaded machine.
+	if d > cfg.HealthTimeout+time.Second {
+		t.Errorf("detected after %v, want within %v", d, cfg.HealthTimeout)
+	}
+	if !strings.Contains(term.Error.Message, "unhealthy") {
+		t.Errorf("message %q does not say unhealthy", term.Error.Message)
+	}
+	// SIGCONT does not bring the stale call back.
+	syscall.Kill(pid, syscall.SIGCONT)
+	time.Sleep(200 * time.Millisecond)
+	if _, err := c.Recv(ctx); err == nil {
+		t.Fatalf("Recv after the terminal returned a frame")
+	}
+	succeeds(t, h)
+}
+
+func TestCrash(t *testing.T) {
+	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "crash", frame.MustPayload(map[string]any{"after": 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, n := recvUntilTerminal(t, c, 10*time.Second)
+	wantSynthetic(t, term, frame.CodeUnreachable)
+	if n > 3 {
+		t.Fatalf("%d chunks before the crash, want at most 3", n)
+	}
+	if term.Sequence != uint64(n)+1 {
+		t.Fatalf("synthetic sequence %d after %d chunks", term.Sequence, n)
+	}
+	succeeds(t, h)
+	if info := h.Children()[0]; info.Restarts != 1 || !errors.Is(info.LastCause, ErrChildDied) {
+		t.Fatalf("children %+v", info)
+	}
+}
+
+func TestStuckHandlerRecycled(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	cfg.CancelGrace = 200 * time.Millisecond
+	cfg.EndGrace = 300 * time.Millisecond
+	cfg.DrainGrace = 200 * time.Millisecond
+	h, _ := testHost(t, cfg, time.Minute)
+	pid := readyPID(t, h, 0)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 4000, "ignore_cancel": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
+		t.Fatalf("Recv: %v %v", f.Kind, err)
+	}
+	// Cancel once the handler runs (a cancel that overtakes the invoke ends
+	// the call at once, with no handler to get stuck).
+	waitFor(t, func() bool { return h.Children()[0].Streams == 1 })
+	cancelled := time.Now()
+	c.Cancel()
+	term, _ := recvUntilTerminal(t, c, 10*time.Second)
+	if term.Kind != frame.KindCancelled || term.Synthetic {
+		t.Fatalf("terminal %v synthetic=%v, want the child's cancelled", term.Kind, term.Synthetic)
+	}
+	if d := time.Since(cancelled); d > cfg.CancelGrace+time.Second {
+		t.Errorf("terminal after %v", d)
+	}
+	// The child reports the stuck handler; the host recycles it.
+	newPID := readyPID(t, h, pid)
+	if newPID == pid {
+		t.Fatal("not recycled")
+	}
+	if info := h.Children()[0]; !strings.Contains(info.LastCause.Error(), "stuck") {
+		t.Fatalf("last cause %v", info.LastCause)
+	}
+	succeeds(t, h)
+}
+
+func TestDeadline(t *testing.T) {
+	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
+	for _, ignore := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 3000, "ignore_cancel": ignore}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		term, _ := recvUntilTerminal(t, c, 10*time.Second)
+		cancel()
+		// The child enforces timeout_ms itself; with ignore_cancel it writes
+		// the terminal for its stuck handler after cancel_grace.
+		if term.Kind != frame.KindFailed || term.Error.Code != frame.CodeTimeout || term.Synthetic {
+			t.Fatalf("ignore_cancel=%v: terminal %v %v synthetic=%v", ignore, term.Kind, term.Error, term.Synthetic)
+		}
+		if d := time.Since(start); d > 2500*time.Millisecond {
+			t.Fatalf("timeout after %v", d)
+		}
+	}
+}
+
+func TestCancelByContext(t *testing.T) {
+	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 10000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Recv(callCtx(t, 5*time.Second))
+	cancel()
+	term, _ := recvUntilTerminal(t, c, 5*time.Second)
+	if term.Kind != frame.KindCancelled || term.Synthetic {
+		t.Fatalf("terminal %v synthetic=%v", term.Kind, term.Synthetic)
+	}
+	succeeds(t, h)
+}
+
+// rss returns a process's resident set in KiB.
+func rss(t *testing.T, pid string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(rest)[0])
+			return n
+		}
+	}
+	return 0
+}
+
+func heapInuse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+func TestSlowConsumerBoundedMemory(t *testing.T) {
+	h, _ := testHost(t, fastHealth(realConfig()), 2*time.Minute)
+	pid := strconv.Itoa(readyPID(t, h, 0))
+	ctx := callCtx(t, time.Minute)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000, "size": 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(n int) {
+		for range n {
+			if f, err := c.Recv(ctx); err != nil || f.IsTerminal() {
+				t.Fatalf("Recv: %v %v", f.Kind, err)
+			}
+		}
+	}
+	read(1000)
+	heap0, rss0, childRSS0 := heapInuse(), rss(t, "self"), rss(t, pid)
+	time.Sleep(2 * time.Second) // the caller does not read: the child must block
+	heap1, rss1, childRSS1 := heapInuse(), rss(t, "self"), rss(t, pid)
+	read(100_000)
+	heap2, rss2, childRSS2 := heapInuse(), rss(t, "self"), rss(t, pid)
+	c.Cancel()
+	term, _ := recvUntilTerminal(t, c, 10*time.Second)
+	if term.Kind != frame.KindCancelled {
+		t.Fatalf("terminal %v %v", term.Kind, term.Error)
+	}
+	t.Logf("host heap in use: %d KiB after 1k frames, %d KiB after a 2 s stall, %d KiB after 101k frames", heap0>>10, heap1>>10, heap2>>10)
+	t.Logf("host RSS: %d / %d / %d KiB; child RSS: %d / %d / %d KiB", rss0, rss1, rss2, childRSS0, childRSS1, childRSS2)
+	// A stalled consumer must not make either side buffer: allow slack for
+	// the runtime, far below what 1,000,000 frames of ~120 bytes (120 MB)
+	// would take.
+	const slack = 16 << 20
+	if heap1 > heap0+slack || heap2 > heap0+slack {
+		t.Errorf("host heap grew: %d → %d → %d bytes", heap0, heap1, heap2)
+	}
+	if childRSS1 > childRSS0+slack>>10 || childRSS2 > childRSS0+slack>>10 {
+		t.Errorf("child RSS grew: %d → %d → %d KiB", childRSS0, childRSS1, childRSS2)
+	}
+	if os.Getenv("SKULK_PERF_OUT") != "" {
+		writePerf(t, os.Getenv("SKULK_PERF_OUT"), heap0, heap1, heap2, rss0, rss1, rss2, childRSS0, childRSS1, childRSS2)
+	}
+}
