@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -826,5 +827,45 @@ func TestRuleErrorsDoNotEchoContent(t *testing.T) {
 	var r asif.Rule
 	if !errors.As(error(long), &r) || r != asif.RuleStreamStatus {
 		t.Fatalf("errors.As Rule = %v", r)
+	}
+}
+
+func TestRefusalsBounded(t *testing.T) {
+	doc := load(t, completedExample)
+	var segs []any
+	for i := 0; i < asif.MaxRefusals+50; i++ {
+		segs = append(segs, tree{"index": num(i), "resource_id": "missing", "offset": num(0), "length": num(0), "terminal": false})
+	}
+	byID(doc, "streams", "stream-partial")["segments"] = segs
+	_, err := asif.Check(encode(t, doc), asif.Options{})
+	var tm *asif.TooManyRefusalsError
+	if !errors.As(err, &tm) || tm.Dropped != 50 {
+		t.Fatalf("err type %T; TooManyRefusalsError = %+v", err, tm)
+	}
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != asif.MaxRefusals+1 {
+		t.Fatalf("%d errors joined; want MaxRefusals+1", n)
+	}
+}
+
+// Check shares only the compiled schema between calls; run it concurrently
+// under -race.
+func TestCheckConcurrent(t *testing.T) {
+	inputs := [][]byte{readFile(t, partialExample), readFile(t, completedExample)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8) // one slot per goroutine: never blocks
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() { // stopped by returning; waited for by wg
+			defer wg.Done()
+			_, err := asif.Check(inputs[i%2], asif.Options{})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -214,7 +214,7 @@ func (d *Document) Marshal() ([]byte, error) {
 
 // MarshalJSON writes the document with asif_version "0.5" and every
 // required collection present.
-func (d *Document) MarshalJSON() ([]byte, error) {
+func (d Document) MarshalJSON() ([]byte, error) {
 	type wire struct {
 		Version          string             `json:"asif_version"`
 		Capture          Capture            `json:"capture"`
@@ -618,9 +618,10 @@ func DataResource(id, mediaType, purpose string, b []byte) Resource {
 
 // Checkpoint records state at a branch boundary; each branch head needs one.
 type Checkpoint struct {
-	ID       string  `json:"id"`
-	BranchID string  `json:"branch_id"`
-	AtEvent  *string `json:"at_event_id"`
+	ID       string `json:"id"`
+	BranchID string `json:"branch_id"`
+	// AtEventID is the boundary event; nil (null) for an empty branch.
+	AtEventID *string `json:"at_event_id"`
 	// Knowledge is "observed", "derived" or "unknown".
 	Knowledge string `json:"knowledge"`
 	// Status is "idle", "active", "waiting", "stopped", "ended" or

@@ -35,7 +35,7 @@ func observed() asif.Provenance { return asif.Provenance{Mode: "observed", Produ
 
 func checkpoint(d *asif.Document, at string, open ...asif.OpenCall) {
 	d.Checkpoints = []asif.Checkpoint{{
-		ID: "checkpoint", BranchID: "main", AtEvent: ptr(at), Knowledge: "derived", Status: "unknown",
+		ID: "checkpoint", BranchID: "main", AtEventID: ptr(at), Knowledge: "derived", Status: "unknown",
 		OpenCalls: open,
 	}}
 }
@@ -191,7 +191,7 @@ func ExampleCheck() {
 	})
 	d.AddStream(asif.Stream{ID: "args", Kind: asif.StreamToolArguments, EventID: "call", CallID: "call-1", Status: asif.StreamComplete,
 		Segments: []asif.Segment{{Index: 0, ResourceID: "f0", Length: 7}, {Index: 1, ResourceID: "f1", Length: 5, Terminal: true}}})
-	d.Checkpoints = []asif.Checkpoint{{ID: "cp", BranchID: "main", AtEvent: ptr("call"), Knowledge: "derived", Status: "unknown"}}
+	d.Checkpoints = []asif.Checkpoint{{ID: "cp", BranchID: "main", AtEventID: ptr("call"), Knowledge: "derived", Status: "unknown"}}
 	data, err := d.Marshal()
 	if err != nil {
 		fmt.Println(err)

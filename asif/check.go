@@ -70,7 +70,8 @@ func CheckReader(r io.Reader, opts Options) (*Report, error) {
 //  3. the embedded JSON Schema: a *SchemaError;
 //  4. the semantic rules the schema cannot express (resource integrity,
 //     tool-call progression, streams, external bindings): every refusal
-//     found, each a *RuleError, joined with errors.Join.
+//     found, each a *RuleError, joined with errors.Join (at most
+//     MaxRefusals of them, then one *TooManyRefusalsError).
 //
 // The report is nil when layers 1–3 refuse the document; otherwise it is
 // non-nil even when rules are refused, and describes every stream and the
@@ -94,13 +95,14 @@ func Check(data []byte, opts Options) (*Report, error) {
 	}
 	c := &checker{opts: opts}
 	report := c.run(root)
-	return report, errors.Join(c.errs...)
+	return report, c.errors()
 }
 
 // checker holds one check's state; it is used by a single goroutine.
 type checker struct {
-	opts Options
-	errs []error
+	opts    Options
+	errs    []error
+	dropped int
 
 	resources map[string]*resource
 	events    map[string]*event
@@ -170,11 +172,29 @@ type branch struct {
 }
 
 func (c *checker) refuse(rule Rule, object, id string) {
-	c.errs = append(c.errs, &RuleError{Rule: rule, Object: object, ObjectID: id, Segment: -1})
+	c.add(&RuleError{Rule: rule, Object: object, ObjectID: id, Segment: -1})
 }
 
 func (c *checker) refuseSegment(rule Rule, streamID string, segment int) {
-	c.errs = append(c.errs, &RuleError{Rule: rule, Object: "stream", ObjectID: streamID, Segment: segment})
+	c.add(&RuleError{Rule: rule, Object: "stream", ObjectID: streamID, Segment: segment})
+}
+
+// add keeps the first MaxRefusals refusals and counts the rest.
+func (c *checker) add(e *RuleError) {
+	if len(c.errs) < MaxRefusals {
+		c.errs = append(c.errs, e)
+		return
+	}
+	c.dropped++
+}
+
+// errors returns every kept refusal, followed by a *TooManyRefusalsError
+// when some were dropped.
+func (c *checker) errors() error {
+	if c.dropped > 0 {
+		return errors.Join(append(c.errs, &TooManyRefusalsError{Dropped: c.dropped})...)
+	}
+	return errors.Join(c.errs...)
 }
 
 // run applies every semantic rule to a schema-valid document.

@@ -328,3 +328,19 @@ func quoteBounded(s string) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// MaxRefusals bounds the *RuleError values one check keeps (1000), so a
+// document with a million faulty segments cannot make the error itself
+// unbounded.
+const MaxRefusals = 1000
+
+// TooManyRefusalsError ends a joined refusal list that reached MaxRefusals.
+type TooManyRefusalsError struct {
+	// Dropped counts the refusals found but not kept.
+	Dropped int
+}
+
+// Error says how many refusals were left out.
+func (e *TooManyRefusalsError) Error() string {
+	return fmt.Sprintf("asif: %d further rule refusal(s) not listed (MaxRefusals is %d)", e.Dropped, MaxRefusals)
+}
