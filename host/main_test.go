@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	childBin = filepath.Join(dir, "skulk-child")
+	os.Setenv("SKULK_TEST_CHILD", childBin) // for the Examples
 	out, err := exec.Command("go", "build", "-o", childBin, "../cmd/skulk-child").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building cmd/skulk-child: %v\n%s", err, out)

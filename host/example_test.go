@@ -1,0 +1,58 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+)
+
+// Start a pool running cmd/skulk-child, stream text through its upper tool
+// and read the output as it comes.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.Start(ctx, host.Config{
+		Command: os.Getenv("SKULK_TEST_CHILD"), // the path of cmd/skulk-child
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close(ctx)
+
+	c, err := h.Call(ctx, "upper", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range []string{"hello", "world"} {
+		if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	c.CloseSend() // the handler's input ends; its output goes on
+	for f, err := range c.Frames() {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		switch f.Kind {
+		case frame.KindChunk:
+			text, _ := f.Payload.Text()
+			fmt.Println(f.Sequence, text)
+		case frame.KindCompleted:
+			fmt.Println("completed")
+		case frame.KindFailed, frame.KindCancelled:
+			fmt.Println("ended:", f.Error)
+		}
+	}
+	// Output:
+	// 1 HELLO
+	// 2 WORLD
+	// completed
+}

@@ -1,0 +1,135 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+func TestPoolLeastLoadedAndMaxStreams(t *testing.T) {
+	cfg := fastHealth(fakeConfig("ok"))
+	cfg.PoolSize = 2
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	var calls []*Call
+	open := func() {
+		c, err := h.Call(ctx, "ok", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, c)
+	}
+	open()
+	open()
+	if ch := h.Children(); ch[0].Running != 1 || ch[1].Running != 1 {
+		t.Fatalf("two calls not spread over two children: %+v", ch)
+	}
+	for range 6 { // the fake child's max_streams is 4
+		open()
+	}
+	if ch := h.Children(); ch[0].Running != 4 || ch[1].Running != 4 {
+		t.Fatalf("running %+v", ch)
+	}
+	// A ninth call waits for a slot, bounded by its context.
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := h.Call(short, "ok", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ninth call: %v", err)
+	}
+	// It gets the slot as soon as one is freed.
+	got := make(chan error, 1)
+	go func() { // ends with the call; waited for below
+		c, err := h.Call(ctx, "ok", nil)
+		if err == nil {
+			c.CloseSend()
+			_, err = c.Wait()
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let it wait (not a synchronisation: the result is checked either way)
+	calls[0].CloseSend()
+	if _, err := calls[0].Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting call: %v", err)
+	}
+	for _, c := range calls[1:] {
+		c.CloseSend()
+		if _, err := c.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Close drains: a call running on the real child finishes normally.
+func TestCloseDrainsRunningCalls(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 300}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return h.Children()[0].Streams == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- h.Close(ctx) }() // returns once the child is drained; waited for below
+	res, err := c.Wait()
+	if err != nil {
+		t.Fatalf("call during Close: %v", err)
+	}
+	if res == nil {
+		t.Fatal("no result")
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := h.Call(ctx, "sleep", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Call after Close: %v", err)
+	}
+}
+
+// Child output reaches the logger line by line, tagged with id and pid.
+func TestChildLogsForwarded(t *testing.T) {
+	h, logs := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	pid := readyPID(t, h, 0)
+	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Wait()
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "fake: dying on purpose") })
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "fake: dying on purpose") {
+			for _, want := range []string{"child=c0.1", "pid=" + itoa(pid), "stream=stderr"} {
+				if !strings.Contains(line, want) {
+					t.Fatalf("log line %q lacks %q", line, want)
+				}
+			}
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"no command", Config{}},
+		{"negative pool", Config{Command: "x", PoolSize: -1}},
+		{"timeout below interval", Config{Command: "x", HealthInterval: time.Second, HealthTimeout: time.Second}},
+		{"negative duration", Config{Command: "x", KillGrace: -1}},
+		{"bad env", Config{Command: "x", ExtraEnv: []string{"=v"}}},
+	} {
+		if err := tc.cfg.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	if err := (&Config{Command: "x"}).Validate(); err != nil {
+		t.Errorf("zero config: %v", err)
+	}
+}
