@@ -1,0 +1,65 @@
+// Package host is Skulk's supervisor: it starts provider children, keeps
+// them healthy, and drives streaming calls to them over Unix sockets, as
+// PROTOCOL.md (docs/protocol.md) describes for the host side.
+//
+// # Processes
+//
+// Start runs Config.PoolSize children of Config.Command, each in its own
+// process group with a private 0700 directory holding its stream listener
+// (fd 4) and a control socketpair (fd 3), and completes each handshake
+// (hello, then startup) before it returns. The children's stdout and
+// stderr are forwarded line by line to Config.Logger, tagged with the
+// child's id and pid; the last 64 KiB of stderr ride along on the error of
+// any call that fails because its child died.
+//
+// Each child is pinged every Config.HealthInterval. A child that answers no
+// ping within Config.HealthTimeout, whose control connection ends, or whose
+// process exits is dead: every call in flight on it gets a synthetic failed
+// unreachable, its process group gets SIGTERM then SIGKILL, and it is
+// restarted under Config.Restart (exponential backoff with jitter, giving
+// up after too many restarts in a window; a pool whose every slot gave up
+// refuses calls with ErrPoolDown). A child whose pong reports stuck
+// handlers is recycled gracefully (drain, then a fresh child). Close
+// drains every child, then SIGTERM, then SIGKILL; it reaps every process
+// and removes every directory.
+//
+// # Calls
+//
+// Host.Call validates the arguments against the tool's arguments_schema
+// (filling in defaults), takes a stream slot on the least loaded child
+// (never more than its max_streams; further calls wait, bounded by their
+// context), writes the invoke on an idle or new stream connection and
+// returns a *Call. The caller sends input with Call.Send and Call.CloseSend
+// and reads the output with Call.Recv, Call.Frames or Call.Wait: the
+// provider's started (sequence 0), its chunks, exactly one terminal, then
+// io.EOF. Output is flow-controlled: at most 16 frames wait for a caller
+// that does not read, then the connection is not read and the child's
+// writes block.
+//
+// Every provider frame is checked (shape, sequence fence, output and result
+// schemas). Whatever goes wrong, the caller still gets exactly one
+// terminal: one the host makes up (frame.Frame.Synthetic) when the
+// provider broke the protocol (invalid_frame), the stream broke
+// (transport_error), the child died (unreachable), the deadline plus
+// CancelGrace plus 1 s passed (timeout), or a cancel got no answer
+// (cancelled). A synthetic terminal's sequence follows the last frame the
+// caller was given.
+//
+// A Call's context works as exec.CommandContext's: its deadline becomes
+// the invoke's timeout_ms, and cancelling it cancels the call.
+//
+//	h, err := host.Start(ctx, host.Config{Command: "skulk-child"})
+//	if err != nil { ... }
+//	defer h.Close(ctx)
+//	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
+//	if err != nil { ... } // ErrUnknownTool, *SchemaError, ErrPoolDown, ...
+//	for f, err := range c.Frames() { ... }
+//
+// # Errors
+//
+// Refusals come back from Call before anything is sent: ErrUnknownTool, a
+// *SchemaError, ErrPoolDown, ErrClosed. A call that ended otherwise than
+// completed gives Wait a *CallError carrying the frame.Code, whether it is
+// synthetic, and the stderr tail when the child died. Messages name fields
+// and describe values (type, size), never print them.
+package host
