@@ -83,9 +83,13 @@ func (r *Reader) ReadPacket() (Packet, error) {
 		return nil, r.err
 	}
 	p, err := r.readPacket()
-	var inv *InvalidError
-	if err != nil && !errors.As(err, &inv) {
-		r.err = err
+	if err != nil {
+		// Declared here, not above: taking its address moves it to the
+		// heap, and the path without an error allocates only the packet.
+		var inv *InvalidError
+		if !errors.As(err, &inv) {
+			r.err = err
+		}
 	}
 	return p, err
 }
