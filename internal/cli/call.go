@@ -118,7 +118,7 @@ type callRun struct {
 	progress *progress // nil when stderr is not a terminal
 
 	terminal atomic.Bool // the provider's terminal was received
-	sendErr  error       // set by the sender before it returns; read after wg.Wait or done
+	sendErr  error       // set by the sender before it returns; read only once done is closed
 }
 
 func (r *callRun) run(ctx context.Context, input io.Reader) error {
