@@ -52,7 +52,7 @@ func ctxT(t *testing.T) context.Context {
 // config says how to start a child for a test.
 type config struct {
 	startup *wire.Startup // nil: testnet.DefaultStartup
-	extra   []child.Tool  // in-process only: tools added to the demo tools
+	extra   []child.Tool  // tools added to the demo tools, in-process only (the binary ignores them)
 }
 
 // target is a way to run a child: in-process through child.Serve, or the
@@ -117,9 +117,6 @@ func startServe(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
 
 func startBinary(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
 	t.Helper()
-	if len(cfg.extra) > 0 {
-		t.Skip("extra tools exist only in-process")
-	}
 	p := testnet.StartProcess(t, childBin, []string{"--test-tools"})
 	hello, err := p.Host.Handshake(ctxT(t), cfg.startup)
 	require.NoError(t, err, "child output: %s", p.Output())

