@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -76,7 +75,6 @@ func run() error {
 	}
 
 	if *allocProfile != "" {
-		runtime.MemProfileRate = 4096
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

@@ -10,7 +10,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/pprof"
 
 	"github.com/skulkrt/skulk/bench/internal/skulkbench"
@@ -20,7 +19,6 @@ import (
 func main() {
 	prefix := os.Getenv("SKULK_BENCH_PROFILE")
 	if prefix != "" {
-		runtime.MemProfileRate = 4096
 		f, err := os.Create(prefix + ".cpu.pprof")
 		if err == nil {
 			err = pprof.StartCPUProfile(f)

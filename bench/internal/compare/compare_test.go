@@ -1,0 +1,220 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// bins are the children, built once by TestMain for the system tests.
+var bins Binaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "compare-test-*")
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		var mod string
+		if mod, err = ModuleDir(ctx); err == nil {
+			bins, err = Build(ctx, mod, filepath.Join(dir, "bin"), nil)
+		}
+		cancel()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i))
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50}, {0.99, 99}, {1, 100}, {0, 1}} {
+		if got := percentile(ds, c.q); got != c.want {
+			t.Errorf("percentile(1..100, %v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if ds[0] != 100 {
+		t.Error("percentile reordered its input")
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	f := &figure{Samples: []float64{4, 1, 3, 2}}
+	summarize(f)
+	if f.Median != 2.5 || f.Min != 1 || f.Max != 4 || f.SpreadPct != 120 {
+		t.Errorf("summarize(4 1 3 2) = median %v min %v max %v spread %v", f.Median, f.Min, f.Max, f.SpreadPct)
+	}
+	f = &figure{Samples: []float64{5, 1, 3}}
+	summarize(f)
+	if f.Median != 3 {
+		t.Errorf("median of 5 1 3 = %v, want 3", f.Median)
+	}
+}
+
+// fakeRunner makes a report from fixed figures.
+func fakeReport(figs map[string]map[string]float64) *Report {
+	r := &runner{res: make(map[string]map[string]*figure)}
+	for _, name := range SystemNames {
+		r.systems = append(r.systems, &skulkSystem{sys: name})
+	}
+	for _, m := range []metricSpec{mSmall, mMedia, mCall50, mStart, mCrash, mHealth} {
+		for sys, v := range figs[m.id] {
+			r.fig(m, sys).Samples = []float64{v}
+		}
+	}
+	return r.report(time.Second)
+}
+
+func TestAdvantageAndTargets(t *testing.T) {
+	rep := fakeReport(map[string]map[string]float64{
+		"small-stream": {Skulk: 300, "go-plugin": 100, "raw": 400},
+		"call-p50":     {Skulk: 20, "go-plugin": 100, "raw": 10},
+		"crash":        {Skulk: 25},
+		"health-p99":   {Skulk: 1},
+	})
+	if f := figOf(rep, "small-stream", "go-plugin"); f.SkulkAdvantage != 3 {
+		t.Errorf("rate advantage = %v, want 3", f.SkulkAdvantage)
+	}
+	if f := figOf(rep, "call-p50", "go-plugin"); f.SkulkAdvantage != 5 {
+		t.Errorf("latency advantage = %v, want 5", f.SkulkAdvantage)
+	}
+	status := map[string]Target{}
+	for _, tg := range rep.Targets {
+		status[tg.Text] = tg
+	}
+	for text, met := range map[string]bool{
+		"small-frame stream ≥ 2× go-plugin's gRPC stream rate":           true,
+		"small-frame stream ≥ the raw one-write-per-message rate":        false,
+		"sequential call p50 within 2× the raw ping-pong round trip":     true,
+		"sequential call p50 ≥ 3× faster than go-plugin's unary call":    true,
+		"crash detection under 20 ms":                                    false,
+		"health-ping p99 under 5 ms while every stream is backpressured": true,
+	} {
+		tg, ok := status[text]
+		if !ok {
+			t.Errorf("target %q missing", text)
+			continue
+		}
+		if tg.Met != met {
+			t.Errorf("target %q: met = %v, want %v (%s)", text, tg.Met, met, tg.Status)
+		}
+	}
+	if s := status["small-frame stream ≥ the raw one-write-per-message rate"].Status; !strings.Contains(s, "25% short") {
+		t.Errorf("missed target status %q does not say by how much", s)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "3.00×") || !strings.Contains(b.String(), "MISSED") {
+		t.Errorf("table lacks the advantage or the missed target:\n%s", b.String())
+	}
+}
+
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{12_345_678: "12.3M", 1_234_567: "1.23M", 45_678: "46k", 456: "456", 45.6: "45.6", 4.567: "4.57"} {
+		if got := num(v); got != want {
+			t.Errorf("num(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// exercise runs every workload of s once with small counts.
+func exercise(t *testing.T, s system) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sess, err := s.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sess.close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	if err := sess.smallStream(ctx, 1000); err != nil {
+		t.Errorf("smallStream: %v", err)
+	}
+	if err := sess.media(ctx, 3, mediaChunk); err != nil {
+		t.Errorf("media: %v", err)
+	}
+	if err := sess.echo(ctx, 500); err != nil {
+		t.Errorf("echo: %v", err)
+	}
+	for range 10 {
+		if err := sess.call(ctx); err != nil {
+			t.Fatalf("call: %v", err)
+		}
+	}
+	if d, err := s.coldStart(ctx); err != nil || d <= 0 {
+		t.Errorf("coldStart = %v, %v", d, err)
+	}
+	if d, err := s.crash(ctx); err != nil || d <= 0 {
+		t.Errorf("crash = %v, %v", d, err)
+	}
+	ds, err := s.healthUnderBackpressure(ctx, 2, 5)
+	switch {
+	case errors.Is(err, errNotApplicable):
+	case err != nil:
+		t.Errorf("health: %v", err)
+	case len(ds) != 5:
+		t.Errorf("health gave %d pings, want 5", len(ds))
+	}
+}
+
+func TestRaw(t *testing.T) { exercise(t, &rawSystem{bin: bins.Raw, dir: t.TempDir()}) }
+
+func TestGoPlugin(t *testing.T) { exercise(t, &grpcSystem{bin: bins.GoPlugin}) }
+
+func TestMCP(t *testing.T) { exercise(t, &mcpSystem{bin: bins.MCP}) }
+
+func TestSkulk(t *testing.T) {
+	exercise(t, &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: t.TempDir()})
+}
+
+func TestSkulkDemo(t *testing.T) {
+	exercise(t, &skulkSystem{sys: SkulkDemo, bin: bins.SkulkDemo, dir: t.TempDir()})
+}
+
+// TestRunQuickSubset runs the driver end to end on a subset and checks the
+// report has a figure for every system.
+func TestRunQuickSubset(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Quick: true, Bin: bins, Dir: t.TempDir(),
+		Systems: []string{Skulk, "raw"}, Workloads: []string{"calls", "crash"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Metrics) != 3 {
+		t.Fatalf("got %d metrics, want 3 (call p50, p99, crash)", len(rep.Metrics))
+	}
+	for _, m := range rep.Metrics {
+		for _, f := range m.Figures {
+			if f.Err != "" || len(f.Samples) == 0 || f.Median <= 0 {
+				t.Errorf("%s/%s: no figure (%s)", m.ID, f.System, f.Err)
+			}
+		}
+	}
+}
