@@ -396,7 +396,7 @@ func TestCallRefusedAndStartFailures(t *testing.T) {
 			if strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("stderr %q: want one line containing %q", r.stderr, tc.want)
 			}
-			if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
+			if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "internal error") {
 				t.Errorf("stack trace on stderr: %q", r.stderr)
 			}
 		})

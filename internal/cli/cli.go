@@ -83,7 +83,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "skulk-host: unknown command %q (run 'skulk-host help' for the list)\n", name)
 		return ExitUsage
 	}
-	err := cmd.run(ctx, args[1:], env)
+	err := runRecovered(ctx, cmd, args[1:], env)
 	switch {
 	case err == nil:
 		return ExitOK
@@ -153,4 +153,15 @@ func needChild(child []string) error {
 		return usageErr("missing the child's command line: put it after --, e.g. -- ./my-provider --flag")
 	}
 	return nil
+}
+
+// runRecovered runs cmd, turning a panic on the command's goroutine into an
+// error, so that even a bug ends with one line and not a stack trace.
+func runRecovered(ctx context.Context, cmd *command, args []string, env Env) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = statusErr(ExitFailure, "internal error: %v (a bug in skulk-host; please report it with the command line)", v)
+		}
+	}()
+	return cmd.run(ctx, args, env)
 }

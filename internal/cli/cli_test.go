@@ -392,3 +392,11 @@ func TestCallStartFailureStatus(t *testing.T) {
 		t.Fatalf("stderr %q", stderr)
 	}
 }
+
+func TestPanicBecomesOneLine(t *testing.T) {
+	cmd := &command{name: "boom", run: func(context.Context, []string, Env) error { panic("kaboom") }}
+	err := runRecovered(context.Background(), cmd, nil, Env{})
+	if statusOf(err) != ExitFailure || !strings.Contains(err.Error(), "internal error: kaboom") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("got %v (status %d)", err, statusOf(err))
+	}
+}

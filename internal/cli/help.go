@@ -75,7 +75,7 @@ Example:
 	skulk-host help call
 `
 
-const demoUsage = "demo"
+const demoUsage = "demo [-v]"
 
 const demoHelp = `
 Demo starts a real provider child (this binary, re-executed in a hidden
@@ -104,7 +104,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--timeout D] [--json] [--save-media DIR] [--env NAME[=VALUE]]... -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--timeout D] [--json] [--save-media DIR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -167,7 +167,7 @@ Examples:
 	skulk-host call sleep --args '{"ms": 5000}' --timeout 1s --json -- ./skulk-child
 `
 
-const toolsUsage = "tools [--json] [--env NAME[=VALUE]]... -- CHILD [ARGS...]"
+const toolsUsage = "tools [--json] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 const toolsHelp = `
 Tools starts CHILD, prints the tools it offers with their descriptions and
@@ -193,7 +193,7 @@ Example:
 	skulk-host tools -- ./skulk-child --test-tools
 `
 
-const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--env NAME[=VALUE]]... -- CHILD [ARGS...]"
+const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 const benchHelp = `
 Bench starts CHILD, which must offer the demo tools count and media (as
