@@ -599,3 +599,79 @@ func TestProgressLineInTerminal(t *testing.T) {
 		t.Errorf("stdout %q, want nothing (sleep has no chunks)", out.String())
 	}
 }
+
+// TestProgressLineAndOutputShareATerminal runs a call with stdout and
+// stderr on the same pseudo-terminal while input trickles in: every text
+// line the provider sends is printed on a clean line (the progress line is
+// erased first), and nothing of the progress line is left at the end.
+func TestProgressLineAndOutputShareATerminal(t *testing.T) {
+	master, slave := openPTY(t)
+	defer master.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "call", "upper", "--input", "-", "--", childBin)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Stdout, cmd.Stderr = slave, slave
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	read := make(chan []byte, 1)
+	go func() { // stopped by the command's exit closing the slave side
+		var term bytes.Buffer
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			term.Write(buf[:n])
+			if err != nil {
+				read <- term.Bytes()
+				return
+			}
+		}
+	}()
+	words := []string{"alpha", "bravo", "charlie", "delta"}
+	for _, w := range words {
+		// Pacing, not synchronisation: the call must last long enough
+		// for the progress line to be drawn between the lines.
+		time.Sleep(200 * time.Millisecond)
+		if _, err := fmt.Fprintln(stdin, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	var term []byte
+	select {
+	case term = <-read:
+	case <-ctx.Done():
+		t.Fatal("terminal output never ended")
+	}
+	s := string(term)
+	if !strings.Contains(s, " frames  ") {
+		t.Fatalf("the progress line was never drawn: %q", s)
+	}
+	// What a person sees: apply carriage returns and erase-line codes.
+	var screen []string
+	for _, line := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
+		for strings.Contains(line, "\r\x1b[K") {
+			line = line[strings.Index(line, "\r\x1b[K")+len("\r\x1b[K"):]
+		}
+		screen = append(screen, line)
+	}
+	want := []string{"ALPHA", "BRAVO", "CHARLIE", "DELTA"}
+	if len(screen) < len(want)+1 || strings.Join(screen[:len(want)], ",") != strings.Join(want, ",") {
+		t.Fatalf("screen %q, want the words then the status line (raw %q)", screen, s)
+	}
+	if status := screen[len(want)]; !strings.HasPrefix(status, `completed {"chunks":4}`) {
+		t.Fatalf("status line %q", status)
+	}
+	if strings.Contains(strings.Join(screen, "\n"), "elapsed") {
+		t.Fatalf("a progress line is left on the screen: %q", screen)
+	}
+}
