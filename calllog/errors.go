@@ -23,6 +23,9 @@ var (
 	// ErrBadOutcome: End was given an outcome whose Kind is not done,
 	// failed or cancelled.
 	ErrBadOutcome = errors.New("calllog: outcome kind must be done, failed or cancelled")
+	// ErrCloseTimeout: Close was done waiting before every goroutine had
+	// returned (an observer or store that ignores its context).
+	ErrCloseTimeout = errors.New("calllog: close: goroutines still running")
 	// ErrNoJournal: the recorder has no journal to take a tree over with.
 	ErrNoJournal = errors.New("calllog: no journal")
 
@@ -54,16 +57,16 @@ type JournalError struct {
 	Tree string
 	// Call is the call's id.
 	Call string
-	// Outcome is how the call ended (ErrJournalEnd only): the value or
-	// error the caller would have had.
+	// Outcome is how the call ended: for ErrJournalEnd the value or error
+	// the caller would have had; for a refusal, the refusal.
 	Outcome Outcome
 	// Cause is what the journal met: ErrNoAnswer, ErrStoreUnusable,
 	// ErrFenced, ErrJournalOverflow, a context error, or the store's own
 	// error; nil for a policy refusal.
 	Cause error
 
-	w   *journalWriter // for Settle; nil unless Op is ErrJournalEnd
-	seq uint64         // the end event's seq
+	w   *journalWriter // for Settle; nil without a journal
+	seq uint64         // the call's end event's seq
 }
 
 func (e *JournalError) Error() string {

@@ -221,8 +221,13 @@ func stopsWriter(err error) bool {
 // its queue is kept, when the store is unusable, or by the recorder's
 // context (Close).
 func (w *journalWriter) run() {
-	defer close(w.done)
 	defer w.r.wg.Done()
+	defer close(w.done)
+	defer func() {
+		w.r.mu.Lock()
+		delete(w.r.writers, w)
+		w.r.mu.Unlock()
+	}()
 	delay := 10 * time.Millisecond
 	for {
 		w.mu.Lock()
@@ -263,6 +268,12 @@ func (w *journalWriter) run() {
 			if !errors.Is(err, ErrClosed) {
 				w.r.logger.Warn("calllog: journal writer stopped", "error", err.Error())
 			}
+			return
+		case w.r.closing.Load():
+			// Closing: what cannot be kept at once is given up.
+			w.stopLocked(err)
+			w.mu.Unlock()
+			w.r.logger.Warn("calllog: journal writer stopped at close with events not kept", "tree", w.tree, "error", err.Error())
 			return
 		default:
 			w.failWaitersLocked(err, false)
@@ -336,8 +347,9 @@ func (w *journalWriter) attempt(ctx context.Context, batch []Event) error {
 	return w.j.Store.Keep(ctx, w.claim, batch)
 }
 
-// Settle waits until the end of the call whose *JournalError (ErrJournalEnd)
-// err is was kept after all: nil when it was, the journal's reason when it
+// Settle waits until the end of the call whose *JournalError err is was
+// kept after all (for ErrJournalStart and ErrJournalPolicy: the end that
+// records the refusal): nil when it was, the journal's reason when it
 // can no longer be (the writer stopped, events were dropped), ctx.Err()
 // when ctx is done first. An err that is not such an error gives itself
 // back.

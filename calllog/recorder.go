@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
@@ -60,6 +61,8 @@ type Recorder struct {
 	// wg counts every goroutine the recorder started: observer runners,
 	// journal writers and their sends.
 	wg sync.WaitGroup
+
+	closing atomic.Bool // set when Close starts: journal writers stop retrying
 
 	mu      sync.Mutex // guards the fields below; never held while taking a tree's lock
 	closed  bool
@@ -144,12 +147,14 @@ func (r *Recorder) Drain(ctx context.Context) error {
 }
 
 // Close stops the recorder: no call can begin after it starts. It gives
-// the journal writers until ctx is done to keep what is queued and the
-// observers until then to be given theirs, then cancels the observers' and
-// stores' context and waits for every goroutine. It returns ctx.Err() when
-// the goroutines had not returned when ctx was done (an observer or store
-// that ignores its context), nil otherwise. Close is idempotent.
+// the journal writers until ctx is done to keep what is queued (a send that
+// fails is not made again once Close has started) and the observers until
+// then to be given theirs, then cancels the observers' and stores' context
+// and waits for every goroutine. It returns ErrCloseTimeout when they have
+// not all returned a second after ctx was done (an observer or a store that
+// ignores its context), nil otherwise. Close is idempotent.
 func (r *Recorder) Close(ctx context.Context) error {
+	r.closing.Store(true)
 	r.mu.Lock()
 	r.closed = true
 	writers := make([]*journalWriter, 0, len(r.writers))
@@ -178,13 +183,26 @@ func (r *Recorder) Close(ctx context.Context) error {
 		r.wg.Wait()
 		close(done)
 	}()
+	// Everything was cancelled: goroutines that honour their context
+	// return at once, so a done ctx still gets closeGrace.
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-grace.C:
+		return ErrCloseTimeout
 	}
 }
+
+// closeGrace is how long Close waits, past its ctx, for goroutines it
+// cancelled.
+const closeGrace = time.Second
 
 // runningKey marks a context with its running call (*Record; nil when
 // detached).
@@ -349,7 +367,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, ErrJournalPolicy)
 		rec.finishLocked()
 		t.mu.Unlock()
-		return rec, &JournalError{Op: ErrJournalPolicy, Tree: t.id, Call: rec.id}
+		return rec, &JournalError{Op: ErrJournalPolicy, Tree: t.id, Call: rec.id, Outcome: rec.outcome, w: t.w, seq: rec.endSeq}
 	}
 	t.mu.Unlock()
 
@@ -360,7 +378,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 			rec.outcome = Refused("journal_start", frame.CodeUnreachable, ErrJournalStart)
 			rec.finishLocked()
 			t.mu.Unlock()
-			return rec, &JournalError{Op: ErrJournalStart, Tree: t.id, Call: rec.id, Cause: err}
+			return rec, &JournalError{Op: ErrJournalStart, Tree: t.id, Call: rec.id, Outcome: rec.outcome, Cause: err, w: t.w, seq: rec.endSeq}
 		}
 	}
 	return rec, nil
@@ -453,9 +471,6 @@ func (rec *Record) finishLocked() {
 		rec.parent.stepEndedLocked()
 	} else if t.w != nil {
 		t.w.finish()
-		t.r.mu.Lock()
-		delete(t.r.writers, t.w)
-		t.r.mu.Unlock()
 	}
 }
 

@@ -1,0 +1,340 @@
+package calllog_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/calllogtest"
+	"github.com/skulkrt/skulk/frame"
+)
+
+// testStore wraps a MemoryStore: Keep can be made to fail, to block until
+// released (ignoring its context: a store that does not answer), or to be
+// slow; it counts sends and the most at once.
+type testStore struct {
+	calllog.MemoryStore
+	fail     atomic.Pointer[error] // Keep returns it when set
+	slowN    atomic.Int32          // the next slowN sends take slowFor, then fail
+	slowFor  time.Duration
+	mu       sync.Mutex
+	gate     chan struct{} // when not nil, Keep waits for it to be closed
+	sends    int
+	inflight int
+	maxAtt   int
+	firstSeq map[uint64]int // sends per batch (by first seq)
+}
+
+func (s *testStore) block() {
+	s.mu.Lock()
+	s.gate = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *testStore) unblock() {
+	s.mu.Lock()
+	if s.gate != nil {
+		close(s.gate)
+		s.gate = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *testStore) setFail(err error) { s.fail.Store(&err) }
+
+func (s *testStore) Keep(ctx context.Context, c calllog.Claim, events []calllog.Event) error {
+	s.mu.Lock()
+	s.sends++
+	s.inflight++
+	s.maxAtt = max(s.maxAtt, s.inflight)
+	if s.firstSeq == nil {
+		s.firstSeq = map[uint64]int{}
+	}
+	s.firstSeq[events[0].Seq]++
+	gate := s.gate
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
+	if gate != nil {
+		<-gate
+	}
+	if s.slowN.Add(-1) >= 0 {
+		time.Sleep(s.slowFor) // a slow store, ignoring ctx on purpose
+		return errors.New("store: late and failed")
+	}
+	if p := s.fail.Load(); p != nil && *p != nil {
+		return *p
+	}
+	return s.MemoryStore.Keep(context.Background(), c, events)
+}
+
+func (s *testStore) stats() (sends, maxAtOnce int, perBatch map[uint64]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := map[uint64]int{}
+	for k, v := range s.firstSeq {
+		m[k] = v
+	}
+	return s.sends, s.maxAtt, m
+}
+
+func TestRequiredJournalStartNotKeptRefusesCall(t *testing.T) {
+	ctx := testCtx(t)
+	for name, storeErr := range map[string]error{
+		"store error":    errors.New("store: disk busy"),
+		"store unusable": calllog.ErrStoreUnusable,
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := &testStore{}
+			st.setFail(storeErr)
+			r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 5 * time.Second}})
+			invokeWritten := false
+			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "count"})
+			if err == nil {
+				invokeWritten = true // what a host does after Begin succeeds
+			}
+			var je *calllog.JournalError
+			if invokeWritten || !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, storeErr) {
+				t.Fatalf("Begin = %v; want a journal-start error holding the store's", err)
+			}
+			o, ended := rec.Outcome()
+			if !ended || o.Kind != calllog.KindFailed || o.Refused != "journal_start" {
+				t.Fatalf("refused call's outcome = %+v (ended %v)", o, ended)
+			}
+			if errors.Is(storeErr, calllog.ErrStoreUnusable) {
+				sends, _, _ := st.stats()
+				if sends != 1 {
+					t.Fatalf("an unusable store was sent %d times, want 1 (the writer stops)", sends)
+				}
+			}
+		})
+	}
+}
+
+func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
+	ctx := testCtx(t)
+	st := &testStore{}
+	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 100 * time.Millisecond}})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "count"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.block() // the store stops answering
+	rec.Request(calllog.RequestInfo{})
+	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "hi"}))
+	result := frame.MustPayload(map[string]any{"n": 1})
+	err = rec.End(ctx, calllog.Done(result))
+	var je *calllog.JournalError
+	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrNoAnswer) {
+		t.Fatalf("End = %v; want a journal-end error caused by no answer", err)
+	}
+	if je.Outcome.Kind != calllog.KindDone || string(je.Outcome.Result) != string(result) || je.Call != "c1" {
+		t.Fatalf("journal-end error does not hold the outcome: %+v", je.Outcome)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := calllog.Settle(short, err); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Settle while the store is down = %v", err)
+	}
+	st.unblock()
+	if err := calllog.Settle(ctx, err); err != nil {
+		t.Fatalf("Settle after the store recovered = %v, want nil (kept)", err)
+	}
+	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
+	if len(kept) != 4 || kept[3].Kind != calllog.KindDone {
+		t.Fatalf("store has %d events", len(kept))
+	}
+	if _, maxAtOnce, _ := st.stats(); maxAtOnce != 1 {
+		t.Fatalf("%d sends at once", maxAtOnce)
+	}
+}
+
+func TestSlowStoreNeverSentTheSameBatchTwiceAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	const timeout = 30 * time.Millisecond
+	st := &testStore{slowFor: 3 * timeout}
+	st.slowN.Store(3)
+	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: timeout}})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1"})
+	if !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, calllog.ErrNoAnswer) {
+		t.Fatalf("Begin against a store slower than the timeout = %v; want no answer", err)
+	}
+	<-rec.Done()
+	if err := calllog.Settle(ctx, err); err != nil { // the writer keeps sending until kept
+		t.Fatalf("Settle = %v", err)
+	}
+	sends, maxAtOnce, perBatch := st.stats()
+	if maxAtOnce != 1 {
+		t.Fatalf("%d sends at once, want 1", maxAtOnce)
+	}
+	if perBatch[1] < 4 {
+		t.Fatalf("the first batch was sent %d times, want ≥ 4 (3 slow, then kept)", perBatch[1])
+	}
+	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
+	if len(kept) != 2 {
+		t.Fatalf("kept %d events after %d sends, want 2 (started, refused end)", len(kept), sends)
+	}
+}
+
+func TestBestEffortJournalNeverWaits(t *testing.T) {
+	ctx := testCtx(t)
+	st := &testStore{}
+	st.block()
+	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Timeout: time.Hour}})
+	start := time.Now()
+	for range 50 {
+		runCall(t, ctx, r, calllog.CallInfo{}, 10)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("50 calls took %v against a store that does not answer", d)
+	}
+	st.unblock()
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, maxAtOnce, _ := st.stats(); maxAtOnce > 50 {
+		t.Fatalf("%d sends at once for 50 trees", maxAtOnce)
+	}
+}
+
+func TestJournalPolicy(t *testing.T) {
+	ctx := testCtx(t)
+	j := &calllog.Journal{Store: &calllog.MemoryStore{}, Required: true}
+	weaker := &calllog.Journal{Store: j.Store}
+	r := newRecorder(t, calllog.Options{Journal: j})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "a", Journal: weaker})
+	if !errors.Is(err, calllog.ErrJournalPolicy) {
+		t.Fatalf("a call replacing the journal: %v, want ErrJournalPolicy", err)
+	}
+	if o, _ := rec.Outcome(); o.Refused != "journal_policy" {
+		t.Fatalf("policy refusal outcome = %+v", o)
+	}
+	if _, err := r.Begin(ctx, calllog.CallInfo{ID: "b", Journal: j}); err != nil {
+		t.Fatalf("naming the tree's own journal = %v", err)
+	}
+	err = r.Program(ctx, calllog.CallInfo{ID: "p"}, func(ctx context.Context) error {
+		_, err := r.Begin(ctx, calllog.CallInfo{ID: "s", Journal: weaker})
+		return err
+	})
+	if !errors.Is(err, calllog.ErrJournalPolicy) {
+		t.Fatalf("a step replacing the journal: %v", err)
+	}
+	// Without a recorder journal, a tree's outermost call brings its own
+	// and its steps cannot replace it.
+	r2 := newRecorder(t, calllog.Options{})
+	err = r2.Program(ctx, calllog.CallInfo{ID: "q", Journal: j}, func(ctx context.Context) error {
+		if _, err := r2.Begin(ctx, calllog.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, calllog.ErrJournalPolicy) {
+			t.Errorf("step: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, _ := j.Store.EventsAfter(ctx, "q", 0, 0); len(kept) != 4 {
+		t.Fatalf("the tree's own journal kept %d events, want 4", len(kept))
+	}
+}
+
+func TestTreeIDCollisionStopsItsJournal(t *testing.T) {
+	ctx := testCtx(t)
+	j := &calllog.Journal{Store: &calllog.MemoryStore{}, Required: true}
+	r1 := newRecorder(t, calllog.Options{Journal: j})
+	runCall(t, ctx, r1, calllog.CallInfo{ID: "same"}, 1)
+	r2 := newRecorder(t, calllog.Options{Journal: j})
+	if _, err := r2.Begin(ctx, calllog.CallInfo{ID: "same"}); !errors.Is(err, calllog.ErrTreeExists) {
+		t.Fatalf("a second tree with a kept id: %v, want ErrTreeExists", err)
+	}
+}
+
+func TestTakeOverFencesTheOldWriter(t *testing.T) {
+	ctx := testCtx(t)
+	st := &calllog.MemoryStore{}
+	a := newRecorder(t, calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}})
+	prog, err := a.Begin(ctx, calllog.CallInfo{ID: "p", Program: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := a.Begin(prog.Context(ctx), calllog.CallInfo{ID: "s", Tool: "count"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writer A "crashes" here; B takes the tree over.
+	b := newRecorder(t, calllog.Options{Writer: "B", Journal: &calllog.Journal{Store: st, Required: true}})
+	wrote, err := b.TakeOver(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wrote) != 2 || wrote[0].Call != "s" || wrote[1].Call != "p" || !wrote[0].Error.Synthetic || wrote[0].Seq != 3 || wrote[0].After != 2 {
+		t.Fatalf("takeover wrote %+v; want the step's then the program's end, synthetic, numbered on", wrote)
+	}
+	err = step.End(ctx, calllog.Done(nil))
+	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrFenced) {
+		t.Fatalf("the old writer's End = %v; want it fenced", err)
+	}
+	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrFenced) {
+		t.Fatalf("Settle of a fenced end = %v", err)
+	}
+	prog.End(ctx, calllog.Done(nil))
+	kept, _ := st.EventsAfter(ctx, "p", 0, 0)
+	if len(kept) != 4 || kept[2].Writer != "B" || kept[3].Kind != calllog.KindFailed {
+		t.Fatalf("store has %d events: %+v", len(kept), kinds(kept))
+	}
+}
+
+func TestFollowerShowsGapsAndTakeover(t *testing.T) {
+	ctx := testCtx(t)
+	st := &calllog.MemoryStore{}
+	f := calllog.NewFollower(st, "t", 0, 5*time.Millisecond)
+	steps := make(chan calllog.Step, 16)
+	errc := make(chan error, 1)
+	go func() { // stopped by the tree's end (io.EOF) or ctx
+		defer close(steps)
+		for {
+			s, err := f.Next(ctx)
+			if err != nil {
+				errc <- err
+				return
+			}
+			steps <- s
+		}
+	}()
+	ca, _ := st.Claim(ctx, "t", "A")
+	st.Keep(ctx, ca, calllogtest.Events("t", "A", 1, 3))
+	st.Keep(ctx, ca, calllogtest.Events("t", "A", 5, 1)) // 4 never kept
+	cb, _ := st.Claim(ctx, "t", "B")
+	end := calllogtest.Events("t", "B", 6, 1)
+	end[0].Kind, end[0].Error = calllog.KindFailed, &calllog.ErrorInfo{Code: frame.CodeUnreachable, Synthetic: true}
+	st.Keep(ctx, cb, end)
+	if err := st.Keep(ctx, ca, calllogtest.Events("t", "A", 7, 1)); !errors.Is(err, calllog.ErrFenced) {
+		t.Fatalf("old writer: %v", err)
+	}
+	var got []calllog.Step
+	for s := range steps {
+		got = append(got, s)
+	}
+	if len(got) != 5 {
+		t.Fatalf("follower showed %d steps, want 5", len(got))
+	}
+	if err := <-errc; err != io.EOF {
+		t.Fatalf("follower ended with %v, want io.EOF at the tree's end", err)
+	}
+	seqs := [5]uint64{got[0].Event.Seq, got[1].Event.Seq, got[2].Event.Seq, got[3].Event.Seq, got[4].Event.Seq}
+	if seqs != [5]uint64{1, 2, 3, 5, 6} {
+		t.Fatalf("seqs %v", seqs)
+	}
+	if got[0].Event.After != 0 || got[3].LostFrom != 4 || got[3].LostTo != 4 || got[3].Event.After != 3 {
+		t.Fatalf("gap not shown: %+v", got[3])
+	}
+	if got[4].TakenOverFrom != "A" || got[4].Event.Writer != "B" || got[2].TakenOverFrom != "" {
+		t.Fatalf("takeover not shown: %+v", got[4])
+	}
+}
