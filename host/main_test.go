@@ -81,7 +81,7 @@ func fakeConfig(mode string) Config {
 // machine under -race.
 func fastHealth(c Config) Config {
 	c.HealthInterval = 100 * time.Millisecond
-	c.HealthTimeout = 1500 * time.Millisecond
+	c.HealthTimeout = 2500 * time.Millisecond
 	c.KillGrace = 500 * time.Millisecond
 	c.Restart.BackoffMin = 10 * time.Millisecond
 	c.Restart.BackoffMax = 50 * time.Millisecond
