@@ -143,6 +143,10 @@ func TestThousandStreams(t *testing.T) {
 	// The binary is the real child, held to pongBound.
 	run := func(t *testing.T, h *testnet.Host, pid int) {
 		base := runtime.NumGoroutine()
+		idleKiB := 0
+		if pid != 0 {
+			idleKiB = vmHWM(t, pid)
+		}
 		streams := make([]*testnet.Stream, n)
 		for i := range streams {
 			streams[i] = dial(t, h)
@@ -203,7 +207,9 @@ func TestThousandStreams(t *testing.T) {
 		worst := rtts[len(rtts)-1]
 		msg := fmt.Sprintf("%d streams: pong rtt p50 %v p99 %v max %v", n, percentile(rtts, 0.5), p99, worst)
 		if pid != 0 {
-			msg += fmt.Sprintf("; child peak RSS (VmHWM) %d KiB", vmHWM(t, pid))
+			peak := vmHWM(t, pid)
+			msg += fmt.Sprintf("; child peak RSS (VmHWM) %d KiB, %d KiB before the streams, %.1f KiB per stream",
+				peak, idleKiB, float64(peak-idleKiB)/n)
 		} else {
 			msg += fmt.Sprintf("; child goroutines per stream %.2f", float64(goroutines)/n)
 		}
