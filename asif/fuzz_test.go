@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"unicode/utf8"
 
@@ -146,3 +147,74 @@ func TestParseJSONKeepsNumbersExactly(t *testing.T) {
 		t.Fatalf("got %#v", v)
 	}
 }
+
+// FuzzStreams varies the completed example's second fragment and the
+// segments of stream-complete. Whatever the values, Check must not panic;
+// the reported prefix must be a prefix of the fragments' concatenation; and
+// a clean check of a complete stream must mean an executable call whose
+// assembled bytes are exactly the fragments.
+func FuzzStreams(f *testing.F) {
+	f.Add(int64(0), int64(1), int64(0), int64(4), false, true, []byte(`42"}`))
+	f.Add(int64(0), int64(2), int64(0), int64(4), false, true, []byte(`42"}`))
+	f.Add(int64(0), int64(1), int64(1), int64(4), true, true, []byte(`42"}`))
+	f.Add(int64(1), int64(0), int64(0), int64(3), false, false, []byte("\xa9\"}"))
+	base := readFile(f, completedExample)
+	f.Fuzz(func(t *testing.T, idx0, idx1, off1, len1 int64, term0, term1 bool, suffix []byte) {
+		v, err := asif.ParseJSON(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := v.(tree)
+		setData(doc, "arguments-suffix", suffix)
+		s0, s1 := segment(doc, "stream-complete", 0), segment(doc, "stream-complete", 1)
+		s0["index"], s0["terminal"] = json.Number(jsonInt64(idx0)), term0
+		s1["index"], s1["offset"], s1["length"], s1["terminal"] = json.Number(jsonInt64(idx1)), json.Number(jsonInt64(off1)), json.Number(jsonInt64(len1)), term1
+		report, err := asif.Check(encode(t, doc), asif.Options{})
+		if report == nil {
+			if !errors.Is(err, asif.ErrSchema) {
+				t.Fatalf("no report and not a schema refusal: %v", err)
+			}
+			return
+		}
+		s := report.Stream("stream-complete")
+		// Expected prefix: by index from zero, the first segment (in array
+		// order) with each index, up to a missing index or a bad span.
+		type seg struct {
+			index int64
+			bytes []byte
+			ok    bool
+		}
+		inBounds := off1 >= 0 && len1 >= 0 && off1 <= int64(len(suffix)) && len1 <= int64(len(suffix))-off1
+		segs := []seg{{idx0, []byte(`{"document_id":"meeting-`), true}, {idx1, nil, inBounds}}
+		if inBounds {
+			segs[1].bytes = suffix[off1 : off1+len1]
+		}
+		var want []byte
+		for next := int64(0); ; next++ {
+			i := slices.IndexFunc(segs, func(g seg) bool { return g.index == next })
+			if i < 0 || !segs[i].ok {
+				break
+			}
+			want = append(want, segs[i].bytes...)
+		}
+		if !bytes.Equal(s.Bytes, want) {
+			t.Fatalf("assembled %q, want %q", s.Bytes, want)
+		}
+		if s.Size != len(s.Bytes) {
+			t.Fatalf("size %d for %d bytes", s.Size, len(s.Bytes))
+		}
+		if err == nil {
+			if !s.Executable || s.Status != asif.StreamComplete {
+				t.Fatalf("clean check but stream = %+v", s)
+			}
+			if string(s.Bytes) != `{"document_id":"meeting-`+string(suffix[off1:off1+len1]) {
+				t.Fatalf("clean check assembled %q", s.Bytes)
+			}
+		}
+		if s.Executable && s.Status != asif.StreamComplete {
+			t.Fatal("partial stream reported executable")
+		}
+	})
+}
+
+func jsonInt64(n int64) string { b, _ := json.Marshal(n); return string(b) }
