@@ -337,3 +337,28 @@ func TestServeStartErrors(t *testing.T) {
 		require.ErrorIs(t, err, io.EOF)
 	})
 }
+
+func TestInvalidInvoke(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		s := dial(t, h)
+		require.NoError(t, s.WriteRaw(invokeWithStringArguments("ii1")))
+		res := readCall(t, s, "ii1")
+		requireTerminal(t, res, frame.KindFailed, frame.CodeInvalidFrame)
+		requireClosed(t, s)
+	})
+}
+
+func TestControlProtocolError(t *testing.T) {
+	srv := serveChild(t, config{}, demoOptions())
+	_, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	require.NoError(t, srv.host.Write(&wire.End{End: frame.End{CallID: "x"}}))
+	select {
+	case err := <-srv.done:
+		require.ErrorIs(t, err, wire.ErrProtocol)
+		srv.done <- err
+	case <-time.After(wait):
+		t.Fatal("Serve did not return")
+	}
+}

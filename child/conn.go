@@ -106,6 +106,7 @@ func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 		return cl, true
 	}
 	cl.cancel(errHandlerReturned) // no handler: input is discarded
+	cl.stop()
 	cl.markEnded()
 	if imm.dup {
 		return cl, false

@@ -46,3 +46,15 @@ func packet(hdr []byte) []byte {
 	binary.BigEndian.PutUint32(b, uint32(len(hdr)))
 	return append(b, hdr...)
 }
+
+// invokeWithStringArguments encodes an invoke whose arguments are a string,
+// not a map: it parses as a packet but breaks §3.
+func invokeWithStringArguments(callID string) []byte {
+	out := mpack.AppendMapHeader(nil, 5)
+	out = mpack.AppendString(mpack.AppendString(out, "t"), "invoke")
+	out = mpack.AppendString(mpack.AppendString(out, "call_id"), callID)
+	out = mpack.AppendString(mpack.AppendString(out, "tool_id"), "echo")
+	out = mpack.AppendString(mpack.AppendString(out, "arguments"), "not a map")
+	out = mpack.AppendInt(mpack.AppendString(out, "timeout_ms"), 0)
+	return packet(out)
+}

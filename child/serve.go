@@ -159,10 +159,10 @@ func (s *server) serve(ctx context.Context) error {
 	wait := hostGoneWait
 	select {
 	case err = <-ctlDone:
-		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-			err = nil
-		} else {
+		if errors.Is(err, wire.ErrProtocol) {
 			err = fmt.Errorf("child: control connection: %w", err)
+		} else {
+			err = nil // EOF, a reset, any read error: the host is gone
 		}
 		s.cancel(ErrHostGone)
 	case <-drained:
