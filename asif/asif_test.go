@@ -883,3 +883,27 @@ func TestCheckConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkCheckExample(b *testing.B) {
+	data := readFile(b, completedExample)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := asif.Check(data, asif.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckLargeResource checks the completed example carrying a
+// 16 MiB embedded text resource (reading, schema, digest).
+func BenchmarkCheckLargeResource(b *testing.B) {
+	doc := load(b, completedExample)
+	appendTo(doc, "resources", textResource("big", strings.Repeat("0123456789abcdé", 16<<20/16)))
+	data := encode(b, doc)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := asif.Check(data, asif.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
