@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"sync"
 
 	"github.com/skulkrt/skulk/frame"
 )
@@ -14,11 +15,17 @@ import (
 // max_header).
 const readBufSize = 16 << 10
 
+// maxRecycled bounds the attachment buffers a Reader keeps for reuse (see
+// Recycle); buffers handed back beyond it are dropped for the garbage
+// collector.
+const maxRecycled = 4
+
 // Reader reads packets from one connection. It is owned by one goroutine:
-// not safe for concurrent use.
+// not safe for concurrent use, except Recycle.
 //
 // Each packet ReadPacket returns is new and shares nothing with the Reader;
-// the caller may keep it and its slices.
+// the caller may keep it and its slices. A caller that knows when it is done
+// with an inline frame's data may hand it back with Recycle.
 type Reader struct {
 	src        io.Reader
 	limits     Limits
@@ -26,6 +33,50 @@ type Reader struct {
 	start, end int // buffered bytes are buf[start:end]
 	dec        decoder
 	err        error // sticky: a protocol error or a read error
+
+	freeMu sync.Mutex
+	free   [][]byte // recycled attachment buffers, at most maxRecycled
+}
+
+// Recycle hands back the Data of an inline-media frame this Reader
+// returned, once the caller and everyone it gave the frame to are done with
+// it: a later packet's attachment may be read into the same memory.
+// Recycling is optional; without it every attachment gets a new buffer. For
+// large media it saves what dominates the cost of reading: allocating and
+// faulting in a fresh buffer per frame. Recycle is safe for concurrent use
+// with ReadPacket. At most maxRecycled (4) buffers are kept; more are
+// dropped.
+func (r *Reader) Recycle(data []byte) {
+	if cap(data) == 0 {
+		return
+	}
+	r.freeMu.Lock()
+	if len(r.free) < maxRecycled {
+		r.free = append(r.free, data[:0])
+	}
+	r.freeMu.Unlock()
+}
+
+// attachmentBuf returns a buffer of n bytes: the smallest recycled one that
+// fits, or a new one.
+func (r *Reader) attachmentBuf(n int) []byte {
+	r.freeMu.Lock()
+	best := -1
+	for i, b := range r.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(r.free[best])) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		b := r.free[best]
+		last := len(r.free) - 1
+		r.free[best], r.free[last] = r.free[last], nil
+		r.free = r.free[:last]
+		r.freeMu.Unlock()
+		return b[:n]
+	}
+	r.freeMu.Unlock()
+	return make([]byte, n)
 }
 
 // NewReader returns a Reader of src bounded by l (made Effective).
@@ -120,7 +171,7 @@ func (r *Reader) readPacket() (Packet, error) {
 		return nil, err
 	}
 	if a > 0 {
-		data := make([]byte, a)
+		data := r.attachmentBuf(int(a))
 		if err := r.readFull(data); err != nil {
 			return nil, err
 		}

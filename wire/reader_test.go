@@ -600,3 +600,71 @@ func TestTypeString(t *testing.T) {
 	require.Equal(t, "Type(0)", Type(0).String())
 	require.Equal(t, "Type(99)", Type(99).String())
 }
+
+func inlinePacket(t *testing.T, data []byte) []byte {
+	t.Helper()
+	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: data, MediaType: "a/b"})
+	require.NoError(t, err)
+	b, err := Encode(&Frame{f}, Limits{})
+	require.NoError(t, err)
+	return b
+}
+
+func TestReaderRecycle(t *testing.T) {
+	var stream []byte
+	for _, n := range []int{100, 50, 200, 100} {
+		stream = append(stream, inlinePacket(t, bytes.Repeat([]byte{byte(n)}, n))...)
+	}
+	r := NewReader(bytes.NewReader(stream), Limits{})
+	data := func() []byte {
+		p, err := r.ReadPacket()
+		require.NoError(t, err)
+		return p.(*Frame).Media.(*frame.InlineMedia).Data
+	}
+	first := data() // 100 bytes, new
+	require.Equal(t, bytes.Repeat([]byte{100}, 100), first)
+	r.Recycle(nil) // no-op
+	r.Recycle(first)
+	second := data() // 50 bytes: read into the recycled buffer
+	require.Equal(t, bytes.Repeat([]byte{50}, 50), second)
+	require.Same(t, &first[0], &second[0], "the recycled buffer was reused")
+	r.Recycle(second)
+	third := data() // 200 bytes: the recycled buffer is too small
+	require.Equal(t, bytes.Repeat([]byte{200}, 200), third)
+	require.NotSame(t, &first[0], &third[0])
+	r.Recycle(third)
+	fourth := data() // 100 bytes: the smallest recycled buffer that fits
+	require.Same(t, &first[0], &fourth[0])
+	require.Equal(t, bytes.Repeat([]byte{100}, 100), fourth)
+
+	for range 10 {
+		r.Recycle(make([]byte, 8))
+	}
+	require.Len(t, r.free, maxRecycled, "recycled buffers are bounded")
+}
+
+func TestReaderRecycleConcurrent(t *testing.T) {
+	const n = 200
+	var stream []byte
+	for i := range n {
+		stream = append(stream, inlinePacket(t, bytes.Repeat([]byte{byte(i)}, 1000+i))...)
+	}
+	r := NewReader(bytes.NewReader(stream), Limits{})
+	back := make(chan []byte, 8) // bounded: the consumer hands data back through it
+	consumed := make(chan struct{})
+	go func() { // stopped by closing back
+		defer close(consumed)
+		for d := range back {
+			r.Recycle(d)
+		}
+	}()
+	for i := range n {
+		p, err := r.ReadPacket()
+		require.NoError(t, err)
+		d := p.(*Frame).Media.(*frame.InlineMedia).Data
+		require.Equal(t, bytes.Repeat([]byte{byte(i)}, 1000+i), d)
+		back <- d
+	}
+	close(back)
+	<-consumed
+}
