@@ -15,8 +15,10 @@
 // A Reader belongs to one goroutine. It checks both lengths against its
 // Limits before it reads or allocates anything, decodes the header with an
 // allocation-free MessagePack reader, validates frames (frame.Validate) and
-// invokes, and returns a new Packet the caller may keep. Errors come in two
-// tiers:
+// invokes, and returns a new Packet the caller may keep. A caller that is
+// done with an inline frame's data may hand it back with Reader.Recycle, so
+// that large media is read without a new buffer per frame. Errors come in
+// two tiers:
 //
 //   - a protocol error (errors.Is(err, ErrProtocol): ErrHeaderLength,
 //     ErrAttachmentLength, ErrMalformedHeader, ErrUnknownType,
