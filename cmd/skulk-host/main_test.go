@@ -359,6 +359,15 @@ func TestCallHuman(t *testing.T) {
 		t.Errorf("stderr is no terminal, but got escape codes: %q", r.stderr)
 	}
 
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := os.WriteFile(in, []byte("plain text\n{\"k\": [1, 2]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "", "call", "echo", "--input", in, "--", childBin)
+	if r.status != cli.ExitOK || r.stdout != "plain text\n{\"k\":[1,2]}\n" || !strings.HasPrefix(r.stderr, `completed {"chunks":2}`) {
+		t.Errorf("echo --input FILE: status %d, stdout %q, stderr %q", r.status, r.stdout, r.stderr)
+	}
+
 	r = run(t, "", "call", "count", "--args", `{"n": 2}`, "--", childBin)
 	if r.status != cli.ExitOK || r.stdout != "{\"i\":0}\n{\"i\":1}\n" {
 		t.Errorf("count: status %d, stdout %q", r.status, r.stdout)
