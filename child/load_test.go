@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
@@ -231,4 +232,62 @@ func TestThousandStreams(t *testing.T) {
 		require.NoError(t, err)
 		run(t, p.Host, p.Cmd.Process.Pid)
 	})
+}
+
+// TestEgressBackpressure: a host that does not read a stream's output blocks
+// that handler's Send, and nothing else: pings are answered, a control
+// cancel makes the blocked handler stuck, and closing the connection frees it.
+func TestEgressBackpressure(t *testing.T) {
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 100
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{startup: st})
+		s := dial(t, h)
+		require.NoError(t, s.Invoke("eg1", "count", map[string]any{"n": 1_000_000, "size": 1000}, 0))
+		require.NoError(t, s.Started("eg1"))
+		require.NoError(t, s.Complete("eg1", 1, nil))
+		// Wait until the output fills the socket: what waits unread on the
+		// host's side stops growing for 300 ms.
+		last, since := unread(t, s), time.Now()
+		for time.Since(since) < 300*time.Millisecond {
+			require.Less(t, time.Since(since), wait, "output never blocked")
+			time.Sleep(10 * time.Millisecond)
+			if n := unread(t, s); n != last {
+				last, since = n, time.Now()
+			}
+		}
+		require.Positive(t, last)
+		// Other streams are served meanwhile.
+		other := dial(t, h)
+		require.NoError(t, other.Invoke("eg2", "count", map[string]any{"n": 3}, 0))
+		require.NoError(t, other.Started("eg2"))
+		require.NoError(t, other.Complete("eg2", 1, nil))
+		requireTerminal(t, readCall(t, other, "eg2"), frame.KindCompleted, 0)
+		var rtts []time.Duration
+		for i := range 50 {
+			_, rtt, err := h.Ping(ctxT(t), uint64(i+1))
+			require.NoError(t, err)
+			rtts = append(rtts, rtt)
+		}
+		t.Logf("%s: pong rtt with a blocked output p99 %v", tg.name, percentile(rtts, 0.99))
+		require.Less(t, percentile(rtts, 0.99), pongBound)
+		// The handler is blocked in Send: cancelled, it cannot return.
+		require.NoError(t, h.Cancel("eg1", "test"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 1 && p.Streams == 1 })
+		s.Close()
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
+	})
+}
+
+// unread returns how many bytes wait unread in s's receive queue.
+func unread(t *testing.T, s *testnet.Stream) int {
+	raw, err := s.Conn.SyscallConn()
+	require.NoError(t, err)
+	var n int32
+	var errno syscall.Errno
+	require.NoError(t, raw.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}))
+	require.Zero(t, errno)
+	return int(n)
 }
