@@ -88,6 +88,13 @@ func Open(path string, opts ...Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	}
+	if !o.ReadOnly {
+		// One connection: this process's writes are serialised in Go rather
+		// than in SQLite's busy handler, whose sleeps are coarse; the
+		// transactions are short, and other processes read the WAL file
+		// concurrently all the same.
+		db.SetMaxOpenConns(1)
+	}
 	s := &Store{db: db, ro: o.ReadOnly}
 	ctx, cancel := context.WithTimeout(context.Background(), busy+time.Second)
 	defer cancel()
