@@ -1,0 +1,55 @@
+package child_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDeriveVersion(t *testing.T) {
+	a := wire.Tool{ID: "t", ArgumentsSchema: wire.Schema{"type": "object", "b": 1, "a": 2}}
+	b := wire.Tool{ID: "t", ArgumentsSchema: wire.Schema{"a": 2, "type": "object", "b": 1}}
+	require.Equal(t, child.DeriveVersion(a), child.DeriveVersion(b), "map order must not matter")
+	a.Version = "ignored"
+	require.Equal(t, child.DeriveVersion(a), child.DeriveVersion(b), "the version field is not hashed")
+	c := b
+	c.Description = "changed"
+	require.NotEqual(t, child.DeriveVersion(b), child.DeriveVersion(c))
+	require.Len(t, child.DeriveVersion(b), 24)
+}
+
+func TestExplicitVersionAndInvokeFields(t *testing.T) {
+	tool := child.Tool{ID: "meta", Version: "v7", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		inv := s.Invoke()
+		return frame.PayloadOf(map[string]any{
+			"call": s.CallID(), "tool": s.ToolID(), "traceparent": inv.Trace["traceparent"],
+			"tree": inv.Tree, "parent": inv.Parent, "timeout_ms": inv.TimeoutMS,
+		})
+	}}
+	srv := serveChild(t, config{}, demoOptions(tool))
+	hello, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	for _, d := range hello.Tools {
+		if d.ID == "meta" {
+			require.Equal(t, "v7", d.Version)
+		}
+	}
+	s := dial(t, srv.host)
+	require.NoError(t, s.Write(&wire.Invoke{CallID: "m1", ToolID: "meta", Arguments: payload(map[string]any{}),
+		TimeoutMS: 60_000, Trace: map[string]string{"traceparent": "00-abc-def-01"}, Tree: "root", Parent: "p"}))
+	require.NoError(t, s.Started("m1"))
+	require.NoError(t, s.Complete("m1", 1, nil))
+	res := readCall(t, s, "m1")
+	requireTerminal(t, res, frame.KindCompleted, 0)
+	m := decode(t, res.Terminal.Payload)
+	require.Equal(t, "m1", m["call"])
+	require.Equal(t, "meta", m["tool"])
+	require.Equal(t, "00-abc-def-01", m["traceparent"])
+	require.Equal(t, "root", m["tree"])
+	require.Equal(t, "p", m["parent"])
+	require.Equal(t, int64(60_000), num(t, m["timeout_ms"]))
+}
