@@ -122,6 +122,13 @@ func (ch *child) handshake(ctx context.Context) error {
 		case errors.As(err, &ne) && ne.Timeout():
 			return ErrStartTimeout
 		}
+		t := time.NewTimer(exitWait)
+		defer t.Stop()
+		select {
+		case <-ch.proc.exited:
+			return fmt.Errorf("%w: child exited before its hello: %s", ErrHandshake, ch.proc.exitStatus())
+		case <-t.C:
+		}
 		return fmt.Errorf("%w: reading hello: %w", ErrHandshake, err)
 	}
 	hello, ok := pkt.(*wire.Hello)

@@ -124,6 +124,7 @@ func testHost(t *testing.T, cfg Config, limit time.Duration) (*Host, *syncBuffer
 			t.Logf("Close: %v", err)
 		}
 		checkClean(t, base, fds)
+		goleak.VerifyNone(t)
 		if t.Failed() {
 			t.Logf("host log:\n%s", logs.String())
 		}

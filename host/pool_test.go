@@ -133,3 +133,66 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("zero config: %v", err)
 	}
 }
+
+// Close is bounded even when a caller stopped reading a long stream.
+func TestCloseWithStalledCaller(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	cfg.DrainGrace = 300 * time.Millisecond
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := c.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	h.Close(ctx)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+	term, _ := recvUntilTerminal(t, c, 5*time.Second)
+	if !term.IsTerminal() || term.Kind == frame.KindCompleted {
+		t.Fatalf("terminal %v", term.Kind)
+	}
+}
+
+// Recv's own context bounds the wait without ending the call.
+func TestRecvContext(t *testing.T) {
+	h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "ok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Recv(ctx) // started
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Recv(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Recv: %v", err)
+	}
+	okRoundTrip(t, c, "still there")
+	c.CloseSend()
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNeverRestart(t *testing.T) {
+	cfg := fastHealth(fakeConfig("ok"))
+	cfg.Restart.MaxRestarts = -1
+	h, _ := testHost(t, cfg, time.Minute)
+	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Wait()
+	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+	_, err = h.Call(callCtx(t, 5*time.Second), "ok", nil)
+	if !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrChildDied) {
+		t.Fatalf("Call: %v", err)
+	}
+}
