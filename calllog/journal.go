@@ -257,9 +257,11 @@ func (w *journalWriter) run() {
 		w.mu.Lock()
 		switch {
 		case err == nil:
-			n := copy(w.queue, w.queue[len(batch):])
-			clear(w.queue[n:])
-			w.queue = w.queue[:n]
+			clear(w.queue[:len(batch)])
+			w.queue = w.queue[len(batch):]
+			if len(w.queue) == 0 {
+				w.queue = nil // let the backing array go; append makes a new one
+			}
 			w.keptLocked(batch[len(batch)-1].Seq)
 			delay = 10 * time.Millisecond
 		case stopsWriter(err) || errors.Is(err, ErrClosed):

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,15 @@ CREATE TABLE IF NOT EXISTS calllog_events (
 	event  BLOB NOT NULL,
 	PRIMARY KEY (tree, seq)
 ) WITHOUT ROWID;`
+
+// rowsPerInsert bounds the rows of one INSERT statement (4 variables
+// each, far below SQLite's limit of 32,766).
+const rowsPerInsert = 128
+
+const (
+	insertHead = `INSERT INTO calllog_events (tree, seq, writer, event) VALUES `
+	insertTail = ` ON CONFLICT (tree, seq) DO NOTHING`
+)
 
 // Open opens (creating when needed, unless read-only) the store in the file
 // at path.
@@ -187,7 +197,7 @@ func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Even
 	}
 	rows := make([][]byte, len(events))
 	for i, e := range events {
-		b, err := json.Marshal(e)
+		b, err := e.MarshalJSON() // not json.Marshal: that would check and copy the output again
 		if err != nil {
 			return fmt.Errorf("sqlitestore: keep: %w", err)
 		}
@@ -207,16 +217,17 @@ func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Even
 	if err != nil {
 		return s.classify("keep", err)
 	}
-	st, err := tx.PrepareContext(ctx, `INSERT INTO calllog_events (tree, seq, writer, event) VALUES (?, ?, ?, ?)
-		ON CONFLICT (tree, seq) DO NOTHING`)
-	if err != nil {
-		return s.classify("keep", err)
-	}
-	defer st.Close()
-	for i, e := range events {
-		if _, err := st.ExecContext(ctx, c.Tree, int64(e.Seq), e.Writer, rows[i]); err != nil {
+	for len(rows) > 0 {
+		n := min(len(rows), rowsPerInsert)
+		q := insertHead + strings.Repeat("(?, ?, ?, ?), ", n-1) + "(?, ?, ?, ?)" + insertTail
+		args := make([]any, 0, 4*n)
+		for i := range n {
+			args = append(args, c.Tree, int64(events[i].Seq), events[i].Writer, rows[i])
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return s.classify("keep", err)
 		}
+		rows, events = rows[n:], events[n:]
 	}
 	return s.classify("keep", tx.Commit())
 }
