@@ -67,17 +67,8 @@ type Call struct {
 // and the caller's started. The stream slot and the watcher's WaitGroup
 // count were taken by acquire.
 func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Call, error) {
-	c, err := ch.conn(ctx)
-	if err != nil {
-		ch.releaseSlot(nil)
-		ch.wg.Done()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
-	}
 	call := &Call{
-		id: inv.CallID, ctx: ctx, tool: t, ch: ch, conn: c,
+		id: inv.CallID, ctx: ctx, tool: t, ch: ch,
 		out:       make(chan frame.Frame, outQueue),
 		done:      make(chan struct{}),
 		released:  make(chan struct{}),
@@ -86,16 +77,33 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Cal
 		given:     1,
 		send:      sequence.New(inv.CallID, frame.CallerToProvider, 0),
 	}
+	var c *streamConn
+	for {
+		var err error
+		c, err = ch.conn(ctx)
+		if err != nil {
+			ch.releaseSlot(nil)
+			ch.wg.Done()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
+		}
+		call.conn = c
+		if c.bind(call) {
+			break
+		}
+		c.fail(nil) // an idle connection the child closed: take another
+	}
 	started, _ := frame.NewStarted(call.id, frame.ProviderToCaller)
 	call.out <- started // the queue is empty: never blocks
-	c.bind(call)
 	var timeoutAt time.Time
 	if inv.TimeoutMS > 0 {
 		timeoutAt = time.Now().Add(time.Duration(inv.TimeoutMS) * time.Millisecond)
 	}
 	go call.watch(timeoutAt) // stopped by release; counted in ch.wg by acquire
 	call.sendMu.Lock()
-	err = c.w.WritePacket(inv)
+	err := c.w.WritePacket(inv)
 	if err == nil {
 		cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
 		if err = c.w.WritePacket(&wire.Frame{Frame: cs}); err == nil {
@@ -284,7 +292,7 @@ func (c *Call) release(conn *streamConn) {
 	c.sendMu.Lock()
 	c.sendDone = true // nothing more of this call goes on the connection
 	c.sendMu.Unlock()
-	c.conn.bind(nil)
+	c.conn.unbind()
 	close(c.released)
 	c.ch.releaseSlot(conn)
 }

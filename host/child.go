@@ -453,7 +453,7 @@ func (ch *child) releaseSlot(c *streamConn) {
 	h := ch.h
 	h.mu.Lock()
 	ch.running--
-	reuse := c != nil && ch.state == StateReady && len(ch.idle) < ch.maxStreams
+	reuse := c != nil && !c.failed() && ch.state == StateReady && len(ch.idle) < ch.maxStreams
 	if reuse {
 		ch.idle = append(ch.idle, c)
 	}
@@ -472,11 +472,13 @@ func (ch *child) conn(ctx context.Context) (*streamConn, error) {
 		h.mu.Unlock()
 		return nil, errNoChild
 	}
-	if n := len(ch.idle); n > 0 {
+	for n := len(ch.idle); n > 0; n = len(ch.idle) {
 		c := ch.idle[n-1]
 		ch.idle = ch.idle[:n-1]
-		h.mu.Unlock()
-		return c, nil
+		if !c.failed() { // a connection the child closed while idle is on its way out
+			h.mu.Unlock()
+			return c, nil
+		}
 	}
 	h.mu.Unlock()
 	var d net.Dialer

@@ -37,8 +37,9 @@ type streamConn struct {
 	failOnce sync.Once
 	cause    *synth // set by the first fail, before closing is closed
 
-	mu  sync.Mutex
-	cur *Call // the bound call; nil while idle. Guarded by mu.
+	mu   sync.Mutex
+	cur  *Call // the bound call; nil while idle. Guarded by mu.
+	gone bool  // the reader found the connection idle and left: nothing may be bound. Guarded by mu.
 }
 
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
@@ -70,15 +71,22 @@ func (c *streamConn) failed() bool {
 	}
 }
 
-func (c *streamConn) current() *Call {
+// bind makes call the connection's call; it reports false when the
+// connection's reader has already left (the connection is closing).
+func (c *streamConn) bind(call *Call) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cur
+	if c.gone {
+		return false
+	}
+	c.cur = call
+	return true
 }
 
-func (c *streamConn) bind(call *Call) {
+// unbind makes the connection idle again.
+func (c *streamConn) unbind() {
 	c.mu.Lock()
-	c.cur = call
+	c.cur = nil
 	c.mu.Unlock()
 }
 
@@ -90,7 +98,10 @@ func (c *streamConn) run() {
 	defer c.fail(nil)
 	for {
 		pkt, err := c.r.ReadPacket()
-		call := c.current()
+		c.mu.Lock()
+		call := c.cur
+		c.gone = call == nil
+		c.mu.Unlock()
 		if call == nil {
 			// An idle connection: EOF or anything the child sends ends it.
 			if err == nil {
