@@ -17,7 +17,11 @@ const maxPending = 64 << 10
 // Writer writes packets to one connection through one goroutine of its own,
 // the flusher, which writes everything queued since its last write in one
 // vectored write (net.Buffers): packets queued while a write is under way
-// are coalesced into the next, and none ever waits for a later one.
+// are coalesced into the next, and none ever waits for a later one. One
+// exception saves two goroutine switches per large packet: a packet with
+// an attachment that finds the Writer idle (nothing queued, nothing being
+// written) is written by the calling goroutine, which has to wait for it
+// anyway. Either way there is one write at a time.
 //
 // WritePacket is safe for concurrent use; packets go out in the order their
 // calls entered WritePacket. A Writer must be closed with Close, which stops
@@ -98,11 +102,33 @@ func (w *Writer) WritePacket(p Packet) error {
 	if err != nil {
 		return err
 	}
+	direct := len(att) > 0 && len(w.cur.hdr) == 0 && w.spare != nil
 	w.cur.hdr = hdr
 	if len(att) > 0 {
 		w.cur.atts = append(w.cur.atts, attachment{at: len(hdr), data: att})
 	}
 	id := w.queued
+	if direct {
+		// Nothing queued and nothing being written: the caller has to
+		// wait for its attachment anyway, so it writes the packet itself
+		// rather than hand it to the flusher and back. It takes the
+		// batch exactly as the flusher would, so there is still one
+		// writer at a time and packets keep their order.
+		b := w.cur
+		w.cur, w.spare = w.spare, nil
+		w.queued++
+		w.mu.Unlock()
+		err := b.writeTo(w.dst)
+		b.reset()
+		w.mu.Lock()
+		w.spare = b
+		w.written = id
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.cond.Broadcast() // wakes Flush, and the flusher if it waits for spare
+		return w.err
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -156,7 +182,16 @@ func (w *Writer) flush() {
 	defer close(w.done)
 	for range w.wake {
 		w.mu.Lock()
-		for len(w.cur.hdr) > 0 {
+		for {
+			if w.spare == nil {
+				// A WritePacket is writing its own packet (see
+				// direct in WritePacket); wait for it to finish.
+				w.cond.Wait()
+				continue
+			}
+			if len(w.cur.hdr) == 0 {
+				break
+			}
 			b, id := w.cur, w.queued
 			w.cur, w.spare = w.spare, nil
 			w.queued++
