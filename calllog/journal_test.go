@@ -338,3 +338,53 @@ func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 		t.Fatalf("takeover not shown: %+v", got[4])
 	}
 }
+
+func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
+	ctx := testCtx(t)
+	st := &testStore{}
+	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 100 * time.Millisecond}})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.block()
+	start := time.Now()
+	if err := rec.Finish(calllog.Failed(frame.CodeTimeout, "deadline", true)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Fatalf("Finish waited %v for the store", d)
+	}
+	if err := rec.Finish(calllog.Done(nil)); !errors.Is(err, calllog.ErrEnded) {
+		t.Fatalf("second Finish = %v", err)
+	}
+	err = rec.Confirm(ctx)
+	var je *calllog.JournalError
+	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrNoAnswer) || je.Outcome.Error.Code != frame.CodeTimeout {
+		t.Fatalf("Confirm = %v", err)
+	}
+	st.unblock()
+	if err := calllog.Settle(ctx, err); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Confirm(ctx); err != nil {
+		t.Fatalf("Confirm once kept = %v", err)
+	}
+
+	// Finish on a call with a running step records the end after the step's.
+	p, _ := r.Begin(ctx, calllog.CallInfo{ID: "p", Program: true})
+	s, _ := r.Begin(p.Context(ctx), calllog.CallInfo{ID: "s"})
+	p.Finish(calllog.Done(nil))
+	select {
+	case <-p.Done():
+		t.Fatal("ended before its step")
+	default:
+	}
+	s.End(ctx, calllog.Done(nil))
+	if err := p.Confirm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := p.Outcome(); o.Kind != calllog.KindDone {
+		t.Fatalf("deferred outcome = %+v", o)
+	}
+}

@@ -603,11 +603,53 @@ func (rec *Record) End(ctx context.Context, o Outcome) error {
 		}
 	}
 	rec.finishLocked()
-	seq := rec.endSeq
 	t.mu.Unlock()
+	return rec.Confirm(ctx)
+}
+
+// Finish records the call's outcome without waiting for anything: for a
+// call whose steps are still running, the end is recorded, with o, when the
+// last of them ends. It is End for a goroutine that must not block (a
+// connection's reader); Confirm then waits for the journal. It returns
+// ErrEnded when the call's end was recorded or requested already.
+func (rec *Record) Finish(o Outcome) error {
+	if !o.Kind.IsEnd() {
+		return ErrBadOutcome
+	}
+	t := rec.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rec.ending {
+		return ErrEnded
+	}
+	rec.ending = true
+	rec.outcome = o
+	if rec.pending > 0 {
+		rec.deferred = true
+		return nil
+	}
+	rec.finishLocked()
+	return nil
+}
+
+// Confirm waits until the call's end is recorded and, with a required
+// journal, kept. If it is not, Confirm returns a *JournalError matching
+// ErrJournalEnd that holds the outcome and the cause (see Settle); without
+// a required journal it returns nil once the end is recorded. ctx bounds
+// the wait (its error is returned as is).
+func (rec *Record) Confirm(ctx context.Context) error {
+	select {
+	case <-rec.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t := rec.t
 	if t.j == nil || !t.j.Required {
 		return nil
 	}
+	t.mu.Lock()
+	seq, o := rec.endSeq, rec.outcome
+	t.mu.Unlock()
 	if err := t.w.wait(ctx, seq, false); err != nil {
 		return &JournalError{Op: ErrJournalEnd, Tree: t.id, Call: rec.id, Outcome: o, Cause: err, w: t.w, seq: seq}
 	}
