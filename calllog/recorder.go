@@ -586,16 +586,19 @@ func (rec *Record) End(ctx context.Context, o Outcome) error {
 	}
 	rec.ending = true
 	rec.outcome = o
-	if rec.pending > 0 {
+	for rec.pending > 0 { // a step may begin while End waits: wait for it too
 		idle := make(chan struct{})
 		rec.idle = idle
 		t.mu.Unlock()
+		gaveUp := false
 		select {
 		case <-idle:
 		case <-ctx.Done():
+			gaveUp = true
 		}
 		t.mu.Lock()
-		if rec.pending > 0 {
+		if gaveUp && rec.pending > 0 {
+			rec.idle = nil
 			rec.deferred = true
 			rec.outcome = Cancelled("calllog: the caller stopped waiting for the call's steps")
 			t.mu.Unlock()
