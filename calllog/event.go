@@ -415,3 +415,33 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	*e = ev
 	return nil
 }
+
+// textOf returns the string at the top-level key "text" of p, without
+// decoding the rest (the same answer as frame.Payload.Text, cheaper).
+func textOf(p frame.Payload) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	r := mpack.NewReader(p)
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return "", false
+	}
+	for range n {
+		k, err := r.ReadStr()
+		if err != nil {
+			return "", false
+		}
+		if string(k) == "text" {
+			v, err := r.ReadStr()
+			if err != nil {
+				return "", false
+			}
+			return string(v), true
+		}
+		if _, err := r.Skip(); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}

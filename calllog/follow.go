@@ -204,7 +204,7 @@ func Replay(events []Event) *Replayed {
 			f := frame.Frame{CallID: e.Call, Direction: frame.ProviderToCaller, Sequence: e.FrameSeq,
 				Kind: e.FrameKind, Payload: payload, Media: mediaFrom(e.Media)}
 			c.Frames = append(c.Frames, f)
-			if s, ok := payload.Text(); ok {
+			if s, ok := textOf(payload); ok {
 				c.Text += s
 			}
 		case KindDone, KindFailed, KindCancelled:

@@ -553,7 +553,7 @@ func (rec *Record) Input(f frame.Frame) {
 func (rec *Record) Output(f frame.Frame) {
 	rec.emit(Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence,
 		Payload: contentOf(f.Payload, ContentFull), Media: mediaOf(f.Media, ContentFull)}, func() {
-		if s, ok := f.Payload.Text(); ok {
+		if s, ok := textOf(f.Payload); ok {
 			rec.text.WriteString(s)
 		}
 	})
