@@ -114,7 +114,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Cal
 	if err != nil {
 		// The reader gives the call its synthetic terminal and releases it.
 		c.fail(&synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "writing the invoke failed"})
-		return nil, fmt.Errorf("host: writing the invoke: %w", err)
+		return nil, &CallError{Code: frame.CodeTransportError, Message: "writing the invoke failed", Synthetic: true}
 	}
 	return call, nil
 }

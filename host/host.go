@@ -243,9 +243,11 @@ func WithParent(tree, parent string) CallOption {
 //
 // Refusals come back at once and send nothing: ErrUnknownTool, a
 // *SchemaError for arguments that break the tool's arguments_schema,
-// ErrPoolDown, ErrClosed, or ctx's error. Arguments left out that have a
-// "default" in the schema are filled in first, so the invoke carries the
-// values the provider gets.
+// ErrPoolDown, ErrClosed, or ctx's error while waiting for a slot. A child
+// that dies just as the call starts gives a synthetic *CallError
+// (unreachable or transport_error) instead of a Call. Arguments left out
+// that have a "default" in the schema are filled in first, so the invoke
+// carries the values the provider gets.
 //
 // ctx governs the whole call, as exec.CommandContext's does: its deadline
 // becomes the invoke's timeout_ms, and cancelling it cancels the call. The
