@@ -1,0 +1,43 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// Frames queued before the terminal always come out before it, even when
+// the terminal was published first from the reader's point of view.
+func TestRecvOrderTerminalLast(t *testing.T) {
+	c := &Call{id: "x", out: make(chan frame.Frame, outQueue), done: make(chan struct{})}
+	started, _ := frame.NewStarted("x", frame.ProviderToCaller)
+	c.out <- started
+	for i := uint64(1); i <= 3; i++ {
+		f, _ := frame.NewChunk("x", frame.ProviderToCaller, i, frame.MustPayload(map[string]any{"i": i}), nil)
+		c.out <- f
+	}
+	term, _ := frame.NewFailed("x", frame.ProviderToCaller, 4, frame.CodeTimeout, "late")
+	term.Synthetic = true
+	c.finish(term, "tail")
+	ctx := context.Background()
+	for want := uint64(0); want <= 4; want++ {
+		f, err := c.Recv(ctx)
+		if err != nil || f.Sequence != want {
+			t.Fatalf("Recv: seq %d %v, want %d", f.Sequence, err, want)
+		}
+	}
+	if _, err := c.Recv(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the terminal: %v", err)
+	}
+	_, err := c.Wait()
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Code != frame.CodeTimeout || !ce.Synthetic || ce.Stderr != "tail" || ce.Message != "late" {
+		t.Fatalf("Wait: %#v", err)
+	}
+	if c.Send(ctx, nil, &frame.BlobMedia{}) != ErrSendClosed {
+		t.Fatal("Send after the provider terminal")
+	}
+}
