@@ -12,18 +12,28 @@ import (
 // Defaults of PROTOCOL.md §7 and of this package, used for zero Config
 // fields.
 const (
+	// DefaultHealthInterval is Config.HealthInterval's default.
 	DefaultHealthInterval = time.Second
-	DefaultHealthTimeout  = 5 * time.Second
-	DefaultStartTimeout   = 10 * time.Second
-	DefaultCancelGrace    = time.Second
-	DefaultEndGrace       = 2 * time.Second
-	DefaultKillGrace      = 2 * time.Second
-	DefaultDrainGrace     = 5 * time.Second
-
-	DefaultMaxRestarts   = 5
+	// DefaultHealthTimeout is Config.HealthTimeout's default.
+	DefaultHealthTimeout = 5 * time.Second
+	// DefaultStartTimeout is Config.StartTimeout's default.
+	DefaultStartTimeout = 10 * time.Second
+	// DefaultCancelGrace is Config.CancelGrace's default.
+	DefaultCancelGrace = time.Second
+	// DefaultEndGrace is Config.EndGrace's default.
+	DefaultEndGrace = 2 * time.Second
+	// DefaultKillGrace is Config.KillGrace's default.
+	DefaultKillGrace = 2 * time.Second
+	// DefaultDrainGrace is Config.DrainGrace's default.
+	DefaultDrainGrace = 5 * time.Second
+	// DefaultMaxRestarts is RestartPolicy.MaxRestarts's default.
+	DefaultMaxRestarts = 5
+	// DefaultRestartWindow is RestartPolicy.Window's default.
 	DefaultRestartWindow = time.Minute
-	DefaultBackoffMin    = 100 * time.Millisecond
-	DefaultBackoffMax    = 10 * time.Second
+	// DefaultBackoffMin is RestartPolicy.BackoffMin's default.
+	DefaultBackoffMin = 100 * time.Millisecond
+	// DefaultBackoffMax is RestartPolicy.BackoffMax's default.
+	DefaultBackoffMax = 10 * time.Second
 )
 
 // deadlineGrace is added to cancel_grace before a call past its deadline
