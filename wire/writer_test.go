@@ -386,3 +386,39 @@ func TestWriterBackpressureOverSocket(t *testing.T) {
 	require.Less(t, sent, 16<<20, "the writer took %d bytes from a peer that reads nothing", sent)
 	require.ErrorIs(t, w.Close(), os.ErrDeadlineExceeded)
 }
+
+// TestWriterDirectWriteThenQueue: an inline-media packet that finds the
+// Writer idle is written by its caller; packets queued meanwhile wait for
+// it, then leave together, after it; Close waits for it too.
+func TestWriterDirectWriteThenQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := NewWriter(g, Limits{})
+		f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("media"), MediaType: "a/b"})
+		require.NoError(t, err)
+		media := &Frame{f}
+		done := make(chan error, 1)
+		go func() { done <- w.WritePacket(media) }() // stopped by the gate opening
+		synctest.Wait()
+		for i := range uint64(3) {
+			require.NoError(t, w.WritePacket(&Ping{Nonce: i}))
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- w.Close() }() // returns once everything is written
+		synctest.Wait()
+		require.Zero(t, g.count(), "nothing written while the gate is shut")
+		select {
+		case <-closed:
+			t.Error("Close returned while a write was under way")
+		default:
+		}
+		close(g.gate)
+		require.NoError(t, <-done)
+		require.NoError(t, <-closed)
+		// Header and attachment (two buffers of one vectored write), then
+		// the three pings in one write.
+		require.Equal(t, 3, g.count())
+		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		require.Equal(t, []Packet{media, &Ping{Nonce: 0}, &Ping{Nonce: 1}, &Ping{Nonce: 2}}, got)
+	})
+}
