@@ -264,10 +264,13 @@ func (w *journalWriter) run() {
 			}
 			w.keptLocked(batch[len(batch)-1].Seq)
 			delay = 10 * time.Millisecond
-		case stopsWriter(err) || errors.Is(err, ErrClosed):
+		case stopsWriter(err) || w.r.ctx.Err() != nil:
+			if w.r.ctx.Err() != nil {
+				err = ErrClosed
+			}
 			w.stopLocked(err)
 			w.mu.Unlock()
-			if !errors.Is(err, ErrClosed) {
+			if w.r.ctx.Err() == nil {
 				w.r.logger.Warn("calllog: journal writer stopped", "error", err.Error())
 			}
 			return
@@ -302,37 +305,29 @@ func (w *journalWriter) stopLocked(err error) {
 	w.failWaitersLocked(w.stopErr, true)
 }
 
-// send makes one attempt at keeping batch and waits for it: past the
-// timeout it tells the barriers there is no answer, then waits for the
-// attempt to return before anything else is sent.
+// send makes one attempt at keeping batch, on the writer goroutine, so no
+// other send can start beside it. Past the timeout a timer tells the
+// barriers there is no answer while the attempt is still waited for; its
+// context is done then too, so a store that honours it returns, and the
+// batch is sent again.
 func (w *journalWriter) send(batch []Event) error {
-	res := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(w.r.ctx, w.j.timeout())
-	w.r.wg.Add(1)
-	go func() { // stopped when the store call returns; ctx ends it by the timeout or Close
-		defer w.r.wg.Done()
-		defer cancel()
-		res <- w.attempt(ctx, batch)
-	}()
-	timer := time.NewTimer(w.j.timeout())
-	defer timer.Stop()
-	select {
-	case err := <-res:
-		return err
-	case <-timer.C:
-	}
-	w.mu.Lock()
-	w.failWaitersLocked(ErrNoAnswer, false)
-	w.mu.Unlock()
-	select {
-	case err := <-res:
+	defer cancel()
+	fired := make(chan struct{})
+	late := time.AfterFunc(w.j.timeout(), func() { // stopped by late.Stop, or waited for below
+		defer close(fired)
+		w.mu.Lock()
+		w.failWaitersLocked(ErrNoAnswer, false)
+		w.mu.Unlock()
+	})
+	err := w.attempt(ctx, batch)
+	if !late.Stop() {
+		<-fired
 		if err != nil && !stopsWriter(err) {
 			return errors.Join(ErrNoAnswer, err)
 		}
-		return err
-	case <-w.r.ctx.Done():
-		return ErrClosed
 	}
+	return err
 }
 
 func (w *journalWriter) attempt(ctx context.Context, batch []Event) error {
