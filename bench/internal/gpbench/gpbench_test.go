@@ -1,0 +1,55 @@
+package gpbench
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestCodecRawBytes(t *testing.T) {
+	in := &Msg{B: []byte("sixty-four bytes, more or less")}
+	b, err := Codec{}.Marshal(in)
+	if err != nil || !bytes.Equal(b, in.B) {
+		t.Fatalf("Marshal(*Msg) = %q, %v; want the bytes themselves", b, err)
+	}
+	var out Msg
+	if err := (Codec{}).Unmarshal(b, &out); err != nil || !bytes.Equal(out.B, in.B) {
+		t.Fatalf("Unmarshal = %q, %v", out.B, err)
+	}
+}
+
+func TestCodecFallsBackToProtobuf(t *testing.T) {
+	in := &grpc_health_v1.HealthCheckRequest{Service: "plugin"}
+	b, err := Codec{}.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out grpc_health_v1.HealthCheckRequest
+	if err := (Codec{}).Unmarshal(b, &out); err != nil || !proto.Equal(in, &out) {
+		t.Fatalf("protobuf round trip = %v, %v", &out, err)
+	}
+	if _, err := (Codec{}).Marshal(42); err == nil {
+		t.Error("Marshal of an int did not fail")
+	}
+}
+
+func TestStreamRequest(t *testing.T) {
+	r := StreamRequest{Mode: ModeStream, N: 1 << 40, Size: 64}
+	got, err := parseStreamRequest(r.bytes())
+	if err != nil || got != r {
+		t.Fatalf("round trip = %+v, %v", got, err)
+	}
+	if _, err := parseStreamRequest(make([]byte, 12)); !errors.Is(err, errRequest) {
+		t.Errorf("short request: %v", err)
+	}
+	big := StreamRequest{Mode: ModeStream, N: 1, Size: MaxMsgSize}
+	if _, err := parseStreamRequest(big.bytes()); !errors.Is(err, errRequest) {
+		t.Errorf("oversized message request: %v", err)
+	}
+}

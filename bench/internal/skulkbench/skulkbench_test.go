@@ -1,0 +1,28 @@
+package skulkbench
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestCountPayload(t *testing.T) {
+	for _, size := range []int{0, 10, 50, 300} {
+		p := countPayload(1<<31, string(make([]byte, size)))
+		if err := p.Check(); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		var v struct {
+			I   uint32 `json:"i"`
+			Pad string `json:"pad"`
+		}
+		if err := p.Decode(&v); err != nil || v.I != 1<<31 || len(v.Pad) != size {
+			t.Errorf("size %d: decoded %+v, %v", size, v, err)
+		}
+	}
+	if n := len(countPayload(7, string(make([]byte, 50)))); n != 64 {
+		t.Errorf("count chunk with 50 bytes of padding is %d bytes, want 64", n)
+	}
+}
