@@ -744,6 +744,9 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 	if err != nil || n > maxTools {
 		return nil, ErrBadField
 	}
+	if n == 0 {
+		return nil, nil // no tools: nil, as when the key is absent
+	}
 	tools := make([]Tool, 0, min(n, 64))
 	for range n {
 		var t Tool
