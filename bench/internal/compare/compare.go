@@ -52,7 +52,7 @@ type plan struct {
 
 func (o *Options) plan() plan {
 	if o.Quick {
-		return plan{rounds: 3, target: 120 * time.Millisecond, startRounds: 3,
+		return plan{rounds: 3, target: 250 * time.Millisecond, startRounds: 3,
 			healthRounds: 2, healthPings: 50, healthStream: 8, timeout: 30 * time.Second}
 	}
 	return plan{rounds: 7, target: 700 * time.Millisecond, startRounds: 15,
