@@ -129,8 +129,10 @@ func (c *Call) Tool() string { return c.tool.desc.ID }
 // The payload is checked against the tool's input_schema first (a
 // *SchemaError, nothing sent). Send blocks while the child does not read
 // (backpressure); an inline media frame returns once its bytes are
-// written, so the caller may reuse them. ctx is checked before the write;
-// a blocked write ends when the call ends.
+// written, so the caller may reuse them. A blocked Send ends when the call
+// ends, or when ctx is done: a frame cannot be taken back half written, so
+// the call's connection is then closed, the call ends with a synthetic
+// cancelled, and Send returns ctx's error.
 //
 // Errors: ErrSendClosed after CloseSend, Cancel or the provider terminal; a
 // *SchemaError; an error matching frame.ErrInvalid for a malformed chunk;
@@ -156,7 +158,20 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := c.conn.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+	// A frame cannot be taken back once partly written: if ctx ends while
+	// the write blocks, the connection is closed and the call ends.
+	ran := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { // runs once, briefly; Send waits for it below
+		defer close(ran)
+		c.conn.fail(&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "a send was abandoned: its context ended"})
+	})
+	err = c.conn.w.WritePacket(&wire.Frame{Frame: f})
+	if !stop() {
+		<-ran
+		c.sendDone = true
+		return ctx.Err()
+	}
+	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
 	return c.send.Accept(&f)

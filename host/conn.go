@@ -198,6 +198,11 @@ func (c *streamConn) broken(call *Call, err error) {
 		call.finish(f, stderr)
 	}
 	c.fail(nil)
+	// The handler may still run, unaware: its connection's reader can be
+	// blocked on a full ingress queue. The control connection reaches it.
+	if !c.ch.proc.dead() {
+		c.ch.ctrlW.WritePacket(&wire.Cancel{CallID: call.id, Reason: "stream connection closed by the host"})
+	}
 	call.release(nil)
 }
 
@@ -224,6 +229,9 @@ func (c *streamConn) causeOf(err error) *synth {
 	case <-ch.proc.exited:
 		return ch.unreachable(fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()))
 	case <-t.C:
+	}
+	if ch.proc.gone() { // exited, not reaped yet
+		return ch.unreachable(fmt.Errorf("%w: exited", ErrChildDied))
 	}
 	ch.h.mu.Lock()
 	dead := ch.state == StateDead

@@ -196,3 +196,37 @@ func TestNeverRestart(t *testing.T) {
 		t.Fatalf("Call: %v", err)
 	}
 }
+
+// A Send blocked by backpressure ends with its context; the call ends too.
+func TestSendContext(t *testing.T) {
+	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	// sleep never reads its input: a large frame fills the socket and blocks.
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 20000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	// The child queues 8 frames, the sockets hold a few more; then Send blocks.
+	data := make([]byte, 1<<20)
+	for i := 0; ; i++ {
+		err := c.Send(short, nil, &frame.InlineMedia{Data: data, MediaType: "application/octet-stream"})
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil || i == 100 {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+	}
+	term, _ := recvUntilTerminal(t, c, 5*time.Second)
+	if !term.Synthetic || term.Kind != frame.KindCancelled {
+		t.Fatalf("terminal %v synthetic=%v", term.Kind, term.Synthetic)
+	}
+	if err := c.Send(ctx, frame.MustPayload(map[string]any{"a": 1}), nil); !errors.Is(err, ErrSendClosed) {
+		t.Fatalf("Send after: %v", err)
+	}
+	succeeds(t, h)
+	// The host cancels the abandoned handler over the control connection.
+	waitFor(t, func() bool { return h.Children()[0].Streams == 0 })
+}

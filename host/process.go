@@ -201,6 +201,24 @@ func (p *process) dead() bool {
 	}
 }
 
+// gone reports whether the process has exited, reaped or not: a zombie
+// counts as gone, so a busy reaper does not hide a death.
+func (p *process) gone() bool {
+	if p.dead() {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	state := stat[i+2]
+	return state == 'Z' || state == 'X'
+}
+
 // kill stops the process group: SIGTERM, then SIGKILL after grace, and
 // waits for the reaper. It reports whether SIGKILL was needed.
 func (p *process) kill(grace time.Duration) (killed bool) {
