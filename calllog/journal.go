@@ -17,7 +17,7 @@ const (
 	DefaultJournalTimeout = 30 * time.Second
 	// DefaultJournalBatch is the most events one send carries.
 	DefaultJournalBatch = 512
-	// DefaultJournalQueue bounds the events of one tree waiting to be sent.
+	// DefaultJournalQueue bounds the events waiting to be sent.
 	DefaultJournalQueue = 65_536
 	// maxRetryDelay bounds the wait between two sends of a batch after an
 	// error.
@@ -51,10 +51,10 @@ type Journal struct {
 	// Batch is the most events one send carries; 0 means
 	// DefaultJournalBatch.
 	Batch int
-	// Queue bounds the events of one tree waiting to be sent; 0 means
-	// DefaultJournalQueue. Overflow drops the event (the store shows the
-	// gap) and, for a required journal, fails every later barrier of the
-	// tree with ErrJournalOverflow.
+	// Queue bounds the events waiting to be sent, all the recorder's trees
+	// together; 0 means DefaultJournalQueue. Overflow drops the event (the
+	// store shows the gap) and, for a required journal, fails every later
+	// barrier of that tree with ErrJournalOverflow.
 	Queue int
 }
 
@@ -94,8 +94,9 @@ type journalWriter struct {
 	claimed bool
 
 	mu sync.Mutex // guards the fields below
-	// queue holds the events not yet kept, in Seq order; bounded by
-	// j.queue() (overflow: drop, see Journal.Queue).
+	// queue holds the events not yet kept, in Seq order; all the trees'
+	// queues together are bounded by j.queue() (Recorder.journalQueued;
+	// overflow: drop, see Journal.Queue).
 	queue     []Event
 	kept      uint64 // every event ≤ kept was kept (or lost, see firstLost)
 	firstLost uint64 // first Seq dropped by overflow; 0 = none
@@ -127,7 +128,7 @@ func (w *journalWriter) add(e Event) {
 	w.mu.Lock()
 	switch {
 	case w.stopErr != nil:
-	case len(w.queue) >= w.j.queue():
+	case w.r.journalQueued.Load() >= int64(w.j.queue()):
 		if w.firstLost == 0 {
 			w.firstLost = e.Seq
 		}
@@ -138,6 +139,7 @@ func (w *journalWriter) add(e Event) {
 		}
 	default:
 		w.queue = append(w.queue, e)
+		w.r.journalQueued.Add(1)
 	}
 	w.mu.Unlock()
 	w.signal()
@@ -257,6 +259,7 @@ func (w *journalWriter) run() {
 		w.mu.Lock()
 		switch {
 		case err == nil:
+			w.r.journalQueued.Add(-int64(len(batch)))
 			clear(w.queue[:len(batch)])
 			w.queue = w.queue[len(batch):]
 			if len(w.queue) == 0 {
@@ -300,6 +303,7 @@ func (w *journalWriter) stopLocked(err error) {
 	if w.stopErr == nil {
 		w.stopErr = err
 	}
+	w.r.journalQueued.Add(-int64(len(w.queue)))
 	clear(w.queue)
 	w.queue = nil
 	w.failWaitersLocked(w.stopErr, true)

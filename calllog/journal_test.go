@@ -388,3 +388,36 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 		t.Fatalf("deferred outcome = %+v", o)
 	}
 }
+
+func TestJournalQueueBound(t *testing.T) {
+	ctx := testCtx(t)
+	st := &testStore{}
+	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Queue: 4, Timeout: time.Minute}})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.block()
+	for i := range 10 {
+		rec.Output(chunk(t, "c1", uint64(i+1), map[string]any{"i": i}))
+	}
+	// A second tree shares the bound: its start does not fit.
+	if _, err := r.Begin(ctx, calllog.CallInfo{ID: "c2"}); !errors.Is(err, calllog.ErrJournalOverflow) {
+		t.Fatalf("Begin with the journal queue full = %v, want ErrJournalOverflow", err)
+	}
+	err = rec.End(ctx, calllog.Done(nil))
+	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrJournalOverflow) {
+		t.Fatalf("End after dropped events = %v", err)
+	}
+	st.unblock()
+	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrJournalOverflow) {
+		t.Fatalf("Settle = %v: a tree with dropped events can never be confirmed", err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
+	if len(kept) != 5 || kept[4].Seq != 5 {
+		t.Fatalf("kept %d events, want the first 5 (started + 4 queued)", len(kept))
+	}
+}

@@ -63,6 +63,9 @@ type Recorder struct {
 	wg sync.WaitGroup
 
 	closing atomic.Bool // set when Close starts: journal writers stop retrying
+	// journalQueued counts the events queued in every tree's journal writer
+	// and not yet kept or dropped (bounded by Journal.Queue).
+	journalQueued atomic.Int64
 
 	mu      sync.Mutex // guards the fields below; never held while taking a tree's lock
 	closed  bool
