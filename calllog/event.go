@@ -269,6 +269,10 @@ func (e *FormatError) Error() string { return "calllog: event JSON: " + e.Field 
 // Is makes a FormatError match ErrFormat.
 func (e *FormatError) Is(target error) bool { return target == ErrFormat }
 
+// timeFormat writes `at`: RFC 3339, UTC, always nine fractional digits, so
+// that the text sorts as the time does.
+const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
 // jsonEvent is the JSON form, format 1. Field order is the documented one.
 type jsonEvent struct {
 	Format      int            `json:"format"`
@@ -325,7 +329,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return nil, &FormatError{Field: "kind", Reason: "unknown value"}
 	}
 	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
-		At: e.At.UTC().Format(time.RFC3339Nano), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
+		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
 		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused}
 	if e.After != 0 {
 		a := e.After

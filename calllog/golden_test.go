@@ -1,0 +1,106 @@
+package calllog_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/events.jsonl")
+
+// goldenEvents covers every kind and every optional key of format 1.
+func goldenEvents() []calllog.Event {
+	at := time.Date(2026, 11, 29, 22, 10, 0, 0, time.UTC)
+	base := func(k calllog.Kind, seq uint64) calllog.Event {
+		return calllog.Event{Kind: k, Tree: "h1-1", Writer: "9f2c1a0b3d4e5f60", Seq: seq, After: seq - 1,
+			At: at.Add(time.Duration(seq) * time.Millisecond), Call: "h1-2", Parent: "h1-1", Tool: "count", ToolVersion: "1.4.0"}
+	}
+	shape := func(bytes, keys int) *calllog.Content { return &calllog.Content{Type: "object", Bytes: bytes, Keys: keys} }
+	var evs []calllog.Event
+	e := base(calllog.KindStarted, 1)
+	e.Call, e.Parent, e.Tool, e.ToolVersion, e.Program = "h1-1", "", "reply", "", true
+	evs = append(evs, e)
+	e = base(calllog.KindStarted, 2)
+	e.Payload = shape(4, 1)
+	evs = append(evs, e)
+	e = base(calllog.KindRequest, 3)
+	e.Attempt, e.Child = 1, "child-0"
+	evs = append(evs, e)
+	e = base(calllog.KindInput, 4)
+	e.Attempt, e.FrameKind, e.FrameSeq = 1, frame.KindStarted, 0
+	evs = append(evs, e)
+	e = base(calllog.KindOutput, 5)
+	e.Attempt, e.FrameKind, e.FrameSeq = 1, frame.KindChunk, 1
+	e.Payload = &calllog.Content{Type: "object", Bytes: 8, Keys: 1, Value: frame.MustPayload(map[string]any{"text": "hi"})}
+	evs = append(evs, e)
+	e = base(calllog.KindOutput, 6)
+	e.Attempt, e.FrameKind, e.FrameSeq = 1, frame.KindChunk, 2
+	e.Media = &calllog.MediaInfo{Kind: "inline", MediaType: "audio/pcm", Bytes: 3, Data: []byte{0, 1, 2}}
+	evs = append(evs, e)
+	e = base(calllog.KindRetry, 7)
+	e.Attempt = 1
+	e.Error = &calllog.ErrorInfo{Code: frame.CodeTransportError, Message: "connection reset", Synthetic: true}
+	evs = append(evs, e)
+	e = base(calllog.KindDone, 8)
+	e.Attempt, e.Payload = 2, shape(6, 1)
+	evs = append(evs, e)
+	e = base(calllog.KindStarted, 9)
+	e.Call, e.Tool, e.ToolVersion = "h1-3", "nope", ""
+	evs = append(evs, e)
+	e = base(calllog.KindFailed, 10)
+	e.Call, e.Tool, e.ToolVersion, e.Refused = "h1-3", "nope", "", "unknown_tool"
+	e.Error = &calllog.ErrorInfo{Code: frame.CodeInvalidFrame, Message: "host: unknown tool"}
+	evs = append(evs, e)
+	e = base(calllog.KindCancelled, 11)
+	e.Call, e.Parent, e.Tool, e.ToolVersion, e.Program = "h1-1", "", "reply", "", true
+	e.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: "context cancelled"}
+	evs = append(evs, e)
+	return evs
+}
+
+// TestGoldenJSON pins the JSON form: testdata/events.jsonl is what other
+// implementations read and write (go test -run Golden -update rewrites it).
+func TestGoldenJSON(t *testing.T) {
+	var buf bytes.Buffer
+	for _, e := range goldenEvents() {
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	const path = "testdata/events.jsonl"
+	if *update {
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("JSON form changed:\n%s\nwant:\n%s", buf.Bytes(), want)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(want))
+	i := 0
+	for sc.Scan() {
+		var e calllog.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		b, _ := json.Marshal(e)
+		if !bytes.Equal(b, sc.Bytes()) {
+			t.Fatalf("line %d does not round-trip:\n%s\n%s", i+1, sc.Bytes(), b)
+		}
+		i++
+	}
+}
