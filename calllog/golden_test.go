@@ -22,7 +22,9 @@ func goldenEvents() []calllog.Event {
 		return calllog.Event{Kind: k, Tree: "h1-1", Writer: "9f2c1a0b3d4e5f60", Seq: seq, After: seq - 1,
 			At: at.Add(time.Duration(seq) * time.Millisecond), Call: "h1-2", Parent: "h1-1", Tool: "count", ToolVersion: "1.4.0"}
 	}
-	shape := func(bytes, keys int) *calllog.Content { return &calllog.Content{Type: "object", Bytes: bytes, Keys: keys} }
+	shape := func(bytes, keys int) *calllog.Content {
+		return &calllog.Content{Type: "object", Bytes: bytes, Keys: keys}
+	}
 	var evs []calllog.Event
 	e := base(calllog.KindStarted, 1)
 	e.Call, e.Parent, e.Tool, e.ToolVersion, e.Program = "h1-1", "", "reply", "", true
