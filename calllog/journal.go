@@ -335,6 +335,14 @@ func (w *journalWriter) send(batch []Event) error {
 }
 
 func (w *journalWriter) attempt(ctx context.Context, batch []Event) error {
+	if nk, ok := w.j.Store.(NewTreeKeeper); ok && !w.claimed {
+		c, err := nk.KeepNew(ctx, w.tree, w.r.writer, batch)
+		if err != nil {
+			return err
+		}
+		w.claim, w.claimed = c, true
+		return nil
+	}
 	if !w.claimed {
 		c, err := w.j.Store.Claim(ctx, w.tree, w.r.writer)
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 // released (ignoring its context: a store that does not answer), or to be
 // slow; it counts sends and the most at once.
 type testStore struct {
-	calllog.MemoryStore
+	mem      calllog.MemoryStore   // not embedded: no KeepNew, every send goes through Keep
 	fail     atomic.Pointer[error] // Keep returns it when set
 	slowN    atomic.Int32          // the next slowN sends take slowFor, then fail
 	slowFor  time.Duration
@@ -73,7 +73,15 @@ func (s *testStore) Keep(ctx context.Context, c calllog.Claim, events []calllog.
 	if p := s.fail.Load(); p != nil && *p != nil {
 		return *p
 	}
-	return s.MemoryStore.Keep(context.Background(), c, events)
+	return s.mem.Keep(context.Background(), c, events)
+}
+
+func (s *testStore) Claim(ctx context.Context, tree, writer string) (calllog.Claim, error) {
+	return s.mem.Claim(ctx, tree, writer)
+}
+
+func (s *testStore) EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]calllog.Event, error) {
+	return s.mem.EventsAfter(ctx, tree, after, limit)
 }
 
 func (s *testStore) stats() (sends, maxAtOnce int, perBatch map[uint64]int) {

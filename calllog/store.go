@@ -57,6 +57,17 @@ type EventStore interface {
 	EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]Event, error)
 }
 
+// NewTreeKeeper is an optional EventStore method that saves a round trip
+// at the start of every tree: a journal writer whose store has it claims
+// and keeps its tree's first batch in one step.
+type NewTreeKeeper interface {
+	// KeepNew claims tree for writer and keeps events (its first ones), at
+	// once and atomically. A tree already claimed by another writer fails
+	// with ErrTreeExists; one claimed by this writer (a retry whose answer
+	// was lost) keeps its claim, and Keep's rules apply.
+	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
+}
+
 // CheckBatch checks what every store must check before keeping: events of
 // c.Tree, Seq ≥ 1, strictly ascending. Stores call it; the error wraps
 // ErrBadBatch.
@@ -134,6 +145,29 @@ func (s *MemoryStore) Keep(ctx context.Context, c Claim, events []Event) error {
 		t.events = append(t.events, e)
 	}
 	return nil
+}
+
+// KeepNew implements NewTreeKeeper.
+func (s *MemoryStore) KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return Claim{}, err
+	}
+	c := Claim{Tree: tree, Writer: writer, Epoch: 1}
+	if err := CheckBatch(c, events); err != nil {
+		return Claim{}, err
+	}
+	s.mu.Lock()
+	t := s.tree(tree)
+	switch {
+	case t.epoch == 0:
+		t.epoch, t.writer = 1, writer
+	case t.writer != writer:
+		s.mu.Unlock()
+		return Claim{}, ErrTreeExists
+	}
+	c.Epoch = t.epoch
+	s.mu.Unlock()
+	return c, s.Keep(ctx, c, events)
 }
 
 // EventsAfter implements EventStore.

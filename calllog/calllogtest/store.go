@@ -124,6 +124,37 @@ func TestStore(t *testing.T, open func(t *testing.T) calllog.EventStore) {
 		}
 	})
 
+	t.Run("keep new claims and keeps at once", func(t *testing.T) {
+		s, ok := open(t).(calllog.NewTreeKeeper)
+		if !ok {
+			t.Skip("the store has no KeepNew")
+		}
+		es := s.(calllog.EventStore)
+		c, err := s.KeepNew(ctx, "t1", "A", Events("t1", "A", 1, 2))
+		if err != nil || c.Epoch == 0 || c.Writer != "A" {
+			t.Fatalf("KeepNew = %+v, %v", c, err)
+		}
+		if c2, err := s.KeepNew(ctx, "t1", "A", Events("t1", "A", 1, 2)); err != nil || c2.Epoch != c.Epoch {
+			t.Fatalf("a retry by the same writer = %+v, %v; want its claim", c2, err)
+		}
+		if _, err := s.KeepNew(ctx, "t1", "B", Events("t1", "B", 1, 1)); !errors.Is(err, calllog.ErrTreeExists) {
+			t.Fatalf("another writer's KeepNew = %v, want ErrTreeExists", err)
+		}
+		if err := es.Keep(ctx, c, Events("t1", "A", 3, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := es.EventsAfter(ctx, "t1", 0, 0); len(got) != 3 {
+			t.Fatalf("kept %d events, want 3 (no duplicates)", len(got))
+		}
+		b, _ := es.Claim(ctx, "t1", "B")
+		if b.Last != 3 {
+			t.Fatalf("takeover claim last = %d", b.Last)
+		}
+		if _, err := s.KeepNew(ctx, "t1", "A", Events("t1", "A", 4, 1)); !errors.Is(err, calllog.ErrTreeExists) {
+			t.Fatalf("KeepNew after a takeover = %v", err)
+		}
+	})
+
 	t.Run("a done context is honoured", func(t *testing.T) {
 		s := open(t)
 		dctx, dcancel := context.WithCancel(ctx)

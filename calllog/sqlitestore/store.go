@@ -49,7 +49,10 @@ type Store struct {
 	ro     bool
 }
 
-var _ calllog.EventStore = (*Store)(nil)
+var (
+	_ calllog.EventStore    = (*Store)(nil)
+	_ calllog.NewTreeKeeper = (*Store)(nil)
+)
 
 const schema = `
 CREATE TABLE IF NOT EXISTS calllog_trees (
@@ -189,7 +192,47 @@ func (s *Store) Claim(ctx context.Context, tree, writer string) (calllog.Claim, 
 // Keep implements calllog.EventStore: one transaction that checks the claim
 // and inserts the events not kept yet.
 func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Event) error {
-	if err := s.usable("keep"); err != nil {
+	return s.keep(ctx, "keep", c, events, func(tx *sql.Tx) error {
+		var writer string
+		var epoch uint64
+		err := tx.QueryRowContext(ctx, `SELECT writer, epoch FROM calllog_trees WHERE tree = ?`, c.Tree).Scan(&writer, &epoch)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && (writer != c.Writer || epoch != c.Epoch)) {
+			return calllog.ErrFenced
+		}
+		return err
+	})
+}
+
+// KeepNew implements calllog.NewTreeKeeper: the claim of a new tree and its
+// first events in one transaction.
+func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {
+	c := calllog.Claim{Tree: tree, Writer: writer, Epoch: 1}
+	err := s.keep(ctx, "keep new", c, events, func(tx *sql.Tx) error {
+		var w string
+		var epoch uint64
+		err := tx.QueryRowContext(ctx, `SELECT writer, epoch FROM calllog_trees WHERE tree = ?`, tree).Scan(&w, &epoch)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = tx.ExecContext(ctx, `INSERT INTO calllog_trees (tree, writer, epoch) VALUES (?, ?, 1)`, tree, writer)
+			return err
+		case err != nil:
+			return err
+		case w != writer:
+			return calllog.ErrTreeExists
+		}
+		c.Epoch = epoch // this writer's own claim: a retry
+		return nil
+	})
+	if err != nil {
+		return calllog.Claim{}, err
+	}
+	return c, nil
+}
+
+// keep inserts events in one transaction after check (the claim's rule)
+// passes.
+func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []calllog.Event, check func(*sql.Tx) error) error {
+	if err := s.usable(op); err != nil {
 		return err
 	}
 	if err := calllog.CheckBatch(c, events); err != nil {
@@ -199,23 +242,20 @@ func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Even
 	for i, e := range events {
 		b, err := e.MarshalJSON() // not json.Marshal: that would check and copy the output again
 		if err != nil {
-			return fmt.Errorf("sqlitestore: keep: %w", err)
+			return fmt.Errorf("sqlitestore: %s: %w", op, err)
 		}
 		rows[i] = b
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return s.classify("keep", err)
+		return s.classify(op, err)
 	}
 	defer tx.Rollback()
-	var writer string
-	var epoch uint64
-	err = tx.QueryRowContext(ctx, `SELECT writer, epoch FROM calllog_trees WHERE tree = ?`, c.Tree).Scan(&writer, &epoch)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && (writer != c.Writer || epoch != c.Epoch)) {
-		return calllog.ErrFenced
-	}
-	if err != nil {
-		return s.classify("keep", err)
+	if err := check(tx); err != nil {
+		if errors.Is(err, calllog.ErrFenced) || errors.Is(err, calllog.ErrTreeExists) {
+			return err
+		}
+		return s.classify(op, err)
 	}
 	for len(rows) > 0 {
 		n := min(len(rows), rowsPerInsert)
@@ -225,11 +265,11 @@ func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Even
 			args = append(args, c.Tree, int64(events[i].Seq), events[i].Writer, rows[i])
 		}
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return s.classify("keep", err)
+			return s.classify(op, err)
 		}
 		rows, events = rows[n:], events[n:]
 	}
-	return s.classify("keep", tx.Commit())
+	return s.classify(op, tx.Commit())
 }
 
 // EventsAfter implements calllog.EventStore. It reads without a write lock,
