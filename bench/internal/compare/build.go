@@ -13,7 +13,10 @@ import (
 // Binaries are the children of a run, built once into a temporary
 // directory.
 type Binaries struct {
-	Skulk, SkulkDemo, GoPlugin, MCP, Raw string
+	// Skulk is cmd/skulkchild; SkulkDemo the main module's cmd/skulk-child.
+	Skulk, SkulkDemo string
+	// GoPlugin, MCP and Raw are cmd/gpchild, cmd/mcpchild and cmd/rawchild.
+	GoPlugin, MCP, Raw string
 }
 
 // children maps each binary to its package.

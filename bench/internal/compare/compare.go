@@ -55,8 +55,8 @@ func (o *Options) plan() plan {
 		return plan{rounds: 3, target: 250 * time.Millisecond, startRounds: 3,
 			healthRounds: 2, healthPings: 50, healthStream: 8, timeout: 30 * time.Second}
 	}
-	return plan{rounds: 7, target: 700 * time.Millisecond, startRounds: 15,
-		healthRounds: 5, healthPings: 400, healthStream: 8, timeout: 60 * time.Second}
+	return plan{rounds: 9, target: time.Second, startRounds: 21,
+		healthRounds: 7, healthPings: 400, healthStream: 8, timeout: 60 * time.Second}
 }
 
 // Upper bounds of the calibrated counts, whatever the calibration says.
@@ -100,7 +100,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	r := &runner{o: o, p: p, log: log, systems: systems, res: make(map[string]map[string]*figure), loadStart: loadavg()}
+	r := &runner{o: o, p: p, log: log, systems: systems, res: make(map[string]map[string]*Figure), loadStart: loadavg()}
 	started := time.Now()
 	sessions := make([]session, len(systems))
 	defer func() {
@@ -180,7 +180,7 @@ type runner struct {
 	log       io.Writer
 	systems   []system
 	order     []metricSpec
-	res       map[string]map[string]*figure // metric id → system name → figure
+	res       map[string]map[string]*Figure // metric id → system name → Figure
 	loadStart string
 }
 
@@ -188,16 +188,16 @@ func (r *runner) wants(w string) bool {
 	return len(r.o.Workloads) == 0 || slices.Contains(r.o.Workloads, w)
 }
 
-func (r *runner) fig(m metricSpec, sys string) *figure {
+func (r *runner) fig(m metricSpec, sys string) *Figure {
 	byID := r.res[m.id]
 	if byID == nil {
-		byID = make(map[string]*figure)
+		byID = make(map[string]*Figure)
 		r.res[m.id] = byID
 		r.order = append(r.order, m)
 	}
 	f := byID[sys]
 	if f == nil {
-		f = &figure{System: sys}
+		f = &Figure{System: sys}
 		byID[sys] = f
 	}
 	return f

@@ -59,12 +59,12 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	f := &figure{Samples: []float64{4, 1, 3, 2}}
+	f := &Figure{Samples: []float64{4, 1, 3, 2}}
 	summarize(f)
 	if f.Median != 2.5 || f.Min != 1 || f.Max != 4 || f.SpreadPct != 120 {
 		t.Errorf("summarize(4 1 3 2) = median %v min %v max %v spread %v", f.Median, f.Min, f.Max, f.SpreadPct)
 	}
-	f = &figure{Samples: []float64{5, 1, 3}}
+	f = &Figure{Samples: []float64{5, 1, 3}}
 	summarize(f)
 	if f.Median != 3 {
 		t.Errorf("median of 5 1 3 = %v, want 3", f.Median)
@@ -73,7 +73,7 @@ func TestSummarize(t *testing.T) {
 
 // fakeRunner makes a report from fixed figures.
 func fakeReport(figs map[string]map[string]float64) *Report {
-	r := &runner{res: make(map[string]map[string]*figure)}
+	r := &runner{res: make(map[string]map[string]*Figure)}
 	for _, name := range SystemNames {
 		r.systems = append(r.systems, &skulkSystem{sys: name})
 	}
@@ -198,7 +198,7 @@ func TestSkulkDemo(t *testing.T) {
 }
 
 // TestRunQuickSubset runs the driver end to end on a subset and checks the
-// report has a figure for every system.
+// report has a Figure for every system.
 func TestRunQuickSubset(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -213,7 +213,7 @@ func TestRunQuickSubset(t *testing.T) {
 	for _, m := range rep.Metrics {
 		for _, f := range m.Figures {
 			if f.Err != "" || len(f.Samples) == 0 || f.Median <= 0 {
-				t.Errorf("%s/%s: no figure (%s)", m.ID, f.System, f.Err)
+				t.Errorf("%s/%s: no Figure (%s)", m.ID, f.System, f.Err)
 			}
 		}
 	}

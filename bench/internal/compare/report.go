@@ -22,8 +22,8 @@ const Skulk = "skulk"
 // cmd/skulk-child, whose tools do more work of their own.
 const SkulkDemo = "skulk-demo"
 
-// figure is one system's result for one metric.
-type figure struct {
+// Figure is one system's result for one metric.
+type Figure struct {
 	// System names the system.
 	System string `json:"system"`
 	// Median, Min and Max summarize Samples.
@@ -49,18 +49,23 @@ type figure struct {
 
 // Metric is one row of the report.
 type Metric struct {
-	ID           string    `json:"id"`
-	Title        string    `json:"title"`
-	Unit         string    `json:"unit"`
-	HigherBetter bool      `json:"higher_is_better"`
-	Figures      []*figure `json:"figures"`
+	// ID names the metric ("small-stream", "call-p50", ...).
+	ID string `json:"id"`
+	// Title describes it for people.
+	Title string `json:"title"`
+	// Unit is the unit of every figure of the row.
+	Unit string `json:"unit"`
+	// HigherBetter is true for rates, false for times.
+	HigherBetter bool `json:"higher_is_better"`
+	// Figures are the systems' results, in column order.
+	Figures []*Figure `json:"figures"`
 }
 
 // Target is one target of the issue, checked against the run.
 type Target struct {
 	// Text states the target.
 	Text string `json:"text"`
-	// Got is the measured ratio (or absolute figure), Want the target's.
+	// Got is the measured ratio (or absolute Figure), Want the target's.
 	Got  float64 `json:"got"`
 	Want float64 `json:"want"`
 	// Met says whether the target was met; Status says it in words,
@@ -71,27 +76,41 @@ type Target struct {
 
 // Machine describes where the run happened.
 type Machine struct {
-	NumCPU    int               `json:"nproc"`
-	CPU       string            `json:"cpu"`
-	GoVersion string            `json:"go"`
-	OS        string            `json:"os"`
-	LoadStart string            `json:"loadavg_start"`
-	LoadEnd   string            `json:"loadavg_end"`
-	Modules   map[string]string `json:"modules"`
+	// NumCPU is runtime.NumCPU.
+	NumCPU int `json:"nproc"`
+	// CPU is the first "model name" of /proc/cpuinfo.
+	CPU string `json:"cpu"`
+	// GoVersion is the toolchain that built the driver.
+	GoVersion string `json:"go"`
+	// OS is GOOS/GOARCH.
+	OS string `json:"os"`
+	// LoadStart and LoadEnd are /proc/loadavg's three averages at the
+	// start and the end of the run: a busy machine makes noisy figures.
+	LoadStart string `json:"loadavg_start"`
+	LoadEnd   string `json:"loadavg_end"`
+	// Modules are the versions of the modules compared (the main module
+	// with its git revision).
+	Modules map[string]string `json:"modules"`
 }
 
 // Report is a run's result.
 type Report struct {
-	Mode     string        `json:"mode"`
+	// Mode is "quick" or "full".
+	Mode string `json:"mode"`
+	// Started and Duration time the run.
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration_ns"`
-	Machine  Machine       `json:"machine"`
-	Metrics  []Metric      `json:"metrics"`
-	Targets  []Target      `json:"targets"`
-	Notes    []string      `json:"notes"`
+	// Machine says where it ran.
+	Machine Machine `json:"machine"`
+	// Metrics are the rows, in run order.
+	Metrics []Metric `json:"metrics"`
+	// Targets are issue 6's targets, met or missed.
+	Targets []Target `json:"targets"`
+	// Notes say how each system was driven.
+	Notes []string `json:"notes"`
 }
 
-func summarize(f *figure) {
+func summarize(f *Figure) {
 	if len(f.Samples) == 0 {
 		return
 	}
@@ -115,7 +134,7 @@ func (r *runner) report(took time.Duration) *Report {
 	}
 	for _, m := range r.order {
 		row := Metric{ID: m.id, Title: m.title, Unit: m.unit, HigherBetter: m.higherBetter}
-		var sk *figure
+		var sk *Figure
 		for _, s := range r.systems {
 			f := r.fig(m, s.name())
 			summarize(f)
@@ -152,10 +171,12 @@ var notes = []string{
 	"go-plugin: hand-written grpc.ServiceDesc with a raw-bytes codec (no protoc); message-size limits raised to 16 MiB on both sides (no workload needs more than gRPC's 4 MiB default); gRPC's default window sizes; health ping is go-plugin's GRPCClient.Ping (grpc.health.v1 Check) on the same connection.",
 	"mcp: go-sdk CommandTransport (stdio pipes); stream = progress notifications of a 64-character message; media = one tools/call per 1 MiB returning an embedded-resource blob (base64 in JSON); echo = 8 pipelined echo calls (MCP has no client→server stream); calls = tools/call echo of 64 characters.",
 	"raw: length-prefixed 64-byte messages, one write syscall each; media = 1 MiB writes read with io.CopyBuffer; echo = 64-byte messages written one write each while the echoes are read; calls = one 64-byte ping-pong; crash = SIGKILL to read EOF.",
-	"skulk: host package + cmd/skulk-child; stream = count (64-byte payloads), media = media tool (inline attachments), echo = echo tool fed and drained at once, calls = echo with one 64-byte chunk then half-close, crash = SIGKILL during an echo call, health = ping RTT on the control connection while every stream is blocked.",
+	"skulk: the host package driving cmd/skulkchild (bench child on the child package: count builds a 64-byte payload by appending, media sends one zero buffer, no output schemas); skulk-demo: the same host driving the project's cmd/skulk-child (demo tools: reflection-built payloads, media filled byte by byte and hashed, output schemas checked by the host on every frame). stream = count, media = media (inline attachments), echo = echo fed and drained at once, calls = echo with one 64-byte chunk then half-close, crash = SIGKILL during an echo call until Recv gives the synthetic failed.",
+	"skulk health: 8 count streams left unread until the child's writes block, then pings on the control connection timed at the wire level by the bench's own minimal host (bench/internal/compare/skulkwire.go), because the host package pings on its own schedule and exposes no on-demand ping.",
+	"Ratio targets compare against the skulk column (the bench child); skulk-demo is shown so the cost of the demo tools and of per-frame schema checks stays visible.",
 }
 
-func figOf(rep *Report, id, sys string) *figure {
+func figOf(rep *Report, id, sys string) *Figure {
 	for _, m := range rep.Metrics {
 		if m.ID == id {
 			for _, f := range m.Figures {
@@ -307,7 +328,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 	return err
 }
 
-func findFig(m Metric, sys string) *figure {
+func findFig(m Metric, sys string) *Figure {
 	for _, f := range m.Figures {
 		if f.System == sys {
 			return f
@@ -316,7 +337,7 @@ func findFig(m Metric, sys string) *figure {
 	return nil
 }
 
-// num formats a figure with 3 significant digits and a k/M suffix.
+// num formats a Figure with 3 significant digits and a k/M suffix.
 func num(v float64) string {
 	switch a := math.Abs(v); {
 	case a >= 1e7:
