@@ -87,6 +87,11 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Cal
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if errors.Is(err, errNoChild) || ch.proc.gone() {
+				// The child died before its supervisor noticed: try another.
+				ch.markDead()
+				return nil, errRetry
+			}
 			return nil, &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
 		}
 		call.conn = c

@@ -501,6 +501,21 @@ func (ch *child) conn(ctx context.Context) (*streamConn, error) {
 	return c, nil
 }
 
+// markDead takes a ready child out of the pool at once when a call found it
+// gone; its supervisor does the rest when it sees the exit.
+func (ch *child) markDead() {
+	h := ch.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ch.state == StateReady {
+		ch.state = StateDead
+		if ch.slot.cur == ch {
+			ch.slot.state = StateDead
+		}
+		h.notifyLocked()
+	}
+}
+
 // forget removes a closed connection from the child's set.
 func (ch *child) forget(c *streamConn) {
 	h := ch.h

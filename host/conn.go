@@ -227,10 +227,12 @@ func (c *streamConn) causeOf(err error) *synth {
 	defer t.Stop()
 	select {
 	case <-ch.proc.exited:
+		ch.markDead()
 		return ch.unreachable(fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()))
 	case <-t.C:
 	}
 	if ch.proc.gone() { // exited, not reaped yet
+		ch.markDead()
 		return ch.unreachable(fmt.Errorf("%w: exited", ErrChildDied))
 	}
 	ch.h.mu.Lock()

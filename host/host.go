@@ -279,6 +279,17 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	for {
+		c, err := h.startCall(ctx, tool, t, args, opts)
+		if !errors.Is(err, errRetry) {
+			return c, err
+		}
+	}
+}
+
+// startCall takes a slot and starts the call on its child; errRetry means
+// the child turned out dead before the invoke and another may be tried.
+func (h *Host) startCall(ctx context.Context, tool string, t *tool, args frame.Payload, opts []CallOption) (*Call, error) {
 	ch, err := h.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -339,4 +350,7 @@ func (h *Host) Close(ctx context.Context) error {
 	return h.closeErr
 }
 
-var errNoChild = errors.New("host: child not ready")
+var (
+	errNoChild = errors.New("host: child not ready")
+	errRetry   = errors.New("host: child gone before the invoke")
+)
