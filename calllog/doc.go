@@ -7,7 +7,9 @@
 // calls at each point of the call: Begin (before anything is sent; a
 // required journal may refuse the call here), Request (the invoke was
 // written), Input (a caller frame), Output (a provider chunk), Retry, and
-// End with the outcome. Calls begun with a context carrying a running call
+// End with the outcome — or, from a goroutine that must not block (a
+// connection's reader), Finish, with Confirm later on the caller's side for
+// a required journal's end barrier. Calls begun with a context carrying a running call
 // (Record.Context, Recorder.Program) are its steps: a tree has one log,
 // numbered once, and a call's end comes after every step's end. Detached
 // starts trees of their own.

@@ -451,3 +451,17 @@ func (h *countingHandler) Handle(_ context.Context, rec slog.Record) error {
 }
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestHistoryBoundShowsTheLoss(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRecorder(t, calllog.Options{History: 5})
+	rec := runCall(t, ctx, r, calllog.CallInfo{}, 10) // 13 events
+	evs := slices.Collect(rec.Events())
+	if len(evs) != 6 {
+		t.Fatalf("watcher got %d events, want the 5 kept and the end", len(evs))
+	}
+	end := evs[5]
+	if end.Kind != calllog.KindDone || end.Seq != 13 || end.After != 12 || evs[4].Seq != 5 {
+		t.Fatalf("end = seq %d after %d; want 13 after 12 (not given)", end.Seq, end.After)
+	}
+}
