@@ -706,7 +706,7 @@ func (rec *Record) Events() iter.Seq[Event] {
 // every step has ended, done when fn returned nil, else with
 // OutcomeOfError(fn's error). It returns fn's error, or the journal's or
 // Begin's. A panic in fn ends the program failed and is re-raised.
-func (r *Recorder) Program(ctx context.Context, info CallInfo, fn func(ctx context.Context) error) (err error) {
+func (r *Recorder) Program(ctx context.Context, info CallInfo, fn func(ctx context.Context) error) error {
 	info.Program = true
 	rec, err := r.Begin(ctx, info)
 	if err != nil {
