@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -274,6 +276,19 @@ func TestStartFailures(t *testing.T) {
 			checkClean(t, base, fds)
 		})
 	}
+}
+
+// A command that does not exist fails Start with the exec error and leaves
+// nothing behind (it used to panic in the clean-up).
+func TestStartMissingCommand(t *testing.T) {
+	base := t.TempDir()
+	fds := countFDs(t)
+	cfg := Config{Command: filepath.Join(base, "no-such-provider"), TempDir: base}
+	_, err := Start(callCtx(t, 10*time.Second), cfg)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Start: %v, want an error matching fs.ErrNotExist", err)
+	}
+	checkClean(t, base, fds)
 }
 
 func TestRefusals(t *testing.T) {

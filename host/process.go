@@ -55,17 +55,20 @@ func spawn(cfg *Config, childID string, log *slog.Logger) (p *process, err error
 	if err != nil {
 		return nil, fmt.Errorf("host: private directory: %w", err)
 	}
-	p = &process{dir: dir, sockPath: filepath.Join(dir, "streams.sock"), exited: make(chan struct{}), logDone: make(chan struct{})}
+	// proc, not the named result p: a failing return sets p to nil before
+	// the clean-up below runs.
+	proc := &process{dir: dir, sockPath: filepath.Join(dir, "streams.sock"), exited: make(chan struct{}), logDone: make(chan struct{})}
+	p = proc
 	var toClose []io.Closer
 	defer func() {
 		for _, c := range toClose {
 			c.Close()
 		}
 		if err != nil {
-			if p.ctrl != nil {
-				p.ctrl.Close()
+			if proc.ctrl != nil {
+				proc.ctrl.Close()
 			}
-			for _, f := range p.pipes {
+			for _, f := range proc.pipes {
 				if f != nil {
 					f.Close()
 				}
