@@ -1,0 +1,115 @@
+package child_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/testnet"
+)
+
+// benchSend runs one call whose handler sends b.N chunks of pl (with media
+// from mediaOf, nil for none) while the host side discards what it reads.
+// Allocations per op are the child's per Send: the host side only copies
+// bytes into one buffer.
+func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
+	start, done := make(chan struct{}), make(chan error, 1)
+	tool := child.Tool{ID: "bench-send", Version: "1", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		<-start
+		for range b.N {
+			if err := s.Send(pl, media); err != nil {
+				done <- err
+				return nil, err
+			}
+		}
+		done <- s.Flush()
+		return nil, nil
+	}}
+	hostEnd, childEnd := testnet.SocketPair(b)
+	ln, path := testnet.Listen(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- child.Serve(ctx, childEnd, ln, child.Options{Tools: []child.Tool{tool}}) }() // stopped by cancel below
+	h := testnet.NewHost(hostEnd, path)
+	defer func() {
+		h.Close()
+		cancel()
+		<-served
+	}()
+	hctx, hcancel := context.WithTimeout(context.Background(), wait)
+	defer hcancel()
+	if _, err := h.Handshake(hctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	s, err := h.Dial(hctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Invoke("b1", "bench-send", nil, 0); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Started("b1"); err != nil {
+		b.Fatal(err)
+	}
+	drained, buf := make(chan struct{}), make([]byte, 1<<20)
+	go func() { // stopped by closing s
+		defer close(drained)
+		io.CopyBuffer(io.Discard, s.Conn, buf)
+	}()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(pl)))
+	b.ResetTimer()
+	close(start)
+	select {
+	case err := <-done:
+		if err != nil {
+			b.Fatal(err)
+		}
+	case <-time.After(10 * wait):
+		b.Fatal("handler did not finish")
+	}
+	b.StopTimer()
+	s.Close()
+	<-drained
+}
+
+// BenchmarkSend: one small chunk per op through Stream.Send, the frame
+// validated, encoded and queued on the connection's Writer.
+func BenchmarkSend(b *testing.B) {
+	benchSend(b, frame.MustPayload(map[string]any{"text": "hello, world", "n": 42, "ok": true}), nil)
+}
+
+// BenchmarkSendInline64KiB: one chunk with 64 KiB of inline media per op.
+func BenchmarkSendInline64KiB(b *testing.B) {
+	benchSend(b, nil, &frame.InlineMedia{Data: make([]byte, 64<<10), MediaType: "application/octet-stream"})
+}
+
+// BenchmarkStartToHello: exec of cmd/skulk-child with its control and
+// stream sockets on fds 3 and 4, until its hello is read. The binary is
+// the one TestMain built (with GOFLAGS as in the environment), or
+// $SKULK_BENCH_CHILD when set, to compare two builds in one run.
+func BenchmarkStartToHello(b *testing.B) {
+	bin := childBin
+	if env := os.Getenv("SKULK_BENCH_CHILD"); env != "" {
+		bin = env
+	}
+	for range b.N {
+		p := testnet.StartProcess(b, bin, []string{"--test-tools"})
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		_, err := p.Host.Hello(ctx)
+		cancel()
+		if err != nil {
+			b.Fatalf("%v; child output: %s", err, p.Output())
+		}
+		b.StopTimer()
+		p.Host.Close()
+		p.Kill()
+		p.Wait(wait)
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,50 @@
+package mpack
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// benchObject encodes v compactly, as frame.PayloadOf would.
+func benchObject(b *testing.B, v any) []byte {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(v); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkCheckObject checks typical tool payloads: a small chunk (short
+// keys, short text, small integers, a boolean), a larger record with
+// nested maps, arrays, floats and a 1 KiB string.
+func BenchmarkCheckObject(b *testing.B) {
+	cases := []struct {
+		name string
+		v    any
+	}{
+		{"small", map[string]any{"text": "hello, world", "n": 42, "ok": true}},
+		{"record", map[string]any{
+			"id": "rec-0001", "score": 0.875, "tags": []any{"a", "bb", "ccc", "dddd"},
+			"counts": []any{1, 2, 3, 400, 50000, -7}, "nested": map[string]any{"x": 1, "y": nil, "z": []any{true, false}},
+			"body": strings.Repeat("lorem ipsum ", 85),
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			obj := benchObject(b, c.v)
+			b.SetBytes(int64(len(obj)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := CheckObject(obj); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
