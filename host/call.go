@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
@@ -40,6 +41,7 @@ type Call struct {
 	tool *tool
 	ch   *child
 	conn *streamConn
+	rec  *calllog.Record // the call in the log; its methods never block but End and Confirm
 
 	out       chan frame.Frame // see outQueue; written by the reader, closed never
 	done      chan struct{}    // closed by finish once term is set
@@ -60,15 +62,16 @@ type Call struct {
 	send     *sequence.Fence // caller direction; guarded by sendMu
 	sendDone bool            // caller terminal written, or the call released; guarded by sendMu
 
-	eof bool // owned by the reading goroutine
+	eof        bool  // owned by the reading goroutine
+	journalErr error // a required journal's unconfirmed end, given once after the terminal; owned by the reading goroutine
 }
 
 // startCall binds a new call to a stream connection and writes its invoke
 // and the caller's started. The stream slot and the watcher's WaitGroup
 // count were taken by acquire.
-func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Call, error) {
+func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record) (*Call, error) {
 	call := &Call{
-		id: inv.CallID, ctx: ctx, tool: t, ch: ch,
+		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
 		out:       make(chan frame.Frame, outQueue),
 		done:      make(chan struct{}),
 		released:  make(chan struct{}),
@@ -85,14 +88,15 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Cal
 			ch.releaseSlot(nil)
 			ch.wg.Done()
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, endWith(ctx, rec, calllog.Cancelled("context done before the call was sent"), ctx.Err())
 			}
 			if errors.Is(err, errNoChild) || ch.proc.gone() {
 				// The child died before its supervisor noticed: try another.
 				ch.markDead()
 				return nil, errRetry
 			}
-			return nil, &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
+			ce := &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
+			return nil, endWith(ctx, rec, calllog.Failed(ce.Code, ce.Message, true), ce)
 		}
 		call.conn = c
 		if c.bind(call) {
@@ -108,18 +112,28 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke) (*Cal
 	}
 	go call.watch(timeoutAt) // stopped by release; counted in ch.wg by acquire
 	call.sendMu.Lock()
+	// Recorded before the write: the child may answer before WritePacket
+	// returns, and its output must come after the request in the log.
+	rec.Request(calllog.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version})
 	err := c.w.WritePacket(inv)
 	if err == nil {
 		cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
 		if err = c.w.WritePacket(&wire.Frame{Frame: cs}); err == nil {
 			call.send.Accept(&cs)
+			rec.Input(cs)
 		}
 	}
 	call.sendMu.Unlock()
 	if err != nil {
-		// The reader gives the call its synthetic terminal and releases it.
+		// The reader gives the call its synthetic terminal (recorded as
+		// its end) and releases it.
 		c.fail(&synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "writing the invoke failed"})
-		return nil, &CallError{Code: frame.CodeTransportError, Message: "writing the invoke failed", Synthetic: true}
+		ce := &CallError{Code: frame.CodeTransportError, Message: "writing the invoke failed", Synthetic: true}
+		var je *calllog.JournalError
+		if jerr := rec.Confirm(ctx); errors.As(jerr, &je) {
+			return nil, errors.Join(ce, jerr)
+		}
+		return nil, ce
 	}
 	return call, nil
 }
@@ -179,8 +193,28 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
-	return c.send.Accept(&f)
+	if err := c.send.Accept(&f); err != nil {
+		return err
+	}
+	c.rec.Input(f)
+	return nil
 }
+
+// Events returns the call's events so far and as they come, in order and
+// with its tree's numbers, ending after its end event (full content: the
+// caller's own data). See calllog.Record.Events.
+func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
+
+// Text returns the "text" strings of the call's output chunks so far; it
+// is provisional until the call ends.
+func (c *Call) Text() string { return c.rec.Text() }
+
+// Result reads the output to its end and returns the call's value, as a
+// plain call's Wait does.
+func (c *Call) Result() (frame.Payload, error) { return c.Wait() }
+
+// Record returns the call's record in the call log.
+func (c *Call) Record() *calllog.Record { return c.rec }
 
 // CloseSend half-closes the call: the caller's completed tells the
 // handler its input is over; its output goes on.
@@ -205,7 +239,11 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	if err := c.conn.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
-	return c.send.Accept(&f)
+	if err := c.send.Accept(&f); err != nil {
+		return err
+	}
+	c.rec.Input(f)
+	return nil
 }
 
 // closeCallerDirection makes sure the caller's terminal was written before
@@ -233,8 +271,19 @@ func (c *Call) Cancel() {
 // Recv returns the next provider frame; after the terminal it returns
 // io.EOF. It blocks until a frame is there or ctx is done (then ctx's
 // error; the call goes on). The frame's slices may be kept.
+//
+// With a required journal the terminal is returned once the journal has
+// kept the call's end; if it could not (see calllog.Journal), the terminal
+// is still returned and the next Recv returns, once, a
+// *calllog.JournalError matching calllog.ErrJournalEnd that holds the
+// outcome and the cause (calllog.Settle says later whether the end was
+// kept), then io.EOF.
 func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if c.eof {
+		if err := c.journalErr; err != nil {
+			c.journalErr = nil
+			return frame.Frame{}, err
+		}
 		return frame.Frame{}, io.EOF
 	}
 	select {
@@ -251,6 +300,13 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 			return f, nil
 		default:
 		}
+		if err := c.rec.Confirm(ctx); err != nil {
+			var je *calllog.JournalError
+			if !errors.As(err, &je) {
+				return frame.Frame{}, err // ctx ended first: the terminal waits for the next Recv
+			}
+			c.journalErr = err
+		}
 		c.eof = true
 		return c.term, nil
 	case <-ctx.Done():
@@ -259,7 +315,8 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 }
 
 // Frames returns the provider frames as an iterator, terminal included; it
-// stops after the terminal. Breaking out of the loop early leaves the call
+// stops after the terminal, or after the required journal's error that
+// follows it (see Recv). Breaking out of the loop early leaves the call
 // running: Cancel it or keep reading.
 func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 	return func(yield func(frame.Frame, error) bool) {
@@ -268,7 +325,10 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			if !yield(f, err) || err != nil || f.IsTerminal() {
+			if !yield(f, err) || err != nil {
+				return
+			}
+			if f.IsTerminal() && c.journalErr == nil {
 				return
 			}
 		}
@@ -277,7 +337,10 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 
 // Wait reads the output to its end, discarding chunks, and returns the
 // result: the completed terminal's payload (nil when it has none), or a
-// *CallError for a failed or cancelled one.
+// *CallError for a failed or cancelled one. With a required journal that
+// did not confirm the call's end it returns the *calllog.JournalError
+// instead (matching calllog.ErrJournalEnd; its Outcome holds the value or
+// error), after waiting for the journal about twice its timeout at most.
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		_, err := c.Recv(context.Background())
@@ -297,6 +360,7 @@ func (c *Call) Wait() (frame.Payload, error) {
 // finish records the provider terminal (real or synthetic); called once, by
 // the connection's reader.
 func (c *Call) finish(f frame.Frame, stderr string) {
+	c.rec.Finish(calllog.OutcomeOf(f)) // never blocks; the stderr tail is not logged: it may hold user data
 	c.term = f
 	if ce := callErrorOf(&f, stderr); ce != nil {
 		c.termErr = ce

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -34,6 +35,12 @@ const (
 	DefaultBackoffMin = 100 * time.Millisecond
 	// DefaultBackoffMax is RestartPolicy.BackoffMax's default.
 	DefaultBackoffMax = 10 * time.Second
+	// DefaultCallHistory bounds the events each call keeps for
+	// Call.Events in the recorder a host makes when Config.Recorder is
+	// nil (calllog.Options.History): a long stream read slowly must not
+	// make the host hold every chunk. Past it a call's end event is still
+	// kept and its After shows the loss.
+	DefaultCallHistory = 1024
 )
 
 // deadlineGrace is added to cancel_grace before a call past its deadline
@@ -103,6 +110,12 @@ type Config struct {
 	// Logger receives the children's stdout and stderr line by line and
 	// the host's own events; nil means discard.
 	Logger *slog.Logger
+	// Recorder records every call in the call log (docs/events.md): its
+	// observers and journal are the host's. nil means the host makes its
+	// own, with no observer and no journal and a history of
+	// DefaultCallHistory events per call, and closes it in Close; a
+	// given Recorder is the caller's to close, after the host.
+	Recorder *calllog.Recorder
 }
 
 // RestartPolicy says how a pool restarts children that die: after an

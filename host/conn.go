@@ -164,6 +164,9 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
 		call.finish(*f, "")
 		return true
 	}
+	// Recorded before the caller can read it, so that Text and Events
+	// include every chunk Recv returned. Never blocks: the log only queues.
+	call.rec.Output(*f)
 	select {
 	case call.out <- *f:
 		call.given = f.Sequence + 1

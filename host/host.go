@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -23,6 +24,8 @@ type Host struct {
 	log      *slog.Logger
 	idPrefix string
 	nextCall atomic.Uint64
+	rec      *calllog.Recorder // records every call; see Config.Recorder
+	ownsRec  bool              // rec was made by Start: Close closes it
 
 	life context.Context // cancelled when Close begins: aborts starts and backoffs
 	stop context.CancelFunc
@@ -114,6 +117,14 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 		closed:   make(chan struct{}),
 	}
 	h.log = h.cfg.Logger
+	h.rec = h.cfg.Recorder
+	if h.rec == nil {
+		rec, err := calllog.New(calllog.Options{Logger: h.log, History: DefaultCallHistory})
+		if err != nil {
+			return nil, err
+		}
+		h.rec, h.ownsRec = rec, true
+	}
 	h.life, h.stop = context.WithCancel(context.Background())
 	started := make([]*child, 0, h.cfg.PoolSize)
 	for i := range h.cfg.PoolSize {
@@ -124,6 +135,9 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 			h.stop()
 			for _, c := range started {
 				c.stopNow(err)
+			}
+			if h.ownsRec {
+				h.rec.Close(context.Background())
 			}
 			return nil, err
 		}
@@ -222,53 +236,122 @@ func (h *Host) newCallID() string {
 	return fmt.Sprintf("%s-%d", h.idPrefix, h.nextCall.Add(1))
 }
 
-// CallOption sets optional fields of a call's invoke.
-type CallOption func(*wire.Invoke)
+// CallOption sets optional parts of a call: fields of its invoke, its
+// observers, its journal.
+type CallOption func(*callOptions)
+
+// callOptions is what the CallOptions of one call set.
+type callOptions struct {
+	trace        map[string]string
+	tree, parent string
+	observers    []calllog.Observer
+	journal      *calllog.Journal
+}
+
+func gatherOptions(opts []CallOption) *callOptions {
+	o := &callOptions{}
+	for _, f := range opts {
+		f(o)
+	}
+	return o
+}
 
 // WithTrace attaches tracing context (W3C traceparent and the like) to the
 // invoke. The map is not copied; do not modify it afterwards.
 func WithTrace(trace map[string]string) CallOption {
-	return func(inv *wire.Invoke) { inv.Trace = trace }
+	return func(o *callOptions) { o.trace = trace }
 }
 
-// WithParent places the call in a call tree: tree is the outermost call's
-// id, parent the id of the call that makes this one.
+// WithParent places the call's invoke in a call tree built by hand: tree is
+// the outermost call's id, parent the id of the call that makes this one.
+// A running call in the call's context (Program) takes precedence.
 func WithParent(tree, parent string) CallOption {
-	return func(inv *wire.Invoke) { inv.Tree, inv.Parent = tree, parent }
+	return func(o *callOptions) { o.tree, o.parent = tree, parent }
+}
+
+// WithObservers adds observers to the call (or program): they are given
+// its events and, for a program, its steps' — on top of the host's and of
+// any enclosing program's.
+func WithObservers(obs ...calllog.Observer) CallOption {
+	return func(o *callOptions) { o.observers = append(o.observers, obs...) }
+}
+
+// WithJournal names the journal of the call's tree. It must be the
+// host's journal (Config.Recorder's), or, when the host has none, may be
+// brought by a tree's outermost call; anything else refuses the call with
+// an error matching calllog.ErrJournalPolicy.
+func WithJournal(j *calllog.Journal) CallOption {
+	return func(o *callOptions) { o.journal = j }
 }
 
 // Call starts a call of tool with args (nil means no arguments) on the
 // least loaded child, waiting for a free stream slot while every child is
 // at its max_streams (bounded by ctx).
 //
+// Every call is recorded in the call log (Config.Recorder), refused ones
+// included. A call whose ctx carries a running call (Program) is a step of
+// it, in its tree; Detached starts trees of their own.
+//
 // Refusals come back at once and send nothing: ErrUnknownTool, a
 // *SchemaError for arguments that break the tool's arguments_schema,
-// ErrPoolDown, ErrClosed, or ctx's error while waiting for a slot. A child
-// that dies just as the call starts gives a synthetic *CallError
-// (unreachable or transport_error) instead of a Call. Arguments left out
-// that have a "default" in the schema are filled in first, so the invoke
-// carries the values the provider gets.
+// ErrPoolDown, ErrClosed, or ctx's error while waiting for a slot; they
+// are recorded as a started and a failed event with Refused set. With a
+// required journal, a start the journal did not keep refuses the call with
+// a *calllog.JournalError matching calllog.ErrJournalStart; a refusal
+// whose end the journal could not confirm comes back joined with a
+// *calllog.JournalError matching calllog.ErrJournalEnd. A child that dies
+// just as the call starts gives a synthetic *CallError (unreachable or
+// transport_error) instead of a Call. Arguments left out that have a
+// "default" in the schema are filled in first, so the invoke carries the
+// values the provider gets.
 //
 // ctx governs the whole call, as exec.CommandContext's does: its deadline
 // becomes the invoke's timeout_ms, and cancelling it cancels the call. The
 // returned Call must be read to its terminal (Recv, Frames or Wait):
 // until then it holds a stream slot and the child's output waits for it.
 func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts ...CallOption) (*Call, error) {
+	t, err := h.lookupTool(tool)
+	if err != nil {
+		return nil, err
+	}
+	o := gatherOptions(opts)
+	argsOK := args == nil || args.Check() == nil
+	logged := args
+	if !argsOK {
+		logged = nil // not an object: the log keeps no shape of it
+	}
+	rec, err := h.begin(ctx, tool, t, logged, o)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, h.refuse(ctx, rec, "unknown_tool", frame.CodeInvalidFrame, ErrUnknownTool)
+	}
+	if !argsOK {
+		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, &SchemaError{Schema: "arguments", Value: "not a JSON object"})
+	}
+	args, err = checkArguments(t, args)
+	if err != nil {
+		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
+	}
+	return h.dispatch(ctx, rec, tool, t, args, o)
+}
+
+// lookupTool returns the tool named id in the latest catalogue (nil when
+// there is none) or ErrClosed.
+func (h *Host) lookupTool(id string) (*tool, error) {
 	h.mu.Lock()
 	closing, cat := h.closing, h.cat
 	h.mu.Unlock()
 	if closing {
 		return nil, ErrClosed
 	}
-	t := cat.tools[tool]
-	if t == nil {
-		return nil, ErrUnknownTool
-	}
-	if args != nil {
-		if err := args.Check(); err != nil {
-			return nil, &SchemaError{Schema: "arguments", Value: "not a JSON object"}
-		}
-	}
+	return cat.tools[id], nil
+}
+
+// checkArguments fills in defaults and validates args against t's
+// arguments_schema.
+func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
 	args, err := withDefaults(t.desc.ArgumentsSchema, args)
 	if err != nil {
 		return nil, err
@@ -276,11 +359,47 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 	if err := validate(t.arguments, "arguments", args); err != nil {
 		return nil, err
 	}
+	return args, nil
+}
+
+// begin records a call's start. Its error is the call's: ErrClosed, or the
+// recorder's refusal (ErrJournalStart, ErrJournalPolicy, ErrParentEnded).
+func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload, o *callOptions) (*calllog.Record, error) {
+	info := calllog.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal}
+	if t != nil {
+		info.ToolVersion = t.desc.Version
+	}
+	rec, err := h.rec.Begin(ctx, info)
+	if errors.Is(err, calllog.ErrClosed) {
+		return nil, ErrClosed
+	}
+	return rec, err
+}
+
+// refuse ends rec as refused before it reached a child and returns the
+// caller's error: err, joined with the journal's when a required journal
+// did not confirm the refusal.
+func (h *Host) refuse(ctx context.Context, rec *calllog.Record, class string, code frame.Code, err error) error {
+	return endWith(ctx, rec, calllog.Refused(class, code, err), err)
+}
+
+// endWith ends rec with o and returns err, joined with the journal's
+// error when a required journal did not confirm the end.
+func endWith(ctx context.Context, rec *calllog.Record, o calllog.Outcome, err error) error {
+	var je *calllog.JournalError
+	if jerr := rec.End(ctx, o); errors.As(jerr, &je) {
+		return errors.Join(err, jerr)
+	}
+	return err
+}
+
+// dispatch sends a recorded, validated call to a child.
+func (h *Host) dispatch(ctx context.Context, rec *calllog.Record, tool string, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, endWith(ctx, rec, calllog.Cancelled("context done before the call was sent"), err)
 	}
 	for {
-		c, err := h.startCall(ctx, tool, t, args, opts)
+		c, err := h.startCall(ctx, rec, tool, t, args, o)
 		if !errors.Is(err, errRetry) {
 			return c, err
 		}
@@ -288,15 +407,23 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 }
 
 // startCall takes a slot and starts the call on its child; errRetry means
-// the child turned out dead before the invoke and another may be tried.
-func (h *Host) startCall(ctx context.Context, tool string, t *tool, args frame.Payload, opts []CallOption) (*Call, error) {
+// the child turned out dead before the invoke and another may be tried
+// (nothing was recorded: no attempt was made).
+func (h *Host) startCall(ctx context.Context, rec *calllog.Record, tool string, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
 	ch, err := h.acquire(ctx)
 	if err != nil {
-		return nil, err
+		switch {
+		case ctx.Err() != nil:
+			return nil, endWith(ctx, rec, calllog.Cancelled("context done while waiting for a stream slot"), err)
+		case errors.Is(err, ErrClosed):
+			return nil, h.refuse(ctx, rec, "host_closed", frame.CodeUnreachable, err)
+		default:
+			return nil, h.refuse(ctx, rec, "pool_down", frame.CodeUnreachable, err)
+		}
 	}
-	inv := &wire.Invoke{CallID: h.newCallID(), ToolID: tool, Arguments: args}
-	for _, o := range opts {
-		o(inv)
+	inv := &wire.Invoke{CallID: rec.ID(), ToolID: tool, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
+	if p := rec.Parent(); p != nil {
+		inv.Tree, inv.Parent = rec.Tree(), p.ID()
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		inv.TimeoutMS = max(1, time.Until(dl).Milliseconds())
@@ -304,15 +431,43 @@ func (h *Host) startCall(ctx context.Context, tool string, t *tool, args frame.P
 	if err := inv.Validate(); err != nil {
 		ch.releaseSlot(nil)
 		ch.wg.Done()
-		return nil, fmt.Errorf("host: invoke: %w", err)
+		return nil, h.refuse(ctx, rec, "invalid", frame.CodeInvalidFrame, fmt.Errorf("host: invoke: %w", err))
 	}
 	// The tool the child knows is the one the host validated against,
 	// unless the child was restarted with another build: use its own.
 	if ct := ch.cat.tools[tool]; ct != nil {
 		t = ct
 	}
-	return ch.startCall(ctx, t, inv)
+	return ch.startCall(ctx, t, inv, rec)
 }
+
+// Program runs fn as a program named name: a call in the log whose calls —
+// made with the context fn is given — are its steps, in one tree (one
+// journal, numbered once). The program ends after fn has returned and
+// every step has ended: done when fn returned nil, else with fn's error.
+// It returns fn's error, or the recorder's (a required journal that did
+// not keep the start or confirm the end, a journal policy refusal).
+// Programs nest: a program run with a program's context is its step.
+func (h *Host) Program(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...CallOption) error {
+	o := gatherOptions(opts)
+	err := h.rec.Program(ctx, calllog.CallInfo{ID: h.newCallID(), Tool: name, Observers: o.observers, Journal: o.journal}, fn)
+	if errors.Is(err, calllog.ErrClosed) {
+		return errors.Join(ErrClosed, err)
+	}
+	return err
+}
+
+// Detached returns a context whose calls are trees of their own, for work
+// meant to outlive the running call (program) of ctx.
+func Detached(ctx context.Context) context.Context { return calllog.Detached(ctx) }
+
+// Drain waits until every observer has been given every event queued for
+// it when Drain was called, or ctx is done (its error).
+func (h *Host) Drain(ctx context.Context) error { return h.rec.Drain(ctx) }
+
+// Recorder returns the host's call recorder (Config.Recorder, or the one
+// the host made).
+func (h *Host) Recorder() *calllog.Recorder { return h.rec }
 
 // Close shuts the host down: it refuses new calls, drains every child
 // (drain, then bye and exit within Config.DrainGrace, shortened to fit
@@ -341,6 +496,13 @@ func (h *Host) Close(ctx context.Context) error {
 			}
 		}
 		h.mu.Unlock()
+		if h.ownsRec {
+			// Every call has its end recorded (its child is gone): what
+			// is left is the observers' and the journal's queues.
+			if err := h.rec.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if len(errs) > 0 {
 			h.closeErr = errs[0]
 		}

@@ -6,13 +6,23 @@ import (
 	"io"
 	"testing"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 )
 
 // Frames queued before the terminal always come out before it, even when
 // the terminal was published first from the reader's point of view.
 func TestRecvOrderTerminalLast(t *testing.T) {
-	c := &Call{id: "x", out: make(chan frame.Frame, outQueue), done: make(chan struct{})}
+	recorder, err := calllog.New(calllog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recorder.Close(context.Background())
+	rec, err := recorder.Begin(context.Background(), calllog.CallInfo{ID: "x", Tool: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Call{id: "x", out: make(chan frame.Frame, outQueue), done: make(chan struct{}), rec: rec}
 	started, _ := frame.NewStarted("x", frame.ProviderToCaller)
 	c.out <- started
 	for i := uint64(1); i <= 3; i++ {
@@ -32,7 +42,7 @@ func TestRecvOrderTerminalLast(t *testing.T) {
 	if _, err := c.Recv(ctx); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the terminal: %v", err)
 	}
-	_, err := c.Wait()
+	_, err = c.Wait()
 	var ce *CallError
 	if !errors.As(err, &ce) || ce.Code != frame.CodeTimeout || !ce.Synthetic || ce.Stderr != "tail" || ce.Message != "late" {
 		t.Fatalf("Wait: %#v", err)
