@@ -1,0 +1,962 @@
+package export
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// DefaultMaxMediaBytes bounds the inline media bytes one document embeds
+// (16 MiB). Base64 makes them a third larger, and a document must stay under
+// asif.MaxDocumentBytes; media past the bound is declared as an unavailable
+// resource and recorded as a loss.
+const DefaultMaxMediaBytes = 16 << 20
+
+// Actors of the exported events.
+const (
+	// HostActor is the participant that makes the calls (and the outcomes
+	// the host itself decided: refusals, synthetic failures).
+	HostActor = "skulk-host"
+	// ProviderActor is the participant that answered: the provider child.
+	ProviderActor = "provider"
+)
+
+// BranchID is the id of the one branch an export has.
+const BranchID = "main"
+
+// Errors of Export, matched with errors.Is. Those about one event come
+// wrapped in an *EventError.
+var (
+	// ErrNoEvents: no events were given.
+	ErrNoEvents = errors.New("export: no events")
+	// ErrEmptyWindow: no event falls in (After, Until].
+	ErrEmptyWindow = errors.New("export: no event in the window")
+	// ErrWindow: Until is set and not greater than After.
+	ErrWindow = errors.New("export: until must be greater than after")
+	// ErrMixedTrees: the events belong to more than one tree.
+	ErrMixedTrees = errors.New("export: events of more than one tree")
+	// ErrOrder: the events are not in strictly ascending Seq order.
+	ErrOrder = errors.New("export: events not in ascending seq order")
+)
+
+// EventError is a refusal of one input event. It names the event by its Seq
+// and never holds its content.
+type EventError struct {
+	// Seq is the refused event's number in its tree.
+	Seq uint64
+	// Err is ErrMixedTrees or ErrOrder.
+	Err error
+}
+
+// Error names the event and the reason.
+func (e *EventError) Error() string {
+	return fmt.Sprintf("%v (event seq %d)", e.Err, e.Seq)
+}
+
+// Unwrap returns the reason.
+func (e *EventError) Unwrap() error { return e.Err }
+
+// Options configure Export. The zero value exports every event given, with
+// unknown tool schemas.
+type Options struct {
+	// After starts the window: only events with Seq > After are exported
+	// as local evidence. 0 exports from the first event. Earlier events,
+	// when given, serve only to describe what the window refers to (the
+	// descriptor of an external binding, the predecessor of an amended
+	// call, the numbering of results and stream segments); they are never
+	// exported as events of their own.
+	After uint64
+	// Until ends the window: events with Seq > Until are ignored, as if the
+	// capture had been made when the journal ended there. 0 means no end.
+	Until uint64
+	// Tools are the tools' descriptors (a child's hello, or the output of
+	// skulk-host tools --json). A tool with no descriptor here is defined
+	// with an unknown input schema (true), and the loss is recorded.
+	Tools []wire.Tool
+	// Producer names the software in capture.producer; the zero value
+	// means {Name: "skulk-host", Version: "1"}.
+	Producer asif.Producer
+	// MaxMediaBytes bounds the inline media bytes embedded; 0 means
+	// DefaultMaxMediaBytes, a negative value embeds none.
+	MaxMediaBytes int64
+}
+
+// SessionID is the ASIF session id of tree: every capture of one tree
+// belongs to the same session.
+func SessionID(tree string) string { return "skulk-tree-" + tree }
+
+// CaptureID is the ASIF capture id of the window of tree's journal holding
+// the events first..last.
+func CaptureID(tree string, first, last uint64) string {
+	return "tree-" + tree + "-seq-" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10)
+}
+
+// Export turns the events of one call tree, in Seq order as a journal gives
+// them (calllog.EventStore.EventsAfter from 0), into an ASIF 0.5 session
+// document of the window (opts.After, opts.Until]. It does not check the
+// document: Marshal does (and refuses to return a document that fails).
+//
+// Content is exported only when the journal kept it (calllog.ContentFull);
+// what it did not keep is declared unavailable and recorded as a loss.
+func Export(events []calllog.Event, opts Options) (*asif.Document, error) {
+	if len(events) == 0 {
+		return nil, ErrNoEvents
+	}
+	if opts.Until != 0 && opts.Until <= opts.After {
+		return nil, ErrWindow
+	}
+	tree := events[0].Tree
+	var last uint64
+	for i, e := range events {
+		if e.Tree != tree {
+			return nil, &EventError{Seq: e.Seq, Err: ErrMixedTrees}
+		}
+		if i > 0 && e.Seq <= last {
+			return nil, &EventError{Seq: e.Seq, Err: ErrOrder}
+		}
+		last = e.Seq
+	}
+	return build(tree, itemsOf(events), opts)
+}
+
+// item is one journal event as the exporter reads it. An arguments
+// fragment (docs/events.md, kind "arguments") has frag set.
+type item struct {
+	e        calllog.Event
+	frag     *fragment
+	streamed bool // started: the call's arguments arrive as fragments
+}
+
+// fragment is one fragment of a call's streamed arguments.
+type fragment struct {
+	index int
+	text  string
+	kept  bool // the journal kept the text (ContentFull)
+}
+
+// itemsOf reads calllog events. Fragments of streamed arguments are
+// recognised here once the call log records them.
+func itemsOf(events []calllog.Event) []item {
+	items := make([]item, len(events))
+	for i, e := range events {
+		items[i] = item{e: e}
+	}
+	return items
+}
+
+// call is what the exporter knows of one call, from all the events given
+// (before the window too), and what it has put in the document.
+type call struct {
+	id, tool, version string
+	program           bool
+	started           bool // its started event was given
+	startedSeq        uint64
+	startedAt         time.Time
+	args              json.RawMessage // nil: unknown
+	argsStatus        asif.ArgumentsStatus
+	streamed          bool
+	frags             []fragItem
+	requestSeq        uint64 // streamed: the request that completed the arguments
+	ended             bool
+	nextResult        int64
+	text              *textResult // the current attempt's text, nil before its first text chunk
+
+	// Document state.
+	shown     bool          // present in the document (local or bound)
+	bound     bool          // an external binding
+	eventID   string        // the selected local tool_call version
+	ref       asif.EventRef // what results name as their cause
+	inputs    int           // caller frames in the window
+	attemptOf int           // the attempt the window's text belongs to
+}
+
+type fragItem struct {
+	seq uint64
+	at  time.Time
+	fragment
+}
+
+// textResult is the tool_result holding one attempt's streamed text.
+type textResult struct {
+	index   int64
+	attempt int
+	chunks  int64 // text chunks of the attempt so far (before the window too)
+	data    *asif.ToolResultData
+	event   int // index in doc.Events (and in the branch's event ids)
+	first   uint64
+	last    uint64 // seqs of the first and last chunk in the window
+	stream  int    // index in doc.Streams
+	text    strings.Builder
+	window  bool // emitted in this document
+}
+
+type exporter struct {
+	opts      Options
+	tree      string
+	doc       *asif.Document
+	session   string
+	source    string // the capture holding events 1..After
+	calls     map[string]*call
+	order     []*call // calls shown, in order of appearance
+	tools     map[string]*asif.Tool
+	toolOrder []string
+	resources map[string]bool
+	losses    []*asif.Loss
+	lossByID  map[string]*asif.Loss
+	mediaLeft int64
+	// windowText[call][attempt] is true when the window holds a text chunk
+	// of that attempt.
+	windowText map[string]map[int]bool
+	gaps       bool
+	notKept    bool // some content was not kept (shape)
+}
+
+func build(tree string, items []item, opts Options) (*asif.Document, error) {
+	x := &exporter{
+		opts: opts, tree: tree, calls: map[string]*call{}, tools: map[string]*asif.Tool{},
+		resources: map[string]bool{}, lossByID: map[string]*asif.Loss{}, windowText: map[string]map[int]bool{},
+		session: SessionID(tree), source: CaptureID(tree, 1, opts.After),
+	}
+	x.mediaLeft = opts.MaxMediaBytes
+	if x.mediaLeft == 0 {
+		x.mediaLeft = DefaultMaxMediaBytes
+	}
+	var window []item
+	for _, it := range items {
+		if opts.Until != 0 && it.e.Seq > opts.Until {
+			break
+		}
+		if it.e.Seq > opts.After {
+			window = append(window, it)
+			if it.e.Kind == calllog.KindOutput && isText(it.e) {
+				m := x.windowText[it.e.Call]
+				if m == nil {
+					m = map[int]bool{}
+					x.windowText[it.e.Call] = m
+				}
+				m[it.e.Attempt] = true
+			}
+		}
+	}
+	if len(window) == 0 {
+		return nil, ErrEmptyWindow
+	}
+	first, last := opts.After+1, window[len(window)-1].e.Seq
+	producer := opts.Producer
+	if producer.Name == "" {
+		producer = asif.Producer{Name: HostActor, Version: "1"}
+	}
+	x.doc = asif.NewDocument(asif.Capture{
+		ID: CaptureID(tree, first, last), Producer: producer, Consistency: "consistent",
+		StartedAt: stamp(window[0].e.At), EndedAt: stamp(window[len(window)-1].e.At),
+	}, asif.SessionInfo{ID: x.session, Title: "Skulk call tree " + tree})
+	if opts.After > 0 {
+		x.doc.Session.Lineage = []asif.Lineage{{Relation: "continuation", SessionID: x.session, CaptureID: x.source}}
+	}
+	x.doc.Participants = []asif.Participant{
+		{ID: HostActor, Kind: "service", Name: "Skulk host (makes the calls)"},
+		{ID: ProviderActor, Kind: "tool", Name: "Skulk provider child (answers them)"},
+	}
+
+	prev := uint64(0)
+	for _, it := range items {
+		if opts.Until != 0 && it.e.Seq > opts.Until {
+			break
+		}
+		in := it.e.Seq > opts.After
+		if in {
+			want := prev + 1
+			if prev == 0 {
+				want = opts.After + 1
+			}
+			if it.e.Seq > want {
+				x.gaps = true
+				x.loss("events-not-kept", "capture", "events_not_kept", asif.ScopeNative, nil,
+					"The journal did not keep some events of the window (its seq numbering has gaps): what they recorded is not in this capture.")
+			}
+		}
+		prev = it.e.Seq
+		x.step(it, in)
+	}
+	x.finish()
+	x.describe(first, last)
+	return x.doc, nil
+}
+
+// step applies one event; in says whether it is in the window.
+func (x *exporter) step(it item, in bool) {
+	e := it.e
+	c := x.calls[e.Call]
+	if c == nil {
+		c = &call{id: e.Call, tool: e.Tool, program: e.Program}
+		x.calls[e.Call] = c
+	}
+	if e.ToolVersion != "" {
+		c.version = e.ToolVersion
+	}
+	if c.program || e.Program {
+		c.program = true
+		if in {
+			x.loss("programs", "translation", "program_not_represented", asif.ScopeExecutions, nil,
+				"A program (Go code whose steps are calls) is not a tool call: it has no event here, and its steps are exported as calls of their own without the link to it.")
+		}
+		return
+	}
+	if e.Kind == calllog.KindStarted && it.frag == nil {
+		c.started, c.startedSeq, c.startedAt, c.streamed = true, e.Seq, e.At, it.streamed
+		if !it.streamed {
+			c.args, c.argsStatus = argsOf(e.Payload)
+		} else {
+			c.argsStatus = asif.ArgumentsPartial
+		}
+		if in {
+			c.shown = true
+			x.order = append(x.order, c)
+			x.useTool(c)
+			if !c.streamed {
+				x.emitCall(c, "call-"+seqStr(e.Seq), e.At, c.args, c.argsStatus, nil)
+			}
+		}
+		return
+	}
+	if in && !c.shown {
+		if !x.show(c, e) {
+			return
+		}
+	}
+	switch {
+	case it.frag != nil:
+		c.frags = append(c.frags, fragItem{seq: e.Seq, at: e.At, fragment: *it.frag})
+		if in && !it.frag.kept {
+			x.notKept = true
+		}
+	case e.Kind == calllog.KindRequest:
+		x.void(c, in)
+		if c.streamed && c.requestSeq == 0 {
+			c.requestSeq = e.Seq
+			c.args, c.argsStatus = argsOf(e.Payload)
+			if in {
+				x.emitComplete(c, e)
+			}
+		}
+	case e.Kind == calllog.KindInput:
+		if in {
+			c.inputs++
+		}
+	case e.Kind == calllog.KindOutput:
+		x.output(c, e, in)
+	case e.Kind == calllog.KindRetry:
+		x.void(c, in)
+	case e.Kind.IsEnd():
+		x.end(c, e, in)
+	}
+}
+
+// show puts a call that began before the window into the document at its
+// first event in the window: its authentic partial version when its
+// arguments were still streaming (so that the window may amend it), an
+// external binding otherwise. It reports false for a call whose start was
+// not given (nothing can be said about it).
+func (x *exporter) show(c *call, e calllog.Event) bool {
+	if !c.started {
+		x.loss("start-not-given", "capture", "call_start_missing", "", []asif.LossReference{{Type: "call", ID: c.id}},
+			"Events of this call are in the window but its start was not given to the exporter: its events are not exported.")
+		return false
+	}
+	c.shown = true
+	x.order = append(x.order, c)
+	x.useTool(c)
+	if c.streamed && c.requestSeq == 0 {
+		x.emitPartial(c, c.startedAt)
+	} else {
+		c.bound = true
+		src := "call-" + seqStr(c.startedSeq)
+		if c.streamed {
+			src = "call-" + seqStr(c.requestSeq)
+		}
+		args := c.args
+		if args == nil {
+			args = json.RawMessage("null")
+		}
+		x.doc.AddExternalBinding(asif.ExternalBinding{
+			Kind: "call", ID: c.id,
+			Source:     asif.BindingSource{SessionID: x.session, CaptureID: x.source, EventID: src},
+			Descriptor: &asif.CallDescriptor{ToolID: c.tool, Arguments: args, ArgumentsStatus: c.argsStatus},
+		})
+		c.ref = asif.EventRef{EventID: src, SessionID: x.session, CaptureID: x.source}
+		x.loss("calls-before-window", "capture", "history_before_capture", asif.ScopeConversation, nil,
+			"Calls that began before this capture's first event are external bindings naming their tool_call in the earlier capture; their requests and earlier results are not included here.")
+	}
+	// A text result that began before the window and goes on in it comes
+	// first, so that result indexes stay in order.
+	if t := c.text; t != nil && x.windowText[c.id][t.attempt] {
+		x.emitText(c, e)
+	}
+	return true
+}
+
+// argsOf returns a started or request event's arguments and their status.
+func argsOf(p *calllog.Content) (json.RawMessage, asif.ArgumentsStatus) {
+	switch {
+	case p == nil:
+		return json.RawMessage("{}"), asif.ArgumentsComplete
+	case p.Value == nil:
+		return nil, asif.ArgumentsUnknown
+	}
+	b, err := p.Value.MarshalJSON()
+	if err != nil {
+		return nil, asif.ArgumentsUnknown
+	}
+	return b, asif.ArgumentsComplete
+}
+
+func (x *exporter) emitCall(c *call, id string, at time.Time, args json.RawMessage, status asif.ArgumentsStatus, supersedes *asif.EventRef) {
+	if args == nil {
+		args = json.RawMessage("null")
+		x.notKept = true
+	}
+	var causes []asif.EventRef
+	if supersedes != nil {
+		causes = []asif.EventRef{*supersedes}
+	}
+	x.doc.AddEvent(BranchID, asif.Event{
+		ID: id, ActorID: HostActor, Kind: asif.EventToolCall, Time: stamp(at),
+		Causes: causes, Supersedes: supersedes, Provenance: observed(),
+		Data: &asif.ToolCallData{CallID: c.id, ToolID: c.tool, Arguments: args, ArgumentsStatus: status},
+	})
+	c.eventID = id
+	c.ref = asif.EventRef{EventID: id}
+}
+
+// emitPartial adds (or amends) the partial version of a streamed call,
+// bound to a partial tool_arguments stream of the fragments seen so far.
+// The version's id is that of its last fragment's event (the call's start
+// when none), so every capture that saw the same fragments writes the very
+// same event.
+func (x *exporter) emitPartial(c *call, at time.Time) {
+	id := "call-" + seqStr(c.startedSeq)
+	if n := len(c.frags); n > 0 {
+		id, at = "call-"+seqStr(c.frags[n-1].seq), c.frags[n-1].at
+	}
+	if id == c.eventID {
+		return
+	}
+	var sup *asif.EventRef
+	if c.eventID != "" {
+		sup = &asif.EventRef{EventID: c.eventID}
+	}
+	x.emitCall(c, id, at, json.RawMessage("{}"), asif.ArgumentsPartial, sup)
+	x.argsStream(c, id, false)
+}
+
+// emitComplete adds the complete version of a streamed call at its
+// request, amending the partial version when the document holds one.
+func (x *exporter) emitComplete(c *call, e calllog.Event) {
+	var sup *asif.EventRef
+	if c.eventID != "" {
+		sup = &asif.EventRef{EventID: c.eventID}
+	}
+	id := "call-" + seqStr(e.Seq)
+	x.emitCall(c, id, e.At, c.args, c.argsStatus, sup)
+	if c.argsStatus == asif.ArgumentsComplete {
+		x.argsStream(c, id, true)
+	}
+}
+
+// argsStream binds a tool_arguments stream over the call's fragments to
+// the version eventID. A complete stream is written only when every
+// fragment was kept and they assemble to the call's arguments; otherwise
+// the loss is recorded and the complete version has no stream.
+func (x *exporter) argsStream(c *call, eventID string, complete bool) {
+	var segs []asif.Segment
+	var all strings.Builder
+	ok := true
+	for i, f := range c.frags {
+		if !f.kept || f.index != i {
+			ok = false
+			break
+		}
+		rid := "fragment-" + seqStr(f.seq)
+		x.resource(textOrData(rid, "application/json", "native", f.text))
+		segs = append(segs, asif.Segment{Index: int64(i), ResourceID: rid, Length: int64(len(f.text))})
+		all.WriteString(f.text)
+	}
+	if complete {
+		if ok && len(segs) > 0 {
+			v, err := asif.ParseJSON([]byte(all.String()))
+			w, err2 := asif.ParseJSON(c.args)
+			ok = err == nil && err2 == nil && asif.EqualJSON(v, w)
+		}
+		if !ok || len(segs) == 0 {
+			x.loss("fragments-"+eventID, "capture", "argument_fragments_incomplete", "", []asif.LossReference{{Type: "event", ID: eventID}},
+				"The journal does not hold every fragment of these arguments as the call received them (or they do not assemble to its arguments), so the complete call has no tool_arguments stream.")
+			return
+		}
+		segs[len(segs)-1].Terminal = true
+	}
+	status := asif.StreamPartial
+	if complete {
+		status = asif.StreamComplete
+	}
+	x.doc.AddStream(asif.Stream{ID: "arguments-" + eventID, Kind: asif.StreamToolArguments, EventID: eventID, CallID: c.id, Status: status, Segments: segs})
+	if !ok {
+		x.loss("fragments-"+eventID, "capture", "argument_fragments_incomplete", "", []asif.LossReference{{Type: "stream", ID: "arguments-" + eventID}},
+			"The journal does not hold every fragment of these arguments: the stream holds the contiguous prefix it kept.")
+	}
+}
+
+// isText reports whether an output event carries text (a "text" string in
+// its kept payload).
+func isText(e calllog.Event) bool {
+	if e.Payload == nil || e.Payload.Value == nil {
+		return false
+	}
+	_, ok := e.Payload.Value.Text()
+	return ok
+}
+
+// pureText reports whether an output event is text and nothing else: a
+// payload of exactly {"text": s} and no media.
+func pureText(e calllog.Event) bool {
+	return isText(e) && e.Payload.Keys == 1 && e.Media == nil
+}
+
+func (x *exporter) output(c *call, e calllog.Event, in bool) {
+	if isText(e) {
+		s, _ := e.Payload.Value.Text()
+		if c.text == nil || c.text.attempt != e.Attempt {
+			c.text = &textResult{index: c.nextResult, attempt: e.Attempt, stream: -1}
+			c.nextResult++
+		}
+		t := c.text
+		if in {
+			if !t.window {
+				x.emitText(c, e)
+			}
+			if t.first == 0 {
+				t.first = e.Seq
+			}
+			t.last = e.Seq
+			rid := "chunk-" + seqStr(e.Seq) + "-text"
+			x.resource(textOrData(rid, "text/plain; charset=utf-8", "tool_output", s))
+			st := &x.doc.Streams[t.stream]
+			st.Segments = append(st.Segments, asif.Segment{Index: t.chunks, ResourceID: rid, Length: int64(len(s))})
+			t.text.WriteString(s)
+		}
+		t.chunks++
+	}
+	if pureText(e) {
+		return
+	}
+	idx := c.nextResult
+	c.nextResult++
+	if !in {
+		return
+	}
+	var parts []asif.Part
+	base := "chunk-" + seqStr(e.Seq)
+	if e.Payload != nil && !(isText(e) && e.Payload.Keys == 1) {
+		parts = append(parts, asif.ResourcePart(x.payloadResource(base+"-payload", e.Payload)))
+	}
+	if e.Media != nil {
+		parts = append(parts, asif.ResourcePart(x.mediaResource(base+"-media", e.Media)))
+	}
+	x.result(c, "result-"+seqStr(e.Seq), e.At, ProviderActor, &asif.ToolResultData{
+		CallID: c.id, ResultIndex: idx, Outcome: asif.OutcomeUnknown, Parts: parts,
+	}, observed())
+}
+
+// emitText adds the tool_result of the current attempt's text, with its
+// tool_result_text stream; both fill up as chunks come, and closeText names
+// them after the chunks they hold.
+func (x *exporter) emitText(c *call, e calllog.Event) {
+	t := c.text
+	t.window = true
+	t.data = &asif.ToolResultData{CallID: c.id, ResultIndex: t.index, Outcome: asif.OutcomeUnknown}
+	id := "text-" + seqStr(e.Seq)
+	t.event = len(x.doc.Events)
+	x.result(c, id, e.At, ProviderActor, t.data, observed())
+	idx := t.index
+	x.doc.AddStream(asif.Stream{ID: id, Kind: asif.StreamToolResultText, EventID: id, CallID: c.id, ResultIndex: &idx, Status: asif.StreamPartial})
+	t.stream = len(x.doc.Streams) - 1
+	if t.chunks > 0 {
+		x.loss("text-before-window", "capture", "history_before_capture", "", nil,
+			"Text chunks of an attempt that began before this capture are not included: its text stream is partial (its first segments are missing) and its result holds only the text seen in the window.")
+		x.lossRef("text-before-window", "stream", id)
+	}
+}
+
+// closeText settles the current attempt's text result: terminal segment
+// when ended says the text is whole, and the result's single text part.
+func (x *exporter) closeText(c *call, ended bool) {
+	t := c.text
+	if t == nil || !t.window {
+		return
+	}
+	st := &x.doc.Streams[t.stream]
+	if ended && len(st.Segments) > 0 {
+		st.Segments[len(st.Segments)-1].Terminal = true
+		if st.Segments[0].Index == 0 && int64(len(st.Segments)) == t.chunks {
+			st.Status = asif.StreamComplete
+		}
+	}
+	t.data.Parts = []asif.Part{asif.TextPart(t.text.String())}
+	t.window = false
+	// The result's id names the chunks it holds (text-FIRST-LAST), so that
+	// two captures never give one id to different text.
+	old := x.doc.Events[t.event].ID
+	id := old
+	if t.first != 0 {
+		id = "text-" + seqStr(t.first) + "-" + seqStr(t.last)
+	}
+	x.doc.Events[t.event].ID = id
+	for i := range x.doc.Branches {
+		b := &x.doc.Branches[i]
+		for j := range b.EventIDs {
+			if b.EventIDs[j] == old {
+				b.EventIDs[j] = id
+			}
+		}
+		if b.HeadEventID != nil && *b.HeadEventID == old {
+			b.HeadEventID = &id
+		}
+	}
+	st.ID, st.EventID = id, id
+	for _, l := range x.losses {
+		for j := range l.References {
+			if l.References[j].ID == old {
+				l.References[j].ID = id
+			}
+		}
+	}
+}
+
+// void ends the current attempt's text: a request or retry voids what the
+// caller was shown.
+func (x *exporter) void(c *call, in bool) {
+	if c.text == nil {
+		return
+	}
+	if in && c.text.window {
+		x.loss("voided-attempts", "translation", "voided_attempt", "", nil,
+			"An attempt's output was voided by a retry (the caller's text restarted): its text stream stays partial and its results are kept as observed; ASIF has no notion of a voided result.")
+		x.lossRef("voided-attempts", "stream", x.doc.Streams[c.text.stream].ID)
+	}
+	x.closeText(c, false)
+	c.text = nil
+}
+
+func (x *exporter) end(c *call, e calllog.Event, in bool) {
+	c.ended = true
+	if !in {
+		return
+	}
+	if c.streamed && c.requestSeq == 0 {
+		x.emitPartial(c, e.At)
+	}
+	x.closeText(c, true)
+	idx := c.nextResult
+	c.nextResult++
+	d := &asif.ToolResultData{CallID: c.id, ResultIndex: idx, Terminal: true}
+	base := "result-" + seqStr(e.Seq)
+	switch e.Kind {
+	case calllog.KindDone:
+		d.Outcome = asif.OutcomeSuccess
+		if e.Payload != nil {
+			d.Parts = []asif.Part{asif.ResourcePart(x.payloadResource(base+"-value", e.Payload))}
+		}
+	case calllog.KindFailed:
+		d.Outcome = asif.OutcomeError
+	default:
+		d.Outcome = asif.OutcomeCancelled
+	}
+	if e.Error != nil {
+		d.Parts = append(d.Parts, asif.ResourcePart(x.errorResource(base+"-error", e.Error, e.Refused)))
+	}
+	actor, prov := ProviderActor, observed()
+	switch {
+	case e.Error != nil && e.Error.Synthetic:
+		actor = HostActor
+		prov = asif.Provenance{Mode: "synthetic", Producer: HostActor, Inputs: []asif.EventRef{c.ref},
+			Method: "outcome made up by the host in place of the provider (the child crashed, timed out or broke the protocol), or by a writer that took the journal over"}
+		x.loss("synthetic-outcomes", "capture", "synthetic_outcome", "", nil,
+			"These terminal results were not answered by the provider: the host recorded them in its place (provenance synthetic). The provider's real outcome is unknown.")
+		x.lossRef("synthetic-outcomes", "event", base)
+	case e.Refused != "":
+		actor = HostActor
+	}
+	x.result(c, base, e.At, actor, d, prov)
+}
+
+func (x *exporter) result(c *call, id string, at time.Time, actor string, d *asif.ToolResultData, prov asif.Provenance) {
+	x.doc.AddEvent(BranchID, asif.Event{
+		ID: id, ActorID: actor, Kind: asif.EventToolResult, Time: stamp(at),
+		Causes: []asif.EventRef{c.ref}, Provenance: prov, Data: d,
+	})
+}
+
+// finish settles what the window leaves open: streamed arguments still
+// incomplete and text still streaming.
+func (x *exporter) finish() {
+	for _, c := range x.order {
+		if c.ended {
+			continue
+		}
+		if c.streamed && c.requestSeq == 0 {
+			x.emitPartial(c, c.startedAt)
+		}
+		x.closeText(c, false)
+	}
+}
+
+func (x *exporter) useTool(c *call) {
+	t := x.tools[c.tool]
+	if t == nil {
+		t = &asif.Tool{ID: c.tool, Name: c.tool}
+		for _, d := range x.opts.Tools {
+			if d.ID == c.tool {
+				t.Description = d.Description
+				t.InputSchema = schemaJSON(d.ArgumentsSchema)
+				t.OutputSchema = schemaJSON(d.OutputSchema)
+				if d.Version != "" {
+					t.Revision = d.Version
+				}
+				break
+			}
+		}
+		if t.InputSchema == nil {
+			t.Description = "Skulk tool " + c.tool + " (its descriptor was not given to the exporter)."
+			x.loss("tool-definitions", "capture", "tool_definition_incomplete", "", nil,
+				"The journal records tool ids and versions, not their descriptors: these tools are defined with an unknown input schema (true).")
+			x.lossRef("tool-definitions", "tool", c.tool)
+		}
+		x.tools[c.tool] = t
+		x.toolOrder = append(x.toolOrder, c.tool)
+	}
+	if t.Revision == "" && c.version != "" {
+		t.Revision = c.version
+	}
+}
+
+// schemaJSON returns a tool schema as JSON; nil (any object) is
+// {"type":"object"}.
+func schemaJSON(s wire.Schema) json.RawMessage {
+	if s == nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func (x *exporter) resource(r asif.Resource) {
+	if x.resources[r.ID] {
+		return
+	}
+	x.resources[r.ID] = true
+	x.doc.Resources = append(x.doc.Resources, r)
+}
+
+func (x *exporter) payloadResource(id string, p *calllog.Content) string {
+	if p.Value == nil {
+		x.notKept = true
+		x.resource(asif.Resource{ID: id, MediaType: "application/json", Availability: "unavailable", Purpose: "tool_output",
+			Explanation: "The journal kept only this payload's shape (type and size), not its content."})
+		return id
+	}
+	b, err := p.Value.MarshalJSON()
+	if err != nil {
+		x.resource(asif.Resource{ID: id, MediaType: "application/json", Availability: "unknown", Purpose: "tool_output",
+			Explanation: "The payload kept has no JSON form."})
+		return id
+	}
+	x.resource(asif.TextResource(id, "application/json", "tool_output", string(b)))
+	return id
+}
+
+func (x *exporter) errorResource(id string, e *calllog.ErrorInfo, refused string) string {
+	m := map[string]any{"code": e.Code.String(), "message": e.Message, "synthetic": e.Synthetic}
+	if refused != "" {
+		m["refused"] = refused
+	}
+	b, _ := json.Marshal(m) // strings and a bool: cannot fail
+	x.resource(asif.TextResource(id, "application/json", "tool_error", string(b)))
+	return id
+}
+
+func (x *exporter) mediaResource(id string, m *calllog.MediaInfo) string {
+	mt := m.MediaType
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	switch {
+	case m.Kind == "blob" && m.BlobID != "":
+		size := m.Bytes
+		x.resource(asif.Resource{ID: id, MediaType: mt, Availability: "external", Purpose: "tool_output",
+			Bytes: &size, Locator: "skulk-blob:" + m.BlobID,
+			Explanation: "A blob the provider referenced by id and SHA-256 (" + m.SHA256 + "); its bytes are not in the journal."})
+		x.loss("blobs", "capture", "media_not_embedded", "", nil, "Blob media is referenced by id, not embedded: the journal does not hold its bytes.")
+		x.lossRef("blobs", "resource", id)
+	case m.Kind == "inline" && m.Data != nil && int64(len(m.Data)) <= x.mediaLeft:
+		x.mediaLeft -= int64(len(m.Data))
+		x.resource(asif.DataResource(id, mt, "tool_output", m.Data))
+	case m.Kind == "inline" && m.Data != nil:
+		size := m.Bytes
+		x.resource(asif.Resource{ID: id, MediaType: mt, Availability: "excluded", Purpose: "tool_output", Bytes: &size,
+			Explanation: "Inline media past the exporter's bound on embedded media bytes."})
+		x.loss("media-excluded", "capture", "media_not_embedded", "", nil,
+			"Inline media past the exporter's bound (MaxMediaBytes) is declared but not embedded.")
+		x.lossRef("media-excluded", "resource", id)
+	default:
+		x.notKept = true
+		size := m.Bytes
+		x.resource(asif.Resource{ID: id, MediaType: mt, Availability: "unavailable", Purpose: "tool_output", Bytes: &size,
+			Explanation: "The journal kept only this media's kind, type and size."})
+	}
+	return id
+}
+
+// textOrData returns an embedded resource of s: text when it is UTF-8,
+// base64 data otherwise (a fragment may split a UTF-8 sequence).
+func textOrData(id, mediaType, purpose, s string) asif.Resource {
+	if utf8.ValidString(s) {
+		return asif.TextResource(id, mediaType, purpose, s)
+	}
+	return asif.DataResource(id, mediaType, purpose, []byte(s))
+}
+
+func (x *exporter) loss(id, stage, kind string, scope asif.CoverageScope, refs []asif.LossReference, why string) {
+	id = "loss-" + id
+	if l := x.lossByID[id]; l != nil {
+		for _, r := range refs {
+			x.lossRef(strings.TrimPrefix(id, "loss-"), r.Type, r.ID)
+		}
+		return
+	}
+	l := &asif.Loss{ID: id, Stage: stage, Kind: kind, Scope: scope, References: refs, Explanation: why}
+	x.lossByID[id] = l
+	x.losses = append(x.losses, l)
+}
+
+func (x *exporter) lossRef(id, typ, ref string) {
+	l := x.lossByID["loss-"+id]
+	if l == nil {
+		return
+	}
+	for _, r := range l.References {
+		if r.Type == typ && r.ID == ref {
+			return
+		}
+	}
+	l.References = append(l.References, asif.LossReference{Type: typ, ID: ref})
+}
+
+// describe writes the tools, checkpoint, coverage, boundary and losses.
+func (x *exporter) describe(first, last uint64) {
+	d := x.doc
+	for _, id := range x.toolOrder {
+		d.Tools = append(d.Tools, *x.tools[id])
+	}
+	var open []asif.OpenCall
+	inputs := 0
+	for _, c := range x.order {
+		if !c.ended {
+			open = append(open, asif.OpenCall{CallID: c.id, State: "pending"})
+		}
+		if c.inputs > 0 {
+			inputs += c.inputs
+			x.loss("caller-input", "translation", "caller_input_not_represented", "", nil,
+				"Caller frames (a call's input stream) have no ASIF tool event: they are not exported.")
+			x.lossRef("caller-input", "call", c.id)
+		}
+	}
+	if x.notKept {
+		x.loss("content-not-kept", "capture", "content_not_kept", asif.ScopeResources, nil,
+			"The journal kept only the shape (type and size) of some payloads or media: their content is declared unavailable, and arguments it did not keep are unknown.")
+	}
+	x.loss("journal-native", "translation", "native_detail_not_represented", asif.ScopeNative, nil,
+		"Journal details with no ASIF field are not carried: the writer, the child each attempt ran on, attempt numbers and frame sequence numbers. Event ids carry the journal seq they come from (call-SEQ, result-SEQ, chunk-SEQ-…).")
+	status := "active"
+	if len(open) == 0 {
+		status = "idle"
+	}
+	if root := x.calls[x.tree]; root != nil && root.ended && len(open) == 0 {
+		status = "ended"
+	}
+	var head *string
+	if n := len(d.Events); n > 0 {
+		h := d.Events[n-1].ID
+		head = &h
+	}
+	d.Checkpoints = []asif.Checkpoint{{ID: "checkpoint-" + strconv.FormatUint(last, 10), BranchID: BranchID, AtEventID: head,
+		Knowledge: "derived", Status: status, OpenCalls: open}}
+	if len(d.Events) == 0 {
+		d.Branches = []asif.Branch{{ID: BranchID}}
+	}
+
+	window := fmt.Sprintf("events %d to %d of the call journal of tree %s", first, last, x.tree)
+	boundary := "Observed by the Skulk host: " + window + "."
+	if first > 1 {
+		boundary += fmt.Sprintf(" Events 1 to %d are outside this capture (capture %s): calls begun there are external bindings, and results before event %d are not included.", first-1, x.source, first)
+	}
+	if x.gaps {
+		boundary += " The journal did not keep some events of the window (gaps in its numbering)."
+		d.Capture.Consistency = "partial"
+	}
+	if len(open) > 0 {
+		boundary += fmt.Sprintf(" %d call(s) had not ended at the capture's end.", len(open))
+	}
+	d.Capture.Boundary = boundary
+
+	part := asif.CoverageComplete
+	if first > 1 || x.gaps {
+		part = asif.CoveragePartial
+	}
+	d.SetCoverage(asif.ScopeParticipants, asif.CoverageComplete, "The host that made the calls and the provider children that answered them.")
+	d.SetCoverage(asif.ScopeConversation, part, "Every call and provider result of "+window+"; caller input frames are not represented (see losses).")
+	d.SetCoverage(asif.ScopeBranches, asif.CoverageComplete, "A call journal is one linear history: one branch.")
+	d.SetCoverage(asif.ScopeExecutions, asif.CoverageNotInspected, "Child processes and attempts are not exported as executions.")
+	d.SetCoverage(asif.ScopeContexts, asif.CoverageNotApplicable, "Skulk calls are made by programs, not from a model context.")
+	d.SetCoverage(asif.ScopeConfiguration, asif.CoverageNotInspected, "The host's configuration is not in the journal.")
+	if x.lossByID["loss-tool-definitions"] != nil {
+		d.SetCoverage(asif.ScopeTools, asif.CoveragePartial, "Every tool called is defined; some without their descriptor (see losses).")
+	} else {
+		d.SetCoverage(asif.ScopeTools, asif.CoverageComplete, "Every tool called, with the descriptor its child declared.")
+	}
+	d.SetCoverage(asif.ScopeDecisions, asif.CoverageNotApplicable, "Skulk calls involve no decision requests.")
+	d.SetCoverage(asif.ScopeTasks, asif.CoverageNotApplicable, "Skulk calls involve no tasks.")
+	if x.notKept || x.lossByID["loss-media-excluded"] != nil || x.lossByID["loss-blobs"] != nil {
+		d.SetCoverage(asif.ScopeResources, asif.CoveragePartial, "Payloads, text, fragments and media the journal kept, within the media bound (see losses).")
+	} else {
+		d.SetCoverage(asif.ScopeResources, asif.CoverageComplete, "Every payload, text chunk, argument fragment and inline media of the window, embedded.")
+	}
+	d.SetCoverage(asif.ScopeEnvironment, asif.CoverageNotInspected, "The host's environment is not in the journal.")
+	d.SetCoverage(asif.ScopeNative, asif.CoveragePartial, "Journal events are translated; their native form is not embedded (see losses).")
+	d.SetCoverage(asif.ScopeUsage, asif.CoverageNotApplicable, "Skulk records no usage accounting.")
+	for _, l := range x.losses {
+		d.Losses = append(d.Losses, *l)
+	}
+}
+
+func observed() asif.Provenance {
+	return asif.Provenance{Mode: "observed", Producer: HostActor}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func seqStr(s uint64) string { return strconv.FormatUint(s, 10) }

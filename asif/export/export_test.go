@@ -1,0 +1,486 @@
+package export
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// journal records calls through a real calllog.Recorder with full content
+// and a required journal over a MemoryStore, as the host does, and reads
+// the tree back as a journal reader would.
+type journal struct {
+	t     *testing.T
+	store *calllog.MemoryStore
+	rec   *calllog.Recorder
+}
+
+func newJournal(t *testing.T) *journal {
+	t.Helper()
+	store := &calllog.MemoryStore{}
+	rec, err := calllog.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull,
+		Journal: &calllog.Journal{Store: store, Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &journal{t: t, store: store, rec: rec}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rec.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return j
+}
+
+func (j *journal) begin(id, tool string, args map[string]any) *calllog.Record {
+	j.t.Helper()
+	var p frame.Payload
+	if args != nil {
+		p = frame.MustPayload(args)
+	}
+	r, err := j.rec.Begin(context.Background(), calllog.CallInfo{ID: id, Tool: tool, ToolVersion: "1.0", Args: p})
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return r
+}
+
+func (j *journal) events(tree string) []calllog.Event {
+	j.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := j.store.EventsAfter(ctx, tree, 0, 1<<20)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return ev
+}
+
+func chunk(t *testing.T, call string, seq uint64, payload map[string]any, media frame.Media) frame.Frame {
+	t.Helper()
+	var p frame.Payload
+	if payload != nil {
+		p = frame.MustPayload(payload)
+	}
+	f, err := frame.NewChunk(call, frame.ProviderToCaller, seq, p, media)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func end(t *testing.T, r *calllog.Record, o calllog.Outcome) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.End(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exportCheck exports, marshals (which runs asif.Check) and checks again
+// from the bytes, returning the document and the report.
+func exportCheck(t *testing.T, events []calllog.Event, opts Options) (*asif.Document, *asif.Report, []byte) {
+	t.Helper()
+	doc, err := Export(events, opts)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	data, err := doc.Marshal()
+	if err != nil {
+		t.Fatalf("Marshal: %v\n%s", err, data)
+	}
+	rep, err := asif.Check(data, asif.Options{})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return doc, rep, data
+}
+
+func eventsOfKind(doc *asif.Document, k asif.EventKind) []asif.Event {
+	var out []asif.Event
+	for _, e := range doc.Events {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func textStreams(rep *asif.Report) []*asif.Assembly {
+	var out []*asif.Assembly
+	for _, s := range rep.Streams {
+		if s.Kind == asif.StreamToolResultText {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func callState(t *testing.T, rep *asif.Report, id string) *asif.CallState {
+	t.Helper()
+	for _, c := range rep.Branches[0].Calls {
+		if c.CallID == id {
+			return c
+		}
+	}
+	t.Fatalf("no call %s in the selected state", id)
+	return nil
+}
+
+func hasLoss(doc *asif.Document, kind string) bool {
+	for _, l := range doc.Losses {
+		if l.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTextCallRoundTrip(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("c1", "upper", map[string]any{})
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Input(chunk(t, "c1", 1, map[string]any{"text": "héllo "}, nil))
+	r.Output(chunk(t, "c1", 1, map[string]any{"text": "HÉLLO "}, nil))
+	r.Output(chunk(t, "c1", 2, map[string]any{"text": ""}, nil))
+	r.Output(chunk(t, "c1", 3, map[string]any{"text": "WORLD"}, nil))
+	end(t, r, calllog.Done(frame.MustPayload(map[string]any{"chunks": 3})))
+	events := j.events("c1")
+
+	doc, rep, _ := exportCheck(t, events, Options{})
+	calls := eventsOfKind(doc, asif.EventToolCall)
+	if len(calls) != 1 || calls[0].Data.(*asif.ToolCallData).ArgumentsStatus != asif.ArgumentsComplete {
+		t.Fatalf("tool_call events: %+v", calls)
+	}
+	ts := textStreams(rep)
+	if len(ts) != 1 || ts[0].Status != asif.StreamComplete {
+		t.Fatalf("text streams: %+v", ts)
+	}
+	want := calllog.Replay(events).Call("c1").Text
+	if string(ts[0].Bytes) != want || want != "HÉLLO WORLD" {
+		t.Fatalf("assembled %q, the caller saw %q", ts[0].Bytes, want)
+	}
+	st := callState(t, rep, "c1")
+	if !st.Terminal || st.Outcome != asif.OutcomeSuccess || st.Results != 2 || string(st.Arguments) != "{}" {
+		t.Fatalf("selected state: %+v", st)
+	}
+	if !hasLoss(doc, "caller_input_not_represented") || !hasLoss(doc, "tool_definition_incomplete") {
+		t.Fatalf("losses: %+v", doc.Losses)
+	}
+	if doc.Checkpoints[0].Status != "ended" || len(doc.Checkpoints[0].OpenCalls) != 0 {
+		t.Fatalf("checkpoint: %+v", doc.Checkpoints[0])
+	}
+}
+
+func TestChunkPayloadsAndMedia(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("c1", "count", map[string]any{"n": 2})
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Output(chunk(t, "c1", 1, map[string]any{"i": 0}, nil))
+	r.Output(chunk(t, "c1", 2, map[string]any{"i": 1, "text": "mixed"}, nil))
+	r.Output(chunk(t, "c1", 3, nil, &frame.InlineMedia{Data: []byte{0, 1, 2, 0xff}, MediaType: "application/octet-stream"}))
+	end(t, r, calllog.Done(frame.MustPayload(map[string]any{"n": 2})))
+	events := j.events("c1")
+
+	doc, rep, _ := exportCheck(t, events, Options{})
+	results := eventsOfKind(doc, asif.EventToolResult)
+	// i=0 chunk, text result (reserved at the mixed chunk), mixed chunk,
+	// media chunk, terminal.
+	if len(results) != 5 {
+		t.Fatalf("%d results, want 5", len(results))
+	}
+	for i, e := range results {
+		if got := e.Data.(*asif.ToolResultData).ResultIndex; got != int64(i) {
+			t.Errorf("result %d has index %d", i, got)
+		}
+	}
+	var media *asif.Resource
+	for i := range doc.Resources {
+		if strings.HasSuffix(doc.Resources[i].ID, "-media") {
+			media = &doc.Resources[i]
+		}
+	}
+	if media == nil || media.Data == "" || *media.Bytes != 4 {
+		t.Fatalf("media resource: %+v", media)
+	}
+	if ts := textStreams(rep); len(ts) != 1 || string(ts[0].Bytes) != "mixed" || ts[0].Status != asif.StreamComplete {
+		t.Fatalf("text: %+v", ts)
+	}
+
+	// Past the media bound the bytes are declared, not embedded.
+	doc, _, _ = exportCheck(t, events, Options{MaxMediaBytes: -1})
+	if !hasLoss(doc, "media_not_embedded") {
+		t.Fatalf("no media loss: %+v", doc.Losses)
+	}
+	for _, r := range doc.Resources {
+		if strings.HasSuffix(r.ID, "-media") && (r.Availability != "excluded" || r.Data != "") {
+			t.Fatalf("media resource %+v", r)
+		}
+	}
+}
+
+func TestFailedAndSynthetic(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("f", "fail", map[string]any{"message": "boom"})
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	end(t, r, calllog.Failed(frame.CodeProviderError, "boom", false))
+	r = j.begin("k", "crash", map[string]any{"after": 1})
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Output(chunk(t, "k", 1, map[string]any{"i": 0}, nil))
+	end(t, r, calllog.Failed(frame.CodeUnreachable, "child exited", true))
+	r = j.begin("s", "count", map[string]any{"n": "x"})
+	end(t, r, calllog.Refused("schema", frame.CodeInvalidFrame, errors.New("arguments: n must be an integer")))
+
+	doc, rep, _ := exportCheck(t, j.events("f"), Options{})
+	if st := callState(t, rep, "f"); st.Outcome != asif.OutcomeError || hasLoss(doc, "synthetic_outcome") {
+		t.Fatalf("fail: %+v, losses %+v", st, doc.Losses)
+	}
+
+	doc, rep, _ = exportCheck(t, j.events("k"), Options{})
+	if st := callState(t, rep, "k"); st.Outcome != asif.OutcomeError {
+		t.Fatalf("crash: %+v", st)
+	}
+	term := doc.Events[len(doc.Events)-1]
+	if term.Provenance.Mode != "synthetic" || term.ActorID != HostActor || !hasLoss(doc, "synthetic_outcome") {
+		t.Fatalf("crash terminal: %+v, losses %+v", term, doc.Losses)
+	}
+
+	doc, rep, _ = exportCheck(t, j.events("s"), Options{})
+	if st := callState(t, rep, "s"); st.Outcome != asif.OutcomeError || doc.Events[1].ActorID != HostActor {
+		t.Fatalf("refused: %+v", st)
+	}
+	var errText string
+	for _, r := range doc.Resources {
+		if strings.HasSuffix(r.ID, "-error") {
+			errText = *r.Text
+		}
+	}
+	if !strings.Contains(errText, `"refused":"schema"`) {
+		t.Fatalf("error resource %q", errText)
+	}
+}
+
+// TestWindowMidCall cuts a call's journal after its first chunk: the first
+// capture holds the call and a partial text stream; the second holds an
+// external binding naming the first capture's call event, the late results
+// locally, and no tool_call at all.
+func TestWindowMidCall(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("c1", "upper", map[string]any{"x": 1})
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Output(chunk(t, "c1", 1, map[string]any{"text": "ab"}, nil))
+	r.Output(chunk(t, "c1", 2, map[string]any{"i": 9}, nil))
+	r.Output(chunk(t, "c1", 3, map[string]any{"text": "cd"}, nil))
+	end(t, r, calllog.Done(nil))
+	events := j.events("c1")
+	cut := events[2].Seq // started, request, first chunk
+
+	early, erep, _ := exportCheck(t, events, Options{Until: cut})
+	calls := eventsOfKind(early, asif.EventToolCall)
+	if len(calls) != 1 || early.Capture.ID != CaptureID("c1", 1, cut) {
+		t.Fatalf("early capture: %s, %d calls", early.Capture.ID, len(calls))
+	}
+	if ts := textStreams(erep); len(ts) != 1 || ts[0].Status != asif.StreamPartial || string(ts[0].Bytes) != "ab" {
+		t.Fatalf("early text: %+v", ts)
+	}
+	if early.Checkpoints[0].Status != "active" || len(early.Checkpoints[0].OpenCalls) != 1 {
+		t.Fatalf("early checkpoint %+v", early.Checkpoints[0])
+	}
+
+	late, lrep, data := exportCheck(t, events, Options{After: cut})
+	if n := len(eventsOfKind(late, asif.EventToolCall)); n != 0 {
+		t.Fatalf("the window invented %d tool_call events", n)
+	}
+	if strings.Contains(string(data), `"kind": "tool_call"`) {
+		t.Fatal("a tool_call event in the window document")
+	}
+	if len(late.ExternalBindings) != 1 {
+		t.Fatalf("bindings: %+v", late.ExternalBindings)
+	}
+	b := late.ExternalBindings[0]
+	if b.ID != "c1" || b.Source.CaptureID != early.Capture.ID || b.Source.EventID != calls[0].ID || b.Source.SessionID != early.Session.ID {
+		t.Fatalf("binding %+v does not name the early capture's call %s", b, calls[0].ID)
+	}
+	if d := b.Descriptor.(*asif.CallDescriptor); string(d.Arguments) != `{"x":1}` || d.ArgumentsStatus != asif.ArgumentsComplete {
+		t.Fatalf("descriptor %+v", d)
+	}
+	st := callState(t, lrep, "c1")
+	if st.EventID != "" || st.External == nil || !st.Terminal || st.Outcome != asif.OutcomeSuccess {
+		t.Fatalf("late selected state %+v", st)
+	}
+	// The text began before the window: its stream misses its first segment.
+	ts := textStreams(lrep)
+	if len(ts) != 1 || ts[0].Status != asif.StreamPartial || ts[0].Size != 0 {
+		t.Fatalf("late text: %+v", ts)
+	}
+	if late.Capture.Boundary == "" || !strings.Contains(late.Capture.Boundary, "external bindings") || !hasLoss(late, "history_before_capture") {
+		t.Fatalf("boundary %q, losses %+v", late.Capture.Boundary, late.Losses)
+	}
+	if len(late.Session.Lineage) != 1 || late.Session.Lineage[0].CaptureID != early.Capture.ID {
+		t.Fatalf("lineage %+v", late.Session.Lineage)
+	}
+	// Result indexes continue the early capture's.
+	for _, e := range eventsOfKind(late, asif.EventToolResult) {
+		if e.Data.(*asif.ToolResultData).ResultIndex == 0 && e.ID != ts[0].EventID {
+			t.Fatalf("result %s reuses index 0", e.ID)
+		}
+	}
+}
+
+func TestRetryVoidsText(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("c1", "upper", nil)
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Output(chunk(t, "c1", 1, map[string]any{"text": "lost"}, nil))
+	r.Retry(frame.CodeUnreachable, "child died")
+	r.Request(calllog.RequestInfo{Child: "child-1"})
+	r.Output(chunk(t, "c1", 1, map[string]any{"text": "kept"}, nil))
+	end(t, r, calllog.Done(nil))
+	events := j.events("c1")
+	doc, rep, _ := exportCheck(t, events, Options{})
+	ts := textStreams(rep)
+	if len(ts) != 2 || ts[0].Status != asif.StreamPartial || ts[1].Status != asif.StreamComplete {
+		t.Fatalf("streams %+v", ts)
+	}
+	if got, want := string(ts[1].Bytes), calllog.Replay(events).Call("c1").Text; got != want {
+		t.Fatalf("assembled %q, the caller saw %q", got, want)
+	}
+	if !hasLoss(doc, "voided_attempt") {
+		t.Fatalf("losses %+v", doc.Losses)
+	}
+}
+
+func TestShapeContentIsDeclaredUnknown(t *testing.T) {
+	store := &calllog.MemoryStore{}
+	rec, err := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := rec.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "count", Args: frame.MustPayload(map[string]any{"n": 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Request(calllog.RequestInfo{Child: "c"})
+	r.Output(chunk(t, "c1", 1, map[string]any{"text": "x"}, nil))
+	if err := r.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"n": 1}))); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	events, err := store.EventsAfter(ctx, "c1", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, rep, _ := exportCheck(t, events, Options{})
+	if st := callState(t, rep, "c1"); st.ArgumentsStatus != asif.ArgumentsUnknown {
+		t.Fatalf("state %+v", st)
+	}
+	if len(textStreams(rep)) != 0 || !hasLoss(doc, "content_not_kept") {
+		t.Fatalf("streams %+v, losses %+v", rep.Streams, doc.Losses)
+	}
+}
+
+func TestProgramSteps(t *testing.T) {
+	j := newJournal(t)
+	err := j.rec.Program(context.Background(), calllog.CallInfo{ID: "p", Tool: "pipeline"}, func(ctx context.Context) error {
+		r, err := j.rec.Begin(ctx, calllog.CallInfo{ID: "s1", Tool: "count", Args: frame.MustPayload(map[string]any{"n": 0})})
+		if err != nil {
+			return err
+		}
+		r.Request(calllog.RequestInfo{Child: "c"})
+		return r.End(ctx, calllog.Done(nil))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, rep, _ := exportCheck(t, j.events("p"), Options{})
+	if len(rep.Branches[0].Calls) != 1 || rep.Branches[0].Calls[0].CallID != "s1" || !hasLoss(doc, "program_not_represented") {
+		t.Fatalf("calls %+v, losses %+v", rep.Branches[0].Calls, doc.Losses)
+	}
+}
+
+func TestToolDescriptors(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("c1", "count", map[string]any{"n": 0})
+	end(t, r, calllog.Done(nil))
+	doc, _, _ := exportCheck(t, j.events("c1"), Options{Tools: []wire.Tool{{ID: "count", Version: "2", Description: "counts",
+		ArgumentsSchema: map[string]any{"type": "object", "required": []any{"n"}}}}})
+	tl := doc.Tools[0]
+	if tl.Description != "counts" || tl.Revision != "2" || !strings.Contains(string(tl.InputSchema), `"required":["n"]`) || hasLoss(doc, "tool_definition_incomplete") {
+		t.Fatalf("tool %+v", tl)
+	}
+}
+
+func TestExportRefusals(t *testing.T) {
+	ev := func(tree string, seq uint64) calllog.Event {
+		return calllog.Event{Kind: calllog.KindStarted, Tree: tree, Call: tree, Tool: "t", Seq: seq}
+	}
+	tests := []struct {
+		events []calllog.Event
+		opts   Options
+		want   error
+	}{
+		{nil, Options{}, ErrNoEvents},
+		{[]calllog.Event{ev("a", 1), ev("b", 2)}, Options{}, ErrMixedTrees},
+		{[]calllog.Event{ev("a", 2), ev("a", 2)}, Options{}, ErrOrder},
+		{[]calllog.Event{ev("a", 1)}, Options{After: 1}, ErrEmptyWindow},
+		{[]calllog.Event{ev("a", 1)}, Options{After: 3, Until: 3}, ErrWindow},
+	}
+	for _, tt := range tests {
+		_, err := Export(tt.events, tt.opts)
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%v: got %v, want %v", tt.opts, err, tt.want)
+		}
+	}
+	_, err := Export([]calllog.Event{ev("a", 1), ev("b", 2)}, Options{})
+	var ee *EventError
+	if !errors.As(err, &ee) || ee.Seq != 2 {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// The document's JSON names every event id the branch selects.
+func TestMarshalledIDsConsistent(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("c1", "upper", nil)
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Output(chunk(t, "c1", 1, map[string]any{"text": "a"}, nil))
+	end(t, r, calllog.Done(nil))
+	_, _, data := exportCheck(t, j.events("c1"), Options{})
+	var m struct {
+		Events []struct {
+			ID string `json:"id"`
+		} `json:"events"`
+		Streams []struct {
+			EventID string `json:"event_id"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, e := range m.Events {
+		ids[e.ID] = true
+	}
+	if len(m.Streams) != 1 || !ids[m.Streams[0].EventID] || !strings.HasPrefix(m.Streams[0].EventID, "text-") {
+		t.Fatalf("streams %+v, events %v", m.Streams, ids)
+	}
+}
