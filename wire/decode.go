@@ -149,7 +149,20 @@ func invalidField(field, reason string) error {
 
 // decode decodes header h of a packet whose attachment is attLen bytes long.
 // The returned packet holds no reference to h.
+//
+// A frame whose header starts with "t" (as every encoder of ours writes it)
+// is first tried in one pass by decodeFrameFast; whatever that pass does not
+// accept goes through the general path below, which reports the error.
 func (d *decoder) decode(h []byte, attLen uint32) (Packet, error) {
+	if p := d.decodeFrameFast(h, attLen); p != nil {
+		return p, nil
+	}
+	return d.decodeGeneral(h, attLen)
+}
+
+// decodeGeneral is decode for headers of any key order: scanHeader checks
+// the whole map and finds "t", then the packet's decoder reads its fields.
+func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 	t, err := scanHeader(h)
 	if err != nil {
 		return nil, err
@@ -437,6 +450,123 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 		return nil, &InvalidError{Type: TypeFrame, CallID: validCallID(f.CallID), Err: first}
 	}
 	return p, nil
+}
+
+// decodeFrameFast decodes, in one pass over h, a frame header whose first
+// key is "t" and that the general path (scanHeader, then decodeFrame) would
+// accept, and returns the same packet it would. It returns nil for anything
+// else: another packet type, "t" not first or given twice, a key that is
+// not a string, a malformed or wrongly typed value, trailing bytes, a field
+// or a frame that breaks the rules, an attachment a frame may not have. The
+// general path then decodes h again and reports exactly what is wrong, so
+// every protocol check and error stays where it is, and only the packets
+// that succeed are spared the second walk.
+func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
+	r := mpack.NewReader(h)
+	n, err := r.ReadMapLen()
+	if err != nil || n == 0 {
+		return nil
+	}
+	if k, err := r.ReadStr(); err != nil || string(k) != "t" {
+		return nil
+	}
+	if v, err := r.ReadStr(); err != nil || string(v) != "frame" {
+		return nil
+	}
+	p := &Frame{}
+	f := &p.Frame
+	inline := false
+	for range n - 1 {
+		k, err := r.ReadStr()
+		if err != nil {
+			return nil
+		}
+		// Each case reads its value or returns nil; a value read must be
+		// whole (the typed reads check their lengths) so that the next
+		// key starts where the general path's Skip would put it.
+		switch string(k) {
+		case "call_id":
+			s, err := r.ReadStr()
+			if err != nil {
+				return nil
+			}
+			f.CallID = d.intern(s)
+		case "direction":
+			s, err := r.ReadStr()
+			switch {
+			case err != nil:
+				return nil
+			case string(s) == "provider_to_caller":
+				f.Direction = frame.ProviderToCaller
+			case string(s) == "caller_to_provider":
+				f.Direction = frame.CallerToProvider
+			default:
+				return nil
+			}
+		case "sequence":
+			if f.Sequence, err = r.ReadUint(); err != nil {
+				return nil
+			}
+		case "kind":
+			s, err := r.ReadStr()
+			if err != nil {
+				return nil
+			}
+			if f.Kind = parseKind(s); f.Kind == 0 {
+				return nil
+			}
+		case "payload":
+			if r.IsNil() {
+				f.Payload = nil
+				continue
+			}
+			raw, err := r.Skip()
+			if err != nil {
+				return nil
+			}
+			f.Payload = append(frame.Payload(nil), raw...)
+		case "synthetic":
+			if r.IsNil() {
+				continue
+			}
+			if b, err := r.ReadBool(); err != nil || b {
+				return nil
+			}
+		case "media", "error":
+			raw, err := r.Skip()
+			if err != nil {
+				return nil
+			}
+			v := mpack.NewReader(raw)
+			if string(k) == "media" {
+				f.Media, inline = nil, false
+				if v.IsNil() {
+					continue
+				}
+				if f.Media, inline, err = decodeMedia(&v); err != nil {
+					return nil
+				}
+				continue
+			}
+			f.Error = nil
+			if v.IsNil() {
+				continue
+			}
+			if f.Error, err = decodeError(&v); err != nil {
+				return nil
+			}
+		case "t":
+			return nil // given twice: the general path takes the last
+		default:
+			if _, err := r.Skip(); err != nil {
+				return nil
+			}
+		}
+	}
+	if r.Remaining() != 0 || (attLen > 0 && !inline) || f.Validate() != nil {
+		return nil
+	}
+	return p
 }
 
 func parseKind(b []byte) frame.Kind {

@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// goldenFrameHeaders returns the headers of the golden frame vectors with
+// the lengths of their attachments.
+func goldenFrameHeaders(t testing.TB) (hdrs [][]byte, atts []uint32) {
+	entries, err := os.ReadDir(goldenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "frame_") || filepath.Ext(e.Name()) != ".bin" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(goldenDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := binary.BigEndian.Uint32(b)
+		hdrs = append(hdrs, b[PrefixLen:PrefixLen+h])
+		atts = append(atts, binary.BigEndian.Uint32(b[4:]))
+	}
+	if len(hdrs) == 0 {
+		t.Fatal("no golden frames")
+	}
+	return hdrs, atts
+}
+
+// TestDecodeFrameFastTakesOurFrames: every golden frame (our encoders put
+// "t" first) decodes in the single pass, to what the general path gives.
+func TestDecodeFrameFastTakesOurFrames(t *testing.T) {
+	hdrs, atts := goldenFrameHeaders(t)
+	for i, h := range hdrs {
+		var fast, general decoder
+		p := fast.decodeFrameFast(h, atts[i])
+		require.NotNil(t, p, "golden frame %d not taken by the single pass", i)
+		want, err := general.decodeGeneral(h, atts[i])
+		require.NoError(t, err)
+		require.Equal(t, want, Packet(p))
+	}
+}
+
+// TestDecodeFrameFastDeclines: headers the general path refuses, or reads
+// differently from a single pass, are left to it.
+func TestDecodeFrameFastDeclines(t *testing.T) {
+	cases := map[string][]byte{
+		"t not first":        hdr(append([]any{"call_id", "c1"}, frameKV()...)...),
+		"t twice":            hdr(frameKV("t", "end")...),
+		"not a frame":        hdr("t", "end", "call_id", "c1"),
+		"non-string key":     hdr(frameKV(7, "x")...),
+		"trailing bytes":     append(hdr(frameKV()...), 0xc0),
+		"bad sequence":       hdr(frameKV("sequence", -1)...),
+		"unknown kind":       hdr(frameKV("kind", "chunky")...),
+		"synthetic":          hdr(frameKV("synthetic", true)...),
+		"payload not a map":  hdr(frameKV("payload", "x")...),
+		"truncated value":    hdr(frameKV()...)[:20],
+		"unknown media kind": hdr(frameKV("media", map[string]any{"kind": "other"})...),
+	}
+	for name, h := range cases {
+		t.Run(name, func(t *testing.T) {
+			var d decoder
+			require.Nil(t, d.decodeFrameFast(h, 0))
+		})
+	}
+	var d decoder
+	require.Nil(t, d.decodeFrameFast(hdr(frameKV()...), 3), "an attachment without inline media")
+}
+
+// FuzzDecodeFrameFast: whatever header the single pass accepts, the general
+// path accepts too and decodes to an equal packet.
+func FuzzDecodeFrameFast(f *testing.F) {
+	hdrs, atts := goldenFrameHeaders(f)
+	for i, h := range hdrs {
+		f.Add(h, atts[i])
+	}
+	f.Add(hdr(frameKV("x-unknown", []any{1, "a", nil}, "payload", nil, "error", nil)...), uint32(0))
+	f.Add(hdr(frameKV("media", inlineMedia("sample_rate", 8000), "media", nil)...), uint32(2))
+	f.Fuzz(func(t *testing.T, h []byte, att uint32) {
+		var fast, general decoder
+		p := fast.decodeFrameFast(h, att)
+		if p == nil {
+			return
+		}
+		want, err := general.decodeGeneral(h, att)
+		if err != nil {
+			t.Fatalf("single pass accepted a header the general path refuses: %v", err)
+		}
+		if !reflect.DeepEqual(want, Packet(p)) {
+			t.Fatalf("single pass %#v, general path %#v", p, want)
+		}
+	})
+}
