@@ -118,9 +118,9 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	err := c.w.WritePacket(inv)
 	if err == nil {
 		cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
+		rec.Input(cs)
 		if err = c.w.WritePacket(&wire.Frame{Frame: cs}); err == nil {
 			call.send.Accept(&cs)
-			rec.Input(cs)
 		}
 	}
 	call.sendMu.Unlock()
@@ -184,6 +184,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 		defer close(ran)
 		c.conn.fail(&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "a send was abandoned: its context ended"})
 	})
+	c.rec.Input(f) // before the write: the child's answer to it must come after it in the log
 	err = c.conn.w.WritePacket(&wire.Frame{Frame: f})
 	if !stop() {
 		<-ran
@@ -193,11 +194,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
-	if err := c.send.Accept(&f); err != nil {
-		return err
-	}
-	c.rec.Input(f)
-	return nil
+	return c.send.Accept(&f)
 }
 
 // Events returns the call's events so far and as they come, in order and
@@ -236,14 +233,11 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 		f, _ = frame.NewCancelled(c.id, frame.CallerToProvider, c.send.Next(), "")
 	}
 	c.sendDone = true
+	c.rec.Input(f) // before the write, as in Send
 	if err := c.conn.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
-	if err := c.send.Accept(&f); err != nil {
-		return err
-	}
-	c.rec.Input(f)
-	return nil
+	return c.send.Accept(&f)
 }
 
 // closeCallerDirection makes sure the caller's terminal was written before

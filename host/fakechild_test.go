@@ -64,6 +64,7 @@ func fakeChild(mode string) int {
 	}
 	tools := []wire.Tool{{
 		ID:              "ok",
+		Version:         "ok-v1",
 		ArgumentsSchema: obj(map[string]any{"prefix": map[string]any{"type": "string", "default": "p"}, "n": map[string]any{"type": "integer", "minimum": 0}}),
 		InputSchema:     obj(map[string]any{"text": map[string]any{"type": "string"}}),
 		OutputSchema:    obj(map[string]any{"text": map[string]any{"type": "string"}}),
@@ -119,6 +120,7 @@ func fakeConn(nc net.Conn, mu *sync.Mutex) {
 		if !ok {
 			return
 		}
+		reportInvoke(inv)
 		if !fakeCall(inv, r, w, nc, mu) {
 			return
 		}
@@ -249,6 +251,24 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 			return false
 		}
 	}
+}
+
+// fakeInvokesEnv names a file the fake child appends one line to for every
+// invoke it reads: "call_id tool_id tree parent", so that tests can assert
+// on what the child was sent.
+const fakeInvokesEnv = "SKULK_HOST_TEST_INVOKES"
+
+func reportInvoke(inv *wire.Invoke) {
+	path := os.Getenv(fakeInvokesEnv)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, "%s %s %s %s\n", inv.CallID, inv.ToolID, inv.Tree, inv.Parent)
+	f.Close()
 }
 
 // patchSynthetic rewrites an encoded frame so that it carries

@@ -1,0 +1,525 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+)
+
+// invokeLog makes the fake child report every invoke it reads into a file
+// and returns a function reading the lines so far.
+func invokeLog(t *testing.T, cfg *Config) func() []string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "invokes")
+	cfg.ExtraEnv = append(cfg.ExtraEnv, fakeInvokesEnv+"="+path)
+	return func() []string {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for i, l := range lines {
+			lines[i] = strings.TrimRight(l, " ")
+		}
+		return lines
+	}
+}
+
+// invoked reports whether the fake child read an invoke of call id.
+func invoked(lines []string, id string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l, id+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// okCall reads the started frame of an "ok" call, echoes text through it,
+// half-closes and waits for its result.
+func okCall(t *testing.T, c *Call, text string) {
+	t.Helper()
+	if f, err := c.Recv(callCtx(t, 10*time.Second)); err != nil || f.Kind != frame.KindStarted {
+		t.Fatalf("Recv: %v %v", f.Kind, err)
+	}
+	okRoundTrip(t, c, text)
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+}
+
+// newRecorder returns a recorder. Register closeRecorder after testHost:
+// cleanups run last-registered first, and testHost's checks for leaked
+// goroutines must come after the recorder's Close.
+func newRecorder(t *testing.T, opts calllog.Options) *calllog.Recorder {
+	t.Helper()
+	rec, err := calllog.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// closeRecorder closes rec at the end of the test, before the host.
+func closeRecorder(t *testing.T, rec *calllog.Recorder) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rec.Close(ctx); err != nil {
+			t.Errorf("recorder Close: %v", err)
+		}
+	})
+}
+
+// collector is an observer keeping what it is given.
+type collector struct {
+	mu     sync.Mutex
+	events []calllog.Event
+}
+
+func (c *collector) Observe(_ context.Context, e calllog.Event) error {
+	c.mu.Lock()
+	c.events = append(c.events, e)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *collector) got() []calllog.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.events)
+}
+
+func kinds(evs []calllog.Event) string {
+	var b []string
+	for _, e := range evs {
+		k := e.Kind.String()
+		if e.Kind == calllog.KindInput || e.Kind == calllog.KindOutput {
+			k += "(" + e.FrameKind.String() + ")"
+		}
+		b = append(b, k)
+	}
+	return strings.Join(b, " ")
+}
+
+func TestCallEventsOrder(t *testing.T) {
+	h, _ := testHost(t, fakeConfig("ok"), time.Minute)
+	ctx := callCtx(t, 10*time.Second)
+	c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "a"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	okCall(t, c, "hello")
+	var evs []calllog.Event
+	for e := range c.Events() {
+		evs = append(evs, e)
+	}
+	want := "started request input(started) input(chunk) output(chunk) input(completed) done"
+	if got := kinds(evs); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	for i, e := range evs {
+		if e.Tree != c.ID() || e.Call != c.ID() || e.Tool != "ok" || e.Seq != uint64(i+1) {
+			t.Fatalf("event %d: %+v", i, e)
+		}
+		if i > 0 && (e.After != evs[i-1].Seq || e.ToolVersion != "ok-v1") {
+			t.Fatalf("event %d: after %d version %q", i, e.After, e.ToolVersion)
+		}
+	}
+	if evs[1].Child == "" || evs[1].Attempt != 1 {
+		t.Fatalf("request: %+v", evs[1])
+	}
+	if got := c.Text(); got != "hello" {
+		t.Fatalf("Text %q", got)
+	}
+	v, err := c.Result()
+	if err != nil || v == nil {
+		t.Fatalf("Result: %v %v", v, err)
+	}
+}
+
+func TestRefusedCallsAreLogged(t *testing.T) {
+	obs := &collector{}
+	rec := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
+	cfg := fakeConfig("ok")
+	cfg.Recorder = rec
+	cfg.Restart.MaxRestarts = -1
+	invokes := invokeLog(t, &cfg)
+	h, _ := testHost(t, cfg, time.Minute)
+	closeRecorder(t, rec)
+	ctx := callCtx(t, 20*time.Second)
+	if _, err := h.Call(ctx, "nope", nil); !errors.Is(err, ErrUnknownTool) {
+		t.Fatalf("unknown tool: %v", err)
+	}
+	var se *SchemaError
+	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"n": -1})); !errors.As(err, &se) {
+		t.Fatalf("schema: %v", err)
+	}
+	syscall.Kill(readyPID(t, h, 0), syscall.SIGKILL)
+	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+	if _, err := h.Call(ctx, "ok", nil); !errors.Is(err, ErrPoolDown) {
+		t.Fatalf("pool down: %v", err)
+	}
+	if err := h.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := obs.got()
+	if got, want := kinds(evs), "started failed started failed started failed"; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+	for i, class := range []string{"unknown_tool", "schema", "pool_down"} {
+		st, end := evs[2*i], evs[2*i+1]
+		if end.Refused != class || end.Error == nil || end.Call != st.Call || end.Tree != st.Call {
+			t.Fatalf("refusal %d: %+v", i, end)
+		}
+		if invoked(invokes(), st.Call) {
+			t.Fatalf("the child was sent refused call %s", st.Call)
+		}
+	}
+	if evs[2].ToolVersion != "ok-v1" || evs[0].ToolVersion != "" {
+		t.Fatalf("versions %q %q", evs[0].ToolVersion, evs[2].ToolVersion)
+	}
+}
+
+// flakyStore is a MemoryStore whose Keep can be made to fail (failing) or
+// to block until released or its ctx ends (holdEnds: batches holding an
+// end event).
+type flakyStore struct {
+	calllog.MemoryStore
+	failing  atomic.Bool
+	holdEnds atomic.Bool
+	release  chan struct{} // closed to let held sends through
+	sends    atomic.Int32
+	inFlight atomic.Int32
+	overlap  atomic.Bool // two sends at once were seen
+}
+
+var errDiskFull = errors.New("test store: disk full")
+
+func (s *flakyStore) Keep(ctx context.Context, c calllog.Claim, evs []calllog.Event) error {
+	s.sends.Add(1)
+	if s.inFlight.Add(1) > 1 {
+		s.overlap.Store(true)
+	}
+	defer s.inFlight.Add(-1)
+	if s.failing.Load() {
+		return errDiskFull
+	}
+	if s.holdEnds.Load() && slices.ContainsFunc(evs, func(e calllog.Event) bool { return e.Kind.IsEnd() }) {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.MemoryStore.Keep(ctx, c, evs)
+}
+
+func (s *flakyStore) KeepNew(ctx context.Context, tree, writer string, evs []calllog.Event) (calllog.Claim, error) {
+	if s.failing.Load() {
+		return calllog.Claim{}, errDiskFull
+	}
+	c, err := s.Claim(ctx, tree, writer)
+	if err != nil {
+		return c, err
+	}
+	return c, s.Keep(ctx, c, evs)
+}
+
+func (s *flakyStore) Claim(ctx context.Context, tree, writer string) (calllog.Claim, error) {
+	if s.failing.Load() {
+		return calllog.Claim{}, errDiskFull
+	}
+	return s.MemoryStore.Claim(ctx, tree, writer)
+}
+
+func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
+	st := &flakyStore{release: make(chan struct{})}
+	st.failing.Store(true)
+	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
+	rec := newRecorder(t, calllog.Options{Journal: j})
+	cfg := fakeConfig("ok")
+	cfg.Recorder = rec
+	invokes := invokeLog(t, &cfg)
+	h, _ := testHost(t, cfg, time.Minute)
+	closeRecorder(t, rec)
+	ctx := callCtx(t, 20*time.Second)
+	obs := &collector{}
+	_, err := h.Call(ctx, "ok", nil, WithObservers(obs))
+	var je *calllog.JournalError
+	if !errors.Is(err, calllog.ErrJournalStart) || !errors.As(err, &je) {
+		t.Fatalf("Call: %v", err)
+	}
+	if n := h.Children()[0].Running; n != 0 {
+		t.Fatal("a refused call holds a slot")
+	}
+	// The store recovers: a later call goes through, and the child was
+	// never sent the refused one.
+	st.failing.Store(false)
+	c, err := h.Call(ctx, "ok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	okCall(t, c, "x")
+	lines := invokes()
+	if !invoked(lines, c.ID()) || invoked(lines, je.Call) {
+		t.Fatalf("invokes the child read: %q (refused %s)", lines, je.Call)
+	}
+	if err := h.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(obs.got()); got != "started failed" || obs.got()[1].Refused != "journal_start" {
+		t.Fatalf("refused call's events: %s %+v", got, obs.got())
+	}
+}
+
+func TestRequiredJournalEndNotConfirmed(t *testing.T) {
+	st := &flakyStore{release: make(chan struct{})}
+	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
+	rec := newRecorder(t, calllog.Options{Journal: j})
+	cfg := fakeConfig("ok")
+	cfg.Recorder = rec
+	h, _ := testHost(t, cfg, time.Minute)
+	closeRecorder(t, rec)
+	ctx := callCtx(t, 20*time.Second)
+	st.holdEnds.Store(true)
+	c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "q"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Wait()
+	var je *calllog.JournalError
+	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.As(err, &je) || !errors.Is(err, calllog.ErrNoAnswer) {
+		t.Fatalf("Wait: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the end barrier took %v", d)
+	}
+	var res struct {
+		N      int    `json:"n"`
+		Prefix string `json:"prefix"`
+	}
+	if je.Outcome.Kind != calllog.KindDone || je.Outcome.Result.Decode(&res) != nil || res.Prefix != "q" || je.Call != c.ID() {
+		t.Fatalf("outcome %+v", je.Outcome)
+	}
+	settleCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	if err := calllog.Settle(settleCtx, err); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Settle before the store recovered: %v", err)
+	}
+	cancel()
+	close(st.release)
+	if err := calllog.Settle(ctx, err); err != nil {
+		t.Fatalf("Settle after recovery: %v", err)
+	}
+	if st.overlap.Load() {
+		t.Fatal("two sends at once")
+	}
+	evs, _ := st.EventsAfter(ctx, c.ID(), 0, 100)
+	if len(evs) == 0 || evs[len(evs)-1].Kind != calllog.KindDone {
+		t.Fatalf("kept: %s", kinds(evs))
+	}
+}
+
+// callLatency returns the median of n sequential small calls.
+func callLatency(t *testing.T, h *Host, n int, opts ...CallOption) time.Duration {
+	t.Helper()
+	ctx := callCtx(t, time.Minute)
+	ds := make([]time.Duration, n)
+	for i := range n {
+		start := time.Now()
+		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1}), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		ds[i] = time.Since(start)
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[n/2]
+}
+
+func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
+	h, _ := testHost(t, realConfig(), 2*time.Minute)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var seen []calllog.Event
+	blocker := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		mu.Lock()
+		seen = append(seen, e)
+		mu.Unlock()
+		return nil
+	})
+	const n = 200
+	base := callLatency(t, h, n)
+	var blocked time.Duration
+	ctx := callCtx(t, time.Minute)
+	err := h.Program(ctx, "load", func(ctx context.Context) error {
+		// One call of 15,000 chunks overflows the blocked observer's queue.
+		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": calllog.ObserverQueue + 5000}))
+		if err != nil {
+			return err
+		}
+		if _, err := c.Wait(); err != nil {
+			return err
+		}
+		blocked = callLatency(t, h, n)
+		// Unblocked, the observer catches up; the next events show it
+		// what it lost.
+		close(release)
+		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= calllog.ObserverQueue })
+		c, err = h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1}))
+		if err != nil {
+			return err
+		}
+		_, err = c.Wait()
+		return err
+	}, WithObservers(blocker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("median call latency: %v without an observer, %v with a blocked one", base, blocked)
+	if blocked > 5*base && blocked-base > time.Millisecond {
+		t.Errorf("a blocked observer slowed calls: %v → %v", base, blocked)
+	}
+	if err := h.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < calllog.ObserverQueue || len(seen) > calllog.ObserverQueue+100 {
+		t.Fatalf("observer was given %d events", len(seen))
+	}
+	lossSeen := false
+	for i := 1; i < len(seen); i++ {
+		if seen[i].After != seen[i-1].Seq {
+			lossSeen = true
+		}
+	}
+	if !lossSeen {
+		t.Fatal("the observer could not see its loss")
+	}
+	if last := seen[len(seen)-1]; last.Kind != calllog.KindDone || !last.Program {
+		t.Fatalf("the program's end was lost: %+v", last)
+	}
+}
+
+func TestPanickingObserverWarnedOnce(t *testing.T) {
+	logs := &syncBuffer{}
+	var calls atomic.Int32
+	panicker := calllog.ObserverFunc(func(context.Context, calllog.Event) error {
+		calls.Add(1)
+		panic("observer bug")
+	})
+	rec := newRecorder(t, calllog.Options{Observers: []calllog.Observer{panicker}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	cfg := fakeConfig("ok")
+	cfg.Recorder = rec
+	h, _ := testHost(t, cfg, time.Minute)
+	closeRecorder(t, rec)
+	ctx := callCtx(t, 20*time.Second)
+	for i := range 3 {
+		c, err := h.Call(ctx, "ok", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		okCall(t, c, fmt.Sprint(i))
+	}
+	if err := h.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the panicking observer was called %d times", n)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings:\n%s", n, logs)
+	}
+}
+
+func TestProgramTree(t *testing.T) {
+	cfg := fakeConfig("ok")
+	invokes := invokeLog(t, &cfg)
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx := callCtx(t, 20*time.Second)
+	obs := &collector{}
+	var ids []string
+	err := h.Program(ctx, "plan", func(ctx context.Context) error {
+		for i := range 2 {
+			c, err := h.Call(ctx, "ok", nil)
+			if err != nil {
+				return err
+			}
+			okCall(t, c, fmt.Sprint(i))
+			ids = append(ids, c.ID())
+		}
+		// A detached call is a tree of its own.
+		c, err := h.Call(Detached(ctx), "ok", nil)
+		if err != nil {
+			return err
+		}
+		okCall(t, c, "d")
+		ids = append(ids, c.ID())
+		return nil
+	}, WithObservers(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := obs.got()
+	root := evs[0]
+	if !root.Program || root.Kind != calllog.KindStarted || root.Tool != "plan" {
+		t.Fatalf("first event %+v", root)
+	}
+	last := evs[len(evs)-1]
+	if last.Call != root.Call || last.Kind != calllog.KindDone {
+		t.Fatalf("last event %+v", last)
+	}
+	for i, e := range evs {
+		if e.Tree != root.Call || e.Seq != uint64(i+1) {
+			t.Fatalf("event %d: %+v", i, e)
+		}
+		if e.Call == ids[2] {
+			t.Fatal("the detached call was given to the program's observer")
+		}
+	}
+	lines := invokes()
+	for _, id := range ids[:2] {
+		if !slices.Contains(lines, id+" ok "+root.Call+" "+root.Call) {
+			t.Fatalf("step %s: invokes %q", id, lines)
+		}
+	}
+	if !slices.Contains(lines, ids[2]+" ok") {
+		t.Fatalf("detached %s: invokes %q", ids[2], lines)
+	}
+}
