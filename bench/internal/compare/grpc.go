@@ -26,7 +26,6 @@ func (*grpcSystem) name() string { return "go-plugin" }
 // grpcSession is a started plugin child.
 type grpcSession struct {
 	client *plugin.Client
-	proto  plugin.ClientProtocol
 	bench  *gpbench.Client
 	pid    int
 }
@@ -52,7 +51,7 @@ func (s *grpcSystem) start() (*grpcSession, error) {
 		c.Kill()
 		return nil, fmt.Errorf("go-plugin: dispense: %w", err)
 	}
-	return &grpcSession{client: c, proto: proto, bench: raw.(*gpbench.Client), pid: cmd.Process.Pid}, nil
+	return &grpcSession{client: c, bench: raw.(*gpbench.Client), pid: cmd.Process.Pid}, nil
 }
 
 func (s *grpcSystem) open(context.Context) (session, error) { return s.start() }
@@ -128,7 +127,7 @@ func (s *grpcSystem) healthUnderBackpressure(ctx context.Context, streams, pings
 	out := make([]time.Duration, 0, pings)
 	for i := 0; i < pings; i++ {
 		t0 := time.Now()
-		if err := gs.proto.Ping(); err != nil {
+		if err := gs.bench.Ping(ctx); err != nil {
 			return nil, fmt.Errorf("go-plugin: ping: %w", err)
 		}
 		out = append(out, time.Since(t0))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -240,6 +241,14 @@ func (c *Client) Stream(ctx context.Context, r StreamRequest) (grpc.ClientStream
 // Echo starts an Echo call: every message sent comes back.
 func (c *Client) Echo(ctx context.Context) (grpc.ClientStream, error) {
 	return c.cc.NewStream(ctx, &echoDesc, "/"+serviceName+"/Echo", grpc.ForceCodec(Codec{}))
+}
+
+// Ping makes the health check go-plugin's GRPCClient.Ping makes (a
+// grpc.health.v1 Check of the "plugin" service on the plugin's connection),
+// bounded by ctx, which go-plugin's Ping is not.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := grpc_health_v1.NewHealthClient(c.cc).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: plugin.GRPCServiceName})
+	return err
 }
 
 // Call makes one unary call and returns its reply.
