@@ -76,17 +76,13 @@ func (Codec) Unmarshal(data []byte, v any) error {
 	return fmt.Errorf("gpbench: cannot unmarshal into a %T", v)
 }
 
-// Stream request modes.
-const (
-	// ModeStream makes the server send N messages of Size bytes.
-	ModeStream byte = 1
-	// ModeHold makes the server send nothing until the call is cancelled.
-	ModeHold byte = 2
-)
+// ModeStream, the only stream request mode, makes the server send N
+// messages of Size bytes.
+const ModeStream byte = 1
 
 // StreamRequest is the request of the Stream method.
 type StreamRequest struct {
-	// Mode is ModeStream or ModeHold.
+	// Mode is ModeStream.
 	Mode byte
 	// N is how many messages to send.
 	N uint64
@@ -104,8 +100,8 @@ func (r StreamRequest) bytes() []byte {
 	return b
 }
 
-// errRequest is returned for a Stream request that is not 13 bytes or asks
-// for more than MaxMsgSize per message.
+// errRequest is returned for a Stream request that is not 13 bytes, has an
+// unknown mode or asks for more than MaxMsgSize per message.
 var errRequest = errors.New("gpbench: malformed stream request")
 
 func parseStreamRequest(b []byte) (StreamRequest, error) {
@@ -113,7 +109,7 @@ func parseStreamRequest(b []byte) (StreamRequest, error) {
 		return StreamRequest{}, errRequest
 	}
 	r := StreamRequest{Mode: b[0], N: binary.BigEndian.Uint64(b[1:]), Size: binary.BigEndian.Uint32(b[9:])}
-	if r.Size > MaxMsgSize-64 {
+	if r.Mode != ModeStream || r.Size > MaxMsgSize-64 {
 		return StreamRequest{}, errRequest
 	}
 	return r, nil
@@ -131,8 +127,7 @@ var serviceDesc = grpc.ServiceDesc{
 	Streams:     []grpc.StreamDesc{streamDesc, echoDesc},
 }
 
-// handleStream sends what the request asks for: N messages of Size bytes,
-// or nothing until the client goes away.
+// handleStream sends what the request asks for: N messages of Size bytes.
 func handleStream(_ any, ss grpc.ServerStream) error {
 	var req Msg
 	if err := ss.RecvMsg(&req); err != nil {
@@ -141,10 +136,6 @@ func handleStream(_ any, ss grpc.ServerStream) error {
 	r, err := parseStreamRequest(req.B)
 	if err != nil {
 		return err
-	}
-	if r.Mode == ModeHold {
-		<-ss.Context().Done()
-		return ss.Context().Err()
 	}
 	for i := uint64(0); i < r.N; i++ {
 		// A new message each time: gRPC may still hold the last one's

@@ -30,8 +30,8 @@ const (
 	ToolSleep = "sleep"
 )
 
-// MaxBlob bounds ToolBlob's Bytes: 16 MiB, the stdio transport's default
-// line limit is 16 MiB and base64 makes the line 4/3 as long.
+// MaxBlob bounds ToolBlob's Bytes: 8 MiB, so that the base64 line (4/3 as
+// long) stays under the stdio transport's default 16 MiB line limit.
 const MaxBlob = 8 << 20
 
 // StreamArgs are ToolStream's arguments.
