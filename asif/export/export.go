@@ -608,7 +608,12 @@ func (x *exporter) closeText(c *call, ended bool) {
 			st.Status = asif.StreamComplete
 		}
 	}
-	t.data.Parts = []asif.Part{asif.TextPart(t.text.String())}
+	// The result's single text part is the text so far; when the window
+	// missed the attempt's first chunks, the text is not known, and only
+	// the stream's later segments say what was seen.
+	if len(st.Segments) == 0 || st.Segments[0].Index == 0 {
+		t.data.Parts = []asif.Part{asif.TextPart(t.text.String())}
+	}
 	t.window = false
 	// The result's id names the chunks it holds (text-FIRST-LAST), so that
 	// two captures never give one id to different text.

@@ -50,6 +50,7 @@ func commands() []*command {
 		{name: "call", usage: callUsage, short: "start a child, make one call, stream its output", long: callHelp, run: runCall},
 		{name: "tools", usage: toolsUsage, short: "list a child's tools with descriptions and schemas", long: toolsHelp, run: runTools},
 		{name: "bench", usage: benchUsage, short: "measure throughput, bandwidth and latency against a child", long: benchHelp, run: runBench},
+		{name: "asif", usage: asifUsage, short: "export a journal's call tree as an ASIF session; check ASIF documents", long: asifHelp, run: runASIF},
 		{name: "help", usage: "help [command]", short: "show help for a command", long: helpHelp},
 	}
 }

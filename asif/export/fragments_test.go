@@ -1,0 +1,187 @@
+package export
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+)
+
+// streamedItems builds, per the streamed-arguments contract
+// (docs/events.md, kind "arguments"), the journal of a call whose
+// arguments arrive as two fragments — the worked example's
+// {"document_id":"meeting-42"} — then run and answered with text. end is
+// the kind of its last event; with cancelled the call ends before its
+// arguments completed (no request).
+func streamedItems(cancelled bool) []item {
+	at := time.Date(2026, 11, 29, 22, 10, 0, 0, time.UTC)
+	ev := func(seq uint64, k calllog.Kind) calllog.Event {
+		return calllog.Event{Kind: k, Tree: "c1", Writer: "w", Seq: seq, After: seq - 1, At: at.Add(time.Duration(seq) * time.Millisecond),
+			Call: "c1", Tool: "read-notes", ToolVersion: "1"}
+	}
+	content := func(v map[string]any) *calllog.Content {
+		p := frame.MustPayload(v)
+		return &calllog.Content{Type: "object", Bytes: len(p), Keys: len(v), Value: p}
+	}
+	frag := func(seq uint64, i int, s string) item {
+		return item{e: ev(seq, 0), frag: &fragment{index: i, text: s, kept: true}}
+	}
+	items := []item{
+		{e: ev(1, calllog.KindStarted), streamed: true},
+		frag(2, 0, `{"document_id":"meeting-`),
+	}
+	if cancelled {
+		c := ev(3, calllog.KindCancelled)
+		c.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: "aborted"}
+		return append(items, item{e: c})
+	}
+	req := ev(4, calllog.KindRequest)
+	req.Attempt, req.Child, req.Payload = 1, "child-0", content(map[string]any{"document_id": "meeting-42"})
+	out := ev(5, calllog.KindOutput)
+	out.Attempt, out.FrameKind, out.FrameSeq = 1, frame.KindChunk, 1
+	out.Payload = content(map[string]any{"text": "Meeting notes: agree on the workshop outline."})
+	done := ev(6, calllog.KindDone)
+	done.Attempt = 1
+	return append(items, frag(3, 1, `42"}`), item{e: req}, item{e: out}, item{e: done})
+}
+
+func buildCheck(t *testing.T, items []item, opts Options) (*asif.Document, *asif.Report) {
+	t.Helper()
+	doc, err := build("c1", items, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := doc.Marshal()
+	if err != nil {
+		t.Fatalf("Marshal: %v\n%s", err, data)
+	}
+	rep, err := asif.Check(data, asif.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc, rep
+}
+
+// exampleStream returns the assembly of a stream of a worked example.
+func exampleStream(t *testing.T, file, stream string) *asif.Assembly {
+	t.Helper()
+	data, err := os.ReadFile("../testdata/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := asif.Check(data, asif.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Stream(stream)
+}
+
+// TestStreamedArgumentsAcrossCaptures follows the worked examples: a
+// capture cut after the first fragment holds a partial call bound to a
+// partial stream; the next capture holds that authentic partial version
+// again, its amendment with the complete stream reusing the fragment
+// resource, and the late result — and no external binding.
+func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
+	items := streamedItems(false)
+
+	early, erep := buildCheck(t, items, Options{Until: 2})
+	calls := eventsOfKind(early, asif.EventToolCall)
+	if len(calls) != 1 || calls[0].ID != "call-2" || calls[0].Data.(*asif.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
+		t.Fatalf("early calls %+v", calls)
+	}
+	ps := erep.Stream("arguments-call-2")
+	want := exampleStream(t, "tool-call-partial.session.json", "stream-partial")
+	if ps == nil || ps.Status != asif.StreamPartial || ps.Executable || string(ps.Bytes) != string(want.Bytes) {
+		t.Fatalf("early stream %+v, example %q", ps, want.Bytes)
+	}
+	if st := callState(t, erep, "c1"); st.ArgumentsStatus != asif.ArgumentsPartial || st.Terminal {
+		t.Fatalf("early state %+v", st)
+	}
+
+	late, lrep := buildCheck(t, items, Options{After: 2})
+	if len(late.ExternalBindings) != 0 {
+		t.Fatalf("an amended call must not be a binding: %+v", late.ExternalBindings)
+	}
+	calls = eventsOfKind(late, asif.EventToolCall)
+	if len(calls) != 2 || calls[0].ID != "call-2" || calls[1].ID != "call-4" || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != "call-2" {
+		t.Fatalf("late calls %+v", calls)
+	}
+	if p := lrep.Stream("arguments-call-2"); p == nil || string(p.Bytes) != string(ps.Bytes) || p.Status != asif.StreamPartial {
+		t.Fatalf("the partial stream changed: %+v", p)
+	}
+	cs := lrep.Stream("arguments-call-4")
+	wantc := exampleStream(t, "tool-call-completed.session.json", "stream-complete")
+	if cs == nil || cs.Status != asif.StreamComplete || !cs.Executable || string(cs.Bytes) != string(wantc.Bytes) {
+		t.Fatalf("complete stream %+v, example %q", cs, wantc.Bytes)
+	}
+	// The complete stream reuses the early capture's fragment resource.
+	var segs []asif.Segment
+	for _, s := range late.Streams {
+		if s.ID == "arguments-call-4" {
+			segs = s.Segments
+		}
+	}
+	if len(segs) != 2 || segs[0].ResourceID != "fragment-2" || segs[1].ResourceID != "fragment-3" || !segs[1].Terminal {
+		t.Fatalf("segments %+v", segs)
+	}
+	st := callState(t, lrep, "c1")
+	if st.EventID != "call-4" || st.ArgumentsStatus != asif.ArgumentsComplete || string(st.Arguments) != `{"document_id":"meeting-42"}` ||
+		!st.Terminal || st.Outcome != asif.OutcomeSuccess {
+		t.Fatalf("late state %+v", st)
+	}
+
+	// A capture of the whole journal has the complete call only.
+	full, frep := buildCheck(t, items, Options{})
+	if calls := eventsOfKind(full, asif.EventToolCall); len(calls) != 1 || calls[0].ID != "call-4" {
+		t.Fatalf("full calls %+v", calls)
+	}
+	if s := frep.Stream("arguments-call-4"); s == nil || !s.Executable {
+		t.Fatalf("full stream %+v", s)
+	}
+
+	// A window after the arguments completed binds the complete version.
+	after, arep := buildCheck(t, items, Options{After: 4})
+	if len(after.ExternalBindings) != 1 || after.ExternalBindings[0].Source.EventID != "call-4" || len(eventsOfKind(after, asif.EventToolCall)) != 0 {
+		t.Fatalf("bindings %+v", after.ExternalBindings)
+	}
+	if st := callState(t, arep, "c1"); st.External == nil || !st.Terminal {
+		t.Fatalf("bound state %+v", st)
+	}
+}
+
+// TestStreamedArgumentsNeverCompleted: a call that ended before its
+// arguments completed is a partial call with a partial stream, never an
+// executable one, closed by its cancelled result.
+func TestStreamedArgumentsNeverCompleted(t *testing.T) {
+	doc, rep := buildCheck(t, streamedItems(true), Options{})
+	calls := eventsOfKind(doc, asif.EventToolCall)
+	if len(calls) != 1 || calls[0].Data.(*asif.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
+		t.Fatalf("calls %+v", calls)
+	}
+	s := rep.Stream("arguments-" + calls[0].ID)
+	if s == nil || s.Status != asif.StreamPartial || s.Executable {
+		t.Fatalf("stream %+v", s)
+	}
+	if st := callState(t, rep, "c1"); !st.Terminal || st.Outcome != asif.OutcomeCancelled || st.ArgumentsStatus != asif.ArgumentsPartial {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+// TestStreamedArgumentsNotKept: fragments kept without their text leave
+// the complete call without a stream, and the loss recorded.
+func TestStreamedArgumentsNotKept(t *testing.T) {
+	items := streamedItems(false)
+	for i := range items {
+		if items[i].frag != nil {
+			items[i].frag.kept = false
+			items[i].frag.text = ""
+		}
+	}
+	doc, rep := buildCheck(t, items, Options{})
+	if rep.Stream("arguments-call-4") != nil || !hasLoss(doc, "argument_fragments_incomplete") {
+		t.Fatalf("streams %+v, losses %+v", rep.Streams, doc.Losses)
+	}
+}

@@ -1,0 +1,411 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/asif/export"
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
+)
+
+// maxExportEvents bounds the events asif export reads from one tree
+// (1,000,000): more could not fit in a document of asif.MaxDocumentBytes
+// anyway, and the bound keeps the reader's memory finite.
+const maxExportEvents = 1_000_000
+
+// exportPage is how many events one read of the journal returns.
+const exportPage = 10_000
+
+const asifUsage = "asif export JOURNAL TREE [--after SEQ] [--until SEQ] [--tools FILE] [-o FILE] | asif check FILE [--json]"
+
+var asifHelp = `
+Asif hands over captured call evidence as ASIF 0.5 session documents (the
+public Agent Session Interchange Format, with its streams and external
+bindings features), and checks such documents.
+
+	skulk-host asif export JOURNAL TREE [--after SEQ] [--until SEQ] [--tools FILE] [-o FILE]
+
+Export reads the call tree TREE (its outermost call's id) from the SQLite
+call journal JOURNAL (calllog/sqlitestore, recorded with full content) and
+writes one session document: each call a tool_call, each provider result a
+tool_result, text chunks as tool_result_text streams, streamed arguments as
+tool_arguments streams, and a loss for everything ASIF cannot carry. The
+document is checked (schema and rules) before it is written.
+
+	--after SEQ
+		start the capture after journal event SEQ: calls begun before it
+		are external bindings naming the earlier capture, never invented
+		call events (default 0: from the start).
+	--until SEQ
+		end the capture at journal event SEQ, as if it had been made then
+		(default 0: every event kept).
+	--tools FILE
+		the tools' descriptors, as printed by skulk-host tools --json;
+		without it tools are defined with an unknown input schema.
+	-o FILE
+		write the document to FILE instead of standard output.
+
+	skulk-host asif check FILE [--json]
+
+Check reads FILE (- for standard input), checks it (strict JSON, version
+0.5, the embedded JSON Schema, every rule the schema cannot express), and
+prints each stream's status and assembled size and each call's selected
+state; every refusal is printed naming its rule and object. Path-backed
+resources are resolved in FILE's directory.
+
+	--json
+		print the same as one JSON object: valid, streams (id, kind,
+		event_id, call_id, status, declared_status, assembled_bytes,
+		executable), branches (each call's arguments, arguments_status and,
+		once a terminal result closed it, outcome), refusals and error.
+
+Exit status: 0 when the document was written or passed every check, 1 when
+the journal cannot be read or the document was refused, 2 for a usage
+error.
+
+Examples:
+
+	skulk-host asif export calls.db c7 -o c7.asif.json
+	skulk-host asif export calls.db c7 --after 40 -o c7-late.asif.json
+	skulk-host asif check c7.asif.json --json
+`
+
+func runASIF(ctx context.Context, args []string, env Env) error {
+	if len(args) == 0 {
+		return usageErr("missing the subcommand: export or check")
+	}
+	switch args[0] {
+	case "export":
+		return runASIFExport(ctx, args[1:], env)
+	case "check":
+		return runASIFCheck(args[1:], env)
+	case "-h", "-help", "--help", "help":
+		return flag.ErrHelp
+	}
+	return usageErr("unknown subcommand %q: want export or check", args[0])
+}
+
+// seqFlag is a journal seq given on the command line.
+type seqFlag uint64
+
+func (s *seqFlag) String() string { return strconv.FormatUint(uint64(*s), 10) }
+
+func (s *seqFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return errors.New("want a journal seq, a whole number >= 0")
+	}
+	*s = seqFlag(n)
+	return nil
+}
+
+func runASIFExport(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("asif export", flag.ContinueOnError)
+	var after, until seqFlag
+	fs.Var(&after, "after", "")
+	fs.Var(&until, "until", "")
+	toolsFile := fs.String("tools", "", "")
+	out := fs.String("o", "", "")
+	pos, child, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(child) > 0 {
+		return usageErr("asif export starts no child: nothing goes after --")
+	}
+	if len(pos) != 2 {
+		return usageErr("asif export wants JOURNAL and TREE")
+	}
+	if until != 0 && until <= after {
+		return usageErr("--until must be greater than --after")
+	}
+	opts := export.Options{After: uint64(after), Until: uint64(until)}
+	if *toolsFile != "" {
+		data, err := os.ReadFile(*toolsFile)
+		if err != nil {
+			return statusErr(ExitFailure, "cannot read --tools: %v", err)
+		}
+		if err := json.Unmarshal(data, &opts.Tools); err != nil {
+			return statusErr(ExitFailure, "--tools %s is not the JSON array skulk-host tools --json prints: %v", *toolsFile, err)
+		}
+	}
+	events, err := readTree(ctx, pos[0], pos[1])
+	if err != nil {
+		return err
+	}
+	doc, err := export.Export(events, opts)
+	if err != nil {
+		return statusErr(ExitFailure, "cannot export tree %q: %v", pos[1], err)
+	}
+	data, err := doc.Marshal()
+	if err != nil {
+		return statusErr(ExitFailure, "the exported document fails its own check (a bug in skulk-host; please report it): %v", err)
+	}
+	if *out == "" {
+		_, err := env.Stdout.Write(data)
+		return err
+	}
+	if err := writeFileAtomic(*out, data); err != nil {
+		return statusErr(ExitFailure, "cannot write %s: %v", *out, err)
+	}
+	fmt.Fprintf(env.Stderr, "wrote %s: %d events, %d streams, %d external bindings, %d losses (%s)\n",
+		*out, len(doc.Events), len(doc.Streams), len(doc.ExternalBindings), len(doc.Losses), formatBytes(int64(len(data))))
+	return nil
+}
+
+// readTree reads every kept event of tree from the journal at path,
+// read-only, at most maxExportEvents of them.
+func readTree(ctx context.Context, path, tree string) ([]calllog.Event, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
+	}
+	st, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true})
+	if err != nil {
+		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
+	}
+	defer st.Close()
+	var events []calllog.Event
+	var last uint64
+	for {
+		page, err := st.EventsAfter(ctx, tree, last, exportPage)
+		if err != nil {
+			return nil, statusErr(ExitFailure, "cannot read the journal %s: %v", path, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		events = append(events, page...)
+		if len(events) > maxExportEvents {
+			return nil, statusErr(ExitFailure, "tree %q has more than %d events: too many for one document", tree, maxExportEvents)
+		}
+		last = page[len(page)-1].Seq
+	}
+	if len(events) == 0 {
+		return nil, statusErr(ExitFailure, "the journal %s has no events of tree %q", path, tree)
+	}
+	return events, nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it, so that a reader never sees half a document.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// checkReport is the --json output of asif check.
+type checkReport struct {
+	File     string             `json:"file"`
+	Valid    bool               `json:"valid"`
+	Version  string             `json:"asif_version,omitempty"`
+	Streams  []*asif.Assembly   `json:"streams"`
+	Branches []asif.BranchState `json:"branches"`
+	Refusals []asifRefusal      `json:"refusals"`
+	// Error is the refusal of a layer before the rules (JSON, version,
+	// schema); empty otherwise.
+	Error string `json:"error,omitempty"`
+	// Violations lists the schema violations (at most asif.MaxViolations).
+	Violations []asif.Violation `json:"schema_violations,omitempty"`
+}
+
+type asifRefusal struct {
+	Rule     string `json:"rule"`
+	Object   string `json:"object"`
+	ObjectID string `json:"id"`
+	Segment  *int   `json:"segment,omitempty"`
+}
+
+func runASIFCheck(args []string, env Env) error {
+	fs := flag.NewFlagSet("asif check", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	pos, child, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(child) > 0 || len(pos) != 1 {
+		return usageErr("asif check wants one FILE (- for standard input)")
+	}
+	name := pos[0]
+	var (
+		data []byte
+		opts asif.Options
+	)
+	if name == "-" {
+		data, err = asif.Read(env.Stdin)
+	} else {
+		var f *os.File
+		f, err = os.Open(name)
+		if err == nil {
+			data, err = asif.Read(f)
+			f.Close()
+		}
+		if root, rerr := os.OpenRoot(filepath.Dir(name)); rerr == nil {
+			defer root.Close()
+			opts.Files = root.FS()
+		}
+	}
+	var re *asif.ReadError
+	if err != nil && !errors.As(err, &re) {
+		return statusErr(ExitFailure, "cannot read %s: %v", name, err)
+	}
+	var rep *asif.Report
+	if err == nil {
+		rep, err = asif.Check(data, opts)
+	}
+	cr := reportOf(name, rep, err)
+	if *asJSON {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(cr); err != nil {
+			return statusErr(ExitFailure, "cannot encode the report: %v", err)
+		}
+		if _, err := env.Stdout.Write(buf.Bytes()); err != nil {
+			return err
+		}
+	} else {
+		printCheckHuman(env.Stdout, cr)
+	}
+	if err == nil {
+		return nil
+	}
+	var first string
+	switch {
+	case len(cr.Refusals) > 0:
+		r := cr.Refusals[0]
+		first = fmt.Sprintf("rule %s (%s %q)", r.Rule, r.Object, r.ObjectID)
+	default:
+		first = cr.Error
+	}
+	n := max(len(cr.Refusals), 1)
+	return statusErr(ExitFailure, "%s refused: %d refusal(s), the first: %s", name, n, first)
+}
+
+// reportOf turns Check's outcome into the report asif check prints.
+func reportOf(name string, rep *asif.Report, err error) checkReport {
+	cr := checkReport{File: name, Valid: err == nil, Streams: []*asif.Assembly{}, Branches: []asif.BranchState{}, Refusals: []asifRefusal{}}
+	if rep != nil {
+		cr.Version = rep.Version
+		if rep.Streams != nil {
+			cr.Streams = rep.Streams
+		}
+		if rep.Branches != nil {
+			cr.Branches = rep.Branches
+		}
+	}
+	if err == nil {
+		return cr
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var ruleErr *asif.RuleError
+		var schemaErr *asif.SchemaError
+		switch {
+		case errors.As(e, &ruleErr):
+			r := asifRefusal{Rule: ruleErr.Rule.String(), Object: ruleErr.Object, ObjectID: ruleErr.ObjectID}
+			if ruleErr.Segment >= 0 {
+				seg := ruleErr.Segment
+				r.Segment = &seg
+			}
+			cr.Refusals = append(cr.Refusals, r)
+		case errors.As(e, &schemaErr):
+			cr.Error = oneLine(e.Error())
+			cr.Violations = schemaErr.Violations
+		default:
+			cr.Error = oneLine(e.Error())
+		}
+	}
+	return cr
+}
+
+func printCheckHuman(w io.Writer, cr checkReport) {
+	verdict := "valid"
+	if !cr.Valid {
+		verdict = "REFUSED"
+	}
+	version := cr.Version
+	if version == "" {
+		version = "?"
+	}
+	fmt.Fprintf(w, "%s: %s (asif %s, %d streams)\n", cr.File, verdict, version, len(cr.Streams))
+	for _, s := range cr.Streams {
+		line := fmt.Sprintf("  stream %s  %s of %s (call %s)  %s, %s assembled", s.StreamID, s.Kind, s.EventID, s.CallID, s.Status, formatBytes(int64(s.Size)))
+		if s.Declared != s.Status {
+			line += " (declared " + string(s.Declared) + ")"
+		}
+		if s.Executable {
+			line += ", executable"
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, b := range cr.Branches {
+		for _, c := range b.Calls {
+			where := "event " + c.EventID
+			if c.External != nil {
+				where = "external binding to " + c.External.CaptureID + "/" + c.External.EventID
+			}
+			state := "open"
+			if c.Terminal {
+				state = "ended " + string(c.Outcome)
+			}
+			fmt.Fprintf(w, "  call %s  %s, %s; arguments %s %s; %d results, %s\n",
+				c.CallID, c.ToolID, where, c.ArgumentsStatus, shorten(string(c.Arguments), 120), c.Results, state)
+		}
+	}
+	for _, r := range cr.Refusals {
+		seg := ""
+		if r.Segment != nil {
+			seg = fmt.Sprintf(" segment %d", *r.Segment)
+		}
+		fmt.Fprintf(w, "  refused: rule %s (%s %q%s)\n", r.Rule, r.Object, r.ObjectID, seg)
+	}
+	if cr.Error != "" {
+		fmt.Fprintf(w, "  refused: %s\n", cr.Error)
+	}
+}
+
+// shorten cuts s to at most n bytes at a rune boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return strings.TrimSpace(s[:cut]) + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

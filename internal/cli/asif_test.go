@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/frame"
+)
+
+const examples = "../../asif/testdata/"
+
+func decodeCheck(t *testing.T, stdout string) checkReport {
+	t.Helper()
+	var cr checkReport
+	if err := json.Unmarshal([]byte(stdout), &cr); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, stdout)
+	}
+	return cr
+}
+
+func TestASIFCheckExamples(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "asif", "check", examples+"tool-call-completed.session.json", "--json")
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("status %d, stderr %q", code, stderr)
+	}
+	cr := decodeCheck(t, stdout)
+	if !cr.Valid || len(cr.Streams) != 2 || len(cr.Refusals) != 0 {
+		t.Fatalf("report %+v", cr)
+	}
+	for _, s := range cr.Streams {
+		switch s.StreamID {
+		case "stream-partial":
+			if s.Status != asif.StreamPartial || s.Size != 24 || s.Executable {
+				t.Errorf("stream-partial %+v", s)
+			}
+		case "stream-complete":
+			if s.Status != asif.StreamComplete || s.Size != 28 || !s.Executable {
+				t.Errorf("stream-complete %+v", s)
+			}
+		}
+	}
+	c := cr.Branches[0].Calls[0]
+	var args bytes.Buffer
+	if err := json.Compact(&args, c.Arguments); err != nil {
+		t.Fatal(err)
+	}
+	if c.CallID != "call-1" || c.EventID != "call-complete" || args.String() != `{"document_id":"meeting-42"}` ||
+		c.ArgumentsStatus != asif.ArgumentsComplete || !c.Terminal || c.Outcome != asif.OutcomeSuccess {
+		t.Fatalf("selected state %+v", c)
+	}
+	// The raw JSON carries the keys the help promises.
+	for _, k := range []string{`"assembled_bytes": 28`, `"declared_status"`, `"executable": true`, `"arguments_status": "complete"`, `"outcome": "success"`} {
+		if !strings.Contains(stdout, k) {
+			t.Errorf("--json output lacks %s", k)
+		}
+	}
+
+	code, stdout, stderr = runCLI(t, "asif", "check", examples+"tool-call-partial.session.json")
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("partial example: status %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, ": valid (asif 0.5, 1 streams)") || !strings.Contains(stdout, "stream stream-partial  tool_arguments of call-partial (call call-1)  partial, 24 B assembled") ||
+		!strings.Contains(stdout, "arguments partial {}") || !strings.Contains(stdout, "open") {
+		t.Fatalf("human output:\n%s", stdout)
+	}
+}
+
+func TestASIFCheckRefusals(t *testing.T) {
+	data, err := os.ReadFile(examples + "tool-call-completed.session.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tests := []struct {
+		name, old, new, want string
+	}{
+		{"span", `"length": 4,`, `"length": 5,`, "segment_span_out_of_bounds"},
+		{"tool", `"tool_id": "read-notes",
+        "arguments": {
+          "document_id"`, `"tool_id": "other",
+        "arguments": {
+          "document_id"`, "amendment_changed_tool"},
+		{"schema", `"asif_version": "0.5"`, `"asif_version": "0.5", "events": 1`, "duplicate"},
+		{"version", `"asif_version": "0.5"`, `"asif_version": "0.4"`, "asif_version"},
+	}
+	for _, tt := range tests {
+		if !strings.Contains(string(data), tt.old) {
+			t.Fatalf("%s: the example lacks %q", tt.name, tt.old)
+		}
+		path := filepath.Join(dir, tt.name+".json")
+		if err := os.WriteFile(path, []byte(strings.Replace(string(data), tt.old, tt.new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI(t, "asif", "check", path)
+		if code != ExitFailure {
+			t.Errorf("%s: status %d, want %d", tt.name, code, ExitFailure)
+		}
+		if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "refused") {
+			t.Errorf("%s: stderr %q", tt.name, stderr)
+		}
+		if !strings.Contains(stdout, "REFUSED") || !strings.Contains(stdout, tt.want) {
+			t.Errorf("%s: stdout %q", tt.name, stdout)
+		}
+		code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
+		cr := decodeCheck(t, stdout)
+		if code != ExitFailure || cr.Valid || (len(cr.Refusals) == 0 && cr.Error == "") {
+			t.Errorf("%s --json: status %d, %+v", tt.name, code, cr)
+		}
+	}
+}
+
+// recordJournal records one call of upper into a SQLite journal with full
+// content, as a host would, and returns the journal's path and the text
+// the caller saw.
+func recordJournal(t *testing.T) (string, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "calls.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := rec.Begin(ctx, calllog.CallInfo{ID: "t1", Tool: "upper", ToolVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	for i, s := range []string{"HELLO ", "WORLD"} {
+		f, err := frame.NewChunk("t1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": s}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Output(f)
+	}
+	if err := r.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"chunks": 2}))); err != nil {
+		t.Fatal(err)
+	}
+	text := r.Text()
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return path, text
+}
+
+func TestASIFExportThenCheck(t *testing.T) {
+	db, text := recordJournal(t)
+	out := filepath.Join(t.TempDir(), "t1.asif.json")
+	code, stdout, stderr := runCLI(t, "asif", "export", db, "t1", "-o", out)
+	if code != ExitOK || stdout != "" || !strings.HasPrefix(stderr, "wrote "+out) {
+		t.Fatalf("export: status %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "asif", "check", out, "--json")
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("check: status %d, stderr %q", code, stderr)
+	}
+	cr := decodeCheck(t, stdout)
+	if len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len(text) {
+		t.Fatalf("streams %+v (caller saw %q)", cr.Streams, text)
+	}
+	// The assembled text itself, checked from the document.
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := asif.Check(data, asif.Options{})
+	if err != nil || string(rep.Streams[0].Bytes) != text {
+		t.Fatalf("assembled %q, caller saw %q (%v)", rep.Streams[0].Bytes, text, err)
+	}
+
+	// A window after the request: the call is an external binding.
+	code, stdout, stderr = runCLI(t, "asif", "export", db, "t1", "--after", "2")
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("export --after: status %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, `"external_bindings"`) || strings.Contains(stdout, `"kind": "tool_call"`) {
+		t.Fatalf("window document:\n%s", stdout)
+	}
+	code, stdout, _ = runCLI(t, "asif", "check", "-", "--json")
+	_ = stdout
+	if code != ExitFailure {
+		t.Fatalf("empty standard input: status %d", code)
+	}
+}
+
+func TestASIFExportErrors(t *testing.T) {
+	db, _ := recordJournal(t)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"asif"}, ExitUsage, "subcommand"},
+		{[]string{"asif", "frob"}, ExitUsage, "subcommand"},
+		{[]string{"asif", "export", db}, ExitUsage, "JOURNAL and TREE"},
+		{[]string{"asif", "export", db, "t1", "--after", "x"}, ExitUsage, "seq"},
+		{[]string{"asif", "export", db, "t1", "--after", "3", "--until", "2"}, ExitUsage, "--until"},
+		{[]string{"asif", "check"}, ExitUsage, "FILE"},
+		{[]string{"asif", "export", db, "nope"}, ExitFailure, "no events"},
+		{[]string{"asif", "export", filepath.Join(t.TempDir(), "missing.db"), "t1"}, ExitFailure, "journal"},
+		{[]string{"asif", "export", db, "t1", "--after", "99"}, ExitFailure, "no event in the window"},
+		{[]string{"asif", "check", filepath.Join(t.TempDir(), "missing.json")}, ExitFailure, "cannot read"},
+	}
+	for _, tt := range cases {
+		code, stdout, stderr := runCLI(t, tt.args...)
+		if code != tt.code || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%q: status %d, stdout %q, stderr %q", tt.args, code, stdout, stderr)
+		}
+	}
+	code, stdout, _ := runCLI(t, "help", "asif")
+	for _, w := range []string{"--after", "--until", "--tools", "-o FILE", "--json", "Example"} {
+		if code != ExitOK || !strings.Contains(stdout, w) {
+			t.Errorf("help asif does not mention %s", w)
+		}
+	}
+}
