@@ -1,0 +1,230 @@
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+)
+
+// buildChild builds cmd/skulk-child into dir.
+func buildChild(dir string) (string, error) {
+	bin := filepath.Join(dir, "skulk-child")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/skulk-child").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building cmd/skulk-child: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// realHost starts cmd/skulk-child (with its test tools) under a host whose
+// recorder keeps full content in a required journal, and returns the host
+// and the journal's store. Both are closed when the test ends.
+func realHost(t *testing.T) (*host.Host, *calllog.MemoryStore) {
+	t.Helper()
+	store := &calllog.MemoryStore{}
+	rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short directory: a Unix socket path holds at most 107 bytes.
+	base, err := os.MkdirTemp("", "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.Start(ctx, host.Config{Command: childBin, Args: []string{"--test-tools"}, TempDir: base, Recorder: rec,
+		Restart: host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}})
+	if err != nil {
+		rec.Close(ctx)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("host close: %v", err)
+		}
+		if err := rec.Close(ctx); err != nil {
+			t.Errorf("recorder close: %v", err)
+		}
+	})
+	return h, store
+}
+
+func treeEvents(t *testing.T, store *calllog.MemoryStore, tree string) []calllog.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := store.EventsAfter(ctx, tree, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(events); n == 0 || !events[n-1].Kind.IsEnd() {
+		t.Fatalf("tree %s: %d events, not ended", tree, n)
+	}
+	return events
+}
+
+// TestRealCalls exports calls made through cmd/skulk-child: each document
+// passes the schema and every rule (Marshal checks, and Check again from
+// the bytes), and its text assembles to the text the caller saw.
+func TestRealCalls(t *testing.T) {
+	h, store := realHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tools := h.Tools()
+
+	type result struct {
+		id, text string
+		err      error
+	}
+	run := func(tool string, args map[string]any, input ...string) result {
+		c, err := h.Call(ctx, tool, frame.MustPayload(args))
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		for _, s := range input {
+			if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil); err != nil {
+				t.Fatalf("%s: send: %v", tool, err)
+			}
+		}
+		if err := c.CloseSend(); err != nil && tool != "crash" {
+			t.Fatalf("%s: close send: %v", tool, err)
+		}
+		_, err = c.Wait()
+		return result{id: c.ID(), text: c.Text(), err: err}
+	}
+
+	upper := run("upper", map[string]any{}, "héllo ", "wörld")
+	if upper.err != nil || upper.text != "HÉLLO WÖRLD" {
+		t.Fatalf("upper: %q, %v", upper.text, upper.err)
+	}
+	events := treeEvents(t, store, upper.id)
+	doc, rep, _ := exportCheck(t, events, Options{Tools: tools})
+	ts := textStreams(rep)
+	if len(ts) != 1 || ts[0].Status != asif.StreamComplete || string(ts[0].Bytes) != upper.text ||
+		calllog.Replay(events).Call(upper.id).Text != upper.text {
+		t.Fatalf("upper: streams %+v, caller saw %q", ts, upper.text)
+	}
+	if hasLoss(doc, "tool_definition_incomplete") || !hasLoss(doc, "caller_input_not_represented") {
+		t.Fatalf("upper losses %+v", doc.Losses)
+	}
+	if st := callState(t, rep, upper.id); st.Outcome != asif.OutcomeSuccess || st.Results != 2 {
+		t.Fatalf("upper state %+v", st)
+	}
+
+	count := run("count", map[string]any{"n": 3})
+	if count.err != nil {
+		t.Fatal(count.err)
+	}
+	_, rep, _ = exportCheck(t, treeEvents(t, store, count.id), Options{Tools: tools})
+	if st := callState(t, rep, count.id); st.Outcome != asif.OutcomeSuccess || st.Results != 4 || string(st.Arguments) != `{"n":3}` {
+		t.Fatalf("count state %+v", st)
+	}
+
+	failed := run("fail", map[string]any{"message": "no such document"})
+	var ce *host.CallError
+	if !errors.As(failed.err, &ce) {
+		t.Fatalf("fail: %v", failed.err)
+	}
+	doc, rep, _ = exportCheck(t, treeEvents(t, store, failed.id), Options{Tools: tools})
+	if st := callState(t, rep, failed.id); st.Outcome != asif.OutcomeError || hasLoss(doc, "synthetic_outcome") {
+		t.Fatalf("fail state %+v, losses %+v", st, doc.Losses)
+	}
+
+	crashed := run("crash", map[string]any{"after": 2})
+	if !errors.As(crashed.err, &ce) || !ce.Synthetic {
+		t.Fatalf("crash: %v", crashed.err)
+	}
+	doc, rep, _ = exportCheck(t, treeEvents(t, store, crashed.id), Options{Tools: tools})
+	term := doc.Events[len(doc.Events)-1]
+	if st := callState(t, rep, crashed.id); st.Outcome != asif.OutcomeError || st.Results != 3 ||
+		term.Provenance.Mode != "synthetic" || !hasLoss(doc, "synthetic_outcome") {
+		t.Fatalf("crash: state %+v, terminal %+v", st, term)
+	}
+}
+
+// TestRealCallCutByWindow exports a real call in two captures cut after
+// its first chunk: the later one binds the call to the earlier capture's
+// event, holds the late results locally and invents no call event; the
+// two captures' text together is what the caller saw.
+func TestRealCallCutByWindow(t *testing.T) {
+	h, store := realHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := h.Call(ctx, "upper", frame.MustPayload(map[string]any{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"first ", "second ", "third"} {
+		if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	events := treeEvents(t, store, c.ID())
+	var cut uint64
+	for _, e := range events {
+		if e.Kind == calllog.KindOutput {
+			cut = e.Seq // the first chunk
+			break
+		}
+	}
+	if cut == 0 {
+		t.Fatal("no output event")
+	}
+
+	early, erep, _ := exportCheck(t, events, Options{Until: cut, Tools: h.Tools()})
+	late, lrep, data := exportCheck(t, events, Options{After: cut, Tools: h.Tools()})
+	if len(eventsOfKind(late, asif.EventToolCall)) != 0 || strings.Contains(string(data), `"kind": "tool_call"`) {
+		t.Fatal("the window document holds a tool_call event")
+	}
+	calls := eventsOfKind(early, asif.EventToolCall)
+	if len(late.ExternalBindings) != 1 || len(calls) != 1 || late.ExternalBindings[0].Source.EventID != calls[0].ID ||
+		late.ExternalBindings[0].Source.CaptureID != early.Capture.ID {
+		t.Fatalf("binding %+v, early calls %+v", late.ExternalBindings, calls)
+	}
+	if st := callState(t, lrep, c.ID()); st.External == nil || st.EventID != "" || !st.Terminal || st.Outcome != asif.OutcomeSuccess {
+		t.Fatalf("late state %+v", st)
+	}
+	// The early stream holds segment 0, the late one the rest: together
+	// they are the caller's text.
+	et, lt := textStreams(erep), textStreams(lrep)
+	if len(et) != 1 || len(lt) != 1 || et[0].Status != asif.StreamPartial || lt[0].Status != asif.StreamPartial {
+		t.Fatalf("early %+v, late %+v", et, lt)
+	}
+	var lateText strings.Builder
+	for _, s := range late.Streams {
+		for _, seg := range s.Segments {
+			for _, r := range late.Resources {
+				if r.ID == seg.ResourceID {
+					lateText.WriteString((*r.Text)[seg.Offset : seg.Offset+seg.Length])
+				}
+			}
+		}
+	}
+	if got := string(et[0].Bytes) + lateText.String(); got != c.Text() || c.Text() != "FIRST SECOND THIRD" {
+		t.Fatalf("early %q + late %q, the caller saw %q", et[0].Bytes, lateText.String(), c.Text())
+	}
+}
+
+// childBin is cmd/skulk-child, built once by TestMain.
+var childBin string
