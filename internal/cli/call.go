@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 )
@@ -28,6 +29,7 @@ type callOptions struct {
 	timeout   time.Duration
 	json      bool
 	saveMedia string
+	journal   string
 	child     []string
 	childFlags
 }
@@ -40,6 +42,7 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
+	fs.StringVar(&o.journal, "journal", "", "")
 	o.register(fs)
 	pos, child, err := parseArgs(fs, args)
 	if err != nil {
@@ -87,7 +90,16 @@ func runCall(ctx context.Context, args []string, env Env) error {
 			return statusErr(ExitFailure, "cannot create --save-media directory: %v", err)
 		}
 	}
-	h, err := startHost(ctx, o.config(o.child, env))
+	cfg := o.config(o.child, env)
+	if o.journal != "" {
+		j, err := openCallJournal(o.journal, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer j.close() // after closeHost: every call's end is recorded by then
+		cfg.Recorder = j.rec
+	}
+	h, err := startHost(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -99,8 +111,14 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	}
 	defer cancel()
 	c, err := h.Call(callCtx, o.tool, o.args)
+	if errors.Is(err, calllog.ErrJournalStart) {
+		return journalRefusal(err)
+	}
 	if err != nil {
 		return refusal(o.tool, err)
+	}
+	if o.journal != "" {
+		fmt.Fprintf(env.Stderr, "skulk-host call: journal: tree %s in %s\n", c.Record().Tree(), o.journal)
 	}
 	r := &callRun{opts: o, env: env, call: c}
 	if !o.json && env.StderrTerminal {
@@ -231,6 +249,9 @@ func (r *callRun) receive() (status int, frames, bytes int64, last frame.Frame, 
 		f, err := r.call.Recv(context.Background())
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if errors.Is(err, calllog.ErrJournalEnd) {
+			return ExitFailure, frames, bytes, last, fmt.Errorf("the journal did not confirm the call's end (the outcome above stands; 'skulk-host replay' shows what was kept): %w", err)
 		}
 		if err != nil {
 			return ExitFailure, frames, bytes, last, fmt.Errorf("reading the call's output: %w", err)

@@ -51,6 +51,9 @@ func commands() []*command {
 		{name: "tools", usage: toolsUsage, short: "list a child's tools with descriptions and schemas", long: toolsHelp, run: runTools},
 		{name: "bench", usage: benchUsage, short: "measure throughput, bandwidth and latency against a child", long: benchHelp, run: runBench},
 		{name: "asif", usage: asifUsage, short: "export a journal's call tree as an ASIF session; check ASIF documents", long: asifHelp, run: runASIF},
+		{name: "follow", usage: followUsage, short: "tail a call tree kept by call --journal, live", long: followHelp, run: runFollow},
+		{name: "replay", usage: replayUsage, short: "show what a watcher saw of a call tree kept by call --journal", long: replayHelp, run: runReplay},
+		{name: "journal", usage: journalUsage, short: "take over a call tree whose host died (journal takeover)", long: journalHelp, run: runJournal},
 		{name: "help", usage: "help [command]", short: "show help for a command", long: helpHelp},
 	}
 }

@@ -104,7 +104,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--timeout D] [--json] [--save-media DIR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--timeout D] [--json] [--save-media DIR] [--journal FILE] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -138,6 +138,15 @@ The flags are:
 		write every inline media chunk to DIR/media-SEQUENCE.EXT (SEQUENCE
 		is the frame's sequence, 6 digits; EXT comes from the media type,
 		.bin when unknown). DIR is created if needed.
+	--journal FILE
+		keep the call's events (docs/events.md) in the SQLite file FILE
+		(created if needed), as a required journal: the call is refused,
+		nothing sent, if its start cannot be kept, and the command fails
+		(status 1, after printing the outcome) if its end cannot be
+		confirmed. Events keep full content (payloads and media), so the
+		log can be replayed and exported later. The tree's id is printed on
+		standard error; 'skulk-host follow FILE' tails it live from another
+		terminal, 'skulk-host replay FILE TREE' shows what was seen.
 	--env NAME or NAME=VALUE
 		pass the host's variable NAME to the child, or set NAME to VALUE
 		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,

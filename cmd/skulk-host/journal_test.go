@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
+)
+
+// lineReader delivers the lines of r on a channel, closed at EOF. The
+// goroutine ends when r does (the process's pipe closes).
+func lineReader(r io.Reader) <-chan string {
+	ch := make(chan string, 1024) // bounded by the test's output; the tests read everything
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
+}
+
+// nextLine returns the next line of ch that satisfies match, failing the
+// test after limit.
+func nextLine(t *testing.T, ch <-chan string, limit time.Duration, what string, match func(string) bool) string {
+	t.Helper()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("%s: the output ended", what)
+			}
+			if match(l) {
+				return l
+			}
+		case <-timer.C:
+			t.Fatalf("%s: nothing in %v", what, limit)
+		}
+	}
+}
+
+// followLine is one line of skulk-host follow.
+type followLine struct {
+	Kind     string `json:"kind"`
+	Tree     string `json:"tree"`
+	Writer   string `json:"writer"`
+	Seq      uint64 `json:"seq"`
+	Call     string `json:"call"`
+	Takeover *struct {
+		From, To string
+		Seq      uint64
+	} `json:"takeover"`
+	Lost *struct{ From, To uint64 } `json:"lost"`
+}
+
+// A host process writing a required SQLite journal is killed with SIGKILL
+// mid-call; a second process takes the tree over; a follower started
+// before the kill sees every kept event of both writers in order, the
+// takeover, and no duplicate; the first writer is fenced.
+func TestJournalCrashTakeover(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "calls.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	a := exec.CommandContext(ctx, hostBin, "call", "--json", "--journal", db, "--input", "-", "echo", "--", childBin)
+	a.WaitDelay = 5 * time.Second
+	stdin, err := a.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	aOut, _ := a.StdoutPipe()
+	aErr, _ := a.StderrPipe()
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	aOutLines, aErrLines := lineReader(aOut), lineReader(aErr)
+	defer func() {
+		a.Process.Kill()
+		a.Wait()
+	}()
+	var tree string
+	nextLine(t, aErrLines, 30*time.Second, "the tree id", func(l string) bool {
+		_, rest, ok := strings.Cut(l, "journal: tree ")
+		tree, _, _ = strings.Cut(rest, " ")
+		return ok
+	})
+
+	f := exec.CommandContext(ctx, hostBin, "follow", db, tree)
+	f.WaitDelay = 5 * time.Second
+	fOut, _ := f.StdoutPipe()
+	var fErr strings.Builder
+	f.Stderr = &fErr
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		f.Process.Kill()
+		f.Wait()
+	}()
+	fLines := lineReader(fOut)
+	var followed []string
+	for i := range 3 {
+		if _, err := io.WriteString(stdin, "line "+string(rune('a'+i))+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		nextLine(t, aOutLines, 30*time.Second, "an echoed chunk", func(l string) bool { return strings.Contains(l, `"kind":"chunk"`) })
+	}
+	// The follower shows the kept events live, before the kill.
+	nextLine(t, fLines, 30*time.Second, "a live output event", func(l string) bool {
+		followed = append(followed, l)
+		return strings.Contains(l, `"kind":"output"`)
+	})
+
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.Wait()
+
+	b := run(t, "", "journal", "takeover", db, tree)
+	if b.status != 0 {
+		t.Fatalf("takeover: status %d, stderr %q", b.status, b.stderr)
+	}
+	for l := range fLines { // the follower ends at the tree's end
+		followed = append(followed, l)
+	}
+	if err := f.Wait(); err != nil {
+		t.Fatalf("follow: %v (stderr %q)", err, fErr.String())
+	}
+
+	st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	kept, err := st.EventsAfter(ctx, tree, 0, 100_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []followLine
+	takeovers := 0
+	for _, l := range followed {
+		var fl followLine
+		if err := json.Unmarshal([]byte(l), &fl); err != nil {
+			t.Fatalf("follow line %q: %v", l, err)
+		}
+		switch {
+		case fl.Takeover != nil:
+			takeovers++
+			if len(events) == 0 || fl.Takeover.From != events[len(events)-1].Writer || fl.Takeover.From == fl.Takeover.To {
+				t.Fatalf("takeover line %q after %+v", l, events)
+			}
+		case fl.Lost != nil:
+			// A tail the killed writer had numbered but not kept.
+		default:
+			if fl.Kind == "" || fl.Tree != tree {
+				t.Fatalf("follow line %q", l)
+			}
+			events = append(events, fl)
+		}
+	}
+	t.Logf("followed %d lines; %d events kept", len(followed), len(kept))
+	if takeovers != 1 {
+		t.Fatalf("%d takeover lines in %q", takeovers, followed)
+	}
+	if len(events) != len(kept) {
+		t.Fatalf("followed %d events, %d kept", len(events), len(kept))
+	}
+	writers := map[string]bool{}
+	for i, e := range events {
+		if e.Seq != kept[i].Seq || e.Writer != kept[i].Writer || e.Kind != kept[i].Kind.String() {
+			t.Fatalf("event %d: followed %+v, kept %+v", i, e, kept[i])
+		}
+		if i > 0 && e.Seq <= events[i-1].Seq {
+			t.Fatalf("event %d: seq %d after %d (duplicate or out of order)", i, e.Seq, events[i-1].Seq)
+		}
+		writers[e.Writer] = true
+	}
+	first, last := kept[0], kept[len(kept)-1]
+	if len(writers) != 2 || last.Writer == first.Writer || last.Kind != calllog.KindFailed || last.Call != tree ||
+		last.Error == nil || !last.Error.Synthetic {
+		t.Fatalf("the takeover's end: %+v (writers %v)", last, writers)
+	}
+	outputs := 0
+	for _, e := range kept {
+		if e.Writer == first.Writer && e.Kind == calllog.KindOutput {
+			outputs++
+		}
+	}
+	if outputs == 0 {
+		t.Fatal("no output event of the first writer was kept")
+	}
+
+	// The first writer, back, cannot append: its claim is fenced.
+	rw, err := sqlitestore.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	late := first
+	late.Seq = last.Seq + 1
+	late.Kind = calllog.KindDone
+	err = rw.Keep(ctx, calllog.Claim{Tree: tree, Writer: first.Writer, Epoch: 1, Last: 0}, []calllog.Event{late})
+	if !errors.Is(err, calllog.ErrFenced) {
+		t.Fatalf("the first writer's Keep: %v, want ErrFenced", err)
+	}
+}
+
+func TestJournalReplayAndRefusal(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "calls.db")
+	r := run(t, "", "call", "--journal", db, "count", "--args", `{"n":3}`, "--", childBin)
+	if r.status != 0 {
+		t.Fatalf("call: %d %q", r.status, r.stderr)
+	}
+	_, rest, _ := strings.Cut(r.stderr, "journal: tree ")
+	tree, _, _ := strings.Cut(rest, " ")
+	rp := run(t, "", "replay", db, tree)
+	if rp.status != 0 || !strings.Contains(rp.stdout, "call "+tree+" count") || !strings.Contains(rp.stdout, `done: {"n":3}`) {
+		t.Fatalf("replay: %d %q %q", rp.status, rp.stdout, rp.stderr)
+	}
+	// follow of an ended tree prints it and ends.
+	fl := run(t, "", "follow", db)
+	if fl.status != 0 || strings.Count(fl.stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.stdout, `"kind":"done"`) {
+		t.Fatalf("follow: %d %q %q", fl.status, fl.stdout, fl.stderr)
+	}
+	// A refused call is in the log too.
+	r = run(t, "", "call", "--journal", db, "nope", "--", childBin)
+	if r.status != 4 {
+		t.Fatalf("refused call: %d %q", r.status, r.stderr)
+	}
+	fl = run(t, "", "follow", db)
+	if fl.status != 0 || !strings.Contains(fl.stdout, `"refused":"unknown_tool"`) {
+		t.Fatalf("follow of the refused call: %d %q", fl.status, fl.stdout)
+	}
+}

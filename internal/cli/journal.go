@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/host"
+)
+
+// journalReadBatch is how many events replay reads from the store at once.
+const journalReadBatch = 1000
+
+// journalCloseTimeout bounds how long call --journal waits, after the
+// call, for the journal to keep what is queued.
+const journalCloseTimeout = 10 * time.Second
+
+// callJournal is the required SQLite journal of call --journal.
+type callJournal struct {
+	path string
+	st   *sqlitestore.Store
+	rec  *calllog.Recorder
+}
+
+// openCallJournal opens (creating it when needed) the SQLite journal at
+// path and a recorder that keeps every event in it, required and with full
+// content, so that the log can be replayed and exported later.
+func openCallJournal(path string, logger *slog.Logger) (*callJournal, error) {
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
+	}
+	rec, err := calllog.New(calllog.Options{
+		Content: calllog.ContentFull,
+		Journal: &calllog.Journal{Store: st, Required: true},
+		Logger:  logger,
+		History: host.DefaultCallHistory,
+	})
+	if err != nil {
+		st.Close()
+		return nil, statusErr(ExitFailure, "journal: %v", err)
+	}
+	return &callJournal{path: path, st: st, rec: rec}, nil
+}
+
+// close keeps what is queued (bounded by journalCloseTimeout) and closes
+// the store; call it after the host is closed.
+func (j *callJournal) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), journalCloseTimeout)
+	defer cancel()
+	_ = j.rec.Close(ctx) // the call's outcome is decided; a lost tail shows as a gap to followers
+	_ = j.st.Close()
+}
+
+// journalRefusal maps a required journal's refusal of the call's start.
+func journalRefusal(err error) error {
+	return statusErr(ExitFailure, "call refused: the journal did not keep its start, nothing was sent: %v", err)
+}
+
+// openJournalReader opens path read-only, for follow and replay.
+func openJournalReader(path string) (*sqlitestore.Store, error) {
+	st, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true})
+	if err != nil {
+		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
+	}
+	return st, nil
+}
+
+// lastTree waits until the store holds a tree and returns the latest.
+func lastTree(ctx context.Context, st *sqlitestore.Store) (string, error) {
+	for {
+		trees, err := st.Trees(ctx)
+		if err != nil {
+			return "", statusErr(ExitFailure, "reading the journal: %v", err)
+		}
+		if len(trees) > 0 {
+			return trees[len(trees)-1], nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", statusErr(ExitCancelled, "interrupted before a call tree appeared in the journal")
+		case <-time.After(calllog.DefaultFollowInterval):
+		}
+	}
+}
+
+const followUsage = "follow FILE [TREE]"
+
+var followHelp = `
+Follow tails a call tree kept in the SQLite journal FILE (written by
+'skulk-host call --journal FILE'), live, from another terminal or process:
+it prints every kept event as one JSON line (the event's JSON form,
+docs/events.md), from the tree's first event, as it is kept. TREE defaults
+to the latest tree in FILE (waiting for one to appear).
+
+Before an event it also prints, each on a line of its own:
+
+	{"takeover":{"from":"W1","to":"W2","seq":N}}
+		the event N was written by W2, which took the tree over from W1
+		(a restarted host; see 'skulk-host journal takeover');
+	{"lost":{"from":A,"to":B}}
+		the events A..B were numbered but never kept (a writer died or
+		its queue overflowed).
+
+Follow ends (status 0) once the tree's outermost call has ended, or when
+interrupted (Ctrl-C, status 13).
+`
+
+func runFollow(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("follow", flag.ContinueOnError)
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return usageErr("want FILE and an optional TREE, e.g. skulk-host follow calls.db")
+	}
+	st, err := openJournalReader(pos[0])
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tree := ""
+	if len(pos) == 2 {
+		tree = pos[1]
+	} else if tree, err = lastTree(ctx, st); err != nil {
+		return err
+	}
+	f := calllog.NewFollower(st, tree, 0, 0)
+	for {
+		step, err := f.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case ctx.Err() != nil:
+			return statusErr(ExitCancelled, "interrupted")
+		case err != nil:
+			return statusErr(ExitFailure, "reading the journal: %v", err)
+		}
+		if err := printStep(env.Stdout, step); err != nil {
+			return statusErr(ExitFailure, "writing the output: %v", err)
+		}
+	}
+}
+
+// printStep prints a follower's step as JSON lines.
+func printStep(w io.Writer, s calllog.Step) error {
+	if s.TakenOverFrom != "" {
+		if _, err := fmt.Fprintf(w, "{\"takeover\":{\"from\":%s,\"to\":%s,\"seq\":%d}}\n",
+			strconv.Quote(s.TakenOverFrom), strconv.Quote(s.Event.Writer), s.Event.Seq); err != nil {
+			return err
+		}
+	}
+	if s.LostFrom != 0 {
+		if _, err := fmt.Fprintf(w, "{\"lost\":{\"from\":%d,\"to\":%d}}\n", s.LostFrom, s.LostTo); err != nil {
+			return err
+		}
+	}
+	b, err := s.Event.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+const replayUsage = "replay FILE TREE"
+
+var replayHelp = `
+Replay reads the call tree TREE kept in the SQLite journal FILE and prints
+what a watcher of each call saw, in the order the calls started: the call's
+id, tool and version, the text of its output ("text" strings of its chunks;
+kept by call --journal, which keeps full content), and its value or error —
+or "running" when the journal holds no end for it. A gap in the kept
+events is reported.
+`
+
+func runReplay(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usageErr("want FILE and TREE, e.g. skulk-host replay calls.db 1a2b3c4d-1")
+	}
+	st, err := openJournalReader(pos[0])
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var events []calllog.Event
+	for after := uint64(0); ; {
+		batch, err := st.EventsAfter(ctx, pos[1], after, journalReadBatch)
+		if err != nil {
+			return statusErr(ExitFailure, "reading the journal: %v", err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		events = append(events, batch...)
+		after = batch[len(batch)-1].Seq
+	}
+	if len(events) == 0 {
+		return statusErr(ExitFailure, "the journal %s holds no tree %q", pos[0], pos[1])
+	}
+	printReplay(env.Stdout, calllog.Replay(events))
+	return nil
+}
+
+// printReplay prints each call of r: a header line, its text, its end.
+func printReplay(w io.Writer, r *calllog.Replayed) {
+	for _, c := range r.Calls {
+		kind := "call"
+		if c.Program {
+			kind = "program"
+		}
+		fmt.Fprintf(w, "%s %s %s", kind, c.Call, c.Tool)
+		if c.ToolVersion != "" {
+			fmt.Fprintf(w, " (version %s)", c.ToolVersion)
+		}
+		if c.Parent != "" {
+			fmt.Fprintf(w, ", step of %s", c.Parent)
+		}
+		fmt.Fprintf(w, ", %d attempt(s)\n", c.Attempts)
+		if c.Text != "" {
+			fmt.Fprintf(w, "  text: %s\n", strconv.Quote(c.Text))
+		}
+		switch {
+		case !c.Ended:
+			fmt.Fprintln(w, "  running (no end kept)")
+		case c.Outcome.Kind == calllog.KindDone:
+			v := "(no value)"
+			if res := c.Result(); res != nil {
+				v = compactJSON(res)
+			}
+			fmt.Fprintf(w, "  done: %s\n", v)
+		default:
+			line := "  " + c.Outcome.Kind.String()
+			if e := c.Outcome.Error; e != nil {
+				line += ": " + e.Code.String()
+				if e.Message != "" {
+					line += ": " + oneLine(e.Message)
+				}
+				if e.Synthetic {
+					line += " (synthetic)"
+				}
+			}
+			if c.Outcome.Refused != "" {
+				line += " (refused: " + c.Outcome.Refused + ")"
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	if r.Lost > 0 {
+		fmt.Fprintf(w, "lost: %d event(s) were numbered but not kept\n", r.Lost)
+	}
+}
+
+const journalUsage = "journal takeover FILE TREE"
+
+var journalHelp = `
+Journal takeover claims the call tree TREE in the SQLite journal FILE for
+a new writer — the way a restarted host continues a tree whose host died —
+and records the outcome it can prove of every call the journal shows
+started and not ended: failed, unreachable, synthetic, steps before their
+callers. The previous writer is fenced from then on: it can no longer
+append to the tree. The events it kept are printed as JSON lines
+(docs/events.md); followers see the takeover.
+`
+
+func runJournal(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("journal", flag.ContinueOnError)
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 3 || pos[0] != "takeover" {
+		return usageErr("want: journal takeover FILE TREE")
+	}
+	st, err := sqlitestore.Open(pos[1])
+	if err != nil {
+		return statusErr(ExitFailure, "cannot open the journal %s: %v", pos[1], err)
+	}
+	defer st.Close()
+	rec, err := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: st, Required: true}})
+	if err != nil {
+		return statusErr(ExitFailure, "journal: %v", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), journalCloseTimeout)
+		defer cancel()
+		_ = rec.Close(ctx)
+	}()
+	kept, err := rec.TakeOver(ctx, pos[2])
+	if err != nil {
+		return statusErr(ExitFailure, "taking over tree %s: %v", pos[2], err)
+	}
+	for _, e := range kept {
+		b, err := e.MarshalJSON()
+		if err != nil {
+			return statusErr(ExitFailure, "%v", err)
+		}
+		env.Stdout.Write(append(b, '\n'))
+	}
+	fmt.Fprintf(env.Stderr, "skulk-host journal: tree %s taken over by writer %s: %d event(s) recorded\n", pos[2], rec.Writer(), len(kept))
+	return nil
+}
