@@ -1,6 +1,7 @@
 package mpack
 
 import (
+	"errors"
 	"math"
 	"unicode/utf8"
 )
@@ -10,7 +11,8 @@ import (
 // floats), valid UTF-8 strings, arrays or maps of the same, nested at most
 // MaxDepth deep, and nothing after the map.
 //
-// It allocates nothing: its stack is a fixed array of MaxDepth+1 entries.
+// It allocates nothing: its stack is a fixed array of MaxDepth+1 entries,
+// used only for values nested deeper than shallowDepth.
 func CheckObject(b []byte) error {
 	r := NewReader(b)
 	c, err := r.peek()
@@ -20,7 +22,16 @@ func CheckObject(b []byte) error {
 	if c&0xf0 != 0x80 && c != 0xde && c != 0xdf {
 		return ErrType
 	}
-	if err := r.checkValue(); err != nil {
+	// Most payloads nest a level or two: a small stack spares zeroing
+	// the full one on every call. A deeper value starts again with it.
+	var shallow [shallowDepth + 1]level
+	err = r.checkValue(shallow[:])
+	if err == errDeeper {
+		var full [MaxDepth + 1]level
+		r = NewReader(b)
+		err = r.checkValue(full[:])
+	}
+	if err != nil {
 		return err
 	}
 	if r.Remaining() != 0 {
@@ -29,15 +40,23 @@ func CheckObject(b []byte) error {
 	return nil
 }
 
+// shallowDepth is the nesting CheckObject checks with its small stack.
+const shallowDepth = 8
+
+// errDeeper: the value nests deeper than the stack checkValue was given,
+// which is shorter than MaxDepth+1.
+var errDeeper = errors.New("mpack: deeper than the stack")
+
 type level struct {
 	left  uint64 // items still to read at this level (maps: keys and values)
 	isMap bool
 }
 
-func (r *Reader) checkValue() error {
+// checkValue checks one value, nested at most len(stack)-1 deep: deeper is
+// ErrDepth when that is MaxDepth, errDeeper otherwise.
+func (r *Reader) checkValue(stack []level) error {
 	// stack[0] is a virtual level holding the root; stack[d] is the
 	// container nested d deep (the root map is 1 deep).
-	var stack [MaxDepth + 1]level
 	depth := 0
 	stack[0] = level{left: 1}
 	for depth >= 0 {
@@ -51,6 +70,18 @@ func (r *Reader) checkValue() error {
 		c, err := r.peek()
 		if err != nil {
 			return err
+		}
+		if c&0xe0 == 0xa0 { // fixstr, key or value: most strings in a payload
+			n := int(c & 0x1f)
+			if len(r.b)-r.off-1 < n {
+				return ErrShort
+			}
+			s := r.b[r.off+1 : r.off+1+n]
+			r.off += 1 + n
+			if !validUTF8(s) {
+				return ErrNotJSON
+			}
+			continue
 		}
 		if wantKey {
 			s, err := r.ReadStr()
@@ -66,7 +97,9 @@ func (r *Reader) checkValue() error {
 			continue
 		}
 		switch {
-		case c&0xe0 == 0xa0, c == 0xd9, c == 0xda, c == 0xdb:
+		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3: // one byte
+			r.off++
+		case c == 0xd9, c == 0xda, c == 0xdb:
 			s, err := r.ReadStr()
 			if err != nil {
 				return err
@@ -93,7 +126,10 @@ func (r *Reader) checkValue() error {
 			if err != nil {
 				return err
 			}
-			if depth+1 > MaxDepth {
+			if depth+1 >= len(stack) {
+				if len(stack) <= MaxDepth {
+					return errDeeper
+				}
 				return ErrDepth
 			}
 			items := uint64(n)
@@ -107,7 +143,7 @@ func (r *Reader) checkValue() error {
 			}
 			depth++
 			stack[depth] = level{left: items, isMap: isMap}
-		case c <= 0x7f, c >= 0xe0, c >= 0xcc && c <= 0xd3, c == 0xc0, c == 0xc2, c == 0xc3:
+		case c >= 0xcc && c <= 0xd3:
 			if _, err := r.Skip(); err != nil {
 				return err
 			}
@@ -116,4 +152,18 @@ func (r *Reader) checkValue() error {
 		}
 	}
 	return nil
+}
+
+// validUTF8 is utf8.Valid with a loop for the short ASCII strings most keys
+// and values are, which spares the call.
+func validUTF8(s []byte) bool {
+	if len(s) > 16 {
+		return utf8.Valid(s)
+	}
+	for _, c := range s {
+		if c >= utf8.RuneSelf {
+			return utf8.Valid(s)
+		}
+	}
+	return true
 }

@@ -365,9 +365,31 @@ func (r *Reader) Skip() ([]byte, error) {
 	var pending uint64 = 1
 	for pending > 0 {
 		pending--
-		c, err := r.peek()
-		if err != nil {
-			return nil, err
+		if r.off >= len(r.b) {
+			return nil, ErrShort
+		}
+		c := r.b[r.off]
+		// The one-byte headers (most of what a payload holds) are
+		// handled here; describe takes the rest.
+		switch {
+		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+			r.off++
+			continue
+		case c&0xe0 == 0xa0: // fixstr
+			n := 1 + int(c&0x1f)
+			if len(r.b)-r.off < n {
+				return nil, ErrShort
+			}
+			r.off += n
+			continue
+		case c&0xf0 == 0x80: // fixmap: keys and values
+			r.off++
+			pending += 2 * uint64(c&0x0f)
+			continue
+		case c&0xf0 == 0x90: // fixarray
+			r.off++
+			pending += uint64(c & 0x0f)
+			continue
 		}
 		items, size, hdr, err := r.describe(c)
 		if err != nil {

@@ -194,6 +194,17 @@ func TestCheckObject(t *testing.T) {
 		{"depth MaxDepth with arrays", nestArrays(MaxDepth), nil},
 		{"depth MaxDepth+1", nest(MaxDepth + 1), ErrDepth},
 		{"depth MaxDepth+1 with arrays", nestArrays(MaxDepth + 1), ErrDepth},
+		// CheckObject starts with a stack of shallowDepth and starts
+		// again with the full one past it: same results either side.
+		{"depth shallowDepth", nest(shallowDepth), nil},
+		{"depth shallowDepth+1", nest(shallowDepth + 1), nil},
+		{"depth shallowDepth+1 with arrays", nestArrays(shallowDepth + 1), nil},
+		{"bad key before going deep", append([]byte{0x82, 0xa1, 0xff, 0x01, 0xa1, 'k'}, nest(MaxDepth)...), ErrNotJSON},
+		{"bad value after going deep", append(append([]byte{0x82, 0xa1, 'k'}, nest(shallowDepth+2)...), 0xa1, 'f', 0xc1), ErrNotJSON},
+		{"trailing after going deep", append(nest(shallowDepth+2), 0xc0), ErrTrailing},
+		{"long UTF-8 strings", enc(map[string]any{strings.Repeat("é", 15): strings.Repeat("日本", 5)}), nil},
+		{"long invalid UTF-8 value", enc(map[string]any{"k": strings.Repeat("x", 20) + "\xff"}), ErrNotJSON},
+		{"short string truncated", []byte{0x81, 0xa1, 'a', 0xa5, 'x'}, ErrShort},
 		{"not a map: array", enc([]any{}), ErrType},
 		{"not a map: string", enc("x"), ErrType},
 		{"not a map: nil", []byte{0xc0}, ErrType},
