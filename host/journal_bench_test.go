@@ -1,0 +1,58 @@
+package host
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/frame"
+)
+
+// BenchmarkCallJournal measures one small real call (count n=1 against
+// cmd/skulk-child) without a journal and with a required SQLite journal
+// (full content, as skulk-host call --journal), in the same run: the
+// difference is the journal's start and end barriers.
+//
+//	go test -run '^$' -bench CallJournal -benchtime 2s ./host/
+func BenchmarkCallJournal(b *testing.B) {
+	args := frame.MustPayload(map[string]any{"n": 1})
+	run := func(b *testing.B, rec *calllog.Recorder) {
+		cfg := realConfig()
+		cfg.TempDir = b.TempDir()
+		cfg.Recorder = rec
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		h, err := Start(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		b.ResetTimer()
+		for b.Loop() {
+			c, err := h.Call(context.Background(), "count", args)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("none", func(b *testing.B) { run(b, nil) })
+	b.Run("required-sqlite", func(b *testing.B) {
+		st, err := sqlitestore.Open(filepath.Join(b.TempDir(), "calls.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rec.Close(context.Background())
+		run(b, rec)
+	})
+}
