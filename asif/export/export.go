@@ -730,7 +730,6 @@ func (x *exporter) useTool(c *call) {
 			if d.ID == c.tool {
 				t.Description = d.Description
 				t.InputSchema = schemaJSON(d.ArgumentsSchema)
-				t.OutputSchema = schemaJSON(d.OutputSchema)
 				if d.Version != "" {
 					t.Revision = d.Version
 				}
@@ -890,7 +889,7 @@ func (x *exporter) describe(first, last uint64) {
 			"The journal kept only the shape (type and size) of some payloads or media: their content is declared unavailable, and arguments it did not keep are unknown.")
 	}
 	x.loss("journal-native", "translation", "native_detail_not_represented", asif.ScopeNative, nil,
-		"Journal details with no ASIF field are not carried: the writer, the child each attempt ran on, attempt numbers and frame sequence numbers. Event ids carry the journal seq they come from (call-SEQ, result-SEQ, chunk-SEQ-…).")
+		"Journal details with no ASIF field are not carried: the writer, the child each attempt ran on, attempt numbers, frame sequence numbers, the call a step was made in, and the tools' input, output and result schemas (input_schema is the arguments schema). Event ids carry the journal seq they come from (call-SEQ, result-SEQ, chunk-SEQ-…).")
 	status := "active"
 	if len(open) == 0 {
 		status = "idle"

@@ -499,3 +499,40 @@ func TestMarshalledIDsConsistent(t *testing.T) {
 		t.Fatalf("streams %+v, events %v", m.Streams, ids)
 	}
 }
+
+// BenchmarkExportText measures Export plus Marshal (which checks the
+// document) for one call streaming 10,000 text chunks.
+func BenchmarkExportText(b *testing.B) {
+	at := time.Date(2026, 11, 29, 22, 10, 0, 0, time.UTC)
+	var events []calllog.Event
+	add := func(e calllog.Event) {
+		e.Tree, e.Call, e.Tool, e.Writer = "c1", "c1", "upper", "w"
+		e.Seq = uint64(len(events) + 1)
+		e.After, e.At = e.Seq-1, at.Add(time.Duration(e.Seq)*time.Microsecond)
+		events = append(events, e)
+	}
+	add(calllog.Event{Kind: calllog.KindStarted})
+	add(calllog.Event{Kind: calllog.KindRequest, Attempt: 1})
+	const chunks = 10_000
+	for i := range chunks {
+		p := frame.MustPayload(map[string]any{"text": "chunk of streamed text "})
+		add(calllog.Event{Kind: calllog.KindOutput, Attempt: 1, FrameKind: frame.KindChunk, FrameSeq: uint64(i + 1),
+			Payload: &calllog.Content{Type: "object", Bytes: len(p), Keys: 1, Value: p}})
+	}
+	add(calllog.Event{Kind: calllog.KindDone, Attempt: 1})
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		doc, err := Export(events, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := doc.Marshal()
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(data)
+	}
+	b.ReportMetric(float64(size), "doc-bytes")
+	b.ReportMetric(float64(chunks)*float64(b.N)/b.Elapsed().Seconds(), "chunks/s")
+}

@@ -149,6 +149,9 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 		return statusErr(ExitFailure, "cannot export tree %q: %v", pos[1], err)
 	}
 	data, err := doc.Marshal()
+	if errors.Is(err, asif.ErrTooLarge) || errors.Is(err, asif.ErrTooManyValues) {
+		return statusErr(ExitFailure, "the document of tree %q would exceed the bounds of one ASIF document (64 MiB, 4,194,304 values): export smaller windows with --after and --until", pos[1])
+	}
 	if err != nil {
 		return statusErr(ExitFailure, "the exported document fails its own check (a bug in skulk-host; please report it): %v", err)
 	}
