@@ -34,7 +34,8 @@ type call struct {
 	callerResult frame.Payload // the caller's completed payload; guarded by mu
 
 	sendMu sync.Mutex
-	next   uint64 // next provider sequence; guarded by sendMu
+	next   uint64     // next provider sequence; guarded by sendMu
+	pkt    wire.Frame // the packet every provider frame is written as; guarded by sendMu
 
 	mu        sync.Mutex
 	terminal  bool          // a provider terminal is claimed; guarded by mu
@@ -274,7 +275,12 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	}
 	cl.mu.Unlock()
 	f.Sequence = cl.next
-	err := cl.c.w.WritePacket(&wire.Frame{Frame: f})
+	// WritePacket has encoded the packet when it returns (it waits for an
+	// attachment to be written), so one packet serves every frame; it is
+	// cleared so that it keeps no payload or media alive.
+	cl.pkt.Frame = f
+	err := cl.c.w.WritePacket(&cl.pkt)
+	cl.pkt.Frame = frame.Frame{}
 	if err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.
 		if f.IsTerminal() {
