@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,5 +227,101 @@ func TestASIFExportErrors(t *testing.T) {
 		if code != ExitOK || !strings.Contains(stdout, w) {
 			t.Errorf("help asif does not mention %s", w)
 		}
+	}
+}
+
+// TestASIFExportRealCalls makes real calls through cmd/skulk-child with
+// call --journal, exports their trees and checks the documents: the text
+// assembles to what the call printed, the crash's outcome is synthetic,
+// and a window mid-call binds the call instead of inventing it.
+func TestASIFExportRealCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/skulk-child")
+	}
+	dir := t.TempDir()
+	child := filepath.Join(dir, "skulk-child")
+	if out, err := exec.Command("go", "build", "-o", child, "../../cmd/skulk-child").CombinedOutput(); err != nil {
+		t.Fatalf("building cmd/skulk-child: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "calls.db")
+	toolsFile := filepath.Join(dir, "tools.json")
+	code, stdout, stderr := runCLI(t, "tools", "--json", "--", child, "--test-tools")
+	if code != ExitOK {
+		t.Fatalf("tools: %d %s", code, stderr)
+	}
+	if err := os.WriteFile(toolsFile, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	call := func(stdin string, args ...string) (tree, out string, status int) {
+		t.Helper()
+		var o, e bytes.Buffer
+		status = Run(context.Background(), append([]string{"call"}, args...), Env{Stdout: &o, Stderr: &e, Stdin: strings.NewReader(stdin)})
+		_, rest, ok := strings.Cut(e.String(), "journal: tree ")
+		tree, _, _ = strings.Cut(rest, " ")
+		if !ok || tree == "" {
+			t.Fatalf("call %q: no tree on stderr %q", args, e.String())
+		}
+		return tree, o.String(), status
+	}
+	check := func(path string) checkReport {
+		t.Helper()
+		code, stdout, stderr := runCLI(t, "asif", "check", path, "--json")
+		if code != ExitOK {
+			t.Fatalf("check %s: status %d, %s\n%s", path, code, stderr, stdout)
+		}
+		return decodeCheck(t, stdout)
+	}
+
+	tree, out, status := call("hello\nwörld\n", "upper", "--journal", db, "--input", "-", "--", child)
+	if status != ExitOK || out != "HELLO\nWÖRLD\n" {
+		t.Fatalf("upper: %d %q", status, out)
+	}
+	full := filepath.Join(dir, "upper.json")
+	if code, _, stderr := runCLI(t, "asif", "export", db, tree, "--tools", toolsFile, "-o", full); code != ExitOK {
+		t.Fatalf("export: %d %s", code, stderr)
+	}
+	cr := check(full)
+	if len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len("HELLOWÖRLD") {
+		t.Fatalf("upper streams %+v", cr.Streams)
+	}
+	data, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := asif.Check(data, asif.Options{})
+	if err != nil || string(rep.Streams[0].Bytes) != "HELLOWÖRLD" {
+		t.Fatalf("assembled %q (%v)", rep.Streams[0].Bytes, err)
+	}
+	if strings.Contains(string(data), "tool_definition_incomplete") {
+		t.Fatal("tools given, yet a tool definition is incomplete")
+	}
+
+	// A window after the first output: binding, no call event.
+	late := filepath.Join(dir, "upper-late.json")
+	if code, _, stderr := runCLI(t, "asif", "export", db, tree, "--after", "4", "-o", late); code != ExitOK {
+		t.Fatalf("export --after: %d %s", code, stderr)
+	}
+	cr = check(late)
+	c := cr.Branches[0].Calls[0]
+	if c.External == nil || c.EventID != "" || !c.Terminal || c.Outcome != asif.OutcomeSuccess {
+		t.Fatalf("late call %+v", c)
+	}
+	if data, _ := os.ReadFile(late); strings.Contains(string(data), `"kind": "tool_call"`) {
+		t.Fatal("the window invented a tool_call")
+	}
+
+	tree, _, status = call("", "crash", "--args", `{"after": 2}`, "--journal", db, "--", child, "--test-tools")
+	if status != ExitUnreachable {
+		t.Fatalf("crash: status %d", status)
+	}
+	crash := filepath.Join(dir, "crash.json")
+	if code, _, stderr := runCLI(t, "asif", "export", db, tree, "-o", crash); code != ExitOK {
+		t.Fatalf("export crash: %d %s", code, stderr)
+	}
+	if c := check(crash).Branches[0].Calls[0]; !c.Terminal || c.Outcome != asif.OutcomeError {
+		t.Fatalf("crash call %+v", c)
+	}
+	if data, _ := os.ReadFile(crash); !strings.Contains(string(data), `"mode": "synthetic"`) || !strings.Contains(string(data), "synthetic_outcome") {
+		t.Fatal("the crash's outcome is not marked synthetic")
 	}
 }
