@@ -304,6 +304,9 @@ func (x *exporter) step(it item, in bool) {
 	}
 	if c.program || e.Program {
 		c.program = true
+		if e.Kind.IsEnd() {
+			c.ended = true // the tree's end when it is the outermost call
+		}
 		if in {
 			x.loss("programs", "translation", "program_not_represented", asif.ScopeExecutions, nil,
 				"A program (Go code whose steps are calls) is not a tool call: it has no event here, and its steps are exported as calls of their own without the link to it.")

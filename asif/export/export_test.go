@@ -427,7 +427,8 @@ func TestProgramSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, rep, _ := exportCheck(t, j.events("p"), Options{})
-	if len(rep.Branches[0].Calls) != 1 || rep.Branches[0].Calls[0].CallID != "s1" || !hasLoss(doc, "program_not_represented") {
+	if len(rep.Branches[0].Calls) != 1 || rep.Branches[0].Calls[0].CallID != "s1" || !hasLoss(doc, "program_not_represented") ||
+		doc.Checkpoints[0].Status != "ended" {
 		t.Fatalf("calls %+v, losses %+v", rep.Branches[0].Calls, doc.Losses)
 	}
 }
