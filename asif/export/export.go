@@ -170,12 +170,10 @@ type call struct {
 	text              *textResult // the current attempt's text, nil before its first text chunk
 
 	// Document state.
-	shown     bool          // present in the document (local or bound)
-	bound     bool          // an external binding
-	eventID   string        // the selected local tool_call version
-	ref       asif.EventRef // what results name as their cause
-	inputs    int           // caller frames in the window
-	attemptOf int           // the attempt the window's text belongs to
+	shown   bool          // present in the document (local or bound)
+	eventID string        // the selected local tool_call version; "" for a binding
+	ref     asif.EventRef // what results name as their cause
+	inputs  int           // caller frames in the window
 }
 
 type fragItem struct {
@@ -380,7 +378,6 @@ func (x *exporter) show(c *call, e calllog.Event) bool {
 	if c.streamed && c.requestSeq == 0 {
 		x.emitPartial(c, c.startedAt)
 	} else {
-		c.bound = true
 		src := "call-" + seqStr(c.startedSeq)
 		if c.streamed {
 			src = "call-" + seqStr(c.requestSeq)
