@@ -53,3 +53,24 @@ func TestExplicitVersionAndInvokeFields(t *testing.T) {
 	require.Equal(t, "p", m["parent"])
 	require.Equal(t, int64(60_000), num(t, m["timeout_ms"]))
 }
+
+// TestDerivedVersionChangesWithTheBuild: the same tool descriptors served
+// by two builds (this test binary in-process, and cmd/skulk-child, neither
+// carrying a clean VCS stamp) get different derived versions.
+func TestDerivedVersionChangesWithTheBuild(t *testing.T) {
+	_, inProcess := startServe(t, config{})
+	_, binary := startBinary(t, config{})
+	versions := map[string]string{}
+	for _, d := range inProcess.Tools {
+		versions[d.ID] = d.Version
+	}
+	compared := 0
+	for _, d := range binary.Tools {
+		if v, ok := versions[d.ID]; ok {
+			require.NotEqual(t, v, d.Version, "tool %s", d.ID)
+			require.Len(t, d.Version, 24)
+			compared++
+		}
+	}
+	require.NotZero(t, compared, "no tool served by both")
+}
