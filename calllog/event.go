@@ -39,10 +39,16 @@ const (
 	KindFailed
 	// KindCancelled ends a call because it was cancelled.
 	KindCancelled
+	// KindArguments is one fragment of a call's streamed arguments (its
+	// started event has ArgumentsStreamed), in order, before the call's
+	// request. A call whose fragments never assembled into valid
+	// arguments has no request.
+	KindArguments
 )
 
 var kindNames = [...]string{KindStarted: "started", KindRequest: "request", KindInput: "input",
-	KindOutput: "output", KindRetry: "retry", KindDone: "done", KindFailed: "failed", KindCancelled: "cancelled"}
+	KindOutput: "output", KindRetry: "retry", KindDone: "done", KindFailed: "failed", KindCancelled: "cancelled",
+	KindArguments: "arguments"}
 
 // String returns the kind's JSON name, or "Kind(n)" for an unknown value.
 func (k Kind) String() string {
@@ -53,7 +59,7 @@ func (k Kind) String() string {
 }
 
 // Valid reports whether k is one of the defined kinds.
-func (k Kind) Valid() bool { return k >= KindStarted && k <= KindCancelled }
+func (k Kind) Valid() bool { return k >= KindStarted && k <= KindArguments }
 
 // IsEnd reports whether k ends a call (done, failed or cancelled).
 func (k Kind) IsEnd() bool { return k >= KindDone && k <= KindCancelled }
@@ -124,6 +130,20 @@ type Event struct {
 	// reached a child ("unknown_tool", "schema", "pool_down",
 	// "journal_start", "journal_policy", ...); "" when it was not refused.
 	Refused string
+	// ArgumentsStreamed, on a started event, says the call's arguments
+	// arrive as fragments (arguments events); the request carries them
+	// assembled.
+	ArgumentsStreamed bool
+	// FragmentIndex numbers an arguments event's fragment from 0.
+	FragmentIndex int
+	// FragmentBytes is the length in bytes of an arguments event's
+	// fragment.
+	FragmentBytes int
+	// Fragment is the fragment's text, kept only under ContentFull (then
+	// FragmentKept is true).
+	Fragment string
+	// FragmentKept is true when Fragment holds the fragment's text.
+	FragmentKept bool
 }
 
 // Content is what an event keeps of a payload. Type, Bytes and Keys are
@@ -230,6 +250,9 @@ func (e Event) kept(policy ContentPolicy) Event {
 		c.Value = nil
 		e.Payload = &c
 	}
+	if e.FragmentKept {
+		e.Fragment, e.FragmentKept = "", false
+	}
 	if e.Media != nil && (e.Media.Data != nil || e.Media.BlobID != "" || e.Media.SHA256 != "") {
 		m := *e.Media
 		m.Data, m.BlobID, m.SHA256 = nil, "", ""
@@ -294,6 +317,12 @@ type jsonEvent struct {
 	Media       *jsonMedia     `json:"media,omitempty"`
 	Error       *jsonErrorInfo `json:"error,omitempty"`
 	Refused     string         `json:"refused,omitempty"`
+	// Streamed arguments: arguments_streamed on started; the fragment keys
+	// on arguments events only (fragment under ContentFull).
+	ArgumentsStreamed bool    `json:"arguments_streamed,omitempty"`
+	FragmentIndex     *int    `json:"fragment_index,omitempty"`
+	FragmentBytes     *int    `json:"fragment_bytes,omitempty"`
+	Fragment          *string `json:"fragment,omitempty"`
 }
 
 type jsonFrame struct {
@@ -330,7 +359,15 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
 		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
-		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused}
+		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
+	if e.Kind == KindArguments {
+		idx, n := e.FragmentIndex, e.FragmentBytes
+		j.FragmentIndex, j.FragmentBytes = &idx, &n
+		if e.FragmentKept {
+			f := e.Fragment
+			j.Fragment = &f
+		}
+	}
 	if e.After != 0 {
 		a := e.After
 		j.After = &a
@@ -382,7 +419,20 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		return &FormatError{Field: "at", Reason: "not an RFC 3339 time"}
 	}
 	ev := Event{Kind: k, Tree: j.Tree, Writer: j.Writer, Seq: j.Seq, At: at, Call: j.Call, Tool: j.Tool,
-		ToolVersion: j.ToolVersion, Program: j.Program, Attempt: j.Attempt, Child: j.Child, Refused: j.Refused}
+		ToolVersion: j.ToolVersion, Program: j.Program, Attempt: j.Attempt, Child: j.Child, Refused: j.Refused,
+		ArgumentsStreamed: j.ArgumentsStreamed}
+	if k == KindArguments {
+		if j.FragmentIndex == nil || *j.FragmentIndex < 0 {
+			return &FormatError{Field: "fragment_index", Reason: "missing or negative"}
+		}
+		if j.FragmentBytes == nil || *j.FragmentBytes < 0 {
+			return &FormatError{Field: "fragment_bytes", Reason: "missing or negative"}
+		}
+		ev.FragmentIndex, ev.FragmentBytes = *j.FragmentIndex, *j.FragmentBytes
+		if j.Fragment != nil {
+			ev.Fragment, ev.FragmentKept = *j.Fragment, true
+		}
+	}
 	if j.After != nil {
 		ev.After = *j.After
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"testing"
@@ -64,6 +65,28 @@ func goldenEvents() []calllog.Event {
 	e.Call, e.Parent, e.Tool, e.ToolVersion, e.Program = "h1-1", "", "reply", "", true
 	e.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: "context cancelled"}
 	evs = append(evs, e)
+	// A call with streamed arguments (a tree of its own): started, one
+	// fragment kept (full), one not (shape), the request with the
+	// assembled arguments.
+	streamed := func(k calllog.Kind, seq uint64) calllog.Event {
+		e := base(k, seq)
+		e.Tree, e.Call, e.Parent, e.Tool, e.ToolVersion = "h1-4", "h1-4", "", "read-notes", "2"
+		return e
+	}
+	e = streamed(calllog.KindStarted, 1)
+	e.After, e.ArgumentsStreamed = 0, true
+	evs = append(evs, e)
+	e = streamed(calllog.KindArguments, 2)
+	e.FragmentIndex, e.FragmentBytes, e.Fragment, e.FragmentKept = 0, 24, `{"document_id":"meeting-`, true
+	evs = append(evs, e)
+	e = streamed(calllog.KindArguments, 3)
+	e.FragmentIndex, e.FragmentBytes = 1, 4
+	evs = append(evs, e)
+	e = streamed(calllog.KindRequest, 4)
+	e.Attempt, e.Child = 1, "child-0"
+	args := frame.MustPayload(map[string]any{"document_id": "meeting-42"})
+	e.Payload = &calllog.Content{Type: "object", Bytes: len(args), Keys: 1, Value: args}
+	evs = append(evs, e)
 	return evs
 }
 
@@ -104,5 +127,19 @@ func TestGoldenJSON(t *testing.T) {
 			t.Fatalf("line %d does not round-trip:\n%s\n%s", i+1, sc.Bytes(), b)
 		}
 		i++
+	}
+}
+
+// An arguments event must carry its fragment's index and size.
+func TestArgumentsEventNeedsFragmentKeys(t *testing.T) {
+	for _, line := range []string{
+		`{"format":1,"kind":"arguments","tree":"t","writer":"w","seq":2,"after":1,"at":"2026-11-29T22:10:00Z","call":"t","parent":null,"tool":"x","fragment_bytes":1}`,
+		`{"format":1,"kind":"arguments","tree":"t","writer":"w","seq":2,"after":1,"at":"2026-11-29T22:10:00Z","call":"t","parent":null,"tool":"x","fragment_index":0}`,
+		`{"format":1,"kind":"arguments","tree":"t","writer":"w","seq":2,"after":1,"at":"2026-11-29T22:10:00Z","call":"t","parent":null,"tool":"x","fragment_index":-1,"fragment_bytes":1}`,
+	} {
+		var e calllog.Event
+		if err := json.Unmarshal([]byte(line), &e); !errors.Is(err, calllog.ErrFormat) {
+			t.Fatalf("%s: %v", line, err)
+		}
 	}
 }

@@ -243,6 +243,10 @@ type CallInfo struct {
 	// the one the tree's outermost call brought when the recorder has
 	// none); any other refuses the call with ErrJournalPolicy.
 	Journal *Journal
+	// ArgumentsStreamed marks a call whose arguments arrive as fragments
+	// (Record.Arguments) after Begin; Args is then nil and the request
+	// carries them (RequestInfo.Args).
+	ArgumentsStreamed bool
 }
 
 // tree is one call tree: its numbering and its journal writer.
@@ -273,19 +277,20 @@ type Record struct {
 	done      chan struct{}     // closed at the call's end
 
 	// Guarded by t.mu.
-	version  string
-	attempt  int
-	text     strings.Builder
-	hist     []Event // what watchers see; bounded by Recorder.history
-	lastHist uint64
-	notify   chan struct{} // closed and cleared at each new event; nil when none waits
-	pending  int           // steps begun and not ended
-	ending   bool
-	deferred bool          // End gave up waiting: the last step ends it
-	idle     chan struct{} // closed when pending reaches 0 while ending
-	ended    bool
-	outcome  Outcome
-	endSeq   uint64
+	version   string
+	attempt   int
+	fragments int // streamed arguments recorded so far; guarded by the tree's mu
+	text      strings.Builder
+	hist      []Event // what watchers see; bounded by Recorder.history
+	lastHist  uint64
+	notify    chan struct{} // closed and cleared at each new event; nil when none waits
+	pending   int           // steps begun and not ended
+	ending    bool
+	deferred  bool          // End gave up waiting: the last step ends it
+	idle      chan struct{} // closed when pending reaches 0 while ending
+	ended     bool
+	outcome   Outcome
+	endSeq    uint64
 }
 
 // Begin records a call's start. A running call in ctx (see Record.Context)
@@ -364,7 +369,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	rec.t = t
 
 	t.mu.Lock()
-	startSeq := t.emitLocked(rec, Event{Kind: KindStarted, Payload: contentOf(info.Args, ContentFull)})
+	startSeq := t.emitLocked(rec, Event{Kind: KindStarted, Payload: contentOf(info.Args, ContentFull), ArgumentsStreamed: info.ArgumentsStreamed})
 	if policyErr {
 		rec.ending = true
 		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, ErrJournalPolicy)
@@ -522,18 +527,36 @@ type RequestInfo struct {
 	// ToolVersion is the version of the tool that child declared; "" keeps
 	// the one known so far.
 	ToolVersion string
+	// Args, when not nil, are the invoke's arguments, kept on the request
+	// event (a call begun with streamed arguments: its started event has
+	// none).
+	Args frame.Payload
 }
 
 // Request records an invoke written to a child: a new attempt, which voids
 // the text so far. Call it once the invoke is written.
 func (rec *Record) Request(info RequestInfo) {
-	rec.emit(Event{Kind: KindRequest, Child: info.Child}, func() {
+	rec.emit(Event{Kind: KindRequest, Child: info.Child, Payload: contentOf(info.Args, ContentFull)}, func() {
 		rec.attempt++
 		if info.ToolVersion != "" {
 			rec.version = info.ToolVersion
 		}
 		rec.text.Reset()
 	})
+}
+
+// Arguments records the next fragment of a call's streamed arguments (see
+// CallInfo.ArgumentsStreamed): its text as it came, numbered from 0. Record
+// every fragment before the call's Request.
+func (rec *Record) Arguments(fragment string) {
+	rec.t.mu.Lock()
+	defer rec.t.mu.Unlock()
+	if rec.ending {
+		return
+	}
+	ev := Event{Kind: KindArguments, FragmentIndex: rec.fragments, FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
+	rec.fragments++
+	rec.t.emitLocked(rec, ev)
 }
 
 // Retry records that the current attempt was abandoned for another (code

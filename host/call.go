@@ -69,7 +69,7 @@ type Call struct {
 // startCall binds a new call to a stream connection and writes its invoke
 // and the caller's started. The stream slot and the watcher's WaitGroup
 // count were taken by acquire.
-func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record) (*Call, error) {
+func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record, reqArgs frame.Payload) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
 		out:       make(chan frame.Frame, outQueue),
@@ -114,7 +114,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	call.sendMu.Lock()
 	// Recorded before the write: the child may answer before WritePacket
 	// returns, and its output must come after the request in the log.
-	rec.Request(calllog.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version})
+	rec.Request(calllog.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version, Args: reqArgs})
 	err := c.w.WritePacket(inv)
 	if err == nil {
 		cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)

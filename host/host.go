@@ -246,6 +246,7 @@ type callOptions struct {
 	tree, parent string
 	observers    []calllog.Observer
 	journal      *calllog.Journal
+	streamed     bool // set by CallStream: the request event carries the arguments
 }
 
 func gatherOptions(opts []CallOption) *callOptions {
@@ -365,7 +366,7 @@ func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
 // begin records a call's start. Its error is the call's: ErrClosed, or the
 // recorder's refusal (ErrJournalStart, ErrJournalPolicy, ErrParentEnded).
 func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload, o *callOptions) (*calllog.Record, error) {
-	info := calllog.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal}
+	info := calllog.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal, ArgumentsStreamed: o.streamed}
 	if t != nil {
 		info.ToolVersion = t.desc.Version
 	}
@@ -438,7 +439,11 @@ func (h *Host) startCall(ctx context.Context, rec *calllog.Record, tool string, 
 	if ct := ch.cat.tools[tool]; ct != nil {
 		t = ct
 	}
-	return ch.startCall(ctx, t, inv, rec)
+	var reqArgs frame.Payload
+	if o.streamed {
+		reqArgs = args // the started event had none
+	}
+	return ch.startCall(ctx, t, inv, rec, reqArgs)
 }
 
 // Program runs fn as a program named name: a call in the log whose calls —
