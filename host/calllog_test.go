@@ -523,3 +523,90 @@ func TestProgramTree(t *testing.T) {
 		t.Fatalf("detached %s: invokes %q", ids[2], lines)
 	}
 }
+
+// Calls an observer makes with the context it is given are not fed back
+// to it.
+func TestObserverOwnCallsNotFedBack(t *testing.T) {
+	var h *Host
+	ready := make(chan struct{})
+	var mu sync.Mutex
+	seenCalls := map[string]bool{}
+	var own string
+	var ownErr error
+	obs := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+		<-ready
+		mu.Lock()
+		seenCalls[e.Call] = true
+		first := own == "" && ownErr == nil
+		mu.Unlock()
+		if !first {
+			return nil
+		}
+		c, err := h.Call(ctx, "ok", nil)
+		if err == nil {
+			err = c.CloseSend()
+		}
+		if err == nil {
+			_, err = c.Wait()
+		}
+		mu.Lock()
+		if c != nil {
+			own = c.ID()
+		}
+		ownErr = err
+		mu.Unlock()
+		return nil
+	})
+	rec := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
+	cfg := fakeConfig("ok")
+	cfg.Recorder = rec
+	h, _ = testHost(t, cfg, time.Minute)
+	closeRecorder(t, rec)
+	close(ready)
+	ctx := callCtx(t, 20*time.Second)
+	c, err := h.Call(ctx, "ok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	okCall(t, c, "x")
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return own != "" || ownErr != nil })
+	if err := h.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ownErr != nil || !seenCalls[c.ID()] || seenCalls[own] {
+		t.Fatalf("own call %s (%v); seen %v", own, ownErr, seenCalls)
+	}
+}
+
+// Frames yields the required journal's end error after the terminal.
+func TestFramesYieldsJournalEndError(t *testing.T) {
+	st := &flakyStore{release: make(chan struct{})}
+	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
+	rec := newRecorder(t, calllog.Options{Journal: j})
+	cfg := fakeConfig("ok")
+	cfg.Recorder = rec
+	h, _ := testHost(t, cfg, time.Minute)
+	closeRecorder(t, rec)
+	defer close(st.release)
+	ctx := callCtx(t, 20*time.Second)
+	st.holdEnds.Store(true)
+	c, err := h.Call(ctx, "ok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseSend()
+	var kinds []frame.Kind
+	var last error
+	for f, err := range c.Frames() {
+		if err != nil {
+			last = err
+			break
+		}
+		kinds = append(kinds, f.Kind)
+	}
+	if len(kinds) != 2 || kinds[1] != frame.KindCompleted || !errors.Is(last, calllog.ErrJournalEnd) {
+		t.Fatalf("frames %v, then %v", kinds, last)
+	}
+}
