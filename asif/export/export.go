@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,12 +143,17 @@ type fragment struct {
 	kept  bool // the journal kept the text (ContentFull)
 }
 
-// itemsOf reads calllog events. Fragments of streamed arguments are
-// recognised here once the call log records them.
+// itemsOf reads calllog events: an arguments event is a fragment, a
+// started event says whether the call's arguments are streamed.
 func itemsOf(events []calllog.Event) []item {
 	items := make([]item, len(events))
 	for i, e := range events {
-		items[i] = item{e: e}
+		items[i] = item{e: e, streamed: e.Kind == calllog.KindStarted && e.ArgumentsStreamed}
+		if e.Kind == calllog.KindArguments {
+			// An empty fragment is known even when its text was not kept.
+			kept := e.FragmentKept || e.FragmentBytes == 0
+			items[i].frag = &fragment{index: e.FragmentIndex, text: e.Fragment, kept: kept}
+		}
 	}
 	return items
 }
@@ -343,7 +349,7 @@ func (x *exporter) step(it item, in bool) {
 		x.void(c, in)
 		if c.streamed && c.requestSeq == 0 {
 			c.requestSeq = e.Seq
-			c.args, c.argsStatus = argsOf(e.Payload)
+			c.args, c.argsStatus = streamedArgs(c.frags, e.Payload)
 			if in {
 				x.emitComplete(c, e)
 			}
@@ -416,6 +422,34 @@ func argsOf(p *calllog.Content) (json.RawMessage, asif.ArgumentsStatus) {
 		return nil, asif.ArgumentsUnknown
 	}
 	return b, asif.ArgumentsComplete
+}
+
+// streamedArgs returns a streamed call's arguments once its request came:
+// the fragments' assembled JSON text — the arguments as the caller gave
+// them, before the host filled in schema defaults, as for any call's
+// started event — when every fragment was kept and they form one strict
+// JSON object; otherwise the request's arguments (defaults filled in).
+func streamedArgs(frags []fragItem, request *calllog.Content) (json.RawMessage, asif.ArgumentsStatus) {
+	var b bytes.Buffer
+	ok := len(frags) > 0
+	for i, f := range frags {
+		if !f.kept || f.index != i {
+			ok = false
+			break
+		}
+		b.WriteString(f.text)
+	}
+	if ok {
+		if v, err := asif.ParseJSON(b.Bytes()); err == nil {
+			if _, isObject := v.(map[string]any); isObject {
+				var c bytes.Buffer
+				if json.Compact(&c, b.Bytes()) == nil {
+					return c.Bytes(), asif.ArgumentsComplete
+				}
+			}
+		}
+	}
+	return argsOf(request)
 }
 
 func (x *exporter) emitCall(c *call, id string, at time.Time, args json.RawMessage, status asif.ArgumentsStatus, supersedes *asif.EventRef) {

@@ -10,13 +10,13 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
-// streamedItems builds, per the streamed-arguments contract
-// (docs/events.md, kind "arguments"), the journal of a call whose
+// streamedItems builds, as docs/events.md specifies streamed arguments
+// (kind "arguments"), the journal of a call whose
 // arguments arrive as two fragments — the worked example's
 // {"document_id":"meeting-42"} — then run and answered with text. end is
 // the kind of its last event; with cancelled the call ends before its
 // arguments completed (no request).
-func streamedItems(cancelled bool) []item {
+func streamedItems(cancelled bool) []calllog.Event {
 	at := time.Date(2026, 11, 29, 22, 10, 0, 0, time.UTC)
 	ev := func(seq uint64, k calllog.Kind) calllog.Event {
 		return calllog.Event{Kind: k, Tree: "c1", Writer: "w", Seq: seq, After: seq - 1, At: at.Add(time.Duration(seq) * time.Millisecond),
@@ -26,17 +26,18 @@ func streamedItems(cancelled bool) []item {
 		p := frame.MustPayload(v)
 		return &calllog.Content{Type: "object", Bytes: len(p), Keys: len(v), Value: p}
 	}
-	frag := func(seq uint64, i int, s string) item {
-		return item{e: ev(seq, 0), frag: &fragment{index: i, text: s, kept: true}}
+	frag := func(seq uint64, i int, s string) calllog.Event {
+		e := ev(seq, calllog.KindArguments)
+		e.FragmentIndex, e.FragmentBytes, e.Fragment, e.FragmentKept = i, len(s), s, true
+		return e
 	}
-	items := []item{
-		{e: ev(1, calllog.KindStarted), streamed: true},
-		frag(2, 0, `{"document_id":"meeting-`),
-	}
+	started := ev(1, calllog.KindStarted)
+	started.ArgumentsStreamed = true
+	items := []calllog.Event{started, frag(2, 0, `{"document_id":"meeting-`)}
 	if cancelled {
 		c := ev(3, calllog.KindCancelled)
 		c.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: "aborted"}
-		return append(items, item{e: c})
+		return append(items, c)
 	}
 	req := ev(4, calllog.KindRequest)
 	req.Attempt, req.Child, req.Payload = 1, "child-0", content(map[string]any{"document_id": "meeting-42"})
@@ -45,12 +46,12 @@ func streamedItems(cancelled bool) []item {
 	out.Payload = content(map[string]any{"text": "Meeting notes: agree on the workshop outline."})
 	done := ev(6, calllog.KindDone)
 	done.Attempt = 1
-	return append(items, frag(3, 1, `42"}`), item{e: req}, item{e: out}, item{e: done})
+	return append(items, frag(3, 1, `42"}`), req, out, done)
 }
 
-func buildCheck(t *testing.T, items []item, opts Options) (*asif.Document, *asif.Report) {
+func buildCheck(t *testing.T, events []calllog.Event, opts Options) (*asif.Document, *asif.Report) {
 	t.Helper()
-	doc, err := build("c1", items, opts)
+	doc, err := Export(events, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,9 +176,8 @@ func TestStreamedArgumentsNeverCompleted(t *testing.T) {
 func TestStreamedArgumentsNotKept(t *testing.T) {
 	items := streamedItems(false)
 	for i := range items {
-		if items[i].frag != nil {
-			items[i].frag.kept = false
-			items[i].frag.text = ""
+		if items[i].Kind == calllog.KindArguments {
+			items[i].FragmentKept, items[i].Fragment = false, ""
 		}
 	}
 	doc, rep := buildCheck(t, items, Options{})

@@ -232,3 +232,108 @@ func TestRealCallCutByWindow(t *testing.T) {
 
 // childBin is cmd/skulk-child, built once by TestMain.
 var childBin string
+
+// TestRealStreamedArguments streams a call's arguments through
+// host.CallStream to cmd/skulk-child and exports it: whole, cut after the
+// first fragment, and from there on (the worked examples' progression);
+// then a call aborted and one refused before their arguments completed.
+func TestRealStreamedArguments(t *testing.T) {
+	h, store := realHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tools := h.Tools()
+
+	a, err := h.CallStream(ctx, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{`{"n"`, `: 2}`} {
+		if err := a.Fragment(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := a.Done(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	events := treeEvents(t, store, a.ID())
+	var firstFrag, request uint64
+	for _, e := range events {
+		switch {
+		case e.Kind == calllog.KindArguments && firstFrag == 0:
+			firstFrag = e.Seq
+		case e.Kind == calllog.KindRequest:
+			request = e.Seq
+		}
+	}
+	if firstFrag == 0 || request == 0 {
+		t.Fatalf("no fragment or request in %d events", len(events))
+	}
+
+	full, frep, _ := exportCheck(t, events, Options{Tools: tools})
+	complete := "call-" + seqStr(request)
+	if calls := eventsOfKind(full, asif.EventToolCall); len(calls) != 1 || calls[0].ID != complete {
+		t.Fatalf("full calls %+v", calls)
+	}
+	s := frep.Stream("arguments-" + complete)
+	if s == nil || s.Status != asif.StreamComplete || !s.Executable || string(s.Bytes) != `{"n": 2}` {
+		t.Fatalf("full stream %+v", s)
+	}
+	if st := callState(t, frep, a.ID()); string(st.Arguments) != `{"n":2}` || !st.Terminal || st.Outcome != asif.OutcomeSuccess || st.Results != 3 {
+		t.Fatalf("full state %+v", st)
+	}
+
+	early, erep, _ := exportCheck(t, events, Options{Until: firstFrag, Tools: tools})
+	partial := "call-" + seqStr(firstFrag)
+	if calls := eventsOfKind(early, asif.EventToolCall); len(calls) != 1 || calls[0].ID != partial {
+		t.Fatalf("early calls %+v", calls)
+	}
+	if s := erep.Stream("arguments-" + partial); s == nil || s.Status != asif.StreamPartial || s.Executable || string(s.Bytes) != `{"n"` {
+		t.Fatalf("early stream %+v", s)
+	}
+	late, lrep, _ := exportCheck(t, events, Options{After: firstFrag, Tools: tools})
+	calls := eventsOfKind(late, asif.EventToolCall)
+	if len(late.ExternalBindings) != 0 || len(calls) != 2 || calls[0].ID != partial || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != partial {
+		t.Fatalf("late calls %+v, bindings %+v", calls, late.ExternalBindings)
+	}
+	if s := lrep.Stream("arguments-" + complete); s == nil || !s.Executable || string(s.Bytes) != `{"n": 2}` {
+		t.Fatalf("late stream %+v", s)
+	}
+	if p := lrep.Stream("arguments-" + partial); p == nil || string(p.Bytes) != `{"n"` {
+		t.Fatalf("late partial stream %+v", p)
+	}
+
+	// Aborted, and refused by the schema: partial calls, never executable.
+	ab, err := h.CallStream(ctx, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ab.Fragment(`{"n": 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := ab.Abort("gave up"); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := h.CallStream(ctx, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rf.Fragment(`{"n": "two"}`); err != nil {
+		t.Fatal(err)
+	}
+	var se *host.SchemaError
+	if _, err := rf.Done(ctx); !errors.As(err, &se) {
+		t.Fatalf("refused: %v", err)
+	}
+	for id, want := range map[string]asif.Outcome{ab.ID(): asif.OutcomeCancelled, rf.ID(): asif.OutcomeError} {
+		_, rep, _ := exportCheck(t, treeEvents(t, store, id), Options{Tools: tools})
+		st := callState(t, rep, id)
+		if st.ArgumentsStatus != asif.ArgumentsPartial || !st.Terminal || st.Outcome != want || len(rep.Streams) != 1 ||
+			rep.Streams[0].Status != asif.StreamPartial || rep.Streams[0].Executable {
+			t.Fatalf("%s: state %+v, streams %+v", id, st, rep.Streams)
+		}
+	}
+}
