@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,17 @@ func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
 // validated, encoded and queued on the connection's Writer.
 func BenchmarkSend(b *testing.B) {
 	benchSend(b, frame.MustPayload(map[string]any{"text": "hello, world", "n": 42, "ok": true}), nil)
+}
+
+// BenchmarkSendRecord: one chunk per op with a 1.1 KiB record payload
+// (nested map, arrays, a float, a 1 KiB string), where checking the
+// payload's bytes weighs more.
+func BenchmarkSendRecord(b *testing.B) {
+	benchSend(b, frame.MustPayload(map[string]any{
+		"id": "rec-0001", "score": 0.875, "tags": []any{"a", "bb", "ccc", "dddd"},
+		"counts": []any{1, 2, 3, 400, 50000, -7}, "nested": map[string]any{"x": 1, "y": nil, "z": []any{true, false}},
+		"body": strings.Repeat("lorem ipsum ", 85),
+	}), nil)
 }
 
 // BenchmarkSendInline64KiB: one chunk with 64 KiB of inline media per op.

@@ -37,6 +37,8 @@ type call struct {
 	next   uint64     // next provider sequence; guarded by sendMu
 	pkt    wire.Frame // the packet every provider frame is written as; guarded by sendMu
 
+	emptyObject [1]byte // {} (0x80), set by newCall, never changed: fill's stand-in for a payload
+
 	mu        sync.Mutex
 	terminal  bool          // a provider terminal is claimed; guarded by mu
 	closeConn bool          // close the connection once ended; guarded by mu
@@ -48,7 +50,7 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 	cl := &call{
 		c: c, inv: inv, tool: c.s.tools[inv.ToolID],
 		in: make(chan frame.Frame, wire.IngressQueue), next: 1,
-		endedCh: make(chan struct{}),
+		endedCh: make(chan struct{}), emptyObject: [1]byte{0x80},
 	}
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
 	cl.cancel, cl.stop, cl.ctx = cancel, func() {}, ctx
@@ -253,10 +255,17 @@ func (cl *call) write(f frame.Frame, byCause bool) error {
 }
 
 // fill sets f's call id, direction and a provisional sequence, and
-// validates it.
+// validates it but for its payload's bytes. Those are checked once, by
+// WritePacket, which validates every frame whole before it encodes it and
+// queues nothing when it refuses one (writeLocked then frees the sequence
+// and the terminal): checking them here too walked every payload twice.
 func (cl *call) fill(f *frame.Frame) error {
 	f.CallID, f.Direction, f.Sequence = cl.inv.CallID, frame.ProviderToCaller, 1
-	return f.Validate()
+	shape := *f
+	if shape.Payload != nil {
+		shape.Payload = cl.emptyObject[:] // a payload is there; its bytes are WritePacket's to check
+	}
+	return shape.Validate()
 }
 
 // writeLocked is write with sendMu held and f validated.

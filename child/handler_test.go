@@ -151,3 +151,37 @@ func TestHandlerErrors(t *testing.T) {
 	require.Equal(t, frame.KindFailed, f.Kind)
 	require.Contains(t, f.Error.Message, "payload")
 }
+
+// TestInvalidPayloadRefused: a chunk or a terminal whose payload bytes are
+// not a JSON object is refused with an error matching frame.ErrInvalid and
+// sends nothing; the sequence and the terminal stay free for the next.
+func TestInvalidPayloadRefused(t *testing.T) {
+	type report struct{ chunk, complete, trailing error }
+	reports := make(chan report, 1)
+	tool := child.Tool{ID: "badpayload", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		var r report
+		r.chunk = s.Send(frame.Payload{0x81, 0xa1, 'k', 0xc1}, nil) // a never-used byte as the value
+		r.complete = s.Complete(frame.Payload{0xa1, 'x'})           // a string, not an object
+		r.trailing = s.Send(frame.Payload{0x80, 0xc0}, nil)         // bytes after the object
+		reports <- r
+		if err := s.Send(payload(map[string]any{"n": 1}), nil); err != nil {
+			return nil, err
+		}
+		return payload(map[string]any{"done": true}), nil
+	}}
+	srv := serveChild(t, config{}, demoOptions(tool))
+	_, err := srv.host.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
+	s := dial(t, srv.host)
+	require.NoError(t, s.Invoke("bp1", "badpayload", nil, 0))
+	require.NoError(t, s.Started("bp1"))
+	res := readCall(t, s, "bp1")
+	r := <-reports
+	for name, err := range map[string]error{"chunk": r.chunk, "complete": r.complete, "trailing": r.trailing} {
+		require.ErrorIs(t, err, frame.ErrInvalid, name)
+	}
+	requireTerminal(t, res, frame.KindCompleted, 0)
+	require.Len(t, res.Frames, 2, "only the valid chunk and the terminal are sent")
+	require.Equal(t, uint64(1), res.Frames[0].Sequence)
+	require.Equal(t, uint64(2), res.Frames[1].Sequence)
+}
