@@ -1,6 +1,7 @@
 package export
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -128,6 +129,14 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 	if len(segs) != 2 || segs[0].ResourceID != "fragment-2" || segs[1].ResourceID != "fragment-3" || !segs[1].Terminal {
 		t.Fatalf("segments %+v", segs)
 	}
+	// The predecessor is the authentic event of the early capture: the
+	// same JSON, and the same stream.
+	if a, b := mustJSON(t, early.Events[0]), mustJSON(t, late.Events[0]); a != b {
+		t.Fatalf("the partial version differs between captures:\n%s\n%s", a, b)
+	}
+	if a, b := mustJSON(t, early.Streams[0]), mustJSON(t, late.Streams[0]); a != b {
+		t.Fatalf("the partial stream differs between captures:\n%s\n%s", a, b)
+	}
 	st := callState(t, lrep, "c1")
 	if st.EventID != "call-4" || st.ArgumentsStatus != asif.ArgumentsComplete || string(st.Arguments) != `{"document_id":"meeting-42"}` ||
 		!st.Terminal || st.Outcome != asif.OutcomeSuccess {
@@ -183,5 +192,35 @@ func TestStreamedArgumentsNotKept(t *testing.T) {
 	doc, rep := buildCheck(t, items, Options{})
 	if rep.Stream("arguments-call-4") != nil || !hasLoss(doc, "argument_fragments_incomplete") {
 		t.Fatalf("streams %+v, losses %+v", rep.Streams, doc.Losses)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestDeterministic: the same events give the same bytes.
+func TestDeterministic(t *testing.T) {
+	items := streamedItems(false)
+	var first []byte
+	for range 3 {
+		doc, err := Export(items, Options{After: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := doc.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = data
+		} else if string(data) != string(first) {
+			t.Fatal("two exports of the same events differ")
+		}
 	}
 }
