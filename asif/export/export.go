@@ -172,6 +172,7 @@ type call struct {
 	frags             []fragItem
 	requestSeq        uint64 // streamed: the request that completed the arguments
 	ended             bool
+	holed             bool // events may be lost since the attempt began, before its first text chunk
 	nextResult        int64
 	text              *textResult // the current attempt's text, nil before its first text chunk
 
@@ -276,15 +277,16 @@ func build(tree string, items []item, opts Options) (*asif.Document, error) {
 			break
 		}
 		in := it.e.Seq > opts.After
-		if in {
-			want := prev + 1
-			if prev == 0 {
-				want = opts.After + 1
-			}
-			if it.e.Seq > want {
+		want := prev + 1
+		if prev == 0 && in {
+			want = opts.After + 1
+		}
+		if it.e.Seq > want {
+			x.hole()
+			if in {
 				x.gaps = true
 				x.loss("events-not-kept", "capture", "events_not_kept", asif.ScopeNative, nil,
-					"The journal did not keep some events of the window (its seq numbering has gaps): what they recorded is not in this capture.")
+					"The journal did not keep some events of the window (its seq numbering has gaps): what they recorded is not in this capture, and the text streams of calls running across a gap are partial.")
 			}
 		}
 		prev = it.e.Seq
@@ -293,6 +295,22 @@ func build(tree string, items []item, opts Options) (*asif.Document, error) {
 	x.finish()
 	x.describe(first, last)
 	return x.doc, nil
+}
+
+// hole accounts for events the journal numbered but did not keep: any of
+// them may have been a text chunk of a running call, so every running
+// call's text gets a missing segment index there, and its stream can only
+// be partial. Nothing is guessed about what was lost.
+func (x *exporter) hole() {
+	for _, c := range x.calls {
+		switch {
+		case c.ended || c.program:
+		case c.text != nil:
+			c.text.chunks++
+		default:
+			c.holed = true
+		}
+	}
 }
 
 // step applies one event; in says whether it is in the window.
@@ -347,6 +365,7 @@ func (x *exporter) step(it item, in bool) {
 		}
 	case e.Kind == calllog.KindRequest:
 		x.void(c, in)
+		c.holed = false
 		if c.streamed && c.requestSeq == 0 {
 			c.requestSeq = e.Seq
 			c.args, c.argsStatus = streamedArgs(c.frags, e.Payload)
@@ -569,6 +588,9 @@ func (x *exporter) output(c *call, e calllog.Event, in bool) {
 		if c.text == nil || c.text.attempt != e.Attempt {
 			c.text = &textResult{index: c.nextResult, attempt: e.Attempt, stream: -1}
 			c.nextResult++
+			if c.holed { // the attempt's first chunks may be lost
+				c.text.chunks, c.holed = 1, false
+			}
 		}
 		t := c.text
 		if in {

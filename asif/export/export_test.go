@@ -537,3 +537,25 @@ func BenchmarkExportText(b *testing.B) {
 	b.ReportMetric(float64(size), "doc-bytes")
 	b.ReportMetric(float64(chunks)*float64(b.N)/b.Elapsed().Seconds(), "chunks/s")
 }
+
+// TestGapsMakeTextPartial: an output event the journal did not keep
+// leaves the text stream partial (a missing index), never complete
+// without it, and the loss and consistency say so.
+func TestGapsMakeTextPartial(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("c1", "upper", nil)
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	for i, s := range []string{"a", "b", "c"} {
+		r.Output(chunk(t, "c1", uint64(i+1), map[string]any{"text": s}, nil))
+	}
+	end(t, r, calllog.Done(nil))
+	all := j.events("c1")
+	for _, drop := range []int{2, 3} { // the first text chunk, then the second
+		events := append(append([]calllog.Event{}, all[:drop]...), all[drop+1:]...)
+		doc, rep, _ := exportCheck(t, events, Options{})
+		ts := textStreams(rep)
+		if len(ts) != 1 || ts[0].Status != asif.StreamPartial || doc.Capture.Consistency != "partial" || !hasLoss(doc, "events_not_kept") {
+			t.Fatalf("drop %d: streams %+v, consistency %s, losses %+v", drop, ts, doc.Capture.Consistency, doc.Losses)
+		}
+	}
+}
