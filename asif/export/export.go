@@ -671,12 +671,16 @@ func (x *exporter) closeText(c *call, ended bool) {
 		t.data.Parts = []asif.Part{asif.TextPart(t.text.String())}
 	}
 	t.window = false
-	// The result's id names the chunks it holds (text-FIRST-LAST), so that
-	// two captures never give one id to different text.
+	// The result's id names the chunks it holds (text-FIRST-LAST, with
+	// -open when its end was not seen), so that two captures never give one
+	// id to different evidence.
 	old := x.doc.Events[t.event].ID
 	id := old
 	if t.first != 0 {
 		id = "text-" + seqStr(t.first) + "-" + seqStr(t.last)
+		if !ended { // cut or voided: a capture that saw the end differs
+			id += "-open"
+		}
 	}
 	x.doc.Events[t.event].ID = id
 	for i := range x.doc.Branches {
