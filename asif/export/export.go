@@ -177,10 +177,11 @@ type call struct {
 	text              *textResult // the current attempt's text, nil before its first text chunk
 
 	// Document state.
-	shown   bool          // present in the document (local or bound)
-	eventID string        // the selected local tool_call version; "" for a binding
-	ref     asif.EventRef // what results name as their cause
-	inputs  int           // caller frames in the window
+	shown    bool          // present in the document (local or bound)
+	eventID  string        // the selected local tool_call version; "" for a binding
+	eventSeq uint64        // the journal seq that established it
+	ref      asif.EventRef // what results name as their cause
+	inputs   int           // caller frames in the window
 }
 
 type fragItem struct {
@@ -347,7 +348,7 @@ func (x *exporter) step(it item, in bool) {
 			x.order = append(x.order, c)
 			x.useTool(c)
 			if !c.streamed {
-				x.emitCall(c, "call-"+seqStr(e.Seq), e.At, c.args, c.argsStatus, nil)
+				x.emitCall(c, e.Seq, e.At, c.args, c.argsStatus)
 			}
 		}
 		return
@@ -471,54 +472,55 @@ func streamedArgs(frags []fragItem, request *calllog.Content) (json.RawMessage, 
 	return argsOf(request)
 }
 
-func (x *exporter) emitCall(c *call, id string, at time.Time, args json.RawMessage, status asif.ArgumentsStatus, supersedes *asif.EventRef) {
+// emitCall adds a tool_call version established by the journal event seq.
+// A version that amends the document's current one (supersedes it) is
+// named call-SEQ-amends-PRED, a first version call-SEQ: the amendment is
+// part of the event, so one id never names two different events in two
+// captures. It returns the id.
+func (x *exporter) emitCall(c *call, seq uint64, at time.Time, args json.RawMessage, status asif.ArgumentsStatus) string {
 	if args == nil {
 		args = json.RawMessage("null")
 		x.notKept = true
 	}
+	id := "call-" + seqStr(seq)
 	var causes []asif.EventRef
-	if supersedes != nil {
-		causes = []asif.EventRef{*supersedes}
+	var sup *asif.EventRef
+	if c.eventID != "" {
+		id += "-amends-" + seqStr(c.eventSeq)
+		sup = &asif.EventRef{EventID: c.eventID}
+		causes = []asif.EventRef{*sup}
 	}
 	x.doc.AddEvent(BranchID, asif.Event{
 		ID: id, ActorID: HostActor, Kind: asif.EventToolCall, Time: stamp(at),
-		Causes: causes, Supersedes: supersedes, Provenance: observed(),
+		Causes: causes, Supersedes: sup, Provenance: observed(),
 		Data: &asif.ToolCallData{CallID: c.id, ToolID: c.tool, Arguments: args, ArgumentsStatus: status},
 	})
-	c.eventID = id
+	c.eventID, c.eventSeq = id, seq
 	c.ref = asif.EventRef{EventID: id}
+	return id
 }
 
 // emitPartial adds (or amends) the partial version of a streamed call,
 // bound to a partial tool_arguments stream of the fragments seen so far.
-// The version's id is that of its last fragment's event (the call's start
-// when none), so every capture that saw the same fragments writes the very
-// same event.
+// The version is established by its last fragment's event (the call's
+// start when none), so every capture that saw the same fragments writes
+// the very same event.
 func (x *exporter) emitPartial(c *call, at time.Time) {
-	id := "call-" + seqStr(c.startedSeq)
+	seq := c.startedSeq
 	if n := len(c.frags); n > 0 {
-		id, at = "call-"+seqStr(c.frags[n-1].seq), c.frags[n-1].at
+		seq, at = c.frags[n-1].seq, c.frags[n-1].at
 	}
-	if id == c.eventID {
+	if c.eventID != "" && seq == c.eventSeq {
 		return
 	}
-	var sup *asif.EventRef
-	if c.eventID != "" {
-		sup = &asif.EventRef{EventID: c.eventID}
-	}
-	x.emitCall(c, id, at, json.RawMessage("{}"), asif.ArgumentsPartial, sup)
+	id := x.emitCall(c, seq, at, json.RawMessage("{}"), asif.ArgumentsPartial)
 	x.argsStream(c, id, false)
 }
 
 // emitComplete adds the complete version of a streamed call at its
 // request, amending the partial version when the document holds one.
 func (x *exporter) emitComplete(c *call, e calllog.Event) {
-	var sup *asif.EventRef
-	if c.eventID != "" {
-		sup = &asif.EventRef{EventID: c.eventID}
-	}
-	id := "call-" + seqStr(e.Seq)
-	x.emitCall(c, id, e.At, c.args, c.argsStatus, sup)
+	id := x.emitCall(c, e.Seq, e.At, c.args, c.argsStatus)
 	if c.argsStatus == asif.ArgumentsComplete {
 		x.argsStream(c, id, true)
 	}

@@ -108,13 +108,13 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 		t.Fatalf("an amended call must not be a binding: %+v", late.ExternalBindings)
 	}
 	calls = eventsOfKind(late, asif.EventToolCall)
-	if len(calls) != 2 || calls[0].ID != "call-2" || calls[1].ID != "call-4" || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != "call-2" {
+	if len(calls) != 2 || calls[0].ID != "call-2" || calls[1].ID != "call-4-amends-2" || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != "call-2" {
 		t.Fatalf("late calls %+v", calls)
 	}
 	if p := lrep.Stream("arguments-call-2"); p == nil || string(p.Bytes) != string(ps.Bytes) || p.Status != asif.StreamPartial {
 		t.Fatalf("the partial stream changed: %+v", p)
 	}
-	cs := lrep.Stream("arguments-call-4")
+	cs := lrep.Stream("arguments-call-4-amends-2")
 	wantc := exampleStream(t, "tool-call-completed.session.json", "stream-complete")
 	if cs == nil || cs.Status != asif.StreamComplete || !cs.Executable || string(cs.Bytes) != string(wantc.Bytes) {
 		t.Fatalf("complete stream %+v, example %q", cs, wantc.Bytes)
@@ -122,7 +122,7 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 	// The complete stream reuses the early capture's fragment resource.
 	var segs []asif.Segment
 	for _, s := range late.Streams {
-		if s.ID == "arguments-call-4" {
+		if s.ID == "arguments-call-4-amends-2" {
 			segs = s.Segments
 		}
 	}
@@ -138,7 +138,7 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 		t.Fatalf("the partial stream differs between captures:\n%s\n%s", a, b)
 	}
 	st := callState(t, lrep, "c1")
-	if st.EventID != "call-4" || st.ArgumentsStatus != asif.ArgumentsComplete || string(st.Arguments) != `{"document_id":"meeting-42"}` ||
+	if st.EventID != "call-4-amends-2" || st.ArgumentsStatus != asif.ArgumentsComplete || string(st.Arguments) != `{"document_id":"meeting-42"}` ||
 		!st.Terminal || st.Outcome != asif.OutcomeSuccess {
 		t.Fatalf("late state %+v", st)
 	}

@@ -299,7 +299,11 @@ func TestRealStreamedArguments(t *testing.T) {
 	if len(late.ExternalBindings) != 0 || len(calls) != 2 || calls[0].ID != partial || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != partial {
 		t.Fatalf("late calls %+v, bindings %+v", calls, late.ExternalBindings)
 	}
-	if s := lrep.Stream("arguments-" + complete); s == nil || !s.Executable || string(s.Bytes) != `{"n": 2}` {
+	amended := complete + "-amends-" + seqStr(firstFrag)
+	if calls[1].ID != amended {
+		t.Fatalf("late amendment %s, want %s", calls[1].ID, amended)
+	}
+	if s := lrep.Stream("arguments-" + amended); s == nil || !s.Executable || string(s.Bytes) != `{"n": 2}` {
 		t.Fatalf("late stream %+v", s)
 	}
 	if p := lrep.Stream("arguments-" + partial); p == nil || string(p.Bytes) != `{"n"` {
