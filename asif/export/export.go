@@ -177,11 +177,10 @@ type call struct {
 	text              *textResult // the current attempt's text, nil before its first text chunk
 
 	// Document state.
-	shown    bool          // present in the document (local or bound)
-	eventID  string        // the selected local tool_call version; "" for a binding
-	eventSeq uint64        // the journal seq that established it
-	ref      asif.EventRef // what results name as their cause
-	inputs   int           // caller frames in the window
+	shown    bool   // present in the document (local or bound)
+	eventID  string // the selected local tool_call version; "" for a binding
+	eventSeq uint64 // the journal seq that established it
+	inputs   int    // caller frames in the window
 }
 
 type fragItem struct {
@@ -199,7 +198,8 @@ type textResult struct {
 	event   int // index in doc.Events (and in the branch's event ids)
 	first   uint64
 	last    uint64 // seqs of the first and last chunk in the window
-	stream  int    // index in doc.Streams
+	firstAt time.Time
+	stream  int // index in doc.Streams
 	text    strings.Builder
 	window  bool // emitted in this document
 }
@@ -417,7 +417,6 @@ func (x *exporter) show(c *call, e calllog.Event) bool {
 			Source:     asif.BindingSource{SessionID: x.session, CaptureID: x.source, EventID: src},
 			Descriptor: &asif.CallDescriptor{ToolID: c.tool, Arguments: args, ArgumentsStatus: c.argsStatus},
 		})
-		c.ref = asif.EventRef{EventID: src, SessionID: x.session, CaptureID: x.source}
 		x.loss("calls-before-window", "capture", "history_before_capture", asif.ScopeConversation, nil,
 			"Calls that began before this capture's first event are external bindings naming their tool_call in the earlier capture; their requests and earlier results are not included here.")
 	}
@@ -496,7 +495,6 @@ func (x *exporter) emitCall(c *call, seq uint64, at time.Time, args json.RawMess
 		Data: &asif.ToolCallData{CallID: c.id, ToolID: c.tool, Arguments: args, ArgumentsStatus: status},
 	})
 	c.eventID, c.eventSeq = id, seq
-	c.ref = asif.EventRef{EventID: id}
 	return id
 }
 
@@ -600,7 +598,7 @@ func (x *exporter) output(c *call, e calllog.Event, in bool) {
 				x.emitText(c, e)
 			}
 			if t.first == 0 {
-				t.first = e.Seq
+				t.first, t.firstAt = e.Seq, e.At
 			}
 			t.last = e.Seq
 			rid := "chunk-" + seqStr(e.Seq) + "-text"
@@ -627,7 +625,7 @@ func (x *exporter) output(c *call, e calllog.Event, in bool) {
 	if e.Media != nil {
 		parts = append(parts, asif.ResourcePart(x.mediaResource(base+"-media", e.Media)))
 	}
-	x.result(c, "result-"+seqStr(e.Seq), e.At, ProviderActor, &asif.ToolResultData{
+	x.result("result-"+seqStr(e.Seq), e.At, ProviderActor, &asif.ToolResultData{
 		CallID: c.id, ResultIndex: idx, Outcome: asif.OutcomeUnknown, Parts: parts,
 	}, observed())
 }
@@ -641,7 +639,7 @@ func (x *exporter) emitText(c *call, e calllog.Event) {
 	t.data = &asif.ToolResultData{CallID: c.id, ResultIndex: t.index, Outcome: asif.OutcomeUnknown}
 	id := "text-" + seqStr(e.Seq)
 	t.event = len(x.doc.Events)
-	x.result(c, id, e.At, ProviderActor, t.data, observed())
+	x.result(id, e.At, ProviderActor, t.data, observed())
 	idx := t.index
 	x.doc.AddStream(asif.Stream{ID: id, Kind: asif.StreamToolResultText, EventID: id, CallID: c.id, ResultIndex: &idx, Status: asif.StreamPartial})
 	t.stream = len(x.doc.Streams) - 1
@@ -683,6 +681,7 @@ func (x *exporter) closeText(c *call, ended bool) {
 		if !ended { // cut or voided: a capture that saw the end differs
 			id += "-open"
 		}
+		x.doc.Events[t.event].Time = stamp(t.firstAt) // the event's time is its first chunk's
 	}
 	x.doc.Events[t.event].ID = id
 	for i := range x.doc.Branches {
@@ -752,7 +751,7 @@ func (x *exporter) end(c *call, e calllog.Event, in bool) {
 	switch {
 	case e.Error != nil && e.Error.Synthetic:
 		actor = HostActor
-		prov = asif.Provenance{Mode: "synthetic", Producer: HostActor, Inputs: []asif.EventRef{c.ref},
+		prov = asif.Provenance{Mode: "synthetic", Producer: HostActor,
 			Method: "outcome made up by the host in place of the provider (the child crashed, timed out or broke the protocol), or by a writer that took the journal over"}
 		x.loss("synthetic-outcomes", "capture", "synthetic_outcome", "", nil,
 			"These terminal results were not answered by the provider: the host recorded them in its place (provenance synthetic). The provider's real outcome is unknown.")
@@ -760,13 +759,16 @@ func (x *exporter) end(c *call, e calllog.Event, in bool) {
 	case e.Refused != "":
 		actor = HostActor
 	}
-	x.result(c, base, e.At, actor, d, prov)
+	x.result(base, e.At, actor, d, prov)
 }
 
-func (x *exporter) result(c *call, id string, at time.Time, actor string, d *asif.ToolResultData, prov asif.Provenance) {
+// result adds a tool_result. Its call_id is what ties it to its call (a
+// local version or an external binding): it names no cause, because the
+// selected call version differs between captures (standalone, amended,
+// bound) and a result's event must be the same in every capture.
+func (x *exporter) result(id string, at time.Time, actor string, d *asif.ToolResultData, prov asif.Provenance) {
 	x.doc.AddEvent(BranchID, asif.Event{
-		ID: id, ActorID: actor, Kind: asif.EventToolResult, Time: stamp(at),
-		Causes: []asif.EventRef{c.ref}, Provenance: prov, Data: d,
+		ID: id, ActorID: actor, Kind: asif.EventToolResult, Time: stamp(at), Provenance: prov, Data: d,
 	})
 }
 

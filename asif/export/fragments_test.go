@@ -224,3 +224,53 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestIDsNameOneEvidence exports every window of two journals and checks
+// that an event, stream or resource id found in several captures names the
+// same evidence in each (an event's sequence is its position in its
+// document, so it is left out).
+func TestIDsNameOneEvidence(t *testing.T) {
+	j := newJournal(t)
+	r := j.begin("t1", "upper", map[string]any{"x": 1})
+	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Output(chunk(t, "t1", 1, map[string]any{"text": "ab"}, nil))
+	r.Output(chunk(t, "t1", 2, map[string]any{"i": 1}, nil))
+	r.Output(chunk(t, "t1", 3, map[string]any{"text": "cd"}, nil))
+	r.Retry(frame.CodeUnreachable, "child died")
+	r.Request(calllog.RequestInfo{Child: "child-1"})
+	r.Output(chunk(t, "t1", 1, map[string]any{"text": "ef"}, nil))
+	end(t, r, calllog.Failed(frame.CodeUnreachable, "child died", true))
+
+	for _, events := range [][]calllog.Event{streamedItems(false), j.events("t1")} {
+		last := events[len(events)-1].Seq
+		seen := map[string]string{}
+		same := func(kind, id string, v any) {
+			s := mustJSON(t, v)
+			if prev, ok := seen[kind+" "+id]; ok && prev != s {
+				t.Fatalf("%s %s names different evidence:\n%s\n%s", kind, id, prev, s)
+			}
+			seen[kind+" "+id] = s
+		}
+		for after := uint64(0); after < last; after++ {
+			for until := after + 1; until <= last; until++ {
+				doc, err := Export(events, Options{After: after, Until: until})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := doc.Marshal(); err != nil {
+					t.Fatalf("window (%d, %d]: %v", after, until, err)
+				}
+				for _, e := range doc.Events {
+					e.Sequence = 0
+					same("event", e.ID, e)
+				}
+				for _, s := range doc.Streams {
+					same("stream", s.ID, s)
+				}
+				for _, r := range doc.Resources {
+					same("resource", r.ID, r)
+				}
+			}
+		}
+	}
+}
