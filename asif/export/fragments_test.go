@@ -241,6 +241,7 @@ func TestIDsNameOneEvidence(t *testing.T) {
 	r.Output(chunk(t, "t1", 1, map[string]any{"text": "ef"}, nil))
 	end(t, r, calllog.Failed(frame.CodeUnreachable, "child died", true))
 
+	bindings := 0
 	for _, events := range [][]calllog.Event{streamedItems(false), j.events("t1")} {
 		last := events[len(events)-1].Seq
 		seen := map[string]string{}
@@ -270,7 +271,33 @@ func TestIDsNameOneEvidence(t *testing.T) {
 				for _, r := range doc.Resources {
 					same("resource", r.ID, r)
 				}
+				// A binding names the call's event in the capture of
+				// events 1..after, which holds it with the same arguments.
+				for _, b := range doc.ExternalBindings {
+					bindings++
+					src, err := Export(events, Options{Until: after})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if b.Source.CaptureID != src.Capture.ID || b.Source.SessionID != src.Session.ID {
+						t.Fatalf("binding source %+v, earlier capture %s", b.Source, src.Capture.ID)
+					}
+					found := false
+					for _, e := range src.Events {
+						if e.ID == b.Source.EventID {
+							d := e.Data.(*asif.ToolCallData)
+							desc := b.Descriptor.(*asif.CallDescriptor)
+							found = string(d.Arguments) == string(desc.Arguments) && d.ArgumentsStatus == desc.ArgumentsStatus && d.ToolID == desc.ToolID
+						}
+					}
+					if !found {
+						t.Fatalf("window (%d, %d]: binding %+v has no matching event in %s", after, until, b.Source, src.Capture.ID)
+					}
+				}
 			}
 		}
+	}
+	if bindings == 0 {
+		t.Fatal("no window had a binding")
 	}
 }
