@@ -37,7 +37,8 @@ bindings features), and checks such documents.
 	skulk-host asif export JOURNAL TREE [--after SEQ] [--until SEQ] [--tools FILE] [-o FILE]
 
 Export reads the call tree TREE (its outermost call's id) from the SQLite
-call journal JOURNAL (calllog/sqlitestore, recorded with full content) and
+call journal JOURNAL (calllog/sqlitestore, recorded with full content, as
+skulk-host call --journal FILE records it and prints the tree's id) and
 writes one session document: each call a tool_call, each provider result a
 tool_result, text chunks as tool_result_text streams, streamed arguments as
 tool_arguments streams, and a loss for everything ASIF cannot carry. The
@@ -76,6 +77,7 @@ error.
 
 Examples:
 
+	skulk-host call upper --journal calls.db --input - -- ./skulk-child
 	skulk-host asif export calls.db c7 -o c7.asif.json
 	skulk-host asif export calls.db c7 --after 40 -o c7-late.asif.json
 	skulk-host asif check c7.asif.json --json
