@@ -325,3 +325,63 @@ func TestASIFExportRealCalls(t *testing.T) {
 		t.Fatal("the crash's outcome is not marked synthetic")
 	}
 }
+
+// TestASIFExportStreamedArguments records a call whose arguments stream
+// as fragments (the worked examples' arguments) into a SQLite journal and
+// exports it in two captures cut after the first fragment: the first
+// holds a partial, never executable call; the second its amendment with an
+// executable stream — as tool-call-partial and tool-call-completed show.
+func TestASIFExportStreamedArguments(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "calls.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := rec.Begin(ctx, calllog.CallInfo{ID: "s1", Tool: "read-notes", ArgumentsStreamed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Arguments(`{"document_id":"meeting-`) // seq 2
+	r.Arguments(`42"}`)
+	r.Request(calllog.RequestInfo{Child: "child-0", Args: frame.MustPayload(map[string]any{"document_id": "meeting-42"})})
+	if err := r.End(ctx, calllog.Done(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, w := range []struct {
+		file, flag string
+		status     asif.ArgumentsStatus
+		executable bool
+	}{
+		{"early.json", "--until", asif.ArgumentsPartial, false},
+		{"late.json", "--after", asif.ArgumentsComplete, true},
+	} {
+		out := filepath.Join(dir, w.file)
+		if code, _, stderr := runCLI(t, "asif", "export", path, "s1", w.flag, "2", "-o", out); code != ExitOK {
+			t.Fatalf("%s: %d %s", w.file, code, stderr)
+		}
+		code, stdout, stderr := runCLI(t, "asif", "check", out, "--json")
+		if code != ExitOK {
+			t.Fatalf("%s: %d %s", w.file, code, stderr)
+		}
+		cr := decodeCheck(t, stdout)
+		c := cr.Branches[0].Calls[0]
+		last := cr.Streams[len(cr.Streams)-1]
+		if c.ArgumentsStatus != w.status || last.Executable != w.executable || c.External != nil {
+			t.Fatalf("%s: call %+v, stream %+v", w.file, c, last)
+		}
+		if w.executable && (last.Size != 28 || !c.Terminal) {
+			t.Fatalf("%s: stream %+v (the example's is 28 bytes), call %+v", w.file, last, c)
+		}
+	}
+}
