@@ -177,7 +177,10 @@ type mediaArgs struct {
 
 // MediaByte is the byte at offset i of media's output: a pattern that
 // tests can recompute.
-func MediaByte(i int64) byte { return byte(i % 251) }
+func MediaByte(i int64) byte { return byte(i % mediaPeriod) }
+
+// mediaPeriod is the length of media's repeating pattern.
+const mediaPeriod = 251
 
 func media() child.Tool {
 	return child.Tool{
@@ -198,15 +201,19 @@ func media() child.Tool {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: bytes must be >= 0, chunk in [1, 16777216]"}
 			}
 			h := sha256.New()
-			buf := make([]byte, min(a.Chunk, max(a.Bytes, 1)))
+			// The pattern repeats every mediaPeriod bytes, so every chunk is
+			// a window of one precomputed buffer: no per-byte work.
+			n0 := min(a.Chunk, max(a.Bytes, 1))
+			pattern := make([]byte, n0+mediaPeriod)
+			for i := range pattern {
+				pattern[i] = MediaByte(int64(i))
+			}
 			for off := int64(0); off < a.Bytes; {
 				n := min(a.Chunk, a.Bytes-off)
-				b := buf[:n]
-				for i := range b {
-					b[i] = MediaByte(off + int64(i))
-				}
+				start := off % mediaPeriod
+				b := pattern[start : start+n]
 				h.Write(b)
-				// Send returns once inline bytes are written, so buf can be reused.
+				// Send does not modify the bytes it sends, so the pattern is shared.
 				if err := s.Send(nil, &frame.InlineMedia{Data: b, MediaType: MediaType}); err != nil {
 					return nil, err
 				}
