@@ -59,7 +59,30 @@ type catalog struct {
 // object.
 type tool struct {
 	desc                             wire.Tool
-	arguments, input, output, result *jsonschema.Schema
+	arguments, input, output, result *validator
+}
+
+// validator is one compiled schema: the JSON Schema library's, which
+// decides every refusal and explains it, and the shortcut that accepts
+// most valid payloads without decoding them (see fastNode).
+type validator struct {
+	lib       *jsonschema.Schema
+	fast      *fastNode // nil: the schema is outside fastNode's subset
+	anyObject bool      // every object is valid: nothing to check
+}
+
+// newValidator compiles schema s.
+func newValidator(s wire.Schema) (*validator, error) {
+	lib, err := compileSchema(s)
+	if err != nil {
+		return nil, err
+	}
+	v := &validator{lib: lib}
+	if fast, ok := compileFast(map[string]any(s), 0); ok {
+		v.fast = fast
+		v.anyObject = fast.anyObject()
+	}
+	return v, nil
 }
 
 func newCatalog(tools []wire.Tool) (*catalog, error) {
@@ -73,7 +96,7 @@ func newCatalog(tools []wire.Tool) (*catalog, error) {
 		for _, s := range []struct {
 			name string
 			src  wire.Schema
-			dst  **jsonschema.Schema
+			dst  **validator
 		}{
 			{"arguments_schema", d.ArgumentsSchema, &t.arguments}, {"input_schema", d.InputSchema, &t.input},
 			{"output_schema", d.OutputSchema, &t.output}, {"result_schema", d.ResultSchema, &t.result},
@@ -81,7 +104,7 @@ func newCatalog(tools []wire.Tool) (*catalog, error) {
 			if s.src == nil {
 				continue
 			}
-			sch, err := compileSchema(s.src)
+			sch, err := newValidator(s.src)
 			if err != nil {
 				return nil, fmt.Errorf("%w: tools[%d].%s does not compile", ErrHandshake, i, s.name)
 			}
@@ -133,12 +156,21 @@ func instance(p frame.Payload) (any, error) {
 	return m, nil
 }
 
-// validate checks p against sch (nil accepts anything); which names the
-// schema in the error.
-func validate(sch *jsonschema.Schema, which string, p frame.Payload) error {
-	if sch == nil {
+// validate checks p, a checked payload (nil means {}), against sch (nil
+// accepts anything); which names the schema in the error. Payloads the
+// shortcut accepts are valid; the library decides on the others.
+func validate(sch *validator, which string, p frame.Payload) error {
+	if sch == nil || sch.anyObject {
 		return nil
 	}
+	if sch.fast != nil && sch.fast.accepts(p) {
+		return nil
+	}
+	return validateLib(sch.lib, which, p)
+}
+
+// validateLib checks p against the library's compiled schema.
+func validateLib(sch *jsonschema.Schema, which string, p frame.Payload) error {
 	v, err := instance(p)
 	if err != nil {
 		return &SchemaError{Schema: which, Value: "unreadable payload"}

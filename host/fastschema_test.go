@@ -1,0 +1,183 @@
+package host
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// fastSchemas are schemas inside fastNode's subset, as tools write them.
+var fastSchemas = map[string]wire.Schema{
+	"any-object": {"type": "object"},
+	"empty":      {},
+	"count-output": {"type": "object", "additionalProperties": false, "required": []any{"i"},
+		"properties": map[string]any{"i": map[string]any{"type": "integer", "minimum": int64(0)}, "pad": map[string]any{"type": "string"}}},
+	"bounds": {"type": "object", "properties": map[string]any{
+		"n":  map[string]any{"type": "number", "exclusiveMinimum": 0.5, "maximum": int64(10)},
+		"k":  map[string]any{"type": "integer", "minimum": int64(-3), "exclusiveMaximum": uint64(7)},
+		"s":  map[string]any{"type": "string", "minLength": int64(2), "maxLength": int64(3), "description": "chars, not bytes"},
+		"a":  map[string]any{"type": "array", "minItems": int64(1), "maxItems": int64(2), "items": map[string]any{"type": []any{"string", "null"}}},
+		"o":  map[string]any{"type": "object", "required": []any{"x"}, "additionalProperties": map[string]any{"type": "boolean"}},
+		"no": false,
+		"ok": true,
+	}},
+	"required-only": {"required": []any{"a", "b"}, "properties": map[string]any{"a": map[string]any{}}},
+}
+
+func TestFastSchemaAgreesWithLibrary(t *testing.T) {
+	type row struct {
+		schema  string
+		payload map[string]any
+		valid   bool
+		unsure  bool // the shortcut may defer to the library
+	}
+	rows := []row{
+		{"any-object", map[string]any{}, true, false},
+		{"any-object", map[string]any{"x": []any{1, "y", nil}}, true, false},
+		{"empty", map[string]any{"x": 1}, true, false},
+		{"count-output", map[string]any{"i": 0}, true, false},
+		{"count-output", map[string]any{"i": int64(math.MaxInt64), "pad": "xx"}, true, false},
+		{"count-output", map[string]any{"i": uint64(math.MaxUint64)}, true, false},
+		{"count-output", map[string]any{"i": -1}, false, false},
+		{"count-output", map[string]any{"pad": "x"}, false, false},
+		{"count-output", map[string]any{"i": 1, "other": 1}, false, false},
+		{"count-output", map[string]any{"i": "1"}, false, false},
+		{"count-output", map[string]any{"i": 1.5}, false, false},
+		{"count-output", map[string]any{"i": 2.0}, true, true},
+		{"count-output", map[string]any{"i": 1, "pad": 3}, false, false},
+		{"bounds", map[string]any{"n": 0.75, "k": -3, "s": "éé", "a": []any{"x", nil}, "o": map[string]any{"x": true, "y": false}, "ok": []any{}}, true, false},
+		{"bounds", map[string]any{"n": 10}, true, false},
+		{"bounds", map[string]any{"n": 10.0}, true, false},
+		{"bounds", map[string]any{"n": 10.5}, false, false},
+		{"bounds", map[string]any{"n": 0.5}, false, false},
+		{"bounds", map[string]any{"n": 1}, true, false},
+		{"bounds", map[string]any{"n": 0}, false, false},
+		{"bounds", map[string]any{"k": 7}, false, false},
+		{"bounds", map[string]any{"k": 6}, true, false},
+		{"bounds", map[string]any{"k": -4}, false, false},
+		{"bounds", map[string]any{"s": "é"}, false, false},
+		{"bounds", map[string]any{"s": "éééé"}, false, false},
+		{"bounds", map[string]any{"s": "abc"}, true, false},
+		{"bounds", map[string]any{"a": []any{}}, false, false},
+		{"bounds", map[string]any{"a": []any{"a", "b", "c"}}, false, false},
+		{"bounds", map[string]any{"a": []any{1}}, false, false},
+		{"bounds", map[string]any{"o": map[string]any{}}, false, false},
+		{"bounds", map[string]any{"o": map[string]any{"x": 1}}, false, false}, // additionalProperties applies to x
+		{"bounds", map[string]any{"o": map[string]any{"x": false}}, true, false},
+		{"bounds", map[string]any{"o": map[string]any{"x": 1, "y": "no"}}, false, false},
+		{"bounds", map[string]any{"no": nil}, false, false},
+		{"bounds", map[string]any{"extra": map[string]any{"deep": []any{map[string]any{}}}}, true, false},
+		{"required-only", map[string]any{"a": 1, "b": 2}, true, false},
+		{"required-only", map[string]any{"a": 1}, false, false},
+	}
+	vals := map[string]*validator{}
+	for name, s := range fastSchemas {
+		v, err := newValidator(s)
+		if err != nil || v.fast == nil {
+			t.Fatalf("%s: %v, fast %v", name, err, v != nil && v.fast != nil)
+		}
+		vals[name] = v
+	}
+	for _, r := range rows {
+		v := vals[r.schema]
+		p := frame.MustPayload(r.payload)
+		lib := validateLib(v.lib, "output", p) == nil
+		fast := v.anyObject || v.fast.accepts(p)
+		if lib != r.valid {
+			t.Errorf("%s %v: library says valid=%v, table %v", r.schema, r.payload, lib, r.valid)
+		}
+		if fast && !lib {
+			t.Errorf("%s %v: the shortcut accepts what the library refuses", r.schema, r.payload)
+		}
+		if !r.unsure && fast != lib {
+			t.Errorf("%s %v: shortcut %v, library %v", r.schema, r.payload, fast, lib)
+		}
+		if got := validate(v, "output", p) == nil; got != lib {
+			t.Errorf("%s %v: validate %v, library %v", r.schema, r.payload, got, lib)
+		}
+	}
+}
+
+// Schemas outside the subset are left to the library alone.
+func TestFastSchemaFallsBack(t *testing.T) {
+	for _, s := range []wire.Schema{
+		{"type": "object", "properties": map[string]any{"s": map[string]any{"pattern": "^a"}}},
+		{"enum": []any{"a"}},
+		{"$ref": "#/$defs/x", "$defs": map[string]any{"x": map[string]any{}}},
+		{"properties": map[string]any{"n": map[string]any{"multipleOf": int64(2)}}},
+		{"prefixItems": []any{map[string]any{}}},
+		{"format": "email"},
+	} {
+		v, err := newValidator(s)
+		if err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+		if v.fast != nil {
+			t.Errorf("%v: compiled to the shortcut", s)
+		}
+	}
+}
+
+// Random payloads: whatever the shortcut accepts, the library accepts, and
+// the two agree on almost everything.
+func TestFastSchemaRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var value func(depth int) any
+	var object func(depth int) map[string]any
+	value = func(depth int) any {
+		switch k := rng.IntN(9); {
+		case k == 0:
+			return nil
+		case k == 1:
+			return rng.IntN(2) == 0
+		case k == 2:
+			return rng.Int64N(20) - 5
+		case k == 3:
+			return float64(rng.IntN(40))/4 - 1
+		case k == 4:
+			return []string{"", "a", "ab", "abc", "abcd", "é", "éé"}[rng.IntN(7)]
+		case k == 5 && depth < 3:
+			a := make([]any, rng.IntN(4))
+			for i := range a {
+				a[i] = value(depth + 1)
+			}
+			return a
+		case k >= 6 && depth < 3:
+			return object(depth + 1)
+		}
+		return "x"
+	}
+	object = func(depth int) map[string]any {
+		keys := []string{"i", "pad", "n", "k", "s", "a", "o", "x", "y", "no", "ok", "b"}
+		m := map[string]any{}
+		for range rng.IntN(4) {
+			m[keys[rng.IntN(len(keys))]] = value(depth)
+		}
+		return m
+	}
+	agree, total := 0, 0
+	for name, s := range fastSchemas {
+		v, err := newValidator(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3000 {
+			p := frame.MustPayload(object(1))
+			lib := validateLib(v.lib, "output", p) == nil
+			fast := v.anyObject || v.fast.accepts(p)
+			if fast && !lib {
+				t.Fatalf("%s: the shortcut accepts a payload the library refuses", name)
+			}
+			total++
+			if fast == lib {
+				agree++
+			}
+		}
+	}
+	if agree < total*95/100 {
+		t.Errorf("the shortcut agrees on %d of %d payloads only", agree, total)
+	}
+}
