@@ -197,6 +197,29 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	return c.send.Accept(&f)
 }
 
+// Release hands back the data of an inline-media frame Recv returned for
+// this call, once the caller is done with it: the call's connection may
+// read a later attachment into the same memory instead of allocating a
+// new buffer, which for large media is most of the host's cost of reading.
+// Releasing is optional; without it every attachment gets a new buffer.
+//
+// After Release the caller must not touch f's media data (nor any slice
+// of it: the bytes change under it), and must not release the same frame
+// twice. The call's own history keeps the frame's data by reference:
+// after Release, the data of its output event in Call.Events (and in an
+// enclosing Program's events) is no longer the frame's; read it before
+// releasing. Release does nothing for a frame without inline media, for
+// another call's frame, and when the host was given a Config.Recorder
+// (its observers and journal may keep the bytes). It is safe for
+// concurrent use with the other methods.
+func (c *Call) Release(f frame.Frame) {
+	m, ok := f.Media.(*frame.InlineMedia)
+	if !ok || m == nil || f.CallID != c.id || !c.ch.h.ownsRec {
+		return
+	}
+	c.conn.r.Recycle(m.Data)
+}
+
 // Events returns the call's events so far and as they come, in order and
 // with its tree's numbers, ending after its end event (full content: the
 // caller's own data). See calllog.Record.Events.

@@ -2,6 +2,5 @@ package host
 
 import "github.com/skulkrt/skulk/frame"
 
-// releaseFrame hands an inline frame's data back to its call, when the
-// host offers it.
-func releaseFrame(c *Call, f frame.Frame) {}
+// releaseFrame hands an inline frame's data back to its call.
+func releaseFrame(c *Call, f frame.Frame) { c.Release(f) }

@@ -260,3 +260,45 @@ func testMedia(t *testing.T, size int64) {
 
 func TestRealMedia1MiB(t *testing.T)  { testMedia(t, 1<<20) }
 func TestRealMedia15MiB(t *testing.T) { testMedia(t, 15<<20) }
+
+// Released inline frames are read into again: every byte still arrives
+// as the child sent it, and later attachments reuse released memory.
+func TestRealMediaRelease(t *testing.T) {
+	h, _ := testHost(t, realConfig(), 2*time.Minute)
+	ctx := callCtx(t, time.Minute)
+	const chunk, chunks = 64 << 10, 48
+	c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": chunk * chunks, "chunk": chunk}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := map[*byte]bool{}
+	reused, off := 0, int64(0)
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := f.Media.(*frame.InlineMedia)
+		if !ok {
+			continue
+		}
+		for i, b := range m.Data {
+			if b != mediaByte(off+int64(i)) {
+				t.Fatalf("byte %d differs", off+int64(i))
+			}
+		}
+		off += int64(len(m.Data))
+		if released[&m.Data[0]] {
+			reused++
+		}
+		released[&m.Data[0]] = true
+		c.Release(f)
+	}
+	if off != chunk*chunks {
+		t.Fatalf("got %d bytes", off)
+	}
+	// The reader runs at most outQueue+1 frames ahead of the caller.
+	if reused == 0 {
+		t.Fatal("no attachment was read into released memory")
+	}
+	c.Release(frame.Frame{}) // no media: nothing happens
+}
