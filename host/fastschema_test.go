@@ -181,3 +181,35 @@ func TestFastSchemaRandom(t *testing.T) {
 		t.Errorf("the shortcut agrees on %d of %d payloads only", agree, total)
 	}
 }
+
+// The defaults worked out at catalogue time fill in what withDefaults
+// fills in, byte for byte for canonical payloads.
+func TestArgDefaultsAgree(t *testing.T) {
+	schemas := []wire.Schema{
+		nil,
+		{"type": "object"},
+		{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}, "size": map[string]any{"type": "integer", "default": int64(0)}}},
+		{"properties": map[string]any{"b": map[string]any{"default": "x"}, "a": map[string]any{"default": []any{int64(1)}}, "z": map[string]any{}}},
+		{"properties": map[string]any{"o": map[string]any{"properties": map[string]any{"d": map[string]any{"default": true}}}}},
+	}
+	args := []frame.Payload{nil, frame.MustPayload(map[string]any{}),
+		frame.MustPayload(map[string]any{"n": 1}), frame.MustPayload(map[string]any{"n": 1, "size": 5}),
+		frame.MustPayload(map[string]any{"zz": 1, "a": "given", "0": nil}), frame.MustPayload(map[string]any{"o": map[string]any{}}),
+		frame.MustPayload(map[string]any{"b": map[string]any{"deep": []any{1.5}}})}
+	for i, s := range schemas {
+		d := newArgDefaults(s)
+		for j, a := range args {
+			want, werr := withDefaults(s, a)
+			got, gerr := d.apply(a)
+			if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+				t.Errorf("schema %d args %d: got %x %v, want %x %v", i, j, got, gerr, want, werr)
+			}
+		}
+	}
+	if d := newArgDefaults(schemas[2]); d.general || len(d.top) != 1 {
+		t.Errorf("top-level defaults taken for nested ones: %+v", d)
+	}
+	if d := newArgDefaults(schemas[4]); !d.general {
+		t.Error("nested defaults not left to withDefaults")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,7 +234,9 @@ func (h *Host) acquire(ctx context.Context) (*child, error) {
 
 // newCallID returns a call id unique within this host.
 func (h *Host) newCallID() string {
-	return fmt.Sprintf("%s-%d", h.idPrefix, h.nextCall.Add(1))
+	var buf [32]byte // the 8-hex-digit prefix, '-', at most 20 digits
+	b := append(append(buf[:0], h.idPrefix...), '-')
+	return string(strconv.AppendUint(b, h.nextCall.Add(1), 10))
 }
 
 // CallOption sets optional parts of a call: fields of its invoke, its
@@ -353,7 +356,7 @@ func (h *Host) lookupTool(id string) (*tool, error) {
 // checkArguments fills in defaults and validates args against t's
 // arguments_schema.
 func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
-	args, err := withDefaults(t.desc.ArgumentsSchema, args)
+	args, err := t.defaults.apply(args)
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,7 @@ type catalog struct {
 type tool struct {
 	desc                             wire.Tool
 	arguments, input, output, result *validator
+	defaults                         *argDefaults // of the arguments schema
 }
 
 // validator is one compiled schema: the JSON Schema library's, which
@@ -92,7 +93,7 @@ func newCatalog(tools []wire.Tool) (*catalog, error) {
 		if _, dup := c.tools[d.ID]; dup {
 			return nil, fmt.Errorf("%w: tools[%d]: duplicate id", ErrHandshake, i)
 		}
-		t := &tool{desc: d}
+		t := &tool{desc: d, defaults: newArgDefaults(d.ArgumentsSchema)}
 		for _, s := range []struct {
 			name string
 			src  wire.Schema
