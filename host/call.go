@@ -47,9 +47,18 @@ type Call struct {
 	done      chan struct{}    // closed by finish once term is set
 	term      frame.Frame
 	termErr   *CallError
-	released  chan struct{} // closed by release: the connection is done with the call
-	cancelReq chan struct{} // closed by Cancel
 	cancelOne sync.Once
+
+	// The call's clocks (see startClocks). Each armed timer, the context
+	// watch and each cancel writer is counted in ch.wg until it has run
+	// or was stopped; clockMu guards the fields below.
+	clockMu   sync.Mutex
+	released  bool // release ran: no clock may act on the connection any more
+	cancelled bool
+	deadlineT *time.Timer // deadline + CancelGrace + 1 s: synthetic timeout
+	cancelT   *time.Timer // cancel + CancelGrace + 1 s: synthetic cancelled
+	endT      *time.Timer // terminal + EndGrace without end: connection closed
+	stopCtx   func() bool // stops the context watch
 
 	// Owned by the connection's reader goroutine.
 	fence    *sequence.Fence // provider direction, from 1
@@ -67,18 +76,16 @@ type Call struct {
 }
 
 // startCall binds a new call to a stream connection and writes its invoke
-// and the caller's started. The stream slot and the watcher's WaitGroup
+// and the caller's started. The stream slot and the call's WaitGroup
 // count were taken by acquire.
 func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record, reqArgs frame.Payload) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
-		out:       make(chan frame.Frame, outQueue),
-		done:      make(chan struct{}),
-		released:  make(chan struct{}),
-		cancelReq: make(chan struct{}),
-		fence:     sequence.New(inv.CallID, frame.ProviderToCaller, 1),
-		given:     1,
-		send:      sequence.New(inv.CallID, frame.CallerToProvider, 0),
+		out:   make(chan frame.Frame, outQueue),
+		done:  make(chan struct{}),
+		fence: sequence.New(inv.CallID, frame.ProviderToCaller, 1),
+		given: 1,
+		send:  sequence.New(inv.CallID, frame.CallerToProvider, 0),
 	}
 	var c *streamConn
 	for {
@@ -110,7 +117,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	if inv.TimeoutMS > 0 {
 		timeoutAt = time.Now().Add(time.Duration(inv.TimeoutMS) * time.Millisecond)
 	}
-	go call.watch(timeoutAt) // stopped by release; counted in ch.wg by acquire
+	call.startClocks(timeoutAt) // stopped by release; the call is counted in ch.wg by acquire
 	call.sendMu.Lock()
 	// Recorded before the write: the child may answer before WritePacket
 	// returns, and its output must come after the request in the log.
@@ -282,7 +289,7 @@ func (c *Call) closeCallerDirection() bool {
 // connection closed. Cancel does not wait; keep reading for the terminal.
 // Cancelling the call's context does the same.
 func (c *Call) Cancel() {
-	c.cancelOne.Do(func() { close(c.cancelReq) })
+	c.cancelOne.Do(func() { c.cancel("cancelled by the caller") })
 }
 
 // Recv returns the next provider frame; after the terminal it returns
@@ -393,80 +400,105 @@ func (c *Call) release(conn *streamConn) {
 	c.sendMu.Lock()
 	c.sendDone = true // nothing more of this call goes on the connection
 	c.sendMu.Unlock()
+	c.clockMu.Lock()
+	c.released = true
+	for _, t := range []*time.Timer{c.deadlineT, c.cancelT, c.endT} {
+		c.stopTimerLocked(t)
+	}
+	stopCtx := c.stopCtx
+	c.clockMu.Unlock()
+	if stopCtx() {
+		c.ch.wg.Done() // the context watch never ran
+	}
 	c.conn.unbind()
-	close(c.released)
 	c.ch.releaseSlot(conn)
+	c.ch.wg.Done() // the call's count, taken by acquire
 }
 
-// watch enforces the call's timing and cancellation until the call is
-// released: the context (cancel), Cancel, the deadline plus grace
-// (synthetic timeout), the cancel grace (synthetic cancelled) and the end
-// grace (connection closed, not reused).
-func (c *Call) watch(timeoutAt time.Time) {
-	defer c.ch.wg.Done()
+// startClocks arms the call's timing and cancellation until it is
+// released: the context (cancel), the deadline plus grace (synthetic
+// timeout). Cancel, the cancel grace (synthetic cancelled) and the end
+// grace (connection closed, not reused) are armed as they come. Clocks are
+// timers and a context.AfterFunc rather than a goroutine per call; each
+// acts on the connection under clockMu and only while the call is not
+// released, so a late one never touches the connection's next call.
+func (c *Call) startClocks(timeoutAt time.Time) {
 	cfg := &c.ch.h.cfg
-	var writes sync.WaitGroup
-	defer writes.Wait()
-	newTimer := func(d time.Duration) (*time.Timer, <-chan time.Time) {
-		t := time.NewTimer(d)
-		return t, t.C
-	}
-	var deadlineT, cancelT, endT *time.Timer
-	var deadlineC, cancelC, endC <-chan time.Time
-	defer func() {
-		for _, t := range []*time.Timer{deadlineT, cancelT, endT} {
-			if t != nil {
-				t.Stop()
-			}
-		}
-	}()
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
 	if !timeoutAt.IsZero() {
-		deadlineT, deadlineC = newTimer(time.Until(timeoutAt) + cfg.CancelGrace + deadlineGrace)
+		c.deadlineT = c.afterLocked(time.Until(timeoutAt)+cfg.CancelGrace+deadlineGrace,
+			&synth{kind: frame.KindFailed, code: frame.CodeTimeout, msg: "no terminal by the deadline plus grace"}, "")
 	}
-	ctxDone, cancelReq, done := c.ctx.Done(), c.cancelReq, c.done
-	cancelled := false
-	cancel := func(reason string) {
-		if cancelled {
+	// The context watch is counted in ch.wg until it has run or release
+	// stopped it.
+	c.ch.wg.Add(1)
+	c.stopCtx = context.AfterFunc(c.ctx, func() { // runs once, briefly
+		defer c.ch.wg.Done()
+		if !errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+			c.cancel("context cancelled")
+		} // a deadline is the child's timeout_ms, backed by deadlineT
+	})
+}
+
+// afterLocked arms a timer that, unless the call is released first, fails
+// the connection with cause (and logs warn, when set). clockMu is held.
+func (c *Call) afterLocked(d time.Duration, cause *synth, warn string) *time.Timer {
+	c.ch.wg.Add(1)                    // done when the timer has run or was stopped
+	return time.AfterFunc(d, func() { // runs once, briefly
+		defer c.ch.wg.Done()
+		c.clockMu.Lock()
+		defer c.clockMu.Unlock()
+		if c.released {
 			return
 		}
-		cancelled = true
-		cancelT, cancelC = newTimer(cfg.CancelGrace + deadlineGrace)
-		writes.Add(1)
-		go func() { // stopped by the write returning: the child reads, or the connection fails; waited for by watch
-			defer writes.Done()
-			c.sendCancel(reason)
-		}()
-	}
-	for {
-		select {
-		case <-ctxDone:
-			ctxDone = nil
-			if !errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
-				cancel("context cancelled")
-			} // a deadline is the child's timeout_ms, backed by deadlineT
-		case <-cancelReq:
-			cancelReq = nil
-			cancel("cancelled by the caller")
-		case <-deadlineC:
-			c.conn.fail(&synth{kind: frame.KindFailed, code: frame.CodeTimeout, msg: "no terminal by the deadline plus grace"})
-		case <-cancelC:
-			c.conn.fail(&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "no terminal within the cancel grace"})
-		case <-done:
-			done = nil
-			for _, t := range []*time.Timer{deadlineT, cancelT} {
-				if t != nil {
-					t.Stop()
-				}
-			}
-			deadlineC, cancelC = nil, nil
-			endT, endC = newTimer(cfg.EndGrace)
-		case <-endC:
-			c.ch.h.log.Warn("no end after the provider terminal: closing the stream connection", "child", c.ch.id, "call", c.id)
-			c.conn.fail(nil)
-		case <-c.released:
-			return
+		if warn != "" {
+			c.ch.h.log.Warn(warn, "child", c.ch.id, "call", c.id)
 		}
+		c.conn.fail(cause)
+	})
+}
+
+// stopTimerLocked stops t, if armed and not yet run. clockMu is held.
+func (c *Call) stopTimerLocked(t *time.Timer) {
+	if t != nil && t.Stop() {
+		c.ch.wg.Done()
 	}
+}
+
+// cancel writes the control cancel and the caller's cancelled frame on a
+// goroutine of its own (a blocked write never stops the clocks) and arms
+// the cancel grace. Only the first cancel of a call does anything.
+func (c *Call) cancel(reason string) {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	if c.cancelled || c.released {
+		return
+	}
+	c.cancelled = true
+	cfg := &c.ch.h.cfg
+	c.cancelT = c.afterLocked(cfg.CancelGrace+deadlineGrace,
+		&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "no terminal within the cancel grace"}, "")
+	c.ch.wg.Add(1)
+	go func() { // stopped by the write returning: the child reads, or the connection fails
+		defer c.ch.wg.Done()
+		c.sendCancel(reason)
+	}()
+}
+
+// terminalClocks stops the deadline and cancel clocks once the terminal
+// was given, and arms the end grace. Called by the connection's reader
+// after finish.
+func (c *Call) terminalClocks() {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	if c.released {
+		return
+	}
+	c.stopTimerLocked(c.deadlineT)
+	c.stopTimerLocked(c.cancelT)
+	c.deadlineT, c.cancelT = nil, nil
+	c.endT = c.afterLocked(c.ch.h.cfg.EndGrace, nil, "no end after the provider terminal: closing the stream connection")
 }
 
 // sendCancel writes the control cancel and, if the caller's direction is

@@ -30,8 +30,9 @@ type slot struct {
 // connections.
 //
 // Goroutines: the control reader (readControl) and one reader per stream
-// connection (streamConn.run) and one watcher per call (Call.watch), all
-// counted in wg and waited for by stop; the process's own goroutines are
+// connection (streamConn.run), all counted in wg and waited for by stop, as
+// is each running call (from acquire to Call.release) with its clocks'
+// callbacks and cancel writers (Call.startClocks); the process's own goroutines are
 // waited for by process.cleanup. The supervisor goroutine of the slot owns
 // the child's lifecycle (the pings, the decision that it is dead, stop).
 type child struct {

@@ -162,6 +162,7 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
 	if f.Kind.IsTerminal() {
 		call.termSeen = true
 		call.finish(*f, "")
+		call.terminalClocks()
 		return true
 	}
 	// Recorded before the caller can read it, so that Text and Events

@@ -183,8 +183,8 @@ func (h *Host) notifyLocked() {
 }
 
 // acquire picks the least loaded ready child with a free stream slot and
-// takes the slot, waiting while there is none. It also counts the call's
-// watcher in the child's WaitGroup.
+// takes the slot, waiting while there is none. It also counts the
+// call in the child's WaitGroup (until Call.release).
 func (h *Host) acquire(ctx context.Context) (*child, error) {
 	for {
 		h.mu.Lock()
@@ -211,7 +211,7 @@ func (h *Host) acquire(ctx context.Context) (*child, error) {
 		}
 		if best != nil {
 			best.running++
-			best.wg.Add(1) // the call's watcher
+			best.wg.Add(1) // the call, until Call.release
 			h.mu.Unlock()
 			return best, nil
 		}
