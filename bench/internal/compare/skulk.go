@@ -153,6 +153,10 @@ func drain(ctx context.Context, c *host.Call) (chunks int, bytes int64, err erro
 			chunks++
 			if m, ok := f.Media.(*frame.InlineMedia); ok {
 				bytes += int64(len(m.Data))
+				// Done with the bytes: the connection may read the next
+				// attachment into them, as the raw baseline reuses its
+				// buffer.
+				c.Release(f)
 			}
 		case frame.KindFailed, frame.KindCancelled:
 			return chunks, bytes, fmt.Errorf("skulk: call ended %s: %v", f.Kind, f.Error)
