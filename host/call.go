@@ -430,6 +430,10 @@ func (c *Call) startClocks(timeoutAt time.Time) {
 		c.deadlineT = c.afterLocked(time.Until(timeoutAt)+cfg.CancelGrace+deadlineGrace,
 			&synth{kind: frame.KindFailed, code: frame.CodeTimeout, msg: "no terminal by the deadline plus grace"}, "")
 	}
+	if c.ctx.Done() == nil { // never done (context.Background): nothing to watch
+		c.stopCtx = func() bool { return false }
+		return
+	}
 	// The context watch is counted in ch.wg until it has run or release
 	// stopped it.
 	c.ch.wg.Add(1)
