@@ -69,7 +69,7 @@ const maxExactInt = 1 << 53
 type fastBound struct {
 	isInt bool
 	i     int64
-	f     float64 // the bound as a float64; exact when isInt only if exactF
+	f     float64 // the bound as a float64 (rounded for a large integer bound)
 	exact bool    // f holds the bound exactly
 }
 
