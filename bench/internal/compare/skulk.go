@@ -1,5 +1,3 @@
-//go:build !noskulk
-
 package compare
 
 import (
