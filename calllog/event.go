@@ -203,7 +203,14 @@ func contentOf(p frame.Payload, policy ContentPolicy) *Content {
 	if p == nil {
 		return nil
 	}
-	c := &Content{Type: "object", Bytes: len(p)}
+	c := new(Content)
+	fillContent(c, p, policy)
+	return c
+}
+
+// fillContent sets c to the kept form of the payload p (not nil).
+func fillContent(c *Content, p frame.Payload, policy ContentPolicy) {
+	*c = Content{Type: "object", Bytes: len(p)}
 	r := mpack.NewReader(p)
 	if n, err := r.ReadMapLen(); err == nil {
 		c.Keys = n
@@ -211,7 +218,6 @@ func contentOf(p frame.Payload, policy ContentPolicy) *Content {
 	if policy == ContentFull {
 		c.Value = p
 	}
-	return c
 }
 
 // mediaOf returns the kept form of m, or nil.
@@ -473,29 +479,35 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 // textOf returns the string at the top-level key "text" of p, without
 // decoding the rest (the same answer as frame.Payload.Text, cheaper).
 func textOf(p frame.Payload) (string, bool) {
+	b, ok := textBytesOf(p)
+	return string(b), ok
+}
+
+// textBytesOf is textOf without the copy: the string's bytes inside p.
+func textBytesOf(p frame.Payload) ([]byte, bool) {
 	if p == nil {
-		return "", false
+		return nil, false
 	}
 	r := mpack.NewReader(p)
 	n, err := r.ReadMapLen()
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	for range n {
 		k, err := r.ReadStr()
 		if err != nil {
-			return "", false
+			return nil, false
 		}
 		if string(k) == "text" {
 			v, err := r.ReadStr()
 			if err != nil {
-				return "", false
+				return nil, false
 			}
-			return string(v), true
+			return v, true
 		}
 		if _, err := r.Skip(); err != nil {
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
 }

@@ -259,6 +259,31 @@ type tree struct {
 	mu      sync.Mutex // guards the fields below and every record's state
 	seq     uint64
 	offered map[*observerRunner]uint64 // last Seq offered to each observer
+	// contents is where output events' Content values come from, carved
+	// one at a time so that a stream does not allocate one per chunk; its
+	// next refill is twice the last, bounded by maxContentSlab.
+	contents []Content
+	slabN    int
+}
+
+// maxContentSlab bounds the Content values allocated at once for a tree's
+// output events.
+const maxContentSlab = 256
+
+// contentLocked returns the full kept form of p, like contentOf, from the
+// tree's slab.
+func (t *tree) contentLocked(p frame.Payload) *Content {
+	if p == nil {
+		return nil
+	}
+	if len(t.contents) == 0 {
+		t.slabN = min(max(2*t.slabN, 4), maxContentSlab)
+		t.contents = make([]Content, t.slabN)
+	}
+	c := &t.contents[0]
+	t.contents = t.contents[1:]
+	fillContent(c, p, ContentFull)
+	return c
 }
 
 // Record is one call in the log. The host creates it with Begin and calls
@@ -406,10 +431,16 @@ func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
 	for a := rec; a != nil; a = a.parent {
 		a.appendHistLocked(ev, t.r.history)
 	}
-	kept := ev.kept(t.r.content)
+	// The kept form is built only for a reader that gets it: a call with
+	// no observer and no journal records its events for watchers alone.
+	var kept Event
+	built := false
 	for _, o := range rec.observers {
 		if excluded(rec.exclude, o) {
 			continue
+		}
+		if !built {
+			kept, built = ev.kept(t.r.content), true
 		}
 		k := kept
 		k.After = t.offered[o]
@@ -417,6 +448,9 @@ func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
 		o.offer(k, rec.exclude)
 	}
 	if t.w != nil {
+		if !built {
+			kept = ev.kept(t.r.content)
+		}
 		k := kept
 		k.After = ev.Seq - 1
 		t.w.add(k)
@@ -577,12 +611,17 @@ func (rec *Record) Input(f frame.Frame) {
 // its payload, when it is a string, adds to Text. A terminal frame is
 // recorded by End (see OutcomeOf), not here.
 func (rec *Record) Output(f frame.Frame) {
-	rec.emit(Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence,
-		Payload: contentOf(f.Payload, ContentFull), Media: mediaOf(f.Media, ContentFull)}, func() {
-		if s, ok := textOf(f.Payload); ok {
-			rec.text.WriteString(s)
-		}
-	})
+	t := rec.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rec.ending {
+		return
+	}
+	if s, ok := textBytesOf(f.Payload); ok {
+		rec.text.Write(s)
+	}
+	t.emitLocked(rec, Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence,
+		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, ContentFull)})
 }
 
 // Text returns the text of the call's output so far: the "text" strings of

@@ -1,11 +1,13 @@
 package calllog_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -463,5 +465,83 @@ func TestHistoryBoundShowsTheLoss(t *testing.T) {
 	end := evs[5]
 	if end.Kind != calllog.KindDone || end.Seq != 13 || end.After != 12 || evs[4].Seq != 5 {
 		t.Fatalf("end = seq %d after %d; want 13 after 12 (not given)", end.Seq, end.After)
+	}
+}
+
+// Output events keep each chunk's own content whoever reads them: with no
+// observer and no journal (the kept form is never built), with only an
+// observer, and with only a journal; across many chunks.
+func TestOutputContentPerChunk(t *testing.T) {
+	ctx := testCtx(t)
+	const n = 700
+	for _, tc := range []string{"none", "observer", "journal"} {
+		t.Run(tc, func(t *testing.T) {
+			obs := &collector{}
+			store := &calllog.MemoryStore{}
+			var opts calllog.Options
+			switch tc {
+			case "observer":
+				opts.Observers = []calllog.Observer{obs}
+			case "journal":
+				opts.Journal = &calllog.Journal{Store: store, Required: true}
+			}
+			r := newRecorder(t, opts)
+			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Request(calllog.RequestInfo{Child: "c0"})
+			want := make([]frame.Payload, n)
+			var text strings.Builder
+			for i := range n {
+				s := strings.Repeat("x", i%7)
+				f := chunk(t, "c", uint64(i+1), map[string]any{"i": i, "text": s})
+				want[i] = f.Payload
+				text.WriteString(s)
+				rec.Output(f)
+			}
+			if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Text(); got != text.String() {
+				t.Fatalf("Text is %d bytes, want %d", len(got), text.Len())
+			}
+			evs := slices.Collect(rec.Events())
+			if len(evs) != n+3 {
+				t.Fatalf("%d events, want %d", len(evs), n+3)
+			}
+			for i, ev := range evs[2 : n+2] {
+				if ev.Kind != calllog.KindOutput || ev.FrameSeq != uint64(i+1) || ev.Seq != uint64(i+3) || ev.After != uint64(i+2) {
+					t.Fatalf("event %d: kind %v frame %d seq %d after %d", i, ev.Kind, ev.FrameSeq, ev.Seq, ev.After)
+				}
+				if !bytes.Equal(ev.Payload.Value, want[i]) || ev.Payload.Bytes != len(want[i]) || ev.Payload.Keys != 2 {
+					t.Fatalf("event %d: content %+v, want %d bytes", i, ev.Payload, len(want[i]))
+				}
+			}
+			if err := r.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var kept []calllog.Event
+			switch tc {
+			case "observer":
+				kept = obs.got()
+			case "journal":
+				// Required: End returned once the end was kept.
+				if kept, err = store.EventsAfter(ctx, "c", 0, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc == "none" {
+				return
+			}
+			if len(kept) != n+3 {
+				t.Fatalf("%s kept %d events, want %d", tc, len(kept), n+3)
+			}
+			for i, ev := range kept[2 : n+2] {
+				if ev.Payload == nil || ev.Payload.Value != nil || ev.Payload.Bytes != len(want[i]) || ev.Payload.Keys != 2 {
+					t.Fatalf("%s event %d: kept form %+v, want shape of %d bytes", tc, i, ev.Payload, len(want[i]))
+				}
+			}
+		})
 	}
 }
