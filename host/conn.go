@@ -168,6 +168,15 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
 	// Recorded before the caller can read it, so that Text and Events
 	// include every chunk Recv returned. Never blocks: the log only queues.
 	call.rec.Output(*f)
+	// A plain non-blocking send first: far cheaper than a two-case select,
+	// and the usual case (the caller keeps up, the queue has room). A full
+	// queue falls through to the select, which also watches closing.
+	select {
+	case call.out <- *f:
+		call.given = f.Sequence + 1
+		return true
+	default:
+	}
 	select {
 	case call.out <- *f:
 		call.given = f.Sequence + 1
