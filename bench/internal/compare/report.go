@@ -204,9 +204,9 @@ func targets(rep *Report) []Target {
 			t.Got = f.SkulkAdvantage
 			t.Met = t.Got >= want
 			if t.Met {
-				t.Status = fmt.Sprintf("met: %.2f× (target %.2f×)", t.Got, want)
+				t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", t.Got, want)
 			} else {
-				t.Status = fmt.Sprintf("MISSED: %.2f× against %.2f×, %.0f%% short", t.Got, want, 100*(1-t.Got/want))
+				t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
 			}
 		}
 		out = append(out, t)
