@@ -204,7 +204,8 @@ func (ch *child) readControl() {
 type stopMode uint8
 
 const (
-	stopDead     stopMode = iota + 1 // died or unhealthy: fail calls at once, then kill
+	stopDead     stopMode = iota + 1 // hung (unhealthy) or never supervised: fail calls at once, then kill
+	stopExited                       // exited or closed its control connection: read the streams to EOF (exitDrain), then as stopDead
 	stopGraceful                     // Close or recycle: drain first
 )
 
@@ -313,13 +314,13 @@ func (ch *child) watch() (error, stopMode) {
 		return ch.ctrlW.WritePacket(&wire.Ping{Nonce: nonce})
 	}
 	if err := ping(); err != nil {
-		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopDead
+		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 	}
 	for {
 		select {
 		case <-ticker.C:
 			if err := ping(); err != nil {
-				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopDead
+				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}
 		case p := <-ch.pongs:
 			if p.Nonce == 0 || p.Nonce > nonce {
@@ -337,9 +338,9 @@ func (ch *child) watch() (error, stopMode) {
 		case <-unhealthy.C:
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
-			return fmt.Errorf("%w: control connection ended", ErrChildDied), stopDead
+			return fmt.Errorf("%w: control connection ended", ErrChildDied), stopExited
 		case <-ch.proc.exited:
-			return fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()), stopDead
+			return fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()), stopExited
 		case <-ch.h.life.Done():
 			return ErrClosed, stopGraceful
 		}
@@ -357,7 +358,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 	}
 	idle := ch.idle
 	ch.idle = nil
-	if mode == stopDead {
+	if mode != stopGraceful {
 		ch.state = StateDead
 	} else {
 		ch.state = StateDraining
@@ -367,9 +368,12 @@ func (ch *child) stop(cause error, mode stopMode) {
 	h.mu.Unlock()
 
 	var closeErr error
-	if mode == stopDead {
+	if mode != stopGraceful {
 		h.log.Warn("child dead", "child", ch.id, "pid", ch.proc.pid, "cause", cause)
 		unreachable := ch.unreachable(cause)
+		if mode == stopExited {
+			drainStreams(conns)
+		}
 		for _, c := range conns {
 			c.fail(unreachable)
 		}
@@ -403,6 +407,31 @@ func (ch *child) stop(cause error, mode stopMode) {
 			ch.slot.closeErr = closeErr
 		}
 		h.mu.Unlock()
+	}
+}
+
+// exitDrain bounds how long the readers of a child that exited (or closed
+// its control connection) may go on reading its stream connections before
+// they are closed. The kernel gives each connection the bytes the child
+// wrote before it died, then EOF: the frames reach their callers, in order,
+// before the synthetic unreachable, and a provider terminal already written
+// stands. A caller that does not read (a full Call.out) or a child that
+// closed its control connection but is still running cannot hold the stop
+// longer than this; its calls then end as a hung child's do. It is well
+// under the 1 s from a child's death to its calls' unreachable.
+const exitDrain = 500 * time.Millisecond
+
+// drainStreams waits until the readers of conns have returned (each reads
+// its connection to EOF), for exitDrain at most.
+func drainStreams(conns []*streamConn) {
+	t := time.NewTimer(exitDrain)
+	defer t.Stop()
+	for _, c := range conns {
+		select {
+		case <-c.done:
+		case <-t.C:
+			return
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ type streamConn struct {
 	w  *wire.Writer // closed by run when it returns
 
 	closing  chan struct{} // closed by fail
+	done     chan struct{} // closed when run has returned (the call, if any, has its terminal and was released)
 	failOnce sync.Once
 	cause    *synth // set by the first fail, before closing is closed
 
@@ -48,6 +49,7 @@ func newStreamConn(ch *child, nc net.Conn) *streamConn {
 		r:       wire.NewReader(nc, ch.limits),
 		w:       wire.NewWriter(nc, ch.limits),
 		closing: make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 }
 
@@ -93,6 +95,7 @@ func (c *streamConn) unbind() {
 // run reads the connection until it fails or closes.
 func (c *streamConn) run() {
 	defer c.ch.wg.Done()
+	defer close(c.done)
 	defer c.ch.forget(c)
 	defer c.w.Close() // after fail closed the connection, so it cannot block
 	defer c.fail(nil)

@@ -1,0 +1,90 @@
+package host
+
+import (
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// TestCrashDeliversWrittenChunks: every chunk the child wrote before it
+// exited reaches the caller, in order, before the synthetic unreachable,
+// which carries the next sequence; the terminal comes within 1 s.
+func TestCrashDeliversWrittenChunks(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	cfg.PoolSize = 2 // one slot restarts while the other takes the next call
+	cfg.Restart.MaxRestarts = 1000
+	h, _ := testHost(t, cfg, 2*time.Minute)
+	ns := []int{0, 1, 2, 3, 7, 40}
+	const rounds = 4
+	var worst time.Duration
+	for round := range rounds {
+		for _, n := range ns {
+			ctx := callCtx(t, 30*time.Second)
+			c, err := h.Call(ctx, "crash", frame.MustPayload(map[string]any{"after": n}))
+			if err != nil {
+				t.Fatalf("round %d after=%d: %v", round, n, err)
+			}
+			called := time.Now()
+			want := uint64(0)
+			for {
+				f, err := c.Recv(ctx)
+				if err != nil {
+					t.Fatalf("round %d after=%d: Recv: %v", round, n, err)
+				}
+				if f.Sequence != want {
+					t.Fatalf("round %d after=%d: %v with sequence %d, want %d", round, n, f.Kind, f.Sequence, want)
+				}
+				want++
+				if f.Kind == frame.KindChunk {
+					var p struct {
+						I uint64 `json:"i"`
+					}
+					if err := f.Payload.Decode(&p); err != nil || p.I != f.Sequence-1 {
+						t.Fatalf("round %d after=%d: chunk %d has i=%d (%v)", round, n, f.Sequence, p.I, err)
+					}
+				}
+				if f.IsTerminal() {
+					wantSynthetic(t, f, frame.CodeUnreachable)
+					if f.Sequence != uint64(n)+1 {
+						t.Fatalf("round %d after=%d: %d chunks before the synthetic unreachable, want %d", round, n, f.Sequence-1, n)
+					}
+					break
+				}
+			}
+			d := time.Since(called)
+			worst = max(worst, d)
+			if d > time.Second {
+				t.Errorf("round %d after=%d: terminal %v after the call, want within 1 s", round, n, d)
+			}
+		}
+	}
+	t.Logf("%d crashes: worst call-to-terminal %v", rounds*len(ns), worst)
+	succeeds(t, h)
+}
+
+// TestCrashCallerNotReading: a caller that does not read cannot hold a dead
+// child's stop beyond exitDrain: the connection is closed and the call ends
+// with the frames it queued, then the synthetic unreachable right after them.
+func TestCrashCallerNotReading(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	h, _ := testHost(t, cfg, time.Minute)
+	pid := readyPID(t, h, 0)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "crash", frame.MustPayload(map[string]any{"after": 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The restart comes after the stop, which waited exitDrain for a
+	// reader blocked on the full queue.
+	start := time.Now()
+	readyPID(t, h, pid)
+	if d := time.Since(start); d < exitDrain {
+		t.Errorf("restarted after %v, before the drain grace %v", d, exitDrain)
+	}
+	term, n := recvUntilTerminal(t, c, 10*time.Second)
+	wantSynthetic(t, term, frame.CodeUnreachable)
+	if n != outQueue-1 || term.Sequence != uint64(n)+1 {
+		t.Fatalf("%d chunks, then sequence %d; want %d, then %d", n, term.Sequence, outQueue-1, outQueue)
+	}
+}
