@@ -15,7 +15,10 @@
 // Each child is pinged every Config.HealthInterval. A child that answers no
 // ping within Config.HealthTimeout, whose control connection ends, or whose
 // process exits is dead: every call in flight on it gets a synthetic failed
-// unreachable, its process group gets SIGTERM then SIGKILL, and it is
+// unreachable (after the frames the child wrote before it exited: its
+// stream connections are read to EOF first, for 500 ms at most; a child
+// that stopped answering is cut off at once), its process group gets
+// SIGTERM then SIGKILL, and it is
 // restarted under Config.Restart (exponential backoff with jitter, giving
 // up after too many restarts in a window; a pool whose every slot gave up
 // refuses calls with ErrPoolDown). A child whose pong reports stuck

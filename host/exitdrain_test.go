@@ -16,7 +16,7 @@ func TestCrashDeliversWrittenChunks(t *testing.T) {
 	cfg.Restart.MaxRestarts = 1000
 	h, _ := testHost(t, cfg, 2*time.Minute)
 	ns := []int{0, 1, 2, 3, 7, 40}
-	const rounds = 4
+	const rounds = 20 // each n this many times
 	var worst time.Duration
 	for round := range rounds {
 		for _, n := range ns {
