@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -28,11 +26,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	childBin = filepath.Join(dir, "skulk-child")
-	build := exec.Command("go", "build", "-o", childBin, "github.com/skulkrt/skulk/cmd/skulk-child")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building cmd/skulk-child:", err)
+	childBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

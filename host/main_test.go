@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/internal/testnet"
 	"go.uber.org/goleak"
 )
 
@@ -33,14 +33,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	childBin = filepath.Join(dir, "skulk-child")
-	os.Setenv("SKULK_TEST_CHILD", childBin) // for the Examples
-	out, err := exec.Command("go", "build", "-o", childBin, "../cmd/skulk-child").CombinedOutput()
+	childBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "building cmd/skulk-child: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	os.Setenv("SKULK_TEST_CHILD", childBin) // for the Examples
 	// Warm up the network poller so that its descriptors are not counted as
 	// leaks by the first test.
 	if ln, err := net.Listen("unix", filepath.Join(dir, "warm.sock")); err == nil {

@@ -3,10 +3,7 @@ package export
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +12,12 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // buildChild builds cmd/skulk-child into dir.
 func buildChild(dir string) (string, error) {
-	bin := filepath.Join(dir, "skulk-child")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/skulk-child").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building cmd/skulk-child: %v\n%s", err, out)
-	}
-	return bin, nil
+	return testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
 }
 
 // realHost starts cmd/skulk-child (with its test tools) under a host whose

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 const examples = "../../asif/testdata/"
@@ -239,9 +239,9 @@ func TestASIFExportRealCalls(t *testing.T) {
 		t.Skip("builds cmd/skulk-child")
 	}
 	dir := t.TempDir()
-	child := filepath.Join(dir, "skulk-child")
-	if out, err := exec.Command("go", "build", "-o", child, "../../cmd/skulk-child").CombinedOutput(); err != nil {
-		t.Fatalf("building cmd/skulk-child: %v\n%s", err, out)
+	child, err := testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
+	if err != nil {
+		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "calls.db")
 	toolsFile := filepath.Join(dir, "tools.json")
