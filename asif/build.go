@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 )
 
 // This file holds the types for writing documents. Every type marshals to
@@ -180,22 +181,15 @@ func (d *Document) AddExternalBinding(b ExternalBinding) {
 	d.require(FeatureExternalBindings)
 }
 
+// require declares feature once.
 func (d *Document) require(feature string) {
-	for _, f := range d.RequiredFeatures {
-		if f == feature {
-			return
-		}
+	if !d.requires(feature) {
+		d.RequiredFeatures = append(d.RequiredFeatures, feature)
 	}
-	d.RequiredFeatures = append(d.RequiredFeatures, feature)
 }
 
 func (d *Document) requires(feature string) bool {
-	for _, f := range d.RequiredFeatures {
-		if f == feature {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(d.RequiredFeatures, feature)
 }
 
 // Marshal encodes the document as indented JSON and checks the result with
