@@ -590,23 +590,27 @@ type Resource struct {
 // TextResource returns an embedded resource holding text (UTF-8) with its
 // exact byte length and SHA-256.
 func TextResource(id, mediaType, purpose, text string) Resource {
-	n := int64(len(text))
-	sum := sha256.Sum256([]byte(text))
-	return Resource{
-		ID: id, MediaType: mediaType, Availability: "embedded", Purpose: purpose,
-		Bytes: &n, SHA256: hex.EncodeToString(sum[:]), Text: &text,
-	}
+	r := embedded(id, mediaType, purpose, []byte(text))
+	r.Text = &text
+	return r
 }
 
 // DataResource returns an embedded resource holding b as base64 with its
 // exact byte length and SHA-256. Use it for bytes that are not UTF-8.
 func DataResource(id, mediaType, purpose string, b []byte) Resource {
+	r := embedded(id, mediaType, purpose, b)
+	r.Data = base64.StdEncoding.EncodeToString(b)
+	return r
+}
+
+// embedded returns an embedded resource describing b (its byte length and
+// SHA-256) with neither representation set.
+func embedded(id, mediaType, purpose string, b []byte) Resource {
 	n := int64(len(b))
 	sum := sha256.Sum256(b)
 	return Resource{
 		ID: id, MediaType: mediaType, Availability: "embedded", Purpose: purpose,
 		Bytes: &n, SHA256: hex.EncodeToString(sum[:]),
-		Data: base64.StdEncoding.EncodeToString(b),
 	}
 }
 
