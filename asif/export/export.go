@@ -408,14 +408,10 @@ func (x *exporter) show(c *call, e calllog.Event) bool {
 		if c.streamed {
 			src = "call-" + seqStr(c.requestSeq)
 		}
-		args := c.args
-		if args == nil {
-			args = json.RawMessage("null")
-		}
 		x.doc.AddExternalBinding(asif.ExternalBinding{
 			Kind: "call", ID: c.id,
 			Source:     asif.BindingSource{SessionID: x.session, CaptureID: x.source, EventID: src},
-			Descriptor: &asif.CallDescriptor{ToolID: c.tool, Arguments: args, ArgumentsStatus: c.argsStatus},
+			Descriptor: &asif.CallDescriptor{ToolID: c.tool, Arguments: c.args, ArgumentsStatus: c.argsStatus},
 		})
 		x.loss("calls-before-window", "capture", "history_before_capture", asif.ScopeConversation, nil,
 			"Calls that began before this capture's first event are external bindings naming their tool_call in the earlier capture; their requests and earlier results are not included here.")
@@ -475,10 +471,10 @@ func streamedArgs(frags []fragItem, request *calllog.Content) (json.RawMessage, 
 // A version that amends the document's current one (supersedes it) is
 // named call-SEQ-amends-PRED, a first version call-SEQ: the amendment is
 // part of the event, so one id never names two different events in two
-// captures. It returns the id.
+// captures. Unknown (nil) arguments are written as null by
+// asif.ToolCallData. It returns the id.
 func (x *exporter) emitCall(c *call, seq uint64, at time.Time, args json.RawMessage, status asif.ArgumentsStatus) string {
 	if args == nil {
-		args = json.RawMessage("null")
 		x.notKept = true
 	}
 	id := "call-" + seqStr(seq)
