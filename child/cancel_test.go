@@ -30,18 +30,13 @@ func TestCallerCancelled(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("cc1", "sleep", map[string]any{"ms": 60_000}, 0))
-		require.NoError(t, s.Started("cc1"))
-		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		beginSleep(t, h, s, "cc1")
 		require.NoError(t, s.CancelCall("cc1", 1))
 		res := readCall(t, s, "cc1")
 		requireTerminal(t, res, frame.KindCancelled, 0)
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
 		// Reusable after both terminals.
-		require.NoError(t, s.Invoke("cc2", "count", map[string]any{"n": 1}, 0))
-		require.NoError(t, s.Started("cc2"))
-		require.NoError(t, s.Complete("cc2", 1, nil))
-		requireTerminal(t, readCall(t, s, "cc2"), frame.KindCompleted, 0)
+		requireCountCompletes(t, s, "cc2")
 	})
 }
 
@@ -49,8 +44,7 @@ func TestCallerFailedCancels(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("cf1", "echo", nil, 0))
-		require.NoError(t, s.Started("cf1"))
+		begin(t, s, "cf1", "echo", nil)
 		f, err := frame.NewFailed("cf1", frame.CallerToProvider, 1, frame.CodeProviderError, "caller broke")
 		require.NoError(t, err)
 		require.NoError(t, s.Caller(f))
@@ -62,9 +56,7 @@ func TestControlCancel(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("k1", "sleep", map[string]any{"ms": 60_000}, 0))
-		require.NoError(t, s.Started("k1"))
-		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		beginSleep(t, h, s, "k1")
 		require.NoError(t, h.Cancel("k1", "test"))
 		requireTerminal(t, readCall(t, s, "k1"), frame.KindCancelled, frame.CodeCancelled)
 	})
@@ -87,10 +79,7 @@ func TestRememberedCancel(t *testing.T) {
 		// An invoke used the id: it is forgotten, a new call may reuse it
 		// on another connection.
 		s2 := dial(t, h)
-		require.NoError(t, s2.Invoke("r1", "count", map[string]any{"n": 1}, 0))
-		require.NoError(t, s2.Started("r1"))
-		require.NoError(t, s2.Complete("r1", 1, nil))
-		requireTerminal(t, readCall(t, s2, "r1"), frame.KindCompleted, 0)
+		requireCountCompletes(t, s2, "r1")
 	})
 }
 
@@ -125,8 +114,7 @@ func TestInvalidCallerFrame(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				h, _ := tg.start(t, config{})
 				s := dial(t, h)
-				require.NoError(t, s.Invoke("v1", "echo", nil, 0))
-				require.NoError(t, s.Started("v1"))
+				begin(t, s, "v1", "echo", nil)
 				require.NoError(t, bad(s))
 				res := readCall(t, s, "v1")
 				requireTerminal(t, res, frame.KindFailed, frame.CodeInvalidFrame)
@@ -141,19 +129,14 @@ func TestProtocolErrorClosesOnlyThatConnection(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("p1", "sleep", map[string]any{"ms": 60_000}, 0))
-		require.NoError(t, s.Started("p1"))
-		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		beginSleep(t, h, s, "p1")
 		// A header length of zero breaks §2.
 		require.NoError(t, s.WriteRaw(make([]byte, 8)))
 		requireClosed(t, s)
 		// The connection closing cancelled the handler.
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
 		s2 := dial(t, h)
-		require.NoError(t, s2.Invoke("p2", "count", map[string]any{"n": 1}, 0))
-		require.NoError(t, s2.Started("p2"))
-		require.NoError(t, s2.Complete("p2", 1, nil))
-		requireTerminal(t, readCall(t, s2, "p2"), frame.KindCompleted, 0)
+		requireCountCompletes(t, s2, "p2")
 	})
 }
 
@@ -161,8 +144,7 @@ func TestOutOfOrderInvoke(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("o1", "echo", nil, 0))
-		require.NoError(t, s.Started("o1"))
+		begin(t, s, "o1", "echo", nil)
 		require.NoError(t, s.Invoke("o2", "echo", nil, 0))
 		requireClosed(t, s)
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
@@ -173,9 +155,7 @@ func TestConnectionClosedCancels(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("cl1", "sleep", map[string]any{"ms": 60_000}, 0))
-		require.NoError(t, s.Started("cl1"))
-		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		beginSleep(t, h, s, "cl1")
 		s.Close()
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
 	})
@@ -187,8 +167,7 @@ func TestStuckHandler(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{startup: st})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("st1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}, 0))
-		require.NoError(t, s.Started("st1"))
+		begin(t, s, "st1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true})
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
 		require.NoError(t, h.Cancel("st1", "test"))
 		// The terminal is written for the stuck handler; the end waits.
@@ -213,8 +192,7 @@ func TestDrain(t *testing.T) {
 		h, _ := tg.start(t, config{})
 		idle := dial(t, h)
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("dr1", "sleep", map[string]any{"ms": 300}, 0))
-		require.NoError(t, s.Started("dr1"))
+		begin(t, s, "dr1", "sleep", map[string]any{"ms": 300})
 		require.NoError(t, s.Complete("dr1", 1, nil))
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
 		require.NoError(t, h.Drain(5*time.Second))
@@ -250,8 +228,7 @@ func TestDrainPastGrace(t *testing.T) {
 		}}
 		h, _ := tg.start(t, config{startup: st, extra: []child.Tool{stubborn}})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("dg1", "sleep", map[string]any{"ms": 60_000}, 0))
-		require.NoError(t, s.Started("dg1"))
+		begin(t, s, "dg1", "sleep", map[string]any{"ms": 60_000})
 		s2 := dial(t, h)
 		if tg.name == "binary" {
 			require.NoError(t, s2.Invoke("dg2", "sleep", map[string]any{"ms": 60_000, "ignore_cancel": true}, 0))
@@ -288,8 +265,7 @@ func TestServeReturnsOnControlEOF(t *testing.T) {
 	_, err := srv.host.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
 	s := dial(t, srv.host)
-	require.NoError(t, s.Invoke("eof1", "stubborn", nil, 0))
-	require.NoError(t, s.Started("eof1"))
+	begin(t, s, "eof1", "stubborn", nil)
 	pingUntil(t, srv.host, func(p *wire.Pong) bool { return p.Streams == 1 })
 	start := time.Now()
 	srv.host.Close()

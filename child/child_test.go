@@ -45,8 +45,7 @@ func TestEcho(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("e1", "echo", nil, 0))
-		require.NoError(t, s.Started("e1"))
+		begin(t, s, "e1", "echo", nil)
 		require.NoError(t, s.Chunk("e1", 1, payload(map[string]any{"text": "hi"}), nil))
 		data := []byte(strings.Repeat("abc", 1000))
 		require.NoError(t, s.Chunk("e1", 2, nil, &frame.InlineMedia{Data: data, MediaType: "text/plain"}))
@@ -83,8 +82,7 @@ func TestCount(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("c1", "count", map[string]any{"n": 5, "size": 10}, 0))
-		require.NoError(t, s.Started("c1"))
+		begin(t, s, "c1", "count", map[string]any{"n": 5, "size": 10})
 		require.NoError(t, s.Complete("c1", 1, nil))
 		res := readCall(t, s, "c1")
 		requireTerminal(t, res, frame.KindCompleted, 0)
@@ -104,8 +102,7 @@ func TestMedia(t *testing.T) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
 		const total = 200_001
-		require.NoError(t, s.Invoke("m1", "media", map[string]any{"bytes": total, "chunk": 65536}, 0))
-		require.NoError(t, s.Started("m1"))
+		begin(t, s, "m1", "media", map[string]any{"bytes": total, "chunk": 65536})
 		require.NoError(t, s.Complete("m1", 1, nil))
 		res := readCall(t, s, "m1")
 		requireTerminal(t, res, frame.KindCompleted, 0)
@@ -131,8 +128,7 @@ func TestFail(t *testing.T) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
 		msg := "boom " + strings.Repeat("é", 3000)
-		require.NoError(t, s.Invoke("f1", "fail", map[string]any{"message": msg}, 0))
-		require.NoError(t, s.Started("f1"))
+		begin(t, s, "f1", "fail", map[string]any{"message": msg})
 		require.NoError(t, s.Complete("f1", 1, nil))
 		res := readCall(t, s, "f1")
 		requireTerminal(t, res, frame.KindFailed, frame.CodeProviderError)
@@ -153,10 +149,7 @@ func TestUnknownToolKeepsConnection(t *testing.T) {
 		require.NoError(t, s.Started("x1"))
 		require.NoError(t, s.Chunk("x1", 1, payload(map[string]any{"a": 1}), nil))
 		require.NoError(t, s.Complete("x1", 2, nil))
-		require.NoError(t, s.Invoke("x2", "count", map[string]any{"n": 1}, 0))
-		require.NoError(t, s.Started("x2"))
-		require.NoError(t, s.Complete("x2", 1, nil))
-		requireTerminal(t, readCall(t, s, "x2"), frame.KindCompleted, 0)
+		requireCountCompletes(t, s, "x2")
 	})
 }
 
@@ -164,8 +157,7 @@ func TestDiscardAfterEndUntilCallerTerminal(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("d1", "count", map[string]any{"n": 2}, 0))
-		require.NoError(t, s.Started("d1"))
+		begin(t, s, "d1", "count", map[string]any{"n": 2})
 		requireTerminal(t, readCall(t, s, "d1"), frame.KindCompleted, 0)
 		// The call ended; the caller's direction goes on: more than the
 		// queue holds, all discarded.
@@ -173,8 +165,7 @@ func TestDiscardAfterEndUntilCallerTerminal(t *testing.T) {
 			require.NoError(t, s.Chunk("d1", i, payload(map[string]any{"i": i}), nil))
 		}
 		require.NoError(t, s.Complete("d1", 21, nil))
-		require.NoError(t, s.Invoke("d2", "echo", nil, 0))
-		require.NoError(t, s.Started("d2"))
+		begin(t, s, "d2", "echo", nil)
 		require.NoError(t, s.Complete("d2", 1, nil))
 		res := readCall(t, s, "d2")
 		requireTerminal(t, res, frame.KindCompleted, 0)

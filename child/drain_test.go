@@ -6,7 +6,6 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
-	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -23,14 +22,11 @@ func TestDrainedChildLeavesNothing(t *testing.T) {
 		streams = append(streams, dial(t, srv.host))
 	}
 	used := dial(t, srv.host) // a connection that served a call
-	require.NoError(t, used.Invoke("n1", "count", map[string]any{"n": 3}, 0))
-	require.NoError(t, used.Started("n1"))
+	begin(t, used, "n1", "count", map[string]any{"n": 3})
 	require.NoError(t, used.Complete("n1", 1, nil))
 	requireTerminal(t, readCall(t, used, "n1"), frame.KindCompleted, 0)
 	running := dial(t, srv.host) // a call cancelled by the drain
-	require.NoError(t, running.Invoke("n2", "sleep", map[string]any{"ms": 60_000}, 0))
-	require.NoError(t, running.Started("n2"))
-	pingUntil(t, srv.host, func(p *wire.Pong) bool { return p.Streams == 1 })
+	beginSleep(t, srv.host, running, "n2")
 	streams = append(streams, used, running)
 
 	require.NoError(t, srv.host.Drain(50*time.Millisecond))

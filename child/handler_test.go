@@ -17,17 +17,14 @@ func TestHandlerPanic(t *testing.T) {
 	tool := child.Tool{ID: "panics", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		panic("secret-token-123")
 	}}
-	srv := serveChild(t, config{}, demoOptions(tool))
-	_, err := srv.host.Handshake(ctxT(t), nil)
-	require.NoError(t, err)
-	s := dial(t, srv.host)
-	require.NoError(t, s.Invoke("pa1", "panics", nil, 0))
-	require.NoError(t, s.Started("pa1"))
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	s := dial(t, h)
+	begin(t, s, "pa1", "panics", nil)
 	res := readCall(t, s, "pa1")
 	requireTerminal(t, res, frame.KindFailed, frame.CodeProviderError)
 	require.NotContains(t, res.Terminal.Error.Message, "secret")
 	// The child goes on.
-	_, _, err = srv.host.Ping(ctxT(t), 1)
+	_, _, err := h.Ping(ctxT(t), 1)
 	require.NoError(t, err)
 }
 
@@ -59,12 +56,9 @@ func TestHandlerContract(t *testing.T) {
 		reports <- r
 		return nil, errors.New("ignored: the terminal was written")
 	}}
-	srv := serveChild(t, config{}, demoOptions(tool))
-	_, err := srv.host.Handshake(ctxT(t), nil)
-	require.NoError(t, err)
-	s := dial(t, srv.host)
-	require.NoError(t, s.Invoke("tw1", "twice", nil, 0))
-	require.NoError(t, s.Started("tw1"))
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	s := dial(t, h)
+	begin(t, s, "tw1", "twice", nil)
 	require.NoError(t, s.Chunk("tw1", 1, payload(map[string]any{"a": 1}), nil))
 	require.NoError(t, s.Complete("tw1", 2, payload(map[string]any{"final": true})))
 	res := readCall(t, s, "tw1")
@@ -87,19 +81,16 @@ func TestHandlerSeesCause(t *testing.T) {
 		causes <- err
 		return payload(map[string]any{"ignored": true}), nil
 	}}
-	srv := serveChild(t, config{}, demoOptions(tool))
-	_, err := srv.host.Handshake(ctxT(t), nil)
-	require.NoError(t, err)
-	s := dial(t, srv.host)
-	require.NoError(t, s.Invoke("hc1", "waits", nil, 0))
-	require.NoError(t, s.Started("hc1"))
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	s := dial(t, h)
+	begin(t, s, "hc1", "waits", nil)
 	require.NoError(t, s.CancelCall("hc1", 1))
 	res := readCall(t, s, "hc1")
 	requireTerminal(t, res, frame.KindCancelled, 0)
 	require.Len(t, res.Frames, 1)
 	require.ErrorIs(t, <-causes, child.ErrCallerCancelled)
 
-	s2 := dial(t, srv.host)
+	s2 := dial(t, h)
 	require.NoError(t, s2.Invoke("hc2", "waits", nil, 50*time.Millisecond))
 	require.NoError(t, s2.Started("hc2"))
 	requireTerminal(t, readCall(t, s2, "hc2"), frame.KindFailed, frame.CodeTimeout)
@@ -126,11 +117,9 @@ func TestHandlerErrors(t *testing.T) {
 			return nil, s.Send(nil, nil)
 		}},
 	}
-	srv := serveChild(t, config{}, demoOptions(tools...))
-	_, err := srv.host.Handshake(ctxT(t), nil)
-	require.NoError(t, err)
+	h, _ := startServe(t, config{extra: tools})
 	call := func(id, tool string) *frame.Frame {
-		s := dial(t, srv.host)
+		s := dial(t, h)
 		require.NoError(t, s.Invoke(id, tool, nil, 0))
 		require.NoError(t, s.Started(id))
 		require.NoError(t, s.Complete(id, 1, nil))
@@ -169,12 +158,9 @@ func TestInvalidPayloadRefused(t *testing.T) {
 		}
 		return payload(map[string]any{"done": true}), nil
 	}}
-	srv := serveChild(t, config{}, demoOptions(tool))
-	_, err := srv.host.Handshake(ctxT(t), nil)
-	require.NoError(t, err)
-	s := dial(t, srv.host)
-	require.NoError(t, s.Invoke("bp1", "badpayload", nil, 0))
-	require.NoError(t, s.Started("bp1"))
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	s := dial(t, h)
+	begin(t, s, "bp1", "badpayload", nil)
 	res := readCall(t, s, "bp1")
 	r := <-reports
 	for name, err := range map[string]error{"chunk": r.chunk, "complete": r.complete, "trailing": r.trailing} {

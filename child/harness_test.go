@@ -213,3 +213,28 @@ type gate struct {
 func newGate() *gate { return &gate{ch: make(chan struct{})} }
 
 func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// begin invokes tool with args (no timeout) on s and sends the caller's
+// started frame.
+func begin(t *testing.T, s *testnet.Stream, callID, tool string, args map[string]any) {
+	t.Helper()
+	require.NoError(t, s.Invoke(callID, tool, args, 0))
+	require.NoError(t, s.Started(callID))
+}
+
+// beginSleep begins a one-minute sleep call on s and waits until the
+// child counts it as its only stream.
+func beginSleep(t *testing.T, h *testnet.Host, s *testnet.Stream, callID string) {
+	t.Helper()
+	begin(t, s, callID, "sleep", map[string]any{"ms": 60_000})
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+}
+
+// requireCountCompletes runs a one-chunk count call on s to its completed
+// terminal: the connection still serves calls.
+func requireCountCompletes(t *testing.T, s *testnet.Stream, callID string) {
+	t.Helper()
+	begin(t, s, callID, "count", map[string]any{"n": 1})
+	require.NoError(t, s.Complete(callID, 1, nil))
+	requireTerminal(t, readCall(t, s, callID), frame.KindCompleted, 0)
+}

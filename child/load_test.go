@@ -42,8 +42,7 @@ func TestBackpressureIndependentOfHealth(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("bp1", "sleep", map[string]any{"ms": 60_000}, 0))
-		require.NoError(t, s.Started("bp1"))
+		begin(t, s, "bp1", "sleep", map[string]any{"ms": 60_000})
 		chunk := payload(map[string]any{"pad": strings.Repeat("x", 4000)})
 		var accepted atomic.Int64
 		var stop atomic.Bool
@@ -243,8 +242,7 @@ func TestEgressBackpressure(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{startup: st})
 		s := dial(t, h)
-		require.NoError(t, s.Invoke("eg1", "count", map[string]any{"n": 1_000_000, "size": 1000}, 0))
-		require.NoError(t, s.Started("eg1"))
+		begin(t, s, "eg1", "count", map[string]any{"n": 1_000_000, "size": 1000})
 		require.NoError(t, s.Complete("eg1", 1, nil))
 		// Wait until the output fills the socket: what waits unread on the
 		// host's side stops growing for 300 ms.
@@ -259,8 +257,7 @@ func TestEgressBackpressure(t *testing.T) {
 		require.Positive(t, last)
 		// Other streams are served meanwhile.
 		other := dial(t, h)
-		require.NoError(t, other.Invoke("eg2", "count", map[string]any{"n": 3}, 0))
-		require.NoError(t, other.Started("eg2"))
+		begin(t, other, "eg2", "count", map[string]any{"n": 3})
 		require.NoError(t, other.Complete("eg2", 1, nil))
 		requireTerminal(t, readCall(t, other, "eg2"), frame.KindCompleted, 0)
 		var rtts []time.Duration

@@ -33,8 +33,7 @@ func TestBinaryControlEOFExitsPromptly(t *testing.T) {
 	_, err := p.Host.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
 	s := dial(t, p.Host)
-	require.NoError(t, s.Invoke("e1", "sleep", map[string]any{"ms": 30_000, "ignore_cancel": true}, 0))
-	require.NoError(t, s.Started("e1"))
+	begin(t, s, "e1", "sleep", map[string]any{"ms": 30_000, "ignore_cancel": true})
 	pingUntil(t, p.Host, func(p *wire.Pong) bool { return p.Streams == 1 })
 	start := time.Now()
 	p.Host.Close()
@@ -111,7 +110,6 @@ func TestBinaryWithoutTestTools(t *testing.T) {
 		}
 	}
 	s := dial(t, p.Host)
-	require.NoError(t, s.Invoke("w1", "sleep", map[string]any{"ms": 1, "ignore_cancel": true}, 0))
-	require.NoError(t, s.Started("w1"))
+	begin(t, s, "w1", "sleep", map[string]any{"ms": 1, "ignore_cancel": true})
 	requireTerminal(t, readCall(t, s, "w1"), frame.KindFailed, frame.CodeProviderError)
 }

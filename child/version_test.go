@@ -30,15 +30,13 @@ func TestExplicitVersionAndInvokeFields(t *testing.T) {
 			"tree": inv.Tree, "parent": inv.Parent, "timeout_ms": inv.TimeoutMS,
 		})
 	}}
-	srv := serveChild(t, config{}, demoOptions(tool))
-	hello, err := srv.host.Handshake(ctxT(t), nil)
-	require.NoError(t, err)
+	h, hello := startServe(t, config{extra: []child.Tool{tool}})
 	for _, d := range hello.Tools {
 		if d.ID == "meta" {
 			require.Equal(t, "v7", d.Version)
 		}
 	}
-	s := dial(t, srv.host)
+	s := dial(t, h)
 	require.NoError(t, s.Write(&wire.Invoke{CallID: "m1", ToolID: "meta", Arguments: payload(map[string]any{}),
 		TimeoutMS: 60_000, Trace: map[string]string{"traceparent": "00-abc-def-01"}, Tree: "root", Parent: "p"}))
 	require.NoError(t, s.Started("m1"))
