@@ -551,6 +551,41 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
+// readTerminal reads master until it fails (EIO once every holder of the
+// slave side has closed it) and then sends everything read, once, on the
+// returned channel (size 1, so the reader never blocks on a test that has
+// given up). The goroutine is stopped by the command's exit closing the
+// slave side, or by the test closing master.
+func readTerminal(master *os.File) <-chan []byte {
+	read := make(chan []byte, 1)
+	go func() {
+		var term bytes.Buffer
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			term.Write(buf[:n])
+			if err != nil {
+				read <- term.Bytes()
+				return
+			}
+		}
+	}()
+	return read
+}
+
+// awaitTerminal returns what readTerminal read, failing the test if ctx
+// ends first.
+func awaitTerminal(ctx context.Context, t *testing.T, read <-chan []byte) string {
+	t.Helper()
+	select {
+	case term := <-read:
+		return string(term)
+	case <-ctx.Done():
+		t.Fatal("terminal output never ended")
+		return ""
+	}
+}
+
 // TestProgressLineInTerminal runs a call with stderr on a real
 // pseudo-terminal: the progress line is drawn while the call runs and
 // erased before the status line; stdout (a pipe) gets no escape codes.
@@ -567,29 +602,11 @@ func TestProgressLineInTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	slave.Close() // the child holds its own copy; EOF (EIO) comes when it exits
-	read := make(chan []byte, 1)
-	go func() { // stopped by the command's exit closing the slave side
-		var term bytes.Buffer
-		buf := make([]byte, 4096)
-		for {
-			n, err := master.Read(buf)
-			term.Write(buf[:n])
-			if err != nil {
-				read <- term.Bytes()
-				return
-			}
-		}
-	}()
+	read := readTerminal(master)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("call: %v", err)
 	}
-	var term []byte
-	select {
-	case term = <-read:
-	case <-ctx.Done():
-		t.Fatal("terminal output never ended")
-	}
-	s := string(term)
+	s := awaitTerminal(ctx, t, read)
 	const clear = "\r\x1b[K"
 	draw := regexp.MustCompile(`\r\x1b\[K  1 frames  0 B  [0-9.]+ MB/s  [0-9.]+(ms|s) elapsed`)
 	draws := draw.FindAllStringIndex(s, -1)
@@ -629,19 +646,7 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	slave.Close()
-	read := make(chan []byte, 1)
-	go func() { // stopped by the command's exit closing the slave side
-		var term bytes.Buffer
-		buf := make([]byte, 4096)
-		for {
-			n, err := master.Read(buf)
-			term.Write(buf[:n])
-			if err != nil {
-				read <- term.Bytes()
-				return
-			}
-		}
-	}()
+	read := readTerminal(master)
 	words := []string{"alpha", "bravo", "charlie", "delta"}
 	for _, w := range words {
 		// Pacing, not synchronisation: the call must last long enough
@@ -655,13 +660,7 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("call: %v", err)
 	}
-	var term []byte
-	select {
-	case term = <-read:
-	case <-ctx.Done():
-		t.Fatal("terminal output never ended")
-	}
-	s := string(term)
+	s := awaitTerminal(ctx, t, read)
 	if !strings.Contains(s, " frames  ") {
 		t.Fatalf("the progress line was never drawn: %q", s)
 	}
