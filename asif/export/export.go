@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -899,30 +900,33 @@ func textOrData(id, mediaType, purpose, s string) asif.Resource {
 	return asif.DataResource(id, mediaType, purpose, []byte(s))
 }
 
+// loss records the loss loss-ID the first time it is met, and adds refs
+// to it every time.
 func (x *exporter) loss(id, stage, kind string, scope asif.CoverageScope, refs []asif.LossReference, why string) {
 	id = "loss-" + id
-	if l := x.lossByID[id]; l != nil {
-		for _, r := range refs {
-			x.lossRef(strings.TrimPrefix(id, "loss-"), r.Type, r.ID)
-		}
-		return
+	l := x.lossByID[id]
+	if l == nil {
+		l = &asif.Loss{ID: id, Stage: stage, Kind: kind, Scope: scope, Explanation: why}
+		x.lossByID[id] = l
+		x.losses = append(x.losses, l)
 	}
-	l := &asif.Loss{ID: id, Stage: stage, Kind: kind, Scope: scope, References: refs, Explanation: why}
-	x.lossByID[id] = l
-	x.losses = append(x.losses, l)
+	for _, r := range refs {
+		addLossRef(l, r)
+	}
 }
 
+// lossRef adds a reference to the loss loss-ID, if it was recorded.
 func (x *exporter) lossRef(id, typ, ref string) {
-	l := x.lossByID["loss-"+id]
-	if l == nil {
-		return
+	if l := x.lossByID["loss-"+id]; l != nil {
+		addLossRef(l, asif.LossReference{Type: typ, ID: ref})
 	}
-	for _, r := range l.References {
-		if r.Type == typ && r.ID == ref {
-			return
-		}
+}
+
+// addLossRef adds ref to l unless l already holds it.
+func addLossRef(l *asif.Loss, ref asif.LossReference) {
+	if !slices.Contains(l.References, ref) {
+		l.References = append(l.References, ref)
 	}
-	l.References = append(l.References, asif.LossReference{Type: typ, ID: ref})
 }
 
 // describe writes the tools, checkpoint, coverage, boundary and losses.
