@@ -47,9 +47,8 @@ type child struct {
 	cat        *catalog
 
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
-	bye      chan struct{}  // closed by readControl on bye
 	ctrlDone chan struct{}  // closed when readControl returns
-	ctrlErr  error          // set before ctrlDone is closed
+	ctrlErr  error          // why readControl returned; set before ctrlDone is closed
 	wg       sync.WaitGroup
 
 	// Guarded by Host.mu.
@@ -80,7 +79,6 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		h: h, slot: s, id: id, proc: proc,
 		ctrlR:    wire.NewReader(proc.ctrl, h.cfg.Limits),
 		pongs:    make(chan wire.Pong, 1),
-		bye:      make(chan struct{}),
 		ctrlDone: make(chan struct{}),
 		conns:    map[*streamConn]struct{}{},
 		state:    StateStarting,
@@ -163,12 +161,11 @@ func (ch *child) handshake(ctx context.Context) error {
 }
 
 // readControl reads the control connection: pongs go to the supervisor,
-// bye is noted, anything else is a protocol error that ends the reading
-// (and so the child).
+// bye is allowed (the drain waits for the exit, not for it), anything else
+// is a protocol error that ends the reading (and so the child).
 func (ch *child) readControl() {
 	defer ch.wg.Done()
 	defer close(ch.ctrlDone)
-	byeSeen := false
 	for {
 		pkt, err := ch.ctrlR.ReadPacket()
 		if err != nil {
@@ -189,10 +186,6 @@ func (ch *child) readControl() {
 				}
 			}
 		case *wire.Bye:
-			if !byeSeen {
-				byeSeen = true
-				close(ch.bye)
-			}
 		default:
 			ch.ctrlErr = fmt.Errorf("%w: %s on the control connection", wire.ErrProtocol, pkt.Type())
 			return
@@ -338,7 +331,7 @@ func (ch *child) watch() (error, stopMode) {
 		case <-unhealthy.C:
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
-			return fmt.Errorf("%w: control connection ended", ErrChildDied), stopExited
+			return fmt.Errorf("%w: control connection ended: %w", ErrChildDied, ch.ctrlErr), stopExited
 		case <-ch.proc.exited:
 			return fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()), stopExited
 		case <-ch.h.life.Done():
