@@ -40,9 +40,8 @@ type Host struct {
 	changed  chan struct{}   // closed and replaced whenever the pool changes (a slot freed, a child up or down)
 	cat      *catalog        // the catalogue of the latest child that started
 
-	closeOnce sync.Once
-	closed    chan struct{} // closed when Close has finished
-	closeErr  error
+	closeOnce sync.Once // a later Close waits in Do for the first to finish
+	closeErr  error     // set inside closeOnce
 }
 
 // ChildState is the state of one slot of the pool.
@@ -115,7 +114,6 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 		cfg:      cfg.withDefaults(),
 		idPrefix: hex.EncodeToString(rnd[:]),
 		changed:  make(chan struct{}),
-		closed:   make(chan struct{}),
 	}
 	h.log = h.cfg.Logger
 	h.rec = h.cfg.Recorder
@@ -514,9 +512,7 @@ func (h *Host) Close(ctx context.Context) error {
 		if len(errs) > 0 {
 			h.closeErr = errs[0]
 		}
-		close(h.closed)
 	})
-	<-h.closed
 	return h.closeErr
 }
 
