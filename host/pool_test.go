@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func TestChildLogsForwarded(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(logs.String(), "fake: dying on purpose") })
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "fake: dying on purpose") {
-			for _, want := range []string{"child=c0.1", "pid=" + itoa(pid), "stream=stderr"} {
+			for _, want := range []string{"child=c0.1", "pid=" + strconv.Itoa(pid), "stream=stderr"} {
 				if !strings.Contains(line, want) {
 					t.Fatalf("log line %q lacks %q", line, want)
 				}

@@ -302,5 +302,3 @@ func (t *tailBuffer) String() string {
 	}
 	return string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
