@@ -43,11 +43,10 @@ type Call struct {
 	conn *streamConn
 	rec  *calllog.Record // the call in the log; its methods never block but End and Confirm
 
-	out       chan frame.Frame // see outQueue; written by the reader, closed never
-	done      chan struct{}    // closed by finish once term is set
-	term      frame.Frame
-	termErr   *CallError
-	cancelOne sync.Once
+	out     chan frame.Frame // see outQueue; written by the reader, closed never
+	done    chan struct{}    // closed by finish once term is set
+	term    frame.Frame
+	termErr *CallError
 
 	// The call's clocks (see startClocks). Each armed timer, the context
 	// watch and each cancel writer is counted in ch.wg until it has run
@@ -61,11 +60,10 @@ type Call struct {
 	stopCtx   func() bool // stops the context watch
 
 	// Owned by the connection's reader goroutine.
-	fence    *sequence.Fence // provider direction, from 1
-	given    uint64          // sequence after the last frame given to the caller
-	termSeen bool
+	fence *sequence.Fence // provider direction, from 1
+	given uint64          // sequence after the last frame given to the caller
 
-	providerDone atomic.Bool // the provider terminal was delivered
+	providerDone atomic.Bool // the provider terminal (real or synthetic) was given: set by finish
 
 	sendMu   sync.Mutex
 	send     *sequence.Fence // caller direction; guarded by sendMu
@@ -289,7 +287,7 @@ func (c *Call) closeCallerDirection() bool {
 // connection closed. Cancel does not wait; keep reading for the terminal.
 // Cancelling the call's context does the same.
 func (c *Call) Cancel() {
-	c.cancelOne.Do(func() { c.cancel("cancelled by the caller") })
+	c.cancel("cancelled by the caller") // only the first cancel of a call acts
 }
 
 // Recv returns the next provider frame; after the terminal it returns

@@ -122,7 +122,7 @@ func (c *streamConn) run() {
 				return
 			}
 		case *wire.End:
-			if !call.termSeen || p.CallID != call.id {
+			if !call.providerDone.Load() || p.CallID != call.id {
 				c.violation(call, "end packet out of order")
 				return
 			}
@@ -139,7 +139,7 @@ func (c *streamConn) run() {
 // providerFrame checks and delivers one provider frame. It reports whether
 // the connection goes on.
 func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
-	if call.termSeen {
+	if call.providerDone.Load() {
 		c.violation(call, "frame after the provider terminal")
 		return false
 	}
@@ -163,7 +163,6 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
 		return false
 	}
 	if f.Kind.IsTerminal() {
-		call.termSeen = true
 		call.finish(*f, "")
 		call.terminalClocks()
 		return true
@@ -202,7 +201,7 @@ func (c *streamConn) violation(call *Call, reason string) {
 // broken ends the call on a connection that failed, closed, or broke the
 // protocol (err, when not nil, is the read error), and releases it.
 func (c *streamConn) broken(call *Call, err error) {
-	if !call.termSeen {
+	if !call.providerDone.Load() {
 		cause := c.causeOf(err)
 		var stderr string
 		if cause.stderrOf != nil {
@@ -210,7 +209,6 @@ func (c *streamConn) broken(call *Call, err error) {
 		}
 		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: call.given,
 			Kind: cause.kind, Synthetic: true, Error: &frame.Error{Code: cause.code, Message: frame.SanitizeMessage(cause.msg)}}
-		call.termSeen = true
 		call.finish(f, stderr)
 	}
 	c.fail(nil)
