@@ -368,14 +368,13 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 			f.CallID = d.intern(s)
 		case "direction":
 			s, err := v.ReadStr()
-			switch {
-			case err != nil:
+			if err != nil {
 				fail("direction", "not a string")
-			case string(s) == "caller_to_provider":
-				f.Direction = frame.CallerToProvider
-			case string(s) == "provider_to_caller":
-				f.Direction = frame.ProviderToCaller
-			default:
+				continue
+			}
+			if d := parseDirection(s); d != 0 {
+				f.Direction = d
+			} else {
 				fail("direction", "unknown value")
 			}
 		case "sequence":
@@ -412,32 +411,15 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 			raw, _ := v.Skip()
 			f.Payload = append(frame.Payload(nil), raw...)
 		case "media":
-			f.Media, inline = nil, false
-			if v.IsNil() {
-				continue
+			var err error
+			if f.Media, inline, err = decodeMedia(&v); err != nil && first == nil {
+				first = err
 			}
-			m, isInline, err := decodeMedia(&v)
-			inline = isInline
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				continue
-			}
-			f.Media = m
 		case "error":
-			f.Error = nil
-			if v.IsNil() {
-				continue
+			var err error
+			if f.Error, err = decodeError(&v); err != nil && first == nil {
+				first = err
 			}
-			e, err := decodeError(&v)
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				continue
-			}
-			f.Error = e
 		}
 	}
 	if attLen > 0 && !inline {
@@ -493,14 +475,10 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 			f.CallID = d.intern(s)
 		case "direction":
 			s, err := r.ReadStr()
-			switch {
-			case err != nil:
+			if err != nil {
 				return nil
-			case string(s) == "provider_to_caller":
-				f.Direction = frame.ProviderToCaller
-			case string(s) == "caller_to_provider":
-				f.Direction = frame.CallerToProvider
-			default:
+			}
+			if f.Direction = parseDirection(s); f.Direction == 0 {
 				return nil
 			}
 		case "sequence":
@@ -533,26 +511,19 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 				return nil
 			}
 		case "media", "error":
+			// Skip checks the whole value as scanHeader would (depth,
+			// key types), which decodeMedia and decodeError rely on.
 			raw, err := r.Skip()
 			if err != nil {
 				return nil
 			}
 			v := mpack.NewReader(raw)
 			if string(k) == "media" {
-				f.Media, inline = nil, false
-				if v.IsNil() {
-					continue
-				}
-				if f.Media, inline, err = decodeMedia(&v); err != nil {
-					return nil
-				}
-				continue
+				f.Media, inline, err = decodeMedia(&v)
+			} else {
+				f.Error, err = decodeError(&v)
 			}
-			f.Error = nil
-			if v.IsNil() {
-				continue
-			}
-			if f.Error, err = decodeError(&v); err != nil {
+			if err != nil {
 				return nil
 			}
 		case "t":
@@ -569,6 +540,20 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 	return p
 }
 
+// parseDirection is frame.ParseDirection for a name held in b, without
+// converting it to a string; it returns 0 for an unknown name.
+func parseDirection(b []byte) frame.Direction {
+	switch string(b) {
+	case "provider_to_caller":
+		return frame.ProviderToCaller
+	case "caller_to_provider":
+		return frame.CallerToProvider
+	}
+	return 0
+}
+
+// parseKind is frame.ParseKind for a name held in b, without converting it
+// to a string; it returns 0 for an unknown name.
 func parseKind(b []byte) frame.Kind {
 	switch string(b) {
 	case "started":
@@ -585,10 +570,14 @@ func parseKind(b []byte) frame.Kind {
 	return 0
 }
 
-// decodeMedia decodes a media map. isInline reports whether its kind is
-// "inline", even when another field is invalid, so that the reader knows an
-// attachment was allowed.
+// decodeMedia decodes a media value: nil is no media, anything else must be a
+// media map. isInline reports whether its kind is "inline", even when another
+// field is invalid, so that the reader knows an attachment was allowed. On
+// error m is nil.
 func decodeMedia(r *mpack.Reader) (m frame.Media, isInline bool, err error) {
+	if r.IsNil() {
+		return nil, false, nil
+	}
 	n, err := r.ReadMapLen()
 	if err != nil {
 		return nil, false, invalidField("media", "not a map")
@@ -710,7 +699,12 @@ func decodeMedia(r *mpack.Reader) (m frame.Media, isInline bool, err error) {
 	return nil, false, invalidField("media.kind", "unknown value")
 }
 
+// decodeError decodes an error value: nil is no error, anything else must be
+// an error map.
 func decodeError(r *mpack.Reader) (*frame.Error, error) {
+	if r.IsNil() {
+		return nil, nil
+	}
 	n, err := r.ReadMapLen()
 	if err != nil {
 		return nil, invalidField("error", "not a map")
