@@ -216,12 +216,24 @@ func isConnErr(err error) bool {
 // writeCauseTerminal writes the terminal of the cancellation cause unless a
 // terminal is already claimed or the cause writes none.
 func (cl *call) writeCauseTerminal() {
-	kind, code, msg, ok := causeTerminal(cl.cause())
-	if !ok || cl.cause() == nil {
-		return
+	if f, ok := cl.causeFrame(); ok {
+		cl.write(f, true)
 	}
-	f := frame.Frame{Kind: kind, Error: &frame.Error{Code: code, Message: msg}}
-	cl.write(f, true)
+}
+
+// causeFrame returns the terminal the child writes for the call's
+// cancellation cause; ok is false when the call was not cancelled or its
+// cause writes no terminal.
+func (cl *call) causeFrame() (f frame.Frame, ok bool) {
+	cause := cl.cause()
+	if cause == nil {
+		return f, false
+	}
+	kind, code, msg, ok := causeTerminal(cause)
+	if !ok {
+		return f, false
+	}
+	return frame.Frame{Kind: kind, Error: &frame.Error{Code: code, Message: msg}}, true
 }
 
 // abandon writes the cause's terminal of a call whose handler is being
@@ -229,11 +241,10 @@ func (cl *call) writeCauseTerminal() {
 // up at once when the handler is blocked sending: the connection does not
 // take bytes then, so the terminal could not go out anyway.
 func (cl *call) abandon(deadline time.Time) {
-	kind, code, msg, ok := causeTerminal(cl.cause())
-	if !ok || cl.cause() == nil || !cl.sendMu.TryLock() {
+	f, ok := cl.causeFrame()
+	if !ok || !cl.sendMu.TryLock() {
 		return
 	}
-	f := frame.Frame{Kind: kind, Error: &frame.Error{Code: code, Message: msg}}
 	if cl.fill(&f) == nil && cl.writeLocked(f, true) == nil {
 		cl.c.nc.SetWriteDeadline(deadline)
 		cl.c.w.Flush()
