@@ -436,10 +436,9 @@ type immediate struct {
 // child did not know, so that an invoke arriving after its cancel ends at
 // once. Not safe for concurrent use.
 type remembered struct {
-	ring [rememberedCancels]string
-	seq  [rememberedCancels]uint64
-	n    uint64            // ids added so far
-	slot map[string]uint64 // id -> the n at which it was added
+	ring [rememberedCancels]string // ring[n%rememberedCancels] is the id added n-th
+	n    uint64                    // ids added so far
+	slot map[string]uint64         // id -> the n at which it was added
 }
 
 func (r *remembered) init() { r.slot = make(map[string]uint64) }
@@ -449,10 +448,12 @@ func (r *remembered) add(id string) {
 		return
 	}
 	i := r.n % rememberedCancels
-	if old := r.ring[i]; old != "" && r.slot[old] == r.seq[i] {
+	// The id in slot i was added rememberedCancels ids ago; it is forgotten
+	// unless it was taken and added again since (then it has a newer slot).
+	if old := r.ring[i]; old != "" && r.slot[old] == r.n-rememberedCancels {
 		delete(r.slot, old)
 	}
-	r.ring[i], r.seq[i] = id, r.n
+	r.ring[i] = id
 	r.slot[id] = r.n
 	r.n++
 }
