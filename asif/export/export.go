@@ -236,11 +236,14 @@ func build(tree string, items []item, opts Options) (*asif.Document, error) {
 	if x.mediaLeft == 0 {
 		x.mediaLeft = DefaultMaxMediaBytes
 	}
+	if opts.Until != 0 {
+		// Events past Until are ignored, as if the journal ended there.
+		if i := slices.IndexFunc(items, func(it item) bool { return it.e.Seq > opts.Until }); i >= 0 {
+			items = items[:i]
+		}
+	}
 	var window []item
 	for _, it := range items {
-		if opts.Until != 0 && it.e.Seq > opts.Until {
-			break
-		}
 		if it.e.Seq > opts.After {
 			window = append(window, it)
 			if it.e.Kind == calllog.KindOutput && isText(it.e) {
@@ -275,9 +278,6 @@ func build(tree string, items []item, opts Options) (*asif.Document, error) {
 
 	prev := uint64(0)
 	for _, it := range items {
-		if opts.Until != 0 && it.e.Seq > opts.Until {
-			break
-		}
 		in := it.e.Seq > opts.After
 		want := prev + 1
 		if prev == 0 && in {
