@@ -84,15 +84,17 @@ func PrivateDir(t testing.TB) string {
 func Listen(t testing.TB) (*net.UnixListener, string) {
 	t.Helper()
 	path := filepath.Join(PrivateDir(t), "streams.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := netListenUnix(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln.SetUnlinkOnClose(false)
 	t.Cleanup(func() { ln.Close() })
 	return ln, path
 }
 
+// netListenUnix listens at path. Close leaves the socket file in place, so
+// a duplicate of the fd (a child's fd 4) still answers at path; the private
+// directory's cleanup removes it.
 func netListenUnix(path string) (*net.UnixListener, error) {
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
