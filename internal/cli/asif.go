@@ -15,17 +15,7 @@ import (
 
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/asif/export"
-	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/calllog/sqlitestore"
 )
-
-// maxExportEvents bounds the events asif export reads from one tree
-// (1,000,000): more could not fit in a document of asif.MaxDocumentBytes
-// anyway, and the bound keeps the reader's memory finite.
-const maxExportEvents = 1_000_000
-
-// exportPage is how many events one read of the journal returns.
-const exportPage = 10_000
 
 const asifUsage = "asif export JOURNAL TREE [--after SEQ] [--until SEQ] [--tools FILE] [-o FILE] | asif check FILE [--json]"
 
@@ -167,39 +157,6 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 	fmt.Fprintf(env.Stderr, "wrote %s: %d events, %d streams, %d external bindings, %d losses (%s)\n",
 		*out, len(doc.Events), len(doc.Streams), len(doc.ExternalBindings), len(doc.Losses), formatBytes(int64(len(data))))
 	return nil
-}
-
-// readTree reads every kept event of tree from the journal at path,
-// read-only, at most maxExportEvents of them.
-func readTree(ctx context.Context, path, tree string) ([]calllog.Event, error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
-	}
-	st, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true})
-	if err != nil {
-		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
-	}
-	defer st.Close()
-	var events []calllog.Event
-	var last uint64
-	for {
-		page, err := st.EventsAfter(ctx, tree, last, exportPage)
-		if err != nil {
-			return nil, statusErr(ExitFailure, "cannot read the journal %s: %v", path, err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		events = append(events, page...)
-		if len(events) > maxExportEvents {
-			return nil, statusErr(ExitFailure, "tree %q has more than %d events: too many for one document", tree, maxExportEvents)
-		}
-		last = page[len(page)-1].Seq
-	}
-	if len(events) == 0 {
-		return nil, statusErr(ExitFailure, "the journal %s has no events of tree %q", path, tree)
-	}
-	return events, nil
 }
 
 // writeFileAtomic writes data to a temporary file beside path and renames

@@ -385,3 +385,24 @@ func TestASIFExportStreamedArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayErrors: replay reads its tree as asif export does, so an
+// unknown tree and a missing journal end it the same way.
+func TestReplayErrors(t *testing.T) {
+	db, _ := recordJournal(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", db, "nope"}, "no events of tree"},
+		{[]string{"replay", filepath.Join(t.TempDir(), "missing.db"), "t1"}, "cannot open the journal"},
+	} {
+		code, stdout, stderr := runCLI(t, tt.args...)
+		if code != ExitFailure || stdout != "" || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%q: status %d, stdout %q, stderr %q", tt.args, code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := runCLI(t, "replay", db, "t1"); code != ExitOK || !strings.Contains(stdout, "call t1 upper") {
+		t.Errorf("replay t1: status %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
@@ -15,8 +16,14 @@ import (
 	"github.com/skulkrt/skulk/host"
 )
 
-// journalReadBatch is how many events replay reads from the store at once.
-const journalReadBatch = 1000
+// Reading a whole tree (replay, asif export): journalReadPage events per
+// read of the store, at most maxTreeEvents in all (1,000,000) — more could
+// not fit in an ASIF document of asif.MaxDocumentBytes anyway, and the
+// bound keeps the reader's memory finite.
+const (
+	journalReadPage = 10_000
+	maxTreeEvents   = 1_000_000
+)
 
 // journalCloseTimeout bounds how long call --journal waits, after the
 // call, for the journal to keep what is queued.
@@ -64,13 +71,48 @@ func journalRefusal(err error) error {
 	return statusErr(ExitFailure, "call refused: the journal did not keep its start, nothing was sent: %v", err)
 }
 
-// openJournalReader opens path read-only, for follow and replay.
+// openJournalReader opens path read-only, for follow, replay and asif
+// export. A missing file is reported as such (SQLite's own error for it
+// says only that it cannot open the file).
 func openJournalReader(path string) (*sqlitestore.Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
+	}
 	st, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true})
 	if err != nil {
 		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
 	}
 	return st, nil
+}
+
+// readTree reads every kept event of tree from the journal at path,
+// read-only, at most maxTreeEvents of them. A tree with no events is an
+// error.
+func readTree(ctx context.Context, path, tree string) ([]calllog.Event, error) {
+	st, err := openJournalReader(path)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var events []calllog.Event
+	for after := uint64(0); ; {
+		page, err := st.EventsAfter(ctx, tree, after, journalReadPage)
+		if err != nil {
+			return nil, statusErr(ExitFailure, "cannot read the journal %s: %v", path, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		events = append(events, page...)
+		if len(events) > maxTreeEvents {
+			return nil, statusErr(ExitFailure, "tree %q has more than %d events: too many to read at once", tree, maxTreeEvents)
+		}
+		after = page[len(page)-1].Seq
+	}
+	if len(events) == 0 {
+		return nil, statusErr(ExitFailure, "the journal %s has no events of tree %q", path, tree)
+	}
+	return events, nil
 }
 
 // lastTree waits until the store holds a tree and returns the latest.
@@ -191,25 +233,9 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 	if len(pos) != 2 {
 		return usageErr("want FILE and TREE, e.g. skulk-host replay calls.db 1a2b3c4d-1")
 	}
-	st, err := openJournalReader(pos[0])
+	events, err := readTree(ctx, pos[0], pos[1])
 	if err != nil {
 		return err
-	}
-	defer st.Close()
-	var events []calllog.Event
-	for after := uint64(0); ; {
-		batch, err := st.EventsAfter(ctx, pos[1], after, journalReadBatch)
-		if err != nil {
-			return statusErr(ExitFailure, "reading the journal: %v", err)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		events = append(events, batch...)
-		after = batch[len(batch)-1].Seq
-	}
-	if len(events) == 0 {
-		return statusErr(ExitFailure, "the journal %s holds no tree %q", pos[0], pos[1])
 	}
 	printReplay(env.Stdout, calllog.Replay(events))
 	return nil
