@@ -446,16 +446,11 @@ func argsOf(p *calllog.Content) (json.RawMessage, asif.ArgumentsStatus) {
 // started event — when every fragment was kept and they form one strict
 // JSON object; otherwise the request's arguments (defaults filled in).
 func streamedArgs(frags []fragItem, request *calllog.Content) (json.RawMessage, asif.ArgumentsStatus) {
-	var b bytes.Buffer
-	ok := len(frags) > 0
-	for i, f := range frags {
-		if !f.kept || f.index != i {
-			ok = false
-			break
+	if n := len(frags); n > 0 && keptPrefix(frags) == n {
+		var b bytes.Buffer
+		for _, f := range frags {
+			b.WriteString(f.text)
 		}
-		b.WriteString(f.text)
-	}
-	if ok {
 		if v, err := asif.ParseJSON(b.Bytes()); err == nil {
 			if _, isObject := v.(map[string]any); isObject {
 				var c bytes.Buffer
@@ -466,6 +461,17 @@ func streamedArgs(frags []fragItem, request *calllog.Content) (json.RawMessage, 
 		}
 	}
 	return argsOf(request)
+}
+
+// keptPrefix returns how many fragments, from the first, the journal kept
+// with their text and in index order.
+func keptPrefix(frags []fragItem) int {
+	for i, f := range frags {
+		if !f.kept || f.index != i {
+			return i
+		}
+	}
+	return len(frags)
 }
 
 // emitCall adds a tool_call version established by the journal event seq.
@@ -528,12 +534,9 @@ func (x *exporter) emitComplete(c *call, e calllog.Event) {
 func (x *exporter) argsStream(c *call, eventID string, complete bool) {
 	var segs []asif.Segment
 	var all strings.Builder
-	ok := true
-	for i, f := range c.frags {
-		if !f.kept || f.index != i {
-			ok = false
-			break
-		}
+	n := keptPrefix(c.frags)
+	ok := n == len(c.frags)
+	for i, f := range c.frags[:n] {
 		rid := "fragment-" + seqStr(f.seq)
 		x.resource(textOrData(rid, "application/json", "native", f.text))
 		segs = append(segs, asif.Segment{Index: int64(i), ResourceID: rid, Length: int64(len(f.text))})
