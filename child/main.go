@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/skulkrt/skulk/wire"
 )
 
 // Environment of a child process (PROTOCOL.md §1).
@@ -63,16 +65,14 @@ func Run(opts Options) int {
 		return ExitStart
 	}
 	err = Serve(context.Background(), control, streams, opts)
-	switch {
-	case err == nil:
+	if err == nil {
 		return ExitOK
-	case errors.Is(err, ErrNoStartup), errors.Is(err, ErrVersion), errors.Is(err, ErrOptions):
-		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
-		return ExitStart
-	default:
-		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
-		return ExitFailure
 	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+	if errors.Is(err, ErrNoStartup) || errors.Is(err, ErrVersion) || errors.Is(err, ErrOptions) {
+		return ExitStart
+	}
+	return ExitFailure
 }
 
 // hostedConns returns the connections the host passed, or an error matching
@@ -81,7 +81,7 @@ func hostedConns() (net.Conn, net.Listener, error) {
 	switch v := os.Getenv(EnvProtocol); v {
 	case "":
 		return nil, nil, fmt.Errorf("%w: %s is not set; a provider is started by skulk-host, not by hand", ErrNotHosted, EnvProtocol)
-	case strconv.Itoa(1):
+	case strconv.Itoa(wire.ProtocolVersion):
 	default:
 		return nil, nil, fmt.Errorf("%w: %s names a protocol this child does not speak", ErrNotHosted, EnvProtocol)
 	}
