@@ -107,28 +107,16 @@ func (w *Writer) WritePacket(p Packet) error {
 	if len(att) > 0 {
 		w.cur.atts = append(w.cur.atts, attachment{at: len(hdr), data: att})
 	}
-	id := w.queued
 	if direct {
 		// Nothing queued and nothing being written: the caller has to
 		// wait for its attachment anyway, so it writes the packet itself
-		// rather than hand it to the flusher and back. It takes the
-		// batch exactly as the flusher would, so there is still one
-		// writer at a time and packets keep their order.
-		b := w.cur
-		w.cur, w.spare = w.spare, nil
-		w.queued++
-		w.mu.Unlock()
-		err := b.writeTo(w.dst)
-		b.reset()
-		w.mu.Lock()
-		w.spare = b
-		w.written = id
-		if err != nil && w.err == nil {
-			w.err = err
-		}
-		w.cond.Broadcast() // wakes Flush, and the flusher if it waits for spare
+		// rather than hand it to the flusher and back. It goes through
+		// writeCur as the flusher does, so there is still one writer at
+		// a time and packets keep their order.
+		w.writeCur()
 		return w.err
 	}
+	id := w.queued
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -192,23 +180,7 @@ func (w *Writer) flush() {
 			if len(w.cur.hdr) == 0 {
 				break
 			}
-			b, id := w.cur, w.queued
-			w.cur, w.spare = w.spare, nil
-			w.queued++
-			failed := w.err != nil
-			w.mu.Unlock()
-			var err error
-			if !failed {
-				err = b.writeTo(w.dst)
-			}
-			b.reset()
-			w.mu.Lock()
-			w.spare = b
-			w.written = id
-			if err != nil && w.err == nil {
-				w.err = err
-			}
-			w.cond.Broadcast()
+			w.writeCur()
 		}
 		closed := w.closed
 		w.mu.Unlock()
@@ -216,6 +188,30 @@ func (w *Writer) flush() {
 			return
 		}
 	}
+}
+
+// writeCur takes the batch being filled and writes it, as the one writer
+// (the flusher, or a direct WritePacket). It is called with w.mu held and
+// w.spare non-nil, releases w.mu during the write and holds it again when it
+// returns. After a write error it drops the batch unwritten.
+func (w *Writer) writeCur() {
+	b, id := w.cur, w.queued
+	w.cur, w.spare = w.spare, nil
+	w.queued++
+	failed := w.err != nil
+	w.mu.Unlock()
+	var err error
+	if !failed {
+		err = b.writeTo(w.dst)
+	}
+	b.reset()
+	w.mu.Lock()
+	w.spare = b
+	w.written = id
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.cond.Broadcast() // wakes Flush, WritePacket (its attachment written, or room), and the flusher if it waits for spare
 }
 
 func (b *batch) writeTo(dst io.Writer) error {
