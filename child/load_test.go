@@ -61,14 +61,7 @@ func TestBackpressureIndependentOfHealth(t *testing.T) {
 		}()
 
 		// Wait until the writer is blocked: no progress for 300 ms.
-		last, since := accepted.Load(), time.Now()
-		for time.Since(since) < 300*time.Millisecond {
-			require.Less(t, time.Since(since), wait, "writer never blocked")
-			time.Sleep(10 * time.Millisecond)
-			if n := accepted.Load(); n != last {
-				last, since = n, time.Now()
-			}
-		}
+		waitSteady(t, "writer never blocked", accepted.Load)
 		blockedAt := accepted.Load()
 
 		// Health is answered while the write stays blocked.
@@ -246,14 +239,7 @@ func TestEgressBackpressure(t *testing.T) {
 		require.NoError(t, s.Complete("eg1", 1, nil))
 		// Wait until the output fills the socket: what waits unread on the
 		// host's side stops growing for 300 ms.
-		last, since := unread(t, s), time.Now()
-		for time.Since(since) < 300*time.Millisecond {
-			require.Less(t, time.Since(since), wait, "output never blocked")
-			time.Sleep(10 * time.Millisecond)
-			if n := unread(t, s); n != last {
-				last, since = n, time.Now()
-			}
-		}
+		last := waitSteady(t, "output never blocked", func() int64 { return int64(unread(t, s)) })
 		require.Positive(t, last)
 		// Other streams are served meanwhile.
 		other := dial(t, h)
@@ -287,4 +273,21 @@ func unread(t *testing.T, s *testnet.Stream) int {
 	}))
 	require.Zero(t, errno)
 	return int(n)
+}
+
+// waitSteady polls read until its value has not changed for 300 ms, and
+// returns that value; it fails the test with msg when that takes longer
+// than wait. Polling is the only way to see that something stopped: there
+// is no event for "no more progress".
+func waitSteady(t *testing.T, msg string, read func() int64) int64 {
+	t.Helper()
+	last, since, start := read(), time.Now(), time.Now()
+	for time.Since(since) < 300*time.Millisecond {
+		require.Less(t, time.Since(start), wait, msg)
+		time.Sleep(10 * time.Millisecond)
+		if n := read(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	return last
 }
