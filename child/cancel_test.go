@@ -269,13 +269,7 @@ func TestServeReturnsOnControlEOF(t *testing.T) {
 	pingUntil(t, srv.host, func(p *wire.Pong) bool { return p.Streams == 1 })
 	start := time.Now()
 	srv.host.Close()
-	select {
-	case err := <-srv.done:
-		require.NoError(t, err)
-		srv.done <- err // for the cleanup
-	case <-time.After(wait):
-		t.Fatal("Serve did not return")
-	}
+	require.NoError(t, srv.result(t))
 	// The process bound of §7 is 1 s (TestBinaryControlEOFExitsPromptly);
 	// in-process under -race the bound is looser.
 	require.Less(t, time.Since(start), 2*time.Second)
@@ -290,9 +284,7 @@ func TestServeStartErrors(t *testing.T) {
 		srv := serveChild(t, config{}, opts)
 		_, err := srv.host.Hello(ctxT(t))
 		require.NoError(t, err)
-		err = <-srv.done
-		require.ErrorIs(t, err, child.ErrNoStartup)
-		srv.done <- err
+		require.ErrorIs(t, srv.result(t), child.ErrNoStartup)
 	})
 	t.Run("version", func(t *testing.T) {
 		srv := serveChild(t, config{}, demoOptions())
@@ -300,9 +292,7 @@ func TestServeStartErrors(t *testing.T) {
 		st.Protocol = 2
 		_, err := srv.host.Handshake(ctxT(t), st)
 		require.NoError(t, err)
-		err = <-srv.done
-		require.ErrorIs(t, err, child.ErrVersion)
-		srv.done <- err
+		require.ErrorIs(t, srv.result(t), child.ErrVersion)
 	})
 	t.Run("options", func(t *testing.T) {
 		a, b := testnet.SocketPair(t)
@@ -330,11 +320,5 @@ func TestControlProtocolError(t *testing.T) {
 	_, err := srv.host.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
 	require.NoError(t, srv.host.Write(&wire.End{End: frame.End{CallID: "x"}}))
-	select {
-	case err := <-srv.done:
-		require.ErrorIs(t, err, wire.ErrProtocol)
-		srv.done <- err
-	case <-time.After(wait):
-		t.Fatal("Serve did not return")
-	}
+	require.ErrorIs(t, srv.result(t), wire.ErrProtocol)
 }

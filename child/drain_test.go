@@ -33,13 +33,7 @@ func TestDrainedChildLeavesNothing(t *testing.T) {
 	requireTerminal(t, readCall(t, running, "n2"), frame.KindCancelled, 0)
 	_, err = srv.host.WaitBye(ctxT(t))
 	require.NoError(t, err)
-	select {
-	case err := <-srv.done:
-		require.NoError(t, err)
-		srv.done <- err
-	case <-time.After(wait):
-		t.Fatal("Serve did not return after bye")
-	}
+	require.NoError(t, srv.result(t))
 	require.NoError(t, srv.host.WaitClosed(ctxT(t)))
 	for _, s := range streams {
 		requireClosed(t, s)

@@ -238,3 +238,17 @@ func requireCountCompletes(t *testing.T, s *testnet.Stream, callID string) {
 	require.NoError(t, s.Complete(callID, 1, nil))
 	requireTerminal(t, readCall(t, s, callID), frame.KindCompleted, 0)
 }
+
+// result waits for Serve's result, failing the test after wait, and puts
+// it back for the cleanup.
+func (s *served) result(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return err
+	case <-time.After(wait):
+		t.Fatal("Serve did not return")
+		return nil
+	}
+}
