@@ -44,6 +44,7 @@ func TestSchemas(t *testing.T) {
 		}
 	}
 	defaults := map[string]map[string]int64{"count": {"size": 0}, "media": {"chunk": DefaultMediaChunk}}
+	checked := 0
 	for _, tool := range Tools(Options{}) {
 		for arg, want := range defaults[tool.ID] {
 			props := tool.ArgumentsSchema["properties"].(map[string]any)
@@ -51,6 +52,10 @@ func TestSchemas(t *testing.T) {
 			if !ok || got != want {
 				t.Errorf("%s.%s: default %v, want %d", tool.ID, arg, got, want)
 			}
+			checked++
 		}
+	}
+	if checked != len(defaults) {
+		t.Errorf("checked %d defaults, want %d", checked, len(defaults))
 	}
 }
