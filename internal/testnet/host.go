@@ -109,10 +109,10 @@ func (h *Host) Hello(ctx context.Context) (*wire.Hello, error) {
 	return hello, nil
 }
 
-// DefaultStartup is the startup Handshake sends when given nil: protocol 1,
-// default limits, cancel grace 1 s.
+// DefaultStartup is the startup Handshake sends when given nil: protocol
+// wire.ProtocolVersion, default limits, cancel grace 1 s.
 func DefaultStartup() *wire.Startup {
-	return &wire.Startup{Protocol: 1, ChildID: "test", Limits: wire.DefaultLimits(),
+	return &wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "test", Limits: wire.DefaultLimits(),
 		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: wire.IngressQueue}
 }
 
