@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -211,15 +212,14 @@ func (h *Host) supervise(s *slot, ch *child) {
 		cause, mode := ch.watch()
 		ch.stop(cause, mode)
 		h.mu.Lock()
-		s.lastCause = cause
+		s.lastCause, s.cur = cause, nil
 		if h.closing {
 			s.state = StateDown
-			s.cur = nil
 			h.notifyLocked()
 			h.mu.Unlock()
 			return
 		}
-		s.state, s.cur = StateStarting, nil
+		s.state = StateStarting
 		h.notifyLocked()
 		h.mu.Unlock()
 		recycle := mode == stopGraceful
@@ -228,19 +228,13 @@ func (h *Host) supervise(s *slot, ch *child) {
 				now := time.Now()
 				restarts = slices.DeleteFunc(restarts, func(t time.Time) bool { return now.Sub(t) > h.cfg.Restart.Window })
 				if h.cfg.Restart.MaxRestarts < 0 || len(restarts) >= h.cfg.Restart.MaxRestarts {
-					h.mu.Lock()
-					s.state = StateDown
-					h.notifyLocked()
-					h.mu.Unlock()
+					h.slotDown(s)
 					h.log.Error("child slot gave up restarting", "slot", s.index, "cause", cause)
 					return
 				}
 				restarts = append(restarts, now)
 				if !h.sleep(h.backoff(len(restarts))) {
-					h.mu.Lock()
-					s.state = StateDown
-					h.notifyLocked()
-					h.mu.Unlock()
+					h.slotDown(s)
 					return
 				}
 			}
@@ -259,14 +253,19 @@ func (h *Host) supervise(s *slot, ch *child) {
 			h.mu.Unlock()
 			h.log.Warn("child restart failed", "slot", s.index, "err", err)
 			if h.life.Err() != nil {
-				h.mu.Lock()
-				s.state = StateDown
-				h.notifyLocked()
-				h.mu.Unlock()
+				h.slotDown(s)
 				return
 			}
 		}
 	}
+}
+
+// slotDown marks s down: no child runs in it any more, nor will.
+func (h *Host) slotDown(s *slot) {
+	h.mu.Lock()
+	s.state = StateDown
+	h.notifyLocked()
+	h.mu.Unlock()
 }
 
 // backoff returns the delay before the n-th restart in the window (n ≥ 1):
@@ -345,10 +344,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 	h := ch.h
 	h.mu.Lock()
 	ch.cause = cause
-	conns := make([]*streamConn, 0, len(ch.conns))
-	for c := range ch.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(ch.conns))
 	idle := ch.idle
 	ch.idle = nil
 	if mode != stopGraceful {
@@ -377,10 +373,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 		}
 		closeErr = ch.drain()
 		h.mu.Lock()
-		conns = conns[:0]
-		for c := range ch.conns {
-			conns = append(conns, c)
-		}
+		conns = slices.Collect(maps.Keys(ch.conns))
 		h.mu.Unlock()
 		unreachable := ch.unreachable(fmt.Errorf("%w: exited during a drain", ErrChildDied))
 		for _, c := range conns {
