@@ -258,11 +258,8 @@ func (f *Frame) Validate() error {
 		if !f.Error.Code.Valid() {
 			return fieldErr("error.code", "unknown value")
 		}
-		if !utf8.ValidString(f.Error.Message) {
-			return fieldErr("error.message", "not valid UTF-8")
-		}
-		if len(f.Error.Message) > MaxMessageChars && utf8.RuneCountInString(f.Error.Message) > MaxMessageChars {
-			return fieldErr("error.message", "too long")
+		if err := checkChars("error.message", f.Error.Message, 0, MaxMessageChars); err != nil {
+			return err
 		}
 	}
 	return f.checkShape()
