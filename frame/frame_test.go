@@ -22,6 +22,16 @@ var (
 
 func fl(v float64) *float64 { return &v }
 
+// requireFieldError asserts that err is a *FieldError naming field and that
+// it matches ErrInvalid.
+func requireFieldError(t *testing.T, err error, field string) {
+	t.Helper()
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, field, fe.Field)
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
 // shapeOK is the lifecycle shape table of PROTOCOL.md §4, written out
 // independently of checkShape.
 func shapeOK(k Kind, payload, media bool, e *Error) bool {
@@ -91,10 +101,7 @@ func TestShapeTable(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var fe *FieldError
-			require.ErrorAs(t, err, &fe)
-			require.Equal(t, c.field, fe.Field)
-			require.ErrorIs(t, err, ErrInvalid)
+			requireFieldError(t, err, c.field)
 		})
 	}
 }
@@ -227,10 +234,7 @@ func TestFieldConstraints(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var fe *FieldError
-			require.ErrorAs(t, err, &fe)
-			require.Equal(t, c.field, fe.Field)
-			require.ErrorIs(t, err, ErrInvalid)
+			requireFieldError(t, err, c.field)
 			require.NotContains(t, err.Error(), "ü")
 			require.NotContains(t, err.Error(), "€")
 		})
@@ -281,9 +285,7 @@ func TestEnums(t *testing.T) {
 	}
 	require.Equal(t, "Code(0)", Code(0).String())
 	_, err = ParseCode("oops")
-	var fe *FieldError
-	require.ErrorAs(t, err, &fe)
-	require.Equal(t, "error.code", fe.Field)
+	requireFieldError(t, err, "error.code")
 }
 
 func TestConstructors(t *testing.T) {
