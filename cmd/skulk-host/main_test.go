@@ -483,7 +483,7 @@ func TestTools(t *testing.T) {
 }
 
 func TestBench(t *testing.T) {
-	r := run(t, "", "bench", "--json", "--frames", "5000", "--media", "8000000", "--calls", "50", "--streams", "4", "--", childBin)
+	r := run(t, "", "bench", "--json", "--frames", "5001", "--media", "8000000", "--calls", "50", "--streams", "4", "--", childBin)
 	if r.status != 0 {
 		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
 	}
@@ -510,10 +510,10 @@ func TestBench(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
 	}
-	if res.SmallFrames.Frames != 5000 || res.SmallFrames.FramesPerSecond <= 0 ||
+	if res.SmallFrames.Frames != 5001 || res.SmallFrames.FramesPerSecond <= 0 ||
 		res.InlineMedia.Bytes != 8000000 || res.InlineMedia.MBPerSecond <= 0 ||
 		res.Latency.Calls != 50 || res.Latency.P50Micros <= 0 || res.Latency.P99Micros < res.Latency.P50Micros ||
-		res.Concurrent.Streams != 4 || res.Concurrent.Frames != 5000 || res.Concurrent.FramesPerSecond <= 0 {
+		res.Concurrent.Streams != 4 || res.Concurrent.Frames != 5001 || res.Concurrent.FramesPerSecond <= 0 {
 		t.Fatalf("implausible results:\n%s", r.stdout)
 	}
 	t.Logf("bench (small run, under -race load): %s", strings.Join(strings.Fields(r.stdout), " "))

@@ -182,9 +182,10 @@ type concurrentStats struct {
 	elapsed time.Duration
 }
 
-// benchConcurrent runs o.streams count calls at once, sharing o.frames.
+// benchConcurrent runs o.streams count calls at once, sharing o.frames
+// exactly (the first o.frames % o.streams calls send one more).
 func benchConcurrent(ctx context.Context, h *host.Host, o *benchOptions) (concurrentStats, error) {
-	per := o.frames / int64(o.streams)
+	per, rest := o.frames/int64(o.streams), int(o.frames%int64(o.streams))
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex // guards total and first
@@ -196,7 +197,11 @@ func benchConcurrent(ctx context.Context, h *host.Host, o *benchOptions) (concur
 		wg.Add(1)
 		go func() { // stopped by the end of its call; waited for below
 			defer wg.Done()
-			st, err := runDrained(ctx, h, "count", map[string]any{"n": per})
+			n := per
+			if i < rest {
+				n++
+			}
+			st, err := runDrained(ctx, h, "count", map[string]any{"n": n})
 			mu.Lock()
 			defer mu.Unlock()
 			total += st.chunks
