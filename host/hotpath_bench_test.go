@@ -74,7 +74,7 @@ func BenchmarkHotPath(b *testing.B) {
 				}
 				if m, ok := f.Media.(*frame.InlineMedia); ok {
 					got += len(m.Data)
-					releaseFrame(c, f)
+					c.Release(f)
 				}
 			}
 			if got != total {
