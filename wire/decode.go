@@ -914,7 +914,7 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 				}
 			}
 		}
-		if checkToolID("id", t.ID) != nil || !utf8.ValidString(t.Version) || utf8.RuneCountInString(t.Version) > maxToolVersionChars {
+		if checkID("id", t.ID) != nil || !utf8.ValidString(t.Version) || utf8.RuneCountInString(t.Version) > maxToolVersionChars {
 			return nil, ErrBadField
 		}
 		tools = append(tools, t)

@@ -234,35 +234,40 @@ func (p *Invoke) Validate() error {
 	if err := frame.CheckCallID(p.CallID); err != nil {
 		return err
 	}
-	if err := checkToolID("tool_id", p.ToolID); err != nil {
+	if err := checkID("tool_id", p.ToolID); err != nil {
 		return err
 	}
 	if p.Arguments != nil {
-		if err := p.Arguments.Check(); err != nil {
-			return &frame.FieldError{Field: "arguments", Reason: err.(*frame.FieldError).Reason}
+		if err := renamed(p.Arguments.Check(), "arguments"); err != nil {
+			return err
 		}
 	}
 	if p.TimeoutMS < 0 {
 		return &frame.FieldError{Field: "timeout_ms", Reason: "must be >= 0"}
 	}
 	if p.Tree != "" {
-		if err := frame.CheckCallID(p.Tree); err != nil {
-			return &frame.FieldError{Field: "tree", Reason: err.(*frame.FieldError).Reason}
+		if err := checkID("tree", p.Tree); err != nil {
+			return err
 		}
 	}
 	if p.Parent != "" {
-		if err := frame.CheckCallID(p.Parent); err != nil {
-			return &frame.FieldError{Field: "parent", Reason: err.(*frame.FieldError).Reason}
+		if err := checkID("parent", p.Parent); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func checkToolID(field, id string) error {
-	if err := frame.CheckCallID(id); err != nil {
-		return &frame.FieldError{Field: field, Reason: err.(*frame.FieldError).Reason}
+// checkID checks an id that follows the call id's rule (1 to 128 characters
+// of valid UTF-8); the error names field.
+func checkID(field, id string) error { return renamed(frame.CheckCallID(id), field) }
+
+// renamed returns err, nil or a *frame.FieldError, as a FieldError of field.
+func renamed(err error, field string) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return &frame.FieldError{Field: field, Reason: err.(*frame.FieldError).Reason}
 }
 
 func appendHello(b []byte, p *Hello) ([]byte, error) {
@@ -279,7 +284,7 @@ func appendHello(b []byte, p *Hello) ([]byte, error) {
 	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(p.Tools))
 	for i := range p.Tools {
 		t := &p.Tools[i]
-		if err := checkToolID("tools.id", t.ID); err != nil {
+		if err := checkID("tools.id", t.ID); err != nil {
 			return b, err
 		}
 		schemas := []struct {
