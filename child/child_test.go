@@ -66,12 +66,12 @@ func TestUpperAndReuse(t *testing.T) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
 		for _, id := range []string{"u1", "u2", "u3"} {
-			require.NoError(t, s.Invoke(id, "upper", nil, 0))
-			require.NoError(t, s.Started(id))
+			begin(t, s, id, "upper", nil)
 			require.NoError(t, s.Chunk(id, 1, payload(map[string]any{"text": "abc " + id}), nil))
 			require.NoError(t, s.Complete(id, 2, nil))
 			res := readCall(t, s, id)
 			requireTerminal(t, res, frame.KindCompleted, 0)
+			require.Len(t, res.Chunks(), 1)
 			txt, _ := res.Chunks()[0].Payload.Text()
 			require.Equal(t, strings.ToUpper("abc "+id), txt)
 		}

@@ -120,8 +120,7 @@ func TestHandlerErrors(t *testing.T) {
 	h, _ := startServe(t, config{extra: tools})
 	call := func(id, tool string) *frame.Frame {
 		s := dial(t, h)
-		require.NoError(t, s.Invoke(id, tool, nil, 0))
-		require.NoError(t, s.Started(id))
+		begin(t, s, id, tool, nil)
 		require.NoError(t, s.Complete(id, 1, nil))
 		res := readCall(t, s, id)
 		require.NotNil(t, res.Terminal)

@@ -144,8 +144,7 @@ func TestThousandStreams(t *testing.T) {
 		for i := range streams {
 			streams[i] = dial(t, h)
 			id := "s" + strconv.Itoa(i)
-			require.NoError(t, streams[i].Invoke(id, "echo", nil, 0))
-			require.NoError(t, streams[i].Started(id))
+			begin(t, streams[i], id, "echo", nil)
 			require.NoError(t, streams[i].Chunk(id, 1, payload(map[string]any{"i": i}), nil))
 		}
 		// Every handler is running, waiting for more input.
