@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 
 	"github.com/skulkrt/skulk/frame"
@@ -52,18 +53,8 @@ func newArgDefaults(schema wire.Schema) *argDefaults {
 	if len(d.top) > 64 {
 		d.general = true
 	}
-	slices.SortFunc(d.top, func(a, b topDefault) int { return cmpString(a.name, b.name) })
+	slices.SortFunc(d.top, func(a, b topDefault) int { return cmp.Compare(a.name, b.name) })
 	return d
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // nestedDefaults reports whether fillDefaults could fill anything inside
