@@ -33,7 +33,10 @@ type Host struct {
 	done    chan struct{}    // closed when the reader returned
 	stop    chan struct{}    // closed by Close
 
-	mu       sync.Mutex // guards pending
+	mu sync.Mutex // guards pending
+	// pending holds the packets Ping read while waiting for its pong, kept
+	// for Next. Bound: besides one hello and one bye, a child writes only
+	// pongs, one per ping the test sent.
 	pending  []wire.Packet
 	closeOne sync.Once
 }
