@@ -35,15 +35,11 @@ func (l Limits) Effective() Limits {
 	if l.MaxHeader == 0 {
 		l.MaxHeader = DefaultMaxHeader
 	}
-	if l.MaxHeader > HardMaxHeader {
-		l.MaxHeader = HardMaxHeader
-	}
 	if l.MaxAttachment == 0 {
 		l.MaxAttachment = DefaultMaxAttachment
 	}
-	if l.MaxAttachment > HardMaxAttachment {
-		l.MaxAttachment = HardMaxAttachment
-	}
+	l.MaxHeader = min(l.MaxHeader, HardMaxHeader)
+	l.MaxAttachment = min(l.MaxAttachment, HardMaxAttachment)
 	return l
 }
 
@@ -51,11 +47,5 @@ func (l Limits) Effective() Limits {
 // sides agree on in the handshake.
 func (l Limits) Min(o Limits) Limits {
 	l, o = l.Effective(), o.Effective()
-	if o.MaxHeader < l.MaxHeader {
-		l.MaxHeader = o.MaxHeader
-	}
-	if o.MaxAttachment < l.MaxAttachment {
-		l.MaxAttachment = o.MaxAttachment
-	}
-	return l
+	return Limits{MaxHeader: min(l.MaxHeader, o.MaxHeader), MaxAttachment: min(l.MaxAttachment, o.MaxAttachment)}
 }
