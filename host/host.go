@@ -336,7 +336,7 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 	if err != nil {
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
-	return h.dispatch(ctx, rec, tool, t, args, o)
+	return h.dispatch(ctx, rec, t, args, o)
 }
 
 // lookupTool returns the tool named id in the latest catalogue (nil when
@@ -395,13 +395,13 @@ func endWith(ctx context.Context, rec *calllog.Record, o calllog.Outcome, err er
 	return err
 }
 
-// dispatch sends a recorded, validated call to a child.
-func (h *Host) dispatch(ctx context.Context, rec *calllog.Record, tool string, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+// dispatch sends a recorded, validated call of t to a child.
+func (h *Host) dispatch(ctx context.Context, rec *calllog.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, endWith(ctx, rec, calllog.Cancelled("context done before the call was sent"), err)
 	}
 	for {
-		c, err := h.startCall(ctx, rec, tool, t, args, o)
+		c, err := h.startCall(ctx, rec, t, args, o)
 		if !errors.Is(err, errRetry) {
 			return c, err
 		}
@@ -411,7 +411,7 @@ func (h *Host) dispatch(ctx context.Context, rec *calllog.Record, tool string, t
 // startCall takes a slot and starts the call on its child; errRetry means
 // the child turned out dead before the invoke and another may be tried
 // (nothing was recorded: no attempt was made).
-func (h *Host) startCall(ctx context.Context, rec *calllog.Record, tool string, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+func (h *Host) startCall(ctx context.Context, rec *calllog.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
 	ch, err := h.acquire(ctx)
 	if err != nil {
 		switch {
@@ -423,7 +423,7 @@ func (h *Host) startCall(ctx context.Context, rec *calllog.Record, tool string, 
 			return nil, h.refuse(ctx, rec, "pool_down", frame.CodeUnreachable, err)
 		}
 	}
-	inv := &wire.Invoke{CallID: rec.ID(), ToolID: tool, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
+	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
 	if p := rec.Parent(); p != nil {
 		inv.Tree, inv.Parent = rec.Tree(), p.ID()
 	}
@@ -437,7 +437,7 @@ func (h *Host) startCall(ctx context.Context, rec *calllog.Record, tool string, 
 	}
 	// The tool the child knows is the one the host validated against,
 	// unless the child was restarted with another build: use its own.
-	if ct := ch.cat.tools[tool]; ct != nil {
+	if ct := ch.cat.tools[t.desc.ID]; ct != nil {
 		t = ct
 	}
 	var reqArgs frame.Payload

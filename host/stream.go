@@ -25,12 +25,11 @@ var ErrArgsClosed = errors.New("host: streamed arguments already completed or ab
 // An ArgsCall must end with Done or Abort; if its context ends first it
 // ends cancelled by itself. Its methods are safe for concurrent use.
 type ArgsCall struct {
-	h    *Host
-	tool string
-	t    *tool
-	o    *callOptions
-	rec  *calllog.Record
-	max  int // bound on the assembled text's bytes: the child's max_header
+	h   *Host
+	t   *tool
+	o   *callOptions
+	rec *calllog.Record
+	max int // bound on the assembled text's bytes: the child's max_header
 
 	mu     sync.Mutex
 	buf    strings.Builder // the fragments so far; bounded by max
@@ -59,7 +58,7 @@ func (h *Host) CallStream(ctx context.Context, tool string, opts ...CallOption) 
 	if t == nil {
 		return nil, h.refuse(ctx, rec, "unknown_tool", frame.CodeInvalidFrame, ErrUnknownTool)
 	}
-	a := &ArgsCall{h: h, tool: tool, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
+	a := &ArgsCall{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
 	a.mu.Lock()
 	a.stop = context.AfterFunc(ctx, func() { // runs once, briefly
 		a.abort(context.Background(), calllog.Cancelled("context done before the arguments completed"))
@@ -124,7 +123,7 @@ func (a *ArgsCall) Done(ctx context.Context) (*Call, error) {
 	if err != nil {
 		return nil, a.h.refuse(ctx, a.rec, "schema", frame.CodeInvalidFrame, err)
 	}
-	return a.h.dispatch(ctx, a.rec, a.tool, a.t, args, a.o)
+	return a.h.dispatch(ctx, a.rec, a.t, args, a.o)
 }
 
 // Abort ends the call cancelled before its arguments completed: no invoke
