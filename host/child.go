@@ -20,7 +20,7 @@ import (
 type slot struct {
 	index       int
 	incarnation int
-	state       ChildState
+	state       ChildState // while cur is set, always cur.state (both change together under Host.mu)
 	cur         *child
 	restarts    int
 	lastCause   error

@@ -199,8 +199,8 @@ func (h *Host) acquire(ctx context.Context) (*child, error) {
 			} else if cause == nil {
 				cause = s.lastCause
 			}
-			ch := s.cur
-			if ch == nil || s.state != StateReady || ch.state != StateReady || ch.running >= ch.maxStreams {
+			ch := s.cur // when set, s.state is ch.state
+			if ch == nil || ch.state != StateReady || ch.running >= ch.maxStreams {
 				continue
 			}
 			if best == nil || ch.running < best.running {
