@@ -68,20 +68,19 @@ func okCall(t *testing.T, c *Call, text string) {
 	}
 }
 
-// newRecorder returns a recorder. Register closeRecorder after testHost:
-// cleanups run last-registered first, and testHost's checks for leaked
-// goroutines must come after the recorder's Close.
-func newRecorder(t *testing.T, opts calllog.Options) *calllog.Recorder {
+// recordedHost starts a test host (testHost, cfg) whose Config.Recorder
+// is a new recorder made with opts, and closes that recorder at the end of
+// the test, before the host: cleanups run last-registered first, and
+// testHost's checks for leaked goroutines must come after the recorder's
+// Close.
+func recordedHost(t *testing.T, cfg Config, opts calllog.Options) *Host {
 	t.Helper()
 	rec, err := calllog.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rec
-}
-
-// closeRecorder closes rec at the end of the test, before the host.
-func closeRecorder(t *testing.T, rec *calllog.Recorder) {
+	cfg.Recorder = rec
+	h, _ := testHost(t, cfg, time.Minute)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -89,6 +88,7 @@ func closeRecorder(t *testing.T, rec *calllog.Recorder) {
 			t.Errorf("recorder Close: %v", err)
 		}
 	})
+	return h
 }
 
 // collector is an observer keeping what it is given.
@@ -160,13 +160,10 @@ func TestCallEventsOrder(t *testing.T) {
 
 func TestRefusedCallsAreLogged(t *testing.T) {
 	obs := &collector{}
-	rec := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
 	cfg := fakeConfig("ok")
-	cfg.Recorder = rec
 	cfg.Restart.MaxRestarts = -1
 	invokes := invokeLog(t, &cfg)
-	h, _ := testHost(t, cfg, time.Minute)
-	closeRecorder(t, rec)
+	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
 	ctx := callCtx(t, 20*time.Second)
 	if _, err := h.Call(ctx, "nope", nil); !errors.Is(err, ErrUnknownTool) {
 		t.Fatalf("unknown tool: %v", err)
@@ -257,12 +254,9 @@ func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
 	st := &flakyStore{release: make(chan struct{})}
 	st.failing.Store(true)
 	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
-	rec := newRecorder(t, calllog.Options{Journal: j})
 	cfg := fakeConfig("ok")
-	cfg.Recorder = rec
 	invokes := invokeLog(t, &cfg)
-	h, _ := testHost(t, cfg, time.Minute)
-	closeRecorder(t, rec)
+	h := recordedHost(t, cfg, calllog.Options{Journal: j})
 	ctx := callCtx(t, 20*time.Second)
 	obs := &collector{}
 	_, err := h.Call(ctx, "ok", nil, WithObservers(obs))
@@ -296,11 +290,8 @@ func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
 func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 	st := &flakyStore{release: make(chan struct{})}
 	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
-	rec := newRecorder(t, calllog.Options{Journal: j})
 	cfg := fakeConfig("ok")
-	cfg.Recorder = rec
-	h, _ := testHost(t, cfg, time.Minute)
-	closeRecorder(t, rec)
+	h := recordedHost(t, cfg, calllog.Options{Journal: j})
 	ctx := callCtx(t, 20*time.Second)
 	st.holdEnds.Store(true)
 	c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "q"}))
@@ -441,11 +432,8 @@ func TestPanickingObserverWarnedOnce(t *testing.T) {
 		calls.Add(1)
 		panic("observer bug")
 	})
-	rec := newRecorder(t, calllog.Options{Observers: []calllog.Observer{panicker}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	cfg := fakeConfig("ok")
-	cfg.Recorder = rec
-	h, _ := testHost(t, cfg, time.Minute)
-	closeRecorder(t, rec)
+	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{panicker}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	ctx := callCtx(t, 20*time.Second)
 	for i := range 3 {
 		c, err := h.Call(ctx, "ok", nil)
@@ -557,11 +545,8 @@ func TestObserverOwnCallsNotFedBack(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	rec := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
 	cfg := fakeConfig("ok")
-	cfg.Recorder = rec
-	h, _ = testHost(t, cfg, time.Minute)
-	closeRecorder(t, rec)
+	h = recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
 	close(ready)
 	ctx := callCtx(t, 20*time.Second)
 	c, err := h.Call(ctx, "ok", nil)
@@ -584,11 +569,8 @@ func TestObserverOwnCallsNotFedBack(t *testing.T) {
 func TestFramesYieldsJournalEndError(t *testing.T) {
 	st := &flakyStore{release: make(chan struct{})}
 	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
-	rec := newRecorder(t, calllog.Options{Journal: j})
 	cfg := fakeConfig("ok")
-	cfg.Recorder = rec
-	h, _ := testHost(t, cfg, time.Minute)
-	closeRecorder(t, rec)
+	h := recordedHost(t, cfg, calllog.Options{Journal: j})
 	defer close(st.release)
 	ctx := callCtx(t, 20*time.Second)
 	st.holdEnds.Store(true)
