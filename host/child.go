@@ -451,12 +451,6 @@ func (ch *child) drain() error {
 	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
 }
 
-// stopNow stops a child that never reached its supervisor (Start failed
-// for a later child).
-func (ch *child) stopNow(cause error) {
-	ch.stop(cause, stopDead)
-}
-
 // unreachable returns the cause given to calls in flight on a dead child.
 func (ch *child) unreachable(cause error) *synth {
 	return &synth{kind: frame.KindFailed, code: frame.CodeUnreachable, msg: "child " + ch.id + " unreachable: " + cause.Error(), stderrOf: ch.proc}

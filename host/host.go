@@ -133,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 		if err != nil {
 			h.stop()
 			for _, c := range started {
-				c.stopNow(err)
+				c.stop(err, stopDead) // never supervised
 			}
 			if h.ownsRec {
 				h.rec.Close(context.Background())
