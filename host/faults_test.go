@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -14,7 +15,8 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
-// pidOf returns the pid of slot 0's child once it is ready.
+// readyPID returns the pid of slot 0's child once it is ready and is not
+// notPID.
 func readyPID(t *testing.T, h *Host, notPID int) int {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -129,11 +131,15 @@ func TestSIGSTOPHealthTimeout(t *testing.T) {
 	if !strings.Contains(term.Error.Message, "unhealthy") {
 		t.Errorf("message %q does not say unhealthy", term.Error.Message)
 	}
-	// SIGCONT does not bring the stale call back.
+	// SIGCONT does not bring the stale call back: the stopped child is
+	// replaced by a new one, its call stays ended, and the next call runs on
+	// the new child.
 	syscall.Kill(pid, syscall.SIGCONT)
-	time.Sleep(200 * time.Millisecond)
-	if _, err := c.Recv(ctx); err == nil {
-		t.Fatalf("Recv after the terminal returned a frame")
+	if newPID := readyPID(t, h, pid); newPID == pid {
+		t.Fatalf("the stopped child %d is still the pool's child", pid)
+	}
+	if f, err := c.Recv(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv after the terminal: %v %v, want io.EOF", f.Kind, err)
 	}
 	succeeds(t, h)
 }
