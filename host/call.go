@@ -68,6 +68,10 @@ type Call struct {
 	sendMu   sync.Mutex
 	send     *sequence.Fence // caller direction; guarded by sendMu
 	sendDone bool            // caller terminal written, or the call released; guarded by sendMu
+	// callerClosed: the caller itself ended its direction (CloseSend, or
+	// Cancel and the call's context). Atomic because cancel sets it without
+	// sendMu, which a blocked Send may hold.
+	callerClosed atomic.Bool
 
 	eof        bool  // owned by the reading goroutine
 	journalErr error // a required journal's unconfirmed end, given once after the terminal; owned by the reading goroutine
@@ -243,11 +247,20 @@ func (c *Call) Record() *calllog.Record { return c.rec }
 
 // CloseSend half-closes the call: the caller's completed tells the
 // handler its input is over; its output goes on.
+//
+// It returns ErrSendClosed after the caller's own CloseSend or Cancel. When
+// the call already ended on the provider's side (a handler that fails at
+// once, say), the host closed the caller's direction itself and CloseSend
+// returns nil: there is nothing left to close, and Recv or Wait give the
+// outcome.
 func (c *Call) CloseSend() error {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
-	if c.sendDone {
+	if c.callerClosed.Swap(true) {
 		return ErrSendClosed
+	}
+	if c.sendDone {
+		return nil
 	}
 	return c.writeCallerTerminalLocked(frame.KindCompleted)
 }
@@ -472,6 +485,7 @@ func (c *Call) stopTimerLocked(t *time.Timer) {
 // goroutine of its own (a blocked write never stops the clocks) and arms
 // the cancel grace. Only the first cancel of a call does anything.
 func (c *Call) cancel(reason string) {
+	c.callerClosed.Store(true)
 	c.clockMu.Lock()
 	defer c.clockMu.Unlock()
 	if c.cancelled || c.released {

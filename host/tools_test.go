@@ -166,6 +166,34 @@ func TestRealFail(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Synthetic || ce.Message != "no luck" {
 		t.Fatalf("Wait: %#v", err)
 	}
+	// The call ended on the provider's side before the caller half-closed:
+	// the host closed the caller's direction itself, so CloseSend has
+	// nothing to do; a second CloseSend is the caller's own mistake.
+	if err := c.CloseSend(); err != nil {
+		t.Fatalf("CloseSend after the provider's terminal: %v, want nil", err)
+	}
+	if err := c.CloseSend(); !errors.Is(err, ErrSendClosed) {
+		t.Fatalf("second CloseSend: %v, want ErrSendClosed", err)
+	}
+}
+
+// Cancel closes the caller's direction at once, even before its cancelled
+// frame is written: a CloseSend after it is refused.
+func TestCloseSendAfterCancel(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "echo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Cancel()
+	if err := c.CloseSend(); !errors.Is(err, ErrSendClosed) {
+		t.Fatalf("CloseSend after Cancel: %v, want ErrSendClosed", err)
+	}
+	term, _ := recvUntilTerminal(t, c, 10*time.Second)
+	if term.Kind != frame.KindCancelled {
+		t.Fatalf("terminal %v, want cancelled", term.Kind)
+	}
 }
 
 func TestRealSleep(t *testing.T) {
