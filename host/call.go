@@ -16,13 +16,6 @@ import (
 	"github.com/skulkrt/skulk/wire"
 )
 
-// outQueue bounds the provider frames delivered to a call and not yet read
-// by its caller. When it is full the connection's reader blocks, so the
-// connection is not read and the child's writes block: backpressure, never
-// an unbounded buffer. 16 frames let a reading caller and the child run
-// without lockstep; the kernel's socket buffers hold the rest.
-const outQueue = 16
-
 // Call is one running call: the caller sends input with Send and CloseSend
 // and reads the provider's output with Recv, Frames or Wait.
 //
@@ -43,8 +36,8 @@ type Call struct {
 	conn *streamConn
 	rec  *calllog.Record // the call in the log; its methods never block but End and Confirm
 
-	out     chan frame.Frame // see outQueue; written by the reader, closed never
-	done    chan struct{}    // closed by finish once term is set
+	out     *outbox       // provider frames for Recv; put by the reader
+	done    chan struct{} // closed by finish once term is set
 	term    frame.Frame
 	termErr *CallError
 
@@ -83,7 +76,7 @@ type Call struct {
 func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record, reqArgs frame.Payload) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
-		out:   make(chan frame.Frame, outQueue),
+		out:   newOutbox(),
 		done:  make(chan struct{}),
 		fence: sequence.New(inv.CallID, frame.ProviderToCaller, 1),
 		given: 1,
@@ -114,7 +107,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 		c.fail(nil) // an idle connection the child closed: take another
 	}
 	started, _ := frame.NewStarted(call.id, frame.ProviderToCaller)
-	call.out <- started // the queue is empty: never blocks
+	call.out.put(started, true, nil) // the queue is empty: never blocks
 	var timeoutAt time.Time
 	if inv.TimeoutMS > 0 {
 		timeoutAt = time.Now().Add(time.Duration(inv.TimeoutMS) * time.Millisecond)
@@ -321,31 +314,31 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 		}
 		return frame.Frame{}, io.EOF
 	}
-	select {
-	case f := <-c.out:
+	if f, ok := c.out.take(); ok {
 		return f, nil
-	default:
 	}
-	select {
-	case f := <-c.out:
-		return f, nil
-	case <-c.done:
-		select { // frames queued before the terminal come first
-		case f := <-c.out:
-			return f, nil
-		default:
-		}
-		if err := c.rec.Confirm(ctx); err != nil {
-			var je *calllog.JournalError
-			if !errors.As(err, &je) {
-				return frame.Frame{}, err // ctx ended first: the terminal waits for the next Recv
+	for {
+		select {
+		case <-c.out.ready:
+			if f, ok := c.out.take(); ok {
+				return f, nil
 			}
-			c.journalErr = err
+		case <-c.done:
+			if f, ok := c.out.take(); ok { // frames queued before the terminal come first
+				return f, nil
+			}
+			if err := c.rec.Confirm(ctx); err != nil {
+				var je *calllog.JournalError
+				if !errors.As(err, &je) {
+					return frame.Frame{}, err // ctx ended first: the terminal waits for the next Recv
+				}
+				c.journalErr = err
+			}
+			c.eof = true
+			return c.term, nil
+		case <-ctx.Done():
+			return frame.Frame{}, ctx.Err()
 		}
-		c.eof = true
-		return c.term, nil
-	case <-ctx.Done():
-		return frame.Frame{}, ctx.Err()
 	}
 }
 

@@ -170,23 +170,15 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
 	// Recorded before the caller can read it, so that Text and Events
 	// include every chunk Recv returned. Never blocks: the log only queues.
 	call.rec.Output(*f)
-	// A plain non-blocking send first: far cheaper than a two-case select,
-	// and the usual case (the caller keeps up, the queue has room). A full
-	// queue falls through to the select, which also watches closing.
-	select {
-	case call.out <- *f:
-		call.given = f.Sequence + 1
-		return true
-	default:
-	}
-	select {
-	case call.out <- *f:
-		call.given = f.Sequence + 1
-		return true
-	case <-c.closing:
+	// The caller is woken for the frames of a burst at its last one: the
+	// next packet, when it is already whole in the reader's buffer, is
+	// decoded at once and comes right after (see outbox).
+	if !call.out.put(*f, !c.r.PacketBuffered(), c.closing) {
 		c.broken(call, nil)
 		return false
 	}
+	call.given = f.Sequence + 1
+	return true
 }
 
 // violation ends the call for a provider packet that breaks the rules:

@@ -22,12 +22,12 @@ func TestRecvOrderTerminalLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Call{id: "x", out: make(chan frame.Frame, outQueue), done: make(chan struct{}), rec: rec}
+	c := &Call{id: "x", out: newOutbox(), done: make(chan struct{}), rec: rec}
 	started, _ := frame.NewStarted("x", frame.ProviderToCaller)
-	c.out <- started
+	c.out.put(started, true, nil)
 	for i := uint64(1); i <= 3; i++ {
 		f, _ := frame.NewChunk("x", frame.ProviderToCaller, i, frame.MustPayload(map[string]any{"i": i}), nil)
-		c.out <- f
+		c.out.put(f, false, nil)
 	}
 	term, _ := frame.NewFailed("x", frame.ProviderToCaller, 4, frame.CodeTimeout, "late")
 	term.Synthetic = true

@@ -91,6 +91,24 @@ func (r *Reader) SetLimits(l Limits) { r.limits = l.Effective() }
 // not yet returned as packets.
 func (r *Reader) Buffered() int { return r.end - r.start }
 
+// PacketBuffered reports whether the next ReadPacket returns without
+// reading the connection: the next packet, attachment included, is already
+// whole in the Reader's buffer (or the Reader holds a sticky error). A
+// consumer that batches its hand-offs uses it to tell the last packet of a
+// burst from one with more behind it.
+func (r *Reader) PacketBuffered() bool {
+	if r.err != nil {
+		return true
+	}
+	n := r.end - r.start
+	if n < PrefixLen {
+		return false
+	}
+	h := binary.BigEndian.Uint32(r.buf[r.start:])
+	a := binary.BigEndian.Uint32(r.buf[r.start+4:])
+	return uint64(n) >= PrefixLen+uint64(h)+uint64(a)
+}
+
 // fill makes at least n bytes available at buf[start:], reading as much as
 // the connection gives at once.
 func (r *Reader) fill(n int) error {

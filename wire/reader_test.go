@@ -668,3 +668,44 @@ func TestReaderRecycleConcurrent(t *testing.T) {
 	close(back)
 	<-consumed
 }
+
+// readCounter counts the Read calls that reach src.
+type readCounter struct {
+	src   io.Reader
+	reads int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	c.reads++
+	return c.src.Read(p)
+}
+
+// PacketBuffered is true exactly when the next ReadPacket needs no read of
+// the connection, wherever the stream is split.
+func TestReaderPacketBuffered(t *testing.T) {
+	all, want := goldenStream(t)
+	for i := 0; i <= len(all); i++ {
+		src := &readCounter{src: io.MultiReader(bytes.NewReader(all[:i]), bytes.NewReader(all[i:]))}
+		r := NewReader(src, Limits{})
+		require.False(t, r.PacketBuffered(), "split at %d: nothing read yet", i)
+		sawTrue := false
+		for n := 0; n < len(want); n++ {
+			buffered := r.PacketBuffered()
+			before := src.reads
+			_, err := r.ReadPacket()
+			require.NoError(t, err, "split at %d, packet %d", i, n)
+			if buffered {
+				sawTrue = true
+				require.Equal(t, before, src.reads, "split at %d, packet %d: PacketBuffered said whole, yet ReadPacket read", i, n)
+			}
+		}
+		require.False(t, r.PacketBuffered(), "split at %d: the stream is read whole", i)
+		if i == 0 || i == len(all) {
+			require.True(t, sawTrue, "one read holds every packet: all but the first are buffered")
+		}
+	}
+	r := NewReader(bytes.NewReader(prefix(0, 0)), Limits{})
+	_, err := r.ReadPacket()
+	require.ErrorIs(t, err, ErrProtocol)
+	require.True(t, r.PacketBuffered(), "a sticky error returns without reading")
+}

@@ -1,0 +1,109 @@
+package host
+
+import (
+	"sync"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// outQueue bounds the provider frames delivered to a call and not yet read
+// by its caller. When it is full the connection's reader blocks, so the
+// connection is not read and the child's writes block: backpressure, never
+// an unbounded buffer. 16 frames let a reading caller and the child run
+// without lockstep; the kernel's socket buffers hold the rest.
+const outQueue = 16
+
+// outbox is a call's queue of provider frames: the connection's reader puts,
+// the caller's Recv takes. Overflow policy: block (see outQueue).
+//
+// It exists instead of a channel to batch wake-ups. A channel wakes a
+// waiting receiver on every send; a caller that keeps up with its stream
+// then sleeps and is woken once per frame, and on a machine with an idle
+// core each of those wake-ups is a futex call and a cross-core hand-off
+// costing more than the frame's decoding. The reader instead puts the
+// frames of one burst (the packets one read of the connection returned)
+// and wakes the caller once, when it is about to read the connection again
+// or when the queue is full. No frame waits for a later one: a burst ends
+// as soon as no whole packet is left in the reader's buffer. A full outbox
+// makes its reader wait until it is half empty, so that a slow caller
+// wakes the reader once per half queue, not once per frame.
+type outbox struct {
+	ready chan struct{} // size 1: "frames were published"; a full channel already says so
+	room  chan struct{} // size 1: "the queue is half empty again"; likewise
+
+	mu          sync.Mutex
+	buf         [outQueue]frame.Frame
+	head, n     int  // the queued frames are buf[head:head+n], wrapping
+	recvWaiting bool // a take found the queue empty: the next publish wakes it
+	putWaiting  bool // a put found the queue full: a take that halves it wakes it
+}
+
+func newOutbox() *outbox {
+	return &outbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// put queues f, waiting while the queue is full until it is half empty or
+// closing is closed (then it reports false and f is dropped). With publish
+// false the caller is not woken for f: the reader promises another put or a
+// publish soon (it has a whole packet buffered).
+func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool {
+	o.mu.Lock()
+	for o.n == len(o.buf) {
+		o.wakeRecvLocked() // whatever is queued is published before waiting
+		o.putWaiting = true
+		o.mu.Unlock()
+		select {
+		case <-o.room:
+		case <-closing:
+			return false
+		}
+		o.mu.Lock()
+	}
+	o.buf[(o.head+o.n)%len(o.buf)] = f
+	o.n++
+	if publish {
+		o.wakeRecvLocked()
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// publish wakes a waiting caller for the frames put so far.
+func (o *outbox) publish() {
+	o.mu.Lock()
+	o.wakeRecvLocked()
+	o.mu.Unlock()
+}
+
+func (o *outbox) wakeRecvLocked() {
+	if o.recvWaiting && o.n > 0 {
+		o.recvWaiting = false
+		select {
+		case o.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take returns the oldest queued frame. When the queue is empty it reports
+// false and arms ready: the caller may wait on it for the next publish.
+func (o *outbox) take() (frame.Frame, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == 0 {
+		o.recvWaiting = true
+		return frame.Frame{}, false
+	}
+	f := o.buf[o.head]
+	o.buf[o.head] = frame.Frame{} // keep no payload or media alive
+	o.head = (o.head + 1) % len(o.buf)
+	o.n--
+	if o.putWaiting && o.n <= len(o.buf)/2 {
+		o.putWaiting = false
+		select {
+		case o.room <- struct{}{}:
+		default:
+		}
+	}
+	return f, true
+}

@@ -1,0 +1,108 @@
+package host
+
+import (
+	"testing"
+	"testing/synctest"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+func chunkAt(seq uint64) frame.Frame {
+	f, _ := frame.NewChunk("x", frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"i": seq}), nil)
+	return f
+}
+
+// woken reports whether the outbox's ready signal is set, consuming it.
+func woken(o *outbox) bool {
+	select {
+	case <-o.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// A waiting caller is woken once per burst, at its published frame, and
+// takes the frames in order.
+func TestOutboxWakesOncePerBurst(t *testing.T) {
+	o := newOutbox()
+	if _, ok := o.take(); ok {
+		t.Fatal("take from an empty outbox")
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		o.put(chunkAt(seq), false, nil)
+		if woken(o) {
+			t.Fatalf("woken at unpublished frame %d", seq)
+		}
+	}
+	o.put(chunkAt(4), true, nil)
+	if !woken(o) {
+		t.Fatal("not woken at the burst's last frame")
+	}
+	for want := uint64(1); want <= 4; want++ {
+		f, ok := o.take()
+		if !ok || f.Sequence != want {
+			t.Fatalf("take: %d %v, want %d", f.Sequence, ok, want)
+		}
+	}
+	// A caller that did not wait is not woken: nothing is armed.
+	o.put(chunkAt(5), true, nil)
+	if woken(o) {
+		t.Fatal("woken without a waiting take")
+	}
+	o.take()
+	o.take() // empty: arms the wake-up
+	o.put(chunkAt(6), false, nil)
+	o.publish()
+	if !woken(o) {
+		t.Fatal("publish did not wake the waiting caller")
+	}
+}
+
+// A full outbox publishes what it holds, blocks its reader until it is half
+// empty, and lets closing end the wait.
+func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := newOutbox()
+		o.take() // the caller waits
+		for seq := range uint64(outQueue) {
+			o.put(chunkAt(seq), false, nil)
+		}
+		closing := make(chan struct{})
+		put := make(chan bool, 1)
+		go func() { put <- o.put(chunkAt(outQueue), false, closing) }() // stopped by room or closing
+		synctest.Wait()
+		if !woken(o) {
+			t.Fatal("a full outbox did not wake its caller")
+		}
+		for i := range outQueue/2 - 1 {
+			o.take()
+			synctest.Wait()
+			select {
+			case <-put:
+				t.Fatalf("put went on after %d takes, before the queue was half empty", i+1)
+			default:
+			}
+		}
+		o.take()
+		synctest.Wait()
+		if ok := <-put; !ok {
+			t.Fatal("put refused after room")
+		}
+		for want := uint64(outQueue / 2); want <= outQueue; want++ {
+			if f, ok := o.take(); !ok || f.Sequence != want {
+				t.Fatalf("take: %d %v, want %d", f.Sequence, ok, want)
+			}
+		}
+
+		for seq := range uint64(outQueue) {
+			o.put(chunkAt(seq), false, nil)
+		}
+		go func() { put <- o.put(chunkAt(outQueue), false, closing) }() // stopped by closing below
+		synctest.Wait()
+		close(closing)
+		if ok := <-put; ok {
+			t.Fatal("put on a full outbox reported true after closing")
+		}
+	})
+}
