@@ -231,7 +231,15 @@ func (f *Frame) IsTerminal() bool { return f.Kind.IsTerminal() }
 // Validate checks every field constraint and the lifecycle shape of
 // PROTOCOL.md §4. The error, if any, is a *FieldError naming the first field
 // found at fault; it never includes user data.
-func (f *Frame) Validate() error {
+func (f *Frame) Validate() error { return f.validate(true) }
+
+// ValidateShape is Validate but for the payload's bytes: a payload that is
+// there is taken as a valid object. It is for a codec that has checked
+// those bytes itself while reading or writing them (mpack-level), so that
+// a payload is walked once, not twice.
+func (f *Frame) ValidateShape() error { return f.validate(false) }
+
+func (f *Frame) validate(payloadBytes bool) error {
 	if err := CheckCallID(f.CallID); err != nil {
 		return err
 	}
@@ -244,7 +252,7 @@ func (f *Frame) Validate() error {
 	if (f.Sequence == 0) != (f.Kind == KindStarted) {
 		return fieldErr("sequence", "must be 0 exactly when kind is started")
 	}
-	if f.Payload != nil {
+	if payloadBytes && f.Payload != nil {
 		if err := f.Payload.Check(); err != nil {
 			return err
 		}

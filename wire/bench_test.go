@@ -67,6 +67,33 @@ func BenchmarkSmallFrameDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkRecordFrameDecode reads chunk frames whose payload is a record
+// of about 1 KiB (nested maps and arrays, 40 fields): the payload check
+// dominates.
+func BenchmarkRecordFrameDecode(b *testing.B) {
+	rec := map[string]any{}
+	for i := range 20 {
+		rec[string(rune('a'+i))+"_name"] = "value number " + string(rune('a'+i))
+		rec[string(rune('a'+i))+"_list"] = []any{i, float64(i) / 3, map[string]any{"ok": i%2 == 0, "note": "nested"}}
+	}
+	f, err := frame.NewChunk("call-0123456789", frame.ProviderToCaller, 42, frame.MustPayload(rec), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc, err := Encode(&Frame{f}, Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := NewReader(&repeatReader{b: enc}, Limits{})
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.ReadPacket(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkSmallFrameEncodeDecode is one encode and one decode of a small
 // chunk frame.
 func BenchmarkSmallFrameEncodeDecode(b *testing.B) {

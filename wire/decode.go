@@ -498,7 +498,7 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 				f.Payload = nil
 				continue
 			}
-			raw, err := r.Skip()
+			raw, err := r.ReadObject() // checked here, so ValidateShape below
 			if err != nil {
 				return nil
 			}
@@ -534,7 +534,7 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 			}
 		}
 	}
-	if r.Remaining() != 0 || (attLen > 0 && !inline) || f.Validate() != nil {
+	if r.Remaining() != 0 || (attLen > 0 && !inline) || f.ValidateShape() != nil {
 		return nil
 	}
 	return p

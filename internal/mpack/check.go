@@ -15,12 +15,27 @@ import (
 // used only for values nested deeper than shallowDepth.
 func CheckObject(b []byte) error {
 	r := NewReader(b)
-	c, err := r.peek()
-	if err != nil {
+	if _, err := r.ReadObject(); err != nil {
 		return err
 	}
+	if r.Remaining() != 0 {
+		return ErrTrailing
+	}
+	return nil
+}
+
+// ReadObject reads one value that CheckObject would accept on its own, a
+// map with a JSON form, and returns its bytes: checking and skipping it in
+// one pass. What follows the map is not looked at. After an error the
+// reader's position is unspecified. It allocates nothing, as CheckObject.
+func (r *Reader) ReadObject() ([]byte, error) {
+	start := r.off
+	c, err := r.peek()
+	if err != nil {
+		return nil, err
+	}
 	if c&0xf0 != 0x80 && c != 0xde && c != 0xdf {
-		return ErrType
+		return nil, ErrType
 	}
 	// Most payloads nest a level or two: a small stack spares zeroing
 	// the full one on every call. A deeper value starts again with it.
@@ -28,16 +43,13 @@ func CheckObject(b []byte) error {
 	err = r.checkValue(shallow[:])
 	if err == errDeeper {
 		var full [MaxDepth + 1]level
-		r = NewReader(b)
+		r.off = start
 		err = r.checkValue(full[:])
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if r.Remaining() != 0 {
-		return ErrTrailing
-	}
-	return nil
+	return r.b[start:r.off], nil
 }
 
 // shallowDepth is the nesting CheckObject checks with its small stack.

@@ -68,6 +68,11 @@ func FuzzCheckObject(f *testing.F) {
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
 
 	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewReader(b)
+		_, rerr := r.ReadObject()
+		if whole := rerr == nil && r.Remaining() == 0; whole != (CheckObject(b) == nil) {
+			t.Fatalf("ReadObject of the whole input (%v, %d left) disagrees with CheckObject", rerr, r.Remaining())
+		}
 		if CheckObject(b) != nil {
 			return // the generic codec may trust sizes: do not feed it refused input
 		}
@@ -94,7 +99,7 @@ func FuzzCheckObject(f *testing.F) {
 		if _, err := json.Marshal(m); err != nil {
 			t.Fatalf("encoding/json refuses what CheckObject accepted: %v", err)
 		}
-		r := NewReader(b)
+		r = NewReader(b)
 		raw, err := r.Skip()
 		if err != nil || len(raw) != len(b) {
 			t.Fatalf("Skip disagrees with CheckObject: %v", err)

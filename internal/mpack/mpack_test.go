@@ -230,11 +230,28 @@ func TestCheckObject(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := CheckObject(c.b)
-			if c.want == nil {
+			// ReadObject checks the same and stops after the map.
+			r := NewReader(c.b)
+			raw, rerr := r.ReadObject()
+			switch c.want {
+			case nil:
 				require.NoError(t, err)
-				return
+				require.NoError(t, rerr)
+				require.Equal(t, c.b, raw)
+				after := NewReader(append(append([]byte{}, c.b...), 0xc3))
+				raw, rerr = after.ReadObject()
+				require.NoError(t, rerr)
+				require.Equal(t, c.b, raw, "ReadObject spans the map alone")
+				require.Equal(t, 1, after.Remaining(), "what follows is left unread")
+			case ErrTrailing:
+				require.ErrorIs(t, err, c.want)
+				require.NoError(t, rerr, "ReadObject does not look past the map")
+				require.Less(t, len(raw), len(c.b))
+				require.Equal(t, len(c.b)-len(raw), r.Remaining())
+			default:
+				require.ErrorIs(t, err, c.want)
+				require.ErrorIs(t, rerr, c.want)
 			}
-			require.ErrorIs(t, err, c.want)
 		})
 	}
 }
