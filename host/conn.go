@@ -44,13 +44,15 @@ type streamConn struct {
 }
 
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
-	return &streamConn{
+	c := &streamConn{
 		ch: ch, nc: nc,
 		r:       wire.NewReader(nc, ch.limits),
 		w:       wire.NewWriter(nc, ch.limits),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	c.r.ReuseFrames() // run copies each frame out (outbox, finish, the log) before the next read
+	return c
 }
 
 // fail closes the connection; the first call's cause (nil for a plain

@@ -69,6 +69,17 @@ func (e *lengthError) Unwrap() error { return e.err }
 // decoded so that the frames of one call share one string.
 type decoder struct {
 	lastCallID string
+	reuse      *Frame // when set, every frame packet is decoded into it (Reader.ReuseFrames)
+}
+
+// newFrame returns the packet a frame is decoded into: the reused one,
+// cleared, or a new one.
+func (d *decoder) newFrame() *Frame {
+	if d.reuse == nil {
+		return &Frame{}
+	}
+	*d.reuse = Frame{}
+	return d.reuse
 }
 
 func (d *decoder) intern(b []byte) string {
@@ -346,7 +357,7 @@ func readLimits(r *mpack.Reader) (Limits, error) {
 }
 
 func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
-	p := &Frame{}
+	p := d.newFrame()
 	f := &p.Frame
 	var first error
 	fail := func(field, reason string) {
@@ -455,7 +466,7 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 	if v, err := r.ReadStr(); err != nil || string(v) != "frame" {
 		return nil
 	}
-	p := &Frame{}
+	p := d.newFrame()
 	f := &p.Frame
 	inline := false
 	for range n - 1 {

@@ -23,8 +23,8 @@ const maxRecycled = 4
 // Reader reads packets from one connection. It is owned by one goroutine:
 // not safe for concurrent use, except Recycle.
 //
-// Each packet ReadPacket returns is new and shares nothing with the Reader;
-// the caller may keep it and its slices. A caller that knows when it is done
+// Each packet ReadPacket returns is new and shares nothing with the Reader
+// (but see ReuseFrames); the caller may keep it and its slices. A caller that knows when it is done
 // with an inline frame's data may hand it back with Recycle.
 type Reader struct {
 	src        io.Reader
@@ -83,6 +83,14 @@ func (r *Reader) attachmentBuf(n int) []byte {
 func NewReader(src io.Reader, l Limits) *Reader {
 	return &Reader{src: src, limits: l.Effective(), buf: make([]byte, readBufSize)}
 }
+
+// ReuseFrames makes the Reader decode every frame packet into one *Frame of
+// its own, overwritten by the next ReadPacket, instead of a new one each
+// time. The frame's slices (call id, payload, media) are still new or
+// shared with nothing the Reader writes again, so a caller that copies the
+// frame.Frame out before the next read may keep that copy whole; it saves
+// an allocation per frame. Call it before the first ReadPacket.
+func (r *Reader) ReuseFrames() { r.dec.reuse = &Frame{} }
 
 // SetLimits replaces the Reader's limits, as after a handshake.
 func (r *Reader) SetLimits(l Limits) { r.limits = l.Effective() }

@@ -709,3 +709,34 @@ func TestReaderPacketBuffered(t *testing.T) {
 	require.ErrorIs(t, err, ErrProtocol)
 	require.True(t, r.PacketBuffered(), "a sticky error returns without reading")
 }
+
+// With ReuseFrames every frame comes in the same *Frame, and a copy of each
+// is what a plain Reader returns; other packets are new as ever.
+func TestReaderReuseFrames(t *testing.T) {
+	all, want := goldenStream(t)
+	r := NewReader(bytes.NewReader(all), Limits{})
+	r.ReuseFrames()
+	var reused *Frame
+	frames := 0
+	for i := 0; ; i++ {
+		p, err := r.ReadPacket()
+		if errors.Is(err, io.EOF) {
+			require.Equal(t, len(want), i)
+			break
+		}
+		require.NoError(t, err)
+		f, ok := p.(*Frame)
+		if !ok {
+			require.Equal(t, want[i], p)
+			continue
+		}
+		frames++
+		if reused == nil {
+			reused = f
+		}
+		require.Same(t, reused, f, "packet %d", i)
+		require.Equal(t, want[i].(*Frame).Frame, f.Frame, "packet %d", i)
+	}
+	require.Greater(t, frames, 1)
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = r.dec.newFrame() }))
+}
