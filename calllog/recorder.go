@@ -258,6 +258,7 @@ type tree struct {
 
 	mu      sync.Mutex // guards the fields below and every record's state
 	seq     uint64
+	lastAt  time.Time                  // At of the last event
 	offered map[*observerRunner]uint64 // last Seq offered to each observer
 	// contents is where output events' Content values come from, carved
 	// one at a time so that a stream does not allocate one per chunk; its
@@ -423,7 +424,14 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
 	t.seq++
 	ev.Seq = t.seq
-	ev.Tree, ev.Writer, ev.At = t.id, t.r.writer, time.Now()
+	ev.Tree, ev.Writer = t.id, t.r.writer
+	switch {
+	case ev.At.IsZero():
+		ev.At = time.Now()
+	case ev.At.Before(t.lastAt): // a tree's times never go backwards
+		ev.At = t.lastAt
+	}
+	t.lastAt = ev.At
 	ev.Call, ev.Parent, ev.Tool, ev.ToolVersion, ev.Program = rec.id, rec.parentID, rec.tool, rec.version, rec.program
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
@@ -610,7 +618,15 @@ func (rec *Record) Input(f frame.Frame) {
 // Output records a provider chunk given to the caller. The "text" key of
 // its payload, when it is a string, adds to Text. A terminal frame is
 // recorded by End (see OutcomeOf), not here.
-func (rec *Record) Output(f frame.Frame) {
+func (rec *Record) Output(f frame.Frame) { rec.OutputAt(f, time.Time{}) }
+
+// OutputAt is Output for a frame received at at (the zero time means now).
+// A reader that decodes several frames from one read of its connection
+// takes the clock once for all of them, as they arrived together; reading
+// the clock is a noticeable part of recording a small frame. An at before
+// the tree's last event is taken as that event's time, so that a tree's
+// times never go backwards.
+func (rec *Record) OutputAt(f frame.Frame, at time.Time) {
 	t := rec.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -620,7 +636,7 @@ func (rec *Record) Output(f frame.Frame) {
 	if s, ok := textBytesOf(f.Payload); ok {
 		rec.text.Write(s)
 	}
-	t.emitLocked(rec, Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence,
+	t.emitLocked(rec, Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence, At: at,
 		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, ContentFull)})
 }
 

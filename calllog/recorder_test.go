@@ -545,3 +545,45 @@ func TestOutputContentPerChunk(t *testing.T) {
 		})
 	}
 }
+
+// OutputAt records the time it is given, but never one before the tree's
+// last event.
+func TestOutputAtKeepsTimesInOrder(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRecorder(t, calllog.Options{})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Request(calllog.RequestInfo{Child: "c0"})
+	received := time.Now()
+	rec.OutputAt(chunk(t, "c", 1, map[string]any{"i": 1}), received)
+	rec.OutputAt(chunk(t, "c", 2, map[string]any{"i": 2}), received)
+	rec.OutputAt(chunk(t, "c", 3, map[string]any{"i": 3}), received.Add(-time.Hour))
+	rec.Output(chunk(t, "c", 4, map[string]any{"i": 4}))
+	if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+		t.Fatal(err)
+	}
+	evs := slices.Collect(rec.Events())
+	if len(evs) != 7 {
+		t.Fatalf("%d events, want 7", len(evs))
+	}
+	out := evs[2:6]
+	if !out[0].At.Equal(received) || !out[1].At.Equal(received) {
+		t.Fatalf("output times %v, %v; want the given %v", out[0].At, out[1].At, received)
+	}
+	if evs[1].At.After(received) {
+		t.Fatalf("the request was recorded after the time given for the output: test is wrong")
+	}
+	if !out[2].At.Equal(received) {
+		t.Fatalf("a time before the last event's was kept: %v, want %v", out[2].At, received)
+	}
+	if out[3].At.Before(received) {
+		t.Fatalf("Output's own time %v is before the last event's %v", out[3].At, received)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].At.Before(evs[i-1].At) {
+			t.Fatalf("event %d at %v is before event %d at %v", i, evs[i].At, i-1, evs[i-1].At)
+		}
+	}
+}

@@ -101,8 +101,15 @@ func (c *streamConn) run() {
 	defer c.ch.forget(c)
 	defer c.w.Close() // after fail closed the connection, so it cannot block
 	defer c.fail(nil)
+	// at is when the packets in the reader's buffer arrived: the clock is
+	// read once per read of the connection, not once per frame.
+	var at time.Time
 	for {
+		fresh := !c.r.PacketBuffered() // this ReadPacket reads the connection
 		pkt, err := c.r.ReadPacket()
+		if fresh {
+			at = time.Now()
+		}
 		c.mu.Lock()
 		call := c.cur
 		c.gone = call == nil
@@ -120,7 +127,7 @@ func (c *streamConn) run() {
 		}
 		switch p := pkt.(type) {
 		case *wire.Frame:
-			if !c.providerFrame(call, &p.Frame) {
+			if !c.providerFrame(call, &p.Frame, at) {
 				return
 			}
 		case *wire.End:
@@ -138,9 +145,9 @@ func (c *streamConn) run() {
 	}
 }
 
-// providerFrame checks and delivers one provider frame. It reports whether
-// the connection goes on.
-func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
+// providerFrame checks and delivers one provider frame, received at at. It
+// reports whether the connection goes on.
+func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time) bool {
 	if call.providerDone.Load() {
 		c.violation(call, "frame after the provider terminal")
 		return false
@@ -171,7 +178,7 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame) bool {
 	}
 	// Recorded before the caller can read it, so that Text and Events
 	// include every chunk Recv returned. Never blocks: the log only queues.
-	call.rec.Output(*f)
+	call.rec.OutputAt(*f, at)
 	// The caller is woken for the frames of a burst at its last one: the
 	// next packet, when it is already whole in the reader's buffer, is
 	// decoded at once and comes right after (see outbox).
