@@ -60,6 +60,7 @@ type Call struct {
 
 	sendMu   sync.Mutex
 	send     *sequence.Fence // caller direction; guarded by sendMu
+	sendPkt  wire.Frame      // the packet Send writes every chunk as (encoded before WritePacket returns); guarded by sendMu
 	sendDone bool            // caller terminal written, or the call released; guarded by sendMu
 	// callerClosed: the caller itself ended its direction (CloseSend, or
 	// Cancel and the call's context). Atomic because cancel sets it without
@@ -172,26 +173,37 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if c.sendDone || c.providerDone.Load() {
 		return ErrSendClosed
 	}
-	f, err := frame.NewChunk(c.id, frame.CallerToProvider, c.send.Next(), payload, media)
-	if err != nil {
+	// The payload's bytes were checked above; WritePacket checks the whole
+	// frame once more before it encodes it.
+	f := frame.Frame{CallID: c.id, Direction: frame.CallerToProvider, Sequence: c.send.Next(),
+		Kind: frame.KindChunk, Payload: payload, Media: media}
+	if err := f.ValidateShape(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// A frame cannot be taken back once partly written: if ctx ends while
-	// the write blocks, the connection is closed and the call ends.
-	ran := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() { // runs once, briefly; Send waits for it below
-		defer close(ran)
-		c.conn.fail(&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "a send was abandoned: its context ended"})
-	})
 	c.rec.Input(f) // before the write: the child's answer to it must come after it in the log
-	err = c.conn.w.WritePacket(&wire.Frame{Frame: f})
-	if !stop() {
-		<-ran
-		c.sendDone = true
-		return ctx.Err()
+	c.sendPkt.Frame = f
+	defer func() { c.sendPkt.Frame = frame.Frame{} }() // keep no payload or media alive
+	// Most sends are queued at once; only one that has to wait needs
+	// watching its context.
+	queued, err := c.conn.w.TryWritePacket(&c.sendPkt)
+	if !queued && err == nil {
+		// A frame cannot be taken back once partly written: if ctx ends
+		// while the write blocks, the connection is closed and the call
+		// ends.
+		ran := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() { // runs once, briefly; Send waits for it below
+			defer close(ran)
+			c.conn.fail(&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "a send was abandoned: its context ended"})
+		})
+		err = c.conn.w.WritePacket(&c.sendPkt)
+		if !stop() {
+			<-ran
+			c.sendDone = true
+			return ctx.Err()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net"
 	"sync"
+
+	"github.com/skulkrt/skulk/frame"
 )
 
 // maxPending bounds the encoded header bytes queued in a Writer behind the
@@ -117,10 +119,7 @@ func (w *Writer) WritePacket(p Packet) error {
 		return w.err
 	}
 	id := w.queued
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	w.wakeLocked()
 	if len(att) > 0 {
 		for w.written < id && w.err == nil {
 			w.cond.Wait()
@@ -128,6 +127,43 @@ func (w *Writer) WritePacket(p Packet) error {
 		return w.err
 	}
 	return nil
+}
+
+// TryWritePacket is WritePacket for a caller that must not block: it queues
+// p and reports true when that needs no wait, and otherwise does nothing
+// and reports false (the queue is full, or p has an attachment, whose
+// writer always waits for it). Errors are WritePacket's; with one, false.
+func (w *Writer) TryWritePacket(p Packet) (bool, error) {
+	if f, ok := p.(*Frame); ok {
+		if m, ok := f.Media.(*frame.InlineMedia); ok && m != nil && len(m.Data) > 0 {
+			return false, nil
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return false, w.err
+	case w.closed:
+		return false, ErrClosed
+	case len(w.cur.hdr) >= maxPending:
+		return false, nil
+	}
+	hdr, _, err := AppendPacket(w.cur.hdr, p, w.limits)
+	if err != nil {
+		return false, err
+	}
+	w.cur.hdr = hdr
+	w.wakeLocked()
+	return true, nil
+}
+
+// wakeLocked tells the flusher something is queued. w.mu is held.
+func (w *Writer) wakeLocked() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Flush waits until every packet queued so far has been written and returns
@@ -154,10 +190,7 @@ func (w *Writer) Close() error {
 	if !w.closed {
 		w.closed = true
 		w.cond.Broadcast()
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		w.wakeLocked()
 	}
 	w.mu.Unlock()
 	<-w.done

@@ -428,3 +428,51 @@ func TestWriterDirectWriteThenQueue(t *testing.T) {
 		require.Equal(t, []Packet{media, &Ping{Nonce: 0}, &Ping{Nonce: 1}, &Ping{Nonce: 2}}, got)
 	})
 }
+
+// TryWritePacket queues what WritePacket would queue without waiting, and
+// refuses, doing nothing, what would make it wait: a full queue, an
+// attachment. The packets it queued leave in order with the rest.
+func TestWriterTryWritePacket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := NewWriter(g, Limits{})
+		ok, err := w.TryWritePacket(&Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 0, Kind: frame.KindChunk}})
+		require.ErrorIs(t, err, frame.ErrInvalid)
+		require.False(t, ok)
+		p := smallChunk(t, "c1", 1)
+		ok, err = w.TryWritePacket(p)
+		require.NoError(t, err)
+		require.True(t, ok)
+		synctest.Wait() // the flusher holds it at the gate
+		att, err := frame.NewChunk("c1", frame.ProviderToCaller, 2, nil, &frame.InlineMedia{Data: []byte("xyz"), MediaType: "a/b"})
+		require.NoError(t, err)
+		ok, err = w.TryWritePacket(&Frame{att})
+		require.NoError(t, err)
+		require.False(t, ok, "an attachment always waits for its write")
+		queued := 1
+		for {
+			ok, err := w.TryWritePacket(smallChunk(t, "c1", uint64(queued+1)))
+			require.NoError(t, err)
+			if !ok {
+				break
+			}
+			queued++
+			require.Less(t, queued, 10*maxPending, "TryWritePacket never reported a full queue")
+		}
+		require.Greater(t, queued, 2)
+		close(g.gate)
+		require.NoError(t, w.Flush())
+		require.NoError(t, w.Close())
+		r := NewReader(bytes.NewReader(g.bytes()), Limits{})
+		for i := 1; i <= queued; i++ {
+			p, err := r.ReadPacket()
+			require.NoError(t, err)
+			require.Equal(t, uint64(i), p.(*Frame).Sequence)
+		}
+		_, err = r.ReadPacket()
+		require.ErrorIs(t, err, io.EOF, "nothing TryWritePacket refused was written")
+		ok, err = w.TryWritePacket(p)
+		require.ErrorIs(t, err, ErrClosed)
+		require.False(t, ok)
+	})
+}
