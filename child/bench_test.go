@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,27 +31,7 @@ func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
 		done <- s.Flush()
 		return nil, nil
 	}}
-	hostEnd, childEnd := testnet.SocketPair(b)
-	ln, path := testnet.Listen(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- child.Serve(ctx, childEnd, ln, child.Options{Tools: []child.Tool{tool}}) }() // stopped by cancel below
-	h := testnet.NewHost(hostEnd, path)
-	defer func() {
-		h.Close()
-		cancel()
-		<-served
-	}()
-	hctx, hcancel := context.WithTimeout(context.Background(), wait)
-	defer hcancel()
-	if _, err := h.Handshake(hctx, nil); err != nil {
-		b.Fatal(err)
-	}
-	s, err := h.Dial(hctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := benchStream(b, child.Options{Tools: []child.Tool{tool}})
 	if err := s.Invoke("b1", "bench-send", nil, 0); err != nil {
 		b.Fatal(err)
 	}
@@ -77,6 +58,75 @@ func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
 	b.StopTimer()
 	s.Close()
 	<-drained
+}
+
+// benchStream serves opts in-process for the benchmark, does the handshake
+// and returns one stream connection; Serve is stopped and the connection
+// closed when the benchmark ends.
+func benchStream(b *testing.B, opts child.Options) *testnet.Stream {
+	hostEnd, childEnd := testnet.SocketPair(b)
+	ln, path := testnet.Listen(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- child.Serve(ctx, childEnd, ln, opts) }() // stopped by the cleanup's cancel
+	h := testnet.NewHost(hostEnd, path)
+	b.Cleanup(func() {
+		h.Close()
+		cancel()
+		<-served
+	})
+	hctx, hcancel := context.WithTimeout(context.Background(), wait)
+	defer hcancel()
+	if _, err := h.Handshake(hctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	s, err := h.Dial(hctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() }) // runs before Serve's cleanup
+	return s
+}
+
+// BenchmarkCall: one op is one sequential echo call on a reused stream
+// connection, in-process: the test host writes invoke, started, one small
+// chunk and completed, then reads the echoed chunk, the completed terminal
+// and the end. It measures the child's hand-offs per call (reader, handler,
+// writer) beside the test host's own writes and reads.
+func BenchmarkCall(b *testing.B) {
+	s := benchStream(b, demoOptions())
+	pl := frame.MustPayload(map[string]any{"text": "hello, world", "n": 42})
+	call := func(i int) {
+		id := "c" + strconv.Itoa(i)
+		err := s.Invoke(id, "echo", nil, 0)
+		if err == nil {
+			err = s.Started(id)
+		}
+		if err == nil {
+			err = s.Chunk(id, 1, pl, nil)
+		}
+		if err == nil {
+			err = s.Complete(id, 2, nil)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := s.ReadCall(id, deadline())
+		switch {
+		case err != nil:
+			b.Fatal(err)
+		case !res.End || res.Terminal == nil || res.Terminal.Kind != frame.KindCompleted || len(res.Frames) != 2:
+			b.Fatalf("call %s: %d frames, terminal %v, end %v", id, len(res.Frames), res.Terminal, res.End)
+		}
+	}
+	for i := range 100 { // warm up: buffers, the connection
+		call(-1 - i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		call(i)
+	}
 }
 
 // BenchmarkSend: one small chunk per op through Stream.Send, the frame
