@@ -85,7 +85,7 @@ func runASIF(ctx context.Context, args []string, env Env) error {
 	case "-h", "-help", "--help", "help":
 		return flag.ErrHelp
 	}
-	return usageErr("unknown subcommand %q: want export or check", args[0])
+	return usageErr("unknown subcommand: want export or check")
 }
 
 // seqFlag is a journal seq given on the command line.

@@ -76,7 +76,7 @@ func parseBench(args []string) (*benchOptions, error) {
 	}
 	switch {
 	case len(pos) > 0:
-		return nil, usageErr("unexpected argument %q: the child's command line goes after --", pos[0])
+		return nil, usageErr("unexpected argument: the child's command line goes after --")
 	case o.frames < 1, o.media < 1, o.calls < 1, o.streams < 1:
 		return nil, usageErr("--frames, --media, --calls and --streams must be at least 1")
 	case int64(o.streams) > o.frames:

@@ -52,7 +52,7 @@ func parseCall(args []string) (*callOptions, error) {
 	case len(pos) == 0:
 		return nil, usageErr("missing TOOL: name the tool to call, e.g. skulk-host call count --args '{\"n\": 3}' -- ./skulk-child")
 	case len(pos) > 1:
-		return nil, usageErr("unexpected argument %q after the tool name: the child's command line goes after --", pos[1])
+		return nil, usageErr("unexpected argument after the tool name: the child's command line goes after --")
 	}
 	if err := needChild(child); err != nil {
 		return nil, err

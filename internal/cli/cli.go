@@ -84,7 +84,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	cmd := lookup(name)
 	if cmd == nil {
-		fmt.Fprintf(env.Stderr, "skulk-host: unknown command %q (run 'skulk-host help' for the list)\n", name)
+		fmt.Fprintln(env.Stderr, "skulk-host: unknown command (run 'skulk-host help' for the list)")
 		return ExitUsage
 	}
 	err := runRecovered(ctx, cmd, args[1:], env)

@@ -346,6 +346,27 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	}
 }
 
+// Our usage errors name what is wrong, never the argument the user typed.
+func TestUsageErrorsDoNotEchoArguments(t *testing.T) {
+	const typed = "S3CRETvalue"
+	for _, args := range [][]string{
+		{typed},
+		{"help", typed},
+		{"asif", typed},
+		{"call", "count", typed, "--", "x"},
+		{"tools", typed, "--", "x"},
+		{"bench", typed, "--", "x"},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		if code != ExitUsage {
+			t.Errorf("%q: status %d, want %d", args, code, ExitUsage)
+		}
+		if strings.Contains(stderr, typed) {
+			t.Errorf("%q: the message echoes the argument: %q", args, stderr)
+		}
+	}
+}
+
 func TestHelpExplainsEveryFlag(t *testing.T) {
 	flags := map[string][]string{
 		"call":  {"--args", "--input", "--timeout", "--json", "--save-media", "--env", "-v", "Example"},

@@ -45,7 +45,7 @@ func runHelp(args []string, env Env) int {
 	case 1:
 		c := lookup(args[0])
 		if c == nil {
-			fmt.Fprintf(env.Stderr, "skulk-host help: unknown command %q (run 'skulk-host help' for the list)\n", args[0])
+			fmt.Fprintln(env.Stderr, "skulk-host help: unknown command (run 'skulk-host help' for the list)")
 			return ExitUsage
 		}
 		printCommandHelp(env.Stdout, c)

@@ -21,7 +21,7 @@ func runTools(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErr("unexpected argument %q: the child's command line goes after --", pos[0])
+		return usageErr("unexpected argument: the child's command line goes after --")
 	}
 	if err := needChild(child); err != nil {
 		return err
