@@ -14,9 +14,11 @@ import (
 // call is one call on a stream connection.
 //
 // The connection's reader owns the ingress side (push, closeInput); the
-// runner owns the handler's lifetime and writes the terminal for causes and
-// the end. Provider frames are written under sendMu, which orders them and
-// their sequence numbers; mu guards the small state shared by all three.
+// runner calls the handler, then writes the terminal for causes and the
+// end; while a cancelled handler runs past its grace, graceOver writes the
+// cause's terminal for it. Provider frames are written under sendMu, which
+// orders them and their sequence numbers; mu guards the small state shared
+// by all of them.
 type call struct {
 	c    *conn
 	inv  *wire.Invoke
@@ -44,6 +46,16 @@ type call struct {
 	closeConn bool          // close the connection once ended; guarded by mu
 	endedCh   chan struct{} // closed just before the end is written: the next invoke may come
 	isEnded   bool          // the end is written (or never will be); guarded by mu
+
+	// The cancellation grace (PROTOCOL.md §5.6) has no goroutine of its
+	// own: a context.AfterFunc on ctx arms the grace timer, whose function
+	// reports the handler stuck. The runner owns both: once the handler
+	// returned it stops them, or waits (graceWG) for the one that started.
+	stopAfter func() bool    // stops the context.AfterFunc; set by superviseGrace before the handler runs
+	graceWG   sync.WaitGroup // the AfterFunc's function and graceOver, from when they are armed until they return or are stopped
+	grace     *time.Timer    // the grace timer, once armed; guarded by mu
+	returned  bool           // the handler returned: the clocks do nothing any more; guarded by mu
+	stuck     bool           // counted in s.stuck; guarded by mu
 }
 
 func newCall(c *conn, inv *wire.Invoke) *call {
@@ -104,45 +116,98 @@ func (cl *call) closeInput(result frame.Payload) {
 	close(cl.in)
 }
 
-// result is what a handler's goroutine reports when the handler returns.
+// result is what a handler returned.
 type result struct {
 	payload  frame.Payload
 	err      error
 	panicked bool
 }
 
-// run starts the handler, supervises its cancellation grace, writes the
-// terminal the handler did not, then the end.
+// run calls the handler on the runner's own goroutine (the one conn.start
+// started for the call), then writes the terminal the handler did not and
+// the end. The cancellation grace runs beside the handler on clocks, not
+// goroutines (superviseGrace). A handler that never returns keeps its
+// runner: Serve abandons both.
 func (cl *call) run() {
 	s := cl.c.s
 	defer s.runners.Done()
 	defer cl.c.release()
 	defer s.unregister(cl)
 	s.running.Add(1)
-	done := make(chan result, 1) // the handler goroutine never blocks on it
-	go func() {                  // stopped by the handler returning
-		done <- cl.callHandler()
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-cl.ctx.Done():
-		grace := time.NewTimer(s.cancelGrace)
-		select {
-		case res = <-done:
-			grace.Stop()
-		case <-grace.C:
-			s.stuck.Add(1)
-			s.log.Warn("handler ignores cancellation", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID)
-			cl.writeCauseTerminal()
-			res = <-done // a handler that never returns keeps its runner: Serve abandons both
-			s.stuck.Add(-1)
-		}
-	}
+	cl.superviseGrace()
+	res := cl.callHandler()
+	cl.stopGrace()
 	s.running.Add(-1)
 	cl.cancel(errHandlerReturned)
 	cl.stop()
 	cl.finish(res)
+}
+
+// superviseGrace arms the cancellation grace: once the handler's context
+// is done, a timer of cancelGrace starts, and if the handler has not
+// returned when it fires, graceOver reports it stuck. The runner must call
+// stopGrace once the handler returned.
+func (cl *call) superviseGrace() {
+	cl.graceWG.Add(1)
+	// Runs on a goroutine of the context package once cl.ctx is done;
+	// stopGrace stops it, or waits for it once it started.
+	cl.stopAfter = context.AfterFunc(cl.ctx, func() {
+		defer cl.graceWG.Done()
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		if cl.returned {
+			return
+		}
+		cl.graceWG.Add(1) // while this function's own count is held, so never racing Wait
+		// Runs on the timer's goroutine; stopGrace stops it, or waits for it.
+		cl.grace = time.AfterFunc(cl.c.s.cancelGrace, func() {
+			defer cl.graceWG.Done()
+			cl.graceOver()
+		})
+	})
+}
+
+// graceOver reports a cancelled handler that is still running after the
+// cancel grace stuck, and writes its cause's terminal for it (PROTOCOL.md
+// §7): its end waits until it returns. It does nothing once the handler
+// returned; if the handler returns while it writes, the terminal is claimed
+// once, by whichever of them writes first.
+func (cl *call) graceOver() {
+	s := cl.c.s
+	cl.mu.Lock()
+	if cl.returned {
+		cl.mu.Unlock()
+		return
+	}
+	cl.stuck = true
+	s.stuck.Add(1) // under mu, so that stopGrace, which reads stuck under mu, takes it back
+	cl.mu.Unlock()
+	s.log.Warn("handler ignores cancellation", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID)
+	cl.writeCauseTerminal()
+}
+
+// stopGrace is called by the runner once the handler returned: the clocks
+// do nothing from then on, and it returns after every function of theirs
+// that started has returned (graceOver may be writing the cause's terminal:
+// finish must not write the end before it). A stuck handler is no longer
+// counted.
+func (cl *call) stopGrace() {
+	cl.mu.Lock()
+	cl.returned = true
+	grace, stuck := cl.grace, cl.stuck
+	cl.mu.Unlock()
+	if stuck {
+		cl.c.s.stuck.Add(-1)
+	}
+	if cl.stopAfter() {
+		cl.graceWG.Done() // the AfterFunc never ran
+	}
+	// The AfterFunc's function armed grace before returned was set, or it
+	// sees returned and arms nothing.
+	if grace != nil && grace.Stop() {
+		cl.graceWG.Done() // graceOver never ran
+	}
+	cl.graceWG.Wait()
 }
 
 func (cl *call) callHandler() (res result) {
