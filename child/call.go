@@ -46,6 +46,7 @@ type call struct {
 	closeConn bool          // close the connection once ended; guarded by mu
 	endedCh   chan struct{} // closed just before the end is written: the next invoke may come
 	isEnded   bool          // the end is written (or never will be); guarded by mu
+	endWait   chan struct{} // made by an abandon that waits for isEnded, closed when it is set; guarded by mu
 
 	// The cancellation grace (PROTOCOL.md §5.6) has no goroutine of its
 	// own: a context.AfterFunc on ctx arms the grace timer, whose function
@@ -264,6 +265,9 @@ func (cl *call) finish(res result) {
 	cl.mu.Lock()
 	cl.isEnded = true
 	closeConn := cl.closeConn
+	if cl.endWait != nil {
+		close(cl.endWait)
+	}
 	cl.mu.Unlock()
 	if closeConn {
 		cl.c.close()
@@ -301,20 +305,44 @@ func (cl *call) causeFrame() (f frame.Frame, ok bool) {
 	return frame.Frame{Kind: kind, Error: &frame.Error{Code: code, Message: msg}}, true
 }
 
-// abandon writes the cause's terminal of a call whose handler is being
-// abandoned (the drain's time is up) and flushes it by deadline. It gives
-// up at once when the handler is blocked sending: the connection does not
-// take bytes then, so the terminal could not go out anyway.
+// abandon is called by a drain whose time is up, for a call still in the
+// table: it makes sure that the call's terminal, if one is or can be
+// claimed, is on the wire by deadline, since the connection is closed right
+// after. A call whose handler returned is left to its runner, which is
+// writing the terminal and the end, until deadline. For a handler still
+// running, the cause's terminal is written unless one is claimed already
+// (by the handler, graceOver or the runner, which may be writing it right
+// now), then the connection is flushed. Every wait ends at deadline: it is
+// set as the connection's write deadline first, which also ends a write
+// blocked by a peer that does not read (the terminal cannot go out then).
 func (cl *call) abandon(deadline time.Time) {
-	f, ok := cl.causeFrame()
-	if !ok || !cl.sendMu.TryLock() {
+	cl.c.nc.SetWriteDeadline(deadline)
+	cl.mu.Lock()
+	returned := cl.returned
+	var ended chan struct{} // stays nil when the end is written already
+	if returned && !cl.isEnded {
+		if cl.endWait == nil {
+			cl.endWait = make(chan struct{})
+		}
+		ended = cl.endWait
+	}
+	cl.mu.Unlock()
+	if returned {
+		if ended != nil {
+			t := time.NewTimer(time.Until(deadline))
+			select {
+			case <-ended:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		return
 	}
-	if cl.fill(&f) == nil && cl.writeLocked(f, true) == nil {
-		cl.c.nc.SetWriteDeadline(deadline)
-		cl.c.w.Flush()
-	}
-	cl.sendMu.Unlock()
+	// Waits for sendMu: a writer that holds it is bounded by the deadline.
+	cl.writeCauseTerminal()
+	// Whoever claimed the terminal queued it under sendMu, before
+	// writeCauseTerminal could take it: this flush covers it.
+	cl.c.w.Flush()
 }
 
 // write sends one provider frame (its call id, direction and sequence are

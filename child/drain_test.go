@@ -1,11 +1,17 @@
 package child_test
 
 import (
+	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/child"
+
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -43,4 +49,106 @@ func TestDrainedChildLeavesNothing(t *testing.T) {
 	require.Error(t, err)
 	srv.host.Close()
 	goleak.VerifyNone(t, before)
+}
+
+// TestDrainPastGraceSendsQueuedTerminals: when a drain's time is up while
+// a call's terminal is still in the child's Writer (the host has not taken
+// the bytes yet), the child gets it out, within its deadline, before it
+// closes the connection: the terminal a stuck handler got after its grace
+// (its end withheld), and the terminal and end of a handler that returned
+// late, whose runner is still writing them. Before, abandon found the
+// terminal claimed and returned, bye was written and the connection closed
+// under the terminal: the host got none (seen once as a
+// TestDrainPastGrace/binary failure, where the grace timer and the drain's
+// deadline fire together).
+func TestDrainPastGraceSendsQueuedTerminals(t *testing.T) {
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 100
+	release := newGate()
+	defer release.open()
+	stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		<-release.ch
+		return nil, nil
+	}}
+	cfg := config{startup: st, extra: []child.Tool{stubborn}, listen: holdWrites}
+	t.Run("stuck", func(t *testing.T) {
+		h, _ := startServe(t, cfg)
+		s := dial(t, h)
+		begin(t, s, "hq1", "stubborn", nil)
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		// Cancelled, the handler goes on: after the grace it is stuck and
+		// its terminal is written for it, into a Writer the connection
+		// does not empty yet.
+		require.NoError(t, h.Cancel("hq1", "test"))
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 1 })
+		// The drain's time is up at 50 ms + the cancel grace: the stuck
+		// call is abandoned, bye written, the connection closed.
+		require.NoError(t, h.Drain(50*time.Millisecond))
+		_, err := h.WaitBye(ctxT(t))
+		require.NoError(t, err)
+		res, _ := s.ReadCall("hq1", deadline()) // ends at EOF: the end is withheld
+		requireTerminal(t, res, frame.KindCancelled, frame.CodeCancelled)
+		require.False(t, res.End, "end of a handler that has not returned")
+		require.NoError(t, h.WaitClosed(ctxT(t)))
+	})
+	t.Run("returned", func(t *testing.T) {
+		h, _ := startServe(t, cfg)
+		s := dial(t, h)
+		begin(t, s, "hq2", "sleep", map[string]any{"ms": 60_000})
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		// At 50 ms the drain cancels the handler, which returns at once;
+		// its runner writes the terminal and the end and waits for them
+		// to go out, so the call stays in the table until the drain's
+		// time is up.
+		require.NoError(t, h.Drain(50*time.Millisecond))
+		_, err := h.WaitBye(ctxT(t))
+		require.NoError(t, err)
+		requireTerminal(t, readCall(t, s, "hq2"), frame.KindCancelled, frame.CodeCancelled)
+		require.NoError(t, h.WaitClosed(ctxT(t)))
+	})
+}
+
+// holdWrites wraps a stream listener so that the child's writes on every
+// connection it accepts wait until the child sets a write deadline on that
+// connection or closes it: a host that takes the child's bytes only once
+// the child has begun to give up on the connection. The child sets one
+// only when it releases a connection or a drain abandons its call.
+func holdWrites(ln net.Listener) net.Listener { return heldListener{ln} }
+
+type heldListener struct{ net.Listener }
+
+func (l heldListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &heldConn{Conn: nc, held: make(chan struct{})}, nil
+}
+
+// heldConn is a connection whose writes wait for held to be closed.
+type heldConn struct {
+	net.Conn
+	once sync.Once
+	held chan struct{} // closed by SetWriteDeadline or Close
+}
+
+func (c *heldConn) let() { c.once.Do(func() { close(c.held) }) }
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	<-c.held
+	return c.Conn.Write(p)
+}
+
+func (c *heldConn) SetWriteDeadline(t time.Time) error {
+	err := c.Conn.SetWriteDeadline(t)
+	c.let()
+	return err
+}
+
+// Close closes the connection first, so that a held write fails rather
+// than slip out before it.
+func (c *heldConn) Close() error {
+	err := c.Conn.Close()
+	c.let()
+	return err
 }

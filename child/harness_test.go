@@ -3,6 +3,7 @@ package child_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -49,6 +50,9 @@ func ctxT(t *testing.T) context.Context {
 type config struct {
 	startup *wire.Startup // nil: testnet.DefaultStartup
 	extra   []child.Tool  // tools added to the demo tools, in-process only (the binary ignores them)
+	// listen wraps the stream listener Serve is given, in-process only;
+	// nil leaves it as it is.
+	listen func(net.Listener) net.Listener
 }
 
 // target is a way to run a child: in-process through child.Serve, or the
@@ -81,7 +85,11 @@ type served struct {
 func serveChild(t *testing.T, cfg config, opts child.Options) *served {
 	t.Helper()
 	hostEnd, childEnd := testnet.SocketPair(t)
+	var ln net.Listener
 	ln, path := testnet.Listen(t)
+	if cfg.listen != nil {
+		ln = cfg.listen(ln)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{done: make(chan error, 1), cancel: cancel}
 	go func() { s.done <- child.Serve(ctx, childEnd, ln, opts) }() // stopped by the cleanup below

@@ -29,8 +29,9 @@ const hostGoneWait = 100 * time.Millisecond
 // released.
 const connWriteGrace = time.Second
 
-// abandonFlush bounds how long a drain waits, in all, for the terminals it
-// writes for abandoned handlers to reach the host.
+// abandonFlush bounds how long a drain past its time waits, in all, for the
+// terminals of the calls it abandons (written by it, or already being
+// written) to reach the host.
 const abandonFlush = 100 * time.Millisecond
 
 // acceptBackoffMax bounds the pause after a failed Accept (EMFILE, say).
@@ -279,11 +280,16 @@ wait:
 			}
 		case <-hard.C:
 			s.log.Warn("drain: abandoning handlers that ignore cancellation", "count", s.active.Load())
+			// The connections close once bye is written: every call's
+			// terminal gets until deadline to reach the host, all at once.
 			deadline := time.Now().Add(abandonFlush)
+			var abandoning sync.WaitGroup
 			for _, c := range s.runningCalls() {
 				c.cancel(ErrDrained) // in case the grace timer has not been seen yet
-				c.abandon(deadline)
+				// abandon returns by deadline; waited for below.
+				abandoning.Go(func() { c.abandon(deadline) })
 			}
+			abandoning.Wait()
 			break wait
 		case <-s.ctx.Done():
 			return
