@@ -28,9 +28,41 @@ func TestBinaryOutsideHost(t *testing.T) {
 	require.Contains(t, lastLine(string(out)), "SKULK_PROTOCOL")
 }
 
+// TestBinaryControlEOFExitsPromptly: a child whose control connection
+// reaches EOF exits 0 within 1 s (PROTOCOL.md §7), without waiting for a
+// handler that ignores its cancellation.
+//
+// The child takes about 100 ms (hostGoneWait), but what the test measures
+// also holds the test's own wake-ups (the close, reaping the process, the
+// end of its output), which a loaded 2-core machine under -race has now
+// and then stretched past 1 s. The bound stays the protocol's, with no
+// margin: a sample over it is taken again with a fresh child, up to 3 in
+// all, and the test fails when all of them are over. A child that waits
+// for its handler (30 s here), for the cancel grace (5 s here) or for
+// anything else past 1 s is over every time.
 func TestBinaryControlEOFExitsPromptly(t *testing.T) {
+	const bound = time.Second // PROTOCOL.md §7
+	var over []time.Duration
+	for range 3 {
+		took := controlEOFExit(t)
+		if took < bound {
+			return
+		}
+		over = append(over, took)
+		t.Logf("the child took %v to exit after control EOF; taking another sample", took)
+	}
+	t.Fatalf("the child took over %v to exit after control EOF in every sample: %v", bound, over)
+}
+
+// controlEOFExit starts the child with a handler that ignores cancellation,
+// closes the control connection and returns how long the child took to
+// exit, having checked that it exited 0.
+func controlEOFExit(t *testing.T) time.Duration {
+	t.Helper()
 	p := testnet.StartProcess(t, childBin, []string{"--test-tools"})
-	_, err := p.Host.Handshake(ctxT(t), nil)
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 5000
+	_, err := p.Host.Handshake(ctxT(t), st)
 	require.NoError(t, err)
 	s := dial(t, p.Host)
 	begin(t, s, "e1", "sleep", map[string]any{"ms": 30_000, "ignore_cancel": true})
@@ -38,9 +70,10 @@ func TestBinaryControlEOFExitsPromptly(t *testing.T) {
 	start := time.Now()
 	p.Host.Close()
 	code, err := p.Wait(wait)
+	took := time.Since(start)
 	require.NoError(t, err)
 	require.Equal(t, 0, code, p.Output())
-	require.Less(t, time.Since(start), time.Second)
+	return took
 }
 
 func TestBinaryVersionNotOffered(t *testing.T) {
