@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -185,6 +186,44 @@ func TestStuckHandler(t *testing.T) {
 		require.Equal(t, wire.TypeEnd, p.Type())
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
 	})
+}
+
+// TestGraceRacesHandlerReturn: cancelled handlers that return around the
+// moment their cancel grace runs out (from 2 ms before it to 2 ms after)
+// each get exactly one terminal and then their end, whichever of the grace
+// timer and the return comes first, and stuck and streams go back to 0.
+func TestGraceRacesHandlerReturn(t *testing.T) {
+	const grace = 20 * time.Millisecond
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = grace.Milliseconds()
+	late := child.Tool{ID: "late", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		var args struct {
+			US int64 `json:"us"` // when to return, from the grace's end
+		}
+		if err := s.DecodeArguments(&args); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		time.Sleep(grace + time.Duration(args.US)*time.Microsecond)
+		return nil, nil
+	}}
+	h, _ := startServe(t, config{startup: st, extra: []child.Tool{late}})
+	const n = 41
+	streams := make([]*testnet.Stream, n)
+	for i := range streams {
+		streams[i] = dial(t, h)
+		begin(t, streams[i], "gr"+strconv.Itoa(i), "late", map[string]any{"us": (i - n/2) * 100})
+	}
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == n })
+	for i, s := range streams {
+		require.NoError(t, s.CancelCall("gr"+strconv.Itoa(i), 1))
+	}
+	for i, s := range streams {
+		// readCall fails on a second terminal (the fence) and on an end
+		// before the terminal.
+		requireTerminal(t, readCall(t, s, "gr"+strconv.Itoa(i)), frame.KindCancelled, frame.CodeCancelled)
+	}
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
 }
 
 func TestDrain(t *testing.T) {
