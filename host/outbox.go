@@ -44,8 +44,9 @@ func newOutbox() *outbox {
 
 // put queues f, waiting while the queue is full until it is half empty or
 // closing is closed (then it reports false and f is dropped). With publish
-// false the caller is not woken for f: the reader promises another put or a
-// publish soon (it has a whole packet buffered).
+// false a waiting caller is not woken for f: the reader promises another
+// put soon (it has a whole packet buffered), or the call's end, which wakes
+// Recv through Call.done.
 func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool {
 	o.mu.Lock()
 	for o.n == len(o.buf) {
@@ -66,13 +67,6 @@ func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool 
 	}
 	o.mu.Unlock()
 	return true
-}
-
-// publish wakes a waiting caller for the frames put so far.
-func (o *outbox) publish() {
-	o.mu.Lock()
-	o.wakeRecvLocked()
-	o.mu.Unlock()
 }
 
 func (o *outbox) wakeRecvLocked() {

@@ -53,9 +53,12 @@ func TestOutboxWakesOncePerBurst(t *testing.T) {
 	o.take()
 	o.take() // empty: arms the wake-up
 	o.put(chunkAt(6), false, nil)
-	o.publish()
+	if woken(o) {
+		t.Fatal("woken at an unpublished frame")
+	}
+	o.put(chunkAt(7), true, nil)
 	if !woken(o) {
-		t.Fatal("publish did not wake the waiting caller")
+		t.Fatal("a published frame did not wake the waiting caller")
 	}
 }
 
