@@ -2,9 +2,14 @@ package compare
 
 import (
 	"context"
+	"net"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // benchSkulk opens a skulk session with the bench child for b and reports,
@@ -59,4 +64,61 @@ func BenchmarkSkulkCall(b *testing.B) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkWireCall: one op is the sequential call of BenchmarkSkulkCall
+// (echo, one 64-byte chunk, half-close, read to the end) driven at the wire
+// level by the benchmark goroutine itself: invoke, started, the chunk and
+// completed in one write, then the child's frames and end read on the same
+// goroutine. It is the floor a host with no goroutine of its own in the
+// path would reach against the same child; BenchmarkSkulkCall minus this is
+// the host package's share of a call.
+func BenchmarkWireCall(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	wc, err := startWireChild(ctx, bins.Skulk, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wc.close()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", wc.sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	r := wire.NewReader(conn, wc.limits)
+	var buf []byte
+	call := func(i int) {
+		id := "w" + strconv.Itoa(i)
+		started, _ := frame.NewStarted(id, frame.CallerToProvider)
+		chunk, _ := frame.NewChunk(id, frame.CallerToProvider, 1, smallPayload, nil)
+		done, _ := frame.NewCompleted(id, frame.CallerToProvider, 2, nil)
+		buf = buf[:0]
+		for _, p := range []wire.Packet{&wire.Invoke{CallID: id, ToolID: "echo", Arguments: frame.Payload{0x80}},
+			&wire.Frame{Frame: started}, &wire.Frame{Frame: chunk}, &wire.Frame{Frame: done}} {
+			if buf, _, err = wire.AppendPacket(buf, p, wc.limits); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := conn.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			p, err := r.ReadPacket()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, ok := p.(*wire.End); ok {
+				return
+			}
+		}
+	}
+	for i := range 100 { // warm up
+		call(i)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		call(100 + i)
+	}
 }
