@@ -39,8 +39,6 @@ type call struct {
 	next   uint64     // next provider sequence; guarded by sendMu
 	pkt    wire.Frame // the packet every provider frame is written as; guarded by sendMu
 
-	emptyObject [1]byte // {} (0x80), set by newCall, never changed: fill's stand-in for a payload
-
 	mu        sync.Mutex
 	terminal  bool          // a provider terminal is claimed; guarded by mu
 	closeConn bool          // close the connection once ended; guarded by mu
@@ -63,7 +61,7 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 	cl := &call{
 		c: c, inv: inv, tool: c.s.tools[inv.ToolID],
 		in: make(chan frame.Frame, wire.IngressQueue), next: 1,
-		endedCh: make(chan struct{}), emptyObject: [1]byte{0x80},
+		endedCh: make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
 	cl.cancel, cl.stop, cl.ctx = cancel, func() {}, ctx
@@ -365,11 +363,7 @@ func (cl *call) write(f frame.Frame, byCause bool) error {
 // and the terminal): checking them here too walked every payload twice.
 func (cl *call) fill(f *frame.Frame) error {
 	f.CallID, f.Direction, f.Sequence = cl.inv.CallID, frame.ProviderToCaller, 1
-	shape := *f
-	if shape.Payload != nil {
-		shape.Payload = cl.emptyObject[:] // a payload is there; its bytes are WritePacket's to check
-	}
-	return shape.Validate()
+	return f.ValidateShape()
 }
 
 // writeLocked is write with sendMu held and f validated.
