@@ -94,11 +94,8 @@ func (w *Writer) WritePacket(p Packet) error {
 	for w.err == nil && !w.closed && len(w.cur.hdr) >= maxPending {
 		w.cond.Wait()
 	}
-	if w.err != nil {
-		return w.err
-	}
-	if w.closed {
-		return ErrClosed
+	if err := w.unusableLocked(); err != nil {
+		return err
 	}
 	hdr, att, err := AppendPacket(w.cur.hdr, p, w.limits)
 	if err != nil {
@@ -141,13 +138,8 @@ func (w *Writer) TryWritePacket(p Packet) (bool, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.err != nil:
-		return false, w.err
-	case w.closed:
-		return false, ErrClosed
-	case len(w.cur.hdr) >= maxPending:
-		return false, nil
+	if err := w.unusableLocked(); err != nil || len(w.cur.hdr) >= maxPending {
+		return false, err
 	}
 	hdr, _, err := AppendPacket(w.cur.hdr, p, w.limits)
 	if err != nil {
@@ -156,6 +148,18 @@ func (w *Writer) TryWritePacket(p Packet) (bool, error) {
 	w.cur.hdr = hdr
 	w.wakeLocked()
 	return true, nil
+}
+
+// unusableLocked returns why nothing can be queued now: the sticky write
+// error, ErrClosed, or nil. w.mu is held.
+func (w *Writer) unusableLocked() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return ErrClosed
+	}
+	return nil
 }
 
 // wakeLocked tells the flusher something is queued. w.mu is held.
