@@ -102,14 +102,17 @@ func (c *streamConn) run() {
 	defer c.w.Close() // after fail closed the connection, so it cannot block
 	defer c.fail(nil)
 	// at is when the packets in the reader's buffer arrived: the clock is
-	// read once per read of the connection, not once per frame.
+	// read once per read of the connection, not once per frame. burstEnd:
+	// no whole packet is left in the buffer, so the next ReadPacket reads
+	// the connection (and this packet is the last of its burst).
 	var at time.Time
+	burstEnd := true
 	for {
-		fresh := !c.r.PacketBuffered() // this ReadPacket reads the connection
 		pkt, err := c.r.ReadPacket()
-		if fresh {
+		if burstEnd {
 			at = time.Now()
 		}
+		burstEnd = !c.r.PacketBuffered()
 		c.mu.Lock()
 		call := c.cur
 		c.gone = call == nil
@@ -127,7 +130,7 @@ func (c *streamConn) run() {
 		}
 		switch p := pkt.(type) {
 		case *wire.Frame:
-			if !c.providerFrame(call, &p.Frame, at) {
+			if !c.providerFrame(call, &p.Frame, at, burstEnd) {
 				return
 			}
 		case *wire.End:
@@ -145,9 +148,10 @@ func (c *streamConn) run() {
 	}
 }
 
-// providerFrame checks and delivers one provider frame, received at at. It
-// reports whether the connection goes on.
-func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time) bool {
+// providerFrame checks and delivers one provider frame, received at at;
+// burstEnd says no later packet is already buffered. It reports whether the
+// connection goes on.
+func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, burstEnd bool) bool {
 	if call.providerDone.Load() {
 		c.violation(call, "frame after the provider terminal")
 		return false
@@ -182,7 +186,7 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time) boo
 	// The caller is woken for the frames of a burst at its last one: the
 	// next packet, when it is already whole in the reader's buffer, is
 	// decoded at once and comes right after (see outbox).
-	if !call.out.put(*f, !c.r.PacketBuffered(), c.closing) {
+	if !call.out.put(*f, burstEnd, c.closing) {
 		c.broken(call, nil)
 		return false
 	}
