@@ -425,10 +425,10 @@ func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
 	t.seq++
 	ev.Seq = t.seq
 	ev.Tree, ev.Writer = t.id, t.r.writer
-	switch {
-	case ev.At.IsZero():
+	if ev.At.IsZero() {
 		ev.At = time.Now()
-	case ev.At.Before(t.lastAt): // a tree's times never go backwards
+	}
+	if ev.At.Before(t.lastAt) { // a tree's times never go backwards, whatever OutputAt was given
 		ev.At = t.lastAt
 	}
 	t.lastAt = ev.At

@@ -561,12 +561,17 @@ func TestOutputAtKeepsTimesInOrder(t *testing.T) {
 	rec.OutputAt(chunk(t, "c", 2, map[string]any{"i": 2}), received)
 	rec.OutputAt(chunk(t, "c", 3, map[string]any{"i": 3}), received.Add(-time.Hour))
 	rec.Output(chunk(t, "c", 4, map[string]any{"i": 4}))
+	future := time.Now().Add(time.Hour)
+	rec.OutputAt(chunk(t, "c", 5, map[string]any{"i": 5}), future)
 	if err := rec.End(ctx, calllog.Done(nil)); err != nil {
 		t.Fatal(err)
 	}
 	evs := slices.Collect(rec.Events())
-	if len(evs) != 7 {
-		t.Fatalf("%d events, want 7", len(evs))
+	if len(evs) != 8 {
+		t.Fatalf("%d events, want 8", len(evs))
+	}
+	if !evs[6].At.Equal(future) || evs[7].At.Before(future) {
+		t.Fatalf("after a time in the future (%v) the end is at %v: times went backwards", evs[6].At, evs[7].At)
 	}
 	out := evs[2:6]
 	if !out[0].At.Equal(received) || !out[1].At.Equal(received) {
