@@ -122,14 +122,12 @@ type result struct {
 	panicked bool
 }
 
-// run calls the handler on the runner's own goroutine (the one conn.start
-// started for the call), then writes the terminal the handler did not and
-// the end. The cancellation grace runs beside the handler on clocks, not
+// run calls the handler on the connection's runner goroutine (see
+// conn.runCall), then writes the terminal the handler did not and the end. The cancellation grace runs beside the handler on clocks, not
 // goroutines (superviseGrace). A handler that never returns keeps its
 // runner: Serve abandons both.
 func (cl *call) run() {
 	s := cl.c.s
-	defer s.runners.Done()
 	defer cl.c.release()
 	defer s.unregister(cl)
 	s.running.Add(1)

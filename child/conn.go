@@ -25,6 +25,13 @@ type conn struct {
 	r    *wire.Reader
 	refs atomic.Int32
 
+	// calls hands each started call to the connection's runner goroutine,
+	// which runs their handlers one after the other. Unbuffered: a call
+	// only reaches it once the previous call's runner is done, which comes
+	// right after that call's end. Made with the runner on the first
+	// invoke; sent on and closed only by the reader (serve).
+	calls chan *call
+
 	closeOnce sync.Once
 }
 
@@ -54,6 +61,7 @@ func (c *conn) release() {
 // and each call's caller frames.
 func (c *conn) serve() {
 	defer c.release()
+	defer c.stopRunner()
 	var prev *call
 	for {
 		p, err := c.r.ReadPacket()
@@ -101,8 +109,8 @@ func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 	cl := newCall(c, inv)
 	imm, ok := c.s.register(cl)
 	if ok {
-		c.refs.Add(1)
-		go cl.run() // stopped by the handler returning; accounted in s.runners and s.active
+		c.refs.Add(1) // released by cl.run
+		c.runCall(cl)
 		return cl, true
 	}
 	cl.cancel(errHandlerReturned) // no handler: input is discarded
@@ -113,6 +121,35 @@ func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 	}
 	c.writeImmediate(inv.CallID, imm)
 	return cl, true
+}
+
+// runCall hands cl to the connection's runner, starting it for the first
+// call. The runner lives as long as the connection's reader: one goroutine
+// runs every call of the connection, so a call costs no goroutine start
+// and its handler runs on a stack already grown by the calls before it.
+func (c *conn) runCall(cl *call) {
+	if c.calls == nil {
+		c.calls = make(chan *call)
+		c.s.runners.Add(1)
+		// Stopped by stopRunner closing calls; a stuck handler keeps it
+		// (Serve abandons both). A handler that calls runtime.Goexit ends
+		// it early, but that call never ends, so the reader never hands
+		// this connection another one.
+		go func() {
+			defer c.s.runners.Done()
+			for cl := range c.calls {
+				cl.run()
+			}
+		}()
+	}
+	c.calls <- cl
+}
+
+// stopRunner lets the runner return once its call, if any, is done.
+func (c *conn) stopRunner() {
+	if c.calls != nil {
+		close(c.calls)
+	}
 }
 
 // writeImmediate writes the terminal (sequence 1) and end of a call that

@@ -3,6 +3,8 @@ package child_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -169,4 +171,60 @@ func TestInvalidPayloadRefused(t *testing.T) {
 	require.Len(t, res.Frames, 2, "only the valid chunk and the terminal are sent")
 	require.Equal(t, uint64(1), res.Frames[0].Sequence)
 	require.Equal(t, uint64(2), res.Frames[1].Sequence)
+}
+
+// goroutineID returns the id of the calling goroutine, from its stack
+// trace's first line ("goroutine N [running]:").
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// TestConnectionRunnerRunsEveryCall: the handlers of one connection's calls
+// run one after the other on the same goroutine (no goroutine start per
+// call), a handler's panic does not end that runner, and another
+// connection has a runner of its own.
+func TestConnectionRunnerRunsEveryCall(t *testing.T) {
+	ids := make(chan string, 8) // more than the calls below
+	tool := child.Tool{ID: "whoami", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		ids <- goroutineID()
+		var a struct {
+			Panic bool `json:"panic"`
+		}
+		if err := s.DecodeArguments(&a); err != nil {
+			return nil, err
+		}
+		if a.Panic {
+			panic("asked to")
+		}
+		return nil, nil
+	}}
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	s := dial(t, h)
+	var seen []string
+	for i, panics := range []bool{false, true, false} {
+		id := fmt.Sprintf("who%d", i)
+		begin(t, s, id, "whoami", map[string]any{"panic": panics})
+		require.NoError(t, s.Complete(id, 1, nil))
+		res := readCall(t, s, id)
+		if panics {
+			requireTerminal(t, res, frame.KindFailed, frame.CodeProviderError)
+		} else {
+			requireTerminal(t, res, frame.KindCompleted, 0)
+		}
+		seen = append(seen, <-ids)
+	}
+	require.NotEmpty(t, seen[0])
+	require.Equal(t, []string{seen[0], seen[0], seen[0]}, seen, "calls of one connection, a panic between them")
+
+	other := dial(t, h)
+	begin(t, other, "who-other", "whoami", nil)
+	require.NoError(t, other.Complete("who-other", 1, nil))
+	requireTerminal(t, readCall(t, other, "who-other"), frame.KindCompleted, 0)
+	require.NotEqual(t, seen[0], <-ids, "another connection's runner")
 }

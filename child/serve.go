@@ -93,7 +93,7 @@ type server struct {
 	closing    bool               // shutdown began: no new connections; guarded by mu
 
 	wg      sync.WaitGroup // accept loop, control reader, drain, connection readers
-	runners sync.WaitGroup // call runners (waited for only when none is abandoned)
+	runners sync.WaitGroup // the connections' call runners (waited for only when no handler is abandoned)
 }
 
 func newServer(control net.Conn, ln net.Listener, opts *Options) *server {
@@ -405,7 +405,6 @@ func (s *server) register(c *call) (refusal immediate, ok bool) {
 	}
 	s.calls[id] = c
 	s.active.Add(1)
-	s.runners.Add(1)
 	return immediate{}, true
 }
 
