@@ -127,6 +127,31 @@ func appendLimits(b []byte, l Limits) []byte {
 	return mpack.AppendUint(mpack.AppendString(b, "max_attachment"), uint64(l.MaxAttachment))
 }
 
+// The parts of a frame header that are the same in every frame, encoded
+// once: every small frame's header is mostly these.
+var (
+	// encFrameHead is "t": "frame", then the key "call_id".
+	encFrameHead = mpack.AppendString(appendKey(nil, "t", "frame"), "call_id")
+	// encDirections[d] is "direction": d, then the key "sequence".
+	encDirections = [...][]byte{
+		frame.CallerToProvider: encDirection(frame.CallerToProvider),
+		frame.ProviderToCaller: encDirection(frame.ProviderToCaller),
+	}
+	// encKinds[k] is "kind": k.
+	encKinds = [...][]byte{
+		frame.KindStarted:   appendKey(nil, "kind", frame.KindStarted.String()),
+		frame.KindChunk:     appendKey(nil, "kind", frame.KindChunk.String()),
+		frame.KindCompleted: appendKey(nil, "kind", frame.KindCompleted.String()),
+		frame.KindFailed:    appendKey(nil, "kind", frame.KindFailed.String()),
+		frame.KindCancelled: appendKey(nil, "kind", frame.KindCancelled.String()),
+	}
+	encPayloadKey = mpack.AppendString(nil, "payload")
+)
+
+func encDirection(d frame.Direction) []byte {
+	return mpack.AppendString(appendKey(nil, "direction", d.String()), "sequence")
+}
+
 func appendFrame(b []byte, f *frame.Frame) ([]byte, []byte, error) {
 	if err := f.Validate(); err != nil {
 		return b, nil, &InvalidError{Type: TypeFrame, CallID: validCallID(f.CallID), Err: err}
@@ -137,13 +162,14 @@ func appendFrame(b []byte, f *frame.Frame) ([]byte, []byte, error) {
 	}
 	n := 5 + boolInt(f.Payload != nil) + boolInt(f.Media != nil) + boolInt(f.Error != nil)
 	b = mpack.AppendMapHeader(b, n)
-	b = appendKey(b, "t", "frame")
-	b = appendKey(b, "call_id", f.CallID)
-	b = appendKey(b, "direction", f.Direction.String())
-	b = mpack.AppendUint(mpack.AppendString(b, "sequence"), f.Sequence)
-	b = appendKey(b, "kind", f.Kind.String())
+	// Validate checked the direction and the kind: they index the tables.
+	b = append(b, encFrameHead...)
+	b = mpack.AppendString(b, f.CallID)
+	b = append(b, encDirections[f.Direction]...)
+	b = mpack.AppendUint(b, f.Sequence)
+	b = append(b, encKinds[f.Kind]...)
 	if f.Payload != nil {
-		b = append(mpack.AppendString(b, "payload"), f.Payload...)
+		b = append(append(b, encPayloadKey...), f.Payload...)
 	}
 	var att []byte
 	if f.Media != nil {
