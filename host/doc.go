@@ -35,7 +35,7 @@
 // returns a *Call. The caller sends input with Call.Send and Call.CloseSend
 // and reads the output with Call.Recv, Call.Frames or Call.Wait: the
 // provider's started (sequence 0), its chunks, exactly one terminal, then
-// io.EOF. Output is flow-controlled: at most 16 frames wait for a caller
+// io.EOF. Output is flow-controlled: at most 64 frames wait for a caller
 // that does not read, then the connection is not read and the child's
 // writes block.
 //

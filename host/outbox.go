@@ -7,11 +7,18 @@ import (
 )
 
 // outQueue bounds the provider frames delivered to a call and not yet read
-// by its caller. When it is full the connection's reader blocks, so the
-// connection is not read and the child's writes block: backpressure, never
-// an unbounded buffer. 16 frames let a reading caller and the child run
-// without lockstep; the kernel's socket buffers hold the rest.
-const outQueue = 16
+// by its caller (64 frames of 88 bytes each, 5.5 KiB, plus what they point
+// to). When it is full the connection's reader blocks, so the connection is
+// not read and the child's writes block: backpressure, never an unbounded
+// buffer. The queue is four times wakeBatch so that the reader goes on
+// decoding while the caller it woke is getting a core; the kernel's socket
+// buffers hold the rest.
+const outQueue = 64
+
+// wakeBatch is how many queued frames wake a waiting caller in the middle
+// of a burst: the caller then reads while the reader decodes the rest,
+// instead of after it.
+const wakeBatch = 8
 
 // outbox is a call's queue of provider frames: the connection's reader puts,
 // the caller's Recv takes. Overflow policy: block (see outQueue).
@@ -22,11 +29,11 @@ const outQueue = 16
 // core each of those wake-ups is a futex call and a cross-core hand-off
 // costing more than the frame's decoding. The reader instead puts the
 // frames of one burst (the packets one read of the connection returned)
-// and wakes the caller once, when it is about to read the connection again
-// or when the queue is full. No frame waits for a later one: a burst ends
-// as soon as no whole packet is left in the reader's buffer. A full outbox
-// makes its reader wait until it is half empty, so that a slow caller
-// wakes the reader once per half queue, not once per frame.
+// and wakes the caller when it is about to read the connection again, or
+// once wakeBatch frames are queued. No frame waits for a later one: a burst
+// ends as soon as no whole packet is left in the reader's buffer. A full
+// outbox makes its reader wait until it is half empty, so that a slow
+// caller wakes the reader once per half queue, not once per frame.
 type outbox struct {
 	ready chan struct{} // size 1: "frames were published"; a full channel already says so
 	room  chan struct{} // size 1: "the queue is half empty again"; likewise
@@ -44,9 +51,9 @@ func newOutbox() *outbox {
 
 // put queues f, waiting while the queue is full until it is half empty or
 // closing is closed (then it reports false and f is dropped). With publish
-// false a waiting caller is not woken for f: the reader promises another
-// put soon (it has a whole packet buffered), or the call's end, which wakes
-// Recv through Call.done.
+// false a waiting caller is not woken for f unless wakeBatch frames are
+// queued: the reader promises another put soon (it has a whole packet
+// buffered), or the call's end, which wakes Recv through Call.done.
 func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool {
 	o.mu.Lock()
 	for o.n == len(o.buf) {
@@ -62,7 +69,7 @@ func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool 
 	}
 	o.buf[(o.head+o.n)%len(o.buf)] = f
 	o.n++
-	if publish {
+	if publish || o.n >= wakeBatch {
 		o.wakeRecvLocked()
 	}
 	o.mu.Unlock()

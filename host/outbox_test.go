@@ -62,6 +62,28 @@ func TestOutboxWakesOncePerBurst(t *testing.T) {
 	}
 }
 
+// In a long burst a waiting caller is woken once wakeBatch frames are
+// queued, not only at the burst's end.
+func TestOutboxWakesMidBurstAtWakeBatch(t *testing.T) {
+	o := newOutbox()
+	o.take() // the caller waits
+	for seq := uint64(1); seq < wakeBatch; seq++ {
+		o.put(chunkAt(seq), false, nil)
+		if woken(o) {
+			t.Fatalf("woken at unpublished frame %d of %d", seq, wakeBatch)
+		}
+	}
+	o.put(chunkAt(wakeBatch), false, nil)
+	if !woken(o) {
+		t.Fatal("not woken with wakeBatch frames queued")
+	}
+	// Once woken, the caller is not woken again until it waits again.
+	o.put(chunkAt(wakeBatch+1), false, nil)
+	if woken(o) {
+		t.Fatal("woken twice for one wait")
+	}
+}
+
 // A full outbox publishes what it holds, blocks its reader until it is half
 // empty, and lets closing end the wait.
 func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
