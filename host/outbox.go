@@ -8,12 +8,12 @@ import (
 
 // outQueue bounds the provider frames delivered to a call and not yet read
 // by its caller (64 frames of 88 bytes each, 5.5 KiB, plus what they point
-// to). When it is full the connection's reader blocks, so the connection is
+// to; the queue starts at outStart frames and grows only while full). When it is full the connection's reader blocks, so the connection is
 // not read and the child's writes block: backpressure, never an unbounded
 // buffer. The queue is four times wakeBatch so that the reader goes on
 // decoding while the caller it woke is getting a core; the kernel's socket
 // buffers hold the rest.
-const outQueue = 64
+const outQueue = 64 // a power of two, as outStart
 
 // wakeBatch is how many queued frames wake a waiting caller in the middle
 // of a burst: the caller then reads while the reader decodes the rest,
@@ -39,14 +39,31 @@ type outbox struct {
 	room  chan struct{} // size 1: "the queue is half empty again"; likewise
 
 	mu          sync.Mutex
-	buf         [outQueue]frame.Frame
-	head, n     int  // the queued frames are buf[head:head+n], wrapping
+	buf         []frame.Frame // the ring: outStart frames at first, doubled while full up to outQueue (powers of two)
+	head, n     int           // the queued frames are buf[head:head+n], wrapping
 	recvWaiting bool // a take found the queue empty: the next publish wakes it
 	putWaiting  bool // a put found the queue full: a take that halves it wakes it
 }
 
+// outStart is the ring's first size: enough for a short call's frames, so
+// that only a call that streams pays for a longer queue.
+const outStart = 8
+
 func newOutbox() *outbox {
-	return &outbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	return &outbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1), buf: make([]frame.Frame, outStart)}
+}
+
+// growLocked doubles the ring, up to outQueue, and reports whether it did.
+func (o *outbox) growLocked() bool {
+	if len(o.buf) >= outQueue {
+		return false
+	}
+	nb := make([]frame.Frame, min(2*len(o.buf), outQueue))
+	for i := range o.n {
+		nb[i] = o.buf[(o.head+i)&(len(o.buf)-1)]
+	}
+	o.buf, o.head = nb, 0
+	return true
 }
 
 // put queues f, waiting while the queue is full until it is half empty or
@@ -56,7 +73,7 @@ func newOutbox() *outbox {
 // buffered), or the call's end, which wakes Recv through Call.done.
 func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool {
 	o.mu.Lock()
-	for o.n == len(o.buf) {
+	for o.n == len(o.buf) && !o.growLocked() {
 		o.wakeRecvLocked() // whatever is queued is published before waiting
 		o.putWaiting = true
 		o.mu.Unlock()
@@ -67,7 +84,7 @@ func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool 
 		}
 		o.mu.Lock()
 	}
-	o.buf[(o.head+o.n)%len(o.buf)] = f
+	o.buf[(o.head+o.n)&(len(o.buf)-1)] = f
 	o.n++
 	if publish || o.n >= wakeBatch {
 		o.wakeRecvLocked()
@@ -97,7 +114,7 @@ func (o *outbox) take() (frame.Frame, bool) {
 	}
 	f := o.buf[o.head]
 	o.buf[o.head] = frame.Frame{} // keep no payload or media alive
-	o.head = (o.head + 1) % len(o.buf)
+	o.head = (o.head + 1) & (len(o.buf) - 1)
 	o.n--
 	if o.putWaiting && o.n <= len(o.buf)/2 {
 		o.putWaiting = false

@@ -84,6 +84,46 @@ func TestOutboxWakesMidBurstAtWakeBatch(t *testing.T) {
 	}
 }
 
+// The ring starts small and grows while full, up to outQueue, keeping the
+// order of frames that had wrapped around it.
+func TestOutboxGrowsInOrder(t *testing.T) {
+	o := newOutbox()
+	next, want := uint64(1), uint64(1)
+	put := func(n int) {
+		for range n {
+			if !o.put(chunkAt(next), false, nil) {
+				t.Fatal("put refused")
+			}
+			next++
+		}
+	}
+	take := func(n int) {
+		for range n {
+			f, ok := o.take()
+			if !ok || f.Sequence != want {
+				t.Fatalf("take: %d %v, want %d", f.Sequence, ok, want)
+			}
+			want++
+		}
+	}
+	put(5)
+	take(3)           // the ring's head moves on
+	put(outStart - 2) // full, wrapped around the end
+	if len(o.buf) != outStart {
+		t.Fatalf("ring of %d frames, want %d before it is full", len(o.buf), outStart)
+	}
+	put(1) // grows
+	if len(o.buf) != 2*outStart {
+		t.Fatalf("ring of %d frames after growing, want %d", len(o.buf), 2*outStart)
+	}
+	take(o.n)
+	put(outQueue) // grows to the bound, never past it
+	if len(o.buf) != outQueue {
+		t.Fatalf("ring of %d frames, want the bound %d", len(o.buf), outQueue)
+	}
+	take(outQueue)
+}
+
 // A full outbox publishes what it holds, blocks its reader until it is half
 // empty, and lets closing end the wait.
 func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
