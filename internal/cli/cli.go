@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // Env is the process environment a command runs in.
@@ -127,6 +128,11 @@ func quiet(status int) error {
 // command line and is not parsed. Flag errors become usage errors.
 func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err error) {
 	fs.SetOutput(io.Discard)
+	// The flag package's own message for a value it refused quotes the
+	// value; the wrappers remember which flag refused it and why, so the
+	// message can name the flag alone.
+	var refused *refusedFlag
+	fs.VisitAll(func(f *flag.Flag) { f.Value = &namedValue{Value: f.Value, name: f.Name, refused: &refused} })
 	before := args
 	for i, a := range args {
 		if a == "--" {
@@ -139,6 +145,9 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, nil, err
 			}
+			if refused != nil {
+				return nil, nil, usageErr("invalid value for flag -%s: %s", refused.name, refused.reason)
+			}
 			return nil, nil, usageErr("%s", err.Error())
 		}
 		rest := fs.Args()
@@ -149,6 +158,54 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 		before = rest[1:]
 	}
 	return positional, child, nil
+}
+
+// refusedFlag is the flag whose Set refused its value, and why.
+type refusedFlag struct {
+	name   string
+	reason string // the Value's error: ours name the expected form, the flag package's say "parse error" or "value out of range"
+}
+
+// namedValue wraps a flag's Value to remember the first value it refused.
+type namedValue struct {
+	flag.Value
+	name    string
+	refused **refusedFlag
+}
+
+func (v *namedValue) Set(s string) error {
+	err := v.Value.Set(s)
+	if err != nil && *v.refused == nil {
+		*v.refused = &refusedFlag{name: v.name, reason: v.expected(err)}
+	}
+	return err
+}
+
+// expected says what form the flag wants: for the flag package's own
+// values (whose errors say only "parse error"), from the type of the value
+// they hold; for ours, their error, which names the form.
+func (v *namedValue) expected(err error) string {
+	g, ok := v.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration such as 30s or 1m30s"
+	case int, int64, uint, uint64:
+		return "want a whole number"
+	case float64:
+		return "want a number"
+	case bool:
+		return "want true or false"
+	}
+	return err.Error()
+}
+
+// IsBoolFlag keeps a boolean flag usable without a value ("-v").
+func (v *namedValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // needChild checks that a child command line was given after "--".

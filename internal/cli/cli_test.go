@@ -356,6 +356,10 @@ func TestUsageErrorsDoNotEchoArguments(t *testing.T) {
 		{"call", "count", typed, "--", "x"},
 		{"tools", typed, "--", "x"},
 		{"bench", typed, "--", "x"},
+		{"call", "count", "--timeout", typed, "--", "x"},
+		{"bench", "--frames", typed, "--", "x"},
+		{"call", "count", "--env", "=" + typed, "--", "x"},
+		{"call", "count", "-v=" + typed, "--", "x"},
 	} {
 		code, _, stderr := runCLI(t, args...)
 		if code != ExitUsage {
