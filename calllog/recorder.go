@@ -21,6 +21,13 @@ import (
 // shows the loss.
 const DefaultHistory = 100_000
 
+// histStart is the room a call's history starts with: the events of a
+// small call (started, request, the caller's started, chunk and completed,
+// one output chunk, the end), so that it grows only for a call that
+// streams. An event is 280 bytes: growing from empty cost a small call four
+// allocations and 4 KiB.
+const histStart = 8
+
 // Options configures a Recorder. The zero value records with no observers
 // and no journal, keeping only sizes and types of payloads.
 type Options struct {
@@ -344,7 +351,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		parent = nil // a call of another recorder: a tree of its own here
 	}
 	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
-		done: make(chan struct{})}
+		done: make(chan struct{}), hist: make([]Event, 0, histStart)}
 	rec.exclude = excludedBy(ctx)
 	var t *tree
 	if parent != nil {

@@ -60,7 +60,7 @@ type Call struct {
 
 	sendMu   sync.Mutex
 	send     *sequence.Fence // caller direction; guarded by sendMu
-	sendPkt  wire.Frame      // the packet Send writes every chunk as (encoded before WritePacket returns); guarded by sendMu
+	sendPkt  wire.Frame      // the packet every caller frame is written as (encoded before WritePacket returns); guarded by sendMu
 	sendDone bool            // caller terminal written, or the call released; guarded by sendMu
 	// callerClosed: the caller itself ended its direction (CloseSend, or
 	// Cancel and the call's context). Atomic because cancel sets it without
@@ -122,9 +122,11 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	if err == nil {
 		cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
 		rec.Input(cs)
-		if err = c.w.WritePacket(&wire.Frame{Frame: cs}); err == nil {
+		call.sendPkt.Frame = cs
+		if err = c.w.WritePacket(&call.sendPkt); err == nil {
 			call.send.Accept(&cs)
 		}
+		call.sendPkt.Frame = frame.Frame{}
 	}
 	call.sendMu.Unlock()
 	if err != nil {
@@ -280,7 +282,10 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	}
 	c.sendDone = true
 	c.rec.Input(f) // before the write, as in Send
-	if err := c.conn.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+	c.sendPkt.Frame = f
+	err := c.conn.w.WritePacket(&c.sendPkt)
+	c.sendPkt.Frame = frame.Frame{}
+	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
 	return c.send.Accept(&f)
