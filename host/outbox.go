@@ -41,8 +41,8 @@ type outbox struct {
 	mu          sync.Mutex
 	buf         []frame.Frame // the ring: outStart frames at first, doubled while full up to outQueue (powers of two)
 	head, n     int           // the queued frames are buf[head:head+n], wrapping
-	recvWaiting bool // a take found the queue empty: the next publish wakes it
-	putWaiting  bool // a put found the queue full: a take that halves it wakes it
+	recvWaiting bool          // a take found the queue empty: the next publish wakes it
+	putWaiting  bool          // a put found the queue full: a take that halves it wakes it
 }
 
 // outStart is the ring's first size: enough for a short call's frames, so
