@@ -460,16 +460,25 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 	if err != nil || n == 0 {
 		return nil
 	}
-	if k, err := r.ReadStr(); err != nil || string(k) != "t" {
-		return nil
+	body := r // after the map's header
+	var p *Frame
+	left := n - 1 // the keys after "t"
+	if n >= 5 {
+		p, left = d.canonicalHead(&r), n-5
 	}
-	if v, err := r.ReadStr(); err != nil || string(v) != "frame" {
-		return nil
+	if p == nil {
+		r = body
+		if k, err := r.ReadStr(); err != nil || string(k) != "t" {
+			return nil
+		}
+		if v, err := r.ReadStr(); err != nil || string(v) != "frame" {
+			return nil
+		}
+		p, left = d.newFrame(), n-1
 	}
-	p := d.newFrame()
 	f := &p.Frame
 	inline := false
-	for range n - 1 {
+	for range left {
 		k, err := r.ReadStr()
 		if err != nil {
 			return nil
@@ -548,6 +557,48 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 	if r.Remaining() != 0 || (attLen > 0 && !inline) || f.ValidateShape() != nil {
 		return nil
 	}
+	return p
+}
+
+// canonicalHead reads the first five entries of a frame header written in
+// this package's own layout (appendFrame): "t": "frame", then call_id,
+// direction, sequence and kind, each fixed key (with the fixed values of t,
+// direction and kind) matched as bytes. It returns nil, having read an
+// unspecified part of r, when the header is laid out otherwise; the caller
+// then reads it key by key.
+func (d *decoder) canonicalHead(r *mpack.Reader) *Frame {
+	if !r.Prefix(encFrameHead) {
+		return nil
+	}
+	id, err := r.ReadStr()
+	if err != nil {
+		return nil
+	}
+	var dir frame.Direction
+	switch {
+	case r.Prefix(encDirections[frame.ProviderToCaller]):
+		dir = frame.ProviderToCaller
+	case r.Prefix(encDirections[frame.CallerToProvider]):
+		dir = frame.CallerToProvider
+	default:
+		return nil
+	}
+	seq, err := r.ReadUint()
+	if err != nil {
+		return nil
+	}
+	var kind frame.Kind
+	for k := frame.KindStarted; k <= frame.KindCancelled; k++ {
+		if r.Prefix(encKinds[k]) {
+			kind = k
+			break
+		}
+	}
+	if kind == 0 {
+		return nil
+	}
+	p := d.newFrame()
+	p.CallID, p.Direction, p.Sequence, p.Kind = d.intern(id), dir, seq, kind
 	return p
 }
 

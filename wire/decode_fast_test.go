@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,6 +50,36 @@ func TestDecodeFrameFastTakesOurFrames(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, Packet(p))
 	}
+}
+
+// TestCanonicalHead: the headers AppendPacket writes match the canonical
+// layout byte for byte; a header with the same fields in another order is
+// not matched, and still decodes by its keys to the same frame.
+func TestCanonicalHead(t *testing.T) {
+	for _, f := range sampleFrames(t) {
+		b, _, err := AppendPacket(nil, &Frame{Frame: f}, DefaultLimits())
+		require.NoError(t, err)
+		h := b[PrefixLen : PrefixLen+binary.BigEndian.Uint32(b)]
+		r := mpack.NewReader(h)
+		_, err = r.ReadMapLen()
+		require.NoError(t, err)
+		var d decoder
+		p := d.canonicalHead(&r)
+		require.NotNil(t, p, "%s frame", f.Kind)
+		require.Equal(t, [4]any{f.CallID, f.Direction, f.Sequence, f.Kind}, [4]any{p.CallID, p.Direction, p.Sequence, p.Kind})
+	}
+	reordered := hdr("t", "frame", "call_id", "c1", "sequence", 2, "direction", "provider_to_caller",
+		"kind", "chunk", "payload", map[string]any{"a": 1})
+	r := mpack.NewReader(reordered)
+	_, err := r.ReadMapLen()
+	require.NoError(t, err)
+	var d decoder
+	require.Nil(t, d.canonicalHead(&r), "sequence before direction is not our layout")
+	p := d.decodeFrameFast(reordered, 0)
+	require.NotNil(t, p)
+	want, err := (&decoder{}).decodeGeneral(reordered, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, Packet(p))
 }
 
 // TestDecodeFrameFastDeclines: headers the general path refuses, or reads
@@ -99,4 +131,22 @@ func FuzzDecodeFrameFast(f *testing.F) {
 			t.Fatalf("single pass %#v, general path %#v", p, want)
 		}
 	})
+}
+
+// sampleFrames returns one valid frame of every kind, both directions.
+func sampleFrames(t *testing.T) []frame.Frame {
+	t.Helper()
+	var fs []frame.Frame
+	add := func(f frame.Frame, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	add(frame.NewStarted("call-1", frame.CallerToProvider))
+	add(frame.NewChunk("call-1", frame.ProviderToCaller, 3, frame.MustPayload(map[string]any{"text": "hi"}), nil))
+	add(frame.NewChunk("call-1", frame.ProviderToCaller, 300, nil, &frame.InlineMedia{Data: []byte{1, 2}, MediaType: "audio/pcm"}))
+	add(frame.NewCompleted("call-1", frame.CallerToProvider, 70000, nil))
+	add(frame.NewFailed("call-1", frame.ProviderToCaller, 4, frame.CodeProviderError, "no"))
+	add(frame.NewCancelled("call-1", frame.ProviderToCaller, 5, ""))
+	return fs
 }

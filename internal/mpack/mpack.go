@@ -12,6 +12,7 @@
 package mpack
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -145,6 +146,17 @@ func NewReader(b []byte) Reader { return Reader{b: b} }
 
 // Remaining reports how many unread bytes are left.
 func (r *Reader) Remaining() int { return len(r.b) - r.off }
+
+// Prefix reports whether the unread bytes start with p, and if so reads
+// them. A decoder matches bytes it knows the encoder writes (a fixed key,
+// a key with its fixed value) in one comparison instead of one read each.
+func (r *Reader) Prefix(p []byte) bool {
+	if !bytes.HasPrefix(r.b[r.off:], p) {
+		return false
+	}
+	r.off += len(p)
+	return true
+}
 
 // Offset reports how many bytes have been read.
 func (r *Reader) Offset() int { return r.off }
