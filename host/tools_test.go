@@ -294,7 +294,9 @@ func TestRealMedia15MiB(t *testing.T) { testMedia(t, 15<<20) }
 func TestRealMediaRelease(t *testing.T) {
 	h, _ := testHost(t, realConfig(), 2*time.Minute)
 	ctx := callCtx(t, time.Minute)
-	const chunk, chunks = 64 << 10, 48
+	// More chunks than the reader can run ahead of the caller (outQueue
+	// frames, and one it holds), so that later ones must reuse memory.
+	const chunk, chunks = 64 << 10, 2*outQueue + 16
 	c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": chunk * chunks, "chunk": chunk}))
 	if err != nil {
 		t.Fatal(err)
