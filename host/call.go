@@ -109,11 +109,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	}
 	started, _ := frame.NewStarted(call.id, frame.ProviderToCaller)
 	call.out.put(started, true, nil) // the queue is empty: never blocks
-	var timeoutAt time.Time
-	if inv.TimeoutMS > 0 {
-		timeoutAt = time.Now().Add(time.Duration(inv.TimeoutMS) * time.Millisecond)
-	}
-	call.startClocks(timeoutAt) // stopped by release; the call is counted in ch.wg by acquire
+	call.startClocks()               // stopped by release; the call is counted in ch.wg by acquire
 	call.sendMu.Lock()
 	// Recorded before the write: the child may answer before WritePacket
 	// returns, and its output must come after the request in the log.
@@ -437,20 +433,18 @@ func (c *Call) release(conn *streamConn) {
 }
 
 // startClocks arms the call's timing and cancellation until it is
-// released: the context (cancel), the deadline plus grace (synthetic
-// timeout). Cancel, the cancel grace (synthetic cancelled) and the end
-// grace (connection closed, not reused) are armed as they come. Clocks are
-// timers and a context.AfterFunc rather than a goroutine per call; each
+// released: the context watch, which cancels the call when the context is
+// cancelled and, when its deadline passes (the deadline the invoke's
+// timeout_ms gave the child), arms the deadline grace (synthetic timeout).
+// Cancel, the cancel grace (synthetic cancelled) and the end grace
+// (connection closed, not reused) are armed as they come. Clocks are
+// timers and a context.AfterFunc rather than a goroutine per call, and a
+// call that ends before its deadline never arms a timer for it; each clock
 // acts on the connection under clockMu and only while the call is not
 // released, so a late one never touches the connection's next call.
-func (c *Call) startClocks(timeoutAt time.Time) {
-	cfg := &c.ch.h.cfg
+func (c *Call) startClocks() {
 	c.clockMu.Lock()
 	defer c.clockMu.Unlock()
-	if !timeoutAt.IsZero() {
-		c.deadlineT = c.afterLocked(time.Until(timeoutAt)+cfg.CancelGrace+deadlineGrace,
-			&synth{kind: frame.KindFailed, code: frame.CodeTimeout, msg: "no terminal by the deadline plus grace"}, "")
-	}
 	if c.ctx.Done() == nil { // never done (context.Background): nothing to watch
 		c.stopCtx = func() bool { return false }
 		return
@@ -460,10 +454,27 @@ func (c *Call) startClocks(timeoutAt time.Time) {
 	c.ch.wg.Add(1)
 	c.stopCtx = context.AfterFunc(c.ctx, func() { // runs once, briefly
 		defer c.ch.wg.Done()
-		if !errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
-			c.cancel("context cancelled")
-		} // a deadline is the child's timeout_ms, backed by deadlineT
+		if errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+			c.deadlinePassed()
+			return
+		}
+		c.cancel("context cancelled")
 	})
+}
+
+// deadlinePassed arms the deadline grace once the call's deadline, which
+// the child knows as timeout_ms, has passed: a child that has not given
+// its terminal by CancelGrace plus 1 s later gets the call a synthetic
+// timeout and its connection closed.
+func (c *Call) deadlinePassed() {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	if c.released || c.providerDone.Load() {
+		return
+	}
+	cfg := &c.ch.h.cfg
+	c.deadlineT = c.afterLocked(cfg.CancelGrace+deadlineGrace,
+		&synth{kind: frame.KindFailed, code: frame.CodeTimeout, msg: "no terminal by the deadline plus grace"}, "")
 }
 
 // afterLocked arms a timer that, unless the call is released first, fails
