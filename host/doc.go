@@ -35,9 +35,9 @@
 // returns a *Call. The caller sends input with Call.Send and Call.CloseSend
 // and reads the output with Call.Recv, Call.Frames or Call.Wait: the
 // provider's started (sequence 0), its chunks, exactly one terminal, then
-// io.EOF. Output is flow-controlled: at most 64 frames wait for a caller
-// that does not read, then the connection is not read and the child's
-// writes block.
+// io.EOF. Output is flow-controlled: at most 64 frames (and 16 MiB of
+// payload and media) wait for a caller that does not read, then the
+// connection is not read and the child's writes block.
 //
 // Every provider frame is checked (shape, sequence fence, output and result
 // schemas). Whatever goes wrong, the caller still gets exactly one

@@ -15,6 +15,13 @@ import (
 // buffers hold the rest.
 const outQueue = 64 // a power of two, as outStart
 
+// outBytes bounds the payload and inline media bytes queued for a call, so
+// that the longer queue does not mean more media held: 16 MiB, what 16
+// frames of 1 MiB chunks held before the queue grew past 16 frames. A frame
+// is always taken into an empty queue, whatever its size (up to the
+// child's max_attachment).
+const outBytes = 16 << 20
+
 // wakeBatch is how many queued frames wake a waiting caller in the middle
 // of a burst: the caller then reads while the reader decodes the rest,
 // instead of after it.
@@ -32,8 +39,9 @@ const wakeBatch = 8
 // and wakes the caller when it is about to read the connection again, or
 // once wakeBatch frames are queued. No frame waits for a later one: a burst
 // ends as soon as no whole packet is left in the reader's buffer. A full
-// outbox makes its reader wait until it is half empty, so that a slow
-// caller wakes the reader once per half queue, not once per frame.
+// outbox (outQueue frames, or outBytes) makes its reader wait until it is
+// half empty in both, so that a slow caller wakes the reader once per half
+// queue, not once per frame.
 type outbox struct {
 	ready chan struct{} // size 1: "frames were published"; a full channel already says so
 	room  chan struct{} // size 1: "the queue is half empty again"; likewise
@@ -41,6 +49,7 @@ type outbox struct {
 	mu          sync.Mutex
 	buf         []frame.Frame // the ring: outStart frames at first, doubled while full up to outQueue (powers of two)
 	head, n     int           // the queued frames are buf[head:head+n], wrapping
+	bytes       int           // payload and inline media bytes of the queued frames
 	recvWaiting bool          // a take found the queue empty: the next publish wakes it
 	putWaiting  bool          // a put found the queue full: a take that halves it wakes it
 }
@@ -72,8 +81,9 @@ func (o *outbox) growLocked() bool {
 // queued: the reader promises another put soon (it has a whole packet
 // buffered), or the call's end, which wakes Recv through Call.done.
 func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool {
+	size := frameBytes(&f)
 	o.mu.Lock()
-	for o.n == len(o.buf) && !o.growLocked() {
+	for o.fullLocked() {
 		o.wakeRecvLocked() // whatever is queued is published before waiting
 		o.putWaiting = true
 		o.mu.Unlock()
@@ -86,11 +96,30 @@ func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool 
 	}
 	o.buf[(o.head+o.n)&(len(o.buf)-1)] = f
 	o.n++
+	o.bytes += size
 	if publish || o.n >= wakeBatch {
 		o.wakeRecvLocked()
 	}
 	o.mu.Unlock()
 	return true
+}
+
+// fullLocked reports whether a put must wait: outBytes are queued, or
+// outQueue frames (the ring grows first while it is shorter).
+func (o *outbox) fullLocked() bool {
+	if o.n > 0 && o.bytes >= outBytes {
+		return true
+	}
+	return o.n == len(o.buf) && !o.growLocked()
+}
+
+// frameBytes is what f counts against outBytes.
+func frameBytes(f *frame.Frame) int {
+	n := len(f.Payload)
+	if m, ok := f.Media.(*frame.InlineMedia); ok && m != nil {
+		n += len(m.Data)
+	}
+	return n
 }
 
 func (o *outbox) wakeRecvLocked() {
@@ -116,7 +145,8 @@ func (o *outbox) take() (frame.Frame, bool) {
 	o.buf[o.head] = frame.Frame{} // keep no payload or media alive
 	o.head = (o.head + 1) & (len(o.buf) - 1)
 	o.n--
-	if o.putWaiting && o.n <= len(o.buf)/2 {
+	o.bytes -= frameBytes(&f)
+	if o.putWaiting && o.n <= len(o.buf)/2 && o.bytes <= outBytes/2 {
 		o.putWaiting = false
 		select {
 		case o.room <- struct{}{}:

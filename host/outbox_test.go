@@ -124,6 +124,55 @@ func TestOutboxGrowsInOrder(t *testing.T) {
 	take(outQueue)
 }
 
+// Media bytes bound the queue as well as frames: past outBytes a put waits
+// (a frame of any size is taken into an empty queue), and the reader is let
+// go once half of the bytes are taken.
+func TestOutboxBoundsBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		media := func(seq uint64, n int) frame.Frame {
+			f, _ := frame.NewChunk("x", frame.ProviderToCaller, seq, nil, &frame.InlineMedia{Data: make([]byte, n), MediaType: "x/y"})
+			return f
+		}
+		o := newOutbox()
+		closing := make(chan struct{})
+		const chunk = outBytes / 4
+		for seq := uint64(1); seq <= 4; seq++ {
+			o.put(media(seq, chunk), false, closing)
+		}
+		put := make(chan bool, 1)                                     // one value, from the put below
+		go func() { put <- o.put(media(5, chunk), false, closing) }() // stopped by room or closing
+		synctest.Wait()
+		select {
+		case <-put:
+			t.Fatal("a put past outBytes did not wait")
+		default:
+		}
+		o.take()
+		synctest.Wait()
+		select {
+		case <-put:
+			t.Fatal("let go with three quarters of the bytes still queued")
+		default:
+		}
+		o.take() // half the bytes left: room
+		synctest.Wait()
+		if !<-put {
+			t.Fatal("put refused")
+		}
+		for o.n > 0 {
+			o.take()
+		}
+		if o.bytes != 0 {
+			t.Fatalf("%d bytes counted in an empty queue", o.bytes)
+		}
+		// A frame larger than the bound is taken into an empty queue.
+		if !o.put(media(6, 2*outBytes), false, closing) {
+			t.Fatal("put of a large frame refused")
+		}
+		close(closing)
+	})
+}
+
 // A full outbox publishes what it holds, blocks its reader until it is half
 // empty, and lets closing end the wait.
 func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
