@@ -123,9 +123,10 @@ type result struct {
 }
 
 // run calls the handler on the connection's runner goroutine (see
-// conn.runCall), then writes the terminal the handler did not and the end. The cancellation grace runs beside the handler on clocks, not
-// goroutines (superviseGrace). A handler that never returns keeps its
-// runner: Serve abandons both.
+// conn.runCall), then writes the terminal the handler did not and the end.
+// The cancellation grace runs beside the handler on clocks, not goroutines
+// (superviseGrace). A handler that never returns keeps its runner: Serve
+// abandons both.
 func (cl *call) run() {
 	s := cl.c.s
 	defer cl.c.release()

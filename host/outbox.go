@@ -8,11 +8,12 @@ import (
 
 // outQueue bounds the provider frames delivered to a call and not yet read
 // by its caller (64 frames of 88 bytes each, 5.5 KiB, plus what they point
-// to; the queue starts at outStart frames and grows only while full). When it is full the connection's reader blocks, so the connection is
-// not read and the child's writes block: backpressure, never an unbounded
-// buffer. The queue is four times wakeBatch so that the reader goes on
-// decoding while the caller it woke is getting a core; the kernel's socket
-// buffers hold the rest.
+// to; the queue starts at outStart frames and grows only while full). When
+// it is full the connection's reader blocks, so the connection is not read
+// and the child's writes block: backpressure, never an unbounded buffer.
+// The queue is eight times wakeBatch so that the reader goes on decoding
+// while the caller it woke is getting a core; the kernel's socket buffers
+// hold the rest.
 const outQueue = 64 // a power of two, as outStart
 
 // outBytes bounds the payload and inline media bytes queued for a call, so
@@ -105,7 +106,7 @@ func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool 
 }
 
 // fullLocked reports whether a put must wait: outBytes are queued, or
-// outQueue frames (the ring grows first while it is shorter).
+// outQueue frames. A full ring shorter than outQueue is grown instead.
 func (o *outbox) fullLocked() bool {
 	if o.n > 0 && o.bytes >= outBytes {
 		return true
