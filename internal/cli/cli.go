@@ -131,7 +131,7 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 	// The flag package's own message for a value it refused quotes the
 	// value; the wrappers remember which flag refused it and why, so the
 	// message can name the flag alone.
-	var refused *refusedFlag
+	var refused refusedFlag
 	fs.VisitAll(func(f *flag.Flag) { f.Value = &namedValue{Value: f.Value, name: f.Name, refused: &refused} })
 	before := args
 	for i, a := range args {
@@ -145,7 +145,7 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, nil, err
 			}
-			if refused != nil {
+			if refused.name != "" {
 				return nil, nil, usageErr("invalid value for flag -%s: %s", refused.name, refused.reason)
 			}
 			return nil, nil, usageErr("%s", err.Error())
@@ -160,7 +160,8 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 	return positional, child, nil
 }
 
-// refusedFlag is the flag whose Set refused its value, and why.
+// refusedFlag is the flag whose Set refused its value, and why; the zero
+// value means none did.
 type refusedFlag struct {
 	name   string
 	reason string // the Value's error: ours name the expected form, the flag package's say "parse error" or "value out of range"
@@ -170,13 +171,13 @@ type refusedFlag struct {
 type namedValue struct {
 	flag.Value
 	name    string
-	refused **refusedFlag
+	refused *refusedFlag // shared by every flag of the set
 }
 
 func (v *namedValue) Set(s string) error {
 	err := v.Value.Set(s)
-	if err != nil && *v.refused == nil {
-		*v.refused = &refusedFlag{name: v.name, reason: v.expected(err)}
+	if err != nil && v.refused.name == "" {
+		*v.refused = refusedFlag{name: v.name, reason: v.expected(err)}
 	}
 	return err
 }
