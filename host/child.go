@@ -401,10 +401,10 @@ func (ch *child) stop(cause error, mode stopMode) {
 // they are closed. The kernel gives each connection the bytes the child
 // wrote before it died, then EOF: the frames reach their callers, in order,
 // before the synthetic unreachable, and a provider terminal already written
-// stands. A caller that does not read (a full Call.out, see outbox) or a child that
-// closed its control connection but is still running cannot hold the stop
-// longer than this; its calls then end as a hung child's do. It is well
-// under the 1 s from a child's death to its calls' unreachable.
+// stands. A caller that does not read (a full Call.out, see outbox) or a
+// child that closed its control connection but is still running cannot
+// hold the stop longer than this; its calls then end as a hung child's do.
+// It is well under the 1 s from a child's death to its calls' unreachable.
 const exitDrain = 500 * time.Millisecond
 
 // drainStreams waits until the readers of conns have returned (each reads

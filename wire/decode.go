@@ -462,7 +462,7 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 	}
 	body := r // after the map's header
 	var p *Frame
-	left := n - 1 // the keys after "t"
+	var left int // the keys still to read after the head
 	if n >= 5 {
 		p, left = d.canonicalHead(&r), n-5
 	}

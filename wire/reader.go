@@ -24,8 +24,9 @@ const maxRecycled = 4
 // not safe for concurrent use, except Recycle.
 //
 // Each packet ReadPacket returns is new and shares nothing with the Reader
-// (but see ReuseFrames); the caller may keep it and its slices. A caller that knows when it is done
-// with an inline frame's data may hand it back with Recycle.
+// (but see ReuseFrames); the caller may keep it and its slices. A caller
+// that knows when it is done with an inline frame's data may hand it back
+// with Recycle.
 type Reader struct {
 	src        io.Reader
 	limits     Limits
