@@ -3,8 +3,10 @@ package compare
 import (
 	"context"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,13 +14,20 @@ import (
 	"github.com/skulkrt/skulk/wire"
 )
 
+// childEnvVar names the environment variable whose space-separated
+// KEY=VALUE pairs the Skulk benchmarks add to the bench child's
+// environment, for experiments such as SKULK_BENCH_CHILD_ENV=GOMAXPROCS=1
+// (docs/performance.md). Unset, the child gets nothing extra.
+const childEnvVar = "SKULK_BENCH_CHILD_ENV"
+
 // benchSkulk opens a skulk session with the bench child for b and reports,
 // besides the time per op, the host's allocations per op counted by
 // runtime.MemStats (the child's are in its own process: see -childprofile).
 func benchSkulk(b *testing.B, run func(context.Context, *skulkSession, int) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ss, err := (&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir()}).start(ctx)
+	sys := &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar))}
+	ss, err := sys.start(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,11 +63,26 @@ func BenchmarkSkulkEcho(b *testing.B) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.echo(ctx, n) })
 }
 
-// BenchmarkSkulkCall: one op is one sequential small call.
+// BenchmarkSkulkCall: one op is one sequential small call, made with a
+// context that has a deadline (5 minutes away), as the compare run does:
+// the child gets it as timeout_ms.
 func BenchmarkSkulkCall(b *testing.B) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error {
 		for range n {
 			if err := ss.call(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BenchmarkSkulkCallNoDeadline is BenchmarkSkulkCall with a context that
+// has no deadline: the difference is what a deadline costs a call.
+func BenchmarkSkulkCallNoDeadline(b *testing.B) {
+	benchSkulk(b, func(_ context.Context, ss *skulkSession, n int) error {
+		for range n {
+			if err := ss.call(context.Background()); err != nil {
 				return err
 			}
 		}
@@ -120,5 +144,46 @@ func BenchmarkWireCall(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		call(100 + i)
+	}
+}
+
+// BenchmarkRawCall: one op is the raw baseline's call, a 64-byte ping-pong
+// round trip: the denominator of the call targets, in the same run as the
+// call benchmarks above.
+func BenchmarkRawCall(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, err := (&rawSystem{bin: bins.Raw, dir: b.TempDir()}).start(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rs.close()
+	benchCalls(b, func() error { return rs.call(ctx) })
+}
+
+// BenchmarkGoPluginCall: one op is go-plugin's unary call of 64 bytes.
+func BenchmarkGoPluginCall(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	gs, err := (&grpcSystem{bin: bins.GoPlugin}).start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gs.close()
+	benchCalls(b, func() error { return gs.call(ctx) })
+}
+
+// benchCalls warms call up with 100 calls, then times b.N of them.
+func benchCalls(b *testing.B, call func() error) {
+	for range 100 {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
