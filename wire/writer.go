@@ -49,7 +49,11 @@ type Writer struct {
 type batch struct {
 	hdr  []byte
 	atts []attachment
-	iov  net.Buffers // reused by the flusher
+	iov  net.Buffers // the write's pieces; reused from batch to batch
+	// out is iov as net.Buffers.WriteTo consumes it. It lives here, not on
+	// writeTo's stack, because WriteTo takes its address: a local would
+	// move to the heap on every write.
+	out net.Buffers
 }
 
 type attachment struct {
@@ -263,14 +267,15 @@ func (b *batch) writeTo(dst io.Writer) error {
 	if prev < len(b.hdr) {
 		b.iov = append(b.iov, b.hdr[prev:])
 	}
-	v := b.iov
-	_, err := v.WriteTo(dst)
+	b.out = b.iov
+	_, err := b.out.WriteTo(dst)
 	return err
 }
 
 func (b *batch) reset() {
 	clear(b.iov) // drop references to attachments
 	b.iov = b.iov[:0]
+	b.out = nil
 	clear(b.atts)
 	b.atts = b.atts[:0]
 	b.hdr = b.hdr[:0]

@@ -476,3 +476,17 @@ func TestWriterTryWritePacket(t *testing.T) {
 		require.False(t, ok)
 	})
 }
+
+// TestWriterWriteAllocatesNothing checks that a small packet written and
+// flushed allocates nothing once the Writer is warm: its header goes into
+// the batch's reused buffer, and the write's pieces live in the batch.
+func TestWriterWriteAllocatesNothing(t *testing.T) {
+	w := NewWriter(io.Discard, Limits{})
+	defer w.Close()
+	p := smallChunk(t, "c1", 1)
+	allocs := testing.AllocsPerRun(200, func() {
+		require.NoError(t, w.WritePacket(p))
+		require.NoError(t, w.Flush())
+	})
+	require.Zero(t, allocs)
+}
