@@ -37,7 +37,9 @@
 // (net.Buffers: headers and attachments side by side, nothing copied). It
 // never holds a packet back to wait for more, blocks its callers while the
 // connection does not take the bytes (backpressure), and must be closed
-// with Close. Packets are validated before they are queued: an invalid frame
+// with Close. A reply sent with WritePacketNow to a quiet Writer is written
+// by its sender instead, and Cork and Uncork send a few packets as one
+// write. Packets are validated before they are queued: an invalid frame
 // is refused with an *InvalidError and nothing is written.
 //
 // Limits default to 64 KiB of header and 16 MiB of attachment; configured

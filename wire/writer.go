@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/skulkrt/skulk/frame"
 )
@@ -16,14 +17,27 @@ import (
 // writer waits until they are written.
 const maxPending = 64 << 10
 
+// quietGap is how long a Writer must have written nothing for
+// WritePacketNow to write a packet on the goroutine that sends it. A
+// packet after a quiet spell is a request or a reply: handing it to the
+// flusher would cost a goroutine switch (often the wake-up of another
+// core) and there is nothing to coalesce it with. Packets that follow each
+// other more closely are a stream, and the flusher writes them in batches
+// while their sender goes on. A small write takes a few microseconds, so
+// 20 µs tells the two apart.
+const quietGap = 20 * time.Microsecond
+
 // Writer writes packets to one connection through one goroutine of its own,
 // the flusher, which writes everything queued since its last write in one
 // vectored write (net.Buffers): packets queued while a write is under way
-// are coalesced into the next, and none ever waits for a later one. One
-// exception saves two goroutine switches per large packet: a packet with
-// an attachment that finds the Writer idle (nothing queued, nothing being
-// written) is written by the calling goroutine, which has to wait for it
-// anyway. Either way there is one write at a time.
+// are coalesced into the next, and none ever waits for a later one. Where
+// there is nothing to coalesce, the goroutine that sends a packet writes it
+// itself and saves the switches to the flusher and back: a packet with an
+// attachment that finds the Writer idle (nothing queued, nothing being
+// written), whose writer has to wait for it anyway, and a packet sent with
+// WritePacketNow that finds it idle and quiet. Either way there is one
+// write at a time. Cork and Uncork let one goroutine send a few packets as
+// one write.
 //
 // WritePacket is safe for concurrent use; packets go out in the order their
 // calls entered WritePacket. A Writer must be closed with Close, which stops
@@ -42,6 +56,8 @@ type Writer struct {
 	written uint64    // id of the last batch written (or dropped after an error)
 	err     error     // sticky: the first write error
 	closed  bool
+	corked  int       // open Corks: packets without attachments wait for the last Uncork
+	last    time.Time // when the last write ended; zero before the first
 }
 
 // batch is the bytes of several packets: headers back to back in hdr, each
@@ -92,32 +108,47 @@ func (w *Writer) SetLimits(l Limits) {
 // ErrAttachmentLength for one over the limits, the connection's write error
 // once a write failed (every later call returns it too), ErrClosed after
 // Close.
-func (w *Writer) WritePacket(p Packet) error {
+func (w *Writer) WritePacket(p Packet) error { return w.write(p, false) }
+
+// WritePacketNow is WritePacket for a goroutine that answers a request and
+// has nothing to do while its packet waits for the flusher: when the Writer
+// is idle (nothing queued, nothing being written, outside a Cork) and has
+// written nothing for quietGap, the calling goroutine writes p itself, so
+// a reply costs no goroutine switch; it then blocks until the connection
+// took p. Otherwise it is WritePacket: a packet that follows another
+// closely is part of a stream, which the flusher coalesces.
+func (w *Writer) WritePacketNow(p Packet) error { return w.write(p, true) }
+
+func (w *Writer) write(p Packet, now bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for w.err == nil && !w.closed && len(w.cur.hdr) >= maxPending {
+		w.wakeLocked() // a corked queue at its bound is written all the same
 		w.cond.Wait()
 	}
 	if err := w.unusableLocked(); err != nil {
 		return err
 	}
+	idle := len(w.cur.hdr) == 0 && w.spare != nil // nothing queued, nothing being written
 	hdr, att, err := AppendPacket(w.cur.hdr, p, w.limits)
 	if err != nil {
 		return err
 	}
-	direct := len(att) > 0 && len(w.cur.hdr) == 0 && w.spare != nil
 	w.cur.hdr = hdr
 	if len(att) > 0 {
 		w.cur.atts = append(w.cur.atts, attachment{at: len(hdr), data: att})
 	}
-	if direct {
-		// Nothing queued and nothing being written: the caller has to
-		// wait for its attachment anyway, so it writes the packet itself
-		// rather than hand it to the flusher and back. It goes through
-		// writeCur as the flusher does, so there is still one writer at
-		// a time and packets keep their order.
+	switch {
+	case idle && (len(att) > 0 || now && w.corked == 0 && time.Since(w.last) >= quietGap):
+		// The caller writes its packet itself rather than hand it to the
+		// flusher and back: a writer of an attachment has to wait for it
+		// anyway, and a quiet Writer has nothing to coalesce it with. It
+		// goes through writeCur as the flusher does, so there is still one
+		// writer at a time and packets keep their order.
 		w.writeCur()
 		return w.err
+	case len(att) == 0 && w.corked > 0:
+		return nil // written by the last Uncork, or with whatever goes before it
 	}
 	id := w.queued
 	w.wakeLocked()
@@ -128,6 +159,39 @@ func (w *Writer) WritePacket(p Packet) error {
 		return w.err
 	}
 	return nil
+}
+
+// Cork makes the packets without attachments that are queued from now on
+// wait for the matching Uncork, so that a goroutine sending a few packets
+// one after the other (a terminal and its end, an invoke and its started)
+// sends them in one write. Corks nest; each Cork must be matched by one
+// Uncork, soon: a corked packet is still written at once when the queue
+// reaches its bound, when a write already under way or an attachment
+// takes it along, and by Flush and Close.
+func (w *Writer) Cork() {
+	w.mu.Lock()
+	w.corked++
+	w.mu.Unlock()
+}
+
+// Uncork ends the last Cork: the queued packets are written by the calling
+// goroutine when no write is under way, and otherwise by the flusher right
+// after that write. It returns the connection's write error, if any.
+func (w *Writer) Uncork() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.corked == 0 {
+		panic("wire: Uncork without Cork")
+	}
+	w.corked--
+	switch {
+	case w.corked > 0 || len(w.cur.hdr) == 0 || w.unusableLocked() != nil:
+	case w.spare != nil:
+		w.writeCur()
+	default:
+		w.wakeLocked()
+	}
+	return w.err
 }
 
 // TryWritePacket is WritePacket for a caller that must not block: it queues
@@ -150,7 +214,9 @@ func (w *Writer) TryWritePacket(p Packet) (bool, error) {
 		return false, err
 	}
 	w.cur.hdr = hdr
-	w.wakeLocked()
+	if w.corked == 0 {
+		w.wakeLocked()
+	}
 	return true, nil
 }
 
@@ -182,6 +248,7 @@ func (w *Writer) Flush() error {
 	id := w.queued - 1
 	if len(w.cur.hdr) > 0 {
 		id = w.queued
+		w.wakeLocked() // it may be corked
 	}
 	for w.written < id && w.err == nil {
 		w.cond.Wait()
@@ -246,8 +313,10 @@ func (w *Writer) writeCur() {
 		err = b.writeTo(w.dst)
 	}
 	b.reset()
+	end := time.Now()
 	w.mu.Lock()
 	w.spare = b
+	w.last = end
 	w.written = id
 	if err != nil && w.err == nil {
 		w.err = err

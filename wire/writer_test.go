@@ -490,3 +490,109 @@ func TestWriterWriteAllocatesNothing(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+// openGate is a gateWriter that lets every Write through at once.
+func openGate() *gateWriter {
+	g := newGateWriter()
+	close(g.gate)
+	return g
+}
+
+// TestWriterCork: packets written under a Cork wait for the Uncork, which
+// writes them all in one write, in order, on the calling goroutine.
+func TestWriterCork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := openGate()
+		w := NewWriter(g, Limits{})
+		defer w.Close()
+		w.Cork()
+		for i := uint64(1); i <= 3; i++ {
+			require.NoError(t, w.WritePacket(smallChunk(t, "c1", i)))
+		}
+		require.NoError(t, w.WritePacketNow(smallChunk(t, "c1", 4)), "WritePacketNow is corked too")
+		synctest.Wait()
+		require.Zero(t, g.count(), "written before the Uncork")
+		require.NoError(t, w.Uncork())
+		require.Equal(t, 1, g.count(), "Uncork returned before the write, or wrote more than once")
+		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		require.Len(t, got, 4)
+		for i, p := range got {
+			require.Equal(t, uint64(i+1), p.(*Frame).Sequence)
+		}
+		require.Panics(t, func() { w.Uncork() }, "an Uncork without its Cork")
+	})
+}
+
+// TestWriterCorkedStillDrains: a corked Writer still writes when Flush asks,
+// and when its queue reaches the bound, so that neither waits for an
+// Uncork that cannot come first.
+func TestWriterCorkedStillDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := openGate()
+		w := NewWriter(g, Limits{})
+		defer w.Close()
+		w.Cork()
+		require.NoError(t, w.WritePacket(smallChunk(t, "c1", 1)))
+		require.NoError(t, w.Flush())
+		require.Equal(t, 1, g.count())
+		seq := uint64(2)
+		for range 2 * maxPending / 32 { // more than maxPending bytes of small headers
+			require.NoError(t, w.WritePacket(smallChunk(t, "c1", seq)))
+			seq++
+		}
+		require.NoError(t, w.Uncork())
+		require.NoError(t, w.Flush())
+		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		require.Len(t, got, int(seq-1))
+	})
+}
+
+// TestWriterWritePacketNow: a packet that finds the Writer idle and quiet
+// is written before WritePacketNow returns; one that follows another
+// within quietGap goes to the flusher, as WritePacket's always does. Each
+// value sent on the gate lets one write through.
+func TestWriterWritePacketNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := NewWriter(g, Limits{})
+		defer close(g.gate)
+		direct := func(seq uint64) {
+			t.Helper()
+			done := make(chan error, 1)
+			go func() { done <- w.WritePacketNow(smallChunk(t, "c1", seq)) }() // stopped by the gate
+			synctest.Wait()
+			select {
+			case err := <-done:
+				t.Fatalf("WritePacketNow returned (%v) before its write", err)
+			default:
+			}
+			g.gate <- struct{}{}
+			require.NoError(t, <-done)
+		}
+		direct(1)
+		require.Equal(t, 1, g.count())
+
+		// Right after that write: queued for the flusher, which waits at
+		// the gate (were it written here, this would block for good).
+		require.NoError(t, w.WritePacketNow(smallChunk(t, "c1", 2)))
+		synctest.Wait()
+		require.Equal(t, 1, g.count())
+		g.gate <- struct{}{}
+		require.NoError(t, w.Flush())
+		require.Equal(t, 2, g.count())
+
+		// WritePacket never writes on its caller, quiet or not.
+		time.Sleep(2 * quietGap)
+		require.NoError(t, w.WritePacket(smallChunk(t, "c1", 3)))
+		g.gate <- struct{}{}
+		require.NoError(t, w.Flush())
+
+		// After a quiet spell, the caller writes again.
+		time.Sleep(2 * quietGap)
+		direct(4)
+		require.Equal(t, 4, g.count())
+		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		require.Len(t, got, 4)
+		require.NoError(t, w.Close()) // nothing queued: no write to wait for
+	})
+}
