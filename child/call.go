@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -33,7 +34,14 @@ type call struct {
 	// connection, so the host's writes block (backpressure). Written and
 	// closed only by the connection's reader.
 	in           chan frame.Frame
-	callerResult frame.Payload // the caller's completed payload; guarded by mu
+	callerResult frame.Payload   // the caller's completed payload; guarded by mu
+	fence        *sequence.Fence // the caller's direction; owned by the connection's reader
+
+	// Set by the connection's reader before the handler runs: handler,
+	// the call has one (it was registered); running, it was handed to the
+	// runner or is run by the reader; inline, by the reader (its frames
+	// are written with WritePacketNow).
+	handler, running, inline bool
 
 	sendMu sync.Mutex
 	next   uint64     // next provider sequence; guarded by sendMu
@@ -61,6 +69,7 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 	cl := &call{
 		c: c, inv: inv, tool: c.s.tools[inv.ToolID],
 		in: make(chan frame.Frame, wire.IngressQueue), next: 1,
+		fence:   sequence.New(inv.CallID, frame.CallerToProvider, 0),
 		endedCh: make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
@@ -231,8 +240,9 @@ func (cl *call) cause() error {
 }
 
 // finish writes the handler's terminal (or the cause's), then the end, and
-// marks the call ended.
+// marks the call ended. The terminal and the end leave in one write.
 func (cl *call) finish(res result) {
+	cl.c.w.Cork()
 	if cl.cause() == nil {
 		var f frame.Frame
 		switch {
@@ -254,10 +264,14 @@ func (cl *call) finish(res result) {
 	// The host may write the next invoke as soon as it reads the end, so
 	// the connection's reader must know the call ended before it is written.
 	close(cl.endedCh)
+	endQueued := false
 	if _, _, _, ok := causeTerminal(cl.cause()); ok {
-		if cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil {
-			cl.c.w.Flush()
-		}
+		endQueued = cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil
+	}
+	// Uncork writes the terminal and the end on this goroutine unless a
+	// write is under way; Flush then waits for that one.
+	if cl.c.w.Uncork() == nil && endQueued {
+		cl.c.w.Flush()
 	}
 	cl.mu.Lock()
 	cl.isEnded = true
@@ -385,7 +399,12 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// attachment to be written), so one packet serves every frame; it is
 	// cleared so that it keeps no payload or media alive.
 	cl.pkt.Frame = f
-	err := cl.c.w.WritePacket(&cl.pkt)
+	var err error
+	if cl.inline {
+		err = cl.c.w.WritePacketNow(&cl.pkt)
+	} else {
+		err = cl.c.w.WritePacket(&cl.pkt)
+	}
 	cl.pkt.Frame = frame.Frame{}
 	if err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.

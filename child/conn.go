@@ -9,15 +9,20 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
 
-// conn is one stream connection. Its reader goroutine (serve) owns the read
-// side and the connection's call state; the Writer is shared with the
+// conn is one stream connection. Its reader goroutine (readLoop) owns the
+// read side and the connection's call state; the Writer is shared with the
 // current call's runner and handler (WritePacket is safe for concurrent
 // use). The connection is closed and its Writer stopped by whoever releases
-// the last reference: the reader holds one, and each call's runner one.
+// the last reference: the reader holds one, and each call's run one.
+//
+// A call whose caller direction is already closed when its handler would
+// start (the invoke, the caller's started, its chunks and its terminal
+// came in one read: a plain request) is run by the reader itself, which
+// has nothing else to read until the call's end (PROTOCOL.md §7, quiet
+// interval): see runInline.
 type conn struct {
 	s    *server
 	nc   net.Conn
@@ -33,6 +38,15 @@ type conn struct {
 	calls chan *call
 
 	closeOnce sync.Once
+
+	// While the reader runs a handler itself (runInline), inline is that
+	// call; the server's watch (server.watchInline) marks it seen, and
+	// hands the read side to a new reader goroutine (handedOff) when it
+	// sees it a second time. Guarded by mu.
+	mu         sync.Mutex
+	inline     *call
+	inlineSeen bool
+	handedOff  bool
 }
 
 func newConn(s *server, nc net.Conn) *conn {
@@ -58,11 +72,25 @@ func (c *conn) release() {
 }
 
 // serve reads the connection until it closes: invokes, one call at a time,
-// and each call's caller frames.
-func (c *conn) serve() {
-	defer c.release()
-	defer c.stopRunner()
-	var prev *call
+// and each call's caller frames. It runs on the goroutine acceptLoop
+// started, counted in s.wg.
+func (c *conn) serve() { c.readLoop(nil, &c.s.wg) }
+
+// readLoop is the connection's reader from the call prev on (nil: none
+// yet), on a goroutine counted in wg (s.wg, or s.runners). The first time
+// it runs a handler itself it moves to s.runners, because a handler may
+// outlive Serve's wait for readers (s.wg) when it ignores cancellation.
+// When the watch handed the read side on meanwhile, it returns at once and
+// the new reader owns the connection.
+func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			c.stopRunner()
+			c.release()
+		}
+		wg.Done()
+	}()
 	for {
 		p, err := c.r.ReadPacket()
 		if err != nil {
@@ -89,10 +117,71 @@ func (c *conn) serve() {
 			return
 		}
 		prev = cl
+		if cl.handler {
+			switch c.readBuffered(cl) {
+			case callerBroken:
+				return
+			case callerClosed:
+				if wg == &c.s.wg {
+					c.s.runners.Add(1) // while this goroutine is still counted in s.wg: before any runners.Wait
+					c.s.wg.Done()
+					wg = &c.s.runners
+				}
+				if c.runInline(cl) {
+					handedOff = true
+					return
+				}
+				continue
+			}
+			c.ensureRunning(cl)
+		}
 		if !c.readCaller(cl) {
 			return
 		}
 	}
+}
+
+// runInline runs cl's handler on the reader's goroutine, which saves the
+// switch to the runner and back, and writes its frames with
+// WritePacketNow, which saves the switches to the flusher: a plain request
+// is answered by the goroutine its bytes woke. The reader reads nothing
+// meanwhile: the caller's direction is closed, so the host sends nothing
+// before the end. A connection closed under a long handler is still seen:
+// the server's watch gives the connection a new reader once the handler
+// has run for inlineWatch or more, and runInline then reports handedOff.
+func (c *conn) runInline(cl *call) (handedOff bool) {
+	cl.running, cl.inline = true, true
+	c.mu.Lock()
+	c.inline, c.inlineSeen = cl, false
+	c.mu.Unlock()
+	c.s.watchInline()
+	cl.run()
+	c.mu.Lock()
+	handedOff = c.handedOff
+	c.inline, c.handedOff = nil, false
+	c.mu.Unlock()
+	return handedOff
+}
+
+// watched is the server's watch looking at the connection: it reports
+// whether a handler runs inline on it, and on the second look at the same
+// handler starts the connection's new reader.
+func (c *conn) watched() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.inline == nil || c.handedOff:
+		return false
+	case !c.inlineSeen:
+		c.inlineSeen = true
+	default:
+		c.handedOff = true
+		// The inline handler's goroutine is counted in s.runners until
+		// it returns, so this Add comes before any runners.Wait.
+		c.s.runners.Add(1)
+		go c.readLoop(c.inline, &c.s.runners) // stopped as serve is: the connection closing
+	}
+	return true
 }
 
 // abort closes the connection and cancels the call still using it.
@@ -109,8 +198,8 @@ func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 	cl := newCall(c, inv)
 	imm, ok := c.s.register(cl)
 	if ok {
-		c.refs.Add(1) // released by cl.run
-		c.runCall(cl)
+		c.refs.Add(1)     // released by cl.run
+		cl.handler = true // run by the reader (runInline) or the runner (ensureRunning)
 		return cl, true
 	}
 	cl.cancel(errHandlerReturned) // no handler: input is discarded
@@ -121,6 +210,15 @@ func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 	}
 	c.writeImmediate(inv.CallID, imm)
 	return cl, true
+}
+
+// ensureRunning hands cl to the connection's runner unless its handler is
+// already running (or has run).
+func (c *conn) ensureRunning(cl *call) {
+	if cl.handler && !cl.running {
+		cl.running = true
+		c.runCall(cl)
+	}
 }
 
 // runCall hands cl to the connection's runner, starting it for the first
@@ -166,47 +264,88 @@ func (c *conn) writeImmediate(id string, imm immediate) {
 	}
 }
 
+// callerState is where the caller's direction of a call stands after a
+// read of its frames.
+type callerState int
+
+const (
+	callerOpen   callerState = iota // more caller frames to come
+	callerClosed                    // the caller's terminal was read
+	callerBroken                    // the connection is closing
+)
+
 // readCaller reads the caller frames of cl until the caller's terminal and
-// reports whether the connection is still usable.
+// reports whether the connection is still usable. cl's handler, if it has
+// one, is running.
 func (c *conn) readCaller(cl *call) bool {
-	fence := sequence.New(cl.inv.CallID, frame.CallerToProvider, 0)
 	for {
 		p, err := c.r.ReadPacket()
-		if err != nil {
-			var inv *wire.InvalidError
-			if errors.As(err, &inv) && inv.Type == wire.TypeFrame {
-				c.invalidInput(cl)
-				return false
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.s.log.Debug("stream connection: read failed", "call_id", cl.inv.CallID, "err", err)
-			}
-			c.abort(cl)
-			return false
-		}
-		pf, ok := p.(*wire.Frame)
-		if !ok {
-			c.s.log.Debug("stream connection: packet out of order", "call_id", cl.inv.CallID, "type", p.Type())
-			c.abort(cl)
-			return false
-		}
-		f := pf.Frame
-		if err := fence.Accept(&f); err != nil {
-			c.invalidInput(cl)
-			return false
-		}
-		switch f.Kind {
-		case frame.KindStarted:
-		case frame.KindChunk:
-			cl.push(f)
-		case frame.KindCompleted:
-			cl.closeInput(f.Payload)
+		switch c.callerPacket(cl, p, err) {
+		case callerClosed:
 			return true
-		default: // cancelled, failed
-			cl.cancel(ErrCallerCancelled)
-			return true
+		case callerBroken:
+			return false
 		}
 	}
+}
+
+// readBuffered takes the caller frames of cl that are already whole in the
+// reader's buffer, before cl's handler runs, as long as the ingress queue
+// has room for them, and says where the caller's direction stands; it
+// reads nothing from the connection itself.
+func (c *conn) readBuffered(cl *call) callerState {
+	for c.r.PacketBuffered() && len(cl.in) < cap(cl.in) {
+		p, err := c.r.ReadPacket()
+		if st := c.callerPacket(cl, p, err); st != callerOpen {
+			return st
+		}
+	}
+	return callerOpen
+}
+
+// callerPacket handles one read on cl's connection while its caller's
+// direction is open. Every way it ends the call but the caller's own
+// terminal starts cl's handler first, so that the handler sees its cause
+// and the runner writes the call's terminal and end.
+func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
+	if err != nil {
+		c.ensureRunning(cl)
+		var inv *wire.InvalidError
+		if errors.As(err, &inv) && inv.Type == wire.TypeFrame {
+			c.invalidInput(cl)
+			return callerBroken
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			c.s.log.Debug("stream connection: read failed", "call_id", cl.inv.CallID, "err", err)
+		}
+		c.abort(cl)
+		return callerBroken
+	}
+	pf, ok := p.(*wire.Frame)
+	if !ok {
+		c.ensureRunning(cl)
+		c.s.log.Debug("stream connection: packet out of order", "call_id", cl.inv.CallID, "type", p.Type())
+		c.abort(cl)
+		return callerBroken
+	}
+	f := pf.Frame
+	if err := cl.fence.Accept(&f); err != nil {
+		c.ensureRunning(cl)
+		c.invalidInput(cl)
+		return callerBroken
+	}
+	switch f.Kind {
+	case frame.KindStarted:
+	case frame.KindChunk:
+		cl.push(f)
+	case frame.KindCompleted:
+		cl.closeInput(f.Payload)
+		return callerClosed
+	default: // cancelled, failed
+		cl.cancel(ErrCallerCancelled)
+		return callerClosed
+	}
+	return callerOpen
 }
 
 // invalidInput ends cl with failed invalid_frame and end, then closes the

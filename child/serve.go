@@ -24,6 +24,13 @@ const rememberedCancels = 1024
 // host is gone, so that a child exits within 1 s of control EOF.
 const hostGoneWait = 100 * time.Millisecond
 
+// inlineWatch is how often the server's watch looks at the handlers that
+// run on their connection's reader (conn.runInline) while there are any:
+// one it finds running twice in a row, so for inlineWatch or more, gets a
+// new reader goroutine for its connection, which sees the connection
+// close. Short calls, most of them, never need one.
+const inlineWatch = 50 * time.Millisecond
+
 // connWriteGrace bounds how long a stream connection's last queued packets
 // may take to reach a peer that stopped reading, when the connection is
 // released.
@@ -93,7 +100,17 @@ type server struct {
 	closing    bool               // shutdown began: no new connections; guarded by mu
 
 	wg      sync.WaitGroup // accept loop, control reader, drain, connection readers
-	runners sync.WaitGroup // the connections' call runners (waited for only when no handler is abandoned)
+	runners sync.WaitGroup // the connections' call runners and readers that ran a handler (waited for only when no handler is abandoned)
+
+	// The watch of inline handlers (see inlineWatch): a timer armed while
+	// they run, stopped by shutdown. watchWG counts the armed timer and a
+	// running tick.
+	watchMu      sync.Mutex
+	watchT       *time.Timer // made on first use; guarded by watchMu
+	watchArmed   bool        // guarded by watchMu
+	watchUsed    bool        // an inline handler started since the last tick; guarded by watchMu
+	watchStopped bool        // guarded by watchMu
+	watchWG      sync.WaitGroup
 }
 
 func newServer(control net.Conn, ln net.Listener, opts *Options) *server {
@@ -342,18 +359,76 @@ func (s *server) acceptLoop() {
 			return
 		}
 		s.conns[c] = struct{}{}
-		s.wg.Add(1)
+		s.wg.Add(1) // done by serve (see conn.readLoop)
 		s.mu.Unlock()
-		go func() { // stopped by closing nc (shutdown, protocol errors) or the peer's EOF
-			defer s.wg.Done()
-			c.serve()
-		}()
+		go c.serve() // stopped by closing nc (shutdown, protocol errors) or the peer's EOF
 	}
+}
+
+// watchInline tells the watch that a handler starts on its connection's
+// reader, and arms it if need be.
+func (s *server) watchInline() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.watchUsed = true
+	if s.watchArmed || s.watchStopped {
+		return
+	}
+	s.armWatchLocked()
+}
+
+// armWatchLocked arms the watch's timer; watchMu is held.
+func (s *server) armWatchLocked() {
+	s.watchArmed = true
+	s.watchWG.Add(1) // done by the tick, or by stopWatch stopping the timer
+	if s.watchT == nil {
+		s.watchT = time.AfterFunc(inlineWatch, s.watchTick)
+	} else {
+		s.watchT.Reset(inlineWatch)
+	}
+}
+
+// watchTick looks at every connection (conn.watched) and arms the watch
+// again while inline handlers run or started since the last tick.
+func (s *server) watchTick() {
+	defer s.watchWG.Done()
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	busy := false
+	for _, c := range conns {
+		busy = c.watched() || busy
+	}
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.watchArmed = false
+	if s.watchStopped || !busy && !s.watchUsed {
+		return
+	}
+	s.watchUsed = false
+	s.armWatchLocked()
+}
+
+// stopWatch stops the watch for good and waits for a tick under way, which
+// may be starting a reader (counted in s.runners before it returns).
+func (s *server) stopWatch() {
+	s.watchMu.Lock()
+	s.watchStopped = true
+	if s.watchArmed && s.watchT.Stop() {
+		s.watchArmed = false
+		s.watchWG.Done()
+	}
+	s.watchMu.Unlock()
+	s.watchWG.Wait()
 }
 
 // shutdown closes every connection and waits for the goroutines, giving
 // handlers up to wait to return.
 func (s *server) shutdown(wait time.Duration) {
+	s.stopWatch()
 	s.mu.Lock()
 	s.closing = true
 	conns := make([]*conn, 0, len(s.conns))

@@ -268,6 +268,45 @@ func (s *Stream) Invoke(callID, tool string, args map[string]any, timeout time.D
 	return s.Write(&wire.Invoke{CallID: callID, ToolID: tool, Arguments: pl, TimeoutMS: timeout.Milliseconds()})
 }
 
+// Request writes a whole call's caller side in one write: the invoke of
+// tool with args (nil for {}, no timeout), the caller's started, one chunk
+// per payload and the caller's completed. A child reads it as one request
+// whose input is over before its handler starts.
+func (s *Stream) Request(callID, tool string, args map[string]any, chunks ...frame.Payload) error {
+	if args == nil {
+		args = map[string]any{}
+	}
+	pl, err := frame.PayloadOf(args)
+	if err != nil {
+		return err
+	}
+	pkts := []wire.Packet{&wire.Invoke{CallID: callID, ToolID: tool, Arguments: pl}}
+	started, err := frame.NewStarted(callID, frame.CallerToProvider)
+	if err != nil {
+		return err
+	}
+	pkts = append(pkts, &wire.Frame{Frame: started})
+	for i, c := range chunks {
+		f, err := frame.NewChunk(callID, frame.CallerToProvider, uint64(i+1), c, nil)
+		if err != nil {
+			return err
+		}
+		pkts = append(pkts, &wire.Frame{Frame: f})
+	}
+	done, err := frame.NewCompleted(callID, frame.CallerToProvider, uint64(len(chunks)+1), nil)
+	if err != nil {
+		return err
+	}
+	pkts = append(pkts, &wire.Frame{Frame: done})
+	var b []byte
+	for _, p := range pkts {
+		if b, _, err = wire.AppendPacket(b, p, wire.Limits{}); err != nil {
+			return err
+		}
+	}
+	return s.WriteRaw(b)
+}
+
 // Caller writes the caller frame f (direction and call id as given).
 func (s *Stream) Caller(f frame.Frame) error { return s.Write(&wire.Frame{Frame: f}) }
 
