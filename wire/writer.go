@@ -161,6 +161,57 @@ func (w *Writer) write(p Packet, now bool) error {
 	return nil
 }
 
+// WritePackets writes ps as one request: validated and queued all
+// together or, when one of them is refused, none of them (its error is
+// WritePacket's). When the Writer is idle (nothing queued, nothing being
+// written, outside a Cork) the calling goroutine writes them itself, in
+// one write, before it returns: a request has nothing to wait for.
+// Otherwise they are queued as by WritePacket. It returns once they are
+// queued, or written when one has an attachment.
+func (w *Writer) WritePackets(ps ...Packet) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && !w.closed && len(w.cur.hdr) >= maxPending {
+		w.wakeLocked()
+		w.cond.Wait()
+	}
+	if err := w.unusableLocked(); err != nil {
+		return err
+	}
+	idle := len(w.cur.hdr) == 0 && w.spare != nil
+	hdr, atts := w.cur.hdr, len(w.cur.atts)
+	for _, p := range ps {
+		var att []byte
+		var err error
+		if hdr, att, err = AppendPacket(hdr, p, w.limits); err != nil {
+			clear(w.cur.atts[atts:])
+			w.cur.atts = w.cur.atts[:atts] // w.cur.hdr was never extended
+			return err
+		}
+		if len(att) > 0 {
+			w.cur.atts = append(w.cur.atts, attachment{at: len(hdr), data: att})
+		}
+	}
+	w.cur.hdr = hdr
+	withAtt := len(w.cur.atts) > atts
+	switch {
+	case idle && w.corked == 0:
+		w.writeCur()
+		return w.err
+	case !withAtt && w.corked > 0:
+		return nil
+	}
+	id := w.queued
+	w.wakeLocked()
+	if withAtt {
+		for w.written < id && w.err == nil {
+			w.cond.Wait()
+		}
+		return w.err
+	}
+	return nil
+}
+
 // Cork makes the packets without attachments that are queued from now on
 // wait for the matching Uncork, so that a goroutine sending a few packets
 // one after the other (a terminal and its end, an invoke and its started)

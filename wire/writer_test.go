@@ -596,3 +596,33 @@ func TestWriterWritePacketNow(t *testing.T) {
 		require.NoError(t, w.Close()) // nothing queued: no write to wait for
 	})
 }
+
+// TestWriterWritePackets: a request's packets go out in one write, made
+// before WritePackets returns when the Writer is idle; one refused packet
+// queues none of them and leaves the Writer as it was.
+func TestWriterWritePackets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := NewWriter(g, Limits{})
+		defer close(g.gate)
+		bad := &Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 0, Kind: frame.KindChunk}}
+		require.ErrorIs(t, w.WritePackets(smallChunk(t, "c1", 1), bad), frame.ErrInvalid)
+		synctest.Wait()
+		require.Zero(t, g.count())
+
+		done := make(chan error, 1)
+		go func() { done <- w.WritePackets(smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3}) }() // stopped by the gate
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("WritePackets returned (%v) before its write", err)
+		default:
+		}
+		g.gate <- struct{}{}
+		require.NoError(t, <-done)
+		require.Equal(t, 1, g.count())
+		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		require.Equal(t, []Packet{smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3}}, got)
+		require.NoError(t, w.Close())
+	})
+}
