@@ -74,7 +74,7 @@ type Call struct {
 // startCall binds a new call to a stream connection and writes its invoke
 // and the caller's started. The stream slot and the call's WaitGroup
 // count were taken by acquire.
-func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record, reqArgs frame.Payload) (*Call, error) {
+func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
 		out:   newOutbox(),
@@ -114,15 +114,20 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	// Recorded before the write: the child may answer before WritePacket
 	// returns, and its output must come after the request in the log.
 	rec.Request(calllog.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version, Args: reqArgs})
-	err := c.w.WritePacket(inv)
-	if err == nil {
-		cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
-		rec.Input(cs)
-		call.sendPkt.Frame = cs
-		if err = c.w.WritePacket(&call.sendPkt); err == nil {
-			call.send.Accept(&cs)
+	var err error
+	if o.closedInput {
+		err = call.writeRequest(inv, o.input)
+	} else {
+		err = c.w.WritePacket(inv)
+		if err == nil {
+			cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
+			rec.Input(cs)
+			call.sendPkt.Frame = cs
+			if err = c.w.WritePacket(&call.sendPkt); err == nil {
+				call.send.Accept(&cs)
+			}
+			call.sendPkt.Frame = frame.Frame{}
 		}
-		call.sendPkt.Frame = frame.Frame{}
 	}
 	call.sendMu.Unlock()
 	if err != nil {
@@ -137,6 +142,40 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 		return nil, ce
 	}
 	return call, nil
+}
+
+// writeRequest writes the invoke, the caller's started, a chunk for each
+// payload of input and the caller's completed in one write (WithInput),
+// and closes the caller's direction; sendMu is held. The frames are
+// recorded before the write, as Send's are.
+func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
+	frames := make([]wire.Frame, 0, len(input)+2)
+	cs, _ := frame.NewStarted(c.id, frame.CallerToProvider)
+	frames = append(frames, wire.Frame{Frame: cs})
+	for i, p := range input {
+		f, err := frame.NewChunk(c.id, frame.CallerToProvider, uint64(i+1), p, nil)
+		if err != nil {
+			return err
+		}
+		frames = append(frames, wire.Frame{Frame: f})
+	}
+	done, _ := frame.NewCompleted(c.id, frame.CallerToProvider, uint64(len(input)+1), nil)
+	frames = append(frames, wire.Frame{Frame: done})
+	pkts := make([]wire.Packet, 0, len(frames)+1)
+	pkts = append(pkts, inv)
+	for i := range frames {
+		c.rec.Input(frames[i].Frame)
+		pkts = append(pkts, &frames[i])
+	}
+	if err := c.conn.w.WritePackets(pkts...); err != nil {
+		return err
+	}
+	for i := range frames {
+		c.send.Accept(&frames[i].Frame)
+	}
+	c.sendDone = true
+	c.callerClosed.Store(true)
+	return nil
 }
 
 // ID returns the call id, unique within the Host.
@@ -251,7 +290,8 @@ func (c *Call) Record() *calllog.Record { return c.rec }
 // CloseSend half-closes the call: the caller's completed tells the
 // handler its input is over; its output goes on.
 //
-// It returns ErrSendClosed after the caller's own CloseSend or Cancel. When
+// It returns ErrSendClosed after the caller's own CloseSend or Cancel, and
+// for a call made WithInput. When
 // the call already ended on the provider's side (a handler that fails at
 // once, say), the host closed the caller's direction itself and CloseSend
 // returns nil: there is nothing left to close, and Recv or Wait give the

@@ -248,6 +248,8 @@ type callOptions struct {
 	observers    []calllog.Observer
 	journal      *calllog.Journal
 	streamed     bool // set by CallStream: the request event carries the arguments
+	input        []frame.Payload
+	closedInput  bool // WithInput: the caller's whole input goes with the invoke
 }
 
 func gatherOptions(opts []CallOption) *callOptions {
@@ -276,6 +278,19 @@ func WithParent(tree, parent string) CallOption {
 // any enclosing program's.
 func WithObservers(obs ...calllog.Observer) CallOption {
 	return func(o *callOptions) { o.observers = append(o.observers, obs...) }
+}
+
+// WithInput sends the call's whole input with its invoke: a chunk for each
+// payload (none for no input), then the caller's completed, all in one
+// write with the invoke. Use it for a plain request, whose input is known
+// when it is made: the child then answers it on the goroutine the request
+// woke, without switching to another, and Send and CloseSend are not
+// needed (they return ErrSendClosed). Each payload must be a JSON object
+// that passes the tool's input_schema, or the call is refused as for bad
+// arguments (a *SchemaError, nothing sent). The payloads are not copied;
+// do not modify them afterwards.
+func WithInput(payloads ...frame.Payload) CallOption {
+	return func(o *callOptions) { o.input, o.closedInput = payloads, true }
 }
 
 // WithJournal names the journal of the call's tree. It must be the
@@ -395,8 +410,24 @@ func endWith(ctx context.Context, rec *calllog.Record, o calllog.Outcome, err er
 	return err
 }
 
+// checkInput validates the payloads of WithInput against t's input_schema.
+func checkInput(t *tool, input []frame.Payload) error {
+	for _, p := range input {
+		if p == nil || p.Check() != nil {
+			return &SchemaError{Schema: "input", Value: "not a JSON object"}
+		}
+		if err := validate(t.input, "input", p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // dispatch sends a recorded, validated call of t to a child.
 func (h *Host) dispatch(ctx context.Context, rec *calllog.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+	if err := checkInput(t, o.input); err != nil {
+		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, endWith(ctx, rec, calllog.Cancelled("context done before the call was sent"), err)
 	}
@@ -444,7 +475,7 @@ func (h *Host) startCall(ctx context.Context, rec *calllog.Record, t *tool, args
 	if o.streamed {
 		reqArgs = args // the started event had none
 	}
-	return ch.startCall(ctx, t, inv, rec, reqArgs)
+	return ch.startCall(ctx, t, inv, rec, reqArgs, o)
 }
 
 // Program runs fn as a program named name: a call in the log whose calls —

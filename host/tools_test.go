@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 )
 
@@ -331,4 +333,62 @@ func TestRealMediaRelease(t *testing.T) {
 		t.Fatal("no attachment was read into released memory")
 	}
 	c.Release(frame.Frame{}) // no media: nothing happens
+}
+
+// TestRealWithInput: a call made WithInput sends its input with the invoke
+// and closes the caller's direction; the provider sees every chunk, Send
+// and CloseSend are closed, and the call log has the caller's frames.
+// Input that breaks the tool's input_schema refuses the call.
+func TestRealWithInput(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	in := []frame.Payload{frame.MustPayload(map[string]any{"text": "ab"}), frame.MustPayload(map[string]any{"text": "cd"})}
+	for range 3 { // on one connection, reused
+		c, err := h.Call(ctx, "upper", nil, WithInput(in...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, in[0], nil); !errors.Is(err, ErrSendClosed) {
+			t.Fatalf("Send: %v, want ErrSendClosed", err)
+		}
+		if err := c.CloseSend(); !errors.Is(err, ErrSendClosed) {
+			t.Fatalf("CloseSend: %v, want ErrSendClosed", err)
+		}
+		fs := collect(t, c)
+		var got []string
+		for _, f := range fs[1 : len(fs)-1] {
+			s, _ := f.Payload.Text()
+			got = append(got, s)
+		}
+		if strings.Join(got, ",") != "AB,CD" {
+			t.Fatalf("output %q, want AB,CD", got)
+		}
+		if term := fs[len(fs)-1]; term.Kind != frame.KindCompleted {
+			t.Fatalf("terminal %v, want completed", term.Kind)
+		}
+		var inputs []string
+		for e := range c.Events() {
+			if e.Kind == calllog.KindInput {
+				inputs = append(inputs, e.FrameKind.String())
+			}
+		}
+		if strings.Join(inputs, ",") != "started,chunk,chunk,completed" {
+			t.Fatalf("input events %v", inputs)
+		}
+	}
+	c, err := h.Call(ctx, "echo", nil, WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := collect(t, c); len(fs) != 2 {
+		t.Fatalf("echo without input: %d frames, want started and completed", len(fs))
+	}
+
+	for _, bad := range []frame.Payload{frame.MustPayload(map[string]any{"n": 1}), {0x01}} {
+		_, err := h.Call(ctx, "upper", nil, WithInput(bad))
+		var se *SchemaError
+		if !errors.As(err, &se) || se.Schema != "input" {
+			t.Fatalf("input %x: %v, want an input *SchemaError", []byte(bad), err)
+		}
+	}
 }
