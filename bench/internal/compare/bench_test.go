@@ -77,6 +77,19 @@ func BenchmarkSkulkCall(b *testing.B) {
 	})
 }
 
+// BenchmarkSkulkCallStreamed is BenchmarkSkulkCall with the input sent
+// after the call started (Send, CloseSend) rather than with the invoke.
+func BenchmarkSkulkCallStreamed(b *testing.B) {
+	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error {
+		for range n {
+			if err := ss.callStreamed(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // BenchmarkSkulkCallNoDeadline is BenchmarkSkulkCall with a context that
 // has no deadline: the difference is what a deadline costs a call.
 func BenchmarkSkulkCallNoDeadline(b *testing.B) {
@@ -91,7 +104,7 @@ func BenchmarkSkulkCallNoDeadline(b *testing.B) {
 }
 
 // BenchmarkWireCall: one op is the sequential call of BenchmarkSkulkCall
-// (echo, one 64-byte chunk, half-close, read to the end) driven at the wire
+// (echo, one 64-byte chunk, completed, read to the end) driven at the wire
 // level by the benchmark goroutine itself: invoke, started, the chunk and
 // completed in one write, then the child's frames and end read on the same
 // goroutine. It is the floor a host with no goroutine of its own in the

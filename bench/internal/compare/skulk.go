@@ -192,7 +192,28 @@ func (ss *skulkSession) echo(ctx context.Context, n int) error {
 	return nil
 }
 
+// call is one small call: echo of one 64-byte chunk, sent with the invoke
+// (host.WithInput: invoke, started, the chunk and completed in one write),
+// read to its end.
 func (ss *skulkSession) call(ctx context.Context) error {
+	c, err := ss.h.Call(ctx, "echo", nil, host.WithInput(smallPayload))
+	if err != nil {
+		return err
+	}
+	got, _, err := drain(ctx, c)
+	if err != nil {
+		return err
+	}
+	if got != 1 {
+		return fmt.Errorf("skulk: call: got %d chunks, want 1", got)
+	}
+	return nil
+}
+
+// callStreamed is call with its input streamed: Call, then Send and
+// CloseSend, which is what a caller that learns its input only after the
+// call started does. The frames on the wire are the same.
+func (ss *skulkSession) callStreamed(ctx context.Context) error {
 	c, err := ss.h.Call(ctx, "echo", nil)
 	if err != nil {
 		return err
