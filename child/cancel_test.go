@@ -294,6 +294,18 @@ func TestDrainPastGrace(t *testing.T) {
 }
 
 func TestServeReturnsOnControlEOF(t *testing.T) {
+	serveReturnsOnControlEOF(t, func(s *testnet.Stream) error {
+		if err := s.Invoke("eof1", "stubborn", nil, 0); err != nil {
+			return err
+		}
+		return s.Started("eof1")
+	})
+}
+
+// serveReturnsOnControlEOF starts a call of a handler that ignores
+// cancellation with begin, then closes the control connection: Serve must
+// return promptly all the same.
+func serveReturnsOnControlEOF(t *testing.T, begin func(*testnet.Stream) error) {
 	release := newGate()
 	defer release.open()
 	stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
@@ -304,7 +316,7 @@ func TestServeReturnsOnControlEOF(t *testing.T) {
 	_, err := srv.host.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
 	s := dial(t, srv.host)
-	begin(t, s, "eof1", "stubborn", nil)
+	require.NoError(t, begin(s))
 	pingUntil(t, srv.host, func(p *wire.Pong) bool { return p.Streams == 1 })
 	start := time.Now()
 	srv.host.Close()

@@ -1,13 +1,12 @@
 package child_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -86,24 +85,7 @@ func TestPlainRequestLongHandlerKeepsConnection(t *testing.T) {
 // ignores cancellation runs on its connection's reader, yet Serve still
 // returns promptly once the control connection reaches EOF.
 func TestPlainRequestStuckOnControlEOF(t *testing.T) {
-	release := newGate()
-	defer release.open()
-	stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
-		<-release.ch
-		return nil, nil
-	}}
-	srv := serveChild(t, config{}, demoOptions(stubborn))
-	_, err := srv.host.Handshake(ctxT(t), nil)
-	require.NoError(t, err)
-	s := dial(t, srv.host)
-	require.NoError(t, s.Request("ps1", "stubborn", nil))
-	pingUntil(t, srv.host, func(p *wire.Pong) bool { return p.Streams == 1 })
-	start := time.Now()
-	srv.host.Close()
-	require.NoError(t, srv.result(t))
-	require.Less(t, time.Since(start), 2*time.Second) // as TestServeReturnsOnControlEOF
-	requireClosed(t, s)
-	release.open()
+	serveReturnsOnControlEOF(t, func(s *testnet.Stream) error { return s.Request("ps1", "stubborn", nil) })
 }
 
 // TestPlainRequestInvalidFrame: a plain request with a caller frame that

@@ -547,6 +547,23 @@ func TestWriterCorkedStillDrains(t *testing.T) {
 	})
 }
 
+// requireWritesOnCaller runs write, inside a synctest bubble, and checks
+// that it does not return before its write got through g's gate, which it
+// then lets one write through: the write was made by write's goroutine.
+func requireWritesOnCaller(t *testing.T, g *gateWriter, write func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- write() }() // stopped by the gate value below
+	synctest.Wait()
+	select {
+	case err := <-done:
+		t.Fatalf("returned (%v) before its write", err)
+	default:
+	}
+	g.gate <- struct{}{}
+	require.NoError(t, <-done)
+}
+
 // TestWriterWritePacketNow: a packet that finds the Writer idle and quiet
 // is written before WritePacketNow returns; one that follows another
 // within quietGap goes to the flusher, as WritePacket's always does. Each
@@ -558,16 +575,7 @@ func TestWriterWritePacketNow(t *testing.T) {
 		defer close(g.gate)
 		direct := func(seq uint64) {
 			t.Helper()
-			done := make(chan error, 1)
-			go func() { done <- w.WritePacketNow(smallChunk(t, "c1", seq)) }() // stopped by the gate
-			synctest.Wait()
-			select {
-			case err := <-done:
-				t.Fatalf("WritePacketNow returned (%v) before its write", err)
-			default:
-			}
-			g.gate <- struct{}{}
-			require.NoError(t, <-done)
+			requireWritesOnCaller(t, g, func() error { return w.WritePacketNow(smallChunk(t, "c1", seq)) })
 		}
 		direct(1)
 		require.Equal(t, 1, g.count())
@@ -610,16 +618,9 @@ func TestWriterWritePackets(t *testing.T) {
 		synctest.Wait()
 		require.Zero(t, g.count())
 
-		done := make(chan error, 1)
-		go func() { done <- w.WritePackets(smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3}) }() // stopped by the gate
-		synctest.Wait()
-		select {
-		case err := <-done:
-			t.Fatalf("WritePackets returned (%v) before its write", err)
-		default:
-		}
-		g.gate <- struct{}{}
-		require.NoError(t, <-done)
+		requireWritesOnCaller(t, g, func() error {
+			return w.WritePackets(smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3})
+		})
 		require.Equal(t, 1, g.count())
 		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
 		require.Equal(t, []Packet{smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3}}, got)

@@ -200,6 +200,11 @@ func (ss *skulkSession) call(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return drainEcho(ctx, c)
+}
+
+// drainEcho reads a small call's echo to its end: one chunk, completed.
+func drainEcho(ctx context.Context, c *host.Call) error {
 	got, _, err := drain(ctx, c)
 	if err != nil {
 		return err
@@ -226,14 +231,7 @@ func (ss *skulkSession) callStreamed(ctx context.Context) error {
 		c.Cancel()
 		return err
 	}
-	got, _, err := drain(ctx, c)
-	if err != nil {
-		return err
-	}
-	if got != 1 {
-		return fmt.Errorf("skulk: call: got %d chunks, want 1", got)
-	}
-	return nil
+	return drainEcho(ctx, c)
 }
 
 func (ss *skulkSession) close() error {
