@@ -49,7 +49,10 @@
 // caller was given.
 //
 // A Call's context works as exec.CommandContext's: its deadline becomes
-// the invoke's timeout_ms, and cancelling it cancels the call.
+// the invoke's timeout_ms, and cancelling it cancels the call. A call
+// whose input is known when it is made (or is empty) is best made
+// WithInput: its input goes with the invoke in one write, and the child
+// answers it without switching goroutines.
 //
 //	h, err := host.Start(ctx, host.Config{Command: "skulk-child"})
 //	if err != nil { ... }
