@@ -47,7 +47,9 @@ func FuzzStreamConnection(f *testing.F) {
 	chunk := func(id string, seq uint64) wire.Packet {
 		return fr(frame.NewChunk(id, frame.CallerToProvider, seq, text, nil))
 	}
-	done := func(id string, seq uint64) wire.Packet { return fr(frame.NewCompleted(id, frame.CallerToProvider, seq, nil)) }
+	done := func(id string, seq uint64) wire.Packet {
+		return fr(frame.NewCompleted(id, frame.CallerToProvider, seq, nil))
+	}
 	f.Add(enc(inv("a", "echo", args(map[string]any{})), started("a"), chunk("a", 1), done("a", 2)))
 	f.Add(enc(inv("a", "echo", args(map[string]any{})), started("a"), chunk("a", 1)))
 	f.Add(enc(inv("a", "sleep", args(map[string]any{"ms": 60_000})), started("a"), done("a", 1)))
