@@ -108,7 +108,7 @@ func (w *Writer) SetLimits(l Limits) {
 // ErrAttachmentLength for one over the limits, the connection's write error
 // once a write failed (every later call returns it too), ErrClosed after
 // Close.
-func (w *Writer) WritePacket(p Packet) error { return w.write(p, false) }
+func (w *Writer) WritePacket(p Packet) error { return w.send([]Packet{p}, queued) }
 
 // WritePacketNow is WritePacket for a goroutine that answers a request and
 // has nothing to do while its packet waits for the flusher: when the Writer
@@ -117,9 +117,28 @@ func (w *Writer) WritePacket(p Packet) error { return w.write(p, false) }
 // a reply costs no goroutine switch; it then blocks until the connection
 // took p. Otherwise it is WritePacket: a packet that follows another
 // closely is part of a stream, which the flusher coalesces.
-func (w *Writer) WritePacketNow(p Packet) error { return w.write(p, true) }
+func (w *Writer) WritePacketNow(p Packet) error { return w.send([]Packet{p}, reply) }
 
-func (w *Writer) write(p Packet, now bool) error {
+// WritePackets writes ps as one request: validated and queued all
+// together or, when one of them is refused, none of them (its error is
+// WritePacket's). When the Writer is idle (nothing queued, nothing being
+// written, outside a Cork) the calling goroutine writes them itself, in
+// one write, before it returns: a request has nothing to wait for.
+// Otherwise they are queued as by WritePacket. It returns once they are
+// queued, or written when one has an attachment.
+func (w *Writer) WritePackets(ps ...Packet) error { return w.send(ps, request) }
+
+// sendMode says when a sender writes its packets itself rather than hand
+// them to the flusher (see Writer).
+type sendMode int
+
+const (
+	queued  sendMode = iota // WritePacket: only a packet with an attachment, when the Writer is idle
+	reply                   // WritePacketNow: also when the Writer is idle and quiet
+	request                 // WritePackets: also when the Writer is idle
+)
+
+func (w *Writer) send(ps []Packet, mode sendMode) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for w.err == nil && !w.closed && len(w.cur.hdr) >= maxPending {
@@ -130,62 +149,13 @@ func (w *Writer) write(p Packet, now bool) error {
 		return err
 	}
 	idle := len(w.cur.hdr) == 0 && w.spare != nil // nothing queued, nothing being written
-	hdr, att, err := AppendPacket(w.cur.hdr, p, w.limits)
-	if err != nil {
-		return err
-	}
-	w.cur.hdr = hdr
-	if len(att) > 0 {
-		w.cur.atts = append(w.cur.atts, attachment{at: len(hdr), data: att})
-	}
-	switch {
-	case idle && (len(att) > 0 || now && w.corked == 0 && time.Since(w.last) >= quietGap):
-		// The caller writes its packet itself rather than hand it to the
-		// flusher and back: a writer of an attachment has to wait for it
-		// anyway, and a quiet Writer has nothing to coalesce it with. It
-		// goes through writeCur as the flusher does, so there is still one
-		// writer at a time and packets keep their order.
-		w.writeCur()
-		return w.err
-	case len(att) == 0 && w.corked > 0:
-		return nil // written by the last Uncork, or with whatever goes before it
-	}
-	id := w.queued
-	w.wakeLocked()
-	if len(att) > 0 {
-		for w.written < id && w.err == nil {
-			w.cond.Wait()
-		}
-		return w.err
-	}
-	return nil
-}
-
-// WritePackets writes ps as one request: validated and queued all
-// together or, when one of them is refused, none of them (its error is
-// WritePacket's). When the Writer is idle (nothing queued, nothing being
-// written, outside a Cork) the calling goroutine writes them itself, in
-// one write, before it returns: a request has nothing to wait for.
-// Otherwise they are queued as by WritePacket. It returns once they are
-// queued, or written when one has an attachment.
-func (w *Writer) WritePackets(ps ...Packet) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.err == nil && !w.closed && len(w.cur.hdr) >= maxPending {
-		w.wakeLocked()
-		w.cond.Wait()
-	}
-	if err := w.unusableLocked(); err != nil {
-		return err
-	}
-	idle := len(w.cur.hdr) == 0 && w.spare != nil
 	hdr, atts := w.cur.hdr, len(w.cur.atts)
 	for _, p := range ps {
 		var att []byte
 		var err error
 		if hdr, att, err = AppendPacket(hdr, p, w.limits); err != nil {
 			clear(w.cur.atts[atts:])
-			w.cur.atts = w.cur.atts[:atts] // w.cur.hdr was never extended
+			w.cur.atts = w.cur.atts[:atts] // w.cur.hdr was never extended: nothing is queued
 			return err
 		}
 		if len(att) > 0 {
@@ -195,11 +165,17 @@ func (w *Writer) WritePackets(ps ...Packet) error {
 	w.cur.hdr = hdr
 	withAtt := len(w.cur.atts) > atts
 	switch {
-	case idle && w.corked == 0:
+	case idle && (withAtt || w.corked == 0 && (mode == request || mode == reply && time.Since(w.last) >= quietGap)):
+		// The caller writes its packets itself rather than hand them to
+		// the flusher and back: a writer of an attachment has to wait for
+		// it anyway, and an idle Writer has nothing to coalesce a request
+		// or a reply with. It goes through writeCur as the flusher does,
+		// so there is still one writer at a time and packets keep their
+		// order.
 		w.writeCur()
 		return w.err
 	case !withAtt && w.corked > 0:
-		return nil
+		return nil // written by the last Uncork, or with whatever goes before it
 	}
 	id := w.queued
 	w.wakeLocked()
