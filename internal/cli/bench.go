@@ -227,12 +227,9 @@ func runDrained(ctx context.Context, h *host.Host, tool string, args map[string]
 	if err != nil {
 		return st, err
 	}
-	c, err := h.Call(ctx, tool, p)
+	c, err := h.Call(ctx, tool, p, host.WithInput()) // no input: a plain request
 	if err != nil {
 		return st, err
-	}
-	if err := c.CloseSend(); err != nil {
-		c.Cancel()
 	}
 	var last frame.Frame
 	for {
