@@ -110,7 +110,11 @@ func runCall(ctx context.Context, args []string, env Env) error {
 		callCtx, cancel = context.WithTimeout(ctx, o.timeout)
 	}
 	defer cancel()
-	c, err := h.Call(callCtx, o.tool, o.args)
+	var copts []host.CallOption
+	if input == nil {
+		copts = append(copts, host.WithInput()) // no input: a plain request, completed with its invoke
+	}
+	c, err := h.Call(callCtx, o.tool, o.args, copts...)
 	if errors.Is(err, calllog.ErrJournalStart) {
 		return journalRefusal(err)
 	}
