@@ -43,6 +43,8 @@ type call struct {
 	// are written with WritePacketNow).
 	handler, running, inline bool
 
+	handedOff bool // the watch gave the connection a new reader while the handler ran inline; guarded by c.mu
+
 	sendMu sync.Mutex
 	next   uint64     // next provider sequence; guarded by sendMu
 	pkt    wire.Frame // the packet every provider frame is written as; guarded by sendMu

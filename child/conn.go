@@ -41,12 +41,12 @@ type conn struct {
 
 	// While the reader runs a handler itself (runInline), inline is that
 	// call; the server's watch (server.watchInline) marks it seen, and
-	// hands the read side to a new reader goroutine (handedOff) when it
-	// sees it a second time. Guarded by mu.
+	// when it sees it a second time hands the read side to a new reader
+	// goroutine (setting the call's handedOff) and forgets it. Guarded by
+	// mu.
 	mu         sync.Mutex
 	inline     *call
 	inlineSeen bool
-	handedOff  bool
 }
 
 func newConn(s *server, nc net.Conn) *conn {
@@ -157,10 +157,13 @@ func (c *conn) runInline(cl *call) (handedOff bool) {
 	c.s.watchInline()
 	cl.run()
 	c.mu.Lock()
-	handedOff = c.handedOff
-	c.inline, c.handedOff = nil, false
-	c.mu.Unlock()
-	return handedOff
+	defer c.mu.Unlock()
+	// Once handed over, the new reader may be running the connection's
+	// next call inline already: only this call's own mark counts.
+	if c.inline == cl {
+		c.inline = nil
+	}
+	return cl.handedOff
 }
 
 // watched is the server's watch looking at the connection: it reports
@@ -170,16 +173,17 @@ func (c *conn) watched() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.inline == nil || c.handedOff:
+	case c.inline == nil:
 		return false
 	case !c.inlineSeen:
 		c.inlineSeen = true
 	default:
-		c.handedOff = true
+		cl := c.inline
+		cl.handedOff, c.inline = true, nil
 		// The inline handler's goroutine is counted in s.runners until
 		// it returns, so this Add comes before any runners.Wait.
 		c.s.runners.Add(1)
-		go c.readLoop(c.inline, &c.s.runners) // stopped as serve is: the connection closing
+		go c.readLoop(cl, &c.s.runners) // stopped as serve is: the connection closing
 	}
 	return true
 }

@@ -81,6 +81,29 @@ func TestPlainRequestLongHandlerKeepsConnection(t *testing.T) {
 	})
 }
 
+// TestPlainRequestAfterHandOver: after a plain request long enough to be
+// handed to a new reader, the next plain request on the connection is
+// watched in turn: closing the connection under it cancels it. The next
+// request comes right after the end, while the first reader is finishing:
+// a race, so several rounds.
+func TestPlainRequestAfterHandOver(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		for i := range 4 {
+			s := dial(t, h)
+			id := fmt.Sprintf("ho%d", i)
+			require.NoError(t, s.Request(id, "sleep", map[string]any{"ms": 150}))
+			requireTerminal(t, readCall(t, s, id), frame.KindCompleted, 0)
+			require.NoError(t, s.Request(id+"-next", "sleep", map[string]any{"ms": 60_000}))
+			pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+			start := time.Now()
+			s.Close()
+			pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
+			require.Less(t, time.Since(start), time.Second, "round %d", i)
+		}
+	})
+}
+
 // TestPlainRequestStuckOnControlEOF: a plain request's handler that
 // ignores cancellation runs on its connection's reader, yet Serve still
 // returns promptly once the control connection reaches EOF.
