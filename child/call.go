@@ -15,8 +15,9 @@ import (
 // call is one call on a stream connection.
 //
 // The connection's reader owns the ingress side (push, closeInput); the
-// runner calls the handler, then writes the terminal for causes and the
-// end; while a cancelled handler runs past its grace, graceOver writes the
+// runner (below: whichever goroutine calls run, the connection's runner or,
+// for a plain request, its reader) calls the handler, then writes the
+// terminal for causes and the end; while a cancelled handler runs past its grace, graceOver writes the
 // cause's terminal for it. Provider frames are written under sendMu, which
 // orders them and their sequence numbers; mu guards the small state shared
 // by all of them.
@@ -134,10 +135,11 @@ type result struct {
 }
 
 // run calls the handler on the connection's runner goroutine (see
-// conn.runCall), then writes the terminal the handler did not and the end.
-// The cancellation grace runs beside the handler on clocks, not goroutines
-// (superviseGrace). A handler that never returns keeps its runner: Serve
-// abandons both.
+// conn.runCall) or, for a plain request, on its reader (conn.runInline),
+// then writes the terminal the handler did not and the end. The
+// cancellation grace runs beside the handler on clocks, not goroutines
+// (superviseGrace). A handler that never returns keeps its goroutine:
+// Serve abandons both.
 func (cl *call) run() {
 	s := cl.c.s
 	defer cl.c.release()

@@ -190,8 +190,8 @@ func (w *Writer) send(ps []Packet, mode sendMode) error {
 
 // Cork makes the packets without attachments that are queued from now on
 // wait for the matching Uncork, so that a goroutine sending a few packets
-// one after the other (a terminal and its end, an invoke and its started)
-// sends them in one write. Corks nest; each Cork must be matched by one
+// one after the other (a terminal and its end) sends them in one write;
+// WritePackets is the simpler way when all of them are at hand at once. Corks nest; each Cork must be matched by one
 // Uncork, soon: a corked packet is still written at once when the queue
 // reaches its bound, when a write already under way or an attachment
 // takes it along, and by Flush and Close.
