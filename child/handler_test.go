@@ -209,7 +209,11 @@ func TestConnectionRunnerRunsEveryCall(t *testing.T) {
 	var seen []string
 	for i, panics := range []bool{false, true, false} {
 		id := fmt.Sprintf("who%d", i)
+		// The handler starts before the caller's terminal is sent, so
+		// that the call goes to the runner (a plain request, whose
+		// terminal came with its invoke, runs on the reader instead).
 		begin(t, s, id, "whoami", map[string]any{"panic": panics})
+		seen = append(seen, <-ids)
 		require.NoError(t, s.Complete(id, 1, nil))
 		res := readCall(t, s, id)
 		if panics {
@@ -217,14 +221,13 @@ func TestConnectionRunnerRunsEveryCall(t *testing.T) {
 		} else {
 			requireTerminal(t, res, frame.KindCompleted, 0)
 		}
-		seen = append(seen, <-ids)
 	}
 	require.NotEmpty(t, seen[0])
 	require.Equal(t, []string{seen[0], seen[0], seen[0]}, seen, "calls of one connection, a panic between them")
 
 	other := dial(t, h)
 	begin(t, other, "who-other", "whoami", nil)
+	require.NotEqual(t, seen[0], <-ids, "another connection's runner")
 	require.NoError(t, other.Complete("who-other", 1, nil))
 	requireTerminal(t, readCall(t, other, "who-other"), frame.KindCompleted, 0)
-	require.NotEqual(t, seen[0], <-ids, "another connection's runner")
 }
