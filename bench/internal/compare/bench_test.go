@@ -70,6 +70,11 @@ func BenchmarkSkulkCall(b *testing.B) {
 	benchSkulkCalls(b, func(ctx context.Context, ss *skulkSession) error { return ss.call(ctx) })
 }
 
+// BenchmarkSkulkUnary: one op is one unary call.
+func BenchmarkSkulkUnary(b *testing.B) {
+	benchSkulkCalls(b, func(ctx context.Context, ss *skulkSession) error { return ss.unary(ctx) })
+}
+
 // BenchmarkSkulkCallStreamed is BenchmarkSkulkCall with the input sent
 // after the call started (Send, CloseSend) rather than with the invoke.
 func BenchmarkSkulkCallStreamed(b *testing.B) {

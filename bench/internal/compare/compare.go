@@ -73,18 +73,20 @@ type metricSpec struct {
 }
 
 var (
-	mSmall  = metricSpec{"small-stream", "small-frame stream child→host (64 B)", "frames/s", true}
-	mMedia  = metricSpec{"media", "inline binary 1 MiB chunks child→host", "MB/s", true}
-	mEcho   = metricSpec{"echo", "bidirectional echo of small frames", "frames/s", true}
-	mCall50 = metricSpec{"call-p50", "sequential small calls p50", "µs", false}
-	mCall99 = metricSpec{"call-p99", "sequential small calls p99", "µs", false}
-	mStart  = metricSpec{"start", "child start to first successful call", "ms", false}
-	mCrash  = metricSpec{"crash", "crash detection (SIGKILL → caller sees failure)", "ms", false}
-	mHealth = metricSpec{"health-p99", "health-ping p99, every stream backpressured", "ms", false}
+	mSmall   = metricSpec{"small-stream", "small-frame stream child→host (64 B)", "frames/s", true}
+	mMedia   = metricSpec{"media", "inline binary 1 MiB chunks child→host", "MB/s", true}
+	mEcho    = metricSpec{"echo", "bidirectional echo of small frames", "frames/s", true}
+	mCall50  = metricSpec{"call-p50", "sequential small calls p50", "µs", false}
+	mCall99  = metricSpec{"call-p99", "sequential small calls p99", "µs", false}
+	mUnary50 = metricSpec{"unary-p50", "sequential unary calls p50 (value in, value out)", "µs", false}
+	mUnary99 = metricSpec{"unary-p99", "sequential unary calls p99 (value in, value out)", "µs", false}
+	mStart   = metricSpec{"start", "child start to first successful call", "ms", false}
+	mCrash   = metricSpec{"crash", "crash detection (SIGKILL → caller sees failure)", "ms", false}
+	mHealth  = metricSpec{"health-p99", "health-ping p99, every stream backpressured", "ms", false}
 )
 
 // WorkloadIDs are the workloads in run order: what Options.Workloads names.
-var WorkloadIDs = []string{"small-stream", "media", "echo", "calls", "start", "crash", "health"}
+var WorkloadIDs = []string{"small-stream", "media", "echo", "calls", "unary", "start", "crash", "health"}
 
 // sample is one round's values, one per metric of the workload.
 type sample []float64
@@ -111,7 +113,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 	needSessions := false
-	for _, w := range []string{"small-stream", "media", "echo", "calls"} {
+	for _, w := range []string{"small-stream", "media", "echo", "calls", "unary"} {
 		needSessions = needSessions || r.wants(w)
 	}
 	if needSessions {
@@ -144,7 +146,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		})
 	}
 	if r.wants("calls") {
-		r.calls(ctx, sessions)
+		r.calls(ctx, sessions, mCall50, mCall99, session.call)
+	}
+	if r.wants("unary") {
+		r.calls(ctx, sessions, mUnary50, mUnary99, session.unary)
 	}
 	if r.wants("start") {
 		r.single(ctx, mStart, p.startRounds, func(ctx context.Context, s system) (float64, error) {
@@ -257,9 +262,9 @@ func (r *runner) throughput(ctx context.Context, m metricSpec, sessions []sessio
 	}
 }
 
-// calls measures sequential small calls: each round times counts[i] calls
-// one by one and records their p50 and p99.
-func (r *runner) calls(ctx context.Context, sessions []session) {
+// calls measures sequential small calls made with call: each round times
+// counts[i] calls one by one and records their p50 as m50 and p99 as m99.
+func (r *runner) calls(ctx context.Context, sessions []session, m50, m99 metricSpec, call func(session, context.Context) error) {
 	const n0 = 200
 	counts := make([]int, len(r.systems))
 	lat := make([]time.Duration, 0, maxCalls)
@@ -267,7 +272,7 @@ func (r *runner) calls(ctx context.Context, sessions []session) {
 		lat = lat[:0]
 		for i := 0; i < n; i++ {
 			t0 := time.Now()
-			if err := s.call(ctx); err != nil {
+			if err := call(s, ctx); err != nil {
 				return err
 			}
 			lat = append(lat, time.Since(t0))
@@ -279,25 +284,25 @@ func (r *runner) calls(ctx context.Context, sessions []session) {
 		d, err := timed(func() error { return run(mctx, sessions[i], n0) })
 		cancel()
 		if err != nil {
-			r.record(mCall50, s.name(), 0, fmt.Errorf("calibration: %w", err))
-			r.record(mCall99, s.name(), 0, fmt.Errorf("calibration: %w", err))
+			r.record(m50, s.name(), 0, fmt.Errorf("calibration: %w", err))
+			r.record(m99, s.name(), 0, fmt.Errorf("calibration: %w", err))
 			continue
 		}
 		n := int(float64(n0) * r.p.target.Seconds() / max(d.Seconds(), 1e-6))
 		counts[i] = min(max(n, n0), maxCalls)
-		r.fig(mCall50, s.name()).Count = counts[i]
-		r.fig(mCall99, s.name()).Count = counts[i]
+		r.fig(m50, s.name()).Count = counts[i]
+		r.fig(m99, s.name()).Count = counts[i]
 	}
 	for range r.p.rounds {
 		for i, s := range r.systems {
-			if r.failed(mCall50, s.name()) || ctx.Err() != nil {
+			if r.failed(m50, s.name()) || ctx.Err() != nil {
 				continue
 			}
 			mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
 			err := run(mctx, sessions[i], counts[i])
 			cancel()
-			r.record(mCall50, s.name(), us(percentile(lat, 0.50)), err)
-			r.record(mCall99, s.name(), us(percentile(lat, 0.99)), err)
+			r.record(m50, s.name(), us(percentile(lat, 0.50)), err)
+			r.record(m99, s.name(), us(percentile(lat, 0.99)), err)
 		}
 	}
 }

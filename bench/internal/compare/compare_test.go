@@ -167,6 +167,14 @@ func exercise(t *testing.T, s system) {
 			t.Fatalf("call: %v", err)
 		}
 	}
+	for range 10 {
+		if err := sess.unary(ctx); err != nil {
+			if errors.Is(err, errNotApplicable) && s.name() == SkulkDemo {
+				break // the demo child has no unary tool
+			}
+			t.Fatalf("unary: %v", err)
+		}
+	}
 	if d, err := s.coldStart(ctx); err != nil || d <= 0 {
 		t.Errorf("coldStart = %v, %v", d, err)
 	}
@@ -203,12 +211,12 @@ func TestRunQuickSubset(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Quick: true, Bin: bins, Dir: t.TempDir(),
-		Systems: []string{Skulk, "raw"}, Workloads: []string{"calls", "crash"}})
+		Systems: []string{Skulk, "raw"}, Workloads: []string{"calls", "unary", "crash"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Metrics) != 3 {
-		t.Fatalf("got %d metrics, want 3 (call p50, p99, crash)", len(rep.Metrics))
+	if len(rep.Metrics) != 5 {
+		t.Fatalf("got %d metrics, want 5 (call p50, p99, unary p50, p99, crash)", len(rep.Metrics))
 	}
 	for _, m := range rep.Metrics {
 		for _, f := range m.Figures {

@@ -215,6 +215,9 @@ func (gs *grpcSession) echo(ctx context.Context, n int) error {
 	return nil
 }
 
+// unary is call: it is this system's unary form already.
+func (gs *grpcSession) unary(ctx context.Context) error { return gs.call(ctx) }
+
 func (gs *grpcSession) call(ctx context.Context) error {
 	out, err := gs.bench.Call(ctx, make([]byte, payloadSize))
 	if err != nil {

@@ -209,6 +209,9 @@ func (ms *mcpSession) echo(ctx context.Context, n int) error {
 
 var echoText = strings.Repeat("x", payloadSize)
 
+// unary is call: it is this system's unary form already.
+func (ms *mcpSession) unary(ctx context.Context) error { return ms.call(ctx) }
+
 func (ms *mcpSession) call(ctx context.Context) error {
 	res, err := ms.sess.CallTool(ctx, &mcp.CallToolParams{Name: mcpbench.ToolEcho, Arguments: mcpbench.EchoArgs{Text: echoText}})
 	if err != nil {

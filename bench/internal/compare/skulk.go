@@ -26,7 +26,8 @@ func (s *skulkSystem) name() string { return s.sys }
 
 // skulkSession is a started host with one child.
 type skulkSession struct {
-	h *host.Host
+	h        *host.Host
+	hasReply bool // the child has the bench child's reply tool (unary calls)
 }
 
 func (s *skulkSystem) start(ctx context.Context) (*skulkSession, error) {
@@ -34,7 +35,11 @@ func (s *skulkSystem) start(ctx context.Context) (*skulkSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("skulk: start: %w", err)
 	}
-	return &skulkSession{h: h}, nil
+	ss := &skulkSession{h: h}
+	for _, t := range h.Tools() {
+		ss.hasReply = ss.hasReply || t.ID == "reply"
+	}
+	return ss, nil
 }
 
 func (s *skulkSystem) open(ctx context.Context) (session, error) { return s.start(ctx) }
@@ -211,6 +216,27 @@ func drainEcho(ctx context.Context, c *host.Call) error {
 	}
 	if got != 1 {
 		return fmt.Errorf("skulk: call: got %d chunks, want 1", got)
+	}
+	return nil
+}
+
+// unary is the call in the shape of a unary RPC: the 64-byte payload goes
+// as the invoke's arguments and comes back as the completed frame's value
+// (invoke, started and completed in one write; completed and end back).
+func (ss *skulkSession) unary(ctx context.Context) error {
+	if !ss.hasReply {
+		return notApplicable("the child has no unary tool")
+	}
+	c, err := ss.h.Call(ctx, "reply", smallPayload, host.WithInput())
+	if err != nil {
+		return err
+	}
+	p, err := c.Wait()
+	if err != nil {
+		return err
+	}
+	if len(p) != len(smallPayload) {
+		return fmt.Errorf("skulk: unary: got %d bytes, want %d", len(p), len(smallPayload))
 	}
 	return nil
 }

@@ -48,6 +48,10 @@ type session interface {
 	echo(ctx context.Context, n int) error
 	// call makes one small request/response call.
 	call(ctx context.Context) error
+	// unary makes one small call in the system's unary form: a value in,
+	// a value out. It is call for every system but Skulk, whose call
+	// streams one chunk each way (see notes).
+	unary(ctx context.Context) error
 	// close stops the child.
 	close() error
 }

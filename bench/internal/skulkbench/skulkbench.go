@@ -65,6 +65,12 @@ func Tools() []child.Tool {
 			Handler:         echo,
 		},
 		{
+			ID:              "reply",
+			Description:     "Completes with its arguments as its value; reads no input.",
+			ArgumentsSchema: object(map[string]any{"text": map[string]any{"type": "string"}}, "text"),
+			Handler:         reply,
+		},
+		{
 			ID:              "sleep",
 			Description:     "Waits ms milliseconds or until cancelled.",
 			ArgumentsSchema: object(map[string]any{"ms": integer(0, 1<<31)}, "ms"),
@@ -140,6 +146,10 @@ func echo(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		}
 	}
 	return nil, nil
+}
+
+func reply(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+	return s.Arguments(), nil
 }
 
 func sleep(ctx context.Context, s *child.Stream) (frame.Payload, error) {
