@@ -102,6 +102,9 @@ func boundOf(v any) (*fastBound, bool) {
 		}
 		return &fastBound{f: x, exact: true}, true
 	case float32:
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, false
+		}
 		return &fastBound{f: float64(x), exact: true}, true
 	}
 	return nil, false
@@ -143,6 +146,9 @@ func compileFastObject(s map[string]any, depth int) (*fastNode, bool) {
 	asserts := false
 	for k, v := range s {
 		if fastAnnotations[k] {
+			if !annotationWellFormed(k, v) {
+				return nil, false
+			}
 			continue
 		}
 		asserts = true
@@ -191,6 +197,24 @@ func compileFastObject(s map[string]any, depth int) (*fastNode, bool) {
 	return n, true
 }
 
+// annotationWellFormed reports whether annotation k's value has the type
+// the meta-schema gives it, so that the library compiles the schema (the
+// library's schema is compiled only when first needed, see validator).
+func annotationWellFormed(k string, v any) bool {
+	switch k {
+	case "title", "description", "$comment":
+		_, ok := v.(string)
+		return ok
+	case "deprecated", "readOnly", "writeOnly":
+		_, ok := v.(bool)
+		return ok
+	case "examples":
+		_, ok := v.([]any)
+		return ok
+	}
+	return true // default: any value
+}
+
 func (n *fastNode) setTypes(v any) bool {
 	switch x := v.(type) {
 	case string:
@@ -203,10 +227,11 @@ func (n *fastNode) setTypes(v any) bool {
 		}
 		for _, e := range x {
 			s, ok := e.(string)
-			if !ok || fastTypeNames[s] == 0 {
+			t := fastTypeNames[s]
+			if !ok || t == 0 || n.types&t != 0 { // the meta-schema wants the names unique
 				return false
 			}
-			n.types |= fastTypeNames[s]
+			n.types |= t
 		}
 		return true
 	}
@@ -248,13 +273,14 @@ func (n *fastNode) setRequired(v any) bool {
 			return false
 		}
 		f := n.field(name)
-		if f.bit == 0 {
-			if n.reqMask == math.MaxUint64 {
-				return false // more than 64 required names
-			}
-			f.bit = (n.reqMask + 1) &^ n.reqMask // the lowest free bit
-			n.reqMask |= f.bit
+		switch {
+		case f.bit != 0:
+			return false // named twice: the meta-schema wants the names unique
+		case n.reqMask == math.MaxUint64:
+			return false // more than 64 required names
 		}
+		f.bit = (n.reqMask + 1) &^ n.reqMask // the lowest free bit
+		n.reqMask |= f.bit
 		n.fields[name] = f
 	}
 	return true

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -84,7 +85,7 @@ func TestFastSchemaAgreesWithLibrary(t *testing.T) {
 	for _, r := range rows {
 		v := vals[r.schema]
 		p := frame.MustPayload(r.payload)
-		lib := validateLib(v.lib, "output", p) == nil
+		lib := validateLib(v, "output", p) == nil
 		fast := v.anyObject || v.fast.accepts(p)
 		if lib != r.valid {
 			t.Errorf("%s %v: library says valid=%v, table %v", r.schema, r.payload, lib, r.valid)
@@ -166,7 +167,7 @@ func TestFastSchemaRandom(t *testing.T) {
 		}
 		for range 3000 {
 			p := frame.MustPayload(object(1))
-			lib := validateLib(v.lib, "output", p) == nil
+			lib := validateLib(v, "output", p) == nil
 			fast := v.anyObject || v.fast.accepts(p)
 			if fast && !lib {
 				t.Fatalf("%s: the shortcut accepts a payload the library refuses", name)
@@ -211,5 +212,63 @@ func TestArgDefaultsAgree(t *testing.T) {
 	}
 	if d := newArgDefaults(schemas[4]); !d.general {
 		t.Error("nested defaults not left to withDefaults")
+	}
+}
+
+// A schema of the shortcut's subset is compiled by the library only when a
+// payload first needs it, so the subset must hold only schemas the library
+// compiles; the malformed ones go to the library at once and fail there.
+func TestFastSchemaSubsetCompiles(t *testing.T) {
+	for name, s := range fastSchemas {
+		v, err := newValidator(s)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if v.fast == nil {
+			t.Errorf("%s: not in the shortcut's subset", name)
+			continue
+		}
+		if _, err := v.library(); err != nil {
+			t.Errorf("%s: the library does not compile it: %v", name, err)
+		}
+	}
+	for _, s := range []wire.Schema{
+		{"type": []any{"string", "string"}},
+		{"required": []any{"a", "a"}},
+		{"title": int64(5)},
+		{"description": true},
+		{"$comment": []any{}},
+		{"deprecated": "yes"},
+		{"readOnly": int64(1)},
+		{"examples": "x"},
+		{"properties": map[string]any{"a": map[string]any{"title": false}}},
+		{"minimum": float32(math.NaN())},
+	} {
+		if v, err := newValidator(s); err == nil {
+			t.Errorf("%v: compiled (shortcut %v)", s, v.fast != nil)
+		}
+	}
+	if _, err := newCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: wire.Schema{"type": "object", "title": int64(5)}}}); !errors.Is(err, ErrHandshake) {
+		t.Errorf("a malformed schema gave %v, want ErrHandshake", err)
+	}
+}
+
+// A payload the shortcut cannot accept compiles the library's schema on
+// first use and gets its explanation.
+func TestFastSchemaLibraryOnDemand(t *testing.T) {
+	v, err := newValidator(wire.Schema{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "integer"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.lib != nil {
+		t.Fatal("the library's schema was compiled before any payload needed it")
+	}
+	err = validate(v, "arguments", frame.MustPayload(map[string]any{"n": "x"}))
+	var se *SchemaError
+	if !errors.As(err, &se) || se.Field != "/n" || se.Keyword != "type" {
+		t.Fatalf("got %#v, want a SchemaError for /n, type", err)
+	}
+	if v.lib == nil {
+		t.Error("the library's schema is still not compiled")
 	}
 }

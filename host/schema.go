@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -67,23 +68,45 @@ type tool struct {
 // decides every refusal and explains it, and the shortcut that accepts
 // most valid payloads without decoding them (see fastNode).
 type validator struct {
-	lib       *jsonschema.Schema
+	src       []byte    // the schema as JSON
 	fast      *fastNode // nil: the schema is outside fastNode's subset
 	anyObject bool      // every object is valid: nothing to check
+
+	// The library's compiled schema, which decides whatever the shortcut
+	// does not accept (and explains why). A schema outside the subset is
+	// compiled by newValidator; one inside it only when first needed, as
+	// most payloads never need it and compiling costs a child's start
+	// about 70 µs per schema (compileFast refuses every schema of the
+	// subset the library would not compile, see wellFormedValue).
+	libOnce sync.Once
+	lib     *jsonschema.Schema
+	libErr  error
 }
 
 // newValidator compiles schema s.
 func newValidator(s wire.Schema) (*validator, error) {
-	lib, err := compileSchema(s)
+	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
-	v := &validator{lib: lib}
+	v := &validator{src: raw}
 	if fast, ok := compileFast(map[string]any(s), 0); ok {
 		v.fast = fast
 		v.anyObject = fast.anyObject()
+		return v, nil
 	}
+	lib, err := compileSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	v.libOnce.Do(func() { v.lib = lib })
 	return v, nil
+}
+
+// library returns the library's compiled schema, compiling it on first use.
+func (v *validator) library() (*jsonschema.Schema, error) {
+	v.libOnce.Do(func() { v.lib, v.libErr = compileSchema(v.src) })
+	return v.lib, v.libErr
 }
 
 func newCatalog(tools []wire.Tool) (*catalog, error) {
@@ -116,14 +139,10 @@ func newCatalog(tools []wire.Tool) (*catalog, error) {
 	return c, nil
 }
 
-// compileSchema compiles a schema decoded from MessagePack. It goes through
-// JSON so that the compiler sees its own value model (json.Number). Only the
+// compileSchema compiles a schema decoded from MessagePack, given as JSON
+// so that the compiler sees its own value model (json.Number). Only the
 // schema itself is loaded: references to other documents fail to compile.
-func compileSchema(s wire.Schema) (*jsonschema.Schema, error) {
-	raw, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
+func compileSchema(raw []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
@@ -167,11 +186,16 @@ func validate(sch *validator, which string, p frame.Payload) error {
 	if sch.fast != nil && sch.fast.accepts(p) {
 		return nil
 	}
-	return validateLib(sch.lib, which, p)
+	return validateLib(sch, which, p)
 }
 
 // validateLib checks p against the library's compiled schema.
-func validateLib(sch *jsonschema.Schema, which string, p frame.Payload) error {
+func validateLib(vd *validator, which string, p frame.Payload) error {
+	sch, err := vd.library()
+	if err != nil {
+		// Not reached: compileFast takes only schemas the library compiles.
+		return &SchemaError{Schema: which, Value: "schema does not compile"}
+	}
 	v, err := instance(p)
 	if err != nil {
 		return &SchemaError{Schema: which, Value: "unreadable payload"}
