@@ -196,3 +196,28 @@ func benchCalls(b *testing.B, call func() error) {
 		}
 	}
 }
+
+// BenchmarkColdStart: one op is a child started, called once and stopped,
+// timed from the start to the call's success (the compare run's start
+// row): coldStart of each system, side by side.
+func BenchmarkColdStart(b *testing.B) {
+	for _, s := range []system{
+		&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir()},
+		&rawSystem{bin: bins.Raw, dir: b.TempDir()},
+		&grpcSystem{bin: bins.GoPlugin},
+	} {
+		b.Run(s.name(), func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			var total time.Duration
+			for range b.N {
+				d, err := s.coldStart(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += d
+			}
+			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs-to-first-call/op")
+		})
+	}
+}
