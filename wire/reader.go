@@ -3,7 +3,9 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/skulkrt/skulk/frame"
@@ -33,7 +35,13 @@ type Reader struct {
 	buf        []byte
 	start, end int // buffered bytes are buf[start:end]
 	dec        decoder
-	err        error // sticky: a protocol error or a read error
+	err        error // sticky: a protocol error or a read error (not a deadline's)
+
+	// A packet whose attachment a read deadline interrupted: the next
+	// ReadPacket reads the rest of its data (pendN bytes are in).
+	pendPkt  Packet
+	pendData []byte
+	pendN    int
 
 	freeMu sync.Mutex
 	free   [][]byte // recycled attachment buffers, at most maxRecycled
@@ -155,21 +163,43 @@ func (r *Reader) fill(n int) error {
 // connection is then unusable and every later call returns the same error);
 // an *InvalidError (matching frame.ErrInvalid) when a frame, invoke or end
 // parsed but broke the rules: the packet was consumed whole, so the
-// connection is still in step; or the connection's own read error.
+// connection is still in step; or the connection's own read error. A read
+// deadline that passes (an error matching os.ErrDeadlineExceeded) leaves
+// the Reader in step, even in the middle of a packet: the next ReadPacket,
+// after the deadline is moved, goes on with the same packet.
 func (r *Reader) ReadPacket() (Packet, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	p, err := r.readPacket()
+	var p Packet
+	var err error
+	if r.pendData != nil {
+		p, err = r.resume()
+	} else {
+		p, err = r.readPacket()
+	}
 	if err != nil {
 		// Declared here, not above: taking its address moves it to the
 		// heap, and the path without an error allocates only the packet.
 		var inv *InvalidError
-		if !errors.As(err, &inv) {
+		if !errors.As(err, &inv) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			r.err = err
 		}
 	}
 	return p, err
+}
+
+// resume goes on reading the attachment a deadline interrupted.
+func (r *Reader) resume() (Packet, error) {
+	n, err := r.readSrc(r.pendData, r.pendN)
+	if err != nil {
+		r.pendN = n
+		return nil, err
+	}
+	p, data := r.pendPkt, r.pendData
+	r.pendPkt, r.pendData, r.pendN = nil, nil, 0
+	p.(*Frame).Media.(*frame.InlineMedia).Data = data
+	return p, nil
 }
 
 func (r *Reader) readPacket() (Packet, error) {
@@ -199,7 +229,13 @@ func (r *Reader) readPacket() (Packet, error) {
 	}
 	if a > 0 {
 		data := r.attachmentBuf(int(a))
-		if err := r.readFull(data); err != nil {
+		// From the buffer, then straight from the connection.
+		n := copy(data, r.buf[r.start:r.end])
+		r.start += n
+		if n, err = r.readSrc(data, n); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				r.pendPkt, r.pendData, r.pendN = p, data, n
+			}
 			return nil, err
 		}
 		p.(*Frame).Media.(*frame.InlineMedia).Data = data
@@ -207,20 +243,20 @@ func (r *Reader) readPacket() (Packet, error) {
 	return p, nil
 }
 
-// readFull fills dst from the buffer, then straight from the connection.
-func (r *Reader) readFull(dst []byte) error {
-	n := copy(dst, r.buf[r.start:r.end])
-	r.start += n
-	if n == len(dst) {
-		return nil
-	}
-	if _, err := io.ReadFull(r.src, dst[n:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			return io.ErrUnexpectedEOF
+// readSrc fills dst[n:] from the connection and returns how much of dst is
+// filled; EOF before the end is io.ErrUnexpectedEOF.
+func (r *Reader) readSrc(dst []byte, n int) (int, error) {
+	for n < len(dst) {
+		m, err := r.src.Read(dst[n:])
+		n += m
+		if err != nil && n < len(dst) {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
 		}
-		return err
 	}
-	return nil
+	return n, nil
 }
 
 // skip discards n bytes through the buffer, allocating nothing.
@@ -229,6 +265,10 @@ func (r *Reader) skip(n int) error {
 		if r.start == r.end {
 			r.start, r.end = 0, 0
 			if err := r.fill(1); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					// Where the skip stopped is not kept: out of step.
+					return fmt.Errorf("%w: read deadline inside an attachment being skipped", ErrProtocol)
+				}
 				return err
 			}
 		}

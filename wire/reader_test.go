@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
@@ -739,4 +741,45 @@ func TestReaderReuseFrames(t *testing.T) {
 	}
 	require.Greater(t, frames, 1)
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = r.dec.newFrame() }))
+}
+
+// A read deadline that passes inside a packet, in its prefix, its header
+// or its attachment, leaves the Reader in step: once the deadline is moved
+// the same packet comes whole, and the next one after it.
+func TestReaderDeadlineKeepsStep(t *testing.T) {
+	data := bytes.Repeat([]byte("media"), 20000) // 100,000 bytes, more than the read buffer
+	media, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: data, MediaType: "application/octet-stream"})
+	require.NoError(t, err)
+	small, err := frame.NewChunk("c1", frame.ProviderToCaller, 2, frame.MustPayload(map[string]any{"text": "after"}), nil)
+	require.NoError(t, err)
+	var wire []byte
+	for _, f := range []frame.Frame{media, small} {
+		var att []byte
+		wire, att, err = AppendPacket(wire, &Frame{Frame: f}, DefaultLimits())
+		require.NoError(t, err)
+		wire = append(wire, att...)
+	}
+	hdrLen := int(binary.BigEndian.Uint32(wire))
+	for _, cut := range []int{3, PrefixLen + 2, PrefixLen + hdrLen + 10, PrefixLen + hdrLen + 60000} {
+		a, b := socketPair(t)
+		r := NewReader(b, DefaultLimits())
+		_, err := a.Write(wire[:cut])
+		require.NoError(t, err)
+		require.NoError(t, b.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
+		_, err = r.ReadPacket()
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "cut at %d", cut)
+		require.NoError(t, b.SetReadDeadline(time.Time{}))
+		go a.Write(wire[cut:]) // the socket buffer may not take it all at once
+		p, err := r.ReadPacket()
+		require.NoError(t, err, "cut at %d", cut)
+		got := p.(*Frame).Frame
+		require.Equal(t, uint64(1), got.Sequence)
+		require.Equal(t, data, got.Media.(*frame.InlineMedia).Data, "cut at %d", cut)
+		p, err = r.ReadPacket()
+		require.NoError(t, err, "cut at %d", cut)
+		require.Equal(t, uint64(2), p.(*Frame).Sequence)
+		a.Close()
+		_, err = r.ReadPacket()
+		require.ErrorIs(t, err, io.EOF)
+	}
 }
