@@ -102,7 +102,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 			return nil, endWith(ctx, rec, calllog.Failed(ce.Code, ce.Message, true), ce)
 		}
 		call.conn = c
-		if c.bind(call) {
+		if c.bind(call, o.closedInput) {
 			break
 		}
 		c.fail(nil) // an idle connection the child closed: take another
@@ -370,6 +370,12 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if f, ok := c.out.take(); ok {
 		return f, nil
 	}
+	// A plain request's caller reads its connection itself.
+	if c.conn != nil && c.conn.callerRead(ctx, c) {
+		if f, ok := c.out.take(); ok {
+			return f, nil
+		}
+	}
 	for {
 		select {
 		case <-c.out.ready:
@@ -515,6 +521,7 @@ func (c *Call) deadlinePassed() {
 	cfg := &c.ch.h.cfg
 	c.deadlineT = c.afterLocked(cfg.CancelGrace+deadlineGrace,
 		&synth{kind: frame.KindFailed, code: frame.CodeTimeout, msg: "no terminal by the deadline plus grace"}, "")
+	c.conn.handOver() // the child's timeout terminal is read as it comes, Recv or not
 }
 
 // afterLocked arms a timer that, unless the call is released first, fails
@@ -561,6 +568,7 @@ func (c *Call) cancel(reason string) {
 		defer c.ch.wg.Done()
 		c.sendCancel(reason)
 	}()
+	c.conn.handOver() // the child's answer is read as it comes, Recv or not
 }
 
 // terminalClocks stops the deadline and cancel clocks once the terminal

@@ -375,6 +375,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 		h.mu.Lock()
 		conns = slices.Collect(maps.Keys(ch.conns))
 		h.mu.Unlock()
+		drainStreams(conns) // what the child wrote before it exited still reaches its callers
 		unreachable := ch.unreachable(fmt.Errorf("%w: exited during a drain", ErrChildDied))
 		for _, c := range conns {
 			c.fail(unreachable)
@@ -410,6 +411,9 @@ const exitDrain = 500 * time.Millisecond
 // drainStreams waits until the readers of conns have returned (each reads
 // its connection to EOF), for exitDrain at most.
 func drainStreams(conns []*streamConn) {
+	for _, c := range conns {
+		c.exitDrain()
+	}
 	t := time.NewTimer(exitDrain)
 	defer t.Stop()
 	for _, c := range conns {
@@ -485,9 +489,18 @@ func (ch *child) conn(ctx context.Context) (*streamConn, error) {
 	for n := len(ch.idle); n > 0; n = len(ch.idle) {
 		c := ch.idle[n-1]
 		ch.idle = ch.idle[:n-1]
-		if !c.failed() { // a connection the child closed while idle is on its way out
-			h.mu.Unlock()
+		if c.failed() {
+			continue
+		}
+		h.mu.Unlock()
+		if c.idleSound() {
 			return c, nil
+		}
+		c.fail(nil) // the child closed it, or wrote on it, while it was idle
+		h.mu.Lock()
+		if ch.state != StateReady {
+			h.mu.Unlock()
+			return nil, errNoChild
 		}
 	}
 	h.mu.Unlock()

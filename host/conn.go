@@ -1,10 +1,13 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
@@ -24,34 +27,75 @@ type synth struct {
 	stderrOf *process // when set, the stderr tail is attached
 }
 
+// readTurn says who reads a stream connection. One goroutine at a time
+// does; the turn passes under streamConn.mu, and with it the provider
+// direction of the bound call (its fence, given, the reader's buffer).
+type readTurn uint8
+
+const (
+	// turnNone: nobody. The connection is idle and its reader goroutine
+	// waits; the child's writes wait in the socket until the next call.
+	turnNone readTurn = iota
+	// turnReader: the connection's reader goroutine (run).
+	turnReader
+	// turnCaller: the bound call's own Recv, on the caller's goroutine
+	// (callerRead). A plain request (WithInput) starts with it: the
+	// caller has nothing to send, so it may as well read its answer
+	// itself, which saves waking the reader and then the caller for
+	// every read. Whatever needs the connection read while the caller is
+	// not in Recv (cancel, the deadline, a failure, the child's exit)
+	// gives the turn to the reader (handOver).
+	turnCaller
+)
+
 // streamConn is one stream connection to a child. Its reader goroutine
-// (run) owns the read side and the provider direction of the call bound to
-// it; writes go through w, which is safe for concurrent use.
+// (run) reads it while the reader has the turn (see readTurn); writes go
+// through w, which is safe for concurrent use.
 type streamConn struct {
 	ch *child
 	nc net.Conn
-	r  *wire.Reader // owned by run
-	w  *wire.Writer // closed by run when it returns
+	rc syscall.RawConn // nc's, for idleSound; nil when nc has none
+	r  *wire.Reader    // read only by the holder of the turn
+	w  *wire.Writer    // closed by run when it returns
 
 	closing  chan struct{} // closed by fail
 	done     chan struct{} // closed when run has returned (the call, if any, has its terminal and was released)
+	wake     chan struct{} // size 1: "look at the turn", to the reader goroutine; a full channel already says so
 	failOnce sync.Once
 	cause    *synth // set by the first fail, before closing is closed
 
-	mu   sync.Mutex
-	cur  *Call // the bound call; nil while idle. Guarded by mu.
-	gone bool  // the reader found the connection idle and left: nothing may be bound. Guarded by mu.
+	mu          sync.Mutex
+	cur         *Call    // the bound call; nil while idle. Guarded by mu.
+	gone        bool     // the reader goroutine returned: nothing may be bound. Guarded by mu.
+	turn        readTurn // guarded by mu
+	reading     *Call    // the call whose Recv is reading (turn is turnCaller); cleared by its unbind. Guarded by mu
+	wantReader  bool     // an event needs the reader once the caller stops reading; guarded by mu
+	interrupted bool     // the reading Recv's context set a past read deadline; guarded by mu
+	exiting     bool     // the child exited: read what it wrote, then EOF (drainStreams); guarded by mu
+
+	// Owned by the holder of the turn. at is when the packets in the
+	// reader's buffer arrived: the clock is read once per read of the
+	// connection, not once per frame. burstEnd: no whole packet is left
+	// in the buffer, so the next ReadPacket reads the connection (and the
+	// last packet was the last of its burst).
+	at       time.Time
+	burstEnd bool
 }
 
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	c := &streamConn{
 		ch: ch, nc: nc,
-		r:       wire.NewReader(nc, ch.limits),
-		w:       wire.NewWriter(nc, ch.limits),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
+		r:        wire.NewReader(nc, ch.limits),
+		w:        wire.NewWriter(nc, ch.limits),
+		closing:  make(chan struct{}),
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		burstEnd: true,
 	}
-	c.r.ReuseFrames() // run copies each frame out (outbox, finish, the log) before the next read
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.rc, _ = sc.SyscallConn()
+	}
+	c.r.ReuseFrames() // each frame is copied out (outbox, finish, the log) before the next read
 	return c
 }
 
@@ -63,6 +107,7 @@ func (c *streamConn) fail(cause *synth) {
 		c.cause = cause
 		close(c.closing)
 		c.nc.Close()
+		c.handOver() // the bound call's terminal comes from reading the closed connection
 	})
 }
 
@@ -75,77 +120,281 @@ func (c *streamConn) failed() bool {
 	}
 }
 
-// bind makes call the connection's call; it reports false when the
-// connection's reader has already left (the connection is closing).
-func (c *streamConn) bind(call *Call) bool {
+// bind makes call the connection's call, read by its caller (callerReads,
+// a plain request) or by the reader goroutine; it reports false when the
+// reader goroutine has already returned (the connection is closing).
+func (c *streamConn) bind(call *Call, callerReads bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gone {
 		return false
 	}
 	c.cur = call
+	c.wantReader = false
+	if callerReads {
+		c.turn = turnCaller
+	} else {
+		c.turn = turnReader
+		c.wakeLocked()
+	}
 	return true
 }
 
-// unbind makes the connection idle again.
+// unbind makes the connection idle again; called by the holder of the
+// turn, which reads no more.
 func (c *streamConn) unbind() {
 	c.mu.Lock()
-	c.cur = nil
+	// A Recv that is reading finishes its loop without reading again; the
+	// next call's caller may read at once.
+	c.cur, c.turn, c.reading = nil, turnNone, nil
+	if c.interrupted {
+		c.interrupted = false
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	if c.failed() {
+		c.wakeLocked() // the reader goroutine returns
+	}
 	c.mu.Unlock()
 }
 
-// run reads the connection until it fails or closes.
+func (c *streamConn) wakeLocked() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// handOver gives the reader goroutine the turn of a call its caller reads,
+// now if the caller is not in Recv, or when it leaves it.
+func (c *streamConn) handOver() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.handOverLocked()
+}
+
+func (c *streamConn) handOverLocked() {
+	switch {
+	case c.turn != turnCaller:
+	case c.reading != nil:
+		c.wantReader = true
+	default:
+		c.turn = turnReader
+		c.wakeLocked()
+	}
+}
+
+// exitDrain tells the connection that its child exited: an idle one is
+// read to EOF by its reader goroutine, which then returns, and a bound
+// call's reading goes to the reader goroutine (handOver).
+func (c *streamConn) exitDrain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exiting = true
+	if c.cur == nil {
+		c.wakeLocked()
+		return
+	}
+	c.handOverLocked()
+}
+
+// run is the connection's reader goroutine: it reads for the bound call
+// while it has the turn, and returns once the connection failed while
+// idle, or after an idle connection of an exited child was read to EOF.
 func (c *streamConn) run() {
 	defer c.ch.wg.Done()
 	defer close(c.done)
 	defer c.ch.forget(c)
 	defer c.w.Close() // after fail closed the connection, so it cannot block
 	defer c.fail(nil)
-	// at is when the packets in the reader's buffer arrived: the clock is
-	// read once per read of the connection, not once per frame. burstEnd:
-	// no whole packet is left in the buffer, so the next ReadPacket reads
-	// the connection (and this packet is the last of its burst).
-	var at time.Time
-	burstEnd := true
 	for {
-		pkt, err := c.r.ReadPacket()
-		if burstEnd {
-			at = time.Now()
+		select {
+		case <-c.wake:
+		case <-c.closing:
 		}
-		burstEnd = !c.r.PacketBuffered()
 		c.mu.Lock()
 		call := c.cur
-		c.gone = call == nil
+		switch {
+		case call != nil && c.turn == turnReader:
+			c.mu.Unlock()
+			for c.readOne(call) == readMore {
+			}
+			continue
+		case call == nil && (c.exiting || c.failed()):
+			c.gone = true
+			c.mu.Unlock()
+			if !c.failed() {
+				c.readIdle()
+			}
+			return
+		}
+		// A call its caller reads, or nothing to do yet. A failed
+		// connection's turn comes here through fail's handOver, or when
+		// the reading caller leaves Recv.
 		c.mu.Unlock()
-		if call == nil {
-			// An idle connection: EOF or anything the child sends ends it.
-			if err == nil {
-				c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id, "type", pkt.Type())
-			}
-			return
-		}
-		if err != nil {
-			c.broken(call, err)
-			return
-		}
-		switch p := pkt.(type) {
-		case *wire.Frame:
-			if !c.providerFrame(call, &p.Frame, at, burstEnd) {
-				return
-			}
-		case *wire.End:
-			if !call.providerDone.Load() || p.CallID != call.id {
-				c.violation(call, "end packet out of order")
-				return
-			}
-			if !c.ended(call) {
-				return
-			}
-		default:
-			c.violation(call, pkt.Type().String()+" packet on a stream connection")
-			return
+		if c.failed() {
+			// closing stays closed: wait for the turn, or for the
+			// reading caller's unbind, without spinning.
+			<-c.wake
 		}
 	}
+}
+
+// readIdle reads an idle connection of an exited child: EOF, or anything
+// the child wrote while no call was bound (it then broke the protocol).
+func (c *streamConn) readIdle() {
+	pkt, err := c.r.ReadPacket()
+	if err == nil {
+		c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id, "type", pkt.Type())
+	}
+}
+
+// idleSound reports whether an idle connection can carry the next call:
+// the child neither closed it nor wrote on it while it was idle (a peek
+// that does not wait). Nobody reads an idle connection, so this is where
+// the host finds out.
+func (c *streamConn) idleSound() bool {
+	if c.r.Buffered() > 0 {
+		c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id)
+		return false
+	}
+	if c.rc == nil {
+		return true
+	}
+	var n int
+	var perr error
+	err := c.rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, perr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true // never wait for readiness
+	})
+	switch {
+	case err != nil:
+		return false
+	case errors.Is(perr, syscall.EAGAIN) || errors.Is(perr, syscall.EWOULDBLOCK):
+		return true
+	case perr != nil || n == 0: // an error, or EOF: the child closed it
+		return false
+	}
+	c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id)
+	return false
+}
+
+// readResult is what readOne did.
+type readResult uint8
+
+const (
+	readMore        readResult = iota // the call goes on
+	readDone                          // the call was released, or the connection failed
+	readInterrupted                   // the reading Recv's context ended the read (callerRead)
+)
+
+// readOne reads and handles one packet of call; the caller has the turn.
+func (c *streamConn) readOne(call *Call) readResult {
+	pkt, err := c.r.ReadPacket()
+	if c.burstEnd {
+		c.at = time.Now()
+	}
+	c.burstEnd = !c.r.PacketBuffered()
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.isInterrupted() {
+			c.burstEnd = true // nothing was read
+			return readInterrupted
+		}
+		c.broken(call, err)
+		return readDone
+	}
+	switch p := pkt.(type) {
+	case *wire.Frame:
+		if !c.providerFrame(call, &p.Frame, c.at, c.burstEnd) {
+			return readDone
+		}
+		return readMore
+	case *wire.End:
+		if !call.providerDone.Load() || p.CallID != call.id {
+			c.violation(call, "end packet out of order")
+			return readDone
+		}
+		c.ended(call)
+		return readDone
+	default:
+		c.violation(call, pkt.Type().String()+" packet on a stream connection")
+		return readDone
+	}
+}
+
+func (c *streamConn) isInterrupted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interrupted
+}
+
+// callerRead reads the connection for call on the calling goroutine, from
+// Recv, when the call's caller has the turn (a plain request): until it has
+// a frame for Recv, the call ended, or ctx is done. It reports whether it
+// read (false: someone else has the turn; wait for the outbox).
+func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	c.mu.Lock()
+	if c.cur != call || c.turn != turnCaller || c.reading != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.reading = call
+	c.mu.Unlock()
+	stop := func() bool { return false }
+	if ctx.Done() != nil {
+		// Counted in ch.wg until it has run or was stopped.
+		c.ch.wg.Add(1)
+		stop = context.AfterFunc(ctx, func() {
+			defer c.ch.wg.Done()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.reading == call {
+				c.interrupted = true
+				c.nc.SetReadDeadline(time.Unix(1, 0)) // the read returns at once
+			}
+		})
+	}
+	// One frame at a time into the outbox, so that it never fills under
+	// its own consumer; after the terminal, the end when it came with it.
+	var res readResult
+	for {
+		if res = c.readOne(call); res != readMore {
+			break
+		}
+		if call.providerDone.Load() {
+			if !c.r.PacketBuffered() {
+				break
+			}
+			continue
+		}
+		if call.out.queued() > 0 {
+			break
+		}
+	}
+	if stop() {
+		c.ch.wg.Done()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading != call {
+		return true // released meanwhile (unbind); the connection may be another call's already
+	}
+	c.reading = nil
+	if c.interrupted {
+		c.interrupted = false
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	if c.turn == turnCaller && (c.wantReader || res == readInterrupted || call.providerDone.Load() || c.exiting) {
+		// Left to the reader: an event wants it, the caller went away
+		// with its context, or the end is still to come (the reader
+		// reads it, or the end grace closes the connection).
+		c.turn = turnReader
+		c.wakeLocked()
+	}
+	return true
 }
 
 // providerFrame checks and delivers one provider frame, received at at;
@@ -266,16 +515,14 @@ func (c *streamConn) causeOf(err error) *synth {
 
 // ended handles the child's end after the provider terminal: the call is
 // over on both sides once the host's caller terminal is written, and the
-// connection goes back to the idle list. It reports whether the
-// connection goes on.
-func (c *streamConn) ended(call *Call) bool {
+// connection goes back to the idle list.
+func (c *streamConn) ended(call *Call) {
 	if !call.closeCallerDirection() {
 		c.fail(nil)
 		call.release(nil)
-		return false
+		return
 	}
 	call.release(c)
-	return !c.failed()
 }
 
 // stderrTailAfterExit returns the stderr tail once the forwarders have read

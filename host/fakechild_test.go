@@ -69,7 +69,7 @@ func fakeChild(mode string) int {
 		InputSchema:     obj(map[string]any{"text": map[string]any{"type": "string"}}),
 		OutputSchema:    obj(map[string]any{"text": map[string]any{"type": "string"}}),
 	}}
-	for _, id := range []string{"gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang", "die", "hangup"} {
+	for _, id := range []string{"gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang", "die", "hangup", "idleclose", "idlewrite"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	tools = append(tools, wire.Tool{ID: "badoutput", OutputSchema: obj(map[string]any{"i": map[string]any{"type": "integer"}})})
@@ -235,6 +235,17 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		mu.Lock()
 		fmt.Fprintln(os.Stderr, "fake: dying on purpose")
 		os.Exit(7)
+	case "idleclose": // answers, then closes the connection while it is idle
+		drainCaller()
+		completed(1, nil)
+		end()
+		w.Flush()
+		return false
+	case "idlewrite": // answers, then writes on the idle connection
+		drainCaller()
+		completed(1, nil)
+		end()
+		chunk(2, map[string]any{"i": 0})
 	case "hangup":
 		chunk(1, map[string]any{"i": 0})
 		w.Flush()

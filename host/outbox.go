@@ -133,6 +133,13 @@ func (o *outbox) wakeRecvLocked() {
 	}
 }
 
+// queued reports how many frames are queued.
+func (o *outbox) queued() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n
+}
+
 // take returns the oldest queued frame. When the queue is empty it reports
 // false and arms ready: the caller may wait on it for the next publish.
 func (o *outbox) take() (frame.Frame, bool) {

@@ -1,0 +1,141 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// A plain request's caller reads its connection itself (turnCaller); a
+// Recv whose context ends while it reads returns at once, and the call
+// goes on: its output is read by the connection's reader from then on.
+func TestPlainRequestRecvContext(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 2000}), WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
+		t.Fatalf("first Recv: %v %v", f.Kind, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	t0 := time.Now()
+	_, err = c.Recv(rctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Recv with a 50 ms context: %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(t0); d > time.Second { // the handler answers after 2 s
+		t.Fatalf("Recv returned after %v: it waited for the handler", d)
+	}
+	res, err := c.Wait()
+	if err != nil || string(res) != string(frame.MustPayload(map[string]any{"slept_ms": 2000})) {
+		t.Fatalf("Wait: %v", err)
+	}
+	// The connection is still in step: the next plain request is answered.
+	in := frame.MustPayload(map[string]any{"text": "ab"})
+	c, err = h.Call(ctx, "upper", nil, WithInput(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := collect(t, c)
+	if s, _ := fs[1].Payload.Text(); len(fs) != 3 || s != "AB" {
+		t.Fatalf("next call: %d frames, %q", len(fs), s)
+	}
+}
+
+// A plain request cancelled while its caller is not in Recv still has the
+// child's cancelled read as it comes: the call is released without a Recv,
+// and its terminal is the child's, not the cancel grace's synthetic one.
+func TestPlainRequestCancelledWithoutRecv(t *testing.T) {
+	cfg := realConfig()
+	cfg.CancelGrace = 5 * time.Second // a synthetic terminal would take 6 s
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 20000}), WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the handler runs
+	c.Cancel()
+	t0 := time.Now()
+	for h.Children()[0].Running != 0 {
+		if time.Since(t0) > 3*time.Second {
+			t.Fatal("the cancelled call was not released within 3 s without a Recv")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	fs := collect(t, c)
+	term := fs[len(fs)-1]
+	if term.Kind != frame.KindCancelled || term.Synthetic {
+		t.Fatalf("terminal %v (synthetic %v), want the child's cancelled", term.Kind, term.Synthetic)
+	}
+}
+
+// Nobody reads an idle connection: one the child closed, or wrote on, while
+// idle is found when the next call would take it (idleSound), and that call
+// goes on a new connection.
+func TestIdleConnectionSpoiledByChild(t *testing.T) {
+	for _, tool := range []string{"idleclose", "idlewrite"} {
+		t.Run(tool, func(t *testing.T) {
+			h, logs := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+			ctx := callCtx(t, 30*time.Second)
+			c, err := h.Call(ctx, tool, nil, WithInput())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Wait(); err != nil {
+				t.Fatalf("%s: %v", tool, err)
+			}
+			time.Sleep(100 * time.Millisecond) // the child closes or writes
+			for i := range 2 {
+				c, err = h.Call(ctx, "ok", nil, WithInput(frame.MustPayload(map[string]any{"text": "x"})))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Wait(); err != nil {
+					t.Fatalf("call %d after %s: %v", i, tool, err)
+				}
+			}
+			if tool == "idlewrite" && !strings.Contains(logs.String(), "child wrote on an idle stream connection") {
+				t.Error("no warning for the write on an idle connection")
+			}
+		})
+	}
+}
+
+// Plain requests from many goroutines at once: a connection released by
+// one caller's read is bound by another's right away, whose caller must
+// then be free to read it (a stale "reading" mark would leave it unread).
+func TestPlainRequestsConcurrent(t *testing.T) {
+	h, _ := testHost(t, realConfig(), 2*time.Minute)
+	ctx := callCtx(t, time.Minute)
+	in := frame.MustPayload(map[string]any{"text": "ab"})
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 150 {
+				c, err := h.Call(ctx, "upper", nil, WithInput(in))
+				if err == nil {
+					_, err = c.Wait()
+				}
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d, call %d: %w", g, i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
