@@ -51,8 +51,11 @@
 // A Call's context works as exec.CommandContext's: its deadline becomes
 // the invoke's timeout_ms, and cancelling it cancels the call. A call
 // whose input is known when it is made (or is empty) is best made
-// WithInput: its input goes with the invoke in one write, and the child
-// answers it without switching goroutines.
+// WithInput: its input goes with the invoke in one write, the child
+// answers it without switching goroutines, and the caller's Recv reads
+// the answer from the connection itself. Until the caller reads, the
+// answer waits in the connection; Cancel, the context and the deadline
+// still end the call as they come.
 //
 //	h, err := host.Start(ctx, host.Config{Command: "skulk-child"})
 //	if err != nil { ... }

@@ -284,8 +284,10 @@ func WithObservers(obs ...calllog.Observer) CallOption {
 // payload (none for no input), then the caller's completed, all in one
 // write with the invoke. Use it for a plain request, whose input is known
 // when it is made: the child then answers it on the goroutine the request
-// woke, without switching to another, and Send and CloseSend are not
-// needed (they return ErrSendClosed). Each payload must be a JSON object
+// woke, without switching to another, the caller's Recv (or Wait) reads
+// the answer from the connection itself rather than through the
+// connection's reader goroutine, and Send and CloseSend are not needed
+// (they return ErrSendClosed). Each payload must be a JSON object
 // that passes the tool's input_schema, or the call is refused as for bad
 // arguments (a *SchemaError, nothing sent). The payloads are not copied;
 // do not modify them afterwards.
