@@ -139,3 +139,41 @@ func TestPlainRequestsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A plain request that streams: its caller reads the frames in bursts
+// into the outbox, in order, small ones and 1 MiB media alike, without the
+// outbox ever filling under its own consumer (which would stop the call).
+func TestPlainRequestStreams(t *testing.T) {
+	h, _ := testHost(t, realConfig(), 2*time.Minute)
+	ctx := callCtx(t, time.Minute)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3000}), WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := collect(t, c)
+	if len(fs) != 3002 {
+		t.Fatalf("count: %d frames, want started, 3000 chunks and completed", len(fs))
+	}
+	for i, f := range fs[1 : len(fs)-1] {
+		if f.Sequence != uint64(i+1) {
+			t.Fatalf("chunk %d has sequence %d", i, f.Sequence)
+		}
+	}
+	c, err = h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": 40 << 20, "chunk": 1 << 20}), WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, ok := f.Media.(*frame.InlineMedia); ok {
+			n += len(m.Data)
+			c.Release(f)
+		}
+	}
+	if n != 40<<20 {
+		t.Fatalf("media: %d bytes, want %d", n, 40<<20)
+	}
+}

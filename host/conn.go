@@ -343,10 +343,14 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	}
 	c.reading = call
 	c.mu.Unlock()
+	// The context's watch is armed only for a read that may wait for the
+	// connection, so that the frames of a burst already in the reader's
+	// buffer cost none.
 	stop := func() bool { return false }
-	if ctx.Done() != nil {
-		// Counted in ch.wg until it has run or was stopped.
-		c.ch.wg.Add(1)
+	armed := false
+	arm := func() {
+		armed = true
+		c.ch.wg.Add(1) // counted in ch.wg until it has run or was stopped
 		stop = context.AfterFunc(ctx, func() {
 			defer c.ch.wg.Done()
 			c.mu.Lock()
@@ -357,20 +361,26 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 			}
 		})
 	}
-	// One frame at a time into the outbox, so that it never fills under
-	// its own consumer; after the terminal, the end when it came with it.
+	// The frames already in the reader's buffer go into the outbox, up to
+	// half its bounds so that it never fills under its own consumer; the
+	// connection is read again only when nothing was delivered. After the
+	// terminal, the end is read when it came with it.
 	var res readResult
 	for {
+		if !armed && ctx.Done() != nil && !c.r.PacketBuffered() {
+			arm()
+		}
 		if res = c.readOne(call); res != readMore {
 			break
 		}
+		buffered := c.r.PacketBuffered()
 		if call.providerDone.Load() {
-			if !c.r.PacketBuffered() {
+			if !buffered {
 				break
 			}
 			continue
 		}
-		if call.out.queued() > 0 {
+		if call.out.queued() > 0 && (!buffered || !call.out.burstRoom()) {
 			break
 		}
 	}

@@ -140,6 +140,15 @@ func (o *outbox) queued() int {
 	return o.n
 }
 
+// burstRoom reports whether the queue is under half its bounds (frames
+// and bytes), so that a caller that fills it itself stops well before a
+// put would wait.
+func (o *outbox) burstRoom() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n < outQueue/2 && o.bytes < outBytes/2
+}
+
 // take returns the oldest queued frame. When the queue is empty it reports
 // false and arms ready: the caller may wait on it for the next publish.
 func (o *outbox) take() (frame.Frame, bool) {
