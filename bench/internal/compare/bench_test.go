@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -52,6 +53,14 @@ func BenchmarkSkulkSmallStream(b *testing.B) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.smallStream(ctx, n) })
 }
 
+// BenchmarkSkulkSmallStreamPlain is BenchmarkSkulkSmallStream made as a
+// plain request (WithInput()): the caller reads the stream itself.
+func BenchmarkSkulkSmallStreamPlain(b *testing.B) {
+	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error {
+		return ss.smallStreamWith(ctx, n, host.WithInput())
+	})
+}
+
 // BenchmarkSkulkMedia: one op is one 1 MiB inline chunk.
 func BenchmarkSkulkMedia(b *testing.B) {
 	b.SetBytes(mediaChunk)
@@ -73,6 +82,12 @@ func BenchmarkSkulkCall(b *testing.B) {
 // BenchmarkSkulkUnary: one op is one unary call.
 func BenchmarkSkulkUnary(b *testing.B) {
 	benchSkulkCalls(b, func(ctx context.Context, ss *skulkSession) error { return ss.unary(ctx) })
+}
+
+// BenchmarkSkulkUnaryNoDeadline is BenchmarkSkulkUnary with a context
+// that has no deadline.
+func BenchmarkSkulkUnaryNoDeadline(b *testing.B) {
+	benchSkulkCalls(b, func(_ context.Context, ss *skulkSession) error { return ss.unary(context.Background()) })
 }
 
 // BenchmarkSkulkCallStreamed is BenchmarkSkulkCall with the input sent

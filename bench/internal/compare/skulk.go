@@ -110,7 +110,12 @@ var smallPayload = frame.MustPayload(map[string]any{"text": strings.Repeat("x", 
 const countPad = payloadSize - 14
 
 func (ss *skulkSession) smallStream(ctx context.Context, n int) error {
-	c, err := ss.h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": n, "size": countPad}))
+	return ss.smallStreamWith(ctx, n)
+}
+
+// smallStreamWith is smallStream with call options.
+func (ss *skulkSession) smallStreamWith(ctx context.Context, n int, opts ...host.CallOption) error {
+	c, err := ss.h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": n, "size": countPad}), opts...)
 	if err != nil {
 		return err
 	}
