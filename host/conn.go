@@ -58,6 +58,13 @@ type streamConn struct {
 	r  *wire.Reader    // read only by the holder of the turn
 	w  *wire.Writer    // closed by run when it returns
 
+	// idleSound's peek, made once so that it allocates nothing; used by
+	// the goroutine that took the connection from the idle list.
+	peekFn  func(fd uintptr) bool
+	peekBuf [1]byte
+	peekN   int
+	peekErr error
+
 	closing  chan struct{} // closed by fail
 	done     chan struct{} // closed when run has returned (the call, if any, has its terminal and was released)
 	wake     chan struct{} // size 1: "look at the turn", to the reader goroutine; a full channel already says so
@@ -95,6 +102,7 @@ func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
+	c.peekFn = c.peek
 	c.r.ReuseFrames() // each frame is copied out (outbox, finish, the log) before the next read
 	return c
 }
@@ -251,32 +259,33 @@ func (c *streamConn) readIdle() {
 // idleSound reports whether an idle connection can carry the next call:
 // the child neither closed it nor wrote on it while it was idle (a peek
 // that does not wait). Nobody reads an idle connection, so this is where
-// the host finds out.
+// the host finds out. Called by the one goroutine that took c from the
+// idle list.
 func (c *streamConn) idleSound() bool {
-	if c.r.Buffered() > 0 {
+	wrote := c.r.Buffered() > 0
+	if !wrote && c.rc != nil {
+		if err := c.rc.Read(c.peekFn); err != nil {
+			return false
+		}
+		switch {
+		case c.peekErr == syscall.EAGAIN || c.peekErr == syscall.EWOULDBLOCK:
+			return true
+		case c.peekErr != nil || c.peekN == 0: // an error, or EOF: the child closed it
+			return false
+		}
+		wrote = true
+	}
+	if wrote {
 		c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id)
-		return false
 	}
-	if c.rc == nil {
-		return true
-	}
-	var n int
-	var perr error
-	err := c.rc.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, perr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true // never wait for readiness
-	})
-	switch {
-	case err != nil:
-		return false
-	case errors.Is(perr, syscall.EAGAIN) || errors.Is(perr, syscall.EWOULDBLOCK):
-		return true
-	case perr != nil || n == 0: // an error, or EOF: the child closed it
-		return false
-	}
-	c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id)
-	return false
+	return !wrote
+}
+
+// peek is idleSound's look at the socket: one byte, kept there, without
+// waiting for readiness.
+func (c *streamConn) peek(fd uintptr) bool {
+	c.peekN, _, c.peekErr = syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return true
 }
 
 // readResult is what readOne did.
