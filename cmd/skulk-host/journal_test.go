@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,9 @@ func TestJournalCrashTakeover(t *testing.T) {
 
 	a := exec.CommandContext(ctx, hostBin, "call", "--json", "--journal", db, "--input", "-", "echo", "--", childBin)
 	a.WaitDelay = 5 * time.Second
+	// The host is killed below and cannot remove its child's directory
+	// (and socket): let it make it where the test cleans up.
+	a.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	stdin, err := a.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
