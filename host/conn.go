@@ -155,14 +155,20 @@ func (c *streamConn) unbind() {
 	// A Recv that is reading finishes its loop without reading again; the
 	// next call's caller may read at once.
 	c.cur, c.turn, c.reading = nil, turnNone, nil
-	if c.interrupted {
-		c.interrupted = false
-		c.nc.SetReadDeadline(time.Time{})
-	}
+	c.endInterruptLocked()
 	if c.failed() {
 		c.wakeLocked() // the reader goroutine returns
 	}
 	c.mu.Unlock()
+}
+
+// endInterruptLocked takes back the past read deadline a reading Recv's
+// context set, if it did; mu is held.
+func (c *streamConn) endInterruptLocked() {
+	if c.interrupted {
+		c.interrupted = false
+		c.nc.SetReadDeadline(time.Time{})
+	}
 }
 
 func (c *streamConn) wakeLocked() {
@@ -389,7 +395,7 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 			}
 			continue
 		}
-		if call.out.queued() > 0 && (!buffered || !call.out.burstRoom()) {
+		if n, room := call.out.fill(); n > 0 && (!buffered || !room) {
 			break
 		}
 	}
@@ -402,10 +408,7 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 		return true // released meanwhile (unbind); the connection may be another call's already
 	}
 	c.reading = nil
-	if c.interrupted {
-		c.interrupted = false
-		c.nc.SetReadDeadline(time.Time{})
-	}
+	c.endInterruptLocked()
 	if c.turn == turnCaller && (c.wantReader || res == readInterrupted || call.providerDone.Load() || c.exiting) {
 		// Left to the reader: an event wants it, the caller went away
 		// with its context, or the end is still to come (the reader

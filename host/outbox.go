@@ -133,20 +133,13 @@ func (o *outbox) wakeRecvLocked() {
 	}
 }
 
-// queued reports how many frames are queued.
-func (o *outbox) queued() int {
+// fill reports how many frames are queued and whether the queue is under
+// half its bounds (frames and bytes), so that a caller that fills it
+// itself stops well before a put would wait.
+func (o *outbox) fill() (n int, room bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.n
-}
-
-// burstRoom reports whether the queue is under half its bounds (frames
-// and bytes), so that a caller that fills it itself stops well before a
-// put would wait.
-func (o *outbox) burstRoom() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.n < outQueue/2 && o.bytes < outBytes/2
+	return o.n, o.n < outQueue/2 && o.bytes < outBytes/2
 }
 
 // take returns the oldest queued frame. When the queue is empty it reports
