@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,8 +63,8 @@ func TestPlainRequestCancelledWithoutRecv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // the handler runs
-	c.Cancel()
+	c.Cancel() // before or after the handler starts, the child answers cancelled
+
 	t0 := time.Now()
 	for h.Children()[0].Running != 0 {
 		if time.Since(t0) > 3*time.Second {
@@ -93,7 +94,7 @@ func TestIdleConnectionSpoiledByChild(t *testing.T) {
 			if _, err := c.Wait(); err != nil {
 				t.Fatalf("%s: %v", tool, err)
 			}
-			time.Sleep(100 * time.Millisecond) // the child closes or writes
+			waitIdleReadable(t, h)
 			for i := range 2 {
 				c, err = h.Call(ctx, "ok", nil, WithInput(frame.MustPayload(map[string]any{"text": "x"})))
 				if err != nil {
@@ -176,4 +177,30 @@ func TestPlainRequestStreams(t *testing.T) {
 	if n != 40<<20 {
 		t.Fatalf("media: %d bytes, want %d", n, 40<<20)
 	}
+}
+
+// waitIdleReadable waits until the child's one idle stream connection has
+// something to read, its EOF or bytes, in the socket or already in its
+// Reader's buffer: what the child did to it arrived. It looks as
+// idleSound does, leaving the bytes where they are.
+func waitIdleReadable(t *testing.T, h *Host) {
+	t.Helper()
+	waitFor(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		idle := h.slots[0].cur.idle
+		if len(idle) != 1 {
+			return false
+		}
+		if idle[0].r.Buffered() > 0 { // came with the call's end
+			return true
+		}
+		var perr error
+		var b [1]byte
+		idle[0].rc.Read(func(fd uintptr) bool {
+			_, _, perr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			return true
+		})
+		return perr == nil
+	})
 }
