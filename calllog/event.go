@@ -485,11 +485,17 @@ func textOf(p frame.Payload) (string, bool) {
 	return string(b), ok
 }
 
+// shortPayload is the size up to which textBytesOf walks a payload's keys
+// without scanning it first.
+const shortPayload = 128
+
 // textBytesOf is textOf without the copy: the string's bytes inside p.
 func textBytesOf(p frame.Payload) ([]byte, bool) {
 	// A payload without the bytes "text" anywhere has no such key, however
-	// its keys are encoded: most chunks are ruled out by one fast scan.
-	if !bytes.Contains(p, textKey) {
+	// its keys are encoded: most long chunks are ruled out by one fast
+	// scan. A short one is read at once: walking its few keys costs less
+	// than the scan.
+	if len(p) > shortPayload && !bytes.Contains(p, textKey) {
 		return nil, false
 	}
 	r := mpack.NewReader(p)

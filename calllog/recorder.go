@@ -643,8 +643,50 @@ func (rec *Record) OutputAt(f frame.Frame, at time.Time) {
 	if s, ok := textBytesOf(f.Payload); ok {
 		rec.text.Write(s)
 	}
+	if t.unseenLocked(rec) {
+		t.skipLocked(rec, at)
+		return
+	}
 	t.emitLocked(rec, Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence, At: at,
 		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, ContentFull)})
+}
+
+// unseenLocked reports whether an event of rec that is not an end would be
+// kept nowhere: every history it would join is full, and no observer or
+// journal takes it. Such an event is only numbered (skipLocked): building
+// it is most of what recording a long stream's chunk costs.
+func (t *tree) unseenLocked(rec *Record) bool {
+	if t.w != nil {
+		return false
+	}
+	for _, o := range rec.observers {
+		if !excluded(rec.exclude, o) {
+			return false
+		}
+	}
+	for a := rec; a != nil; a = a.parent {
+		if len(a.hist) < t.r.history {
+			return false
+		}
+	}
+	return true
+}
+
+// skipLocked numbers an event that unseenLocked found kept nowhere, as
+// emitLocked would: the next event kept shows the gap in its After, and
+// watchers waiting for any event wake.
+func (t *tree) skipLocked(rec *Record, at time.Time) {
+	t.seq++
+	if at.After(t.lastAt) {
+		t.lastAt = at
+	}
+	for a := rec; a != nil; a = a.parent {
+		a.lastHist = t.seq
+		if a.notify != nil {
+			close(a.notify)
+			a.notify = nil
+		}
+	}
 }
 
 // Text returns the text of the call's output so far: the "text" strings of

@@ -468,6 +468,88 @@ func TestHistoryBoundShowsTheLoss(t *testing.T) {
 	}
 }
 
+// Past a full history a chunk is still given to observers and the
+// journal, still adds to the text, and still joins a parent's history that
+// has room; the next event kept shows the gap.
+func TestOutputPastFullHistory(t *testing.T) {
+	ctx := testCtx(t)
+	const n = 12
+	obs := &collector{}
+	store := &calllog.MemoryStore{}
+	for _, tc := range []string{"none", "observer", "journal"} {
+		t.Run(tc, func(t *testing.T) {
+			opts := calllog.Options{History: 4}
+			switch tc {
+			case "observer":
+				opts.Observers = []calllog.Observer{obs}
+			case "journal":
+				opts.Journal = &calllog.Journal{Store: store, Required: true}
+			}
+			r := newRecorder(t, opts)
+			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c-" + tc, Tool: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Request(calllog.RequestInfo{Child: "c0"})
+			for i := range n {
+				rec.Output(chunk(t, rec.ID(), uint64(i+1), map[string]any{"text": "ab"}))
+			}
+			if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rec.Text(), strings.Repeat("ab", n); got != want {
+				t.Fatalf("Text = %q, want %q", got, want)
+			}
+			evs := slices.Collect(rec.Events())
+			if len(evs) != 5 || evs[4].Seq != n+3 || evs[4].After != n+2 {
+				t.Fatalf("history: %d events, last seq %d after %d; want 5, %d after %d", len(evs), evs[len(evs)-1].Seq, evs[len(evs)-1].After, n+3, n+2)
+			}
+			if err := r.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var kept []calllog.Event
+			switch tc {
+			case "none":
+				return
+			case "observer":
+				kept = obs.got()
+			case "journal":
+				if kept, err = store.EventsAfter(ctx, rec.ID(), 0, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(kept) != n+3 {
+				t.Fatalf("%s kept %d events, want all %d", tc, len(kept), n+3)
+			}
+			for i, ev := range kept {
+				if ev.Seq != uint64(i+1) || ev.After != uint64(i) {
+					t.Fatalf("%s event %d: seq %d after %d", tc, i, ev.Seq, ev.After)
+				}
+			}
+		})
+	}
+	t.Run("step", func(t *testing.T) {
+		r := newRecorder(t, calllog.Options{History: 4})
+		parent, err := r.Begin(ctx, calllog.CallInfo{ID: "p", Tool: "t", Program: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := runCall(t, parent.Context(ctx), r, calllog.CallInfo{ID: "s", Tool: "t"}, 2)
+		// The parent's history (4) fills with its start and the step's
+		// first three events; the step's own keeps its four and its end.
+		if err := parent.End(ctx, calllog.Done(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(slices.Collect(step.Events())); got != 5 {
+			t.Fatalf("step kept %d events, want 4 and its end", got)
+		}
+		pe := slices.Collect(parent.Events())
+		if len(pe) != 5 || pe[3].Call != "s" || pe[3].Kind != calllog.KindOutput {
+			t.Fatalf("parent history %v, want its start and the step's first three, then its end", kinds(pe))
+		}
+	})
+}
+
 // Output events keep each chunk's own content whoever reads them: with no
 // observer and no journal (the kept form is never built), with only an
 // observer, and with only a journal; across many chunks.
@@ -590,5 +672,40 @@ func TestOutputAtKeepsTimesInOrder(t *testing.T) {
 		if evs[i].At.Before(evs[i-1].At) {
 			t.Fatalf("event %d at %v is before event %d at %v", i, evs[i].At, i-1, evs[i-1].At)
 		}
+	}
+}
+
+// Text takes the top-level "text" strings of chunks short and long, and
+// nothing else that looks like one.
+func TestTextOfShortAndLongChunks(t *testing.T) {
+	ctx := testCtx(t)
+	long := strings.Repeat("y", 200)
+	chunks := []map[string]any{
+		{"text": "a"},
+		{"i": 1, "text": "b"},
+		{"inner": map[string]any{"text": "nested"}},
+		{"k": "text"},
+		{"text": 7},
+		{"pad": long, "text": "c"},
+		{"pad": long},
+		{"pad": long, "inner": map[string]any{"text": "nested"}},
+		{"list": []any{"text", map[string]any{"text": "x"}}, "text": "d"},
+	}
+	r := newRecorder(t, calllog.Options{})
+	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Request(calllog.RequestInfo{Child: "c0"})
+	var want strings.Builder
+	for i, v := range chunks {
+		f := chunk(t, "c", uint64(i+1), v)
+		if s, ok := f.Payload.Text(); ok {
+			want.WriteString(s)
+		}
+		rec.Output(f)
+	}
+	if got := rec.Text(); got != want.String() || got != "abcd" {
+		t.Fatalf("Text = %q, want %q (and abcd)", got, want.String())
 	}
 }
