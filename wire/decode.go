@@ -70,6 +70,35 @@ func (e *lengthError) Unwrap() error { return e.err }
 type decoder struct {
 	lastCallID string
 	reuse      *Frame // when set, every frame packet is decoded into it (Reader.ReuseFrames)
+	slab       []byte // room for the next small payloads' copies (see own); never written twice
+}
+
+// Small payloads are copied into slabs rather than allocated one by one:
+// a stream of small frames then costs one allocation per slab instead of
+// one per frame. A slab is slabSize bytes and takes payloads up to
+// slabPayload bytes, so it holds at least 16 of them; a payload kept after
+// the others of its slab are dropped keeps its whole slab alive (at most
+// slabSize bytes for one small payload).
+const (
+	slabSize    = 2048
+	slabPayload = 128
+)
+
+// own returns a copy of b that shares nothing the decoder writes again: a
+// small one is carved from the current slab, its capacity its length so
+// that an append to it cannot reach its neighbour.
+func (d *decoder) own(b []byte) frame.Payload {
+	n := len(b)
+	if n > slabPayload {
+		return append(frame.Payload(nil), b...)
+	}
+	if len(d.slab) < n {
+		d.slab = make([]byte, slabSize)
+	}
+	p := d.slab[:n:n]
+	copy(p, b)
+	d.slab = d.slab[n:]
+	return frame.Payload(p)
 }
 
 // newFrame returns the packet a frame is decoded into: the reused one,
@@ -420,7 +449,7 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 				continue
 			}
 			raw, _ := v.Skip()
-			f.Payload = append(frame.Payload(nil), raw...)
+			f.Payload = d.own(raw)
 		case "media":
 			var err error
 			if f.Media, inline, err = decodeMedia(&v); err != nil && first == nil {
@@ -522,7 +551,7 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 			if err != nil {
 				return nil
 			}
-			f.Payload = append(frame.Payload(nil), raw...)
+			f.Payload = d.own(raw)
 		case "synthetic":
 			if r.IsNil() {
 				continue
@@ -587,13 +616,14 @@ func (d *decoder) canonicalHead(r *mpack.Reader) *Frame {
 	if err != nil {
 		return nil
 	}
-	var kind frame.Kind
-	for k := frame.KindStarted; k <= frame.KindCancelled; k++ {
-		if r.Prefix(encKinds[k]) {
-			kind = k
-			break
-		}
+	if !r.Prefix(encKindKey) {
+		return nil
 	}
+	name, err := r.ReadStr()
+	if err != nil {
+		return nil
+	}
+	kind := parseKind(name)
 	if kind == 0 {
 		return nil
 	}
@@ -824,7 +854,7 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 			p.ToolID, err = readString(&v)
 		case "arguments":
 			raw, _ := v.Skip()
-			p.Arguments = append(frame.Payload(nil), raw...)
+			p.Arguments = d.own(raw)
 			hasArgs = true
 		case "timeout_ms":
 			p.TimeoutMS = 0

@@ -146,6 +146,7 @@ var (
 		frame.KindCancelled: appendKey(nil, "kind", frame.KindCancelled.String()),
 	}
 	encPayloadKey = mpack.AppendString(nil, "payload")
+	encKindKey    = mpack.AppendString(nil, "kind")
 )
 
 func encDirection(d frame.Direction) []byte {

@@ -26,7 +26,10 @@ const maxRecycled = 4
 // not safe for concurrent use, except Recycle.
 //
 // Each packet ReadPacket returns is new and shares nothing with the Reader
-// (but see ReuseFrames); the caller may keep it and its slices. A caller
+// (but see ReuseFrames); the caller may keep it and its slices. Small
+// payloads (up to 128 bytes) are copied side by side into 2 KiB blocks,
+// each with no room to grow into its neighbour: a small payload kept long
+// after the frames read with it keeps its block alive. A caller
 // that knows when it is done with an inline frame's data may hand it back
 // with Recycle.
 type Reader struct {

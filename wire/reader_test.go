@@ -783,3 +783,53 @@ func TestReaderDeadlineKeepsStep(t *testing.T) {
 		require.ErrorIs(t, err, io.EOF)
 	}
 }
+
+// chunkKV is a provider chunk's header fields with payload p and no
+// other (frameKV's payload would take room before p's).
+func chunkKV(seq int, p frame.Payload) []any {
+	return []any{"t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", seq, "kind", "chunk", "payload", raw(p)}
+}
+
+// Small payloads are copied into shared blocks, yet each is its own: a
+// payload has no room to grow into the next, and writing one changes no
+// other, whichever path decoded it (the fast one, or the general one for a
+// header whose "t" is not first), and whatever the size.
+func TestPayloadsShareNothingWritable(t *testing.T) {
+	var stream []byte
+	var want []frame.Payload
+	sizes := []int{0, 1, 5, 60, 120, 126, 300, 2, 2000, 40}
+	for i, n := range sizes {
+		p := frame.MustPayload(map[string]any{"s": strings.Repeat("a", n)})
+		want = append(want, p)
+		kv := chunkKV(i+1, p)
+		if i%3 == 1 { // "t" last: the general path
+			kv = append(kv[2:], "t", "frame")
+		}
+		stream = append(stream, pkt(hdr(kv...), nil)...)
+	}
+	// Many more small frames than one block holds.
+	for i := range 200 {
+		p := frame.MustPayload(map[string]any{"i": i})
+		want = append(want, p)
+		stream = append(stream, pkt(hdr(chunkKV(len(sizes)+i+1, p)...), nil)...)
+	}
+	ps := readAll(t, NewReader(bytes.NewReader(stream), Limits{}))
+	require.Len(t, ps, len(want))
+	var got []frame.Payload
+	for _, p := range ps {
+		got = append(got, p.(*Frame).Payload)
+	}
+	for i := range got {
+		require.Equal(t, want[i], got[i], "payload %d", i)
+		_ = append(got[i], 0xff) // must not land in the next payload
+		for j := range got[i] {
+			got[i][j] ^= 0xff
+		}
+	}
+	for i := range got {
+		for j := range got[i] {
+			got[i][j] ^= 0xff
+		}
+		require.Equal(t, want[i], got[i], "payload %d after writing every payload", i)
+	}
+}

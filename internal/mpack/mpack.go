@@ -402,6 +402,23 @@ func (r *Reader) Skip() ([]byte, error) {
 			r.off++
 			pending += uint64(c & 0x0f)
 			continue
+		case c >= 0xcc && c <= 0xd3: // integers of 1, 2, 4 or 8 bytes
+			n := 1 + 1<<((c-0xcc)&3)
+			if len(r.b)-r.off < n {
+				return nil, ErrShort
+			}
+			r.off += n
+			continue
+		case c == 0xd9: // str8
+			if len(r.b)-r.off < 2 {
+				return nil, ErrShort
+			}
+			n := 2 + int(r.b[r.off+1])
+			if len(r.b)-r.off < n {
+				return nil, ErrShort
+			}
+			r.off += n
+			continue
 		}
 		items, size, hdr, err := r.describe(c)
 		if err != nil {

@@ -126,7 +126,7 @@ func TestReaderTypesAndErrors(t *testing.T) {
 }
 
 func TestSkipEveryType(t *testing.T) {
-	values := []any{nil, true, false, 1, -1, 200, -200, 70000, -70000, 1 << 40, -(1 << 40), uint64(math.MaxUint64),
+	values := []any{nil, true, false, 1, -1, -100, 200, 300, -200, 70000, -70000, 1 << 40, -(1 << 40), uint64(math.MaxUint64),
 		float32(1.5), 2.5, "s", strings.Repeat("x", 40), strings.Repeat("x", 300), strings.Repeat("x", 70000),
 		[]byte{1}, make([]byte, 300), make([]byte, 70000), []any{1, []any{2}}, make([]any, 20), make([]any, 70000),
 		map[string]any{"a": map[string]any{"b": 1}}, msgpack.RawMessage{0xd4, 1, 2}, msgpack.RawMessage{0xd5, 1, 2, 3},
