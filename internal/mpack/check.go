@@ -37,8 +37,14 @@ func (r *Reader) ReadObject() ([]byte, error) {
 	if c&0xf0 != 0x80 && c != 0xde && c != 0xdf {
 		return nil, ErrType
 	}
-	// Most payloads nest a level or two: a small stack spares zeroing
-	// the full one on every call. A deeper value starts again with it.
+	// Most payloads are one flat map of scalars: checkFlat takes those
+	// without a stack. Most others nest a level or two: a small stack
+	// spares zeroing the full one on every call. A deeper value starts
+	// again with it.
+	if r.checkFlat() {
+		return r.b[start:r.off], nil
+	}
+	r.off = start
 	var shallow [shallowDepth + 1]level
 	err = r.checkValue(shallow[:])
 	if err == errDeeper {
@@ -50,6 +56,61 @@ func (r *Reader) ReadObject() ([]byte, error) {
 		return nil, err
 	}
 	return r.b[start:r.off], nil
+}
+
+// checkFlat checks a map at r.off whose values are all scalars, as
+// checkValue would, and reports whether it did; false leaves r.off
+// anywhere, for checkValue to start again (a nested value, any error).
+func (r *Reader) checkFlat() bool {
+	c := r.b[r.off]
+	var n int
+	switch {
+	case c&0xf0 == 0x80:
+		n, r.off = int(c&0x0f), r.off+1
+	case c == 0xde && len(r.b)-r.off >= 3:
+		n, r.off = int(r.b[r.off+1])<<8|int(r.b[r.off+2]), r.off+3
+	default:
+		return false
+	}
+	for i := range 2 * n {
+		if r.off >= len(r.b) {
+			return false
+		}
+		c := r.b[r.off]
+		isKey := i%2 == 0
+		var size int // bytes after the header byte
+		switch {
+		case c&0xe0 == 0xa0, c == 0xd9: // fixstr, str8: key or value
+			m, hdr := int(c&0x1f), 1
+			if c == 0xd9 {
+				if len(r.b)-r.off < 2 {
+					return false
+				}
+				m, hdr = int(r.b[r.off+1]), 2
+			}
+			if len(r.b)-r.off-hdr < m {
+				return false
+			}
+			s := r.b[r.off+hdr : r.off+hdr+m]
+			r.off += hdr + m
+			if !validUTF8(s) {
+				return false
+			}
+			continue
+		case isKey: // not a string: checkValue says what is wrong
+			return false
+		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+		case c >= 0xcc && c <= 0xd3:
+			size = 1 << ((c - 0xcc) & 3)
+		default: // floats (checkValue refuses NaN), long strings, containers, the rest
+			return false
+		}
+		r.off += 1 + size
+		if r.off > len(r.b) {
+			return false
+		}
+	}
+	return true
 }
 
 // shallowDepth is the nesting CheckObject checks with its small stack.

@@ -67,7 +67,22 @@ func FuzzCheckObject(f *testing.F) {
 	f.Add([]byte{0x81, 0xa1, 'a', 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
 
+	f.Add([]byte{0x82, 0xa1, 'i', 0xce, 0, 0, 1, 2, 0xa3, 'p', 'a', 'd', 0xd9, 2, 'x', 'y'})
+	f.Add([]byte{0x81, 0x01, 0x02})
+
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The flat shortcut takes only what the general walk takes, and
+		// ends where it does.
+		if len(b) > 0 {
+			flat := NewReader(b)
+			if flat.checkFlat() {
+				gen := NewReader(b)
+				var st [MaxDepth + 1]level
+				if err := gen.checkValue(st[:]); err != nil || gen.off != flat.off {
+					t.Fatalf("checkFlat took %d bytes; checkValue: %v at %d", flat.off, err, gen.off)
+				}
+			}
+		}
 		r := NewReader(b)
 		_, rerr := r.ReadObject()
 		if whole := rerr == nil && r.Remaining() == 0; whole != (CheckObject(b) == nil) {
