@@ -33,7 +33,9 @@ type call struct {
 	// in is the ingress queue: exactly wire.IngressQueue (8) caller frames.
 	// Overflow policy: block. When it is full the reader stops reading the
 	// connection, so the host's writes block (backpressure). Written and
-	// closed only by the connection's reader.
+	// closed only by the connection's reader, which makes it (input) on the
+	// first chunk or before the handler starts: a call whose caller
+	// completed before either gets closedInput instead.
 	in           chan frame.Frame
 	callerResult frame.Payload   // the caller's completed payload; guarded by mu
 	fence        *sequence.Fence // the caller's direction; owned by the connection's reader
@@ -71,7 +73,7 @@ type call struct {
 func newCall(c *conn, inv *wire.Invoke) *call {
 	cl := &call{
 		c: c, inv: inv, tool: c.s.tools[inv.ToolID],
-		in: make(chan frame.Frame, wire.IngressQueue), next: 1,
+		next:    1,
 		fence:   sequence.New(inv.CallID, frame.CallerToProvider, 0),
 		endedCh: make(chan struct{}),
 	}
@@ -110,11 +112,32 @@ func (cl *call) closeAfterEnd() bool {
 	return cl.isEnded
 }
 
+// closedInput is the ingress queue of every call whose caller completed
+// before a chunk came or its handler started: closed, and never written.
+var closedInput = func() chan frame.Frame {
+	ch := make(chan frame.Frame)
+	close(ch)
+	return ch
+}()
+
+// input returns the ingress queue, making it first. Called only by the
+// connection's reader, and before the handler starts (ensureRunning,
+// runInline), so that the handler sees it made.
+func (cl *call) input() chan frame.Frame {
+	if cl.in == nil {
+		cl.in = make(chan frame.Frame, wire.IngressQueue)
+	}
+	return cl.in
+}
+
+// queueFull reports whether the ingress queue has no room for a chunk.
+func (cl *call) queueFull() bool { return cl.in != nil && len(cl.in) == cap(cl.in) }
+
 // push hands a caller chunk to the handler, blocking while the queue is
 // full; once the handler's context is done the chunk is discarded.
 func (cl *call) push(f frame.Frame) {
 	select {
-	case cl.in <- f:
+	case cl.input() <- f:
 	case <-cl.ctx.Done():
 	}
 }
@@ -124,6 +147,10 @@ func (cl *call) closeInput(result frame.Payload) {
 	cl.mu.Lock()
 	cl.callerResult = result
 	cl.mu.Unlock()
+	if cl.in == nil {
+		cl.in = closedInput
+		return
+	}
 	close(cl.in)
 }
 

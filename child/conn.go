@@ -51,6 +51,7 @@ type conn struct {
 
 func newConn(s *server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, w: wire.NewWriter(nc, s.limits), r: wire.NewReader(nc, s.limits)}
+	c.r.ReuseFrames() // callerPacket copies each frame out before the next read
 	c.refs.Store(1)
 	return c
 }
@@ -151,6 +152,7 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 // has run for inlineWatch or more, and runInline then reports handedOff.
 func (c *conn) runInline(cl *call) (handedOff bool) {
 	cl.running, cl.inline = true, true
+	cl.input()
 	c.mu.Lock()
 	c.inline, c.inlineSeen = cl, false
 	c.mu.Unlock()
@@ -221,6 +223,7 @@ func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 func (c *conn) ensureRunning(cl *call) {
 	if cl.handler && !cl.running {
 		cl.running = true
+		cl.input()
 		c.runCall(cl)
 	}
 }
@@ -298,7 +301,7 @@ func (c *conn) readCaller(cl *call) bool {
 // has room for them, and says where the caller's direction stands; it
 // reads nothing from the connection itself.
 func (c *conn) readBuffered(cl *call) callerState {
-	for c.r.PacketBuffered() && len(cl.in) < cap(cl.in) {
+	for c.r.PacketBuffered() && !cl.queueFull() {
 		p, err := c.r.ReadPacket()
 		if st := c.callerPacket(cl, p, err); st != callerOpen {
 			return st

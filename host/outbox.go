@@ -55,9 +55,10 @@ type outbox struct {
 	putWaiting  bool          // a put found the queue full: a take that halves it wakes it
 }
 
-// outStart is the ring's first size: enough for a short call's frames, so
-// that only a call that streams pays for a longer queue.
-const outStart = 8
+// outStart is the ring's first size: enough for a short call's frames
+// (started, a chunk, the terminal), so that only a call that streams pays
+// for a longer queue.
+const outStart = 4
 
 func newOutbox() *outbox {
 	return &outbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1), buf: make([]frame.Frame, outStart)}

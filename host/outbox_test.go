@@ -106,9 +106,9 @@ func TestOutboxGrowsInOrder(t *testing.T) {
 			want++
 		}
 	}
-	put(5)
-	take(3)           // the ring's head moves on
-	put(outStart - 2) // full, wrapped around the end
+	put(3)
+	take(2)           // the ring's head moves on
+	put(outStart - 1) // full, wrapped around the end
 	if len(o.buf) != outStart {
 		t.Fatalf("ring of %d frames, want %d before it is full", len(o.buf), outStart)
 	}
