@@ -498,26 +498,5 @@ func textBytesOf(p frame.Payload) ([]byte, bool) {
 	if len(p) > shortPayload && !bytes.Contains(p, textKey) {
 		return nil, false
 	}
-	r := mpack.NewReader(p)
-	n, err := r.ReadMapLen()
-	if err != nil {
-		return nil, false
-	}
-	for range n {
-		k, err := r.ReadStr()
-		if err != nil {
-			return nil, false
-		}
-		if string(k) == "text" {
-			v, err := r.ReadStr()
-			if err != nil {
-				return nil, false
-			}
-			return v, true
-		}
-		if _, err := r.Skip(); err != nil {
-			return nil, false
-		}
-	}
-	return nil, false
+	return mpack.MapString(p, "text")
 }

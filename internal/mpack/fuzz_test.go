@@ -69,6 +69,7 @@ func FuzzCheckObject(f *testing.F) {
 
 	f.Add([]byte{0x82, 0xa1, 'i', 0xce, 0, 0, 1, 2, 0xa3, 'p', 'a', 'd', 0xd9, 2, 'x', 'y'})
 	f.Add([]byte{0x81, 0x01, 0x02})
+	f.Add([]byte{0x83, 0xa1, 'n', 0xcd, 1, 2, 0xa1, 's', 0xd9, 1, 'x', 0xa4, 't', 'e', 'x', 't', 0xa1, 'y'})
 
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// The flat shortcut takes only what the general walk takes, and
@@ -118,6 +119,16 @@ func FuzzCheckObject(f *testing.F) {
 		raw, err := r.Skip()
 		if err != nil || len(raw) != len(b) {
 			t.Fatalf("Skip disagrees with CheckObject: %v", err)
+		}
+		// MapString finds what the codec decodes (with keys given once:
+		// the codec keeps a repeated key's last value, MapString its first).
+		r = NewReader(b)
+		if n, _ := r.ReadMapLen(); n == len(m) {
+			want, wantOK := m["text"].(string)
+			got, ok := MapString(b, "text")
+			if ok != wantOK || string(got) != want {
+				t.Fatalf("MapString = %q, %v; the codec has %q, %v", got, ok, want, wantOK)
+			}
 		}
 	})
 }

@@ -502,3 +502,76 @@ func (r *Reader) describe(c byte) (items, size uint64, hdr int, err error) {
 	}
 	return 0, 0, 0, ErrType // 0xc1 is never used
 }
+
+// MapString returns the string at the top-level key of the map b, and
+// whether b is a map that has that key with a string value. It reads only
+// the keys before it, skipping their values; malformed input gives false.
+// It is a lookup for hot paths: the common headers (short strings,
+// integers, flat values) are read inline, anything else through Skip.
+func MapString(b []byte, key string) ([]byte, bool) {
+	r := NewReader(b)
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return nil, false
+	}
+	for range n {
+		k, ok := r.shortStr()
+		if !ok {
+			return nil, false
+		}
+		if string(k) == key {
+			v, err := r.ReadStr()
+			return v, err == nil
+		}
+		if r.off >= len(r.b) {
+			return nil, false
+		}
+		c := r.b[r.off]
+		switch {
+		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+			r.off++
+			continue
+		case c >= 0xcc && c <= 0xd3: // integers of 1, 2, 4 or 8 bytes
+			r.off += 1 + 1<<((c-0xcc)&3)
+			if r.off > len(r.b) {
+				return nil, false
+			}
+			continue
+		case c&0xe0 == 0xa0, c == 0xd9:
+			if _, ok := r.shortStr(); !ok {
+				return nil, false
+			}
+			continue
+		}
+		if _, err := r.Skip(); err != nil {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// shortStr reads a fixstr or str8, the headers of nearly every key, and
+// reports false for anything else or a string cut short (r.off is then
+// unspecified).
+func (r *Reader) shortStr() ([]byte, bool) {
+	if r.off >= len(r.b) {
+		return nil, false
+	}
+	c := r.b[r.off]
+	var n, hdr int
+	switch {
+	case c&0xe0 == 0xa0:
+		n, hdr = int(c&0x1f), 1
+	case c == 0xd9 && len(r.b)-r.off >= 2:
+		n, hdr = int(r.b[r.off+1]), 2
+	default:
+		s, err := r.ReadStr() // str16, str32, or not a string
+		return s, err == nil
+	}
+	if len(r.b)-r.off-hdr < n {
+		return nil, false
+	}
+	s := r.b[r.off+hdr : r.off+hdr+n]
+	r.off += hdr + n
+	return s, true
+}

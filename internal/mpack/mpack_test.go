@@ -278,3 +278,33 @@ func TestReaderAllocatesNothing(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+func TestMapString(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, c := range []struct {
+		v      any
+		want   string
+		wantOK bool
+	}{
+		{map[string]any{"text": "a"}, "a", true},
+		{map[string]any{"i": 70000, "text": "b"}, "b", true},
+		{map[string]any{"n": -100, "f": 1.5, "s": long, "t": true, "z": nil, "text": "c"}, "c", true},
+		{map[string]any{"nested": map[string]any{"text": "no"}, "l": []any{"text"}}, "", false},
+		{map[string]any{"k": "text"}, "", false},
+		{map[string]any{"text": 7}, "", false},
+		{map[string]any{long: 1, "text": long}, long, true},
+		{[]any{"text", "a"}, "", false},
+		{"text", "", false},
+	} {
+		b, err := msgpack.Marshal(c.v)
+		require.NoError(t, err)
+		got, ok := MapString(b, "text")
+		require.Equal(t, c.wantOK, ok, "%v", c.v)
+		require.Equal(t, c.want, string(got), "%v", c.v)
+		for cut := range len(b) { // a cut input gives the value whole or nothing
+			if got, ok := MapString(b[:cut], "text"); ok {
+				require.Equal(t, c.want, string(got), "%v cut at %d", c.v, cut)
+			}
+		}
+	}
+}
