@@ -266,7 +266,7 @@ type tree struct {
 	mu      sync.Mutex // guards the fields below and every record's state
 	seq     uint64
 	lastAt  time.Time                  // At of the last event
-	offered map[*observerRunner]uint64 // last Seq offered to each observer
+	offered map[*observerRunner]uint64 // last Seq offered to each observer; made with the first offer
 	// contents is where output events' Content values come from, carved
 	// one at a time so that a stream does not allocate one per chunk; its
 	// next refill is twice the last, bounded by maxContentSlab.
@@ -372,7 +372,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		if j == nil {
 			j = info.Journal
 		}
-		t = &tree{r: r, id: info.ID, j: j, offered: map[*observerRunner]uint64{}}
+		t = &tree{r: r, id: info.ID, j: j}
 	}
 	policyErr := info.Journal != nil && info.Journal != t.j
 
@@ -459,6 +459,9 @@ func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
 		}
 		k := kept
 		k.After = t.offered[o]
+		if t.offered == nil {
+			t.offered = make(map[*observerRunner]uint64, len(rec.observers))
+		}
 		t.offered[o] = ev.Seq
 		o.offer(k, rec.exclude)
 	}

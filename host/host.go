@@ -37,7 +37,7 @@ type Host struct {
 	mu       sync.Mutex // guards the fields below and the pool state of every slot and child
 	closing  bool
 	closeCtx context.Context // Close's context, set when closing
-	changed  chan struct{}   // closed and replaced whenever the pool changes (a slot freed, a child up or down)
+	changed  chan struct{}   // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
 	cat      *catalog        // the catalogue of the latest child that started
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
@@ -113,7 +113,6 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{
 		cfg:      cfg.withDefaults(),
 		idPrefix: hex.EncodeToString(rnd[:]),
-		changed:  make(chan struct{}),
 	}
 	h.log = h.cfg.Logger
 	h.rec = h.cfg.Recorder
@@ -176,8 +175,10 @@ func (h *Host) Children() []ChildInfo {
 // notifyLocked wakes every goroutine waiting for the pool to change. h.mu
 // must be held.
 func (h *Host) notifyLocked() {
-	close(h.changed)
-	h.changed = make(chan struct{})
+	if h.changed != nil {
+		close(h.changed)
+		h.changed = nil
+	}
 }
 
 // acquire picks the least loaded ready child with a free stream slot and
@@ -219,6 +220,9 @@ func (h *Host) acquire(ctx context.Context) (*child, error) {
 				cause = ErrChildDied
 			}
 			return nil, &poolDownError{cause: cause}
+		}
+		if h.changed == nil {
+			h.changed = make(chan struct{})
 		}
 		wait := h.changed
 		h.mu.Unlock()
