@@ -60,14 +60,17 @@ type call struct {
 	endWait   chan struct{} // made by an abandon that waits for isEnded, closed when it is set; guarded by mu
 
 	// The cancellation grace (PROTOCOL.md §5.6) has no goroutine of its
-	// own: a context.AfterFunc on ctx arms the grace timer, whose function
-	// reports the handler stuck. The runner owns both: once the handler
-	// returned it stops them, or waits (graceWG) for the one that started.
-	stopAfter func() bool    // stops the context.AfterFunc; set by superviseGrace before the handler runs
-	graceWG   sync.WaitGroup // the AfterFunc's function and graceOver, from when they are armed until they return or are stopped
-	grace     *time.Timer    // the grace timer, once armed; guarded by mu
-	returned  bool           // the handler returned: the clocks do nothing any more; guarded by mu
-	stuck     bool           // counted in s.stuck; guarded by mu
+	// own: one timer, whose function reports the handler stuck, is armed
+	// for the deadline plus the grace when the handler starts, and moved
+	// earlier by each cause the child gives (cancelWith). The runner owns
+	// it: once the handler returned it stops it, or waits (graceWG) for
+	// its function once that started.
+	graceWG    sync.WaitGroup // graceOver, from when its timer is armed until it returns or is stopped
+	grace      *time.Timer    // the grace timer, once armed; guarded by mu
+	graceAt    time.Time      // when grace fires; guarded by mu
+	supervised bool           // superviseGrace ran: a cause from now on arms the grace; guarded by mu
+	returned   bool           // the handler returned: the clocks do nothing any more; guarded by mu
+	stuck      bool           // counted in s.stuck; guarded by mu
 }
 
 func newCall(c *conn, inv *wire.Invoke) *call {
@@ -181,28 +184,53 @@ func (cl *call) run() {
 	cl.finish(res)
 }
 
-// superviseGrace arms the cancellation grace: once the handler's context
-// is done, a timer of cancelGrace starts, and if the handler has not
-// returned when it fires, graceOver reports it stuck. The runner must call
-// stopGrace once the handler returned.
+// superviseGrace arms the cancellation grace before the handler runs: a
+// cause that came already starts it now, a deadline at the deadline; each
+// cause from now on (cancelWith) starts it then. If the handler has not
+// returned when it ends, graceOver reports it stuck. The runner must call
+// stopGrace once the handler returned. (A cancellation of the whole
+// server, the host gone, arms nothing: its connections close at once.)
 func (cl *call) superviseGrace() {
-	cl.graceWG.Add(1)
-	// Runs on a goroutine of the context package once cl.ctx is done;
-	// stopGrace stops it, or waits for it once it started.
-	cl.stopAfter = context.AfterFunc(cl.ctx, func() {
-		defer cl.graceWG.Done()
-		cl.mu.Lock()
-		defer cl.mu.Unlock()
-		if cl.returned {
-			return
-		}
-		cl.graceWG.Add(1) // while this function's own count is held, so never racing Wait
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.supervised = true
+	if cl.ctx.Err() != nil {
+		cl.armGraceLocked(time.Now().Add(cl.c.s.cancelGrace))
+	} else if d, ok := cl.ctx.Deadline(); ok {
+		cl.armGraceLocked(d.Add(cl.c.s.cancelGrace))
+	}
+}
+
+// cancelWith cancels the handler's context with cause and starts the
+// cancellation grace, for a call whose handler runs or will.
+func (cl *call) cancelWith(cause error) {
+	cl.cancel(cause)
+	cl.mu.Lock()
+	cl.armGraceLocked(time.Now().Add(cl.c.s.cancelGrace))
+	cl.mu.Unlock()
+}
+
+// armGraceLocked makes the grace end at at, unless it ends sooner already
+// or the handler is not supervised (yet, or any more). cl.mu is held.
+func (cl *call) armGraceLocked(at time.Time) {
+	if !cl.supervised || cl.returned {
+		return
+	}
+	if cl.grace == nil {
+		cl.graceWG.Add(1) // under mu, before returned is set: never racing Wait
+		cl.graceAt = at
 		// Runs on the timer's goroutine; stopGrace stops it, or waits for it.
-		cl.grace = time.AfterFunc(cl.c.s.cancelGrace, func() {
+		cl.grace = time.AfterFunc(time.Until(at), func() {
 			defer cl.graceWG.Done()
 			cl.graceOver()
 		})
-	})
+		return
+	}
+	// A timer that cannot be stopped has fired: graceOver runs already.
+	if at.Before(cl.graceAt) && cl.grace.Stop() {
+		cl.graceAt = at
+		cl.grace.Reset(time.Until(at))
+	}
 }
 
 // graceOver reports a cancelled handler that is still running after the
@@ -237,11 +265,7 @@ func (cl *call) stopGrace() {
 	if stuck {
 		cl.c.s.stuck.Add(-1)
 	}
-	if cl.stopAfter() {
-		cl.graceWG.Done() // the AfterFunc never ran
-	}
-	// The AfterFunc's function armed grace before returned was set, or it
-	// sees returned and arms nothing.
+	// Nothing arms the grace once returned is set.
 	if grace != nil && grace.Stop() {
 		cl.graceWG.Done() // graceOver never ran
 	}

@@ -188,6 +188,38 @@ func TestStuckHandler(t *testing.T) {
 	})
 }
 
+// TestStuckHandlerPastDeadline: a handler that ignores its deadline gets
+// the timeout terminal written for it once the cancel grace after the
+// deadline is over, and is counted stuck until it returns; the end waits
+// for it.
+func TestStuckHandlerPastDeadline(t *testing.T) {
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 100
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{startup: st})
+		s := dial(t, h)
+		start := time.Now()
+		require.NoError(t, s.Invoke("sd1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}, 200*time.Millisecond))
+		require.NoError(t, s.Started("sd1"))
+		s.Conn.SetReadDeadline(deadline())
+		p, err := s.Read()
+		require.NoError(t, err)
+		f, ok := p.(*wire.Frame)
+		require.True(t, ok, "got %T", p)
+		require.Equal(t, frame.KindFailed, f.Kind)
+		require.Equal(t, frame.CodeTimeout, f.Error.Code)
+		// Not before the deadline plus the grace; well before the handler returns.
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 300*time.Millisecond)
+		require.Less(t, took, 1200*time.Millisecond)
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 1 })
+		p, err = s.Read()
+		require.NoError(t, err)
+		require.Equal(t, wire.TypeEnd, p.Type())
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
+	})
+}
+
 // TestGraceRacesHandlerReturn: cancelled handlers that return around the
 // moment their cancel grace runs out (from 2 ms before it to 2 ms after)
 // each get exactly one terminal and then their end, whichever of the grace

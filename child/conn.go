@@ -193,7 +193,7 @@ func (c *conn) watched() bool {
 // abort closes the connection and cancels the call still using it.
 func (c *conn) abort(cl *call) {
 	if cl != nil {
-		cl.cancel(ErrConnClosed)
+		cl.cancelWith(ErrConnClosed)
 	}
 	c.close()
 }
@@ -349,7 +349,7 @@ func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
 		cl.closeInput(f.Payload)
 		return callerClosed
 	default: // cancelled, failed
-		cl.cancel(ErrCallerCancelled)
+		cl.cancelWith(ErrCallerCancelled)
 		return callerClosed
 	}
 	return callerOpen
@@ -363,7 +363,7 @@ func (c *conn) invalidInput(cl *call) {
 		c.close()
 		return
 	}
-	cl.cancel(ErrInvalidInput)
+	cl.cancelWith(ErrInvalidInput)
 	for {
 		if _, err := c.r.ReadPacket(); err != nil {
 			var inv *wire.InvalidError

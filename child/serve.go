@@ -272,7 +272,7 @@ func (s *server) cancelCall(id string) {
 	}
 	s.mu.Unlock()
 	if c != nil {
-		c.cancel(ErrCancelRequested)
+		c.cancelWith(ErrCancelRequested)
 	}
 }
 
@@ -293,7 +293,7 @@ wait:
 		case <-s.callDone:
 		case <-graceT.C:
 			for _, c := range s.runningCalls() {
-				c.cancel(ErrDrained)
+				c.cancelWith(ErrDrained)
 			}
 		case <-hard.C:
 			s.log.Warn("drain: abandoning handlers that ignore cancellation", "count", s.active.Load())
@@ -302,7 +302,7 @@ wait:
 			deadline := time.Now().Add(abandonFlush)
 			var abandoning sync.WaitGroup
 			for _, c := range s.runningCalls() {
-				c.cancel(ErrDrained) // in case the grace timer has not been seen yet
+				c.cancelWith(ErrDrained) // in case the grace timer has not been seen yet
 				// abandon returns by deadline; waited for below.
 				abandoning.Go(func() { c.abandon(deadline) })
 			}
