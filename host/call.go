@@ -572,9 +572,11 @@ func (c *Call) cancel(reason string) {
 }
 
 // terminalClocks stops the deadline and cancel clocks once the terminal
-// was given, and arms the end grace. Called by the connection's reader
-// after finish.
-func (c *Call) terminalClocks() {
+// was given, and arms the end grace unless the next packet is already
+// whole in the reader's buffer (endBuffered): whoever reads the terminal
+// reads that packet next, without waiting. Called by the connection's
+// reader after finish.
+func (c *Call) terminalClocks(endBuffered bool) {
 	c.clockMu.Lock()
 	defer c.clockMu.Unlock()
 	if c.released {
@@ -583,7 +585,9 @@ func (c *Call) terminalClocks() {
 	c.stopTimerLocked(c.deadlineT)
 	c.stopTimerLocked(c.cancelT)
 	c.deadlineT, c.cancelT = nil, nil
-	c.endT = c.afterLocked(c.ch.h.cfg.EndGrace, nil, "no end after the provider terminal: closing the stream connection")
+	if !endBuffered {
+		c.endT = c.afterLocked(c.ch.h.cfg.EndGrace, nil, "no end after the provider terminal: closing the stream connection")
+	}
 }
 
 // sendCancel writes the control cancel and, if the caller's direction is

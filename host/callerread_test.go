@@ -204,3 +204,26 @@ func waitIdleReadable(t *testing.T, h *Host) {
 		return perr == nil
 	})
 }
+
+// A terminal that comes with its end in one read arms no end grace: the
+// end is read next, without waiting, so the timer would only be stopped.
+// One that comes alone still arms it (TestNoEndClosesConnection).
+func TestEndWithTerminalArmsNoGrace(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 20*time.Second)
+	for range 5 {
+		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1}), WithInput())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		c.clockMu.Lock()
+		armed := c.endT != nil
+		c.clockMu.Unlock()
+		if armed {
+			t.Fatal("the end grace was armed for a terminal that came with its end")
+		}
+	}
+}

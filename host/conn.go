@@ -448,7 +448,7 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, bur
 	}
 	if f.Kind.IsTerminal() {
 		call.finish(*f, "")
-		call.terminalClocks()
+		call.terminalClocks(!burstEnd)
 		return true
 	}
 	// Recorded before the caller can read it, so that Text and Events
