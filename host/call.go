@@ -36,7 +36,7 @@ type Call struct {
 	conn *streamConn
 	rec  *calllog.Record // the call in the log; its methods never block but End and Confirm
 
-	out     *outbox       // provider frames for Recv; put by the reader
+	out     outbox        // provider frames for Recv; put by the reader
 	done    chan struct{} // closed by finish once term is set
 	term    frame.Frame
 	termErr *CallError
@@ -53,15 +53,15 @@ type Call struct {
 	stopCtx   func() bool // stops the context watch
 
 	// Owned by the connection's reader goroutine.
-	fence *sequence.Fence // provider direction, from 1
-	given uint64          // sequence after the last frame given to the caller
+	fence sequence.Fence // provider direction, from 1
+	given uint64         // sequence after the last frame given to the caller
 
 	providerDone atomic.Bool // the provider terminal (real or synthetic) was given: set by finish
 
 	sendMu   sync.Mutex
-	send     *sequence.Fence // caller direction; guarded by sendMu
-	sendPkt  wire.Frame      // the packet every caller frame is written as (encoded before WritePacket returns); guarded by sendMu
-	sendDone bool            // caller terminal written, or the call released; guarded by sendMu
+	send     sequence.Fence // caller direction; guarded by sendMu
+	sendPkt  wire.Frame     // the packet every caller frame is written as (encoded before WritePacket returns); guarded by sendMu
+	sendDone bool           // caller terminal written, or the call released; guarded by sendMu
 	// callerClosed: the caller itself ended its direction (CloseSend, or
 	// Cancel and the call's context). Atomic because cancel sets it without
 	// sendMu, which a blocked Send may hold.
@@ -77,12 +77,12 @@ type Call struct {
 func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
-		out:   newOutbox(),
 		done:  make(chan struct{}),
-		fence: sequence.New(inv.CallID, frame.ProviderToCaller, 1),
+		fence: *sequence.New(inv.CallID, frame.ProviderToCaller, 1),
 		given: 1,
-		send:  sequence.New(inv.CallID, frame.CallerToProvider, 0),
+		send:  *sequence.New(inv.CallID, frame.CallerToProvider, 0),
 	}
+	call.out.init()
 	var c *streamConn
 	for {
 		var err error
@@ -149,7 +149,14 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 // and closes the caller's direction; sendMu is held. The frames are
 // recorded before the write, as Send's are.
 func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
-	frames := make([]wire.Frame, 0, len(input)+2)
+	// A request of one chunk or none (most) needs no allocation for its
+	// packets: the writer copies them before WritePackets returns.
+	var frameBuf [3]wire.Frame
+	var pktBuf [4]wire.Packet
+	frames := frameBuf[:0]
+	if len(input) > 1 {
+		frames = make([]wire.Frame, 0, len(input)+2)
+	}
 	cs, _ := frame.NewStarted(c.id, frame.CallerToProvider)
 	frames = append(frames, wire.Frame{Frame: cs})
 	for i, p := range input {
@@ -161,8 +168,7 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	}
 	done, _ := frame.NewCompleted(c.id, frame.CallerToProvider, uint64(len(input)+1), nil)
 	frames = append(frames, wire.Frame{Frame: done})
-	pkts := make([]wire.Packet, 0, len(frames)+1)
-	pkts = append(pkts, inv)
+	pkts := append(pktBuf[:0], inv)
 	for i := range frames {
 		c.rec.Input(frames[i].Frame)
 		pkts = append(pkts, &frames[i])

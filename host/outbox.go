@@ -61,7 +61,14 @@ type outbox struct {
 const outStart = 4
 
 func newOutbox() *outbox {
-	return &outbox{ready: make(chan struct{}, 1), room: make(chan struct{}, 1), buf: make([]frame.Frame, outStart)}
+	o := &outbox{}
+	o.init()
+	return o
+}
+
+// init readies a zero outbox in place (a Call holds its own).
+func (o *outbox) init() {
+	o.ready, o.room, o.buf = make(chan struct{}, 1), make(chan struct{}, 1), make([]frame.Frame, outStart)
 }
 
 // growLocked doubles the ring, up to outQueue, and reports whether it did.

@@ -22,7 +22,8 @@ func TestRecvOrderTerminalLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Call{id: "x", out: newOutbox(), done: make(chan struct{}), rec: rec}
+	c := &Call{id: "x", done: make(chan struct{}), rec: rec}
+	c.out.init()
 	started, _ := frame.NewStarted("x", frame.ProviderToCaller)
 	c.out.put(started, true, nil)
 	for i := uint64(1); i <= 3; i++ {
