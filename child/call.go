@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
@@ -37,8 +38,8 @@ type call struct {
 	// first chunk or before the handler starts: a call whose caller
 	// completed before either gets closedInput instead.
 	in           chan frame.Frame
-	callerResult frame.Payload   // the caller's completed payload; guarded by mu
-	fence        *sequence.Fence // the caller's direction; owned by the connection's reader
+	callerResult frame.Payload  // the caller's completed payload; guarded by mu
+	fence        sequence.Fence // the caller's direction; owned by the connection's reader
 
 	// Set by the connection's reader before the handler runs: handler,
 	// the call has one (it was registered); running, it was handed to the
@@ -55,7 +56,7 @@ type call struct {
 	mu        sync.Mutex
 	terminal  bool          // a provider terminal is claimed; guarded by mu
 	closeConn bool          // close the connection once ended; guarded by mu
-	endedCh   chan struct{} // closed just before the end is written: the next invoke may come
+	over      atomic.Bool   // set just before the end is written: the next invoke may come
 	isEnded   bool          // the end is written (or never will be); guarded by mu
 	endWait   chan struct{} // made by an abandon that waits for isEnded, closed when it is set; guarded by mu
 
@@ -76,9 +77,8 @@ type call struct {
 func newCall(c *conn, inv *wire.Invoke) *call {
 	cl := &call{
 		c: c, inv: inv, tool: c.s.tools[inv.ToolID],
-		next:    1,
-		fence:   sequence.New(inv.CallID, frame.CallerToProvider, 0),
-		endedCh: make(chan struct{}),
+		next:  1,
+		fence: *sequence.New(inv.CallID, frame.CallerToProvider, 0),
 	}
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
 	cl.cancel, cl.stop, cl.ctx = cancel, func() {}, ctx
@@ -90,20 +90,13 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 
 // ended reports whether the call has ended, so the connection may take the
 // next invoke. Safe for concurrent use.
-func (cl *call) ended() bool {
-	select {
-	case <-cl.endedCh:
-		return true
-	default:
-		return false
-	}
-}
+func (cl *call) ended() bool { return cl.over.Load() }
 
 func (cl *call) markEnded() {
 	cl.mu.Lock()
 	cl.isEnded = true
 	cl.mu.Unlock()
-	close(cl.endedCh)
+	cl.over.Store(true)
 }
 
 // closeAfterEnd asks for the connection to be closed once the call ended,
@@ -318,7 +311,7 @@ func (cl *call) finish(res result) {
 	cl.writeCauseTerminal() // no-op when a terminal is written
 	// The host may write the next invoke as soon as it reads the end, so
 	// the connection's reader must know the call ended before it is written.
-	close(cl.endedCh)
+	cl.over.Store(true)
 	endQueued := false
 	if _, _, _, ok := causeTerminal(cl.cause()); ok {
 		endQueued = cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil
