@@ -1,6 +1,7 @@
 package mpack
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"unicode/utf8"
@@ -164,7 +165,7 @@ func (r *Reader) checkValue(stack []level) error {
 				}
 				return err
 			}
-			if !utf8.Valid(s) {
+			if !validUTF8(s) {
 				return ErrNotJSON
 			}
 			continue
@@ -177,7 +178,7 @@ func (r *Reader) checkValue(stack []level) error {
 			if err != nil {
 				return err
 			}
-			if !utf8.Valid(s) {
+			if !validUTF8(s) {
 				return ErrNotJSON
 			}
 		case c == 0xca, c == 0xcb:
@@ -227,11 +228,20 @@ func (r *Reader) checkValue(stack []level) error {
 	return nil
 }
 
-// validUTF8 is utf8.Valid with a loop for the short ASCII strings most keys
-// and values are, which spares the call.
+// validUTF8 is utf8.Valid with a faster way over short ASCII strings,
+// which most keys and values are: eight bytes at a time by one load, then
+// byte by byte; the first non-ASCII byte hands the rest to utf8.Valid
+// (what was skipped is whole runes). From 64 bytes on, utf8.Valid is the
+// faster (measured with go1.26).
 func validUTF8(s []byte) bool {
-	if len(s) > 16 {
+	if len(s) >= 64 {
 		return utf8.Valid(s)
+	}
+	for len(s) >= 8 {
+		if binary.LittleEndian.Uint64(s)&0x8080808080808080 != 0 {
+			return utf8.Valid(s)
+		}
+		s = s[8:]
 	}
 	for _, c := range s {
 		if c >= utf8.RuneSelf {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
@@ -304,6 +305,21 @@ func TestMapString(t *testing.T) {
 		for cut := range len(b) { // a cut input gives the value whole or nothing
 			if got, ok := MapString(b[:cut], "text"); ok {
 				require.Equal(t, c.want, string(got), "%v cut at %d", c.v, cut)
+			}
+		}
+	}
+}
+
+// validUTF8 agrees with utf8.Valid for every length around its strides
+// and every place of a multi-byte rune, a cut one or an invalid byte.
+func TestValidUTF8(t *testing.T) {
+	for n := range 80 {
+		ascii := []byte(strings.Repeat("a", n))
+		require.True(t, validUTF8(ascii), "%d ASCII bytes", n)
+		for i := range n + 1 {
+			for _, ins := range []string{"é", "\xff", "\xc3", "日", "\x00"} {
+				s := append(append(append([]byte(nil), ascii[:i]...), ins...), ascii[i:]...)
+				require.Equal(t, utf8.Valid(s), validUTF8(s), "%q at %d of %d", ins, i, n)
 			}
 		}
 	}
