@@ -132,8 +132,14 @@ func (cl *call) queueFull() bool { return cl.in != nil && len(cl.in) == cap(cl.i
 // push hands a caller chunk to the handler, blocking while the queue is
 // full; once the handler's context is done the chunk is discarded.
 func (cl *call) push(f frame.Frame) {
+	in := cl.input()
+	select { // a queue with room takes it without the context's Done channel
+	case in <- f:
+		return
+	default:
+	}
 	select {
-	case cl.input() <- f:
+	case in <- f:
 	case <-cl.ctx.Done():
 	}
 }

@@ -58,6 +58,20 @@ func (s *Stream) Input() iter.Seq2[frame.Frame, error] {
 				yield(frame.Frame{}, context.Cause(cl.ctx))
 				return
 			}
+			// A frame already queued (or the queue closed) is taken
+			// without the context's Done channel, which costs an
+			// allocation the first time.
+			select {
+			case f, ok := <-cl.in:
+				if !ok {
+					return
+				}
+				if !yield(f, nil) {
+					return
+				}
+				continue
+			default:
+			}
 			select {
 			case f, ok := <-cl.in:
 				if !ok {
