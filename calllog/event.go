@@ -198,16 +198,6 @@ const (
 	ContentFull
 )
 
-// contentOf returns the kept form of p, or nil for a nil payload.
-func contentOf(p frame.Payload, policy ContentPolicy) *Content {
-	if p == nil {
-		return nil
-	}
-	c := new(Content)
-	fillContent(c, p, policy)
-	return c
-}
-
 // fillContent sets c to the kept form of the payload p (not nil).
 func fillContent(c *Content, p frame.Payload, policy ContentPolicy) {
 	*c = Content{Type: "object", Bytes: len(p)}

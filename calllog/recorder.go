@@ -278,8 +278,8 @@ type tree struct {
 // output events.
 const maxContentSlab = 256
 
-// contentLocked returns the full kept form of p, like contentOf, from the
-// tree's slab.
+// contentLocked returns the full kept form of p (nil for a nil payload),
+// from the tree's slab.
 func (t *tree) contentLocked(p frame.Payload) *Content {
 	if p == nil {
 		return nil
@@ -402,7 +402,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	rec.t = t
 
 	t.mu.Lock()
-	startSeq := t.emitLocked(rec, Event{Kind: KindStarted, Payload: contentOf(info.Args, ContentFull), ArgumentsStreamed: info.ArgumentsStreamed})
+	startSeq := t.emitLocked(rec, Event{Kind: KindStarted, Payload: t.contentLocked(info.Args), ArgumentsStreamed: info.ArgumentsStreamed})
 	if policyErr {
 		rec.ending = true
 		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, ErrJournalPolicy)
@@ -519,7 +519,7 @@ func (rec *Record) finishLocked() {
 	o := rec.outcome
 	ev := Event{Kind: o.Kind, Error: o.Error, Refused: o.Refused}
 	if o.Kind == KindDone {
-		ev.Payload = contentOf(o.Result, ContentFull)
+		ev.Payload = t.contentLocked(o.Result)
 	}
 	rec.endSeq = t.emitLocked(rec, ev)
 	rec.ended = true
@@ -560,16 +560,24 @@ func (rec *Record) Outcome() (Outcome, bool) {
 }
 
 // emit records ev unless the call is ending or ended.
-func (rec *Record) emit(ev Event, f func()) {
-	rec.t.mu.Lock()
-	defer rec.t.mu.Unlock()
+func (rec *Record) emit(ev Event, f func()) { rec.emitWith(ev, nil, f) }
+
+// emitWith is emit for an event whose content is payload's, made under the
+// tree's lock from its slab of contents.
+func (rec *Record) emitWith(ev Event, payload frame.Payload, f func()) {
+	t := rec.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if rec.ending {
 		return
 	}
 	if f != nil {
 		f()
 	}
-	rec.t.emitLocked(rec, ev)
+	if payload != nil {
+		ev.Payload = t.contentLocked(payload)
+	}
+	t.emitLocked(rec, ev)
 }
 
 // RequestInfo describes an invoke written to a child.
@@ -588,7 +596,7 @@ type RequestInfo struct {
 // Request records an invoke written to a child: a new attempt, which voids
 // the text so far. Call it once the invoke is written.
 func (rec *Record) Request(info RequestInfo) {
-	rec.emit(Event{Kind: KindRequest, Child: info.Child, Payload: contentOf(info.Args, ContentFull)}, func() {
+	rec.emitWith(Event{Kind: KindRequest, Child: info.Child}, info.Args, func() {
 		rec.attempt++
 		if info.ToolVersion != "" {
 			rec.version = info.ToolVersion
@@ -621,8 +629,8 @@ func (rec *Record) Retry(code frame.Code, message string) {
 
 // Input records a caller frame written to the child.
 func (rec *Record) Input(f frame.Frame) {
-	rec.emit(Event{Kind: KindInput, FrameKind: f.Kind, FrameSeq: f.Sequence,
-		Payload: contentOf(f.Payload, ContentFull), Media: mediaOf(f.Media, ContentFull)}, nil)
+	rec.emitWith(Event{Kind: KindInput, FrameKind: f.Kind, FrameSeq: f.Sequence,
+		Media: mediaOf(f.Media, ContentFull)}, f.Payload, nil)
 }
 
 // Output records a provider chunk given to the caller. The "text" key of
