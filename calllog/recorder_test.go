@@ -72,6 +72,20 @@ func (c *collector) got() []calllog.Event {
 	return slices.Clone(c.events)
 }
 
+// readersFor is the Options of a recorder whose events only watchers read
+// ("none"), or also obs ("observer"), or also a required journal on store
+// ("journal").
+func readersFor(tc string, obs calllog.Observer, store calllog.EventStore) calllog.Options {
+	var opts calllog.Options
+	switch tc {
+	case "observer":
+		opts.Observers = []calllog.Observer{obs}
+	case "journal":
+		opts.Journal = &calllog.Journal{Store: store, Required: true}
+	}
+	return opts
+}
+
 // runCall records a whole leaf call: started, request, n chunks, done.
 func runCall(t *testing.T, ctx context.Context, r *calllog.Recorder, info calllog.CallInfo, n int) *calllog.Record {
 	t.Helper()
@@ -478,13 +492,8 @@ func TestOutputPastFullHistory(t *testing.T) {
 	store := &calllog.MemoryStore{}
 	for _, tc := range []string{"none", "observer", "journal"} {
 		t.Run(tc, func(t *testing.T) {
-			opts := calllog.Options{History: 4}
-			switch tc {
-			case "observer":
-				opts.Observers = []calllog.Observer{obs}
-			case "journal":
-				opts.Journal = &calllog.Journal{Store: store, Required: true}
-			}
+			opts := readersFor(tc, obs, store)
+			opts.History = 4
 			r := newRecorder(t, opts)
 			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c-" + tc, Tool: "t"})
 			if err != nil {
@@ -560,14 +569,7 @@ func TestOutputContentPerChunk(t *testing.T) {
 		t.Run(tc, func(t *testing.T) {
 			obs := &collector{}
 			store := &calllog.MemoryStore{}
-			var opts calllog.Options
-			switch tc {
-			case "observer":
-				opts.Observers = []calllog.Observer{obs}
-			case "journal":
-				opts.Journal = &calllog.Journal{Store: store, Required: true}
-			}
-			r := newRecorder(t, opts)
+			r := newRecorder(t, readersFor(tc, obs, store))
 			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t"})
 			if err != nil {
 				t.Fatal(err)

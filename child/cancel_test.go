@@ -163,29 +163,38 @@ func TestConnectionClosedCancels(t *testing.T) {
 }
 
 func TestStuckHandler(t *testing.T) {
-	st := testnet.DefaultStartup()
-	st.CancelGraceMS = 100
-	forEach(t, func(t *testing.T, tg target) {
-		h, _ := tg.start(t, config{startup: st})
-		s := dial(t, h)
+	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
 		begin(t, s, "st1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true})
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
 		require.NoError(t, h.Cancel("st1", "test"))
 		// The terminal is written for the stuck handler; the end waits.
-		s.Conn.SetReadDeadline(deadline())
-		p, err := s.Read()
-		require.NoError(t, err)
-		f, ok := p.(*wire.Frame)
-		require.True(t, ok, "got %T", p)
+		f := readFrame(t, s)
 		require.Equal(t, frame.KindCancelled, f.Kind)
 		pong := pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 1 })
 		require.Equal(t, int64(1), pong.Streams)
-		// When the handler finally returns, the end comes and stuck goes down.
-		p, err = s.Read()
-		require.NoError(t, err)
-		require.Equal(t, wire.TypeEnd, p.Type())
-		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
+		endOnceReturned(t, h, s)
 	})
+}
+
+// readFrame reads the next packet on s, which must be a frame.
+func readFrame(t *testing.T, s *testnet.Stream) *wire.Frame {
+	t.Helper()
+	s.Conn.SetReadDeadline(deadline())
+	p, err := s.Read()
+	require.NoError(t, err)
+	f, ok := p.(*wire.Frame)
+	require.True(t, ok, "got %T", p)
+	return f
+}
+
+// endOnceReturned reads the end that comes when a stuck handler finally
+// returns, and waits for stuck and streams to go back to 0.
+func endOnceReturned(t *testing.T, h *testnet.Host, s *testnet.Stream) {
+	t.Helper()
+	p, err := s.Read()
+	require.NoError(t, err)
+	require.Equal(t, wire.TypeEnd, p.Type())
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
 }
 
 // TestStuckHandlerPastDeadline: a handler that ignores its deadline gets
@@ -193,19 +202,11 @@ func TestStuckHandler(t *testing.T) {
 // deadline is over, and is counted stuck until it returns; the end waits
 // for it.
 func TestStuckHandlerPastDeadline(t *testing.T) {
-	st := testnet.DefaultStartup()
-	st.CancelGraceMS = 100
-	forEach(t, func(t *testing.T, tg target) {
-		h, _ := tg.start(t, config{startup: st})
-		s := dial(t, h)
+	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
 		start := time.Now()
 		require.NoError(t, s.Invoke("sd1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}, 200*time.Millisecond))
 		require.NoError(t, s.Started("sd1"))
-		s.Conn.SetReadDeadline(deadline())
-		p, err := s.Read()
-		require.NoError(t, err)
-		f, ok := p.(*wire.Frame)
-		require.True(t, ok, "got %T", p)
+		f := readFrame(t, s)
 		require.Equal(t, frame.KindFailed, f.Kind)
 		require.Equal(t, frame.CodeTimeout, f.Error.Code)
 		// Not before the deadline plus the grace; well before the handler returns.
@@ -213,10 +214,7 @@ func TestStuckHandlerPastDeadline(t *testing.T) {
 		require.GreaterOrEqual(t, took, 300*time.Millisecond)
 		require.Less(t, took, 1200*time.Millisecond)
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 1 })
-		p, err = s.Read()
-		require.NoError(t, err)
-		require.Equal(t, wire.TypeEnd, p.Type())
-		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
+		endOnceReturned(t, h, s)
 	})
 }
 

@@ -128,6 +128,17 @@ func startBinary(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
 }
 
 // dial opens a stream connection closed at the end of the test.
+// forEachGraced runs f against each target started with a 100 ms cancel
+// grace, with one stream connection dialled.
+func forEachGraced(t *testing.T, f func(t *testing.T, h *testnet.Host, s *testnet.Stream)) {
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 100
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{startup: st})
+		f(t, h, dial(t, h))
+	})
+}
+
 func dial(t *testing.T, h *testnet.Host) *testnet.Stream {
 	t.Helper()
 	s, err := h.Dial(ctxT(t))

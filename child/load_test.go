@@ -229,11 +229,7 @@ func TestThousandStreams(t *testing.T) {
 // that handler's Send, and nothing else: pings are answered, a control
 // cancel makes the blocked handler stuck, and closing the connection frees it.
 func TestEgressBackpressure(t *testing.T) {
-	st := testnet.DefaultStartup()
-	st.CancelGraceMS = 100
-	forEach(t, func(t *testing.T, tg target) {
-		h, _ := tg.start(t, config{startup: st})
-		s := dial(t, h)
+	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
 		begin(t, s, "eg1", "count", map[string]any{"n": 1_000_000, "size": 1000})
 		require.NoError(t, s.Complete("eg1", 1, nil))
 		// Wait until the output fills the socket: what waits unread on the
@@ -251,7 +247,7 @@ func TestEgressBackpressure(t *testing.T) {
 			require.NoError(t, err)
 			rtts = append(rtts, rtt)
 		}
-		t.Logf("%s: pong rtt with a blocked output p99 %v", tg.name, percentile(rtts, 0.99))
+		t.Logf("pong rtt with a blocked output p99 %v", percentile(rtts, 0.99))
 		require.Less(t, percentile(rtts, 0.99), pongBound)
 		// The handler is blocked in Send: cancelled, it cannot return.
 		require.NoError(t, h.Cancel("eg1", "test"))

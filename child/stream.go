@@ -61,27 +61,19 @@ func (s *Stream) Input() iter.Seq2[frame.Frame, error] {
 			// A frame already queued (or the queue closed) is taken
 			// without the context's Done channel, which costs an
 			// allocation the first time.
+			var f frame.Frame
+			var ok bool
 			select {
-			case f, ok := <-cl.in:
-				if !ok {
-					return
-				}
-				if !yield(f, nil) {
-					return
-				}
-				continue
+			case f, ok = <-cl.in:
 			default:
+				select {
+				case f, ok = <-cl.in:
+				case <-cl.ctx.Done():
+					yield(frame.Frame{}, context.Cause(cl.ctx))
+					return
+				}
 			}
-			select {
-			case f, ok := <-cl.in:
-				if !ok {
-					return
-				}
-				if !yield(f, nil) {
-					return
-				}
-			case <-cl.ctx.Done():
-				yield(frame.Frame{}, context.Cause(cl.ctx))
+			if !ok || !yield(f, nil) {
 				return
 			}
 		}
