@@ -149,14 +149,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 // and closes the caller's direction; sendMu is held. The frames are
 // recorded before the write, as Send's are.
 func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
-	// A request of one chunk or none (most) needs no allocation for its
-	// packets: the writer copies them before WritePackets returns.
-	var frameBuf [3]wire.Frame
-	var pktBuf [4]wire.Packet
-	frames := frameBuf[:0]
-	if len(input) > 1 {
-		frames = make([]wire.Frame, 0, len(input)+2)
-	}
+	frames := make([]wire.Frame, 0, len(input)+2)
 	cs, _ := frame.NewStarted(c.id, frame.CallerToProvider)
 	frames = append(frames, wire.Frame{Frame: cs})
 	for i, p := range input {
@@ -168,6 +161,9 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	}
 	done, _ := frame.NewCompleted(c.id, frame.CallerToProvider, uint64(len(input)+1), nil)
 	frames = append(frames, wire.Frame{Frame: done})
+	// The packet list of a request of one chunk or none (most) stays on the
+	// stack: the writer copies the packets before WritePackets returns.
+	var pktBuf [4]wire.Packet
 	pkts := append(pktBuf[:0], inv)
 	for i := range frames {
 		c.rec.Input(frames[i].Frame)
