@@ -502,6 +502,10 @@ func (c *Call) startClocks() {
 	c.ch.wg.Add(1)
 	c.stopCtx = context.AfterFunc(c.ctx, func() { // runs once, briefly
 		defer c.ch.wg.Done()
+		// A Recv with the call's own context may be reading the
+		// connection: it returns with ctx's error (callerRead arms no
+		// watch of its own for that context).
+		c.conn.interruptRead(c)
 		if errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
 			c.deadlinePassed()
 			return

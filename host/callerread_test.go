@@ -51,6 +51,39 @@ func TestPlainRequestRecvContext(t *testing.T) {
 	}
 }
 
+// A Recv given the call's own context, reading the connection itself when
+// that context ends, returns its error at once: the call's watch of the
+// context interrupts the read (callerRead arms no watch of its own for
+// it), even while the child is slow to answer.
+func TestPlainRequestRecvCallContext(t *testing.T) {
+	cfg := realConfig()
+	cfg.CancelGrace = 2 * time.Second // the child answers when the handler returns, after 1.5 s
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx, cancel := context.WithCancel(callCtx(t, 30*time.Second))
+	defer cancel()
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 1500, "ignore_cancel": true}), WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
+		t.Fatalf("first Recv: %v %v", f.Kind, err)
+	}
+	stop := time.AfterFunc(100*time.Millisecond, cancel)
+	defer stop.Stop()
+	t0 := time.Now()
+	if _, err = c.Recv(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Recv: %v, want Canceled", err)
+	}
+	if d := time.Since(t0); d > time.Second { // the handler ignores the cancel for 1.5 s
+		t.Fatalf("Recv returned after %v: it waited for the child", d)
+	}
+	// The call still ends with a terminal, the child's or the grace's.
+	var ce *CallError
+	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeCancelled {
+		t.Fatalf("Wait: %v, want a cancelled CallError", err)
+	}
+}
+
 // A plain request cancelled while its caller is not in Recv still has the
 // child's cancelled read as it comes: the call is released without a Recv,
 // and its terminal is the child's, not the cancel grace's synthetic one.

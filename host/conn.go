@@ -164,6 +164,18 @@ func (c *streamConn) unbind() {
 
 // endInterruptLocked takes back the past read deadline a reading Recv's
 // context set, if it did; mu is held.
+// interruptRead makes a read of call's caller that is under way, or about
+// to start, return at once (with a deadline error, readInterrupted), and
+// does nothing when the caller is not reading. Safe for concurrent use.
+func (c *streamConn) interruptRead(call *Call) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading == call {
+		c.interrupted = true
+		c.nc.SetReadDeadline(time.Unix(1, 0)) // the read returns at once
+	}
+}
+
 func (c *streamConn) endInterruptLocked() {
 	if c.interrupted {
 		c.interrupted = false
@@ -368,12 +380,7 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 		c.ch.wg.Add(1) // counted in ch.wg until it has run or was stopped
 		stop = context.AfterFunc(ctx, func() {
 			defer c.ch.wg.Done()
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.reading == call {
-				c.interrupted = true
-				c.nc.SetReadDeadline(time.Unix(1, 0)) // the read returns at once
-			}
+			c.interruptRead(call)
 		})
 	}
 	// The frames already in the reader's buffer go into the outbox, up to
@@ -382,7 +389,9 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	// terminal, the end is read when it came with it.
 	var res readResult
 	for {
-		if !armed && ctx.Done() != nil && !c.r.PacketBuffered() {
+		// The call's own context is watched already (Call.startClocks),
+		// and its watch interrupts this read too.
+		if !armed && ctx.Done() != nil && ctx != call.ctx && !c.r.PacketBuffered() {
 			arm()
 		}
 		if res = c.readOne(call); res != readMore {
