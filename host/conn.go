@@ -162,8 +162,6 @@ func (c *streamConn) unbind() {
 	c.mu.Unlock()
 }
 
-// endInterruptLocked takes back the past read deadline a reading Recv's
-// context set, if it did; mu is held.
 // interruptRead makes a read of call's caller that is under way, or about
 // to start, return at once (with a deadline error, readInterrupted), and
 // does nothing when the caller is not reading. Safe for concurrent use.
@@ -176,6 +174,8 @@ func (c *streamConn) interruptRead(call *Call) {
 	}
 }
 
+// endInterruptLocked takes back the past read deadline a reading Recv's
+// context set, if it did; mu is held.
 func (c *streamConn) endInterruptLocked() {
 	if c.interrupted {
 		c.interrupted = false
