@@ -139,6 +139,7 @@ func (c *streamConn) bind(call *Call, callerReads bool) bool {
 	}
 	c.cur = call
 	c.wantReader = false
+	c.r.ExpectCallID(call.id) // nobody reads an idle connection
 	if callerReads {
 		c.turn = turnCaller
 	} else {

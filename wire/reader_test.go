@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+	"unsafe"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
@@ -832,4 +833,16 @@ func TestPayloadsShareNothingWritable(t *testing.T) {
 		}
 		require.Equal(t, want[i], got[i], "payload %d after writing every payload", i)
 	}
+}
+
+// A frame whose call id is the one ExpectCallID gave shares its string.
+func TestExpectCallIDSharesTheString(t *testing.T) {
+	id := strings.Clone("c1")
+	r := NewReader(bytes.NewReader(pkt(hdr(chunkKV(1, frame.MustPayload(map[string]any{"a": 1}))...), nil)), Limits{})
+	r.ExpectCallID(id)
+	p, err := r.ReadPacket()
+	require.NoError(t, err)
+	got := p.(*Frame).CallID
+	require.Equal(t, id, got)
+	require.True(t, unsafe.StringData(got) == unsafe.StringData(id), "the call id was copied")
 }
