@@ -370,6 +370,27 @@ func (r *Reader) ReadBool() (bool, error) {
 	return false, ErrType
 }
 
+// flatLen returns the length of the value at b[off] (off < len(b)) when
+// its header is one of those most payloads are made of: a one-byte value,
+// an integer of 1, 2, 4 or 8 bytes, a fixstr or a str8. A length past
+// len(b)-off means the value is cut short. It returns 0 for any other
+// header (containers, floats, longer strings, the rest) and for a str8 cut
+// before its length. Small enough to be inlined in the loops that use it.
+func flatLen(b []byte, off int) int {
+	c := b[off]
+	switch {
+	case c <= 0x7f, c >= 0xe0, c == 0xc0, c-0xc2 < 2: // fixint, nil, false, true
+		return 1
+	case c&0xe0 == 0xa0: // fixstr
+		return 1 + int(c&0x1f)
+	case c-0xcc < 8: // integers of 1, 2, 4 or 8 bytes
+		return 1 + 1<<(c&3)
+	case c == 0xd9 && off+1 < len(b): // str8
+		return 2 + int(b[off+1])
+	}
+	return 0
+}
+
 // Skip reads past one whole value of any type and returns its bytes.
 // It does not recurse and allocates nothing, whatever the declared sizes.
 func (r *Reader) Skip() ([]byte, error) {
@@ -380,20 +401,17 @@ func (r *Reader) Skip() ([]byte, error) {
 		if r.off >= len(r.b) {
 			return nil, ErrShort
 		}
-		c := r.b[r.off]
-		// The one-byte headers (most of what a payload holds) are
-		// handled here; describe takes the rest.
-		switch {
-		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-			r.off++
-			continue
-		case c&0xe0 == 0xa0: // fixstr
-			n := 1 + int(c&0x1f)
+		// The headers most of a payload holds are handled here (flatLen,
+		// the small containers); describe takes the rest.
+		if n := flatLen(r.b, r.off); n > 0 {
 			if len(r.b)-r.off < n {
 				return nil, ErrShort
 			}
 			r.off += n
 			continue
+		}
+		c := r.b[r.off]
+		switch {
 		case c&0xf0 == 0x80: // fixmap: keys and values
 			r.off++
 			pending += 2 * uint64(c&0x0f)
@@ -401,23 +419,6 @@ func (r *Reader) Skip() ([]byte, error) {
 		case c&0xf0 == 0x90: // fixarray
 			r.off++
 			pending += uint64(c & 0x0f)
-			continue
-		case c >= 0xcc && c <= 0xd3: // integers of 1, 2, 4 or 8 bytes
-			n := 1 + 1<<((c-0xcc)&3)
-			if len(r.b)-r.off < n {
-				return nil, ErrShort
-			}
-			r.off += n
-			continue
-		case c == 0xd9: // str8
-			if len(r.b)-r.off < 2 {
-				return nil, ErrShort
-			}
-			n := 2 + int(r.b[r.off+1])
-			if len(r.b)-r.off < n {
-				return nil, ErrShort
-			}
-			r.off += n
 			continue
 		}
 		items, size, hdr, err := r.describe(c)
@@ -526,19 +527,8 @@ func MapString(b []byte, key string) ([]byte, bool) {
 		if r.off >= len(r.b) {
 			return nil, false
 		}
-		c := r.b[r.off]
-		switch {
-		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-			r.off++
-			continue
-		case c >= 0xcc && c <= 0xd3: // integers of 1, 2, 4 or 8 bytes
-			r.off += 1 + 1<<((c-0xcc)&3)
-			if r.off > len(r.b) {
-				return nil, false
-			}
-			continue
-		case c&0xe0 == 0xa0, c == 0xd9:
-			if _, ok := r.shortStr(); !ok {
+		if n := flatLen(r.b, r.off); n > 0 { // read inline: a call to Skip costs more than the value
+			if r.off += n; r.off > len(r.b) {
 				return nil, false
 			}
 			continue
