@@ -197,19 +197,26 @@ func TestPlainRequestStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := readMedia(t, c); n != 40<<20 {
+		t.Fatalf("media: %d bytes, want %d", n, 40<<20)
+	}
+}
+
+// readMedia reads c to its end and returns the inline media bytes it
+// got, handing each buffer back (Call.Release) once counted.
+func readMedia(tb testing.TB, c *Call) int {
+	tb.Helper()
 	n := 0
 	for f, err := range c.Frames() {
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		if m, ok := f.Media.(*frame.InlineMedia); ok {
 			n += len(m.Data)
 			c.Release(f)
 		}
 	}
-	if n != 40<<20 {
-		t.Fatalf("media: %d bytes, want %d", n, 40<<20)
-	}
+	return n
 }
 
 // waitIdleReadable waits until the child's one idle stream connection has

@@ -67,17 +67,7 @@ func BenchmarkHotPath(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			got := 0
-			for f, err := range c.Frames() {
-				if err != nil {
-					b.Fatal(err)
-				}
-				if m, ok := f.Media.(*frame.InlineMedia); ok {
-					got += len(m.Data)
-					c.Release(f)
-				}
-			}
-			if got != total {
+			if got := readMedia(b, c); got != total {
 				b.Fatalf("%d bytes, want %d", got, total)
 			}
 		}
