@@ -60,12 +60,6 @@ type outbox struct {
 // for a longer queue.
 const outStart = 4
 
-func newOutbox() *outbox {
-	o := &outbox{}
-	o.init()
-	return o
-}
-
 // init readies a zero outbox in place (a Call holds its own).
 func (o *outbox) init() {
 	o.ready, o.room, o.buf = make(chan struct{}, 1), make(chan struct{}, 1), make([]frame.Frame, outStart)

@@ -7,6 +7,13 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
+// newOutbox is a ready outbox of its own, as a Call holds one.
+func newOutbox() *outbox {
+	o := &outbox{}
+	o.init()
+	return o
+}
+
 func chunkAt(seq uint64) frame.Frame {
 	f, _ := frame.NewChunk("x", frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"i": seq}), nil)
 	return f
