@@ -2,7 +2,6 @@ package wire
 
 import (
 	"io"
-	"net"
 	"sync"
 	"time"
 
@@ -29,7 +28,7 @@ const quietGap = 20 * time.Microsecond
 
 // Writer writes packets to one connection through one goroutine of its own,
 // the flusher, which writes everything queued since its last write in one
-// vectored write (net.Buffers): packets queued while a write is under way
+// vectored write (writev): packets queued while a write is under way
 // are coalesced into the next, and none ever waits for a later one. Where
 // there is nothing to coalesce, the goroutine that sends a packet writes it
 // itself and saves the switches to the flusher and back: a packet with an
@@ -43,7 +42,7 @@ const quietGap = 20 * time.Microsecond
 // calls entered WritePacket. A Writer must be closed with Close, which stops
 // the flusher.
 type Writer struct {
-	dst    io.Writer
+	dst    vectored // used by one write at a time (see writeCur)
 	limits Limits
 	wake   chan struct{} // size 1: "something is queued"; a full channel already says so
 	done   chan struct{} // closed when the flusher has returned
@@ -65,11 +64,7 @@ type Writer struct {
 type batch struct {
 	hdr  []byte
 	atts []attachment
-	iov  net.Buffers // the write's pieces; reused from batch to batch
-	// out is iov as net.Buffers.WriteTo consumes it. It lives here, not on
-	// writeTo's stack, because WriteTo takes its address: a local would
-	// move to the heap on every write.
-	out net.Buffers
+	iov  [][]byte // the write's pieces; reused from batch to batch
 }
 
 type attachment struct {
@@ -81,10 +76,11 @@ type attachment struct {
 // Effective) and starts its flusher. The caller must call Close.
 func NewWriter(dst io.Writer, l Limits) *Writer {
 	w := &Writer{
-		dst: dst, limits: l.Effective(),
+		limits: l.Effective(), queued: 1,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		cur: &batch{}, spare: &batch{}, queued: 1,
+		cur: &batch{}, spare: &batch{},
 	}
+	w.dst.init(dst)
 	w.cond.L = &w.mu
 	go w.flush() // stopped by Close; Close waits for done
 	return w
@@ -337,7 +333,7 @@ func (w *Writer) writeCur() {
 	w.mu.Unlock()
 	var err error
 	if !failed {
-		err = b.writeTo(w.dst)
+		err = b.writeTo(&w.dst)
 	}
 	b.reset()
 	end := time.Now()
@@ -351,7 +347,7 @@ func (w *Writer) writeCur() {
 	w.cond.Broadcast() // wakes Flush, WritePacket (its attachment written, or room), and the flusher if it waits for spare
 }
 
-func (b *batch) writeTo(dst io.Writer) error {
+func (b *batch) writeTo(dst *vectored) error {
 	prev := 0
 	for _, a := range b.atts {
 		if a.at > prev {
@@ -363,16 +359,25 @@ func (b *batch) writeTo(dst io.Writer) error {
 	if prev < len(b.hdr) {
 		b.iov = append(b.iov, b.hdr[prev:])
 	}
-	b.out = b.iov
-	_, err := b.out.WriteTo(dst)
-	return err
+	return dst.write(b.iov)
 }
 
 func (b *batch) reset() {
 	clear(b.iov) // drop references to attachments
 	b.iov = b.iov[:0]
-	b.out = nil
 	clear(b.atts)
 	b.atts = b.atts[:0]
 	b.hdr = b.hdr[:0]
+}
+
+// writeEach writes every piece of pieces to dst with one Write each, in
+// order, or returns the first error: the vectored write of a destination
+// that has no file descriptor.
+func writeEach(dst io.Writer, pieces [][]byte) error {
+	for _, p := range pieces {
+		if _, err := dst.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }

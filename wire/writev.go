@@ -1,0 +1,107 @@
+//go:build unix
+
+package wire
+
+import (
+	"io"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// maxIOV bounds the pieces of one writev call (the kernel's IOV_MAX). A
+// batch with more pieces is written by several calls.
+const maxIOV = 1024
+
+// vectored is how a Writer writes a batch of pieces. The package does its
+// own vectored write instead of using net.Buffers so that it, and every
+// child built on it, does not link package net: a Go binary that links net
+// is linked dynamically (net's resolver uses cgo) unless built with
+// CGO_ENABLED=0, and the dynamic loader adds about 1.4 ms to every start
+// of a provider (docs/performance.md).
+type vectored struct {
+	raw syscall.RawConn // dst's, when dst has one: pieces go out with writev
+	dst io.Writer       // otherwise, one Write per piece
+
+	// The write under way. They live here, not on write's stack, so that
+	// the function given to raw.Write (made once, in init) needs no
+	// closure per write. Both are bounded by the batch they come from.
+	left [][]byte        // pieces not yet written; a piece may be partly written
+	vec  []syscall.Iovec // the iovecs of one writev call, at most maxIOV
+	err  error           // a writev error other than EAGAIN
+	fn   func(uintptr) bool
+}
+
+// init sets v up to write to dst.
+func (v *vectored) init(dst io.Writer) {
+	v.dst = dst
+	if sc, ok := dst.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			v.raw = raw
+		}
+	}
+	v.fn = v.writev
+}
+
+// write writes every piece of pieces, in order, or returns the first error.
+func (v *vectored) write(pieces [][]byte) error {
+	if v.raw == nil {
+		return writeEach(v.dst, pieces)
+	}
+	v.left, v.err = pieces, nil
+	err := v.raw.Write(v.fn)
+	if err == nil {
+		err = v.err
+	}
+	clear(v.vec) // drop references to attachments
+	v.left, v.err = nil, nil
+	return err
+}
+
+// writev writes v.left to fd, as raw.Write calls it: it reports false
+// when the socket is full (raw.Write then waits until it takes bytes, or
+// its deadline passes) and true when everything is written or v.err is
+// set.
+func (v *vectored) writev(fd uintptr) bool {
+	for len(v.left) > 0 {
+		v.vec = v.vec[:0]
+		for _, p := range v.left {
+			if len(v.vec) == maxIOV {
+				break
+			}
+			if len(p) > 0 {
+				iov := syscall.Iovec{Base: &p[0]}
+				iov.SetLen(len(p))
+				v.vec = append(v.vec, iov)
+			}
+		}
+		if len(v.vec) == 0 {
+			v.left = nil
+			return true
+		}
+		n, _, errno := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&v.vec[0])), uintptr(len(v.vec)))
+		switch errno {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			v.err = os.NewSyscallError("writev", errno)
+			return true
+		}
+		v.consume(int(n))
+	}
+	return true
+}
+
+// consume drops the first n written bytes from v.left.
+func (v *vectored) consume(n int) {
+	for len(v.left) > 0 && n >= len(v.left[0]) {
+		n -= len(v.left[0])
+		v.left = v.left[1:]
+	}
+	if len(v.left) > 0 {
+		v.left[0] = v.left[0][n:]
+	}
+}

@@ -1,0 +1,19 @@
+//go:build !unix
+
+package wire
+
+import "io"
+
+// vectored is how a Writer writes a batch of pieces: here, where there is
+// no writev, one Write per piece.
+type vectored struct {
+	dst io.Writer
+}
+
+// init sets v up to write to dst.
+func (v *vectored) init(dst io.Writer) { v.dst = dst }
+
+// write writes every piece of pieces, in order, or returns the first error.
+func (v *vectored) write(pieces [][]byte) error {
+	return writeEach(v.dst, pieces)
+}
