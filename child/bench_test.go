@@ -68,7 +68,7 @@ func benchStream(b *testing.B, opts child.Options) *testnet.Stream {
 	ln, path := testnet.Listen(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- child.Serve(ctx, childEnd, ln, opts) }() // stopped by the cleanup's cancel
+	go func() { served <- child.Serve(ctx, childEnd, child.NewListener(ln.Accept, ln.Close), opts) }() // stopped by the cleanup's cancel
 	h := testnet.NewHost(hostEnd, path)
 	b.Cleanup(func() {
 		h.Close()

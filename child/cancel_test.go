@@ -378,7 +378,7 @@ func TestServeStartErrors(t *testing.T) {
 	t.Run("options", func(t *testing.T) {
 		a, b := testnet.SocketPair(t)
 		ln, _ := testnet.Listen(t)
-		err := child.Serve(context.Background(), b, ln, child.Options{})
+		err := child.Serve(context.Background(), b, child.NewListener(ln.Accept, ln.Close), child.Options{})
 		require.ErrorIs(t, err, child.ErrOptions)
 		_, err = a.Read(make([]byte, 1))
 		require.ErrorIs(t, err, io.EOF)

@@ -3,7 +3,7 @@ package child
 import (
 	"errors"
 	"io"
-	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +25,7 @@ import (
 // interval): see runInline.
 type conn struct {
 	s    *server
-	nc   net.Conn
+	nc   Conn
 	w    *wire.Writer
 	r    *wire.Reader
 	refs atomic.Int32
@@ -49,7 +49,7 @@ type conn struct {
 	inlineSeen bool
 }
 
-func newConn(s *server, nc net.Conn) *conn {
+func newConn(s *server, nc Conn) *conn {
 	c := &conn{s: s, nc: nc, w: wire.NewWriter(nc, s.limits), r: wire.NewReader(nc, s.limits)}
 	c.r.ReuseFrames() // callerPacket copies each frame out before the next read
 	c.refs.Store(1)
@@ -322,7 +322,7 @@ func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
 			c.invalidInput(cl)
 			return callerBroken
 		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
 			c.s.log.Debug("stream connection: read failed", "call_id", cl.inv.CallID, "err", err)
 		}
 		c.abort(cl)

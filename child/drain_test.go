@@ -2,7 +2,6 @@ package child_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -113,11 +112,11 @@ func TestDrainPastGraceSendsQueuedTerminals(t *testing.T) {
 // connection or closes it: a host that takes the child's bytes only once
 // the child has begun to give up on the connection. The child sets one
 // only when it releases a connection or a drain abandons its call.
-func holdWrites(ln net.Listener) net.Listener { return heldListener{ln} }
+func holdWrites(ln child.Listener) child.Listener { return heldListener{ln} }
 
-type heldListener struct{ net.Listener }
+type heldListener struct{ child.Listener }
 
-func (l heldListener) Accept() (net.Conn, error) {
+func (l heldListener) Accept() (child.Conn, error) {
 	nc, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -127,7 +126,7 @@ func (l heldListener) Accept() (net.Conn, error) {
 
 // heldConn is a connection whose writes wait for held to be closed.
 type heldConn struct {
-	net.Conn
+	child.Conn
 	once sync.Once
 	held chan struct{} // closed by SetWriteDeadline or Close
 }

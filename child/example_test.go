@@ -46,7 +46,8 @@ func Example() {
 	hostEnd, childEnd := net.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- child.Serve(context.Background(), childEnd, streams, child.Options{Tools: []child.Tool{greet}})
+		ln := child.NewListener(streams.Accept, streams.Close)
+		served <- child.Serve(context.Background(), childEnd, ln, child.Options{Tools: []child.Tool{greet}})
 	}()
 
 	ctl := wire.NewReader(hostEnd, wire.Limits{})

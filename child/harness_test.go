@@ -3,7 +3,6 @@ package child_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"testing"
@@ -52,7 +51,7 @@ type config struct {
 	extra   []child.Tool  // tools added to the demo tools, in-process only (the binary ignores them)
 	// listen wraps the stream listener Serve is given, in-process only;
 	// nil leaves it as it is.
-	listen func(net.Listener) net.Listener
+	listen func(child.Listener) child.Listener
 }
 
 // target is a way to run a child: in-process through child.Serve, or the
@@ -85,8 +84,8 @@ type served struct {
 func serveChild(t *testing.T, cfg config, opts child.Options) *served {
 	t.Helper()
 	hostEnd, childEnd := testnet.SocketPair(t)
-	var ln net.Listener
-	ln, path := testnet.Listen(t)
+	nl, path := testnet.Listen(t)
+	ln := child.NewListener(nl.Accept, nl.Close)
 	if cfg.listen != nil {
 		ln = cfg.listen(ln)
 	}

@@ -1,6 +1,7 @@
 package child_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -26,6 +27,52 @@ func TestBinaryOutsideHost(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 2, ee.ExitCode())
 	require.Contains(t, lastLine(string(out)), "SKULK_PROTOCOL")
+}
+
+// TestBinaryBadFDs: a child whose fd 3 or 4 is not the socket it must be
+// exits 2 with a line that names the fd, before it writes anything.
+func TestBinaryBadFDs(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	ctl, peer, err := testnet.SocketPairFiles()
+	require.NoError(t, err)
+	defer ctl.Close()
+	defer peer.Close()
+	for _, tc := range []struct {
+		name   string
+		fd3    *os.File
+		fd4    *os.File
+		reason string
+	}{
+		{"control is a pipe", r, ctl, "fd 3 is not an open socket"},
+		{"streams does not listen", ctl, peer, "skulk-streams is not a listening socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(childBin)
+			cmd.ExtraFiles = []*os.File{tc.fd3, tc.fd4}
+			cmd.Env = []string{"SKULK_PROTOCOL=1", "SKULK_CONTROL_FD=3", "SKULK_STREAMS_FD=4"}
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			require.Equal(t, 2, ee.ExitCode())
+			require.Contains(t, lastLine(string(out)), tc.reason)
+		})
+	}
+}
+
+// TestChildLinksNoNet: the provider SDK, and so cmd/skulk-child, links
+// neither package net nor cgo, so that a provider is linked statically by
+// default and its start pays no dynamic loader (docs/performance.md).
+func TestChildLinksNoNet(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/skulkrt/skulk/cmd/skulk-child").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/skulkrt/skulk/child")
+	for _, pkg := range []string{"net", "runtime/cgo", "os/user"} {
+		require.NotContains(t, deps, pkg)
+	}
 }
 
 // TestBinaryControlEOFExitsPromptly: a child whose control connection

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -45,7 +44,9 @@ const abandonFlush = 100 * time.Millisecond
 const acceptBackoffMax = time.Second
 
 // Serve runs a child over an already connected control connection and a
-// stream listener, as PROTOCOL.md describes: it sends hello, waits for
+// stream listener, as PROTOCOL.md describes (Run serves the ones the host
+// passed; NewListener makes a Listener of a net.Listener's Accept and
+// Close, for a test or an embedding program): it sends hello, waits for
 // startup, then answers pings, serves the calls arriving on stream
 // connections accepted from streams, and handles cancel and drain.
 //
@@ -60,7 +61,7 @@ const acceptBackoffMax = time.Second
 // its grace is over (it finishes when the handler returns; nothing it does
 // reaches the wire any more). When the host is gone Serve waits at most a
 // few hundred milliseconds for cancelled handlers.
-func Serve(ctx context.Context, control net.Conn, streams net.Listener, opts Options) error {
+func Serve(ctx context.Context, control Conn, streams Listener, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		control.Close()
 		streams.Close()
@@ -76,8 +77,8 @@ type server struct {
 	opts    *Options
 	log     *slog.Logger
 	tools   map[string]*Tool
-	control net.Conn
-	ln      net.Listener
+	control Conn
+	ln      Listener
 	cw      *wire.Writer // the control connection's writer: pongs and bye
 
 	limits      wire.Limits   // effective, from startup
@@ -113,7 +114,7 @@ type server struct {
 	watchWG      sync.WaitGroup
 }
 
-func newServer(control net.Conn, ln net.Listener, opts *Options) *server {
+func newServer(control Conn, ln Listener, opts *Options) *server {
 	s := &server{
 		opts: opts, log: opts.logger(), control: control, ln: ln,
 		tools:    make(map[string]*Tool, len(opts.Tools)),
@@ -206,8 +207,7 @@ func (s *server) start(cr *wire.Reader) error {
 	p, err := cr.ReadPacket()
 	s.control.SetReadDeadline(time.Time{})
 	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("%w (waited %v)", ErrNoStartup, timeout)
 		}
 		if errors.Is(err, io.EOF) {
@@ -329,13 +329,21 @@ func (s *server) runningCalls() []*call {
 	return calls
 }
 
+// listenerClosed reports whether the server closed its listener: a drain
+// or the shutdown began. An Accept that fails then is no failure.
+func (s *server) listenerClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing || s.draining.Load()
+}
+
 // acceptLoop accepts stream connections until the listener is closed.
 func (s *server) acceptLoop() {
 	backoff := 5 * time.Millisecond
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil || s.draining.Load() {
+			if s.listenerClosed() || s.ctx.Err() != nil {
 				return
 			}
 			s.log.Warn("accepting a stream connection failed", "err", err)

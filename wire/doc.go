@@ -34,7 +34,8 @@
 //
 // A Writer is safe for concurrent use and owns one goroutine, the flusher,
 // which writes everything queued since its last write in one vectored write
-// (net.Buffers: headers and attachments side by side, nothing copied). It
+// (writev, headers and attachments side by side, nothing copied; the
+// package does it itself, so that it does not link package net). It
 // never holds a packet back to wait for more, blocks its callers while the
 // connection does not take the bytes (backpressure), and must be closed
 // with Close. A reply sent with WritePacketNow to a quiet Writer is written

@@ -1,0 +1,18 @@
+//go:build !unix
+
+package child
+
+import (
+	"fmt"
+	"os"
+)
+
+// hostedFile: a hosted child needs the Unix sockets the host passes.
+func hostedFile(fd int, name string) (*os.File, error) {
+	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", ErrNotHosted)
+}
+
+// newSocketListener is never reached: hostedFile fails first.
+func newSocketListener(f *os.File) (Listener, error) {
+	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", ErrNotHosted)
+}

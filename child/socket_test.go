@@ -1,0 +1,142 @@
+//go:build unix
+
+package child
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// rawFD returns a new fd of f that is not close-on-exec and blocking, as a
+// child's fds 3 and 4 are when it starts, and closes f.
+func rawFD(t *testing.T, f *os.File) int {
+	t.Helper()
+	defer f.Close()
+	fd, err := syscall.Dup(int(f.Fd())) // Dup's fd is not close-on-exec
+	require.NoError(t, err)
+	require.NoError(t, syscall.SetNonblock(fd, false))
+	return fd
+}
+
+// fdFlags returns fd's descriptor flags and its file status flags.
+func fdFlags(t *testing.T, fd uintptr) (fdFlags, flFlags int) {
+	t.Helper()
+	a, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFD, 0)
+	require.Zero(t, errno)
+	b, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	require.Zero(t, errno)
+	return int(a), int(b)
+}
+
+// requireHostedFlags: fd is close-on-exec and non-blocking.
+func requireHostedFlags(t *testing.T, f *os.File) {
+	t.Helper()
+	raw, err := f.SyscallConn()
+	require.NoError(t, err)
+	require.NoError(t, raw.Control(func(fd uintptr) {
+		fdf, fl := fdFlags(t, fd)
+		require.NotZero(t, fdf&syscall.FD_CLOEXEC, "close-on-exec")
+		require.NotZero(t, fl&syscall.O_NONBLOCK, "non-blocking")
+	}))
+}
+
+// listenFile returns a listening Unix socket as a file, and its path.
+func listenFile(t *testing.T) (*os.File, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	ln.SetUnlinkOnClose(false) // the file's socket still listens at path
+	defer ln.Close()
+	f, err := ln.File()
+	require.NoError(t, err)
+	return f, path
+}
+
+// TestHostedFile: the fds a host passed become close-on-exec, so that no
+// process the provider starts holds the host's connections open, and
+// non-blocking, so that deadlines work; an fd that is not a stream socket
+// is refused with ErrNotHosted.
+func TestHostedFile(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer syscall.Close(fds[1])
+	f, err := hostedFile(fds[0], "control")
+	require.NoError(t, err)
+	defer f.Close()
+	requireHostedFlags(t, f)
+	require.NoError(t, f.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
+	_, err = f.Read(make([]byte, 1))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer w.Close()
+	pipeFD := rawFD(t, r)
+	defer syscall.Close(pipeFD)
+	_, err = hostedFile(pipeFD, "control")
+	require.ErrorIs(t, err, ErrNotHosted)
+
+	dg, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
+	require.NoError(t, err)
+	defer syscall.Close(dg)
+	_, err = hostedFile(dg, "control")
+	require.ErrorIs(t, err, ErrNotHosted)
+
+	_, err = hostedFile(pipeFD+1000, "control") // not open
+	require.ErrorIs(t, err, ErrNotHosted)
+}
+
+// TestSocketListener: the hosted stream listener accepts connections as
+// close-on-exec, non-blocking files; Close wakes an Accept that waits and
+// fails every later one with os.ErrClosed; a socket that does not listen
+// is refused.
+func TestSocketListener(t *testing.T) {
+	lf, path := listenFile(t)
+	f, err := hostedFile(rawFD(t, lf), "streams")
+	require.NoError(t, err)
+	ln, err := newSocketListener(f)
+	require.NoError(t, err)
+
+	dialed, err := net.Dial("unix", path)
+	require.NoError(t, err)
+	defer dialed.Close()
+	c, err := ln.Accept()
+	require.NoError(t, err)
+	requireHostedFlags(t, c.(*os.File))
+	_, err = dialed.Write([]byte("hi"))
+	require.NoError(t, err)
+	buf := make([]byte, 2)
+	_, err = c.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "hi", string(buf))
+	require.NoError(t, c.Close())
+
+	accepted := make(chan error, 1)
+	go func() { _, err := ln.Accept(); accepted <- err }() // ends with Close below
+	time.Sleep(20 * time.Millisecond)                      // let it wait
+	require.NoError(t, ln.Close())
+	select {
+	case err := <-accepted:
+		require.ErrorIs(t, err, os.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake Accept")
+	}
+	_, err = ln.Accept()
+	require.ErrorIs(t, err, os.ErrClosed)
+
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer syscall.Close(fds[1])
+	connected, err := hostedFile(fds[0], "streams")
+	require.NoError(t, err)
+	defer connected.Close()
+	_, err = newSocketListener(connected)
+	require.ErrorIs(t, err, ErrNotHosted)
+}

@@ -1,0 +1,112 @@
+//go:build unix
+
+package child
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+)
+
+// hostedFile takes over fd, a socket the host passed, as a pollable
+// *os.File: close-on-exec, so that no process the provider starts
+// inherits the host's connection, and non-blocking, so that reads, writes
+// and deadlines go through the runtime's poller as a net.Conn's do.
+func hostedFile(fd int, name string) (*os.File, error) {
+	st, err := sockType(fd)
+	if err != nil {
+		return nil, err
+	}
+	if st != syscall.SOCK_STREAM {
+		return nil, fmt.Errorf("%w: fd %d is not a stream socket", ErrNotHosted, fd)
+	}
+	syscall.CloseOnExec(fd)
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return nil, fmt.Errorf("%w: fd %d: %v", ErrNotHosted, fd, err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// sockType returns the socket type of fd, or an error matching ErrNotHosted
+// when fd is not an open socket.
+func sockType(fd int) (int, error) {
+	st, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TYPE)
+	if err != nil {
+		return 0, fmt.Errorf("%w: fd %d is not an open socket: %v", ErrNotHosted, fd, err)
+	}
+	return st, nil
+}
+
+// socketListener accepts stream connections on the listening socket the
+// host passed. Each connection is an *os.File in non-blocking mode.
+type socketListener struct {
+	f      *os.File
+	raw    syscall.RawConn
+	closed atomic.Bool
+}
+
+// newSocketListener makes a listener of f, a hostedFile of a socket that
+// listens.
+func newSocketListener(f *os.File) (*socketListener, error) {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotHosted, f.Name(), err)
+	}
+	var listening int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		listening, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_ACCEPTCONN)
+	}); err != nil || serr != nil || listening == 0 {
+		return nil, fmt.Errorf("%w: %s is not a listening socket", ErrNotHosted, f.Name())
+	}
+	return &socketListener{f: f, raw: raw}, nil
+}
+
+// Accept waits for the next connection. After Close it returns an error
+// matching os.ErrClosed.
+func (l *socketListener) Accept() (Conn, error) {
+	var nfd int
+	var aerr error
+	err := l.raw.Read(func(fd uintptr) bool {
+		for {
+			// ForkLock keeps a process started meanwhile from
+			// inheriting nfd before it is close-on-exec.
+			syscall.ForkLock.RLock()
+			nfd, _, aerr = syscall.Accept(int(fd))
+			if aerr == nil {
+				syscall.CloseOnExec(nfd)
+			}
+			syscall.ForkLock.RUnlock()
+			switch aerr {
+			case syscall.EINTR, syscall.ECONNABORTED:
+				continue
+			case syscall.EAGAIN:
+				return false // wait until the socket is readable
+			}
+			return true
+		}
+	})
+	switch {
+	case l.closed.Load():
+		if aerr == nil && err == nil {
+			syscall.Close(nfd)
+		}
+		return nil, fmt.Errorf("child: accepting a stream connection: %w", os.ErrClosed)
+	case err != nil:
+		return nil, fmt.Errorf("child: accepting a stream connection: %w", err)
+	case aerr != nil:
+		return nil, os.NewSyscallError("accept", aerr)
+	}
+	if err := syscall.SetNonblock(nfd, true); err != nil {
+		syscall.Close(nfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(nfd), "skulk-stream"), nil
+}
+
+// Close closes the socket; a waiting Accept returns.
+func (l *socketListener) Close() error {
+	l.closed.Store(true)
+	return l.f.Close()
+}
