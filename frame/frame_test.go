@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var (
 	okPayload = MustPayload(map[string]any{"text": "hi"})
 	okInline  = &InlineMedia{Data: []byte{1, 2}, MediaType: "audio/pcm"}
-	okBlob    = &BlobMedia{BlobID: "b1", SizeBytes: 10, SHA256: strings.Repeat("ab", 32), MediaType: "video/mp4"}
+	okBlob    = &BlobMedia{BlobID: "b1", SizeBytes: 10, SHA256: strings.Repeat("0123456789abcdef", 4), MediaType: "video/mp4"}
 )
 
 func fl(v float64) *float64 { return &v }
@@ -232,6 +232,9 @@ func TestFieldConstraints(t *testing.T) {
 		{"sha256 65 digits", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("a", 65) }), "media.sha256"},
 		{"sha256 not hex", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("g", 64) }), "media.sha256"},
 		{"sha256 with newline", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("a", 64) + "\n" }), "media.sha256"},
+		{"sha256 with a byte next to a digit range", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("a", 63) + "`" }), "media.sha256"},
+		{"sha256 with a byte below the digits", blob(func(m *BlobMedia) { m.SHA256 = "/" + strings.Repeat("0", 63) }), "media.sha256"},
+		{"sha256 with a byte above the digits", blob(func(m *BlobMedia) { m.SHA256 = strings.Repeat("9", 32) + ":" + strings.Repeat("f", 31) }), "media.sha256"},
 		{"blob media_type empty", blob(func(m *BlobMedia) { m.MediaType = "" }), "media.media_type"},
 		{"payload not a map", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{0x90}}, "payload"},
 		{"payload truncated", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{0x81}}, "payload"},
