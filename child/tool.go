@@ -3,7 +3,6 @@ package child
 import (
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -226,38 +225,3 @@ var buildID = sync.OnceValue(func() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 })
-
-// maxBuildIDNote bounds the .note.go.buildid section read by goBuildID; the
-// note holds a name and an ID of four base64 hashes, about 100 bytes.
-const maxBuildIDNote = 4 << 10
-
-// goBuildID returns the Go build ID of the ELF executable at path, from its
-// .note.go.buildid section: the linker's hash of the executable's inputs and
-// contents, which changes whenever the executable does. It reads only the
-// ELF headers and that section. ok is false for anything else: not ELF, no
-// such note (built with -buildid= or by another toolchain), a malformed one.
-func goBuildID(path string) (id string, ok bool) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	sec := f.Section(".note.go.buildid")
-	if sec == nil || sec.Type != elf.SHT_NOTE || sec.Size > maxBuildIDNote {
-		return "", false
-	}
-	data, err := sec.Data()
-	if err != nil || len(data) < 16 {
-		return "", false
-	}
-	// One note: namesz, descsz, type (4 bytes each, the file's byte
-	// order), the name "Go\x00\x00", then the ID.
-	bo := f.ByteOrder
-	nameSize, descSize, typ := bo.Uint32(data), bo.Uint32(data[4:]), bo.Uint32(data[8:])
-	const goBuildIDNoteType = 4
-	if nameSize != 4 || typ != goBuildIDNoteType || string(data[12:16]) != "Go\x00\x00" ||
-		descSize == 0 || uint64(descSize) > uint64(len(data)-16) {
-		return "", false
-	}
-	return string(data[16 : 16+descSize]), true
-}
