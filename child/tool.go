@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -176,17 +175,19 @@ func (t *Tool) descriptor() wire.Tool {
 
 // DeriveVersion returns the version the child gives a tool whose Version is
 // empty: 24 hex digits of a SHA-256 over the descriptor d (its Version
-// ignored, as canonical JSON) and the running provider's build (see
-// Tool.Version). Equal descriptors in the same build get the same version.
+// ignored) in the wire's canonical encoding (wire.AppendTool, map keys
+// sorted) and the running provider's build (see Tool.Version). Equal
+// descriptors in the same build get the same version.
 func DeriveVersion(d wire.Tool) string {
 	d.Version = ""
 	h := sha256.New()
-	// encoding/json sorts map keys, so the encoding is canonical.
-	if err := json.NewEncoder(h).Encode(d); err != nil {
-		// A schema with a value JSON cannot encode: fall back on the id so
-		// the version still changes with the build.
-		io.WriteString(h, d.ID)
+	enc, err := wire.AppendTool(nil, &d)
+	if err != nil {
+		// A descriptor the wire cannot encode never reaches a hello; fall
+		// back on the id so the version still changes with the build.
+		enc = []byte(d.ID)
 	}
+	h.Write(enc)
 	io.WriteString(h, buildID())
 	return hex.EncodeToString(h.Sum(nil))[:24]
 }

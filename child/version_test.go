@@ -20,6 +20,16 @@ func TestDeriveVersion(t *testing.T) {
 	c.Description = "changed"
 	require.NotEqual(t, child.DeriveVersion(b), child.DeriveVersion(c))
 	require.Len(t, child.DeriveVersion(b), 24)
+
+	nested := func(keys ...string) wire.Tool {
+		props := map[string]any{}
+		for _, k := range keys {
+			props[k] = map[string]any{"type": "string", "title": k}
+		}
+		return wire.Tool{ID: "t", InputSchema: wire.Schema{"properties": props}}
+	}
+	require.Equal(t, child.DeriveVersion(nested("x", "y", "z")), child.DeriveVersion(nested("z", "x", "y")), "nested map order must not matter")
+	require.NotEqual(t, child.DeriveVersion(nested("x", "y")), child.DeriveVersion(nested("x", "y", "z")))
 }
 
 func TestExplicitVersionAndInvokeFields(t *testing.T) {

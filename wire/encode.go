@@ -310,36 +310,48 @@ func appendHello(b []byte, p *Hello) ([]byte, error) {
 	b = appendLimits(mpack.AppendString(b, "limits"), p.Limits)
 	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(p.Tools))
 	for i := range p.Tools {
-		t := &p.Tools[i]
-		if err := checkID("tools.id", t.ID); err != nil {
-			return b, err
+		var err error
+		if b, err = AppendTool(b, &p.Tools[i]); err != nil {
+			return b, fmt.Errorf("wire: tool %d: %w", i, err)
 		}
-		schemas := []struct {
-			key string
-			s   Schema
-		}{{"arguments_schema", t.ArgumentsSchema}, {"input_schema", t.InputSchema}, {"output_schema", t.OutputSchema}, {"result_schema", t.ResultSchema}}
-		n := 1 + boolInt(t.Version != "") + boolInt(t.Description != "")
-		for _, s := range schemas {
-			n += boolInt(s.s != nil)
+	}
+	return b, nil
+}
+
+// AppendTool appends t as hello carries it, a msgpack map, to b. The
+// encoding is canonical (map keys sorted at every depth, numbers compact),
+// so equal descriptors encode to equal bytes whatever the order their maps
+// were built in: child.DeriveVersion hashes it. Errors: an id that breaks
+// the rules, or a schema holding a value msgpack cannot encode.
+func AppendTool(b []byte, t *Tool) ([]byte, error) {
+	if err := checkID("tools.id", t.ID); err != nil {
+		return b, err
+	}
+	schemas := [...]struct {
+		key string
+		s   Schema
+	}{{"arguments_schema", t.ArgumentsSchema}, {"input_schema", t.InputSchema}, {"output_schema", t.OutputSchema}, {"result_schema", t.ResultSchema}}
+	n := 1 + boolInt(t.Version != "") + boolInt(t.Description != "")
+	for _, s := range schemas {
+		n += boolInt(s.s != nil)
+	}
+	b = mpack.AppendMapHeader(b, n)
+	b = appendKey(b, "id", t.ID)
+	if t.Version != "" {
+		b = appendKey(b, "version", t.Version)
+	}
+	if t.Description != "" {
+		b = appendKey(b, "description", t.Description)
+	}
+	for _, s := range schemas {
+		if s.s == nil {
+			continue
 		}
-		b = mpack.AppendMapHeader(b, n)
-		b = appendKey(b, "id", t.ID)
-		if t.Version != "" {
-			b = appendKey(b, "version", t.Version)
+		enc, err := encodeValue(s.s)
+		if err != nil {
+			return b, fmt.Errorf("%s: %w", s.key, err)
 		}
-		if t.Description != "" {
-			b = appendKey(b, "description", t.Description)
-		}
-		for _, s := range schemas {
-			if s.s == nil {
-				continue
-			}
-			enc, err := encodeValue(s.s)
-			if err != nil {
-				return b, fmt.Errorf("wire: tool %d: %s: %w", i, s.key, err)
-			}
-			b = append(mpack.AppendString(b, s.key), enc...)
-		}
+		b = append(mpack.AppendString(b, s.key), enc...)
 	}
 	return b, nil
 }

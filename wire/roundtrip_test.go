@@ -61,3 +61,38 @@ func socketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	require.NoError(t, err)
 	return c, s
 }
+
+// TestAppendToolCanonical: a descriptor encodes to the same bytes however
+// its maps were built, nested ones included, and those bytes are what
+// hello carries.
+func TestAppendToolCanonical(t *testing.T) {
+	mk := func(order int) Tool {
+		props := map[string]any{}
+		schema := Schema{}
+		keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+		for i := range keys {
+			k := keys[(i+order)%len(keys)]
+			props[k] = map[string]any{"type": "string", "title": k}
+			schema[k+"x"] = len(k)
+		}
+		schema["properties"] = props
+		return Tool{ID: "t", Description: "d", ArgumentsSchema: schema, ResultSchema: Schema{"type": "object"}}
+	}
+	first, err := AppendTool(nil, ptr(mk(0)))
+	require.NoError(t, err)
+	for order := 1; order < 8; order++ {
+		enc, err := AppendTool(nil, ptr(mk(order)))
+		require.NoError(t, err)
+		require.Equal(t, first, enc, "order %d", order)
+	}
+	tool := mk(3)
+	hello, err := Encode(&Hello{Protocol: []int64{1}, Tools: []Tool{tool}}, Limits{})
+	require.NoError(t, err)
+	require.True(t, bytes.Contains(hello, first), "hello carries the canonical encoding")
+
+	_, err = AppendTool(nil, &Tool{ID: ""})
+	var fe *frame.FieldError
+	require.ErrorAs(t, err, &fe)
+}
+
+func ptr[T any](v T) *T { return &v }
