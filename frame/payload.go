@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/skulkrt/skulk/internal/mpack"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -20,6 +21,17 @@ type Payload []byte
 // a struct (its `json` tags name the fields). Map keys are sorted, so equal
 // values give equal bytes.
 func PayloadOf(v any) (Payload, error) {
+	if m, ok := v.(map[string]any); ok && m != nil {
+		// The common case, a map of decoded JSON's shapes, without the
+		// library's reflection; the same bytes.
+		if b, ok := mpack.AppendValue(make([]byte, 0, 64), m); ok {
+			p := Payload(b)
+			if err := p.Check(); err != nil {
+				return nil, err
+			}
+			return p, nil
+		}
+	}
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	enc.SetSortMapKeys(true)

@@ -359,6 +359,9 @@ func AppendTool(b []byte, t *Tool) ([]byte, error) {
 // encodeValue encodes a generic value canonically (sorted map keys, compact
 // numbers).
 func encodeValue(v any) ([]byte, error) {
+	if b, ok := mpack.AppendValue(make([]byte, 0, 64), v); ok {
+		return b, nil // the library's bytes, without its reflection
+	}
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	enc.SetSortMapKeys(true)

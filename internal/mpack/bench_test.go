@@ -48,3 +48,43 @@ func BenchmarkCheckObject(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendValue encodes the payloads of BenchmarkCheckObject with
+// AppendValue and, as the baseline of the same run, with the library
+// configured as frame.PayloadOf configures it.
+func BenchmarkAppendValue(b *testing.B) {
+	cases := []struct {
+		name string
+		v    any
+	}{
+		{"small", map[string]any{"text": "hello, world", "n": 42, "ok": true}},
+		{"record", map[string]any{
+			"id": "rec-0001", "score": 0.875, "tags": []any{"a", "bb", "ccc", "dddd"},
+			"counts": []any{1, 2, 3, 400, 50000, -7}, "nested": map[string]any{"x": 1, "y": nil, "z": []any{true, false}},
+			"body": strings.Repeat("lorem ipsum ", 85),
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name+"/mpack", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := AppendValue(make([]byte, 0, 64), c.v); !ok {
+					b.Fatal("declined")
+				}
+			}
+		})
+		b.Run(c.name+"/library", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var buf bytes.Buffer
+				enc := msgpack.NewEncoder(&buf)
+				enc.SetSortMapKeys(true)
+				enc.UseCompactInts(true)
+				enc.UseCompactFloats(true)
+				if err := enc.Encode(c.v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
