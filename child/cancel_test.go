@@ -3,9 +3,11 @@ package child_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -366,6 +368,23 @@ func TestServeStartErrors(t *testing.T) {
 		_, err := srv.host.Hello(ctxT(t))
 		require.NoError(t, err)
 		require.ErrorIs(t, srv.result(t), child.ErrNoStartup)
+	})
+	t.Run("hello not taken", func(t *testing.T) {
+		// A hello larger than the socket's buffers, to a host that reads
+		// nothing: the child gives up at its startup timeout.
+		opts := demoOptions()
+		opts.StartupTimeout = 100 * time.Millisecond
+		opts.Limits = wire.Limits{MaxHeader: wire.HardMaxHeader}
+		for i := range 12 {
+			opts.Tools = append(opts.Tools, child.Tool{
+				ID: fmt.Sprintf("big%d", i), Description: strings.Repeat("d", 60<<10),
+				Handler: func(context.Context, *child.Stream) (frame.Payload, error) { return nil, nil },
+			})
+		}
+		srv := serveChild(t, config{}, opts)
+		err := srv.result(t)
+		require.ErrorIs(t, err, child.ErrNoStartup)
+		require.Contains(t, err.Error(), "took no hello")
 	})
 	t.Run("version", func(t *testing.T) {
 		srv := serveChild(t, config{}, demoOptions())

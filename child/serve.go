@@ -152,8 +152,12 @@ func (s *server) hello() *wire.Hello {
 func (s *server) serve(ctx context.Context) error {
 	s.cw = wire.NewWriter(s.control, s.opts.Limits)
 	cr := wire.NewReader(s.control, s.opts.Limits)
-	// ctx may end while the child waits for startup: that wakes the read.
-	stopWake := context.AfterFunc(ctx, func() { s.control.SetReadDeadline(time.Unix(1, 0)) })
+	// ctx may end while the child waits for startup: that wakes the write
+	// of hello or the read of startup.
+	stopWake := context.AfterFunc(ctx, func() {
+		s.control.SetWriteDeadline(time.Unix(1, 0))
+		s.control.SetReadDeadline(time.Unix(1, 0))
+	})
 	err := s.start(cr)
 	stopWake()
 	if err != nil && ctx.Err() != nil {
@@ -196,14 +200,25 @@ func (s *server) serve(ctx context.Context) error {
 
 // start writes hello and reads startup.
 func (s *server) start(cr *wire.Reader) error {
-	if err := s.cw.WritePacket(s.hello()); err != nil {
-		return fmt.Errorf("child: writing hello: %w", err)
-	}
 	timeout := s.opts.StartupTimeout
 	if timeout == 0 {
 		timeout = DefaultStartupTimeout
 	}
-	s.control.SetReadDeadline(time.Now().Add(timeout))
+	// WritePackets: the Writer is idle, so this goroutine writes hello
+	// itself rather than wake the flusher for it (one goroutine switch
+	// less on every start). A host that takes no hello gets no more time
+	// than one that sends no startup.
+	until := time.Now().Add(timeout)
+	s.control.SetWriteDeadline(until)
+	err := s.cw.WritePackets(s.hello())
+	s.control.SetWriteDeadline(time.Time{})
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("%w: the host took no hello (waited %v)", ErrNoStartup, timeout)
+		}
+		return fmt.Errorf("child: writing hello: %w", err)
+	}
+	s.control.SetReadDeadline(until)
 	p, err := cr.ReadPacket()
 	s.control.SetReadDeadline(time.Time{})
 	if err != nil {

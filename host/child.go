@@ -147,7 +147,9 @@ func (ch *child) handshake(ctx context.Context) error {
 	ch.limits = cfg.Limits.Min(hello.Limits)
 	ch.ctrlR.SetLimits(ch.limits)
 	ch.ctrlW = wire.NewWriter(conn, ch.limits)
-	err = ch.ctrlW.WritePacket(&wire.Startup{
+	// WritePackets: the new Writer is idle, so startup is written here,
+	// not handed to the flusher (a goroutine switch less per start).
+	err = ch.ctrlW.WritePackets(&wire.Startup{
 		Protocol: wire.ProtocolVersion, ChildID: ch.id, Limits: ch.limits,
 		HealthIntervalMS: cfg.HealthInterval.Milliseconds(), CancelGraceMS: cfg.CancelGrace.Milliseconds(),
 		IngressQueue: wire.IngressQueue,
