@@ -73,8 +73,8 @@ func (c *conn) release() {
 }
 
 // serve reads the connection until it closes: invokes, one call at a time,
-// and each call's caller frames. It runs on the goroutine acceptLoop
-// started, counted in s.wg.
+// and each call's caller frames. It runs on the goroutine that accepted
+// the connection (acceptLoop), counted in s.wg.
 func (c *conn) serve() { c.readLoop(nil, &c.s.wg) }
 
 // readLoop is the connection's reader from the call prev on (nil: none

@@ -174,7 +174,8 @@ func (s *server) serve(ctx context.Context) error {
 
 	drained := make(chan struct{}) // closed by the drain goroutine once bye is written
 	ctlDone := make(chan error, 1) // the control reader's result; size 1 so it never blocks
-	s.wg.Go(s.acceptLoop)          // stopped by closing s.ln
+	s.wg.Add(1)                    // the acceptor's count (see acceptLoop)
+	go s.acceptLoop()              // stopped by closing s.ln
 	s.wg.Go(func() {               // stopped by closing s.control
 		ctlDone <- s.readControl(cr, drained)
 	})
@@ -352,14 +353,34 @@ func (s *server) listenerClosed() bool {
 	return s.closing || s.draining.Load()
 }
 
-// acceptLoop accepts stream connections until the listener is closed.
+// acceptLoop accepts the next stream connection and then reads it on this
+// goroutine, after starting a new acceptLoop for the connections after
+// it: the invoke that made the host dial is usually waiting already, and
+// reading it here does not hand the call to another goroutine (often
+// another thread, woken from idle) on its way to the handler. The
+// goroutine is counted in s.wg by whoever starts it; the count passes to
+// the connection's reader (serve gives it back) or is given back once the
+// listener is closed.
 func (s *server) acceptLoop() {
+	c := s.accept()
+	if c == nil {
+		s.wg.Done()
+		return
+	}
+	go s.acceptLoop() // counted by accept; stopped by closing s.ln
+	c.serve()
+}
+
+// accept waits for a stream connection and registers it, counting the
+// next acceptLoop in s.wg; nil once the listener is closed or the server
+// shuts down.
+func (s *server) accept() *conn {
 	backoff := 5 * time.Millisecond
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
 			if s.listenerClosed() || s.ctx.Err() != nil {
-				return
+				return nil
 			}
 			s.log.Warn("accepting a stream connection failed", "err", err)
 			t := time.NewTimer(backoff)
@@ -367,24 +388,22 @@ func (s *server) acceptLoop() {
 			case <-t.C:
 			case <-s.ctx.Done():
 				t.Stop()
-				return
+				return nil
 			}
 			backoff = min(2*backoff, acceptBackoffMax)
 			continue
 		}
-		backoff = 5 * time.Millisecond
 		c := newConn(s, nc)
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		if s.closing {
-			s.mu.Unlock()
 			nc.Close()
 			c.w.Close()
-			return
+			return nil
 		}
 		s.conns[c] = struct{}{}
-		s.wg.Add(1) // done by serve (see conn.readLoop)
-		s.mu.Unlock()
-		go c.serve() // stopped by closing nc (shutdown, protocol errors) or the peer's EOF
+		s.wg.Add(1) // the next acceptLoop's
+		return c
 	}
 }
 
