@@ -212,6 +212,61 @@ func benchCalls(b *testing.B, call func() error) {
 	}
 }
 
+// idleGap is how long BenchmarkAfterIdle leaves both processes idle before
+// each call: long enough for their threads to park and the runtime's
+// sysmon to slow down, as between the calls of a user who calls now and
+// then.
+const idleGap = 5 * time.Millisecond
+
+// BenchmarkAfterIdle: one op is one call made after idleGap of nothing
+// (not timed), for Skulk's unary call, the raw ping-pong and go-plugin's
+// unary call. The compare run's call rows are back to back; this is the
+// same call as a sporadic caller sees it.
+func BenchmarkAfterIdle(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	idle := func(b *testing.B, call func() error) {
+		for range 100 {
+			if err := call(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		for range b.N {
+			b.StopTimer()
+			time.Sleep(idleGap)
+			b.StartTimer()
+			if err := call(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("skulk-unary", func(b *testing.B) {
+		ss, err := (&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir()}).start(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ss.close()
+		idle(b, func() error { return ss.unary(ctx) })
+	})
+	b.Run("raw", func(b *testing.B) {
+		rs, err := (&rawSystem{bin: bins.Raw, dir: b.TempDir()}).start(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rs.close()
+		idle(b, func() error { return rs.call(ctx) })
+	})
+	b.Run("go-plugin", func(b *testing.B) {
+		gs, err := (&grpcSystem{bin: bins.GoPlugin}).start()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer gs.close()
+		idle(b, func() error { return gs.call(ctx) })
+	})
+}
+
 // BenchmarkColdStart: one op is a child started, called once and stopped,
 // timed from the start to the call's success (the compare run's start
 // row): coldStart of each system, side by side.
