@@ -20,22 +20,24 @@ func benchObject(b *testing.B, v any) []byte {
 	return buf.Bytes()
 }
 
-// BenchmarkCheckObject checks typical tool payloads: a small chunk (short
-// keys, short text, small integers, a boolean), a larger record with
-// nested maps, arrays, floats and a 1 KiB string.
+// benchPayloads are typical tool payloads: a small chunk (short keys, short
+// text, small integers, a boolean), a larger record with nested maps,
+// arrays, floats and a 1 KiB string.
+var benchPayloads = []struct {
+	name string
+	v    any
+}{
+	{"small", map[string]any{"text": "hello, world", "n": 42, "ok": true}},
+	{"record", map[string]any{
+		"id": "rec-0001", "score": 0.875, "tags": []any{"a", "bb", "ccc", "dddd"},
+		"counts": []any{1, 2, 3, 400, 50000, -7}, "nested": map[string]any{"x": 1, "y": nil, "z": []any{true, false}},
+		"body": strings.Repeat("lorem ipsum ", 85),
+	}},
+}
+
+// BenchmarkCheckObject checks benchPayloads.
 func BenchmarkCheckObject(b *testing.B) {
-	cases := []struct {
-		name string
-		v    any
-	}{
-		{"small", map[string]any{"text": "hello, world", "n": 42, "ok": true}},
-		{"record", map[string]any{
-			"id": "rec-0001", "score": 0.875, "tags": []any{"a", "bb", "ccc", "dddd"},
-			"counts": []any{1, 2, 3, 400, 50000, -7}, "nested": map[string]any{"x": 1, "y": nil, "z": []any{true, false}},
-			"body": strings.Repeat("lorem ipsum ", 85),
-		}},
-	}
-	for _, c := range cases {
+	for _, c := range benchPayloads {
 		b.Run(c.name, func(b *testing.B) {
 			obj := benchObject(b, c.v)
 			b.SetBytes(int64(len(obj)))
@@ -49,22 +51,10 @@ func BenchmarkCheckObject(b *testing.B) {
 	}
 }
 
-// BenchmarkAppendValue encodes the payloads of BenchmarkCheckObject with
-// AppendValue and, as the baseline of the same run, with the library
+// BenchmarkAppendValue encodes benchPayloads with AppendValue and, as the baseline of the same run, with the library
 // configured as frame.PayloadOf configures it.
 func BenchmarkAppendValue(b *testing.B) {
-	cases := []struct {
-		name string
-		v    any
-	}{
-		{"small", map[string]any{"text": "hello, world", "n": 42, "ok": true}},
-		{"record", map[string]any{
-			"id": "rec-0001", "score": 0.875, "tags": []any{"a", "bb", "ccc", "dddd"},
-			"counts": []any{1, 2, 3, 400, 50000, -7}, "nested": map[string]any{"x": 1, "y": nil, "z": []any{true, false}},
-			"body": strings.Repeat("lorem ipsum ", 85),
-		}},
-	}
-	for _, c := range cases {
+	for _, c := range benchPayloads {
 		b.Run(c.name+"/mpack", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -76,12 +66,7 @@ func BenchmarkAppendValue(b *testing.B) {
 		b.Run(c.name+"/library", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				var buf bytes.Buffer
-				enc := msgpack.NewEncoder(&buf)
-				enc.SetSortMapKeys(true)
-				enc.UseCompactInts(true)
-				enc.UseCompactFloats(true)
-				if err := enc.Encode(c.v); err != nil {
+				if _, err := libCanonical(c.v); err != nil {
 					b.Fatal(err)
 				}
 			}
