@@ -120,7 +120,11 @@ func TestSocketListener(t *testing.T) {
 
 	accepted := make(chan error, 1)
 	go func() { _, err := ln.Accept(); accepted <- err }() // ends with Close below
-	time.Sleep(20 * time.Millisecond)                      // let it wait
+	select {
+	case err := <-accepted:
+		t.Fatalf("Accept returned with nothing to accept: %v", err)
+	case <-time.After(50 * time.Millisecond): // it waits
+	}
 	require.NoError(t, ln.Close())
 	select {
 	case err := <-accepted:
