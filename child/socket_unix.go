@@ -70,14 +70,7 @@ func (l *socketListener) Accept() (Conn, error) {
 	var aerr error
 	err := l.raw.Read(func(fd uintptr) bool {
 		for {
-			// ForkLock keeps a process started meanwhile from
-			// inheriting nfd before it is close-on-exec.
-			syscall.ForkLock.RLock()
-			nfd, _, aerr = syscall.Accept(int(fd))
-			if aerr == nil {
-				syscall.CloseOnExec(nfd)
-			}
-			syscall.ForkLock.RUnlock()
+			nfd, aerr = acceptSocket(int(fd))
 			switch aerr {
 			case syscall.EINTR, syscall.ECONNABORTED:
 				continue
@@ -97,10 +90,6 @@ func (l *socketListener) Accept() (Conn, error) {
 		return nil, fmt.Errorf("child: accepting a stream connection: %w", err)
 	case aerr != nil:
 		return nil, os.NewSyscallError("accept", aerr)
-	}
-	if err := syscall.SetNonblock(nfd, true); err != nil {
-		syscall.Close(nfd)
-		return nil, os.NewSyscallError("fcntl", err)
 	}
 	return os.NewFile(uintptr(nfd), "skulk-stream"), nil
 }
