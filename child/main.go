@@ -113,7 +113,7 @@ func hostedConns() (Conn, Listener, error) {
 		control.Close()
 		return nil, nil, err
 	}
-	streams, err := newSocketListener(sf)
+	streams, err := newSocketListener(sf, sfd)
 	if err != nil {
 		control.Close()
 		sf.Close()

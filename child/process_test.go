@@ -47,7 +47,7 @@ func TestBinaryBadFDs(t *testing.T) {
 		reason string
 	}{
 		{"control is a pipe", r, ctl, "fd 3 is not an open socket"},
-		{"streams does not listen", ctl, peer, "skulk-streams is not a listening socket"},
+		{"streams does not listen", ctl, peer, "fd 4 is not a listening socket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(childBin)

@@ -13,6 +13,6 @@ func hostedFile(fd int, name string) (*os.File, error) {
 }
 
 // newSocketListener is never reached: hostedFile fails first.
-func newSocketListener(f *os.File) (Listener, error) {
+func newSocketListener(f *os.File, fd int) (Listener, error) {
 	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", ErrNotHosted)
 }

@@ -99,9 +99,10 @@ func TestHostedFile(t *testing.T) {
 // is refused.
 func TestSocketListener(t *testing.T) {
 	lf, path := listenFile(t)
-	f, err := hostedFile(rawFD(t, lf), "streams")
+	fd := rawFD(t, lf)
+	f, err := hostedFile(fd, "streams")
 	require.NoError(t, err)
-	ln, err := newSocketListener(f)
+	ln, err := newSocketListener(f, fd)
 	require.NoError(t, err)
 
 	dialed, err := net.Dial("unix", path)
@@ -141,6 +142,6 @@ func TestSocketListener(t *testing.T) {
 	connected, err := hostedFile(fds[0], "streams")
 	require.NoError(t, err)
 	defer connected.Close()
-	_, err = newSocketListener(connected)
+	_, err = newSocketListener(connected, fds[0])
 	require.ErrorIs(t, err, ErrNotHosted)
 }

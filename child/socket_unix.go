@@ -46,19 +46,19 @@ type socketListener struct {
 	closed atomic.Bool
 }
 
-// newSocketListener makes a listener of f, a hostedFile of a socket that
-// listens.
-func newSocketListener(f *os.File) (*socketListener, error) {
+// newSocketListener makes a listener of f, the hostedFile of fd, a socket
+// that listens.
+func newSocketListener(f *os.File, fd int) (*socketListener, error) {
 	raw, err := f.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotHosted, f.Name(), err)
+		return nil, fmt.Errorf("%w: fd %d: %v", ErrNotHosted, fd, err)
 	}
 	var listening int
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
 		listening, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_ACCEPTCONN)
 	}); err != nil || serr != nil || listening == 0 {
-		return nil, fmt.Errorf("%w: %s is not a listening socket", ErrNotHosted, f.Name())
+		return nil, fmt.Errorf("%w: fd %d is not a listening socket", ErrNotHosted, fd)
 	}
 	return &socketListener{f: f, raw: raw}, nil
 }
