@@ -90,6 +90,10 @@ func (v *vectored) writev(fd uintptr) bool {
 			v.err = os.NewSyscallError("writev", errno)
 			return true
 		}
+		if n == 0 {
+			v.err = io.ErrShortWrite // a socket that takes nothing and says nothing: do not spin
+			return true
+		}
 		v.consume(int(n))
 	}
 	return true
