@@ -395,14 +395,17 @@ func (s *server) accept() *conn {
 		}
 		c := newConn(s, nc)
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closing {
+		closing := s.closing
+		if !closing {
+			s.conns[c] = struct{}{}
+			s.wg.Add(1) // the next acceptLoop's
+		}
+		s.mu.Unlock()
+		if closing {
 			nc.Close()
 			c.w.Close()
 			return nil
 		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1) // the next acceptLoop's
 		return c
 	}
 }
