@@ -46,6 +46,19 @@ func requireHostedFlags(t *testing.T, f *os.File) {
 	}))
 }
 
+// hostedPair returns one end of a new socketpair taken over by hostedFile,
+// and its fd; both ends are closed when t ends.
+func hostedPair(t *testing.T, name string) (*os.File, int) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Close(fds[1]) })
+	f, err := hostedFile(fds[0], name)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return f, fds[0]
+}
+
 // listenFile returns a listening Unix socket as a file, and its path.
 func listenFile(t *testing.T) (*os.File, string) {
 	t.Helper()
@@ -64,15 +77,10 @@ func listenFile(t *testing.T) (*os.File, string) {
 // non-blocking, so that deadlines work; an fd that is not a stream socket
 // is refused with ErrNotHosted.
 func TestHostedFile(t *testing.T) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	require.NoError(t, err)
-	defer syscall.Close(fds[1])
-	f, err := hostedFile(fds[0], "control")
-	require.NoError(t, err)
-	defer f.Close()
+	f, _ := hostedPair(t, "control")
 	requireHostedFlags(t, f)
 	require.NoError(t, f.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
-	_, err = f.Read(make([]byte, 1))
+	_, err := f.Read(make([]byte, 1))
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 
 	r, w, err := os.Pipe()
@@ -136,12 +144,7 @@ func TestSocketListener(t *testing.T) {
 	_, err = ln.Accept()
 	require.ErrorIs(t, err, os.ErrClosed)
 
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	require.NoError(t, err)
-	defer syscall.Close(fds[1])
-	connected, err := hostedFile(fds[0], "streams")
-	require.NoError(t, err)
-	defer connected.Close()
-	_, err = newSocketListener(connected, fds[0])
+	connected, cfd := hostedPair(t, "streams")
+	_, err = newSocketListener(connected, cfd)
 	require.ErrorIs(t, err, ErrNotHosted)
 }
