@@ -83,7 +83,7 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
 	cl.cancel, cl.stop, cl.ctx = cancel, func() {}, ctx
 	if inv.TimeoutMS > 0 {
-		cl.ctx, cl.stop = context.WithDeadlineCause(ctx, time.Now().Add(time.Duration(inv.TimeoutMS)*time.Millisecond), ErrTimeout)
+		cl.ctx, cl.stop = context.WithDeadlineCause(ctx, time.Now().Add(wire.Millis(inv.TimeoutMS)), ErrTimeout)
 	}
 	return cl
 }

@@ -422,3 +422,59 @@ func TestControlProtocolError(t *testing.T) {
 	require.NoError(t, srv.host.Write(&wire.End{End: frame.End{CallID: "x"}}))
 	require.ErrorIs(t, srv.result(t), wire.ErrProtocol)
 }
+
+// hugeMS is a millisecond value whose nanoseconds overflow a time.Duration
+// (about 317 years).
+const hugeMS = 10_000_000_000_000
+
+// TestHugeMillis: timeout_ms, drain's grace_ms and startup's
+// cancel_grace_ms too large for a time.Duration mean "practically never",
+// not "at once".
+func TestHugeMillis(t *testing.T) {
+	t.Run("timeout_ms", func(t *testing.T) {
+		forEach(t, func(t *testing.T, tg target) {
+			h, _ := tg.start(t, config{})
+			s := dial(t, h)
+			pl := payload(map[string]any{"ms": 100})
+			require.NoError(t, s.Write(&wire.Invoke{CallID: "hm1", ToolID: "sleep", Arguments: pl, TimeoutMS: hugeMS}))
+			require.NoError(t, s.Started("hm1"))
+			require.NoError(t, s.Complete("hm1", 1, nil))
+			requireTerminal(t, readCall(t, s, "hm1"), frame.KindCompleted, 0)
+		})
+	})
+	t.Run("grace_ms", func(t *testing.T) {
+		forEach(t, func(t *testing.T, tg target) {
+			h, _ := tg.start(t, config{})
+			s := dial(t, h)
+			begin(t, s, "hm2", "sleep", map[string]any{"ms": 200})
+			require.NoError(t, s.Complete("hm2", 1, nil))
+			pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+			require.NoError(t, h.Write(&wire.Drain{GraceMS: hugeMS}))
+			// The call is let finish, then bye.
+			requireTerminal(t, readCall(t, s, "hm2"), frame.KindCompleted, 0)
+			_, err := h.WaitBye(ctxT(t))
+			require.NoError(t, err)
+		})
+	})
+	t.Run("cancel_grace_ms", func(t *testing.T) {
+		st := testnet.DefaultStartup()
+		st.CancelGraceMS = hugeMS
+		forEach(t, func(t *testing.T, tg target) {
+			h, _ := tg.start(t, config{startup: st})
+			s := dial(t, h)
+			begin(t, s, "hm3", "sleep", map[string]any{"ms": 300, "ignore_cancel": true})
+			pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+			require.NoError(t, h.Cancel("hm3", "test"))
+			// Within its grace until it returns: never stuck, and its
+			// terminal is its own cancel, after it returned.
+			for range 5 {
+				pong, _, err := h.Ping(ctxT(t), 1)
+				require.NoError(t, err)
+				require.Zero(t, pong.Stuck)
+				time.Sleep(20 * time.Millisecond)
+			}
+			requireTerminal(t, readCall(t, s, "hm3"), frame.KindCancelled, frame.CodeCancelled)
+			pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 && p.Stuck == 0 })
+		})
+	})
+}

@@ -241,7 +241,7 @@ func (s *server) start(cr *wire.Reader) error {
 	s.limits = s.opts.Limits.Min(st.Limits)
 	cr.SetLimits(s.limits)
 	s.cw.SetLimits(s.limits)
-	s.cancelGrace = time.Duration(st.CancelGraceMS) * time.Millisecond
+	s.cancelGrace = wire.Millis(st.CancelGraceMS)
 	if s.cancelGrace == 0 {
 		s.cancelGrace = defaultCancelGrace
 	}
@@ -270,7 +270,7 @@ func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
 		case *wire.Drain:
 			if !drainStarted {
 				drainStarted = true
-				grace := time.Duration(p.GraceMS) * time.Millisecond
+				grace := wire.Millis(p.GraceMS)
 				s.wg.Go(func() { s.drain(grace, drained) }) // stopped by s.ctx
 			}
 		default:

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/skulkrt/skulk/frame"
 )
@@ -226,3 +227,22 @@ func (*Frame) Type() Type { return TypeFrame }
 
 // Type returns TypeEnd.
 func (*End) Type() Type { return TypeEnd }
+
+// MaxMillis is the longest Duration Millis gives: half the largest
+// Duration, about 146 years, so that two of them add up without
+// overflowing.
+const MaxMillis = time.Duration(1<<63-1) / 2
+
+// Millis converts a packet's millisecond field (timeout_ms, grace_ms,
+// cancel_grace_ms, health_interval_ms) to a Duration: a negative value
+// gives 0, and a value too large for a Duration gives MaxMillis rather
+// than wrapping around to a negative one.
+func Millis(ms int64) time.Duration {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms >= int64(MaxMillis/time.Millisecond):
+		return MaxMillis
+	}
+	return time.Duration(ms) * time.Millisecond
+}

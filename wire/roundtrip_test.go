@@ -2,8 +2,10 @@ package wire
 
 import (
 	"bytes"
+	"math"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/stretchr/testify/require"
@@ -96,3 +98,21 @@ func TestAppendToolCanonical(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestMillis(t *testing.T) {
+	for ms, want := range map[int64]time.Duration{
+		-5:            0,
+		0:             0,
+		1:             time.Millisecond,
+		1500:          1500 * time.Millisecond,
+		9_223_372_036: 9_223_372_036 * time.Millisecond,
+		// Too large for a Duration in nanoseconds: saturated, not wrapped.
+		10_000_000_000_000: MaxMillis,
+		math.MaxInt64:      MaxMillis,
+	} {
+		require.Equal(t, want, Millis(ms), "Millis(%d)", ms)
+	}
+	sum := MaxMillis
+	sum += MaxMillis
+	require.Positive(t, sum, "two of them overflow")
+}

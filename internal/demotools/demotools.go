@@ -251,7 +251,7 @@ func sleep(testTools bool) child.Tool {
 			if a.IgnoreCancel && !testTools {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: ignore_cancel needs --test-tools"}
 			}
-			d := time.Duration(a.MS) * time.Millisecond
+			d := wire.Millis(a.MS) // a huge ms sleeps for ever rather than not at all
 			if a.IgnoreCancel {
 				time.Sleep(d)
 			} else {
