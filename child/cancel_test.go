@@ -284,9 +284,12 @@ func TestDrain(t *testing.T) {
 	})
 }
 
+// TestDrainPastGrace: a drain cancels the handlers still running after its
+// grace and writes bye before grace + cancel grace, abandoning those that
+// ignore their cancellation (PROTOCOL.md §7, Draining).
 func TestDrainPastGrace(t *testing.T) {
 	st := testnet.DefaultStartup()
-	st.CancelGraceMS = 200
+	st.CancelGraceMS = 400
 	forEach(t, func(t *testing.T, tg target) {
 		// A handler that ignores cancellation for much longer than the
 		// drain may take: in-process one the test releases at its end,
@@ -313,11 +316,12 @@ func TestDrainPastGrace(t *testing.T) {
 		requireTerminal(t, readCall(t, s, "dg1"), frame.KindCancelled, 0)
 		_, err := h.WaitBye(ctxT(t))
 		require.NoError(t, err)
-		// bye at grace + cancel grace (300 ms; the bound leaves slack for
-		// a loaded machine), without waiting for the stubborn handler.
+		// bye byeMargin (100 ms) before grace + cancel grace (500 ms),
+		// without waiting for the stubborn handler; a timer up to 100 ms
+		// late on a loaded machine still keeps it within the limit.
 		elapsed := time.Since(start)
-		require.GreaterOrEqual(t, elapsed, 300*time.Millisecond)
-		require.Less(t, elapsed, 5*time.Second)
+		require.GreaterOrEqual(t, elapsed, 400*time.Millisecond)
+		require.Less(t, elapsed, 500*time.Millisecond)
 		res, _ := s2.ReadCall("dg2", deadline())
 		requireTerminal(t, res, frame.KindCancelled, 0)
 		require.False(t, res.End, "end of a handler that has not returned")

@@ -35,10 +35,13 @@ const inlineWatch = 50 * time.Millisecond
 // released.
 const connWriteGrace = time.Second
 
-// abandonFlush bounds how long a drain past its time waits, in all, for the
-// terminals of the calls it abandons (written by it, or already being
-// written) to reach the host.
-const abandonFlush = 100 * time.Millisecond
+// byeMargin is how long before its limit (grace_ms + cancel_grace_ms after
+// the drain) a drain abandons the handlers still running, at most half the
+// cancel grace: their terminals (written by the drain, or already being
+// written) get four fifths of it to reach the host, and bye is written
+// before the limit, as PROTOCOL.md §7 (Draining) requires, with the rest
+// to spare for a late timer.
+const byeMargin = 100 * time.Millisecond
 
 // acceptBackoffMax bounds the pause after a failed Accept (EMFILE, say).
 const acceptBackoffMax = time.Second
@@ -293,15 +296,19 @@ func (s *server) cancelCall(id string) {
 }
 
 // drain stops accepting, lets running calls finish within grace, cancels
-// the rest, and writes bye after the last end or at grace + cancel grace.
+// the rest, and writes bye after the last end or, abandoning the handlers
+// still running, shortly before grace + cancel grace (see byeMargin).
 func (s *server) drain(grace time.Duration, drained chan struct{}) {
+	start := time.Now()
 	s.mu.Lock()
 	s.draining.Store(true)
 	s.mu.Unlock()
 	s.ln.Close()
 	graceT := time.NewTimer(grace)
 	defer graceT.Stop()
-	hard := time.NewTimer(grace + s.cancelGrace)
+	limit := grace + s.cancelGrace // each at most wire.MaxMillis: no overflow
+	margin := min(byeMargin, s.cancelGrace/2)
+	hard := time.NewTimer(limit - margin)
 	defer hard.Stop()
 wait:
 	for s.active.Load() > 0 {
@@ -314,8 +321,9 @@ wait:
 		case <-hard.C:
 			s.log.Warn("drain: abandoning handlers that ignore cancellation", "count", s.active.Load())
 			// The connections close once bye is written: every call's
-			// terminal gets until deadline to reach the host, all at once.
-			deadline := time.Now().Add(abandonFlush)
+			// terminal gets until deadline to reach the host, all at once,
+			// and bye follows before the limit.
+			deadline := start.Add(limit - margin/5)
 			var abandoning sync.WaitGroup
 			for _, c := range s.runningCalls() {
 				c.cancelWith(ErrDrained) // in case the grace timer has not been seen yet
