@@ -51,6 +51,10 @@ var (
 	// ErrVersion: the host's startup chose a protocol version the child did
 	// not offer.
 	ErrVersion = errors.New("child: host chose a protocol version this child does not speak")
+	// ErrBadStartup: the host's first control packet was not a startup the
+	// child could read (malformed, a field of the wrong type, over the
+	// limits, or another packet).
+	ErrBadStartup = errors.New("child: the host sent no valid startup")
 	// ErrNotHosted: Run was started outside a Skulk host (the SKULK_*
 	// environment or fds 3 and 4 are missing).
 	ErrNotHosted = errors.New("child: not started by a Skulk host")

@@ -30,8 +30,8 @@ const (
 	ExitOK = 0
 	// ExitFailure: the host broke the protocol, or the connections failed.
 	ExitFailure = 1
-	// ExitStart: started outside a host, no startup in time, or a startup
-	// with a version the child did not offer.
+	// ExitStart: started outside a host, no startup in time, a startup
+	// with a version the child did not offer, or no valid startup at all.
 	ExitStart = 2
 )
 
@@ -75,7 +75,7 @@ func Run(opts Options) int {
 		return ExitOK
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
-	if errors.Is(err, ErrNoStartup) || errors.Is(err, ErrVersion) || errors.Is(err, ErrOptions) {
+	if errors.Is(err, ErrNoStartup) || errors.Is(err, ErrVersion) || errors.Is(err, ErrBadStartup) || errors.Is(err, ErrOptions) {
 		return ExitStart
 	}
 	return ExitFailure

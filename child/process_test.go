@@ -1,12 +1,14 @@
 package child_test
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
@@ -192,4 +194,53 @@ func TestBinaryWithoutTestTools(t *testing.T) {
 	s := dial(t, p.Host)
 	begin(t, s, "w1", "sleep", map[string]any{"ms": 1, "ignore_cancel": true})
 	requireTerminal(t, readCall(t, s, "w1"), frame.KindFailed, frame.CodeProviderError)
+}
+
+// startupWithProtocol returns a default startup packet whose protocol
+// value is the msgpack bytes v.
+func startupWithProtocol(t *testing.T, v []byte) []byte {
+	b, err := wire.Encode(testnet.DefaultStartup(), wire.Limits{})
+	require.NoError(t, err)
+	key := append([]byte{0xa8}, "protocol"...)
+	i := bytes.Index(b, key) + len(key)
+	require.Equal(t, byte(0x01), b[i], "protocol 1 as a fixint")
+	hdr := append(append(bytes.Clone(b[wire.PrefixLen:i]), v...), b[i+1:]...)
+	return packet(hdr)
+}
+
+// TestBadStartup: a first control packet that is not a startup the child
+// can read (a protocol that is no int, or too large for one; another
+// packet) fails the start as a wrong version does: ErrBadStartup from
+// Serve, exit status 2 with a one-line reason from the binary (PROTOCOL.md
+// §7, start and stop).
+func TestBadStartup(t *testing.T) {
+	ping, err := wire.Encode(&wire.Ping{Nonce: 1}, wire.Limits{})
+	require.NoError(t, err)
+	cases := map[string][]byte{
+		"protocol a string":   startupWithProtocol(t, []byte{0xa1, '1'}),
+		"protocol over int64": startupWithProtocol(t, []byte{0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0}),
+		"protocol nil":        startupWithProtocol(t, []byte{0xc0}),
+		"a ping first":        ping,
+	}
+	for name, pkt := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Run("serve", func(t *testing.T) {
+				srv := serveChild(t, config{}, demoOptions())
+				_, err := srv.host.Hello(ctxT(t))
+				require.NoError(t, err)
+				require.NoError(t, srv.host.WriteRaw(pkt))
+				require.ErrorIs(t, srv.result(t), child.ErrBadStartup)
+			})
+			t.Run("binary", func(t *testing.T) {
+				p := testnet.StartProcess(t, childBin, nil)
+				_, err := p.Host.Hello(ctxT(t))
+				require.NoError(t, err)
+				require.NoError(t, p.Host.WriteRaw(pkt))
+				code, err := p.Wait(wait)
+				require.NoError(t, err)
+				require.Equal(t, 2, code, "output: %s", p.Output())
+				require.Contains(t, lastLine(p.Output()), "no valid startup")
+			})
+		})
+	}
 }

@@ -232,11 +232,15 @@ func (s *server) start(cr *wire.Reader) error {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: control connection closed before startup", ErrNoStartup)
 		}
+		var inv *wire.InvalidError
+		if errors.As(err, &inv) || errors.Is(err, wire.ErrProtocol) || errors.Is(err, wire.ErrHeaderLength) || errors.Is(err, wire.ErrAttachmentLength) {
+			return fmt.Errorf("%w: %w", ErrBadStartup, err)
+		}
 		return fmt.Errorf("child: reading startup: %w", err)
 	}
 	st, ok := p.(*wire.Startup)
 	if !ok {
-		return fmt.Errorf("child: %w: got %s before startup", wire.ErrProtocol, p.Type())
+		return fmt.Errorf("%w: got %s before startup", ErrBadStartup, p.Type())
 	}
 	if st.Protocol != wire.ProtocolVersion {
 		return fmt.Errorf("%w: startup chose %d, hello offered [%d]", ErrVersion, st.Protocol, wire.ProtocolVersion)

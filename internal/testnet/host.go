@@ -143,6 +143,16 @@ func (h *Host) Write(p wire.Packet) error {
 	return h.w.Flush()
 }
 
+// WriteRaw writes b on the control connection as it is, after everything
+// written before it: for packets the wire package would not encode.
+func (h *Host) WriteRaw(b []byte) error {
+	if err := h.w.Flush(); err != nil {
+		return err
+	}
+	_, err := h.control.Write(b)
+	return err
+}
+
 // Ping sends a ping and waits for the pong with its nonce; other packets
 // read meanwhile are kept for Next. It returns the pong and the round trip.
 func (h *Host) Ping(ctx context.Context, nonce uint64) (*wire.Pong, time.Duration, error) {
