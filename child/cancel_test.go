@@ -482,3 +482,19 @@ func TestHugeMillis(t *testing.T) {
 		})
 	})
 }
+
+// TestCallIDFreeAtEnd: once the host has read a call's end, the call's id
+// is free (PROTOCOL.md §3: end means the handler released what it held),
+// so an invoke of the same id on another connection, written at once, is
+// served like any other.
+func TestCallIDFreeAtEnd(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{})
+		conns := []*testnet.Stream{dial(t, h), dial(t, h)}
+		// Each id twice, first on one connection then on the other (a
+		// connection refuses its own previous call's id, §7).
+		for i := range 200 {
+			requireCountCompletes(t, conns[i%2], fmt.Sprintf("id%d", i/2))
+		}
+	})
+}

@@ -540,13 +540,19 @@ func (s *server) register(c *call) (refusal immediate, ok bool) {
 	return immediate{}, true
 }
 
-// unregister removes a finished call and wakes a drain.
-func (s *server) unregister(c *call) {
+// forgetID frees a finished call's id, before its end is written.
+func (s *server) forgetID(c *call) {
 	s.mu.Lock()
 	if s.calls[c.inv.CallID] == c {
 		delete(s.calls, c.inv.CallID)
 	}
 	s.mu.Unlock()
+}
+
+// unregister removes a finished call (its id, if forgetID has not) and
+// wakes a drain.
+func (s *server) unregister(c *call) {
+	s.forgetID(c)
 	s.active.Add(-1)
 	select {
 	case s.callDone <- struct{}{}:
