@@ -317,11 +317,8 @@ func (cl *call) finish(res result) {
 	cl.writeCauseTerminal() // no-op when a terminal is written
 	// The host may write the next invoke as soon as it reads the end, so
 	// the connection's reader must know the call ended before it is written.
+	// It also frees the call's id (see register).
 	cl.over.Store(true)
-	// The end says the handler returned and released what it held
-	// (PROTOCOL.md §3), its call id included: an invoke of the same id that
-	// the host sends once it read the end must not find it still taken.
-	cl.c.s.forgetID(cl)
 	endQueued := false
 	if _, _, _, ok := causeTerminal(cl.cause()); ok {
 		endQueued = cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil

@@ -526,7 +526,12 @@ func (s *server) register(c *call) (refusal immediate, ok bool) {
 	defer s.mu.Unlock()
 	id := c.inv.CallID
 	switch {
-	case s.calls[id] != nil:
+	case s.calls[id] != nil && !s.calls[id].ended():
+		// A call whose end is being written has released its id
+		// (PROTOCOL.md §3): the host may reuse it as soon as it read the
+		// end, before that call's runner took it out of the table. Outside
+		// a drain (which refuses every invoke below) the new call then
+		// takes the id's place; unregister leaves it there.
 		return immediate{dup: true}, false
 	case s.closing || s.draining.Load():
 		return immediate{kind: frame.KindFailed, code: frame.CodeUnreachable, msg: "draining"}, false
@@ -540,19 +545,13 @@ func (s *server) register(c *call) (refusal immediate, ok bool) {
 	return immediate{}, true
 }
 
-// forgetID frees a finished call's id, before its end is written.
-func (s *server) forgetID(c *call) {
+// unregister removes a finished call and wakes a drain.
+func (s *server) unregister(c *call) {
 	s.mu.Lock()
 	if s.calls[c.inv.CallID] == c {
 		delete(s.calls, c.inv.CallID)
 	}
 	s.mu.Unlock()
-}
-
-// unregister removes a finished call (its id, if forgetID has not) and
-// wakes a drain.
-func (s *server) unregister(c *call) {
-	s.forgetID(c)
 	s.active.Add(-1)
 	select {
 	case s.callDone <- struct{}{}:
