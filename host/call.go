@@ -222,6 +222,10 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// Too large for the child: refused before the log has it as sent.
+	if err := frameFits(&f, c.ch.limits); err != nil {
+		return fmt.Errorf("host: send: %w", err)
+	}
 	c.rec.Input(f) // before the write: the child's answer to it must come after it in the log
 	c.sendPkt.Frame = f
 	defer func() { c.sendPkt.Frame = frame.Frame{} }() // keep no payload or media alive

@@ -18,6 +18,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // invokeLog makes the fake child report every invoke it reads into a file
@@ -155,6 +156,86 @@ func TestCallEventsOrder(t *testing.T) {
 	v, err := c.Result()
 	if err != nil || v == nil {
 		t.Fatalf("Result: %v %v", v, err)
+	}
+}
+
+// TestRefusedOverMaxHeader: an invoke, or a chunk sent with it, larger
+// than the child's max_header is refused before anything reaches the
+// child: an error matching wire.ErrHeaderLength, a "limits" refusal in the
+// log, no invoke seen by the child, no slot held, and the next call served
+// as usual. Just under the limit is not refused.
+func TestRefusedOverMaxHeader(t *testing.T) {
+	obs := &collector{}
+	cfg := fakeConfig("ok")
+	cfg.Limits = wire.Limits{MaxHeader: 4096}
+	invokes := invokeLog(t, &cfg)
+	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
+	ctx := callCtx(t, 20*time.Second)
+	big := strings.Repeat("x", 5000)
+	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": big})); !errors.Is(err, wire.ErrHeaderLength) {
+		t.Fatalf("large arguments: %v", err)
+	}
+	chunk := frame.MustPayload(map[string]any{"text": big})
+	if _, err := h.Call(ctx, "ok", nil, WithInput(chunk)); !errors.Is(err, wire.ErrHeaderLength) {
+		t.Fatalf("large input chunk: %v", err)
+	}
+	if n := h.Children()[0].Running; n != 0 {
+		t.Fatalf("a refused call holds a slot")
+	}
+	// A chunk over the limit sent on a running call: refused, not logged
+	// as sent, and the call goes on.
+	sc, err := h.Call(ctx, "ok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Send(ctx, chunk, nil); !errors.Is(err, wire.ErrHeaderLength) {
+		t.Fatalf("large chunk sent: %v", err)
+	}
+	if err := sc.Send(ctx, frame.MustPayload(map[string]any{"text": "small"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Wait(); err != nil {
+		t.Fatalf("the call after a refused chunk: %v", err)
+	}
+	inputs := 0
+	for ev := range sc.Events() {
+		if ev.Kind == calllog.KindInput {
+			inputs++
+		}
+	}
+	if inputs != 3 { // started, the small chunk, completed
+		t.Fatalf("%d input events, want 3", inputs)
+	}
+	// About 3,950 bytes of arguments: over the cheap bound, under the limit.
+	near := frame.MustPayload(map[string]any{"prefix": strings.Repeat("y", 3900)})
+	c, err := h.Call(ctx, "ok", near, WithInput(frame.MustPayload(map[string]any{"text": "t"})))
+	if err != nil {
+		t.Fatalf("a call under the limit: %v", err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatalf("a call under the limit: %v", err)
+	}
+	if err := h.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := obs.got()
+	if got, want := kinds(evs)[:len("started failed started failed")], "started failed started failed"; got != want {
+		t.Fatalf("events %s, want %s first", kinds(evs), want)
+	}
+	for i := range 2 {
+		st, end := evs[2*i], evs[2*i+1]
+		if end.Refused != "limits" || end.Error == nil || end.Error.Code != frame.CodeInvalidFrame {
+			t.Fatalf("refusal %d: %+v", i, end)
+		}
+		if invoked(invokes(), st.Call) {
+			t.Fatalf("the child was sent refused call %s", st.Call)
+		}
+		if strings.Contains(end.Error.Message, "xxx") {
+			t.Fatalf("the refusal echoes the value: %s", end.Error.Message)
+		}
 	}
 }
 

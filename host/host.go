@@ -317,7 +317,9 @@ func WithJournal(j *calllog.Journal) CallOption {
 //
 // Refusals come back at once and send nothing: ErrUnknownTool, a
 // *SchemaError for arguments that break the tool's arguments_schema,
-// ErrPoolDown, ErrClosed, or ctx's error while waiting for a slot; they
+// ErrPoolDown, ErrClosed, an error matching wire.ErrHeaderLength for an
+// invoke (or a WithInput chunk) over the child's max_header, or ctx's
+// error while waiting for a slot; they
 // are recorded as a started and a failed event with Refused set. With a
 // required journal, a start the journal did not keep refuses the call with
 // a *calllog.JournalError matching calllog.ErrJournalStart; a refusal
@@ -472,6 +474,11 @@ func (h *Host) startCall(ctx context.Context, rec *calllog.Record, t *tool, args
 		ch.wg.Done()
 		return nil, h.refuse(ctx, rec, "invalid", frame.CodeInvalidFrame, fmt.Errorf("host: invoke: %w", err))
 	}
+	if err := requestFits(inv, o, ch.limits); err != nil {
+		ch.releaseSlot(nil)
+		ch.wg.Done()
+		return nil, h.refuse(ctx, rec, "limits", frame.CodeInvalidFrame, err)
+	}
 	// The tool the child knows is the one the host validated against,
 	// unless the child was restarted with another build: use its own.
 	if ct := ch.cat.tools[t.desc.ID]; ct != nil {
@@ -557,3 +564,49 @@ var (
 	errNoChild = errors.New("host: child not ready")
 	errRetry   = errors.New("host: child gone before the invoke")
 )
+
+// requestFits returns an error matching wire.ErrHeaderLength when the
+// invoke, or a chunk of a WithInput request, would be over the child's
+// max_header: such a call is refused before anything reaches the child
+// (PROTOCOL.md §7, refused calls), where writing it would fail with
+// nothing sent. A request far below the limit is not encoded for this: the
+// sizes of its variable parts bound its packets' (perPacketSlack covers
+// the keys, the fixed fields and msgpack's prefixes).
+func requestFits(inv *wire.Invoke, o *callOptions, l wire.Limits) error {
+	limit := int(l.Effective().MaxHeader)
+	size := len(inv.Arguments) + len(inv.CallID) + len(inv.ToolID) + len(inv.Tree) + len(inv.Parent)
+	for k, v := range inv.Trace {
+		size += len(k) + len(v) + 10
+	}
+	if size+perPacketSlack > limit {
+		if _, err := wire.Encode(inv, l); err != nil {
+			return fmt.Errorf("host: invoke: %w", err)
+		}
+	}
+	for i, p := range o.input {
+		f, err := frame.NewChunk(inv.CallID, frame.CallerToProvider, uint64(i+1), p, nil)
+		if err == nil {
+			err = frameFits(&f, l)
+		}
+		if err != nil {
+			return fmt.Errorf("host: input chunk %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// frameFits returns an error matching wire.ErrHeaderLength when f's header
+// would be over l's max_header (see requestFits); an attachment is not
+// counted here (the Writer checks it against max_attachment).
+func frameFits(f *frame.Frame, l wire.Limits) error {
+	if len(f.Payload)+len(f.CallID)+perPacketSlack <= int(l.Effective().MaxHeader) {
+		return nil
+	}
+	_, _, err := wire.AppendPacket(nil, &wire.Frame{Frame: *f}, l)
+	return err
+}
+
+// perPacketSlack bounds what an invoke or a chunk frame adds to the sizes
+// of its variable parts when encoded: its keys and fixed values (about
+// 100 bytes) and the length prefixes of its strings.
+const perPacketSlack = 256

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // defaultPassEnv are the host variables every child sees: enough for an
@@ -93,13 +94,20 @@ func closeHost(h *host.Host) {
 // refusal maps an error of host.Call to the command's error.
 func refusal(tool string, err error) error {
 	var se *host.SchemaError
+	var ce *host.CallError
 	switch {
 	case errors.Is(err, host.ErrUnknownTool):
 		return statusErr(ExitRefused, "the child has no tool %q (run 'skulk-host tools -- CHILD' to list them)", tool)
 	case errors.As(err, &se):
 		return statusErr(ExitRefused, "call refused: %v (run 'skulk-host tools -- CHILD' to see the schema)", err)
+	case errors.Is(err, wire.ErrHeaderLength):
+		return statusErr(ExitRefused, "call refused: %v (the arguments or an input line are larger than the child's max_header)", err)
 	case errors.Is(err, host.ErrPoolDown):
 		return statusErr(ExitUnreachable, "call refused: %v", err)
+	case errors.As(err, &ce):
+		// The child went away as the call started (a synthetic
+		// unreachable or transport_error): the status of that terminal.
+		return statusErr(ExitForCode(ce.Code), "call failed: %v", err)
 	}
 	return statusErr(ExitFailure, "call failed: %v", err)
 }

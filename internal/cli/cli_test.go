@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -54,6 +58,28 @@ func TestExitForTerminal(t *testing.T) {
 	for _, tt := range tests {
 		if got := ExitForTerminal(tt.f); got != tt.want {
 			t.Errorf("%s: got %d, want %d", tt.f.Kind, got, tt.want)
+		}
+	}
+}
+
+// TestRefusalStatus: what Host.Call refuses, or fails before it returns a
+// Call, ends the command with the status of its kind.
+func TestRefusalStatus(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{host.ErrUnknownTool, ExitRefused},
+		{&host.SchemaError{Schema: "arguments"}, ExitRefused},
+		{fmt.Errorf("host: invoke: %w", wire.ErrHeaderLength), ExitRefused},
+		{host.ErrPoolDown, ExitUnreachable},
+		{&host.CallError{Code: frame.CodeUnreachable, Synthetic: true}, ExitUnreachable},
+		{&host.CallError{Code: frame.CodeTransportError, Synthetic: true}, ExitTransportError},
+		{errors.New("something else"), ExitFailure},
+	}
+	for _, tt := range tests {
+		if got := statusOf(refusal("t", tt.err)); got != tt.want {
+			t.Errorf("%v: status %d, want %d", tt.err, got, tt.want)
 		}
 	}
 }
