@@ -454,13 +454,34 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// attachment to be written), so one packet serves every frame; it is
 	// cleared so that it keeps no payload or media alive.
 	cl.pkt.Frame = f
+	// The handler's own frames wait for room in the queue only while the
+	// call lives: a cancelled handler blocked by backpressure gets its
+	// cause back from Send (PROTOCOL.md §3, cancel). The cause's terminal
+	// waits as long as it takes.
 	var err error
-	if cl.inline {
+	switch {
+	case byCause && cl.inline:
 		err = cl.c.w.WritePacketNow(&cl.pkt)
-	} else {
+	case byCause:
 		err = cl.c.w.WritePacket(&cl.pkt)
+	case cl.inline:
+		err = cl.c.w.WritePacketNowContext(cl.ctx, &cl.pkt)
+	default:
+		err = cl.c.w.WritePacketContext(cl.ctx, &cl.pkt)
 	}
 	cl.pkt.Frame = frame.Frame{}
+	if err != nil && !byCause && cl.ctx.Err() != nil && err == context.Cause(cl.ctx) {
+		// Nothing was queued: the sequence and the terminal stay free.
+		if f.IsTerminal() {
+			cl.mu.Lock()
+			cl.terminal = false
+			cl.mu.Unlock()
+		}
+		if err == errHandlerReturned {
+			return ErrTerminated
+		}
+		return err
+	}
 	if err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.
 		if f.IsTerminal() {

@@ -95,6 +95,10 @@ func (s *Stream) CallerResult() frame.Payload {
 // Send blocks while the connection does not take the bytes (backpressure).
 // It returns once the frame is queued for the connection, or, for inline
 // media, once the media bytes are written, so the caller may reuse them.
+// A Send blocked by backpressure returns the cancellation cause as soon
+// as the call is cancelled, with nothing sent (PROTOCOL.md §3: cancel acts
+// while the connection is blocked), except one of inline media whose bytes
+// are being written: it waits until they are, or the connection closes.
 //
 // Errors: an error matching frame.ErrInvalid for a chunk that breaks the
 // frame rules (nothing is sent); ErrTerminated after the call's terminal;

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"io"
 	"sync"
 	"time"
@@ -34,9 +35,10 @@ const quietGap = 20 * time.Microsecond
 // itself and saves the switches to the flusher and back: a packet with an
 // attachment that finds the Writer idle (nothing queued, nothing being
 // written), whose writer has to wait for it anyway, and a packet sent with
-// WritePacketNow that finds it idle and quiet. Either way there is one
-// write at a time. Cork and Uncork let one goroutine send a few packets as
-// one write.
+// WritePacketNow that finds it idle and quiet; that one does not wait for a
+// full socket either: the flusher writes the rest while its sender goes on.
+// Either way there is one write at a time. Cork and Uncork let one
+// goroutine send a few packets as one write.
 //
 // WritePacket is safe for concurrent use; packets go out in the order their
 // calls entered WritePacket. A Writer must be closed with Close, which stops
@@ -57,6 +59,11 @@ type Writer struct {
 	closed  bool
 	corked  int       // open Corks: packets without attachments wait for the last Uncork
 	last    time.Time // when the last write ended; zero before the first
+	// handoff is a batch a sender began writing itself and found the
+	// socket full for: the flusher writes the rest (see tryWriteCur).
+	// While it is set, spare is nil.
+	handoff *batch
+	handID  uint64 // handoff's id
 }
 
 // batch is the bytes of several packets: headers back to back in hdr, each
@@ -104,7 +111,17 @@ func (w *Writer) SetLimits(l Limits) {
 // ErrAttachmentLength for one over the limits, the connection's write error
 // once a write failed (every later call returns it too), ErrClosed after
 // Close.
-func (w *Writer) WritePacket(p Packet) error { return w.send([]Packet{p}, queued) }
+func (w *Writer) WritePacket(p Packet) error { return w.send(nil, []Packet{p}, queued) }
+
+// WritePacketContext is WritePacket for a sender that may have to stop
+// waiting: while the queue is full it waits only until ctx is done, and
+// then returns context.Cause(ctx) with nothing queued. Once p is queued it
+// is WritePacket: a packet with an attachment is waited for until the
+// attachment is written, whatever ctx does, since the Writer holds the
+// caller's bytes until then.
+func (w *Writer) WritePacketContext(ctx context.Context, p Packet) error {
+	return w.send(ctx, []Packet{p}, queued)
+}
 
 // WritePacketNow is WritePacket for a goroutine that answers a request and
 // has nothing to do while its packet waits for the flusher: when the Writer
@@ -113,7 +130,14 @@ func (w *Writer) WritePacket(p Packet) error { return w.send([]Packet{p}, queued
 // a reply costs no goroutine switch; it then blocks until the connection
 // took p. Otherwise it is WritePacket: a packet that follows another
 // closely is part of a stream, which the flusher coalesces.
-func (w *Writer) WritePacketNow(p Packet) error { return w.send([]Packet{p}, reply) }
+func (w *Writer) WritePacketNow(p Packet) error { return w.send(nil, []Packet{p}, reply) }
+
+// WritePacketNowContext is WritePacketNow that stops waiting for room in the
+// queue once ctx is done, as WritePacketContext does. A packet its sender
+// writes itself is written whole: ctx does not interrupt a write under way.
+func (w *Writer) WritePacketNowContext(ctx context.Context, p Packet) error {
+	return w.send(ctx, []Packet{p}, reply)
+}
 
 // WritePackets writes ps as one request: validated and queued all
 // together or, when one of them is refused, none of them (its error is
@@ -122,7 +146,7 @@ func (w *Writer) WritePacketNow(p Packet) error { return w.send([]Packet{p}, rep
 // one write, before it returns: a request has nothing to wait for.
 // Otherwise they are queued as by WritePacket. It returns once they are
 // queued, or written when one has an attachment.
-func (w *Writer) WritePackets(ps ...Packet) error { return w.send(ps, request) }
+func (w *Writer) WritePackets(ps ...Packet) error { return w.send(nil, ps, request) }
 
 // sendMode says when a sender writes its packets itself rather than hand
 // them to the flusher (see Writer).
@@ -134,10 +158,21 @@ const (
 	request                 // WritePackets: also when the Writer is idle
 )
 
-func (w *Writer) send(ps []Packet, mode sendMode) error {
+// send queues ps, or writes them itself (see mode). A non-nil ctx ends a
+// wait for room in the queue.
+func (w *Writer) send(ctx context.Context, ps []Packet, mode sendMode) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.cur.hdr) >= maxPending && ctx != nil {
+		// Only a sender that has to wait pays for the watch of ctx; it
+		// wakes every waiter, and those with a live ctx wait again.
+		stop := context.AfterFunc(ctx, w.interrupt)
+		defer stop()
+	}
 	for w.err == nil && !w.closed && len(w.cur.hdr) >= maxPending {
+		if ctx != nil && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		w.wakeLocked() // a corked queue at its bound is written all the same
 		w.cond.Wait()
 	}
@@ -167,7 +202,14 @@ func (w *Writer) send(ps []Packet, mode sendMode) error {
 		// it anyway, and an idle Writer has nothing to coalesce a request
 		// or a reply with. It goes through writeCur as the flusher does,
 		// so there is still one writer at a time and packets keep their
-		// order.
+		// order. A reply without an attachment does not wait for a full
+		// socket: the flusher takes the rest over, and the sender goes on
+		// as if it had queued the packet (so that only the queue's bound,
+		// which a context can interrupt, ever blocks it).
+		if mode == reply && !withAtt {
+			w.tryWriteCur()
+			return w.err
+		}
 		w.writeCur()
 		return w.err
 	case !withAtt && w.corked > 0:
@@ -182,6 +224,14 @@ func (w *Writer) send(ps []Packet, mode sendMode) error {
 		return w.err
 	}
 	return nil
+}
+
+// interrupt wakes the senders waiting for room in the queue, so that those
+// with a done context return.
+func (w *Writer) interrupt() {
+	w.mu.Lock()
+	w.cond.Broadcast()
+	w.mu.Unlock()
 }
 
 // Cork makes the packets without attachments that are queued from now on
@@ -302,9 +352,18 @@ func (w *Writer) flush() {
 	for range w.wake {
 		w.mu.Lock()
 		for {
+			if b := w.handoff; b != nil {
+				// A sender's write found the socket full: the rest is
+				// the flusher's to wait for.
+				id := w.handID
+				w.handoff = nil
+				w.mu.Unlock()
+				w.finish(b, id, w.dst.resume())
+				continue
+			}
 			if w.spare == nil {
-				// A WritePacket is writing its own packet (see
-				// direct in WritePacket); wait for it to finish.
+				// A sender is writing its own packet (see send); wait
+				// for it to finish.
 				w.cond.Wait()
 				continue
 			}
@@ -326,15 +385,48 @@ func (w *Writer) flush() {
 // w.spare non-nil, releases w.mu during the write and holds it again when it
 // returns. After a write error it drops the batch unwritten.
 func (w *Writer) writeCur() {
-	b, id := w.cur, w.queued
-	w.cur, w.spare = w.spare, nil
-	w.queued++
-	failed := w.err != nil
+	b, id, failed := w.takeCurLocked()
 	w.mu.Unlock()
 	var err error
 	if !failed {
 		err = b.writeTo(&w.dst)
 	}
+	w.finish(b, id, err)
+}
+
+// tryWriteCur is writeCur for a sender that must not wait for the socket:
+// when the socket is full, it hands the rest of the batch to the flusher
+// and returns with the batch still in flight.
+func (w *Writer) tryWriteCur() {
+	b, id, failed := w.takeCurLocked()
+	w.mu.Unlock()
+	done, err := true, error(nil)
+	if !failed {
+		done, err = b.tryWriteTo(&w.dst)
+	}
+	if !done {
+		w.mu.Lock()
+		w.handoff, w.handID = b, id
+		w.wakeLocked()
+		w.cond.Broadcast() // the flusher may be waiting for spare
+		return
+	}
+	w.finish(b, id, err)
+}
+
+// takeCurLocked takes the batch being filled for a write: spare is nil
+// until finish. w.mu is held. failed says a write failed before: the
+// batch is then dropped unwritten.
+func (w *Writer) takeCurLocked() (b *batch, id uint64, failed bool) {
+	b, id = w.cur, w.queued
+	w.cur, w.spare = w.spare, nil
+	w.queued++
+	return b, id, w.err != nil
+}
+
+// finish ends the write of batch id, with its error: it is called without
+// w.mu and returns holding it.
+func (w *Writer) finish(b *batch, id uint64, err error) {
 	b.reset()
 	end := time.Now()
 	w.mu.Lock()
@@ -348,6 +440,13 @@ func (w *Writer) writeCur() {
 }
 
 func (b *batch) writeTo(dst *vectored) error {
+	b.pieces()
+	return dst.write(b.iov)
+}
+
+// pieces lays the batch out in b.iov: header bytes and attachments, in
+// order.
+func (b *batch) pieces() {
 	prev := 0
 	for _, a := range b.atts {
 		if a.at > prev {
@@ -359,7 +458,13 @@ func (b *batch) writeTo(dst *vectored) error {
 	if prev < len(b.hdr) {
 		b.iov = append(b.iov, b.hdr[prev:])
 	}
-	return dst.write(b.iov)
+}
+
+// tryWriteTo is writeTo that stops at a full socket, reporting false: the
+// rest is then dst's, for its resume.
+func (b *batch) tryWriteTo(dst *vectored) (bool, error) {
+	b.pieces()
+	return dst.try(b.iov)
 }
 
 func (b *batch) reset() {

@@ -2,11 +2,13 @@ package wire
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -144,6 +146,131 @@ func TestWriterBackpressure(t *testing.T) {
 		require.NoError(t, w.Close())
 		require.Len(t, g.bytes(), 10*maxPending/size*size)
 	})
+}
+
+// TestWriterContextStopsWaiting: a sender waiting for room in a full queue
+// returns its context's cause once the context is done, with nothing
+// queued, while a sender without one goes on waiting; both variants.
+func TestWriterContextStopsWaiting(t *testing.T) {
+	errStop := errors.New("stop")
+	for name, send := range map[string]func(*Writer, context.Context, Packet) error{
+		"WritePacketContext":    (*Writer).WritePacketContext,
+		"WritePacketNowContext": (*Writer).WritePacketNowContext,
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := newGateWriter()
+				w := NewWriter(g, Limits{})
+				p := smallChunk(t, "c1", 1)
+				enc, err := Encode(p, Limits{})
+				require.NoError(t, err)
+				// Fill the batch under way and the queue behind it.
+				sent := 0
+				for range 2*maxPending/len(enc) + 2 {
+					ok, err := w.TryWritePacket(p)
+					require.NoError(t, err)
+					if ok {
+						sent++
+					}
+					synctest.Wait() // the flusher takes the first batch and blocks at the gate
+				}
+				ctx, cancel := context.WithCancelCause(context.Background())
+				stopped := make(chan error, 1)
+				go func() { stopped <- send(w, ctx, p) }() // ends with the cancel below
+				plain := make(chan error, 1)
+				go func() { plain <- w.WritePacket(p) }() // ends once the gate opens
+				synctest.Wait()
+				select {
+				case err := <-stopped:
+					t.Fatalf("returned %v before its context was done", err)
+				default:
+				}
+				cancel(errStop)
+				synctest.Wait()
+				select {
+				case err := <-stopped:
+					require.ErrorIs(t, err, errStop)
+				default:
+					t.Fatal("still waiting after its context was done")
+				}
+				select {
+				case err := <-plain:
+					t.Fatalf("WritePacket returned %v with the queue full", err)
+				default:
+				}
+				close(g.gate)
+				require.NoError(t, <-plain)
+				require.NoError(t, w.Close())
+				// Everything but the stopped packet was written.
+				require.Len(t, g.bytes(), (sent+1)*len(enc))
+
+				// Once the queue has room a done context does not matter.
+				g2 := openGate()
+				w2 := NewWriter(g2, Limits{})
+				require.NoError(t, send(w2, ctx, p))
+				require.NoError(t, w2.Close())
+				require.Len(t, g2.bytes(), len(enc))
+			})
+		})
+	}
+}
+
+// TestWriterReplyNeverWaitsForSocket: a reply its sender writes itself
+// (WritePacketNow after a quiet spell) does not wait for a full socket:
+// the flusher takes the rest over, so a sender whose peer stopped reading
+// only ever waits for room in the queue, and there its context ends the
+// wait. What was sent arrives whole and in order once the peer reads.
+func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
+	ua, ub := socketPair(t)
+	defer ub.Close()
+	defer ua.Close()
+	w := NewWriter(ua, Limits{})
+	errStop := errors.New("stop")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	payload := frame.MustPayload(map[string]any{"pad": strings.Repeat("p", 1000)})
+	sent := make(chan int, 1)
+	stopped := make(chan error, 1)
+	go func() { // ends with the cancel below
+		n := 0
+		for {
+			f, err := frame.NewChunk("c1", frame.ProviderToCaller, uint64(n+1), payload, nil)
+			if err != nil {
+				stopped <- err
+				return
+			}
+			if err := w.WritePacketNowContext(ctx, &Frame{f}); err != nil {
+				sent <- n
+				stopped <- err
+				return
+			}
+			n++
+			time.Sleep(2 * quietGap) // each a reply of its own
+		}
+	}()
+	// The peer reads nothing until the sender stops making progress: the
+	// socket, the handed-over batch and the queue are full.
+	time.Sleep(time.Second)
+	cancel(errStop)
+	select {
+	case err := <-stopped:
+		require.ErrorIs(t, err, errStop)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sender is still blocked after its context ended")
+	}
+	n := <-sent
+	require.Positive(t, n)
+	// Everything sent arrives, in order, as whole packets.
+	r := NewReader(ub, Limits{})
+	ub.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for i := range n {
+		p, err := r.ReadPacket()
+		require.NoError(t, err, "packet %d of %d", i+1, n)
+		f, ok := p.(*Frame)
+		require.True(t, ok)
+		require.Equal(t, uint64(i+1), f.Sequence)
+	}
+	require.NoError(t, w.Close())
 }
 
 // TestWriterAttachmentWaitsForWrite: WritePacket of an inline-media frame

@@ -30,6 +30,10 @@ type vectored struct {
 	vec  []syscall.Iovec // the iovecs of one writev call, at most maxIOV
 	err  error           // a writev error other than EAGAIN
 	fn   func(uintptr) bool
+
+	// noWait makes writev stop at a full socket (setting full) instead
+	// of having raw.Write wait for it: see try.
+	noWait, full bool
 }
 
 // init sets v up to write to dst.
@@ -54,6 +58,39 @@ func (v *vectored) write(pieces [][]byte) error {
 		err = v.err
 	}
 	clear(v.vec) // drop references to attachments
+	v.left, v.err = nil, nil
+	return err
+}
+
+// try is write for a goroutine that must not wait for the socket: it
+// writes what the socket takes now and reports false when the socket is
+// full, the rest of pieces kept in v for resume. A destination without a
+// file descriptor is written whole, as by write.
+func (v *vectored) try(pieces [][]byte) (done bool, err error) {
+	if v.raw == nil {
+		return true, writeEach(v.dst, pieces)
+	}
+	v.left, v.err, v.noWait, v.full = pieces, nil, true, false
+	err = v.raw.Write(v.fn)
+	v.noWait = false
+	if err == nil {
+		err = v.err
+	}
+	if err == nil && v.full {
+		return false, nil
+	}
+	clear(v.vec)
+	v.left, v.err = nil, nil
+	return true, err
+}
+
+// resume writes what try left, waiting for the socket as write does.
+func (v *vectored) resume() error {
+	err := v.raw.Write(v.fn)
+	if err == nil {
+		err = v.err
+	}
+	clear(v.vec)
 	v.left, v.err = nil, nil
 	return err
 }
@@ -85,6 +122,10 @@ func (v *vectored) writev(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if v.noWait {
+				v.full = true
+				return true
+			}
 			return false
 		default:
 			v.err = os.NewSyscallError("writev", errno)

@@ -17,3 +17,12 @@ func (v *vectored) init(dst io.Writer) { v.dst = dst }
 func (v *vectored) write(pieces [][]byte) error {
 	return writeEach(v.dst, pieces)
 }
+
+// try is write: without a file descriptor of its own, a write cannot tell
+// a full socket from a slow one, so it never stops part way.
+func (v *vectored) try(pieces [][]byte) (bool, error) {
+	return true, writeEach(v.dst, pieces)
+}
+
+// resume is never called: try leaves nothing.
+func (v *vectored) resume() error { return nil }
