@@ -302,7 +302,7 @@ func (ch *child) watch() (error, stopMode) {
 	defer ticker.Stop()
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
-	var nonce uint64
+	var nonce, answered uint64 // the last ping sent, the newest answered
 	ping := func() error {
 		nonce++
 		return ch.ctrlW.WritePacket(&wire.Ping{Nonce: nonce})
@@ -317,9 +317,12 @@ func (ch *child) watch() (error, stopMode) {
 				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}
 		case p := <-ch.pongs:
-			if p.Nonce == 0 || p.Nonce > nonce {
-				continue // not an answer to any ping of ours
+			if p.Nonce == 0 || p.Nonce > nonce || p.Nonce <= answered {
+				// Not an answer to any ping of ours, or to none newer than
+				// the one answered last: it says nothing of now.
+				continue
 			}
+			answered = p.Nonce
 			unhealthy.Reset(cfg.HealthTimeout)
 			h := ch.h
 			h.mu.Lock()

@@ -15,7 +15,7 @@ import (
 // The fake child: this test binary, re-executed with fakeModeEnv set,
 // speaks raw packets to the host and misbehaves on purpose. Its mode
 // changes the control side ("" or "ok": well behaved; "nopong": never
-// answers pings; "badversion": offers only version 2; "nohello": says
+// answers pings; "stalepong": answers each with the first ping's nonce; "badversion": offers only version 2; "nohello": says
 // nothing; "exit": exits at once). Its tools change one call:
 //
 //	ok        echoes caller chunks; completes {"n", "prefix"} on the caller's completed
@@ -94,7 +94,11 @@ func fakeChild(mode string) int {
 		}
 		switch p := p.(type) {
 		case *wire.Ping:
-			if mode != "nopong" {
+			switch mode {
+			case "nopong":
+			case "stalepong": // answers every ping with the first one's nonce
+				cw.WritePacket(&wire.Pong{Nonce: 1})
+			default:
 				cw.WritePacket(&wire.Pong{Nonce: p.Nonce})
 			}
 		case *wire.Drain:

@@ -253,6 +253,21 @@ func TestHealthTimeoutNoPong(t *testing.T) {
 	}
 }
 
+// TestHealthTimeoutStalePong: a pong counts only when it answers a ping
+// newer than the last one answered; a child that answers every ping with
+// the first one's nonce has answered nothing since, and goes unhealthy.
+func TestHealthTimeoutStalePong(t *testing.T) {
+	cfg := fastHealth(fakeConfig("stalepong"))
+	cfg.Restart.MaxRestarts = 1
+	cfg.HealthTimeout = 500 * time.Millisecond
+	h, _ := testHost(t, cfg, time.Minute)
+	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+	_, err := h.Call(callCtx(t, 5*time.Second), "ok", nil)
+	if !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrUnhealthy) {
+		t.Fatalf("Call on a down pool: %v", err)
+	}
+}
+
 func TestStartFailures(t *testing.T) {
 	for _, tc := range []struct {
 		mode    string
