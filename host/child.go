@@ -48,6 +48,7 @@ type child struct {
 	cat        *catalog
 
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
+	byes     chan struct{}  // size 1: "the child said bye"; a full channel already says so
 	ctrlDone chan struct{}  // closed when readControl returns
 	ctrlErr  error          // why readControl returned; set before ctrlDone is closed
 	wg       sync.WaitGroup
@@ -80,6 +81,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		h: h, slot: s, id: id, proc: proc,
 		ctrlR:    wire.NewReader(proc.ctrl, h.cfg.Limits),
 		pongs:    make(chan wire.Pong, 1),
+		byes:     make(chan struct{}, 1),
 		ctrlDone: make(chan struct{}),
 		conns:    map[*streamConn]struct{}{},
 		state:    StateStarting,
@@ -189,6 +191,10 @@ func (ch *child) readControl() {
 				}
 			}
 		case *wire.Bye:
+			select {
+			case ch.byes <- struct{}{}:
+			default:
+			}
 		default:
 			ch.ctrlErr = fmt.Errorf("%w: %s on the control connection", wire.ErrProtocol, pkt.Type())
 			return
@@ -203,6 +209,7 @@ const (
 	stopDead     stopMode = iota + 1 // hung (unhealthy) or never supervised: fail calls at once, then kill
 	stopExited                       // exited or closed its control connection: read the streams to EOF (exitDrain), then as stopDead
 	stopGraceful                     // Close or recycle: drain first
+	stopLeaving                      // said bye unasked: as stopGraceful, but its restart counts
 )
 
 // supervise runs one slot until Close: it watches the child's health,
@@ -224,7 +231,7 @@ func (h *Host) supervise(s *slot, ch *child) {
 		s.state = StateStarting
 		h.notifyLocked()
 		h.mu.Unlock()
-		recycle := mode == stopGraceful
+		recycle := mode == stopGraceful // a recycle is the host's doing: the restart policy does not count it
 		for {
 			if !recycle {
 				now := time.Now()
@@ -332,6 +339,12 @@ func (ch *child) watch() (error, stopMode) {
 				ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)
 				return fmt.Errorf("host: child recycled: %d stuck handlers", p.Stuck), stopGraceful
 			}
+		case <-ch.byes:
+			// The child is leaving on its own: no new calls go to it,
+			// running ones may finish, and its exit is waited for (and
+			// enforced) as in a drain.
+			ch.h.log.Warn("child said bye without a drain", "child", ch.id, "pid", ch.proc.pid)
+			return ErrChildLeft, stopLeaving
 		case <-unhealthy.C:
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
@@ -352,7 +365,8 @@ func (ch *child) stop(cause error, mode stopMode) {
 	conns := slices.Collect(maps.Keys(ch.conns))
 	idle := ch.idle
 	ch.idle = nil
-	if mode != stopGraceful {
+	graceful := mode == stopGraceful || mode == stopLeaving
+	if !graceful {
 		ch.state = StateDead
 	} else {
 		ch.state = StateDraining
@@ -362,7 +376,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 	h.mu.Unlock()
 
 	var closeErr error
-	if mode != stopGraceful {
+	if !graceful {
 		h.log.Warn("child dead", "child", ch.id, "pid", ch.proc.pid, "cause", cause)
 		unreachable := ch.unreachable(cause)
 		if mode == stopExited {

@@ -33,6 +33,11 @@ var (
 	// ErrUnhealthy is the cause recorded when a child answers no ping
 	// within Config.HealthTimeout.
 	ErrUnhealthy = errors.New("host: child unhealthy: no pong in time")
+	// ErrChildLeft is the cause recorded when a child says bye without
+	// being drained: the host sends it no new calls, lets the running ones
+	// finish as in a drain, and restarts it once it exited (the restart
+	// counts against Config.Restart).
+	ErrChildLeft = errors.New("host: child said bye without a drain")
 )
 
 // CallError is the outcome of a call that did not complete: the provider's

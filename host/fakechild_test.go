@@ -19,6 +19,7 @@ import (
 // nothing; "exit": exits at once). Its tools change one call:
 //
 //	ok        echoes caller chunks; completes {"n", "prefix"} on the caller's completed
+//	byecall   says bye on the control connection (no drain asked), then completes
 //	gap       sends sequence 2 first
 //	dupseq    sends chunk 1, then a terminal with sequence 1 again
 //	dupterm   sends completed, then a second completed, then end
@@ -69,10 +70,11 @@ func fakeChild(mode string) int {
 		InputSchema:     obj(map[string]any{"text": map[string]any{"type": "string"}}),
 		OutputSchema:    obj(map[string]any{"text": map[string]any{"type": "string"}}),
 	}}
-	for _, id := range []string{"gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang", "die", "hangup", "idleclose", "idlewrite"} {
+	for _, id := range []string{"byecall", "gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang", "die", "hangup", "idleclose", "idlewrite"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	tools = append(tools, wire.Tool{ID: "badoutput", OutputSchema: obj(map[string]any{"i": map[string]any{"type": "integer"}})})
+	fakeControl = cw
 	cw.WritePacket(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: wire.DefaultLimits(), Tools: tools})
 	if _, err := cr.ReadPacket(); err != nil {
 		return 2
@@ -109,6 +111,10 @@ func fakeChild(mode string) int {
 		}
 	}
 }
+
+// fakeControl is the fake child's control Writer, for tools that write on
+// the control connection.
+var fakeControl *wire.Writer
 
 func fakeConn(nc net.Conn, mu *sync.Mutex) {
 	defer nc.Close()
@@ -194,6 +200,13 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 				return true
 			}
 		}
+	case "byecall":
+		fakeControl.WritePacket(&wire.Bye{Reason: "leaving"})
+		fakeControl.Flush()
+		completed(1, nil)
+		end()
+		w.Flush()
+		return true
 	case "gap":
 		chunk(2, map[string]any{"i": 0})
 	case "dupseq":

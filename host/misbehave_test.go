@@ -268,6 +268,39 @@ func TestHealthTimeoutStalePong(t *testing.T) {
 	}
 }
 
+// TestByeWithoutDrain: a child that says bye unasked is leaving: the call
+// it is running still completes, it gets no new calls, and once it exited
+// its slot restarts it (counted against the restart policy), with
+// ErrChildLeft as the cause.
+func TestByeWithoutDrain(t *testing.T) {
+	cfg := fastHealth(fakeConfig("ok"))
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx := callCtx(t, 10*time.Second)
+	first := h.Children()[0].ID
+	c, err := h.Call(ctx, "byecall", nil, WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatalf("the call the child was running: %v", err)
+	}
+	waitFor(t, func() bool {
+		k := h.Children()[0]
+		return k.State == StateReady && k.ID != first
+	})
+	k := h.Children()[0]
+	if k.Restarts != 1 || !errors.Is(k.LastCause, ErrChildLeft) {
+		t.Fatalf("restarts %d, cause %v; want 1, ErrChildLeft", k.Restarts, k.LastCause)
+	}
+	c, err = h.Call(ctx, "ok", nil, WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatalf("a call on the new child: %v", err)
+	}
+}
+
 func TestStartFailures(t *testing.T) {
 	for _, tc := range []struct {
 		mode    string
