@@ -22,6 +22,8 @@ func main() {
 		// install handlers for them.
 		os.Exit(cli.RunChild())
 	}
+	// A child gets fds 0 to 4 and nothing else skulk-host inherited.
+	cli.KeepInheritedFromChildren()
 	// Ctrl-C and SIGTERM cancel the running call; the command then reports
 	// its cancelled outcome and stops its child.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

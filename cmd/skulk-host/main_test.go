@@ -683,3 +683,43 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 		t.Fatalf("a progress line is left on the screen: %q", screen)
 	}
 }
+
+// TestChildGetsOnlyItsFDs: descriptors skulk-host inherited without
+// close-on-exec (here fds 3 to 5, all on one file of this test) do not
+// reach the child: fds 3 and 4 are the control connection and the stream
+// listener (PROTOCOL.md §1), and no descriptor of the child names the file.
+func TestChildGetsOnlyItsFDs(t *testing.T) {
+	dir := t.TempDir()
+	leakPath := filepath.Join(dir, "leak")
+	leak, err := os.Create(leakPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	fdsOut := filepath.Join(dir, "fds")
+	wrapper := filepath.Join(dir, "child.sh")
+	// The shell's descriptors with what each names, then the provider.
+	script := "#!/bin/sh\nfor f in /proc/$$/fd/*; do echo \"$f $(readlink $f)\"; done > " + fdsOut + "\nexec " + childBin + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "call", "echo", "--", wrapper)
+	cmd.ExtraFiles = []*os.File{leak, leak, leak}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("skulk-host: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(fdsOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), leakPath) {
+		t.Fatalf("the child inherited skulk-host's descriptors:\n%s", b)
+	}
+	for _, fd := range []string{"/3 socket:", "/4 socket:"} {
+		if !strings.Contains(string(b), fd) {
+			t.Fatalf("no %q among the child's descriptors:\n%s", fd, b)
+		}
+	}
+}
