@@ -723,3 +723,36 @@ func TestChildGetsOnlyItsFDs(t *testing.T) {
 		}
 	}
 }
+
+// TestChildOutputForwarded: what the child writes on stdout and stderr
+// reaches skulk-host's standard error line by line, tagged with the
+// child's id and pid (PROTOCOL.md §1), without -v; the host's own events
+// only with -v.
+func TestChildOutputForwarded(t *testing.T) {
+	wrapper := filepath.Join(t.TempDir(), "child.sh")
+	script := "#!/bin/sh\necho 'to stderr' >&2\necho 'to stdout'\nexec " + childBin + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "", "call", "echo", "--", wrapper)
+	if r.status != 0 {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`msg="child output" child=c0\.1 pid=[1-9][0-9]* stream=stderr line="to stderr"`),
+		regexp.MustCompile(`msg="child output" child=c0\.1 pid=[1-9][0-9]* stream=stdout line="to stdout"`),
+	} {
+		if !want.MatchString(r.stderr) {
+			t.Errorf("stderr %q has no line matching %s", r.stderr, want)
+		}
+	}
+	if strings.Contains(r.stderr, "child started") {
+		t.Errorf("host events without -v: %q", r.stderr)
+	}
+	if strings.Contains(r.stdout, "to stdout") {
+		t.Errorf("the child's stdout reached skulk-host's stdout: %q", r.stdout)
+	}
+	if v := run(t, "", "call", "echo", "-v", "--", wrapper); !strings.Contains(v.stderr, "child started") {
+		t.Errorf("no host events with -v: %q", v.stderr)
+	}
+}

@@ -377,29 +377,4 @@ func (r *callRun) printStatus(last frame.Frame, frames, bytes int64, elapsed tim
 		b.WriteString(" (" + formatRate(bytes, elapsed) + ")")
 	}
 	fmt.Fprintln(r.env.Stderr, b.String())
-	if tail := r.stderrTail(); len(tail) > 0 {
-		fmt.Fprintln(r.env.Stderr, "child stderr (last lines):")
-		for _, l := range tail {
-			fmt.Fprintln(r.env.Stderr, "  "+l)
-		}
-	}
 }
-
-// stderrTail returns the last lines of the child's stderr when the call
-// failed because the child died.
-func (r *callRun) stderrTail() []string {
-	_, err := r.call.Wait()
-	var ce *host.CallError
-	if !errors.As(err, &ce) || strings.TrimSpace(ce.Stderr) == "" {
-		return nil
-	}
-	lines := strings.Split(strings.TrimRight(ce.Stderr, "\n"), "\n")
-	if len(lines) > stderrTailLines {
-		lines = lines[len(lines)-stderrTailLines:]
-	}
-	return lines
-}
-
-// stderrTailLines is how many lines of a dead child's stderr the status
-// shows.
-const stderrTailLines = 5

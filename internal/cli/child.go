@@ -60,10 +60,35 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 		Env:      append(append([]string(nil), defaultPassEnv...), c.env.pass...),
 		ExtraEnv: c.env.extra,
 	}
-	if c.verbose {
-		cfg.Logger = slog.New(slog.NewTextHandler(env.Stderr, nil))
+	// The child's stdout and stderr are forwarded line by line, tagged
+	// with its id and pid (PROTOCOL.md §1), always; -v adds the host's own
+	// events.
+	var h slog.Handler = slog.NewTextHandler(env.Stderr, nil)
+	if !c.verbose {
+		h = childOutputOnly{h}
 	}
+	cfg.Logger = slog.New(h)
 	return cfg
+}
+
+// childOutputOnly passes on the records that forward a child's output
+// (host.LogChildOutput) and drops the host's other events: the log of a
+// command run without -v.
+type childOutputOnly struct{ slog.Handler }
+
+func (h childOutputOnly) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message != host.LogChildOutput {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h childOutputOnly) WithAttrs(as []slog.Attr) slog.Handler {
+	return childOutputOnly{h.Handler.WithAttrs(as)}
+}
+
+func (h childOutputOnly) WithGroup(name string) slog.Handler {
+	return childOutputOnly{h.Handler.WithGroup(name)}
 }
 
 // startHost starts the child of argv and waits for its handshake. Its error
