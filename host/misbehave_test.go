@@ -236,68 +236,27 @@ func TestSyntheticCancelled(t *testing.T) {
 	}
 }
 
-func TestHealthTimeoutNoPong(t *testing.T) {
-	cfg := fastHealth(fakeConfig("nopong"))
-	cfg.Restart.MaxRestarts = 2
-	cfg.HealthTimeout = 500 * time.Millisecond
-	h, _ := testHost(t, cfg, time.Minute)
-	// Every incarnation goes unhealthy: the slot gives up after 2 restarts
-	// and the pool reports itself down with the cause.
-	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
-	_, err := h.Call(callCtx(t, 5*time.Second), "ok", nil)
-	if !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrUnhealthy) {
-		t.Fatalf("Call on a down pool: %v", err)
-	}
-	if r := h.Children()[0].Restarts; r != 2 {
-		t.Fatalf("restarts %d, want 2", r)
-	}
-}
-
-// TestHealthTimeoutStalePong: a pong counts only when it answers a ping
-// newer than the last one answered; a child that answers every ping with
-// the first one's nonce has answered nothing since, and goes unhealthy.
-func TestHealthTimeoutStalePong(t *testing.T) {
-	cfg := fastHealth(fakeConfig("stalepong"))
-	cfg.Restart.MaxRestarts = 1
-	cfg.HealthTimeout = 500 * time.Millisecond
-	h, _ := testHost(t, cfg, time.Minute)
-	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
-	_, err := h.Call(callCtx(t, 5*time.Second), "ok", nil)
-	if !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrUnhealthy) {
-		t.Fatalf("Call on a down pool: %v", err)
-	}
-}
-
-// TestByeWithoutDrain: a child that says bye unasked is leaving: the call
-// it is running still completes, it gets no new calls, and once it exited
-// its slot restarts it (counted against the restart policy), with
-// ErrChildLeft as the cause.
-func TestByeWithoutDrain(t *testing.T) {
-	cfg := fastHealth(fakeConfig("ok"))
-	h, _ := testHost(t, cfg, time.Minute)
-	ctx := callCtx(t, 10*time.Second)
-	first := h.Children()[0].ID
-	c, err := h.Call(ctx, "byecall", nil, WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Wait(); err != nil {
-		t.Fatalf("the call the child was running: %v", err)
-	}
-	waitFor(t, func() bool {
-		k := h.Children()[0]
-		return k.State == StateReady && k.ID != first
-	})
-	k := h.Children()[0]
-	if k.Restarts != 1 || !errors.Is(k.LastCause, ErrChildLeft) {
-		t.Fatalf("restarts %d, cause %v; want 1, ErrChildLeft", k.Restarts, k.LastCause)
-	}
-	c, err = h.Call(ctx, "ok", nil, WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Wait(); err != nil {
-		t.Fatalf("a call on the new child: %v", err)
+// TestHealthTimeout: a child that answers no ping ("nopong"), or answers
+// every ping with the first one's nonce ("stalepong": a pong counts only
+// when it answers a ping newer than the last one answered), goes
+// unhealthy in every incarnation: the slot gives up after its restarts
+// and the pool reports itself down with the cause.
+func TestHealthTimeout(t *testing.T) {
+	for _, mode := range []string{"nopong", "stalepong"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := fastHealth(fakeConfig(mode))
+			cfg.Restart.MaxRestarts = 2
+			cfg.HealthTimeout = 500 * time.Millisecond
+			h, _ := testHost(t, cfg, time.Minute)
+			waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+			_, err := h.Call(callCtx(t, 5*time.Second), "ok", nil)
+			if !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrUnhealthy) {
+				t.Fatalf("Call on a down pool: %v", err)
+			}
+			if r := h.Children()[0].Restarts; r != 2 {
+				t.Fatalf("restarts %d, want 2", r)
+			}
+		})
 	}
 }
 

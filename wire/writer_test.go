@@ -51,6 +51,16 @@ func (g *gateWriter) bytes() []byte {
 	return bytes.Clone(g.buf.Bytes())
 }
 
+// gatedChunkWriter returns a Writer to a closed gate, a small chunk and
+// its encoding.
+func gatedChunkWriter(t testing.TB) (*gateWriter, *Writer, *Frame, []byte) {
+	g := newGateWriter()
+	p := smallChunk(t, "c1", 1)
+	enc, err := Encode(p, Limits{})
+	require.NoError(t, err)
+	return g, NewWriter(g, Limits{}), p, enc
+}
+
 func smallChunk(t testing.TB, callID string, seq uint64) *Frame {
 	f, err := frame.NewChunk(callID, frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"i": seq}), nil)
 	require.NoError(t, err)
@@ -102,11 +112,7 @@ func TestWriterDoesNotWaitForLaterPackets(t *testing.T) {
 // queues at most maxPending bytes of headers and then blocks.
 func TestWriterBackpressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newGateWriter()
-		w := NewWriter(g, Limits{})
-		p := smallChunk(t, "c1", 1)
-		enc, err := Encode(p, Limits{})
-		require.NoError(t, err)
+		g, w, p, enc := gatedChunkWriter(t)
 		size := len(enc)
 
 		var mu sync.Mutex
@@ -159,11 +165,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := newGateWriter()
-				w := NewWriter(g, Limits{})
-				p := smallChunk(t, "c1", 1)
-				enc, err := Encode(p, Limits{})
-				require.NoError(t, err)
+				g, w, p, enc := gatedChunkWriter(t)
 				// Fill the batch under way and the queue behind it.
 				sent := 0
 				for range 2*maxPending/len(enc) + 2 {
