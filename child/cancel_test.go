@@ -498,3 +498,24 @@ func TestCallIDFreeAtEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestZeroCancelGrace: startup's cancel_grace_ms 0 is a grace of zero, not
+// the default: a cancelled handler that goes on is stuck at once, its
+// terminal written for it well before the default second would pass.
+func TestZeroCancelGrace(t *testing.T) {
+	st := testnet.DefaultStartup()
+	st.CancelGraceMS = 0
+	forEach(t, func(t *testing.T, tg target) {
+		h, _ := tg.start(t, config{startup: st})
+		s := dial(t, h)
+		begin(t, s, "zg1", "sleep", map[string]any{"ms": 800, "ignore_cancel": true})
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+		start := time.Now()
+		require.NoError(t, h.Cancel("zg1", "test"))
+		f := readFrame(t, s)
+		require.Equal(t, frame.KindCancelled, f.Kind)
+		require.Less(t, time.Since(start), 600*time.Millisecond, "the terminal waited for a grace")
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 1 })
+		endOnceReturned(t, h, s)
+	})
+}

@@ -248,10 +248,7 @@ func (s *server) start(cr *wire.Reader) error {
 	s.limits = s.opts.Limits.Min(st.Limits)
 	cr.SetLimits(s.limits)
 	s.cw.SetLimits(s.limits)
-	s.cancelGrace = wire.Millis(st.CancelGraceMS)
-	if s.cancelGrace == 0 {
-		s.cancelGrace = defaultCancelGrace
-	}
+	s.cancelGrace = wire.Millis(st.CancelGraceMS) // absent from the packet: the wire's default
 	s.log.Debug("started", "child_id", st.ChildID, "protocol", st.Protocol)
 	return nil
 }

@@ -90,8 +90,6 @@ const (
 	// DefaultStartupTimeout is how long the child waits for startup when
 	// Options.StartupTimeout is 0 (PROTOCOL.md §7).
 	DefaultStartupTimeout = 10 * time.Second
-	// defaultCancelGrace is cancel_grace_ms when startup gives 0.
-	defaultCancelGrace = time.Second
 )
 
 // Options configure a child. The zero value of each field has a documented

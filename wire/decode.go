@@ -301,7 +301,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 		}
 		return p, nil
 	case TypeStartup:
-		p := &Startup{}
+		p := &Startup{CancelGraceMS: DefaultCancelGraceMS} // absent: the default
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
 			switch string(k) {

@@ -14,6 +14,10 @@ const ProtocolVersion = 1
 // version 1 fixes it at 8.
 const IngressQueue = 8
 
+// DefaultCancelGraceMS is startup's cancel_grace_ms when the packet does
+// not have the key (PROTOCOL.md §3); an explicit 0 is a grace of zero.
+const DefaultCancelGraceMS = 1000
+
 // Type is a packet's type, the header key "t".
 type Type uint8
 
@@ -127,7 +131,8 @@ type Startup struct {
 	// HealthIntervalMS is how often the host pings.
 	HealthIntervalMS int64
 	// CancelGraceMS is how long a cancelled handler may run before it is
-	// reported stuck.
+	// reported stuck; 0 is no grace. A decoded startup without the key
+	// has DefaultCancelGraceMS.
 	CancelGraceMS int64
 	// IngressQueue is the per-call caller frame queue; always 8 in version 1.
 	IngressQueue int64

@@ -2,12 +2,14 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -115,4 +117,24 @@ func TestMillis(t *testing.T) {
 	sum := MaxMillis
 	sum += MaxMillis
 	require.Positive(t, sum, "two of them overflow")
+}
+
+// TestStartupCancelGraceDefault: a startup without cancel_grace_ms decodes
+// with the protocol's default of 1000 ms; an explicit 0 stays 0.
+func TestStartupCancelGraceDefault(t *testing.T) {
+	full, err := Encode(&Startup{Protocol: 1, ChildID: "c", CancelGraceMS: 0, IngressQueue: IngressQueue}, Limits{})
+	require.NoError(t, err)
+	p, err := Decode(full, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), p.(*Startup).CancelGraceMS)
+
+	hdr := mpack.AppendMapHeader(nil, 3)
+	hdr = mpack.AppendString(mpack.AppendString(hdr, "t"), "startup")
+	hdr = mpack.AppendInt(mpack.AppendString(hdr, "protocol"), 1)
+	hdr = mpack.AppendString(mpack.AppendString(hdr, "child_id"), "c")
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(hdr)))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	p, err = Decode(append(b, hdr...), Limits{})
+	require.NoError(t, err)
+	require.Equal(t, int64(DefaultCancelGraceMS), p.(*Startup).CancelGraceMS)
 }
