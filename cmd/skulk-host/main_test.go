@@ -756,3 +756,48 @@ func TestChildOutputForwarded(t *testing.T) {
 		t.Errorf("no host events with -v: %q", v.stderr)
 	}
 }
+
+// TestInterruptWhileStarting: Ctrl-C before the child's handshake ends the
+// command with the cancelled status and says what happened, not "could not
+// start the child".
+func TestInterruptWhileStarting(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// sleep never says hello: the host waits for it (up to 10 s).
+	cmd := exec.CommandContext(ctx, hostBin, "call", "x", "--", "/bin/sleep", "30")
+	cmd.WaitDelay = 5 * time.Second
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitCancelled {
+		t.Fatalf("exit: %v (want status %d); stderr %q", err, cli.ExitCancelled, errb.String())
+	}
+	if !strings.Contains(errb.String(), "interrupted while the child was starting") {
+		t.Fatalf("stderr %q", errb.String())
+	}
+}
+
+// TestStuckHandlerDoesNotHoldExit: a handler that ignores its deadline
+// gets its terminal written for it after the cancel grace; the command
+// then stops the child with a short drain, so it exits about 1.5 s after
+// the terminal, not after the library's 5 s drain grace.
+func TestStuckHandlerDoesNotHoldExit(t *testing.T) {
+	r := run(t, "", "call", "sleep", "--args", `{"ms": 20000, "ignore_cancel": true}`, "--timeout", "300ms", "--", childBin, "--test-tools")
+	if r.status != cli.ExitTimeout {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	// 0.3 s deadline + 1 s cancel grace + 0.5 s drain + 1 s cancel grace;
+	// the bound leaves room for a loaded machine (before, about 6 s).
+	if r.elapsed > 4500*time.Millisecond {
+		t.Fatalf("took %v to exit", r.elapsed)
+	}
+	t.Logf("exit after %v", r.elapsed)
+}

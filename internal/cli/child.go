@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/skulkrt/skulk/host"
@@ -19,6 +22,12 @@ var defaultPassEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "T
 
 // closeTimeout bounds the child's shutdown when a command ends.
 const closeTimeout = 10 * time.Second
+
+// drainGrace is the drain's grace when a command ends: its calls are over
+// by then (they have their terminals), so a handler still running has had
+// its cancellation and gets only this, plus the cancel grace, before the
+// child is abandoned to its signals.
+const drainGrace = 500 * time.Millisecond
 
 // envFlag collects repeated --env NAME and --env NAME=VALUE flags.
 type envFlag struct {
@@ -55,10 +64,11 @@ func (c *childFlags) register(fs *flag.FlagSet) {
 // config returns the host configuration that runs the command line argv.
 func (c *childFlags) config(argv []string, env Env) host.Config {
 	cfg := host.Config{
-		Command:  argv[0],
-		Args:     argv[1:],
-		Env:      append(append([]string(nil), defaultPassEnv...), c.env.pass...),
-		ExtraEnv: c.env.extra,
+		Command:    argv[0],
+		Args:       argv[1:],
+		Env:        append(append([]string(nil), defaultPassEnv...), c.env.pass...),
+		ExtraEnv:   c.env.extra,
+		DrainGrace: drainGrace,
 	}
 	// The child's stdout and stderr are forwarded line by line, tagged
 	// with its id and pid (PROTOCOL.md §1), always; -v adds the host's own
@@ -103,16 +113,24 @@ func startHost(ctx context.Context, cfg host.Config) (*host.Host, error) {
 		return nil, statusErr(ExitStart, "could not start the child: %v (%s)", err, hint)
 	}
 	h, err := host.Start(ctx, cfg)
+	if err != nil && ctx.Err() != nil {
+		return nil, statusErr(ExitCancelled, "interrupted while the child was starting")
+	}
 	if err != nil {
 		return nil, statusErr(ExitStart, "could not start the child %s: %v (check the command line after -- and that the program is a Skulk provider; add -v to see its logs)", cfg.Command, err)
 	}
 	return h, nil
 }
 
-// closeHost stops the host's children, bounded by closeTimeout.
+// closeHost stops the host's children, bounded by closeTimeout, and cut
+// short by Ctrl-C or SIGTERM (a second one, when the first ended the
+// call): the children are then stopped with signals at once instead of
+// being given the rest of their drain.
 func closeHost(h *host.Host) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	_ = h.Close(ctx) // the command's outcome is already decided; -v logs the details
 }
 
