@@ -3,6 +3,7 @@ package child
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -274,8 +275,10 @@ func (cl *call) stopGrace() {
 func (cl *call) callHandler() (res result) {
 	defer func() {
 		if r := recover(); r != nil {
+			// The value and the stack go to the provider's own log only
+			// (PROTOCOL.md §5: stderr), never to the caller.
 			cl.c.s.log.Error("handler panicked", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID,
-				"stack", string(debug.Stack()))
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			res = result{panicked: true}
 		}
 	}()

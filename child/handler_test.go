@@ -1,11 +1,14 @@
 package child_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,15 +22,42 @@ func TestHandlerPanic(t *testing.T) {
 	tool := child.Tool{ID: "panics", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		panic("secret-token-123")
 	}}
-	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	var logs lockedBuffer
+	opts := demoOptions(tool)
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	srv := serveChild(t, config{}, opts)
+	h := srv.host
+	_, err := h.Handshake(ctxT(t), nil)
+	require.NoError(t, err)
 	s := dial(t, h)
 	begin(t, s, "pa1", "panics", nil)
 	res := readCall(t, s, "pa1")
 	requireTerminal(t, res, frame.KindFailed, frame.CodeProviderError)
 	require.NotContains(t, res.Terminal.Error.Message, "secret")
+	// The provider's own log has the value and the stack; the caller not.
+	require.Contains(t, logs.String(), `panic=secret-token-123`)
+	require.Contains(t, logs.String(), "stack=")
 	// The child goes on.
-	_, _, err := h.Ping(ctxT(t), 1)
+	_, _, err = h.Ping(ctxT(t), 1)
 	require.NoError(t, err)
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestHandlerContract(t *testing.T) {
