@@ -154,6 +154,7 @@ func (r *callRun) run(ctx context.Context, input io.Reader) error {
 
 	start := time.Now()
 	status, frames, bytes, last, recvErr := r.receive()
+	elapsed := time.Since(start) // the call's, not the wait for the sender below
 	r.progress.finish()
 	stopSend()
 	// The sender stops promptly unless it is blocked reading input that
@@ -172,7 +173,7 @@ func (r *callRun) run(ctx context.Context, input io.Reader) error {
 		return sendErr
 	}
 	if !r.opts.json {
-		r.printStatus(last, frames, bytes, time.Since(start))
+		r.printStatus(last, frames, bytes, elapsed)
 	}
 	return quiet(status)
 }
