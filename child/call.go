@@ -503,11 +503,19 @@ func failedFrame(code frame.Code, msg string) frame.Frame {
 }
 
 // errorFrame turns a handler's error into its terminal: a *frame.Error keeps
-// its code (cancelled gives a cancelled frame), anything else is
-// provider_error with the error's text.
+// its code (cancelled gives a cancelled frame) and one without a valid code
+// becomes provider_error with its message; anything else is provider_error
+// with the error's text.
 func errorFrame(err error) frame.Frame {
 	var fe *frame.Error
-	if errors.As(err, &fe) && fe.Code.Valid() {
+	if errors.As(err, &fe) && !fe.Code.Valid() {
+		msg := fe.Message
+		if msg == "" {
+			msg = "failed"
+		}
+		return failedFrame(frame.CodeProviderError, msg)
+	}
+	if fe != nil {
 		if fe.Code == frame.CodeCancelled {
 			f := frame.Frame{Kind: frame.KindCancelled}
 			if fe.Message != "" {

@@ -261,3 +261,26 @@ func TestConnectionRunnerRunsEveryCall(t *testing.T) {
 	require.NoError(t, other.Complete("who-other", 1, nil))
 	requireTerminal(t, readCall(t, other, "who-other"), frame.KindCompleted, 0)
 }
+
+// TestHandlerErrorWithoutCode: a *frame.Error with no valid code fails the
+// call with provider_error and the error's own message (or "failed"), not
+// the text of an unknown code.
+func TestHandlerErrorWithoutCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  *frame.Error
+		want string
+	}{
+		{&frame.Error{Message: "disk full"}, "disk full"},
+		{&frame.Error{}, "failed"},
+	} {
+		tool := child.Tool{ID: "nocode", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			return nil, tc.err
+		}}
+		h, _ := startServe(t, config{extra: []child.Tool{tool}})
+		s := dial(t, h)
+		begin(t, s, "nc1", "nocode", nil)
+		res := readCall(t, s, "nc1")
+		requireTerminal(t, res, frame.KindFailed, frame.CodeProviderError)
+		require.Equal(t, tc.want, res.Terminal.Error.Message)
+	}
+}
