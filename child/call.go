@@ -457,15 +457,19 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// attachment to be written), so one packet serves every frame; it is
 	// cleared so that it keeps no payload or media alive.
 	cl.pkt.Frame = f
-	// The handler's own frames wait for room in the queue only while the
-	// call lives: a cancelled handler blocked by backpressure gets its
-	// cause back from Send (PROTOCOL.md §3, cancel). The cause's terminal
-	// waits as long as it takes.
+	// The frames of a running handler wait for room in the queue only
+	// while the call lives: a cancelled handler blocked by backpressure
+	// gets its cause back from Send (PROTOCOL.md §3, cancel). What is
+	// written once the handler returned (its result's terminal, written
+	// by the runner with the context already done by errHandlerReturned)
+	// and the cause's terminal wait as long as it takes: a terminal given
+	// up on there would leave the end to go out alone.
+	abortable := !byCause && !errors.Is(context.Cause(cl.ctx), errHandlerReturned)
 	var err error
 	switch {
-	case byCause && cl.inline:
+	case !abortable && cl.inline:
 		err = cl.c.w.WritePacketNow(&cl.pkt)
-	case byCause:
+	case !abortable:
 		err = cl.c.w.WritePacket(&cl.pkt)
 	case cl.inline:
 		err = cl.c.w.WritePacketNowContext(cl.ctx, &cl.pkt)
@@ -473,14 +477,14 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 		err = cl.c.w.WritePacketContext(cl.ctx, &cl.pkt)
 	}
 	cl.pkt.Frame = frame.Frame{}
-	if err != nil && !byCause && cl.ctx.Err() != nil && err == context.Cause(cl.ctx) {
+	if err != nil && abortable && cl.ctx.Err() != nil && err == context.Cause(cl.ctx) {
 		// Nothing was queued: the sequence and the terminal stay free.
 		if f.IsTerminal() {
 			cl.mu.Lock()
 			cl.terminal = false
 			cl.mu.Unlock()
 		}
-		if err == errHandlerReturned {
+		if err == errHandlerReturned { // a Send racing its handler's return
 			return ErrTerminated
 		}
 		return err

@@ -2,6 +2,7 @@ package child_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,4 +151,75 @@ func (c *heldConn) Close() error {
 	err := c.Conn.Close()
 	c.let()
 	return err
+}
+
+// gateListener wraps a stream listener so that writes on every connection
+// it accepts wait until the test closes open (a host that stops reading,
+// and reads again), each first saying so on waiting.
+type gateListener struct {
+	child.Listener
+	open, waiting chan struct{}
+}
+
+func (l gateListener) Accept() (child.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return gatedConn{nc, l}, nil
+}
+
+type gatedConn struct {
+	child.Conn
+	l gateListener
+}
+
+func (c gatedConn) Write(p []byte) (int, error) {
+	select {
+	case c.l.waiting <- struct{}{}:
+	default:
+	}
+	<-c.l.open
+	return c.Conn.Write(p)
+}
+
+// TestTerminalAfterFullQueue: a handler that returns while its output
+// queue is full (the host not reading) still gets its terminal before its
+// end, once the host reads again. The runner writes the terminal with the
+// handler's context already done; it must wait for room, not give up and
+// leave the end to go out alone.
+func TestTerminalAfterFullQueue(t *testing.T) {
+	gate := gateListener{open: make(chan struct{}), waiting: make(chan struct{}, 1)}
+	pad := strings.Repeat("p", 40_000) // two of them fill the 64 KiB queue
+	tool := child.Tool{ID: "fill", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		for i := range 3 {
+			if err := s.Send(frame.MustPayload(map[string]any{"i": i, "pad": pad}), nil); err != nil {
+				return nil, err
+			}
+			if i == 0 { // the first chunk is being written, and held
+				select {
+				case <-gate.waiting:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+		}
+		// The other two wait in the queue, at its bound.
+		return frame.MustPayload(map[string]any{"n": 3}), nil
+	}}
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate.open) }) }
+	defer release()
+	cfg := config{extra: []child.Tool{tool}, listen: func(ln child.Listener) child.Listener {
+		gate.Listener = ln
+		return gate
+	}}
+	h, _ := startServe(t, cfg)
+	s := dial(t, h)
+	begin(t, s, "tf1", "fill", nil) // not a plain request: the runner writes its frames
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 }) // the handler returned
+	release()
+	res := readCall(t, s, "tf1")
+	require.Len(t, res.Chunks(), 3)
+	requireTerminal(t, res, frame.KindCompleted, 0)
 }
