@@ -216,8 +216,10 @@ func TestTerminalAfterFullQueue(t *testing.T) {
 	}}
 	h, _ := startServe(t, cfg)
 	s := dial(t, h)
-	begin(t, s, "tf1", "fill", nil) // not a plain request: the runner writes its frames
-	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 }) // the handler returned
+	// Not a plain request: the runner writes its frames.
+	begin(t, s, "tf1", "fill", nil)
+	// The handler returned, its last two chunks queued.
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 0 })
 	release()
 	res := readCall(t, s, "tf1")
 	require.Len(t, res.Chunks(), 3)
