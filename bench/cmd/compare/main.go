@@ -68,7 +68,9 @@ func run() error {
 	if !*quiet {
 		o.Log = os.Stderr
 	}
-	fmt.Fprintln(os.Stderr, "compare: building the children…")
+	if !*quiet {
+		fmt.Fprintln(os.Stderr, "compare: building the children…")
+	}
 	o.Bin, err = compare.Build(ctx, benchDir, filepath.Join(tmp, "bin"), o.Systems)
 	if err != nil {
 		return err
