@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -755,4 +756,117 @@ func TestWriterWritePackets(t *testing.T) {
 		require.Equal(t, []Packet{smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3}}, got)
 		require.NoError(t, w.Close())
 	})
+}
+
+// TestWriterMixedSendsOverSocket: one sender mixing every way to send
+// (WritePacket, WritePacketNow with and without a context, a corked pair,
+// inline media of random sizes, random pauses so that some replies are
+// written by the sender and find the socket full) to a peer that reads in
+// bursts with pauses: every packet arrives whole, once and in order, the
+// media bytes intact.
+func TestWriterMixedSendsOverSocket(t *testing.T) {
+	ua, ub := socketPair(t)
+	defer ub.Close()
+	defer ua.Close()
+	w := NewWriter(ua, Limits{})
+	const n = 3000
+	rng := rand.New(rand.NewPCG(1, 2))
+	pad := strings.Repeat("q", 3000)
+	mediaOf := func(seq uint64, size int) []byte {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte(seq) + byte(i)
+		}
+		return b
+	}
+	// The plan, made before anything is sent: how each packet goes and its
+	// media's size (-1 for none).
+	const (
+		queued = iota
+		now
+		nowCtx
+		media
+		corked // this packet and the next, in one Cork
+		pause  // a pause before this packet
+	)
+	how := make([]int, n+2)
+	size := make([]int, n+2)
+	for seq := 1; seq <= n; seq++ {
+		how[seq], size[seq] = rng.IntN(6), -1
+		switch {
+		case how[seq] == media:
+			size[seq] = rng.IntN(200_000)
+		case how[seq] == corked && seq < n:
+			how[seq+1] = -1 // the second of the pair
+			seq++
+		case how[seq] == corked:
+			how[seq] = queued
+		}
+	}
+	sendErr := make(chan error, 1)
+	go func() { // ends after n packets, or at the first error
+		ctx := context.Background()
+		chunk := func(seq uint64) *Frame {
+			var m frame.Media
+			if size[seq] >= 0 {
+				m = &frame.InlineMedia{Data: mediaOf(seq, size[seq]), MediaType: "application/octet-stream"}
+			}
+			f, err := frame.NewChunk("c1", frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"pad": pad[:int(seq*7)%len(pad)]}), m)
+			if err != nil {
+				panic(err)
+			}
+			return &Frame{f}
+		}
+		for seq := uint64(1); seq <= n; seq++ {
+			var err error
+			switch how[seq] {
+			case queued:
+				err = w.WritePacket(chunk(seq))
+			case now:
+				err = w.WritePacketNow(chunk(seq))
+			case nowCtx:
+				err = w.WritePacketNowContext(ctx, chunk(seq))
+			case media:
+				err = w.WritePacketContext(ctx, chunk(seq))
+			case corked:
+				w.Cork()
+				if err = w.WritePacket(chunk(seq)); err == nil {
+					err = w.WritePacketNow(chunk(seq + 1))
+				}
+				if uerr := w.Uncork(); err == nil {
+					err = uerr
+				}
+				seq++
+			case pause:
+				time.Sleep(time.Duration(seq%100) * time.Microsecond)
+				err = w.WritePacketNow(chunk(seq))
+			}
+			if err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- w.Flush()
+	}()
+	r := NewReader(ub, Limits{})
+	ub.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for seq := uint64(1); seq <= n; seq++ {
+		if seq%200 == 0 {
+			time.Sleep(5 * time.Millisecond) // the socket and the queue fill meanwhile
+		}
+		p, err := r.ReadPacket()
+		require.NoError(t, err, "packet %d", seq)
+		f, ok := p.(*Frame)
+		require.True(t, ok)
+		require.Equal(t, seq, f.Sequence)
+		if size[seq] >= 0 {
+			m, ok := f.Media.(*frame.InlineMedia)
+			require.True(t, ok, "packet %d has no inline media", seq)
+			require.Equal(t, mediaOf(seq, size[seq]), m.Data, "packet %d media", seq)
+		} else {
+			require.Nil(t, f.Media, "packet %d", seq)
+		}
+	}
+	require.NoError(t, <-sendErr)
+	require.NoError(t, w.Close())
 }
