@@ -1,19 +1,18 @@
 package child_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +21,7 @@ func TestHandlerPanic(t *testing.T) {
 	tool := child.Tool{ID: "panics", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		panic("secret-token-123")
 	}}
-	var logs lockedBuffer
+	var logs testnet.Buffer
 	opts := demoOptions(tool)
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	srv := serveChild(t, config{}, opts)
@@ -40,24 +39,6 @@ func TestHandlerPanic(t *testing.T) {
 	// The child goes on.
 	_, _, err = h.Ping(ctxT(t), 1)
 	require.NoError(t, err)
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestHandlerContract(t *testing.T) {

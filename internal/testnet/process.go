@@ -25,7 +25,7 @@ type Process struct {
 	// StreamsPath is the stream listener's path.
 	StreamsPath string
 
-	out      *syncBuffer
+	out      *Buffer
 	waitOnce sync.Once
 	waitDone chan struct{}
 	waitErr  error
@@ -52,7 +52,7 @@ func StartProcess(t testing.TB, bin string, args []string, env ...string) *Proce
 		lnFile.Close()
 		t.Fatal(err)
 	}
-	p := &Process{StreamsPath: path, out: &syncBuffer{}, waitDone: make(chan struct{})}
+	p := &Process{StreamsPath: path, out: &Buffer{}, waitDone: make(chan struct{})}
 	cmd := exec.Command(bin, args...)
 	cmd.ExtraFiles = []*os.File{childEnd, lnFile} // fd 3, fd 4
 	cmd.Env = append([]string{
@@ -119,19 +119,22 @@ func (p *Process) Kill() {
 // Output returns what the process wrote on stdout and stderr so far.
 func (p *Process) Output() string { return p.out.String() }
 
-// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
-type syncBuffer struct {
+// Buffer is a bytes.Buffer safe for concurrent writers and readers: a
+// process's output copier, a logger, and the test reading it.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns what was written so far.
+func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
