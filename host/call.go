@@ -548,9 +548,22 @@ func (c *Call) afterLocked(d time.Duration, cause *synth, warn string) *time.Tim
 		if warn != "" {
 			c.ch.h.log.Warn(warn, "child", c.ch.id, "call", c.id)
 		}
+		if cause == cancelGraceOver && c.out.stalled() {
+			// The child's answer may well be there, behind output the
+			// caller has not read: say whose the wait was.
+			cause = cancelUnread
+		}
 		c.conn.fail(cause)
 	})
 }
+
+// The synthetic terminals of a cancel that got no provider terminal in
+// time: the child gave none, or the caller stopped reading before it
+// (its call's queue full, so the host was not reading the connection).
+var (
+	cancelGraceOver = &synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "no terminal within the cancel grace"}
+	cancelUnread    = &synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "the caller did not read to the child's terminal within the cancel grace"}
+)
 
 // stopTimerLocked stops t, if armed and not yet run. clockMu is held.
 func (c *Call) stopTimerLocked(t *time.Timer) {
@@ -571,8 +584,7 @@ func (c *Call) cancel(reason string) {
 	}
 	c.cancelled = true
 	cfg := &c.ch.h.cfg
-	c.cancelT = c.afterLocked(cfg.CancelGrace+deadlineGrace,
-		&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "no terminal within the cancel grace"}, "")
+	c.cancelT = c.afterLocked(cfg.CancelGrace+deadlineGrace, cancelGraceOver, "")
 	c.ch.wg.Add(1)
 	go func() { // stopped by the write returning: the child reads, or the connection fails
 		defer c.ch.wg.Done()

@@ -309,3 +309,35 @@ func TestSlowConsumerBoundedMemory(t *testing.T) {
 		writePerf(t, os.Getenv("SKULK_PERF_OUT"), heap0, heap1, heap2, rss0, rss1, rss2, childRSS0, childRSS1, childRSS2)
 	}
 }
+
+// TestCancelUnreadSaysWhose: a call cancelled while its caller reads
+// nothing, its output queue full, gets its synthetic cancelled after the
+// cancel grace with a message that names the caller's unread output, not
+// a child that gave no terminal (the child's terminal is queued behind
+// that output).
+func TestCancelUnreadSaysWhose(t *testing.T) {
+	cfg := realConfig()
+	cfg.CancelGrace = 100 * time.Millisecond
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx := callCtx(t, 20*time.Second)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000, "size": 1000}), WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The caller reads the first chunk, then nothing: the child's output
+	// fills the call's queue and the sockets.
+	for f, err := c.Recv(ctx); f.Kind != frame.KindChunk; f, err = c.Recv(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.Cancel()
+	// Nor anything for well past the cancel grace plus 1 s.
+	time.Sleep(3 * time.Second)
+	term, _ := recvUntilTerminal(t, c, 10*time.Second)
+	if term.Kind != frame.KindCancelled || !term.Synthetic || term.Error == nil ||
+		!strings.Contains(term.Error.Message, "the caller did not read") {
+		t.Fatalf("terminal %s synthetic=%v error=%v", term.Kind, term.Synthetic, term.Error)
+	}
+}

@@ -135,6 +135,13 @@ func (o *outbox) wakeRecvLocked() {
 	}
 }
 
+// stalled reports whether the reader waits for the caller to take frames.
+func (o *outbox) stalled() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.putWaiting
+}
+
 // fill reports how many frames are queued and whether the queue is under
 // half its bounds (frames and bytes), so that a caller that fills it
 // itself stops well before a put would wait.
