@@ -335,17 +335,18 @@ func mediaSummary(seq uint64, m *frame.InlineMedia, saved string) string {
 	return s + "]"
 }
 
-// mediaExt maps common media types to file extensions; others get .bin.
+// mediaExt maps common media types, in lower case (media types are not
+// case-sensitive), to file extensions; others get .bin.
 var mediaExt = map[string]string{
 	"application/json": ".json", "text/plain": ".txt", "audio/wav": ".wav", "audio/x-wav": ".wav",
-	"audio/pcm": ".pcm", "audio/L16": ".pcm", "audio/mpeg": ".mp3", "audio/ogg": ".ogg",
+	"audio/pcm": ".pcm", "audio/l16": ".pcm", "audio/mpeg": ".mp3", "audio/ogg": ".ogg",
 	"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
 	"video/mp4": ".mp4", "application/pdf": ".pdf",
 }
 
 // saveMedia writes m's data to dir and returns the file's path.
 func saveMedia(dir string, seq uint64, m *frame.InlineMedia) (string, error) {
-	ext := mediaExt[strings.TrimSpace(strings.SplitN(m.MediaType, ";", 2)[0])]
+	ext := mediaExt[strings.ToLower(strings.TrimSpace(strings.SplitN(m.MediaType, ";", 2)[0]))]
 	if ext == "" {
 		ext = ".bin"
 	}
@@ -356,8 +357,7 @@ func saveMedia(dir string, seq uint64, m *frame.InlineMedia) (string, error) {
 	return path, nil
 }
 
-// printStatus prints the final status line (and the child's stderr tail
-// when it died) on stderr.
+// printStatus prints the final status line on stderr.
 func (r *callRun) printStatus(last frame.Frame, frames, bytes int64, elapsed time.Duration) {
 	var b strings.Builder
 	b.WriteString(last.Kind.String())

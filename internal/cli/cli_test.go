@@ -219,6 +219,11 @@ func TestSaveMedia(t *testing.T) {
 	if err != nil || !strings.HasSuffix(path, "/media-000008.bin") {
 		t.Fatalf("path %s, %v", path, err)
 	}
+	// Media types are not case-sensitive.
+	path, err = saveMedia(dir, 9, &frame.InlineMedia{Data: []byte("png"), MediaType: "IMAGE/PNG"})
+	if err != nil || !strings.HasSuffix(path, "/media-000009.png") {
+		t.Fatalf("path %s, %v", path, err)
+	}
 }
 
 func TestFormatting(t *testing.T) {
