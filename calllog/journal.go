@@ -375,12 +375,18 @@ func Settle(ctx context.Context, err error) error {
 // outcome it can prove of every call the log shows started and not ended:
 // failed, synthetic, unreachable, children before parents, numbered after
 // the last kept event. It returns the events it kept. The previous writer
-// is fenced from then on.
+// is fenced from then on. A tree the store has no event of is not claimed:
+// ErrNoTree.
 func (r *Recorder) TakeOver(ctx context.Context, tree string) ([]Event, error) {
 	if r.journal == nil {
 		return nil, ErrNoJournal
 	}
 	st := r.journal.Store
+	if first, err := st.EventsAfter(ctx, tree, 0, 1); err != nil {
+		return nil, err
+	} else if len(first) == 0 {
+		return nil, ErrNoTree
+	}
 	c, err := st.Claim(ctx, tree, r.writer)
 	if err != nil {
 		return nil, err

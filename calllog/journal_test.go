@@ -429,3 +429,21 @@ func TestJournalQueueBound(t *testing.T) {
 		t.Fatalf("kept %d events, want the first 5 (started + 4 queued)", len(kept))
 	}
 }
+
+// TestTakeOverUnknownTree: taking over a tree the store has no event of (a
+// mistyped id) is refused with ErrNoTree and claims nothing: a writer
+// starting a tree of that id afterwards is not refused as a duplicate.
+func TestTakeOverUnknownTree(t *testing.T) {
+	ctx := testCtx(t)
+	st := &calllog.MemoryStore{}
+	r := newRecorder(t, calllog.Options{Writer: "B", Journal: &calllog.Journal{Store: st, Required: true}})
+	if _, err := r.TakeOver(ctx, "nosuchtree"); !errors.Is(err, calllog.ErrNoTree) {
+		t.Fatalf("TakeOver of an unknown tree = %v; want ErrNoTree", err)
+	}
+	a := newRecorder(t, calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}})
+	rec, err := a.Begin(ctx, calllog.CallInfo{ID: "nosuchtree", Tool: "count"})
+	if err != nil {
+		t.Fatalf("a new tree of the id the takeover was refused: %v", err)
+	}
+	rec.End(ctx, calllog.Done(nil))
+}

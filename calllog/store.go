@@ -19,6 +19,9 @@ var (
 	// ErrTreeExists: a new tree's claim found events already kept under
 	// its id (two trees with one id); the journal of that tree stops.
 	ErrTreeExists = errors.New("calllog: tree id already in the store")
+	// ErrNoTree: Recorder.TakeOver was given a tree the store has no event
+	// of (a mistyped id): nothing is claimed.
+	ErrNoTree = errors.New("calllog: no such tree in the store")
 	// ErrBadBatch: Keep was given events of another tree, out of order, or
 	// numbered 0.
 	ErrBadBatch = errors.New("calllog: bad batch")
