@@ -250,3 +250,72 @@ func TestJournalReplayAndRefusal(t *testing.T) {
 		t.Fatalf("follow of the refused call: %d %q", fl.status, fl.stdout)
 	}
 }
+
+// TestJournalEndNotConfirmed: a call whose tree is taken over while it
+// runs cannot have its end confirmed by its (fenced) journal: the command
+// still prints the outcome, then fails with status 1 saying why.
+func TestJournalEndNotConfirmed(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "calls.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a := exec.CommandContext(ctx, hostBin, "call", "--journal", db, "sleep", "--args", `{"ms": 1500}`, "--", childBin)
+	a.WaitDelay = 5 * time.Second
+	aErr, _ := a.StderrPipe()
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		a.Process.Kill()
+		a.Wait()
+	}()
+	lines := lineReader(aErr)
+	var tree string
+	nextLine(t, lines, 30*time.Second, "the tree id", func(l string) bool {
+		_, rest, ok := strings.Cut(l, "journal: tree ")
+		tree, _, _ = strings.Cut(rest, " ")
+		return ok
+	})
+	if b := run(t, "", "journal", "takeover", db, tree); b.status != 0 {
+		t.Fatalf("takeover: status %d, stderr %q", b.status, b.stderr)
+	}
+	var rest []string
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	err := a.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want status 1; stderr %q", err, rest)
+	}
+	all := strings.Join(rest, "\n")
+	status := strings.Index(all, "completed")
+	failure := strings.Index(all, "did not confirm the call's end")
+	if status < 0 || failure < status {
+		t.Fatalf("want the outcome, then the journal's failure; stderr %q", all)
+	}
+}
+
+// TestJournalTakeoverUnknownTree: a mistyped tree id is refused, and the
+// journal gains no tree of that id (follow's default stays the real one).
+func TestJournalTakeoverUnknownTree(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "calls.db")
+	if r := run(t, "", "call", "--journal", db, "count", "--args", `{"n": 1}`, "--", childBin); r.status != 0 {
+		t.Fatalf("call: status %d, stderr %q", r.status, r.stderr)
+	}
+	r := run(t, "", "journal", "takeover", db, "nosuchtree")
+	if r.status != 1 || !strings.Contains(r.stderr, "no such tree") {
+		t.Fatalf("takeover of an unknown tree: status %d, stderr %q", r.status, r.stderr)
+	}
+	st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	trees, err := st.Trees(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trees) != 1 || trees[0] == "nosuchtree" {
+		t.Fatalf("trees %v", trees)
+	}
+}

@@ -167,6 +167,11 @@ func (r *callRun) run(ctx context.Context, input io.Reader) error {
 	case <-time.After(100 * time.Millisecond):
 	}
 	if recvErr != nil {
+		if errors.Is(recvErr, calllog.ErrJournalEnd) && last.IsTerminal() && !r.opts.json {
+			// The outcome stands: it is printed before the journal's
+			// failure, as docs/cli.md says.
+			r.printStatus(last, frames, bytes, elapsed)
+		}
 		return statusErr(ExitFailure, "%v", recvErr)
 	}
 	if sendErr != nil {
