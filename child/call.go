@@ -477,7 +477,8 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 		err = cl.c.w.WritePacketContext(cl.ctx, &cl.pkt)
 	}
 	cl.pkt.Frame = frame.Frame{}
-	if err != nil && abortable && cl.ctx.Err() != nil && err == context.Cause(cl.ctx) {
+	stopped := err != nil && abortable && cl.ctx.Err() != nil && err == context.Cause(cl.ctx)
+	if stopped || err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.
 		if f.IsTerminal() {
 			cl.mu.Lock()
@@ -486,15 +487,6 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 		}
 		if err == errHandlerReturned { // a Send racing its handler's return
 			return ErrTerminated
-		}
-		return err
-	}
-	if err != nil && !isConnErr(err) {
-		// Nothing was queued: the sequence and the terminal stay free.
-		if f.IsTerminal() {
-			cl.mu.Lock()
-			cl.terminal = false
-			cl.mu.Unlock()
 		}
 		return err
 	}

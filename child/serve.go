@@ -232,8 +232,7 @@ func (s *server) start(cr *wire.Reader) error {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: control connection closed before startup", ErrNoStartup)
 		}
-		var inv *wire.InvalidError
-		if errors.As(err, &inv) || errors.Is(err, wire.ErrProtocol) || errors.Is(err, wire.ErrHeaderLength) || errors.Is(err, wire.ErrAttachmentLength) {
+		if !isConnErr(err) || errors.Is(err, wire.ErrProtocol) { // the packet, not the connection
 			return fmt.Errorf("%w: %w", ErrBadStartup, err)
 		}
 		return fmt.Errorf("child: reading startup: %w", err)

@@ -53,13 +53,7 @@ func (v *vectored) write(pieces [][]byte) error {
 		return writeEach(v.dst, pieces)
 	}
 	v.left, v.err = pieces, nil
-	err := v.raw.Write(v.fn)
-	if err == nil {
-		err = v.err
-	}
-	clear(v.vec) // drop references to attachments
-	v.left, v.err = nil, nil
-	return err
+	return v.resume()
 }
 
 // try is write for a goroutine that must not wait for the socket: it
@@ -84,13 +78,14 @@ func (v *vectored) try(pieces [][]byte) (done bool, err error) {
 	return true, err
 }
 
-// resume writes what try left, waiting for the socket as write does.
+// resume writes v.left (what try left, or all of write's pieces), waiting
+// for the socket whenever it is full.
 func (v *vectored) resume() error {
 	err := v.raw.Write(v.fn)
 	if err == nil {
 		err = v.err
 	}
-	clear(v.vec)
+	clear(v.vec) // drop references to attachments
 	v.left, v.err = nil, nil
 	return err
 }
