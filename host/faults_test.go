@@ -320,7 +320,8 @@ func TestCancelUnreadSaysWhose(t *testing.T) {
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 20*time.Second)
-	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000, "size": 1000}), WithInput())
+	// A streamed call: the connection's reader fills the call's queue.
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000, "size": 1000}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,10 +332,10 @@ func TestCancelUnreadSaysWhose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitFor(t, c.out.stalled) // the reader waits for the caller
 	c.Cancel()
-	// Nor anything for well past the cancel grace plus 1 s.
-	time.Sleep(3 * time.Second)
+	// Nor anything until the cancel clock has given up on the call.
+	waitFor(t, c.conn.failed)
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	if term.Kind != frame.KindCancelled || !term.Synthetic || term.Error == nil ||
 		!strings.Contains(term.Error.Message, "the caller did not read") {
