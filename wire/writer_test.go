@@ -251,9 +251,13 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 			time.Sleep(2 * quietGap) // each a reply of its own
 		}
 	}()
-	// The peer reads nothing until the sender stops making progress: the
-	// socket, the handed-over batch and the queue are full.
-	time.Sleep(time.Second)
+	// The peer reads nothing until the socket, the handed-over batch and
+	// the queue are full (a sender stuck in its own write never gets the
+	// queue there).
+	for deadline := time.Now().Add(10 * time.Second); !queueFull(w); {
+		require.True(t, time.Now().Before(deadline), "the queue never filled")
+		time.Sleep(time.Millisecond)
+	}
 	cancel(errStop)
 	select {
 	case err := <-stopped:
@@ -274,6 +278,14 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 		require.Equal(t, uint64(i+1), f.Sequence)
 	}
 	require.NoError(t, w.Close())
+}
+
+// queueFull reports whether w's queue is at its bound while a write is
+// under way: a sender now waits for room.
+func queueFull(w *Writer) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.spare == nil && len(w.cur.hdr) >= maxPending
 }
 
 // TestWriterAttachmentWaitsForWrite: WritePacket of an inline-media frame
