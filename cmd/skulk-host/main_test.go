@@ -766,12 +766,23 @@ func TestInterruptWhileStarting(t *testing.T) {
 	// sleep never says hello: the host waits for it (up to 10 s).
 	cmd := exec.CommandContext(ctx, hostBin, "call", "x", "--", "/bin/sleep", "30")
 	cmd.WaitDelay = 5 * time.Second
+	tmp := t.TempDir()
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The child's private directory exists: the host is starting it, its
+	// signal handling in place since before.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the host made no private directory")
+		}
+	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
