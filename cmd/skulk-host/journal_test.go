@@ -96,12 +96,7 @@ func TestJournalCrashTakeover(t *testing.T) {
 		a.Process.Kill()
 		a.Wait()
 	}()
-	var tree string
-	nextLine(t, aErrLines, 30*time.Second, "the tree id", func(l string) bool {
-		_, rest, ok := strings.Cut(l, "journal: tree ")
-		tree, _, _ = strings.Cut(rest, " ")
-		return ok
-	})
+	tree := treeID(t, aErrLines)
 
 	f := exec.CommandContext(ctx, hostBin, "follow", db, tree)
 	f.WaitDelay = 5 * time.Second
@@ -251,6 +246,19 @@ func TestJournalReplayAndRefusal(t *testing.T) {
 	}
 }
 
+// treeID reads a call command's standard error up to the line that names
+// its journal tree, and returns the id.
+func treeID(t *testing.T, stderr <-chan string) string {
+	t.Helper()
+	var tree string
+	nextLine(t, stderr, 30*time.Second, "the tree id", func(l string) bool {
+		_, rest, ok := strings.Cut(l, "journal: tree ")
+		tree, _, _ = strings.Cut(rest, " ")
+		return ok
+	})
+	return tree
+}
+
 // TestJournalEndNotConfirmed: a call whose tree is taken over while it
 // runs cannot have its end confirmed by its (fenced) journal: the command
 // still prints the outcome, then fails with status 1 saying why.
@@ -269,12 +277,7 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 		a.Wait()
 	}()
 	lines := lineReader(aErr)
-	var tree string
-	nextLine(t, lines, 30*time.Second, "the tree id", func(l string) bool {
-		_, rest, ok := strings.Cut(l, "journal: tree ")
-		tree, _, _ = strings.Cut(rest, " ")
-		return ok
-	})
+	tree := treeID(t, lines)
 	if b := run(t, "", "journal", "takeover", db, tree); b.status != 0 {
 		t.Fatalf("takeover: status %d, stderr %q", b.status, b.stderr)
 	}
