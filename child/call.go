@@ -477,6 +477,14 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 		err = cl.c.w.WritePacketContext(cl.ctx, &cl.pkt)
 	}
 	cl.pkt.Frame = frame.Frame{}
+	if de, ok := err.(*wire.DetachedError); ok {
+		// Cancelled while its media was being written: the frame goes out
+		// whole from the Writer's copy, so its sequence is used, and the
+		// handler is given the cause at once instead of waiting for a
+		// host that does not read.
+		cl.next++
+		return de.Cause
+	}
 	stopped := err != nil && abortable && cl.ctx.Err() != nil && err == context.Cause(cl.ctx)
 	if stopped || err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.

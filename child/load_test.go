@@ -260,6 +260,34 @@ func TestEgressBackpressure(t *testing.T) {
 	})
 }
 
+// TestEgressBackpressureMedia is TestEgressBackpressure for inline media
+// chunks larger than the socket buffers: the handler is blocked while a
+// chunk's bytes are being written. Cancelled, it gets the cancel back at
+// once (the Writer finishes the chunk from its own copy), so it is neither
+// running nor stuck, and the host then reads whole chunks, the cancel's
+// terminal and the end.
+func TestEgressBackpressureMedia(t *testing.T) {
+	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
+		begin(t, s, "em1", "media", map[string]any{"bytes": 256 << 20, "chunk": 4 << 20})
+		require.NoError(t, s.Complete("em1", 1, nil))
+		last := waitSteady(t, "output never blocked", func() int64 { return int64(unread(t, s)) })
+		require.Positive(t, last)
+		require.NoError(t, h.Cancel("em1", "test"))
+		// Past the cancel grace (100 ms) a handler still in Send would be
+		// stuck; it returned.
+		pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
+		res := readCall(t, s, "em1")
+		requireTerminal(t, res, frame.KindCancelled, frame.CodeCancelled)
+		chunks := res.Chunks()
+		require.NotEmpty(t, chunks)
+		for _, c := range chunks {
+			require.Len(t, c.Media.(*frame.InlineMedia).Data, 4<<20, "chunk %d", c.Sequence)
+		}
+		// The chunk being written when the cancel came used its sequence.
+		require.Equal(t, chunks[len(chunks)-1].Sequence+1, res.Terminal.Sequence)
+	})
+}
+
 // unread returns how many bytes wait unread in s's receive queue.
 func unread(t *testing.T, s *testnet.Stream) int {
 	raw, err := s.Conn.SyscallConn()

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sync"
@@ -115,10 +116,13 @@ func (w *Writer) WritePacket(p Packet) error { return w.send(nil, []Packet{p}, q
 
 // WritePacketContext is WritePacket for a sender that may have to stop
 // waiting: while the queue is full it waits only until ctx is done, and
-// then returns context.Cause(ctx) with nothing queued. Once p is queued it
-// is WritePacket: a packet with an attachment is waited for until the
-// attachment is written, whatever ctx does, since the Writer holds the
-// caller's bytes until then.
+// then returns context.Cause(ctx) with nothing queued. A packet with an
+// attachment that is queued or being written when ctx is done cannot be
+// taken back: the Writer copies what is left of the attachment, writes the
+// packet whole from that copy and returns a *DetachedError, so the caller
+// may reuse its bytes at once either way. Over a destination without a
+// file descriptor (a net.Pipe), where a Write under way holds the bytes,
+// the attachment is waited for as by WritePacket.
 func (w *Writer) WritePacketContext(ctx context.Context, p Packet) error {
 	return w.send(ctx, []Packet{p}, queued)
 }
@@ -132,9 +136,11 @@ func (w *Writer) WritePacketContext(ctx context.Context, p Packet) error {
 // closely is part of a stream, which the flusher coalesces.
 func (w *Writer) WritePacketNow(p Packet) error { return w.send(nil, []Packet{p}, reply) }
 
-// WritePacketNowContext is WritePacketNow that stops waiting for room in the
-// queue once ctx is done, as WritePacketContext does. A packet its sender
-// writes itself is written whole: ctx does not interrupt a write under way.
+// WritePacketNowContext is WritePacketNow that stops waiting once ctx is
+// done, as WritePacketContext does: for room in the queue, and for an
+// attachment (a *DetachedError). A packet its sender writes itself is
+// written whole: ctx does not interrupt a write under way, and one with an
+// attachment leaves the flusher to wait for a full socket.
 func (w *Writer) WritePacketNowContext(ctx context.Context, p Packet) error {
 	return w.send(ctx, []Packet{p}, reply)
 }
@@ -195,6 +201,7 @@ func (w *Writer) send(ctx context.Context, ps []Packet, mode sendMode) error {
 	}
 	w.cur.hdr = hdr
 	withAtt := len(w.cur.atts) > atts
+	id := w.queued
 	switch {
 	case idle && (withAtt || w.corked == 0 && (mode == request || mode == reply && time.Since(w.last) >= quietGap)):
 		// The caller writes its packets itself rather than hand them to
@@ -210,18 +217,79 @@ func (w *Writer) send(ctx context.Context, ps []Packet, mode sendMode) error {
 			w.tryWriteCur()
 			return w.err
 		}
-		w.writeCur()
-		return w.err
+		if ctx == nil || !withAtt {
+			w.writeCur()
+			return w.err
+		}
+		// A sender that may stop waiting for its attachment writes what
+		// the socket takes now and leaves the rest to the flusher, to
+		// wait for below, where ctx can end the wait.
+		if w.tryWriteCur() {
+			return w.err
+		}
 	case !withAtt && w.corked > 0:
 		return nil // written by the last Uncork, or with whatever goes before it
+	default:
+		w.wakeLocked()
 	}
-	id := w.queued
-	w.wakeLocked()
 	if withAtt {
-		for w.written < id && w.err == nil {
-			w.cond.Wait()
+		return w.waitWritten(ctx, id, ps)
+	}
+	return nil
+}
+
+// waitWritten waits until batch id, which holds attachments of ps, is
+// written, or a write failed. With a non-nil ctx it stops waiting once ctx
+// is done: the attachments' bytes not yet written are copied (see
+// detachLocked) and it returns a *DetachedError. w.mu is held.
+func (w *Writer) waitWritten(ctx context.Context, id uint64, ps []Packet) error {
+	if ctx != nil && w.written < id && w.err == nil {
+		stop := context.AfterFunc(ctx, w.interrupt)
+		defer stop()
+	}
+	for w.written < id && w.err == nil {
+		if ctx != nil && ctx.Err() != nil && w.detachLocked(id, ps) {
+			return &DetachedError{Cause: context.Cause(ctx)}
 		}
-		return w.err
+		w.cond.Wait()
+	}
+	return w.err
+}
+
+// detachLocked makes batch id, not yet written, hold its own copy of what
+// is left of ps's attachments, and reports whether it could (see
+// vectored.detach). Still queued, the batch's attachments are copied
+// whole; being written (batches are written one at a time and in order, so
+// it is the one in flight), only what the write has not consumed. w.mu is
+// held, so the batch cannot be taken for a write meanwhile.
+func (w *Writer) detachLocked(id uint64, ps []Packet) bool {
+	for _, p := range ps {
+		data := inlineData(p)
+		if len(data) == 0 {
+			continue
+		}
+		if id == w.queued {
+			for i, a := range w.cur.atts {
+				if len(a.data) == len(data) && &a.data[0] == &data[0] {
+					w.cur.atts[i].data = bytes.Clone(data)
+				}
+			}
+			continue
+		}
+		if !w.dst.detach(data) {
+			return false
+		}
+	}
+	return true
+}
+
+// inlineData is the attachment p is written with: an inline-media frame's
+// data, or nil.
+func inlineData(p Packet) []byte {
+	if f, ok := p.(*Frame); ok {
+		if m, ok := f.Media.(*frame.InlineMedia); ok && m != nil {
+			return m.Data
+		}
 	}
 	return nil
 }
@@ -272,10 +340,8 @@ func (w *Writer) Uncork() error {
 // and reports false (the queue is full, or p has an attachment, whose
 // writer always waits for it). Errors are WritePacket's; with one, false.
 func (w *Writer) TryWritePacket(p Packet) (bool, error) {
-	if f, ok := p.(*Frame); ok {
-		if m, ok := f.Media.(*frame.InlineMedia); ok && m != nil && len(m.Data) > 0 {
-			return false, nil
-		}
+	if len(inlineData(p)) > 0 {
+		return false, nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -389,39 +455,45 @@ func (w *Writer) writeCur() {
 	w.mu.Unlock()
 	var err error
 	if !failed {
-		err = b.writeTo(&w.dst)
+		err = w.dst.write()
 	}
 	w.finish(b, id, err)
 }
 
 // tryWriteCur is writeCur for a sender that must not wait for the socket:
 // when the socket is full, it hands the rest of the batch to the flusher
-// and returns with the batch still in flight.
-func (w *Writer) tryWriteCur() {
+// and returns with the batch still in flight, reporting false.
+func (w *Writer) tryWriteCur() (done bool) {
 	b, id, failed := w.takeCurLocked()
 	w.mu.Unlock()
 	done, err := true, error(nil)
 	if !failed {
-		done, err = b.tryWriteTo(&w.dst)
+		done, err = w.dst.try()
 	}
 	if !done {
 		w.mu.Lock()
 		w.handoff, w.handID = b, id
 		w.wakeLocked()
 		w.cond.Broadcast() // the flusher may be waiting for spare
-		return
+		return false
 	}
 	w.finish(b, id, err)
+	return true
 }
 
-// takeCurLocked takes the batch being filled for a write: spare is nil
-// until finish. w.mu is held. failed says a write failed before: the
-// batch is then dropped unwritten.
+// takeCurLocked takes the batch being filled for a write and loads its
+// pieces into w.dst: spare is nil until finish. w.mu is held. failed says
+// a write failed before: the batch is then dropped unwritten.
 func (w *Writer) takeCurLocked() (b *batch, id uint64, failed bool) {
 	b, id = w.cur, w.queued
 	w.cur, w.spare = w.spare, nil
 	w.queued++
-	return b, id, w.err != nil
+	if w.err != nil {
+		return b, id, true
+	}
+	b.pieces()
+	w.dst.load(b.iov)
+	return b, id, false
 }
 
 // finish ends the write of batch id, with its error: it is called without
@@ -439,11 +511,6 @@ func (w *Writer) finish(b *batch, id uint64, err error) {
 	w.cond.Broadcast() // wakes Flush, WritePacket (its attachment written, or room), and the flusher if it waits for spare
 }
 
-func (b *batch) writeTo(dst *vectored) error {
-	b.pieces()
-	return dst.write(b.iov)
-}
-
 // pieces lays the batch out in b.iov: header bytes and attachments, in
 // order.
 func (b *batch) pieces() {
@@ -458,13 +525,6 @@ func (b *batch) pieces() {
 	if prev < len(b.hdr) {
 		b.iov = append(b.iov, b.hdr[prev:])
 	}
-}
-
-// tryWriteTo is writeTo that stops at a full socket, reporting false: the
-// rest is then dst's, for its resume.
-func (b *batch) tryWriteTo(dst *vectored) (bool, error) {
-	b.pieces()
-	return dst.try(b.iov)
 }
 
 func (b *batch) reset() {

@@ -3,8 +3,10 @@
 package wire
 
 import (
+	"bytes"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -26,6 +28,7 @@ type vectored struct {
 	// The write under way. They live here, not on write's stack, so that
 	// the function given to raw.Write (made once, in init) needs no
 	// closure per write. Both are bounded by the batch they come from.
+	mu   sync.Mutex      // guards left and vec between writev and detach
 	left [][]byte        // pieces not yet written; a piece may be partly written
 	vec  []syscall.Iovec // the iovecs of one writev call, at most maxIOV
 	err  error           // a writev error other than EAGAIN
@@ -47,24 +50,35 @@ func (v *vectored) init(dst io.Writer) {
 	v.fn = v.writev
 }
 
-// write writes every piece of pieces, in order, or returns the first error.
-func (v *vectored) write(pieces [][]byte) error {
-	if v.raw == nil {
-		return writeEach(v.dst, pieces)
-	}
+// load makes pieces the next write's: write, try and detach work on them.
+// The Writer calls it with its lock held while no write is under way, so
+// that a sender that gives up waiting (detach) always finds its bytes
+// here or still in the Writer's queue.
+func (v *vectored) load(pieces [][]byte) {
+	v.mu.Lock()
 	v.left, v.err = pieces, nil
+	v.mu.Unlock()
+}
+
+// write writes every loaded piece, in order, or returns the first error.
+func (v *vectored) write() error {
+	if v.raw == nil {
+		err := writeEach(v.dst, v.left)
+		v.unload()
+		return err
+	}
 	return v.resume()
 }
 
 // try is write for a goroutine that must not wait for the socket: it
 // writes what the socket takes now and reports false when the socket is
-// full, the rest of pieces kept in v for resume. A destination without a
-// file descriptor is written whole, as by write.
-func (v *vectored) try(pieces [][]byte) (done bool, err error) {
+// full, the rest kept in v for resume. A destination without a file
+// descriptor is written whole, as by write.
+func (v *vectored) try() (done bool, err error) {
 	if v.raw == nil {
-		return true, writeEach(v.dst, pieces)
+		return true, v.write()
 	}
-	v.left, v.err, v.noWait, v.full = pieces, nil, true, false
+	v.noWait, v.full = true, false
 	err = v.raw.Write(v.fn)
 	v.noWait = false
 	if err == nil {
@@ -73,21 +87,53 @@ func (v *vectored) try(pieces [][]byte) (done bool, err error) {
 	if err == nil && v.full {
 		return false, nil
 	}
-	clear(v.vec)
-	v.left, v.err = nil, nil
+	v.unload()
 	return true, err
 }
 
-// resume writes v.left (what try left, or all of write's pieces), waiting
-// for the socket whenever it is full.
+// resume writes what is loaded (what try left, or all of it), waiting for
+// the socket whenever it is full.
 func (v *vectored) resume() error {
 	err := v.raw.Write(v.fn)
 	if err == nil {
 		err = v.err
 	}
-	clear(v.vec) // drop references to attachments
-	v.left, v.err = nil, nil
+	v.unload()
 	return err
+}
+
+// unload ends a write: it drops the references to its pieces.
+func (v *vectored) unload() {
+	v.mu.Lock()
+	clear(v.vec)
+	v.left, v.err = nil, nil
+	v.mu.Unlock()
+}
+
+// detach replaces what is left to write of data (an attachment of the
+// loaded pieces) with a copy, so that data's owner may reuse it while the
+// write goes on, and reports whether it could: a destination without a
+// file descriptor is written by Write calls that hold their piece, so
+// there it cannot.
+func (v *vectored) detach(data []byte) bool {
+	if v.raw == nil {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i, p := range v.left {
+		if aliases(p, data) {
+			v.left[i] = bytes.Clone(p)
+		}
+	}
+	return true
+}
+
+// aliases reports whether p is a non-empty suffix of data's memory: a
+// piece of data's that a write has consumed the front of.
+func aliases(p, data []byte) bool {
+	k := len(data) - len(p)
+	return len(p) > 0 && k >= 0 && &data[k] == &p[0]
 }
 
 // writev writes v.left to fd, as raw.Write calls it: it reports false
@@ -95,6 +141,10 @@ func (v *vectored) resume() error {
 // its deadline passes) and true when everything is written or v.err is
 // set.
 func (v *vectored) writev(fd uintptr) bool {
+	// Held through the syscall, which does not block: detach must not
+	// change a piece the kernel is copying from.
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	for len(v.left) > 0 {
 		v.vec = v.vec[:0]
 		for _, p := range v.left {

@@ -4,6 +4,9 @@ package wire
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"syscall"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/frame"
 )
 
 // filePair returns the two ends of a Unix stream socketpair as *os.File in
@@ -80,7 +85,8 @@ func TestVectoredManyPiecesPartialWrites(t *testing.T) {
 				}
 				got <- buf.Bytes()
 			}()
-			require.NoError(t, v.write(pieces))
+			v.load(pieces)
+			require.NoError(t, v.write())
 			require.Equal(t, want, <-got)
 			for _, iov := range v.vec {
 				require.Nil(t, iov.Base, "an iovec still points at a written piece")
@@ -114,7 +120,8 @@ func TestVectoredFileDeadline(t *testing.T) {
 	var v vectored
 	v.init(a)
 	big := make([]byte, 8<<20) // more than the socket buffers hold
-	require.ErrorIs(t, v.write([][]byte{big}), os.ErrDeadlineExceeded)
+	v.load([][]byte{big})
+	require.ErrorIs(t, v.write(), os.ErrDeadlineExceeded)
 }
 
 // TestWriterOverSocketAllocatesNothing is TestWriterWriteAllocatesNothing
@@ -136,5 +143,88 @@ func TestWriterOverSocketAllocatesNothing(t *testing.T) {
 			require.NoError(t, <-read)
 			require.Zero(t, allocs)
 		})
+	}
+}
+
+// TestWriterContextDetachesAttachment: a sender whose context ends while
+// its attachment waits for a peer that does not read gets a
+// *DetachedError with the cause at once, and may overwrite its buffer: the
+// packet still arrives whole with the bytes it had when it was sent, and
+// what was queued after it follows it. Both the sender's own write (an
+// idle Writer) and a packet queued behind another are covered.
+func TestWriterContextDetachesAttachment(t *testing.T) {
+	errStop := errors.New("stop")
+	const size = 4 << 20 // more than the socket buffers hold
+	mediaOf := func(seq uint64, n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(seq) + byte(i*7)
+		}
+		return b
+	}
+	media := func(seq uint64, data []byte) *Frame {
+		f, err := frame.NewChunk("c1", frame.ProviderToCaller, seq, nil,
+			&frame.InlineMedia{Data: data, MediaType: "application/octet-stream"})
+		require.NoError(t, err)
+		return &Frame{f}
+	}
+	for _, cp := range connPairs {
+		for _, behind := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/behind=%v", cp.name, behind), func(t *testing.T) {
+				a, b := cp.pair(t)
+				w := NewWriter(a, Limits{})
+				seq := uint64(1)
+				want := map[uint64][]byte{}
+				first := make(chan error, 1)
+				if behind { // a plain packet in flight, blocked by the peer
+					want[seq] = mediaOf(seq, size)
+					p := media(1, want[1])
+					go func() { first <- w.WritePacket(p) }() // ends once b is read below
+					seq++
+				} else {
+					first <- nil
+				}
+				data := mediaOf(seq, size)
+				want[seq] = bytes.Clone(data)
+				ctx, cancel := context.WithCancelCause(context.Background())
+				sent := make(chan error, 1)
+				go func() { sent <- w.WritePacketContext(ctx, media(seq, data)) }() // ends with the cancel
+				// Nothing reads b: the sender cannot be done.
+				time.Sleep(50 * time.Millisecond)
+				select {
+				case err := <-sent:
+					t.Fatalf("returned %v with the peer not reading", err)
+				default:
+				}
+				cancel(errStop)
+				var err error
+				select {
+				case err = <-sent:
+				case <-time.After(5 * time.Second):
+					t.Fatal("still waiting 5 s after its context ended")
+				}
+				var de *DetachedError
+				require.ErrorAs(t, err, &de)
+				require.ErrorIs(t, err, errStop)
+				for i := range data {
+					data[i] = 0xff // the caller reuses its buffer
+				}
+				after := &Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: seq + 1, Kind: frame.KindCompleted}}
+				require.NoError(t, w.WritePacket(after))
+				r := NewReader(b, Limits{})
+				for s := uint64(1); s <= seq; s++ {
+					p, err := r.ReadPacket()
+					require.NoError(t, err)
+					f := p.(*Frame)
+					require.Equal(t, s, f.Sequence)
+					require.True(t, bytes.Equal(want[s], f.Media.(*frame.InlineMedia).Data), "packet %d's media changed", s)
+				}
+				p, err := r.ReadPacket()
+				require.NoError(t, err)
+				require.Equal(t, frame.KindCompleted, p.(*Frame).Kind)
+				require.NoError(t, <-first)
+				require.NoError(t, w.Close())
+			})
+		}
 	}
 }
