@@ -246,16 +246,24 @@ func TestRefusedCallsAreLogged(t *testing.T) {
 	invokes := invokeLog(t, &cfg)
 	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
 	ctx := callCtx(t, 20*time.Second)
-	if _, err := h.Call(ctx, "nope", nil); !errors.Is(err, ErrUnknownTool) {
+	var trees []string // from each *RefusedError
+	refused := func(err error) error {
+		var re *RefusedError
+		if errors.As(err, &re) {
+			trees = append(trees, re.Tree)
+		}
+		return err
+	}
+	if _, err := h.Call(ctx, "nope", nil); !errors.Is(refused(err), ErrUnknownTool) {
 		t.Fatalf("unknown tool: %v", err)
 	}
 	var se *SchemaError
-	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"n": -1})); !errors.As(err, &se) {
+	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"n": -1})); !errors.As(refused(err), &se) {
 		t.Fatalf("schema: %v", err)
 	}
 	syscall.Kill(readyPID(t, h, 0), syscall.SIGKILL)
 	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
-	if _, err := h.Call(ctx, "ok", nil); !errors.Is(err, ErrPoolDown) {
+	if _, err := h.Call(ctx, "ok", nil); !errors.Is(refused(err), ErrPoolDown) {
 		t.Fatalf("pool down: %v", err)
 	}
 	if err := h.Drain(ctx); err != nil {
@@ -269,6 +277,9 @@ func TestRefusedCallsAreLogged(t *testing.T) {
 		st, end := evs[2*i], evs[2*i+1]
 		if end.Refused != class || end.Error == nil || end.Call != st.Call || end.Tree != st.Call {
 			t.Fatalf("refusal %d: %+v", i, end)
+		}
+		if len(trees) != 3 || trees[i] != end.Tree {
+			t.Fatalf("refusal %d: the errors name trees %q, the log %s", i, trees, end.Tree)
 		}
 		if invoked(invokes(), st.Call) {
 			t.Fatalf("the child was sent refused call %s", st.Call)

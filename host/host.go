@@ -315,12 +315,15 @@ func WithJournal(j *calllog.Journal) CallOption {
 // included. A call whose ctx carries a running call (Program) is a step of
 // it, in its tree; Detached starts trees of their own.
 //
-// Refusals come back at once and send nothing: ErrUnknownTool, a
+// Refusals come back at once and send nothing. Each is a *RefusedError,
+// whose Tree names the call tree the refusal was recorded in, wrapping the
+// reason, to match with errors.Is or errors.As: ErrUnknownTool, a
 // *SchemaError for arguments that break the tool's arguments_schema,
-// ErrPoolDown, ErrClosed, an error matching wire.ErrHeaderLength for an
-// invoke (or a WithInput chunk) over the child's max_header, or ctx's
-// error while waiting for a slot; they
-// are recorded as a started and a failed event with Refused set. With a
+// ErrPoolDown, ErrClosed, or an error matching wire.ErrHeaderLength for
+// an invoke (or a WithInput chunk) over the child's max_header. They are
+// recorded as a started and a failed event with Refused set. A ctx done
+// while the call waits for a slot gives ctx's error (recorded as
+// cancelled). With a
 // required journal, a start the journal did not keep refuses the call with
 // a *calllog.JournalError matching calllog.ErrJournalStart; a refusal
 // whose end the journal could not confirm comes back joined with a
@@ -402,10 +405,10 @@ func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload
 }
 
 // refuse ends rec as refused before it reached a child and returns the
-// caller's error: err, joined with the journal's when a required journal
-// did not confirm the refusal.
+// caller's error: a *RefusedError for err, joined with the journal's when
+// a required journal did not confirm the refusal.
 func (h *Host) refuse(ctx context.Context, rec *calllog.Record, class string, code frame.Code, err error) error {
-	return endWith(ctx, rec, calllog.Refused(class, code, err), err)
+	return endWith(ctx, rec, calllog.Refused(class, code, err), &RefusedError{Tree: rec.Tree(), Err: err})
 }
 
 // endWith ends rec with o and returns err, joined with the journal's

@@ -235,10 +235,19 @@ func TestJournalReplayAndRefusal(t *testing.T) {
 	if fl.status != 0 || strings.Count(fl.stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.stdout, `"kind":"done"`) {
 		t.Fatalf("follow: %d %q %q", fl.status, fl.stdout, fl.stderr)
 	}
-	// A refused call is in the log too.
+	// A refused call is in the log too, and its tree is named.
 	r = run(t, "", "call", "--journal", db, "nope", "--", childBin)
 	if r.status != 4 {
 		t.Fatalf("refused call: %d %q", r.status, r.stderr)
+	}
+	_, rest, ok := strings.Cut(r.stderr, "journal: tree ")
+	refused, _, _ := strings.Cut(rest, " ")
+	if !ok || refused == "" || refused == tree {
+		t.Fatalf("refused call: no tree of its own named in %q", r.stderr)
+	}
+	rp = run(t, "", "replay", db, refused)
+	if rp.status != 0 || !strings.Contains(rp.stdout, "call "+refused+" nope") || !strings.Contains(rp.stdout, "unknown_tool") {
+		t.Fatalf("replay of the refused call: %d %q %q", rp.status, rp.stdout, rp.stderr)
 	}
 	fl = run(t, "", "follow", db)
 	if fl.status != 0 || !strings.Contains(fl.stdout, `"refused":"unknown_tool"`) {

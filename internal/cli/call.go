@@ -118,6 +118,11 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	if errors.Is(err, calllog.ErrJournalStart) {
 		return journalRefusal(err)
 	}
+	var re *host.RefusedError
+	if o.journal != "" && errors.As(err, &re) {
+		// A refused call is recorded too: say where.
+		fmt.Fprintf(env.Stderr, "skulk-host call: journal: tree %s in %s\n", re.Tree, o.journal)
+	}
 	if err != nil {
 		return refusal(o.tool, err)
 	}
