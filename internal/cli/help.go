@@ -97,7 +97,8 @@ could not be started).
 The flags are:
 
 	-v
-		log the host's events and the child's output to standard error.
+		log the host's events to standard error too (the child's output
+		is forwarded there always).
 
 Example:
 
@@ -145,7 +146,7 @@ The flags are:
 		(status 1, after printing the outcome) if its end cannot be
 		confirmed. Events keep full content (payloads and media), so the
 		log can be replayed and exported later. The tree's id is printed on
-		standard error; 'skulk-host follow FILE' tails it live from another
+		standard error, a refused call's too; 'skulk-host follow FILE' tails it live from another
 		terminal, 'skulk-host replay FILE TREE' shows what was seen.
 	--env NAME or NAME=VALUE
 		pass the host's variable NAME to the child, or set NAME to VALUE
@@ -153,8 +154,9 @@ The flags are:
 		LC_ALL, TZ and TMPDIR from the host's environment, plus the SKULK_
 		variables of the protocol.
 	-v
-		log the host's events and the child's stdout and stderr (line by
-		line, tagged with the child's id and pid) to standard error.
+		log the host's events to standard error too. The child's stdout
+		and stderr are forwarded there always, line by line, tagged with
+		the child's id and pid.
 
 Output without --json: a payload with a "text" string prints that text
 (with a newline added when it has none), any other payload prints as
@@ -191,8 +193,7 @@ The flags are:
 	--env NAME or NAME=VALUE
 		as for call.
 	-v
-		as for call: log the host's and the child's output to standard
-		error.
+		as for call: log the host's events to standard error too.
 
 Exit status: 0, 2 for a usage error, 3 when the child cannot be started.
 
@@ -233,8 +234,7 @@ The flags are:
 	--env NAME or NAME=VALUE
 		as for call.
 	-v
-		as for call: log the host's and the child's output to standard
-		error.
+		as for call: log the host's events to standard error too.
 
 Example:
 
