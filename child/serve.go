@@ -43,6 +43,14 @@ const connWriteGrace = time.Second
 // to spare for a late timer.
 const byeMargin = 100 * time.Millisecond
 
+// minTerminalWindow is the least time a drain's abandoned calls get for
+// their terminals (and the ends of handlers that did return) to reach the
+// host, however small the cancel grace: with a grace of 0 the limit leaves
+// none, and a write deadline already past loses every terminal. To a host
+// that reads they take microseconds, so bye is late only when a host does
+// not read them, and then by at most this much.
+const minTerminalWindow = 20 * time.Millisecond
+
 // acceptBackoffMax bounds the pause after a failed Accept (EMFILE, say).
 const acceptBackoffMax = time.Second
 
@@ -324,6 +332,9 @@ wait:
 			// terminal gets until deadline to reach the host, all at once,
 			// and bye follows before the limit.
 			deadline := start.Add(limit - margin/5)
+			if soonest := time.Now().Add(minTerminalWindow); deadline.Before(soonest) {
+				deadline = soonest
+			}
 			var abandoning sync.WaitGroup
 			for _, c := range s.runningCalls() {
 				c.cancelWith(ErrDrained) // in case the grace timer has not been seen yet
