@@ -412,11 +412,10 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 				fail("direction", "not a string")
 				continue
 			}
-			if d := parseDirection(s); d != 0 {
-				f.Direction = d
-			} else {
-				fail("direction", "unknown value")
-			}
+			// An unknown name is 0, which the frame's validation below
+			// refuses, unless a later occurrence of the key, which wins,
+			// names a direction.
+			f.Direction = parseDirection(s)
 		case "sequence":
 			u, err := v.ReadUint()
 			if err != nil {
@@ -429,10 +428,8 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 				fail("kind", "not a string")
 				continue
 			}
-			f.Kind = parseKind(s)
-			if f.Kind == 0 {
-				fail("kind", "unknown value")
-			}
+			f.Kind = parseKind(s) // 0, refused below, unless a later occurrence wins
+
 		case "synthetic":
 			if v.IsNil() {
 				continue
@@ -802,6 +799,7 @@ func decodeError(r *mpack.Reader) (*frame.Error, error) {
 		return nil, invalidField("error", "not a map")
 	}
 	e := &frame.Error{}
+	var codeErr error // an unknown code, unless a later occurrence of the key names one
 	for range n {
 		k, err := r.ReadStr()
 		if err != nil {
@@ -815,9 +813,7 @@ func decodeError(r *mpack.Reader) (*frame.Error, error) {
 			if err != nil {
 				return nil, invalidField("error.code", "not a string")
 			}
-			if e.Code, err = frame.ParseCode(string(s)); err != nil {
-				return nil, err
-			}
+			e.Code, codeErr = frame.ParseCode(string(s))
 		case "message":
 			if v.IsNil() {
 				continue
@@ -826,6 +822,9 @@ func decodeError(r *mpack.Reader) (*frame.Error, error) {
 				return nil, invalidField("error.message", "not a string")
 			}
 		}
+	}
+	if codeErr != nil {
+		return nil, codeErr
 	}
 	return e, nil
 }

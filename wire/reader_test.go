@@ -497,6 +497,35 @@ func TestHeaderKeyRules(t *testing.T) {
 		require.NoError(t, err)
 		txt, _ := p.(*Frame).Payload.Text()
 		require.Equal(t, "second", txt)
+		// An unknown name is overridden by a later known one, for every
+		// enumerated string; the other way round it is refused.
+		failedKV := func(code1, code2 string) []byte {
+			kv := []any{"t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1, "kind", "failed",
+				"error", raw(hdr("code", code1, "message", "m", "code", code2))}
+			return hdr(kv...)
+		}
+		for name, h := range map[string][]byte{
+			"kind":       hdr(frameKV("kind", "bogus", "kind", "chunk")...),
+			"direction":  hdr(frameKV("direction", "sideways", "direction", "provider_to_caller")...),
+			"error.code": failedKV("oops", "provider_error"),
+		} {
+			p, err := Decode(pkt(h, nil), Limits{})
+			require.NoError(t, err, name)
+			require.Equal(t, "c1", p.(*Frame).CallID, name)
+		}
+		p, err = Decode(pkt(failedKV("oops", "provider_error"), nil), Limits{})
+		require.NoError(t, err)
+		require.Equal(t, frame.CodeProviderError, p.(*Frame).Error.Code)
+		for name, h := range map[string][]byte{
+			"kind":       hdr(frameKV("kind", "chunk", "kind", "bogus")...),
+			"direction":  hdr(frameKV("direction", "provider_to_caller", "direction", "sideways")...),
+			"error.code": failedKV("provider_error", "oops"),
+		} {
+			_, err := Decode(pkt(h, nil), Limits{})
+			var ie *InvalidError
+			require.ErrorAs(t, err, &ie, name)
+			require.ErrorContains(t, err, name, name)
+		}
 	})
 	t.Run("optional keys may be nil", func(t *testing.T) {
 		p, err := Decode(pkt(hdr(frameKV("synthetic", nil, "media", nil, "error", nil)...), nil), Limits{})
