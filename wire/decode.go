@@ -1015,9 +1015,44 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 
 // decodeSchema decodes a schema already checked by mpack.CheckObject. Numbers
 // come out as int64 (fixints and signed encodings), uint64 (unsigned
-// encodings) or float64, never as the sized types int8, float32 and so on.
+// encodings) or float64, never as the sized types int8, float32 and so on;
+// a float with an integral value comes out as the integer the encoder
+// writes for it (UseCompactFloats) decodes to, so that a decoded schema
+// encodes and decodes again to itself.
 func decodeSchema(raw []byte, dst *Schema) error {
 	dec := msgpack.NewDecoder(bytes.NewReader(raw))
 	dec.UseLooseInterfaceDecoding(true)
-	return dec.Decode(dst)
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	for k, v := range *dst {
+		(*dst)[k] = integralFloats(v)
+	}
+	return nil
+}
+
+// integralFloats returns v with every float64 that the encoder would write
+// as an integer turned into what that integer decodes to, in maps and
+// arrays in place: uint64 from 128 up (the unsigned encodings), int64 below
+// (fixints and the signed encodings). The depth is bounded by
+// mpack.CheckObject's.
+func integralFloats(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if float64(int64(x)) == x {
+			if i := int64(x); i >= 128 {
+				return uint64(i)
+			}
+			return int64(x)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = integralFloats(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = integralFloats(e)
+		}
+	}
+	return v
 }
