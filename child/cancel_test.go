@@ -291,26 +291,7 @@ func TestDrainPastGrace(t *testing.T) {
 	st := testnet.DefaultStartup()
 	st.CancelGraceMS = 400
 	forEach(t, func(t *testing.T, tg target) {
-		// A handler that ignores cancellation for much longer than the
-		// drain may take: in-process one the test releases at its end,
-		// in the binary sleep with ignore_cancel (the process is killed).
-		release := newGate()
-		defer release.open()
-		stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
-			<-release.ch
-			return nil, nil
-		}}
-		h, _ := tg.start(t, config{startup: st, extra: []child.Tool{stubborn}})
-		s := dial(t, h)
-		begin(t, s, "dg1", "sleep", map[string]any{"ms": 60_000})
-		s2 := dial(t, h)
-		if tg.name == "binary" {
-			require.NoError(t, s2.Invoke("dg2", "sleep", map[string]any{"ms": 60_000, "ignore_cancel": true}, 0))
-		} else {
-			require.NoError(t, s2.Invoke("dg2", "stubborn", nil, 0))
-		}
-		require.NoError(t, s2.Started("dg2"))
-		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 2 })
+		h, s, s2 := startDrainPair(t, tg, st, "dg")
 		start := time.Now()
 		require.NoError(t, h.Drain(100*time.Millisecond))
 		requireTerminal(t, readCall(t, s, "dg1"), frame.KindCancelled, 0)
@@ -340,24 +321,8 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 			st := testnet.DefaultStartup()
 			st.CancelGraceMS = cg
 			forEach(t, func(t *testing.T, tg target) {
-				release := newGate()
-				defer release.open()
-				stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
-					<-release.ch
-					return nil, nil
-				}}
 				for range 6 { // the loss was a race: several drains
-					h, _ := tg.start(t, config{startup: st, extra: []child.Tool{stubborn}})
-					s := dial(t, h)
-					begin(t, s, "dz1", "sleep", map[string]any{"ms": 60_000})
-					s2 := dial(t, h)
-					if tg.name == "binary" {
-						require.NoError(t, s2.Invoke("dz2", "sleep", map[string]any{"ms": 60_000, "ignore_cancel": true}, 0))
-					} else {
-						require.NoError(t, s2.Invoke("dz2", "stubborn", nil, 0))
-					}
-					require.NoError(t, s2.Started("dz2"))
-					pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 2 })
+					h, s, s2 := startDrainPair(t, tg, st, "dz")
 					require.NoError(t, h.Drain(50*time.Millisecond))
 					for _, c := range []struct {
 						s  *testnet.Stream
@@ -375,6 +340,33 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 			})
 		})
 	}
+}
+
+// startDrainPair starts tg with startup st and two running calls, id1 and
+// id2 (prefix 1 and 2): a sleep that honours its cancellation on s, and on
+// s2 one that ignores it for much longer than a drain may take (in-process
+// a handler released when the test ends, in the binary sleep with
+// ignore_cancel, whose process is killed).
+func startDrainPair(t *testing.T, tg target, st *wire.Startup, prefix string) (h *testnet.Host, s, s2 *testnet.Stream) {
+	t.Helper()
+	release := newGate()
+	t.Cleanup(release.open)
+	stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		<-release.ch
+		return nil, nil
+	}}
+	h, _ = tg.start(t, config{startup: st, extra: []child.Tool{stubborn}})
+	s = dial(t, h)
+	begin(t, s, prefix+"1", "sleep", map[string]any{"ms": 60_000})
+	s2 = dial(t, h)
+	if tg.name == "binary" {
+		require.NoError(t, s2.Invoke(prefix+"2", "sleep", map[string]any{"ms": 60_000, "ignore_cancel": true}, 0))
+	} else {
+		require.NoError(t, s2.Invoke(prefix+"2", "stubborn", nil, 0))
+	}
+	require.NoError(t, s2.Started(prefix+"2"))
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 2 })
+	return h, s, s2
 }
 
 func TestServeReturnsOnControlEOF(t *testing.T) {
