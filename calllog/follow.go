@@ -160,8 +160,9 @@ func (c *CallReplay) Result() frame.Payload { return c.Outcome.Result }
 type Replayed struct {
 	// Calls in the order they started.
 	Calls []*CallReplay
-	// Lost counts the events missing between the first and last given
-	// (gaps in Seq).
+	// Lost counts the events numbered but not given, up to the last one
+	// given: a tree's events are numbered from 1, so a first event after
+	// Seq 1 counts the ones before it too, as a Follower reports them.
 	Lost uint64
 	byID map[string]*CallReplay
 }
@@ -175,9 +176,9 @@ func (r *Replayed) Call(id string) *CallReplay { return r.byID[id] }
 // An event of a call never seen started makes that call appear anyway.
 func Replay(events []Event) *Replayed {
 	r := &Replayed{byID: map[string]*CallReplay{}}
-	var last uint64
-	for i, e := range events {
-		if i > 0 && e.Seq > last+1 {
+	var last uint64 // 0: the Seq before a tree's first
+	for _, e := range events {
+		if e.Seq > last+1 {
 			r.Lost += e.Seq - last - 1
 		}
 		last = e.Seq

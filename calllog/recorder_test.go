@@ -453,6 +453,9 @@ func TestReplay(t *testing.T) {
 	if got := calllog.Replay(append(slices.Clone(kept[:2]), kept[4:]...)); got.Lost != 2 {
 		t.Fatalf("replay with a gap: lost %d, want 2", got.Lost)
 	}
+	if got := calllog.Replay(kept[3:]); got.Lost != 3 {
+		t.Fatalf("replay without the first three: lost %d, want 3", got.Lost)
+	}
 }
 
 // countingHandler counts warnings.
