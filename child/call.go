@@ -481,8 +481,13 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 		// Cancelled while its media was being written: the frame goes out
 		// whole from the Writer's copy, so its sequence is used, and the
 		// handler is given the cause at once instead of waiting for a
-		// host that does not read.
+		// host that does not read. A Send of a goroutine that outlived its
+		// handler was not cancelled: its chunk goes out before the
+		// terminal, which the runner writes after it (sendMu).
 		cl.next++
+		if de.Cause == errHandlerReturned {
+			return nil
+		}
 		return de.Cause
 	}
 	stopped := err != nil && abortable && cl.ctx.Err() != nil && err == context.Cause(cl.ctx)

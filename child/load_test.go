@@ -1,6 +1,7 @@
 package child_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
@@ -286,6 +288,41 @@ func TestEgressBackpressureMedia(t *testing.T) {
 		// The chunk being written when the cancel came used its sequence.
 		require.Equal(t, chunks[len(chunks)-1].Sequence+1, res.Terminal.Sequence)
 	})
+}
+
+// TestSendRacingHandlerReturn: a goroutine of a handler blocked in Send of
+// inline media when the handler returns gets nil (its chunk goes out
+// before the terminal) and then ErrTerminated, never an error of the
+// child's own; the call's frames stay in sequence.
+func TestSendRacingHandlerReturn(t *testing.T) {
+	errs := make(chan error, 1) // one value: the goroutine's first error
+	ret := newGate()
+	defer ret.open()
+	tool := child.Tool{ID: "bgmedia", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		go func() { // ends at its first error: ErrTerminated once the handler returned
+			buf := make([]byte, 4<<20) // more than the socket buffers hold
+			for {
+				if err := s.Send(nil, &frame.InlineMedia{Data: buf, MediaType: "application/octet-stream"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		<-ret.ch
+		return nil, nil
+	}}
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	s := dial(t, h)
+	begin(t, s, "bg1", "bgmedia", nil)
+	require.NoError(t, s.Complete("bg1", 1, nil))
+	waitSteady(t, "output never blocked", func() int64 { return int64(unread(t, s)) })
+	ret.open() // the goroutine is blocked in Send as its handler returns
+	res := readCall(t, s, "bg1")
+	requireTerminal(t, res, frame.KindCompleted, 0)
+	chunks := res.Chunks()
+	require.NotEmpty(t, chunks)
+	require.Equal(t, chunks[len(chunks)-1].Sequence+1, res.Terminal.Sequence)
+	require.ErrorIs(t, <-errs, child.ErrTerminated)
 }
 
 // unread returns how many bytes wait unread in s's receive queue.

@@ -14,8 +14,10 @@ import (
 // batch being written. A WritePacket that finds the queue at or above it
 // blocks until the flusher has taken it (backpressure), so a Writer holds
 // less than twice maxPending plus one packet's header each: the batch being
-// written and the queue. Attachments are never queued by copy: their
-// writer waits until they are written.
+// written and the queue. Attachments are not queued by copy: their writer
+// waits until they are written, except a sender whose context ended while
+// it waited, for which the Writer copies what is left of its attachment
+// (at most one max_attachment per such sender; see DetachedError).
 const maxPending = 64 << 10
 
 // quietGap is how long a Writer must have written nothing for
@@ -119,10 +121,12 @@ func (w *Writer) WritePacket(p Packet) error { return w.send(nil, []Packet{p}, q
 // then returns context.Cause(ctx) with nothing queued. A packet with an
 // attachment that is queued or being written when ctx is done cannot be
 // taken back: the Writer copies what is left of the attachment, writes the
-// packet whole from that copy and returns a *DetachedError, so the caller
-// may reuse its bytes at once either way. Over a destination without a
-// file descriptor (a net.Pipe), where a Write under way holds the bytes,
-// the attachment is waited for as by WritePacket.
+// packet whole from that copy (unless the connection fails) and returns a
+// *DetachedError, so the caller may reuse its bytes at once either way.
+// Where a write under way holds the bytes, an attachment already being
+// written is waited for as by WritePacket: over a destination without a
+// non-blocking file descriptor (a net.Pipe, an *os.File of a blocking
+// descriptor; on systems without writev, every destination).
 func (w *Writer) WritePacketContext(ctx context.Context, p Packet) error {
 	return w.send(ctx, []Packet{p}, queued)
 }

@@ -24,6 +24,10 @@ const maxIOV = 1024
 type vectored struct {
 	raw syscall.RawConn // dst's, when dst has one: pieces go out with writev
 	dst io.Writer       // otherwise, one Write per piece
+	// nonblock says raw's descriptor is non-blocking, so that writev
+	// returns at once: only then may detach wait for it (a blocking
+	// descriptor, from os.NewFile of one, blocks writev in the kernel).
+	nonblock bool
 
 	// The write under way. They live here, not on write's stack, so that
 	// the function given to raw.Write (made once, in init) needs no
@@ -45,6 +49,10 @@ func (v *vectored) init(dst io.Writer) {
 	if sc, ok := dst.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			v.raw = raw
+			raw.Control(func(fd uintptr) {
+				flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+				v.nonblock = errno == 0 && flags&syscall.O_NONBLOCK != 0
+			})
 		}
 	}
 	v.fn = v.writev
@@ -113,10 +121,11 @@ func (v *vectored) unload() {
 // detach replaces what is left to write of data (an attachment of the
 // loaded pieces) with a copy, so that data's owner may reuse it while the
 // write goes on, and reports whether it could: a destination without a
-// file descriptor is written by Write calls that hold their piece, so
-// there it cannot.
+// file descriptor is written by Write calls that hold their piece, and a
+// blocking descriptor's writev holds v.mu until the peer reads, so there
+// it cannot.
 func (v *vectored) detach(data []byte) bool {
-	if v.raw == nil {
+	if v.raw == nil || !v.nonblock {
 		return false
 	}
 	v.mu.Lock()
@@ -141,8 +150,9 @@ func aliases(p, data []byte) bool {
 // its deadline passes) and true when everything is written or v.err is
 // set.
 func (v *vectored) writev(fd uintptr) bool {
-	// Held through the syscall, which does not block: detach must not
-	// change a piece the kernel is copying from.
+	// Held through the syscall, which on a non-blocking descriptor does
+	// not block: detach must not change a piece the kernel is copying
+	// from. (On a blocking one detach never takes it.)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for len(v.left) > 0 {

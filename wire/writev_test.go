@@ -228,3 +228,57 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterBlockingFileDetachWaits: over an *os.File of a blocking
+// descriptor, whose writev blocks in the kernel, a sender whose context
+// ends while the flusher writes its attachment waits for it as WritePacket
+// does, and holds up no one else: TryWritePacket returns at once.
+func TestWriterBlockingFileDetachWaits(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	a, b := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	defer b.Close()
+	defer a.Close()
+	w := NewWriter(a, Limits{})
+	media := func(seq uint64) *Frame {
+		f, err := frame.NewChunk("c1", frame.ProviderToCaller, seq, nil,
+			&frame.InlineMedia{Data: make([]byte, 4<<20), MediaType: "application/octet-stream"})
+		require.NoError(t, err)
+		return &Frame{f}
+	}
+	first := make(chan error, 1)
+	go func() { first <- w.WritePacket(media(1)) }() // written by its sender, blocked until b is read
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	second := make(chan error, 1)
+	p2 := media(2)
+	go func() { second <- w.WritePacketContext(ctx, p2) }() // queued behind the first
+	time.Sleep(50 * time.Millisecond)
+	r := NewReader(b, Limits{})
+	_, err = r.ReadPacket() // the first: the flusher goes on with the second, blocked
+	require.NoError(t, err)
+	require.NoError(t, <-first)
+	time.Sleep(50 * time.Millisecond)
+	cancel(errors.New("stop"))
+	small := &Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 3, Kind: frame.KindCompleted}}
+	tried := make(chan error, 1)
+	go func() { _, err := w.TryWritePacket(small); tried <- err }()
+	select {
+	case err := <-tried:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("TryWritePacket blocked behind a blocking writev")
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("the second sender returned %v with its attachment unwritten", err)
+	default:
+	}
+	for s := uint64(2); s <= 3; s++ {
+		p, err := r.ReadPacket()
+		require.NoError(t, err)
+		require.Equal(t, s, p.(*Frame).Sequence)
+	}
+	require.NoError(t, <-second) // written, as by WritePacket
+	require.NoError(t, w.Close())
+}
