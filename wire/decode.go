@@ -1016,9 +1016,9 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 // decodeSchema decodes a schema already checked by mpack.CheckObject. Numbers
 // come out as int64 (fixints and signed encodings), uint64 (unsigned
 // encodings) or float64, never as the sized types int8, float32 and so on;
-// a float with an integral value comes out as the integer the encoder
-// writes for it (UseCompactFloats) decodes to, so that a decoded schema
-// encodes and decodes again to itself.
+// each number comes out as its canonical encoding decodes to (see
+// canonicalNumber), so that a decoded schema encodes and decodes again to
+// itself.
 func decodeSchema(raw []byte, dst *Schema) error {
 	dec := msgpack.NewDecoder(bytes.NewReader(raw))
 	dec.UseLooseInterfaceDecoding(true)
@@ -1026,32 +1026,40 @@ func decodeSchema(raw []byte, dst *Schema) error {
 		return err
 	}
 	for k, v := range *dst {
-		(*dst)[k] = integralFloats(v)
+		(*dst)[k] = canonicalNumber(v)
 	}
 	return nil
 }
 
-// integralFloats returns v with every float64 that the encoder would write
-// as an integer turned into what that integer decodes to, in maps and
-// arrays in place: uint64 from 128 up (the unsigned encodings), int64 below
-// (fixints and the signed encodings). The depth is bounded by
+// canonicalNumber returns v with every number turned into what the
+// encoder's form of it decodes to, in maps and arrays in place: the encoder
+// writes each number in its smallest encoding (UseCompactInts,
+// UseCompactFloats: an integral float as an integer), which decodes to
+// uint64 from 128 up (the unsigned encodings) and int64 below (fixints and
+// the signed encodings). So int16-encoded 200 and 200.0 both come out as
+// uint64 200, and a uint8-encoded 5 as int64 5. The depth is bounded by
 // mpack.CheckObject's.
-func integralFloats(v any) any {
+func canonicalNumber(v any) any {
 	switch x := v.(type) {
+	case int64:
+		if x >= 128 {
+			return uint64(x)
+		}
+	case uint64:
+		if x < 128 {
+			return int64(x)
+		}
 	case float64:
 		if float64(int64(x)) == x {
-			if i := int64(x); i >= 128 {
-				return uint64(i)
-			}
-			return int64(x)
+			return canonicalNumber(int64(x))
 		}
 	case map[string]any:
 		for k, e := range x {
-			x[k] = integralFloats(e)
+			x[k] = canonicalNumber(e)
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = integralFloats(e)
+			x[i] = canonicalNumber(e)
 		}
 	}
 	return v
