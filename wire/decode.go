@@ -388,7 +388,7 @@ func readLimits(r *mpack.Reader) (Limits, error) {
 func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 	p := d.newFrame()
 	f := &p.Frame
-	var first error
+	var first, mediaErr, errorErr error
 	fail := func(field, reason string) {
 		if first == nil {
 			first = invalidField(field, reason)
@@ -448,19 +448,20 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 			raw, _ := v.Skip()
 			f.Payload = d.own(raw)
 		case "media":
-			var err error
-			if f.Media, inline, err = decodeMedia(&v); err != nil && first == nil {
-				first = err
-			}
+			// The last occurrence wins, nil included: an earlier
+			// invalid map stands only if nothing overrides it.
+			f.Media, inline, mediaErr = decodeMedia(&v)
 		case "error":
-			var err error
-			if f.Error, err = decodeError(&v); err != nil && first == nil {
-				first = err
-			}
+			f.Error, errorErr = decodeError(&v)
 		}
 	}
 	if attLen > 0 && !inline {
 		return nil, ErrUnexpectedAttachment
+	}
+	for _, err := range []error{mediaErr, errorErr} {
+		if first == nil {
+			first = err
+		}
 	}
 	if first == nil {
 		first = f.Validate()

@@ -516,6 +516,26 @@ func TestHeaderKeyRules(t *testing.T) {
 		p, err = Decode(pkt(failedKV("oops", "provider_error"), nil), Limits{})
 		require.NoError(t, err)
 		require.Equal(t, frame.CodeProviderError, p.(*Frame).Error.Code)
+		// So do whole media and error maps, nil included.
+		errMap := func(code string) raw { return raw(hdr("code", code, "message", "m")) }
+		for name, h := range map[string][]byte{
+			"media then nil":  hdr(frameKV("media", inlineMedia("kind", "bogus"), "media", nil)...),
+			"media then good": hdr(frameKV("media", map[string]any{"kind": "blob"}, "media", inlineMedia())...),
+			"error then good": hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1,
+				"kind", "failed", "error", errMap("oops"), "error", errMap("timeout")),
+		} {
+			p, err := Decode(pkt(h, nil), Limits{})
+			require.NoError(t, err, name)
+			require.Equal(t, "c1", p.(*Frame).CallID, name)
+		}
+		for name, h := range map[string][]byte{
+			"media.kind": hdr(frameKV("media", inlineMedia(), "media", inlineMedia("kind", "bogus"))...),
+			"error.code": hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1,
+				"kind", "failed", "error", errMap("timeout"), "error", errMap("oops")),
+		} {
+			_, err := Decode(pkt(h, nil), Limits{})
+			require.ErrorContains(t, err, name, name)
+		}
 		for name, h := range map[string][]byte{
 			"kind":       hdr(frameKV("kind", "chunk", "kind", "bogus")...),
 			"direction":  hdr(frameKV("direction", "provider_to_caller", "direction", "sideways")...),
