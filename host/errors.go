@@ -98,9 +98,10 @@ func (e *poolDownError) Error() string {
 func (e *poolDownError) Unwrap() []error { return []error{ErrPoolDown, e.cause} }
 
 // RefusedError is the error of a call refused before anything reached a
-// child (PROTOCOL.md §7, refused calls: an unknown tool, arguments or
-// input against the schema, a pool that is down, a closed host, a request
-// over the limits). Err says why; errors.Is and errors.As see through to
+// child and recorded in the call log (PROTOCOL.md §7, refused calls: an
+// unknown tool, arguments or input against the schema, a pool that is
+// down, a host that closed while the call waited, a request over the
+// limits). Err says why; errors.Is and errors.As see through to
 // it (ErrUnknownTool, *SchemaError, ErrPoolDown, ...). Tree is the id of
 // the call tree the call log recorded the refusal in, to find it in a
 // journal.

@@ -321,7 +321,8 @@ func WithJournal(j *calllog.Journal) CallOption {
 // *SchemaError for arguments that break the tool's arguments_schema,
 // ErrPoolDown, ErrClosed, or an error matching wire.ErrHeaderLength for
 // an invoke (or a WithInput chunk) over the child's max_header. They are
-// recorded as a started and a failed event with Refused set. A ctx done
+// recorded as a started and a failed event with Refused set; a call made
+// once Close began is not recorded and gets ErrClosed bare. A ctx done
 // while the call waits for a slot gives ctx's error (recorded as
 // cancelled). With a
 // required journal, a start the journal did not keep refuses the call with
