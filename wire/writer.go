@@ -342,7 +342,7 @@ func (w *Writer) Uncork() error {
 // TryWritePacket is WritePacket for a caller that must not block: it queues
 // p and reports true when that needs no wait, and otherwise does nothing
 // and reports false (the queue is full, or p has an attachment, whose
-// writer always waits for it). Errors are WritePacket's; with one, false.
+// writer waits for it). Errors are WritePacket's; with one, false.
 func (w *Writer) TryWritePacket(p Packet) (bool, error) {
 	if len(inlineData(p)) > 0 {
 		return false, nil
