@@ -146,6 +146,23 @@ func TestWriterOverSocketAllocatesNothing(t *testing.T) {
 	}
 }
 
+// waitWriter waits until cond, called with w.mu held, holds: the state a
+// sender that blocks in w leaves (w.spare nil: a batch is being written;
+// w.cur.atts: attachments queued behind it). The test fails with what after
+// 10 s.
+func waitWriter(t *testing.T, w *Writer, what string, cond func(w *Writer) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		w.mu.Lock()
+		ok := cond(w)
+		w.mu.Unlock()
+		if ok {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), what)
+	}
+}
+
 // TestWriterContextDetachesAttachment: a sender whose context ends while
 // its attachment waits for a peer that does not read gets a
 // *DetachedError with the cause at once, and may overwrite its buffer: the
@@ -180,6 +197,7 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 					want[seq] = mediaOf(seq, size)
 					p := media(1, want[1])
 					go func() { first <- w.WritePacket(p) }() // ends once b is read below
+					waitWriter(t, w, "the first packet never went out", func(w *Writer) bool { return w.spare == nil })
 					seq++
 				} else {
 					first <- nil
@@ -189,8 +207,11 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 				ctx, cancel := context.WithCancelCause(context.Background())
 				sent := make(chan error, 1)
 				go func() { sent <- w.WritePacketContext(ctx, media(seq, data)) }() // ends with the cancel
-				// Nothing reads b: the sender cannot be done.
-				time.Sleep(50 * time.Millisecond)
+				// Being written (or queued behind the first): nothing
+				// reads b, so the sender cannot be done.
+				waitWriter(t, w, "the packet was never written or queued", func(w *Writer) bool {
+					return w.spare == nil && (!behind || len(w.cur.atts) == 1)
+				})
 				select {
 				case err := <-sent:
 					t.Fatalf("returned %v with the peer not reading", err)
@@ -248,17 +269,18 @@ func TestWriterBlockingFileDetachWaits(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { first <- w.WritePacket(media(1)) }() // written by its sender, blocked until b is read
-	time.Sleep(50 * time.Millisecond)
+	waitWriter(t, w, "the first packet never went out", func(w *Writer) bool { return w.spare == nil })
 	ctx, cancel := context.WithCancelCause(context.Background())
 	second := make(chan error, 1)
 	p2 := media(2)
 	go func() { second <- w.WritePacketContext(ctx, p2) }() // queued behind the first
-	time.Sleep(50 * time.Millisecond)
+	waitWriter(t, w, "the second packet was never queued", func(w *Writer) bool { return len(w.cur.atts) == 1 })
 	r := NewReader(b, Limits{})
 	_, err = r.ReadPacket() // the first: the flusher goes on with the second, blocked
 	require.NoError(t, err)
 	require.NoError(t, <-first)
-	time.Sleep(50 * time.Millisecond)
+	// The flusher took the second batch and is blocked in its writev.
+	waitWriter(t, w, "the second packet never went out", func(w *Writer) bool { return w.spare == nil && len(w.cur.atts) == 0 })
 	cancel(errors.New("stop"))
 	small := &Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 3, Kind: frame.KindCompleted}}
 	tried := make(chan error, 1)
