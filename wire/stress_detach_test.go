@@ -335,7 +335,9 @@ func TestStressDetachPeerGone(t *testing.T) {
 			w := NewWriter(a, Limits{})
 			var wg sync.WaitGroup
 			stopAt := time.Duration(rand.IntN(50)) * time.Millisecond
-			go func() {
+			readerDone := make(chan struct{})
+			go func() { // the peer: ends at stopAt, waited for below
+				defer close(readerDone)
 				buf := make([]byte, 64<<10)
 				end := time.Now().Add(stopAt)
 				for time.Now().Before(end) {
@@ -380,6 +382,7 @@ func TestStressDetachPeerGone(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("Close hangs after the peer left")
 			}
+			<-readerDone
 		}
 	}
 }
