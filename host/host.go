@@ -582,12 +582,15 @@ func requestFits(inv *wire.Invoke, o *callOptions, l wire.Limits) error {
 	for k, v := range inv.Trace {
 		size += len(k) + len(v) + 10
 	}
-	if size+perPacketSlack > limit {
+	if !surelyFits(size, limit) {
 		if _, err := wire.Encode(inv, l); err != nil {
 			return fmt.Errorf("host: invoke: %w", err)
 		}
 	}
 	for i, p := range o.input {
+		if surelyFits(len(p)+len(inv.CallID), limit) {
+			continue // the common case: no chunk is built (and validated) twice
+		}
 		f, err := frame.NewChunk(inv.CallID, frame.CallerToProvider, uint64(i+1), p, nil)
 		if err == nil {
 			err = frameFits(&f, l)
@@ -603,12 +606,16 @@ func requestFits(inv *wire.Invoke, o *callOptions, l wire.Limits) error {
 // would be over l's max_header (see requestFits); an attachment is not
 // counted here (the Writer checks it against max_attachment).
 func frameFits(f *frame.Frame, l wire.Limits) error {
-	if len(f.Payload)+len(f.CallID)+perPacketSlack <= int(l.Effective().MaxHeader) {
+	if surelyFits(len(f.Payload)+len(f.CallID), int(l.Effective().MaxHeader)) {
 		return nil
 	}
 	_, _, err := wire.AppendPacket(nil, &wire.Frame{Frame: *f}, l)
 	return err
 }
+
+// surelyFits reports whether a packet whose variable parts (payloads,
+// ids) total n bytes is within a max_header of limit, without encoding it.
+func surelyFits(n, limit int) bool { return n+perPacketSlack <= limit }
 
 // perPacketSlack bounds what an invoke or a chunk frame adds to the sizes
 // of its variable parts when encoded: its keys and fixed values (about
