@@ -118,16 +118,18 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	if errors.Is(err, calllog.ErrJournalStart) {
 		return journalRefusal(err)
 	}
-	var re *host.RefusedError
-	if o.journal != "" && errors.As(err, &re) {
-		// A refused call is recorded too: say where.
-		fmt.Fprintf(env.Stderr, "skulk-host call: journal: tree %s in %s\n", re.Tree, o.journal)
+	// The tree the journal keeps the call in, a refused one's too.
+	var tree string
+	if re := (*host.RefusedError)(nil); errors.As(err, &re) {
+		tree = re.Tree
+	} else if err == nil {
+		tree = c.Record().Tree()
+	}
+	if o.journal != "" && tree != "" {
+		fmt.Fprintf(env.Stderr, "skulk-host call: journal: tree %s in %s\n", tree, o.journal)
 	}
 	if err != nil {
 		return refusal(o.tool, err)
-	}
-	if o.journal != "" {
-		fmt.Fprintf(env.Stderr, "skulk-host call: journal: tree %s in %s\n", c.Record().Tree(), o.journal)
 	}
 	r := &callRun{opts: o, env: env, call: c}
 	if !o.json && env.StderrTerminal {
