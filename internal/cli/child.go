@@ -117,7 +117,7 @@ func startHost(ctx context.Context, cfg host.Config) (*host.Host, error) {
 		return nil, statusErr(ExitCancelled, "interrupted while the child was starting")
 	}
 	if err != nil {
-		return nil, statusErr(ExitStart, "could not start the child %s: %v (check the command line after -- and that the program is a Skulk provider; add -v to see its logs)", cfg.Command, err)
+		return nil, statusErr(ExitStart, "could not start the child %s: %v (check the command line after -- and that the program is a Skulk provider; its output is above, and -v adds the host's events)", cfg.Command, err)
 	}
 	return h, nil
 }
