@@ -1051,8 +1051,8 @@ func canonicalNumber(v any) any {
 			return int64(x)
 		}
 	case float64:
-		if float64(int64(x)) == x {
-			return canonicalNumber(int64(x))
+		if n, ok := mpack.Int64Of(x); ok {
+			return canonicalNumber(n)
 		}
 	case map[string]any:
 		for k, e := range x {

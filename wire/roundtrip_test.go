@@ -138,3 +138,16 @@ func TestStartupCancelGraceDefault(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(DefaultCancelGraceMS), p.(*Startup).CancelGraceMS)
 }
+
+// TestSchemaTwoTo63 decodes a schema's float 2^63 as that float and -2^63
+// as the integer: canonicalNumber checks int64's range before converting,
+// since the conversion of 2^63 is MinInt64 on amd64 and MaxInt64 on arm64.
+func TestSchemaTwoTo63(t *testing.T) {
+	raw := mpack.AppendMapHeader(nil, 2)
+	raw = mpack.AppendFloat64(mpack.AppendString(raw, "hi"), 1<<63)
+	raw = mpack.AppendFloat64(mpack.AppendString(raw, "lo"), -(1 << 63))
+	var s Schema
+	require.NoError(t, decodeSchema(raw, &s))
+	require.Equal(t, float64(1<<63), s["hi"])
+	require.Equal(t, int64(math.MinInt64), s["lo"])
+}
