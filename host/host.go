@@ -145,6 +145,14 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 		h.wg.Add(1)
 		go h.supervise(h.slots[i], ch) // stopped by Close (h.life); Close waits through h.wg
 	}
+	h.wg.Add(1)
+	// One pass over TempDir for what hosts that are gone left (sweepStale),
+	// after the children started. Close waits for it rather than stopping
+	// it, so that a short-lived host sweeps too.
+	go func() {
+		defer h.wg.Done()
+		sweepStale(h.cfg.tempBase(), time.Now(), h.log)
+	}()
 	return h, nil
 }
 

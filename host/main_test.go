@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if mode, ok := os.LookupEnv(fakeModeEnv); ok {
 		os.Exit(fakeChild(mode))
 	}
+	if dir, ok := os.LookupEnv(testHostEnv); ok {
+		os.Exit(runTestHost(dir))
+	}
 	dir, err := os.MkdirTemp("", "skulk-host-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -31,7 +31,8 @@ const maxLogLine = 4 << 10
 type process struct {
 	cmd      *exec.Cmd
 	pid      int
-	dir      string // private 0700 directory, removed by cleanup
+	dir      string   // private 0700 directory, removed by cleanup
+	dirLock  *os.File // holds dir's flock until cleanup removed it (sweepStale)
 	sockPath string
 	ctrl     net.Conn // the host's end of the control socketpair
 
@@ -47,17 +48,13 @@ type process struct {
 // spawn creates the directory, the listener and the socketpair and starts
 // the command in its own process group. On error nothing is left behind.
 func spawn(cfg *Config, childID string, log *slog.Logger) (p *process, err error) {
-	base := cfg.TempDir
-	if base == "" {
-		base = os.TempDir()
-	}
-	dir, err := os.MkdirTemp(base, "skulk-")
+	dir, err := os.MkdirTemp(cfg.tempBase(), privatePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("host: private directory: %w", err)
 	}
 	// proc, not the named result p: a failing return sets p to nil before
 	// the clean-up below runs.
-	proc := &process{dir: dir, sockPath: filepath.Join(dir, "streams.sock"), exited: make(chan struct{}), logDone: make(chan struct{})}
+	proc := &process{dir: dir, sockPath: filepath.Join(dir, sockName), exited: make(chan struct{}), logDone: make(chan struct{})}
 	p = proc
 	var toClose []io.Closer
 	defer func() {
@@ -74,10 +71,16 @@ func spawn(cfg *Config, childID string, log *slog.Logger) (p *process, err error
 				}
 			}
 			os.RemoveAll(dir)
+			if proc.dirLock != nil {
+				proc.dirLock.Close()
+			}
 		}
 	}()
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("host: private directory: %w", err)
+	}
+	if proc.dirLock, err = lockDir(dir); err != nil {
+		return nil, fmt.Errorf("host: private directory: lock: %w", err)
 	}
 
 	// fd 4: the stream listener.
@@ -266,7 +269,9 @@ func (p *process) cleanup() error {
 	}
 	<-p.logDone
 	p.ctrl.Close()
-	return os.RemoveAll(p.dir)
+	err := os.RemoveAll(p.dir)
+	p.dirLock.Close() // after the removal: a sweep never sees it unlocked
+	return err
 }
 
 // exitStatus describes how the process ended, for logs and causes.

@@ -1,0 +1,190 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// testHostEnv makes a re-executed test binary a host (runTestHost) whose
+// private directories go in the variable's value.
+const testHostEnv = "SKULK_HOST_TEST_HOST"
+
+// runTestHost is the test binary as a host process: it starts a host with
+// the real child (SKULK_TEST_CHILD, set by TestMain) in TempDir dir,
+// prints "ready PID" with its child's pid, and waits to be killed.
+func runTestHost(dir string) int {
+	cfg := Config{Command: os.Getenv("SKULK_TEST_CHILD"), TempDir: dir}
+	h, err := Start(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test host:", err)
+		return 1
+	}
+	fmt.Printf("ready %d\n", h.Children()[0].PID)
+	select {} // until SIGKILL
+}
+
+// makeStaleDir makes a private directory under base as a host that is
+// gone leaves it: named and moded as spawn makes it, with a socket file
+// named streams.sock, last modified age ago.
+func makeStaleDir(t *testing.T, base, name string, age time.Duration) string {
+	t.Helper()
+	dir := filepath.Join(base, name)
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, sockName), Net: "unix"})
+	require.NoError(t, err)
+	ln.SetUnlinkOnClose(false)
+	require.NoError(t, ln.Close())
+	old := time.Now().Add(-age)
+	require.NoError(t, os.Chtimes(dir, old, old))
+	return dir
+}
+
+// TestSweepStale removes exactly the directories a host that is gone left:
+// old, unlocked, named and moded as spawn makes them, holding only the
+// socket file; everything else under the base stays as it was.
+func TestSweepStale(t *testing.T) {
+	base := t.TempDir()
+	stale := makeStaleDir(t, base, "skulk-100", 2*staleAge)
+	empty := filepath.Join(base, "skulk-101")
+	require.NoError(t, os.Mkdir(empty, 0o700))
+	old := time.Now().Add(-2 * staleAge)
+	require.NoError(t, os.Chtimes(empty, old, old))
+
+	keep := map[string]string{}
+	keep["young"] = makeStaleDir(t, base, "skulk-200", 0)
+	keep["locked"] = makeStaleDir(t, base, "skulk-201", 2*staleAge)
+	lock, err := lockDir(keep["locked"])
+	require.NoError(t, err)
+	defer lock.Close()
+	keep["not spawn's name"] = makeStaleDir(t, base, "skulk-host-test-1", 2*staleAge)
+	keep["no digits"] = makeStaleDir(t, base, "skulk-", 2*staleAge)
+	keep["another mode"] = makeStaleDir(t, base, "skulk-202", 2*staleAge)
+	require.NoError(t, os.Chmod(keep["another mode"], 0o755))
+	keep["something else in it"] = makeStaleDir(t, base, "skulk-203", 2*staleAge)
+	require.NoError(t, os.WriteFile(filepath.Join(keep["something else in it"], "notes"), nil, 0o600))
+	require.NoError(t, os.Chtimes(keep["something else in it"], old, old))
+	keep["a file, not a socket"] = filepath.Join(base, "skulk-204")
+	require.NoError(t, os.Mkdir(keep["a file, not a socket"], 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(keep["a file, not a socket"], sockName), nil, 0o600))
+	require.NoError(t, os.Chtimes(keep["a file, not a socket"], old, old))
+	keep["a plain file"] = filepath.Join(base, "skulk-205")
+	require.NoError(t, os.WriteFile(keep["a plain file"], nil, 0o700))
+	require.NoError(t, os.Chtimes(keep["a plain file"], old, old))
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	require.Equal(t, 2, sweepStale(base, time.Now(), log))
+	require.NoDirExists(t, stale)
+	require.NoDirExists(t, empty)
+	for why, p := range keep {
+		_, err := os.Lstat(p)
+		require.NoError(t, err, "%s: removed", why)
+	}
+	require.FileExists(t, filepath.Join(keep["something else in it"], sockName), "socket of a directory left as it is")
+}
+
+// TestSweepAfterHostKilled: a host killed with SIGKILL leaves its private
+// directory (its child exits on control EOF, but nobody removes it); the
+// next host started with the same TempDir removes it, and leaves the
+// directory of a host that is alive however old it is.
+func TestSweepAfterHostKilled(t *testing.T) {
+	base := t.TempDir()
+	startTestHost := func() (*exec.Cmd, int, string) {
+		before := privateDirs(t, base)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), testHostEnv+"="+base)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err, "the test host did not start")
+		pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready ")))
+		require.NoError(t, err, "test host said %q", line)
+		var dir string
+		for _, d := range privateDirs(t, base) {
+			if !strings.Contains(strings.Join(before, "\n"), d) {
+				dir = d
+			}
+		}
+		require.NotEmpty(t, dir, "the test host's private directory")
+		return cmd, pid, dir
+	}
+	aged := func(dir string) {
+		old := time.Now().Add(-2 * staleAge)
+		require.NoError(t, os.Chtimes(dir, old, old))
+	}
+
+	alive, _, aliveDir := startTestHost()
+	defer func() {
+		alive.Process.Kill()
+		alive.Wait()
+	}()
+	killed, childPID, killedDir := startTestHost()
+	require.NoError(t, killed.Process.Signal(syscall.SIGKILL))
+	killed.Wait()
+	waitGone(t, childPID, 5*time.Second) // control EOF: the child exits within 1 s
+	require.DirExists(t, killedDir, "a host killed with SIGKILL removes nothing")
+	aged(killedDir)
+	aged(aliveDir)
+
+	h, err := Start(context.Background(), Config{Command: childBin, TempDir: base})
+	require.NoError(t, err)
+	own := privateDirs(t, base)
+	require.NoError(t, h.Close(context.Background())) // waits for the sweep
+	require.NoDirExists(t, killedDir, "the killed host's directory is swept")
+	require.DirExists(t, aliveDir, "a live host's directory is kept, however old")
+	require.Contains(t, own, aliveDir)
+	require.Equal(t, []string{aliveDir}, privateDirs(t, base), "the new host's own directory went with Close")
+}
+
+// privateDirs lists the private directories under base.
+func privateDirs(t *testing.T, base string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(base)
+	require.NoError(t, err)
+	var dirs []string
+	for _, e := range entries {
+		if isPrivateName(e.Name()) {
+			dirs = append(dirs, filepath.Join(base, e.Name()))
+		}
+	}
+	return dirs
+}
+
+// waitGone waits until pid has exited (gone, or a zombie its new parent
+// has not reaped yet), failing the test after limit.
+func waitGone(t *testing.T, pid int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for running(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still there %v after its host was killed", pid, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// running reports whether pid is a process that has not exited.
+func running(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no /proc: a zombie counts as running
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	rest := stat[strings.LastIndexByte(string(stat), ')')+1:]
+	return !strings.HasPrefix(strings.TrimSpace(string(rest)), "Z")
+}
