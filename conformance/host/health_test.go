@@ -1,0 +1,143 @@
+package hostconf
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestUnhealthyChild runs children that stop answering pings properly once
+// their call runs. PROTOCOL.md §6 "Health": no pong within the timeout (5 s,
+// §7 "Host defaults") means unhealthy: the in-flight call gets a synthetic
+// failed unreachable, the child's process group SIGTERM, then SIGKILL after
+// a grace. The failure must not come before the timeout has passed since
+// the last real pong.
+func TestUnhealthyChild(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		mode       string
+		ignoreTerm bool
+	}{
+		{"no_pong", false},                      // §6 health: no pong at all
+		{"no_pong_grandchild_ignoreterm", true}, // §6: SIGTERM ignored by child and grandchild, so SIGKILL to the group
+		{"stale_nonce", false},                  // docs/protocol.md decision 36: an old nonce over and over is no answer
+		{"foreign_nonce", false},                // decision 36: a nonce the host never sent is ignored
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			res := runCall(t, tc.mode, "t")
+			res.expect(t, outcome{rc: 12, frames: 4, kind: "failed", code: "unreachable", synthetic: true})
+			checkChunks(t, res, 0, 1)
+			changed, ok := res.first(t, "pongs_changed", nil)
+			if !ok || len(res.frames) == 0 {
+				return
+			}
+			failedAt := res.terminal().At
+			var lastGood time.Time
+			for _, p := range res.find("pong", func(e event) bool { return e.flag("genuine") }) {
+				lastGood = p.At
+			}
+			// The event of the last genuine pong may arrive at the test late,
+			// never early: 1 s of slack on the lower bound.
+			if d := failedAt.Sub(lastGood); d < healthTimeout-time.Second {
+				t.Errorf("unreachable %v after the last genuine pong, want no sooner than the %v health timeout", d, healthTimeout)
+			}
+			if d := failedAt.Sub(changed.At); d > healthTimeout+time.Second+margin {
+				t.Errorf("unreachable %v after the pongs stopped, want within about %v", d, healthTimeout+time.Second)
+			}
+			st, _ := res.first(t, "start", nil)
+			if len(res.find("signal", ofChild(st.Child, isSignal("terminated")))) == 0 {
+				t.Errorf("the child got no SIGTERM (§6: SIGTERM to its process group)")
+			}
+			if tc.ignoreTerm {
+				// It ignored SIGTERM and is gone, so it was killed (no exit of its own).
+				if ex := res.find("exit", ofChild(st.Child, nil)); len(ex) > 0 {
+					t.Errorf("the child exited by itself (%s), want it SIGKILLed", ex[0].str("why"))
+				}
+				// docs/protocol.md decision 39: SIGTERM is followed by SIGCONT.
+				if len(res.find("signal", ofChild(st.Child, isSignal("continued")))) == 0 {
+					t.Errorf("the child got no SIGCONT after SIGTERM (docs/protocol.md decision 39)")
+				}
+				// §7 "Signals always go to the child's whole process group".
+				if len(res.find("grandchild", nil)) == 0 {
+					t.Errorf("no grandchild was started: the case tests nothing")
+				}
+				if len(res.find("signal", ofChild(st.Child+"/grandchild", isSignal("terminated")))) == 0 {
+					t.Errorf("the grandchild in the child's process group got no SIGTERM")
+				}
+			}
+		})
+	}
+}
+
+// TestStoppedChild stops the child with SIGSTOP mid-call: it answers no
+// ping, so it is unhealthy (PROTOCOL.md §6 "Health"; docs/operations.md:
+// "or was stopped with SIGSTOP"), and the host's SIGTERM must be followed by
+// SIGCONT so that the stopped child acts on it (docs/protocol.md decision
+// 39): the child reports the SIGTERM, which it could not do while stopped.
+func TestStoppedChild(t *testing.T) {
+	t.Parallel()
+	r := start(t, "hang", opts{}, "call", "t", "--json")
+	r.awaitLines(prompt+time.Second, 3)
+	st := r.awaitEvent(prompt, "start", nil)
+	if err := syscall.Kill(st.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	res := r.wait()
+	res.expect(t, outcome{rc: 12, frames: 4, kind: "failed", code: "unreachable", synthetic: true})
+	if len(res.frames) > 0 {
+		// Pongs after the stop are the continued child answering old pings.
+		var lastPong time.Time
+		for _, p := range res.find("pong", func(e event) bool { return e.At.Before(stoppedAt) }) {
+			lastPong = p.At
+		}
+		failedAt := res.terminal().At
+		// As in TestUnhealthyChild: 1 s of slack below, the margin above.
+		if d := failedAt.Sub(lastPong); d < healthTimeout-time.Second {
+			t.Errorf("unreachable %v after the last pong, want no sooner than the %v health timeout", d, healthTimeout)
+		}
+		if d := failedAt.Sub(stoppedAt); d > healthTimeout+time.Second+margin {
+			t.Errorf("unreachable %v after SIGSTOP, want within about %v", d, healthTimeout+time.Second)
+		}
+	}
+	if len(res.find("signal", isSignal("terminated"))) == 0 {
+		t.Errorf("the stopped child never handled a SIGTERM: no SIGCONT after it")
+	}
+}
+
+// TestLatePongsStayHealthy checks the other side of the health timeout:
+// pongs 2.5 s late, for 6 s (longer than the 5 s timeout), keep the child
+// healthy and the call completes (PROTOCOL.md §6 "no pong within the
+// configured timeout means unhealthy", §7 "Host defaults").
+func TestLatePongsStayHealthy(t *testing.T) {
+	t.Parallel()
+	res := runCall(t, "slow_pong", "t")
+	res.expect(t, outcome{rc: 0, frames: 4, kind: "completed"})
+	if len(res.find("pong", func(e event) bool { return e.flag("late") })) == 0 {
+		t.Errorf("no late pong was sent: the case tests nothing")
+	}
+	if changed, ok := res.first(t, "pongs_changed", nil); ok && len(res.frames) > 0 {
+		if d := res.terminal().At.Sub(changed.At); d < healthTimeout {
+			t.Errorf("the late pongs lasted %v, want longer than the %v health timeout", d, healthTimeout)
+		}
+	}
+}
+
+// TestStuckChildRecycled checks PROTOCOL.md §5.6 "a host may recycle a
+// child whose stuck count grows" as the host decides it (docs/protocol.md
+// decision 37: recycled gracefully, drain then a new child, when pong.stuck
+// reaches 1): the child reporting a stuck handler is drained while its call
+// runs, and the running call still completes.
+func TestStuckChildRecycled(t *testing.T) {
+	t.Parallel()
+	res := runCall(t, "stuck_pong", "t")
+	res.expect(t, outcome{rc: 0, frames: 4, kind: "completed"})
+	if len(res.find("pong", func(e event) bool { return e.num("stuck") > 0 })) == 0 {
+		t.Errorf("no pong reported a stuck handler: the case tests nothing")
+	}
+	if seen, ok := res.first(t, "drain_seen", nil); ok && !seen.flag("seen") {
+		t.Errorf("the child was not drained while its stuck count was 1")
+	}
+}

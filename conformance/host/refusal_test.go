@@ -1,0 +1,93 @@
+package hostconf
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestRefusedCalls checks PROTOCOL.md §6 "Refuse a call before anything is
+// sent when the tool is unknown or the arguments break arguments_schema"
+// and §7 "Refused calls never reach a child and never produce a started":
+// exit status 4 (docs/cli.md), nothing on standard output, no invoke at
+// the child, and the offending value in no output ("never the value
+// itself"; -v adds the host's own log).
+func TestRefusedCalls(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, mode, tool, args, secret string
+	}{
+		{"unknown_tool", "ok", "nosuch", `{}`, ""},                                                         // §6, §7 unknown tool
+		{"argument_type", "ok", "t", `{"n": "SECRET-ARG-1234"}`, "SECRET-ARG-1234"},                        // §6 arguments_schema: n is an integer
+		{"argument_too_long", "ok", "t", `{"name": "SECRET-LONG-NAME"}`, "SECRET-LONG-NAME"},               // §6 arguments_schema: maxLength 5
+		{"argument_fraction", "ok", "t", `{"n": 1.5}`, ""},                                                 // §6 arguments_schema: an integer
+		{"over_max_header", "hello_small_limits", "t", `{"pad": "` + strings.Repeat("p", 2000) + `"}`, ""}, // §2 effective max_header; docs/protocol.md decision 51
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res := runCall(t, tc.mode, tc.tool, "--args", tc.args, "-v")
+			checkRefused(t, res, 4)
+			if len(res.find("conn", nil)) > 0 {
+				t.Errorf("the host opened a stream connection for a refused call")
+			}
+			if tc.secret != "" && strings.Contains(res.stderr, tc.secret) {
+				t.Errorf("the refusal shows the offending value %q (PROTOCOL.md §6)", tc.secret)
+			}
+		})
+	}
+}
+
+// TestArgumentDefaults checks that the defaults arguments_schema declares
+// are filled in before the invoke (docs/cli.md --args; docs/protocol.md
+// decision 41).
+func TestArgumentDefaults(t *testing.T) {
+	t.Parallel()
+	res := runCall(t, "ok", "t", "--args", `{"n": 1}`)
+	res.expect(t, outcome{rc: 0, frames: 4, kind: "completed"})
+	if inv, ok := res.first(t, "invoke", nil); ok {
+		got := normalize(t, inv.F["arguments"])
+		if want := normalize(t, map[string]any{"n": 1, "d": 7}); !reflect.DeepEqual(got, want) {
+			t.Errorf("invoke arguments %v, want %v", got, want)
+		}
+	}
+}
+
+// TestInputRefused checks PROTOCOL.md §6 "validate caller payloads against
+// input_schema before sending": an input line that breaks it never reaches
+// the child, the call is cancelled and the exit status is 4 (docs/cli.md
+// exit statuses), and the line's value appears in no output.
+func TestInputRefused(t *testing.T) {
+	t.Parallel()
+	const secret = "SECRET-INPUT-LINE"
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := os.WriteFile(in, []byte("ok-line\n"+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := runCall(t, "cancel_aware", "t", "--input", in)
+	if res.rc != 4 {
+		t.Errorf("exit status %d, want 4", res.rc)
+	}
+	checkStream(t, res.frames)
+	var texts []string
+	for _, e := range res.find("recv", nil) {
+		if p, ok := e.F["payload"].(map[string]any); ok {
+			s, _ := p["text"].(string)
+			texts = append(texts, s)
+		}
+	}
+	if !reflect.DeepEqual(texts, []string{"ok-line"}) {
+		t.Errorf("the child got caller chunks %q, want only the valid line", texts)
+	}
+	if strings.Contains(res.stderr, secret) || strings.Contains(linesText(res), secret) {
+		t.Errorf("the refusal shows the offending value (PROTOCOL.md §6)")
+	}
+	if last := res.terminal(); last.Kind != "cancelled" {
+		t.Errorf("terminal %s, want cancelled (docs/cli.md: the call is then cancelled)", last.Kind)
+	}
+	if t.Failed() {
+		res.dump(t)
+	}
+}

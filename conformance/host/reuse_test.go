@@ -1,0 +1,97 @@
+package hostconf
+
+import (
+	"testing"
+)
+
+// benchArgs make `skulk-host bench` a few small calls: a warm-up, one count
+// of 10 chunks, one media call, 3 sequential calls, 2 concurrent ones.
+var benchArgs = []string{"bench", "--frames", "10", "--media", "1000", "--calls", "3", "--streams", "2"}
+
+// TestConnectionNotReused runs `skulk-host bench` against children whose
+// first call misbehaves after its terminal or withholds its end. The
+// outcome stands (every call completes: exit status 0) and the connection
+// of that first call is closed and never carries another call
+// (PROTOCOL.md §7 "Violations after the terminal": "the connection is
+// closed and never reused"; §5.6 and §7 "Stuck handlers" for a missing end).
+func TestConnectionNotReused(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		mode   string
+		closed bool // the host must also have closed the connection before the child exited
+	}{
+		{"after_terminal_chunk", true},        // §7 violations after the terminal: a frame after it
+		{"after_terminal_completed", true},    // §7; docs/protocol.md decision 30: a second terminal
+		{"after_terminal_garbage", true},      // §7: a packet that breaks §2 after it
+		{"after_terminal_unknown_type", true}, // §7: an unknown t after it
+		{"no_end", false},                     // §5.6, §7 stuck handlers: no end, so closed instead of reused
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			res := start(t, tc.mode, opts{}, benchArgs...).wait()
+			if res.rc != 0 {
+				t.Errorf("bench exit status %d, want 0 (every call completed)", res.rc)
+			}
+			first, ok := res.first(t, "invoke", func(e event) bool { return e.num("k") == 1 })
+			if !ok {
+				res.dump(t)
+				return
+			}
+			invokes := res.find("invoke", nil)
+			if len(invokes) < 3 {
+				t.Errorf("only %d calls reached the child: the case tests nothing", len(invokes))
+			}
+			on := res.find("invoke", ofConn(first.Child, first.num("conn")))
+			if len(on) != 1 {
+				t.Errorf("stream connection %d carried %d calls, want only the misbehaving one", first.num("conn"), len(on))
+			}
+			if tc.closed && len(res.find("conn_eof", ofConn(first.Child, first.num("conn")))) == 0 {
+				t.Errorf("the host did not close stream connection %d", first.num("conn"))
+			}
+			if t.Failed() {
+				res.dump(t)
+			}
+		})
+	}
+}
+
+// TestMaxStreams runs `skulk-host bench` with 8 concurrent streams against
+// children that announce max_streams 1 and 2 and hold each call 50 ms:
+// PROTOCOL.md §6 "Never more than max_streams concurrent calls to one
+// child: further calls wait". The child counts a call from its invoke to
+// its end, so a host that frees the slot at the terminal, before the end,
+// is caught too (docs/protocol.md decision 35).
+func TestMaxStreams(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode string
+		max  int64
+	}{
+		{"max_streams_1", 1},          // §6 max_streams
+		{"max_streams_2", 2},          // §6 max_streams
+		{"max_streams_1_late_end", 1}, // docs/protocol.md decision 35: the slot is held until end, not the terminal
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			res := start(t, tc.mode, opts{}, "bench", "--frames", "80", "--media", "1000", "--calls", "2", "--streams", "8").wait()
+			if res.rc != 0 {
+				t.Errorf("bench exit status %d, want 0", res.rc)
+			}
+			invokes := res.find("invoke", nil)
+			var peak int64
+			for _, e := range invokes {
+				peak = max(peak, e.num("active"))
+			}
+			if peak > tc.max {
+				t.Errorf("%d calls ran on the child at once, its max_streams is %d", peak, tc.max)
+			}
+			if len(invokes) < 12 {
+				t.Errorf("only %d calls reached the child: the case tests nothing", len(invokes))
+			}
+			if t.Failed() {
+				res.dump(t)
+			}
+		})
+	}
+}
