@@ -103,13 +103,9 @@ type Config struct {
 	StuckLimit int
 	// Restart is the restart policy for children that die.
 	Restart RestartPolicy
-	// TempDir is where each child's private 0700 directory is created.
-	// "" means $XDG_RUNTIME_DIR when it names a directory of this user's
-	// with mode 0700 (where the XDG spec puts a user's sockets: a tmpfs,
-	// on systemd systems, where making the directory and the socket costs
-	// a fraction of what it does on a disk's file system), and otherwise
-	// os.TempDir(). Keep it short: a Unix socket path holds at most 107
-	// bytes.
+	// TempDir is where each child's private 0700 directory is created;
+	// "" means os.TempDir(). Keep it short: a Unix socket path holds at
+	// most 107 bytes.
 	TempDir string
 	// Logger receives the children's stdout and stderr line by line and
 	// the host's own events; nil means discard.

@@ -9,13 +9,11 @@ import (
 	"time"
 )
 
-// Each child gets a private directory (spawn) holding its stream
-// listener's socket. A host holds an exclusive flock(2) on each of its
-// private directories for as long as the directory exists, and the kernel
-// releases it when the host dies, however it dies. A host killed with
-// SIGKILL removes nothing; the next host to start with the same base
-// directory removes what it left: the directories no live host holds
-// (sweepStale).
+// A host holds an exclusive flock(2) on each of its private directories for
+// as long as the directory exists, and the kernel releases it when the host
+// dies, however it dies. A host killed with SIGKILL removes nothing; the
+// next host to start with the same TempDir removes what it left: the
+// directories no live host holds (sweepStale).
 
 // privatePrefix starts every private directory's name; os.MkdirTemp adds
 // decimal digits.
@@ -30,32 +28,12 @@ const sockName = "streams.sock"
 // now; a minute is far past that on any machine.
 const staleAge = time.Minute
 
-// tempBase is the directory the private directories are made in: TempDir,
-// else a usable $XDG_RUNTIME_DIR, else os.TempDir().
+// tempBase is the directory the private directories are made in.
 func (c *Config) tempBase() string {
 	if c.TempDir != "" {
 		return c.TempDir
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && runtimeDirUsable(d) {
-		return d
-	}
 	return os.TempDir()
-}
-
-// runtimeDirUsable reports whether d is what the XDG spec asks of
-// $XDG_RUNTIME_DIR: an absolute path to a directory owned by this user with
-// mode 0700. A variable left over from another user (su, sudo keeping the
-// environment) fails it.
-func runtimeDirUsable(d string) bool {
-	if !filepath.IsAbs(d) {
-		return false
-	}
-	fi, err := os.Stat(d)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
 }
 
 // lockDir opens dir and takes an exclusive, non-blocking flock on it, held

@@ -188,37 +188,3 @@ func running(pid int) bool {
 	rest := stat[strings.LastIndexByte(string(stat), ')')+1:]
 	return !strings.HasPrefix(strings.TrimSpace(string(rest)), "Z")
 }
-
-// TestTempBaseRuntimeDir: with no TempDir, the private directories go in
-// $XDG_RUNTIME_DIR when it is this user's 0700 directory, and in
-// os.TempDir() when it is not usable.
-func TestTempBaseRuntimeDir(t *testing.T) {
-	good := t.TempDir()
-	require.NoError(t, os.Chmod(good, 0o700))
-	open := t.TempDir()
-	require.NoError(t, os.Chmod(open, 0o755))
-	for _, tc := range []struct {
-		name, xdg, want string
-	}{
-		{"usable", good, good},
-		{"mode 0755", open, os.TempDir()},
-		{"missing", filepath.Join(good, "nowhere"), os.TempDir()},
-		{"relative", "run/user", os.TempDir()},
-		{"unset", "", os.TempDir()},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("XDG_RUNTIME_DIR", tc.xdg)
-			require.Equal(t, tc.want, (&Config{}).tempBase())
-			require.Equal(t, "/elsewhere", (&Config{TempDir: "/elsewhere"}).tempBase(), "TempDir wins")
-		})
-	}
-
-	// A real start: the child's directory is made in the runtime dir.
-	t.Setenv("XDG_RUNTIME_DIR", good)
-	h, err := Start(context.Background(), Config{Command: childBin})
-	require.NoError(t, err)
-	dirs := privateDirs(t, good)
-	require.NoError(t, h.Close(context.Background()))
-	require.Len(t, dirs, 1, "the child's private directory, in $XDG_RUNTIME_DIR")
-	require.Empty(t, privateDirs(t, good), "removed by Close")
-}
