@@ -125,8 +125,7 @@ func start(t *testing.T, mode string, o opts, args ...string) *hostRun {
 	return r
 }
 
-// hostEnv is skulk-host's environment for o, with TMPDIR and
-// XDG_RUNTIME_DIR set to tmp.
+// hostEnv is skulk-host's environment for o, with TMPDIR set to tmp.
 func hostEnv(o opts, tmp string) []string {
 	var env []string
 	if o.minimalEnv {
@@ -134,8 +133,7 @@ func hostEnv(o opts, tmp string) []string {
 	} else {
 		env = os.Environ()
 	}
-	// Both places a host may make its private directories in point at tmp.
-	set := append([]string{"TMPDIR=" + tmp, "XDG_RUNTIME_DIR=" + tmp}, o.env...)
+	set := append([]string{"TMPDIR=" + tmp}, o.env...)
 	env = slices.DeleteFunc(env, func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
 		return slices.ContainsFunc(set, func(s string) bool { return strings.HasPrefix(s, name+"=") })
