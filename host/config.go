@@ -105,7 +105,9 @@ type Config struct {
 	Restart RestartPolicy
 	// TempDir is where each child's private 0700 directory is created;
 	// "" means os.TempDir(). Keep it short: a Unix socket path holds at
-	// most 107 bytes.
+	// most 107 bytes, so TempDir (or os.TempDir()) may have at most 72.
+	// A host removes, once as it starts, the private directories under it
+	// that hosts killed with SIGKILL left behind (docs/operations.md).
 	TempDir string
 	// Logger receives the children's stdout and stderr line by line and
 	// the host's own events; nil means discard.
@@ -174,6 +176,9 @@ func (c *Config) Validate() error {
 		return configErr("CancelGrace", "below 1 ms")
 	case n.Restart.BackoffMax < n.Restart.BackoffMin:
 		return configErr("Restart.BackoffMax", "below BackoffMin")
+	}
+	if err := checkTempBase(c.tempBase()); err != nil {
+		return err
 	}
 	for i, kv := range c.ExtraEnv {
 		if !validEnvPair(kv) {

@@ -55,35 +55,51 @@ func makeStaleDir(t *testing.T, base, name string, age time.Duration) string {
 
 // TestSweepStale removes exactly the directories a host that is gone left:
 // old, unlocked, named and moded as spawn makes them, holding only the
-// socket file; everything else under the base stays as it was.
+// socket; everything else under the base stays as it was.
 func TestSweepStale(t *testing.T) {
 	base := t.TempDir()
-	stale := makeStaleDir(t, base, "skulk-100", 2*staleAge)
-	empty := filepath.Join(base, "skulk-101")
-	require.NoError(t, os.Mkdir(empty, 0o700))
 	old := time.Now().Add(-2 * staleAge)
-	require.NoError(t, os.Chtimes(empty, old, old))
+	aged := func(p string) {
+		require.NoError(t, os.Chtimes(p, old, old))
+	}
+	stale := makeStaleDir(t, base, privatePrefix+"100", 2*staleAge)
+	empty := filepath.Join(base, privatePrefix+"101")
+	require.NoError(t, os.Mkdir(empty, 0o700))
+	aged(empty)
 
 	keep := map[string]string{}
-	keep["young"] = makeStaleDir(t, base, "skulk-200", 0)
-	keep["locked"] = makeStaleDir(t, base, "skulk-201", 2*staleAge)
+	keep["young"] = makeStaleDir(t, base, privatePrefix+"200", 0)
+	keep["locked"] = makeStaleDir(t, base, privatePrefix+"201", 2*staleAge)
 	lock, err := lockDir(keep["locked"])
 	require.NoError(t, err)
 	defer lock.Close()
-	keep["not spawn's name"] = makeStaleDir(t, base, "skulk-host-test-1", 2*staleAge)
-	keep["no digits"] = makeStaleDir(t, base, "skulk-", 2*staleAge)
-	keep["another mode"] = makeStaleDir(t, base, "skulk-202", 2*staleAge)
+	// A host built before directories were locked, or internal/testnet:
+	// never locked, so never taken for a dead host's.
+	keep["an unlocking host's name"] = makeStaleDir(t, base, "skulk-300", 2*staleAge)
+	keep["not spawn's name"] = makeStaleDir(t, base, privatePrefix+"test-1", 2*staleAge)
+	keep["no digits"] = makeStaleDir(t, base, privatePrefix, 2*staleAge)
+	keep["another mode"] = makeStaleDir(t, base, privatePrefix+"202", 2*staleAge)
 	require.NoError(t, os.Chmod(keep["another mode"], 0o755))
-	keep["something else in it"] = makeStaleDir(t, base, "skulk-203", 2*staleAge)
+	keep["something else in it"] = makeStaleDir(t, base, privatePrefix+"203", 2*staleAge)
 	require.NoError(t, os.WriteFile(filepath.Join(keep["something else in it"], "notes"), nil, 0o600))
-	require.NoError(t, os.Chtimes(keep["something else in it"], old, old))
-	keep["a file, not a socket"] = filepath.Join(base, "skulk-204")
+	aged(keep["something else in it"])
+	keep["a file, not a socket"] = filepath.Join(base, privatePrefix+"204")
 	require.NoError(t, os.Mkdir(keep["a file, not a socket"], 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(keep["a file, not a socket"], sockName), nil, 0o600))
-	require.NoError(t, os.Chtimes(keep["a file, not a socket"], old, old))
-	keep["a plain file"] = filepath.Join(base, "skulk-205")
+	aged(keep["a file, not a socket"])
+	keep["a plain file"] = filepath.Join(base, privatePrefix+"205")
 	require.NoError(t, os.WriteFile(keep["a plain file"], nil, 0o700))
-	require.NoError(t, os.Chtimes(keep["a plain file"], old, old))
+	aged(keep["a plain file"])
+	// A link with a private directory's name, to a directory that looks
+	// like a dead host's: neither the link nor what it points at is taken.
+	elsewhere := makeStaleDir(t, t.TempDir(), privatePrefix+"206", 2*staleAge)
+	keep["a link"] = filepath.Join(base, privatePrefix+"207")
+	require.NoError(t, os.Symlink(elsewhere, keep["a link"]))
+	keep["a link's target"] = elsewhere
+	if os.Geteuid() == 0 {
+		keep["another user's"] = makeStaleDir(t, base, privatePrefix+"208", 2*staleAge)
+		require.NoError(t, os.Chown(keep["another user's"], 65534, 65534))
+	}
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	require.Equal(t, 2, sweepStale(base, time.Now(), log))
@@ -93,7 +109,23 @@ func TestSweepStale(t *testing.T) {
 		_, err := os.Lstat(p)
 		require.NoError(t, err, "%s: removed", why)
 	}
-	require.FileExists(t, filepath.Join(keep["something else in it"], sockName), "socket of a directory left as it is")
+	for _, d := range []string{"something else in it", "a link's target", "an unlocking host's name"} {
+		_, err := os.Lstat(filepath.Join(keep[d], sockName))
+		require.NoError(t, err, "%s: its socket was removed", d)
+	}
+}
+
+// TestTempDirLength: a TempDir under which a private directory's socket
+// path would pass 107 bytes is refused by Validate, naming the field.
+func TestTempDirLength(t *testing.T) {
+	limit := maxSockPath - longestPrivateTail
+	ok := Config{Command: "x", TempDir: "/" + strings.Repeat("d", limit-1)}
+	require.NoError(t, ok.Validate())
+	long := Config{Command: "x", TempDir: "/" + strings.Repeat("d", limit)}
+	err := long.Validate()
+	require.ErrorIs(t, err, ErrConfig)
+	require.Contains(t, err.Error(), "TempDir")
+	require.NotContains(t, err.Error(), "ddd", "the path is not echoed")
 }
 
 // TestSweepAfterHostKilled: a host killed with SIGKILL leaves its private
