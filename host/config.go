@@ -107,7 +107,8 @@ type Config struct {
 	// "" means os.TempDir(). Keep it short: a Unix socket path holds at
 	// most 107 bytes, so TempDir (or os.TempDir()) may have at most 72.
 	// A host removes, once as it starts, the private directories under it
-	// that hosts killed with SIGKILL left behind (docs/operations.md).
+	// that hosts which exited without Close (killed with SIGKILL, say)
+	// left behind (docs/operations.md).
 	TempDir string
 	// Logger receives the children's stdout and stderr line by line and
 	// the host's own events; nil means discard.

@@ -220,3 +220,57 @@ func running(pid int) bool {
 	rest := stat[strings.LastIndexByte(string(stat), ')')+1:]
 	return !strings.HasPrefix(strings.TrimSpace(string(rest)), "Z")
 }
+
+// TestFsType finds the file system of a path in a mount table: the
+// longest mount point that is the path or a parent of it, with
+// mountinfo's escapes undone.
+func TestFsType(t *testing.T) {
+	mi := []byte(`27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw
+40 27 0:50 / /home/me/tmp rw - nfs4 server:/export rw
+41 27 0:51 / /mnt/my\040share rw shared:1 - cifs //srv/share rw
+42 27 0:52 / /srv/vm rw - 9p share rw
+bad line
+`)
+	for path, want := range map[string]string{
+		"/tmp":                 "ext4",
+		"/":                    "ext4",
+		"/dev/shm":             "tmpfs",
+		"/dev/shmx":            "ext4",
+		"/dev/shm/a/b":         "tmpfs",
+		"/home/me/tmp/x":       "nfs4",
+		"/home/me/tmpfoo":      "ext4",
+		"/mnt/my share/skulk":  "cifs",
+		"/srv/vm/skulk-host-1": "9p",
+	} {
+		require.Equal(t, want, fsType(mi, path), path)
+	}
+	require.Empty(t, fsType([]byte("garbage\n"), "/tmp"))
+	for _, typ := range []string{"nfs4", "cifs", "9p", "fuse.sshfs", "virtiofs", "ceph", ""} {
+		require.False(t, localFS[typ], "%q is swept", typ)
+	}
+	require.True(t, sweepable(t.TempDir()), "this machine's temporary directory is local (%s)", fsType(must(os.ReadFile(mountinfoPath)), os.TempDir()))
+}
+
+// TestSweepOneLink: a private directory's name that is a link, to a
+// directory a dead host could have left, is not followed: neither is
+// removed, and the target keeps its socket.
+func TestSweepOneLink(t *testing.T) {
+	target := makeStaleDir(t, t.TempDir(), privatePrefix+"1", 2*staleAge)
+	link := filepath.Join(t.TempDir(), privatePrefix+"2")
+	require.NoError(t, os.Symlink(target, link))
+	require.False(t, sweepOne(link, time.Now()))
+	_, err := os.Lstat(link)
+	require.NoError(t, err)
+	_, err = os.Lstat(filepath.Join(target, sockName))
+	require.NoError(t, err)
+	require.True(t, sweepOne(target, time.Now()), "the target itself is a dead host's")
+}
+
+// must returns v, panicking on err; for test fixtures.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -80,7 +80,10 @@ func spawn(cfg *Config, childID string, log *slog.Logger) (p *process, err error
 		return nil, fmt.Errorf("host: private directory: %w", err)
 	}
 	if proc.dirLock, err = lockDir(dir); err != nil {
-		return nil, fmt.Errorf("host: private directory: lock: %w", err)
+		if !noFlock(err) {
+			return nil, fmt.Errorf("host: private directory: lock: %w", err)
+		}
+		proc.dirLock, err = nil, nil // no flock here: no sweep can take it either
 	}
 
 	// fd 4: the stream listener.
@@ -270,7 +273,9 @@ func (p *process) cleanup() error {
 	<-p.logDone
 	p.ctrl.Close()
 	err := os.RemoveAll(p.dir)
-	p.dirLock.Close() // after the removal: a sweep never sees it unlocked
+	if p.dirLock != nil {
+		p.dirLock.Close() // after the removal: a sweep never sees it unlocked
+	}
 	return err
 }
 
