@@ -71,7 +71,11 @@ func TestStreamProtocolErrors(t *testing.T) {
 			for _, tc := range streamProtocolErrors() {
 				t.Run(tc.name, func(t *testing.T) {
 					s := c.dial(t)
-					id := "pe"
+					// An id of its own: the previous case's call may still be
+					// ending after its connection closed, and an invoke of an
+					// id running elsewhere is itself a protocol error (§7
+					// "Call ids").
+					id := "pe-" + phase + "-" + tc.name
 					if phase == "midcall" {
 						s.send(invoke(id, "echo", nil))
 						s.send(callerFrame(id, 0, "started"))
