@@ -28,9 +28,9 @@ type call struct {
 	inv  *wire.Invoke
 	tool *Tool // nil for an unknown tool
 
-	ctx    context.Context // the handler's context; done on every cause of §5.4
-	cancel context.CancelCauseFunc
-	stop   context.CancelFunc // releases the deadline timer, if any
+	ctx      context.Context // the handler's context; done on every cause of §5.4
+	cancel   context.CancelCauseFunc
+	deadline *deadline // the invoke's timeout_ms in the server's deadlines; nil for none
 
 	// in is the ingress queue: exactly wire.IngressQueue (8) caller frames.
 	// Overflow policy: block. When it is full the reader stops reading the
@@ -63,8 +63,8 @@ type call struct {
 
 	// The cancellation grace (PROTOCOL.md §5.6) has no goroutine of its
 	// own: one timer, whose function reports the handler stuck, is armed
-	// for the deadline plus the grace when the handler starts, and moved
-	// earlier by each cause the child gives (cancelWith). The runner owns
+	// by the first cause the child gives (cancelWith; the deadline is one)
+	// and moved earlier by each later one that ends sooner. The runner owns
 	// it: once the handler returned it stops it, or waits (graceWG) for
 	// its function once that started.
 	graceWG    sync.WaitGroup // graceOver, from when its timer is armed until it returns or is stopped
@@ -82,11 +82,21 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 		fence: *sequence.New(inv.CallID, frame.CallerToProvider, 0),
 	}
 	ctx, cancel := context.WithCancelCause(c.s.ctx)
-	cl.cancel, cl.stop, cl.ctx = cancel, func() {}, ctx
+	cl.cancel, cl.ctx = cancel, ctx
 	if inv.TimeoutMS > 0 {
-		cl.ctx, cl.stop = context.WithDeadlineCause(ctx, time.Now().Add(wire.Millis(inv.TimeoutMS)), ErrTimeout)
+		at := time.Now().Add(wire.Millis(inv.TimeoutMS))
+		cl.ctx = &deadlineCtx{Context: ctx, at: at}
+		cl.deadline = c.s.deadlines.add(cl, at)
 	}
 	return cl
+}
+
+// stop takes the call's deadline, if any, out of the server's deadlines:
+// called once the call needs it no more.
+func (cl *call) stop() {
+	if cl.deadline != nil {
+		cl.c.s.deadlines.remove(cl.deadline)
+	}
 }
 
 // ended reports whether the call has ended, so the connection may take the
@@ -185,9 +195,9 @@ func (cl *call) run() {
 }
 
 // superviseGrace arms the cancellation grace before the handler runs: a
-// cause that came already starts it now, a deadline at the deadline; each
-// cause from now on (cancelWith) starts it then. If the handler has not
-// returned when it ends, graceOver reports it stuck. The runner must call
+// cause that came already starts it now; each cause from now on
+// (cancelWith, which the deadline uses too) starts it then. If the handler
+// has not returned when it ends, graceOver reports it stuck. The runner must call
 // stopGrace once the handler returned. (A cancellation of the whole
 // server, the host gone, arms nothing: its connections close at once.)
 func (cl *call) superviseGrace() {
@@ -196,8 +206,6 @@ func (cl *call) superviseGrace() {
 	cl.supervised = true
 	if cl.ctx.Err() != nil {
 		cl.armGraceLocked(time.Now().Add(cl.c.s.cancelGrace))
-	} else if d, ok := cl.ctx.Deadline(); ok {
-		cl.armGraceLocked(d.Add(cl.c.s.cancelGrace))
 	}
 }
 

@@ -265,3 +265,88 @@ func TestHandlerErrorWithoutCode(t *testing.T) {
 		require.Equal(t, tc.want, res.Terminal.Error.Message)
 	}
 }
+
+// TestHandlerDeadline: a handler's context carries the invoke's
+// timeout_ms as its deadline, and once it passed reports
+// context.DeadlineExceeded with cause ErrTimeout; a context derived from
+// it is done too, with the same cause.
+func TestHandlerDeadline(t *testing.T) {
+	type seen struct {
+		deadline time.Time
+		ok       bool
+		err      error
+		cause    error
+		derived  error
+	}
+	seenCh := make(chan seen, 1)
+	tool := child.Tool{ID: "waits", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		d, ok := ctx.Deadline()
+		derived, cancel := context.WithCancel(ctx)
+		defer cancel()
+		<-derived.Done()
+		seenCh <- seen{deadline: d, ok: ok, err: ctx.Err(), cause: context.Cause(ctx), derived: context.Cause(derived)}
+		return nil, nil
+	}}
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	s := dial(t, h)
+	before := time.Now()
+	require.NoError(t, s.Invoke("hd1", "waits", nil, 100*time.Millisecond))
+	require.NoError(t, s.Started("hd1"))
+	requireTerminal(t, readCall(t, s, "hd1"), frame.KindFailed, frame.CodeTimeout)
+	got := <-seenCh
+	require.True(t, got.ok)
+	require.False(t, got.deadline.Before(before.Add(100*time.Millisecond)))
+	require.True(t, got.deadline.Before(time.Now()))
+	require.ErrorIs(t, got.err, context.DeadlineExceeded)
+	require.ErrorIs(t, got.cause, child.ErrTimeout)
+	require.ErrorIs(t, got.derived, child.ErrTimeout)
+}
+
+// TestDeadlinesOutOfOrder: the child's one deadline timer serves calls
+// whose deadlines come in any order. A short deadline that arrives after a
+// long one still ends its call on time, and a call that ended before its
+// deadline holds up none that come after it.
+func TestDeadlinesOutOfOrder(t *testing.T) {
+	tool := child.Tool{ID: "waits", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		<-ctx.Done()
+		return nil, nil
+	}}
+	h, _ := startServe(t, config{extra: []child.Tool{tool}})
+	long, short, quick := dial(t, h), dial(t, h), dial(t, h)
+	require.NoError(t, long.Invoke("do1", "waits", nil, time.Hour))
+	require.NoError(t, long.Started("do1"))
+	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
+
+	// A call with an earlier deadline than the one the timer waits for,
+	// then one that completes long before its own.
+	start := time.Now()
+	require.NoError(t, short.Invoke("do2", "waits", nil, 200*time.Millisecond))
+	require.NoError(t, short.Started("do2"))
+	begin(t, quick, "do3", "echo", nil)
+	require.NoError(t, quick.Complete("do3", 1, nil))
+	requireTerminal(t, readCall(t, quick, "do3"), frame.KindCompleted, 0)
+	requireTerminal(t, readCall(t, short, "do2"), frame.KindFailed, frame.CodeTimeout)
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, 200*time.Millisecond)
+	require.Less(t, took, 1200*time.Millisecond, "the short deadline waited for the long one")
+
+	// Two more, the later one added second: once the first fired, the
+	// timer is armed again for the second (new connections: the caller
+	// never completed do2).
+	first, second := dial(t, h), dial(t, h)
+	start = time.Now()
+	require.NoError(t, first.Invoke("do4", "waits", nil, 100*time.Millisecond))
+	require.NoError(t, first.Started("do4"))
+	require.NoError(t, second.Invoke("do5", "waits", nil, 300*time.Millisecond))
+	require.NoError(t, second.Started("do5"))
+	requireTerminal(t, readCall(t, first, "do4"), frame.KindFailed, frame.CodeTimeout)
+	requireTerminal(t, readCall(t, second, "do5"), frame.KindFailed, frame.CodeTimeout)
+	took = time.Since(start)
+	require.GreaterOrEqual(t, took, 300*time.Millisecond)
+	require.Less(t, took, 1300*time.Millisecond)
+
+	// The long call is still running: its deadline is an hour away.
+	require.Equal(t, int64(1), pingUntil(t, h, func(p *wire.Pong) bool { return true }).Streams)
+	require.NoError(t, long.CancelCall("do1", 1))
+	requireTerminal(t, readCall(t, long, "do1"), frame.KindCancelled, 0)
+}

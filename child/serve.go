@@ -95,8 +95,9 @@ type server struct {
 	limits      wire.Limits   // effective, from startup
 	cancelGrace time.Duration // from startup
 
-	ctx    context.Context // parent of every call; cancelled when Serve stops
-	cancel context.CancelCauseFunc
+	ctx       context.Context // parent of every call; cancelled when Serve stops
+	cancel    context.CancelCauseFunc
+	deadlines deadlines // the calls' timeout_ms; stopped by shutdown
 
 	running  atomic.Int64 // handlers that have not returned (pong.streams)
 	stuck    atomic.Int64 // cancelled handlers past their grace (pong.stuck)
@@ -505,7 +506,8 @@ func (s *server) shutdown(wait time.Duration) {
 	for _, c := range conns {
 		c.nc.Close()
 	}
-	s.wg.Wait()
+	s.wg.Wait() // the connection readers, which add deadlines, are gone
+	s.deadlines.stop()
 	if wait > 0 && s.active.Load() > 0 {
 		t := time.NewTimer(wait)
 	loop:

@@ -36,7 +36,9 @@ import (
 // child then writes the terminal for that cause itself, so a cancelled
 // handler should simply return promptly; what it returns is ignored. A
 // handler still running cancel_grace_ms after its cancellation is reported
-// stuck to the host.
+// stuck to the host. An invoke's timeout_ms is ctx's deadline: once it
+// passed, ctx.Err() is context.DeadlineExceeded and the cause ErrTimeout
+// (contexts derived from ctx report context.Canceled, with that cause).
 //
 // The child writes the call's end only after the handler has returned, as
 // its promise that the handler holds nothing of the call any more: a handler

@@ -121,7 +121,16 @@ func benchSkulkCalls(b *testing.B, call func(context.Context, *skulkSession) err
 // goroutine. It is the floor a host with no goroutine of its own in the
 // path would reach against the same child; BenchmarkSkulkCall minus this is
 // the host package's share of a call.
-func BenchmarkWireCall(b *testing.B) {
+func BenchmarkWireCall(b *testing.B) { benchWireCall(b, 0) }
+
+// BenchmarkWireCallDeadline is BenchmarkWireCall with the invoke's
+// timeout_ms set to 5 minutes, as BenchmarkSkulkCall's context gives it:
+// the difference is what a deadline costs the child.
+func BenchmarkWireCallDeadline(b *testing.B) { benchWireCall(b, 5*60*1000) }
+
+// benchWireCall runs BenchmarkWireCall with invokes of timeout_ms
+// timeoutMS (0: none).
+func benchWireCall(b *testing.B, timeoutMS int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	wc, err := startWireChild(ctx, bins.Skulk, b.TempDir())
@@ -143,7 +152,7 @@ func BenchmarkWireCall(b *testing.B) {
 		chunk, _ := frame.NewChunk(id, frame.CallerToProvider, 1, smallPayload, nil)
 		done, _ := frame.NewCompleted(id, frame.CallerToProvider, 2, nil)
 		buf = buf[:0]
-		for _, p := range []wire.Packet{&wire.Invoke{CallID: id, ToolID: "echo", Arguments: frame.Payload{0x80}},
+		for _, p := range []wire.Packet{&wire.Invoke{CallID: id, ToolID: "echo", Arguments: frame.Payload{0x80}, TimeoutMS: timeoutMS},
 			&wire.Frame{Frame: started}, &wire.Frame{Frame: chunk}, &wire.Frame{Frame: done}} {
 			if buf, _, err = wire.AppendPacket(buf, p, wc.limits); err != nil {
 				b.Fatal(err)
