@@ -1,0 +1,88 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PairOptions configures Pair.
+type PairOptions struct {
+	// Children are the Skulk child binaries to compare, two or more: each
+	// gets a host of its own in this process.
+	Children []string
+	// Dir is a directory for the hosts' sockets; it must exist.
+	Dir string
+	// Rounds is how many times every child gets a block of each workload
+	// (default 40); Block is the calls per block (default 300), of which
+	// the first tenth warms up and is not timed.
+	Rounds, Block int
+}
+
+// PairResult is one child's latencies for one call shape.
+type PairResult struct {
+	Child string // the binary
+	Shape string // "call" (echo of a chunk, the compare run's small call) or "unary"
+	// P25, P50 and P75 are quartiles of the timed calls.
+	P25, P50, P75 time.Duration
+	Calls         int // calls timed
+}
+
+// Pair measures the small and the unary call of the compare run against
+// several builds of a Skulk child at once: one host per child in this
+// process, blocks of calls alternating between them round by round. A
+// change to the child is then measured under the same load as the build
+// it changes, which runs of separate benchmark binaries, minutes apart on
+// a shared machine, do not give (docs/performance.md). Calls carry a
+// deadline, as in the compare run.
+func Pair(ctx context.Context, o PairOptions) ([]PairResult, error) {
+	if len(o.Children) < 2 {
+		return nil, fmt.Errorf("compare: pair: %d children, want two or more", len(o.Children))
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 40
+	}
+	if o.Block <= 0 {
+		o.Block = 300
+	}
+	warm := o.Block / 10
+	type variant struct {
+		res  PairResult
+		call func(context.Context) error
+		ds   []time.Duration
+	}
+	var vs []*variant
+	for _, bin := range o.Children {
+		ss, err := (&skulkSystem{sys: Skulk, bin: bin, dir: o.Dir}).start(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("compare: pair: %s: %w", bin, err)
+		}
+		defer ss.close()
+		if !ss.hasReply {
+			return nil, fmt.Errorf("compare: pair: %s: %w", bin, notApplicable("the child has no unary tool"))
+		}
+		vs = append(vs,
+			&variant{res: PairResult{Child: bin, Shape: "call"}, call: ss.call},
+			&variant{res: PairResult{Child: bin, Shape: "unary"}, call: ss.unary})
+	}
+	for range o.Rounds {
+		for _, v := range vs {
+			for i := range o.Block {
+				t0 := time.Now()
+				if err := v.call(ctx); err != nil {
+					return nil, fmt.Errorf("compare: pair: %s %s: %w", v.res.Child, v.res.Shape, err)
+				}
+				if i >= warm {
+					v.ds = append(v.ds, time.Since(t0))
+				}
+			}
+		}
+	}
+	out := make([]PairResult, len(vs))
+	for i, v := range vs {
+		v.res.P25, v.res.P50, v.res.P75 = percentile(v.ds, 0.25), percentile(v.ds, 0.5), percentile(v.ds, 0.75)
+		v.res.Calls = len(v.ds)
+		out[i] = v.res
+	}
+	return out, nil
+}
