@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// pairDeadline bounds a Pair run whose context has no deadline.
+const pairDeadline = time.Hour
+
 // PairOptions configures Pair.
 type PairOptions struct {
 	// Children are the Skulk child binaries to compare, two or more: each
@@ -34,8 +37,14 @@ type PairResult struct {
 // change to the child is then measured under the same load as the build
 // it changes, which runs of separate benchmark binaries, minutes apart on
 // a shared machine, do not give (docs/performance.md). Calls carry a
-// deadline, as in the compare run.
+// deadline, as the compare run's do: ctx's, or pairDeadline from now when
+// ctx has none.
 func Pair(ctx context.Context, o PairOptions) ([]PairResult, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, pairDeadline)
+		defer cancel()
+	}
 	if len(o.Children) < 2 {
 		return nil, fmt.Errorf("compare: pair: %d children, want two or more", len(o.Children))
 	}

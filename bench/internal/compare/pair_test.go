@@ -26,7 +26,7 @@ func TestPair(t *testing.T) {
 		if r.Calls != 2*18 {
 			t.Errorf("%s: %d calls timed, want %d (two blocks of 20, 2 warming up)", r.Shape, r.Calls, 2*18)
 		}
-		if !(0 < r.P25 && r.P25 <= r.P50 && r.P50 <= r.P75) {
+		if r.P25 <= 0 || r.P25 > r.P50 || r.P50 > r.P75 {
 			t.Errorf("%s: quartiles %v, %v, %v out of order", r.Shape, r.P25, r.P50, r.P75)
 		}
 	}
