@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// armSlack is how much earlier than a new earliest deadline the timer is
+// armed (see deadlines.add).
+const armSlack = 10 * time.Millisecond
+
 // deadlines enforces the calls' timeout_ms for the whole server on one
 // timer, rather than one timer per call.
 //
@@ -51,7 +55,15 @@ func (d *deadlines) add(cl *call, at time.Time) *deadline {
 		return dl
 	}
 	heap.Push(&d.pending, dl)
-	d.armLocked(at)
+	if !d.armedAt.IsZero() && !at.Before(d.armedAt) {
+		return dl // the timer fires early enough already
+	}
+	// Armed a little early: calls whose timeout_ms a host derives from
+	// one deadline of its own give deadlines a millisecond or so apart,
+	// either side of each other, and each that came earlier would move
+	// the timer again. An early run finds nothing due and arms the timer
+	// for the earliest deadline.
+	d.armLocked(at.Add(-armSlack))
 	return dl
 }
 
@@ -64,11 +76,8 @@ func (d *deadlines) remove(dl *deadline) {
 	d.mu.Unlock()
 }
 
-// armLocked makes the timer fire by at. d.mu is held.
+// armLocked makes the timer fire at at. d.mu is held.
 func (d *deadlines) armLocked(at time.Time) {
-	if !d.armedAt.IsZero() && !at.Before(d.armedAt) {
-		return // it fires early enough already
-	}
 	d.armedAt = at
 	// wg counts each run of fire that is scheduled, from here until it
 	// returns or stop stops it. A Reset that finds the timer still armed
@@ -95,7 +104,7 @@ func (d *deadlines) fire() {
 	}
 	d.armedAt = time.Time{}
 	if len(d.pending) > 0 && !d.stopped {
-		d.armLocked(d.pending[0].at)
+		d.armLocked(d.pending[0].at) // exactly: a run before it would find nothing due
 	}
 	d.mu.Unlock()
 	for _, cl := range due {

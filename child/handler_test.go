@@ -318,11 +318,13 @@ func TestDeadlinesOutOfOrder(t *testing.T) {
 	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
 
 	// A call with an earlier deadline than the one the timer waits for,
-	// then one that completes long before its own.
+	// then one with an earlier deadline still that completes long before
+	// it: the timer, armed for that one, finds nothing due and waits on.
 	start := time.Now()
 	require.NoError(t, short.Invoke("do2", "waits", nil, 200*time.Millisecond))
 	require.NoError(t, short.Started("do2"))
-	begin(t, quick, "do3", "echo", nil)
+	require.NoError(t, quick.Invoke("do3", "echo", nil, 50*time.Millisecond))
+	require.NoError(t, quick.Started("do3"))
 	require.NoError(t, quick.Complete("do3", 1, nil))
 	requireTerminal(t, readCall(t, quick, "do3"), frame.KindCompleted, 0)
 	requireTerminal(t, readCall(t, short, "do2"), frame.KindFailed, frame.CodeTimeout)

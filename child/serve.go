@@ -506,7 +506,9 @@ func (s *server) shutdown(wait time.Duration) {
 	for _, c := range conns {
 		c.nc.Close()
 	}
-	s.wg.Wait() // the connection readers, which add deadlines, are gone
+	s.wg.Wait()
+	// Readers that ran a handler inline may still add a deadline: after
+	// stop that does nothing, and s.ctx has cancelled their calls.
 	s.deadlines.stop()
 	if wait > 0 && s.active.Load() > 0 {
 		t := time.NewTimer(wait)
