@@ -197,9 +197,10 @@ func (cl *call) run() {
 // superviseGrace arms the cancellation grace before the handler runs: a
 // cause that came already starts it now; each cause from now on
 // (cancelWith, which the deadline uses too) starts it then. If the handler
-// has not returned when it ends, graceOver reports it stuck. The runner must call
-// stopGrace once the handler returned. (A cancellation of the whole
-// server, the host gone, arms nothing: its connections close at once.)
+// has not returned when it ends, graceOver reports it stuck. The runner
+// must call stopGrace once the handler returned. (A cancellation of the
+// whole server, the host gone, arms nothing: its connections close at
+// once.)
 func (cl *call) superviseGrace() {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
