@@ -74,18 +74,23 @@ func TestDeadlinesFire(t *testing.T) {
 	d.mu.Unlock()
 }
 
-// TestDeadlinesAfterStop: after stop, add arms nothing and remove of any
-// deadline, in the heap at stop or not, does nothing.
+// TestDeadlinesAfterStop: after stop, add arms nothing (the timer keeps
+// the time it had) and remove of any deadline, in the heap at stop or
+// not, does nothing.
 func TestDeadlinesAfterStop(t *testing.T) {
 	var d deadlines
 	kept := d.add(timedCall(), time.Now().Add(time.Hour))
+	armed := d.armedAtLocked()
 	d.stop()
 	d.remove(kept)
-	late := d.add(timedCall(), time.Now().Add(time.Millisecond))
+	lateCall := timedCall()
+	late := d.add(lateCall, time.Now().Add(time.Millisecond))
 	d.remove(late)
 	d.remove(late)
 	require.Empty(t, d.pending)
 	require.True(t, d.armedAtLocked().Before(time.Now().Add(time.Hour)))
+	require.Equal(t, armed, d.armedAtLocked(), "an add after stop armed the timer")
+	require.NoError(t, lateCall.ctx.Err())
 }
 
 // TestDeadlineCtx: a deadline context reports its deadline, is not done
