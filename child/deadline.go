@@ -31,10 +31,10 @@ type deadlines struct {
 	// first. Bounded by the calls the server has in flight: a call adds at
 	// most one, and removes it when it ends.
 	pending deadlineHeap
-	t       *time.Timer // made on first use; guarded by mu
-	armedAt time.Time   // when t fires; zero when it is not armed; guarded by mu
-	stopped bool        // guarded by mu
-	wg      sync.WaitGroup
+	t       *time.Timer    // made on first use; guarded by mu
+	armedAt time.Time      // when t fires; zero when it is not armed; guarded by mu
+	stopped bool           // guarded by mu
+	wg      sync.WaitGroup // runs of fire scheduled or under way (see armLocked); stop waits for them
 }
 
 // deadline is one call's place in deadlines.

@@ -46,9 +46,9 @@ func run() error {
 	if *rounds <= 0 || *block <= 0 {
 		return fmt.Errorf("-rounds and -block must be positive")
 	}
-	for _, bin := range flag.Args() {
+	for i, bin := range flag.Args() {
 		if st, err := os.Stat(bin); err != nil || st.IsDir() {
-			return fmt.Errorf("child binary %q: not a file", bin)
+			return fmt.Errorf("child binary %d: not a file", i+1)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -56,30 +56,31 @@ func Pair(ctx context.Context, o PairOptions) ([]PairResult, error) {
 	}
 	warm := o.Block / 10
 	type variant struct {
+		n    int // the child's place in o.Children, from 1
 		res  PairResult
 		call func(context.Context) error
 		ds   []time.Duration
 	}
 	var vs []*variant
-	for _, bin := range o.Children {
+	for i, bin := range o.Children {
 		ss, err := (&skulkSystem{sys: Skulk, bin: bin, dir: o.Dir}).start(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("compare: pair: %s: %w", bin, err)
+			return nil, fmt.Errorf("compare: pair: child %d: %w", i+1, err)
 		}
 		defer ss.close()
 		if !ss.hasReply {
-			return nil, fmt.Errorf("compare: pair: %s: %w", bin, notApplicable("the child has no unary tool"))
+			return nil, fmt.Errorf("compare: pair: child %d: %w", i+1, notApplicable("the child has no unary tool"))
 		}
 		vs = append(vs,
-			&variant{res: PairResult{Child: bin, Shape: "call"}, call: ss.call},
-			&variant{res: PairResult{Child: bin, Shape: "unary"}, call: ss.unary})
+			&variant{n: i + 1, res: PairResult{Child: bin, Shape: "call"}, call: ss.call},
+			&variant{n: i + 1, res: PairResult{Child: bin, Shape: "unary"}, call: ss.unary})
 	}
 	for range o.Rounds {
 		for _, v := range vs {
 			for i := range o.Block {
 				t0 := time.Now()
 				if err := v.call(ctx); err != nil {
-					return nil, fmt.Errorf("compare: pair: %s %s: %w", v.res.Child, v.res.Shape, err)
+					return nil, fmt.Errorf("compare: pair: child %d, %s call: %w", v.n, v.res.Shape, err)
 				}
 				if i >= warm {
 					v.ds = append(v.ds, time.Since(t0))
