@@ -40,7 +40,7 @@ type conn struct {
 	closeOnce sync.Once
 
 	// While the reader runs a handler itself (runInline), inline is that
-	// call; the server's watch (server.watchInline) marks it seen, and
+	// call; the server's watch (server.watchTick) marks it seen, and
 	// when it sees it a second time hands the read side to a new reader
 	// goroutine (setting the call's handedOff) and forgets it. Guarded by
 	// mu.
@@ -156,7 +156,7 @@ func (c *conn) runInline(cl *call) (handedOff bool) {
 	c.mu.Lock()
 	c.inline, c.inlineSeen = cl, false
 	c.mu.Unlock()
-	c.s.watchInline()
+	c.s.watch.use()
 	cl.run()
 	c.mu.Lock()
 	defer c.mu.Unlock()

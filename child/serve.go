@@ -115,15 +115,12 @@ type server struct {
 	wg      sync.WaitGroup // accept loop, control reader, drain, connection readers
 	runners sync.WaitGroup // the connections' call runners and readers that ran a handler (waited for only when no handler is abandoned)
 
-	// The watch of inline handlers (see inlineWatch): a timer armed while
-	// they run, stopped by shutdown. watchWG counts the armed timer and a
-	// running tick.
-	watchMu      sync.Mutex
-	watchT       *time.Timer // made on first use; guarded by watchMu
-	watchArmed   bool        // guarded by watchMu
-	watchUsed    bool        // an inline handler started since the last tick; guarded by watchMu
-	watchStopped bool        // guarded by watchMu
-	watchWG      sync.WaitGroup
+	// watch looks at the handlers that run inline (see inlineWatch) while
+	// they run or start; stopped by shutdown.
+	watch *ticker
+	// lingers holds the frames of inline handlers for their terminals
+	// (see lingers); stopped by shutdown.
+	lingers lingers
 }
 
 func newServer(control Conn, ln Listener, opts *Options) *server {
@@ -135,6 +132,8 @@ func newServer(control Conn, ln Listener, opts *Options) *server {
 		conns:    make(map[*conn]struct{}),
 	}
 	s.remembered.init()
+	s.watch = newTicker(inlineWatch, s.watchTick)
+	s.lingers.init()
 	for i := range opts.Tools {
 		s.tools[opts.Tools[i].ID] = &opts.Tools[i]
 	}
@@ -430,70 +429,30 @@ func (s *server) accept() *conn {
 	}
 }
 
-// watchInline tells the watch that a handler starts on its connection's
-// reader, and arms it if need be.
-func (s *server) watchInline() {
-	s.watchMu.Lock()
-	defer s.watchMu.Unlock()
-	s.watchUsed = true
-	if s.watchArmed || s.watchStopped {
-		return
-	}
-	s.armWatchLocked()
-}
-
-// armWatchLocked arms the watch's timer; watchMu is held.
-func (s *server) armWatchLocked() {
-	s.watchArmed = true
-	s.watchWG.Add(1) // done by the tick, or by stopWatch stopping the timer
-	if s.watchT == nil {
-		s.watchT = time.AfterFunc(inlineWatch, s.watchTick)
-	} else {
-		s.watchT.Reset(inlineWatch)
-	}
-}
-
-// watchTick looks at every connection (conn.watched) and arms the watch
-// again while inline handlers run or started since the last tick.
-func (s *server) watchTick() {
-	defer s.watchWG.Done()
+// watchTick looks at every connection (conn.watched), and reports
+// whether an inline handler is running on any: the watch's ticker then
+// looks again.
+func (s *server) watchTick() (busy bool) {
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	busy := false
 	for _, c := range conns {
 		busy = c.watched() || busy
 	}
-	s.watchMu.Lock()
-	defer s.watchMu.Unlock()
-	s.watchArmed = false
-	if s.watchStopped || !busy && !s.watchUsed {
-		return
-	}
-	s.watchUsed = false
-	s.armWatchLocked()
-}
-
-// stopWatch stops the watch for good and waits for a tick under way, which
-// may be starting a reader (counted in s.runners before it returns).
-func (s *server) stopWatch() {
-	s.watchMu.Lock()
-	s.watchStopped = true
-	if s.watchArmed && s.watchT.Stop() {
-		s.watchArmed = false
-		s.watchWG.Done()
-	}
-	s.watchMu.Unlock()
-	s.watchWG.Wait()
+	return busy
 }
 
 // shutdown closes every connection and waits for the goroutines, giving
 // handlers up to wait to return.
 func (s *server) shutdown(wait time.Duration) {
-	s.stopWatch()
+	// The watch's tick may be starting a reader, counted in s.runners
+	// before stop returns; the lingers' writes fail once the connections
+	// are closed.
+	s.watch.stop()
+	s.lingers.stop()
 	s.mu.Lock()
 	s.closing = true
 	conns := make([]*conn, 0, len(s.conns))

@@ -1,0 +1,80 @@
+package child
+
+import (
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTickerArmedWhileUsed: a ticker ticks one period after a use, again
+// while uses keep coming or its function reports work, and then not at
+// all; after stop it never ticks.
+func TestTickerArmedWhileUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ticks, busyLeft atomic.Int64
+		k := newTicker(10*time.Millisecond, func() bool {
+			ticks.Add(1)
+			return busyLeft.Add(-1) >= 0
+		})
+		defer k.stop()
+		synctest.Wait()
+		require.Zero(t, ticks.Load(), "ticked before any use")
+
+		k.use()
+		k.use() // armed already: the same tick
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, int64(1), ticks.Load())
+		// The uses came before that tick, so it armed one more, which
+		// finds no use since and no work: the last.
+		time.Sleep(time.Second)
+		require.Equal(t, int64(2), ticks.Load())
+
+		busyLeft.Store(3) // work reported by three ticks keeps it going
+		k.use()
+		time.Sleep(time.Second)
+		require.Equal(t, int64(2+3+1), ticks.Load(), "three ticks that report work (the first also follows the use), then one that finds neither")
+	})
+}
+
+// TestTickerStop: stop stops an armed ticker before it ticks, waits for a
+// tick under way, and makes later uses do nothing.
+func TestTickerStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ticks atomic.Int64
+		k := newTicker(10*time.Millisecond, func() bool { ticks.Add(1); return true })
+		k.use()
+		k.stop()
+		time.Sleep(time.Second)
+		require.Zero(t, ticks.Load())
+		k.use()
+		time.Sleep(time.Second)
+		require.Zero(t, ticks.Load(), "a use after stop armed the ticker")
+
+		entered, leave := make(chan struct{}), make(chan struct{})
+		k = newTicker(10*time.Millisecond, func() bool {
+			close(entered)
+			<-leave
+			ticks.Add(1)
+			return true
+		})
+		k.use()
+		<-entered
+		stopped := make(chan struct{})
+		go func() { k.stop(); close(stopped) }() // returns once the tick has
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("stop returned during a tick")
+		default:
+		}
+		close(leave)
+		<-stopped
+		require.Equal(t, int64(1), ticks.Load())
+		time.Sleep(time.Second)
+		require.Equal(t, int64(1), ticks.Load(), "the tick under way armed the ticker after stop")
+	})
+}
