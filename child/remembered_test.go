@@ -37,3 +37,28 @@ func TestRememberedKeepsTheMostRecent1024(t *testing.T) {
 		t.Fatalf("%d ids remembered", len(r.slot))
 	}
 }
+
+// TestCancelOfEndedCallRemembered: a cancel for a call whose end is
+// written names an id the child no longer knows, even while the call is
+// still in the table (its runner has yet to take it out): the id is
+// remembered, and the running call it names is not cancelled.
+func TestCancelOfEndedCallRemembered(t *testing.T) {
+	s := newServer(nil, nil, &Options{})
+	ended, running := timedCall(), timedCall()
+	ended.over.Store(true)
+	s.calls["ended"], s.calls["running"] = ended, running
+	s.cancelCall("ended")
+	s.cancelCall("running")
+	if !s.remembered.take("ended") {
+		t.Error("the ended call's id was not remembered")
+	}
+	if s.remembered.take("running") {
+		t.Error("the running call's id was remembered")
+	}
+	if ended.ctx.Err() != nil {
+		t.Error("the ended call was cancelled")
+	}
+	if running.ctx.Err() == nil {
+		t.Error("the running call was not cancelled")
+	}
+}

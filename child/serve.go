@@ -290,10 +290,16 @@ func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
 	}
 }
 
-// cancelCall cancels a running call, or remembers the id of an unknown one.
+// cancelCall cancels a running call, or remembers the id of an unknown
+// one. A call whose end is written, or being written, is unknown already
+// (PROTOCOL.md §3: its id is free), even before its runner takes it out of
+// the table: the host may have read its end and sent the cancel since.
 func (s *server) cancelCall(id string) {
 	s.mu.Lock()
 	c := s.calls[id]
+	if c != nil && c.ended() {
+		c = nil
+	}
 	if c == nil {
 		s.remembered.add(id)
 	}
