@@ -401,7 +401,7 @@ func (cl *call) causeFrame() (f frame.Frame, ok bool) {
 // set as the connection's write deadline first, which also ends a write
 // blocked by a peer that does not read (the terminal cannot go out then).
 func (cl *call) abandon(deadline time.Time) {
-	cl.c.nc.SetWriteDeadline(deadline)
+	cl.c.w.SetWriteDeadline(deadline) // through the Writer, which keeps it over an interrupted write
 	cl.mu.Lock()
 	returned := cl.returned
 	var ended chan struct{} // stays nil when the end is written already

@@ -66,7 +66,7 @@ func (c *conn) release() {
 	if c.refs.Add(-1) != 0 {
 		return
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(connWriteGrace))
+	c.w.SetWriteDeadline(time.Now().Add(connWriteGrace))
 	c.w.Close()
 	c.close()
 	c.s.forgetConn(c)

@@ -58,6 +58,12 @@ func (v *vectored) init(dst io.Writer) {
 	v.fn = v.writev
 }
 
+// interruptible reports whether a write under way returns when the
+// destination's write deadline passes, leaving what it did not write
+// loaded: a file descriptor in non-blocking mode, waited for by the
+// runtime's poller.
+func (v *vectored) interruptible() bool { return v.raw != nil && v.nonblock }
+
 // load makes pieces the next write's: write, try and detach work on them.
 // The Writer calls it with its lock held while no write is under way, so
 // that a sender that gives up waiting (detach) always finds its bytes
@@ -102,11 +108,19 @@ func (v *vectored) try() (done bool, err error) {
 // resume writes what is loaded (what try left, or all of it), waiting for
 // the socket whenever it is full.
 func (v *vectored) resume() error {
+	err := v.resumeKeep()
+	v.unload()
+	return err
+}
+
+// resumeKeep is resume that keeps what is left loaded when the write
+// fails (a deadline that interrupted it, say), so that the caller may
+// detach it and resume later; the caller unloads.
+func (v *vectored) resumeKeep() error {
 	err := v.raw.Write(v.fn)
 	if err == nil {
 		err = v.err
 	}
-	v.unload()
 	return err
 }
 

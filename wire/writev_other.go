@@ -31,6 +31,15 @@ func (v *vectored) try() (bool, error) { return true, v.write() }
 // resume is never called: try leaves nothing.
 func (v *vectored) resume() error { return nil }
 
+// resumeKeep is never called: a write here cannot be interrupted.
+func (v *vectored) resumeKeep() error { return nil }
+
+// unload drops the loaded pieces.
+func (v *vectored) unload() { v.left = nil }
+
+// interruptible is false: a Write under way holds its piece to the end.
+func (v *vectored) interruptible() bool { return false }
+
 // detach cannot take an attachment over: the Write that holds it is under
 // way.
 func (v *vectored) detach([]byte) bool { return false }

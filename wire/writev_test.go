@@ -250,6 +250,52 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 	}
 }
 
+// TestWriterInterruptKeepsOwnersDeadline: a sender writing its own
+// attachment is interrupted, when its context ends, by a deadline in the
+// past; the Writer then puts its owner's deadline (SetWriteDeadline) back
+// for the flusher, which writes the rest: with a peer that never reads,
+// that write fails once the owner's deadline passes, rather than at once
+// (the past deadline left in place) or never (the deadline lost).
+func TestWriterInterruptKeepsOwnersDeadline(t *testing.T) {
+	for _, cp := range connPairs {
+		t.Run(cp.name, func(t *testing.T) {
+			a, _ := cp.pair(t)
+			w := NewWriter(a, Limits{})
+			const ownerWait = time.Second
+			setAt := time.Now()
+			require.NoError(t, w.SetWriteDeadline(setAt.Add(ownerWait)))
+			f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil,
+				&frame.InlineMedia{Data: make([]byte, 4<<20), MediaType: "application/octet-stream"})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			sent := make(chan error, 1)
+			go func() { sent <- w.WritePacketContext(ctx, &Frame{f}) }() // ends with the cancel
+			waitWriter(t, w, "the packet never went out", func(w *Writer) bool { return w.spare == nil })
+			errStop := errors.New("stop")
+			cancel(errStop)
+			var de *DetachedError
+			select {
+			case err = <-sent:
+				require.ErrorAs(t, err, &de)
+				require.ErrorIs(t, err, errStop)
+			case <-time.After(5 * time.Second):
+				t.Fatal("still waiting 5 s after its context ended")
+			}
+			flushed := make(chan error, 1)
+			go func() { flushed <- w.Flush() }() // ends when the flusher's write fails
+			select {
+			case err = <-flushed:
+				require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the flusher's write outlived the owner's deadline")
+			}
+			require.GreaterOrEqual(t, time.Since(setAt), ownerWait-10*time.Millisecond,
+				"the write failed before the owner's deadline: the interruption's was left in place")
+			require.ErrorIs(t, w.Close(), os.ErrDeadlineExceeded)
+		})
+	}
+}
+
 // TestWriterBlockingFileDetachWaits: over an *os.File of a blocking
 // descriptor, whose writev blocks in the kernel, a sender whose context
 // ends while the flusher writes its attachment waits for it as WritePacket
