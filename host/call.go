@@ -102,7 +102,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 			return nil, endWith(ctx, rec, calllog.Failed(ce.Code, ce.Message, true), ce)
 		}
 		call.conn = c
-		if c.bind(call, o.closedInput) {
+		if c.bind(call) {
 			break
 		}
 		c.fail(nil) // an idle connection the child closed: take another
@@ -233,6 +233,10 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	// watching its context.
 	queued, err := c.conn.w.TryWritePacket(&c.sendPkt)
 	if !queued && err == nil {
+		// The write waits for the child, which may be waiting for its
+		// output to be read: that must not wait for this caller's next
+		// Recv (see readTurn).
+		c.conn.handOver()
 		// A frame cannot be taken back once partly written: if ctx ends
 		// while the write blocks, the connection is closed and the call
 		// ends.
@@ -325,7 +329,11 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	c.sendDone = true
 	c.rec.Input(f) // before the write, as in Send
 	c.sendPkt.Frame = f
-	err := c.conn.w.WritePacket(&c.sendPkt)
+	queued, err := c.conn.w.TryWritePacket(&c.sendPkt)
+	if !queued && err == nil {
+		c.conn.handOver() // as in Send
+		err = c.conn.w.WritePacket(&c.sendPkt)
+	}
 	c.sendPkt.Frame = frame.Frame{}
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
@@ -376,7 +384,7 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if f, ok := c.out.take(); ok {
 		return f, nil
 	}
-	// A plain request's caller reads its connection itself.
+	// The caller reads its connection itself while it has the turn.
 	if c.conn != nil && c.conn.callerRead(ctx, c) {
 		if f, ok := c.out.take(); ok {
 			return f, nil

@@ -267,3 +267,67 @@ func TestEndWithTerminalArmsNoGrace(t *testing.T) {
 		}
 	}
 }
+
+// A streamed call's caller reads its connection itself too, until a Send
+// has to wait for the child: a caller that sends more than the sockets
+// and the child's queues hold before it reads anything, to a child that
+// echoes each chunk (and so stops reading while its output is not read),
+// is not deadlocked: the Send that waits gives the connection to its
+// reader, which reads the echoes into the call's queue (64 frames), as it
+// did from the start before callers read. Without that hand-over the
+// Sends block for good, at about the 40th chunk.
+func TestStreamedSendWhileNotReading(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "echo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60 // 60 × 16 KiB: more than the sockets and the child hold, less than they and the call's queue do
+	text := strings.Repeat("x", 16<<10)
+	for i := range n {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Send(sctx, frame.MustPayload(map[string]any{"text": text}), nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	fs := collect(t, c)
+	if len(fs) != n+2 || fs[len(fs)-1].Kind != frame.KindCompleted {
+		t.Fatalf("%d frames, the last %v; want started, %d chunks, completed", len(fs), fs[len(fs)-1].Kind, n)
+	}
+}
+
+// A streamed call whose caller waits in Recv reads its answer on the
+// caller's goroutine: the connection's reader is never given the turn.
+func TestStreamedCallCallerReads(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 300}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := c.conn
+	n := 0
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == frame.KindChunk {
+			n++
+		}
+		conn.mu.Lock()
+		turn := conn.turn
+		conn.mu.Unlock()
+		if turn == turnReader {
+			t.Fatalf("after %d chunks the reader has the turn", n)
+		}
+	}
+	if n != 300 {
+		t.Fatalf("%d chunks, want 300", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/skulkrt/skulk/frame"
 )
@@ -320,20 +321,21 @@ func TestCancelUnreadSaysWhose(t *testing.T) {
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 20*time.Second)
-	// A streamed call: the connection's reader fills the call's queue.
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000, "size": 1000}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The caller reads the first chunk, then nothing: the child's output
-	// fills the call's queue and the sockets.
+	// fills the socket. The cancel gives the connection to its reader,
+	// which fills the call's queue and then waits for the caller.
 	for f, err := c.Recv(ctx); f.Kind != frame.KindChunk; f, err = c.Recv(ctx) {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, c.out.stalled) // the reader waits for the caller
+	waitFor(t, func() bool { return socketQueued(t, c.conn) > 64<<10 })
 	c.Cancel()
+	waitFor(t, c.out.stalled)
 	// Nor anything until the cancel clock has given up on the call.
 	waitFor(t, c.conn.failed)
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
@@ -341,4 +343,20 @@ func TestCancelUnreadSaysWhose(t *testing.T) {
 		!strings.Contains(term.Error.Message, "the caller did not read") {
 		t.Fatalf("terminal %s synthetic=%v error=%v", term.Kind, term.Synthetic, term.Error)
 	}
+}
+
+// socketQueued returns how many bytes wait in c's socket to be read.
+func socketQueued(t *testing.T, c *streamConn) int {
+	t.Helper()
+	var n int32
+	var errno syscall.Errno
+	if err := c.rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return int(n)
 }
