@@ -58,12 +58,14 @@ func run() error {
 
 	o := compare.Options{Quick: *quick, Dir: tmp, Systems: split(*systems), Workloads: split(*workloads),
 		Revision: compare.Revision(ctx, filepath.Dir(benchDir))}
+	var tags []string
 	if *childProfile != "" {
 		abs, err := filepath.Abs(*childProfile)
 		if err != nil {
 			return err
 		}
 		o.SkulkEnv = append(o.SkulkEnv, "SKULK_BENCH_PROFILE="+abs)
+		tags = append(tags, compare.ProfileTag) // the bench child links its profiler only then
 	}
 	if !*quiet {
 		o.Log = os.Stderr
@@ -71,7 +73,7 @@ func run() error {
 	if !*quiet {
 		fmt.Fprintln(os.Stderr, "compare: building the children…")
 	}
-	o.Bin, err = compare.Build(ctx, benchDir, filepath.Join(tmp, "bin"), o.Systems)
+	o.Bin, err = compare.Build(ctx, benchDir, filepath.Join(tmp, "bin"), o.Systems, tags...)
 	if err != nil {
 		return err
 	}

@@ -33,11 +33,19 @@ var children = []struct {
 	{"raw", "github.com/skulkrt/skulk/bench/cmd/rawchild", "rawchild", func(b *Binaries) *string { return &b.Raw }},
 }
 
+// ProfileTag is the build tag that gives cmd/skulkchild its profiler
+// (SKULK_BENCH_PROFILE); the other children ignore it.
+const ProfileTag = "skulkprofile"
+
 // Build builds the children of the named systems (all when none are named)
-// with one `go build` run in benchDir (the bench module) into outDir.
-func Build(ctx context.Context, benchDir, outDir string, systems []string) (Binaries, error) {
+// with one `go build` run in benchDir (the bench module) into outDir, with
+// the build tags given (ProfileTag, say).
+func Build(ctx context.Context, benchDir, outDir string, systems []string, tags ...string) (Binaries, error) {
 	var b Binaries
 	args := []string{"build", "-o", outDir + "/"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
 	for _, c := range children {
 		if len(systems) > 0 && !slices.Contains(systems, c.system) {
 			continue
