@@ -36,7 +36,7 @@ type Call struct {
 	conn *streamConn
 	rec  *calllog.Record // the call in the log; its methods never block but End and Confirm
 
-	out     outbox        // provider frames for Recv; put by the reader
+	out     outbox        // provider frames for Recv; put by the holder of the read turn
 	done    chan struct{} // closed by finish once term is set
 	term    frame.Frame
 	termErr *CallError
@@ -52,7 +52,7 @@ type Call struct {
 	endT      *time.Timer // terminal + EndGrace without end: connection closed
 	stopCtx   func() bool // stops the context watch
 
-	// Owned by the connection's reader goroutine.
+	// Owned by the holder of the connection's read turn (see readTurn).
 	fence sequence.Fence // provider direction, from 1
 	given uint64         // sequence after the last frame given to the caller
 

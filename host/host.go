@@ -296,10 +296,11 @@ func WithObservers(obs ...calllog.Observer) CallOption {
 // payload (none for no input), then the caller's completed, all in one
 // write with the invoke. Use it for a plain request, whose input is known
 // when it is made: the child then answers it on the goroutine the request
-// woke, without switching to another, the caller's Recv (or Wait) reads
-// the answer from the connection itself rather than through the
-// connection's reader goroutine, and Send and CloseSend are not needed
-// (they return ErrSendClosed). Each payload must be a JSON object
+// woke, without switching to another, and Send and CloseSend are not
+// needed (they return ErrSendClosed). (Every call's Recv, or Wait, reads
+// the answer from the connection itself, rather than through the
+// connection's reader goroutine, until something needs the connection read
+// while the caller is not in Recv.) Each payload must be a JSON object
 // that passes the tool's input_schema, or the call is refused as for bad
 // arguments (a *SchemaError, nothing sent). The payloads are not copied;
 // do not modify them afterwards.
@@ -345,7 +346,11 @@ func WithJournal(j *calllog.Journal) CallOption {
 // ctx governs the whole call, as exec.CommandContext's does: its deadline
 // becomes the invoke's timeout_ms, and cancelling it cancels the call. The
 // returned Call must be read to its terminal (Recv, Frames or Wait):
-// until then it holds a stream slot and the child's output waits for it.
+// until then it holds a stream slot and the child's output waits for it,
+// in the socket (backpressure): the caller's Recv reads the connection
+// itself. A Send that has to wait for the child, a Cancel or the deadline
+// gives the reading to the connection's own goroutine instead, so that a
+// child waiting for its output to be read never waits for the caller.
 func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts ...CallOption) (*Call, error) {
 	t, err := h.lookupTool(tool)
 	if err != nil {
