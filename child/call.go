@@ -53,9 +53,6 @@ type call struct {
 	sendMu sync.Mutex
 	next   uint64     // next provider sequence; guarded by sendMu
 	pkt    wire.Frame // the packet every provider frame is written as; guarded by sendMu
-	// lingered: an inline handler's frame began a linger (see lingers),
-	// which finish ends if the lingers' ticker has not.
-	lingered atomic.Bool
 
 	mu        sync.Mutex
 	terminal  bool          // a provider terminal is claimed; guarded by mu
@@ -338,10 +335,6 @@ func (cl *call) finish(res result) {
 	if _, _, _, ok := causeTerminal(cl.cause()); ok {
 		endQueued = cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil
 	}
-	// The frames that lingered go out with the terminal and the end.
-	if cl.lingered.Load() {
-		cl.c.s.lingers.end(cl.c)
-	}
 	// Uncork writes the terminal and the end on this goroutine unless a
 	// write is under way; Flush then waits for that one.
 	if cl.c.w.Uncork() == nil && endQueued {
@@ -481,12 +474,6 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// and the cause's terminal wait as long as it takes: a terminal given
 	// up on there would leave the end to go out alone.
 	abortable := !byCause && !errors.Is(context.Cause(cl.ctx), errHandlerReturned)
-	if cl.inline && !f.IsTerminal() && !cl.lingered.Load() {
-		// The handler's first frame: it and the frames after it wait
-		// for the terminal, for a while (lingers).
-		cl.lingered.Store(true)
-		cl.c.s.lingers.start(cl.c)
-	}
 	var err error
 	switch {
 	case !abortable && cl.inline:

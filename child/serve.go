@@ -118,9 +118,6 @@ type server struct {
 	// watch looks at the handlers that run inline (see inlineWatch) while
 	// they run or start; stopped by shutdown.
 	watch *ticker
-	// lingers holds the frames of inline handlers for their terminals
-	// (see lingers); stopped by shutdown.
-	lingers lingers
 }
 
 func newServer(control Conn, ln Listener, opts *Options) *server {
@@ -133,7 +130,6 @@ func newServer(control Conn, ln Listener, opts *Options) *server {
 	}
 	s.remembered.init()
 	s.watch = newTicker(inlineWatch, s.watchTick)
-	s.lingers.init()
 	for i := range opts.Tools {
 		s.tools[opts.Tools[i].ID] = &opts.Tools[i]
 	}
@@ -455,10 +451,8 @@ func (s *server) watchTick() (busy bool) {
 // handlers up to wait to return.
 func (s *server) shutdown(wait time.Duration) {
 	// The watch's tick may be starting a reader, counted in s.runners
-	// before stop returns; the lingers' writes fail once the connections
-	// are closed.
+	// before stop returns.
 	s.watch.stop()
-	s.lingers.stop()
 	s.mu.Lock()
 	s.closing = true
 	conns := make([]*conn, 0, len(s.conns))

@@ -95,10 +95,6 @@ func (s *Stream) CallerResult() frame.Payload {
 // Send blocks while the connection does not take the bytes (backpressure).
 // It returns once the frame is queued for the connection, or, for inline
 // media, once the media bytes are written, so the caller may reuse them.
-// In a plain request (the caller sent its whole input with the invoke)
-// queued frames linger until the handler's terminal, for at most about a
-// millisecond, so that a short call's output leaves in one write; Flush
-// ends the linger.
 // A Send blocked by backpressure returns the cancellation cause as soon
 // as the call is cancelled (PROTOCOL.md §3: cancel acts while the
 // connection is blocked). Nothing is sent then, except a chunk of inline
@@ -134,12 +130,5 @@ func (s *Stream) Fail(err error) error {
 }
 
 // Flush waits until every frame sent so far has been written to the
-// connection, and returns the connection's error if there was one. For a
-// handler whose frames linger (see Send), it also ends the linger: what it
-// sends next goes out at once.
-func (s *Stream) Flush() error {
-	if s.cl.lingered.Load() {
-		s.cl.c.s.lingers.end(s.cl.c)
-	}
-	return s.cl.c.w.Flush()
-}
+// connection, and returns the connection's error if there was one.
+func (s *Stream) Flush() error { return s.cl.c.w.Flush() }

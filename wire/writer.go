@@ -378,36 +378,18 @@ func (w *Writer) Cork() {
 func (w *Writer) Uncork() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.corked == 0 {
+		panic("wire: Uncork without Cork")
+	}
+	w.corked--
 	switch {
-	case !w.uncorkLocked():
+	case w.corked > 0 || len(w.cur.hdr) == 0 || w.unusableLocked() != nil:
 	case w.spare != nil:
 		w.writeCur()
 	default:
 		w.wakeLocked()
 	}
 	return w.err
-}
-
-// UncorkLater ends the last Cork as Uncork does, but never writes on the
-// calling goroutine: the flusher writes the queued packets. It is for a
-// goroutine that must not wait for the connection (one that uncorks
-// several Writers in turn, say).
-func (w *Writer) UncorkLater() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.uncorkLocked() {
-		w.wakeLocked()
-	}
-}
-
-// uncorkLocked ends the last Cork and reports whether queued packets are
-// now to be written. w.mu is held.
-func (w *Writer) uncorkLocked() bool {
-	if w.corked == 0 {
-		panic("wire: Uncork without Cork")
-	}
-	w.corked--
-	return w.corked == 0 && len(w.cur.hdr) > 0 && w.unusableLocked() == nil
 }
 
 // TryWritePacket is WritePacket for a caller that must not block: it queues

@@ -665,35 +665,6 @@ func TestWriterCork(t *testing.T) {
 	})
 }
 
-// TestWriterUncorkLater: UncorkLater returns without waiting for the
-// write, even when the connection takes nothing, and the flusher then
-// writes what was corked, in one write; an inner UncorkLater leaves the
-// outer Cork in force.
-func TestWriterUncorkLater(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := newGateWriter() // takes nothing until the test lets a write through
-		w := NewWriter(g, Limits{})
-		w.Cork()
-		w.Cork()
-		for i := uint64(1); i <= 3; i++ {
-			require.NoError(t, w.WritePacketNow(smallChunk(t, "c1", i)))
-		}
-		w.UncorkLater()
-		synctest.Wait()
-		require.Zero(t, g.count(), "written with a Cork still open")
-		w.UncorkLater() // returns at once: the gate is shut
-		synctest.Wait()
-		g.gate <- struct{}{} // the flusher's write, blocked until now
-		require.NoError(t, w.Flush())
-		require.Equal(t, 1, g.count(), "the corked packets were not written in one write")
-		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
-		require.Len(t, got, 3)
-		require.Panics(t, func() { w.UncorkLater() }, "an UncorkLater without its Cork")
-		close(g.gate)
-		require.NoError(t, w.Close())
-	})
-}
-
 // TestWriterCorkedStillDrains: a corked Writer still writes when Flush asks,
 // and when its queue reaches the bound, so that neither waits for an
 // Uncork that cannot come first.
