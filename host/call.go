@@ -162,14 +162,18 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	done, _ := frame.NewCompleted(c.id, frame.CallerToProvider, uint64(len(input)+1), nil)
 	frames = append(frames, wire.Frame{Frame: done})
 	// The packet list of a request of one chunk or none (most) stays on the
-	// stack: the writer copies the packets before WritePackets returns.
+	// stack: the writer encodes the packets before WritePacketsNow returns.
 	var pktBuf [4]wire.Packet
 	pkts := append(pktBuf[:0], inv)
 	for i := range frames {
 		c.rec.Input(frames[i].Frame)
 		pkts = append(pkts, &frames[i])
 	}
-	if err := c.conn.w.WritePackets(pkts...); err != nil {
+	// The caller must not wait for a full socket here: it holds the read
+	// turn, and a child may answer a large request before it has read all
+	// of it (an echo does), then wait for its answer to be read. The
+	// flusher writes what the socket does not take now.
+	if err := c.conn.w.WritePacketsNow(pkts...); err != nil {
 		return err
 	}
 	for i := range frames {

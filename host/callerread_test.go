@@ -331,3 +331,46 @@ func TestStreamedCallCallerReads(t *testing.T) {
 		t.Fatalf("%d chunks, want 300", n)
 	}
 }
+
+// A plain request whose input is more than the sockets hold, to a child
+// that answers each chunk before it reads the next (echo), and stops
+// reading while its answers are not read: the caller is not held in the
+// request's write (it holds the read turn), so its Recv reads the answers
+// while the Writer's flusher writes the rest of the request. Before, the
+// write waited for a full socket and the call stayed stuck until its
+// context ended.
+func TestPlainRequestLargeInput(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	const n = 60 // 60 × 16 KiB: more than both sockets and the child's queues hold
+	text := strings.Repeat("y", 16<<10)
+	input := make([]frame.Payload, n)
+	for i := range input {
+		input[i] = frame.MustPayload(map[string]any{"text": text})
+	}
+	// Stuck, the call would go on when its deadline handed the reading
+	// over: 30 s. It takes well under a second.
+	start := time.Now()
+	c, err := h.Call(ctx, "echo", nil, WithInput(input...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks int
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Kind {
+		case frame.KindChunk:
+			chunks++
+		case frame.KindFailed, frame.KindCancelled:
+			t.Fatalf("call ended %v (synthetic %v) after %d chunks: %v", f.Kind, f.Synthetic, chunks, f.Error)
+		}
+	}
+	if chunks != n {
+		t.Fatalf("%d chunks, want %d", chunks, n)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the call took %v: it waited for its deadline", d)
+	}
+}

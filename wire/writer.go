@@ -208,14 +208,25 @@ func (w *Writer) WritePacketNowContext(ctx context.Context, p Packet) error {
 // queued, or written when one has an attachment.
 func (w *Writer) WritePackets(ps ...Packet) error { return w.send(nil, ps, request) }
 
+// WritePacketsNow is WritePackets for a sender that must not wait for a
+// full socket (one that must go on to read its peer's answer, which the
+// peer may write before it reads the rest): when the Writer is idle the
+// calling goroutine writes what the socket takes now, and the flusher
+// writes the rest. It returns once the packets are queued, as
+// WritePacket does (a packet with an attachment is waited for, as by
+// WritePackets); a write error after that is the Writer's, returned by
+// its later calls.
+func (w *Writer) WritePacketsNow(ps ...Packet) error { return w.send(nil, ps, requestNow) }
+
 // sendMode says when a sender writes its packets itself rather than hand
 // them to the flusher (see Writer).
 type sendMode int
 
 const (
-	queued  sendMode = iota // WritePacket: only a packet with an attachment, when the Writer is idle
-	reply                   // WritePacketNow: also when the Writer is idle and quiet
-	request                 // WritePackets: also when the Writer is idle
+	queued     sendMode = iota // WritePacket: only a packet with an attachment, when the Writer is idle
+	reply                      // WritePacketNow: also when the Writer is idle and quiet
+	request                    // WritePackets: also when the Writer is idle
+	requestNow                 // WritePacketsNow: as request, without waiting for a full socket
 )
 
 // send queues ps, or writes them itself (see mode). A non-nil ctx ends a
@@ -257,17 +268,18 @@ func (w *Writer) send(ctx context.Context, ps []Packet, mode sendMode) error {
 	withAtt := len(w.cur.atts) > atts
 	id := w.queued
 	switch {
-	case idle && (withAtt || w.corked == 0 && (mode == request || mode == reply && time.Since(w.last) >= quietGap)):
+	case idle && (withAtt || w.corked == 0 && (mode >= request || mode == reply && time.Since(w.last) >= quietGap)):
 		// The caller writes its packets itself rather than hand them to
 		// the flusher and back: a writer of an attachment has to wait for
 		// it anyway, and an idle Writer has nothing to coalesce a request
 		// or a reply with. It goes through writeCur as the flusher does,
 		// so there is still one writer at a time and packets keep their
-		// order. A reply without an attachment does not wait for a full
-		// socket: the flusher takes the rest over, and the sender goes on
+		// order. A reply (or a WritePacketsNow request) without an
+		// attachment does not wait for a full socket: the flusher takes
+		// the rest over, and the sender goes on
 		// as if it had queued the packet (so that only the queue's bound,
 		// which a context can interrupt, ever blocks it).
-		if mode == reply && !withAtt {
+		if (mode == reply || mode == requestNow) && !withAtt {
 			w.tryWriteCur()
 			return w.err
 		}

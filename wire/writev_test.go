@@ -350,3 +350,38 @@ func TestWriterBlockingFileDetachWaits(t *testing.T) {
 	require.NoError(t, <-second) // written, as by WritePacket
 	require.NoError(t, w.Close())
 }
+
+// TestWriterWritePacketsNow: a request larger than the socket takes goes
+// out partly from its sender, which returns without waiting for the peer
+// to read; the flusher writes the rest, and everything arrives in order.
+// (WritePackets would wait: the peer reads only after the sender returned.)
+func TestWriterWritePacketsNow(t *testing.T) {
+	for _, cp := range connPairs {
+		t.Run(cp.name, func(t *testing.T) {
+			a, b := cp.pair(t)
+			w := NewWriter(a, Limits{})
+			var ps []Packet
+			for i := uint64(1); i <= 64; i++ { // 64 × about 16 KiB: more than the socket buffers
+				f, err := frame.NewChunk("c1", frame.ProviderToCaller, i,
+					frame.MustPayload(map[string]any{"text": string(bytes.Repeat([]byte{'z'}, 16<<10))}), nil)
+				require.NoError(t, err)
+				ps = append(ps, &Frame{f})
+			}
+			sent := make(chan error, 1)
+			go func() { sent <- w.WritePacketsNow(ps...) }() // returns without the peer reading, or the test fails below
+			select {
+			case err := <-sent:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("WritePacketsNow waited for the peer to read")
+			}
+			r := NewReader(b, Limits{})
+			for i := uint64(1); i <= 64; i++ {
+				p, err := r.ReadPacket()
+				require.NoError(t, err)
+				require.Equal(t, i, p.(*Frame).Sequence)
+			}
+			require.NoError(t, w.Close())
+		})
+	}
+}
