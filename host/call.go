@@ -463,7 +463,7 @@ func (c *Call) Wait() (frame.Payload, error) {
 }
 
 // finish records the provider terminal (real or synthetic); called once, by
-// the connection's reader.
+// the holder of the connection's read turn (see readTurn).
 func (c *Call) finish(f frame.Frame, stderr string) {
 	c.rec.Finish(calllog.OutcomeOf(f)) // never blocks; the stderr tail is not logged: it may hold user data
 	c.term = f
@@ -475,8 +475,8 @@ func (c *Call) finish(f frame.Frame, stderr string) {
 }
 
 // release ends the connection's part in the call: called once, by the
-// connection's reader, after the terminal. conn is the connection to reuse,
-// or nil when it was closed.
+// holder of the connection's read turn, after the terminal. conn is the
+// connection to reuse, or nil when it was closed.
 func (c *Call) release(conn *streamConn) {
 	c.sendMu.Lock()
 	c.sendDone = true // nothing more of this call goes on the connection

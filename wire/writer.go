@@ -173,10 +173,16 @@ func (w *Writer) WritePacket(p Packet) error { return w.send(nil, []Packet{p}, q
 // taken back: the Writer copies what is left of the attachment, writes the
 // packet whole from that copy (unless the connection fails) and returns a
 // *DetachedError, so the caller may reuse its bytes at once either way.
-// Where a write under way holds the bytes, an attachment already being
-// written is waited for as by WritePacket: over a destination without a
-// non-blocking file descriptor (a net.Pipe, an *os.File of a blocking
-// descriptor; on systems without writev, every destination).
+// When the Writer is idle and the destination has a write deadline and a
+// non-blocking descriptor (a net.Conn, an *os.File of a socket in
+// non-blocking mode), the sender writes such a packet itself and waits for
+// a full socket as a plain write does; ctx's end interrupts that wait with
+// a write deadline in the past, which the Writer then takes back (set the
+// destination's own deadline with SetWriteDeadline). Where a write under
+// way holds the bytes, an attachment already being written is waited for
+// as by WritePacket: over a destination without a non-blocking file
+// descriptor (a net.Pipe, an *os.File of a blocking descriptor; on systems
+// without writev, every destination).
 func (w *Writer) WritePacketContext(ctx context.Context, p Packet) error {
 	return w.send(ctx, []Packet{p}, queued)
 }
@@ -192,9 +198,11 @@ func (w *Writer) WritePacketNow(p Packet) error { return w.send(nil, []Packet{p}
 
 // WritePacketNowContext is WritePacketNow that stops waiting once ctx is
 // done, as WritePacketContext does: for room in the queue, and for an
-// attachment (a *DetachedError). A packet its sender writes itself is
-// written whole: ctx does not interrupt a write under way, and one with an
-// attachment leaves the flusher to wait for a full socket.
+// attachment (a *DetachedError). A packet without an attachment that its
+// sender writes itself is written whole (ctx does not interrupt it), and
+// leaves the flusher to wait for a full socket. One with an attachment is
+// waited for as WritePacketContext says: over a destination with a write
+// deadline, by the sender, whose ctx interrupts the wait.
 func (w *Writer) WritePacketNowContext(ctx context.Context, p Packet) error {
 	return w.send(ctx, []Packet{p}, reply)
 }
