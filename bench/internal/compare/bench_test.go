@@ -198,7 +198,7 @@ func BenchmarkRawCall(b *testing.B) {
 func BenchmarkGoPluginCall(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	gs, err := (&grpcSystem{bin: bins.GoPlugin}).start()
+	gs, err := (&grpcSystem{bin: bins.GoPlugin, dir: b.TempDir()}).start()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func BenchmarkAfterIdle(b *testing.B) {
 		idle(b, func() error { return rs.call(ctx) })
 	})
 	b.Run("go-plugin", func(b *testing.B) {
-		gs, err := (&grpcSystem{bin: bins.GoPlugin}).start()
+		gs, err := (&grpcSystem{bin: bins.GoPlugin, dir: b.TempDir()}).start()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func BenchmarkColdStart(b *testing.B) {
 	for _, s := range []system{
 		&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir()},
 		&rawSystem{bin: bins.Raw, dir: b.TempDir()},
-		&grpcSystem{bin: bins.GoPlugin},
+		&grpcSystem{bin: bins.GoPlugin, dir: b.TempDir()},
 	} {
 		b.Run(s.name(), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

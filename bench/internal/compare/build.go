@@ -99,7 +99,7 @@ func (o *Options) systems() []system {
 	all := []system{
 		&skulkSystem{sys: Skulk, bin: o.Bin.Skulk, dir: o.Dir, env: o.SkulkEnv},
 		&skulkSystem{sys: SkulkDemo, bin: o.Bin.SkulkDemo, dir: o.Dir},
-		&grpcSystem{bin: o.Bin.GoPlugin},
+		&grpcSystem{bin: o.Bin.GoPlugin, dir: o.Dir},
 		&mcpSystem{bin: o.Bin.MCP},
 		&rawSystem{bin: o.Bin.Raw, dir: o.Dir},
 	}

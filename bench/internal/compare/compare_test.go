@@ -193,7 +193,42 @@ func exercise(t *testing.T, s system) {
 
 func TestRaw(t *testing.T) { exercise(t, &rawSystem{bin: bins.Raw, dir: t.TempDir()}) }
 
-func TestGoPlugin(t *testing.T) { exercise(t, &grpcSystem{bin: bins.GoPlugin}) }
+func TestGoPlugin(t *testing.T) { exercise(t, &grpcSystem{bin: bins.GoPlugin, dir: t.TempDir()}) }
+
+// TestGoPluginCrashLeavesNothing: go-plugin's server makes a directory for
+// its socket in TMPDIR and removes it only when it exits on its own; the
+// crash workload's children, killed with SIGKILL, make theirs in the
+// run's directory, so nothing is left in the system's temporary directory.
+func TestGoPluginCrashLeavesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pattern := filepath.Join(os.TempDir(), "plugin*")
+	before, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := &grpcSystem{bin: bins.GoPlugin, dir: dir}
+	for range 3 {
+		if _, err := s.crash(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) > len(before) {
+		t.Errorf("%d directories left in %s by killed go-plugin children", len(after)-len(before), os.TempDir())
+	}
+	left, err := filepath.Glob(filepath.Join(dir, "plugin*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) == 0 {
+		t.Error("the killed children made no directory in the run's TMPDIR: the test no longer shows what it is for")
+	}
+}
 
 func TestMCP(t *testing.T) { exercise(t, &mcpSystem{bin: bins.MCP}) }
 

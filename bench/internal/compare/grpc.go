@@ -19,6 +19,11 @@ import (
 // grpcSystem is hashicorp/go-plugin over gRPC with gpchild.
 type grpcSystem struct {
 	bin string // gpchild binary
+	// dir is the children's TMPDIR: go-plugin's server makes the directory
+	// of its socket there, and removes it only when it exits on its own,
+	// so every child the crash workload kills would leave one in /tmp.
+	// The run's own directory, removed at its end. Empty: the default.
+	dir string
 }
 
 func (*grpcSystem) name() string { return "go-plugin" }
@@ -32,6 +37,9 @@ type grpcSession struct {
 
 func (s *grpcSystem) start() (*grpcSession, error) {
 	cmd := exec.Command(s.bin)
+	if s.dir != "" {
+		cmd.Env = append(os.Environ(), "TMPDIR="+s.dir)
+	}
 	c := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  gpbench.Handshake,
 		Plugins:          plugin.PluginSet{gpbench.PluginName: gpbench.Plugin{}},
