@@ -130,10 +130,7 @@ type deadliner interface {
 // Writer puts it back after it interrupted a write (see
 // WritePacketContext). A destination without deadlines gives nil.
 func (w *Writer) SetWriteDeadline(t time.Time) error {
-	d, ok := w.dl, w.dl != nil
-	if !ok {
-		d, ok = w.dst.dst.(deadliner)
-	}
+	d, ok := w.dst.dst.(deadliner) // w.dl, when that is set
 	if !ok {
 		return nil
 	}
@@ -276,7 +273,7 @@ func (w *Writer) send(ctx context.Context, ps []Packet, mode sendMode) error {
 	withAtt := len(w.cur.atts) > atts
 	id := w.queued
 	switch {
-	case idle && (withAtt || w.corked == 0 && (mode >= request || mode == reply && time.Since(w.last) >= quietGap)):
+	case idle && (withAtt || w.corked == 0 && (mode == request || mode == requestNow || mode == reply && time.Since(w.last) >= quietGap)):
 		// The caller writes its packets itself rather than hand them to
 		// the flusher and back: a writer of an attachment has to wait for
 		// it anyway, and an idle Writer has nothing to coalesce a request
@@ -284,9 +281,9 @@ func (w *Writer) send(ctx context.Context, ps []Packet, mode sendMode) error {
 		// so there is still one writer at a time and packets keep their
 		// order. A reply (or a WritePacketsNow request) without an
 		// attachment does not wait for a full socket: the flusher takes
-		// the rest over, and the sender goes on
-		// as if it had queued the packet (so that only the queue's bound,
-		// which a context can interrupt, ever blocks it).
+		// the rest over, and the sender goes on as if it had queued the
+		// packet (so that only the queue's bound, which a context can
+		// interrupt, ever blocks it).
 		if (mode == reply || mode == requestNow) && !withAtt {
 			w.tryWriteCur()
 			return w.err
