@@ -42,8 +42,8 @@ const (
 	// (callerRead). Every call starts with it: a caller that waits in
 	// Recv may as well read its answer itself, which saves waking the
 	// reader and then the caller for every read (for a stream of large
-	// media chunks, about a fifth of the throughput). Until the caller asks,
-	// the child's output waits in the socket, as backpressure. Whatever
+	// media chunks, about a fifth of the throughput). Until the caller
+	// asks, the child's output waits in the socket, as backpressure. Whatever
 	// needs the connection read while the caller is not in Recv gives
 	// the turn to the reader for the rest of the call (handOver): cancel,
 	// the deadline, a failure, the child's exit, and a Send or CloseSend
