@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -45,7 +46,7 @@ type call struct {
 	// Set by the connection's reader before the handler runs: handler,
 	// the call has one (it was registered); running, it was handed to the
 	// runner or is run by the reader; inline, by the reader (its frames
-	// are written with WritePacketNow).
+	// are written as coalesce.Reply).
 	handler, running, inline bool
 
 	handedOff bool // the watch gave the connection a new reader while the handler ran inline; guarded by c.mu
@@ -333,7 +334,7 @@ func (cl *call) finish(res result) {
 	cl.over.Store(true)
 	endQueued := false
 	if _, _, _, ok := causeTerminal(cl.cause()); ok {
-		endQueued = cl.c.w.WritePacket(&wire.End{End: frame.End{CallID: cl.inv.CallID}}) == nil
+		endQueued = cl.c.w.Write(context.Background(), coalesce.Stream, &wire.End{CallID: cl.inv.CallID}) == nil
 	}
 	// Uncork writes the terminal and the end on this goroutine unless a
 	// write is under way; Flush then waits for that one.
@@ -474,19 +475,20 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// and the cause's terminal wait as long as it takes: a terminal given
 	// up on there would leave the end to go out alone.
 	abortable := !byCause && !errors.Is(context.Cause(cl.ctx), errHandlerReturned)
-	var err error
-	switch {
-	case !abortable && cl.inline:
-		err = cl.c.w.WritePacketNow(&cl.pkt)
-	case !abortable:
-		err = cl.c.w.WritePacket(&cl.pkt)
-	case cl.inline:
-		err = cl.c.w.WritePacketNowContext(cl.ctx, &cl.pkt)
-	default:
-		err = cl.c.w.WritePacketContext(cl.ctx, &cl.pkt)
+	ctx := context.Background()
+	if abortable {
+		ctx = cl.ctx
 	}
+	// A plain request's handler runs on the connection's reader and
+	// answers a request: its frames are replies. A streamed call's are a
+	// stream, which the Writer's flusher coalesces.
+	mode := coalesce.Stream
+	if cl.inline {
+		mode = coalesce.Reply
+	}
+	err := cl.c.w.Write(ctx, mode, &cl.pkt)
 	cl.pkt.Frame = frame.Frame{}
-	if de, ok := err.(*wire.DetachedError); ok {
+	if de, ok := err.(*coalesce.DetachedError); ok {
 		// Cancelled while its media was being written: the frame goes out
 		// whole from the Writer's copy, so its sequence is used, and the
 		// handler is given the cause at once instead of waiting for a

@@ -463,7 +463,7 @@ func TestControlProtocolError(t *testing.T) {
 	srv := serveChild(t, config{}, demoOptions())
 	_, err := srv.host.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
-	require.NoError(t, srv.host.Write(&wire.End{End: frame.End{CallID: "x"}}))
+	require.NoError(t, srv.host.Write(&wire.End{CallID: "x"}))
 	require.ErrorIs(t, srv.result(t), wire.ErrProtocol)
 }
 

@@ -1,6 +1,7 @@
 package child
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -26,7 +28,7 @@ import (
 type conn struct {
 	s    *server
 	nc   Conn
-	w    *wire.Writer
+	w    *coalesce.Writer
 	r    *wire.Reader
 	refs atomic.Int32
 
@@ -50,7 +52,7 @@ type conn struct {
 }
 
 func newConn(s *server, nc Conn) *conn {
-	c := &conn{s: s, nc: nc, w: wire.NewWriter(nc, s.limits), r: wire.NewReader(nc, s.limits)}
+	c := &conn{s: s, nc: nc, w: coalesce.New(nc, s.limits), r: wire.NewReader(nc, s.limits)}
 	c.r.ReuseFrames() // callerPacket copies each frame out before the next read
 	c.refs.Store(1)
 	return c
@@ -143,8 +145,8 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 }
 
 // runInline runs cl's handler on the reader's goroutine, which saves the
-// switch to the runner and back, and writes its frames with
-// WritePacketNow, which saves the switches to the flusher: a plain request
+// switch to the runner and back, and writes its frames as replies
+// (coalesce.Reply), which saves the switches to the flusher: a plain request
 // is answered by the goroutine its bytes woke. The reader reads nothing
 // meanwhile: the caller's direction is closed, so the host sends nothing
 // before the end. A connection closed under a long handler is still seen:
@@ -266,9 +268,7 @@ func (c *conn) writeImmediate(id string, imm immediate) {
 	} else {
 		f, _ = frame.NewFailed(id, frame.ProviderToCaller, 1, imm.code, imm.msg)
 	}
-	if c.w.WritePacket(&wire.Frame{Frame: f}) == nil {
-		c.w.WritePacket(&wire.End{End: frame.End{CallID: id}})
-	}
+	c.w.Write(context.Background(), coalesce.Stream, &wire.Frame{Frame: f}, &wire.End{CallID: id})
 }
 
 // callerState is where the caller's direction of a call stands after a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -90,7 +91,7 @@ type server struct {
 	tools   map[string]*Tool
 	control Conn
 	ln      Listener
-	cw      *wire.Writer // the control connection's writer: pongs and bye
+	cw      *coalesce.Writer // the control connection's writer: pongs and bye
 
 	limits      wire.Limits   // effective, from startup
 	cancelGrace time.Duration // from startup
@@ -157,7 +158,7 @@ func (s *server) hello() *wire.Hello {
 }
 
 func (s *server) serve(ctx context.Context) error {
-	s.cw = wire.NewWriter(s.control, s.opts.Limits)
+	s.cw = coalesce.New(s.control, s.opts.Limits)
 	cr := wire.NewReader(s.control, s.opts.Limits)
 	// ctx may end while the child waits for startup: that wakes the write
 	// of hello or the read of startup.
@@ -212,13 +213,17 @@ func (s *server) start(cr *wire.Reader) error {
 	if timeout == 0 {
 		timeout = DefaultStartupTimeout
 	}
-	// WritePackets: the Writer is idle, so this goroutine writes hello
+	// A Request: the Writer is idle, so this goroutine writes hello
 	// itself rather than wake the flusher for it (one goroutine switch
-	// less on every start). A host that takes no hello gets no more time
-	// than one that sends no startup.
+	// less on every start); Flush waits for what a full socket left to
+	// the flusher. A host that takes no hello gets no more time than one
+	// that sends no startup.
 	until := time.Now().Add(timeout)
 	s.control.SetWriteDeadline(until)
-	err := s.cw.WritePackets(s.hello())
+	err := s.cw.Write(context.Background(), coalesce.Request, s.hello())
+	if err == nil {
+		err = s.cw.Flush()
+	}
 	s.control.SetWriteDeadline(time.Time{})
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -268,7 +273,7 @@ func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
 		}
 		switch p := p.(type) {
 		case *wire.Ping:
-			err = s.cw.WritePacket(&wire.Pong{Nonce: p.Nonce, Streams: s.running.Load(), Stuck: s.stuck.Load()})
+			err = s.cw.Write(context.Background(), coalesce.Stream, &wire.Pong{Nonce: p.Nonce, Streams: s.running.Load(), Stuck: s.stuck.Load()})
 			if err != nil {
 				return err
 			}
@@ -316,7 +321,7 @@ func (s *server) drain(grace time.Duration, drained chan struct{}) {
 	s.ln.Close()
 	graceT := time.NewTimer(grace)
 	defer graceT.Stop()
-	limit := grace + s.cancelGrace // each at most wire.MaxMillis: no overflow
+	limit := grace + s.cancelGrace // each at most half the largest Duration (wire.Millis): no overflow
 	margin := min(byeMargin, s.cancelGrace/2)
 	hard := time.NewTimer(limit - margin)
 	defer hard.Stop()
@@ -349,7 +354,7 @@ wait:
 			return
 		}
 	}
-	if err := s.cw.WritePacket(&wire.Bye{Reason: "drained"}); err == nil {
+	if err := s.cw.Write(context.Background(), coalesce.Stream, &wire.Bye{Reason: "drained"}); err == nil {
 		s.cw.Flush()
 	}
 	close(drained)

@@ -350,16 +350,6 @@ func (f *Frame) checkShape() error {
 	return nil
 }
 
-// End is the child's cleanup acknowledgment for a call: its handler has
-// returned. It follows exactly one provider terminal.
-type End struct {
-	// CallID names the call: 1 to 128 characters.
-	CallID string
-}
-
-// Validate checks the call id.
-func (e *End) Validate() error { return CheckCallID(e.CallID) }
-
 func build(f Frame) (Frame, error) {
 	if err := f.Validate(); err != nil {
 		return Frame{}, err

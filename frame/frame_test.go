@@ -384,9 +384,9 @@ func TestErrorAndFieldError(t *testing.T) {
 	require.False(t, errors.Is(fe, errors.New("frame: invalid")))
 }
 
-func TestEnd(t *testing.T) {
-	require.NoError(t, (&End{CallID: "c"}).Validate())
-	require.ErrorIs(t, (&End{}).Validate(), ErrInvalid)
+func TestCheckCallID(t *testing.T) {
+	require.NoError(t, CheckCallID("c"))
+	require.ErrorIs(t, CheckCallID(""), ErrInvalid)
 	require.ErrorIs(t, CheckCallID(strings.Repeat("x", 129)), ErrInvalid)
 	require.NoError(t, CheckCallID(strings.Repeat("x", 128)))
 }

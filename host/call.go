@@ -12,6 +12,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -118,12 +119,12 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	if o.closedInput {
 		err = call.writeRequest(inv, o.input)
 	} else {
-		err = c.w.WritePacket(inv)
+		err = c.w.Write(context.Background(), coalesce.Stream, inv)
 		if err == nil {
 			cs, _ := frame.NewStarted(call.id, frame.CallerToProvider)
 			rec.Input(cs)
 			call.sendPkt.Frame = cs
-			if err = c.w.WritePacket(&call.sendPkt); err == nil {
+			if err = c.w.Write(context.Background(), coalesce.Stream, &call.sendPkt); err == nil {
 				call.send.Accept(&cs)
 			}
 			call.sendPkt.Frame = frame.Frame{}
@@ -162,7 +163,7 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	done, _ := frame.NewCompleted(c.id, frame.CallerToProvider, uint64(len(input)+1), nil)
 	frames = append(frames, wire.Frame{Frame: done})
 	// The packet list of a request of one chunk or none (most) stays on the
-	// stack: the writer encodes the packets before WritePacketsNow returns.
+	// stack: the writer encodes the packets before Write returns.
 	var pktBuf [4]wire.Packet
 	pkts := append(pktBuf[:0], inv)
 	for i := range frames {
@@ -173,7 +174,7 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	// turn, and a child may answer a large request before it has read all
 	// of it (an echo does), then wait for its answer to be read. The
 	// flusher writes what the socket does not take now.
-	if err := c.conn.w.WritePacketsNow(pkts...); err != nil {
+	if err := c.conn.w.Write(context.Background(), coalesce.Request, pkts...); err != nil {
 		return err
 	}
 	for i := range frames {
@@ -235,7 +236,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	defer func() { c.sendPkt.Frame = frame.Frame{} }() // keep no payload or media alive
 	// Most sends are queued at once; only one that has to wait needs
 	// watching its context.
-	queued, err := c.conn.w.TryWritePacket(&c.sendPkt)
+	queued, err := c.conn.w.TryWrite(&c.sendPkt)
 	if !queued && err == nil {
 		// The write waits for the child, which may be waiting for its
 		// output to be read: that must not wait for this caller's next
@@ -249,7 +250,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 			defer close(ran)
 			c.conn.fail(&synth{kind: frame.KindCancelled, code: frame.CodeCancelled, msg: "a send was abandoned: its context ended"})
 		})
-		err = c.conn.w.WritePacket(&c.sendPkt)
+		err = c.conn.w.Write(context.Background(), coalesce.Stream, &c.sendPkt)
 		if !stop() {
 			<-ran
 			c.sendDone = true
@@ -333,10 +334,10 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	c.sendDone = true
 	c.rec.Input(f) // before the write, as in Send
 	c.sendPkt.Frame = f
-	queued, err := c.conn.w.TryWritePacket(&c.sendPkt)
+	queued, err := c.conn.w.TryWrite(&c.sendPkt)
 	if !queued && err == nil {
 		c.conn.handOver() // as in Send
-		err = c.conn.w.WritePacket(&c.sendPkt)
+		err = c.conn.w.Write(context.Background(), coalesce.Stream, &c.sendPkt)
 	}
 	c.sendPkt.Frame = frame.Frame{}
 	if err != nil {
@@ -628,7 +629,7 @@ func (c *Call) terminalClocks(endBuffered bool) {
 // still open, the caller's cancelled frame.
 func (c *Call) sendCancel(reason string) {
 	if !c.providerDone.Load() {
-		c.ch.ctrlW.WritePacket(&wire.Cancel{CallID: c.id, Reason: reason})
+		c.ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Cancel{CallID: c.id, Reason: reason})
 	}
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()

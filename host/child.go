@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -42,7 +43,7 @@ type child struct {
 	id         string
 	proc       *process
 	ctrlR      *wire.Reader // owned by readControl once the handshake is done
-	ctrlW      *wire.Writer
+	ctrlW      *coalesce.Writer
 	maxStreams int
 	limits     wire.Limits
 	cat        *catalog
@@ -148,10 +149,10 @@ func (ch *child) handshake(ctx context.Context) error {
 	ch.maxStreams = int(min(hello.MaxStreams, 1<<20))
 	ch.limits = cfg.Limits.Min(hello.Limits)
 	ch.ctrlR.SetLimits(ch.limits)
-	ch.ctrlW = wire.NewWriter(conn, ch.limits)
-	// WritePackets: the new Writer is idle, so startup is written here,
+	ch.ctrlW = coalesce.New(conn, ch.limits)
+	// A Request: the new Writer is idle, so startup is written here,
 	// not handed to the flusher (a goroutine switch less per start).
-	err = ch.ctrlW.WritePackets(&wire.Startup{
+	err = ch.ctrlW.Write(context.Background(), coalesce.Request, &wire.Startup{
 		Protocol: wire.ProtocolVersion, ChildID: ch.id, Limits: ch.limits,
 		HealthIntervalMS: cfg.HealthInterval.Milliseconds(), CancelGraceMS: cfg.CancelGrace.Milliseconds(),
 		IngressQueue: wire.IngressQueue,
@@ -312,7 +313,7 @@ func (ch *child) watch() (error, stopMode) {
 	var nonce, answered uint64 // the last ping sent, the newest answered
 	ping := func() error {
 		nonce++
-		return ch.ctrlW.WritePacket(&wire.Ping{Nonce: nonce})
+		return ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Ping{Nonce: nonce})
 	}
 	if err := ping(); err != nil {
 		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
@@ -459,7 +460,7 @@ func (ch *child) drain() error {
 	if dl, ok := ctx.Deadline(); ok {
 		grace = min(grace, max(0, time.Until(dl)-h.cfg.KillGrace-h.cfg.CancelGrace)/2)
 	}
-	ch.ctrlW.WritePacket(&wire.Drain{GraceMS: grace.Milliseconds()})
+	ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Drain{GraceMS: grace.Milliseconds()})
 	t := time.NewTimer(grace + h.cfg.CancelGrace + deadlineGrace)
 	defer t.Stop()
 	select {

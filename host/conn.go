@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -58,9 +59,9 @@ const (
 type streamConn struct {
 	ch *child
 	nc net.Conn
-	rc syscall.RawConn // nc's, for idleSound; nil when nc has none
-	r  *wire.Reader    // read only by the holder of the turn
-	w  *wire.Writer    // closed by run when it returns
+	rc syscall.RawConn  // nc's, for idleSound; nil when nc has none
+	r  *wire.Reader     // read only by the holder of the turn
+	w  *coalesce.Writer // closed by run when it returns
 
 	// idleSound's peek, made once so that it allocates nothing; used by
 	// the goroutine that took the connection from the idle list.
@@ -97,7 +98,7 @@ func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	c := &streamConn{
 		ch: ch, nc: nc,
 		r:        wire.NewReader(nc, ch.limits),
-		w:        wire.NewWriter(nc, ch.limits),
+		w:        coalesce.New(nc, ch.limits),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
 		wake:     make(chan struct{}, 1),
@@ -143,7 +144,6 @@ func (c *streamConn) bind(call *Call) bool {
 	}
 	c.cur = call
 	c.wantReader = false
-	c.r.ExpectCallID(call.id) // nobody reads an idle connection
 	c.turn = turnCaller
 	return true
 }
@@ -500,7 +500,7 @@ func (c *streamConn) broken(call *Call, err error) {
 	// The handler may still run, unaware: its connection's reader can be
 	// blocked on a full ingress queue. The control connection reaches it.
 	if !c.ch.proc.dead() {
-		c.ch.ctrlW.WritePacket(&wire.Cancel{CallID: call.id, Reason: "stream connection closed by the host"})
+		c.ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Cancel{CallID: call.id, Reason: "stream connection closed by the host"})
 	}
 	call.release(nil)
 }

@@ -106,7 +106,6 @@ func fakeChild(mode string) int {
 		case *wire.Drain:
 			ln.Close()
 			cw.WritePacket(&wire.Bye{Reason: "drained"})
-			cw.Flush()
 			return 0
 		}
 	}
@@ -120,7 +119,6 @@ func fakeConn(nc net.Conn, mu *sync.Mutex) {
 	defer nc.Close()
 	r := wire.NewReader(nc, wire.Limits{})
 	w := wire.NewWriter(nc, wire.Limits{})
-	defer w.Close()
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -156,8 +154,8 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		}
 		send(frame.NewCompleted(id, frame.ProviderToCaller, seq, p))
 	}
-	end := func() { w.WritePacket(&wire.End{End: frame.End{CallID: id}}) }
-	raw := func(b []byte) { w.Flush(); nc.Write(b) }
+	end := func() { w.WritePacket(&wire.End{CallID: id}) }
+	raw := func(b []byte) { nc.Write(b) }
 	// drainCaller reads caller frames up to the caller's terminal.
 	drainCaller := func() bool {
 		for {
@@ -202,10 +200,8 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		}
 	case "byecall":
 		fakeControl.WritePacket(&wire.Bye{Reason: "leaving"})
-		fakeControl.Flush()
 		completed(1, nil)
 		end()
-		w.Flush()
 		return true
 	case "gap":
 		chunk(2, map[string]any{"i": 0})
@@ -239,7 +235,6 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		chunk(1, map[string]any{"i": "not a number"})
 	case "noend":
 		completed(1, nil)
-		w.Flush()
 		drainCaller()
 		time.Sleep(time.Minute)
 		return false
@@ -248,7 +243,6 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		return false
 	case "die":
 		chunk(1, map[string]any{"i": 0})
-		w.Flush()
 		mu.Lock()
 		fmt.Fprintln(os.Stderr, "fake: dying on purpose")
 		os.Exit(7)
@@ -256,7 +250,6 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		drainCaller()
 		completed(1, nil)
 		end()
-		w.Flush()
 		return false
 	case "idlewrite": // answers, then writes on the idle connection
 		drainCaller()
@@ -265,14 +258,12 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		chunk(2, map[string]any{"i": 0})
 	case "hangup":
 		chunk(1, map[string]any{"i": 0})
-		w.Flush()
 		return false
 	default:
 		send(frame.NewFailed(id, frame.ProviderToCaller, 1, frame.CodeInvalidFrame, "unknown tool"))
 		end()
 		return drainCaller()
 	}
-	w.Flush()
 	// Keep the connection open until the host closes it.
 	for {
 		if _, err := r.ReadPacket(); err != nil {

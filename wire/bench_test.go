@@ -185,7 +185,7 @@ func benchInlinePackets(b *testing.B, p *Frame, size int, recycle bool) {
 				return
 			}
 		}
-		done <- w.Close()
+		done <- nil
 	}()
 	for range b.N {
 		q, err := r.ReadPacket()
@@ -223,7 +223,7 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 					return
 				}
 			}
-			done <- w.Close()
+			done <- nil
 		}()
 		for range b.N {
 			if _, err := r.ReadPacket(); err != nil {

@@ -226,7 +226,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 				p.CallID = d.intern(s)
 			}
 		}
-		if err := p.Validate(); err != nil {
+		if err := frame.CheckCallID(p.CallID); err != nil {
 			return nil, &InvalidError{Type: TypeEnd, Err: err}
 		}
 		return p, nil

@@ -32,16 +32,14 @@
 //
 // # Writing
 //
-// A Writer is safe for concurrent use and owns one goroutine, the flusher,
-// which writes everything queued since its last write in one vectored write
-// (writev, headers and attachments side by side, nothing copied; the
-// package does it itself, so that it does not link package net). It
-// never holds a packet back to wait for more, blocks its callers while the
-// connection does not take the bytes (backpressure), and must be closed
-// with Close. A reply sent with WritePacketNow to a quiet Writer is written
-// by its sender instead, and Cork and Uncork send a few packets as one
-// write. Packets are validated before they are queued: an invalid frame
-// is refused with an *InvalidError and nothing is written.
+// A Writer writes one packet at a time with one vectored write (writev:
+// header and attachment side by side, the attachment never copied; the
+// package does it itself, so that it does not link package net). It has no
+// goroutine of its own and is safe for concurrent use. Packets are
+// validated before anything is written: an invalid frame is refused with
+// an *InvalidError and nothing is written. The host and the child SDK use
+// a coalescing writer of their own, built on AppendPacket, that batches
+// the packets queued while a write is under way.
 //
 // Limits default to 64 KiB of header and 16 MiB of attachment; configured
 // values are clamped to HardMaxHeader (1 MiB) and HardMaxAttachment

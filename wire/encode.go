@@ -31,7 +31,7 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 	case *Frame:
 		b, att, err = appendFrame(b, &p.Frame)
 	case *End:
-		if err = p.Validate(); err != nil {
+		if err = frame.CheckCallID(p.CallID); err != nil {
 			err = &InvalidError{Type: TypeEnd, Err: err}
 			break
 		}

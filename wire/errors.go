@@ -37,28 +37,7 @@ var (
 	// ErrBadField: a field of a control or stream packet other than a
 	// frame has the wrong type or breaks its rule.
 	ErrBadField = &ProtocolError{"packet field invalid"}
-	// ErrClosed: the Writer was closed.
-	ErrClosed = &ProtocolError{"writer closed"}
 )
-
-// DetachedError is what WritePacketContext and WritePacketNowContext return
-// when their context ended while the packet's attachment was still being
-// written. The packet is not taken back (part of it may be on the wire
-// already): the Writer writes it whole from its own copy of the bytes not
-// yet written (unless the connection fails, as for any packet), so the
-// caller may reuse its buffer at once, and packets queued after it follow
-// it. Cause is context.Cause of the context;
-// errors.Is sees through to it.
-type DetachedError struct {
-	Cause error
-}
-
-func (e *DetachedError) Error() string {
-	return "wire: attachment left to the writer: " + e.Cause.Error()
-}
-
-// Unwrap returns Cause.
-func (e *DetachedError) Unwrap() error { return e.Cause }
 
 // InvalidError reports a frame, invoke or end packet that parsed but broke
 // the rules of PROTOCOL.md §3 or §4: an invalid frame. The connection is

@@ -23,10 +23,7 @@ func Example() {
 			err = w.WritePacket(&wire.Frame{Frame: chunk})
 		}
 		if err == nil {
-			err = w.WritePacket(&wire.End{End: frame.End{CallID: "call-1"}})
-		}
-		if cerr := w.Close(); err == nil {
-			err = cerr
+			err = w.WritePacket(&wire.End{CallID: "call-1"})
 		}
 		child.Close()
 		done <- err

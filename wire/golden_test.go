@@ -84,7 +84,7 @@ func goldenPackets() []struct {
 		{"frame_failed", mustFrame(frame.NewFailed("call-1", frame.ProviderToCaller, 4, frame.CodeProviderError, "boom"))},
 		{"frame_cancelled", mustFrame(frame.NewCancelled("call-1", frame.ProviderToCaller, 2, "cancelled by caller"))},
 		{"frame_cancelled_bare", mustFrame(frame.NewCancelled("call-1", frame.CallerToProvider, 5, ""))},
-		{"end", &End{frame.End{CallID: "call-1"}}},
+		{"end", &End{CallID: "call-1"}},
 	}
 }
 

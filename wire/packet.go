@@ -198,9 +198,11 @@ type Frame struct {
 	frame.Frame
 }
 
-// End is a stream's end packet: the child's cleanup acknowledgment.
+// End is a stream's end packet: the child's cleanup acknowledgment, sent
+// after the call's terminal frame once the child has forgotten the call.
 type End struct {
-	frame.End
+	// CallID names the call: 1 to 128 characters.
+	CallID string
 }
 
 // Type returns TypeHello.
@@ -233,21 +235,21 @@ func (*Frame) Type() Type { return TypeFrame }
 // Type returns TypeEnd.
 func (*End) Type() Type { return TypeEnd }
 
-// MaxMillis is the longest Duration Millis gives: half the largest
+// maxMillis is the longest Duration Millis gives: half the largest
 // Duration, about 146 years, so that two of them add up without
 // overflowing.
-const MaxMillis = time.Duration(1<<63-1) / 2
+const maxMillis = time.Duration(1<<63-1) / 2
 
 // Millis converts a packet's millisecond field (timeout_ms, grace_ms,
 // cancel_grace_ms, health_interval_ms) to a Duration: a negative value
-// gives 0, and a value too large for a Duration gives MaxMillis rather
+// gives 0, and a value too large for a Duration gives maxMillis rather
 // than wrapping around to a negative one.
 func Millis(ms int64) time.Duration {
 	switch {
 	case ms <= 0:
 		return 0
-	case ms >= int64(MaxMillis/time.Millisecond):
-		return MaxMillis
+	case ms >= int64(maxMillis/time.Millisecond):
+		return maxMillis
 	}
 	return time.Duration(ms) * time.Millisecond
 }

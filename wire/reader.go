@@ -104,12 +104,6 @@ func NewReader(src io.Reader, l Limits) *Reader {
 // an allocation per frame. Call it before the first ReadPacket.
 func (r *Reader) ReuseFrames() { r.dec.reuse = &Frame{} }
 
-// ExpectCallID tells the Reader that the next frames will likely carry the
-// call id id (a call just started on the connection): a frame whose call
-// id equals it shares id's string instead of allocating one. Not safe for
-// concurrent use with ReadPacket.
-func (r *Reader) ExpectCallID(id string) { r.dec.lastCallID = id }
-
 // SetLimits replaces the Reader's limits, as after a handshake.
 func (r *Reader) SetLimits(l Limits) { r.limits = l.Effective() }
 

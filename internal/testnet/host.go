@@ -136,19 +136,11 @@ func (h *Host) Handshake(ctx context.Context, st *wire.Startup) (*wire.Hello, er
 
 // Write writes a packet on the control connection and waits until it is
 // written.
-func (h *Host) Write(p wire.Packet) error {
-	if err := h.w.WritePacket(p); err != nil {
-		return err
-	}
-	return h.w.Flush()
-}
+func (h *Host) Write(p wire.Packet) error { return h.w.WritePacket(p) }
 
 // WriteRaw writes b on the control connection as it is, after everything
 // written before it: for packets the wire package would not encode.
 func (h *Host) WriteRaw(b []byte) error {
-	if err := h.w.Flush(); err != nil {
-		return err
-	}
 	_, err := h.control.Write(b)
 	return err
 }
@@ -219,7 +211,6 @@ func (h *Host) Close() error {
 	h.closeOne.Do(func() {
 		close(h.stop)
 		h.control.Close()
-		h.w.Close()
 	})
 	<-h.done
 	return nil

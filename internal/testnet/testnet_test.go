@@ -35,7 +35,6 @@ func TestHostOverSocketPair(t *testing.T) {
 	defer cancel()
 	// Play the child on b: hello, then a pong for the ping.
 	cw := wire.NewWriter(b, wire.Limits{})
-	defer cw.Close()
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
 		t.Fatal(err)
 	}

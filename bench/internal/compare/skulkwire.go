@@ -28,7 +28,6 @@ type wireChild struct {
 	r      *wire.Reader
 	limits wire.Limits
 	conns  []net.Conn
-	ws     []*wire.Writer
 }
 
 func startWireChild(ctx context.Context, bin, parent string) (_ *wireChild, err error) {
@@ -107,7 +106,6 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 	}
 	wc.conns = append(wc.conns, conn)
 	w := wire.NewWriter(conn, wc.limits)
-	wc.ws = append(wc.ws, w)
 	id := fmt.Sprintf("block-%d", i)
 	args, err := frame.PayloadOf(map[string]any{"n": 1_000_000_000, "size": countPad})
 	if err != nil {
@@ -158,14 +156,8 @@ func (wc *wireChild) close() error {
 	for _, c := range wc.conns {
 		c.Close()
 	}
-	for _, w := range wc.ws {
-		w.Close()
-	}
 	if wc.ctrl != nil {
 		wc.ctrl.Close() // control EOF: the child cancels everything and exits
-	}
-	if wc.w != nil {
-		wc.w.Close()
 	}
 	if wc.cmd != nil {
 		done := make(chan error, 1)           // one value, sent by the waiter below

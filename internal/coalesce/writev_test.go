@@ -1,12 +1,13 @@
 //go:build unix
 
-package wire
+package coalesce
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/wire"
 	"io"
 	"os"
 	"syscall"
@@ -54,47 +55,6 @@ func smallSendBuffer(t *testing.T, c io.ReadWriteCloser) {
 	require.NoError(t, serr)
 }
 
-// TestVectoredManyPiecesPartialWrites writes more pieces than one writev
-// takes, some empty, through a send buffer too small for them, to a peer
-// that reads in small steps: every byte arrives, in order.
-func TestVectoredManyPiecesPartialWrites(t *testing.T) {
-	for _, cp := range connPairs {
-		t.Run(cp.name, func(t *testing.T) {
-			a, b := cp.pair(t)
-			smallSendBuffer(t, a)
-			var v vectored
-			v.init(a)
-			require.NotNil(t, v.raw, "a socket must take the writev path")
-			var pieces [][]byte
-			var want []byte
-			for i := range 3*maxIOV + 7 {
-				p := bytes.Repeat([]byte{byte(i)}, i%97)
-				pieces = append(pieces, p)
-				want = append(want, p...)
-			}
-			got := make(chan []byte, 1)
-			go func() { // ends when it has read len(want) bytes or b fails
-				var buf bytes.Buffer
-				step := make([]byte, 700)
-				for buf.Len() < len(want) {
-					n, err := b.Read(step)
-					buf.Write(step[:n])
-					if err != nil {
-						break
-					}
-				}
-				got <- buf.Bytes()
-			}()
-			v.load(pieces)
-			require.NoError(t, v.write())
-			require.Equal(t, want, <-got)
-			for _, iov := range v.vec {
-				require.Nil(t, iov.Base, "an iovec still points at a written piece")
-			}
-		})
-	}
-}
-
 // TestVectoredPeerGone: a write to a socket whose peer closed fails with
 // the system's error, and the Writer keeps it.
 func TestVectoredPeerGone(t *testing.T) {
@@ -102,26 +62,13 @@ func TestVectoredPeerGone(t *testing.T) {
 		t.Run(cp.name, func(t *testing.T) {
 			a, b := cp.pair(t)
 			require.NoError(t, b.Close())
-			w := NewWriter(a, Limits{})
-			err := w.WritePackets(&Ping{Nonce: 1})
+			w := New(a, wire.Limits{})
+			err := w.Write(context.Background(), Request, &wire.Ping{Nonce: 1})
 			require.ErrorIs(t, err, syscall.EPIPE)
-			require.ErrorIs(t, w.WritePacket(&Ping{Nonce: 2}), syscall.EPIPE)
+			require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 2}), syscall.EPIPE)
 			require.ErrorIs(t, w.Close(), syscall.EPIPE)
 		})
 	}
-}
-
-// TestVectoredFileDeadline: a write deadline on an *os.File socket ends a
-// write the peer does not take, as it does on a net.Conn
-// (TestWriterBackpressureOverSocket).
-func TestVectoredFileDeadline(t *testing.T) {
-	a, _ := filePair(t)
-	require.NoError(t, a.SetWriteDeadline(time.Now().Add(100*time.Millisecond)))
-	var v vectored
-	v.init(a)
-	big := make([]byte, 8<<20) // more than the socket buffers hold
-	v.load([][]byte{big})
-	require.ErrorIs(t, v.write(), os.ErrDeadlineExceeded)
 }
 
 // TestWriterOverSocketAllocatesNothing is TestWriterWriteAllocatesNothing
@@ -132,10 +79,10 @@ func TestWriterOverSocketAllocatesNothing(t *testing.T) {
 			a, b := cp.pair(t)
 			read := make(chan error, 1)
 			go func() { _, err := io.Copy(io.Discard, b); read <- err }() // ends when a is closed
-			w := NewWriter(a, Limits{})
+			w := New(a, wire.Limits{})
 			p := smallChunk(t, "c1", 1)
 			allocs := testing.AllocsPerRun(200, func() {
-				require.NoError(t, w.WritePacket(p))
+				require.NoError(t, w.Write(context.Background(), Stream, p))
 				require.NoError(t, w.Flush())
 			})
 			require.NoError(t, w.Close())
@@ -179,24 +126,24 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 		}
 		return b
 	}
-	media := func(seq uint64, data []byte) *Frame {
+	media := func(seq uint64, data []byte) *wire.Frame {
 		f, err := frame.NewChunk("c1", frame.ProviderToCaller, seq, nil,
 			&frame.InlineMedia{Data: data, MediaType: "application/octet-stream"})
 		require.NoError(t, err)
-		return &Frame{f}
+		return &wire.Frame{Frame: f}
 	}
 	for _, cp := range connPairs {
 		for _, behind := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/behind=%v", cp.name, behind), func(t *testing.T) {
 				a, b := cp.pair(t)
-				w := NewWriter(a, Limits{})
+				w := New(a, wire.Limits{})
 				seq := uint64(1)
 				want := map[uint64][]byte{}
 				first := make(chan error, 1)
 				if behind { // a plain packet in flight, blocked by the peer
 					want[seq] = mediaOf(seq, size)
 					p := media(1, want[1])
-					go func() { first <- w.WritePacket(p) }() // ends once b is read below
+					go func() { first <- w.Write(context.Background(), Stream, p) }() // ends once b is read below
 					waitWriter(t, w, "the first packet never went out", func(w *Writer) bool { return w.spare == nil })
 					seq++
 				} else {
@@ -206,7 +153,7 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 				want[seq] = bytes.Clone(data)
 				ctx, cancel := context.WithCancelCause(context.Background())
 				sent := make(chan error, 1)
-				go func() { sent <- w.WritePacketContext(ctx, media(seq, data)) }() // ends with the cancel
+				go func() { sent <- w.Write(ctx, Stream, media(seq, data)) }() // ends with the cancel
 				// Being written (or queued behind the first): nothing
 				// reads b, so the sender cannot be done.
 				waitWriter(t, w, "the packet was never written or queued", func(w *Writer) bool {
@@ -230,19 +177,19 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 				for i := range data {
 					data[i] = 0xff // the caller reuses its buffer
 				}
-				after := &Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: seq + 1, Kind: frame.KindCompleted}}
-				require.NoError(t, w.WritePacket(after))
-				r := NewReader(b, Limits{})
+				after := &wire.Frame{Frame: frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: seq + 1, Kind: frame.KindCompleted}}
+				require.NoError(t, w.Write(context.Background(), Stream, after))
+				r := wire.NewReader(b, wire.Limits{})
 				for s := uint64(1); s <= seq; s++ {
 					p, err := r.ReadPacket()
 					require.NoError(t, err)
-					f := p.(*Frame)
+					f := p.(*wire.Frame)
 					require.Equal(t, s, f.Sequence)
 					require.True(t, bytes.Equal(want[s], f.Media.(*frame.InlineMedia).Data), "packet %d's media changed", s)
 				}
 				p, err := r.ReadPacket()
 				require.NoError(t, err)
-				require.Equal(t, frame.KindCompleted, p.(*Frame).Kind)
+				require.Equal(t, frame.KindCompleted, p.(*wire.Frame).Kind)
 				require.NoError(t, <-first)
 				require.NoError(t, w.Close())
 			})
@@ -260,7 +207,7 @@ func TestWriterInterruptKeepsOwnersDeadline(t *testing.T) {
 	for _, cp := range connPairs {
 		t.Run(cp.name, func(t *testing.T) {
 			a, _ := cp.pair(t)
-			w := NewWriter(a, Limits{})
+			w := New(a, wire.Limits{})
 			const ownerWait = time.Second
 			setAt := time.Now()
 			require.NoError(t, w.SetWriteDeadline(setAt.Add(ownerWait)))
@@ -269,7 +216,7 @@ func TestWriterInterruptKeepsOwnersDeadline(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancelCause(context.Background())
 			sent := make(chan error, 1)
-			go func() { sent <- w.WritePacketContext(ctx, &Frame{f}) }() // ends with the cancel
+			go func() { sent <- w.Write(ctx, Stream, &wire.Frame{Frame: f}) }() // ends with the cancel
 			waitWriter(t, w, "the packet never went out", func(w *Writer) bool { return w.spare == nil })
 			errStop := errors.New("stop")
 			cancel(errStop)
@@ -298,44 +245,44 @@ func TestWriterInterruptKeepsOwnersDeadline(t *testing.T) {
 
 // TestWriterBlockingFileDetachWaits: over an *os.File of a blocking
 // descriptor, whose writev blocks in the kernel, a sender whose context
-// ends while the flusher writes its attachment waits for it as WritePacket
-// does, and holds up no one else: TryWritePacket returns at once.
+// ends while the flusher writes its attachment waits for it as a Stream write
+// does, and holds up no one else: TryWrite returns at once.
 func TestWriterBlockingFileDetachWaits(t *testing.T) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	a, b := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
 	defer b.Close()
 	defer a.Close()
-	w := NewWriter(a, Limits{})
-	media := func(seq uint64) *Frame {
+	w := New(a, wire.Limits{})
+	media := func(seq uint64) *wire.Frame {
 		f, err := frame.NewChunk("c1", frame.ProviderToCaller, seq, nil,
 			&frame.InlineMedia{Data: make([]byte, 4<<20), MediaType: "application/octet-stream"})
 		require.NoError(t, err)
-		return &Frame{f}
+		return &wire.Frame{Frame: f}
 	}
 	first := make(chan error, 1)
-	go func() { first <- w.WritePacket(media(1)) }() // written by its sender, blocked until b is read
+	go func() { first <- w.Write(context.Background(), Stream, media(1)) }() // written by its sender, blocked until b is read
 	waitWriter(t, w, "the first packet never went out", func(w *Writer) bool { return w.spare == nil })
 	ctx, cancel := context.WithCancelCause(context.Background())
 	second := make(chan error, 1)
 	p2 := media(2)
-	go func() { second <- w.WritePacketContext(ctx, p2) }() // queued behind the first
+	go func() { second <- w.Write(ctx, Stream, p2) }() // queued behind the first
 	waitWriter(t, w, "the second packet was never queued", func(w *Writer) bool { return len(w.cur.atts) == 1 })
-	r := NewReader(b, Limits{})
+	r := wire.NewReader(b, wire.Limits{})
 	_, err = r.ReadPacket() // the first: the flusher goes on with the second, blocked
 	require.NoError(t, err)
 	require.NoError(t, <-first)
 	// The flusher took the second batch and is blocked in its writev.
 	waitWriter(t, w, "the second packet never went out", func(w *Writer) bool { return w.spare == nil && len(w.cur.atts) == 0 })
 	cancel(errors.New("stop"))
-	small := &Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 3, Kind: frame.KindCompleted}}
+	small := &wire.Frame{Frame: frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 3, Kind: frame.KindCompleted}}
 	tried := make(chan error, 1)
-	go func() { _, err := w.TryWritePacket(small); tried <- err }()
+	go func() { _, err := w.TryWrite(small); tried <- err }()
 	select {
 	case err := <-tried:
 		require.NoError(t, err)
 	case <-time.After(5 * time.Second):
-		t.Fatal("TryWritePacket blocked behind a blocking writev")
+		t.Fatal("TryWrite blocked behind a blocking writev")
 	}
 	select {
 	case err := <-second:
@@ -345,41 +292,41 @@ func TestWriterBlockingFileDetachWaits(t *testing.T) {
 	for s := uint64(2); s <= 3; s++ {
 		p, err := r.ReadPacket()
 		require.NoError(t, err)
-		require.Equal(t, s, p.(*Frame).Sequence)
+		require.Equal(t, s, p.(*wire.Frame).Sequence)
 	}
-	require.NoError(t, <-second) // written, as by WritePacket
+	require.NoError(t, <-second) // written, as by a Stream write
 	require.NoError(t, w.Close())
 }
 
 // TestWriterWritePacketsNow: a request larger than the socket takes goes
 // out partly from its sender, which returns without waiting for the peer
 // to read; the flusher writes the rest, and everything arrives in order.
-// (WritePackets would wait: the peer reads only after the sender returned.)
+// (a Request would wait: the peer reads only after the sender returned.)
 func TestWriterWritePacketsNow(t *testing.T) {
 	for _, cp := range connPairs {
 		t.Run(cp.name, func(t *testing.T) {
 			a, b := cp.pair(t)
-			w := NewWriter(a, Limits{})
-			var ps []Packet
+			w := New(a, wire.Limits{})
+			var ps []wire.Packet
 			for i := uint64(1); i <= 64; i++ { // 64 × about 16 KiB: more than the socket buffers
 				f, err := frame.NewChunk("c1", frame.ProviderToCaller, i,
 					frame.MustPayload(map[string]any{"text": string(bytes.Repeat([]byte{'z'}, 16<<10))}), nil)
 				require.NoError(t, err)
-				ps = append(ps, &Frame{f})
+				ps = append(ps, &wire.Frame{Frame: f})
 			}
 			sent := make(chan error, 1)
-			go func() { sent <- w.WritePacketsNow(ps...) }() // returns without the peer reading, or the test fails below
+			go func() { sent <- w.Write(context.Background(), Request, ps...) }() // returns without the peer reading, or the test fails below
 			select {
 			case err := <-sent:
 				require.NoError(t, err)
 			case <-time.After(5 * time.Second):
-				t.Fatal("WritePacketsNow waited for the peer to read")
+				t.Fatal("a Request waited for the peer to read")
 			}
-			r := NewReader(b, Limits{})
+			r := wire.NewReader(b, wire.Limits{})
 			for i := uint64(1); i <= 64; i++ {
 				p, err := r.ReadPacket()
 				require.NoError(t, err)
-				require.Equal(t, i, p.(*Frame).Sequence)
+				require.Equal(t, i, p.(*wire.Frame).Sequence)
 			}
 			require.NoError(t, w.Close())
 		})

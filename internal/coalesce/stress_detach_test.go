@@ -1,12 +1,13 @@
 //go:build unix
 
-package wire
+package coalesce
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/wire"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -98,7 +99,7 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 	if small {
 		smallSendBuffer(t, a)
 	}
-	w := NewWriter(a, Limits{})
+	w := New(a, wire.Limits{})
 	const senders = 12
 	dur := stressDur()
 	deadline := time.Now().Add(dur)
@@ -113,7 +114,7 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 	go func() {
 		defer close(readDone)
 		defer io.Copy(io.Discard, b) // keep draining after an error so nothing hangs
-		r := NewReader(&slowReader{r: b, rnd: rand.New(rand.NewPCG(99, 1))}, Limits{})
+		r := wire.NewReader(&slowReader{r: b, rnd: rand.New(rand.NewPCG(99, 1))}, wire.Limits{})
 		for {
 			p, err := r.ReadPacket()
 			if err != nil {
@@ -122,7 +123,7 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 				}
 				return
 			}
-			f, isF := p.(*Frame)
+			f, isF := p.(*wire.Frame)
 			if !isF {
 				continue
 			}
@@ -172,7 +173,7 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 				}
 				ctx, cancel := context.WithCancelCause(context.Background())
 				time.AfterFunc(time.Duration(rnd.IntN(500))*time.Microsecond, func() { cancel(errStress) })
-				err = w.WritePacketContext(ctx, &Frame{small})
+				err = w.Write(ctx, Stream, &wire.Frame{Frame: small})
 				cancel(errStress)
 				if err != nil && !errors.Is(err, errStress) {
 					errc <- err
@@ -203,7 +204,7 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 					errc <- err
 					return
 				}
-				pkt := &Frame{fr}
+				pkt := &wire.Frame{Frame: fr}
 				var ctx context.Context = context.Background()
 				var cancel context.CancelCauseFunc = func(error) {}
 				mode := rnd.IntN(10)
@@ -221,11 +222,11 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 				}
 				switch {
 				case mode == 0:
-					err = w.WritePacket(pkt)
+					err = w.Write(context.Background(), Stream, pkt)
 				case rnd.IntN(2) == 0:
-					err = w.WritePacketNowContext(ctx, pkt)
+					err = w.Write(ctx, Reply, pkt)
 				default:
-					err = w.WritePacketContext(ctx, pkt)
+					err = w.Write(ctx, Stream, pkt)
 				}
 				// overwrite at once, everything of buf
 				for i := range data {
@@ -261,12 +262,12 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 					}
 					switch rnd.IntN(3) {
 					case 0:
-						err = w.WritePacketNow(&Frame{small})
+						err = w.Write(context.Background(), Reply, &wire.Frame{Frame: small})
 					case 1:
-						_, err = w.TryWritePacket(&Frame{small})
+						_, err = w.TryWrite(&wire.Frame{Frame: small})
 					default:
 						w.Cork()
-						err = w.WritePacket(&Frame{small})
+						err = w.Write(context.Background(), Stream, &wire.Frame{Frame: small})
 						w.Uncork()
 					}
 					if err != nil {
@@ -278,8 +279,8 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 		}(g)
 	}
 	wg.Wait()
-	stop := &Frame{frame.Frame{CallID: "stop", Direction: frame.ProviderToCaller, Sequence: 1, Kind: frame.KindCompleted}}
-	if err := w.WritePacket(stop); err != nil {
+	stop := &wire.Frame{Frame: frame.Frame{CallID: "stop", Direction: frame.ProviderToCaller, Sequence: 1, Kind: frame.KindCompleted}}
+	if err := w.Write(context.Background(), Stream, stop); err != nil {
 		t.Fatal(err)
 	}
 	closed := make(chan error, 1)
@@ -332,7 +333,7 @@ func TestStressDetachPeerGone(t *testing.T) {
 	for iter := 0; iter < 20; iter++ {
 		for _, cp := range connPairs {
 			a, b := cp.pair(t)
-			w := NewWriter(a, Limits{})
+			w := New(a, wire.Limits{})
 			var wg sync.WaitGroup
 			stopAt := time.Duration(rand.IntN(50)) * time.Millisecond
 			readerDone := make(chan struct{})
@@ -356,7 +357,7 @@ func TestStressDetachPeerGone(t *testing.T) {
 							&frame.InlineMedia{Data: buf[:1+rand.IntN(len(buf)-1)], MediaType: "a/b"})
 						ctx, cancel := context.WithCancelCause(context.Background())
 						time.AfterFunc(time.Duration(rand.IntN(2000))*time.Microsecond, func() { cancel(errStress) })
-						err := w.WritePacketContext(ctx, &Frame{fr})
+						err := w.Write(ctx, Stream, &wire.Frame{Frame: fr})
 						cancel(errStress)
 						for i := range buf {
 							buf[i] = byte(i)

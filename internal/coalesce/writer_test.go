@@ -1,10 +1,11 @@
-package wire
+package coalesce
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/wire"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -54,18 +55,18 @@ func (g *gateWriter) bytes() []byte {
 
 // gatedChunkWriter returns a Writer to a closed gate, a small chunk and
 // its encoding.
-func gatedChunkWriter(t testing.TB) (*gateWriter, *Writer, *Frame, []byte) {
+func gatedChunkWriter(t testing.TB) (*gateWriter, *Writer, *wire.Frame, []byte) {
 	g := newGateWriter()
 	p := smallChunk(t, "c1", 1)
-	enc, err := Encode(p, Limits{})
+	enc, err := wire.Encode(p, wire.Limits{})
 	require.NoError(t, err)
-	return g, NewWriter(g, Limits{}), p, enc
+	return g, New(g, wire.Limits{}), p, enc
 }
 
-func smallChunk(t testing.TB, callID string, seq uint64) *Frame {
+func smallChunk(t testing.TB, callID string, seq uint64) *wire.Frame {
 	f, err := frame.NewChunk(callID, frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"i": seq}), nil)
 	require.NoError(t, err)
-	return &Frame{f}
+	return &wire.Frame{Frame: f}
 }
 
 // TestWriterCoalesces queues many packets while the flusher is stuck in a
@@ -73,23 +74,23 @@ func smallChunk(t testing.TB, callID string, seq uint64) *Frame {
 func TestWriterCoalesces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		const n = 200
-		require.NoError(t, w.WritePacket(smallChunk(t, "c1", 1)))
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 1)))
 		synctest.Wait() // the flusher holds packet 1 and waits at the gate
 		for i := uint64(2); i <= n; i++ {
-			require.NoError(t, w.WritePacket(smallChunk(t, "c1", i)))
+			require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", i)))
 		}
 		close(g.gate)
 		require.NoError(t, w.Flush())
 		require.Equal(t, 2, g.count(), "packet 1 alone, then the %d queued behind it in one write", n-1)
 		require.NoError(t, w.Close())
 
-		r := NewReader(bytes.NewReader(g.bytes()), Limits{})
+		r := wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
 		for i := uint64(1); i <= n; i++ {
 			p, err := r.ReadPacket()
 			require.NoError(t, err)
-			require.Equal(t, i, p.(*Frame).Sequence)
+			require.Equal(t, i, p.(*wire.Frame).Sequence)
 		}
 		_, err := r.ReadPacket()
 		require.ErrorIs(t, err, io.EOF)
@@ -101,15 +102,15 @@ func TestWriterDoesNotWaitForLaterPackets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
 		close(g.gate)
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		defer w.Close()
-		require.NoError(t, w.WritePacket(&Ping{Nonce: 1}))
+		require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 1}))
 		synctest.Wait() // no timer, no later packet: the write happened
 		require.Equal(t, 1, g.count())
 	})
 }
 
-// TestWriterBackpressure: while the connection takes nothing, WritePacket
+// TestWriterBackpressure: while the connection takes nothing, a Stream write
 // queues at most maxPending bytes of headers and then blocks.
 func TestWriterBackpressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -121,7 +122,7 @@ func TestWriterBackpressure(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { // stopped by the gate opening, or by a write error
 			for range 10 * maxPending / size {
-				if err := w.WritePacket(p); err != nil {
+				if err := w.Write(context.Background(), Stream, p); err != nil {
 					done <- err
 					return
 				}
@@ -144,7 +145,7 @@ func TestWriterBackpressure(t *testing.T) {
 		mu.Unlock()
 		close(g.gate)
 		require.NoError(t, <-done)
-		require.True(t, blocked, "WritePacket did not block")
+		require.True(t, blocked, "a Stream write did not block")
 		// The batch in the flusher's hands and the queue behind it: each
 		// below maxPending plus one packet.
 		require.Less(t, queued, 2*(maxPending+size))
@@ -160,9 +161,9 @@ func TestWriterBackpressure(t *testing.T) {
 // queued, while a sender without one goes on waiting; both variants.
 func TestWriterContextStopsWaiting(t *testing.T) {
 	errStop := errors.New("stop")
-	for name, send := range map[string]func(*Writer, context.Context, Packet) error{
-		"WritePacketContext":    (*Writer).WritePacketContext,
-		"WritePacketNowContext": (*Writer).WritePacketNowContext,
+	for name, send := range map[string]func(*Writer, context.Context, wire.Packet) error{
+		"Stream": func(w *Writer, ctx context.Context, p wire.Packet) error { return w.Write(ctx, Stream, p) },
+		"Reply":  func(w *Writer, ctx context.Context, p wire.Packet) error { return w.Write(ctx, Reply, p) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -170,7 +171,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 				// Fill the batch under way and the queue behind it.
 				sent := 0
 				for range 2*maxPending/len(enc) + 2 {
-					ok, err := w.TryWritePacket(p)
+					ok, err := w.TryWrite(p)
 					require.NoError(t, err)
 					if ok {
 						sent++
@@ -181,7 +182,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 				stopped := make(chan error, 1)
 				go func() { stopped <- send(w, ctx, p) }() // ends with the cancel below
 				plain := make(chan error, 1)
-				go func() { plain <- w.WritePacket(p) }() // ends once the gate opens
+				go func() { plain <- w.Write(context.Background(), Stream, p) }() // ends once the gate opens
 				synctest.Wait()
 				select {
 				case err := <-stopped:
@@ -198,7 +199,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 				}
 				select {
 				case err := <-plain:
-					t.Fatalf("WritePacket returned %v with the queue full", err)
+					t.Fatalf("a Stream write returned %v with the queue full", err)
 				default:
 				}
 				close(g.gate)
@@ -209,7 +210,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 
 				// Once the queue has room a done context does not matter.
 				g2 := openGate()
-				w2 := NewWriter(g2, Limits{})
+				w2 := New(g2, wire.Limits{})
 				require.NoError(t, send(w2, ctx, p))
 				require.NoError(t, w2.Close())
 				require.Len(t, g2.bytes(), len(enc))
@@ -219,7 +220,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 }
 
 // TestWriterReplyNeverWaitsForSocket: a reply its sender writes itself
-// (WritePacketNow after a quiet spell) does not wait for a full socket:
+// (a Reply after a quiet spell) does not wait for a full socket:
 // the flusher takes the rest over, so a sender whose peer stopped reading
 // only ever waits for room in the queue, and there its context ends the
 // wait. What was sent arrives whole and in order once the peer reads.
@@ -227,7 +228,7 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 	ua, ub := socketPair(t)
 	defer ub.Close()
 	defer ua.Close()
-	w := NewWriter(ua, Limits{})
+	w := New(ua, wire.Limits{})
 	errStop := errors.New("stop")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -242,7 +243,7 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 				stopped <- err
 				return
 			}
-			if err := w.WritePacketNowContext(ctx, &Frame{f}); err != nil {
+			if err := w.Write(ctx, Reply, &wire.Frame{Frame: f}); err != nil {
 				sent <- n
 				stopped <- err
 				return
@@ -268,12 +269,12 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 	n := <-sent
 	require.Positive(t, n)
 	// Everything sent arrives, in order, as whole packets.
-	r := NewReader(ub, Limits{})
+	r := wire.NewReader(ub, wire.Limits{})
 	ub.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for i := range n {
 		p, err := r.ReadPacket()
 		require.NoError(t, err, "packet %d of %d", i+1, n)
-		f, ok := p.(*Frame)
+		f, ok := p.(*wire.Frame)
 		require.True(t, ok)
 		require.Equal(t, uint64(i+1), f.Sequence)
 	}
@@ -288,17 +289,17 @@ func queueFull(w *Writer) bool {
 	return w.spare == nil && len(w.cur.hdr) >= maxPending
 }
 
-// TestWriterAttachmentWaitsForWrite: WritePacket of an inline-media frame
+// TestWriterAttachmentWaitsForWrite: a Stream write of an inline-media frame
 // returns only once the attachment is written, so the caller may reuse it.
 func TestWriterAttachmentWaitsForWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		data := bytes.Repeat([]byte{0xab}, 4096)
 		f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: data, MediaType: "audio/pcm"})
 		require.NoError(t, err)
 		done := make(chan error, 1)
-		go func() { done <- w.WritePacket(&Frame{f}) }() // stopped by the gate opening
+		go func() { done <- w.Write(context.Background(), Stream, &wire.Frame{Frame: f}) }() // stopped by the gate opening
 		synctest.Wait()
 		returned := false
 		select {
@@ -309,7 +310,7 @@ func TestWriterAttachmentWaitsForWrite(t *testing.T) {
 		}
 		close(g.gate)
 		require.NoError(t, <-done)
-		require.False(t, returned, "WritePacket returned before its attachment was written")
+		require.False(t, returned, "a Stream write returned before its attachment was written")
 		require.NoError(t, w.Close())
 
 		// The attachment was handed to the connection as the caller's own
@@ -330,11 +331,11 @@ func TestWriterCloseUnblocksOnConnectionClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := net.Pipe() // b is never read
 		defer b.Close()
-		w := NewWriter(a, Limits{})
+		w := New(a, wire.Limits{})
 		done := make(chan error, 1)
 		go func() { // stopped by the write error once a is closed
 			for i := uint64(1); ; i++ {
-				if err := w.WritePacket(smallChunk(t, "c1", i)); err != nil {
+				if err := w.Write(context.Background(), Stream, smallChunk(t, "c1", i)); err != nil {
 					done <- err
 					return
 				}
@@ -344,7 +345,7 @@ func TestWriterCloseUnblocksOnConnectionClose(t *testing.T) {
 		require.NoError(t, a.Close())
 		err := <-done
 		require.ErrorIs(t, err, io.ErrClosedPipe)
-		require.ErrorIs(t, w.WritePacket(&Ping{}), io.ErrClosedPipe, "the write error is sticky")
+		require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Ping{}), io.ErrClosedPipe, "the write error is sticky")
 		require.ErrorIs(t, w.Flush(), io.ErrClosedPipe)
 		require.ErrorIs(t, w.Close(), io.ErrClosedPipe)
 		require.ErrorIs(t, w.Close(), io.ErrClosedPipe, "Close is idempotent")
@@ -370,13 +371,13 @@ func (f *failWriter) Write(p []byte) (int, error) {
 
 func TestWriterErrorIsSticky(t *testing.T) {
 	boom := errors.New("boom")
-	w := NewWriter(&failWriter{ok: 1, err: boom}, Limits{})
-	require.NoError(t, w.WritePacket(&Ping{Nonce: 1}))
+	w := New(&failWriter{ok: 1, err: boom}, wire.Limits{})
+	require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 1}))
 	require.NoError(t, w.Flush())
-	require.NoError(t, w.WritePacket(&Ping{Nonce: 2}))
+	require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 2}))
 	require.ErrorIs(t, w.Flush(), boom)
 	for range 3 {
-		require.ErrorIs(t, w.WritePacket(&Ping{Nonce: 3}), boom)
+		require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 3}), boom)
 		require.ErrorIs(t, w.Flush(), boom)
 	}
 	require.ErrorIs(t, w.Close(), boom)
@@ -386,32 +387,32 @@ func TestWriterErrorIsSticky(t *testing.T) {
 func TestWriterClose(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
-	w := NewWriter(writerFunc(func(p []byte) (int, error) {
+	w := New(writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return buf.Write(p)
-	}), Limits{})
+	}), wire.Limits{})
 	for i := range uint64(10) {
-		require.NoError(t, w.WritePacket(&Ping{Nonce: i}))
+		require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: i}))
 	}
 	require.NoError(t, w.Close(), "Close writes what is queued")
 	require.NoError(t, w.Close(), "Close is idempotent")
-	require.ErrorIs(t, w.WritePacket(&Ping{}), ErrClosed)
+	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Ping{}), ErrClosed)
 	require.NoError(t, w.Flush())
 	mu.Lock()
-	got := readAll(t, NewReader(bytes.NewReader(buf.Bytes()), Limits{}))
+	got := readAll(t, wire.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
 	mu.Unlock()
 	require.Len(t, got, 10)
-	require.Equal(t, &Ping{Nonce: 9}, got[9])
+	require.Equal(t, &wire.Ping{Nonce: 9}, got[9])
 }
 
 func TestWriterCloseConcurrent(t *testing.T) {
-	w := NewWriter(io.Discard, Limits{})
+	w := New(io.Discard, wire.Limits{})
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for i := range uint64(100) {
-				if err := w.WritePacket(&Ping{Nonce: i}); err != nil {
+				if err := w.Write(context.Background(), Stream, &wire.Ping{Nonce: i}); err != nil {
 					require.ErrorIs(t, err, ErrClosed)
 					return
 				}
@@ -429,20 +430,20 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestWriterRefusesInvalidAndKeepsGoing(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Limits{MaxAttachment: 8})
+	w := New(&buf, wire.Limits{MaxAttachment: 8})
 	bad := smallChunk(t, "c1", 1)
 	bad.Sequence = 0
-	var inv *InvalidError
-	require.ErrorAs(t, w.WritePacket(bad), &inv)
+	var inv *wire.InvalidError
+	require.ErrorAs(t, w.Write(context.Background(), Stream, bad), &inv)
 	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: make([]byte, 9), MediaType: "a/b"})
 	require.NoError(t, err)
-	require.ErrorIs(t, w.WritePacket(&Frame{f}), ErrAttachmentLength)
-	w.SetLimits(Limits{MaxAttachment: 9})
-	require.NoError(t, w.WritePacket(&Frame{f}))
-	require.NoError(t, w.WritePacket(&Ping{Nonce: 5}))
+	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}), wire.ErrAttachmentLength)
+	w.SetLimits(wire.Limits{MaxAttachment: 9})
+	require.NoError(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}))
+	require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 5}))
 	require.NoError(t, w.Close())
-	got := readAll(t, NewReader(bytes.NewReader(buf.Bytes()), Limits{}))
-	require.Equal(t, []Packet{&Frame{f}, &Ping{Nonce: 5}}, got)
+	got := readAll(t, wire.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
+	require.Equal(t, []wire.Packet{&wire.Frame{Frame: f}, &wire.Ping{Nonce: 5}}, got)
 }
 
 // TestWriterConcurrentOverSocket: many goroutines share one Writer on a real
@@ -451,14 +452,14 @@ func TestWriterRefusesInvalidAndKeepsGoing(t *testing.T) {
 func TestWriterConcurrentOverSocket(t *testing.T) {
 	ua, ub := socketPair(t)
 	defer ub.Close()
-	w := NewWriter(ua, Limits{})
+	w := New(ua, wire.Limits{})
 	const writers, per = 8, 300
 	var wg sync.WaitGroup
 	for g := range writers {
 		wg.Go(func() {
 			id := fmt.Sprintf("call-%d", g)
 			for i := uint64(1); i <= per; i++ {
-				var p Packet = smallChunk(t, id, i)
+				var p wire.Packet = smallChunk(t, id, i)
 				if i%50 == 0 { // now and then a frame with an attachment
 					f, err := frame.NewChunk(id, frame.ProviderToCaller, i, nil,
 						&frame.InlineMedia{Data: bytes.Repeat([]byte{byte(g)}, int(i)*97), MediaType: "a/b"})
@@ -466,9 +467,9 @@ func TestWriterConcurrentOverSocket(t *testing.T) {
 						t.Errorf("writer %d: %v", g, err)
 						return
 					}
-					p = &Frame{f}
+					p = &wire.Frame{Frame: f}
 				}
-				if err := w.WritePacket(p); err != nil {
+				if err := w.Write(context.Background(), Stream, p); err != nil {
 					t.Errorf("writer %d: %v", g, err)
 					return
 				}
@@ -481,14 +482,14 @@ func TestWriterConcurrentOverSocket(t *testing.T) {
 		// A reader that stops early closes ub, so the writers fail
 		// rather than block on a full socket and hang the test.
 		defer ub.Close()
-		r := NewReader(ub, Limits{})
+		r := wire.NewReader(ub, wire.Limits{})
 		for {
 			p, err := r.ReadPacket()
 			if err != nil {
 				readDone <- err
 				return
 			}
-			f := p.(*Frame)
+			f := p.(*wire.Frame)
 			if f.Sequence != next[f.CallID]+1 {
 				readDone <- fmt.Errorf("%s: got %d after %d", f.CallID, f.Sequence, next[f.CallID])
 				return
@@ -518,14 +519,14 @@ func TestWriterBackpressureOverSocket(t *testing.T) {
 	defer ub.Close()
 	defer ua.Close()
 	require.NoError(t, ua.SetWriteDeadline(time.Now().Add(500*time.Millisecond)))
-	w := NewWriter(ua, Limits{})
+	w := New(ua, wire.Limits{})
 	p := smallChunk(t, "c1", 1)
-	enc, err := Encode(p, Limits{})
+	enc, err := wire.Encode(p, wire.Limits{})
 	require.NoError(t, err)
 	const limit = 64 << 20 // far more than socket buffers and queue hold
 	sent := 0
 	for sent < limit {
-		if err = w.WritePacket(p); err != nil {
+		if err = w.Write(context.Background(), Stream, p); err != nil {
 			break
 		}
 		sent += len(enc)
@@ -541,15 +542,15 @@ func TestWriterBackpressureOverSocket(t *testing.T) {
 func TestWriterDirectWriteThenQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("media"), MediaType: "a/b"})
 		require.NoError(t, err)
-		media := &Frame{f}
+		media := &wire.Frame{Frame: f}
 		done := make(chan error, 1)
-		go func() { done <- w.WritePacket(media) }() // stopped by the gate opening
+		go func() { done <- w.Write(context.Background(), Stream, media) }() // stopped by the gate opening
 		synctest.Wait()
 		for i := range uint64(3) {
-			require.NoError(t, w.WritePacket(&Ping{Nonce: i}))
+			require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: i}))
 		}
 		closed := make(chan error, 1)
 		go func() { closed <- w.Close() }() // returns once everything is written
@@ -566,54 +567,54 @@ func TestWriterDirectWriteThenQueue(t *testing.T) {
 		// Header and attachment (two buffers of one vectored write), then
 		// the three pings in one write.
 		require.Equal(t, 3, g.count())
-		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
-		require.Equal(t, []Packet{media, &Ping{Nonce: 0}, &Ping{Nonce: 1}, &Ping{Nonce: 2}}, got)
+		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		require.Equal(t, []wire.Packet{media, &wire.Ping{Nonce: 0}, &wire.Ping{Nonce: 1}, &wire.Ping{Nonce: 2}}, got)
 	})
 }
 
-// TryWritePacket queues what WritePacket would queue without waiting, and
+// TryWrite queues what a Stream write would queue without waiting, and
 // refuses, doing nothing, what would make it wait: a full queue, an
 // attachment. The packets it queued leave in order with the rest.
 func TestWriterTryWritePacket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
-		w := NewWriter(g, Limits{})
-		ok, err := w.TryWritePacket(&Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 0, Kind: frame.KindChunk}})
+		w := New(g, wire.Limits{})
+		ok, err := w.TryWrite(&wire.Frame{Frame: frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 0, Kind: frame.KindChunk}})
 		require.ErrorIs(t, err, frame.ErrInvalid)
 		require.False(t, ok)
 		p := smallChunk(t, "c1", 1)
-		ok, err = w.TryWritePacket(p)
+		ok, err = w.TryWrite(p)
 		require.NoError(t, err)
 		require.True(t, ok)
 		synctest.Wait() // the flusher holds it at the gate
 		att, err := frame.NewChunk("c1", frame.ProviderToCaller, 2, nil, &frame.InlineMedia{Data: []byte("xyz"), MediaType: "a/b"})
 		require.NoError(t, err)
-		ok, err = w.TryWritePacket(&Frame{att})
+		ok, err = w.TryWrite(&wire.Frame{Frame: att})
 		require.NoError(t, err)
 		require.False(t, ok, "an attachment always waits for its write")
 		queued := 1
 		for {
-			ok, err := w.TryWritePacket(smallChunk(t, "c1", uint64(queued+1)))
+			ok, err := w.TryWrite(smallChunk(t, "c1", uint64(queued+1)))
 			require.NoError(t, err)
 			if !ok {
 				break
 			}
 			queued++
-			require.Less(t, queued, 10*maxPending, "TryWritePacket never reported a full queue")
+			require.Less(t, queued, 10*maxPending, "TryWrite never reported a full queue")
 		}
 		require.Greater(t, queued, 2)
 		close(g.gate)
 		require.NoError(t, w.Flush())
 		require.NoError(t, w.Close())
-		r := NewReader(bytes.NewReader(g.bytes()), Limits{})
+		r := wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
 		for i := 1; i <= queued; i++ {
 			p, err := r.ReadPacket()
 			require.NoError(t, err)
-			require.Equal(t, uint64(i), p.(*Frame).Sequence)
+			require.Equal(t, uint64(i), p.(*wire.Frame).Sequence)
 		}
 		_, err = r.ReadPacket()
-		require.ErrorIs(t, err, io.EOF, "nothing TryWritePacket refused was written")
-		ok, err = w.TryWritePacket(p)
+		require.ErrorIs(t, err, io.EOF, "nothing TryWrite refused was written")
+		ok, err = w.TryWrite(p)
 		require.ErrorIs(t, err, ErrClosed)
 		require.False(t, ok)
 	})
@@ -623,11 +624,11 @@ func TestWriterTryWritePacket(t *testing.T) {
 // flushed allocates nothing once the Writer is warm: its header goes into
 // the batch's reused buffer, and the write's pieces live in the batch.
 func TestWriterWriteAllocatesNothing(t *testing.T) {
-	w := NewWriter(io.Discard, Limits{})
+	w := New(io.Discard, wire.Limits{})
 	defer w.Close()
 	p := smallChunk(t, "c1", 1)
 	allocs := testing.AllocsPerRun(200, func() {
-		require.NoError(t, w.WritePacket(p))
+		require.NoError(t, w.Write(context.Background(), Stream, p))
 		require.NoError(t, w.Flush())
 	})
 	require.Zero(t, allocs)
@@ -645,21 +646,21 @@ func openGate() *gateWriter {
 func TestWriterCork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := openGate()
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		defer w.Close()
 		w.Cork()
 		for i := uint64(1); i <= 3; i++ {
-			require.NoError(t, w.WritePacket(smallChunk(t, "c1", i)))
+			require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", i)))
 		}
-		require.NoError(t, w.WritePacketNow(smallChunk(t, "c1", 4)), "WritePacketNow is corked too")
+		require.NoError(t, w.Write(context.Background(), Reply, smallChunk(t, "c1", 4)), "a Reply is corked too")
 		synctest.Wait()
 		require.Zero(t, g.count(), "written before the Uncork")
 		require.NoError(t, w.Uncork())
 		require.Equal(t, 1, g.count(), "Uncork returned before the write, or wrote more than once")
-		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, 4)
 		for i, p := range got {
-			require.Equal(t, uint64(i+1), p.(*Frame).Sequence)
+			require.Equal(t, uint64(i+1), p.(*wire.Frame).Sequence)
 		}
 		require.Panics(t, func() { w.Uncork() }, "an Uncork without its Cork")
 	})
@@ -671,20 +672,20 @@ func TestWriterCork(t *testing.T) {
 func TestWriterCorkedStillDrains(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := openGate()
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		defer w.Close()
 		w.Cork()
-		require.NoError(t, w.WritePacket(smallChunk(t, "c1", 1)))
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 1)))
 		require.NoError(t, w.Flush())
 		require.Equal(t, 1, g.count())
 		seq := uint64(2)
 		for range 2 * maxPending / 32 { // more than maxPending bytes of small headers
-			require.NoError(t, w.WritePacket(smallChunk(t, "c1", seq)))
+			require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", seq)))
 			seq++
 		}
 		require.NoError(t, w.Uncork())
 		require.NoError(t, w.Flush())
-		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, int(seq-1))
 	})
 }
@@ -707,33 +708,33 @@ func requireWritesOnCaller(t *testing.T, g *gateWriter, write func() error) {
 }
 
 // TestWriterWritePacketNow: a packet that finds the Writer idle and quiet
-// is written before WritePacketNow returns; one that follows another
-// within quietGap goes to the flusher, as WritePacket's always does. Each
+// is written before a Reply returns; one that follows another
+// within quietGap goes to the flusher, as a Stream write's always does. Each
 // value sent on the gate lets one write through.
 func TestWriterWritePacketNow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		defer close(g.gate)
 		direct := func(seq uint64) {
 			t.Helper()
-			requireWritesOnCaller(t, g, func() error { return w.WritePacketNow(smallChunk(t, "c1", seq)) })
+			requireWritesOnCaller(t, g, func() error { return w.Write(context.Background(), Reply, smallChunk(t, "c1", seq)) })
 		}
 		direct(1)
 		require.Equal(t, 1, g.count())
 
 		// Right after that write: queued for the flusher, which waits at
 		// the gate (were it written here, this would block for good).
-		require.NoError(t, w.WritePacketNow(smallChunk(t, "c1", 2)))
+		require.NoError(t, w.Write(context.Background(), Reply, smallChunk(t, "c1", 2)))
 		synctest.Wait()
 		require.Equal(t, 1, g.count())
 		g.gate <- struct{}{}
 		require.NoError(t, w.Flush())
 		require.Equal(t, 2, g.count())
 
-		// WritePacket never writes on its caller, quiet or not.
+		// a Stream write never writes on its caller, quiet or not.
 		time.Sleep(2 * quietGap)
-		require.NoError(t, w.WritePacket(smallChunk(t, "c1", 3)))
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 3)))
 		g.gate <- struct{}{}
 		require.NoError(t, w.Flush())
 
@@ -741,37 +742,37 @@ func TestWriterWritePacketNow(t *testing.T) {
 		time.Sleep(2 * quietGap)
 		direct(4)
 		require.Equal(t, 4, g.count())
-		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
+		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, 4)
 		require.NoError(t, w.Close()) // nothing queued: no write to wait for
 	})
 }
 
 // TestWriterWritePackets: a request's packets go out in one write, made
-// before WritePackets returns when the Writer is idle; one refused packet
+// before a Request returns when the Writer is idle; one refused packet
 // queues none of them and leaves the Writer as it was.
 func TestWriterWritePackets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
-		w := NewWriter(g, Limits{})
+		w := New(g, wire.Limits{})
 		defer close(g.gate)
-		bad := &Frame{frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 0, Kind: frame.KindChunk}}
-		require.ErrorIs(t, w.WritePackets(smallChunk(t, "c1", 1), bad), frame.ErrInvalid)
+		bad := &wire.Frame{Frame: frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: 0, Kind: frame.KindChunk}}
+		require.ErrorIs(t, w.Write(context.Background(), Request, smallChunk(t, "c1", 1), bad), frame.ErrInvalid)
 		synctest.Wait()
 		require.Zero(t, g.count())
 
 		requireWritesOnCaller(t, g, func() error {
-			return w.WritePackets(smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3})
+			return w.Write(context.Background(), Request, smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &wire.Ping{Nonce: 3})
 		})
 		require.Equal(t, 1, g.count())
-		got := readAll(t, NewReader(bytes.NewReader(g.bytes()), Limits{}))
-		require.Equal(t, []Packet{smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &Ping{Nonce: 3}}, got)
+		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		require.Equal(t, []wire.Packet{smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &wire.Ping{Nonce: 3}}, got)
 		require.NoError(t, w.Close())
 	})
 }
 
 // TestWriterMixedSendsOverSocket: one sender mixing every way to send
-// (WritePacket, WritePacketNow with and without a context, a corked pair,
+// (a Stream write, a Reply with and without a context, a corked pair,
 // inline media of random sizes, random pauses so that some replies are
 // written by the sender and find the socket full) to a peer that reads in
 // bursts with pauses: every packet arrives whole, once and in order, the
@@ -780,7 +781,7 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 	ua, ub := socketPair(t)
 	defer ub.Close()
 	defer ua.Close()
-	w := NewWriter(ua, Limits{})
+	w := New(ua, wire.Limits{})
 	const n = 3000
 	rng := rand.New(rand.NewPCG(1, 2))
 	pad := strings.Repeat("q", 3000)
@@ -818,7 +819,7 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 	sendErr := make(chan error, 1)
 	go func() { // ends after n packets, or at the first error
 		ctx := context.Background()
-		chunk := func(seq uint64) *Frame {
+		chunk := func(seq uint64) *wire.Frame {
 			var m frame.Media
 			if size[seq] >= 0 {
 				m = &frame.InlineMedia{Data: mediaOf(seq, size[seq]), MediaType: "application/octet-stream"}
@@ -827,23 +828,23 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 			if err != nil {
 				panic(err)
 			}
-			return &Frame{f}
+			return &wire.Frame{Frame: f}
 		}
 		for seq := uint64(1); seq <= n; seq++ {
 			var err error
 			switch how[seq] {
 			case queued:
-				err = w.WritePacket(chunk(seq))
+				err = w.Write(context.Background(), Stream, chunk(seq))
 			case now:
-				err = w.WritePacketNow(chunk(seq))
+				err = w.Write(context.Background(), Reply, chunk(seq))
 			case nowCtx:
-				err = w.WritePacketNowContext(ctx, chunk(seq))
+				err = w.Write(ctx, Reply, chunk(seq))
 			case media:
-				err = w.WritePacketContext(ctx, chunk(seq))
+				err = w.Write(ctx, Stream, chunk(seq))
 			case corked:
 				w.Cork()
-				if err = w.WritePacket(chunk(seq)); err == nil {
-					err = w.WritePacketNow(chunk(seq + 1))
+				if err = w.Write(context.Background(), Stream, chunk(seq)); err == nil {
+					err = w.Write(context.Background(), Reply, chunk(seq+1))
 				}
 				if uerr := w.Uncork(); err == nil {
 					err = uerr
@@ -851,7 +852,7 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 				seq++
 			case pause:
 				time.Sleep(time.Duration(seq%100) * time.Microsecond)
-				err = w.WritePacketNow(chunk(seq))
+				err = w.Write(context.Background(), Reply, chunk(seq))
 			}
 			if err != nil {
 				sendErr <- err
@@ -860,7 +861,7 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 		}
 		sendErr <- w.Flush()
 	}()
-	r := NewReader(ub, Limits{})
+	r := wire.NewReader(ub, wire.Limits{})
 	ub.SetReadDeadline(time.Now().Add(60 * time.Second))
 	for seq := uint64(1); seq <= n; seq++ {
 		if seq%200 == 0 {
@@ -868,7 +869,7 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 		}
 		p, err := r.ReadPacket()
 		require.NoError(t, err, "packet %d", seq)
-		f, ok := p.(*Frame)
+		f, ok := p.(*wire.Frame)
 		require.True(t, ok)
 		require.Equal(t, seq, f.Sequence)
 		if size[seq] >= 0 {

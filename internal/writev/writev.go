@@ -1,6 +1,6 @@
 //go:build unix
 
-package wire
+package writev
 
 import (
 	"bytes"
@@ -15,13 +15,10 @@ import (
 // batch with more pieces is written by several calls.
 const maxIOV = 1024
 
-// vectored is how a Writer writes a batch of pieces. The package does its
-// own vectored write instead of using net.Buffers so that it, and every
-// child built on it, does not link package net: a Go binary that links net
-// is linked dynamically (net's resolver uses cgo) unless built with
-// CGO_ENABLED=0, and the dynamic loader adds about 1.4 ms to every start
-// of a provider (docs/performance.md).
-type vectored struct {
+// Vectored writes loaded pieces to one destination: with writev(2) when
+// the destination has a syscall.RawConn, and one Write per piece
+// otherwise. The zero value is ready after Init.
+type Vectored struct {
 	raw syscall.RawConn // dst's, when dst has one: pieces go out with writev
 	dst io.Writer       // otherwise, one Write per piece
 	// nonblock says raw's descriptor is non-blocking, so that writev
@@ -43,8 +40,8 @@ type vectored struct {
 	noWait, full bool
 }
 
-// init sets v up to write to dst.
-func (v *vectored) init(dst io.Writer) {
+// Init sets v up to write to dst.
+func (v *Vectored) Init(dst io.Writer) {
 	v.dst = dst
 	if sc, ok := dst.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -58,39 +55,39 @@ func (v *vectored) init(dst io.Writer) {
 	v.fn = v.writev
 }
 
-// interruptible reports whether a write under way returns when the
+// Interruptible reports whether a write under way returns when the
 // destination's write deadline passes, leaving what it did not write
 // loaded: a file descriptor in non-blocking mode, waited for by the
 // runtime's poller.
-func (v *vectored) interruptible() bool { return v.raw != nil && v.nonblock }
+func (v *Vectored) Interruptible() bool { return v.raw != nil && v.nonblock }
 
-// load makes pieces the next write's: write, try and detach work on them.
+// Load makes pieces the next write's: write, try and detach work on them.
 // The Writer calls it with its lock held while no write is under way, so
 // that a sender that gives up waiting (detach) always finds its bytes
 // here or still in the Writer's queue.
-func (v *vectored) load(pieces [][]byte) {
+func (v *Vectored) Load(pieces [][]byte) {
 	v.mu.Lock()
 	v.left, v.err = pieces, nil
 	v.mu.Unlock()
 }
 
-// write writes every loaded piece, in order, or returns the first error.
-func (v *vectored) write() error {
+// Write writes every loaded piece, in order, or returns the first error.
+func (v *Vectored) Write() error {
 	if v.raw == nil {
 		err := writeEach(v.dst, v.left)
-		v.unload()
+		v.Unload()
 		return err
 	}
-	return v.resume()
+	return v.Resume()
 }
 
-// try is write for a goroutine that must not wait for the socket: it
+// Try is write for a goroutine that must not wait for the socket: it
 // writes what the socket takes now and reports false when the socket is
 // full, the rest kept in v for resume. A destination without a file
 // descriptor is written whole, as by write.
-func (v *vectored) try() (done bool, err error) {
+func (v *Vectored) Try() (done bool, err error) {
 	if v.raw == nil {
-		return true, v.write()
+		return true, v.Write()
 	}
 	v.noWait, v.full = true, false
 	err = v.raw.Write(v.fn)
@@ -101,22 +98,22 @@ func (v *vectored) try() (done bool, err error) {
 	if err == nil && v.full {
 		return false, nil
 	}
-	v.unload()
+	v.Unload()
 	return true, err
 }
 
-// resume writes what is loaded (what try left, or all of it), waiting for
+// Resume writes what is loaded (what try left, or all of it), waiting for
 // the socket whenever it is full.
-func (v *vectored) resume() error {
-	err := v.resumeKeep()
-	v.unload()
+func (v *Vectored) Resume() error {
+	err := v.ResumeKeep()
+	v.Unload()
 	return err
 }
 
-// resumeKeep is resume that keeps what is left loaded when the write
+// ResumeKeep is resume that keeps what is left loaded when the write
 // fails (a deadline that interrupted it, say), so that the caller may
 // detach it and resume later; the caller unloads.
-func (v *vectored) resumeKeep() error {
+func (v *Vectored) ResumeKeep() error {
 	err := v.raw.Write(v.fn)
 	if err == nil {
 		err = v.err
@@ -124,21 +121,21 @@ func (v *vectored) resumeKeep() error {
 	return err
 }
 
-// unload ends a write: it drops the references to its pieces.
-func (v *vectored) unload() {
+// Unload ends a write: it drops the references to its pieces.
+func (v *Vectored) Unload() {
 	v.mu.Lock()
 	clear(v.vec)
 	v.left, v.err = nil, nil
 	v.mu.Unlock()
 }
 
-// detach replaces what is left to write of data (an attachment of the
+// Detach replaces what is left to write of data (an attachment of the
 // loaded pieces) with a copy, so that data's owner may reuse it while the
 // write goes on, and reports whether it could: a destination without a
 // file descriptor is written by Write calls that hold their piece, and a
 // blocking descriptor's writev holds v.mu until the peer reads, so there
 // it cannot.
-func (v *vectored) detach(data []byte) bool {
+func (v *Vectored) Detach(data []byte) bool {
 	if v.raw == nil || !v.nonblock {
 		return false
 	}
@@ -163,7 +160,7 @@ func aliases(p, data []byte) bool {
 // when the socket is full (raw.Write then waits until it takes bytes, or
 // its deadline passes) and true when everything is written or v.err is
 // set.
-func (v *vectored) writev(fd uintptr) bool {
+func (v *Vectored) writev(fd uintptr) bool {
 	// Held through the syscall, which on a non-blocking descriptor does
 	// not block: detach must not change a piece the kernel is copying
 	// from. (On a blocking one detach never takes it.)
@@ -210,7 +207,7 @@ func (v *vectored) writev(fd uintptr) bool {
 }
 
 // consume drops the first n written bytes from v.left.
-func (v *vectored) consume(n int) {
+func (v *Vectored) consume(n int) {
 	for len(v.left) > 0 && n >= len(v.left[0]) {
 		n -= len(v.left[0])
 		v.left = v.left[1:]

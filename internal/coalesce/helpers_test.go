@@ -1,0 +1,42 @@
+package coalesce
+
+import (
+	"errors"
+	"github.com/skulkrt/skulk/wire"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// socketPair returns the two ends of a connected Unix stream socket.
+func socketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: dir + "/s", Net: "unix"})
+	require.NoError(t, err)
+	defer l.Close()
+	c, err := net.DialUnix("unix", nil, l.Addr().(*net.UnixAddr))
+	require.NoError(t, err)
+	s, err := l.AcceptUnix()
+	require.NoError(t, err)
+	return c, s
+}
+
+// readAll reads packets from r up to a clean EOF.
+func readAll(t *testing.T, r *wire.Reader) []wire.Packet {
+	t.Helper()
+	var ps []wire.Packet
+	for {
+		p, err := r.ReadPacket()
+		if errors.Is(err, io.EOF) {
+			return ps
+		}
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+}
