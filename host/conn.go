@@ -42,8 +42,11 @@ const (
 	// turnCaller: the bound call's own Recv, on the caller's goroutine
 	// (callerRead). Every call starts with it: a caller that waits in
 	// Recv may as well read its answer itself, which saves waking the
-	// reader and then the caller for every read (for a stream of large
-	// media chunks, about a fifth of the throughput). Until the caller
+	// reader and then the caller for every read. For a stream of 1 MiB
+	// media chunks that hand-off cost a fifth of the throughput: the bench
+	// module's BenchmarkSkulkMedia, with the reader goroutine reading and
+	// with the caller reading, run in turn six times, gave 3.08 and 3.88
+	// GB/s median (bench/README.md, "Comparing builds"). Until the caller
 	// asks, the child's output waits in the socket, as backpressure. Whatever
 	// needs the connection read while the caller is not in Recv gives
 	// the turn to the reader for the rest of the call (handOver): cancel,

@@ -21,6 +21,12 @@ import (
 // (docs/performance.md). Unset, the child gets nothing extra.
 const childEnvVar = "SKULK_BENCH_CHILD_ENV"
 
+// childBinVar names the environment variable that gives the Skulk
+// benchmarks a bench child binary to drive instead of the one built from
+// this tree: test binaries of two revisions given the same child compare
+// their hosts alone (bench/README.md, "Comparing builds").
+const childBinVar = "SKULK_BENCH_CHILD"
+
 // benchSkulk opens a skulk session with the bench child for b and reports,
 // besides the time per op, the host's allocations per op counted by
 // runtime.MemStats (the child's are in its own process: see -childprofile).

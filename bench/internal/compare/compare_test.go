@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 		if mod, err = ModuleDir(ctx); err == nil {
 			bins, err = Build(ctx, mod, filepath.Join(dir, "bin"), nil)
 		}
+		if child := os.Getenv(childBinVar); child != "" && err == nil {
+			bins.Skulk = child // a host A/B: every build drives the same child
+		}
 		cancel()
 	}
 	if err != nil {
