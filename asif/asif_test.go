@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/internal/strictjson"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -96,15 +97,15 @@ func TestCompletedExampleAssembly(t *testing.T) {
 			amended = e.Data.Arguments
 		}
 	}
-	want, err := asif.ParseJSON(amended)
+	want, err := strictjson.Parse(amended)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := asif.ParseJSON(complete.Bytes)
+	got, err := strictjson.Parse(complete.Bytes)
 	if err != nil {
 		t.Fatalf("assembled stream is not JSON: %v", err)
 	}
-	if !asif.EqualJSON(got, want) {
+	if !strictjson.Equal(got, want) {
 		t.Fatalf("assembled %s, amended call has %s", complete.Bytes, amended)
 	}
 	// The earlier partial stream is kept, still partial.
@@ -130,7 +131,7 @@ type tree = map[string]any
 
 func load(t testing.TB, name string) tree {
 	t.Helper()
-	v, err := asif.ParseJSON(readFile(t, name))
+	v, err := strictjson.Parse(readFile(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,7 +732,7 @@ func TestReadRefusals(t *testing.T) {
 			t.Skip("parses MaxValues values")
 		}
 		input := "[" + strings.Repeat("0,", asif.MaxValues) + "0]"
-		if _, err := asif.ParseJSON([]byte(input)); !errors.Is(err, asif.ErrTooManyValues) {
+		if _, err := strictjson.Parse([]byte(input)); !errors.Is(err, asif.ErrTooManyValues) {
 			t.Fatalf("err = %v", err)
 		}
 	})

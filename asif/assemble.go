@@ -2,6 +2,8 @@ package asif
 
 import (
 	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/internal/strictjson"
 )
 
 // StreamKind is a stream's kind (asif.streams/0.1).
@@ -266,12 +268,12 @@ func (c *checker) bind(a *Assembly) {
 			c.refuse(RuleStreamCompleteCallStatus, "stream", a.StreamID)
 			ok = false
 		}
-		v, err := ParseJSON(a.Bytes)
+		v, err := parseJSON(a.Bytes)
 		if err != nil {
 			c.refuse(RuleStreamArgumentsNotJSON, "stream", a.StreamID)
 			return
 		}
-		if !EqualJSON(v, e.args) {
+		if !strictjson.Equal(v, e.args) {
 			c.refuse(RuleStreamArgumentsMismatch, "stream", a.StreamID)
 			return
 		}

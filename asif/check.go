@@ -65,7 +65,7 @@ func CheckReader(r io.Reader, opts Options) (*Report, error) {
 // Check validates an ASIF 0.5 session document in three layers and returns
 // what it could establish:
 //
-//  1. strict JSON (ParseJSON): a *ReadError;
+//  1. strict JSON (see Read): a *ReadError;
 //  2. asif_version must be "0.5": a *VersionError;
 //  3. the embedded JSON Schema: a *SchemaError;
 //  4. the semantic rules the schema cannot express (resource integrity,
@@ -79,7 +79,7 @@ func CheckReader(r io.Reader, opts Options) (*Report, error) {
 // error means the document passed every check. Check is safe to call
 // concurrently.
 func Check(data []byte, opts Options) (*Report, error) {
-	tree, err := ParseJSON(data)
+	tree, err := parseJSON(data)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-// Package asif reads, checks and writes ASIF 0.5 session documents (Agent
+// Package asif reads and checks ASIF 0.5 session documents (Agent
 // Session Interchange Format, a public JSON format for captured agent
 // sessions), with the asif.streams/0.1 and asif.external-bindings/0.1
 // features. Skulk uses it to hand over captured call evidence — including
@@ -39,10 +39,8 @@
 //
 // # Writing
 //
-// Document and its field types marshal to schema-valid JSON; NewDocument
-// fills every required collection and coverage record, AddEvent assigns
-// sequence numbers and maintains a branch, and Marshal runs Check on its own
-// output so a document that marshals without error is valid.
+// Package asif/export writes Skulk's call trees as session documents, and
+// checks each with Check before returning it.
 //
 // Nothing in this package executes tools, fetches external references or
 // synthesizes events: an external binding is reported as such (CallState

@@ -136,17 +136,21 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	doc, err := export.Export(events, opts)
-	if err != nil {
+	session, err := export.Export(events, opts)
+	var (
+		readErr   *asif.ReadError
+		schemaErr *asif.SchemaError
+		ruleErr   *asif.RuleError
+	)
+	switch {
+	case errors.Is(err, asif.ErrTooLarge) || errors.Is(err, asif.ErrTooManyValues):
+		return statusErr(ExitFailure, "the document of tree %q would exceed the bounds of one ASIF document (64 MiB, 4,194,304 values): export smaller windows with --after and --until", pos[1])
+	case errors.As(err, &readErr) || errors.As(err, &schemaErr) || errors.As(err, &ruleErr) || errors.Is(err, asif.ErrUnsupportedVersion):
+		return statusErr(ExitFailure, "the exported document fails its own check (a bug in skulk-host; please report it): %v", err)
+	case err != nil:
 		return statusErr(ExitFailure, "cannot export tree %q: %v", pos[1], err)
 	}
-	data, err := doc.Marshal()
-	if errors.Is(err, asif.ErrTooLarge) || errors.Is(err, asif.ErrTooManyValues) {
-		return statusErr(ExitFailure, "the document of tree %q would exceed the bounds of one ASIF document (64 MiB, 4,194,304 values): export smaller windows with --after and --until", pos[1])
-	}
-	if err != nil {
-		return statusErr(ExitFailure, "the exported document fails its own check (a bug in skulk-host; please report it): %v", err)
-	}
+	data := session.JSON
 	if *out == "" {
 		_, err := env.Stdout.Write(data)
 		return err
@@ -155,7 +159,7 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 		return statusErr(ExitFailure, "cannot write %s: %v", *out, err)
 	}
 	fmt.Fprintf(env.Stderr, "wrote %s: %d events, %d streams, %d external bindings, %d losses (%s)\n",
-		*out, len(doc.Events), len(doc.Streams), len(doc.ExternalBindings), len(doc.Losses), formatBytes(int64(len(data))))
+		*out, session.Events, session.Streams, session.ExternalBindings, session.Losses, formatBytes(int64(len(data))))
 	return nil
 }
 
