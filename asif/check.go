@@ -117,6 +117,9 @@ type checker struct {
 	bindings     []*binding
 	branches     []branch
 
+	// taskRevisions maps (task_id, revision) to its first task_update.
+	taskRevisions map[taskKey]*event
+
 	pathBytes int64
 	assembled int64
 }
@@ -148,6 +151,9 @@ type event struct {
 	terminal    bool
 	outcome     string
 	parts       []any
+
+	causes []string // local causes' event ids
+	task   *task    // set for task_update
 
 	superseded bool // some later local event supersedes this one
 }
@@ -208,7 +214,9 @@ func (c *checker) run(root map[string]any) *Report {
 	c.progression()
 	c.checkBindings(root)
 	c.results()
-	report := &Report{Version: Version}
+	c.references(root)
+	c.taskRules(root)
+	report := &Report{Version: Version, Unchecked: uncheckedPresent(root)}
 	report.Streams = c.streams(root)
 	report.Branches = c.selectedStates()
 	return report
@@ -367,6 +375,11 @@ func (c *checker) loadEvents(root map[string]any) {
 				external: has(s, "capture_id") || has(s, "session_id"),
 			}
 		}
+		for _, r := range objects(e, "causes") {
+			if !has(r, "capture_id") && !has(r, "session_id") {
+				ev.causes = append(ev.causes, str(r, "event_id"))
+			}
+		}
 		d := obj(e, "data")
 		switch ev.kind {
 		case "tool_call":
@@ -375,6 +388,8 @@ func (c *checker) loadEvents(root map[string]any) {
 			ev.argsStatus = str(d, "arguments_status")
 			ev.retryOf, ev.hasRetry = d["retry_of"].(string)
 			ev.args = d["arguments"]
+		case "task_update":
+			ev.task = loadTask(d)
 		case "tool_result":
 			ev.callID = str(d, "call_id")
 			ev.resultIndex = integer(d, "result_index")
@@ -392,6 +407,17 @@ func (c *checker) loadEvents(root map[string]any) {
 		lastSeq = max(lastSeq, ev.seq)
 		c.events[ev.id] = ev
 		c.eventList = append(c.eventList, ev)
+		if ev.task != nil {
+			if c.taskRevisions == nil {
+				c.taskRevisions = map[taskKey]*event{}
+			}
+			k := taskKey{ev.task.id, ev.task.revision}
+			if c.taskRevisions[k] != nil {
+				c.refuse(RuleTaskDuplicateRevision, "event", ev.id)
+			} else {
+				c.taskRevisions[k] = ev
+			}
+		}
 		if ev.kind == "decision_request" {
 			if c.requests == nil {
 				c.requests = map[string]bool{}
