@@ -195,12 +195,21 @@ type checkReport struct {
 	Streams  []*asif.Assembly   `json:"streams"`
 	Branches []asif.BranchState `json:"branches"`
 	Refusals []asifRefusal      `json:"refusals"`
+	// Unchecked lists the rule families not checked whose records the
+	// document holds; NotChecked every rule family the checker does not
+	// check.
+	Unchecked  []asif.Family `json:"unchecked"`
+	NotChecked []asif.Family `json:"not_checked"`
 	// Error is the refusal of a layer before the rules (JSON, version,
 	// schema); empty otherwise.
 	Error string `json:"error,omitempty"`
 	// Violations lists the schema violations (at most asif.MaxViolations).
 	Violations []asif.Violation `json:"schema_violations,omitempty"`
 }
+
+// versionRefusal is the rule name asif check reports for a document whose
+// asif_version is missing or not 0.5 (an *asif.VersionError).
+const versionRefusal = "version_unsupported"
 
 type asifRefusal struct {
 	Rule     string `json:"rule"`
@@ -278,9 +287,11 @@ func runASIFCheck(args []string, env Env) error {
 
 // reportOf turns Check's outcome into the report asif check prints.
 func reportOf(name string, rep *asif.Report, err error) checkReport {
-	cr := checkReport{File: name, Valid: err == nil, Streams: []*asif.Assembly{}, Branches: []asif.BranchState{}, Refusals: []asifRefusal{}}
+	cr := checkReport{File: name, Valid: rep.Valid(err), Streams: []*asif.Assembly{}, Branches: []asif.BranchState{},
+		Refusals: []asifRefusal{}, Unchecked: []asif.Family{}, NotChecked: asif.UncheckedFamilies()}
 	if rep != nil {
 		cr.Version = rep.Version
+		cr.Unchecked = rep.Unchecked
 		if rep.Streams != nil {
 			cr.Streams = rep.Streams
 		}
@@ -298,7 +309,13 @@ func reportOf(name string, rep *asif.Report, err error) checkReport {
 	for _, e := range errs {
 		var ruleErr *asif.RuleError
 		var schemaErr *asif.SchemaError
+		var versionErr *asif.VersionError
 		switch {
+		case errors.As(e, &versionErr):
+			// Found is empty unless it looks like a version number, so
+			// document content is never echoed.
+			cr.Refusals = append(cr.Refusals, asifRefusal{Rule: versionRefusal, Object: "asif_version", ObjectID: versionErr.Found})
+			cr.Error = oneLine(e.Error())
 		case errors.As(e, &ruleErr):
 			r := asifRefusal{Rule: ruleErr.Rule.String(), Object: ruleErr.Object, ObjectID: ruleErr.ObjectID}
 			if ruleErr.Segment >= 0 {
@@ -318,8 +335,11 @@ func reportOf(name string, rep *asif.Report, err error) checkReport {
 
 func printCheckHuman(w io.Writer, cr checkReport) {
 	verdict := "valid"
-	if !cr.Valid {
+	switch {
+	case len(cr.Refusals) > 0 || cr.Error != "":
 		verdict = "REFUSED"
+	case !cr.Valid:
+		verdict = "NOT ESTABLISHED (no refusal, but it holds records of rule families not checked: " + joinFamilies(cr.Unchecked) + ")"
 	}
 	version := cr.Version
 	if version == "" {
@@ -357,9 +377,21 @@ func printCheckHuman(w io.Writer, cr checkReport) {
 		}
 		fmt.Fprintf(w, "  refused: rule %s (%s %q%s)\n", r.Rule, r.Object, r.ObjectID, seg)
 	}
-	if cr.Error != "" {
+	if cr.Error != "" && (len(cr.Refusals) == 0 || cr.Refusals[0].Rule != versionRefusal) {
 		fmt.Fprintf(w, "  refused: %s\n", cr.Error)
 	}
+	if len(cr.Unchecked) > 0 {
+		fmt.Fprintf(w, "  not checked, present: %s\n", joinFamilies(cr.Unchecked))
+	}
+	fmt.Fprintf(w, "  rule families this checker does not check: %s\n", joinFamilies(cr.NotChecked))
+}
+
+func joinFamilies(fs []asif.Family) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // shorten cuts s to at most n bytes at a rune boundary, marking the cut.
