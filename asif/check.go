@@ -69,14 +69,15 @@ func CheckReader(r io.Reader, opts Options) (*Report, error) {
 //  2. asif_version must be "0.5": a *VersionError;
 //  3. the embedded JSON Schema: a *SchemaError;
 //  4. the semantic rules the schema cannot express (resource integrity,
-//     tool-call progression, streams, external bindings): every refusal
-//     found, each a *RuleError, joined with errors.Join (at most
+//     references, tool-call progression, tasks, streams, external
+//     bindings): every refusal found, each a *RuleError, joined with errors.Join (at most
 //     MaxRefusals of them, then one *TooManyRefusalsError).
 //
 // The report is nil when layers 1–3 refuse the document; otherwise it is
 // non-nil even when rules are refused, and describes every stream and the
 // selected state of every call as far as they could be established. A nil
-// error means the document passed every check. Check is safe to call
+// error means no checked rule refused the document; it is valid only when
+// Report.Unchecked is also empty (Report.Valid). Check is safe to call
 // concurrently.
 func Check(data []byte, opts Options) (*Report, error) {
 	tree, err := parseJSON(data)

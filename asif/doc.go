@@ -19,12 +19,20 @@
 //     violations by instance location and keyword, never values);
 //   - the semantic rules the schema cannot express (*RuleError, one per
 //     refusal, all of them joined with errors.Join): resource integrity,
-//     tool-call progression, streams and external bindings. Each Rule
-//     constant is also the sentinel for errors.Is.
+//     references among events, branches and checkpoints, tool-call
+//     progression, task revisions and dependencies, streams and external
+//     bindings. Each Rule constant is also the sentinel for errors.Is.
+//
+// Some rule families of ASIF 0.5 are not checked (UncheckedFamilies:
+// contexts, configurations, executions, decisions and others). A document
+// that holds their records lists them in Report.Unchecked and is not
+// established valid even when nothing is refused: Report.Valid(err) says
+// whether it is.
 //
 // A document that reaches the semantic layer yields a *Report: every
 // stream's Assembly (contiguous prefix bytes, status, whether it may be used
-// as an executable call) and each branch's selected call states.
+// as an executable call), each branch's selected call states, and the
+// unchecked families present.
 //
 //	report, err := asif.Check(data, asif.Options{})
 //	var re *asif.RuleError

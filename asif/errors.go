@@ -102,9 +102,11 @@ func (e *SchemaError) Error() string {
 // Is reports whether target is ErrSchema.
 func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 
-// Rule names one semantic rule of ASIF 0.5 (core tool-call progression,
-// resource integrity, asif.streams/0.1 or asif.external-bindings/0.1) that
-// the JSON Schema cannot express. A Rule is itself an error so that it can
+// Rule names one semantic rule of ASIF 0.5 that the JSON Schema cannot
+// express: resource integrity, core references, tool-call progression,
+// task revisions and dependencies, asif.streams/0.1 or
+// asif.external-bindings/0.1. Rules lists them; UncheckedFamilies lists the
+// rule families that are not checked. A Rule is itself an error so that it can
 // serve as the sentinel for errors.Is:
 //
 //	if errors.Is(err, asif.RuleSegmentGap) { ... }

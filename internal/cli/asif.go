@@ -49,21 +49,40 @@ document is checked (schema and rules) before it is written.
 
 	skulk-host asif check FILE [--json]
 
-Check reads FILE (- for standard input), checks it (strict JSON, version
-0.5, the embedded JSON Schema, every rule the schema cannot express), and
-prints each stream's status and assembled size and each call's selected
-state; every refusal is printed naming its rule and object. Path-backed
-resources are resolved in FILE's directory.
+Check reads FILE (- for standard input) and checks it: strict JSON, version
+0.5, the embedded JSON Schema, and these rules the schema cannot express:
+required features; embedded resources' bytes, digests and paths; event ids
+and sequence; actors, executions and causes (resolving, and pointing to
+earlier events); branch heads and causal order; checkpoints' branch, event,
+open calls and task revisions; tool-call identity, amendments, retries and
+result order; task revisions (one event per revision, previous_revision
+naming the selected predecessor, reopen_reason when a completed, failed,
+cancelled or superseded task reopens, a predecessor gap only under partial
+tasks coverage) and dependencies (no dangling, self or cyclic ones);
+streams; external bindings. It prints each stream's status and assembled
+size and each call's selected state; every refusal is printed naming its
+rule and object. Path-backed resources are resolved in FILE's directory.
+
+These rule families are not checked: contexts, configurations,
+environments, executions, decisions, corrections (supersedes on events
+other than tool calls), extensions, lineage, resource changes, checkpoint
+state (open decisions, requirements) and usage. A document that holds
+records of any of them is never reported valid: it is NOT ESTABLISHED even
+when nothing is refused, and the report names the families present.
 
 	--json
-		print the same as one JSON object: valid, streams (id, kind,
+		print the same as one JSON object: valid (true only with no
+		refusal and no unchecked family present), streams (id, kind,
 		event_id, call_id, status, declared_status, assembled_bytes,
 		executable), branches (each call's arguments, arguments_status and,
-		once a terminal result closed it, outcome), refusals and error.
+		once a terminal result closed it, outcome), refusals (rule, object,
+		id; an unsupported version is rule version_unsupported of object
+		asif_version), unchecked (the families not checked that are
+		present), not_checked (every family not checked) and error.
 
-Exit status: 0 when the document was written or passed every check, 1 when
-the journal cannot be read or the document was refused, 2 for a usage
-error.
+Exit status: 0 when the document was written or no check refused it
+(valid or NOT ESTABLISHED), 1 when the journal cannot be read or the
+document was refused, 2 for a usage error.
 
 Examples:
 

@@ -120,4 +120,3 @@ func TestParseJSONKeepsNumbersExactly(t *testing.T) {
 		t.Fatalf("got %#v", v)
 	}
 }
-
