@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/internal/strictjson"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -96,15 +98,15 @@ func TestCompletedExampleAssembly(t *testing.T) {
 			amended = e.Data.Arguments
 		}
 	}
-	want, err := asif.ParseJSON(amended)
+	want, err := strictjson.Parse(amended)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := asif.ParseJSON(complete.Bytes)
+	got, err := strictjson.Parse(complete.Bytes)
 	if err != nil {
 		t.Fatalf("assembled stream is not JSON: %v", err)
 	}
-	if !asif.EqualJSON(got, want) {
+	if !strictjson.Equal(got, want) {
 		t.Fatalf("assembled %s, amended call has %s", complete.Bytes, amended)
 	}
 	// The earlier partial stream is kept, still partial.
@@ -130,7 +132,7 @@ type tree = map[string]any
 
 func load(t testing.TB, name string) tree {
 	t.Helper()
-	v, err := asif.ParseJSON(readFile(t, name))
+	v, err := strictjson.Parse(readFile(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,6 +503,76 @@ func TestRuleMutations(t *testing.T) {
 		{"unsupported required feature", completedExample, func(d tree) {
 			appendTo(d, "required_features", "example.unknown/1")
 		}, asif.RuleFeatureUnsupported, "example.unknown/1"},
+		// references
+		{"undeclared actor", completedExample, func(d tree) {
+			byID(d, "events", "e1")["actor_id"] = "nobody"
+		}, asif.RuleEventActorUndeclared, "e1"},
+		{"undeclared execution", completedExample, func(d tree) {
+			byID(d, "events", "result-late")["execution_id"] = "run-9"
+		}, asif.RuleEventExecutionUndeclared, "result-late"},
+		{"dangling cause", completedExample, func(d tree) {
+			byID(d, "events", "result-late")["causes"] = []any{tree{"event_id": "nope"}}
+		}, asif.RuleEventCauseMissing, "result-late"},
+		{"cause serialized later", completedExample, func(d tree) {
+			byID(d, "events", "e1")["causes"] = []any{tree{"event_id": "result-late"}}
+		}, asif.RuleEventCauseOrder, "e1"},
+		{"cause selected later in a branch", completedExample, func(d tree) {
+			appendTo(d, "branches", tree{"id": "alt", "event_ids": []any{"call-partial", "e1"}, "head_event_id": "e1"})
+		}, asif.RuleBranchCauseOrder, "alt"},
+		{"branch head not its last event", completedExample, func(d tree) {
+			list(d, "branches")[0].(tree)["head_event_id"] = "e1"
+		}, asif.RuleBranchHead, "main"},
+		{"checkpoint of no branch", completedExample, func(d tree) {
+			list(d, "checkpoints")[0].(tree)["branch_id"] = "nope"
+		}, asif.RuleCheckpointBranchMissing, "checkpoint-completed"},
+		{"checkpoint at an event outside its branch", completedExample, func(d tree) {
+			list(d, "checkpoints")[0].(tree)["at_event_id"] = "nope"
+		}, asif.RuleCheckpointEventNotInBranch, "checkpoint-completed"},
+		{"checkpoint open call unknown", completedExample, func(d tree) {
+			list(d, "checkpoints")[0].(tree)["open_calls"] = []any{tree{"call_id": "call-9", "state": "pending"}}
+		}, asif.RuleCheckpointCallUnknown, "checkpoint-completed"},
+		{"checkpoint task revision unknown", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "pending", nil)
+			list(d, "checkpoints")[0].(tree)["tasks"] = []any{tree{"task_id": "t1", "revision": num(2)}}
+		}, asif.RuleCheckpointTaskUnknown, "checkpoint-completed"},
+		// tasks
+		{"duplicate task revision", completedExample, func(d tree) {
+			addTask(d, "t1-a", "t1", 1, "pending", nil)
+			addTask(d, "t1-b", "t1", 1, "in_progress", tree{"previous_revision": num(1)})
+		}, asif.RuleTaskDuplicateRevision, "t1-b"},
+		{"previous revision not smaller", completedExample, func(d tree) {
+			addTask(d, "t1-r2", "t1", 2, "pending", tree{"previous_revision": num(2)})
+		}, asif.RuleTaskRevisionOrder, "t1-r2"},
+		{"revision skips the selected predecessor", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "pending", nil)
+			addTask(d, "t1-r3", "t1", 3, "in_progress", tree{"previous_revision": num(2)})
+		}, asif.RuleTaskPredecessorMismatch, "t1-r3"},
+		{"revision names no predecessor", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "pending", nil)
+			addTask(d, "t1-r2", "t1", 2, "in_progress", nil)
+		}, asif.RuleTaskPredecessorMismatch, "t1-r2"},
+		{"omitted predecessor without partial coverage", completedExample, func(d tree) {
+			addTask(d, "t1-r2", "t1", 2, "pending", tree{"previous_revision": num(1)})
+		}, asif.RuleTaskPredecessorGap, "t1-r2"},
+		{"failed task reopened without a reason", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "failed", nil)
+			addTask(d, "t1-r2", "t1", 2, "pending", tree{"previous_revision": num(1)})
+		}, asif.RuleTaskReopenWithoutReason, "t1-r2"},
+		{"cancelled task reopened without a reason", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "cancelled", nil)
+			addTask(d, "t1-r2", "t1", 2, "in_progress", tree{"previous_revision": num(1)})
+		}, asif.RuleTaskReopenWithoutReason, "t1-r2"},
+		{"dangling dependency", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "pending", tree{"dependencies": []any{"t9"}})
+		}, asif.RuleTaskDependencyMissing, "t1-r1"},
+		{"self dependency", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "pending", tree{"dependencies": []any{"t1"}})
+		}, asif.RuleTaskDependencySelf, "t1-r1"},
+		{"dependency cycle", completedExample, func(d tree) {
+			addTask(d, "t1-r1", "t1", 1, "pending", tree{"dependencies": []any{"t2"}})
+			addTask(d, "t2-r1", "t2", 1, "pending", tree{"dependencies": []any{"t3"}})
+			addTask(d, "t3-r1", "t3", 1, "pending", tree{"dependencies": []any{"t1"}})
+		}, asif.RuleTaskDependencyCycle, "t3-r1"},
 	}
 	covered := map[asif.Rule]bool{
 		asif.RuleStreamTooLarge: true, // TestStreamTooLarge: needs > 64 MiB of assembly
@@ -550,6 +622,50 @@ func namesObject(err error, rule asif.Rule, objectID string) bool {
 		}
 	}
 	return false
+}
+
+// addTask appends a task_update event (sequence after every other) to the
+// main branch; extra holds optional data fields.
+func addTask(d tree, id, taskID string, revision int, status string, extra tree) {
+	dt := tree{"task_id": taskID, "revision": num(revision), "status": status, "parts": []any{}}
+	for k, v := range extra {
+		dt[k] = v
+	}
+	addEvent(d, tree{
+		"id": id, "sequence": num(100 + len(list(d, "events"))), "actor_id": "agent", "kind": "task_update",
+		"causes": []any{}, "provenance": synthetic(), "data": dt,
+	})
+}
+
+// TestTaskHistoriesAccepted holds the task rules to what SEMANTICS §16
+// allows: reopening with a reason, a dependency list replaced by a later
+// revision (a cycle only in the union of revisions is no cycle), forward
+// declarations, revision numbers with gaps, an omitted predecessor under
+// partial tasks coverage, and checkpoint task entries of exact revisions.
+func TestTaskHistoriesAccepted(t *testing.T) {
+	d := load(t, completedExample)
+	for _, c := range list(d, "coverage") {
+		if c.(tree)["scope"] == "tasks" {
+			c.(tree)["status"], c.(tree)["detail"] = "partial", "Task history before revision 4 of t0 was not captured."
+		}
+	}
+	addTask(d, "t0-r4", "t0", 4, "in_progress", tree{"previous_revision": num(3)})
+	addTask(d, "t1-r1", "t1", 1, "pending", tree{"dependencies": []any{"t2"}})
+	addTask(d, "t1-r2", "t1", 2, "failed", tree{"previous_revision": num(1), "dependencies": []any{}})
+	addTask(d, "t2-r1", "t2", 1, "pending", tree{"dependencies": []any{"t1"}})
+	addTask(d, "t1-r7", "t1", 7, "pending", tree{"previous_revision": num(2), "reopen_reason": "Retried with a new plan."})
+	addTask(d, "t1-r8", "t1", 8, "completed", tree{"previous_revision": num(7)})
+	list(d, "checkpoints")[0].(tree)["tasks"] = []any{tree{"task_id": "t1", "revision": num(8)}, tree{"task_id": "t2", "revision": num(1)}}
+	if _, err := asif.Check(encode(t, d), asif.Options{}); err != nil {
+		t.Fatalf("task history refused: %v", err)
+	}
+	// The same history on a branch that lacks t1's first revision.
+	d = load(t, completedExample)
+	addTask(d, "t1-r1", "t1", 1, "completed", nil)
+	addTask(d, "t1-r2", "t1", 2, "pending", tree{"previous_revision": num(1), "reopen_reason": "Reopened by the reviewer."})
+	if _, err := asif.Check(encode(t, d), asif.Options{}); err != nil {
+		t.Fatalf("reopen with a reason refused: %v", err)
+	}
 }
 
 func addTextStream(d tree, text string) {
@@ -731,7 +847,7 @@ func TestReadRefusals(t *testing.T) {
 			t.Skip("parses MaxValues values")
 		}
 		input := "[" + strings.Repeat("0,", asif.MaxValues) + "0]"
-		if _, err := asif.ParseJSON([]byte(input)); !errors.Is(err, asif.ErrTooManyValues) {
+		if _, err := strictjson.Parse([]byte(input)); !errors.Is(err, asif.ErrTooManyValues) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -905,5 +1021,48 @@ func BenchmarkCheckLargeResource(b *testing.B) {
 		if _, err := asif.Check(data, asif.Options{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestUncheckedFamilies: the worked examples hold contexts, configurations,
+// executions and (the later capture) lineage, which Check does not check, so they are not established
+// valid; without those records the same history is.
+func TestUncheckedFamilies(t *testing.T) {
+	report, err := asif.Check(readFile(t, completedExample), asif.Options{})
+	want := []asif.Family{asif.FamilyContexts, asif.FamilyConfigurations, asif.FamilyExecutions, asif.FamilyLineage}
+	if err != nil || !slices.Equal(report.Unchecked, want) || report.Valid(err) {
+		t.Fatalf("err %v, unchecked %v, valid %v", err, report.Unchecked, report.Valid(err))
+	}
+	d := load(t, completedExample)
+	d["contexts"], d["configurations"], d["executions"] = []any{}, []any{}, []any{}
+	d["session"].(tree)["lineage"] = []any{}
+	for _, e := range list(d, "events") {
+		delete(e.(tree), "execution_id")
+	}
+	cp := list(d, "checkpoints")[0].(tree)
+	cp["context_id"], cp["configuration_id"] = nil, nil
+	report, err = asif.Check(encode(t, d), asif.Options{})
+	if err != nil || len(report.Unchecked) != 0 || report.Unchecked == nil || !report.Valid(err) {
+		t.Fatalf("stripped example: err %v, unchecked %v", err, report.Unchecked)
+	}
+	for name, mutate := range map[asif.Family]func(tree){
+		asif.FamilyDecisions: func(d tree) {
+			addEvent(d, tree{"id": "q", "sequence": num(50), "actor_id": "agent", "kind": "decision_request", "causes": []any{},
+				"provenance": synthetic(), "data": tree{"request_id": "r1", "decision_kind": "question", "prompt": []any{}, "options": []any{}}})
+		},
+		asif.FamilyResourceChanges: func(d tree) {
+			addEvent(d, tree{"id": "rc", "sequence": num(50), "actor_id": "agent", "kind": "resource_change", "causes": []any{},
+				"provenance": synthetic(), "data": tree{"resource_id": "arguments-prefix", "operation": "observed"}})
+		},
+	} {
+		m := load(t, completedExample)
+		mutate(m)
+		report, err := asif.Check(encode(t, m), asif.Options{})
+		if report == nil || !slices.Contains(report.Unchecked, name) || report.Valid(err) {
+			t.Errorf("%s: err %v, report %+v", name, err, report)
+		}
+	}
+	if got := asif.UncheckedFamilies(); len(got) == 0 || got[0] != asif.FamilyContexts {
+		t.Fatalf("UncheckedFamilies() = %v", got)
 	}
 }

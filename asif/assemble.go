@@ -2,6 +2,8 @@ package asif
 
 import (
 	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/internal/strictjson"
 )
 
 // StreamKind is a stream's kind (asif.streams/0.1).
@@ -43,6 +45,18 @@ type Report struct {
 	// Branches holds, per branch in document order, the selected state of
 	// every call in that branch's selected history.
 	Branches []BranchState `json:"branches"`
+	// Unchecked lists the rule families Check does not check (see
+	// UncheckedFamilies) whose records the document holds; it is empty,
+	// never nil, when there are none. A document is established valid only
+	// when Check returns a nil error and Unchecked is empty.
+	Unchecked []Family `json:"unchecked"`
+}
+
+// Valid reports whether a check that returned this report and err
+// established the document as valid: no refusal, and no record of a rule
+// family Check does not check. A nil report is never valid.
+func (r *Report) Valid(err error) bool {
+	return r != nil && err == nil && len(r.Unchecked) == 0
 }
 
 // Stream returns the assembly of the stream with the given id, or nil. When
@@ -266,12 +280,12 @@ func (c *checker) bind(a *Assembly) {
 			c.refuse(RuleStreamCompleteCallStatus, "stream", a.StreamID)
 			ok = false
 		}
-		v, err := ParseJSON(a.Bytes)
+		v, err := parseJSON(a.Bytes)
 		if err != nil {
 			c.refuse(RuleStreamArgumentsNotJSON, "stream", a.StreamID)
 			return
 		}
-		if !EqualJSON(v, e.args) {
+		if !strictjson.Equal(v, e.args) {
 			c.refuse(RuleStreamArgumentsMismatch, "stream", a.StreamID)
 			return
 		}

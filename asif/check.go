@@ -65,21 +65,22 @@ func CheckReader(r io.Reader, opts Options) (*Report, error) {
 // Check validates an ASIF 0.5 session document in three layers and returns
 // what it could establish:
 //
-//  1. strict JSON (ParseJSON): a *ReadError;
+//  1. strict JSON (see Read): a *ReadError;
 //  2. asif_version must be "0.5": a *VersionError;
 //  3. the embedded JSON Schema: a *SchemaError;
 //  4. the semantic rules the schema cannot express (resource integrity,
-//     tool-call progression, streams, external bindings): every refusal
-//     found, each a *RuleError, joined with errors.Join (at most
+//     references, tool-call progression, tasks, streams, external
+//     bindings): every refusal found, each a *RuleError, joined with errors.Join (at most
 //     MaxRefusals of them, then one *TooManyRefusalsError).
 //
 // The report is nil when layers 1–3 refuse the document; otherwise it is
 // non-nil even when rules are refused, and describes every stream and the
 // selected state of every call as far as they could be established. A nil
-// error means the document passed every check. Check is safe to call
+// error means no checked rule refused the document; it is valid only when
+// Report.Unchecked is also empty (Report.Valid). Check is safe to call
 // concurrently.
 func Check(data []byte, opts Options) (*Report, error) {
-	tree, err := ParseJSON(data)
+	tree, err := parseJSON(data)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +118,9 @@ type checker struct {
 	bindings     []*binding
 	branches     []branch
 
+	// taskRevisions maps (task_id, revision) to its first task_update.
+	taskRevisions map[taskKey]*event
+
 	pathBytes int64
 	assembled int64
 }
@@ -148,6 +152,9 @@ type event struct {
 	terminal    bool
 	outcome     string
 	parts       []any
+
+	causes []string // local causes' event ids
+	task   *task    // set for task_update
 
 	superseded bool // some later local event supersedes this one
 }
@@ -208,7 +215,9 @@ func (c *checker) run(root map[string]any) *Report {
 	c.progression()
 	c.checkBindings(root)
 	c.results()
-	report := &Report{Version: Version}
+	c.references(root)
+	c.taskRules(root)
+	report := &Report{Version: Version, Unchecked: uncheckedPresent(root)}
 	report.Streams = c.streams(root)
 	report.Branches = c.selectedStates()
 	return report
@@ -367,6 +376,11 @@ func (c *checker) loadEvents(root map[string]any) {
 				external: has(s, "capture_id") || has(s, "session_id"),
 			}
 		}
+		for _, r := range objects(e, "causes") {
+			if !has(r, "capture_id") && !has(r, "session_id") {
+				ev.causes = append(ev.causes, str(r, "event_id"))
+			}
+		}
 		d := obj(e, "data")
 		switch ev.kind {
 		case "tool_call":
@@ -375,6 +389,8 @@ func (c *checker) loadEvents(root map[string]any) {
 			ev.argsStatus = str(d, "arguments_status")
 			ev.retryOf, ev.hasRetry = d["retry_of"].(string)
 			ev.args = d["arguments"]
+		case "task_update":
+			ev.task = loadTask(d)
 		case "tool_result":
 			ev.callID = str(d, "call_id")
 			ev.resultIndex = integer(d, "result_index")
@@ -392,6 +408,17 @@ func (c *checker) loadEvents(root map[string]any) {
 		lastSeq = max(lastSeq, ev.seq)
 		c.events[ev.id] = ev
 		c.eventList = append(c.eventList, ev)
+		if ev.task != nil {
+			if c.taskRevisions == nil {
+				c.taskRevisions = map[taskKey]*event{}
+			}
+			k := taskKey{ev.task.id, ev.task.revision}
+			if c.taskRevisions[k] != nil {
+				c.refuse(RuleTaskDuplicateRevision, "event", ev.id)
+			} else {
+				c.taskRevisions[k] = ev
+			}
+		}
 		if ev.kind == "decision_request" {
 			if c.requests == nil {
 				c.requests = map[string]bool{}

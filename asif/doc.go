@@ -1,4 +1,4 @@
-// Package asif reads, checks and writes ASIF 0.5 session documents (Agent
+// Package asif reads and checks ASIF 0.5 session documents (Agent
 // Session Interchange Format, a public JSON format for captured agent
 // sessions), with the asif.streams/0.1 and asif.external-bindings/0.1
 // features. Skulk uses it to hand over captured call evidence — including
@@ -19,12 +19,20 @@
 //     violations by instance location and keyword, never values);
 //   - the semantic rules the schema cannot express (*RuleError, one per
 //     refusal, all of them joined with errors.Join): resource integrity,
-//     tool-call progression, streams and external bindings. Each Rule
-//     constant is also the sentinel for errors.Is.
+//     references among events, branches and checkpoints, tool-call
+//     progression, task revisions and dependencies, streams and external
+//     bindings. Each Rule constant is also the sentinel for errors.Is.
+//
+// Some rule families of ASIF 0.5 are not checked (UncheckedFamilies:
+// contexts, configurations, executions, decisions and others). A document
+// that holds their records lists them in Report.Unchecked and is not
+// established valid even when nothing is refused: Report.Valid(err) says
+// whether it is.
 //
 // A document that reaches the semantic layer yields a *Report: every
 // stream's Assembly (contiguous prefix bytes, status, whether it may be used
-// as an executable call) and each branch's selected call states.
+// as an executable call), each branch's selected call states, and the
+// unchecked families present.
 //
 //	report, err := asif.Check(data, asif.Options{})
 //	var re *asif.RuleError
@@ -39,10 +47,8 @@
 //
 // # Writing
 //
-// Document and its field types marshal to schema-valid JSON; NewDocument
-// fills every required collection and coverage record, AddEvent assigns
-// sequence numbers and maintains a branch, and Marshal runs Check on its own
-// output so a document that marshals without error is valid.
+// Package asif/export writes Skulk's call trees as session documents, and
+// checks each with Check before returning it.
 //
 // Nothing in this package executes tools, fetches external references or
 // synthesizes events: an external binding is reported as such (CallState

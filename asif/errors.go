@@ -102,9 +102,11 @@ func (e *SchemaError) Error() string {
 // Is reports whether target is ErrSchema.
 func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
 
-// Rule names one semantic rule of ASIF 0.5 (core tool-call progression,
-// resource integrity, asif.streams/0.1 or asif.external-bindings/0.1) that
-// the JSON Schema cannot express. A Rule is itself an error so that it can
+// Rule names one semantic rule of ASIF 0.5 that the JSON Schema cannot
+// express: resource integrity, core references, tool-call progression,
+// task revisions and dependencies, asif.streams/0.1 or
+// asif.external-bindings/0.1. Rules lists them; UncheckedFamilies lists the
+// rule families that are not checked. A Rule is itself an error so that it can
 // serve as the sentinel for errors.Is:
 //
 //	if errors.Is(err, asif.RuleSegmentGap) { ... }
@@ -277,13 +279,80 @@ const (
 	RuleBindingOptionDuplicate Rule = "binding_option_duplicate"
 )
 
+// References among the core records (SEMANTICS §3, §5, §7, §11). The
+// schema already refuses a branch that lists an event twice. ObjectID
+// is the event, branch or checkpoint id.
+const (
+	// RuleEventActorUndeclared: an event's actor_id names no participant.
+	RuleEventActorUndeclared Rule = "event_actor_undeclared"
+	// RuleEventExecutionUndeclared: an event's execution_id names no
+	// execution.
+	RuleEventExecutionUndeclared Rule = "event_execution_undeclared"
+	// RuleEventCauseMissing: a local entry of causes names no event of
+	// the document.
+	RuleEventCauseMissing Rule = "event_cause_missing"
+	// RuleEventCauseOrder: a local cause is not serialized before the
+	// event (causal edges point to earlier events, so they cannot form a
+	// cycle).
+	RuleEventCauseOrder Rule = "event_cause_order"
+	// RuleBranchHead: head_event_id is not the branch's final selected
+	// event (or is not null for an empty branch).
+	RuleBranchHead Rule = "branch_head_mismatch"
+	// RuleBranchCauseOrder: an event's local cause is selected in the same
+	// branch after it.
+	RuleBranchCauseOrder Rule = "branch_cause_order"
+	// RuleCheckpointBranchMissing: a checkpoint's branch_id names no
+	// branch.
+	RuleCheckpointBranchMissing Rule = "checkpoint_branch_missing"
+	// RuleCheckpointEventNotInBranch: a checkpoint's at_event_id is not
+	// selected by its branch.
+	RuleCheckpointEventNotInBranch Rule = "checkpoint_event_not_in_branch"
+	// RuleCheckpointCallUnknown: an open_calls entry names a call_id with
+	// no local tool_call and no external call binding.
+	RuleCheckpointCallUnknown Rule = "checkpoint_call_unknown"
+	// RuleCheckpointTaskUnknown: a tasks entry names a (task_id,
+	// revision) pair that no task_update carries.
+	RuleCheckpointTaskUnknown Rule = "checkpoint_task_unknown"
+)
+
+// Task revisions and dependencies (SEMANTICS §15, §16). ObjectID is the
+// task_update event's id.
+const (
+	// RuleTaskDuplicateRevision: two task_update events carry the same
+	// (task_id, revision).
+	RuleTaskDuplicateRevision Rule = "task_duplicate_revision"
+	// RuleTaskRevisionOrder: previous_revision is not strictly smaller
+	// than revision.
+	RuleTaskRevisionOrder Rule = "task_revision_order"
+	// RuleTaskPredecessorMismatch: a branch already selects a revision of
+	// the task and the update does not name that revision in
+	// previous_revision (revision transitions are direct, never skipped).
+	RuleTaskPredecessorMismatch Rule = "task_predecessor_mismatch"
+	// RuleTaskPredecessorGap: a task's first selected update names a
+	// predecessor the branch does not select while the tasks coverage
+	// record is not partial.
+	RuleTaskPredecessorGap Rule = "task_predecessor_gap"
+	// RuleTaskReopenWithoutReason: a task whose selected state is
+	// completed, failed, cancelled or superseded becomes proposed, pending
+	// or in_progress without a reopen_reason.
+	RuleTaskReopenWithoutReason Rule = "task_reopen_without_reason"
+	// RuleTaskDependencyMissing: dependencies names a task_id that no
+	// task_update of the document carries.
+	RuleTaskDependencyMissing Rule = "task_dependency_missing"
+	// RuleTaskDependencySelf: a task lists itself in dependencies.
+	RuleTaskDependencySelf Rule = "task_dependency_self"
+	// RuleTaskDependencyCycle: after this selected update, the dependency
+	// edges of the branch's current task revisions form a cycle.
+	RuleTaskDependencyCycle Rule = "task_dependency_cycle"
+)
+
 // RuleError is one refusal of a semantic rule. It names the rule and the
 // object it applies to, never the object's content.
 type RuleError struct {
 	// Rule is the violated rule; errors.Is(err, rule) matches it.
 	Rule Rule
 	// Object is the kind of object: "resource", "event", "branch",
-	// "stream", "external_binding" or "required_features".
+	// "checkpoint", "stream", "external_binding" or "required_features".
 	Object string
 	// ObjectID is the object's id (for a stream, the stream id; for a
 	// binding, its id; for required_features, the feature name).
@@ -398,5 +467,23 @@ func Rules() []Rule {
 		RuleBindingToolUndefined,
 		RuleBindingResourceMissing,
 		RuleBindingOptionDuplicate,
+		RuleEventActorUndeclared,
+		RuleEventExecutionUndeclared,
+		RuleEventCauseMissing,
+		RuleEventCauseOrder,
+		RuleBranchHead,
+		RuleBranchCauseOrder,
+		RuleCheckpointBranchMissing,
+		RuleCheckpointEventNotInBranch,
+		RuleCheckpointCallUnknown,
+		RuleCheckpointTaskUnknown,
+		RuleTaskDuplicateRevision,
+		RuleTaskRevisionOrder,
+		RuleTaskPredecessorMismatch,
+		RuleTaskPredecessorGap,
+		RuleTaskReopenWithoutReason,
+		RuleTaskDependencyMissing,
+		RuleTaskDependencySelf,
+		RuleTaskDependencyCycle,
 	}
 }

@@ -20,12 +20,8 @@ import (
 //go:embed session.schema.json
 var schemaJSON []byte
 
-// Schema returns a copy of the embedded ASIF 0.5 session schema, the exact
-// bytes Check validates against.
-func Schema() []byte { return bytes.Clone(schemaJSON) }
-
-// SchemaID is the $id of the embedded schema.
-const SchemaID = "urn:asif:0.5:session"
+// schemaID is the $id of the embedded schema.
+const schemaID = "urn:asif:0.5:session"
 
 // compiledSchema compiles the embedded schema once; the compiled *Schema is
 // immutable and safe for concurrent Validate calls.
@@ -36,10 +32,10 @@ var compiledSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.UseRegexpEngine(ecmaRegexp)
-	if err := c.AddResource(SchemaID, doc); err != nil {
+	if err := c.AddResource(schemaID, doc); err != nil {
 		return nil, fmt.Errorf("asif: embedded schema: %w", err)
 	}
-	return c.Compile(SchemaID)
+	return c.Compile(schemaID)
 })
 
 // endOfInput is the ECMA-262 idiom the schema uses for "end of the whole

@@ -1,6 +1,6 @@
 // Package export turns a kept Skulk call tree — the calllog events of one
 // tree, read from a journal that kept full content — into an ASIF 0.5
-// session document (package asif), so that what happened in the calls can be
+// session document, so that what happened in the calls can be
 // handed to someone else in a format other tools read.
 //
 // Every call becomes a tool_call event; every provider result a tool_result
@@ -12,9 +12,9 @@
 // exported window is an external binding, never a local call event.
 //
 //	events, _ := store.EventsAfter(ctx, tree, 0, limit)
-//	doc, err := export.Export(events, export.Options{After: 40})
+//	session, err := export.Export(events, export.Options{After: 40})
 //	if err != nil { ... }
-//	data, err := doc.Marshal() // checked against the schema and the rules
+//	os.WriteFile("tree.asif.json", session.JSON, 0o644) // passed asif.Check
 //
 // docs/asif.md ("Exporting Skulk calls") describes the mapping and the losses.
 package export

@@ -27,19 +27,14 @@ func ExampleExport() {
 	events, _ := store.EventsAfter(ctx, "c7", 0, 1000)
 
 	for _, after := range []uint64{0, 3} {
-		doc, err := export.Export(events, export.Options{After: after})
+		session, err := export.Export(events, export.Options{After: after}) // checked: schema and every rule
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		data, err := doc.Marshal() // checked: schema and every rule
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		report, _ := asif.Check(data, asif.Options{})
+		report, _ := asif.Check(session.JSON, asif.Options{})
 		s := report.Streams[0]
-		fmt.Printf("%s: %d events, %d bindings; %s %s %q\n", doc.Capture.ID, len(doc.Events), len(doc.ExternalBindings), s.StreamID, s.Status, s.Bytes)
+		fmt.Printf("%s: %d events, %d bindings; %s %s %q\n", session.CaptureID, session.Events, session.ExternalBindings, s.StreamID, s.Status, s.Bytes)
 	}
 	// Output:
 	// tree-c7-seq-1-5: 3 events, 0 bindings; text-3-4 complete "HELLO WORLD"

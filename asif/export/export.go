@@ -13,6 +13,8 @@ import (
 
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/internal/asifdoc"
+	"github.com/skulkrt/skulk/internal/strictjson"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -83,9 +85,12 @@ type Options struct {
 	// skulk-host tools --json). A tool with no descriptor here is defined
 	// with an unknown input schema (true), and the loss is recorded.
 	Tools []wire.Tool
-	// Producer names the software in capture.producer; the zero value
-	// means {Name: "skulk-host", Version: "1"}.
-	Producer asif.Producer
+	// ProducerName names the software in capture.producer; empty means
+	// "skulk-host", version "1".
+	ProducerName string
+	// ProducerVersion is the producer's version, used when ProducerName
+	// is set.
+	ProducerVersion string
 	// MaxMediaBytes bounds the inline media bytes embedded; 0 means
 	// DefaultMaxMediaBytes, a negative value embeds none.
 	MaxMediaBytes int64
@@ -101,14 +106,54 @@ func CaptureID(tree string, first, last uint64) string {
 	return "tree-" + tree + "-seq-" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10)
 }
 
+// Session is one exported ASIF session document.
+type Session struct {
+	// JSON is the document: indented JSON ending in a newline, which
+	// asif.Check accepts without refusal.
+	JSON []byte
+	// CaptureID is the document's capture id: CaptureID of the tree and
+	// the window's first and last journal seq.
+	CaptureID string
+	// Events, Streams, ExternalBindings and Losses count the document's
+	// records of each kind.
+	Events, Streams, ExternalBindings, Losses int
+}
+
 // Export turns the events of one call tree, in Seq order as a journal gives
 // them (calllog.EventStore.EventsAfter from 0), into an ASIF 0.5 session
-// document of the window (opts.After, opts.Until]. It does not check the
-// document: Marshal does (and refuses to return a document that fails).
+// document of the window (opts.After, opts.Until], and checks it with
+// asif.Check before returning it.
 //
 // Content is exported only when the journal kept it (calllog.ContentFull);
 // what it did not keep is declared unavailable and recorded as a loss.
-func Export(events []calllog.Event, opts Options) (*asif.Document, error) {
+//
+// Errors: ErrNoEvents, ErrWindow, ErrEmptyWindow, an *EventError; a
+// *asif.ReadError wrapping asif.ErrTooLarge or asif.ErrTooManyValues when
+// the window does not fit in one document (export smaller windows); any
+// other asif.Check refusal means the exporter wrote an invalid document,
+// which is a bug.
+func Export(events []calllog.Event, opts Options) (*Session, error) {
+	doc, err := exportDocument(events, opts)
+	if err != nil {
+		return nil, err
+	}
+	data, err := doc.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return &Session{
+		JSON:             data,
+		CaptureID:        doc.Capture.ID,
+		Events:           len(doc.Events),
+		Streams:          len(doc.Streams),
+		ExternalBindings: len(doc.ExternalBindings),
+		Losses:           len(doc.Losses),
+	}, nil
+}
+
+// exportDocument is Export before marshalling: the document model, which
+// the package's tests inspect.
+func exportDocument(events []calllog.Event, opts Options) (*asifdoc.Document, error) {
 	if len(events) == 0 {
 		return nil, ErrNoEvents
 	}
@@ -195,7 +240,7 @@ type textResult struct {
 	index   int64
 	attempt int
 	chunks  int64 // text chunks of the attempt so far (before the window too)
-	data    *asif.ToolResultData
+	data    *asifdoc.ToolResultData
 	event   int // index in doc.Events (and in the branch's event ids)
 	first   uint64
 	last    uint64 // seqs of the first and last chunk in the window
@@ -208,16 +253,16 @@ type textResult struct {
 type exporter struct {
 	opts      Options
 	tree      string
-	doc       *asif.Document
+	doc       *asifdoc.Document
 	session   string
 	source    string // the capture holding events 1..After
 	calls     map[string]*call
 	order     []*call // calls shown, in order of appearance
-	tools     map[string]*asif.Tool
+	tools     map[string]*asifdoc.Tool
 	toolOrder []string
 	resources map[string]bool
-	losses    []*asif.Loss
-	lossByID  map[string]*asif.Loss
+	losses    []*asifdoc.Loss
+	lossByID  map[string]*asifdoc.Loss
 	mediaLeft int64
 	// windowText[call][attempt] is true when the window holds a text chunk
 	// of that attempt.
@@ -226,10 +271,10 @@ type exporter struct {
 	notKept    bool // some content was not kept (shape)
 }
 
-func build(tree string, items []item, opts Options) (*asif.Document, error) {
+func build(tree string, items []item, opts Options) (*asifdoc.Document, error) {
 	x := &exporter{
-		opts: opts, tree: tree, calls: map[string]*call{}, tools: map[string]*asif.Tool{},
-		resources: map[string]bool{}, lossByID: map[string]*asif.Loss{}, windowText: map[string]map[int]bool{},
+		opts: opts, tree: tree, calls: map[string]*call{}, tools: map[string]*asifdoc.Tool{},
+		resources: map[string]bool{}, lossByID: map[string]*asifdoc.Loss{}, windowText: map[string]map[int]bool{},
 		session: SessionID(tree), source: CaptureID(tree, 1, opts.After),
 	}
 	x.mediaLeft = opts.MaxMediaBytes
@@ -260,18 +305,18 @@ func build(tree string, items []item, opts Options) (*asif.Document, error) {
 		return nil, ErrEmptyWindow
 	}
 	first, last := opts.After+1, window[len(window)-1].e.Seq
-	producer := opts.Producer
+	producer := asifdoc.Producer{Name: opts.ProducerName, Version: opts.ProducerVersion}
 	if producer.Name == "" {
-		producer = asif.Producer{Name: HostActor, Version: "1"}
+		producer = asifdoc.Producer{Name: HostActor, Version: "1"}
 	}
-	x.doc = asif.NewDocument(asif.Capture{
+	x.doc = asifdoc.NewDocument(asifdoc.Capture{
 		ID: CaptureID(tree, first, last), Producer: producer, Consistency: "consistent",
 		StartedAt: stamp(window[0].e.At), EndedAt: stamp(window[len(window)-1].e.At),
-	}, asif.SessionInfo{ID: x.session, Title: "Skulk call tree " + tree})
+	}, asifdoc.SessionInfo{ID: x.session, Title: "Skulk call tree " + tree})
 	if opts.After > 0 {
-		x.doc.Session.Lineage = []asif.Lineage{{Relation: "continuation", SessionID: x.session, CaptureID: x.source}}
+		x.doc.Session.Lineage = []asifdoc.Lineage{{Relation: "continuation", SessionID: x.session, CaptureID: x.source}}
 	}
-	x.doc.Participants = []asif.Participant{
+	x.doc.Participants = []asifdoc.Participant{
 		{ID: HostActor, Kind: "service", Name: "Skulk host (makes the calls)"},
 		{ID: ProviderActor, Kind: "tool", Name: "Skulk provider child (answers them)"},
 	}
@@ -287,7 +332,7 @@ func build(tree string, items []item, opts Options) (*asif.Document, error) {
 			x.hole()
 			if in {
 				x.gaps = true
-				x.loss("events-not-kept", "capture", "events_not_kept", asif.ScopeNative, nil,
+				x.loss("events-not-kept", "capture", "events_not_kept", asifdoc.ScopeNative, nil,
 					"The journal did not keep some events of the window (its seq numbering has gaps): what they recorded is not in this capture, and the text streams of calls running across a gap are partial.")
 			}
 		}
@@ -332,7 +377,7 @@ func (x *exporter) step(it item, in bool) {
 			c.ended = true // the tree's end when it is the outermost call
 		}
 		if in {
-			x.loss("programs", "translation", "program_not_represented", asif.ScopeExecutions, nil,
+			x.loss("programs", "translation", "program_not_represented", asifdoc.ScopeExecutions, nil,
 				"A program (Go code whose steps are calls) is not a tool call: it has no event here, and its steps are exported as calls of their own without the link to it.")
 		}
 		return
@@ -395,7 +440,7 @@ func (x *exporter) step(it item, in bool) {
 // not given (nothing can be said about it).
 func (x *exporter) show(c *call, e calllog.Event) bool {
 	if !c.started {
-		x.loss("start-not-given", "capture", "call_start_missing", "", []asif.LossReference{{Type: "call", ID: c.id}},
+		x.loss("start-not-given", "capture", "call_start_missing", "", []asifdoc.LossReference{{Type: "call", ID: c.id}},
 			"Events of this call are in the window but its start was not given to the exporter: its events are not exported.")
 		return false
 	}
@@ -409,12 +454,12 @@ func (x *exporter) show(c *call, e calllog.Event) bool {
 		if c.streamed {
 			src = "call-" + seqStr(c.requestSeq)
 		}
-		x.doc.AddExternalBinding(asif.ExternalBinding{
+		x.doc.AddExternalBinding(asifdoc.ExternalBinding{
 			Kind: "call", ID: c.id,
 			Source:     asif.BindingSource{SessionID: x.session, CaptureID: x.source, EventID: src},
-			Descriptor: &asif.CallDescriptor{ToolID: c.tool, Arguments: c.args, ArgumentsStatus: c.argsStatus},
+			Descriptor: &asifdoc.CallDescriptor{ToolID: c.tool, Arguments: c.args, ArgumentsStatus: c.argsStatus},
 		})
-		x.loss("calls-before-window", "capture", "history_before_capture", asif.ScopeConversation, nil,
+		x.loss("calls-before-window", "capture", "history_before_capture", asifdoc.ScopeConversation, nil,
 			"Calls that began before this capture's first event are external bindings naming their tool_call in the earlier capture; their requests and earlier results are not included here.")
 	}
 	// A text result that began before the window and goes on in it comes
@@ -451,7 +496,7 @@ func streamedArgs(frags []fragItem, request *calllog.Content) (json.RawMessage, 
 		for _, f := range frags {
 			b.WriteString(f.text)
 		}
-		if v, err := asif.ParseJSON(b.Bytes()); err == nil {
+		if v, err := strictjson.Parse(b.Bytes()); err == nil {
 			if _, isObject := v.(map[string]any); isObject {
 				var c bytes.Buffer
 				if json.Compact(&c, b.Bytes()) == nil {
@@ -479,23 +524,23 @@ func keptPrefix(frags []fragItem) int {
 // named call-SEQ-amends-PRED, a first version call-SEQ: the amendment is
 // part of the event, so one id never names two different events in two
 // captures. Unknown (nil) arguments are written as null by
-// asif.ToolCallData. It returns the id.
+// asifdoc.ToolCallData. It returns the id.
 func (x *exporter) emitCall(c *call, seq uint64, at time.Time, args json.RawMessage, status asif.ArgumentsStatus) string {
 	if args == nil {
 		x.notKept = true
 	}
 	id := "call-" + seqStr(seq)
-	var causes []asif.EventRef
-	var sup *asif.EventRef
+	var causes []asifdoc.EventRef
+	var sup *asifdoc.EventRef
 	if c.eventID != "" {
 		id += "-amends-" + seqStr(c.eventSeq)
-		sup = &asif.EventRef{EventID: c.eventID}
-		causes = []asif.EventRef{*sup}
+		sup = &asifdoc.EventRef{EventID: c.eventID}
+		causes = []asifdoc.EventRef{*sup}
 	}
-	x.doc.AddEvent(BranchID, asif.Event{
-		ID: id, ActorID: HostActor, Kind: asif.EventToolCall, Time: stamp(at),
+	x.doc.AddEvent(BranchID, asifdoc.Event{
+		ID: id, ActorID: HostActor, Kind: asifdoc.EventToolCall, Time: stamp(at),
 		Causes: causes, Supersedes: sup, Provenance: observed(),
-		Data: &asif.ToolCallData{CallID: c.id, ToolID: c.tool, Arguments: args, ArgumentsStatus: status},
+		Data: &asifdoc.ToolCallData{CallID: c.id, ToolID: c.tool, Arguments: args, ArgumentsStatus: status},
 	})
 	c.eventID, c.eventSeq = id, seq
 	return id
@@ -532,24 +577,24 @@ func (x *exporter) emitComplete(c *call, e calllog.Event) {
 // fragment was kept and they assemble to the call's arguments; otherwise
 // the loss is recorded and the complete version has no stream.
 func (x *exporter) argsStream(c *call, eventID string, complete bool) {
-	var segs []asif.Segment
+	var segs []asifdoc.Segment
 	var all strings.Builder
 	n := keptPrefix(c.frags)
 	ok := n == len(c.frags)
 	for i, f := range c.frags[:n] {
 		rid := "fragment-" + seqStr(f.seq)
 		x.resource(textOrData(rid, "application/json", "native", f.text))
-		segs = append(segs, asif.Segment{Index: int64(i), ResourceID: rid, Length: int64(len(f.text))})
+		segs = append(segs, asifdoc.Segment{Index: int64(i), ResourceID: rid, Length: int64(len(f.text))})
 		all.WriteString(f.text)
 	}
 	if complete {
 		if ok && len(segs) > 0 {
-			v, err := asif.ParseJSON([]byte(all.String()))
-			w, err2 := asif.ParseJSON(c.args)
-			ok = err == nil && err2 == nil && asif.EqualJSON(v, w)
+			v, err := strictjson.Parse([]byte(all.String()))
+			w, err2 := strictjson.Parse(c.args)
+			ok = err == nil && err2 == nil && strictjson.Equal(v, w)
 		}
 		if !ok || len(segs) == 0 {
-			x.loss("fragments-"+eventID, "capture", "argument_fragments_incomplete", "", []asif.LossReference{{Type: "event", ID: eventID}},
+			x.loss("fragments-"+eventID, "capture", "argument_fragments_incomplete", "", []asifdoc.LossReference{{Type: "event", ID: eventID}},
 				"The journal does not hold every fragment of these arguments as the call received them (or they do not assemble to its arguments), so the complete call has no tool_arguments stream.")
 			return
 		}
@@ -559,9 +604,9 @@ func (x *exporter) argsStream(c *call, eventID string, complete bool) {
 	if complete {
 		status = asif.StreamComplete
 	}
-	x.doc.AddStream(asif.Stream{ID: "arguments-" + eventID, Kind: asif.StreamToolArguments, EventID: eventID, CallID: c.id, Status: status, Segments: segs})
+	x.doc.AddStream(asifdoc.Stream{ID: "arguments-" + eventID, Kind: asif.StreamToolArguments, EventID: eventID, CallID: c.id, Status: status, Segments: segs})
 	if !ok {
-		x.loss("fragments-"+eventID, "capture", "argument_fragments_incomplete", "", []asif.LossReference{{Type: "stream", ID: "arguments-" + eventID}},
+		x.loss("fragments-"+eventID, "capture", "argument_fragments_incomplete", "", []asifdoc.LossReference{{Type: "stream", ID: "arguments-" + eventID}},
 			"The journal does not hold every fragment of these arguments: the stream holds the contiguous prefix it kept.")
 	}
 }
@@ -604,7 +649,7 @@ func (x *exporter) output(c *call, e calllog.Event, in bool) {
 			rid := "chunk-" + seqStr(e.Seq) + "-text"
 			x.resource(textOrData(rid, "text/plain; charset=utf-8", "tool_output", s))
 			st := &x.doc.Streams[t.stream]
-			st.Segments = append(st.Segments, asif.Segment{Index: t.chunks, ResourceID: rid, Length: int64(len(s))})
+			st.Segments = append(st.Segments, asifdoc.Segment{Index: t.chunks, ResourceID: rid, Length: int64(len(s))})
 			t.text.WriteString(s)
 		}
 		t.chunks++
@@ -617,15 +662,15 @@ func (x *exporter) output(c *call, e calllog.Event, in bool) {
 	if !in {
 		return
 	}
-	var parts []asif.Part
+	var parts []asifdoc.Part
 	base := "chunk-" + seqStr(e.Seq)
 	if e.Payload != nil && !(isText(e) && e.Payload.Keys == 1) {
-		parts = append(parts, asif.ResourcePart(x.payloadResource(base+"-payload", e.Payload)))
+		parts = append(parts, asifdoc.ResourcePart(x.payloadResource(base+"-payload", e.Payload)))
 	}
 	if e.Media != nil {
-		parts = append(parts, asif.ResourcePart(x.mediaResource(base+"-media", e.Media)))
+		parts = append(parts, asifdoc.ResourcePart(x.mediaResource(base+"-media", e.Media)))
 	}
-	x.result("result-"+seqStr(e.Seq), e.At, ProviderActor, &asif.ToolResultData{
+	x.result("result-"+seqStr(e.Seq), e.At, ProviderActor, &asifdoc.ToolResultData{
 		CallID: c.id, ResultIndex: idx, Outcome: asif.OutcomeUnknown, Parts: parts,
 	}, observed())
 }
@@ -636,12 +681,12 @@ func (x *exporter) output(c *call, e calllog.Event, in bool) {
 func (x *exporter) emitText(c *call, e calllog.Event) {
 	t := c.text
 	t.window = true
-	t.data = &asif.ToolResultData{CallID: c.id, ResultIndex: t.index, Outcome: asif.OutcomeUnknown}
+	t.data = &asifdoc.ToolResultData{CallID: c.id, ResultIndex: t.index, Outcome: asif.OutcomeUnknown}
 	id := "text-" + seqStr(e.Seq)
 	t.event = len(x.doc.Events)
 	x.result(id, e.At, ProviderActor, t.data, observed())
 	idx := t.index
-	x.doc.AddStream(asif.Stream{ID: id, Kind: asif.StreamToolResultText, EventID: id, CallID: c.id, ResultIndex: &idx, Status: asif.StreamPartial})
+	x.doc.AddStream(asifdoc.Stream{ID: id, Kind: asif.StreamToolResultText, EventID: id, CallID: c.id, ResultIndex: &idx, Status: asif.StreamPartial})
 	t.stream = len(x.doc.Streams) - 1
 	if t.chunks > 0 {
 		x.loss("text-before-window", "capture", "history_before_capture", "", nil,
@@ -668,7 +713,7 @@ func (x *exporter) closeText(c *call, ended bool) {
 	// missed the attempt's first chunks, the text is not known, and only
 	// the stream's later segments say what was seen.
 	if len(st.Segments) == 0 || st.Segments[0].Index == 0 {
-		t.data.Parts = []asif.Part{asif.TextPart(t.text.String())}
+		t.data.Parts = []asifdoc.Part{asifdoc.TextPart(t.text.String())}
 	}
 	t.window = false
 	// The result's id names the chunks it holds (text-FIRST-LAST, with
@@ -731,13 +776,13 @@ func (x *exporter) end(c *call, e calllog.Event, in bool) {
 	x.closeText(c, true)
 	idx := c.nextResult
 	c.nextResult++
-	d := &asif.ToolResultData{CallID: c.id, ResultIndex: idx, Terminal: true}
+	d := &asifdoc.ToolResultData{CallID: c.id, ResultIndex: idx, Terminal: true}
 	base := "result-" + seqStr(e.Seq)
 	switch e.Kind {
 	case calllog.KindDone:
 		d.Outcome = asif.OutcomeSuccess
 		if e.Payload != nil {
-			d.Parts = []asif.Part{asif.ResourcePart(x.payloadResource(base+"-value", e.Payload))}
+			d.Parts = []asifdoc.Part{asifdoc.ResourcePart(x.payloadResource(base+"-value", e.Payload))}
 		}
 	case calllog.KindFailed:
 		d.Outcome = asif.OutcomeError
@@ -745,13 +790,13 @@ func (x *exporter) end(c *call, e calllog.Event, in bool) {
 		d.Outcome = asif.OutcomeCancelled
 	}
 	if e.Error != nil {
-		d.Parts = append(d.Parts, asif.ResourcePart(x.errorResource(base+"-error", e.Error, e.Refused)))
+		d.Parts = append(d.Parts, asifdoc.ResourcePart(x.errorResource(base+"-error", e.Error, e.Refused)))
 	}
 	actor, prov := ProviderActor, observed()
 	switch {
 	case e.Error != nil && e.Error.Synthetic:
 		actor = HostActor
-		prov = asif.Provenance{Mode: "synthetic", Producer: HostActor,
+		prov = asifdoc.Provenance{Mode: "synthetic", Producer: HostActor,
 			Method: "outcome made up by the host in place of the provider (the child crashed, timed out or broke the protocol), or by a writer that took the journal over"}
 		x.loss("synthetic-outcomes", "capture", "synthetic_outcome", "", nil,
 			"These terminal results were not answered by the provider: the host recorded them in its place (provenance synthetic). The provider's real outcome is unknown.")
@@ -766,9 +811,9 @@ func (x *exporter) end(c *call, e calllog.Event, in bool) {
 // local version or an external binding): it names no cause, because the
 // selected call version differs between captures (standalone, amended,
 // bound) and a result's event must be the same in every capture.
-func (x *exporter) result(id string, at time.Time, actor string, d *asif.ToolResultData, prov asif.Provenance) {
-	x.doc.AddEvent(BranchID, asif.Event{
-		ID: id, ActorID: actor, Kind: asif.EventToolResult, Time: stamp(at), Provenance: prov, Data: d,
+func (x *exporter) result(id string, at time.Time, actor string, d *asifdoc.ToolResultData, prov asifdoc.Provenance) {
+	x.doc.AddEvent(BranchID, asifdoc.Event{
+		ID: id, ActorID: actor, Kind: asifdoc.EventToolResult, Time: stamp(at), Provenance: prov, Data: d,
 	})
 }
 
@@ -789,7 +834,7 @@ func (x *exporter) finish() {
 func (x *exporter) useTool(c *call) {
 	t := x.tools[c.tool]
 	if t == nil {
-		t = &asif.Tool{ID: c.tool, Name: c.tool}
+		t = &asifdoc.Tool{ID: c.tool, Name: c.tool}
 		for _, d := range x.opts.Tools {
 			if d.ID == c.tool {
 				t.Description = d.Description
@@ -827,7 +872,7 @@ func schemaJSON(s wire.Schema) json.RawMessage {
 	return b
 }
 
-func (x *exporter) resource(r asif.Resource) {
+func (x *exporter) resource(r asifdoc.Resource) {
 	if x.resources[r.ID] {
 		return
 	}
@@ -838,17 +883,17 @@ func (x *exporter) resource(r asif.Resource) {
 func (x *exporter) payloadResource(id string, p *calllog.Content) string {
 	if p.Value == nil {
 		x.notKept = true
-		x.resource(asif.Resource{ID: id, MediaType: "application/json", Availability: "unavailable", Purpose: "tool_output",
+		x.resource(asifdoc.Resource{ID: id, MediaType: "application/json", Availability: "unavailable", Purpose: "tool_output",
 			Explanation: "The journal kept only this payload's shape (type and size), not its content."})
 		return id
 	}
 	b, err := p.Value.MarshalJSON()
 	if err != nil {
-		x.resource(asif.Resource{ID: id, MediaType: "application/json", Availability: "unknown", Purpose: "tool_output",
+		x.resource(asifdoc.Resource{ID: id, MediaType: "application/json", Availability: "unknown", Purpose: "tool_output",
 			Explanation: "The payload kept has no JSON form."})
 		return id
 	}
-	x.resource(asif.TextResource(id, "application/json", "tool_output", string(b)))
+	x.resource(asifdoc.TextResource(id, "application/json", "tool_output", string(b)))
 	return id
 }
 
@@ -858,7 +903,7 @@ func (x *exporter) errorResource(id string, e *calllog.ErrorInfo, refused string
 		m["refused"] = refused
 	}
 	b, _ := json.Marshal(m) // strings and a bool: cannot fail
-	x.resource(asif.TextResource(id, "application/json", "tool_error", string(b)))
+	x.resource(asifdoc.TextResource(id, "application/json", "tool_error", string(b)))
 	return id
 }
 
@@ -870,17 +915,17 @@ func (x *exporter) mediaResource(id string, m *calllog.MediaInfo) string {
 	switch {
 	case m.Kind == "blob" && m.BlobID != "":
 		size := m.Bytes
-		x.resource(asif.Resource{ID: id, MediaType: mt, Availability: "external", Purpose: "tool_output",
+		x.resource(asifdoc.Resource{ID: id, MediaType: mt, Availability: "external", Purpose: "tool_output",
 			Bytes: &size, Locator: "skulk-blob:" + m.BlobID,
 			Explanation: "A blob the provider referenced by id and SHA-256 (" + m.SHA256 + "); its bytes are not in the journal."})
 		x.loss("blobs", "capture", "media_not_embedded", "", nil, "Blob media is referenced by id, not embedded: the journal does not hold its bytes.")
 		x.lossRef("blobs", "resource", id)
 	case m.Kind == "inline" && m.Data != nil && int64(len(m.Data)) <= x.mediaLeft:
 		x.mediaLeft -= int64(len(m.Data))
-		x.resource(asif.DataResource(id, mt, "tool_output", m.Data))
+		x.resource(asifdoc.DataResource(id, mt, "tool_output", m.Data))
 	case m.Kind == "inline" && m.Data != nil:
 		size := m.Bytes
-		x.resource(asif.Resource{ID: id, MediaType: mt, Availability: "excluded", Purpose: "tool_output", Bytes: &size,
+		x.resource(asifdoc.Resource{ID: id, MediaType: mt, Availability: "excluded", Purpose: "tool_output", Bytes: &size,
 			Explanation: "Inline media past the exporter's bound on embedded media bytes."})
 		x.loss("media-excluded", "capture", "media_not_embedded", "", nil,
 			"Inline media past the exporter's bound (MaxMediaBytes) is declared but not embedded.")
@@ -888,7 +933,7 @@ func (x *exporter) mediaResource(id string, m *calllog.MediaInfo) string {
 	default:
 		x.notKept = true
 		size := m.Bytes
-		x.resource(asif.Resource{ID: id, MediaType: mt, Availability: "unavailable", Purpose: "tool_output", Bytes: &size,
+		x.resource(asifdoc.Resource{ID: id, MediaType: mt, Availability: "unavailable", Purpose: "tool_output", Bytes: &size,
 			Explanation: "The journal kept only this media's kind, type and size."})
 	}
 	return id
@@ -896,20 +941,20 @@ func (x *exporter) mediaResource(id string, m *calllog.MediaInfo) string {
 
 // textOrData returns an embedded resource of s: text when it is UTF-8,
 // base64 data otherwise (a fragment may split a UTF-8 sequence).
-func textOrData(id, mediaType, purpose, s string) asif.Resource {
+func textOrData(id, mediaType, purpose, s string) asifdoc.Resource {
 	if utf8.ValidString(s) {
-		return asif.TextResource(id, mediaType, purpose, s)
+		return asifdoc.TextResource(id, mediaType, purpose, s)
 	}
-	return asif.DataResource(id, mediaType, purpose, []byte(s))
+	return asifdoc.DataResource(id, mediaType, purpose, []byte(s))
 }
 
 // loss records the loss loss-ID the first time it is met, and adds refs
 // to it every time.
-func (x *exporter) loss(id, stage, kind string, scope asif.CoverageScope, refs []asif.LossReference, why string) {
+func (x *exporter) loss(id, stage, kind string, scope asifdoc.CoverageScope, refs []asifdoc.LossReference, why string) {
 	id = "loss-" + id
 	l := x.lossByID[id]
 	if l == nil {
-		l = &asif.Loss{ID: id, Stage: stage, Kind: kind, Scope: scope, Explanation: why}
+		l = &asifdoc.Loss{ID: id, Stage: stage, Kind: kind, Scope: scope, Explanation: why}
 		x.lossByID[id] = l
 		x.losses = append(x.losses, l)
 	}
@@ -921,12 +966,12 @@ func (x *exporter) loss(id, stage, kind string, scope asif.CoverageScope, refs [
 // lossRef adds a reference to the loss loss-ID, if it was recorded.
 func (x *exporter) lossRef(id, typ, ref string) {
 	if l := x.lossByID["loss-"+id]; l != nil {
-		addLossRef(l, asif.LossReference{Type: typ, ID: ref})
+		addLossRef(l, asifdoc.LossReference{Type: typ, ID: ref})
 	}
 }
 
 // addLossRef adds ref to l unless l already holds it.
-func addLossRef(l *asif.Loss, ref asif.LossReference) {
+func addLossRef(l *asifdoc.Loss, ref asifdoc.LossReference) {
 	if !slices.Contains(l.References, ref) {
 		l.References = append(l.References, ref)
 	}
@@ -938,11 +983,11 @@ func (x *exporter) describe(first, last uint64) {
 	for _, id := range x.toolOrder {
 		d.Tools = append(d.Tools, *x.tools[id])
 	}
-	var open []asif.OpenCall
+	var open []asifdoc.OpenCall
 	inputs := 0
 	for _, c := range x.order {
 		if !c.ended {
-			open = append(open, asif.OpenCall{CallID: c.id, State: "pending"})
+			open = append(open, asifdoc.OpenCall{CallID: c.id, State: "pending"})
 		}
 		if c.inputs > 0 {
 			inputs += c.inputs
@@ -952,10 +997,10 @@ func (x *exporter) describe(first, last uint64) {
 		}
 	}
 	if x.notKept {
-		x.loss("content-not-kept", "capture", "content_not_kept", asif.ScopeResources, nil,
+		x.loss("content-not-kept", "capture", "content_not_kept", asifdoc.ScopeResources, nil,
 			"The journal kept only the shape (type and size) of some payloads or media: their content is declared unavailable, and arguments it did not keep are unknown.")
 	}
-	x.loss("journal-native", "translation", "native_detail_not_represented", asif.ScopeNative, nil,
+	x.loss("journal-native", "translation", "native_detail_not_represented", asifdoc.ScopeNative, nil,
 		"Journal details with no ASIF field are not carried: the writer, the child each attempt ran on, attempt numbers, frame sequence numbers, the call a step was made in, and the tools' input, output and result schemas (input_schema is the arguments schema). Event ids carry the journal seq they come from (call-SEQ, result-SEQ, chunk-SEQ-…).")
 	status := "active"
 	if len(open) == 0 {
@@ -969,10 +1014,10 @@ func (x *exporter) describe(first, last uint64) {
 		h := d.Events[n-1].ID
 		head = &h
 	}
-	d.Checkpoints = []asif.Checkpoint{{ID: "checkpoint-" + strconv.FormatUint(last, 10), BranchID: BranchID, AtEventID: head,
+	d.Checkpoints = []asifdoc.Checkpoint{{ID: "checkpoint-" + strconv.FormatUint(last, 10), BranchID: BranchID, AtEventID: head,
 		Knowledge: "derived", Status: status, OpenCalls: open}}
 	if len(d.Events) == 0 {
-		d.Branches = []asif.Branch{{ID: BranchID}}
+		d.Branches = []asifdoc.Branch{{ID: BranchID}}
 	}
 
 	window := fmt.Sprintf("events %d to %d of the call journal of tree %s", first, last, x.tree)
@@ -989,38 +1034,38 @@ func (x *exporter) describe(first, last uint64) {
 	}
 	d.Capture.Boundary = boundary
 
-	part := asif.CoverageComplete
+	part := asifdoc.CoverageComplete
 	if first > 1 || x.gaps {
-		part = asif.CoveragePartial
+		part = asifdoc.CoveragePartial
 	}
-	d.SetCoverage(asif.ScopeParticipants, asif.CoverageComplete, "The host that made the calls and the provider children that answered them.")
-	d.SetCoverage(asif.ScopeConversation, part, "Every call and provider result of "+window+"; caller input frames are not represented (see losses).")
-	d.SetCoverage(asif.ScopeBranches, asif.CoverageComplete, "A call journal is one linear history: one branch.")
-	d.SetCoverage(asif.ScopeExecutions, asif.CoverageNotInspected, "Child processes and attempts are not exported as executions.")
-	d.SetCoverage(asif.ScopeContexts, asif.CoverageNotApplicable, "Skulk calls are made by programs, not from a model context.")
-	d.SetCoverage(asif.ScopeConfiguration, asif.CoverageNotInspected, "The host's configuration is not in the journal.")
+	d.SetCoverage(asifdoc.ScopeParticipants, asifdoc.CoverageComplete, "The host that made the calls and the provider children that answered them.")
+	d.SetCoverage(asifdoc.ScopeConversation, part, "Every call and provider result of "+window+"; caller input frames are not represented (see losses).")
+	d.SetCoverage(asifdoc.ScopeBranches, asifdoc.CoverageComplete, "A call journal is one linear history: one branch.")
+	d.SetCoverage(asifdoc.ScopeExecutions, asifdoc.CoverageNotInspected, "Child processes and attempts are not exported as executions.")
+	d.SetCoverage(asifdoc.ScopeContexts, asifdoc.CoverageNotApplicable, "Skulk calls are made by programs, not from a model context.")
+	d.SetCoverage(asifdoc.ScopeConfiguration, asifdoc.CoverageNotInspected, "The host's configuration is not in the journal.")
 	if x.lossByID["loss-tool-definitions"] != nil {
-		d.SetCoverage(asif.ScopeTools, asif.CoveragePartial, "Every tool called is defined; some without their descriptor (see losses).")
+		d.SetCoverage(asifdoc.ScopeTools, asifdoc.CoveragePartial, "Every tool called is defined; some without their descriptor (see losses).")
 	} else {
-		d.SetCoverage(asif.ScopeTools, asif.CoverageComplete, "Every tool called, with the descriptor its child declared.")
+		d.SetCoverage(asifdoc.ScopeTools, asifdoc.CoverageComplete, "Every tool called, with the descriptor its child declared.")
 	}
-	d.SetCoverage(asif.ScopeDecisions, asif.CoverageNotApplicable, "Skulk calls involve no decision requests.")
-	d.SetCoverage(asif.ScopeTasks, asif.CoverageNotApplicable, "Skulk calls involve no tasks.")
+	d.SetCoverage(asifdoc.ScopeDecisions, asifdoc.CoverageNotApplicable, "Skulk calls involve no decision requests.")
+	d.SetCoverage(asifdoc.ScopeTasks, asifdoc.CoverageNotApplicable, "Skulk calls involve no tasks.")
 	if x.notKept || x.lossByID["loss-media-excluded"] != nil || x.lossByID["loss-blobs"] != nil {
-		d.SetCoverage(asif.ScopeResources, asif.CoveragePartial, "Payloads, text, fragments and media the journal kept, within the media bound (see losses).")
+		d.SetCoverage(asifdoc.ScopeResources, asifdoc.CoveragePartial, "Payloads, text, fragments and media the journal kept, within the media bound (see losses).")
 	} else {
-		d.SetCoverage(asif.ScopeResources, asif.CoverageComplete, "Every payload, text chunk, argument fragment and inline media of the window, embedded.")
+		d.SetCoverage(asifdoc.ScopeResources, asifdoc.CoverageComplete, "Every payload, text chunk, argument fragment and inline media of the window, embedded.")
 	}
-	d.SetCoverage(asif.ScopeEnvironment, asif.CoverageNotInspected, "The host's environment is not in the journal.")
-	d.SetCoverage(asif.ScopeNative, asif.CoveragePartial, "Journal events are translated; their native form is not embedded (see losses).")
-	d.SetCoverage(asif.ScopeUsage, asif.CoverageNotApplicable, "Skulk records no usage accounting.")
+	d.SetCoverage(asifdoc.ScopeEnvironment, asifdoc.CoverageNotInspected, "The host's environment is not in the journal.")
+	d.SetCoverage(asifdoc.ScopeNative, asifdoc.CoveragePartial, "Journal events are translated; their native form is not embedded (see losses).")
+	d.SetCoverage(asifdoc.ScopeUsage, asifdoc.CoverageNotApplicable, "Skulk records no usage accounting.")
 	for _, l := range x.losses {
 		d.Losses = append(d.Losses, *l)
 	}
 }
 
-func observed() asif.Provenance {
-	return asif.Provenance{Mode: "observed", Producer: HostActor}
+func observed() asifdoc.Provenance {
+	return asifdoc.Provenance{Mode: "observed", Producer: HostActor}
 }
 
 func stamp(t time.Time) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/asifdoc"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -109,15 +111,24 @@ func end(t *testing.T, r *calllog.Record, o calllog.Outcome) {
 
 // exportCheck exports, marshals (which runs asif.Check) and checks again
 // from the bytes, returning the document and the report.
-func exportCheck(t *testing.T, events []calllog.Event, opts Options) (*asif.Document, *asif.Report, []byte) {
+func exportCheck(t *testing.T, events []calllog.Event, opts Options) (*asifdoc.Document, *asif.Report, []byte) {
 	t.Helper()
-	doc, err := Export(events, opts)
+	doc, err := exportDocument(events, opts)
 	if err != nil {
-		t.Fatalf("Export: %v", err)
+		t.Fatalf("exportDocument: %v", err)
 	}
 	data, err := doc.Marshal()
 	if err != nil {
 		t.Fatalf("Marshal: %v\n%s", err, data)
+	}
+	s, err := Export(events, opts)
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	want := Session{JSON: data, CaptureID: doc.Capture.ID, Events: len(doc.Events), Streams: len(doc.Streams),
+		ExternalBindings: len(doc.ExternalBindings), Losses: len(doc.Losses)}
+	if !reflect.DeepEqual(*s, want) {
+		t.Fatalf("Export's session differs from the marshalled document: %+v", s)
 	}
 	rep, err := asif.Check(data, asif.Options{})
 	if err != nil {
@@ -126,8 +137,8 @@ func exportCheck(t *testing.T, events []calllog.Event, opts Options) (*asif.Docu
 	return doc, rep, data
 }
 
-func eventsOfKind(doc *asif.Document, k asif.EventKind) []asif.Event {
-	var out []asif.Event
+func eventsOfKind(doc *asifdoc.Document, k asifdoc.EventKind) []asifdoc.Event {
+	var out []asifdoc.Event
 	for _, e := range doc.Events {
 		if e.Kind == k {
 			out = append(out, e)
@@ -157,7 +168,7 @@ func callState(t *testing.T, rep *asif.Report, id string) *asif.CallState {
 	return nil
 }
 
-func hasLoss(doc *asif.Document, kind string) bool {
+func hasLoss(doc *asifdoc.Document, kind string) bool {
 	for _, l := range doc.Losses {
 		if l.Kind == kind {
 			return true
@@ -178,8 +189,8 @@ func TestTextCallRoundTrip(t *testing.T) {
 	events := j.events("c1")
 
 	doc, rep, _ := exportCheck(t, events, Options{})
-	calls := eventsOfKind(doc, asif.EventToolCall)
-	if len(calls) != 1 || calls[0].Data.(*asif.ToolCallData).ArgumentsStatus != asif.ArgumentsComplete {
+	calls := eventsOfKind(doc, asifdoc.EventToolCall)
+	if len(calls) != 1 || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsComplete {
 		t.Fatalf("tool_call events: %+v", calls)
 	}
 	ts := textStreams(rep)
@@ -213,18 +224,18 @@ func TestChunkPayloadsAndMedia(t *testing.T) {
 	events := j.events("c1")
 
 	doc, rep, _ := exportCheck(t, events, Options{})
-	results := eventsOfKind(doc, asif.EventToolResult)
+	results := eventsOfKind(doc, asifdoc.EventToolResult)
 	// i=0 chunk, text result (reserved at the mixed chunk), mixed chunk,
 	// media chunk, terminal.
 	if len(results) != 5 {
 		t.Fatalf("%d results, want 5", len(results))
 	}
 	for i, e := range results {
-		if got := e.Data.(*asif.ToolResultData).ResultIndex; got != int64(i) {
+		if got := e.Data.(*asifdoc.ToolResultData).ResultIndex; got != int64(i) {
 			t.Errorf("result %d has index %d", i, got)
 		}
 	}
-	var media *asif.Resource
+	var media *asifdoc.Resource
 	for i := range doc.Resources {
 		if strings.HasSuffix(doc.Resources[i].ID, "-media") {
 			media = &doc.Resources[i]
@@ -306,7 +317,7 @@ func TestWindowMidCall(t *testing.T) {
 	cut := events[2].Seq // started, request, first chunk
 
 	early, erep, _ := exportCheck(t, events, Options{Until: cut})
-	calls := eventsOfKind(early, asif.EventToolCall)
+	calls := eventsOfKind(early, asifdoc.EventToolCall)
 	if len(calls) != 1 || early.Capture.ID != CaptureID("c1", 1, cut) {
 		t.Fatalf("early capture: %s, %d calls", early.Capture.ID, len(calls))
 	}
@@ -318,7 +329,7 @@ func TestWindowMidCall(t *testing.T) {
 	}
 
 	late, lrep, data := exportCheck(t, events, Options{After: cut})
-	if n := len(eventsOfKind(late, asif.EventToolCall)); n != 0 {
+	if n := len(eventsOfKind(late, asifdoc.EventToolCall)); n != 0 {
 		t.Fatalf("the window invented %d tool_call events", n)
 	}
 	if strings.Contains(string(data), `"kind": "tool_call"`) {
@@ -331,7 +342,7 @@ func TestWindowMidCall(t *testing.T) {
 	if b.ID != "c1" || b.Source.CaptureID != early.Capture.ID || b.Source.EventID != calls[0].ID || b.Source.SessionID != early.Session.ID {
 		t.Fatalf("binding %+v does not name the early capture's call %s", b, calls[0].ID)
 	}
-	if d := b.Descriptor.(*asif.CallDescriptor); string(d.Arguments) != `{"x":1}` || d.ArgumentsStatus != asif.ArgumentsComplete {
+	if d := b.Descriptor.(*asifdoc.CallDescriptor); string(d.Arguments) != `{"x":1}` || d.ArgumentsStatus != asif.ArgumentsComplete {
 		t.Fatalf("descriptor %+v", d)
 	}
 	st := callState(t, lrep, "c1")
@@ -350,8 +361,8 @@ func TestWindowMidCall(t *testing.T) {
 		t.Fatalf("lineage %+v", late.Session.Lineage)
 	}
 	// Result indexes continue the early capture's.
-	for _, e := range eventsOfKind(late, asif.EventToolResult) {
-		if e.Data.(*asif.ToolResultData).ResultIndex == 0 && e.ID != ts[0].EventID {
+	for _, e := range eventsOfKind(late, asifdoc.EventToolResult) {
+		if e.Data.(*asifdoc.ToolResultData).ResultIndex == 0 && e.ID != ts[0].EventID {
 			t.Fatalf("result %s reuses index 0", e.ID)
 		}
 	}
@@ -524,15 +535,11 @@ func BenchmarkExportText(b *testing.B) {
 	b.ReportAllocs()
 	var size int
 	for b.Loop() {
-		doc, err := Export(events, Options{})
+		s, err := Export(events, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		data, err := doc.Marshal()
-		if err != nil {
-			b.Fatal(err)
-		}
-		size = len(data)
+		size = len(s.JSON)
 	}
 	b.ReportMetric(float64(size), "doc-bytes")
 	b.ReportMetric(float64(chunks)*float64(b.N)/b.Elapsed().Seconds(), "chunks/s")

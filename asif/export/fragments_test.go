@@ -9,6 +9,7 @@ import (
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/asifdoc"
 )
 
 // streamedItems builds, as docs/events.md specifies streamed arguments
@@ -50,9 +51,9 @@ func streamedItems(cancelled bool) []calllog.Event {
 	return append(items, frag(3, 1, `42"}`), req, out, done)
 }
 
-func buildCheck(t *testing.T, events []calllog.Event, opts Options) (*asif.Document, *asif.Report) {
+func buildCheck(t *testing.T, events []calllog.Event, opts Options) (*asifdoc.Document, *asif.Report) {
 	t.Helper()
-	doc, err := Export(events, opts)
+	doc, err := exportDocument(events, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +91,8 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 	items := streamedItems(false)
 
 	early, erep := buildCheck(t, items, Options{Until: 2})
-	calls := eventsOfKind(early, asif.EventToolCall)
-	if len(calls) != 1 || calls[0].ID != "call-2" || calls[0].Data.(*asif.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
+	calls := eventsOfKind(early, asifdoc.EventToolCall)
+	if len(calls) != 1 || calls[0].ID != "call-2" || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
 		t.Fatalf("early calls %+v", calls)
 	}
 	ps := erep.Stream("arguments-call-2")
@@ -107,7 +108,7 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 	if len(late.ExternalBindings) != 0 {
 		t.Fatalf("an amended call must not be a binding: %+v", late.ExternalBindings)
 	}
-	calls = eventsOfKind(late, asif.EventToolCall)
+	calls = eventsOfKind(late, asifdoc.EventToolCall)
 	if len(calls) != 2 || calls[0].ID != "call-2" || calls[1].ID != "call-4-amends-2" || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != "call-2" {
 		t.Fatalf("late calls %+v", calls)
 	}
@@ -120,7 +121,7 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 		t.Fatalf("complete stream %+v, example %q", cs, wantc.Bytes)
 	}
 	// The complete stream reuses the early capture's fragment resource.
-	var segs []asif.Segment
+	var segs []asifdoc.Segment
 	for _, s := range late.Streams {
 		if s.ID == "arguments-call-4-amends-2" {
 			segs = s.Segments
@@ -145,7 +146,7 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 
 	// A capture of the whole journal has the complete call only.
 	full, frep := buildCheck(t, items, Options{})
-	if calls := eventsOfKind(full, asif.EventToolCall); len(calls) != 1 || calls[0].ID != "call-4" {
+	if calls := eventsOfKind(full, asifdoc.EventToolCall); len(calls) != 1 || calls[0].ID != "call-4" {
 		t.Fatalf("full calls %+v", calls)
 	}
 	if s := frep.Stream("arguments-call-4"); s == nil || !s.Executable {
@@ -154,7 +155,7 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 
 	// A window after the arguments completed binds the complete version.
 	after, arep := buildCheck(t, items, Options{After: 4})
-	if len(after.ExternalBindings) != 1 || after.ExternalBindings[0].Source.EventID != "call-4" || len(eventsOfKind(after, asif.EventToolCall)) != 0 {
+	if len(after.ExternalBindings) != 1 || after.ExternalBindings[0].Source.EventID != "call-4" || len(eventsOfKind(after, asifdoc.EventToolCall)) != 0 {
 		t.Fatalf("bindings %+v", after.ExternalBindings)
 	}
 	if st := callState(t, arep, "c1"); st.External == nil || !st.Terminal {
@@ -167,8 +168,8 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 // executable one, closed by its cancelled result.
 func TestStreamedArgumentsNeverCompleted(t *testing.T) {
 	doc, rep := buildCheck(t, streamedItems(true), Options{})
-	calls := eventsOfKind(doc, asif.EventToolCall)
-	if len(calls) != 1 || calls[0].Data.(*asif.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
+	calls := eventsOfKind(doc, asifdoc.EventToolCall)
+	if len(calls) != 1 || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
 		t.Fatalf("calls %+v", calls)
 	}
 	s := rep.Stream("arguments-" + calls[0].ID)
@@ -209,7 +210,7 @@ func TestDeterministic(t *testing.T) {
 	items := streamedItems(false)
 	var first []byte
 	for range 3 {
-		doc, err := Export(items, Options{After: 2})
+		doc, err := exportDocument(items, Options{After: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +255,7 @@ func TestIDsNameOneEvidence(t *testing.T) {
 		}
 		for after := uint64(0); after < last; after++ {
 			for until := after + 1; until <= last; until++ {
-				doc, err := Export(events, Options{After: after, Until: until})
+				doc, err := exportDocument(events, Options{After: after, Until: until})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -275,7 +276,7 @@ func TestIDsNameOneEvidence(t *testing.T) {
 				// events 1..after, which holds it with the same arguments.
 				for _, b := range doc.ExternalBindings {
 					bindings++
-					src, err := Export(events, Options{Until: after})
+					src, err := exportDocument(events, Options{Until: after})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -285,8 +286,8 @@ func TestIDsNameOneEvidence(t *testing.T) {
 					found := false
 					for _, e := range src.Events {
 						if e.ID == b.Source.EventID {
-							d := e.Data.(*asif.ToolCallData)
-							desc := b.Descriptor.(*asif.CallDescriptor)
+							d := e.Data.(*asifdoc.ToolCallData)
+							desc := b.Descriptor.(*asifdoc.CallDescriptor)
 							found = string(d.Arguments) == string(desc.Arguments) && d.ArgumentsStatus == desc.ArgumentsStatus && d.ToolID == desc.ToolID
 						}
 					}

@@ -12,6 +12,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/asifdoc"
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
@@ -191,10 +192,10 @@ func TestRealCallCutByWindow(t *testing.T) {
 
 	early, erep, _ := exportCheck(t, events, Options{Until: cut, Tools: h.Tools()})
 	late, lrep, data := exportCheck(t, events, Options{After: cut, Tools: h.Tools()})
-	if len(eventsOfKind(late, asif.EventToolCall)) != 0 || strings.Contains(string(data), `"kind": "tool_call"`) {
+	if len(eventsOfKind(late, asifdoc.EventToolCall)) != 0 || strings.Contains(string(data), `"kind": "tool_call"`) {
 		t.Fatal("the window document holds a tool_call event")
 	}
-	calls := eventsOfKind(early, asif.EventToolCall)
+	calls := eventsOfKind(early, asifdoc.EventToolCall)
 	if len(late.ExternalBindings) != 1 || len(calls) != 1 || late.ExternalBindings[0].Source.EventID != calls[0].ID ||
 		late.ExternalBindings[0].Source.CaptureID != early.Capture.ID {
 		t.Fatalf("binding %+v, early calls %+v", late.ExternalBindings, calls)
@@ -268,7 +269,7 @@ func TestRealStreamedArguments(t *testing.T) {
 
 	full, frep, _ := exportCheck(t, events, Options{Tools: tools})
 	complete := "call-" + seqStr(request)
-	if calls := eventsOfKind(full, asif.EventToolCall); len(calls) != 1 || calls[0].ID != complete {
+	if calls := eventsOfKind(full, asifdoc.EventToolCall); len(calls) != 1 || calls[0].ID != complete {
 		t.Fatalf("full calls %+v", calls)
 	}
 	s := frep.Stream("arguments-" + complete)
@@ -281,14 +282,14 @@ func TestRealStreamedArguments(t *testing.T) {
 
 	early, erep, _ := exportCheck(t, events, Options{Until: firstFrag, Tools: tools})
 	partial := "call-" + seqStr(firstFrag)
-	if calls := eventsOfKind(early, asif.EventToolCall); len(calls) != 1 || calls[0].ID != partial {
+	if calls := eventsOfKind(early, asifdoc.EventToolCall); len(calls) != 1 || calls[0].ID != partial {
 		t.Fatalf("early calls %+v", calls)
 	}
 	if s := erep.Stream("arguments-" + partial); s == nil || s.Status != asif.StreamPartial || s.Executable || string(s.Bytes) != `{"n"` {
 		t.Fatalf("early stream %+v", s)
 	}
 	late, lrep, _ := exportCheck(t, events, Options{After: firstFrag, Tools: tools})
-	calls := eventsOfKind(late, asif.EventToolCall)
+	calls := eventsOfKind(late, asifdoc.EventToolCall)
 	if len(late.ExternalBindings) != 0 || len(calls) != 2 || calls[0].ID != partial || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != partial {
 		t.Fatalf("late calls %+v, bindings %+v", calls, late.ExternalBindings)
 	}

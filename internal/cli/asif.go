@@ -49,21 +49,40 @@ document is checked (schema and rules) before it is written.
 
 	skulk-host asif check FILE [--json]
 
-Check reads FILE (- for standard input), checks it (strict JSON, version
-0.5, the embedded JSON Schema, every rule the schema cannot express), and
-prints each stream's status and assembled size and each call's selected
-state; every refusal is printed naming its rule and object. Path-backed
-resources are resolved in FILE's directory.
+Check reads FILE (- for standard input) and checks it: strict JSON, version
+0.5, the embedded JSON Schema, and these rules the schema cannot express:
+required features; embedded resources' bytes, digests and paths; event ids
+and sequence; actors, executions and causes (resolving, and pointing to
+earlier events); branch heads and causal order; checkpoints' branch, event,
+open calls and task revisions; tool-call identity, amendments, retries and
+result order; task revisions (one event per revision, previous_revision
+naming the selected predecessor, reopen_reason when a completed, failed,
+cancelled or superseded task reopens, a predecessor gap only under partial
+tasks coverage) and dependencies (no dangling, self or cyclic ones);
+streams; external bindings. It prints each stream's status and assembled
+size and each call's selected state; every refusal is printed naming its
+rule and object. Path-backed resources are resolved in FILE's directory.
+
+These rule families are not checked: contexts, configurations,
+environments, executions, decisions, corrections (supersedes on events
+other than tool calls), extensions, lineage, resource changes, checkpoint
+state (open decisions, requirements) and usage. A document that holds
+records of any of them is never reported valid: it is NOT ESTABLISHED even
+when nothing is refused, and the report names the families present.
 
 	--json
-		print the same as one JSON object: valid, streams (id, kind,
+		print the same as one JSON object: valid (true only with no
+		refusal and no unchecked family present), streams (id, kind,
 		event_id, call_id, status, declared_status, assembled_bytes,
 		executable), branches (each call's arguments, arguments_status and,
-		once a terminal result closed it, outcome), refusals and error.
+		once a terminal result closed it, outcome), refusals (rule, object,
+		id; an unsupported version is rule version_unsupported of object
+		asif_version), unchecked (the families not checked that are
+		present), not_checked (every family not checked) and error.
 
-Exit status: 0 when the document was written or passed every check, 1 when
-the journal cannot be read or the document was refused, 2 for a usage
-error.
+Exit status: 0 when the document was written or no check refused it
+(valid or NOT ESTABLISHED), 1 when the journal cannot be read or the
+document was refused, 2 for a usage error.
 
 Examples:
 
@@ -136,17 +155,21 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	doc, err := export.Export(events, opts)
-	if err != nil {
+	session, err := export.Export(events, opts)
+	var (
+		readErr   *asif.ReadError
+		schemaErr *asif.SchemaError
+		ruleErr   *asif.RuleError
+	)
+	switch {
+	case errors.Is(err, asif.ErrTooLarge) || errors.Is(err, asif.ErrTooManyValues):
+		return statusErr(ExitFailure, "the document of tree %q would exceed the bounds of one ASIF document (64 MiB, 4,194,304 values): export smaller windows with --after and --until", pos[1])
+	case errors.As(err, &readErr) || errors.As(err, &schemaErr) || errors.As(err, &ruleErr) || errors.Is(err, asif.ErrUnsupportedVersion):
+		return statusErr(ExitFailure, "the exported document fails its own check (a bug in skulk-host; please report it): %v", err)
+	case err != nil:
 		return statusErr(ExitFailure, "cannot export tree %q: %v", pos[1], err)
 	}
-	data, err := doc.Marshal()
-	if errors.Is(err, asif.ErrTooLarge) || errors.Is(err, asif.ErrTooManyValues) {
-		return statusErr(ExitFailure, "the document of tree %q would exceed the bounds of one ASIF document (64 MiB, 4,194,304 values): export smaller windows with --after and --until", pos[1])
-	}
-	if err != nil {
-		return statusErr(ExitFailure, "the exported document fails its own check (a bug in skulk-host; please report it): %v", err)
-	}
+	data := session.JSON
 	if *out == "" {
 		_, err := env.Stdout.Write(data)
 		return err
@@ -155,7 +178,7 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 		return statusErr(ExitFailure, "cannot write %s: %v", *out, err)
 	}
 	fmt.Fprintf(env.Stderr, "wrote %s: %d events, %d streams, %d external bindings, %d losses (%s)\n",
-		*out, len(doc.Events), len(doc.Streams), len(doc.ExternalBindings), len(doc.Losses), formatBytes(int64(len(data))))
+		*out, session.Events, session.Streams, session.ExternalBindings, session.Losses, formatBytes(int64(len(data))))
 	return nil
 }
 
@@ -191,12 +214,21 @@ type checkReport struct {
 	Streams  []*asif.Assembly   `json:"streams"`
 	Branches []asif.BranchState `json:"branches"`
 	Refusals []asifRefusal      `json:"refusals"`
+	// Unchecked lists the rule families not checked whose records the
+	// document holds; NotChecked every rule family the checker does not
+	// check.
+	Unchecked  []asif.Family `json:"unchecked"`
+	NotChecked []asif.Family `json:"not_checked"`
 	// Error is the refusal of a layer before the rules (JSON, version,
 	// schema); empty otherwise.
 	Error string `json:"error,omitempty"`
 	// Violations lists the schema violations (at most asif.MaxViolations).
 	Violations []asif.Violation `json:"schema_violations,omitempty"`
 }
+
+// versionRefusal is the rule name asif check reports for a document whose
+// asif_version is missing or not 0.5 (an *asif.VersionError).
+const versionRefusal = "version_unsupported"
 
 type asifRefusal struct {
 	Rule     string `json:"rule"`
@@ -274,9 +306,11 @@ func runASIFCheck(args []string, env Env) error {
 
 // reportOf turns Check's outcome into the report asif check prints.
 func reportOf(name string, rep *asif.Report, err error) checkReport {
-	cr := checkReport{File: name, Valid: err == nil, Streams: []*asif.Assembly{}, Branches: []asif.BranchState{}, Refusals: []asifRefusal{}}
+	cr := checkReport{File: name, Valid: rep.Valid(err), Streams: []*asif.Assembly{}, Branches: []asif.BranchState{},
+		Refusals: []asifRefusal{}, Unchecked: []asif.Family{}, NotChecked: asif.UncheckedFamilies()}
 	if rep != nil {
 		cr.Version = rep.Version
+		cr.Unchecked = rep.Unchecked
 		if rep.Streams != nil {
 			cr.Streams = rep.Streams
 		}
@@ -294,7 +328,13 @@ func reportOf(name string, rep *asif.Report, err error) checkReport {
 	for _, e := range errs {
 		var ruleErr *asif.RuleError
 		var schemaErr *asif.SchemaError
+		var versionErr *asif.VersionError
 		switch {
+		case errors.As(e, &versionErr):
+			// Found is empty unless it looks like a version number, so
+			// document content is never echoed.
+			cr.Refusals = append(cr.Refusals, asifRefusal{Rule: versionRefusal, Object: "asif_version", ObjectID: versionErr.Found})
+			cr.Error = oneLine(e.Error())
 		case errors.As(e, &ruleErr):
 			r := asifRefusal{Rule: ruleErr.Rule.String(), Object: ruleErr.Object, ObjectID: ruleErr.ObjectID}
 			if ruleErr.Segment >= 0 {
@@ -314,8 +354,11 @@ func reportOf(name string, rep *asif.Report, err error) checkReport {
 
 func printCheckHuman(w io.Writer, cr checkReport) {
 	verdict := "valid"
-	if !cr.Valid {
+	switch {
+	case len(cr.Refusals) > 0 || cr.Error != "":
 		verdict = "REFUSED"
+	case !cr.Valid:
+		verdict = "NOT ESTABLISHED (no refusal, but it holds records of rule families not checked: " + joinFamilies(cr.Unchecked) + ")"
 	}
 	version := cr.Version
 	if version == "" {
@@ -353,9 +396,21 @@ func printCheckHuman(w io.Writer, cr checkReport) {
 		}
 		fmt.Fprintf(w, "  refused: rule %s (%s %q%s)\n", r.Rule, r.Object, r.ObjectID, seg)
 	}
-	if cr.Error != "" {
+	if cr.Error != "" && (len(cr.Refusals) == 0 || cr.Refusals[0].Rule != versionRefusal) {
 		fmt.Fprintf(w, "  refused: %s\n", cr.Error)
 	}
+	if len(cr.Unchecked) > 0 {
+		fmt.Fprintf(w, "  not checked, present: %s\n", joinFamilies(cr.Unchecked))
+	}
+	fmt.Fprintf(w, "  rule families this checker does not check: %s\n", joinFamilies(cr.NotChecked))
+}
+
+func joinFamilies(fs []asif.Family) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // shorten cuts s to at most n bytes at a rune boundary, marking the cut.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,12 @@ func TestASIFCheckExamples(t *testing.T) {
 		t.Fatalf("status %d, stderr %q", code, stderr)
 	}
 	cr := decodeCheck(t, stdout)
-	if !cr.Valid || len(cr.Streams) != 2 || len(cr.Refusals) != 0 {
+	// No refusal, but the example holds contexts, configurations,
+	// executions and lineage, which the checker does not check: it is not
+	// reported valid.
+	if cr.Valid || len(cr.Streams) != 2 || len(cr.Refusals) != 0 ||
+		!slices.Equal(cr.Unchecked, []asif.Family{asif.FamilyContexts, asif.FamilyConfigurations, asif.FamilyExecutions, asif.FamilyLineage}) ||
+		!slices.Equal(cr.NotChecked, asif.UncheckedFamilies()) {
 		t.Fatalf("report %+v", cr)
 	}
 	for _, s := range cr.Streams {
@@ -69,9 +75,32 @@ func TestASIFCheckExamples(t *testing.T) {
 	if code != ExitOK || stderr != "" {
 		t.Fatalf("partial example: status %d, stderr %q", code, stderr)
 	}
-	if !strings.Contains(stdout, ": valid (asif 0.5, 1 streams)") || !strings.Contains(stdout, "stream stream-partial  tool_arguments of call-partial (call call-1)  partial, 24 B assembled") ||
+	if !strings.Contains(stdout, ": NOT ESTABLISHED (no refusal, but it holds records of rule families not checked: contexts, configurations, executions) (asif 0.5, 1 streams)") ||
+		strings.Contains(stdout, ": valid") || !strings.Contains(stdout, "  rule families this checker does not check: contexts, configurations, environments,") || !strings.Contains(stdout, "stream stream-partial  tool_arguments of call-partial (call call-1)  partial, 24 B assembled") ||
 		!strings.Contains(stdout, "arguments partial {}") || !strings.Contains(stdout, "open") {
 		t.Fatalf("human output:\n%s", stdout)
+	}
+}
+
+// TestASIFCheckValid: the completed example without the records of rule
+// families not checked is reported valid, in text and --json.
+func TestASIFCheckValid(t *testing.T) {
+	d := loadExample(t)
+	d["contexts"], d["configurations"], d["executions"] = []any{}, []any{}, []any{}
+	d["session"].(map[string]any)["lineage"] = []any{}
+	for _, e := range d["events"].([]any) {
+		delete(e.(map[string]any), "execution_id")
+	}
+	cp := d["checkpoints"].([]any)[0].(map[string]any)
+	cp["context_id"], cp["configuration_id"] = nil, nil
+	path := writeDoc(t, d)
+	code, stdout, stderr := runCLI(t, "asif", "check", path)
+	if code != ExitOK || stderr != "" || !strings.Contains(stdout, ": valid (asif 0.5, 2 streams)") || strings.Contains(stdout, "not checked, present") {
+		t.Fatalf("status %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
+	if cr := decodeCheck(t, stdout); code != ExitOK || !cr.Valid || len(cr.Unchecked) != 0 || cr.Unchecked == nil {
+		t.Fatalf("--json: status %d, %+v", code, cr)
 	}
 }
 
@@ -115,6 +144,143 @@ func TestASIFCheckRefusals(t *testing.T) {
 		cr := decodeCheck(t, stdout)
 		if code != ExitFailure || cr.Valid || (len(cr.Refusals) == 0 && cr.Error == "") {
 			t.Errorf("%s --json: status %d, %+v", tt.name, code, cr)
+		}
+		if tt.name == "version" && (len(cr.Refusals) != 1 || cr.Refusals[0].Rule != "version_unsupported" ||
+			cr.Refusals[0].Object != "asif_version" || cr.Refusals[0].ObjectID != "0.4" || cr.Error == "") {
+			t.Errorf("version --json: refusals %+v, error %q", cr.Refusals, cr.Error)
+		}
+	}
+}
+
+func loadExample(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(examples + "tool-call-completed.session.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var d map[string]any
+	if err := dec.Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func writeDoc(t *testing.T, d map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "doc.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// addTaskUpdate appends a task_update event to the example's branch.
+func addTaskUpdate(d map[string]any, id, taskID string, revision int, status string, extra map[string]any) {
+	data := map[string]any{"task_id": taskID, "revision": revision, "status": status, "parts": []any{}}
+	for k, v := range extra {
+		data[k] = v
+	}
+	events := d["events"].([]any)
+	d["events"] = append(events, map[string]any{
+		"id": id, "sequence": 100 + len(events), "actor_id": "agent", "kind": "task_update", "causes": []any{},
+		"provenance": map[string]any{"mode": "synthetic", "producer": "cli-test", "method": "mutation", "inputs": []any{}},
+		"data":       data,
+	})
+	br := d["branches"].([]any)[0].(map[string]any)
+	br["event_ids"] = append(br["event_ids"].([]any), id)
+	br["head_event_id"] = id
+	d["checkpoints"].([]any)[0].(map[string]any)["at_event_id"] = id
+}
+
+// TestASIFCheckTaskAndReferenceRules: asif check reports each task and
+// reference rule, in text and --json, for a document that breaks it.
+func TestASIFCheckTaskAndReferenceRules(t *testing.T) {
+	event := func(d map[string]any, id string) map[string]any {
+		for _, e := range d["events"].([]any) {
+			if e.(map[string]any)["id"] == id {
+				return e.(map[string]any)
+			}
+		}
+		t.Fatalf("no event %s", id)
+		return nil
+	}
+	checkpoint := func(d map[string]any) map[string]any { return d["checkpoints"].([]any)[0].(map[string]any) }
+	tests := []struct {
+		rule   asif.Rule
+		id     string
+		mutate func(d map[string]any)
+	}{
+		{asif.RuleTaskDuplicateRevision, "b", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 1, "pending", nil)
+			addTaskUpdate(d, "b", "t1", 1, "pending", map[string]any{"previous_revision": 1})
+		}},
+		{asif.RuleTaskRevisionOrder, "a", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 2, "pending", map[string]any{"previous_revision": 3})
+		}},
+		{asif.RuleTaskPredecessorMismatch, "b", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 1, "pending", nil)
+			addTaskUpdate(d, "b", "t1", 5, "pending", map[string]any{"previous_revision": 4})
+		}},
+		{asif.RuleTaskPredecessorGap, "a", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 2, "pending", map[string]any{"previous_revision": 1})
+		}},
+		{asif.RuleTaskReopenWithoutReason, "b", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 1, "failed", nil)
+			addTaskUpdate(d, "b", "t1", 2, "in_progress", map[string]any{"previous_revision": 1})
+		}},
+		{asif.RuleTaskDependencyMissing, "a", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 1, "pending", map[string]any{"dependencies": []any{"t9"}})
+		}},
+		{asif.RuleTaskDependencySelf, "a", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 1, "pending", map[string]any{"dependencies": []any{"t1"}})
+		}},
+		{asif.RuleTaskDependencyCycle, "b", func(d map[string]any) {
+			addTaskUpdate(d, "a", "t1", 1, "pending", map[string]any{"dependencies": []any{"t2"}})
+			addTaskUpdate(d, "b", "t2", 1, "pending", map[string]any{"dependencies": []any{"t1"}})
+		}},
+		{asif.RuleEventActorUndeclared, "e1", func(d map[string]any) { event(d, "e1")["actor_id"] = "nobody" }},
+		{asif.RuleEventExecutionUndeclared, "result-late", func(d map[string]any) { event(d, "result-late")["execution_id"] = "run-9" }},
+		{asif.RuleEventCauseMissing, "result-late", func(d map[string]any) {
+			event(d, "result-late")["causes"] = []any{map[string]any{"event_id": "nope"}}
+		}},
+		{asif.RuleEventCauseOrder, "e1", func(d map[string]any) {
+			event(d, "e1")["causes"] = []any{map[string]any{"event_id": "result-late"}}
+		}},
+		{asif.RuleBranchCauseOrder, "alt", func(d map[string]any) {
+			d["branches"] = append(d["branches"].([]any), map[string]any{"id": "alt", "event_ids": []any{"call-partial", "e1"}, "head_event_id": "e1"})
+		}},
+		{asif.RuleBranchHead, "main", func(d map[string]any) { d["branches"].([]any)[0].(map[string]any)["head_event_id"] = "e1" }},
+		{asif.RuleCheckpointBranchMissing, "checkpoint-completed", func(d map[string]any) { checkpoint(d)["branch_id"] = "nope" }},
+		{asif.RuleCheckpointEventNotInBranch, "checkpoint-completed", func(d map[string]any) { checkpoint(d)["at_event_id"] = "nope" }},
+		{asif.RuleCheckpointCallUnknown, "checkpoint-completed", func(d map[string]any) {
+			checkpoint(d)["open_calls"] = []any{map[string]any{"call_id": "call-9", "state": "pending"}}
+		}},
+		{asif.RuleCheckpointTaskUnknown, "checkpoint-completed", func(d map[string]any) {
+			checkpoint(d)["tasks"] = []any{map[string]any{"task_id": "t1", "revision": 1}}
+		}},
+	}
+	for _, tt := range tests {
+		d := loadExample(t)
+		tt.mutate(d)
+		path := writeDoc(t, d)
+		code, stdout, _ := runCLI(t, "asif", "check", path)
+		if code != ExitFailure || !strings.Contains(stdout, "REFUSED") || !strings.Contains(stdout, "refused: rule "+tt.rule.String()) {
+			t.Errorf("%s: status %d, stdout:\n%s", tt.rule, code, stdout)
+		}
+		code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
+		cr := decodeCheck(t, stdout)
+		found := false
+		for _, r := range cr.Refusals {
+			found = found || (r.Rule == tt.rule.String() && r.ObjectID == tt.id)
+		}
+		if code != ExitFailure || cr.Valid || !found {
+			t.Errorf("%s --json: status %d, refusals %+v", tt.rule, code, cr.Refusals)
 		}
 	}
 }

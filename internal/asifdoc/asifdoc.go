@@ -1,4 +1,11 @@
-package asif
+// Package asifdoc is the ASIF 0.5 document model Skulk writes: typed
+// records that marshal to the field names of the session schema, and a
+// builder (NewDocument, AddEvent, AddStream, AddExternalBinding) that keeps
+// the required collections, coverage records, sequence numbers and branch
+// consistent. Document.Marshal checks its own output with asif.Check, so a
+// document it returns without error is valid. Package asif/export builds
+// its sessions with it.
+package asifdoc
 
 import (
 	"crypto/sha256"
@@ -6,13 +13,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+
+	"github.com/skulkrt/skulk/asif"
 )
 
-// This file holds the types for writing documents. Every type marshals to
-// the field names of the ASIF 0.5 schema; required arrays marshal as []
-// when nil, and optional fields are omitted when zero. Document.Marshal
-// checks its own output with Check, so a document that Marshal returns
-// without error is schema-valid and passes every semantic rule.
+// Every type marshals to the field names of the ASIF 0.5 schema; required
+// arrays marshal as [] when nil, and optional fields are omitted when zero.
 
 // EventKind is an event's kind.
 type EventKind string
@@ -105,10 +111,10 @@ type Document struct {
 	Coverage         []Coverage
 	Losses           []Loss
 	RequiredFeatures []string
-	// Streams is written when FeatureStreams is required or it is
+	// Streams is written when asif.FeatureStreams is required or it is
 	// non-empty; AddStream declares the feature.
 	Streams []Stream
-	// ExternalBindings is written when FeatureExternalBindings is required
+	// ExternalBindings is written when asif.FeatureExternalBindings is required
 	// or it is non-empty; AddExternalBinding declares the feature.
 	ExternalBindings []ExternalBinding
 }
@@ -169,16 +175,16 @@ func (d *Document) branch(id string) *Branch {
 	return &d.Branches[len(d.Branches)-1]
 }
 
-// AddStream appends s and declares FeatureStreams.
+// AddStream appends s and declares asif.FeatureStreams.
 func (d *Document) AddStream(s Stream) {
 	d.Streams = append(d.Streams, s)
-	d.require(FeatureStreams)
+	d.require(asif.FeatureStreams)
 }
 
-// AddExternalBinding appends b and declares FeatureExternalBindings.
+// AddExternalBinding appends b and declares asif.FeatureExternalBindings.
 func (d *Document) AddExternalBinding(b ExternalBinding) {
 	d.ExternalBindings = append(d.ExternalBindings, b)
-	d.require(FeatureExternalBindings)
+	d.require(asif.FeatureExternalBindings)
 }
 
 // require declares feature once.
@@ -193,7 +199,7 @@ func (d *Document) requires(feature string) bool {
 }
 
 // Marshal encodes the document as indented JSON and checks the result with
-// Check (no Options.Files: write resources as text or data). It returns the
+// asif.Check (no Options.Files: write resources as text or data). It returns the
 // bytes together with Check's error; bytes returned with a non-nil error
 // are for diagnosis only and must not be published as a valid document.
 func (d *Document) Marshal() ([]byte, error) {
@@ -202,7 +208,7 @@ func (d *Document) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	data = append(data, '\n')
-	_, err = Check(data, Options{})
+	_, err = asif.Check(data, asif.Options{})
 	return data, err
 }
 
@@ -230,7 +236,7 @@ func (d Document) MarshalJSON() ([]byte, error) {
 		ExternalBindings *[]ExternalBinding `json:"external_bindings,omitempty"`
 	}
 	w := wire{
-		Version:          Version,
+		Version:          asif.Version,
 		Capture:          d.Capture,
 		Session:          d.Session,
 		Participants:     nonNil(d.Participants),
@@ -247,11 +253,11 @@ func (d Document) MarshalJSON() ([]byte, error) {
 		Losses:           nonNil(d.Losses),
 		RequiredFeatures: nonNil(d.RequiredFeatures),
 	}
-	if len(d.Streams) > 0 || d.requires(FeatureStreams) {
+	if len(d.Streams) > 0 || d.requires(asif.FeatureStreams) {
 		s := nonNil(d.Streams)
 		w.Streams = &s
 	}
-	if len(d.ExternalBindings) > 0 || d.requires(FeatureExternalBindings) {
+	if len(d.ExternalBindings) > 0 || d.requires(asif.FeatureExternalBindings) {
 		b := nonNil(d.ExternalBindings)
 		w.ExternalBindings = &b
 	}
@@ -410,9 +416,9 @@ type ToolCallData struct {
 	CallID string `json:"call_id"`
 	ToolID string `json:"tool_id"`
 	// Arguments is the exact known arguments value; nil marshals as null.
-	Arguments       json.RawMessage `json:"arguments"`
-	ArgumentsStatus ArgumentsStatus `json:"arguments_status"`
-	RetryOf         string          `json:"retry_of,omitempty"`
+	Arguments       json.RawMessage      `json:"arguments"`
+	ArgumentsStatus asif.ArgumentsStatus `json:"arguments_status"`
+	RetryOf         string               `json:"retry_of,omitempty"`
 }
 
 // MarshalJSON writes a nil Arguments as null.
@@ -428,11 +434,11 @@ func (t ToolCallData) MarshalJSON() ([]byte, error) {
 // ToolResultData is a tool_result event's data. Non-terminal results must
 // have OutcomeUnknown.
 type ToolResultData struct {
-	CallID      string  `json:"call_id"`
-	ResultIndex int64   `json:"result_index"`
-	Terminal    bool    `json:"terminal"`
-	Outcome     Outcome `json:"outcome"`
-	Parts       []Part  `json:"parts"`
+	CallID      string       `json:"call_id"`
+	ResultIndex int64        `json:"result_index"`
+	Terminal    bool         `json:"terminal"`
+	Outcome     asif.Outcome `json:"outcome"`
+	Parts       []Part       `json:"parts"`
 }
 
 // MarshalJSON writes parts as [] when nil.
@@ -678,14 +684,14 @@ type LossReference struct {
 
 // Stream is an asif.streams/0.1 stream.
 type Stream struct {
-	ID      string     `json:"id"`
-	Kind    StreamKind `json:"kind"`
-	EventID string     `json:"event_id"`
-	CallID  string     `json:"call_id"`
+	ID      string          `json:"id"`
+	Kind    asif.StreamKind `json:"kind"`
+	EventID string          `json:"event_id"`
+	CallID  string          `json:"call_id"`
 	// ResultIndex is required for StreamToolResultText.
-	ResultIndex *int64       `json:"result_index,omitempty"`
-	Status      StreamStatus `json:"status"`
-	Segments    []Segment    `json:"segments"`
+	ResultIndex *int64            `json:"result_index,omitempty"`
+	Status      asif.StreamStatus `json:"status"`
+	Segments    []Segment         `json:"segments"`
 }
 
 // MarshalJSON writes segments as [] when nil.
@@ -710,9 +716,9 @@ type Segment struct {
 // local event.
 type ExternalBinding struct {
 	// Kind is "call" or "request".
-	Kind   string        `json:"kind"`
-	ID     string        `json:"id"`
-	Source BindingSource `json:"source"`
+	Kind   string             `json:"kind"`
+	ID     string             `json:"id"`
+	Source asif.BindingSource `json:"source"`
 	// Descriptor is a *CallDescriptor for call bindings, or a value
 	// marshaling to a request descriptor.
 	Descriptor any `json:"descriptor"`
@@ -723,8 +729,8 @@ type ExternalBinding struct {
 type CallDescriptor struct {
 	ToolID string `json:"tool_id"`
 	// Arguments is the exact known arguments value; nil marshals as null.
-	Arguments       json.RawMessage `json:"arguments"`
-	ArgumentsStatus ArgumentsStatus `json:"arguments_status"`
+	Arguments       json.RawMessage      `json:"arguments"`
+	ArgumentsStatus asif.ArgumentsStatus `json:"arguments_status"`
 }
 
 // MarshalJSON writes a nil Arguments as null.

@@ -1,4 +1,4 @@
-package asif
+package strictjson
 
 import (
 	"encoding/json"
@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// EqualJSON reports whether two values decoded by ParseJSON are equal as
+// Equal reports whether two values decoded by Parse are equal as
 // JSON: objects by their key sets and members (key order is irrelevant),
 // arrays element by element, strings by their code points, and numbers by
 // their exact decimal value (1, 1.0 and 10e-1 are equal; nothing is rounded
 // through float64). Values of other Go types are never equal.
-func EqualJSON(a, b any) bool {
+func Equal(a, b any) bool {
 	switch x := a.(type) {
 	case nil:
 		return b == nil
@@ -30,7 +30,7 @@ func EqualJSON(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !EqualJSON(x[i], y[i]) {
+			if !Equal(x[i], y[i]) {
 				return false
 			}
 		}
@@ -42,7 +42,7 @@ func EqualJSON(a, b any) bool {
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !EqualJSON(xv, yv) {
+			if !ok || !Equal(xv, yv) {
 				return false
 			}
 		}

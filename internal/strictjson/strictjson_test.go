@@ -1,0 +1,122 @@
+package strictjson_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"testing"
+	"unicode/utf8"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/internal/strictjson"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// FuzzParseJSON holds the strict reader to encoding/json as an oracle:
+// whatever Parse accepts, encoding/json accepts with an identical tree;
+// whatever encoding/json refuses, ParseJSON refuses. Parse may refuse
+// more only for its documented strictness reasons.
+func FuzzParseJSON(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, `0`, `-0.5e+10`, `"a\u00e9\ud83d\ude00"`, `{"a":[1,{"b":null}],"c":true}`,
+		`{"a":1,"a":2}`, `NaN`, `[-Infinity]`, `"\ud800"`, "\"\xff\"", `[1,]`, `{"a" 1}`, ` [ 1 , 2 ] `,
+		`1e400`, `"\/\b\f\n\r\t"`, "\ufeff{}",
+	} {
+		f.Add([]byte(s))
+	}
+	completed, err := os.ReadFile("../../asif/testdata/tool-call-completed.session.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(completed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := strictjson.Parse(data)
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var want any
+		stdErr := dec.Decode(&want)
+		if stdErr == nil && len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) != 0 {
+			stdErr = errors.New("trailing data")
+		}
+		if err == nil {
+			if stdErr != nil {
+				t.Fatalf("Parse accepted what encoding/json refuses (%v)", stdErr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("trees differ:\n got %#v\nwant %#v", got, want)
+			}
+			if !strictjson.Equal(got, got) {
+				t.Fatal("value not EqualJSON to itself")
+			}
+			return
+		}
+		var re *strictjson.Error
+		if !errors.As(err, &re) || re.Offset < 0 || re.Offset > int64(len(data)) {
+			t.Fatalf("error %v is not an *Error with an in-range offset", err)
+		}
+		if stdErr == nil {
+			switch {
+			case errors.Is(err, strictjson.ErrDuplicateKey), errors.Is(err, strictjson.ErrTooDeep),
+				errors.Is(err, strictjson.ErrTooManyValues):
+			case errors.Is(err, strictjson.ErrInvalidUTF8):
+				// encoding/json replaces invalid UTF-8 and lone
+				// surrogates with U+FFFD; it cannot have been valid.
+				if utf8.Valid(data) && !bytes.Contains(data, []byte(`\u`)) && !bytes.Contains(data, []byte(`\U`)) {
+					t.Fatalf("ErrInvalidUTF8 for valid UTF-8 without escapes")
+				}
+			default:
+				t.Fatalf("Parse refused (%v) what encoding/json accepts", err)
+			}
+		}
+	})
+}
+
+func TestEqualJSON(t *testing.T) {
+	cases := []struct {
+		a, b string
+		eq   bool
+	}{
+		{`1`, `1.0`, true},
+		{`10e-1`, `1`, true},
+		{`0`, `-0.0e5`, true},
+		{`1.5`, `15E-1`, true},
+		{`100`, `1e2`, true},
+		{`1`, `1.0000000000000000000000001`, false},
+		{`9007199254740993`, `9007199254740992`, false}, // equal as float64, not as JSON
+		{`{"a":1,"b":[true,null]}`, `{"b":[true,null],"a":1.0}`, true},
+		{`{"a":1}`, `{"a":1,"b":2}`, false},
+		{`[1,2]`, `[2,1]`, false},
+		{`"é"`, `"\u00e9"`, true},
+		{`"1"`, `1`, false},
+		{`1e99999999999999999999`, `1e99999999999999999999`, true},
+		{`1e99999999999999999999`, `10e99999999999999999998`, false}, // exponent beyond int64: text only
+	}
+	for _, tc := range cases {
+		a, err := strictjson.Parse([]byte(tc.a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := strictjson.Parse([]byte(tc.b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strictjson.Equal(a, b); got != tc.eq {
+			t.Errorf("EqualJSON(%s, %s) = %v", tc.a, tc.b, got)
+		}
+	}
+}
+
+func TestParseJSONKeepsNumbersExactly(t *testing.T) {
+	v, err := strictjson.Parse([]byte(`[9007199254740993, 1.10, -0, 1e400]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{json.Number("9007199254740993"), json.Number("1.10"), json.Number("-0"), json.Number("1e400")}
+	if !reflect.DeepEqual(v, want) {
+		t.Fatalf("got %#v", v)
+	}
+}
