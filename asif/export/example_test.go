@@ -8,21 +8,23 @@ import (
 	"github.com/skulkrt/skulk/asif/export"
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // A call recorded with full content into a journal, exported as a whole
 // and as the window after its first chunk.
 func ExampleExport() {
 	ctx := context.Background()
-	store := &calllog.MemoryStore{}
-	rec, _ := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
-	r, _ := rec.Begin(ctx, calllog.CallInfo{ID: "c7", Tool: "upper"})
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	store := &eventstore.Memory{}
+	rec, _ := recorder.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
+	r, _ := rec.Begin(ctx, recorder.CallInfo{ID: "c7", Tool: "upper"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	for i, s := range []string{"HELLO ", "WORLD"} {
 		f, _ := frame.NewChunk("c7", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": s}), nil)
 		r.Output(f)
 	}
-	_ = r.End(ctx, calllog.Done(nil))
+	_ = r.End(ctx, recorder.Done(nil))
 	_ = rec.Close(ctx)
 	events, _ := store.EventsAfter(ctx, "c7", 0, 1000)
 
