@@ -16,8 +16,8 @@ import (
 // each, as skulk-host follow prints them.
 const callLines = `{"format":1,"kind":"started","tree":"c1","writer":"w1","seq":1,"after":null,"at":"2026-11-29T22:10:00.000000001Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","payload":{"type":"object","bytes":1,"keys":0,"value":{}}}
 {"format":1,"kind":"request","tree":"c1","writer":"w1","seq":2,"after":1,"at":"2026-11-29T22:10:00.000100000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"child":"child-0"}
-{"format":1,"kind":"output","tree":"c1","writer":"w1","seq":3,"after":2,"at":"2026-11-29T22:10:00.000200000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"frame":{"kind":"chunk","sequence":1},"payload":{"type":"object","bytes":11,"keys":1,"value":{"text":"hello"}}}
-{"format":1,"kind":"output","tree":"c1","writer":"w1","seq":4,"after":3,"at":"2026-11-29T22:10:00.000300000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"frame":{"kind":"chunk","sequence":2},"payload":{"type":"object","bytes":13,"keys":1,"value":{"text":", world"}}}
+{"format":1,"kind":"output","tree":"c1","writer":"w1","seq":3,"after":2,"at":"2026-11-29T22:10:00.000200000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"frame":{"kind":"chunk","sequence":1},"payload":{"type":"object","bytes":12,"keys":1,"value":{"text":"hello"}}}
+{"format":1,"kind":"output","tree":"c1","writer":"w1","seq":4,"after":3,"at":"2026-11-29T22:10:00.000300000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"frame":{"kind":"chunk","sequence":2},"payload":{"type":"object","bytes":14,"keys":1,"value":{"text":", world"}}}
 `
 
 func decode(lines string) []calllog.Event {
