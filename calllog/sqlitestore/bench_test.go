@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
@@ -88,5 +87,4 @@ func BenchmarkCall(b *testing.B) {
 			}
 		})
 	}
-	_ = sqlitestore.DefaultBusyTimeout
 }

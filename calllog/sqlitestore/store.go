@@ -27,15 +27,14 @@ import (
 	"github.com/skulkrt/skulk/internal/eventstore"
 )
 
-// DefaultBusyTimeout is how long an operation waits for another process's
-// write lock.
-const DefaultBusyTimeout = 5 * time.Second
+// defaultBusyTimeout is how long an operation waits for another process's
+// write lock when Options.BusyTimeout is 0.
+const defaultBusyTimeout = 5 * time.Second
 
-// Options configures Open. The zero value is a read-write store with
-// DefaultBusyTimeout.
+// Options configures Open. The zero value is a read-write store that waits
+// up to 5 s for another process's lock.
 type Options struct {
-	// BusyTimeout bounds the wait for another process's lock; 0 means
-	// DefaultBusyTimeout.
+	// BusyTimeout bounds the wait for another process's lock; 0 means 5 s.
 	BusyTimeout time.Duration
 	// ReadOnly opens the file for reading (followers); Claim and Keep then
 	// fail with calllog.ErrStoreUnusable. The file must exist.
@@ -87,7 +86,7 @@ func Open(path string, opts ...Options) (*Store, error) {
 	}
 	busy := o.BusyTimeout
 	if busy <= 0 {
-		busy = DefaultBusyTimeout
+		busy = defaultBusyTimeout
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
