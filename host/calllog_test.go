@@ -279,7 +279,7 @@ func TestRefusedCallsAreLogged(t *testing.T) {
 	}
 }
 
-// flakyStore is a MemoryStore whose Keep can be made to fail (failing) or
+// flakyStore is an in-memory store whose Keep can be made to fail (failing) or
 // to block until released or its ctx ends (holdEnds: batches holding an
 // end event).
 type flakyStore struct {

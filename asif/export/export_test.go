@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 // journal records calls through a real recorder.Recorder with full content
-// and a required journal over a MemoryStore, as the host does, and reads
+// and a required journal over an in-memory store (eventstore.Memory), as the host does, and reads
 // the tree back as a journal reader would.
 type journal struct {
 	t     *testing.T

@@ -12,6 +12,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestMemoryStore(t *testing.T) {
+func TestMemoryStore(t *testing.T) { // the module's in-memory store of its tests
 	calllogtest.TestStore(t, func(t *testing.T) calllog.EventStore { return &eventstore.Memory{} })
 }

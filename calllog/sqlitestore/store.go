@@ -6,7 +6,8 @@
 //
 //	st, err := sqlitestore.Open("calls.db")
 //	defer st.Close()
-//	rec, _ := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: st}})
+//	h, err := host.Start(ctx, host.Config{Command: cmd,
+//		CallLog: calllog.Options{Journal: &calllog.Journal{Store: st}}})
 package sqlitestore
 
 import (
