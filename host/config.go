@@ -171,6 +171,8 @@ func (c *Config) Validate() error {
 		return configErr("CancelGrace", "below 1 ms")
 	case n.Restart.BackoffMax < n.Restart.BackoffMin:
 		return configErr("Restart.BackoffMax", "below BackoffMin")
+	case c.CallLog.Journal != nil && c.CallLog.Journal.Store == nil:
+		return configErr("CallLog.Journal.Store", "required")
 	}
 	if err := checkTempBase(c.tempBase()); err != nil {
 		return err
