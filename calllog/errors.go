@@ -7,27 +7,19 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
-// Recorder and journal errors, matched with errors.Is.
+// Errors of the call log a host returns, matched with errors.Is.
 var (
-	// ErrClosed: the recorder was closed; no call can begin.
-	ErrClosed = errors.New("calllog: recorder closed")
-	// ErrEnded: End was called on a call that has ended already.
-	ErrEnded = errors.New("calllog: call already ended")
 	// ErrParentEnded: a call was begun with a context whose running call
-	// has ended; nothing was recorded. Use Detached for work that outlives
-	// its call.
+	// (a program) has ended; nothing was recorded. Use host.Detached for
+	// work that outlives its program.
 	ErrParentEnded = errors.New("calllog: the running call in the context has ended")
-	// ErrStepsRunning: End stopped waiting for the call's steps because its
-	// context was done; the call ends cancelled once its last step ends.
+	// ErrStepsRunning: a program stopped waiting for its steps because its
+	// context was done; it ends cancelled once its last step ends.
 	ErrStepsRunning = errors.New("calllog: steps still running")
-	// ErrBadOutcome: End was given an outcome whose Kind is not done,
-	// failed or cancelled.
-	ErrBadOutcome = errors.New("calllog: outcome kind must be done, failed or cancelled")
-	// ErrCloseTimeout: Close was done waiting before every goroutine had
-	// returned (an observer or store that ignores its context).
+	// ErrCloseTimeout: the host's Close was done waiting before every
+	// goroutine of its call log had returned (an observer or store that
+	// ignores its context).
 	ErrCloseTimeout = errors.New("calllog: close: goroutines still running")
-	// ErrNoJournal: the recorder has no journal to take a tree over with.
-	ErrNoJournal = errors.New("calllog: no journal")
 
 	// ErrJournalPolicy: a call or program tried to replace or weaken its
 	// tree's journal. The call is refused (recorded, never run).
@@ -65,8 +57,7 @@ type JournalError struct {
 	// error; nil for a policy refusal.
 	Cause error
 
-	w   *journalWriter // for Settle; nil without a journal
-	seq uint64         // the call's end event's seq
+	settle func(context.Context) error // for Settle; nil when the error is not the host's
 }
 
 func (e *JournalError) Error() string {
@@ -97,79 +88,6 @@ type Outcome struct {
 	// Refused, on a failed outcome, classes a call refused before it
 	// reached a child (see Event.Refused); "" otherwise.
 	Refused string
-}
-
-// Done is the outcome of a call that completed with result (nil for none).
-func Done(result frame.Payload) Outcome { return Outcome{Kind: KindDone, Result: result} }
-
-// Failed is the outcome of a failed call. The message goes through
-// frame.SanitizeMessage.
-func Failed(code frame.Code, message string, synthetic bool) Outcome {
-	return Outcome{Kind: KindFailed, Error: &ErrorInfo{Code: code, Message: frame.SanitizeMessage(message), Synthetic: synthetic}}
-}
-
-// Cancelled is the outcome of a cancelled call; message may be empty.
-func Cancelled(message string) Outcome {
-	o := Outcome{Kind: KindCancelled}
-	if message != "" {
-		o.Error = &ErrorInfo{Code: frame.CodeCancelled, Message: frame.SanitizeMessage(message)}
-	}
-	return o
-}
-
-// Refused is the outcome of a call refused before it reached a child:
-// class names why ("unknown_tool", "schema", "pool_down", ...), code is the
-// code the caller's error carries and err's message is kept (host errors
-// never hold user data).
-func Refused(class string, code frame.Code, err error) Outcome {
-	msg := class
-	if err != nil {
-		msg = err.Error()
-	}
-	o := Failed(code, msg, false)
-	o.Refused = class
-	return o
-}
-
-// OutcomeOf is the outcome a provider terminal frame gives (completed,
-// failed or cancelled, synthetic or not). Any other frame gives a failed
-// invalid_frame outcome.
-func OutcomeOf(f frame.Frame) Outcome {
-	switch f.Kind {
-	case frame.KindCompleted:
-		return Done(f.Payload)
-	case frame.KindFailed:
-		if f.Error != nil {
-			return Failed(f.Error.Code, f.Error.Message, f.Synthetic)
-		}
-	case frame.KindCancelled:
-		o := Cancelled("")
-		if f.Error != nil {
-			o = Cancelled(f.Error.Message)
-			o.Error.Synthetic = f.Synthetic
-		}
-		return o
-	}
-	return Failed(frame.CodeInvalidFrame, "calllog: outcome from a frame that is not a terminal", true)
-}
-
-// OutcomeOfError is the outcome a Go error gives: nil is done, a context
-// cancellation is cancelled, a *frame.Error keeps its code, anything else
-// is a failed provider_error with the error's message.
-func OutcomeOfError(err error) Outcome {
-	var fe *frame.Error
-	switch {
-	case err == nil:
-		return Done(nil)
-	case errors.Is(err, context.Canceled):
-		return Cancelled(err.Error())
-	case errors.As(err, &fe):
-		if fe.Code == frame.CodeCancelled {
-			return Cancelled(fe.Message)
-		}
-		return Failed(fe.Code, fe.Message, false)
-	}
-	return Failed(frame.CodeProviderError, err.Error(), false)
 }
 
 // Err returns the outcome as the error a caller gets: nil when done, else a

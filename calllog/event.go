@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
 )
 
 // Format is the version of the event JSON form written by MarshalJSON and
@@ -52,21 +51,21 @@ var kindNames = [...]string{KindStarted: "started", KindRequest: "request", Kind
 
 // String returns the kind's JSON name, or "Kind(n)" for an unknown value.
 func (k Kind) String() string {
-	if k.Valid() {
+	if k.valid() {
 		return kindNames[k]
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Valid reports whether k is one of the defined kinds.
-func (k Kind) Valid() bool { return k >= KindStarted && k <= KindArguments }
+// valid reports whether k is one of the defined kinds.
+func (k Kind) valid() bool { return k >= KindStarted && k <= KindArguments }
 
 // IsEnd reports whether k ends a call (done, failed or cancelled).
 func (k Kind) IsEnd() bool { return k >= KindDone && k <= KindCancelled }
 
-// ParseKind returns the Kind named s. An unknown name gives an error
+// parseKind returns the Kind named s. An unknown name gives an error
 // wrapping ErrFormat.
-func ParseKind(s string) (Kind, error) {
+func parseKind(s string) (Kind, error) {
 	for k, name := range kindNames {
 		if k != 0 && name == s {
 			return Kind(k), nil
@@ -198,78 +197,6 @@ const (
 	ContentFull
 )
 
-// fillContent sets c to the kept form of the payload p (not nil).
-func fillContent(c *Content, p frame.Payload, policy ContentPolicy) {
-	*c = Content{Type: "object", Bytes: len(p)}
-	r := mpack.NewReader(p)
-	if n, err := r.ReadMapLen(); err == nil {
-		c.Keys = n
-	}
-	if policy == ContentFull {
-		c.Value = p
-	}
-}
-
-// mediaOf returns the kept form of m, or nil.
-func mediaOf(m frame.Media, policy ContentPolicy) *MediaInfo {
-	switch v := m.(type) {
-	case *frame.InlineMedia:
-		if v == nil {
-			return nil
-		}
-		mi := &MediaInfo{Kind: "inline", MediaType: v.MediaType, Bytes: int64(len(v.Data))}
-		if policy == ContentFull {
-			mi.Data = v.Data
-		}
-		return mi
-	case *frame.BlobMedia:
-		if v == nil {
-			return nil
-		}
-		mi := &MediaInfo{Kind: "blob", MediaType: v.MediaType, Bytes: v.SizeBytes}
-		if policy == ContentFull {
-			mi.BlobID, mi.SHA256 = v.BlobID, v.SHA256
-		}
-		return mi
-	}
-	return nil
-}
-
-// kept returns e as a reader bound by policy sees it. e's content fields
-// are full; the result shares nothing mutable with e.
-func (e Event) kept(policy ContentPolicy) Event {
-	if policy == ContentFull {
-		return e
-	}
-	if e.Payload != nil && e.Payload.Value != nil {
-		c := *e.Payload
-		c.Value = nil
-		e.Payload = &c
-	}
-	if e.FragmentKept {
-		e.Fragment, e.FragmentKept = "", false
-	}
-	if e.Media != nil && (e.Media.Data != nil || e.Media.BlobID != "" || e.Media.SHA256 != "") {
-		m := *e.Media
-		m.Data, m.BlobID, m.SHA256 = nil, "", ""
-		e.Media = &m
-	}
-	return e
-}
-
-// Position is where an event is in its tree's log.
-func (e Event) Position() Position { return Position{Tree: e.Tree, Writer: e.Writer, Seq: e.Seq} }
-
-// Position names an event of a tree's log.
-type Position struct {
-	// Tree is the tree's id.
-	Tree string
-	// Writer is the recorder that numbered the event.
-	Writer string
-	// Seq is the event's number in the tree.
-	Seq uint64
-}
-
 // ErrFormat is matched by every error decoding an event's JSON form; the
 // concrete error is a *FormatError.
 var ErrFormat = errors.New("calllog: bad event JSON")
@@ -350,7 +277,7 @@ type jsonErrorInfo struct {
 
 // MarshalJSON returns the event's JSON form (format 1, docs/events.md).
 func (e Event) MarshalJSON() ([]byte, error) {
-	if !e.Kind.Valid() {
+	if !e.Kind.valid() {
 		return nil, &FormatError{Field: "kind", Reason: "unknown value"}
 	}
 	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
@@ -406,7 +333,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if j.Format != Format {
 		return &FormatError{Field: "format", Reason: "unsupported version"}
 	}
-	k, err := ParseKind(j.Kind)
+	k, err := parseKind(j.Kind)
 	if err != nil {
 		return err
 	}
@@ -464,29 +391,4 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	*e = ev
 	return nil
-}
-
-var textKey = []byte("text")
-
-// textOf returns the string at the top-level key "text" of p, without
-// decoding the rest (the same answer as frame.Payload.Text, cheaper).
-func textOf(p frame.Payload) (string, bool) {
-	b, ok := textBytesOf(p)
-	return string(b), ok
-}
-
-// shortPayload is the size up to which textBytesOf walks a payload's keys
-// without scanning it first.
-const shortPayload = 128
-
-// textBytesOf is textOf without the copy: the string's bytes inside p.
-func textBytesOf(p frame.Payload) ([]byte, bool) {
-	// A payload without the bytes "text" anywhere has no such key, however
-	// its keys are encoded: most long chunks are ruled out by one fast
-	// scan. A short one is read at once: walking its few keys costs less
-	// than the scan.
-	if len(p) > shortPayload && !bytes.Contains(p, textKey) {
-		return nil, false
-	}
-	return mpack.MapString(p, "text")
 }

@@ -1,71 +1,88 @@
 package calllog_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
 )
 
-// A host records a call; a required journal keeps it; a reader of the
-// store replays what the caller saw.
-func Example() {
-	ctx := context.Background()
-	store := &calllog.MemoryStore{}
-	rec, _ := calllog.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull,
-		Journal: &calllog.Journal{Store: store, Required: true}})
-	defer rec.Close(ctx)
+// A call's events as a journal keeps them (full content), one JSON line
+// each, as skulk-host follow prints them.
+const callLines = `{"format":1,"kind":"started","tree":"c1","writer":"w1","seq":1,"after":null,"at":"2026-11-29T22:10:00.000000001Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","payload":{"type":"object","bytes":1,"keys":0,"value":{}}}
+{"format":1,"kind":"request","tree":"c1","writer":"w1","seq":2,"after":1,"at":"2026-11-29T22:10:00.000100000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"child":"child-0"}
+{"format":1,"kind":"output","tree":"c1","writer":"w1","seq":3,"after":2,"at":"2026-11-29T22:10:00.000200000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"frame":{"kind":"chunk","sequence":1},"payload":{"type":"object","bytes":12,"keys":1,"value":{"text":"hello"}}}
+{"format":1,"kind":"output","tree":"c1","writer":"w1","seq":4,"after":3,"at":"2026-11-29T22:10:00.000300000Z","call":"c1","parent":null,"tool":"say","tool_version":"1.0","attempt":1,"frame":{"kind":"chunk","sequence":2},"payload":{"type":"object","bytes":14,"keys":1,"value":{"text":", world"}}}
+`
 
-	r, err := rec.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "say", ToolVersion: "1.0"})
-	if err != nil {
-		return // refused: the host must not write the invoke
+func decode(lines string) []calllog.Event {
+	var evs []calllog.Event
+	sc := bufio.NewScanner(strings.NewReader(lines))
+	for sc.Scan() {
+		var e calllog.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			panic(err)
+		}
+		evs = append(evs, e)
 	}
-	r.Request(calllog.RequestInfo{Child: "child-0"})
-	for i, s := range []string{"hello", ", world"} {
-		f, _ := frame.NewChunk("c1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": s}), nil)
-		r.Output(f)
-	}
-	if err := r.End(ctx, calllog.Done(nil)); err != nil {
-		fmt.Println("end not kept:", calllog.Settle(ctx, err))
-	}
-
-	kept, _ := store.EventsAfter(ctx, "c1", 0, 0)
-	for _, e := range kept {
-		fmt.Println(e.Seq, e.Kind)
-	}
-	fmt.Println(calllog.Replay(kept).Call("c1").Text)
-	b, _ := json.Marshal(kept[0])
-	fmt.Println(string(b)[:60])
-	// Output:
-	// 1 started
-	// 2 request
-	// 3 output
-	// 4 output
-	// 5 done
-	// hello, world
-	// {"format":1,"kind":"started","tree":"c1","writer":"w1","seq"
+	return evs
 }
 
-// A program's calls are its steps: one tree, numbered once, the program's
-// end last.
-func ExampleRecorder_Program() {
+// Replay rebuilds what the caller of each call saw: its text so far, and
+// its end once the log has it.
+func ExampleReplay() {
+	c := calllog.Replay(decode(callLines)).Call("c1")
+	fmt.Printf("%s %s: %q, ended %v\n", c.Call, c.Tool, c.Text, c.Ended)
+	// Output:
+	// c1 say: "hello, world", ended false
+}
+
+// A host writing tree c1 died mid-call. A new writer takes the tree over:
+// it records the only outcome it can prove, and a follower of the store
+// shows the takeover.
+func ExampleTakeOver() {
 	ctx := context.Background()
-	rec, _ := calllog.New(calllog.Options{})
-	defer rec.Close(ctx)
-	var prog *calllog.Record
-	_ = rec.Program(ctx, calllog.CallInfo{ID: "p", Tool: "reply"}, func(ctx context.Context) error {
-		prog = calllog.Running(ctx)
-		step, _ := rec.Begin(ctx, calllog.CallInfo{ID: "s", Tool: "triage"})
-		return step.End(ctx, calllog.Done(nil))
-	})
-	for e := range prog.Events() {
-		fmt.Println(e.Seq, e.Call, e.Kind, e.After)
+	dir, _ := tempDir()
+	st, err := sqlitestore.Open(filepath.Join(dir, "calls.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st.Close()
+	// What the first writer kept before it died.
+	c, _ := st.Claim(ctx, "c1", "w1")
+	_ = st.Keep(ctx, c, decode(callLines))
+
+	if _, err := calllog.TakeOver(ctx, st, "c1", "w2"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	f := calllog.NewFollower(st, "c1", 0, 0)
+	for step, err := range f.Steps(ctx) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		e := step.Event
+		if step.TakenOverFrom != "" {
+			fmt.Println("taken over from", step.TakenOverFrom)
+		}
+		line := fmt.Sprint(e.Seq, " ", e.Writer, " ", e.Kind)
+		if e.Error != nil {
+			line += fmt.Sprint(" ", e.Error.Code, " synthetic=", e.Error.Synthetic)
+		}
+		fmt.Println(line)
 	}
 	// Output:
-	// 1 p started 0
-	// 2 s started 1
-	// 3 s done 2
-	// 4 p done 3
+	// 1 w1 started
+	// 2 w1 request
+	// 3 w1 output
+	// 4 w1 output
+	// taken over from w1
+	// 5 w2 failed unreachable synthetic=true
 }

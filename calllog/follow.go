@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
 )
 
-// Follower defaults.
+// A Follower reads at most followBatch events at once, and waits between
+// two reads of a store that had nothing new from followMinInterval,
+// doubling up to its interval (defaultFollowInterval unless given).
 const (
-	// DefaultFollowInterval is the longest a Follower waits between two
-	// reads of a store that had nothing new.
-	DefaultFollowInterval = 200 * time.Millisecond
+	defaultFollowInterval = 200 * time.Millisecond
 	followBatch           = 512
 	followMinInterval     = 5 * time.Millisecond
 )
@@ -51,10 +52,10 @@ type Follower struct {
 
 // NewFollower returns a Follower of tree in store that shows the events
 // after Seq after (0: from the start). interval bounds the wait between
-// reads; 0 means DefaultFollowInterval.
+// reads; 0 means 200 ms.
 func NewFollower(store EventStore, tree string, after uint64, interval time.Duration) *Follower {
 	if interval <= 0 {
-		interval = DefaultFollowInterval
+		interval = defaultFollowInterval
 	}
 	return &Follower{store: store, tree: tree, last: after, interval: interval}
 }
@@ -153,9 +154,6 @@ func (c *CallReplay) Err() error {
 	return c.Outcome.Err()
 }
 
-// Result is the call's value (nil when not done or not kept).
-func (c *CallReplay) Result() frame.Payload { return c.Outcome.Result }
-
 // Replayed is what Replay rebuilds.
 type Replayed struct {
 	// Calls in the order they started.
@@ -205,8 +203,8 @@ func Replay(events []Event) *Replayed {
 			f := frame.Frame{CallID: e.Call, Direction: frame.ProviderToCaller, Sequence: e.FrameSeq,
 				Kind: e.FrameKind, Payload: payload, Media: mediaFrom(e.Media)}
 			c.Frames = append(c.Frames, f)
-			if s, ok := textOf(payload); ok {
-				c.Text += s
+			if s, ok := mpack.MapString(payload, "text"); ok {
+				c.Text += string(s)
 			}
 		case KindDone, KindFailed, KindCancelled:
 			c.Ended = true

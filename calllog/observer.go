@@ -1,27 +1,21 @@
 package calllog
 
-import (
-	"context"
-	"fmt"
-	"log/slog"
-	"slices"
-	"sync"
-	"sync/atomic"
-)
-
-// ObserverQueue is how many events may wait for one observer. An observer
-// further behind loses the events that do not fit (drop newest) and sees
-// the loss: the next event it is given has an After it was not given.
-const ObserverQueue = 10_000
+import "context"
 
 // Observer receives events as they happen, in order, on a goroutine of its
 // own: a slow, blocked or failing observer never slows a call. It is given
-// the kept form of events (see ContentPolicy).
+// the kept form of events (see ContentPolicy). Observers are set on a host
+// (Options.Observers), on a program or on a call (host.WithObservers); each
+// is given the calls of the layer it was set on.
 //
-// Observe's ctx is done when the recorder closes; an observer must return
+// At most 10,000 events wait for one observer; an observer further behind
+// loses the events that do not fit (drop newest) and sees the loss: the
+// next event it is given has an After it was not given.
+//
+// Observe's ctx is done when the host closes; an observer must return
 // then. Calls begun with ctx (or a context derived from it) are not given to
 // this observer, nor to the observers whose events led to it. An observer
-// that returns an error or panics is warned about once (on the recorder's
+// that returns an error or panics is warned about once (on the host's
 // logger) and given nothing more.
 type Observer interface {
 	Observe(ctx context.Context, e Event) error
@@ -32,192 +26,3 @@ type ObserverFunc func(ctx context.Context, e Event) error
 
 // Observe calls f.
 func (f ObserverFunc) Observe(ctx context.Context, e Event) error { return f(ctx, e) }
-
-// excludeKey marks a context whose calls must not be given to some
-// observers: its value is a []*observerRunner, never modified once set.
-type excludeKey struct{}
-
-func excludedBy(ctx context.Context) []*observerRunner {
-	ex, _ := ctx.Value(excludeKey{}).([]*observerRunner)
-	return ex
-}
-
-type delivery struct {
-	ev      Event
-	exclude []*observerRunner // of the call the event belongs to
-}
-
-// observerRunner feeds one observer from its own goroutine.
-type observerRunner struct {
-	r    *Recorder
-	obs  Observer
-	name string
-
-	// wake has room for one signal: a pending wake-up is enough.
-	wake chan struct{}
-	// done is closed when the goroutine has returned.
-	done chan struct{}
-	dead atomic.Bool // failed or panicked: given nothing more
-
-	mu sync.Mutex // guards the fields below
-	// queue holds what waits, at most ObserverQueue minus the batch being
-	// delivered (backlog counts both); overflow: the new event is dropped.
-	queue     []delivery
-	spare     []delivery
-	backlog   int
-	accepted  uint64
-	delivered uint64
-	closed    bool // no more input: return once the queue is empty
-	warnedLag bool
-	waiters   []drainWaiter
-}
-
-type drainWaiter struct {
-	target uint64
-	ch     chan struct{}
-}
-
-func newObserverRunner(r *Recorder, obs Observer, name string) *observerRunner {
-	return &observerRunner{r: r, obs: obs, name: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// offer queues e without blocking. Called with the tree's lock held, so the
-// events of one tree are queued in order.
-func (o *observerRunner) offer(e Event, exclude []*observerRunner) {
-	if o.dead.Load() {
-		return
-	}
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return
-	}
-	if o.backlog >= ObserverQueue {
-		warn := !o.warnedLag
-		o.warnedLag = true
-		o.mu.Unlock()
-		if warn {
-			o.r.logger.Warn("calllog: observer fell behind; events that do not fit its queue are dropped",
-				"observer", o.name, "queue", ObserverQueue)
-		}
-		return
-	}
-	o.queue = append(o.queue, delivery{ev: e, exclude: exclude})
-	o.backlog++
-	o.accepted++
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-// close stops the input; the goroutine returns once the queue is empty.
-func (o *observerRunner) close() {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run is the observer's goroutine. Stopped by close (after the queue is
-// delivered) or by the recorder's context (queue discarded).
-func (o *observerRunner) run() {
-	defer close(o.done)
-	defer o.r.forgetRunner(o)
-	selfCtx := context.WithValue(o.r.ctx, excludeKey{}, []*observerRunner{o})
-	for {
-		o.mu.Lock()
-		for len(o.queue) == 0 && !o.closed {
-			o.mu.Unlock()
-			select {
-			case <-o.wake:
-			case <-o.r.ctx.Done():
-			}
-			o.mu.Lock()
-			if o.r.ctx.Err() != nil {
-				o.closed = true
-			}
-		}
-		if len(o.queue) == 0 {
-			o.wakeWaitersLocked(true)
-			o.mu.Unlock()
-			return
-		}
-		batch := o.queue
-		o.queue = o.spare[:0]
-		o.mu.Unlock()
-		for i := range batch {
-			if !o.dead.Load() && o.r.ctx.Err() == nil {
-				ctx := selfCtx
-				if ex := batch[i].exclude; len(ex) > 0 {
-					ctx = context.WithValue(o.r.ctx, excludeKey{}, append(slices.Clone(ex), o))
-				}
-				o.deliver(ctx, batch[i].ev)
-			}
-			batch[i] = delivery{}
-			o.mu.Lock()
-			o.backlog--
-			o.delivered++
-			o.wakeWaitersLocked(false)
-			o.mu.Unlock()
-		}
-		o.mu.Lock()
-		o.spare = batch[:0]
-		o.mu.Unlock()
-	}
-}
-
-func (o *observerRunner) deliver(ctx context.Context, e Event) {
-	defer func() {
-		if p := recover(); p != nil {
-			o.fail(slog.String("panic", fmt.Sprint(p)))
-		}
-	}()
-	if err := o.obs.Observe(ctx, e); err != nil {
-		o.fail(slog.String("error", err.Error()))
-	}
-}
-
-// fail marks the observer dead and warns once.
-func (o *observerRunner) fail(why slog.Attr) {
-	if o.dead.Swap(true) {
-		return
-	}
-	o.r.logger.Warn("calllog: observer failed; it is given no more events", "observer", o.name, why)
-}
-
-func (o *observerRunner) wakeWaitersLocked(all bool) {
-	kept := o.waiters[:0]
-	for _, w := range o.waiters {
-		if all || o.delivered >= w.target {
-			close(w.ch)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	o.waiters = kept
-}
-
-// drained returns a channel closed once everything accepted so far has been
-// delivered (or discarded, for a dead observer).
-func (o *observerRunner) drained() <-chan struct{} {
-	ch := make(chan struct{})
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.delivered >= o.accepted {
-		close(ch)
-		return ch
-	}
-	select {
-	case <-o.done:
-		close(ch)
-		return ch
-	default:
-	}
-	o.waiters = append(o.waiters, drainWaiter{target: o.accepted, ch: ch})
-	return ch
-}

@@ -3,7 +3,6 @@ package calllog
 import (
 	"context"
 	"errors"
-	"sync"
 )
 
 // Store errors. A store returns them (wrapped or not) so that writers and
@@ -19,8 +18,8 @@ var (
 	// ErrTreeExists: a new tree's claim found events already kept under
 	// its id (two trees with one id); the journal of that tree stops.
 	ErrTreeExists = errors.New("calllog: tree id already in the store")
-	// ErrNoTree: Recorder.TakeOver was given a tree the store has no event
-	// of (a mistyped id): nothing is claimed.
+	// ErrNoTree: TakeOver was given a tree the store has no event of (a
+	// mistyped id): nothing is claimed.
 	ErrNoTree = errors.New("calllog: no such tree in the store")
 	// ErrBadBatch: Keep was given events of another tree, out of order, or
 	// numbered 0.
@@ -43,7 +42,8 @@ type Claim struct {
 }
 
 // EventStore keeps trees' logs. Implementations are safe for concurrent
-// use; MemoryStore and sqlitestore.Store are two.
+// use; sqlitestore.Store is one, and calllogtest.TestStore checks the
+// rules below.
 //
 // Every method must return once its ctx is done.
 type EventStore interface {
@@ -53,7 +53,8 @@ type EventStore interface {
 	// Keep appends events of c.Tree, in ascending Seq order, atomically: all
 	// or none. It is idempotent: an event whose (tree, seq) is kept already
 	// is skipped. It fails with ErrFenced when c is not the tree's current
-	// claim.
+	// claim, and with ErrBadBatch when an event is of another tree than
+	// c.Tree, numbered 0, or not after the one before it.
 	Keep(ctx context.Context, c Claim, events []Event) error
 	// EventsAfter returns up to limit kept events of tree with Seq > after,
 	// in Seq order; none (and no error) when there are none yet.
@@ -61,137 +62,13 @@ type EventStore interface {
 }
 
 // NewTreeKeeper is an optional EventStore method that saves a round trip
-// at the start of every tree: a journal writer whose store has it claims
-// and keeps its tree's first batch in one step.
+// at the start of every tree (with a required journal, a wait of every
+// outermost call's start): a journal writer whose store has it claims and
+// keeps its tree's first batch in one step.
 type NewTreeKeeper interface {
 	// KeepNew claims tree for writer and keeps events (its first ones), at
 	// once and atomically. A tree already claimed by another writer fails
 	// with ErrTreeExists; one claimed by this writer (a retry whose answer
 	// was lost) keeps its claim, and Keep's rules apply.
 	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
-}
-
-// CheckBatch checks what every store must check before keeping: events of
-// c.Tree, Seq ≥ 1, strictly ascending. Stores call it; the error wraps
-// ErrBadBatch.
-func CheckBatch(c Claim, events []Event) error {
-	var prev uint64
-	for _, e := range events {
-		if e.Tree != c.Tree || e.Seq == 0 || e.Seq <= prev {
-			return ErrBadBatch
-		}
-		prev = e.Seq
-	}
-	return nil
-}
-
-// MemoryStore is an EventStore in memory, for tests and single-process use.
-// The zero value is ready to use. It is safe for concurrent use.
-type MemoryStore struct {
-	mu    sync.Mutex
-	trees map[string]*memTree // guarded by mu
-}
-
-type memTree struct {
-	writer string
-	epoch  uint64
-	events []Event // ascending Seq
-}
-
-func (s *MemoryStore) tree(id string) *memTree {
-	if s.trees == nil {
-		s.trees = make(map[string]*memTree)
-	}
-	t := s.trees[id]
-	if t == nil {
-		t = &memTree{}
-		s.trees[id] = t
-	}
-	return t
-}
-
-// Claim implements EventStore.
-func (s *MemoryStore) Claim(ctx context.Context, tree, writer string) (Claim, error) {
-	if err := ctx.Err(); err != nil {
-		return Claim{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.tree(tree)
-	t.epoch++
-	t.writer = writer
-	c := Claim{Tree: tree, Writer: writer, Epoch: t.epoch}
-	if n := len(t.events); n > 0 {
-		c.Last = t.events[n-1].Seq
-	}
-	return c, nil
-}
-
-// Keep implements EventStore.
-func (s *MemoryStore) Keep(ctx context.Context, c Claim, events []Event) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := CheckBatch(c, events); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.tree(c.Tree)
-	if t.epoch != c.Epoch || t.writer != c.Writer {
-		return ErrFenced
-	}
-	for _, e := range events {
-		if n := len(t.events); n > 0 && e.Seq <= t.events[n-1].Seq {
-			continue // kept already (idempotent) — seqs only grow
-		}
-		t.events = append(t.events, e)
-	}
-	return nil
-}
-
-// KeepNew implements NewTreeKeeper.
-func (s *MemoryStore) KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error) {
-	if err := ctx.Err(); err != nil {
-		return Claim{}, err
-	}
-	c := Claim{Tree: tree, Writer: writer, Epoch: 1}
-	if err := CheckBatch(c, events); err != nil {
-		return Claim{}, err
-	}
-	s.mu.Lock()
-	t := s.tree(tree)
-	switch {
-	case t.epoch == 0:
-		t.epoch, t.writer = 1, writer
-	case t.writer != writer:
-		s.mu.Unlock()
-		return Claim{}, ErrTreeExists
-	}
-	c.Epoch = t.epoch
-	s.mu.Unlock()
-	return c, s.Keep(ctx, c, events)
-}
-
-// EventsAfter implements EventStore.
-func (s *MemoryStore) EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]Event, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.trees[tree]
-	if t == nil {
-		return nil, nil
-	}
-	var out []Event
-	for _, e := range t.events {
-		if e.Seq > after {
-			if limit > 0 && len(out) == limit {
-				break
-			}
-			out = append(out, e)
-		}
-	}
-	return out, nil
 }

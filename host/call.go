@@ -13,6 +13,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -35,7 +36,7 @@ type Call struct {
 	tool *tool
 	ch   *child
 	conn *streamConn
-	rec  *calllog.Record // the call in the log; its methods never block but End and Confirm
+	rec  *recorder.Record // the call in the log; its methods never block but End and Confirm
 
 	out     outbox        // provider frames for Recv; put by the holder of the read turn
 	done    chan struct{} // closed by finish once term is set
@@ -75,7 +76,7 @@ type Call struct {
 // startCall binds a new call to a stream connection and writes its invoke
 // and the caller's started. The stream slot and the call's WaitGroup
 // count were taken by acquire.
-func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *calllog.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
+func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *recorder.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
 		done:  make(chan struct{}),
@@ -92,7 +93,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 			ch.releaseSlot(nil)
 			ch.wg.Done()
 			if ctx.Err() != nil {
-				return nil, endWith(ctx, rec, calllog.Cancelled("context done before the call was sent"), ctx.Err())
+				return nil, endWith(ctx, rec, recorder.Cancelled("context done before the call was sent"), ctx.Err())
 			}
 			if errors.Is(err, errNoChild) || ch.proc.gone() {
 				// The child died before its supervisor noticed: try another.
@@ -100,7 +101,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 				return nil, errRetry
 			}
 			ce := &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
-			return nil, endWith(ctx, rec, calllog.Failed(ce.Code, ce.Message, true), ce)
+			return nil, endWith(ctx, rec, recorder.Failed(ce.Code, ce.Message, true), ce)
 		}
 		call.conn = c
 		if c.bind(call) {
@@ -114,7 +115,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	call.sendMu.Lock()
 	// Recorded before the write: the child may answer before WritePacket
 	// returns, and its output must come after the request in the log.
-	rec.Request(calllog.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version, Args: reqArgs})
+	rec.Request(recorder.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version, Args: reqArgs})
 	var err error
 	if o.closedInput {
 		err = call.writeRequest(inv, o.input)
@@ -275,12 +276,13 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 // after Release, the data of its output event in Call.Events (and in an
 // enclosing Program's events) is no longer the frame's; read it before
 // releasing. Release does nothing for a frame without inline media, for
-// another call's frame, and when the host was given a Config.Recorder
-// (its observers and journal may keep the bytes). It is safe for
-// concurrent use with the other methods.
+// another call's frame, and when Config.CallLog.Content is
+// calllog.ContentFull (observers and journals are then given the bytes,
+// and may keep them). It is safe for concurrent use with the other
+// methods.
 func (c *Call) Release(f frame.Frame) {
 	m, ok := f.Media.(*frame.InlineMedia)
-	if !ok || m == nil || f.CallID != c.id || !c.ch.h.ownsRec {
+	if !ok || m == nil || f.CallID != c.id || c.ch.h.cfg.CallLog.Content == calllog.ContentFull {
 		return
 	}
 	c.conn.r.Recycle(m.Data)
@@ -288,7 +290,7 @@ func (c *Call) Release(f frame.Frame) {
 
 // Events returns the call's events so far and as they come, in order and
 // with its tree's numbers, ending after its end event (full content: the
-// caller's own data). See calllog.Record.Events.
+// caller's own data). See recorder.Record.Events.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
 // Text returns the "text" strings of the call's output chunks so far; it
@@ -299,8 +301,9 @@ func (c *Call) Text() string { return c.rec.Text() }
 // plain call's Wait does.
 func (c *Call) Result() (frame.Payload, error) { return c.Wait() }
 
-// Record returns the call's record in the call log.
-func (c *Call) Record() *calllog.Record { return c.rec }
+// Tree returns the id of the call's tree in the call log: the call's own
+// id, or, for a step of a program, the outermost program's.
+func (c *Call) Tree() string { return c.rec.Tree() }
 
 // CloseSend half-closes the call: the caller's completed tells the
 // handler its input is over; its output goes on.
@@ -466,7 +469,7 @@ func (c *Call) Wait() (frame.Payload, error) {
 // finish records the provider terminal (real or synthetic); called once, by
 // the holder of the connection's read turn (see readTurn).
 func (c *Call) finish(f frame.Frame, stderr string) {
-	c.rec.Finish(calllog.OutcomeOf(f)) // never blocks; the stderr tail is not logged: it may hold user data
+	c.rec.Finish(recorder.OutcomeOf(f)) // never blocks; the stderr tail is not logged: it may hold user data
 	c.term = f
 	if ce := callErrorOf(&f, stderr); ce != nil {
 		c.termErr = ce

@@ -18,6 +18,8 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -69,26 +71,13 @@ func okCall(t *testing.T, c *Call, text string) {
 	}
 }
 
-// recordedHost starts a test host (testHost, cfg) whose Config.Recorder
-// is a new recorder made with opts, and closes that recorder at the end of
-// the test, before the host: cleanups run last-registered first, and
-// testHost's checks for leaked goroutines must come after the recorder's
-// Close.
+// recordedHost starts a test host (testHost, cfg) whose Config.CallLog is
+// opts; the host's Close, at the end of the test, stops its observers and
+// journal writers before testHost checks for leaked goroutines.
 func recordedHost(t *testing.T, cfg Config, opts calllog.Options) *Host {
 	t.Helper()
-	rec, err := calllog.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Recorder = rec
+	cfg.CallLog = opts
 	h, _ := testHost(t, cfg, time.Minute)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rec.Close(ctx); err != nil {
-			t.Errorf("recorder Close: %v", err)
-		}
-	})
 	return h
 }
 
@@ -290,11 +279,11 @@ func TestRefusedCallsAreLogged(t *testing.T) {
 	}
 }
 
-// flakyStore is a MemoryStore whose Keep can be made to fail (failing) or
+// flakyStore is an in-memory store whose Keep can be made to fail (failing) or
 // to block until released or its ctx ends (holdEnds: batches holding an
 // end event).
 type flakyStore struct {
-	calllog.MemoryStore
+	eventstore.Memory
 	failing  atomic.Bool
 	holdEnds atomic.Bool
 	release  chan struct{} // closed to let held sends through
@@ -321,7 +310,7 @@ func (s *flakyStore) Keep(ctx context.Context, c calllog.Claim, evs []calllog.Ev
 			return ctx.Err()
 		}
 	}
-	return s.MemoryStore.Keep(ctx, c, evs)
+	return s.Memory.Keep(ctx, c, evs)
 }
 
 func (s *flakyStore) KeepNew(ctx context.Context, tree, writer string, evs []calllog.Event) (calllog.Claim, error) {
@@ -339,7 +328,7 @@ func (s *flakyStore) Claim(ctx context.Context, tree, writer string) (calllog.Cl
 	if s.failing.Load() {
 		return calllog.Claim{}, errDiskFull
 	}
-	return s.MemoryStore.Claim(ctx, tree, writer)
+	return s.Memory.Claim(ctx, tree, writer)
 }
 
 func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
@@ -469,7 +458,7 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 	ctx := callCtx(t, time.Minute)
 	err := h.Program(ctx, "load", func(ctx context.Context) error {
 		// One call of 15,000 chunks overflows the blocked observer's queue.
-		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": calllog.ObserverQueue + 5000}))
+		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": recorder.ObserverQueue + 5000}))
 		if err != nil {
 			return err
 		}
@@ -480,7 +469,7 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 		// Unblocked, the observer catches up; the next events show it
 		// what it lost.
 		close(release)
-		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= calllog.ObserverQueue })
+		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= recorder.ObserverQueue })
 		c, err = h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1}))
 		if err != nil {
 			return err
@@ -500,7 +489,7 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) < calllog.ObserverQueue || len(seen) > calllog.ObserverQueue+100 {
+	if len(seen) < recorder.ObserverQueue || len(seen) > recorder.ObserverQueue+100 {
 		t.Fatalf("observer was given %d events", len(seen))
 	}
 	lossSeen := false

@@ -35,12 +35,6 @@ const (
 	DefaultBackoffMin = 100 * time.Millisecond
 	// DefaultBackoffMax is RestartPolicy.BackoffMax's default.
 	DefaultBackoffMax = 10 * time.Second
-	// DefaultCallHistory bounds the events each call keeps for
-	// Call.Events in the recorder a host makes when Config.Recorder is
-	// nil (calllog.Options.History): a long stream read slowly must not
-	// make the host hold every chunk. Past it a call's end event is still
-	// kept and its After shows the loss.
-	DefaultCallHistory = 1024
 )
 
 // deadlineGrace is added to cancel_grace before a call past its deadline
@@ -113,12 +107,12 @@ type Config struct {
 	// Logger receives the children's stdout and stderr line by line and
 	// the host's own events; nil means discard.
 	Logger *slog.Logger
-	// Recorder records every call in the call log (docs/events.md): its
-	// observers and journal are the host's. nil means the host makes its
-	// own, with no observer and no journal and a history of
-	// DefaultCallHistory events per call, and closes it in Close; a
-	// given Recorder is the caller's to close, after the host.
-	Recorder *calllog.Recorder
+	// CallLog configures the call log every call is recorded in
+	// (docs/events.md): the host's observers and journal, what they are
+	// given of payloads, and how many events a call keeps for Call.Events.
+	// The zero value records every call for its watchers only. The host
+	// writes the log and stops its observers and journal writers in Close.
+	CallLog calllog.Options
 }
 
 // RestartPolicy says how a pool restarts children that die: after an
@@ -177,6 +171,8 @@ func (c *Config) Validate() error {
 		return configErr("CancelGrace", "below 1 ms")
 	case n.Restart.BackoffMax < n.Restart.BackoffMin:
 		return configErr("Restart.BackoffMax", "below BackoffMin")
+	case c.CallLog.Journal != nil && c.CallLog.Journal.Store == nil:
+		return configErr("CallLog.Journal.Store", "required")
 	}
 	if err := checkTempBase(c.tempBase()); err != nil {
 		return err

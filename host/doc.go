@@ -66,18 +66,19 @@
 //
 // # The call log
 //
-// Every call, refused ones included, is recorded through a
-// calllog.Recorder (Config.Recorder; docs/events.md): started, request,
-// input, output, the end, each event naming the tool version that
-// answered. Call.Events, Call.Text and Call.Result watch one call.
-// Host.Program runs Go code whose calls (made with the context it is
-// given) are its steps, in one tree; Detached starts trees of their own.
-// Observers (the recorder's, a program's, a call's: WithObservers) add up
-// and never slow a call; Host.Drain waits for them. With a required
-// journal a call whose start is not kept is refused before its invoke is
-// written (calllog.ErrJournalStart), and an end that is not confirmed
-// reaches the caller as a *calllog.JournalError after the terminal
-// (calllog.ErrJournalEnd; calllog.Settle says later whether it was kept).
+// Every call, refused ones included, is recorded in the host's call log
+// (Config.CallLog; docs/events.md): started, request, input, output, the
+// end, each event naming the tool version that answered. Only the host
+// writes it; package calllog has its read side. Call.Events, Call.Text and
+// Call.Wait watch one call. Host.Program runs Go code whose calls (made
+// with the context it is given) are its steps, in one tree; Detached
+// starts trees of their own. Observers (the host's, a program's, a
+// call's: WithObservers) add up and never slow a call; Host.Drain waits
+// for them. With a required journal a call whose start is not kept is
+// refused before its invoke is written (calllog.ErrJournalStart), and an
+// end that is not confirmed reaches the caller as a *calllog.JournalError
+// after the terminal (calllog.ErrJournalEnd; calllog.Settle says later
+// whether it was kept).
 // Host.CallStream begins a call whose arguments arrive as fragments
 // (ArgsCall): its invoke is written only once they assemble into valid
 // arguments.

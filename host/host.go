@@ -14,6 +14,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -25,8 +26,7 @@ type Host struct {
 	log      *slog.Logger
 	idPrefix string
 	nextCall atomic.Uint64
-	rec      *calllog.Recorder // records every call; see Config.Recorder
-	ownsRec  bool              // rec was made by Start: Close closes it
+	rec      *recorder.Recorder // records every call (Config.CallLog); closed by Close
 
 	life context.Context // cancelled when Close begins: aborts starts and backoffs
 	stop context.CancelFunc
@@ -115,14 +115,15 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 		idPrefix: hex.EncodeToString(rnd[:]),
 	}
 	h.log = h.cfg.Logger
-	h.rec = h.cfg.Recorder
-	if h.rec == nil {
-		rec, err := calllog.New(calllog.Options{Logger: h.log, History: DefaultCallHistory})
-		if err != nil {
-			return nil, err
-		}
-		h.rec, h.ownsRec = rec, true
+	logOpts := h.cfg.CallLog
+	if logOpts.Logger == nil {
+		logOpts.Logger = h.log
 	}
+	rec, err := recorder.New(logOpts)
+	if err != nil {
+		return nil, err
+	}
+	h.rec = rec
 	h.life, h.stop = context.WithCancel(context.Background())
 	started := make([]*child, 0, h.cfg.PoolSize)
 	for i := range h.cfg.PoolSize {
@@ -134,9 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 			for _, c := range started {
 				c.stop(err, stopDead) // never supervised
 			}
-			if h.ownsRec {
-				h.rec.Close(context.Background())
-			}
+			h.rec.Close(context.Background())
 			return nil, err
 		}
 		started = append(started, ch)
@@ -309,7 +308,7 @@ func WithInput(payloads ...frame.Payload) CallOption {
 }
 
 // WithJournal names the journal of the call's tree. It must be the
-// host's journal (Config.Recorder's), or, when the host has none, may be
+// host's journal (Config.CallLog.Journal), or, when the host has none, may be
 // brought by a tree's outermost call; anything else refuses the call with
 // an error matching calllog.ErrJournalPolicy.
 func WithJournal(j *calllog.Journal) CallOption {
@@ -320,7 +319,7 @@ func WithJournal(j *calllog.Journal) CallOption {
 // least loaded child, waiting for a free stream slot while every child is
 // at its max_streams (bounded by ctx).
 //
-// Every call is recorded in the call log (Config.Recorder), refused ones
+// Every call is recorded in the call log (Config.CallLog), refused ones
 // included. A call whose ctx carries a running call (Program) is a step of
 // it, in its tree; Detached starts trees of their own.
 //
@@ -406,13 +405,13 @@ func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
 
 // begin records a call's start. Its error is the call's: ErrClosed, or the
 // recorder's refusal (ErrJournalStart, ErrJournalPolicy, ErrParentEnded).
-func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload, o *callOptions) (*calllog.Record, error) {
-	info := calllog.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal, ArgumentsStreamed: o.streamed}
+func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload, o *callOptions) (*recorder.Record, error) {
+	info := recorder.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal, ArgumentsStreamed: o.streamed}
 	if t != nil {
 		info.ToolVersion = t.desc.Version
 	}
 	rec, err := h.rec.Begin(ctx, info)
-	if errors.Is(err, calllog.ErrClosed) {
+	if errors.Is(err, recorder.ErrClosed) {
 		return nil, ErrClosed
 	}
 	return rec, err
@@ -421,13 +420,13 @@ func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload
 // refuse ends rec as refused before it reached a child and returns the
 // caller's error: a *RefusedError for err, joined with the journal's when
 // a required journal did not confirm the refusal.
-func (h *Host) refuse(ctx context.Context, rec *calllog.Record, class string, code frame.Code, err error) error {
-	return endWith(ctx, rec, calllog.Refused(class, code, err), &RefusedError{Tree: rec.Tree(), Err: err})
+func (h *Host) refuse(ctx context.Context, rec *recorder.Record, class string, code frame.Code, err error) error {
+	return endWith(ctx, rec, recorder.Refused(class, code, err), &RefusedError{Tree: rec.Tree(), Err: err})
 }
 
 // endWith ends rec with o and returns err, joined with the journal's
 // error when a required journal did not confirm the end.
-func endWith(ctx context.Context, rec *calllog.Record, o calllog.Outcome, err error) error {
+func endWith(ctx context.Context, rec *recorder.Record, o calllog.Outcome, err error) error {
 	var je *calllog.JournalError
 	if jerr := rec.End(ctx, o); errors.As(jerr, &je) {
 		return errors.Join(err, jerr)
@@ -449,12 +448,12 @@ func checkInput(t *tool, input []frame.Payload) error {
 }
 
 // dispatch sends a recorded, validated call of t to a child.
-func (h *Host) dispatch(ctx context.Context, rec *calllog.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
 	if err := checkInput(t, o.input); err != nil {
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, endWith(ctx, rec, calllog.Cancelled("context done before the call was sent"), err)
+		return nil, endWith(ctx, rec, recorder.Cancelled("context done before the call was sent"), err)
 	}
 	for {
 		c, err := h.startCall(ctx, rec, t, args, o)
@@ -467,12 +466,12 @@ func (h *Host) dispatch(ctx context.Context, rec *calllog.Record, t *tool, args 
 // startCall takes a slot and starts the call on its child; errRetry means
 // the child turned out dead before the invoke and another may be tried
 // (nothing was recorded: no attempt was made).
-func (h *Host) startCall(ctx context.Context, rec *calllog.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
 	ch, err := h.acquire(ctx)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			return nil, endWith(ctx, rec, calllog.Cancelled("context done while waiting for a stream slot"), err)
+			return nil, endWith(ctx, rec, recorder.Cancelled("context done while waiting for a stream slot"), err)
 		case errors.Is(err, ErrClosed):
 			return nil, h.refuse(ctx, rec, "host_closed", frame.CodeUnreachable, err)
 		default:
@@ -517,24 +516,22 @@ func (h *Host) startCall(ctx context.Context, rec *calllog.Record, t *tool, args
 // Programs nest: a program run with a program's context is its step.
 func (h *Host) Program(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...CallOption) error {
 	o := gatherOptions(opts)
-	err := h.rec.Program(ctx, calllog.CallInfo{ID: h.newCallID(), Tool: name, Observers: o.observers, Journal: o.journal}, fn)
-	if errors.Is(err, calllog.ErrClosed) {
+	err := h.rec.Program(ctx, recorder.CallInfo{ID: h.newCallID(), Tool: name, Observers: o.observers, Journal: o.journal}, fn)
+	if errors.Is(err, recorder.ErrClosed) {
 		return errors.Join(ErrClosed, err)
 	}
 	return err
 }
 
 // Detached returns a context whose calls are trees of their own, for work
-// meant to outlive the running call (program) of ctx.
-func Detached(ctx context.Context) context.Context { return calllog.Detached(ctx) }
+// meant to outlive the running call (program) of ctx. Observer marks are
+// kept: a call an observer makes is still not given to that observer.
+func Detached(ctx context.Context) context.Context { return recorder.Detached(ctx) }
 
-// Drain waits until every observer has been given every event queued for
-// it when Drain was called, or ctx is done (its error).
+// Drain waits until every observer (the host's, a program's, a call's)
+// has been given every event queued for it when Drain was called, or ctx
+// is done (its error).
 func (h *Host) Drain(ctx context.Context) error { return h.rec.Drain(ctx) }
-
-// Recorder returns the host's call recorder (Config.Recorder, or the one
-// the host made).
-func (h *Host) Recorder() *calllog.Recorder { return h.rec }
 
 // Close shuts the host down: it refuses new calls, drains every child
 // (drain, then bye and exit within Config.DrainGrace, shortened to fit
@@ -563,12 +560,10 @@ func (h *Host) Close(ctx context.Context) error {
 			}
 		}
 		h.mu.Unlock()
-		if h.ownsRec {
-			// Every call has its end recorded (its child is gone): what
-			// is left is the observers' and the journal's queues.
-			if err := h.rec.Close(ctx); err != nil {
-				errs = append(errs, err)
-			}
+		// Every call has its end recorded (its child is gone): what is
+		// left is the observers' and the journal's queues.
+		if err := h.rec.Close(ctx); err != nil {
+			errs = append(errs, err)
 		}
 		if len(errs) > 0 {
 			h.closeErr = errs[0]

@@ -19,10 +19,10 @@ import (
 //	go test -run '^$' -bench CallJournal -benchtime 2s ./host/
 func BenchmarkCallJournal(b *testing.B) {
 	args := frame.MustPayload(map[string]any{"n": 1})
-	run := func(b *testing.B, rec *calllog.Recorder) {
+	run := func(b *testing.B, opts calllog.Options) {
 		cfg := realConfig()
 		cfg.TempDir = b.TempDir()
-		cfg.Recorder = rec
+		cfg.CallLog = opts
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		h, err := Start(ctx, cfg)
@@ -41,18 +41,13 @@ func BenchmarkCallJournal(b *testing.B) {
 			}
 		}
 	}
-	b.Run("none", func(b *testing.B) { run(b, nil) })
+	b.Run("none", func(b *testing.B) { run(b, calllog.Options{}) })
 	b.Run("required-sqlite", func(b *testing.B) {
 		st, err := sqlitestore.Open(filepath.Join(b.TempDir(), "calls.db"))
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer st.Close()
-		rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer rec.Close(context.Background())
-		run(b, rec)
+		run(b, calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
 	})
 }

@@ -8,17 +8,18 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // Frames queued before the terminal always come out before it, even when
 // the terminal was published first from the reader's point of view.
 func TestRecvOrderTerminalLast(t *testing.T) {
-	recorder, err := calllog.New(calllog.Options{})
+	r, err := recorder.New(calllog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer recorder.Close(context.Background())
-	rec, err := recorder.Begin(context.Background(), calllog.CallInfo{ID: "x", Tool: "t"})
+	defer r.Close(context.Background())
+	rec, err := r.Begin(context.Background(), recorder.CallInfo{ID: "x", Tool: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // ErrArgsClosed is returned by ArgsCall.Fragment and Done after Done or
@@ -28,7 +29,7 @@ type ArgsCall struct {
 	h   *Host
 	t   *tool
 	o   *callOptions
-	rec *calllog.Record
+	rec *recorder.Record
 	max int // bound on the assembled text's bytes: the child's max_header
 
 	mu     sync.Mutex
@@ -61,7 +62,7 @@ func (h *Host) CallStream(ctx context.Context, tool string, opts ...CallOption) 
 	a := &ArgsCall{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
 	a.mu.Lock()
 	a.stop = context.AfterFunc(ctx, func() { // runs once, briefly
-		a.abort(context.Background(), calllog.Cancelled("context done before the arguments completed"))
+		a.abort(context.Background(), recorder.Cancelled("context done before the arguments completed"))
 	})
 	a.mu.Unlock()
 	return a, nil
@@ -69,9 +70,6 @@ func (h *Host) CallStream(ctx context.Context, tool string, opts ...CallOption) 
 
 // ID returns the call's id (its invoke's call_id once Done writes it).
 func (a *ArgsCall) ID() string { return a.rec.ID() }
-
-// Record returns the call's record in the call log.
-func (a *ArgsCall) Record() *calllog.Record { return a.rec }
 
 // Fragment appends a fragment of the arguments' JSON text; it is recorded
 // as an arguments event. Nothing is parsed or sent before Done. Arguments
@@ -131,7 +129,7 @@ func (a *ArgsCall) Done(ctx context.Context) (*Call, error) {
 // It returns a required journal's *calllog.JournalError when the end was
 // not confirmed; after Done or Abort it returns ErrArgsClosed.
 func (a *ArgsCall) Abort(reason string) error {
-	return a.abort(context.Background(), calllog.Cancelled(reason))
+	return a.abort(context.Background(), recorder.Cancelled(reason))
 }
 
 func (a *ArgsCall) abort(ctx context.Context, o calllog.Outcome) error {

@@ -80,7 +80,7 @@ func TestStreamedArguments(t *testing.T) {
 			t.Fatalf("%q: Done: %v", frags, err)
 		}
 		refused = append(refused, a.ID())
-		o, ended := a.Record().Outcome()
+		o, ended := a.rec.Outcome()
 		if !ended || o.Refused != "schema" {
 			t.Fatalf("%q: outcome %+v %v", frags, o, ended)
 		}
@@ -105,8 +105,8 @@ func TestStreamedArguments(t *testing.T) {
 	}
 	a.Fragment(`{`)
 	cancel()
-	<-a.Record().Done()
-	if o, _ := a.Record().Outcome(); o.Kind != calllog.KindCancelled {
+	<-a.rec.Done()
+	if o, _ := a.rec.Outcome(); o.Kind != calllog.KindCancelled {
 		t.Fatalf("abandoned: %+v", o)
 	}
 	refused = append(refused, a.ID())

@@ -17,6 +17,8 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/asifdoc"
+	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -35,19 +37,19 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
-// journal records calls through a real calllog.Recorder with full content
-// and a required journal over a MemoryStore, as the host does, and reads
+// journal records calls through a real recorder.Recorder with full content
+// and a required journal over an in-memory store (eventstore.Memory), as the host does, and reads
 // the tree back as a journal reader would.
 type journal struct {
 	t     *testing.T
-	store *calllog.MemoryStore
-	rec   *calllog.Recorder
+	store *eventstore.Memory
+	rec   *recorder.Recorder
 }
 
 func newJournal(t *testing.T) *journal {
 	t.Helper()
-	store := &calllog.MemoryStore{}
-	rec, err := calllog.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull,
+	store := &eventstore.Memory{}
+	rec, err := recorder.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull,
 		Journal: &calllog.Journal{Store: store, Required: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -63,13 +65,13 @@ func newJournal(t *testing.T) *journal {
 	return j
 }
 
-func (j *journal) begin(id, tool string, args map[string]any) *calllog.Record {
+func (j *journal) begin(id, tool string, args map[string]any) *recorder.Record {
 	j.t.Helper()
 	var p frame.Payload
 	if args != nil {
 		p = frame.MustPayload(args)
 	}
-	r, err := j.rec.Begin(context.Background(), calllog.CallInfo{ID: id, Tool: tool, ToolVersion: "1.0", Args: p})
+	r, err := j.rec.Begin(context.Background(), recorder.CallInfo{ID: id, Tool: tool, ToolVersion: "1.0", Args: p})
 	if err != nil {
 		j.t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func chunk(t *testing.T, call string, seq uint64, payload map[string]any, media 
 	return f
 }
 
-func end(t *testing.T, r *calllog.Record, o calllog.Outcome) {
+func end(t *testing.T, r *recorder.Record, o calllog.Outcome) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -180,12 +182,12 @@ func hasLoss(doc *asifdoc.Document, kind string) bool {
 func TestTextCallRoundTrip(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("c1", "upper", map[string]any{})
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	r.Input(chunk(t, "c1", 1, map[string]any{"text": "héllo "}, nil))
 	r.Output(chunk(t, "c1", 1, map[string]any{"text": "HÉLLO "}, nil))
 	r.Output(chunk(t, "c1", 2, map[string]any{"text": ""}, nil))
 	r.Output(chunk(t, "c1", 3, map[string]any{"text": "WORLD"}, nil))
-	end(t, r, calllog.Done(frame.MustPayload(map[string]any{"chunks": 3})))
+	end(t, r, recorder.Done(frame.MustPayload(map[string]any{"chunks": 3})))
 	events := j.events("c1")
 
 	doc, rep, _ := exportCheck(t, events, Options{})
@@ -216,11 +218,11 @@ func TestTextCallRoundTrip(t *testing.T) {
 func TestChunkPayloadsAndMedia(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("c1", "count", map[string]any{"n": 2})
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	r.Output(chunk(t, "c1", 1, map[string]any{"i": 0}, nil))
 	r.Output(chunk(t, "c1", 2, map[string]any{"i": 1, "text": "mixed"}, nil))
 	r.Output(chunk(t, "c1", 3, nil, &frame.InlineMedia{Data: []byte{0, 1, 2, 0xff}, MediaType: "application/octet-stream"}))
-	end(t, r, calllog.Done(frame.MustPayload(map[string]any{"n": 2})))
+	end(t, r, recorder.Done(frame.MustPayload(map[string]any{"n": 2})))
 	events := j.events("c1")
 
 	doc, rep, _ := exportCheck(t, events, Options{})
@@ -263,14 +265,14 @@ func TestChunkPayloadsAndMedia(t *testing.T) {
 func TestFailedAndSynthetic(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("f", "fail", map[string]any{"message": "boom"})
-	r.Request(calllog.RequestInfo{Child: "child-0"})
-	end(t, r, calllog.Failed(frame.CodeProviderError, "boom", false))
+	r.Request(recorder.RequestInfo{Child: "child-0"})
+	end(t, r, recorder.Failed(frame.CodeProviderError, "boom", false))
 	r = j.begin("k", "crash", map[string]any{"after": 1})
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	r.Output(chunk(t, "k", 1, map[string]any{"i": 0}, nil))
-	end(t, r, calllog.Failed(frame.CodeUnreachable, "child exited", true))
+	end(t, r, recorder.Failed(frame.CodeUnreachable, "child exited", true))
 	r = j.begin("s", "count", map[string]any{"n": "x"})
-	end(t, r, calllog.Refused("schema", frame.CodeInvalidFrame, errors.New("arguments: n must be an integer")))
+	end(t, r, recorder.Refused("schema", frame.CodeInvalidFrame, errors.New("arguments: n must be an integer")))
 
 	doc, rep, _ := exportCheck(t, j.events("f"), Options{})
 	if st := callState(t, rep, "f"); st.Outcome != asif.OutcomeError || hasLoss(doc, "synthetic_outcome") {
@@ -308,11 +310,11 @@ func TestFailedAndSynthetic(t *testing.T) {
 func TestWindowMidCall(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("c1", "upper", map[string]any{"x": 1})
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	r.Output(chunk(t, "c1", 1, map[string]any{"text": "ab"}, nil))
 	r.Output(chunk(t, "c1", 2, map[string]any{"i": 9}, nil))
 	r.Output(chunk(t, "c1", 3, map[string]any{"text": "cd"}, nil))
-	end(t, r, calllog.Done(nil))
+	end(t, r, recorder.Done(nil))
 	events := j.events("c1")
 	cut := events[2].Seq // started, request, first chunk
 
@@ -371,12 +373,12 @@ func TestWindowMidCall(t *testing.T) {
 func TestRetryVoidsText(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("c1", "upper", nil)
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	r.Output(chunk(t, "c1", 1, map[string]any{"text": "lost"}, nil))
 	r.Retry(frame.CodeUnreachable, "child died")
-	r.Request(calllog.RequestInfo{Child: "child-1"})
+	r.Request(recorder.RequestInfo{Child: "child-1"})
 	r.Output(chunk(t, "c1", 1, map[string]any{"text": "kept"}, nil))
-	end(t, r, calllog.Done(nil))
+	end(t, r, recorder.Done(nil))
 	events := j.events("c1")
 	doc, rep, _ := exportCheck(t, events, Options{})
 	ts := textStreams(rep)
@@ -392,20 +394,20 @@ func TestRetryVoidsText(t *testing.T) {
 }
 
 func TestShapeContentIsDeclaredUnknown(t *testing.T) {
-	store := &calllog.MemoryStore{}
-	rec, err := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
+	store := &eventstore.Memory{}
+	rec, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := rec.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "count", Args: frame.MustPayload(map[string]any{"n": 1})})
+	r, err := rec.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "count", Args: frame.MustPayload(map[string]any{"n": 1})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Request(calllog.RequestInfo{Child: "c"})
+	r.Request(recorder.RequestInfo{Child: "c"})
 	r.Output(chunk(t, "c1", 1, map[string]any{"text": "x"}, nil))
-	if err := r.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"n": 1}))); err != nil {
+	if err := r.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": 1}))); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Close(ctx); err != nil {
@@ -426,13 +428,13 @@ func TestShapeContentIsDeclaredUnknown(t *testing.T) {
 
 func TestProgramSteps(t *testing.T) {
 	j := newJournal(t)
-	err := j.rec.Program(context.Background(), calllog.CallInfo{ID: "p", Tool: "pipeline"}, func(ctx context.Context) error {
-		r, err := j.rec.Begin(ctx, calllog.CallInfo{ID: "s1", Tool: "count", Args: frame.MustPayload(map[string]any{"n": 0})})
+	err := j.rec.Program(context.Background(), recorder.CallInfo{ID: "p", Tool: "pipeline"}, func(ctx context.Context) error {
+		r, err := j.rec.Begin(ctx, recorder.CallInfo{ID: "s1", Tool: "count", Args: frame.MustPayload(map[string]any{"n": 0})})
 		if err != nil {
 			return err
 		}
-		r.Request(calllog.RequestInfo{Child: "c"})
-		return r.End(ctx, calllog.Done(nil))
+		r.Request(recorder.RequestInfo{Child: "c"})
+		return r.End(ctx, recorder.Done(nil))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +449,7 @@ func TestProgramSteps(t *testing.T) {
 func TestToolDescriptors(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("c1", "count", map[string]any{"n": 0})
-	end(t, r, calllog.Done(nil))
+	end(t, r, recorder.Done(nil))
 	doc, _, _ := exportCheck(t, j.events("c1"), Options{Tools: []wire.Tool{{ID: "count", Version: "2", Description: "counts",
 		ArgumentsSchema: map[string]any{"type": "object", "required": []any{"n"}}}}})
 	tl := doc.Tools[0]
@@ -488,9 +490,9 @@ func TestExportRefusals(t *testing.T) {
 func TestMarshalledIDsConsistent(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("c1", "upper", nil)
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	r.Output(chunk(t, "c1", 1, map[string]any{"text": "a"}, nil))
-	end(t, r, calllog.Done(nil))
+	end(t, r, recorder.Done(nil))
 	_, _, data := exportCheck(t, j.events("c1"), Options{})
 	var m struct {
 		Events []struct {
@@ -551,11 +553,11 @@ func BenchmarkExportText(b *testing.B) {
 func TestGapsMakeTextPartial(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("c1", "upper", nil)
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	for i, s := range []string{"a", "b", "c"} {
 		r.Output(chunk(t, "c1", uint64(i+1), map[string]any{"text": s}, nil))
 	}
-	end(t, r, calllog.Done(nil))
+	end(t, r, recorder.Done(nil))
 	all := j.events("c1")
 	for _, drop := range []int{2, 3} { // the first text chunk, then the second
 		events := append(append([]calllog.Event{}, all[:drop]...), all[drop+1:]...)

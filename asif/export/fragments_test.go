@@ -10,6 +10,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/asifdoc"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // streamedItems builds, as docs/events.md specifies streamed arguments
@@ -233,14 +234,14 @@ func TestDeterministic(t *testing.T) {
 func TestIDsNameOneEvidence(t *testing.T) {
 	j := newJournal(t)
 	r := j.begin("t1", "upper", map[string]any{"x": 1})
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	r.Output(chunk(t, "t1", 1, map[string]any{"text": "ab"}, nil))
 	r.Output(chunk(t, "t1", 2, map[string]any{"i": 1}, nil))
 	r.Output(chunk(t, "t1", 3, map[string]any{"text": "cd"}, nil))
 	r.Retry(frame.CodeUnreachable, "child died")
-	r.Request(calllog.RequestInfo{Child: "child-1"})
+	r.Request(recorder.RequestInfo{Child: "child-1"})
 	r.Output(chunk(t, "t1", 1, map[string]any{"text": "ef"}, nil))
-	end(t, r, calllog.Failed(frame.CodeUnreachable, "child died", true))
+	end(t, r, recorder.Failed(frame.CodeUnreachable, "child died", true))
 
 	bindings := 0
 	for _, events := range [][]calllog.Event{streamedItems(false), j.events("t1")} {

@@ -13,6 +13,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/asifdoc"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
@@ -24,13 +25,9 @@ func buildChild(dir string) (string, error) {
 // realHost starts cmd/skulk-child (with its test tools) under a host whose
 // recorder keeps full content in a required journal, and returns the host
 // and the journal's store. Both are closed when the test ends.
-func realHost(t *testing.T) (*host.Host, *calllog.MemoryStore) {
+func realHost(t *testing.T) (*host.Host, *eventstore.Memory) {
 	t.Helper()
-	store := &calllog.MemoryStore{}
-	rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := &eventstore.Memory{}
 	// A short directory: a Unix socket path holds at most 107 bytes.
 	base, err := os.MkdirTemp("", "sk")
 	if err != nil {
@@ -39,10 +36,10 @@ func realHost(t *testing.T) (*host.Host, *calllog.MemoryStore) {
 	t.Cleanup(func() { os.RemoveAll(base) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := host.Start(ctx, host.Config{Command: childBin, Args: []string{"--test-tools"}, TempDir: base, Recorder: rec,
+	h, err := host.Start(ctx, host.Config{Command: childBin, Args: []string{"--test-tools"}, TempDir: base,
+		CallLog: calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}},
 		Restart: host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}})
 	if err != nil {
-		rec.Close(ctx)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -51,14 +48,11 @@ func realHost(t *testing.T) (*host.Host, *calllog.MemoryStore) {
 		if err := h.Close(ctx); err != nil {
 			t.Errorf("host close: %v", err)
 		}
-		if err := rec.Close(ctx); err != nil {
-			t.Errorf("recorder close: %v", err)
-		}
 	})
 	return h, store
 }
 
-func treeEvents(t *testing.T, store *calllog.MemoryStore, tree string) []calllog.Event {
+func treeEvents(t *testing.T, store *eventstore.Memory, tree string) []calllog.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // BenchmarkBestEffortJournal measures events per second through a
@@ -19,8 +20,8 @@ func BenchmarkBestEffortJournal(b *testing.B) {
 	st := open(b, filepath.Join(b.TempDir(), "calls.db"))
 	// A queue that holds every event: this measures the writer's rate, not
 	// how many events a queue overflow drops.
-	r, _ := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: st, Queue: b.N + 16}})
-	rec, _ := r.Begin(ctx, calllog.CallInfo{ID: "bench", Tool: "count"})
+	r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: st, Queue: b.N + 16}})
+	rec, _ := r.Begin(ctx, recorder.CallInfo{ID: "bench", Tool: "count"})
 	f, _ := frame.NewChunk("bench", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "token "}), nil)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -29,7 +30,7 @@ func BenchmarkBestEffortJournal(b *testing.B) {
 		f.Sequence = uint64(i + 1)
 		rec.Output(f)
 	}
-	rec.End(ctx, calllog.Done(nil))
+	rec.End(ctx, recorder.Done(nil))
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if err := r.Close(cctx); err != nil {
@@ -58,23 +59,23 @@ func BenchmarkCall(b *testing.B) {
 			case "required":
 				opts.Journal = &calllog.Journal{Store: open(b, filepath.Join(b.TempDir(), "calls.db")), Required: true}
 			case "required-memory":
-				opts.Journal = &calllog.Journal{Store: &calllog.MemoryStore{}, Required: true}
+				opts.Journal = &calllog.Journal{Store: &eventstore.Memory{}, Required: true}
 			}
-			r, _ := calllog.New(opts)
+			r, _ := recorder.New(opts)
 			chunk := frame.MustPayload(map[string]any{"text": "token "})
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				rec, err := r.Begin(ctx, calllog.CallInfo{Tool: "count"})
+				rec, err := r.Begin(ctx, recorder.CallInfo{Tool: "count"})
 				if err != nil {
 					b.Fatal(err)
 				}
-				rec.Request(calllog.RequestInfo{Child: "c1"})
+				rec.Request(recorder.RequestInfo{Child: "c1"})
 				for j := range 3 {
 					f, _ := frame.NewChunk(rec.ID(), frame.ProviderToCaller, uint64(j+1), chunk, nil)
 					rec.Output(f)
 				}
-				if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+				if err := rec.End(ctx, recorder.Done(nil)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -86,5 +87,4 @@ func BenchmarkCall(b *testing.B) {
 			}
 		})
 	}
-	_ = sqlitestore.DefaultBusyTimeout
 }

@@ -6,7 +6,8 @@
 //
 //	st, err := sqlitestore.Open("calls.db")
 //	defer st.Close()
-//	rec, _ := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: st}})
+//	h, err := host.Start(ctx, host.Config{Command: cmd,
+//		CallLog: calllog.Options{Journal: &calllog.Journal{Store: st}}})
 package sqlitestore
 
 import (
@@ -24,17 +25,17 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/internal/eventstore"
 )
 
-// DefaultBusyTimeout is how long an operation waits for another process's
-// write lock.
-const DefaultBusyTimeout = 5 * time.Second
+// defaultBusyTimeout is how long an operation waits for another process's
+// write lock when Options.BusyTimeout is 0.
+const defaultBusyTimeout = 5 * time.Second
 
-// Options configures Open. The zero value is a read-write store with
-// DefaultBusyTimeout.
+// Options configures Open. The zero value is a read-write store that waits
+// up to 5 s for another process's lock.
 type Options struct {
-	// BusyTimeout bounds the wait for another process's lock; 0 means
-	// DefaultBusyTimeout.
+	// BusyTimeout bounds the wait for another process's lock; 0 means 5 s.
 	BusyTimeout time.Duration
 	// ReadOnly opens the file for reading (followers); Claim and Keep then
 	// fail with calllog.ErrStoreUnusable. The file must exist.
@@ -86,7 +87,7 @@ func Open(path string, opts ...Options) (*Store, error) {
 	}
 	busy := o.BusyTimeout
 	if busy <= 0 {
-		busy = DefaultBusyTimeout
+		busy = defaultBusyTimeout
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
@@ -235,7 +236,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	if err := s.usable(op); err != nil {
 		return err
 	}
-	if err := calllog.CheckBatch(c, events); err != nil {
+	if err := eventstore.CheckBatch(c, events); err != nil {
 		return err
 	}
 	rows := make([][]byte, len(events))

@@ -19,6 +19,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // The test binary doubles as a writer process: with roleEnv set it runs
@@ -90,9 +91,9 @@ func TestClosedAndReadOnlyStoresAreUnusable(t *testing.T) {
 	}
 	// A journal over an unusable store refuses required calls at once and
 	// stops its writer.
-	r, _ := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: s, Required: true}})
+	r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: s, Required: true}})
 	defer r.Close(ctx)
-	if _, err := r.Begin(ctx, calllog.CallInfo{ID: "x"}); !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, calllog.ErrStoreUnusable) {
+	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "x"}); !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, calllog.ErrStoreUnusable) {
 		t.Fatalf("Begin over a closed store = %v", err)
 	}
 }
@@ -106,22 +107,22 @@ func runWriter(path string) int {
 		return 1
 	}
 	ctx := context.Background()
-	r, err := calllog.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: 10 * time.Second}})
+	r, err := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: 10 * time.Second}})
 	if err != nil {
 		return 1
 	}
-	err = r.Program(ctx, calllog.CallInfo{ID: crashID, Tool: "loop"}, func(ctx context.Context) error {
+	err = r.Program(ctx, recorder.CallInfo{ID: crashID, Tool: "loop"}, func(ctx context.Context) error {
 		for i := 0; ; i++ {
-			rec, err := r.Begin(ctx, calllog.CallInfo{ID: fmt.Sprintf("s%d", i), Tool: "count", ToolVersion: "1"})
+			rec, err := r.Begin(ctx, recorder.CallInfo{ID: fmt.Sprintf("s%d", i), Tool: "count", ToolVersion: "1"})
 			if err != nil {
 				return err
 			}
-			rec.Request(calllog.RequestInfo{Child: "c1"})
+			rec.Request(recorder.RequestInfo{Child: "c1"})
 			for j := range 5 {
 				f, _ := frame.NewChunk(rec.ID(), frame.ProviderToCaller, uint64(j+1), frame.MustPayload(map[string]any{"i": j}), nil)
 				rec.Output(f)
 			}
-			if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+			if err := rec.End(ctx, recorder.Done(nil)); err != nil {
 				return err
 			}
 			if i == 0 {
@@ -144,9 +145,7 @@ func runTakeover(path string) int {
 	defer st.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, _ := calllog.New(calllog.Options{Writer: "B", Journal: &calllog.Journal{Store: st, Required: true}})
-	defer r.Close(ctx)
-	wrote, err := r.TakeOver(ctx, crashID)
+	wrote, err := calllog.TakeOver(ctx, st, crashID, "B")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "takeover:", err)
 		return 1

@@ -15,6 +15,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
@@ -296,17 +297,17 @@ func recordJournal(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+	rec, err := recorder.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r, err := rec.Begin(ctx, calllog.CallInfo{ID: "t1", Tool: "upper", ToolVersion: "1"})
+	r, err := rec.Begin(ctx, recorder.CallInfo{ID: "t1", Tool: "upper", ToolVersion: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Request(calllog.RequestInfo{Child: "child-0"})
+	r.Request(recorder.RequestInfo{Child: "child-0"})
 	for i, s := range []string{"HELLO ", "WORLD"} {
 		f, err := frame.NewChunk("t1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": s}), nil)
 		if err != nil {
@@ -314,7 +315,7 @@ func recordJournal(t *testing.T) (string, string) {
 		}
 		r.Output(f)
 	}
-	if err := r.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"chunks": 2}))); err != nil {
+	if err := r.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"chunks": 2}))); err != nil {
 		t.Fatal(err)
 	}
 	text := r.Text()
@@ -504,20 +505,20 @@ func TestASIFExportStreamedArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rec, err := calllog.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+	rec, err := recorder.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r, err := rec.Begin(ctx, calllog.CallInfo{ID: "s1", Tool: "read-notes", ArgumentsStreamed: true})
+	r, err := rec.Begin(ctx, recorder.CallInfo{ID: "s1", Tool: "read-notes", ArgumentsStreamed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Arguments(`{"document_id":"meeting-`) // seq 2
 	r.Arguments(`42"}`)
-	r.Request(calllog.RequestInfo{Child: "child-0", Args: frame.MustPayload(map[string]any{"document_id": "meeting-42"})})
-	if err := r.End(ctx, calllog.Done(nil)); err != nil {
+	r.Request(recorder.RequestInfo{Child: "child-0", Args: frame.MustPayload(map[string]any{"document_id": "meeting-42"})})
+	if err := r.End(ctx, recorder.Done(nil)); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Close(ctx); err != nil {

@@ -92,12 +92,12 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	}
 	cfg := o.config(o.child, env)
 	if o.journal != "" {
-		j, err := openCallJournal(o.journal, cfg.Logger)
+		j, err := openCallJournal(o.journal)
 		if err != nil {
 			return err
 		}
-		defer j.close() // after closeHost: every call's end is recorded by then
-		cfg.Recorder = j.rec
+		defer j.close() // after closeHost: every call's end is recorded and kept by then
+		cfg.CallLog = j.log
 	}
 	h, err := startHost(ctx, cfg)
 	if err != nil {
@@ -123,7 +123,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	if re := (*host.RefusedError)(nil); errors.As(err, &re) {
 		tree = re.Tree
 	} else if err == nil {
-		tree = c.Record().Tree()
+		tree = c.Tree()
 	}
 	if o.journal != "" && tree != "" {
 		fmt.Fprintf(env.Stderr, "skulk-host call: journal: tree %s in %s\n", tree, o.journal)

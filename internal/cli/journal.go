@@ -2,18 +2,18 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
-	"github.com/skulkrt/skulk/host"
 )
 
 // Reading a whole tree (replay, asif export): journalReadPage events per
@@ -25,46 +25,35 @@ const (
 	maxTreeEvents   = 1_000_000
 )
 
-// journalCloseTimeout bounds how long call --journal waits, after the
-// call, for the journal to keep what is queued.
-const journalCloseTimeout = 10 * time.Second
+// followInterval is how often lastTree reads a journal that holds no
+// tree yet.
+const followInterval = 200 * time.Millisecond
 
 // callJournal is the required SQLite journal of call --journal.
 type callJournal struct {
 	path string
 	st   *sqlitestore.Store
-	rec  *calllog.Recorder
+	log  calllog.Options // the host's call log: every event kept in st
 }
 
 // openCallJournal opens (creating it when needed) the SQLite journal at
-// path and a recorder that keeps every event in it, required and with full
-// content, so that the log can be replayed and exported later.
-func openCallJournal(path string, logger *slog.Logger) (*callJournal, error) {
+// path and the call log options that keep every event in it, required and
+// with full content, so that the log can be replayed and exported later.
+func openCallJournal(path string) (*callJournal, error) {
 	st, err := sqlitestore.Open(path)
 	if err != nil {
 		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
 	}
-	rec, err := calllog.New(calllog.Options{
+	return &callJournal{path: path, st: st, log: calllog.Options{
 		Content: calllog.ContentFull,
 		Journal: &calllog.Journal{Store: st, Required: true},
-		Logger:  logger,
-		History: host.DefaultCallHistory,
-	})
-	if err != nil {
-		st.Close()
-		return nil, statusErr(ExitFailure, "journal: %v", err)
-	}
-	return &callJournal{path: path, st: st, rec: rec}, nil
+	}}, nil
 }
 
-// close keeps what is queued (bounded by journalCloseTimeout) and closes
-// the store; call it after the host is closed.
-func (j *callJournal) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), journalCloseTimeout)
-	defer cancel()
-	_ = j.rec.Close(ctx) // the call's outcome is decided; a lost tail shows as a gap to followers
-	_ = j.st.Close()
-}
+// close closes the store; call it after the host is closed (the host's
+// Close keeps what its journal has queued, as its context allows: a lost
+// tail shows as a gap to followers).
+func (j *callJournal) close() { _ = j.st.Close() }
 
 // journalRefusal maps a required journal's refusal of the call's start.
 func journalRefusal(err error) error {
@@ -128,7 +117,7 @@ func lastTree(ctx context.Context, st *sqlitestore.Store) (string, error) {
 		select {
 		case <-ctx.Done():
 			return "", statusErr(ExitCancelled, "interrupted before a call tree appeared in the journal")
-		case <-time.After(calllog.DefaultFollowInterval):
+		case <-time.After(followInterval):
 		}
 	}
 }
@@ -264,7 +253,7 @@ func printReplay(w io.Writer, r *calllog.Replayed) {
 			fmt.Fprintln(w, "  running (no end kept)")
 		case c.Outcome.Kind == calllog.KindDone:
 			v := "(no value)"
-			if res := c.Result(); res != nil {
+			if res := c.Outcome.Result; res != nil {
 				v = compactJSON(res)
 			}
 			fmt.Fprintf(w, "  done: %s\n", v)
@@ -316,16 +305,8 @@ func runJournal(ctx context.Context, args []string, env Env) error {
 		return statusErr(ExitFailure, "cannot open the journal %s: %v", pos[1], err)
 	}
 	defer st.Close()
-	rec, err := calllog.New(calllog.Options{Journal: &calllog.Journal{Store: st, Required: true}})
-	if err != nil {
-		return statusErr(ExitFailure, "journal: %v", err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), journalCloseTimeout)
-		defer cancel()
-		_ = rec.Close(ctx)
-	}()
-	kept, err := rec.TakeOver(ctx, pos[2])
+	writer := newWriterName()
+	kept, err := calllog.TakeOver(ctx, st, pos[2], writer)
 	if err != nil {
 		return statusErr(ExitFailure, "taking over tree %s: %v", pos[2], err)
 	}
@@ -336,6 +317,13 @@ func runJournal(ctx context.Context, args []string, env Env) error {
 		}
 		env.Stdout.Write(append(b, '\n'))
 	}
-	fmt.Fprintf(env.Stderr, "skulk-host journal: tree %s taken over by writer %s: %d event(s) recorded\n", pos[2], rec.Writer(), len(kept))
+	fmt.Fprintf(env.Stderr, "skulk-host journal: tree %s taken over by writer %s: %d event(s) recorded\n", pos[2], writer, len(kept))
 	return nil
+}
+
+// newWriterName returns a random 16-hex-digit writer name, as a host's.
+func newWriterName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

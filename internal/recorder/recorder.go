@@ -1,6 +1,7 @@
-package calllog
+package recorder
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,13 +14,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/internal/settle"
 )
 
 // DefaultHistory bounds the events one call keeps for its watchers
-// (Record.Events). Past it, a call's end event is still kept, and its After
-// shows the loss.
-const DefaultHistory = 100_000
+// (Record.Events) when calllog.Options.History is 0: a long stream read
+// slowly must not make the host hold every chunk. Past it, a call's end
+// event is still kept, and its After shows the loss.
+const DefaultHistory = 1024
 
 // histStart is the room a call's history starts with: the events of a
 // small call (started, request, the caller's started, chunk and completed,
@@ -28,35 +33,13 @@ const DefaultHistory = 100_000
 // allocations and 4 KiB.
 const histStart = 8
 
-// Options configures a Recorder. The zero value records with no observers
-// and no journal, keeping only sizes and types of payloads.
-type Options struct {
-	// Writer names this recorder in events and claims; "" means a random
-	// 16-hex-digit id. A restarted host should use a new one.
-	Writer string
-	// Content says what observers and journals get of payloads; the zero
-	// value, ContentShape, keeps only types and sizes.
-	Content ContentPolicy
-	// Observers are given the events of every call (the outermost layer).
-	Observers []Observer
-	// Journal keeps every tree's log; nil means none (a tree's outermost
-	// call may then bring its own).
-	Journal *Journal
-	// Logger receives the warnings (an observer failed or fell behind, a
-	// journal writer stopped); nil discards them.
-	Logger *slog.Logger
-	// History bounds the events each call keeps for its watchers; 0 means
-	// DefaultHistory.
-	History int
-}
-
 // Recorder records the calls of one host: it numbers each tree's events,
 // gives them to watchers, observers and the journal. Create it with New and
 // Close it when done. It is safe for concurrent use.
 type Recorder struct {
 	writer  string
-	content ContentPolicy
-	journal *Journal
+	content calllog.ContentPolicy
+	journal *calllog.Journal
 	logger  *slog.Logger
 	history int
 	top     []*observerRunner // the recorder's own observers
@@ -81,7 +64,7 @@ type Recorder struct {
 }
 
 // New returns a Recorder and starts the goroutines of its observers.
-func New(opts Options) (*Recorder, error) {
+func New(opts calllog.Options) (*Recorder, error) {
 	if opts.Journal != nil && opts.Journal.Store == nil {
 		return nil, errors.New("calllog: Options.Journal.Store: required")
 	}
@@ -112,7 +95,7 @@ func randomID() string {
 // Writer returns the recorder's writer name.
 func (r *Recorder) Writer() string { return r.writer }
 
-func (r *Recorder) startRunnersLocked(obs []Observer, layer string) []*observerRunner {
+func (r *Recorder) startRunnersLocked(obs []calllog.Observer, layer string) []*observerRunner {
 	var out []*observerRunner
 	for i, o := range obs {
 		if o == nil {
@@ -206,7 +189,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-grace.C:
-		return ErrCloseTimeout
+		return calllog.ErrCloseTimeout
 	}
 }
 
@@ -245,11 +228,11 @@ type CallInfo struct {
 	// Program marks a program: Go code whose calls are its steps.
 	Program bool
 	// Observers are given the events of this call and of all its steps.
-	Observers []Observer
+	Observers []calllog.Observer
 	// Journal, when set, must be the tree's journal (the recorder's, or
 	// the one the tree's outermost call brought when the recorder has
 	// none); any other refuses the call with ErrJournalPolicy.
-	Journal *Journal
+	Journal *calllog.Journal
 	// ArgumentsStreamed marks a call whose arguments arrive as fragments
 	// (Record.Arguments) after Begin; Args is then nil and the request
 	// carries them (RequestInfo.Args).
@@ -260,8 +243,8 @@ type CallInfo struct {
 type tree struct {
 	r  *Recorder
 	id string
-	j  *Journal       // the tree's journal, or nil
-	w  *journalWriter // its writer, or nil
+	j  *calllog.Journal // the tree's journal, or nil
+	w  *journalWriter   // its writer, or nil
 
 	mu      sync.Mutex // guards the fields below and every record's state
 	seq     uint64
@@ -270,7 +253,7 @@ type tree struct {
 	// contents is where output events' Content values come from, carved
 	// one at a time so that a stream does not allocate one per chunk; its
 	// next refill is twice the last, bounded by maxContentSlab.
-	contents []Content
+	contents []calllog.Content
 	slabN    int
 }
 
@@ -280,17 +263,17 @@ const maxContentSlab = 256
 
 // contentLocked returns the full kept form of p (nil for a nil payload),
 // from the tree's slab.
-func (t *tree) contentLocked(p frame.Payload) *Content {
+func (t *tree) contentLocked(p frame.Payload) *calllog.Content {
 	if p == nil {
 		return nil
 	}
 	if len(t.contents) == 0 {
 		t.slabN = min(max(2*t.slabN, 4), maxContentSlab)
-		t.contents = make([]Content, t.slabN)
+		t.contents = make([]calllog.Content, t.slabN)
 	}
 	c := &t.contents[0]
 	t.contents = t.contents[1:]
-	fillContent(c, p, ContentFull)
+	fillContent(c, p, calllog.ContentFull)
 	return c
 }
 
@@ -314,7 +297,7 @@ type Record struct {
 	attempt   int
 	fragments int // streamed arguments recorded so far; guarded by the tree's mu
 	text      strings.Builder
-	hist      []Event // what watchers see; bounded by Recorder.history
+	hist      []calllog.Event // what watchers see; bounded by Recorder.history
 	lastHist  uint64
 	notify    chan struct{} // closed and cleared at each new event; nil when none waits
 	pending   int           // steps begun and not ended
@@ -322,7 +305,7 @@ type Record struct {
 	deferred  bool          // End gave up waiting: the last step ends it
 	idle      chan struct{} // closed when pending reaches 0 while ending
 	ended     bool
-	outcome   Outcome
+	outcome   calllog.Outcome
 	endSeq    uint64
 }
 
@@ -351,7 +334,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		parent = nil // a call of another recorder: a tree of its own here
 	}
 	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
-		done: make(chan struct{}), hist: make([]Event, 0, histStart)}
+		done: make(chan struct{}), hist: make([]calllog.Event, 0, histStart)}
 	rec.exclude = excludedBy(ctx)
 	var t *tree
 	if parent != nil {
@@ -359,7 +342,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		t.mu.Lock()
 		if parent.ended || (parent.ending && parent.deferred) {
 			t.mu.Unlock()
-			return nil, ErrParentEnded
+			return nil, calllog.ErrParentEnded
 		}
 		parent.pending++
 		t.mu.Unlock()
@@ -402,13 +385,13 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	rec.t = t
 
 	t.mu.Lock()
-	startSeq := t.emitLocked(rec, Event{Kind: KindStarted, Payload: t.contentLocked(info.Args), ArgumentsStreamed: info.ArgumentsStreamed})
+	startSeq := t.emitLocked(rec, calllog.Event{Kind: calllog.KindStarted, Payload: t.contentLocked(info.Args), ArgumentsStreamed: info.ArgumentsStreamed})
 	if policyErr {
 		rec.ending = true
-		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, ErrJournalPolicy)
+		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, calllog.ErrJournalPolicy)
 		rec.finishLocked()
 		t.mu.Unlock()
-		return rec, &JournalError{Op: ErrJournalPolicy, Tree: t.id, Call: rec.id, Outcome: rec.outcome, w: t.w, seq: rec.endSeq}
+		return rec, journalError(t.w, rec.endSeq, calllog.JournalError{Op: calllog.ErrJournalPolicy, Tree: t.id, Call: rec.id, Outcome: rec.outcome})
 	}
 	t.mu.Unlock()
 
@@ -416,10 +399,10 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		if err := t.w.wait(ctx, startSeq, false); err != nil {
 			t.mu.Lock()
 			rec.ending = true
-			rec.outcome = Refused("journal_start", frame.CodeUnreachable, ErrJournalStart)
+			rec.outcome = Refused("journal_start", frame.CodeUnreachable, calllog.ErrJournalStart)
 			rec.finishLocked()
 			t.mu.Unlock()
-			return rec, &JournalError{Op: ErrJournalStart, Tree: t.id, Call: rec.id, Outcome: rec.outcome, Cause: err, w: t.w, seq: rec.endSeq}
+			return rec, journalError(t.w, rec.endSeq, calllog.JournalError{Op: calllog.ErrJournalStart, Tree: t.id, Call: rec.id, Outcome: rec.outcome, Cause: err})
 		}
 	}
 	return rec, nil
@@ -428,7 +411,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 // emitLocked numbers ev as rec's next event and gives it to rec's watchers
 // (and its callers'), rec's observers and the tree's journal. ev's content
 // is full; observers and the journal get the kept form.
-func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
+func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	t.seq++
 	ev.Seq = t.seq
 	ev.Tree, ev.Writer = t.id, t.r.writer
@@ -448,14 +431,14 @@ func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
 	}
 	// The kept form is built only for a reader that gets it: a call with
 	// no observer and no journal records its events for watchers alone.
-	var kept Event
+	var kept calllog.Event
 	built := false
 	for _, o := range rec.observers {
 		if excluded(rec.exclude, o) {
 			continue
 		}
 		if !built {
-			kept, built = ev.kept(t.r.content), true
+			kept, built = keptForm(ev, t.r.content), true
 		}
 		k := kept
 		k.After = t.offered[o]
@@ -467,7 +450,7 @@ func (t *tree) emitLocked(rec *Record, ev Event) uint64 {
 	}
 	if t.w != nil {
 		if !built {
-			kept = ev.kept(t.r.content)
+			kept = keptForm(ev, t.r.content)
 		}
 		k := kept
 		k.After = ev.Seq - 1
@@ -485,7 +468,7 @@ func excluded(ex []*observerRunner, o *observerRunner) bool {
 	return false
 }
 
-func (rec *Record) appendHistLocked(ev Event, limit int) {
+func (rec *Record) appendHistLocked(ev calllog.Event, limit int) {
 	ev.After = rec.lastHist
 	rec.lastHist = ev.Seq
 	if len(rec.hist) < limit || (ev.Kind.IsEnd() && ev.Call == rec.id) {
@@ -517,8 +500,8 @@ func (rec *Record) stepEndedLocked() {
 func (rec *Record) finishLocked() {
 	t := rec.t
 	o := rec.outcome
-	ev := Event{Kind: o.Kind, Error: o.Error, Refused: o.Refused}
-	if o.Kind == KindDone {
+	ev := calllog.Event{Kind: o.Kind, Error: o.Error, Refused: o.Refused}
+	if o.Kind == calllog.KindDone {
 		ev.Payload = t.contentLocked(o.Result)
 	}
 	rec.endSeq = t.emitLocked(rec, ev)
@@ -553,18 +536,18 @@ func (rec *Record) Parent() *Record { return rec.parent }
 func (rec *Record) Done() <-chan struct{} { return rec.done }
 
 // Outcome returns the call's outcome and true once it has ended.
-func (rec *Record) Outcome() (Outcome, bool) {
+func (rec *Record) Outcome() (calllog.Outcome, bool) {
 	rec.t.mu.Lock()
 	defer rec.t.mu.Unlock()
 	return rec.outcome, rec.ended
 }
 
 // emit records ev unless the call is ending or ended.
-func (rec *Record) emit(ev Event, f func()) { rec.emitWith(ev, nil, f) }
+func (rec *Record) emit(ev calllog.Event, f func()) { rec.emitWith(ev, nil, f) }
 
 // emitWith is emit for an event whose content is payload's, made under the
 // tree's lock from its slab of contents.
-func (rec *Record) emitWith(ev Event, payload frame.Payload, f func()) {
+func (rec *Record) emitWith(ev calllog.Event, payload frame.Payload, f func()) {
 	t := rec.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -596,7 +579,7 @@ type RequestInfo struct {
 // Request records an invoke written to a child: a new attempt, which voids
 // the text so far. Call it once the invoke is written.
 func (rec *Record) Request(info RequestInfo) {
-	rec.emitWith(Event{Kind: KindRequest, Child: info.Child}, info.Args, func() {
+	rec.emitWith(calllog.Event{Kind: calllog.KindRequest, Child: info.Child}, info.Args, func() {
 		rec.attempt++
 		if info.ToolVersion != "" {
 			rec.version = info.ToolVersion
@@ -614,7 +597,7 @@ func (rec *Record) Arguments(fragment string) {
 	if rec.ending {
 		return
 	}
-	ev := Event{Kind: KindArguments, FragmentIndex: rec.fragments, FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
+	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: rec.fragments, FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
 	rec.fragments++
 	rec.t.emitLocked(rec, ev)
 }
@@ -623,14 +606,14 @@ func (rec *Record) Arguments(fragment string) {
 // and message say why); it voids the text so far. The next Request is the
 // new attempt.
 func (rec *Record) Retry(code frame.Code, message string) {
-	rec.emit(Event{Kind: KindRetry, Error: &ErrorInfo{Code: code, Message: frame.SanitizeMessage(message)}},
+	rec.emit(calllog.Event{Kind: calllog.KindRetry, Error: &calllog.ErrorInfo{Code: code, Message: frame.SanitizeMessage(message)}},
 		func() { rec.text.Reset() })
 }
 
 // Input records a caller frame written to the child.
 func (rec *Record) Input(f frame.Frame) {
-	rec.emitWith(Event{Kind: KindInput, FrameKind: f.Kind, FrameSeq: f.Sequence,
-		Media: mediaOf(f.Media, ContentFull)}, f.Payload, nil)
+	rec.emitWith(calllog.Event{Kind: calllog.KindInput, FrameKind: f.Kind, FrameSeq: f.Sequence,
+		Media: mediaOf(f.Media, calllog.ContentFull)}, f.Payload, nil)
 }
 
 // Output records a provider chunk given to the caller. The "text" key of
@@ -658,8 +641,8 @@ func (rec *Record) OutputAt(f frame.Frame, at time.Time) {
 		t.skipLocked(rec, at)
 		return
 	}
-	t.emitLocked(rec, Event{Kind: KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence, At: at,
-		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, ContentFull)})
+	t.emitLocked(rec, calllog.Event{Kind: calllog.KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence, At: at,
+		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, calllog.ContentFull)})
 }
 
 // unseenLocked reports whether an event of rec that is not an end would be
@@ -715,7 +698,7 @@ func (rec *Record) Text() string {
 // returns ErrStepsRunning. With a required journal End then waits until the
 // end is kept: if it is not, End returns a *JournalError matching
 // ErrJournalEnd that holds the outcome and the cause (see Settle).
-func (rec *Record) End(ctx context.Context, o Outcome) error {
+func (rec *Record) End(ctx context.Context, o calllog.Outcome) error {
 	if !o.Kind.IsEnd() {
 		return ErrBadOutcome
 	}
@@ -743,7 +726,7 @@ func (rec *Record) End(ctx context.Context, o Outcome) error {
 			rec.deferred = true
 			rec.outcome = Cancelled("calllog: the caller stopped waiting for the call's steps")
 			t.mu.Unlock()
-			return ErrStepsRunning
+			return calllog.ErrStepsRunning
 		}
 	}
 	rec.finishLocked()
@@ -756,7 +739,7 @@ func (rec *Record) End(ctx context.Context, o Outcome) error {
 // last of them ends. It is End for a goroutine that must not block (a
 // connection's reader); Confirm then waits for the journal. It returns
 // ErrEnded when the call's end was recorded or requested already.
-func (rec *Record) Finish(o Outcome) error {
+func (rec *Record) Finish(o calllog.Outcome) error {
 	if !o.Kind.IsEnd() {
 		return ErrBadOutcome
 	}
@@ -795,7 +778,7 @@ func (rec *Record) Confirm(ctx context.Context) error {
 	seq, o := rec.endSeq, rec.outcome
 	t.mu.Unlock()
 	if err := t.w.wait(ctx, seq, false); err != nil {
-		return &JournalError{Op: ErrJournalEnd, Tree: t.id, Call: rec.id, Outcome: o, Cause: err, w: t.w, seq: seq}
+		return journalError(t.w, seq, calllog.JournalError{Op: calllog.ErrJournalEnd, Tree: t.id, Call: rec.id, Outcome: o, Cause: err})
 	}
 	return nil
 }
@@ -805,8 +788,8 @@ func (rec *Record) Confirm(ctx context.Context) error {
 // The first event's After is 0; each later one's is the event before it in
 // this stream. Events keep full content (the caller's own data). Stop the
 // loop to stop watching.
-func (rec *Record) Events() iter.Seq[Event] {
-	return func(yield func(Event) bool) {
+func (rec *Record) Events() iter.Seq[calllog.Event] {
+	return func(yield func(calllog.Event) bool) {
 		t := rec.t
 		i := 0
 		first := true
@@ -867,4 +850,168 @@ func (r *Recorder) Program(ctx context.Context, info CallInfo, fn func(ctx conte
 		return eerr
 	}
 	return ferr
+}
+
+// fillContent sets c to the kept form of the payload p (not nil).
+func fillContent(c *calllog.Content, p frame.Payload, policy calllog.ContentPolicy) {
+	*c = calllog.Content{Type: "object", Bytes: len(p)}
+	r := mpack.NewReader(p)
+	if n, err := r.ReadMapLen(); err == nil {
+		c.Keys = n
+	}
+	if policy == calllog.ContentFull {
+		c.Value = p
+	}
+}
+
+// mediaOf returns the kept form of m, or nil.
+func mediaOf(m frame.Media, policy calllog.ContentPolicy) *calllog.MediaInfo {
+	switch v := m.(type) {
+	case *frame.InlineMedia:
+		if v == nil {
+			return nil
+		}
+		mi := &calllog.MediaInfo{Kind: "inline", MediaType: v.MediaType, Bytes: int64(len(v.Data))}
+		if policy == calllog.ContentFull {
+			mi.Data = v.Data
+		}
+		return mi
+	case *frame.BlobMedia:
+		if v == nil {
+			return nil
+		}
+		mi := &calllog.MediaInfo{Kind: "blob", MediaType: v.MediaType, Bytes: v.SizeBytes}
+		if policy == calllog.ContentFull {
+			mi.BlobID, mi.SHA256 = v.BlobID, v.SHA256
+		}
+		return mi
+	}
+	return nil
+}
+
+// keptForm returns e as a reader bound by policy sees it. e's content fields
+// are full; the result shares nothing mutable with e.
+func keptForm(e calllog.Event, policy calllog.ContentPolicy) calllog.Event {
+	if policy == calllog.ContentFull {
+		return e
+	}
+	if e.Payload != nil && e.Payload.Value != nil {
+		c := *e.Payload
+		c.Value = nil
+		e.Payload = &c
+	}
+	if e.FragmentKept {
+		e.Fragment, e.FragmentKept = "", false
+	}
+	if e.Media != nil && (e.Media.Data != nil || e.Media.BlobID != "" || e.Media.SHA256 != "") {
+		m := *e.Media
+		m.Data, m.BlobID, m.SHA256 = nil, "", ""
+		e.Media = &m
+	}
+	return e
+}
+
+var textKey = []byte("text")
+
+// shortPayload is the size up to which textBytesOf walks a payload's keys
+// without scanning it first.
+const shortPayload = 128
+
+// textBytesOf returns the bytes of the string at the top-level key "text"
+// of p, without decoding the rest (the same answer as frame.Payload.Text,
+// cheaper).
+func textBytesOf(p frame.Payload) ([]byte, bool) {
+	// A payload without the bytes "text" anywhere has no such key, however
+	// its keys are encoded: most long chunks are ruled out by one fast
+	// scan. A short one is read at once: walking its few keys costs less
+	// than the scan.
+	if len(p) > shortPayload && !bytes.Contains(p, textKey) {
+		return nil, false
+	}
+	return mpack.MapString(p, "text")
+}
+
+// Done is the outcome of a call that completed with result (nil for none).
+func Done(result frame.Payload) calllog.Outcome {
+	return calllog.Outcome{Kind: calllog.KindDone, Result: result}
+}
+
+// Failed is the outcome of a failed call. The message goes through
+// frame.SanitizeMessage.
+func Failed(code frame.Code, message string, synthetic bool) calllog.Outcome {
+	return calllog.Outcome{Kind: calllog.KindFailed, Error: &calllog.ErrorInfo{Code: code, Message: frame.SanitizeMessage(message), Synthetic: synthetic}}
+}
+
+// Cancelled is the outcome of a cancelled call; message may be empty.
+func Cancelled(message string) calllog.Outcome {
+	o := calllog.Outcome{Kind: calllog.KindCancelled}
+	if message != "" {
+		o.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: frame.SanitizeMessage(message)}
+	}
+	return o
+}
+
+// Refused is the outcome of a call refused before it reached a child:
+// class names why ("unknown_tool", "schema", "pool_down", ...), code is the
+// code the caller's error carries and err's message is kept (host errors
+// never hold user data).
+func Refused(class string, code frame.Code, err error) calllog.Outcome {
+	msg := class
+	if err != nil {
+		msg = err.Error()
+	}
+	o := Failed(code, msg, false)
+	o.Refused = class
+	return o
+}
+
+// OutcomeOf is the outcome a provider terminal frame gives (completed,
+// failed or cancelled, synthetic or not). Any other frame gives a failed
+// invalid_frame outcome.
+func OutcomeOf(f frame.Frame) calllog.Outcome {
+	switch f.Kind {
+	case frame.KindCompleted:
+		return Done(f.Payload)
+	case frame.KindFailed:
+		if f.Error != nil {
+			return Failed(f.Error.Code, f.Error.Message, f.Synthetic)
+		}
+	case frame.KindCancelled:
+		o := Cancelled("")
+		if f.Error != nil {
+			o = Cancelled(f.Error.Message)
+			o.Error.Synthetic = f.Synthetic
+		}
+		return o
+	}
+	return Failed(frame.CodeInvalidFrame, "calllog: outcome from a frame that is not a terminal", true)
+}
+
+// OutcomeOfError is the outcome a Go error gives: nil is done, a context
+// cancellation is cancelled, a *frame.Error keeps its code, anything else
+// is a failed provider_error with the error's message.
+func OutcomeOfError(err error) calllog.Outcome {
+	var fe *frame.Error
+	switch {
+	case err == nil:
+		return Done(nil)
+	case errors.Is(err, context.Canceled):
+		return Cancelled(err.Error())
+	case errors.As(err, &fe):
+		if fe.Code == frame.CodeCancelled {
+			return Cancelled(fe.Message)
+		}
+		return Failed(fe.Code, fe.Message, false)
+	}
+	return Failed(frame.CodeProviderError, err.Error(), false)
+}
+
+// journalError returns je with the wait calllog.Settle runs for it: until
+// the event numbered seq is kept by w (a tree without a journal: none).
+func journalError(w *journalWriter, seq uint64, je calllog.JournalError) *calllog.JournalError {
+	e := &je
+	if w != nil {
+		settle.Attach(e, func(ctx context.Context) error { return w.wait(ctx, seq, true) })
+	}
+	return e
 }

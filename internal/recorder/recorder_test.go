@@ -1,10 +1,11 @@
-package calllog_test
+package recorder_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,9 +31,9 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func newRecorder(t *testing.T, opts calllog.Options) *calllog.Recorder {
+func newRecorder(t *testing.T, opts calllog.Options) *recorder.Recorder {
 	t.Helper()
-	r, err := calllog.New(opts)
+	r, err := recorder.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,17 +90,17 @@ func readersFor(tc string, obs calllog.Observer, store calllog.EventStore) calll
 }
 
 // runCall records a whole leaf call: started, request, n chunks, done.
-func runCall(t *testing.T, ctx context.Context, r *calllog.Recorder, info calllog.CallInfo, n int) *calllog.Record {
+func runCall(t *testing.T, ctx context.Context, r *recorder.Recorder, info recorder.CallInfo, n int) *recorder.Record {
 	t.Helper()
 	rec, err := r.Begin(ctx, info)
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
-	rec.Request(calllog.RequestInfo{Child: "c0"})
+	rec.Request(recorder.RequestInfo{Child: "c0"})
 	for i := range n {
 		rec.Output(chunk(t, rec.ID(), uint64(i+1), map[string]any{"i": i}))
 	}
-	if err := rec.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"n": n}))); err != nil {
+	if err := rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": n}))); err != nil {
 		t.Fatalf("End: %v", err)
 	}
 	return rec
@@ -114,13 +117,13 @@ func kinds(evs []calllog.Event) []calllog.Kind {
 func TestCallEventsInOrder(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{Writer: "w1"})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "echo", ToolVersion: "v1", Args: frame.MustPayload(map[string]any{"a": 1})})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "echo", ToolVersion: "v1", Args: frame.MustPayload(map[string]any{"a": 1})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in, _ := frame.NewStarted("c1", frame.CallerToProvider)
 	rec.Input(in)
-	rec.Request(calllog.RequestInfo{Child: "child-1", ToolVersion: "v2"})
+	rec.Request(recorder.RequestInfo{Child: "child-1", ToolVersion: "v2"})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "he"}))
 	rec.Output(chunk(t, "c1", 2, map[string]any{"text": "llo"}))
 	if got := rec.Text(); got != "hello" {
@@ -130,12 +133,12 @@ func TestCallEventsInOrder(t *testing.T) {
 	if got := rec.Text(); got != "" {
 		t.Fatalf("Text after retry = %q, want it voided", got)
 	}
-	rec.Request(calllog.RequestInfo{Child: "child-2"})
+	rec.Request(recorder.RequestInfo{Child: "child-2"})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "hi"}))
-	if err := rec.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"ok": true}))); err != nil {
+	if err := rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"ok": true}))); err != nil {
 		t.Fatal(err)
 	}
-	if err := rec.End(ctx, calllog.Done(nil)); !errors.Is(err, calllog.ErrEnded) {
+	if err := rec.End(ctx, recorder.Done(nil)); !errors.Is(err, recorder.ErrEnded) {
 		t.Fatalf("second End = %v, want ErrEnded", err)
 	}
 	rec.Output(chunk(t, "c1", 2, map[string]any{"text": "late"})) // ignored after the end
@@ -148,7 +151,7 @@ func TestCallEventsInOrder(t *testing.T) {
 	}
 	for i, e := range evs {
 		if e.Seq != uint64(i+1) || e.Tree != "c1" || e.Call != "c1" || e.Writer != "w1" || e.Parent != "" {
-			t.Fatalf("event %d position = %+v", i, e.Position())
+			t.Fatalf("event %d position = %+v", i, position(e))
 		}
 		if wantAfter := uint64(i); e.After != wantAfter {
 			t.Fatalf("event %d after = %d, want %d", i, e.After, wantAfter)
@@ -174,7 +177,7 @@ func TestCallEventsInOrder(t *testing.T) {
 func TestEventsWatchedLive(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{})
-	rec, err := r.Begin(ctx, calllog.CallInfo{Tool: "count"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{Tool: "count"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,11 +206,11 @@ func TestEventsWatchedLive(t *testing.T) {
 	if e := next(); e.Kind != calllog.KindStarted || e.After != 0 {
 		t.Fatalf("first = %v after %d", e.Kind, e.After)
 	}
-	rec.Request(calllog.RequestInfo{})
+	rec.Request(recorder.RequestInfo{})
 	if e := next(); e.Kind != calllog.KindRequest {
 		t.Fatalf("second = %v", e.Kind)
 	}
-	rec.End(ctx, calllog.Cancelled("stop"))
+	rec.End(ctx, recorder.Cancelled("stop"))
 	if e := next(); e.Kind != calllog.KindCancelled || e.Error.Code != frame.CodeCancelled {
 		t.Fatalf("third = %+v", e)
 	}
@@ -220,23 +223,23 @@ func TestEventsWatchedLive(t *testing.T) {
 func TestProgramTree(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{Writer: "w"})
-	var progRec, stepRec *calllog.Record
+	var progRec, stepRec *recorder.Record
 	release := make(chan struct{})
 	var bg sync.WaitGroup
-	err := r.Program(ctx, calllog.CallInfo{ID: "p1", Tool: "reply"}, func(ctx context.Context) error {
-		progRec = calllog.Running(ctx)
-		stepRec = runCall(t, ctx, r, calllog.CallInfo{ID: "s1", Tool: "triage"}, 2)
+	err := r.Program(ctx, recorder.CallInfo{ID: "p1", Tool: "reply"}, func(ctx context.Context) error {
+		progRec = recorder.Running(ctx)
+		stepRec = runCall(t, ctx, r, recorder.CallInfo{ID: "s1", Tool: "triage"}, 2)
 		// Steps made concurrently, and one that outlives fn.
 		var wg sync.WaitGroup
 		for i := range 4 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				runCall(t, ctx, r, calllog.CallInfo{ID: "s2-" + string(rune('a'+i)), Tool: "support"}, 3)
+				runCall(t, ctx, r, recorder.CallInfo{ID: "s2-" + string(rune('a'+i)), Tool: "support"}, 3)
 			}()
 		}
 		wg.Wait()
-		late, err := r.Begin(ctx, calllog.CallInfo{ID: "late", Tool: "slow"})
+		late, err := r.Begin(ctx, recorder.CallInfo{ID: "late", Tool: "slow"})
 		if err != nil {
 			return err
 		}
@@ -244,10 +247,10 @@ func TestProgramTree(t *testing.T) {
 		go func() {
 			defer bg.Done()
 			<-release
-			late.End(context.Background(), calllog.Failed(frame.CodeTimeout, "deadline", true))
+			late.End(context.Background(), recorder.Failed(frame.CodeTimeout, "deadline", true))
 		}()
 		// Detached work is a tree of its own.
-		runCall(t, calllog.Detached(ctx), r, calllog.CallInfo{ID: "d1", Tool: "log"}, 1)
+		runCall(t, recorder.Detached(ctx), r, recorder.CallInfo{ID: "d1", Tool: "log"}, 1)
 		close(release)
 		return nil
 	})
@@ -278,10 +281,10 @@ func TestProgramTree(t *testing.T) {
 	// A stream on a step shows its events with the tree's numbers, first after none.
 	sevs := slices.Collect(stepRec.Events())
 	if len(sevs) != 5 || sevs[0].After != 0 || sevs[0].Seq != 2 || sevs[1].After != sevs[0].Seq {
-		t.Fatalf("step stream: %d events, first %+v", len(sevs), sevs[0].Position())
+		t.Fatalf("step stream: %d events, first %+v", len(sevs), position(sevs[0]))
 	}
 	// The program's context is gone: a call begun with it now is refused.
-	if _, err := r.Begin(progRec.Context(ctx), calllog.CallInfo{Tool: "x"}); !errors.Is(err, calllog.ErrParentEnded) {
+	if _, err := r.Begin(progRec.Context(ctx), recorder.CallInfo{Tool: "x"}); !errors.Is(err, calllog.ErrParentEnded) {
 		t.Fatalf("Begin under an ended call = %v, want ErrParentEnded", err)
 	}
 }
@@ -289,14 +292,14 @@ func TestProgramTree(t *testing.T) {
 func TestEndWaitsForStepsAndGivesUpWithContext(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{})
-	root, _ := r.Begin(ctx, calllog.CallInfo{ID: "root", Program: true})
-	step, err := r.Begin(root.Context(ctx), calllog.CallInfo{ID: "step"})
+	root, _ := r.Begin(ctx, recorder.CallInfo{ID: "root", Program: true})
+	step, err := r.Begin(root.Context(ctx), recorder.CallInfo{ID: "step"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if err := root.End(short, calllog.Done(nil)); !errors.Is(err, calllog.ErrStepsRunning) {
+	if err := root.End(short, recorder.Done(nil)); !errors.Is(err, calllog.ErrStepsRunning) {
 		t.Fatalf("End with a running step = %v, want ErrStepsRunning", err)
 	}
 	select {
@@ -304,7 +307,7 @@ func TestEndWaitsForStepsAndGivesUpWithContext(t *testing.T) {
 		t.Fatal("root ended before its step")
 	default:
 	}
-	step.End(ctx, calllog.Done(nil))
+	step.End(ctx, recorder.Done(nil))
 	<-root.Done()
 	evs := slices.Collect(root.Events())
 	if e := evs[len(evs)-1]; e.Call != "root" || e.Kind != calllog.KindCancelled {
@@ -357,16 +360,16 @@ func TestContentPolicy(t *testing.T) {
 	ctx := testCtx(t)
 	for _, policy := range []calllog.ContentPolicy{calllog.ContentShape, calllog.ContentFull} {
 		obs := &collector{}
-		store := &calllog.MemoryStore{}
+		store := &eventstore.Memory{}
 		r := newRecorder(t, calllog.Options{Content: policy, Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: store, Required: true}})
-		rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t", Args: frame.MustPayload(map[string]any{"secret": "abc", "n": 2})})
+		rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t", Args: frame.MustPayload(map[string]any{"secret": "abc", "n": 2})})
 		if err != nil {
 			t.Fatal(err)
 		}
 		f, _ := frame.NewChunk("c", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "hi"}),
 			&frame.InlineMedia{Data: []byte("raw"), MediaType: "text/plain"})
 		rec.Output(f)
-		if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+		if err := rec.End(ctx, recorder.Done(nil)); err != nil {
 			t.Fatal(err)
 		}
 		r.Drain(ctx)
@@ -395,12 +398,12 @@ func TestRefusedCallIsInTheLog(t *testing.T) {
 	ctx := testCtx(t)
 	obs := &collector{}
 	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "nope"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "nope"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	unknown := errors.New("host: unknown tool")
-	rec.End(ctx, calllog.Refused("unknown_tool", frame.CodeInvalidFrame, unknown))
+	rec.End(ctx, recorder.Refused("unknown_tool", frame.CodeInvalidFrame, unknown))
 	r.Drain(ctx)
 	evs := obs.got()
 	if len(evs) != 2 || evs[1].Kind != calllog.KindFailed || evs[1].Refused != "unknown_tool" || evs[1].Error.Code != frame.CodeInvalidFrame {
@@ -410,23 +413,23 @@ func TestRefusedCallIsInTheLog(t *testing.T) {
 
 func TestReplay(t *testing.T) {
 	ctx := testCtx(t)
-	store := &calllog.MemoryStore{}
+	store := &eventstore.Memory{}
 	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
-	err := r.Program(ctx, calllog.CallInfo{ID: "p", Tool: "prog"}, func(ctx context.Context) error {
-		rec, err := r.Begin(ctx, calllog.CallInfo{ID: "a", Tool: "say", ToolVersion: "v9"})
+	err := r.Program(ctx, recorder.CallInfo{ID: "p", Tool: "prog"}, func(ctx context.Context) error {
+		rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Tool: "say", ToolVersion: "v9"})
 		if err != nil {
 			return err
 		}
-		rec.Request(calllog.RequestInfo{})
+		rec.Request(recorder.RequestInfo{})
 		rec.Output(chunk(t, "a", 1, map[string]any{"text": "lost"}))
 		rec.Retry(frame.CodeTransportError, "reset")
-		rec.Request(calllog.RequestInfo{})
+		rec.Request(recorder.RequestInfo{})
 		rec.Output(chunk(t, "a", 1, map[string]any{"text": "hel"}))
 		rec.Output(chunk(t, "a", 2, map[string]any{"text": "lo"}))
-		rec.End(ctx, calllog.Done(frame.MustPayload(map[string]any{"v": 1})))
-		b, _ := r.Begin(ctx, calllog.CallInfo{ID: "b", Tool: "fail"})
-		b.Request(calllog.RequestInfo{})
-		b.End(ctx, calllog.Failed(frame.CodeUnreachable, "child died", true))
+		rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"v": 1})))
+		b, _ := r.Begin(ctx, recorder.CallInfo{ID: "b", Tool: "fail"})
+		b.Request(recorder.RequestInfo{})
+		b.End(ctx, recorder.Failed(frame.CodeUnreachable, "child died", true))
 		return &frame.Error{Code: frame.CodeUnreachable, Message: "child died"}
 	})
 	var fe *frame.Error
@@ -440,7 +443,7 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("a replay = %+v", a)
 	}
 	var v map[string]any
-	a.Result().Decode(&v)
+	a.Outcome.Result.Decode(&v)
 	if v["v"] != int8(1) && v["v"] != int64(1) && v["v"] != uint8(1) {
 		t.Fatalf("a's value = %v", v)
 	}
@@ -474,7 +477,7 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 func TestHistoryBoundShowsTheLoss(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{History: 5})
-	rec := runCall(t, ctx, r, calllog.CallInfo{}, 10) // 13 events
+	rec := runCall(t, ctx, r, recorder.CallInfo{}, 10) // 13 events
 	evs := slices.Collect(rec.Events())
 	if len(evs) != 6 {
 		t.Fatalf("watcher got %d events, want the 5 kept and the end", len(evs))
@@ -492,21 +495,21 @@ func TestOutputPastFullHistory(t *testing.T) {
 	ctx := testCtx(t)
 	const n = 12
 	obs := &collector{}
-	store := &calllog.MemoryStore{}
+	store := &eventstore.Memory{}
 	for _, tc := range []string{"none", "observer", "journal"} {
 		t.Run(tc, func(t *testing.T) {
 			opts := readersFor(tc, obs, store)
 			opts.History = 4
 			r := newRecorder(t, opts)
-			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c-" + tc, Tool: "t"})
+			rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c-" + tc, Tool: "t"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec.Request(calllog.RequestInfo{Child: "c0"})
+			rec.Request(recorder.RequestInfo{Child: "c0"})
 			for i := range n {
 				rec.Output(chunk(t, rec.ID(), uint64(i+1), map[string]any{"text": "ab"}))
 			}
-			if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+			if err := rec.End(ctx, recorder.Done(nil)); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := rec.Text(), strings.Repeat("ab", n); got != want {
@@ -542,14 +545,14 @@ func TestOutputPastFullHistory(t *testing.T) {
 	}
 	t.Run("step", func(t *testing.T) {
 		r := newRecorder(t, calllog.Options{History: 4})
-		parent, err := r.Begin(ctx, calllog.CallInfo{ID: "p", Tool: "t", Program: true})
+		parent, err := r.Begin(ctx, recorder.CallInfo{ID: "p", Tool: "t", Program: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		step := runCall(t, parent.Context(ctx), r, calllog.CallInfo{ID: "s", Tool: "t"}, 2)
+		step := runCall(t, parent.Context(ctx), r, recorder.CallInfo{ID: "s", Tool: "t"}, 2)
 		// The parent's history (4) fills with its start and the step's
 		// first three events; the step's own keeps its four and its end.
-		if err := parent.End(ctx, calllog.Done(nil)); err != nil {
+		if err := parent.End(ctx, recorder.Done(nil)); err != nil {
 			t.Fatal(err)
 		}
 		if got := len(slices.Collect(step.Events())); got != 5 {
@@ -571,13 +574,13 @@ func TestOutputContentPerChunk(t *testing.T) {
 	for _, tc := range []string{"none", "observer", "journal"} {
 		t.Run(tc, func(t *testing.T) {
 			obs := &collector{}
-			store := &calllog.MemoryStore{}
+			store := &eventstore.Memory{}
 			r := newRecorder(t, readersFor(tc, obs, store))
-			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t"})
+			rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec.Request(calllog.RequestInfo{Child: "c0"})
+			rec.Request(recorder.RequestInfo{Child: "c0"})
 			want := make([]frame.Payload, n)
 			var text strings.Builder
 			for i := range n {
@@ -587,7 +590,7 @@ func TestOutputContentPerChunk(t *testing.T) {
 				text.WriteString(s)
 				rec.Output(f)
 			}
-			if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+			if err := rec.End(ctx, recorder.Done(nil)); err != nil {
 				t.Fatal(err)
 			}
 			if got := rec.Text(); got != text.String() {
@@ -638,11 +641,11 @@ func TestOutputContentPerChunk(t *testing.T) {
 func TestOutputAtKeepsTimesInOrder(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Request(calllog.RequestInfo{Child: "c0"})
+	rec.Request(recorder.RequestInfo{Child: "c0"})
 	received := time.Now()
 	rec.OutputAt(chunk(t, "c", 1, map[string]any{"i": 1}), received)
 	rec.OutputAt(chunk(t, "c", 2, map[string]any{"i": 2}), received)
@@ -650,7 +653,7 @@ func TestOutputAtKeepsTimesInOrder(t *testing.T) {
 	rec.Output(chunk(t, "c", 4, map[string]any{"i": 4}))
 	future := time.Now().Add(time.Hour)
 	rec.OutputAt(chunk(t, "c", 5, map[string]any{"i": 5}), future)
-	if err := rec.End(ctx, calllog.Done(nil)); err != nil {
+	if err := rec.End(ctx, recorder.Done(nil)); err != nil {
 		t.Fatal(err)
 	}
 	evs := slices.Collect(rec.Events())
@@ -697,11 +700,11 @@ func TestTextOfShortAndLongChunks(t *testing.T) {
 		{"list": []any{"text", map[string]any{"text": "x"}}, "text": "d"},
 	}
 	r := newRecorder(t, calllog.Options{})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c", Tool: "t"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Request(calllog.RequestInfo{Child: "c0"})
+	rec.Request(recorder.RequestInfo{Child: "c0"})
 	var want strings.Builder
 	for i, v := range chunks {
 		f := chunk(t, "c", uint64(i+1), v)
@@ -713,4 +716,9 @@ func TestTextOfShortAndLongChunks(t *testing.T) {
 	if got := rec.Text(); got != want.String() || got != "abcd" {
 		t.Fatalf("Text = %q, want %q (and abcd)", got, want.String())
 	}
+}
+
+// position names where e is in its tree's log, for failure messages.
+func position(e calllog.Event) string {
+	return fmt.Sprintf("%s/%s/%d", e.Tree, e.Writer, e.Seq)
 }

@@ -1,4 +1,4 @@
-package calllog_test
+package recorder_test
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // perEvent records n output events on one call and returns the mean time
 // per event.
-func perEvent(t *testing.T, ctx context.Context, r *calllog.Recorder, n int) time.Duration {
-	rec, err := r.Begin(ctx, calllog.CallInfo{Tool: "bench"})
+func perEvent(t *testing.T, ctx context.Context, r *recorder.Recorder, n int) time.Duration {
+	rec, err := r.Begin(ctx, recorder.CallInfo{Tool: "bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func perEvent(t *testing.T, ctx context.Context, r *calllog.Recorder, n int) tim
 		rec.Output(f)
 	}
 	d := time.Since(start)
-	rec.End(ctx, calllog.Done(nil))
+	rec.End(ctx, recorder.Done(nil))
 	return d / time.Duration(n)
 }
 
@@ -63,7 +64,7 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 	}
 
 	// A call running while the observer is blocked: its start is lost.
-	tail, err := slowed.Begin(ctx, calllog.CallInfo{ID: "tail"})
+	tail, err := slowed.Begin(ctx, recorder.CallInfo{ID: "tail"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,23 +73,23 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := blocked.got()
-	if len(got) != calllog.ObserverQueue {
-		t.Fatalf("blocked observer was given %d events, want the %d that fit its queue", len(got), calllog.ObserverQueue)
+	if len(got) != recorder.ObserverQueue {
+		t.Fatalf("blocked observer was given %d events, want the %d that fit its queue", len(got), recorder.ObserverQueue)
 	}
-	if e := got[len(got)-1]; e.Seq != calllog.ObserverQueue || e.After != e.Seq-1 {
-		t.Fatalf("last given before the loss = %+v after %d", e.Position(), e.After)
+	if e := got[len(got)-1]; e.Seq != recorder.ObserverQueue || e.After != e.Seq-1 {
+		t.Fatalf("last given before the loss = %+v after %d", position(e), e.After)
 	}
 	// The next event of the running call names, as after, one it was not given.
 	tail.Output(chunk(t, "tail", 1, map[string]any{"a": 1}))
-	tail.End(ctx, calllog.Done(nil))
+	tail.End(ctx, recorder.Done(nil))
 	slowed.Drain(ctx)
 	got = blocked.got()
-	if len(got) != calllog.ObserverQueue+2 {
-		t.Fatalf("after catching up the observer has %d events, want %d", len(got), calllog.ObserverQueue+2)
+	if len(got) != recorder.ObserverQueue+2 {
+		t.Fatalf("after catching up the observer has %d events, want %d", len(got), recorder.ObserverQueue+2)
 	}
-	next := got[calllog.ObserverQueue]
+	next := got[recorder.ObserverQueue]
 	if next.Call != "tail" || next.Kind != calllog.KindOutput || next.After != 1 {
-		t.Fatalf("first event after the loss = %+v after %d; want tail's output after its lost start (1)", next.Position(), next.After)
+		t.Fatalf("first event after the loss = %+v after %d; want tail's output after its lost start (1)", position(next), next.After)
 	}
 }
 
@@ -108,7 +109,7 @@ func TestFailingObserverWarnedOnce(t *testing.T) {
 			good := &collector{}
 			r := newRecorder(t, calllog.Options{Logger: slog.New(h), Observers: []calllog.Observer{bad, good}})
 			for range 3 {
-				runCall(t, ctx, r, calllog.CallInfo{}, 2)
+				runCall(t, ctx, r, recorder.CallInfo{}, 2)
 			}
 			if err := r.Drain(ctx); err != nil {
 				t.Fatal(err)
@@ -127,15 +128,15 @@ func TestObserverLayersAddUp(t *testing.T) {
 	ctx := testCtx(t)
 	top, prog, call := &collector{}, &collector{}, &collector{}
 	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{top}})
-	err := r.Program(ctx, calllog.CallInfo{ID: "p", Observers: []calllog.Observer{prog}}, func(ctx context.Context) error {
-		runCall(t, ctx, r, calllog.CallInfo{ID: "a"}, 1)
-		runCall(t, ctx, r, calllog.CallInfo{ID: "b", Observers: []calllog.Observer{call}}, 1)
+	err := r.Program(ctx, recorder.CallInfo{ID: "p", Observers: []calllog.Observer{prog}}, func(ctx context.Context) error {
+		runCall(t, ctx, r, recorder.CallInfo{ID: "a"}, 1)
+		runCall(t, ctx, r, recorder.CallInfo{ID: "b", Observers: []calllog.Observer{call}}, 1)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCall(t, ctx, r, calllog.CallInfo{ID: "other"}, 0)
+	runCall(t, ctx, r, recorder.CallInfo{ID: "other"}, 0)
 	r.Drain(ctx)
 	if n := len(top.got()); n != 2+4+4+3 {
 		t.Fatalf("recorder observer got %d, want 13", n)
@@ -158,22 +159,22 @@ func TestObserverLayersAddUp(t *testing.T) {
 
 func TestObserverCallsNotFedBack(t *testing.T) {
 	ctx := testCtx(t)
-	var r *calllog.Recorder
+	var r *recorder.Recorder
 	echo, other := &collector{}, &collector{}
 	// An observer that makes a call on every started event it is given.
 	caller := calllog.ObserverFunc(func(octx context.Context, e calllog.Event) error {
 		if e.Kind == calllog.KindStarted {
 			echo.Observe(octx, e)
-			rec, err := r.Begin(octx, calllog.CallInfo{Tool: "from-observer"})
+			rec, err := r.Begin(octx, recorder.CallInfo{Tool: "from-observer"})
 			if err != nil {
 				return err
 			}
-			return rec.End(octx, calllog.Done(nil))
+			return rec.End(octx, recorder.Done(nil))
 		}
 		return nil
 	})
 	r = newRecorder(t, calllog.Options{Observers: []calllog.Observer{caller, other}})
-	runCall(t, ctx, r, calllog.CallInfo{Tool: "user"}, 0)
+	runCall(t, ctx, r, recorder.CallInfo{Tool: "user"}, 0)
 	// The first Drain lets the calling observer see the user's call and make
 	// its own (recorded before its Observe returns); the second lets the
 	// other observer be given that call's events.
@@ -198,7 +199,7 @@ func TestDrainWaitsForSlowObserver(t *testing.T) {
 		time.Sleep(time.Millisecond) // a slow observer, not synchronisation
 		return slow.Observe(ctx, e)
 	})}})
-	runCall(t, ctx, r, calllog.CallInfo{}, 20)
+	runCall(t, ctx, r, recorder.CallInfo{}, 20)
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestDrainWaitsForSlowObserver(t *testing.T) {
 	}
 	short, cancel := context.WithCancel(ctx)
 	cancel()
-	runCall(t, ctx, r, calllog.CallInfo{}, 20)
+	runCall(t, ctx, r, recorder.CallInfo{}, 20)
 	if err := r.Drain(short); !errors.Is(err, context.Canceled) {
 		// The observer may have caught up already on a fast machine.
 		if n := len(slow.got()); n != 46 {
@@ -218,16 +219,16 @@ func TestDrainWaitsForSlowObserver(t *testing.T) {
 
 func TestClosedRecorderRefusesCalls(t *testing.T) {
 	ctx := testCtx(t)
-	r, _ := calllog.New(calllog.Options{})
-	rec, _ := r.Begin(ctx, calllog.CallInfo{})
+	r, _ := recorder.New(calllog.Options{})
+	rec, _ := r.Begin(ctx, recorder.CallInfo{})
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Begin(ctx, calllog.CallInfo{}); !errors.Is(err, calllog.ErrClosed) {
+	if _, err := r.Begin(ctx, recorder.CallInfo{}); !errors.Is(err, recorder.ErrClosed) {
 		t.Fatalf("Begin after Close = %v", err)
 	}
 	rec.Output(chunk(t, rec.ID(), 1, map[string]any{"a": 1}))
-	rec.End(ctx, calllog.Done(nil))
+	rec.End(ctx, recorder.Done(nil))
 	if r.Close(ctx) != nil {
 		t.Fatal("second Close failed")
 	}

@@ -1,4 +1,4 @@
-package calllog_test
+package recorder_test
 
 import (
 	"context"
@@ -12,13 +12,15 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // testStore wraps a MemoryStore: Keep can be made to fail, to block until
 // released (ignoring its context: a store that does not answer), or to be
 // slow; it counts sends and the most at once.
 type testStore struct {
-	mem      calllog.MemoryStore   // not embedded: no KeepNew, every send goes through Keep
+	mem      eventstore.Memory     // not embedded: no KeepNew, every send goes through Keep
 	fail     atomic.Pointer[error] // Keep returns it when set
 	slowN    atomic.Int32          // the next slowN sends take slowFor, then fail
 	slowFor  time.Duration
@@ -105,7 +107,7 @@ func TestRequiredJournalStartNotKeptRefusesCall(t *testing.T) {
 			st.setFail(storeErr)
 			r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 5 * time.Second}})
 			invokeWritten := false
-			rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "count"})
+			rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "count"})
 			if err == nil {
 				invokeWritten = true // what a host does after Begin succeeds
 			}
@@ -131,15 +133,15 @@ func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
 	ctx := testCtx(t)
 	st := &testStore{}
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 100 * time.Millisecond}})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1", Tool: "count"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "count"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.block() // the store stops answering
-	rec.Request(calllog.RequestInfo{})
+	rec.Request(recorder.RequestInfo{})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "hi"}))
 	result := frame.MustPayload(map[string]any{"n": 1})
-	err = rec.End(ctx, calllog.Done(result))
+	err = rec.End(ctx, recorder.Done(result))
 	var je *calllog.JournalError
 	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrNoAnswer) {
 		t.Fatalf("End = %v; want a journal-end error caused by no answer", err)
@@ -171,7 +173,7 @@ func TestSlowStoreNeverSentTheSameBatchTwiceAtOnce(t *testing.T) {
 	st := &testStore{slowFor: 3 * timeout}
 	st.slowN.Store(3)
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: timeout}})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
 	if !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, calllog.ErrNoAnswer) {
 		t.Fatalf("Begin against a store slower than the timeout = %v; want no answer", err)
 	}
@@ -199,7 +201,7 @@ func TestBestEffortJournalNeverWaits(t *testing.T) {
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Timeout: time.Hour}})
 	start := time.Now()
 	for range 50 {
-		runCall(t, ctx, r, calllog.CallInfo{}, 10)
+		runCall(t, ctx, r, recorder.CallInfo{}, 10)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("50 calls took %v against a store that does not answer", d)
@@ -215,21 +217,21 @@ func TestBestEffortJournalNeverWaits(t *testing.T) {
 
 func TestJournalPolicy(t *testing.T) {
 	ctx := testCtx(t)
-	j := &calllog.Journal{Store: &calllog.MemoryStore{}, Required: true}
+	j := &calllog.Journal{Store: &eventstore.Memory{}, Required: true}
 	weaker := &calllog.Journal{Store: j.Store}
 	r := newRecorder(t, calllog.Options{Journal: j})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "a", Journal: weaker})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Journal: weaker})
 	if !errors.Is(err, calllog.ErrJournalPolicy) {
 		t.Fatalf("a call replacing the journal: %v, want ErrJournalPolicy", err)
 	}
 	if o, _ := rec.Outcome(); o.Refused != "journal_policy" {
 		t.Fatalf("policy refusal outcome = %+v", o)
 	}
-	if _, err := r.Begin(ctx, calllog.CallInfo{ID: "b", Journal: j}); err != nil {
+	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "b", Journal: j}); err != nil {
 		t.Fatalf("naming the tree's own journal = %v", err)
 	}
-	err = r.Program(ctx, calllog.CallInfo{ID: "p"}, func(ctx context.Context) error {
-		_, err := r.Begin(ctx, calllog.CallInfo{ID: "s", Journal: weaker})
+	err = r.Program(ctx, recorder.CallInfo{ID: "p"}, func(ctx context.Context) error {
+		_, err := r.Begin(ctx, recorder.CallInfo{ID: "s", Journal: weaker})
 		return err
 	})
 	if !errors.Is(err, calllog.ErrJournalPolicy) {
@@ -238,8 +240,8 @@ func TestJournalPolicy(t *testing.T) {
 	// Without a recorder journal, a tree's outermost call brings its own
 	// and its steps cannot replace it.
 	r2 := newRecorder(t, calllog.Options{})
-	err = r2.Program(ctx, calllog.CallInfo{ID: "q", Journal: j}, func(ctx context.Context) error {
-		if _, err := r2.Begin(ctx, calllog.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, calllog.ErrJournalPolicy) {
+	err = r2.Program(ctx, recorder.CallInfo{ID: "q", Journal: j}, func(ctx context.Context) error {
+		if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, calllog.ErrJournalPolicy) {
 			t.Errorf("step: %v", err)
 		}
 		return nil
@@ -254,44 +256,43 @@ func TestJournalPolicy(t *testing.T) {
 
 func TestTreeIDCollisionStopsItsJournal(t *testing.T) {
 	ctx := testCtx(t)
-	j := &calllog.Journal{Store: &calllog.MemoryStore{}, Required: true}
+	j := &calllog.Journal{Store: &eventstore.Memory{}, Required: true}
 	r1 := newRecorder(t, calllog.Options{Journal: j})
-	runCall(t, ctx, r1, calllog.CallInfo{ID: "same"}, 1)
+	runCall(t, ctx, r1, recorder.CallInfo{ID: "same"}, 1)
 	r2 := newRecorder(t, calllog.Options{Journal: j})
-	if _, err := r2.Begin(ctx, calllog.CallInfo{ID: "same"}); !errors.Is(err, calllog.ErrTreeExists) {
+	if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "same"}); !errors.Is(err, calllog.ErrTreeExists) {
 		t.Fatalf("a second tree with a kept id: %v, want ErrTreeExists", err)
 	}
 }
 
 func TestTakeOverFencesTheOldWriter(t *testing.T) {
 	ctx := testCtx(t)
-	st := &calllog.MemoryStore{}
+	st := &eventstore.Memory{}
 	a := newRecorder(t, calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}})
-	prog, err := a.Begin(ctx, calllog.CallInfo{ID: "p", Program: true})
+	prog, err := a.Begin(ctx, recorder.CallInfo{ID: "p", Program: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	step, err := a.Begin(prog.Context(ctx), calllog.CallInfo{ID: "s", Tool: "count"})
+	step, err := a.Begin(prog.Context(ctx), recorder.CallInfo{ID: "s", Tool: "count"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Writer A "crashes" here; B takes the tree over.
-	b := newRecorder(t, calllog.Options{Writer: "B", Journal: &calllog.Journal{Store: st, Required: true}})
-	wrote, err := b.TakeOver(ctx, "p")
+	wrote, err := calllog.TakeOver(ctx, st, "p", "B")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(wrote) != 2 || wrote[0].Call != "s" || wrote[1].Call != "p" || !wrote[0].Error.Synthetic || wrote[0].Seq != 3 || wrote[0].After != 2 {
 		t.Fatalf("takeover wrote %+v; want the step's then the program's end, synthetic, numbered on", wrote)
 	}
-	err = step.End(ctx, calllog.Done(nil))
+	err = step.End(ctx, recorder.Done(nil))
 	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrFenced) {
 		t.Fatalf("the old writer's End = %v; want it fenced", err)
 	}
 	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrFenced) {
 		t.Fatalf("Settle of a fenced end = %v", err)
 	}
-	prog.End(ctx, calllog.Done(nil))
+	prog.End(ctx, recorder.Done(nil))
 	kept, _ := st.EventsAfter(ctx, "p", 0, 0)
 	if len(kept) != 4 || kept[2].Writer != "B" || kept[3].Kind != calllog.KindFailed {
 		t.Fatalf("store has %d events: %+v", len(kept), kinds(kept))
@@ -300,7 +301,7 @@ func TestTakeOverFencesTheOldWriter(t *testing.T) {
 
 func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 	ctx := testCtx(t)
-	st := &calllog.MemoryStore{}
+	st := &eventstore.Memory{}
 	f := calllog.NewFollower(st, "t", 0, 5*time.Millisecond)
 	steps := make(chan calllog.Step, 16)
 	errc := make(chan error, 1)
@@ -351,19 +352,19 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 	ctx := testCtx(t)
 	st := &testStore{}
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 100 * time.Millisecond}})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.block()
 	start := time.Now()
-	if err := rec.Finish(calllog.Failed(frame.CodeTimeout, "deadline", true)); err != nil {
+	if err := rec.Finish(recorder.Failed(frame.CodeTimeout, "deadline", true)); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Fatalf("Finish waited %v for the store", d)
 	}
-	if err := rec.Finish(calllog.Done(nil)); !errors.Is(err, calllog.ErrEnded) {
+	if err := rec.Finish(recorder.Done(nil)); !errors.Is(err, recorder.ErrEnded) {
 		t.Fatalf("second Finish = %v", err)
 	}
 	err = rec.Confirm(ctx)
@@ -380,15 +381,15 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 	}
 
 	// Finish on a call with a running step records the end after the step's.
-	p, _ := r.Begin(ctx, calllog.CallInfo{ID: "p", Program: true})
-	s, _ := r.Begin(p.Context(ctx), calllog.CallInfo{ID: "s"})
-	p.Finish(calllog.Done(nil))
+	p, _ := r.Begin(ctx, recorder.CallInfo{ID: "p", Program: true})
+	s, _ := r.Begin(p.Context(ctx), recorder.CallInfo{ID: "s"})
+	p.Finish(recorder.Done(nil))
 	select {
 	case <-p.Done():
 		t.Fatal("ended before its step")
 	default:
 	}
-	s.End(ctx, calllog.Done(nil))
+	s.End(ctx, recorder.Done(nil))
 	if err := p.Confirm(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +402,7 @@ func TestJournalQueueBound(t *testing.T) {
 	ctx := testCtx(t)
 	st := &testStore{}
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Queue: 4, Timeout: time.Minute}})
-	rec, err := r.Begin(ctx, calllog.CallInfo{ID: "c1"})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,10 +411,10 @@ func TestJournalQueueBound(t *testing.T) {
 		rec.Output(chunk(t, "c1", uint64(i+1), map[string]any{"i": i}))
 	}
 	// A second tree shares the bound: its start does not fit.
-	if _, err := r.Begin(ctx, calllog.CallInfo{ID: "c2"}); !errors.Is(err, calllog.ErrJournalOverflow) {
+	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "c2"}); !errors.Is(err, calllog.ErrJournalOverflow) {
 		t.Fatalf("Begin with the journal queue full = %v, want ErrJournalOverflow", err)
 	}
-	err = rec.End(ctx, calllog.Done(nil))
+	err = rec.End(ctx, recorder.Done(nil))
 	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrJournalOverflow) {
 		t.Fatalf("End after dropped events = %v", err)
 	}
@@ -435,15 +436,14 @@ func TestJournalQueueBound(t *testing.T) {
 // starting a tree of that id afterwards is not refused as a duplicate.
 func TestTakeOverUnknownTree(t *testing.T) {
 	ctx := testCtx(t)
-	st := &calllog.MemoryStore{}
-	r := newRecorder(t, calllog.Options{Writer: "B", Journal: &calllog.Journal{Store: st, Required: true}})
-	if _, err := r.TakeOver(ctx, "nosuchtree"); !errors.Is(err, calllog.ErrNoTree) {
+	st := &eventstore.Memory{}
+	if _, err := calllog.TakeOver(ctx, st, "nosuchtree", "B"); !errors.Is(err, calllog.ErrNoTree) {
 		t.Fatalf("TakeOver of an unknown tree = %v; want ErrNoTree", err)
 	}
 	a := newRecorder(t, calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}})
-	rec, err := a.Begin(ctx, calllog.CallInfo{ID: "nosuchtree", Tool: "count"})
+	rec, err := a.Begin(ctx, recorder.CallInfo{ID: "nosuchtree", Tool: "count"})
 	if err != nil {
 		t.Fatalf("a new tree of the id the takeover was refused: %v", err)
 	}
-	rec.End(ctx, calllog.Done(nil))
+	rec.End(ctx, recorder.Done(nil))
 }

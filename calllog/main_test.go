@@ -1,0 +1,30 @@
+package calllog_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// examplesDir is where the examples keep their files; TestMain removes it.
+var examplesDir string
+
+func tempDir() (string, error) {
+	if examplesDir == "" {
+		d, err := os.MkdirTemp("", "calllog-example")
+		if err != nil {
+			return "", err
+		}
+		examplesDir = d
+	}
+	return examplesDir, nil
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if examplesDir != "" {
+			os.RemoveAll(examplesDir)
+		}
+	}))
+}

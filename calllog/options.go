@@ -1,0 +1,29 @@
+package calllog
+
+import "log/slog"
+
+// Options configures a host's call log (host.Config.CallLog): who reads it
+// beside each call's own watchers, and what they are given. The zero value
+// records every call for its watchers only (Call.Events), with no observer
+// and no journal.
+type Options struct {
+	// Writer names the host in events and claims; "" means a random
+	// 16-hex-digit name. A restarted host should use a new one.
+	Writer string
+	// Content says what observers and journals get of payloads; the zero
+	// value, ContentShape, keeps only types and sizes.
+	Content ContentPolicy
+	// Observers are given the events of every call of the host.
+	Observers []Observer
+	// Journal keeps every tree's log; nil means none (a tree's outermost
+	// call may then bring its own: host.WithJournal).
+	Journal *Journal
+	// Logger receives the warnings (an observer failed or fell behind, a
+	// journal writer stopped); nil means the host's Config.Logger.
+	Logger *slog.Logger
+	// History bounds the events each call keeps for its watchers
+	// (Call.Events), so that a long stream read slowly does not make the
+	// host hold every chunk; 0 means 1024. Past it a call's end event is
+	// still kept, and its After shows the loss.
+	History int
+}

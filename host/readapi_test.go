@@ -1,0 +1,35 @@
+package host_test
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/host"
+)
+
+// What code outside the module reaches of the call log, checked by the
+// compiler: a call's read view, the host's configuration and lifecycle, and
+// calllog's readers. TestNoPublicWriteSide checks that nothing beyond reads
+// is reachable.
+var (
+	_ interface {
+		ID() string
+		Tree() string
+		Events() iter.Seq[calllog.Event]
+		Text() string
+	} = (*host.Call)(nil)
+	_ = host.Config{CallLog: calllog.Options{
+		Content:   calllog.ContentFull,
+		Observers: []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
+		Journal:   &calllog.Journal{Store: (*sqlitestore.Store)(nil), Required: true},
+	}}
+	_ func(context.Context) error                                                        = (*host.Host)(nil).Drain
+	_ func(context.Context) context.Context                                              = host.Detached
+	_ func(calllog.EventStore, string, uint64, time.Duration) *calllog.Follower          = calllog.NewFollower
+	_ func([]calllog.Event) *calllog.Replayed                                            = calllog.Replay
+	_ func(context.Context, error) error                                                 = calllog.Settle
+	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error) = calllog.TakeOver
+)
