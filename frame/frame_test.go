@@ -3,6 +3,7 @@ package frame
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -460,4 +461,63 @@ func TestPayload(t *testing.T) {
 	_, ok = MustPayload(map[string]any{"text": 1}).Text()
 	require.False(t, ok)
 	require.Error(t, Payload{0x90}.Decode(&m))
+}
+
+// TestPayloadMapNumberTypes: Map gives every integer as int64 (uint64 only
+// above math.MaxInt64) and every float as float64, whatever width the
+// encoding used, nested values too.
+func TestPayloadMapNumberTypes(t *testing.T) {
+	p := MustPayload(map[string]any{
+		"i8": int8(-3), "u16": uint16(60000), "u8": uint8(200), "big": uint64(math.MaxUint64),
+		"f32": float32(1.5), "nested": map[string]any{"x": uint32(7)}, "list": []any{uint8(1), int16(-2)},
+	})
+	m, err := p.Map()
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{
+		"i8": int64(-3), "u16": int64(60000), "u8": int64(200), "big": uint64(math.MaxUint64),
+		"f32": float64(1.5), "nested": map[string]any{"x": int64(7)}, "list": []any{int64(1), int64(-2)},
+	}, m)
+}
+
+// TestPayloadDecodeAsJSON: Decode follows encoding/json's rules, so a
+// struct without tags matches keys case-insensitively, and a nil payload
+// leaves v as it was.
+func TestPayloadDecodeAsJSON(t *testing.T) {
+	var v struct {
+		Name  string
+		Count int
+		Ratio float64 `json:"r"`
+	}
+	require.NoError(t, MustPayload(map[string]any{"name": "x", "COUNT": 3, "r": 2, "other": true}).Decode(&v))
+	require.Equal(t, "x", v.Name)
+	require.Equal(t, 3, v.Count)
+	require.Equal(t, 2.0, v.Ratio)
+	require.NoError(t, Payload(nil).Decode(&v))
+	require.Equal(t, "x", v.Name)
+	var wrong struct{ Count string }
+	err := MustPayload(map[string]any{"count": 3}).Decode(&wrong)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "3", "the error names the field, not the value")
+}
+
+// TestPayloadString: a Payload prints as JSON.
+func TestPayloadString(t *testing.T) {
+	require.Equal(t, `{"a":1,"b":"x"}`, MustPayload(map[string]any{"b": "x", "a": 1}).String())
+	require.Equal(t, "null", Payload(nil).String())
+	require.Equal(t, `{"a":1}`, fmt.Sprintf("%v", MustPayload(map[string]any{"a": 1})))
+	require.Contains(t, Payload{0xc1}.String(), "invalid payload")
+}
+
+// TestPayloadText: Text finds "text" among other keys, and refuses a
+// non-string value or a payload that is not a map.
+func TestPayloadText(t *testing.T) {
+	s, ok := MustPayload(map[string]any{"a": []any{1, 2}, "text": "hi", "z": 1}).Text()
+	require.True(t, ok)
+	require.Equal(t, "hi", s)
+	_, ok = MustPayload(map[string]any{"text": 5}).Text()
+	require.False(t, ok)
+	_, ok = MustPayload(map[string]any{"other": "x"}).Text()
+	require.False(t, ok)
+	_, ok = Payload(nil).Text()
+	require.False(t, ok)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/skulkrt/skulk/internal/mpack"
 	"github.com/vmihailenco/msgpack/v5"
@@ -99,27 +100,80 @@ func normalizeNumbers(v any) any {
 // Check reports whether p is a valid payload; the error is a *FieldError.
 func (p Payload) Check() error { return checkPayload(p) }
 
-// Decode decodes p into v, as msgpack.Unmarshal does, honouring `json`
-// struct tags.
+// Decode decodes p into v as encoding/json decodes the payload's JSON form
+// (see String): struct fields match keys by their `json` tags or, without
+// one, by name with case folded; unknown keys are ignored; numbers decode
+// into any numeric field that holds them. A nil Payload decodes as {}.
 func (p Payload) Decode(v any) error {
-	dec := msgpack.NewDecoder(bytes.NewReader(p))
-	dec.SetCustomStructTag("json")
-	if err := dec.Decode(v); err != nil {
+	j, err := p.jsonBytes()
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(j, v); err != nil {
 		return fmt.Errorf("frame: payload: cannot decode into %T: %w", v, err)
 	}
 	return nil
 }
 
-// Map decodes p into a map. A nil Payload gives a nil map.
+// Map decodes p into a map. A nil Payload gives a nil map. Every number is
+// an int64, a uint64 for an integer above math.MaxInt64, or a float64
+// (a float without a fractional part stays a float64), whatever width
+// MessagePack encoded it with; strings, bools, nil, []any and
+// map[string]any are as encoding/json gives them.
 func (p Payload) Map() (map[string]any, error) {
 	if p == nil {
 		return nil, nil
 	}
+	dec := msgpack.NewDecoder(bytes.NewReader(p))
+	dec.UseLooseInterfaceDecoding(true) // every int as int64 or uint64, every float as float64
 	var m map[string]any
-	if err := p.Decode(&m); err != nil {
-		return nil, err
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("frame: payload: cannot decode into a map: %w", err)
+	}
+	for k, v := range m {
+		m[k] = oneIntType(v)
 	}
 	return m, nil
+}
+
+// oneIntType makes every uint64 that fits an int64 one, in v and in what
+// it holds: loose decoding gives uint64 for an integer MessagePack encoded
+// as unsigned, whatever its value.
+func oneIntType(v any) any {
+	switch x := v.(type) {
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = oneIntType(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = oneIntType(e)
+		}
+	}
+	return v
+}
+
+// String returns the payload's JSON form, "null" for a nil Payload, so
+// that a Payload prints readably with %s and %v. An invalid payload gives
+// a description of the fault, never its bytes.
+func (p Payload) String() string {
+	j, err := p.MarshalJSON()
+	if err != nil {
+		return "<invalid payload: " + err.Error() + ">"
+	}
+	return string(j)
+}
+
+// jsonBytes is p's JSON form, {} for a nil Payload.
+func (p Payload) jsonBytes() ([]byte, error) {
+	if p == nil {
+		return []byte("{}"), nil
+	}
+	return p.MarshalJSON()
 }
 
 // MarshalJSON returns the payload as a JSON object, or null when nil.
@@ -151,11 +205,27 @@ func (p *Payload) UnmarshalJSON(data []byte) error {
 // Text returns the string at key "text" when p is an object that has one,
 // which is how Skulk's tools stream text.
 func (p Payload) Text() (string, bool) {
-	var v struct {
-		Text *string `json:"text"`
-	}
-	if p == nil || p.Decode(&v) != nil || v.Text == nil {
+	r := mpack.NewReader(p)
+	n, err := r.ReadMapLen()
+	if err != nil {
 		return "", false
 	}
-	return *v.Text, true
+	for range n {
+		k, err := r.ReadStr()
+		if err != nil {
+			return "", false
+		}
+		if string(k) != "text" {
+			if _, err := r.Skip(); err != nil {
+				return "", false
+			}
+			continue
+		}
+		v, err := r.ReadStr()
+		if err != nil {
+			return "", false
+		}
+		return string(v), true
+	}
+	return "", false
 }

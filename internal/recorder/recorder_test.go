@@ -444,7 +444,7 @@ func TestReplay(t *testing.T) {
 	}
 	var v map[string]any
 	a.Outcome.Result.Decode(&v)
-	if v["v"] != int8(1) && v["v"] != int64(1) && v["v"] != uint8(1) {
+	if v["v"] != float64(1) { // Decode follows encoding/json: a number in an any is a float64
 		t.Fatalf("a's value = %v", v)
 	}
 	if err := b.Err(); !errors.As(err, &fe) || fe.Code != frame.CodeUnreachable || !b.Frames[0].Synthetic {
