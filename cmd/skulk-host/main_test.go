@@ -378,6 +378,38 @@ func TestCallHuman(t *testing.T) {
 	}
 }
 
+// TestCallInputKeepsLinesAndSendsMedia: --input keeps each line's ending
+// ("\r\n", "\n", none on the last), and --input-media sends a file as one
+// inline media chunk with its media type, before the lines.
+func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
+	media := filepath.Join(t.TempDir(), "blob.bin")
+	data := bytes.Repeat([]byte{0, 1, 0xff, '\n'}, 1000)
+	if err := os.WriteFile(media, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "a\r\nb\nc", "call", "echo", "--input", "-", "--input-media", media, "--media-type", "image/png", "--json", "--", childBin)
+	if r.status != cli.ExitOK {
+		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	}
+	lines := parseLines(t, r.stdout)
+	if len(lines) != 6 {
+		t.Fatalf("got %d frames, want started, media, 3 text chunks, completed: %s", len(lines), r.stdout)
+	}
+	m := lines[1].Media
+	if m == nil || m.MediaType != "image/png" || m.Data == nil || m.Data.Size != len(data) {
+		t.Errorf("media chunk: %+v", lines[1])
+	}
+	for i, want := range []string{"a\r\n", "b\n", "c"} {
+		if got := lines[2+i].Payload["text"]; got != want {
+			t.Errorf("text chunk %d: %q, want %q", i, got, want)
+		}
+	}
+	r = run(t, "", "call", "echo", "--media-type", "image/png", "--", childBin)
+	if r.status != cli.ExitUsage || !strings.Contains(r.stderr, "--media-type goes with --input-media") {
+		t.Errorf("--media-type alone: status %d, stderr %q", r.status, r.stderr)
+	}
+}
+
 func TestCallRefusedAndStartFailures(t *testing.T) {
 	cases := []struct {
 		name   string

@@ -448,7 +448,7 @@ func TestASIFExportRealCalls(t *testing.T) {
 		t.Fatalf("export: %d %s", code, stderr)
 	}
 	cr := check(full)
-	if len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len("HELLOWÖRLD") {
+	if len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len("HELLO\nWÖRLD\n") {
 		t.Fatalf("upper streams %+v", cr.Streams)
 	}
 	data, err := os.ReadFile(full)
@@ -456,7 +456,7 @@ func TestASIFExportRealCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := asif.Check(data, asif.Options{})
-	if err != nil || string(rep.Streams[0].Bytes) != "HELLOWÖRLD" {
+	if err != nil || string(rep.Streams[0].Bytes) != "HELLO\nWÖRLD\n" {
 		t.Fatalf("assembled %q (%v)", rep.Streams[0].Bytes, err)
 	}
 	if strings.Contains(string(data), "tool_definition_incomplete") {

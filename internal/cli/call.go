@@ -26,6 +26,8 @@ type callOptions struct {
 	tool      string
 	args      frame.Payload
 	input     string
+	media     string // --input-media: a file sent as one inline media chunk
+	mediaType string
 	timeout   time.Duration
 	json      bool
 	saveMedia string
@@ -39,6 +41,8 @@ func parseCall(args []string) (*callOptions, error) {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	argsJSON := fs.String("args", "{}", "")
 	fs.StringVar(&o.input, "input", "", "")
+	fs.StringVar(&o.media, "input-media", "", "")
+	fs.StringVar(&o.mediaType, "media-type", "", "")
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
@@ -64,6 +68,12 @@ func parseCall(args []string) (*callOptions, error) {
 	if o.timeout < 0 {
 		return nil, usageErr("--timeout must not be negative")
 	}
+	switch {
+	case o.mediaType != "" && o.media == "":
+		return nil, usageErr("--media-type goes with --input-media FILE")
+	case o.media != "" && o.mediaType == "":
+		o.mediaType = "application/octet-stream"
+	}
 	return o, nil
 }
 
@@ -84,6 +94,14 @@ func runCall(ctx context.Context, args []string, env Env) error {
 		}
 		defer f.Close()
 		input = f
+	}
+	var media *frame.InlineMedia
+	if o.media != "" {
+		data, err := os.ReadFile(o.media)
+		if err != nil {
+			return statusErr(ExitFailure, "cannot read --input-media: %v", err)
+		}
+		media = &frame.InlineMedia{Data: data, MediaType: o.mediaType}
 	}
 	if o.saveMedia != "" {
 		if err := os.MkdirAll(o.saveMedia, 0o755); err != nil {
@@ -111,7 +129,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	}
 	defer cancel()
 	var copts []host.CallOption
-	if input == nil {
+	if input == nil && media == nil {
 		copts = append(copts, host.WithInput()) // no input: a plain request, completed with its invoke
 	}
 	c, err := h.Call(callCtx, o.tool, o.args, copts...)
@@ -131,7 +149,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return refusal(o.tool, err)
 	}
-	r := &callRun{opts: o, env: env, call: c}
+	r := &callRun{opts: o, env: env, call: c, media: media}
 	if !o.json && env.StderrTerminal {
 		r.progress = startProgress(env.Stderr)
 	}
@@ -144,7 +162,8 @@ type callRun struct {
 	opts     *callOptions
 	env      Env
 	call     *host.Call
-	progress *progress // nil when stderr is not a terminal
+	progress *progress          // nil when stderr is not a terminal
+	media    *frame.InlineMedia // --input-media, sent before the input's lines; nil without
 
 	terminal atomic.Bool // the provider's terminal was received
 	sendErr  error       // set by the sender before it returns; read only once done is closed
@@ -190,28 +209,38 @@ func (r *callRun) run(ctx context.Context, input io.Reader) error {
 	return quiet(status)
 }
 
-// send writes the input's lines as caller chunks, then half-closes the
-// call. Without input it half-closes at once.
+// send writes the --input-media chunk, then the input's lines as caller
+// chunks, then half-closes the call. Without input it half-closes at once.
 func (r *callRun) send(ctx context.Context, input io.Reader) error {
-	if input != nil {
-		sc := bufio.NewScanner(input)
-		sc.Buffer(make([]byte, 0, 64*1024), maxInputLine)
-		line := 0
-		for sc.Scan() {
-			line++
-			p, err := inputPayload(sc.Text())
-			if err != nil {
-				return r.abort(statusErr(ExitFailure, "input line %d: %v", line, err))
-			}
-			if err := r.call.Send(ctx, p, nil); err != nil {
-				return r.sendFailed(ctx, line, err)
-			}
+	line := 0
+	if r.media != nil {
+		if err := r.call.Send(ctx, nil, r.media); err != nil {
+			return r.sendFailed(ctx, "--input-media", err)
 		}
-		if err := sc.Err(); err != nil {
-			if errors.Is(err, bufio.ErrTooLong) {
+	}
+	if input != nil {
+		br := bufio.NewReaderSize(input, 64*1024)
+		for {
+			text, err := readLine(br)
+			if text != "" {
+				line++
+				p, perr := inputPayload(text)
+				if perr != nil {
+					return r.abort(statusErr(ExitFailure, "input line %d: %v", line, perr))
+				}
+				if serr := r.call.Send(ctx, p, nil); serr != nil {
+					return r.sendFailed(ctx, fmt.Sprintf("input line %d", line), serr)
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if errors.Is(err, errLineTooLong) {
 				return r.abort(statusErr(ExitFailure, "input line %d is longer than %d bytes", line+1, maxInputLine))
 			}
-			return r.abort(statusErr(ExitFailure, "cannot read --input: %v", err))
+			if err != nil {
+				return r.abort(statusErr(ExitFailure, "cannot read --input: %v", err))
+			}
 		}
 	}
 	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) {
@@ -220,17 +249,38 @@ func (r *callRun) send(ctx context.Context, input io.Reader) error {
 	return nil
 }
 
+// errLineTooLong: an input line longer than maxInputLine.
+var errLineTooLong = errors.New("input line too long")
+
+// readLine reads one line of br with its line ending ("\n" or "\r\n"), or
+// the last line without one; at the end of the input it returns what is
+// left and io.EOF. A line over maxInputLine gives errLineTooLong.
+func readLine(br *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		if len(b)+len(part) > maxInputLine {
+			return "", errLineTooLong
+		}
+		b = append(b, part...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return string(b), err
+	}
+}
+
 // sendFailed classifies an error of Send: after the provider's terminal or
 // the command's own cancellation it is no error of the input.
-func (r *callRun) sendFailed(ctx context.Context, line int, err error) error {
+func (r *callRun) sendFailed(ctx context.Context, what string, err error) error {
 	var se *host.SchemaError
 	switch {
 	case errors.As(err, &se):
-		return r.abort(statusErr(ExitRefused, "input line %d refused: %v", line, err))
+		return r.abort(statusErr(ExitRefused, "%s refused: %v", what, err))
 	case errors.Is(err, host.ErrSendClosed), ctx.Err() != nil, r.terminal.Load():
 		return nil
 	}
-	return r.abort(statusErr(ExitFailure, "cannot send input line %d: %v", line, err))
+	return r.abort(statusErr(ExitFailure, "cannot send %s: %v", what, err))
 }
 
 // abort cancels the call because of err (a host-side failure) and returns
@@ -242,7 +292,9 @@ func (r *callRun) abort(err error) error {
 	return err
 }
 
-// inputPayload turns one input line into a caller chunk's payload.
+// inputPayload turns one input line, with its line ending, into a caller
+// chunk's payload: a JSON object as that object, any other line as
+// {"text": line}, its line ending kept.
 func inputPayload(line string) (frame.Payload, error) {
 	if t := strings.TrimSpace(line); strings.HasPrefix(t, "{") {
 		if p, err := frame.PayloadFromJSON([]byte(t)); err == nil {

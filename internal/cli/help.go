@@ -105,7 +105,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--timeout D] [--json] [--save-media DIR] [--journal FILE] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--save-media DIR] [--journal FILE] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -120,10 +120,19 @@ The flags are:
 	--input FILE|-
 		send caller input from FILE, or from standard input with -. Each
 		line becomes one caller chunk: a line that is a JSON object is sent
-		as that object, any other line as {"text": line}. The end of the
-		input half-closes the call (the caller's completed frame): the
-		provider's input ends, its output goes on. Without --input the call
-		is half-closed at once.
+		as that object, any other line as {"text": line} with its line
+		ending ("\n" or "\r\n") kept. The end of the input half-closes
+		the call (the caller's completed frame): the provider's input ends,
+		its output goes on. Without --input (or --input-media) the call is
+		half-closed at once.
+	--input-media FILE
+		send FILE's bytes as one inline media chunk (a raw attachment,
+		never base64) before any --input lines. At most the child's
+		max_attachment (16 MiB by default); a larger one cancels the
+		call and the command exits with status 1.
+	--media-type T
+		the media type of --input-media, such as audio/wav or image/png
+		(default application/octet-stream).
 	--timeout D
 		the call's deadline, a Go duration such as 500ms, 30s or 2m (default
 		0: none). It travels to the child as timeout_ms; a call still running
@@ -174,6 +183,7 @@ Examples:
 	go build -o skulk-child ./cmd/skulk-child
 	skulk-host call count --args '{"n": 5}' -- ./skulk-child
 	printf 'hello\nworld\n' | skulk-host call upper --input - -- ./skulk-child
+	skulk-host call echo --input-media photo.png --media-type image/png -- ./skulk-child
 	skulk-host call media --args '{"bytes": 10000000, "chunk": 1000000}' --save-media /tmp/m -- ./skulk-child
 	skulk-host call sleep --args '{"ms": 5000}' --timeout 1s --json -- ./skulk-child
 `
