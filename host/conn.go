@@ -147,6 +147,7 @@ func (c *streamConn) bind(call *Call) bool {
 	}
 	c.cur = call
 	c.wantReader = false
+	c.r.ExpectCallID(call.id) // nobody reads an idle connection
 	c.turn = turnCaller
 	return true
 }

@@ -104,6 +104,13 @@ func NewReader(src io.Reader, l Limits) *Reader {
 // an allocation per frame. Call it before the first ReadPacket.
 func (r *Reader) ReuseFrames() { r.dec.reuse = &Frame{} }
 
+// ExpectCallID tells the Reader that the frames it reads next will likely
+// carry call id id, as a host knows when it has just sent a call's invoke:
+// a frame whose call id is id then shares the string instead of
+// allocating its own. Frames of the same call share one string without it;
+// the hint saves the one allocation of a call's first frame.
+func (r *Reader) ExpectCallID(id string) { r.dec.lastCallID = id }
+
 // SetLimits replaces the Reader's limits, as after a handshake.
 func (r *Reader) SetLimits(l Limits) { r.limits = l.Effective() }
 

@@ -884,6 +884,18 @@ func TestPayloadsShareNothingWritable(t *testing.T) {
 	}
 }
 
+// A frame whose call id is the one ExpectCallID gave shares its string.
+func TestExpectCallIDSharesTheString(t *testing.T) {
+	id := strings.Clone("c1")
+	r := NewReader(bytes.NewReader(pkt(hdr(chunkKV(1, frame.MustPayload(map[string]any{"a": 1}))...), nil)), Limits{})
+	r.ExpectCallID(id)
+	p, err := r.ReadPacket()
+	require.NoError(t, err)
+	got := p.(*Frame).CallID
+	require.Equal(t, id, got)
+	require.True(t, unsafe.StringData(got) == unsafe.StringData(id), "the call id was copied")
+}
+
 // Frames that follow each other with the same call id share one string:
 // the Reader allocates a call id once per call, not once per frame.
 func TestRepeatedCallIDSharesTheString(t *testing.T) {
