@@ -14,6 +14,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -33,7 +34,7 @@ import (
 type Call struct {
 	id   string
 	ctx  context.Context
-	tool *tool
+	tool *toolschema.Tool
 	ch   *child
 	conn *streamConn
 	rec  *recorder.Record // the call in the log; its methods never block but End and Confirm
@@ -76,7 +77,7 @@ type Call struct {
 // startCall binds a new call to a stream connection and writes its invoke
 // and the caller's started. The stream slot and the call's WaitGroup
 // count were taken by acquire.
-func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *recorder.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
+func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.Invoke, rec *recorder.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
 		done:  make(chan struct{}),
@@ -115,7 +116,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	call.sendMu.Lock()
 	// Recorded before the write: the child may answer before WritePacket
 	// returns, and its output must come after the request in the log.
-	rec.Request(recorder.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version, Args: reqArgs})
+	rec.Request(recorder.RequestInfo{Child: ch.id, ToolVersion: t.Desc.Version, Args: reqArgs})
 	var err error
 	if o.closedInput {
 		err = call.writeRequest(inv, o.input)
@@ -190,7 +191,7 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 func (c *Call) ID() string { return c.id }
 
 // Tool returns the id of the called tool.
-func (c *Call) Tool() string { return c.tool.desc.ID }
+func (c *Call) Tool() string { return c.tool.Desc.ID }
 
 // Send sends one caller chunk: a payload, inline or blob media, or both.
 // The payload is checked against the tool's input_schema first (a
@@ -209,7 +210,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 		if err := payload.Check(); err != nil {
 			return err
 		}
-		if err := validate(c.tool.input, "input", payload); err != nil {
+		if err := validate(c.tool.Input, payload); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -36,9 +37,9 @@ type Host struct {
 
 	mu       sync.Mutex // guards the fields below and the pool state of every slot and child
 	closing  bool
-	closeCtx context.Context // Close's context, set when closing
-	changed  chan struct{}   // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
-	cat      *catalog        // the catalogue of the latest child that started
+	closeCtx context.Context     // Close's context, set when closing
+	changed  chan struct{}       // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
+	cat      *toolschema.Catalog // the catalogue of the latest child that started
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
 	closeErr  error     // set inside closeOnce
@@ -160,7 +161,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 func (h *Host) Tools() []wire.Tool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.cat.list
+	return h.cat.List()
 }
 
 // Children describes every slot of the pool.
@@ -380,24 +381,24 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 
 // lookupTool returns the tool named id in the latest catalogue (nil when
 // there is none) or ErrClosed.
-func (h *Host) lookupTool(id string) (*tool, error) {
+func (h *Host) lookupTool(id string) (*toolschema.Tool, error) {
 	h.mu.Lock()
 	closing, cat := h.closing, h.cat
 	h.mu.Unlock()
 	if closing {
 		return nil, ErrClosed
 	}
-	return cat.tools[id], nil
+	return cat.Tool(id), nil
 }
 
 // checkArguments fills in defaults and validates args against t's
 // arguments_schema.
-func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
-	args, err := t.defaults.apply(args)
+func checkArguments(t *toolschema.Tool, args frame.Payload) (frame.Payload, error) {
+	args, err := t.WithDefaults(args)
 	if err != nil {
-		return nil, err
+		return nil, schemaRefusal(err)
 	}
-	if err := validate(t.arguments, "arguments", args); err != nil {
+	if err := validate(t.Arguments, args); err != nil {
 		return nil, err
 	}
 	return args, nil
@@ -405,10 +406,10 @@ func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
 
 // begin records a call's start. Its error is the call's: ErrClosed, or the
 // recorder's refusal (ErrJournalStart, ErrJournalPolicy, ErrParentEnded).
-func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload, o *callOptions) (*recorder.Record, error) {
+func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args frame.Payload, o *callOptions) (*recorder.Record, error) {
 	info := recorder.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal, ArgumentsStreamed: o.streamed}
 	if t != nil {
-		info.ToolVersion = t.desc.Version
+		info.ToolVersion = t.Desc.Version
 	}
 	rec, err := h.rec.Begin(ctx, info)
 	if errors.Is(err, recorder.ErrClosed) {
@@ -435,12 +436,12 @@ func endWith(ctx context.Context, rec *recorder.Record, o calllog.Outcome, err e
 }
 
 // checkInput validates the payloads of WithInput against t's input_schema.
-func checkInput(t *tool, input []frame.Payload) error {
+func checkInput(t *toolschema.Tool, input []frame.Payload) error {
 	for _, p := range input {
 		if p == nil || p.Check() != nil {
 			return &SchemaError{Schema: "input", Value: "not a JSON object"}
 		}
-		if err := validate(t.input, "input", p); err != nil {
+		if err := validate(t.Input, p); err != nil {
 			return err
 		}
 	}
@@ -448,7 +449,7 @@ func checkInput(t *tool, input []frame.Payload) error {
 }
 
 // dispatch sends a recorded, validated call of t to a child.
-func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *toolschema.Tool, args frame.Payload, o *callOptions) (*Call, error) {
 	if err := checkInput(t, o.input); err != nil {
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
@@ -466,7 +467,7 @@ func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *tool, args
 // startCall takes a slot and starts the call on its child; errRetry means
 // the child turned out dead before the invoke and another may be tried
 // (nothing was recorded: no attempt was made).
-func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschema.Tool, args frame.Payload, o *callOptions) (*Call, error) {
 	ch, err := h.acquire(ctx)
 	if err != nil {
 		switch {
@@ -478,7 +479,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *tool, arg
 			return nil, h.refuse(ctx, rec, "pool_down", frame.CodeUnreachable, err)
 		}
 	}
-	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
+	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.Desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
 	if p := rec.Parent(); p != nil {
 		inv.Tree, inv.Parent = rec.Tree(), p.ID()
 	}
@@ -497,7 +498,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *tool, arg
 	}
 	// The tool the child knows is the one the host validated against,
 	// unless the child was restarted with another build: use its own.
-	if ct := ch.cat.tools[t.desc.ID]; ct != nil {
+	if ct := ch.cat.Tool(t.Desc.ID); ct != nil {
 		t = ct
 	}
 	var reqArgs frame.Payload
