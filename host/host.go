@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
+	"golang.org/x/sync/errgroup"
 )
 
 // Host supervises a pool of children running one command and drives calls
@@ -101,10 +102,13 @@ type ChildInfo struct {
 	LastCause error
 }
 
-// Start starts cfg.PoolSize children and completes each one's handshake
-// (hello, then startup) before it returns. ctx bounds the start only; the
-// Host lives until Close. On error every child started so far is stopped
-// and nothing is left behind.
+// Start starts cfg.PoolSize children at once and completes each one's
+// handshake (hello, then startup) before it returns, so a pool starts in
+// about the time of its slowest child. ctx bounds the start only; the Host
+// lives until Close. The first child that fails to start fails Start with
+// its error (ErrStartTimeout, ErrHandshake, ErrProtocolVersion, the exec
+// error, or ctx's): the other starts are cancelled, every child that did
+// start is stopped, and nothing is left behind.
 func Start(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -126,24 +130,13 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.rec = rec
 	h.life, h.stop = context.WithCancel(context.Background())
-	started := make([]*child, 0, h.cfg.PoolSize)
-	for i := range h.cfg.PoolSize {
-		s := &slot{index: i, state: StateStarting}
-		h.slots = append(h.slots, s)
-		ch, err := h.startChild(ctx, s)
-		if err != nil {
-			h.stop()
-			for _, c := range started {
-				c.stop(err, stopDead) // never supervised
-			}
-			h.rec.Close(context.Background())
-			return nil, err
-		}
-		started = append(started, ch)
+	if err := h.startPool(ctx); err != nil {
+		h.rec.Close(context.Background())
+		return nil, err
 	}
-	for i, ch := range started {
+	for _, s := range h.slots {
 		h.wg.Add(1)
-		go h.supervise(h.slots[i], ch) // stopped by Close (h.life); Close waits through h.wg
+		go h.supervise(s, s.cur) // stopped by Close (h.life); Close waits through h.wg
 	}
 	h.wg.Add(1)
 	// One pass over TempDir for what hosts that are gone left (sweepStale),
@@ -154,6 +147,36 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 		sweepStale(h.cfg.tempBase(), time.Now(), h.log)
 	}()
 	return h, nil
+}
+
+// startPool starts the children of every slot at once, each on a
+// goroutine of its own owned by one errgroup and waited for before it
+// returns. The first start that fails cancels the others (their handshakes
+// end with the group's context, and a start that fails stops its own
+// process); once all have returned, the children that did start are
+// stopped, so nothing is left behind, and the first failure is returned.
+func (h *Host) startPool(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	h.slots = make([]*slot, h.cfg.PoolSize)
+	for i := range h.slots {
+		s := &slot{index: i, state: StateStarting}
+		h.slots[i] = s
+		g.Go(func() error { // ends with the child's start; waited for by g.Wait
+			_, err := h.startChild(gctx, s)
+			return err
+		})
+	}
+	err := g.Wait()
+	if err == nil {
+		return nil
+	}
+	h.stop()
+	for _, s := range h.slots {
+		if ch := s.cur; ch != nil {
+			ch.stop(err, stopDead) // never supervised
+		}
+	}
+	return err
 }
 
 // Tools returns the tool catalogue of the children: ids, descriptions and
