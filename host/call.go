@@ -14,6 +14,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -25,7 +26,11 @@ import (
 // the invoke was written), the provider's chunks, then exactly one
 // terminal (completed, failed or cancelled; Synthetic when the host made
 // it up), then io.EOF. A Call must be read to its terminal: until it is,
-// it holds a stream slot of its child.
+// it holds a stream slot of its child. A call the caller will not read to
+// its end must be cancelled (Cancel, or its context): it then gives its
+// slot back without being read, once the child's terminal came or, at the
+// latest, CancelGrace plus 1 s later. Nothing else needs releasing; Close
+// ends every call.
 //
 // Send, CloseSend and Cancel are safe for concurrent use with each other
 // and with the reading methods; Recv, Frames and Wait must be used by one
@@ -33,7 +38,7 @@ import (
 type Call struct {
 	id   string
 	ctx  context.Context
-	tool *tool
+	tool *toolschema.Tool
 	ch   *child
 	conn *streamConn
 	rec  *recorder.Record // the call in the log; its methods never block but End and Confirm
@@ -76,7 +81,7 @@ type Call struct {
 // startCall binds a new call to a stream connection and writes its invoke
 // and the caller's started. The stream slot and the call's WaitGroup
 // count were taken by acquire.
-func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *recorder.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
+func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.Invoke, rec *recorder.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
 		done:  make(chan struct{}),
@@ -115,7 +120,7 @@ func (ch *child) startCall(ctx context.Context, t *tool, inv *wire.Invoke, rec *
 	call.sendMu.Lock()
 	// Recorded before the write: the child may answer before WritePacket
 	// returns, and its output must come after the request in the log.
-	rec.Request(recorder.RequestInfo{Child: ch.id, ToolVersion: t.desc.Version, Args: reqArgs})
+	rec.Request(recorder.RequestInfo{Child: ch.id, ToolVersion: t.Desc.Version, Args: reqArgs})
 	var err error
 	if o.closedInput {
 		err = call.writeRequest(inv, o.input)
@@ -190,7 +195,7 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 func (c *Call) ID() string { return c.id }
 
 // Tool returns the id of the called tool.
-func (c *Call) Tool() string { return c.tool.desc.ID }
+func (c *Call) Tool() string { return c.tool.Desc.ID }
 
 // Send sends one caller chunk: a payload, inline or blob media, or both.
 // The payload is checked against the tool's input_schema first (a
@@ -209,7 +214,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 		if err := payload.Check(); err != nil {
 			return err
 		}
-		if err := validate(c.tool.input, "input", payload); err != nil {
+		if err := validate(c.tool.Input, payload); err != nil {
 			return err
 		}
 	}
@@ -264,23 +269,25 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	return c.send.Accept(&f)
 }
 
-// Release hands back the data of an inline-media frame Recv returned for
+// Recycle hands back the data of an inline-media frame Recv returned for
 // this call, once the caller is done with it: the call's connection may
 // read a later attachment into the same memory instead of allocating a
-// new buffer, which for large media is most of the host's cost of reading.
-// Releasing is optional; without it every attachment gets a new buffer.
+// new buffer, which for large media is most of the host's cost of reading
+// (the media rows of bench/cmd/compare measure it). Recycling is optional:
+// without it every attachment gets a new buffer, and a call ends and frees
+// its stream slot the same way either way.
 //
-// After Release the caller must not touch f's media data (nor any slice
-// of it: the bytes change under it), and must not release the same frame
+// After Recycle the caller must not touch f's media data (nor any slice
+// of it: the bytes change under it), and must not recycle the same frame
 // twice. The call's own history keeps the frame's data by reference:
-// after Release, the data of its output event in Call.Events (and in an
+// after Recycle, the data of its output event in Call.Events (and in an
 // enclosing Program's events) is no longer the frame's; read it before
-// releasing. Release does nothing for a frame without inline media, for
+// recycling. Recycle does nothing for a frame without inline media, for
 // another call's frame, and when Config.CallLog.Content is
 // calllog.ContentFull (observers and journals are then given the bytes,
 // and may keep them). It is safe for concurrent use with the other
 // methods.
-func (c *Call) Release(f frame.Frame) {
+func (c *Call) Recycle(f frame.Frame) {
 	m, ok := f.Media.(*frame.InlineMedia)
 	if !ok || m == nil || f.CallID != c.id || c.ch.h.cfg.CallLog.Content == calllog.ContentFull {
 		return
@@ -296,10 +303,6 @@ func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 // Text returns the "text" strings of the call's output chunks so far; it
 // is provisional until the call ends.
 func (c *Call) Text() string { return c.rec.Text() }
-
-// Result reads the output to its end and returns the call's value, as a
-// plain call's Wait does.
-func (c *Call) Result() (frame.Payload, error) { return c.Wait() }
 
 // Tree returns the id of the call's tree in the call log: the call's own
 // id, or, for a step of a program, the outermost program's.

@@ -203,7 +203,7 @@ func TestPlainRequestStreams(t *testing.T) {
 }
 
 // readMedia reads c to its end and returns the inline media bytes it
-// got, handing each buffer back (Call.Release) once counted.
+// got, handing each buffer back (Call.Recycle) once counted.
 func readMedia(tb testing.TB, c *Call) int {
 	tb.Helper()
 	n := 0
@@ -213,7 +213,7 @@ func readMedia(tb testing.TB, c *Call) int {
 		}
 		if m, ok := f.Media.(*frame.InlineMedia); ok {
 			n += len(m.Data)
-			c.Release(f)
+			c.Recycle(f)
 		}
 	}
 	return n

@@ -142,7 +142,7 @@ func TestCallEventsOrder(t *testing.T) {
 	if got := c.Text(); got != "hello" {
 		t.Fatalf("Text %q", got)
 	}
-	v, err := c.Result()
+	v, err := c.Wait()
 	if err != nil || v == nil {
 		t.Fatalf("Result: %v %v", v, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -46,7 +47,7 @@ type child struct {
 	ctrlW      *coalesce.Writer
 	maxStreams int
 	limits     wire.Limits
-	cat        *catalog
+	cat        *toolschema.Catalog
 
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
 	byes     chan struct{}  // size 1: "the child said bye"; a full channel already says so

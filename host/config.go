@@ -10,31 +10,20 @@ import (
 	"github.com/skulkrt/skulk/wire"
 )
 
-// Defaults of PROTOCOL.md §7 and of this package, used for zero Config
-// fields.
+// The values of zero Config and RestartPolicy fields, as each field's doc
+// states them (TestConfigDefaults holds the two together).
 const (
-	// DefaultHealthInterval is Config.HealthInterval's default.
-	DefaultHealthInterval = time.Second
-	// DefaultHealthTimeout is Config.HealthTimeout's default.
-	DefaultHealthTimeout = 5 * time.Second
-	// DefaultStartTimeout is Config.StartTimeout's default.
-	DefaultStartTimeout = 10 * time.Second
-	// DefaultCancelGrace is Config.CancelGrace's default.
-	DefaultCancelGrace = time.Second
-	// DefaultEndGrace is Config.EndGrace's default.
-	DefaultEndGrace = 2 * time.Second
-	// DefaultKillGrace is Config.KillGrace's default.
-	DefaultKillGrace = 2 * time.Second
-	// DefaultDrainGrace is Config.DrainGrace's default.
-	DefaultDrainGrace = 5 * time.Second
-	// DefaultMaxRestarts is RestartPolicy.MaxRestarts's default.
-	DefaultMaxRestarts = 5
-	// DefaultRestartWindow is RestartPolicy.Window's default.
-	DefaultRestartWindow = time.Minute
-	// DefaultBackoffMin is RestartPolicy.BackoffMin's default.
-	DefaultBackoffMin = 100 * time.Millisecond
-	// DefaultBackoffMax is RestartPolicy.BackoffMax's default.
-	DefaultBackoffMax = 10 * time.Second
+	defaultHealthInterval = time.Second
+	defaultHealthTimeout  = 5 * time.Second
+	defaultStartTimeout   = 10 * time.Second
+	defaultCancelGrace    = time.Second
+	defaultEndGrace       = 2 * time.Second
+	defaultKillGrace      = 2 * time.Second
+	defaultDrainGrace     = 5 * time.Second
+	defaultMaxRestarts    = 5
+	defaultRestartWindow  = time.Minute
+	defaultBackoffMin     = 100 * time.Millisecond
+	defaultBackoffMax     = 10 * time.Second
 )
 
 // deadlineGrace is added to cancel_grace before a call past its deadline
@@ -105,7 +94,10 @@ type Config struct {
 	// left behind (docs/operations.md).
 	TempDir string
 	// Logger receives the children's stdout and stderr line by line and
-	// the host's own events; nil means discard.
+	// the host's own events; nil means discard. A line of a child's output
+	// is a record of level Info with the message "child output" and the
+	// attributes child (its id), pid, stream ("stdout" or "stderr") and
+	// line; every other record is one of the host's own events.
 	Logger *slog.Logger
 	// CallLog configures the call log every call is recorded in
 	// (docs/events.md): the host's observers and journal, what they are
@@ -205,18 +197,18 @@ func (c Config) withDefaults() Config {
 		c.PoolSize = 1
 	}
 	c.Limits = c.Limits.Effective()
-	def(&c.HealthInterval, DefaultHealthInterval)
-	def(&c.HealthTimeout, DefaultHealthTimeout)
-	def(&c.StartTimeout, DefaultStartTimeout)
-	def(&c.CancelGrace, DefaultCancelGrace)
-	def(&c.EndGrace, DefaultEndGrace)
-	def(&c.KillGrace, DefaultKillGrace)
-	def(&c.DrainGrace, DefaultDrainGrace)
-	def(&c.Restart.Window, DefaultRestartWindow)
-	def(&c.Restart.BackoffMin, DefaultBackoffMin)
-	def(&c.Restart.BackoffMax, DefaultBackoffMax)
+	def(&c.HealthInterval, defaultHealthInterval)
+	def(&c.HealthTimeout, defaultHealthTimeout)
+	def(&c.StartTimeout, defaultStartTimeout)
+	def(&c.CancelGrace, defaultCancelGrace)
+	def(&c.EndGrace, defaultEndGrace)
+	def(&c.KillGrace, defaultKillGrace)
+	def(&c.DrainGrace, defaultDrainGrace)
+	def(&c.Restart.Window, defaultRestartWindow)
+	def(&c.Restart.BackoffMin, defaultBackoffMin)
+	def(&c.Restart.BackoffMax, defaultBackoffMax)
 	if c.Restart.MaxRestarts == 0 {
-		c.Restart.MaxRestarts = DefaultMaxRestarts
+		c.Restart.MaxRestarts = defaultMaxRestarts
 	}
 	if c.StuckLimit == 0 {
 		c.StuckLimit = 1

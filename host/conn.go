@@ -448,11 +448,11 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, bur
 	switch f.Kind {
 	case frame.KindChunk:
 		if f.Payload != nil {
-			err = validate(call.tool.output, "output", f.Payload)
+			err = validate(call.tool.Output, f.Payload)
 		}
 	case frame.KindCompleted:
 		if f.Payload != nil {
-			err = validate(call.tool.result, "result", f.Payload)
+			err = validate(call.tool.Result, f.Payload)
 		}
 	}
 	if err != nil {

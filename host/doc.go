@@ -4,13 +4,14 @@
 //
 // # Processes
 //
-// Start runs Config.PoolSize children of Config.Command, each in its own
-// process group with a private 0700 directory holding its stream listener
-// (fd 4) and a control socketpair (fd 3), and completes each handshake
-// (hello, then startup) before it returns. The children's stdout and
-// stderr are forwarded line by line to Config.Logger, tagged with the
-// child's id and pid; the last 64 KiB of stderr ride along on the error of
-// any call that fails because its child died.
+// Start runs Config.PoolSize children of Config.Command at once, each in
+// its own process group with a private 0700 directory holding its stream
+// listener (fd 4) and a control socketpair (fd 3), and completes each
+// handshake (hello, then startup) before it returns; the first child that
+// fails to start fails Start, and the others are stopped. The children's
+// stdout and stderr are forwarded line by line to Config.Logger, tagged
+// with the child's id and pid; the last 64 KiB of stderr ride along on the
+// error of any call that fails because its child died.
 //
 // Each child is pinged every Config.HealthInterval. A child that answers no
 // ping within Config.HealthTimeout, whose control connection ends, or whose
@@ -86,7 +87,8 @@
 // # Errors
 //
 // Refusals come back from Call before anything is sent: ErrUnknownTool, a
-// *SchemaError, ErrPoolDown, ErrClosed. A call that ended otherwise than
+// *SchemaError (the schema, the field as a JSON pointer, the keyword; see
+// its Example), ErrPoolDown, ErrClosed. A call that ended otherwise than
 // completed gives Wait a *CallError carrying the frame.Code, whether it is
 // synthetic, and the stderr tail when the child died. Messages name fields
 // and describe values (type, size), never print them.

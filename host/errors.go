@@ -2,8 +2,11 @@ package host
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/toolschema"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // Errors callers act on. Match them with errors.Is.
@@ -114,3 +117,55 @@ func (e *RefusedError) Error() string { return e.Err.Error() }
 
 // Unwrap returns Err.
 func (e *RefusedError) Unwrap() error { return e.Err }
+
+// SchemaError reports a payload that breaks one of a tool's schemas. It names
+// the schema, the field (a JSON pointer into the payload, "" for the whole
+// payload), the keyword that failed and what the value is (its JSON type
+// and size), never the value itself, so it is safe to log. Call, CallStream
+// and Send refuse arguments and input with it (nothing sent); a provider
+// frame that breaks output_schema or result_schema fails its call with a
+// synthetic invalid_frame whose message is its Error. Match it with
+// errors.As.
+type SchemaError struct {
+	// Schema is "arguments", "input", "output" or "result".
+	Schema string
+	// Field is the JSON pointer of the offending value ("/options/level");
+	// "" means the payload itself.
+	Field string
+	// Keyword is the JSON Schema keyword that failed ("type", "minimum",
+	// "required", …); "" when the payload could not be read at all.
+	Keyword string
+	// Value describes the offending value: its JSON type and size
+	// ("string of 12 bytes", "array of 3 items", "number").
+	Value string
+}
+
+func (e *SchemaError) Error() string {
+	return "host: " + (*toolschema.Error)(e).Error()
+}
+
+// schemaRefusal gives the schema engine's refusal to the caller as a
+// *SchemaError (the same fields: the conversion copies nothing); other
+// errors pass unchanged.
+func schemaRefusal(err error) error {
+	if e, ok := err.(*toolschema.Error); ok {
+		return (*SchemaError)(e)
+	}
+	return err
+}
+
+// validate checks p against v (nil accepts any object); its refusal is a
+// *SchemaError.
+func validate(v *toolschema.Validator, p frame.Payload) error {
+	return schemaRefusal(v.Validate(p))
+}
+
+// newCatalog compiles the tools of a child's hello; a duplicate id or a
+// schema that does not compile fails the handshake (ErrHandshake).
+func newCatalog(tools []wire.Tool) (*toolschema.Catalog, error) {
+	c, err := toolschema.NewCatalog(tools)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return c, nil
+}

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -55,4 +56,26 @@ func Example() {
 	// 1 HELLO
 	// 2 WORLD
 	// completed
+}
+
+// A call whose arguments break the tool's arguments_schema is refused
+// before anything is sent; the refusal names the field and the keyword,
+// never the value.
+func ExampleSchemaError() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.Start(ctx, host.Config{Command: os.Getenv("SKULK_TEST_CHILD")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close(ctx)
+
+	_, err = h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": -1}))
+	var se *host.SchemaError
+	if errors.As(err, &se) {
+		fmt.Println(se.Schema, se.Field, se.Keyword, se.Value)
+	}
+	// Output:
+	// arguments /n minimum integer
 }

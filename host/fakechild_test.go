@@ -16,7 +16,8 @@ import (
 // speaks raw packets to the host and misbehaves on purpose. Its mode
 // changes the control side ("" or "ok": well behaved; "nopong": never
 // answers pings; "stalepong": answers each with the first ping's nonce; "badversion": offers only version 2; "nohello": says
-// nothing; "exit": exits at once). Its tools change one call:
+// nothing; "exit": exits at once; the pool start modes of poolstart_test.go).
+// Its tools change one call:
 //
 //	ok        echoes caller chunks; completes {"n", "prefix"} on the caller's completed
 //	byecall   says bye on the control connection (no drain asked), then completes
@@ -54,6 +55,9 @@ func fakeChild(mode string) int {
 	case "exit":
 		return 4
 	}
+	if code, done := poolStartBeforeHello(mode); done {
+		return code
+	}
 	cw := wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	proto := []int64{1}
@@ -76,6 +80,7 @@ func fakeChild(mode string) int {
 	tools = append(tools, wire.Tool{ID: "badoutput", OutputSchema: obj(map[string]any{"i": map[string]any{"type": "integer"}})})
 	fakeControl = cw
 	cw.WritePacket(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: wire.DefaultLimits(), Tools: tools})
+	poolStartAfterHello(mode)
 	if _, err := cr.ReadPacket(); err != nil {
 		return 2
 	}

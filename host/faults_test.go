@@ -338,6 +338,8 @@ func TestCancelUnreadSaysWhose(t *testing.T) {
 	waitFor(t, c.out.stalled)
 	// Nor anything until the cancel clock has given up on the call.
 	waitFor(t, c.conn.failed)
+	// The call gives its stream slot back without being read.
+	waitFor(t, func() bool { return h.Children()[0].Running == 0 })
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	if term.Kind != frame.KindCancelled || !term.Synthetic || term.Error == nil ||
 		!strings.Contains(term.Error.Message, "the caller did not read") {

@@ -15,7 +15,9 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
+	"golang.org/x/sync/errgroup"
 )
 
 // Host supervises a pool of children running one command and drives calls
@@ -36,9 +38,9 @@ type Host struct {
 
 	mu       sync.Mutex // guards the fields below and the pool state of every slot and child
 	closing  bool
-	closeCtx context.Context // Close's context, set when closing
-	changed  chan struct{}   // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
-	cat      *catalog        // the catalogue of the latest child that started
+	closeCtx context.Context     // Close's context, set when closing
+	changed  chan struct{}       // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
+	cat      *toolschema.Catalog // the catalogue of the latest child that started
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
 	closeErr  error     // set inside closeOnce
@@ -100,10 +102,13 @@ type ChildInfo struct {
 	LastCause error
 }
 
-// Start starts cfg.PoolSize children and completes each one's handshake
-// (hello, then startup) before it returns. ctx bounds the start only; the
-// Host lives until Close. On error every child started so far is stopped
-// and nothing is left behind.
+// Start starts cfg.PoolSize children at once and completes each one's
+// handshake (hello, then startup) before it returns, so a pool starts in
+// about the time of its slowest child. ctx bounds the start only; the Host
+// lives until Close. The first child that fails to start fails Start with
+// its error (ErrStartTimeout, ErrHandshake, ErrProtocolVersion, the exec
+// error, or ctx's): the other starts are cancelled, every child that did
+// start is stopped, and nothing is left behind.
 func Start(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -125,24 +130,13 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.rec = rec
 	h.life, h.stop = context.WithCancel(context.Background())
-	started := make([]*child, 0, h.cfg.PoolSize)
-	for i := range h.cfg.PoolSize {
-		s := &slot{index: i, state: StateStarting}
-		h.slots = append(h.slots, s)
-		ch, err := h.startChild(ctx, s)
-		if err != nil {
-			h.stop()
-			for _, c := range started {
-				c.stop(err, stopDead) // never supervised
-			}
-			h.rec.Close(context.Background())
-			return nil, err
-		}
-		started = append(started, ch)
+	if err := h.startPool(ctx); err != nil {
+		h.rec.Close(context.Background())
+		return nil, err
 	}
-	for i, ch := range started {
+	for _, s := range h.slots {
 		h.wg.Add(1)
-		go h.supervise(h.slots[i], ch) // stopped by Close (h.life); Close waits through h.wg
+		go h.supervise(s, s.cur) // stopped by Close (h.life); Close waits through h.wg
 	}
 	h.wg.Add(1)
 	// One pass over TempDir for what hosts that are gone left (sweepStale),
@@ -155,12 +149,42 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// startPool starts the children of every slot at once, each on a
+// goroutine of its own owned by one errgroup and waited for before it
+// returns. The first start that fails cancels the others (their handshakes
+// end with the group's context, and a start that fails stops its own
+// process); once all have returned, the children that did start are
+// stopped, so nothing is left behind, and the first failure is returned.
+func (h *Host) startPool(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	h.slots = make([]*slot, h.cfg.PoolSize)
+	for i := range h.slots {
+		s := &slot{index: i, state: StateStarting}
+		h.slots[i] = s
+		g.Go(func() error { // ends with the child's start; waited for by g.Wait
+			_, err := h.startChild(gctx, s)
+			return err
+		})
+	}
+	err := g.Wait()
+	if err == nil {
+		return nil
+	}
+	h.stop()
+	for _, s := range h.slots {
+		if ch := s.cur; ch != nil {
+			ch.stop(err, stopDead) // never supervised
+		}
+	}
+	return err
+}
+
 // Tools returns the tool catalogue of the children: ids, descriptions and
 // schemas. The slice is shared: do not modify it.
 func (h *Host) Tools() []wire.Tool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.cat.list
+	return h.cat.List()
 }
 
 // Children describes every slot of the pool.
@@ -380,24 +404,24 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 
 // lookupTool returns the tool named id in the latest catalogue (nil when
 // there is none) or ErrClosed.
-func (h *Host) lookupTool(id string) (*tool, error) {
+func (h *Host) lookupTool(id string) (*toolschema.Tool, error) {
 	h.mu.Lock()
 	closing, cat := h.closing, h.cat
 	h.mu.Unlock()
 	if closing {
 		return nil, ErrClosed
 	}
-	return cat.tools[id], nil
+	return cat.Tool(id), nil
 }
 
 // checkArguments fills in defaults and validates args against t's
 // arguments_schema.
-func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
-	args, err := t.defaults.apply(args)
+func checkArguments(t *toolschema.Tool, args frame.Payload) (frame.Payload, error) {
+	args, err := t.WithDefaults(args)
 	if err != nil {
-		return nil, err
+		return nil, schemaRefusal(err)
 	}
-	if err := validate(t.arguments, "arguments", args); err != nil {
+	if err := validate(t.Arguments, args); err != nil {
 		return nil, err
 	}
 	return args, nil
@@ -405,10 +429,10 @@ func checkArguments(t *tool, args frame.Payload) (frame.Payload, error) {
 
 // begin records a call's start. Its error is the call's: ErrClosed, or the
 // recorder's refusal (ErrJournalStart, ErrJournalPolicy, ErrParentEnded).
-func (h *Host) begin(ctx context.Context, id string, t *tool, args frame.Payload, o *callOptions) (*recorder.Record, error) {
+func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args frame.Payload, o *callOptions) (*recorder.Record, error) {
 	info := recorder.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal, ArgumentsStreamed: o.streamed}
 	if t != nil {
-		info.ToolVersion = t.desc.Version
+		info.ToolVersion = t.Desc.Version
 	}
 	rec, err := h.rec.Begin(ctx, info)
 	if errors.Is(err, recorder.ErrClosed) {
@@ -435,12 +459,12 @@ func endWith(ctx context.Context, rec *recorder.Record, o calllog.Outcome, err e
 }
 
 // checkInput validates the payloads of WithInput against t's input_schema.
-func checkInput(t *tool, input []frame.Payload) error {
+func checkInput(t *toolschema.Tool, input []frame.Payload) error {
 	for _, p := range input {
 		if p == nil || p.Check() != nil {
 			return &SchemaError{Schema: "input", Value: "not a JSON object"}
 		}
-		if err := validate(t.input, "input", p); err != nil {
+		if err := validate(t.Input, p); err != nil {
 			return err
 		}
 	}
@@ -448,7 +472,7 @@ func checkInput(t *tool, input []frame.Payload) error {
 }
 
 // dispatch sends a recorded, validated call of t to a child.
-func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *toolschema.Tool, args frame.Payload, o *callOptions) (*Call, error) {
 	if err := checkInput(t, o.input); err != nil {
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
@@ -466,7 +490,7 @@ func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *tool, args
 // startCall takes a slot and starts the call on its child; errRetry means
 // the child turned out dead before the invoke and another may be tried
 // (nothing was recorded: no attempt was made).
-func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *tool, args frame.Payload, o *callOptions) (*Call, error) {
+func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschema.Tool, args frame.Payload, o *callOptions) (*Call, error) {
 	ch, err := h.acquire(ctx)
 	if err != nil {
 		switch {
@@ -478,7 +502,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *tool, arg
 			return nil, h.refuse(ctx, rec, "pool_down", frame.CodeUnreachable, err)
 		}
 	}
-	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
+	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.Desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
 	if p := rec.Parent(); p != nil {
 		inv.Tree, inv.Parent = rec.Tree(), p.ID()
 	}
@@ -497,7 +521,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *tool, arg
 	}
 	// The tool the child knows is the one the host validated against,
 	// unless the child was restarted with another build: use its own.
-	if ct := ch.cat.tools[t.desc.ID]; ct != nil {
+	if ct := ch.cat.Tool(t.Desc.ID); ct != nil {
 		t = ct
 	}
 	var reqArgs frame.Payload

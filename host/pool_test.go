@@ -3,12 +3,14 @@ package host
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
 )
 
 func TestPoolLeastLoadedAndMaxStreams(t *testing.T) {
@@ -94,7 +96,8 @@ func TestCloseDrainsRunningCalls(t *testing.T) {
 	}
 }
 
-// Child output reaches the logger line by line, tagged with id and pid.
+// Child output reaches the logger line by line, tagged with id and pid,
+// as Config.Logger says.
 func TestChildLogsForwarded(t *testing.T) {
 	h, logs := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
 	pid := readyPID(t, h, 0)
@@ -106,12 +109,32 @@ func TestChildLogsForwarded(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(logs.String(), "fake: dying on purpose") })
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "fake: dying on purpose") {
-			for _, want := range []string{"child=c0.1", "pid=" + strconv.Itoa(pid), "stream=stderr"} {
+			for _, want := range []string{`level=INFO msg="child output"`, "child=c0.1", "pid=" + strconv.Itoa(pid), "stream=stderr"} {
 				if !strings.Contains(line, want) {
 					t.Fatalf("log line %q lacks %q", line, want)
 				}
 			}
 		}
+	}
+}
+
+// Zero fields mean what their docs say.
+func TestConfigDefaults(t *testing.T) {
+	c := Config{Command: "x"}.withDefaults()
+	want := Config{Command: "x", PoolSize: 1, Limits: c.Limits,
+		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, StartTimeout: 10 * time.Second,
+		CancelGrace: time.Second, EndGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
+		StuckLimit: 1, Logger: c.Logger,
+		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("defaults\n%+v, want\n%+v", c, want)
+	}
+	if c.Limits != wire.DefaultLimits() || c.Logger == nil {
+		t.Fatalf("limits %+v, logger %v", c.Limits, c.Logger)
+	}
+	if d := time.Duration(wire.DefaultCancelGraceMS) * time.Millisecond; c.CancelGrace != d {
+		t.Fatalf("CancelGrace %v, the protocol's default %v", c.CancelGrace, d)
 	}
 }
 

@@ -167,10 +167,9 @@ func childEnv(cfg *Config, childID string) []string {
 	return append(env, "SKULK_PROTOCOL=1", "SKULK_CONTROL_FD=3", "SKULK_STREAMS_FD=4", "SKULK_CHILD_ID="+childID)
 }
 
-// LogChildOutput is the message of the log records (level Info) that
-// forward a child's stdout and stderr, one per line, with the attributes
-// child, pid, stream ("stdout" or "stderr") and line.
-const LogChildOutput = "child output"
+// logChildOutput is the message of the log records that forward a child's
+// output, one per line (Config.Logger states it).
+const logChildOutput = "child output"
 
 // forward copies r to the logger line by line until EOF; tail, if not nil,
 // keeps the last bytes.
@@ -187,7 +186,7 @@ func (p *process) forward(r io.Reader, stream string, log *slog.Logger, tail *ta
 			if !utf8.Valid(text) {
 				text = bytes.ToValidUTF8(text, []byte("\uFFFD"))
 			}
-			log.Info(LogChildOutput, "stream", stream, "line", string(text))
+			log.Info(logChildOutput, "stream", stream, "line", string(text))
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return

@@ -10,6 +10,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/toolschema"
 )
 
 // ErrArgsClosed is returned by ArgsCall.Fragment and Done after Done or
@@ -27,7 +28,7 @@ var ErrArgsClosed = errors.New("host: streamed arguments already completed or ab
 // ends cancelled by itself. Its methods are safe for concurrent use.
 type ArgsCall struct {
 	h   *Host
-	t   *tool
+	t   *toolschema.Tool
 	o   *callOptions
 	rec *recorder.Record
 	max int // bound on the assembled text's bytes: the child's max_header

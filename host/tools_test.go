@@ -291,9 +291,9 @@ func testMedia(t *testing.T, size int64) {
 func TestRealMedia1MiB(t *testing.T)  { testMedia(t, 1<<20) }
 func TestRealMedia15MiB(t *testing.T) { testMedia(t, 15<<20) }
 
-// Released inline frames are read into again: every byte still arrives
-// as the child sent it, and later attachments reuse released memory.
-func TestRealMediaRelease(t *testing.T) {
+// Recycled inline frames are read into again: every byte still arrives
+// as the child sent it, and later attachments reuse recycled memory.
+func TestRealMediaRecycle(t *testing.T) {
 	h, _ := testHost(t, realConfig(), 2*time.Minute)
 	ctx := callCtx(t, time.Minute)
 	// More chunks than the reader can run ahead of the caller (outQueue
@@ -323,16 +323,16 @@ func TestRealMediaRelease(t *testing.T) {
 			reused++
 		}
 		released[&m.Data[0]] = true
-		c.Release(f)
+		c.Recycle(f)
 	}
 	if off != chunk*chunks {
 		t.Fatalf("got %d bytes", off)
 	}
 	// The reader runs at most outQueue+1 frames ahead of the caller.
 	if reused == 0 {
-		t.Fatal("no attachment was read into released memory")
+		t.Fatal("no attachment was read into recycled memory")
 	}
-	c.Release(frame.Frame{}) // no media: nothing happens
+	c.Recycle(frame.Frame{}) // no media: nothing happens
 }
 
 // TestRealWithInput: a call made WithInput sends its input with the invoke

@@ -244,7 +244,7 @@ func runDrained(ctx context.Context, h *host.Host, tool string, args map[string]
 			st.chunks++
 			if m, ok := f.Media.(*frame.InlineMedia); ok {
 				st.media += int64(len(m.Data))
-				c.Release(f) // counted, never read: the connection may reuse the buffer
+				c.Recycle(f) // counted, never read: the connection may reuse the buffer
 			}
 		}
 		last = f

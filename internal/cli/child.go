@@ -82,12 +82,16 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 }
 
 // childOutputOnly passes on the records that forward a child's output
-// (host.LogChildOutput) and drops the host's other events: the log of a
-// command run without -v.
+// (the message host.Config.Logger names) and drops the host's other
+// events: the log of a command run without -v.
 type childOutputOnly struct{ slog.Handler }
 
+// childOutputMessage is the message of the host's records of a child's
+// output line (documented at host.Config.Logger).
+const childOutputMessage = "child output"
+
 func (h childOutputOnly) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message != host.LogChildOutput {
+	if r.Message != childOutputMessage {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)

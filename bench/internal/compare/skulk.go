@@ -164,7 +164,7 @@ func drain(ctx context.Context, c *host.Call) (chunks int, bytes int64, err erro
 				// Done with the bytes: the connection may read the next
 				// attachment into them, as the raw baseline reuses its
 				// buffer.
-				c.Release(f)
+				c.Recycle(f)
 			}
 		case frame.KindFailed, frame.KindCancelled:
 			return chunks, bytes, fmt.Errorf("skulk: call ended %s: %v", f.Kind, f.Error)

@@ -1,4 +1,4 @@
-package host
+package toolschema
 
 import (
 	"errors"
@@ -74,9 +74,9 @@ func TestFastSchemaAgreesWithLibrary(t *testing.T) {
 		{"required-only", map[string]any{"a": 1, "b": 2}, true, false},
 		{"required-only", map[string]any{"a": 1}, false, false},
 	}
-	vals := map[string]*validator{}
+	vals := map[string]*Validator{}
 	for name, s := range fastSchemas {
-		v, err := newValidator(s)
+		v, err := newValidator("output", s)
 		if err != nil || v.fast == nil {
 			t.Fatalf("%s: %v, fast %v", name, err, v != nil && v.fast != nil)
 		}
@@ -85,7 +85,7 @@ func TestFastSchemaAgreesWithLibrary(t *testing.T) {
 	for _, r := range rows {
 		v := vals[r.schema]
 		p := frame.MustPayload(r.payload)
-		lib := validateLib(v, "output", p) == nil
+		lib := v.validateLib(p) == nil
 		fast := v.anyObject || v.fast.accepts(p)
 		if lib != r.valid {
 			t.Errorf("%s %v: library says valid=%v, table %v", r.schema, r.payload, lib, r.valid)
@@ -96,7 +96,7 @@ func TestFastSchemaAgreesWithLibrary(t *testing.T) {
 		if !r.unsure && fast != lib {
 			t.Errorf("%s %v: shortcut %v, library %v", r.schema, r.payload, fast, lib)
 		}
-		if got := validate(v, "output", p) == nil; got != lib {
+		if got := v.Validate(p) == nil; got != lib {
 			t.Errorf("%s %v: validate %v, library %v", r.schema, r.payload, got, lib)
 		}
 	}
@@ -112,7 +112,7 @@ func TestFastSchemaFallsBack(t *testing.T) {
 		{"prefixItems": []any{map[string]any{}}},
 		{"format": "email"},
 	} {
-		v, err := newValidator(s)
+		v, err := newValidator("output", s)
 		if err != nil {
 			t.Fatalf("%v: %v", s, err)
 		}
@@ -161,13 +161,13 @@ func TestFastSchemaRandom(t *testing.T) {
 	}
 	agree, total := 0, 0
 	for name, s := range fastSchemas {
-		v, err := newValidator(s)
+		v, err := newValidator("output", s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 3000 {
 			p := frame.MustPayload(object(1))
-			lib := validateLib(v, "output", p) == nil
+			lib := v.validateLib(p) == nil
 			fast := v.anyObject || v.fast.accepts(p)
 			if fast && !lib {
 				t.Fatalf("%s: the shortcut accepts a payload the library refuses", name)
@@ -220,7 +220,7 @@ func TestArgDefaultsAgree(t *testing.T) {
 // compiles; the malformed ones go to the library at once and fail there.
 func TestFastSchemaSubsetCompiles(t *testing.T) {
 	for name, s := range fastSchemas {
-		v, err := newValidator(s)
+		v, err := newValidator("output", s)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -244,29 +244,29 @@ func TestFastSchemaSubsetCompiles(t *testing.T) {
 		{"properties": map[string]any{"a": map[string]any{"title": false}}},
 		{"minimum": float32(math.NaN())},
 	} {
-		if v, err := newValidator(s); err == nil {
+		if v, err := newValidator("output", s); err == nil {
 			t.Errorf("%v: compiled (shortcut %v)", s, v.fast != nil)
 		}
 	}
-	if _, err := newCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: wire.Schema{"type": "object", "title": int64(5)}}}); !errors.Is(err, ErrHandshake) {
-		t.Errorf("a malformed schema gave %v, want ErrHandshake", err)
+	if _, err := NewCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: wire.Schema{"type": "object", "title": int64(5)}}}); err == nil {
+		t.Error("a malformed schema compiled")
 	}
 }
 
 // A payload the shortcut cannot accept compiles the library's schema on
 // first use and gets its explanation.
 func TestFastSchemaLibraryOnDemand(t *testing.T) {
-	v, err := newValidator(wire.Schema{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "integer"}}})
+	v, err := newValidator("arguments", wire.Schema{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "integer"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.lib != nil {
 		t.Fatal("the library's schema was compiled before any payload needed it")
 	}
-	err = validate(v, "arguments", frame.MustPayload(map[string]any{"n": "x"}))
-	var se *SchemaError
+	err = v.Validate(frame.MustPayload(map[string]any{"n": "x"}))
+	var se *Error
 	if !errors.As(err, &se) || se.Field != "/n" || se.Keyword != "type" {
-		t.Fatalf("got %#v, want a SchemaError for /n, type", err)
+		t.Fatalf("got %#v, want an Error for /n, type", err)
 	}
 	if v.lib == nil {
 		t.Error("the library's schema is still not compiled")

@@ -1,4 +1,4 @@
-package host
+package toolschema
 
 import (
 	"math"
@@ -199,7 +199,7 @@ func compileFastObject(s map[string]any, depth int) (*fastNode, bool) {
 
 // annotationWellFormed reports whether annotation k's value has the type
 // the meta-schema gives it, so that the library compiles the schema (the
-// library's schema is compiled only when first needed, see validator).
+// library's schema is compiled only when first needed, see Validator).
 func annotationWellFormed(k string, v any) bool {
 	switch k {
 	case "title", "description", "$comment":

@@ -1,4 +1,4 @@
-package host
+package toolschema
 
 import (
 	"bytes"
@@ -16,11 +16,12 @@ import (
 	"github.com/skulkrt/skulk/wire"
 )
 
-// SchemaError reports a payload that breaks one of a tool's schemas. It names
+// Error reports a payload that breaks one of a tool's schemas. It names
 // the schema, the field (a JSON pointer into the payload, "" for the whole
 // payload), the keyword that failed and what the value is (its JSON type
-// and size), never the value itself, so it is safe to log.
-type SchemaError struct {
+// and size), never the value itself, so it is safe to log. host gives it
+// to its callers as a *host.SchemaError, a type with the same fields.
+type Error struct {
 	// Schema is "arguments", "input", "output" or "result".
 	Schema string
 	// Field is the JSON pointer of the offending value ("/options/level");
@@ -34,12 +35,13 @@ type SchemaError struct {
 	Value string
 }
 
-func (e *SchemaError) Error() string {
+// Error describes the refusal without a package prefix (host adds its own).
+func (e *Error) Error() string {
 	field := e.Field
 	if field == "" {
 		field = "(root)"
 	}
-	s := "host: " + e.Schema + " payload breaks its schema at " + field
+	s := e.Schema + " payload breaks its schema at " + field
 	if e.Keyword != "" {
 		s += " (" + e.Keyword + ")"
 	}
@@ -49,25 +51,31 @@ func (e *SchemaError) Error() string {
 	return s
 }
 
-// catalog is the compiled tool list of one child. It is immutable once
-// built.
-type catalog struct {
+// Catalog is the compiled tool list of one child. It is immutable once
+// built and safe for concurrent use.
+type Catalog struct {
 	list  []wire.Tool
-	tools map[string]*tool
+	tools map[string]*Tool
 }
 
-// tool is one tool with its compiled schemas; a nil schema accepts any
-// object.
-type tool struct {
-	desc                             wire.Tool
-	arguments, input, output, result *validator
-	defaults                         *argDefaults // of the arguments schema
+// Tool is one tool with its compiled schemas. It is immutable and safe for
+// concurrent use.
+type Tool struct {
+	// Desc is the tool as the child described it.
+	Desc wire.Tool
+	// Arguments, Input, Output and Result are the tool's compiled schemas;
+	// nil (the tool has none) accepts any object.
+	Arguments, Input, Output, Result *Validator
+
+	defaults *argDefaults // of the arguments schema
 }
 
-// validator is one compiled schema: the JSON Schema library's, which
+// Validator is one compiled schema: the JSON Schema library's, which
 // decides every refusal and explains it, and the shortcut that accepts
-// most valid payloads without decoding them (see fastNode).
-type validator struct {
+// most valid payloads without decoding them (see fastNode). A nil
+// *Validator accepts any object.
+type Validator struct {
+	which     string    // the schema's name in an Error: "arguments", "input", "output", "result"
 	src       []byte    // the schema as JSON
 	fast      *fastNode // nil: the schema is outside fastNode's subset
 	anyObject bool      // every object is valid: nothing to check
@@ -83,13 +91,13 @@ type validator struct {
 	libErr  error
 }
 
-// newValidator compiles schema s.
-func newValidator(s wire.Schema) (*validator, error) {
+// newValidator compiles schema s, named which in its errors.
+func newValidator(which string, s wire.Schema) (*Validator, error) {
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
-	v := &validator{src: raw}
+	v := &Validator{which: which, src: raw}
 	if fast, ok := compileFast(map[string]any(s), 0); ok {
 		v.fast = fast
 		v.anyObject = fast.anyObject()
@@ -104,39 +112,58 @@ func newValidator(s wire.Schema) (*validator, error) {
 }
 
 // library returns the library's compiled schema, compiling it on first use.
-func (v *validator) library() (*jsonschema.Schema, error) {
+func (v *Validator) library() (*jsonschema.Schema, error) {
 	v.libOnce.Do(func() { v.lib, v.libErr = compileSchema(v.src) })
 	return v.lib, v.libErr
 }
 
-func newCatalog(tools []wire.Tool) (*catalog, error) {
-	c := &catalog{list: tools, tools: make(map[string]*tool, len(tools))}
+// NewCatalog compiles the schemas of tools, a child's hello. Its error
+// (a duplicate id, a schema that does not compile) names the tool by
+// index and the schema by its key, never the schema's content.
+func NewCatalog(tools []wire.Tool) (*Catalog, error) {
+	c := &Catalog{list: tools, tools: make(map[string]*Tool, len(tools))}
 	for i := range tools {
 		d := tools[i]
 		if _, dup := c.tools[d.ID]; dup {
-			return nil, fmt.Errorf("%w: tools[%d]: duplicate id", ErrHandshake, i)
+			return nil, fmt.Errorf("tools[%d]: duplicate id", i)
 		}
-		t := &tool{desc: d, defaults: newArgDefaults(d.ArgumentsSchema)}
+		t := &Tool{Desc: d, defaults: newArgDefaults(d.ArgumentsSchema)}
 		for _, s := range []struct {
-			name string
-			src  wire.Schema
-			dst  **validator
+			key, which string
+			src        wire.Schema
+			dst        **Validator
 		}{
-			{"arguments_schema", d.ArgumentsSchema, &t.arguments}, {"input_schema", d.InputSchema, &t.input},
-			{"output_schema", d.OutputSchema, &t.output}, {"result_schema", d.ResultSchema, &t.result},
+			{"arguments_schema", "arguments", d.ArgumentsSchema, &t.Arguments}, {"input_schema", "input", d.InputSchema, &t.Input},
+			{"output_schema", "output", d.OutputSchema, &t.Output}, {"result_schema", "result", d.ResultSchema, &t.Result},
 		} {
 			if s.src == nil {
 				continue
 			}
-			sch, err := newValidator(s.src)
+			sch, err := newValidator(s.which, s.src)
 			if err != nil {
-				return nil, fmt.Errorf("%w: tools[%d].%s does not compile", ErrHandshake, i, s.name)
+				return nil, fmt.Errorf("tools[%d].%s does not compile", i, s.key)
 			}
 			*s.dst = sch
 		}
 		c.tools[d.ID] = t
 	}
 	return c, nil
+}
+
+// List returns the tools as the child described them. The slice is
+// shared: do not modify it.
+func (c *Catalog) List() []wire.Tool { return c.list }
+
+// Tool returns the tool named id, or nil when there is none.
+func (c *Catalog) Tool(id string) *Tool { return c.tools[id] }
+
+// WithDefaults returns args with the arguments left out that have a
+// "default" in the arguments schema filled in, at the top level and
+// inside nested objects the schema describes with "properties": args
+// itself when nothing is missing. Its error is an *Error for arguments
+// that cannot be read.
+func (t *Tool) WithDefaults(args frame.Payload) (frame.Payload, error) {
+	return t.defaults.apply(args)
 }
 
 // compileSchema compiles a schema decoded from MessagePack, given as JSON
@@ -176,34 +203,34 @@ func instance(p frame.Payload) (any, error) {
 	return m, nil
 }
 
-// validate checks p, a checked payload (nil means {}), against sch (nil
-// accepts anything); which names the schema in the error. Payloads the
-// shortcut accepts are valid; the library decides on the others.
-func validate(sch *validator, which string, p frame.Payload) error {
-	if sch == nil || sch.anyObject {
+// Validate checks p, a checked payload (nil means {}), against v; a nil v
+// accepts anything. Its error is an *Error. Payloads the shortcut accepts
+// are valid; the library decides on the others.
+func (v *Validator) Validate(p frame.Payload) error {
+	if v == nil || v.anyObject {
 		return nil
 	}
-	if sch.fast != nil && sch.fast.accepts(p) {
+	if v.fast != nil && v.fast.accepts(p) {
 		return nil
 	}
-	return validateLib(sch, which, p)
+	return v.validateLib(p)
 }
 
 // validateLib checks p against the library's compiled schema.
-func validateLib(vd *validator, which string, p frame.Payload) error {
-	sch, err := vd.library()
+func (v *Validator) validateLib(p frame.Payload) error {
+	sch, err := v.library()
 	if err != nil {
 		// Not reached: compileFast takes only schemas the library compiles.
-		return &SchemaError{Schema: which, Value: "schema does not compile"}
+		return &Error{Schema: v.which, Value: "schema does not compile"}
 	}
-	v, err := instance(p)
+	inst, err := instance(p)
 	if err != nil {
-		return &SchemaError{Schema: which, Value: "unreadable payload"}
+		return &Error{Schema: v.which, Value: "unreadable payload"}
 	}
-	return schemaError(which, v, sch.Validate(v))
+	return schemaError(v.which, inst, sch.Validate(inst))
 }
 
-// schemaError turns a validator error into a *SchemaError that describes
+// schemaError turns a validator error into an *Error that describes
 // the value without printing it.
 func schemaError(which string, v any, err error) error {
 	if err == nil {
@@ -211,7 +238,7 @@ func schemaError(which string, v any, err error) error {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return &SchemaError{Schema: which, Value: describe(v)}
+		return &Error{Schema: which, Value: describe(v)}
 	}
 	leaf := ve
 	for len(leaf.Causes) > 0 {
@@ -225,16 +252,16 @@ func schemaError(which string, v any, err error) error {
 	switch k := leaf.ErrorKind.(type) {
 	case *kind.Required:
 		if len(k.Missing) > 0 {
-			return &SchemaError{Schema: which, Field: pointer(append(loc[:len(loc):len(loc)], k.Missing[0])), Keyword: "required", Value: "nothing"}
+			return &Error{Schema: which, Field: pointer(append(loc[:len(loc):len(loc)], k.Missing[0])), Keyword: "required", Value: "nothing"}
 		}
 	case *kind.AdditionalProperties:
 		if len(k.Properties) > 0 {
 			name := k.Properties[0]
 			loc = append(loc[:len(loc):len(loc)], name)
-			return &SchemaError{Schema: which, Field: pointer(loc), Keyword: "additionalProperties", Value: describe(lookup(v, loc))}
+			return &Error{Schema: which, Field: pointer(loc), Keyword: "additionalProperties", Value: describe(lookup(v, loc))}
 		}
 	}
-	return &SchemaError{Schema: which, Field: pointer(loc), Keyword: keyword, Value: describe(lookup(v, loc))}
+	return &Error{Schema: which, Field: pointer(loc), Keyword: keyword, Value: describe(lookup(v, loc))}
 }
 
 // maxFieldToken bounds each token of a field pointer in an error, so a
@@ -308,7 +335,7 @@ func withDefaults(schema wire.Schema, args frame.Payload) (frame.Payload, error)
 	}
 	m, err := args.Map()
 	if err != nil {
-		return nil, &SchemaError{Schema: "arguments", Value: "unreadable payload"}
+		return nil, &Error{Schema: "arguments", Value: "unreadable payload"}
 	}
 	if m == nil {
 		m = map[string]any{}
@@ -318,7 +345,7 @@ func withDefaults(schema wire.Schema, args frame.Payload) (frame.Payload, error)
 	}
 	p, err := frame.PayloadOf(m)
 	if err != nil {
-		return nil, &SchemaError{Schema: "arguments", Value: "unencodable payload"}
+		return nil, &Error{Schema: "arguments", Value: "unencodable payload"}
 	}
 	return p, nil
 }

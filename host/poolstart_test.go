@@ -1,0 +1,143 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The pool start modes of the fake child coordinate the children of one
+// pool through marker files in the directory named by poolDirEnv, so that
+// the tests below need no timing:
+//
+//	poolbarrier    each child marks its start (<id>.started) and says hello
+//	               only once every child of the pool (poolSizeEnv) has
+//	               started: a pool started one child after another never
+//	               gets past its first child's hello
+//	poolfail       c1.1 exits without a hello once every other child has
+//	               said its own (<id>.hello): they are up when it fails
+//	poolfailearly  c1.1 exits at once; the others never say hello: they are
+//	               in their handshakes when it fails
+const (
+	poolDirEnv  = "SKULK_HOST_TEST_POOL_DIR"
+	poolSizeEnv = "SKULK_HOST_TEST_POOL_SIZE"
+)
+
+// poolStartBeforeHello runs the part of a pool start mode before the
+// hello; done means the fake child exits with code.
+func poolStartBeforeHello(mode string) (code int, done bool) {
+	dir, id := os.Getenv(poolDirEnv), os.Getenv("SKULK_CHILD_ID")
+	n, _ := strconv.Atoi(os.Getenv(poolSizeEnv))
+	switch mode {
+	case "poolbarrier":
+		if err := os.WriteFile(filepath.Join(dir, id+".started"), nil, 0o600); err != nil {
+			return 2, true
+		}
+		if !waitMarkers(dir, ".started", n) {
+			return 3, true
+		}
+	case "poolfail":
+		if id == "c1.1" {
+			waitMarkers(dir, ".hello", n-1)
+			return 4, true
+		}
+	case "poolfailearly":
+		if id == "c1.1" {
+			return 4, true
+		}
+		time.Sleep(time.Minute)
+		return 0, true
+	}
+	return 0, false
+}
+
+// poolStartAfterHello marks the fake child's hello for poolfail.
+func poolStartAfterHello(mode string) {
+	if mode == "poolfail" {
+		os.WriteFile(filepath.Join(os.Getenv(poolDirEnv), os.Getenv("SKULK_CHILD_ID")+".hello"), nil, 0o600)
+	}
+}
+
+// waitMarkers waits until dir holds n files ending in suffix, for 30 s at
+// most.
+func waitMarkers(dir, suffix string, n int) bool {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(dir, "*"+suffix)); len(m) >= n {
+			return true
+		}
+	}
+	return false
+}
+
+func poolConfig(t *testing.T, mode string, n int) Config {
+	cfg := fakeConfig(mode)
+	cfg.PoolSize = n
+	cfg.ExtraEnv = append(cfg.ExtraEnv, poolDirEnv+"="+t.TempDir(), poolSizeEnv+"="+strconv.Itoa(n))
+	return cfg
+}
+
+// The children of a pool start at once: each of them waits for all the
+// others to have started before it says hello, which a pool started one
+// child after another would never get past.
+func TestStartPoolInParallel(t *testing.T) {
+	const n = 4
+	h, _ := testHost(t, fastHealth(poolConfig(t, "poolbarrier", n)), time.Minute)
+	pids := map[int]bool{}
+	for _, info := range h.Children() {
+		if info.State != StateReady || info.PID == 0 {
+			t.Fatalf("children %+v", h.Children())
+		}
+		pids[info.PID] = true
+	}
+	if len(pids) != n {
+		t.Fatalf("%d distinct children, want %d", len(pids), n)
+	}
+	ctx := callCtx(t, 30*time.Second)
+	for range n {
+		c, err := h.Call(ctx, "ok", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.CloseSend()
+		if _, err := c.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A child of a pool that fails to start fails Start with its own typed
+// error, cancels the starts still under way and gets every child that did
+// start stopped: no process, socket file, private directory, descriptor or
+// goroutine is left.
+func TestStartPoolFailure(t *testing.T) {
+	for _, mode := range []string{"poolfailearly", "poolfail"} {
+		t.Run(mode, func(t *testing.T) {
+			base := t.TempDir()
+			fds := countFDs(t)
+			cfg := poolConfig(t, mode, 3)
+			cfg.TempDir = base
+			// The others' starts end with the failure, long before this.
+			cfg.StartTimeout = time.Minute
+			t0 := time.Now()
+			_, err := Start(callCtx(t, 2*time.Minute), cfg)
+			if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "child c1.1:") {
+				t.Fatalf("Start: %v, want child c1.1's ErrHandshake", err)
+			}
+			if errors.Is(err, context.Canceled) {
+				t.Fatalf("Start: %v: the first failure is not the one returned", err)
+			}
+			if d := time.Since(t0); d > cfg.StartTimeout/2 {
+				t.Fatalf("Start took %v: the other starts were not cancelled", d)
+			}
+			checkClean(t, base, fds)
+			goleak.VerifyNone(t)
+		})
+	}
+}

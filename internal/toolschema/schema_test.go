@@ -1,0 +1,98 @@
+package toolschema
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+func TestSchemaErrors(t *testing.T) {
+	schema := wire.Schema{
+		"type": "object",
+		"properties": map[string]any{
+			"name":  map[string]any{"type": "string", "maxLength": int8(3), "pattern": "^[a-z]+$"},
+			"tags":  map[string]any{"type": "array", "maxItems": int8(1)},
+			"level": map[string]any{"type": "integer", "minimum": int8(0), "maximum": int8(9)},
+			"opts": map[string]any{"type": "object", "properties": map[string]any{
+				"depth": map[string]any{"type": "integer", "default": int8(2)},
+				"mode":  map[string]any{"enum": []any{"a", "b"}, "default": "a"},
+			}},
+		},
+		"required":             []any{"name"},
+		"additionalProperties": false,
+	}
+	cat, err := NewCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: schema}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := cat.Tool("t")
+	for _, tc := range []struct {
+		args  map[string]any
+		field string
+		kw    string
+		value string
+	}{
+		{map[string]any{}, "/name", "required", "nothing"},
+		{map[string]any{"name": "toolong-secret"}, "/name", "maxLength", "string of 14 bytes"},
+		{map[string]any{"name": "AB"}, "/name", "pattern", "string of 2 bytes"},
+		{map[string]any{"name": "ab", "tags": []any{1, 2}}, "/tags", "maxItems", "array of 2 items"},
+		{map[string]any{"name": "ab", "level": 12.5}, "/level", "type", "number"},
+		{map[string]any{"name": "ab", "level": 12}, "/level", "maximum", "integer"},
+		{map[string]any{"name": "ab", "opts": map[string]any{"mode": "secret"}}, "/opts/mode", "enum", "string of 6 bytes"},
+		{map[string]any{"name": "ab", "se/cr~et": true}, "/se~1cr~0et", "additionalProperties", "boolean"},
+	} {
+		args, err := withDefaults(schema, frame.MustPayload(tc.args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tl.Arguments.Validate(args)
+		var se *Error
+		if !errors.As(err, &se) {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if se.Field != tc.field || se.Keyword != tc.kw || se.Value != tc.value {
+			t.Errorf("%v: got %+v, want %s %s %s", tc.args, se, tc.field, tc.kw, tc.value)
+		}
+		if strings.Contains(err.Error(), "secret") && tc.kw != "additionalProperties" {
+			t.Errorf("error echoes the value: %v", err)
+		}
+	}
+	// Defaults are filled at the top level and in nested objects the
+	// caller gave.
+	args, err := withDefaults(schema, frame.MustPayload(map[string]any{"name": "ab", "opts": map[string]any{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Opts struct {
+			Depth int    `json:"depth"`
+			Mode  string `json:"mode"`
+		} `json:"opts"`
+	}
+	if err := args.Decode(&v); err != nil || v.Opts.Depth != 2 || v.Opts.Mode != "a" {
+		t.Fatalf("defaults: %+v %v", v, err)
+	}
+	if err := tl.Arguments.Validate(args); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing to fill: the payload is passed on as it is.
+	p := frame.MustPayload(map[string]any{"name": "ab"})
+	if got, _ := withDefaults(wire.Schema{"type": "object"}, p); string(got) != string(p) {
+		t.Fatal("payload rewritten without defaults")
+	}
+}
+
+func TestCatalogRefusesBadSchemas(t *testing.T) {
+	for _, tools := range [][]wire.Tool{
+		{{ID: "a"}, {ID: "a"}},
+		{{ID: "a", InputSchema: wire.Schema{"type": "no-such-type"}}},
+		{{ID: "a", OutputSchema: wire.Schema{"$ref": "https://example.com/remote.json"}}},
+	} {
+		if _, err := NewCatalog(tools); err == nil {
+			t.Errorf("%+v: compiled", tools)
+		}
+	}
+}
