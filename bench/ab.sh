@@ -35,6 +35,14 @@ if [ $# -lt 2 ]; then
 	echo "usage: ab.sh [-n ROUNDS] [-b BENCH_REGEXP] [-c CHILD_BINARY] CHECKOUT CHECKOUT..." >&2
 	exit 2
 fi
+if [ -n "$child" ]; then
+	for tree in "$@"; do
+		if ! grep -q SKULK_BENCH_CHILD "$tree/bench/internal/compare/bench_test.go"; then
+			echo "ab.sh: $tree: its bench tests ignore SKULK_BENCH_CHILD, so -c cannot make it drive the given child" >&2
+			exit 2
+		fi
+	done
+fi
 out=$(pwd)/ab-out
 mkdir -p "$out"
 bins=()

@@ -439,7 +439,7 @@ func (cl *call) write(f frame.Frame, byCause bool) error {
 
 // fill sets f's call id, direction and a provisional sequence, and
 // validates it but for its payload's bytes. Those are checked once, by
-// WritePacket, which validates every frame whole before it encodes it and
+// the Writer, which validates every frame whole before it encodes it and
 // queues nothing when it refuses one (writeLocked then frees the sequence
 // and the terminal): checking them here too walked every payload twice.
 func (cl *call) fill(f *frame.Frame) error {
@@ -463,7 +463,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	}
 	cl.mu.Unlock()
 	f.Sequence = cl.next
-	// WritePacket has encoded the packet when it returns (it waits for an
+	// Write has encoded the packet when it returns (it waits for an
 	// attachment to be written), so one packet serves every frame; it is
 	// cleared so that it keeps no payload or media alive.
 	cl.pkt.Frame = f

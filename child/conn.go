@@ -16,7 +16,7 @@ import (
 
 // conn is one stream connection. Its reader goroutine (readLoop) owns the
 // read side and the connection's call state; the Writer is shared with the
-// current call's runner and handler (WritePacket is safe for concurrent
+// current call's runner and handler (Write is safe for concurrent
 // use). The connection is closed and its Writer stopped by whoever releases
 // the last reference: the reader holds one, and each call's run one.
 //

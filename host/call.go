@@ -67,7 +67,7 @@ type Call struct {
 
 	sendMu   sync.Mutex
 	send     sequence.Fence // caller direction; guarded by sendMu
-	sendPkt  wire.Frame     // the packet every caller frame is written as (encoded before WritePacket returns); guarded by sendMu
+	sendPkt  wire.Frame     // the packet every caller frame is written as (encoded before Write returns); guarded by sendMu
 	sendDone bool           // caller terminal written, or the call released; guarded by sendMu
 	// callerClosed: the caller itself ended its direction (CloseSend, or
 	// Cancel and the call's context). Atomic because cancel sets it without
@@ -118,7 +118,7 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 	call.out.put(started, true, nil) // the queue is empty: never blocks
 	call.startClocks()               // stopped by release; the call is counted in ch.wg by acquire
 	call.sendMu.Lock()
-	// Recorded before the write: the child may answer before WritePacket
+	// Recorded before the write: the child may answer before Write
 	// returns, and its output must come after the request in the log.
 	rec.Request(recorder.RequestInfo{Child: ch.id, ToolVersion: t.Desc.Version, Args: reqArgs})
 	var err error
@@ -223,7 +223,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if c.sendDone || c.providerDone.Load() {
 		return ErrSendClosed
 	}
-	// The payload's bytes were checked above; WritePacket checks the whole
+	// The payload's bytes were checked above; Write checks the whole
 	// frame once more before it encodes it.
 	f := frame.Frame{CallID: c.id, Direction: frame.CallerToProvider, Sequence: c.send.Next(),
 		Kind: frame.KindChunk, Payload: payload, Media: media}

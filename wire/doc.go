@@ -32,9 +32,10 @@
 //
 // # Writing
 //
-// A Writer writes one packet at a time with one vectored write (writev:
-// header and attachment side by side, the attachment never copied; the
-// package does it itself, so that it does not link package net). It has no
+// A Writer writes one packet at a time, header and attachment side by
+// side and the attachment never copied: with one vectored write (writev,
+// made without package net, which the package does not link) where the
+// destination has a file descriptor, and one Write per piece elsewhere. It has no
 // goroutine of its own and is safe for concurrent use. Packets are
 // validated before anything is written: an invalid frame is refused with
 // an *InvalidError and nothing is written. The host and the child SDK use

@@ -7,10 +7,11 @@
 // flusher. Write is the one way to send packets; its Mode says whether the
 // sender may write them itself (a request or a reply, which has nothing to
 // be coalesced with) or leaves them to the flusher (a stream). TryWrite is
-// the non-blocking form the pong path and the host's Send use. Cork and
+// the non-blocking form the host's Send tries first. Cork and
 // Uncork make a few packets written by one goroutine one after the other
 // (a terminal and its end) leave in one write.
 //
-// Why the sender writes its own packet where it can, and the measured
-// figure for each mode, is in docs/architecture.md ("Writing packets").
+// Why the sender writes its own packet where it can, with the measured
+// figure for each mode, is said at quietGap and in docs/architecture.md
+// ("Writing packets").
 package coalesce

@@ -47,9 +47,9 @@ const quietGap = 20 * time.Microsecond
 // there is nothing to coalesce, the goroutine that sends a packet writes it
 // itself and saves the switches to the flusher and back: a packet with an
 // attachment that finds the Writer idle (nothing queued, nothing being
-// written), whose writer has to wait for it anyway, and a packet sent with
-// Reply that finds it idle and quiet; that one does not wait for a
-// full socket either: the flusher writes the rest while its sender goes on.
+// written), whose writer has to wait for it anyway, a Request that finds
+// it idle, and a Reply that finds it idle and quiet; those two do not wait
+// for a full socket: the flusher writes the rest while the sender goes on.
 // Either way there is one write at a time. Cork and Uncork let one
 // goroutine send a few packets as one write.
 //
@@ -65,7 +65,7 @@ type Writer struct {
 	// dl is dst's write deadline, when dst has one and a non-blocking
 	// descriptor: then a sender whose context may end its wait writes its
 	// own attachment, and the context's end interrupts the write with a
-	// deadline in the past (see writeCurContext). Set by NewWriter.
+	// deadline in the past (see writeCurContext). Set by New.
 	dl   deadliner
 	dlMu sync.Mutex
 	// base is the deadline the Writer's owner set (SetWriteDeadline),
@@ -181,7 +181,10 @@ const (
 	// Request is Reply without the quiet gap: the sender writes the
 	// packets itself whenever the Writer is idle (nothing queued, nothing
 	// being written, outside a Cork). For a request, which nothing
-	// before it in the same burst can be coalesced with.
+	// before it in the same burst can be coalesced with. What a full
+	// socket leaves is written by the flusher after Write returned: an
+	// error of that write is returned by the Writer's later calls, and a
+	// sender that must know the packets are on the wire calls Flush.
 	Request
 )
 
@@ -194,8 +197,8 @@ const (
 // that is backpressure.
 //
 // A ctx that is never done (context.Background()) waits as long as it
-// takes. Otherwise a wait for room in the queue ends when ctx is done, with context.Cause(ctx) and nothing
-// queued; an attachment queued or being written when ctx is done cannot be
+// takes. Otherwise a wait for room in the queue ends when ctx is done,
+// with context.Cause(ctx) and nothing queued; an attachment queued or being written when ctx is done cannot be
 // taken back: the Writer copies what is left of it, writes the packet whole
 // from that copy (unless the connection fails) and Write returns a
 // *DetachedError, so the caller may reuse its bytes at once either way.
@@ -259,7 +262,8 @@ func (w *Writer) send(ctx context.Context, ps []wire.Packet, mode Mode) error {
 	withAtt := len(w.cur.atts) > atts
 	id := w.queued
 	switch {
-	case idle && (withAtt || w.corked == 0 && (mode == Request || mode == Reply && time.Since(w.last) >= quietGap)):
+	case idle && (withAtt || w.corked == 0 &&
+		(mode == Request || mode == Reply && time.Since(w.last) >= quietGap)):
 		// The caller writes its packets itself rather than hand them to
 		// the flusher and back: a writer of an attachment has to wait for
 		// it anyway, and an idle Writer has nothing to coalesce a request
@@ -318,7 +322,7 @@ func (w *Writer) waitWritten(ctx context.Context, id uint64, ps []wire.Packet) e
 
 // detachLocked makes batch id, not yet written, hold its own copy of what
 // is left of ps's attachments, and reports whether it could (see
-// vectored.detach). Still queued, the batch's attachments are copied
+// writev.Vectored.Detach). Still queued, the batch's attachments are copied
 // whole; being written (batches are written one at a time and in order, so
 // it is the one in flight), only what the write has not consumed. w.mu is
 // held, so the batch cannot be taken for a write meanwhile.
@@ -637,7 +641,9 @@ func (w *Writer) finish(b *batch, id uint64, err error) {
 	if err != nil && w.err == nil {
 		w.err = err
 	}
-	w.cond.Broadcast() // wakes Flush, Write (its attachment written, or room), and the flusher if it waits for spare
+	// Wakes Flush, Write (its attachment written, or room), and the
+	// flusher if it waits for spare.
+	w.cond.Broadcast()
 }
 
 // pieces lays the batch out in b.iov: header bytes and attachments, in

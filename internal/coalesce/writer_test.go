@@ -575,7 +575,7 @@ func TestWriterDirectWriteThenQueue(t *testing.T) {
 // TryWrite queues what a Stream write would queue without waiting, and
 // refuses, doing nothing, what would make it wait: a full queue, an
 // attachment. The packets it queued leave in order with the rest.
-func TestWriterTryWritePacket(t *testing.T) {
+func TestWriterTryWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
 		w := New(g, wire.Limits{})
@@ -707,11 +707,11 @@ func requireWritesOnCaller(t *testing.T, g *gateWriter, write func() error) {
 	require.NoError(t, <-done)
 }
 
-// TestWriterWritePacketNow: a packet that finds the Writer idle and quiet
+// TestWriterReply: a packet that finds the Writer idle and quiet
 // is written before a Reply returns; one that follows another
 // within quietGap goes to the flusher, as a Stream write's always does. Each
 // value sent on the gate lets one write through.
-func TestWriterWritePacketNow(t *testing.T) {
+func TestWriterReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
 		w := New(g, wire.Limits{})
@@ -751,7 +751,7 @@ func TestWriterWritePacketNow(t *testing.T) {
 // TestWriterWritePackets: a request's packets go out in one write, made
 // before a Request returns when the Writer is idle; one refused packet
 // queues none of them and leaves the Writer as it was.
-func TestWriterWritePackets(t *testing.T) {
+func TestWriterRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
 		w := New(g, wire.Limits{})

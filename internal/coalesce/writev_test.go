@@ -298,11 +298,11 @@ func TestWriterBlockingFileDetachWaits(t *testing.T) {
 	require.NoError(t, w.Close())
 }
 
-// TestWriterWritePacketsNow: a request larger than the socket takes goes
+// TestWriterRequestDoesNotWait: a request larger than the socket takes goes
 // out partly from its sender, which returns without waiting for the peer
-// to read; the flusher writes the rest, and everything arrives in order.
-// (a Request would wait: the peer reads only after the sender returned.)
-func TestWriterWritePacketsNow(t *testing.T) {
+// to read; the flusher writes the rest, and everything arrives in order
+// (the peer reads only after the sender returned).
+func TestWriterRequestDoesNotWait(t *testing.T) {
 	for _, cp := range connPairs {
 		t.Run(cp.name, func(t *testing.T) {
 			a, b := cp.pair(t)
@@ -331,4 +331,48 @@ func TestWriterWritePacketsNow(t *testing.T) {
 			require.NoError(t, w.Close())
 		})
 	}
+}
+
+// TestWriterRequestThenFlush: Flush after a Request that a full socket
+// split waits until the flusher has written the rest, and returns the
+// error of that write when the peer is gone.
+func TestWriterRequestThenFlush(t *testing.T) {
+	big := func() []wire.Packet {
+		var ps []wire.Packet
+		for i := uint64(1); i <= 64; i++ {
+			f, err := frame.NewChunk("c1", frame.ProviderToCaller, i,
+				frame.MustPayload(map[string]any{"text": string(bytes.Repeat([]byte{'z'}, 16<<10))}), nil)
+			require.NoError(t, err)
+			ps = append(ps, &wire.Frame{Frame: f})
+		}
+		return ps
+	}
+	t.Run("written", func(t *testing.T) {
+		a, b := filePair(t)
+		w := New(a, wire.Limits{})
+		require.NoError(t, w.Write(context.Background(), Request, big()...))
+		flushed := make(chan error, 1)
+		go func() { flushed <- w.Flush() }() // returns once the peer has read enough
+		select {
+		case err := <-flushed:
+			t.Fatalf("Flush returned %v before the peer read the rest", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		r := wire.NewReader(b, wire.Limits{})
+		for i := uint64(1); i <= 64; i++ {
+			p, err := r.ReadPacket()
+			require.NoError(t, err)
+			require.Equal(t, i, p.(*wire.Frame).Sequence)
+		}
+		require.NoError(t, <-flushed)
+		require.NoError(t, w.Close())
+	})
+	t.Run("peer gone", func(t *testing.T) {
+		a, b := filePair(t)
+		w := New(a, wire.Limits{})
+		require.NoError(t, w.Write(context.Background(), Request, big()...))
+		require.NoError(t, b.Close())
+		require.ErrorIs(t, w.Flush(), syscall.EPIPE)
+		require.ErrorIs(t, w.Close(), syscall.EPIPE)
+	})
 }

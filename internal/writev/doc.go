@@ -19,11 +19,16 @@ func (v *Vectored) Dest() io.Writer { return v.dst }
 
 // writeEach writes every piece of pieces to dst with one Write each, in
 // order, or returns the first error: the vectored write of a destination
-// that has no file descriptor.
+// that has no file descriptor. A Write that takes less than its piece
+// without an error is io.ErrShortWrite, as io.Writer's contract makes it.
 func writeEach(dst io.Writer, pieces [][]byte) error {
 	for _, p := range pieces {
-		if _, err := dst.Write(p); err != nil {
+		n, err := dst.Write(p)
+		if err != nil {
 			return err
+		}
+		if n < len(p) {
+			return io.ErrShortWrite
 		}
 	}
 	return nil

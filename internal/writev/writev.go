@@ -22,7 +22,7 @@ type Vectored struct {
 	raw syscall.RawConn // dst's, when dst has one: pieces go out with writev
 	dst io.Writer       // otherwise, one Write per piece
 	// nonblock says raw's descriptor is non-blocking, so that writev
-	// returns at once: only then may detach wait for it (a blocking
+	// returns at once: only then may Detach wait for it (a blocking
 	// descriptor, from os.NewFile of one, blocks writev in the kernel).
 	nonblock bool
 
@@ -36,7 +36,7 @@ type Vectored struct {
 	fn   func(uintptr) bool
 
 	// noWait makes writev stop at a full socket (setting full) instead
-	// of having raw.Write wait for it: see try.
+	// of having raw.Write wait for it: see Try.
 	noWait, full bool
 }
 
@@ -61,9 +61,9 @@ func (v *Vectored) Init(dst io.Writer) {
 // runtime's poller.
 func (v *Vectored) Interruptible() bool { return v.raw != nil && v.nonblock }
 
-// Load makes pieces the next write's: write, try and detach work on them.
+// Load makes pieces the next write's: Write, Try and Detach work on them.
 // The Writer calls it with its lock held while no write is under way, so
-// that a sender that gives up waiting (detach) always finds its bytes
+// that a sender that gives up waiting (Detach) always finds its bytes
 // here or still in the Writer's queue.
 func (v *Vectored) Load(pieces [][]byte) {
 	v.mu.Lock()
@@ -81,9 +81,9 @@ func (v *Vectored) Write() error {
 	return v.Resume()
 }
 
-// Try is write for a goroutine that must not wait for the socket: it
+// Try is Write for a goroutine that must not wait for the socket: it
 // writes what the socket takes now and reports false when the socket is
-// full, the rest kept in v for resume. A destination without a file
+// full, the rest kept in v for Resume. A destination without a file
 // descriptor is written whole, as by write.
 func (v *Vectored) Try() (done bool, err error) {
 	if v.raw == nil {
@@ -102,7 +102,7 @@ func (v *Vectored) Try() (done bool, err error) {
 	return true, err
 }
 
-// Resume writes what is loaded (what try left, or all of it), waiting for
+// Resume writes what is loaded (what Try left, or all of it), waiting for
 // the socket whenever it is full.
 func (v *Vectored) Resume() error {
 	err := v.ResumeKeep()
@@ -110,7 +110,7 @@ func (v *Vectored) Resume() error {
 	return err
 }
 
-// ResumeKeep is resume that keeps what is left loaded when the write
+// ResumeKeep is Resume that keeps what is left loaded when the write
 // fails (a deadline that interrupted it, say), so that the caller may
 // detach it and resume later; the caller unloads.
 func (v *Vectored) ResumeKeep() error {
@@ -162,8 +162,8 @@ func aliases(p, data []byte) bool {
 // set.
 func (v *Vectored) writev(fd uintptr) bool {
 	// Held through the syscall, which on a non-blocking descriptor does
-	// not block: detach must not change a piece the kernel is copying
-	// from. (On a blocking one detach never takes it.)
+	// not block: Detach must not change a piece the kernel is copying
+	// from. (On a blocking one Detach never takes it.)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for len(v.left) > 0 {

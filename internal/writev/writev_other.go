@@ -24,11 +24,11 @@ func (v *Vectored) Write() error {
 	return err
 }
 
-// Try is write: without a file descriptor of its own, a write cannot tell
+// Try is Write: without a file descriptor of its own, a write cannot tell
 // a full socket from a slow one, so it never stops part way.
 func (v *Vectored) Try() (bool, error) { return true, v.Write() }
 
-// Resume is never called: try leaves nothing.
+// Resume is never called: Try leaves nothing.
 func (v *Vectored) Resume() error { return nil }
 
 // ResumeKeep is never called: a write here cannot be interrupted.

@@ -110,7 +110,7 @@ func TestVectoredManyPiecesPartialWrites(t *testing.T) {
 
 // TestVectoredFileDeadline: a write deadline on an *os.File socket ends a
 // write the peer does not take, as it does on a net.Conn
-// (TestWriterBackpressureOverSocket).
+// (coalesce.TestWriterBackpressureOverSocket).
 func TestVectoredFileDeadline(t *testing.T) {
 	a, _ := filePair(t)
 	require.NoError(t, a.SetWriteDeadline(time.Now().Add(100*time.Millisecond)))
