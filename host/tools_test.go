@@ -392,3 +392,31 @@ func TestRealWithInput(t *testing.T) {
 		}
 	}
 }
+
+// TestMediaOnlyChunkHasNoSchema: input_schema applies to a chunk's
+// payload, so an empty payload that lacks upper's required "text" is
+// refused before it is sent, while a chunk that carries only media has no
+// payload and goes out unchecked: what upper makes of it is its handler's
+// to say (docs/protocol.md, the tool descriptor).
+func TestMediaOnlyChunkHasNoSchema(t *testing.T) {
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "upper", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *SchemaError
+	if err := c.Send(ctx, frame.MustPayload(map[string]any{}), nil); !errors.As(err, &se) || se.Keyword != "required" {
+		t.Fatalf("Send of a payload without text: %v, want a *SchemaError for required", err)
+	}
+	media := &frame.InlineMedia{Data: []byte("not text"), MediaType: "application/octet-stream"}
+	if err := c.Send(ctx, nil, media); err != nil {
+		t.Fatalf("Send of a media-only chunk: %v, want it sent unchecked", err)
+	}
+	c.CloseSend()
+	fs := collect(t, c)
+	last := fs[len(fs)-1]
+	if last.Kind != frame.KindFailed || last.Synthetic || last.Error.Code != frame.CodeProviderError {
+		t.Fatalf("terminal %+v, want the handler's own provider_error", last)
+	}
+}
