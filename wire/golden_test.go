@@ -16,9 +16,10 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// -update rewrites the golden vectors in testdata/golden from goldenPackets.
-// Run it once after a deliberate change to the encoding, then review the diff.
-var update = flag.Bool("update", false, "rewrite the golden vectors in testdata/golden")
+// -update rewrites the golden vectors in testdata/golden from goldenPackets,
+// and the negative ones in testdata/negative from the reader's tables. Run
+// it once after a deliberate change to the encoding, then review the diff.
+var update = flag.Bool("update", false, "rewrite the vectors in testdata/golden and testdata/negative")
 
 const goldenDir = "testdata/golden"
 

@@ -38,11 +38,15 @@ func appendAny(b []byte, v any) []byte {
 	case nil:
 		return mpack.AppendNil(b)
 	}
-	enc, err := msgpack.Marshal(v)
-	if err != nil {
+	// Sorted map keys: the bytes are the same on every run, so the
+	// negative vectors built from these tables do not change.
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(v); err != nil {
 		panic(err)
 	}
-	return append(b, enc...)
+	return append(b, buf.Bytes()...)
 }
 
 // hdr builds a header map from key, value, key, value... in that order, so
@@ -170,36 +174,48 @@ func TestLimitsEffective(t *testing.T) {
 		Limits{}.Min(Limits{MaxAttachment: 5}))
 }
 
+// limitCase is one case of TestLimits: b read with limits l gives the
+// protocol error want, or, when want is nil, the packet accept.
+type limitCase struct {
+	name   string
+	b      []byte
+	l      Limits
+	want   error
+	accept Packet
+}
+
+// limitCases are TestLimits' cases, also published as negative vectors.
+func limitCases() []limitCase {
+	ping := hdr("t", "ping", "nonce", 1)
+	inline := hdr(frameKV("media", inlineMedia())...)
+	return []limitCase{
+		{"header length 0", prefix(0, 0), Limits{}, ErrHeaderLength, nil},
+		{"header over default", prefix(DefaultMaxHeader+1, 0), Limits{}, ErrHeaderLength, nil},
+		{"header over configured", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping)) - 1}, ErrHeaderLength, nil},
+		{"header over hard ceiling", prefix(HardMaxHeader+1, 0), Limits{MaxHeader: math.MaxUint32}, ErrHeaderLength, nil},
+		{"header max uint32", prefix(math.MaxUint32, 0), Limits{}, ErrHeaderLength, nil},
+		{"attachment over default", prefix(uint32(len(inline)), DefaultMaxAttachment+1), Limits{}, ErrAttachmentLength, nil},
+		{"attachment over configured", pkt(inline, make([]byte, 11)), Limits{MaxAttachment: 10}, ErrAttachmentLength, nil},
+		{"attachment over hard ceiling", prefix(uint32(len(inline)), HardMaxAttachment+1), Limits{MaxAttachment: math.MaxUint32}, ErrAttachmentLength, nil},
+		{"attachment max uint32", prefix(10, math.MaxUint32), Limits{}, ErrAttachmentLength, nil},
+		{"header at configured limit", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping))}, nil, &Ping{Nonce: 1}},
+		{"attachment at configured limit", pkt(inline, make([]byte, 10)), Limits{MaxAttachment: 10}, nil,
+			mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "x"}),
+				&frame.InlineMedia{Data: make([]byte, 10), MediaType: "audio/pcm"}))},
+	}
+}
+
 // TestLimits is the negative test for every limit, with the accepted value
 // just under each one.
 func TestLimits(t *testing.T) {
-	ping := hdr("t", "ping", "nonce", 1)
-	inline := hdr(frameKV("media", inlineMedia())...)
-	cases := []struct {
-		name string
-		b    []byte
-		l    Limits
-		want error
-	}{
-		{"header length 0", prefix(0, 0), Limits{}, ErrHeaderLength},
-		{"header over default", prefix(DefaultMaxHeader+1, 0), Limits{}, ErrHeaderLength},
-		{"header over configured", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping)) - 1}, ErrHeaderLength},
-		{"header over hard ceiling", prefix(HardMaxHeader+1, 0), Limits{MaxHeader: math.MaxUint32}, ErrHeaderLength},
-		{"header max uint32", prefix(math.MaxUint32, 0), Limits{}, ErrHeaderLength},
-		{"attachment over default", prefix(uint32(len(inline)), DefaultMaxAttachment+1), Limits{}, ErrAttachmentLength},
-		{"attachment over configured", pkt(inline, make([]byte, 11)), Limits{MaxAttachment: 10}, ErrAttachmentLength},
-		{"attachment over hard ceiling", prefix(uint32(len(inline)), HardMaxAttachment+1), Limits{MaxAttachment: math.MaxUint32}, ErrAttachmentLength},
-		{"attachment max uint32", prefix(10, math.MaxUint32), Limits{}, ErrAttachmentLength},
-		{"header at configured limit", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping))}, nil},
-		{"attachment at configured limit", pkt(inline, make([]byte, 10)), Limits{MaxAttachment: 10}, nil},
-	}
-	for _, c := range cases {
+	for _, c := range limitCases() {
 		t.Run(c.name, func(t *testing.T) {
 			// Followed by junk: a refusal must not depend on what comes next.
 			r := NewReader(bytes.NewReader(append(c.b, 0xff, 0xff)), c.l)
-			_, err := r.ReadPacket()
+			p, err := r.ReadPacket()
 			if c.want == nil {
 				require.NoError(t, err)
+				require.Equal(t, c.accept, p)
 				return
 			}
 			require.ErrorIs(t, err, c.want)
@@ -258,20 +274,31 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestOverLimitRefusedWithoutAllocating shows that a declared length over
-// the limit is refused from the 8-byte prefix: nothing of the declared size
-// is allocated or read.
-func TestOverLimitRefusedWithoutAllocating(t *testing.T) {
-	cases := map[string]struct {
+// overLimitLimits are the limits of overLimitCases: the hard ceilings.
+var overLimitLimits = Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}
+
+// overLimitCases are TestOverLimitRefusedWithoutAllocating's cases, read
+// with overLimitLimits; also published as negative vectors.
+func overLimitCases() map[string]struct {
+	b    []byte
+	want error
+} {
+	return map[string]struct {
 		b    []byte
 		want error
 	}{
 		"header":     {prefix(math.MaxUint32, 0), ErrHeaderLength},
 		"attachment": {prefix(16, HardMaxAttachment+1), ErrAttachmentLength},
 	}
-	for name, c := range cases {
+}
+
+// TestOverLimitRefusedWithoutAllocating shows that a declared length over
+// the limit is refused from the 8-byte prefix: nothing of the declared size
+// is allocated or read.
+func TestOverLimitRefusedWithoutAllocating(t *testing.T) {
+	for name, c := range overLimitCases() {
 		t.Run(name, func(t *testing.T) {
-			l := Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}
+			l := overLimitLimits
 			var err error
 			allocs := testing.AllocsPerRun(100, func() { _, err = Decode(c.b, l) })
 			require.ErrorIs(t, err, c.want)
@@ -288,12 +315,18 @@ func TestOverLimitRefusedWithoutAllocating(t *testing.T) {
 	}
 }
 
-func TestProtocolErrors(t *testing.T) {
-	cases := []struct {
-		name string
-		b    []byte
-		want error
-	}{
+// protocolErrorCase is one case of TestProtocolErrors: reading b with the
+// default limits gives the protocol error want.
+type protocolErrorCase struct {
+	name string
+	b    []byte
+	want error
+}
+
+// protocolErrorCases are TestProtocolErrors' cases, also published as
+// negative vectors.
+func protocolErrorCases() []protocolErrorCase {
+	return []protocolErrorCase{
 		{"header is an array", pkt(raw{0x91, 0x01}, nil), ErrMalformedHeader},
 		{"header is a string", pkt(mpack.AppendString(nil, "frame"), nil), ErrMalformedHeader},
 		{"header is nil", pkt(raw{0xc0}, nil), ErrMalformedHeader},
@@ -345,7 +378,10 @@ func TestProtocolErrors(t *testing.T) {
 			[]any{map[string]any{"id": "x", "input_schema": map[string]any{"b": []byte{1}}}}), nil), ErrBadField},
 		{"hello tools not array", pkt(hdr("t", "hello", "max_streams", 1, "tools", map[string]any{}), nil), ErrBadField},
 	}
-	for _, c := range cases {
+}
+
+func TestProtocolErrors(t *testing.T) {
+	for _, c := range protocolErrorCases() {
 		t.Run(c.name, func(t *testing.T) {
 			r := NewReader(bytes.NewReader(c.b), Limits{})
 			p, err := r.ReadPacket()
@@ -363,18 +399,25 @@ func TestProtocolErrors(t *testing.T) {
 	}
 }
 
-func TestInvalidPackets(t *testing.T) {
+// invalidPacketCase is one case of TestInvalidPackets: the packet of
+// header h and attachment att is an invalid packet of type typ whose
+// field is at fault, with call id callID (empty when unreadable).
+type invalidPacketCase struct {
+	name   string
+	h      []byte
+	att    []byte
+	typ    Type
+	field  string
+	callID string
+}
+
+// invalidPacketCases are TestInvalidPackets' cases, also published as
+// negative vectors.
+func invalidPacketCases() []invalidPacketCase {
 	longID := strings.Repeat("é", 129)
 	// {kind: inline, media_type: a/b, 1: 1}
 	mediaIntKey := raw(append(append(mpack.AppendMapHeader(nil, 3), hdr("kind", "inline", "media_type", "a/b")[1:]...), 0x01, 0x01))
-	cases := []struct {
-		name   string
-		h      []byte
-		att    []byte
-		typ    Type
-		field  string
-		callID string
-	}{
+	return []invalidPacketCase{
 		{"synthetic true", hdr(frameKV("synthetic", true)...), nil, TypeFrame, "synthetic", "c1"},
 		{"synthetic not bool", hdr(frameKV("synthetic", 1)...), nil, TypeFrame, "synthetic", "c1"},
 		{"unknown kind", hdr(frameKV("kind", "chonk")...), nil, TypeFrame, "kind", "c1"},
@@ -430,30 +473,39 @@ func TestInvalidPackets(t *testing.T) {
 		{"end without call id", hdr("t", "end"), nil, TypeEnd, "call_id", ""},
 		{"end call id int", hdr("t", "end", "call_id", 1), nil, TypeEnd, "call_id", ""},
 	}
-	ping := pkt(hdr("t", "ping", "nonce", 77), nil)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b := append(pkt(c.h, c.att), ping...)
-			r := NewReader(iotest.OneByteReader(bytes.NewReader(b)), Limits{})
-			p, err := r.ReadPacket()
-			require.Nil(t, p)
-			var inv *InvalidError
-			require.ErrorAs(t, err, &inv)
-			require.ErrorIs(t, err, frame.ErrInvalid)
-			require.NotErrorIs(t, err, ErrProtocol)
-			require.Equal(t, c.typ, inv.Type)
-			require.Equal(t, c.callID, inv.CallID)
-			var fe *frame.FieldError
-			require.ErrorAs(t, err, &fe)
-			require.Equal(t, c.field, fe.Field)
-			require.NotContains(t, err.Error(), "é", "the message never echoes the value")
+}
 
-			// The packet was consumed whole: the reader is still in step.
-			p, err = r.ReadPacket()
-			require.NoError(t, err)
-			require.Equal(t, uint64(77), p.(*Ping).Nonce)
-		})
+func TestInvalidPackets(t *testing.T) {
+	for _, c := range invalidPacketCases() {
+		t.Run(c.name, func(t *testing.T) { requireInvalid(t, c) })
 	}
+}
+
+// requireInvalid checks that c's packet, read a byte at a time, is the
+// invalid packet c says, and that the packet after it still reads.
+func requireInvalid(t *testing.T, c invalidPacketCase) {
+	t.Helper()
+	ping := pkt(hdr("t", "ping", "nonce", 77), nil)
+	b := append(pkt(c.h, c.att), ping...)
+	r := NewReader(iotest.OneByteReader(bytes.NewReader(b)), Limits{})
+	p, err := r.ReadPacket()
+	require.Nil(t, p)
+	var inv *InvalidError
+	require.ErrorAs(t, err, &inv)
+	require.ErrorIs(t, err, frame.ErrInvalid)
+	require.NotErrorIs(t, err, ErrProtocol)
+	require.Equal(t, c.typ, inv.Type)
+	require.Equal(t, c.callID, inv.CallID)
+	var fe *frame.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, c.field, fe.Field)
+	require.ErrorContains(t, err, c.field)
+	require.NotContains(t, err.Error(), "é", "the message never echoes the value")
+
+	// The packet was consumed whole: the reader is still in step.
+	p, err = r.ReadPacket()
+	require.NoError(t, err)
+	require.Equal(t, uint64(77), p.(*Ping).Nonce)
 }
 
 // deep returns a payload map nesting n maps deep (the outer one included).
@@ -472,124 +524,116 @@ func TestPayloadDepthLimit(t *testing.T) {
 	require.ErrorIs(t, err, frame.ErrInvalid)
 }
 
-func TestHeaderKeyRules(t *testing.T) {
-	t.Run("t at any position", func(t *testing.T) {
-		p, err := Decode(pkt(hdr("call_id", "c1", "direction", "caller_to_provider", "sequence", 0, "kind", "started", "t", "frame"), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, frame.KindStarted, p.(*Frame).Kind)
-	})
-	t.Run("unknown keys ignored", func(t *testing.T) {
-		p, err := Decode(pkt(hdr(frameKV("x-extra", map[string]any{"deep": []any{1, "a"}}, "future", raw{0xc4, 0x01, 0x00})...), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, "c1", p.(*Frame).CallID)
-		p, err = Decode(pkt(hdr("t", "ping", "nonce", 3, "zzz", 1), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, &Ping{Nonce: 3}, p)
-	})
-	t.Run("duplicate keys: the last wins", func(t *testing.T) {
-		p, err := Decode(pkt(hdr("t", "ping", "nonce", 1, "nonce", 2), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, &Ping{Nonce: 2}, p)
-		p, err = Decode(pkt(hdr("t", "pong", "t", "ping", "nonce", 5), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, &Ping{Nonce: 5}, p)
-		p, err = Decode(pkt(hdr(frameKV("payload", map[string]any{"text": "second"})...), nil), Limits{})
-		require.NoError(t, err)
-		txt, _ := p.(*Frame).Payload.Text()
-		require.Equal(t, "second", txt)
+// acceptCase is a packet a reader takes: b decodes to want.
+type acceptCase struct {
+	name string
+	b    []byte
+	want Packet
+}
+
+// chunkX is the provider chunk frameKV describes, with media m (nil for
+// none) and sequence seq.
+func chunkX(seq uint64, m frame.Media) *Frame {
+	return mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"text": "x"}), m))
+}
+
+// failedKV is a provider failed frame whose error map holds code twice,
+// first code1, then code2.
+func failedKV(code1, code2 string) []byte {
+	kv := []any{"t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1, "kind", "failed",
+		"error", raw(hdr("code", code1, "message", "m", "code", code2))}
+	return hdr(kv...)
+}
+
+// errMap is an error map of code with message "m".
+func errMap(code string) raw { return raw(hdr("code", code, "message", "m")) }
+
+// failedHdr is a provider failed frame with two error maps, e1 then e2.
+func failedHdr(e1, e2 raw) []byte {
+	return hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1,
+		"kind", "failed", "error", e1, "error", e2)
+}
+
+// keyRuleAccepts are TestHeaderKeyRules' packets a reader must take: keys
+// in any order, unknown keys, duplicate keys (the last wins), optional
+// keys given as nil, numbers in any encoding. Also published as negative
+// vectors.
+func keyRuleAccepts() []acceptCase {
+	inline := &frame.InlineMedia{Data: []byte{}, MediaType: "audio/pcm"}
+	return []acceptCase{
+		{"t at any position", pkt(hdr("call_id", "c1", "direction", "caller_to_provider", "sequence", 0, "kind", "started", "t", "frame"), nil),
+			mustFrame(frame.NewStarted("c1", frame.CallerToProvider))},
+		{"unknown keys ignored", pkt(hdr(frameKV("x-extra", map[string]any{"deep": []any{1, "a"}}, "future", raw{0xc4, 0x01, 0x00})...), nil),
+			chunkX(1, nil)},
+		{"unknown key on ping", pkt(hdr("t", "ping", "nonce", 3, "zzz", 1), nil), &Ping{Nonce: 3}},
+		{"duplicate nonce", pkt(hdr("t", "ping", "nonce", 1, "nonce", 2), nil), &Ping{Nonce: 2}},
+		{"duplicate t", pkt(hdr("t", "pong", "t", "ping", "nonce", 5), nil), &Ping{Nonce: 5}},
+		{"duplicate payload", pkt(hdr(frameKV("payload", map[string]any{"text": "second"})...), nil),
+			mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "second"}), nil))},
 		// An unknown name is overridden by a later known one, for every
-		// enumerated string; the other way round it is refused.
-		failedKV := func(code1, code2 string) []byte {
-			kv := []any{"t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1, "kind", "failed",
-				"error", raw(hdr("code", code1, "message", "m", "code", code2))}
-			return hdr(kv...)
-		}
-		for name, h := range map[string][]byte{
-			"kind":       hdr(frameKV("kind", "bogus", "kind", "chunk")...),
-			"direction":  hdr(frameKV("direction", "sideways", "direction", "provider_to_caller")...),
-			"error.code": failedKV("oops", "provider_error"),
-		} {
-			p, err := Decode(pkt(h, nil), Limits{})
-			require.NoError(t, err, name)
-			require.Equal(t, "c1", p.(*Frame).CallID, name)
-		}
-		p, err = Decode(pkt(failedKV("oops", "provider_error"), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, frame.CodeProviderError, p.(*Frame).Error.Code)
+		// enumerated string (the other way round is in keyRuleRefusals).
+		{"duplicate kind unknown then known", pkt(hdr(frameKV("kind", "bogus", "kind", "chunk")...), nil), chunkX(1, nil)},
+		{"duplicate direction unknown then known", pkt(hdr(frameKV("direction", "sideways", "direction", "provider_to_caller")...), nil),
+			chunkX(1, nil)},
+		{"duplicate error code unknown then known", pkt(failedKV("oops", "provider_error"), nil),
+			mustFrame(frame.NewFailed("c1", frame.ProviderToCaller, 1, frame.CodeProviderError, "m"))},
 		// So do whole media and error maps, nil included.
-		errMap := func(code string) raw { return raw(hdr("code", code, "message", "m")) }
-		for name, h := range map[string][]byte{
-			"media then nil":  hdr(frameKV("media", inlineMedia("kind", "bogus"), "media", nil)...),
-			"media then good": hdr(frameKV("media", map[string]any{"kind": "blob"}, "media", inlineMedia())...),
-			"error then good": hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1,
-				"kind", "failed", "error", errMap("oops"), "error", errMap("timeout")),
-		} {
-			p, err := Decode(pkt(h, nil), Limits{})
-			require.NoError(t, err, name)
-			require.Equal(t, "c1", p.(*Frame).CallID, name)
-		}
-		for name, h := range map[string][]byte{
-			"media.kind": hdr(frameKV("media", inlineMedia(), "media", inlineMedia("kind", "bogus"))...),
-			"error.code": hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1,
-				"kind", "failed", "error", errMap("timeout"), "error", errMap("oops")),
-		} {
-			_, err := Decode(pkt(h, nil), Limits{})
-			require.ErrorContains(t, err, name, name)
-		}
-		for name, h := range map[string][]byte{
-			"kind":       hdr(frameKV("kind", "chunk", "kind", "bogus")...),
-			"direction":  hdr(frameKV("direction", "provider_to_caller", "direction", "sideways")...),
-			"error.code": failedKV("provider_error", "oops"),
-		} {
-			_, err := Decode(pkt(h, nil), Limits{})
-			var ie *InvalidError
-			require.ErrorAs(t, err, &ie, name)
-			require.ErrorContains(t, err, name, name)
-		}
-	})
-	t.Run("optional keys may be nil", func(t *testing.T) {
-		p, err := Decode(pkt(hdr(frameKV("synthetic", nil, "media", nil, "error", nil)...), nil), Limits{})
-		require.NoError(t, err)
-		f := p.(*Frame)
-		require.Nil(t, f.Media)
-		require.Nil(t, f.Error)
-		p, err = Decode(pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{},
-			"timeout_ms", nil, "trace", nil, "tree", nil, "parent", nil), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, &Invoke{CallID: "c1", ToolID: "x", Arguments: frame.Payload{0x80}}, p)
-		p, err = Decode(pkt(hdr(frameKV("media", inlineMedia("codec", nil, "sample_rate", nil, "timestamp_seconds", nil))...), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, &frame.InlineMedia{Data: []byte{}, MediaType: "audio/pcm"}, p.(*Frame).Media)
-	})
-	t.Run("synthetic false is allowed", func(t *testing.T) {
-		_, err := Decode(pkt(hdr(frameKV("synthetic", false)...), nil), Limits{})
-		require.NoError(t, err)
-	})
-	t.Run("numbers in any encoding", func(t *testing.T) {
+		{"duplicate media then nil", pkt(hdr(frameKV("media", inlineMedia("kind", "bogus"), "media", nil)...), nil), chunkX(1, nil)},
+		{"duplicate media bad then good", pkt(hdr(frameKV("media", map[string]any{"kind": "blob"}, "media", inlineMedia())...), nil),
+			chunkX(1, inline)},
+		{"duplicate error bad then good", pkt(failedHdr(errMap("oops"), errMap("timeout")), nil),
+			mustFrame(frame.NewFailed("c1", frame.ProviderToCaller, 1, frame.CodeTimeout, "m"))},
+		{"optional frame keys nil", pkt(hdr(frameKV("synthetic", nil, "media", nil, "error", nil)...), nil), chunkX(1, nil)},
+		{"optional invoke keys nil", pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{},
+			"timeout_ms", nil, "trace", nil, "tree", nil, "parent", nil), nil),
+			&Invoke{CallID: "c1", ToolID: "x", Arguments: frame.Payload{0x80}}},
+		{"optional media keys nil", pkt(hdr(frameKV("media", inlineMedia("codec", nil, "sample_rate", nil, "timestamp_seconds", nil))...), nil),
+			chunkX(1, inline)},
+		{"synthetic false", pkt(hdr(frameKV("synthetic", false)...), nil), chunkX(1, nil)},
 		// sequence as uint64, timestamp as float32 and as an integer.
-		p, err := Decode(pkt(hdr(frameKV("sequence", raw{0xcf, 0, 0, 0, 0, 0, 0, 0, 9},
-			"media", inlineMedia("timestamp_seconds", float32(0.5), "duration_seconds", 2, "sample_rate", int16(256)))...), nil), Limits{})
-		require.NoError(t, err)
-		f := p.(*Frame)
-		require.Equal(t, uint64(9), f.Sequence)
-		m := f.Media.(*frame.InlineMedia)
-		require.Equal(t, 0.5, *m.TimestampSeconds)
-		require.Equal(t, 2.0, *m.DurationSeconds)
-		require.Equal(t, int64(256), m.SampleRate)
-	})
-	t.Run("inline frame with no attachment has empty data", func(t *testing.T) {
-		p, err := Decode(pkt(hdr(frameKV("media", inlineMedia())...), nil), Limits{})
-		require.NoError(t, err)
-		require.Equal(t, []byte{}, p.(*Frame).Media.(*frame.InlineMedia).Data)
-	})
-	t.Run("hello schemas decode numbers as int64 or float64", func(t *testing.T) {
-		p, err := Decode(pkt(hdr("t", "hello", "protocol", []int{1}, "max_streams", 1, "tools",
-			[]any{map[string]any{"id": "x", "result_schema": map[string]any{"minimum": -3, "maximum": 1.5}}}), nil), Limits{})
-		require.NoError(t, err)
-		s := p.(*Hello).Tools[0].ResultSchema
-		require.Equal(t, int64(-3), s["minimum"])
-		require.Equal(t, 1.5, s["maximum"])
-	})
+		{"numbers in any encoding", pkt(hdr(frameKV("sequence", raw{0xcf, 0, 0, 0, 0, 0, 0, 0, 9},
+			"media", inlineMedia("timestamp_seconds", float32(0.5), "duration_seconds", 2, "sample_rate", int16(256)))...), nil),
+			chunkX(9, &frame.InlineMedia{Data: []byte{}, MediaType: "audio/pcm", SampleRate: 256,
+				TimestampSeconds: f64(0.5), DurationSeconds: f64(2)})},
+		{"inline frame without attachment", pkt(hdr(frameKV("media", inlineMedia())...), nil), chunkX(1, inline)},
+		{"hello schema numbers", pkt(hdr("t", "hello", "protocol", []int{1}, "max_streams", 1, "tools",
+			[]any{map[string]any{"id": "x", "result_schema": map[string]any{"minimum": -3, "maximum": 1.5}}}), nil),
+			&Hello{Protocol: []int64{1}, MaxStreams: 1,
+				Tools: []Tool{{ID: "x", ResultSchema: Schema{"minimum": int64(-3), "maximum": 1.5}}}}},
+		{"payload at max depth", pkt(hdr(frameKV("payload", deep(mpack.MaxDepth))...), nil),
+			mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.Payload(deep(mpack.MaxDepth)), nil))},
+	}
+}
+
+// keyRuleRefusals are TestHeaderKeyRules' duplicate keys a reader must
+// refuse: a known value overridden by an unknown one, or a good map by a
+// bad one. Also published as negative vectors.
+func keyRuleRefusals() []invalidPacketCase {
+	return []invalidPacketCase{
+		{"duplicate media good then bad", hdr(frameKV("media", inlineMedia(), "media", inlineMedia("kind", "bogus"))...), nil,
+			TypeFrame, "media.kind", "c1"},
+		{"duplicate error good then bad", failedHdr(errMap("timeout"), errMap("oops")), nil, TypeFrame, "error.code", "c1"},
+		{"duplicate kind known then unknown", hdr(frameKV("kind", "chunk", "kind", "bogus")...), nil, TypeFrame, "kind", "c1"},
+		{"duplicate direction known then unknown", hdr(frameKV("direction", "provider_to_caller", "direction", "sideways")...), nil,
+			TypeFrame, "direction", "c1"},
+		{"duplicate error code known then unknown", failedKV("provider_error", "oops"), nil, TypeFrame, "error.code", "c1"},
+	}
+}
+
+func TestHeaderKeyRules(t *testing.T) {
+	for _, c := range keyRuleAccepts() {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Decode(c.b, Limits{})
+			require.NoError(t, err)
+			require.Equal(t, c.want, p)
+			p, err = NewReader(iotest.OneByteReader(bytes.NewReader(c.b)), Limits{}).ReadPacket()
+			require.NoError(t, err)
+			require.Equal(t, c.want, p)
+		})
+	}
+	for _, c := range keyRuleRefusals() {
+		t.Run(c.name, func(t *testing.T) { requireInvalid(t, c) })
+	}
 }
 
 func TestDecodeWholePacket(t *testing.T) {
