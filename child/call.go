@@ -338,12 +338,16 @@ func (cl *call) finish(res result) {
 	}
 	// Uncork writes the terminal and the end on this goroutine unless a
 	// write is under way; Flush then waits for that one.
-	if cl.c.w.Uncork() == nil && endQueued {
-		cl.c.w.Flush()
+	writeErr := cl.c.w.Uncork()
+	if writeErr == nil && endQueued {
+		writeErr = cl.c.w.Flush()
 	}
 	cl.mu.Lock()
 	cl.isEnded = true
-	closeConn := cl.closeConn
+	// A connection whose writes fail can carry neither this call's end
+	// nor another call: closing it lets the host see the failure at once
+	// instead of waiting for an end that never comes.
+	closeConn := cl.closeConn || writeErr != nil
 	if cl.endWait != nil {
 		close(cl.endWait)
 	}
