@@ -1,0 +1,99 @@
+package coalesce
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// discard is io.Discard without its ReaderFrom, so io.CopyBuffer really
+// reads into its buffer.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkSmallFramesOverSocket sends small chunk frames over a Unix
+// socket pair: "stream" through a Writer in Stream mode (the flusher
+// coalesces what is queued while a write is under way) and wire.Reader,
+// "plain" through wire.Writer (one write per packet), "raw64" as one
+// 64-byte write syscall per message read in bulk. One op is one frame
+// written and read. Target: stream at least the raw64 rate
+// (docs/performance.md, "Benchmarks of the main module").
+func BenchmarkSmallFramesOverSocket(b *testing.B) {
+	f, err := frame.NewChunk("call-0123456789", frame.ProviderToCaller, 42, frame.MustPayload(map[string]any{"text": "hello, world"}), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &wire.Frame{Frame: f}
+	run := func(b *testing.B, write func(w io.Writer) func() error) {
+		ua, ub := socketPair(b)
+		defer ub.Close()
+		defer ua.Close()
+		next := write(ua)
+		r := wire.NewReader(ub, wire.Limits{})
+		b.ReportAllocs()
+		b.ResetTimer()
+		done := make(chan error, 1)
+		go func() { // stopped after b.N packets or a write error
+			for range b.N {
+				if err := next(); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		for range b.N {
+			if _, err := r.ReadPacket(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("stream", func(b *testing.B) {
+		var w *Writer
+		run(b, func(dst io.Writer) func() error {
+			w = New(dst, wire.Limits{})
+			return func() error { return w.Write(context.Background(), Stream, p) }
+		})
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("plain", func(b *testing.B) {
+		run(b, func(dst io.Writer) func() error {
+			w := wire.NewWriter(dst, wire.Limits{})
+			return func() error { return w.WritePacket(p) }
+		})
+	})
+	b.Run("raw64", func(b *testing.B) {
+		ua, ub := socketPair(b)
+		defer ub.Close()
+		defer ua.Close()
+		msg := make([]byte, 64)
+		buf := make([]byte, 64<<10)
+		b.ReportAllocs()
+		b.ResetTimer()
+		done := make(chan error, 1)
+		go func() { // stopped after b.N writes or a write error
+			for range b.N {
+				if _, err := ua.Write(msg); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		if _, err := io.CopyBuffer(discard{}, io.LimitReader(ub, int64(b.N)*64), buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	})
+}
