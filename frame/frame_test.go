@@ -33,7 +33,7 @@ func requireFieldError(t *testing.T, err error, field string) {
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
-// shapeOK is the lifecycle shape table of PROTOCOL.md §4, written out
+// shapeOK is the lifecycle shape table of docs/protocol.md §4.1, written out
 // independently of checkShape.
 func shapeOK(k Kind, payload, media bool, e *Error) bool {
 	switch k {
