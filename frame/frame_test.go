@@ -165,7 +165,7 @@ func TestSequenceRule(t *testing.T) {
 	}
 }
 
-// TestFieldConstraints covers every field constraint of §4 and the bounds
+// TestFieldConstraints covers every field constraint of docs/protocol.md §3 and the bounds
 // just inside them.
 func TestFieldConstraints(t *testing.T) {
 	chunk := func(m Media) Frame {
