@@ -192,7 +192,7 @@ func FuzzFrameValidate(f *testing.F) {
 // hardLimits are the largest limits a side may configure.
 func hardLimits() Limits { return Limits{MaxHeader: HardMaxHeader, MaxAttachment: HardMaxAttachment} }
 
-// violates returns which rule of §4 f breaks, or "".
+// violates returns which rule of docs/protocol.md §3 or §4 f breaks, or "".
 func violates(f *frame.Frame) string {
 	runes := func(s string) int { return utf8.RuneCountInString(s) }
 	switch {
