@@ -29,7 +29,7 @@ type call struct {
 	inv  *wire.Invoke
 	tool *Tool // nil for an unknown tool
 
-	ctx      context.Context // the handler's context; done on every cause of §5.4
+	ctx      context.Context // the handler's context; done on every cause of docs/protocol.md §6 item 4
 	cancel   context.CancelCauseFunc
 	deadline *deadline // the invoke's timeout_ms in the server's deadlines; nil for none
 

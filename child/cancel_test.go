@@ -397,7 +397,7 @@ func serveReturnsOnControlEOF(t *testing.T, begin func(*testnet.Stream) error) {
 	start := time.Now()
 	srv.host.Close()
 	require.NoError(t, srv.result(t))
-	// The process bound of §7 is 1 s (TestBinaryControlEOFExitsPromptly);
+	// The process bound of docs/protocol.md §5 item 6 is 1 s (TestBinaryControlEOFExitsPromptly);
 	// in-process under -race the bound is looser.
 	require.Less(t, time.Since(start), 2*time.Second)
 	requireClosed(t, s)
@@ -532,7 +532,7 @@ func TestCallIDFreeAtEnd(t *testing.T) {
 		h, _ := tg.start(t, config{})
 		conns := []*testnet.Stream{dial(t, h), dial(t, h)}
 		// Each id twice, first on one connection then on the other (a
-		// connection refuses its own previous call's id, §7).
+		// connection refuses its own previous call's id, docs/protocol.md §6 "Call ids").
 		for i := range 200 {
 			requireCountCompletes(t, conns[i%2], fmt.Sprintf("id%d", i/2))
 		}
