@@ -29,7 +29,7 @@ type call struct {
 	inv  *wire.Invoke
 	tool *Tool // nil for an unknown tool
 
-	ctx      context.Context // the handler's context; done on every cause of §5.4
+	ctx      context.Context // the handler's context; done on every cause of docs/protocol.md §6 item 4
 	cancel   context.CancelCauseFunc
 	deadline *deadline // the invoke's timeout_ms in the server's deadlines; nil for none
 
@@ -62,7 +62,7 @@ type call struct {
 	isEnded   bool          // the end is written (or never will be); guarded by mu
 	endWait   chan struct{} // made by an abandon that waits for isEnded, closed when it is set; guarded by mu
 
-	// The cancellation grace (PROTOCOL.md §5.6) has no goroutine of its
+	// The cancellation grace (docs/protocol.md §6 item 7) has no goroutine of its
 	// own: one timer, whose function reports the handler stuck, is armed
 	// by the first cause the child gives (cancelWith; the deadline is one)
 	// and moved earlier by each later one that ends sooner. The runner owns
@@ -244,10 +244,10 @@ func (cl *call) armGraceLocked(at time.Time) {
 }
 
 // graceOver reports a cancelled handler that is still running after the
-// cancel grace stuck, and writes its cause's terminal for it (PROTOCOL.md
-// §7): its end waits until it returns. It does nothing once the handler
-// returned; if the handler returns while it writes, the terminal is claimed
-// once, by whichever of them writes first.
+// cancel grace stuck, and writes its cause's terminal for it
+// (docs/protocol.md §6 item 7): its end waits until it returns. It does
+// nothing once the handler returned; if the handler returns while it
+// writes, the terminal is claimed once, by whichever of them writes first.
 func (cl *call) graceOver() {
 	s := cl.c.s
 	cl.mu.Lock()
@@ -286,7 +286,7 @@ func (cl *call) callHandler() (res result) {
 	defer func() {
 		if r := recover(); r != nil {
 			// The value and the stack go to the provider's own log only
-			// (PROTOCOL.md §5: stderr), never to the caller.
+			// (docs/protocol.md §6 item 3: stderr), never to the caller.
 			cl.c.s.log.Error("handler panicked", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			res = result{panicked: true}
@@ -473,7 +473,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	cl.pkt.Frame = f
 	// The frames of a running handler wait for room in the queue only
 	// while the call lives: a cancelled handler blocked by backpressure
-	// gets its cause back from Send (PROTOCOL.md §3, cancel). What is
+	// gets its cause back from Send (docs/protocol.md §6 item 5). What is
 	// written once the handler returned (its result's terminal, written
 	// by the runner with the context already done by errHandlerReturned)
 	// and the cause's terminal wait as long as it takes: a terminal given

@@ -286,7 +286,7 @@ func TestDrain(t *testing.T) {
 
 // TestDrainPastGrace: a drain cancels the handlers still running after its
 // grace and writes bye before grace + cancel grace, abandoning those that
-// ignore their cancellation (PROTOCOL.md §7, Draining).
+// ignore their cancellation (docs/protocol.md §5 item 5).
 func TestDrainPastGrace(t *testing.T) {
 	st := testnet.DefaultStartup()
 	st.CancelGraceMS = 400
@@ -312,9 +312,9 @@ func TestDrainPastGrace(t *testing.T) {
 
 // TestDrainSmallCancelGrace: with a cancel grace of 0 or 2 ms the drain
 // still writes the cancel's terminal of every call past its grace, one
-// that returns when cancelled and one that does not, before bye; the
-// limit leaves no time to write them, and they were lost about half the
-// time (found by a black-box conformance run).
+// that returns when cancelled and one that does not, before bye, though
+// the limit leaves no time to write them: the drain gives them
+// minTerminalWindow.
 func TestDrainSmallCancelGrace(t *testing.T) {
 	for _, cg := range []int64{0, 2} {
 		t.Run(fmt.Sprintf("cancel_grace_ms=%d", cg), func(t *testing.T) {
@@ -397,7 +397,7 @@ func serveReturnsOnControlEOF(t *testing.T, begin func(*testnet.Stream) error) {
 	start := time.Now()
 	srv.host.Close()
 	require.NoError(t, srv.result(t))
-	// The process bound of §7 is 1 s (TestBinaryControlEOFExitsPromptly);
+	// The process bound of docs/protocol.md §5 item 6 is 1 s (TestBinaryControlEOFExitsPromptly);
 	// in-process under -race the bound is looser.
 	require.Less(t, time.Since(start), 2*time.Second)
 	requireClosed(t, s)
@@ -524,7 +524,7 @@ func TestHugeMillis(t *testing.T) {
 }
 
 // TestCallIDFreeAtEnd: once the host has read a call's end, the call's id
-// is free (PROTOCOL.md §3: end means the handler released what it held),
+// is free (docs/protocol.md §3, end: the handler released what it held),
 // so an invoke of the same id on another connection, written at once, is
 // served like any other.
 func TestCallIDFreeAtEnd(t *testing.T) {
@@ -532,7 +532,7 @@ func TestCallIDFreeAtEnd(t *testing.T) {
 		h, _ := tg.start(t, config{})
 		conns := []*testnet.Stream{dial(t, h), dial(t, h)}
 		// Each id twice, first on one connection then on the other (a
-		// connection refuses its own previous call's id, §7).
+		// connection refuses its own previous call's id, docs/protocol.md §6 "Call ids").
 		for i := range 200 {
 			requireCountCompletes(t, conns[i%2], fmt.Sprintf("id%d", i/2))
 		}

@@ -23,8 +23,8 @@ import (
 // A call whose caller direction is already closed when its handler would
 // start (the invoke, the caller's started, its chunks and its terminal
 // came in one read: a plain request) is run by the reader itself, which
-// has nothing else to read until the call's end (PROTOCOL.md §7, quiet
-// interval): see runInline.
+// has nothing else to read until the call's end (the quiet interval,
+// docs/protocol.md §6 item 6): see runInline.
 type conn struct {
 	s    *server
 	nc   Conn

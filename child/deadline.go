@@ -18,8 +18,10 @@ const armSlack = 10 * time.Millisecond
 // A timer the Go runtime adds to an empty timer heap wakes a sleeping
 // thread so that it can sleep again until the new timer, and a child
 // whose calls are short has an empty heap at almost every invoke: one
-// timer per call made each call with a deadline about 15% slower than the
-// same call without one (docs/performance.md). Here the timer is moved
+// timer per call made every call with a deadline pay that wake-up (the
+// bench module's BenchmarkSkulkCall against BenchmarkSkulkCallNoDeadline
+// measures what a deadline costs a call: docs/performance.md, "Benchmarks
+// of the bench module"). Here the timer is moved
 // only when a new deadline comes before the one it is armed for, and never
 // when a call ends: calls that keep the same timeout, one after another,
 // touch it once per timeout. When it fires, it cancels the calls whose

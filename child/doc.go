@@ -1,6 +1,6 @@
 // Package child is Skulk's provider SDK: a Go program that calls Main (or
 // Serve) becomes a well-behaved Skulk child. The package speaks the wire
-// protocol of PROTOCOL.md with the host: it sends hello with the tools'
+// protocol of docs/protocol.md with the host: it sends hello with the tools'
 // descriptors, waits for startup, answers every ping while handlers run,
 // serves calls on stream connections, and handles cancel and drain.
 //
@@ -30,9 +30,10 @@
 // Each call runs its handler on a goroutine of its own. The handler's
 // output is numbered from sequence 1 and carries exactly one terminal: the
 // handler's return value (or an explicit Stream.Complete or Stream.Fail), or,
-// when the call was cancelled first, the terminal of the cause (PROTOCOL.md
-// §7). A second terminal is refused to the handler with ErrTerminated. A
-// panic becomes failed provider_error; its stack goes to the Logger only.
+// when the call was cancelled first, the terminal of the cause
+// (docs/protocol.md §6 item 4). A second terminal is refused to the
+// handler with ErrTerminated. A panic becomes failed provider_error; its
+// stack goes to the Logger only.
 // The call's end is written only after the handler has returned.
 //
 // Caller frames are checked (shape and sequence fence) before they reach the

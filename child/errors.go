@@ -8,7 +8,8 @@ import (
 
 // Causes of a call's cancellation. A handler finds out why its context was
 // cancelled with context.Cause(ctx) and errors.Is. The child writes the
-// matching terminal for the call (PROTOCOL.md §7 "terminals by cause")
+// matching terminal for the call (docs/protocol.md §6 item 4, the terminal
+// by cause)
 // unless the handler wrote its own first.
 var (
 	// ErrCallerCancelled: the caller sent cancelled or failed. Terminal:

@@ -12,7 +12,7 @@ import (
 	"github.com/skulkrt/skulk/wire"
 )
 
-// Environment of a child process (PROTOCOL.md §1).
+// Environment of a child process (docs/protocol.md §1).
 const (
 	// EnvProtocol carries the protocol version the host speaks ("1").
 	EnvProtocol = "SKULK_PROTOCOL"
@@ -55,9 +55,9 @@ func Main(opts Options) {
 // Run takes the fds over as *os.File (close-on-exec, so that no process
 // the provider starts inherits them) and the package links nothing of
 // package net: a provider that does not link net itself (or os/user) is
-// linked statically by default and its start pays no dynamic loader,
-// about 1.4 ms on the machine of docs/performance.md. One that does can
-// build with CGO_ENABLED=0 (or -tags netgo,osusergo) for the same.
+// linked statically by default and its start pays no dynamic loader. One
+// that does can build with CGO_ENABLED=0 (or -tags netgo,osusergo) for the
+// same.
 func Run(opts Options) int {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

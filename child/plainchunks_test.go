@@ -14,8 +14,8 @@ import (
 
 // TestPlainRequestChunkWhileRunning: a chunk that a plain request's
 // handler sends and then keeps running reaches the host while the handler
-// still runs. PROTOCOL.md §2: a writer may coalesce packets, but none
-// waits for later ones (here, the terminal). The bound asserted is margin
+// still runs. docs/protocol.md §2, Writing: a writer may coalesce packets,
+// but none waits for later ones (here, the terminal). The bound asserted is margin
 // for a loaded machine under -race.
 func TestPlainRequestChunkWhileRunning(t *testing.T) {
 	sent := make(chan time.Time, 1) // one Send per call

@@ -78,8 +78,8 @@ func TestChildLinksNoNet(t *testing.T) {
 }
 
 // TestBinaryControlEOFExitsPromptly: a child whose control connection
-// reaches EOF exits 0 within 1 s (PROTOCOL.md §7), without waiting for a
-// handler that ignores its cancellation.
+// reaches EOF exits 0 within 1 s (docs/protocol.md §5 item 6), without
+// waiting for a handler that ignores its cancellation.
 //
 // The child takes about 100 ms (hostGoneWait), but what the test measures
 // also holds the test's own wake-ups (the close, reaping the process, the
@@ -90,7 +90,7 @@ func TestChildLinksNoNet(t *testing.T) {
 // for its handler (30 s here), for the cancel grace (5 s here) or for
 // anything else past 1 s is over every time.
 func TestBinaryControlEOFExitsPromptly(t *testing.T) {
-	const bound = time.Second // PROTOCOL.md §7
+	const bound = time.Second // docs/protocol.md §5 item 6
 	var over []time.Duration
 	for range 3 {
 		took := controlEOFExit(t)
@@ -138,7 +138,7 @@ func TestBinaryVersionNotOffered(t *testing.T) {
 }
 
 func TestBinaryNoStartup(t *testing.T) {
-	t.Parallel() // waits the full 10 s of PROTOCOL.md §7
+	t.Parallel() // waits the full 10 s of docs/protocol.md §5 item 3
 	p := testnet.StartProcess(t, childBin, nil)
 	_, err := p.Host.Hello(ctxT(t))
 	require.NoError(t, err)
@@ -211,8 +211,8 @@ func startupWithProtocol(t *testing.T, v []byte) []byte {
 // TestBadStartup: a first control packet that is not a startup the child
 // can read (a protocol that is no int, or too large for one; another
 // packet) fails the start as a wrong version does: ErrBadStartup from
-// Serve, exit status 2 with a one-line reason from the binary (PROTOCOL.md
-// §7, start and stop).
+// Serve, exit status 2 with a one-line reason from the binary
+// (docs/protocol.md §5 item 3).
 func TestBadStartup(t *testing.T) {
 	ping, err := wire.Encode(&wire.Ping{Nonce: 1}, wire.Limits{})
 	require.NoError(t, err)

@@ -17,7 +17,8 @@ import (
 )
 
 // rememberedCancels is how many cancel ids for calls the child does not
-// know it remembers (PROTOCOL.md §7); the oldest is forgotten first.
+// know it remembers (docs/protocol.md §6, "Call ids"); the oldest is
+// forgotten first.
 const rememberedCancels = 1024
 
 // hostGoneWait bounds how long Serve waits for cancelled handlers once the
@@ -40,7 +41,7 @@ const connWriteGrace = time.Second
 // the drain) a drain abandons the handlers still running, at most half the
 // cancel grace: their terminals (written by the drain, or already being
 // written) get four fifths of it to reach the host, and bye is written
-// before the limit, as PROTOCOL.md §7 (Draining) requires, with the rest
+// before the limit, as docs/protocol.md §5 item 5 requires, with the rest
 // to spare for a late timer.
 const byeMargin = 100 * time.Millisecond
 
@@ -56,7 +57,7 @@ const minTerminalWindow = 20 * time.Millisecond
 const acceptBackoffMax = time.Second
 
 // Serve runs a child over an already connected control connection and a
-// stream listener, as PROTOCOL.md describes (Run serves the ones the host
+// stream listener, as docs/protocol.md describes (Run serves the ones the host
 // passed; NewListener makes a Listener of a net.Listener's Accept and
 // Close, for a test or an embedding program): it sends hello, waits for
 // startup, then answers pings, serves the calls arriving on stream
@@ -293,8 +294,9 @@ func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
 
 // cancelCall cancels a running call, or remembers the id of an unknown
 // one. A call whose end is written, or being written, is unknown already
-// (PROTOCOL.md §3: its id is free), even before its runner takes it out of
-// the table: the host may have read its end and sent the cancel since.
+// (docs/protocol.md §6, "Call ids": its id is free), even before its
+// runner takes it out of the table: the host may have read its end and
+// sent the cancel since.
 func (s *server) cancelCall(id string) {
 	s.mu.Lock()
 	c := s.calls[id]
@@ -503,8 +505,8 @@ func (s *server) register(c *call) (refusal immediate, ok bool) {
 	switch {
 	case s.calls[id] != nil && !s.calls[id].ended():
 		// A call whose end is being written has released its id
-		// (PROTOCOL.md §3): the host may reuse it as soon as it read the
-		// end, before that call's runner took it out of the table. Outside
+		// (docs/protocol.md §6, "Call ids"): the host may reuse it as soon
+		// as it read the end, before that call's runner took it out of the table. Outside
 		// a drain (which refuses every invoke below) the new call then
 		// takes the id's place; unregister leaves it there.
 		return immediate{dup: true}, false

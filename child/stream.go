@@ -96,8 +96,8 @@ func (s *Stream) CallerResult() frame.Payload {
 // It returns once the frame is queued for the connection, or, for inline
 // media, once the media bytes are written, so the caller may reuse them.
 // A Send blocked by backpressure returns the cancellation cause as soon
-// as the call is cancelled (PROTOCOL.md §3: cancel acts while the
-// connection is blocked). Nothing is sent then, except a chunk of inline
+// as the call is cancelled (docs/protocol.md §6 item 5: a cancel acts
+// while the connection is blocked). Nothing is sent then, except a chunk of inline
 // media whose bytes are already being written: that chunk still goes out
 // whole, from the child's own copy of the bytes not yet written, so the
 // media's buffer is the handler's again when Send returns either way.

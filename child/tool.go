@@ -80,7 +80,7 @@ type Tool struct {
 	Handler Handler
 }
 
-// maxVersionChars bounds Tool.Version (PROTOCOL.md §3).
+// maxVersionChars bounds Tool.Version (docs/protocol.md §3, tool descriptor).
 const maxVersionChars = 128
 
 // Defaults of Options' zero values.
@@ -90,7 +90,7 @@ const (
 	// DefaultMaxStreams is max_streams when Options.MaxStreams is 0.
 	DefaultMaxStreams = 4096
 	// DefaultStartupTimeout is how long the child waits for startup when
-	// Options.StartupTimeout is 0 (PROTOCOL.md §7).
+	// Options.StartupTimeout is 0 (docs/protocol.md §5 item 3).
 	DefaultStartupTimeout = 10 * time.Second
 )
 

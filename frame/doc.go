@@ -1,7 +1,7 @@
 // Package frame holds the unit of every Skulk call: the Frame, one
 // sequenced step of one direction of one call, with the types it carries
-// (Payload, InlineMedia, BlobMedia, Error) and the rules of PROTOCOL.md §4
-// that make a frame valid.
+// (Payload, InlineMedia, BlobMedia, Error) and the rules of docs/protocol.md
+// §3 and §4 that make a frame valid.
 //
 // It is the bottom layer of Skulk: package wire puts frames on a connection,
 // package sequence orders them, and the host and child packages build on

@@ -9,8 +9,8 @@ import (
 	"github.com/skulkrt/skulk/internal/mpack"
 )
 
-// Field bounds of PROTOCOL.md §4. Lengths in characters count Unicode code
-// points.
+// Field bounds of docs/protocol.md §3 (frame, inline media, error). Lengths
+// in characters count Unicode code points.
 const (
 	// MaxCallIDChars bounds a call id (at least 1 character).
 	MaxCallIDChars = 128
@@ -180,8 +180,8 @@ type BlobMedia struct {
 func (*BlobMedia) MediaKind() string { return "blob" }
 
 // isSHA256Hex reports whether s is 64 lowercase hex digits. (A regexp
-// would do, but compiling it at init costs every provider's start about
-// 0.1 ms, most of frame's init.)
+// would do, but compiling it at init would add to every provider's start,
+// and would be most of frame's init.)
 func isSHA256Hex(s string) bool {
 	if len(s) != 64 {
 		return false
@@ -240,9 +240,9 @@ type Frame struct {
 // cancelled).
 func (f *Frame) IsTerminal() bool { return f.Kind.IsTerminal() }
 
-// Validate checks every field constraint and the lifecycle shape of
-// PROTOCOL.md §4. The error, if any, is a *FieldError naming the first field
-// found at fault; it never includes user data.
+// Validate checks every field constraint (docs/protocol.md §3) and the
+// lifecycle shape (§4.1). The error, if any, is a *FieldError naming the
+// first field found at fault; it never includes user data.
 func (f *Frame) Validate() error { return f.validate(true) }
 
 // ValidateShape is Validate but for the payload's bytes: a payload that is

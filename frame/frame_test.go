@@ -33,7 +33,7 @@ func requireFieldError(t *testing.T, err error, field string) {
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
-// shapeOK is the lifecycle shape table of PROTOCOL.md §4, written out
+// shapeOK is the lifecycle shape table of docs/protocol.md §4.1, written out
 // independently of checkShape.
 func shapeOK(k Kind, payload, media bool, e *Error) bool {
 	switch k {
@@ -165,7 +165,7 @@ func TestSequenceRule(t *testing.T) {
 	}
 }
 
-// TestFieldConstraints covers every field constraint of §4 and the bounds
+// TestFieldConstraints covers every field constraint of docs/protocol.md §3 and the bounds
 // just inside them.
 func TestFieldConstraints(t *testing.T) {
 	chunk := func(m Media) Frame {

@@ -27,7 +27,8 @@ const (
 )
 
 // deadlineGrace is added to cancel_grace before a call past its deadline
-// gets a synthetic timeout (PROTOCOL.md §7: cancel_grace_ms + 1 s).
+// gets a synthetic timeout (docs/protocol.md §7, "Deadlines":
+// cancel_grace_ms + 1 s).
 const deadlineGrace = time.Second
 
 // maxPoolSize bounds Config.PoolSize.
@@ -50,7 +51,7 @@ type Config struct {
 	// means none: the child sees only ExtraEnv and the SKULK_* variables.
 	Env []string
 	// ExtraEnv are "NAME=value" pairs always set in the child's
-	// environment. The SKULK_* variables of PROTOCOL.md §1 override them.
+	// environment. The SKULK_* variables of docs/protocol.md §1 override them.
 	ExtraEnv []string
 	// PoolSize is how many children run the command; 0 means 1.
 	PoolSize int

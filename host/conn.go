@@ -16,7 +16,8 @@ import (
 )
 
 // exitWait bounds how long a stream that ended early waits for the child's
-// exit to tell unreachable from transport_error (PROTOCOL.md §7).
+// exit to tell unreachable from transport_error (docs/protocol.md §7, "EOF
+// before the terminal").
 const exitWait = 100 * time.Millisecond
 
 // synth says which synthetic terminal a call gets when its connection is

@@ -1,6 +1,6 @@
 // Package host is Skulk's supervisor: it starts provider children, keeps
 // them healthy, and drives streaming calls to them over Unix sockets, as
-// PROTOCOL.md (docs/protocol.md) describes for the host side.
+// docs/protocol.md describes for the host side.
 //
 // # Processes
 //

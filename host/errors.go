@@ -101,7 +101,7 @@ func (e *poolDownError) Error() string {
 func (e *poolDownError) Unwrap() []error { return []error{ErrPoolDown, e.cause} }
 
 // RefusedError is the error of a call refused before anything reached a
-// child and recorded in the call log (PROTOCOL.md §7, refused calls: an
+// child and recorded in the call log (docs/protocol.md §7, "Refused calls": an
 // unknown tool, arguments or input against the schema, a pool that is
 // down, a host that closed while the call waited, a request over the
 // limits). Err says why; errors.Is and errors.As see through to

@@ -604,7 +604,7 @@ var (
 // requestFits returns an error matching wire.ErrHeaderLength when the
 // invoke, or a chunk of a WithInput request, would be over the child's
 // max_header: such a call is refused before anything reaches the child
-// (PROTOCOL.md §7, refused calls), where writing it would fail with
+// (docs/protocol.md §7, "Refused calls"), where writing it would fail with
 // nothing sent. A request far below the limit is not encoded for this: the
 // sizes of its variable parts bound its packets' (perPacketSlack covers
 // the keys, the fixed fields and msgpack's prefixes).

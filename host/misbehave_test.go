@@ -92,8 +92,9 @@ func TestMisbehavingChild(t *testing.T) {
 	}
 }
 
-// A second terminal after the first: the outcome stands (PROTOCOL.md §7,
-// violations after the terminal) and the connection is never reused.
+// A second terminal after the first: the outcome stands (docs/protocol.md
+// §7, "Provider frames that break the rules") and the connection is never
+// reused.
 func TestDuplicateTerminal(t *testing.T) {
 	h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
@@ -286,7 +287,8 @@ func TestStartFailures(t *testing.T) {
 }
 
 // A command that does not exist fails Start with the exec error and leaves
-// nothing behind (it used to panic in the clean-up).
+// nothing behind: the clean-up of a child that never had a process returns
+// without a panic.
 func TestStartMissingCommand(t *testing.T) {
 	base := t.TempDir()
 	fds := countFDs(t)

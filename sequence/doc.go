@@ -1,6 +1,6 @@
 // Package sequence holds the Fence that guards one direction of one call:
 // it admits each frame exactly once, in order, and nothing after the
-// direction's terminal (PROTOCOL.md §4).
+// direction's terminal (docs/protocol.md §4.2).
 //
 // It sits between package wire, which reads frames off a connection, and
 // whatever consumes them (the child's ingress queue, the host's call): a

@@ -52,7 +52,7 @@ func TestProviderDirectionStartsAtOne(t *testing.T) {
 	require.NoError(t, f.Accept(fr("c1", p2c, 1, frame.KindChunk)))
 }
 
-// TestRefusals has one case per refusal of PROTOCOL.md §4, and checks that
+// TestRefusals has one case per refusal of docs/protocol.md §4.2, and checks that
 // a refused frame changes nothing.
 func TestRefusals(t *testing.T) {
 	cases := []struct {

@@ -8,8 +8,8 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
-// Benchmarks of the packet path. docs/performance.md ("## Wire") records
-// their results and the commands that produced them.
+// Benchmarks of the packet path. docs/performance.md ("Benchmarks of the
+// main module") says what each measures and the commands that run them.
 
 // benchChunk is a typical small streamed chunk: a short text payload.
 func benchChunk(b testing.TB) *Frame {

@@ -952,7 +952,7 @@ func decodeHello(h []byte) (Packet, error) {
 // maxTools bounds how many tools a hello may declare.
 const maxTools = 4096
 
-// maxToolVersionChars bounds a tool descriptor's version (PROTOCOL.md §3).
+// maxToolVersionChars bounds a tool descriptor's version (docs/protocol.md §3).
 const maxToolVersionChars = 128
 
 func decodeTools(r *mpack.Reader) ([]Tool, error) {

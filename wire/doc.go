@@ -1,6 +1,6 @@
 // Package wire reads and writes the packets of Skulk's protocol
-// (PROTOCOL.md §2 and §3; docs/protocol.md describes the format and
-// testdata/golden holds a byte-exact vector of every packet type).
+// (docs/protocol.md §2 and §3 describe the format, and testdata/golden
+// holds a byte-exact vector of every packet type).
 //
 // It sits on top of package frame and below the host and child packages:
 // the control connection carries Hello, Startup, Ping, Pong, Cancel, Drain

@@ -7,7 +7,8 @@ import (
 )
 
 // ErrProtocol is matched (errors.Is) by every protocol error: a packet that
-// breaks PROTOCOL.md §2 or §3 in a way that leaves the connection unusable.
+// breaks docs/protocol.md §2 or §3 in a way that leaves the connection
+// unusable (§2, "Errors: two tiers").
 // The side that sees one closes the connection.
 var ErrProtocol = errors.New("wire: protocol error")
 
@@ -40,7 +41,7 @@ var (
 )
 
 // InvalidError reports a frame, invoke or end packet that parsed but broke
-// the rules of PROTOCOL.md §3 or §4: an invalid frame. The connection is
+// the rules of docs/protocol.md §3 or §4: an invalid frame. The connection is
 // still in step (the whole packet was consumed), so the reader may answer
 // with a failed invalid_frame before closing it.
 //

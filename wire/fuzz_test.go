@@ -106,7 +106,7 @@ func FuzzReadPacket(f *testing.F) {
 }
 
 // FuzzFrameValidate builds frames from arbitrary fields. Validate must never
-// panic; a frame it accepts must satisfy PROTOCOL.md §4 as written out
+// panic; a frame it accepts must satisfy docs/protocol.md §3 and §4 as written out
 // independently here, and must survive the wire unchanged; a frame it
 // refuses must be refused by the encoder with the same field.
 func FuzzFrameValidate(f *testing.F) {
@@ -192,7 +192,7 @@ func FuzzFrameValidate(f *testing.F) {
 // hardLimits are the largest limits a side may configure.
 func hardLimits() Limits { return Limits{MaxHeader: HardMaxHeader, MaxAttachment: HardMaxAttachment} }
 
-// violates returns which rule of §4 f breaks, or "".
+// violates returns which rule of docs/protocol.md §3 or §4 f breaks, or "".
 func violates(f *frame.Frame) string {
 	runes := func(s string) int { return utf8.RuneCountInString(s) }
 	switch {

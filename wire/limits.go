@@ -1,6 +1,6 @@
 package wire
 
-// Default and hard limits on packet sizes (PROTOCOL.md §2).
+// Default and hard limits on packet sizes (docs/protocol.md §2, Limits).
 const (
 	// DefaultMaxHeader is max_header when nothing else is configured.
 	DefaultMaxHeader = 64 << 10

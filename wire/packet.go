@@ -15,13 +15,13 @@ const ProtocolVersion = 1
 const IngressQueue = 8
 
 // DefaultCancelGraceMS is startup's cancel_grace_ms when the packet does
-// not have the key (PROTOCOL.md §3); an explicit 0 is a grace of zero.
+// not have the key (docs/protocol.md §3); an explicit 0 is a grace of zero.
 const DefaultCancelGraceMS = 1000
 
 // Type is a packet's type, the header key "t".
 type Type uint8
 
-// Packet types of PROTOCOL.md §3. The zero Type is invalid.
+// Packet types of docs/protocol.md §3. The zero Type is invalid.
 const (
 	TypeHello Type = iota + 1
 	TypeStartup

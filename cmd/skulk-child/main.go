@@ -4,7 +4,7 @@
 // crash tool, for tests of the host.
 //
 // It is started by a host with the control connection on fd 3 and the
-// stream listener on fd 4 (PROTOCOL.md §1); started by hand it says so and
+// stream listener on fd 4 (docs/protocol.md §1); started by hand it says so and
 // exits with status 2.
 package main
 

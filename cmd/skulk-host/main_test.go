@@ -719,7 +719,7 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 // TestChildGetsOnlyItsFDs: descriptors skulk-host inherited without
 // close-on-exec (here fds 3 to 5, all on one file of this test) do not
 // reach the child: fds 3 and 4 are the control connection and the stream
-// listener (PROTOCOL.md §1), and no descriptor of the child names the file.
+// listener (docs/protocol.md §1), and no descriptor of the child names the file.
 func TestChildGetsOnlyItsFDs(t *testing.T) {
 	dir := t.TempDir()
 	leakPath := filepath.Join(dir, "leak")
@@ -758,7 +758,7 @@ func TestChildGetsOnlyItsFDs(t *testing.T) {
 
 // TestChildOutputForwarded: what the child writes on stdout and stderr
 // reaches skulk-host's standard error line by line, tagged with the
-// child's id and pid (PROTOCOL.md §1), without -v; the host's own events
+// child's id and pid (docs/protocol.md §1), without -v; the host's own events
 // only with -v.
 func TestChildOutputForwarded(t *testing.T) {
 	wrapper := filepath.Join(t.TempDir(), "child.sh")

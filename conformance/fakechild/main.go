@@ -1,7 +1,7 @@
 // Command fakechild is a scripted Skulk child for the black-box conformance
 // tests of skulk-host (package hostconf in ../host). Each mode is one
 // behaviour — most of them one way of breaking the wire contract in
-// PROTOCOL.md — and the tests check what the host does about it.
+// docs/protocol.md — and the tests check what the host does about it.
 //
 // Usage (as the child command line given to skulk-host):
 //
@@ -97,8 +97,8 @@ func main() {
 }
 
 // modes maps each mode name to the function that runs it. The doc comment
-// of each function says what the child does and which part of PROTOCOL.md
-// (or of docs/protocol.md) it breaks or exercises.
+// of each function says what the child does and which part of
+// docs/protocol.md it breaks or exercises.
 func modes() map[string]func(*child) {
 	return map[string]func(*child){
 		// A well-behaved child, and valid edge cases the host must accept.
@@ -129,7 +129,7 @@ func modes() map[string]func(*child) {
 		"hello_big_limits":           modeHelloBigLimits,
 		"crash_after_startup":        modeCrashAfterStartup,
 
-		// Provider frames that break §4 (invalid frames).
+		// Provider frames that break §3/§4 (invalid frames).
 		"gap":                     modeGap,
 		"duplicate":               modeDuplicate,
 		"started_again":           modeStartedAgain,
@@ -229,7 +229,7 @@ func modes() map[string]func(*child) {
 // It reports its start (pid, pgid) and every signal, exits on SIGTERM
 // unless told to ignore it, and otherwise waits for the watchdog, so the
 // tests can see which signals reach the child's whole process group
-// (PROTOCOL.md §7 "Signals").
+// (docs/protocol.md §7 "Stopping a child").
 func modeGrandchild(c *child) {
 	c.ignoreTerm.Store(len(os.Args) > 3 && os.Args[3] == "ignoreterm")
 	c.hold()
@@ -242,7 +242,7 @@ func modeOK(c *child) { c.run() }
 
 // modeLogs writes a line longer than 4 KiB, a CRLF line, an empty line and
 // a stderr line during the call, to check the forwarding of the child's
-// output (PROTOCOL.md §1; docs/protocol.md decision 54).
+// output (docs/protocol.md §1 and §7 "Child output").
 func modeLogs(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		fmt.Println(strings.Repeat("L", 10000))
@@ -255,7 +255,7 @@ func modeLogs(c *child) {
 
 // modeQuiet completes after the caller's terminal and then watches the
 // connection for 300 ms before its end: the host must send nothing in that
-// quiet interval (PROTOCOL.md §7 "Quiet interval").
+// quiet interval (docs/protocol.md §6 item 6).
 func modeQuiet(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		r := x.awaitCallerTerminal(5 * time.Second)
@@ -286,8 +286,8 @@ func modeQuiet(c *child) {
 // modeExtraKeys sends a chunk with unknown header keys (a bin, a map and an
 // ext value), optional keys given as nil (media, error) and an explicit
 // "synthetic": false: valid, unknown keys are ignored and nil optional keys
-// are absent ones (PROTOCOL.md §2, §3; docs/protocol.md §2 "Unknown keys",
-// "Optional keys").
+// are absent ones (docs/protocol.md §2 "Unknown keys", "Optional keys";
+// §3).
 func modeExtraKeys(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -302,7 +302,7 @@ func modeExtraKeys(c *child) {
 }
 
 // modeHeaderAtLimit sends a chunk whose header is exactly 65,536 bytes, the
-// default max_header: valid (PROTOCOL.md §2 "1 ≤ H ≤ max_header").
+// default max_header: valid (docs/protocol.md §2 "1 ≤ H ≤ max_header").
 func modeHeaderAtLimit(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -320,7 +320,7 @@ func modeHeaderAtLimit(c *child) {
 }
 
 // modeAttachmentAtLimit sends an inline chunk of exactly 16,777,216 bytes,
-// the default max_attachment: valid (PROTOCOL.md §2 "0 ≤ A ≤
+// the default max_attachment: valid (docs/protocol.md §2 "0 ≤ A ≤
 // max_attachment").
 func modeAttachmentAtLimit(c *child) {
 	c.tools["t"] = func(x *call) bool {
@@ -362,7 +362,7 @@ func modeWideIntegers(c *child) {
 
 // modeEmptyMedia sends an inline chunk with no attachment (empty data), a
 // blob of size 0, and a completed with a nil payload: all valid
-// (PROTOCOL.md §2 "An inline frame with A = 0 has empty data", §4).
+// (docs/protocol.md §2 "An inline frame with `A = 0` has empty data", §4).
 func modeEmptyMedia(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.chunk(1, 0)
@@ -378,7 +378,7 @@ func modeEmptyMedia(c *child) {
 }
 
 // modeFailedNoMessage ends with failed/timeout whose error has no message:
-// valid, an absent message is empty (docs/protocol.md decision 13).
+// valid, an absent message is empty (docs/protocol.md §3, Error).
 func modeFailedNoMessage(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.chunk(1, 0)
@@ -391,7 +391,7 @@ func modeFailedNoMessage(c *child) {
 }
 
 // modeCancelledBare ends with a cancelled frame without an error: valid,
-// the error is optional on cancelled (PROTOCOL.md §4 shape table).
+// the error is optional on cancelled (docs/protocol.md §4.1 shape table).
 func modeCancelledBare(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.chunk(1, 0)
@@ -405,7 +405,7 @@ func modeCancelledBare(c *child) {
 
 // modeDuplicateKeys sends a frame whose header has "kind" twice, "failed"
 // then "chunk": the last occurrence wins, so it is a valid chunk
-// (docs/protocol.md decision 5).
+// (docs/protocol.md §2 "Duplicate keys").
 func modeDuplicateKeys(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.chunk(1, 0)
@@ -430,7 +430,7 @@ func modeDuplicateKeys(c *child) {
 
 // modeMessage2048 ends with failed/provider_error whose message is exactly
 // 2,048 characters (4,096 bytes): valid, the limit counts characters
-// (PROTOCOL.md §4, §7 "Characters").
+// (docs/protocol.md §3; characters are code points, as its introduction says).
 func modeMessage2048(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.chunk(1, 0)
@@ -444,8 +444,8 @@ func modeMessage2048(c *child) {
 
 // modeCancelAware sends two chunks, then waits for the call to be
 // cancelled (a control cancel, or the caller's cancelled or failed) and
-// answers with its own cancelled terminal (PROTOCOL.md §5.4, §7 "Terminals
-// by cause"). The caller's completed (half-close) does not end it.
+// answers with its own cancelled terminal (docs/protocol.md §6 item 4, the
+// terminal by cause). The caller's completed (half-close) does not end it.
 func modeCancelAware(c *child) {
 	c.tools["t"] = cancelAware
 	c.run()
@@ -455,19 +455,19 @@ func modeCancelAware(c *child) {
 // Handshake.
 
 // modeExitBeforeHello exits with status 1 before writing hello: the start
-// fails (PROTOCOL.md §6, §7 "Start and stop").
+// fails (docs/operations.md "Starting").
 func modeExitBeforeHello(c *child) { c.exit(1, "before hello") }
 
 // modeNoHello takes its descriptors and never writes hello: the host's
-// start times out after 10 s (PROTOCOL.md §7 "Host defaults").
+// start times out after 10 s (docs/operations.md "Starting": StartTimeout).
 func modeNoHello(c *child) {
 	c.takeFDs()
 	c.hold()
 }
 
 // modeHelloUnsupportedVersions offers only protocol versions 2 and 3: the
-// host must fail the start and stop the child (PROTOCOL.md §7 "Start and
-// stop"). The child does not exit by itself when its control connection
+// host must fail the start and stop the child (docs/protocol.md §5 item 2).
+// The child does not exit by itself when its control connection
 // ends, so the host has to stop it.
 func modeHelloUnsupportedVersions(c *child) {
 	c.helloEdit = func(h fields) { h["protocol"] = []any{2, 3} }
@@ -475,29 +475,29 @@ func modeHelloUnsupportedVersions(c *child) {
 }
 
 // modeHelloNoVersions sends a hello without "protocol": no common version
-// (docs/protocol.md decision 12: an absent array is an empty one).
+// (docs/protocol.md §2 "Optional keys": an absent array is an empty one).
 func modeHelloNoVersions(c *child) {
 	c.helloEdit = func(h fields) { delete(h, "protocol") }
 	c.run()
 }
 
 // modeHelloManyVersions offers versions 7, 1 and 3: the host must choose 1
-// in startup (PROTOCOL.md §3 startup "protocol (int chosen)").
+// in startup (docs/protocol.md §3 startup: "the version chosen").
 func modeHelloManyVersions(c *child) {
 	c.helloEdit = func(h fields) { h["protocol"] = []any{7, 1, 3} }
 	c.run()
 }
 
-// modeHelloMaxStreamsZero announces max_streams 0, against §3's "max_streams
-// (int ≥ 1)": a protocol error on the control connection, the start fails
-// (docs/protocol.md decision 2).
+// modeHelloMaxStreamsZero announces max_streams 0, against §3's "required,
+// ≥ 1": a protocol error on the control connection, the start fails
+// (docs/protocol.md §3, the paragraph on control packets' fields).
 func modeHelloMaxStreamsZero(c *child) {
 	c.helloEdit = func(h fields) { h["max_streams"] = 0 }
 	c.run()
 }
 
 // modeHelloBadSchema declares an arguments_schema that is no JSON Schema
-// ({"type": 5}): the handshake fails (PROTOCOL.md §3 tool descriptor;
+// ({"type": 5}): the handshake fails (docs/protocol.md §3 tool descriptor;
 // docs/operations.md "Starting").
 func modeHelloBadSchema(c *child) {
 	c.helloEdit = func(h fields) {
@@ -508,14 +508,14 @@ func modeHelloBadSchema(c *child) {
 
 // modeHelloSmallLimits declares max_header 1,000 and max_attachment 5,000,
 // below the host's defaults: startup must carry these, the smaller of both
-// sides (PROTOCOL.md §2), and the host must hold itself to them.
+// sides (docs/protocol.md §2, Limits), and the host must hold itself to them.
 func modeHelloSmallLimits(c *child) {
 	c.helloEdit = smallLimits
 	c.run()
 }
 
 // modeHelloBigLimits declares limits above the host's defaults: startup
-// must carry the host's own (PROTOCOL.md §2, the smaller of the two).
+// must carry the host's own (docs/protocol.md §2, the smaller of the two).
 func modeHelloBigLimits(c *child) {
 	c.helloEdit = func(h fields) { h["limits"] = fields{"max_header": 10000000, "max_attachment": 1 << 30} }
 	c.run()
@@ -523,7 +523,8 @@ func modeHelloBigLimits(c *child) {
 
 // modeCrashAfterStartup exits with status 3 right after reading startup,
 // before it accepts any stream connection: the call fails as unreachable
-// (PROTOCOL.md §6 "unreachable if the child died").
+// (docs/protocol.md §7 "EOF before the terminal": "unreachable if the
+// child died").
 func modeCrashAfterStartup(c *child) {
 	c.takeFDs()
 	if c.handshake() {
@@ -534,39 +535,40 @@ func modeCrashAfterStartup(c *child) {
 
 // ---------------------------------------------------------------------------
 // Invalid provider frames: each writes chunks 1 and 2, then the frame
-// below, then waits for the host to close the connection. PROTOCOL.md §6:
+// below, then waits for the host to close the connection. docs/protocol.md
+// §7 "Provider frames that break the rules":
 // the caller gets a synthetic failed/invalid_frame and the connection is
 // closed.
 
-// modeGap writes chunk 4 after chunk 2: a sequence gap (PROTOCOL.md §4
-// sequence fence).
+// modeGap writes chunk 4 after chunk 2: a sequence gap (docs/protocol.md
+// §4.2 sequence fence).
 func modeGap(c *child) { c.runViolation(func(x *call) { x.chunk(4, 2) }) }
 
 // modeDuplicate writes chunk 2 a second time: a duplicate (replay)
-// (PROTOCOL.md §4 sequence fence).
+// (docs/protocol.md §4.2 sequence fence).
 func modeDuplicate(c *child) { c.runViolation(func(x *call) { x.chunk(2, 2) }) }
 
 // modeStartedAgain writes a provider started (sequence 0), which the host
-// owns: a duplicate on the wire (PROTOCOL.md §4 "the child's first frame is
-// sequence 1").
+// owns: a duplicate on the wire (docs/protocol.md §4.2 "the child's first
+// frame is sequence 1").
 func modeStartedAgain(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(0, "started", nil), nil) })
 }
 
-// modeStartedNonzero writes a started frame with sequence 3 (PROTOCOL.md §4
-// "sequence is 0 exactly when kind is started").
+// modeStartedNonzero writes a started frame with sequence 3
+// (docs/protocol.md §4.2 "sequence is 0 exactly when kind is started").
 func modeStartedNonzero(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "started", nil), nil) })
 }
 
-// modeNegativeSequence writes a chunk with sequence -1 (PROTOCOL.md §4
-// "sequence ≥ 0"; §3 sequence is a uint).
+// modeNegativeSequence writes a chunk with sequence -1 (docs/protocol.md
+// §3: sequence is a uint64).
 func modeNegativeSequence(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(-1, "chunk", payloadI(2)), nil) })
 }
 
-// modeStaleCall writes chunk 3 of another call id (PROTOCOL.md §4 sequence
-// fence: stale call).
+// modeStaleCall writes chunk 3 of another call id (docs/protocol.md §4.2
+// sequence fence: stale call).
 func modeStaleCall(c *child) {
 	c.runViolation(func(x *call) {
 		h := x.frame(3, "chunk", payloadI(2))
@@ -575,8 +577,8 @@ func modeStaleCall(c *child) {
 	})
 }
 
-// modeWrongDirection writes chunk 3 marked caller_to_provider (PROTOCOL.md
-// §4 sequence fence: the other direction).
+// modeWrongDirection writes chunk 3 marked caller_to_provider
+// (docs/protocol.md §4.2 sequence fence: the other direction).
 func modeWrongDirection(c *child) {
 	c.runViolation(func(x *call) {
 		h := x.frame(3, "chunk", payloadI(2))
@@ -585,8 +587,9 @@ func modeWrongDirection(c *child) {
 	})
 }
 
-// modeSyntheticChunk writes a chunk with "synthetic": true (PROTOCOL.md §4
-// "such frames never travel on the wire"; §3 "must be false or absent").
+// modeSyntheticChunk writes a chunk with "synthetic": true (docs/protocol.md
+// §4.4 "Such frames never travel on the wire"; §3 "must be false or absent
+// on the wire").
 func modeSyntheticChunk(c *child) {
 	c.runViolation(func(x *call) {
 		h := x.frame(3, "chunk", payloadI(2))
@@ -596,25 +599,25 @@ func modeSyntheticChunk(c *child) {
 }
 
 // modeSyntheticTerminal writes a completed with "synthetic": true: the host
-// must not take it as its own (PROTOCOL.md §4 synthetic).
+// must not take it as its own (docs/protocol.md §4.4).
 func modeSyntheticTerminal(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "completed", fields{"synthetic": true}), nil) })
 }
 
-// modeEmptyChunk writes a chunk with neither payload nor media (PROTOCOL.md
-// §4 shape table: at least one).
+// modeEmptyChunk writes a chunk with neither payload nor media
+// (docs/protocol.md §4.1 shape table: at least one).
 func modeEmptyChunk(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "chunk", nil), nil) })
 }
 
-// modeFailedNoError writes a failed frame without an error (PROTOCOL.md §4
-// shape table: error required).
+// modeFailedNoError writes a failed frame without an error
+// (docs/protocol.md §4.1 shape table: error required).
 func modeFailedNoError(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "failed", nil), nil) })
 }
 
 // modeFailedCodeCancelled writes a failed frame with code cancelled
-// (PROTOCOL.md §4 shape table: code ≠ cancelled).
+// (docs/protocol.md §4.1 shape table: code ≠ cancelled).
 func modeFailedCodeCancelled(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "failed", fields{"error": fields{"code": "cancelled", "message": "x"}}), nil)
@@ -622,7 +625,7 @@ func modeFailedCodeCancelled(c *child) {
 }
 
 // modeUnknownErrorCode writes a failed frame with the code "bogus"
-// (PROTOCOL.md §3: code is one of six).
+// (docs/protocol.md §3, Error: code is one of six).
 func modeUnknownErrorCode(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "failed", fields{"error": fields{"code": "bogus", "message": "x"}}), nil)
@@ -630,7 +633,7 @@ func modeUnknownErrorCode(c *child) {
 }
 
 // modeCancelledWrongCode writes a cancelled frame whose error code is
-// timeout (PROTOCOL.md §4 shape table: code = cancelled).
+// timeout (docs/protocol.md §4.1 shape table: code = cancelled).
 func modeCancelledWrongCode(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "cancelled", fields{"error": fields{"code": "timeout", "message": "x"}}), nil)
@@ -638,7 +641,7 @@ func modeCancelledWrongCode(c *child) {
 }
 
 // modeCompletedWithError writes a completed frame carrying an error
-// (PROTOCOL.md §4 shape table: completed has no error).
+// (docs/protocol.md §4.1 shape table: completed has no error).
 func modeCompletedWithError(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "completed", fields{"error": fields{"code": "timeout", "message": "x"}}), nil)
@@ -646,27 +649,27 @@ func modeCompletedWithError(c *child) {
 }
 
 // modeCompletedWithMedia writes a completed frame carrying media
-// (PROTOCOL.md §4 shape table: completed has no media).
+// (docs/protocol.md §4.1 shape table: completed has no media).
 func modeCompletedWithMedia(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "completed", fields{"media": fields{"kind": "inline", "media_type": "text/plain"}}), nil)
 	})
 }
 
-// modeUnknownKind writes a frame of kind "progress" (PROTOCOL.md §7
-// "Invalid frames": an unknown kind).
+// modeUnknownKind writes a frame of kind "progress" (docs/protocol.md §3
+// frame: an unknown kind).
 func modeUnknownKind(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "progress", payloadI(2)), nil) })
 }
 
-// modePayloadNotMap writes a chunk whose payload is an array (PROTOCOL.md §7
-// "Invalid frames": a payload that is not a map).
+// modePayloadNotMap writes a chunk whose payload is an array
+// (docs/protocol.md §4.3: a payload that is not a map).
 func modePayloadNotMap(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "chunk", fields{"payload": []any{1, 2}}), nil) })
 }
 
 // modeMessageTooLong writes a failed frame whose message has 2,049
-// characters (PROTOCOL.md §4 "error.message ≤ 2,048 characters").
+// characters (docs/protocol.md §3, Error: "at most 2,048 characters").
 func modeMessageTooLong(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "failed", fields{"error": fields{"code": "provider_error", "message": strings.Repeat("é", 2049)}}), nil)
@@ -674,7 +677,7 @@ func modeMessageTooLong(c *child) {
 }
 
 // modeMessageBadUTF8 writes a failed frame whose message is not valid UTF-8
-// (PROTOCOL.md §4 "valid UTF-8").
+// (docs/protocol.md §3, Error: "valid UTF-8").
 func modeMessageBadUTF8(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "failed", fields{"error": fields{"code": "provider_error", "message": "ab\xff\xfe"}}), nil)
@@ -682,7 +685,7 @@ func modeMessageBadUTF8(c *child) {
 }
 
 // modeCallIDTooLong writes chunk 3 with a call id of 129 characters
-// (PROTOCOL.md §4 "call_id 1..128 characters").
+// (docs/protocol.md §3 frame: call_id "1..128 characters").
 func modeCallIDTooLong(c *child) {
 	c.runViolation(func(x *call) {
 		h := x.frame(3, "chunk", payloadI(2))
@@ -692,15 +695,15 @@ func modeCallIDTooLong(c *child) {
 }
 
 // modeBlobBadSHA256 writes a blob chunk whose sha256 is upper-case hex
-// (PROTOCOL.md §4 "sha256 matches ^[a-f0-9]{64}$").
+// (docs/protocol.md §3 blob media: sha256 "matching ^[a-f0-9]{64}$").
 func modeBlobBadSHA256(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "chunk", fields{"media": fields{"kind": "blob", "blob_id": "b1", "size_bytes": 3, "sha256": strings.Repeat("A", 64), "media_type": "text/plain"}}), nil)
 	})
 }
 
-// modeBlobNegativeSize writes a blob chunk with size_bytes -1 (PROTOCOL.md §4
-// "blob size_bytes ≥ 0").
+// modeBlobNegativeSize writes a blob chunk with size_bytes -1
+// (docs/protocol.md §3 blob media: size_bytes "int ≥ 0").
 func modeBlobNegativeSize(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "chunk", fields{"media": fields{"kind": "blob", "blob_id": "b1", "size_bytes": -1, "sha256": strings.Repeat("a", 64), "media_type": "text/plain"}}), nil)
@@ -708,8 +711,8 @@ func modeBlobNegativeSize(c *child) {
 }
 
 // modeInlineSampleRateZero writes an inline chunk with an explicit
-// sample_rate 0 (PROTOCOL.md §4 "sample_rate > 0"; docs/protocol.md
-// decision 1).
+// sample_rate 0 (docs/protocol.md §3 inline media: "An explicit 0 for
+// sample_rate or channels makes the frame invalid").
 func modeInlineSampleRateZero(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "chunk", fields{"media": fields{"kind": "inline", "media_type": "audio/pcm", "sample_rate": 0}}), []byte("abcd"))
@@ -717,7 +720,7 @@ func modeInlineSampleRateZero(c *child) {
 }
 
 // modeInlineNegativeTime writes an inline chunk with timestamp_seconds -1
-// (PROTOCOL.md §4 "timestamp_seconds ≥ 0").
+// (docs/protocol.md §3 inline media: timestamp_seconds "finite, ≥ 0").
 func modeInlineNegativeTime(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "chunk", fields{"media": fields{"kind": "inline", "media_type": "text/plain", "timestamp_seconds": -1.0}}), nil)
@@ -725,8 +728,8 @@ func modeInlineNegativeTime(c *child) {
 }
 
 // modeInlineDataKey writes an inline chunk whose media map has a "data" key
-// (PROTOCOL.md §2 "the header's media map has no data key";
-// docs/protocol.md decision 15).
+// (docs/protocol.md §2 "the media map has no data key"; §3 inline media:
+// a data key that is not nil makes the frame invalid).
 func modeInlineDataKey(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(x.frame(3, "chunk", fields{"media": fields{"kind": "inline", "media_type": "text/plain", "data": []byte("hi")}}), nil)
@@ -735,21 +738,22 @@ func modeInlineDataKey(c *child) {
 
 // modeOutputSchema writes a chunk whose payload breaks the tool's
 // output_schema ("i" must be an integer; it is a secret string that must
-// not appear in any output) (PROTOCOL.md §6 "validate provider payloads
-// against output_schema").
+// not appear in any output) (docs/protocol.md §7 "Schemas": provider
+// payloads are validated against output_schema).
 func modeOutputSchema(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "chunk", fields{"payload": fields{"i": secretOut}}), nil) })
 }
 
 // modeResultSchema ends with a completed whose payload breaks the tool's
-// result_schema ("n" is a secret string) (PROTOCOL.md §6 "result_schema on
-// receipt").
+// result_schema ("n" is a secret string) (docs/protocol.md §7 "Schemas":
+// result_schema on receipt).
 func modeResultSchema(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "completed", fields{"payload": fields{"n": secretResult}}), nil) })
 }
 
 // Secret values the schema modes send; the tests check that they never
-// appear in the host's output (PROTOCOL.md §6 "never the value itself").
+// appear in the host's output (docs/protocol.md §7 "Schemas": "never the
+// value itself").
 const (
 	secretOut    = "SECRET-OUT-VALUE"
 	secretResult = "SECRET-RESULT-VALUE"
@@ -757,25 +761,25 @@ const (
 
 // ---------------------------------------------------------------------------
 // Packets that break §2/§3 on a stream connection, before the terminal.
-// PROTOCOL.md §7 "Violations after the terminal": before the terminal a
-// packet-level break gives the caller a synthetic failed/invalid_frame.
+// docs/protocol.md §7 "Provider frames that break the rules": before the
+// terminal a packet-level break gives the caller a synthetic
+// failed/invalid_frame.
 
-// modeHeaderLengthZero writes a packet prefix with H = 0 (PROTOCOL.md §2
-// "1 ≤ H").
+// modeHeaderLengthZero writes a packet prefix with H = 0 (docs/protocol.md
+// §2 "1 ≤ H").
 func modeHeaderLengthZero(c *child) {
 	c.runViolation(func(x *call) { x.writeBytes(make([]byte, 8)) })
 }
 
 // modeHeaderLengthHuge writes only a prefix claiming a 2 GiB header and then
 // nothing: a reader that checks H before reading refuses it at once instead
-// of waiting for the bytes (PROTOCOL.md §2 "checks H and A ... before
-// reading or allocating").
+// of waiting for the bytes (docs/protocol.md §2 "Check before reading").
 func modeHeaderLengthHuge(c *child) {
 	c.runViolation(func(x *call) { x.writeBytes([]byte{0x80, 0, 0, 0, 0, 0, 0, 0}) })
 }
 
 // modeHeaderOverLimit writes a whole chunk whose header is just over the
-// default max_header of 65,536 bytes (PROTOCOL.md §2 "H ≤ max_header").
+// default max_header of 65,536 bytes (docs/protocol.md §2 "H ≤ max_header").
 func modeHeaderOverLimit(c *child) {
 	c.runViolation(func(x *call) {
 		h := encode(x.frame(3, "chunk", fields{"payload": fields{"i": 2, "pad": strings.Repeat("p", 65600)}}))
@@ -784,7 +788,7 @@ func modeHeaderOverLimit(c *child) {
 }
 
 // modeAttachmentOverLimit writes an inline chunk header that claims an
-// attachment of 16 MiB + 1 bytes, and no attachment (PROTOCOL.md §2
+// attachment of 16 MiB + 1 bytes, and no attachment (docs/protocol.md §2
 // "A ≤ max_attachment", checked before reading).
 func modeAttachmentOverLimit(c *child) {
 	c.runViolation(func(x *call) {
@@ -795,8 +799,8 @@ func modeAttachmentOverLimit(c *child) {
 
 // modeSmallLimitsHeader declares max_header 1,000 and then writes a chunk
 // with a header of about 1,500 bytes: over the effective limit, though under
-// the host's default (PROTOCOL.md §2 "hello and startup agree on the
-// effective limits").
+// the host's default (docs/protocol.md §2, Limits: startup carries the
+// effective limits).
 func modeSmallLimitsHeader(c *child) {
 	c.helloEdit = smallLimits
 	c.runViolation(func(x *call) {
@@ -805,7 +809,7 @@ func modeSmallLimitsHeader(c *child) {
 }
 
 // modeSmallLimitsAttachment declares max_attachment 5,000 and then writes an
-// inline chunk of 6,000 bytes (PROTOCOL.md §2 effective limits).
+// inline chunk of 6,000 bytes (docs/protocol.md §2 effective limits).
 func modeSmallLimitsAttachment(c *child) {
 	c.helloEdit = smallLimits
 	c.runViolation(func(x *call) {
@@ -813,14 +817,14 @@ func modeSmallLimitsAttachment(c *child) {
 	})
 }
 
-// modeUnknownType writes a packet with t "bogus" (PROTOCOL.md §2 "an
-// unknown t is a protocol error").
+// modeUnknownType writes a packet with t "bogus" (docs/protocol.md §2: an
+// unknown t is a protocol error).
 func modeUnknownType(c *child) {
 	c.runViolation(func(x *call) { x.send(fields{"t": "bogus", "call_id": x.id}, nil) })
 }
 
-// modeMissingType writes a frame-like packet without t (PROTOCOL.md §2
-// "The header key t (string) is the packet type"; docs/protocol.md §2).
+// modeMissingType writes a frame-like packet without t (docs/protocol.md
+// §2: "A missing `t` ... is a protocol error").
 func modeMissingType(c *child) {
 	c.runViolation(func(x *call) {
 		h := x.frame(3, "chunk", payloadI(2))
@@ -830,8 +834,8 @@ func modeMissingType(c *child) {
 }
 
 // modeNonStringKey writes chunk 3 with one extra integer key in its header
-// map (PROTOCOL.md §2 "a msgpack map with string keys"; §7 "a non-string
-// header key").
+// map (docs/protocol.md §2: a header's keys are strings, "any other key
+// type ... is a protocol error").
 func modeNonStringKey(c *child) {
 	c.runViolation(func(x *call) {
 		h := encode(x.frame(3, "chunk", payloadI(2)))
@@ -842,7 +846,7 @@ func modeNonStringKey(c *child) {
 }
 
 // modeHeaderNotMap writes a packet whose header is a msgpack array
-// (PROTOCOL.md §2 "exactly one MessagePack map").
+// (docs/protocol.md §2 "exactly one MessagePack map").
 func modeHeaderNotMap(c *child) {
 	c.runViolation(func(x *call) {
 		h, _ := msgpack.Marshal([]any{"frame", x.id})
@@ -851,7 +855,7 @@ func modeHeaderNotMap(c *child) {
 }
 
 // modeHeaderTrailingBytes writes chunk 3 with a nil byte after its header
-// map, inside H (PROTOCOL.md §2 "trailing bytes inside the header").
+// map, inside H (docs/protocol.md §2: "no bytes after the map").
 func modeHeaderTrailingBytes(c *child) {
 	c.runViolation(func(x *call) {
 		h := append(encode(x.frame(3, "chunk", payloadI(2))), 0xc0)
@@ -860,23 +864,22 @@ func modeHeaderTrailingBytes(c *child) {
 }
 
 // modeAttachmentNotInline writes a payload chunk (no media) with a 3-byte
-// attachment (PROTOCOL.md §2 "A > 0 only on a frame packet whose
-// media.kind is inline"; §7 "an attachment on anything but an inline-media
-// frame").
+// attachment (docs/protocol.md §2: the attachment may be non-empty only on
+// a frame whose media is inline; "An attachment on any other packet is a
+// protocol error").
 func modeAttachmentNotInline(c *child) {
 	c.runViolation(func(x *call) { x.send(x.frame(3, "chunk", payloadI(2)), []byte("xyz")) })
 }
 
-// modeEndBeforeTerminal writes end before any provider terminal (PROTOCOL.md
-// §3 "end ... after exactly one provider terminal"; §7 "a packet out of
-// order").
+// modeEndBeforeTerminal writes end before any provider terminal
+// (docs/protocol.md §3 end: "after exactly one provider terminal").
 func modeEndBeforeTerminal(c *child) {
 	c.runViolation(func(x *call) { x.send(fields{"t": "end", "call_id": x.id}, nil) })
 }
 
 // modeInvokeFromChild writes an invoke on the stream connection, a packet
-// only the host may send (PROTOCOL.md §3 "Stream connection ... Child →
-// host: provider frames then end").
+// only the host may send (docs/protocol.md §3 "Stream connection": "Child →
+// host: provider `frame`s, then `end`").
 func modeInvokeFromChild(c *child) {
 	c.runViolation(func(x *call) {
 		x.send(fields{"t": "invoke", "call_id": "zz-1", "tool_id": "t", "arguments": fields{}}, nil)
@@ -887,8 +890,8 @@ func modeInvokeFromChild(c *child) {
 // The stream connection or the process goes away before the terminal.
 
 // modeStreamEOF closes the stream connection after two chunks and stays
-// alive: synthetic failed/transport_error (PROTOCOL.md §6 "EOF before the
-// provider terminal").
+// alive: synthetic failed/transport_error (docs/protocol.md §7 "EOF before
+// the terminal").
 func modeStreamEOF(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -902,8 +905,8 @@ func modeStreamEOF(c *child) {
 
 // modeStreamReset reads only the invoke, sends two chunks and closes the
 // connection with the caller's frames still unread, which resets it on a
-// Unix socket (ECONNRESET): it counts as EOF (PROTOCOL.md §7 "A connection
-// reset counts as EOF").
+// Unix socket (ECONNRESET): it counts as EOF (docs/protocol.md §7 "EOF
+// before the terminal": "EOF (or a reset)").
 func modeStreamReset(c *child) {
 	c.readOnlyInvoke = true
 	c.tools["t"] = func(x *call) bool {
@@ -919,7 +922,7 @@ func modeStreamReset(c *child) {
 
 // modeTruncatedPacket writes the prefix and half the header of chunk 3,
 // then closes the connection and stays alive: EOF before the terminal,
-// transport_error (PROTOCOL.md §6).
+// transport_error (docs/protocol.md §7 "EOF before the terminal").
 func modeTruncatedPacket(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -937,16 +940,17 @@ func modeTruncatedPacket(c *child) {
 
 // modeExitMidCall writes two chunks and exits with status 3 at once: the
 // chunks must still reach the caller, then a synthetic failed/unreachable
-// (PROTOCOL.md §6 "unreachable if the child died"; docs/protocol.md
-// decision 44).
+// (docs/protocol.md §7 "EOF before the terminal" and "Frames written before
+// a child died are delivered").
 func modeExitMidCall(c *child) {
 	c.tools["t"] = exitMidCall
 	c.run()
 }
 
 // modeExitMidCallGrandchild is modeExitMidCall with a grandchild in
-// the child's process group: the host must not leave it behind (PROTOCOL.md
-// §7 "Signals always go to the child's whole process group").
+// the child's process group: the host must not leave it behind
+// (docs/protocol.md §7 "Stopping a child": "Signals always go to the whole
+// process group").
 func modeExitMidCallGrandchild(c *child) {
 	c.startGrandchild(false, false)
 	c.tools["t"] = exitMidCall
@@ -956,7 +960,7 @@ func modeExitMidCallGrandchild(c *child) {
 // modeExitMidCallGrandchildLeakFD is modeExitMidCallGrandchild where the
 // grandchild inherits fds 3 and 4: the control connection and listener stay
 // open after the child died, so only the process exit tells the host
-// (PROTOCOL.md §6, §7 signals to the process group).
+// (docs/protocol.md §7 "Unhealthy or dead child", "Stopping a child").
 func modeExitMidCallGrandchildLeakFD(c *child) {
 	c.startGrandchild(true, false)
 	c.tools["t"] = exitMidCall
@@ -965,7 +969,8 @@ func modeExitMidCallGrandchildLeakFD(c *child) {
 
 // modeTruncatedThenExit writes the prefix and half the header of chunk 3 and
 // exits with status 3: a packet cut short by the death is unreachable, not
-// invalid_frame (docs/protocol.md decision 44; PROTOCOL.md §6).
+// invalid_frame (docs/protocol.md §7 "Frames written before a child died
+// are delivered").
 func modeTruncatedThenExit(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -982,8 +987,8 @@ func modeTruncatedThenExit(c *child) {
 
 // modeTerminalThenExit writes two chunks and its completed, then exits with
 // status 3 without an end: the real terminal found in the socket wins over a
-// synthetic one (docs/protocol.md decision 44: frames written before a child
-// died are delivered).
+// synthetic one (docs/protocol.md §7 "Frames written before a child died
+// are delivered").
 func modeTerminalThenExit(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -996,8 +1001,8 @@ func modeTerminalThenExit(c *child) {
 }
 
 // modeEOFThenExitSoon closes the stream connection and exits 10 ms later:
-// within the host's wait for the exit, so unreachable (PROTOCOL.md §7
-// "Synthetic terminals": waits ≤ 100 ms; docs/protocol.md §7 "up to 100 ms").
+// within the host's wait for the exit, so unreachable (docs/protocol.md §7
+// "EOF before the terminal": "waits up to 100 ms").
 func modeEOFThenExitSoon(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -1012,7 +1017,7 @@ func modeEOFThenExitSoon(c *child) {
 
 // modeEOFThenExitLate closes the stream connection and exits 400 ms later:
 // the child was alive when the host decided, so transport_error
-// (PROTOCOL.md §7 "Synthetic terminals").
+// (docs/protocol.md §7 "EOF before the terminal").
 func modeEOFThenExitLate(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -1030,7 +1035,7 @@ func modeEOFThenExitLate(c *child) {
 
 // modeControlClose closes its control connection mid-call and stays alive:
 // the child is gone for the host (synthetic unreachable), which must stop
-// it (PROTOCOL.md §6; docs/operations.md "Health": the control connection
+// it (docs/protocol.md §7 "Unhealthy or dead child"; docs/operations.md "Health": the control connection
 // ends).
 func modeControlClose(c *child) {
 	c.stayOnControlEOF = true
@@ -1045,8 +1050,8 @@ func modeControlClose(c *child) {
 }
 
 // modeControlGarbage writes a control packet of unknown type mid-call
-// (PROTOCOL.md §2 "an unknown t is a protocol error"; §7 the side that sees
-// it closes the connection): the child is dead for the host, unreachable.
+// (docs/protocol.md §2: an unknown t is a protocol error, and the side that
+// sees it closes the connection): the child is dead for the host, unreachable.
 func modeControlGarbage(c *child) {
 	c.stayOnControlEOF = true
 	c.tools["t"] = func(x *call) bool {
@@ -1061,7 +1066,7 @@ func modeControlGarbage(c *child) {
 
 // modeUnsolicitedBye writes bye mid-call without a drain: the host takes it
 // as the child leaving, lets the running call finish and drains it
-// (docs/protocol.md decision 53; PROTOCOL.md §3 bye).
+// (docs/protocol.md §3 bye; §7 "`bye` without a `drain`").
 func modeUnsolicitedBye(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -1079,7 +1084,7 @@ func modeUnsolicitedBye(c *child) {
 // modeNoPong stops answering pings once the call runs and ignores the
 // call's cancellation: after the health timeout the host must give the call
 // a synthetic failed/unreachable and stop the child with SIGTERM
-// (PROTOCOL.md §6 "Health").
+// (docs/protocol.md §5 item 4; §7 "Unhealthy or dead child").
 func modeNoPong(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -1093,8 +1098,8 @@ func modeNoPong(c *child) {
 // modeNoPongGrandchildIgnoreTerm is modeNoPong where the child and a
 // grandchild in its process group ignore SIGTERM (and report it): the
 // SIGTERM must reach both, and the host must SIGKILL the group after its
-// grace (PROTOCOL.md §6 "SIGTERM to its process group, then SIGKILL after a
-// grace"; §7 "Signals always go to the child's whole process group").
+// grace (docs/protocol.md §7 "Stopping a child": SIGTERM to its process
+// group, then SIGKILL after a grace; signals always go to the whole group).
 func modeNoPongGrandchildIgnoreTerm(c *child) {
 	c.ignoreTerm.Store(true)
 	c.startGrandchild(false, true)
@@ -1103,7 +1108,7 @@ func modeNoPongGrandchildIgnoreTerm(c *child) {
 
 // modeStaleNonce answers every ping after the call started with the first
 // nonce it ever got: it has not answered since, so it is unhealthy
-// (docs/protocol.md decision 36; PROTOCOL.md §3 pong "nonce (echoed)").
+// (docs/protocol.md §5 item 4; §3 pong: the nonce "echoed exactly").
 func modeStaleNonce(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -1116,7 +1121,7 @@ func modeStaleNonce(c *child) {
 
 // modeForeignNonce answers every ping after the call started with a nonce
 // the host never sent: such pongs are ignored, so it is unhealthy
-// (docs/protocol.md decision 36).
+// (docs/protocol.md §5 item 4).
 func modeForeignNonce(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -1129,7 +1134,7 @@ func modeForeignNonce(c *child) {
 
 // modeSlowPong answers each ping 2.5 s late once the call runs, and
 // completes the call after 6 s: late pongs within the 5 s health timeout
-// keep it healthy (PROTOCOL.md §6, §7 "Host defaults").
+// keep it healthy (docs/protocol.md §5 item 4: health timeout, default 5 s).
 func modeSlowPong(c *child) {
 	c.tools["t"] = func(x *call) bool {
 		x.twoChunks()
@@ -1146,7 +1151,7 @@ func modeSlowPong(c *child) {
 
 // modeStuckPong reports one stuck handler in its pongs while the call runs,
 // and completes the call once it is drained: the host recycles a child whose
-// stuck count grows (PROTOCOL.md §5.6; docs/protocol.md decision 37), and
+// stuck count grows (docs/protocol.md §6 item 7, §7 "Unhealthy or dead child"), and
 // the running call finishes.
 func modeStuckPong(c *child) {
 	c.tools["t"] = func(x *call) bool {
@@ -1165,8 +1170,8 @@ func modeStuckPong(c *child) {
 
 // modeHang writes two chunks and then ignores everything — the deadline, the
 // caller's terminal and cancel — until the host closes the connection
-// (PROTOCOL.md §6 "No terminal by timeout_ms plus a grace: synthetic failed
-// timeout"; docs/protocol.md decision 31 for cancel).
+// (docs/protocol.md §7 "Deadlines": no terminal by timeout_ms plus a grace
+// gives a synthetic failed timeout; §7 "A cancel with no answer" for cancel).
 func modeHang(c *child) {
 	c.lingerAfterBye = true
 	c.tools["t"] = func(x *call) bool {
@@ -1178,8 +1183,8 @@ func modeHang(c *child) {
 }
 
 // modeCancelAwareIgnoreDrain answers cancellation like modeCancelAware but
-// ignores drain: shutdown needs signals (PROTOCOL.md §6 "Shut down with
-// drain, wait for bye and process exit, then SIGTERM").
+// ignores drain: shutdown needs signals (docs/protocol.md §7 "Shutdown":
+// "`drain`, wait for `bye` and the exit, then SIGTERM").
 func modeCancelAwareIgnoreDrain(c *child) {
 	c.drainStyle = drainIgnore
 	c.tools["t"] = cancelAware
@@ -1187,14 +1192,14 @@ func modeCancelAwareIgnoreDrain(c *child) {
 }
 
 // modeIgnoreDrain completes the call and ignores drain: no bye, no exit, so
-// the host must SIGTERM it (PROTOCOL.md §6 shutdown).
+// the host must SIGTERM it (docs/protocol.md §7 "Shutdown").
 func modeIgnoreDrain(c *child) {
 	c.drainStyle = drainIgnore
 	c.run()
 }
 
 // modeIgnoreDrainIgnoreTerm ignores drain and SIGTERM: the host must SIGKILL
-// it after its grace (PROTOCOL.md §6 shutdown).
+// it after its grace (docs/protocol.md §7 "Shutdown").
 func modeIgnoreDrainIgnoreTerm(c *child) {
 	c.ignoreTerm.Store(true)
 	c.drainStyle = drainIgnore
@@ -1202,14 +1207,15 @@ func modeIgnoreDrainIgnoreTerm(c *child) {
 }
 
 // modeByeNoExit answers drain with bye but does not exit: the host waits for
-// the exit, then SIGTERM (PROTOCOL.md §3 bye "then the child exits 0"; §6).
+// the exit, then SIGTERM (docs/protocol.md §3 bye: "the child then exits
+// with status 0"; §7 "Shutdown").
 func modeByeNoExit(c *child) {
 	c.drainStyle = drainByeNoExit
 	c.run()
 }
 
 // modeByeNoExitIgnoreTerm answers drain with bye, does not exit and ignores
-// SIGTERM: SIGKILL (PROTOCOL.md §6).
+// SIGTERM: SIGKILL (docs/protocol.md §7 "Shutdown").
 func modeByeNoExitIgnoreTerm(c *child) {
 	c.ignoreTerm.Store(true)
 	c.drainStyle = drainByeNoExit
@@ -1218,7 +1224,7 @@ func modeByeNoExitIgnoreTerm(c *child) {
 
 // modeByeLeaveGrandchild starts a grandchild in its process group when it is
 // drained, then says bye and exits 0: the grandchild must not outlive it
-// (PROTOCOL.md §7 "Signals": no grandchild outlives its child;
+// (docs/protocol.md §7 "Stopping a child": signals go to the whole group;
 // docs/operations.md "SIGKILL to any process of the group left").
 func modeByeLeaveGrandchild(c *child) {
 	c.drainStyle = drainLeaveGrandchild
@@ -1230,34 +1236,36 @@ func modeByeLeaveGrandchild(c *child) {
 
 // modeAfterTerminalChunk writes a chunk after the first call's completed
 // (then end): the outcome stands, the connection is closed and never reused
-// (PROTOCOL.md §7 "Violations after the terminal").
+// (docs/protocol.md §7 "Provider frames that break the rules").
 func modeAfterTerminalChunk(c *child) {
 	c.afterTerminal(func(x *call, seq int) { x.send(x.frame(seq, "chunk", payloadI(99)), nil) })
 }
 
 // modeAfterTerminalCompleted writes a second completed after the first
-// call's completed: a duplicate terminal (PROTOCOL.md §7 "Violations after
-// the terminal"; docs/protocol.md decision 30).
+// call's completed: a duplicate terminal (docs/protocol.md §7 "Provider
+// frames that break the rules").
 func modeAfterTerminalCompleted(c *child) {
 	c.afterTerminal(func(x *call, seq int) { x.send(x.frame(seq, "completed", nil), nil) })
 }
 
 // modeAfterTerminalGarbage writes a packet prefix with H = 0 after the first
-// call's completed (PROTOCOL.md §7 "Violations after the terminal", §2).
+// call's completed (docs/protocol.md §7 "Provider frames that break the
+// rules", §2).
 func modeAfterTerminalGarbage(c *child) {
 	c.afterTerminal(func(x *call, _ int) { x.writeBytes(make([]byte, 8)) })
 }
 
 // modeAfterTerminalUnknownType writes a packet of unknown t after the first
-// call's completed (PROTOCOL.md §7 "Violations after the terminal", §2).
+// call's completed (docs/protocol.md §7 "Provider frames that break the
+// rules", §2).
 func modeAfterTerminalUnknownType(c *child) {
 	c.afterTerminal(func(x *call, _ int) { x.send(fields{"t": "bogus", "call_id": x.id}, nil) })
 }
 
 // modeNoEnd withholds end after the first call's completed: the host must
 // close that connection after its end grace instead of reusing it
-// (PROTOCOL.md §5.6, §7 "Stuck handlers": "closes that connection instead
-// of reusing it").
+// (docs/protocol.md §6 item 7: "The host closes a connection that got a
+// terminal but no `end` within its end grace").
 func modeNoEnd(c *child) {
 	c.tools["count"] = func(x *call) bool {
 		if x.k != 1 {
@@ -1276,8 +1284,8 @@ func modeNoEnd(c *child) {
 
 // modeMaxStreams announces max_streams n and makes every count call last
 // 50 ms, so that calls overlap: the host must never run more than n calls on
-// it at once (PROTOCOL.md §6 "Never more than max_streams concurrent
-// calls").
+// it at once (docs/protocol.md §7 "Streams": "Never run more than
+// `max_streams` calls on one child at once").
 func modeMaxStreams(n int) func(*child) {
 	return func(c *child) {
 		c.helloEdit = func(h fields) { h["max_streams"] = n }
@@ -1291,8 +1299,8 @@ func modeMaxStreams(n int) func(*child) {
 
 // modeMaxStreamsLateEnd announces max_streams 1 and writes each count
 // call's end 50 ms after its completed: the call holds its stream slot until
-// the end, not just until the terminal (docs/protocol.md decision 35;
-// PROTOCOL.md §3 end "its handler has returned and released what it held").
+// the end, not just until the terminal (docs/protocol.md §7 "Streams"; §3
+// end: "its handler has returned and released what it held").
 func modeMaxStreamsLateEnd(c *child) {
 	c.helloEdit = func(h fields) { h["max_streams"] = 1 }
 	c.tools["count"] = func(x *call) bool {
@@ -1785,7 +1793,7 @@ func (sc *conn) serve() {
 	go sc.readLoop() // stopped by the connection's EOF (serve closes nc)
 	for m := range sc.in {
 		if m["t"] != "invoke" {
-			continue // frames of an ended call are read and discarded (§5.5)
+			continue // frames of an ended call are read and discarded (§6 item 6)
 		}
 		if !sc.invoke(m) {
 			return

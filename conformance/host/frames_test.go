@@ -9,10 +9,10 @@ import (
 
 // TestWellBehavedCall checks a call against a child that keeps every rule:
 // the provider started first, the chunks in order, the child's own
-// terminal (PROTOCOL.md §4, §5, §6 "Give its caller the provider started"),
-// the caller's started (0) and terminal on the wire (§5.1), and shutdown by
-// drain, bye and exit with no signal (§6 "Shut down with drain, wait for
-// bye and process exit").
+// terminal (docs/protocol.md §4, §5, §6 item 1 "It gives its caller the
+// provider `started` when the invoke is written"), the caller's started
+// (0) and terminal on the wire (§6 item 1), and shutdown by drain, bye and
+// exit with no signal (§7 "Shutdown").
 func TestWellBehavedCall(t *testing.T) {
 	t.Parallel()
 	res := runCall(t, "ok", "t")
@@ -25,7 +25,7 @@ func TestWellBehavedCall(t *testing.T) {
 	if !ok {
 		return
 	}
-	// §5.1: caller started (0) then exactly one caller terminal.
+	// §6 item 1: caller started (0) then exactly one caller terminal.
 	var caller []string
 	for _, e := range res.find("recv", ofConn(inv.Child, inv.num("conn"))) {
 		if e.str("t") == "frame" && e.str("call_id") == inv.str("call_id") {
@@ -38,7 +38,7 @@ func TestWellBehavedCall(t *testing.T) {
 	if inv.str("call_id") != res.terminal().CallID {
 		t.Errorf("invoke call_id %q, printed call_id %q", inv.str("call_id"), res.terminal().CallID)
 	}
-	// §6 shutdown: drain, then bye, then the child exits by itself.
+	// §7 "Shutdown": drain, then bye, then the child exits by itself.
 	if _, ok := res.first(t, "drain", nil); !ok {
 		return
 	}
@@ -61,44 +61,44 @@ type violation struct {
 }
 
 // TestInvalidProviderFrames runs one child per broken provider frame or
-// packet, each sent after two good chunks and before any terminal. PROTOCOL.md
-// §6: "A provider frame that breaks the rules: the caller gets a synthetic
-// failed invalid_frame, the connection is closed"; §7 "Violations after the
-// terminal": before it, packet-level breaks of §2 count too. The terminal
-// carries the next sequence, 3 (§7 "Synthetic terminals"); exit status 15
-// (docs/cli.md). docs/protocol.md decision 33: the close comes with a
-// control cancel.
+// packet, each sent after two good chunks and before any terminal.
+// docs/protocol.md §7 "Provider frames that break the rules": a provider
+// frame or packet that breaks the rules before the provider terminal gives
+// the caller a synthetic failed invalid_frame, and the connection is
+// closed. The terminal carries the next sequence, 3 (§7, synthetic
+// terminals); exit status 15 (docs/cli.md). §7 "Closing a connection whose
+// handler may still run": the close comes with a control cancel.
 func TestInvalidProviderFrames(t *testing.T) {
 	t.Parallel()
 	cases := []violation{
-		{mode: "gap"},                     // §4 fence: sequence above the expected one
-		{mode: "duplicate"},               // §4 fence: sequence below it (replay)
-		{mode: "started_again"},           // §4: the host owns the provider started; the child starts at 1
-		{mode: "started_nonzero"},         // §4: sequence is 0 exactly when kind is started
-		{mode: "negative_sequence"},       // §4: sequence ≥ 0
-		{mode: "stale_call"},              // §4 fence: a frame of another call
-		{mode: "wrong_direction"},         // §4 fence: a frame of the other direction
-		{mode: "synthetic_chunk"},         // §4: synthetic frames never travel on the wire
-		{mode: "synthetic_terminal"},      // §4: synthetic frames never travel on the wire
-		{mode: "empty_chunk"},             // §4 shape: chunk has payload or media
-		{mode: "failed_no_error"},         // §4 shape: failed requires error
-		{mode: "failed_code_cancelled"},   // §4 shape: failed code ≠ cancelled
+		{mode: "gap"},                     // §4.2 fence: sequence above the expected one
+		{mode: "duplicate"},               // §4.2 fence: sequence below it (replay)
+		{mode: "started_again"},           // §4.2: the host owns the provider started; the child starts at 1
+		{mode: "started_nonzero"},         // §4.2: sequence is 0 exactly when kind is started
+		{mode: "negative_sequence"},       // §3: sequence is a uint64
+		{mode: "stale_call"},              // §4.2 fence: a frame of another call
+		{mode: "wrong_direction"},         // §4.2 fence: a frame of the other direction
+		{mode: "synthetic_chunk"},         // §4.4: synthetic frames never travel on the wire
+		{mode: "synthetic_terminal"},      // §4.4: synthetic frames never travel on the wire
+		{mode: "empty_chunk"},             // §4.1 shape: chunk has payload or media
+		{mode: "failed_no_error"},         // §4.1 shape: failed requires error
+		{mode: "failed_code_cancelled"},   // §4.1 shape: failed code ≠ cancelled
 		{mode: "unknown_error_code"},      // §3: error code is one of six
-		{mode: "cancelled_wrong_code"},    // §4 shape: cancelled code = cancelled
-		{mode: "completed_with_error"},    // §4 shape: completed has no error
-		{mode: "completed_with_media"},    // §4 shape: completed has no media
-		{mode: "unknown_kind"},            // §7 invalid frames: an unknown kind
-		{mode: "payload_not_map"},         // §7 invalid frames: a payload that is not a map
-		{mode: "message_too_long"},        // §4: error.message ≤ 2,048 characters
-		{mode: "message_bad_utf8"},        // §4: error.message valid UTF-8
-		{mode: "call_id_too_long"},        // §4: call_id 1..128 characters
-		{mode: "blob_bad_sha256"},         // §4: sha256 matches ^[a-f0-9]{64}$
-		{mode: "blob_negative_size"},      // §4: blob size_bytes ≥ 0
-		{mode: "inline_sample_rate_zero"}, // §4: sample_rate > 0 (docs/protocol.md decision 1)
-		{mode: "inline_negative_time"},    // §4: timestamp_seconds ≥ 0
-		{mode: "inline_data_key"},         // §2: an inline media map has no data key (decision 15)
-		{mode: "output_schema", args: []string{"-v"}, secret: "SECRET-OUT-VALUE"},    // §6: output_schema on receipt; never the value
-		{mode: "result_schema", args: []string{"-v"}, secret: "SECRET-RESULT-VALUE"}, // §6: result_schema on receipt; never the value
+		{mode: "cancelled_wrong_code"},    // §4.1 shape: cancelled code = cancelled
+		{mode: "completed_with_error"},    // §4.1 shape: completed has no error
+		{mode: "completed_with_media"},    // §4.1 shape: completed has no media
+		{mode: "unknown_kind"},            // §3 frame: an unknown kind
+		{mode: "payload_not_map"},         // §4.3: a payload that is not a map
+		{mode: "message_too_long"},        // §3: error.message ≤ 2,048 characters
+		{mode: "message_bad_utf8"},        // §3: error.message valid UTF-8
+		{mode: "call_id_too_long"},        // §3: call_id 1..128 characters
+		{mode: "blob_bad_sha256"},         // §3: sha256 matches ^[a-f0-9]{64}$
+		{mode: "blob_negative_size"},      // §3: blob size_bytes ≥ 0
+		{mode: "inline_sample_rate_zero"}, // §3: sample_rate > 0, an explicit 0 is invalid
+		{mode: "inline_negative_time"},    // §3: timestamp_seconds ≥ 0
+		{mode: "inline_data_key"},         // §2, §3: an inline media map has no data key
+		{mode: "output_schema", args: []string{"-v"}, secret: "SECRET-OUT-VALUE"},    // §7 "Schemas": output_schema on receipt; never the value
+		{mode: "result_schema", args: []string{"-v"}, secret: "SECRET-RESULT-VALUE"}, // §7 "Schemas": result_schema on receipt; never the value
 		{mode: "header_length_zero"},      // §2: 1 ≤ H
 		{mode: "header_length_huge"},      // §2: H checked against max_header before reading
 		{mode: "header_over_limit"},       // §2: H ≤ max_header (65,536 by default)
@@ -106,12 +106,12 @@ func TestInvalidProviderFrames(t *testing.T) {
 		{mode: "small_limits_header"},     // §2: the effective max_header is the smaller side's
 		{mode: "small_limits_attachment"}, // §2: the effective max_attachment is the smaller side's
 		{mode: "unknown_type"},            // §2: an unknown t is a protocol error
-		{mode: "missing_type"},            // §2: t is the packet type (docs/protocol.md §2: missing t)
-		{mode: "non_string_key"},          // §2, §7: a non-string header key
+		{mode: "missing_type"},            // §2: a missing t is a protocol error
+		{mode: "non_string_key"},          // §2: a non-string header key
 		{mode: "header_not_map"},          // §2: the header is exactly one msgpack map
-		{mode: "header_trailing_bytes"},   // §2: trailing bytes inside the header
-		{mode: "attachment_not_inline"},   // §2, §7: an attachment on anything but an inline-media frame
-		{mode: "end_before_terminal"},     // §3, §7: end only after the provider terminal (out of order)
+		{mode: "header_trailing_bytes"},   // §2: no bytes after the header's map
+		{mode: "attachment_not_inline"},   // §2: an attachment on anything but an inline-media frame
+		{mode: "end_before_terminal"},     // §3: end only after the provider terminal (out of order)
 		{mode: "invoke_from_child"},       // §3: the child sends frames and end only
 	}
 	for _, tc := range cases {
@@ -127,7 +127,7 @@ func TestInvalidProviderFrames(t *testing.T) {
 				}
 			}
 			if tc.secret != "" && (strings.Contains(res.stderr, tc.secret) || strings.Contains(linesText(res), tc.secret)) {
-				t.Errorf("the output shows the offending value %q (PROTOCOL.md §6: describe the value, never print it)", tc.secret)
+				t.Errorf("the output shows the offending value %q (docs/protocol.md §7 \"Schemas\": describe the value, never print it)", tc.secret)
 			}
 		})
 	}
@@ -167,7 +167,7 @@ func TestValidEdgeFrames(t *testing.T) {
 		{mode: "wide_integers", want: outcome{rc: 0, frames: 6, kind: "completed"}, check: func(t *testing.T, res *result) {
 			checkChunks(t, res, 0, 1, 2, 3)
 		}},
-		// §2 an inline frame with A = 0 has empty data; §4 blob size 0; completed payload optional.
+		// §2 an inline frame with A = 0 has empty data; §3 blob size 0; §4.1 completed payload optional.
 		{mode: "empty_media", want: outcome{rc: 0, frames: 6, kind: "completed"}, check: func(t *testing.T, res *result) {
 			if len(res.frames) != 6 {
 				return
@@ -184,15 +184,15 @@ func TestValidEdgeFrames(t *testing.T) {
 				t.Errorf("completed payload %v, want null", res.frames[5].Payload)
 			}
 		}},
-		// docs/protocol.md decision 13: an absent error.message is empty. Exit 14 (docs/cli.md).
+		// docs/protocol.md §3 Error: an absent error.message is empty. Exit 14 (docs/cli.md).
 		{mode: "failed_no_message", want: outcome{rc: 14, frames: 4, kind: "failed", code: "timeout"}},
-		// §4 shape: the error of cancelled is optional. Exit 13.
+		// §4.1 shape: the error of cancelled is optional. Exit 13.
 		{mode: "cancelled_bare", want: outcome{rc: 13, frames: 4, kind: "cancelled"}},
-		// docs/protocol.md decision 5: duplicate keys, the last wins.
+		// docs/protocol.md §2: duplicate keys, the last wins.
 		{mode: "duplicate_keys", want: outcome{rc: 0, frames: 5, kind: "completed"}, check: func(t *testing.T, res *result) {
 			checkChunks(t, res, 0, 1, 2)
 		}},
-		// §4 error.message ≤ 2,048 characters, §7 characters are code points: 2,048 "é" (4,096 bytes) pass. Exit 10.
+		// §3 error.message ≤ 2,048 characters, characters are code points: 2,048 "é" (4,096 bytes) pass. Exit 10.
 		{mode: "message_2048", want: outcome{rc: 10, frames: 4, kind: "failed", code: "provider_error"}},
 	}
 	for _, tc := range cases {
@@ -207,7 +207,7 @@ func TestValidEdgeFrames(t *testing.T) {
 	}
 }
 
-// TestQuietInterval checks PROTOCOL.md §7 "Quiet interval": between its
+// TestQuietInterval checks docs/protocol.md §6 item 6, the quiet interval: between its
 // caller terminal and the child's end the host sends nothing on the
 // connection (the child watches for 300 ms after its completed).
 func TestQuietInterval(t *testing.T) {
@@ -240,8 +240,8 @@ func checkChunks(t *testing.T, res *result, want ...int64) {
 }
 
 // checkAbandoned checks that the host closed the call's stream connection
-// and sent a control cancel for the call (PROTOCOL.md §6 "the connection is
-// closed"; docs/protocol.md decision 33).
+// and sent a control cancel for the call (docs/protocol.md §7 "Closing a
+// connection whose handler may still run").
 func checkAbandoned(t *testing.T, res *result) {
 	t.Helper()
 	inv, ok := res.first(t, "invoke", nil)
@@ -252,7 +252,7 @@ func checkAbandoned(t *testing.T, res *result) {
 		t.Errorf("the host never closed stream connection %d", inv.num("conn"))
 	}
 	if len(res.find("cancel", ofCall(inv.str("call_id")))) == 0 {
-		t.Errorf("no control cancel for call %s, whose connection the host closed (docs/protocol.md decision 33)", inv.str("call_id"))
+		t.Errorf("no control cancel for call %s, whose connection the host closed (docs/protocol.md §7 \"Closing a connection whose handler may still run\")", inv.str("call_id"))
 	}
 }
 

@@ -14,15 +14,15 @@ import (
 // TestStartFails runs children whose start must fail: exit status 3, nothing
 // on standard output (docs/cli.md), no call sent, and the child stopped —
 // these children do not exit by themselves when their control connection
-// ends, so the host must stop them (PROTOCOL.md §7 "Start and stop": "fails
+// ends, so the host must stop them (docs/protocol.md §5 item 2: "fails
 // the start with a clear error and stops the child").
 func TestStartFails(t *testing.T) {
 	t.Parallel()
 	cases := []string{
-		"exit_before_hello",          // §7 start and stop: the child exits before its hello
-		"hello_unsupported_versions", // §7 start and stop: no version the host speaks
-		"hello_no_versions",          // §7 start and stop; docs/protocol.md decision 12 (absent = empty)
-		"hello_max_streams_zero",     // §3 max_streams ≥ 1; docs/protocol.md decision 2 (protocol error)
+		"exit_before_hello",          // docs/operations.md "Starting": the child exits before its hello
+		"hello_unsupported_versions", // §5 item 2: no version the host speaks
+		"hello_no_versions",          // §5 item 2; §2 "Optional keys" (absent = empty)
+		"hello_max_streams_zero",     // §3 max_streams ≥ 1; a bad control field is a protocol error (§3)
 		"hello_bad_schema",           // §3 schemas are JSON Schemas; docs/operations.md "Starting"
 	}
 	for _, mode := range cases {
@@ -34,7 +34,7 @@ func TestStartFails(t *testing.T) {
 	}
 }
 
-// TestStartTimeout checks PROTOCOL.md §7 "Host defaults": the start fails
+// TestStartTimeout checks docs/operations.md "Starting" (StartTimeout): the start fails
 // when no hello arrives within 10 s — not much before, and not much after.
 func TestStartTimeout(t *testing.T) {
 	t.Parallel()
@@ -47,8 +47,9 @@ func TestStartTimeout(t *testing.T) {
 }
 
 // TestStartupPacket checks the startup the host answers a hello with
-// (PROTOCOL.md §3 startup; §2 "hello and startup agree on the effective
-// limits (the smaller of the two sides')"; §7 "Host defaults").
+// (docs/protocol.md §3 startup; §2 Limits: startup carries the effective
+// limits, the smaller of each pair; §5 item 4 and docs/operations.md
+// "Health" for the defaults).
 func TestStartupPacket(t *testing.T) {
 	t.Parallel()
 	defaults := map[string]int64{"max_header": 65536, "max_attachment": 16777216}
@@ -80,7 +81,7 @@ func TestStartupPacket(t *testing.T) {
 			if p["child_id"] != su.Child || su.Child == "" {
 				t.Errorf("startup child_id %v, SKULK_CHILD_ID %q: want the same id", p["child_id"], su.Child)
 			}
-			// §7 host defaults: health_interval_ms 1000; §3 cancel_grace_ms default 1000, ingress_queue always 8.
+			// §5 item 4: health_interval_ms 1000 by default; §3 cancel_grace_ms default 1000, ingress_queue always 8.
 			if numOf(p["health_interval_ms"]) != 1000 || numOf(p["ingress_queue"]) != 8 {
 				t.Errorf("startup health_interval_ms %v ingress_queue %v, want 1000 and 8", p["health_interval_ms"], p["ingress_queue"])
 			}
@@ -91,7 +92,7 @@ func TestStartupPacket(t *testing.T) {
 	}
 }
 
-// TestChildSetup checks how the host starts a child (PROTOCOL.md §1): fd 3
+// TestChildSetup checks how the host starts a child (docs/protocol.md §1): fd 3
 // a connected AF_UNIX stream socket, fd 4 a listening one at
 // <dir>/streams.sock with <dir> of mode 0700 (under TMPDIR:
 // docs/operations.md "Starting"), stdin /dev/null, no other descriptor, and
@@ -162,9 +163,9 @@ func TestChildSetup(t *testing.T) {
 	}
 }
 
-// TestChildOutputForwarded checks PROTOCOL.md §1 "the host forwards them
-// line by line to its own log, tagged with the child's id and pid", as
-// skulk-host does it (docs/protocol.md decision 54: records msg="child
+// TestChildOutputForwarded checks docs/protocol.md §1 "the host forwards them
+// line by line tagged with the child's id and pid" (§7 "Child output"), as
+// skulk-host does it (docs/architecture.md, Host: records msg="child
 // output" with child, pid, stream and line on standard error; lines over
 // 4 KiB are split, docs/operations.md "Starting").
 func TestChildOutputForwarded(t *testing.T) {
@@ -219,7 +220,7 @@ func TestChildOutputForwarded(t *testing.T) {
 
 // TestToolsCommand checks `skulk-host tools --json`: the descriptors of the
 // child's hello as one JSON array with the protocol's keys (docs/cli.md
-// "tools"; PROTOCOL.md §3 tool descriptor).
+// "tools"; docs/protocol.md §3 tool descriptor).
 func TestToolsCommand(t *testing.T) {
 	t.Parallel()
 	res := start(t, "ok", opts{}, "tools", "--json").wait()
@@ -255,7 +256,7 @@ func TestToolsCommand(t *testing.T) {
 }
 
 // TestToolsCommandBadChild checks that `tools` fails the start like `call`
-// does (docs/cli.md exit status 3; PROTOCOL.md §7 "Start and stop").
+// does (docs/cli.md exit status 3; docs/protocol.md §5 item 2).
 func TestToolsCommandBadChild(t *testing.T) {
 	t.Parallel()
 	res := start(t, "hello_unsupported_versions", opts{}, "tools", "--json").wait()
@@ -266,8 +267,8 @@ func TestToolsCommandBadChild(t *testing.T) {
 
 // checkRefused checks a run that must end before any call reached the
 // child: the exit status, empty standard output (docs/cli.md --json: "then
-// standard output is empty"), and no invoke at the child (PROTOCOL.md §7
-// "Refused calls never reach a child and never produce a started").
+// standard output is empty"), and no invoke at the child (docs/protocol.md
+// §7 "Refused calls": "no stream connection is taken, no `started` is given").
 func checkRefused(t *testing.T, res *result, rc int) {
 	t.Helper()
 	if res.rc != rc {

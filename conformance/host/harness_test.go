@@ -32,7 +32,7 @@ const (
 )
 
 // Defaults of the host and of skulk-host that the tests rely on
-// (PROTOCOL.md §7 "Host defaults"; docs/operations.md; docs/cli.md).
+// (docs/protocol.md §5 and §7; docs/operations.md; docs/cli.md).
 const (
 	healthTimeout = 5 * time.Second        // no pong for this long: unhealthy
 	cancelGrace   = 1 * time.Second        // startup.cancel_grace_ms
@@ -188,8 +188,9 @@ func (r *hostRun) finish() *result {
 	return res
 }
 
-// checkLeftovers checks PROTOCOL.md §6 "remove <dir>; leave no zombie" and
-// §7 "no grandchild outlives its child": once skulk-host has exited, no
+// checkLeftovers checks docs/protocol.md §7 "Shutdown": "remove `<dir>`;
+// leave no zombie", and "Stopping a child": signals go to the whole
+// process group, so no grandchild outlives its child: once skulk-host has exited, no
 // process of its process group, of a child's process group, and no
 // grandchild a child reported is alive (after settle), and no private
 // directory is left. Leftovers are reported and then removed, so that no
@@ -408,7 +409,7 @@ type frameError struct {
 // jsonKeys are the keys every --json line has, always (docs/cli.md).
 var jsonKeys = []string{"call_id", "direction", "error", "kind", "media", "payload", "sequence", "synthetic"}
 
-// errorCodes are the six error codes (PROTOCOL.md §3).
+// errorCodes are the six error codes (docs/protocol.md §3, Error).
 var errorCodes = []string{"provider_error", "transport_error", "unreachable", "cancelled", "timeout", "invalid_frame"}
 
 // parseFrames parses --json output; every line must be one JSON object with
@@ -447,7 +448,7 @@ func parseFrames(t *testing.T, lines []line) []frameLine {
 // direction provider_to_caller, sequences 0, 1, 2, … without gaps, the
 // provider started first and not synthetic, exactly one terminal and it is
 // last, synthetic only on the terminal, an error only where the shape table
-// allows one (docs/cli.md; PROTOCOL.md §4, §6, §7 "Synthetic terminals").
+// allows one (docs/cli.md; docs/protocol.md §4 and §7, synthetic terminals).
 func checkStream(t *testing.T, frames []frameLine) {
 	t.Helper()
 	for i, f := range frames {

@@ -7,8 +7,8 @@ import (
 )
 
 // TestUnhealthyChild runs children that stop answering pings properly once
-// their call runs. PROTOCOL.md §6 "Health": no pong within the timeout (5 s,
-// §7 "Host defaults") means unhealthy: the in-flight call gets a synthetic
+// their call runs. docs/protocol.md §5 item 4: no pong within the health
+// timeout (default 5 s) means unhealthy; §7 "Unhealthy or dead child": the in-flight call gets a synthetic
 // failed unreachable, the child's process group SIGTERM, then SIGKILL after
 // a grace. The failure must not come before the timeout has passed since
 // the last real pong.
@@ -18,10 +18,10 @@ func TestUnhealthyChild(t *testing.T) {
 		mode       string
 		ignoreTerm bool
 	}{
-		{"no_pong", false},                      // §6 health: no pong at all
-		{"no_pong_grandchild_ignoreterm", true}, // §6: SIGTERM ignored by child and grandchild, so SIGKILL to the group
-		{"stale_nonce", false},                  // docs/protocol.md decision 36: an old nonce over and over is no answer
-		{"foreign_nonce", false},                // decision 36: a nonce the host never sent is ignored
+		{"no_pong", false},                      // §5 item 4: no pong at all
+		{"no_pong_grandchild_ignoreterm", true}, // §7 "Stopping a child": SIGTERM ignored by child and grandchild, so SIGKILL to the group
+		{"stale_nonce", false},                  // docs/protocol.md §5 item 4: an old nonce over and over is no answer
+		{"foreign_nonce", false},                // §5 item 4: a nonce the host never sent is ignored
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -55,11 +55,11 @@ func TestUnhealthyChild(t *testing.T) {
 				if ex := res.find("exit", ofChild(st.Child, nil)); len(ex) > 0 {
 					t.Errorf("the child exited by itself (%s), want it SIGKILLed", ex[0].str("why"))
 				}
-				// docs/protocol.md decision 39: SIGTERM is followed by SIGCONT.
+				// docs/protocol.md §7 "Stopping a child": SIGTERM is followed by SIGCONT.
 				if len(res.find("signal", ofChild(st.Child, isSignal("continued")))) == 0 {
-					t.Errorf("the child got no SIGCONT after SIGTERM (docs/protocol.md decision 39)")
+					t.Errorf("the child got no SIGCONT after SIGTERM (docs/protocol.md §7 \"Stopping a child\")")
 				}
-				// §7 "Signals always go to the child's whole process group".
+				// §7 "Stopping a child": "Signals always go to the whole process group".
 				if len(res.find("grandchild", nil)) == 0 {
 					t.Errorf("no grandchild was started: the case tests nothing")
 				}
@@ -72,10 +72,10 @@ func TestUnhealthyChild(t *testing.T) {
 }
 
 // TestStoppedChild stops the child with SIGSTOP mid-call: it answers no
-// ping, so it is unhealthy (PROTOCOL.md §6 "Health"; docs/operations.md:
+// ping, so it is unhealthy (docs/protocol.md §5 item 4; docs/operations.md:
 // "or was stopped with SIGSTOP"), and the host's SIGTERM must be followed by
-// SIGCONT so that the stopped child acts on it (docs/protocol.md decision
-// 39): the child reports the SIGTERM, which it could not do while stopped.
+// SIGCONT so that the stopped child acts on it (docs/protocol.md §7
+// "Stopping a child"): the child reports the SIGTERM, which it could not do while stopped.
 func TestStoppedChild(t *testing.T) {
 	t.Parallel()
 	r := start(t, "hang", opts{}, "call", "t", "--json")
@@ -109,8 +109,8 @@ func TestStoppedChild(t *testing.T) {
 
 // TestLatePongsStayHealthy checks the other side of the health timeout:
 // pongs 2.5 s late, for 6 s (longer than the 5 s timeout), keep the child
-// healthy and the call completes (PROTOCOL.md §6 "no pong within the
-// configured timeout means unhealthy", §7 "Host defaults").
+// healthy and the call completes (docs/protocol.md §5 item 4: unhealthy
+// when no pong has arrived for the health timeout, default 5 s).
 func TestLatePongsStayHealthy(t *testing.T) {
 	t.Parallel()
 	res := runCall(t, "slow_pong", "t")
@@ -125,10 +125,10 @@ func TestLatePongsStayHealthy(t *testing.T) {
 	}
 }
 
-// TestStuckChildRecycled checks PROTOCOL.md §5.6 "a host may recycle a
-// child whose stuck count grows" as the host decides it (docs/protocol.md
-// decision 37: recycled gracefully, drain then a new child, when pong.stuck
-// reaches 1): the child reporting a stuck handler is drained while its call
+// TestStuckChildRecycled checks docs/protocol.md §6 item 7 "may recycle a
+// child whose `stuck` count grows" as the host decides it (§7 "Unhealthy
+// or dead child": recycled gracefully, drained, then replaced; pong.stuck
+// reaching Config.StuckLimit, default 1, docs/architecture.md): the child reporting a stuck handler is drained while its call
 // runs, and the running call still completes.
 func TestStuckChildRecycled(t *testing.T) {
 	t.Parallel()

@@ -1,8 +1,8 @@
 // Package hostconf is a black-box conformance suite for skulk-host, the
 // Skulk supervisor's command line. It drives `skulk-host call`, `bench` and
 // `tools` against ../fakechild, a scripted child that breaks the wire
-// contract (PROTOCOL.md) one way per mode, and checks what the contract and
-// the user docs (docs/protocol.md, docs/cli.md, docs/operations.md) require
+// contract (docs/protocol.md) one way per mode, and checks what the contract and
+// the user docs (docs/cli.md, docs/operations.md) require
 // of the host: exit statuses, the synthetic terminal frame, frame order,
 // signals, and that nothing is left behind.
 //

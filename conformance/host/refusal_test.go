@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// TestRefusedCalls checks PROTOCOL.md §6 "Refuse a call before anything is
-// sent when the tool is unknown or the arguments break arguments_schema"
-// and §7 "Refused calls never reach a child and never produce a started":
+// TestRefusedCalls checks docs/protocol.md §7 "Refused calls": "Refuse a
+// call before anything is sent when the tool is unknown, the arguments
+// break `arguments_schema`, or the `invoke` ... is larger than the
+// effective `max_header`", and no `started` is given:
 // exit status 4 (docs/cli.md), nothing on standard output, no invoke at
 // the child, and the offending value in no output ("never the value
 // itself"; -v adds the host's own log).
@@ -19,11 +20,11 @@ func TestRefusedCalls(t *testing.T) {
 	cases := []struct {
 		name, mode, tool, args, secret string
 	}{
-		{"unknown_tool", "ok", "nosuch", `{}`, ""},                                                         // §6, §7 unknown tool
-		{"argument_type", "ok", "t", `{"n": "SECRET-ARG-1234"}`, "SECRET-ARG-1234"},                        // §6 arguments_schema: n is an integer
-		{"argument_too_long", "ok", "t", `{"name": "SECRET-LONG-NAME"}`, "SECRET-LONG-NAME"},               // §6 arguments_schema: maxLength 5
-		{"argument_fraction", "ok", "t", `{"n": 1.5}`, ""},                                                 // §6 arguments_schema: an integer
-		{"over_max_header", "hello_small_limits", "t", `{"pad": "` + strings.Repeat("p", 2000) + `"}`, ""}, // §2 effective max_header; docs/protocol.md decision 51
+		{"unknown_tool", "ok", "nosuch", `{}`, ""},                                                         // §7 "Refused calls": unknown tool
+		{"argument_type", "ok", "t", `{"n": "SECRET-ARG-1234"}`, "SECRET-ARG-1234"},                        // §7 arguments_schema: n is an integer
+		{"argument_too_long", "ok", "t", `{"name": "SECRET-LONG-NAME"}`, "SECRET-LONG-NAME"},               // §7 arguments_schema: maxLength 5
+		{"argument_fraction", "ok", "t", `{"n": 1.5}`, ""},                                                 // §7 arguments_schema: an integer
+		{"over_max_header", "hello_small_limits", "t", `{"pad": "` + strings.Repeat("p", 2000) + `"}`, ""}, // §2 effective max_header; §7 "Refused calls"
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -34,7 +35,7 @@ func TestRefusedCalls(t *testing.T) {
 				t.Errorf("the host opened a stream connection for a refused call")
 			}
 			if tc.secret != "" && strings.Contains(res.stderr, tc.secret) {
-				t.Errorf("the refusal shows the offending value %q (PROTOCOL.md §6)", tc.secret)
+				t.Errorf("the refusal shows the offending value %q (docs/protocol.md §7 \"Schemas\")", tc.secret)
 			}
 		})
 	}
@@ -42,7 +43,7 @@ func TestRefusedCalls(t *testing.T) {
 
 // TestArgumentDefaults checks that the defaults arguments_schema declares
 // are filled in before the invoke (docs/cli.md --args; docs/protocol.md
-// decision 41).
+// §7 "Schemas").
 func TestArgumentDefaults(t *testing.T) {
 	t.Parallel()
 	res := runCall(t, "ok", "t", "--args", `{"n": 1}`)
@@ -55,8 +56,8 @@ func TestArgumentDefaults(t *testing.T) {
 	}
 }
 
-// TestInputRefused checks PROTOCOL.md §6 "validate caller payloads against
-// input_schema before sending": an input line that breaks it never reaches
+// TestInputRefused checks docs/protocol.md §7 "Schemas": "Validate caller
+// payloads against `input_schema` before sending": an input line that breaks it never reaches
 // the child, the call is cancelled and the exit status is 4 (docs/cli.md
 // exit statuses), and the line's value appears in no output.
 func TestInputRefused(t *testing.T) {
@@ -82,7 +83,7 @@ func TestInputRefused(t *testing.T) {
 		t.Errorf("the child got caller chunks %q, want only the valid line", texts)
 	}
 	if strings.Contains(res.stderr, secret) || strings.Contains(linesText(res), secret) {
-		t.Errorf("the refusal shows the offending value (PROTOCOL.md §6)")
+		t.Errorf("the refusal shows the offending value (docs/protocol.md §7 \"Schemas\")")
 	}
 	if last := res.terminal(); last.Kind != "cancelled" {
 		t.Errorf("terminal %s, want cancelled (docs/cli.md: the call is then cancelled)", last.Kind)

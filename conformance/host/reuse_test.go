@@ -12,19 +12,19 @@ var benchArgs = []string{"bench", "--frames", "10", "--media", "1000", "--calls"
 // first call misbehaves after its terminal or withholds its end. The
 // outcome stands (every call completes: exit status 0) and the connection
 // of that first call is closed and never carries another call
-// (PROTOCOL.md §7 "Violations after the terminal": "the connection is
-// closed and never reused"; §5.6 and §7 "Stuck handlers" for a missing end).
+// (docs/protocol.md §7 "Provider frames that break the rules": "the
+// connection is closed and never reused"; §6 item 7 for a missing end).
 func TestConnectionNotReused(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		mode   string
 		closed bool // the host must also have closed the connection before the child exited
 	}{
-		{"after_terminal_chunk", true},        // §7 violations after the terminal: a frame after it
-		{"after_terminal_completed", true},    // §7; docs/protocol.md decision 30: a second terminal
+		{"after_terminal_chunk", true},        // §7: a frame after the terminal
+		{"after_terminal_completed", true},    // §7: a second terminal
 		{"after_terminal_garbage", true},      // §7: a packet that breaks §2 after it
 		{"after_terminal_unknown_type", true}, // §7: an unknown t after it
-		{"no_end", false},                     // §5.6, §7 stuck handlers: no end, so closed instead of reused
+		{"no_end", false},                     // §6 item 7: no end, so closed instead of reused
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -58,19 +58,20 @@ func TestConnectionNotReused(t *testing.T) {
 
 // TestMaxStreams runs `skulk-host bench` with 8 concurrent streams against
 // children that announce max_streams 1 and 2 and hold each call 50 ms:
-// PROTOCOL.md §6 "Never more than max_streams concurrent calls to one
-// child: further calls wait". The child counts a call from its invoke to
+// docs/protocol.md §7 "Streams": "Never run more than `max_streams` calls
+// on one child at once". The child counts a call from its invoke to
 // its end, so a host that frees the slot at the terminal, before the end,
-// is caught too (docs/protocol.md decision 35).
+// is caught too (§7 "Streams": "A stream slot is held until the call's
+// `end`").
 func TestMaxStreams(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		mode string
 		max  int64
 	}{
-		{"max_streams_1", 1},          // §6 max_streams
-		{"max_streams_2", 2},          // §6 max_streams
-		{"max_streams_1_late_end", 1}, // docs/protocol.md decision 35: the slot is held until end, not the terminal
+		{"max_streams_1", 1},          // §7 "Streams": max_streams
+		{"max_streams_2", 2},          // §7 "Streams": max_streams
+		{"max_streams_1_late_end", 1}, // docs/protocol.md §7 "Streams": the slot is held until end, not the terminal
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// TestDeadlineBackstop runs a child that ignores its deadline. PROTOCOL.md
-// §6: "No terminal by timeout_ms plus a grace: synthetic failed timeout,
-// connection closed"; §7 "Host defaults": the grace is cancel_grace_ms + 1 s.
-// The deadline travels as timeout_ms (docs/cli.md --timeout), and the host
-// sends no control cancel at the deadline itself (docs/protocol.md decision
-// 32). Exit status 14.
+// TestDeadlineBackstop runs a child that ignores its deadline.
+// docs/protocol.md §7 "Deadlines": no terminal by timeout_ms plus a grace
+// (cancel_grace_ms + 1 s) gives a synthetic failed timeout, and the
+// connection is closed. The deadline travels as timeout_ms (docs/cli.md
+// --timeout), and the host sends no control cancel at the deadline itself
+// (§7 "Deadlines"). Exit status 14.
 func TestDeadlineBackstop(t *testing.T) {
 	t.Parallel()
 	const deadline = 300 * time.Millisecond
@@ -36,13 +36,13 @@ func TestDeadlineBackstop(t *testing.T) {
 	}
 	for _, c := range res.find("cancel", nil) {
 		if d := c.At.Sub(inv.At); d < deadline+cancelGrace {
-			t.Errorf("control cancel %v after the invoke, before the backstop (docs/protocol.md decision 32: none at the deadline)", d)
+			t.Errorf("control cancel %v after the invoke, before the backstop (docs/protocol.md §7 \"Deadlines\": none at the deadline)", d)
 		}
 	}
 }
 
 // TestCancelOnSignal checks docs/cli.md "call": Ctrl-C (or SIGTERM) cancels
-// the call — a control cancel (PROTOCOL.md §3 cancel, §5.4) — the provider's
+// the call — a control cancel (docs/protocol.md §3 cancel, §6 item 4) — the provider's
 // cancelled terminal is still printed, and the exit status is 13.
 func TestCancelOnSignal(t *testing.T) {
 	t.Parallel()
@@ -66,7 +66,7 @@ func TestCancelOnSignal(t *testing.T) {
 
 // TestSignalDuringStart checks docs/cli.md "call": a Ctrl-C while the child
 // is still starting ends the command at once with status 13, and the child
-// is stopped (PROTOCOL.md §6 shutdown).
+// is stopped (docs/protocol.md §7 "Shutdown").
 func TestSignalDuringStart(t *testing.T) {
 	t.Parallel()
 	r := start(t, "no_hello", opts{}, "call", "t", "--json")
@@ -79,10 +79,10 @@ func TestSignalDuringStart(t *testing.T) {
 	}
 }
 
-// TestCancelIgnored checks docs/protocol.md decision 31: a cancelled call
-// whose child sends no terminal gets a synthetic cancelled cancel_grace_ms
-// + 1 s after the cancel, and its connection is closed (PROTOCOL.md §4
-// synthetic; §6). Exit status 13.
+// TestCancelIgnored checks docs/protocol.md §7 "A cancel with no answer": a
+// cancelled call whose child sends no terminal gets a synthetic cancelled
+// cancel_grace_ms + 1 s after the cancel, and its connection is closed
+// (§4.4 synthetic frames). Exit status 13.
 func TestCancelIgnored(t *testing.T) {
 	t.Parallel()
 	r := start(t, "hang", opts{}, "call", "t", "--json")
@@ -120,8 +120,8 @@ func TestSecondSignal(t *testing.T) {
 }
 
 // TestShutdownEscalation runs children that do not leave when drained.
-// PROTOCOL.md §6: "Shut down with drain, wait for bye and process exit,
-// then SIGTERM, then SIGKILL; remove <dir>"; the call's outcome stands
+// docs/protocol.md §7 "Shutdown": "`drain`, wait for `bye` and the exit,
+// then SIGTERM, then SIGKILL; remove `<dir>`"; the call's outcome stands
 // (exit status 0). Each row waits at most the drain's wait (docs/operations.md:
 // 0.5 s + cancel grace + 1 s for skulk-host) plus the kill grace.
 func TestShutdownEscalation(t *testing.T) {
@@ -131,11 +131,11 @@ func TestShutdownEscalation(t *testing.T) {
 		sigterm bool // the host must have sent SIGTERM
 		killed  bool // and SIGKILL: the child has no exit of its own
 	}{
-		{"ignore_drain", true, false},           // §6: no bye, no exit: SIGTERM
-		{"ignore_drain_ignoreterm", true, true}, // §6: SIGTERM ignored too: SIGKILL after the grace
-		{"bye_no_exit", true, false},            // §3 bye "then the child exits 0"; it does not: SIGTERM
-		{"bye_no_exit_ignoreterm", true, true},  // §6: SIGKILL
-		{"bye_leave_grandchild", false, false},  // §7 signals: a grandchild left in the group must not outlive the child
+		{"ignore_drain", true, false},           // §7 "Shutdown": no bye, no exit: SIGTERM
+		{"ignore_drain_ignoreterm", true, true}, // §7 "Shutdown": SIGTERM ignored too: SIGKILL after the grace
+		{"bye_no_exit", true, false},            // §3 bye: the child then exits with status 0; it does not: SIGTERM
+		{"bye_no_exit_ignoreterm", true, true},  // §7 "Shutdown": SIGKILL
+		{"bye_leave_grandchild", false, false},  // §7 "Stopping a child": a grandchild left in the group must not outlive the child
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestShutdownEscalation(t *testing.T) {
 	}
 }
 
-// TestUnsolicitedBye checks docs/protocol.md decision 53: a bye the host did
+// TestUnsolicitedBye checks docs/protocol.md §7 "`bye` without a `drain`": a bye the host did
 // not ask for means the child is leaving; the running call may finish (exit
 // status 0, the child's own completed) and a drain is still sent.
 func TestUnsolicitedBye(t *testing.T) {

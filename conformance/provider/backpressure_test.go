@@ -47,7 +47,7 @@ func unreadCount(t *testing.T, c *child, id string, timeoutMS int) *conn {
 	return s
 }
 
-// Contract: PROTOCOL.md §5.2 (ingress queue of 8).
+// Contract: docs/protocol.md §6 item 2 (ingress queue of 8).
 // The ingress queue is bounded at 8: with a small send buffer on the host's
 // side the host's writes block after about 8 frames of a handler that does
 // not read its input.
@@ -70,7 +70,7 @@ func TestIngressQueueBound(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §1 and §5.2 (backpressure stays on its stream).
+// Contract: docs/protocol.md §1 and §6 item 2 (backpressure stays on its stream).
 // With one stream blocked on its input and one on its output, pong still
 // comes at once and counts both, and a third stream works.
 func TestPongWhileBackpressured(t *testing.T) {
@@ -100,7 +100,7 @@ func TestPongWhileBackpressured(t *testing.T) {
 	runCall(t, c.dial(t), "bp3", "count", map[string]any{"n": 2}, nil, "chunk,chunk,completed,end")
 }
 
-// Contract: PROTOCOL.md §3 cancel; docs/protocol.md decision 52.
+// Contract: docs/protocol.md §3 cancel; §6 item 5 (cancel under backpressure).
 // A control cancel ends a call whose ingress queue is full at once; a
 // handler blocked writing to a host that does not read returns at once, is
 // never counted stuck, and its cancelled terminal and end follow its queued
@@ -140,7 +140,7 @@ func TestCancelUnderBackpressure(t *testing.T) {
 	})
 }
 
-// Contract: PROTOCOL.md §5.4; docs/protocol.md decision 52.
+// Contract: docs/protocol.md §6 items 4 and 5 (cancel under backpressure).
 // A deadline that passes while the handler is blocked by a host that does
 // not read ends it at once (never stuck); the terminal is failed timeout,
 // then end.
@@ -161,7 +161,7 @@ func TestTimeoutBackpressured(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Draining"; docs/protocol.md decision 26.
+// Contract: docs/protocol.md §5 item 5 (shutdown: a drain past its grace).
 // A drain while a handler is blocked by a host that does not read still says
 // bye by grace_ms + cancel_grace_ms.
 func TestDrainBackpressured(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Contract: PROTOCOL.md §5.3 and §7 "Demo tools".
+// Contract: docs/protocol.md §6 item 3; docs/demo-tools.md, count.
 // The count tool numbers its chunks i from 0; provider frames run from
 // sequence 1 to one terminal, then end.
 func TestCountLifecycle(t *testing.T) {
@@ -41,7 +41,7 @@ func TestCountLifecycle(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §5.1 (caller completed is a half-close).
+// Contract: docs/protocol.md §4.1 (caller completed is a half-close).
 // Caller completed is a half-close: the handler's output streams before it
 // and goes on after it; a caller completed may carry a payload.
 func TestHalfCloseAndStreaming(t *testing.T) {
@@ -77,9 +77,9 @@ func TestHalfCloseAndStreaming(t *testing.T) {
 	expectCall(t, s, "echo-res2", "completed,end")
 }
 
-// Contract: PROTOCOL.md §2-§4 via the demo tools; docs/protocol.md decision 13.
+// Contract: docs/protocol.md §2-§4 via the demo tools (docs/demo-tools.md).
 // Payloads and inline media round-trip, attachments are raw bytes,
-// error.message is cut to 2,048 characters (decision 13).
+// error.message is cut to 2,048 characters (docs/protocol.md §3, Error).
 func TestDemoTools(t *testing.T) {
 	c := start(t, setup{})
 	t.Run("echo_payloads", func(t *testing.T) {
@@ -194,9 +194,9 @@ func TestDemoTools(t *testing.T) {
 	})
 }
 
-// Contract: PROTOCOL.md §6 (EOF before the terminal); docs/provider.md crash.
+// Contract: docs/protocol.md §7 "EOF before the terminal"; docs/demo-tools.md crash.
 // After its chunks the process exits with status 3; the host sees EOF before
-// a terminal (§6).
+// a terminal (§7).
 func TestCrashTool(t *testing.T) {
 	c := start(t, setup{args: []string{"--test-tools"}})
 	s := c.dial(t)
@@ -214,9 +214,10 @@ func TestCrashTool(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §1 and §5.5; docs/protocol.md decision 45.
+// Contract: docs/protocol.md §1 and §6 item 6 (reuse, the quiet interval).
 // Calls in sequence on one connection, a plain request written in one go
-// (decision 45), and eight connections in parallel.
+// (its child need not read in the quiet interval), and eight connections
+// in parallel.
 func TestSequentialAndConcurrentCalls(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)

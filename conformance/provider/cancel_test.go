@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Contract: PROTOCOL.md §3 cancel and §7 "Terminals by cause".
+// Contract: docs/protocol.md §3 cancel and §6 item 4 (the terminal by cause).
 // A control cancel of a running handler ends the call at once with provider
 // cancelled and end (so the handler returned: not the stuck path); after the
 // caller's terminal the connection is reusable. reason is optional.
@@ -47,7 +47,7 @@ func TestControlCancel(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §5.1 and §7 "Terminals by cause".
+// Contract: docs/protocol.md §6 item 4 (caller cancelled or failed; the terminal by cause).
 // A caller cancelled, and a caller failed, cancel a running handler:
 // provider cancelled at once, end, and the connection is reusable.
 func TestCallerCancel(t *testing.T) {
@@ -80,7 +80,7 @@ func TestCallerCancel(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Call ids" (remembered cancels).
+// Contract: docs/protocol.md §6 "Call ids" (remembered cancels).
 // A cancel for an unknown call id is remembered; an invoke for it ends at
 // once with cancelled, the id is then forgotten, and the connection stays
 // reusable.
@@ -101,7 +101,7 @@ func TestRememberedCancel(t *testing.T) {
 	runCall(t, s, "after-remembered", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
 }
 
-// Contract: PROTOCOL.md §7 "Call ids" (the most recent 1,024).
+// Contract: docs/protocol.md §6 "Call ids" (the most recent 1,024).
 // The most recent 1,024 unknown cancel ids are remembered, and no more.
 func TestRememberedCancel1024(t *testing.T) {
 	c := start(t, setup{})
@@ -124,7 +124,7 @@ func TestRememberedCancel1024(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Call ids" (remembered cancels).
+// Contract: docs/protocol.md §6 "Call ids" (remembered cancels).
 // A cancel for a call that has ended names a call the child no longer knows,
 // so it is remembered like any unknown id. (A host never reuses call ids;
 // this checks the child's bookkeeping.)
@@ -136,10 +136,11 @@ func TestCancelAfterEnd(t *testing.T) {
 	runCall(t, c.dial(t), "done1", "count", map[string]any{"n": 1}, nil, "cancelled,end")
 }
 
-// Contract: PROTOCOL.md §5.4 and §7; docs/protocol.md decision 45.
-// The connection closing cancels the handler; nothing is written (§7), and
-// pong.streams goes back to 0. docs/protocol.md decision 45: for a plain
-// request the close is seen within about 100 ms.
+// Contract: docs/protocol.md §6 item 4; §6 item 6 (the quiet interval).
+// The connection closing cancels the handler; nothing is written (§6 item
+// 4), and pong.streams goes back to 0. A plain request's child need not
+// read in the quiet interval (§6 item 6): the Go SDK sees the close within
+// about 100 ms (docs/architecture.md, "Plain requests").
 func TestConnCloseCancels(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -172,7 +173,8 @@ func TestConnCloseCancels(t *testing.T) {
 	}
 }
 
-// Contract: docs/protocol.md decision 45; PROTOCOL.md §3 cancel.
+// Contract: docs/protocol.md §3 cancel; §6 item 6 (a control cancel reaches
+// a child in the quiet interval at once).
 // A plain request (whole input in one write) is still cancelled at once by a
 // control cancel.
 func TestPlainRequestControlCancel(t *testing.T) {

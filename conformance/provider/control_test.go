@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Contract: docs/protocol.md decisions 2 and 27.
+// Contract: docs/protocol.md §3 (a control packet's bad field) and §5 item 6.
 // A protocol error on the control connection after startup stops the
 // child with exit status 1: a packet that breaks §2, a ping, cancel or
 // drain with invalid fields, and a well-formed packet of another type.
@@ -48,7 +48,7 @@ func TestControlProtocolErrors(t *testing.T) {
 	}
 }
 
-// Contract: docs/protocol.md decision 27.
+// Contract: docs/protocol.md §5 item 6 (a packet cut short by EOF).
 // A control packet cut short by EOF is the host going away while it wrote,
 // not a protocol error: exit status 0, as for a clean EOF.
 func TestControlCutShort(t *testing.T) {
@@ -76,7 +76,7 @@ func TestControlCutShort(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §2 (unknown keys are ignored).
+// Contract: docs/protocol.md §2 (unknown keys are ignored).
 // Unknown keys are ignored on control packets too, and an optional key may
 // be nil (docs/protocol.md §2 "Optional keys").
 func TestControlUnknownKeys(t *testing.T) {
@@ -89,7 +89,7 @@ func TestControlUnknownKeys(t *testing.T) {
 	c.ping(4) // still serving: the cancel was taken
 }
 
-// Contract: PROTOCOL.md §3 (control packets, child to host).
+// Contract: docs/protocol.md §3 (control connection, child → host).
 // The child's control packets are hello, pong (answering ping) and bye
 // (ending a drain); nothing comes unprompted. The read window is the
 // observation, not a wait for something.
@@ -100,7 +100,7 @@ func TestNoUnpromptedControlPackets(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Start and stop" (control EOF).
+// Contract: docs/protocol.md §5 item 6 (control EOF).
 // On control EOF the child cancels every handler and exits 0 within 1 s,
 // without waiting for them (a stuck one included).
 func TestControlEOF(t *testing.T) {
@@ -138,7 +138,7 @@ func TestControlEOF(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Start and stop" (control EOF).
+// Contract: docs/protocol.md §5 item 6 (control EOF).
 // Control EOF during a drain still exits 0 within 1 s, although the drain's
 // grace is far from over.
 func TestControlEOFDuringDrain(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package provider is a black-box conformance suite for Skulk provider
-// processes, written from the wire contract alone (PROTOCOL.md and
-// docs/protocol.md), without reading the code it tests.
+// processes, written from the wire contract alone (docs/protocol.md),
+// without reading the code it tests.
 //
 // It holds only tests. They start the provider binary as a host does (fd 3
 // a socketpair for the control connection, fd 4 a listening Unix socket in

@@ -51,7 +51,7 @@ func expectExitAfterBye(t *testing.T, c *child) {
 	}
 }
 
-// Contract: PROTOCOL.md §3 drain and bye.
+// Contract: docs/protocol.md §3 drain and bye.
 // An idle child says bye at once (reason, if any, a string), closes the
 // control connection and exits 0.
 func TestDrainIdle(t *testing.T) {
@@ -72,7 +72,7 @@ func TestDrainIdle(t *testing.T) {
 	expectExitAfterBye(t, c)
 }
 
-// Contract: PROTOCOL.md §3 drain and §7 "Draining".
+// Contract: docs/protocol.md §3 drain, §5 item 5, §6 "Unknown tools and draining".
 // Running calls finish; the stream listener is closed; pings are answered;
 // an invoke on an idle connection ends at once with failed unreachable
 // ("draining"); bye comes after the last end.
@@ -135,7 +135,7 @@ func TestDrainLetsCallsFinish(t *testing.T) {
 	expectExitAfterBye(t, c)
 }
 
-// Contract: PROTOCOL.md §7 "Draining".
+// Contract: docs/protocol.md §6 "Unknown tools and draining".
 // A connection accepted before the drain but never used is idle too: an
 // invoke on it ends with failed unreachable.
 func TestDrainFreshIdleConnection(t *testing.T) {
@@ -162,7 +162,7 @@ func TestDrainFreshIdleConnection(t *testing.T) {
 	expectExitAfterBye(t, c)
 }
 
-// Contract: PROTOCOL.md §3 drain, §7 "Draining" and "Terminals by cause".
+// Contract: docs/protocol.md §3 drain, §5 item 5 and §6 item 4 (the terminal by cause).
 // Past the grace, cooperative handlers are cancelled (provider cancelled,
 // end), not before it; bye no later than grace_ms + cancel_grace_ms.
 func TestDrainPastGrace(t *testing.T) {
@@ -193,7 +193,8 @@ func TestDrainPastGrace(t *testing.T) {
 	expectExitAfterBye(t, c)
 }
 
-// Contract: PROTOCOL.md §7 "Draining", "Stuck handlers"; decisions 26, 55.
+// Contract: docs/protocol.md §5 item 5, §6 item 7 (stuck handlers), §3
+// startup (cancel_grace_ms 0).
 // A handler that ignores the drain's cancellation gets its cancelled
 // terminal written for it and no end (it never returns); bye comes no
 // earlier than grace_ms and no later than grace_ms + cancel_grace_ms, also
@@ -245,7 +246,7 @@ func TestDrainStuck(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Draining"; docs/protocol.md decisions 26, 55.
+// Contract: docs/protocol.md §5 item 5; §3 startup (cancel_grace_ms 0).
 // With a small or zero cancel grace a cooperative handler cancelled by the
 // drain still gets its cancelled terminal (and end before bye if it returns
 // in time), and bye still comes by grace_ms + cancel_grace_ms.
@@ -277,7 +278,7 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 				endAt = tp.at
 			}
 			// A handler that has not returned cancel_grace_ms after its
-			// cancellation is stuck (§5.6), and with a grace of a few ms a
+			// cancellation is stuck (§6 item 7), and with a grace of a few ms a
 			// loaded machine can make even a cooperative one late: then its
 			// terminal is written for it and it is abandoned without end.
 			switch strings.Join(got, ",") {
@@ -295,7 +296,7 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §3 drain; docs/protocol.md decision 27.
+// Contract: docs/protocol.md §3 drain; §5 items 5 and 6.
 // A second drain during a drain does not break it: the running call ends
 // (completed, or cancelled by the second drain's zero grace), then bye and
 // exit 0.

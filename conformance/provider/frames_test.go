@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Contract: PROTOCOL.md §4, §7 "Invalid frames"; decisions 1, 6, 9, 13, 15.
+// Contract: docs/protocol.md §2 (attachment; "Errors: two tiers"), §3
+// (frame, inline media, error), §4.
 // A caller frame that parses but breaks a rule ends the call with failed
 // invalid_frame and end, then the child closes the connection.
 func TestInvalidCallerFrames(t *testing.T) {
@@ -31,14 +32,14 @@ func TestInvalidCallerFrames(t *testing.T) {
 		bad  map[string]any
 		att  []byte
 	}{
-		// §4 sequence fence
+		// §4.2 sequence fence
 		{name: "first_frame_chunk_gap", bad: callerChunk(id, 1, pl)},
 		{name: "gap", pre: []map[string]any{st}, bad: callerChunk(id, 3, pl)},
 		{name: "duplicate_sequence", pre: []map[string]any{st, callerChunk(id, 1, pl)}, bad: callerChunk(id, 1, pl)},
 		{name: "duplicate_started", pre: []map[string]any{st}, bad: callerFrame(id, 0, "started")},
 		{name: "stale_call", pre: []map[string]any{st}, bad: callerChunk("other-call", 1, pl)},
 		{name: "wrong_direction", pre: []map[string]any{st}, bad: with(callerChunk(id, 1, pl), "direction", "provider_to_caller")},
-		// §4 lifecycle shape
+		// §4.1 lifecycle shape
 		{name: "started_sequence_1", bad: callerFrame(id, 1, "started")},
 		{name: "chunk_sequence_0", bad: callerChunk(id, 0, pl)},
 		{name: "started_with_payload", bad: with(callerFrame(id, 0, "started"), "payload", pl)},
@@ -52,7 +53,7 @@ func TestInvalidCallerFrames(t *testing.T) {
 		{name: "cancelled_code_timeout", pre: []map[string]any{st}, bad: with(callerFrame(id, 1, "cancelled"), "error", map[string]any{"code": "timeout", "message": "x"})},
 		{name: "cancelled_code_provider_error", pre: []map[string]any{st, callerChunk(id, 1, pl)}, bad: with(callerFrame(id, 2, "cancelled"), "error", map[string]any{"code": "provider_error"})},
 		{name: "cancelled_with_payload", pre: []map[string]any{st}, bad: with(callerFrame(id, 1, "cancelled"), "payload", pl)},
-		// §7 invalid frames: unknown kind or direction, payload not a map, synthetic true
+		// §3 frame, §4.4: unknown kind or direction, payload not a map, synthetic true
 		{name: "unknown_kind", pre: []map[string]any{st}, bad: callerFrame(id, 1, "progress")},
 		{name: "unknown_direction", pre: []map[string]any{st}, bad: with(callerChunk(id, 1, pl), "direction", "sideways")},
 		{name: "payload_array", pre: []map[string]any{st}, bad: with(chunk(), "payload", []any{1, 2})},
@@ -60,12 +61,12 @@ func TestInvalidCallerFrames(t *testing.T) {
 		{name: "synthetic_true", pre: []map[string]any{st}, bad: with(callerChunk(id, 1, pl), "synthetic", true)},
 		{name: "synthetic_true_on_started", bad: with(callerFrame(id, 0, "started"), "synthetic", true)},
 		{name: "synthetic_true_on_terminal", pre: []map[string]any{st}, bad: with(callerFrame(id, 1, "cancelled"), "synthetic", true)},
-		// docs/protocol.md §4.3 and decision 6: payloads have a JSON form
+		// docs/protocol.md §4.3: payloads have a JSON form
 		{name: "payload_bin_value", pre: []map[string]any{st}, bad: with(chunk(), "payload", map[string]any{"b": []byte{1, 2}})},
 		{name: "payload_too_deep", pre: []map[string]any{st}, bad: with(chunk(), "payload", deep)},
 		{name: "payload_invalid_utf8", pre: []map[string]any{st}, bad: with(chunk(), "payload", map[string]any{"s": "a\xffb"})},
 		{name: "payload_int_key", pre: []map[string]any{st}, bad: with(chunk(), "payload", map[int]any{1: "x"})},
-		// §4 field constraints
+		// §3 field constraints
 		{name: "sequence_negative", pre: []map[string]any{st}, bad: with(callerChunk(id, 1, pl), "sequence", -1)},
 		{name: "sequence_missing", pre: []map[string]any{st}, bad: with(callerChunk(id, 1, pl), "sequence", removed)},
 		{name: "sequence_string", pre: []map[string]any{st}, bad: with(callerChunk(id, 1, pl), "sequence", "1")},
@@ -86,7 +87,7 @@ func TestInvalidCallerFrames(t *testing.T) {
 		{name: "blob_sha256_short", pre: []map[string]any{st}, bad: with(chunk(), "media", blob("sha256", strings.Repeat("a", 63)))},
 		{name: "blob_size_negative", pre: []map[string]any{st}, bad: with(chunk(), "media", blob("size_bytes", -1))},
 		{name: "blob_id_empty", pre: []map[string]any{st}, bad: with(chunk(), "media", blob("blob_id", ""))},
-		// decision 15: a data key in media; decision 9: an invalid inline
+		// §3 inline media: a data key in media; §2 attachment: an invalid inline
 		// frame has its attachment read, so the answer stays in step
 		{name: "media_data_key", pre: []map[string]any{st}, bad: with(chunk(), "media", inl("data", []byte{1, 2}))},
 		{name: "media_data_key_with_attachment", pre: []map[string]any{st}, bad: with(chunk(), "media", inl("data", []byte{1, 2})), att: []byte{1, 2, 3}},
@@ -109,7 +110,7 @@ func TestInvalidCallerFrames(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §2-§4; docs/protocol.md decisions 10 and 12.
+// Contract: docs/protocol.md §2-§4 (§2 Numbers and Optional keys).
 // Frames at the edge of the rules are valid: synthetic false, nil optionals,
 // unknown keys (even bin), a nil data key, seconds as integers and float32,
 // a zero-size blob, a caller cancelled carrying error code cancelled.
@@ -135,7 +136,7 @@ func TestValidEdgeFrames(t *testing.T) {
 	runCall(t, s, "ok3", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
 }
 
-// Contract: PROTOCOL.md §5.2 (frames checked before queued).
+// Contract: docs/protocol.md §6 item 2 (frames checked before queued).
 // Frames are checked (shape, fence) before they are queued, so a bad frame
 // is refused at once even when the handler never reads its input.
 func TestFramesCheckedBeforeQueued(t *testing.T) {

@@ -1,6 +1,6 @@
 package provider
 
-// The harness plays the host: it starts the provider binary as PROTOCOL.md
+// The harness plays the host: it starts the provider binary as docs/protocol.md
 // §1 says, reads and writes packets (§2) with its own strict decoder, and
 // checks every provider frame it reads against §3/§4. It is written from the
 // contract only and shares no code with the implementation under test.
@@ -37,8 +37,9 @@ const (
 	// would otherwise run.
 	atOnce = 2 * time.Second
 	// slack is added to a bound the contract states in numbers (exit
-	// within 1 s, bye within grace_ms + cancel_grace_ms): the 20 ms
-	// decision 26 lets the child add for terminals, plus the time from
+	// within 1 s, bye within grace_ms + cancel_grace_ms): the 20 ms the Go
+	// SDK's drain may add for terminals (docs/architecture.md, "Drain past
+	// its grace"), plus the time from
 	// the child's write to our read on a loaded machine.
 	slack = 100 * time.Millisecond
 	// poll is the interval of waitCounters: pong is the only view a host
@@ -46,13 +47,13 @@ const (
 	poll = 10 * time.Millisecond
 )
 
-// Defaults of PROTOCOL.md §2.
+// Defaults of docs/protocol.md §2.
 const (
 	defaultMaxHeader     = 65536
 	defaultMaxAttachment = 16777216
 )
 
-// Hard ceilings of docs/protocol.md decision 7. The harness refuses
+// Hard ceilings of docs/protocol.md §2 (Limits). The harness refuses
 // lengths above them before allocating; tests that agree smaller limits
 // check those themselves.
 const (
@@ -758,7 +759,7 @@ func lastLine(s string) string {
 }
 
 // endsWithReason reports whether out ends with a non-empty line and a
-// newline: the one-line reason of §7 "Start and stop".
+// newline: the one-line reason of docs/protocol.md §5 item 3.
 func endsWithReason(out string) bool {
 	return strings.HasSuffix(out, "\n") && strings.TrimSpace(lastLine(out)) != ""
 }
@@ -787,7 +788,8 @@ func callerChunk(id string, seq uint64, payload map[string]any) map[string]any {
 func inlineMedia(mt string) map[string]any { return map[string]any{"kind": "inline", "media_type": mt} }
 
 // plainRequest is invoke, started and completed in one buffer, as a host
-// writes a request whose whole input it has (decision 45).
+// writes a request whose whole input it has (its child need not read in
+// the quiet interval, docs/protocol.md §6 item 6).
 func plainRequest(inv map[string]any) []byte {
 	id := inv["call_id"].(string)
 	b := encodePacket(inv, nil)
@@ -977,7 +979,7 @@ func runCall(t testing.TB, s *conn, id, tool string, args map[string]any, chunks
 
 // expectInvalid reads the call: any output the handler made before the
 // invalid frame, then failed invalid_frame, end, and the child closes the
-// connection (§7 "Invalid frames").
+// connection (docs/protocol.md §2, "Errors: two tiers").
 func expectInvalid(t testing.TB, s *conn, id string) {
 	t.Helper()
 	r := expectCall(t, s, id, "")

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Contract: PROTOCOL.md §3 invoke; docs/protocol.md decisions 3, 11, 23.
+// Contract: docs/protocol.md §3 invoke; §6 "Invalid invokes".
 // An invoke that parses but breaks §3 and has a readable call id ends with
 // failed invalid_frame and end, then the connection closes; with no readable
 // call id the connection just closes.
@@ -56,7 +56,7 @@ func TestInvalidInvokes(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §3 invoke; docs/protocol.md decision 12.
+// Contract: docs/protocol.md §3 invoke; §2 Optional keys.
 // The keys trace, tree and parent, a long timeout and unknown keys are
 // accepted; an empty tree and nil optionals mean "not given".
 func TestValidInvokeOptionals(t *testing.T) {
@@ -74,7 +74,8 @@ func TestValidInvokeOptionals(t *testing.T) {
 	expectCall(t, s, "vo4", "chunk,completed,end")
 }
 
-// Contract: PROTOCOL.md §4 and §7 "Characters".
+// Contract: docs/protocol.md §3 (call_id, error message); characters are
+// code points (docs/protocol.md's introduction).
 // Call ids are 1..128 code points, so 128 two-byte characters are valid; a
 // caller failed with a message of 2,048 multi-byte characters is a valid
 // frame and cancels the handler.
@@ -90,9 +91,9 @@ func TestCallIDCharacters(t *testing.T) {
 	expectCall(t, s, id, "cancelled,end")
 }
 
-// Contract: PROTOCOL.md §5.3 and §6 (host duties).
+// Contract: docs/protocol.md §6 item 3 and §7 "Schemas" (host duties).
 // Checking arguments against arguments_schema is the host's duty; a child
-// given arguments that break it must still end the call well (§5.3: one
+// given arguments that break it must still end the call well (§6 item 3: one
 // terminal, then end).
 func TestArgumentsAgainstSchema(t *testing.T) {
 	c := start(t, setup{})
@@ -104,7 +105,7 @@ func TestArgumentsAgainstSchema(t *testing.T) {
 	runCall(t, s, "as-next", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
 }
 
-// Contract: PROTOCOL.md §7 "Unknown tool".
+// Contract: docs/protocol.md §6 "Unknown tools and draining".
 // The answer is failed invalid_frame ("unknown tool") and end, and the
 // connection stays reusable, whether the caller's frames come before or after the answer.
 func TestUnknownTool(t *testing.T) {
@@ -132,7 +133,7 @@ func TestUnknownTool(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Call ids"; docs/protocol.md decision 24.
+// Contract: docs/protocol.md §6 "Call ids".
 // An invoke whose call id is running on another connection closes that
 // connection without a frame; the running call is untouched, and its id may
 // be used again once it has ended.

@@ -5,12 +5,12 @@ import (
 	"testing"
 )
 
-// Contract: docs/protocol.md decision 5 (duplicate keys).
+// Contract: docs/protocol.md §2 (duplicate keys).
 // The last occurrence of a key wins. Each case writes one key of a valid
 // caller chunk twice, first with another value of the right type, then the
 // right one: the chunk is echoed. A first occurrence of the wrong type makes
 // the frame invalid even though the last one is right (failed invalid_frame,
-// §7).
+// §2 "Errors: two tiers").
 func TestDuplicateKeys(t *testing.T) {
 	c := start(t, setup{})
 	for i, tc := range []struct {
@@ -62,7 +62,7 @@ func TestDuplicateKeys(t *testing.T) {
 	}
 }
 
-// Contract: docs/protocol.md decision 5 (duplicate keys, nested maps).
+// Contract: docs/protocol.md §2 (duplicate keys, nested maps).
 // The keys media.kind and error.code given twice, an unknown string first,
 // the right value last.
 func TestDuplicateKeysNested(t *testing.T) {
@@ -89,8 +89,8 @@ func TestDuplicateKeysNested(t *testing.T) {
 		s.send(callerFrame("de", 0, "started"))
 		e := rawMap(mstr("code"), mstr("oops"), mstr("code"), mstr("provider_error"), mstr("message"), mstr("m"))
 		s.sendRaw(rawPacket(frameHeader("de", "failed", "error", e), nil))
-		// A valid caller failed cancels the handler: provider cancelled (§7
-		// "Terminals by cause"); an invalid one would give invalid_frame.
+		// A valid caller failed cancels the handler: provider cancelled (§6
+		// item 4, the terminal by cause); an invalid one would give invalid_frame.
 		expectCall(t, s, "de", "cancelled,end")
 	})
 }

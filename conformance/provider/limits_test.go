@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Contract: PROTOCOL.md §2 (effective limits).
+// Contract: docs/protocol.md §2 (effective limits).
 // With smaller effective limits in startup the child refuses a header or
 // attachment over them (a protocol error: the connection closes, nothing is
 // written), takes one of exactly the limit, and never writes over them
@@ -76,7 +76,7 @@ func TestEffectiveLimits(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §2 defaults; docs/protocol.md decision 7.
+// Contract: docs/protocol.md §2 (Limits: the defaults).
 // A startup without limits leaves the defaults in force.
 func TestStartupLimitsAbsent(t *testing.T) {
 	c, _ := readHello(t, nil)
@@ -94,7 +94,7 @@ func TestStartupLimitsAbsent(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §2 (effective limits: the smaller of both sides').
+// Contract: docs/protocol.md §2 (effective limits: the smaller of both sides').
 // The effective limits are the smaller of the two sides'. A startup offering
 // more than hello did (a host bug) leaves the child's own limit in force.
 func TestStartupLimitsAboveHello(t *testing.T) {

@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// streamProtocolErrors are packets that break PROTOCOL.md §2 or arrive out
-// of order on a stream connection (§7 "Protocol errors on a stream
-// connection"); id is the call running on the connection, if any.
+// streamProtocolErrors are packets that break docs/protocol.md §2 or arrive
+// out of order on a stream connection (§6 item 6, "Call ids"): protocol
+// errors (§2, "Errors: two tiers"); id is the call running on the
+// connection, if any.
 func streamProtocolErrors() []struct {
 	name  string
 	bytes func(id string) []byte
@@ -60,7 +61,7 @@ func streamProtocolErrors() []struct {
 	}
 }
 
-// Contract: PROTOCOL.md §2, §7 "Protocol errors"; decisions 9, 24.
+// Contract: docs/protocol.md §2 (attachment; "Errors: two tiers"), §6 "Call ids".
 // The child closes the connection, on an idle connection and in the middle
 // of a call alike, without writing anything (a protocol error owes no frame;
 // an invalid frame would); the child and its other connections go on.
@@ -73,7 +74,7 @@ func TestStreamProtocolErrors(t *testing.T) {
 					s := c.dial(t)
 					// An id of its own: the previous case's call may still be
 					// ending after its connection closed, and an invoke of an
-					// id running elsewhere is itself a protocol error (§7
+					// id running elsewhere is itself a protocol error (§6
 					// "Call ids").
 					id := "pe-" + phase + "-" + tc.name
 					if phase == "midcall" {
@@ -94,7 +95,7 @@ func TestStreamProtocolErrors(t *testing.T) {
 	runCall(t, c.dial(t), "after", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
 }
 
-// Contract: PROTOCOL.md §2 (lengths checked before reading).
+// Contract: docs/protocol.md §2 (lengths checked before reading).
 // Lengths are checked before anything is read: a prefix over max_header
 // alone, with no header after it, closes the connection. Exactly max_header
 // and exactly max_attachment are taken.

@@ -20,7 +20,7 @@ func nonceOf(p *packet) (uint64, bool) {
 	return uint64(n), n >= 0
 }
 
-// Contract: PROTOCOL.md §3 pong and §7 "pong.streams".
+// Contract: docs/protocol.md §3 pong.
 // The nonce is a uint64 echoed exactly; an idle child reports streams 0 and
 // stuck 0.
 func TestPingNonceEcho(t *testing.T) {
@@ -44,7 +44,7 @@ func TestPingNonceEcho(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §2; docs/protocol.md decisions 4, 5 and 10.
+// Contract: docs/protocol.md §2 (`t`, duplicate keys, numbers, unknown keys).
 // A nonce in any integer encoding that holds it; t anywhere in the map; the
 // last of duplicate keys wins; an unknown key with a bin value is ignored.
 func TestPingNonceEncodings(t *testing.T) {
@@ -76,7 +76,7 @@ func TestPingNonceEncodings(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §3 ping/pong; docs/protocol.md decision 36.
+// Contract: docs/protocol.md §3 ping/pong; §5 item 4 (health).
 // A burst of pings in one write is answered in order.
 func TestPingBurst(t *testing.T) {
 	c := start(t, setup{})
@@ -93,7 +93,7 @@ func TestPingBurst(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §1 and §7 "pong.streams".
+// Contract: docs/protocol.md §1 and §3 pong.
 // Pong comes at once while handlers run and counts them; both counters are 0
 // once they have returned.
 func TestPongWhileRunning(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// Contract: PROTOCOL.md §5.5 (reuse).
+// Contract: docs/protocol.md §6 item 6 (reuse).
 // After end, the child reads and discards frames of the ended call until the
 // caller's terminal (nothing answered, the connection kept), then takes the
 // next invoke; also when the ended call left frames queued that its handler
@@ -37,7 +37,7 @@ func TestReuseDiscardUntilTerminal(t *testing.T) {
 	})
 }
 
-// Contract: PROTOCOL.md §5.5 and §7; docs/protocol.md decision 24.
+// Contract: docs/protocol.md §6 item 6 and "Call ids".
 // Out-of-order packets close the connection without a frame: on an idle
 // connection anything but an invoke of a new call id; before the caller's
 // terminal anything but a frame of the ended call; an invoke during a call.
@@ -91,8 +91,8 @@ func TestReuseProtocolErrors(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	// In the quiet interval (§7) the child need not read, so a plain
-	// request may first be answered in full (decision 45); whatever it
+	// In the quiet interval (§6 item 6) the child need not read, so a plain
+	// request may first be answered in full; whatever it
 	// writes must be a well-formed call, then the connection closes.
 	t.Run("frame_in_quiet_interval", func(t *testing.T) {
 		s := c.dial(t)

@@ -49,7 +49,7 @@ func toolDescriptors(t *testing.T, h *packet) map[string]map[string]any {
 	return out
 }
 
-// Contract: PROTOCOL.md §3 hello and tool descriptors.
+// Contract: docs/protocol.md §3 hello and tool descriptors.
 // Hello offers version 1 and carries sdk, the child's pid, max_streams ≥ 1,
 // limits and well-formed tool descriptors, every demo tool among them.
 func TestHello(t *testing.T) {
@@ -116,7 +116,7 @@ func TestHello(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §3 tool descriptor (version).
+// Contract: docs/protocol.md §3 tool descriptor (version).
 // Version changes whenever the descriptor (or the build) changes, and only
 // then.
 func TestToolVersions(t *testing.T) {
@@ -158,7 +158,7 @@ func startupPacket(v any) map[string]any {
 		"health_interval_ms": 1000, "cancel_grace_ms": 1000, "ingress_queue": 8}
 }
 
-// expectStartFailed checks §7 "Start and stop": exit status 2 within d,
+// expectStartFailed checks docs/protocol.md §5 item 3: exit status 2 within d,
 // the output ending with a one-line reason.
 func expectStartFailed(t *testing.T, c *child, d time.Duration) {
 	t.Helper()
@@ -176,7 +176,7 @@ func expectStartFailed(t *testing.T, c *child, d time.Duration) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Start and stop" (unknown version).
+// Contract: docs/protocol.md §5 item 3 (unknown version).
 // A startup naming a version the child did not offer gives a one-line reason
 // and exit status 2.
 func TestStartupUnknownVersion(t *testing.T) {
@@ -189,7 +189,7 @@ func TestStartupUnknownVersion(t *testing.T) {
 	}
 }
 
-// Contract: docs/protocol.md decision 50.
+// Contract: docs/protocol.md §5 item 3 (an unreadable startup).
 // A first control packet that is not a readable startup fails the start like
 // an unknown version (exit 2).
 func TestStartupUnreadable(t *testing.T) {
@@ -215,7 +215,7 @@ func TestStartupUnreadable(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "Start and stop" (no startup within 10 s).
+// Contract: docs/protocol.md §5 item 3 (no startup within 10 s).
 // No startup within 10 s gives a one-line reason and exit status 2, and not
 // before the 10 s are up.
 func TestStartupTimeout(t *testing.T) {
@@ -236,7 +236,7 @@ func TestStartupTimeout(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §1 environment; docs/provider.md item 1.
+// Contract: docs/protocol.md §1 environment; docs/provider.md item 1.
 // A child started without the SKULK_* environment, or with a protocol it
 // does not speak, says so in one line and exits 2.
 func TestStartWithoutHost(t *testing.T) {
@@ -253,7 +253,7 @@ func TestStartWithoutHost(t *testing.T) {
 	}
 }
 
-// Contract: docs/protocol.md decisions 10 and 25.
+// Contract: docs/protocol.md §2 (Numbers) and §3 startup (ingress_queue).
 // The field startup.protocol is read in any integer encoding (here
 // uint64), and ingress_queue is ignored.
 func TestStartupEncodings(t *testing.T) {

@@ -24,7 +24,8 @@ func nextPacket(t *testing.T, ch <-chan timedPacket, d time.Duration, what strin
 	return timedPacket{}
 }
 
-// Contract: PROTOCOL.md §5.6, §7 "Stuck handlers"; decision 55.
+// Contract: docs/protocol.md §6 item 7 (stuck handlers); §3 startup
+// (cancel_grace_ms).
 // A cancelled handler that ignores the cancellation is not counted stuck
 // within cancel_grace_ms; after it the child writes the cause's terminal for
 // it, counts it in pong.stuck and withholds end until the handler returns;
@@ -119,7 +120,7 @@ func TestStuckHandler(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §7 "pong.streams".
+// Contract: docs/protocol.md §3 pong; §6 item 7.
 // Handlers that have not returned are counted whatever became of their
 // connections: a closed connection's uncooperative handler becomes stuck,
 // and both counters go down when it returns.
@@ -138,7 +139,7 @@ func TestStuckAfterConnClose(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §3 pong.stuck.
+// Contract: docs/protocol.md §3 pong.stuck.
 // Every stuck handler is counted.
 func TestTwoStuck(t *testing.T) {
 	c := start(t, setup{args: []string{"--test-tools"}, cancelGraceMS: 200})
@@ -165,7 +166,7 @@ func TestTwoStuck(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §4 (a terminal closes only its own direction).
+// Contract: docs/protocol.md §4.1 (a terminal closes only its own direction).
 // After the terminal written for a stuck handler the caller may still send
 // frames and its terminal; end follows when the handler returns, and the
 // connection is reusable.

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Contract: PROTOCOL.md §5.4 and §7 "Terminals by cause".
+// Contract: docs/protocol.md §6 item 4 (the terminal by cause).
 // The timeout_ms deadline ends the call with failed timeout, not before it
 // and promptly after it; after the caller's terminal the connection is
 // reusable.
@@ -37,7 +37,7 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §3 invoke; docs/protocol.md decision 49.
+// Contract: docs/protocol.md §3 invoke and Millisecond fields.
 // No deadline with 0, with the key absent, or with a value past what a clock
 // holds.
 func TestNoTimeout(t *testing.T) {
@@ -59,7 +59,7 @@ func TestNoTimeout(t *testing.T) {
 	}
 }
 
-// Contract: PROTOCOL.md §4 (sequence fence) and §5.4.
+// Contract: docs/protocol.md §4.2 (sequence fence) and §6 item 4.
 // A timeout after some output is the next frame in sequence: three chunks,
 // then failed timeout.
 func TestTimeoutAfterOutput(t *testing.T) {
@@ -73,7 +73,7 @@ func TestTimeoutAfterOutput(t *testing.T) {
 	expectCall(t, s, "tao", "chunk,chunk,chunk,failed/timeout,end")
 }
 
-// Contract: docs/protocol.md decision 45; PROTOCOL.md §5.4.
+// Contract: docs/protocol.md §6 items 4 and 6 (a plain request).
 // A plain request's deadline ends it with failed timeout like any call.
 func TestPlainRequestTimeout(t *testing.T) {
 	c := start(t, setup{})

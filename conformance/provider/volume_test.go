@@ -28,8 +28,8 @@ const (
 	pileRead = 6 * wait
 )
 
-// Contract: PROTOCOL.md §2 ("Writing": several queued packets may go out in
-// one write) and §5.3.
+// Contract: docs/protocol.md §2 ("Writing": several queued packets may go out in
+// one write) and §6 item 3.
 // Thousands of packets piled up behind a host that stopped reading arrive
 // whole and in order once it reads again: count's chunks (payload only)
 // and media's (header and attachment). A writer that puts every queued

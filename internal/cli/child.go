@@ -71,7 +71,7 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 		DrainGrace: drainGrace,
 	}
 	// The child's stdout and stderr are forwarded line by line, tagged
-	// with its id and pid (PROTOCOL.md §1), always; -v adds the host's own
+	// with its id and pid (docs/protocol.md §1), always; -v adds the host's own
 	// events.
 	var h slog.Handler = slog.NewTextHandler(env.Stderr, nil)
 	if !c.verbose {

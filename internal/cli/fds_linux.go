@@ -19,7 +19,7 @@ const closeRangeCloexec = 1 << 2
 // close-on-exec, so that what the skulk-host process inherited from
 // whoever started it (a shell's or a test harness's open files) does not
 // reach the children it starts: a child gets exactly fds 0 to 4
-// (PROTOCOL.md §1). The descriptors stay open in skulk-host itself. It
+// (docs/protocol.md §1). The descriptors stay open in skulk-host itself. It
 // uses one close_range(2) where the kernel has it (Linux 5.11), and
 // otherwise looks through /proc/self/fd; it does what it can and reports
 // nothing.

@@ -12,7 +12,7 @@ import (
 )
 
 // jsonFrame is one line of `call --json`: a provider frame with its fields
-// named as in PROTOCOL.md. Every key is always present (null when the frame
+// named as in docs/protocol.md §3. Every key is always present (null when the frame
 // has no such field), so scripts can index without checking.
 type jsonFrame struct {
 	CallID    string     `json:"call_id"`

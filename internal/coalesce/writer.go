@@ -530,7 +530,7 @@ func (w *Writer) writeCur() {
 // writes the batch, with ps's attachments, itself, waiting for a full
 // socket as a raw write does, rather than hand the rest to the flusher and
 // wait to be woken (two goroutine switches for every attachment, often
-// wake-ups of other threads: about 12% of media throughput). When ctx
+// wake-ups of other threads, which cost media throughput). When ctx
 // ends first, the write is interrupted (a past deadline), what is left of
 // ps's attachments is copied, and the flusher writes the rest (with the
 // owner's deadline back in place) while the sender gets a

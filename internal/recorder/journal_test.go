@@ -16,7 +16,7 @@ import (
 	"github.com/skulkrt/skulk/internal/recorder"
 )
 
-// testStore wraps a MemoryStore: Keep can be made to fail, to block until
+// testStore wraps an eventstore.Memory: Keep can be made to fail, to block until
 // released (ignoring its context: a store that does not answer), or to be
 // slow; it counts sends and the most at once.
 type testStore struct {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Process is a provider binary started as a host starts it (PROTOCOL.md §1):
+// Process is a provider binary started as a host starts it (docs/protocol.md §1):
 // fd 3 is its end of a control socketpair, fd 4 a stream listener at
 // <dir>/streams.sock in a fresh 0700 directory, stdin /dev/null, the SKULK_*
 // environment set, in a process group of its own.

@@ -3,7 +3,7 @@
 // directory, a small test host that speaks the wire protocol (handshake,
 // ping, cancel, drain on the control connection; invoke, caller frames and
 // provider frames on stream connections), and a way to start a provider
-// binary exactly as PROTOCOL.md §1 says (fds 3 and 4, SKULK_* environment).
+// binary exactly as docs/protocol.md §1 says (fds 3 and 4, SKULK_* environment).
 //
 // It imports neither child nor host, so both can use it in their tests.
 package testnet

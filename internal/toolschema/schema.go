@@ -83,8 +83,8 @@ type Validator struct {
 	// The library's compiled schema, which decides whatever the shortcut
 	// does not accept (and explains why). A schema outside the subset is
 	// compiled by newValidator; one inside it only when first needed, as
-	// most payloads never need it and compiling costs a child's start
-	// about 70 µs per schema (compileFast refuses every schema of the
+	// most payloads never need it and compiling each schema would add to
+	// a child's start (compileFast refuses every schema of the
 	// subset the library would not compile, see wellFormedValue).
 	libOnce sync.Once
 	lib     *jsonschema.Schema

@@ -5,7 +5,7 @@
 // provider built on those, do not link package net: a Go binary that links
 // net is linked dynamically (net's resolver uses cgo) unless built with
 // CGO_ENABLED=0, and a dynamically linked provider pays the dynamic loader
-// on every start (docs/performance.md, "Start").
+// on every start (docs/performance.md, "Recorded run", the start target).
 //
 // A Vectored is used by one write at a time; its owner serializes Load,
 // Write, Try, Resume and Unload. Detach may be called by another goroutine

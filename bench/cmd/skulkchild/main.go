@@ -7,8 +7,7 @@
 // allocation profile to prefix.allocs.pprof when it exits, given
 // SKULK_BENCH_PROFILE=prefix in its environment. Without the tag it links
 // no profiler, as the other systems' children do not: runtime/pprof's
-// packages cost every start about 1.5 ms on the project's machine
-// (bench/README.md).
+// packages would add to every start of it (bench/README.md).
 package main
 
 import (

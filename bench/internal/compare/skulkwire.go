@@ -16,7 +16,7 @@ import (
 )
 
 // wireChild is a Skulk child started and driven at the wire level, as
-// PROTOCOL.md §1 says: fd 3 the control socketpair, fd 4 the stream
+// docs/protocol.md §1 says: fd 3 the control socketpair, fd 4 the stream
 // listener. The health workload uses it to send pings on demand and time
 // each pong, which the host package does only on its own schedule.
 type wireChild struct {
