@@ -198,7 +198,7 @@ The flags are:
 
 	--json
 		print the tool descriptors as one JSON array, with the keys of
-		PROTOCOL.md (id, version, description, arguments_schema,
+		docs/protocol.md §3 (id, version, description, arguments_schema,
 		input_schema, output_schema, result_schema).
 	--env NAME or NAME=VALUE
 		as for call.
