@@ -79,8 +79,10 @@ func TestInputRefused(t *testing.T) {
 			texts = append(texts, s)
 		}
 	}
-	if !reflect.DeepEqual(texts, []string{"ok-line"}) {
-		t.Errorf("the child got caller chunks %q, want only the valid line", texts)
+	// docs/cli.md: a text line is sent as {"text": line} with its line
+	// ending kept.
+	if !reflect.DeepEqual(texts, []string{"ok-line\n"}) {
+		t.Errorf("the child got caller chunks %q, want only the valid line, with its newline", texts)
 	}
 	if strings.Contains(res.stderr, secret) || strings.Contains(linesText(res), secret) {
 		t.Errorf("the refusal shows the offending value (docs/protocol.md §7 \"Schemas\")")
