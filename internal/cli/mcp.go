@@ -173,7 +173,7 @@ func serveMCPHTTP(ctx context.Context, srv *mcpbridge.Server, addr string, env E
 	}
 	hs := &http.Server{Handler: srv.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(env.Stderr, "skulk-host mcp serve: listening on http://%s\n", ln.Addr())
-	served := make(chan error, 1) // one value, from the goroutine below
+	served := make(chan error, 1)          // one value, from the goroutine below
 	go func() { served <- hs.Serve(ln) }() // stopped by Shutdown or Close below
 	select {
 	case err := <-served:
