@@ -148,7 +148,7 @@ func runTestServer() {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "nope: " + a.Text}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "exits the server with status 3"},
-		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, any, error) {
 			fmt.Fprintln(os.Stderr, "test server: crashing on purpose")
 			os.Exit(3)
 			return nil, nil, nil
