@@ -50,6 +50,7 @@ func commands() []*command {
 		{name: "demo", usage: demoUsage, short: "run a guided tour against a built-in provider (start here)", long: demoHelp, run: runDemo},
 		{name: "call", usage: callUsage, short: "start a child, make one call, stream its output", long: callHelp, run: runCall},
 		{name: "tools", usage: toolsUsage, short: "list a child's tools with descriptions and schemas", long: toolsHelp, run: runTools},
+		{name: "mcp", usage: mcpUsage, short: "serve a child's tools as an MCP server (stdio or streamable HTTP)", long: mcpHelp, run: runMCP},
 		{name: "bench", usage: benchUsage, short: "measure throughput, bandwidth and latency against a child", long: benchHelp, run: runBench},
 		{name: "asif", usage: asifUsage, short: "export a journal's call tree as an ASIF session; check ASIF documents", long: asifHelp, run: runASIF},
 		{name: "follow", usage: followUsage, short: "tail a call tree kept by call --journal, live", long: followHelp, run: runFollow},

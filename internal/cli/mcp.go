@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/skulkrt/skulk/internal/mcpbridge"
+)
+
+// httpShutdownGrace bounds the wait for open HTTP requests (a client's
+// event stream stays open) when mcp serve --http stops.
+const httpShutdownGrace = time.Second
+
+const mcpUsage = "mcp serve [--http ADDR] [--journal FILE] [--timeout D] [--inline-max BYTES] [--pool N] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+
+const mcpHelp = `
+Mcp serve starts CHILD (a Skulk provider) under supervision, as call does
+(health checks, restarts, journals), and serves its tools as an MCP server:
+over standard input and output by default, or over MCP's streamable HTTP
+transport with --http. It runs until the client closes standard input (or,
+with --http, until interrupted), then stops the child.
+
+A tool's arguments schema is its MCP input schema, its result schema the
+output schema. A call's chunks become progress notifications when the
+client sent a progress token; text chunks add up to text content, other
+payloads to JSON lines; media becomes image or audio content by media
+type, an embedded resource otherwise, or, past --inline-max bytes in one
+result, a resource link the server serves (resources/read). A failure is a
+tool error result with the code and the message, and says "synthetic" when
+the host made it up (the child died, say). An MCP cancellation cancels the
+call. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
+--timeout) is the call's timeout_ms. docs/mcp.md has the whole mapping.
+
+The flags are:
+
+	--http ADDR
+		serve streamable HTTP on ADDR (such as 127.0.0.1:8080; port 0
+		picks one) instead of stdio. The address is printed on standard
+		error: "skulk-host mcp serve: listening on http://ADDR".
+	--journal FILE
+		keep every call's events in the SQLite journal FILE, as call
+		--journal does; each result's _meta names its "skulk/tree".
+	--timeout D
+		the deadline of a call whose request has no _meta
+		"skulk/timeout_ms" (default 0: none).
+	--inline-max BYTES
+		the media bytes one result carries inline (default 4194304);
+		media past it become resource links.
+	--pool N
+		children to run (default 1).
+	--env NAME or NAME=VALUE
+		as for call.
+	-v
+		as for call: log the host's events to standard error too.
+
+Standard output carries MCP alone (stdio mode); the child's output and the
+host's log go to standard error.
+
+Example:
+
+	go build -o skulk-child ./cmd/skulk-child
+	skulk-host mcp serve -- ./skulk-child
+	skulk-host mcp serve --http 127.0.0.1:8080 --journal calls.db -- ./skulk-child
+`
+
+type mcpOptions struct {
+	http      string
+	journal   string
+	timeout   time.Duration
+	inlineMax int
+	pool      int
+	child     []string
+	childFlags
+}
+
+func parseMCP(args []string) (*mcpOptions, error) {
+	o := &mcpOptions{}
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.StringVar(&o.http, "http", "", "")
+	fs.StringVar(&o.journal, "journal", "", "")
+	fs.DurationVar(&o.timeout, "timeout", 0, "")
+	fs.IntVar(&o.inlineMax, "inline-max", mcpbridge.DefaultInlineMax, "")
+	fs.IntVar(&o.pool, "pool", 1, "")
+	o.register(fs)
+	pos, child, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(pos) == 0:
+		return nil, usageErr("missing the subcommand: skulk-host mcp serve -- CHILD")
+	case pos[0] != "serve":
+		return nil, usageErr("unknown mcp subcommand (the one there is: serve)")
+	case len(pos) > 1:
+		return nil, usageErr("unexpected argument after serve: the child's command line goes after --")
+	case o.timeout < 0:
+		return nil, usageErr("--timeout must not be negative")
+	case o.inlineMax < 0:
+		return nil, usageErr("--inline-max must not be negative")
+	case o.pool < 1:
+		return nil, usageErr("--pool must be at least 1")
+	}
+	if err := needChild(child); err != nil {
+		return nil, err
+	}
+	o.child = child
+	return o, nil
+}
+
+func runMCP(ctx context.Context, args []string, env Env) error {
+	o, err := parseMCP(args)
+	if err != nil {
+		return err
+	}
+	cfg := o.config(o.child, env)
+	cfg.PoolSize = o.pool
+	if o.journal != "" {
+		j, err := openCallJournal(o.journal)
+		if err != nil {
+			return err
+		}
+		defer j.close() // after closeHost
+		cfg.CallLog = j.log
+	}
+	h, err := startHost(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeHost(h)
+	inlineMax := o.inlineMax
+	if inlineMax == 0 {
+		inlineMax = -1 // every media chunk a link
+	}
+	srv, err := mcpbridge.NewServer(h, mcpbridge.ServerOptions{
+		Name: "skulk-host", Timeout: o.timeout, InlineMax: inlineMax, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return statusErr(ExitFailure, "%v", err)
+	}
+	if o.http != "" {
+		return serveMCPHTTP(ctx, srv, o.http, env)
+	}
+	in, ok := env.Stdin.(io.ReadCloser)
+	if !ok {
+		in = io.NopCloser(env.Stdin)
+	}
+	err = srv.MCP().Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+		return statusErr(ExitFailure, "serving MCP on stdio: %v", err)
+	}
+	return nil
+}
+
+// nopWriteCloser keeps the command's stdout open when the MCP session
+// closes its writer.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// serveMCPHTTP serves srv over streamable HTTP on addr until ctx is done.
+func serveMCPHTTP(ctx context.Context, srv *mcpbridge.Server, addr string, env Env) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return statusErr(ExitFailure, "cannot listen on --http address: %v", err)
+	}
+	hs := &http.Server{Handler: srv.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(env.Stderr, "skulk-host mcp serve: listening on http://%s\n", ln.Addr())
+	served := make(chan error, 1)          // one value, from the goroutine below
+	go func() { served <- hs.Serve(ln) }() // stopped by Shutdown or Close below
+	select {
+	case err := <-served:
+		return statusErr(ExitFailure, "serving MCP over HTTP: %v", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close() // event streams still open: cut them
+	}
+	<-served
+	return nil
+}

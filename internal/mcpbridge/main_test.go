@@ -1,0 +1,358 @@
+package mcpbridge_test
+
+// These tests run real processes: skulk-host, cmd/skulk-child and
+// cmd/skulk-mcp built by TestMain, and this test binary itself, which
+// becomes an MCP stdio server written with the go-sdk when
+// MCPBRIDGE_TEST_SERVER is set (as os/exec's tests impersonate helpers).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+const (
+	envServer = "MCPBRIDGE_TEST_SERVER" // set: this binary is the test MCP server
+	envMark   = "MCPBRIDGE_TEST_MARK"   // a file the server appends what it saw to (cancellations)
+)
+
+// Paths of the binaries TestMain builds.
+var hostBin, childBin, wrapperBin, selfBin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envServer) != "" {
+		runTestServer()
+		return
+	}
+	dir, err := os.MkdirTemp("", "mcpbridge-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	hostBin, childBin, wrapperBin = filepath.Join(dir, "skulk-host"), filepath.Join(dir, "skulk-child"), filepath.Join(dir, "skulk-mcp")
+	if selfBin, err = os.Executable(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	for _, b := range []struct{ out, pkg string }{{hostBin, "../../cmd/skulk-host"}, {childBin, "../../cmd/skulk-child"}, {wrapperBin, "../../cmd/skulk-mcp"}} {
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
+			os.RemoveAll(dir)
+			cancel()
+			os.Exit(1)
+		}
+	}
+	cancel()
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
+
+// Arguments of the test server's tools.
+type (
+	echoArgs struct {
+		Text string `json:"text"`
+	}
+	progressArgs struct {
+		N int `json:"n"`
+	}
+	imageArgs struct {
+		Bytes int `json:"bytes"`
+	}
+	sleepArgs struct {
+		MS int `json:"ms"`
+	}
+	countResult struct {
+		N int `json:"n"`
+	}
+	pidResult struct {
+		PID  int `json:"pid"`
+		PPID int `json:"ppid"`
+	}
+)
+
+// imageBytes is the test image: bytes of a known pattern.
+func imageBytes(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	return b
+}
+
+// runTestServer is the test MCP server: tools written with the go-sdk,
+// served over stdio.
+func runTestServer() {
+	mark := func(s string) {
+		if p := os.Getenv(envMark); p != "" {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err == nil {
+				fmt.Fprintln(f, s)
+				f.Close()
+			}
+		}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcpbridge-test", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "returns its text"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "n progress notifications, then done"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a progressArgs) (*mcp.CallToolResult, countResult, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := range a.N {
+					err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Total: float64(a.N), Message: fmt.Sprintf("step %d", i+1)})
+					if err != nil {
+						return nil, countResult{}, err
+					}
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, countResult{N: a.N}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "a PNG-typed image of bytes bytes"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a imageArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{Data: imageBytes(a.Bytes), MIMEType: "image/png"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "one progress notification, then waits ms or until cancelled"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a sleepArgs) (*mcp.CallToolResult, any, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "sleeping"}); err != nil {
+					return nil, nil, err
+				}
+			}
+			t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				mark("cancelled sleep")
+				return nil, nil, ctx.Err()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "a tool error"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "nope: " + a.Text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "exits the server with status 3"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, any, error) {
+			fmt.Fprintln(os.Stderr, "test server: crashing on purpose")
+			os.Exit(3)
+			return nil, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "the server's pid and its parent's"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, pidResult, error) {
+			return nil, pidResult{PID: os.Getpid(), PPID: os.Getppid()}, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "test server:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// processGone waits up to d for pid to be gone: no such process, or a
+// zombie that is not ours to reap (an orphan reparented to init).
+func processGone(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := syscall.Kill(pid, 0)
+		if errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 1 && f[0] == "Z" && f[1] == "1" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still there after %v", pid, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// childrenOf lists the pids whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitChild waits up to d for pid to have exactly one child, other than
+// except, and returns it.
+func waitChild(t *testing.T, pid, except int, d time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var kids []int
+		for _, k := range childrenOf(pid) {
+			if k != except {
+				kids = append(kids, k)
+			}
+		}
+		if len(kids) == 1 {
+			return kids[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d has children %v, want one (besides %d)", pid, kids, except)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// emptyDir checks that dir holds nothing (no socket directory, no file).
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("%s still holds %v", dir, names)
+	}
+}
+
+// shortTempDir is a temporary directory with a path short enough for the
+// host's socket paths.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "mb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// progressLog collects the progress notifications a client receives, by
+// token.
+type progressLog struct {
+	mu   sync.Mutex
+	got  map[string][]*mcp.ProgressNotificationParams
+	more chan struct{} // signalled (never blocking) on every notification
+}
+
+func newProgressLog() *progressLog {
+	return &progressLog{got: make(map[string][]*mcp.ProgressNotificationParams), more: make(chan struct{}, 1)}
+}
+
+func (p *progressLog) handler(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	tok := fmt.Sprint(req.Params.ProgressToken)
+	p.mu.Lock()
+	p.got[tok] = append(p.got[tok], req.Params)
+	p.mu.Unlock()
+	select {
+	case p.more <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the notifications of tok once there are n, failing after d.
+func (p *progressLog) wait(t *testing.T, tok string, n int, d time.Duration) []*mcp.ProgressNotificationParams {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		got := append([]*mcp.ProgressNotificationParams(nil), p.got[tok]...)
+		p.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-p.more:
+		case <-timer.C:
+			t.Fatalf("progress %s: got %d notifications, want %d", tok, len(got), n)
+		}
+	}
+}
+
+// newClient is a go-sdk client that logs progress into p.
+func newClient(p *progressLog) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: p.handler})
+}
+
+// stderrLines collects a process's stderr and lets a test wait for a line.
+type stderrLines struct {
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+func collectStderr(cmd *exec.Cmd) (*stderrLines, error) {
+	r, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	s := &stderrLines{done: make(chan struct{})}
+	go func() { // stopped by the process closing its stderr
+		defer close(s.done)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			s.mu.Unlock()
+		}
+	}()
+	return s, nil
+}
+
+func (s *stderrLines) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.lines, "\n")
+}
+
+// waitPrefix returns the rest of the first line starting with prefix.
+func (s *stderrLines) waitPrefix(t *testing.T, prefix string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		s.mu.Lock()
+		for _, l := range s.lines {
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				s.mu.Unlock()
+				return rest
+			}
+		}
+		s.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no stderr line %q after %v; stderr:\n%s", prefix, d, s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,544 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Keys of the _meta objects the bridge reads and writes. MCP reserves
+// _meta for such extensions; the "skulk/" prefix keeps them apart.
+const (
+	// MetaTimeoutMS, in a tools/call request's _meta, is the call's deadline
+	// in milliseconds: it becomes the invoke's timeout_ms. MCP carries no
+	// deadline of its own (a client's local timeout reaches the server only
+	// as a cancellation).
+	MetaTimeoutMS = "skulk/timeout_ms"
+	// MetaCallID, MetaTree: the Skulk call's id and its call tree's id (the
+	// tree a journal keeps it in), on every result.
+	MetaCallID = "skulk/call_id"
+	MetaTree   = "skulk/tree"
+	// MetaKind: the Skulk terminal's kind (completed, failed, cancelled);
+	// "refused" for a call refused before it was sent.
+	MetaKind = "skulk/kind"
+	// MetaCode: the error code of a failed or cancelled call.
+	MetaCode = "skulk/code"
+	// MetaSynthetic: true when the host made the terminal up (the child
+	// died, hung, timed out or broke the protocol).
+	MetaSynthetic = "skulk/synthetic"
+	// MetaTruncated: true when the result's content left chunks out
+	// (ServerOptions.TextMax, a full link store); the content says how many.
+	MetaTruncated = "skulk/truncated"
+	// MetaSequence: the frame's sequence, on a progress notification and on
+	// media content.
+	MetaSequence = "skulk/sequence"
+	// MetaVersion, MetaOutputSchema, MetaInputSchema: a tool's version and
+	// its chunk schemas, on the tools/list entry.
+	MetaVersion      = "skulk/version"
+	MetaOutputSchema = "skulk/output_schema"
+	MetaInputSchema  = "skulk/input_schema"
+)
+
+// Defaults of ServerOptions' zero values.
+const (
+	// DefaultInlineMax bounds the media bytes one result carries inline
+	// (base64 in its JSON): 4 MiB, so a result stays well under the 16 MiB
+	// line of the SDK's stdio transport.
+	DefaultInlineMax = 4 << 20
+	// DefaultTextMax bounds the text and JSON bytes one result accumulates.
+	DefaultTextMax = 4 << 20
+	// DefaultLinkStoreMax bounds the media bytes kept for resource links,
+	// all calls together: 256 MiB; the oldest go first.
+	DefaultLinkStoreMax = 256 << 20
+)
+
+// ServerOptions configure a Server. Every zero value has a documented
+// meaning.
+type ServerOptions struct {
+	// Name and Version name the server in the MCP handshake; "" means
+	// "skulk" and "dev".
+	Name, Version string
+	// Timeout is the deadline of a call whose request has no
+	// MetaTimeoutMS; 0 means none. A request's own MetaTimeoutMS wins.
+	Timeout time.Duration
+	// InlineMax bounds the media bytes one result carries inline as image,
+	// audio or embedded-resource content; media past it become resource
+	// links the server serves (resources/read). 0 means DefaultInlineMax; a
+	// negative value makes every media chunk a link.
+	InlineMax int
+	// TextMax bounds the text and JSON bytes one result accumulates; the
+	// chunks past it are left out of the content, which says so (they
+	// still went out as progress notifications). 0 means DefaultTextMax.
+	TextMax int
+	// LinkStoreMax bounds the media bytes kept for resource links, all
+	// calls together; the oldest are dropped first, and a link to one
+	// dropped reads as not found. 0 means DefaultLinkStoreMax.
+	LinkStoreMax int64
+	// Logger receives the bridge's own events; nil means discard.
+	Logger *slog.Logger
+}
+
+// Server is an MCP server whose tools are the tools of a Host's children.
+// Create it with NewServer; serve its MCP() over any transport, or
+// HTTPHandler over HTTP. It is safe for concurrent use.
+type Server struct {
+	h     *host.Host
+	opts  ServerOptions
+	srv   *mcp.Server
+	links *linkStore
+}
+
+// NewServer returns a Server for the tools h offers now (h.Tools). The
+// Host stays the caller's: close it after the Server's transports ended.
+// The error says which tool could not be described to MCP.
+func NewServer(h *host.Host, opts ServerOptions) (*Server, error) {
+	if opts.Name == "" {
+		opts.Name = "skulk"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	switch {
+	case opts.InlineMax == 0:
+		opts.InlineMax = DefaultInlineMax
+	case opts.InlineMax < 0:
+		opts.InlineMax = 0
+	}
+	if opts.TextMax <= 0 {
+		opts.TextMax = DefaultTextMax
+	}
+	if opts.LinkStoreMax <= 0 {
+		opts.LinkStoreMax = DefaultLinkStoreMax
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{h: h, opts: opts, links: newLinkStore(opts.LinkStoreMax)}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, t := range h.Tools() {
+		mt, err := mcpTool(t)
+		if err != nil {
+			return nil, err
+		}
+		s.srv.AddTool(mt, s.handler(t.ID))
+	}
+	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name:        "skulk-media",
+		Description: "Media a Skulk call produced that was too large to send inline; the tool result links to it.",
+		URITemplate: linkTemplate,
+	}, s.links.read)
+	return s, nil
+}
+
+// MCP returns the MCP server, to Run over a transport.
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// HTTPHandler returns a streamable HTTP handler of the server (MCP's
+// streamable HTTP transport), with a session per client.
+func (s *Server) HTTPHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
+		Logger:                       s.opts.Logger,
+		PropagateRequestCancellation: true,
+	})
+}
+
+// mcpTool describes a Skulk tool to MCP: the arguments schema is the input
+// schema (MCP insists on "type": "object", which Skulk arguments are
+// anyway), the result schema the output schema.
+func mcpTool(t wire.Tool) (*mcp.Tool, error) {
+	desc := t.Description
+	if t.InputSchema != nil {
+		desc = strings.TrimSpace(desc + " (Through MCP this tool gets no caller input: MCP has no input stream.)")
+	}
+	in := wire.Schema{"type": "object"}
+	if t.ArgumentsSchema != nil {
+		switch typ, ok := t.ArgumentsSchema["type"]; {
+		case !ok:
+			in = maps.Clone(t.ArgumentsSchema)
+			in["type"] = "object"
+		case typ == "object":
+			in = t.ArgumentsSchema
+		default:
+			return nil, fmt.Errorf("mcpbridge: tool %q: arguments_schema's type is not \"object\"", t.ID)
+		}
+	}
+	mt := &mcp.Tool{Name: t.ID, Description: desc, InputSchema: in}
+	if t.ResultSchema != nil {
+		mt.OutputSchema = t.ResultSchema
+	}
+	meta := mcp.Meta{}
+	if t.Version != "" {
+		meta[MetaVersion] = t.Version
+	}
+	if t.OutputSchema != nil {
+		meta[MetaOutputSchema] = t.OutputSchema
+	}
+	if t.InputSchema != nil {
+		meta[MetaInputSchema] = t.InputSchema
+	}
+	if len(meta) > 0 {
+		mt.Meta = meta
+	}
+	return mt, nil
+}
+
+// errTimeoutMeta: a request's MetaTimeoutMS is not a usable number.
+var errTimeoutMeta = errors.New("_meta " + MetaTimeoutMS + " must be a positive number of milliseconds")
+
+// callContext derives the call's context from the request's: its deadline
+// from MetaTimeoutMS, else ServerOptions.Timeout. The request's context is
+// cancelled by an MCP cancellation, which cancels the Skulk call.
+func (s *Server) callContext(ctx context.Context, meta mcp.Meta) (context.Context, context.CancelFunc, error) {
+	d := s.opts.Timeout
+	if v, ok := meta[MetaTimeoutMS]; ok {
+		ms, ok := v.(float64)
+		if !ok || ms <= 0 || math.IsInf(ms, 0) || ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+			return nil, nil, errTimeoutMeta
+		}
+		d = time.Duration(ms * float64(time.Millisecond))
+	}
+	if d > 0 {
+		c, cancel := context.WithTimeout(ctx, d)
+		return c, cancel, nil
+	}
+	c, cancel := context.WithCancel(ctx)
+	return c, cancel, nil
+}
+
+// handler makes the MCP tool handler of the Skulk tool id.
+func (s *Server) handler(id string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args frame.Payload
+		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
+			p, err := frame.PayloadFromJSON(raw)
+			if err != nil {
+				return refusedResult("arguments must be a JSON object"), nil
+			}
+			args = p
+		}
+		callCtx, cancel, err := s.callContext(ctx, req.Params.Meta)
+		if err != nil {
+			return refusedResult(err.Error()), nil
+		}
+		defer cancel()
+		// MCP has no caller input: the call is a plain request, its input
+		// closed with the invoke.
+		c, err := s.h.Call(callCtx, id, args, host.WithInput())
+		if err != nil {
+			return callRefused(err), nil
+		}
+		b := &resultBuilder{s: s, call: c, token: req.Params.GetProgressToken(), session: req.Session}
+		for {
+			// Not bound by ctx: a cancelled call still ends with its
+			// terminal, which the host guarantees.
+			f, err := c.Recv(context.Background())
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.journalErr = err
+				break
+			}
+			b.add(ctx, f)
+		}
+		return b.result(), nil
+	}
+}
+
+// refusedResult is the tool error result of a call refused before it was
+// sent.
+func refusedResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: "refused: " + msg}},
+		Meta:    mcp.Meta{MetaKind: "refused"},
+	}
+}
+
+// callRefused maps an error of host.Call. Its text names fields and
+// describes values, never quotes them (host's contract).
+func callRefused(err error) *mcp.CallToolResult {
+	var ce *host.CallError
+	if errors.As(err, &ce) {
+		// The child went away as the call started.
+		r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: failureText(frame.KindFailed, ce.Code, ce.Message, ce.Synthetic)}}}
+		r.Meta = mcp.Meta{MetaKind: frame.KindFailed.String(), MetaCode: ce.Code.String(), MetaSynthetic: ce.Synthetic}
+		return r
+	}
+	r := refusedResult(err.Error())
+	var re *host.RefusedError
+	if errors.As(err, &re) && re.Tree != "" {
+		r.Meta[MetaTree] = re.Tree
+	}
+	if errors.Is(err, host.ErrPoolDown) {
+		r.Meta[MetaCode] = frame.CodeUnreachable.String()
+	}
+	return r
+}
+
+// failureText is the text of a failed or cancelled call's error content.
+func failureText(kind frame.Kind, code frame.Code, msg string, synthetic bool) string {
+	var b strings.Builder
+	b.WriteString(kind.String())
+	if code.Valid() {
+		b.WriteString(": " + code.String())
+	}
+	if msg != "" {
+		b.WriteString(": " + msg)
+	}
+	if synthetic {
+		b.WriteString(" (synthetic: made up by the host, not the provider)")
+	}
+	return b.String()
+}
+
+// resultBuilder turns a call's frames into progress notifications and the
+// content of its result. It belongs to the handler's goroutine.
+type resultBuilder struct {
+	s       *Server
+	call    *host.Call
+	token   any // the client's progress token; nil: no notifications
+	session *mcp.ServerSession
+
+	content    []mcp.Content
+	text       *strings.Builder // the open run of text chunks, nil when none
+	lines      *strings.Builder // the open run of JSON chunks, nil when none
+	textBytes  int              // text and JSON accumulated, against TextMax
+	inline     int              // media bytes inline, against InlineMax
+	chunks     int
+	dropped    int // chunks left out of the content
+	terminal   frame.Frame
+	journalErr error // a required journal's error after the terminal
+}
+
+func (b *resultBuilder) add(ctx context.Context, f frame.Frame) {
+	switch {
+	case f.Kind == frame.KindChunk:
+		b.chunks++
+		b.notify(ctx, f)
+		b.addChunk(f)
+	case f.IsTerminal():
+		b.terminal = f
+	}
+}
+
+// notify sends the chunk as a progress notification when the client asked
+// for them: progress counts the chunks, the message is the chunk's text
+// (or its payload as JSON, or a media summary).
+func (b *resultBuilder) notify(ctx context.Context, f frame.Frame) {
+	if b.token == nil || b.session == nil {
+		return
+	}
+	p := &mcp.ProgressNotificationParams{
+		ProgressToken: b.token,
+		Progress:      float64(b.chunks),
+		Message:       chunkSummary(f),
+		Meta:          mcp.Meta{MetaSequence: f.Sequence},
+	}
+	if err := b.session.NotifyProgress(ctx, p); err != nil {
+		// The client is gone or cancelled: the call ends through ctx.
+		b.s.opts.Logger.Debug("mcpbridge: progress notification not sent", "call", b.call.ID(), "err", err)
+	}
+}
+
+// chunkSummary is the message of a chunk's progress notification.
+func chunkSummary(f frame.Frame) string {
+	var parts []string
+	if f.Payload != nil {
+		if t, ok := f.Payload.Text(); ok {
+			parts = append(parts, t)
+		} else {
+			parts = append(parts, compactJSON(f.Payload))
+		}
+	}
+	switch m := f.Media.(type) {
+	case *frame.InlineMedia:
+		parts = append(parts, fmt.Sprintf("[media %s, %d bytes]", m.MediaType, len(m.Data)))
+	case *frame.BlobMedia:
+		parts = append(parts, fmt.Sprintf("[blob %s, %d bytes]", m.MediaType, m.SizeBytes))
+	}
+	return strings.Join(parts, " ")
+}
+
+func compactJSON(p frame.Payload) string {
+	b, err := p.MarshalJSON()
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+// addChunk adds the chunk to the content: runs of text chunks become one
+// text content, runs of other payloads one text content of JSON lines,
+// media its own content.
+func (b *resultBuilder) addChunk(f frame.Frame) {
+	if f.Payload != nil {
+		text, isText := f.Payload.Text()
+		if !isText {
+			text = compactJSON(f.Payload) + "\n"
+		}
+		if b.textBytes+len(text) > b.s.opts.TextMax {
+			b.dropped++
+			return
+		}
+		b.textBytes += len(text)
+		if isText {
+			b.lines = b.closeRun(b.lines)
+			if b.text == nil {
+				b.text = &strings.Builder{}
+			}
+			b.text.WriteString(text)
+		} else {
+			b.text = b.closeRun(b.text)
+			if b.lines == nil {
+				b.lines = &strings.Builder{}
+			}
+			b.lines.WriteString(text)
+		}
+	}
+	if f.Media == nil {
+		return
+	}
+	b.text, b.lines = b.closeRun(b.text), b.closeRun(b.lines)
+	switch m := f.Media.(type) {
+	case *frame.InlineMedia:
+		b.addMedia(f.Sequence, m)
+	case *frame.BlobMedia:
+		// Skulk passes blobs on and never resolves them; neither does the
+		// bridge: the link names the blob, reading it gives not found.
+		size := m.SizeBytes
+		b.content = append(b.content, &mcp.ResourceLink{
+			URI: "skulk-blob:" + m.BlobID, Name: m.BlobID, MIMEType: m.MediaType, Size: &size,
+			Meta: mcp.Meta{MetaSequence: f.Sequence, "skulk/sha256": m.SHA256},
+		})
+	}
+}
+
+// closeRun ends an open run of text as one text content.
+func (b *resultBuilder) closeRun(run *strings.Builder) *strings.Builder {
+	if run != nil && run.Len() > 0 {
+		b.content = append(b.content, &mcp.TextContent{Text: run.String()})
+	}
+	return nil
+}
+
+// addMedia adds inline media: image or audio content (by media type), or
+// an embedded resource, while the result's inline budget lasts; past it,
+// a resource link the server serves.
+func (b *resultBuilder) addMedia(seq uint64, m *frame.InlineMedia) {
+	meta := mediaMeta(seq, m)
+	if b.inline+len(m.Data) <= b.s.opts.InlineMax {
+		b.inline += len(m.Data)
+		typ := strings.ToLower(strings.TrimSpace(strings.SplitN(m.MediaType, ";", 2)[0]))
+		switch {
+		case strings.HasPrefix(typ, "image/"):
+			b.content = append(b.content, &mcp.ImageContent{Data: m.Data, MIMEType: m.MediaType, Meta: meta})
+		case strings.HasPrefix(typ, "audio/"):
+			b.content = append(b.content, &mcp.AudioContent{Data: m.Data, MIMEType: m.MediaType, Meta: meta})
+		default:
+			b.content = append(b.content, &mcp.EmbeddedResource{Meta: meta, Resource: &mcp.ResourceContents{
+				URI: fmt.Sprintf("skulk://call/%s/%d", b.call.ID(), seq), MIMEType: m.MediaType, Blob: m.Data,
+			}})
+		}
+		return
+	}
+	uri, ok := b.s.links.put(m.Data, m.MediaType)
+	if !ok {
+		b.dropped++
+		return
+	}
+	size := int64(len(m.Data))
+	b.content = append(b.content, &mcp.ResourceLink{
+		URI: uri, Name: fmt.Sprintf("media-%06d", seq), MIMEType: m.MediaType, Size: &size, Meta: meta,
+	})
+}
+
+// mediaMeta keeps what MCP content has no field for.
+func mediaMeta(seq uint64, m *frame.InlineMedia) mcp.Meta {
+	meta := mcp.Meta{MetaSequence: seq}
+	if m.Codec != "" {
+		meta["skulk/codec"] = m.Codec
+	}
+	if m.SampleRate > 0 {
+		meta["skulk/sample_rate"] = m.SampleRate
+	}
+	if m.Channels > 0 {
+		meta["skulk/channels"] = m.Channels
+	}
+	if m.TimestampSeconds != nil {
+		meta["skulk/timestamp_seconds"] = *m.TimestampSeconds
+	}
+	if m.DurationSeconds != nil {
+		meta["skulk/duration_seconds"] = *m.DurationSeconds
+	}
+	return meta
+}
+
+// result is the MCP result of the call: the content accumulated, then the
+// completed payload as structured content (and its JSON as text), or the
+// failure as a tool error.
+func (b *resultBuilder) result() *mcp.CallToolResult {
+	b.text, b.lines = b.closeRun(b.text), b.closeRun(b.lines)
+	r := &mcp.CallToolResult{}
+	meta := mcp.Meta{MetaCallID: b.call.ID(), MetaTree: b.call.Tree()}
+	f := b.terminal
+	switch f.Kind {
+	case frame.KindCompleted:
+		if f.Payload != nil {
+			b.content = append(b.content, &mcp.TextContent{Text: compactJSON(f.Payload)})
+			r.StructuredContent = json.RawMessage(compactJSON(f.Payload))
+		}
+	case frame.KindFailed, frame.KindCancelled:
+		r.IsError = true
+		var code frame.Code
+		var msg string
+		if f.Error != nil {
+			code, msg = f.Error.Code, f.Error.Message
+			meta[MetaCode] = code.String()
+		}
+		meta[MetaSynthetic] = f.Synthetic
+		b.content = append(b.content, &mcp.TextContent{Text: failureText(f.Kind, code, msg, f.Synthetic)})
+	default:
+		r.IsError = true
+		b.content = append(b.content, &mcp.TextContent{Text: "the call's output ended without a terminal"})
+	}
+	if f.Kind.Valid() {
+		meta[MetaKind] = f.Kind.String()
+	}
+	if b.dropped > 0 {
+		meta[MetaTruncated] = true
+		b.content = append(b.content, &mcp.TextContent{Text: fmt.Sprintf(
+			"[%d of %d chunks left out of this result: over its size bounds; progress notifications and a journal carry them]", b.dropped, b.chunks)})
+	}
+	if b.journalErr != nil {
+		r.IsError = true
+		meta["skulk/journal"] = "end not confirmed"
+		text := "the journal did not confirm the call's end"
+		if !errors.Is(b.journalErr, calllog.ErrJournalEnd) {
+			text = "reading the call's output failed"
+		}
+		b.content = append(b.content, &mcp.TextContent{Text: text + ": " + b.journalErr.Error()})
+	}
+	if b.content == nil {
+		b.content = []mcp.Content{}
+	}
+	r.Content, r.Meta = b.content, meta
+	return r
+}

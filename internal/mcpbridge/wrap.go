@@ -1,0 +1,487 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Errors of the Wrapper, to match with errors.Is.
+var (
+	// ErrServerStart: the MCP server could not be started, or its
+	// handshake or tools/list failed.
+	ErrServerStart = errors.New("mcpbridge: the MCP server did not start")
+	// ErrServerExited: the MCP server's connection ended (it exited or
+	// closed its stdout) while the wrapper was serving.
+	ErrServerExited = errors.New("mcpbridge: the MCP server exited")
+	// ErrCallerInput: a Skulk caller sent input chunks to a wrapped tool;
+	// MCP has no caller input, so the call fails with invalid_frame.
+	ErrCallerInput = errors.New("mcpbridge: MCP tools take no caller input")
+)
+
+// terminateGrace is how long closing the MCP server waits after closing its
+// stdin before SIGTERM, and after SIGTERM before SIGKILL: short, so a
+// wrapper whose host went away exits within the second PROTOCOL.md allows.
+const terminateGrace = 300 * time.Millisecond
+
+// serverGoneWait bounds how long a call whose server died waits for the
+// wrapper to stop serving (it then fails the call itself).
+const serverGoneWait = 5 * time.Second
+
+// WrapOptions configure Wrap.
+type WrapOptions struct {
+	// Command is the MCP stdio server to run, looked up in PATH when it
+	// has no slash; Args its arguments. Required.
+	Command string
+	Args    []string
+	// Stderr receives the MCP server's stderr; nil means os.Stderr (under
+	// a host: the host's log and the stderr tail of a call that fails
+	// because the child died).
+	Stderr io.Writer
+	// Logger receives the wrapper's own events and the MCP server's log
+	// notifications; nil means discard.
+	Logger *slog.Logger
+}
+
+// Wrapper is a running MCP stdio server, seen as Skulk tools. The server
+// runs in the wrapper's process group (it is not given one of its own), so
+// the host's signals to the child's group reach it too. Create it with
+// Wrap; Close stops the server.
+type Wrapper struct {
+	cmd    *exec.Cmd
+	sess   *mcp.ClientSession
+	tools  []child.Tool
+	logger *slog.Logger
+
+	done     chan struct{} // closed when the session with the server ended
+	doneErr  error         // why; written before done is closed
+	closing  atomic.Bool   // Close began: the end is not the server's doing
+	waitDone chan struct{} // closed when the watcher goroutine returned
+
+	tokens atomic.Uint64
+	mu     sync.Mutex
+	calls  map[string]*wrappedCall // progress token → running call
+}
+
+// wrappedCall is one running call's route for progress notifications.
+type wrappedCall struct {
+	mu     sync.Mutex // held while a notification is sent, so none is sent after ended
+	s      *child.Stream
+	ended  bool
+	failed error // the first Send error
+}
+
+// Wrap starts the MCP server, completes the MCP handshake and lists its
+// tools. Errors match ErrServerStart. ctx bounds the start only.
+func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
+	if opts.Command == "" {
+		return nil, fmt.Errorf("%w: no command", ErrServerStart)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Wrapper{
+		logger: opts.Logger, calls: make(map[string]*wrappedCall),
+		done: make(chan struct{}), waitDone: make(chan struct{}),
+	}
+	w.cmd = exec.Command(opts.Command, opts.Args...)
+	w.cmd.Stderr = opts.Stderr
+	if w.cmd.Stderr == nil {
+		w.cmd.Stderr = os.Stderr
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-mcp", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation: Skulk has nothing to answer them with
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			w.logger.Info("mcp server log", "level", string(req.Params.Level), "logger", req.Params.Logger, "data", req.Params.Data)
+		},
+	})
+	t := &progressTransport{inner: &mcp.CommandTransport{Command: w.cmd, TerminateDuration: terminateGrace}, w: w}
+	sess, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		w.reap()
+		return nil, fmt.Errorf("%w: %s: %v", ErrServerStart, opts.Command, err)
+	}
+	w.sess = sess
+	var tools []*mcp.Tool
+	for tool, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			_ = sess.Close()
+			return nil, fmt.Errorf("%w: tools/list: %v", ErrServerStart, err)
+		}
+		tools = append(tools, tool)
+	}
+	w.tools = w.skulkTools(tools)
+	if len(w.tools) == 0 {
+		_ = sess.Close()
+		return nil, fmt.Errorf("%w: it offers no tool Skulk can describe", ErrServerStart)
+	}
+	if caps := sess.InitializeResult(); caps != nil && caps.Capabilities != nil {
+		// Said at run time, not lost silently: Skulk has no prompts or
+		// resources to offer them as.
+		if caps.Capabilities.Prompts != nil {
+			w.logger.Warn("the MCP server offers prompts; Skulk maps tools only, its prompts are not offered")
+		}
+		if caps.Capabilities.Resources != nil {
+			w.logger.Warn("the MCP server offers resources; Skulk maps tools only, its resources are not offered (resource links in results are passed on as payloads)")
+		}
+	}
+	go w.watch() // stopped by the session ending: the server exits, or Close
+	return w, nil
+}
+
+// reap kills and waits for a server whose connection never came up.
+func (w *Wrapper) reap() {
+	if w.cmd.Process != nil {
+		_ = w.cmd.Process.Kill()
+		_ = w.cmd.Wait()
+	}
+}
+
+// watch waits for the session's end and records why.
+func (w *Wrapper) watch() {
+	defer close(w.waitDone)
+	err := w.sess.Wait()
+	if !w.closing.Load() {
+		w.doneErr = fmt.Errorf("%w: %v", ErrServerExited, errOrEOF(err))
+		if w.cmd.ProcessState != nil {
+			w.doneErr = fmt.Errorf("%w: %s", ErrServerExited, w.cmd.ProcessState)
+		}
+	}
+	close(w.done)
+}
+
+func errOrEOF(err error) error {
+	if err == nil {
+		return io.EOF
+	}
+	return err
+}
+
+// serverGone reports whether the session ended because the server went
+// away, waiting a moment for the end to be seen: a call's error can come
+// just before the session's end does.
+func (w *Wrapper) serverGone() bool {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return w.doneErr != nil
+	case <-t.C:
+		return false
+	}
+}
+
+// Tools returns the server's tools as Skulk tools, for child.Options.
+func (w *Wrapper) Tools() []child.Tool { return w.tools }
+
+// Done is closed when the session with the server ended; Err then says why.
+func (w *Wrapper) Done() <-chan struct{} { return w.done }
+
+// Err returns why the session ended: an error matching ErrServerExited
+// when the server went away by itself, nil after Close or while it runs.
+func (w *Wrapper) Err() error {
+	select {
+	case <-w.done:
+		return w.doneErr
+	default:
+		return nil
+	}
+}
+
+// Close ends the session and stops the server: its stdin is closed, then
+// SIGTERM, then SIGKILL, a short grace apart; the process is reaped. It is
+// idempotent and waits for the wrapper's goroutine.
+func (w *Wrapper) Close() error {
+	w.closing.Store(true)
+	err := w.sess.Close()
+	<-w.waitDone
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		err = nil // a server stopped by a signal is what Close asked for
+	}
+	return err
+}
+
+// skulkTools describes the MCP tools as Skulk tools. A tool Skulk cannot
+// name is left out, and the log says so.
+func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
+	var out []child.Tool
+	for _, t := range tools {
+		if t.Name == "" || utf8.RuneCountInString(t.Name) > frame.MaxCallIDChars || !utf8.ValidString(t.Name) {
+			w.logger.Warn("MCP tool left out: its name is not a valid Skulk tool id (1 to 128 characters of UTF-8)", "length", len(t.Name))
+			continue
+		}
+		desc := t.Description
+		if desc == "" && t.Title != "" {
+			desc = t.Title
+		}
+		ct := child.Tool{
+			ID:              t.Name,
+			Description:     desc,
+			ArgumentsSchema: schemaOf(t.InputSchema),
+		}
+		if rs := schemaOf(t.OutputSchema); rs != nil && rs["type"] == "object" {
+			ct.ResultSchema = rs
+		}
+		ct.Handler = w.handler(t.Name, ct.ResultSchema != nil)
+		out = append(out, ct)
+	}
+	return out
+}
+
+// schemaOf returns a schema the client SDK decoded (a map), or nil.
+func schemaOf(v any) wire.Schema {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// handler makes the Skulk handler of the MCP tool name.
+func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
+	return func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+		// An MCP call is a request: its whole input is its arguments. Wait
+		// for the caller's half-close (at once for a plain request) and
+		// refuse any chunk, rather than drop it.
+		for _, err := range s.Input() {
+			if err != nil {
+				return nil, err
+			}
+			return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: ErrCallerInput.Error()}
+		}
+		token := "skulk-" + strconv.FormatUint(w.tokens.Add(1), 10)
+		wc := &wrappedCall{s: s}
+		w.mu.Lock()
+		w.calls[token] = wc
+		w.mu.Unlock()
+		defer func() {
+			wc.mu.Lock()
+			wc.ended = true
+			wc.mu.Unlock()
+			w.mu.Lock()
+			delete(w.calls, token)
+			w.mu.Unlock()
+		}()
+		args := map[string]any{}
+		if err := s.DecodeArguments(&args); err != nil {
+			return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: "arguments: " + err.Error()}
+		}
+		p := &mcp.CallToolParams{Name: name, Arguments: args}
+		p.SetProgressToken(token)
+		// ctx's cancellation (a Skulk cancel, the deadline, a drain) makes
+		// the SDK send notifications/cancelled and return at once.
+		res, err := w.sess.CallTool(ctx, p)
+		if err != nil {
+			if ctx.Err() == nil && w.serverGone() {
+				// The server died under the call: leave the terminal to
+				// the host, which sees its child exit (RunHosted ends
+				// Serve, whose cancellation writes no terminal) and makes
+				// up a synthetic unreachable, as for any dead child.
+				t := time.NewTimer(serverGoneWait)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
+			}
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, fmt.Errorf("mcp tools/call: %w", err)
+		}
+		wc.mu.Lock()
+		sendErr := wc.failed
+		wc.mu.Unlock()
+		if sendErr != nil {
+			return nil, sendErr
+		}
+		return w.resultFrames(s, res, objectResult)
+	}
+}
+
+// resultFrames sends the result's content as chunks and returns its
+// structured content as the completed payload, or its error.
+func (w *Wrapper) resultFrames(s *child.Stream, res *mcp.CallToolResult, objectResult bool) (frame.Payload, error) {
+	var errText []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok && res.IsError {
+			errText = append(errText, t.Text)
+			continue
+		}
+		payload, media, err := contentFrame(c)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Send(payload, media); err != nil {
+			return nil, err
+		}
+	}
+	if res.IsError {
+		msg := strings.Join(errText, "\n")
+		if msg == "" {
+			msg = "the MCP tool reported an error"
+		}
+		return nil, errors.New(msg)
+	}
+	if res.StructuredContent == nil {
+		return nil, nil
+	}
+	if m, ok := res.StructuredContent.(map[string]any); ok {
+		return frame.PayloadOf(m)
+	}
+	if objectResult {
+		return nil, errors.New("the MCP tool's structured content is not an object")
+	}
+	return frame.PayloadOf(map[string]any{"value": res.StructuredContent})
+}
+
+// contentFrame maps one MCP content to a chunk: text as {"text"}, image
+// and audio as inline media, an embedded resource as media or text with
+// its uri, a resource link as {"resource_link"} (not fetched), anything
+// else as {"content": its JSON}.
+func contentFrame(c mcp.Content) (frame.Payload, frame.Media, error) {
+	switch c := c.(type) {
+	case *mcp.TextContent:
+		p, err := frame.PayloadOf(map[string]any{"text": c.Text})
+		return p, nil, err
+	case *mcp.ImageContent:
+		return nil, &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}, nil
+	case *mcp.AudioContent:
+		return nil, &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}, nil
+	case *mcp.EmbeddedResource:
+		if c.Resource == nil {
+			return nil, nil, errors.New("the MCP tool's embedded resource has no contents")
+		}
+		r := c.Resource
+		if r.Blob != nil {
+			p, err := frame.PayloadOf(map[string]any{"uri": r.URI})
+			return p, &frame.InlineMedia{Data: r.Blob, MediaType: mediaTypeOr(r.MIMEType)}, err
+		}
+		p, err := frame.PayloadOf(map[string]any{"text": r.Text, "uri": r.URI, "mime_type": r.MIMEType})
+		return p, nil, err
+	case *mcp.ResourceLink:
+		link := map[string]any{"uri": c.URI, "name": c.Name}
+		if c.MIMEType != "" {
+			link["mime_type"] = c.MIMEType
+		}
+		if c.Size != nil {
+			link["size"] = *c.Size
+		}
+		p, err := frame.PayloadOf(map[string]any{"resource_link": link})
+		return p, nil, err
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the MCP tool's content has no JSON form: %w", err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, nil, err
+	}
+	p, err := frame.PayloadOf(map[string]any{"content": v})
+	return p, nil, err
+}
+
+func mediaTypeOr(t string) string {
+	if t == "" {
+		return "application/octet-stream"
+	}
+	return t
+}
+
+// deliverProgress sends a progress notification of a running call as its
+// chunk {"progress", "total", "message"}. It runs on the connection's read
+// loop, before the SDK sees anything read after it, so every notification
+// the server sent before its result is a chunk before the terminal; while
+// the host does not take the chunk, the loop does not read (backpressure to
+// the server). It reports whether the notification was one of ours.
+func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
+	var p mcp.ProgressNotificationParams
+	if err := json.Unmarshal(params, &p); err != nil {
+		return false
+	}
+	token, ok := p.ProgressToken.(string)
+	if !ok {
+		return false
+	}
+	w.mu.Lock()
+	wc := w.calls[token]
+	w.mu.Unlock()
+	if wc == nil {
+		return strings.HasPrefix(token, "skulk-") // a late one of an ended call: dropped
+	}
+	v := map[string]any{"progress": p.Progress}
+	if p.Total != 0 {
+		v["total"] = p.Total
+	}
+	if p.Message != "" {
+		v["message"] = p.Message
+	}
+	payload, err := frame.PayloadOf(v)
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.ended || wc.failed != nil {
+		return true
+	}
+	if err == nil {
+		err = wc.s.Send(payload, nil)
+	}
+	if err != nil {
+		wc.failed = err
+	}
+	return true
+}
+
+// progressTransport wraps the server's transport so that progress
+// notifications are handed to their call as they are read (see
+// deliverProgress), not queued behind the SDK's handler queue, where the
+// call's result could overtake them.
+type progressTransport struct {
+	inner mcp.Transport
+	w     *Wrapper
+}
+
+func (t *progressTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &progressConn{Connection: c, w: t.w}, nil
+}
+
+type progressConn struct {
+	mcp.Connection
+	w *Wrapper
+}
+
+func (c *progressConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		m, err := c.Connection.Read(ctx)
+		if err != nil {
+			return m, err
+		}
+		if req, ok := m.(*jsonrpc.Request); ok && !req.IsCall() && req.Method == "notifications/progress" && c.w.deliverProgress(req.Params) {
+			continue
+		}
+		return m, nil
+	}
+}

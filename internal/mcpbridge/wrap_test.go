@@ -1,0 +1,303 @@
+package mcpbridge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+)
+
+// startWrapped runs the test MCP server through skulk-mcp under host.Start.
+func startWrapped(t *testing.T, ctx context.Context, mark string) (*host.Host, string) {
+	t.Helper()
+	tmp := shortTempDir(t)
+	h, err := host.Start(ctx, host.Config{
+		Command:  wrapperBin,
+		Args:     []string{"--", selfBin},
+		ExtraEnv: []string{envServer + "=1", envMark + "=" + mark},
+		TempDir:  tmp,
+		Restart:  host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatalf("host.Start of skulk-mcp: %v", err)
+	}
+	return h, tmp
+}
+
+// outputOf reads a call to its end: the chunks' payloads as JSON, the
+// media, and the terminal.
+func outputOf(t *testing.T, c *host.Call) (payloads []string, media []*frame.InlineMedia, last frame.Frame) {
+	t.Helper()
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatalf("%s: %v", c.Tool(), err)
+		}
+		if f.Kind == frame.KindChunk {
+			if f.Payload != nil {
+				payloads = append(payloads, f.Payload.String())
+			}
+			if m, ok := f.Media.(*frame.InlineMedia); ok {
+				media = append(media, m)
+			}
+		}
+		if f.IsTerminal() {
+			last = f
+		}
+	}
+	return payloads, media, last
+}
+
+func call(t *testing.T, ctx context.Context, h *host.Host, tool string, args map[string]any, opts ...host.CallOption) *host.Call {
+	t.Helper()
+	c, err := h.Call(ctx, tool, frame.MustPayload(args), append([]host.CallOption{host.WithInput()}, opts...)...)
+	if err != nil {
+		t.Fatalf("call %s: %v", tool, err)
+	}
+	return c
+}
+
+// serverPids asks the test server for its pid and its parent's (the
+// wrapper's).
+func serverPids(t *testing.T, ctx context.Context, h *host.Host) (server, wrapper int) {
+	t.Helper()
+	res, err := call(t, ctx, h, "pid", map[string]any{}).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p pidResult
+	if err := res.Decode(&p); err != nil {
+		t.Fatal(err)
+	}
+	return p.PID, p.PPID
+}
+
+// TestWrapperUnderHost runs an MCP server written with the go-sdk through
+// skulk-mcp under host.Start: its tools are the host's, progress becomes
+// chunks, images inline media, cancel an MCP cancellation; a crash of the
+// server and a kill -9 of the wrapper both end the call with a synthetic
+// unreachable, take the whole group, and the host restarts it.
+func TestWrapperUnderHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mark := filepath.Join(t.TempDir(), "mark")
+	h, tmp := startWrapped(t, ctx, mark)
+	closed := false
+	defer func() {
+		if !closed {
+			h.Close(ctx)
+		}
+	}()
+
+	ids := map[string]bool{}
+	for _, tool := range h.Tools() {
+		ids[tool.ID] = true
+	}
+	for _, id := range []string{"echo", "progress", "image", "sleep", "fail", "crash", "pid"} {
+		if !ids[id] {
+			t.Fatalf("the host has no tool %s: %v", id, h.Tools())
+		}
+	}
+
+	payloads, _, last := outputOf(t, call(t, ctx, h, "echo", map[string]any{"text": "hi"}))
+	if last.Kind != frame.KindCompleted || len(payloads) != 1 || payloads[0] != `{"text":"hi"}` {
+		t.Errorf("echo: %v %v", payloads, last)
+	}
+
+	payloads, _, last = outputOf(t, call(t, ctx, h, "progress", map[string]any{"n": 3}))
+	want := []string{`{"message":"step 1","progress":1,"total":3}`, `{"message":"step 2","progress":2,"total":3}`, `{"message":"step 3","progress":3,"total":3}`, `{"text":"done"}`}
+	if strings.Join(payloads, " ") != strings.Join(want, " ") || last.Kind != frame.KindCompleted || last.Payload.String() != `{"n":3}` {
+		t.Errorf("progress: %v then %v %s; want %v then completed {\"n\":3}", payloads, last.Kind, last.Payload, want)
+	}
+
+	_, media, last := outputOf(t, call(t, ctx, h, "image", map[string]any{"bytes": 100000}))
+	if last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "image/png" || !bytes.Equal(media[0].Data, imageBytes(100000)) {
+		t.Errorf("image: %d media, %v", len(media), last)
+	}
+
+	_, err := call(t, ctx, h, "fail", map[string]any{"text": "x"}).Wait()
+	var ce *host.CallError
+	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "nope: x" || ce.Synthetic {
+		t.Errorf("fail: %v", err)
+	}
+
+	// Caller input has nowhere to go in MCP: refused, not dropped.
+	c, err := h.Call(ctx, "echo", frame.MustPayload(map[string]any{"text": "hi"}), host.WithInput(frame.MustPayload(map[string]any{"text": "input"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeInvalidFrame {
+		t.Errorf("a call with input: %v", err)
+	}
+
+	t.Run("cancel", func(t *testing.T) {
+		cctx, ccancel := context.WithCancel(ctx)
+		c := call(t, cctx, h, "sleep", map[string]any{"ms": 30000})
+		f, err := c.Recv(ctx) // started
+		if err != nil || f.Kind != frame.KindStarted {
+			t.Fatal(f, err)
+		}
+		f, err = c.Recv(ctx) // the "sleeping" progress: the server is in the call
+		if err != nil || f.Kind != frame.KindChunk {
+			t.Fatal(f, err)
+		}
+		ccancel()
+		_, err = c.Wait()
+		if !errors.As(err, &ce) || ce.Code != frame.CodeCancelled {
+			t.Fatalf("cancelled sleep: %v", err)
+		}
+		waitFile(t, mark, "cancelled sleep", 10*time.Second) // the MCP server saw the cancellation
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer dcancel()
+		_, err := call(t, dctx, h, "sleep", map[string]any{"ms": 30000}).Wait()
+		if !errors.As(err, &ce) || ce.Code != frame.CodeTimeout {
+			t.Fatalf("sleep past its deadline: %v", err)
+		}
+	})
+
+	t.Run("server crash", func(t *testing.T) {
+		server, wrapper := serverPids(t, ctx, h)
+		_, err := call(t, ctx, h, "crash", map[string]any{}).Wait()
+		if !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic || !strings.Contains(ce.Stderr, "crashing on purpose") {
+			t.Fatalf("crash: %v (stderr tail %q)", err, errStderr(err))
+		}
+		processGone(t, server, 10*time.Second)
+		processGone(t, wrapper, 10*time.Second)
+		server2, wrapper2 := serverPids(t, ctx, h) // waits for the restart
+		if server2 == server || wrapper2 == wrapper {
+			t.Errorf("no restart: %d/%d then %d/%d", server, wrapper, server2, wrapper2)
+		}
+	})
+
+	t.Run("kill -9 of the wrapper", func(t *testing.T) {
+		server, wrapper := serverPids(t, ctx, h)
+		c := call(t, ctx, h, "sleep", map[string]any{"ms": 30000})
+		for range 2 { // started, then the "sleeping" progress
+			if _, err := c.Recv(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := syscall.Kill(wrapper, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Wait()
+		if !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic {
+			t.Fatalf("after kill -9: %v", err)
+		}
+		processGone(t, server, 10*time.Second) // the server was in the wrapper's group
+		if s2, _ := serverPids(t, ctx, h); s2 == server {
+			t.Error("no restart")
+		}
+	})
+
+	server, wrapper := serverPids(t, ctx, h)
+	closed = true
+	if err := h.Close(ctx); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	processGone(t, server, 10*time.Second)
+	processGone(t, wrapper, 10*time.Second)
+	emptyDir(t, tmp)
+}
+
+func errStderr(err error) string {
+	var ce *host.CallError
+	if errors.As(err, &ce) {
+		return ce.Stderr
+	}
+	return ""
+}
+
+// waitFile waits for path to contain s.
+func waitFile(t *testing.T, path, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not say %q after %v: %q", path, s, d, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestChain: an MCP client → skulk-host mcp serve → skulk-mcp → the test
+// MCP server, and back; nothing is left after the client closes.
+func TestChain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startServe(t, ctx, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
+
+	tools, err := s.sess.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 7 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	if res := callTool(t, ctx, s.sess, "echo", map[string]any{"text": "round trip"}, nil); res.IsError || textOf(res) != "round trip|" {
+		t.Errorf("echo: %q", textOf(res))
+	}
+
+	p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"n": 4}}
+	p.SetProgressToken("chain")
+	res, err := s.sess.CallTool(ctx, p)
+	if err != nil || res.IsError {
+		t.Fatalf("progress: %v %v", res, err)
+	}
+	got := s.progress.wait(t, "chain", 5, 10*time.Second) // 4 progress chunks and the "done" text chunk
+	if !strings.Contains(got[0].Message, `"message":"step 1"`) || got[4].Message != "done" {
+		t.Errorf("notifications: %q … %q", got[0].Message, got[4].Message)
+	}
+
+	res = callTool(t, ctx, s.sess, "image", map[string]any{"bytes": 5000}, nil)
+	if len(res.Content) != 1 {
+		t.Fatalf("image: %v", res.Content)
+	}
+	if img, ok := res.Content[0].(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || !bytes.Equal(img.Data, imageBytes(5000)) {
+		t.Errorf("image: %#v", res.Content[0])
+	}
+
+	res = callTool(t, ctx, s.sess, "crash", map[string]any{}, nil)
+	if !res.IsError || res.Meta["skulk/synthetic"] != true {
+		t.Errorf("crash through the chain: %q %v", textOf(res), res.Meta)
+	}
+	res = callTool(t, ctx, s.sess, "pid", map[string]any{}, nil)
+	if res.IsError {
+		t.Fatalf("pid after the crash: %s", textOf(res))
+	}
+	var pids pidResult
+	if b, err := jsonOf(res.StructuredContent); err != nil || decodeJSON(b, &pids) != nil || pids.PID == 0 {
+		t.Fatalf("pid: %v", res.StructuredContent)
+	}
+	s.close(t)
+	processGone(t, pids.PID, 10*time.Second)
+	processGone(t, pids.PPID, 10*time.Second)
+}
+
+// TestWrapperByHand: skulk-mcp started outside a host says so and exits 2.
+func TestWrapperByHand(t *testing.T) {
+	out, err := exec.Command(wrapperBin, "--", selfBin).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "started by a Skulk host") {
+		t.Errorf("by hand: %v %q", err, out)
+	}
+}
+
+func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
+
+func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
