@@ -125,14 +125,17 @@ var suite = []test{
 // and with TestToolsArgs, to learn its tools.
 //
 // Every provider process a test starts is killed, with its process group,
-// when the test ends, and its directory is removed. Run holds a lock for
-// its whole run: one Run at a time in a process.
+// when the test ends, and its directory is removed. Run holds a lock until
+// t's cleanup (its parallel subtests run after Run returns): one Run at a
+// time in a process.
 func Run(t *testing.T, bin string, opts Options) {
 	t.Helper()
 	running.Lock()
-	defer running.Unlock()
 	oldBin, oldArgs := childBin, testArgs
-	defer func() { childBin, testArgs = oldBin, oldArgs }()
+	t.Cleanup(func() { // after every subtest, the parallel ones included
+		childBin, testArgs = oldBin, oldArgs
+		running.Unlock()
+	})
 	childBin = bin
 	if opts.TestToolsArgs != nil {
 		testArgs = slices.Clone(opts.TestToolsArgs)
