@@ -6,12 +6,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 )
 
 // benchSend runs one call whose handler sends b.N chunks of pl (with media
@@ -63,13 +65,13 @@ func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
 // benchStream serves opts in-process for the benchmark, does the handshake
 // and returns one stream connection; Serve is stopped and the connection
 // closed when the benchmark ends.
-func benchStream(b *testing.B, opts child.Options) *testnet.Stream {
+func benchStream(b *testing.B, opts child.Options) *skulktest.Stream {
 	hostEnd, childEnd := testnet.SocketPair(b)
 	ln, path := testnet.Listen(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- child.Serve(ctx, childEnd, child.NewListener(ln.Accept, ln.Close), opts) }() // stopped by the cleanup's cancel
-	h := testnet.NewHost(hostEnd, path)
+	h := skulktest.NewPeer(hostEnd, path)
 	b.Cleanup(func() {
 		h.Close()
 		cancel()
@@ -161,17 +163,17 @@ func BenchmarkStartToHello(b *testing.B) {
 		bin = env
 	}
 	for range b.N {
-		p := testnet.StartProcess(b, bin, []string{"--test-tools"})
+		p := skulktest.ExecPeer(b, bin, []string{"--test-tools"})
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		_, err := p.Host.Hello(ctx)
+		_, err := p.Hello(ctx)
 		cancel()
 		if err != nil {
 			b.Fatalf("%v; child output: %s", err, p.Output())
 		}
 		b.StopTimer()
-		p.Host.Close()
-		p.Kill()
-		p.Wait(wait)
+		p.Close()
+		p.Signal(syscall.SIGKILL)
+		p.Wait(context.Background())
 		b.StartTimer()
 	}
 }

@@ -14,13 +14,14 @@ import (
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
 
 // requireClosed requires the child to close the connection: EOF (or a
 // reset) with nothing more written.
-func requireClosed(t *testing.T, s *testnet.Stream) {
+func requireClosed(t *testing.T, s *skulktest.Stream) {
 	t.Helper()
 	s.Conn.SetReadDeadline(deadline())
 	p, err := s.Read()
@@ -87,18 +88,18 @@ func TestRememberedCancel(t *testing.T) {
 }
 
 func TestInvalidCallerFrame(t *testing.T) {
-	cases := map[string]func(s *testnet.Stream) error{
-		"gap": func(s *testnet.Stream) error {
+	cases := map[string]func(s *skulktest.Stream) error{
+		"gap": func(s *skulktest.Stream) error {
 			return s.Chunk("v1", 5, payload(map[string]any{"a": 1}), nil)
 		},
-		"other call": func(s *testnet.Stream) error {
+		"other call": func(s *skulktest.Stream) error {
 			return s.Chunk("other", 1, payload(map[string]any{"a": 1}), nil)
 		},
-		"wrong direction": func(s *testnet.Stream) error {
+		"wrong direction": func(s *skulktest.Stream) error {
 			f, _ := frame.NewChunk("v1", frame.ProviderToCaller, 1, payload(map[string]any{"a": 1}), nil)
 			return s.Caller(f)
 		},
-		"synthetic": func(s *testnet.Stream) error {
+		"synthetic": func(s *skulktest.Stream) error {
 			// A frame that parses but carries synthetic: true.
 			f, _ := frame.NewChunk("v1", frame.CallerToProvider, 1, payload(map[string]any{"a": 1}), nil)
 			b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
@@ -107,7 +108,7 @@ func TestInvalidCallerFrame(t *testing.T) {
 			}
 			return s.WriteRaw(withSynthetic(b))
 		},
-		"chunk without payload": func(s *testnet.Stream) error {
+		"chunk without payload": func(s *skulktest.Stream) error {
 			f := frame.Frame{CallID: "v1", Direction: frame.CallerToProvider, Sequence: 1, Kind: frame.KindChunk}
 			return s.WriteRaw(encodeUnchecked(f))
 		},
@@ -165,7 +166,7 @@ func TestConnectionClosedCancels(t *testing.T) {
 }
 
 func TestStuckHandler(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
 		begin(t, s, "st1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true})
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
 		require.NoError(t, h.Cancel("st1", "test"))
@@ -179,7 +180,7 @@ func TestStuckHandler(t *testing.T) {
 }
 
 // readFrame reads the next packet on s, which must be a frame.
-func readFrame(t *testing.T, s *testnet.Stream) *wire.Frame {
+func readFrame(t *testing.T, s *skulktest.Stream) *wire.Frame {
 	t.Helper()
 	s.Conn.SetReadDeadline(deadline())
 	p, err := s.Read()
@@ -191,7 +192,7 @@ func readFrame(t *testing.T, s *testnet.Stream) *wire.Frame {
 
 // endOnceReturned reads the end that comes when a stuck handler finally
 // returns, and waits for stuck and streams to go back to 0.
-func endOnceReturned(t *testing.T, h *testnet.Host, s *testnet.Stream) {
+func endOnceReturned(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
 	t.Helper()
 	p, err := s.Read()
 	require.NoError(t, err)
@@ -204,7 +205,7 @@ func endOnceReturned(t *testing.T, h *testnet.Host, s *testnet.Stream) {
 // deadline is over, and is counted stuck until it returns; the end waits
 // for it.
 func TestStuckHandlerPastDeadline(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
 		start := time.Now()
 		require.NoError(t, s.Invoke("sd1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}, 200*time.Millisecond))
 		require.NoError(t, s.Started("sd1"))
@@ -226,7 +227,7 @@ func TestStuckHandlerPastDeadline(t *testing.T) {
 // timer and the return comes first, and stuck and streams go back to 0.
 func TestGraceRacesHandlerReturn(t *testing.T) {
 	const grace = 20 * time.Millisecond
-	st := testnet.DefaultStartup()
+	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = grace.Milliseconds()
 	late := child.Tool{ID: "late", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		var args struct {
@@ -241,7 +242,7 @@ func TestGraceRacesHandlerReturn(t *testing.T) {
 	}}
 	h, _ := startServe(t, config{startup: st, extra: []child.Tool{late}})
 	const n = 41
-	streams := make([]*testnet.Stream, n)
+	streams := make([]*skulktest.Stream, n)
 	for i := range streams {
 		streams[i] = dial(t, h)
 		begin(t, streams[i], "gr"+strconv.Itoa(i), "late", map[string]any{"us": (i - n/2) * 100})
@@ -288,7 +289,7 @@ func TestDrain(t *testing.T) {
 // grace and writes bye before grace + cancel grace, abandoning those that
 // ignore their cancellation (docs/protocol.md §5 item 5).
 func TestDrainPastGrace(t *testing.T) {
-	st := testnet.DefaultStartup()
+	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = 400
 	forEach(t, func(t *testing.T, tg target) {
 		h, s, s2 := startDrainPair(t, tg, st, "dg")
@@ -318,14 +319,14 @@ func TestDrainPastGrace(t *testing.T) {
 func TestDrainSmallCancelGrace(t *testing.T) {
 	for _, cg := range []int64{0, 2} {
 		t.Run(fmt.Sprintf("cancel_grace_ms=%d", cg), func(t *testing.T) {
-			st := testnet.DefaultStartup()
+			st := skulktest.DefaultStartup()
 			st.CancelGraceMS = cg
 			forEach(t, func(t *testing.T, tg target) {
 				for range 6 { // the loss was a race: several drains
 					h, s, s2 := startDrainPair(t, tg, st, "dz")
 					require.NoError(t, h.Drain(50*time.Millisecond))
 					for _, c := range []struct {
-						s  *testnet.Stream
+						s  *skulktest.Stream
 						id string
 					}{{s, "dz1"}, {s2, "dz2"}} {
 						// A handler stuck at once has no end: the read
@@ -347,7 +348,7 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 // s2 one that ignores it for much longer than a drain may take (in-process
 // a handler released when the test ends, in the binary sleep with
 // ignore_cancel, whose process is killed).
-func startDrainPair(t *testing.T, tg target, st *wire.Startup, prefix string) (h *testnet.Host, s, s2 *testnet.Stream) {
+func startDrainPair(t *testing.T, tg target, st *wire.Startup, prefix string) (h *skulktest.Peer, s, s2 *skulktest.Stream) {
 	t.Helper()
 	release := newGate()
 	t.Cleanup(release.open)
@@ -370,7 +371,7 @@ func startDrainPair(t *testing.T, tg target, st *wire.Startup, prefix string) (h
 }
 
 func TestServeReturnsOnControlEOF(t *testing.T) {
-	serveReturnsOnControlEOF(t, func(s *testnet.Stream) error {
+	serveReturnsOnControlEOF(t, func(s *skulktest.Stream) error {
 		if err := s.Invoke("eof1", "stubborn", nil, 0); err != nil {
 			return err
 		}
@@ -381,7 +382,7 @@ func TestServeReturnsOnControlEOF(t *testing.T) {
 // serveReturnsOnControlEOF starts a call of a handler that ignores
 // cancellation with begin, then closes the control connection: Serve must
 // return promptly all the same.
-func serveReturnsOnControlEOF(t *testing.T, begin func(*testnet.Stream) error) {
+func serveReturnsOnControlEOF(t *testing.T, begin func(*skulktest.Stream) error) {
 	release := newGate()
 	defer release.open()
 	stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
@@ -432,7 +433,7 @@ func TestServeStartErrors(t *testing.T) {
 	})
 	t.Run("version", func(t *testing.T) {
 		srv := serveChild(t, config{}, demoOptions())
-		st := testnet.DefaultStartup()
+		st := skulktest.DefaultStartup()
 		st.Protocol = 2
 		_, err := srv.host.Handshake(ctxT(t), st)
 		require.NoError(t, err)
@@ -501,7 +502,7 @@ func TestHugeMillis(t *testing.T) {
 		})
 	})
 	t.Run("cancel_grace_ms", func(t *testing.T) {
-		st := testnet.DefaultStartup()
+		st := skulktest.DefaultStartup()
 		st.CancelGraceMS = hugeMS
 		forEach(t, func(t *testing.T, tg target) {
 			h, _ := tg.start(t, config{startup: st})
@@ -530,7 +531,7 @@ func TestHugeMillis(t *testing.T) {
 func TestCallIDFreeAtEnd(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
-		conns := []*testnet.Stream{dial(t, h), dial(t, h)}
+		conns := []*skulktest.Stream{dial(t, h), dial(t, h)}
 		// Each id twice, first on one connection then on the other (a
 		// connection refuses its own previous call's id, docs/protocol.md §6 "Call ids").
 		for i := range 200 {
@@ -543,7 +544,7 @@ func TestCallIDFreeAtEnd(t *testing.T) {
 // the default: a cancelled handler that goes on is stuck at once, its
 // terminal written for it well before the default second would pass.
 func TestZeroCancelGrace(t *testing.T) {
-	st := testnet.DefaultStartup()
+	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = 0
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{startup: st})

@@ -10,7 +10,7 @@ import (
 	"github.com/skulkrt/skulk/child"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -23,7 +23,7 @@ func TestDrainedChildLeavesNothing(t *testing.T) {
 	srv := serveChild(t, config{}, demoOptions())
 	_, err := srv.host.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
-	var streams []*testnet.Stream
+	var streams []*skulktest.Stream
 	for range 3 { // idle connections
 		streams = append(streams, dial(t, srv.host))
 	}
@@ -62,7 +62,7 @@ func TestDrainedChildLeavesNothing(t *testing.T) {
 // TestDrainPastGrace/binary failure, where the grace timer and the drain's
 // deadline fire together).
 func TestDrainPastGraceSendsQueuedTerminals(t *testing.T) {
-	st := testnet.DefaultStartup()
+	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = 100
 	release := newGate()
 	defer release.open()

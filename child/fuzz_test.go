@@ -73,9 +73,9 @@ func FuzzStreamConnection(f *testing.F) {
 		// The child's output: well-formed packets up to its close, or a
 		// deadline (a handler still running, as a sleep does, is ended
 		// by the close below).
-		s.Conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		until := time.Now().Add(200 * time.Millisecond)
 		for {
-			_, err := s.Read()
+			_, err := s.ReadBy(until)
 			if err == nil {
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/demotools"
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	childBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
+	childBin, err = skulktest.BuildIn(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
@@ -47,7 +48,7 @@ func ctxT(t *testing.T) context.Context {
 
 // config says how to start a child for a test.
 type config struct {
-	startup *wire.Startup // nil: testnet.DefaultStartup
+	startup *wire.Startup // nil: skulktest.DefaultStartup
 	extra   []child.Tool  // tools added to the demo tools, in-process only (the binary ignores them)
 	// listen wraps the stream listener Serve is given, in-process only;
 	// nil leaves it as it is.
@@ -59,7 +60,7 @@ type config struct {
 type target struct {
 	name string
 	// start starts a child and does the handshake.
-	start func(t *testing.T, cfg config) (*testnet.Host, *wire.Hello)
+	start func(t *testing.T, cfg config) (*skulktest.Peer, *wire.Hello)
 }
 
 var targets = []target{
@@ -76,7 +77,7 @@ func forEach(t *testing.T, f func(t *testing.T, tg target)) {
 
 // served is a child running in-process.
 type served struct {
-	host   *testnet.Host
+	host   *skulktest.Peer
 	done   chan error // Serve's result
 	cancel context.CancelFunc
 }
@@ -92,7 +93,7 @@ func serveChild(t *testing.T, cfg config, opts child.Options) *served {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{done: make(chan error, 1), cancel: cancel}
 	go func() { s.done <- child.Serve(ctx, childEnd, ln, opts) }() // stopped by the cleanup below
-	s.host = testnet.NewHost(hostEnd, path)
+	s.host = skulktest.NewPeer(hostEnd, path)
 	t.Cleanup(func() {
 		s.host.Close()
 		cancel()
@@ -110,7 +111,7 @@ func demoOptions(extra ...child.Tool) child.Options {
 	return child.Options{Tools: tools}
 }
 
-func startServe(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
+func startServe(t *testing.T, cfg config) (*skulktest.Peer, *wire.Hello) {
 	t.Helper()
 	s := serveChild(t, cfg, demoOptions(cfg.extra...))
 	hello, err := s.host.Handshake(ctxT(t), cfg.startup)
@@ -118,19 +119,19 @@ func startServe(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
 	return s.host, hello
 }
 
-func startBinary(t *testing.T, cfg config) (*testnet.Host, *wire.Hello) {
+func startBinary(t *testing.T, cfg config) (*skulktest.Peer, *wire.Hello) {
 	t.Helper()
-	p := testnet.StartProcess(t, childBin, []string{"--test-tools"})
-	hello, err := p.Host.Handshake(ctxT(t), cfg.startup)
+	p := skulktest.ExecPeer(t, childBin, []string{"--test-tools"})
+	hello, err := p.Handshake(ctxT(t), cfg.startup)
 	require.NoError(t, err, "child output: %s", p.Output())
-	return p.Host, hello
+	return p, hello
 }
 
 // dial opens a stream connection closed at the end of the test.
 // forEachGraced runs f against each target started with a 100 ms cancel
 // grace, with one stream connection dialled.
-func forEachGraced(t *testing.T, f func(t *testing.T, h *testnet.Host, s *testnet.Stream)) {
-	st := testnet.DefaultStartup()
+func forEachGraced(t *testing.T, f func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream)) {
+	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = 100
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{startup: st})
@@ -138,7 +139,7 @@ func forEachGraced(t *testing.T, f func(t *testing.T, h *testnet.Host, s *testne
 	})
 }
 
-func dial(t *testing.T, h *testnet.Host) *testnet.Stream {
+func dial(t *testing.T, h *skulktest.Peer) *skulktest.Stream {
 	t.Helper()
 	s, err := h.Dial(ctxT(t))
 	require.NoError(t, err)
@@ -149,7 +150,7 @@ func dial(t *testing.T, h *testnet.Host) *testnet.Stream {
 func deadline() time.Time { return time.Now().Add(wait) }
 
 // readCall reads a call's output and requires its end.
-func readCall(t *testing.T, s *testnet.Stream, callID string) *testnet.Result {
+func readCall(t *testing.T, s *skulktest.Stream, callID string) *skulktest.Result {
 	t.Helper()
 	res, err := s.ReadCall(callID, deadline())
 	require.NoError(t, err)
@@ -194,7 +195,7 @@ func num(t *testing.T, v any) int64 {
 }
 
 // requireTerminal checks the terminal's kind and error code (0 for none).
-func requireTerminal(t *testing.T, res *testnet.Result, kind frame.Kind, code frame.Code) {
+func requireTerminal(t *testing.T, res *skulktest.Result, kind frame.Kind, code frame.Code) {
 	t.Helper()
 	require.NotNil(t, res.Terminal, "no terminal")
 	require.Equal(t, kind, res.Terminal.Kind, "terminal %+v", res.Terminal)
@@ -205,7 +206,7 @@ func requireTerminal(t *testing.T, res *testnet.Result, kind frame.Kind, code fr
 }
 
 // pingUntil pings until cond holds for the pong, or fails the test.
-func pingUntil(t *testing.T, h *testnet.Host, cond func(*wire.Pong) bool) *wire.Pong {
+func pingUntil(t *testing.T, h *skulktest.Peer, cond func(*wire.Pong) bool) *wire.Pong {
 	t.Helper()
 	ctx := ctxT(t)
 	for n := uint64(1000); ; n++ {
@@ -234,7 +235,7 @@ func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
 
 // begin invokes tool with args (no timeout) on s and sends the caller's
 // started frame.
-func begin(t *testing.T, s *testnet.Stream, callID, tool string, args map[string]any) {
+func begin(t *testing.T, s *skulktest.Stream, callID, tool string, args map[string]any) {
 	t.Helper()
 	require.NoError(t, s.Invoke(callID, tool, args, 0))
 	require.NoError(t, s.Started(callID))
@@ -242,7 +243,7 @@ func begin(t *testing.T, s *testnet.Stream, callID, tool string, args map[string
 
 // beginSleep begins a one-minute sleep call on s and waits until the
 // child counts it as its only stream.
-func beginSleep(t *testing.T, h *testnet.Host, s *testnet.Stream, callID string) {
+func beginSleep(t *testing.T, h *skulktest.Peer, s *skulktest.Stream, callID string) {
 	t.Helper()
 	begin(t, s, callID, "sleep", map[string]any{"ms": 60_000})
 	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
@@ -250,7 +251,7 @@ func beginSleep(t *testing.T, h *testnet.Host, s *testnet.Stream, callID string)
 
 // requireCountCompletes runs a one-chunk count call on s to its completed
 // terminal: the connection still serves calls.
-func requireCountCompletes(t *testing.T, s *testnet.Stream, callID string) {
+func requireCountCompletes(t *testing.T, s *skulktest.Stream, callID string) {
 	t.Helper()
 	begin(t, s, callID, "count", map[string]any{"n": 1})
 	require.NoError(t, s.Complete(callID, 1, nil))

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -108,7 +108,7 @@ func TestPlainRequestAfterHandOver(t *testing.T) {
 // ignores cancellation runs on its connection's reader, yet Serve still
 // returns promptly once the control connection reaches EOF.
 func TestPlainRequestStuckOnControlEOF(t *testing.T) {
-	serveReturnsOnControlEOF(t, func(s *testnet.Stream) error { return s.Request("ps1", "stubborn", nil) })
+	serveReturnsOnControlEOF(t, func(s *skulktest.Stream) error { return s.Request("ps1", "stubborn", nil) })
 }
 
 // TestPlainRequestInvalidFrame: a plain request with a caller frame that

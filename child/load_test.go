@@ -17,7 +17,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -102,7 +102,7 @@ func TestBackpressureIndependentOfHealth(t *testing.T) {
 	})
 }
 
-func sockBuf(t *testing.T, s *testnet.Stream, opt int) int {
+func sockBuf(t *testing.T, s *skulktest.Stream, opt int) int {
 	raw, err := s.Conn.SyscallConn()
 	require.NoError(t, err)
 	var v int
@@ -137,13 +137,13 @@ func TestThousandStreams(t *testing.T) {
 	// connections and their readers; there the bound is the host's health
 	// timeout (5 s), the point at which a host would call it unhealthy.
 	// The binary is the real child, held to pongBound.
-	run := func(t *testing.T, h *testnet.Host, pid int) {
+	run := func(t *testing.T, h *skulktest.Peer, pid int) {
 		base := runtime.NumGoroutine()
 		idleKiB := 0
 		if pid != 0 {
 			idleKiB = vmHWM(t, pid)
 		}
-		streams := make([]*testnet.Stream, n)
+		streams := make([]*skulktest.Stream, n)
 		for i := range streams {
 			streams[i] = dial(t, h)
 			id := "s" + strconv.Itoa(i)
@@ -221,10 +221,10 @@ func TestThousandStreams(t *testing.T) {
 		run(t, h, 0)
 	})
 	t.Run("binary", func(t *testing.T) {
-		p := testnet.StartProcess(t, childBin, nil)
-		_, err := p.Host.Handshake(ctxT(t), nil)
+		p := skulktest.ExecPeer(t, childBin, nil)
+		_, err := p.Handshake(ctxT(t), nil)
 		require.NoError(t, err)
-		run(t, p.Host, p.Cmd.Process.Pid)
+		run(t, p, p.PID())
 	})
 }
 
@@ -232,7 +232,7 @@ func TestThousandStreams(t *testing.T) {
 // that handler's Send, and nothing else: pings are answered, and a control
 // cancel ends the blocked Send, so the handler returns and is not stuck.
 func TestEgressBackpressure(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
 		begin(t, s, "eg1", "count", map[string]any{"n": 1_000_000, "size": 1000})
 		require.NoError(t, s.Complete("eg1", 1, nil))
 		// Wait until the output fills the socket: what waits unread on the
@@ -270,7 +270,7 @@ func TestEgressBackpressure(t *testing.T) {
 // running nor stuck, and the host then reads whole chunks, the cancel's
 // terminal and the end.
 func TestEgressBackpressureMedia(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *testnet.Host, s *testnet.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
 		begin(t, s, "em1", "media", map[string]any{"bytes": 256 << 20, "chunk": 4 << 20})
 		require.NoError(t, s.Complete("em1", 1, nil))
 		last := waitSteady(t, "output never blocked", func() int64 { return int64(unread(t, s)) })
@@ -327,7 +327,7 @@ func TestSendRacingHandlerReturn(t *testing.T) {
 }
 
 // unread returns how many bytes wait unread in s's receive queue.
-func unread(t *testing.T, s *testnet.Stream) int {
+func unread(t *testing.T, s *skulktest.Stream) int {
 	raw, err := s.Conn.SyscallConn()
 	require.NoError(t, err)
 	var n int32

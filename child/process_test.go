@@ -2,6 +2,7 @@ package child_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -108,17 +110,17 @@ func TestBinaryControlEOFExitsPromptly(t *testing.T) {
 // exit, having checked that it exited 0.
 func controlEOFExit(t *testing.T) time.Duration {
 	t.Helper()
-	p := testnet.StartProcess(t, childBin, []string{"--test-tools"})
-	st := testnet.DefaultStartup()
+	p := skulktest.ExecPeer(t, childBin, []string{"--test-tools"})
+	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = 5000
-	_, err := p.Host.Handshake(ctxT(t), st)
+	_, err := p.Handshake(ctxT(t), st)
 	require.NoError(t, err)
-	s := dial(t, p.Host)
+	s := dial(t, p)
 	begin(t, s, "e1", "sleep", map[string]any{"ms": 30_000, "ignore_cancel": true})
-	pingUntil(t, p.Host, func(p *wire.Pong) bool { return p.Streams == 1 })
+	pingUntil(t, p, func(p *wire.Pong) bool { return p.Streams == 1 })
 	start := time.Now()
-	p.Host.Close()
-	code, err := p.Wait(wait)
+	p.Close()
+	code, err := p.Wait(context.Background())
 	took := time.Since(start)
 	require.NoError(t, err)
 	require.Equal(t, 0, code, p.Output())
@@ -126,12 +128,12 @@ func controlEOFExit(t *testing.T) time.Duration {
 }
 
 func TestBinaryVersionNotOffered(t *testing.T) {
-	p := testnet.StartProcess(t, childBin, nil)
-	st := testnet.DefaultStartup()
+	p := skulktest.ExecPeer(t, childBin, nil)
+	st := skulktest.DefaultStartup()
 	st.Protocol = 9
-	_, err := p.Host.Handshake(ctxT(t), st)
+	_, err := p.Handshake(ctxT(t), st)
 	require.NoError(t, err)
-	code, err := p.Wait(wait)
+	code, err := p.Wait(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 2, code)
 	require.Contains(t, lastLine(p.Output()), "protocol version")
@@ -139,11 +141,13 @@ func TestBinaryVersionNotOffered(t *testing.T) {
 
 func TestBinaryNoStartup(t *testing.T) {
 	t.Parallel() // waits the full 10 s of docs/protocol.md §5 item 3
-	p := testnet.StartProcess(t, childBin, nil)
-	_, err := p.Host.Hello(ctxT(t))
+	p := skulktest.ExecPeer(t, childBin, nil)
+	_, err := p.Hello(ctxT(t))
 	require.NoError(t, err)
 	start := time.Now()
-	code, err := p.Wait(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code, err := p.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, code)
 	require.Contains(t, lastLine(p.Output()), "no startup")
@@ -151,22 +155,22 @@ func TestBinaryNoStartup(t *testing.T) {
 }
 
 func TestBinaryDrainExitsZero(t *testing.T) {
-	p := testnet.StartProcess(t, childBin, nil)
-	_, err := p.Host.Handshake(ctxT(t), nil)
+	p := skulktest.ExecPeer(t, childBin, nil)
+	_, err := p.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
-	require.NoError(t, p.Host.Drain(time.Second))
-	_, err = p.Host.WaitBye(ctxT(t))
+	require.NoError(t, p.Drain(time.Second))
+	_, err = p.WaitBye(ctxT(t))
 	require.NoError(t, err)
-	code, err := p.Wait(wait)
+	code, err := p.Wait(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 0, code)
 }
 
 func TestBinaryCrash(t *testing.T) {
-	p := testnet.StartProcess(t, childBin, []string{"--test-tools"})
-	_, err := p.Host.Handshake(ctxT(t), nil)
+	p := skulktest.ExecPeer(t, childBin, []string{"--test-tools"})
+	_, err := p.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
-	s := dial(t, p.Host)
+	s := dial(t, p)
 	require.NoError(t, s.Invoke("cr1", "crash", map[string]any{"after": 3}, 0))
 	s.Started("cr1") // the child may be gone already: crash needs no input
 	res, err := s.ReadCall("cr1", deadline())
@@ -176,14 +180,14 @@ func TestBinaryCrash(t *testing.T) {
 	for i, f := range res.Chunks() {
 		require.Equal(t, int64(i), num(t, decode(t, f.Payload)["i"]))
 	}
-	code, err := p.Wait(wait)
+	code, err := p.Wait(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 3, code)
 }
 
 func TestBinaryWithoutTestTools(t *testing.T) {
-	p := testnet.StartProcess(t, childBin, nil)
-	hello, err := p.Host.Handshake(ctxT(t), nil)
+	p := skulktest.ExecPeer(t, childBin, nil)
+	hello, err := p.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
 	for _, tool := range hello.Tools {
 		require.NotEqual(t, "crash", tool.ID)
@@ -191,7 +195,7 @@ func TestBinaryWithoutTestTools(t *testing.T) {
 			require.NotContains(t, tool.ArgumentsSchema["properties"], "ignore_cancel")
 		}
 	}
-	s := dial(t, p.Host)
+	s := dial(t, p)
 	begin(t, s, "w1", "sleep", map[string]any{"ms": 1, "ignore_cancel": true})
 	requireTerminal(t, readCall(t, s, "w1"), frame.KindFailed, frame.CodeProviderError)
 }
@@ -199,7 +203,7 @@ func TestBinaryWithoutTestTools(t *testing.T) {
 // startupWithProtocol returns a default startup packet whose protocol
 // value is the msgpack bytes v.
 func startupWithProtocol(t *testing.T, v []byte) []byte {
-	b, err := wire.Encode(testnet.DefaultStartup(), wire.Limits{})
+	b, err := wire.Encode(skulktest.DefaultStartup(), wire.Limits{})
 	require.NoError(t, err)
 	key := append([]byte{0xa8}, "protocol"...)
 	i := bytes.Index(b, key) + len(key)
@@ -232,11 +236,11 @@ func TestBadStartup(t *testing.T) {
 				require.ErrorIs(t, srv.result(t), child.ErrBadStartup)
 			})
 			t.Run("binary", func(t *testing.T) {
-				p := testnet.StartProcess(t, childBin, nil)
-				_, err := p.Host.Hello(ctxT(t))
+				p := skulktest.ExecPeer(t, childBin, nil)
+				_, err := p.Hello(ctxT(t))
 				require.NoError(t, err)
-				require.NoError(t, p.Host.WriteRaw(pkt))
-				code, err := p.Wait(wait)
+				require.NoError(t, p.WriteRaw(pkt))
+				code, err := p.Wait(context.Background())
 				require.NoError(t, err)
 				require.Equal(t, 2, code, "output: %s", p.Output())
 				require.Contains(t, lastLine(p.Output()), "no valid startup")

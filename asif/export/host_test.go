@@ -14,12 +14,12 @@ import (
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/asifdoc"
 	"github.com/skulkrt/skulk/internal/eventstore"
-	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 )
 
 // buildChild builds cmd/skulk-child into dir.
 func buildChild(dir string) (string, error) {
-	return testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
+	return skulktest.BuildIn(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
 }
 
 // realHost starts cmd/skulk-child (with its test tools) under a host whose

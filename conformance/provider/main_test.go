@@ -13,9 +13,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// childBin is the provider binary under test, set by TestMain.
-var childBin string
-
 // Environment variables that configure the suite.
 const (
 	// binEnv names a provider binary to test instead of building one.

@@ -16,7 +16,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/recorder"
-	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/skulktest"
 )
 
 const examples = "../../asif/testdata/"
@@ -406,7 +406,7 @@ func TestASIFExportRealCalls(t *testing.T) {
 		t.Skip("builds cmd/skulk-child")
 	}
 	dir := t.TempDir()
-	child, err := testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
+	child, err := skulktest.BuildIn(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,10 @@
 // provider frames on stream connections), and a way to start a provider
 // binary exactly as docs/protocol.md §1 says (fds 3 and 4, SKULK_* environment).
 //
-// It imports neither child nor host, so both can use it in their tests.
+// It imports neither child nor host, so both can use it in their tests,
+// the in-package ones included. Package skulktest, the public face of the
+// same helpers, imports both, so only tests outside those two packages can
+// use it; they do.
 package testnet
 
 import (

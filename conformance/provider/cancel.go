@@ -10,7 +10,7 @@ import (
 // A control cancel of a running handler ends the call at once with provider
 // cancelled and end (so the handler returned: not the stuck path); after the
 // caller's terminal the connection is reusable. reason is optional.
-func TestControlCancel(t *testing.T) {
+func testControlCancel(t *testing.T) {
 	for i, tc := range []struct {
 		tool   string
 		args   map[string]any
@@ -50,7 +50,7 @@ func TestControlCancel(t *testing.T) {
 // Contract: docs/protocol.md §6 item 4 (caller cancelled or failed; the terminal by cause).
 // A caller cancelled, and a caller failed, cancel a running handler:
 // provider cancelled at once, end, and the connection is reusable.
-func TestCallerCancel(t *testing.T) {
+func testCallerCancel(t *testing.T) {
 	for _, kind := range []string{"cancelled", "failed"} {
 		for _, tool := range []string{"sleep", "echo"} {
 			t.Run(kind+"/"+tool, func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestCallerCancel(t *testing.T) {
 // A cancel for an unknown call id is remembered; an invoke for it ends at
 // once with cancelled, the id is then forgotten, and the connection stays
 // reusable.
-func TestRememberedCancel(t *testing.T) {
+func testRememberedCancel(t *testing.T) {
 	c := start(t, setup{})
 	c.ctl.send(map[string]any{"t": "cancel", "call_id": "future-1", "reason": "early"})
 	c.ping(1) // the cancel has been read
@@ -103,7 +103,7 @@ func TestRememberedCancel(t *testing.T) {
 
 // Contract: docs/protocol.md §6 "Call ids" (the most recent 1,024).
 // The most recent 1,024 unknown cancel ids are remembered, and no more.
-func TestRememberedCancel1024(t *testing.T) {
+func testRememberedCancel1024(t *testing.T) {
 	c := start(t, setup{})
 	var b []byte
 	for i := 0; i <= 1024; i++ { // 1,025 ids: x0 is the oldest
@@ -128,7 +128,7 @@ func TestRememberedCancel1024(t *testing.T) {
 // A cancel for a call that has ended names a call the child no longer knows,
 // so it is remembered like any unknown id. (A host never reuses call ids;
 // this checks the child's bookkeeping.)
-func TestCancelAfterEnd(t *testing.T) {
+func testCancelAfterEnd(t *testing.T) {
 	c := start(t, setup{})
 	runCall(t, c.dial(t), "done1", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
 	c.ctl.send(map[string]any{"t": "cancel", "call_id": "done1"})
@@ -141,7 +141,7 @@ func TestCancelAfterEnd(t *testing.T) {
 // 4), and pong.streams goes back to 0. A plain request's child need not
 // read in the quiet interval (§6 item 6): the Go SDK sees the close within
 // about 100 ms (docs/architecture.md, "Plain requests").
-func TestConnCloseCancels(t *testing.T) {
+func testConnCloseCancels(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		plain bool
@@ -177,7 +177,7 @@ func TestConnCloseCancels(t *testing.T) {
 // a child in the quiet interval at once).
 // A plain request (whole input in one write) is still cancelled at once by a
 // control cancel.
-func TestPlainRequestControlCancel(t *testing.T) {
+func testPlainRequestControlCancel(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	s.sendRaw(plainRequest(invoke("prc", "sleep", map[string]any{"ms": 20000})))

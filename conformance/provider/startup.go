@@ -52,14 +52,14 @@ func toolDescriptors(t *testing.T, h *packet) map[string]map[string]any {
 // Contract: docs/protocol.md §3 hello and tool descriptors.
 // Hello offers version 1 and carries sdk, the child's pid, max_streams ≥ 1,
 // limits and well-formed tool descriptors, every demo tool among them.
-func TestHello(t *testing.T) {
+func testHello(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
 		want []string
 	}{
 		{"default", nil, demoTools},
-		{"test-tools", []string{"--test-tools"}, append(slices.Clone(demoTools), "crash")},
+		{"test-tools", testToolsArgs(), append(slices.Clone(demoTools), "crash")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, h := readHello(t, tc.args)
@@ -119,9 +119,9 @@ func TestHello(t *testing.T) {
 // Contract: docs/protocol.md §3 tool descriptor (version).
 // Version changes whenever the descriptor (or the build) changes, and only
 // then.
-func TestToolVersions(t *testing.T) {
+func testToolVersions(t *testing.T) {
 	_, h1 := readHello(t, nil)
-	_, h2 := readHello(t, []string{"--test-tools"})
+	_, h2 := readHello(t, testToolsArgs())
 	_, h3 := readHello(t, nil)
 	plain, test, again := toolDescriptors(t, h1), toolDescriptors(t, h2), toolDescriptors(t, h3)
 	withoutVersion := func(td map[string]any) map[string]any {
@@ -179,7 +179,7 @@ func expectStartFailed(t *testing.T, c *child, d time.Duration) {
 // Contract: docs/protocol.md §5 item 3 (unknown version).
 // A startup naming a version the child did not offer gives a one-line reason
 // and exit status 2.
-func TestStartupUnknownVersion(t *testing.T) {
+func testStartupUnknownVersion(t *testing.T) {
 	for _, v := range []any{2, 0, uint64(1) << 40} {
 		t.Run(fmt.Sprint(v), func(t *testing.T) {
 			c, _ := readHello(t, nil)
@@ -192,7 +192,7 @@ func TestStartupUnknownVersion(t *testing.T) {
 // Contract: docs/protocol.md §5 item 3 (an unreadable startup).
 // A first control packet that is not a readable startup fails the start like
 // an unknown version (exit 2).
-func TestStartupUnreadable(t *testing.T) {
+func testStartupUnreadable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -218,7 +218,7 @@ func TestStartupUnreadable(t *testing.T) {
 // Contract: docs/protocol.md §5 item 3 (no startup within 10 s).
 // No startup within 10 s gives a one-line reason and exit status 2, and not
 // before the 10 s are up.
-func TestStartupTimeout(t *testing.T) {
+func testStartupTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits 10 s for the child's startup timeout; skipped with -short")
 	}
@@ -239,7 +239,7 @@ func TestStartupTimeout(t *testing.T) {
 // Contract: docs/protocol.md §1 environment; docs/provider.md item 1.
 // A child started without the SKULK_* environment, or with a protocol it
 // does not speak, says so in one line and exits 2.
-func TestStartWithoutHost(t *testing.T) {
+func testStartWithoutHost(t *testing.T) {
 	for _, tc := range []struct{ name, key, value string }{
 		{"no_control_fd", "SKULK_CONTROL_FD", ""},
 		{"no_streams_fd", "SKULK_STREAMS_FD", ""},
@@ -256,7 +256,7 @@ func TestStartWithoutHost(t *testing.T) {
 // Contract: docs/protocol.md §2 (Numbers) and §3 startup (ingress_queue).
 // The field startup.protocol is read in any integer encoding (here
 // uint64), and ingress_queue is ignored.
-func TestStartupEncodings(t *testing.T) {
+func testStartupEncodings(t *testing.T) {
 	c, _ := readHello(t, nil)
 	hdr := rawMap(mstr("t"), mstr("startup"),
 		mstr("protocol"), []byte{0xcf, 0, 0, 0, 0, 0, 0, 0, 1},

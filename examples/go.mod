@@ -1,0 +1,22 @@
+module github.com/skulkrt/skulk/examples
+
+go 1.26.0
+
+require (
+	github.com/skulkrt/skulk v0.0.0
+	github.com/skulkrt/skulk/conformance v0.0.0
+)
+
+require (
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
+)
+
+replace (
+	github.com/skulkrt/skulk => ../
+	github.com/skulkrt/skulk/conformance => ../conformance
+)

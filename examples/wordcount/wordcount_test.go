@@ -1,0 +1,103 @@
+package wordcount_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/conformance/provider"
+	"github.com/skulkrt/skulk/examples/wordcount"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/skulktest"
+)
+
+// StartProvider runs the test binary as the relay child: TestMain hands
+// over to skulktest.
+func TestMain(m *testing.M) { skulktest.Main(m) }
+
+func text(s string) frame.Payload { return frame.MustPayload(map[string]any{"text": s}) }
+
+func TestCountWords(t *testing.T) {
+	h := skulktest.StartProvider(t, wordcount.Options(nil), host.Config{})
+	c, err := h.Call(t.Context(), "count_words", frame.MustPayload(map[string]any{"min_length": 3}),
+		host.WithInput(text("a quick brown fox"), text("jumps")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := skulktest.Collect(t, c)
+	if o.Err != nil || len(o.Chunks()) != 2 {
+		t.Fatalf("%v, %d chunks", o.Err, len(o.Chunks()))
+	}
+	skulktest.JSONEqual(t, o.Chunks()[0], `{"words": 3}`)
+	skulktest.JSONEqual(t, o.Result, `{"total": 4}`)
+}
+
+func TestWait(t *testing.T) {
+	h := skulktest.StartProvider(t, wordcount.Options(nil), host.Config{})
+	c, err := h.Call(t.Context(), "wait", frame.MustPayload(map[string]any{"ms": 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	skulktest.JSONEqual(t, skulktest.Collect(t, c).Result, `{"waited_ms": 10}`)
+}
+
+func TestSchemaRefusal(t *testing.T) {
+	h := skulktest.StartProvider(t, wordcount.Options(nil), host.Config{})
+	_, err := h.Call(t.Context(), "count_words", frame.MustPayload(map[string]any{"min_length": 0}))
+	var se *host.SchemaError
+	if !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/min_length" || se.Keyword != "minimum" {
+		t.Fatalf("Call: %v, want a SchemaError for /min_length", err)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	causes := make(chan error, 1)
+	h := skulktest.StartProvider(t, wordcount.Options(func(err error) { causes <- err }), host.Config{})
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	c, err := h.Call(ctx, "wait", frame.MustPayload(map[string]any{"ms": 60_000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeTimeout || ce.Synthetic {
+		t.Fatalf("outcome %v, want the provider's timeout", ce)
+	}
+	if err := <-causes; !errors.Is(err, child.ErrTimeout) {
+		t.Fatalf("the handler saw %v", err)
+	}
+}
+
+func TestCancelReachesHandler(t *testing.T) {
+	causes := make(chan error, 1)
+	h := skulktest.StartProvider(t, wordcount.Options(func(err error) { causes <- err }), host.Config{})
+	c, err := h.Call(t.Context(), "wait", frame.MustPayload(map[string]any{"ms": 60_000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Cancel()
+	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeCancelled {
+		t.Fatalf("outcome %v, want cancelled", ce)
+	}
+	if err := <-causes; !errors.Is(err, child.ErrCancelRequested) && !errors.Is(err, child.ErrCallerCancelled) {
+		t.Fatalf("the handler saw %v", err)
+	}
+}
+
+// The built binary under a real host: what users deploy.
+func TestBinary(t *testing.T) {
+	h := skulktest.StartHost(t, host.Config{Command: skulktest.Build(t, "./cmd/wordcount")})
+	c, err := h.Call(t.Context(), "count_words", nil, host.WithInput(text("one two")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	skulktest.JSONEqual(t, skulktest.Collect(t, c).Result, `{"total": 2}`)
+}
+
+// The conformance suite against the binary; tests of the demo tools, which
+// wordcount does not offer, are skipped.
+func TestConformance(t *testing.T) {
+	provider.Run(t, skulktest.Build(t, "./cmd/wordcount"), provider.Options{})
+}

@@ -1,0 +1,97 @@
+package skulktest_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skulkrt/skulk/skulktest"
+)
+
+// leakEnv selects, in this test binary re-run by TestLeakChecksFail, what
+// TestLeakyHelper leaves behind.
+const leakEnv = "SKULKTEST_TEST_LEAK"
+
+// TestLeakChecksFail runs TestLeakyHelper in a subprocess once per kind of
+// leak: each run must fail, naming what it left behind; a run that leaks
+// nothing must pass.
+func TestLeakChecksFail(t *testing.T) {
+	for _, tc := range []struct{ leak, want string }{
+		{"none", ""},
+		{"goroutine", "goroutines left behind"},
+		{"fd", "descriptor"},
+		{"process", "child process"},
+		{"socket", "leak.sock left behind"},
+	} {
+		t.Run(tc.leak, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestLeakyHelper$", "-test.v")
+			cmd.Env = append(os.Environ(), leakEnv+"="+tc.leak)
+			out, err := cmd.CombinedOutput()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("a clean run failed: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("a run that leaks a %s passed:\n%s", tc.leak, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("the failure does not say %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// TestLeakyHelper is run by TestLeakChecksFail: it starts a host and leaves
+// something behind. Each leak is undone by a cleanup registered before
+// StartHost, which runs after StartHost's checks, so that the subprocess
+// fails only because the checks caught it.
+func TestLeakyHelper(t *testing.T) {
+	leak := os.Getenv(leakEnv)
+	if leak == "" {
+		t.Skip("run by TestLeakChecksFail")
+	}
+	cfg := skulktest.Child(t)
+	dir, err := os.MkdirTemp("", "skl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg.TempDir = dir
+	stop := make(chan struct{})
+	var undo []func()
+	t.Cleanup(func() {
+		for _, f := range undo {
+			f()
+		}
+	})
+	skulktest.StartHost(t, cfg)
+	switch leak {
+	case "goroutine":
+		go func() { <-stop }() // stopped by the undo below, after the checks
+		undo = append(undo, func() { close(stop) })
+	case "fd":
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		undo = append(undo, func() { f.Close() })
+	case "process":
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		undo = append(undo, func() { cmd.Process.Kill(); cmd.Wait() })
+	case "socket":
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "leak.sock"), Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.SetUnlinkOnClose(false)
+		ln.Close()
+	}
+}

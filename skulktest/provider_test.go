@@ -1,0 +1,141 @@
+package skulktest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/skulktest"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// shout upper-cases each chunk; wait blocks until cancelled and counts the
+// cancellations it saw.
+func testTools(cancels *atomic.Int32) child.Options {
+	return child.Options{Tools: []child.Tool{{
+		ID:              "shout",
+		InputSchema:     wire.Schema{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
+		ArgumentsSchema: wire.Schema{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}},
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			n := 0
+			for f, err := range s.Input() {
+				if err != nil {
+					return nil, err
+				}
+				var in struct{ Text string }
+				f.Payload.Decode(&in)
+				if err := s.Send(frame.MustPayload(map[string]any{"text": strings.ToUpper(in.Text)}), nil); err != nil {
+					return nil, err
+				}
+				n++
+			}
+			return frame.MustPayload(map[string]any{"chunks": n}), nil
+		},
+	}, {
+		ID: "wait",
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			<-ctx.Done()
+			cancels.Add(1)
+			return nil, context.Cause(ctx)
+		},
+	}}}
+}
+
+func TestStartProviderCalls(t *testing.T) {
+	var cancels atomic.Int32
+	h := skulktest.StartProvider(t, testTools(&cancels), host.Config{})
+	ctx := context.Background()
+
+	c, err := h.Call(ctx, "shout", nil, host.WithInput(frame.MustPayload(map[string]any{"text": "hi"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := skulktest.Collect(t, c)
+	if o.Err != nil || len(o.Chunks()) != 1 {
+		t.Fatalf("outcome %+v", o)
+	}
+	skulktest.JSONEqual(t, o.Chunks()[0], `{"text": "HI"}`)
+	skulktest.JSONEqual(t, o.Result, `{"chunks": 1}`)
+
+	_, err = h.Call(ctx, "shout", frame.MustPayload(map[string]any{"n": "many"}))
+	var se *host.SchemaError
+	if !errors.As(err, &se) || se.Field != "/n" {
+		t.Fatalf("Call: %v, want a SchemaError for /n", err)
+	}
+
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	c, err = h.Call(dctx, "wait", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeTimeout || ce.Synthetic {
+		t.Fatalf("deadline: %v, want the child's timeout", ce)
+	}
+
+	c, err = h.Call(ctx, "wait", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, c.Cancel)
+	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeCancelled {
+		t.Fatalf("cancel: %v", ce)
+	}
+	if n := cancels.Load(); n != 2 {
+		t.Fatalf("the handler saw %d cancellations, want 2", n)
+	}
+}
+
+// A relay killed by a signal is a child that died: the host restarts it,
+// and the new relay serves the same opts.
+func TestStartProviderRestart(t *testing.T) {
+	var cancels atomic.Int32
+	h := skulktest.StartProvider(t, testTools(&cancels), host.Config{
+		HealthInterval: 100 * time.Millisecond, HealthTimeout: 2 * time.Second,
+		Restart: host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+	})
+	c, err := h.Call(context.Background(), "wait", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(h.Children()[0].PID, syscall.SIGKILL)
+	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeUnreachable || !ce.Synthetic {
+		t.Fatalf("outcome %v, want a synthetic unreachable", ce)
+	}
+	info := skulktest.WaitRestart(t, h, 0, 1)
+	if !errors.Is(info.LastCause, host.ErrChildDied) {
+		t.Fatalf("last cause %v", info.LastCause)
+	}
+	c, err = h.Call(context.Background(), "shout", nil, host.WithInput(frame.MustPayload(map[string]any{"text": "again"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := skulktest.Collect(t, c); o.Err != nil {
+		t.Fatalf("after the restart: %v", o.Err)
+	}
+}
+
+func TestStartProviderPool(t *testing.T) {
+	var cancels atomic.Int32
+	h := skulktest.StartProvider(t, testTools(&cancels), host.Config{PoolSize: 3})
+	if n := len(h.Children()); n != 3 {
+		t.Fatalf("%d children", n)
+	}
+	for range 6 {
+		c, err := h.Call(context.Background(), "shout", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.CloseSend()
+		if o := skulktest.Collect(t, c); o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+}
