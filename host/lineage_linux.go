@@ -35,7 +35,7 @@ import (
 //   - descriptors: a process holding the child's end of one of its pipes
 //     (stdout, stderr) or sockets (control, streams) — a grandchild that
 //     holds the pipes is exactly the one that would keep the host's log
-//     forwarders waiting.
+//     forwarders waiting — outside the host's own process group.
 //
 // Every rule applies only to processes started no earlier than the child.
 // Signals go through a pidfd opened before the start time is checked
@@ -125,6 +125,7 @@ type lineage struct {
 	root   procStat // the child, as it started
 	fds    []string // readlink forms of the child's ends: "pipe:[N]", "socket:[N]"
 	self   int      // the host's pid
+	group  int      // the host's process group
 	guard  *guardian
 	reaper bool // the host is a subreaper: it reaps the descendants it adopted
 
@@ -135,7 +136,7 @@ type lineage struct {
 // newLineage starts remembering the child pid; files are its ends of the
 // pipes and sockets it was given.
 func newLineage(pid int, files []*os.File, c *containment) *lineage {
-	l := &lineage{self: os.Getpid(), seen: map[int]uint64{}, guard: c.guard, reaper: c.subreaper}
+	l := &lineage{self: os.Getpid(), group: syscall.Getpgrp(), seen: map[int]uint64{}, guard: c.guard, reaper: c.subreaper}
 	l.root, _ = readStat(pid) // a child already gone has start 0: every rule still holds
 	l.root.pid = pid
 	for _, f := range files {
@@ -239,7 +240,10 @@ func (l *lineage) members(procs []procStat) map[int]procStat {
 		if p.pid == l.self || p.pid == 1 {
 			continue
 		}
-		if start, ok := seen[p.pid]; ok && start == p.start || leaders[p.pgrp] || leaders[p.sid] || l.holdsOurs(p.pid) {
+		// The descriptor rule skips the host's own process group: a
+		// process the program forks holds copies of the host's
+		// descriptors for the moment between its fork and its exec.
+		if start, ok := seen[p.pid]; ok && start == p.start || leaders[p.pgrp] || leaders[p.sid] || p.pgrp != l.group && l.holdsOurs(p.pid) {
 			in[p.pid] = p
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 
@@ -612,4 +613,58 @@ func rssKiB(t *testing.T, pid string) int {
 		}
 	}
 	return 0
+}
+
+// TestNoSubreaper: with Config.NoSubreaper the host process does not
+// become a subreaper, and a setsid grandchild of a child that exits is
+// still found and killed (init reaps it).
+func TestNoSubreaper(t *testing.T) {
+	pids := t.TempDir()
+	cfg := config(t, "serve", pids)
+	cfg.NoSubreaper = true
+	h := startHost(t, cfg)
+	if subreaper(t) {
+		t.Fatal("the process is a subreaper with NoSubreaper")
+	}
+	c, err := h.Call(context.Background(), "escapedie", nil, host.WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term := terminal(t, c, 20*time.Second); term.Error == nil || term.Error.Code != frame.CodeUnreachable {
+		t.Fatalf("terminal %s %v", term.Kind, term.Error)
+	}
+	waitGone(t, grandchildren(t, pids), 2*time.Second)
+	works(t, h)
+}
+
+// TestSubreaperScoped: the process is a subreaper while a Host runs, and
+// not once the last one closed.
+func TestSubreaperScoped(t *testing.T) {
+	h1 := startHost(t, config(t, "serve", t.TempDir()))
+	cfg := config(t, "serve", t.TempDir())
+	cfg.TempDir = t.TempDir()
+	h2, err := host.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !subreaper(t) {
+		t.Fatal("not a subreaper while two hosts run")
+	}
+	h2.Close(context.Background())
+	if !subreaper(t) {
+		t.Fatal("not a subreaper while one host runs")
+	}
+	h1.Close(context.Background())
+	if subreaper(t) {
+		t.Fatal("still a subreaper once every host closed")
+	}
+}
+
+func subreaper(t *testing.T) bool {
+	t.Helper()
+	var v int32
+	if _, _, errno := syscall.Syscall6(syscall.SYS_PRCTL, 37 /* PR_GET_CHILD_SUBREAPER */, uintptr(unsafe.Pointer(&v)), 0, 0, 0, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	return v != 0
 }
