@@ -75,7 +75,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	s.state = StateStarting
 	h.mu.Unlock()
 
-	proc, err := spawn(&h.cfg, id, h.log)
+	proc, err := spawn(&h.cfg, id, h.log, h.contain)
 	if err != nil {
 		return nil, err
 	}
@@ -322,6 +322,7 @@ func (ch *child) watch() (error, stopMode) {
 	for {
 		select {
 		case <-ticker.C:
+			ch.proc.lineage.track() // the descendants seen now are found again if they leave the tree
 			if err := ping(); err != nil {
 				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}

@@ -100,6 +100,18 @@ type Config struct {
 	// attributes child (its id), pid, stream ("stdout" or "stderr") and
 	// line; every other record is one of the host's own events.
 	Logger *slog.Logger
+	// NoSubreaper, on Linux, keeps the host process from becoming a child
+	// subreaper (PR_SET_CHILD_SUBREAPER). The flag belongs to the whole
+	// process: while a Host without NoSubreaper runs, every orphaned
+	// descendant of any process this program started (not only of the
+	// children) becomes the program's child instead of init's, and the
+	// host reaps only those that descend from its children. A program
+	// that starts other processes whose descendants outlive their parents
+	// reaps those orphans itself, or sets NoSubreaper: the host still
+	// finds and kills its children's descendants (docs/operations.md,
+	// "Hostile children"), leaving orphans to init. False means the host
+	// is a subreaper from Start until the last such Host is closed.
+	NoSubreaper bool
 	// CallLog configures the call log every call is recorded in
 	// (docs/events.md): the host's observers and journal, what they are
 	// given of payloads, and how many events a call keeps for Call.Events.

@@ -29,6 +29,7 @@ type Host struct {
 	idPrefix string
 	nextCall atomic.Uint64
 	rec      *recorder.Recorder // records every call (Config.CallLog); closed by Close
+	contain  *containment       // starts the children and keeps their descendants; closed by Close after every child was reaped
 
 	life context.Context // cancelled when Close begins: aborts starts and backoffs
 	stop context.CancelFunc
@@ -130,7 +131,9 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.rec = rec
 	h.life, h.stop = context.WithCancel(context.Background())
+	h.contain = newContainment(&h.cfg, h.log)
 	if err := h.startPool(ctx); err != nil {
+		h.contain.close()
 		h.rec.Close(context.Background())
 		return nil, err
 	}
@@ -576,6 +579,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.mu.Unlock()
 		h.stop()
 		h.wg.Wait()
+		h.contain.close() // every child was reaped
 		var errs []error
 		h.mu.Lock()
 		for _, s := range h.slots {

@@ -39,6 +39,8 @@ type process struct {
 	exited  chan struct{} // closed by the reaper once the process was reaped
 	waitErr error         // set by the reaper before exited is closed
 
+	lineage *lineage // the child's descendants (lineage_linux.go)
+
 	stderr  tailBuffer
 	logs    sync.WaitGroup // the two forwarders
 	logDone chan struct{}  // closed once both forwarders returned
@@ -46,8 +48,10 @@ type process struct {
 }
 
 // spawn creates the directory, the listener and the socketpair and starts
-// the command in its own process group. On error nothing is left behind.
-func spawn(cfg *Config, childID string, log *slog.Logger) (p *process, err error) {
+// the command in its own process group, through c (on Linux: from c's
+// locked thread, with a parent-death signal). On error nothing is left
+// behind.
+func spawn(cfg *Config, childID string, log *slog.Logger, c *containment) (p *process, err error) {
 	dir, err := os.MkdirTemp(cfg.tempBase(), privatePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("host: private directory: %w", err)
@@ -131,10 +135,13 @@ func spawn(cfg *Config, childID string, log *slog.Logger) (p *process, err error
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{childEnd, lnFile}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := c.start(cmd); err != nil {
 		return nil, fmt.Errorf("host: start child: %w", err)
 	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
+	// Before the child's ends are closed below: the lineage knows them by
+	// their inodes.
+	p.lineage = newLineage(p.pid, []*os.File{outW, errW, childEnd, lnFile}, c)
 
 	log = log.With("child", childID, "pid", p.pid)
 	p.logs.Add(2)
@@ -142,9 +149,14 @@ func spawn(cfg *Config, childID string, log *slog.Logger) (p *process, err error
 	go p.forward(errR, "stderr", log, &p.stderr)
 	go func() { // stopped by the process exiting; waited for through exited
 		p.waitErr = cmd.Wait()
-		// Whatever is left of the group (grandchildren) goes too, so no
-		// grandchild outlives its child.
-		syscall.Kill(-p.pid, syscall.SIGKILL)
+		// Whatever is left of the child (its group, and on Linux every
+		// descendant that left it) goes too, so no descendant outlives
+		// it and none keeps its pipes open.
+		if killed, left := p.lineage.sweep(); left > 0 {
+			log.Warn("descendants of the child survived SIGKILL", "signalled", killed, "left", left)
+		} else if killed > 0 {
+			log.Info("descendants of the child killed", "signalled", killed)
+		}
 		close(p.exited)
 	}()
 	go func() { // stopped when both forwarders return; waited for through logDone
@@ -238,6 +250,7 @@ func (p *process) kill(grace time.Duration) (killed bool) {
 	if p.dead() {
 		return false
 	}
+	p.lineage.track() // what the child's tree is before it dies and its orphans move
 	p.signal(syscall.SIGTERM)
 	p.signal(syscall.SIGCONT) // a stopped process acts on SIGTERM only once continued
 	t := time.NewTimer(grace)

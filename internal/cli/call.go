@@ -16,6 +16,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/termsafe"
 )
 
 // maxInputLine bounds one line of --input; a longer line fails the command.
@@ -30,6 +31,7 @@ type callOptions struct {
 	mediaType string
 	timeout   time.Duration
 	json      bool
+	escape    bool // --escape: the provider's text is escaped too
 	saveMedia string
 	journal   string
 	child     []string
@@ -45,6 +47,7 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.StringVar(&o.mediaType, "media-type", "", "")
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
+	fs.BoolVar(&o.escape, "escape", false, "")
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
 	fs.StringVar(&o.journal, "journal", "", "")
 	o.register(fs)
@@ -341,7 +344,7 @@ func (r *callRun) receive() (status int, frames, bytes int64, last frame.Frame, 
 				return ExitFailure, frames, bytes, last, err
 			}
 		} else {
-			r.progress.above(func() { printHuman(r.env.Stdout, f, saved) })
+			r.progress.above(func() { printHuman(r.env.Stdout, f, saved, r.opts.escape) })
 		}
 		if f.IsTerminal() {
 			r.terminal.Store(true)
@@ -367,32 +370,38 @@ func frameBytes(f frame.Frame) int64 {
 }
 
 // printHuman prints one provider frame for people. Started and terminal
-// frames print nothing here: the status line reports the outcome.
-func printHuman(w io.Writer, f frame.Frame, saved string) {
+// frames print nothing here: the status line reports the outcome. A text
+// payload is the call's output and is written as the provider sent it,
+// unless escape is set (termsafe.Lines); everything else the child chose
+// (JSON payloads, media types, blob ids) is escaped always.
+func printHuman(w io.Writer, f frame.Frame, saved string, escape bool) {
 	if f.Kind != frame.KindChunk {
 		return
 	}
 	if f.Payload != nil {
 		if text, ok := f.Payload.Text(); ok {
+			if escape {
+				text = termsafe.Lines(text)
+			}
 			if !strings.HasSuffix(text, "\n") {
 				text += "\n"
 			}
 			_, _ = io.WriteString(w, text)
 		} else {
-			fmt.Fprintln(w, compactJSON(f.Payload))
+			fmt.Fprintln(w, termsafe.Escape(compactJSON(f.Payload)))
 		}
 	}
 	switch m := f.Media.(type) {
 	case *frame.InlineMedia:
 		fmt.Fprintln(w, mediaSummary(f.Sequence, m, saved))
 	case *frame.BlobMedia:
-		fmt.Fprintf(w, "[blob %s %s, %s, sha256 %s]\n", m.BlobID, m.MediaType, formatBytes(m.SizeBytes), m.SHA256)
+		fmt.Fprintf(w, "[blob %s %s, %s, sha256 %s]\n", termsafe.Escape(m.BlobID), termsafe.Escape(m.MediaType), formatBytes(m.SizeBytes), termsafe.Escape(m.SHA256))
 	}
 }
 
 // mediaSummary is the one line that stands for an inline media chunk.
 func mediaSummary(seq uint64, m *frame.InlineMedia, saved string) string {
-	s := fmt.Sprintf("[media #%d %s, %s, sha256 %s", seq, m.MediaType, formatBytes(int64(len(m.Data))), sha256Hex(m.Data)[:16])
+	s := fmt.Sprintf("[media #%d %s, %s, sha256 %s", seq, termsafe.Escape(m.MediaType), formatBytes(int64(len(m.Data))), sha256Hex(m.Data)[:16])
 	if saved != "" {
 		s += ", saved to " + saved
 	}
@@ -428,14 +437,14 @@ func (r *callRun) printStatus(last frame.Frame, frames, bytes int64, elapsed tim
 	if last.Error != nil {
 		b.WriteString(": " + last.Error.Code.String())
 		if last.Error.Message != "" {
-			b.WriteString(": " + oneLine(last.Error.Message))
+			b.WriteString(": " + termsafe.Escape(oneLine(last.Error.Message)))
 		}
 	}
 	if last.Synthetic {
 		b.WriteString(" (synthetic: made up by the host)")
 	}
 	if last.Kind == frame.KindCompleted && last.Payload != nil {
-		b.WriteString(" " + compactJSON(last.Payload))
+		b.WriteString(" " + termsafe.Escape(compactJSON(last.Payload)))
 	}
 	fmt.Fprintf(&b, " — %s frames, %s in %s", formatCount(frames), formatBytes(bytes), formatDuration(elapsed))
 	if bytes >= 1e6 {

@@ -16,6 +16,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/skulkrt/skulk/internal/termsafe"
 )
 
 // Env is the process environment a command runs in.
@@ -105,7 +107,9 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if statusOf(err) == ExitUsage {
 		msg += " (run 'skulk-host help " + cmd.name + "' for usage)"
 	}
-	fmt.Fprintf(env.Stderr, "skulk-host %s: %s\n", cmd.name, oneLine(msg))
+	// The message may quote what a child chose (an error, a tool's
+	// schema): escaped, it can only be read.
+	fmt.Fprintf(env.Stderr, "skulk-host %s: %s\n", cmd.name, termsafe.Escape(oneLine(msg)))
 	return statusOf(err)
 }
 

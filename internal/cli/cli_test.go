@@ -194,12 +194,12 @@ func TestPrintHuman(t *testing.T) {
 		}
 		return f
 	}
-	printHuman(&out, chunk(1, frame.MustPayload(map[string]any{"text": "HELLO"}), nil), "")
-	printHuman(&out, chunk(2, frame.MustPayload(map[string]any{"text": "line\n"}), nil), "")
-	printHuman(&out, chunk(3, frame.MustPayload(map[string]any{"i": 0}), nil), "")
-	printHuman(&out, chunk(4, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: "application/octet-stream"}), "d/media-000004.bin")
+	printHuman(&out, chunk(1, frame.MustPayload(map[string]any{"text": "HELLO"}), nil), "", false)
+	printHuman(&out, chunk(2, frame.MustPayload(map[string]any{"text": "line\n"}), nil), "", false)
+	printHuman(&out, chunk(3, frame.MustPayload(map[string]any{"i": 0}), nil), "", false)
+	printHuman(&out, chunk(4, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: "application/octet-stream"}), "d/media-000004.bin", false)
 	done, _ := frame.NewCompleted("c", frame.ProviderToCaller, 5, frame.MustPayload(map[string]any{"n": 1}))
-	printHuman(&out, done, "")
+	printHuman(&out, done, "", false)
 	want := "HELLO\nline\n{\"i\":0}\n[media #4 application/octet-stream, 3 B, sha256 ba7816bf8f01cfea, saved to d/media-000004.bin]\n"
 	if out.String() != want {
 		t.Fatalf("got  %q\nwant %q", out.String(), want)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/termsafe"
 )
 
 // Demo tour parameters.
@@ -94,7 +95,7 @@ func toolIDs(h *host.Host) string {
 		ids = append(ids, t.ID)
 	}
 	slices.Sort(ids)
-	return strings.Join(ids, ", ")
+	return termsafe.Escape(strings.Join(ids, ", "))
 }
 
 // stream sends pieces of text to upper one at a time and prints each

@@ -105,7 +105,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--save-media DIR] [--journal FILE] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -144,6 +144,12 @@ The flags are:
 		absent). Inline media bytes are replaced by
 		"data": {"size": n, "sha256": hex}. Nothing else goes to standard
 		output. See docs/cli.md for the contract.
+	--escape
+		escape the provider's text output too: control characters,
+		escape sequences and bidirectional overrides show as \x1b,
+		\r, \u202e and the like (line breaks and tabs are kept).
+		Everything else the child chose (error messages, media types,
+		JSON payloads) is escaped in human output always.
 	--save-media DIR
 		write every inline media chunk to DIR/media-SEQUENCE.EXT (SEQUENCE
 		is the frame's sequence, 6 digits; EXT comes from the media type,

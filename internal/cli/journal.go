@@ -14,6 +14,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/internal/termsafe"
 )
 
 // Reading a whole tree (replay, asif export): journalReadPage events per
@@ -237,12 +238,12 @@ func printReplay(w io.Writer, r *calllog.Replayed) {
 		if c.Program {
 			kind = "program"
 		}
-		fmt.Fprintf(w, "%s %s %s", kind, c.Call, c.Tool)
+		fmt.Fprintf(w, "%s %s %s", kind, termsafe.Escape(c.Call), termsafe.Escape(c.Tool))
 		if c.ToolVersion != "" {
-			fmt.Fprintf(w, " (version %s)", c.ToolVersion)
+			fmt.Fprintf(w, " (version %s)", termsafe.Escape(c.ToolVersion))
 		}
 		if c.Parent != "" {
-			fmt.Fprintf(w, ", step of %s", c.Parent)
+			fmt.Fprintf(w, ", step of %s", termsafe.Escape(c.Parent))
 		}
 		fmt.Fprintf(w, ", %d attempt(s)\n", c.Attempts)
 		if c.Text != "" {
@@ -254,7 +255,7 @@ func printReplay(w io.Writer, r *calllog.Replayed) {
 		case c.Outcome.Kind == calllog.KindDone:
 			v := "(no value)"
 			if res := c.Outcome.Result; res != nil {
-				v = compactJSON(res)
+				v = termsafe.Escape(compactJSON(res))
 			}
 			fmt.Fprintf(w, "  done: %s\n", v)
 		default:
@@ -262,14 +263,14 @@ func printReplay(w io.Writer, r *calllog.Replayed) {
 			if e := c.Outcome.Error; e != nil {
 				line += ": " + e.Code.String()
 				if e.Message != "" {
-					line += ": " + oneLine(e.Message)
+					line += ": " + termsafe.Escape(oneLine(e.Message))
 				}
 				if e.Synthetic {
 					line += " (synthetic)"
 				}
 			}
 			if c.Outcome.Refused != "" {
-				line += " (refused: " + c.Outcome.Refused + ")"
+				line += " (refused: " + termsafe.Escape(c.Outcome.Refused) + ")"
 			}
 			fmt.Fprintln(w, line)
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/skulkrt/skulk/internal/termsafe"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -63,12 +64,14 @@ func printToolsHuman(w io.Writer, tools []wire.Tool) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		head := t.ID
+		// Everything here is the child's: escaped, so that it shows and
+		// does nothing else.
+		head := termsafe.Escape(t.ID)
 		if t.Version != "" {
-			head += " (version " + t.Version + ")"
+			head += " (version " + termsafe.Escape(t.Version) + ")"
 		}
 		if t.Description != "" {
-			head += " — " + oneLine(t.Description)
+			head += " — " + termsafe.Escape(oneLine(t.Description))
 		}
 		fmt.Fprintln(w, head)
 		for _, s := range []struct {
@@ -76,7 +79,7 @@ func printToolsHuman(w io.Writer, tools []wire.Tool) {
 			schema wire.Schema
 		}{{"arguments", t.ArgumentsSchema}, {"input", t.InputSchema}, {"output", t.OutputSchema}, {"result", t.ResultSchema}} {
 			if s.schema != nil {
-				fmt.Fprintf(w, "    %-10s %s\n", s.name, schemaJSON(s.schema))
+				fmt.Fprintf(w, "    %-10s %s\n", s.name, termsafe.Escape(schemaJSON(s.schema)))
 			}
 		}
 	}

@@ -1,0 +1,240 @@
+package main
+
+// Tests of skulk-host against internal/hostile/hostilechild, a provider
+// written to misbehave: its escape sequences reach the terminal as
+// visible, inert text, and a skulk-host killed with SIGKILL leaves none of
+// its child's tree behind.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	hostileOnce sync.Once
+	hostileBin  string
+	hostileErr  error
+)
+
+// hostileChild builds hostilechild once, next to the binaries TestMain
+// built (and removes).
+func hostileChild(t *testing.T) string {
+	t.Helper()
+	hostileOnce.Do(func() {
+		bin := filepath.Join(filepath.Dir(hostBin), "hostilechild")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/skulkrt/skulk/internal/hostile/hostilechild").CombinedOutput()
+		if err != nil {
+			hostileErr = err
+			t.Logf("%s", out)
+			return
+		}
+		hostileBin = bin
+	})
+	if hostileErr != nil {
+		t.Fatalf("go build hostilechild: %v", hostileErr)
+	}
+	return hostileBin
+}
+
+// The strings hostilechild's evil tool sends, as a person must see them
+// (the status line folds the message's line break to a space first).
+const (
+	evilMessageShown   = `boom\x1b]0;pwned\x07 \x1b[1;31mFAKE: completed OK\x1b[0m`
+	evilMediaTypeShown = `audio/x\x1b[2J\x1b[H/../../\u202eevil`
+)
+
+// TestEscapesShownInert runs a call whose child sends a media type and an
+// error message full of terminal escapes (a window title, a clear screen,
+// a carriage return and a red fake success line, a right-to-left
+// override), with stdout and stderr on a real pseudo-terminal: what
+// arrives there is the escapes as visible text, and no control character
+// but the line endings.
+func TestEscapesShownInert(t *testing.T) {
+	bin := hostileChild(t)
+	master, slave := openPTY(t)
+	defer master.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "call", "evil", "--", bin)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Stdout, cmd.Stderr = slave, slave
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	read := readTerminal(master)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 10 {
+		t.Fatalf("call evil: %v, want exit status 10 (provider_error)", err)
+	}
+	screen := awaitTerminal(ctx, t, read)
+	// The terminal turns "\n" into "\r\n"; skulk-host's own progress
+	// line, if it was drawn, is erased with "\r\x1b[K".
+	shown := strings.ReplaceAll(strings.ReplaceAll(screen, "\r\n", "\n"), "\r\x1b[K", "")
+	for i, r := range shown {
+		if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e {
+			t.Fatalf("control character %U at %d reached the terminal: %q", r, i, screen)
+		}
+	}
+	if !strings.Contains(shown, "[media #1 "+evilMediaTypeShown+", 3 B, sha256 ") {
+		t.Errorf("the media type is not shown escaped: %q", shown)
+	}
+	if !strings.Contains(shown, "failed: provider_error: "+evilMessageShown+" — 3 frames") {
+		t.Errorf("the error message is not shown escaped on the status line: %q", shown)
+	}
+}
+
+// TestEscapesInPipesAndJSON: through a pipe, tools and call show the
+// child's strings escaped just the same; --json keeps them exact; the
+// provider's text is raw unless --escape.
+func TestEscapesInPipesAndJSON(t *testing.T) {
+	bin := hostileChild(t)
+	r := run(t, "", "tools", "--", bin)
+	if r.status != 0 || strings.ContainsAny(r.stdout, "\x1b\x07\u202e") ||
+		!strings.Contains(r.stdout, `evil\x1b[2J — lists\x1b]0;title\x07 a \x1b[31mred\x1b[0m tool\u202e`) {
+		t.Fatalf("tools: status %d, stdout %q", r.status, r.stdout)
+	}
+	r = run(t, "", "call", "evil", "--json", "--", bin)
+	var last struct {
+		Error struct{ Message string }
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Error.Message != "boom\x1b]0;pwned\x07\r\n\x1b[1;31mFAKE: completed OK\x1b[0m" {
+		t.Fatalf("--json does not keep the message exact: %v %q", err, r.stdout)
+	}
+	if strings.Contains(r.stderr, "\x1b") {
+		t.Fatalf("stderr of --json carries escapes: %q", r.stderr)
+	}
+	input := `{"text": "red \u001b[31mtext\u001b[0m\r\n"}` + "\n"
+	r = run(t, input, "call", "ok", "--input", "-", "--", bin)
+	if r.status != 0 || r.stdout != "red \x1b[31mtext\x1b[0m\r\n" {
+		t.Fatalf("raw text: status %d, stdout %q", r.status, r.stdout)
+	}
+	r = run(t, input, "call", "ok", "--input", "-", "--escape", "--", bin)
+	if r.status != 0 || r.stdout != `red \x1b[31mtext\x1b[0m\r`+"\n" {
+		t.Fatalf("--escape: status %d, stdout %q", r.status, r.stdout)
+	}
+}
+
+// TestKilledHostLeavesNoTree SIGKILLs a skulk-host whose child never reads
+// its control connection (it would never see the host go) and runs a
+// grandchild that left its process group and session: within 2 s no
+// process of that tree is alive.
+func TestKilledHostLeavesNoTree(t *testing.T) {
+	bin := hostileChild(t)
+	pids := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "call", "ok", "--input", "-", "--env", "HOSTILE_PIDS="+pids, "--", bin, "ignorefd3")
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe() // held open: the call lasts until the kill
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	reap := func() { once.Do(func() { cmd.Process.Kill(); cmd.Wait() }) }
+	defer reap()
+	var grandchild int
+	for deadline := time.Now().Add(30 * time.Second); grandchild == 0; {
+		entries, _ := os.ReadDir(pids)
+		for _, e := range entries {
+			if rest, ok := strings.CutPrefix(e.Name(), "grandchild-"); ok && !strings.HasSuffix(rest, ".tmp") {
+				grandchild, _ = strconv.Atoi(rest)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no grandchild; skulk-host said %q", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// skulk-host looks at its child's tree at every health check (1 s).
+	time.Sleep(2500 * time.Millisecond)
+	tree := append(childrenOf(cmd.Process.Pid), grandchild) // the child, the grandchild (and the host's guardian)
+	if len(tree) < 2 {
+		t.Fatalf("tree %v: want the child and the grandchild", tree)
+	}
+	for _, pid := range tree {
+		if !running(pid) {
+			t.Fatalf("%d of %v not running before the kill", pid, tree)
+		}
+	}
+	killed := time.Now()
+	cmd.Process.Signal(syscall.SIGKILL)
+	reap()
+	for {
+		var left []int
+		for _, pid := range tree {
+			if running(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			t.Logf("tree %v gone %v after the kill", tree, time.Since(killed))
+			return
+		}
+		if time.Since(killed) > 2*time.Second {
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Fatalf("alive 2 s after skulk-host was killed: %v of %v", left, tree)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procStat returns a process's state and parent from /proc/PID/stat.
+func procStat(pid int) (state byte, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0][0], ppid, true
+}
+
+// running reports whether pid is a process that has not exited.
+func running(pid int) bool {
+	state, _, ok := procStat(pid)
+	return ok && state != 'Z' && state != 'X'
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	var kids []int
+	for _, n := range names {
+		p, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if _, ppid, ok := procStat(p); ok && ppid == pid {
+			kids = append(kids, p)
+		}
+	}
+	return kids
+}

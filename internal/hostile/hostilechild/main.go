@@ -1,0 +1,323 @@
+// Command hostilechild is a provider written to misbehave, for the tests
+// of internal/hostile and cmd/skulk-host: it speaks the protocol packet by
+// packet (no SDK) so that it can break it, and each of its tools does one
+// hostile thing. It is started by a host like any provider (fd 3, fd 4,
+// PROTOCOL.md §1).
+//
+// Its first argument selects what it does on the control connection:
+//
+//	serve      answers pings, leaves on drain (the default)
+//	ignorefd3  reads nothing on fd 3 after the startup: neither pings nor
+//	           the host's end; it also starts a setsid grandchild at once
+//	sdk        is a well-behaved SDK provider (child.Main) with
+//	           max_streams 4 and the demo tools, for a hostile host
+//	grandchild is the grandchild: it calls setsid, writes its pid to the
+//	           file HOSTILE_PIDS/grandchild-PID, ignores SIGTERM, SIGHUP
+//	           and SIGINT, holds the stdout and stderr it was given, and
+//	           sleeps
+//
+// HOSTILE_PIDS names the directory the grandchildren write their pid files
+// to. The tools of serve and ignorefd3:
+//
+//	ok           echoes caller chunks; completes {"n"} on the caller's completed
+//	oversize     sends a length prefix over max_header on the stream
+//	garbage      sends a header that is not MessagePack on the stream
+//	unknowncall  sends a chunk of a call that does not exist
+//	flood        writes chunks as fast as it can and never reads
+//	textflood    as flood, with {"text": ...} chunks
+//	stderrflood  writes 64 MiB to stderr without a newline, then completes
+//	ctrloversize sends a length prefix over max_header on the control connection
+//	ctrlgarbage  sends a header that is not MessagePack on the control connection
+//	mute         stops answering pings, and never answers the call
+//	closefd3     closes the control connection and goes on serving streams
+//	escape       starts a setsid grandchild, waits for its pid file, completes
+//	escapedie    starts a setsid grandchild, waits for its pid file, exits 3
+//	evil         sends inline media whose media type holds terminal escapes,
+//	             then fails with a message full of them
+//
+// A tool whose id and description are themselves terminal escapes is
+// listed too (evilID); calling it fails.
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Hostile strings: a window title, a clear screen, a red fake success on a
+// line of its own, a right-to-left override.
+const (
+	evilMessage   = "boom\x1b]0;pwned\x07\r\n\x1b[1;31mFAKE: completed OK\x1b[0m"
+	evilMediaType = "audio/x\x1b[2J\x1b[H/../../\u202eevil"
+	evilID        = "evil\x1b[2J"
+	evilDesc      = "lists\x1b]0;title\x07 a \x1b[31mred\x1b[0m tool\u202e"
+)
+
+func main() {
+	mode := "serve"
+	if len(os.Args) > 1 {
+		mode = os.Args[1]
+	}
+	switch mode {
+	case "grandchild":
+		os.Exit(grandchild())
+	case "sdk":
+		child.Main(child.Options{
+			SDK:        "hostilechild-sdk/1",
+			MaxStreams: 4,
+			Tools:      demotools.Tools(demotools.Options{TestTools: true, Exit: os.Exit}),
+		})
+		return
+	}
+	os.Exit(serve(mode))
+}
+
+// grandchild is the process that escapes its parent's group and session.
+func grandchild() int {
+	syscall.Setsid() // already a session leader when started with Setsid
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	dir := os.Getenv("HOSTILE_PIDS")
+	name := filepath.Join(dir, "grandchild-"+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(name+".tmp", []byte(strconv.Itoa(os.Getpid())), 0o600); err == nil {
+		os.Rename(name+".tmp", name)
+	}
+	time.Sleep(10 * time.Minute)
+	return 0
+}
+
+// startGrandchild starts a setsid grandchild holding this process's stdout
+// and stderr and waits (up to 10 s) for its pid file.
+func startGrandchild() {
+	cmd := exec.Command(os.Args[0], "grandchild")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "hostilechild: grandchild:", err)
+		return
+	}
+	name := filepath.Join(os.Getenv("HOSTILE_PIDS"), "grandchild-"+strconv.Itoa(cmd.Process.Pid))
+	for range 1000 {
+		if _, err := os.Stat(name); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var (
+	ctrlMu sync.Mutex // serializes writes on the control connection
+	ctrl   net.Conn
+	cw     *wire.Writer
+	muted  atomic.Bool
+)
+
+func serve(mode string) int {
+	ctrlFile, lnFile := os.NewFile(3, "control"), os.NewFile(4, "streams")
+	var err error
+	if ctrl, err = net.FileConn(ctrlFile); err != nil {
+		fmt.Fprintln(os.Stderr, "hostilechild: no control connection on fd 3")
+		return 2
+	}
+	ln, err := net.FileListener(lnFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hostilechild: no stream listener on fd 4")
+		return 2
+	}
+	ctrlFile.Close()
+	lnFile.Close()
+	cw = wire.NewWriter(ctrl, wire.Limits{})
+	cr := wire.NewReader(ctrl, wire.Limits{})
+	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapedie", "evil"} {
+		tools = append(tools, wire.Tool{ID: id})
+	}
+	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
+		return 2
+	}
+	if _, err := cr.ReadPacket(); err != nil {
+		return 2
+	}
+	go func() { // stopped by the process exiting
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveConn(nc)
+		}
+	}()
+	if mode == "ignorefd3" {
+		startGrandchild()
+		select {} // fd 3 is never read again
+	}
+	for {
+		p, err := cr.ReadPacket()
+		if err != nil {
+			if muted.Load() || closedCtrl.Load() {
+				select {} // the host goes on without us; we go on without it
+			}
+			return 0
+		}
+		switch p := p.(type) {
+		case *wire.Ping:
+			if !muted.Load() {
+				ctrlMu.Lock()
+				cw.WritePacket(&wire.Pong{Nonce: p.Nonce})
+				ctrlMu.Unlock()
+			}
+		case *wire.Drain:
+			ln.Close()
+			ctrlMu.Lock()
+			cw.WritePacket(&wire.Bye{Reason: "drained"})
+			ctrlMu.Unlock()
+			return 0
+		}
+	}
+}
+
+var closedCtrl atomic.Bool
+
+func serveConn(nc net.Conn) {
+	defer nc.Close()
+	r := wire.NewReader(nc, wire.Limits{})
+	w := wire.NewWriter(nc, wire.Limits{})
+	for {
+		p, err := r.ReadPacket()
+		if err != nil {
+			return
+		}
+		inv, ok := p.(*wire.Invoke)
+		if !ok {
+			return
+		}
+		if !call(inv, r, w, nc) {
+			return
+		}
+	}
+}
+
+// tooLong is a length prefix over any max_header.
+var tooLong = func() []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint32(b[:], 0x7fffffff)
+	return b[:]
+}()
+
+const notMessagePack = "\x00\x00\x00\x05\x00\x00\x00\x00hello"
+
+// call runs one call; it reports whether the connection goes on.
+func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
+	id := inv.CallID
+	send := func(f frame.Frame, err error) {
+		if err == nil {
+			w.WritePacket(&wire.Frame{Frame: f})
+		}
+	}
+	ctrlRaw := func(b string) {
+		ctrlMu.Lock()
+		ctrl.Write([]byte(b))
+		ctrlMu.Unlock()
+	}
+	switch inv.ToolID {
+	case "ok", "escape", "stderrflood":
+		switch inv.ToolID {
+		case "escape":
+			startGrandchild()
+		case "stderrflood":
+			chunk := make([]byte, 64<<10)
+			for i := range chunk {
+				chunk[i] = 'x'
+			}
+			for range 1024 { // 64 MiB, no newline
+				if _, err := os.Stderr.Write(chunk); err != nil {
+					break
+				}
+			}
+		}
+		seq := uint64(1)
+		for {
+			p, err := r.ReadPacket()
+			if err != nil {
+				return false
+			}
+			f, ok := p.(*wire.Frame)
+			if !ok {
+				return false
+			}
+			switch f.Kind {
+			case frame.KindChunk:
+				send(frame.NewChunk(id, frame.ProviderToCaller, seq, f.Payload, f.Media))
+				seq++
+			case frame.KindCompleted:
+				send(frame.NewCompleted(id, frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"n": seq - 1})))
+				w.WritePacket(&wire.End{CallID: id})
+				return true
+			case frame.KindCancelled:
+				send(frame.NewCancelled(id, frame.ProviderToCaller, seq, "cancelled"))
+				w.WritePacket(&wire.End{CallID: id})
+				return true
+			}
+		}
+	case "oversize":
+		nc.Write(tooLong)
+	case "garbage":
+		nc.Write([]byte(notMessagePack))
+	case "unknowncall":
+		send(frame.NewChunk(id+"-unknown", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"i": 0}), nil))
+	case "flood", "textflood":
+		key := "pad"
+		if inv.ToolID == "textflood" {
+			key = "text"
+		}
+		p := frame.MustPayload(map[string]any{key: strings.Repeat("x", 1000)})
+		for seq := uint64(1); ; seq++ {
+			f, _ := frame.NewChunk(id, frame.ProviderToCaller, seq, p, nil)
+			if err := w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+				return false
+			}
+		}
+	case "ctrloversize":
+		ctrlRaw(string(tooLong))
+	case "ctrlgarbage":
+		ctrlRaw(notMessagePack)
+	case "mute":
+		muted.Store(true)
+	case "closefd3":
+		closedCtrl.Store(true)
+		ctrl.Close()
+	case "escapedie":
+		startGrandchild()
+		os.Exit(3)
+	case "evil":
+		send(frame.NewChunk(id, frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: evilMediaType}))
+		send(frame.NewFailed(id, frame.ProviderToCaller, 2, frame.CodeProviderError, evilMessage))
+		w.WritePacket(&wire.End{CallID: id})
+		return false
+	default:
+		send(frame.NewFailed(id, frame.ProviderToCaller, 1, frame.CodeProviderError, evilMessage))
+		w.WritePacket(&wire.End{CallID: id})
+		return false
+	}
+	// Hold the connection until the host closes it.
+	for {
+		if _, err := r.ReadPacket(); err != nil {
+			return false
+		}
+	}
+}
