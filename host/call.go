@@ -297,7 +297,9 @@ func (c *Call) Recycle(f frame.Frame) {
 
 // Events returns the call's events so far and as they come, in order and
 // with its tree's numbers, ending after its end event (full content: the
-// caller's own data). See recorder.Record.Events.
+// caller's own data). The first event's After is 0; each later one's is the
+// event before it in this stream, so a loss (past
+// Config.CallLog.History) shows. Stop the loop to stop watching.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
 // Text returns the "text" strings of the call's output chunks so far; it

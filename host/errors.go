@@ -109,8 +109,10 @@ func (e *poolDownError) Unwrap() []error { return []error{ErrPoolDown, e.cause} 
 // the call tree the call log recorded the refusal in, to find it in a
 // journal.
 type RefusedError struct {
+	// Tree is the id of the call tree the refusal was recorded in.
 	Tree string
-	Err  error
+	// Err is why the call was refused.
+	Err error
 }
 
 func (e *RefusedError) Error() string { return e.Err.Error() }
