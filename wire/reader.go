@@ -56,7 +56,7 @@ type Reader struct {
 // Recycling is optional; without it every attachment gets a new buffer. For
 // large media it saves what dominates the cost of reading: allocating and
 // faulting in a fresh buffer per frame. Recycle is safe for concurrent use
-// with ReadPacket. At most maxRecycled (4) buffers are kept; more are
+// with ReadPacket. At most 4 buffers are kept; more are
 // dropped.
 func (r *Reader) Recycle(data []byte) {
 	if cap(data) == 0 {
