@@ -116,7 +116,12 @@ func (ch *child) handshake(ctx context.Context) error {
 	conn.SetReadDeadline(time.Now().Add(cfg.StartTimeout))
 	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
 	pkt, err := ch.ctrlR.ReadPacket()
-	stop()
+	if !stop() {
+		// ctx ended the start, perhaps just as the hello came: its past
+		// deadline may land after any reset below, so this child is not
+		// used (its read of the control connection would fail at once).
+		return ctx.Err()
+	}
 	conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		var ne net.Error
