@@ -108,11 +108,15 @@ func holdSubreaper(log *slog.Logger) bool {
 	defer s.Unlock()
 	if s.n == 0 {
 		var was int32
-		if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&was)), 0, 0, 0); err == nil && was != 0 {
-			s.before = true
-		} else if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			log.Warn("host: cannot become a child subreaper; orphaned descendants go to init", "err", err)
-			return false
+		err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&was)), 0, 0, 0)
+		// Asked anew each time the count leaves zero: the program may have
+		// set or cleared the flag itself since the last Host closed.
+		s.before = err == nil && was != 0
+		if !s.before {
+			if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+				log.Warn("host: cannot become a child subreaper; orphaned descendants go to init", "err", err)
+				return false
+			}
 		}
 	}
 	s.n++
