@@ -40,9 +40,9 @@ import (
 // Every rule applies only to processes started no earlier than the child.
 // Signals go through a pidfd opened before the start time is checked
 // again, so a pid reused in between is never signalled; the host reaps
-// only the descendants it adopted as a subreaper, by their pid, never
-// with wait(-1), so the Wait of a process os/exec started elsewhere in the
-// program is not taken from it.
+// only the descendants the process adopted as a subreaper (whichever Host
+// made it one), by their pidfd or pid, never with wait(-1), so the Wait of
+// a process os/exec started elsewhere in the program is not taken from it.
 
 // maxSeen bounds the descendants one child's lineage remembers; a child
 // with more live descendants than this is still swept by the tree, group,
@@ -122,12 +122,11 @@ func allProcs(since uint64) []procStat {
 // lineage remembers one child and the descendants the host saw of it, and
 // finds, kills and reaps them all. Safe for concurrent use.
 type lineage struct {
-	root   procStat // the child, as it started
-	fds    []string // readlink forms of the child's ends: "pipe:[N]", "socket:[N]"
-	self   int      // the host's pid
-	group  int      // the host's process group
-	guard  *guardian
-	reaper bool // the host is a subreaper: it reaps the descendants it adopted
+	root  procStat // the child, as it started
+	fds   []string // readlink forms of the child's ends: "pipe:[N]", "socket:[N]"
+	self  int      // the host's pid
+	group int      // the host's process group
+	guard *guardian
 
 	mu   sync.Mutex
 	seen map[int]uint64 // pid → start of every descendant seen and not yet found gone; at most maxSeen
@@ -136,7 +135,7 @@ type lineage struct {
 // newLineage starts remembering the child pid; files are its ends of the
 // pipes and sockets it was given.
 func newLineage(pid int, files []*os.File, c *containment) *lineage {
-	l := &lineage{self: os.Getpid(), group: syscall.Getpgrp(), seen: map[int]uint64{}, guard: c.guard, reaper: c.subreaper}
+	l := &lineage{self: os.Getpid(), group: syscall.Getpgrp(), seen: map[int]uint64{}, guard: c.guard}
 	l.root, _ = readStat(pid) // a child already gone has start 0: every rule still holds
 	l.root.pid = pid
 	for _, f := range files {
@@ -314,12 +313,14 @@ func (l *lineage) sweep() (killed int, left int) {
 		}
 		for pid, p := range in {
 			if p.state == 'Z' || p.state == 'X' {
-				// A zombie of ours is one the host adopted as a subreaper:
-				// a descendant no one else waits for. Another's zombie is
-				// its parent's to reap, and its parent is being killed.
-				if p.ppid == l.self && l.reaper {
-					var ws unix.WaitStatus
-					unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+				// A zombie of ours is one the process adopted as a
+				// subreaper: a descendant no one else waits for. Another
+				// Host may be the one that made the process a subreaper,
+				// so it is reaped whatever this Host's NoSubreaper says.
+				// Another's zombie is its parent's to reap, and its parent
+				// is being killed.
+				if p.ppid == l.self {
+					reapPID(pid, p.start)
 					pending++ // looked at once more
 				}
 				continue
@@ -347,6 +348,36 @@ func (l *lineage) sweep() (killed int, left int) {
 	l.mu.Unlock()
 	l.guard.remove(l.root.pid, l.root.start)
 	return killed, left
+}
+
+// reapPID reaps the zombie pid if it still is the process that started at
+// start: through a pidfd where there are pidfds, so that a pid reaped
+// meanwhile (by the sweep of another lineage that also named it) and
+// reused by a process the program started is never waited for.
+func reapPID(pid int, start uint64) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ENOSYS) {
+		if st, ok := readStat(pid); ok && st.start == start {
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+		return
+	}
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if st, ok := readStat(pid); !ok || st.start != start {
+		return
+	}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG, nil); errors.Is(err, unix.EINVAL) {
+		// P_PIDFD came in Linux 5.4, a release after pidfd_open: the
+		// start time checked just before is what keeps a reused pid
+		// safe, as without pidfds.
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
 }
 
 // killPID sends SIGKILL to pid through a pidfd if it still is the process
