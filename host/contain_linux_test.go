@@ -5,7 +5,11 @@ package host
 import (
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -59,5 +63,61 @@ func TestSubreaperBeforeAskedAnew(t *testing.T) {
 	releaseSubreaper()
 	if isSubreaper(t) {
 		t.Fatal("still a subreaper after the last reference: the first cycle's 'before' stuck")
+	}
+}
+
+// treeOf starts sh with one sleeping child in its own group and returns
+// sh's pid once the child runs; Cleanup kills and reaps both.
+func treeOf(t *testing.T) (sh, kid int) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if kids := childrenOf(cmd.Process.Pid); len(kids) == 1 {
+			return cmd.Process.Pid, kids[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sh started no child")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTrackReusedPID: a lineage whose child's pid now names another
+// process (another start time) remembers none of that process's tree,
+// and a lineage whose sweep is over remembers nothing more.
+func TestTrackReusedPID(t *testing.T) {
+	sh, kid := treeOf(t)
+	st, ok := readStat(sh)
+	if !ok {
+		t.Fatal("no stat for sh")
+	}
+	// The child as it started, earlier than the process that has its pid now.
+	l := &lineage{root: procStat{pid: sh, start: st.start - 1}, self: os.Getpid(), seen: map[int]uint64{}}
+	l.track()
+	if len(l.seen) != 0 {
+		t.Fatalf("seen %v: the tree of a process that reused the child's pid", l.seen)
+	}
+
+	l = &lineage{root: st, self: os.Getpid(), seen: map[int]uint64{}}
+	l.track()
+	if _, ok := l.seen[kid]; !ok || len(l.seen) != 1 {
+		t.Fatalf("seen %v, want %d", l.seen, kid)
+	}
+	l.mu.Lock()
+	clear(l.seen)
+	l.swept = true
+	l.mu.Unlock()
+	l.track()
+	if len(l.seen) != 0 {
+		t.Fatalf("seen %v after the sweep", l.seen)
 	}
 }

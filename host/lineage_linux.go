@@ -128,8 +128,9 @@ type lineage struct {
 	group int      // the host's process group
 	guard *guardian
 
-	mu   sync.Mutex
-	seen map[int]uint64 // pid → start of every descendant seen and not yet found gone; at most maxSeen
+	mu    sync.Mutex
+	seen  map[int]uint64 // pid → start of every descendant seen and not yet found gone; at most maxSeen
+	swept bool           // the final sweep is over: nothing more is remembered
 }
 
 // newLineage starts remembering the child pid; files are its ends of the
@@ -154,25 +155,36 @@ func newLineage(pid int, files []*os.File, c *containment) *lineage {
 }
 
 // track walks the child's tree through /proc/PID/task/TID/children and
-// remembers every process in it; it forgets the ones that are gone.
+// remembers every process in it; it forgets the ones that are gone. The
+// walk counts only while the child is still the process that started (a
+// reaped child's pid may name another process, whose tree is not ours),
+// and a process only while its parent is the one it was listed under.
 func (l *lineage) track() {
 	found := map[int]uint64{}
-	queue := []int{l.root.pid}
-	for len(queue) > 0 && len(found) < maxSeen {
-		pid := queue[0]
-		queue = queue[1:]
-		for _, kid := range childrenOf(pid) {
-			if _, dup := found[kid]; dup || kid == l.self {
-				continue
+	if l.rootRuns() {
+		queue := []int{l.root.pid}
+		for len(queue) > 0 && len(found) < maxSeen {
+			pid := queue[0]
+			queue = queue[1:]
+			for _, kid := range childrenOf(pid) {
+				if _, dup := found[kid]; dup || kid == l.self {
+					continue
+				}
+				if st, ok := readStat(kid); ok && st.ppid == pid && st.start >= l.root.start {
+					found[kid] = st.start
+					queue = append(queue, kid)
+				}
 			}
-			if st, ok := readStat(kid); ok && st.start >= l.root.start {
-				found[kid] = st.start
-				queue = append(queue, kid)
-			}
+		}
+		if !l.rootRuns() {
+			clear(found) // reaped during the walk: its pid's children may be another's
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.swept {
+		return
+	}
 	for pid, start := range l.seen {
 		if st, ok := readStat(pid); !ok || st.start != start || st.state == 'Z' && st.ppid == l.self {
 			// Gone (a zombie of ours is gone too: it is reaped by a sweep,
@@ -188,6 +200,12 @@ func (l *lineage) track() {
 		l.seen[pid] = start
 		l.guard.add(pid, start)
 	}
+}
+
+// rootRuns reports whether the child's pid still names the child, alive.
+func (l *lineage) rootRuns() bool {
+	st, ok := readStat(l.root.pid)
+	return ok && st.start == l.root.start && st.state != 'Z' && st.state != 'X'
 }
 
 // childrenOf lists the children of every thread of pid.
@@ -345,6 +363,7 @@ func (l *lineage) sweep() (killed int, left int) {
 		l.guard.remove(pid, start)
 	}
 	clear(l.seen)
+	l.swept = true
 	l.mu.Unlock()
 	l.guard.remove(l.root.pid, l.root.start)
 	return killed, left
