@@ -121,3 +121,53 @@ func TestTrackReusedPID(t *testing.T) {
 		t.Fatalf("seen %v after the sweep", l.seen)
 	}
 }
+
+// sleeper starts sleep holding extra as fd 3, in its own group if own;
+// Cleanup kills and reaps it.
+func sleeper(t *testing.T, own bool, extra ...*os.File) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: own}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+// TestDescriptorRule: a process holding the write end of the child's
+// stdout pipe is the child's, in the host's process group or not; one
+// holding only the read end (as a fork of the host does between its fork
+// and its exec) is not.
+func TestDescriptorRule(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	root := sleeper(t, true)
+	l := newLineage(root, []*os.File{w}, &containment{})
+	reader := sleeper(t, true, r)
+	inGroup := sleeper(t, false, w)
+	ownGroup := sleeper(t, true, w)
+	in := l.members(allProcs(l.root.start))
+	for _, tc := range []struct {
+		name string
+		pid  int
+		want bool
+	}{
+		{"the child", root, true},
+		{"holds the read end", reader, false},
+		{"holds the write end in the host's group", inGroup, true},
+		{"holds the write end in its own group", ownGroup, true},
+	} {
+		if _, got := in[tc.pid]; got != tc.want {
+			t.Errorf("%s (%d): member %v, want %v", tc.name, tc.pid, got, tc.want)
+		}
+	}
+}

@@ -33,9 +33,13 @@ import (
 //     leader whose pid now names another process (another start time) is
 //     not taken;
 //   - descriptors: a process holding the child's end of one of its pipes
-//     (stdout, stderr) or sockets (control, streams) — a grandchild that
-//     holds the pipes is exactly the one that would keep the host's log
-//     forwarders waiting — outside the host's own process group.
+//     (stdout, stderr: the write end) or sockets (control, streams) — a
+//     grandchild that holds the pipes is exactly the one that would keep
+//     the host's log forwarders waiting. The host keeps only the read ends
+//     of the pipes and its own ends of the sockets (it closes the child's
+//     as soon as the child started), so a process the program forks, which
+//     holds copies of the host's descriptors between its fork and its
+//     exec, is not taken for a descendant, whatever its process group.
 //
 // Every rule applies only to processes started no earlier than the child.
 // Signals go through a pidfd opened before the start time is checked
@@ -125,7 +129,6 @@ type lineage struct {
 	root  procStat // the child, as it started
 	fds   []string // readlink forms of the child's ends: "pipe:[N]", "socket:[N]"
 	self  int      // the host's pid
-	group int      // the host's process group
 	guard *guardian
 
 	mu    sync.Mutex
@@ -136,7 +139,7 @@ type lineage struct {
 // newLineage starts remembering the child pid; files are its ends of the
 // pipes and sockets it was given.
 func newLineage(pid int, files []*os.File, c *containment) *lineage {
-	l := &lineage{self: os.Getpid(), group: syscall.Getpgrp(), seen: map[int]uint64{}, guard: c.guard}
+	l := &lineage{self: os.Getpid(), seen: map[int]uint64{}, guard: c.guard}
 	l.root, _ = readStat(pid) // a child already gone has start 0: every rule still holds
 	l.root.pid = pid
 	for _, f := range files {
@@ -257,10 +260,7 @@ func (l *lineage) members(procs []procStat) map[int]procStat {
 		if p.pid == l.self || p.pid == 1 {
 			continue
 		}
-		// The descriptor rule skips the host's own process group: a
-		// process the program forks holds copies of the host's
-		// descriptors for the moment between its fork and its exec.
-		if start, ok := seen[p.pid]; ok && start == p.start || leaders[p.pgrp] || leaders[p.sid] || p.pgrp != l.group && l.holdsOurs(p.pid) {
+		if start, ok := seen[p.pid]; ok && start == p.start || leaders[p.pgrp] || leaders[p.sid] || l.holdsOurs(p.pid) {
 			in[p.pid] = p
 		}
 	}
@@ -286,7 +286,8 @@ func (l *lineage) members(procs []procStat) map[int]procStat {
 	return in
 }
 
-// holdsOurs reports whether pid holds one of the child's pipes or sockets.
+// holdsOurs reports whether pid holds one of the child's sockets, or one
+// of its pipes open for writing.
 func (l *lineage) holdsOurs(pid int) bool {
 	if len(l.fds) == 0 {
 		return false
@@ -304,9 +305,25 @@ func (l *lineage) holdsOurs(pid int) bool {
 			continue
 		}
 		for _, ours := range l.fds {
-			if link == ours {
+			if link == ours && (!strings.HasPrefix(link, "pipe:") || writable(pid, n)) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// writable reports whether pid's descriptor fd (a decimal string) is open
+// for writing, by its flags in /proc/PID/fdinfo/FD (octal).
+func writable(pid int, fd string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&syscall.O_ACCMODE != syscall.O_RDONLY
 		}
 	}
 	return false
