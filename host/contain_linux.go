@@ -3,6 +3,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -274,6 +275,13 @@ func (g *guardian) line(op byte, pid int, start uint64) {
 	b = append(b, '\n')
 	g.w.SetWriteDeadline(time.Now().Add(guardianWrite))
 	if _, err := g.w.Write(b); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			// The guardian is gone: told nothing more, and logged once.
+			g.log.Warn("host: the guardian is gone: descendants of the children may outlive a host killed with SIGKILL", "err", err)
+			g.w.Close()
+			g.w = nil
+			return
+		}
 		g.log.Warn("host: guardian not told of a process", "pid", pid, "err", err)
 	}
 }
@@ -287,8 +295,10 @@ func (g *guardian) close() {
 		return
 	}
 	g.mu.Lock()
-	g.w.Close()
-	g.w = nil
+	if g.w != nil {
+		g.w.Close()
+		g.w = nil
+	}
 	g.mu.Unlock()
 	t := time.AfterFunc(guardianExit, func() { g.cmd.Process.Kill() })
 	g.cmd.Wait()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -170,4 +171,32 @@ func TestDescriptorRule(t *testing.T) {
 			t.Errorf("%s (%d): member %v, want %v", tc.name, tc.pid, got, tc.want)
 		}
 	}
+}
+
+// TestGuardianGone: once the guardian is gone the host stops telling it
+// (one warning, not one per process), and closing it still returns.
+func TestGuardianGone(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	g := startGuardian(&containment{}, log)
+	if g == nil {
+		t.Skip("no /bin/sh")
+	}
+	g.cmd.Process.Kill()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if st, ok := readStat(g.cmd.Process.Pid); !ok || st.state == 'Z' {
+			break // its end of the pipe is closed
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the guardian survived SIGKILL")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for range 100 {
+		g.add(1<<22, 1)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
+	}
+	g.close()
 }
