@@ -3,6 +3,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -108,11 +109,15 @@ func holdSubreaper(log *slog.Logger) bool {
 	defer s.Unlock()
 	if s.n == 0 {
 		var was int32
-		if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&was)), 0, 0, 0); err == nil && was != 0 {
-			s.before = true
-		} else if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			log.Warn("host: cannot become a child subreaper; orphaned descendants go to init", "err", err)
-			return false
+		err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&was)), 0, 0, 0)
+		// Asked anew each time the count leaves zero: the program may have
+		// set or cleared the flag itself since the last Host closed.
+		s.before = err == nil && was != 0
+		if !s.before {
+			if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+				log.Warn("host: cannot become a child subreaper; orphaned descendants go to init", "err", err)
+				return false
+			}
 		}
 	}
 	s.n++
@@ -270,6 +275,13 @@ func (g *guardian) line(op byte, pid int, start uint64) {
 	b = append(b, '\n')
 	g.w.SetWriteDeadline(time.Now().Add(guardianWrite))
 	if _, err := g.w.Write(b); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			// The guardian is gone: told nothing more, and logged once.
+			g.log.Warn("host: the guardian is gone: descendants of the children may outlive a host killed with SIGKILL", "err", err)
+			g.w.Close()
+			g.w = nil
+			return
+		}
 		g.log.Warn("host: guardian not told of a process", "pid", pid, "err", err)
 	}
 }
@@ -283,8 +295,10 @@ func (g *guardian) close() {
 		return
 	}
 	g.mu.Lock()
-	g.w.Close()
-	g.w = nil
+	if g.w != nil {
+		g.w.Close()
+		g.w = nil
+	}
 	g.mu.Unlock()
 	t := time.AfterFunc(guardianExit, func() { g.cmd.Process.Kill() })
 	g.cmd.Wait()

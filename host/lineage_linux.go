@@ -33,16 +33,20 @@ import (
 //     leader whose pid now names another process (another start time) is
 //     not taken;
 //   - descriptors: a process holding the child's end of one of its pipes
-//     (stdout, stderr) or sockets (control, streams) — a grandchild that
-//     holds the pipes is exactly the one that would keep the host's log
-//     forwarders waiting — outside the host's own process group.
+//     (stdout, stderr: the write end) or sockets (control, streams) — a
+//     grandchild that holds the pipes is exactly the one that would keep
+//     the host's log forwarders waiting. The host keeps only the read ends
+//     of the pipes and its own ends of the sockets (it closes the child's
+//     as soon as the child started), so a process the program forks, which
+//     holds copies of the host's descriptors between its fork and its
+//     exec, is not taken for a descendant, whatever its process group.
 //
 // Every rule applies only to processes started no earlier than the child.
 // Signals go through a pidfd opened before the start time is checked
 // again, so a pid reused in between is never signalled; the host reaps
-// only the descendants it adopted as a subreaper, by their pid, never
-// with wait(-1), so the Wait of a process os/exec started elsewhere in the
-// program is not taken from it.
+// only the descendants the process adopted as a subreaper (whichever Host
+// made it one), by their pidfd or pid, never with wait(-1), so the Wait of
+// a process os/exec started elsewhere in the program is not taken from it.
 
 // maxSeen bounds the descendants one child's lineage remembers; a child
 // with more live descendants than this is still swept by the tree, group,
@@ -122,21 +126,20 @@ func allProcs(since uint64) []procStat {
 // lineage remembers one child and the descendants the host saw of it, and
 // finds, kills and reaps them all. Safe for concurrent use.
 type lineage struct {
-	root   procStat // the child, as it started
-	fds    []string // readlink forms of the child's ends: "pipe:[N]", "socket:[N]"
-	self   int      // the host's pid
-	group  int      // the host's process group
-	guard  *guardian
-	reaper bool // the host is a subreaper: it reaps the descendants it adopted
+	root  procStat // the child, as it started
+	fds   []string // readlink forms of the child's ends: "pipe:[N]", "socket:[N]"
+	self  int      // the host's pid
+	guard *guardian
 
-	mu   sync.Mutex
-	seen map[int]uint64 // pid → start of every descendant seen and not yet found gone; at most maxSeen
+	mu    sync.Mutex
+	seen  map[int]uint64 // pid → start of every descendant seen and not yet found gone; at most maxSeen
+	swept bool           // the final sweep is over: nothing more is remembered
 }
 
 // newLineage starts remembering the child pid; files are its ends of the
 // pipes and sockets it was given.
 func newLineage(pid int, files []*os.File, c *containment) *lineage {
-	l := &lineage{self: os.Getpid(), group: syscall.Getpgrp(), seen: map[int]uint64{}, guard: c.guard, reaper: c.subreaper}
+	l := &lineage{self: os.Getpid(), seen: map[int]uint64{}, guard: c.guard}
 	l.root, _ = readStat(pid) // a child already gone has start 0: every rule still holds
 	l.root.pid = pid
 	for _, f := range files {
@@ -155,25 +158,36 @@ func newLineage(pid int, files []*os.File, c *containment) *lineage {
 }
 
 // track walks the child's tree through /proc/PID/task/TID/children and
-// remembers every process in it; it forgets the ones that are gone.
+// remembers every process in it; it forgets the ones that are gone. The
+// walk counts only while the child is still the process that started (a
+// reaped child's pid may name another process, whose tree is not ours),
+// and a process only while its parent is the one it was listed under.
 func (l *lineage) track() {
 	found := map[int]uint64{}
-	queue := []int{l.root.pid}
-	for len(queue) > 0 && len(found) < maxSeen {
-		pid := queue[0]
-		queue = queue[1:]
-		for _, kid := range childrenOf(pid) {
-			if _, dup := found[kid]; dup || kid == l.self {
-				continue
+	if l.rootRuns() {
+		queue := []int{l.root.pid}
+		for len(queue) > 0 && len(found) < maxSeen {
+			pid := queue[0]
+			queue = queue[1:]
+			for _, kid := range childrenOf(pid) {
+				if _, dup := found[kid]; dup || kid == l.self {
+					continue
+				}
+				if st, ok := readStat(kid); ok && st.ppid == pid && st.start >= l.root.start {
+					found[kid] = st.start
+					queue = append(queue, kid)
+				}
 			}
-			if st, ok := readStat(kid); ok && st.start >= l.root.start {
-				found[kid] = st.start
-				queue = append(queue, kid)
-			}
+		}
+		if !l.rootRuns() {
+			clear(found) // reaped during the walk: its pid's children may be another's
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.swept {
+		return
+	}
 	for pid, start := range l.seen {
 		if st, ok := readStat(pid); !ok || st.start != start || st.state == 'Z' && st.ppid == l.self {
 			// Gone (a zombie of ours is gone too: it is reaped by a sweep,
@@ -189,6 +203,12 @@ func (l *lineage) track() {
 		l.seen[pid] = start
 		l.guard.add(pid, start)
 	}
+}
+
+// rootRuns reports whether the child's pid still names the child, alive.
+func (l *lineage) rootRuns() bool {
+	st, ok := readStat(l.root.pid)
+	return ok && st.start == l.root.start && st.state != 'Z' && st.state != 'X'
 }
 
 // childrenOf lists the children of every thread of pid.
@@ -240,10 +260,7 @@ func (l *lineage) members(procs []procStat) map[int]procStat {
 		if p.pid == l.self || p.pid == 1 {
 			continue
 		}
-		// The descriptor rule skips the host's own process group: a
-		// process the program forks holds copies of the host's
-		// descriptors for the moment between its fork and its exec.
-		if start, ok := seen[p.pid]; ok && start == p.start || leaders[p.pgrp] || leaders[p.sid] || p.pgrp != l.group && l.holdsOurs(p.pid) {
+		if start, ok := seen[p.pid]; ok && start == p.start || leaders[p.pgrp] || leaders[p.sid] || l.holdsOurs(p.pid) {
 			in[p.pid] = p
 		}
 	}
@@ -269,7 +286,8 @@ func (l *lineage) members(procs []procStat) map[int]procStat {
 	return in
 }
 
-// holdsOurs reports whether pid holds one of the child's pipes or sockets.
+// holdsOurs reports whether pid holds one of the child's sockets, or one
+// of its pipes open for writing.
 func (l *lineage) holdsOurs(pid int) bool {
 	if len(l.fds) == 0 {
 		return false
@@ -287,9 +305,25 @@ func (l *lineage) holdsOurs(pid int) bool {
 			continue
 		}
 		for _, ours := range l.fds {
-			if link == ours {
+			if link == ours && (!strings.HasPrefix(link, "pipe:") || writable(pid, n)) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// writable reports whether pid's descriptor fd (a decimal string) is open
+// for writing, by its flags in /proc/PID/fdinfo/FD (octal).
+func writable(pid int, fd string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&syscall.O_ACCMODE != syscall.O_RDONLY
 		}
 	}
 	return false
@@ -314,12 +348,14 @@ func (l *lineage) sweep() (killed int, left int) {
 		}
 		for pid, p := range in {
 			if p.state == 'Z' || p.state == 'X' {
-				// A zombie of ours is one the host adopted as a subreaper:
-				// a descendant no one else waits for. Another's zombie is
-				// its parent's to reap, and its parent is being killed.
-				if p.ppid == l.self && l.reaper {
-					var ws unix.WaitStatus
-					unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+				// A zombie of ours is one the process adopted as a
+				// subreaper: a descendant no one else waits for. Another
+				// Host may be the one that made the process a subreaper,
+				// so it is reaped whatever this Host's NoSubreaper says.
+				// Another's zombie is its parent's to reap, and its parent
+				// is being killed.
+				if p.ppid == l.self {
+					reapPID(pid, p.start)
 					pending++ // looked at once more
 				}
 				continue
@@ -344,9 +380,40 @@ func (l *lineage) sweep() (killed int, left int) {
 		l.guard.remove(pid, start)
 	}
 	clear(l.seen)
+	l.swept = true
 	l.mu.Unlock()
 	l.guard.remove(l.root.pid, l.root.start)
 	return killed, left
+}
+
+// reapPID reaps the zombie pid if it still is the process that started at
+// start: through a pidfd where there are pidfds, so that a pid reaped
+// meanwhile (by the sweep of another lineage that also named it) and
+// reused by a process the program started is never waited for.
+func reapPID(pid int, start uint64) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ENOSYS) {
+		if st, ok := readStat(pid); ok && st.start == start {
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+		return
+	}
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if st, ok := readStat(pid); !ok || st.start != start {
+		return
+	}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG, nil); errors.Is(err, unix.EINVAL) {
+		// P_PIDFD came in Linux 5.4, a release after pidfd_open: the
+		// start time checked just before is what keeps a reused pid
+		// safe, as without pidfds.
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
 }
 
 // killPID sends SIGKILL to pid through a pidfd if it still is the process

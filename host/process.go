@@ -139,9 +139,15 @@ func spawn(cfg *Config, childID string, log *slog.Logger, c *containment) (p *pr
 		return nil, fmt.Errorf("host: start child: %w", err)
 	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
-	// Before the child's ends are closed below: the lineage knows them by
-	// their inodes.
+	// Before the child's ends are closed: the lineage knows them by their
+	// inodes. They are closed before the reaper can sweep, so that no fork
+	// of the program holds them then (lineage_linux.go, the descriptor
+	// rule).
 	p.lineage = newLineage(p.pid, []*os.File{outW, errW, childEnd, lnFile}, c)
+	for _, f := range toClose {
+		f.Close()
+	}
+	toClose = nil
 
 	log = log.With("child", childID, "pid", p.pid)
 	p.logs.Add(2)

@@ -668,3 +668,43 @@ func subreaper(t *testing.T) bool {
 	}
 	return v != 0
 }
+
+// TestNoSubreaperBesideASubreaper: a Host with NoSubreaper in a process
+// that another Host made a subreaper still reaps the descendants of its
+// children the process adopted: no zombie of them is left.
+func TestNoSubreaperBesideASubreaper(t *testing.T) {
+	start := func(cfg host.Config) *host.Host {
+		cfg.TempDir = t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		h, err := host.Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close(context.Background()) })
+		return h
+	}
+	start(config(t, "serve", t.TempDir())) // the process is a subreaper
+	pids := t.TempDir()
+	cfg := config(t, "serve", pids)
+	cfg.NoSubreaper = true
+	h := start(cfg)
+	if !subreaper(t) {
+		t.Fatal("not a subreaper while a Host without NoSubreaper runs")
+	}
+	c, err := h.Call(context.Background(), "escapedie", nil, host.WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term := terminal(t, c, 20*time.Second); term.Error == nil || term.Error.Code != frame.CodeUnreachable {
+		t.Fatalf("terminal %s %v", term.Kind, term.Error)
+	}
+	gc := grandchildren(t, pids)
+	waitGone(t, gc, 2*time.Second)
+	works(t, h) // the slot restarted: its old child's sweep is over
+	for _, pid := range gc {
+		if st, ok := readStat(pid); ok && st.ppid == os.Getpid() {
+			t.Errorf("grandchild %d left as a process of ours in state %c", pid, st.state)
+		}
+	}
+}

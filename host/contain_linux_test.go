@@ -1,0 +1,202 @@
+//go:build linux
+
+package host
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func isSubreaper(t *testing.T) bool {
+	t.Helper()
+	var v int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	return v != 0
+}
+
+func setSubreaper(t *testing.T, on bool) {
+	t.Helper()
+	v := uintptr(0)
+	if on {
+		v = 1
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, v, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSubreaperBeforeAskedAnew: whether the process was a subreaper before
+// the first Host is asked each time the count leaves zero, so a flag the
+// program set for one Host's life and cleared afterwards does not keep the
+// next Host's flag set for ever.
+func TestSubreaperBeforeAskedAnew(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	was := isSubreaper(t)
+	t.Cleanup(func() { setSubreaper(t, was) })
+
+	setSubreaper(t, true) // the program's own
+	if !holdSubreaper(log) {
+		t.Fatal("holdSubreaper: no reference")
+	}
+	releaseSubreaper()
+	if !isSubreaper(t) {
+		t.Fatal("the program's own flag was cleared")
+	}
+
+	setSubreaper(t, false) // the program is done with it
+	if !holdSubreaper(log) {
+		t.Fatal("holdSubreaper: no reference")
+	}
+	if !isSubreaper(t) {
+		t.Fatal("not a subreaper while a reference is held")
+	}
+	releaseSubreaper()
+	if isSubreaper(t) {
+		t.Fatal("still a subreaper after the last reference: the first cycle's 'before' stuck")
+	}
+}
+
+// treeOf starts sh with one sleeping child in its own group and returns
+// sh's pid once the child runs; Cleanup kills and reaps both.
+func treeOf(t *testing.T) (sh, kid int) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if kids := childrenOf(cmd.Process.Pid); len(kids) == 1 {
+			return cmd.Process.Pid, kids[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sh started no child")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTrackReusedPID: a lineage whose child's pid now names another
+// process (another start time) remembers none of that process's tree,
+// and a lineage whose sweep is over remembers nothing more.
+func TestTrackReusedPID(t *testing.T) {
+	sh, kid := treeOf(t)
+	st, ok := readStat(sh)
+	if !ok {
+		t.Fatal("no stat for sh")
+	}
+	// The child as it started, earlier than the process that has its pid now.
+	l := &lineage{root: procStat{pid: sh, start: st.start - 1}, self: os.Getpid(), seen: map[int]uint64{}}
+	l.track()
+	if len(l.seen) != 0 {
+		t.Fatalf("seen %v: the tree of a process that reused the child's pid", l.seen)
+	}
+
+	l = &lineage{root: st, self: os.Getpid(), seen: map[int]uint64{}}
+	l.track()
+	if _, ok := l.seen[kid]; !ok || len(l.seen) != 1 {
+		t.Fatalf("seen %v, want %d", l.seen, kid)
+	}
+	l.mu.Lock()
+	clear(l.seen)
+	l.swept = true
+	l.mu.Unlock()
+	l.track()
+	if len(l.seen) != 0 {
+		t.Fatalf("seen %v after the sweep", l.seen)
+	}
+}
+
+// sleeper starts sleep holding extra as fd 3, in its own group if own;
+// Cleanup kills and reaps it.
+func sleeper(t *testing.T, own bool, extra ...*os.File) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: own}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+// TestDescriptorRule: a process holding the write end of the child's
+// stdout pipe is the child's, in the host's process group or not; one
+// holding only the read end (as a fork of the host does between its fork
+// and its exec) is not.
+func TestDescriptorRule(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	root := sleeper(t, true)
+	l := newLineage(root, []*os.File{w}, &containment{})
+	reader := sleeper(t, true, r)
+	inGroup := sleeper(t, false, w)
+	ownGroup := sleeper(t, true, w)
+	in := l.members(allProcs(l.root.start))
+	for _, tc := range []struct {
+		name string
+		pid  int
+		want bool
+	}{
+		{"the child", root, true},
+		{"holds the read end", reader, false},
+		{"holds the write end in the host's group", inGroup, true},
+		{"holds the write end in its own group", ownGroup, true},
+	} {
+		if _, got := in[tc.pid]; got != tc.want {
+			t.Errorf("%s (%d): member %v, want %v", tc.name, tc.pid, got, tc.want)
+		}
+	}
+}
+
+// TestGuardianGone: once the guardian is gone the host stops telling it
+// (one warning, not one per process), and closing it still returns.
+func TestGuardianGone(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	g := startGuardian(&containment{}, log)
+	if g == nil {
+		t.Skip("no /bin/sh")
+	}
+	g.cmd.Process.Kill()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if st, ok := readStat(g.cmd.Process.Pid); !ok || st.state == 'Z' {
+			break // its end of the pipe is closed
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the guardian survived SIGKILL")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for range 100 {
+		g.add(1<<22, 1)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
+	}
+	g.close()
+}
