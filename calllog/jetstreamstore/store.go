@@ -109,7 +109,15 @@ type Options struct {
 	// MaxBytes bounds a new stream's size, oldest events dropped first;
 	// 0 means the URL's max_bytes, or no bound.
 	MaxBytes int64
+	// ReadOnly opens the stream for reading (followers): it is never
+	// created (a missing one is an error), and Claim and Keep fail with
+	// calllog.ErrStoreUnusable.
+	ReadOnly bool
 }
+
+// ErrNoStream is the error of a read-only Open of a stream that does not
+// exist.
+var ErrNoStream = errors.New("jetstreamstore: no such stream")
 
 // Store is a calllog.EventStore in one JetStream stream. It is safe for
 // concurrent use; Close it when done.
@@ -120,6 +128,7 @@ type Store struct {
 	stream jetstream.Stream
 	name   string
 	prefix string
+	ro     bool
 	closed atomic.Bool
 
 	mu      sync.Mutex            // guards the fields below
@@ -194,6 +203,9 @@ func New(ctx context.Context, nc *nats.Conn, stream string, opts Options) (*Stor
 	}
 	cfg := StreamConfig(stream, prefix, opts)
 	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && opts.ReadOnly {
+		return nil, fmt.Errorf("%w: %s", ErrNoStream, stream)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // created meanwhile by another store
@@ -206,7 +218,7 @@ func New(ctx context.Context, nc *nats.Conn, stream string, opts Options) (*Stor
 	if err := checkStream(st.CachedInfo().Config, prefix); err != nil {
 		return nil, err
 	}
-	return &Store{nc: nc, js: js, stream: st, name: stream, prefix: prefix,
+	return &Store{nc: nc, js: js, stream: st, name: stream, prefix: prefix, ro: opts.ReadOnly,
 		states: map[string]treeState{}, cursors: map[string]*cursor{}}, nil
 }
 
@@ -317,8 +329,19 @@ type treeState struct {
 	last      uint64 // the highest event Seq kept
 }
 
-// usable fails once the store is closed.
+// usable fails once the store is closed, and for writes when it is
+// read-only.
 func (s *Store) usable(op string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("jetstreamstore: %s: %w: closed", op, calllog.ErrStoreUnusable)
+	}
+	if s.ro {
+		return fmt.Errorf("jetstreamstore: %s: %w: opened read-only", op, calllog.ErrStoreUnusable)
+	}
+	return nil
+}
+
+func (s *Store) readable(op string) error {
 	if s.closed.Load() {
 		return fmt.Errorf("jetstreamstore: %s: %w: closed", op, calllog.ErrStoreUnusable)
 	}
@@ -643,7 +666,7 @@ func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calll
 // LatestTree returns the id of the tree whose first claim is the latest
 // in the stream, or "" when there is none.
 func (s *Store) LatestTree(ctx context.Context) (string, error) {
-	if err := s.usable("latest tree"); err != nil {
+	if err := s.readable("latest tree"); err != nil {
 		return "", err
 	}
 	m, err := s.stream.GetLastMsgForSubject(ctx, s.prefix+".*.n")
@@ -725,7 +748,7 @@ func deleteString(xs []string, x string) []string {
 // the first event after after (found by a binary search over the stream
 // when no consumer is there already) and kept open for the next read.
 func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]calllog.Event, error) {
-	if err := s.usable("events after"); err != nil {
+	if err := s.readable("events after"); err != nil {
 		return nil, err
 	}
 	evSubj := s.subject(tree, "e")

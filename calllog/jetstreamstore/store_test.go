@@ -128,6 +128,30 @@ func TestClosedStoreIsUnusable(t *testing.T) {
 	}
 }
 
+func TestReadOnly(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Run(t)
+	if _, err := jetstreamstore.Open(ctx, srv.URL()+"/MISSING", jetstreamstore.Options{ReadOnly: true}); !errors.Is(err, jetstreamstore.ErrNoStream) {
+		t.Fatalf("read-only open of a missing stream = %v", err)
+	}
+	w := open(t, srv.URL()+"/CALLS")
+	c, _ := w.Claim(ctx, "t", "w")
+	if err := w.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.Claim(ctx, "t", "x"); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("read-only claim = %v", err)
+	}
+	if got, err := ro.EventsAfter(ctx, "t", 0, 0); err != nil || len(got) != 2 {
+		t.Fatalf("read-only read: %d events, %v", len(got), err)
+	}
+}
+
 func TestBadURLs(t *testing.T) {
 	ctx := context.Background()
 	for _, u := range []string{"http://x/S", "nats://127.0.0.1:1", "nats://127.0.0.1:1/", "nats://u:secret@127.0.0.1:1/S",
