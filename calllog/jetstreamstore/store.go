@@ -84,8 +84,12 @@ const (
 	// the stream when next appended to).
 	maxStates = 4096
 	// deliverWait bounds the wait for an event the stream leader says is
-	// kept but the consumer has not delivered yet (a replica behind).
-	deliverWait = 10 * time.Second
+	// kept but the consumer has not delivered yet (it was placed on a
+	// replica still catching up); past it the events are read from the
+	// leader one by one (readLeader).
+	deliverWait = 2 * time.Second
+	// leaderPage bounds the events one readLeader call returns.
+	leaderPage = 256
 	// inactiveThreshold is how long the server keeps a reader's consumer
 	// that nobody pulls from (a reader that died).
 	inactiveThreshold = 30 * time.Second
@@ -131,10 +135,10 @@ type Store struct {
 	ro     bool
 	closed atomic.Bool
 
-	mu      sync.Mutex            // guards the fields below
-	states  map[string]treeState  // the tree's last message, as this Store appended it
-	cursors map[string]*cursor    // open readers, not in use
-	order   []string              // cursors' trees, oldest first
+	mu      sync.Mutex           // guards the fields below
+	states  map[string]treeState // the tree's last message, as this Store appended it
+	cursors map[string]*cursor   // open readers, not in use
+	order   []string             // cursors' trees, oldest first
 }
 
 var (
@@ -440,8 +444,9 @@ func (s *Store) forget(tree string) {
 	s.mu.Unlock()
 }
 
-// retryPause is the wait before appending again after a refusal with code
-// 10164 (an append to the tree still in flight on a replicated stream).
+// retryPause is the first wait before appending again after a refusal
+// (code 10164 is an append to the tree still in flight on a replicated
+// stream) or an error.
 const retryPause = 5 * time.Millisecond
 
 // Claim implements calllog.EventStore: it appends a claim with the next
@@ -455,10 +460,14 @@ func (s *Store) Claim(ctx context.Context, tree, writer string) (calllog.Claim, 
 		return calllog.Claim{}, err
 	}
 	id := nuid.Next() // one Claim: a resend of its message is deduplicated
+	delay := retryPause
 	for {
 		st, err := s.read(ctx, "claim", tree)
 		if err != nil {
-			return calllog.Claim{}, err
+			if errors.Is(err, calllog.ErrStoreUnusable) || wait(ctx, &delay) != nil {
+				return calllog.Claim{}, err
+			}
+			continue
 		}
 		c := calllog.Claim{Tree: tree, Writer: writer, Epoch: st.epoch + 1, Last: st.last}
 		kind := "c"
@@ -468,23 +477,34 @@ func (s *Store) Claim(ctx context.Context, tree, writer string) (calllog.Claim, 
 		m := s.claimMsg(c, kind)
 		m.Header.Set(jetstream.MsgIDHeader, id+"-"+strconv.FormatUint(c.Epoch, 10))
 		ack, err := s.publish(ctx, tree, st.streamSeq, []*nats.Msg{m})
-		if wrongLast(err) {
-			if err := pause(ctx); err != nil {
+		if err != nil {
+			if !wrongLast(err) {
+				err = s.classify("claim", err)
+				if errors.Is(err, calllog.ErrStoreUnusable) {
+					return calllog.Claim{}, err
+				}
+			}
+			if wait(ctx, &delay) != nil {
 				return calllog.Claim{}, err
 			}
 			continue
-		}
-		if err != nil {
-			return calllog.Claim{}, s.classify("claim", err)
 		}
 		s.remember(tree, treeState{exists: true, streamSeq: ack.Sequence, writer: writer, epoch: c.Epoch, last: c.Last})
 		return c, nil
 	}
 }
 
-func pause(ctx context.Context) error {
-	t := time.NewTimer(retryPause)
+// maxRetryDelay bounds the wait between two attempts after an error the
+// store sends again by itself (a server away, an election, an answer
+// lost), until its ctx is done.
+const maxRetryDelay = 250 * time.Millisecond
+
+// wait waits *delay, doubling it up to maxRetryDelay; ctx.Err() when ctx
+// is done first.
+func wait(ctx context.Context, delay *time.Duration) error {
+	t := time.NewTimer(*delay)
 	defer t.Stop()
+	*delay = min(2**delay, maxRetryDelay)
 	select {
 	case <-t.C:
 		return nil
@@ -570,13 +590,19 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 		return err
 	}
 	st, ok := s.remembered(c.Tree)
-	if !ok || st.writer != c.Writer || st.epoch != c.Epoch {
-		var err error
-		if st, err = s.read(ctx, op, c.Tree); err != nil {
-			return err
-		}
-	}
+	needRead := !ok || st.writer != c.Writer || st.epoch != c.Epoch
+	delay := retryPause
 	for {
+		if needRead {
+			var err error
+			if st, err = s.read(ctx, op, c.Tree); err != nil {
+				if errors.Is(err, calllog.ErrStoreUnusable) || wait(ctx, &delay) != nil {
+					return err
+				}
+				continue
+			}
+			needRead = false
+		}
 		if !st.exists || st.writer != c.Writer || st.epoch != c.Epoch {
 			s.forget(c.Tree)
 			return calllog.ErrFenced
@@ -593,24 +619,25 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 			return err
 		}
 		ack, err := s.publish(ctx, c.Tree, st.streamSeq, msgs)
-		switch {
-		case err == nil:
+		if err == nil {
 			st.streamSeq, st.last = ack.Sequence, piece[len(piece)-1].Seq
 			s.remember(c.Tree, st)
+			delay = retryPause
 			continue
-		case wrongLast(err):
-			s.forget(c.Tree)
-			if err := pause(ctx); err != nil {
-				return err
-			}
-			if st, err = s.read(ctx, op, c.Tree); err != nil {
-				return err
-			}
-			continue
-		default:
-			s.forget(c.Tree)
-			return s.classify(op, err)
 		}
+		// Refused (another append got in first) or not answered (it may
+		// have been kept all the same): read where the tree stands, and
+		// go on from there.
+		s.forget(c.Tree)
+		if !wrongLast(err) {
+			if err = s.classify(op, err); errors.Is(err, calllog.ErrStoreUnusable) {
+				return err
+			}
+		}
+		if wait(ctx, &delay) != nil {
+			return err
+		}
+		needRead = true
 	}
 }
 
@@ -629,33 +656,46 @@ func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calll
 		return calllog.Claim{}, err
 	}
 	piece := events[:min(len(events), maxAtomicBatch-1)]
-	msgs, err := s.eventMsgs(c, piece)
-	if err != nil {
-		return calllog.Claim{}, err
-	}
-	ack, err := s.publish(ctx, tree, 0, append([]*nats.Msg{s.claimMsg(c, "n")}, msgs...))
-	switch {
-	case err == nil:
-		var last uint64
-		if len(piece) > 0 {
-			last = piece[len(piece)-1].Seq
-		}
-		s.remember(tree, treeState{exists: true, streamSeq: ack.Sequence, writer: writer, epoch: 1, last: last})
-		if len(piece) == len(events) {
-			return c, nil
-		}
-	case wrongLast(err):
-		st, err := s.read(ctx, "keep new", tree)
+	delay := retryPause
+	for {
+		msgs, err := s.eventMsgs(c, piece)
 		if err != nil {
 			return calllog.Claim{}, err
 		}
-		if !st.exists || st.writer != writer {
+		ack, err := s.publish(ctx, tree, 0, append([]*nats.Msg{s.claimMsg(c, "n")}, msgs...))
+		if err == nil {
+			var last uint64
+			if len(piece) > 0 {
+				last = piece[len(piece)-1].Seq
+			}
+			s.remember(tree, treeState{exists: true, streamSeq: ack.Sequence, writer: writer, epoch: 1, last: last})
+			break
+		}
+		if !wrongLast(err) {
+			if err = s.classify("keep new", err); errors.Is(err, calllog.ErrStoreUnusable) {
+				return calllog.Claim{}, err
+			}
+		}
+		// Refused or not answered: the tree has messages now (another
+		// writer's, or this one's, kept all the same) or still none.
+		if wait(ctx, &delay) != nil {
+			return calllog.Claim{}, err
+		}
+		st, rerr := s.read(ctx, "keep new", tree)
+		switch {
+		case rerr != nil:
+			if errors.Is(rerr, calllog.ErrStoreUnusable) {
+				return calllog.Claim{}, rerr
+			}
+			continue
+		case !st.exists:
+			continue
+		case st.writer != writer:
 			return calllog.Claim{}, calllog.ErrTreeExists
 		}
 		c.Epoch = st.epoch // this writer's own claim: a retry
 		s.remember(tree, st)
-	default:
-		return calllog.Claim{}, s.classify("keep new", err)
+		break
 	}
 	if err := s.keep(ctx, "keep new", c, events); err != nil {
 		return calllog.Claim{}, err
@@ -771,6 +811,10 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 		}
 	}
 	out, err := s.collect(ctx, c, after, limit)
+	if errors.Is(err, errNotDelivered) {
+		c.stop()
+		return s.readLeader(ctx, tree, after, lastMsg.Sequence, limit)
+	}
 	if err != nil {
 		c.stop()
 		return nil, err
@@ -848,8 +892,11 @@ func (s *Store) collect(ctx context.Context, c *cursor, after uint64, limit int)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if errors.Is(err, context.DeadlineExceeded) && len(out) > 0 {
-				break
+			if errors.Is(err, context.DeadlineExceeded) {
+				if len(out) > 0 {
+					break
+				}
+				return nil, errNotDelivered
 			}
 			return nil, s.classify("events after", err)
 		}
@@ -869,6 +916,47 @@ func (s *Store) collect(ctx context.Context, c *cursor, after uint64, limit int)
 		}
 		out = append(out, e)
 		c.pos = seq
+	}
+	return out, nil
+}
+
+// errNotDelivered: the consumer delivered nothing within deliverWait
+// though the leader has events.
+var errNotDelivered = errors.New("jetstreamstore: the consumer delivered nothing")
+
+// readLeader reads tree's events after after from the stream leader, one
+// request each, up to limit (and leaderPage): the way round a consumer on
+// a replica that lags.
+func (s *Store) readLeader(ctx context.Context, tree string, after, lastStream uint64, limit int) ([]calllog.Event, error) {
+	if limit <= 0 || limit > leaderPage {
+		limit = leaderPage
+	}
+	next := uint64(1)
+	if after > 0 {
+		var err error
+		if next, err = s.search(ctx, tree, after, lastStream); err != nil {
+			return nil, err
+		}
+	}
+	subj := s.subject(tree, "e")
+	var out []calllog.Event
+	for len(out) < limit && next <= lastStream {
+		m, err := s.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, s.classify("events after", err)
+		}
+		next = m.Sequence + 1
+		if seq, _ := strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64); seq <= after {
+			continue
+		}
+		var e calllog.Event
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			return nil, fmt.Errorf("jetstreamstore: events after: %w", err)
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
