@@ -33,6 +33,9 @@ type Server struct {
 // URL is the server's client URL, nats://127.0.0.1:PORT.
 func (s *Server) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.opts.Port) }
 
+// Name is the server's name (s1, s2, ...).
+func (s *Server) Name() string { return s.opts.ServerName }
+
 // Addr is the server's client address, 127.0.0.1:PORT.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.opts.Port) }
 
@@ -128,6 +131,14 @@ func RunCluster(t testing.TB, n int) []*Server {
 		}
 	}
 	WaitLeader(t, servers)
+	for _, s := range servers { // every peer known to the meta group
+		for !s.srv.JetStreamIsCurrent() {
+			if time.Now().After(deadline) {
+				t.Fatal("natstest: a cluster server's JetStream is not current")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	return servers
 }
 
