@@ -722,10 +722,9 @@ func (s *Store) LatestTree(ctx context.Context) (string, error) {
 // cursor is an ordered consumer of one tree's events, positioned after
 // the last event it returned.
 type cursor struct {
-	tree    string
-	pos     uint64 // the Seq of the last event returned
-	it      jetstream.MessagesContext
-	pending uint64 // the consumer's pending count at the last delivery
+	tree string
+	pos  uint64 // the Seq of the last event returned
+	it   jetstream.MessagesContext
 }
 
 func (c *cursor) stop() { c.it.Stop() }
@@ -799,9 +798,11 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 	if err != nil {
 		return nil, s.classify("events after", err)
 	}
-	if seq, err := strconv.ParseUint(lastMsg.Header.Get(hdrSeq), 10, 64); err != nil {
+	until, err := strconv.ParseUint(lastMsg.Header.Get(hdrSeq), 10, 64)
+	if err != nil {
 		return nil, fmt.Errorf("jetstreamstore: events after: %w: an event message has no sequence header", calllog.ErrStoreUnusable)
-	} else if seq <= after {
+	}
+	if until <= after {
 		return nil, nil
 	}
 	c := s.checkout(tree, after)
@@ -810,7 +811,7 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 			return nil, err
 		}
 	}
-	out, err := s.collect(ctx, c, after, limit)
+	out, err := s.collect(ctx, c, after, until, limit)
 	if errors.Is(err, errNotDelivered) {
 		c.stop()
 		return s.readLeader(ctx, tree, after, lastMsg.Sequence, limit)
@@ -831,6 +832,9 @@ func (s *Store) open(ctx context.Context, tree string, after, lastStream uint64)
 		FilterSubjects:    []string{s.subject(tree, "e")},
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		InactiveThreshold: inactiveThreshold,
+		// A consumer lost (a server away) is made again at most this often
+		// before Next fails, rather than being tried without end.
+		MaxResetAttempts: 3,
 	}
 	if after > 0 {
 		start, err := s.search(ctx, tree, after, lastStream)
@@ -847,7 +851,7 @@ func (s *Store) open(ctx context.Context, tree string, after, lastStream uint64)
 	if err != nil {
 		return nil, s.classify("events after", err)
 	}
-	return &cursor{tree: tree, pos: after, it: it, pending: 1}, nil
+	return &cursor{tree: tree, pos: after, it: it}, nil
 }
 
 // search returns the stream sequence of tree's first event whose Seq is
@@ -876,17 +880,16 @@ func (s *Store) search(ctx context.Context, tree string, after, lastStream uint6
 	return lo, nil
 }
 
-// collect returns the events c delivers, after after, up to limit (≤ 0:
-// no limit): at least one (the leader said there is one), then as many as
-// are delivered before the consumer reports none pending.
-func (s *Store) collect(ctx context.Context, c *cursor, after uint64, limit int) ([]calllog.Event, error) {
+// collect returns the events c delivers after after, up to limit (≤ 0:
+// no limit) and through until, the tree's last event as the leader said:
+// what was kept when EventsAfter was called (a consumer on a replica that
+// lags may deliver it later than the leader keeps it, or report nothing
+// pending too early).
+func (s *Store) collect(ctx context.Context, c *cursor, after, until uint64, limit int) ([]calllog.Event, error) {
 	var out []calllog.Event
 	wctx, cancel := context.WithTimeout(ctx, deliverWait)
 	defer cancel()
-	for limit <= 0 || len(out) < limit {
-		if len(out) > 0 && c.pending == 0 {
-			break
-		}
+	for (limit <= 0 || len(out) < limit) && c.pos < until {
 		m, err := c.it.Next(jetstream.NextContext(wctx))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -899,9 +902,6 @@ func (s *Store) collect(ctx context.Context, c *cursor, after uint64, limit int)
 				return nil, errNotDelivered
 			}
 			return nil, s.classify("events after", err)
-		}
-		if md, err := m.Metadata(); err == nil {
-			c.pending = md.NumPending
 		}
 		seq, err := strconv.ParseUint(m.Headers().Get(hdrSeq), 10, 64)
 		if err != nil {
