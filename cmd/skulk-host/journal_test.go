@@ -74,6 +74,19 @@ type followLine struct {
 // takeover, and no duplicate; the first writer is fenced.
 func TestJournalCrashTakeover(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
+	crashTakeover(t, db, func(t *testing.T, readOnly bool) calllog.EventStore {
+		st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: readOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	})
+}
+
+// crashTakeover is TestJournalCrashTakeover on the journal db (a file or
+// a store URL), whose store open opens in the test process.
+func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly bool) calllog.EventStore) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -140,11 +153,7 @@ func TestJournalCrashTakeover(t *testing.T) {
 		t.Fatalf("follow: %v (stderr %q)", err, fErr.String())
 	}
 
-	st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := open(t, true)
 	kept, err := st.EventsAfter(ctx, tree, 0, 100_000)
 	if err != nil {
 		t.Fatal(err)
@@ -204,11 +213,7 @@ func TestJournalCrashTakeover(t *testing.T) {
 	}
 
 	// The first writer, back, cannot append: its claim is fenced.
-	rw, err := sqlitestore.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rw.Close()
+	rw := open(t, false)
 	late := first
 	late.Seq = last.Seq + 1
 	late.Kind = calllog.KindDone

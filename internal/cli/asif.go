@@ -26,8 +26,8 @@ bindings features), and checks such documents.
 
 	skulk-host asif export JOURNAL TREE [--after SEQ] [--until SEQ] [--tools FILE] [-o FILE]
 
-Export reads the call tree TREE (its outermost call's id) from the SQLite
-call journal JOURNAL (calllog/sqlitestore, recorded with full content, as
+Export reads the call tree TREE (its outermost call's id) from the call
+journal JOURNAL (a SQLite file or a nats:// store URL, recorded with full content, as
 skulk-host call --journal FILE records it and prints the tree's id) and
 writes one session document: each call a tool_call, each provider result a
 tool_result, text chunks as tool_result_text streams, streamed arguments as

@@ -163,6 +163,13 @@ The flags are:
 		log can be replayed and exported later. The tree's id is printed on
 		standard error, a refused call's too; 'skulk-host follow FILE' tails it live from another
 		terminal, 'skulk-host replay FILE TREE' shows what was seen.
+		FILE may be a JetStream store URL instead,
+		nats://HOST:PORT/STREAM (tls:// for TLS; the stream is created on
+		first use; docs/events.md): credentials come from the files named
+		by NATS_CREDS, NATS_NKEY, NATS_CERT and NATS_KEY, NATS_CA (or the
+		URL's creds=, nkey=, tls_cert=, tls_key=, tls_ca=), never from the
+		command line. follow, replay, journal takeover and asif export
+		take the same URL.
 	--env NAME or NAME=VALUE
 		pass the host's variable NAME to the child, or set NAME to VALUE
 		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,

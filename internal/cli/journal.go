@@ -8,12 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/internal/termsafe"
 )
 
@@ -30,20 +28,22 @@ const (
 // tree yet.
 const followInterval = 200 * time.Millisecond
 
-// callJournal is the required SQLite journal of call --journal.
+// callJournal is the required journal of call --journal: a SQLite file
+// or a JetStream stream (a nats:// URL).
 type callJournal struct {
 	path string
-	st   *sqlitestore.Store
+	st   journalStore
 	log  calllog.Options // the host's call log: every event kept in st
 }
 
-// openCallJournal opens (creating it when needed) the SQLite journal at
-// path and the call log options that keep every event in it, required and
-// with full content, so that the log can be replayed and exported later.
+// openCallJournal opens (creating it when needed) the journal at path (a
+// SQLite file or a store URL) and the call log options that keep every
+// event in it, required and with full content, so that the log can be
+// replayed and exported later.
 func openCallJournal(path string) (*callJournal, error) {
-	st, err := sqlitestore.Open(path)
+	st, err := openStore(path, false)
 	if err != nil {
-		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
+		return nil, err
 	}
 	return &callJournal{path: path, st: st, log: calllog.Options{
 		Content: calllog.ContentFull,
@@ -61,18 +61,11 @@ func journalRefusal(err error) error {
 	return statusErr(ExitFailure, "call refused: the journal did not keep its start, nothing was sent: %v", err)
 }
 
-// openJournalReader opens path read-only, for follow, replay and asif
-// export. A missing file is reported as such (SQLite's own error for it
-// says only that it cannot open the file).
-func openJournalReader(path string) (*sqlitestore.Store, error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
-	}
-	st, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true})
-	if err != nil {
-		return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", path, err)
-	}
-	return st, nil
+// openJournalReader opens path (a file read-only, or a store URL) for
+// follow, replay and asif export. A missing file is reported as such
+// (SQLite's own error for it says only that it cannot open the file).
+func openJournalReader(path string) (journalStore, error) {
+	return openStore(path, true)
 }
 
 // readTree reads every kept event of tree from the journal at path,
@@ -106,14 +99,14 @@ func readTree(ctx context.Context, path, tree string) ([]calllog.Event, error) {
 }
 
 // lastTree waits until the store holds a tree and returns the latest.
-func lastTree(ctx context.Context, st *sqlitestore.Store) (string, error) {
+func lastTree(ctx context.Context, st journalStore) (string, error) {
 	for {
-		trees, err := st.Trees(ctx)
+		tree, err := latestTree(ctx, st)
 		if err != nil {
 			return "", statusErr(ExitFailure, "reading the journal: %v", err)
 		}
-		if len(trees) > 0 {
-			return trees[len(trees)-1], nil
+		if tree != "" {
+			return tree, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -126,7 +119,8 @@ func lastTree(ctx context.Context, st *sqlitestore.Store) (string, error) {
 const followUsage = "follow FILE [TREE]"
 
 var followHelp = `
-Follow tails a call tree kept in the SQLite journal FILE (written by
+Follow tails a call tree kept in the journal FILE (a SQLite file or a
+nats:// store URL, see call --journal; written by
 'skulk-host call --journal FILE'), live, from another terminal or process:
 it prints every kept event as one JSON line (the event's JSON form,
 docs/events.md), from the tree's first event, as it is kept. TREE defaults
@@ -206,7 +200,8 @@ func printStep(w io.Writer, s calllog.Step) error {
 const replayUsage = "replay FILE TREE"
 
 var replayHelp = `
-Replay reads the call tree TREE kept in the SQLite journal FILE and prints
+Replay reads the call tree TREE kept in the journal FILE (a SQLite file
+or a nats:// store URL) and prints
 what a watcher of each call saw, in the order the calls started: the call's
 id, tool and version, the text of its output ("text" strings of its chunks;
 kept by call --journal, which keeps full content), and its value or error —
@@ -283,7 +278,8 @@ func printReplay(w io.Writer, r *calllog.Replayed) {
 const journalUsage = "journal takeover FILE TREE"
 
 var journalHelp = `
-Journal takeover claims the call tree TREE in the SQLite journal FILE for
+Journal takeover claims the call tree TREE in the journal FILE (a SQLite
+file or a nats:// store URL) for
 a new writer — the way a restarted host continues a tree whose host died —
 and records the outcome it can prove of every call the journal shows
 started and not ended: failed, unreachable, synthetic, steps before their
@@ -301,9 +297,9 @@ func runJournal(ctx context.Context, args []string, env Env) error {
 	if len(pos) != 3 || pos[0] != "takeover" {
 		return usageErr("want: journal takeover FILE TREE")
 	}
-	st, err := sqlitestore.Open(pos[1])
+	st, err := openStore(pos[1], false)
 	if err != nil {
-		return statusErr(ExitFailure, "cannot open the journal %s: %v", pos[1], err)
+		return err
 	}
 	defer st.Close()
 	writer := newWriterName()

@@ -1,0 +1,177 @@
+package jetstreamstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/calllogtest"
+	"github.com/skulkrt/skulk/calllog/jetstreamstore"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/natstest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t testing.TB, url string) *jetstreamstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := jetstreamstore.Open(ctx, url, jetstreamstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStoreRules(t *testing.T) {
+	srv := natstest.Run(t)
+	n := 0
+	calllogtest.TestStore(t, func(t *testing.T) calllog.EventStore {
+		n++ // a new, empty stream for each rule
+		return open(t, srv.URL()+"/RULES"+string(rune('A'+n)))
+	})
+}
+
+func TestFullContentRoundTripAndOddTreeIDs(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, natstest.Run(t).URL()+"/CALLS")
+	for _, tree := range []string{"plain-1", "a.b c*>", "é/~x"} {
+		c, err := s.Claim(ctx, tree, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := calllogtest.Events(tree, "w", 1, 1)
+		ev[0].Payload.Value = frame.MustPayload(map[string]any{"text": "héllo", "n": 3})
+		if err := s.Keep(ctx, c, ev); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EventsAfter(ctx, tree, 0, 0)
+		if err != nil || len(got) != 1 {
+			t.Fatal(len(got), err)
+		}
+		if txt, _ := got[0].Payload.Value.Text(); txt != "héllo" || got[0].Tree != tree {
+			t.Fatalf("event not kept as given: %+v", got[0])
+		}
+	}
+	if latest, err := s.LatestTree(ctx); err != nil || latest != "é/~x" {
+		t.Fatalf("LatestTree = %q, %v", latest, err)
+	}
+}
+
+// Two stores on two connections: the second's claim fences the first,
+// whose cached position is stale, and a reader positioned anywhere reads
+// on from there (the binary search, then the open consumer).
+func TestFencingAcrossConnectionsAndReadPositions(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Run(t)
+	a, b := open(t, srv.URL()+"/CALLS"), open(t, srv.URL()+"/CALLS")
+	ca, err := a.KeepNew(ctx, "t", "A", calllogtest.Events("t", "A", 1, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another tree in between, so the tree's stream sequences are not
+	// contiguous.
+	co, _ := a.Claim(ctx, "other", "A")
+	for i := range 5 {
+		if err := a.Keep(ctx, ca, calllogtest.Events("t", "A", uint64(4+2*i), 2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Keep(ctx, co, calllogtest.Events("other", "A", uint64(1+i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cb, err := b.Claim(ctx, "t", "B")
+	if err != nil || cb.Last != 13 || cb.Epoch != 2 {
+		t.Fatalf("takeover claim %+v, %v", cb, err)
+	}
+	if err := a.Keep(ctx, ca, calllogtest.Events("t", "A", 14, 1)); !errors.Is(err, calllog.ErrFenced) {
+		t.Fatalf("old writer's keep = %v", err)
+	}
+	if err := b.Keep(ctx, cb, calllogtest.Events("t", "B", 14, 1200)); err != nil { // two atomic pieces
+		t.Fatal(err)
+	}
+	for _, after := range []uint64{0, 1, 7, 12, 13, 500, 1213} {
+		r := open(t, srv.URL()+"/CALLS")
+		got, err := r.EventsAfter(ctx, "t", after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(100, 1213-int(after))
+		if len(got) != want || (want > 0 && got[0].Seq != after+1) {
+			t.Fatalf("EventsAfter(%d) = %d events (first %v)", after, len(got), got)
+		}
+		// The same store reads on from the open consumer.
+		if want > 0 {
+			next, err := r.EventsAfter(ctx, "t", got[len(got)-1].Seq, 0)
+			if err != nil || len(next) != 1213-int(after)-want {
+				t.Fatalf("read on after %d: %d events, %v", got[len(got)-1].Seq, len(next), err)
+			}
+		}
+	}
+}
+
+func TestClosedStoreIsUnusable(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, natstest.Run(t).URL()+"/CALLS")
+	s.Close()
+	if _, err := s.Claim(ctx, "t", "w"); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("closed claim = %v", err)
+	}
+	if _, err := s.EventsAfter(ctx, "t", 0, 0); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("closed read = %v", err)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Run(t)
+	if _, err := jetstreamstore.Open(ctx, srv.URL()+"/MISSING", jetstreamstore.Options{ReadOnly: true}); !errors.Is(err, jetstreamstore.ErrNoStream) {
+		t.Fatalf("read-only open of a missing stream = %v", err)
+	}
+	w := open(t, srv.URL()+"/CALLS")
+	c, _ := w.Claim(ctx, "t", "w")
+	if err := w.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.Claim(ctx, "t", "x"); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("read-only claim = %v", err)
+	}
+	if got, err := ro.EventsAfter(ctx, "t", 0, 0); err != nil || len(got) != 2 {
+		t.Fatalf("read-only read: %d events, %v", len(got), err)
+	}
+}
+
+func TestBadURLs(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{"http://x/S", "nats://127.0.0.1:1", "nats://127.0.0.1:1/", "nats://u:secret@127.0.0.1:1/S",
+		"nats://127.0.0.1:1/a.b", "nats://127.0.0.1:1/S?replicas=9", "nats://127.0.0.1:1/S?secret=1", "nats://127.0.0.1:1/S?tls_cert=x"} {
+		_, err := jetstreamstore.Open(ctx, u, jetstreamstore.Options{})
+		if !errors.Is(err, jetstreamstore.ErrURL) {
+			t.Errorf("Open(%q) = %v, want ErrURL", u, err)
+		} else if u == "nats://u:secret@127.0.0.1:1/S" && containsAny(err.Error(), "secret") {
+			t.Errorf("the error echoes the URL: %v", err)
+		}
+	}
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, x := range subs {
+		for i := 0; i+len(x) <= len(s); i++ {
+			if s[i:i+len(x)] == x {
+				return true
+			}
+		}
+	}
+	return false
+}

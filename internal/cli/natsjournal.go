@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/jetstreamstore"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
+)
+
+// journalStore is a journal the CLI opened: a SQLite file or a JetStream
+// stream.
+type journalStore interface {
+	calllog.EventStore
+	Close() error
+}
+
+// natsConnectTimeout bounds connecting to the NATS servers of a journal
+// URL and opening (or creating) its stream.
+const natsConnectTimeout = 15 * time.Second
+
+// natsOptions returns the connection options of the environment, as the
+// nats CLI names them: NATS_CREDS, NATS_NKEY (a seed), NATS_CERT and
+// NATS_KEY, NATS_CA name files; NATS_USER and NATS_PASSWORD are a user's.
+// No secret is taken from the command line, where process lists show it.
+func natsOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if f := os.Getenv("NATS_CREDS"); f != "" {
+		opts = append(opts, nats.UserCredentials(f))
+	}
+	if f := os.Getenv("NATS_NKEY"); f != "" {
+		o, err := nats.NkeyOptionFromSeed(f)
+		if err != nil {
+			return nil, statusErr(ExitFailure, "NATS_NKEY: the seed file cannot be read: %v", err)
+		}
+		opts = append(opts, o)
+	}
+	cert, key := os.Getenv("NATS_CERT"), os.Getenv("NATS_KEY")
+	if (cert == "") != (key == "") {
+		return nil, statusErr(ExitFailure, "NATS_CERT and NATS_KEY go together")
+	}
+	if cert != "" {
+		opts = append(opts, nats.ClientCert(cert, key))
+	}
+	if f := os.Getenv("NATS_CA"); f != "" {
+		opts = append(opts, nats.RootCAs(f))
+	}
+	if u := os.Getenv("NATS_USER"); u != "" {
+		opts = append(opts, nats.UserInfo(u, os.Getenv("NATS_PASSWORD")))
+	}
+	return opts, nil
+}
+
+// openStore opens the journal named by name: a JetStream store URL
+// (nats://HOST:PORT/STREAM, created on first use) or a SQLite file
+// (created when needed unless readOnly).
+func openStore(name string, readOnly bool) (journalStore, error) {
+	if !jetstreamstore.IsURL(name) {
+		if readOnly {
+			if _, err := os.Stat(name); err != nil {
+				return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
+			}
+		}
+		st, err := sqlitestore.Open(name, sqlitestore.Options{ReadOnly: readOnly})
+		if err != nil {
+			return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", name, err)
+		}
+		return st, nil
+	}
+	opts, err := natsOptions()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), natsConnectTimeout)
+	defer cancel()
+	st, err := jetstreamstore.Open(ctx, name, jetstreamstore.Options{Connect: opts, ReadOnly: readOnly})
+	if err != nil {
+		return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
+	}
+	return st, nil
+}
+
+// latestTree returns the latest tree of st, "" when it has none.
+func latestTree(ctx context.Context, st journalStore) (string, error) {
+	switch st := st.(type) {
+	case *jetstreamstore.Store:
+		return st.LatestTree(ctx)
+	case *sqlitestore.Store:
+		trees, err := st.Trees(ctx)
+		if err != nil || len(trees) == 0 {
+			return "", err
+		}
+		return trees[len(trees)-1], nil
+	}
+	return "", nil
+}
