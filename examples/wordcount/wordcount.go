@@ -28,7 +28,7 @@ func Options(onCancel func(cause error)) child.Options {
 		Handler: countWords,
 	}, {
 		ID:          "wait",
-		Description: "Waits ms milliseconds, or until cancelled.",
+		Description: "Sends {\"waiting_ms\": ms}, then waits ms milliseconds, or until cancelled.",
 		ArgumentsSchema: wire.Schema{"type": "object", "required": []any{"ms"}, "properties": map[string]any{
 			"ms": map[string]any{"type": "integer", "minimum": 0},
 		}},
@@ -37,6 +37,12 @@ func Options(onCancel func(cause error)) child.Options {
 				MS int `json:"ms"`
 			}
 			if err := s.DecodeArguments(&args); err != nil {
+				return nil, err
+			}
+			// Say the wait began: a cancel the caller sends after this
+			// chunk reaches a running handler (one sent earlier may end
+			// the call before its handler runs).
+			if err := s.Send(frame.MustPayload(map[string]any{"waiting_ms": args.MS}), nil); err != nil {
 				return nil, err
 			}
 			select {

@@ -65,8 +65,21 @@ func TestDeadline(t *testing.T) {
 	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeTimeout || ce.Synthetic {
 		t.Fatalf("outcome %v, want the provider's timeout", ce)
 	}
-	if err := <-causes; !errors.Is(err, child.ErrTimeout) {
+	if err := cause(t, causes); !errors.Is(err, child.ErrTimeout) {
 		t.Fatalf("the handler saw %v", err)
+	}
+}
+
+// cause returns what the handler reported, failing the test after
+// skulktest.Timeout.
+func cause(t *testing.T, causes <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-causes:
+		return err
+	case <-time.After(skulktest.Timeout):
+		t.Fatal("the handler saw no cancellation")
+		return nil
 	}
 }
 
@@ -77,11 +90,18 @@ func TestCancelReachesHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, stop := context.WithTimeout(t.Context(), skulktest.Timeout)
+	defer stop()
+	for f, err := c.Recv(ctx); f.Kind != frame.KindChunk; f, err = c.Recv(ctx) {
+		if err != nil { // the host's started, then {"waiting_ms"}: the handler runs
+			t.Fatal(err)
+		}
+	}
 	c.Cancel()
 	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeCancelled {
 		t.Fatalf("outcome %v, want cancelled", ce)
 	}
-	if err := <-causes; !errors.Is(err, child.ErrCancelRequested) && !errors.Is(err, child.ErrCallerCancelled) {
+	if err := cause(t, causes); !errors.Is(err, child.ErrCancelRequested) && !errors.Is(err, child.ErrCallerCancelled) {
 		t.Fatalf("the handler saw %v", err)
 	}
 }

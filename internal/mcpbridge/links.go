@@ -2,7 +2,7 @@ package mcpbridge
 
 import (
 	"context"
-	"strconv"
+	"crypto/rand"
 	"strings"
 	"sync"
 
@@ -18,15 +18,16 @@ const (
 
 // linkStore keeps media for resource links, bounded by bytes: putting more
 // than max drops the oldest first (a link to them then reads as not
-// found). Safe for concurrent use.
+// found). A link's id is random (crypto/rand), so that over HTTP one
+// client cannot read the media of another's calls by counting. Safe for
+// concurrent use.
 type linkStore struct {
 	max int64
 
 	mu    sync.Mutex
-	next  uint64
 	bytes int64
-	order []uint64 // ids, oldest first
-	items map[uint64]linkItem
+	order []string // ids, oldest first
+	items map[string]linkItem
 }
 
 type linkItem struct {
@@ -35,7 +36,7 @@ type linkItem struct {
 }
 
 func newLinkStore(max int64) *linkStore {
-	return &linkStore{max: max, items: make(map[uint64]linkItem)}
+	return &linkStore{max: max, items: make(map[string]linkItem)}
 }
 
 // put keeps data and returns its URI; false when data alone is larger than
@@ -53,19 +54,18 @@ func (l *linkStore) put(data []byte, mediaType string) (string, bool) {
 		l.bytes -= int64(len(l.items[old].data))
 		delete(l.items, old)
 	}
-	l.next++
-	id := l.next
+	id := rand.Text()
 	l.items[id] = linkItem{data: data, mediaType: mediaType}
 	l.order = append(l.order, id)
 	l.bytes += n
-	return linkPrefix + strconv.FormatUint(id, 10), true
+	return linkPrefix + id, true
 }
 
 // read serves resources/read of a link.
 func (l *linkStore) read(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	id, err := strconv.ParseUint(strings.TrimPrefix(uri, linkPrefix), 10, 64)
-	if err != nil || !strings.HasPrefix(uri, linkPrefix) {
+	id, ok := strings.CutPrefix(uri, linkPrefix)
+	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	l.mu.Lock()

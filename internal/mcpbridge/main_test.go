@@ -207,15 +207,27 @@ func childrenOf(pid int) []int {
 	return out
 }
 
+// isGuardian reports whether pid is a host's guardian (/bin/sh running
+// the host's guardian script), which every host.Host starts beside its
+// children.
+func isGuardian(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	arg0, _, _ := bytes.Cut(b, []byte{0})
+	return string(arg0) == "/bin/sh"
+}
+
 // waitChild waits up to d for pid to have exactly one child, other than
-// except, and returns it.
+// except and the host's guardian, and returns it.
 func waitChild(t *testing.T, pid, except int, d time.Duration) int {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		var kids []int
 		for _, k := range childrenOf(pid) {
-			if k != except {
+			if k != except && !isGuardian(k) {
 				kids = append(kids, k)
 			}
 		}

@@ -180,7 +180,7 @@ func TestServeStdio(t *testing.T) {
 		if want := hex.EncodeToString(h.Sum(nil)); !strings.Contains(string(b), want) {
 			t.Errorf("the media's digest %s is not the child's %s", want, b)
 		}
-		if _, err := s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "skulk://media/999999"}); err == nil {
+		if _, err := s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "skulk://media/AAAAAAAAAAAAAAAAAAAAAAAAAA"}); err == nil {
 			t.Error("reading an unknown link succeeded")
 		}
 	})
