@@ -299,6 +299,13 @@ class _Call:
             self.deadline = loop.time() + delay
             self._timers.append(loop.call_at(self.deadline, self.cancel, Cause.TIMEOUT))
         self.task = loop.create_task(self._run())
+        # A task cancelled before its first step never runs its body, so
+        # the end of the handler is taken from the task's own end.
+        self.task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        if not self.returned:
+            self._returned()
 
     async def flush(self) -> None:
         try:
@@ -375,8 +382,6 @@ class _Call:
             pass
         except Exception:
             _log("handler driver: " + traceback.format_exc())
-        finally:
-            self._returned()
 
     def _returned(self) -> None:
         self.returned = True
