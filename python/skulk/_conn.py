@@ -1,0 +1,313 @@
+"""A stream connection on the event loop: a bounded read buffer, packets
+read into place, and a writer that sends header and attachment with one
+vectored write (sendmsg) without copying the attachment."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections import deque
+from typing import Any, Optional
+
+from .wire import (
+    PREFIX_LEN,
+    ConnectionClosed,
+    InvalidPacketError,
+    Limits,
+    PacketCutShort,
+    check_lengths,
+    decode_header,
+)
+
+_prefix = struct.Struct(">II")
+
+# READ_CHUNK bounds one recv: what the buffer holds beyond the packet being
+# read, so a handler that does not read its input holds at most the 8
+# frames of its queue, the one being queued and about 64 KiB more.
+READ_CHUNK = 65536
+# Attachments up to SMALL are read through the buffer and copied out;
+# larger ones are received straight into their own bytearray.
+SMALL = 65536
+# HIGH bounds the header bytes a writer queues before a write waits.
+HIGH = 65536
+IOV_MAX = 1024
+
+
+class Conn:
+    """One stream connection. Reading is for one coroutine at a time;
+    writes from the loop's coroutines are ordered as they are made."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, limits: Limits) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._loop = loop
+        self.limits = limits
+        self._buf = bytearray(2 * READ_CHUNK)
+        self._r = 0
+        self._w = 0
+        self._rfut: Optional[asyncio.Future] = None
+        self._out: deque = deque()
+        self._out_bytes = 0
+        self._waiters: list = []  # (threshold, future)
+        self._writer_on = False
+        self.closed = False
+        self.broken = False
+
+    # ---------- reading ----------
+
+    async def _recv_into(self, mv: memoryview) -> int:
+        while True:
+            if self.closed:
+                raise ConnectionClosed("connection closed")
+            try:
+                return self._sock.recv_into(mv)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                raise ConnectionClosed("connection reset") from None
+            fut = self._loop.create_future()
+            self._rfut = fut
+            self._loop.add_reader(self._fd, _wake, fut)
+            try:
+                await fut
+            finally:
+                self._rfut = None
+                if not self.closed:
+                    self._loop.remove_reader(self._fd)
+
+    async def _fill(self, need: int) -> None:
+        """Read until the buffer holds need bytes after the read position."""
+        while self._w - self._r < need:
+            buf = self._buf
+            if self._r == self._w:
+                self._r = self._w = 0
+            if len(buf) - self._r < need or len(buf) - self._w < 4096:
+                # Move what is left to the front, growing the buffer if a
+                # header (or small attachment) needs more room.
+                left = self._w - self._r
+                size = max(len(buf), need + READ_CHUNK)
+                nb = bytearray(size) if size != len(buf) else buf
+                nb[:left] = buf[self._r : self._w]
+                self._buf, self._r, self._w = nb, 0, left
+                buf = nb
+            room = min(len(buf) - self._w, READ_CHUNK)
+            with memoryview(buf) as mv:
+                n = await self._recv_into(mv[self._w : self._w + room])
+            if n == 0:
+                if self._w == self._r and need == PREFIX_LEN:
+                    raise ConnectionClosed("connection closed")
+                raise PacketCutShort("connection ended inside a packet")
+            self._w += n
+
+    async def read_packet(self) -> Any:
+        """The next packet. Lengths are checked before anything past the
+        prefix is read. Raises ConnectionClosed (EOF), a ProtocolError, or
+        InvalidPacketError once the packet was consumed whole."""
+        if self._w - self._r < PREFIX_LEN:
+            await self._fill(PREFIX_LEN)
+        h, a = _prefix.unpack_from(self._buf, self._r)
+        check_lengths(h, a, self.limits)
+        small = a <= SMALL
+        need = PREFIX_LEN + h + (a if small else 0)
+        if self._w - self._r < need:
+            await self._fill(need)
+        start = self._r + PREFIX_LEN
+        with memoryview(self._buf) as mv:
+            hb = mv[start : start + h]
+            try:
+                p = decode_header(hb, a)
+            except InvalidPacketError:
+                hb.release()
+                self._r = start + h
+                await self._take(a, small)
+                raise
+            except BaseException:
+                hb.release()
+                raise
+            hb.release()
+        self._r = start + h
+        if a:
+            p.media.data = await self._take(a, small)
+        return p
+
+    async def _take(self, a: int, small: bool):
+        """The next a bytes: an attachment."""
+        if a == 0:
+            return b""
+        if small:
+            r = self._r
+            data = bytes(self._buf[r : r + a])
+            self._r = r + a
+            return data
+        data = bytearray(a)
+        have = min(self._w - self._r, a)
+        data[:have] = self._buf[self._r : self._r + have]
+        self._r += have
+        off = have
+        with memoryview(data) as mv:
+            while off < a:
+                n = await self._recv_into(mv[off:])
+                if n == 0:
+                    raise PacketCutShort("connection ended inside an attachment")
+                off += n
+        return data
+
+    # ---------- writing ----------
+
+    def send_nowait(self, head: bytes, att: Any = b"") -> None:
+        """Queue a packet without waiting: for the SDK's own terminals and
+        ends, a bounded few per call. Dropped on a broken connection."""
+        if self.closed or self.broken:
+            return
+        if not self._out:
+            bufs = [head, att] if len(att) else [head]
+            try:
+                n = self._sock.sendmsg(bufs)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError:
+                self._fail()
+                return
+            self._queue(bufs, n)
+        else:
+            self._queue([head, att] if len(att) else [head], 0)
+
+    def _queue(self, bufs: list, sent: int) -> None:
+        for b in bufs:
+            mv = b if isinstance(b, memoryview) else memoryview(b)
+            if mv.format != "B" or mv.ndim != 1:
+                mv = mv.cast("B")
+            n = mv.nbytes
+            if sent >= n:
+                sent -= n
+                continue
+            if sent:
+                mv = mv[sent:]
+                sent = 0
+            self._out.append(mv)
+            self._out_bytes += mv.nbytes
+        if self._out and not self._writer_on:
+            self._writer_on = True
+            self._loop.add_writer(self._fd, self._on_writable)
+
+    async def write(self, head: bytes, att: Any = b"") -> None:
+        """Write a packet, awaiting the socket's backpressure: a packet with
+        an attachment returns once the attachment is written; one without,
+        once less than 64 KiB of headers is queued. Cancelled while it
+        waits, the packet stays queued (whole) and a mutable attachment's
+        unsent bytes are copied, so the caller may reuse them."""
+        if self.closed or self.broken:
+            raise ConnectionClosed("connection closed")
+        self.send_nowait(head, att)
+        if self.broken:
+            raise ConnectionClosed("connection broken")
+        threshold = 0 if len(att) else HIGH
+        if self._out_bytes <= threshold:
+            return
+        fut = self._loop.create_future()
+        self._waiters.append((threshold, fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            self._own_pending()
+            raise
+
+    async def flush(self) -> None:
+        """Wait until everything queued is written."""
+        if self.closed or self.broken:
+            raise ConnectionClosed("connection closed")
+        if not self._out:
+            return
+        fut = self._loop.create_future()
+        self._waiters.append((0, fut))
+        await fut
+
+    def pending(self) -> int:
+        """Bytes queued and not yet written."""
+        return self._out_bytes
+
+    def _own_pending(self) -> None:
+        for i, mv in enumerate(self._out):
+            if not mv.readonly:
+                self._out[i] = memoryview(bytes(mv))
+
+    def _on_writable(self) -> None:
+        out = self._out
+        while out:
+            bufs = list(out) if len(out) <= IOV_MAX else [out[i] for i in range(IOV_MAX)]
+            try:
+                n = self._sock.sendmsg(bufs)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self._fail()
+                return
+            self._out_bytes -= n
+            full = True
+            while n:
+                mv = out[0]
+                if n >= mv.nbytes:
+                    n -= mv.nbytes
+                    out.popleft()
+                else:
+                    out[0] = mv[n:]
+                    n = 0
+                    full = False
+            if not full:
+                break
+        if not out and self._writer_on:
+            self._writer_on = False
+            self._loop.remove_writer(self._fd)
+        self._wake_writers()
+
+    def _wake_writers(self) -> None:
+        if not self._waiters:
+            return
+        keep = []
+        for th, fut in self._waiters:
+            if fut.done():
+                continue
+            if self.broken or self.closed:
+                fut.set_exception(ConnectionClosed("connection closed"))
+            elif self._out_bytes <= th:
+                fut.set_result(None)
+            else:
+                keep.append((th, fut))
+        self._waiters = keep
+
+    def _fail(self) -> None:
+        self.broken = True
+        self._out.clear()
+        self._out_bytes = 0
+        if self._writer_on and not self.closed:
+            self._writer_on = False
+            self._loop.remove_writer(self._fd)
+        self._wake_writers()
+
+    def close(self) -> None:
+        """Close the connection; a pending read raises ConnectionClosed,
+        pending writes are dropped."""
+        if self.closed:
+            return
+        if self._writer_on:
+            self._loop.remove_writer(self._fd)
+            self._writer_on = False
+        if self._rfut is not None:
+            self._loop.remove_reader(self._fd)
+        self.closed = True
+        self._out.clear()
+        self._out_bytes = 0
+        if self._rfut is not None and not self._rfut.done():
+            self._rfut.set_exception(ConnectionClosed("connection closed"))
+        self._wake_writers()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,0 +1,174 @@
+"""The demo tools of cmd/skulk-child (internal/demotools), in Python: echo,
+upper, count, media, sleep, fail and, with --test-tools, sleep's
+ignore_cancel and crash. They are what conformance/provider drives."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+
+import skulk
+from skulk import InlineMedia, Tool
+
+MAX_COUNT_SIZE = 60000
+DEFAULT_MEDIA_CHUNK = 65536
+MAX_MEDIA_CHUNK = 16777216
+MEDIA_TYPE = "application/octet-stream"
+MEDIA_PERIOD = 251
+CRASH_STATUS = 3
+
+
+def _object(props: dict, *required: str) -> dict:
+    s = {"type": "object", "properties": props, "additionalProperties": False}
+    if required:
+        s["required"] = list(required)
+    return s
+
+
+def _integer(lo: int, hi: int = 0, default=None) -> dict:
+    s = {"type": "integer", "minimum": lo}
+    if hi > 0:
+        s["maximum"] = hi
+    if default is not None:
+        s["default"] = default
+    return s
+
+
+ANY = {"type": "object"}
+CHUNKS = _object({"chunks": _integer(0)}, "chunks")
+
+
+def _int_arg(args: dict, key: str, default=None):
+    v = args.get(key, default)
+    return v if type(v) is int else None
+
+
+async def echo(call, frames):
+    n = 0
+    async for f in frames:
+        yield call.chunk(f.payload, f.media)
+        n += 1
+    yield call.completed({"chunks": n})
+
+
+async def upper(call, frames):
+    n = 0
+    async for f in frames:
+        t = (f.payload or {}).get("text")
+        if type(t) is not str:
+            yield call.failed("chunk has no text")
+            return
+        yield call.chunk({"text": t.upper()})
+        n += 1
+    yield call.completed({"chunks": n})
+
+
+async def count(call, frames):
+    n, size = _int_arg(call.arguments, "n"), _int_arg(call.arguments, "size", 0)
+    if n is None or size is None or n < 0 or not 0 <= size <= MAX_COUNT_SIZE:
+        yield call.failed("arguments: n must be >= 0, size in [0, 60000]")
+        return
+    pad = "x" * size
+    for i in range(n):
+        yield call.chunk({"i": i, "pad": pad} if size else {"i": i})
+    yield call.completed({"n": n})
+
+
+async def media(call, frames):
+    total, chunk = _int_arg(call.arguments, "bytes"), _int_arg(call.arguments, "chunk", DEFAULT_MEDIA_CHUNK)
+    if total is None or chunk is None or total < 0 or not 1 <= chunk <= MAX_MEDIA_CHUNK:
+        yield call.failed("arguments: bytes must be >= 0, chunk in [1, 16777216]")
+        return
+    # The pattern repeats every 251 bytes, so every chunk is a window of one
+    # buffer: no per-byte work and no copy (the SDK writes the view as is).
+    n0 = min(chunk, max(total, 1))
+    pattern = memoryview(bytes(i % MEDIA_PERIOD for i in range(MEDIA_PERIOD)) * (n0 // MEDIA_PERIOD + 2))
+    h = hashlib.sha256()
+    off = 0
+    while off < total:
+        n = min(chunk, total - off)
+        start = off % MEDIA_PERIOD
+        b = pattern[start : start + n]
+        h.update(b)
+        yield call.chunk(media=InlineMedia(b, MEDIA_TYPE))
+        off += n
+    yield call.completed({"sha256": h.hexdigest()})
+
+
+def _sleep(test_tools: bool):
+    async def sleep(call, frames):
+        ms = _int_arg(call.arguments, "ms")
+        if ms is None or ms < 0:
+            yield call.failed("arguments: ms must be >= 0")
+            return
+        ignore = call.arguments.get("ignore_cancel", False) is True
+        if ignore and not test_tools:
+            yield call.failed("arguments: ignore_cancel needs --test-tools")
+            return
+        loop = asyncio.get_running_loop()
+        end = loop.time() + min(ms / 1000.0, 1e10)
+        while True:
+            try:
+                await asyncio.sleep(max(0.0, end - loop.time()))
+                break
+            except asyncio.CancelledError:
+                if not ignore:
+                    raise
+        yield call.completed({"slept_ms": ms})
+
+    return sleep
+
+
+async def fail(call, frames):
+    msg = call.arguments.get("message")
+    if type(msg) is not str:
+        yield call.failed("arguments: message must be a string")
+        return
+    yield call.failed(msg)
+
+
+async def crash(call, frames):
+    after = _int_arg(call.arguments, "after")
+    if after is None or after < 0:
+        yield call.failed("arguments: after must be >= 0")
+        return
+    for i in range(after):
+        yield call.chunk({"i": i})
+    await call.flush()
+    os._exit(CRASH_STATUS)
+    yield  # never reached; makes this an async generator
+
+
+def tools(test_tools: bool = False) -> list:
+    """The demo tools; test_tools adds sleep's ignore_cancel and crash."""
+    sleep_props = {"ms": _integer(0)}
+    desc = "Sleeps ms milliseconds without reading its input; honours cancellation."
+    if test_tools:
+        sleep_props["ignore_cancel"] = {"type": "boolean", "default": False}
+        desc = "Sleeps ms milliseconds without reading its input; honours cancellation unless ignore_cancel."
+    out = [
+        Tool("echo", echo, "Streams each caller chunk back, payload and inline media alike; completes when the caller completes.",
+             _object({}), ANY, ANY, CHUNKS),
+        Tool("upper", upper, 'Turns caller chunks {"text": s} into provider chunks {"text": upper(s)}.',
+             _object({}), _object({"text": {"type": "string"}}, "text"), _object({"text": {"type": "string"}}, "text"), CHUNKS),
+        Tool("count", count, 'Sends n chunks {"i": i} numbered from 0, each padded with "pad" of size bytes; needs no caller input.',
+             _object({"n": _integer(0), "size": _integer(0, MAX_COUNT_SIZE, 0)}, "n"), ANY,
+             _object({"i": _integer(0), "pad": {"type": "string"}}, "i"), _object({"n": _integer(0)}, "n")),
+        Tool("media", media, "Sends inline media chunks (application/octet-stream) totalling bytes; the result is their SHA-256.",
+             _object({"bytes": _integer(0), "chunk": _integer(1, MAX_MEDIA_CHUNK, DEFAULT_MEDIA_CHUNK)}, "bytes"), ANY, ANY,
+             _object({"sha256": {"type": "string", "pattern": "^[a-f0-9]{64}$"}}, "sha256")),
+        Tool("sleep", _sleep(test_tools), desc, _object(sleep_props, "ms"), ANY, ANY, _object({"slept_ms": _integer(0)}, "slept_ms")),
+        Tool("fail", fail, "Ends with failed provider_error carrying message (sanitized).",
+             _object({"message": {"type": "string"}}, "message"), ANY, ANY, ANY),
+    ]
+    if test_tools:
+        out.append(Tool("crash", crash, 'Sends after chunks {"i": i}, then ends the process with status 3 (test only).',
+                        _object({"after": _integer(0)}, "after"), ANY, _object({"i": _integer(0)}, "i"), ANY))
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    skulk.main(tools("--test-tools" in sys.argv[1:]), sdk="skulk-python-demo/" + skulk.__version__)

@@ -1,0 +1,162 @@
+"""The child runtime as a host sees it: a real child process, fds 3 and 4,
+real Unix sockets. The black-box suite is conformance/provider; these
+check what is particular to the Python SDK: a handler that blocks the
+event loop does not stop pongs, and control EOF ends the child in time."""
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+from skulk import wire
+from skulk.frames import StreamFrame
+from skulk.wire import Limits, Ping, Startup, StreamInvoke, decode_header, encode_packet
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROVIDER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, %r)
+    import skulk
+
+    async def block(call, frames):
+        time.sleep(call.arguments["s"])  # blocks the event loop on purpose
+        yield call.completed({})
+
+    async def count(call, frames):
+        for i in range(call.arguments["n"]):
+            yield call.chunk({"i": i})
+        yield call.completed({"n": call.arguments["n"]})
+
+    skulk.main([skulk.Tool("block", block), skulk.Tool("count", count)])
+    """
+) % os.path.dirname(HERE)
+
+
+class Conn:
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, p):
+        h, a = encode_packet(p)
+        self.sock.sendall(h + bytes(a))
+
+    def read(self, timeout=5.0):
+        self.sock.settimeout(timeout)
+        while True:
+            if len(self.buf) >= 8:
+                h, a = struct.unpack_from(">II", self.buf)
+                if len(self.buf) >= 8 + h + a:
+                    p = decode_header(self.buf[8 : 8 + h], a)
+                    if a:
+                        p.media.data = self.buf[8 + h : 8 + h + a]
+                    self.buf = self.buf[8 + h + a :]
+                    return p
+            b = self.sock.recv(65536)
+            if not b:
+                raise EOFError
+            self.buf += b
+
+
+class ChildTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="skulk-py-")
+        os.chmod(self.dir, 0o700)
+        script = os.path.join(self.dir, "provider.py")
+        with open(script, "w") as f:
+            f.write(PROVIDER)
+        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.path = os.path.join(self.dir, "streams.sock")
+        ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ln.bind(self.path)
+        ln.listen()
+        env = {"PATH": os.environ.get("PATH", ""), "SKULK_PROTOCOL": "1", "SKULK_CONTROL_FD": "3", "SKULK_STREAMS_FD": "4", "SKULK_CHILD_ID": "t"}
+
+        def fds():
+            os.dup2(child.fileno(), 3)
+            os.dup2(ln.fileno(), 4)
+
+        self.proc = subprocess.Popen([sys.executable, script], env=env, preexec_fn=fds, stdin=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, close_fds=False, start_new_session=True)
+        child.close()
+        ln.close()
+        self.ctl = Conn(host)
+        hello = self.ctl.read()
+        self.assertIsInstance(hello, wire.Hello)
+        self.assertEqual([t.id for t in hello.tools], ["block", "count"])
+        self.ctl.send(Startup(1, "t", Limits(65536, 16777216), 1000, 1000, 8))
+
+    def tearDown(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stderr.close()
+        self.ctl.sock.close()
+        for n in os.listdir(self.dir):
+            os.remove(os.path.join(self.dir, n))
+        os.rmdir(self.dir)
+
+    def dial(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.path)
+        self.addCleanup(s.close)
+        return Conn(s)
+
+    def ping(self, nonce):
+        t0 = time.monotonic()
+        self.ctl.send(Ping(nonce))
+        p = self.ctl.read()
+        self.assertIsInstance(p, wire.Pong)
+        self.assertEqual(p.nonce, nonce)
+        return p, time.monotonic() - t0
+
+    def test_pong_while_a_handler_blocks_the_loop(self):
+        s = self.dial()
+        s.send(StreamInvoke("b1", "block", {"s": 1.5}))
+        s.send(StreamFrame("b1", "caller_to_provider", 0, "started"))
+        s.send(StreamFrame("b1", "caller_to_provider", 1, "completed"))
+        deadline = time.monotonic() + 5
+        while self.ping(1)[0].streams != 1:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.01)
+        worst = 0.0
+        for n in range(2, 40):  # about a second, while the loop is blocked
+            p, el = self.ping(n)
+            worst = max(worst, el)
+            if p.streams == 0:
+                break
+            time.sleep(0.02)
+        self.assertLess(worst, 0.5, "pong delayed by a handler blocking the event loop")
+        got = [s.read(), s.read()]
+        self.assertEqual([getattr(g, "kind", None) for g in got], ["completed", "end"])
+
+    def test_control_eof_exits_within_a_second(self):
+        s = self.dial()
+        s.send(StreamInvoke("b2", "block", {"s": 5}))
+        s.send(StreamFrame("b2", "caller_to_provider", 0, "started"))
+        while self.ping(1)[0].streams != 1:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        self.ctl.sock.shutdown(socket.SHUT_RDWR)
+        self.assertEqual(self.proc.wait(5), 0)
+        self.assertLess(time.monotonic() - t0, 1.1)
+
+    def test_count(self):
+        s = self.dial()
+        s.send(StreamInvoke("c1", "count", {"n": 3}))
+        s.send(StreamFrame("c1", "caller_to_provider", 0, "started"))
+        s.send(StreamFrame("c1", "caller_to_provider", 1, "completed"))
+        got = [s.read() for _ in range(5)]
+        self.assertEqual([g.sequence for g in got[:4]], [1, 2, 3, 4])
+        self.assertEqual(got[3].payload, {"n": 3})
+        self.assertIsInstance(got[4], wire.StreamEnd)
+
+
+if __name__ == "__main__":
+    unittest.main()
