@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Each child gets a private directory (spawn) holding its stream
@@ -250,7 +252,7 @@ func sweepOne(dir string, now time.Time) bool {
 		if entries[0].Name() != sockName || entries[0].Type()&os.ModeSocket == 0 {
 			return false
 		}
-		if err := syscall.Unlinkat(int(f.Fd()), sockName); err != nil {
+		if err := unix.Unlinkat(int(f.Fd()), sockName, 0); err != nil {
 			return false
 		}
 	}

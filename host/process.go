@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/internal/sockpair"
 )
 
 // stderrTail is how much of a child's stderr is kept for errors.
@@ -104,12 +106,10 @@ func spawn(cfg *Config, childID string, log *slog.Logger, c *containment) (p *pr
 	toClose = append(toClose, lnFile)
 
 	// fd 3: the control socketpair.
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	hostEnd, childEnd, err := sockpair.Files("control", "control-child")
 	if err != nil {
-		return nil, fmt.Errorf("host: control socketpair: %w", err)
+		return nil, fmt.Errorf("host: control %w", err)
 	}
-	hostEnd := os.NewFile(uintptr(fds[0]), "control")
-	childEnd := os.NewFile(uintptr(fds[1]), "control-child")
 	toClose = append(toClose, hostEnd, childEnd)
 	if p.ctrl, err = net.FileConn(hostEnd); err != nil {
 		return nil, fmt.Errorf("host: control socketpair: %w", err)

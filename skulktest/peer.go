@@ -15,6 +15,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/sockpair"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -676,11 +677,11 @@ func privateDir(t testing.TB) string {
 // socketpair as files (close-on-exec; exec.Cmd.ExtraFiles clears that for
 // the files it passes).
 func socketPairFiles() (*os.File, *os.File, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	a, b, err := sockpair.Files("socketpair-a", "socketpair-b")
 	if err != nil {
-		return nil, nil, fmt.Errorf("skulktest: socketpair: %w", err)
+		return nil, nil, fmt.Errorf("skulktest: %w", err)
 	}
-	return os.NewFile(uintptr(fds[0]), "socketpair-a"), os.NewFile(uintptr(fds[1]), "socketpair-b"), nil
+	return a, b, nil
 }
 
 func socketPair() (*net.UnixConn, *net.UnixConn, error) {

@@ -16,8 +16,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
+
+	"github.com/skulkrt/skulk/internal/sockpair"
 )
 
 // SocketPair returns the two ends of a connected AF_UNIX SOCK_STREAM
@@ -44,11 +45,11 @@ func SocketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 // socketpair as files (close-on-exec; exec.Cmd.ExtraFiles clears that for
 // the files it passes). The caller closes them.
 func SocketPairFiles() (*os.File, *os.File, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	a, b, err := sockpair.Files("socketpair-a", "socketpair-b")
 	if err != nil {
-		return nil, nil, fmt.Errorf("testnet: socketpair: %w", err)
+		return nil, nil, fmt.Errorf("testnet: %w", err)
 	}
-	return os.NewFile(uintptr(fds[0]), "socketpair-a"), os.NewFile(uintptr(fds[1]), "socketpair-b"), nil
+	return a, b, nil
 }
 
 // FileConn turns a socket file into a *net.UnixConn and closes the file
