@@ -302,8 +302,10 @@ func (c *Call) Recycle(f frame.Frame) {
 // Config.CallLog.History) shows. Stop the loop to stop watching.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
-// Text returns the "text" strings of the call's output chunks so far; it
-// is provisional until the call ends.
+// Text returns the "text" strings of the call's output chunks so far, at
+// most the first MiB of them (cut on a character boundary; the whole of
+// a longer text is in the call's events); it is provisional until the
+// call ends.
 func (c *Call) Text() string { return c.rec.Text() }
 
 // Tree returns the id of the call's tree in the call log: the call's own

@@ -311,9 +311,8 @@ func TestHostileChildren(t *testing.T) {
 		// The caller reads nothing for a second while the child floods,
 		// then cancels; the child never reads the cancel.
 		{"flood without reading", "flood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
-		// The same with text chunks: the host keeps every output text for
-		// Call.Text (internal/recorder's Record.text has no bound), so the
-		// heap grows with what the caller reads.
+		// The same with text chunks: Call.Text keeps at most
+		// recorder.MaxText of them, so the heap stays bounded.
 		{"text flood without reading", "textflood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
 		{"never answers pings", "mute", frame.KindFailed, frame.CodeUnreachable, 0, false},
 		{"closes fd 3 and keeps working", "closefd3", frame.KindFailed, frame.CodeUnreachable, 0, false},
@@ -322,9 +321,6 @@ func TestHostileChildren(t *testing.T) {
 		{"forks a setsid grandchild and stays", "escape", frame.KindCompleted, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.tool == "textflood" {
-				t.Skip("known: Call.Text keeps all of a call's output text without a bound (internal/recorder)")
-			}
 			pids := t.TempDir()
 			h := startHost(t, config(t, "serve", pids))
 			heap := sampleHeap()

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -635,7 +636,7 @@ func (rec *Record) OutputAt(f frame.Frame, at time.Time) {
 		return
 	}
 	if s, ok := textBytesOf(f.Payload); ok {
-		rec.text.Write(s)
+		rec.appendTextLocked(s)
 	}
 	if t.unseenLocked(rec) {
 		t.skipLocked(rec, at)
@@ -683,9 +684,39 @@ func (t *tree) skipLocked(rec *Record, at time.Time) {
 	}
 }
 
+// MaxText bounds the text a Record keeps for Text: a call that streams
+// more keeps the first MaxText bytes, cut on a character boundary, and the
+// rest is only in its events (a call may stream for hours; its host must
+// not hold all of it).
+const MaxText = 1 << 20
+
+// appendTextLocked adds s to the call's text, up to MaxText. t.mu is held.
+func (rec *Record) appendTextLocked(s []byte) {
+	room := MaxText - rec.text.Len()
+	if room <= 0 {
+		return
+	}
+	if len(s) > room {
+		s = s[:room]
+		for len(s) > 0 && !utf8.FullRune(s[lastRuneStart(s):]) {
+			s = s[:lastRuneStart(s)]
+		}
+	}
+	rec.text.Write(s)
+}
+
+// lastRuneStart is the offset of the last rune's first byte in s.
+func lastRuneStart(s []byte) int {
+	i := len(s) - 1
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
 // Text returns the text of the call's output so far: the "text" strings of
-// its chunks since the last request or retry. It is provisional until the
-// call ends.
+// its chunks since the last request or retry, at most MaxText bytes of
+// them. It is provisional until the call ends.
 func (rec *Record) Text() string {
 	rec.t.mu.Lock()
 	defer rec.t.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -721,4 +722,34 @@ func TestTextOfShortAndLongChunks(t *testing.T) {
 // position names where e is in its tree's log, for failure messages.
 func position(e calllog.Event) string {
 	return fmt.Sprintf("%s/%s/%d", e.Tree, e.Writer, e.Seq)
+}
+
+// TestTextBounded: a call's text is kept up to recorder.MaxText bytes, cut on a
+// character boundary, however much the call streams.
+func TestTextBounded(t *testing.T) {
+	rc, err := recorder.New(calllog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close(context.Background())
+	rec, err := rc.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := strings.Repeat("é", 1000) // 2,000 bytes, two per character
+	for i := range recorder.MaxText/2000 + 3 {
+		f, err := frame.NewChunk("c1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": "x" + chunk}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Output(f)
+	}
+	got := rec.Text()
+	if len(got) > recorder.MaxText || len(got) < recorder.MaxText-3 {
+		t.Fatalf("text of %d bytes, want at most recorder.MaxText and within a character of it", len(got))
+	}
+	if !utf8.ValidString(got) {
+		t.Fatal("the text was cut inside a character")
+	}
+	rec.End(context.Background(), recorder.Done(nil))
 }
