@@ -174,11 +174,15 @@ func (h *Host) startPool(ctx context.Context) error {
 		return nil
 	}
 	h.stop()
+	// The children that did start are stopped at once, not one after
+	// another: each may take KillGrace to leave.
+	var stops sync.WaitGroup
 	for _, s := range h.slots {
 		if ch := s.cur; ch != nil {
-			ch.stop(err, stopDead) // never supervised
+			stops.Go(func() { ch.stop(err, stopDead) }) // never supervised; waited for below
 		}
 	}
+	stops.Wait()
 	return err
 }
 
