@@ -306,3 +306,20 @@ func BenchmarkColdStart(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSkulkHealthBackpressured is the health workload as a benchmark:
+// 8 count streams left unread until the child's writes block, then pings
+// on the control connection at the wire level, b.N of them: p50-ms and
+// p99-ms report their round trips (ns/op includes the child's start and
+// the streams' setup, so read the two metrics). SKULK_BENCH_CHILD points it
+// at another child (the Python SDK's bench child, say).
+func BenchmarkSkulkHealthBackpressured(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ds, err := healthWire(ctx, bins.Skulk, b.TempDir(), 8, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(percentile(ds, 0.5).Microseconds())/1e3, "p50-ms")
+	b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1e3, "p99-ms")
+}
