@@ -320,7 +320,8 @@ class _Call:
         self.cause = cause
         self.invalid = invalid
         with self.rt.lock:
-            self.cancelled_at = time.monotonic()
+            if self.cancelled_at is None:  # the control thread may have set it
+                self.cancelled_at = time.monotonic()
         self.input._cancel(cause)
         if not from_task and self.task is not None:
             self.task.cancel()
@@ -504,7 +505,7 @@ class _Runtime:
         self.lock = threading.Lock()
         self.ctl_lock = threading.Lock()
         self.active: set = set()  # calls whose handler has not returned; under lock
-        self.by_id: dict = {}  # call id -> _Call, while the handler runs
+        self.by_id: dict = {}  # call id -> _Call, while the handler runs; written under lock
         self.remembered: OrderedDict = OrderedDict()
         self.draining = False
         self.all_returned = threading.Event()
@@ -524,15 +525,24 @@ class _Runtime:
         with self.lock:
             self.active.add(c)
             self.all_returned.clear()
-        self.by_id[c.inv.call_id] = c
+            self.by_id[c.inv.call_id] = c
 
     def unregister(self, c: _Call) -> None:
         with self.lock:
             self.active.discard(c)
             if not self.active:
                 self.all_returned.set()
-        if self.by_id.get(c.inv.call_id) is c:
-            del self.by_id[c.inv.call_id]
+            if self.by_id.get(c.inv.call_id) is c:
+                del self.by_id[c.inv.call_id]
+
+    def mark_cancelled(self, call_id: str) -> None:
+        """From the control thread, when a cancel arrives: the call's
+        cancel_grace_ms counts from now even while a handler blocks the
+        loop, so pong.stuck reports it; the loop cancels it when it can."""
+        with self.lock:
+            c = self.by_id.get(call_id)
+            if c is not None and c.cancelled_at is None:
+                c.cancelled_at = time.monotonic()
 
     def counters(self) -> tuple:
         now = time.monotonic()
@@ -824,6 +834,7 @@ class _Runtime:
                     streams, stuck = self.counters()
                     self.ctl_write(Pong(p.nonce, streams, stuck))
                 elif t is Cancel:
+                    self.mark_cancelled(p.call_id)
                     self._post(self.on_cancel, p.call_id)
                 elif t is Drain:
                     grace_s = (p.grace_ms + self.startup.cancel_grace_ms) / 1000.0
