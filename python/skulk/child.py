@@ -808,7 +808,11 @@ class _Runtime:
                             check_lengths(h, a, self.limits)
                         except ProtocolError as e:
                             self._ctl_protocol_error(str(e))
-                        if len(buf) >= PREFIX_LEN + h + a:
+                        if a:
+                            # No control packet has an attachment: refused
+                            # at the prefix, so the buffer holds a header.
+                            self._ctl_protocol_error("attachment on a control packet")
+                        if len(buf) >= PREFIX_LEN + h:
                             break
                     if deadline is not None:
                         left = deadline - time.monotonic()
@@ -822,11 +826,11 @@ class _Runtime:
                     if not chunk:
                         raise ConnectionClosed
                     buf += chunk
-                h, a = struct.unpack_from(">II", buf)
+                h, _ = struct.unpack_from(">II", buf)
                 hb = bytes(buf[PREFIX_LEN : PREFIX_LEN + h])
-                del buf[: PREFIX_LEN + h + a]
+                del buf[: PREFIX_LEN + h]
                 try:
-                    p = decode_header(hb, a)
+                    p = decode_header(hb, 0)
                 except (ProtocolError, InvalidPacketError) as e:
                     self._ctl_protocol_error(str(e))
                 t = type(p)
@@ -914,6 +918,8 @@ def _handshake(control: socket.socket, tools: list, sdk: str, max_streams: int, 
                     check_lengths(h, a, own)
                 except ProtocolError:
                     _start_failed("startup unreadable: a length over the limits")
+                if a:
+                    _start_failed("startup unreadable: an attachment on a control packet")
                 if len(buf) >= PREFIX_LEN + h + a:
                     break
             left = STARTUP_TIMEOUT - (time.monotonic() - t0)

@@ -152,6 +152,12 @@ class ChildTest(unittest.TestCase):
         p, _ = self.ping(3)
         self.assertEqual((p.streams, p.stuck), (1, 1), "a cancelled handler blocking the loop past cancel_grace_ms")
 
+    def test_control_attachment_refused_at_the_prefix(self):
+        # Only the prefix is sent: a child that waited for the 1 MB
+        # attachment before refusing it would not exit.
+        self.ctl.sock.sendall(struct.pack(">II", 10, 1 << 20))
+        self.assertEqual(self.proc.wait(5), 1)
+
     def test_control_eof_exits_within_a_second(self):
         s = self.dial()
         s.send(StreamInvoke("b2", "block", {"s": 5}))
