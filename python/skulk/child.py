@@ -504,6 +504,7 @@ class _Runtime:
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore
         self.lock = threading.Lock()
         self.ctl_lock = threading.Lock()
+        self._bye_sent = False  # under ctl_lock
         self.active: set = set()  # calls whose handler has not returned; under lock
         self.by_id: dict = {}  # call id -> _Call, while the handler runs; written under lock
         self.remembered: OrderedDict = OrderedDict()
@@ -551,6 +552,19 @@ class _Runtime:
             streams = len(self.active)
             stuck = sum(1 for c in self.active if c.cancelled_at is not None and now - c.cancelled_at >= g)
         return streams, stuck
+
+    def bye_once(self) -> None:
+        """Write bye, once: the loop's drain and the control thread's
+        backstop may both reach the drain's bound."""
+        head, _ = encode_packet(Bye("drained"), self.limits)
+        with self.ctl_lock:
+            if self._bye_sent:
+                return
+            self._bye_sent = True
+            try:
+                self.control.sendall(head)
+            except OSError:
+                pass
 
     def ctl_write(self, p: Any) -> None:
         head, _ = encode_packet(p, self.limits)
@@ -659,10 +673,7 @@ class _Runtime:
         margin = min(0.1, self.cancel_grace / 2)
         flush_until = max(self._limit - margin / 5, loop.time() + 0.02) if timed_out else self._limit - margin / 5
         await self._flush_all(flush_until)
-        try:
-            self.ctl_write(Bye("drained"))
-        except OSError:
-            pass
+        self.bye_once()
         _exit(0)
 
     async def _flush_all(self, until: float) -> None:
@@ -842,6 +853,11 @@ class _Runtime:
                     self._post(self.on_cancel, p.call_id)
                 elif t is Drain:
                     grace_s = (p.grace_ms + self.startup.cancel_grace_ms) / 1000.0
+                    # bye is due grace_ms + cancel_grace_ms after the
+                    # drain (§5): the loop's own drain writes it by then;
+                    # this backstop, for a loop a handler blocks, comes
+                    # 50 ms later so that it never cuts the loop's flush
+                    # of terminals short.
                     d = time.monotonic() + min(grace_s, _FOREVER) + 0.05
                     deadline = d if deadline is None else min(deadline, d)
                     self._post(self.on_drain, p.grace_ms)
@@ -868,10 +884,7 @@ class _Runtime:
         # The event loop did not end the drain in time (a handler blocks
         # it): say bye from here and exit.
         _log("drain: the event loop did not answer in time; abandoning handlers")
-        try:
-            self.ctl_write(Bye("drained"))
-        except OSError:
-            pass
+        self.bye_once()
         _exit(0)
 
 

@@ -158,6 +158,24 @@ class ChildTest(unittest.TestCase):
         self.ctl.sock.sendall(struct.pack(">II", 10, 1 << 20))
         self.assertEqual(self.proc.wait(5), 1)
 
+    def test_drain_while_a_handler_blocks_the_loop(self):
+        # bye is due grace_ms + cancel_grace_ms (0.2 + 1 s) after the
+        # drain; the handler blocks the loop for 4 s.
+        s = self.dial()
+        s.send(StreamInvoke("b5", "block", {"s": 4}))
+        s.send(StreamFrame("b5", "caller_to_provider", 0, "started"))
+        while self.ping(1)[0].streams != 1:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        self.ctl.send(wire.Drain(200))
+        p = self.ctl.read(timeout=5)
+        self.assertIsInstance(p, wire.Bye)
+        self.assertGreaterEqual(time.monotonic() - t0, 1.0)
+        self.assertEqual(self.proc.wait(5), 0)
+        self.assertLess(time.monotonic() - t0, 3.0, "drain outlasted its bound by far")
+        with self.assertRaises(EOFError):  # one bye, then EOF
+            self.ctl.read(timeout=5)
+
     def test_control_eof_exits_within_a_second(self):
         s = self.dial()
         s.send(StreamInvoke("b2", "block", {"s": 5}))
