@@ -320,7 +320,8 @@ class _Call:
         self.cause = cause
         self.invalid = invalid
         with self.rt.lock:
-            self.cancelled_at = time.monotonic()
+            if self.cancelled_at is None:  # the control thread may have set it
+                self.cancelled_at = time.monotonic()
         self.input._cancel(cause)
         if not from_task and self.task is not None:
             self.task.cancel()
@@ -503,8 +504,9 @@ class _Runtime:
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore
         self.lock = threading.Lock()
         self.ctl_lock = threading.Lock()
+        self._bye_sent = False  # under ctl_lock
         self.active: set = set()  # calls whose handler has not returned; under lock
-        self.by_id: dict = {}  # call id -> _Call, while the handler runs
+        self.by_id: dict = {}  # call id -> _Call, while the handler runs; written under lock
         self.remembered: OrderedDict = OrderedDict()
         self.draining = False
         self.all_returned = threading.Event()
@@ -524,15 +526,24 @@ class _Runtime:
         with self.lock:
             self.active.add(c)
             self.all_returned.clear()
-        self.by_id[c.inv.call_id] = c
+            self.by_id[c.inv.call_id] = c
 
     def unregister(self, c: _Call) -> None:
         with self.lock:
             self.active.discard(c)
             if not self.active:
                 self.all_returned.set()
-        if self.by_id.get(c.inv.call_id) is c:
-            del self.by_id[c.inv.call_id]
+            if self.by_id.get(c.inv.call_id) is c:
+                del self.by_id[c.inv.call_id]
+
+    def mark_cancelled(self, call_id: str) -> None:
+        """From the control thread, when a cancel arrives: the call's
+        cancel_grace_ms counts from now even while a handler blocks the
+        loop, so pong.stuck reports it; the loop cancels it when it can."""
+        with self.lock:
+            c = self.by_id.get(call_id)
+            if c is not None and c.cancelled_at is None:
+                c.cancelled_at = time.monotonic()
 
     def counters(self) -> tuple:
         now = time.monotonic()
@@ -541,6 +552,19 @@ class _Runtime:
             streams = len(self.active)
             stuck = sum(1 for c in self.active if c.cancelled_at is not None and now - c.cancelled_at >= g)
         return streams, stuck
+
+    def bye_once(self) -> None:
+        """Write bye, once: the loop's drain and the control thread's
+        backstop may both reach the drain's bound."""
+        head, _ = encode_packet(Bye("drained"), self.limits)
+        with self.ctl_lock:
+            if self._bye_sent:
+                return
+            self._bye_sent = True
+            try:
+                self.control.sendall(head)
+            except OSError:
+                pass
 
     def ctl_write(self, p: Any) -> None:
         head, _ = encode_packet(p, self.limits)
@@ -649,10 +673,7 @@ class _Runtime:
         margin = min(0.1, self.cancel_grace / 2)
         flush_until = max(self._limit - margin / 5, loop.time() + 0.02) if timed_out else self._limit - margin / 5
         await self._flush_all(flush_until)
-        try:
-            self.ctl_write(Bye("drained"))
-        except OSError:
-            pass
+        self.bye_once()
         _exit(0)
 
     async def _flush_all(self, until: float) -> None:
@@ -798,7 +819,11 @@ class _Runtime:
                             check_lengths(h, a, self.limits)
                         except ProtocolError as e:
                             self._ctl_protocol_error(str(e))
-                        if len(buf) >= PREFIX_LEN + h + a:
+                        if a:
+                            # No control packet has an attachment: refused
+                            # at the prefix, so the buffer holds a header.
+                            self._ctl_protocol_error("attachment on a control packet")
+                        if len(buf) >= PREFIX_LEN + h:
                             break
                     if deadline is not None:
                         left = deadline - time.monotonic()
@@ -812,11 +837,11 @@ class _Runtime:
                     if not chunk:
                         raise ConnectionClosed
                     buf += chunk
-                h, a = struct.unpack_from(">II", buf)
+                h, _ = struct.unpack_from(">II", buf)
                 hb = bytes(buf[PREFIX_LEN : PREFIX_LEN + h])
-                del buf[: PREFIX_LEN + h + a]
+                del buf[: PREFIX_LEN + h]
                 try:
-                    p = decode_header(hb, a)
+                    p = decode_header(hb, 0)
                 except (ProtocolError, InvalidPacketError) as e:
                     self._ctl_protocol_error(str(e))
                 t = type(p)
@@ -824,9 +849,15 @@ class _Runtime:
                     streams, stuck = self.counters()
                     self.ctl_write(Pong(p.nonce, streams, stuck))
                 elif t is Cancel:
+                    self.mark_cancelled(p.call_id)
                     self._post(self.on_cancel, p.call_id)
                 elif t is Drain:
                     grace_s = (p.grace_ms + self.startup.cancel_grace_ms) / 1000.0
+                    # bye is due grace_ms + cancel_grace_ms after the
+                    # drain (§5): the loop's own drain writes it by then;
+                    # this backstop, for a loop a handler blocks, comes
+                    # 50 ms later so that it never cuts the loop's flush
+                    # of terminals short.
                     d = time.monotonic() + min(grace_s, _FOREVER) + 0.05
                     deadline = d if deadline is None else min(deadline, d)
                     self._post(self.on_drain, p.grace_ms)
@@ -853,10 +884,7 @@ class _Runtime:
         # The event loop did not end the drain in time (a handler blocks
         # it): say bye from here and exit.
         _log("drain: the event loop did not answer in time; abandoning handlers")
-        try:
-            self.ctl_write(Bye("drained"))
-        except OSError:
-            pass
+        self.bye_once()
         _exit(0)
 
 
@@ -903,6 +931,8 @@ def _handshake(control: socket.socket, tools: list, sdk: str, max_streams: int, 
                     check_lengths(h, a, own)
                 except ProtocolError:
                     _start_failed("startup unreadable: a length over the limits")
+                if a:
+                    _start_failed("startup unreadable: an attachment on a control packet")
                 if len(buf) >= PREFIX_LEN + h + a:
                     break
             left = STARTUP_TIMEOUT - (time.monotonic() - t0)

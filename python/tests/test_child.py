@@ -136,6 +136,46 @@ class ChildTest(unittest.TestCase):
         got = [s.read(), s.read()]
         self.assertEqual([getattr(g, "kind", None) for g in got], ["completed", "end"])
 
+    def test_stuck_while_a_handler_blocks_the_loop(self):
+        # A control cancel of a handler that blocks the loop: after
+        # cancel_grace_ms (1 s here) pong counts it stuck, although the
+        # loop has not run since the cancel arrived.
+        s = self.dial()
+        s.send(StreamInvoke("b4", "block", {"s": 2.5}))
+        s.send(StreamFrame("b4", "caller_to_provider", 0, "started"))
+        while self.ping(1)[0].streams != 1:
+            time.sleep(0.01)
+        self.ctl.send(wire.Cancel("b4", ""))
+        p, _ = self.ping(2)
+        self.assertEqual((p.streams, p.stuck), (1, 0), "stuck before cancel_grace_ms")
+        time.sleep(1.3)
+        p, _ = self.ping(3)
+        self.assertEqual((p.streams, p.stuck), (1, 1), "a cancelled handler blocking the loop past cancel_grace_ms")
+
+    def test_control_attachment_refused_at_the_prefix(self):
+        # Only the prefix is sent: a child that waited for the 1 MB
+        # attachment before refusing it would not exit.
+        self.ctl.sock.sendall(struct.pack(">II", 10, 1 << 20))
+        self.assertEqual(self.proc.wait(5), 1)
+
+    def test_drain_while_a_handler_blocks_the_loop(self):
+        # bye is due grace_ms + cancel_grace_ms (0.2 + 1 s) after the
+        # drain; the handler blocks the loop for 4 s.
+        s = self.dial()
+        s.send(StreamInvoke("b5", "block", {"s": 4}))
+        s.send(StreamFrame("b5", "caller_to_provider", 0, "started"))
+        while self.ping(1)[0].streams != 1:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        self.ctl.send(wire.Drain(200))
+        p = self.ctl.read(timeout=5)
+        self.assertIsInstance(p, wire.Bye)
+        self.assertGreaterEqual(time.monotonic() - t0, 1.0)
+        self.assertEqual(self.proc.wait(5), 0)
+        self.assertLess(time.monotonic() - t0, 3.0, "drain outlasted its bound by far")
+        with self.assertRaises(EOFError):  # one bye, then EOF
+            self.ctl.read(timeout=5)
+
     def test_control_eof_exits_within_a_second(self):
         s = self.dial()
         s.send(StreamInvoke("b2", "block", {"s": 5}))
