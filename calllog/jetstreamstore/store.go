@@ -93,6 +93,10 @@ const (
 	// inactiveThreshold is how long the server keeps a reader's consumer
 	// that nobody pulls from (a reader that died).
 	inactiveThreshold = 30 * time.Second
+	// duplicateWindow is how long a new stream remembers a claim's
+	// message id (a client's resend of it is answered with the first
+	// answer).
+	duplicateWindow = 2 * time.Minute
 )
 
 // Options configures Open. The zero value connects with no credentials
@@ -230,7 +234,8 @@ func New(ctx context.Context, nc *nats.Conn, stream string, opts Options) (*Stor
 // (docs/events.md, "The JetStream store", says what each setting costs):
 // file storage; limits retention, oldest dropped first; no limit per
 // subject (each tree's events share a subject); replicas, max age and
-// max bytes from opts; a 2-minute duplicate window; atomic batches on;
+// max bytes from opts; a 2-minute duplicate window (the max age when
+// that is shorter: the server refuses a longer one); atomic batches on;
 // direct gets off, so that every read the store's rules depend on is
 // answered by the stream's leader.
 func StreamConfig(name, prefix string, opts Options) jetstream.StreamConfig {
@@ -241,6 +246,10 @@ func StreamConfig(name, prefix string, opts Options) jetstream.StreamConfig {
 	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = -1
+	}
+	dups := duplicateWindow
+	if opts.MaxAge > 0 && opts.MaxAge < dups {
+		dups = opts.MaxAge
 	}
 	return jetstream.StreamConfig{
 		Name:               name,
@@ -254,7 +263,7 @@ func StreamConfig(name, prefix string, opts Options) jetstream.StreamConfig {
 		MaxMsgsPerSubject:  -1,
 		Storage:            jetstream.FileStorage,
 		Replicas:           replicas,
-		Duplicates:         2 * time.Minute,
+		Duplicates:         dups,
 		AllowAtomicPublish: true,
 		AllowDirect:        false,
 	}

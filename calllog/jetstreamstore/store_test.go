@@ -175,3 +175,20 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+// A max_age shorter than the duplicate window is accepted: the window
+// shrinks to it (the server refuses a window longer than the max age).
+func TestShortMaxAge(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, natstest.Run(t).URL()+"/CALLS?max_age=30s")
+	c, err := s.Claim(ctx, "t", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := jetstreamstore.StreamConfig("S", "p", jetstreamstore.Options{MaxAge: 30 * time.Second}); cfg.Duplicates != 30*time.Second {
+		t.Fatalf("duplicate window %v with a 30 s max age", cfg.Duplicates)
+	}
+}
