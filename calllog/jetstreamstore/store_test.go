@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -190,5 +191,26 @@ func TestShortMaxAge(t *testing.T) {
 	}
 	if cfg := jetstreamstore.StreamConfig("S", "p", jetstreamstore.Options{MaxAge: 30 * time.Second}); cfg.Duplicates != 30*time.Second {
 		t.Fatalf("duplicate window %v with a 30 s max age", cfg.Duplicates)
+	}
+}
+
+// A server whose max_batch_size is below the store's 1,000: Keep and
+// KeepNew keep their events in smaller atomic pieces instead of being
+// refused again and again until their context is done.
+func TestSmallServerBatchLimit(t *testing.T) {
+	srv := natstest.Run(t, func(o *server.Options) { o.JetStreamLimits.MaxBatchSize = 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := open(t, srv.URL()+"/CALLS")
+	c, err := s.KeepNew(ctx, "t", "w", calllogtest.Events("t", "w", 1, 25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 26, 40)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.EventsAfter(ctx, "t", 0, 0)
+	if err != nil || len(got) != 65 || got[64].Seq != 65 {
+		t.Fatalf("%d events kept, %v", len(got), err)
 	}
 }

@@ -69,8 +69,9 @@ func (s *Server) Start() error {
 }
 
 // Run starts one JetStream server whose store is in a new t.TempDir(),
-// shut down when the test ends.
-func Run(t testing.TB) *Server {
+// shut down when the test ends. Each set function changes the server's
+// options before it starts (limits, say).
+func Run(t testing.TB, set ...func(*server.Options)) *Server {
 	t.Helper()
 	port, err := freePort()
 	if err != nil {
@@ -80,6 +81,9 @@ func Run(t testing.TB) *Server {
 		ServerName: "s1", Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
 		JetStream: true, StoreDir: t.TempDir(),
 	}}
+	for _, f := range set {
+		f(s.opts)
+	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
