@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -212,5 +214,33 @@ func TestSmallServerBatchLimit(t *testing.T) {
 	got, err := s.EventsAfter(ctx, "t", 0, 0)
 	if err != nil || len(got) != 65 || got[64].Seq != 65 {
 		t.Fatalf("%d events kept, %v", len(got), err)
+	}
+}
+
+// A stream whose allow_atomic is turned off after the store opened it
+// cannot keep a batch: Keep fails at once with ErrStoreUnusable (a journal
+// stops) rather than sending again until its context is done.
+func TestAtomicTurnedOff(t *testing.T) {
+	srv := natstest.Run(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := open(t, srv.URL()+"/CALLS")
+	c, err := s.Claim(ctx, "t", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cfg := jetstreamstore.StreamConfig("CALLS", "skulk.calllog.CALLS", jetstreamstore.Options{})
+	cfg.AllowAtomicPublish = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Skipf("the server does not turn allow_atomic off: %v", err)
+	}
+	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 1, 3)); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("keep with allow_atomic off: %v", err)
 	}
 }
