@@ -92,6 +92,12 @@ const (
 	deliverWait = 2 * time.Second
 	// leaderPage bounds the events one readLeader call returns.
 	leaderPage = 256
+	// attemptTimeout bounds one request of a write (a read of the tree's
+	// last message, an append): a request sent just before its server
+	// went away is never answered, and without a bound of its own it
+	// would hold the whole Keep until the caller's context ends instead
+	// of being sent again over the reconnected connection.
+	attemptTimeout = 5 * time.Second
 	// inactiveThreshold is how long the server keeps a reader's consumer
 	// that nobody pulls from (a reader that died).
 	inactiveThreshold = 30 * time.Second
@@ -431,6 +437,8 @@ func wrongLast(err error) bool {
 
 // read asks the stream leader for the tree's last message.
 func (s *Store) read(ctx context.Context, op, tree string) (treeState, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
 	m, err := s.stream.GetLastMsgForSubject(ctx, s.prefix+"."+token(tree)+".>")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return treeState{}, nil
@@ -590,6 +598,8 @@ func (s *Store) eventMsgs(c calllog.Claim, events []calllog.Event) ([]*nats.Msg,
 // message is a plain publish; several are an atomic batch whose first
 // message carries the expectation and whose last commits it.
 func (s *Store) publish(ctx context.Context, tree string, expect uint64, msgs []*nats.Msg) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
 	first := msgs[0]
 	first.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 	first.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, s.prefix+"."+token(tree)+".>")
