@@ -70,7 +70,9 @@ const (
 const (
 	// maxAtomicBatch is the most messages one atomic batch carries: the
 	// server's default max_batch_size (1,000). A Keep of more events is
-	// kept in pieces of this size, in order (see Keep).
+	// kept in pieces of this size, in order (see Keep); a server set to a
+	// smaller max_batch_size refuses a piece (errTooLargeBatch), and the
+	// Store halves its pieces until they fit.
 	maxAtomicBatch = 1000
 	// maxCursors bounds the ordered consumers a Store keeps open between
 	// EventsAfter calls (one per tree being read); past it the oldest
@@ -90,9 +92,19 @@ const (
 	deliverWait = 2 * time.Second
 	// leaderPage bounds the events one readLeader call returns.
 	leaderPage = 256
+	// attemptTimeout bounds one request of a write (a read of the tree's
+	// last message, an append): a request sent just before its server
+	// went away is never answered, and without a bound of its own it
+	// would hold the whole Keep until the caller's context ends instead
+	// of being sent again over the reconnected connection.
+	attemptTimeout = 5 * time.Second
 	// inactiveThreshold is how long the server keeps a reader's consumer
 	// that nobody pulls from (a reader that died).
 	inactiveThreshold = 30 * time.Second
+	// duplicateWindow is how long a new stream remembers a claim's
+	// message id (a client's resend of it is answered with the first
+	// answer).
+	duplicateWindow = 2 * time.Minute
 )
 
 // Options configures Open. The zero value connects with no credentials
@@ -134,6 +146,9 @@ type Store struct {
 	prefix string
 	ro     bool
 	closed atomic.Bool
+	// batchMax is the most messages of one atomic batch (maxAtomicBatch,
+	// or less for a server whose max_batch_size is smaller).
+	batchMax atomic.Int64
 
 	mu      sync.Mutex           // guards the fields below
 	states  map[string]treeState // the tree's last message, as this Store appended it
@@ -222,15 +237,18 @@ func New(ctx context.Context, nc *nats.Conn, stream string, opts Options) (*Stor
 	if err := checkStream(st.CachedInfo().Config, prefix); err != nil {
 		return nil, err
 	}
-	return &Store{nc: nc, js: js, stream: st, name: stream, prefix: prefix, ro: opts.ReadOnly,
-		states: map[string]treeState{}, cursors: map[string]*cursor{}}, nil
+	s := &Store{nc: nc, js: js, stream: st, name: stream, prefix: prefix, ro: opts.ReadOnly,
+		states: map[string]treeState{}, cursors: map[string]*cursor{}}
+	s.batchMax.Store(maxAtomicBatch)
+	return s, nil
 }
 
 // StreamConfig is the configuration Open gives a stream it creates
 // (docs/events.md, "The JetStream store", says what each setting costs):
 // file storage; limits retention, oldest dropped first; no limit per
 // subject (each tree's events share a subject); replicas, max age and
-// max bytes from opts; a 2-minute duplicate window; atomic batches on;
+// max bytes from opts; a 2-minute duplicate window (the max age when
+// that is shorter: the server refuses a longer one); atomic batches on;
 // direct gets off, so that every read the store's rules depend on is
 // answered by the stream's leader.
 func StreamConfig(name, prefix string, opts Options) jetstream.StreamConfig {
@@ -241,6 +259,10 @@ func StreamConfig(name, prefix string, opts Options) jetstream.StreamConfig {
 	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = -1
+	}
+	dups := duplicateWindow
+	if opts.MaxAge > 0 && opts.MaxAge < dups {
+		dups = opts.MaxAge
 	}
 	return jetstream.StreamConfig{
 		Name:               name,
@@ -254,7 +276,7 @@ func StreamConfig(name, prefix string, opts Options) jetstream.StreamConfig {
 		MaxMsgsPerSubject:  -1,
 		Storage:            jetstream.FileStorage,
 		Replicas:           replicas,
-		Duplicates:         2 * time.Minute,
+		Duplicates:         dups,
 		AllowAtomicPublish: true,
 		AllowDirect:        false,
 	}
@@ -369,11 +391,39 @@ func (s *Store) classify(op string, err error) error {
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode {
 		case jetstream.JSErrCodeStreamNotFound, jetstream.JSErrCodeJetStreamNotEnabled,
-			jetstream.JSErrCodeJetStreamNotEnabledForAccount, jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			jetstream.JSErrCodeJetStreamNotEnabledForAccount, jetstream.JSErrCodeStreamMessageExceedsMaximum,
+			errAtomicDisabled:
 			return fmt.Errorf("jetstreamstore: %s: %w: %w", op, calllog.ErrStoreUnusable, err)
 		}
 	}
 	return fmt.Errorf("jetstreamstore: %s: %w", op, err)
+}
+
+// Server error codes of atomic batches (nats-server 2.12) that nats.go
+// does not name.
+const (
+	// errAtomicDisabled: the stream's allow_atomic was turned off.
+	errAtomicDisabled jetstream.ErrorCode = 10174
+	// errTooLargeBatch: the batch has more messages than the server's
+	// max_batch_size.
+	errTooLargeBatch jetstream.ErrorCode = 10199
+)
+
+// shrunk halves the Store's batch size after the server refused a batch of
+// n messages as too large, and reports whether err was that refusal (and
+// a smaller batch is possible).
+func (s *Store) shrunk(err error, n int) bool {
+	var ae *jetstream.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode != errTooLargeBatch || n < 2 {
+		return false
+	}
+	for {
+		cur := s.batchMax.Load()
+		next := min(cur, int64(n/2))
+		if next >= cur || s.batchMax.CompareAndSwap(cur, next) {
+			return true
+		}
+	}
 }
 
 // wrongLast reports whether err is the server's refusal of an expected
@@ -387,6 +437,8 @@ func wrongLast(err error) bool {
 
 // read asks the stream leader for the tree's last message.
 func (s *Store) read(ctx context.Context, op, tree string) (treeState, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
 	m, err := s.stream.GetLastMsgForSubject(ctx, s.prefix+"."+token(tree)+".>")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return treeState{}, nil
@@ -546,6 +598,8 @@ func (s *Store) eventMsgs(c calllog.Claim, events []calllog.Event) ([]*nats.Msg,
 // message is a plain publish; several are an atomic batch whose first
 // message carries the expectation and whose last commits it.
 func (s *Store) publish(ctx context.Context, tree string, expect uint64, msgs []*nats.Msg) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
 	first := msgs[0]
 	first.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 	first.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, s.prefix+"."+token(tree)+".>")
@@ -613,7 +667,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 		if len(events) == 0 {
 			return nil
 		}
-		piece := events[:min(len(events), maxAtomicBatch)]
+		piece := events[:min(len(events), int(s.batchMax.Load()))]
 		msgs, err := s.eventMsgs(c, piece)
 		if err != nil {
 			return err
@@ -623,6 +677,9 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 			st.streamSeq, st.last = ack.Sequence, piece[len(piece)-1].Seq
 			s.remember(c.Tree, st)
 			delay = retryPause
+			continue
+		}
+		if s.shrunk(err, len(msgs)) { // refused whole: nothing of it kept
 			continue
 		}
 		// Refused (another append got in first) or not answered (it may
@@ -655,14 +712,18 @@ func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calll
 	if err := ctx.Err(); err != nil {
 		return calllog.Claim{}, err
 	}
-	piece := events[:min(len(events), maxAtomicBatch-1)]
 	delay := retryPause
 	for {
+		piece := events[:min(len(events), int(s.batchMax.Load())-1)]
 		msgs, err := s.eventMsgs(c, piece)
 		if err != nil {
 			return calllog.Claim{}, err
 		}
-		ack, err := s.publish(ctx, tree, 0, append([]*nats.Msg{s.claimMsg(c, "n")}, msgs...))
+		msgs = append([]*nats.Msg{s.claimMsg(c, "n")}, msgs...)
+		ack, err := s.publish(ctx, tree, 0, msgs)
+		if s.shrunk(err, len(msgs)) {
+			continue
+		}
 		if err == nil {
 			var last uint64
 			if len(piece) > 0 {

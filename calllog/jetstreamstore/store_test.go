@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -174,4 +177,70 @@ func containsAny(s string, subs ...string) bool {
 		}
 	}
 	return false
+}
+
+// A max_age shorter than the duplicate window is accepted: the window
+// shrinks to it (the server refuses a window longer than the max age).
+func TestShortMaxAge(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, natstest.Run(t).URL()+"/CALLS?max_age=30s")
+	c, err := s.Claim(ctx, "t", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := jetstreamstore.StreamConfig("S", "p", jetstreamstore.Options{MaxAge: 30 * time.Second}); cfg.Duplicates != 30*time.Second {
+		t.Fatalf("duplicate window %v with a 30 s max age", cfg.Duplicates)
+	}
+}
+
+// A server whose max_batch_size is below the store's 1,000: Keep and
+// KeepNew keep their events in smaller atomic pieces instead of being
+// refused again and again until their context is done.
+func TestSmallServerBatchLimit(t *testing.T) {
+	srv := natstest.Run(t, func(o *server.Options) { o.JetStreamLimits.MaxBatchSize = 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := open(t, srv.URL()+"/CALLS")
+	c, err := s.KeepNew(ctx, "t", "w", calllogtest.Events("t", "w", 1, 25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 26, 40)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.EventsAfter(ctx, "t", 0, 0)
+	if err != nil || len(got) != 65 || got[64].Seq != 65 {
+		t.Fatalf("%d events kept, %v", len(got), err)
+	}
+}
+
+// A stream whose allow_atomic is turned off after the store opened it
+// cannot keep a batch: Keep fails at once with ErrStoreUnusable (a journal
+// stops) rather than sending again until its context is done.
+func TestAtomicTurnedOff(t *testing.T) {
+	srv := natstest.Run(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := open(t, srv.URL()+"/CALLS")
+	c, err := s.Claim(ctx, "t", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cfg := jetstreamstore.StreamConfig("CALLS", "skulk.calllog.CALLS", jetstreamstore.Options{})
+	cfg.AllowAtomicPublish = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Skipf("the server does not turn allow_atomic off: %v", err)
+	}
+	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 1, 3)); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("keep with allow_atomic off: %v", err)
+	}
 }

@@ -48,7 +48,8 @@ func (s *Server) Shutdown() {
 	}
 }
 
-// Start starts the server (again), on its port, with its store.
+// Start starts the server (again), on its port, with its store; on its
+// first start a server made with port server.RANDOM_PORT picks one.
 func (s *Server) Start() error {
 	if s.srv != nil {
 		return errors.New("natstest: server running")
@@ -64,22 +65,33 @@ func (s *Server) Start() error {
 		srv.WaitForShutdown()
 		return errors.New("natstest: the server did not get ready")
 	}
+	if s.opts.Port == server.RANDOM_PORT { // its first start: keep the port for the next
+		addr, ok := srv.Addr().(*net.TCPAddr)
+		if !ok {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return errors.New("natstest: the server has no TCP address")
+		}
+		s.opts.Port = addr.Port
+	}
 	s.srv = srv
 	return nil
 }
 
 // Run starts one JetStream server whose store is in a new t.TempDir(),
-// shut down when the test ends.
-func Run(t testing.TB) *Server {
+// shut down when the test ends. Each set function changes the server's
+// options before it starts (limits, say).
+func Run(t testing.TB, set ...func(*server.Options)) *Server {
 	t.Helper()
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server picks its port (no window in which another process
+	// could take a port chosen for it) and keeps it across restarts.
 	s := &Server{opts: &server.Options{
-		ServerName: "s1", Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+		ServerName: "s1", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
 		JetStream: true, StoreDir: t.TempDir(),
 	}}
+	for _, f := range set {
+		f(s.opts)
+	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
