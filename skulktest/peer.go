@@ -14,7 +14,6 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/sockpair"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -65,17 +64,8 @@ func NewPeer(control net.Conn, streamsPath string) *Peer {
 // it does not within Timeout).
 func ServePeer(t testing.TB, opts child.Options) *Peer {
 	t.Helper()
-	dir := privateDir(t)
-	path := filepath.Join(dir, "streams.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostEnd, childEnd, err := socketPair()
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
+	hostEnd, childEnd := testnet.SocketPair(t)
+	ln, path := testnet.Listen(t)
 	p := NewPeer(hostEnd, path)
 	p.exited = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,7 +95,7 @@ func ServePeer(t testing.TB, opts child.Options) *Peer {
 // process waited for.
 func ExecPeer(t testing.TB, bin string, args []string, env ...string) *Peer {
 	t.Helper()
-	path := filepath.Join(privateDir(t), "streams.sock")
+	path := filepath.Join(testnet.PrivateDir(t), "streams.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +107,7 @@ func ExecPeer(t testing.TB, bin string, args []string, env ...string) *Peer {
 		t.Fatal(err)
 	}
 	defer lnFile.Close()
-	hostEnd, childFile, err := socketPairFiles()
+	hostEnd, childFile, err := testnet.SocketPairFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +126,7 @@ func ExecPeer(t testing.TB, bin string, args []string, env ...string) *Peer {
 		hostEnd.Close()
 		t.Fatal(err)
 	}
-	control, err := fileConn(hostEnd)
+	control, err := testnet.FileConn(hostEnd)
 	if err != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
@@ -403,64 +393,4 @@ var ErrProviderRules = errors.New("skulktest: provider broke the rules")
 func (s *Stream) ReadCall(callID string, deadline time.Time) (*Result, error) {
 	res, err := s.s.ReadCall(callID, deadline)
 	return (*Result)(res), err
-}
-
-// privateDir returns a fresh directory of mode 0700 with a short path (a
-// socket path in it fits sun_path), removed when the test ends.
-func privateDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "skp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		os.RemoveAll(dir)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// socketPairFiles returns the two ends of a connected AF_UNIX SOCK_STREAM
-// socketpair as files (close-on-exec; exec.Cmd.ExtraFiles clears that for
-// the files it passes).
-func socketPairFiles() (*os.File, *os.File, error) {
-	a, b, err := sockpair.Files("socketpair-a", "socketpair-b")
-	if err != nil {
-		return nil, nil, fmt.Errorf("skulktest: %w", err)
-	}
-	return a, b, nil
-}
-
-func socketPair() (*net.UnixConn, *net.UnixConn, error) {
-	fa, fb, err := socketPairFiles()
-	if err != nil {
-		return nil, nil, err
-	}
-	a, err := fileConn(fa)
-	if err != nil {
-		fb.Close()
-		return nil, nil, err
-	}
-	b, err := fileConn(fb)
-	if err != nil {
-		a.Close()
-		return nil, nil, err
-	}
-	return a, b, nil
-}
-
-// fileConn turns a socket file into a *net.UnixConn and closes the file.
-func fileConn(f *os.File) (*net.UnixConn, error) {
-	defer f.Close()
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil, fmt.Errorf("skulktest: %w", err)
-	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, errors.New("skulktest: not a Unix socket")
-	}
-	return uc, nil
 }

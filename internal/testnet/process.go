@@ -139,3 +139,10 @@ func (s *Buffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Len returns how many bytes were written so far.
+func (s *Buffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}

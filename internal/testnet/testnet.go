@@ -77,6 +77,7 @@ func PrivateDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
