@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -95,43 +94,12 @@ func ServePeer(t testing.TB, opts child.Options) *Peer {
 // process waited for.
 func ExecPeer(t testing.TB, bin string, args []string, env ...string) *Peer {
 	t.Helper()
-	path := filepath.Join(testnet.PrivateDir(t), "streams.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false) // the child's fd 4 keeps listening at path
-	lnFile, err := ln.File()
-	ln.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lnFile.Close()
-	hostEnd, childFile, err := testnet.SocketPairFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer childFile.Close()
 	out := &buffer{}
 	cmd := exec.Command(bin, args...)
-	cmd.ExtraFiles = []*os.File{childFile, lnFile} // fd 3, fd 4
-	cmd.Env = append([]string{
-		child.EnvProtocol + "=1", child.EnvControlFD + "=3", child.EnvStreamsFD + "=4", child.EnvChildID + "=test",
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-	}, env...)
+	cmd.Env = env // after the SKULK_* environment (child id "test"), PATH and HOME
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second // bounds Wait should a grandchild keep the output open
-	if err := cmd.Start(); err != nil {
-		hostEnd.Close()
-		t.Fatal(err)
-	}
-	control, err := testnet.FileConn(hostEnd)
-	if err != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-		t.Fatal(err)
-	}
+	control, path := testnet.Exec(t, cmd)
 	p := NewPeer(control, path)
 	p.cmd, p.out, p.exited = cmd, out, make(chan struct{})
 	go func() { // stopped by the process's exit, which the cleanup forces
