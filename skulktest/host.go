@@ -1,7 +1,6 @@
 package skulktest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,12 +8,12 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // Timeout bounds every wait of this package that the caller gives no
@@ -180,25 +179,4 @@ func BuildIn(dir, pkg string) (string, error) {
 
 // buffer is a bytes.Buffer safe for concurrent writers and readers: a
 // logger, a process's output copier, and the test reading it.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *buffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *buffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *buffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
+type buffer = testnet.Buffer

@@ -7,24 +7,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/sockpair"
-	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 )
-
-// controlQueue bounds the control packets a Peer has read and not yet
-// handed out. Overflow policy: block, so the Peer stops reading the control
-// connection (a child writes control packets only in answer to the host, so
-// a test that reads its answers never fills it).
-const controlQueue = 64
 
 // Peer is a host scripted at the wire level: the host's side of a child's
 // control connection, and the stream connections it dials. It writes
@@ -38,21 +29,7 @@ const controlQueue = 64
 // context is done or, for a context without a deadline, for at most
 // Timeout; the others are safe for concurrent use.
 type Peer struct {
-	control     net.Conn
-	streamsPath string
-	w           *wire.Writer
-
-	packets chan wire.Packet // control packets read; see controlQueue
-	readErr error            // why reading stopped; set before packets is closed
-	done    chan struct{}    // closed when the reader returned
-	stop    chan struct{}    // closed by Close
-
-	mu sync.Mutex // guards pending
-	// pending holds the packets Ping read while waiting for its pong, kept
-	// for Next. Bound: besides one hello and one bye, a child writes only
-	// pongs, one per ping the test sent.
-	pending  []wire.Packet
-	closeOne sync.Once
+	h *testnet.Host // the wire-level host, with peerConfig
 
 	// exited is closed once the child is over: its process was waited for
 	// (cmd, waitErr) or its Serve returned (serveErr). nil for NewPeer.
@@ -63,19 +40,19 @@ type Peer struct {
 	out      *buffer
 }
 
+// peerConfig makes a testnet.Host a Peer and a testnet.Stream a Stream:
+// waits bounded by Timeout, skulktest's errors.
+var peerConfig = testnet.Config{
+	Timeout: Timeout, Name: "skulktest",
+	ErrControlClosed: ErrControlClosed, ErrUnexpected: ErrUnexpected, ErrProviderRules: ErrProviderRules,
+}
+
 // NewPeer starts a Peer on control, the host's end of a child's control
 // connection, whose child accepts stream connections at streamsPath (empty
 // when the test dials some other way). The caller must call Close. Most
 // tests use ServePeer or ExecPeer, which also start the child.
 func NewPeer(control net.Conn, streamsPath string) *Peer {
-	p := &Peer{
-		control: control, streamsPath: streamsPath,
-		w:       wire.NewWriter(control, wire.Limits{}),
-		packets: make(chan wire.Packet, controlQueue),
-		done:    make(chan struct{}), stop: make(chan struct{}),
-	}
-	go p.read() // stopped by Close closing control
-	return p
+	return &Peer{h: testnet.NewHostConfig(control, streamsPath, peerConfig)}
 }
 
 // ServePeer serves opts with child.Serve in the test's process, on a
@@ -86,17 +63,8 @@ func NewPeer(control net.Conn, streamsPath string) *Peer {
 // it does not within Timeout).
 func ServePeer(t testing.TB, opts child.Options) *Peer {
 	t.Helper()
-	dir := privateDir(t)
-	path := filepath.Join(dir, "streams.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostEnd, childEnd, err := socketPair()
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
+	hostEnd, childEnd := testnet.SocketPair(t)
+	ln, path := testnet.Listen(t)
 	p := NewPeer(hostEnd, path)
 	p.exited = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -126,43 +94,12 @@ func ServePeer(t testing.TB, opts child.Options) *Peer {
 // process waited for.
 func ExecPeer(t testing.TB, bin string, args []string, env ...string) *Peer {
 	t.Helper()
-	path := filepath.Join(privateDir(t), "streams.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false) // the child's fd 4 keeps listening at path
-	lnFile, err := ln.File()
-	ln.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lnFile.Close()
-	hostEnd, childFile, err := socketPairFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer childFile.Close()
 	out := &buffer{}
 	cmd := exec.Command(bin, args...)
-	cmd.ExtraFiles = []*os.File{childFile, lnFile} // fd 3, fd 4
-	cmd.Env = append([]string{
-		child.EnvProtocol + "=1", child.EnvControlFD + "=3", child.EnvStreamsFD + "=4", child.EnvChildID + "=test",
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-	}, env...)
+	cmd.Env = env // after the SKULK_* environment (child id "test"), PATH and HOME
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second // bounds Wait should a grandchild keep the output open
-	if err := cmd.Start(); err != nil {
-		hostEnd.Close()
-		t.Fatal(err)
-	}
-	control, err := fileConn(hostEnd)
-	if err != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-		t.Fatal(err)
-	}
+	control, path := testnet.Exec(t, cmd)
 	p := NewPeer(control, path)
 	p.cmd, p.out, p.exited = cmd, out, make(chan struct{})
 	go func() { // stopped by the process's exit, which the cleanup forces
@@ -184,25 +121,6 @@ func ExecPeer(t testing.TB, bin string, args []string, env ...string) *Peer {
 	return p
 }
 
-func (p *Peer) read() {
-	defer close(p.done)
-	defer close(p.packets)
-	r := wire.NewReader(p.control, wire.Limits{})
-	for {
-		pk, err := r.ReadPacket()
-		if err != nil {
-			p.readErr = err
-			return
-		}
-		select {
-		case p.packets <- pk:
-		case <-p.stop:
-			p.readErr = net.ErrClosed
-			return
-		}
-	}
-}
-
 // Errors of a Peer's waits; match them with errors.Is.
 var (
 	// ErrControlClosed: the control connection reached EOF or failed; the
@@ -222,163 +140,59 @@ func bound(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // Next returns the next control packet the child wrote.
-func (p *Peer) Next(ctx context.Context) (wire.Packet, error) {
-	p.mu.Lock()
-	if len(p.pending) > 0 {
-		pk := p.pending[0]
-		p.pending = p.pending[1:]
-		p.mu.Unlock()
-		return pk, nil
-	}
-	p.mu.Unlock()
-	ctx, cancel := bound(ctx)
-	defer cancel()
-	select {
-	case pk, ok := <-p.packets:
-		if !ok {
-			return nil, fmt.Errorf("%w: %w", ErrControlClosed, p.readErr)
-		}
-		return pk, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("skulktest: waiting for a control packet: %w", ctx.Err())
-	}
-}
+func (p *Peer) Next(ctx context.Context) (wire.Packet, error) { return p.h.Next(ctx) }
 
 // Hello waits for the child's hello.
-func (p *Peer) Hello(ctx context.Context) (*wire.Hello, error) {
-	pk, err := p.Next(ctx)
-	if err != nil {
-		return nil, err
-	}
-	hello, ok := pk.(*wire.Hello)
-	if !ok {
-		return nil, fmt.Errorf("%w: want hello, got %s", ErrUnexpected, pk.Type())
-	}
-	return hello, nil
-}
+func (p *Peer) Hello(ctx context.Context) (*wire.Hello, error) { return p.h.Hello(ctx) }
 
 // DefaultStartup returns the startup Handshake sends when given nil:
 // protocol wire.ProtocolVersion, child id "test", default limits, health
 // interval 1 s, cancel grace 1 s, ingress queue wire.IngressQueue.
-func DefaultStartup() *wire.Startup {
-	return &wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "test", Limits: wire.DefaultLimits(),
-		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: wire.IngressQueue}
-}
+func DefaultStartup() *wire.Startup { return testnet.DefaultStartup() }
 
 // Handshake waits for hello and answers with st (DefaultStartup when nil).
 func (p *Peer) Handshake(ctx context.Context, st *wire.Startup) (*wire.Hello, error) {
-	hello, err := p.Hello(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if st == nil {
-		st = DefaultStartup()
-	}
-	if err := p.Write(st); err != nil {
-		return nil, err
-	}
-	return hello, nil
+	return p.h.Handshake(ctx, st)
 }
 
 // Write writes a packet on the control connection and waits until it is
 // written.
-func (p *Peer) Write(pk wire.Packet) error { return p.w.WritePacket(pk) }
+func (p *Peer) Write(pk wire.Packet) error { return p.h.Write(pk) }
 
 // WriteRaw writes b on the control connection as it is, after everything
 // written before it: for packets the wire package would not encode.
-func (p *Peer) WriteRaw(b []byte) error {
-	_, err := p.control.Write(b)
-	return err
-}
+func (p *Peer) WriteRaw(b []byte) error { return p.h.WriteRaw(b) }
 
 // Ping sends a ping and waits for the pong with its nonce; other packets
 // read meanwhile are kept for Next. It returns the pong and the round trip.
 func (p *Peer) Ping(ctx context.Context, nonce uint64) (*wire.Pong, time.Duration, error) {
-	start := time.Now()
-	if err := p.Write(&wire.Ping{Nonce: nonce}); err != nil {
-		return nil, 0, err
-	}
-	ctx, cancel := bound(ctx)
-	defer cancel()
-	for {
-		select {
-		case pk, ok := <-p.packets:
-			if !ok {
-				return nil, 0, fmt.Errorf("%w: %w", ErrControlClosed, p.readErr)
-			}
-			if pong, ok := pk.(*wire.Pong); ok && pong.Nonce == nonce {
-				return pong, time.Since(start), nil
-			}
-			p.mu.Lock()
-			p.pending = append(p.pending, pk)
-			p.mu.Unlock()
-		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("skulktest: waiting for pong %d: %w", nonce, ctx.Err())
-		}
-	}
+	return p.h.Ping(ctx, nonce)
 }
 
 // Cancel sends a control cancel for callID.
-func (p *Peer) Cancel(callID, reason string) error {
-	return p.Write(&wire.Cancel{CallID: callID, Reason: reason})
-}
+func (p *Peer) Cancel(callID, reason string) error { return p.h.Cancel(callID, reason) }
 
 // Drain sends drain with the given grace.
-func (p *Peer) Drain(grace time.Duration) error {
-	return p.Write(&wire.Drain{GraceMS: grace.Milliseconds()})
-}
+func (p *Peer) Drain(grace time.Duration) error { return p.h.Drain(grace) }
 
 // WaitBye waits for the child's bye, dropping other packets.
-func (p *Peer) WaitBye(ctx context.Context) (*wire.Bye, error) {
-	ctx, cancel := bound(ctx)
-	defer cancel()
-	for {
-		pk, err := p.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if bye, ok := pk.(*wire.Bye); ok {
-			return bye, nil
-		}
-	}
-}
+func (p *Peer) WaitBye(ctx context.Context) (*wire.Bye, error) { return p.h.WaitBye(ctx) }
 
 // WaitClosed waits until the child closed the control connection, dropping
 // packets read meanwhile.
-func (p *Peer) WaitClosed(ctx context.Context) error {
-	ctx, cancel := bound(ctx)
-	defer cancel()
-	for {
-		if _, err := p.Next(ctx); err != nil {
-			if errors.Is(err, ErrControlClosed) {
-				return nil
-			}
-			return err
-		}
-	}
-}
+func (p *Peer) WaitClosed(ctx context.Context) error { return p.h.WaitClosed(ctx) }
 
 // Close closes the control connection (the child sees the host go away)
 // and waits for the Peer's reader. It does not stop the child.
-func (p *Peer) Close() error {
-	p.closeOne.Do(func() {
-		close(p.stop)
-		p.control.Close()
-	})
-	<-p.done
-	return nil
-}
+func (p *Peer) Close() error { return p.h.Close() }
 
 // Dial opens a new stream connection to the child.
 func (p *Peer) Dial(ctx context.Context) (*Stream, error) {
-	ctx, cancel := bound(ctx)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", p.streamsPath)
+	s, err := p.h.Dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("skulktest: dial: %w", err)
+		return nil, err
 	}
-	return NewStream(c.(*net.UnixConn)), nil
+	return &Stream{Conn: s.Conn, s: s}, nil
 }
 
 // ErrNoChild: the Peer was made by NewPeer and knows no child to wait for.
@@ -460,44 +274,26 @@ type Stream struct {
 	// Conn is the connection, for what the methods do not do (CloseWrite,
 	// SetReadBuffer, deadlines of the test's own).
 	Conn *net.UnixConn
-	r    *wire.Reader
-	wmu  sync.Mutex
+	// s is the stream on Conn, with peerConfig.
+	s *testnet.Stream
 }
 
 // NewStream wraps a connected stream connection.
 func NewStream(c *net.UnixConn) *Stream {
-	return &Stream{Conn: c, r: wire.NewReader(c, wire.Limits{})}
+	return &Stream{Conn: c, s: testnet.NewStreamConfig(c, peerConfig)}
 }
 
 // WriteRaw writes bytes as they are.
-func (s *Stream) WriteRaw(b []byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	_, err := s.Conn.Write(b)
-	return err
-}
+func (s *Stream) WriteRaw(b []byte) error { return s.s.WriteRaw(b) }
 
 // Write encodes pk and writes it, returning when the kernel took every
 // byte.
-func (s *Stream) Write(pk wire.Packet) error {
-	b, err := wire.Encode(pk, wire.Limits{})
-	if err != nil {
-		return err
-	}
-	return s.WriteRaw(b)
-}
+func (s *Stream) Write(pk wire.Packet) error { return s.s.Write(pk) }
 
 // Invoke writes an invoke of tool with args (nil for {}) and timeout (0 for
 // none).
 func (s *Stream) Invoke(callID, tool string, args map[string]any, timeout time.Duration) error {
-	if args == nil {
-		args = map[string]any{}
-	}
-	pl, err := frame.PayloadOf(args)
-	if err != nil {
-		return err
-	}
-	return s.Write(&wire.Invoke{CallID: callID, ToolID: tool, Arguments: pl, TimeoutMS: timeout.Milliseconds()})
+	return s.s.Invoke(callID, tool, args, timeout)
 }
 
 // Request writes a whole call's caller side in one write: the invoke of
@@ -505,94 +301,39 @@ func (s *Stream) Invoke(callID, tool string, args map[string]any, timeout time.D
 // per payload and the caller's completed. A child reads it as one request
 // whose input is over before its handler starts.
 func (s *Stream) Request(callID, tool string, args map[string]any, chunks ...frame.Payload) error {
-	if args == nil {
-		args = map[string]any{}
-	}
-	pl, err := frame.PayloadOf(args)
-	if err != nil {
-		return err
-	}
-	pkts := []wire.Packet{&wire.Invoke{CallID: callID, ToolID: tool, Arguments: pl}}
-	started, err := frame.NewStarted(callID, frame.CallerToProvider)
-	if err != nil {
-		return err
-	}
-	pkts = append(pkts, &wire.Frame{Frame: started})
-	for i, c := range chunks {
-		f, err := frame.NewChunk(callID, frame.CallerToProvider, uint64(i+1), c, nil)
-		if err != nil {
-			return err
-		}
-		pkts = append(pkts, &wire.Frame{Frame: f})
-	}
-	done, err := frame.NewCompleted(callID, frame.CallerToProvider, uint64(len(chunks)+1), nil)
-	if err != nil {
-		return err
-	}
-	pkts = append(pkts, &wire.Frame{Frame: done})
-	var b []byte
-	for _, pk := range pkts {
-		if b, _, err = wire.AppendPacket(b, pk, wire.Limits{}); err != nil {
-			return err
-		}
-	}
-	return s.WriteRaw(b)
+	return s.s.Request(callID, tool, args, chunks...)
 }
 
 // Caller writes the caller frame f as it is (direction, call id and
 // sequence as given: a gap, a replay, a second terminal are the test's to
 // choose).
-func (s *Stream) Caller(f frame.Frame) error { return s.Write(&wire.Frame{Frame: f}) }
+func (s *Stream) Caller(f frame.Frame) error { return s.s.Caller(f) }
 
 // Started writes the caller's started frame.
-func (s *Stream) Started(callID string) error {
-	f, err := frame.NewStarted(callID, frame.CallerToProvider)
-	if err != nil {
-		return err
-	}
-	return s.Caller(f)
-}
+func (s *Stream) Started(callID string) error { return s.s.Started(callID) }
 
 // Chunk writes a caller chunk with sequence seq.
 func (s *Stream) Chunk(callID string, seq uint64, payload frame.Payload, media frame.Media) error {
-	f, err := frame.NewChunk(callID, frame.CallerToProvider, seq, payload, media)
-	if err != nil {
-		return err
-	}
-	return s.Caller(f)
+	return s.s.Chunk(callID, seq, payload, media)
 }
 
 // Complete writes the caller's completed terminal with sequence seq.
 func (s *Stream) Complete(callID string, seq uint64, result frame.Payload) error {
-	f, err := frame.NewCompleted(callID, frame.CallerToProvider, seq, result)
-	if err != nil {
-		return err
-	}
-	return s.Caller(f)
+	return s.s.Complete(callID, seq, result)
 }
 
 // CancelCall writes the caller's cancelled terminal with sequence seq.
-func (s *Stream) CancelCall(callID string, seq uint64) error {
-	f, err := frame.NewCancelled(callID, frame.CallerToProvider, seq, "test cancel")
-	if err != nil {
-		return err
-	}
-	return s.Caller(f)
-}
+func (s *Stream) CancelCall(callID string, seq uint64) error { return s.s.CancelCall(callID, seq) }
 
 // Read reads the next packet the child wrote, waiting at most Timeout.
-func (s *Stream) Read() (wire.Packet, error) { return s.ReadBy(time.Now().Add(Timeout)) }
+func (s *Stream) Read() (wire.Packet, error) { return s.s.Read() }
 
 // ReadBy reads the next packet the child wrote, waiting until deadline;
 // past it the error matches os.ErrDeadlineExceeded.
-func (s *Stream) ReadBy(deadline time.Time) (wire.Packet, error) {
-	s.Conn.SetReadDeadline(deadline)
-	defer s.Conn.SetReadDeadline(time.Time{})
-	return s.r.ReadPacket()
-}
+func (s *Stream) ReadBy(deadline time.Time) (wire.Packet, error) { return s.s.ReadBy(deadline) }
 
 // Close closes the connection.
-func (s *Stream) Close() error { return s.Conn.Close() }
+func (s *Stream) Close() error { return s.s.Close() }
 
 // Result is what a child wrote for one call.
 type Result struct {
@@ -605,15 +346,7 @@ type Result struct {
 }
 
 // Chunks returns the chunk frames.
-func (r *Result) Chunks() []frame.Frame {
-	out := make([]frame.Frame, 0, len(r.Frames))
-	for _, f := range r.Frames {
-		if f.Kind == frame.KindChunk {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func (r *Result) Chunks() []frame.Frame { return (*testnet.Result)(r).Chunks() }
 
 // ErrProviderRules is matched by ReadCall's errors for output that breaks
 // the provider rules (the sequence fence, an end before the terminal,
@@ -626,93 +359,6 @@ var ErrProviderRules = errors.New("skulktest: provider broke the rules")
 // the deadline passes, and an error matching ErrProviderRules when the
 // child breaks the rules.
 func (s *Stream) ReadCall(callID string, deadline time.Time) (*Result, error) {
-	if deadline.IsZero() {
-		deadline = time.Now().Add(Timeout)
-	}
-	fence := sequence.New(callID, frame.ProviderToCaller, 1)
-	res := &Result{}
-	for {
-		pk, err := s.ReadBy(deadline)
-		if err != nil {
-			return res, err
-		}
-		switch pk := pk.(type) {
-		case *wire.Frame:
-			if err := fence.Accept(&pk.Frame); err != nil {
-				return res, fmt.Errorf("%w: %w", ErrProviderRules, err)
-			}
-			res.Frames = append(res.Frames, pk.Frame)
-			if pk.IsTerminal() {
-				res.Terminal = &res.Frames[len(res.Frames)-1]
-			}
-		case *wire.End:
-			if pk.CallID != callID || res.Terminal == nil {
-				return res, fmt.Errorf("%w: end of %q before the terminal", ErrProviderRules, pk.CallID)
-			}
-			res.End = true
-			return res, nil
-		default:
-			return res, fmt.Errorf("%w: unexpected %s", ErrProviderRules, pk.Type())
-		}
-	}
-}
-
-// privateDir returns a fresh directory of mode 0700 with a short path (a
-// socket path in it fits sun_path), removed when the test ends.
-func privateDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "skp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		os.RemoveAll(dir)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// socketPairFiles returns the two ends of a connected AF_UNIX SOCK_STREAM
-// socketpair as files (close-on-exec; exec.Cmd.ExtraFiles clears that for
-// the files it passes).
-func socketPairFiles() (*os.File, *os.File, error) {
-	a, b, err := sockpair.Files("socketpair-a", "socketpair-b")
-	if err != nil {
-		return nil, nil, fmt.Errorf("skulktest: %w", err)
-	}
-	return a, b, nil
-}
-
-func socketPair() (*net.UnixConn, *net.UnixConn, error) {
-	fa, fb, err := socketPairFiles()
-	if err != nil {
-		return nil, nil, err
-	}
-	a, err := fileConn(fa)
-	if err != nil {
-		fb.Close()
-		return nil, nil, err
-	}
-	b, err := fileConn(fb)
-	if err != nil {
-		a.Close()
-		return nil, nil, err
-	}
-	return a, b, nil
-}
-
-// fileConn turns a socket file into a *net.UnixConn and closes the file.
-func fileConn(f *os.File) (*net.UnixConn, error) {
-	defer f.Close()
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil, fmt.Errorf("skulktest: %w", err)
-	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, errors.New("skulktest: not a Unix socket")
-	}
-	return uc, nil
+	res, err := s.s.ReadCall(callID, deadline)
+	return (*Result)(res), err
 }

@@ -19,14 +19,57 @@ import (
 // a test that reads its answers never fills it).
 const controlQueue = 64
 
+// Config is how a Host and its Streams wait and name their errors. The
+// zero Config is testnet's own: no bound on a wait, errors named
+// "testnet". Package skulktest's Peer and Stream are a Host and a Stream
+// with skulktest's Config.
+type Config struct {
+	// Timeout bounds a wait whose context has no deadline, a Stream's Read
+	// and a ReadCall given no deadline; 0 for no bound.
+	Timeout time.Duration
+	// Name starts the messages of errors made here; "testnet" when empty.
+	Name string
+	// ErrControlClosed, ErrUnexpected and ErrProviderRules are the
+	// sentinels the errors wrap; the package's own when nil.
+	ErrControlClosed, ErrUnexpected, ErrProviderRules error
+}
+
+// withDefaults fills in the zero fields but Timeout.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "testnet"
+	}
+	if c.ErrControlClosed == nil {
+		c.ErrControlClosed = ErrControlClosed
+	}
+	if c.ErrUnexpected == nil {
+		c.ErrUnexpected = ErrUnexpected
+	}
+	if c.ErrProviderRules == nil {
+		c.ErrProviderRules = ErrProviderRules
+	}
+	return c
+}
+
+// bound gives ctx a deadline of c.Timeout from now when it has none and
+// c.Timeout is set.
+func (c Config) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.Timeout)
+}
+
 // Host is the host side of a child's control connection, for tests. A
 // goroutine of its own reads the control connection; the methods that wait
-// for packets (Hello, Ping, Next, WaitClosed) must be called by one goroutine
-// at a time, the others are safe for concurrent use. Close stops it.
+// for packets (Next, Hello, Handshake, Ping, WaitBye, WaitClosed) must be
+// called by one goroutine at a time, the others are safe for concurrent
+// use. Close stops it.
 type Host struct {
 	control     net.Conn
 	streamsPath string
 	w           *wire.Writer
+	cfg         Config
 
 	packets chan wire.Packet // control packets read; see controlQueue
 	readErr error            // why reading stopped; set before packets is closed
@@ -45,8 +88,13 @@ type Host struct {
 // connections at streamsPath (empty when the test dials some other way).
 // The caller must call Close.
 func NewHost(control net.Conn, streamsPath string) *Host {
+	return NewHostConfig(control, streamsPath, Config{})
+}
+
+// NewHostConfig is NewHost with cfg.
+func NewHostConfig(control net.Conn, streamsPath string, cfg Config) *Host {
 	h := &Host{
-		control: control, streamsPath: streamsPath,
+		control: control, streamsPath: streamsPath, cfg: cfg.withDefaults(),
 		w:       wire.NewWriter(control, wire.Limits{}),
 		packets: make(chan wire.Packet, controlQueue),
 		done:    make(chan struct{}), stop: make(chan struct{}),
@@ -74,9 +122,20 @@ func (h *Host) read() {
 	}
 }
 
-// ErrControlClosed is returned by the waiting methods once the control
-// connection reached EOF or failed; it wraps the read error.
-var ErrControlClosed = errors.New("testnet: control connection closed")
+// Errors of a Host's waits and a Stream's ReadCall (for the zero Config);
+// match them with errors.Is.
+var (
+	// ErrControlClosed: the control connection reached EOF or failed; the
+	// error wraps the read error.
+	ErrControlClosed = errors.New("testnet: control connection closed")
+	// ErrUnexpected: the child wrote another packet than the one waited
+	// for.
+	ErrUnexpected = errors.New("testnet: unexpected packet")
+	// ErrProviderRules: ReadCall read output that breaks the provider
+	// rules (the sequence fence, an end before the terminal, another
+	// call's end, a packet that is no frame or end).
+	ErrProviderRules = errors.New("testnet: provider broke the rules")
+)
 
 // Next returns the next control packet the child wrote.
 func (h *Host) Next(ctx context.Context) (wire.Packet, error) {
@@ -88,14 +147,16 @@ func (h *Host) Next(ctx context.Context) (wire.Packet, error) {
 		return p, nil
 	}
 	h.mu.Unlock()
+	ctx, cancel := h.cfg.bound(ctx)
+	defer cancel()
 	select {
 	case p, ok := <-h.packets:
 		if !ok {
-			return nil, fmt.Errorf("%w: %w", ErrControlClosed, h.readErr)
+			return nil, fmt.Errorf("%w: %w", h.cfg.ErrControlClosed, h.readErr)
 		}
 		return p, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("%s: waiting for a control packet: %w", h.cfg.Name, ctx.Err())
 	}
 }
 
@@ -107,13 +168,14 @@ func (h *Host) Hello(ctx context.Context) (*wire.Hello, error) {
 	}
 	hello, ok := p.(*wire.Hello)
 	if !ok {
-		return nil, fmt.Errorf("testnet: want hello, got %s", p.Type())
+		return nil, fmt.Errorf("%w: want hello, got %s", h.cfg.ErrUnexpected, p.Type())
 	}
 	return hello, nil
 }
 
-// DefaultStartup is the startup Handshake sends when given nil: protocol
-// wire.ProtocolVersion, default limits, cancel grace 1 s.
+// DefaultStartup returns the startup Handshake sends when given nil:
+// protocol wire.ProtocolVersion, child id "test", default limits, health
+// interval 1 s, cancel grace 1 s, ingress queue wire.IngressQueue.
 func DefaultStartup() *wire.Startup {
 	return &wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "test", Limits: wire.DefaultLimits(),
 		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: wire.IngressQueue}
@@ -152,11 +214,13 @@ func (h *Host) Ping(ctx context.Context, nonce uint64) (*wire.Pong, time.Duratio
 	if err := h.Write(&wire.Ping{Nonce: nonce}); err != nil {
 		return nil, 0, err
 	}
+	ctx, cancel := h.cfg.bound(ctx)
+	defer cancel()
 	for {
 		select {
 		case p, ok := <-h.packets:
 			if !ok {
-				return nil, 0, fmt.Errorf("%w: %w", ErrControlClosed, h.readErr)
+				return nil, 0, fmt.Errorf("%w: %w", h.cfg.ErrControlClosed, h.readErr)
 			}
 			if pong, ok := p.(*wire.Pong); ok && pong.Nonce == nonce {
 				return pong, time.Since(start), nil
@@ -165,7 +229,7 @@ func (h *Host) Ping(ctx context.Context, nonce uint64) (*wire.Pong, time.Duratio
 			h.pending = append(h.pending, p)
 			h.mu.Unlock()
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return nil, 0, fmt.Errorf("%s: waiting for pong %d: %w", h.cfg.Name, nonce, ctx.Err())
 		}
 	}
 }
@@ -180,8 +244,10 @@ func (h *Host) Drain(grace time.Duration) error {
 	return h.Write(&wire.Drain{GraceMS: grace.Milliseconds()})
 }
 
-// WaitBye waits for the child's bye.
+// WaitBye waits for the child's bye, dropping other packets.
 func (h *Host) WaitBye(ctx context.Context) (*wire.Bye, error) {
+	ctx, cancel := h.cfg.bound(ctx)
+	defer cancel()
 	for {
 		p, err := h.Next(ctx)
 		if err != nil {
@@ -196,9 +262,11 @@ func (h *Host) WaitBye(ctx context.Context) (*wire.Bye, error) {
 // WaitClosed waits until the child closed the control connection, dropping
 // packets read meanwhile.
 func (h *Host) WaitClosed(ctx context.Context) error {
+	ctx, cancel := h.cfg.bound(ctx)
+	defer cancel()
 	for {
 		if _, err := h.Next(ctx); err != nil {
-			if errors.Is(err, ErrControlClosed) {
+			if errors.Is(err, h.cfg.ErrControlClosed) {
 				return nil
 			}
 			return err
@@ -218,26 +286,33 @@ func (h *Host) Close() error {
 
 // Dial opens a new stream connection to the child.
 func (h *Host) Dial(ctx context.Context) (*Stream, error) {
+	ctx, cancel := h.cfg.bound(ctx)
+	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", h.streamsPath)
 	if err != nil {
-		return nil, fmt.Errorf("testnet: dial: %w", err)
+		return nil, fmt.Errorf("%s: dial: %w", h.cfg.Name, err)
 	}
-	return NewStream(c.(*net.UnixConn)), nil
+	return NewStreamConfig(c.(*net.UnixConn), h.cfg), nil
 }
 
 // Stream is the host side of one stream connection. Writes are synchronous
 // (a blocked write is visible to the test) and safe for concurrent use;
 // reads are for one goroutine at a time.
 type Stream struct {
+	// Conn is the connection, for what the methods do not do.
 	Conn *net.UnixConn
 	r    *wire.Reader
 	wmu  sync.Mutex
+	cfg  Config
 }
 
 // NewStream wraps a connected stream connection.
-func NewStream(c *net.UnixConn) *Stream {
-	return &Stream{Conn: c, r: wire.NewReader(c, wire.Limits{})}
+func NewStream(c *net.UnixConn) *Stream { return NewStreamConfig(c, Config{}) }
+
+// NewStreamConfig is NewStream with cfg.
+func NewStreamConfig(c *net.UnixConn, cfg Config) *Stream {
+	return &Stream{Conn: c, r: wire.NewReader(c, wire.Limits{}), cfg: cfg.withDefaults()}
 }
 
 // WriteRaw writes bytes as they are.
@@ -308,7 +383,9 @@ func (s *Stream) Request(callID, tool string, args map[string]any, chunks ...fra
 	return s.WriteRaw(b)
 }
 
-// Caller writes the caller frame f (direction and call id as given).
+// Caller writes the caller frame f as it is (direction, call id and
+// sequence as given: a gap, a replay, a second terminal are the test's to
+// choose).
 func (s *Stream) Caller(f frame.Frame) error { return s.Write(&wire.Frame{Frame: f}) }
 
 // Started writes the caller's started frame.
@@ -347,8 +424,22 @@ func (s *Stream) CancelCall(callID string, seq uint64) error {
 	return s.Caller(f)
 }
 
-// Read reads the next packet the child wrote.
-func (s *Stream) Read() (wire.Packet, error) { return s.r.ReadPacket() }
+// Read reads the next packet the child wrote, waiting at most the Config's
+// Timeout; with none it leaves the connection's deadline as it is.
+func (s *Stream) Read() (wire.Packet, error) {
+	if s.cfg.Timeout <= 0 {
+		return s.r.ReadPacket()
+	}
+	return s.ReadBy(time.Now().Add(s.cfg.Timeout))
+}
+
+// ReadBy reads the next packet the child wrote, waiting until deadline
+// (zero for no bound); past it the error matches os.ErrDeadlineExceeded.
+func (s *Stream) ReadBy(deadline time.Time) (wire.Packet, error) {
+	s.Conn.SetReadDeadline(deadline)
+	defer s.Conn.SetReadDeadline(time.Time{})
+	return s.r.ReadPacket()
+}
 
 // Close closes the connection.
 func (s *Stream) Close() error { return s.Conn.Close() }
@@ -374,29 +465,26 @@ func (r *Result) Chunks() []frame.Frame {
 	return out
 }
 
-// ErrProviderRules is matched by ReadCall's errors for output that breaks
-// the provider rules (fence, end before the terminal, another call's end).
-var ErrProviderRules = errors.New("testnet: provider broke the rules")
-
 // ReadCall reads callID's provider frames through a fence (sequences from 1,
-// one terminal) until its end, within deadline (zero for none). It returns
-// what it read so far with an error when the connection fails or the
-// deadline passes, and an error matching ErrProviderRules when the child
-// breaks the rules.
+// one terminal) until its end, until deadline (zero for the Config's
+// Timeout from now, or no bound without one). It returns what it read so
+// far with an error when the connection fails or the deadline passes, and
+// an error matching ErrProviderRules when the child breaks the rules.
 func (s *Stream) ReadCall(callID string, deadline time.Time) (*Result, error) {
-	s.Conn.SetReadDeadline(deadline)
-	defer s.Conn.SetReadDeadline(time.Time{})
+	if deadline.IsZero() && s.cfg.Timeout > 0 {
+		deadline = time.Now().Add(s.cfg.Timeout)
+	}
 	fence := sequence.New(callID, frame.ProviderToCaller, 1)
 	res := &Result{}
 	for {
-		p, err := s.Read()
+		p, err := s.ReadBy(deadline)
 		if err != nil {
 			return res, err
 		}
 		switch p := p.(type) {
 		case *wire.Frame:
 			if err := fence.Accept(&p.Frame); err != nil {
-				return res, fmt.Errorf("%w: %w", ErrProviderRules, err)
+				return res, fmt.Errorf("%w: %w", s.cfg.ErrProviderRules, err)
 			}
 			res.Frames = append(res.Frames, p.Frame)
 			if p.IsTerminal() {
@@ -404,12 +492,12 @@ func (s *Stream) ReadCall(callID string, deadline time.Time) (*Result, error) {
 			}
 		case *wire.End:
 			if p.CallID != callID || res.Terminal == nil {
-				return res, fmt.Errorf("%w: end of %q before the terminal", ErrProviderRules, p.CallID)
+				return res, fmt.Errorf("%w: end of %q before the terminal", s.cfg.ErrProviderRules, p.CallID)
 			}
 			res.End = true
 			return res, nil
 		default:
-			return res, fmt.Errorf("%w: unexpected %s", ErrProviderRules, p.Type())
+			return res, fmt.Errorf("%w: unexpected %s", s.cfg.ErrProviderRules, p.Type())
 		}
 	}
 }

@@ -3,6 +3,7 @@ package testnet
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,8 +37,31 @@ type Process struct {
 // process is killed (its whole group) and waited for when the test ends.
 func StartProcess(t testing.TB, bin string, args []string, env ...string) *Process {
 	t.Helper()
-	dir := PrivateDir(t)
-	path := filepath.Join(dir, "streams.sock")
+	p := &Process{out: &Buffer{}, waitDone: make(chan struct{})}
+	p.Cmd = exec.Command(bin, args...)
+	p.Cmd.Env = env
+	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
+	control, path := Exec(t, p.Cmd)
+	p.StreamsPath, p.Host = path, NewHost(control, path)
+	t.Cleanup(func() {
+		p.Host.Close()
+		p.Kill()
+		p.Wait(10 * time.Second)
+	})
+	return p
+}
+
+// Exec starts cmd, made by exec.Command, as a host starts a child with id
+// "test" (docs/protocol.md §1): fd 3 its end of a control socketpair, fd 4
+// a listener at streams.sock in a fresh 0700 directory, stdin /dev/null,
+// in a process group of its own, with the SKULK_* environment, PATH and
+// HOME before cmd.Env. The caller sets cmd's output and WaitDelay, and
+// kills the process group and waits for cmd when done with it. Exec
+// returns the host's end of the control connection and the listener's
+// path; when it fails it fails t, having stopped what it started.
+func Exec(t testing.TB, cmd *exec.Cmd) (*net.UnixConn, string) {
+	t.Helper()
+	path := filepath.Join(PrivateDir(t), "streams.sock")
 	ln, err := netListenUnix(path)
 	if err != nil {
 		t.Fatal(err)
@@ -47,40 +71,29 @@ func StartProcess(t testing.TB, bin string, args []string, env ...string) *Proce
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer lnFile.Close()
 	hostEnd, childEnd, err := SocketPairFiles()
 	if err != nil {
-		lnFile.Close()
 		t.Fatal(err)
 	}
-	p := &Process{StreamsPath: path, out: &Buffer{}, waitDone: make(chan struct{})}
-	cmd := exec.Command(bin, args...)
+	defer childEnd.Close()
 	cmd.ExtraFiles = []*os.File{childEnd, lnFile} // fd 3, fd 4
 	cmd.Env = append([]string{
 		"SKULK_PROTOCOL=1", "SKULK_CONTROL_FD=3", "SKULK_STREAMS_FD=4", "SKULK_CHILD_ID=test",
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-	}, env...)
-	cmd.Stdout, cmd.Stderr = p.out, p.out
+	}, cmd.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	childEnd.Close()
-	lnFile.Close()
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		hostEnd.Close()
 		t.Fatal(err)
 	}
-	p.Cmd = cmd
 	control, err := FileConn(hostEnd)
 	if err != nil {
-		p.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
 		t.Fatal(err)
 	}
-	p.Host = NewHost(control, path)
-	t.Cleanup(func() {
-		p.Host.Close()
-		p.Kill()
-		p.Wait(10 * time.Second)
-	})
-	return p
+	return control, path
 }
 
 // ErrWaitTimeout: the process did not exit in time.
@@ -138,4 +151,11 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Len returns how many bytes were written so far.
+func (s *Buffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
 }

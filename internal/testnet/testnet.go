@@ -8,7 +8,9 @@
 // It imports neither child nor host, so both can use it in their tests,
 // the in-package ones included. Package skulktest, the public face of the
 // same helpers, imports both, so only tests outside those two packages can
-// use it; they do.
+// use it; they do. skulktest is built on this package: its Peer and Stream
+// are a Host and a Stream with skulktest's Config, its ExecPeer starts the
+// child with Exec.
 package testnet
 
 import (
@@ -77,6 +79,7 @@ func PrivateDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
