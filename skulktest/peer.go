@@ -36,10 +36,13 @@ const controlQueue = 64
 // wait for control packets (Next, Hello, Handshake, Ping, WaitBye,
 // WaitClosed) are for one goroutine at a time, and each waits until its
 // context is done or, for a context without a deadline, for at most
-// Timeout; the others are safe for concurrent use.
+// Timeout; the others are safe for concurrent use. A write (Write,
+// WriteRaw and the methods that send a packet) waits at most Timeout for
+// the child to take it.
 type Peer struct {
 	control     net.Conn
 	streamsPath string
+	wmu         sync.Mutex // held by a write, which sets control's write deadline
 	w           *wire.Writer
 
 	packets chan wire.Packet // control packets read; see controlQueue
@@ -281,13 +284,36 @@ func (p *Peer) Handshake(ctx context.Context, st *wire.Startup) (*wire.Hello, er
 }
 
 // Write writes a packet on the control connection and waits until it is
-// written.
-func (p *Peer) Write(pk wire.Packet) error { return p.w.WritePacket(pk) }
+// written, for at most Timeout: past it (the child stopped reading its
+// control connection) the error matches os.ErrDeadlineExceeded and the
+// packet may have been written in part.
+func (p *Peer) Write(pk wire.Packet) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.control.SetWriteDeadline(time.Now().Add(Timeout))
+	defer p.control.SetWriteDeadline(time.Time{})
+	return writeError("control", p.w.WritePacket(pk))
+}
 
 // WriteRaw writes b on the control connection as it is, after everything
-// written before it: for packets the wire package would not encode.
+// written before it: for packets the wire package would not encode. It
+// waits as Write does.
 func (p *Peer) WriteRaw(b []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.control.SetWriteDeadline(time.Now().Add(Timeout))
+	defer p.control.SetWriteDeadline(time.Time{})
 	_, err := p.control.Write(b)
+	return writeError("control", err)
+}
+
+// writeError names the connection in an error of a write whose deadline
+// passed, still matching os.ErrDeadlineExceeded; other errors are
+// returned as they are.
+func writeError(conn string, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("skulktest: %s write not taken by the child before its deadline: %w", conn, err)
+	}
 	return err
 }
 
@@ -455,10 +481,14 @@ func (p *Peer) Output() string {
 // Stream is the host side of one stream connection. Writes are synchronous
 // (a blocked write is visible to the test) and safe for concurrent use;
 // reads are for one goroutine at a time. A Stream nobody reads is a host
-// that stopped reading: the child's writes fill the socket and block.
+// that stopped reading: the child's writes fill the socket and block. A
+// child that stops reading does the same to the Stream's writes, and each
+// write waits until its deadline: WriteRawBy's, Timeout from the call for
+// the others.
 type Stream struct {
 	// Conn is the connection, for what the methods do not do (CloseWrite,
-	// SetReadBuffer, deadlines of the test's own).
+	// SetReadBuffer). The methods set its read and write deadlines for
+	// each read and write and clear them afterwards.
 	Conn *net.UnixConn
 	r    *wire.Reader
 	wmu  sync.Mutex
@@ -469,16 +499,24 @@ func NewStream(c *net.UnixConn) *Stream {
 	return &Stream{Conn: c, r: wire.NewReader(c, wire.Limits{})}
 }
 
-// WriteRaw writes bytes as they are.
-func (s *Stream) WriteRaw(b []byte) error {
+// WriteRaw writes bytes as they are, waiting at most Timeout.
+func (s *Stream) WriteRaw(b []byte) error { return s.WriteRawBy(b, time.Now().Add(Timeout)) }
+
+// WriteRawBy writes bytes as they are, waiting until deadline for the
+// kernel to take every byte; past it (the child stopped reading) the error
+// matches os.ErrDeadlineExceeded and b may have been written in part, so
+// the connection is good only for closing.
+func (s *Stream) WriteRawBy(b []byte, deadline time.Time) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.Conn.SetWriteDeadline(deadline)
+	defer s.Conn.SetWriteDeadline(time.Time{})
 	_, err := s.Conn.Write(b)
-	return err
+	return writeError("stream", err)
 }
 
 // Write encodes pk and writes it, returning when the kernel took every
-// byte.
+// byte, waiting at most Timeout.
 func (s *Stream) Write(pk wire.Packet) error {
 	b, err := wire.Encode(pk, wire.Limits{})
 	if err != nil {
