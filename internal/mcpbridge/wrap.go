@@ -77,16 +77,31 @@ type Wrapper struct {
 	waitDone chan struct{} // closed when the watcher goroutine returned
 
 	tokens atomic.Uint64
-	mu     sync.Mutex
-	calls  map[string]*wrappedCall // progress token → running call
+	// lateProgress counts the progress notifications dropped because
+	// their call's result had come (see deliverProgress).
+	lateProgress atomic.Uint64
+	mu           sync.Mutex
+	calls        map[string]*wrappedCall // progress token → running call
 }
 
 // wrappedCall is one running call's route for progress notifications.
 type wrappedCall struct {
-	mu     sync.Mutex // held while a notification is sent, so none is sent after ended
-	s      *child.Stream
+	mu sync.Mutex // held while a notification is sent, so none is sent after ended
+	s  *child.Stream
+	// ended: the call's result came (or the handler returned), so the
+	// stream is the result's; a notification from then on is dropped.
 	ended  bool
 	failed error // the first Send error
+}
+
+// end marks the call ended and returns the first error of sending its
+// progress. Once it returned no progress chunk is sent, so the result's
+// chunks are not interleaved with a late notification.
+func (wc *wrappedCall) end() error {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	wc.ended = true
+	return wc.failed
 }
 
 // Wrap starts the MCP server, completes the MCP handshake and lists its
@@ -274,9 +289,7 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 		w.calls[token] = wc
 		w.mu.Unlock()
 		defer func() {
-			wc.mu.Lock()
-			wc.ended = true
-			wc.mu.Unlock()
+			wc.end()
 			w.mu.Lock()
 			delete(w.calls, token)
 			w.mu.Unlock()
@@ -308,11 +321,11 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 			}
 			return nil, fmt.Errorf("mcp tools/call: %w", err)
 		}
-		wc.mu.Lock()
-		sendErr := wc.failed
-		wc.mu.Unlock()
-		if sendErr != nil {
-			return nil, sendErr
+		// The result came: from here the stream carries its chunks, and a
+		// notification the server sends after its result is dropped
+		// (deliverProgress) rather than sent between them.
+		if err := wc.end(); err != nil {
+			return nil, err
 		}
 		return w.resultFrames(s, res, objectResult)
 	}
@@ -413,7 +426,10 @@ func mediaTypeOr(t string) string {
 // loop, before the SDK sees anything read after it, so every notification
 // the server sent before its result is a chunk before the terminal; while
 // the host does not take the chunk, the loop does not read (backpressure to
-// the server). It reports whether the notification was one of ours.
+// the server). A notification that comes after its call's result (the
+// server sent it late, or it was read while the result's chunks were being
+// sent) is dropped, counted and logged. It reports whether the notification
+// was one of ours.
 func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 	var p mcp.ProgressNotificationParams
 	if err := json.Unmarshal(params, &p); err != nil {
@@ -427,7 +443,11 @@ func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 	wc := w.calls[token]
 	w.mu.Unlock()
 	if wc == nil {
-		return strings.HasPrefix(token, "skulk-") // a late one of an ended call: dropped
+		if !strings.HasPrefix(token, "skulk-") {
+			return false
+		}
+		w.dropLate() // a late one of an ended call
+		return true
 	}
 	v := map[string]any{"progress": p.Progress}
 	if p.Total != 0 {
@@ -439,7 +459,11 @@ func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 	payload, err := frame.PayloadOf(v)
 	wc.mu.Lock()
 	defer wc.mu.Unlock()
-	if wc.ended || wc.failed != nil {
+	if wc.ended {
+		w.dropLate()
+		return true
+	}
+	if wc.failed != nil {
 		return true
 	}
 	if err == nil {
@@ -449,6 +473,13 @@ func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 		wc.failed = err
 	}
 	return true
+}
+
+// dropLate counts and logs a progress notification that came after its
+// call's result.
+func (w *Wrapper) dropLate() {
+	n := w.lateProgress.Add(1)
+	w.logger.Info("mcp progress notification after its call's result dropped", "dropped_total", n)
 }
 
 // progressTransport wraps the server's transport so that progress
