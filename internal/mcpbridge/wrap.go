@@ -76,7 +76,8 @@ type Wrapper struct {
 	closing  atomic.Bool   // Close began: the end is not the server's doing
 	waitDone chan struct{} // closed when the watcher goroutine returned
 
-	tokens atomic.Uint64
+	tokens       atomic.Uint64
+	logLevelMeta bool // set before serving: every tools/call carries logLevel in its _meta
 	// lateProgress counts the progress notifications dropped because
 	// their call's result had come (see deliverProgress).
 	lateProgress atomic.Uint64
@@ -135,6 +136,9 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrServerStart, opts.Command, err)
 	}
 	w.sess = sess
+	if res := sess.InitializeResult(); res != nil && res.Capabilities != nil && res.Capabilities.Logging != nil {
+		w.setLogLevel(ctx)
+	}
 	var tools []*mcp.Tool
 	for tool, err := range sess.Tools(ctx, nil) {
 		if err != nil {
@@ -160,6 +164,23 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 	}
 	go w.watch() // stopped by the session ending: the server exits, or Close
 	return w, nil
+}
+
+// logLevel is the level the wrapper asks a server that declares logging
+// for: what the wrapper's log should show.
+const logLevel mcp.LoggingLevel = "info"
+
+// setLogLevel makes a server that declares logging send its log
+// notifications: a server sends none until its client sets a level. Up to
+// protocol version 2025-11-25 the level is the session's (logging/setLevel,
+// set here); from 2026-07-28 on it rides on each request (its _meta, which
+// handler sets on every tools/call once logLevelMeta is true). Logging is
+// deprecated from 2026-07-28 on, and still served.
+func (w *Wrapper) setLogLevel(ctx context.Context) {
+	w.logLevelMeta = true
+	if err := w.sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: logLevel}); err != nil { //nolint:staticcheck // see above
+		w.logger.Debug("logging/setLevel refused; the level goes with each call", "err", err)
+	}
 }
 
 // reap kills and waits for a server whose connection never came up.
@@ -300,6 +321,9 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 		}
 		p := &mcp.CallToolParams{Name: name, Arguments: args}
 		p.SetProgressToken(token)
+		if w.logLevelMeta {
+			p.Meta[mcp.MetaKeyLogLevel] = logLevel
+		}
 		// ctx's cancellation (a Skulk cancel, the deadline, a drain) makes
 		// the SDK send notifications/cancelled and return at once.
 		res, err := w.sess.CallTool(ctx, p)
