@@ -385,33 +385,39 @@ func compactJSON(p frame.Payload) string {
 	return string(b)
 }
 
+// addPayload adds a chunk's payload to the text runs, or counts it dropped
+// when it would take the text over TextMax.
+func (b *resultBuilder) addPayload(p frame.Payload) {
+	text, isText := p.Text()
+	if !isText {
+		text = compactJSON(p) + "\n"
+	}
+	if b.textBytes+len(text) > b.s.opts.TextMax {
+		b.dropped++
+		return
+	}
+	b.textBytes += len(text)
+	if isText {
+		b.lines = b.closeRun(b.lines)
+		if b.text == nil {
+			b.text = &strings.Builder{}
+		}
+		b.text.WriteString(text)
+		return
+	}
+	b.text = b.closeRun(b.text)
+	if b.lines == nil {
+		b.lines = &strings.Builder{}
+	}
+	b.lines.WriteString(text)
+}
+
 // addChunk adds the chunk to the content: runs of text chunks become one
 // text content, runs of other payloads one text content of JSON lines,
 // media its own content.
 func (b *resultBuilder) addChunk(f frame.Frame) {
 	if f.Payload != nil {
-		text, isText := f.Payload.Text()
-		if !isText {
-			text = compactJSON(f.Payload) + "\n"
-		}
-		if b.textBytes+len(text) > b.s.opts.TextMax {
-			b.dropped++
-			return
-		}
-		b.textBytes += len(text)
-		if isText {
-			b.lines = b.closeRun(b.lines)
-			if b.text == nil {
-				b.text = &strings.Builder{}
-			}
-			b.text.WriteString(text)
-		} else {
-			b.text = b.closeRun(b.text)
-			if b.lines == nil {
-				b.lines = &strings.Builder{}
-			}
-			b.lines.WriteString(text)
-		}
+		b.addPayload(f.Payload) // its media is looked at even when the text is dropped
 	}
 	if f.Media == nil {
 		return
