@@ -1,8 +1,11 @@
 package mcpbridge
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,5 +27,26 @@ func TestTextOverMaxKeepsMedia(t *testing.T) {
 	}
 	if ic, ok := b.content[0].(*mcp.ImageContent); !ok || string(ic.Data) != "\x01\x02\x03" {
 		t.Fatalf("content %T, want the chunk's image", b.content[0])
+	}
+}
+
+// Wait returns at once with no handler running, waits for a running one,
+// and gives up with ctx.
+func TestServerWaitForHandlers(t *testing.T) {
+	s := &Server{}
+	if err := s.Wait(t.Context()); err != nil {
+		t.Fatalf("idle: %v", err)
+	}
+	s.enter()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("running: %v, want context.DeadlineExceeded", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- s.Wait(t.Context()) }() // stopped by leave below
+	s.leave()
+	if err := <-waited; err != nil {
+		t.Fatalf("after leave: %v", err)
 	}
 }

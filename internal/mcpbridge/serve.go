@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -101,6 +102,48 @@ type Server struct {
 	opts  ServerOptions
 	srv   *mcp.Server
 	links *linkStore
+
+	mu      sync.Mutex    // guards running and idle
+	running int           // tool handlers running
+	idle    chan struct{} // closed when running drops to 0; nil while 0
+}
+
+// enter and leave count a running tool handler, for Wait.
+func (s *Server) enter() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.running++
+}
+
+func (s *Server) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running--; s.running == 0 {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// Wait returns once no tool handler is running, or ctx's error when it is
+// done first. A transport that stopped (an HTTP server shut down) can
+// leave handlers running, their calls cancelled: wait for them before
+// closing the Host. Safe for concurrent use.
+func (s *Server) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // NewServer returns a Server for the tools h offers now (h.Tools). The
@@ -225,6 +268,8 @@ func (s *Server) callContext(ctx context.Context, meta mcp.Meta) (context.Contex
 // handler makes the MCP tool handler of the Skulk tool id.
 func (s *Server) handler(id string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.enter()
+		defer s.leave()
 		var args frame.Payload
 		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
 			p, err := frame.PayloadFromJSON(raw)
