@@ -66,8 +66,7 @@ func FuzzStreamConnection(f *testing.F) {
 		s := dial(t, srv.host)
 		// A child that stops reading (its ingress queue full) blocks the
 		// write: that is backpressure, and the write gives up.
-		s.Conn.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-		if err := s.WriteRaw(data); err == nil {
+		if err := s.WriteRawBy(data, time.Now().Add(200*time.Millisecond)); err == nil {
 			s.Conn.CloseWrite()
 		}
 		// The child's output: well-formed packets up to its close, or a

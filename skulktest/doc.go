@@ -10,7 +10,9 @@
 //   - Peer is a host scripted at the wire level, for provider authors who
 //     need to send exactly the packets they want (a sequence gap, a second
 //     terminal, a cancel at a chosen moment, a stream nobody reads) and see
-//     exactly what the provider answers. Every wait has a deadline.
+//     exactly what the provider answers. Every wait has a deadline, its
+//     writes' included: a write the child does not take fails at its
+//     deadline (Timeout, or the one given to WriteRawBy).
 //   - Child is a provider that misbehaves on purpose, one Fault per call or
 //     start (crash after n frames, hang, stop answering pings, SIGSTOP
 //     itself, garbage or oversize packets, a frame of another call, exit

@@ -17,9 +17,10 @@ import (
 )
 
 // Timeout bounds every wait of this package that the caller gives no
-// deadline of its own: a host's start and close, a Peer's reads, a build
-// is given buildTimeout. It is generous for a loaded 2-core machine under
-// -race, and still a failure rather than a hang.
+// deadline of its own: a host's start and close, a Peer's and a Stream's
+// reads and writes; a build is given buildTimeout. It is generous for a
+// loaded 2-core machine under -race, and still a failure rather than a
+// hang.
 const Timeout = 10 * time.Second
 
 // closeTimeout bounds host.Close in a cleanup: a drain's grace (5 s by

@@ -27,7 +27,9 @@ import (
 // wait for control packets (Next, Hello, Handshake, Ping, WaitBye,
 // WaitClosed) are for one goroutine at a time, and each waits until its
 // context is done or, for a context without a deadline, for at most
-// Timeout; the others are safe for concurrent use.
+// Timeout; the others are safe for concurrent use. A write (Write,
+// WriteRaw and the methods that send a packet) waits at most Timeout for
+// the child to take it.
 type Peer struct {
 	h *testnet.Host // the wire-level host, with peerConfig
 
@@ -156,11 +158,14 @@ func (p *Peer) Handshake(ctx context.Context, st *wire.Startup) (*wire.Hello, er
 }
 
 // Write writes a packet on the control connection and waits until it is
-// written.
+// written, for at most Timeout: past it (the child stopped reading its
+// control connection) the error matches os.ErrDeadlineExceeded and the
+// packet may have been written in part.
 func (p *Peer) Write(pk wire.Packet) error { return p.h.Write(pk) }
 
 // WriteRaw writes b on the control connection as it is, after everything
-// written before it: for packets the wire package would not encode.
+// written before it: for packets the wire package would not encode. It
+// waits as Write does.
 func (p *Peer) WriteRaw(b []byte) error { return p.h.WriteRaw(b) }
 
 // Ping sends a ping and waits for the pong with its nonce; other packets
@@ -269,10 +274,14 @@ func (p *Peer) Output() string {
 // Stream is the host side of one stream connection. Writes are synchronous
 // (a blocked write is visible to the test) and safe for concurrent use;
 // reads are for one goroutine at a time. A Stream nobody reads is a host
-// that stopped reading: the child's writes fill the socket and block.
+// that stopped reading: the child's writes fill the socket and block. A
+// child that stops reading does the same to the Stream's writes, and each
+// write waits until its deadline: WriteRawBy's, Timeout from the call for
+// the others.
 type Stream struct {
 	// Conn is the connection, for what the methods do not do (CloseWrite,
-	// SetReadBuffer, deadlines of the test's own).
+	// SetReadBuffer). The methods set its read and write deadlines for
+	// each read and write and clear them afterwards.
 	Conn *net.UnixConn
 	// s is the stream on Conn, with peerConfig.
 	s *testnet.Stream
@@ -283,11 +292,17 @@ func NewStream(c *net.UnixConn) *Stream {
 	return &Stream{Conn: c, s: testnet.NewStreamConfig(c, peerConfig)}
 }
 
-// WriteRaw writes bytes as they are.
+// WriteRaw writes bytes as they are, waiting at most Timeout.
 func (s *Stream) WriteRaw(b []byte) error { return s.s.WriteRaw(b) }
 
+// WriteRawBy writes bytes as they are, waiting until deadline for the
+// kernel to take every byte; past it (the child stopped reading) the error
+// matches os.ErrDeadlineExceeded and b may have been written in part, so
+// the connection is good only for closing.
+func (s *Stream) WriteRawBy(b []byte, deadline time.Time) error { return s.s.WriteRawBy(b, deadline) }
+
 // Write encodes pk and writes it, returning when the kernel took every
-// byte.
+// byte, waiting at most Timeout.
 func (s *Stream) Write(pk wire.Packet) error { return s.s.Write(pk) }
 
 // Invoke writes an invoke of tool with args (nil for {}) and timeout (0 for

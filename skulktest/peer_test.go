@@ -3,12 +3,15 @@ package skulktest_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/skulktest"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // The scripted host sends a caller chunk out of sequence: the provider
@@ -106,4 +109,66 @@ func TestExecPeer(t *testing.T) {
 	if code, err := p.Wait(ctx); err != nil || code != 0 {
 		t.Fatalf("exit %d, %v\n%s", code, err, p.Output())
 	}
+}
+
+// A provider whose handler never reads its input stops reading the stream
+// once its ingress queue is full: the scripted host's write then fails at
+// its deadline, with an error matching os.ErrDeadlineExceeded, instead of
+// blocking the test.
+func TestStreamWriteDeadline(t *testing.T) {
+	release := make(chan struct{})
+	opts := child.Options{Tools: []child.Tool{{
+		ID: "deaf",
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			select { // reads no input
+			case <-ctx.Done():
+			case <-release:
+			}
+			return nil, ctx.Err()
+		},
+	}}}
+	p := skulktest.ServePeer(t, opts)
+	defer close(release)
+	ctx := context.Background()
+	if _, err := p.Handshake(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Invoke("d1", "deaf", nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Started("d1"); err != nil {
+		t.Fatal(err)
+	}
+	payload := frame.MustPayload(map[string]any{"fill": strings.Repeat("x", 32<<10)})
+	const wait = 300 * time.Millisecond
+	// 8 chunks fill the ingress queue; the socket's buffers hold a few MiB
+	// at most: 4000 chunks of 32 KiB are far more than both.
+	for seq := uint64(1); seq <= 4000; seq++ {
+		f, err := frame.NewChunk("d1", frame.CallerToProvider, seq, payload, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = s.WriteRawBy(b, start.Add(wait))
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("chunk %d: %v, want os.ErrDeadlineExceeded", seq, err)
+		}
+		if took := time.Since(start); took > skulktest.Timeout {
+			t.Fatalf("chunk %d: the write gave up after %v for a deadline of %v", seq, took, wait)
+		}
+		return
+	}
+	t.Fatal("the child took 4000 chunks of 32 KiB without reading them")
 }

@@ -19,6 +19,11 @@ import (
 // event stream stays open) when mcp serve --http stops.
 const httpShutdownGrace = time.Second
 
+// handlerWait bounds the wait for tool handlers still running once mcp
+// serve --http's HTTP server closed: their calls are cancelled, so they end
+// within the child's cancel grace (1 s by default) and a margin.
+const handlerWait = 5 * time.Second
+
 const mcpUsage = "mcp serve [--http ADDR] [--journal FILE] [--timeout D] [--inline-max BYTES] [--pool N] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 const mcpHelp = `
@@ -186,5 +191,13 @@ func serveMCPHTTP(ctx context.Context, srv *mcpbridge.Server, addr string, env E
 		_ = hs.Close() // event streams still open: cut them
 	}
 	<-served
+	// The HTTP server is closed, but tool handlers can still be running
+	// (their requests gone, so their calls cancelled): let them end before
+	// the caller closes the host under them.
+	wctx, wcancel := context.WithTimeout(context.Background(), handlerWait)
+	defer wcancel()
+	if err := srv.Wait(wctx); err != nil {
+		fmt.Fprintf(env.Stderr, "skulk-host mcp serve: tool calls still running %v after the HTTP server closed; closing the host ends them\n", handlerWait)
+	}
 	return nil
 }

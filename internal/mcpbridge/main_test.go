@@ -153,6 +153,11 @@ func runTestServer() {
 			os.Exit(3)
 			return nil, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "sends a log notification of its text at level info"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "test-server", Data: a.Text}) //nolint:staticcheck // the wrapper still serves MCP logging
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "logged"}}}, nil, err
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "the server's pid and its parent's"},
 		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, pidResult, error) {
 			return nil, pidResult{PID: os.Getpid(), PPID: os.Getppid()}, nil

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -101,6 +102,48 @@ type Server struct {
 	opts  ServerOptions
 	srv   *mcp.Server
 	links *linkStore
+
+	mu      sync.Mutex    // guards running and idle
+	running int           // tool handlers running
+	idle    chan struct{} // closed when running drops to 0; nil while 0
+}
+
+// enter and leave count a running tool handler, for Wait.
+func (s *Server) enter() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.running++
+}
+
+func (s *Server) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running--; s.running == 0 {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// Wait returns once no tool handler is running, or ctx's error when it is
+// done first. A transport that stopped (an HTTP server shut down) can
+// leave handlers running, their calls cancelled: wait for them before
+// closing the Host. Safe for concurrent use.
+func (s *Server) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // NewServer returns a Server for the tools h offers now (h.Tools). The
@@ -225,6 +268,8 @@ func (s *Server) callContext(ctx context.Context, meta mcp.Meta) (context.Contex
 // handler makes the MCP tool handler of the Skulk tool id.
 func (s *Server) handler(id string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.enter()
+		defer s.leave()
 		var args frame.Payload
 		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
 			p, err := frame.PayloadFromJSON(raw)
@@ -385,33 +430,39 @@ func compactJSON(p frame.Payload) string {
 	return string(b)
 }
 
+// addPayload adds a chunk's payload to the text runs, or counts it dropped
+// when it would take the text over TextMax.
+func (b *resultBuilder) addPayload(p frame.Payload) {
+	text, isText := p.Text()
+	if !isText {
+		text = compactJSON(p) + "\n"
+	}
+	if b.textBytes+len(text) > b.s.opts.TextMax {
+		b.dropped++
+		return
+	}
+	b.textBytes += len(text)
+	if isText {
+		b.lines = b.closeRun(b.lines)
+		if b.text == nil {
+			b.text = &strings.Builder{}
+		}
+		b.text.WriteString(text)
+		return
+	}
+	b.text = b.closeRun(b.text)
+	if b.lines == nil {
+		b.lines = &strings.Builder{}
+	}
+	b.lines.WriteString(text)
+}
+
 // addChunk adds the chunk to the content: runs of text chunks become one
 // text content, runs of other payloads one text content of JSON lines,
 // media its own content.
 func (b *resultBuilder) addChunk(f frame.Frame) {
 	if f.Payload != nil {
-		text, isText := f.Payload.Text()
-		if !isText {
-			text = compactJSON(f.Payload) + "\n"
-		}
-		if b.textBytes+len(text) > b.s.opts.TextMax {
-			b.dropped++
-			return
-		}
-		b.textBytes += len(text)
-		if isText {
-			b.lines = b.closeRun(b.lines)
-			if b.text == nil {
-				b.text = &strings.Builder{}
-			}
-			b.text.WriteString(text)
-		} else {
-			b.text = b.closeRun(b.text)
-			if b.lines == nil {
-				b.lines = &strings.Builder{}
-			}
-			b.lines.WriteString(text)
-		}
+		b.addPayload(f.Payload) // its media is looked at even when the text is dropped
 	}
 	if f.Media == nil {
 		return

@@ -76,17 +76,33 @@ type Wrapper struct {
 	closing  atomic.Bool   // Close began: the end is not the server's doing
 	waitDone chan struct{} // closed when the watcher goroutine returned
 
-	tokens atomic.Uint64
-	mu     sync.Mutex
-	calls  map[string]*wrappedCall // progress token → running call
+	tokens       atomic.Uint64
+	logLevelMeta bool // set before serving: every tools/call carries logLevel in its _meta
+	// lateProgress counts the progress notifications dropped because
+	// their call's result had come (see deliverProgress).
+	lateProgress atomic.Uint64
+	mu           sync.Mutex
+	calls        map[string]*wrappedCall // progress token → running call
 }
 
 // wrappedCall is one running call's route for progress notifications.
 type wrappedCall struct {
-	mu     sync.Mutex // held while a notification is sent, so none is sent after ended
-	s      *child.Stream
+	mu sync.Mutex // held while a notification is sent, so none is sent after ended
+	s  *child.Stream
+	// ended: the call's result came (or the handler returned), so the
+	// stream is the result's; a notification from then on is dropped.
 	ended  bool
 	failed error // the first Send error
+}
+
+// end marks the call ended and returns the first error of sending its
+// progress. Once it returned no progress chunk is sent, so the result's
+// chunks are not interleaved with a late notification.
+func (wc *wrappedCall) end() error {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	wc.ended = true
+	return wc.failed
 }
 
 // Wrap starts the MCP server, completes the MCP handshake and lists its
@@ -120,6 +136,9 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrServerStart, opts.Command, err)
 	}
 	w.sess = sess
+	if res := sess.InitializeResult(); res != nil && res.Capabilities != nil && res.Capabilities.Logging != nil {
+		w.setLogLevel(ctx)
+	}
 	var tools []*mcp.Tool
 	for tool, err := range sess.Tools(ctx, nil) {
 		if err != nil {
@@ -145,6 +164,23 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 	}
 	go w.watch() // stopped by the session ending: the server exits, or Close
 	return w, nil
+}
+
+// logLevel is the level the wrapper asks a server that declares logging
+// for: what the wrapper's log should show.
+const logLevel mcp.LoggingLevel = "info"
+
+// setLogLevel makes a server that declares logging send its log
+// notifications: a server sends none until its client sets a level. Up to
+// protocol version 2025-11-25 the level is the session's (logging/setLevel,
+// set here); from 2026-07-28 on it rides on each request (its _meta, which
+// handler sets on every tools/call once logLevelMeta is true). Logging is
+// deprecated from 2026-07-28 on, and still served.
+func (w *Wrapper) setLogLevel(ctx context.Context) {
+	w.logLevelMeta = true
+	if err := w.sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: logLevel}); err != nil { //nolint:staticcheck // see above
+		w.logger.Debug("logging/setLevel refused; the level goes with each call", "err", err)
+	}
 }
 
 // reap kills and waits for a server whose connection never came up.
@@ -274,9 +310,7 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 		w.calls[token] = wc
 		w.mu.Unlock()
 		defer func() {
-			wc.mu.Lock()
-			wc.ended = true
-			wc.mu.Unlock()
+			wc.end()
 			w.mu.Lock()
 			delete(w.calls, token)
 			w.mu.Unlock()
@@ -287,6 +321,9 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 		}
 		p := &mcp.CallToolParams{Name: name, Arguments: args}
 		p.SetProgressToken(token)
+		if w.logLevelMeta {
+			p.Meta[mcp.MetaKeyLogLevel] = logLevel
+		}
 		// ctx's cancellation (a Skulk cancel, the deadline, a drain) makes
 		// the SDK send notifications/cancelled and return at once.
 		res, err := w.sess.CallTool(ctx, p)
@@ -308,11 +345,11 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 			}
 			return nil, fmt.Errorf("mcp tools/call: %w", err)
 		}
-		wc.mu.Lock()
-		sendErr := wc.failed
-		wc.mu.Unlock()
-		if sendErr != nil {
-			return nil, sendErr
+		// The result came: from here the stream carries its chunks, and a
+		// notification the server sends after its result is dropped
+		// (deliverProgress) rather than sent between them.
+		if err := wc.end(); err != nil {
+			return nil, err
 		}
 		return w.resultFrames(s, res, objectResult)
 	}
@@ -413,7 +450,10 @@ func mediaTypeOr(t string) string {
 // loop, before the SDK sees anything read after it, so every notification
 // the server sent before its result is a chunk before the terminal; while
 // the host does not take the chunk, the loop does not read (backpressure to
-// the server). It reports whether the notification was one of ours.
+// the server). A notification that comes after its call's result (the
+// server sent it late, or it was read while the result's chunks were being
+// sent) is dropped, counted and logged. It reports whether the notification
+// was one of ours.
 func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 	var p mcp.ProgressNotificationParams
 	if err := json.Unmarshal(params, &p); err != nil {
@@ -427,7 +467,11 @@ func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 	wc := w.calls[token]
 	w.mu.Unlock()
 	if wc == nil {
-		return strings.HasPrefix(token, "skulk-") // a late one of an ended call: dropped
+		if !strings.HasPrefix(token, "skulk-") {
+			return false
+		}
+		w.dropLate() // a late one of an ended call
+		return true
 	}
 	v := map[string]any{"progress": p.Progress}
 	if p.Total != 0 {
@@ -439,7 +483,11 @@ func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 	payload, err := frame.PayloadOf(v)
 	wc.mu.Lock()
 	defer wc.mu.Unlock()
-	if wc.ended || wc.failed != nil {
+	if wc.ended {
+		w.dropLate()
+		return true
+	}
+	if wc.failed != nil {
 		return true
 	}
 	if err == nil {
@@ -449,6 +497,13 @@ func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 		wc.failed = err
 	}
 	return true
+}
+
+// dropLate counts and logs a progress notification that came after its
+// call's result.
+func (w *Wrapper) dropLate() {
+	n := w.lateProgress.Add(1)
+	w.logger.Info("mcp progress notification after its call's result dropped", "dropped_total", n)
 }
 
 // progressTransport wraps the server's transport so that progress

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -68,6 +69,7 @@ func (c Config) bound(ctx context.Context) (context.Context, context.CancelFunc)
 type Host struct {
 	control     net.Conn
 	streamsPath string
+	wmu         sync.Mutex // held by a write, which may set control's write deadline
 	w           *wire.Writer
 	cfg         Config
 
@@ -197,13 +199,44 @@ func (h *Host) Handshake(ctx context.Context, st *wire.Startup) (*wire.Hello, er
 }
 
 // Write writes a packet on the control connection and waits until it is
-// written.
-func (h *Host) Write(p wire.Packet) error { return h.w.WritePacket(p) }
+// written, for at most Config.Timeout when it is set: past it (the child
+// stopped reading its control connection) the error matches
+// os.ErrDeadlineExceeded and the packet may have been written in part.
+func (h *Host) Write(p wire.Packet) error {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	defer h.cfg.writeBound(h.control)()
+	return h.cfg.writeError("control", h.w.WritePacket(p))
+}
 
 // WriteRaw writes b on the control connection as it is, after everything
-// written before it: for packets the wire package would not encode.
+// written before it: for packets the wire package would not encode. It
+// waits as Write does.
 func (h *Host) WriteRaw(b []byte) error {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	defer h.cfg.writeBound(h.control)()
 	_, err := h.control.Write(b)
+	return h.cfg.writeError("control", err)
+}
+
+// writeBound sets c's write deadline Timeout from now when Timeout is
+// set, and returns what clears it again.
+func (c Config) writeBound(conn net.Conn) func() {
+	if c.Timeout <= 0 {
+		return func() {}
+	}
+	conn.SetWriteDeadline(time.Now().Add(c.Timeout))
+	return func() { conn.SetWriteDeadline(time.Time{}) }
+}
+
+// writeError names the connection in an error of a write whose deadline
+// passed, still matching os.ErrDeadlineExceeded; other errors are
+// returned as they are.
+func (c Config) writeError(conn string, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%s: %s write not taken by the child before its deadline: %w", c.Name, conn, err)
+	}
 	return err
 }
 
@@ -315,12 +348,30 @@ func NewStreamConfig(c *net.UnixConn, cfg Config) *Stream {
 	return &Stream{Conn: c, r: wire.NewReader(c, wire.Limits{}), cfg: cfg.withDefaults()}
 }
 
-// WriteRaw writes bytes as they are.
+// WriteRaw writes bytes as they are, waiting at most Config.Timeout when
+// it is set (and, without it, as long as the connection's own deadline
+// lets it).
 func (s *Stream) WriteRaw(b []byte) error {
+	if s.cfg.Timeout <= 0 {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		_, err := s.Conn.Write(b)
+		return err
+	}
+	return s.WriteRawBy(b, time.Now().Add(s.cfg.Timeout))
+}
+
+// WriteRawBy writes bytes as they are, waiting until deadline for the
+// kernel to take every byte; past it (the child stopped reading) the error
+// matches os.ErrDeadlineExceeded and b may have been written in part, so
+// the connection is good only for closing.
+func (s *Stream) WriteRawBy(b []byte, deadline time.Time) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.Conn.SetWriteDeadline(deadline)
+	defer s.Conn.SetWriteDeadline(time.Time{})
 	_, err := s.Conn.Write(b)
-	return err
+	return s.cfg.writeError("stream", err)
 }
 
 // Write encodes p and writes it, returning when the kernel took every byte.

@@ -1,0 +1,85 @@
+package mcpbridge_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/host"
+)
+
+// lineLog keeps the lines of the children's output a host logs.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *lineLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *lineLog) WithGroup(string) slog.Handler            { return l }
+func (l *lineLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "child output" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" {
+			l.mu.Lock()
+			l.lines = append(l.lines, a.Value.String())
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// wait returns the first line holding all of parts, failing after d.
+func (l *lineLog) wait(t *testing.T, d time.Duration, parts ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				l.mu.Unlock()
+				return line
+			}
+		}
+		all := strings.Join(l.lines, "\n")
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no child output line with %q after %v; lines:\n%s", parts, d, all)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServerLogReachesHost: the wrapper sets the MCP server's logging level
+// at start, so a log notification the server sends reaches the wrapper's
+// stderr, which the host logs as the child's output.
+func TestServerLogReachesHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lines := &lineLog{}
+	h, err := host.Start(ctx, host.Config{
+		Command:  wrapperBin,
+		Args:     []string{"--", selfBin},
+		ExtraEnv: []string{envServer + "=1"},
+		TempDir:  shortTempDir(t),
+		Logger:   slog.New(lines),
+	})
+	if err != nil {
+		t.Fatalf("host.Start of skulk-mcp: %v", err)
+	}
+	defer h.Close(ctx)
+	if _, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	lines.wait(t, 10*time.Second, "mcp server log", "test-server", "a line from the test server")
+}
