@@ -11,8 +11,10 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // call is one call on a stream connection.
@@ -30,6 +32,7 @@ type call struct {
 	tool *Tool // nil for an unknown tool
 
 	ctx      context.Context // the handler's context; done on every cause of docs/protocol.md §6 item 4
+	spanCtx  context.Context // ctx with the handler's server span, when tracing is on; set by run
 	cancel   context.CancelCauseFunc
 	deadline *deadline // the invoke's timeout_ms in the server's deadlines; nil for none
 
@@ -82,7 +85,11 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 		next:  1,
 		fence: *sequence.New(inv.CallID, frame.CallerToProvider, 0),
 	}
-	ctx, cancel := context.WithCancelCause(c.s.ctx)
+	parent := c.s.ctx
+	if inv.Trace != nil {
+		parent = spanctx.Extract(parent, inv.Trace)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
 	cl.cancel, cl.ctx = cancel, ctx
 	if inv.TimeoutMS > 0 {
 		at := time.Now().Add(wire.Millis(inv.TimeoutMS))
@@ -187,7 +194,14 @@ func (cl *call) run() {
 	defer s.unregister(cl)
 	s.running.Add(1)
 	cl.superviseGrace()
+	var span trace.Span
+	if tr := cl.c.s.tracer; tr != nil {
+		cl.spanCtx, span = cl.startSpan(tr)
+	}
 	res := cl.callHandler()
+	if span != nil {
+		cl.endSpan(span, res)
+	}
 	cl.stopGrace()
 	s.running.Add(-1)
 	cl.cancel(errHandlerReturned)
@@ -292,7 +306,7 @@ func (cl *call) callHandler() (res result) {
 			res = result{panicked: true}
 		}
 	}()
-	p, err := cl.tool.Handler(cl.ctx, &Stream{cl: cl})
+	p, err := cl.tool.Handler(cl.handlerCtx(), &Stream{cl: cl})
 	return result{payload: p, err: err}
 }
 

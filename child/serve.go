@@ -13,7 +13,9 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/wire"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // rememberedCancels is how many cancel ids for calls the child does not
@@ -89,6 +91,7 @@ func Serve(ctx context.Context, control Conn, streams Listener, opts Options) er
 type server struct {
 	opts    *Options
 	log     *slog.Logger
+	tracer  trace.Tracer // from opts.TracerProvider; nil: no spans
 	tools   map[string]*Tool
 	control Conn
 	ln      Listener
@@ -132,6 +135,9 @@ func newServer(control Conn, ln Listener, opts *Options) *server {
 	}
 	s.remembered.init()
 	s.watch = newTicker(inlineWatch, s.watchTick)
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(spanctx.ScopeName)
+	}
 	for i := range opts.Tools {
 		s.tools[opts.Tools[i].ID] = &opts.Tools[i]
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Handler serves one call of a tool. It runs on a goroutine of its own while
@@ -115,6 +116,13 @@ type Options struct {
 	// StartupTimeout is how long to wait for startup after hello; 0 means
 	// DefaultStartupTimeout.
 	StartupTimeout time.Duration
+	// TracerProvider gives the tracer of the child's spans: a server span
+	// around each handler, a child of the host's client span when the
+	// invoke carries W3C trace context. nil means no spans (not the global
+	// provider: package otel links package net, which the SDK keeps out of
+	// providers); a handler's context still carries the invoke's remote
+	// span context and baggage, for the handler's own spans.
+	TracerProvider trace.TracerProvider
 }
 
 // ErrOptions is matched by every error of Options.Validate.

@@ -14,9 +14,11 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Call is one running call: the caller sends input with Send and CloseSend
@@ -76,6 +78,8 @@ type Call struct {
 
 	eof        bool  // owned by the reading goroutine
 	journalErr error // a required journal's unconfirmed end, given once after the terminal; owned by the reading goroutine
+
+	span trace.Span // the call's client span (see Host.startSpan); nil when tracing is off
 }
 
 // startCall binds a new call to a stream connection and writes its invoke
@@ -88,6 +92,10 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		fence: *sequence.New(inv.CallID, frame.ProviderToCaller, 1),
 		given: 1,
 		send:  *sequence.New(inv.CallID, frame.CallerToProvider, 0),
+		span:  o.span,
+	}
+	if o.span != nil {
+		o.span.SetAttributes(spanctx.ChildPID.Int(ch.proc.pid))
 	}
 	call.out.init()
 	var c *streamConn
@@ -477,6 +485,9 @@ func (c *Call) Wait() (frame.Payload, error) {
 // the holder of the connection's read turn (see readTurn).
 func (c *Call) finish(f frame.Frame, stderr string) {
 	c.rec.Finish(recorder.OutcomeOf(f)) // never blocks; the stderr tail is not logged: it may hold user data
+	if c.span != nil {
+		c.endSpan(&f)
+	}
 	c.term = f
 	if ce := callErrorOf(&f, stderr); ce != nil {
 		c.termErr = ce

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/wire"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The values of zero Config and RestartPolicy fields, as each field's doc
@@ -118,6 +119,13 @@ type Config struct {
 	// The zero value records every call for its watchers only. The host
 	// writes the log and stops its observers and journal writers in Close.
 	CallLog calllog.Options
+	// TracerProvider gives the tracer of the host's spans: a client span
+	// per call sent to a child, whose W3C trace context (traceparent,
+	// tracestate, baggage) goes in the invoke's trace map (docs/architecture.md,
+	// "Spans"). nil means the global provider (otel.SetTracerProvider);
+	// while no program set one, the host starts no span and sends no trace
+	// context of its own.
+	TracerProvider trace.TracerProvider
 }
 
 // RestartPolicy says how a pool restarts children that die: after an

@@ -14,9 +14,11 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/otelcall"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -29,6 +31,7 @@ type Host struct {
 	idPrefix string
 	nextCall atomic.Uint64
 	rec      *recorder.Recorder // records every call (Config.CallLog); closed by Close
+	tracing  *otelcall.Tracing  // Config.TracerProvider
 	contain  *containment       // starts the children and keeps their descendants; closed by Close after every child was reaped
 
 	life context.Context // cancelled when Close begins: aborts starts and backoffs
@@ -121,6 +124,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 		idPrefix: hex.EncodeToString(rnd[:]),
 	}
 	h.log = h.cfg.Logger
+	h.tracing = otelcall.New(h.cfg.TracerProvider)
 	logOpts := h.cfg.CallLog
 	if logOpts.Logger == nil {
 		logOpts.Logger = h.log
@@ -291,7 +295,8 @@ type callOptions struct {
 	journal      *calllog.Journal
 	streamed     bool // set by CallStream: the request event carries the arguments
 	input        []frame.Payload
-	closedInput  bool // WithInput: the caller's whole input goes with the invoke
+	closedInput  bool       // WithInput: the caller's whole input goes with the invoke
+	span         trace.Span // the call's client span; nil when tracing is off
 }
 
 func gatherOptions(opts []CallOption) *callOptions {
@@ -486,9 +491,15 @@ func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *toolschema
 	if err := ctx.Err(); err != nil {
 		return nil, endWith(ctx, rec, recorder.Cancelled("context done before the call was sent"), err)
 	}
+	if tr := h.tracing.Tracer(); tr != nil {
+		h.startSpan(ctx, tr, rec, t, o)
+	}
 	for {
 		c, err := h.startCall(ctx, rec, t, args, o)
 		if !errors.Is(err, errRetry) {
+			if err != nil && o.span != nil {
+				endSpanRefused(o.span, err)
+			}
 			return c, err
 		}
 	}

@@ -36,6 +36,7 @@ type callOptions struct {
 	journal   string
 	child     []string
 	childFlags
+	telemetryFlags
 }
 
 func parseCall(args []string) (*callOptions, error) {
@@ -50,7 +51,8 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.BoolVar(&o.escape, "escape", false, "")
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
 	fs.StringVar(&o.journal, "journal", "", "")
-	o.register(fs)
+	o.childFlags.register(fs)
+	o.telemetryFlags.register(fs)
 	pos, child, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -120,11 +122,17 @@ func runCall(ctx context.Context, args []string, env Env) error {
 		defer j.close() // after closeHost: every call's end is recorded and kept by then
 		cfg.CallLog = j.log
 	}
+	tel, err := startTelemetry(&o.telemetryFlags, &cfg, env)
+	if err != nil {
+		return err
+	}
+	defer tel.close() // after closeHost: every span ended by then
 	h, err := startHost(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeHost(h)
+	tel.watch(h)
 
 	callCtx, cancel := ctx, context.CancelFunc(func() {})
 	if o.timeout > 0 {

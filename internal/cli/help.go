@@ -105,7 +105,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -170,6 +170,13 @@ The flags are:
 		URL's creds=, nkey=, tls_cert=, tls_key=, tls_ca=), never from the
 		command line. follow, replay, journal takeover and asif export
 		take the same URL.
+	--metrics-addr ADDR
+		serve the host's metrics (docs/operations.md, "Metrics") in the
+		Prometheus text format at http://ADDR/metrics while the command
+		runs (ADDR is HOST:PORT; port 0 picks one). The address is printed
+		on standard error. With OTEL_TRACES_EXPORTER=console in the
+		environment, the call's spans (docs/architecture.md, "Spans") are
+		written to standard output as JSON when the command ends.
 	--env NAME or NAME=VALUE
 		pass the host's variable NAME to the child, or set NAME to VALUE
 		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,

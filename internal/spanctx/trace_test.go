@@ -1,0 +1,209 @@
+package spanctx_test
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/skulktest"
+)
+
+// seen is what the probe handler found in its context.
+type seen struct {
+	mu  sync.Mutex
+	sc  trace.SpanContext
+	bag string
+}
+
+func (s *seen) get() (trace.SpanContext, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc, s.bag
+}
+
+// tools: probe notes its context's span and baggage; hang waits for its
+// cancellation.
+func tools(s *seen, started chan<- struct{}) []child.Tool {
+	return []child.Tool{{
+		ID: "probe",
+		Handler: func(ctx context.Context, _ *child.Stream) (frame.Payload, error) {
+			s.mu.Lock()
+			s.sc = trace.SpanContextFromContext(ctx)
+			s.bag = baggage.FromContext(ctx).Member("tenant").Value()
+			s.mu.Unlock()
+			return nil, nil
+		},
+	}, {
+		ID: "hang",
+		Handler: func(ctx context.Context, _ *child.Stream) (frame.Payload, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		},
+	}}
+}
+
+func attrs(kv []attribute.KeyValue) map[attribute.Key]attribute.Value {
+	m := make(map[attribute.Key]attribute.Value, len(kv))
+	for _, a := range kv {
+		m[a.Key] = a.Value
+	}
+	return m
+}
+
+// spansByKind waits until exp holds a span of each kind and returns them.
+func spansByKind(t *testing.T, exp *tracetest.InMemoryExporter) (client, server tracetest.SpanStub) {
+	t.Helper()
+	deadline := time.Now().Add(skulktest.Timeout)
+	for time.Now().Before(deadline) {
+		var nc, ns int
+		for _, s := range exp.GetSpans() {
+			switch s.SpanKind {
+			case trace.SpanKindClient:
+				client, nc = s, nc+1
+			case trace.SpanKindServer:
+				server, ns = s, ns+1
+			}
+		}
+		if nc == 1 && ns == 1 {
+			return client, server
+		}
+		if nc > 1 || ns > 1 {
+			t.Fatalf("spans: %d client, %d server; want one each (no span per frame)", nc, ns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no client and server span after %v: %d spans", skulktest.Timeout, len(exp.GetSpans()))
+	return
+}
+
+func TestTraceCrossesTheProcessBoundary(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	var s seen
+	h := skulktest.StartProvider(t, child.Options{Tools: tools(&s, nil), TracerProvider: tp}, host.Config{TracerProvider: tp})
+
+	c, err := h.Call(context.Background(), "probe", nil, host.WithInput(),
+		host.WithTrace(map[string]string{"baggage": "tenant=acme"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	client, server := spansByKind(t, exp)
+	if !client.SpanContext.TraceID().IsValid() || client.SpanContext.TraceID() != server.SpanContext.TraceID() {
+		t.Fatalf("trace ids: host %v, child %v; want one valid id", client.SpanContext.TraceID(), server.SpanContext.TraceID())
+	}
+	if server.Parent.SpanID() != client.SpanContext.SpanID() || !server.Parent.IsRemote() {
+		t.Errorf("child span's parent %v (remote %v), want the host's span %v", server.Parent.SpanID(), server.Parent.IsRemote(), client.SpanContext.SpanID())
+	}
+	sc, bag := s.get()
+	if sc.SpanID() != server.SpanContext.SpanID() || sc.TraceID() != client.SpanContext.TraceID() {
+		t.Errorf("handler's context carries span %v of trace %v, want the server span %v", sc.SpanID(), sc.TraceID(), server.SpanContext.SpanID())
+	}
+	if bag != "acme" {
+		t.Errorf("handler's baggage tenant = %q, want acme (WithTrace's baggage)", bag)
+	}
+	if client.Name != "probe" || server.Name != "probe" {
+		t.Errorf("span names %q, %q; want the tool id", client.Name, server.Name)
+	}
+	ca := attrs(client.Attributes)
+	pid := int64(h.Children()[0].PID)
+	for k, want := range map[attribute.Key]attribute.Value{
+		"rpc.system":               attribute.StringValue("skulk"),
+		"rpc.method":               attribute.StringValue("probe"),
+		"rpc.response.status_code": attribute.StringValue("ok"),
+		"skulk.call.id":            attribute.StringValue(c.ID()),
+		"skulk.tree.id":            attribute.StringValue(c.Tree()),
+		"skulk.child.pid":          attribute.Int64Value(pid),
+		"skulk.synthetic":          attribute.BoolValue(false),
+		"skulk.outcome":            attribute.StringValue("completed"),
+	} {
+		if got := ca[k]; got != want {
+			t.Errorf("host span %s = %v, want %v", k, got.Emit(), want.Emit())
+		}
+	}
+	if _, ok := ca["error.type"]; ok || client.Status.Code == codes.Error {
+		t.Errorf("completed call's span has error.type or an error status: %v", client.Status)
+	}
+	if got := attrs(server.Attributes)["skulk.call.id"]; got != attribute.StringValue(c.ID()) {
+		t.Errorf("child span skulk.call.id = %v, want %s", got.Emit(), c.ID())
+	}
+}
+
+func TestTraceKillNineFailsTheSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	started := make(chan struct{}, 1)
+	var s seen
+	h := skulktest.StartProvider(t, child.Options{Tools: tools(&s, started), TracerProvider: tp}, host.Config{TracerProvider: tp})
+
+	c, err := h.Call(context.Background(), "hang", nil, host.WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(skulktest.Timeout):
+		t.Fatal("handler did not start")
+	}
+	if err := syscall.Kill(h.Children()[0].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err == nil {
+		t.Fatal("a killed child's call completed")
+	}
+	skulktest.WaitRestart(t, h, 0, 1)
+	client, _ := spansByKind(t, exp)
+	a := attrs(client.Attributes)
+	if a["skulk.synthetic"] != attribute.BoolValue(true) || a["error.type"] != attribute.StringValue("unreachable") ||
+		a["rpc.response.status_code"] != attribute.StringValue("unreachable") || client.Status.Code != codes.Error {
+		t.Errorf("killed call's span: synthetic %v, error.type %v, status %v; want true, unreachable, Error",
+			a["skulk.synthetic"].Emit(), a["error.type"].Emit(), client.Status)
+	}
+}
+
+// Without a provider (and no global one), the host adds no trace context,
+// and what WithTrace gave still reaches the handler.
+func TestTraceOffPassesWithTrace(t *testing.T) {
+	var s seen
+	h := skulktest.StartProvider(t, child.Options{Tools: tools(&s, nil)}, host.Config{})
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	c, err := h.Call(context.Background(), "probe", nil, host.WithInput(), host.WithTrace(map[string]string{"traceparent": tp}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := s.get()
+	if sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.SpanID().String() != "00f067aa0ba902b7" || !sc.IsRemote() {
+		t.Errorf("handler's span context %v, want WithTrace's traceparent, remote", sc)
+	}
+
+	c, err = h.Call(context.Background(), "probe", nil, host.WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if sc, _ := s.get(); sc.IsValid() {
+		t.Errorf("tracing off: handler's context carries span context %v", sc)
+	}
+}
