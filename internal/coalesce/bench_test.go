@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 	}
 	p := &wire.Frame{Frame: f}
 	run := func(b *testing.B, write func(w io.Writer) func() error) {
-		ua, ub := socketPair(b)
+		ua, ub := testnet.SocketPair(b)
 		defer ub.Close()
 		defer ua.Close()
 		next := write(ua)
@@ -72,7 +73,7 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 		})
 	})
 	b.Run("raw64", func(b *testing.B) {
-		ua, ub := socketPair(b)
+		ua, ub := testnet.SocketPair(b)
 		defer ub.Close()
 		defer ua.Close()
 		msg := make([]byte, 64)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 	"io"
 	"math/rand/v2"
@@ -225,7 +226,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 // only ever waits for room in the queue, and there its context ends the
 // wait. What was sent arrives whole and in order once the peer reads.
 func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
-	ua, ub := socketPair(t)
+	ua, ub := testnet.SocketPair(t)
 	defer ub.Close()
 	defer ua.Close()
 	w := New(ua, wire.Limits{})
@@ -450,7 +451,7 @@ func TestWriterRefusesInvalidAndKeepsGoing(t *testing.T) {
 // Unix socket; every packet arrives whole and each goroutine's packets keep
 // their order.
 func TestWriterConcurrentOverSocket(t *testing.T) {
-	ua, ub := socketPair(t)
+	ua, ub := testnet.SocketPair(t)
 	defer ub.Close()
 	w := New(ua, wire.Limits{})
 	const writers, per = 8, 300
@@ -515,7 +516,7 @@ func TestWriterConcurrentOverSocket(t *testing.T) {
 // Writer stop taking packets after the socket buffers and the bounded queue
 // are full. The write deadline turns the block into an error.
 func TestWriterBackpressureOverSocket(t *testing.T) {
-	ua, ub := socketPair(t)
+	ua, ub := testnet.SocketPair(t)
 	defer ub.Close()
 	defer ua.Close()
 	require.NoError(t, ua.SetWriteDeadline(time.Now().Add(500*time.Millisecond)))
@@ -778,7 +779,7 @@ func TestWriterRequest(t *testing.T) {
 // bursts with pauses: every packet arrives whole, once and in order, the
 // media bytes intact.
 func TestWriterMixedSendsOverSocket(t *testing.T) {
-	ua, ub := socketPair(t)
+	ua, ub := testnet.SocketPair(t)
 	defer ub.Close()
 	defer ua.Close()
 	w := New(ua, wire.Limits{})

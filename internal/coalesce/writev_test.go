@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 	"io"
 	"os"
@@ -36,7 +37,7 @@ var connPairs = []struct {
 	pair func(t testing.TB) (io.ReadWriteCloser, io.ReadWriteCloser)
 }{
 	{"net", func(t testing.TB) (io.ReadWriteCloser, io.ReadWriteCloser) {
-		a, b := socketPair(t)
+		a, b := testnet.SocketPair(t)
 		t.Cleanup(func() { a.Close(); b.Close() })
 		return a, b
 	}},
