@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/termsafe"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // maxInputLine bounds one line of --input; a longer line fails the command.
@@ -102,7 +103,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	}
 	var media *frame.InlineMedia
 	if o.media != "" {
-		data, err := os.ReadFile(o.media)
+		data, err := readMedia(o.media, wire.HardMaxAttachment)
 		if err != nil {
 			return statusErr(ExitFailure, "cannot read --input-media: %v", err)
 		}
@@ -459,4 +460,25 @@ func (r *callRun) printStatus(last frame.Frame, frames, bytes int64, elapsed tim
 		b.WriteString(" (" + formatRate(bytes, elapsed) + ")")
 	}
 	fmt.Fprintln(r.env.Stderr, b.String())
+}
+
+// errMediaTooLarge: an --input-media file larger than any child takes.
+var errMediaTooLarge = errors.New("file larger than the protocol's largest attachment")
+
+// readMedia reads the --input-media file, reading no more than max bytes
+// of it (wire.HardMaxAttachment: a larger file could never be sent).
+func readMedia(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > max {
+		return nil, errMediaTooLarge
+	}
+	return data, nil
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -454,5 +456,20 @@ func TestPanicBecomesOneLine(t *testing.T) {
 	err := runRecovered(context.Background(), cmd, nil, Env{})
 	if statusOf(err) != ExitFailure || !strings.Contains(err.Error(), "internal error: kaboom") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("got %v (status %d)", err, statusOf(err))
+	}
+}
+
+// TestReadMediaBounded: --input-media reads at most its bound, and a file
+// over it is refused, not read whole.
+func TestReadMediaBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.bin")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := readMedia(path, 10); err != nil || string(data) != "0123456789" {
+		t.Fatalf("at the bound: %q, %v", data, err)
+	}
+	if _, err := readMedia(path, 9); !errors.Is(err, errMediaTooLarge) {
+		t.Fatalf("over the bound: %v, want errMediaTooLarge", err)
 	}
 }
