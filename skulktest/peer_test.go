@@ -19,9 +19,11 @@ import (
 // for a running call reaches its handler.
 func TestPeerGapAndCancel(t *testing.T) {
 	var cancels = make(chan error, 1)
+	var running = make(chan struct{}, 1)
 	opts := child.Options{Tools: []child.Tool{{
 		ID: "wait",
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			running <- struct{}{}
 			<-ctx.Done()
 			cancels <- context.Cause(ctx)
 			return nil, ctx.Err()
@@ -53,6 +55,7 @@ func TestPeerGapAndCancel(t *testing.T) {
 	if res.Terminal.Kind != frame.KindFailed || res.Terminal.Error.Code != frame.CodeInvalidFrame {
 		t.Fatalf("terminal %v %v", res.Terminal.Kind, res.Terminal.Error)
 	}
+	<-running // the g1 handler ran
 	if err := <-cancels; !errors.Is(err, child.ErrInvalidInput) {
 		t.Fatalf("cause %v", err)
 	}
@@ -64,9 +67,10 @@ func TestPeerGapAndCancel(t *testing.T) {
 	defer s2.Close()
 	s2.Invoke("c1", "wait", nil, 0)
 	s2.Started("c1")
-	if _, _, err := p.Ping(ctx, 7); err != nil { // the invoke has been read by now
-		t.Fatal(err)
-	}
+	// The invoke travels on the stream connection and the cancel on the
+	// control one: without this wait the cancel may arrive first, and the
+	// child then ends the call without running its handler.
+	<-running
 	p.Cancel("c1", "test")
 	res, err = s2.ReadCall("c1", time.Time{})
 	if err != nil || res.Terminal.Kind != frame.KindCancelled {
