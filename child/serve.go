@@ -290,7 +290,11 @@ func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
 			if !drainStarted {
 				drainStarted = true
 				grace := wire.Millis(p.GraceMS)
-				s.wg.Go(func() { s.drain(grace, drained) }) // stopped by s.ctx
+				// Refusing starts here, before the next control packet is
+				// read: a pong answered after a drain implies invokes from
+				// then on are refused.
+				start := s.stopAccepting()
+				s.wg.Go(func() { s.drain(start, grace, drained) }) // stopped by s.ctx
 			}
 		default:
 			return fmt.Errorf("%w: unexpected %s packet", wire.ErrProtocol, p.Type())
@@ -318,15 +322,21 @@ func (s *server) cancelCall(id string) {
 	}
 }
 
-// drain stops accepting, lets running calls finish within grace, cancels
-// the rest, and writes bye after the last end or, abandoning the handlers
-// still running, shortly before grace + cancel grace (see byeMargin).
-func (s *server) drain(grace time.Duration, drained chan struct{}) {
+// stopAccepting marks the child draining, so that invokes from now on are
+// refused, and closes the listener; it returns when that happened.
+func (s *server) stopAccepting() time.Time {
 	start := time.Now()
 	s.mu.Lock()
 	s.draining.Store(true)
 	s.mu.Unlock()
 	s.ln.Close()
+	return start
+}
+
+// drain, begun at start by stopAccepting, lets running calls finish within grace, cancels
+// the rest, and writes bye after the last end or, abandoning the handlers
+// still running, shortly before grace + cancel grace (see byeMargin).
+func (s *server) drain(start time.Time, grace time.Duration, drained chan struct{}) {
 	graceT := time.NewTimer(grace)
 	defer graceT.Stop()
 	limit := grace + s.cancelGrace // each at most half the largest Duration (wire.Millis): no overflow

@@ -509,6 +509,10 @@ class _Runtime:
         self.by_id: dict = {}  # call id -> _Call, while the handler runs; written under lock
         self.remembered: OrderedDict = OrderedDict()
         self.draining = False
+        # Set by the control thread as it reads drain, before it answers
+        # the next ping: invokes read after that pong are refused even if
+        # the loop has not run on_drain yet.
+        self.drain_read = False
         self.all_returned = threading.Event()
         self.all_returned.set()
         self.conns: set = set()  # reader tasks of the stream connections
@@ -716,7 +720,7 @@ class _Runtime:
                 prev_id = cid
                 call = None
                 tool = self.tools.get(inv.tool_id)
-                if self.draining:
+                if self.draining or self.drain_read:
                     self._quick(conn, cid, "failed", "unreachable", "draining")
                 elif cid in self.remembered:
                     del self.remembered[cid]
@@ -852,6 +856,7 @@ class _Runtime:
                     self.mark_cancelled(p.call_id)
                     self._post(self.on_cancel, p.call_id)
                 elif t is Drain:
+                    self.drain_read = True
                     grace_s = (p.grace_ms + self.startup.cancel_grace_ms) / 1000.0
                     # bye is due grace_ms + cancel_grace_ms after the
                     # drain (§5): the loop's own drain writes it by then;
