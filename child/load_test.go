@@ -339,14 +339,15 @@ func unread(t *testing.T, s *skulktest.Stream) int {
 	return int(n)
 }
 
-// waitSteady polls read until its value has not changed for 300 ms, and
-// returns that value; it fails the test with msg when that takes longer
-// than wait. Polling is the only way to see that something stopped: there
-// is no event for "no more progress".
+// waitSteady polls read until its value is positive and has not changed
+// for 300 ms, and returns that value; it fails the test with msg when that
+// takes longer than wait. Zero never counts as steady: on a loaded machine
+// the writer may not have begun within 300 ms. Polling is the only way to
+// see that something stopped: there is no event for "no more progress".
 func waitSteady(t *testing.T, msg string, read func() int64) int64 {
 	t.Helper()
 	last, since, start := read(), time.Now(), time.Now()
-	for time.Since(since) < 300*time.Millisecond {
+	for last <= 0 || time.Since(since) < 300*time.Millisecond {
 		require.Less(t, time.Since(start), wait, msg)
 		time.Sleep(10 * time.Millisecond)
 		if n := read(); n != last {
