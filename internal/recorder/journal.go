@@ -94,7 +94,9 @@ func (w *journalWriter) add(e calllog.Event) {
 	w.mu.Lock()
 	switch {
 	case w.stopErr != nil:
+		w.r.lost.journalEvents.Add(1)
 	case w.r.journalQueued.Load() >= int64(journalQueue(w.j)):
+		w.r.lost.journalEvents.Add(1)
 		if w.firstLost == 0 {
 			w.firstLost = e.Seq
 		}
@@ -221,6 +223,9 @@ func (w *journalWriter) run() {
 		w.mu.Unlock()
 
 		err := w.send(batch)
+		if err != nil {
+			w.r.lost.journalSendErrors.Add(1)
+		}
 
 		w.mu.Lock()
 		switch {
@@ -270,6 +275,7 @@ func (w *journalWriter) stopLocked(err error) {
 		w.stopErr = err
 	}
 	w.r.journalQueued.Add(-int64(len(w.queue)))
+	w.r.lost.journalEvents.Add(uint64(len(w.queue)))
 	clear(w.queue)
 	w.queue = nil
 	w.failWaitersLocked(w.stopErr, true)

@@ -69,6 +69,7 @@ func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observer
 // events of one tree are queued in order.
 func (o *observerRunner) offer(e calllog.Event, exclude []*observerRunner) {
 	if o.dead.Load() {
+		o.r.lost.observerEvents.Add(1)
 		return
 	}
 	o.mu.Lock()
@@ -77,6 +78,7 @@ func (o *observerRunner) offer(e calllog.Event, exclude []*observerRunner) {
 		return
 	}
 	if o.backlog >= ObserverQueue {
+		o.r.lost.observerEvents.Add(1)
 		warn := !o.warnedLag
 		o.warnedLag = true
 		o.mu.Unlock()
@@ -141,6 +143,8 @@ func (o *observerRunner) run() {
 					ctx = context.WithValue(o.r.ctx, excludeKey{}, append(slices.Clone(ex), o))
 				}
 				o.deliver(ctx, batch[i].ev)
+			} else {
+				o.r.lost.observerEvents.Add(1) // failed, or discarded by Close
 			}
 			batch[i] = delivery{}
 			o.mu.Lock()
@@ -171,6 +175,7 @@ func (o *observerRunner) fail(why slog.Attr) {
 	if o.dead.Swap(true) {
 		return
 	}
+	o.r.lost.observersFailed.Add(1)
 	o.r.logger.Warn("calllog: observer failed; it is given no more events", "observer", o.name, why)
 }
 

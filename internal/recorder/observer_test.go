@@ -91,6 +91,14 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 	if next.Call != "tail" || next.Kind != calllog.KindOutput || next.After != 1 {
 		t.Fatalf("first event after the loss = %+v after %d; want tail's output after its lost start (1)", position(next), next.After)
 	}
+	// Every event recorded and not given is counted: three rounds of n
+	// outputs between a start and an end, and tail's three.
+	if lost, want := slowed.Losses().ObserverEvents, uint64(3*(n+2)+3-len(got)); lost != want {
+		t.Fatalf("Losses().ObserverEvents = %d, want %d", lost, want)
+	}
+	if l := plain.Losses(); l != (recorder.Losses{}) {
+		t.Fatalf("a recorder without observers lost %+v", l)
+	}
 }
 
 func TestFailingObserverWarnedOnce(t *testing.T) {
@@ -119,6 +127,10 @@ func TestFailingObserverWarnedOnce(t *testing.T) {
 			}
 			if len(good.got()) != 15 {
 				t.Fatalf("the other observer got %d events, want 15", len(good.got()))
+			}
+			// The failed observer had the first event only.
+			if l := r.Losses(); l.ObserversFailed != 1 || l.ObserverEvents != 14 {
+				t.Fatalf("Losses() = %+v, want 1 observer failed and 14 events lost", l)
 			}
 		})
 	}
