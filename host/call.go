@@ -140,6 +140,7 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 			call.sendPkt.Frame = cs
 			if err = c.w.Write(context.Background(), coalesce.Stream, &call.sendPkt); err == nil {
 				call.send.Accept(&cs)
+				ch.h.traffic.sent(&cs)
 			}
 			call.sendPkt.Frame = frame.Frame{}
 		}
@@ -194,6 +195,7 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	for i := range frames {
 		c.send.Accept(&frames[i].Frame)
 	}
+	c.ch.h.traffic.callerFrames.Add(uint64(len(frames))) // WithInput payloads carry no media
 	c.sendDone = true
 	c.callerClosed.Store(true)
 	return nil
@@ -274,6 +276,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
+	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)
 }
 
@@ -361,6 +364,7 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
+	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)
 }
 

@@ -337,6 +337,7 @@ func (c *streamConn) readOne(call *Call) readResult {
 	}
 	switch p := pkt.(type) {
 	case *wire.Frame:
+		c.ch.h.traffic.received(&p.Frame)
 		if !c.providerFrame(call, &p.Frame, c.at, c.burstEnd) {
 			return readDone
 		}
