@@ -253,4 +253,3 @@ func TestJournalSendErrorsShow(t *testing.T) {
 		}
 	}
 }
-
