@@ -201,6 +201,13 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	return nil
 }
 
+// The keys of the attributes that every host log record about a call
+// carries (docs/operations.md, "Logs"); the child SDK uses the same.
+const (
+	logCallID = "call_id"
+	logTreeID = "tree_id"
+)
+
 // ID returns the call id, unique within the Host.
 func (c *Call) ID() string { return c.id }
 
@@ -584,7 +591,7 @@ func (c *Call) afterLocked(d time.Duration, cause *synth, warn string) *time.Tim
 			return
 		}
 		if warn != "" {
-			c.ch.h.log.Warn(warn, "child", c.ch.id, "call", c.id)
+			c.ch.h.log.Warn(warn, "child", c.ch.id, logCallID, c.id, logTreeID, c.rec.Tree())
 		}
 		if cause == cancelGraceOver && c.out.stalled() {
 			// The child's answer may well be there, behind output the

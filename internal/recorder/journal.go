@@ -103,7 +103,7 @@ func (w *journalWriter) add(e calllog.Event) {
 		w.failWaitersLocked(calllog.ErrJournalOverflow, false)
 		if !w.warned {
 			w.warned = true
-			w.r.logger.Warn("calllog: journal queue full; events dropped", "tree", w.tree, "queue", journalQueue(w.j))
+			w.r.logger.Warn("calllog: journal queue full; events dropped", "tree_id", w.tree, "queue", journalQueue(w.j))
 		}
 	default:
 		w.queue = append(w.queue, e)
@@ -245,14 +245,14 @@ func (w *journalWriter) run() {
 			w.stopLocked(err)
 			w.mu.Unlock()
 			if w.r.ctx.Err() == nil {
-				w.r.logger.Warn("calllog: journal writer stopped", "error", err.Error())
+				w.r.logger.Warn("calllog: journal writer stopped", "tree_id", w.tree, "error", err.Error())
 			}
 			return
 		case w.r.closing.Load():
 			// Closing: what cannot be kept at once is given up.
 			w.stopLocked(err)
 			w.mu.Unlock()
-			w.r.logger.Warn("calllog: journal writer stopped at close with events not kept", "tree", w.tree, "error", err.Error())
+			w.r.logger.Warn("calllog: journal writer stopped at close with events not kept", "tree_id", w.tree, "error", err.Error())
 			return
 		default:
 			w.failWaitersLocked(err, false)
