@@ -137,6 +137,11 @@ func New() *Metrics {
 // reported.
 func (m *Metrics) Watch(h *host.Host) { m.host.Store(h) }
 
+// WantsKind reports whether Metrics needs events of kind k: a call's
+// started and end events (calllog.KindFilter), so that its chunks cost the
+// call log nothing for it.
+func (m *Metrics) WantsKind(k calllog.Kind) bool { return k == calllog.KindStarted || k.IsEnd() }
+
 // Observe counts e: it is the calllog.Observer side of Metrics. Programs
 // are not counted (their steps are).
 func (m *Metrics) Observe(_ context.Context, e calllog.Event) error {

@@ -36,6 +36,9 @@ type observerRunner struct {
 	r    *Recorder
 	obs  calllog.Observer
 	name string
+	// kinds has bit k set for each Kind the observer is given (all but
+	// those a calllog.KindFilter refuses); read-only once made.
+	kinds uint32
 
 	// wake has room for one signal: a pending wake-up is enough.
 	wake chan struct{}
@@ -62,8 +65,20 @@ type drainWaiter struct {
 }
 
 func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observerRunner {
-	return &observerRunner{r: r, obs: obs, name: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	o := &observerRunner{r: r, obs: obs, name: name, kinds: ^uint32(0), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if f, ok := obs.(calllog.KindFilter); ok {
+		o.kinds = 0
+		for k := calllog.KindStarted; k <= calllog.KindArguments; k++ {
+			if f.WantsKind(k) {
+				o.kinds |= 1 << k
+			}
+		}
+	}
+	return o
 }
+
+// wants reports whether the observer is given events of kind k.
+func (o *observerRunner) wants(k calllog.Kind) bool { return o.kinds&(1<<k) != 0 }
 
 // offer queues e without blocking. Called with the tree's lock held, so the
 // events of one tree are queued in order.

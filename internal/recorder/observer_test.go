@@ -246,3 +246,39 @@ func TestClosedRecorderRefusesCalls(t *testing.T) {
 	}
 	_ = frame.CodeCancelled
 }
+
+// endsOnly is a collector that wants started and end events only.
+type endsOnly struct{ collector }
+
+func (*endsOnly) WantsKind(k calllog.Kind) bool { return k == calllog.KindStarted || k.IsEnd() }
+
+// An observer with a calllog.KindFilter is given only the kinds it wants;
+// the others are not losses, and each After names the event it was given
+// before.
+func TestKindFilterObserver(t *testing.T) {
+	ctx := testCtx(t)
+	some, all := &endsOnly{}, &collector{}
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{some, all}})
+	for range 3 {
+		runCall(t, ctx, r, recorder.CallInfo{}, 4)
+	}
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(all.got()); n != 3*(4+3) {
+		t.Fatalf("the observer of every kind got %d events, want %d", n, 3*(4+3))
+	}
+	got := some.got()
+	want := []calllog.Kind{calllog.KindStarted, calllog.KindDone, calllog.KindStarted, calllog.KindDone, calllog.KindStarted, calllog.KindDone}
+	if !slices.Equal(kinds(got), want) {
+		t.Fatalf("the filtered observer got %v, want %v", kinds(got), want)
+	}
+	for i, e := range got {
+		if i%2 == 1 && e.After != got[i-1].Seq || i%2 == 0 && e.After != 0 {
+			t.Fatalf("event %d (%v, seq %d) is after %d", i, e.Kind, e.Seq, e.After)
+		}
+	}
+	if l := r.Losses(); l != (recorder.Losses{}) {
+		t.Fatalf("filtered events counted as losses: %+v", l)
+	}
+}

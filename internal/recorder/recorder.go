@@ -436,7 +436,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	var kept calllog.Event
 	built := false
 	for _, o := range rec.observers {
-		if excluded(rec.exclude, o) {
+		if !o.wants(ev.Kind) || excluded(rec.exclude, o) {
 			continue
 		}
 		if !built {
