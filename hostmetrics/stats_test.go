@@ -237,19 +237,30 @@ func (downStore) EventsAfter(context.Context, string, uint64, int) ([]calllog.Ev
 	return nil, errDown
 }
 
-// A journal whose store fails shows its failed sends.
-func TestJournalSendErrorsShow(t *testing.T) {
-	j := &calllog.Journal{Store: downStore{}}
+// A journal whose store fails shows its failed sends, and, once its queue
+// is full, exactly the events it could not keep.
+func TestJournalLossesShow(t *testing.T) {
+	j := &calllog.Journal{Store: downStore{}, Queue: 2}
 	h, _, reg := watched(t, host.Config{CallLog: calllog.Options{Journal: j}}, true)
-	if err := call(t, h, "echo"); err != nil {
+	c, err := h.Call(context.Background(), "echo", nil, host.WithInput())
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The two queued events wait for the store; the rest were dropped.
+	lost := lastSeq(c) - 2
+	value := func(name string) float64 { return gathered(t, reg)[name].GetMetric()[0].GetCounter().GetValue() }
 	for deadline := time.Now().Add(skulktest.Timeout); ; time.Sleep(10 * time.Millisecond) {
-		if v := gathered(t, reg)["skulk_journal_send_errors_total"].GetMetric()[0].GetCounter().GetValue(); v >= 2 {
+		if value("skulk_journal_send_errors_total") >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("skulk_journal_send_errors_total stayed under 2 with the store down")
 		}
+	}
+	if v := value("skulk_journal_events_lost_total"); v != float64(lost) {
+		t.Errorf("skulk_journal_events_lost_total = %v, want %d", v, lost)
 	}
 }
