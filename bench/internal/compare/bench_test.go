@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,10 +29,7 @@ const childBinVar = "SKULK_BENCH_CHILD"
 
 // benchSkulk opens a skulk session with the bench child for b and reports,
 // besides the time per op, the host's allocations per op counted by
-// runtime.MemStats (the child's are in its own process: see -childprofile)
-// and the host process's CPU time per op (user and system, getrusage):
-// steadier than the time per op on a loaded machine, since time the host
-// waits for a core it does not get is not counted.
+// runtime.MemStats (the child's are in its own process: see -childprofile).
 func benchSkulk(b *testing.B, run func(context.Context, *skulkSession, int) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -48,26 +44,14 @@ func benchSkulk(b *testing.B, run func(context.Context, *skulkSession, int) erro
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpuBefore := hostCPU(b)
 	b.ResetTimer()
 	if err := run(ctx, ss, b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(hostCPU(b)-cpuBefore)/float64(b.N), "host-cpu-ns/op")
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "host-allocs/op")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N), "host-B/op")
-}
-
-// hostCPU returns the CPU time this process has used, user and system, in
-// nanoseconds.
-func hostCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkSkulkSmallStream: one op is one 64-byte frame of a count call.
