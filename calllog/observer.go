@@ -21,6 +21,17 @@ type Observer interface {
 	Observe(ctx context.Context, e Event) error
 }
 
+// KindFilter is an optional interface of an Observer that needs only some
+// kinds of event: such an observer is given only the events of the kinds
+// WantsKind reports true for (asked once per kind, when the host starts
+// the observer). The others are never queued for it, so they cost it
+// nothing and are not losses: the After of the next event it is given is
+// the last event it was given, as ever. A metrics observer that counts
+// calls wants started and end events, not every chunk.
+type KindFilter interface {
+	WantsKind(k Kind) bool
+}
+
 // ObserverFunc adapts a function to Observer.
 type ObserverFunc func(ctx context.Context, e Event) error
 

@@ -26,6 +26,22 @@ import (
 // cause's terminal for it. Provider frames are written under sendMu, which
 // orders them and their sequence numbers; mu guards the small state shared
 // by all of them.
+// The keys of the attributes that every log record about a call carries,
+// the host's too (docs/operations.md, "Logs").
+const (
+	logCallID = "call_id"
+	logTreeID = "tree_id"
+)
+
+// treeOf returns the id of inv's call tree: the invoke's Tree, or the
+// call's own id for a call that is its own tree (no Tree given).
+func treeOf(inv *wire.Invoke) string {
+	if inv.Tree != "" {
+		return inv.Tree
+	}
+	return inv.CallID
+}
+
 type call struct {
 	c    *conn
 	inv  *wire.Invoke
@@ -272,7 +288,7 @@ func (cl *call) graceOver() {
 	cl.stuck = true
 	s.stuck.Add(1) // under mu, so that stopGrace, which reads stuck under mu, takes it back
 	cl.mu.Unlock()
-	s.log.Warn("handler ignores cancellation", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID)
+	s.log.Warn("handler ignores cancellation", logCallID, cl.inv.CallID, logTreeID, treeOf(cl.inv), "tool", cl.inv.ToolID)
 	cl.writeCauseTerminal()
 }
 
@@ -301,7 +317,7 @@ func (cl *call) callHandler() (res result) {
 		if r := recover(); r != nil {
 			// The value and the stack go to the provider's own log only
 			// (docs/protocol.md §6 item 3: stderr), never to the caller.
-			cl.c.s.log.Error("handler panicked", "call_id", cl.inv.CallID, "tool", cl.inv.ToolID,
+			cl.c.s.log.Error("handler panicked", logCallID, cl.inv.CallID, logTreeID, treeOf(cl.inv), "tool", cl.inv.ToolID,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			res = result{panicked: true}
 		}
@@ -337,7 +353,7 @@ func (cl *call) finish(res result) {
 		err := cl.write(f, false)
 		if err != nil && !errors.Is(err, ErrTerminated) && !isConnErr(err) {
 			// The handler's result cannot go on the wire (too large, say).
-			cl.c.s.log.Warn("handler result refused", "call_id", cl.inv.CallID, "err", err)
+			cl.c.s.log.Warn("handler result refused", logCallID, cl.inv.CallID, logTreeID, treeOf(cl.inv), "tool", cl.inv.ToolID, "err", err)
 			cl.write(failedFrame(frame.CodeProviderError, "handler result could not be sent"), false)
 		}
 	}

@@ -110,7 +110,11 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 		if !ok || (prev != nil && (!prev.ended() || prev.inv.CallID == inv.CallID)) {
 			// Out of order: a packet other than invoke, an invoke before
 			// the previous call's end, or the previous call's id again.
-			c.s.log.Debug("stream connection: packet out of order", "type", p.Type())
+			if ok { // an invoke, while the connection's previous call is not over
+				c.s.log.Debug("stream connection: packet out of order", logCallID, inv.CallID, logTreeID, treeOf(inv), "type", p.Type())
+			} else {
+				c.s.log.Debug("stream connection: packet out of order", "type", p.Type())
+			}
 			c.abort(prev)
 			return
 		}
@@ -323,7 +327,7 @@ func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
 			return callerBroken
 		}
 		if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
-			c.s.log.Debug("stream connection: read failed", "call_id", cl.inv.CallID, "err", err)
+			c.s.log.Debug("stream connection: read failed", logCallID, cl.inv.CallID, logTreeID, treeOf(cl.inv), "err", err)
 		}
 		c.abort(cl)
 		return callerBroken
@@ -331,7 +335,7 @@ func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
 	pf, ok := p.(*wire.Frame)
 	if !ok {
 		c.ensureRunning(cl)
-		c.s.log.Debug("stream connection: packet out of order", "call_id", cl.inv.CallID, "type", p.Type())
+		c.s.log.Debug("stream connection: packet out of order", logCallID, cl.inv.CallID, logTreeID, treeOf(cl.inv), "type", p.Type())
 		c.abort(cl)
 		return callerBroken
 	}

@@ -36,6 +36,9 @@ func TestHandlerPanic(t *testing.T) {
 	// The provider's own log has the value and the stack; the caller not.
 	require.Contains(t, logs.String(), `panic=secret-token-123`)
 	require.Contains(t, logs.String(), "stack=")
+	// It names the call and its tree (the call's own id: no tree given)
+	// with the keys the host uses too.
+	require.Contains(t, logs.String(), "call_id=pa1 tree_id=pa1 ")
 	// The child goes on.
 	_, _, err = h.Ping(ctxT(t), 1)
 	require.NoError(t, err)

@@ -140,6 +140,7 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 			call.sendPkt.Frame = cs
 			if err = c.w.Write(context.Background(), coalesce.Stream, &call.sendPkt); err == nil {
 				call.send.Accept(&cs)
+				ch.h.traffic.sent(&cs)
 			}
 			call.sendPkt.Frame = frame.Frame{}
 		}
@@ -194,10 +195,18 @@ func (c *Call) writeRequest(inv *wire.Invoke, input []frame.Payload) error {
 	for i := range frames {
 		c.send.Accept(&frames[i].Frame)
 	}
+	c.ch.h.traffic.callerFrames.Add(uint64(len(frames))) // WithInput payloads carry no media
 	c.sendDone = true
 	c.callerClosed.Store(true)
 	return nil
 }
+
+// The keys of the attributes that every host log record about a call
+// carries (docs/operations.md, "Logs"); the child SDK uses the same.
+const (
+	logCallID = "call_id"
+	logTreeID = "tree_id"
+)
 
 // ID returns the call id, unique within the Host.
 func (c *Call) ID() string { return c.id }
@@ -274,6 +283,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
+	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)
 }
 
@@ -361,6 +371,7 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	if err != nil {
 		return fmt.Errorf("host: send: %w", err)
 	}
+	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)
 }
 
@@ -580,7 +591,7 @@ func (c *Call) afterLocked(d time.Duration, cause *synth, warn string) *time.Tim
 			return
 		}
 		if warn != "" {
-			c.ch.h.log.Warn(warn, "child", c.ch.id, "call", c.id)
+			c.ch.h.log.Warn(warn, "child", c.ch.id, logCallID, c.id, logTreeID, c.rec.Tree())
 		}
 		if cause == cancelGraceOver && c.out.stalled() {
 			// The child's answer may well be there, behind output the

@@ -309,6 +309,11 @@ func (h *Host) sleep(d time.Duration) bool {
 	}
 }
 
+// pingsTimed is how many of the latest pings watch keeps the write time
+// of: with the default interval (1 s) and timeout (5 s) at most five are
+// unanswered at once.
+const pingsTimed = 8
+
 // watch pings the child and returns when it must stop: why, and how.
 func (ch *child) watch() (error, stopMode) {
 	cfg := &ch.h.cfg
@@ -317,8 +322,12 @@ func (ch *child) watch() (error, stopMode) {
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
 	var nonce, answered uint64 // the last ping sent, the newest answered
+	// When the latest pings were written, by nonce: a pong to one of them
+	// gives its round trip; one answering an older ping is not timed.
+	var sentAt [pingsTimed]time.Time
 	ping := func() error {
 		nonce++
+		sentAt[nonce%pingsTimed] = time.Now()
 		return ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Ping{Nonce: nonce})
 	}
 	if err := ping(); err != nil {
@@ -339,9 +348,16 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			answered = p.Nonce
 			unhealthy.Reset(cfg.HealthTimeout)
+			var rtt time.Duration = -1
+			if nonce-p.Nonce < pingsTimed {
+				rtt = time.Since(sentAt[p.Nonce%pingsTimed])
+			}
 			h := ch.h
 			h.mu.Lock()
 			ch.stuck, ch.streams = int(p.Stuck), int(p.Streams)
+			if rtt >= 0 {
+				h.pings.add(rtt)
+			}
 			h.mu.Unlock()
 			if cfg.StuckLimit > 0 && p.Stuck >= int64(cfg.StuckLimit) {
 				ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)

@@ -337,6 +337,7 @@ func (c *streamConn) readOne(call *Call) readResult {
 	}
 	switch p := pkt.(type) {
 	case *wire.Frame:
+		c.ch.h.traffic.received(&p.Frame)
 		if !c.providerFrame(call, &p.Frame, c.at, c.burstEnd) {
 			return readDone
 		}
@@ -483,7 +484,8 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, bur
 // before the provider terminal the caller gets a synthetic invalid_frame;
 // after it the outcome stands. The connection is closed either way.
 func (c *streamConn) violation(call *Call, reason string) {
-	c.ch.h.log.Warn("provider broke the protocol", "child", c.ch.id, "pid", c.ch.proc.pid, "call", call.id, "reason", reason)
+	c.ch.h.log.Warn("provider broke the protocol", "child", c.ch.id, "pid", c.ch.proc.pid,
+		logCallID, call.id, logTreeID, call.rec.Tree(), "tool", call.tool.Desc.ID, "reason", reason)
 	c.fail(&synth{kind: frame.KindFailed, code: frame.CodeInvalidFrame, msg: reason})
 	c.broken(call, nil)
 }
@@ -499,6 +501,10 @@ func (c *streamConn) broken(call *Call, err error) {
 		}
 		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: call.given,
 			Kind: cause.kind, Synthetic: true, Error: &frame.Error{Code: cause.code, Message: frame.SanitizeMessage(cause.msg)}}
+		// The message is the host's own (the stderr tail, which may hold
+		// user data, is not logged).
+		c.ch.h.log.Warn("call ended by the host", "child", c.ch.id, logCallID, call.id, logTreeID, call.rec.Tree(),
+			"tool", call.tool.Desc.ID, "kind", cause.kind.String(), "code", cause.code.String(), "reason", f.Error.Message)
 		call.finish(f, stderr)
 	}
 	c.fail(nil)

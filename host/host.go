@@ -30,6 +30,7 @@ type Host struct {
 	log      *slog.Logger
 	idPrefix string
 	nextCall atomic.Uint64
+	traffic  traffic            // frames and media bytes by direction (Stats)
 	rec      *recorder.Recorder // records every call (Config.CallLog); closed by Close
 	tracing  *otelcall.Tracing  // Config.TracerProvider
 	contain  *containment       // starts the children and keeps their descendants; closed by Close after every child was reaped
@@ -45,6 +46,7 @@ type Host struct {
 	closeCtx context.Context     // Close's context, set when closing
 	changed  chan struct{}       // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
 	cat      *toolschema.Catalog // the catalogue of the latest child that started
+	pings    pingHist            // ping round trips (Stats)
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
 	closeErr  error     // set inside closeOnce

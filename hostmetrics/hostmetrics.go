@@ -1,12 +1,14 @@
 // Package hostmetrics offers a Skulk host's metrics as a
 // prometheus.Collector: calls by tool, outcome, code and synthetic, call
-// durations, calls in flight, child restarts, child states and stuck
-// handlers (docs/operations.md lists each with an example alert).
+// durations, calls in flight, frames and media bytes by direction, child
+// restarts, child states, stuck handlers, ping round trips, and what the
+// call log lost (docs/operations.md lists each with an example alert).
 //
 // A Metrics is two things at once: a calllog.Observer, which counts the
 // calls of the host whose call log it observes, and a Collector, which
-// reads the pool's live state (Host.Children) at each scrape. It is
-// registered on a registry the program gives, never on the global one:
+// reads the host's live state (Host.Children, Host.Stats) at each scrape.
+// It is registered on a registry the program gives, never on the global
+// one:
 //
 //	m := hostmetrics.New()
 //	cfg.CallLog.Observers = append(cfg.CallLog.Observers, m)
@@ -19,13 +21,33 @@
 //
 // The call counters are fed by the call log's observer queue: they are
 // exact unless the observer falls more than 10,000 events behind
-// (calllog.Observer), and a scrape sees a call once its end event was
-// observed (Host.Drain waits for that). Labels are bounded: no call or
-// tree id, only tool ids, outcomes, codes and slot numbers.
+// (calllog.Observer; skulk_observer_events_lost_total then shows it), and
+// a scrape sees a call once its end event was observed (Host.Drain waits
+// for that). Everything else is read from the host when scraped, so it
+// costs nothing between scrapes. Labels are bounded: no call or tree id,
+// only tool ids, outcomes, codes, directions and slot numbers.
+//
+// # Why a Collector and not an OpenTelemetry MeterProvider
+//
+// Most of what an operator of a supervisor looks at is the pool's state
+// now: which slot is up, how many calls hold a stream, how many restarts.
+// A Collector reads it from the host at scrape time, so the host keeps no
+// second copy, runs no periodic reader and registers no callbacks; with
+// no scrape, nothing runs. The registry is the program's own, so two
+// hosts in one program are two registries (or two label sets through
+// prometheus.WrapRegistererWith), and tests read it with
+// prometheus/testutil. A program that exports through OpenTelemetry
+// instead can read the same registry into its MeterProvider with
+// OpenTelemetry's Prometheus bridge (go.opentelemetry.io/contrib/bridges/prometheus),
+// whereas metrics built on a MeterProvider would make every user of this
+// package configure the OpenTelemetry SDK (a reader and an exporter) just
+// to get a /metrics page. Traces are the other way round: they cross the
+// process boundary, so they use OpenTelemetry (host.Config.TracerProvider).
 package hostmetrics
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -33,6 +55,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 )
 
@@ -59,7 +82,17 @@ type Metrics struct {
 	started map[string]time.Time // owned by Observe's goroutine (one per observer)
 
 	inFlight, restarts, state, stuck *prometheus.Desc
+	frames, media, pingRTT           *prometheus.Desc
+	observerLost, observersFailed    *prometheus.Desc
+	journalLost, journalSendErrors   *prometheus.Desc
 }
+
+// The label values of the direction label, the wire's names of the two
+// directions (frame.Direction).
+var (
+	toChild   = frame.CallerToProvider.String()
+	fromChild = frame.ProviderToCaller.String()
+)
 
 // New returns Metrics that count nothing yet: add it to the host's
 // Config.CallLog.Observers, call Watch once the host started, and register
@@ -80,6 +113,22 @@ func New() *Metrics {
 		restarts: prometheus.NewDesc("skulk_child_restarts_total", "Restarts of a pool slot's child since the host started (recycles included).", []string{"slot"}, nil),
 		state:    prometheus.NewDesc("skulk_child_state", "1 for the state a pool slot is in, 0 for the others.", []string{"slot", "state"}, nil),
 		stuck:    prometheus.NewDesc("skulk_child_stuck_handlers", "Cancelled handlers still running past their grace, from the child's latest pong.", []string{"slot"}, nil),
+		frames: prometheus.NewDesc("skulk_frames_total",
+			"Frames that crossed the children's stream connections, by direction (caller_to_provider: written by the host; provider_to_caller: read by the host). Synthetic frames the host made up are not counted.",
+			[]string{"direction"}, nil),
+		media: prometheus.NewDesc("skulk_media_bytes_total",
+			"Bytes of inline media (the frames' raw attachments, not payloads or headers) that crossed the children's stream connections, by direction.",
+			[]string{"direction"}, nil),
+		pingRTT: prometheus.NewDesc("skulk_ping_rtt_seconds",
+			"Round trips of the health pings the children answered, from the ping written to the pong read.", nil, nil),
+		observerLost: prometheus.NewDesc("skulk_observer_events_lost_total",
+			"Call-log events an observer was not given: its queue of 10,000 was full, or it had failed. Includes this collector's own call counting.", nil, nil),
+		observersFailed: prometheus.NewDesc("skulk_observers_failed_total",
+			"Call-log observers that returned an error or panicked, and are given nothing more.", nil, nil),
+		journalLost: prometheus.NewDesc("skulk_journal_events_lost_total",
+			"Call-log events the journal did not keep: its queue was full, or a tree's writer stopped with them queued.", nil, nil),
+		journalSendErrors: prometheus.NewDesc("skulk_journal_send_errors_total",
+			"Sends to the journal's store that failed or went unanswered (each is retried unless the writer stops).", nil, nil),
 	}
 }
 
@@ -87,6 +136,11 @@ func New() *Metrics {
 // stuck handlers); until it is called, only the call counters are
 // reported.
 func (m *Metrics) Watch(h *host.Host) { m.host.Store(h) }
+
+// WantsKind reports whether Metrics needs events of kind k: a call's
+// started and end events (calllog.KindFilter), so that its chunks cost the
+// call log nothing for it.
+func (m *Metrics) WantsKind(k calllog.Kind) bool { return k == calllog.KindStarted || k.IsEnd() }
 
 // Observe counts e: it is the calllog.Observer side of Metrics. Programs
 // are not counted (their steps are).
@@ -136,6 +190,13 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.restarts
 	ch <- m.state
 	ch <- m.stuck
+	ch <- m.frames
+	ch <- m.media
+	ch <- m.pingRTT
+	ch <- m.observerLost
+	ch <- m.observersFailed
+	ch <- m.journalLost
+	ch <- m.journalSendErrors
 }
 
 // states are the label values of skulk_child_state.
@@ -165,4 +226,34 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(running))
+
+	st := h.Stats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(m.frames, st.CallerFrames, toChild)
+	counter(m.frames, st.ProviderFrames, fromChild)
+	counter(m.media, st.CallerMediaBytes, toChild)
+	counter(m.media, st.ProviderMediaBytes, fromChild)
+	counter(m.observerLost, st.ObserverEventsLost)
+	counter(m.observersFailed, st.ObserversFailed)
+	counter(m.journalLost, st.JournalEventsLost)
+	counter(m.journalSendErrors, st.JournalSendErrors)
+	ch <- pingHistogram(m.pingRTT, &st)
+}
+
+// pingHistogram turns the host's ping histogram (Counts[i] in
+// [Buckets[i], Buckets[i+1])) into Prometheus's cumulative buckets, each
+// named by its upper bound; the unbounded last bucket is the count.
+func pingHistogram(d *prometheus.Desc, st *host.Stats) prometheus.Metric {
+	hist := &st.PingRTT
+	buckets := make(map[float64]uint64, len(hist.Counts))
+	var n uint64
+	for i, c := range hist.Counts {
+		n += c
+		if upper := hist.Buckets[i+1]; !math.IsInf(upper, 1) {
+			buckets[upper] = n
+		}
+	}
+	return prometheus.MustNewConstHistogram(d, n, st.PingRTTSum.Seconds(), buckets)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/skulkrt/skulk/internal/cli"
 )
 
 // A call run with --metrics-addr serves /metrics while it runs, in the
@@ -90,6 +94,161 @@ func TestCallMetricsAddr(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "HELLO") {
 		t.Errorf("stdout %q lacks the call's output", stdout.String())
+	}
+	listenerClosed(t, url)
+}
+
+// listenerClosed fails the test unless nothing listens at url's address
+// any more: the command closed its metrics listener.
+func listenerClosed(t *testing.T, url string) {
+	t.Helper()
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/metrics")
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		c.Close()
+		t.Errorf("something still listens on %s after the command ended", addr)
+	}
+}
+
+// metricsURL reads stderr until the line that gives the metrics address,
+// then discards the rest in a goroutine that ends with the command.
+func metricsURL(t *testing.T, stderr io.Reader) string {
+	t.Helper()
+	sc := bufio.NewScanner(stderr)
+	addrRE := regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+	for sc.Scan() {
+		if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
+			go io.Copy(io.Discard, stderr) // ends at the command's exit
+			return m[1]
+		}
+	}
+	t.Fatalf("no metrics address on stderr: %v", sc.Err())
+	return ""
+}
+
+// counter returns the value of the series of fam whose labels include
+// every pair of want, and whether there is one.
+func counter(fam *dto.MetricFamily, want map[string]string) (float64, bool) {
+	for _, m := range fam.GetMetric() {
+		match := 0
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+				match++
+			}
+		}
+		if match == len(want) {
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// mcp serve --metrics-addr serves the metrics of the calls its MCP client
+// makes: the call counter moves by exactly the calls, the frames by
+// exactly the count chunks and terminals; the listener closes with the
+// command.
+func TestMCPServeMetricsAddr(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--metrics-addr", "127.0.0.1:0", "--", childBin)
+	cmd.WaitDelay = 5 * time.Second
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "metrics-test", Version: "1"}, nil)
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := metricsURL(t, stderr)
+	const calls, n = 3, 4
+	for range calls {
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": n}})
+		if err != nil || res.IsError {
+			t.Fatalf("tools/call count: %v %+v", err, res)
+		}
+	}
+	// Counted once each call's end event reached the observer.
+	completed := map[string]string{"tool": "count", "outcome": "completed", "code": "ok", "synthetic": "false"}
+	var fams map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		fams = scrape(ctx, t, url)
+		if v, _ := counter(fams["skulk_calls_total"], completed); v == calls {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("skulk_calls_total never reached %d: %v", calls, fams["skulk_calls_total"])
+		}
+	}
+	if v, ok := counter(fams["skulk_frames_total"], map[string]string{"direction": "provider_to_caller"}); !ok || v != calls*(n+1) {
+		t.Errorf("skulk_frames_total{direction=provider_to_caller} = %v, want %d (n chunks and a terminal per call)", v, calls*(n+1))
+	}
+	if f := fams["skulk_ping_rtt_seconds"]; f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Errorf("skulk_ping_rtt_seconds: %v", f)
+	}
+	if err := session.Close(); err != nil { // closes stdin: mcp serve ends
+		t.Fatalf("mcp serve did not end cleanly: %v", err)
+	}
+	listenerClosed(t, url)
+}
+
+// bench --metrics-addr serves the metrics while it runs: here it is scraped
+// until the bench's calls show, and the listener closes with the command.
+func TestBenchMetricsAddr(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostBin, "bench", "--json", "--frames", "200000", "--media", "8000000", "--calls", "20000", "--streams", "2",
+		"--metrics-addr", "127.0.0.1:0", "--", childBin)
+	cmd.WaitDelay = 5 * time.Second
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill() // a failed test does not wait for the whole bench
+	url := metricsURL(t, stderr)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		fams := scrape(ctx, t, url)
+		if v, _ := counter(fams["skulk_frames_total"], map[string]string{"direction": "provider_to_caller"}); v > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("skulk_frames_total never moved during the bench")
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	listenerClosed(t, url)
+}
+
+// A --metrics-addr that is not HOST:PORT is a usage error, and one that
+// cannot be listened on fails the command before it starts the child; the
+// message names the flag and not the value.
+func TestMetricsAddrErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"call", "count", "--metrics-addr", "no-port-here", "--", childBin},
+		{"call", "count", "--metrics-addr", "127.0.0.1:http", "--", childBin},
+		{"mcp", "serve", "--metrics-addr", "127.0.0.1:99999", "--", childBin},
+		{"bench", "--metrics-addr", "[::1", "--", childBin},
+	} {
+		r := run(t, "", args...)
+		if r.status != cli.ExitUsage || !strings.Contains(r.stderr, "--metrics-addr must be HOST:PORT") || strings.Contains(r.stderr, args[len(args)-3]) {
+			t.Errorf("%q: status %d, stderr %q; want a usage error naming the flag, not the value", args, r.status, r.stderr)
+		}
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	r := run(t, "", "call", "count", "--metrics-addr", busy.Addr().String(), "--", childBin)
+	if r.status != cli.ExitFailure || !strings.Contains(r.stderr, "cannot serve --metrics-addr") || strings.Contains(r.stderr, busy.Addr().String()) {
+		t.Errorf("a busy address: status %d, stderr %q", r.status, r.stderr)
 	}
 }
 

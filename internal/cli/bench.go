@@ -57,6 +57,7 @@ type benchOptions struct {
 	media   int64
 	calls   int
 	streams int
+	metrics string // --metrics-addr
 	child   []string
 	childFlags
 }
@@ -69,6 +70,7 @@ func parseBench(args []string) (*benchOptions, error) {
 	fs.Int64Var(&o.media, "media", defaultBenchMedia, "")
 	fs.IntVar(&o.calls, "calls", defaultBenchCalls, "")
 	fs.IntVar(&o.streams, "streams", defaultBenchStreams, "")
+	fs.StringVar(&o.metrics, "metrics-addr", "", "")
 	o.register(fs)
 	pos, child, err := parseArgs(fs, args)
 	if err != nil {
@@ -81,6 +83,10 @@ func parseBench(args []string) (*benchOptions, error) {
 		return nil, usageErr("--frames, --media, --calls and --streams must be at least 1")
 	case int64(o.streams) > o.frames:
 		return nil, usageErr("--streams must not exceed --frames (each stream gets a share of the frames)")
+	case o.metrics != "":
+		if err := checkMetricsAddr(o.metrics); err != nil {
+			return nil, err
+		}
 	}
 	if err := needChild(child); err != nil {
 		return nil, err
@@ -94,11 +100,18 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	h, err := startHost(ctx, o.config(o.child, env))
+	cfg := o.config(o.child, env)
+	ms, err := serveMetrics(o.metrics, &cfg, env)
+	if err != nil {
+		return err
+	}
+	defer ms.close() // after closeHost
+	h, err := startHost(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeHost(h)
+	ms.watch(h)
 	for _, tool := range []string{"count", "media"} {
 		if !hasTool(h, tool) {
 			return statusErr(ExitRefused, "the child has no %q tool: bench needs the demo tools of cmd/skulk-child", tool)

@@ -74,6 +74,11 @@ func parseCall(args []string) (*callOptions, error) {
 	if o.timeout < 0 {
 		return nil, usageErr("--timeout must not be negative")
 	}
+	if o.metricsAddr != "" {
+		if err := checkMetricsAddr(o.metricsAddr); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case o.mediaType != "" && o.media == "":
 		return nil, usageErr("--media-type goes with --input-media FILE")

@@ -233,7 +233,7 @@ Example:
 	skulk-host tools -- ./skulk-child --test-tools
 `
 
-const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 const benchHelp = `
 Bench starts CHILD, which must offer the demo tools count and media (as
@@ -261,6 +261,10 @@ The flags are:
 		calls for the latency measurement (default 1000).
 	--streams N
 		concurrent calls (default 32).
+	--metrics-addr ADDR
+		as for call: serve the host's metrics at http://ADDR/metrics
+		while the benchmark runs. Its call counting is an observer of
+		the call log, so the measures then include that cost.
 	--env NAME or NAME=VALUE
 		as for call.
 	-v

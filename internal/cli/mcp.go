@@ -24,7 +24,7 @@ const httpShutdownGrace = time.Second
 // within the child's cancel grace (1 s by default) and a margin.
 const handlerWait = 5 * time.Second
 
-const mcpUsage = "mcp serve [--http ADDR] [--journal FILE] [--timeout D] [--inline-max BYTES] [--pool N] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const mcpUsage = "mcp serve [--http ADDR] [--journal FILE] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 const mcpHelp = `
 Mcp serve starts CHILD (a Skulk provider) under supervision, as call does
@@ -61,6 +61,9 @@ The flags are:
 		media past it become resource links.
 	--pool N
 		children to run (default 1).
+	--metrics-addr ADDR
+		as for call: serve the host's metrics at http://ADDR/metrics
+		until the command ends.
 	--env NAME or NAME=VALUE
 		as for call.
 	-v
@@ -82,6 +85,7 @@ type mcpOptions struct {
 	timeout   time.Duration
 	inlineMax int
 	pool      int
+	metrics   string // --metrics-addr
 	child     []string
 	childFlags
 }
@@ -94,6 +98,7 @@ func parseMCP(args []string) (*mcpOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.IntVar(&o.inlineMax, "inline-max", mcpbridge.DefaultInlineMax, "")
 	fs.IntVar(&o.pool, "pool", 1, "")
+	fs.StringVar(&o.metrics, "metrics-addr", "", "")
 	o.register(fs)
 	pos, child, err := parseArgs(fs, args)
 	if err != nil {
@@ -112,6 +117,10 @@ func parseMCP(args []string) (*mcpOptions, error) {
 		return nil, usageErr("--inline-max must not be negative")
 	case o.pool < 1:
 		return nil, usageErr("--pool must be at least 1")
+	case o.metrics != "":
+		if err := checkMetricsAddr(o.metrics); err != nil {
+			return nil, err
+		}
 	}
 	if err := needChild(child); err != nil {
 		return nil, err
@@ -135,11 +144,17 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 		defer j.close() // after closeHost
 		cfg.CallLog = j.log
 	}
+	ms, err := serveMetrics(o.metrics, &cfg, env)
+	if err != nil {
+		return err
+	}
+	defer ms.close() // after closeHost
 	h, err := startHost(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeHost(h)
+	ms.watch(h)
 	inlineMax := o.inlineMax
 	if inlineMax == 0 {
 		inlineMax = -1 // every media chunk a link

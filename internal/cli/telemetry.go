@@ -2,22 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/hostmetrics"
 )
 
 // tracesExporterEnv is the standard OpenTelemetry variable that turns trace
@@ -35,12 +27,10 @@ func (f *telemetryFlags) register(fs *flag.FlagSet) {
 }
 
 // telemetry is what a command serves and exports: /metrics on
-// --metrics-addr, and spans when OTEL_TRACES_EXPORTER asks for them. Its
-// server goroutine is owned by close, which stops and waits for it.
+// --metrics-addr (metricsServer, nil without it), and spans when
+// OTEL_TRACES_EXPORTER asks for them.
 type telemetry struct {
-	metrics *hostmetrics.Metrics
-	srv     *http.Server
-	wg      sync.WaitGroup
+	metrics *metricsServer
 	tp      *sdktrace.TracerProvider
 }
 
@@ -60,48 +50,23 @@ func startTelemetry(f *telemetryFlags, cfg *host.Config, env Env) (*telemetry, e
 	default:
 		return nil, usageErr(tracesExporterEnv + " must be console or none")
 	}
-	if f.metricsAddr == "" {
-		return t, nil
-	}
-	ln, err := net.Listen("tcp", f.metricsAddr)
-	if err != nil {
+	var err error
+	if t.metrics, err = serveMetrics(f.metricsAddr, cfg, env); err != nil {
 		t.close()
-		return nil, statusErr(ExitFailure, "cannot serve --metrics-addr: %v", err)
+		return nil, err
 	}
-	t.metrics = hostmetrics.New()
-	cfg.CallLog.Observers = append(cfg.CallLog.Observers, t.metrics)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(t.metrics)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		if err := t.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(env.Stderr, "skulk-host: metrics server: %v\n", err)
-		}
-	}()
-	fmt.Fprintf(env.Stderr, "skulk-host: metrics on http://%s/metrics\n", ln.Addr())
 	return t, nil
 }
 
 // watch makes the metrics report h's pool.
-func (t *telemetry) watch(h *host.Host) {
-	if t.metrics != nil {
-		t.metrics.Watch(h)
-	}
-}
+func (t *telemetry) watch(h *host.Host) { t.metrics.watch(h) }
 
 // close stops the metrics server (waiting for its goroutine) and flushes
 // the spans.
 func (t *telemetry) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if t.srv != nil {
-		t.srv.Shutdown(ctx)
-		t.wg.Wait()
-	}
+	t.metrics.close()
 	if t.tp != nil {
 		t.tp.Shutdown(ctx)
 	}

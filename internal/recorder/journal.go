@@ -94,14 +94,16 @@ func (w *journalWriter) add(e calllog.Event) {
 	w.mu.Lock()
 	switch {
 	case w.stopErr != nil:
+		w.r.lost.journalEvents.Add(1)
 	case w.r.journalQueued.Load() >= int64(journalQueue(w.j)):
+		w.r.lost.journalEvents.Add(1)
 		if w.firstLost == 0 {
 			w.firstLost = e.Seq
 		}
 		w.failWaitersLocked(calllog.ErrJournalOverflow, false)
 		if !w.warned {
 			w.warned = true
-			w.r.logger.Warn("calllog: journal queue full; events dropped", "tree", w.tree, "queue", journalQueue(w.j))
+			w.r.logger.Warn("calllog: journal queue full; events dropped", "tree_id", w.tree, "queue", journalQueue(w.j))
 		}
 	default:
 		w.queue = append(w.queue, e)
@@ -221,6 +223,9 @@ func (w *journalWriter) run() {
 		w.mu.Unlock()
 
 		err := w.send(batch)
+		if err != nil {
+			w.r.lost.journalSendErrors.Add(1)
+		}
 
 		w.mu.Lock()
 		switch {
@@ -240,14 +245,14 @@ func (w *journalWriter) run() {
 			w.stopLocked(err)
 			w.mu.Unlock()
 			if w.r.ctx.Err() == nil {
-				w.r.logger.Warn("calllog: journal writer stopped", "error", err.Error())
+				w.r.logger.Warn("calllog: journal writer stopped", "tree_id", w.tree, "error", err.Error())
 			}
 			return
 		case w.r.closing.Load():
 			// Closing: what cannot be kept at once is given up.
 			w.stopLocked(err)
 			w.mu.Unlock()
-			w.r.logger.Warn("calllog: journal writer stopped at close with events not kept", "tree", w.tree, "error", err.Error())
+			w.r.logger.Warn("calllog: journal writer stopped at close with events not kept", "tree_id", w.tree, "error", err.Error())
 			return
 		default:
 			w.failWaitersLocked(err, false)
@@ -270,6 +275,7 @@ func (w *journalWriter) stopLocked(err error) {
 		w.stopErr = err
 	}
 	w.r.journalQueued.Add(-int64(len(w.queue)))
+	w.r.lost.journalEvents.Add(uint64(len(w.queue)))
 	clear(w.queue)
 	w.queue = nil
 	w.failWaitersLocked(w.stopErr, true)

@@ -429,6 +429,43 @@ func TestJournalQueueBound(t *testing.T) {
 	if len(kept) != 5 || kept[4].Seq != 5 {
 		t.Fatalf("kept %d events, want the first 5 (started + 4 queued)", len(kept))
 	}
+	// Lost: c1's last 6 outputs and its end, and c2's start and end
+	// (a refused call is in the log too).
+	if l := r.Losses(); l.JournalEvents != 9 || l.ObserverEvents != 0 {
+		t.Fatalf("Losses() = %+v, want 9 journal events lost", l)
+	}
+}
+
+// A store that fails is counted once per attempt; the events it finally
+// keeps are not lost.
+func TestJournalSendErrorsCounted(t *testing.T) {
+	ctx := testCtx(t)
+	st := &testStore{}
+	st.setFail(errors.New("store down"))
+	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st}})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Losses().JournalSendErrors < 2 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("send errors never counted: %+v", r.Losses())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	st.setFail(nil)
+	rec.End(ctx, recorder.Done(nil))
+	if err := r.Close(ctx); err != nil { // keeps what is queued
+		t.Fatal(err)
+	}
+	if kept, _ := st.EventsAfter(ctx, "c1", 0, 0); len(kept) != 2 {
+		t.Fatalf("kept %d events, want c1's start and end", len(kept))
+	}
+	sends, _, _ := st.stats()
+	if l := r.Losses(); l.JournalEvents != 0 || l.JournalSendErrors == 0 || l.JournalSendErrors >= uint64(sends) {
+		t.Fatalf("Losses() = %+v after %d sends; want send errors counted, fewer than the sends, and nothing lost", l, sends)
+	}
 }
 
 // TestTakeOverUnknownTree: taking over a tree the store has no event of (a

@@ -36,6 +36,9 @@ type observerRunner struct {
 	r    *Recorder
 	obs  calllog.Observer
 	name string
+	// kinds has bit k set for each Kind the observer is given (all but
+	// those a calllog.KindFilter refuses); read-only once made.
+	kinds uint32
 
 	// wake has room for one signal: a pending wake-up is enough.
 	wake chan struct{}
@@ -62,13 +65,26 @@ type drainWaiter struct {
 }
 
 func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observerRunner {
-	return &observerRunner{r: r, obs: obs, name: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	o := &observerRunner{r: r, obs: obs, name: name, kinds: ^uint32(0), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if f, ok := obs.(calllog.KindFilter); ok {
+		o.kinds = 0
+		for k := calllog.KindStarted; k <= calllog.KindArguments; k++ {
+			if f.WantsKind(k) {
+				o.kinds |= 1 << k
+			}
+		}
+	}
+	return o
 }
+
+// wants reports whether the observer is given events of kind k.
+func (o *observerRunner) wants(k calllog.Kind) bool { return o.kinds&(1<<k) != 0 }
 
 // offer queues e without blocking. Called with the tree's lock held, so the
 // events of one tree are queued in order.
 func (o *observerRunner) offer(e calllog.Event, exclude []*observerRunner) {
 	if o.dead.Load() {
+		o.r.lost.observerEvents.Add(1)
 		return
 	}
 	o.mu.Lock()
@@ -77,6 +93,7 @@ func (o *observerRunner) offer(e calllog.Event, exclude []*observerRunner) {
 		return
 	}
 	if o.backlog >= ObserverQueue {
+		o.r.lost.observerEvents.Add(1)
 		warn := !o.warnedLag
 		o.warnedLag = true
 		o.mu.Unlock()
@@ -141,6 +158,8 @@ func (o *observerRunner) run() {
 					ctx = context.WithValue(o.r.ctx, excludeKey{}, append(slices.Clone(ex), o))
 				}
 				o.deliver(ctx, batch[i].ev)
+			} else {
+				o.r.lost.observerEvents.Add(1) // failed, or discarded by Close
 			}
 			batch[i] = delivery{}
 			o.mu.Lock()
@@ -171,6 +190,7 @@ func (o *observerRunner) fail(why slog.Attr) {
 	if o.dead.Swap(true) {
 		return
 	}
+	o.r.lost.observersFailed.Add(1)
 	o.r.logger.Warn("calllog: observer failed; it is given no more events", "observer", o.name, why)
 }
 

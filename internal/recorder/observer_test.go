@@ -91,6 +91,14 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 	if next.Call != "tail" || next.Kind != calllog.KindOutput || next.After != 1 {
 		t.Fatalf("first event after the loss = %+v after %d; want tail's output after its lost start (1)", position(next), next.After)
 	}
+	// Every event recorded and not given is counted: three rounds of n
+	// outputs between a start and an end, and tail's three.
+	if lost, want := slowed.Losses().ObserverEvents, uint64(3*(n+2)+3-len(got)); lost != want {
+		t.Fatalf("Losses().ObserverEvents = %d, want %d", lost, want)
+	}
+	if l := plain.Losses(); l != (recorder.Losses{}) {
+		t.Fatalf("a recorder without observers lost %+v", l)
+	}
 }
 
 func TestFailingObserverWarnedOnce(t *testing.T) {
@@ -119,6 +127,10 @@ func TestFailingObserverWarnedOnce(t *testing.T) {
 			}
 			if len(good.got()) != 15 {
 				t.Fatalf("the other observer got %d events, want 15", len(good.got()))
+			}
+			// The failed observer had the first event only.
+			if l := r.Losses(); l.ObserversFailed != 1 || l.ObserverEvents != 14 {
+				t.Fatalf("Losses() = %+v, want 1 observer failed and 14 events lost", l)
 			}
 		})
 	}
@@ -233,4 +245,40 @@ func TestClosedRecorderRefusesCalls(t *testing.T) {
 		t.Fatal("second Close failed")
 	}
 	_ = frame.CodeCancelled
+}
+
+// endsOnly is a collector that wants started and end events only.
+type endsOnly struct{ collector }
+
+func (*endsOnly) WantsKind(k calllog.Kind) bool { return k == calllog.KindStarted || k.IsEnd() }
+
+// An observer with a calllog.KindFilter is given only the kinds it wants;
+// the others are not losses, and each After names the event it was given
+// before.
+func TestKindFilterObserver(t *testing.T) {
+	ctx := testCtx(t)
+	some, all := &endsOnly{}, &collector{}
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{some, all}})
+	for range 3 {
+		runCall(t, ctx, r, recorder.CallInfo{}, 4)
+	}
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(all.got()); n != 3*(4+3) {
+		t.Fatalf("the observer of every kind got %d events, want %d", n, 3*(4+3))
+	}
+	got := some.got()
+	want := []calllog.Kind{calllog.KindStarted, calllog.KindDone, calllog.KindStarted, calllog.KindDone, calllog.KindStarted, calllog.KindDone}
+	if !slices.Equal(kinds(got), want) {
+		t.Fatalf("the filtered observer got %v, want %v", kinds(got), want)
+	}
+	for i, e := range got {
+		if i%2 == 1 && e.After != got[i-1].Seq || i%2 == 0 && e.After != 0 {
+			t.Fatalf("event %d (%v, seq %d) is after %d", i, e.Kind, e.Seq, e.After)
+		}
+	}
+	if l := r.Losses(); l != (recorder.Losses{}) {
+		t.Fatalf("filtered events counted as losses: %+v", l)
+	}
 }

@@ -57,6 +57,7 @@ type Recorder struct {
 	// journalQueued counts the events queued in every tree's journal writer
 	// and not yet kept or dropped (bounded by Journal.Queue).
 	journalQueued atomic.Int64
+	lost          losses // see Losses
 
 	mu      sync.Mutex // guards the fields below; never held while taking a tree's lock
 	closed  bool
@@ -435,7 +436,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	var kept calllog.Event
 	built := false
 	for _, o := range rec.observers {
-		if excluded(rec.exclude, o) {
+		if !o.wants(ev.Kind) || excluded(rec.exclude, o) {
 			continue
 		}
 		if !built {

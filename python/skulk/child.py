@@ -376,13 +376,18 @@ class _Call:
         if self._send(f):
             self.terminal_sent = True
 
+    def _ids(self) -> str:
+        """The call's ids as every log line about a call gives them, with
+        the Go host's and SDK's keys (docs/operations.md, "Logs")."""
+        return f"call_id={self.inv.call_id} tree_id={self.inv.tree or self.inv.call_id}"
+
     async def _run(self) -> None:
         try:
             await self._drive()
         except asyncio.CancelledError:
             pass
         except Exception:
-            _log("handler driver: " + traceback.format_exc())
+            _log(f"{self._ids()}: handler driver: " + traceback.format_exc())
 
     def _returned(self) -> None:
         self.returned = True
@@ -405,7 +410,7 @@ class _Call:
         try:
             agen = self.tool.handler(self.inv, self.input)
         except Exception as e:
-            _log(f"tool {self.tool.id}: handler raised: " + traceback.format_exc())
+            _log(f"{self._ids()} tool={self.tool.id}: handler raised: " + traceback.format_exc())
             self._fail("provider_error", "handler raised " + type(e).__name__)
             return
         if not hasattr(agen, "__anext__"):
@@ -433,7 +438,7 @@ class _Call:
                     self._fail(e.code if e.code in ("provider_error", "transport_error", "unreachable", "timeout", "invalid_frame") else "provider_error", e.message)
                     return
                 except Exception as e:
-                    _log(f"tool {self.tool.id}: handler raised: " + traceback.format_exc())
+                    _log(f"{self._ids()} tool={self.tool.id}: handler raised: " + traceback.format_exc())
                     self._fail("provider_error", "handler raised " + type(e).__name__)
                     return
                 if self.cause is not None:
