@@ -135,6 +135,12 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 		defer j.close() // after closeHost
 		cfg.CallLog = j.log
 	}
+	// Trace export only, as OTEL_TRACES_EXPORTER asks: the flags are none.
+	tel, err := startTelemetry(&telemetryFlags{}, &cfg, env)
+	if err != nil {
+		return err
+	}
+	defer tel.close() // after closeHost: every span ended by then
 	h, err := startHost(ctx, cfg)
 	if err != nil {
 		return err
