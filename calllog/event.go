@@ -143,6 +143,13 @@ type Event struct {
 	Fragment string
 	// FragmentKept is true when Fragment holds the fragment's text.
 	FragmentKept bool
+	// TraceID and SpanID name the call's client span in the host's
+	// OpenTelemetry trace, as W3C lower-case hex (32 and 16 digits), on
+	// every event of a call made with tracing on; "" when it was off, and
+	// for programs. They join a journal to a trace.
+	TraceID string
+	// SpanID is the call's client span id; see TraceID.
+	SpanID string
 }
 
 // Content is what an event keeps of a payload. Type, Bytes and Keys are
@@ -246,6 +253,8 @@ type jsonEvent struct {
 	FragmentIndex     *int    `json:"fragment_index,omitempty"`
 	FragmentBytes     *int    `json:"fragment_bytes,omitempty"`
 	Fragment          *string `json:"fragment,omitempty"`
+	TraceID           string  `json:"trace_id,omitempty"`
+	SpanID            string  `json:"span_id,omitempty"`
 }
 
 type jsonFrame struct {
@@ -282,7 +291,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
 		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
-		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
+		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed,
+		TraceID: e.TraceID, SpanID: e.SpanID}
 	if e.Kind == KindArguments {
 		idx, n := e.FragmentIndex, e.FragmentBytes
 		j.FragmentIndex, j.FragmentBytes = &idx, &n
@@ -343,7 +353,13 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	ev := Event{Kind: k, Tree: j.Tree, Writer: j.Writer, Seq: j.Seq, At: at, Call: j.Call, Tool: j.Tool,
 		ToolVersion: j.ToolVersion, Program: j.Program, Attempt: j.Attempt, Child: j.Child, Refused: j.Refused,
-		ArgumentsStreamed: j.ArgumentsStreamed}
+		ArgumentsStreamed: j.ArgumentsStreamed, TraceID: j.TraceID, SpanID: j.SpanID}
+	if !traceHex(j.TraceID, 32) {
+		return &FormatError{Field: "trace_id", Reason: "not 32 lower-case hex digits"}
+	}
+	if !traceHex(j.SpanID, 16) || (j.SpanID == "") != (j.TraceID == "") {
+		return &FormatError{Field: "span_id", Reason: "not 16 lower-case hex digits with a trace_id"}
+	}
 	if k == KindArguments {
 		if j.FragmentIndex == nil || *j.FragmentIndex < 0 {
 			return &FormatError{Field: "fragment_index", Reason: "missing or negative"}
@@ -391,4 +407,24 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	*e = ev
 	return nil
+}
+
+// traceHex reports whether s is empty or n lower-case hex digits, not all
+// zero (W3C trace context ids).
+func traceHex(s string, n int) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) != n {
+		return false
+	}
+	zero := true
+	for i := 0; i < n; i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+		zero = zero && c == '0'
+	}
+	return !zero
 }

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -223,5 +226,64 @@ func TestCallTracesOTLPGRPC(t *testing.T) {
 	defer g.mu.Unlock()
 	if len(g.spans) != 1 || g.spans[0].GetName() != "count" || g.spans[0].GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
 		t.Fatalf("received %d spans over gRPC, want the call's client span", len(g.spans))
+	}
+}
+
+// A call made with trace export on keeps its span's ids in every journal
+// event: follow prints them, replay shows them, and the ASIF export's
+// tool_call has them; without trace export the events have none.
+func TestCallJournalCarriesTraceIDs(t *testing.T) {
+	c := otlptest.New(t)
+	journal := filepath.Join(t.TempDir(), "calls.db")
+	cmd := exec.Command(hostBin, "call", "count", "--args", `{"n": 2}`, "--journal", journal, "--", childBin)
+	cmd.Env = otlpEnv(c)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("call: %v\n%s", err, stderr.String())
+	}
+	tree := regexp.MustCompile(`journal: tree (\S+) in`).FindStringSubmatch(stderr.String())
+	if tree == nil {
+		t.Fatalf("no tree on stderr: %s", stderr.String())
+	}
+	spans := c.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans exported, want the call's", len(spans))
+	}
+	traceID, spanID := hex.EncodeToString(spans[0].GetTraceId()), hex.EncodeToString(spans[0].GetSpanId())
+
+	r := run(t, "", "follow", journal, tree[1])
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.status != 0 || len(lines) < 4 {
+		t.Fatalf("follow: status %d, %d lines: %s", r.status, len(lines), r.stderr)
+	}
+	for _, line := range lines {
+		var ev struct {
+			Kind    string `json:"kind"`
+			TraceID string `json:"trace_id"`
+			SpanID  string `json:"span_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.TraceID != traceID || ev.SpanID != spanID {
+			t.Errorf("%s event: trace_id %q span_id %q, want the exported span's %s %s", ev.Kind, ev.TraceID, ev.SpanID, traceID, spanID)
+		}
+	}
+	if r := run(t, "", "replay", journal, tree[1]); !strings.Contains(r.stdout, "trace: "+traceID+" span "+spanID) {
+		t.Errorf("replay does not show the trace:\n%s", r.stdout)
+	}
+	if r := run(t, "", "asif", "export", journal, tree[1]); r.status != 0 || !strings.Contains(r.stdout, `"skulk/trace"`) || !strings.Contains(r.stdout, traceID) {
+		t.Errorf("asif export: status %d, no skulk/trace extension with the trace id: %s", r.status, r.stderr)
+	}
+
+	// Trace export off: no ids.
+	off := filepath.Join(t.TempDir(), "off.db")
+	r = run(t, "", "call", "count", "--args", `{"n": 1}`, "--journal", off, "--", childBin)
+	if tree = regexp.MustCompile(`journal: tree (\S+) in`).FindStringSubmatch(r.stderr); r.status != 0 || tree == nil {
+		t.Fatalf("call without tracing: %d %s", r.status, r.stderr)
+	}
+	if r := run(t, "", "follow", off, tree[1]); r.status != 0 || strings.Contains(r.stdout, "trace_id") {
+		t.Errorf("tracing off: follow status %d, output has trace ids: %s", r.status, r.stdout)
 	}
 }

@@ -222,12 +222,27 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	printReplay(env.Stdout, calllog.Replay(events))
+	printReplay(env.Stdout, calllog.Replay(events), tracesOf(events))
 	return nil
 }
 
-// printReplay prints each call of r: a header line, its text, its end.
-func printReplay(w io.Writer, r *calllog.Replayed) {
+// callTrace is the trace and span id of a call's events.
+type callTrace struct{ traceID, spanID string }
+
+// tracesOf returns the trace ids of the calls of events that have them.
+func tracesOf(events []calllog.Event) map[string]callTrace {
+	m := map[string]callTrace{}
+	for _, e := range events {
+		if e.TraceID != "" {
+			m[e.Call] = callTrace{e.TraceID, e.SpanID}
+		}
+	}
+	return m
+}
+
+// printReplay prints each call of r: a header line, its trace (when its
+// events name one), its text, its end.
+func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]callTrace) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
@@ -241,6 +256,10 @@ func printReplay(w io.Writer, r *calllog.Replayed) {
 			fmt.Fprintf(w, ", step of %s", termsafe.Escape(c.Parent))
 		}
 		fmt.Fprintf(w, ", %d attempt(s)\n", c.Attempts)
+		if tr, ok := traces[c.Call]; ok {
+			// Hex digits only: a journal's ids were checked when read.
+			fmt.Fprintf(w, "  trace: %s span %s\n", tr.traceID, tr.spanID)
+		}
 		if c.Text != "" {
 			fmt.Fprintf(w, "  text: %s\n", strconv.Quote(c.Text))
 		}

@@ -238,6 +238,9 @@ type CallInfo struct {
 	// (Record.Arguments) after Begin; Args is then nil and the request
 	// carries them (RequestInfo.Args).
 	ArgumentsStreamed bool
+	// TraceID and SpanID name the call's span: every event of the call
+	// carries them (calllog.Event); "" for none.
+	TraceID, SpanID string
 }
 
 // tree is one call tree: its numbering and its journal writer.
@@ -288,6 +291,8 @@ type Record struct {
 	parentID  string
 	tool      string
 	program   bool
+	traceID   string // CallInfo.TraceID
+	spanID    string // CallInfo.SpanID
 	observers []*observerRunner // every layer's, in order
 	own       []*observerRunner // started for this call; closed at its end
 	exclude   []*observerRunner // observers not given this call's events
@@ -335,6 +340,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		parent = nil // a call of another recorder: a tree of its own here
 	}
 	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
+		traceID: info.TraceID, spanID: info.SpanID,
 		done: make(chan struct{}), hist: make([]calllog.Event, 0, histStart)}
 	rec.exclude = excludedBy(ctx)
 	var t *tree
@@ -424,6 +430,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	}
 	t.lastAt = ev.At
 	ev.Call, ev.Parent, ev.Tool, ev.ToolVersion, ev.Program = rec.id, rec.parentID, rec.tool, rec.version, rec.program
+	ev.TraceID, ev.SpanID = rec.traceID, rec.spanID
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
 	}
