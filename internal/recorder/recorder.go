@@ -291,8 +291,8 @@ type Record struct {
 	parentID  string
 	tool      string
 	program   bool
-	traceID   string // CallInfo.TraceID
-	spanID    string // CallInfo.SpanID
+	traceID   string            // CallInfo.TraceID
+	spanID    string            // CallInfo.SpanID
 	observers []*observerRunner // every layer's, in order
 	own       []*observerRunner // started for this call; closed at its end
 	exclude   []*observerRunner // observers not given this call's events
