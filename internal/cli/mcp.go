@@ -44,6 +44,11 @@ the host made it up (the child died, say). An MCP cancellation cancels the
 call. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
 --timeout) is the call's timeout_ms. docs/mcp.md has the whole mapping.
 
+Traces: with OTEL_TRACES_EXPORTER=otlp in the environment, each call's
+span is exported as for call (docs/cli.md, "Trace export"), flushed before
+the command exits; a request's _meta "traceparent" (and "tracestate",
+"baggage") is the span's parent, so the MCP client's trace goes on.
+
 The flags are:
 
 	--http ADDR
