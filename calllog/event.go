@@ -143,12 +143,19 @@ type Event struct {
 	Fragment string
 	// FragmentKept is true when Fragment holds the fragment's text.
 	FragmentKept bool
-	// TraceID and SpanID name the call's client span in the host's
-	// OpenTelemetry trace, as W3C lower-case hex (32 and 16 digits), on
-	// every event of a call made with tracing on; "" when it was off, and
-	// for programs. They join a journal to a trace.
+	// Span names the call's client span in the host's OpenTelemetry trace,
+	// on every event of a call made with tracing on (the events of one call
+	// share it: do not modify it); nil when tracing was off, for an
+	// unsampled span, and for programs. It joins a journal to a trace.
+	Span *Span
+}
+
+// Span names an OpenTelemetry span by its W3C ids: lower-case hex, not all
+// zero.
+type Span struct {
+	// TraceID is the trace's id, 32 hex digits.
 	TraceID string
-	// SpanID is the call's client span id; see TraceID.
+	// SpanID is the span's id, 16 hex digits.
 	SpanID string
 }
 
@@ -291,8 +298,10 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
 		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
-		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed,
-		TraceID: e.TraceID, SpanID: e.SpanID}
+		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
+	if e.Span != nil {
+		j.TraceID, j.SpanID = e.Span.TraceID, e.Span.SpanID
+	}
 	if e.Kind == KindArguments {
 		idx, n := e.FragmentIndex, e.FragmentBytes
 		j.FragmentIndex, j.FragmentBytes = &idx, &n
@@ -353,12 +362,15 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	ev := Event{Kind: k, Tree: j.Tree, Writer: j.Writer, Seq: j.Seq, At: at, Call: j.Call, Tool: j.Tool,
 		ToolVersion: j.ToolVersion, Program: j.Program, Attempt: j.Attempt, Child: j.Child, Refused: j.Refused,
-		ArgumentsStreamed: j.ArgumentsStreamed, TraceID: j.TraceID, SpanID: j.SpanID}
+		ArgumentsStreamed: j.ArgumentsStreamed}
 	if !traceHex(j.TraceID, 32) {
 		return &FormatError{Field: "trace_id", Reason: "not 32 lower-case hex digits"}
 	}
 	if !traceHex(j.SpanID, 16) || (j.SpanID == "") != (j.TraceID == "") {
 		return &FormatError{Field: "span_id", Reason: "not 16 lower-case hex digits with a trace_id"}
+	}
+	if j.TraceID != "" {
+		ev.Span = &Span{TraceID: j.TraceID, SpanID: j.SpanID}
 	}
 	if k == KindArguments {
 		if j.FragmentIndex == nil || *j.FragmentIndex < 0 {

@@ -576,7 +576,7 @@ func TestGapsMakeTextPartial(t *testing.T) {
 func TestTraceIDsInExtensions(t *testing.T) {
 	j := newJournal(t)
 	r, err := j.rec.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "upper", Args: frame.MustPayload(map[string]any{}),
-		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"})
+		Span: &calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,6 +89,14 @@ func TestCallTracesOTLP(t *testing.T) {
 	if client.Service != "skulk-host" || server.Service != "skulk-host-demo-child" {
 		t.Errorf("service.name %q, %q; want skulk-host, skulk-host-demo-child", client.Service, server.Service)
 	}
+	drained := false
+	for _, s := range c.Spans() {
+		drained = drained || s.GetName() == "skulk.drain" && s.Service == "skulk-host" &&
+			otlptest.Attr(s.GetAttributes(), "skulk.restart.reason").GetStringValue() == "closed"
+	}
+	if !drained {
+		t.Errorf("no skulk.drain span of the child's drain when the command ended")
+	}
 	if got := otlptest.Attr(client.GetAttributes(), "rpc.system").GetStringValue(); got != "skulk" {
 		t.Errorf("rpc.system = %q, want skulk", got)
 	}
@@ -224,8 +232,13 @@ func TestCallTracesOTLPGRPC(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.spans) != 1 || g.spans[0].GetName() != "count" || g.spans[0].GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
-		t.Fatalf("received %d spans over gRPC, want the call's client span", len(g.spans))
+	var names []string
+	for _, s := range g.spans {
+		names = append(names, s.GetName()+"/"+s.GetKind().String())
+	}
+	// The call's span, and the drain of its child when the command ended.
+	if len(names) != 2 || names[0] != "count/SPAN_KIND_CLIENT" && names[1] != "count/SPAN_KIND_CLIENT" {
+		t.Fatalf("received %v over gRPC, want the call's client span and the drain's", names)
 	}
 }
 
@@ -246,11 +259,11 @@ func TestCallJournalCarriesTraceIDs(t *testing.T) {
 	if tree == nil {
 		t.Fatalf("no tree on stderr: %s", stderr.String())
 	}
-	spans := c.Spans()
-	if len(spans) != 1 {
-		t.Fatalf("%d spans exported, want the call's", len(spans))
+	client, _ := clientSpans(c.Spans())
+	if len(client) != 1 {
+		t.Fatalf("%d client spans exported, want the call's", len(client))
 	}
-	traceID, spanID := hex.EncodeToString(spans[0].GetTraceId()), hex.EncodeToString(spans[0].GetSpanId())
+	traceID, spanID := hex.EncodeToString(client[0].GetTraceId()), hex.EncodeToString(client[0].GetSpanId())
 
 	r := run(t, "", "follow", journal, tree[1])
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -286,4 +299,16 @@ func TestCallJournalCarriesTraceIDs(t *testing.T) {
 	if r := run(t, "", "follow", off, tree[1]); r.status != 0 || strings.Contains(r.stdout, "trace_id") {
 		t.Errorf("tracing off: follow status %d, output has trace ids: %s", r.status, r.stdout)
 	}
+}
+
+// clientSpans splits spans into the client ones (calls) and the rest.
+func clientSpans(spans []otlptest.Span) (client, other []otlptest.Span) {
+	for _, s := range spans {
+		if s.GetKind() == tracepb.Span_SPAN_KIND_CLIENT {
+			client = append(client, s)
+		} else {
+			other = append(other, s)
+		}
+	}
+	return client, other
 }

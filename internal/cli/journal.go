@@ -226,15 +226,12 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 	return nil
 }
 
-// callTrace is the trace and span id of a call's events.
-type callTrace struct{ traceID, spanID string }
-
-// tracesOf returns the trace ids of the calls of events that have them.
-func tracesOf(events []calllog.Event) map[string]callTrace {
-	m := map[string]callTrace{}
+// tracesOf returns the spans of the calls of events that name one.
+func tracesOf(events []calllog.Event) map[string]*calllog.Span {
+	m := map[string]*calllog.Span{}
 	for _, e := range events {
-		if e.TraceID != "" {
-			m[e.Call] = callTrace{e.TraceID, e.SpanID}
+		if e.Span != nil {
+			m[e.Call] = e.Span
 		}
 	}
 	return m
@@ -242,7 +239,7 @@ func tracesOf(events []calllog.Event) map[string]callTrace {
 
 // printReplay prints each call of r: a header line, its trace (when its
 // events name one), its text, its end.
-func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]callTrace) {
+func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Span) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
@@ -258,7 +255,7 @@ func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]callTrace) 
 		fmt.Fprintf(w, ", %d attempt(s)\n", c.Attempts)
 		if tr, ok := traces[c.Call]; ok {
 			// Hex digits only: a journal's ids were checked when read.
-			fmt.Fprintf(w, "  trace: %s span %s\n", tr.traceID, tr.spanID)
+			fmt.Fprintf(w, "  trace: %s span %s\n", tr.TraceID, tr.SpanID)
 		}
 		if c.Text != "" {
 			fmt.Fprintf(w, "  text: %s\n", strconv.Quote(c.Text))

@@ -46,6 +46,9 @@ func TestServeTracesOTLP(t *testing.T) {
 
 	byName := map[string]otlptest.Span{}
 	for _, sp := range c.Spans() {
+		if sp.GetName() == "skulk.drain" { // the child's, when the server exited
+			continue
+		}
 		if sp.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || sp.Service != "skulk-host" {
 			t.Errorf("span %q of kind %v from %q: want only the host's client spans", sp.GetName(), sp.GetKind(), sp.Service)
 		}

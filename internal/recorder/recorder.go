@@ -238,9 +238,9 @@ type CallInfo struct {
 	// (Record.Arguments) after Begin; Args is then nil and the request
 	// carries them (RequestInfo.Args).
 	ArgumentsStreamed bool
-	// TraceID and SpanID name the call's span: every event of the call
-	// carries them (calllog.Event); "" for none.
-	TraceID, SpanID string
+	// Span names the call's span: every event of the call carries it
+	// (calllog.Event.Span); nil for none.
+	Span *calllog.Span
 }
 
 // tree is one call tree: its numbering and its journal writer.
@@ -291,8 +291,7 @@ type Record struct {
 	parentID  string
 	tool      string
 	program   bool
-	traceID   string            // CallInfo.TraceID
-	spanID    string            // CallInfo.SpanID
+	span      *calllog.Span     // CallInfo.Span
 	observers []*observerRunner // every layer's, in order
 	own       []*observerRunner // started for this call; closed at its end
 	exclude   []*observerRunner // observers not given this call's events
@@ -340,7 +339,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		parent = nil // a call of another recorder: a tree of its own here
 	}
 	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
-		traceID: info.TraceID, spanID: info.SpanID,
+		span: info.Span,
 		done: make(chan struct{}), hist: make([]calllog.Event, 0, histStart)}
 	rec.exclude = excludedBy(ctx)
 	var t *tree
@@ -430,7 +429,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	}
 	t.lastAt = ev.At
 	ev.Call, ev.Parent, ev.Tool, ev.ToolVersion, ev.Program = rec.id, rec.parentID, rec.tool, rec.version, rec.program
-	ev.TraceID, ev.SpanID = rec.traceID, rec.spanID
+	ev.Span = rec.span
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
 	}

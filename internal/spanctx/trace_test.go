@@ -147,8 +147,8 @@ func TestTraceCrossesTheProcessBoundary(t *testing.T) {
 	n := 0
 	for ev := range c.Events() {
 		n++
-		if ev.TraceID != client.SpanContext.TraceID().String() || ev.SpanID != client.SpanContext.SpanID().String() {
-			t.Errorf("%s event: trace %q span %q, want the host span's %v %v", ev.Kind, ev.TraceID, ev.SpanID,
+		if ev.Span == nil || ev.Span.TraceID != client.SpanContext.TraceID().String() || ev.Span.SpanID != client.SpanContext.SpanID().String() {
+			t.Errorf("%s event: span %v, want the host span's %v %v", ev.Kind, ev.Span,
 				client.SpanContext.TraceID(), client.SpanContext.SpanID())
 		}
 	}
@@ -280,8 +280,8 @@ func TestTraceOffPassesWithTrace(t *testing.T) {
 		t.Errorf("tracing off: handler's context carries span context %v", sc)
 	}
 	for ev := range c.Events() {
-		if ev.TraceID != "" || ev.SpanID != "" {
-			t.Errorf("tracing off: %s event has trace %q span %q", ev.Kind, ev.TraceID, ev.SpanID)
+		if ev.Span != nil {
+			t.Errorf("tracing off: %s event has span %v", ev.Kind, *ev.Span)
 		}
 	}
 }
