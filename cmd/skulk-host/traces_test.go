@@ -312,3 +312,20 @@ func clientSpans(spans []otlptest.Span) (client, other []otlptest.Span) {
 	}
 	return client, other
 }
+
+// A call that fails (exit status 10) still has its span exported before
+// skulk-host exits, with the error.
+func TestCallTracesOTLPFlushedOnFailure(t *testing.T) {
+	c := otlptest.New(t)
+	cmd := exec.Command(hostBin, "call", "fail", "--args", `{"message": "no"}`, "--", childBin)
+	cmd.Env = otlpEnv(c)
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 10 {
+		t.Fatalf("call fail: %v, want exit status 10", err)
+	}
+	client, _ := clientSpans(c.Spans())
+	if len(client) != 1 || client[0].GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR ||
+		otlptest.Attr(client[0].GetAttributes(), "error.type").GetStringValue() != "provider_error" {
+		t.Fatalf("client spans %v, want the failed call's with error.type provider_error", client)
+	}
+}
