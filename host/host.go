@@ -16,7 +16,6 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/otelcall"
 	"github.com/skulkrt/skulk/internal/recorder"
-	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
@@ -453,13 +452,8 @@ func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args fr
 		}
 	}
 	rec, err := h.rec.Begin(ctx, info)
-	if o.span != nil {
-		if rec != nil {
-			o.span.SetAttributes(spanctx.TreeID.String(rec.Tree()))
-		}
-		if err != nil {
-			endSpanRefused(o.span, err)
-		}
+	if o.span != nil && err != nil {
+		endSpanRefused(o.span, err)
 	}
 	if errors.Is(err, recorder.ErrClosed) {
 		return nil, ErrClosed

@@ -23,10 +23,11 @@ func (h *Host) startSpan(ctx context.Context, tr trace.Tracer, id string, t *too
 	if o.trace != nil && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = otelcall.Extract(ctx, o.trace)
 	}
-	ctx, span := tr.Start(ctx, t.Desc.ID, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	ctx, span := tr.Start(ctx, t.Desc.ID, clientKind, trace.WithAttributes(
 		spanctx.RPCSystem.String(spanctx.SystemSkulk),
 		spanctx.RPCMethod.String(t.Desc.ID),
 		spanctx.CallID.String(id),
+		spanctx.TreeID.String(h.rec.TreeOf(ctx, id)),
 	))
 	o.span = span
 	o.trace = otelcall.Inject(ctx, o.trace)
@@ -35,6 +36,10 @@ func (h *Host) startSpan(ctx context.Context, tr trace.Tracer, id string, t *too
 	}
 	return nil
 }
+
+// clientKind is the option every call's span starts with: made once, it
+// costs a call no allocation.
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 
 // endSpanRefused ends o's span, if it has one, as endSpanRefused does.
 func (o *callOptions) endSpanRefused(err error) {
@@ -70,9 +75,12 @@ func endSpanRefused(span trace.Span, err error) {
 	span.End()
 }
 
-// endSpan ends the call's span with its terminal.
+// endSpan ends the call's span with its terminal and the pid of the
+// child it went to (set here, with the terminal's attributes, rather than
+// when the child was chosen: one SetAttributes is one growth of the span's
+// attribute slice).
 func (c *Call) endSpan(f *frame.Frame) {
-	spanctx.Terminal(c.span, f)
+	spanctx.Terminal(c.span, f, spanctx.ChildPID.Int(c.ch.proc.pid))
 	c.span.End()
 }
 

@@ -214,6 +214,15 @@ func Running(ctx context.Context) *Record {
 	return rec
 }
 
+// TreeOf returns the id of the tree Begin would put a call with id in,
+// given ctx: its running call's tree, or id for a tree of its own.
+func (r *Recorder) TreeOf(ctx context.Context, id string) string {
+	if parent := Running(ctx); parent != nil && parent.t.r == r {
+		return parent.t.id
+	}
+	return id
+}
+
 // CallInfo describes a call to Begin.
 type CallInfo struct {
 	// ID is the call's id, unique in the recorder's store (a host should
