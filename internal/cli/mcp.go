@@ -141,7 +141,12 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 		cfg.CallLog = j.log
 	}
 	// Trace export only, as OTEL_TRACES_EXPORTER asks: the flags are none.
-	tel, err := startTelemetry(&telemetryFlags{}, &cfg, env)
+	// On stdio, standard output is MCP's: console spans go to stderr.
+	tenv := env
+	if o.http == "" {
+		tenv.Stdout = env.Stderr
+	}
+	tel, err := startTelemetry(&telemetryFlags{}, &cfg, tenv)
 	if err != nil {
 		return err
 	}
