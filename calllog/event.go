@@ -133,6 +133,9 @@ type Event struct {
 	// arrive as fragments (arguments events); the request carries them
 	// assembled.
 	ArgumentsStreamed bool
+	// FragmentKept, on an arguments event, is true when Fragment holds the
+	// fragment's text.
+	FragmentKept bool // beside ArgumentsStreamed: one word for both keeps an Event at 280 bytes (internal/recorder's histStart)
 	// FragmentIndex numbers an arguments event's fragment from 0.
 	FragmentIndex int
 	// FragmentBytes is the length in bytes of an arguments event's
@@ -141,8 +144,20 @@ type Event struct {
 	// Fragment is the fragment's text, kept only under ContentFull (then
 	// FragmentKept is true).
 	Fragment string
-	// FragmentKept is true when Fragment holds the fragment's text.
-	FragmentKept bool
+	// Span names the call's client span in the host's OpenTelemetry trace,
+	// on every event of a call made with tracing on (the events of one call
+	// share it: do not modify it); nil when tracing was off, for an
+	// unsampled span, and for programs. It joins a journal to a trace.
+	Span *Span
+}
+
+// Span names an OpenTelemetry span by its W3C ids: lower-case hex, not all
+// zero.
+type Span struct {
+	// TraceID is the trace's id, 32 hex digits.
+	TraceID string
+	// SpanID is the span's id, 16 hex digits.
+	SpanID string
 }
 
 // Content is what an event keeps of a payload. Type, Bytes and Keys are
@@ -246,6 +261,8 @@ type jsonEvent struct {
 	FragmentIndex     *int    `json:"fragment_index,omitempty"`
 	FragmentBytes     *int    `json:"fragment_bytes,omitempty"`
 	Fragment          *string `json:"fragment,omitempty"`
+	TraceID           string  `json:"trace_id,omitempty"`
+	SpanID            string  `json:"span_id,omitempty"`
 }
 
 type jsonFrame struct {
@@ -283,6 +300,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
 		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
 		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
+	if e.Span != nil {
+		j.TraceID, j.SpanID = e.Span.TraceID, e.Span.SpanID
+	}
 	if e.Kind == KindArguments {
 		idx, n := e.FragmentIndex, e.FragmentBytes
 		j.FragmentIndex, j.FragmentBytes = &idx, &n
@@ -344,6 +364,15 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	ev := Event{Kind: k, Tree: j.Tree, Writer: j.Writer, Seq: j.Seq, At: at, Call: j.Call, Tool: j.Tool,
 		ToolVersion: j.ToolVersion, Program: j.Program, Attempt: j.Attempt, Child: j.Child, Refused: j.Refused,
 		ArgumentsStreamed: j.ArgumentsStreamed}
+	if !traceHex(j.TraceID, 32) {
+		return &FormatError{Field: "trace_id", Reason: "not 32 lower-case hex digits"}
+	}
+	if !traceHex(j.SpanID, 16) || (j.SpanID == "") != (j.TraceID == "") {
+		return &FormatError{Field: "span_id", Reason: "not 16 lower-case hex digits with a trace_id"}
+	}
+	if j.TraceID != "" {
+		ev.Span = &Span{TraceID: j.TraceID, SpanID: j.SpanID}
+	}
 	if k == KindArguments {
 		if j.FragmentIndex == nil || *j.FragmentIndex < 0 {
 			return &FormatError{Field: "fragment_index", Reason: "missing or negative"}
@@ -391,4 +420,24 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	*e = ev
 	return nil
+}
+
+// traceHex reports whether s is empty or n lower-case hex digits, not all
+// zero (W3C trace context ids).
+func traceHex(s string, n int) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) != n {
+		return false
+	}
+	zero := true
+	for i := 0; i < n; i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+		zero = zero && c == '0'
+	}
+	return !zero
 }

@@ -67,10 +67,12 @@ func goldenEvents() []calllog.Event {
 	evs = append(evs, e)
 	// A call with streamed arguments (a tree of its own): started, one
 	// fragment kept (full), one not (shape), the request with the
-	// assembled arguments.
+	// assembled arguments; made with tracing on, so every event names the
+	// call's span.
 	streamed := func(k calllog.Kind, seq uint64) calllog.Event {
 		e := base(k, seq)
 		e.Tree, e.Call, e.Parent, e.Tool, e.ToolVersion = "h1-4", "h1-4", "", "read-notes", "2"
+		e.Span = &calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}
 		return e
 	}
 	e = streamed(calllog.KindStarted, 1)
@@ -141,5 +143,33 @@ func TestArgumentsEventNeedsFragmentKeys(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &e); !errors.Is(err, calllog.ErrFormat) {
 			t.Fatalf("%s: %v", line, err)
 		}
+	}
+}
+
+// trace_id and span_id are W3C ids, both or neither.
+func TestTraceIDsAreChecked(t *testing.T) {
+	const head = `{"format":1,"kind":"started","tree":"t","writer":"w","seq":1,"after":null,"at":"2026-11-29T22:10:00Z","call":"t","parent":null,"tool":"x"`
+	for _, tc := range []struct{ keys, field string }{
+		{`,"trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736","span_id":"00f067aa0ba902b7"`, "trace_id"},
+		{`,"trace_id":"00000000000000000000000000000000","span_id":"00f067aa0ba902b7"`, "trace_id"},
+		{`,"trace_id":"4bf92f3577b34da6a3ce929d0e0e473","span_id":"00f067aa0ba902b7"`, "trace_id"},
+		{`,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902"`, "span_id"},
+		{`,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`, "span_id"},
+		{`,"span_id":"00f067aa0ba902b7"`, "span_id"},
+	} {
+		var e calllog.Event
+		err := json.Unmarshal([]byte(head+tc.keys+"}"), &e)
+		var fe *calllog.FormatError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, calllog.ErrFormat) {
+			t.Errorf("%s: %v, want a FormatError for %s", tc.keys, err, tc.field)
+		}
+	}
+	var e calllog.Event
+	if err := json.Unmarshal([]byte(head+`,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}`), &e); err != nil ||
+		e.Span == nil || *e.Span != (calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}) {
+		t.Errorf("valid ids: %v, %v", err, e.Span)
+	}
+	if err := json.Unmarshal([]byte(head+"}"), &e); err != nil || e.Span != nil {
+		t.Errorf("no ids: %v, %v", err, e.Span)
 	}
 }

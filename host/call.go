@@ -14,7 +14,6 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/recorder"
-	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
@@ -93,9 +92,6 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		given: 1,
 		send:  *sequence.New(inv.CallID, frame.CallerToProvider, 0),
 		span:  o.span,
-	}
-	if o.span != nil {
-		o.span.SetAttributes(spanctx.ChildPID.Int(ch.proc.pid))
 	}
 	call.out.init()
 	var c *streamConn

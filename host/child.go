@@ -226,13 +226,16 @@ func (h *Host) supervise(s *slot, ch *child) {
 	var restarts []time.Time
 	for {
 		cause, mode := ch.watch()
+		span := h.startStopSpan(ch, cause, mode) // nil when tracing is off
 		ch.stop(cause, mode)
+		span.stopped(ch)
 		h.mu.Lock()
 		s.lastCause, s.cur = cause, nil
 		if h.closing {
 			s.state = StateDown
 			h.notifyLocked()
 			h.mu.Unlock()
+			span.ended(false)
 			return
 		}
 		s.state = StateStarting
@@ -246,11 +249,13 @@ func (h *Host) supervise(s *slot, ch *child) {
 				if h.cfg.Restart.MaxRestarts < 0 || len(restarts) >= h.cfg.Restart.MaxRestarts {
 					h.slotDown(s)
 					h.log.Error("child slot gave up restarting", "slot", s.index, "cause", cause)
+					span.ended(true)
 					return
 				}
 				restarts = append(restarts, now)
 				if !h.sleep(h.backoff(len(restarts))) {
 					h.slotDown(s)
+					span.ended(false)
 					return
 				}
 			}
@@ -261,6 +266,7 @@ func (h *Host) supervise(s *slot, ch *child) {
 			next, err := h.startChild(h.life, s)
 			if err == nil {
 				ch = next
+				span.started(next)
 				break
 			}
 			cause = err
@@ -268,8 +274,10 @@ func (h *Host) supervise(s *slot, ch *child) {
 			s.lastCause = err
 			h.mu.Unlock()
 			h.log.Warn("child restart failed", "slot", s.index, "err", err)
+			span.startFailed(err)
 			if h.life.Err() != nil {
 				h.slotDown(s)
+				span.ended(false)
 				return
 			}
 		}

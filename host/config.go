@@ -120,9 +120,11 @@ type Config struct {
 	// writes the log and stops its observers and journal writers in Close.
 	CallLog calllog.Options
 	// TracerProvider gives the tracer of the host's spans: a client span
-	// per call sent to a child, whose W3C trace context (traceparent,
-	// tracestate, baggage) goes in the invoke's trace map (docs/architecture.md,
-	// "Spans"). nil means the global provider (otel.SetTracerProvider);
+	// per call of a known tool, whose W3C trace context (traceparent,
+	// tracestate, baggage) goes in the invoke's trace map and whose ids
+	// every event of the call carries (calllog.Event.Span), and a root
+	// span per child restart, recycle and drain (docs/operations.md,
+	// "Traces"). nil means the global provider (otel.SetTracerProvider);
 	// while no program set one, the host starts no span and sends no trace
 	// context of its own.
 	TracerProvider trace.TracerProvider

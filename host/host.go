@@ -407,10 +407,12 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 		return nil, h.refuse(ctx, rec, "unknown_tool", frame.CodeInvalidFrame, ErrUnknownTool)
 	}
 	if !argsOK {
-		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, &SchemaError{Schema: "arguments", Value: "not a JSON object"})
+		err = &SchemaError{Schema: "arguments", Value: "not a JSON object"}
+	} else {
+		args, err = checkArguments(t, args)
 	}
-	args, err = checkArguments(t, args)
 	if err != nil {
+		o.endSpanRefused(err)
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
 	return h.dispatch(ctx, rec, t, args, o)
@@ -447,8 +449,14 @@ func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args fr
 	info := recorder.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal, ArgumentsStreamed: o.streamed}
 	if t != nil {
 		info.ToolVersion = t.Desc.Version
+		if tr := h.tracing.Tracer(); tr != nil {
+			info.Span = h.startSpan(ctx, tr, info.ID, t, o)
+		}
 	}
 	rec, err := h.rec.Begin(ctx, info)
+	if o.span != nil && err != nil {
+		endSpanRefused(o.span, err)
+	}
 	if errors.Is(err, recorder.ErrClosed) {
 		return nil, ErrClosed
 	}
@@ -492,9 +500,6 @@ func (h *Host) dispatch(ctx context.Context, rec *recorder.Record, t *toolschema
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, endWith(ctx, rec, recorder.Cancelled("context done before the call was sent"), err)
-	}
-	if tr := h.tracing.Tracer(); tr != nil {
-		h.startSpan(ctx, tr, rec, t, o)
 	}
 	for {
 		c, err := h.startCall(ctx, rec, t, args, o)

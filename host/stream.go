@@ -86,6 +86,7 @@ func (a *ArgsCall) Fragment(text string) error {
 		a.closeLocked()
 		a.mu.Unlock()
 		err := &SchemaError{Schema: "arguments", Value: "longer than the child's max_header"}
+		a.o.endSpanRefused(err)
 		return a.h.refuse(context.Background(), a.rec, "schema", frame.CodeInvalidFrame, err)
 	}
 	a.buf.WriteString(text)
@@ -120,6 +121,7 @@ func (a *ArgsCall) Done(ctx context.Context) (*Call, error) {
 		args, err = checkArguments(a.t, args)
 	}
 	if err != nil {
+		a.o.endSpanRefused(err)
 		return nil, a.h.refuse(ctx, a.rec, "schema", frame.CodeInvalidFrame, err)
 	}
 	return a.h.dispatch(ctx, a.rec, a.t, args, a.o)
@@ -141,6 +143,7 @@ func (a *ArgsCall) abort(ctx context.Context, o calllog.Outcome) error {
 	}
 	a.closeLocked()
 	a.mu.Unlock()
+	a.o.endSpanRefused(context.Canceled) // cancelled before its invoke
 	return endWith(ctx, a.rec, o, nil)
 }
 

@@ -242,7 +242,8 @@ func appendInvoke(b []byte, p *Invoke) ([]byte, error) {
 	if p.Trace != nil {
 		b = mpack.AppendString(b, "trace")
 		b = mpack.AppendMapHeader(b, len(p.Trace))
-		for _, k := range sortedKeys(p.Trace) {
+		var buf [4]string // traceparent, tracestate, baggage: no allocation for W3C trace context
+		for _, k := range sortedKeys(buf[:0], p.Trace) {
 			b = appendKey(b, k, p.Trace[k])
 		}
 	}
@@ -373,4 +374,9 @@ func encodeValue(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+// sortedKeys appends m's keys to dst and sorts them.
+func sortedKeys(dst []string, m map[string]string) []string {
+	dst = slices.AppendSeq(dst, maps.Keys(m))
+	slices.Sort(dst)
+	return dst
+}

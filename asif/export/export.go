@@ -215,6 +215,7 @@ type call struct {
 	args              json.RawMessage // nil: unknown
 	argsStatus        asif.ArgumentsStatus
 	streamed          bool
+	span              *calllog.Span // the call's span, from its events; nil for none
 	frags             []fragItem
 	requestSeq        uint64 // streamed: the request that completed the arguments
 	ended             bool
@@ -370,6 +371,9 @@ func (x *exporter) step(it item, in bool) {
 	}
 	if e.ToolVersion != "" {
 		c.version = e.ToolVersion
+	}
+	if e.Span != nil {
+		c.span = e.Span
 	}
 	if c.program || e.Program {
 		c.program = true
@@ -540,10 +544,24 @@ func (x *exporter) emitCall(c *call, seq uint64, at time.Time, args json.RawMess
 	x.doc.AddEvent(BranchID, asifdoc.Event{
 		ID: id, ActorID: HostActor, Kind: asifdoc.EventToolCall, Time: stamp(at),
 		Causes: causes, Supersedes: sup, Provenance: observed(),
-		Data: &asifdoc.ToolCallData{CallID: c.id, ToolID: c.tool, Arguments: args, ArgumentsStatus: status},
+		Data:       &asifdoc.ToolCallData{CallID: c.id, ToolID: c.tool, Arguments: args, ArgumentsStatus: status},
+		Extensions: traceExtension(c),
 	})
 	c.eventID, c.eventSeq = id, seq
 	return id
+}
+
+// traceKey is the key of a tool_call event's extensions that names
+// the call's OpenTelemetry span, when its events carry one (docs/asif.md).
+const traceKey = "skulk/trace"
+
+// traceExtension returns the extensions of c's tool_call events: its
+// trace and span ids, or nil when its events named none.
+func traceExtension(c *call) map[string]any {
+	if c.span == nil {
+		return nil
+	}
+	return map[string]any{traceKey: map[string]string{"trace_id": c.span.TraceID, "span_id": c.span.SpanID}}
 }
 
 // emitPartial adds (or amends) the partial version of a streamed call,

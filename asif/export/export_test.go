@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -566,5 +567,48 @@ func TestGapsMakeTextPartial(t *testing.T) {
 		if len(ts) != 1 || ts[0].Status != asif.StreamPartial || doc.Capture.Consistency != "partial" || !hasLoss(doc, "events_not_kept") {
 			t.Fatalf("drop %d: streams %+v, consistency %s, losses %+v", drop, ts, doc.Capture.Consistency, doc.Losses)
 		}
+	}
+}
+
+// A call whose events name its span has its trace and span ids in its
+// tool_call's extensions (marshalled, and the document still checks); one
+// without has no extensions.
+func TestTraceIDsInExtensions(t *testing.T) {
+	j := newJournal(t)
+	r, err := j.rec.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "upper", Args: frame.MustPayload(map[string]any{}),
+		Span: &calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Request(recorder.RequestInfo{Child: "child-0"})
+	end(t, r, recorder.Done(nil))
+	_, _, data := exportCheck(t, j.events("c1"), Options{})
+	var doc struct {
+		Events []struct {
+			Kind       string                       `json:"kind"`
+			Extensions map[string]map[string]string `json:"extensions"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	for _, e := range doc.Events {
+		if e.Kind != "tool_call" {
+			continue
+		}
+		calls++
+		if tr := e.Extensions["skulk/trace"]; tr["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" || tr["span_id"] != "00f067aa0ba902b7" {
+			t.Errorf("tool_call extensions %v, want skulk/trace with the call's ids", e.Extensions)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d tool_call events, want 1", calls)
+	}
+
+	r = j.begin("c2", "upper", map[string]any{})
+	end(t, r, recorder.Done(nil))
+	if _, _, data := exportCheck(t, j.events("c2"), Options{}); bytes.Contains(data, []byte(`"extensions"`)) {
+		t.Errorf("a call without trace ids has extensions:\n%s", data)
 	}
 }

@@ -59,6 +59,23 @@ func TestStore(t *testing.T, open func(t *testing.T) calllog.EventStore) {
 		}
 	})
 
+	t.Run("keeps the trace ids", func(t *testing.T) {
+		s := open(t)
+		c, _ := s.Claim(ctx, "t1", "A")
+		evs := Events("t1", "A", 1, 2)
+		evs[1].Span = &calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}
+		if err := s.Keep(ctx, c, evs); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EventsAfter(ctx, "t1", 0, 0)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("EventsAfter = %d events, %v", len(got), err)
+		}
+		if got[0].Span != nil || got[1].Span == nil || *got[1].Span != *evs[1].Span {
+			t.Fatalf("spans read back: %v, %v; want none, then %v", got[0].Span, got[1].Span, *evs[1].Span)
+		}
+	})
+
 	t.Run("keep is idempotent by tree and seq", func(t *testing.T) {
 		s := open(t)
 		c, _ := s.Claim(ctx, "t1", "A")

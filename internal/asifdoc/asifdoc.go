@@ -349,6 +349,8 @@ type Event struct {
 	Time        string    `json:"time,omitempty"`
 	ExecutionID string    `json:"execution_id,omitempty"`
 	Supersedes  *EventRef `json:"supersedes,omitempty"`
+	// Extensions are the event's producer-specific members; nil for none.
+	Extensions map[string]any `json:"extensions,omitempty"`
 }
 
 // MarshalJSON writes causes as [] when nil.

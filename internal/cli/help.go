@@ -174,9 +174,7 @@ The flags are:
 		serve the host's metrics (docs/operations.md, "Metrics") in the
 		Prometheus text format at http://ADDR/metrics while the command
 		runs (ADDR is HOST:PORT; port 0 picks one). The address is printed
-		on standard error. With OTEL_TRACES_EXPORTER=console in the
-		environment, the call's spans (docs/architecture.md, "Spans") are
-		written to standard output as JSON when the command ends.
+		on standard error.
 	--env NAME or NAME=VALUE
 		pass the host's variable NAME to the child, or set NAME to VALUE
 		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,
@@ -186,6 +184,12 @@ The flags are:
 		log the host's events to standard error too. The child's stdout
 		and stderr are forwarded there always, line by line, tagged with
 		the child's id and pid.
+
+Traces: with OTEL_TRACES_EXPORTER=otlp (or console) in the environment,
+the call's span is exported to the collector OTEL_EXPORTER_OTLP_ENDPOINT
+names (or written to standard output as JSON), flushed before the command
+exits; the other OTEL_EXPORTER_OTLP_* variables apply (docs/cli.md, "Trace
+export"). The child gets them only with --env NAME.
 
 Output without --json: a payload with a "text" string prints that text
 (with a newline added when it has none), any other payload prints as

@@ -222,12 +222,24 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	printReplay(env.Stdout, calllog.Replay(events))
+	printReplay(env.Stdout, calllog.Replay(events), tracesOf(events))
 	return nil
 }
 
-// printReplay prints each call of r: a header line, its text, its end.
-func printReplay(w io.Writer, r *calllog.Replayed) {
+// tracesOf returns the spans of the calls of events that name one.
+func tracesOf(events []calllog.Event) map[string]*calllog.Span {
+	m := map[string]*calllog.Span{}
+	for _, e := range events {
+		if e.Span != nil {
+			m[e.Call] = e.Span
+		}
+	}
+	return m
+}
+
+// printReplay prints each call of r: a header line, its trace (when its
+// events name one), its text, its end.
+func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Span) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
@@ -241,6 +253,10 @@ func printReplay(w io.Writer, r *calllog.Replayed) {
 			fmt.Fprintf(w, ", step of %s", termsafe.Escape(c.Parent))
 		}
 		fmt.Fprintf(w, ", %d attempt(s)\n", c.Attempts)
+		if tr, ok := traces[c.Call]; ok {
+			// Hex digits only: a journal's ids were checked when read.
+			fmt.Fprintf(w, "  trace: %s span %s\n", tr.TraceID, tr.SpanID)
+		}
 		if c.Text != "" {
 			fmt.Fprintf(w, "  text: %s\n", strconv.Quote(c.Text))
 		}

@@ -44,6 +44,11 @@ the host made it up (the child died, say). An MCP cancellation cancels the
 call. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
 --timeout) is the call's timeout_ms. docs/mcp.md has the whole mapping.
 
+Traces: with OTEL_TRACES_EXPORTER=otlp in the environment, each call's
+span is exported as for call (docs/cli.md, "Trace export"), flushed before
+the command exits; a request's _meta "traceparent" (and "tracestate",
+"baggage") is the span's parent, so the MCP client's trace goes on.
+
 The flags are:
 
 	--http ADDR
@@ -144,17 +149,22 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 		defer j.close() // after closeHost
 		cfg.CallLog = j.log
 	}
-	ms, err := serveMetrics(o.metrics, &cfg, env)
+	// On stdio, standard output is MCP's: console spans go to stderr.
+	tenv := env
+	if o.http == "" {
+		tenv.Stdout = env.Stderr
+	}
+	tel, err := startTelemetry(&telemetryFlags{metricsAddr: o.metrics}, &cfg, tenv)
 	if err != nil {
 		return err
 	}
-	defer ms.close() // after closeHost
+	defer tel.close() // after closeHost: every span ended by then
 	h, err := startHost(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeHost(h)
-	ms.watch(h)
+	tel.watch(h)
 	inlineMax := o.inlineMax
 	if inlineMax == 0 {
 		inlineMax = -1 // every media chunk a link

@@ -2,20 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"os"
+	"fmt"
+	"io"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/skulkrt/skulk/host"
 )
-
-// tracesExporterEnv is the standard OpenTelemetry variable that turns trace
-// export on; "console" (spans as JSON on stdout) is what skulk-host
-// supports, "none" or unset means off.
-const tracesExporterEnv = "OTEL_TRACES_EXPORTER"
 
 // telemetryFlags are the flags of a command that can export telemetry.
 type telemetryFlags struct {
@@ -28,29 +24,27 @@ func (f *telemetryFlags) register(fs *flag.FlagSet) {
 
 // telemetry is what a command serves and exports: /metrics on
 // --metrics-addr (metricsServer, nil without it), and spans when
-// OTEL_TRACES_EXPORTER asks for them.
+// OTEL_TRACES_EXPORTER asks for them (tracing.go).
 type telemetry struct {
 	metrics *metricsServer
 	tp      *sdktrace.TracerProvider
+	stderr  io.Writer // where close reports spans it could not export
 }
 
 // startTelemetry sets cfg up for what f and the environment ask for and
 // starts the metrics server; nothing at all when they ask for nothing.
 func startTelemetry(f *telemetryFlags, cfg *host.Config, env Env) (*telemetry, error) {
-	t := &telemetry{}
-	switch exp := os.Getenv(tracesExporterEnv); exp {
-	case "", "none":
-	case "console":
-		e, err := stdouttrace.New(stdouttrace.WithWriter(env.Stdout))
-		if err != nil {
-			return nil, statusErr(ExitFailure, "cannot export traces: %v", err)
-		}
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(e))
-		cfg.TracerProvider = t.tp
-	default:
-		return nil, usageErr(tracesExporterEnv + " must be console or none")
+	t := &telemetry{stderr: env.Stderr}
+	tp, err := newTracerProvider(context.Background(), "skulk-host", env.Stdout)
+	if errors.Is(err, errTraceConfig) {
+		return nil, usageErr("%v", err)
+	} else if err != nil {
+		return nil, statusErr(ExitFailure, "cannot export traces: %v", err)
 	}
-	var err error
+	if tp != nil {
+		t.tp = tp
+		cfg.TracerProvider = tp
+	}
 	if t.metrics, err = serveMetrics(f.metricsAddr, cfg, env); err != nil {
 		t.close()
 		return nil, err
@@ -68,6 +62,8 @@ func (t *telemetry) close() {
 	defer cancel()
 	t.metrics.close()
 	if t.tp != nil {
-		t.tp.Shutdown(ctx)
+		if err := t.tp.Shutdown(ctx); err != nil {
+			fmt.Fprintf(t.stderr, "skulk-host: spans not exported: %v\n", err)
+		}
 	}
 }

@@ -265,6 +265,29 @@ func (s *Server) callContext(ctx context.Context, meta mcp.Meta) (context.Contex
 	return c, cancel, nil
 }
 
+// traceLimits are the W3C trace context keys a tools/call request's _meta
+// may carry (as MCP clients that trace send them) and the longest value of
+// each that is read: the W3C limits for tracestate and baggage, room for a
+// later traceparent version (version 00 is 55 characters).
+var traceLimits = map[string]int{"traceparent": 256, "tracestate": 512, "baggage": 8192}
+
+// traceOf returns the trace context of a request's _meta, for the call's
+// invoke (the host's span becomes its child); nil when it has none. A value
+// that is not a string, or longer than traceLimits allows, is
+// ignored, as one that does not parse is: it never fails the call.
+func traceOf(meta mcp.Meta) map[string]string {
+	var m map[string]string
+	for k, limit := range traceLimits {
+		if v, ok := meta[k].(string); ok && v != "" && len(v) <= limit {
+			if m == nil {
+				m = make(map[string]string, len(traceLimits))
+			}
+			m[k] = v
+		}
+	}
+	return m
+}
+
 // handler makes the MCP tool handler of the Skulk tool id.
 func (s *Server) handler(id string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -285,7 +308,11 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 		defer cancel()
 		// MCP has no caller input: the call is a plain request, its input
 		// closed with the invoke.
-		c, err := s.h.Call(callCtx, id, args, host.WithInput())
+		opts := []host.CallOption{host.WithInput()}
+		if tr := traceOf(req.Params.Meta); tr != nil {
+			opts = append(opts, host.WithTrace(tr))
+		}
+		c, err := s.h.Call(callCtx, id, args, opts...)
 		if err != nil {
 			return callRefused(err), nil
 		}

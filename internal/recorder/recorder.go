@@ -31,7 +31,9 @@ const DefaultHistory = 1024
 // small call (started, request, the caller's started, chunk and completed,
 // one output chunk, the end), so that it grows only for a call that
 // streams. An event is 280 bytes: growing from empty cost a small call four
-// allocations and 4 KiB.
+// allocations and 4 KiB. The 8, with the 8-byte header the allocator adds
+// to an object with pointers, fill the 2,304-byte size class: an event 8
+// bytes larger would move them to the 2,688-byte one.
 const histStart = 8
 
 // Recorder records the calls of one host: it numbers each tree's events,
@@ -215,6 +217,15 @@ func Running(ctx context.Context) *Record {
 	return rec
 }
 
+// TreeOf returns the id of the tree Begin would put a call with id in,
+// given ctx: its running call's tree, or id for a tree of its own.
+func (r *Recorder) TreeOf(ctx context.Context, id string) string {
+	if parent := Running(ctx); parent != nil && parent.t.r == r {
+		return parent.t.id
+	}
+	return id
+}
+
 // CallInfo describes a call to Begin.
 type CallInfo struct {
 	// ID is the call's id, unique in the recorder's store (a host should
@@ -239,6 +250,9 @@ type CallInfo struct {
 	// (Record.Arguments) after Begin; Args is then nil and the request
 	// carries them (RequestInfo.Args).
 	ArgumentsStreamed bool
+	// Span names the call's span: every event of the call carries it
+	// (calllog.Event.Span); nil for none.
+	Span *calllog.Span
 }
 
 // tree is one call tree: its numbering and its journal writer.
@@ -289,6 +303,7 @@ type Record struct {
 	parentID  string
 	tool      string
 	program   bool
+	span      *calllog.Span     // CallInfo.Span
 	observers []*observerRunner // every layer's, in order
 	own       []*observerRunner // started for this call; closed at its end
 	exclude   []*observerRunner // observers not given this call's events
@@ -305,8 +320,8 @@ type Record struct {
 	pending   int           // steps begun and not ended
 	ending    bool
 	deferred  bool          // End gave up waiting: the last step ends it
+	ended     bool          // beside ending and deferred: one word for the three keeps a Record at 352 bytes
 	idle      chan struct{} // closed when pending reaches 0 while ending
-	ended     bool
 	outcome   calllog.Outcome
 	endSeq    uint64
 }
@@ -336,6 +351,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		parent = nil // a call of another recorder: a tree of its own here
 	}
 	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
+		span: info.Span,
 		done: make(chan struct{}), hist: make([]calllog.Event, 0, histStart)}
 	rec.exclude = excludedBy(ctx)
 	var t *tree
@@ -425,6 +441,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	}
 	t.lastAt = ev.At
 	ev.Call, ev.Parent, ev.Tool, ev.ToolVersion, ev.Program = rec.id, rec.parentID, rec.tool, rec.version, rec.program
+	ev.Span = rec.span
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
 	}

@@ -96,17 +96,22 @@ func lowerHex(s string, dst []byte) bool {
 }
 
 // Terminal sets the attributes and the status of a call's terminal on
-// span: its outcome, its code, error.type and an error status when it is
-// not completed, and whether the host made it up. The message is not
+// span, with extra attributes (at most one) in the same SetAttributes: its
+// outcome, its code, error.type and an error status when it is not
+// completed, and whether the host made it up. The message is not
 // recorded: it may hold user data.
-func Terminal(span trace.Span, f *frame.Frame) {
+func Terminal(span trace.Span, f *frame.Frame, extra ...attribute.KeyValue) {
 	code := StatusOK
 	if f.Error != nil {
 		code = f.Error.Code.String()
 	}
-	span.SetAttributes(Outcome.String(f.Kind.String()), RPCStatus.String(code), Synthetic.Bool(f.Synthetic))
+	var buf [5]attribute.KeyValue
+	kv := append(buf[:0], Outcome.String(f.Kind.String()), RPCStatus.String(code), Synthetic.Bool(f.Synthetic))
 	if f.Kind != frame.KindCompleted {
-		span.SetAttributes(ErrorType.String(code))
+		kv = append(kv, ErrorType.String(code))
+	}
+	span.SetAttributes(append(kv, extra...)...)
+	if f.Kind != frame.KindCompleted {
 		span.SetStatus(codes.Error, code)
 	}
 }

@@ -143,6 +143,18 @@ func TestTraceCrossesTheProcessBoundary(t *testing.T) {
 	if got := attrs(server.Attributes)["skulk.call.id"]; got != attribute.StringValue(c.ID()) {
 		t.Errorf("child span skulk.call.id = %v, want %s", got.Emit(), c.ID())
 	}
+	// Every event of the call names the host span.
+	n := 0
+	for ev := range c.Events() {
+		n++
+		if ev.Span == nil || ev.Span.TraceID != client.SpanContext.TraceID().String() || ev.Span.SpanID != client.SpanContext.SpanID().String() {
+			t.Errorf("%s event: span %v, want the host span's %v %v", ev.Kind, ev.Span,
+				client.SpanContext.TraceID(), client.SpanContext.SpanID())
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d events, want started, request, output and done at least", n)
+	}
 }
 
 func TestTraceKillNineFailsTheSpan(t *testing.T) {
@@ -162,13 +174,14 @@ func TestTraceKillNineFailsTheSpan(t *testing.T) {
 	case <-time.After(skulktest.Timeout):
 		t.Fatal("handler did not start")
 	}
-	if err := syscall.Kill(h.Children()[0].PID, syscall.SIGKILL); err != nil {
+	old := h.Children()[0]
+	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Wait(); err == nil {
 		t.Fatal("a killed child's call completed")
 	}
-	skulktest.WaitRestart(t, h, 0, 1)
+	next := skulktest.WaitRestart(t, h, 0, 1)
 	client, _ := spansByKind(t, exp)
 	a := attrs(client.Attributes)
 	if a["skulk.synthetic"] != attribute.BoolValue(true) || a["error.type"] != attribute.StringValue("unreachable") ||
@@ -176,6 +189,66 @@ func TestTraceKillNineFailsTheSpan(t *testing.T) {
 		t.Errorf("killed call's span: synthetic %v, error.type %v, status %v; want true, unreachable, Error",
 			a["skulk.synthetic"].Emit(), a["error.type"].Emit(), client.Status)
 	}
+
+	// The restart is a span of its own, from the death to the new child.
+	restart := spanNamed(t, exp, "skulk.restart")
+	if restart.Parent.IsValid() || restart.SpanKind != trace.SpanKindInternal {
+		t.Errorf("restart span: parent %v, kind %v; want a root internal span", restart.Parent, restart.SpanKind)
+	}
+	ra := attrs(restart.Attributes)
+	for k, want := range map[attribute.Key]attribute.Value{
+		"skulk.slot":              attribute.IntValue(0),
+		"skulk.restart.reason":    attribute.StringValue("exited"),
+		"skulk.child.pid":         attribute.Int64Value(int64(old.PID)),
+		"skulk.child.id":          attribute.StringValue(old.ID),
+		"skulk.child.new_pid":     attribute.Int64Value(int64(next.PID)),
+		"skulk.child.new_id":      attribute.StringValue(next.ID),
+		"skulk.child.exit_status": attribute.StringValue("signal: killed"),
+	} {
+		if got := ra[k]; got != want {
+			t.Errorf("restart span %s = %v, want %v", k, got.Emit(), want.Emit())
+		}
+	}
+	if restart.Status.Code == codes.Error || len(restart.Events) == 0 || restart.Events[0].Name != "child stopped" {
+		t.Errorf("restart span: status %v, events %v; want no error and a child stopped event", restart.Status, restart.Events)
+	}
+	if !restart.StartTime.Before(restart.EndTime) || restart.EndTime.Before(client.EndTime) {
+		t.Errorf("restart span from %v to %v; the killed call's ended at %v, before the restart's end", restart.StartTime, restart.EndTime, client.EndTime)
+	}
+
+	// Close drains the new child: a drain span.
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	drain := spanNamed(t, exp, "skulk.drain")
+	da := attrs(drain.Attributes)
+	if da["skulk.restart.reason"] != attribute.StringValue("closed") || da["skulk.child.pid"] != attribute.Int64Value(int64(next.PID)) {
+		t.Errorf("drain span: reason %v, pid %v; want closed, %d", da["skulk.restart.reason"].Emit(), da["skulk.child.pid"].Emit(), next.PID)
+	}
+	if _, ok := da["skulk.child.new_pid"]; ok {
+		t.Errorf("drain span names a new child")
+	}
+}
+
+// spanNamed waits until exp holds one span named name and returns it.
+func spanNamed(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStub {
+	t.Helper()
+	for deadline := time.Now().Add(skulktest.Timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var found []tracetest.SpanStub
+		for _, s := range exp.GetSpans() {
+			if s.Name == name {
+				found = append(found, s)
+			}
+		}
+		if len(found) > 1 {
+			t.Fatalf("%d spans named %s, want one", len(found), name)
+		}
+		if len(found) == 1 {
+			return found[0]
+		}
+	}
+	t.Fatalf("no span named %s after %v", name, skulktest.Timeout)
+	return tracetest.SpanStub{}
 }
 
 // Without a provider (and no global one), the host adds no trace context,
@@ -205,5 +278,10 @@ func TestTraceOffPassesWithTrace(t *testing.T) {
 	}
 	if sc, _ := s.get(); sc.IsValid() {
 		t.Errorf("tracing off: handler's context carries span context %v", sc)
+	}
+	for ev := range c.Events() {
+		if ev.Span != nil {
+			t.Errorf("tracing off: %s event has span %v", ev.Kind, *ev.Span)
+		}
 	}
 }

@@ -44,6 +44,7 @@ from .wire import (  # noqa: E402
     read_packet,
     write_packet,
 )
+from .tracecontext import TraceContext  # noqa: E402
 from .child import CallCancelled, Cause, Input, Terminated, Tool, ToolError, main  # noqa: E402
 
 __all__ = [
@@ -53,5 +54,5 @@ __all__ = [
     "HeaderLengthError", "AttachmentLengthError", "MalformedHeaderError", "UnknownTypeError",
     "UnexpectedAttachmentError", "BadFieldError", "InvalidPacketError", "ConnectionClosed", "PacketCutShort",
     "encode_packet", "decode_packet", "read_packet", "write_packet", "Tool", "ToolError", "Cause",
-    "CallCancelled", "Terminated", "Input", "main",
+    "CallCancelled", "Terminated", "Input", "main", "TraceContext",
 ]

@@ -277,6 +277,23 @@ class StreamInvoke:
         return self._frame("cancelled", error=err)
 
     @property
+    def trace_context(self):
+        """The W3C trace context of the invoke's ``trace`` map (the host's
+        span of the call) as a skulk.TraceContext, or None without a valid
+        traceparent: an invalid one is ignored."""
+        from .tracecontext import parse_trace_context
+
+        return parse_trace_context(self.trace)
+
+    @property
+    def baggage(self) -> dict:
+        """The W3C baggage of the invoke's ``trace`` map, {} when none (or
+        invalid); with or without a traceparent."""
+        from .tracecontext import parse_baggage
+
+        return parse_baggage((self.trace or {}).get("baggage"))
+
+    @property
     def cause(self):
         """Why the call was cancelled (a skulk.Cause), or None."""
         rt = self._runtime

@@ -1,14 +1,19 @@
 package compare
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
@@ -29,11 +34,18 @@ const childBinVar = "SKULK_BENCH_CHILD"
 
 // benchSkulk opens a skulk session with the bench child for b and reports,
 // besides the time per op, the host's allocations per op counted by
-// runtime.MemStats (the child's are in its own process: see -childprofile).
+// runtime.MemStats (the child's are in its own process: see -childprofile)
+// and the CPU time per op of the host process and of the child.
 func benchSkulk(b *testing.B, run func(context.Context, *skulkSession, int) error) {
+	benchSkulkTraced(b, nil, run)
+}
+
+// benchSkulkTraced is benchSkulk with tp as the host's TracerProvider
+// (nil: tracing off).
+func benchSkulkTraced(b *testing.B, tp trace.TracerProvider, run func(context.Context, *skulkSession, int) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sys := &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar))}
+	sys := &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar)), tp: tp}
 	ss, err := sys.start(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -42,16 +54,91 @@ func benchSkulk(b *testing.B, run func(context.Context, *skulkSession, int) erro
 	if err := run(ctx, ss, 100); err != nil { // warm up: connections, buffers
 		b.Fatal(err)
 	}
+	pid := ss.h.Children()[0].PID
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	hostCPU, childCPU := selfCPU(), procCPU(pid)
 	b.ResetTimer()
 	if err := run(ctx, ss, b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	hostCPU, childCPU = selfCPU()-hostCPU, procCPU(pid)-childCPU
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "host-allocs/op")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N), "host-B/op")
+	b.ReportMetric(float64(hostCPU.Nanoseconds())/float64(b.N), "host-cpu-ns/op")
+	if childCPU >= 0 {
+		b.ReportMetric(float64(childCPU.Nanoseconds())/float64(b.N), "child-cpu-ns/op")
+	}
+}
+
+// selfCPU is the CPU time (user and system) this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the CPU time (user and system) process pid has used, from
+// /proc/PID/stat in clock ticks of 10 ms (Linux's USER_HZ of 100); -1 when
+// it cannot be read.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14 of stat
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// tracingOn is a TracerProvider that samples every span and exports it to
+// nowhere through the SDK's batch processor: the host's whole cost of
+// tracing a call, without a collector's. Shut down when b ends.
+func tracingOn(b *testing.B) trace.TracerProvider {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardExporter{}))
+	b.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return tp
+}
+
+// discardExporter exports spans to nowhere.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkSkulkSmallStreamTraced is BenchmarkSkulkSmallStream with
+// tracing on (tracingOn): one span for the whole stream.
+func BenchmarkSkulkSmallStreamTraced(b *testing.B) {
+	benchSkulkTraced(b, tracingOn(b), func(ctx context.Context, ss *skulkSession, n int) error { return ss.smallStream(ctx, n) })
+}
+
+// BenchmarkSkulkCallTraced is BenchmarkSkulkCall with tracing on
+// (tracingOn): a span, and a trace map in the invoke, per call.
+func BenchmarkSkulkCallTraced(b *testing.B) {
+	tp := tracingOn(b)
+	benchSkulkTraced(b, tp, func(ctx context.Context, ss *skulkSession, n int) error {
+		for range n {
+			if err := ss.call(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // BenchmarkSkulkSmallStream: one op is one 64-byte frame of a count call.

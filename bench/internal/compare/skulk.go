@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 )
@@ -16,10 +18,11 @@ import (
 // skulkSystem is Skulk: the host package driving a child built on the
 // child package (cmd/skulkchild, or the demo cmd/skulk-child).
 type skulkSystem struct {
-	sys string   // Skulk or SkulkDemo
-	bin string   // the child binary
-	dir string   // where the wire-level health child's directory goes
-	env []string // ExtraEnv of the children
+	sys string               // Skulk or SkulkDemo
+	bin string               // the child binary
+	dir string               // where the wire-level health child's directory goes
+	env []string             // ExtraEnv of the children
+	tp  trace.TracerProvider // the host's Config.TracerProvider; nil: tracing off
 }
 
 func (s *skulkSystem) name() string { return s.sys }
@@ -31,7 +34,7 @@ type skulkSession struct {
 }
 
 func (s *skulkSystem) start(ctx context.Context) (*skulkSession, error) {
-	h, err := host.Start(ctx, host.Config{Command: s.bin, ExtraEnv: s.env, TempDir: s.dir})
+	h, err := host.Start(ctx, host.Config{Command: s.bin, ExtraEnv: s.env, TempDir: s.dir, TracerProvider: s.tp})
 	if err != nil {
 		return nil, fmt.Errorf("skulk: start: %w", err)
 	}

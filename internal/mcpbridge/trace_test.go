@@ -1,0 +1,67 @@
+package mcpbridge_test
+
+import (
+	"context"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/skulkrt/skulk/internal/otlptest"
+)
+
+// skulk-host mcp serve exports a span per tools/call to OTLP when
+// OTEL_TRACES_EXPORTER asks, flushed when it exits; the W3C trace context
+// of the request's _meta is the span's parent, and a traceparent that does
+// not parse starts a trace of its own without failing the call.
+func TestServeTracesOTLP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := otlptest.New(t)
+	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--", childBin)
+	s.cmd.Env = append(append(os.Environ(), "TMPDIR="+s.tmp), c.Env()...)
+	s.cmd.Stderr = os.Stderr
+	sess, err := newClient(s.progress).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect to skulk-host mcp serve: %v", err)
+	}
+	s.sess = sess
+
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	res := callTool(t, ctx, sess, "count", map[string]any{"n": 1}, mcp.Meta{
+		"traceparent": "00-" + traceID + "-" + parentID + "-01", "baggage": "tenant=acme", "tracestate": 7})
+	if res.IsError {
+		t.Fatalf("count: %s", textOf(res))
+	}
+	res = callTool(t, ctx, sess, "echo", map[string]any{}, mcp.Meta{"traceparent": "00-" + traceID + "-0000000000000000-01"})
+	if res.IsError {
+		t.Fatalf("echo with an invalid traceparent: %s", textOf(res))
+	}
+	s.close(t) // skulk-host exits: its spans are flushed by then
+
+	byName := map[string]otlptest.Span{}
+	for _, sp := range c.Spans() {
+		if sp.GetName() == "skulk.drain" { // the child's, when the server exited
+			continue
+		}
+		if sp.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || sp.Service != "skulk-host" {
+			t.Errorf("span %q of kind %v from %q: want only the host's client spans", sp.GetName(), sp.GetKind(), sp.Service)
+		}
+		byName[sp.GetName()] = sp
+	}
+	count, echo := byName["count"], byName["echo"]
+	if count.Span == nil || echo.Span == nil {
+		t.Fatalf("spans received: %v; want count and echo", byName)
+	}
+	if hex.EncodeToString(count.GetTraceId()) != traceID || hex.EncodeToString(count.GetParentSpanId()) != parentID {
+		t.Errorf("count's span: trace %x parent %x; want the _meta traceparent's %s, %s", count.GetTraceId(), count.GetParentSpanId(), traceID, parentID)
+	}
+	if hex.EncodeToString(echo.GetTraceId()) == traceID || len(echo.GetParentSpanId()) != 0 {
+		t.Errorf("echo's span continues the invalid traceparent: trace %x parent %x", echo.GetTraceId(), echo.GetParentSpanId())
+	}
+}

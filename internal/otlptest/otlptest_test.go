@@ -1,0 +1,43 @@
+package otlptest_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/skulkrt/skulk/internal/otlptest"
+)
+
+// The SDK's OTLP/HTTP exporter's spans come out as they went in.
+func TestCollectorReceivesTheExportersSpans(t *testing.T) {
+	c := otlptest.New(t)
+	ctx := context.Background()
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.URL()+"/v1/traces"), otlptracehttp.WithHeaders(map[string]string{"x-k": "v"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "svc"))))
+	_, s := tp.Tracer("t").Start(ctx, "op", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.Int("n", 7)))
+	s.End()
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := c.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	got := spans[0]
+	if got.Service != "svc" || got.GetName() != "op" || otlptest.Attr(got.GetAttributes(), "n").GetIntValue() != 7 ||
+		[16]byte(got.GetTraceId()) != s.SpanContext().TraceID() {
+		t.Errorf("received %v of %q, want op of svc with n=7 and the span's trace id", got.Span, got.Service)
+	}
+	if c.Headers("svc").Get("X-K") != "v" || c.Headers("other") != nil {
+		t.Errorf("headers of svc: %v", c.Headers("svc"))
+	}
+}

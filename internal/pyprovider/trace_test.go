@@ -1,0 +1,111 @@
+package pyprovider_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/skulkrt/skulk/host"
+)
+
+// traceProvider is a Python provider whose tool answers with what its
+// handler sees of the invoke's trace context.
+const traceProvider = `
+import sys
+sys.path.insert(0, sys.argv[1])
+import skulk
+
+async def trace(call, frames):
+    tc = call.trace_context
+    yield call.completed({
+        "trace_id": tc.trace_id if tc else "",
+        "span_id": tc.span_id if tc else "",
+        "sampled": bool(tc and tc.sampled),
+        "tracestate": dict(tc.tracestate) if tc else {},
+        "tenant": call.baggage.get("tenant", ""),
+    })
+
+skulk.main([skulk.Tool("trace", trace)])
+`
+
+// startTraceProvider starts a host of the trace provider with cfg.
+func startTraceProvider(t *testing.T, cfg host.Config) *host.Host {
+	t.Helper()
+	demo := provider(t) // skips (or fails) without Python
+	script := filepath.Join(t.TempDir(), "trace.py")
+	if err := os.WriteFile(script, []byte(traceProvider), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Command, cfg.Args = "/usr/bin/python3", []string{script, filepath.Dir(demo)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return h
+}
+
+func traceCall(t *testing.T, h *host.Host, opts ...host.CallOption) map[string]any {
+	t.Helper()
+	c, err := h.Call(callCtx(t), "trace", nil, append(opts, host.WithInput())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Wait()
+	if err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	m, _ := res.Map()
+	return m
+}
+
+// The Python handler sees the host span's trace and span ids, its sampled
+// flag and the caller's baggage, without OpenTelemetry installed.
+func TestHandlerSeesTheHostSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	h := startTraceProvider(t, host.Config{TracerProvider: tp})
+
+	got := traceCall(t, h, host.WithTrace(map[string]string{"baggage": "tenant=acme"}))
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d host spans, want 1", len(spans))
+	}
+	sc := spans[0].SpanContext
+	if got["trace_id"] != sc.TraceID().String() || got["span_id"] != sc.SpanID().String() || got["sampled"] != true || got["tenant"] != "acme" {
+		t.Errorf("handler saw %v; want trace %s span %s, sampled, tenant acme", got, sc.TraceID(), sc.SpanID())
+	}
+}
+
+// Without a tracer the host passes WithTrace's map as it is: a valid
+// traceparent reaches the handler with its tracestate, an invalid one is
+// ignored and the call still completes.
+func TestHandlerTraceContextFromWithTrace(t *testing.T) {
+	h := startTraceProvider(t, host.Config{})
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	got := traceCall(t, h, host.WithTrace(map[string]string{"traceparent": "00-" + tid + "-" + sid + "-00", "tracestate": "rojo=1"}))
+	if got["trace_id"] != tid || got["span_id"] != sid || got["sampled"] != false {
+		t.Errorf("handler saw %v; want trace %s span %s, not sampled", got, tid, sid)
+	}
+	if ts, _ := got["tracestate"].(map[string]any); ts["rojo"] != "1" {
+		t.Errorf("tracestate %v, want rojo=1", got["tracestate"])
+	}
+	got = traceCall(t, h, host.WithTrace(map[string]string{"traceparent": "00-" + tid + "-0000000000000000-01", "baggage": "tenant=x"}))
+	if got["trace_id"] != "" || got["tenant"] != "x" {
+		t.Errorf("invalid traceparent: handler saw %v; want no trace context, the baggage", got)
+	}
+}
