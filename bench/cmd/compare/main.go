@@ -23,6 +23,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/skulkrt/skulk/bench/internal/charts"
 	"github.com/skulkrt/skulk/bench/internal/compare"
@@ -147,6 +148,12 @@ func runSweeps(ctx context.Context, so compare.SweepOptions, out string) error {
 	rep, err := compare.RunSweeps(ctx, so)
 	if err != nil {
 		return err
+	}
+	if so.Log != nil {
+		fmt.Fprintf(so.Log, "compare: sweeps took %v\n", rep.Duration.Round(time.Second))
+		for _, t := range rep.Targets {
+			fmt.Fprintf(so.Log, "  %s: %s\n", t.Text, t.Status)
+		}
 	}
 	w := os.Stdout
 	if out != "" {

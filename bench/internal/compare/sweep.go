@@ -89,6 +89,8 @@ type SweepReport struct {
 	Machine Machine `json:"machine"`
 	// Sweeps are the sweeps, in run order.
 	Sweeps []Sweep `json:"sweeps"`
+	// Targets are issue 28's targets, met or missed, from the sweeps run.
+	Targets []Target `json:"targets"`
 	// Notes say how each system was driven.
 	Notes []string `json:"notes"`
 }
@@ -319,6 +321,7 @@ func RunSweeps(ctx context.Context, o SweepOptions) (*SweepReport, error) {
 		return nil, err
 	}
 	rep.Duration = time.Since(started)
+	rep.Targets = sweepTargets(rep)
 	rep.Machine = machine(load)
 	if o.Revision != "" {
 		rep.Machine.Modules["github.com/skulkrt/skulk"] += " @ " + o.Revision
@@ -339,7 +342,7 @@ type sweeper struct {
 // record.
 var sweepNotes = []string{
 	"CPU: user+system time of the host (this process, getrusage RUSAGE_SELF) and of the live children (/proc/PID/stat utime+stime, read before they are stopped), over the measured window; per frame, per MiB or per call of that window.",
-	"Host memory: heap and goroutine stacks in use after a GC (runtime.MemStats HeapInuse+StackInuse), as the difference from the same reading with the session idle; the host process is shared by every system, so its RSS says little per system. Child memory: VmRSS of the children.",
+	"Host memory: in the concurrency sweep, the live heap and goroutine stacks after a GC (runtime.MemStats HeapAlloc+StackInuse) with every stream open, less the same reading with the session idle; in the long call, HeapInuse+StackInuse at each checkpoint, without a GC. The host process is shared by every system, so its RSS says little per system. Child memory: VmRSS of the children.",
 	"concurrency: N streams of 64-byte frames child→host at once, each read by its own goroutine (skulk: count calls, one stream connection each; go-plugin: N gRPC server streams on go-plugin's one connection; mcp: N concurrent tools/call each sending progress notifications), measured over a window once every stream has delivered a frame; meanwhile one goroutine makes sequential small calls (the compare run's call workload) and their p50/p99 are the probe latency. A fresh child per point.",
 	"frame-size: one stream of chunks of the size child→host (skulk: media, inline attachments recycled; go-plugin: server stream of messages of the size, message limits 16 MiB; mcp: one tools/call per chunk returning an embedded-resource blob, base64 in JSON; raw: writes of the size read with io.CopyBuffer).",
 	"pool: skulk: one host with PoolSize children; go-plugin and mcp have no pool, so a pool is that many clients each with its own child, started at once. Calls: sequential small calls from 16 goroutines spread over the children (skulk: the host picks the least busy child; others: round robin). Idle CPU: host and children over a window with no calls (skulk's health pings, 1 s interval).",

@@ -132,3 +132,50 @@ func TestSkulkAccountingCountsBoth(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepTargets(t *testing.T) {
+	m := func(y float64) Value { return Value{Y: y, Samples: []float64{y}} }
+	rep := &SweepReport{Sweeps: []Sweep{
+		{ID: "frame-size", Points: []float64{1 << 20}, Curves: []Curve{
+			{ID: "throughput", Series: []Series{{System: Skulk, Values: []Value{m(950)}}, {System: "raw", Values: []Value{m(1000)}}}},
+			{ID: "cpu-per-mib", Series: []Series{{System: Skulk, Values: []Value{m(3)}}, {System: "raw", Values: []Value{m(2)}}}},
+		}},
+		{ID: "concurrency", Points: []float64{1, 64, 4096}, Curves: []Curve{
+			{ID: "frames", Series: []Series{{System: Skulk, Values: []Value{m(300), m(1000), {Err: "child unhealthy"}}}, {System: "go-plugin", Values: []Value{m(100), m(100), m(100)}}}},
+		}},
+	}}
+	for i := range rep.Sweeps {
+		for j := range rep.Sweeps[i].Curves {
+			for k := range rep.Sweeps[i].Curves[j].Series {
+				for l := range rep.Sweeps[i].Curves[j].Series[k].Values {
+					rep.Sweeps[i].Curves[j].Series[k].Values[l].X = rep.Sweeps[i].Points[l]
+				}
+			}
+		}
+	}
+	got := map[string]Target{}
+	for _, tg := range sweepTargets(rep) {
+		got[tg.Text] = tg
+	}
+	for text, want := range map[string]struct {
+		met    bool
+		status string
+	}{
+		"1 MiB media ≥ 90% of raw socket bandwidth":                                      {true, "met: 0.95"},
+		"1 MiB media CPU per MiB within 1.2× raw's":                                      {false, "MISSED: 1.5 against ≤ 1.2, 1.25× over"},
+		"small-frame stream ≥ 3× go-plugin's gRPC stream (one stream of 64-byte frames)": {true, "met: 3"},
+		"4,096 concurrent streams: aggregate frames/s ≥ 90% of the 64-stream figure":     {false, "not measured: child unhealthy"},
+	} {
+		tg, ok := got[text]
+		if !ok {
+			t.Errorf("target %q missing", text)
+			continue
+		}
+		if tg.Met != want.met || !strings.HasPrefix(tg.Status, want.status) {
+			t.Errorf("%s: met %v, %q; want %v, %q…", text, tg.Met, tg.Status, want.met, want.status)
+		}
+	}
+	if _, ok := got["4,096 concurrent streams: host memory per open stream ≤ half of go-plugin's per gRPC stream"]; ok {
+		t.Error("a target of a curve the record lacks was reported")
+	}
+}

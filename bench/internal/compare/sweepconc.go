@@ -15,13 +15,13 @@ import (
 // endless is the frame count of a stream a sweep stops by cancelling it.
 const endless = 1 << 31
 
-// hostMem returns the host's heap and goroutine stacks in use after a
-// garbage collection: what the process holds live.
+// hostMem returns the host's live heap and goroutine stacks after a
+// garbage collection: what the process holds.
 func hostMem() int64 {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapInuse + ms.StackInuse)
+	return int64(ms.HeapAlloc + ms.StackInuse)
 }
 
 // counter is a frame counter of one stream, padded to its own cache line
