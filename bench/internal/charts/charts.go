@@ -50,8 +50,9 @@ func FileName(sweep, curve string) string { return sweep + "-" + curve + ".svg" 
 // Write draws every curve of every sweep of rep that has more than one
 // point into dir (which must exist) and returns the files written. A
 // system with no measured value on a curve (not applicable, or failed)
-// still has its legend entry, marked "n/a" with no line, so that a
-// missing series is never silent; its reasons are in the record.
+// still has its legend entry, marked "n/a" with no line, and a series
+// with some points missing says how many were n/a or failed, so that a
+// gap is never silent; the reasons are in the record.
 func Write(rep *compare.SweepReport, dir string) ([]string, error) {
 	var files []string
 	for _, sw := range rep.Sweeps {
@@ -115,8 +116,20 @@ func chart(sw *compare.Sweep, cv *compare.Curve) (*plot.Plot, error) {
 			p.Legend.Add(label, line) // a legend entry only: never added to the plot
 			continue
 		}
-		if missing := len(se.Values) - len(xys); missing > 0 {
-			label += fmt.Sprintf(" (%d of %d points n/a)", missing, len(se.Values))
+		var na, failed int
+		for _, v := range se.Values {
+			switch {
+			case v.Err != "":
+				failed++
+			case v.NA != "":
+				na++
+			}
+		}
+		if na > 0 {
+			label += fmt.Sprintf(" (%d of %d points n/a)", na, len(se.Values))
+		}
+		if failed > 0 {
+			label += fmt.Sprintf(" (%d of %d points failed)", failed, len(se.Values))
 		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {

@@ -81,7 +81,7 @@ func TestChartsFromJSON(t *testing.T) {
 		}
 	}
 	texts := strings.Join(svgTexts(t, filepath.Join(dir, FileName("concurrency", "frames"))), "|")
-	for _, s := range []string{"raw: n/a (one stream per socket)", "skulk (1 of 3 points n/a)", "4096"} {
+	for _, s := range []string{"raw: n/a (one stream per socket)", "skulk (1 of 3 points failed)", "4096"} {
 		if !strings.Contains(texts, s) {
 			t.Errorf("concurrency chart lacks %q: %s", s, texts)
 		}
