@@ -56,8 +56,10 @@ type Reader struct {
 // Recycling is optional; without it every attachment gets a new buffer. For
 // large media it saves what dominates the cost of reading: allocating and
 // faulting in a fresh buffer per frame. Recycle is safe for concurrent use
-// with ReadPacket. At most 4 buffers are kept; more are
-// dropped.
+// with ReadPacket. At most 4 buffers are kept: past that, a buffer larger
+// than the smallest kept one takes its place, and any other is dropped, so
+// that buffers left from small attachments never keep a connection from
+// reusing the large ones that come after them.
 func (r *Reader) Recycle(data []byte) {
 	if cap(data) == 0 {
 		return
@@ -65,6 +67,16 @@ func (r *Reader) Recycle(data []byte) {
 	r.freeMu.Lock()
 	if len(r.free) < maxRecycled {
 		r.free = append(r.free, data[:0])
+	} else {
+		small := 0
+		for i, b := range r.free {
+			if cap(b) < cap(r.free[small]) {
+				small = i
+			}
+		}
+		if cap(data) > cap(r.free[small]) {
+			r.free[small] = data[:0]
+		}
 	}
 	r.freeMu.Unlock()
 }

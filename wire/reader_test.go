@@ -739,6 +739,37 @@ func TestReaderRecycle(t *testing.T) {
 	require.Len(t, r.free, maxRecycled, "recycled buffers are bounded")
 }
 
+// TestReaderRecycleKeepsLarger fills the recycled buffers with small
+// ones, as a connection that carried small attachments leaves them, and
+// checks that large attachments after them are still read into a recycled
+// buffer instead of a new one each time.
+func TestReaderRecycleKeepsLarger(t *testing.T) {
+	const large = 64 << 10
+	var stream []byte
+	for range 3 {
+		stream = append(stream, inlinePacket(t, bytes.Repeat([]byte{7}, large))...)
+	}
+	r := NewReader(bytes.NewReader(stream), Limits{})
+	data := func() []byte {
+		p, err := r.ReadPacket()
+		require.NoError(t, err)
+		return p.(*Frame).Media.(*frame.InlineMedia).Data
+	}
+	for range maxRecycled {
+		r.Recycle(make([]byte, 64))
+	}
+	first := data() // no recycled buffer fits: new
+	require.Len(t, first, large)
+	r.Recycle(first)
+	require.Len(t, r.free, maxRecycled, "recycled buffers are bounded")
+	second := data()
+	require.Same(t, &first[0], &second[0], "the large buffer was kept and reused")
+	r.Recycle(second)
+	r.Recycle(make([]byte, 64)) // smaller than every kept buffer but the others: one of those goes
+	third := data()
+	require.Same(t, &first[0], &third[0], "a small buffer never displaces the large one")
+}
+
 func TestReaderRecycleConcurrent(t *testing.T) {
 	const n = 200
 	var stream []byte

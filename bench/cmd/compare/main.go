@@ -1,10 +1,15 @@
 // Command compare runs Skulk's side-by-side benchmarks against
 // hashicorp/go-plugin (gRPC), MCP over stdio and raw Unix sockets, and
 // prints a table with each system's figures and Skulk's advantage over
-// each. Run it from the bench directory:
+// each. With -sweeps it runs the cost curves instead (concurrency, frame
+// size, pool size, a long call, the call log) and writes their JSON
+// record; -charts draws a record as SVG charts. Run it from the bench
+// directory:
 //
 //	cd bench && go run ./cmd/compare -quick
 //	cd bench && go run ./cmd/compare --json > result.json
+//	cd bench && go run ./cmd/compare -sweeps -o sweeps.json
+//	cd bench && go run ./cmd/compare -charts sweeps.json -chartdir ../docs/perf
 package main
 
 import (
@@ -18,7 +23,9 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/skulkrt/skulk/bench/internal/charts"
 	"github.com/skulkrt/skulk/bench/internal/compare"
 )
 
@@ -38,9 +45,26 @@ func run() error {
 	allocProfile := flag.String("allocprofile", "", "write an allocation profile of this process (the host side) to `file`")
 	childProfile := flag.String("childprofile", "", "make the skulk system's children write CPU and allocation profiles to `prefix`.cpu.pprof and prefix.allocs.pprof (use with -systems skulk and one workload)")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
+	sweeps := flag.Bool("sweeps", false, "run the sweeps (cost curves) instead of the side-by-side table; with -quick, the short sweeps")
+	sweepIDs := flag.String("sweep", "", "with -sweeps: comma-separated sweeps to run (default all: "+strings.Join(compare.SweepIDs, ",")+")")
+	out := flag.String("o", "", "with -sweeps: write the JSON record to `file` (default stdout)")
+	charts := flag.String("charts", "", "draw the sweeps record in `file` as SVG charts into -chartdir, and run nothing")
+	chartDir := flag.String("chartdir", "../docs/perf", "with -charts: the `directory` the charts go to")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (flags only; see -h)", flag.Arg(0))
+	}
+	if *charts != "" {
+		files, err := drawCharts(*charts, *chartDir)
+		if err != nil {
+			return err
+		}
+		if !*quiet {
+			for _, f := range files {
+				fmt.Fprintln(os.Stderr, "compare: wrote", f)
+			}
+		}
+		return nil
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,7 +102,10 @@ func run() error {
 		return err
 	}
 
-	if *allocProfile != "" {
+	if *sweeps {
+		so := compare.SweepOptions{Quick: *quick, Bin: o.Bin, Dir: tmp, Systems: o.Systems, Sweeps: split(*sweepIDs),
+			Revision: o.Revision, Log: o.Log}
+		return runSweeps(ctx, so, *out)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -113,6 +140,56 @@ func run() error {
 		return enc.Encode(rep)
 	}
 	return compare.WriteTable(os.Stdout, rep)
+}
+
+// runSweeps runs the sweeps and writes their record to out ("" means
+// stdout).
+func runSweeps(ctx context.Context, so compare.SweepOptions, out string) error {
+	rep, err := compare.RunSweeps(ctx, so)
+	if err != nil {
+		return err
+	}
+	if so.Log != nil {
+		fmt.Fprintf(so.Log, "compare: sweeps took %v\n", rep.Duration.Round(time.Second))
+		for _, t := range rep.Targets {
+			fmt.Fprintf(so.Log, "  %s: %s\n", t.Text, t.Status)
+		}
+	}
+	w := os.Stdout
+	if out != "" {
+		f, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return err
+	}
+	if out == "" {
+		return nil
+	}
+	return w.Close()
+}
+
+// drawCharts reads the sweeps record in file and writes its charts into
+// dir.
+func drawCharts(file, dir string) ([]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var rep compare.SweepReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return charts.Write(&rep, dir)
 }
 
 func split(s string) []string {

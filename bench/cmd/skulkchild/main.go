@@ -22,7 +22,7 @@ const profileEnv = "SKULK_BENCH_PROFILE"
 
 func main() {
 	stop := startProfile(os.Getenv(profileEnv))
-	status := child.Run(child.Options{SDK: "skulk-bench/1", Tools: skulkbench.Tools()})
+	status := child.Run(child.Options{SDK: "skulk-bench/1", Tools: skulkbench.Tools(), MaxStreams: skulkbench.MaxStreams})
 	stop()
 	os.Exit(status)
 }

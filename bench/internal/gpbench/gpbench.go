@@ -101,7 +101,8 @@ func (r StreamRequest) bytes() []byte {
 }
 
 // errRequest is returned for a Stream request that is not 13 bytes, has an
-// unknown mode or asks for more than MaxMsgSize per message.
+// unknown mode or asks for more than MaxMsgSize per message (the codec
+// sends a message's bytes as they are, so a message of MaxMsgSize fits).
 var errRequest = errors.New("gpbench: malformed stream request")
 
 func parseStreamRequest(b []byte) (StreamRequest, error) {
@@ -109,7 +110,7 @@ func parseStreamRequest(b []byte) (StreamRequest, error) {
 		return StreamRequest{}, errRequest
 	}
 	r := StreamRequest{Mode: b[0], N: binary.BigEndian.Uint64(b[1:]), Size: binary.BigEndian.Uint32(b[9:])}
-	if r.Mode != ModeStream || r.Size > MaxMsgSize-64 {
+	if r.Mode != ModeStream || r.Size > MaxMsgSize {
 		return StreamRequest{}, errRequest
 	}
 	return r, nil

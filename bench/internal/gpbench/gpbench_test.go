@@ -48,7 +48,10 @@ func TestStreamRequest(t *testing.T) {
 	if _, err := parseStreamRequest(make([]byte, 12)); !errors.Is(err, errRequest) {
 		t.Errorf("short request: %v", err)
 	}
-	big := StreamRequest{Mode: ModeStream, N: 1, Size: MaxMsgSize}
+	if _, err := parseStreamRequest(StreamRequest{Mode: ModeStream, N: 1, Size: MaxMsgSize}.bytes()); err != nil {
+		t.Errorf("a message of MaxMsgSize: %v", err)
+	}
+	big := StreamRequest{Mode: ModeStream, N: 1, Size: MaxMsgSize + 1}
 	if _, err := parseStreamRequest(big.bytes()); !errors.Is(err, errRequest) {
 		t.Errorf("oversized message request: %v", err)
 	}

@@ -1,0 +1,140 @@
+package charts
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/bench/internal/compare"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// record is a sweeps record as cmd/compare -sweeps writes it: a sweep of
+// three points where one system is not applicable, one where a system has
+// a gap at one point, and a single-point sweep (a table, no chart).
+const record = `{"mode": "test", "sweeps": [
+ {"id": "concurrency", "title": "streams", "x": "concurrent streams", "x_unit": "streams", "points": [1, 64, 4096],
+  "curves": [{"id": "frames", "title": "aggregate", "unit": "frames/s", "higher_is_better": true, "series": [
+   {"system": "skulk", "values": [{"x": 1, "y": 600000, "samples": [600000]}, {"x": 64, "y": 700000, "samples": [700000]}, {"x": 4096, "y": 0, "error": "child unhealthy"}]},
+   {"system": "go-plugin", "values": [{"x": 1, "y": 200000, "samples": [200000]}, {"x": 64, "y": 150000, "samples": [150000]}, {"x": 4096, "y": 30000, "samples": [30000]}]},
+   {"system": "mcp", "values": [{"x": 1, "y": 4000, "samples": [4000]}, {"x": 64, "y": 3000, "samples": [3000]}, {"x": 4096, "y": 2800, "samples": [2800]}]},
+   {"system": "raw", "values": [{"x": 1, "na": "n/a: one stream per socket"}, {"x": 64, "na": "n/a: one stream per socket"}, {"x": 4096, "na": "n/a: one stream per socket"}]}]}]},
+ {"id": "frame-size", "title": "sizes", "x": "chunk size", "x_unit": "bytes", "points": [64, 1048576],
+  "curves": [{"id": "throughput", "title": "throughput", "unit": "MB/s", "series": [
+   {"system": "skulk", "values": [{"x": 64, "y": 30, "samples": [30]}, {"x": 1048576, "y": 6000, "samples": [6000]}]},
+   {"system": "raw", "values": [{"x": 64, "y": 20, "samples": [20]}, {"x": 1048576, "y": 6400, "samples": [6400]}]}]},
+   {"id": "cpu-per-mib", "title": "CPU per MiB", "unit": "ms", "series": [
+   {"system": "skulk", "values": [{"x": 64, "y": 40, "samples": [40]}, {"x": 1048576, "y": 0.3, "samples": [0.3]}]},
+   {"system": "raw", "values": [{"x": 64, "y": 50, "samples": [50]}, {"x": 1048576, "y": 0.2, "samples": [0.2]}]}]}]},
+ {"id": "journal", "title": "journal", "x": "events", "x_unit": "events", "points": [1000000],
+  "curves": [{"id": "keep-rate", "title": "kept/s", "unit": "events/s", "series": [
+   {"system": "skulk", "values": [{"x": 1000000, "y": 30000, "samples": [30000]}]}]}]}
+]}`
+
+// TestChartsFromJSON draws the record and checks every chart is SVG (it
+// parses as XML, with an <svg> root) with one legend entry per system,
+// the systems with no measured point marked n/a.
+func TestChartsFromJSON(t *testing.T) {
+	var rep compare.SweepReport
+	if err := json.Unmarshal([]byte(record), &rep); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := Write(&rep, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		FileName("concurrency", "frames"):     {"skulk", "go-plugin", "mcp", "raw"},
+		FileName("frame-size", "throughput"):  {"skulk", "raw"},
+		FileName("frame-size", "cpu-per-mib"): {"skulk", "raw"},
+	}
+	if len(files) != len(want) {
+		t.Errorf("wrote %v, want the %d charts of the sweeps with several points", files, len(want))
+	}
+	for _, f := range files {
+		systems, ok := want[filepath.Base(f)]
+		if !ok {
+			t.Errorf("unexpected chart %s", f)
+			continue
+		}
+		texts := svgTexts(t, f)
+		for _, sys := range systems {
+			var entries []string
+			for _, s := range texts {
+				if s == sys || strings.HasPrefix(s, sys+" (") || strings.HasPrefix(s, sys+": n/a") {
+					entries = append(entries, s)
+				}
+			}
+			if len(entries) != 1 {
+				t.Errorf("%s: legend entries for %s: %q, want one (texts %q)", filepath.Base(f), sys, entries, texts)
+			}
+		}
+	}
+	texts := strings.Join(svgTexts(t, filepath.Join(dir, FileName("concurrency", "frames"))), "|")
+	for _, s := range []string{"raw: n/a (one stream per socket)", "skulk (1 of 3 points failed)", "4096"} {
+		if !strings.Contains(texts, s) {
+			t.Errorf("concurrency chart lacks %q: %s", s, texts)
+		}
+	}
+}
+
+func TestChartsEmpty(t *testing.T) {
+	rep := compare.SweepReport{Sweeps: []compare.Sweep{{ID: "journal", Points: []float64{1}}}}
+	if _, err := Write(&rep, t.TempDir()); !errors.Is(err, ErrEmpty) {
+		t.Errorf("Write(single-point sweeps) = %v, want ErrEmpty", err)
+	}
+}
+
+// svgTexts parses an SVG file as XML and returns the text of its <text>
+// elements.
+func svgTexts(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var texts []string
+	var cur strings.Builder
+	in, sawSVG := false, false
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: not XML: %v", file, err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			sawSVG = sawSVG || e.Name.Local == "svg"
+			if e.Name.Local == "text" {
+				in = true
+				cur.Reset()
+			}
+		case xml.CharData:
+			if in {
+				cur.Write(e)
+			}
+		case xml.EndElement:
+			if e.Name.Local == "text" {
+				in = false
+				texts = append(texts, strings.TrimSpace(cur.String()))
+			}
+		}
+	}
+	if !sawSVG {
+		t.Fatalf("%s: no <svg> element", file)
+	}
+	return texts
+}

@@ -1,0 +1,181 @@
+package compare
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/bench/internal/cpuacct"
+)
+
+// tinyPlan sizes a sweep run for the tests: every sweep, few points,
+// short windows.
+var tinyPlan = sweepPlan{
+	concRounds: 1, rounds: 1, window: 50 * time.Millisecond, target: 20 * time.Millisecond, idle: 50 * time.Millisecond,
+	concurrency: []int{1, 8}, sizes: []int{64, 64 << 10}, pools: []int{1, 2}, poolCallers: 4,
+	longFrames: 4000, longMCPFrames: 400, longSamples: 4, journalEvents: 1000, timeout: 60 * time.Second,
+}
+
+// TestSweepsEveryPoint runs every sweep against every system with tiny
+// sizes and checks each claims a value for every point of every curve:
+// measured, or not applicable with a reason; never failed, never missing.
+func TestSweepsEveryPoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts children of every system")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	plan := tinyPlan
+	rep, err := RunSweeps(ctx, SweepOptions{Bin: bins, Dir: t.TempDir(), plan: &plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, sw := range rep.Sweeps {
+		ids = append(ids, sw.ID)
+		if len(sw.Points) == 0 || len(sw.Curves) == 0 {
+			t.Errorf("%s: %d points, %d curves", sw.ID, len(sw.Points), len(sw.Curves))
+		}
+		for _, cv := range sw.Curves {
+			var systems []string
+			for _, se := range cv.Series {
+				systems = append(systems, se.System)
+				if len(se.Values) != len(sw.Points) {
+					t.Errorf("%s/%s/%s: %d values for %d points", sw.ID, cv.ID, se.System, len(se.Values), len(sw.Points))
+					continue
+				}
+				for i, v := range se.Values {
+					switch {
+					case v.X != sw.Points[i]:
+						t.Errorf("%s/%s/%s: value %d is at %v, want %v", sw.ID, cv.ID, se.System, i, v.X, sw.Points[i])
+					case v.Err != "":
+						t.Errorf("%s/%s/%s at %v: %s", sw.ID, cv.ID, se.System, v.X, v.Err)
+					case v.NA == "" && !v.Measured():
+						t.Errorf("%s/%s/%s at %v: neither measured nor n/a", sw.ID, cv.ID, se.System, v.X)
+					case v.NA != "" && se.System == Skulk:
+						t.Errorf("%s/%s/skulk at %v: n/a (%s)", sw.ID, cv.ID, v.X, v.NA)
+					}
+				}
+			}
+			if !slices.Equal(systems, sweepSystems) {
+				t.Errorf("%s/%s: series %v, want %v", sw.ID, cv.ID, systems, sweepSystems)
+			}
+		}
+	}
+	if !slices.Equal(ids, SweepIDs) {
+		t.Errorf("sweeps %v, want %v", ids, SweepIDs)
+	}
+	// What a peer cannot do is said, with a reason.
+	for _, c := range []struct{ sweep, curve, system string }{
+		{"concurrency", "frames", "raw"}, {"journal", "keep-rate", "go-plugin"}, {"pool", "calls", "raw"},
+	} {
+		v := valueOf(t, rep, c.sweep, c.curve, c.system, 0)
+		if !strings.HasPrefix(v.NA, "n/a: ") || len(v.NA) < 12 {
+			t.Errorf("%s/%s/%s: NA = %q, want a reason", c.sweep, c.curve, c.system, v.NA)
+		}
+	}
+	if v := valueOf(t, rep, "journal", "keep-rate", Skulk, 0); v.Y <= 0 {
+		t.Errorf("journal keep rate = %v", v.Y)
+	}
+
+}
+
+func valueOf(t *testing.T, rep *SweepReport, sweep, curve, system string, i int) Value {
+	t.Helper()
+	for _, sw := range rep.Sweeps {
+		for _, cv := range sw.Curves {
+			if sw.ID == sweep && cv.ID == curve {
+				for _, se := range cv.Series {
+					if se.System == system {
+						return se.Values[i]
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s/%s/%s", sweep, curve, system)
+	return Value{}
+}
+
+// TestSkulkAccountingCountsBoth measures a real Skulk stream with the
+// sweeps' accounting and checks the CPU shows up in both processes: the
+// host reading the frames and the child writing them.
+func TestSkulkAccountingCountsBoth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ss, err := (&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: t.TempDir()}).start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.close()
+	pids := ss.pids()
+	if len(pids) != 1 {
+		t.Fatalf("pids = %v", pids)
+	}
+	m, err := cpuacct.Start(pids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Enough frames for several clock ticks of CPU in each process, even
+	// on a fast machine: a frame costs each side well over 50 ns.
+	for u := (cpuacct.Usage{}); u.Host < 100*time.Millisecond || u.Children < 100*time.Millisecond; {
+		if err := ss.smallStream(ctx, 200_000); err != nil {
+			t.Fatal(err)
+		}
+		if u, err = m.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if u.Wall > 30*time.Second {
+			t.Fatalf("after %v: host %v, child %v of CPU", u.Wall, u.Host, u.Children)
+		}
+	}
+}
+
+func TestSweepTargets(t *testing.T) {
+	m := func(y float64) Value { return Value{Y: y, Samples: []float64{y}} }
+	rep := &SweepReport{Sweeps: []Sweep{
+		{ID: "frame-size", Points: []float64{1 << 20}, Curves: []Curve{
+			{ID: "throughput", Series: []Series{{System: Skulk, Values: []Value{m(950)}}, {System: "raw", Values: []Value{m(1000)}}}},
+			{ID: "cpu-per-mib", Series: []Series{{System: Skulk, Values: []Value{m(3)}}, {System: "raw", Values: []Value{m(2)}}}},
+		}},
+		{ID: "concurrency", Points: []float64{1, 64, 4096}, Curves: []Curve{
+			{ID: "frames", Series: []Series{{System: Skulk, Values: []Value{m(300), m(1000), {Err: "child unhealthy"}}}, {System: "go-plugin", Values: []Value{m(100), m(100), m(100)}}}},
+		}},
+	}}
+	for i := range rep.Sweeps {
+		for j := range rep.Sweeps[i].Curves {
+			for k := range rep.Sweeps[i].Curves[j].Series {
+				for l := range rep.Sweeps[i].Curves[j].Series[k].Values {
+					rep.Sweeps[i].Curves[j].Series[k].Values[l].X = rep.Sweeps[i].Points[l]
+				}
+			}
+		}
+	}
+	got := map[string]Target{}
+	for _, tg := range sweepTargets(rep) {
+		got[tg.Text] = tg
+	}
+	for text, want := range map[string]struct {
+		met    bool
+		status string
+	}{
+		"1 MiB media ≥ 90% of raw socket bandwidth":                                      {true, "met: 0.95"},
+		"1 MiB media CPU per MiB within 1.2× raw's":                                      {false, "MISSED: 1.5 against ≤ 1.2, 1.25× over"},
+		"small-frame stream ≥ 3× go-plugin's gRPC stream (one stream of 64-byte frames)": {true, "met: 3"},
+		"4,096 concurrent streams: aggregate frames/s ≥ 90% of the 64-stream figure":     {false, "not measured: child unhealthy"},
+	} {
+		tg, ok := got[text]
+		if !ok {
+			t.Errorf("target %q missing", text)
+			continue
+		}
+		if tg.Met != want.met || !strings.HasPrefix(tg.Status, want.status) {
+			t.Errorf("%s: met %v, %q; want %v, %q…", text, tg.Met, tg.Status, want.met, want.status)
+		}
+	}
+	if _, ok := got["4,096 concurrent streams: host memory per open stream ≤ half of go-plugin's per gRPC stream"]; ok {
+		t.Error("a target of a curve the record lacks was reported")
+	}
+}

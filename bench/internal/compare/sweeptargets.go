@@ -1,0 +1,119 @@
+package compare
+
+import "fmt"
+
+// at names one value of a sweeps record: a curve's value for a system at
+// a point.
+type at struct {
+	sweep, curve, system string
+	x                    float64
+}
+
+func (rep *SweepReport) value(a at) (Value, bool) {
+	for _, sw := range rep.Sweeps {
+		if sw.ID != a.sweep {
+			continue
+		}
+		for _, cv := range sw.Curves {
+			if cv.ID != a.curve {
+				continue
+			}
+			for _, se := range cv.Series {
+				if se.System != a.system {
+					continue
+				}
+				for _, v := range se.Values {
+					if v.X == a.x {
+						return v, true
+					}
+				}
+			}
+		}
+	}
+	return Value{}, false
+}
+
+// lastPoint is the last point of a sweep; 0 when the record has none.
+func (rep *SweepReport) lastPoint(sweep string) float64 {
+	for _, sw := range rep.Sweeps {
+		if sw.ID == sweep && len(sw.Points) > 0 {
+			return sw.Points[len(sw.Points)-1]
+		}
+	}
+	return 0
+}
+
+// sweepTargets checks issue 28's targets, each a ratio of two values of
+// the same run, against rep. A target whose values the run did not make
+// (a sweep left out, a point not in the plan) is left out; one whose
+// values failed is reported as not measured, with the reason.
+func sweepTargets(rep *SweepReport) []Target {
+	var out []Target
+	// ratio checks num/den against want: at least want, or at most want
+	// when atMost.
+	ratio := func(text string, num, den at, want float64, atMost bool) {
+		n, ok1 := rep.value(num)
+		d, ok2 := rep.value(den)
+		if !ok1 || !ok2 {
+			return
+		}
+		t := Target{Text: text, Want: want}
+		switch {
+		case !n.Measured() || !d.Measured() || d.Y == 0:
+			t.Status = "not measured: " + firstNonEmpty(n.Err, n.NA, d.Err, d.NA, "no value")
+		default:
+			t.Got = n.Y / d.Y
+			if atMost {
+				t.Met = t.Got <= want
+			} else {
+				t.Met = t.Got >= want
+			}
+			switch {
+			case t.Met:
+				t.Status = fmt.Sprintf("met: %.3g (target %s %.3g)", t.Got, map[bool]string{true: "≤", false: "≥"}[atMost], want)
+			case atMost:
+				t.Status = fmt.Sprintf("MISSED: %.3g against ≤ %.3g, %.3g× over", t.Got, want, t.Got/want)
+			default:
+				t.Status = fmt.Sprintf("MISSED: %.3g against ≥ %.3g, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
+			}
+		}
+		out = append(out, t)
+	}
+	const mib = 1 << 20
+	ratio("1 MiB media ≥ 90% of raw socket bandwidth",
+		at{"frame-size", "throughput", Skulk, mib}, at{"frame-size", "throughput", "raw", mib}, 0.9, false)
+	ratio("1 MiB media CPU per MiB within 1.2× raw's",
+		at{"frame-size", "cpu-per-mib", Skulk, mib}, at{"frame-size", "cpu-per-mib", "raw", mib}, 1.2, true)
+	ratio("small-frame stream ≥ 3× go-plugin's gRPC stream (one stream of 64-byte frames)",
+		at{"concurrency", "frames", Skulk, 1}, at{"concurrency", "frames", "go-plugin", 1}, 3, false)
+	ratio("4,096 concurrent streams: aggregate frames/s ≥ 90% of the 64-stream figure",
+		at{"concurrency", "frames", Skulk, 4096}, at{"concurrency", "frames", Skulk, 64}, 0.9, false)
+	ratio("4,096 concurrent streams: host memory per open stream ≤ half of go-plugin's per gRPC stream",
+		at{"concurrency", "host-mem-per-stream", Skulk, 4096}, at{"concurrency", "host-mem-per-stream", "go-plugin", 4096}, 0.5, true)
+	if last := rep.lastPoint("long-call"); last > 0 {
+		first := 0.0
+		for _, sw := range rep.Sweeps {
+			if sw.ID == "long-call" {
+				first = sw.Points[0]
+			}
+		}
+		for _, sys := range []string{Skulk, "go-plugin", "mcp"} {
+			ratio(sys+": long call, rate at the end ≥ 90% of the rate at the first checkpoint (no slowdown)",
+				at{"long-call", "frames", sys, last}, at{"long-call", "frames", sys, first}, 0.9, false)
+			ratio(sys+": long call, host heap at the end ≤ 1.5× the first checkpoint's (flat memory)",
+				at{"long-call", "host-heap", sys, last}, at{"long-call", "host-heap", sys, first}, 1.5, true)
+			ratio(sys+": long call, child RSS at the end ≤ 1.5× the first checkpoint's (flat memory)",
+				at{"long-call", "child-rss", sys, last}, at{"long-call", "child-rss", sys, first}, 1.5, true)
+		}
+	}
+	return out
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
