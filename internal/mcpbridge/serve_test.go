@@ -17,18 +17,24 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/demotools"
 	"github.com/skulkrt/skulk/internal/mcpbridge"
 )
 
-// serveSession is a go-sdk client connected to `skulk-host mcp serve` over
-// its stdio (CommandTransport).
+// serveSession is a go-sdk client connected to `skulk-host mcp serve`:
+// over the server's stdio (CommandTransport), or over streamable HTTP
+// (--http).
 type serveSession struct {
 	cmd      *exec.Cmd
 	sess     *mcp.ClientSession
 	progress *progressLog
-	tmp      string // the host's TMPDIR: its socket directories
+	tmp      string       // the host's TMPDIR: its socket directories
+	stderr   *stderrLines // --http: the server's stderr; nil on stdio
 }
 
+// startServe runs skulk-host mcp serve FLAGS -- CHILD... and connects a
+// go-sdk client over its stdio.
 func startServe(t *testing.T, ctx context.Context, flags []string, child ...string) *serveSession {
 	t.Helper()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
@@ -44,14 +50,62 @@ func startServe(t *testing.T, ctx context.Context, flags []string, child ...stri
 	return s
 }
 
-// close ends the session (stdin closed: the server stops its child and
-// exits) and checks that it exited 0 and left nothing behind.
+// startServeHTTP runs skulk-host mcp serve --http 127.0.0.1:0 FLAGS --
+// CHILD... and connects the go-sdk's streamable HTTP client to the address
+// the server prints. A test that ends before close kills the server.
+func startServeHTTP(t *testing.T, ctx context.Context, flags []string, child ...string) *serveSession {
+	t.Helper()
+	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+	args := append(append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, flags...), "--")
+	s.cmd = exec.Command(hostBin, append(args, child...)...)
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+	var err error
+	if s.stderr, err = collectStderr(s.cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil { // close did not run
+			s.cmd.Process.Kill()
+			<-s.stderr.done
+			s.cmd.Wait()
+		}
+	})
+	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
+	if s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, nil); err != nil {
+		t.Fatalf("connect to %s: %v", addr, err)
+	}
+	return s
+}
+
+// close ends the session and stops the server: on stdio by closing its
+// stdin, over HTTP by SIGTERM. It checks that the server exited 0 and left
+// nothing behind (no process, no socket directory).
 func (s *serveSession) close(t *testing.T) {
 	t.Helper()
 	pid := s.cmd.Process.Pid
 	kids := childrenOf(pid)
-	if err := s.sess.Close(); err != nil {
-		t.Errorf("close: %v (skulk-host should exit 0 when its stdin closes)", err)
+	if s.stderr == nil {
+		if err := s.sess.Close(); err != nil {
+			t.Errorf("close: %v (skulk-host should exit 0 when its stdin closes)", err)
+		}
+	} else {
+		if err := s.sess.Close(); err != nil {
+			t.Logf("close: %v", err)
+		}
+		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.stderr.done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("skulk-host mcp serve --http kept its stderr open 15 s after SIGTERM")
+		}
+		if err := s.cmd.Wait(); err != nil {
+			t.Errorf("skulk-host mcp serve --http after SIGTERM: %v\n%s", err, s.stderr)
+		}
 	}
 	processGone(t, pid, 10*time.Second)
 	for _, k := range kids {
@@ -85,14 +139,32 @@ func textOf(r *mcp.CallToolResult) string {
 }
 
 // TestServeStdio drives cmd/skulk-child through skulk-host mcp serve with
-// the go-sdk's client over CommandTransport: listing, a streamed count with
-// progress, media inline and as links, a deadline, a cancel, a kill -9 of
-// the child in the middle of a call, and the journal.
-func TestServeStdio(t *testing.T) {
+// the go-sdk's client over CommandTransport (testServe).
+func TestServeStdio(t *testing.T) { testServe(t, startServe) }
+
+// TestServeHTTP is TestServeStdio over streamable HTTP: skulk-host mcp
+// serve --http and the go-sdk's StreamableClientTransport; SIGTERM stops
+// the server and its child.
+func TestServeHTTP(t *testing.T) { testServe(t, startServeHTTP) }
+
+// servedTrees are the call trees (result _meta skulk/tree) of testServe's
+// calls that the journal is checked for.
+type servedTrees struct {
+	count, deadline, killed, afterKill string
+}
+
+// testServe drives cmd/skulk-child through skulk-host mcp serve --journal,
+// started and connected by start: listing, a streamed count with progress,
+// media inline and as links, a failure and a refusal, a _meta deadline, a
+// cancel and a client deadline, a kill -9 of the child in the middle of a
+// call. Once the server stopped, the journal holds those calls as the
+// client saw them, and asif export works on one.
+func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags []string, child ...string) *serveSession) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	journal := filepath.Join(t.TempDir(), "calls.db")
-	s := startServe(t, ctx, []string{"--inline-max", "1500", "--journal", journal}, childBin, "--test-tools")
+	s := start(t, ctx, []string{"--inline-max", "1500", "--journal", journal}, childBin, "--test-tools")
+	var trees servedTrees
 
 	tools, err := s.sess.ListTools(ctx, nil)
 	if err != nil {
@@ -118,7 +190,6 @@ func TestServeStdio(t *testing.T) {
 		t.Errorf("count's version or input note missing: %v %q", count.Meta, count.Description)
 	}
 
-	var countTree string // the tree the journal keeps the count call in
 	t.Run("count with progress", func(t *testing.T) {
 		p := &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 5}}
 		p.SetProgressToken("count-1")
@@ -146,7 +217,7 @@ func TestServeStdio(t *testing.T) {
 		if res.Meta[mcpbridge.MetaKind] != "completed" || res.Meta[mcpbridge.MetaTree] == nil {
 			t.Errorf("meta %v", res.Meta)
 		}
-		countTree, _ = res.Meta[mcpbridge.MetaTree].(string)
+		trees.count = treeOf(res)
 	})
 
 	t.Run("media inline and as links", func(t *testing.T) {
@@ -160,6 +231,9 @@ func TestServeStdio(t *testing.T) {
 			switch c := c.(type) {
 			case *mcp.EmbeddedResource:
 				embedded++
+				if c.Resource.MIMEType != demotools.MediaType {
+					t.Errorf("embedded resource of type %q, want the chunk's %q", c.Resource.MIMEType, demotools.MediaType)
+				}
 				h.Write(c.Resource.Blob)
 			case *mcp.ResourceLink:
 				links++
@@ -199,12 +273,13 @@ func TestServeStdio(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		start := time.Now()
 		res := callTool(t, ctx, s.sess, "sleep", map[string]any{"ms": 30000}, mcp.Meta{mcpbridge.MetaTimeoutMS: 300})
-		if !res.IsError || res.Meta[mcpbridge.MetaCode] != "timeout" {
+		if !res.IsError || res.Meta[mcpbridge.MetaKind] != "failed" || res.Meta[mcpbridge.MetaCode] != "timeout" {
 			t.Errorf("sleep past its deadline: %v %q %v", res.IsError, textOf(res), res.Meta)
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("the deadline took %v", d)
 		}
+		trees.deadline = treeOf(res)
 		res = callTool(t, ctx, s.sess, "sleep", map[string]any{"ms": 1}, mcp.Meta{mcpbridge.MetaTimeoutMS: "soon"})
 		if !res.IsError || res.Meta[mcpbridge.MetaKind] != "refused" {
 			t.Errorf("a bad timeout: %v %q", res.IsError, textOf(res))
@@ -213,12 +288,13 @@ func TestServeStdio(t *testing.T) {
 
 	t.Run("cancel", func(t *testing.T) {
 		cctx, ccancel := context.WithCancel(ctx)
+		defer ccancel()
 		done := make(chan error, 1)
-		go func() {
+		go func() { // ends with the call, which ccancel ends
 			_, err := s.sess.CallTool(cctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
 			done <- err
 		}()
-		time.Sleep(300 * time.Millisecond)
+		waitInChild(t, journal, "sleep", 10*time.Second)
 		ccancel()
 		select {
 		case err := <-done:
@@ -228,24 +304,36 @@ func TestServeStdio(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the cancelled call did not return")
 		}
-		// The Skulk call was cancelled (the journal shows it) and the
-		// child takes the next call.
 		if res := callTool(t, ctx, s.sess, "count", map[string]any{"n": 1}, nil); res.IsError {
 			t.Fatalf("count after a cancel: %s", textOf(res))
+		}
+	})
+
+	t.Run("client deadline", func(t *testing.T) {
+		// The deadline reaches the server as a cancellation only: the
+		// journal keeps the call as cancelled.
+		dctx, dcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := s.sess.CallTool(dctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
+		dcancel()
+		if err == nil {
+			t.Fatal("a call past the client's deadline returned no error")
+		}
+		if res := callTool(t, ctx, s.sess, "echo", nil, nil); res.IsError {
+			t.Fatalf("echo after the client's deadline: %s", textOf(res))
 		}
 	})
 
 	t.Run("kill -9 mid-call", func(t *testing.T) {
 		pid := waitChild(t, s.cmd.Process.Pid, 0, 5*time.Second)
 		done := make(chan *mcp.CallToolResult, 1)
-		go func() {
+		go func() { // ends with the call, which the kill ends
 			res, err := s.sess.CallTool(ctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
 			if err != nil {
 				t.Error(err)
 			}
 			done <- res
 		}()
-		time.Sleep(300 * time.Millisecond)
+		waitInChild(t, journal, "sleep", 10*time.Second)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -258,29 +346,88 @@ func TestServeStdio(t *testing.T) {
 		if res == nil || !res.IsError || res.Meta[mcpbridge.MetaSynthetic] != true || res.Meta[mcpbridge.MetaCode] != "unreachable" || !strings.Contains(textOf(res), "synthetic") {
 			t.Fatalf("after kill -9: %+v", res)
 		}
+		trees.killed = treeOf(res)
+		processGone(t, pid, 10*time.Second)
 		res = callTool(t, ctx, s.sess, "count", map[string]any{"n": 2}, nil)
 		if res.IsError {
 			t.Fatalf("the next call: %s", textOf(res))
 		}
-		if again := waitChild(t, s.cmd.Process.Pid, pid, 5*time.Second); again == pid {
-			t.Errorf("the call ran on the killed child %d", pid)
-		}
+		trees.afterKill = treeOf(res)
 	})
 
 	s.close(t)
+	checkJournal(t, journal, trees)
+}
 
-	// The journal kept the MCP-originated calls like any other: the
-	// cancelled one shows as cancelled, and asif export works on them.
-	journalHas(t, journal, "sleep", calllog.KindCancelled)
+// treeOf is the call tree a result's _meta names.
+func treeOf(r *mcp.CallToolResult) string {
+	tree, _ := r.Meta[mcpbridge.MetaTree].(string)
+	return tree
+}
+
+// checkJournal checks that the journal kept testServe's MCP-originated
+// calls as their clients saw them, and that asif export works on the
+// count's tree.
+func checkJournal(t *testing.T, path string, trees servedTrees) {
+	t.Helper()
+	events := journalEvents(t, path)
+	end := func(tree string) calllog.Event {
+		for _, e := range events[tree] {
+			if e.Kind.IsEnd() && e.Parent == "" {
+				return e
+			}
+		}
+		t.Errorf("the journal has no end of tree %q", tree)
+		return calllog.Event{}
+	}
+	if e := end(trees.count); e.Kind != calllog.KindDone || e.Tool != "count" {
+		t.Errorf("count's tree ends %v of %q, want done of count", e.Kind, e.Tool)
+	}
+	if e := end(trees.deadline); e.Kind != calllog.KindFailed || e.Error == nil || e.Error.Code != frame.CodeTimeout {
+		t.Errorf("the _meta deadline's tree ends %v %+v, want failed timeout", e.Kind, e.Error)
+	}
+	if e := end(trees.killed); e.Kind != calllog.KindFailed || e.Error == nil || e.Error.Code != frame.CodeUnreachable || !e.Error.Synthetic {
+		t.Errorf("the killed call's tree ends %v %+v, want a synthetic failed unreachable", e.Kind, e.Error)
+	}
+	if k, a := childOf(events[trees.killed]), childOf(events[trees.afterKill]); k == "" || a == "" || k == a {
+		t.Errorf("the killed call ran on child %q, the next on %q: want the restarted child", k, a)
+	}
+	var cancelled int // the cancel and the client's deadline
+	for _, tree := range events {
+		for _, e := range tree {
+			if e.Tool == "sleep" && e.Kind == calllog.KindCancelled {
+				cancelled++
+			}
+		}
+	}
+	if cancelled != 2 {
+		t.Errorf("the journal has %d cancelled sleep calls, want 2 (a cancel and a client deadline)", cancelled)
+	}
+
 	out := filepath.Join(t.TempDir(), "session.json")
-	if b, err := exec.Command(hostBin, "asif", "export", journal, countTree, "-o", out).CombinedOutput(); err != nil {
+	if b, err := exec.Command(hostBin, "asif", "export", path, trees.count, "-o", out).CombinedOutput(); err != nil {
 		t.Errorf("asif export of an MCP call's tree: %v\n%s", err, b)
+	}
+	if b, err := exec.Command(hostBin, "asif", "check", out).CombinedOutput(); err != nil {
+		t.Errorf("asif check of the export: %v\n%s", err, b)
 	}
 }
 
-// journalHas checks that the journal holds an event of kind for a call of
-// tool.
-func journalHas(t *testing.T, path, tool string, kind calllog.Kind) {
+// childOf is the child the call of events was last written to (its last
+// request event); "" when it never was.
+func childOf(events []calllog.Event) string {
+	var c string
+	for _, e := range events {
+		if e.Kind == calllog.KindRequest {
+			c = e.Child
+		}
+	}
+	return c
+}
+
+// journalEvents reads every event of the journal at path, by tree. The
+// journal may be in use: it is opened read-only (SQLite in WAL mode).
+func journalEvents(t *testing.T, path string) map[string][]calllog.Event {
 	t.Helper()
 	st, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true})
 	if err != nil {
@@ -292,75 +439,43 @@ func journalHas(t *testing.T, path, tool string, kind calllog.Kind) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := make(map[string][]calllog.Event, len(trees))
 	for _, tree := range trees {
-		events, err := st.EventsAfter(ctx, tree, 0, 1000)
-		if err != nil {
-			t.Fatal(err)
+		for after := uint64(0); ; {
+			events, err := st.EventsAfter(ctx, tree, after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(events) == 0 {
+				break
+			}
+			out[tree] = append(out[tree], events...)
+			after = events[len(events)-1].Seq
 		}
-		for _, e := range events {
-			if e.Tool == tool && e.Kind == kind {
+	}
+	return out
+}
+
+// waitInChild waits up to d for a call of tool that the journal at path
+// shows written to a child (a request event) and not ended: the call is
+// in the child.
+func waitInChild(t *testing.T, path, tool string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, events := range journalEvents(t, path) {
+			var requested, ended bool
+			for _, e := range events {
+				requested = requested || e.Kind == calllog.KindRequest && e.Tool == tool
+				ended = ended || e.Kind.IsEnd()
+			}
+			if requested && !ended {
 				return
 			}
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no call of %s in a child after %v", tool, d)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	t.Errorf("the journal has no %s event of a %s call", kind, tool)
-}
-
-// TestServeHTTP drives skulk-host mcp serve --http with the go-sdk's
-// streamable HTTP client: list, a count with progress, a cancel, then
-// SIGTERM stops the server and its child.
-func TestServeHTTP(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tmp := shortTempDir(t)
-	cmd := exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--", childBin)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	stderr, err := collectStderr(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	addr := stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
-	child := waitChild(t, cmd.Process.Pid, 0, 5*time.Second)
-
-	progress := newProgressLog()
-	sess, err := newClient(progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools, err := sess.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) < 6 {
-		t.Fatalf("tools/list: %v %v", tools, err)
-	}
-	p := &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 3}}
-	p.SetProgressToken("http-count")
-	res, err := sess.CallTool(ctx, p)
-	if err != nil || res.IsError {
-		t.Fatalf("count: %v %v", res, err)
-	}
-	progress.wait(t, "http-count", 3, 10*time.Second)
-
-	cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = sess.CallTool(cctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
-	ccancel()
-	if err == nil {
-		t.Fatal("a call past the client's deadline returned no error")
-	}
-	if res := callTool(t, ctx, sess, "echo", nil, nil); res.IsError {
-		t.Fatalf("echo after the cancel: %s", textOf(res))
-	}
-	if err := sess.Close(); err != nil {
-		t.Logf("close: %v", err)
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("skulk-host mcp serve --http after SIGTERM: %v\n%s", err, stderr)
-	}
-	processGone(t, child, 10*time.Second)
-	emptyDir(t, tmp)
 }
