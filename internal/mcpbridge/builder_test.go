@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,51 @@ func TestServerWaitForHandlers(t *testing.T) {
 	s.leave()
 	if err := <-waited; err != nil {
 		t.Fatalf("after leave: %v", err)
+	}
+}
+
+// The content of a result, as docs/mcp.md states it: one text content per
+// run of consecutive text chunks, the texts concatenated; one per run of
+// other payloads, a compact JSON object per line; media ends a run and is
+// content of its own: audio/* (the type matched without case or
+// parameters) as audio content with what MCP has no field for in its
+// _meta, a blob as a skulk-blob: link.
+func TestResultContentRuns(t *testing.T) {
+	b := &resultBuilder{s: &Server{opts: ServerOptions{TextMax: 1 << 10, InlineMax: 1 << 10}}}
+	ts, dur := 1.5, 0.02
+	audio := &frame.InlineMedia{Data: []byte{9, 8, 7}, MediaType: "Audio/Ogg; codecs=opus", Codec: "opus",
+		SampleRate: 48000, Channels: 2, TimestampSeconds: &ts, DurationSeconds: &dur}
+	blob := &frame.BlobMedia{BlobID: "b1", MediaType: "video/mp4", SizeBytes: 1 << 20, SHA256: strings.Repeat("ab", 32)}
+	text := func(s string) frame.Payload { return frame.MustPayload(map[string]any{"text": s}) }
+	for i, f := range []frame.Frame{
+		{Payload: text("one ")}, {Payload: text("two")},
+		{Payload: frame.MustPayload(map[string]any{"i": 1})}, {Payload: frame.MustPayload(map[string]any{"i": 2})},
+		{Payload: text("three")},
+		{Media: audio},
+		{Media: blob},
+	} {
+		f.Kind, f.Sequence = frame.KindChunk, uint64(i+1)
+		b.add(t.Context(), f)
+	}
+	if len(b.content) != 5 {
+		t.Fatalf("content of %d items, want 5", len(b.content))
+	}
+	for i, want := range []string{"one two", "{\"i\":1}\n{\"i\":2}\n", "three"} {
+		if tc, ok := b.content[i].(*mcp.TextContent); !ok || tc.Text != want {
+			t.Errorf("content %d: %#v, want the text %q", i, b.content[i], want)
+		}
+	}
+	ac, ok := b.content[3].(*mcp.AudioContent)
+	if !ok {
+		t.Fatalf("content 3: %T, want audio content", b.content[3])
+	}
+	wantMeta := mcp.Meta{MetaSequence: uint64(6), "skulk/codec": "opus", "skulk/sample_rate": int64(48000),
+		"skulk/channels": int64(2), "skulk/timestamp_seconds": 1.5, "skulk/duration_seconds": 0.02}
+	if string(ac.Data) != "\x09\x08\x07" || ac.MIMEType != audio.MediaType || !reflect.DeepEqual(ac.Meta, wantMeta) {
+		t.Errorf("audio content %q %q %v, want the media's bytes and type and _meta %v", ac.Data, ac.MIMEType, ac.Meta, wantMeta)
+	}
+	rl, ok := b.content[4].(*mcp.ResourceLink)
+	if !ok || rl.URI != "skulk-blob:b1" || rl.MIMEType != "video/mp4" || rl.Size == nil || *rl.Size != 1<<20 || rl.Meta["skulk/sha256"] != blob.SHA256 {
+		t.Errorf("blob: %#v, want a skulk-blob:b1 link of its type, size and digest", b.content[4])
 	}
 }

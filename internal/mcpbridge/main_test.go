@@ -69,7 +69,7 @@ type (
 	progressArgs struct {
 		N int `json:"n"`
 	}
-	imageArgs struct {
+	mediaArgs struct {
 		Bytes int `json:"bytes"`
 	}
 	sleepArgs struct {
@@ -84,14 +84,28 @@ type (
 	}
 )
 
-// imageBytes is the test image: bytes of a known pattern.
-func imageBytes(n int) []byte {
+// Steps of the test media's byte patterns (mediaBytes), one per kind, so
+// that an image is never taken for a sound.
+const (
+	imageStep = 7
+	audioStep = 13
+)
+
+// mediaBytes is the test server's media: n bytes, byte i being i*step.
+func mediaBytes(n, step int) []byte {
 	b := make([]byte, n)
 	for i := range b {
-		b[i] = byte(i * 7)
+		b[i] = byte(i * step)
 	}
 	return b
 }
+
+// The text contents of the texts tool, in order; an image comes between
+// textsBefore and textsAfter.
+var (
+	textsBefore = []string{"one ", "two ", "three"}
+	textsAfter  = []string{"four", "five"}
+)
 
 // runTestServer is the test MCP server: tools written with the go-sdk,
 // served over stdio.
@@ -123,8 +137,24 @@ func runTestServer() {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, countResult{N: a.N}, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "a PNG-typed image of bytes bytes"},
-		func(ctx context.Context, req *mcp.CallToolRequest, a imageArgs) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{Data: imageBytes(a.Bytes), MIMEType: "image/png"}}}, nil, nil
+		func(ctx context.Context, req *mcp.CallToolRequest, a mediaArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{Data: mediaBytes(a.Bytes, imageStep), MIMEType: "image/png"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "audio", Description: "a WAV-typed sound of bytes bytes"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a mediaArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{Data: mediaBytes(a.Bytes, audioStep), MIMEType: "audio/wav"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "texts", Description: "text contents, a 16-byte image, more text contents"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, any, error) {
+			var content []mcp.Content
+			for _, t := range textsBefore {
+				content = append(content, &mcp.TextContent{Text: t})
+			}
+			content = append(content, &mcp.ImageContent{Data: mediaBytes(16, imageStep), MIMEType: "image/png"})
+			for _, t := range textsAfter {
+				content = append(content, &mcp.TextContent{Text: t})
+			}
+			return &mcp.CallToolResult{Content: content}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "one progress notification, then waits ms or until cancelled"},
 		func(ctx context.Context, req *mcp.CallToolRequest, a sleepArgs) (*mcp.CallToolResult, any, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/mcpbridge"
 )
 
 // startWrapped runs the test MCP server through skulk-mcp under host.Start.
@@ -104,7 +106,7 @@ func TestWrapperUnderHost(t *testing.T) {
 	for _, tool := range h.Tools() {
 		ids[tool.ID] = true
 	}
-	for _, id := range []string{"echo", "progress", "image", "sleep", "fail", "crash", "pid"} {
+	for _, id := range []string{"echo", "progress", "image", "audio", "texts", "sleep", "fail", "crash", "pid"} {
 		if !ids[id] {
 			t.Fatalf("the host has no tool %s: %v", id, h.Tools())
 		}
@@ -122,8 +124,24 @@ func TestWrapperUnderHost(t *testing.T) {
 	}
 
 	_, media, last := outputOf(t, call(t, ctx, h, "image", map[string]any{"bytes": 100000}))
-	if last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "image/png" || !bytes.Equal(media[0].Data, imageBytes(100000)) {
+	if last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "image/png" || !bytes.Equal(media[0].Data, mediaBytes(100000, imageStep)) {
 		t.Errorf("image: %d media, %v", len(media), last)
+	}
+
+	_, media, last = outputOf(t, call(t, ctx, h, "audio", map[string]any{"bytes": 50000}))
+	if last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "audio/wav" || !bytes.Equal(media[0].Data, mediaBytes(50000, audioStep)) {
+		t.Errorf("audio: %d media, %v", len(media), last)
+	}
+
+	// Each text content is a chunk of its own: joining them is mcp serve's
+	// business (TestChain).
+	payloads, media, last = outputOf(t, call(t, ctx, h, "texts", map[string]any{}))
+	var texts []string
+	for _, s := range append(append([]string(nil), textsBefore...), textsAfter...) {
+		texts = append(texts, `{"text":"`+s+`"}`)
+	}
+	if last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(texts, " ") || len(media) != 1 {
+		t.Errorf("texts: %v and %d media, want %v and the image", payloads, len(media), texts)
 	}
 
 	_, err := call(t, ctx, h, "fail", map[string]any{"text": "x"}).Wait()
@@ -246,7 +264,7 @@ func TestChain(t *testing.T) {
 	s := startServe(t, ctx, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
 
 	tools, err := s.sess.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 8 {
+	if err != nil || len(tools.Tools) != 10 {
 		t.Fatalf("tools/list: %v %v", tools, err)
 	}
 	if res := callTool(t, ctx, s.sess, "echo", map[string]any{"text": "round trip"}, nil); res.IsError || textOf(res) != "round trip|" {
@@ -263,13 +281,49 @@ func TestChain(t *testing.T) {
 	if !strings.Contains(got[0].Message, `"message":"step 1"`) || got[4].Message != "done" {
 		t.Errorf("notifications: %q … %q", got[0].Message, got[4].Message)
 	}
+	// The run of JSON chunks is one text content of lines, the text chunk
+	// after it one of its own, then the completed payload.
+	var lines strings.Builder
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&lines, "{\"message\":\"step %d\",\"progress\":%d,\"total\":4}\n", i, i)
+	}
+	if want := lines.String() + "|done|{\"n\":4}|"; textOf(res) != want {
+		t.Errorf("progress content %q, want %q", textOf(res), want)
+	}
 
 	res = callTool(t, ctx, s.sess, "image", map[string]any{"bytes": 5000}, nil)
 	if len(res.Content) != 1 {
 		t.Fatalf("image: %v", res.Content)
 	}
-	if img, ok := res.Content[0].(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || !bytes.Equal(img.Data, imageBytes(5000)) {
+	if img, ok := res.Content[0].(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || !bytes.Equal(img.Data, mediaBytes(5000, imageStep)) {
 		t.Errorf("image: %#v", res.Content[0])
+	}
+
+	res = callTool(t, ctx, s.sess, "audio", map[string]any{"bytes": 5000}, nil)
+	if len(res.Content) != 1 {
+		t.Fatalf("audio: %v", res.Content)
+	}
+	if a, ok := res.Content[0].(*mcp.AudioContent); !ok || a.MIMEType != "audio/wav" || !bytes.Equal(a.Data, mediaBytes(5000, audioStep)) || a.Meta[mcpbridge.MetaSequence] == nil {
+		t.Errorf("audio: %#v", res.Content[0])
+	}
+
+	// docs/mcp.md: one text content per run of consecutive text chunks,
+	// the texts concatenated; media ends a run.
+	res = callTool(t, ctx, s.sess, "texts", map[string]any{}, nil)
+	want := []string{strings.Join(textsBefore, ""), "image", strings.Join(textsAfter, "")}
+	var parts []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, c.Text)
+		case *mcp.ImageContent:
+			parts = append(parts, "image")
+		default:
+			parts = append(parts, fmt.Sprintf("%T", c))
+		}
+	}
+	if res.IsError || strings.Join(parts, "|") != strings.Join(want, "|") {
+		t.Errorf("texts: content %q, want %q", parts, want)
 	}
 
 	res = callTool(t, ctx, s.sess, "crash", map[string]any{}, nil)
