@@ -54,7 +54,8 @@ func TestServerWaitForHandlers(t *testing.T) {
 
 // The content of a result, as docs/mcp.md states it: one text content per
 // run of consecutive text chunks, the texts concatenated; one per run of
-// other payloads, a compact JSON object per line; media ends a run and is
+// other payloads (a text with other keys beside it among them, so that
+// they are kept), a compact JSON object per line; media ends a run and is
 // content of its own: audio/* (the type matched without case or
 // parameters) as audio content with what MCP has no field for in its
 // _meta, a blob as a skulk-blob: link.
@@ -67,7 +68,7 @@ func TestResultContentRuns(t *testing.T) {
 	text := func(s string) frame.Payload { return frame.MustPayload(map[string]any{"text": s}) }
 	for i, f := range []frame.Frame{
 		{Payload: text("one ")}, {Payload: text("two")},
-		{Payload: frame.MustPayload(map[string]any{"i": 1})}, {Payload: frame.MustPayload(map[string]any{"i": 2})},
+		{Payload: frame.MustPayload(map[string]any{"i": 1})}, {Payload: frame.MustPayload(map[string]any{"text": "x", "lang": "en"})},
 		{Payload: text("three")},
 		{Media: audio},
 		{Media: blob},
@@ -78,10 +79,14 @@ func TestResultContentRuns(t *testing.T) {
 	if len(b.content) != 5 {
 		t.Fatalf("content of %d items, want 5", len(b.content))
 	}
-	for i, want := range []string{"one two", "{\"i\":1}\n{\"i\":2}\n", "three"} {
+	for i, want := range []string{"one two", "{\"i\":1}\n{\"lang\":\"en\",\"text\":\"x\"}\n", "three"} {
 		if tc, ok := b.content[i].(*mcp.TextContent); !ok || tc.Text != want {
 			t.Errorf("content %d: %#v, want the text %q", i, b.content[i], want)
 		}
+	}
+	// The progress message of such a chunk keeps its keys too.
+	if got := chunkSummary(frame.Frame{Payload: frame.MustPayload(map[string]any{"text": "x", "lang": "en"})}); got != `{"lang":"en","text":"x"}` {
+		t.Errorf("progress message of a text with other keys: %q", got)
 	}
 	ac, ok := b.content[3].(*mcp.AudioContent)
 	if !ok {

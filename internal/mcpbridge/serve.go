@@ -19,6 +19,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/mpack"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -434,7 +435,7 @@ func (b *resultBuilder) notify(ctx context.Context, f frame.Frame) {
 func chunkSummary(f frame.Frame) string {
 	var parts []string
 	if f.Payload != nil {
-		if t, ok := f.Payload.Text(); ok {
+		if t, ok := textOnly(f.Payload); ok {
 			parts = append(parts, t)
 		} else {
 			parts = append(parts, compactJSON(f.Payload))
@@ -449,6 +450,17 @@ func chunkSummary(f frame.Frame) string {
 	return strings.Join(parts, " ")
 }
 
+// textOnly returns the text of a text chunk: a payload whose one key is
+// "text", a string. A payload with other keys beside it is not text: as
+// JSON it keeps them.
+func textOnly(p frame.Payload) (string, bool) {
+	r := mpack.NewReader(p)
+	if n, err := r.ReadMapLen(); err != nil || n != 1 {
+		return "", false
+	}
+	return p.Text()
+}
+
 func compactJSON(p frame.Payload) string {
 	b, err := p.MarshalJSON()
 	if err != nil {
@@ -460,7 +472,7 @@ func compactJSON(p frame.Payload) string {
 // addPayload adds a chunk's payload to the text runs, or counts it dropped
 // when it would take the text over TextMax.
 func (b *resultBuilder) addPayload(p frame.Payload) {
-	text, isText := p.Text()
+	text, isText := textOnly(p)
 	if !isText {
 		text = compactJSON(p) + "\n"
 	}
