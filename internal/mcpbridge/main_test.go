@@ -144,6 +144,15 @@ func runTestServer() {
 		func(ctx context.Context, req *mcp.CallToolRequest, a mediaArgs) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{Data: mediaBytes(a.Bytes, audioStep), MIMEType: "audio/wav"}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "resources", Description: "an embedded blob, an embedded text and a resource link"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, any, error) {
+			size := int64(42)
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://blob", MIMEType: "application/pdf", Blob: mediaBytes(8, imageStep)}},
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://text", MIMEType: "text/plain", Text: "hello"}},
+				&mcp.ResourceLink{URI: "test://link", Name: "linked", MIMEType: "text/csv", Size: &size},
+			}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "texts", Description: "text contents, a 16-byte image, more text contents"},
 		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, any, error) {
 			var content []mcp.Content

@@ -201,9 +201,15 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 			t.Fatalf("count failed: %s", textOf(res))
 		}
 		got := s.progress.wait(t, "count-1", 5, 10*time.Second)
+		var seq float64 // the chunks' sequences only grow
 		for i, n := range got {
 			if n.Progress != float64(i+1) || n.Message != `{"i":`+string(rune('0'+i))+`}` {
 				t.Errorf("notification %d: progress %v message %q", i, n.Progress, n.Message)
+			}
+			if next, _ := n.Meta[mcpbridge.MetaSequence].(float64); next <= seq {
+				t.Errorf("notification %d: %s %v after %v", i, mcpbridge.MetaSequence, n.Meta[mcpbridge.MetaSequence], seq)
+			} else {
+				seq = next
 			}
 		}
 		if want := "{\"i\":0}\n{\"i\":1}\n{\"i\":2}\n{\"i\":3}\n{\"i\":4}\n|{\"n\":5}|"; textOf(res) != want {

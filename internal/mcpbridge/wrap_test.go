@@ -106,7 +106,7 @@ func TestWrapperUnderHost(t *testing.T) {
 	for _, tool := range h.Tools() {
 		ids[tool.ID] = true
 	}
-	for _, id := range []string{"echo", "progress", "image", "audio", "texts", "sleep", "fail", "crash", "pid"} {
+	for _, id := range []string{"echo", "progress", "image", "audio", "texts", "resources", "sleep", "fail", "crash", "pid"} {
 		if !ids[id] {
 			t.Fatalf("the host has no tool %s: %v", id, h.Tools())
 		}
@@ -142,6 +142,15 @@ func TestWrapperUnderHost(t *testing.T) {
 	}
 	if last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(texts, " ") || len(media) != 1 {
 		t.Errorf("texts: %v and %d media, want %v and the image", payloads, len(media), texts)
+	}
+
+	// Embedded resources and links: not fetched, their names kept.
+	payloads, media, last = outputOf(t, call(t, ctx, h, "resources", map[string]any{}))
+	want = []string{`{"uri":"test://blob"}`, `{"mime_type":"text/plain","text":"hello","uri":"test://text"}`,
+		`{"resource_link":{"mime_type":"text/csv","name":"linked","size":42,"uri":"test://link"}}`}
+	if last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(want, " ") ||
+		len(media) != 1 || media[0].MediaType != "application/pdf" || !bytes.Equal(media[0].Data, mediaBytes(8, imageStep)) {
+		t.Errorf("resources: %v and %d media, want %v and the blob", payloads, len(media), want)
 	}
 
 	_, err := call(t, ctx, h, "fail", map[string]any{"text": "x"}).Wait()
@@ -264,7 +273,7 @@ func TestChain(t *testing.T) {
 	s := startServe(t, ctx, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
 
 	tools, err := s.sess.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 10 {
+	if err != nil || len(tools.Tools) != 11 {
 		t.Fatalf("tools/list: %v %v", tools, err)
 	}
 	if res := callTool(t, ctx, s.sess, "echo", map[string]any{"text": "round trip"}, nil); res.IsError || textOf(res) != "round trip|" {

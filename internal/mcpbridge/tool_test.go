@@ -1,0 +1,49 @@
+package mcpbridge
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/skulkrt/skulk/wire"
+)
+
+// A Skulk tool as MCP lists it (docs/mcp.md, "What maps"): the arguments
+// schema is the input schema, "type": "object" added when absent (on a
+// copy); the result schema the output schema; version and chunk schemas in
+// _meta; a tool that takes caller input says MCP gives it none. An
+// arguments schema of another type cannot be an MCP input schema.
+func TestMCPTool(t *testing.T) {
+	args := wire.Schema{"properties": map[string]any{"n": map[string]any{"type": "integer"}}}
+	out := wire.Schema{"type": "object", "required": []any{"i"}}
+	in := wire.Schema{"type": "object"}
+	result := wire.Schema{"type": "object", "required": []any{"n"}}
+	mt, err := mcpTool(wire.Tool{ID: "count", Version: "v2", Description: "Counts.", ArgumentsSchema: args,
+		InputSchema: in, OutputSchema: out, ResultSchema: result})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mt.Name != "count" || !strings.HasPrefix(mt.Description, "Counts. ") || !strings.Contains(mt.Description, "no caller input") {
+		t.Errorf("name %q, description %q", mt.Name, mt.Description)
+	}
+	if got, _ := mt.InputSchema.(wire.Schema); got["type"] != "object" || got["properties"] == nil {
+		t.Errorf("input schema %v, want the arguments schema with type object", mt.InputSchema)
+	}
+	if _, ok := args["type"]; ok {
+		t.Error("the tool's own arguments schema was changed")
+	}
+	if !reflect.DeepEqual(mt.OutputSchema, result) {
+		t.Errorf("output schema %v, want the result schema", mt.OutputSchema)
+	}
+	if mt.Meta[MetaVersion] != "v2" || !reflect.DeepEqual(mt.Meta[MetaOutputSchema], out) || !reflect.DeepEqual(mt.Meta[MetaInputSchema], in) {
+		t.Errorf("_meta %v", mt.Meta)
+	}
+
+	mt, err = mcpTool(wire.Tool{ID: "plain"})
+	if err != nil || mt.Description != "" || mt.Meta != nil || mt.OutputSchema != nil || !reflect.DeepEqual(mt.InputSchema, wire.Schema{"type": "object"}) {
+		t.Errorf("a bare tool: %+v, %v", mt, err)
+	}
+	if _, err := mcpTool(wire.Tool{ID: "list", ArgumentsSchema: wire.Schema{"type": "array"}}); err == nil || strings.Contains(err.Error(), "array") {
+		t.Errorf("an array arguments schema: %v, want an error naming the field, not quoting its value", err)
+	}
+}
