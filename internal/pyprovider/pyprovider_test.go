@@ -18,7 +18,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	}))
+}
 
 // provider returns the Python provider's path, skipping the test (or
 // failing it, with SKULK_REQUIRE_PYTHON=1) when Python or msgpack is

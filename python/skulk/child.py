@@ -978,12 +978,18 @@ def main(tools: list, *, sdk: str = SDK, max_streams: int = 4096, limits: Option
     away, then exit the process: 0 when drained or when the host is gone,
     2 with a one-line reason on stderr when started outside a host or when
     the start fails, 1 when the host broke the protocol on the control
-    connection. Never returns."""
+    connection. Never returns.
+
+    Before anything else it raises ValueError for a tool id given twice,
+    and FieldError (a ValueError) ``tools.id`` or ``tools.version`` for a
+    tool whose id is not 1..128 characters of valid UTF-8 or whose version
+    is over 128 characters: the host would refuse the hello."""
     ids = set()
     for t in tools:
         if t.id in ids:
             raise ValueError(f"tool id given twice: {t.id!r}")
         ids.add(t.id)
+        tool_map(ToolDescriptor(t.id, t.version))
     # A thread waiting for the GIL gets it within this interval: it bounds
     # how long CPU-bound Python in a handler can delay a pong.
     sys.setswitchinterval(0.001)

@@ -77,6 +77,8 @@ CEILING_MAX_HEADER = 1 << 20
 CEILING_MAX_ATTACHMENT = 1 << 28
 DEFAULT_CANCEL_GRACE_MS = 1000
 INGRESS_QUEUE = 8
+# MAX_TOOL_VERSION_CHARS bounds a tool descriptor's version (§3, hello).
+MAX_TOOL_VERSION_CHARS = 128
 _U32 = (1 << 32) - 1
 _U64 = (1 << 64) - 1
 _I64 = (1 << 63) - 1
@@ -358,10 +360,14 @@ def _limits_map(l: Limits) -> dict:
 
 
 def tool_map(t: ToolDescriptor) -> dict:
-    """The map hello carries for t, canonical (sorted schema keys)."""
+    """The map hello carries for t, canonical (sorted schema keys). Raises
+    FieldError ``tools.id`` or ``tools.version`` for an id that breaks the
+    call id rule or a version over 128 characters (§3, hello), which the
+    host would refuse."""
     check_call_id(t.id, "tools.id")
     m: dict = {"id": t.id}
     if t.version:
+        check_chars("tools.version", t.version, 0, MAX_TOOL_VERSION_CHARS)
         m["version"] = t.version
     if t.description:
         m["description"] = t.description
@@ -788,7 +794,7 @@ def _r_tools(v):
                 d.id = _r_str(x)
             elif k == "version":
                 d.version = _opt_str(x)
-                check_chars("tools.version", d.version, 0, 128)
+                check_chars("tools.version", d.version, 0, MAX_TOOL_VERSION_CHARS)
             elif k == "description":
                 d.description = _opt_str(x)
             elif k in _SCHEMA_KEYS:

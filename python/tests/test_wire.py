@@ -7,6 +7,8 @@ import json
 import os
 import re
 import struct
+import subprocess
+import sys
 import unittest
 
 import msgpack
@@ -200,6 +202,51 @@ class LengthTest(unittest.TestCase):
             decode_packet(pkt({"t": "hello", "max_streams": 1, "protocol": [1] * 65}))
         with self.assertRaises(BadFieldError):
             decode_packet(pkt({"t": "hello", "max_streams": 1, "tools": [{"id": "t%d" % i} for i in range(4097)]}))
+
+    def test_tool_id_and_version_lengths(self):
+        """A tool descriptor's id is 1..128 characters (the call id rule) and
+        its version at most 128, counted in characters, not bytes: refused
+        in a hello read (the whole hello: a bad field) and by the encoder."""
+
+        def hello(tool):
+            return pkt({"t": "hello", "protocol": [1], "max_streams": 1, "tools": [tool]})
+
+        for tool in [{"id": "é" * 128}, {"id": "t", "version": "ü" * 128}, {"id": "t", "version": ""}]:
+            with self.subTest(tool=len(tool["id"]), version=len(tool.get("version", ""))):
+                d = decode_packet(hello(tool)).tools[0]
+                self.assertEqual((d.id, d.version), (tool["id"], tool.get("version", "")))
+                head, _ = encode_packet(wire.Hello([1], "s", 1, 1, Limits(), [d]))
+                self.assertEqual(decode_packet(head).tools, [d])
+        for tool, fld in [
+            ({"id": "é" * 129}, "tools.id"),
+            ({"id": ""}, "tools.id"),
+            ({"id": "t", "version": "ü" * 129}, "tools.version"),
+        ]:
+            with self.subTest(fld, tool=len(tool["id"]), version=len(tool.get("version", ""))):
+                with self.assertRaises(BadFieldError) as cm:
+                    decode_packet(hello(tool))
+                self.assertEqual(str(cm.exception), "hello: tools")
+                with self.assertRaises(FieldError) as cm:
+                    encode_packet(wire.Hello([1], "s", 1, 1, Limits(), [wire.ToolDescriptor(tool["id"], tool.get("version", ""))]))
+                self.assertEqual(cm.exception.field, fld)
+
+    def test_main_refuses_a_tool_the_host_would_refuse(self):
+        """skulk.main raises FieldError for a tool id or version over 128
+        characters before it does anything else (outside a host it would
+        otherwise exit 2 for want of fds 3 and 4)."""
+        root = os.path.join(os.path.dirname(__file__), "..")
+        for args, fld in [('"x" * 129, h', "tools.id"), ('"x", h, version="v" * 129', "tools.version")]:
+            with self.subTest(fld):
+                code = (
+                    "import sys; sys.path.insert(0, %r)\n"
+                    "import skulk\n"
+                    "async def h(call, frames):\n    yield call.completed()\n"
+                    "try:\n    skulk.main([skulk.Tool(%s)])\n"
+                    "except skulk.FieldError as e:\n    print(e.field); sys.exit(7)\n"
+                ) % (root, args)
+                r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                                   env={k: v for k, v in os.environ.items() if not k.startswith("SKULK_")})
+                self.assertEqual((r.returncode, r.stdout.strip()), (7, fld), r.stderr)
 
     def test_sanitize_message(self):
         self.assertEqual(skulk.sanitize_message("a\udcff\udcfeb"), "a\ufffdb")
