@@ -10,8 +10,10 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/natstest"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/skulktest"
 )
 
 // benchStores opens, for one benchmark, each store compared: SQLite, and
@@ -95,6 +97,50 @@ func BenchmarkRequiredCall(b *testing.B) {
 			defer cancel()
 			if err := r.Close(cctx); err != nil {
 				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkRealCall: one real call (count n=1 against cmd/skulk-child,
+// half-closed at once, read to its end) through a host with no journal and
+// with a required journal on each store, full content, as skulk-host call
+// --journal keeps it. The stores and hosts are started first and the
+// sub-benchmarks run in turn, so all see the same load; the difference to
+// "none" is what a required journal adds to a real call (the host waits
+// for the store at the call's start and at its end).
+//
+//	go test -run '^$' -bench RealCall -count 3 ./calllog/jetstreamstore
+func BenchmarkRealCall(b *testing.B) {
+	bin := skulktest.Build(b, "github.com/skulkrt/skulk/cmd/skulk-child")
+	hosts := map[string]*host.Host{}
+	for _, kind := range append([]string{"none"}, benchKinds...) {
+		cfg := host.Config{Command: bin, TempDir: b.TempDir()}
+		if kind != "none" {
+			cfg.CallLog = calllog.Options{Content: calllog.ContentFull,
+				Journal: &calllog.Journal{Store: benchStore(b, kind), Required: true}}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		h, err := host.Start(ctx, cfg)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { h.Close(context.Background()) }) // before its store closes (cleanups run last first)
+		hosts[kind] = h
+	}
+	args := frame.MustPayload(map[string]any{"n": 1})
+	for _, kind := range append([]string{"none"}, benchKinds...) {
+		b.Run(kind, func(b *testing.B) {
+			h := hosts[kind]
+			for b.Loop() {
+				c, err := h.Call(context.Background(), "count", args, host.WithInput())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Wait(); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -353,6 +353,7 @@ type treeState struct {
 	writer    string // the claim under which it was appended
 	epoch     uint64
 	last      uint64 // the highest event Seq kept
+	msgID     string // the message's Nats-Msg-Id (claims only)
 }
 
 // usable fails once the store is closed, and for writes when it is
@@ -451,6 +452,7 @@ func (s *Store) read(ctx context.Context, op, tree string) (treeState, error) {
 		return treeState{}, fmt.Errorf("jetstreamstore: %s: %w: %w", op, calllog.ErrStoreUnusable, err)
 	}
 	st.streamSeq = m.Sequence
+	st.msgID = m.Header.Get(jetstream.MsgIDHeader)
 	return st, nil
 }
 
@@ -503,7 +505,9 @@ const retryPause = 5 * time.Millisecond
 
 // Claim implements calllog.EventStore: it appends a claim with the next
 // epoch, fenced by the tree's last message as read, and reads again when
-// another append got in first.
+// another append got in first. A claim kept whose answer was lost (a
+// server away just then) is found on that read, by its message id, and
+// is the answer: the Claim takes one epoch, not two.
 func (s *Store) Claim(ctx context.Context, tree, writer string) (calllog.Claim, error) {
 	if err := s.usable("claim"); err != nil {
 		return calllog.Claim{}, err
@@ -511,7 +515,7 @@ func (s *Store) Claim(ctx context.Context, tree, writer string) (calllog.Claim, 
 	if err := ctx.Err(); err != nil {
 		return calllog.Claim{}, err
 	}
-	id := nuid.Next() // one Claim: a resend of its message is deduplicated
+	id := nuid.Next() + "-" // one Claim: a resend of its message is deduplicated
 	delay := retryPause
 	for {
 		st, err := s.read(ctx, "claim", tree)
@@ -521,13 +525,17 @@ func (s *Store) Claim(ctx context.Context, tree, writer string) (calllog.Claim, 
 			}
 			continue
 		}
+		if strings.HasPrefix(st.msgID, id) { // this Claim's own message, kept though not answered
+			s.remember(tree, st)
+			return calllog.Claim{Tree: tree, Writer: writer, Epoch: st.epoch, Last: st.last}, nil
+		}
 		c := calllog.Claim{Tree: tree, Writer: writer, Epoch: st.epoch + 1, Last: st.last}
 		kind := "c"
 		if !st.exists {
 			kind = "n"
 		}
 		m := s.claimMsg(c, kind)
-		m.Header.Set(jetstream.MsgIDHeader, id+"-"+strconv.FormatUint(c.Epoch, 10))
+		m.Header.Set(jetstream.MsgIDHeader, id+strconv.FormatUint(c.Epoch, 10))
 		ack, err := s.publish(ctx, tree, st.streamSeq, []*nats.Msg{m})
 		if err != nil {
 			if !wrongLast(err) {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/jetstreamstore"
@@ -57,5 +60,68 @@ func TestNATSJournalReplayFollowExport(t *testing.T) {
 	}
 	if r := run(t, "", "replay", natstest.Run(t).URL()+"/NONE", tree); r.status != 1 || !strings.Contains(r.stderr, "no such stream") {
 		t.Fatalf("replay of a missing stream: %d %q", r.status, r.stderr)
+	}
+}
+
+// call and replay on servers that require credentials, each source the
+// CLI reads: the NATS_* environment variables and the URL's parameters
+// naming files. Without them (or with a wrong password) the command fails
+// with status 1 and prints no secret.
+func TestNATSJournalCredentials(t *testing.T) {
+	seed, nkeyAuth := natstest.Nkey(t)
+	creds, credsAuth := natstest.Creds(t)
+	tlsFiles, tlsAuth := natstest.TLS(t)
+	for _, tc := range []struct {
+		name   string
+		set    func(*server.Options)
+		scheme string
+		params string
+		env    map[string]string
+	}{
+		{"NATS_NKEY", nkeyAuth, "nats", "", map[string]string{"NATS_NKEY": seed}},
+		{"NATS_CREDS", credsAuth, "nats", "", map[string]string{"NATS_CREDS": creds}},
+		{"NATS_CERT", tlsAuth, "tls", "", map[string]string{"NATS_CERT": tlsFiles.Cert, "NATS_KEY": tlsFiles.Key, "NATS_CA": tlsFiles.CA}},
+		{"NATS_USER", natstest.UserPassword("skulk", "pw-secret-42"), "nats", "", map[string]string{"NATS_USER": "skulk", "NATS_PASSWORD": "pw-secret-42"}},
+		{"creds=", credsAuth, "nats", "?creds=" + url.QueryEscape(creds), nil},
+		{"tls_cert=", tlsAuth, "tls", "?" + url.Values{"tls_ca": {tlsFiles.CA}, "tls_cert": {tlsFiles.Cert}, "tls_key": {tlsFiles.Key}}.Encode(), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, v := range []string{"NATS_CREDS", "NATS_NKEY", "NATS_CERT", "NATS_KEY", "NATS_CA", "NATS_USER", "NATS_PASSWORD"} {
+				t.Setenv(v, "")
+			}
+			srv := natstest.Run(t, tc.set)
+			journal := tc.scheme + "://" + srv.Addr() + "/CALLS" + tc.params
+			bare := tc.scheme + "://" + srv.Addr() + "/CALLS"
+			if tc.params == "" { // credentials from the environment only
+				if r := run(t, "", "call", "--journal", journal, "count", "--args", `{"n":2}`, "--", childBin); r.status != 1 ||
+					!strings.Contains(r.stderr, "cannot open the journal") {
+					t.Fatalf("call with no credentials: %d %q", r.status, r.stderr)
+				}
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			r := run(t, "", "call", "--journal", journal, "count", "--args", `{"n":2}`, "--", childBin)
+			if r.status != 0 {
+				t.Fatalf("call: %d %q", r.status, r.stderr)
+			}
+			_, rest, _ := strings.Cut(r.stderr, "journal: tree ")
+			tree, _, _ := strings.Cut(rest, " ")
+			rp := run(t, "", "replay", journal, tree)
+			if rp.status != 0 || !strings.Contains(rp.stdout, `done: {"n":2}`) {
+				t.Fatalf("replay: %d %q %q", rp.status, rp.stdout, rp.stderr)
+			}
+			if tc.params != "" { // the URL's files, not the environment, let it in
+				if r := run(t, "", "replay", bare, tree); r.status != 1 {
+					t.Fatalf("replay without the URL's credentials: %d %q", r.status, r.stderr)
+				}
+			}
+			if tc.name == "NATS_USER" {
+				t.Setenv("NATS_PASSWORD", "wrong-secret-77")
+				if r := run(t, "", "replay", journal, tree); r.status != 1 || strings.Contains(r.stderr, "secret") {
+					t.Fatalf("replay with a wrong password: %d %q", r.status, r.stderr)
+				}
+			}
+		})
 	}
 }

@@ -167,9 +167,10 @@ The flags are:
 		nats://HOST:PORT/STREAM (tls:// for TLS; the stream is created on
 		first use; docs/events.md): credentials come from the files named
 		by NATS_CREDS, NATS_NKEY, NATS_CERT and NATS_KEY, NATS_CA (or the
-		URL's creds=, nkey=, tls_cert=, tls_key=, tls_ca=), never from the
-		command line. follow, replay, journal takeover and asif export
-		take the same URL.
+		URL's creds=, nkey=, tls_cert=, tls_key=, tls_ca=), and a user and
+		password from NATS_USER and NATS_PASSWORD; never from the command
+		line (a URL with a user or password is refused). follow, replay,
+		journal takeover, asif export and mcp serve take the same URL.
 	--metrics-addr ADDR
 		serve the host's metrics (docs/operations.md, "Metrics") in the
 		Prometheus text format at http://ADDR/metrics while the command

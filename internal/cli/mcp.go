@@ -56,8 +56,10 @@ The flags are:
 		picks one) instead of stdio. The address is printed on standard
 		error: "skulk-host mcp serve: listening on http://ADDR".
 	--journal FILE
-		keep every call's events in the SQLite journal FILE, as call
-		--journal does; each result's _meta names its "skulk/tree".
+		keep every call's events in the journal FILE, as call --journal
+		does: a SQLite file (created if needed) or a JetStream store URL,
+		nats://HOST:PORT/STREAM, with credentials from the environment as
+		for call. Each result's _meta names its "skulk/tree".
 	--timeout D
 		the deadline of a call whose request has no _meta
 		"skulk/timeout_ms" (default 0: none).

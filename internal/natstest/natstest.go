@@ -1,9 +1,11 @@
 // Package natstest runs real nats-server instances with JetStream inside a
 // test process, for the tests of the JetStream call log store and of the
 // CLI that uses it: one server, or a cluster of several on the loopback
-// interface, each with its store in a directory the test owns. Only test
-// files import it, so the nats-server module is linked into test
-// binaries alone.
+// interface, each with its store in a directory the test owns; and
+// servers that require credentials (an nkey, a creds file, TLS with a
+// client certificate, a user and password), with the client's files.
+// Only test files import it, so the nats-server module is linked into
+// test binaries alone.
 package natstest
 
 import (
@@ -30,7 +32,8 @@ type Server struct {
 	srv  *server.Server
 }
 
-// URL is the server's client URL, nats://127.0.0.1:PORT.
+// URL is the server's client URL, nats://127.0.0.1:PORT (a server made
+// with TLS is reached at tls://, Addr).
 func (s *Server) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.opts.Port) }
 
 // Name is the server's name (s1, s2, ...).
