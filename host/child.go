@@ -341,6 +341,32 @@ func (ch *child) watch() (error, stopMode) {
 	if err := ping(); err != nil {
 		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 	}
+	// pong takes an answer; a non-nil error stops the child.
+	pong := func(p wire.Pong) (error, stopMode) {
+		if p.Nonce == 0 || p.Nonce > nonce || p.Nonce <= answered {
+			// Not an answer to any ping of ours, or to none newer than
+			// the one answered last: it says nothing of now.
+			return nil, 0
+		}
+		answered = p.Nonce
+		unhealthy.Reset(cfg.HealthTimeout)
+		var rtt time.Duration = -1
+		if nonce-p.Nonce < pingsTimed {
+			rtt = time.Since(sentAt[p.Nonce%pingsTimed])
+		}
+		h := ch.h
+		h.mu.Lock()
+		ch.stuck, ch.streams = int(p.Stuck), int(p.Streams)
+		if rtt >= 0 {
+			h.pings.add(rtt)
+		}
+		h.mu.Unlock()
+		if cfg.StuckLimit > 0 && p.Stuck >= int64(cfg.StuckLimit) {
+			ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)
+			return fmt.Errorf("host: child recycled: %d stuck handlers", p.Stuck), stopGraceful
+		}
+		return nil, 0
+	}
 	for {
 		select {
 		case <-ticker.C:
@@ -349,27 +375,8 @@ func (ch *child) watch() (error, stopMode) {
 				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}
 		case p := <-ch.pongs:
-			if p.Nonce == 0 || p.Nonce > nonce || p.Nonce <= answered {
-				// Not an answer to any ping of ours, or to none newer than
-				// the one answered last: it says nothing of now.
-				continue
-			}
-			answered = p.Nonce
-			unhealthy.Reset(cfg.HealthTimeout)
-			var rtt time.Duration = -1
-			if nonce-p.Nonce < pingsTimed {
-				rtt = time.Since(sentAt[p.Nonce%pingsTimed])
-			}
-			h := ch.h
-			h.mu.Lock()
-			ch.stuck, ch.streams = int(p.Stuck), int(p.Streams)
-			if rtt >= 0 {
-				h.pings.add(rtt)
-			}
-			h.mu.Unlock()
-			if cfg.StuckLimit > 0 && p.Stuck >= int64(cfg.StuckLimit) {
-				ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)
-				return fmt.Errorf("host: child recycled: %d stuck handlers", p.Stuck), stopGraceful
+			if err, mode := pong(p); err != nil {
+				return err, mode
 			}
 		case <-ch.byes:
 			// The child is leaving on its own: no new calls go to it,
@@ -378,6 +385,20 @@ func (ch *child) watch() (error, stopMode) {
 			ch.h.log.Warn("child said bye without a drain", "child", ch.id, "pid", ch.proc.pid)
 			return ErrChildLeft, stopLeaving
 		case <-unhealthy.C:
+			// A pong already read wins over the timeout that fired while
+			// this goroutine waited to run: select picks at random among
+			// ready cases, and a host starved of CPU finds both ready.
+			select {
+			case p := <-ch.pongs:
+				before := answered
+				if err, mode := pong(p); err != nil {
+					return err, mode
+				}
+				if answered != before { // an answer: the timer was reset
+					continue
+				}
+			default:
+			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
 			return fmt.Errorf("%w: control connection ended: %w", ErrChildDied, ch.ctrlErr), stopExited

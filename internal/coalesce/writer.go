@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -39,6 +40,19 @@ const maxPending = 64 << 10
 // 6.5× the time per frame (every chunk its own write), and with no
 // sender's own write a small call took 16% longer (p=0.04).
 const quietGap = 20 * time.Microsecond
+
+// YieldEvery is how long a goroutine that moves packets without ever
+// waiting (a flusher whose socket always has room, a host stream reader
+// whose socket always has data) goes before it yields the processor with
+// runtime.Gosched. Go preempts a goroutine that never blocks only every
+// 10 ms, so with thousands of busy connections the goroutine that reads
+// pongs waited seconds for a turn, and a healthy child was declared dead
+// (the host's TestHealthWhileEveryStreamIsBusy fails without the yields).
+// Yielding at every burst instead cost the host 8-25% more CPU per small
+// call, stream frame and MiB of media (bench/ab.sh -n 8, in both orders:
+// the goroutine moves between processors); see docs/architecture.md
+// ("Writing packets") for what once per millisecond costs.
+const YieldEvery = time.Millisecond
 
 // Writer writes packets to one connection through one goroutine of its own,
 // the flusher, which writes everything queued since its last write in one
@@ -480,6 +494,7 @@ func (w *Writer) Close() error {
 
 func (w *Writer) flush() {
 	defer close(w.done)
+	var yielded time.Time // when the flusher last yielded
 	for range w.wake {
 		w.mu.Lock()
 		for {
@@ -502,6 +517,14 @@ func (w *Writer) flush() {
 				break
 			}
 			w.writeCur()
+			if w.last.Sub(yielded) >= YieldEvery {
+				// A flusher whose socket always has room never waits
+				// either: it yields as a busy reader does (YieldEvery).
+				yielded = w.last
+				w.mu.Unlock()
+				runtime.Gosched()
+				w.mu.Lock()
+			}
 		}
 		closed := w.closed
 		w.mu.Unlock()

@@ -1,0 +1,95 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// TestHealthWhileEveryStreamIsBusy reads hundreds of endless streams as
+// fast as the child sends them, for several health timeouts. Every
+// caller's read finds data at once and never waits, so the host's
+// supervisor and control reader get the CPU only if the stream readers
+// yield: the child answers every ping, and the host must see the answers
+// in time. Nothing may be declared unhealthy, and every stream keeps
+// delivering.
+func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads hundreds of streams for seconds")
+	}
+	const streams = 512
+	cfg := realConfig()
+	cfg.HealthInterval = 100 * time.Millisecond
+	cfg.HealthTimeout = 2 * time.Second
+	h, _ := testHost(t, cfg, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	counts := make([]atomic.Int64, streams)
+	errs := make([]error, streams)
+	var wg sync.WaitGroup
+	calls := make([]*Call, streams)
+	for i := range calls {
+		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1 << 30, "size": 32}))
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		calls[i] = c
+	}
+	for i, c := range calls {
+		wg.Go(func() { // ends when the test cancels its call, or the call fails
+			for {
+				f, err := c.Recv(ctx)
+				if err != nil {
+					if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+						errs[i] = err
+					}
+					return
+				}
+				switch f.Kind {
+				case frame.KindChunk:
+					counts[i].Add(1)
+				case frame.KindCompleted, frame.KindFailed, frame.KindCancelled:
+					if ctx.Err() == nil {
+						errs[i] = errors.New("ended " + f.Kind.String())
+					}
+					return
+				}
+			}
+		})
+	}
+	// Three health timeouts of reading flat out.
+	time.Sleep(3 * cfg.HealthTimeout)
+	info := h.Children()[0]
+	before := make([]int64, streams)
+	for i := range counts {
+		before[i] = counts[i].Load()
+	}
+	time.Sleep(cfg.HealthTimeout / 2)
+	idle := 0
+	for i := range counts {
+		if counts[i].Load() == before[i] {
+			idle++
+		}
+	}
+	cancel()
+	for _, c := range calls {
+		c.Cancel()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("a stream failed: %v", err)
+	}
+	if info.Restarts != 0 || info.LastCause != nil {
+		t.Fatalf("child restarted %d times while its streams were read (last cause: %v)", info.Restarts, info.LastCause)
+	}
+	if idle > 0 {
+		t.Errorf("%d of %d streams delivered nothing for %v", idle, streams, cfg.HealthTimeout/2)
+	}
+}
