@@ -23,9 +23,11 @@ import (
 
 // DefaultHistory bounds the events one call keeps for its watchers
 // (Record.Events) when calllog.Options.History is 0: a long stream read
-// slowly must not make the host hold every chunk. Past it, a call's end
-// event is still kept, and its After shows the loss.
-const DefaultHistory = 1024
+// slowly must not make the host hold every chunk, and each open stream's
+// history is host memory (the bench module's concurrency sweep measures
+// it per stream). Past it, a call's end event is still kept, and its After
+// shows the loss.
+const DefaultHistory = 64
 
 // histStart is the room a call's history starts with: the events of a
 // small call (started, request, the caller's started, chunk and completed,

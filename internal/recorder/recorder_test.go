@@ -576,7 +576,9 @@ func TestOutputContentPerChunk(t *testing.T) {
 		t.Run(tc, func(t *testing.T) {
 			obs := &collector{}
 			store := &eventstore.Memory{}
-			r := newRecorder(t, readersFor(tc, obs, store))
+			opts := readersFor(tc, obs, store)
+			opts.History = n + 3 // every event, for Events to read back
+			r := newRecorder(t, opts)
 			rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
 			if err != nil {
 				t.Fatal(err)
