@@ -110,10 +110,13 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 		if !ok || (prev != nil && (!prev.ended() || prev.inv.CallID == inv.CallID)) {
 			// Out of order: a packet other than invoke, an invoke before
 			// the previous call's end, or the previous call's id again.
-			if ok { // an invoke, while the connection's previous call is not over
+			switch {
+			case ok: // an invoke, while the connection's previous call is not over
 				c.s.log.Debug("stream connection: packet out of order", logCallID, inv.CallID, logTreeID, treeOf(inv), "type", p.Type())
-			} else {
-				c.s.log.Debug("stream connection: packet out of order", "type", p.Type())
+			case prev != nil: // a packet of, or after, the previous call
+				c.s.log.Debug("stream connection: packet out of order", logCallID, prev.inv.CallID, logTreeID, treeOf(prev.inv), "type", p.Type())
+			default: // no call on the connection yet
+				c.s.log.Debug("stream connection: packet before an invoke", "type", p.Type())
 			}
 			c.abort(prev)
 			return
