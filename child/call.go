@@ -337,7 +337,8 @@ func (cl *call) cause() error {
 }
 
 // finish writes the handler's terminal (or the cause's), then the end, and
-// marks the call ended. The terminal and the end leave in one write.
+// marks the call ended. The terminal and the end leave in one write, under
+// a Cork (coalesce's Writer.Cork says what that saves, measured).
 func (cl *call) finish(res result) {
 	cl.c.w.Cork()
 	if cl.cause() == nil {
