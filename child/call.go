@@ -337,7 +337,8 @@ func (cl *call) cause() error {
 }
 
 // finish writes the handler's terminal (or the cause's), then the end, and
-// marks the call ended. The terminal and the end leave in one write.
+// marks the call ended. The terminal and the end leave in one write, under
+// a Cork (coalesce's Writer.Cork says what that saves, measured).
 func (cl *call) finish(res result) {
 	cl.c.w.Cork()
 	if cl.cause() == nil {
@@ -507,7 +508,9 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// written once the handler returned (its result's terminal, written
 	// by the runner with the context already done by errHandlerReturned)
 	// and the cause's terminal wait as long as it takes: a terminal given
-	// up on there would leave the end to go out alone.
+	// up on there would leave the end to go out alone. A chunk with inline
+	// media is written by this goroutine, and ctx's end interrupts that
+	// write (coalesce's writeCurContext says what that saves, measured).
 	abortable := !byCause && !errors.Is(context.Cause(cl.ctx), errHandlerReturned)
 	ctx := context.Background()
 	if abortable {

@@ -12,7 +12,98 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/logtest"
 )
+
+// callMessages are the messages of the host's records about one call:
+// each carries call_id and tree_id. TestLogSitesClassified keeps this list
+// and otherMessages equal to the host's log calls, read from its source,
+// and checks that every call site of these passes both keys;
+// checkCallRecords checks their values in every record a test provokes.
+var callMessages = map[string]bool{
+	"provider broke the protocol": true,
+	"call ended by the host":      true,
+	"no end after the provider terminal: closing the stream connection": true,
+}
+
+// otherMessages are the messages of the host's records about a child, a
+// slot, a stream connection with no call on it, or the host itself.
+var otherMessages = map[string]bool{
+	"child started":                            true,
+	"child slot gave up restarting":            true,
+	"child restart failed":                     true,
+	"recycling child with stuck handlers":      true,
+	"child said bye without a drain":           true,
+	"child dead":                               true,
+	"child stopped":                            true,
+	"child wrote on an idle stream connection": true,
+	"host: cannot become a child subreaper; orphaned descendants go to init": true,
+	"host: no guardian": true,
+	"host: no guardian: descendants of the children may outlive a host killed with SIGKILL":          true,
+	"host: the guardian is gone: descendants of the children may outlive a host killed with SIGKILL": true,
+	"host: guardian not told of a process":                                                           true,
+	"removed a private directory left by a host that is gone":                                        true,
+	"descendants of the child survived SIGKILL":                                                      true,
+	"descendants of the child killed":                                                                true,
+	logChildOutput:                                                                                   true, // a child's line: the child's own records are checked in package child
+}
+
+// The call log's records (internal/recorder, logged through the host's
+// Logger): those about a tree's journal carry tree_id; those about an
+// observer are about no call.
+var (
+	treeMessages = map[string]bool{
+		"calllog: journal queue full; events dropped":                   true,
+		"calllog: journal writer stopped":                               true,
+		"calllog: journal writer stopped at close with events not kept": true,
+	}
+	recorderOtherMessages = map[string]bool{
+		"calllog: observer fell behind; events that do not fit its queue are dropped": true,
+		"calllog: observer failed; it is given no more events":                        true,
+	}
+)
+
+// Every log call of the host and of the call log is listed as about a
+// call, a tree or neither, so a new one is classified when it is written;
+// every call site of a message about a call passes call_id and tree_id,
+// and every one about a tree passes tree_id.
+func TestLogSitesClassified(t *testing.T) {
+	check := func(dir string, lists map[string]map[string]bool, want map[string][]string) {
+		t.Helper()
+		sites, err := logtest.Sites(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, s := range sites {
+			seen[s.Message] = true
+			listed := false
+			for name, list := range lists {
+				if !list[s.Message] {
+					continue
+				}
+				listed = true
+				if keys := want[name]; !s.Has(keys...) {
+					t.Errorf("%s/%s: %q is in %s but the call passes %q, not all of %q", dir, s.Pos, s.Message, name, s.Keys, keys)
+				}
+			}
+			if !listed {
+				t.Errorf("%s/%s: the message %q is in no list of logattrs_test.go: is it about a call?", dir, s.Pos, s.Message)
+			}
+		}
+		for name, list := range lists {
+			for m := range list {
+				if !seen[m] {
+					t.Errorf("%s lists %q, which nothing in %s logs", name, m, dir)
+				}
+			}
+		}
+	}
+	check(".", map[string]map[string]bool{"callMessages": callMessages, "otherMessages": otherMessages},
+		map[string][]string{"callMessages": {logCallID, logTreeID}})
+	check("../internal/recorder", map[string]map[string]bool{"treeMessages": treeMessages, "recorderOtherMessages": recorderOtherMessages},
+		map[string][]string{"treeMessages": {logTreeID}})
+}
 
 // capture is a slog.Handler that keeps every record with its attributes
 // (those of With included), flattened to key=value strings. Safe for
@@ -180,9 +271,13 @@ func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
 	}
 }
 
-// checkCallRecords fails the test for a record that names a call or tree
-// of trees (call id to tree id) other than as call_id and tree_id, or whose
-// call_id and tree_id do not match; it returns how many host records and
+// checkCallRecords fails the test for a host record about a call (its
+// message is in callMessages) whose call_id and tree_id are not a call of
+// trees (call id to tree id) and its tree, whether or not the record names
+// the call elsewhere; for a record that names a call or tree other than as
+// call_id and tree_id, or names one without being about a call; and for a
+// forwarded child record that names a call without its call_id and
+// tree_id. It returns how many host records are about a call and how many
 // forwarded child records name one.
 func checkCallRecords(t *testing.T, recs []captured, trees map[string]string) (hostAboutCalls, childAboutCalls int) {
 	t.Helper()
@@ -210,14 +305,22 @@ func checkCallRecords(t *testing.T, recs []captured, trees map[string]string) (h
 			}
 			continue
 		}
-		named := false
-		for k, v := range r.attrs {
-			if ids[v] && k != logCallID && k != logTreeID {
-				t.Errorf("record %q names a call or tree as %q; the keys are %s and %s", r.msg, k, logCallID, logTreeID)
-			}
-			named = named || ids[v]
+		about := callMessages[r.msg]
+		if !about && !otherMessages[r.msg] && !treeMessages[r.msg] && !recorderOtherMessages[r.msg] {
+			t.Errorf("record %q is in no list of logattrs_test.go", r.msg)
 		}
-		if !named {
+		for k, v := range r.attrs {
+			if !ids[v] {
+				continue
+			}
+			switch {
+			case k != logCallID && k != logTreeID:
+				t.Errorf("record %q names a call or tree as %q; the keys are %s and %s", r.msg, k, logCallID, logTreeID)
+			case !about && !(treeMessages[r.msg] && k == logTreeID):
+				t.Errorf("record %q names a call as %s but is not in callMessages", r.msg, k)
+			}
+		}
+		if !about {
 			continue
 		}
 		hostAboutCalls++

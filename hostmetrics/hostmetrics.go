@@ -25,7 +25,11 @@
 // a scrape sees a call once its end event was observed (Host.Drain waits
 // for that). Everything else is read from the host when scraped, so it
 // costs nothing between scrapes. Labels are bounded: no call or tree id,
-// only tool ids, outcomes, codes, directions and slot numbers.
+// only tool ids, outcomes, codes, directions and slot numbers. A tool id
+// is a label value only when the watched host offers that tool
+// (Host.Tools) as the call's end is counted; a call of any other tool
+// (one a caller named that no child declared, or one ended before Watch)
+// is counted under the tool UnknownTool, so callers cannot make series.
 //
 // # Why a Collector and not an OpenTelemetry MeterProvider
 //
@@ -57,12 +61,17 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // maxTracked bounds the calls whose start time is kept for their duration:
 // a call whose end event the observer lost keeps its entry, so past this
 // many, new calls are counted but not timed.
 const maxTracked = 1 << 16
+
+// UnknownTool is the tool label of a call of a tool the watched host does
+// not offer. A tool really named "_unknown" shares its series.
+const UnknownTool = "_unknown"
 
 // The label values of a call's outcome.
 const (
@@ -80,6 +89,7 @@ type Metrics struct {
 	host     atomic.Pointer[host.Host]
 
 	started map[string]time.Time // owned by Observe's goroutine (one per observer)
+	offered offeredTools         // owned by Observe's goroutine
 
 	inFlight, restarts, state, stuck *prometheus.Desc
 	frames, media, pingRTT           *prometheus.Desc
@@ -158,12 +168,46 @@ func (m *Metrics) Observe(_ context.Context, e calllog.Event) error {
 		return nil
 	}
 	outcome, code, synthetic := outcomeOf(&e)
-	m.calls.WithLabelValues(e.Tool, outcome, code, strconv.FormatBool(synthetic)).Inc()
+	tool := m.offered.label(m.host.Load(), e.Tool)
+	m.calls.WithLabelValues(tool, outcome, code, strconv.FormatBool(synthetic)).Inc()
 	if at, ok := m.started[e.Call]; ok {
 		delete(m.started, e.Call)
-		m.duration.WithLabelValues(e.Tool, outcome).Observe(e.At.Sub(at).Seconds())
+		m.duration.WithLabelValues(tool, outcome).Observe(e.At.Sub(at).Seconds())
 	}
 	return nil
+}
+
+// offeredTools is the set of tool ids of one host catalogue, rebuilt when
+// the host's catalogue changes (a child started with another one). Its
+// size is the catalogue's: at most the 4,096 tools a hello may declare
+// (docs/protocol.md §3).
+type offeredTools struct {
+	from []wire.Tool // the catalogue the set was built from (Host.Tools)
+	ids  map[string]struct{}
+}
+
+// label returns tool if h offers it, UnknownTool otherwise. The refusal
+// class of an unknown tool ("unknown_tool") is not enough: a call of an
+// unknown tool that a required journal refuses first is refused as
+// "journal_start" or "journal_policy" with the caller's tool id.
+func (o *offeredTools) label(h *host.Host, tool string) string {
+	if h == nil {
+		return UnknownTool
+	}
+	list := h.Tools() // shared, never modified: a new catalogue is a new slice
+	if len(list) == 0 {
+		return UnknownTool
+	}
+	if len(list) != len(o.from) || &list[0] != &o.from[0] {
+		o.from, o.ids = list, make(map[string]struct{}, len(list))
+		for i := range list {
+			o.ids[list[i].ID] = struct{}{}
+		}
+	}
+	if _, ok := o.ids[tool]; ok {
+		return tool
+	}
+	return UnknownTool
 }
 
 func outcomeOf(e *calllog.Event) (outcome, code string, synthetic bool) {

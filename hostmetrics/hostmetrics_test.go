@@ -81,9 +81,12 @@ func TestCountersMoveByTheCallsMade(t *testing.T) {
 			t.Fatal("bad completed")
 		}
 	}
-	var refused *host.RefusedError
-	if err := call(t, h, "nope"); !errors.As(err, &refused) {
-		t.Fatalf("unknown tool: %v", err)
+	// Tools no child declared: one series, whatever ids callers name.
+	for _, tool := range []string{"nope", "nope2", "_unknown2"} {
+		var refused *host.RefusedError
+		if err := call(t, h, tool); !errors.As(err, &refused) {
+			t.Fatalf("unknown tool %q: %v", tool, err)
+		}
 	}
 	// A kill -9 of the child in the middle of a call: a synthetic failure
 	// and a restart.
@@ -112,7 +115,7 @@ func TestCountersMoveByTheCallsMade(t *testing.T) {
 # TYPE skulk_calls_total counter
 skulk_calls_total{code="ok",outcome="completed",synthetic="false",tool="ok"} 3
 skulk_calls_total{code="provider_error",outcome="failed",synthetic="false",tool="bad"} 2
-skulk_calls_total{code="invalid_frame",outcome="refused",synthetic="false",tool="nope"} 1
+skulk_calls_total{code="invalid_frame",outcome="refused",synthetic="false",tool="_unknown"} 3
 skulk_calls_total{code="unreachable",outcome="failed",synthetic="true",tool="hang"} 1
 # HELP skulk_child_restarts_total Restarts of a pool slot's child since the host started (recycles included).
 # TYPE skulk_child_restarts_total counter
@@ -129,8 +132,15 @@ skulk_calls_in_flight 0
 	for _, mm := range fams["skulk_call_duration_seconds"].GetMetric() {
 		timed += mm.GetHistogram().GetSampleCount()
 	}
-	if timed != 7 {
-		t.Errorf("skulk_call_duration_seconds counts %d calls, want 7", timed)
+	if timed != 9 {
+		t.Errorf("skulk_call_duration_seconds counts %d calls, want 9", timed)
+	}
+	for _, mm := range fams["skulk_call_duration_seconds"].GetMetric() {
+		for _, l := range mm.GetLabel() {
+			if l.GetName() == "tool" && strings.HasPrefix(l.GetValue(), "nope") {
+				t.Errorf("skulk_call_duration_seconds has a series for tool %q, which no child declared", l.GetValue())
+			}
+		}
 	}
 	for _, mm := range fams["skulk_child_state"].GetMetric() {
 		var state string
@@ -170,4 +180,45 @@ skulk_calls_in_flight 1
 	}
 	cancel()
 	c.Wait()
+}
+
+// A call of a tool the host does not offer is counted under
+// hostmetrics.UnknownTool however it ended: here a required journal
+// refuses its start before the host looked the tool up, and a call ended
+// before Watch has no host to look it up in.
+func TestUnknownToolsShareOneSeries(t *testing.T) {
+	m := hostmetrics.New()
+	h := skulktest.StartProvider(t, tools(nil), host.Config{})
+	at := time.Now()
+	end := func(call, tool, refused string) {
+		t.Helper()
+		for _, e := range []calllog.Event{
+			{Kind: calllog.KindStarted, Call: call, Tool: tool, At: at},
+			{Kind: calllog.KindFailed, Call: call, Tool: tool, At: at, Refused: refused,
+				Error: &calllog.ErrorInfo{Code: frame.CodeInvalidFrame}},
+		} {
+			if err := m.Observe(context.Background(), e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	end("c1", "ok", "journal_start") // before Watch: no catalogue to look in
+	m.Watch(h)
+	end("c2", "ok", "journal_start")
+	end("c3", "random-1", "journal_start")
+	end("c4", "random-2", "journal_policy")
+	end("c5", "random-3", "unknown_tool")
+
+	const want = `
+# HELP skulk_calls_total Calls ended, by tool, outcome (completed, failed, cancelled, refused), code (ok or the error code) and synthetic (the host made the outcome up).
+# TYPE skulk_calls_total counter
+skulk_calls_total{code="invalid_frame",outcome="refused",synthetic="false",tool="_unknown"} 4
+skulk_calls_total{code="invalid_frame",outcome="refused",synthetic="false",tool="ok"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "skulk_calls_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m, "skulk_call_duration_seconds"); n != 2 {
+		t.Errorf("skulk_call_duration_seconds has %d series, want 2 (ok and _unknown)", n)
+	}
 }

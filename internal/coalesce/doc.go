@@ -11,7 +11,9 @@
 // Uncork make a few packets written by one goroutine one after the other
 // (a terminal and its end) leave in one write.
 //
-// Why the sender writes its own packet where it can, with the measured
-// figure for each mode, is said at quietGap and in docs/architecture.md
-// ("Writing packets").
+// Each mechanism that keeps a packet from the flusher carries its measured
+// reason, the figure and the command, where it is declared: the quiet gap
+// and the sender's own write of a reply at quietGap, Request at Request,
+// Cork at Cork, the sender's own write of an attachment at
+// writeCurContext. docs/architecture.md ("Writing packets") lists them.
 package coalesce

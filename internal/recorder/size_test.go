@@ -19,3 +19,39 @@ func TestEventAndRecordSizes(t *testing.T) {
 		t.Errorf("a Record is %d bytes, past the 352-byte size class", n)
 	}
 }
+
+// sink keeps the histories of TestHistoryStartsWithRoom on the heap, as a
+// Record's are.
+var sink []calllog.Event
+
+// What histStart saves a small call, measured: its histStart events go into
+// the history made with room for them with no allocation past the make,
+// and into an empty one with four, about 4 KiB in all (1, 2, 4 and 8
+// events), which is the figure histStart's comment gives.
+func TestHistoryStartsWithRoom(t *testing.T) {
+	var ev calllog.Event
+	fill := func(h []calllog.Event) []calllog.Event {
+		for range histStart {
+			h = append(h, ev)
+		}
+		return h
+	}
+	if n := testing.AllocsPerRun(100, func() { sink = fill(make([]calllog.Event, 0, histStart)) }); n != 1 {
+		t.Errorf("a history made with room for %d events took %v allocations for them; want 1 (the make)", histStart, n)
+	}
+	if n := testing.AllocsPerRun(100, func() { sink = fill(nil) }); n != 4 {
+		t.Errorf("an empty history took %v allocations for %d events; want the 4 histStart's comment gives", n, histStart)
+	}
+	var bytes uintptr
+	var h []calllog.Event
+	for range histStart {
+		before := cap(h)
+		h = append(h, ev)
+		if cap(h) != before {
+			bytes += uintptr(cap(h)) * unsafe.Sizeof(ev)
+		}
+	}
+	if bytes < 3584 || bytes > 4608 {
+		t.Errorf("an empty history grew by %d bytes for %d events; histStart's comment says about 4 KiB", bytes, histStart)
+	}
+}
