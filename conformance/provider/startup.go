@@ -265,5 +265,5 @@ func testStartupEncodings(t *testing.T) {
 	c.ctl.sendRaw(rawPacket(hdr, nil))
 	c.ping(1)
 	s := c.dial(t)
-	runCall(t, s, "after-startup", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
+	runProbe(t, s, "after-startup")
 }
