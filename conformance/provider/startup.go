@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// demoTools are the tools docs/provider.md lists for cmd/skulk-child;
+// demoTools are the tools docs/demo-tools.md specifies (cmd/skulk-child offers them);
 // --test-tools adds crash (and ignore_cancel to sleep).
 var demoTools = []string{"echo", "upper", "count", "media", "sleep", "fail"}
 
@@ -147,7 +147,7 @@ func testToolVersions(t *testing.T) {
 	// The test tools change sleep's descriptor (ignore_cancel), so at least
 	// one version must differ: the check above is not vacuous.
 	if reflect.DeepEqual(withoutVersion(plain["sleep"]), withoutVersion(test["sleep"])) {
-		t.Errorf("sleep's descriptor is the same with --test-tools; docs/provider.md adds ignore_cancel")
+		t.Errorf("sleep's descriptor is the same with --test-tools; docs/demo-tools.md adds ignore_cancel")
 	}
 }
 
