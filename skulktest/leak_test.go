@@ -1,6 +1,7 @@
 package skulktest_test
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/skulktest"
 )
 
@@ -25,6 +29,7 @@ func TestLeakChecksFail(t *testing.T) {
 		{"fd", "descriptor"},
 		{"process", "child process"},
 		{"socket", "leak.sock left behind"},
+		{"provider", "goroutines left behind"}, // a handler's, through StartProvider
 	} {
 		t.Run(tc.leak, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestLeakyHelper$", "-test.v")
@@ -48,8 +53,8 @@ func TestLeakChecksFail(t *testing.T) {
 
 // TestLeakyHelper is run by TestLeakChecksFail: it starts a host and leaves
 // something behind. Each leak is undone by a cleanup registered before
-// StartHost, which runs after StartHost's checks, so that the subprocess
-// fails only because the checks caught it.
+// StartHost (StartProvider for "provider"), which runs after its checks,
+// so that the subprocess fails only because the checks caught it.
 func TestLeakyHelper(t *testing.T) {
 	leak := os.Getenv(leakEnv)
 	if leak == "" {
@@ -69,6 +74,26 @@ func TestLeakyHelper(t *testing.T) {
 			f()
 		}
 	})
+	if leak == "provider" {
+		// A handler served in the test process leaves a goroutine.
+		opts := child.Options{Tools: []child.Tool{{
+			ID: "leak",
+			Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+				go func() { <-stop }() // stopped by the undo below, after the checks
+				return frame.MustPayload(map[string]any{}), nil
+			},
+		}}}
+		h := skulktest.StartProvider(t, opts, host.Config{TempDir: dir})
+		undo = append(undo, func() { close(stop) })
+		c, err := h.Call(t.Context(), "leak", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := skulktest.Collect(t, c); o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		return
+	}
 	skulktest.StartHost(t, cfg)
 	switch leak {
 	case "goroutine":

@@ -87,7 +87,7 @@ func ServePeer(t testing.TB, opts child.Options) *Peer {
 }
 
 // ExecPeer starts the provider binary bin with args as a host starts it
-// (PROTOCOL.md §1): fd 3 its end of a control socketpair, fd 4 a listener at
+// (docs/protocol.md §1): fd 3 its end of a control socketpair, fd 4 a listener at
 // streams.sock in a fresh 0700 directory, stdin /dev/null, stdout and
 // stderr collected (Output), in a process group of its own, with the
 // SKULK_* environment (child id "test"), PATH, HOME and env. It returns a

@@ -387,7 +387,8 @@ func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
 	if err := os.WriteFile(media, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, "a\r\nb\nc", "call", "echo", "--input", "-", "--input-media", media, "--media-type", "image/png", "--json", "--", childBin)
+	saved := t.TempDir()
+	r := run(t, "a\r\nb\nc", "call", "echo", "--input", "-", "--input-media", media, "--media-type", "image/png", "--json", "--save-media", saved, "--", childBin)
 	if r.status != cli.ExitOK {
 		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
 	}
@@ -395,9 +396,14 @@ func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
 	if len(lines) != 6 {
 		t.Fatalf("got %d frames, want started, media, 3 text chunks, completed: %s", len(lines), r.stdout)
 	}
+	// echo sends the bytes back: what the host received, hashed and saved,
+	// is the file's content.
+	sum := sha256.Sum256(data)
 	m := lines[1].Media
-	if m == nil || m.MediaType != "image/png" || m.Data == nil || m.Data.Size != len(data) {
-		t.Errorf("media chunk: %+v", lines[1])
+	if m == nil || m.MediaType != "image/png" || m.Data == nil || m.Data.Size != len(data) || m.Data.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("media chunk: %+v, want %d bytes of SHA-256 %x", lines[1], len(data), sum)
+	} else if got, err := os.ReadFile(m.Data.File); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("media chunk's bytes (saved to %q): %d bytes, %v; want the --input-media file's %d", m.Data.File, len(got), err, len(data))
 	}
 	for i, want := range []string{"a\r\n", "b\n", "c"} {
 		if got := lines[2+i].Payload["text"]; got != want {

@@ -90,15 +90,15 @@ func testRememberedCancel(t *testing.T) {
 	c.ping(1) // the cancel has been read
 	s := c.dial(t)
 	t0 := time.Now()
-	s.send(invoke("future-1", "sleep", map[string]any{"ms": 20000}))
+	s.send(probeInvoke("future-1"))
 	s.send(callerFrame("future-1", 0, "started"))
 	expectCall(t, s, "future-1", "cancelled,end")
 	if el := time.Since(t0); el > atOnce {
 		t.Errorf("invoke of a remembered id answered after %v", el)
 	}
 	s.send(callerFrame("future-1", 1, "cancelled"))
-	runCall(t, c.dial(t), "future-1", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
-	runCall(t, s, "after-remembered", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
+	runProbe(t, c.dial(t), "future-1")
+	runProbe(t, s, "after-remembered")
 }
 
 // Contract: docs/protocol.md §6 "Call ids" (the most recent 1,024).
@@ -118,9 +118,13 @@ func testRememberedCancel1024(t *testing.T) {
 		{"x1", "cancelled,end"},
 		{"x1024", "cancelled,end"},
 		{"x512", "cancelled,end"},
-		{"x0", "chunk,completed,end"},
+		{"x0", ""}, // forgotten: the probe call runs
 	} {
-		runCall(t, c.dial(t), tc.id, "count", map[string]any{"n": 1}, nil, tc.want)
+		if tc.want == "" {
+			runProbe(t, c.dial(t), tc.id)
+			continue
+		}
+		runCall(t, c.dial(t), tc.id, probe.tool, probeArgs(), nil, tc.want)
 	}
 }
 
@@ -130,10 +134,10 @@ func testRememberedCancel1024(t *testing.T) {
 // this checks the child's bookkeeping.)
 func testCancelAfterEnd(t *testing.T) {
 	c := start(t, setup{})
-	runCall(t, c.dial(t), "done1", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
+	runProbe(t, c.dial(t), "done1")
 	c.ctl.send(map[string]any{"t": "cancel", "call_id": "done1"})
 	c.ping(9)
-	runCall(t, c.dial(t), "done1", "count", map[string]any{"n": 1}, nil, "cancelled,end")
+	runCall(t, c.dial(t), "done1", probe.tool, probeArgs(), nil, "cancelled,end")
 }
 
 // Contract: docs/protocol.md §6 item 4; §6 item 6 (the quiet interval).

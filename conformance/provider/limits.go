@@ -83,10 +83,10 @@ func testStartupLimitsAbsent(t *testing.T) {
 	c.ctl.send(with(startupPacket(1), "limits", removed))
 	c.ping(5)
 	s := c.dial(t)
-	s.sendRaw(rawPacket(padTo(t, invoke("d", "count", map[string]any{"n": 1}), defaultMaxHeader), nil))
+	s.sendRaw(rawPacket(padTo(t, probeInvoke("d"), defaultMaxHeader), nil))
 	s.send(callerFrame("d", 0, "started"))
 	s.send(callerFrame("d", 1, "completed"))
-	expectCall(t, s, "d", "chunk,completed,end")
+	expectProbe(t, s, "d")
 	s2 := c.dial(t)
 	s2.sendRaw(prefix(defaultMaxHeader+1, 0))
 	if err := s2.expectClosed(wait); err != nil {
@@ -108,6 +108,7 @@ func testStartupLimitsAboveHello(t *testing.T) {
 		t.Skipf("hello offers max_header %d: nothing above it to test", own)
 	}
 	s := c.dial(t)
+	// Refused at its prefix: the invoke's tool need not exist.
 	s.sendRaw(rawPacket(padTo(t, invoke("hb", "count", map[string]any{"n": 1}), int(own)+1), nil))
 	if err := s.expectClosed(wait); err != nil {
 		t.Errorf("a %d-byte header after hello offered max_header %d and startup 1 MiB: %v", own+1, own, err)

@@ -78,11 +78,11 @@ func testStreamProtocolErrors(t *testing.T) {
 					// "Call ids").
 					id := "pe-" + phase + "-" + tc.name
 					if phase == "midcall" {
-						s.send(invoke(id, "echo", nil))
+						s.send(probeInvoke(id))
 						s.send(callerFrame(id, 0, "started"))
 					}
 					s.sendRaw(tc.bytes(id))
-					if err := s.expectClosed(wait); err != nil {
+					if err := s.expectClosedAfter(id, wait); err != nil {
 						t.Error(err)
 					}
 				})
@@ -92,7 +92,7 @@ func testStreamProtocolErrors(t *testing.T) {
 	if err := c.waitCounters(0, 0, atOnce); err != nil {
 		t.Errorf("after the protocol errors: %v", err)
 	}
-	runCall(t, c.dial(t), "after", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
+	runProbe(t, c.dial(t), "after")
 }
 
 // Contract: docs/protocol.md §2 (lengths checked before reading).
@@ -110,12 +110,13 @@ func testLengthsCheckedBeforeReading(t *testing.T) {
 	})
 	t.Run("header_exactly_max", func(t *testing.T) {
 		s := c.dial(t)
-		s.sendRaw(rawPacket(padTo(t, invoke("big", "count", map[string]any{"n": 1}), defaultMaxHeader), nil))
+		s.sendRaw(rawPacket(padTo(t, probeInvoke("big"), defaultMaxHeader), nil))
 		s.send(callerFrame("big", 0, "started"))
 		s.send(callerFrame("big", 1, "completed"))
-		expectCall(t, s, "big", "chunk,completed,end")
+		expectProbe(t, s, "big")
 	})
 	t.Run("attachment_exactly_max", func(t *testing.T) {
+		needTools(t, "echo")
 		s := c.dial(t)
 		s.send(invoke("bigatt", "echo", nil))
 		s.send(callerFrame("bigatt", 0, "started"))

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// demoTools are the tools docs/provider.md lists for cmd/skulk-child;
+// demoTools are the tools docs/demo-tools.md specifies (cmd/skulk-child offers them);
 // --test-tools adds crash (and ignore_cancel to sleep).
 var demoTools = []string{"echo", "upper", "count", "media", "sleep", "fail"}
 
@@ -147,7 +147,7 @@ func testToolVersions(t *testing.T) {
 	// The test tools change sleep's descriptor (ignore_cancel), so at least
 	// one version must differ: the check above is not vacuous.
 	if reflect.DeepEqual(withoutVersion(plain["sleep"]), withoutVersion(test["sleep"])) {
-		t.Errorf("sleep's descriptor is the same with --test-tools; docs/provider.md adds ignore_cancel")
+		t.Errorf("sleep's descriptor is the same with --test-tools; docs/demo-tools.md adds ignore_cancel")
 	}
 }
 
@@ -265,5 +265,5 @@ func testStartupEncodings(t *testing.T) {
 	c.ctl.sendRaw(rawPacket(hdr, nil))
 	c.ping(1)
 	s := c.dial(t)
-	runCall(t, s, "after-startup", "count", map[string]any{"n": 1}, nil, "chunk,completed,end")
+	runProbe(t, s, "after-startup")
 }

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -9,26 +11,99 @@ import (
 // Options configure Run.
 type Options struct {
 	// TestToolsArgs are the arguments that make the provider offer, besides
-	// the demo tools, crash and sleep's ignore_cancel (docs/provider.md), as
-	// the tests of stuck handlers and crashes need; nil means
+	// the demo tools, crash and sleep's ignore_cancel (docs/demo-tools.md),
+	// as the tests of stuck handlers and crashes need; nil means
 	// []string{"--test-tools"}, which is what cmd/skulk-child takes. The
 	// provider is started without arguments otherwise.
 	TestToolsArgs []string
+	// Tool is the id of one of the provider's tools (in its hello without
+	// arguments) for the tests that need a tool, any tool: a call of Tool
+	// with Arguments whose input the host closes at once (caller started,
+	// then completed) must end with completed and end, after any chunks,
+	// within a few seconds. Empty means count, with {"n": 1}, when the
+	// provider offers the demo tools, and otherwise the first tool of its
+	// hello.
+	Tool string
+	// Arguments are Tool's arguments; nil means {"n": 1} for count and {}
+	// for any other tool.
+	Arguments map[string]any
 }
 
-// The provider under test and its test-tools arguments: set by TestMain
-// for this package's own run, and by Run (under running) for another's.
+// The provider under test, its test-tools arguments, what it offers, and
+// the call of the tests that need some tool: set by TestMain for this
+// package's own run, and by Run (under running) for another's.
 var (
 	childBin string
 	testArgs = []string{"--test-tools"}
-	running  sync.Mutex
+	// offered is the tools the provider's hello without arguments offers;
+	// nil means every demo tool (this package's own run).
+	offered map[string]bool
+	probe   = probeCall{tool: "count", args: map[string]any{"n": 1}, want: "chunk,completed,end"}
+	running sync.Mutex
 )
 
 func testToolsArgs() []string { return slices.Clone(testArgs) }
 
+// probeCall is the call the tests that need some tool make (Options.Tool):
+// its tool, its arguments, and its outcomes with its input closed at once;
+// want "" means any chunks, then completed and end.
+type probeCall struct {
+	tool string
+	args map[string]any
+	want string
+}
+
+// some, in a test's list of tools, stands for the probe's tool: the test
+// needs a tool, any tool, of the provider (Options.Tool).
+const some = "(Options.Tool)"
+
+// probeArgs returns a copy of the probe's arguments.
+func probeArgs() map[string]any { return maps.Clone(probe.args) }
+
+// probeInvoke is an invoke of the probe's tool with its arguments.
+func probeInvoke(id string) map[string]any { return invoke(id, probe.tool, probeArgs()) }
+
+// runProbe runs the probe call as runCall does (input closed at once) and
+// checks its outcomes.
+func runProbe(t testing.TB, s *conn, id string) *callResult {
+	t.Helper()
+	s.send(probeInvoke(id))
+	s.send(callerFrame(id, 0, "started"))
+	s.send(callerFrame(id, 1, "completed"))
+	return expectProbe(t, s, id)
+}
+
+// expectProbe reads the probe call id on s (invoked, its input closed) and
+// checks its outcomes.
+func expectProbe(t testing.TB, s *conn, id string) *callResult {
+	t.Helper()
+	r := expectCall(t, s, id, probe.want)
+	if probe.want == "" && r.end != nil {
+		got := r.outcomes()
+		if rest := strings.TrimSuffix(got, "completed,end"); rest == got || strings.Trim(strings.ReplaceAll(rest, "chunk,", ""), ",") != "" {
+			t.Errorf("call %s of %s: %q, want chunks, completed, end (Options.Tool, Options.Arguments)", id, probe.tool, got)
+		}
+	}
+	return r
+}
+
+// needTools skips t, saying why, unless the provider offers every tool of
+// ids: for the parts of a test that drive a demo tool where the rest does
+// not.
+func needTools(t *testing.T, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if offered != nil && !offered[id] {
+			t.Skipf("the provider offers no demo tool %q", id)
+		}
+	}
+}
+
 // test is one test of the suite: its name (the TestXxx of this package's
-// own run, without Test), its function, the demo tools it drives, and
-// whether it starts the provider with Options.TestToolsArgs.
+// own run, without Test), its function, the demo tools it needs (some:
+// the probe's tool, any tool), and whether it starts the provider with
+// Options.TestToolsArgs. A part of a test that needs a demo tool the rest
+// does not is skipped by needTools.
 type test struct {
 	name      string
 	fn        func(*testing.T)
@@ -52,12 +127,12 @@ var suite = []test{
 	{"PiledUpOutput", testPiledUpOutput, []string{"count", "media"}, false},
 	{"ControlCancel", testControlCancel, []string{"count", "echo", "sleep", "upper"}, false},
 	{"CallerCancel", testCallerCancel, []string{"count", "echo", "sleep"}, false},
-	{"RememberedCancel", testRememberedCancel, []string{"count", "sleep"}, false},
-	{"RememberedCancel1024", testRememberedCancel1024, []string{"count"}, false},
-	{"CancelAfterEnd", testCancelAfterEnd, []string{"count"}, false},
+	{"RememberedCancel", testRememberedCancel, []string{some}, false},
+	{"RememberedCancel1024", testRememberedCancel1024, []string{some}, false},
+	{"CancelAfterEnd", testCancelAfterEnd, []string{some}, false},
 	{"ConnCloseCancels", testConnCloseCancels, []string{"echo", "sleep"}, false},
 	{"PlainRequestControlCancel", testPlainRequestControlCancel, []string{"count", "sleep"}, false},
-	{"ControlProtocolErrors", testControlProtocolErrors, []string{"count"}, false},
+	{"ControlProtocolErrors", testControlProtocolErrors, nil, false},
 	{"ControlCutShort", testControlCutShort, nil, false},
 	{"ControlUnknownKeys", testControlUnknownKeys, nil, false},
 	{"NoUnpromptedControlPackets", testNoUnpromptedControlPackets, nil, false},
@@ -73,19 +148,19 @@ var suite = []test{
 	{"InvalidCallerFrames", testInvalidCallerFrames, []string{"echo"}, false},
 	{"ValidEdgeFrames", testValidEdgeFrames, []string{"count", "echo"}, false},
 	{"FramesCheckedBeforeQueued", testFramesCheckedBeforeQueued, []string{"sleep"}, false},
-	{"InvalidInvokes", testInvalidInvokes, []string{"echo"}, false},
-	{"ValidInvokeOptionals", testValidInvokeOptionals, []string{"count"}, false},
-	{"CallIDCharacters", testCallIDCharacters, []string{"count", "echo"}, false},
+	{"InvalidInvokes", testInvalidInvokes, []string{some}, false},
+	{"ValidInvokeOptionals", testValidInvokeOptionals, []string{some}, false},
+	{"CallIDCharacters", testCallIDCharacters, []string{some}, false},
 	{"ArgumentsAgainstSchema", testArgumentsAgainstSchema, []string{"count"}, false},
-	{"UnknownTool", testUnknownTool, []string{"count"}, false},
+	{"UnknownTool", testUnknownTool, []string{some}, false},
 	{"CallIDRunningElsewhere", testCallIDRunningElsewhere, []string{"count", "sleep"}, false},
 	{"DuplicateKeys", testDuplicateKeys, []string{"echo"}, false},
 	{"DuplicateKeysNested", testDuplicateKeysNested, []string{"echo"}, false},
 	{"EffectiveLimits", testEffectiveLimits, []string{"count", "echo", "fail"}, false},
-	{"StartupLimitsAbsent", testStartupLimitsAbsent, []string{"count"}, false},
-	{"StartupLimitsAboveHello", testStartupLimitsAboveHello, []string{"count"}, false},
-	{"StreamProtocolErrors", testStreamProtocolErrors, []string{"count", "echo"}, false},
-	{"LengthsCheckedBeforeReading", testLengthsCheckedBeforeReading, []string{"count", "echo"}, false},
+	{"StartupLimitsAbsent", testStartupLimitsAbsent, []string{some}, false},
+	{"StartupLimitsAboveHello", testStartupLimitsAboveHello, nil, false},
+	{"StreamProtocolErrors", testStreamProtocolErrors, []string{some}, false},
+	{"LengthsCheckedBeforeReading", testLengthsCheckedBeforeReading, []string{some}, false},
 	{"PingNonceEcho", testPingNonceEcho, nil, false},
 	{"PingNonceEncodings", testPingNonceEncodings, nil, false},
 	{"PingBurst", testPingBurst, nil, false},
@@ -98,7 +173,7 @@ var suite = []test{
 	{"StartupUnreadable", testStartupUnreadable, nil, false},
 	{"StartupTimeout", testStartupTimeout, nil, false},
 	{"StartWithoutHost", testStartWithoutHost, nil, false},
-	{"StartupEncodings", testStartupEncodings, []string{"count"}, false},
+	{"StartupEncodings", testStartupEncodings, []string{some}, false},
 	{"StuckHandler", testStuckHandler, []string{"count", "sleep"}, true},
 	{"StuckAfterConnClose", testStuckAfterConnClose, []string{"sleep"}, true},
 	{"TwoStuck", testTwoStuck, []string{"sleep"}, true},
@@ -117,13 +192,19 @@ var suite = []test{
 //		provider.Run(t, "/path/to/provider", provider.Options{})
 //	}
 //
-// A test that drives a demo tool (echo, upper, count, media, sleep, fail,
-// and with TestToolsArgs crash and sleep's ignore_cancel: docs/provider.md)
-// the provider does not offer is skipped, saying which; the others (the
-// handshake, ping, control and stream protocol errors, unknown tools,
-// remembered cancels, drain and the host going away) run against any
-// provider. Run reads the provider's hello twice first, without arguments
-// and with TestToolsArgs, to learn its tools.
+// Any provider gets the tests of start-up (startup encodings and limits,
+// an unknown version, an unreadable startup, a start without a host, the
+// start deadline), ping, the control connection (protocol errors, unknown
+// keys, a packet cut short, nothing unprompted), stream protocol errors
+// and lengths, invalid invokes and their optional fields, call id
+// characters, unknown tools, remembered cancels, and an idle drain: 24 of
+// the suite's 68 tests. Those that make a call use Options.Tool. The other tests
+// drive the demo tools (echo, upper, count, media, sleep, fail, and with
+// TestToolsArgs crash and sleep's ignore_cancel; docs/demo-tools.md
+// specifies them): a test, or a part of one, that needs a demo tool the
+// provider does not offer is skipped, saying which. Run reads the
+// provider's hello twice first, without arguments and with TestToolsArgs,
+// to learn its tools.
 //
 // Every provider process a test starts is killed, with its process group,
 // when the test ends, and its directory is removed. Run holds a lock until
@@ -132,16 +213,16 @@ var suite = []test{
 func Run(t *testing.T, bin string, opts Options) {
 	t.Helper()
 	running.Lock()
-	oldBin, oldArgs := childBin, testArgs
+	oldBin, oldArgs, oldOffered, oldProbe := childBin, testArgs, offered, probe
 	t.Cleanup(func() { // after every subtest, the parallel ones included
-		childBin, testArgs = oldBin, oldArgs
+		childBin, testArgs, offered, probe = oldBin, oldArgs, oldOffered, oldProbe
 		running.Unlock()
 	})
 	childBin = bin
 	if opts.TestToolsArgs != nil {
 		testArgs = slices.Clone(opts.TestToolsArgs)
 	}
-	var plain, extra map[string]bool
+	var plain, extra []string
 	t.Run("hello", func(t *testing.T) {
 		plain = toolsOf(t, nil)
 		if plain == nil {
@@ -152,14 +233,45 @@ func Run(t *testing.T, bin string, opts Options) {
 	if plain == nil {
 		return
 	}
+	offered = setOf(plain)
+	extraSet := setOf(extra)
+	probe = probeCall{}
+	switch {
+	case opts.Tool != "":
+		probe.tool = opts.Tool
+		if !offered[opts.Tool] {
+			t.Errorf("Options.Tool %q is not a tool of the provider's hello", opts.Tool)
+		}
+	case offered["count"]:
+		probe.tool = "count"
+	case len(plain) > 0:
+		probe.tool = plain[0]
+	}
+	switch {
+	case opts.Arguments != nil:
+		probe.args = maps.Clone(opts.Arguments)
+	case probe.tool == "count":
+		probe.args = map[string]any{"n": 1}
+	default:
+		probe.args = map[string]any{}
+	}
+	if probe.tool == "count" && opts.Arguments == nil {
+		probe.want = "chunk,completed,end" // docs/demo-tools.md
+	}
 	for _, tc := range suite {
 		t.Run(tc.name, func(t *testing.T) {
-			offered := plain
+			have := offered
 			if tc.testTools {
-				offered = extra
+				have = extraSet
 			}
 			for _, id := range tc.tools {
-				if !offered[id] {
+				if id == some {
+					if probe.tool == "" {
+						t.Skip("the provider offers no tool (Options.Tool)")
+					}
+					continue
+				}
+				if !have[id] {
 					t.Skipf("the provider offers no demo tool %q (started with %q)", id, argsOf(tc.testTools))
 				}
 			}
@@ -176,21 +288,29 @@ func argsOf(testTools bool) []string {
 }
 
 // toolsOf starts the provider with args and returns the ids of the tools
-// its hello offers; nil when it sent no hello.
-func toolsOf(t *testing.T, args []string) map[string]bool {
+// its hello offers, in its order; nil when it sent no hello.
+func toolsOf(t *testing.T, args []string) []string {
 	c := startProcess(t, processOptions{args: args})
 	p, err := c.ctl.read(wait)
 	if err != nil || p.typ != "hello" {
 		return nil
 	}
-	ids := map[string]bool{}
+	ids := []string{}
 	tools, _ := p.header["tools"].([]any)
 	for _, x := range tools {
 		if m, ok := x.(map[string]any); ok {
 			if id, ok := m["id"].(string); ok {
-				ids[id] = true
+				ids = append(ids, id)
 			}
 		}
 	}
 	return ids
+}
+
+func setOf(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
 }

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,35 @@ func TestSuiteListsEveryTest(t *testing.T) {
 			if fd.Type.Params.NumFields() == 1 && !listed[fd.Name.Name] {
 				t.Errorf("%s: %s is not in suite", f, fd.Name.Name)
 			}
+		}
+	}
+}
+
+// TestAnyProviderCount: Run's doc comment, the README and docs/testing.md
+// say how many tests run on a provider without the demo tools.
+func TestAnyProviderCount(t *testing.T) {
+	n := 0
+	for _, tc := range suite {
+		if len(tc.tools) == 0 || slices.Equal(tc.tools, []string{some}) {
+			n++
+		}
+	}
+	if n != 24 || len(suite) != 68 {
+		t.Errorf("%d of %d tests need no demo tool: update the 24 of 68 in Run's doc, README.md and docs/testing.md", n, len(suite))
+	}
+}
+
+// TestProbeOtherTool runs the tests that need some tool as Run runs them
+// on a provider without count: with echo, arguments {}, and its input
+// closed at once (completed and end, no chunk).
+func TestProbeOtherTool(t *testing.T) {
+	oldProbe, oldOffered := probe, offered
+	t.Cleanup(func() { probe, offered = oldProbe, oldOffered })
+	probe = probeCall{tool: "echo", args: map[string]any{}}
+	offered = map[string]bool{"echo": true}
+	for _, tc := range suite {
+		if slices.Contains(tc.tools, some) {
+			t.Run(tc.name, tc.fn)
 		}
 	}
 }

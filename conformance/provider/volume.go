@@ -20,9 +20,11 @@ const (
 	// pileMediaChunk is the size of the media call's chunks: small, so
 	// that as many inline-media frames pile up as count's chunks.
 	pileMediaChunk = 64
-	// pilePause is how long the host leaves the output unread: the child
-	// fills the socket in milliseconds.
-	pilePause = 500 * time.Millisecond
+	// pilePause is how long the host leaves the output unread. The child
+	// fills the socket in milliseconds and its queue soon after; the
+	// Python provider, on a loaded two-core machine under -race, has
+	// queued all it will queue within a few hundred milliseconds.
+	pilePause = time.Second
 	// pileRead bounds reading one whole call of pileChunks chunks on a
 	// loaded machine under -race: a failure, not a hang.
 	pileRead = 6 * wait
@@ -33,9 +35,23 @@ const (
 // Thousands of packets piled up behind a host that stopped reading arrive
 // whole and in order once it reads again: count's chunks (payload only)
 // and media's (header and attachment). A writer that puts every queued
-// packet's header and attachment into one writev(2) hands the kernel more
-// buffers than IOV_MAX once more than about a thousand packets are queued;
-// the kernel refuses the whole write (EINVAL), and the call never ends.
+// packet's header and attachment into one writev(2) (sendmsg, in Python)
+// hands the kernel more buffers than IOV_MAX once more than 1,024 are
+// queued; the kernel refuses the whole write (EINVAL), and the call never
+// ends.
+//
+// The test can pile up only what the provider's writer lets queue. Each
+// call writes 20,000 chunks with the shortest call id (so the smallest
+// headers, about 90 bytes for count's chunks), and the host reads nothing
+// for a second, so a writer whose queue can hold more than 1,024 packets
+// (about 100 KB of count's headers) goes past IOV_MAX in its first write
+// after the pause. A writer that bounds its
+// queue below that never reaches the limit, and there a missing cap on a
+// write's buffers is not caught; it cannot do harm either, as long as the
+// bound holds. The Go and Python SDKs are such writers: the Python one
+// holds at most 64 KiB of headers (about 730 of count's chunks) and
+// waits for an attachment to be written, and the Go one writes a batch's
+// headers as one buffer.
 func testPiledUpOutput(t *testing.T) {
 	c := start(t, setup{})
 	for _, tc := range []struct {
@@ -47,7 +63,7 @@ func testPiledUpOutput(t *testing.T) {
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			s := c.dial(t)
-			id := "pile-" + tc.tool
+			id := tc.tool[:1] // a one-character call id: the smallest headers
 			s.sendRaw(plainRequest(invoke(id, tc.tool, tc.args)))
 			// A deliberate interval: the output fills the socket, then the
 			// provider's queue, while the host reads nothing.

@@ -509,7 +509,7 @@ func TestHostileHost(t *testing.T) {
 	}{
 		{"invokes beyond max_streams", func(t *testing.T, p *testnet.Process) {
 			// Three times max_streams at once: the host is to enforce it,
-			// the child serves them all (PROTOCOL.md §7; docs/protocol.md 29).
+			// the child serves them all (docs/protocol.md §6 item 1).
 			var streams []*testnet.Stream
 			for i := range 12 {
 				s := dial(t, p)

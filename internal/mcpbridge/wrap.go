@@ -39,7 +39,8 @@ var (
 
 // terminateGrace is how long closing the MCP server waits after closing its
 // stdin before SIGTERM, and after SIGTERM before SIGKILL: short, so a
-// wrapper whose host went away exits within the second PROTOCOL.md allows.
+// wrapper whose host went away exits within the second docs/protocol.md §5
+// (item 6) allows.
 const terminateGrace = 300 * time.Millisecond
 
 // serverGoneWait bounds how long a call whose server died waits for the

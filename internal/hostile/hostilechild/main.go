@@ -2,7 +2,7 @@
 // of internal/hostile and cmd/skulk-host: it speaks the protocol packet by
 // packet (no SDK) so that it can break it, and each of its tools does one
 // hostile thing. It is started by a host like any provider (fd 3, fd 4,
-// PROTOCOL.md §1).
+// docs/protocol.md §1).
 //
 // Its first argument selects what it does on the control connection:
 //
