@@ -5,6 +5,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -26,13 +27,18 @@ import (
 //     sends the signal when the thread that started the child ends, so the
 //     thread must outlive every child it started; it ends in close, after
 //     every child was reaped. A host killed with SIGKILL takes its children
-//     with it, whether they read their control connection or not;
+//     with it, whether they read their control connection or not. (SIGSTOP,
+//     which would keep a child's descendants in its tree for the guardian
+//     to walk, does not hold: once the host is gone the child's process
+//     group is orphaned, and the kernel sends a group with a stopped
+//     member SIGHUP and SIGCONT);
 //   - the host process is a child subreaper (unless Config.NoSubreaper), so
 //     a descendant whose parent dies becomes the host's child rather than
 //     init's, and stays where the host can see, kill and reap it (lineage);
 //   - a guardian process (/bin/sh running guardianScript) is told every
-//     process the host saw of its children, and kills what is left of them
-//     when the host is gone, however it went.
+//     process the host saw of its children and their pipes and sockets,
+//     and stops and kills what is left of them when the host is gone,
+//     however it went.
 type containment struct {
 	starts    chan startRequest // unbuffered: a start waits for the starter
 	done      chan struct{}     // closed when the starter returned
@@ -136,39 +142,65 @@ func releaseSubreaper() {
 	}
 }
 
-// guardianScript is the guardian: it reads "+ PID:START" and
-// "- PID:START" lines (START is the process's start time from
-// /proc/PID/stat) until end of input, which comes when the host closes
-// its end or is gone. It then kills, for up to about a second, every
-// process it was told of that still runs with that start time, every
-// process in a group or session such a process leads or led, and all
-// their descendants (the tree, group and session rules of lineage), and
-// exits. It ignores the signals a terminal or a process group would send.
+// guardianScript is the guardian. It reads, until end of input (which
+// comes when the host closes its end or is gone), lines of:
+//
+//	"+ PID:START"  a process of the host's children (START is its start
+//	               time from /proc/PID/stat)
+//	"- PID:START"  that process is gone: forget it
+//	"d+ INODE"     a child's end of a pipe or socket ("pipe:[N]",
+//	               "socket:[N]", as /proc/PID/fd shows them)
+//	"d- INODE"     its child is gone: forget it
+//
+// It then finds every process it was told of that still runs with that
+// start time, every process in a group or session such a process leads or
+// led, every process holding one of the pipes or sockets it was told of
+// (the host that held their other ends is gone, so every holder came from
+// a child), and all their descendants: the rules of lineage. It remembers
+// each process it found as told, so that the groups and sessions of one
+// it killed are still found. It stops them all, scanning again until a
+// scan finds none it had not stopped (at most 10 scans: a stopped process
+// forks nothing), then kills them until none is left, and exits; it gives
+// up after 30 scans in all (a few seconds). It ignores the signals a
+// terminal or a process group would send. It never signals itself, init
+// or the host (its parent, alive when Close ends its input).
 const guardianScript = `
 trap '' HUP INT TERM QUIT PIPE
 set -f
 list=' '
+fds=' '
 while read -r op e; do
 	case $op in
 	+) list="$list$e " ;;
 	-) case $list in *" $e "*) list="${list%% "$e" *} ${list#* "$e" }" ;; esac ;;
+	d+) fds="$fds$e " ;;
+	d-) case $fds in *" $e "*) fds="${fds%% "$e" *} ${fds#* "$e" }" ;; esac ;;
 	esac
 done
-[ "$list" = ' ' ] && exit 0
-ids=' '
-for e in $list; do ids="$ids${e%%:*} "; done
+[ "$list" = ' ' ] && [ "$fds" = ' ' ] && exit 0
+frozen=' '
 round=0
-while [ $round -lt 20 ]; do
+while [ $round -lt 30 ]; do
 	round=$((round + 1))
 	in=' '
 	all=''
+	held=' '
 	set +f
 	for d in /proc/[0-9]*; do
 		read -r s 2>/dev/null < "$d/stat" || continue
 		all="$all
 $s"
 	done
+	if [ "$fds" != ' ' ]; then
+		held=" $(ls -l /proc/[0-9]*/fd 2>/dev/null | while read -r l; do
+			case $l in
+			/proc/*/fd:) cur=${l#/proc/}; cur=${cur%%/*} ;;
+			*" -> "*) case $fds in *" ${l##* -> } "*) echo "$cur" ;; esac ;;
+			esac
+		done) "
+	fi
 	set -f
+	held=" $(echo $held) "
 	# Leaders: told ids that are gone or still the process told of.
 	lead=' '
 	for e in $list; do
@@ -187,15 +219,18 @@ $s"
 			[ -n "$s" ] || continue
 			p=${s%% *}
 			case $in in *" $p "*) continue ;; esac
-			[ "$p" = $$ ] || [ "$p" = 1 ] && continue
+			[ "$p" = $$ ] || [ "$p" = 1 ] || [ "$p" = "$PPID" ] && continue
 			r=${s##*) }
 			set -- $r
 			hit=0
-			case $list in *" $p:${20} "*) hit=1 ;; esac
+			told=0
+			case $list in *" $p:${20} "*) hit=1; told=1 ;; esac
 			case $lead in *" $3 "*|*" $4 "*) hit=1 ;; esac
 			case $in in *" $2 "*) hit=1 ;; esac
+			case $held in *" $p "*) hit=1 ;; esac
 			if [ $hit = 1 ]; then
 				in="$in$p "
+				[ $told = 1 ] || list="$list$p:${20} "
 				grew=1
 			fi
 		done <<EOF
@@ -203,6 +238,16 @@ $all
 EOF
 	done
 	[ "$in" = ' ' ] && exit 0
+	new=0
+	if [ $round -le 10 ]; then
+		for p in $in; do
+			case $frozen in *" $p "*) continue ;; esac
+			frozen="$frozen$p "
+			kill -STOP "$p" 2>/dev/null
+			new=1
+		done
+	fi
+	[ $new = 1 ] && continue
 	alive=0
 	for p in $in; do
 		if read -r s 2>/dev/null < "/proc/$p/stat"; then
@@ -258,32 +303,50 @@ func startGuardian(c *containment, log *slog.Logger) *guardian {
 func (g *guardian) add(pid int, start uint64)    { g.line('+', pid, start) }
 func (g *guardian) remove(pid int, start uint64) { g.line('-', pid, start) }
 
+// addFile and removeFile tell of a child's end of a pipe or socket, in
+// its readlink form ("pipe:[N]").
+func (g *guardian) addFile(link string)    { g.send("d+ " + link + "\n") }
+func (g *guardian) removeFile(link string) { g.send("d- " + link + "\n") }
+
 func (g *guardian) line(op byte, pid int, start uint64) {
-	if g == nil {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.w == nil {
-		return
-	}
 	b := make([]byte, 0, 32)
 	b = append(b, op, ' ')
 	b = strconv.AppendInt(b, int64(pid), 10)
 	b = append(b, ':')
 	b = strconv.AppendUint(b, start, 10)
 	b = append(b, '\n')
-	g.w.SetWriteDeadline(time.Now().Add(guardianWrite))
-	if _, err := g.w.Write(b); err != nil {
-		if errors.Is(err, syscall.EPIPE) {
-			// The guardian is gone: told nothing more, and logged once.
-			g.log.Warn("host: the guardian is gone: descendants of the children may outlive a host killed with SIGKILL", "err", err)
-			g.w.Close()
-			g.w = nil
-			return
-		}
-		g.log.Warn("host: guardian not told of a process", "pid", pid, "err", err)
+	g.send(string(b))
+}
+
+// send writes one line (at most a few dozen bytes: one write of a pipe is
+// atomic up to PIPE_BUF) and reports whether the guardian took it.
+func (g *guardian) send(line string) bool {
+	if g == nil {
+		return false
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w == nil {
+		return false
+	}
+	g.w.SetWriteDeadline(time.Now().Add(guardianWrite))
+	if _, err := io.WriteString(g.w, line); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			g.goneLocked(err)
+			return false
+		}
+		g.log.Warn("host: guardian not told of a process", "err", err)
+		return false
+	}
+	return true
+}
+
+// goneLocked forgets a guardian that is gone: it is told nothing more,
+// and that is logged once. g.mu is held.
+func (g *guardian) goneLocked(err error) {
+	g.log.Warn("host: the guardian is gone: descendants of the children may outlive a host killed with SIGKILL", "err", err)
+	g.w.Close()
+	g.w = nil
 }
 
 // guardianExit bounds the wait for the guardian after its input closed.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,4 +200,40 @@ func TestGuardianGone(t *testing.T) {
 		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
 	}
 	g.close()
+}
+
+// TestGuardianDescriptorRule: told of a pipe (and of no process), the
+// guardian, once its input ends, kills a process in a session of its own
+// that holds that pipe, and leaves alone one that holds another.
+func TestGuardianDescriptorRule(t *testing.T) {
+	g := startGuardian(&containment{}, slog.New(slog.DiscardHandler))
+	if g == nil {
+		t.Skip("no /bin/sh")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	other, otherW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	defer otherW.Close()
+	holder := sleeper(t, true, w)
+	bystander := sleeper(t, true, otherW)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(w.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	g.addFile("pipe:[" + strconv.FormatUint(st.Ino, 10) + "]")
+	g.close() // the guardian acts on end of input, and close waits for it
+	if s, ok := readStat(holder); ok && s.state != 'Z' {
+		t.Errorf("the holder of the pipe runs on (state %c)", s.state)
+	}
+	if s, ok := readStat(bystander); !ok || s.state == 'Z' || s.state == 'T' {
+		t.Errorf("a process holding another pipe was stopped or killed (state %c)", s.state)
+	}
 }

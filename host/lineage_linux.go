@@ -154,6 +154,9 @@ func newLineage(pid int, files []*os.File, c *containment) *lineage {
 		l.fds = append(l.fds, kind+":["+strconv.FormatUint(st.Ino, 10)+"]")
 	}
 	l.guard.add(l.root.pid, l.root.start)
+	for _, link := range l.fds {
+		l.guard.addFile(link)
+	}
 	return l
 }
 
@@ -383,6 +386,9 @@ func (l *lineage) sweep() (killed int, left int) {
 	l.swept = true
 	l.mu.Unlock()
 	l.guard.remove(l.root.pid, l.root.start)
+	for _, link := range l.fds {
+		l.guard.removeFile(link)
+	}
 	return killed, left
 }
 

@@ -131,8 +131,25 @@ func TestEscapesInPipesAndJSON(t *testing.T) {
 // TestKilledHostLeavesNoTree SIGKILLs a skulk-host whose child never reads
 // its control connection (it would never see the host go) and runs a
 // grandchild that left its process group and session: within 2 s no
-// process of that tree is alive.
+// process of that tree is alive. The kill comes after skulk-host's health
+// checks (1 s) looked at the child's tree, and again as soon as the
+// grandchild called setsid, before any health check could see it.
 func TestKilledHostLeavesNoTree(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wait time.Duration // from the grandchild's pid file to the kill
+	}{
+		{"after health checks", 2500 * time.Millisecond},
+		{"right after setsid", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) { killHostTree(t, tc.wait) })
+	}
+}
+
+// killHostTree runs TestKilledHostLeavesNoTree's case: it SIGKILLs
+// skulk-host wait after the grandchild wrote its pid file (which it does
+// right after its setsid).
+func killHostTree(t *testing.T, wait time.Duration) {
 	bin := hostileChild(t)
 	pids := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -163,10 +180,10 @@ func TestKilledHostLeavesNoTree(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no grandchild; skulk-host said %q", stderr.String())
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
-	// skulk-host looks at its child's tree at every health check (1 s).
-	time.Sleep(2500 * time.Millisecond)
+	seen := time.Now()
+	time.Sleep(wait)
 	tree := append(childrenOf(cmd.Process.Pid), grandchild) // the child, the grandchild (and the host's guardian)
 	if len(tree) < 2 {
 		t.Fatalf("tree %v: want the child and the grandchild", tree)
@@ -187,17 +204,18 @@ func TestKilledHostLeavesNoTree(t *testing.T) {
 			}
 		}
 		if len(left) == 0 {
-			t.Logf("tree %v gone %v after the kill", tree, time.Since(killed))
+			t.Logf("killed %v after the grandchild's pid file was seen; tree %v gone %v after the kill", killed.Sub(seen), tree, time.Since(killed))
 			return
 		}
-		// The guardian's shell scans /proc in each round: on an idle
-		// machine the tree is gone in well under a second, under -race on
-		// a loaded 2-core machine it took over 2 s.
-		if time.Since(killed) > 10*time.Second {
+		// The bound. The guardian's shell scans /proc to stop
+		// the tree, once more to see nothing new, then kills it: gone
+		// 100 to 300 ms after the kill, 0.7 s at worst seen under -race
+		// on a loaded 2-core machine.
+		if time.Since(killed) > 2*time.Second {
 			for _, pid := range left {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
-			t.Fatalf("alive 10 s after skulk-host was killed: %v of %v", left, tree)
+			t.Fatalf("alive 2 s after skulk-host was killed: %v of %v", left, tree)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/asif/export"
+	"github.com/skulkrt/skulk/internal/termsafe"
 )
 
 const asifUsage = "asif export JOURNAL TREE [--after SEQ] [--until SEQ] [--tools FILE] [-o FILE] | asif check FILE [--json]"
@@ -352,7 +353,12 @@ func reportOf(name string, rep *asif.Report, err error) checkReport {
 	return cr
 }
 
+// printCheckHuman writes the report for a person. Every string the
+// document chose (ids, kinds, statuses, arguments, and the file name) is
+// escaped with termsafe: a captured stream or a tool's arguments may hold
+// whatever a child sent. --json writes them exact.
 func printCheckHuman(w io.Writer, cr checkReport) {
+	esc := termsafe.Escape
 	verdict := "valid"
 	switch {
 	case len(cr.Refusals) > 0 || cr.Error != "":
@@ -364,11 +370,11 @@ func printCheckHuman(w io.Writer, cr checkReport) {
 	if version == "" {
 		version = "?"
 	}
-	fmt.Fprintf(w, "%s: %s (asif %s, %d streams)\n", cr.File, verdict, version, len(cr.Streams))
+	fmt.Fprintf(w, "%s: %s (asif %s, %d streams)\n", esc(cr.File), verdict, esc(version), len(cr.Streams))
 	for _, s := range cr.Streams {
-		line := fmt.Sprintf("  stream %s  %s of %s (call %s)  %s, %s assembled", s.StreamID, s.Kind, s.EventID, s.CallID, s.Status, formatBytes(int64(s.Size)))
+		line := fmt.Sprintf("  stream %s  %s of %s (call %s)  %s, %s assembled", esc(s.StreamID), esc(string(s.Kind)), esc(s.EventID), esc(s.CallID), esc(string(s.Status)), formatBytes(int64(s.Size)))
 		if s.Declared != s.Status {
-			line += " (declared " + string(s.Declared) + ")"
+			line += " (declared " + esc(string(s.Declared)) + ")"
 		}
 		if s.Executable {
 			line += ", executable"
@@ -377,16 +383,16 @@ func printCheckHuman(w io.Writer, cr checkReport) {
 	}
 	for _, b := range cr.Branches {
 		for _, c := range b.Calls {
-			where := "event " + c.EventID
+			where := "event " + esc(c.EventID)
 			if c.External != nil {
-				where = "external binding to " + c.External.CaptureID + "/" + c.External.EventID
+				where = "external binding to " + esc(c.External.CaptureID) + "/" + esc(c.External.EventID)
 			}
 			state := "open"
 			if c.Terminal {
-				state = "ended " + string(c.Outcome)
+				state = "ended " + esc(string(c.Outcome))
 			}
 			fmt.Fprintf(w, "  call %s  %s, %s; arguments %s %s; %d results, %s\n",
-				c.CallID, c.ToolID, where, c.ArgumentsStatus, shorten(string(c.Arguments), 120), c.Results, state)
+				esc(c.CallID), esc(c.ToolID), where, esc(string(c.ArgumentsStatus)), esc(shorten(string(c.Arguments), 120)), c.Results, state)
 		}
 	}
 	for _, r := range cr.Refusals {
@@ -394,10 +400,11 @@ func printCheckHuman(w io.Writer, cr checkReport) {
 		if r.Segment != nil {
 			seg = fmt.Sprintf(" segment %d", *r.Segment)
 		}
-		fmt.Fprintf(w, "  refused: rule %s (%s %q%s)\n", r.Rule, r.Object, r.ObjectID, seg)
+		// %q escapes every control and format character of the id.
+		fmt.Fprintf(w, "  refused: rule %s (%s %q%s)\n", esc(r.Rule), esc(r.Object), r.ObjectID, seg)
 	}
 	if cr.Error != "" && (len(cr.Refusals) == 0 || cr.Refusals[0].Rule != versionRefusal) {
-		fmt.Fprintf(w, "  refused: %s\n", cr.Error)
+		fmt.Fprintf(w, "  refused: %s\n", esc(cr.Error))
 	}
 	if len(cr.Unchecked) > 0 {
 		fmt.Fprintf(w, "  not checked, present: %s\n", joinFamilies(cr.Unchecked))

@@ -573,3 +573,69 @@ func TestReplayErrors(t *testing.T) {
 		t.Errorf("replay t1: status %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// TestASIFCheckEscapesHuman: the ids and arguments of an ASIF document
+// may be whatever a child sent; asif check shows them escaped, as inert
+// text, and --json keeps them exact.
+func TestASIFCheckEscapesHuman(t *testing.T) {
+	data, err := os.ReadFile(examples + "tool-call-completed.session.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// JSON escapes in the document's text: a window title, a clear
+	// screen, a red colour with a carriage return, a right-to-left
+	// override.
+	doc := string(data)
+	for _, r := range []struct{ old, new string }{
+		{`"call-1"`, `"call-1\u001b]0;pwned\u0007"`},
+		{`"read-notes"`, `"read\u001b[2Jnotes\u202e"`},
+		{`"stream-partial"`, `"stream\u001b[1;31m-partial\r"`},
+		{`"stream-complete"`, `"stream-complete\u001b[8m"`},
+		// Raw in the document's UTF-8, as JSON allows: a C1 CSI and a
+		// right-to-left override. The arguments no longer match the
+		// stream-complete stream's bytes: the document is refused, and
+		// the refusal names that stream.
+		{`"meeting-42"`, "\"meeting\u009b2J-42\u202e\""},
+	} {
+		if !strings.Contains(doc, r.old) {
+			t.Fatalf("the example lacks %s", r.old)
+		}
+		doc = strings.ReplaceAll(doc, r.old, r.new)
+	}
+	path := filepath.Join(t.TempDir(), "evil.json")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := runCLI(t, "asif", "check", path)
+	if code != ExitFailure {
+		t.Fatalf("status %d, want %d; stderr %q, stdout:\n%s", code, ExitFailure, stderr, stdout)
+	}
+	for i, r := range stdout + stderr {
+		if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e {
+			t.Fatalf("control character %U at %d in the human output: %q, stderr %q", r, i, stdout, stderr)
+		}
+	}
+	for _, want := range []string{
+		`refused: rule stream_arguments_mismatch (stream "stream-complete\x1b[8m")`,
+		`stream stream-complete\x1b[8m  tool_arguments of call-complete`,
+		`stream stream\x1b[1;31m-partial\r  tool_arguments of call-partial (call call-1\x1b]0;pwned\x07)`,
+		`call call-1\x1b]0;pwned\x07  read\x1b[2Jnotes\u202e, event call-complete; arguments complete {"document_id":"meeting\u009b2J-42\u202e"}`,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the human output lacks %s:\n%s", want, stdout)
+		}
+	}
+
+	code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
+	cr := decodeCheck(t, stdout)
+	if code != ExitFailure || len(cr.Branches) == 0 || len(cr.Branches[0].Calls) == 0 || len(cr.Refusals) != 1 || cr.Refusals[0].ObjectID != "stream-complete\x1b[8m" {
+		t.Fatalf("--json: status %d, %+v", code, cr)
+	}
+	c := cr.Branches[0].Calls[0]
+	var args bytes.Buffer
+	json.Compact(&args, c.Arguments)
+	if c.CallID != "call-1\x1b]0;pwned\x07" || c.ToolID != "read\x1b[2Jnotes\u202e" || args.String() != "{\"document_id\":\"meeting\u009b2J-42\u202e\"}" {
+		t.Fatalf("--json is not exact: call %q, tool %q, arguments %s", c.CallID, c.ToolID, args.String())
+	}
+}

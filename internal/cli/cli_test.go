@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/wire"
@@ -471,5 +472,25 @@ func TestReadMediaBounded(t *testing.T) {
 	}
 	if _, err := readMedia(path, 9); !errors.Is(err, errMediaTooLarge) {
 		t.Fatalf("over the bound: %v, want errMediaTooLarge", err)
+	}
+}
+
+// TestFollowTakeoverLineIsJSON: follow's takeover line is JSON whatever
+// the writers' names hold (Go quoting would write \x1b, no JSON escape).
+func TestFollowTakeoverLineIsJSON(t *testing.T) {
+	var b bytes.Buffer
+	step := calllog.Step{TakenOverFrom: "w1\x1b[2J\u202e", Event: calllog.Event{Kind: calllog.KindStarted, Tree: "t1", Writer: "w2\x07", Seq: 7, Call: "t1", Tool: "upper", At: time.Unix(1, 0)}}
+	if err := printStep(&b, step); err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(b.String(), "\n")
+	var got struct {
+		Takeover struct {
+			From, To string
+			Seq      uint64
+		}
+	}
+	if err := json.Unmarshal([]byte(line), &got); err != nil || got.Takeover.From != step.TakenOverFrom || got.Takeover.To != "w2\x07" || got.Takeover.Seq != 7 {
+		t.Fatalf("takeover line %q: %v, %+v", line, err, got)
 	}
 }

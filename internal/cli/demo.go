@@ -126,7 +126,7 @@ func (d *demo) stream(ctx context.Context, h *host.Host) error {
 				return fmt.Errorf("upper ended early: %s", describeTerminal(f))
 			}
 			if text, ok := f.Payload.Text(); ok && f.Kind == frame.KindChunk {
-				fmt.Fprintf(d.out, " %s", text)
+				fmt.Fprintf(d.out, " %s", termsafe.Escape(text))
 				got++
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -179,8 +180,11 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 // printStep prints a follower's step as JSON lines.
 func printStep(w io.Writer, s calllog.Step) error {
 	if s.TakenOverFrom != "" {
-		if _, err := fmt.Fprintf(w, "{\"takeover\":{\"from\":%s,\"to\":%s,\"seq\":%d}}\n",
-			strconv.Quote(s.TakenOverFrom), strconv.Quote(s.Event.Writer), s.Event.Seq); err != nil {
+		// JSON strings, not Go ones: a journal's writer names are whatever
+		// its writers chose, and Go's \x1b is no JSON escape.
+		from, _ := json.Marshal(s.TakenOverFrom)
+		to, _ := json.Marshal(s.Event.Writer)
+		if _, err := fmt.Fprintf(w, "{\"takeover\":{\"from\":%s,\"to\":%s,\"seq\":%d}}\n", from, to, s.Event.Seq); err != nil {
 			return err
 		}
 	}

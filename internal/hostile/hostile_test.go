@@ -420,6 +420,55 @@ func TestGrandchildDoesNotHoldTheStop(t *testing.T) {
 	}
 }
 
+// TestRecycleTakesTheGrandchild: a child that started a setsid grandchild
+// and then reports a stuck handler is recycled (drained, not killed, and
+// not counted against the restart policy); the grandchild is gone by the
+// time the slot's next child is ready, and that child takes calls.
+func TestRecycleTakesTheGrandchild(t *testing.T) {
+	pids := t.TempDir()
+	h := startHost(t, config(t, "serve", pids))
+	first := h.Children()[0].PID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := h.Call(ctx, "escapestuck", nil, host.WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseSend()
+	if term := terminal(t, c, 20*time.Second); term.Kind != frame.KindCompleted {
+		t.Fatalf("terminal %s %v, want completed", term.Kind, term.Error)
+	}
+	gc := grandchildren(t, pids)
+	if len(gc) != 1 || !alive(gc[0]) {
+		t.Fatalf("grandchildren %v, want 1 running", gc)
+	}
+	var info host.ChildInfo
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		info = h.Children()[0]
+		if info.State == host.StateReady && info.PID != first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recycle: %+v", info)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// A recycle, not a death: the child drained and left when asked.
+	for _, e := range []error{host.ErrChildDied, host.ErrUnhealthy, host.ErrChildLeft} {
+		if info.LastCause == nil || errors.Is(info.LastCause, e) {
+			t.Fatalf("the child stopped with %v, want a recycle", info.LastCause)
+		}
+	}
+	if alive(first) {
+		t.Errorf("recycled child %d still runs", first)
+	}
+	if alive(gc[0]) {
+		syscall.Kill(gc[0], syscall.SIGKILL)
+		t.Fatalf("grandchild %d runs on after its child was recycled", gc[0])
+	}
+	works(t, h)
+}
+
 // runTestHost is this test binary as a host process for
 // TestHostKilledLeavesNothing: a pool of two hostilechild ignorefd3
 // children, each with a setsid grandchild. It prints "ready" once both

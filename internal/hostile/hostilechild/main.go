@@ -31,6 +31,8 @@
 //	mute         stops answering pings, and never answers the call
 //	closefd3     closes the control connection and goes on serving streams
 //	escape       starts a setsid grandchild, waits for its pid file, completes
+//	escapestuck  as escape; once completed, its pongs report a stuck
+//	             handler, so the host recycles the child
 //	escapedie    starts a setsid grandchild, waits for its pid file, exits 3
 //	evil         sends inline media whose media type holds terminal escapes,
 //	             then fails with a message full of them
@@ -125,6 +127,7 @@ var (
 	ctrl   net.Conn
 	cw     *wire.Writer
 	muted  atomic.Bool
+	stuck  atomic.Bool // pongs report one stuck handler
 )
 
 func serve(mode string) int {
@@ -144,7 +147,7 @@ func serve(mode string) int {
 	cw = wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
-	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapedie", "evil"} {
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
@@ -178,7 +181,11 @@ func serve(mode string) int {
 		case *wire.Ping:
 			if !muted.Load() {
 				ctrlMu.Lock()
-				cw.WritePacket(&wire.Pong{Nonce: p.Nonce})
+				pong := &wire.Pong{Nonce: p.Nonce}
+				if stuck.Load() {
+					pong.Streams, pong.Stuck = 1, 1
+				}
+				cw.WritePacket(pong)
 				ctrlMu.Unlock()
 			}
 		case *wire.Drain:
@@ -235,9 +242,9 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 		ctrlMu.Unlock()
 	}
 	switch inv.ToolID {
-	case "ok", "escape", "stderrflood":
+	case "ok", "escape", "escapestuck", "stderrflood":
 		switch inv.ToolID {
-		case "escape":
+		case "escape", "escapestuck":
 			startGrandchild()
 		case "stderrflood":
 			chunk := make([]byte, 64<<10)
@@ -267,6 +274,9 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 			case frame.KindCompleted:
 				send(frame.NewCompleted(id, frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"n": seq - 1})))
 				w.WritePacket(&wire.End{CallID: id})
+				if inv.ToolID == "escapestuck" {
+					stuck.Store(true)
+				}
 				return true
 			case frame.KindCancelled:
 				send(frame.NewCancelled(id, frame.ProviderToCaller, seq, "cancelled"))
