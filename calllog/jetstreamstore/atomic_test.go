@@ -1,0 +1,58 @@
+package jetstreamstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/calllogtest"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/natstest"
+)
+
+// A Keep (and a KeepNew) refused part-way through is kept not at all: the
+// second of three events exceeds the server's max_payload (1 MB), and the
+// first, sent before it, must not be in the log. Appending the events one
+// message at a time, each fenced on the one before, would keep the first
+// and break the store rule that a Keep is all or none.
+func TestRefusedKeepKeepsNothing(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Run(t)
+	huge := frame.MustPayload(map[string]any{"text": strings.Repeat("x", 2<<20)})
+	batch := func(tree, writer string) []calllog.Event {
+		evs := calllogtest.Events(tree, writer, 1, 3)
+		evs[1].Payload.Value = huge
+		return evs
+	}
+
+	s := open(t, srv.URL()+"/ATOMIC")
+	c, err := s.Claim(ctx, "t", "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep(ctx, c, batch("t", "A")); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("keep with an event over max_payload = %v, want ErrStoreUnusable", err)
+	}
+	if got, err := s.EventsAfter(ctx, "t", 0, 0); err != nil || len(got) != 0 {
+		t.Fatalf("a refused keep left %d events (%v), want none", len(got), err)
+	}
+	// The claim is untouched: the same writer keeps on, from event 1.
+	if err := s.Keep(ctx, c, calllogtest.Events("t", "A", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+
+	// KeepNew: neither the claim nor the first event is kept, so another
+	// writer can start the tree.
+	s2 := open(t, srv.URL()+"/ATOMIC")
+	if _, err := s2.KeepNew(ctx, "n", "A", batch("n", "A")); !errors.Is(err, calllog.ErrStoreUnusable) {
+		t.Fatalf("keep new with an event over max_payload = %v, want ErrStoreUnusable", err)
+	}
+	if got, err := s2.EventsAfter(ctx, "n", 0, 0); err != nil || len(got) != 0 {
+		t.Fatalf("a refused keep new left %d events (%v), want none", len(got), err)
+	}
+	if c, err := s2.KeepNew(ctx, "n", "B", calllogtest.Events("n", "B", 1, 1)); err != nil || c.Epoch != 1 {
+		t.Fatalf("another writer's keep new after a refused one = %+v, %v; want epoch 1", c, err)
+	}
+}
