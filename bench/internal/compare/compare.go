@@ -37,6 +37,8 @@ type Options struct {
 	Revision string
 	// Log receives one progress line per measurement; nil discards them.
 	Log io.Writer
+
+	sizes *plan // the sweeps and the tests size the run; nil means Quick's or the full plan
 }
 
 // plan sizes a run.
@@ -51,6 +53,9 @@ type plan struct {
 }
 
 func (o *Options) plan() plan {
+	if o.sizes != nil {
+		return *o.sizes
+	}
 	if o.Quick {
 		return plan{rounds: 3, target: 250 * time.Millisecond, startRounds: 3,
 			healthRounds: 2, healthPings: 50, healthStream: 8, timeout: 30 * time.Second}

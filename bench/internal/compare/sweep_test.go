@@ -16,6 +16,7 @@ var tinyPlan = sweepPlan{
 	concRounds: 1, rounds: 1, window: 50 * time.Millisecond, target: 20 * time.Millisecond, idle: 50 * time.Millisecond,
 	concurrency: []int{1, 8}, sizes: []int{64, 64 << 10}, pools: []int{1, 2}, poolCallers: 4,
 	longFrames: 4000, longMCPFrames: 400, longSamples: 4, journalEvents: 1000, timeout: 60 * time.Second,
+	calls: plan{rounds: 1, target: 20 * time.Millisecond, timeout: 60 * time.Second},
 }
 
 // TestSweepsEveryPoint runs every sweep against every system with tiny
@@ -79,7 +80,18 @@ func TestSweepsEveryPoint(t *testing.T) {
 	if v := valueOf(t, rep, "journal", "keep-rate", Skulk, 0); v.Y <= 0 {
 		t.Errorf("journal keep rate = %v", v.Y)
 	}
-
+	// The call targets are ratios of the run's own calls sweep.
+	for _, text := range []string{
+		"sequential small call p50 within 1.5× the raw ping-pong round trip",
+		"sequential unary call p50 within 1.5× the raw ping-pong round trip",
+	} {
+		i := slices.IndexFunc(rep.Targets, func(tg Target) bool { return tg.Text == text })
+		if i < 0 {
+			t.Errorf("target %q not checked", text)
+		} else if tg := rep.Targets[i]; tg.Got <= 0 || strings.HasPrefix(tg.Status, "not measured") {
+			t.Errorf("target %q: got %v, %s", text, tg.Got, tg.Status)
+		}
+	}
 }
 
 func valueOf(t *testing.T, rep *SweepReport, sweep, curve, system string, i int) Value {
@@ -136,6 +148,10 @@ func TestSkulkAccountingCountsBoth(t *testing.T) {
 func TestSweepTargets(t *testing.T) {
 	m := func(y float64) Value { return Value{Y: y, Samples: []float64{y}} }
 	rep := &SweepReport{Sweeps: []Sweep{
+		{ID: "calls", Points: []float64{payloadSize}, Curves: []Curve{
+			{ID: "call-p50", Series: []Series{{System: Skulk, Values: []Value{m(60)}}, {System: "raw", Values: []Value{m(30)}}}},
+			{ID: "unary-p50", Series: []Series{{System: Skulk, Values: []Value{m(40)}}, {System: "raw", Values: []Value{m(30)}}}},
+		}},
 		{ID: "frame-size", Points: []float64{1 << 20}, Curves: []Curve{
 			{ID: "throughput", Series: []Series{{System: Skulk, Values: []Value{m(950)}}, {System: "raw", Values: []Value{m(1000)}}}},
 			{ID: "cpu-per-mib", Series: []Series{{System: Skulk, Values: []Value{m(3)}}, {System: "raw", Values: []Value{m(2)}}}},
@@ -161,6 +177,8 @@ func TestSweepTargets(t *testing.T) {
 		met    bool
 		status string
 	}{
+		"sequential small call p50 within 1.5× the raw ping-pong round trip":             {false, "MISSED: 2 against ≤ 1.5, 1.33× over"},
+		"sequential unary call p50 within 1.5× the raw ping-pong round trip":             {true, "met: 1.33 (target ≤ 1.5)"},
 		"1 MiB media ≥ 90% of raw socket bandwidth":                                      {true, "met: 0.95"},
 		"1 MiB media CPU per MiB within 1.2× raw's":                                      {false, "MISSED: 1.5 against ≤ 1.2, 1.25× over"},
 		"small-frame stream ≥ 3× go-plugin's gRPC stream (one stream of 64-byte frames)": {true, "met: 3"},
