@@ -15,7 +15,15 @@ func (sw *sweeper) calls(ctx context.Context) (Sweep, error) {
 	rec := newSweepRec("calls", "sequential small calls (the compare run's calls and unary workloads)", "payload", "bytes",
 		[]float64{x}, sw.names, sw.log,
 		curveSpec(mCall50), curveSpec(mCall99), curveSpec(mUnary50), curveSpec(mUnary99),
+		curveSpec{cCall.id, "CPU per call, host + children", "µs", false},
+		curveSpec{"call-host-cpu", "host CPU per call", "µs", false},
+		curveSpec{"call-child-cpu", "children's CPU per call", "µs", false},
+		curveSpec{cUnary.id, "CPU per unary call, host + children", "µs", false},
+		curveSpec{"unary-host-cpu", "host CPU per unary call", "µs", false},
+		curveSpec{"unary-child-cpu", "children's CPU per unary call", "µs", false},
 	)
+	// A CPU row's host and children split goes to curves of its own.
+	split := map[string][2]string{cCall.id: {"call-host-cpu", "call-child-cpu"}, cUnary.id: {"unary-host-cpu", "unary-child-cpu"}}
 	p := sw.p.calls
 	rep, err := Run(ctx, Options{Bin: sw.o.Bin, Dir: sw.o.Dir, Systems: sw.names,
 		Workloads: []string{"calls", "unary"}, Log: sw.log, sizes: &p})
@@ -32,15 +40,22 @@ func (sw *sweeper) calls(ctx context.Context) (Sweep, error) {
 		if _, ok := rec.vals[m.ID]; !ok {
 			continue // a row the sweep does not chart
 		}
+		ids, samples := []string{m.ID}, func(f *Figure) [][]float64 { return [][]float64{f.Samples} }
+		if sp, ok := split[m.ID]; ok {
+			ids = append(ids, sp[0], sp[1])
+			samples = func(f *Figure) [][]float64 { return [][]float64{f.Samples, f.HostCPUSamples, f.ChildCPUSamples} }
+		}
 		for _, f := range m.Figures {
-			switch {
-			case f.NA != "":
-				rec.failCurve(m.ID, f.System, x, notApplicable(strings.TrimPrefix(f.NA, "n/a: ")))
-			case f.Err != "":
-				rec.failCurve(m.ID, f.System, x, errors.New(f.Err))
-			default:
-				for _, y := range f.Samples {
-					rec.set(m.ID, f.System, x, y)
+			for i, id := range ids {
+				switch {
+				case f.NA != "":
+					rec.failCurve(id, f.System, x, notApplicable(strings.TrimPrefix(f.NA, "n/a: ")))
+				case f.Err != "":
+					rec.failCurve(id, f.System, x, errors.New(f.Err))
+				default:
+					for _, y := range samples(f)[i] {
+						rec.set(id, f.System, x, y)
+					}
 				}
 			}
 		}
