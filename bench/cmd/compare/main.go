@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,7 +49,7 @@ func run() error {
 	sweeps := flag.Bool("sweeps", false, "run the sweeps (cost curves) instead of the side-by-side table; with -quick, the short sweeps")
 	sweepIDs := flag.String("sweep", "", "with -sweeps: comma-separated sweeps to run (default all: "+strings.Join(compare.SweepIDs, ",")+")")
 	out := flag.String("o", "", "with -sweeps: write the JSON record to `file` (default stdout)")
-	charts := flag.String("charts", "", "draw the sweeps record in `file` as SVG charts into -chartdir, and run nothing")
+	charts := flag.String("charts", "", "draw the sweeps record in `file` as SVG charts into -chartdir, with an index of them ("+charts.IndexName+"), and run nothing")
 	chartDir := flag.String("chartdir", "../docs/perf", "with -charts: the `directory` the charts go to")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -175,8 +176,8 @@ func runSweeps(ctx context.Context, so compare.SweepOptions, out string) error {
 	return w.Close()
 }
 
-// drawCharts reads the sweeps record in file and writes its charts into
-// dir.
+// drawCharts reads the sweeps record in file and writes its charts and
+// their index into dir.
 func drawCharts(file, dir string) ([]string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -189,7 +190,15 @@ func drawCharts(file, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return charts.Write(&rep, dir)
+	files, err := charts.Write(&rep, dir)
+	if err != nil && !errors.Is(err, charts.ErrEmpty) { // a record of single points is an index of tables
+		return files, err
+	}
+	f, err := charts.WriteIndex(&rep, dir, file)
+	if err != nil {
+		return files, err
+	}
+	return append(files, f), nil
 }
 
 func split(s string) []string {

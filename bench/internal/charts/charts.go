@@ -1,9 +1,11 @@
 // Package charts draws a sweeps record (compare.SweepReport, the JSON that
 // `go run ./cmd/compare -sweeps` writes) as SVG line charts with
 // gonum.org/v1/plot: one chart per curve of every sweep that has more than
-// one point, one series per system, so that the curves in
-// docs/performance.md are generated from a recorded run, never drawn by
-// hand.
+// one point, one series per system, and an index page (WriteIndex) that
+// shows every chart under its sweep, each sweep of a single point as a
+// table and every point not measured with its reason, so that the curves
+// in docs/perf are generated from a recorded run, never drawn by hand,
+// and none is left unlinked.
 //
 //	cd bench && go run ./cmd/compare -charts sweeps.json -chartdir ../docs/perf
 package charts

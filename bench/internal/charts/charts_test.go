@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,6 +85,111 @@ func TestChartsFromJSON(t *testing.T) {
 	for _, s := range []string{"raw: n/a (one stream per socket)", "skulk (1 of 3 points failed)", "4096"} {
 		if !strings.Contains(texts, s) {
 			t.Errorf("concurrency chart lacks %q: %s", s, texts)
+		}
+	}
+}
+
+// TestIndex writes the index of the record beside its charts and checks it
+// shows every chart, the single-point sweep as a table, and every point
+// that is not measured with its reason.
+func TestIndex(t *testing.T) {
+	var rep compare.SweepReport
+	if err := json.Unmarshal([]byte(record), &rep); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := Write(&rep, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := WriteIndex(&rep, dir, filepath.Join(dir, "sweeps.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, c := range files {
+		if !strings.Contains(page, "]("+filepath.Base(c)+")") {
+			t.Errorf("the index shows no %s", filepath.Base(c))
+		}
+	}
+	for _, s := range []string{
+		"[`sweeps.json`](sweeps.json)",
+		"## journal: journal",
+		"| at 1M | unit | skulk |",
+		"| kept/s | events/s | 30k |",
+		"- skulk, failed at 4096 (every curve): child unhealthy",
+		"- raw, n/a at every point (every curve): one stream per socket",
+		"Chunk size: 64, 1Mi bytes.",
+	} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the index lacks %q:\n%s", s, page)
+		}
+	}
+	// A record outside the directory is named, not linked.
+	if f, err = WriteIndex(&rep, dir, "/elsewhere/run.json"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = os.ReadFile(f); err != nil || !strings.Contains(string(b), "the record `run.json` by") {
+		t.Errorf("index of a record elsewhere: %v\n%s", err, b)
+	}
+}
+
+// perfDir holds the committed record, its charts and their index.
+const perfDir = "../../../docs/perf"
+
+// TestCommittedIndex checks docs/perf as committed: its index is the one
+// the committed record gives (regenerated, not stale), and every chart in
+// the directory is one the record draws, so none is orphaned and none is
+// missing.
+func TestCommittedIndex(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(perfDir, "sweeps.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("no record in %s", perfDir)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep compare.SweepReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := Write(&rep, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := WriteIndex(&rep, dir, filepath.Join(dir, "sweeps.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(perfDir, IndexName))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s/%s is not the index of its record (%v): cd bench && go run ./cmd/compare -charts ../docs/perf/sweeps.json -chartdir ../docs/perf", perfDir, IndexName, err)
+	}
+	var drawn []string
+	for _, f := range files {
+		drawn = append(drawn, filepath.Base(f))
+	}
+	committed, err := filepath.Glob(filepath.Join(perfDir, "*.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range committed {
+		if !slices.Contains(drawn, filepath.Base(c)) {
+			t.Errorf("%s: a chart the record does not draw, shown by no index", c)
+		}
+	}
+	for _, d := range drawn {
+		if !slices.Contains(committed, filepath.Join(perfDir, d)) {
+			t.Errorf("%s: the record draws it, but it is not committed", d)
 		}
 	}
 }

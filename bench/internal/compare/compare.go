@@ -16,6 +16,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/skulkrt/skulk/bench/internal/cpuacct"
 )
 
 // Options configure a run. The zero value is the full run.
@@ -37,6 +39,8 @@ type Options struct {
 	Revision string
 	// Log receives one progress line per measurement; nil discards them.
 	Log io.Writer
+
+	sizes *plan // the sweeps and the tests size the run; nil means Quick's or the full plan
 }
 
 // plan sizes a run.
@@ -51,6 +55,9 @@ type plan struct {
 }
 
 func (o *Options) plan() plan {
+	if o.sizes != nil {
+		return *o.sizes
+	}
 	if o.Quick {
 		return plan{rounds: 3, target: 250 * time.Millisecond, startRounds: 3,
 			healthRounds: 2, healthPings: 50, healthStream: 8, timeout: 30 * time.Second}
@@ -85,6 +92,23 @@ var (
 	mHealth  = metricSpec{"health-p99", "health-ping p99, every stream backpressured", "ms", false}
 )
 
+// cpuSpec is the CPU row of a workload: the user+system CPU time of the
+// host (this process) and of the session's children per unit of the
+// workload's work, in the row's unit.
+type cpuSpec struct {
+	metricSpec
+	of  string        // the id of the workload's first row, the one the CPU row costs
+	per time.Duration // the time unit of the row: ns, µs or ms per unit of work
+}
+
+var (
+	cSmall = cpuSpec{metricSpec{"small-stream-cpu", "CPU per frame, host + children", "ns/frame", false}, mSmall.id, time.Nanosecond}
+	cMedia = cpuSpec{metricSpec{"media-cpu", "CPU per MiB, host + children", "ms/MiB", false}, mMedia.id, time.Millisecond}
+	cEcho  = cpuSpec{metricSpec{"echo-cpu", "CPU per echoed frame, host + children", "ns/frame", false}, mEcho.id, time.Nanosecond}
+	cCall  = cpuSpec{metricSpec{"call-cpu", "CPU per call, host + children", "µs/call", false}, mCall50.id, time.Microsecond}
+	cUnary = cpuSpec{metricSpec{"unary-cpu", "CPU per unary call, host + children", "µs/call", false}, mUnary50.id, time.Microsecond}
+)
+
 // WorkloadIDs are the workloads in run order: what Options.Workloads names.
 var WorkloadIDs = []string{"small-stream", "media", "echo", "calls", "unary", "start", "crash", "health"}
 
@@ -102,7 +126,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	r := &runner{o: o, p: p, log: log, systems: systems, res: make(map[string]map[string]*Figure), loadStart: loadavg()}
+	r := &runner{o: o, p: p, log: log, systems: systems, res: make(map[string]map[string]*Figure), cpuOf: make(map[string]string), loadStart: loadavg()}
 	started := time.Now()
 	sessions := make([]session, len(systems))
 	defer func() {
@@ -128,28 +152,28 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if r.wants("small-stream") {
-		r.throughput(ctx, mSmall, sessions, 2000, maxFrames, func(ctx context.Context, s session, n int) (float64, error) {
+		r.throughput(ctx, mSmall, cSmall, sessions, 2000, maxFrames, func(ctx context.Context, s session, n int) (float64, error) {
 			d, err := timed(func() error { return s.smallStream(ctx, n) })
 			return float64(n) / d.Seconds(), err
 		})
 	}
 	if r.wants("media") {
-		r.throughput(ctx, mMedia, sessions, 4, maxChunks, func(ctx context.Context, s session, n int) (float64, error) {
+		r.throughput(ctx, mMedia, cMedia, sessions, 4, maxChunks, func(ctx context.Context, s session, n int) (float64, error) {
 			d, err := timed(func() error { return s.media(ctx, n, mediaChunk) })
 			return float64(n) * mediaChunk / d.Seconds() / 1e6, err
 		})
 	}
 	if r.wants("echo") {
-		r.throughput(ctx, mEcho, sessions, 1000, maxFrames, func(ctx context.Context, s session, n int) (float64, error) {
+		r.throughput(ctx, mEcho, cEcho, sessions, 1000, maxFrames, func(ctx context.Context, s session, n int) (float64, error) {
 			d, err := timed(func() error { return s.echo(ctx, n) })
 			return float64(n) / d.Seconds(), err
 		})
 	}
 	if r.wants("calls") {
-		r.calls(ctx, sessions, mCall50, mCall99, session.call)
+		r.calls(ctx, sessions, mCall50, mCall99, cCall, session.call)
 	}
 	if r.wants("unary") {
-		r.calls(ctx, sessions, mUnary50, mUnary99, session.unary)
+		r.calls(ctx, sessions, mUnary50, mUnary99, cUnary, session.unary)
 	}
 	if r.wants("start") {
 		r.single(ctx, mStart, p.startRounds, func(ctx context.Context, s system) (float64, error) {
@@ -186,6 +210,7 @@ type runner struct {
 	systems   []system
 	order     []metricSpec
 	res       map[string]map[string]*Figure // metric id → system name → Figure
+	cpuOf     map[string]string             // CPU row id → the id of the row it costs
 	loadStart string
 }
 
@@ -227,14 +252,59 @@ func (r *runner) record(m metricSpec, sys string, v float64, err error) {
 	fmt.Fprintf(r.log, "  %-12s %-10s %s\n", m.id, sys, status)
 }
 
+// meter starts measuring the CPU time of this process and of sess's
+// children.
+func meter(sess session) (*cpuacct.Meter, error) {
+	p, ok := sess.(interface{ pids() []int })
+	if !ok {
+		return nil, notApplicable("the session names no child process")
+	}
+	return cpuacct.Start(p.pids()...)
+}
+
+// measured stops m, started before units of work that ended with err,
+// and returns what they used; an error when the work or either reading
+// failed.
+func measured(m *cpuacct.Meter, merr error, units int, err error) (cpuacct.Usage, error) {
+	if err := errors.Join(err, merr); err != nil {
+		return cpuacct.Usage{}, err
+	}
+	u, err := m.Stop()
+	if err == nil && units <= 0 {
+		err = errors.New("no unit of work measured")
+	}
+	return u, err
+}
+
+// recordCPU adds one round's CPU time per unit of work (u over units) to
+// c's row, or the error that stopped the round.
+func (r *runner) recordCPU(c cpuSpec, sys string, u cpuacct.Usage, units int, err error) {
+	r.cpuOf[c.id] = c.of
+	f := r.fig(c.metricSpec, sys)
+	switch {
+	case errors.Is(err, errNotApplicable):
+		f.NA = err.Error()
+		return
+	case err != nil:
+		f.Err = err.Error()
+		return
+	}
+	per := func(d time.Duration) float64 { return float64(d) / float64(c.per) / float64(units) }
+	f.Samples = append(f.Samples, per(u.Total()))
+	f.HostCPUSamples = append(f.HostCPUSamples, per(u.Host))
+	f.ChildCPUSamples = append(f.ChildCPUSamples, per(u.Children))
+	fmt.Fprintf(r.log, "  %-12s %-10s %.4g %s (host %.4g, children %.4g)\n", c.id, sys, per(u.Total()), c.unit, per(u.Host), per(u.Children))
+}
+
 func (r *runner) failed(m metricSpec, sys string) bool {
 	f := r.fig(m, sys)
 	return f.Err != "" || f.NA != ""
 }
 
 // throughput calibrates a count per system (a run of n0 that also warms up),
-// then measures rounds runs of it, interleaved across systems.
-func (r *runner) throughput(ctx context.Context, m metricSpec, sessions []session, n0, nmax int,
+// then measures rounds runs of it, interleaved across systems, and the CPU
+// time of each run per frame, chunk or MiB as the row cpu.
+func (r *runner) throughput(ctx context.Context, m metricSpec, cpu cpuSpec, sessions []session, n0, nmax int,
 	measure func(context.Context, session, int) (float64, error)) {
 	counts := make([]int, len(r.systems))
 	for i, s := range r.systems {
@@ -255,16 +325,20 @@ func (r *runner) throughput(ctx context.Context, m metricSpec, sessions []sessio
 				continue
 			}
 			mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
+			cm, merr := meter(sessions[i])
 			v, err := measure(mctx, sessions[i], counts[i])
+			u, uerr := measured(cm, merr, counts[i], err)
 			cancel()
 			r.record(m, s.name(), v, err)
+			r.recordCPU(cpu, s.name(), u, counts[i], uerr)
 		}
 	}
 }
 
 // calls measures sequential small calls made with call: each round times
-// counts[i] calls one by one and records their p50 as m50 and p99 as m99.
-func (r *runner) calls(ctx context.Context, sessions []session, m50, m99 metricSpec, call func(session, context.Context) error) {
+// counts[i] calls one by one and records their p50 as m50 and p99 as m99,
+// and their CPU time per call as cpu.
+func (r *runner) calls(ctx context.Context, sessions []session, m50, m99 metricSpec, cpu cpuSpec, call func(session, context.Context) error) {
 	const n0 = 200
 	counts := make([]int, len(r.systems))
 	lat := make([]time.Duration, 0, maxCalls)
@@ -299,10 +373,13 @@ func (r *runner) calls(ctx context.Context, sessions []session, m50, m99 metricS
 				continue
 			}
 			mctx, cancel := context.WithTimeout(ctx, r.p.timeout)
+			cm, merr := meter(sessions[i])
 			err := run(mctx, sessions[i], counts[i])
+			u, uerr := measured(cm, merr, counts[i], err)
 			cancel()
 			r.record(m50, s.name(), us(percentile(lat, 0.50)), err)
 			r.record(m99, s.name(), us(percentile(lat, 0.99)), err)
+			r.recordCPU(cpu, s.name(), u, counts[i], uerr)
 		}
 	}
 }

@@ -2,15 +2,20 @@ package compare
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/bench/internal/cpuacct"
 )
 
 // bins are the children, built once by TestMain for the system tests.
@@ -76,7 +81,7 @@ func TestSummarize(t *testing.T) {
 
 // fakeRunner makes a report from fixed figures.
 func fakeReport(figs map[string]map[string]float64) *Report {
-	r := &runner{res: make(map[string]map[string]*Figure)}
+	r := &runner{res: make(map[string]map[string]*Figure), cpuOf: make(map[string]string), log: io.Discard}
 	for _, name := range SystemNames {
 		r.systems = append(r.systems, &skulkSystem{sys: name})
 	}
@@ -85,7 +90,60 @@ func fakeReport(figs map[string]map[string]float64) *Report {
 			r.fig(m, sys).Samples = []float64{v}
 		}
 	}
+	// CPU per frame of the small stream: the host's share in the first
+	// value, the children's in the second, over a million frames.
+	for sys, v := range cpus {
+		u := cpuacct.Usage{Host: time.Duration(v[0] * 1e6), Children: time.Duration(v[1] * 1e6)}
+		r.recordCPU(cSmall, sys, u, 1_000_000, nil)
+	}
+	r.recordCPU(cSmall, "raw", cpuacct.Usage{}, 0, notApplicable("a test's reason"))
 	return r.report(time.Second)
+}
+
+// cpus are fakeReport's CPU per frame, host and children, in ns.
+var cpus = map[string][2]float64{Skulk: {300, 500}, "go-plugin": {1200, 800}}
+
+// TestCPURows: the CPU row of a workload sits under it, says whose work it
+// costs, splits host and children in the JSON and compares the systems
+// as a time (lower is better).
+func TestCPURows(t *testing.T) {
+	rep := fakeReport(map[string]map[string]float64{"small-stream": {Skulk: 300, "go-plugin": 100, "raw": 400}})
+	if len(rep.Metrics) < 2 || rep.Metrics[0].ID != "small-stream" || rep.Metrics[1].ID != "small-stream-cpu" {
+		t.Fatalf("rows %v, want the CPU row right after its workload's", rep.Metrics)
+	}
+	row := rep.Metrics[1]
+	if row.CPUOf != "small-stream" || row.Unit != "ns/frame" || row.HigherBetter {
+		t.Errorf("CPU row: of %q, unit %q, higher better %v", row.CPUOf, row.Unit, row.HigherBetter)
+	}
+	sk, gp := findFig(row, Skulk), findFig(row, "go-plugin")
+	if sk.Median != 800 || sk.HostCPU != 300 || sk.ChildCPU != 500 {
+		t.Errorf("skulk CPU per frame: %v (host %v, children %v), want 800 (300, 500)", sk.Median, sk.HostCPU, sk.ChildCPU)
+	}
+	if gp.SkulkAdvantage != 2.5 {
+		t.Errorf("CPU advantage over go-plugin = %v, want 2.5 (2,000 ns against 800)", gp.SkulkAdvantage)
+	}
+	if f := findFig(row, "raw"); f.NA == "" || len(f.Samples) != 0 {
+		t.Errorf("raw: %+v, want n/a", f)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"cpu_of":"small-stream"`, `"host_cpu":300`, `"child_cpu":500`, `"host_cpu_samples":[300]`} {
+		if !strings.Contains(string(b), s) {
+			t.Errorf("JSON lacks %s", s)
+		}
+	}
+	var tb strings.Builder
+	if err := WriteTable(&tb, rep); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(tb.String(), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "small-frame stream") })
+	if i < 0 || i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "  CPU per frame, host + children") ||
+		!strings.Contains(lines[i+1], "ns/frame") || !strings.Contains(lines[i+1], "800") || !strings.Contains(lines[i+1], "2.50×") {
+		t.Errorf("the table has no CPU row under the small stream's:\n%s", tb.String())
+	}
 }
 
 func TestAdvantageAndTargets(t *testing.T) {
@@ -253,13 +311,25 @@ func TestRunQuickSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Metrics) != 5 {
-		t.Fatalf("got %d metrics, want 5 (call p50, p99, unary p50, p99, crash)", len(rep.Metrics))
+	if len(rep.Metrics) != 7 {
+		t.Fatalf("got %d metrics, want 7 (call p50, p99, CPU, unary p50, p99, CPU, crash)", len(rep.Metrics))
 	}
 	for _, m := range rep.Metrics {
 		for _, f := range m.Figures {
 			if f.Err != "" || len(f.Samples) == 0 || f.Median <= 0 {
 				t.Errorf("%s/%s: no Figure (%s)", m.ID, f.System, f.Err)
+			}
+			if m.CPUOf == "" {
+				continue
+			}
+			// The host's CPU is read to the microsecond; the child's to
+			// the 10 ms tick, so one round of cheap calls may read none.
+			var child float64
+			for _, c := range f.ChildCPUSamples {
+				child += c
+			}
+			if f.HostCPU <= 0 || len(f.HostCPUSamples) != len(f.Samples) || (f.System == Skulk && child <= 0) {
+				t.Errorf("%s/%s: host CPU %v, children's %v over the rounds", m.ID, f.System, f.HostCPUSamples, f.ChildCPUSamples)
 			}
 		}
 	}

@@ -45,6 +45,15 @@ type Figure struct {
 	NA string `json:"na,omitempty"`
 	// Err is the error that stopped the system's measurement.
 	Err string `json:"error,omitempty"`
+	// HostCPU and ChildCPU split a CPU row's figures: the medians over
+	// the rounds of this process's and of the children's CPU time per
+	// unit of work (Median is the median of their sums, so it need not
+	// be their sum); their samples are the rounds' values. Zero on the
+	// other rows.
+	HostCPU         float64   `json:"host_cpu,omitempty"`
+	ChildCPU        float64   `json:"child_cpu,omitempty"`
+	HostCPUSamples  []float64 `json:"host_cpu_samples,omitempty"`
+	ChildCPUSamples []float64 `json:"child_cpu_samples,omitempty"`
 }
 
 // Metric is one row of the report.
@@ -57,6 +66,10 @@ type Metric struct {
 	Unit string `json:"unit"`
 	// HigherBetter is true for rates, false for times.
 	HigherBetter bool `json:"higher_is_better"`
+	// CPUOf, on a row of CPU time per unit of work, is the ID of the row
+	// whose work it measured ("small-stream" for "small-stream-cpu"); ""
+	// on the other rows.
+	CPUOf string `json:"cpu_of,omitempty"`
 	// Figures are the systems' results, in column order.
 	Figures []*Figure `json:"figures"`
 }
@@ -125,6 +138,9 @@ func summarize(f *Figure) {
 	if f.Median != 0 {
 		f.SpreadPct = 100 * (f.Max - f.Min) / f.Median
 	}
+	if len(f.HostCPUSamples) > 0 {
+		f.HostCPU, f.ChildCPU = median(f.HostCPUSamples), median(f.ChildCPUSamples)
+	}
 }
 
 func (r *runner) report(took time.Duration) *Report {
@@ -133,7 +149,7 @@ func (r *runner) report(took time.Duration) *Report {
 		rep.Mode = "quick"
 	}
 	for _, m := range r.order {
-		row := Metric{ID: m.id, Title: m.title, Unit: m.unit, HigherBetter: m.higherBetter}
+		row := Metric{ID: m.id, Title: m.title, Unit: m.unit, HigherBetter: m.higherBetter, CPUOf: r.cpuOf[m.id]}
 		var sk *Figure
 		for _, s := range r.systems {
 			f := r.fig(m, s.name())
@@ -168,6 +184,7 @@ func (r *runner) report(took time.Duration) *Report {
 var notes = []string{
 	"Advantage columns: how many times better Skulk's median is (a rate over the other's rate, or the other's time over Skulk's time); above 1 Skulk is better.",
 	"Medians over rounds, interleaved across systems; ± is (max-min)/median over the rounds.",
+	"CPU rows (indented, under the workload they cost): user+system CPU time of the host (this process, getrusage RUSAGE_SELF) and of the system's live children (/proc/PID/stat utime+stime, to the 10 ms clock tick) over each measured round, per frame, MiB or call of that round; the JSON splits it into host_cpu and child_cpu. The host figure holds all of this process, so the other systems' idle sessions (health pings, keepalives) count in it too.",
 	"go-plugin: hand-written grpc.ServiceDesc with a raw-bytes codec (no protoc); message-size limits raised to 16 MiB on both sides (no workload needs more than gRPC's 4 MiB default); gRPC's default window sizes; health ping is the grpc.health.v1 Check go-plugin's GRPCClient.Ping makes, on the same connection, with a deadline.",
 	"mcp: go-sdk CommandTransport (stdio pipes); stream = progress notifications of a 64-character message; media = one tools/call per 1 MiB returning an embedded-resource blob (base64 in JSON); echo = 8 pipelined echo calls (MCP has no client→server stream); calls = tools/call echo of 64 characters.",
 	"raw: length-prefixed 64-byte messages, one write syscall each; media = 1 MiB writes read with io.CopyBuffer; echo = 64-byte messages written one write each while the echoes are read; calls = one 64-byte ping-pong; crash = SIGKILL to read EOF.",
@@ -271,13 +288,28 @@ func WriteTable(w io.Writer, rep *Report) error {
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
 	var problems []string
 	for _, m := range rep.Metrics {
-		cells := []string{m.Title, m.Unit}
+		title := m.Title
+		if m.CPUOf != "" {
+			title = "  " + title // under the row whose work it costs
+		}
+		cells := []string{title, m.Unit}
 		var adv []string
 		for _, s := range systems {
 			f := findFig(m, s)
+			// A CPU row's failures are its workload's, listed once under it.
+			listed := m.CPUOf != "" && f != nil && (f.NA != "" || f.Err != "")
+			if listed {
+				if of := figOf(rep, m.CPUOf, s); of == nil || (of.NA == "" && of.Err == "") {
+					listed = false
+				}
+			}
 			switch {
 			case f == nil:
 				cells = append(cells, "-")
+			case listed && f.NA != "":
+				cells = append(cells, "n/a")
+			case listed && len(f.Samples) == 0:
+				cells = append(cells, "error")
 			case f.NA != "":
 				cells = append(cells, "n/a")
 				problems = append(problems, fmt.Sprintf("%s, %s: %s", m.ID, s, f.NA))

@@ -33,7 +33,7 @@ type SweepOptions struct {
 }
 
 // SweepIDs are the sweeps in run order: what SweepOptions.Sweeps names.
-var SweepIDs = []string{"concurrency", "frame-size", "pool", "long-call", "journal"}
+var SweepIDs = []string{"calls", "concurrency", "frame-size", "pool", "long-call", "journal"}
 
 // sweepSystems are the systems the sweeps compare, in series order.
 var sweepSystems = []string{Skulk, "go-plugin", "mcp", "raw"}
@@ -54,6 +54,7 @@ type sweepPlan struct {
 	longSamples   int // checkpoints of the long call
 	journalEvents int
 	timeout       time.Duration // bound of one point
+	calls         plan          // the calls sweep: the compare run's calls and unary workloads
 }
 
 func (o *SweepOptions) sweepPlan() sweepPlan {
@@ -67,12 +68,14 @@ func (o *SweepOptions) sweepPlan() sweepPlan {
 		pools:       []int{1, 2, 4, 8, 16}, poolCallers: 16,
 		longFrames: 10_000_000, longMCPFrames: 200_000, longSamples: 10,
 		journalEvents: 1_000_000, timeout: 120 * time.Second,
+		calls: plan{rounds: 5, target: 500 * time.Millisecond, timeout: 60 * time.Second},
 	}
 	if o.Quick {
 		p.concRounds, p.rounds, p.window, p.target, p.idle = 1, 1, 150*time.Millisecond, 100*time.Millisecond, 150*time.Millisecond
 		p.concurrency, p.sizes, p.pools = []int{1, 64, 512}, []int{64, 64 << 10, 1 << 20}, []int{1, 4}
 		p.longFrames, p.longMCPFrames, p.longSamples, p.journalEvents = 200_000, 5_000, 5, 20_000
 		p.timeout = 30 * time.Second
+		p.calls = plan{rounds: 3, target: 150 * time.Millisecond, timeout: 30 * time.Second}
 	}
 	return p
 }
@@ -303,7 +306,7 @@ func RunSweeps(ctx context.Context, o SweepOptions) (*SweepReport, error) {
 		rep.Mode = "quick"
 	}
 	runs := map[string]func(context.Context) (Sweep, error){
-		"concurrency": sw.concurrency, "frame-size": sw.frameSize, "pool": sw.pool,
+		"calls": sw.calls, "concurrency": sw.concurrency, "frame-size": sw.frameSize, "pool": sw.pool,
 		"long-call": sw.longCall, "journal": sw.journal,
 	}
 	for _, id := range SweepIDs {
@@ -341,6 +344,7 @@ type sweeper struct {
 // sweepNotes explain how each sweep drove each system; they go with every
 // record.
 var sweepNotes = []string{
+	"calls: the compare run's calls and unary workloads (Run with -workloads calls,unary), every system interleaved round by round after a calibration run that warms it up; each round times sequential small calls one after another and records their p50 and p99. skulk: echo of one 64-byte chunk sent with the invoke, and the reply tool for unary; go-plugin: a unary gRPC call; mcp: tools/call echo; raw: a 64-byte ping-pong (its unary row repeats it). One point, the 64-byte payload: the record's table of the call targets.",
 	"CPU: user+system time of the host (this process, getrusage RUSAGE_SELF) and of the live children (/proc/PID/stat utime+stime, read before they are stopped), over the measured window; per frame, per MiB or per call of that window.",
 	"Host memory: in the concurrency sweep, the live heap and goroutine stacks after a GC (runtime.MemStats HeapAlloc+StackInuse) with every stream open, less the same reading with the session idle; in the long call, HeapInuse+StackInuse at each checkpoint, without a GC. The host process is shared by every system, so its RSS says little per system. Child memory: VmRSS of the children.",
 	"concurrency: N streams of 64-byte frames child→host at once, each read by its own goroutine (skulk: count calls, one stream connection each; go-plugin: N gRPC server streams on go-plugin's one connection; mcp: N concurrent tools/call each sending progress notifications), measured over a window once every stream has delivered a frame; meanwhile one goroutine makes sequential small calls (the compare run's call workload) and their p50/p99 are the probe latency. A fresh child per point.",

@@ -2,6 +2,10 @@ package compare
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +20,7 @@ var tinyPlan = sweepPlan{
 	concRounds: 1, rounds: 1, window: 50 * time.Millisecond, target: 20 * time.Millisecond, idle: 50 * time.Millisecond,
 	concurrency: []int{1, 8}, sizes: []int{64, 64 << 10}, pools: []int{1, 2}, poolCallers: 4,
 	longFrames: 4000, longMCPFrames: 400, longSamples: 4, journalEvents: 1000, timeout: 60 * time.Second,
+	calls: plan{rounds: 1, target: 20 * time.Millisecond, timeout: 60 * time.Second},
 }
 
 // TestSweepsEveryPoint runs every sweep against every system with tiny
@@ -32,41 +37,7 @@ func TestSweepsEveryPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
-	for _, sw := range rep.Sweeps {
-		ids = append(ids, sw.ID)
-		if len(sw.Points) == 0 || len(sw.Curves) == 0 {
-			t.Errorf("%s: %d points, %d curves", sw.ID, len(sw.Points), len(sw.Curves))
-		}
-		for _, cv := range sw.Curves {
-			var systems []string
-			for _, se := range cv.Series {
-				systems = append(systems, se.System)
-				if len(se.Values) != len(sw.Points) {
-					t.Errorf("%s/%s/%s: %d values for %d points", sw.ID, cv.ID, se.System, len(se.Values), len(sw.Points))
-					continue
-				}
-				for i, v := range se.Values {
-					switch {
-					case v.X != sw.Points[i]:
-						t.Errorf("%s/%s/%s: value %d is at %v, want %v", sw.ID, cv.ID, se.System, i, v.X, sw.Points[i])
-					case v.Err != "":
-						t.Errorf("%s/%s/%s at %v: %s", sw.ID, cv.ID, se.System, v.X, v.Err)
-					case v.NA == "" && !v.Measured():
-						t.Errorf("%s/%s/%s at %v: neither measured nor n/a", sw.ID, cv.ID, se.System, v.X)
-					case v.NA != "" && se.System == Skulk:
-						t.Errorf("%s/%s/skulk at %v: n/a (%s)", sw.ID, cv.ID, v.X, v.NA)
-					}
-				}
-			}
-			if !slices.Equal(systems, sweepSystems) {
-				t.Errorf("%s/%s: series %v, want %v", sw.ID, cv.ID, systems, sweepSystems)
-			}
-		}
-	}
-	if !slices.Equal(ids, SweepIDs) {
-		t.Errorf("sweeps %v, want %v", ids, SweepIDs)
-	}
+	checkPoints(t, rep)
 	// What a peer cannot do is said, with a reason.
 	for _, c := range []struct{ sweep, curve, system string }{
 		{"concurrency", "frames", "raw"}, {"journal", "keep-rate", "go-plugin"}, {"pool", "calls", "raw"},
@@ -79,7 +50,18 @@ func TestSweepsEveryPoint(t *testing.T) {
 	if v := valueOf(t, rep, "journal", "keep-rate", Skulk, 0); v.Y <= 0 {
 		t.Errorf("journal keep rate = %v", v.Y)
 	}
-
+	// The call targets are ratios of the run's own calls sweep.
+	for _, text := range []string{
+		"sequential small call p50 within 1.5× the raw ping-pong round trip",
+		"sequential unary call p50 within 1.5× the raw ping-pong round trip",
+	} {
+		i := slices.IndexFunc(rep.Targets, func(tg Target) bool { return tg.Text == text })
+		if i < 0 {
+			t.Errorf("target %q not checked", text)
+		} else if tg := rep.Targets[i]; tg.Got <= 0 || strings.HasPrefix(tg.Status, "not measured") {
+			t.Errorf("target %q: got %v, %s", text, tg.Got, tg.Status)
+		}
+	}
 }
 
 func valueOf(t *testing.T, rep *SweepReport, sweep, curve, system string, i int) Value {
@@ -99,43 +81,168 @@ func valueOf(t *testing.T, rep *SweepReport, sweep, curve, system string, i int)
 	return Value{}
 }
 
-// TestSkulkAccountingCountsBoth measures a real Skulk stream with the
-// sweeps' accounting and checks the CPU shows up in both processes: the
-// host reading the frames and the child writing them.
-func TestSkulkAccountingCountsBoth(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ss, err := (&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: t.TempDir()}).start(ctx)
+// checkPoints fails t for every sweep of SweepIDs rep lacks, and for every
+// point of every series of every curve that is not measured or not
+// applicable with a reason (failed, or missing), naming the sweep, curve,
+// system and point. Skulk is never not applicable.
+func checkPoints(t *testing.T, rep *SweepReport) {
+	t.Helper()
+	var ids []string
+	for _, sw := range rep.Sweeps {
+		ids = append(ids, sw.ID)
+		if len(sw.Points) == 0 || len(sw.Curves) == 0 {
+			t.Errorf("%s: %d points, %d curves", sw.ID, len(sw.Points), len(sw.Curves))
+		}
+		for _, cv := range sw.Curves {
+			var systems []string
+			for _, se := range cv.Series {
+				systems = append(systems, se.System)
+				if len(se.Values) != len(sw.Points) {
+					t.Errorf("%s/%s/%s: %d values for %d points", sw.ID, cv.ID, se.System, len(se.Values), len(sw.Points))
+					continue
+				}
+				for i, v := range se.Values {
+					switch {
+					case v.X != sw.Points[i]:
+						t.Errorf("%s/%s/%s: value %d is at %v, want %v", sw.ID, cv.ID, se.System, i, v.X, sw.Points[i])
+					case v.Err != "":
+						t.Errorf("%s/%s/%s at %v: failed: %s", sw.ID, cv.ID, se.System, v.X, short(v.Err))
+					case v.NA == "" && !v.Measured():
+						t.Errorf("%s/%s/%s at %v: neither measured nor n/a", sw.ID, cv.ID, se.System, v.X)
+					case v.NA != "" && se.System == Skulk:
+						t.Errorf("%s/%s/skulk at %v: n/a (%s)", sw.ID, cv.ID, v.X, v.NA)
+					case v.NA != "" && len(strings.TrimSpace(strings.TrimPrefix(v.NA, "n/a:"))) == 0:
+						t.Errorf("%s/%s/%s at %v: n/a with no reason", sw.ID, cv.ID, se.System, v.X)
+					}
+				}
+			}
+			if !slices.Equal(systems, sweepSystems) {
+				t.Errorf("%s/%s: series %v, want %v", sw.ID, cv.ID, systems, sweepSystems)
+			}
+		}
+	}
+	for _, id := range SweepIDs {
+		if !slices.Contains(ids, id) {
+			t.Errorf("no sweep %s (sweeps %v)", id, ids)
+		}
+	}
+	if !slices.Equal(ids, SweepIDs) && len(ids) == len(SweepIDs) {
+		t.Errorf("sweeps %v, want %v", ids, SweepIDs)
+	}
+}
+
+// short cuts an error of a record (which may join thousands of streams'
+// errors) to a line.
+func short(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// recordFile is the committed record of a full sweeps run, the one the
+// charts in docs/perf are drawn from.
+const recordFile = "../../../docs/perf/sweeps.json"
+
+// TestRecordEveryPoint checks the committed record as TestSweepsEveryPoint
+// checks a fresh run: every sweep this package runs is in it, and every
+// point of every curve is measured or not applicable with a reason, never
+// failed, so that no chart drawn from it has a silent gap.
+func TestRecordEveryPoint(t *testing.T) {
+	b, err := os.ReadFile(recordFile)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("no record at %s: cd bench && go run ./cmd/compare -sweeps -o ../docs/perf/sweeps.json", recordFile)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ss.close()
-	pids := ss.pids()
-	if len(pids) != 1 {
-		t.Fatalf("pids = %v", pids)
+	var rep SweepReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%s: %v", recordFile, err)
 	}
-	m, err := cpuacct.Start(pids...)
-	if err != nil {
-		t.Fatal(err)
+	if rep.Mode != "full" {
+		t.Errorf("%s: a %q run, want the full run", recordFile, rep.Mode)
 	}
-	// Enough frames for several clock ticks of CPU in each process, even
-	// on a fast machine: a frame costs each side well over 50 ns.
-	for u := (cpuacct.Usage{}); u.Host < 100*time.Millisecond || u.Children < 100*time.Millisecond; {
-		if err := ss.smallStream(ctx, 200_000); err != nil {
-			t.Fatal(err)
-		}
-		if u, err = m.Stop(); err != nil {
-			t.Fatal(err)
-		}
-		if u.Wall > 30*time.Second {
-			t.Fatalf("after %v: host %v, child %v of CPU", u.Wall, u.Host, u.Children)
-		}
+	checkPoints(t, &rep)
+}
+
+// TestAccountingCountsBoth measures a real stream of each system with a
+// child the sweeps meter, with the sweeps' accounting, and checks the CPU
+// shows up in both processes: the host reading the frames and the child
+// writing them.
+func TestAccountingCountsBoth(t *testing.T) {
+	for _, c := range []struct {
+		s     system
+		batch int // frames of one stream: several clock ticks of CPU in the child
+	}{
+		{&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: t.TempDir()}, 200_000},
+		{&grpcSystem{bin: bins.GoPlugin, dir: t.TempDir()}, 200_000},
+		{&mcpSystem{bin: bins.MCP}, 20_000},
+		{&rawSystem{bin: bins.Raw, dir: t.TempDir()}, 1_000_000},
+	} {
+		t.Run(c.s.name(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			sess, err := c.s.open(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := sess.close(); err != nil {
+					t.Errorf("close: %v", err)
+				}
+			}()
+			pids := sess.(streamerOrRaw).pids()
+			if len(pids) != 1 || pids[0] <= 0 || pids[0] == os.Getpid() {
+				t.Fatalf("pids = %v", pids)
+			}
+			m, err := cpuacct.Start(pids...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Until each process has used several clock ticks (10 ms) of CPU:
+			// a frame costs each side well over 50 ns.
+			for u := (cpuacct.Usage{}); u.Host < 100*time.Millisecond || u.Children < 100*time.Millisecond; {
+				if err := sess.smallStream(ctx, c.batch); err != nil {
+					t.Fatal(err)
+				}
+				if u, err = m.Stop(); err != nil {
+					t.Fatal(err)
+				}
+				if u.Wall > 40*time.Second {
+					t.Fatalf("after %v: host %v, child %v of CPU", u.Wall, u.Host, u.Children)
+				}
+			}
+		})
+	}
+}
+
+// TestStreamErrs: a point whose thousands of streams fail alike records
+// one line that says how many, and keeps the first error for errors.Is.
+func TestStreamErrs(t *testing.T) {
+	if err := streamErrs(make([]error, 3)); err != nil {
+		t.Errorf("no failure: %v", err)
+	}
+	errs := make([]error, 4096)
+	for i := 5; i < 4096; i += 2 {
+		errs[i] = fmt.Errorf("stream %d: %w", i, context.DeadlineExceeded)
+	}
+	err := streamErrs(errs)
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "2046 of 4096 streams failed, the first: stream 5: context deadline exceeded" {
+		t.Errorf("streamErrs = %v", err)
 	}
 }
 
 func TestSweepTargets(t *testing.T) {
 	m := func(y float64) Value { return Value{Y: y, Samples: []float64{y}} }
 	rep := &SweepReport{Sweeps: []Sweep{
+		{ID: "calls", Points: []float64{payloadSize}, Curves: []Curve{
+			{ID: "call-p50", Series: []Series{{System: Skulk, Values: []Value{m(60)}}, {System: "raw", Values: []Value{m(30)}}}},
+			{ID: "unary-p50", Series: []Series{{System: Skulk, Values: []Value{m(40)}}, {System: "raw", Values: []Value{m(30)}}}},
+		}},
 		{ID: "frame-size", Points: []float64{1 << 20}, Curves: []Curve{
 			{ID: "throughput", Series: []Series{{System: Skulk, Values: []Value{m(950)}}, {System: "raw", Values: []Value{m(1000)}}}},
 			{ID: "cpu-per-mib", Series: []Series{{System: Skulk, Values: []Value{m(3)}}, {System: "raw", Values: []Value{m(2)}}}},
@@ -161,6 +268,8 @@ func TestSweepTargets(t *testing.T) {
 		met    bool
 		status string
 	}{
+		"sequential small call p50 within 1.5× the raw ping-pong round trip":             {false, "MISSED: 2 against ≤ 1.5, 1.33× over"},
+		"sequential unary call p50 within 1.5× the raw ping-pong round trip":             {true, "met: 1.33 (target ≤ 1.5)"},
 		"1 MiB media ≥ 90% of raw socket bandwidth":                                      {true, "met: 0.95"},
 		"1 MiB media CPU per MiB within 1.2× raw's":                                      {false, "MISSED: 1.5 against ≤ 1.2, 1.25× over"},
 		"small-frame stream ≥ 3× go-plugin's gRPC stream (one stream of 64-byte frames)": {true, "met: 3"},

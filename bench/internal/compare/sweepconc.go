@@ -100,7 +100,7 @@ func (sw *sweeper) concurrencyPoint(ctx context.Context, rec *sweepRec, s system
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	stopAll := func() error { stop(); wg.Wait(); return errors.Join(errs...) }
+	stopAll := func() error { stop(); wg.Wait(); return streamErrs(errs) }
 	// Every stream asked for first, then every one read at once.
 	reads := make([]func(func()) error, n)
 	topen := time.Now()
@@ -185,4 +185,24 @@ func (sw *sweeper) concurrencyPoint(ctx context.Context, rec *sweepRec, s system
 		"concurrency", name, n, float64(frames)/u.Wall.Seconds(), float64(u.Total().Nanoseconds())/float64(frames),
 		us(percentile(lat, 0.5)), len(lat), float64(mem1-mem0)/float64(n)/1024)
 	return nil
+}
+
+// streamErrs sums up the errors of a point's streams: nil when none
+// failed, else how many failed and the first one's error (thousands of
+// streams fail alike when the child does).
+func streamErrs(errs []error) error {
+	var first error
+	failed := 0
+	for _, err := range errs {
+		if err != nil && first == nil {
+			first = err
+		}
+		if err != nil {
+			failed++
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d streams failed, the first: %w", failed, len(errs), first)
 }

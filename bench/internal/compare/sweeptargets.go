@@ -80,6 +80,10 @@ func sweepTargets(rep *SweepReport) []Target {
 		out = append(out, t)
 	}
 	const mib = 1 << 20
+	ratio("sequential small call p50 within 1.5× the raw ping-pong round trip",
+		at{"calls", mCall50.id, Skulk, payloadSize}, at{"calls", mCall50.id, "raw", payloadSize}, 1.5, true)
+	ratio("sequential unary call p50 within 1.5× the raw ping-pong round trip",
+		at{"calls", mUnary50.id, Skulk, payloadSize}, at{"calls", mUnary50.id, "raw", payloadSize}, 1.5, true)
 	ratio("1 MiB media ≥ 90% of raw socket bandwidth",
 		at{"frame-size", "throughput", Skulk, mib}, at{"frame-size", "throughput", "raw", mib}, 0.9, false)
 	ratio("1 MiB media CPU per MiB within 1.2× raw's",
