@@ -201,6 +201,7 @@ func runTestServer() {
 		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, pidResult, error) {
 			return nil, pidResult{PID: os.Getpid(), PPID: os.Getppid()}, nil
 		})
+	addLossTools(s)
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "test server:", err)
 		os.Exit(1)

@@ -47,3 +47,21 @@ func TestMCPTool(t *testing.T) {
 		t.Errorf("an array arguments schema: %v, want an error naming the field, not quoting its value", err)
 	}
 }
+
+// _meta keys under a prefix MCP reserves (a label "modelcontextprotocol"
+// or "mcp") are the protocol's, not a server's data, and no loss.
+func TestOwnMeta(t *testing.T) {
+	for _, k := range []string{"io.modelcontextprotocol/serverInfo", "modelcontextprotocol.io/x", "mcp.dev/x", "tools.mcp.com/x"} {
+		if ownMeta(map[string]any{k: 1}) {
+			t.Errorf("%s counted as the server's own", k)
+		}
+	}
+	for _, k := range []string{"example.com/note", "note", "mcpx.dev/x"} {
+		if !ownMeta(map[string]any{"io.modelcontextprotocol/serverInfo": 1, k: 1}) {
+			t.Errorf("%s not counted as the server's own", k)
+		}
+	}
+	if ownMeta(nil) {
+		t.Error("a nil _meta counted")
+	}
+}

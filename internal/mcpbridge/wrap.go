@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +95,10 @@ type wrappedCall struct {
 	// stream is the result's; a notification from then on is dropped.
 	ended  bool
 	failed error // the first Send error
+	// progressMeta: a notification sent as a chunk had a _meta of the
+	// server's own, which the chunk has no field for. Written under mu
+	// before ended, read by the handler after end.
+	progressMeta bool
 }
 
 // end marks the call ended and returns the first error of sending its
@@ -128,6 +133,12 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation: Skulk has nothing to answer them with
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			w.logger.Info("mcp server log", "level", string(req.Params.Level), "logger", req.Params.Logger, "data", req.Params.Data)
+		},
+		// Setting it also subscribes to the notification (subscriptions/listen)
+		// from protocol version 2026-07-28 on, where a server sends it only
+		// to subscribers.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			w.logger.Warn(msgToolsChanged)
 		},
 	})
 	t := &progressTransport{inner: &mcp.CommandTransport{Command: w.cmd, TerminateDuration: terminateGrace}, w: w}
@@ -165,6 +176,69 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 	}
 	go w.watch() // stopped by the session ending: the server exits, or Close
 	return w, nil
+}
+
+// Messages of the wrapper's log lines that say what Skulk could not carry
+// (docs/mcp.md, "What cannot be mapped, and how it shows"). They name
+// fields, never their values.
+const (
+	// msgToolLoss, once per tool at start, with attributes tool and fields.
+	msgToolLoss = "MCP tool fields not carried by Skulk"
+	// msgResultLoss, once per call, with attributes call_id, tool and
+	// fields.
+	msgResultLoss = "MCP result fields not carried by Skulk"
+	// msgToolsChanged, on each notifications/tools/list_changed.
+	msgToolsChanged = "the MCP server's tool list changed; Skulk lists its tools once, at start: the change shows after the child restarts"
+)
+
+// lostFields names, in the order first met, the fields of an MCP tool or
+// result that Skulk has no place for. It holds names only, never values;
+// its length is bounded by the fixed set of names the wrapper adds (at
+// most 8).
+type lostFields []string
+
+func (l *lostFields) add(field string) {
+	if !slices.Contains(*l, field) {
+		*l = append(*l, field)
+	}
+}
+
+// content adds what a content's annotations and _meta lose.
+func (l *lostFields) content(a *mcp.Annotations, m mcp.Meta) {
+	if a != nil {
+		l.add("content.annotations")
+	}
+	if ownMeta(m) {
+		l.add("content._meta")
+	}
+}
+
+func (l lostFields) String() string { return strings.Join(l, ",") }
+
+// ownMeta reports whether m has a key that is the server's own. MCP
+// reserves the _meta prefixes with a label "modelcontextprotocol" or "mcp"
+// (such as the SDK's io.modelcontextprotocol/serverInfo on every result):
+// they carry the protocol, not the server's data, and are not counted.
+func ownMeta(m mcp.Meta) bool {
+	for k := range m {
+		if !reservedMetaKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func reservedMetaKey(k string) bool {
+	prefix, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return false
+	}
+	for label := range strings.SplitSeq(prefix, ".") {
+		if label == "modelcontextprotocol" || label == "mcp" {
+			return true
+		}
+	}
+	return false
 }
 
 // logLevel is the level the wrapper asks a server that declares logging
@@ -258,7 +332,8 @@ func (w *Wrapper) Close() error {
 }
 
 // skulkTools describes the MCP tools as Skulk tools. A tool Skulk cannot
-// name is left out, and the log says so.
+// name is left out, and the log says so; so does it, once per tool, when a
+// tool has fields a Skulk tool has no place for (msgToolLoss).
 func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
 	var out []child.Tool
 	for _, t := range tools {
@@ -266,17 +341,37 @@ func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
 			w.logger.Warn("MCP tool left out: its name is not a valid Skulk tool id (1 to 128 characters of UTF-8)", "length", len(t.Name))
 			continue
 		}
+		var lost lostFields
 		desc := t.Description
-		if desc == "" && t.Title != "" {
+		switch {
+		case desc == "":
 			desc = t.Title
+		case t.Title != "":
+			lost.add("title")
 		}
 		ct := child.Tool{
 			ID:              t.Name,
 			Description:     desc,
 			ArgumentsSchema: schemaOf(t.InputSchema),
 		}
-		if rs := schemaOf(t.OutputSchema); rs != nil && rs["type"] == "object" {
+		switch rs := schemaOf(t.OutputSchema); {
+		case rs == nil:
+		case rs["type"] == "object":
 			ct.ResultSchema = rs
+		default:
+			lost.add("outputSchema") // a result_schema is an object's
+		}
+		if t.Annotations != nil {
+			lost.add("annotations")
+		}
+		if len(t.Icons) > 0 {
+			lost.add("icons")
+		}
+		if ownMeta(t.Meta) {
+			lost.add("_meta")
+		}
+		if len(lost) > 0 {
+			w.logger.Warn(msgToolLoss, "tool", t.Name, "fields", lost.String())
 		}
 		ct.Handler = w.handler(t.Name, ct.ResultSchema != nil)
 		out = append(out, ct)
@@ -352,20 +447,30 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 		if err := wc.end(); err != nil {
 			return nil, err
 		}
-		return w.resultFrames(s, res, objectResult)
+		var lost lostFields
+		if wc.progressMeta {
+			lost.add("progress._meta")
+		}
+		result, err := w.resultFrames(s, res, objectResult, &lost)
+		if len(lost) > 0 {
+			w.logger.Warn(msgResultLoss, "call_id", s.CallID(), "tool", name, "fields", lost.String())
+		}
+		return result, err
 	}
 }
 
 // resultFrames sends the result's content as chunks and returns its
-// structured content as the completed payload, or its error.
-func (w *Wrapper) resultFrames(s *child.Stream, res *mcp.CallToolResult, objectResult bool) (frame.Payload, error) {
+// structured content as the completed payload, or its error. It adds to
+// lost what the result has that no chunk or terminal carries.
+func (w *Wrapper) resultFrames(s *child.Stream, res *mcp.CallToolResult, objectResult bool, lost *lostFields) (frame.Payload, error) {
 	var errText []string
 	for _, c := range res.Content {
 		if t, ok := c.(*mcp.TextContent); ok && res.IsError {
+			lost.content(t.Annotations, t.Meta)
 			errText = append(errText, t.Text)
 			continue
 		}
-		payload, media, err := contentFrame(c)
+		payload, media, err := contentFrame(c, lost)
 		if err != nil {
 			return nil, err
 		}
@@ -373,7 +478,13 @@ func (w *Wrapper) resultFrames(s *child.Stream, res *mcp.CallToolResult, objectR
 			return nil, err
 		}
 	}
+	if ownMeta(res.Meta) {
+		lost.add("_meta")
+	}
 	if res.IsError {
+		if res.StructuredContent != nil {
+			lost.add("structuredContent") // a failed terminal has no payload
+		}
 		msg := strings.Join(errText, "\n")
 		if msg == "" {
 			msg = "the MCP tool reported an error"
@@ -395,21 +506,29 @@ func (w *Wrapper) resultFrames(s *child.Stream, res *mcp.CallToolResult, objectR
 // contentFrame maps one MCP content to a chunk: text as {"text"}, image
 // and audio as inline media, an embedded resource as media or text with
 // its uri, a resource link as {"resource_link"} (not fetched), anything
-// else as {"content": its JSON}.
-func contentFrame(c mcp.Content) (frame.Payload, frame.Media, error) {
+// else as {"content": its JSON}. It adds to lost the fields the chunk has
+// no place for (annotations, _meta, icons).
+func contentFrame(c mcp.Content, lost *lostFields) (frame.Payload, frame.Media, error) {
 	switch c := c.(type) {
 	case *mcp.TextContent:
+		lost.content(c.Annotations, c.Meta)
 		p, err := frame.PayloadOf(map[string]any{"text": c.Text})
 		return p, nil, err
 	case *mcp.ImageContent:
+		lost.content(c.Annotations, c.Meta)
 		return nil, &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}, nil
 	case *mcp.AudioContent:
+		lost.content(c.Annotations, c.Meta)
 		return nil, &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}, nil
 	case *mcp.EmbeddedResource:
 		if c.Resource == nil {
 			return nil, nil, errors.New("the MCP tool's embedded resource has no contents")
 		}
+		lost.content(c.Annotations, c.Meta)
 		r := c.Resource
+		if ownMeta(r.Meta) {
+			lost.add("content.resource._meta")
+		}
 		if r.Blob != nil {
 			p, err := frame.PayloadOf(map[string]any{"uri": r.URI})
 			return p, &frame.InlineMedia{Data: r.Blob, MediaType: mediaTypeOr(r.MIMEType)}, err
@@ -417,9 +536,15 @@ func contentFrame(c mcp.Content) (frame.Payload, frame.Media, error) {
 		p, err := frame.PayloadOf(map[string]any{"text": r.Text, "uri": r.URI, "mime_type": r.MIMEType})
 		return p, nil, err
 	case *mcp.ResourceLink:
+		lost.content(c.Annotations, c.Meta)
+		if len(c.Icons) > 0 {
+			lost.add("content.icons")
+		}
 		link := map[string]any{"uri": c.URI, "name": c.Name}
-		if c.MIMEType != "" {
-			link["mime_type"] = c.MIMEType
+		for k, v := range map[string]string{"title": c.Title, "description": c.Description, "mime_type": c.MIMEType} {
+			if v != "" {
+				link[k] = v
+			}
 		}
 		if c.Size != nil {
 			link["size"] = *c.Size
@@ -490,6 +615,9 @@ func (w *Wrapper) deliverProgress(params json.RawMessage) bool {
 	}
 	if wc.failed != nil {
 		return true
+	}
+	if ownMeta(p.Meta) {
+		wc.progressMeta = true
 	}
 	if err == nil {
 		err = wc.s.Send(payload, nil)
