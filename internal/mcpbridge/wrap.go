@@ -58,8 +58,9 @@ type WrapOptions struct {
 	// a host: the host's log and the stderr tail of a call that fails
 	// because the child died).
 	Stderr io.Writer
-	// Logger receives the wrapper's own events and the MCP server's log
-	// notifications; nil means discard.
+	// Logger receives the wrapper's own events, its warnings of what
+	// Skulk cannot carry (fields of tools and results, a changed tool
+	// list), and the MCP server's log notifications; nil means discard.
 	Logger *slog.Logger
 }
 
@@ -194,7 +195,7 @@ const (
 // lostFields names, in the order first met, the fields of an MCP tool or
 // result that Skulk has no place for. It holds names only, never values;
 // its length is bounded by the fixed set of names the wrapper adds (at
-// most 8).
+// most 7).
 type lostFields []string
 
 func (l *lostFields) add(field string) {
