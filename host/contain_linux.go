@@ -148,15 +148,18 @@ func releaseSubreaper() {
 //	"+ PID:START"  a process of the host's children (START is its start
 //	               time from /proc/PID/stat)
 //	"- PID:START"  that process is gone: forget it
-//	"d+ INODE"     a child's end of a pipe or socket ("pipe:[N]",
-//	               "socket:[N]", as /proc/PID/fd shows them)
-//	"d- INODE"     its child is gone: forget it
+//	"d+ LINK=START" a child's end of a pipe or socket (LINK as
+//	               /proc/PID/fd shows it: "pipe:[N]", "socket:[N]"), and
+//	               that child's start time
+//	"d- LINK=START" its child is gone: forget it
 //
 // It then finds every process it was told of that still runs with that
 // start time, every process in a group or session such a process leads or
 // led, every process holding one of the pipes or sockets it was told of
 // (the host that held their other ends is gone, so every holder came from
-// a child), and all their descendants: the rules of lineage. It remembers
+// a child; only one that started no earlier than that child, so that a
+// process that was running before it, given one of its descriptors, is
+// never taken), and all their descendants: the rules of lineage. It remembers
 // each process it found as told, so that the groups and sessions of one
 // it killed are still found. It stops them all, scanning again until a
 // scan finds none it had not stopped (at most 10 scans: a stopped process
@@ -195,7 +198,7 @@ $s"
 		held=" $(ls -l /proc/[0-9]*/fd 2>/dev/null | while read -r l; do
 			case $l in
 			/proc/*/fd:) cur=${l#/proc/}; cur=${cur%%/*} ;;
-			*" -> "*) case $fds in *" ${l##* -> } "*) echo "$cur" ;; esac ;;
+			*" -> "*) case $fds in *" ${l##* -> }="*) t=${fds#*" ${l##* -> }="}; echo "$cur=${t%% *}" ;; esac ;;
 			esac
 		done) "
 	fi
@@ -227,7 +230,10 @@ $s"
 			case $list in *" $p:${20} "*) hit=1; told=1 ;; esac
 			case $lead in *" $3 "*|*" $4 "*) hit=1 ;; esac
 			case $in in *" $2 "*) hit=1 ;; esac
-			case $held in *" $p "*) hit=1 ;; esac
+			case $held in *" $p="*)
+				t=${held#*" $p="}
+				[ "${20}" -ge "${t%% *}" ] && hit=1 ;;
+			esac
 			if [ $hit = 1 ]; then
 				in="$in$p "
 				[ $told = 1 ] || list="$list$p:${20} "
@@ -304,9 +310,16 @@ func (g *guardian) add(pid int, start uint64)    { g.line('+', pid, start) }
 func (g *guardian) remove(pid int, start uint64) { g.line('-', pid, start) }
 
 // addFile and removeFile tell of a child's end of a pipe or socket, in
-// its readlink form ("pipe:[N]").
-func (g *guardian) addFile(link string)    { g.send("d+ " + link + "\n") }
-func (g *guardian) removeFile(link string) { g.send("d- " + link + "\n") }
+// its readlink form ("pipe:[N]"), and of that child's start time: only a
+// process started no earlier than the child is taken for holding it.
+func (g *guardian) addFile(link string, start uint64) { g.file("d+ ", link, start) }
+func (g *guardian) removeFile(link string, start uint64) {
+	g.file("d- ", link, start)
+}
+
+func (g *guardian) file(op, link string, start uint64) {
+	g.send(op + link + "=" + strconv.FormatUint(start, 10) + "\n")
+}
 
 func (g *guardian) line(op byte, pid int, start uint64) {
 	b := make([]byte, 0, 32)

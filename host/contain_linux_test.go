@@ -204,7 +204,8 @@ func TestGuardianGone(t *testing.T) {
 
 // TestGuardianDescriptorRule: told of a pipe (and of no process), the
 // guardian, once its input ends, kills a process in a session of its own
-// that holds that pipe, and leaves alone one that holds another.
+// that holds that pipe, and leaves alone one that holds another, and one
+// that holds a pipe of a child younger than itself.
 func TestGuardianDescriptorRule(t *testing.T) {
 	g := startGuardian(&containment{}, slog.New(slog.DiscardHandler))
 	if g == nil {
@@ -222,18 +223,38 @@ func TestGuardianDescriptorRule(t *testing.T) {
 	}
 	defer other.Close()
 	defer otherW.Close()
-	holder := sleeper(t, true, w)
-	bystander := sleeper(t, true, otherW)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(w.Fd()), &st); err != nil {
+	older, olderW, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	g.addFile("pipe:[" + strconv.FormatUint(st.Ino, 10) + "]")
+	defer older.Close()
+	defer olderW.Close()
+	holder := sleeper(t, true, w)
+	bystander := sleeper(t, true, otherW)
+	elder := sleeper(t, true, olderW)
+	link := func(f *os.File) string {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		return "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
+	}
+	es, ok := readStat(elder)
+	if !ok {
+		t.Fatal("no stat of the elder")
+	}
+	g.addFile(link(w), 0)
+	// A pipe of a child that started after elder: elder, which holds it,
+	// was running before that child and is not the child's.
+	g.addFile(link(olderW), es.start+1)
 	g.close() // the guardian acts on end of input, and close waits for it
 	if s, ok := readStat(holder); ok && s.state != 'Z' {
 		t.Errorf("the holder of the pipe runs on (state %c)", s.state)
 	}
 	if s, ok := readStat(bystander); !ok || s.state == 'Z' || s.state == 'T' {
 		t.Errorf("a process holding another pipe was stopped or killed (state %c)", s.state)
+	}
+	if s, ok := readStat(elder); !ok || s.state == 'Z' || s.state == 'T' {
+		t.Errorf("a process older than the child that holds its pipe was stopped or killed (state %c)", s.state)
 	}
 }

@@ -155,7 +155,7 @@ func newLineage(pid int, files []*os.File, c *containment) *lineage {
 	}
 	l.guard.add(l.root.pid, l.root.start)
 	for _, link := range l.fds {
-		l.guard.addFile(link)
+		l.guard.addFile(link, l.root.start)
 	}
 	return l
 }
@@ -387,7 +387,7 @@ func (l *lineage) sweep() (killed int, left int) {
 	l.mu.Unlock()
 	l.guard.remove(l.root.pid, l.root.start)
 	for _, link := range l.fds {
-		l.guard.removeFile(link)
+		l.guard.removeFile(link, l.root.start)
 	}
 	return killed, left
 }
