@@ -26,7 +26,7 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 	const streams = 512
 	cfg := realConfig()
 	cfg.HealthInterval = 100 * time.Millisecond
-	cfg.HealthTimeout = 2 * time.Second
+	cfg.HealthTimeout = 2500 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -64,32 +64,41 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 			}
 		})
 	}
-	// Three health timeouts of reading flat out.
-	time.Sleep(3 * cfg.HealthTimeout)
-	info := h.Children()[0]
+	// Three health timeouts of reading flat out; in the last, every
+	// stream must deliver.
+	time.Sleep(2 * cfg.HealthTimeout)
 	before := make([]int64, streams)
 	for i := range counts {
 		before[i] = counts[i].Load()
 	}
-	time.Sleep(cfg.HealthTimeout / 2)
+	time.Sleep(cfg.HealthTimeout)
 	idle := 0
 	for i := range counts {
 		if counts[i].Load() == before[i] {
 			idle++
 		}
 	}
+	info := h.Children()[0]
 	cancel()
 	for _, c := range calls {
 		c.Cancel()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("a stream failed: %v", err)
+	failed, first := 0, error(nil)
+	for _, err := range errs {
+		if err != nil {
+			if failed++; first == nil {
+				first = err
+			}
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d streams failed, the first: %v", failed, streams, first)
 	}
 	if info.Restarts != 0 || info.LastCause != nil {
 		t.Fatalf("child restarted %d times while its streams were read (last cause: %v)", info.Restarts, info.LastCause)
 	}
 	if idle > 0 {
-		t.Errorf("%d of %d streams delivered nothing for %v", idle, streams, cfg.HealthTimeout/2)
+		t.Errorf("%d of %d streams delivered nothing for %v", idle, streams, cfg.HealthTimeout)
 	}
 }

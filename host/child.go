@@ -330,6 +330,9 @@ func (ch *child) watch() (error, stopMode) {
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
 	var nonce, answered uint64 // the last ping sent, the newest answered
+	// answeredLate: the last timeout found a pong unread on the socket and
+	// gave the reader one more timeout to take it; a taken pong clears it.
+	answeredLate := false
 	// When the latest pings were written, by nonce: a pong to one of them
 	// gives its round trip; one answering an older ping is not timed.
 	var sentAt [pingsTimed]time.Time
@@ -348,7 +351,7 @@ func (ch *child) watch() (error, stopMode) {
 			// the one answered last: it says nothing of now.
 			return nil, 0
 		}
-		answered = p.Nonce
+		answered, answeredLate = p.Nonce, false
 		unhealthy.Reset(cfg.HealthTimeout)
 		var rtt time.Duration = -1
 		if nonce-p.Nonce < pingsTimed {
@@ -398,6 +401,14 @@ func (ch *child) watch() (error, stopMode) {
 					continue
 				}
 			default:
+			}
+			// Bytes the child wrote wait unread on the control connection:
+			// its answer reached the host, whose reader has not had the
+			// CPU to take it. A hung child writes nothing.
+			if !answeredLate && unread(ch.proc.ctrl) {
+				answeredLate = true
+				unhealthy.Reset(cfg.HealthTimeout)
+				continue
 			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
