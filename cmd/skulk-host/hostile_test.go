@@ -12,7 +12,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,30 +20,11 @@ import (
 	"time"
 )
 
-var (
-	hostileOnce sync.Once
-	hostileBin  string
-	hostileErr  error
-)
-
-// hostileChild builds hostilechild once, next to the binaries TestMain
-// built (and removes).
+// hostileChild returns the path of internal/hostile/hostilechild, built
+// the first time a test asks for it.
 func hostileChild(t *testing.T) string {
 	t.Helper()
-	hostileOnce.Do(func() {
-		bin := filepath.Join(filepath.Dir(hostBin), "hostilechild")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/skulkrt/skulk/internal/hostile/hostilechild").CombinedOutput()
-		if err != nil {
-			hostileErr = err
-			t.Logf("%s", out)
-			return
-		}
-		hostileBin = bin
-	})
-	if hostileErr != nil {
-		t.Fatalf("go build hostilechild: %v", hostileErr)
-	}
-	return hostileBin
+	return builds.Path(t, "github.com/skulkrt/skulk/internal/hostile/hostilechild")
 }
 
 // The strings hostilechild's evil tool sends, as a person must see them
@@ -102,29 +82,29 @@ func TestEscapesShownInert(t *testing.T) {
 func TestEscapesInPipesAndJSON(t *testing.T) {
 	bin := hostileChild(t)
 	r := run(t, "", "tools", "--", bin)
-	if r.status != 0 || strings.ContainsAny(r.stdout, "\x1b\x07\u202e") ||
-		!strings.Contains(r.stdout, `evil\x1b[2J — lists\x1b]0;title\x07 a \x1b[31mred\x1b[0m tool\u202e`) {
-		t.Fatalf("tools: status %d, stdout %q", r.status, r.stdout)
+	if r.Status != 0 || strings.ContainsAny(r.Stdout, "\x1b\x07\u202e") ||
+		!strings.Contains(r.Stdout, `evil\x1b[2J — lists\x1b]0;title\x07 a \x1b[31mred\x1b[0m tool\u202e`) {
+		t.Fatalf("tools: status %d, stdout %q", r.Status, r.Stdout)
 	}
 	r = run(t, "", "call", "evil", "--json", "--", bin)
 	var last struct {
 		Error struct{ Message string }
 	}
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Error.Message != "boom\x1b]0;pwned\x07\r\n\x1b[1;31mFAKE: completed OK\x1b[0m" {
-		t.Fatalf("--json does not keep the message exact: %v %q", err, r.stdout)
+		t.Fatalf("--json does not keep the message exact: %v %q", err, r.Stdout)
 	}
-	if strings.Contains(r.stderr, "\x1b") {
-		t.Fatalf("stderr of --json carries escapes: %q", r.stderr)
+	if strings.Contains(r.Stderr, "\x1b") {
+		t.Fatalf("stderr of --json carries escapes: %q", r.Stderr)
 	}
 	input := `{"text": "red \u001b[31mtext\u001b[0m\r\n"}` + "\n"
 	r = run(t, input, "call", "ok", "--input", "-", "--", bin)
-	if r.status != 0 || r.stdout != "red \x1b[31mtext\x1b[0m\r\n" {
-		t.Fatalf("raw text: status %d, stdout %q", r.status, r.stdout)
+	if r.Status != 0 || r.Stdout != "red \x1b[31mtext\x1b[0m\r\n" {
+		t.Fatalf("raw text: status %d, stdout %q", r.Status, r.Stdout)
 	}
 	r = run(t, input, "call", "ok", "--input", "-", "--escape", "--", bin)
-	if r.status != 0 || r.stdout != `red \x1b[31mtext\x1b[0m\r`+"\n" {
-		t.Fatalf("--escape: status %d, stdout %q", r.status, r.stdout)
+	if r.Status != 0 || r.Stdout != `red \x1b[31mtext\x1b[0m\r`+"\n" {
+		t.Fatalf("--escape: status %d, stdout %q", r.Status, r.Stdout)
 	}
 }
 

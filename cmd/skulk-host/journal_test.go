@@ -143,8 +143,8 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	a.Wait()
 
 	b := run(t, "", "journal", "takeover", db, tree)
-	if b.status != 0 {
-		t.Fatalf("takeover: status %d, stderr %q", b.status, b.stderr)
+	if b.Status != 0 {
+		t.Fatalf("takeover: status %d, stderr %q", b.Status, b.Stderr)
 	}
 	for l := range fLines { // the follower ends at the tree's end
 		followed = append(followed, l)
@@ -226,37 +226,37 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 func TestJournalReplayAndRefusal(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
 	r := run(t, "", "call", "--journal", db, "count", "--args", `{"n":3}`, "--", childBin)
-	if r.status != 0 {
-		t.Fatalf("call: %d %q", r.status, r.stderr)
+	if r.Status != 0 {
+		t.Fatalf("call: %d %q", r.Status, r.Stderr)
 	}
-	_, rest, _ := strings.Cut(r.stderr, "journal: tree ")
+	_, rest, _ := strings.Cut(r.Stderr, "journal: tree ")
 	tree, _, _ := strings.Cut(rest, " ")
 	rp := run(t, "", "replay", db, tree)
-	if rp.status != 0 || !strings.Contains(rp.stdout, "call "+tree+" count") || !strings.Contains(rp.stdout, `done: {"n":3}`) {
-		t.Fatalf("replay: %d %q %q", rp.status, rp.stdout, rp.stderr)
+	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
+		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	}
 	// follow of an ended tree prints it and ends.
 	fl := run(t, "", "follow", db)
-	if fl.status != 0 || strings.Count(fl.stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.stdout, `"kind":"done"`) {
-		t.Fatalf("follow: %d %q %q", fl.status, fl.stdout, fl.stderr)
+	if fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`) {
+		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
 	}
 	// A refused call is in the log too, and its tree is named.
 	r = run(t, "", "call", "--journal", db, "nope", "--", childBin)
-	if r.status != 4 {
-		t.Fatalf("refused call: %d %q", r.status, r.stderr)
+	if r.Status != 4 {
+		t.Fatalf("refused call: %d %q", r.Status, r.Stderr)
 	}
-	_, rest, ok := strings.Cut(r.stderr, "journal: tree ")
+	_, rest, ok := strings.Cut(r.Stderr, "journal: tree ")
 	refused, _, _ := strings.Cut(rest, " ")
 	if !ok || refused == "" || refused == tree {
-		t.Fatalf("refused call: no tree of its own named in %q", r.stderr)
+		t.Fatalf("refused call: no tree of its own named in %q", r.Stderr)
 	}
 	rp = run(t, "", "replay", db, refused)
-	if rp.status != 0 || !strings.Contains(rp.stdout, "call "+refused+" nope") || !strings.Contains(rp.stdout, "unknown_tool") {
-		t.Fatalf("replay of the refused call: %d %q %q", rp.status, rp.stdout, rp.stderr)
+	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+refused+" nope") || !strings.Contains(rp.Stdout, "unknown_tool") {
+		t.Fatalf("replay of the refused call: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	}
 	fl = run(t, "", "follow", db)
-	if fl.status != 0 || !strings.Contains(fl.stdout, `"refused":"unknown_tool"`) {
-		t.Fatalf("follow of the refused call: %d %q", fl.status, fl.stdout)
+	if fl.Status != 0 || !strings.Contains(fl.Stdout, `"refused":"unknown_tool"`) {
+		t.Fatalf("follow of the refused call: %d %q", fl.Status, fl.Stdout)
 	}
 }
 
@@ -292,8 +292,8 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 	}()
 	lines := lineReader(aErr)
 	tree := treeID(t, lines)
-	if b := run(t, "", "journal", "takeover", db, tree); b.status != 0 {
-		t.Fatalf("takeover: status %d, stderr %q", b.status, b.stderr)
+	if b := run(t, "", "journal", "takeover", db, tree); b.Status != 0 {
+		t.Fatalf("takeover: status %d, stderr %q", b.Status, b.Stderr)
 	}
 	var rest []string
 	for l := range lines {
@@ -316,12 +316,12 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 // journal gains no tree of that id (follow's default stays the real one).
 func TestJournalTakeoverUnknownTree(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
-	if r := run(t, "", "call", "--journal", db, "count", "--args", `{"n": 1}`, "--", childBin); r.status != 0 {
-		t.Fatalf("call: status %d, stderr %q", r.status, r.stderr)
+	if r := run(t, "", "call", "--journal", db, "count", "--args", `{"n": 1}`, "--", childBin); r.Status != 0 {
+		t.Fatalf("call: status %d, stderr %q", r.Status, r.Stderr)
 	}
 	r := run(t, "", "journal", "takeover", db, "nosuchtree")
-	if r.status != 1 || !strings.Contains(r.stderr, "no such tree") {
-		t.Fatalf("takeover of an unknown tree: status %d, stderr %q", r.status, r.stderr)
+	if r.Status != 1 || !strings.Contains(r.Stderr, "no such tree") {
+		t.Fatalf("takeover of an unknown tree: status %d, stderr %q", r.Status, r.Stderr)
 	}
 	st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: true})
 	if err != nil {

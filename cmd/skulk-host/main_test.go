@@ -26,11 +26,16 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/internal/cli"
-	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/internal/clitest"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // Paths of the binaries built by TestMain.
 var hostBin, childBin string
+
+// builds holds the binaries only some tests need, built when first asked
+// for; TestMain removes them.
+var builds clitest.Builds
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "skulk-host-test-")
@@ -38,129 +43,32 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	hostBin, childBin = filepath.Join(dir, "skulk-host"), filepath.Join(dir, "skulk-child")
-	// Bounded, so a wedged toolchain fails the run instead of hanging it.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	for _, b := range []struct{ out, pkg string }{{hostBin, "."}, {childBin, "../skulk-child"}} {
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
+	for _, b := range []struct {
+		out *string
+		pkg string
+	}{{&hostBin, "github.com/skulkrt/skulk/cmd/skulk-host"}, {&childBin, "github.com/skulkrt/skulk/cmd/skulk-child"}} {
+		if *b.out, err = testnet.Build(dir, b.pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
-			cancel()
 			os.Exit(1)
 		}
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		os.RemoveAll(dir)
+		builds.Remove()
+	}))
 }
 
-// result is what one run of skulk-host left behind.
-type result struct {
-	status         int
-	stdout, stderr string
-	elapsed        time.Duration
-}
-
-// run runs skulk-host with args and stdin, bounded by a generous deadline
-// so a hang fails the test instead of the whole run.
-func run(t *testing.T, stdin string, args ...string) result {
+// run runs skulk-host with args and stdin (clitest.Run).
+func run(t *testing.T, stdin string, args ...string) clitest.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, hostBin, args...)
-	cmd.WaitDelay = 5 * time.Second // bounds Wait even if something kept the pipes open
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, strings.NewReader(stdin)
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee) && ee.Exited():
-		r.status = ee.ExitCode()
-	default:
-		t.Fatalf("skulk-host %q: %v (stderr %q)", args, err, r.stderr)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("skulk-host %q did not finish in time", args)
-	}
-	return r
-}
-
-// contractKeys are the keys of every call --json line (docs/cli.md).
-var contractKeys = []string{"call_id", "direction", "sequence", "kind", "synthetic", "payload", "media", "error"}
-
-// jsonLine is one decoded call --json line.
-type jsonLine struct {
-	CallID    string         `json:"call_id"`
-	Direction string         `json:"direction"`
-	Sequence  uint64         `json:"sequence"`
-	Kind      string         `json:"kind"`
-	Synthetic bool           `json:"synthetic"`
-	Payload   map[string]any `json:"payload"`
-	Media     *struct {
-		Kind      string `json:"kind"`
-		MediaType string `json:"media_type"`
-		Data      *struct {
-			Size   int    `json:"size"`
-			SHA256 string `json:"sha256"`
-			File   string `json:"file"`
-		} `json:"data"`
-	} `json:"media"`
-	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// parseLines checks every stdout line against the contract (the eight keys,
-// one call id, provider direction, sequences 0, 1, 2, …, started first,
-// exactly one terminal, last) and decodes them.
-func parseLines(t *testing.T, stdout string) []jsonLine {
-	t.Helper()
-	var lines []jsonLine
-	sc := bufio.NewScanner(strings.NewReader(stdout))
-	for sc.Scan() {
-		var raw map[string]json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
-			t.Fatalf("line %q is not a JSON object: %v", sc.Text(), err)
-		}
-		if len(raw) != len(contractKeys) {
-			t.Errorf("line %q has %d keys, want %d", sc.Text(), len(raw), len(contractKeys))
-		}
-		for _, k := range contractKeys {
-			if _, ok := raw[k]; !ok {
-				t.Errorf("line %q lacks %q", sc.Text(), k)
-			}
-		}
-		var l jsonLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		lines = append(lines, l)
-	}
-	if len(lines) < 2 {
-		t.Fatalf("want at least started and a terminal, got %q", stdout)
-	}
-	for i, l := range lines {
-		if l.CallID != lines[0].CallID || l.CallID == "" || l.Direction != "provider_to_caller" || l.Sequence != uint64(i) {
-			t.Errorf("line %d: call_id %q direction %q sequence %d", i, l.CallID, l.Direction, l.Sequence)
-		}
-		terminal := l.Kind == "completed" || l.Kind == "failed" || l.Kind == "cancelled"
-		if terminal != (i == len(lines)-1) {
-			t.Errorf("line %d: kind %s at the wrong place", i, l.Kind)
-		}
-	}
-	if lines[0].Kind != "started" {
-		t.Errorf("first line kind %s, want started", lines[0].Kind)
-	}
-	return lines
+	return clitest.Run(t, hostBin, stdin, args...)
 }
 
 func TestDemo(t *testing.T) {
 	r := run(t, "", "demo")
-	if r.status != 0 {
-		t.Fatalf("demo: status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
+	if r.Status != 0 {
+		t.Fatalf("demo: status %d\nstdout:\n%s\nstderr:\n%s", r.Status, r.Stdout, r.Stderr)
 	}
 	steps := []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^  child +pid \d+ started in .*\(tools: count, echo, fail, media, sleep, upper\)$`),
@@ -174,43 +82,21 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`(?m)^done: every step behaved as described`),
 	}
 	for _, re := range steps {
-		if !re.MatchString(r.stdout) {
-			t.Errorf("demo output lacks a line matching %s\n%s", re, r.stdout)
+		if !re.MatchString(r.Stdout) {
+			t.Errorf("demo output lacks a line matching %s\n%s", re, r.Stdout)
 		}
 	}
-	if m := regexp.MustCompile(`: ([0-9.]+ MB/s) in`).FindStringSubmatch(r.stdout); m != nil {
-		t.Logf("demo media rate: %s; whole demo %s", m[1], r.elapsed)
+	if m := regexp.MustCompile(`: ([0-9.]+ MB/s) in`).FindStringSubmatch(r.Stdout); m != nil {
+		t.Logf("demo media rate: %s; whole demo %s", m[1], r.Elapsed)
 	}
 }
 
 func TestCallJSONCount(t *testing.T) {
 	r := run(t, "", "call", "count", "--args", `{"n": 3}`, "--json", "--", childBin)
-	if r.status != cli.ExitOK || r.stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitOK || r.Stderr != "" {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
-	lines := parseLines(t, r.stdout)
-	if len(lines) != 5 {
-		t.Fatalf("want started, 3 chunks, completed; got %d lines:\n%s", len(lines), r.stdout)
-	}
-	for i, l := range lines[1:4] {
-		if l.Kind != "chunk" || l.Payload["i"] != float64(i) || l.Media != nil || l.Error != nil || l.Synthetic {
-			t.Errorf("chunk %d: %+v", i, l)
-		}
-	}
-	if last := lines[4]; last.Kind != "completed" || last.Payload["n"] != 3.0 {
-		t.Errorf("terminal: %+v", last)
-	}
-}
-
-// mediaDigest is the SHA-256 of the media tool's bytes [from, to).
-func mediaDigest(from, to int64) string {
-	sum := sha256.New()
-	b := make([]byte, to-from)
-	for i := range b {
-		b[i] = demotools.MediaByte(from + int64(i))
-	}
-	sum.Write(b)
-	return hex.EncodeToString(sum.Sum(nil))
+	clitest.CheckCount(t, clitest.ParseLines(t, r.Stdout), 3)
 }
 
 func TestCallJSONMedia(t *testing.T) {
@@ -218,80 +104,52 @@ func TestCallJSONMedia(t *testing.T) {
 	const total, chunk = 250_000, 100_000
 	r := run(t, "", "call", "media", "--args", fmt.Sprintf(`{"bytes": %d, "chunk": %d}`, total, chunk),
 		"--json", "--save-media", dir, "--", childBin)
-	if r.status != cli.ExitOK || r.stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitOK || r.Stderr != "" {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
-	lines := parseLines(t, r.stdout)
-	if len(lines) != 5 {
-		t.Fatalf("want started, 3 chunks, completed; got:\n%s", r.stdout)
-	}
-	for i, l := range lines[1:4] {
-		from := int64(i * chunk)
-		to := min(from+chunk, total)
-		m := l.Media
-		if m == nil || m.Kind != "inline" || m.MediaType != "application/octet-stream" || m.Data == nil {
-			t.Fatalf("chunk %d: media %+v", i, m)
-		}
-		if m.Data.Size != int(to-from) || m.Data.SHA256 != mediaDigest(from, to) {
-			t.Errorf("chunk %d: data %+v, want size %d sha256 %s", i, m.Data, to-from, mediaDigest(from, to))
-		}
-		want := filepath.Join(dir, fmt.Sprintf("media-%06d.bin", i+1))
-		if m.Data.File != want {
-			t.Errorf("chunk %d: file %q, want %q", i, m.Data.File, want)
-		}
-		b, err := os.ReadFile(want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != mediaDigest(from, to) {
-			t.Errorf("%s: saved bytes differ", want)
-		}
-	}
-	if last := lines[4]; last.Kind != "completed" || last.Payload["sha256"] != mediaDigest(0, total) {
-		t.Errorf("terminal: %+v", last)
-	}
+	clitest.CheckMedia(t, clitest.ParseLines(t, r.Stdout), dir, total, chunk)
 }
 
 func TestCallJSONFail(t *testing.T) {
 	r := run(t, "", "call", "fail", "--args", `{"message": "disk on fire"}`, "--json", "--", childBin)
-	if r.status != cli.ExitProviderError || r.stderr != "" {
-		t.Fatalf("status %d (want %d), stderr %q", r.status, cli.ExitProviderError, r.stderr)
+	if r.Status != cli.ExitProviderError || r.Stderr != "" {
+		t.Fatalf("status %d (want %d), stderr %q", r.Status, cli.ExitProviderError, r.Stderr)
 	}
-	lines := parseLines(t, r.stdout)
+	lines := clitest.ParseLines(t, r.Stdout)
 	last := lines[len(lines)-1]
 	if len(lines) != 2 || last.Kind != "failed" || last.Synthetic || last.Error == nil ||
 		last.Error.Code != "provider_error" || last.Error.Message != "disk on fire" || last.Payload != nil {
-		t.Fatalf("lines:\n%s", r.stdout)
+		t.Fatalf("lines:\n%s", r.Stdout)
 	}
 }
 
 func TestCallJSONSleepTimeout(t *testing.T) {
 	r := run(t, "", "call", "sleep", "--args", `{"ms": 20000}`, "--timeout", "300ms", "--json", "--", childBin)
-	if r.status != cli.ExitTimeout || r.stderr != "" {
-		t.Fatalf("status %d (want %d), stderr %q", r.status, cli.ExitTimeout, r.stderr)
+	if r.Status != cli.ExitTimeout || r.Stderr != "" {
+		t.Fatalf("status %d (want %d), stderr %q", r.Status, cli.ExitTimeout, r.Stderr)
 	}
-	lines := parseLines(t, r.stdout)
+	lines := clitest.ParseLines(t, r.Stdout)
 	last := lines[len(lines)-1]
 	if len(lines) != 2 || last.Kind != "failed" || last.Error == nil || last.Error.Code != "timeout" {
-		t.Fatalf("lines:\n%s", r.stdout)
+		t.Fatalf("lines:\n%s", r.Stdout)
 	}
-	if r.elapsed > 15*time.Second {
-		t.Errorf("a 300ms deadline took %s", r.elapsed)
+	if r.Elapsed > 15*time.Second {
+		t.Errorf("a 300ms deadline took %s", r.Elapsed)
 	}
 }
 
 func TestCallJSONCrash(t *testing.T) {
 	const after = 2
 	r := run(t, "", "call", "crash", "--args", fmt.Sprintf(`{"after": %d}`, after), "--json", "--", childBin, "--test-tools")
-	if r.status != cli.ExitUnreachable || r.stderr != "" {
-		t.Fatalf("status %d (want %d), stderr %q", r.status, cli.ExitUnreachable, r.stderr)
+	if r.Status != cli.ExitUnreachable || r.Stderr != "" {
+		t.Fatalf("status %d (want %d), stderr %q", r.Status, cli.ExitUnreachable, r.Stderr)
 	}
-	lines := parseLines(t, r.stdout)
+	lines := clitest.ParseLines(t, r.Stdout)
 	// The chunks the child wrote before it died are given to the caller
 	// when the host read them before it noticed the death; the synthetic
 	// terminal follows whatever it gave.
 	if len(lines) < 2 || len(lines) > after+2 {
-		t.Fatalf("want started, up to %d chunks, failed; got:\n%s", after, r.stdout)
+		t.Fatalf("want started, up to %d chunks, failed; got:\n%s", after, r.Stdout)
 	}
 	for i, l := range lines[1 : len(lines)-1] {
 		if l.Kind != "chunk" || l.Payload["i"] != float64(i) || l.Synthetic {
@@ -308,37 +166,24 @@ func TestCallJSONCrash(t *testing.T) {
 }
 
 func TestCallInterruptCancels(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, hostBin, "call", "sleep", "--args", `{"ms": 30000}`, "--json", "--", childBin)
-	cmd.WaitDelay = 5 * time.Second
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
+	p := clitest.Start(t, hostBin, "call", "sleep", "--args", `{"ms": 30000}`, "--json", "--", childBin)
+	sc := bufio.NewScanner(p.Stdout)
 	var out strings.Builder
 	if !sc.Scan() { // the started line: the call is running
-		t.Fatalf("no started line; stderr %q", errb.String())
+		_, stderr := p.Wait(t)
+		t.Fatalf("no started line; stderr %q", stderr)
 	}
 	out.WriteString(sc.Text() + "\n")
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := p.Cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	for sc.Scan() {
 		out.WriteString(sc.Text() + "\n")
 	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitCancelled {
-		t.Fatalf("exit: %v (want status %d); stderr %q", err, cli.ExitCancelled, errb.String())
+	if status, stderr := p.Wait(t); status != cli.ExitCancelled {
+		t.Fatalf("exit status %d, want %d; stderr %q", status, cli.ExitCancelled, stderr)
 	}
-	lines := parseLines(t, out.String())
+	lines := clitest.ParseLines(t, out.String())
 	if last := lines[len(lines)-1]; last.Kind != "cancelled" {
 		t.Fatalf("terminal: %+v", last)
 	}
@@ -346,17 +191,17 @@ func TestCallInterruptCancels(t *testing.T) {
 
 func TestCallHuman(t *testing.T) {
 	r := run(t, "hello\n{\"text\": \"from json\"}\nworld\n", "call", "upper", "--input", "-", "--", childBin)
-	if r.status != cli.ExitOK {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitOK {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
-	if r.stdout != "HELLO\nFROM JSON\nWORLD\n" {
-		t.Errorf("stdout %q", r.stdout)
+	if r.Stdout != "HELLO\nFROM JSON\nWORLD\n" {
+		t.Errorf("stdout %q", r.Stdout)
 	}
-	if !regexp.MustCompile(`^completed \{"chunks":3\} — 5 frames, .* in .*\n$`).MatchString(r.stderr) {
-		t.Errorf("status line %q", r.stderr)
+	if !regexp.MustCompile(`^completed \{"chunks":3\} — 5 frames, .* in .*\n$`).MatchString(r.Stderr) {
+		t.Errorf("status line %q", r.Stderr)
 	}
-	if strings.Contains(r.stderr, "\x1b") {
-		t.Errorf("stderr is no terminal, but got escape codes: %q", r.stderr)
+	if strings.Contains(r.Stderr, "\x1b") {
+		t.Errorf("stderr is no terminal, but got escape codes: %q", r.Stderr)
 	}
 
 	in := filepath.Join(t.TempDir(), "input.txt")
@@ -364,17 +209,17 @@ func TestCallHuman(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = run(t, "", "call", "echo", "--input", in, "--", childBin)
-	if r.status != cli.ExitOK || r.stdout != "plain text\n{\"k\":[1,2]}\n" || !strings.HasPrefix(r.stderr, `completed {"chunks":2}`) {
-		t.Errorf("echo --input FILE: status %d, stdout %q, stderr %q", r.status, r.stdout, r.stderr)
+	if r.Status != cli.ExitOK || r.Stdout != "plain text\n{\"k\":[1,2]}\n" || !strings.HasPrefix(r.Stderr, `completed {"chunks":2}`) {
+		t.Errorf("echo --input FILE: status %d, stdout %q, stderr %q", r.Status, r.Stdout, r.Stderr)
 	}
 
 	r = run(t, "", "call", "count", "--args", `{"n": 2}`, "--", childBin)
-	if r.status != cli.ExitOK || r.stdout != "{\"i\":0}\n{\"i\":1}\n" {
-		t.Errorf("count: status %d, stdout %q", r.status, r.stdout)
+	if r.Status != cli.ExitOK || r.Stdout != "{\"i\":0}\n{\"i\":1}\n" {
+		t.Errorf("count: status %d, stdout %q", r.Status, r.Stdout)
 	}
 	r = run(t, "", "call", "fail", "--args", `{"message": "nope"}`, "--", childBin)
-	if r.status != cli.ExitProviderError || !strings.HasPrefix(r.stderr, "failed: provider_error: nope — 2 frames") {
-		t.Errorf("fail: status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitProviderError || !strings.HasPrefix(r.Stderr, "failed: provider_error: nope — 2 frames") {
+		t.Errorf("fail: status %d, stderr %q", r.Status, r.Stderr)
 	}
 }
 
@@ -389,12 +234,12 @@ func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
 	}
 	saved := t.TempDir()
 	r := run(t, "a\r\nb\nc", "call", "echo", "--input", "-", "--input-media", media, "--media-type", "image/png", "--json", "--save-media", saved, "--", childBin)
-	if r.status != cli.ExitOK {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitOK {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
-	lines := parseLines(t, r.stdout)
+	lines := clitest.ParseLines(t, r.Stdout)
 	if len(lines) != 6 {
-		t.Fatalf("got %d frames, want started, media, 3 text chunks, completed: %s", len(lines), r.stdout)
+		t.Fatalf("got %d frames, want started, media, 3 text chunks, completed: %s", len(lines), r.Stdout)
 	}
 	// echo sends the bytes back: what the host received, hashed and saved,
 	// is the file's content.
@@ -411,8 +256,8 @@ func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
 		}
 	}
 	r = run(t, "", "call", "echo", "--media-type", "image/png", "--", childBin)
-	if r.status != cli.ExitUsage || !strings.Contains(r.stderr, "--media-type goes with --input-media") {
-		t.Errorf("--media-type alone: status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "--media-type goes with --input-media") {
+		t.Errorf("--media-type alone: status %d, stderr %q", r.Status, r.Stderr)
 	}
 }
 
@@ -437,14 +282,14 @@ func TestCallRefusedAndStartFailures(t *testing.T) {
 				stdin = `{"nottext": 1}` + "\n"
 			}
 			r := run(t, stdin, tc.args...)
-			if r.status != tc.status {
-				t.Errorf("status %d, want %d (stderr %q)", r.status, tc.status, r.stderr)
+			if r.Status != tc.status {
+				t.Errorf("status %d, want %d (stderr %q)", r.Status, tc.status, r.Stderr)
 			}
-			if strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, tc.want) {
-				t.Errorf("stderr %q: want one line containing %q", r.stderr, tc.want)
+			if strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, tc.want) {
+				t.Errorf("stderr %q: want one line containing %q", r.Stderr, tc.want)
 			}
-			if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "internal error") {
-				t.Errorf("stack trace on stderr: %q", r.stderr)
+			if strings.Contains(r.Stderr, "goroutine ") || strings.Contains(r.Stderr, "panic") || strings.Contains(r.Stderr, "internal error") {
+				t.Errorf("stack trace on stderr: %q", r.Stderr)
 			}
 		})
 	}
@@ -463,26 +308,26 @@ func TestBadUsage(t *testing.T) {
 	}
 	for _, args := range cases {
 		r := run(t, "", args...)
-		if r.status != cli.ExitUsage {
-			t.Errorf("%q: status %d, want %d", args, r.status, cli.ExitUsage)
+		if r.Status != cli.ExitUsage {
+			t.Errorf("%q: status %d, want %d", args, r.Status, cli.ExitUsage)
 		}
-		if r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "skulk-host help") {
-			t.Errorf("%q: want one line on stderr pointing at help; stdout %q stderr %q", args, r.stdout, r.stderr)
+		if r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "skulk-host help") {
+			t.Errorf("%q: want one line on stderr pointing at help; stdout %q stderr %q", args, r.Stdout, r.Stderr)
 		}
 	}
 	r := run(t, "")
-	if r.status != cli.ExitUsage || !strings.Contains(r.stderr, "Usage:") {
-		t.Errorf("no arguments: status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "Usage:") {
+		t.Errorf("no arguments: status %d, stderr %q", r.Status, r.Stderr)
 	}
 }
 
 func TestHelpCall(t *testing.T) {
 	r := run(t, "", "help", "call")
-	if r.status != 0 || r.stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != 0 || r.Stderr != "" {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
 	for _, want := range []string{"--args", "--input", "--timeout", "--json", "--save-media", "--env", "Examples:", "14  failed: timeout"} {
-		if !strings.Contains(r.stdout, want) {
+		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("help call lacks %q", want)
 		}
 	}
@@ -490,40 +335,21 @@ func TestHelpCall(t *testing.T) {
 
 func TestTools(t *testing.T) {
 	r := run(t, "", "tools", "--json", "--", childBin, "--test-tools")
-	if r.status != 0 {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != 0 {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
-	var tools []struct {
-		ID              string         `json:"id"`
-		Description     string         `json:"description"`
-		ArgumentsSchema map[string]any `json:"arguments_schema"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &tools); err != nil {
-		t.Fatalf("tools --json: %v\n%s", err, r.stdout)
-	}
-	ids := map[string]bool{}
-	for _, tool := range tools {
-		ids[tool.ID] = true
-		if tool.Description == "" || tool.ArgumentsSchema == nil {
-			t.Errorf("tool %s lacks a description or schema", tool.ID)
-		}
-	}
-	for _, id := range []string{"echo", "upper", "count", "media", "sleep", "fail", "crash"} {
-		if !ids[id] {
-			t.Errorf("tools --json lacks %s", id)
-		}
-	}
+	clitest.CheckTools(t, r.Stdout)
 	r = run(t, "", "tools", "--", childBin)
-	if r.status != 0 || !regexp.MustCompile(`(?m)^count .*— Sends n chunks`).MatchString(r.stdout) ||
-		!regexp.MustCompile(`(?m)^    arguments +\{`).MatchString(r.stdout) || strings.Contains(r.stdout, "crash") {
-		t.Errorf("tools: status %d\n%s", r.status, r.stdout)
+	if r.Status != 0 || !regexp.MustCompile(`(?m)^count .*— Sends n chunks`).MatchString(r.Stdout) ||
+		!regexp.MustCompile(`(?m)^    arguments +\{`).MatchString(r.Stdout) || strings.Contains(r.Stdout, "crash") {
+		t.Errorf("tools: status %d\n%s", r.Status, r.Stdout)
 	}
 }
 
 func TestBench(t *testing.T) {
 	r := run(t, "", "bench", "--json", "--frames", "5001", "--media", "8000000", "--calls", "50", "--streams", "4", "--", childBin)
-	if r.status != 0 {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != 0 {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
 	var res struct {
 		SmallFrames struct {
@@ -545,16 +371,16 @@ func TestBench(t *testing.T) {
 			FramesPerSecond float64 `json:"frames_per_second"`
 		} `json:"concurrent"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, r.Stdout)
 	}
 	if res.SmallFrames.Frames != 5001 || res.SmallFrames.FramesPerSecond <= 0 ||
 		res.InlineMedia.Bytes != 8000000 || res.InlineMedia.MBPerSecond <= 0 ||
 		res.Latency.Calls != 50 || res.Latency.P50Micros <= 0 || res.Latency.P99Micros < res.Latency.P50Micros ||
 		res.Concurrent.Streams != 4 || res.Concurrent.Frames != 5001 || res.Concurrent.FramesPerSecond <= 0 {
-		t.Fatalf("implausible results:\n%s", r.stdout)
+		t.Fatalf("implausible results:\n%s", r.Stdout)
 	}
-	t.Logf("bench (small run, under -race load): %s", strings.Join(strings.Fields(r.stdout), " "))
+	t.Logf("bench (small run, under -race load): %s", strings.Join(strings.Fields(r.Stdout), " "))
 }
 
 // openPTY allocates a pseudo-terminal pair: the test reads master, the
@@ -773,25 +599,25 @@ func TestChildOutputForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, "", "call", "echo", "--", wrapper)
-	if r.status != 0 {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != 0 {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`msg="child output" child=c0\.1 pid=[1-9][0-9]* stream=stderr line="to stderr"`),
 		regexp.MustCompile(`msg="child output" child=c0\.1 pid=[1-9][0-9]* stream=stdout line="to stdout"`),
 	} {
-		if !want.MatchString(r.stderr) {
-			t.Errorf("stderr %q has no line matching %s", r.stderr, want)
+		if !want.MatchString(r.Stderr) {
+			t.Errorf("stderr %q has no line matching %s", r.Stderr, want)
 		}
 	}
-	if strings.Contains(r.stderr, "child started") {
-		t.Errorf("host events without -v: %q", r.stderr)
+	if strings.Contains(r.Stderr, "child started") {
+		t.Errorf("host events without -v: %q", r.Stderr)
 	}
-	if strings.Contains(r.stdout, "to stdout") {
-		t.Errorf("the child's stdout reached skulk-host's stdout: %q", r.stdout)
+	if strings.Contains(r.Stdout, "to stdout") {
+		t.Errorf("the child's stdout reached skulk-host's stdout: %q", r.Stdout)
 	}
-	if v := run(t, "", "call", "echo", "-v", "--", wrapper); !strings.Contains(v.stderr, "child started") {
-		t.Errorf("no host events with -v: %q", v.stderr)
+	if v := run(t, "", "call", "echo", "-v", "--", wrapper); !strings.Contains(v.Stderr, "child started") {
+		t.Errorf("no host events with -v: %q", v.Stderr)
 	}
 }
 
@@ -840,13 +666,13 @@ func TestInterruptWhileStarting(t *testing.T) {
 // the terminal, not after the library's 5 s drain grace.
 func TestStuckHandlerDoesNotHoldExit(t *testing.T) {
 	r := run(t, "", "call", "sleep", "--args", `{"ms": 20000, "ignore_cancel": true}`, "--timeout", "300ms", "--", childBin, "--test-tools")
-	if r.status != cli.ExitTimeout {
-		t.Fatalf("status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitTimeout {
+		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
 	}
 	// 0.3 s deadline + 1 s cancel grace + 0.5 s drain + 1 s cancel grace;
 	// the bound leaves room for a loaded machine (before, about 6 s).
-	if r.elapsed > 4500*time.Millisecond {
-		t.Fatalf("took %v to exit", r.elapsed)
+	if r.Elapsed > 4500*time.Millisecond {
+		t.Fatalf("took %v to exit", r.Elapsed)
 	}
-	t.Logf("exit after %v", r.elapsed)
+	t.Logf("exit after %v", r.Elapsed)
 }

@@ -37,29 +37,29 @@ func TestNATSJournalCrashTakeover(t *testing.T) {
 func TestNATSJournalReplayFollowExport(t *testing.T) {
 	url := natstest.Run(t).URL() + "/CALLS"
 	r := run(t, "", "call", "--journal", url, "count", "--args", `{"n":3}`, "--", childBin)
-	if r.status != 0 {
-		t.Fatalf("call: %d %q", r.status, r.stderr)
+	if r.Status != 0 {
+		t.Fatalf("call: %d %q", r.Status, r.Stderr)
 	}
-	_, rest, _ := strings.Cut(r.stderr, "journal: tree ")
+	_, rest, _ := strings.Cut(r.Stderr, "journal: tree ")
 	tree, _, _ := strings.Cut(rest, " ")
 	rp := run(t, "", "replay", url, tree)
-	if rp.status != 0 || !strings.Contains(rp.stdout, "call "+tree+" count") || !strings.Contains(rp.stdout, `done: {"n":3}`) {
-		t.Fatalf("replay: %d %q %q", rp.status, rp.stdout, rp.stderr)
+	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
+		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	}
 	fl := run(t, "", "follow", url)
-	if fl.status != 0 || strings.Count(fl.stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.stdout, `"kind":"done"`) {
-		t.Fatalf("follow: %d %q %q", fl.status, fl.stdout, fl.stderr)
+	if fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`) {
+		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
 	}
 	ex := run(t, "", "asif", "export", url, tree)
-	if ex.status != 0 || !strings.Contains(ex.stdout, `"asif_version"`) {
-		t.Fatalf("asif export: %d %q", ex.status, ex.stderr)
+	if ex.Status != 0 || !strings.Contains(ex.Stdout, `"asif_version"`) {
+		t.Fatalf("asif export: %d %q", ex.Status, ex.Stderr)
 	}
 	bad := strings.Replace(url, "nats://", "nats://me:hunter2@", 1)
-	if r := run(t, "", "replay", bad, tree); r.status != 1 || strings.Contains(r.stderr, "hunter2") || !strings.Contains(r.stderr, "creds") {
-		t.Fatalf("a URL with a password: %d %q", r.status, r.stderr)
+	if r := run(t, "", "replay", bad, tree); r.Status != 1 || strings.Contains(r.Stderr, "hunter2") || !strings.Contains(r.Stderr, "creds") {
+		t.Fatalf("a URL with a password: %d %q", r.Status, r.Stderr)
 	}
-	if r := run(t, "", "replay", natstest.Run(t).URL()+"/NONE", tree); r.status != 1 || !strings.Contains(r.stderr, "no such stream") {
-		t.Fatalf("replay of a missing stream: %d %q", r.status, r.stderr)
+	if r := run(t, "", "replay", natstest.Run(t).URL()+"/NONE", tree); r.Status != 1 || !strings.Contains(r.Stderr, "no such stream") {
+		t.Fatalf("replay of a missing stream: %d %q", r.Status, r.Stderr)
 	}
 }
 
@@ -93,33 +93,33 @@ func TestNATSJournalCredentials(t *testing.T) {
 			journal := tc.scheme + "://" + srv.Addr() + "/CALLS" + tc.params
 			bare := tc.scheme + "://" + srv.Addr() + "/CALLS"
 			if tc.params == "" { // credentials from the environment only
-				if r := run(t, "", "call", "--journal", journal, "count", "--args", `{"n":2}`, "--", childBin); r.status != 1 ||
-					!strings.Contains(r.stderr, "cannot open the journal") {
-					t.Fatalf("call with no credentials: %d %q", r.status, r.stderr)
+				if r := run(t, "", "call", "--journal", journal, "count", "--args", `{"n":2}`, "--", childBin); r.Status != 1 ||
+					!strings.Contains(r.Stderr, "cannot open the journal") {
+					t.Fatalf("call with no credentials: %d %q", r.Status, r.Stderr)
 				}
 			}
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
 			r := run(t, "", "call", "--journal", journal, "count", "--args", `{"n":2}`, "--", childBin)
-			if r.status != 0 {
-				t.Fatalf("call: %d %q", r.status, r.stderr)
+			if r.Status != 0 {
+				t.Fatalf("call: %d %q", r.Status, r.Stderr)
 			}
-			_, rest, _ := strings.Cut(r.stderr, "journal: tree ")
+			_, rest, _ := strings.Cut(r.Stderr, "journal: tree ")
 			tree, _, _ := strings.Cut(rest, " ")
 			rp := run(t, "", "replay", journal, tree)
-			if rp.status != 0 || !strings.Contains(rp.stdout, `done: {"n":2}`) {
-				t.Fatalf("replay: %d %q %q", rp.status, rp.stdout, rp.stderr)
+			if rp.Status != 0 || !strings.Contains(rp.Stdout, `done: {"n":2}`) {
+				t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 			}
 			if tc.params != "" { // the URL's files, not the environment, let it in
-				if r := run(t, "", "replay", bare, tree); r.status != 1 {
-					t.Fatalf("replay without the URL's credentials: %d %q", r.status, r.stderr)
+				if r := run(t, "", "replay", bare, tree); r.Status != 1 {
+					t.Fatalf("replay without the URL's credentials: %d %q", r.Status, r.Stderr)
 				}
 			}
 			if tc.name == "NATS_USER" {
 				t.Setenv("NATS_PASSWORD", "wrong-secret-77")
-				if r := run(t, "", "replay", journal, tree); r.status != 1 || strings.Contains(r.stderr, "secret") {
-					t.Fatalf("replay with a wrong password: %d %q", r.status, r.stderr)
+				if r := run(t, "", "replay", journal, tree); r.Status != 1 || strings.Contains(r.Stderr, "secret") {
+					t.Fatalf("replay with a wrong password: %d %q", r.Status, r.Stderr)
 				}
 			}
 		})

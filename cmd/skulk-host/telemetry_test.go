@@ -237,8 +237,8 @@ func TestMetricsAddrErrors(t *testing.T) {
 		{"bench", "--metrics-addr", "[::1", "--", childBin},
 	} {
 		r := run(t, "", args...)
-		if r.status != cli.ExitUsage || !strings.Contains(r.stderr, "--metrics-addr must be HOST:PORT") || strings.Contains(r.stderr, args[len(args)-3]) {
-			t.Errorf("%q: status %d, stderr %q; want a usage error naming the flag, not the value", args, r.status, r.stderr)
+		if r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "--metrics-addr must be HOST:PORT") || strings.Contains(r.Stderr, args[len(args)-3]) {
+			t.Errorf("%q: status %d, stderr %q; want a usage error naming the flag, not the value", args, r.Status, r.Stderr)
 		}
 	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
@@ -247,8 +247,8 @@ func TestMetricsAddrErrors(t *testing.T) {
 	}
 	defer busy.Close()
 	r := run(t, "", "call", "count", "--metrics-addr", busy.Addr().String(), "--", childBin)
-	if r.status != cli.ExitFailure || !strings.Contains(r.stderr, "cannot serve --metrics-addr") || strings.Contains(r.stderr, busy.Addr().String()) {
-		t.Errorf("a busy address: status %d, stderr %q", r.status, r.stderr)
+	if r.Status != cli.ExitFailure || !strings.Contains(r.Stderr, "cannot serve --metrics-addr") || strings.Contains(r.Stderr, busy.Addr().String()) {
+		t.Errorf("a busy address: status %d, stderr %q", r.Status, r.Stderr)
 	}
 }
 
@@ -287,7 +287,7 @@ func TestCallTracesConsole(t *testing.T) {
 		}
 	}
 	r := run(t, "", "call", "count", "--args", `{"n": 1}`, "--", childBin)
-	if r.status != 0 || strings.Contains(r.stdout, "rpc.system") {
-		t.Errorf("without OTEL_TRACES_EXPORTER: status %d, stdout %q", r.status, r.stdout)
+	if r.Status != 0 || strings.Contains(r.Stdout, "rpc.system") {
+		t.Errorf("without OTEL_TRACES_EXPORTER: status %d, stdout %q", r.Status, r.Stdout)
 	}
 }

@@ -266,9 +266,9 @@ func TestCallJournalCarriesTraceIDs(t *testing.T) {
 	traceID, spanID := hex.EncodeToString(client[0].GetTraceId()), hex.EncodeToString(client[0].GetSpanId())
 
 	r := run(t, "", "follow", journal, tree[1])
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.status != 0 || len(lines) < 4 {
-		t.Fatalf("follow: status %d, %d lines: %s", r.status, len(lines), r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if r.Status != 0 || len(lines) < 4 {
+		t.Fatalf("follow: status %d, %d lines: %s", r.Status, len(lines), r.Stderr)
 	}
 	for _, line := range lines {
 		var ev struct {
@@ -283,21 +283,21 @@ func TestCallJournalCarriesTraceIDs(t *testing.T) {
 			t.Errorf("%s event: trace_id %q span_id %q, want the exported span's %s %s", ev.Kind, ev.TraceID, ev.SpanID, traceID, spanID)
 		}
 	}
-	if r := run(t, "", "replay", journal, tree[1]); !strings.Contains(r.stdout, "trace: "+traceID+" span "+spanID) {
-		t.Errorf("replay does not show the trace:\n%s", r.stdout)
+	if r := run(t, "", "replay", journal, tree[1]); !strings.Contains(r.Stdout, "trace: "+traceID+" span "+spanID) {
+		t.Errorf("replay does not show the trace:\n%s", r.Stdout)
 	}
-	if r := run(t, "", "asif", "export", journal, tree[1]); r.status != 0 || !strings.Contains(r.stdout, `"skulk/trace"`) || !strings.Contains(r.stdout, traceID) {
-		t.Errorf("asif export: status %d, no skulk/trace extension with the trace id: %s", r.status, r.stderr)
+	if r := run(t, "", "asif", "export", journal, tree[1]); r.Status != 0 || !strings.Contains(r.Stdout, `"skulk/trace"`) || !strings.Contains(r.Stdout, traceID) {
+		t.Errorf("asif export: status %d, no skulk/trace extension with the trace id: %s", r.Status, r.Stderr)
 	}
 
 	// Trace export off: no ids.
 	off := filepath.Join(t.TempDir(), "off.db")
 	r = run(t, "", "call", "count", "--args", `{"n": 1}`, "--journal", off, "--", childBin)
-	if tree = regexp.MustCompile(`journal: tree (\S+) in`).FindStringSubmatch(r.stderr); r.status != 0 || tree == nil {
-		t.Fatalf("call without tracing: %d %s", r.status, r.stderr)
+	if tree = regexp.MustCompile(`journal: tree (\S+) in`).FindStringSubmatch(r.Stderr); r.Status != 0 || tree == nil {
+		t.Fatalf("call without tracing: %d %s", r.Status, r.Stderr)
 	}
-	if r := run(t, "", "follow", off, tree[1]); r.status != 0 || strings.Contains(r.stdout, "trace_id") {
-		t.Errorf("tracing off: follow status %d, output has trace ids: %s", r.status, r.stdout)
+	if r := run(t, "", "follow", off, tree[1]); r.Status != 0 || strings.Contains(r.Stdout, "trace_id") {
+		t.Errorf("tracing off: follow status %d, output has trace ids: %s", r.Status, r.Stdout)
 	}
 }
 

@@ -19,11 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
-		if binDir != "" {
-			os.RemoveAll(binDir)
-		}
-	}))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { builds.Remove() }))
 }
 
 // provider returns the Python provider's path, skipping the test (or
