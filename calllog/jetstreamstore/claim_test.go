@@ -128,16 +128,7 @@ func (p *cutProxy) accept() {
 // in the stream CALLS.
 func claimCount(ctx context.Context, t *testing.T, url, tree string) uint64 {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	s, err := js.Stream(ctx, "CALLS")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := jsStream(ctx, t, url, "CALLS")
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter("skulk.calllog.CALLS."+tree+".*"))
 	if err != nil {
 		t.Fatal(err)

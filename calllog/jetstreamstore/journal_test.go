@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/jetstreamstore"
@@ -109,16 +108,7 @@ func TestRequiredJournalSurvivesAServerRestartOnR3(t *testing.T) {
 
 func streamLeader(ctx context.Context, t *testing.T, servers []*natstest.Server, stream string) *natstest.Server {
 	t.Helper()
-	nc, err := nats.Connect(servers[0].URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := jsStream(ctx, t, servers[0].URL(), stream)
 	info := s.CachedInfo()
 	for _, srv := range servers {
 		if info.Cluster != nil && srv.Name() == info.Cluster.Leader {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -18,16 +17,7 @@ import (
 // read from the stream itself (not through the store).
 func firstKept(ctx context.Context, t *testing.T, url, stream, tree string) uint64 {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := jsStream(ctx, t, url, stream)
 	m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("skulk.calllog."+stream+"."+tree+".e"))
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,27 @@ func open(t testing.TB, url string) *jetstreamstore.Store {
 	return s
 }
 
+// jsStream returns the JetStream stream name on the server at url, to read
+// directly rather than through a store, over a connection closed when t
+// ends.
+func jsStream(ctx context.Context, t *testing.T, url, name string) jetstream.Stream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestStoreRules(t *testing.T) {
 	srv := natstest.Run(t)
 	n := 0
