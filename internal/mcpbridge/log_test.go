@@ -66,6 +66,18 @@ func (l *lineLog) wait(t *testing.T, d time.Duration, parts ...string) string {
 func TestServerLogReachesHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	h, lines := startLoggedWrapper(t, ctx)
+	defer h.Close(ctx)
+	if _, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	lines.wait(t, 10*time.Second, "mcp server log", "test-server", "a line from the test server")
+}
+
+// startLoggedWrapper starts skulk-mcp over the test server under a host
+// whose log lines it keeps; the caller closes the host.
+func startLoggedWrapper(t *testing.T, ctx context.Context) (*host.Host, *lineLog) {
+	t.Helper()
 	lines := &lineLog{}
 	h, err := host.Start(ctx, host.Config{
 		Command:  wrapperBin,
@@ -77,9 +89,5 @@ func TestServerLogReachesHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("host.Start of skulk-mcp: %v", err)
 	}
-	defer h.Close(ctx)
-	if _, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait(); err != nil {
-		t.Fatal(err)
-	}
-	lines.wait(t, 10*time.Second, "mcp server log", "test-server", "a line from the test server")
+	return h, lines
 }

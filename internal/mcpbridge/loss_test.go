@@ -2,7 +2,6 @@ package mcpbridge_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -88,17 +87,7 @@ func attrOf(line, key string) string {
 func TestWrapperLosses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	lines := &lineLog{}
-	h, err := host.Start(ctx, host.Config{
-		Command:  wrapperBin,
-		Args:     []string{"--", selfBin},
-		ExtraEnv: []string{envServer + "=1"},
-		TempDir:  shortTempDir(t),
-		Logger:   slog.New(lines),
-	})
-	if err != nil {
-		t.Fatalf("host.Start of skulk-mcp: %v", err)
-	}
+	h, lines := startLoggedWrapper(t, ctx)
 	defer h.Close(ctx)
 
 	line := lines.wait(t, 10*time.Second, msgToolLoss, " tool=annotated ")
