@@ -97,19 +97,7 @@ func TestIndex(t *testing.T) {
 	if err := json.Unmarshal([]byte(record), &rep); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files, err := Write(&rep, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := WriteIndex(&rep, dir, filepath.Join(dir, "sweeps.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, b := writeAll(t, &rep)
 	page := string(b)
 	for _, c := range files {
 		if !strings.Contains(page, "]("+filepath.Base(c)+")") {
@@ -130,7 +118,8 @@ func TestIndex(t *testing.T) {
 		}
 	}
 	// A record outside the directory is named, not linked.
-	if f, err = WriteIndex(&rep, dir, "/elsewhere/run.json"); err != nil {
+	f, err := WriteIndex(&rep, t.TempDir(), "/elsewhere/run.json")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if b, err = os.ReadFile(f); err != nil || !strings.Contains(string(b), "the record `run.json` by") {
@@ -157,19 +146,7 @@ func TestCommittedIndex(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files, err := Write(&rep, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := WriteIndex(&rep, dir, filepath.Join(dir, "sweeps.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, want := writeAll(t, &rep)
 	got, err := os.ReadFile(filepath.Join(perfDir, IndexName))
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("%s/%s is not the index of its record (%v): cd bench && go run ./cmd/compare -charts ../docs/perf/sweeps.json -chartdir ../docs/perf", perfDir, IndexName, err)
@@ -243,4 +220,24 @@ func svgTexts(t *testing.T, file string) []string {
 		t.Fatalf("%s: no <svg> element", file)
 	}
 	return texts
+}
+
+// writeAll draws rep's charts and index into a new directory and returns
+// the charts' files and the index's bytes.
+func writeAll(t *testing.T, rep *compare.SweepReport) ([]string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := Write(rep, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := WriteIndex(rep, dir, filepath.Join(dir, "sweeps.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files, b
 }
