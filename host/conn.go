@@ -49,9 +49,9 @@ const (
 	// module's BenchmarkSkulkMedia, with the reader goroutine reading and
 	// with the caller reading, run in turn six times, gave 3.08 and 3.88
 	// GB/s median (bench/README.md, "Comparing builds"). For a small call
-	// it saves the wake-up of the reader and then of the caller: when the
-	// callers of plain requests began to read their own answers (437aa5a),
-	// the test binaries before and after, run in turn, n=8, gave
+	// it saves the wake-up of the reader and then of the caller: a build
+	// whose reader goroutine reads every answer (437aa5a's parent) against
+	// one whose caller reads, test binaries run in turn, n=8, gave
 	// BenchmarkSkulkUnary 98.3 -> 78.7 µs (-19.9%, p=0.010) and
 	// BenchmarkSkulkCall 115.3 -> 99.2 µs (-14.0%, p=0.021)
 	// (bench/ab.sh -b 'SkulkUnary$|SkulkCall$' OLD NEW). Until the caller
@@ -331,14 +331,9 @@ const (
 // readOne reads and handles one packet of call; the caller has the turn.
 func (c *streamConn) readOne(call *Call) readResult {
 	if c.burstEnd && c.at.Sub(c.yielded) >= coalesce.YieldEvery {
-		// A reader whose socket always has data never waits, and the Go
-		// scheduler preempts such a goroutine only every 10 ms: with
-		// thousands of busy streams the host's supervisor and control
-		// reader waited that long per stream for a turn, and a healthy
-		// child was declared dead. So a reader yields at a burst's end
-		// once it has read for YieldEvery since it last yielded
-		// (TestHealthWhileEveryStreamIsBusy; the bench's concurrency sweep
-		// at 4,096 streams).
+		// A reader whose socket always has data never waits: it yields
+		// at a burst's end once it has read for YieldEvery (which says
+		// why and what it costs) since it last yielded.
 		runtime.Gosched()
 		c.yielded = c.at
 	}

@@ -34,9 +34,10 @@ const DefaultHistory = 64
 // one output chunk, the end), so that it grows only for a call that
 // streams. An event is 280 bytes: growing from empty would cost a small
 // call four allocations and about 4 KiB (TestHistoryStartsWithRoom
-// measures both; TestEventAndRecordSizes checks the sizes). The 8, with the 8-byte header the allocator adds
-// to an object with pointers, fill the 2,304-byte size class: an event 8
-// bytes larger would move them to the 2,688-byte one.
+// measures both; TestEventAndRecordSizes checks the sizes). The 8, with
+// the 8-byte header the allocator adds to an object with pointers, fill
+// the 2,304-byte size class: an event 8 bytes larger would move them to
+// the 2,688-byte one.
 const histStart = 8
 
 // Recorder records the calls of one host: it numbers each tree's events,
