@@ -331,21 +331,29 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 
 	t.Run("kill -9 mid-call", func(t *testing.T) {
 		pid := waitChild(t, s.cmd.Process.Pid, 0, 5*time.Second)
-		done := make(chan *mcp.CallToolResult, 1)
-		go func() { // ends with the call, which the kill ends
-			res, err := s.sess.CallTool(ctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
-			if err != nil {
-				t.Error(err)
-			}
-			done <- res
+		type answer struct {
+			res *mcp.CallToolResult
+			err error
+		}
+		done := make(chan answer, 1)
+		cctx, ccancel := context.WithCancel(ctx)
+		go func() { // ends with the call: the kill, or ccancel if the subtest fails first
+			res, err := s.sess.CallTool(cctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
+			done <- answer{res, err}
 		}()
+		defer func() { ccancel(); <-done }() // the goroutine has ended when the subtest does
 		waitInChild(t, journal, "sleep", 10*time.Second)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		var res *mcp.CallToolResult
 		select {
-		case res = <-done:
+		case a := <-done:
+			done <- a // for the deferred receive
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			res = a.res
 		case <-time.After(15 * time.Second):
 			t.Fatal("no result after the kill")
 		}
