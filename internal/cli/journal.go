@@ -180,11 +180,18 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 // printStep prints a follower's step as JSON lines.
 func printStep(w io.Writer, s calllog.Step) error {
 	if s.TakenOverFrom != "" {
-		// JSON strings, not Go ones: a journal's writer names are whatever
-		// its writers chose, and Go's \x1b is no JSON escape.
-		from, _ := json.Marshal(s.TakenOverFrom)
-		to, _ := json.Marshal(s.Event.Writer)
-		if _, err := fmt.Fprintf(w, "{\"takeover\":{\"from\":%s,\"to\":%s,\"seq\":%d}}\n", from, to, s.Event.Seq); err != nil {
+		// Encoded as JSON, not quoted as Go strings: a journal's writer
+		// names are whatever its writers chose, and Go's \x1b is no JSON
+		// escape.
+		type takeover struct {
+			From string `json:"from"`
+			To   string `json:"to"`
+			Seq  uint64 `json:"seq"`
+		}
+		line := struct {
+			Takeover takeover `json:"takeover"`
+		}{takeover{s.TakenOverFrom, s.Event.Writer, s.Event.Seq}}
+		if err := json.NewEncoder(w).Encode(line); err != nil {
 			return err
 		}
 	}
