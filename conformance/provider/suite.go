@@ -240,7 +240,7 @@ func Run(t *testing.T, bin string, opts Options) {
 	case opts.Tool != "":
 		probe.tool = opts.Tool
 		if !offered[opts.Tool] {
-			t.Errorf("Options.Tool %q is not a tool of the provider's hello", opts.Tool)
+			t.Fatal("Options.Tool names no tool of the provider's hello")
 		}
 	case offered["count"]:
 		probe.tool = "count"
