@@ -2,8 +2,6 @@ package compare
 
 import (
 	"context"
-	"errors"
-	"strings"
 )
 
 // calls is the sweeps' sequential small-call point: the compare run's calls
@@ -48,10 +46,9 @@ func (sw *sweeper) calls(ctx context.Context) (Sweep, error) {
 		for _, f := range m.Figures {
 			for i, id := range ids {
 				switch {
-				case f.NA != "":
-					rec.failCurve(id, f.System, x, notApplicable(strings.TrimPrefix(f.NA, "n/a: ")))
-				case f.Err != "":
-					rec.failCurve(id, f.System, x, errors.New(f.Err))
+				case f.NA != "" || f.Err != "": // the run's own words, as they were recorded
+					v := rec.val(id, f.System, x)
+					v.NA, v.Err = f.NA, f.Err
 				default:
 					for _, y := range samples(f)[i] {
 						rec.set(id, f.System, x, y)
