@@ -169,7 +169,12 @@ func Start(t testing.TB, bin string, args ...string) *Proc {
 // itself in time. Call it once, from the test's goroutine.
 func (p *Proc) Wait(t testing.TB) (status int, stderr string) {
 	t.Helper()
+	// Stdout's pipe closes only in Cmd.Wait: a descendant that holds it
+	// open would keep this read going past the deadline, so the deadline
+	// closes it.
+	stop := context.AfterFunc(p.ctx, func() { p.Stdout.Close() })
 	io.Copy(io.Discard, p.Stdout)
+	stop()
 	err := p.Cmd.Wait()
 	p.waited = true
 	return exitStatus(t, p.ctx, p.Cmd.Path, p.args, err, p.stderr.String()), p.stderr.String()
