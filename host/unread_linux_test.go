@@ -3,6 +3,8 @@ package host
 import (
 	"net"
 	"testing"
+
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // TestUnread: unread sees bytes written to a connection's peer and not yet
@@ -14,21 +16,7 @@ func TestUnread(t *testing.T) {
 	if unread(a) {
 		t.Error("unread is true for a connection without a descriptor")
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: t.TempDir() + "/s", Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("unix", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := testnet.SocketPair(t)
 	if unread(s) {
 		t.Fatal("unread before anything was written")
 	}
