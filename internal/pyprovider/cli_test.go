@@ -130,11 +130,8 @@ func TestCLIKill9(t *testing.T) {
 	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	chunks := c.Count() - 1
 	for sc.Scan() {
-		if l := c.Add(sc.Bytes()); l.Kind == "chunk" {
-			chunks++
-		}
+		c.Add(sc.Bytes())
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -145,8 +142,5 @@ func TestCLIKill9(t *testing.T) {
 	last := c.Last()
 	if last.Kind != "failed" || !last.Synthetic || last.Error == nil || last.Error.Code != "unreachable" {
 		t.Errorf("terminal after the kill: %+v", last)
-	}
-	if chunks >= 100000000 {
-		t.Errorf("all %d chunks arrived: the kill did not cut the call", chunks)
 	}
 }
