@@ -3,9 +3,7 @@ package child_test
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,50 +72,6 @@ func TestLogSitesClassified(t *testing.T) {
 	}
 }
 
-// records is a slog.Handler that keeps every record's message and
-// attributes (those of With included) as strings. Safe for concurrent use.
-type records struct {
-	mu    *sync.Mutex
-	recs  *[]record
-	attrs []slog.Attr
-}
-
-type record struct {
-	msg   string
-	attrs map[string]string
-}
-
-func newRecords() *records { return &records{mu: &sync.Mutex{}, recs: &[]record{}} }
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	kept := record{msg: rec.Message, attrs: map[string]string{}}
-	for _, a := range r.attrs {
-		kept.attrs[a.Key] = a.Value.String()
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		kept.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	r.mu.Lock()
-	*r.recs = append(*r.recs, kept)
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *records) WithAttrs(as []slog.Attr) slog.Handler {
-	return &records{mu: r.mu, recs: r.recs, attrs: append(slices.Clip(r.attrs), as...)}
-}
-
-func (r *records) WithGroup(string) slog.Handler { return r } // the SDK uses no groups
-
-func (r *records) all() []record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(*r.recs)
-}
-
 // The SDK's records about a call carry its call_id and tree_id (the
 // invoke's tree, or the call's own id when none is given), whatever they
 // say: a handler that panics, one that ignores its cancellation, one whose
@@ -137,7 +91,7 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 			return frame.MustPayload(map[string]any{"s": big}), nil
 		},
 	}}
-	logs := newRecords()
+	logs := logtest.NewCapture()
 	opts := demoOptions(tools...)
 	opts.Logger = slog.New(logs)
 	srv := serveChild(t, config{}, opts)
@@ -197,23 +151,23 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 		ids[call], ids[tree] = true, true
 	}
 	saw := map[string]bool{}
-	for _, r := range logs.all() {
-		about := callMessages[r.msg]
-		if !about && !otherMessages[r.msg] {
-			t.Errorf("record %q is in no list of logattrs_test.go", r.msg)
+	for _, r := range logs.Records() {
+		about := callMessages[r.Msg]
+		if !about && !otherMessages[r.Msg] {
+			t.Errorf("record %q is in no list of logattrs_test.go", r.Msg)
 		}
-		for k, v := range r.attrs {
+		for k, v := range r.Attrs {
 			if ids[v] && (!about || (k != keyCall && k != keyTree)) {
-				t.Errorf("record %q names a call or tree as %q", r.msg, k)
+				t.Errorf("record %q names a call or tree as %q", r.Msg, k)
 			}
 		}
 		if !about {
 			continue
 		}
-		saw[r.msg] = true
-		call, tree := r.attrs[keyCall], r.attrs[keyTree]
+		saw[r.Msg] = true
+		call, tree := r.Attrs[keyCall], r.Attrs[keyTree]
 		if want, ok := trees[call]; !ok || tree != want {
-			t.Errorf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.msg, keyCall, call, keyTree, tree)
+			t.Errorf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.Msg, keyCall, call, keyTree, tree)
 		}
 	}
 	for m := range callMessages {

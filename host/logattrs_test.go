@@ -4,9 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -105,51 +103,6 @@ func TestLogSitesClassified(t *testing.T) {
 		map[string][]string{"treeMessages": {logTreeID}})
 }
 
-// capture is a slog.Handler that keeps every record with its attributes
-// (those of With included), flattened to key=value strings. Safe for
-// concurrent use.
-type capture struct {
-	mu    *sync.Mutex
-	recs  *[]captured
-	attrs []slog.Attr
-}
-
-type captured struct {
-	msg   string
-	attrs map[string]string
-}
-
-func newCapture() *capture { return &capture{mu: &sync.Mutex{}, recs: &[]captured{}} }
-
-func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
-
-func (c *capture) Handle(_ context.Context, r slog.Record) error {
-	rec := captured{msg: r.Message, attrs: map[string]string{}}
-	for _, a := range c.attrs {
-		rec.attrs[a.Key] = a.Value.String()
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	c.mu.Lock()
-	*c.recs = append(*c.recs, rec)
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *capture) WithAttrs(as []slog.Attr) slog.Handler {
-	return &capture{mu: c.mu, recs: c.recs, attrs: append(slices.Clip(c.attrs), as...)}
-}
-
-func (c *capture) WithGroup(string) slog.Handler { return c } // the host uses no groups
-
-func (c *capture) records() []captured {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(*c.recs)
-}
-
 // childLineIDs finds the call_id and tree_id of a child SDK record
 // forwarded as a "child output" line (the child logs slog text).
 var childLineIDs = regexp.MustCompile(`(?:^| )(call_id|tree_id)=(\S+)`)
@@ -160,7 +113,7 @@ var childLineIDs = regexp.MustCompile(`(?:^| )(call_id|tree_id)=(\S+)`)
 // one past its deadline and one whose child is killed; a record that
 // names a call in any other attribute fails the test.
 func TestLogRecordsCarryCallAndTree(t *testing.T) {
-	logs := newCapture()
+	logs := logtest.NewCapture()
 	cfg := fastHealth(realConfig())
 	cfg.Logger = slog.New(logs)
 	cfg.CancelGrace = 200 * time.Millisecond
@@ -230,7 +183,7 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hostAbout, childAbout := checkCallRecords(t, logs.records(), trees)
+	hostAbout, childAbout := checkCallRecords(t, logs.Records(), trees)
 	// The kill ends a call by the host; the child logs the handler that
 	// ignores its cancel.
 	if hostAbout < 1 || childAbout < 1 {
@@ -242,7 +195,7 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 // end after its terminal: the host's records about each call carry its
 // call_id and tree_id.
 func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
-	logs := newCapture()
+	logs := logtest.NewCapture()
 	cfg := fastHealth(fakeConfig("ok"))
 	cfg.Logger = slog.New(logs)
 	cfg.EndGrace = 200 * time.Millisecond
@@ -261,7 +214,7 @@ func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
 	}
 	// The end grace's warning comes after the terminal: wait for it.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		hostAbout, _ = checkCallRecords(t, logs.records(), trees)
+		hostAbout, _ = checkCallRecords(t, logs.Records(), trees)
 		if hostAbout >= 3 || time.Now().After(deadline) {
 			break
 		}
@@ -279,54 +232,54 @@ func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
 // forwarded child record that names a call without its call_id and
 // tree_id. It returns how many host records are about a call and how many
 // forwarded child records name one.
-func checkCallRecords(t *testing.T, recs []captured, trees map[string]string) (hostAboutCalls, childAboutCalls int) {
+func checkCallRecords(t *testing.T, recs []logtest.Record, trees map[string]string) (hostAboutCalls, childAboutCalls int) {
 	t.Helper()
 	ids := map[string]bool{}
 	for call, tree := range trees {
 		ids[call], ids[tree] = true, true
 	}
 	for _, r := range recs {
-		if r.msg == logChildOutput {
+		if r.Msg == logChildOutput {
 			// The child SDK's own record, forwarded line by line.
 			got := map[string]string{}
-			for _, m := range childLineIDs.FindAllStringSubmatch(r.attrs["line"], -1) {
+			for _, m := range childLineIDs.FindAllStringSubmatch(r.Attrs["line"], -1) {
 				got[m[1]] = m[2]
 			}
 			named := false
 			for id := range ids {
-				named = named || strings.Contains(r.attrs["line"], id)
+				named = named || strings.Contains(r.Attrs["line"], id)
 			}
 			if !named {
 				continue
 			}
 			childAboutCalls++
 			if tree, ok := trees[got[logCallID]]; !ok || got[logTreeID] != tree {
-				t.Errorf("child record %q: call_id %q tree_id %q; want a call of the test and its tree", r.attrs["line"], got[logCallID], got[logTreeID])
+				t.Errorf("child record %q: call_id %q tree_id %q; want a call of the test and its tree", r.Attrs["line"], got[logCallID], got[logTreeID])
 			}
 			continue
 		}
-		about := callMessages[r.msg]
-		if !about && !otherMessages[r.msg] && !treeMessages[r.msg] && !recorderOtherMessages[r.msg] {
-			t.Errorf("record %q is in no list of logattrs_test.go", r.msg)
+		about := callMessages[r.Msg]
+		if !about && !otherMessages[r.Msg] && !treeMessages[r.Msg] && !recorderOtherMessages[r.Msg] {
+			t.Errorf("record %q is in no list of logattrs_test.go", r.Msg)
 		}
-		for k, v := range r.attrs {
+		for k, v := range r.Attrs {
 			if !ids[v] {
 				continue
 			}
 			switch {
 			case k != logCallID && k != logTreeID:
-				t.Errorf("record %q names a call or tree as %q; the keys are %s and %s", r.msg, k, logCallID, logTreeID)
-			case !about && !(treeMessages[r.msg] && k == logTreeID):
-				t.Errorf("record %q names a call as %s but is not in callMessages", r.msg, k)
+				t.Errorf("record %q names a call or tree as %q; the keys are %s and %s", r.Msg, k, logCallID, logTreeID)
+			case !about && !(treeMessages[r.Msg] && k == logTreeID):
+				t.Errorf("record %q names a call as %s but is not in callMessages", r.Msg, k)
 			}
 		}
 		if !about {
 			continue
 		}
 		hostAboutCalls++
-		call, tree := r.attrs[logCallID], r.attrs[logTreeID]
+		call, tree := r.Attrs[logCallID], r.Attrs[logTreeID]
 		if want, ok := trees[call]; !ok || tree != want {
-			t.Errorf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.msg, logCallID, call, logTreeID, tree)
+			t.Errorf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.Msg, logCallID, call, logTreeID, tree)
 		}
 	}
 	return hostAboutCalls, childAboutCalls
