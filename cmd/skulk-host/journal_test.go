@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -225,12 +226,7 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 
 func TestJournalReplayAndRefusal(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
-	r := run(t, "", "call", "--journal", db, "count", "--args", `{"n":3}`, "--", childBin)
-	if r.Status != 0 {
-		t.Fatalf("call: %d %q", r.Status, r.Stderr)
-	}
-	_, rest, _ := strings.Cut(r.Stderr, "journal: tree ")
-	tree, _, _ := strings.Cut(rest, " ")
+	tree := callTree(t, db, 3)
 	rp := run(t, "", "replay", db, tree)
 	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
 		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
@@ -241,13 +237,12 @@ func TestJournalReplayAndRefusal(t *testing.T) {
 		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
 	}
 	// A refused call is in the log too, and its tree is named.
-	r = run(t, "", "call", "--journal", db, "nope", "--", childBin)
+	r := run(t, "", "call", "--journal", db, "nope", "--", childBin)
 	if r.Status != 4 {
 		t.Fatalf("refused call: %d %q", r.Status, r.Stderr)
 	}
-	_, rest, ok := strings.Cut(r.Stderr, "journal: tree ")
-	refused, _, _ := strings.Cut(rest, " ")
-	if !ok || refused == "" || refused == tree {
+	refused, ok := treeOfLine(r.Stderr)
+	if !ok || refused == tree {
 		t.Fatalf("refused call: no tree of its own named in %q", r.Stderr)
 	}
 	rp = run(t, "", "replay", db, refused)
@@ -266,10 +261,33 @@ func treeID(t *testing.T, stderr <-chan string) string {
 	t.Helper()
 	var tree string
 	nextLine(t, stderr, 30*time.Second, "the tree id", func(l string) bool {
-		_, rest, ok := strings.Cut(l, "journal: tree ")
-		tree, _, _ = strings.Cut(rest, " ")
+		var ok bool
+		tree, ok = treeOfLine(l)
 		return ok
 	})
+	return tree
+}
+
+// treeOfLine returns the tree id a call command's "journal: tree ID" line
+// names, if s holds one.
+func treeOfLine(s string) (string, bool) {
+	_, rest, ok := strings.Cut(s, "journal: tree ")
+	tree, _, _ := strings.Cut(rest, " ")
+	return tree, ok && tree != ""
+}
+
+// callTree runs call --journal journal count n against the demo child,
+// which must succeed, and returns the tree id its journal line names.
+func callTree(t *testing.T, journal string, n int) string {
+	t.Helper()
+	r := run(t, "", "call", "--journal", journal, "count", "--args", fmt.Sprintf(`{"n":%d}`, n), "--", childBin)
+	if r.Status != 0 {
+		t.Fatalf("call: %d %q", r.Status, r.Stderr)
+	}
+	tree, ok := treeOfLine(r.Stderr)
+	if !ok {
+		t.Fatalf("call: no journal tree line in %q", r.Stderr)
+	}
 	return tree
 }
 

@@ -36,12 +36,7 @@ func TestNATSJournalCrashTakeover(t *testing.T) {
 // password is refused without echoing it.
 func TestNATSJournalReplayFollowExport(t *testing.T) {
 	url := natstest.Run(t).URL() + "/CALLS"
-	r := run(t, "", "call", "--journal", url, "count", "--args", `{"n":3}`, "--", childBin)
-	if r.Status != 0 {
-		t.Fatalf("call: %d %q", r.Status, r.Stderr)
-	}
-	_, rest, _ := strings.Cut(r.Stderr, "journal: tree ")
-	tree, _, _ := strings.Cut(rest, " ")
+	tree := callTree(t, url, 3)
 	rp := run(t, "", "replay", url, tree)
 	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
 		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
@@ -101,12 +96,7 @@ func TestNATSJournalCredentials(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			r := run(t, "", "call", "--journal", journal, "count", "--args", `{"n":2}`, "--", childBin)
-			if r.Status != 0 {
-				t.Fatalf("call: %d %q", r.Status, r.Stderr)
-			}
-			_, rest, _ := strings.Cut(r.Stderr, "journal: tree ")
-			tree, _, _ := strings.Cut(rest, " ")
+			tree := callTree(t, journal, 2)
 			rp := run(t, "", "replay", journal, tree)
 			if rp.Status != 0 || !strings.Contains(rp.Stdout, `done: {"n":2}`) {
 				t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
