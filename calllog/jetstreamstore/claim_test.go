@@ -77,6 +77,7 @@ func (p *cutProxy) accept() {
 		p.conns = append(p.conns, client, server)
 		p.mu.Unlock()
 		var mute atomic.Bool
+		answered := make(chan struct{}) // closed when the server answers past the marker
 		cut := func() { client.Close(); server.Close() }
 		p.wg.Add(2)
 		go func() { // stopped by the connections closing
@@ -95,8 +96,13 @@ func (p *cutProxy) accept() {
 						return
 					}
 					if hit {
+						// The server keeps the message and answers, into
+						// the void; the answer is the sign it was kept.
 						p.cuts.Add(1)
-						time.Sleep(300 * time.Millisecond) // the server keeps it and answers, into the void
+						select {
+						case <-answered:
+						case <-time.After(10 * time.Second):
+						}
 						return
 					}
 				}
@@ -111,7 +117,11 @@ func (p *cutProxy) accept() {
 			buf := make([]byte, 64<<10)
 			for {
 				n, err := server.Read(buf)
-				if n > 0 && !mute.Load() {
+				if n > 0 && mute.Load() {
+					close(answered)
+					return
+				}
+				if n > 0 {
 					if _, werr := client.Write(buf[:n]); werr != nil {
 						return
 					}
