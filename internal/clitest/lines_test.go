@@ -35,6 +35,10 @@ func (f *failures) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
+func (f *failures) Error(args ...any) { f.Errorf("%s", fmt.Sprint(args...)) }
+
+func (f *failures) Fatal(args ...any) { f.Fatalf("%s", fmt.Sprint(args...)) }
+
 // parse runs ParseLines on stdout and returns what it reported.
 func parse(t *testing.T, stdout string) []string {
 	f := &failures{TB: t}

@@ -38,12 +38,9 @@ func readDemoDoc(t *testing.T) ([]string, map[string]docTool) {
 	locs := docSection.FindAllStringSubmatchIndex(page, -1)
 	var ids []string
 	tools := map[string]docTool{}
-	for i, l := range locs {
+	for _, l := range locs {
 		id := page[l[2]:l[3]]
 		end := len(page)
-		if i+1 < len(locs) {
-			end = locs[i+1][0]
-		}
 		if next := strings.Index(page[l[1]:end], "\n## "); next >= 0 {
 			end = l[1] + next
 		}
