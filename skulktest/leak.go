@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/internal/testnet"
 	"go.uber.org/goleak"
 )
 
@@ -47,7 +48,7 @@ type snapshot struct {
 func takeSnapshot(t testing.TB, dir string) *snapshot {
 	t.Helper()
 	warmUp()
-	s := &snapshot{kids: childPIDs(), fds: openFDs(), goroutines: goleak.IgnoreCurrent(), dir: dir}
+	s := &snapshot{kids: testnet.Children(os.Getpid()), fds: openFDs(), goroutines: goleak.IgnoreCurrent(), dir: dir}
 	s.entries = dirEntries(dir)
 	return s
 }
@@ -56,7 +57,7 @@ func takeSnapshot(t testing.TB, dir string) *snapshot {
 // have at the snapshot. Goroutines and descriptors get settle to go away.
 func (s *snapshot) check(t testing.TB) {
 	t.Helper()
-	for _, pid := range childPIDs() {
+	for _, pid := range testnet.Children(os.Getpid()) {
 		if !slices.Contains(s.kids, pid) {
 			t.Errorf("skulktest: child process %d (%s) left behind", pid, procName(pid))
 		}
@@ -109,37 +110,6 @@ func openFDs() []string {
 	names, _ := f.Readdirnames(-1)
 	f.Close()
 	return slices.DeleteFunc(names, func(n string) bool { return n == own })
-}
-
-// childPIDs lists the processes (zombies included) whose parent is this
-// one.
-func childPIDs() []int {
-	me := strconv.Itoa(os.Getpid())
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var kids []int
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(s[i+1:]); len(f) >= 2 && f[1] == me {
-			kids = append(kids, pid)
-		}
-	}
-	return kids
 }
 
 func procName(pid int) string {

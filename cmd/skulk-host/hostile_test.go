@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // hostileChild returns the path of internal/hostile/hostilechild, built
@@ -164,7 +166,7 @@ func killHostTree(t *testing.T, wait time.Duration) {
 	}
 	seen := time.Now()
 	time.Sleep(wait)
-	tree := append(childrenOf(cmd.Process.Pid), grandchild) // the child, the grandchild (and the host's guardian)
+	tree := append(testnet.Children(cmd.Process.Pid), grandchild) // the child, the grandchild (and the host's guardian)
 	if len(tree) < 2 {
 		t.Fatalf("tree %v: want the child and the grandchild", tree)
 	}
@@ -217,25 +219,4 @@ func procStat(pid int) (state byte, ppid int, ok bool) {
 func running(pid int) bool {
 	state, _, ok := procStat(pid)
 	return ok && state != 'Z' && state != 'X'
-}
-
-// childrenOf lists the processes whose parent is pid.
-func childrenOf(pid int) []int {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	var kids []int
-	for _, n := range names {
-		p, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		if _, ppid, ok := procStat(p); ok && ppid == pid {
-			kids = append(kids, p)
-		}
-	}
-	return kids
 }

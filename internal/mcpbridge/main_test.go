@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/skulkrt/skulk/internal/testnet"
 	"go.uber.org/goleak"
 )
 
@@ -231,27 +231,6 @@ func processGone(t *testing.T, pid int, d time.Duration) {
 	}
 }
 
-// childrenOf lists the pids whose parent is pid.
-func childrenOf(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // isGuardian reports whether pid is a host's guardian (/bin/sh running
 // the host's guardian script), which every host.Host starts beside its
 // children.
@@ -271,7 +250,7 @@ func waitChild(t *testing.T, pid, except int, d time.Duration) int {
 	deadline := time.Now().Add(d)
 	for {
 		var kids []int
-		for _, k := range childrenOf(pid) {
+		for _, k := range testnet.Children(pid) {
 			if k != except && !isGuardian(k) {
 				kids = append(kids, k)
 			}

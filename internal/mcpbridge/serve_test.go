@@ -20,6 +20,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/demotools"
 	"github.com/skulkrt/skulk/internal/mcpbridge"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // serveSession is a go-sdk client connected to `skulk-host mcp serve`:
@@ -86,7 +87,7 @@ func startServeHTTP(t *testing.T, ctx context.Context, flags []string, child ...
 func (s *serveSession) close(t *testing.T) {
 	t.Helper()
 	pid := s.cmd.Process.Pid
-	kids := childrenOf(pid)
+	kids := testnet.Children(pid)
 	if s.stderr == nil {
 		if err := s.sess.Close(); err != nil {
 			t.Errorf("close: %v (skulk-host should exit 0 when its stdin closes)", err)

@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/skulkrt/skulk/internal/cli"
 	"github.com/skulkrt/skulk/internal/clitest"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // builds holds skulk-host, built by the first test that has Python (the
@@ -83,25 +83,11 @@ func TestCLICallMedia(t *testing.T) {
 // whichever thread it runs on.
 func childrenRunning(t *testing.T, pid int, arg string) []int {
 	t.Helper()
-	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no /proc/%d/task/*/children (%v)", pid, err)
-	}
 	var pids []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread exited
-		}
-		for _, s := range strings.Fields(string(b)) {
-			p, err := strconv.Atoi(s)
-			if err != nil {
-				t.Fatalf("%s: %q", f, b)
-			}
-			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-			if err == nil && slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
-				pids = append(pids, p)
-			}
+	for _, p := range testnet.Children(pid) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err == nil && slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
+			pids = append(pids, p)
 		}
 	}
 	return pids
