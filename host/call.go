@@ -497,10 +497,28 @@ func (c *Call) finish(f frame.Frame, stderr string) {
 	}
 	c.term = f
 	if ce := callErrorOf(&f, stderr); ce != nil {
+		ce.ctxErr = c.endedByContext(ce.Code)
 		c.termErr = ce
 	}
 	c.providerDone.Store(true)
 	close(c.done)
+}
+
+// endedByContext returns the error of the call's context when a terminal
+// of code ended the call because that context ended, and nil otherwise. A
+// timeout counts as the context's deadline once less than a millisecond of
+// it is left: timeout_ms is the deadline rounded down to the millisecond,
+// so the child's clock can run out up to that much before the context's.
+func (c *Call) endedByContext(code frame.Code) error {
+	switch code {
+	case frame.CodeTimeout:
+		if dl, ok := c.ctx.Deadline(); ok && time.Until(dl) < time.Millisecond {
+			return context.DeadlineExceeded
+		}
+	case frame.CodeCancelled:
+		return c.ctx.Err()
+	}
+	return nil
 }
 
 // release ends the connection's part in the call: called once, by the

@@ -49,7 +49,11 @@ type Config struct {
 	Dir string
 	// Env is an allow-list of variable names passed through from the
 	// host's environment; names the host does not have are skipped. nil
-	// means none: the child sees only ExtraEnv and the SKULK_* variables.
+	// means DefaultEnv (PATH, HOME, USER, LANG, LC_ALL, TZ, TMPDIR), the
+	// same default skulk-host uses; an empty, non-nil list passes nothing,
+	// so the child sees only ExtraEnv and the SKULK_* variables. To pass
+	// more names than the default, append them to DefaultEnv(); to set a
+	// variable, use ExtraEnv.
 	Env []string
 	// ExtraEnv are "NAME=value" pairs always set in the child's
 	// environment. The SKULK_* variables of docs/protocol.md §1 override them.
@@ -209,8 +213,23 @@ func validEnvPair(kv string) bool {
 	return false
 }
 
+// defaultEnv is what a nil Config.Env passes through: enough for a child
+// to find programs, its home, its locale, its time zone and a temporary
+// directory, and nothing that carries a secret by convention.
+var defaultEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// DefaultEnv returns the names of the variables a child is given from the
+// host's environment when Config.Env is nil. The slice is a new copy each
+// call, so a caller may append to it.
+func DefaultEnv() []string {
+	return append([]string(nil), defaultEnv...)
+}
+
 // withDefaults returns c with zero fields replaced by their defaults.
 func (c Config) withDefaults() Config {
+	if c.Env == nil {
+		c.Env = defaultEnv
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v

@@ -45,7 +45,11 @@ var (
 
 // CallError is the outcome of a call that did not complete: the provider's
 // failed or cancelled terminal, or one the host made up in its place
-// (Synthetic). Wait returns it; errors.As finds it.
+// (Synthetic). Wait returns it; errors.As finds it. When the call ended
+// because the context it was started with ended (its deadline passed, or
+// it was cancelled), the CallError also matches that context's error:
+// errors.Is(err, context.DeadlineExceeded) or errors.Is(err,
+// context.Canceled) holds, as for any context-bound Go call.
 type CallError struct {
 	// Code classifies the failure.
 	Code frame.Code
@@ -58,7 +62,15 @@ type CallError struct {
 	// Stderr is the tail (at most 64 KiB) of the child's stderr when the
 	// call failed because the child died; empty otherwise.
 	Stderr string
+	// ctxErr is the call context's error when the call ended because that
+	// context ended; nil otherwise.
+	ctxErr error
 }
+
+// Unwrap returns the error of the call's context when the call ended
+// because that context ended (context.DeadlineExceeded or
+// context.Canceled), and nil otherwise.
+func (e *CallError) Unwrap() error { return e.ctxErr }
 
 func (e *CallError) Error() string {
 	s := "host: call "

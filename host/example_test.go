@@ -79,3 +79,30 @@ func ExampleSchemaError() {
 	// Output:
 	// arguments /n minimum integer
 }
+
+// A call whose context's deadline passes ends with a *CallError that also
+// matches context.DeadlineExceeded, as any context-bound Go call does; a
+// call whose context is cancelled matches context.Canceled likewise.
+func ExampleCallError_deadline() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.Start(ctx, host.Config{Command: os.Getenv("SKULK_TEST_CHILD")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close(ctx)
+
+	callCtx, callCancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer callCancel()
+	c, err := h.Call(callCtx, "sleep", frame.MustPayload(map[string]any{"ms": 60000}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = c.Wait()
+	var ce *host.CallError
+	fmt.Println(errors.Is(err, context.DeadlineExceeded), errors.As(err, &ce) && ce.Code == frame.CodeTimeout)
+	// Output:
+	// true true
+}

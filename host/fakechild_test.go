@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,12 @@ import (
 //	die       sends one chunk, writes to stderr and exits with status 7
 //	hangup    sends one chunk and closes the connection (the child lives)
 func fakeChild(mode string) int {
+	if path := os.Getenv(fakeEnvOutEnv); path != "" {
+		if err := os.WriteFile(path, []byte(strings.Join(os.Environ(), "\n")), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "fake: env:", err)
+			return 2
+		}
+	}
 	ctrlFile := os.NewFile(3, "control")
 	lnFile := os.NewFile(4, "streams")
 	ctrl, err := net.FileConn(ctrlFile)
@@ -281,6 +288,10 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 // invoke it reads: "call_id tool_id tree parent", so that tests can assert
 // on what the child was sent.
 const fakeInvokesEnv = "SKULK_HOST_TEST_INVOKES"
+
+// fakeEnvOutEnv names a file the fake child writes its whole environment
+// to as it starts, one NAME=value a line.
+const fakeEnvOutEnv = "SKULK_HOST_TEST_ENVOUT"
 
 func reportInvoke(inv *wire.Invoke) {
 	path := os.Getenv(fakeInvokesEnv)

@@ -124,7 +124,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{Command: "x", PoolSize: 1, Limits: c.Limits,
 		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, StartTimeout: 10 * time.Second,
 		CancelGrace: time.Second, EndGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
-		StuckLimit: 1, Logger: c.Logger,
+		StuckLimit: 1, Logger: c.Logger, Env: DefaultEnv(),
 		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -16,10 +16,6 @@ import (
 	"github.com/skulkrt/skulk/wire"
 )
 
-// defaultPassEnv are the host variables every child sees: enough for an
-// interpreter or a shell script to find its tools and locale.
-var defaultPassEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
-
 // closeTimeout bounds the child's shutdown when a command ends.
 const closeTimeout = 10 * time.Second
 
@@ -66,7 +62,7 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 	cfg := host.Config{
 		Command:    argv[0],
 		Args:       argv[1:],
-		Env:        append(append([]string(nil), defaultPassEnv...), c.env.pass...),
+		Env:        append(host.DefaultEnv(), c.env.pass...),
 		ExtraEnv:   c.env.extra,
 		DrainGrace: drainGrace,
 	}
