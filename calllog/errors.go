@@ -56,8 +56,11 @@ type JournalError struct {
 	// ErrFenced, ErrJournalOverflow, a context error, or the store's own
 	// error; nil for a policy refusal.
 	Cause error
-
-	settle func(context.Context) error // for Settle; nil when the error is not the host's
+	// Kept, set by the host that returned the error, waits until the
+	// call's end (for a refusal: the end that records it) is kept: nil
+	// when it is, the journal's reason when it can no longer be, ctx.Err()
+	// when ctx ends first. Settle calls it; nil means nothing to wait for.
+	Kept func(ctx context.Context) error
 }
 
 func (e *JournalError) Error() string {

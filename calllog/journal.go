@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/settle"
 )
 
 // Journal keeps every tree's log in a store: a host (host.Config.CallLog)
@@ -54,16 +53,10 @@ type Journal struct {
 // gives itself back.
 func Settle(ctx context.Context, err error) error {
 	var je *JournalError
-	if !errors.As(err, &je) || je.settle == nil {
+	if !errors.As(err, &je) || je.Kept == nil {
 		return err
 	}
-	return je.settle(ctx)
-}
-
-func init() {
-	settle.Attach = func(err error, wait func(context.Context) error) {
-		err.(*JournalError).settle = wait
-	}
+	return je.Kept(ctx)
 }
 
 // takeOverTimeout bounds TakeOver's write of the outcomes it records.

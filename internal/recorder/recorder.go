@@ -18,7 +18,6 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
-	"github.com/skulkrt/skulk/internal/settle"
 )
 
 // DefaultHistory bounds the events one call keeps for its watchers
@@ -1064,7 +1063,7 @@ func OutcomeOfError(err error) calllog.Outcome {
 func journalError(w *journalWriter, seq uint64, je calllog.JournalError) *calllog.JournalError {
 	e := &je
 	if w != nil {
-		settle.Attach(e, func(ctx context.Context) error { return w.wait(ctx, seq, true) })
+		e.Kept = func(ctx context.Context) error { return w.wait(ctx, seq, true) }
 	}
 	return e
 }
