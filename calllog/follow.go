@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
 )
 
 // A Follower reads at most followBatch events at once, and waits between
@@ -203,8 +202,8 @@ func Replay(events []Event) *Replayed {
 			f := frame.Frame{CallID: e.Call, Direction: frame.ProviderToCaller, Sequence: e.FrameSeq,
 				Kind: e.FrameKind, Payload: payload, Media: mediaFrom(e.Media)}
 			c.Frames = append(c.Frames, f)
-			if s, ok := mpack.MapString(payload, "text"); ok {
-				c.Text += string(s)
+			if s, ok := payload.Text(); ok {
+				c.Text += s
 			}
 		case KindDone, KindFailed, KindCancelled:
 			c.Ended = true
