@@ -41,6 +41,22 @@ type Claim struct {
 	Last uint64
 }
 
+// CheckBatch reports whether events may be kept under c as far as their
+// own numbering shows: every event is of c.Tree, Seq ≥ 1, strictly
+// ascending. Every EventStore makes this check before it keeps a batch
+// (fencing and gaps against what is kept are the store's own); the error
+// wraps ErrBadBatch.
+func (c Claim) CheckBatch(events []Event) error {
+	var prev uint64
+	for _, e := range events {
+		if e.Tree != c.Tree || e.Seq == 0 || e.Seq <= prev {
+			return ErrBadBatch
+		}
+		prev = e.Seq
+	}
+	return nil
+}
+
 // EventStore keeps trees' logs. Implementations are safe for concurrent
 // use; sqlitestore.Store is one, and calllogtest.TestStore checks the
 // rules below.

@@ -50,7 +50,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/internal/eventstore"
 )
 
 // Headers of the store's messages.
@@ -645,7 +644,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	if err := s.usable(op); err != nil {
 		return err
 	}
-	if err := eventstore.CheckBatch(c, events); err != nil {
+	if err := c.CheckBatch(events); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -714,7 +713,7 @@ func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calll
 	if err := s.usable("keep new"); err != nil {
 		return calllog.Claim{}, err
 	}
-	if err := eventstore.CheckBatch(c, events); err != nil {
+	if err := c.CheckBatch(events); err != nil {
 		return calllog.Claim{}, err
 	}
 	if err := ctx.Err(); err != nil {

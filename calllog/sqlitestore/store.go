@@ -25,7 +25,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/internal/eventstore"
 )
 
 // defaultBusyTimeout is how long an operation waits for another process's
@@ -236,7 +235,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	if err := s.usable(op); err != nil {
 		return err
 	}
-	if err := eventstore.CheckBatch(c, events); err != nil {
+	if err := c.CheckBatch(events); err != nil {
 		return err
 	}
 	rows := make([][]byte, len(events))

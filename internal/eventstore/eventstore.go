@@ -1,6 +1,5 @@
-// Package eventstore holds what the module's calllog.EventStore
-// implementations share: the batch check every store makes before keeping,
-// and Memory, a store in memory for the module's tests.
+// Package eventstore holds Memory, a calllog.EventStore in memory for the
+// module's tests.
 package eventstore
 
 import (
@@ -9,20 +8,6 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 )
-
-// CheckBatch checks what every store must check before keeping: events of
-// c.Tree, Seq ≥ 1, strictly ascending. Stores call it; the error wraps
-// calllog.ErrBadBatch.
-func CheckBatch(c calllog.Claim, events []calllog.Event) error {
-	var prev uint64
-	for _, e := range events {
-		if e.Tree != c.Tree || e.Seq == 0 || e.Seq <= prev {
-			return calllog.ErrBadBatch
-		}
-		prev = e.Seq
-	}
-	return nil
-}
 
 // Memory is a calllog.EventStore in memory, for tests.
 // The zero value is ready to use. It is safe for concurrent use.
@@ -71,7 +56,7 @@ func (s *Memory) Keep(ctx context.Context, c calllog.Claim, events []calllog.Eve
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := CheckBatch(c, events); err != nil {
+	if err := c.CheckBatch(events); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -95,7 +80,7 @@ func (s *Memory) KeepNew(ctx context.Context, tree, writer string, events []call
 		return calllog.Claim{}, err
 	}
 	c := calllog.Claim{Tree: tree, Writer: writer, Epoch: 1}
-	if err := CheckBatch(c, events); err != nil {
+	if err := c.CheckBatch(events); err != nil {
 		return calllog.Claim{}, err
 	}
 	s.mu.Lock()
