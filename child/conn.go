@@ -161,16 +161,8 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 // has run for inlineWatch or more, and runInline then reports handedOff
 // (TestPlainRequestConnectionClosedCancels fails without the watch).
 //
-// Measured when it was added (254748a), the test binaries of the build
-// before it and of this one run in turn, n=8, benchstat:
-// BenchmarkWireCall 58.2 -> 48.8 µs (-16%, p=0.003), BenchmarkSkulkCall
-// 113.7 -> 95.4 µs (-16%, p=0.000). Its parts alone, n=10: the reader
-// running the handler with the frames still queued to the flusher -6.5%
-// (p=0.06); Reply frames from the runner +11.6% (p=0.005, worse: the
-// runner switch stays and a write is added); both -18.2% (p=0.000). The
-// command: bench/ab.sh -b 'WireCall$|SkulkCall$' OLD NEW (bench/README.md,
-// "Comparing builds"), OLD a checkout whose readLoop hands every call to
-// ensureRunning.
+// Why it stays: a small call takes about a sixth less time than with
+// every call handed to the runner (figures and command: docs/performance.md, "Mechanisms and their measured reasons").
 func (c *conn) runInline(cl *call) (handedOff bool) {
 	cl.running, cl.inline = true, true
 	cl.input()

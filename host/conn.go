@@ -44,17 +44,10 @@ const (
 	// turnCaller: the bound call's own Recv, on the caller's goroutine
 	// (callerRead). Every call starts with it: a caller that waits in
 	// Recv may as well read its answer itself, which saves waking the
-	// reader and then the caller for every read. For a stream of 1 MiB
-	// media chunks that hand-off cost a fifth of the throughput: the bench
-	// module's BenchmarkSkulkMedia, with the reader goroutine reading and
-	// with the caller reading, run in turn six times, gave 3.08 and 3.88
-	// GB/s median (bench/README.md, "Comparing builds"). For a small call
-	// it saves the wake-up of the reader and then of the caller: a build
-	// whose reader goroutine reads every answer (437aa5a's parent) against
-	// one whose caller reads, test binaries run in turn, n=8, gave
-	// BenchmarkSkulkUnary 98.3 -> 78.7 µs (-19.9%, p=0.010) and
-	// BenchmarkSkulkCall 115.3 -> 99.2 µs (-14.0%, p=0.021)
-	// (bench/ab.sh -b 'SkulkUnary$|SkulkCall$' OLD NEW). Until the caller
+	// reader and then the caller for every read: for 1 MiB media chunks
+	// the hand-off cost a fifth of the throughput, and a small call takes
+	// about a sixth less time without it (figures and command:
+	// docs/performance.md, "Mechanisms and their measured reasons"). Until the caller
 	// asks, the child's output waits in the socket, as backpressure. Whatever
 	// needs the connection read while the caller is not in Recv gives
 	// the turn to the reader for the rest of the call (handOver): cancel,

@@ -32,13 +32,9 @@ const maxPending = 64 << 10
 // nothing to coalesce it with. Packets that follow each other more closely
 // are a stream, and the flusher writes them in batches while their sender
 // goes on. A small write takes a few microseconds, so 20 µs tells the two
-// apart. Both halves are measured by the bench module's
-// BenchmarkSkulkCall and BenchmarkSkulkSmallStreamPlain, built once with
-// this gap, once with none and once with an endless one, run in turn six
-// times and compared with benchstat (bench/README.md, "Comparing
-// builds"): with no gap a plain request's stream of small chunks took
-// 6.5× the time per frame (every chunk its own write), and with no
-// sender's own write a small call took 16% longer (p=0.04).
+// apart. With no gap a stream of small chunks takes several times as long
+// per frame, and with no sender's own write a small call takes longer
+// (figures and command: docs/performance.md, "Mechanisms and their measured reasons").
 const quietGap = 20 * time.Microsecond
 
 // YieldEvery is how long a goroutine that moves packets without ever
@@ -197,14 +193,8 @@ const (
 	// being written, outside a Cork). For a request, which nothing before
 	// it in the same burst can be coalesced with, the gap could only hand
 	// it to the flusher (a request that follows the previous call's
-	// writes on its connection within 20 µs). Measured with the gap
-	// applied to Request as to Reply (a throwaway build), the two builds
-	// run in turn six times on a loaded 2-core machine, benchstat:
-	// BenchmarkSkulkUnary 33.4 -> 42.9 µs (+28%, p=0.009);
-	// BenchmarkSkulkCall and BenchmarkWireCall (no host package: the
-	// control) within noise (p=0.82, p=0.70). The command: bench/ab.sh -b
-	// 'SkulkCall$|SkulkUnary$|WireCall$' BASE GAPPED (bench/README.md,
-	// "Comparing builds").
+	// writes on its connection within 20 µs), which makes a unary call
+	// over a quarter slower (figures and command: docs/performance.md, "Mechanisms and their measured reasons").
 	//
 	// What a full socket leaves is written by the flusher after Write
 	// returned: an error of that write is returned by the Writer's later
@@ -403,13 +393,9 @@ func (w *Writer) interrupt() {
 // What it saves the child, whose call.finish corks a terminal and its end:
 // without the Cork the end follows the terminal within the quiet gap, so
 // it goes to the flusher as a second write, a goroutine switch and one
-// more wake-up of the host. Measured with the Cork taken out of finish (a
-// throwaway build), the two builds run in turn six times on a loaded
-// 2-core machine, benchstat: BenchmarkSkulkUnary 33.4 -> 58.4 µs (+75%,
-// p=0.002), the child's CPU per call 17.2 -> 33.0 µs (p=0.002),
-// BenchmarkSkulkCall 42.8 -> 51.6 µs (p=0.13); bench/ab.sh -b
-// 'SkulkCall$|SkulkUnary$|WireCall$' BASE UNCORKED (bench/README.md,
-// "Comparing builds").
+// more wake-up of the host: without the Cork a unary call takes three
+// quarters longer and the child's CPU per call doubles (figures and
+// command: docs/performance.md, "Mechanisms and their measured reasons").
 func (w *Writer) Cork() {
 	w.mu.Lock()
 	w.corked++
@@ -575,13 +561,8 @@ func (w *Writer) writeCur() {
 // writes the batch, with ps's attachments, itself, waiting for a full
 // socket as a raw write does, rather than hand the rest to the flusher and
 // wait to be woken (two goroutine switches for every attachment, often
-// wake-ups of other threads). Measured when it was added (889bfff): a
-// handler's 1 MiB inline chunks to the host (the compare run's media
-// workload, what BenchmarkSkulkMedia runs), the bench child before and
-// after alternated six times, 2,800 -> 3,175 MB/s median, every pair
-// 7-18% faster; bench/ab.sh -b 'SkulkMedia$' OLD NEW repeats it
-// (bench/README.md, "Comparing builds"), OLD a checkout whose send never
-// calls writeCurContext. When ctx
+// wake-ups of other threads): 1 MiB media chunks move about an eighth
+// faster (figures and command: docs/performance.md, "Mechanisms and their measured reasons"). When ctx
 // ends first, the write is interrupted (a past deadline), what is left of
 // ps's attachments is copied, and the flusher writes the rest (with the
 // owner's deadline back in place) while the sender gets a
