@@ -33,16 +33,15 @@ func treeOf(inv *wire.Invoke) string {
 	return inv.CallID
 }
 
-
 // call is one call on a stream connection.
 //
 // The connection's reader owns the ingress side (push, closeInput); the
 // runner (below: whichever goroutine calls run, the connection's runner or,
 // for a plain request, its reader) calls the handler, then writes the
 // terminal for causes and the end; while a cancelled handler runs past
-// its grace, graceOver writes the cause's terminal for it. Provider frames are written under sendMu, which
-// orders them and their sequence numbers; mu guards the small state shared
-// by all of them.
+// its grace, graceOver writes the cause's terminal for it. Provider frames
+// are written under sendMu, which orders them and their sequence numbers;
+// mu guards the small state shared by all of them.
 type call struct {
 	c    *conn
 	inv  *wire.Invoke
