@@ -421,7 +421,7 @@ func TestServeStartErrors(t *testing.T) {
 		// nothing: the child gives up at its startup timeout.
 		opts := demoOptions()
 		opts.StartupTimeout = 100 * time.Millisecond
-		opts.Limits = wire.Limits{MaxHeader: wire.HardMaxHeader}
+		opts.MaxHeader = wire.HardMaxHeader
 		for i := range 12 {
 			opts.Tools = append(opts.Tools, child.Tool{
 				ID: fmt.Sprintf("big%d", i), Description: strings.Repeat("d", 60<<10),

@@ -152,7 +152,7 @@ func (s *server) hello() *wire.Hello {
 		SDK:        s.opts.SDK,
 		PID:        int64(os.Getpid()),
 		MaxStreams: int64(s.opts.MaxStreams),
-		Limits:     s.opts.Limits.Effective(),
+		Limits:     s.opts.limits().Effective(),
 	}
 	if h.SDK == "" {
 		h.SDK = DefaultSDK
@@ -167,8 +167,8 @@ func (s *server) hello() *wire.Hello {
 }
 
 func (s *server) serve(ctx context.Context) error {
-	s.cw = coalesce.New(s.control, s.opts.Limits)
-	cr := wire.NewReader(s.control, s.opts.Limits)
+	s.cw = coalesce.New(s.control, s.opts.limits())
+	cr := wire.NewReader(s.control, s.opts.limits())
 	// ctx may end while the child waits for startup: that wakes the write
 	// of hello or the read of startup.
 	stopWake := context.AfterFunc(ctx, func() {
@@ -262,7 +262,7 @@ func (s *server) start(cr *wire.Reader) error {
 	if st.Protocol != wire.ProtocolVersion {
 		return fmt.Errorf("%w: startup chose %d, hello offered [%d]", ErrVersion, st.Protocol, wire.ProtocolVersion)
 	}
-	s.limits = s.opts.Limits.Min(st.Limits)
+	s.limits = s.opts.limits().Min(st.Limits)
 	cr.SetLimits(s.limits)
 	s.cw.SetLimits(s.limits)
 	s.cancelGrace = wire.Millis(st.CancelGraceMS) // absent from the packet: the wire's default

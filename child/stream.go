@@ -5,7 +5,6 @@ import (
 	"iter"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/wire"
 )
 
 // Stream is a handler's view of one call: the invoke, the caller's frames,
@@ -24,9 +23,11 @@ func (s *Stream) CallID() string { return s.cl.inv.CallID }
 // ToolID returns the id of the tool called.
 func (s *Stream) ToolID() string { return s.cl.inv.ToolID }
 
-// Invoke returns the invoke packet that started the call (arguments,
-// timeout, trace context, call tree). The handler must not modify it.
-func (s *Stream) Invoke() *wire.Invoke { return s.cl.inv }
+// Tree returns the id of the call tree the call belongs to (the call's
+// own id for a call that is a tree of its own), the id the host's call
+// log and the child's log lines name it by. The call's deadline is its
+// context's, and the invoke's trace context is in that context too.
+func (s *Stream) Tree() string { return treeOf(s.cl.inv) }
 
 // Arguments returns the call's arguments, a JSON object as a Payload.
 func (s *Stream) Arguments() frame.Payload { return s.cl.inv.Arguments }

@@ -64,19 +64,19 @@ type Tool struct {
 	Version string
 	// Description says what the tool does, for people; empty means none.
 	Description string
-	// ArgumentsSchema is the JSON Schema (2020-12) of the invoke's
-	// arguments; nil means any object. The host validates arguments and
+	// ArgumentsSchema is the JSON Schema (2020-12), as a decoded JSON
+	// object, of the invoke's arguments; nil means any object. The host validates arguments and
 	// fills in its defaults before the call reaches the child.
-	ArgumentsSchema wire.Schema
+	ArgumentsSchema map[string]any
 	// InputSchema is the JSON Schema of caller chunk payloads; nil means
 	// any object.
-	InputSchema wire.Schema
+	InputSchema map[string]any
 	// OutputSchema is the JSON Schema of provider chunk payloads; nil
 	// means any object.
-	OutputSchema wire.Schema
+	OutputSchema map[string]any
 	// ResultSchema is the JSON Schema of the completed frame's payload;
 	// nil means any object.
-	ResultSchema wire.Schema
+	ResultSchema map[string]any
 	// Handler serves the tool's calls; required.
 	Handler Handler
 }
@@ -105,10 +105,12 @@ type Options struct {
 	// MaxStreams is how many calls the host may run at once (hello's
 	// max_streams); 0 means DefaultMaxStreams. The host enforces it.
 	MaxStreams int
-	// Limits bound the packets the child reads and writes; the zero value
-	// means the protocol's defaults. The effective limits are the smaller
-	// of these and the startup's.
-	Limits wire.Limits
+	// MaxHeader and MaxAttachment bound, in bytes, the header and the
+	// attachment of every packet the child reads and writes; 0 means the
+	// protocol's default (64 KiB and 16 MiB), and values above the
+	// protocol's ceilings (1 MiB and 256 MiB) mean the ceilings. The
+	// effective limits are the smaller of these and the host's startup's.
+	MaxHeader, MaxAttachment uint32
 	// Logger receives the child's logs (handler panics with their stacks,
 	// protocol errors of the host). nil means discard for Serve, and a text
 	// handler on stderr for Run and Main.
@@ -168,6 +170,11 @@ func (o *Options) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// limits returns the packet limits o asks for.
+func (o *Options) limits() wire.Limits {
+	return wire.Limits{MaxHeader: o.MaxHeader, MaxAttachment: o.MaxAttachment}
+}
+
 // descriptor returns t's wire descriptor with its version filled in.
 func (t *Tool) descriptor() wire.Tool {
 	d := wire.Tool{
@@ -176,17 +183,17 @@ func (t *Tool) descriptor() wire.Tool {
 		OutputSchema: t.OutputSchema, ResultSchema: t.ResultSchema,
 	}
 	if d.Version == "" {
-		d.Version = DeriveVersion(d)
+		d.Version = deriveVersion(d)
 	}
 	return d
 }
 
-// DeriveVersion returns the version the child gives a tool whose Version is
+// deriveVersion returns the version the child gives a tool whose Version is
 // empty: 24 hex digits of a SHA-256 over the descriptor d (its Version
 // ignored) in the wire's canonical encoding (wire.AppendTool, map keys
 // sorted) and the running provider's build (see Tool.Version). Equal
 // descriptors in the same build get the same version.
-func DeriveVersion(d wire.Tool) string {
+func deriveVersion(d wire.Tool) string {
 	d.Version = ""
 	h := sha256.New()
 	enc, err := wire.AppendTool(nil, &d)

@@ -3,41 +3,22 @@ package child_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 )
-
-func TestDeriveVersion(t *testing.T) {
-	a := wire.Tool{ID: "t", ArgumentsSchema: wire.Schema{"type": "object", "b": 1, "a": 2}}
-	b := wire.Tool{ID: "t", ArgumentsSchema: wire.Schema{"a": 2, "type": "object", "b": 1}}
-	require.Equal(t, child.DeriveVersion(a), child.DeriveVersion(b), "map order must not matter")
-	a.Version = "ignored"
-	require.Equal(t, child.DeriveVersion(a), child.DeriveVersion(b), "the version field is not hashed")
-	c := b
-	c.Description = "changed"
-	require.NotEqual(t, child.DeriveVersion(b), child.DeriveVersion(c))
-	require.Len(t, child.DeriveVersion(b), 24)
-
-	nested := func(keys ...string) wire.Tool {
-		props := map[string]any{}
-		for _, k := range keys {
-			props[k] = map[string]any{"type": "string", "title": k}
-		}
-		return wire.Tool{ID: "t", InputSchema: wire.Schema{"properties": props}}
-	}
-	require.Equal(t, child.DeriveVersion(nested("x", "y", "z")), child.DeriveVersion(nested("z", "x", "y")), "nested map order must not matter")
-	require.NotEqual(t, child.DeriveVersion(nested("x", "y")), child.DeriveVersion(nested("x", "y", "z")))
-}
 
 func TestExplicitVersionAndInvokeFields(t *testing.T) {
 	tool := child.Tool{ID: "meta", Version: "v7", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
-		inv := s.Invoke()
+		dl, _ := ctx.Deadline()
 		return frame.PayloadOf(map[string]any{
-			"call": s.CallID(), "tool": s.ToolID(), "traceparent": inv.Trace["traceparent"],
-			"tree": inv.Tree, "parent": inv.Parent, "timeout_ms": inv.TimeoutMS,
+			"call": s.CallID(), "tool": s.ToolID(), "tree": s.Tree(),
+			"trace_id":    trace.SpanContextFromContext(ctx).TraceID().String(),
+			"deadline_ms": time.Until(dl).Milliseconds(),
 		})
 	}}
 	h, hello := startServe(t, config{extra: []child.Tool{tool}})
@@ -48,7 +29,7 @@ func TestExplicitVersionAndInvokeFields(t *testing.T) {
 	}
 	s := dial(t, h)
 	require.NoError(t, s.Write(&wire.Invoke{CallID: "m1", ToolID: "meta", Arguments: payload(map[string]any{}),
-		TimeoutMS: 60_000, Trace: map[string]string{"traceparent": "00-abc-def-01"}, Tree: "root", Parent: "p"}))
+		TimeoutMS: 60_000, Trace: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, Tree: "root", Parent: "p"}))
 	require.NoError(t, s.Started("m1"))
 	require.NoError(t, s.Complete("m1", 1, nil))
 	res := readCall(t, s, "m1")
@@ -56,10 +37,9 @@ func TestExplicitVersionAndInvokeFields(t *testing.T) {
 	m := decode(t, res.Terminal.Payload)
 	require.Equal(t, "m1", m["call"])
 	require.Equal(t, "meta", m["tool"])
-	require.Equal(t, "00-abc-def-01", m["traceparent"])
+	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", m["trace_id"])
 	require.Equal(t, "root", m["tree"])
-	require.Equal(t, "p", m["parent"])
-	require.Equal(t, int64(60_000), num(t, m["timeout_ms"]))
+	require.InDelta(t, 60_000, num(t, m["deadline_ms"]), 30_000, "the deadline comes from timeout_ms")
 }
 
 // TestDerivedVersionChangesWithTheBuild: the same tool descriptors served

@@ -322,7 +322,7 @@ func appendHello(b []byte, p *Hello) ([]byte, error) {
 // AppendTool appends t as hello carries it, a msgpack map, to b. The
 // encoding is canonical (map keys sorted at every depth, numbers compact),
 // so equal descriptors encode to equal bytes whatever the order their maps
-// were built in: child.DeriveVersion hashes it. Errors: an id that breaks
+// were built in: the Go child SDK hashes it for a tool that names no version. Errors: an id that breaks
 // the rules, or a schema holding a value msgpack cannot encode.
 func AppendTool(b []byte, t *Tool) ([]byte, error) {
 	if err := checkID("tools.id", t.ID); err != nil {
