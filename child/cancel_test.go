@@ -233,7 +233,7 @@ func TestGraceRacesHandlerReturn(t *testing.T) {
 		var args struct {
 			US int64 `json:"us"` // when to return, from the grace's end
 		}
-		if err := s.DecodeArguments(&args); err != nil {
+		if err := s.Arguments().Decode(&args); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()

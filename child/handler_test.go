@@ -210,7 +210,7 @@ func TestConnectionRunnerRunsEveryCall(t *testing.T) {
 		var a struct {
 			Panic bool `json:"panic"`
 		}
-		if err := s.DecodeArguments(&a); err != nil {
+		if err := s.Arguments().Decode(&a); err != nil {
 			return nil, err
 		}
 		if a.Panic {

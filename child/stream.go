@@ -30,17 +30,10 @@ func (s *Stream) ToolID() string { return s.cl.inv.ToolID }
 func (s *Stream) Tree() string { return treeOf(s.cl.inv) }
 
 // Arguments returns the call's arguments, a JSON object as a Payload.
+// Arguments().Decode(&v) decodes them into v, a struct whose `json` tags
+// name the fields or a map; fields the arguments leave out keep the values
+// v had.
 func (s *Stream) Arguments() frame.Payload { return s.cl.inv.Arguments }
-
-// DecodeArguments decodes the arguments into v (a pointer to a struct whose
-// `json` tags name the fields, or to a map). Fields absent from the
-// arguments keep the values v had.
-func (s *Stream) DecodeArguments(v any) error {
-	if s.cl.inv.Arguments == nil {
-		return nil
-	}
-	return s.cl.inv.Arguments.Decode(v)
-}
 
 // Input returns the caller's chunks, in order, as they arrive. Each frame is
 // the handler's to keep. The sequence ends without an error when the caller

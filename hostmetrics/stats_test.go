@@ -39,7 +39,7 @@ func echoTools() child.Options {
 		ID: "spew",
 		Handler: func(_ context.Context, s *child.Stream) (frame.Payload, error) {
 			var a struct{ N int }
-			if err := s.DecodeArguments(&a); err != nil {
+			if err := s.Arguments().Decode(&a); err != nil {
 				return nil, err
 			}
 			p := frame.MustPayload(map[string]any{"i": 0})

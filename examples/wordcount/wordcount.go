@@ -36,7 +36,7 @@ func Options(onCancel func(cause error)) child.Options {
 			var args struct {
 				MS int `json:"ms"`
 			}
-			if err := s.DecodeArguments(&args); err != nil {
+			if err := s.Arguments().Decode(&args); err != nil {
 				return nil, err
 			}
 			// Say the wait began: a cancel the caller sends after this
@@ -62,7 +62,7 @@ func countWords(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	var args struct {
 		MinLength int `json:"min_length"`
 	}
-	if err := s.DecodeArguments(&args); err != nil {
+	if err := s.Arguments().Decode(&args); err != nil {
 		return nil, err
 	}
 	total := 0

@@ -152,7 +152,7 @@ func count() child.Tool {
 		ResultSchema: object(map[string]any{"n": integer(0, 0, nil)}, "n"),
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			var a countArgs
-			if err := s.DecodeArguments(&a); err != nil || a.N < 0 || a.Size < 0 || a.Size > MaxCountSize {
+			if err := s.Arguments().Decode(&a); err != nil || a.N < 0 || a.Size < 0 || a.Size > MaxCountSize {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: n must be >= 0, size in [0, 60000]"}
 			}
 			pad := strings.Repeat("x", int(a.Size))
@@ -197,7 +197,7 @@ func media() child.Tool {
 		}, "sha256"),
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			a := mediaArgs{Chunk: DefaultMediaChunk}
-			if err := s.DecodeArguments(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > MaxMediaChunk {
+			if err := s.Arguments().Decode(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > MaxMediaChunk {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: bytes must be >= 0, chunk in [1, 16777216]"}
 			}
 			h := sha256.New()
@@ -245,7 +245,7 @@ func sleep(testTools bool) child.Tool {
 		ResultSchema:    object(map[string]any{"slept_ms": integer(0, 0, nil)}, "slept_ms"),
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			var a sleepArgs
-			if err := s.DecodeArguments(&a); err != nil || a.MS < 0 {
+			if err := s.Arguments().Decode(&a); err != nil || a.MS < 0 {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: ms must be >= 0"}
 			}
 			if a.IgnoreCancel && !testTools {
@@ -280,7 +280,7 @@ func fail() child.Tool {
 			var a struct {
 				Message string `json:"message"`
 			}
-			if err := s.DecodeArguments(&a); err != nil {
+			if err := s.Arguments().Decode(&a); err != nil {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: message must be a string"}
 			}
 			return nil, errors.New(a.Message)
@@ -303,7 +303,7 @@ func crash(exit func(int)) child.Tool {
 			var a struct {
 				After int64 `json:"after"`
 			}
-			if err := s.DecodeArguments(&a); err != nil || a.After < 0 {
+			if err := s.Arguments().Decode(&a); err != nil || a.After < 0 {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: after must be >= 0"}
 			}
 			for i := range a.After {

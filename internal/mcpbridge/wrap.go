@@ -413,7 +413,7 @@ func (w *Wrapper) handler(name string, objectResult bool) child.Handler {
 			w.mu.Unlock()
 		}()
 		args := map[string]any{}
-		if err := s.DecodeArguments(&args); err != nil {
+		if err := s.Arguments().Decode(&args); err != nil {
 			return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: "arguments: " + err.Error()}
 		}
 		p := &mcp.CallToolParams{Name: name, Arguments: args}

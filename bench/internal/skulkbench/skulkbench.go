@@ -106,7 +106,7 @@ func count(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		N    int64 `json:"n"`
 		Size int64 `json:"size"`
 	}
-	if err := s.DecodeArguments(&a); err != nil || a.N < 0 || a.N >= 1<<32 || a.Size < 0 || a.Size > MaxPad {
+	if err := s.Arguments().Decode(&a); err != nil || a.N < 0 || a.N >= 1<<32 || a.Size < 0 || a.Size > MaxPad {
 		return nil, errArgs
 	}
 	pad := string(make([]byte, a.Size))
@@ -124,7 +124,7 @@ func media(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		Bytes int64 `json:"bytes"`
 		Chunk int64 `json:"chunk"`
 	}
-	if err := s.DecodeArguments(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > MaxChunk {
+	if err := s.Arguments().Decode(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > MaxChunk {
 		return nil, errArgs
 	}
 	// One buffer for every chunk: Send returns once inline bytes are
@@ -160,7 +160,7 @@ func sleep(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	var a struct {
 		MS int64 `json:"ms"`
 	}
-	if err := s.DecodeArguments(&a); err != nil || a.MS < 0 {
+	if err := s.Arguments().Decode(&a); err != nil || a.MS < 0 {
 		return nil, errArgs
 	}
 	t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
