@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/coalesce"
-	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/toolschema"
+	"github.com/skulkrt/skulk/host/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
 

@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/asif/internal/asifdoc"
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/internal/asifdoc"
 	"github.com/skulkrt/skulk/internal/strictjson"
 	"github.com/skulkrt/skulk/wire"
 )

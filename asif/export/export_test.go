@@ -15,9 +15,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/asif/internal/asifdoc"
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/asifdoc"
 	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/wire"

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/asif/internal/asifdoc"
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/asifdoc"
 	"github.com/skulkrt/skulk/internal/recorder"
 )
 

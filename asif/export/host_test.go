@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/asif"
+	"github.com/skulkrt/skulk/asif/internal/asifdoc"
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/internal/asifdoc"
 	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/skulktest"
 )

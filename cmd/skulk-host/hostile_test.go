@@ -1,6 +1,6 @@
 package main
 
-// Tests of skulk-host against internal/hostile/hostilechild, a provider
+// Tests of skulk-host against cmd/internal/hostile/hostilechild, a provider
 // written to misbehave: its escape sequences reach the terminal as
 // visible, inert text, and a skulk-host killed with SIGKILL leaves none of
 // its child's tree behind.
@@ -22,11 +22,11 @@ import (
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
-// hostileChild returns the path of internal/hostile/hostilechild, built
+// hostileChild returns the path of cmd/internal/hostile/hostilechild, built
 // the first time a test asks for it.
 func hostileChild(t *testing.T) string {
 	t.Helper()
-	return builds.Path(t, "github.com/skulkrt/skulk/internal/hostile/hostilechild")
+	return builds.Path(t, "github.com/skulkrt/skulk/cmd/internal/hostile/hostilechild")
 }
 
 // The strings hostilechild's evil tool sends, as a person must see them

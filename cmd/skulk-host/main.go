@@ -13,7 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/skulkrt/skulk/internal/cli"
+	"github.com/skulkrt/skulk/cmd/internal/cli"
 )
 
 func main() {

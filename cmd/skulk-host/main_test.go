@@ -25,8 +25,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/skulkrt/skulk/internal/cli"
-	"github.com/skulkrt/skulk/internal/clitest"
+	"github.com/skulkrt/skulk/cmd/internal/cli"
+	"github.com/skulkrt/skulk/cmd/internal/clitest"
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 

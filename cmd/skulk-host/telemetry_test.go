@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/skulkrt/skulk/internal/cli"
+	"github.com/skulkrt/skulk/cmd/internal/cli"
 )
 
 // A call run with --metrics-addr serves /metrics while it runs, in the

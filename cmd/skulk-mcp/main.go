@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/skulkrt/skulk/internal/mcpbridge"
+	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 )
 
 const usage = `usage: skulk-mcp -- COMMAND [ARGS...]

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/internal/termsafe"
 	"github.com/skulkrt/skulk/wire"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/internal/mcpbridge"
 )
 
 // startWrapped runs the test MCP server through skulk-mcp under host.Start.

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/skulkrt/skulk/internal/termsafe"
+	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 	"github.com/skulkrt/skulk/wire"
 )
 

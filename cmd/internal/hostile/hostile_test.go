@@ -27,7 +27,7 @@ import (
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
-// hostileBin is internal/hostile/hostilechild, built once by TestMain.
+// hostileBin is cmd/internal/hostile/hostilechild, built once by TestMain.
 var hostileBin string
 
 // testHostEnv makes this test binary, re-executed, a host process
@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	hostileBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/internal/hostile/hostilechild")
+	hostileBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/cmd/internal/hostile/hostilechild")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skulkrt/skulk/internal/termsafe"
+	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 )
 
 // Env is the process environment a command runs in.

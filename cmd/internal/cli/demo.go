@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/internal/termsafe"
 )
 
 // Demo tour parameters.

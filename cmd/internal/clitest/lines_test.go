@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/skulkrt/skulk/internal/clitest"
+	"github.com/skulkrt/skulk/cmd/internal/clitest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,5 +1,5 @@
 // Command hostilechild is a provider written to misbehave, for the tests
-// of internal/hostile and cmd/skulk-host: it speaks the protocol packet by
+// of cmd/internal/hostile and cmd/skulk-host: it speaks the protocol packet by
 // packet (no SDK) so that it can break it, and each of its tools does one
 // hostile thing. It is started by a host like any provider (fd 3, fd 4,
 // docs/protocol.md §1).

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/asif"
-	"github.com/skulkrt/skulk/internal/asifdoc"
+	"github.com/skulkrt/skulk/asif/internal/asifdoc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

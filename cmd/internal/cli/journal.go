@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/internal/termsafe"
+	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 )
 
 // Reading a whole tree (replay, asif export): journalReadPage events per

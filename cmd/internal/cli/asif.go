@@ -15,7 +15,7 @@ import (
 
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/asif/export"
-	"github.com/skulkrt/skulk/internal/termsafe"
+	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 )
 
 const asifUsage = "asif export JOURNAL TREE [--after SEQ] [--until SEQ] [--tools FILE] [-o FILE] | asif check FILE [--json]"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/skulkrt/skulk/internal/mcpbridge"
+	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 )
 
 // httpShutdownGrace bounds the wait for open HTTP requests (a client's

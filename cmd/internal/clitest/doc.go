@@ -6,7 +6,7 @@
 // answer.
 //
 // The tests of cmd/skulk-host run it against cmd/skulk-child; those of
-// internal/pyprovider run it against the Python provider. Both use the same
+// cmd/internal/pyprovider run it against the Python provider. Both use the same
 // checks, so the two providers are held to one contract:
 //
 //	var builds clitest.Builds // removed by TestMain: builds.Remove()

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/skulkrt/skulk/internal/cli"
-	"github.com/skulkrt/skulk/internal/clitest"
+	"github.com/skulkrt/skulk/cmd/internal/cli"
+	"github.com/skulkrt/skulk/cmd/internal/clitest"
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
