@@ -81,7 +81,7 @@ func (e *JournalError) Unwrap() []error {
 
 // Outcome is how a call ended.
 type Outcome struct {
-	// Kind is KindDone, KindFailed or KindCancelled.
+	// Kind is KindCompleted, KindFailed or KindCancelled.
 	Kind Kind
 	// Result is the value of a done call; nil for none.
 	Result frame.Payload
@@ -97,7 +97,7 @@ type Outcome struct {
 // *frame.Error.
 func (o Outcome) Err() error {
 	switch o.Kind {
-	case KindDone:
+	case KindCompleted:
 		return nil
 	case KindCancelled:
 		if o.Error == nil {

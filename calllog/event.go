@@ -32,8 +32,8 @@ const (
 	// KindRetry says the current attempt was abandoned and another follows.
 	// It voids the output shown so far.
 	KindRetry
-	// KindDone ends a call with its value.
-	KindDone
+	// KindCompleted ends a call with its value.
+	KindCompleted
 	// KindFailed ends a call with an error.
 	KindFailed
 	// KindCancelled ends a call because it was cancelled.
@@ -46,7 +46,7 @@ const (
 )
 
 var kindNames = [...]string{KindStarted: "started", KindRequest: "request", KindInput: "input",
-	KindOutput: "output", KindRetry: "retry", KindDone: "done", KindFailed: "failed", KindCancelled: "cancelled",
+	KindOutput: "output", KindRetry: "retry", KindCompleted: "done", KindFailed: "failed", KindCancelled: "cancelled",
 	KindArguments: "arguments"}
 
 // String returns the kind's JSON name, or "Kind(n)" for an unknown value.
@@ -61,7 +61,7 @@ func (k Kind) String() string {
 func (k Kind) valid() bool { return k >= KindStarted && k <= KindArguments }
 
 // IsEnd reports whether k ends a call (done, failed or cancelled).
-func (k Kind) IsEnd() bool { return k >= KindDone && k <= KindCancelled }
+func (k Kind) IsEnd() bool { return k >= KindCompleted && k <= KindCancelled }
 
 // parseKind returns the Kind named s. An unknown name gives an error
 // wrapping ErrFormat.

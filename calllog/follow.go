@@ -124,8 +124,8 @@ func (f *Follower) Steps(ctx context.Context) iter.Seq2[Step, error] {
 	}
 }
 
-// CallReplay is what a watcher saw of one call.
-type CallReplay struct {
+// ReplayedCall is what a watcher saw of one call.
+type ReplayedCall struct {
 	// Call, Parent, Tool, ToolVersion and Program are the call's.
 	Call, Parent, Tool, ToolVersion string
 	// Program is true for a program.
@@ -146,33 +146,33 @@ type CallReplay struct {
 }
 
 // Err is the call's error as its caller got it: nil when done or not ended.
-func (c *CallReplay) Err() error {
+func (c *ReplayedCall) Err() error {
 	if !c.Ended {
 		return nil
 	}
 	return c.Outcome.Err()
 }
 
-// Replayed is what Replay rebuilds.
-type Replayed struct {
+// ReplayedTree is what Replay rebuilds.
+type ReplayedTree struct {
 	// Calls in the order they started.
-	Calls []*CallReplay
+	Calls []*ReplayedCall
 	// Lost counts the events numbered but not given, up to the last one
 	// given: a tree's events are numbered from 1, so a first event after
 	// Seq 1 counts the ones before it too, as a Follower reports them.
 	Lost uint64
-	byID map[string]*CallReplay
+	byID map[string]*ReplayedCall
 }
 
 // Call returns the replay of the call with id, or nil.
-func (r *Replayed) Call(id string) *CallReplay { return r.byID[id] }
+func (r *ReplayedTree) Call(id string) *ReplayedCall { return r.byID[id] }
 
 // Replay rebuilds what a watcher of events (in Seq order, as a journal or a
 // Follower gives them) saw: each call's frames, text, and value or error. A
 // request or retry voids the frames and text shown so far, as it did live.
 // An event of a call never seen started makes that call appear anyway.
-func Replay(events []Event) *Replayed {
-	r := &Replayed{byID: map[string]*CallReplay{}}
+func Replay(events []Event) *ReplayedTree {
+	r := &ReplayedTree{byID: map[string]*ReplayedCall{}}
 	var last uint64 // 0: the Seq before a tree's first
 	for _, e := range events {
 		if e.Seq > last+1 {
@@ -181,7 +181,7 @@ func Replay(events []Event) *Replayed {
 		last = e.Seq
 		c := r.byID[e.Call]
 		if c == nil {
-			c = &CallReplay{Call: e.Call, Parent: e.Parent, Tool: e.Tool, Program: e.Program}
+			c = &ReplayedCall{Call: e.Call, Parent: e.Parent, Tool: e.Tool, Program: e.Program}
 			r.byID[e.Call] = c
 			r.Calls = append(r.Calls, c)
 		}
@@ -205,7 +205,7 @@ func Replay(events []Event) *Replayed {
 			if s, ok := payload.Text(); ok {
 				c.Text += s
 			}
-		case KindDone, KindFailed, KindCancelled:
+		case KindCompleted, KindFailed, KindCancelled:
 			c.Ended = true
 			c.Outcome = Outcome{Kind: e.Kind, Result: payload, Error: e.Error, Refused: e.Refused}
 			f := frame.Frame{CallID: e.Call, Direction: frame.ProviderToCaller, Kind: frame.KindCompleted, Payload: payload}

@@ -51,7 +51,7 @@ func goldenEvents() []calllog.Event {
 	e.Attempt = 1
 	e.Error = &calllog.ErrorInfo{Code: frame.CodeTransportError, Message: "connection reset", Synthetic: true}
 	evs = append(evs, e)
-	e = base(calllog.KindDone, 8)
+	e = base(calllog.KindCompleted, 8)
 	e.Attempt, e.Payload = 2, shape(6, 1)
 	evs = append(evs, e)
 	e = base(calllog.KindStarted, 9)

@@ -77,11 +77,11 @@ type EventStore interface {
 	EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]Event, error)
 }
 
-// NewTreeKeeper is an optional EventStore method that saves a round trip
+// FirstBatchKeeper is an optional EventStore method that saves a round trip
 // at the start of every tree (with a required journal, a wait of every
 // outermost call's start): a journal writer whose store has it claims and
 // keeps its tree's first batch in one step.
-type NewTreeKeeper interface {
+type FirstBatchKeeper interface {
 	// KeepNew claims tree for writer and keeps events (its first ones), at
 	// once and atomically. A tree already claimed by another writer fails
 	// with ErrTreeExists; one claimed by this writer (a retry whose answer

@@ -65,7 +65,7 @@ func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
 // benchStream serves opts in-process for the benchmark, does the handshake
 // and returns one stream connection; Serve is stopped and the connection
 // closed when the benchmark ends.
-func benchStream(b *testing.B, opts child.Options) *skulktest.Stream {
+func benchStream(b *testing.B, opts child.Options) *skulktest.StreamConn {
 	hostEnd, childEnd := testnet.SocketPair(b)
 	ln, path := testnet.Listen(b)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,7 +21,7 @@ import (
 
 // requireClosed requires the child to close the connection: EOF (or a
 // reset) with nothing more written.
-func requireClosed(t *testing.T, s *skulktest.Stream) {
+func requireClosed(t *testing.T, s *skulktest.StreamConn) {
 	t.Helper()
 	s.Conn.SetReadDeadline(deadline())
 	p, err := s.Read()
@@ -88,18 +88,18 @@ func TestRememberedCancel(t *testing.T) {
 }
 
 func TestInvalidCallerFrame(t *testing.T) {
-	cases := map[string]func(s *skulktest.Stream) error{
-		"gap": func(s *skulktest.Stream) error {
+	cases := map[string]func(s *skulktest.StreamConn) error{
+		"gap": func(s *skulktest.StreamConn) error {
 			return s.Chunk("v1", 5, payload(map[string]any{"a": 1}), nil)
 		},
-		"other call": func(s *skulktest.Stream) error {
+		"other call": func(s *skulktest.StreamConn) error {
 			return s.Chunk("other", 1, payload(map[string]any{"a": 1}), nil)
 		},
-		"wrong direction": func(s *skulktest.Stream) error {
+		"wrong direction": func(s *skulktest.StreamConn) error {
 			f, _ := frame.NewChunk("v1", frame.ProviderToCaller, 1, payload(map[string]any{"a": 1}), nil)
 			return s.Caller(f)
 		},
-		"synthetic": func(s *skulktest.Stream) error {
+		"synthetic": func(s *skulktest.StreamConn) error {
 			// A frame that parses but carries synthetic: true.
 			f, _ := frame.NewChunk("v1", frame.CallerToProvider, 1, payload(map[string]any{"a": 1}), nil)
 			b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
@@ -108,7 +108,7 @@ func TestInvalidCallerFrame(t *testing.T) {
 			}
 			return s.WriteRaw(withSynthetic(b))
 		},
-		"chunk without payload": func(s *skulktest.Stream) error {
+		"chunk without payload": func(s *skulktest.StreamConn) error {
 			f := frame.Frame{CallID: "v1", Direction: frame.CallerToProvider, Sequence: 1, Kind: frame.KindChunk}
 			return s.WriteRaw(encodeUnchecked(f))
 		},
@@ -166,7 +166,7 @@ func TestConnectionClosedCancels(t *testing.T) {
 }
 
 func TestStuckHandler(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 		begin(t, s, "st1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true})
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
 		require.NoError(t, h.Cancel("st1", "test"))
@@ -180,7 +180,7 @@ func TestStuckHandler(t *testing.T) {
 }
 
 // readFrame reads the next packet on s, which must be a frame.
-func readFrame(t *testing.T, s *skulktest.Stream) *wire.Frame {
+func readFrame(t *testing.T, s *skulktest.StreamConn) *wire.Frame {
 	t.Helper()
 	s.Conn.SetReadDeadline(deadline())
 	p, err := s.Read()
@@ -192,7 +192,7 @@ func readFrame(t *testing.T, s *skulktest.Stream) *wire.Frame {
 
 // endOnceReturned reads the end that comes when a stuck handler finally
 // returns, and waits for stuck and streams to go back to 0.
-func endOnceReturned(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
+func endOnceReturned(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 	t.Helper()
 	p, err := s.Read()
 	require.NoError(t, err)
@@ -205,7 +205,7 @@ func endOnceReturned(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
 // deadline is over, and is counted stuck until it returns; the end waits
 // for it.
 func TestStuckHandlerPastDeadline(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 		start := time.Now()
 		require.NoError(t, s.Invoke("sd1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}, 200*time.Millisecond))
 		require.NoError(t, s.Started("sd1"))
@@ -242,7 +242,7 @@ func TestGraceRacesHandlerReturn(t *testing.T) {
 	}}
 	h, _ := startServe(t, config{startup: st, extra: []child.Tool{late}})
 	const n = 41
-	streams := make([]*skulktest.Stream, n)
+	streams := make([]*skulktest.StreamConn, n)
 	for i := range streams {
 		streams[i] = dial(t, h)
 		begin(t, streams[i], "gr"+strconv.Itoa(i), "late", map[string]any{"us": (i - n/2) * 100})
@@ -328,7 +328,7 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 					h, s, s2 := startDrainPair(t, tg, st, "dz")
 					require.NoError(t, h.Drain(50*time.Millisecond))
 					for _, c := range []struct {
-						s  *skulktest.Stream
+						s  *skulktest.StreamConn
 						id string
 					}{{s, "dz1"}, {s2, "dz2"}} {
 						// A handler stuck at once has no end: the read
@@ -350,7 +350,7 @@ func TestDrainSmallCancelGrace(t *testing.T) {
 // s2 one that ignores it for much longer than a drain may take (in-process
 // a handler released when the test ends, in the binary sleep with
 // ignore_cancel, whose process is killed).
-func startDrainPair(t *testing.T, tg target, st *wire.Startup, prefix string) (h *skulktest.Peer, s, s2 *skulktest.Stream) {
+func startDrainPair(t *testing.T, tg target, st *wire.Startup, prefix string) (h *skulktest.Peer, s, s2 *skulktest.StreamConn) {
 	t.Helper()
 	release := newGate()
 	t.Cleanup(release.open)
@@ -373,7 +373,7 @@ func startDrainPair(t *testing.T, tg target, st *wire.Startup, prefix string) (h
 }
 
 func TestServeReturnsOnControlEOF(t *testing.T) {
-	serveReturnsOnControlEOF(t, func(s *skulktest.Stream) error {
+	serveReturnsOnControlEOF(t, func(s *skulktest.StreamConn) error {
 		if err := s.Invoke("eof1", "stubborn", nil, 0); err != nil {
 			return err
 		}
@@ -384,7 +384,7 @@ func TestServeReturnsOnControlEOF(t *testing.T) {
 // serveReturnsOnControlEOF starts a call of a handler that ignores
 // cancellation with begin, then closes the control connection: Serve must
 // return promptly all the same.
-func serveReturnsOnControlEOF(t *testing.T, begin func(*skulktest.Stream) error) {
+func serveReturnsOnControlEOF(t *testing.T, begin func(*skulktest.StreamConn) error) {
 	release := newGate()
 	defer release.open()
 	stubborn := child.Tool{ID: "stubborn", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
@@ -533,7 +533,7 @@ func TestHugeMillis(t *testing.T) {
 func TestCallIDFreeAtEnd(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
-		conns := []*skulktest.Stream{dial(t, h), dial(t, h)}
+		conns := []*skulktest.StreamConn{dial(t, h), dial(t, h)}
 		// Each id twice, first on one connection then on the other (a
 		// connection refuses its own previous call's id, docs/protocol.md §6 "Call ids").
 		for i := range 200 {

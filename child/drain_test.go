@@ -23,7 +23,7 @@ func TestDrainedChildLeavesNothing(t *testing.T) {
 	srv := serveChild(t, config{}, demoOptions())
 	_, err := srv.host.Handshake(ctxT(t), nil)
 	require.NoError(t, err)
-	var streams []*skulktest.Stream
+	var streams []*skulktest.StreamConn
 	for range 3 { // idle connections
 		streams = append(streams, dial(t, srv.host))
 	}

@@ -130,7 +130,7 @@ func startBinary(t *testing.T, cfg config) (*skulktest.Peer, *wire.Hello) {
 // dial opens a stream connection closed at the end of the test.
 // forEachGraced runs f against each target started with a 100 ms cancel
 // grace, with one stream connection dialled.
-func forEachGraced(t *testing.T, f func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream)) {
+func forEachGraced(t *testing.T, f func(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn)) {
 	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = 100
 	forEach(t, func(t *testing.T, tg target) {
@@ -139,7 +139,7 @@ func forEachGraced(t *testing.T, f func(t *testing.T, h *skulktest.Peer, s *skul
 	})
 }
 
-func dial(t *testing.T, h *skulktest.Peer) *skulktest.Stream {
+func dial(t *testing.T, h *skulktest.Peer) *skulktest.StreamConn {
 	t.Helper()
 	s, err := h.Dial(ctxT(t))
 	require.NoError(t, err)
@@ -150,7 +150,7 @@ func dial(t *testing.T, h *skulktest.Peer) *skulktest.Stream {
 func deadline() time.Time { return time.Now().Add(wait) }
 
 // readCall reads a call's output and requires its end.
-func readCall(t *testing.T, s *skulktest.Stream, callID string) *skulktest.Result {
+func readCall(t *testing.T, s *skulktest.StreamConn, callID string) *skulktest.Result {
 	t.Helper()
 	res, err := s.ReadCall(callID, deadline())
 	require.NoError(t, err)
@@ -235,7 +235,7 @@ func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
 
 // begin invokes tool with args (no timeout) on s and sends the caller's
 // started frame.
-func begin(t *testing.T, s *skulktest.Stream, callID, tool string, args map[string]any) {
+func begin(t *testing.T, s *skulktest.StreamConn, callID, tool string, args map[string]any) {
 	t.Helper()
 	require.NoError(t, s.Invoke(callID, tool, args, 0))
 	require.NoError(t, s.Started(callID))
@@ -243,7 +243,7 @@ func begin(t *testing.T, s *skulktest.Stream, callID, tool string, args map[stri
 
 // beginSleep begins a one-minute sleep call on s and waits until the
 // child counts it as its only stream.
-func beginSleep(t *testing.T, h *skulktest.Peer, s *skulktest.Stream, callID string) {
+func beginSleep(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn, callID string) {
 	t.Helper()
 	begin(t, s, callID, "sleep", map[string]any{"ms": 60_000})
 	pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
@@ -251,7 +251,7 @@ func beginSleep(t *testing.T, h *skulktest.Peer, s *skulktest.Stream, callID str
 
 // requireCountCompletes runs a one-chunk count call on s to its completed
 // terminal: the connection still serves calls.
-func requireCountCompletes(t *testing.T, s *skulktest.Stream, callID string) {
+func requireCountCompletes(t *testing.T, s *skulktest.StreamConn, callID string) {
 	t.Helper()
 	begin(t, s, callID, "count", map[string]any{"n": 1})
 	require.NoError(t, s.Complete(callID, 1, nil))

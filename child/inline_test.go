@@ -108,7 +108,7 @@ func TestPlainRequestAfterHandOver(t *testing.T) {
 // ignores cancellation runs on its connection's reader, yet Serve still
 // returns promptly once the control connection reaches EOF.
 func TestPlainRequestStuckOnControlEOF(t *testing.T) {
-	serveReturnsOnControlEOF(t, func(s *skulktest.Stream) error { return s.Request("ps1", "stubborn", nil) })
+	serveReturnsOnControlEOF(t, func(s *skulktest.StreamConn) error { return s.Request("ps1", "stubborn", nil) })
 }
 
 // TestPlainRequestInvalidFrame: a plain request with a caller frame that

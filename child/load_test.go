@@ -102,7 +102,7 @@ func TestBackpressureIndependentOfHealth(t *testing.T) {
 	})
 }
 
-func sockBuf(t *testing.T, s *skulktest.Stream, opt int) int {
+func sockBuf(t *testing.T, s *skulktest.StreamConn, opt int) int {
 	raw, err := s.Conn.SyscallConn()
 	require.NoError(t, err)
 	var v int
@@ -143,7 +143,7 @@ func TestThousandStreams(t *testing.T) {
 		if pid != 0 {
 			idleKiB = vmHWM(t, pid)
 		}
-		streams := make([]*skulktest.Stream, n)
+		streams := make([]*skulktest.StreamConn, n)
 		for i := range streams {
 			streams[i] = dial(t, h)
 			id := "s" + strconv.Itoa(i)
@@ -232,7 +232,7 @@ func TestThousandStreams(t *testing.T) {
 // that handler's Send, and nothing else: pings are answered, and a control
 // cancel ends the blocked Send, so the handler returns and is not stuck.
 func TestEgressBackpressure(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 		begin(t, s, "eg1", "count", map[string]any{"n": 1_000_000, "size": 1000})
 		require.NoError(t, s.Complete("eg1", 1, nil))
 		// Wait until the output fills the socket: what waits unread on the
@@ -270,7 +270,7 @@ func TestEgressBackpressure(t *testing.T) {
 // running nor stuck, and the host then reads whole chunks, the cancel's
 // terminal and the end.
 func TestEgressBackpressureMedia(t *testing.T) {
-	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.Stream) {
+	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 		begin(t, s, "em1", "media", map[string]any{"bytes": 256 << 20, "chunk": 4 << 20})
 		require.NoError(t, s.Complete("em1", 1, nil))
 		last := waitSteady(t, "output never blocked", func() int64 { return int64(unread(t, s)) })
@@ -327,7 +327,7 @@ func TestSendRacingHandlerReturn(t *testing.T) {
 }
 
 // unread returns how many bytes wait unread in s's receive queue.
-func unread(t *testing.T, s *skulktest.Stream) int {
+func unread(t *testing.T, s *skulktest.StreamConn) int {
 	raw, err := s.Conn.SyscallConn()
 	require.NoError(t, err)
 	var n int32

@@ -207,7 +207,7 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 	if _, err := c.Wait(); err != nil {
 		t.Fatalf("a call under the limit: %v", err)
 	}
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	evs := obs.got()
@@ -255,7 +255,7 @@ func TestRefusedCallsAreLogged(t *testing.T) {
 	if _, err := h.Call(ctx, "ok", nil); !errors.Is(refused(err), ErrPoolDown) {
 		t.Fatalf("pool down: %v", err)
 	}
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	evs := obs.got()
@@ -360,7 +360,7 @@ func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
 	if !invoked(lines, c.ID()) || invoked(lines, je.Call) {
 		t.Fatalf("invokes the child read: %q (refused %s)", lines, je.Call)
 	}
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := kinds(obs.got()); got != "started failed" || obs.got()[1].Refused != "journal_start" {
@@ -395,7 +395,7 @@ func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 		N      int    `json:"n"`
 		Prefix string `json:"prefix"`
 	}
-	if je.Outcome.Kind != calllog.KindDone || je.Outcome.Result.Decode(&res) != nil || res.Prefix != "q" || je.Call != c.ID() {
+	if je.Outcome.Kind != calllog.KindCompleted || je.Outcome.Result.Decode(&res) != nil || res.Prefix != "q" || je.Call != c.ID() {
 		t.Fatalf("outcome %+v", je.Outcome)
 	}
 	settleCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -411,7 +411,7 @@ func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 		t.Fatal("two sends at once")
 	}
 	evs, _ := st.EventsAfter(ctx, c.ID(), 0, 100)
-	if len(evs) == 0 || evs[len(evs)-1].Kind != calllog.KindDone {
+	if len(evs) == 0 || evs[len(evs)-1].Kind != calllog.KindCompleted {
 		t.Fatalf("kept: %s", kinds(evs))
 	}
 }
@@ -484,7 +484,7 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 	if blocked > 5*base && blocked-base > time.Millisecond {
 		t.Errorf("a blocked observer slowed calls: %v → %v", base, blocked)
 	}
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -501,7 +501,7 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 	if !lossSeen {
 		t.Fatal("the observer could not see its loss")
 	}
-	if last := seen[len(seen)-1]; last.Kind != calllog.KindDone || !last.Program {
+	if last := seen[len(seen)-1]; last.Kind != calllog.KindCompleted || !last.Program {
 		t.Fatalf("the program's end was lost: %+v", last)
 	}
 }
@@ -523,7 +523,7 @@ func TestPanickingObserverWarnedOnce(t *testing.T) {
 		}
 		okCall(t, c, fmt.Sprint(i))
 	}
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := calls.Load(); n != 1 {
@@ -562,7 +562,7 @@ func TestProgramTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	evs := obs.got()
@@ -571,7 +571,7 @@ func TestProgramTree(t *testing.T) {
 		t.Fatalf("first event %+v", root)
 	}
 	last := evs[len(evs)-1]
-	if last.Call != root.Call || last.Kind != calllog.KindDone {
+	if last.Call != root.Call || last.Kind != calllog.KindCompleted {
 		t.Fatalf("last event %+v", last)
 	}
 	for i, e := range evs {
@@ -636,7 +636,7 @@ func TestObserverOwnCallsNotFedBack(t *testing.T) {
 	}
 	okCall(t, c, "x")
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return own != "" || ownErr != nil })
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

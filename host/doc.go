@@ -74,14 +74,14 @@
 // Call.Wait watch one call. Host.Program runs Go code whose calls (made
 // with the context it is given) are its steps, in one tree; Detached
 // starts trees of their own. Observers (the host's, a program's, a
-// call's: WithObservers) add up and never slow a call; Host.Drain waits
+// call's: WithObservers) add up and never slow a call; Host.FlushObservers waits
 // for them. With a required journal a call whose start is not kept is
 // refused before its invoke is written (calllog.ErrJournalStart), and an
 // end that is not confirmed reaches the caller as a *calllog.JournalError
 // after the terminal (calllog.ErrJournalEnd; calllog.Settle says later
 // whether it was kept).
-// Host.CallStream begins a call whose arguments arrive as fragments
-// (ArgsCall): its invoke is written only once they assemble into valid
+// Host.StreamArguments begins a call whose arguments arrive as fragments
+// (ArgumentStream): its invoke is written only once they assemble into valid
 // arguments.
 //
 // # Errors

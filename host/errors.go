@@ -135,7 +135,7 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // SchemaError reports a payload that breaks one of a tool's schemas. It names
 // the schema, the field (a JSON pointer into the payload, "" for the whole
 // payload), the keyword that failed and what the value is (its JSON type
-// and size), never the value itself, so it is safe to log. Call, CallStream
+// and size), never the value itself, so it is safe to log. Call, StreamArguments
 // and Send refuse arguments and input with it (nothing sent); a provider
 // frame that breaks output_schema or result_schema fails its call with a
 // synthetic invalid_frame whose message is its Error. Match it with

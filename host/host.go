@@ -295,7 +295,7 @@ type callOptions struct {
 	tree, parent string
 	observers    []calllog.Observer
 	journal      *calllog.Journal
-	streamed     bool // set by CallStream: the request event carries the arguments
+	streamed     bool // set by StreamArguments: the request event carries the arguments
 	input        []frame.Payload
 	closedInput  bool       // WithInput: the caller's whole input goes with the invoke
 	span         trace.Span // the call's client span; nil when tracing is off
@@ -577,10 +577,10 @@ func (h *Host) Program(ctx context.Context, name string, fn func(ctx context.Con
 // kept: a call an observer makes is still not given to that observer.
 func Detached(ctx context.Context) context.Context { return recorder.Detached(ctx) }
 
-// Drain waits until every observer (the host's, a program's, a call's)
-// has been given every event queued for it when Drain was called, or ctx
+// FlushObservers waits until every observer (the host's, a program's, a call's)
+// has been given every event queued for it when FlushObservers was called, or ctx
 // is done (its error).
-func (h *Host) Drain(ctx context.Context) error { return h.rec.Drain(ctx) }
+func (h *Host) FlushObservers(ctx context.Context) error { return h.rec.Drain(ctx) }
 
 // Close shuts the host down: it refuses new calls, drains every child
 // (drain, then bye and exit within Config.DrainGrace, shortened to fit

@@ -13,20 +13,20 @@ import (
 	"github.com/skulkrt/skulk/internal/recorder"
 )
 
-// ErrArgsClosed is returned by ArgsCall.Fragment and Done after Done or
+// ErrArgsClosed is returned by ArgumentStream.Fragment and Done after Done or
 // Abort (or after the call's context ended or its arguments were refused).
 var ErrArgsClosed = errors.New("host: streamed arguments already completed or aborted")
 
-// ArgsCall is a call whose arguments arrive as fragments of their JSON
+// ArgumentStream is a call whose arguments arrive as fragments of their JSON
 // text, as a model streams a tool call token by token. It is in the call
-// log from CallStream on (a started event with arguments_streamed, then
+// log from StreamArguments on (a started event with arguments_streamed, then
 // one arguments event per fragment); its invoke is written only by Done,
 // once the fragments assemble into one JSON object that passes the tool's
 // arguments_schema. A partial call is never executed.
 //
-// An ArgsCall must end with Done or Abort; if its context ends first it
+// An ArgumentStream must end with Done or Abort; if its context ends first it
 // ends cancelled by itself. Its methods are safe for concurrent use.
-type ArgsCall struct {
+type ArgumentStream struct {
 	h   *Host
 	t   *toolschema.Tool
 	o   *callOptions
@@ -39,14 +39,14 @@ type ArgsCall struct {
 	stop   func() bool     // stops the context watch
 }
 
-// CallStream begins a call of tool whose arguments will arrive as
-// fragments (ArgsCall.Fragment), completed by ArgsCall.Done. The call is
+// StreamArguments begins a call of tool whose arguments will arrive as
+// fragments (ArgumentStream.Fragment), completed by ArgumentStream.Done. The call is
 // recorded at once (a step of the running call of ctx, if any; opts as for
 // Call). An unknown tool is refused here (ErrUnknownTool, recorded as
 // refused); so is a start a required journal did not keep. ctx bounds the
 // streaming of the arguments: once it is done before Done, the call ends
 // cancelled.
-func (h *Host) CallStream(ctx context.Context, tool string, opts ...CallOption) (*ArgsCall, error) {
+func (h *Host) StreamArguments(ctx context.Context, tool string, opts ...CallOption) (*ArgumentStream, error) {
 	t, err := h.lookupTool(tool)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (h *Host) CallStream(ctx context.Context, tool string, opts ...CallOption) 
 	if t == nil {
 		return nil, h.refuse(ctx, rec, "unknown_tool", frame.CodeInvalidFrame, ErrUnknownTool)
 	}
-	a := &ArgsCall{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
+	a := &ArgumentStream{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
 	a.mu.Lock()
 	a.stop = context.AfterFunc(ctx, func() { // runs once, briefly
 		a.abort(context.Background(), recorder.Cancelled("context done before the arguments completed"))
@@ -70,13 +70,13 @@ func (h *Host) CallStream(ctx context.Context, tool string, opts ...CallOption) 
 }
 
 // ID returns the call's id (its invoke's call_id once Done writes it).
-func (a *ArgsCall) ID() string { return a.rec.ID() }
+func (a *ArgumentStream) ID() string { return a.rec.ID() }
 
 // Fragment appends a fragment of the arguments' JSON text; it is recorded
 // as an arguments event. Nothing is parsed or sent before Done. Arguments
 // longer in all than the child's max_header end the call refused (a
 // *SchemaError). After Done or Abort it returns ErrArgsClosed.
-func (a *ArgsCall) Fragment(text string) error {
+func (a *ArgumentStream) Fragment(text string) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -102,7 +102,7 @@ func (a *ArgsCall) Fragment(text string) error {
 // and Done returns a *SchemaError (never quoting the arguments); the
 // provider never runs. Refusals and errors after the arguments are
 // complete are Call's (ErrPoolDown, a *CallError, ...).
-func (a *ArgsCall) Done(ctx context.Context) (*Call, error) {
+func (a *ArgumentStream) Done(ctx context.Context) (*Call, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -131,11 +131,11 @@ func (a *ArgsCall) Done(ctx context.Context) (*Call, error) {
 // is ever written. reason is kept in the log (it must not hold user data).
 // It returns a required journal's *calllog.JournalError when the end was
 // not confirmed; after Done or Abort it returns ErrArgsClosed.
-func (a *ArgsCall) Abort(reason string) error {
+func (a *ArgumentStream) Abort(reason string) error {
 	return a.abort(context.Background(), recorder.Cancelled(reason))
 }
 
-func (a *ArgsCall) abort(ctx context.Context, o calllog.Outcome) error {
+func (a *ArgumentStream) abort(ctx context.Context, o calllog.Outcome) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -149,7 +149,7 @@ func (a *ArgsCall) abort(ctx context.Context, o calllog.Outcome) error {
 
 // closeLocked marks the arguments closed and stops the context watch; mu
 // is held. The watch, if it is running, finds closed set and does nothing.
-func (a *ArgsCall) closeLocked() {
+func (a *ArgumentStream) closeLocked() {
 	a.closed = true
 	if a.stop != nil {
 		a.stop()

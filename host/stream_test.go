@@ -17,7 +17,7 @@ func TestStreamedArguments(t *testing.T) {
 	obs := &collector{}
 
 	// Fragments that assemble into valid arguments: the call runs.
-	a, err := h.CallStream(ctx, "ok", WithObservers(obs))
+	a, err := h.StreamArguments(ctx, "ok", WithObservers(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestStreamedArguments(t *testing.T) {
 		{`{"n":1}`, `{"n":2}`},       // two objects
 		{`["not", `, `"an object"]`}, // not an object
 	} {
-		a, err := h.CallStream(ctx, "ok")
+		a, err := h.StreamArguments(ctx, "ok")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestStreamedArguments(t *testing.T) {
 		}
 	}
 	// Aborted, and abandoned by its context: cancelled, never sent.
-	a, err = h.CallStream(ctx, "ok")
+	a, err = h.StreamArguments(ctx, "ok")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestStreamedArguments(t *testing.T) {
 	}
 	refused = append(refused, a.ID())
 	sctx, cancel := context.WithCancel(ctx)
-	a, err = h.CallStream(sctx, "ok")
+	a, err = h.StreamArguments(sctx, "ok")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestStreamedArguments(t *testing.T) {
 		t.Fatalf("abandoned: %+v", o)
 	}
 	refused = append(refused, a.ID())
-	if _, err := h.CallStream(ctx, "nope"); !errors.Is(err, ErrUnknownTool) {
+	if _, err := h.StreamArguments(ctx, "nope"); !errors.Is(err, ErrUnknownTool) {
 		t.Fatalf("unknown tool: %v", err)
 	}
 
@@ -132,7 +132,7 @@ func TestStreamedArguments(t *testing.T) {
 	}
 
 	// Observers get the kept form: sizes, not the fragments' text.
-	if err := h.Drain(ctx); err != nil {
+	if err := h.FlushObservers(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range obs.got() {

@@ -81,7 +81,7 @@ func BenchmarkMetrics(b *testing.B) {
 			b.ReportMetric(float64(hostCPU(b)-cpu)/float64(b.N), "host-cpu-ns/op")
 		})
 	}
-	if err := on.Drain(context.Background()); err != nil {
+	if err := on.FlushObservers(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := reg.Gather(); err != nil {

@@ -22,7 +22,7 @@
 // The call counters are fed by the call log's observer queue: they are
 // exact unless the observer falls more than 10,000 events behind
 // (calllog.Observer; skulk_observer_events_lost_total then shows it), and
-// a scrape sees a call once its end event was observed (Host.Drain waits
+// a scrape sees a call once its end event was observed (Host.FlushObservers waits
 // for that). Everything else is read from the host when scraped, so it
 // costs nothing between scrapes. Labels are bounded: no call or tree id,
 // only tool ids, outcomes, codes, directions and slot numbers. A tool id
@@ -218,7 +218,7 @@ func outcomeOf(e *calllog.Event) (outcome, code string, synthetic bool) {
 	switch {
 	case e.Refused != "":
 		return OutcomeRefused, code, synthetic
-	case e.Kind == calllog.KindDone:
+	case e.Kind == calllog.KindCompleted:
 		return OutcomeCompleted, code, synthetic
 	case e.Kind == calllog.KindCancelled:
 		return OutcomeCancelled, code, synthetic

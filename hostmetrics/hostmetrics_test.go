@@ -106,7 +106,7 @@ func TestCountersMoveByTheCallsMade(t *testing.T) {
 		t.Fatal("a killed child's call completed")
 	}
 	skulktest.WaitRestart(t, h, 0, 1)
-	if err := h.Drain(context.Background()); err != nil {
+	if err := h.FlushObservers(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -91,8 +91,8 @@ func TestFramesAndMediaBytesByDirection(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := skulktest.Collect(t, c)
-	if len(out.Chunks()) != len(sizes) {
-		t.Fatalf("echo gave %d chunks, want %d", len(out.Chunks()), len(sizes))
+	if len(out.ChunkPayloads()) != len(sizes) {
+		t.Fatalf("echo gave %d chunks, want %d", len(out.ChunkPayloads()), len(sizes))
 	}
 	// A plain request: invoke, started, two chunks and completed in one
 	// write; two chunks back.

@@ -25,8 +25,8 @@ type Outcome struct {
 	Err error
 }
 
-// Chunks returns the payloads of the chunks, in order.
-func (o *Outcome) Chunks() []frame.Payload {
+// ChunkPayloads returns the payloads of the chunks, in order.
+func (o *Outcome) ChunkPayloads() []frame.Payload {
 	var out []frame.Payload
 	for _, f := range o.Frames {
 		if f.Kind == frame.KindChunk {

@@ -30,7 +30,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("count: %v", o.Err)
 	}
 	skulktest.JSONEqual(t, o.Result, `{"n": 2}`)
-	if ch := o.Chunks(); len(ch) != 2 {
+	if ch := o.ChunkPayloads(); len(ch) != 2 {
 		t.Errorf("count of 2: %d chunks", len(ch))
 	} else {
 		skulktest.JSONEqual(t, ch[1], `{"i": 1}`)

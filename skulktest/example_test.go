@@ -42,7 +42,7 @@ func testUpper(t testing.TB) {
 	if o.Err != nil {
 		t.Fatal(o.Err)
 	}
-	for _, p := range o.Chunks() {
+	for _, p := range o.ChunkPayloads() {
 		skulktest.JSONEqual(t, p, `{"text": "HELLO"}`)
 		fmt.Println(p)
 	}
@@ -66,7 +66,7 @@ func testCrash(t testing.TB) {
 	o := skulktest.Collect(t, c)
 	var ce *host.CallError
 	if errors.As(o.Err, &ce) {
-		fmt.Println(len(o.Chunks()), "chunk, then", ce.Code, "synthetic:", ce.Synthetic)
+		fmt.Println(len(o.ChunkPayloads()), "chunk, then", ce.Code, "synthetic:", ce.Synthetic)
 	}
 	info := skulktest.WaitRestart(t, h, 0, 1)
 	fmt.Println("restarts:", info.Restarts, "child died:", errors.Is(info.LastCause, host.ErrChildDied))

@@ -192,12 +192,12 @@ func (p *Peer) WaitClosed(ctx context.Context) error { return p.h.WaitClosed(ctx
 func (p *Peer) Close() error { return p.h.Close() }
 
 // Dial opens a new stream connection to the child.
-func (p *Peer) Dial(ctx context.Context) (*Stream, error) {
+func (p *Peer) Dial(ctx context.Context) (*StreamConn, error) {
 	s, err := p.h.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{Conn: s.Conn, s: s}, nil
+	return &StreamConn{Conn: s.Conn, s: s}, nil
 }
 
 // ErrNoChild: the Peer was made by NewPeer and knows no child to wait for.
@@ -271,14 +271,14 @@ func (p *Peer) Output() string {
 	return p.out.String()
 }
 
-// Stream is the host side of one stream connection. Writes are synchronous
+// StreamConn is the host side of one stream connection. Writes are synchronous
 // (a blocked write is visible to the test) and safe for concurrent use;
-// reads are for one goroutine at a time. A Stream nobody reads is a host
+// reads are for one goroutine at a time. A StreamConn nobody reads is a host
 // that stopped reading: the child's writes fill the socket and block. A
-// child that stops reading does the same to the Stream's writes, and each
+// child that stops reading does the same to the StreamConn's writes, and each
 // write waits until its deadline: WriteRawBy's, Timeout from the call for
 // the others.
-type Stream struct {
+type StreamConn struct {
 	// Conn is the connection, for what the methods do not do (CloseWrite,
 	// SetReadBuffer). The methods set its read and write deadlines for
 	// each read and write and clear them afterwards.
@@ -288,26 +288,28 @@ type Stream struct {
 }
 
 // NewStream wraps a connected stream connection.
-func NewStream(c *net.UnixConn) *Stream {
-	return &Stream{Conn: c, s: testnet.NewStreamConfig(c, peerConfig)}
+func NewStream(c *net.UnixConn) *StreamConn {
+	return &StreamConn{Conn: c, s: testnet.NewStreamConfig(c, peerConfig)}
 }
 
 // WriteRaw writes bytes as they are, waiting at most Timeout.
-func (s *Stream) WriteRaw(b []byte) error { return s.s.WriteRaw(b) }
+func (s *StreamConn) WriteRaw(b []byte) error { return s.s.WriteRaw(b) }
 
 // WriteRawBy writes bytes as they are, waiting until deadline for the
 // kernel to take every byte; past it (the child stopped reading) the error
 // matches os.ErrDeadlineExceeded and b may have been written in part, so
 // the connection is good only for closing.
-func (s *Stream) WriteRawBy(b []byte, deadline time.Time) error { return s.s.WriteRawBy(b, deadline) }
+func (s *StreamConn) WriteRawBy(b []byte, deadline time.Time) error {
+	return s.s.WriteRawBy(b, deadline)
+}
 
 // Write encodes pk and writes it, returning when the kernel took every
 // byte, waiting at most Timeout.
-func (s *Stream) Write(pk wire.Packet) error { return s.s.Write(pk) }
+func (s *StreamConn) Write(pk wire.Packet) error { return s.s.Write(pk) }
 
 // Invoke writes an invoke of tool with args (nil for {}) and timeout (0 for
 // none).
-func (s *Stream) Invoke(callID, tool string, args map[string]any, timeout time.Duration) error {
+func (s *StreamConn) Invoke(callID, tool string, args map[string]any, timeout time.Duration) error {
 	return s.s.Invoke(callID, tool, args, timeout)
 }
 
@@ -315,40 +317,40 @@ func (s *Stream) Invoke(callID, tool string, args map[string]any, timeout time.D
 // tool with args (nil for {}, no timeout), the caller's started, one chunk
 // per payload and the caller's completed. A child reads it as one request
 // whose input is over before its handler starts.
-func (s *Stream) Request(callID, tool string, args map[string]any, chunks ...frame.Payload) error {
+func (s *StreamConn) Request(callID, tool string, args map[string]any, chunks ...frame.Payload) error {
 	return s.s.Request(callID, tool, args, chunks...)
 }
 
 // Caller writes the caller frame f as it is (direction, call id and
 // sequence as given: a gap, a replay, a second terminal are the test's to
 // choose).
-func (s *Stream) Caller(f frame.Frame) error { return s.s.Caller(f) }
+func (s *StreamConn) Caller(f frame.Frame) error { return s.s.Caller(f) }
 
 // Started writes the caller's started frame.
-func (s *Stream) Started(callID string) error { return s.s.Started(callID) }
+func (s *StreamConn) Started(callID string) error { return s.s.Started(callID) }
 
 // Chunk writes a caller chunk with sequence seq.
-func (s *Stream) Chunk(callID string, seq uint64, payload frame.Payload, media frame.Media) error {
+func (s *StreamConn) Chunk(callID string, seq uint64, payload frame.Payload, media frame.Media) error {
 	return s.s.Chunk(callID, seq, payload, media)
 }
 
 // Complete writes the caller's completed terminal with sequence seq.
-func (s *Stream) Complete(callID string, seq uint64, result frame.Payload) error {
+func (s *StreamConn) Complete(callID string, seq uint64, result frame.Payload) error {
 	return s.s.Complete(callID, seq, result)
 }
 
 // CancelCall writes the caller's cancelled terminal with sequence seq.
-func (s *Stream) CancelCall(callID string, seq uint64) error { return s.s.CancelCall(callID, seq) }
+func (s *StreamConn) CancelCall(callID string, seq uint64) error { return s.s.CancelCall(callID, seq) }
 
 // Read reads the next packet the child wrote, waiting at most Timeout.
-func (s *Stream) Read() (wire.Packet, error) { return s.s.Read() }
+func (s *StreamConn) Read() (wire.Packet, error) { return s.s.Read() }
 
 // ReadBy reads the next packet the child wrote, waiting until deadline;
 // past it the error matches os.ErrDeadlineExceeded.
-func (s *Stream) ReadBy(deadline time.Time) (wire.Packet, error) { return s.s.ReadBy(deadline) }
+func (s *StreamConn) ReadBy(deadline time.Time) (wire.Packet, error) { return s.s.ReadBy(deadline) }
 
 // Close closes the connection.
-func (s *Stream) Close() error { return s.s.Close() }
+func (s *StreamConn) Close() error { return s.s.Close() }
 
 // Result is what a child wrote for one call.
 type Result struct {
@@ -373,7 +375,7 @@ var ErrProviderRules = errors.New("skulktest: provider broke the rules")
 // It returns what it read so far with an error when the connection fails or
 // the deadline passes, and an error matching ErrProviderRules when the
 // child breaks the rules.
-func (s *Stream) ReadCall(callID string, deadline time.Time) (*Result, error) {
+func (s *StreamConn) ReadCall(callID string, deadline time.Time) (*Result, error) {
 	res, err := s.s.ReadCall(callID, deadline)
 	return (*Result)(res), err
 }

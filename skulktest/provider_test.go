@@ -58,10 +58,10 @@ func TestStartProviderCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := skulktest.Collect(t, c)
-	if o.Err != nil || len(o.Chunks()) != 1 {
+	if o.Err != nil || len(o.ChunkPayloads()) != 1 {
 		t.Fatalf("outcome %+v", o)
 	}
-	skulktest.JSONEqual(t, o.Chunks()[0], `{"text": "HI"}`)
+	skulktest.JSONEqual(t, o.ChunkPayloads()[0], `{"text": "HI"}`)
 	skulktest.JSONEqual(t, o.Result, `{"chunks": 1}`)
 
 	_, err = h.Call(ctx, "shout", frame.MustPayload(map[string]any{"n": "many"}))

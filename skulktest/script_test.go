@@ -22,8 +22,8 @@ func echoWorks(t *testing.T, h *host.Host) {
 		t.Fatal(err)
 	}
 	o := skulktest.Collect(t, c)
-	if o.Err != nil || len(o.Chunks()) != 1 {
-		t.Fatalf("the next call: %v, %d chunks", o.Err, len(o.Chunks()))
+	if o.Err != nil || len(o.ChunkPayloads()) != 1 {
+		t.Fatalf("the next call: %v, %d chunks", o.Err, len(o.ChunkPayloads()))
 	}
 	skulktest.JSONEqual(t, o.Result, `{"chunks": 1}`)
 }
@@ -50,8 +50,8 @@ func TestFaultCrashAfter(t *testing.T) {
 	h := skulktest.StartHost(t, skulktest.Child(t, skulktest.CrashAfter(2)))
 	o := skulktest.Collect(t, call(t, h, context.Background()))
 	ce := wantSynthetic(t, o, frame.CodeUnreachable)
-	if len(o.Chunks()) != 2 {
-		t.Errorf("%d chunks before the crash, want 2", len(o.Chunks()))
+	if len(o.ChunkPayloads()) != 2 {
+		t.Errorf("%d chunks before the crash, want 2", len(o.ChunkPayloads()))
 	}
 	if !strings.Contains(ce.Stderr, "crashing on purpose after 2 frames") {
 		t.Errorf("stderr tail %q", ce.Stderr)

@@ -797,7 +797,7 @@ func (x *exporter) end(c *call, e calllog.Event, in bool) {
 	d := &asifdoc.ToolResultData{CallID: c.id, ResultIndex: idx, Terminal: true}
 	base := "result-" + seqStr(e.Seq)
 	switch e.Kind {
-	case calllog.KindDone:
+	case calllog.KindCompleted:
 		d.Outcome = asif.OutcomeSuccess
 		if e.Payload != nil {
 			d.Parts = []asifdoc.Part{asifdoc.ResourcePart(x.payloadResource(base+"-value", e.Payload))}

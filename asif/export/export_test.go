@@ -534,7 +534,7 @@ func BenchmarkExportText(b *testing.B) {
 		add(calllog.Event{Kind: calllog.KindOutput, Attempt: 1, FrameKind: frame.KindChunk, FrameSeq: uint64(i + 1),
 			Payload: &calllog.Content{Type: "object", Bytes: len(p), Keys: 1, Value: p}})
 	}
-	add(calllog.Event{Kind: calllog.KindDone, Attempt: 1})
+	add(calllog.Event{Kind: calllog.KindCompleted, Attempt: 1})
 	b.ReportAllocs()
 	var size int
 	for b.Loop() {

@@ -47,7 +47,7 @@ func streamedItems(cancelled bool) []calllog.Event {
 	out := ev(5, calllog.KindOutput)
 	out.Attempt, out.FrameKind, out.FrameSeq = 1, frame.KindChunk, 1
 	out.Payload = content(map[string]any{"text": "Meeting notes: agree on the workshop outline."})
-	done := ev(6, calllog.KindDone)
+	done := ev(6, calllog.KindCompleted)
 	done.Attempt = 1
 	return append(items, frag(3, 1, `42"}`), req, out, done)
 }

@@ -222,7 +222,7 @@ func TestRealCallCutByWindow(t *testing.T) {
 var childBin string
 
 // TestRealStreamedArguments streams a call's arguments through
-// host.CallStream to cmd/skulk-child and exports it: whole, cut after the
+// host.StreamArguments to cmd/skulk-child and exports it: whole, cut after the
 // first fragment, and from there on (the worked examples' progression);
 // then a call aborted and one refused before their arguments completed.
 func TestRealStreamedArguments(t *testing.T) {
@@ -231,7 +231,7 @@ func TestRealStreamedArguments(t *testing.T) {
 	defer cancel()
 	tools := h.Tools()
 
-	a, err := h.CallStream(ctx, "count")
+	a, err := h.StreamArguments(ctx, "count")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestRealStreamedArguments(t *testing.T) {
 	}
 
 	// Aborted, and refused by the schema: partial calls, never executable.
-	ab, err := h.CallStream(ctx, "count")
+	ab, err := h.StreamArguments(ctx, "count")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestRealStreamedArguments(t *testing.T) {
 	if err := ab.Abort("gave up"); err != nil {
 		t.Fatal(err)
 	}
-	rf, err := h.CallStream(ctx, "count")
+	rf, err := h.StreamArguments(ctx, "count")
 	if err != nil {
 		t.Fatal(err)
 	}

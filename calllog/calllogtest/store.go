@@ -142,7 +142,7 @@ func TestStore(t *testing.T, open func(t *testing.T) calllog.EventStore) {
 	})
 
 	t.Run("keep new claims and keeps at once", func(t *testing.T) {
-		s, ok := open(t).(calllog.NewTreeKeeper)
+		s, ok := open(t).(calllog.FirstBatchKeeper)
 		if !ok {
 			t.Skip("the store has no KeepNew")
 		}

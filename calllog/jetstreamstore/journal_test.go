@@ -99,7 +99,7 @@ func TestRequiredJournalSurvivesAServerRestartOnR3(t *testing.T) {
 		if d := time.Since(t0); d > time.Second {
 			t.Logf("read of %s took %v", id, d)
 		}
-		if err != nil || len(evs) != 6 || evs[0].Kind != calllog.KindStarted || evs[5].Kind != calllog.KindDone {
+		if err != nil || len(evs) != 6 || evs[0].Kind != calllog.KindStarted || evs[5].Kind != calllog.KindCompleted {
 			t.Fatalf("call %s: %d events kept, %v", id, len(evs), err)
 		}
 	}
@@ -190,7 +190,7 @@ func TestBestEffortJournalWhileTheServerIsAway(t *testing.T) {
 		}
 	}
 	last := steps[len(steps)-1].Event
-	if lost == 0 || last.Call != tree || last.Kind != calllog.KindDone {
+	if lost == 0 || last.Call != tree || last.Kind != calllog.KindCompleted {
 		t.Fatalf("followed %d events, %d lost, last %+v; want a loss shown and the program's end", len(steps), lost, last)
 	}
 	t.Logf("followed %d events; %d shown lost", len(steps), lost)
@@ -202,7 +202,7 @@ func kept(ctx context.Context, st calllog.EventStore, tree, prefix string) bool 
 	evs, _ := st.EventsAfter(ctx, tree, 0, 0)
 
 	for _, e := range evs {
-		if strings.HasPrefix(e.Call, prefix) && e.Kind == calllog.KindDone {
+		if strings.HasPrefix(e.Call, prefix) && e.Kind == calllog.KindCompleted {
 			return true
 		}
 	}
@@ -251,7 +251,7 @@ func TestRequiredJournalWhileTheServerIsAway(t *testing.T) {
 	}
 	endErr := rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": 1})))
 	var je *calllog.JournalError
-	if !errors.As(endErr, &je) || !errors.Is(endErr, calllog.ErrJournalEnd) || je.Outcome.Kind != calllog.KindDone {
+	if !errors.As(endErr, &je) || !errors.Is(endErr, calllog.ErrJournalEnd) || je.Outcome.Kind != calllog.KindCompleted {
 		t.Fatalf("the end with the server away: %v, want ErrJournalEnd holding the outcome", endErr)
 	}
 	if err := srv.Start(); err != nil {
@@ -263,7 +263,7 @@ func TestRequiredJournalWhileTheServerIsAway(t *testing.T) {
 		t.Fatalf("Settle once the server is back: %v", err)
 	}
 	evs, err := st.EventsAfter(ctx, "running", 0, 0)
-	if err != nil || len(evs) != 3 || evs[2].Kind != calllog.KindDone {
+	if err != nil || len(evs) != 3 || evs[2].Kind != calllog.KindCompleted {
 		t.Fatalf("the settled call: %d events kept, %v", len(evs), err)
 	}
 }

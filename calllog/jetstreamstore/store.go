@@ -156,8 +156,8 @@ type Store struct {
 }
 
 var (
-	_ calllog.EventStore    = (*Store)(nil)
-	_ calllog.NewTreeKeeper = (*Store)(nil)
+	_ calllog.EventStore       = (*Store)(nil)
+	_ calllog.FirstBatchKeeper = (*Store)(nil)
 )
 
 // ErrURL is the error of a store URL Open cannot use; it is wrapped
@@ -705,7 +705,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	}
 }
 
-// KeepNew implements calllog.NewTreeKeeper: the tree's first claim and
+// KeepNew implements calllog.FirstBatchKeeper: the tree's first claim and
 // its first events in one atomic batch, expecting the tree to have no
 // message at all.
 func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {

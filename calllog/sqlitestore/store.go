@@ -50,8 +50,8 @@ type Store struct {
 }
 
 var (
-	_ calllog.EventStore    = (*Store)(nil)
-	_ calllog.NewTreeKeeper = (*Store)(nil)
+	_ calllog.EventStore       = (*Store)(nil)
+	_ calllog.FirstBatchKeeper = (*Store)(nil)
 )
 
 const schema = `
@@ -203,7 +203,7 @@ func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Even
 	})
 }
 
-// KeepNew implements calllog.NewTreeKeeper: the claim of a new tree and its
+// KeepNew implements calllog.FirstBatchKeeper: the claim of a new tree and its
 // first events in one transaction.
 func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {
 	c := calllog.Claim{Tree: tree, Writer: writer, Epoch: 1}

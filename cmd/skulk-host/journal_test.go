@@ -217,7 +217,7 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	rw := open(t, false)
 	late := first
 	late.Seq = last.Seq + 1
-	late.Kind = calllog.KindDone
+	late.Kind = calllog.KindCompleted
 	err = rw.Keep(ctx, calllog.Claim{Tree: tree, Writer: first.Writer, Epoch: 1, Last: 0}, []calllog.Event{late})
 	if !errors.Is(err, calllog.ErrFenced) {
 		t.Fatalf("the first writer's Keep: %v, want ErrFenced", err)

@@ -307,7 +307,7 @@ func (w *journalWriter) send(batch []calllog.Event) error {
 }
 
 func (w *journalWriter) attempt(ctx context.Context, batch []calllog.Event) error {
-	if nk, ok := w.j.Store.(calllog.NewTreeKeeper); ok && !w.claimed {
+	if nk, ok := w.j.Store.(calllog.FirstBatchKeeper); ok && !w.claimed {
 		c, err := nk.KeepNew(ctx, w.tree, w.r.writer, batch)
 		if err != nil {
 			return err

@@ -146,7 +146,7 @@ func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
 	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrNoAnswer) {
 		t.Fatalf("End = %v; want a journal-end error caused by no answer", err)
 	}
-	if je.Outcome.Kind != calllog.KindDone || string(je.Outcome.Result) != string(result) || je.Call != "c1" {
+	if je.Outcome.Kind != calllog.KindCompleted || string(je.Outcome.Result) != string(result) || je.Call != "c1" {
 		t.Fatalf("journal-end error does not hold the outcome: %+v", je.Outcome)
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -159,7 +159,7 @@ func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
 		t.Fatalf("Settle after the store recovered = %v, want nil (kept)", err)
 	}
 	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
-	if len(kept) != 4 || kept[3].Kind != calllog.KindDone {
+	if len(kept) != 4 || kept[3].Kind != calllog.KindCompleted {
 		t.Fatalf("store has %d events", len(kept))
 	}
 	if _, maxAtOnce, _ := st.stats(); maxAtOnce != 1 {
@@ -393,7 +393,7 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 	if err := p.Confirm(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if o, _ := p.Outcome(); o.Kind != calllog.KindDone {
+	if o, _ := p.Outcome(); o.Kind != calllog.KindCompleted {
 		t.Fatalf("deferred outcome = %+v", o)
 	}
 }

@@ -269,7 +269,7 @@ func TestKindFilterObserver(t *testing.T) {
 		t.Fatalf("the observer of every kind got %d events, want %d", n, 3*(4+3))
 	}
 	got := some.got()
-	want := []calllog.Kind{calllog.KindStarted, calllog.KindDone, calllog.KindStarted, calllog.KindDone, calllog.KindStarted, calllog.KindDone}
+	want := []calllog.Kind{calllog.KindStarted, calllog.KindCompleted, calllog.KindStarted, calllog.KindCompleted, calllog.KindStarted, calllog.KindCompleted}
 	if !slices.Equal(kinds(got), want) {
 		t.Fatalf("the filtered observer got %v, want %v", kinds(got), want)
 	}

@@ -126,8 +126,8 @@ func (r *Recorder) forgetRunner(o *observerRunner) {
 	r.mu.Unlock()
 }
 
-// Drain waits until every observer has been given (or has discarded, having
-// failed) every event queued for it when Drain was called. It returns
+// FlushObservers waits until every observer has been given (or has discarded, having
+// failed) every event queued for it when FlushObservers was called. It returns
 // ctx.Err() if ctx is done first.
 func (r *Recorder) Drain(ctx context.Context) error {
 	r.mu.Lock()
@@ -523,7 +523,7 @@ func (rec *Record) finishLocked() {
 	t := rec.t
 	o := rec.outcome
 	ev := calllog.Event{Kind: o.Kind, Error: o.Error, Refused: o.Refused}
-	if o.Kind == calllog.KindDone {
+	if o.Kind == calllog.KindCompleted {
 		ev.Payload = t.contentLocked(o.Result)
 	}
 	rec.endSeq = t.emitLocked(rec, ev)
@@ -985,7 +985,7 @@ func textBytesOf(p frame.Payload) ([]byte, bool) {
 
 // Done is the outcome of a call that completed with result (nil for none).
 func Done(result frame.Payload) calllog.Outcome {
-	return calllog.Outcome{Kind: calllog.KindDone, Result: result}
+	return calllog.Outcome{Kind: calllog.KindCompleted, Result: result}
 }
 
 // Failed is the outcome of a failed call. The message goes through

@@ -146,7 +146,7 @@ func TestCallEventsInOrder(t *testing.T) {
 
 	evs := slices.Collect(rec.Events())
 	want := []calllog.Kind{calllog.KindStarted, calllog.KindInput, calllog.KindRequest, calllog.KindOutput, calllog.KindOutput,
-		calllog.KindRetry, calllog.KindRequest, calllog.KindOutput, calllog.KindDone}
+		calllog.KindRetry, calllog.KindRequest, calllog.KindOutput, calllog.KindCompleted}
 	if !slices.Equal(kinds(evs), want) {
 		t.Fatalf("kinds = %v, want %v", kinds(evs), want)
 	}
@@ -170,7 +170,7 @@ func TestCallEventsInOrder(t *testing.T) {
 	if got := rec.Text(); got != "hi" {
 		t.Fatalf("final text = %q", got)
 	}
-	if o, ok := rec.Outcome(); !ok || o.Kind != calllog.KindDone {
+	if o, ok := rec.Outcome(); !ok || o.Kind != calllog.KindCompleted {
 		t.Fatalf("Outcome = %+v, %v", o, ok)
 	}
 }
@@ -276,7 +276,7 @@ func TestProgramTree(t *testing.T) {
 		}
 	}
 	last := evs[len(evs)-1]
-	if last.Call != "p1" || last.Kind != calllog.KindDone || !last.Program {
+	if last.Call != "p1" || last.Kind != calllog.KindCompleted || !last.Program {
 		t.Fatalf("last event = %+v; the program's end must come after every step's", last)
 	}
 	// A stream on a step shows its events with the tree's numbers, first after none.
@@ -484,7 +484,7 @@ func TestHistoryBoundShowsTheLoss(t *testing.T) {
 		t.Fatalf("watcher got %d events, want the 5 kept and the end", len(evs))
 	}
 	end := evs[5]
-	if end.Kind != calllog.KindDone || end.Seq != 13 || end.After != 12 || evs[4].Seq != 5 {
+	if end.Kind != calllog.KindCompleted || end.Seq != 13 || end.After != 12 || evs[4].Seq != 5 {
 		t.Fatalf("end = seq %d after %d; want 13 after 12 (not given)", end.Seq, end.After)
 	}
 }

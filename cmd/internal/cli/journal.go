@@ -250,7 +250,7 @@ func tracesOf(events []calllog.Event) map[string]*calllog.Span {
 
 // printReplay prints each call of r: a header line, its trace (when its
 // events name one), its text, its end.
-func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Span) {
+func printReplay(w io.Writer, r *calllog.ReplayedTree, traces map[string]*calllog.Span) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
@@ -274,7 +274,7 @@ func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Sp
 		switch {
 		case !c.Ended:
 			fmt.Fprintln(w, "  running (no end kept)")
-		case c.Outcome.Kind == calllog.KindDone:
+		case c.Outcome.Kind == calllog.KindCompleted:
 			v := "(no value)"
 			if res := c.Outcome.Result; res != nil {
 				v = termsafe.Escape(compactJSON(res))

@@ -395,7 +395,7 @@ func checkJournal(t *testing.T, path string, trees servedTrees) {
 		t.Errorf("the journal has no end of tree %q", tree)
 		return calllog.Event{}
 	}
-	if e := end(trees.count); e.Kind != calllog.KindDone || e.Tool != "count" {
+	if e := end(trees.count); e.Kind != calllog.KindCompleted || e.Tool != "count" {
 		t.Errorf("count's tree ends %v of %q, want done of count", e.Kind, e.Tool)
 	}
 	if e := end(trees.deadline); e.Kind != calllog.KindFailed || e.Error == nil || e.Error.Code != frame.CodeTimeout {
