@@ -206,6 +206,9 @@ func Replay(events []Event) *Replayed {
 			if s, ok := mpack.MapString(payload, "text"); ok {
 				c.Text += string(s)
 			}
+		case KindUnknown: // a takeover's: no terminal was seen
+			c.Ended = true
+			c.Outcome = Outcome{Kind: KindUnknown}
 		case KindDone, KindFailed, KindCancelled:
 			c.Ended = true
 			c.Outcome = Outcome{Kind: e.Kind, Result: payload, Error: e.Error, Refused: e.Refused}

@@ -29,4 +29,17 @@ type Options struct {
 	// per open stream: a stream that must be watched whole is better
 	// followed by an Observer, which is given every event as it comes.
 	History int
+	// Redact names payload keys whose values observers and journals are
+	// never given: at any depth of a payload kept under ContentFull
+	// (arguments, chunks, the caller's frames, values), the value of a
+	// key named here is replaced with the string RedactedValue, and the
+	// kept content is marked Redacted. Streamed argument fragments are
+	// text, not objects, so with Redact set they are kept as their sizes
+	// only. Matching is exact and case-sensitive. A call's own watchers
+	// (Call.Events) still see its full content.
+	Redact []string
 }
+
+// RedactedValue is what a redacted key's value is replaced with in the
+// kept form of a payload (Options.Redact).
+const RedactedValue = "[redacted]"

@@ -274,6 +274,8 @@ func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Sp
 		switch {
 		case !c.Ended:
 			fmt.Fprintln(w, "  running (no end kept)")
+		case c.Outcome.Kind == calllog.KindUnknown:
+			fmt.Fprintln(w, "  unknown: the journal kept no end of it; the tree was taken over")
 		case c.Outcome.Kind == calllog.KindDone:
 			v := "(no value)"
 			if res := c.Outcome.Result; res != nil {
@@ -308,9 +310,9 @@ var journalHelp = `
 Journal takeover claims the call tree TREE in the journal FILE (a SQLite
 file or a nats:// store URL) for
 a new writer — the way a restarted host continues a tree whose host died —
-and records the outcome it can prove of every call the journal shows
-started and not ended: failed, unreachable, synthetic, steps before their
-callers. The previous writer is fenced from then on: it can no longer
+and records, for every call the journal shows started and not ended, that
+its outcome is unknown (an "unknown" end, steps before their callers): the
+journal does not say how such a call ended, so no failure is made up. The previous writer is fenced from then on: it can no longer
 append to the tree. The events it kept are printed as JSON lines
 (docs/events.md); followers see the takeover.
 `

@@ -18,6 +18,10 @@ type Losses struct {
 	// (calllog.Journal.Queue) was full, or its tree's writer stopped (an
 	// unusable store, a fence, Close) with them queued or after.
 	JournalEvents uint64
+	// JournalValues counts call starts and ends a journal kept without
+	// their payload's value (Content.ValueDropped): its queue had room for
+	// the event but not for its value (calllog.Journal.QueueBytes).
+	JournalValues uint64
 	// JournalSendErrors counts attempts to keep a batch that failed or
 	// went unanswered; the batch is sent again unless the writer stops.
 	JournalSendErrors uint64
@@ -27,7 +31,7 @@ type Losses struct {
 // something is lost or fails, never on the path of an event that is
 // delivered.
 type losses struct {
-	observerEvents, observersFailed, journalEvents, journalSendErrors atomic.Uint64
+	observerEvents, observersFailed, journalEvents, journalValues, journalSendErrors atomic.Uint64
 }
 
 // Losses returns the recorder's loss counters. Safe for concurrent use.
@@ -36,6 +40,7 @@ func (r *Recorder) Losses() Losses {
 		ObserverEvents:    r.lost.observerEvents.Load(),
 		ObserversFailed:   r.lost.observersFailed.Load(),
 		JournalEvents:     r.lost.journalEvents.Load(),
+		JournalValues:     r.lost.journalValues.Load(),
 		JournalSendErrors: r.lost.journalSendErrors.Load(),
 	}
 }

@@ -68,7 +68,7 @@ func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observer
 	o := &observerRunner{r: r, obs: obs, name: name, kinds: ^uint32(0), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if f, ok := obs.(calllog.KindFilter); ok {
 		o.kinds = 0
-		for k := calllog.KindStarted; k <= calllog.KindArguments; k++ {
+		for k := calllog.KindStarted; k <= calllog.KindUnknown; k++ {
 			if f.WantsKind(k) {
 				o.kinds |= 1 << k
 			}
