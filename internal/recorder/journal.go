@@ -31,6 +31,11 @@ const (
 	// ids and an error message of at most 2,048 characters (8 KiB of
 	// UTF-8), which leaves room for ids of a few KiB.
 	endReserve = 12 << 10
+	// boundaryShare: 1/boundaryShare of a journal queue's bounds is kept
+	// for calls' starts and ends, which middle events cannot take, so that
+	// a stream of chunks filling the queue leaves room for the calls that
+	// begin meanwhile.
+	boundaryShare = 4
 	// maxBatchBytes cuts a batch before the event that would take it past
 	// this size (a batch has at least one event), so that a send of large
 	// events is not one huge request.
@@ -116,11 +121,18 @@ type journalBudget struct {
 	bytes  int64
 }
 
-// take takes room for n events of size bytes if it fits.
-func (b *journalBudget) take(j *calllog.Journal, n, bytes int64) bool {
+// take takes room for n events of size bytes if it fits: in the whole
+// queue for a boundary event, in all but its last quarter (boundaryShare)
+// for a middle one.
+func (b *journalBudget) take(j *calllog.Journal, n, bytes int64, boundary bool) bool {
+	maxN, maxB := journalQueue(j), journalQueueBytes(j)
+	if !boundary {
+		maxN -= maxN / boundaryShare
+		maxB -= maxB / boundaryShare
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.events+n > journalQueue(j) || b.bytes+bytes > journalQueueBytes(j) {
+	if b.events+n > maxN || b.bytes+bytes > maxB {
 		return false
 	}
 	b.events += n
@@ -231,9 +243,9 @@ func (w *journalWriter) add(e calllog.Event, rec *Record) {
 			w.droppedLocked(e.Seq)
 			return
 		}
-		if !b.take(w.j, 2, eventBytes(&e)+endReserve) {
+		if !b.take(w.j, 2, eventBytes(&e)+endReserve, true) {
 			lean, ok := withoutValue(e)
-			if !ok || !b.take(w.j, 2, eventBytes(&lean)+endReserve) {
+			if !ok || !b.take(w.j, 2, eventBytes(&lean)+endReserve, true) {
 				rec.jstate = jDropped
 				w.droppedLocked(e.Seq)
 				return
@@ -248,7 +260,7 @@ func (w *journalWriter) add(e calllog.Event, rec *Record) {
 			w.droppedLocked(e.Seq)
 			return
 		case jAdmitted:
-			if !b.take(w.j, 1, eventBytes(&e)) {
+			if !b.take(w.j, 1, eventBytes(&e), true) {
 				if lean, ok := withoutValue(e); ok {
 					e = lean
 					w.r.lost.journalValues.Add(1)
@@ -261,7 +273,7 @@ func (w *journalWriter) add(e calllog.Event, rec *Record) {
 		}
 		rec.jstate = jEnded
 	default:
-		if rec.jstate != jAdmitted || !b.take(w.j, 1, eventBytes(&e)) {
+		if rec.jstate != jAdmitted || !b.take(w.j, 1, eventBytes(&e), false) {
 			w.droppedLocked(e.Seq)
 			return
 		}
