@@ -394,6 +394,9 @@ func (x *exporter) step(it item, in bool) {
 		} else {
 			c.argsStatus = asif.ArgumentsPartial
 		}
+		if in && e.Payload != nil && e.Payload.Redacted {
+			x.redacted("call", c.id)
+		}
 		if in {
 			c.shown = true
 			x.order = append(x.order, c)
@@ -914,7 +917,23 @@ func (x *exporter) resource(r asifdoc.Resource) {
 	x.doc.Resources = append(x.doc.Resources, r)
 }
 
+// redacted records that the object typ id holds values the host redacted.
+func (x *exporter) redacted(typ, id string) {
+	x.loss("redacted", "capture", "content_redacted", "", nil,
+		"The host redacted these payloads before keeping them (calllog.Options.Redact): the value of each key it names is the string \"[redacted]\" here, not what the call had.")
+	x.lossRef("redacted", typ, id)
+}
+
 func (x *exporter) payloadResource(id string, p *calllog.Content) string {
+	if p.Redacted {
+		x.redacted("resource", id)
+	}
+	if p.Value == nil && p.ValueDropped {
+		x.notKept = true
+		x.resource(asifdoc.Resource{ID: id, MediaType: "application/json", Availability: "unavailable", Purpose: "tool_output",
+			Explanation: "The journal's queue had no room for this value when it was recorded: it kept the event with the payload's shape only."})
+		return id
+	}
 	if p.Value == nil {
 		x.notKept = true
 		x.resource(asifdoc.Resource{ID: id, MediaType: "application/json", Availability: "unavailable", Purpose: "tool_output",

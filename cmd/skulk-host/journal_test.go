@@ -354,3 +354,30 @@ func TestJournalTakeoverUnknownTree(t *testing.T) {
 		t.Fatalf("trees %v", trees)
 	}
 }
+
+// TestJournalRedact: call --redact KEY keeps "[redacted]" in the journal
+// in place of the key's values, marks the payloads, and the tree replays
+// and follows as any other; the caller's own output is not redacted.
+// --redact without --journal is a usage error.
+func TestJournalRedact(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "calls.db")
+	r := run(t, "", "call", "--journal", db, "--redact", "pad", "--json", "count", "--args", `{"n":2,"size":7}`, "--", childBin)
+	if r.Status != 0 || !strings.Contains(r.Stdout, "xxxxxxx") {
+		t.Fatalf("call: %d %q %q", r.Status, r.Stdout, r.Stderr)
+	}
+	tree, ok := treeOfLine(r.Stderr)
+	if !ok {
+		t.Fatalf("call: no journal tree line in %q", r.Stderr)
+	}
+	fl := run(t, "", "follow", db, tree)
+	if fl.Status != 0 || strings.Count(fl.Stdout, `"pad":"[redacted]"`) != 2 || strings.Count(fl.Stdout, `"redacted":true`) != 2 ||
+		strings.Contains(fl.Stdout, "xxxxxxx") {
+		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
+	}
+	if rp := run(t, "", "replay", db, tree); rp.Status != 0 || !strings.Contains(rp.Stdout, `done: {"n":2}`) {
+		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
+	}
+	if u := run(t, "", "call", "--redact", "pad", "count", "--", childBin); u.Status != 2 || !strings.Contains(u.Stderr, "--redact needs --journal") {
+		t.Fatalf("--redact without --journal: %d %q", u.Status, u.Stderr)
+	}
+}

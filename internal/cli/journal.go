@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -28,6 +29,32 @@ const (
 // followInterval is how often lastTree reads a journal that holds no
 // tree yet.
 const followInterval = 200 * time.Millisecond
+
+// redactFlag collects repeated --redact KEY[,KEY...] flags: payload keys
+// whose values the journal never keeps (calllog.Options.Redact).
+type redactFlag []string
+
+func (r *redactFlag) String() string { return "" }
+
+func (r *redactFlag) Set(v string) error {
+	for _, k := range strings.Split(v, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			return usageErr("--redact: an empty key (give KEY or KEY,KEY...)")
+		}
+		*r = append(*r, k)
+	}
+	return nil
+}
+
+// checkRedact refuses --redact without --journal: nothing would keep the
+// events it redacts.
+func checkRedact(r redactFlag, journal string) error {
+	if len(r) > 0 && journal == "" {
+		return usageErr("--redact needs --journal: it says what the journal does not keep")
+	}
+	return nil
+}
 
 // callJournal is the required journal of call --journal: a SQLite file
 // or a JetStream stream (a nats:// URL).
