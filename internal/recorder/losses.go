@@ -8,7 +8,7 @@ import "sync/atomic"
 // recorder's logger, where it first happens.
 type Losses struct {
 	// ObserverEvents counts events not given to an observer: its queue
-	// (ObserverQueue) was full, it had failed (returned an error or
+	// (ObserverQueue) was full (a middle event, or a call dropped whole), it had failed (returned an error or
 	// panicked), or Close gave up on its queue.
 	ObserverEvents uint64
 	// ObserversFailed counts observers that returned an error or panicked

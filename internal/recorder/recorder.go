@@ -496,7 +496,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 			t.offered = make(map[*observerRunner]uint64, len(rec.observers))
 		}
 		t.offered[o] = ev.Seq
-		o.offer(k, rec.exclude)
+		o.offer(k, rec, rec.exclude)
 	}
 	if t.w != nil {
 		if !built {
