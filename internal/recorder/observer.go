@@ -58,16 +58,16 @@ type observerRunner struct {
 	mu sync.Mutex // guards the fields below
 	// queue holds what waits, at most ObserverQueue minus the batch being
 	// delivered (backlog counts both); overflow: the new event is dropped.
-	queue     []delivery
-	spare     []delivery
-	backlog   int
+	queue   []delivery
+	spare   []delivery
+	backlog int
 	// reserved counts the ends room is held for: calls whose start was
 	// queued and whose end was not yet (only for an observer given
 	// starts). backlog+reserved stays within ObserverQueue.
 	reserved int
 	// dropped holds the calls whose start did not fit: their events, and
 	// their steps', are dropped until their end. Touched only on overflow.
-	dropped map[*Record]struct{}
+	dropped   map[*Record]struct{}
 	accepted  uint64
 	delivered uint64
 	closed    bool // no more input: return once the queue is empty
