@@ -57,7 +57,8 @@ type observerRunner struct {
 
 	mu sync.Mutex // guards the fields below
 	// queue holds what waits, at most ObserverQueue minus the batch being
-	// delivered (backlog counts both); overflow: the new event is dropped.
+	// delivered and the room held for ends (backlog counts the queue and
+	// the batch); overflow: see ObserverQueue (admitLocked).
 	queue   []delivery
 	spare   []delivery
 	backlog int

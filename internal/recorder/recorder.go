@@ -186,7 +186,11 @@ func (r *Recorder) Close(ctx context.Context) error {
 		w.finish()
 	}
 	if len(writers) > 0 {
-		dctx, cancel := context.WithTimeout(ctx, drainTimeout(writers[0].j))
+		var bound time.Duration // the longest of the writers' journals' (a tree may bring its own)
+		for _, w := range writers {
+			bound = max(bound, drainTimeout(w.j))
+		}
+		dctx, cancel := context.WithTimeout(ctx, bound)
 		for _, w := range writers {
 			select {
 			case <-w.done:
