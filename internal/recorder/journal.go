@@ -140,12 +140,19 @@ func (b *journalBudget) take(j *calllog.Journal, n, bytes int64, boundary bool) 
 	return true
 }
 
-// force takes room whether or not it fits: an end whose room was held.
-func (b *journalBudget) force(n, bytes int64) {
+// useHeld turns the room held for an end into room for the end itself,
+// of size bytes, if it fits the byte bound (the event count does not
+// change: the held event becomes the queued one); force makes it so
+// whether or not it fits (an end without its value, which endReserve
+// covers).
+func (b *journalBudget) useHeld(j *calllog.Journal, bytes int64, force bool) bool {
 	b.mu.Lock()
-	b.events += n
-	b.bytes += bytes
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	if !force && b.bytes-endReserve+bytes > journalQueueBytes(j) {
+		return false
+	}
+	b.bytes += bytes - endReserve
+	return true
 }
 
 // give returns room.
@@ -224,10 +231,10 @@ func (w *journalWriter) add(e calllog.Event, rec *Record) {
 	defer w.mu.Unlock()
 	b := &w.r.budget
 	end := e.Kind.IsEnd()
-	if end && rec.jstate == jAdmitted {
-		b.give(1, endReserve) // its room was held: the end uses it
-	}
 	if w.stopErr != nil {
+		if end && rec.jstate == jAdmitted {
+			b.give(1, endReserve) // the room held for it
+		}
 		w.r.lost.journalEvents.Add(1)
 		if end {
 			rec.jstate = jEnded
@@ -259,13 +266,13 @@ func (w *journalWriter) add(e calllog.Event, rec *Record) {
 		case jDropped:
 			w.droppedLocked(e.Seq)
 			return
-		case jAdmitted:
-			if !b.take(w.j, 1, eventBytes(&e), true) {
+		case jAdmitted: // kept, in the room held for it
+			if !b.useHeld(w.j, eventBytes(&e), false) {
 				if lean, ok := withoutValue(e); ok {
 					e = lean
 					w.r.lost.journalValues.Add(1)
 				}
-				b.force(1, eventBytes(&e))
+				b.useHeld(w.j, eventBytes(&e), true)
 			}
 		default: // an end without a start queued: cannot happen
 			w.droppedLocked(e.Seq)
