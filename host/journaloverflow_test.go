@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -149,4 +152,82 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	}
 	assert.Equal(t, lost, r.Lost, "replay counts the loss exactly")
 
+}
+
+// heapPeak samples the live Go heap (as of the last collection) every
+// 5 ms until stop is closed, and returns the largest sample.
+func heapPeak(stop <-chan struct{}) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() { // stopped by close(stop)
+		var peak uint64
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(sample)
+			peak = max(peak, sample[0].Value.Uint64())
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+// TestJournalQueueBytesBoundsHostMemory measures the host's heap while
+// calls stream media of 1 MiB chunks under full content into a best-effort
+// journal whose store keeps less than they make: the queue's byte bound
+// holds the heap near QueueBytes, where an event bound alone let it grow
+// with the media. The figures are in docs/performance.md.
+func TestJournalQueueBytesBoundsHostMemory(t *testing.T) {
+	if os.Getenv("SKULK_JOURNAL_MEMORY") == "" {
+		t.Skip("streams 512 MiB of media twice: set SKULK_JOURNAL_MEMORY=1")
+	}
+	run := func(queueBytes int64) (peak uint64, lost uint64) {
+		store := &slowStore{delay: 20 * time.Millisecond}
+		h := recordedHost(t, realConfig(), calllog.Options{Content: calllog.ContentFull,
+			Journal: &calllog.Journal{Store: store, QueueBytes: queueBytes}})
+		st := openSQLite(t)
+		store.Store = st
+		ctx := callCtx(t, 3*time.Minute)
+		runtime.GC()
+		stop := make(chan struct{})
+		peakC := heapPeak(stop)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() { // waited for below
+				defer wg.Done()
+				c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": 64 << 20, "chunk": 1 << 20}))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, err := range c.Frames() {
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		err := h.Close(ctx)
+		if err != nil && !errors.Is(err, calllog.ErrCloseDropped) {
+			t.Error(err)
+		}
+		close(stop)
+		peak = <-peakC
+		lost = h.Stats().JournalEventsLost
+		require.NoError(t, st.Close())
+		return peak, lost
+	}
+	bounded, lostB := run(0)
+	unbounded, lostU := run(1 << 40)
+	t.Logf("512 MiB of media in 1 MiB chunks: live heap peak %d MiB with QueueBytes 64 MiB (%d events dropped), %d MiB with no byte bound (%d dropped)",
+		bounded>>20, lostB, unbounded>>20, lostU)
+	assert.Less(t, bounded, uint64(160<<20), "the live heap stays near the byte bound")
 }

@@ -30,6 +30,25 @@ import (
 // shows the loss.
 const DefaultHistory = 64
 
+// MaxHistoryBytes bounds the content (payloads, media bytes, fragments)
+// of the events one call keeps for its watchers beside DefaultHistory's
+// count: a stream of large media chunks must not make the host hold 64 of
+// them per call. Past it, as past the count, only the call's end joins.
+const MaxHistoryBytes = 4 << 20
+
+// histContent is what an event holds of a call's data: its payload, its
+// inline media and its fragment.
+func histContent(e *calllog.Event) int {
+	n := len(e.Fragment)
+	if e.Payload != nil {
+		n += len(e.Payload.Value)
+	}
+	if e.Media != nil {
+		n += len(e.Media.Data)
+	}
+	return n
+}
+
 // histStart is the room a call's history starts with: the events of a
 // small call (started, request, the caller's started, chunk and completed,
 // one output chunk, the end), so that it grows only for a call that
@@ -346,7 +365,8 @@ type Record struct {
 	// Guarded by t.mu.
 	version   string
 	attempt   int
-	fragments int // streamed arguments recorded so far; guarded by the tree's mu
+	fragments int32 // streamed arguments recorded so far; guarded by the tree's mu
+	histBytes int32 // the content hist holds (histContent); beside fragments: one word
 	text      strings.Builder
 	hist      []calllog.Event // what watchers see; bounded by Recorder.history
 	lastHist  uint64
@@ -525,8 +545,14 @@ func excluded(ex []*observerRunner, o *observerRunner) bool {
 func (rec *Record) appendHistLocked(ev calllog.Event, limit int) {
 	ev.After = rec.lastHist
 	rec.lastHist = ev.Seq
-	if len(rec.hist) < limit || (ev.Kind.IsEnd() && ev.Call == rec.id) {
+	switch n := histContent(&ev); {
+	case len(rec.hist) < limit && int(rec.histBytes)+n <= MaxHistoryBytes:
 		rec.hist = append(rec.hist, ev)
+		rec.histBytes += int32(n)
+	case ev.Kind.IsEnd() && ev.Call == rec.id:
+		rec.hist = append(rec.hist, ev)
+	default:
+		rec.histBytes = MaxHistoryBytes + 1 // full: no later event joins, so the history stays the call's first events
 	}
 	if rec.notify != nil {
 		close(rec.notify)
@@ -651,7 +677,7 @@ func (rec *Record) Arguments(fragment string) {
 	if rec.ending {
 		return
 	}
-	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: rec.fragments, FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
+	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: int(rec.fragments), FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
 	rec.fragments++
 	rec.t.emitLocked(rec, ev)
 }
@@ -713,7 +739,7 @@ func (t *tree) unseenLocked(rec *Record) bool {
 		}
 	}
 	for a := rec; a != nil; a = a.parent {
-		if len(a.hist) < t.r.history {
+		if len(a.hist) < t.r.history && a.histBytes <= MaxHistoryBytes {
 			return false
 		}
 	}
