@@ -8,15 +8,17 @@ import "sync/atomic"
 // recorder's logger, where it first happens.
 type Losses struct {
 	// ObserverEvents counts events not given to an observer: its queue
-	// (ObserverQueue) was full (a middle event, or a call dropped whole), it had failed (returned an error or
-	// panicked), or Close gave up on its queue.
+	// (ObserverQueue) was full (a middle event, or a call dropped whole),
+	// it had failed (returned an error or panicked), or Close gave up on
+	// its queue.
 	ObserverEvents uint64
 	// ObserversFailed counts observers that returned an error or panicked
 	// and so are given nothing more.
 	ObserversFailed uint64
 	// JournalEvents counts events a journal did not keep: its queue
-	// (calllog.Journal.Queue) was full, or its tree's writer stopped (an
-	// unusable store, a fence, Close) with them queued or after.
+	// (calllog.Journal.Queue, QueueBytes) was full (a middle event, or a
+	// call dropped whole), or its tree's writer stopped (an unusable
+	// store, a fence, Close) with them queued or after.
 	JournalEvents uint64
 	// JournalValues counts call starts and ends a journal kept without
 	// their payload's value (Content.ValueDropped): its queue had room for
