@@ -134,13 +134,15 @@ type CallReplay struct {
 	// Attempts counts the call's requests.
 	Attempts int
 	// Frames are the provider frames the caller was given for the last
-	// attempt: its chunks, then the terminal once ended. Payloads and media
+	// attempt: its chunks, then the terminal once ended (none for an
+	// unknown end: no terminal was seen). Payloads and media
 	// data are there only when the events kept them (ContentFull).
 	Frames []frame.Frame
 	// Text is the call's text: the "text" strings of the last attempt's
 	// chunks (needs ContentFull).
 	Text string
-	// Ended is true once the call's end was seen.
+	// Ended is true once the call's end was seen, an unknown one (a
+	// takeover's, KindUnknown) included.
 	Ended bool
 	// Outcome is the call's end (valid when Ended).
 	Outcome Outcome
