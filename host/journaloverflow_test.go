@@ -20,14 +20,23 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
-// slowStore is a real SQLite store whose Keep takes delay longer, so that
-// a best-effort journal's queue fills as it would behind a loaded disk.
+// slowStore is a real SQLite store whose Keep waits until gate is closed
+// (when set) and then takes delay longer, so that a best-effort journal's
+// queue fills as it would behind a stalled or loaded disk.
 type slowStore struct {
 	*sqlitestore.Store
+	gate  chan struct{}
 	delay time.Duration
 }
 
 func (s *slowStore) Keep(ctx context.Context, c calllog.Claim, evs []calllog.Event) error {
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	t := time.NewTimer(s.delay)
 	defer t.Stop()
 	select {
@@ -55,7 +64,10 @@ func openSQLite(t *testing.T) *sqlitestore.Store {
 func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	// The store is opened after the host's leak check counted its
 	// descriptors, and closed before that check runs again.
-	store := &slowStore{delay: 50 * time.Millisecond}
+	// The store keeps nothing until the program has ended (its first
+	// batch, the tree's claim, excepted): the queue overflows whatever
+	// the machine's load.
+	store := &slowStore{gate: make(chan struct{})}
 	h := recordedHost(t, realConfig(), calllog.Options{Content: calllog.ContentFull,
 		Journal: &calllog.Journal{Store: store, Queue: 300}})
 	st := openSQLite(t)
@@ -98,6 +110,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	})
 	require.NoError(t, err, "every caller gets its value")
 	<-treeKnown
+	close(store.gate)
 
 	// A follower from the start, reading while the writer drains.
 	type followed struct {
