@@ -40,7 +40,7 @@ func (r *redactFlag) Set(v string) error {
 	for _, k := range strings.Split(v, ",") {
 		k = strings.TrimSpace(k)
 		if k == "" {
-			return usageErr("--redact: an empty key (give KEY or KEY,KEY...)")
+			return errors.New("an empty key (give KEY or KEY,KEY...)")
 		}
 		*r = append(*r, k)
 	}
