@@ -37,6 +37,15 @@ var (
 	// ErrJournalOverflow: the tree's journal queue was full and events
 	// were dropped; no later event of the tree can be confirmed.
 	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
+	// ErrOutcomeUnknown is the error of an Outcome of KindUnknown: the log
+	// does not say how the call ended (its writer stopped before its end
+	// was kept, and a takeover recorded it as unknown).
+	ErrOutcomeUnknown = errors.New("calllog: the call's outcome is unknown: its end was not kept")
+	// ErrCloseDropped: the host's Close stopped its journal writers with
+	// events not kept (the drain bound, Journal.DrainTimeout, or Close's
+	// context ended first, or the store failed meanwhile). The error says
+	// how many; Losses counts them too.
+	ErrCloseDropped = errors.New("calllog: close: journal events not kept")
 )
 
 // JournalError is the error of a required journal's barrier or of the
@@ -81,7 +90,8 @@ func (e *JournalError) Unwrap() []error {
 
 // Outcome is how a call ended.
 type Outcome struct {
-	// Kind is KindCompleted, KindFailed or KindCancelled.
+	// Kind is KindCompleted, KindFailed or KindCancelled; KindUnknown only in
+	// what a reader makes of a tree taken over (Replay).
 	Kind Kind
 	// Result is the value of a done call; nil for none.
 	Result frame.Payload
@@ -93,12 +103,14 @@ type Outcome struct {
 	Refused string
 }
 
-// Err returns the outcome as the error a caller gets: nil when done, else a
-// *frame.Error.
+// Err returns the outcome as the error a caller gets: nil when done,
+// ErrOutcomeUnknown for KindUnknown, else a *frame.Error.
 func (o Outcome) Err() error {
 	switch o.Kind {
 	case KindCompleted:
 		return nil
+	case KindUnknown:
+		return ErrOutcomeUnknown
 	case KindCancelled:
 		if o.Error == nil {
 			return &frame.Error{Code: frame.CodeCancelled}

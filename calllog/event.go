@@ -43,11 +43,16 @@ const (
 	// request. A call whose fragments never assembled into valid
 	// arguments has no request.
 	KindArguments
+	// KindUnknown ends a call whose outcome the log cannot tell: a writer
+	// that took the tree over (TakeOver) found the call started and not
+	// ended, and records that its end is unknown rather than making one
+	// up. The call may have completed, failed or been cancelled.
+	KindUnknown
 )
 
 var kindNames = [...]string{KindStarted: "started", KindRequest: "request", KindInput: "input",
 	KindOutput: "output", KindRetry: "retry", KindCompleted: "done", KindFailed: "failed", KindCancelled: "cancelled",
-	KindArguments: "arguments"}
+	KindArguments: "arguments", KindUnknown: "unknown"}
 
 // String returns the kind's JSON name, or "Kind(n)" for an unknown value.
 func (k Kind) String() string {
@@ -58,10 +63,10 @@ func (k Kind) String() string {
 }
 
 // valid reports whether k is one of the defined kinds.
-func (k Kind) valid() bool { return k >= KindStarted && k <= KindArguments }
+func (k Kind) valid() bool { return k >= KindStarted && k <= KindUnknown }
 
-// IsEnd reports whether k ends a call (done, failed or cancelled).
-func (k Kind) IsEnd() bool { return k >= KindCompleted && k <= KindCancelled }
+// IsEnd reports whether k ends a call (done, failed, cancelled or unknown).
+func (k Kind) IsEnd() bool { return k >= KindCompleted && k <= KindCancelled || k == KindUnknown }
 
 // parseKind returns the Kind named s. An unknown name gives an error
 // wrapping ErrFormat.
@@ -171,6 +176,14 @@ type Content struct {
 	Keys int
 	// Value is the payload itself, or nil when the content was not kept.
 	Value frame.Payload
+	// Redacted is true when Value had the values of the keys the host
+	// redacts (Options.Redact) replaced with RedactedValue before it was
+	// kept; Bytes and Keys still describe the payload as it was.
+	Redacted bool
+	// ValueDropped is true when the content policy keeps values but this
+	// one was not kept: a best-effort journal whose queue had no room for
+	// it kept the call's start or end without it (Journal.QueueBytes).
+	ValueDropped bool
 }
 
 // MediaInfo is what an event keeps of a frame's media.
@@ -275,6 +288,9 @@ type jsonContent struct {
 	Bytes int             `json:"bytes"`
 	Keys  int             `json:"keys"`
 	Value json.RawMessage `json:"value,omitempty"`
+	// Redacted and ValueDropped are written only when true.
+	Redacted     bool `json:"redacted,omitempty"`
+	ValueDropped bool `json:"value_dropped,omitempty"`
 }
 
 type jsonMedia struct {
@@ -323,7 +339,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		j.Frame = &jsonFrame{Kind: e.FrameKind.String(), Sequence: e.FrameSeq}
 	}
 	if c := e.Payload; c != nil {
-		j.Payload = &jsonContent{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys}
+		j.Payload = &jsonContent{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys, Redacted: c.Redacted, ValueDropped: c.ValueDropped}
 		if c.Value != nil {
 			v, err := c.Value.MarshalJSON()
 			if err != nil {
@@ -399,7 +415,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		ev.FrameKind, ev.FrameSeq = fk, j.Frame.Sequence
 	}
 	if c := j.Payload; c != nil {
-		ev.Payload = &Content{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys}
+		ev.Payload = &Content{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys, Redacted: c.Redacted, ValueDropped: c.ValueDropped}
 		if len(c.Value) > 0 && !bytes.Equal(c.Value, []byte("null")) {
 			p, err := frame.PayloadFromJSON(c.Value)
 			if err != nil {

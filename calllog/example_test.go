@@ -43,8 +43,9 @@ func ExampleReplay() {
 }
 
 // A host writing tree c1 died mid-call. A new writer takes the tree over:
-// it records the only outcome it can prove, and a follower of the store
-// shows the takeover.
+// the call's end was never kept, so it records that its outcome is
+// unknown (it proves no failure), and a follower of the store shows the
+// takeover.
 func ExampleTakeOver() {
 	ctx := context.Background()
 	dir, _ := tempDir()
@@ -84,5 +85,5 @@ func ExampleTakeOver() {
 	// 3 w1 output
 	// 4 w1 output
 	// taken over from w1
-	// 5 w2 failed unreachable synthetic=true
+	// 5 w2 unknown
 }

@@ -133,13 +133,15 @@ type ReplayedCall struct {
 	// Attempts counts the call's requests.
 	Attempts int
 	// Frames are the provider frames the caller was given for the last
-	// attempt: its chunks, then the terminal once ended. Payloads and media
+	// attempt: its chunks, then the terminal once ended (none for an
+	// unknown end: no terminal was seen). Payloads and media
 	// data are there only when the events kept them (ContentFull).
 	Frames []frame.Frame
 	// Text is the call's text: the "text" strings of the last attempt's
 	// chunks (needs ContentFull).
 	Text string
-	// Ended is true once the call's end was seen.
+	// Ended is true once the call's end was seen, an unknown one (a
+	// takeover's, KindUnknown) included.
 	Ended bool
 	// Outcome is the call's end (valid when Ended).
 	Outcome Outcome
@@ -205,6 +207,9 @@ func Replay(events []Event) *ReplayedTree {
 			if s, ok := payload.Text(); ok {
 				c.Text += s
 			}
+		case KindUnknown: // a takeover's: no terminal was seen
+			c.Ended = true
+			c.Outcome = Outcome{Kind: KindUnknown}
 		case KindCompleted, KindFailed, KindCancelled:
 			c.Ended = true
 			c.Outcome = Outcome{Kind: e.Kind, Result: payload, Error: e.Error, Refused: e.Refused}

@@ -89,6 +89,32 @@ func goldenEvents() []calllog.Event {
 	args := frame.MustPayload(map[string]any{"document_id": "meeting-42"})
 	e.Payload = &calllog.Content{Type: "object", Bytes: len(args), Keys: 1, Value: args}
 	evs = append(evs, e)
+	// A tree taken over (writer B): a call whose arguments were redacted,
+	// one whose start was kept without its value (a full queue), and the
+	// unknown ends the takeover recorded for them.
+	over := func(k calllog.Kind, seq uint64, call string) calllog.Event {
+		e := base(k, seq)
+		e.Tree, e.Call, e.Parent, e.Tool, e.ToolVersion = "h1-5", call, "h1-5", "login", ""
+		if call == "h1-5" {
+			e.Parent, e.Tool, e.Program = "", "sync", true
+		}
+		return e
+	}
+	e = over(calllog.KindStarted, 1, "h1-5")
+	e.After = 0
+	evs = append(evs, e)
+	e = over(calllog.KindStarted, 2, "h1-6")
+	red := frame.MustPayload(map[string]any{"user": "ada", "password": calllog.RedactedValue})
+	e.Payload = &calllog.Content{Type: "object", Bytes: 31, Keys: 2, Value: red, Redacted: true}
+	evs = append(evs, e)
+	e = over(calllog.KindStarted, 3, "h1-7")
+	e.Payload = &calllog.Content{Type: "object", Bytes: 1048600, Keys: 1, ValueDropped: true}
+	evs = append(evs, e)
+	for i, call := range []string{"h1-7", "h1-6", "h1-5"} {
+		e = over(calllog.KindUnknown, uint64(7+i), call)
+		e.Writer = "b71c2d3e4f5a6b7c"
+		evs = append(evs, e)
+	}
 	return evs
 }
 

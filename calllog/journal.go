@@ -7,8 +7,6 @@ import (
 	"errors"
 	"slices"
 	"time"
-
-	"github.com/skulkrt/skulk/frame"
 )
 
 // Journal keeps every tree's log in a store: a host (host.Config.CallLog)
@@ -38,10 +36,30 @@ type Journal struct {
 	// Batch is the most events one send carries; 0 means 512.
 	Batch int
 	// Queue bounds the events waiting to be sent, all the host's trees
-	// together; 0 means 65,536. Overflow drops the event (the store shows
-	// the gap) and, for a required journal, fails every later barrier of
-	// that tree with ErrJournalOverflow.
+	// together, counting one event of room held for the end of every call
+	// whose start is queued or sent; 0 means 65,536. See QueueBytes for
+	// what overflow drops.
 	Queue int
+	// QueueBytes bounds the same events in bytes (their content and
+	// media, ids and a fixed 256 bytes each, and 12 KiB held for the end
+	// of every call whose start was admitted); 0 means 64 MiB.
+	//
+	// When either bound is reached the queue keeps every call's boundary
+	// events and drops the middle ones: a chunk, input, request or retry
+	// that does not fit is dropped (counted, and the store shows the gap
+	// with its exact range); the end of a call whose start was admitted is
+	// always kept (its room was held), with its value left out
+	// (Content.ValueDropped) when it does not fit beside what waits; a
+	// start is admitted when it and its end fit, else with its arguments
+	// left out, else the call is dropped whole with every step made in
+	// it, so that no call is kept started and not ended. A required
+	// journal fails every later barrier of the tree with
+	// ErrJournalOverflow once one of its events was dropped.
+	QueueBytes int64
+	// DrainTimeout bounds how long the host's Close waits for the queue to
+	// be kept; 0 means 10 s. Close returns ErrCloseDropped, with the
+	// number of events, when it stopped the writers with events not kept.
+	DrainTimeout time.Duration
 }
 
 // Settle waits until the end of the call whose *JournalError err is was
@@ -64,16 +82,17 @@ const takeOverTimeout = 30 * time.Second
 
 // TakeOver claims tree in store for writer (a restarted host continuing a
 // tree another writer left; "" means a random 16-hex-digit name) and
-// records the outcome it can prove of every call the log shows started and
-// not ended: failed, synthetic, unreachable, children before parents,
-// numbered after the last kept event. It returns the events it kept. The
+// records, for every call the log shows started and not ended, that its
+// outcome is unknown (a KindUnknown end, children before parents,
+// numbered after the last kept event): the log cannot prove how such a
+// call ended, so TakeOver records no failure, value or cancellation for it. It returns the events it kept. The
 // previous writer is fenced from then on (its Keep fails with ErrFenced),
 // so nothing it still sends is interleaved. A tree the store has no event
 // of is not claimed: ErrNoTree.
 //
 // TakeOver is for a tree whose writer has stopped: taking over a tree a
 // live host is writing fences that host's journal and ends its running
-// calls in the log as unreachable.
+// calls in the log as unknown.
 func TakeOver(ctx context.Context, store EventStore, tree, writer string) ([]Event, error) {
 	if writer == "" {
 		var b [8]byte
@@ -135,9 +154,9 @@ func TakeOver(ctx context.Context, store EventStore, tree, writer string) ([]Eve
 	for _, o := range opens {
 		seq++
 		e := o.ev
-		e.Kind, e.Writer, e.Seq, e.After, e.At = KindFailed, writer, seq, seq-1, now
-		e.Child, e.FrameKind, e.FrameSeq, e.Payload, e.Media, e.Refused = "", 0, 0, nil, nil, ""
-		e.Error = &ErrorInfo{Code: frame.CodeUnreachable, Message: "calllog: the tree's writer stopped before the call ended; taken over", Synthetic: true}
+		e.Kind, e.Writer, e.Seq, e.After, e.At = KindUnknown, writer, seq, seq-1, now
+		e.Child, e.FrameKind, e.FrameSeq, e.Payload, e.Media, e.Refused, e.Error = "", 0, 0, nil, nil, "", nil
+		e.ArgumentsStreamed, e.FragmentKept, e.FragmentIndex, e.FragmentBytes, e.Fragment = false, false, 0, 0, ""
 		out = append(out, e)
 	}
 	if len(out) == 0 {

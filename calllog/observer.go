@@ -8,9 +8,17 @@ import "context"
 // (Options.Observers), on a program or on a call (host.WithObservers); each
 // is given the calls of the layer it was set on.
 //
-// At most 10,000 events wait for one observer; an observer further behind
-// loses the events that do not fit (drop newest) and sees the loss: the
-// next event it is given has an After it was not given.
+// At most 10,000 events wait for one observer, counting one held for the
+// end of every call whose start it was given and not yet the end. An
+// observer further behind loses the middle events (requests, chunks,
+// inputs, retries, fragments) that do not fit in three quarters of that
+// (drop newest), and sees the loss: the next event it is given has an
+// After it was not given. It keeps every call's boundaries: it is given
+// the end of every call whose start it was given; a start that does not
+// fit with room for its end is dropped with every event of its call and
+// of the calls made inside it. So an observer never sees a call started
+// and not ended. (An observer that takes no starts, see KindFilter, is
+// given ends while they fit.)
 //
 // Observe's ctx is done when the host closes; an observer must return
 // then. Calls begun with ctx (or a context derived from it) are not given to

@@ -22,11 +22,25 @@ type Options struct {
 	// journal writer stopped); nil means the host's Config.Logger.
 	Logger *slog.Logger
 	// History bounds the events each call keeps for its watchers
-	// (Call.Events): a call's first History events, then its end event,
+	// (Call.Events): a call's first History events, and no more than
+	// 4 MiB of their payloads, media and fragments, then its end event,
 	// whose After shows the loss. 0 means 64, which holds every event of a
-	// call with a few dozen chunks. Each kept event holds its payload
+	// call with a few dozen small chunks. Each kept event holds its payload
 	// (about 300 bytes for a small chunk), so History is the host's memory
 	// per open stream: a stream that must be watched whole is better
 	// followed by an Observer, which is given every event as it comes.
 	History int
+	// Redact names payload keys whose values observers and journals are
+	// never given: at any depth of a payload kept under ContentFull
+	// (arguments, chunks, the caller's frames, values), the value of a
+	// key named here is replaced with the string RedactedValue, and the
+	// kept content is marked Redacted. Streamed argument fragments are
+	// text, not objects, so with Redact set they are kept as their sizes
+	// only. Matching is exact and case-sensitive. A call's own watchers
+	// (Call.Events) still see its full content.
+	Redact []string
 }
+
+// RedactedValue is what a redacted key's value is replaced with in the
+// kept form of a payload (Options.Redact).
+const RedactedValue = "[redacted]"

@@ -313,7 +313,8 @@ func (c *Call) Recycle(f frame.Frame) {
 // with its tree's numbers, ending after its end event (full content: the
 // caller's own data). The first event's After is 0; each later one's is the
 // event before it in this stream, so a loss (past
-// Config.CallLog.History) shows. Stop the loop to stop watching.
+// Config.CallLog.History events or 4 MiB of their content) shows. Stop
+// the loop to stop watching.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
 // Text returns the "text" strings of the call's output chunks so far, at

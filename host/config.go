@@ -196,6 +196,14 @@ func (c *Config) Validate() error {
 	if err := checkTempBase(c.tempBase()); err != nil {
 		return err
 	}
+	for i, k := range c.CallLog.Redact {
+		if k == "" {
+			return configErr(fmt.Sprintf("CallLog.Redact[%d]", i), "empty key")
+		}
+	}
+	if j := c.CallLog.Journal; j != nil && (j.Queue < 0 || j.QueueBytes < 0 || j.DrainTimeout < 0) {
+		return configErr("CallLog.Journal", "Queue, QueueBytes and DrainTimeout must not be negative")
+	}
 	for i, kv := range c.ExtraEnv {
 		if !validEnvPair(kv) {
 			return configErr(fmt.Sprintf("ExtraEnv[%d]", i), "not NAME=value")

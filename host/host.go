@@ -589,9 +589,14 @@ func (h *Host) FlushObservers(ctx context.Context) error { return h.rec.Drain(ct
 // directories and waits for every goroutine. Calls still running when
 // their child exits get a synthetic unreachable.
 //
+// The call log's journal is then given until ctx is done or its
+// Journal.DrainTimeout (10 s by default) has passed to keep what is
+// queued; events it could not keep by then are dropped and counted.
+//
 // Close is idempotent and safe to call concurrently: later calls wait for
 // the first and return its result. It returns the first error met, such
-// as a child that had to be killed.
+// as a child that had to be killed, or one matching calllog.ErrCloseDropped
+// (saying how many) when journal events were not kept.
 func (h *Host) Close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		h.mu.Lock()

@@ -37,11 +37,16 @@ type Stats struct {
 	// panicked, and so are given nothing more.
 	ObserverEventsLost, ObserversFailed uint64
 	// JournalEventsLost counts call-log events a journal did not keep: its
-	// queue (calllog.Journal.Queue) was full, or a tree's writer stopped
-	// (an unusable store, a takeover, Close) with them queued.
+	// queue (calllog.Journal.Queue, QueueBytes) was full, or a tree's
+	// writer stopped (an unusable store, a takeover, Close) with them
+	// queued.
 	// JournalSendErrors counts sends to the journal's store that failed or
 	// went unanswered (each is retried unless the writer stops).
 	JournalEventsLost, JournalSendErrors uint64
+	// JournalValuesDropped counts call starts and ends a journal kept
+	// without their payload's value, its queue having room for the event
+	// but not for the value (calllog.Content.ValueDropped).
+	JournalValuesDropped uint64
 }
 
 // pingBounds are the lower bounds of Stats.PingRTT's buckets, in seconds:
@@ -108,6 +113,7 @@ func (h *Host) Stats() Stats {
 	l := h.rec.Losses()
 	s.ObserverEventsLost, s.ObserversFailed = l.ObserverEvents, l.ObserversFailed
 	s.JournalEventsLost, s.JournalSendErrors = l.JournalEvents, l.JournalSendErrors
+	s.JournalValuesDropped = l.JournalValues
 	s.PingRTT = h.pingStats()
 	h.mu.Lock()
 	s.PingRTTSum = h.pings.sum

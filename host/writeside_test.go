@@ -54,7 +54,7 @@ func publicPackages(t *testing.T) []string {
 // isLogPackage reports whether path is one through which code outside the
 // module meets the call log: calllog, the packages under it (its stores,
 // calllogtest) and host. Other public packages' method names are their
-// own (skulktest.Stream.Request writes a wire packet, not an event), but
+// own (skulktest.StreamConn.Request writes a wire packet, not an event), but
 // no type they reach may be the write side's.
 func isLogPackage(path string) bool {
 	return path == module+"/host" || path == module+"/calllog" || strings.HasPrefix(path, module+"/calllog/")

@@ -219,6 +219,7 @@ type call struct {
 	frags             []fragItem
 	requestSeq        uint64 // streamed: the request that completed the arguments
 	ended             bool
+	unknown           bool // ended by a takeover that did not know its outcome (calllog.KindUnknown)
 	holed             bool // events may be lost since the attempt began, before its first text chunk
 	nextResult        int64
 	text              *textResult // the current attempt's text, nil before its first text chunk
@@ -392,6 +393,9 @@ func (x *exporter) step(it item, in bool) {
 			c.args, c.argsStatus = argsOf(e.Payload)
 		} else {
 			c.argsStatus = asif.ArgumentsPartial
+		}
+		if in && e.Payload != nil && e.Payload.Redacted {
+			x.redacted("call", c.id)
 		}
 		if in {
 			c.shown = true
@@ -785,6 +789,21 @@ func (x *exporter) void(c *call, in bool) {
 
 func (x *exporter) end(c *call, e calllog.Event, in bool) {
 	c.ended = true
+	if e.Kind == calllog.KindUnknown {
+		// No terminal result: the journal does not say how the call ended.
+		// The checkpoint lists it as outcome_unknown.
+		c.unknown = true
+		if in {
+			if c.streamed && c.requestSeq == 0 {
+				x.emitPartial(c, e.At)
+			}
+			x.closeText(c, false)
+			x.loss("outcome-unknown", "capture", "outcome_unknown", "", nil,
+				"The journal kept no end of these calls: a writer that took the tree over recorded that their outcome is unknown. They have no terminal result; the checkpoint lists them as outcome_unknown.")
+			x.lossRef("outcome-unknown", "call", c.id)
+		}
+		return
+	}
 	if !in {
 		return
 	}
@@ -898,7 +917,23 @@ func (x *exporter) resource(r asifdoc.Resource) {
 	x.doc.Resources = append(x.doc.Resources, r)
 }
 
+// redacted records that the object typ id holds values the host redacted.
+func (x *exporter) redacted(typ, id string) {
+	x.loss("redacted", "capture", "content_redacted", "", nil,
+		"The host redacted these payloads before keeping them (calllog.Options.Redact): the value of each key it names is the string \"[redacted]\" here, not what the call had.")
+	x.lossRef("redacted", typ, id)
+}
+
 func (x *exporter) payloadResource(id string, p *calllog.Content) string {
+	if p.Redacted {
+		x.redacted("resource", id)
+	}
+	if p.Value == nil && p.ValueDropped {
+		x.notKept = true
+		x.resource(asifdoc.Resource{ID: id, MediaType: "application/json", Availability: "unavailable", Purpose: "tool_output",
+			Explanation: "The journal's queue had no room for this value when it was recorded: it kept the event with the payload's shape only."})
+		return id
+	}
 	if p.Value == nil {
 		x.notKept = true
 		x.resource(asifdoc.Resource{ID: id, MediaType: "application/json", Availability: "unavailable", Purpose: "tool_output",
@@ -1002,10 +1037,14 @@ func (x *exporter) describe(first, last uint64) {
 		d.Tools = append(d.Tools, *x.tools[id])
 	}
 	var open []asifdoc.OpenCall
-	inputs := 0
+	inputs, unknown := 0, 0
 	for _, c := range x.order {
-		if !c.ended {
+		switch {
+		case !c.ended:
 			open = append(open, asifdoc.OpenCall{CallID: c.id, State: "pending"})
+		case c.unknown:
+			open = append(open, asifdoc.OpenCall{CallID: c.id, State: "outcome_unknown"})
+			unknown++
 		}
 		if c.inputs > 0 {
 			inputs += c.inputs
@@ -1024,7 +1063,7 @@ func (x *exporter) describe(first, last uint64) {
 	if len(open) == 0 {
 		status = "idle"
 	}
-	if root := x.calls[x.tree]; root != nil && root.ended && len(open) == 0 {
+	if root := x.calls[x.tree]; root != nil && root.ended && !slices.ContainsFunc(open, func(o asifdoc.OpenCall) bool { return o.State == "pending" }) {
 		status = "ended"
 	}
 	var head *string
@@ -1047,8 +1086,11 @@ func (x *exporter) describe(first, last uint64) {
 		boundary += " The journal did not keep some events of the window (gaps in its numbering)."
 		d.Capture.Consistency = "partial"
 	}
-	if len(open) > 0 {
-		boundary += fmt.Sprintf(" %d call(s) had not ended at the capture's end.", len(open))
+	if n := len(open) - unknown; n > 0 {
+		boundary += fmt.Sprintf(" %d call(s) had not ended at the capture's end.", n)
+	}
+	if unknown > 0 {
+		boundary += fmt.Sprintf(" %d call(s) were ended by a takeover with their outcome unknown.", unknown)
 	}
 	d.Capture.Boundary = boundary
 

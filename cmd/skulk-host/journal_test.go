@@ -199,8 +199,8 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 		writers[e.Writer] = true
 	}
 	first, last := kept[0], kept[len(kept)-1]
-	if len(writers) != 2 || last.Writer == first.Writer || last.Kind != calllog.KindFailed || last.Call != tree ||
-		last.Error == nil || !last.Error.Synthetic {
+	if len(writers) != 2 || last.Writer == first.Writer || last.Kind != calllog.KindUnknown || last.Call != tree ||
+		last.Error != nil {
 		t.Fatalf("the takeover's end: %+v (writers %v)", last, writers)
 	}
 	outputs := 0
@@ -352,5 +352,32 @@ func TestJournalTakeoverUnknownTree(t *testing.T) {
 	}
 	if len(trees) != 1 || trees[0] == "nosuchtree" {
 		t.Fatalf("trees %v", trees)
+	}
+}
+
+// TestJournalRedact: call --redact KEY keeps "[redacted]" in the journal
+// in place of the key's values, marks the payloads, and the tree replays
+// and follows as any other; the caller's own output is not redacted.
+// --redact without --journal is a usage error.
+func TestJournalRedact(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "calls.db")
+	r := run(t, "", "call", "--journal", db, "--redact", "pad", "--json", "count", "--args", `{"n":2,"size":7}`, "--", childBin)
+	if r.Status != 0 || !strings.Contains(r.Stdout, "xxxxxxx") {
+		t.Fatalf("call: %d %q %q", r.Status, r.Stdout, r.Stderr)
+	}
+	tree, ok := treeOfLine(r.Stderr)
+	if !ok {
+		t.Fatalf("call: no journal tree line in %q", r.Stderr)
+	}
+	fl := run(t, "", "follow", db, tree)
+	if fl.Status != 0 || strings.Count(fl.Stdout, `"pad":"[redacted]"`) != 2 || strings.Count(fl.Stdout, `"redacted":true`) != 2 ||
+		strings.Contains(fl.Stdout, "xxxxxxx") {
+		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
+	}
+	if rp := run(t, "", "replay", db, tree); rp.Status != 0 || !strings.Contains(rp.Stdout, `done: {"n":2}`) {
+		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
+	}
+	if u := run(t, "", "call", "--redact", "pad", "count", "--", childBin); u.Status != 2 || !strings.Contains(u.Stderr, "--redact needs --journal") {
+		t.Fatalf("--redact without --journal: %d %q", u.Status, u.Stderr)
 	}
 }

@@ -19,6 +19,27 @@ const (
 	defaultJournalBatch = 512
 	// defaultJournalQueue bounds the events waiting to be sent.
 	defaultJournalQueue = 65_536
+	// defaultJournalQueueBytes bounds their bytes (eventBytes).
+	defaultJournalQueueBytes = 64 << 20
+	// defaultDrainTimeout bounds Close's wait for the journal writers.
+	defaultDrainTimeout = 10 * time.Second
+	// eventOverhead is what an event costs in the queue beside its
+	// strings and content: the Event (280 bytes) and its Content.
+	eventOverhead = 256
+	// endReserve is the room held for the end of every call whose start
+	// a journal admitted: an end without its value is eventOverhead, its
+	// ids and an error message of at most 2,048 characters (8 KiB of
+	// UTF-8), which leaves room for ids of a few KiB.
+	endReserve = 12 << 10
+	// boundaryShare: 1/boundaryShare of a journal queue's bounds is kept
+	// for calls' starts and ends, which middle events cannot take, so that
+	// a stream of chunks filling the queue leaves room for the calls that
+	// begin meanwhile.
+	boundaryShare = 4
+	// maxBatchBytes cuts a batch before the event that would take it past
+	// this size (a batch has at least one event), so that a send of large
+	// events is not one huge request.
+	maxBatchBytes = 8 << 20
 	// maxRetryDelay bounds the wait between two sends of a batch after an
 	// error.
 	maxRetryDelay = time.Second
@@ -38,12 +59,124 @@ func journalBatch(j *calllog.Journal) int {
 	return defaultJournalBatch
 }
 
-func journalQueue(j *calllog.Journal) int {
+func journalQueue(j *calllog.Journal) int64 {
 	if j.Queue > 0 {
-		return j.Queue
+		return int64(j.Queue)
 	}
 	return defaultJournalQueue
 }
+
+func journalQueueBytes(j *calllog.Journal) int64 {
+	if j.QueueBytes > 0 {
+		return j.QueueBytes
+	}
+	return defaultJournalQueueBytes
+}
+
+func drainTimeout(j *calllog.Journal) time.Duration {
+	if j.DrainTimeout > 0 {
+		return j.DrainTimeout
+	}
+	return defaultDrainTimeout
+}
+
+// eventBytes is what e costs in a journal queue: eventOverhead, its
+// strings and its content. It depends only on e, so the room an event
+// took is given back by computing it again.
+func eventBytes(e *calllog.Event) int64 {
+	n := eventOverhead + len(e.Tree) + len(e.Writer) + len(e.Call) + len(e.Parent) + len(e.Tool) +
+		len(e.ToolVersion) + len(e.Child) + len(e.Refused) + len(e.Fragment)
+	if e.Payload != nil {
+		n += len(e.Payload.Value)
+	}
+	if m := e.Media; m != nil {
+		n += len(m.Data) + len(m.BlobID) + len(m.SHA256) + len(m.MediaType)
+	}
+	if e.Error != nil {
+		n += len(e.Error.Message)
+	}
+	return int64(n)
+}
+
+// withoutValue returns e with its payload's value left out (marked
+// ValueDropped), or e itself and false when it has none to leave out.
+func withoutValue(e calllog.Event) (calllog.Event, bool) {
+	if e.Payload == nil || e.Payload.Value == nil {
+		return e, false
+	}
+	c := *e.Payload
+	c.Value, c.ValueDropped = nil, true
+	e.Payload = &c
+	return e, true
+}
+
+// journalBudget is the room the journal queues of all a recorder's trees
+// share: the events queued and not yet kept, plus one event and
+// endReserve bytes held for the end of every call whose start was
+// admitted and whose end was not yet queued. Both stay within the
+// journal's Queue and QueueBytes.
+type journalBudget struct {
+	mu     sync.Mutex // guards the fields below; taken inside a writer's mu, never the other way
+	events int64
+	bytes  int64
+}
+
+// take takes room for n events of size bytes if it fits: in the whole
+// queue for a boundary event, in all but its last quarter (boundaryShare)
+// for a middle one.
+func (b *journalBudget) take(j *calllog.Journal, n, bytes int64, boundary bool) bool {
+	maxN, maxB := journalQueue(j), journalQueueBytes(j)
+	if !boundary {
+		maxN -= maxN / boundaryShare
+		maxB -= maxB / boundaryShare
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.events+n > maxN || b.bytes+bytes > maxB {
+		return false
+	}
+	b.events += n
+	b.bytes += bytes
+	return true
+}
+
+// useHeld turns the room held for an end into room for the end itself,
+// of size bytes, if it fits the byte bound (the event count does not
+// change: the held event becomes the queued one); force makes it so
+// whether or not it fits (an end without its value, which endReserve
+// covers).
+func (b *journalBudget) useHeld(j *calllog.Journal, bytes int64, force bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !force && b.bytes-endReserve+bytes > journalQueueBytes(j) {
+		return false
+	}
+	b.bytes += bytes - endReserve
+	return true
+}
+
+// give returns room.
+func (b *journalBudget) give(n, bytes int64) {
+	b.mu.Lock()
+	b.events -= n
+	b.bytes -= bytes
+	b.mu.Unlock()
+}
+
+// used returns the room taken (for tests).
+func (b *journalBudget) used() (events, bytes int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.events, b.bytes
+}
+
+// A Record's journal state (Record.jstate).
+const (
+	jNone     uint8 = iota // no start seen yet
+	jAdmitted              // its start was queued: room is held for its end
+	jDropped               // dropped whole: none of its events, nor its steps', are queued
+	jEnded                 // its end was queued (or dropped after a stop)
+)
 
 // journalWriter sends one tree's events to the store.
 type journalWriter struct {
@@ -61,8 +194,9 @@ type journalWriter struct {
 
 	mu sync.Mutex // guards the fields below
 	// queue holds the events not yet kept, in Seq order; all the trees'
-	// queues together are bounded by j.queue() (Recorder.journalQueued;
-	// overflow: drop, see Journal.Queue).
+	// queues together are bounded by Journal.Queue and QueueBytes
+	// (Recorder.budget; overflow: drop the middle events, keep every
+	// admitted call's boundaries, see Journal.QueueBytes).
 	queue     []calllog.Event
 	kept      uint64 // every event ≤ kept was kept (or lost, see firstLost)
 	firstLost uint64 // first Seq dropped by overflow; 0 = none
@@ -89,28 +223,83 @@ func (w *journalWriter) signal() {
 	}
 }
 
-// add queues e. Called with the tree's lock held, in Seq order.
-func (w *journalWriter) add(e calllog.Event) {
+// add queues e, an event of rec. Called with the tree's lock held, in Seq
+// order: rec.jstate is guarded by that lock.
+func (w *journalWriter) add(e calllog.Event, rec *Record) {
 	w.mu.Lock()
-	switch {
-	case w.stopErr != nil:
-		w.r.lost.journalEvents.Add(1)
-	case w.r.journalQueued.Load() >= int64(journalQueue(w.j)):
-		w.r.lost.journalEvents.Add(1)
-		if w.firstLost == 0 {
-			w.firstLost = e.Seq
+	defer w.signal()
+	defer w.mu.Unlock()
+	b := &w.r.budget
+	end := e.Kind.IsEnd()
+	if w.stopErr != nil {
+		if end && rec.jstate == jAdmitted {
+			b.give(1, endReserve) // the room held for it
 		}
-		w.failWaitersLocked(calllog.ErrJournalOverflow, false)
-		if !w.warned {
-			w.warned = true
-			w.r.logger.Warn("calllog: journal queue full; events dropped", "tree_id", w.tree, "queue", journalQueue(w.j))
+		w.r.lost.journalEvents.Add(1)
+		if end {
+			rec.jstate = jEnded
+		} else if rec.jstate == jNone {
+			rec.jstate = jDropped
 		}
-	default:
-		w.queue = append(w.queue, e)
-		w.r.journalQueued.Add(1)
+		return
 	}
-	w.mu.Unlock()
-	w.signal()
+	switch {
+	case e.Kind == calllog.KindStarted:
+		if p := rec.parent; p != nil && p.jstate == jDropped {
+			rec.jstate = jDropped
+			w.droppedLocked(e.Seq)
+			return
+		}
+		if !b.take(w.j, 2, eventBytes(&e)+endReserve, true) {
+			lean, ok := withoutValue(e)
+			if !ok || !b.take(w.j, 2, eventBytes(&lean)+endReserve, true) {
+				rec.jstate = jDropped
+				w.droppedLocked(e.Seq)
+				return
+			}
+			e = lean
+			w.r.lost.journalValues.Add(1)
+		}
+		rec.jstate = jAdmitted
+	case end:
+		switch rec.jstate {
+		case jDropped:
+			w.droppedLocked(e.Seq)
+			return
+		case jAdmitted: // kept, in the room held for it
+			if !b.useHeld(w.j, eventBytes(&e), false) {
+				if lean, ok := withoutValue(e); ok {
+					e = lean
+					w.r.lost.journalValues.Add(1)
+				}
+				b.useHeld(w.j, eventBytes(&e), true)
+			}
+		default: // an end without a start queued: cannot happen
+			w.droppedLocked(e.Seq)
+			return
+		}
+		rec.jstate = jEnded
+	default:
+		if rec.jstate != jAdmitted || !b.take(w.j, 1, eventBytes(&e), false) {
+			w.droppedLocked(e.Seq)
+			return
+		}
+	}
+	w.queue = append(w.queue, e)
+}
+
+// droppedLocked counts the event numbered seq as dropped by overflow.
+func (w *journalWriter) droppedLocked(seq uint64) {
+	w.r.lost.journalEvents.Add(1)
+	if w.firstLost == 0 {
+		w.firstLost = seq
+	}
+	w.failWaitersLocked(calllog.ErrJournalOverflow, false)
+	if !w.warned {
+		w.warned = true
+		w.r.logger.Warn("calllog: journal queue full; events dropped, every call's start and end kept", "tree_id", w.tree,
+			"queue", journalQueue(w.j), "queue_bytes", journalQueueBytes(w.j))
+	}
 }
 
 // finish tells the writer the tree has ended.
@@ -219,7 +408,15 @@ func (w *journalWriter) run() {
 			w.mu.Unlock()
 			return
 		}
-		batch := slices.Clone(w.queue[:min(len(w.queue), journalBatch(w.j))])
+		n, size := 0, int64(0)
+		for n < min(len(w.queue), journalBatch(w.j)) {
+			eb := eventBytes(&w.queue[n])
+			if n > 0 && size+eb > maxBatchBytes {
+				break
+			}
+			n, size = n+1, size+eb
+		}
+		batch := slices.Clone(w.queue[:n])
 		w.mu.Unlock()
 
 		err := w.send(batch)
@@ -230,7 +427,7 @@ func (w *journalWriter) run() {
 		w.mu.Lock()
 		switch {
 		case err == nil:
-			w.r.journalQueued.Add(-int64(len(batch)))
+			w.r.budget.give(int64(len(batch)), size)
 			clear(w.queue[:len(batch)])
 			w.queue = w.queue[len(batch):]
 			if len(w.queue) == 0 {
@@ -274,7 +471,11 @@ func (w *journalWriter) stopLocked(err error) {
 	if w.stopErr == nil {
 		w.stopErr = err
 	}
-	w.r.journalQueued.Add(-int64(len(w.queue)))
+	var size int64
+	for i := range w.queue {
+		size += eventBytes(&w.queue[i])
+	}
+	w.r.budget.give(int64(len(w.queue)), size)
 	w.r.lost.journalEvents.Add(uint64(len(w.queue)))
 	clear(w.queue)
 	w.queue = nil

@@ -12,10 +12,19 @@ import (
 )
 
 // ObserverQueue is how many events may wait for one observer (documented
-// at calllog.Observer). An observer further behind loses the events that
-// do not fit (drop newest) and sees the loss: the next event it is given
-// has an After it was not given.
+// at calllog.Observer), counting one held for the end of every call whose
+// start it was given and whose end it was not yet. An observer further
+// behind loses middle events that do not fit in three quarters of it
+// (drop newest) and sees the loss: the next event it is given has an
+// After it was not given. It keeps every boundary: a start is queued with
+// room for its end, or dropped with every event of its call and of the
+// calls made inside it; the end of a call whose start was queued always
+// is.
 const ObserverQueue = 10_000
+
+// observerMiddle is the part of ObserverQueue middle events may fill; the
+// rest is for starts and ends.
+const observerMiddle = ObserverQueue - ObserverQueue/4
 
 // excludeKey marks a context whose calls must not be given to some
 // observers: its value is a []*observerRunner, never modified once set.
@@ -48,10 +57,18 @@ type observerRunner struct {
 
 	mu sync.Mutex // guards the fields below
 	// queue holds what waits, at most ObserverQueue minus the batch being
-	// delivered (backlog counts both); overflow: the new event is dropped.
-	queue     []delivery
-	spare     []delivery
-	backlog   int
+	// delivered and the room held for ends (backlog counts the queue and
+	// the batch); overflow: see ObserverQueue (admitLocked).
+	queue   []delivery
+	spare   []delivery
+	backlog int
+	// reserved counts the ends room is held for: calls whose start was
+	// queued and whose end was not yet (only for an observer given
+	// starts). backlog+reserved stays within ObserverQueue.
+	reserved int
+	// dropped holds the calls whose start did not fit: their events, and
+	// their steps', are dropped until their end. Touched only on overflow.
+	dropped   map[*Record]struct{}
 	accepted  uint64
 	delivered uint64
 	closed    bool // no more input: return once the queue is empty
@@ -68,7 +85,7 @@ func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observer
 	o := &observerRunner{r: r, obs: obs, name: name, kinds: ^uint32(0), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if f, ok := obs.(calllog.KindFilter); ok {
 		o.kinds = 0
-		for k := calllog.KindStarted; k <= calllog.KindArguments; k++ {
+		for k := calllog.KindStarted; k <= calllog.KindUnknown; k++ {
 			if f.WantsKind(k) {
 				o.kinds |= 1 << k
 			}
@@ -80,9 +97,9 @@ func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observer
 // wants reports whether the observer is given events of kind k.
 func (o *observerRunner) wants(k calllog.Kind) bool { return o.kinds&(1<<k) != 0 }
 
-// offer queues e without blocking. Called with the tree's lock held, so the
-// events of one tree are queued in order.
-func (o *observerRunner) offer(e calllog.Event, exclude []*observerRunner) {
+// offer queues e, an event of rec, without blocking. Called with the
+// tree's lock held, so the events of one tree are queued in order.
+func (o *observerRunner) offer(e calllog.Event, rec *Record, exclude []*observerRunner) {
 	if o.dead.Load() {
 		o.r.lost.observerEvents.Add(1)
 		return
@@ -92,13 +109,13 @@ func (o *observerRunner) offer(e calllog.Event, exclude []*observerRunner) {
 		o.mu.Unlock()
 		return
 	}
-	if o.backlog >= ObserverQueue {
+	if !o.admitLocked(e.Kind, rec) {
 		o.r.lost.observerEvents.Add(1)
 		warn := !o.warnedLag
 		o.warnedLag = true
 		o.mu.Unlock()
 		if warn {
-			o.r.logger.Warn("calllog: observer fell behind; events that do not fit its queue are dropped",
+			o.r.logger.Warn("calllog: observer fell behind; events that do not fit its queue are dropped, every call's start and end kept",
 				"observer", o.name, "queue", ObserverQueue)
 		}
 		return
@@ -111,6 +128,50 @@ func (o *observerRunner) offer(e calllog.Event, exclude []*observerRunner) {
 	case o.wake <- struct{}{}:
 	default:
 	}
+}
+
+// admitLocked decides whether an event of kind k of rec is queued: every
+// boundary whose room is held, middle events within observerMiddle.
+func (o *observerRunner) admitLocked(k calllog.Kind, rec *Record) bool {
+	if !o.wants(calllog.KindStarted) { // no starts, so no room held: ends are kept while they fit
+		if k.IsEnd() {
+			return o.backlog+o.reserved < ObserverQueue
+		}
+		return o.backlog+o.reserved < observerMiddle
+	}
+	if len(o.dropped) > 0 {
+		if _, ok := o.dropped[rec]; ok {
+			if k.IsEnd() {
+				delete(o.dropped, rec)
+			}
+			return false
+		}
+	}
+	switch {
+	case k == calllog.KindStarted:
+		if p := rec.parent; p != nil && len(o.dropped) > 0 {
+			if _, ok := o.dropped[p]; ok {
+				o.dropped[rec] = struct{}{}
+				return false
+			}
+		}
+		if o.backlog+o.reserved+2 > ObserverQueue {
+			if o.dropped == nil {
+				o.dropped = map[*Record]struct{}{}
+			}
+			o.dropped[rec] = struct{}{}
+			return false
+		}
+		o.reserved++
+		return true
+	case k.IsEnd():
+		if o.reserved > 0 { // its room: every end of a call whose start was queued
+			o.reserved--
+			return true
+		}
+		return o.backlog < ObserverQueue // a call that began before the observer did
+	}
+	return o.backlog+o.reserved < observerMiddle
 }
 
 // close stops the input; the goroutine returns once the queue is empty.

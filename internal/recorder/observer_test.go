@@ -63,7 +63,8 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 		t.Fatalf("a blocked observer slowed recording: %v per event against %v", with, without)
 	}
 
-	// A call running while the observer is blocked: its start is lost.
+	// A call begun while the observer is blocked: its start is kept, in
+	// the room middle events leave to boundaries.
 	tail, err := slowed.Begin(ctx, recorder.CallInfo{ID: "tail"})
 	if err != nil {
 		t.Fatal(err)
@@ -72,24 +73,40 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 	if err := slowed.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Given: the first round's start, the outputs that fit in three
+	// quarters of the queue beside the room held for its end, and that
+	// end; each later round's start and end; tail's start.
+	const middle = recorder.ObserverQueue - recorder.ObserverQueue/4
 	got := blocked.got()
-	if len(got) != recorder.ObserverQueue {
-		t.Fatalf("blocked observer was given %d events, want the %d that fit its queue", len(got), recorder.ObserverQueue)
+	if len(got) != middle+5 {
+		t.Fatalf("blocked observer was given %d events, want %d", len(got), middle+5)
 	}
-	if e := got[len(got)-1]; e.Seq != recorder.ObserverQueue || e.After != e.Seq-1 {
-		t.Fatalf("last given before the loss = %+v after %d", position(e), e.After)
+	starts, ends := 0, 0
+	for _, e := range got {
+		switch {
+		case e.Kind == calllog.KindStarted:
+			starts++
+		case e.Kind.IsEnd():
+			ends++
+		}
 	}
-	// The next event of the running call names, as after, one it was not given.
+	if starts != 4 || ends != 3 {
+		t.Fatalf("given %d starts and %d ends; want every call's (4 and 3)", starts, ends)
+	}
+	// The first round's end names as after the last output, which the
+	// observer was not given: it sees the loss.
+	if e := got[middle-1]; e.Kind != calllog.KindCompleted || e.Seq != n+2 || e.After != n+1 || got[middle-2].Seq != uint64(middle-1) {
+		t.Fatalf("the first round's end = %+v after %d; want event %d after %d", position(e), e.After, n+2, n+1)
+	}
 	tail.Output(chunk(t, "tail", 1, map[string]any{"a": 1}))
 	tail.End(ctx, recorder.Done(nil))
 	slowed.Drain(ctx)
 	got = blocked.got()
-	if len(got) != recorder.ObserverQueue+2 {
-		t.Fatalf("after catching up the observer has %d events, want %d", len(got), recorder.ObserverQueue+2)
+	if len(got) != middle+7 {
+		t.Fatalf("after catching up the observer has %d events, want %d", len(got), middle+7)
 	}
-	next := got[recorder.ObserverQueue]
-	if next.Call != "tail" || next.Kind != calllog.KindOutput || next.After != 1 {
-		t.Fatalf("first event after the loss = %+v after %d; want tail's output after its lost start (1)", position(next), next.After)
+	if next := got[middle+5]; next.Call != "tail" || next.Kind != calllog.KindOutput || next.After != 1 {
+		t.Fatalf("tail's output = %+v after %d; want it after tail's start (1)", position(next), next.After)
 	}
 	// Every event recorded and not given is counted: three rounds of n
 	// outputs between a start and an end, and tail's three.

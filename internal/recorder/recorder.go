@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"strconv"
@@ -27,6 +28,25 @@ import (
 // it per stream). Past it, a call's end event is still kept, and its After
 // shows the loss.
 const DefaultHistory = 64
+
+// MaxHistoryBytes bounds the content (payloads, media bytes, fragments)
+// of the events one call keeps for its watchers beside DefaultHistory's
+// count: a stream of large media chunks must not make the host hold 64 of
+// them per call. Past it, as past the count, only the call's end joins.
+const MaxHistoryBytes = 4 << 20
+
+// histContent is what an event holds of a call's data: its payload, its
+// inline media and its fragment.
+func histContent(e *calllog.Event) int {
+	n := len(e.Fragment)
+	if e.Payload != nil {
+		n += len(e.Payload.Value)
+	}
+	if e.Media != nil {
+		n += len(e.Media.Data)
+	}
+	return n
+}
 
 // histStart is the room a call's history starts with: the events of a
 // small call (started, request, the caller's started, chunk and completed,
@@ -59,10 +79,13 @@ type Recorder struct {
 	wg sync.WaitGroup
 
 	closing atomic.Bool // set when Close starts: journal writers stop retrying
-	// journalQueued counts the events queued in every tree's journal writer
-	// and not yet kept or dropped (bounded by Journal.Queue).
-	journalQueued atomic.Int64
-	lost          losses // see Losses
+	// budget is the room every tree's journal queue shares (bounded by
+	// Journal.Queue and Journal.QueueBytes).
+	budget journalBudget
+	// redact is the set of payload keys the kept form redacts
+	// (Options.Redact); nil for none. Read-only once made.
+	redact map[string]struct{}
+	lost   losses // see Losses
 
 	mu      sync.Mutex // guards the fields below; never held while taking a tree's lock
 	closed  bool
@@ -77,6 +100,11 @@ func New(opts calllog.Options) (*Recorder, error) {
 	}
 	r := &Recorder{writer: opts.Writer, content: opts.Content, journal: opts.Journal, logger: opts.Logger,
 		history: opts.History, runners: map[*observerRunner]struct{}{}, writers: map[*journalWriter]struct{}{}}
+	for i, k := range opts.Redact {
+		if k == "" {
+			return nil, errors.New("calllog: Options.Redact[" + strconv.Itoa(i) + "]: empty key")
+		}
+	}
 	if r.writer == "" {
 		r.writer = randomID()
 	}
@@ -85,6 +113,12 @@ func New(opts calllog.Options) (*Recorder, error) {
 	}
 	if r.history <= 0 {
 		r.history = DefaultHistory
+	}
+	for _, k := range opts.Redact {
+		if r.redact == nil {
+			r.redact = make(map[string]struct{}, len(opts.Redact))
+		}
+		r.redact[k] = struct{}{}
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.mu.Lock()
@@ -147,13 +181,17 @@ func (r *Recorder) Drain(ctx context.Context) error {
 }
 
 // Close stops the recorder: no call can begin after it starts. It gives
-// the journal writers until ctx is done to keep what is queued (a send that
-// fails is not made again once Close has started) and the observers until
-// then to be given theirs, then cancels the observers' and stores' context
+// the journal writers until ctx is done or the journal's DrainTimeout has
+// passed, whichever is first, to keep what is queued (a send that fails is
+// not made again once Close has started), and the observers until ctx is
+// done to be given theirs, then cancels the observers' and stores' context
 // and waits for every goroutine. It returns ErrCloseTimeout when they have
-// not all returned a second after ctx was done (an observer or a store that
-// ignores its context), nil otherwise. Close is idempotent.
+// not all returned a second after that (an observer or a store that
+// ignores its context); else an error matching calllog.ErrCloseDropped,
+// saying how many, when journal events were not kept since Close began;
+// nil otherwise. Close is idempotent.
 func (r *Recorder) Close(ctx context.Context) error {
+	lostBefore := r.lost.journalEvents.Load()
 	r.closing.Store(true)
 	r.mu.Lock()
 	r.closed = true
@@ -165,11 +203,19 @@ func (r *Recorder) Close(ctx context.Context) error {
 	for _, w := range writers {
 		w.finish()
 	}
-	for _, w := range writers {
-		select {
-		case <-w.done:
-		case <-ctx.Done():
+	if len(writers) > 0 {
+		var bound time.Duration // the longest of the writers' journals' (a tree may bring its own)
+		for _, w := range writers {
+			bound = max(bound, drainTimeout(w.j))
 		}
+		dctx, cancel := context.WithTimeout(ctx, bound)
+		for _, w := range writers {
+			select {
+			case <-w.done:
+			case <-dctx.Done():
+			}
+		}
+		cancel()
 	}
 	_ = r.Drain(ctx)
 	r.mu.Lock()
@@ -189,15 +235,18 @@ func (r *Recorder) Close(ctx context.Context) error {
 	defer grace.Stop()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
+		select {
+		case <-done:
+		case <-grace.C:
+			return calllog.ErrCloseTimeout
+		}
 	}
-	select {
-	case <-done:
-		return nil
-	case <-grace.C:
-		return calllog.ErrCloseTimeout
+	if n := r.lost.journalEvents.Load() - lostBefore; n > 0 {
+		r.logger.Warn("calllog: journal events not kept at close", "events", n)
+		return fmt.Errorf("%w: %d events", calllog.ErrCloseDropped, n)
 	}
+	return nil
 }
 
 // closeGrace is how long Close waits, past its ctx, for goroutines it
@@ -315,7 +364,8 @@ type Record struct {
 	// Guarded by t.mu.
 	version   string
 	attempt   int
-	fragments int // streamed arguments recorded so far; guarded by the tree's mu
+	fragments int32 // streamed arguments recorded so far; guarded by the tree's mu
+	histBytes int32 // the content hist holds (histContent); beside fragments: one word
 	text      strings.Builder
 	hist      []calllog.Event // what watchers see; bounded by Recorder.history
 	lastHist  uint64
@@ -324,6 +374,7 @@ type Record struct {
 	ending    bool
 	deferred  bool          // End gave up waiting: the last step ends it
 	ended     bool          // beside ending and deferred: one word for the three keeps a Record at 352 bytes
+	jstate    uint8         // the call's journal state (jNone, ...); in the same word
 	idle      chan struct{} // closed when pending reaches 0 while ending
 	outcome   calllog.Outcome
 	endSeq    uint64
@@ -460,7 +511,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 			continue
 		}
 		if !built {
-			kept, built = keptForm(ev, t.r.content), true
+			kept, built = t.r.keptForm(ev), true
 		}
 		k := kept
 		k.After = t.offered[o]
@@ -468,15 +519,15 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 			t.offered = make(map[*observerRunner]uint64, len(rec.observers))
 		}
 		t.offered[o] = ev.Seq
-		o.offer(k, rec.exclude)
+		o.offer(k, rec, rec.exclude)
 	}
 	if t.w != nil {
 		if !built {
-			kept = keptForm(ev, t.r.content)
+			kept = t.r.keptForm(ev)
 		}
 		k := kept
 		k.After = ev.Seq - 1
-		t.w.add(k)
+		t.w.add(k, rec)
 	}
 	return ev.Seq
 }
@@ -493,8 +544,14 @@ func excluded(ex []*observerRunner, o *observerRunner) bool {
 func (rec *Record) appendHistLocked(ev calllog.Event, limit int) {
 	ev.After = rec.lastHist
 	rec.lastHist = ev.Seq
-	if len(rec.hist) < limit || (ev.Kind.IsEnd() && ev.Call == rec.id) {
+	switch n := histContent(&ev); {
+	case len(rec.hist) < limit && int(rec.histBytes)+n <= MaxHistoryBytes:
 		rec.hist = append(rec.hist, ev)
+		rec.histBytes += int32(n)
+	case ev.Kind.IsEnd() && ev.Call == rec.id:
+		rec.hist = append(rec.hist, ev)
+	default:
+		rec.histBytes = MaxHistoryBytes + 1 // full: no later event joins, so the history stays the call's first events
 	}
 	if rec.notify != nil {
 		close(rec.notify)
@@ -619,7 +676,7 @@ func (rec *Record) Arguments(fragment string) {
 	if rec.ending {
 		return
 	}
-	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: rec.fragments, FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
+	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: int(rec.fragments), FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
 	rec.fragments++
 	rec.t.emitLocked(rec, ev)
 }
@@ -681,7 +738,7 @@ func (t *tree) unseenLocked(rec *Record) bool {
 		}
 	}
 	for a := rec; a != nil; a = a.parent {
-		if len(a.hist) < t.r.history {
+		if len(a.hist) < t.r.history && a.histBytes <= MaxHistoryBytes {
 			return false
 		}
 	}
@@ -941,10 +998,24 @@ func mediaOf(m frame.Media, policy calllog.ContentPolicy) *calllog.MediaInfo {
 	return nil
 }
 
-// keptForm returns e as a reader bound by policy sees it. e's content fields
-// are full; the result shares nothing mutable with e.
-func keptForm(e calllog.Event, policy calllog.ContentPolicy) calllog.Event {
-	if policy == calllog.ContentFull {
+// keptForm returns e as observers and journals see it: under the
+// recorder's content policy, with its redaction. e's content fields are
+// full; the result shares nothing mutable with e.
+func (r *Recorder) keptForm(e calllog.Event) calllog.Event {
+	if r.content == calllog.ContentFull {
+		if r.redact == nil {
+			return e
+		}
+		if e.Payload != nil && e.Payload.Value != nil {
+			if v, changed := redactPayload(e.Payload.Value, r.redact); changed {
+				c := *e.Payload
+				c.Value, c.Redacted = v, true
+				e.Payload = &c
+			}
+		}
+		if e.FragmentKept { // text, not an object: its keys cannot be told
+			e.Fragment, e.FragmentKept = "", false
+		}
 		return e
 	}
 	if e.Payload != nil && e.Payload.Value != nil {

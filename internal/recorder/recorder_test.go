@@ -41,7 +41,9 @@ func newRecorder(t *testing.T, opts calllog.Options) *recorder.Recorder {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := r.Close(ctx); err != nil {
+		// A test whose store fails drops what it queued, and says so;
+		// the tests that count it check Close themselves.
+		if err := r.Close(ctx); err != nil && !errors.Is(err, calllog.ErrCloseDropped) {
 			t.Errorf("Close: %v", err)
 		}
 	})

@@ -35,6 +35,7 @@ type callOptions struct {
 	escape    bool // --escape: the provider's text is escaped too
 	saveMedia string
 	journal   string
+	redact    redactFlag
 	child     []string
 	childFlags
 	telemetryFlags
@@ -52,6 +53,7 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.BoolVar(&o.escape, "escape", false, "")
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
 	fs.StringVar(&o.journal, "journal", "", "")
+	fs.Var(&o.redact, "redact", "")
 	o.childFlags.register(fs)
 	o.telemetryFlags.register(fs)
 	pos, child, err := parseArgs(fs, args)
@@ -65,6 +67,9 @@ func parseCall(args []string) (*callOptions, error) {
 		return nil, usageErr("unexpected argument after the tool name: the child's command line goes after --")
 	}
 	if err := needChild(child); err != nil {
+		return nil, err
+	}
+	if err := checkRedact(o.redact, o.journal); err != nil {
 		return nil, err
 	}
 	o.tool, o.child = pos[0], child
@@ -127,6 +132,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 		}
 		defer j.close() // after closeHost: every call's end is recorded and kept by then
 		cfg.CallLog = j.log
+		cfg.CallLog.Redact = o.redact
 	}
 	tel, err := startTelemetry(&o.telemetryFlags, &cfg, env)
 	if err != nil {

@@ -105,7 +105,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -171,6 +171,13 @@ The flags are:
 		password from NATS_USER and NATS_PASSWORD; never from the command
 		line (a URL with a user or password is refused). follow, replay,
 		journal takeover, asif export and mcp serve take the same URL.
+	--redact KEY[,KEY]...
+		with --journal: the journal never keeps the value of a payload key
+		named here, at any depth of the arguments, chunks and value; it
+		keeps "[redacted]" in its place and marks the payload "redacted"
+		(docs/events.md, "Redaction"). Repeatable. Streamed argument
+		fragments are then kept as their sizes only. What the command
+		prints is not redacted: it is the caller's own data.
 	--metrics-addr ADDR
 		serve the host's metrics (docs/operations.md, "Metrics") in the
 		Prometheus text format at http://ADDR/metrics while the command

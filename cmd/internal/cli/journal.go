@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -28,6 +29,32 @@ const (
 // followInterval is how often lastTree reads a journal that holds no
 // tree yet.
 const followInterval = 200 * time.Millisecond
+
+// redactFlag collects repeated --redact KEY[,KEY...] flags: payload keys
+// whose values the journal never keeps (calllog.Options.Redact).
+type redactFlag []string
+
+func (r *redactFlag) String() string { return "" }
+
+func (r *redactFlag) Set(v string) error {
+	for _, k := range strings.Split(v, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			return errors.New("an empty key (give KEY or KEY,KEY...)")
+		}
+		*r = append(*r, k)
+	}
+	return nil
+}
+
+// checkRedact refuses --redact without --journal: nothing would keep the
+// events it redacts.
+func checkRedact(r redactFlag, journal string) error {
+	if len(r) > 0 && journal == "" {
+		return usageErr("--redact needs --journal: it says what the journal does not keep")
+	}
+	return nil
+}
 
 // callJournal is the required journal of call --journal: a SQLite file
 // or a JetStream stream (a nats:// URL).
@@ -274,6 +301,8 @@ func printReplay(w io.Writer, r *calllog.ReplayedTree, traces map[string]*calllo
 		switch {
 		case !c.Ended:
 			fmt.Fprintln(w, "  running (no end kept)")
+		case c.Outcome.Kind == calllog.KindUnknown:
+			fmt.Fprintln(w, "  unknown: the journal kept no end of it; the tree was taken over")
 		case c.Outcome.Kind == calllog.KindCompleted:
 			v := "(no value)"
 			if res := c.Outcome.Result; res != nil {
@@ -308,9 +337,9 @@ var journalHelp = `
 Journal takeover claims the call tree TREE in the journal FILE (a SQLite
 file or a nats:// store URL) for
 a new writer — the way a restarted host continues a tree whose host died —
-and records the outcome it can prove of every call the journal shows
-started and not ended: failed, unreachable, synthetic, steps before their
-callers. The previous writer is fenced from then on: it can no longer
+and records, for every call the journal shows started and not ended, that
+its outcome is unknown (an "unknown" end, steps before their callers): the
+journal does not say how such a call ended, so no failure is made up. The previous writer is fenced from then on: it can no longer
 append to the tree. The events it kept are printed as JSON lines
 (docs/events.md); followers see the takeover.
 `

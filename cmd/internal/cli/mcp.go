@@ -24,7 +24,7 @@ const httpShutdownGrace = time.Second
 // within the child's cancel grace (1 s by default) and a margin.
 const handlerWait = 5 * time.Second
 
-const mcpUsage = "mcp serve [--http ADDR] [--journal FILE] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const mcpUsage = "mcp serve [--http ADDR] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 const mcpHelp = `
 Mcp serve starts CHILD (a Skulk provider) under supervision, as call does
@@ -60,6 +60,9 @@ The flags are:
 		does: a SQLite file (created if needed) or a JetStream store URL,
 		nats://HOST:PORT/STREAM, with credentials from the environment as
 		for call. Each result's _meta names its "skulk/tree".
+	--redact KEY[,KEY]...
+		with --journal: the journal keeps "[redacted]" in place of the
+		value of every payload key named here, as call --redact does.
 	--timeout D
 		the deadline of a call whose request has no _meta
 		"skulk/timeout_ms" (default 0: none).
@@ -93,6 +96,7 @@ type mcpOptions struct {
 	inlineMax int
 	pool      int
 	metrics   string // --metrics-addr
+	redact    redactFlag
 	child     []string
 	childFlags
 }
@@ -106,6 +110,7 @@ func parseMCP(args []string) (*mcpOptions, error) {
 	fs.IntVar(&o.inlineMax, "inline-max", mcpbridge.DefaultInlineMax, "")
 	fs.IntVar(&o.pool, "pool", 1, "")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "")
+	fs.Var(&o.redact, "redact", "")
 	o.register(fs)
 	pos, child, err := parseArgs(fs, args)
 	if err != nil {
@@ -132,6 +137,9 @@ func parseMCP(args []string) (*mcpOptions, error) {
 	if err := needChild(child); err != nil {
 		return nil, err
 	}
+	if err := checkRedact(o.redact, o.journal); err != nil {
+		return nil, err
+	}
 	o.child = child
 	return o, nil
 }
@@ -150,6 +158,7 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 		}
 		defer j.close() // after closeHost
 		cfg.CallLog = j.log
+		cfg.CallLog.Redact = o.redact
 	}
 	// On stdio, standard output is MCP's: console spans go to stderr.
 	tenv := env

@@ -1,0 +1,74 @@
+package recorder_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/internal/recorder"
+)
+
+// When starts alone fill an observer's queue (each holds room for its
+// end), the next call is dropped whole, with the calls made inside it;
+// every call the observer was given the start of, it is given the end of,
+// and the loss is counted exactly.
+func TestObserverDropsACallWholeWhenItsStartDoesNotFit(t *testing.T) {
+	ctx := testCtx(t)
+	release := make(chan struct{})
+	seen := &collector{}
+	obs := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return seen.Observe(ctx, e)
+	})
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
+	root, err := r.Begin(ctx, recorder.CallInfo{ID: "root", Program: true})
+	require.NoError(t, err)
+	// The root and fits-1 steps take the whole queue: a start and the room
+	// for its end each.
+	const fits = recorder.ObserverQueue / 2
+	var steps []*recorder.Record
+	for i := range fits - 1 {
+		s, err := r.Begin(root.Context(ctx), recorder.CallInfo{ID: fmt.Sprint("s", i)})
+		require.NoError(t, err)
+		steps = append(steps, s)
+	}
+	lost, err := r.Begin(root.Context(ctx), recorder.CallInfo{ID: "lost", Program: true})
+	require.NoError(t, err)
+	inner, err := r.Begin(lost.Context(ctx), recorder.CallInfo{ID: "inner"})
+	require.NoError(t, err)
+	require.NoError(t, inner.End(ctx, recorder.Done(nil)))
+	require.NoError(t, lost.End(ctx, recorder.Done(nil)))
+	for _, s := range steps {
+		require.NoError(t, s.End(ctx, recorder.Done(nil)))
+	}
+	require.NoError(t, root.End(ctx, recorder.Done(nil)))
+	close(release)
+	require.NoError(t, r.Drain(ctx))
+
+	got := seen.got()
+	open := map[string]bool{}
+	for _, e := range got {
+		assert.NotEqual(t, "lost", e.Call)
+		assert.NotEqual(t, "inner", e.Call)
+		switch {
+		case e.Kind == calllog.KindStarted:
+			open[e.Call] = true
+		case e.Kind.IsEnd():
+			assert.True(t, open[e.Call], "end of %s without its start", e.Call)
+			delete(open, e.Call)
+		}
+	}
+	assert.Empty(t, open, "calls given started and not ended")
+	assert.Len(t, got, 2*fits)
+	assert.Equal(t, uint64(4), r.Losses().ObserverEvents, "lost's and inner's starts and ends")
+	last := got[len(got)-1]
+	assert.Equal(t, "root", last.Call)
+	assert.Equal(t, calllog.KindCompleted, last.Kind)
+}
