@@ -63,6 +63,10 @@ func (k Kind) valid() bool { return k >= KindStarted && k <= KindArguments }
 // IsEnd reports whether k ends a call (done, failed or cancelled).
 func (k Kind) IsEnd() bool { return k >= KindDone && k <= KindCancelled }
 
+// ParseKind returns the Kind whose JSON name is s ("done"); an unknown
+// name is an error wrapping ErrFormat.
+func ParseKind(s string) (Kind, error) { return parseKind(s) }
+
 // parseKind returns the Kind named s. An unknown name gives an error
 // wrapping ErrFormat.
 func parseKind(s string) (Kind, error) {
@@ -346,8 +350,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 // unknown keys are ignored.
 func (e *Event) UnmarshalJSON(data []byte) error {
 	var j jsonEvent
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&j); err != nil {
+	// json.Unmarshal, not a Decoder: it decodes data in place, where a
+	// Decoder copies it into a buffer of its own first.
+	if err := json.Unmarshal(data, &j); err != nil {
 		return &FormatError{Field: "event", Reason: "not a JSON object of the event form"}
 	}
 	if j.Format != Format {
@@ -440,4 +445,13 @@ func traceHex(s string, n int) bool {
 		zero = zero && c == '0'
 	}
 	return !zero
+}
+
+// DecodeEvent reads one event's JSON form, as Event.UnmarshalJSON does.
+// Stores call it rather than json.Unmarshal, whose syntax errors would not
+// match ErrFormat: every error it returns is a *FormatError.
+func DecodeEvent(data []byte) (Event, error) {
+	var e Event
+	err := e.UnmarshalJSON(data)
+	return e, err
 }
