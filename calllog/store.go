@@ -147,4 +147,7 @@ type TreeLister interface {
 	// was first claimed). It holds one TreeInfo per tree, never a tree's
 	// events.
 	ListTrees(ctx context.Context) ([]TreeInfo, error)
+	// TreeInfo describes one tree; ErrNoTree when the store has no
+	// event of it.
+	TreeInfo(ctx context.Context, tree string) (TreeInfo, error)
 }

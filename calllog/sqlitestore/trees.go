@@ -20,7 +20,7 @@ WITH t AS (
 		(SELECT seq FROM calllog_events e WHERE e.tree = calllog_trees.tree ORDER BY seq DESC LIMIT 1) AS ls,
 		(SELECT count(*) FROM calllog_events e WHERE e.tree = calllog_trees.tree) AS n,
 		(SELECT coalesce(sum(length(event)), 0) FROM calllog_events e WHERE e.tree = calllog_trees.tree) AS b
-	FROM calllog_trees)
+	FROM calllog_trees WHERE ? = '' OR tree = ?)
 SELECT tree, coalesce(ls, 0), n, b,
 	CASE WHEN json_valid(fe) THEN json_extract(fe, '$.tool') END,
 	CASE WHEN json_valid(fe) THEN json_extract(fe, '$.program') END,
@@ -33,13 +33,33 @@ FROM t ORDER BY r DESC`
 // ListTrees implements calllog.TreeLister: every tree in the file, newest
 // first (by its first claim).
 func (s *Store) ListTrees(ctx context.Context) ([]calllog.TreeInfo, error) {
+	return s.list(ctx, "")
+}
+
+// TreeInfo implements calllog.TreeLister.
+func (s *Store) TreeInfo(ctx context.Context, tree string) (calllog.TreeInfo, error) {
+	if tree == "" {
+		return calllog.TreeInfo{}, calllog.ErrNoTree
+	}
+	l, err := s.list(ctx, tree)
+	if err != nil {
+		return calllog.TreeInfo{}, err
+	}
+	if len(l) == 0 || l[0].Events == 0 {
+		return calllog.TreeInfo{}, calllog.ErrNoTree
+	}
+	return l[0], nil
+}
+
+// list lists every tree, or only the tree named when it is not "".
+func (s *Store) list(ctx context.Context, only string) ([]calllog.TreeInfo, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("sqlitestore: list trees: %w: closed", calllog.ErrStoreUnusable)
 	}
 	if ok, err := s.tables(ctx); !ok {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, listQuery)
+	rows, err := s.db.QueryContext(ctx, listQuery, only, only)
 	if err != nil {
 		return nil, s.classify("list trees", err)
 	}
