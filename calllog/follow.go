@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 	"iter"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
@@ -238,7 +238,7 @@ type Replayed struct {
 	Corrupt uint64
 	// Events counts the events given.
 	Events uint64
-	byID map[string]*CallReplay
+	byID   map[string]*CallReplay
 }
 
 // Call returns the replay of the call with id, or nil.
