@@ -361,6 +361,7 @@ func TestReadMemoryBounded(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "big.db")
 	keepDirect(t, db, "big", 98, 1<<20)
 	keepDirect(t, db, "small", 26, 1<<20)
+	keepDirect(t, db, "tiny", 4, 10)
 	fi, err := os.Stat(db)
 	require.NoError(t, err)
 	wal, _ := os.Stat(db + "-wal")
@@ -371,6 +372,11 @@ func TestReadMemoryBounded(t *testing.T) {
 	require.Greater(t, size, int64(110<<20))
 	const mib = 1 << 20
 
+	for _, cmd := range [][]string{{"replay", db, "tiny"}, {"asif", "export", db, "tiny"}} {
+		status, stderr, rss := peak(t, cmd...)
+		require.Equal(t, 0, status, stderr)
+		t.Logf("%s of a tree of 4 small events: peak RSS %.1f MiB", cmd[0], float64(rss)/(1<<20))
+	}
 	for _, cmd := range []string{"replay", "follow"} {
 		status, stderr, small := peak(t, cmd, db, "small")
 		require.Equal(t, 0, status, stderr)

@@ -220,8 +220,8 @@ Without TREE it follows the tree running in FILE, or when none is running
 (the latest tree has ended, or there is none) the next tree to start:
 started before a call, it shows that call. It waits for FILE to be written
 (a missing or empty file, a stream not created yet) and for a tree to
-start. To see a tree that has ended, name it ('skulk-host journal list
-FILE' lists them).
+start, saying so on standard error. To see a tree that has ended, name it
+('skulk-host journal list FILE' lists them).
 
 With TREE it follows that tree, from its first event; a TREE the journal
 does not hold is an error (status 1), unless --wait.
