@@ -118,6 +118,12 @@ const pruneEvery = time.Minute
 // transaction. A pruned tree is gone: readers find no such tree, and a
 // writer still holding its claim is fenced (calllog.ErrFenced).
 func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
+	if ok, err := s.tables(ctx); !ok || s.closed.Load() {
+		if err == nil && s.closed.Load() {
+			err = fmt.Errorf("sqlitestore: prune: %w: closed", calllog.ErrStoreUnusable)
+		}
+		return Pruned{}, err // a journal not written yet: nothing to prune
+	}
 	if err := s.usable("prune"); err != nil {
 		return Pruned{}, err
 	}

@@ -82,22 +82,30 @@ func treesOf(lines []string) []string {
 }
 
 // TestFollowWaits: follow without a tree waits for a journal not written
-// yet (missing, then 0 bytes) and shows the call that writes it; started
-// after a tree has ended, it shows the next call's tree, not the ended one.
+// yet (a missing file, a 0-byte one, a missing stream) and shows the call
+// that writes it; started after a tree has ended, it shows the next call's
+// tree, not the ended one (on SQLite and JetStream).
 func TestFollowWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
+	srv := natstest.Run(t)
+	file := func(t *testing.T) string { return filepath.Join(t.TempDir(), "calls.db") }
+	streams := 0
+	stream := func(*testing.T) string { streams++; return fmt.Sprintf("%s/S%d", srv.URL(), streams) }
 	for _, tc := range []struct {
 		name    string
+		journal func(t *testing.T) string
 		prepare func(db string)
 		waitFor string
 	}{
-		{"file created later", func(string) {}, "waiting for the journal"},
-		{"table created later", func(db string) { require.NoError(t, os.WriteFile(db, nil, 0o644)) }, "waiting for a call tree"},
-		{"a new tree after an ended one", func(db string) { callTree(t, db, 1) }, "waiting for a call tree"},
+		{"file created later", file, func(string) {}, "waiting for the journal"},
+		{"table created later", file, func(db string) { require.NoError(t, os.WriteFile(db, nil, 0o644)) }, "waiting for a call tree"},
+		{"a new tree after an ended one", file, func(db string) { callTree(t, db, 1) }, "waiting for a call tree"},
+		{"stream created later", stream, func(string) {}, "waiting for the journal"},
+		{"a new tree after an ended one on JetStream", stream, func(db string) { callTree(t, db, 1) }, "waiting for a call tree"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := filepath.Join(t.TempDir(), "calls.db")
+			db := tc.journal(t)
 			tc.prepare(db)
 			f := startHost(ctx, t, "follow", db)
 			nextLine(t, f.stderr, 30*time.Second, "follow's wait", func(l string) bool { return strings.Contains(l, tc.waitFor) })
