@@ -226,3 +226,28 @@ func TestListAndPrune(t *testing.T) {
 	require.Len(t, trees, 1)
 	assert.Equal(t, "t3", trees[0].Tree)
 }
+
+// TestRetentionOption: Options.Retention prunes at Open: a tree whose last
+// event is older than MaxAge is gone once the store is opened with it.
+func TestRetentionOption(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "calls.db")
+	s := open(t, path)
+	for _, tc := range []struct {
+		tree string
+		at   time.Time
+	}{{"old", time.Now().Add(-72 * time.Hour)}, {"new", time.Now()}} {
+		c, err := s.Claim(ctx, tc.tree, "A")
+		require.NoError(t, err)
+		evs := calllogtest.Events(tc.tree, "A", 1, 2)
+		for i := range evs {
+			evs[i].At = tc.at
+		}
+		require.NoError(t, s.Keep(ctx, c, evs))
+	}
+	require.NoError(t, s.Close())
+	s = open(t, path, sqlitestore.Options{Retention: sqlitestore.Retention{MaxAge: 24 * time.Hour}})
+	trees, err := s.Trees(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"new"}, trees)
+}
