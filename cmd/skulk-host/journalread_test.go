@@ -356,19 +356,22 @@ func peak(t *testing.T, args ...string) (int, string, int64) {
 	return status, out[:i], kb << 10
 }
 
-// TestReadMemoryBounded: a journal far larger than the read bounds (96
-// events of 1 MiB of text in one tree, about 96 MiB) is replayed and
-// followed in a peak memory that does not grow with the tree (a tree a
-// quarter its size takes about as much), and asif export refuses it once
-// it reaches its bound rather than reading it all; an export window
-// within the bound works.
+// TestReadMemoryBounded: a journal far larger than the read bounds (64
+// events of 1 MiB of text in one tree) is replayed and followed in a peak
+// memory that does not grow with the tree (a tree a quarter its size
+// takes about as much), and asif export refuses it once it reaches its
+// bound rather than reading it all; an export window within the bound
+// works.
 func TestReadMemoryBounded(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes a 120 MiB journal")
+		t.Skip("writes an 80 MiB journal")
+	}
+	if raceBuild {
+		t.Skip("the race detector's memory would be measured with the command's")
 	}
 	db := filepath.Join(t.TempDir(), "big.db")
-	keepDirect(t, db, "big", 98, 1<<20)
-	keepDirect(t, db, "small", 26, 1<<20)
+	keepDirect(t, db, "big", 66, 1<<20)
+	keepDirect(t, db, "small", 18, 1<<20)
 	keepDirect(t, db, "tiny", 4, 10)
 	fi, err := os.Stat(db)
 	require.NoError(t, err)
@@ -377,7 +380,7 @@ func TestReadMemoryBounded(t *testing.T) {
 	if wal != nil {
 		size += wal.Size()
 	}
-	require.Greater(t, size, int64(110<<20))
+	require.Greater(t, size, int64(75<<20))
 	const mib = 1 << 20
 
 	for _, cmd := range [][]string{{"replay", db, "tiny"}, {"asif", "export", db, "tiny"}} {
@@ -390,9 +393,11 @@ func TestReadMemoryBounded(t *testing.T) {
 		require.Equal(t, 0, status, stderr)
 		status, stderr, big := peak(t, cmd, db, "big")
 		require.Equal(t, 0, status, stderr)
-		t.Logf("%s of a tree of 24 MiB: peak RSS %.1f MiB; of 96 MiB: %.1f MiB", cmd, float64(small)/mib, float64(big)/mib)
+		t.Logf("%s of a tree of 16 MiB: peak RSS %.1f MiB; of 64 MiB: %.1f MiB", cmd, float64(small)/mib, float64(big)/mib)
 		assert.Less(t, big, int64(96*mib), "%s's peak memory", cmd)
-		assert.Less(t, big-small, int64(16*mib), "%s's peak memory grows with the tree", cmd)
+		// A reader that held the tree would take 48 MiB more for the big
+		// one; the garbage collector's timing moves a peak by a few MiB.
+		assert.Less(t, big-small, int64(24*mib), "%s's peak memory grows with the tree", cmd)
 	}
 
 	status, stderr, rss := peak(t, "asif", "export", db, "big", "-o", filepath.Join(t.TempDir(), "big.json"))
