@@ -4,6 +4,12 @@
 // one short transaction; writers take the write lock at BEGIN (IMMEDIATE)
 // and wait for a busy file up to the busy timeout.
 //
+// The file is marked as a Skulk journal (SQLite's application_id, and its
+// format in user_version); Open refuses, untouched, a file that is not one
+// (ErrNotJournal). Readers page by bytes (calllog.ReadPageBytes); whole
+// trees are listed (ListTrees) and pruned by age or size (Prune,
+// Options.Retention).
+//
 //	st, err := sqlitestore.Open("calls.db")
 //	defer st.Close()
 //	h, err := host.Start(ctx, host.Config{Command: cmd,
