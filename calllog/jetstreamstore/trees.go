@@ -50,7 +50,7 @@ func (s *Store) treeIDs(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, s.classify("list trees", err)
 		}
-		if md.Sequence.Stream >= last.Sequence {
+		if md.Sequence.Stream >= last.Sequence || md.NumPending == 0 {
 			return ids, nil
 		}
 	}
