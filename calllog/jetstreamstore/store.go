@@ -82,8 +82,8 @@ const (
 	// the larger of calllog.ReadPageBytes and the server's max_payload
 	// (cursorBytes).
 	cursorBuffer = 512
-	// smallRead is the most events a read from the start of a tree takes
-	// from the stream leader one request each instead of opening a
+	// smallRead is the most events a read from the start of an ended tree
+	// takes from the stream leader one request each instead of opening a
 	// consumer: a small tree read whole leaves nothing on the server.
 	smallRead = 8
 	// deleteTimeout bounds the request that deletes a reader's consumer.
@@ -901,7 +901,9 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 		return nil, nil
 	}
 	c := s.checkout(tree, after)
-	if c == nil && after == 0 && until <= smallRead {
+	if c == nil && after == 0 && until <= smallRead && endsTree(lastMsg.Data, tree) {
+		// A small ended tree read whole: no consumer. A running one is
+		// read through a consumer a follower goes on with.
 		return s.readLeader(ctx, tree, after, lastMsg.Sequence, limit)
 	}
 	if c == nil {
@@ -1028,6 +1030,13 @@ func (s *Store) collect(ctx context.Context, c *cursor, after, until uint64, lim
 		size += len(m.Data())
 	}
 	return out, nil
+}
+
+// endsTree reports whether data, an event's JSON form, is the end of
+// tree's outermost call.
+func endsTree(data []byte, tree string) bool {
+	e, err := calllog.DecodeEvent(data)
+	return err == nil && e.Kind.IsEnd() && e.Call == tree
 }
 
 // decodeInto decodes the event seq of tree and appends it to out; an
