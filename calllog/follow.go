@@ -285,8 +285,8 @@ func ReplayTree(ctx context.Context, store EventStore, tree string, p *Replayer)
 // A Replayer rebuilds what watchers saw from events given one at a time,
 // in Seq order (Add). Its zero value keeps each call's header, its text and
 // its end, and no frames; MaxText and MaxValue bound what it keeps per
-// call, so that a replay's memory does not grow with the payloads. A
-// Replayer is used by one goroutine.
+// call and MaxKept in all, so that a replay's memory does not grow with
+// the payloads. A Replayer is used by one goroutine.
 type Replayer struct {
 	// Frames keeps each call's frames (CallReplay.Frames), payloads and
 	// media included: memory grows with the tree's content.
@@ -298,9 +298,30 @@ type Replayer struct {
 	// value kept in its Outcome; a larger one is counted in ResultBytes
 	// and not kept. 0 means no bound.
 	MaxValue int
+	// MaxKept bounds the bytes of text and values kept for all the calls
+	// together; past it, text and values are counted and not kept. 0
+	// means no bound. What each call then holds beside is its ids, tool,
+	// counts and end (a few hundred bytes, and its error message, at most
+	// 2,048 characters).
+	MaxKept int
 
 	r    Replayed
 	last uint64 // the Seq of the last event given or found corrupt
+	kept int    // the bytes of text and values kept
+}
+
+// room returns how many more bytes a call may keep: the least of its own
+// bound's rest (own bound max, has n) and the Replayer's; -1 means no
+// bound.
+func (p *Replayer) room(max, n int) int {
+	r := -1
+	if max > 0 {
+		r = max - n
+	}
+	if p.MaxKept > 0 && (r < 0 || p.MaxKept-p.kept < r) {
+		r = p.MaxKept - p.kept
+	}
+	return r
 }
 
 // Corrupt records that the event seq was kept but cannot be read.
@@ -348,6 +369,7 @@ func (p *Replayer) Add(e Event) {
 		if e.Kind == KindRequest {
 			c.Attempts++
 		}
+		p.kept -= len(c.Text)
 		c.Frames, c.Text, c.TextBytes = nil, "", 0
 	case KindOutput:
 		if p.Frames {
@@ -357,19 +379,26 @@ func (p *Replayer) Add(e Event) {
 		}
 		if s, ok := mpack.MapString(payload, "text"); ok {
 			c.TextBytes += len(s)
-			if room := p.MaxText - len(c.Text); p.MaxText <= 0 || room >= len(s) {
-				c.Text += string(s)
-			} else if room > 0 {
-				for room > 0 && !utf8.RuneStart(s[room]) { // cut at a character's start
-					room--
-				}
+			room := p.room(p.MaxText, len(c.Text))
+			if room < 0 || room >= len(s) {
+				room = len(s)
+			}
+			for room > 0 && room < len(s) && !utf8.RuneStart(s[room]) { // cut at a character's start
+				room--
+			}
+			if room > 0 {
 				c.Text += string(s[:room])
+				p.kept += room
 			}
 		}
 	case KindDone, KindFailed, KindCancelled:
 		c.Ended = true
-		if p.MaxValue > 0 && e.Payload != nil && payload != nil && e.Payload.Bytes > p.MaxValue {
-			c.ResultBytes, payload = e.Payload.Bytes, nil
+		if payload != nil {
+			if room := p.room(p.MaxValue, 0); room >= 0 && len(payload) > room {
+				c.ResultBytes, payload = len(payload), nil
+			} else {
+				p.kept += len(payload)
+			}
 		}
 		c.Outcome = Outcome{Kind: e.Kind, Result: payload, Error: e.Error, Refused: e.Refused}
 		if !p.Frames {

@@ -84,3 +84,22 @@ func TestEventsPages(t *testing.T) {
 	_, err = calllog.ReplayTree(ctx, &st, "none", &calllog.Replayer{})
 	require.ErrorIs(t, err, calllog.ErrNoTree)
 }
+
+// TestReplayerMaxKept: past MaxKept bytes of text and values in all, a
+// call's text and value are counted and not kept.
+func TestReplayerMaxKept(t *testing.T) {
+	p := &calllog.Replayer{MaxText: 100, MaxKept: 12}
+	p.Add(textEvent("t", "a", 1, "0123456789"))
+	p.Add(textEvent("t", "b", 2, "abcdef"))
+	p.Add(textEvent("t", "c", 3, "xyz"))
+	v := frame.MustPayload(map[string]any{"n": 1})
+	p.Add(calllog.Event{Kind: calllog.KindDone, Tree: "t", Writer: "w", Seq: 4, Call: "c", Tool: "t",
+		Payload: &calllog.Content{Type: "object", Bytes: len(v), Keys: 1, Value: v}})
+	r := p.Replayed()
+	assert.Equal(t, "0123456789", r.Call("a").Text)
+	assert.Equal(t, "ab", r.Call("b").Text)
+	assert.Equal(t, 6, r.Call("b").TextBytes)
+	assert.Empty(t, r.Call("c").Text)
+	assert.Nil(t, r.Call("c").Outcome.Result)
+	assert.Equal(t, len(v), r.Call("c").ResultBytes)
+}

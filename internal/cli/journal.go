@@ -26,9 +26,11 @@ const (
 	// reached, before more is read.
 	exportReadBytes = 16 << 20
 	// replayMaxText and replayMaxValue bound what replay keeps of each
-	// call's text and value; the rest is counted and said.
+	// call's text and value, replayMaxKept of all calls' together; the
+	// rest is counted and said.
 	replayMaxText  = 16 << 10
 	replayMaxValue = 16 << 10
+	replayMaxKept  = 8 << 20
 )
 
 // followInterval is how often follow looks again for a journal, or a tree
@@ -359,10 +361,11 @@ id, tool and version, the text of its output ("text" strings of its chunks;
 kept by call --journal, which keeps full content; the first 16 KiB of it,
 and how much more there was), and its value (up to 16 KiB; a larger one is
 shown by its size) or error — or "running" when the journal holds no end
-for it. A gap in the kept events, and events kept but unreadable, are
-reported. Replay reads the journal a page at a time: it holds one page
-(at most 4 MiB of events, or one event up to 64 MiB) and what it prints
-of each call, whatever the journal's size.
+for it. Past 8 MiB of text and values for the whole tree, the rest is
+shown by its size. A gap in the kept events, and events kept but
+unreadable, are reported. Replay reads the journal a page at a time: it
+holds one page (at most 4 MiB of events, or one event up to 64 MiB) and
+what it prints of each call, whatever the journal's size.
 `
 
 func runReplay(ctx context.Context, args []string, env Env) error {
@@ -382,7 +385,7 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer st.Close()
-	r, err := calllog.ReplayTree(ctx, st, pos[1], &calllog.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue})
+	r, err := calllog.ReplayTree(ctx, st, pos[1], &calllog.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
 	if errors.Is(err, calllog.ErrNoTree) {
 		return statusErr(ExitFailure, "the journal %s has no events of tree %q", pos[0], pos[1])
 	}
