@@ -13,10 +13,13 @@
 //
 // Events have a versioned JSON form (Event.MarshalJSON, format 1) specified
 // in docs/events.md: the contract other processes read. A Follower tails a
-// tree in a store, showing gaps and writer takeovers; Replay rebuilds what
-// a watcher saw; TakeOver lets a new writer continue a tree whose writer
-// died. Stores implement EventStore; calllog/calllogtest checks the store
-// rules.
+// tree in a store, showing gaps and writer takeovers; Events reads a kept
+// tree a page at a time; ReplayTree (a Replayer) rebuilds what a watcher
+// saw, holding one page and a bounded summary per call; TakeOver lets a new
+// writer continue a tree whose writer died. An event a store cannot read is
+// a *CorruptEventError (ErrFormat): a loss of that event, which readers
+// show and read past. Stores implement EventStore (and TreeLister, to list
+// their trees); calllog/calllogtest checks the store rules.
 //
 //	st, _ := sqlitestore.Open("calls.db")
 //	h, _ := host.Start(ctx, host.Config{Command: "skulk-child",

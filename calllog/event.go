@@ -68,6 +68,10 @@ func (k Kind) valid() bool { return k >= KindStarted && k <= KindUnknown }
 // IsEnd reports whether k ends a call (done, failed, cancelled or unknown).
 func (k Kind) IsEnd() bool { return k >= KindCompleted && k <= KindCancelled || k == KindUnknown }
 
+// ParseKind returns the Kind whose JSON name is s ("done"); an unknown
+// name is an error wrapping ErrFormat.
+func ParseKind(s string) (Kind, error) { return parseKind(s) }
+
 // parseKind returns the Kind named s. An unknown name gives an error
 // wrapping ErrFormat.
 func parseKind(s string) (Kind, error) {
@@ -362,8 +366,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 // unknown keys are ignored.
 func (e *Event) UnmarshalJSON(data []byte) error {
 	var j jsonEvent
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&j); err != nil {
+	// json.Unmarshal, not a Decoder: it decodes data in place, where a
+	// Decoder copies it into a buffer of its own first.
+	if err := json.Unmarshal(data, &j); err != nil {
 		return &FormatError{Field: "event", Reason: "not a JSON object of the event form"}
 	}
 	if j.Format != Format {
@@ -456,4 +461,13 @@ func traceHex(s string, n int) bool {
 		zero = zero && c == '0'
 	}
 	return !zero
+}
+
+// DecodeEvent reads one event's JSON form, as Event.UnmarshalJSON does.
+// Stores call it rather than json.Unmarshal, whose syntax errors would not
+// match ErrFormat: every error it returns is a *FormatError.
+func DecodeEvent(data []byte) (Event, error) {
+	var e Event
+	err := e.UnmarshalJSON(data)
+	return e, err
 }

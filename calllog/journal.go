@@ -99,9 +99,10 @@ func TakeOver(ctx context.Context, store EventStore, tree, writer string) ([]Eve
 		_, _ = rand.Read(b[:])
 		writer = hex.EncodeToString(b[:])
 	}
-	if first, err := store.EventsAfter(ctx, tree, 0, 1); err != nil {
+	var ce *CorruptEventError
+	if first, err := store.EventsAfter(ctx, tree, 0, 1); err != nil && !errors.As(err, &ce) {
 		return nil, err
-	} else if len(first) == 0 {
+	} else if len(first) == 0 && ce == nil {
 		return nil, ErrNoTree
 	}
 	c, err := store.Claim(ctx, tree, writer)
@@ -109,36 +110,35 @@ func TakeOver(ctx context.Context, store EventStore, tree, writer string) ([]Eve
 		return nil, err
 	}
 	type open struct {
-		ev    Event // the call's latest event
+		ev    Event // the call's latest event, without its content
 		depth int
 	}
 	calls := map[string]*open{}
 	var order []string
-	for after := uint64(0); ; {
-		evs, err := store.EventsAfter(ctx, tree, after, 1024)
+	// Read a page at a time; an unreadable event is skipped (a call whose
+	// end it was is still open in what the log shows).
+	for e, err := range Events(ctx, store, tree, 0) {
+		if errors.As(err, &ce) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		if len(evs) == 0 {
-			break
+		if e.Kind.IsEnd() {
+			delete(calls, e.Call)
+			continue
 		}
-		for _, e := range evs {
-			after = e.Seq
-			if e.Kind.IsEnd() {
-				delete(calls, e.Call)
-				continue
+		o := calls[e.Call]
+		if o == nil {
+			o = &open{}
+			if p := calls[e.Parent]; p != nil {
+				o.depth = p.depth + 1
 			}
-			o := calls[e.Call]
-			if o == nil {
-				o = &open{}
-				if p := calls[e.Parent]; p != nil {
-					o.depth = p.depth + 1
-				}
-				calls[e.Call] = o
-				order = append(order, e.Call)
-			}
-			o.ev = e
+			calls[e.Call] = o
+			order = append(order, e.Call)
 		}
+		e.Payload, e.Media, e.Fragment = nil, nil, ""
+		o.ev = e
 	}
 	var opens []*open
 	for i := len(order) - 1; i >= 0; i-- { // latest started first

@@ -3,6 +3,8 @@ package calllog
 import (
 	"context"
 	"errors"
+	"strconv"
+	"time"
 )
 
 // Store errors. A store returns them (wrapped or not) so that writers and
@@ -73,9 +75,50 @@ type EventStore interface {
 	// c.Tree, numbered 0, or not after the one before it.
 	Keep(ctx context.Context, c Claim, events []Event) error
 	// EventsAfter returns up to limit kept events of tree with Seq > after,
-	// in Seq order; none (and no error) when there are none yet.
+	// in Seq order; none (and no error) when there are none yet. It may
+	// return fewer than limit (the module's stores stop a page at
+	// ReadPageBytes). When a kept event cannot be read (corrupt, or larger
+	// than MaxReadEventBytes) it returns the events before it and a
+	// *CorruptEventError naming it; a read after that Seq goes on past it.
 	EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]Event, error)
 }
+
+// Read bounds of the module's stores (docs/events.md, "Reading is
+// bounded"): what one EventsAfter holds, whatever the journal's size.
+const (
+	// ReadPageBytes bounds the stored size of the events one EventsAfter
+	// returns: a page ends at the first event that reaches it (so one
+	// event is always returned, up to MaxReadEventBytes).
+	ReadPageBytes = 4 << 20
+	// MaxReadEventBytes is the largest stored event a reader decodes; a
+	// larger one is reported as a *CorruptEventError (a loss) without
+	// being read.
+	MaxReadEventBytes = 64 << 20
+)
+
+// CorruptEventError is a kept event that cannot be read: its stored form
+// is not the event JSON form, or it is larger than MaxReadEventBytes. It
+// matches ErrFormat (errors.Is). Readers show it as a loss of that one
+// event and go on after it: the rest of the tree stays readable.
+type CorruptEventError struct {
+	// Tree and Seq name the event.
+	Tree string
+	// Seq is the event's number in its tree.
+	Seq uint64
+	// Err says what is wrong with it: a *FormatError.
+	Err error
+}
+
+func (e *CorruptEventError) Error() string {
+	return "calllog: event " + strconv.FormatUint(e.Seq, 10) + " of the tree cannot be read: " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *CorruptEventError) Unwrap() error { return e.Err }
+
+// ErrEventTooLarge is the Err of a *CorruptEventError for an event larger
+// than MaxReadEventBytes.
+var ErrEventTooLarge error = &FormatError{Field: "event", Reason: "larger than MaxReadEventBytes"}
 
 // FirstBatchKeeper is an optional EventStore method that saves a round trip
 // at the start of every tree (with a required journal, a wait of every
@@ -87,4 +130,40 @@ type FirstBatchKeeper interface {
 	// with ErrTreeExists; one claimed by this writer (a retry whose answer
 	// was lost) keeps its claim, and Keep's rules apply.
 	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
+}
+
+// TreeInfo describes one tree kept in a store, as a listing shows it.
+type TreeInfo struct {
+	// Tree is the tree's id.
+	Tree string
+	// Tool is the tool (or program name) of the tree's first kept event:
+	// its outermost call's, unless that event was lost. "" when the first
+	// kept event cannot be read.
+	Tool string
+	// Program is true when that event is a program's.
+	Program bool
+	// Start is when the first kept event was recorded; Last, the last.
+	Start, Last time.Time
+	// Events counts the kept events; LastSeq is the last one's Seq
+	// (LastSeq - Events events were lost or pruned, when no corrupt one
+	// is among them).
+	Events, LastSeq uint64
+	// Bytes is the events' stored size; 0 when the store does not say.
+	Bytes int64
+	// End is the kind of the tree's end (its outermost call's done,
+	// failed or cancelled) when the last kept event is that end; 0 while
+	// the tree runs, or when its end was never kept.
+	End Kind
+}
+
+// TreeLister is an EventStore that lists the trees it keeps: the module's
+// SQLite and JetStream stores are.
+type TreeLister interface {
+	// ListTrees returns the trees kept, newest first (by when the tree
+	// was first claimed). It holds one TreeInfo per tree, never a tree's
+	// events.
+	ListTrees(ctx context.Context) ([]TreeInfo, error)
+	// TreeInfo describes one tree; ErrNoTree when the store has no
+	// event of it.
+	TreeInfo(ctx context.Context, tree string) (TreeInfo, error)
 }

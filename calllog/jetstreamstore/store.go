@@ -36,7 +36,6 @@ package jetstreamstore
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -78,8 +77,16 @@ const (
 	// is stopped.
 	maxCursors = 8
 	// cursorBuffer bounds the events one open consumer holds in the
-	// client before they are asked for.
+	// client before they are asked for; its bytes are bounded too, by
+	// the larger of calllog.ReadPageBytes and the server's max_payload
+	// (cursorBytes).
 	cursorBuffer = 512
+	// smallRead is the most events a read from the start of an ended tree
+	// takes from the stream leader one request each instead of opening a
+	// consumer: a small tree read whole leaves nothing on the server.
+	smallRead = 8
+	// deleteTimeout bounds the request that deletes a reader's consumer.
+	deleteTimeout = 2 * time.Second
 	// maxStates bounds the trees whose last position a Store remembers
 	// for its own appends; past it one is forgotten (and read again from
 	// the stream when next appended to).
@@ -132,13 +139,17 @@ type Options struct {
 	// 0 means the URL's max_bytes, or no bound.
 	MaxBytes int64
 	// ReadOnly opens the stream for reading (followers): it is never
-	// created (a missing one is an error), and Claim and Keep fail with
+	// created (a missing one is ErrNoStream), and Claim and Keep fail with
 	// calllog.ErrStoreUnusable.
 	ReadOnly bool
+	// MustExist never creates the stream (a missing one is ErrNoStream)
+	// but may write to it: for commands that act only on trees kept
+	// already (a takeover).
+	MustExist bool
 }
 
-// ErrNoStream is the error of a read-only Open of a stream that does not
-// exist.
+// ErrNoStream is the error of a read-only (or MustExist) Open of a stream
+// that does not exist.
 var ErrNoStream = errors.New("jetstreamstore: no such stream")
 
 // Store is a calllog.EventStore in one JetStream stream. It is safe for
@@ -228,7 +239,7 @@ func New(ctx context.Context, nc *nats.Conn, stream string, opts Options) (*Stor
 	}
 	cfg := StreamConfig(stream, prefix, opts)
 	st, err := js.Stream(ctx, stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) && opts.ReadOnly {
+	if errors.Is(err, jetstream.ErrStreamNotFound) && (opts.ReadOnly || opts.MustExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoStream, stream)
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -800,9 +811,24 @@ type cursor struct {
 	tree string
 	pos  uint64 // the Seq of the last event returned
 	it   jetstream.MessagesContext
+	cons jetstream.Consumer
+	js   jetstream.JetStream
+	name string // the stream's
 }
 
-func (c *cursor) stop() { c.it.Stop() }
+// stop stops c's pull and deletes its consumer on the server, so that a
+// reader leaves nothing behind (the consumer's inactive threshold is the
+// backstop for a reader that dies first).
+func (c *cursor) stop() {
+	c.it.Stop()
+	info := c.cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	_ = c.js.DeleteConsumer(ctx, c.name, info.Name) // gone already, or the connection closed: the threshold removes it
+}
 
 // checkout takes the open cursor of tree positioned at after, if any.
 func (s *Store) checkout(tree string, after uint64) *cursor {
@@ -881,22 +907,31 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 		return nil, nil
 	}
 	c := s.checkout(tree, after)
+	if c == nil && after == 0 && until <= smallRead && endsTree(lastMsg.Data, tree) {
+		// A small ended tree read whole: no consumer. A running one is
+		// read through a consumer a follower goes on with.
+		return s.readLeader(ctx, tree, after, lastMsg.Sequence, limit)
+	}
 	if c == nil {
 		if c, err = s.open(ctx, tree, after, lastMsg.Sequence); err != nil {
 			return nil, err
 		}
 	}
 	out, err := s.collect(ctx, c, after, until, limit)
-	if errors.Is(err, errNotDelivered) {
+	var ce *calllog.CorruptEventError
+	switch {
+	case errors.Is(err, errNotDelivered):
 		c.stop()
 		return s.readLeader(ctx, tree, after, lastMsg.Sequence, limit)
-	}
-	if err != nil {
+	case err != nil && !errors.As(err, &ce):
 		c.stop()
 		return nil, err
+	case len(out) > 0 && out[len(out)-1].Kind.IsEnd() && out[len(out)-1].Call == tree:
+		c.stop() // the tree's end: nothing more to read (a takeover of an ended tree adds nothing)
+	default:
+		s.checkin(c)
 	}
-	s.checkin(c)
-	return out, nil
+	return out, err
 }
 
 // open starts an ordered consumer of tree's events at the first one
@@ -922,11 +957,19 @@ func (s *Store) open(ctx context.Context, tree string, after, lastStream uint64)
 	if err != nil {
 		return nil, s.classify("events after", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(cursorBuffer))
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(cursorBuffer, s.cursorBytes()))
 	if err != nil {
 		return nil, s.classify("events after", err)
 	}
-	return &cursor{tree: tree, pos: after, it: it}, nil
+	return &cursor{tree: tree, pos: after, it: it, cons: cons, js: s.js, name: s.name}, nil
+}
+
+// cursorBytes bounds the bytes one open consumer buffers in the client:
+// calllog.ReadPageBytes, or the server's max_payload and room for the
+// headers when that is larger (a consumer whose bound is below one
+// message would stall).
+func (s *Store) cursorBytes() int {
+	return max(calllog.ReadPageBytes, int(s.nc.MaxPayload())+64<<10)
 }
 
 // search returns the stream sequence of tree's first event whose Seq is
@@ -962,9 +1005,10 @@ func (s *Store) search(ctx context.Context, tree string, after, lastStream uint6
 // pending too early).
 func (s *Store) collect(ctx context.Context, c *cursor, after, until uint64, limit int) ([]calllog.Event, error) {
 	var out []calllog.Event
+	size := 0
 	wctx, cancel := context.WithTimeout(ctx, deliverWait)
 	defer cancel()
-	for (limit <= 0 || len(out) < limit) && c.pos < until {
+	for (limit <= 0 || len(out) < limit) && c.pos < until && size < calllog.ReadPageBytes {
 		m, err := c.it.Next(jetstream.NextContext(wctx))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -985,14 +1029,34 @@ func (s *Store) collect(ctx context.Context, c *cursor, after, until uint64, lim
 		if seq <= after || seq <= c.pos {
 			continue
 		}
-		var e calllog.Event
-		if err := json.Unmarshal(m.Data(), &e); err != nil {
-			return nil, fmt.Errorf("jetstreamstore: events after: %w", err)
-		}
-		out = append(out, e)
 		c.pos = seq
+		if err := decodeInto(&out, c.tree, seq, m.Data()); err != nil {
+			return out, err
+		}
+		size += len(m.Data())
 	}
 	return out, nil
+}
+
+// endsTree reports whether data, an event's JSON form, is the end of
+// tree's outermost call.
+func endsTree(data []byte, tree string) bool {
+	e, err := calllog.DecodeEvent(data)
+	return err == nil && e.Kind.IsEnd() && e.Call == tree
+}
+
+// decodeInto decodes the event seq of tree and appends it to out; an
+// event it cannot read is a *calllog.CorruptEventError.
+func decodeInto(out *[]calllog.Event, tree string, seq uint64, data []byte) error {
+	if len(data) > calllog.MaxReadEventBytes {
+		return &calllog.CorruptEventError{Tree: tree, Seq: seq, Err: calllog.ErrEventTooLarge}
+	}
+	e, err := calllog.DecodeEvent(data)
+	if err != nil {
+		return &calllog.CorruptEventError{Tree: tree, Seq: seq, Err: err}
+	}
+	*out = append(*out, e)
+	return nil
 }
 
 // errNotDelivered: the consumer delivered nothing within deliverWait
@@ -1015,7 +1079,8 @@ func (s *Store) readLeader(ctx context.Context, tree string, after, lastStream u
 	}
 	subj := s.subject(tree, "e")
 	var out []calllog.Event
-	for len(out) < limit && next <= lastStream {
+	size := 0
+	for len(out) < limit && next <= lastStream && size < calllog.ReadPageBytes {
 		m, err := s.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
@@ -1024,14 +1089,14 @@ func (s *Store) readLeader(ctx context.Context, tree string, after, lastStream u
 			return nil, s.classify("events after", err)
 		}
 		next = m.Sequence + 1
-		if seq, _ := strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64); seq <= after {
+		seq, _ := strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64)
+		if seq <= after {
 			continue
 		}
-		var e calllog.Event
-		if err := json.Unmarshal(m.Data, &e); err != nil {
-			return nil, fmt.Errorf("jetstreamstore: events after: %w", err)
+		if err := decodeInto(&out, tree, seq, m.Data); err != nil {
+			return out, err
 		}
-		out = append(out, e)
+		size += len(m.Data)
 	}
 	return out, nil
 }

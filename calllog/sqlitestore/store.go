@@ -4,6 +4,12 @@
 // one short transaction; writers take the write lock at BEGIN (IMMEDIATE)
 // and wait for a busy file up to the busy timeout.
 //
+// The file is marked as a Skulk journal (SQLite's application_id, and its
+// format in user_version); Open refuses, untouched, a file that is not one
+// (ErrNotJournal). Readers page by bytes (calllog.ReadPageBytes); whole
+// trees are listed (ListTrees) and pruned by age or size (Prune,
+// Options.Retention).
+//
 //	st, err := sqlitestore.Open("calls.db")
 //	defer st.Close()
 //	h, err := host.Start(ctx, host.Config{Command: cmd,
@@ -13,11 +19,13 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,27 +39,68 @@ import (
 // write lock when Options.BusyTimeout is 0.
 const defaultBusyTimeout = 5 * time.Second
 
+// The file's marks (docs/events.md, "The SQLite store"): SQLite's
+// application_id says the file is a Skulk journal, its user_version the
+// format of its tables.
+const (
+	applicationID = 0x536b6c6b // "Sklk"
+	formatVersion = 1
+)
+
+// Errors of Open.
+var (
+	// ErrNotJournal: the file is not a Skulk journal (another
+	// application's SQLite database, or not SQLite at all). It is left as
+	// it was. It matches calllog.ErrStoreUnusable too.
+	ErrNotJournal = errors.New("sqlitestore: the file is not a Skulk journal")
+	// ErrFormatVersion: the file is a Skulk journal of a later format
+	// than this store reads. It matches calllog.ErrStoreUnusable too.
+	ErrFormatVersion = errors.New("sqlitestore: the journal's format is newer than this store reads")
+	// ErrNotWritten: no journal has been written at the path yet (the
+	// file is missing), and Options.ReadOnly or Options.MustExist forbid
+	// creating it. It matches fs.ErrNotExist too.
+	ErrNotWritten = errors.New("sqlitestore: no journal written at the path yet")
+)
+
 // Options configures Open. The zero value is a read-write store that waits
-// up to 5 s for another process's lock.
+// up to 5 s for another process's lock, creating the file when missing.
 type Options struct {
 	// BusyTimeout bounds the wait for another process's lock; 0 means 5 s.
 	BusyTimeout time.Duration
 	// ReadOnly opens the file for reading (followers); Claim and Keep then
-	// fail with calllog.ErrStoreUnusable. The file must exist.
+	// fail with calllog.ErrStoreUnusable. Nothing is written to the file,
+	// and a missing file is ErrNotWritten. A 0-byte file, or one whose
+	// tables are not made yet, is a journal not written yet: it holds no
+	// tree until a writer makes them.
 	ReadOnly bool
+	// MustExist refuses to create the journal: a missing file is
+	// ErrNotWritten, and the tables of an empty one are not made (it
+	// holds no tree). For commands that only act on trees kept already
+	// (a takeover).
+	MustExist bool
+	// Retention prunes whole trees by age or size (Store.Prune): at Open
+	// and then at most once a minute as new trees are kept. The zero
+	// value keeps every tree. Not used when ReadOnly.
+	Retention Retention
 }
 
 // Store is a calllog.EventStore in one SQLite file. It is safe for
 // concurrent use; Close it when done.
 type Store struct {
-	db     *sql.DB
-	closed atomic.Bool
-	ro     bool
+	db        *sql.DB
+	closed    atomic.Bool
+	ro        bool
+	hasTables atomic.Bool // the journal's tables exist (checked until they do)
+
+	retention Retention
+	pruneMu   sync.Mutex // guards lastPrune
+	lastPrune time.Time
 }
 
 var (
 	_ calllog.EventStore       = (*Store)(nil)
 	_ calllog.FirstBatchKeeper = (*Store)(nil)
+	_ calllog.TreeLister       = (*Store)(nil)
 )
 
 const schema = `
@@ -77,8 +126,98 @@ const (
 	insertTail = ` ON CONFLICT (tree, seq) DO NOTHING`
 )
 
-// Open opens (creating when needed, unless read-only) the store in the file
-// at path.
+// fileState is what inspect found in a file.
+type fileState int
+
+const (
+	fileMissing fileState = iota // no file
+	fileEmpty                    // 0 bytes, or SQLite with no table at all
+	fileJournal                  // a Skulk journal (marked, or with its tables)
+)
+
+// dsn is the data source name of path with the query q.
+func dsn(path string, q url.Values) string {
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// inspect says what the file at path holds, reading it without writing:
+// a Skulk journal (marked, or unmarked with both of its tables and
+// nothing else's), an empty file, or something else (ErrNotJournal).
+func inspect(ctx context.Context, path string) (fileState, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fileMissing, nil
+	case err != nil:
+		return 0, fmt.Errorf("sqlitestore: open: %w", err)
+	case !fi.Mode().IsRegular():
+		return 0, fmt.Errorf("%w: %w: not a regular file", ErrNotJournal, calllog.ErrStoreUnusable)
+	case fi.Size() == 0:
+		return fileEmpty, nil
+	}
+	q := url.Values{}
+	q.Add("mode", "ro")
+	db, err := sql.Open("sqlite", dsn(path, q))
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: open: %w", err)
+	}
+	defer db.Close()
+	var app, version int64
+	if err := db.QueryRowContext(ctx, `PRAGMA application_id`).Scan(&app); err != nil {
+		return 0, notJournal(err)
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return 0, notJournal(err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')`)
+	if err != nil {
+		return 0, notJournal(err)
+	}
+	defer rows.Close()
+	var ours, others int
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return 0, notJournal(err)
+		}
+		if name == "calllog_trees" || name == "calllog_events" {
+			ours++
+		} else {
+			others++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, notJournal(err)
+	}
+	switch {
+	case app == applicationID && version > formatVersion:
+		return 0, fmt.Errorf("%w: %w: format %d, this store reads %d", ErrFormatVersion, calllog.ErrStoreUnusable, version, formatVersion)
+	case app == applicationID:
+		return fileJournal, nil
+	case app != 0:
+		return 0, fmt.Errorf("%w: %w: another application's database (application_id)", ErrNotJournal, calllog.ErrStoreUnusable)
+	case ours == 2 && others == 0:
+		return fileJournal, nil // written before the marks: stamped when opened read-write
+	case ours == 0 && others == 0:
+		return fileEmpty, nil
+	}
+	return 0, fmt.Errorf("%w: %w: it holds tables of another application", ErrNotJournal, calllog.ErrStoreUnusable)
+}
+
+// notJournal classes an error met reading a file's header and tables: a
+// file SQLite cannot read as a database is not a journal.
+func notJournal(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
+		return fmt.Errorf("%w: %w: not an SQLite database", ErrNotJournal, calllog.ErrStoreUnusable)
+	}
+	return fmt.Errorf("sqlitestore: open: %w", err)
+}
+
+// Open opens the store in the file at path, creating it when missing
+// (unless ReadOnly or MustExist). A file that is not a Skulk journal is
+// refused with ErrNotJournal and left untouched; a journal of a later
+// format with ErrFormatVersion.
 func Open(path string, opts ...Options) (*Store, error) {
 	var o Options
 	if len(opts) > 0 {
@@ -88,16 +227,25 @@ func Open(path string, opts ...Options) (*Store, error) {
 	if busy <= 0 {
 		busy = defaultBusyTimeout
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), busy+time.Second)
+	defer cancel()
+	state, err := inspect(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if state == fileMissing && (o.ReadOnly || o.MustExist) {
+		return nil, fmt.Errorf("%w: %w", ErrNotWritten, fs.ErrNotExist)
+	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_txlock", "immediate")
 	if o.ReadOnly {
 		q.Add("mode", "ro")
-	} else {
+	} else if state == fileJournal || !o.MustExist {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(NORMAL)")
 	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
+	db, err := sql.Open("sqlite", dsn(path, q))
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	}
@@ -109,18 +257,51 @@ func Open(path string, opts ...Options) (*Store, error) {
 		db.SetMaxOpenConns(1)
 	}
 	s := &Store{db: db, ro: o.ReadOnly}
-	ctx, cancel := context.WithTimeout(context.Background(), busy+time.Second)
-	defer cancel()
-	if !o.ReadOnly {
-		if _, err := db.ExecContext(ctx, schema); err != nil {
+	switch {
+	case o.ReadOnly || (o.MustExist && state != fileJournal):
+		// Nothing is written: the tables are looked for on each read
+		// until a writer has made them.
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlitestore: open: %w", err)
+		}
+		if state != fileJournal {
+			s.ro = true // a takeover of a journal not written yet: no tree to claim
+		}
+	default:
+		stamp := fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d;", applicationID, formatVersion)
+		if _, err := db.ExecContext(ctx, schema+stamp); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("sqlitestore: create schema: %w", err)
 		}
-	} else if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+		s.hasTables.Store(true)
+		s.retention = o.Retention
+		if !o.Retention.zero() {
+			if _, err := s.Prune(ctx, o.Retention); err != nil {
+				db.Close()
+				return nil, err
+			}
+		}
 	}
 	return s, nil
+}
+
+// tables reports whether the journal's tables exist (a store opened
+// read-only on a journal not written yet has none until a writer makes
+// them).
+func (s *Store) tables(ctx context.Context) (bool, error) {
+	if s.hasTables.Load() {
+		return true, nil
+	}
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('calllog_trees', 'calllog_events')`).Scan(&n)
+	if err != nil {
+		return false, s.classify("read", err)
+	}
+	if n == 2 {
+		s.hasTables.Store(true)
+	}
+	return n == 2, nil
 }
 
 // Close closes the store; later calls fail with calllog.ErrStoreUnusable.
@@ -226,6 +407,7 @@ func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calll
 	if err != nil {
 		return calllog.Claim{}, err
 	}
+	s.pruneDue(ctx)
 	return c, nil
 }
 
@@ -273,31 +455,47 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 }
 
 // EventsAfter implements calllog.EventStore. It reads without a write lock,
-// so followers never hold up the writer.
+// so followers never hold up the writer. A page ends once its events'
+// stored size reaches calllog.ReadPageBytes; an event larger than
+// calllog.MaxReadEventBytes is not read (a *calllog.CorruptEventError, as
+// for an event that is not the event JSON form).
 func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]calllog.Event, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("sqlitestore: events after: %w: closed", calllog.ErrStoreUnusable)
 	}
+	if ok, err := s.tables(ctx); !ok {
+		return nil, err
+	}
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT event FROM calllog_events WHERE tree = ? AND seq > ? ORDER BY seq LIMIT ?`,
-		tree, int64(after), limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, length(event), CASE WHEN length(event) <= ? THEN event END
+		FROM calllog_events WHERE tree = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		calllog.MaxReadEventBytes, tree, int64(after), limit)
 	if err != nil {
 		return nil, s.classify("events after", err)
 	}
 	defer rows.Close()
 	var out []calllog.Event
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
+	size := 0
+	for size < calllog.ReadPageBytes && rows.Next() {
+		var (
+			seq int64
+			n   int
+			b   sql.RawBytes // decoded before the next row: no copy kept
+		)
+		if err := rows.Scan(&seq, &n, &b); err != nil {
 			return nil, s.classify("events after", err)
 		}
-		var e calllog.Event
-		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, fmt.Errorf("sqlitestore: events after: %w", err)
+		if n > calllog.MaxReadEventBytes {
+			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: calllog.ErrEventTooLarge}
+		}
+		e, err := calllog.DecodeEvent(b)
+		if err != nil {
+			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: err}
 		}
 		out = append(out, e)
+		size += n
 	}
 	return out, s.classify("events after", rows.Err())
 }
@@ -305,6 +503,9 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 // Trees lists the ids of the trees in the store, in the order of their
 // first claim (for tools such as a follow command that picks the latest).
 func (s *Store) Trees(ctx context.Context) ([]string, error) {
+	if ok, err := s.tables(ctx); !ok {
+		return nil, err
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT tree FROM calllog_trees ORDER BY rowid`)
 	if err != nil {
 		return nil, s.classify("trees", err)

@@ -231,8 +231,8 @@ func TestJournalReplayAndRefusal(t *testing.T) {
 	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
 		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	}
-	// follow of an ended tree prints it and ends.
-	fl := run(t, "", "follow", db)
+	// follow of an ended tree, named, prints it and ends.
+	fl := run(t, "", "follow", db, tree)
 	if fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`) {
 		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
 	}
@@ -249,7 +249,7 @@ func TestJournalReplayAndRefusal(t *testing.T) {
 	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+refused+" nope") || !strings.Contains(rp.Stdout, "unknown_tool") {
 		t.Fatalf("replay of the refused call: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	}
-	fl = run(t, "", "follow", db)
+	fl = run(t, "", "follow", db, refused)
 	if fl.Status != 0 || !strings.Contains(fl.Stdout, `"refused":"unknown_tool"`) {
 		t.Fatalf("follow of the refused call: %d %q", fl.Status, fl.Stdout)
 	}

@@ -41,7 +41,7 @@ func TestNATSJournalReplayFollowExport(t *testing.T) {
 	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
 		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	}
-	fl := run(t, "", "follow", url)
+	fl := run(t, "", "follow", url, tree)
 	if fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`) {
 		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
 	}

@@ -152,9 +152,12 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 			return statusErr(ExitFailure, "--tools %s is not the JSON array skulk-host tools --json prints: %v", *toolsFile, err)
 		}
 	}
-	events, err := readTree(ctx, pos[0], pos[1])
+	events, corrupt, err := readTree(ctx, pos[0], pos[1], uint64(until))
 	if err != nil {
 		return err
+	}
+	if corrupt > 0 {
+		fmt.Fprintf(env.Stderr, "skulk-host asif export: %d event(s) of tree %s are kept but cannot be read: exported as lost\n", corrupt, termsafe.Escape(pos[1]))
 	}
 	session, err := export.Export(events, opts)
 	var (

@@ -57,7 +57,7 @@ func commands() []*command {
 		{name: "asif", usage: asifUsage, short: "export a journal's call tree as an ASIF session; check ASIF documents", long: asifHelp, run: runASIF},
 		{name: "follow", usage: followUsage, short: "tail a call tree kept by call --journal, live", long: followHelp, run: runFollow},
 		{name: "replay", usage: replayUsage, short: "show what a watcher saw of a call tree kept by call --journal", long: replayHelp, run: runReplay},
-		{name: "journal", usage: journalUsage, short: "take over a call tree whose host died (journal takeover)", long: journalHelp, run: runJournal},
+		{name: "journal", usage: journalUsage, short: "list, prune or take over the call trees of a journal", long: journalHelp, run: runJournal},
 		{name: "help", usage: "help [command]", short: "show help for a command", long: helpHelp},
 	}
 }

@@ -79,9 +79,13 @@ func ExitForTerminal(f frame.Frame) int {
 type exitError struct {
 	status int
 	msg    string
+	cause  error // what callers match with errors.Is; nil for none
 }
 
 func (e *exitError) Error() string { return e.msg }
+
+// Unwrap returns the cause the error was made with, if any.
+func (e *exitError) Unwrap() error { return e.cause }
 
 // usageErr returns an error that ends the command with ExitUsage.
 func usageErr(format string, args ...any) error {

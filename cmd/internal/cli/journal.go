@@ -14,20 +14,28 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/jetstreamstore"
+	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 )
 
-// Reading a whole tree (replay, asif export): journalReadPage events per
-// read of the store, at most maxTreeEvents in all (1,000,000) — more could
-// not fit in an ASIF document of asif.MaxDocumentBytes anyway, and the
-// bound keeps the reader's memory finite.
+// Bounds of reading a journal (docs/events.md, "Reading is bounded").
 const (
-	journalReadPage = 10_000
-	maxTreeEvents   = 1_000_000
+	// exportReadBytes bounds the events asif export holds: the tree's
+	// events up to --until (their payloads, media and fragments counted,
+	// heldBytes); a tree past it is refused as soon as the bound is
+	// reached, before more is read.
+	exportReadBytes = 16 << 20
+	// replayMaxText and replayMaxValue bound what replay keeps of each
+	// call's text and value, replayMaxKept of all calls' together; the
+	// rest is counted and said.
+	replayMaxText  = 16 << 10
+	replayMaxValue = 16 << 10
+	replayMaxKept  = 8 << 20
 )
 
-// followInterval is how often lastTree reads a journal that holds no
-// tree yet.
+// followInterval is how often follow looks again for a journal, or a tree
+// in it, that is not there yet.
 const followInterval = 200 * time.Millisecond
 
 // redactFlag collects repeated --redact KEY[,KEY...] flags: payload keys
@@ -69,7 +77,7 @@ type callJournal struct {
 // event in it, required and with full content, so that the log can be
 // replayed and exported later.
 func openCallJournal(path string) (*callJournal, error) {
-	st, err := openStore(path, false)
+	st, err := openStore(path, storeCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -89,70 +97,167 @@ func journalRefusal(err error) error {
 	return statusErr(ExitFailure, "call refused: the journal did not keep its start, nothing was sent: %v", err)
 }
 
-// openJournalReader opens path (a file read-only, or a store URL) for
-// follow, replay and asif export. A missing file is reported as such
-// (SQLite's own error for it says only that it cannot open the file).
-func openJournalReader(path string) (journalStore, error) {
-	return openStore(path, true)
-}
-
-// readTree reads every kept event of tree from the journal at path,
-// read-only, at most maxTreeEvents of them. A tree with no events is an
+// readTree reads the kept events of tree from the journal at path,
+// read-only, through until (0: all), holding at most exportReadBytes of
+// them: a tree past the bound is refused when the bound is reached, before
+// more is read. An unreadable event is left out (the exporter shows the
+// gap as a loss) and counted in corrupt. A tree with no events is an
 // error.
-func readTree(ctx context.Context, path, tree string) ([]calllog.Event, error) {
-	st, err := openJournalReader(path)
+func readTree(ctx context.Context, path, tree string, until uint64) (events []calllog.Event, corrupt int, err error) {
+	st, err := openStore(path, storeRead)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, errNotWritten) {
+			return nil, 0, statusErr(ExitFailure, "the journal %s has no events of tree %q: %v", path, tree, err)
+		}
+		return nil, 0, err
 	}
 	defer st.Close()
-	var events []calllog.Event
-	for after := uint64(0); ; {
-		page, err := st.EventsAfter(ctx, tree, after, journalReadPage)
-		if err != nil {
-			return nil, statusErr(ExitFailure, "cannot read the journal %s: %v", path, err)
+	held := 0
+	found := false
+	for e, err := range calllog.Events(ctx, st, tree, 0) {
+		var ce *calllog.CorruptEventError
+		if errors.As(err, &ce) {
+			corrupt++
+			found = true
+			continue
 		}
-		if len(page) == 0 {
+		if err != nil {
+			return nil, 0, statusErr(ExitFailure, "cannot read the journal %s: %v", path, err)
+		}
+		found = true
+		if until != 0 && e.Seq > until {
 			break
 		}
-		events = append(events, page...)
-		if len(events) > maxTreeEvents {
-			return nil, statusErr(ExitFailure, "tree %q has more than %d events: too many to read at once", tree, maxTreeEvents)
+		if held += heldBytes(e); held > exportReadBytes {
+			return nil, 0, statusErr(ExitFailure, "tree %q holds more than %s of events up to event %d: more than asif export reads at once; export an earlier window with --until", tree, formatSize(exportReadBytes), e.Seq)
 		}
-		after = page[len(page)-1].Seq
+		events = append(events, e)
 	}
-	if len(events) == 0 {
-		return nil, statusErr(ExitFailure, "the journal %s has no events of tree %q", path, tree)
+	if !found {
+		return nil, 0, statusErr(ExitFailure, "the journal %s has no events of tree %q", path, tree)
 	}
-	return events, nil
+	return events, corrupt, nil
 }
 
-// lastTree waits until the store holds a tree and returns the latest.
-func lastTree(ctx context.Context, st journalStore) (string, error) {
+// heldBytes is about what an event read from a journal holds in memory:
+// its fixed part and strings, its payload, media and fragment.
+func heldBytes(e calllog.Event) int {
+	n := 256 + len(e.Tree) + len(e.Writer) + len(e.Call) + len(e.Parent) + len(e.Tool) + len(e.ToolVersion) + len(e.Child) + len(e.Fragment)
+	if e.Payload != nil {
+		n += len(e.Payload.Value)
+	}
+	if e.Media != nil {
+		n += len(e.Media.Data) + len(e.Media.MediaType) + len(e.Media.BlobID)
+	}
+	if e.Error != nil {
+		n += len(e.Error.Message)
+	}
+	return n
+}
+
+// waitStore opens the journal at path for reading, waiting (when wait) for
+// it to be written; waited says it was not there at first. The wait is
+// announced on stderr, so that a caller knows follow is in place.
+func waitStore(ctx context.Context, path string, wait bool, stderr io.Writer) (st journalStore, waited bool, err error) {
 	for {
+		st, err := openStore(path, storeRead)
+		if err == nil || !wait || !errors.Is(err, errNotWritten) {
+			return st, waited, err
+		}
+		if !waited {
+			fmt.Fprintf(stderr, "skulk-host follow: waiting for the journal %s to be written\n", termsafe.Escape(path))
+			waited = true
+		}
+		if err := pause(ctx); err != nil {
+			return nil, waited, statusErr(ExitCancelled, "interrupted before the journal %s was written", path)
+		}
+	}
+}
+
+// pause waits followInterval, or until ctx is done.
+func pause(ctx context.Context) error {
+	t := time.NewTimer(followInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// treeKept reports whether the store holds an event of tree, readable or
+// not.
+func treeKept(ctx context.Context, st journalStore, tree string) (bool, error) {
+	evs, err := st.EventsAfter(ctx, tree, 0, 1)
+	var ce *calllog.CorruptEventError
+	if errors.As(err, &ce) {
+		return true, nil
+	}
+	return len(evs) > 0, err
+}
+
+// treeToFollow returns the tree follow shows when none is named: the
+// latest tree of st while it runs, else the next one to start (so follow
+// started before a call shows that call, not the one before it). When the
+// journal was not written as follow started (fresh), every tree is new:
+// the first to appear is shown even when it has ended already.
+func treeToFollow(ctx context.Context, st journalStore, fresh bool, path string, stderr io.Writer) (string, error) {
+	seen := ""
+	if !fresh {
+		var err error
+		if seen, err = latestTree(ctx, st); err != nil {
+			return "", statusErr(ExitFailure, "reading the journal: %v", err)
+		}
+	}
+	if seen != "" {
+		info, err := st.TreeInfo(ctx, seen)
+		if err != nil && !errors.Is(err, calllog.ErrNoTree) {
+			return "", statusErr(ExitFailure, "reading the journal: %v", err)
+		}
+		if err == nil && info.End == 0 {
+			return seen, nil
+		}
+	}
+	for announced := false; ; announced = true {
 		tree, err := latestTree(ctx, st)
 		if err != nil {
 			return "", statusErr(ExitFailure, "reading the journal: %v", err)
 		}
-		if tree != "" {
+		if tree != "" && tree != seen {
 			return tree, nil
 		}
-		select {
-		case <-ctx.Done():
-			return "", statusErr(ExitCancelled, "interrupted before a call tree appeared in the journal")
-		case <-time.After(followInterval):
+		if !announced {
+			fmt.Fprintf(stderr, "skulk-host follow: waiting for a call tree to start in %s\n", termsafe.Escape(path))
+		}
+		if err := pause(ctx); err != nil {
+			return "", statusErr(ExitCancelled, "interrupted before a new call tree appeared in the journal")
 		}
 	}
 }
 
-const followUsage = "follow FILE [TREE]"
+const followUsage = "follow FILE [TREE] [--wait]"
 
 var followHelp = `
 Follow tails a call tree kept in the journal FILE (a SQLite file or a
 nats:// store URL, see call --journal; written by
 'skulk-host call --journal FILE'), live, from another terminal or process:
 it prints every kept event as one JSON line (the event's JSON form,
-docs/events.md), from the tree's first event, as it is kept. TREE defaults
-to the latest tree in FILE (waiting for one to appear).
+docs/events.md), from the tree's first event, as it is kept.
+
+Without TREE it follows the tree running in FILE, or when none is running
+(the latest tree has ended, or there is none) the next tree to start:
+started before a call, it shows that call. It waits for FILE to be written
+(a missing or empty file, a stream not created yet) and for a tree to
+start, saying so on standard error. To see a tree that has ended, name it
+('skulk-host journal list FILE' lists them).
+
+With TREE it follows that tree, from its first event; a TREE the journal
+does not hold is an error (status 1), unless --wait.
+
+	--wait
+		wait for TREE (and FILE) to appear instead of failing: for a
+		tree whose call has not started yet.
 
 Before an event it also prints, each on a line of its own:
 
@@ -161,14 +266,20 @@ Before an event it also prints, each on a line of its own:
 		(a restarted host; see 'skulk-host journal takeover');
 	{"lost":{"from":A,"to":B}}
 		the events A..B were numbered but never kept (a writer died or
-		its queue overflowed).
+		its queue overflowed), or kept but unreadable;
+	{"corrupt":{"seq":N}}
+		the event N is kept but cannot be read (not the event JSON form,
+		or larger than 64 MiB): it is counted in the next lost line.
 
-Follow ends (status 0) once the tree's outermost call has ended, or when
+Follow holds one read of the journal at a time (at most 512 events and
+4 MiB of them, or one event up to 64 MiB), whatever the journal's size.
+It ends (status 0) once the tree's outermost call has ended, or when
 interrupted (Ctrl-C, status 13).
 `
 
 func runFollow(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("follow", flag.ContinueOnError)
+	wait := fs.Bool("wait", false, "")
 	pos, _, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -176,25 +287,57 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 	if len(pos) < 1 || len(pos) > 2 {
 		return usageErr("want FILE and an optional TREE, e.g. skulk-host follow calls.db")
 	}
-	st, err := openJournalReader(pos[0])
+	named := len(pos) == 2
+	if *wait && !named {
+		return usageErr("--wait is for a named TREE: without one, follow always waits")
+	}
+	st, waited, err := waitStore(ctx, pos[0], *wait || !named, env.Stderr)
 	if err != nil {
+		if named && errors.Is(err, errNotWritten) {
+			return statusErr(ExitFailure, "no tree %q: the journal %s is not written yet (--wait waits for it)", pos[1], pos[0])
+		}
 		return err
 	}
 	defer st.Close()
-	tree := ""
-	if len(pos) == 2 {
+	var tree string
+	if named {
 		tree = pos[1]
-	} else if tree, err = lastTree(ctx, st); err != nil {
+		for announced := false; ; {
+			ok, err := treeKept(ctx, st, tree)
+			if err != nil {
+				return statusErr(ExitFailure, "reading the journal: %v", err)
+			}
+			if ok {
+				break
+			}
+			if !*wait {
+				return statusErr(ExitFailure, "no tree %q in the journal %s (--wait waits for it)", tree, pos[0])
+			}
+			if !announced {
+				fmt.Fprintf(env.Stderr, "skulk-host follow: waiting for tree %s to start in %s\n", termsafe.Escape(tree), termsafe.Escape(pos[0]))
+				announced = true
+			}
+			if err := pause(ctx); err != nil {
+				return statusErr(ExitCancelled, "interrupted before tree %q appeared", tree)
+			}
+		}
+	} else if tree, err = treeToFollow(ctx, st, waited, pos[0], env.Stderr); err != nil {
 		return err
 	}
 	f := calllog.NewFollower(st, tree, 0, 0)
 	for {
 		step, err := f.Next(ctx)
+		var ce *calllog.CorruptEventError
 		switch {
 		case errors.Is(err, io.EOF):
 			return nil
 		case ctx.Err() != nil:
 			return statusErr(ExitCancelled, "interrupted")
+		case errors.As(err, &ce):
+			if _, err := fmt.Fprintf(env.Stdout, "{\"corrupt\":{\"seq\":%d}}\n", ce.Seq); err != nil {
+				return statusErr(ExitFailure, "writing the output: %v", err)
+			}
+			continue
 		case err != nil:
 			return statusErr(ExitFailure, "reading the journal: %v", err)
 		}
@@ -242,9 +385,14 @@ Replay reads the call tree TREE kept in the journal FILE (a SQLite file
 or a nats:// store URL) and prints
 what a watcher of each call saw, in the order the calls started: the call's
 id, tool and version, the text of its output ("text" strings of its chunks;
-kept by call --journal, which keeps full content), and its value or error —
-or "running" when the journal holds no end for it. A gap in the kept
-events is reported.
+kept by call --journal, which keeps full content; the first 16 KiB of it,
+and how much more there was), and its value (up to 16 KiB; a larger one is
+shown by its size) or error — or "running" when the journal holds no end
+for it. Past 8 MiB of text and values for the whole tree, the rest is
+shown by its size. A gap in the kept events, and events kept but
+unreadable, are reported. Replay reads the journal a page at a time: it
+holds one page (at most 4 MiB of events, or one event up to 64 MiB) and
+what it prints of each call, whatever the journal's size.
 `
 
 func runReplay(ctx context.Context, args []string, env Env) error {
@@ -256,28 +404,28 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 	if len(pos) != 2 {
 		return usageErr("want FILE and TREE, e.g. skulk-host replay calls.db 1a2b3c4d-1")
 	}
-	events, err := readTree(ctx, pos[0], pos[1])
+	st, err := openStore(pos[0], storeRead)
 	if err != nil {
+		if errors.Is(err, errNotWritten) {
+			return statusErr(ExitFailure, "the journal %s has no events of tree %q: %v", pos[0], pos[1], err)
+		}
 		return err
 	}
-	printReplay(env.Stdout, calllog.Replay(events), tracesOf(events))
-	return nil
-}
-
-// tracesOf returns the spans of the calls of events that name one.
-func tracesOf(events []calllog.Event) map[string]*calllog.Span {
-	m := map[string]*calllog.Span{}
-	for _, e := range events {
-		if e.Span != nil {
-			m[e.Call] = e.Span
-		}
+	defer st.Close()
+	r, err := calllog.ReplayTree(ctx, st, pos[1], &calllog.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
+	if errors.Is(err, calllog.ErrNoTree) {
+		return statusErr(ExitFailure, "the journal %s has no events of tree %q", pos[0], pos[1])
 	}
-	return m
+	if err != nil {
+		return statusErr(ExitFailure, "cannot read the journal %s: %v", pos[0], err)
+	}
+	printReplay(env.Stdout, r)
+	return nil
 }
 
 // printReplay prints each call of r: a header line, its trace (when its
 // events name one), its text, its end.
-func printReplay(w io.Writer, r *calllog.ReplayedTree, traces map[string]*calllog.Span) {
+func printReplay(w io.Writer, r *calllog.ReplayedTree) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
@@ -291,12 +439,16 @@ func printReplay(w io.Writer, r *calllog.ReplayedTree, traces map[string]*calllo
 			fmt.Fprintf(w, ", step of %s", termsafe.Escape(c.Parent))
 		}
 		fmt.Fprintf(w, ", %d attempt(s)\n", c.Attempts)
-		if tr, ok := traces[c.Call]; ok {
+		if tr := c.Span; tr != nil {
 			// Hex digits only: a journal's ids were checked when read.
 			fmt.Fprintf(w, "  trace: %s span %s\n", tr.TraceID, tr.SpanID)
 		}
 		if c.Text != "" {
-			fmt.Fprintf(w, "  text: %s\n", strconv.Quote(c.Text))
+			fmt.Fprintf(w, "  text: %s", strconv.Quote(c.Text))
+			if more := c.TextBytes - len(c.Text); more > 0 {
+				fmt.Fprintf(w, " (and %d more bytes not shown)", more)
+			}
+			fmt.Fprintln(w)
 		}
 		switch {
 		case !c.Ended:
@@ -307,6 +459,8 @@ func printReplay(w io.Writer, r *calllog.ReplayedTree, traces map[string]*calllo
 			v := "(no value)"
 			if res := c.Outcome.Result; res != nil {
 				v = termsafe.Escape(compactJSON(res))
+			} else if c.ResultBytes > 0 {
+				v = fmt.Sprintf("(a value of %d bytes, not shown)", c.ResultBytes)
 			}
 			fmt.Fprintf(w, "  done: %s\n", v)
 		default:
@@ -329,39 +483,261 @@ func printReplay(w io.Writer, r *calllog.ReplayedTree, traces map[string]*calllo
 	if r.Lost > 0 {
 		fmt.Fprintf(w, "lost: %d event(s) were numbered but not kept\n", r.Lost)
 	}
+	if r.Corrupt > 0 {
+		fmt.Fprintf(w, "corrupt: %d event(s) are kept but cannot be read\n", r.Corrupt)
+	}
 }
 
-const journalUsage = "journal takeover FILE TREE"
+const journalUsage = "journal list FILE [--json] [--since T] [--until T] [--state S] | journal prune FILE [--older-than D] [--max-bytes N] | journal takeover FILE TREE"
 
 var journalHelp = `
-Journal takeover claims the call tree TREE in the journal FILE (a SQLite
-file or a nats:// store URL) for
-a new writer — the way a restarted host continues a tree whose host died —
-and records, for every call the journal shows started and not ended, that
-its outcome is unknown (an "unknown" end, steps before their callers): the
-journal does not say how such a call ended, so no failure is made up. The previous writer is fenced from then on: it can no longer
-append to the tree. The events it kept are printed as JSON lines
-(docs/events.md); followers see the takeover.
+Journal lists, prunes and takes over the call trees kept in the journal
+FILE (a SQLite file or a nats:// store URL, as call --journal writes it).
+
+	skulk-host journal list FILE [--json] [--since T] [--until T] [--state S]
+
+List prints one line per tree, newest first (by when the tree began): its
+id, its tool (or program name), when its first kept event was recorded,
+its state, and its kept event count (and, when events are missing, the
+last event number: events numbered but not kept, or pruned). The state is
+done, failed or cancelled once the tree's outermost call has ended, else
+running (a tree whose host died is running until 'journal takeover' ends
+it). Nothing is written to FILE.
+
+	--json
+		print one JSON object per line: tree, tool, program, start,
+		last (RFC 3339), state, events, last_seq, bytes (the events'
+		stored size; 0 for a JetStream journal).
+	--since T, --until T
+		only the trees that began at or after T, before T (RFC 3339,
+		or a duration such as 24h meaning that long ago).
+	--state S
+		only the trees in state S: running, ended, done, failed or
+		cancelled.
+
+	skulk-host journal prune FILE [--older-than D] [--max-bytes N]
+
+Prune removes whole trees: those whose last kept event is older than D
+(--older-than, e.g. 168h), and for a SQLite journal the oldest trees until
+the kept events take at most N bytes (--max-bytes, e.g. 512MiB; never the
+newest tree). A pruned tree is gone: replay, follow, asif export and
+journal takeover say the journal has no such tree. A SQLite file does not
+shrink (its pages are reused for new trees). A JetStream journal's size is
+bounded by its stream's max_bytes instead (max_bytes=N in the URL when the
+stream is made), which drops the oldest events one by one.
+
+	skulk-host journal takeover FILE TREE
+
+Takeover claims the call tree TREE for a new writer — the way a restarted
+host continues a tree whose host died — and records, for every call the
+journal shows started and not ended, that its outcome is unknown (an
+"unknown" end, steps before their callers): the journal does not say how
+such a call ended, so no failure is made up. The previous writer is
+fenced from then on: it can no longer append to the tree. The events it
+kept are printed as JSON lines (docs/events.md); followers see the
+takeover.
+
+Prune and takeover never create FILE or a stream; list never writes. A
+file that is not a Skulk journal (another application's database) is
+refused and left unchanged.
 `
 
 func runJournal(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("journal", flag.ContinueOnError)
+	if len(args) == 0 {
+		return usageErr("want a subcommand: journal list, prune or takeover")
+	}
+	switch args[0] {
+	case "list":
+		return runJournalList(ctx, args[1:], env)
+	case "prune":
+		return runJournalPrune(ctx, args[1:], env)
+	case "takeover":
+		return runJournalTakeover(ctx, args[1:], env)
+	case "-h", "-help", "--help", "help":
+		return flag.ErrHelp
+	}
+	return usageErr("unknown subcommand: want journal list, prune or takeover")
+}
+
+// timeFlag is a point in time on the command line: RFC 3339, or a
+// duration meaning that long before now.
+type timeFlag struct{ t time.Time }
+
+func (f *timeFlag) String() string {
+	if f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f *timeFlag) Set(v string) error {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		f.t = t
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return errors.New("want an RFC 3339 time or a duration such as 24h")
+	}
+	f.t = time.Now().Add(-d)
+	return nil
+}
+
+// treeState names a listed tree's state.
+func treeState(ti calllog.TreeInfo) string {
+	if ti.End == 0 {
+		return "running"
+	}
+	return ti.End.String()
+}
+
+func runJournalList(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("journal list", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	var since, until timeFlag
+	fs.Var(&since, "since", "")
+	fs.Var(&until, "until", "")
+	state := fs.String("state", "", "")
 	pos, _, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 3 || pos[0] != "takeover" {
-		return usageErr("want: journal takeover FILE TREE")
+	if len(pos) != 1 {
+		return usageErr("want: journal list FILE")
 	}
-	st, err := openStore(pos[1], false)
+	switch *state {
+	case "", "running", "ended", "done", "failed", "cancelled":
+	default:
+		return usageErr("invalid value for flag -state: want running, ended, done, failed or cancelled")
+	}
+	st, err := openStore(pos[0], storeRead)
+	if errors.Is(err, errNotWritten) {
+		return nil // a journal not written yet holds no tree
+	}
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	writer := newWriterName()
-	kept, err := calllog.TakeOver(ctx, st, pos[2], writer)
+	trees, err := st.ListTrees(ctx)
 	if err != nil {
-		return statusErr(ExitFailure, "taking over tree %s: %v", pos[2], err)
+		return statusErr(ExitFailure, "reading the journal %s: %v", pos[0], err)
+	}
+	enc := json.NewEncoder(env.Stdout)
+	for _, ti := range trees {
+		s := treeState(ti)
+		switch {
+		case !since.t.IsZero() && ti.Start.Before(since.t),
+			!until.t.IsZero() && !ti.Start.Before(until.t),
+			*state == "ended" && s == "running",
+			*state != "" && *state != "ended" && *state != s:
+			continue
+		}
+		if *asJSON {
+			line := struct {
+				Tree    string     `json:"tree"`
+				Tool    string     `json:"tool"`
+				Program bool       `json:"program,omitempty"`
+				Start   *time.Time `json:"start"`
+				Last    *time.Time `json:"last"`
+				State   string     `json:"state"`
+				Events  uint64     `json:"events"`
+				LastSeq uint64     `json:"last_seq"`
+				Bytes   int64      `json:"bytes"`
+			}{ti.Tree, ti.Tool, ti.Program, timeOrNil(ti.Start), timeOrNil(ti.Last), s, ti.Events, ti.LastSeq, ti.Bytes}
+			if err := enc.Encode(line); err != nil {
+				return statusErr(ExitFailure, "writing the output: %v", err)
+			}
+			continue
+		}
+		start := "-"
+		if !ti.Start.IsZero() {
+			start = ti.Start.UTC().Format(time.RFC3339)
+		}
+		tool := ti.Tool
+		if tool == "" {
+			tool = "-"
+		}
+		line := fmt.Sprintf("%s  %s  %s  %s  %d event(s)", termsafe.Escape(ti.Tree), termsafe.Escape(tool), start, s, ti.Events)
+		if ti.LastSeq > ti.Events {
+			line += fmt.Sprintf(" of %d", ti.LastSeq)
+		}
+		if _, err := fmt.Fprintln(env.Stdout, line); err != nil {
+			return statusErr(ExitFailure, "writing the output: %v", err)
+		}
+	}
+	return nil
+}
+
+// timeOrNil is t for JSON, nil (null) when zero.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func runJournalPrune(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("journal prune", flag.ContinueOnError)
+	olderThan := fs.Duration("older-than", 0, "")
+	var maxBytes byteSize
+	fs.Var(&maxBytes, "max-bytes", "")
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want: journal prune FILE --older-than D and/or --max-bytes N")
+	}
+	if *olderThan < 0 || (*olderThan == 0 && maxBytes == 0) {
+		return usageErr("journal prune wants --older-than (a positive duration) or --max-bytes")
+	}
+	st, err := openStore(pos[0], storeExisting)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch st := st.(type) {
+	case *sqlitestore.Store:
+		p, err := st.Prune(ctx, sqlitestore.Retention{MaxAge: *olderThan, MaxBytes: int64(maxBytes)})
+		if err != nil {
+			return statusErr(ExitFailure, "pruning the journal %s: %v", pos[0], err)
+		}
+		fmt.Fprintf(env.Stderr, "skulk-host journal: pruned %d tree(s), %d event(s), %s\n", p.Trees, p.Events, formatSize(p.Bytes))
+	case *jetstreamstore.Store:
+		if maxBytes != 0 {
+			return usageErr("--max-bytes is for a SQLite journal: a JetStream journal is bounded by its stream's max_bytes")
+		}
+		p, err := st.Prune(ctx, *olderThan)
+		if err != nil {
+			return statusErr(ExitFailure, "pruning the journal: %v", err)
+		}
+		fmt.Fprintf(env.Stderr, "skulk-host journal: pruned %d tree(s), %d message(s)\n", p.Trees, p.Messages)
+	}
+	return nil
+}
+
+func runJournalTakeover(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("journal takeover", flag.ContinueOnError)
+	pos, _, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usageErr("want: journal takeover FILE TREE")
+	}
+	st, err := openStore(pos[0], storeExisting)
+	if err != nil {
+		if errors.Is(err, errNotWritten) {
+			return statusErr(ExitFailure, "taking over tree %s: %v: %v", pos[1], calllog.ErrNoTree, err)
+		}
+		return err
+	}
+	defer st.Close()
+	writer := newWriterName()
+	kept, err := calllog.TakeOver(ctx, st, pos[1], writer)
+	if err != nil {
+		return statusErr(ExitFailure, "taking over tree %s: %v", pos[1], err)
 	}
 	for _, e := range kept {
 		b, err := e.MarshalJSON()
@@ -370,7 +746,7 @@ func runJournal(ctx context.Context, args []string, env Env) error {
 		}
 		env.Stdout.Write(append(b, '\n'))
 	}
-	fmt.Fprintf(env.Stderr, "skulk-host journal: tree %s taken over by writer %s: %d event(s) recorded\n", pos[2], writer, len(kept))
+	fmt.Fprintf(env.Stderr, "skulk-host journal: tree %s taken over by writer %s: %d event(s) recorded\n", pos[1], writer, len(kept))
 	return nil
 }
 

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 // stream.
 type journalStore interface {
 	calllog.EventStore
+	calllog.TreeLister
 	Close() error
 }
 
@@ -55,18 +58,40 @@ func natsOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// storeMode says what openStore may do to a journal.
+type storeMode int
+
+const (
+	// storeCreate opens for writing, creating the file or stream when
+	// missing (call --journal).
+	storeCreate storeMode = iota
+	// storeRead opens for reading only: nothing is created or written
+	// (follow, replay, asif export, journal list).
+	storeRead
+	// storeExisting opens for writing what exists, never creating it
+	// (journal takeover, journal prune).
+	storeExisting
+)
+
+// errNotWritten is openStore's error for a journal that does not exist
+// yet (a missing file, a stream not created): follow waits for one.
+var errNotWritten = errors.New("no journal written there yet")
+
 // openStore opens the journal named by name: a JetStream store URL
-// (nats://HOST:PORT/STREAM, created on first use) or a SQLite file
-// (created when needed unless readOnly).
-func openStore(name string, readOnly bool) (journalStore, error) {
+// (nats://HOST:PORT/STREAM) or a SQLite file. A file that is not a Skulk
+// journal is refused untouched; a journal that does not exist yet is
+// errNotWritten (wrapped in an exit status) unless mode is storeCreate.
+func openStore(name string, mode storeMode) (journalStore, error) {
 	if !jetstreamstore.IsURL(name) {
-		if readOnly {
-			if _, err := os.Stat(name); err != nil {
-				return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
-			}
-		}
-		st, err := sqlitestore.Open(name, sqlitestore.Options{ReadOnly: readOnly})
-		if err != nil {
+		st, err := sqlitestore.Open(name, sqlitestore.Options{ReadOnly: mode == storeRead, MustExist: mode == storeExisting})
+		switch {
+		case errors.Is(err, sqlitestore.ErrNotWritten):
+			return nil, &exitError{status: ExitFailure, msg: fmt.Sprintf("cannot open the journal %s: no such file", name), cause: errNotWritten}
+		case errors.Is(err, sqlitestore.ErrNotJournal):
+			return nil, statusErr(ExitFailure, "cannot open the journal %s: it is not a Skulk journal (another application's file, left unchanged)", name)
+		case errors.Is(err, sqlitestore.ErrFormatVersion):
+			return nil, statusErr(ExitFailure, "cannot open the journal %s: it was written in a later format than this skulk-host reads", name)
+		case err != nil:
 			return nil, statusErr(ExitFailure, "cannot open the journal %s: %v", name, err)
 		}
 		return st, nil
@@ -77,7 +102,10 @@ func openStore(name string, readOnly bool) (journalStore, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), natsConnectTimeout)
 	defer cancel()
-	st, err := jetstreamstore.Open(ctx, name, jetstreamstore.Options{Connect: opts, ReadOnly: readOnly})
+	st, err := jetstreamstore.Open(ctx, name, jetstreamstore.Options{Connect: opts, ReadOnly: mode == storeRead, MustExist: mode == storeExisting})
+	if errors.Is(err, jetstreamstore.ErrNoStream) {
+		return nil, &exitError{status: ExitFailure, msg: "cannot open the journal: no such stream", cause: errNotWritten}
+	}
 	if err != nil {
 		return nil, statusErr(ExitFailure, "cannot open the journal: %v", err)
 	}

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -68,4 +71,30 @@ func formatSize(n int64) string {
 		return strconv.FormatInt(n>>20, 10) + " MiB"
 	}
 	return formatBytes(n)
+}
+
+// byteSize is a size on the command line: a whole number of bytes, or
+// with a unit KiB, MiB, GiB (powers of 1,024) or kB, MB, GB (of 1,000).
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(v string) error {
+	units := []struct {
+		suffix string
+		mul    int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"kB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mul := int64(1)
+	for _, u := range units {
+		if s, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mul = s, u.mul
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mul {
+		return errors.New("want a positive size such as 512MiB")
+	}
+	*b = byteSize(n * mul)
+	return nil
 }
