@@ -29,4 +29,12 @@ type Options struct {
 	// per open stream: a stream that must be watched whole is better
 	// followed by an Observer, which is given every event as it comes.
 	History int
+	// HistoryBytes bounds the bytes each call's history keeps, whatever
+	// History allows: once a call's kept events hold HistoryBytes (each
+	// counts about 320 bytes plus its payload), only its end event is
+	// kept. Media data never counts and is never kept there: a history's
+	// MediaInfo has the media's kind, type, size and, for a blob, its id
+	// and SHA-256, not its bytes (Recv gave them to the caller). 0 means
+	// 1 MiB; values above 1 GiB mean 1 GiB.
+	HistoryBytes int
 }

@@ -293,10 +293,8 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 //
 // After Recycle the caller must not touch f's media data (nor any slice
 // of it: the bytes change under it), and must not recycle the same frame
-// twice. The call's own history keeps the frame's data by reference:
-// after Recycle, the data of its output event in Call.Events (and in an
-// enclosing Program's events) is no longer the frame's; read it before
-// recycling. Recycle does nothing for a frame without inline media, for
+// twice. The call's own history (Call.Events) never holds media data, so
+// recycling changes nothing there. Recycle does nothing for a frame without inline media, for
 // another call's frame, and when Config.CallLog.Content is
 // calllog.ContentFull (observers and journals are then given the bytes,
 // and may keep them). It is safe for concurrent use with the other
@@ -310,10 +308,11 @@ func (c *Call) Recycle(f frame.Frame) {
 }
 
 // Events returns the call's events so far and as they come, in order and
-// with its tree's numbers, ending after its end event (full content: the
-// caller's own data). The first event's After is 0; each later one's is the
-// event before it in this stream, so a loss (past
-// Config.CallLog.History) shows. Stop the loop to stop watching.
+// with its tree's numbers, ending after its end event (full payloads: the
+// caller's own data; media as its kind, type and size, never its bytes,
+// which Recv gave). The first event's After is 0; each later one's is the
+// event before it in this stream, so a loss (past Config.CallLog.History
+// events or HistoryBytes bytes) shows. Stop the loop to stop watching.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
 // Text returns the "text" strings of the call's output chunks so far, at

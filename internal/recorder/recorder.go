@@ -29,6 +29,22 @@ import (
 // shows the loss.
 const DefaultHistory = 64
 
+// DefaultHistoryBytes bounds the bytes of one call's history when
+// calllog.Options.HistoryBytes is 0. Media bytes never count: the
+// history keeps what a frame's media is (calllog.MediaInfo without Data),
+// never its data, so what a child sends as attachments costs the history
+// nothing past its events.
+const DefaultHistoryBytes = 1 << 20
+
+// MaxHistoryBytes is the ceiling calllog.Options.HistoryBytes is clamped
+// to (a Record counts its history's bytes in 32 bits).
+const MaxHistoryBytes = 1 << 30
+
+// eventBytes is what one history event counts against the byte bound
+// beside the content it keeps: its own size (TestEventAndRecordSizes) and
+// the header of its payload.
+const eventBytes = 320
+
 // histStart is the room a call's history starts with: the events of a
 // small call (started, request, the caller's started, chunk and completed,
 // one output chunk, the end), so that it grows only for a call that
@@ -49,7 +65,10 @@ type Recorder struct {
 	journal *calllog.Journal
 	logger  *slog.Logger
 	history int
-	top     []*observerRunner // the recorder's own observers
+	// histBytes bounds the bytes of each call's history
+	// (calllog.Options.HistoryBytes, clamped to MaxHistoryBytes).
+	histBytes int
+	top       []*observerRunner // the recorder's own observers
 
 	// ctx is the observers' and store calls' context; cancel is called by
 	// Close once everything was given its chance to finish.
@@ -87,6 +106,11 @@ func New(opts calllog.Options) (*Recorder, error) {
 	if r.history <= 0 {
 		r.history = DefaultHistory
 	}
+	r.histBytes = opts.HistoryBytes
+	if r.histBytes <= 0 {
+		r.histBytes = DefaultHistoryBytes
+	}
+	r.histBytes = min(r.histBytes, MaxHistoryBytes)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.mu.Lock()
 	r.top = r.startRunnersLocked(opts.Observers, "recorder")
@@ -316,9 +340,10 @@ type Record struct {
 	// Guarded by t.mu.
 	version   string
 	attempt   int
-	fragments int // streamed arguments recorded so far; guarded by the tree's mu
+	fragments int32 // streamed arguments recorded so far; guarded by the tree's mu
+	histSize  int32 // the bytes of hist (histEventBytes), at most Recorder.histBytes plus one event
 	text      strings.Builder
-	hist      []calllog.Event // what watchers see; bounded by Recorder.history
+	hist      []calllog.Event // what watchers see; bounded by Recorder.history and Recorder.histBytes
 	lastHist  uint64
 	notify    chan struct{} // closed and cleared at each new event; nil when none waits
 	pending   int           // steps begun and not ended
@@ -449,8 +474,21 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
 	}
-	for a := rec; a != nil; a = a.parent {
-		a.appendHistLocked(ev, t.r.history)
+	if ev.Media != nil && ev.Media.Data != nil {
+		// A history keeps what the media is, never its bytes: they are
+		// the caller's (Recv gave them), and a child sending attachments
+		// must not make the host hold them for as long as the call runs.
+		hm := *ev.Media
+		hm.Data = nil
+		hev := ev
+		hev.Media = &hm
+		for a := rec; a != nil; a = a.parent {
+			a.appendHistLocked(hev, t.r)
+		}
+	} else {
+		for a := rec; a != nil; a = a.parent {
+			a.appendHistLocked(ev, t.r)
+		}
 	}
 	// The kept form is built only for a reader that gets it: a call with
 	// no observer and no journal records its events for watchers alone.
@@ -491,16 +529,46 @@ func excluded(ex []*observerRunner, o *observerRunner) bool {
 	return false
 }
 
-func (rec *Record) appendHistLocked(ev calllog.Event, limit int) {
+// appendHistLocked adds ev (without media data) to rec's history while
+// the history is not full (histFullLocked); a call's own end event is
+// always kept.
+func (rec *Record) appendHistLocked(ev calllog.Event, r *Recorder) {
 	ev.After = rec.lastHist
 	rec.lastHist = ev.Seq
-	if len(rec.hist) < limit || (ev.Kind.IsEnd() && ev.Call == rec.id) {
+	if !rec.histFullLocked(r) || (ev.Kind.IsEnd() && ev.Call == rec.id) {
 		rec.hist = append(rec.hist, ev)
+		rec.histSize += int32(min(histEventBytes(&ev), MaxHistoryBytes-1)) // at most histBytes plus this: under 2^31
 	}
 	if rec.notify != nil {
 		close(rec.notify)
 		rec.notify = nil
 	}
+}
+
+// histFullLocked reports whether rec's history takes no more events but
+// its end: it holds Recorder.history events, or Recorder.histBytes bytes.
+// The event that crosses the byte bound is kept, so a history holds at
+// most histBytes plus one event's bytes (an event's content is at most the
+// packet's max_header), then the end event.
+func (rec *Record) histFullLocked(r *Recorder) bool {
+	return len(rec.hist) >= r.history || int(rec.histSize) >= r.histBytes
+}
+
+// histEventBytes is what ev counts against a history's byte bound: the
+// event itself and the content it keeps (payload, argument fragment,
+// strings of its media and error). Media data is never kept there.
+func histEventBytes(ev *calllog.Event) int {
+	n := eventBytes + len(ev.Fragment)
+	if ev.Payload != nil {
+		n += len(ev.Payload.Value)
+	}
+	if m := ev.Media; m != nil {
+		n += len(m.MediaType) + len(m.BlobID) + len(m.SHA256)
+	}
+	if e := ev.Error; e != nil {
+		n += len(e.Message)
+	}
+	return n
 }
 
 // stepEndedLocked counts one step of rec as ended.
@@ -620,7 +688,7 @@ func (rec *Record) Arguments(fragment string) {
 	if rec.ending {
 		return
 	}
-	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: rec.fragments, FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
+	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: int(rec.fragments), FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
 	rec.fragments++
 	rec.t.emitLocked(rec, ev)
 }
@@ -682,7 +750,7 @@ func (t *tree) unseenLocked(rec *Record) bool {
 		}
 	}
 	for a := rec; a != nil; a = a.parent {
-		if len(a.hist) < t.r.history {
+		if !a.histFullLocked(t.r) {
 			return false
 		}
 	}

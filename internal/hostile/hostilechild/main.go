@@ -36,6 +36,8 @@
 //	escapedie    starts a setsid grandchild, waits for its pid file, exits 3
 //	evil         sends inline media whose media type holds terminal escapes,
 //	             then fails with a message full of them
+//	mediaflood   sends {"n"} chunks (default 64) of 16 MiB inline media as
+//	             fast as the host reads them, then completes
 //
 // A tool whose id and description are themselves terminal escapes is
 // listed too (evilID); calling it fails.
@@ -147,7 +149,7 @@ func serve(mode string) int {
 	cw = wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
-	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil"} {
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
@@ -314,6 +316,22 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 	case "escapedie":
 		startGrandchild()
 		os.Exit(3)
+	case "mediaflood":
+		var args struct{ N int }
+		inv.Arguments.Decode(&args)
+		if args.N <= 0 {
+			args.N = 64
+		}
+		m := &frame.InlineMedia{MediaType: "application/octet-stream", Data: make([]byte, wire.DefaultMaxAttachment)}
+		for seq := uint64(1); seq <= uint64(args.N); seq++ {
+			f, _ := frame.NewChunk(id, frame.ProviderToCaller, seq, nil, m)
+			if err := w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+				return false
+			}
+		}
+		send(frame.NewCompleted(id, frame.ProviderToCaller, uint64(args.N)+1, nil))
+		w.WritePacket(&wire.End{CallID: id})
+		return true
 	case "evil":
 		send(frame.NewChunk(id, frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: evilMediaType}))
 		send(frame.NewFailed(id, frame.ProviderToCaller, 2, frame.CodeProviderError, evilMessage))

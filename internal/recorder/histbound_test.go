@@ -1,0 +1,88 @@
+package recorder_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
+)
+
+// A call's history keeps what each frame's media is, never its bytes,
+// while an observer under ContentFull is still given them.
+func TestHistoryKeepsNoMediaBytes(t *testing.T) {
+	ctx := testCtx(t)
+	obs := &collector{}
+	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Observers: []calllog.Observer{obs}})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "m", Tool: "t"})
+	require.NoError(t, err)
+	rec.Request(recorder.RequestInfo{Child: "c0"})
+	data := make([]byte, 1<<20)
+	inline, err := frame.NewChunk("m", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{MediaType: "image/png", Data: data})
+	require.NoError(t, err)
+	rec.Output(inline)
+	sum := strings.Repeat("ab", 32)
+	blob, err := frame.NewChunk("m", frame.ProviderToCaller, 2, nil, &frame.BlobMedia{MediaType: "video/mp4", BlobID: "b1", SHA256: sum, SizeBytes: 5 << 30})
+	require.NoError(t, err)
+	rec.Output(blob)
+	in, err := frame.NewChunk("m", frame.CallerToProvider, 1, nil, &frame.InlineMedia{MediaType: "audio/wav", Data: data})
+	require.NoError(t, err)
+	rec.Input(in)
+	require.NoError(t, rec.End(ctx, recorder.Done(nil)))
+
+	var media []*calllog.MediaInfo
+	for ev := range rec.Events() {
+		if ev.Media != nil {
+			media = append(media, ev.Media)
+		}
+	}
+	require.Len(t, media, 3)
+	assert.Equal(t, calllog.MediaInfo{Kind: "inline", MediaType: "image/png", Bytes: 1 << 20}, *media[0])
+	assert.Equal(t, calllog.MediaInfo{Kind: "blob", MediaType: "video/mp4", Bytes: 5 << 30, BlobID: "b1", SHA256: sum}, *media[1])
+	assert.Equal(t, calllog.MediaInfo{Kind: "inline", MediaType: "audio/wav", Bytes: 1 << 20}, *media[2])
+
+	require.NoError(t, r.Drain(ctx))
+	var given int
+	for _, ev := range obs.got() {
+		if ev.Media != nil && ev.Media.Kind == "inline" {
+			assert.Len(t, ev.Media.Data, 1<<20, "an observer under ContentFull is given the bytes")
+			given++
+		}
+	}
+	assert.Equal(t, 2, given)
+}
+
+// A history is bounded in bytes as well as in events: past HistoryBytes
+// only the call's end is kept, and its After shows the loss.
+func TestHistoryBoundInBytes(t *testing.T) {
+	ctx := testCtx(t)
+	const limit = 64 << 10
+	r := newRecorder(t, calllog.Options{History: 10_000, HistoryBytes: limit})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "b", Tool: "t"})
+	require.NoError(t, err)
+	rec.Request(recorder.RequestInfo{Child: "c0"})
+	big := strings.Repeat("x", 8<<10)
+	const n = 100 // 800 KiB of payload
+	for i := range n {
+		rec.Output(chunk(t, "b", uint64(i+1), map[string]any{"text": big}))
+	}
+	require.NoError(t, rec.End(ctx, recorder.Done(nil)))
+	evs := slices.Collect(rec.Events())
+	kept := 0
+	for _, ev := range evs {
+		if ev.Payload != nil {
+			kept += len(ev.Payload.Value)
+		}
+	}
+	assert.Less(t, len(evs), 12, "events kept past the byte bound")
+	assert.LessOrEqual(t, kept, limit+9<<10, "payload bytes kept: the bound plus one event")
+	end := evs[len(evs)-1]
+	assert.Equal(t, calllog.KindDone, end.Kind)
+	assert.Equal(t, uint64(n+2), end.After, "the end shows the events not kept")
+	assert.Len(t, rec.Text(), n*len(big), "the text is bounded apart (MaxText)")
+}
