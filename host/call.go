@@ -221,8 +221,18 @@ func (c *Call) Tool() string { return c.tool.Desc.ID }
 //
 // Errors: ErrSendClosed after CloseSend, Cancel or the provider terminal; a
 // *SchemaError; an error matching frame.ErrInvalid for a malformed chunk;
-// the connection's error when it broke.
+// ctx's error for a send abandoned as above. When the write fails because
+// the connection broke (the child died, closed it, or the host closed it
+// for a violation), Send returns the call's own *CallError once its end is
+// known, which the host finds within a second, and ErrSendClosed if it is
+// not known by then or the call completed; never the socket's error. Recv
+// and Wait give the outcome either way.
 func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
+	return c.sendResult(c.sendChunk(ctx, payload, media))
+}
+
+// sendChunk is Send, with a failed write returned as a *writeError.
+func (c *Call) sendChunk(ctx context.Context, payload frame.Payload, media frame.Media) error {
 	if payload != nil {
 		if err := payload.Check(); err != nil {
 			return err
@@ -277,10 +287,48 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("host: send: %w", err)
+		c.sendDone = true // the connection is broken: nothing more can follow a frame that may be half written
+		return &writeError{err}
 	}
 	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)
+}
+
+// writeError is a write of the caller's direction that failed: the
+// connection broke. Send and CloseSend turn it into the call's outcome
+// (sendResult); it never reaches their callers.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "host: send: " + e.err.Error() }
+
+// sendOutcomeWait bounds how long a Send or CloseSend whose write failed
+// waits for the call's end: the reader finds it within exitWait plus
+// exitDrain of the child's death, or at once for a connection the host
+// closed.
+const sendOutcomeWait = time.Second
+
+// sendResult is what Send and CloseSend return for err, which their
+// locked part returned (sendMu is no longer held): a failed write becomes
+// the call's *CallError once the call's end is known, or ErrSendClosed.
+// The connection's reader gets the turn: it reads what the child wrote
+// before the connection broke, then its end, and gives the call its
+// terminal.
+func (c *Call) sendResult(err error) error {
+	var we *writeError
+	if !errors.As(err, &we) {
+		return err
+	}
+	c.conn.handOver()
+	t := time.NewTimer(sendOutcomeWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		if c.termErr != nil {
+			return c.termErr
+		}
+	case <-t.C:
+	}
+	return ErrSendClosed
 }
 
 // Recycle hands back the data of an inline-media frame Recv returned for
@@ -329,12 +377,18 @@ func (c *Call) Tree() string { return c.rec.Tree() }
 // handler its input is over; its output goes on.
 //
 // It returns ErrSendClosed after the caller's own CloseSend or Cancel, and
-// for a call made WithInput. When
+// for a call made WithInput; when its write fails because the connection
+// broke, the call's *CallError or ErrSendClosed, as Send does. When
 // the call already ended on the provider's side (a handler that fails at
 // once, say), the host closed the caller's direction itself and CloseSend
 // returns nil: there is nothing left to close, and Recv or Wait give the
 // outcome.
 func (c *Call) CloseSend() error {
+	return c.sendResult(c.closeSend())
+}
+
+// closeSend is CloseSend, with a failed write returned as a *writeError.
+func (c *Call) closeSend() error {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if c.callerClosed.Swap(true) {
@@ -364,7 +418,7 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	}
 	c.sendPkt.Frame = frame.Frame{}
 	if err != nil {
-		return fmt.Errorf("host: send: %w", err)
+		return &writeError{err}
 	}
 	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)

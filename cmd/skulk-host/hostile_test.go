@@ -220,3 +220,36 @@ func running(pid int) bool {
 	state, _, ok := procStat(pid)
 	return ok && state != 'Z' && state != 'X'
 }
+
+// TestInputToAFailingChild streams --input to a child that dies, stops
+// reading or breaks the protocol while the input streams: skulk-host exits
+// with the status of how the call ended (docs/cli.md: 12 unreachable, 14
+// timeout, 15 invalid_frame), and prints no socket error.
+func TestInputToAFailingChild(t *testing.T) {
+	bin := hostileChild(t)
+	// 512 lines of 32 KiB: 16 MiB, more than the socket buffers hold.
+	line := `{"text": "` + strings.Repeat("x", 32<<10) + `"}` + "\n"
+	input := strings.Repeat(line, 512)
+	for _, tc := range []struct {
+		tool   string
+		args   []string
+		status int
+	}{
+		{"inputdie", nil, 12},
+		{"inputstall", []string{"--timeout", "1s"}, 14},
+		{"inputgarbage", nil, 15},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			args := append(append([]string{"call", tc.tool, "--input", "-"}, tc.args...), "--", bin)
+			r := run(t, input, args...)
+			if r.Status != tc.status {
+				t.Errorf("exit status %d, want %d; stderr %q", r.Status, tc.status, r.Stderr)
+			}
+			for _, raw := range []string{"broken pipe", "closed network connection", "connection reset"} {
+				if strings.Contains(r.Stderr, raw) {
+					t.Errorf("a socket error reached the user: %q", r.Stderr)
+				}
+			}
+		})
+	}
+}

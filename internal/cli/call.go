@@ -260,7 +260,8 @@ func (r *callRun) send(ctx context.Context, input io.Reader) error {
 			}
 		}
 	}
-	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) {
+	var ce *host.CallError
+	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) && !errors.As(err, &ce) {
 		return r.abort(statusErr(ExitFailure, "cannot half-close the call: %v", err))
 	}
 	return nil
@@ -287,14 +288,18 @@ func readLine(br *bufio.Reader) (string, error) {
 	}
 }
 
-// sendFailed classifies an error of Send: after the provider's terminal or
-// the command's own cancellation it is no error of the input.
+// sendFailed classifies an error of Send: the call's own end (the child
+// died, stopped reading past the deadline, broke the protocol: Send's
+// *host.CallError or ErrSendClosed), the provider's terminal or the
+// command's own cancellation is no error of the input: the exit status is
+// the call's outcome, which receive reads.
 func (r *callRun) sendFailed(ctx context.Context, what string, err error) error {
 	var se *host.SchemaError
+	var ce *host.CallError
 	switch {
 	case errors.As(err, &se):
 		return r.abort(statusErr(ExitRefused, "%s refused: %v", what, err))
-	case errors.Is(err, host.ErrSendClosed), ctx.Err() != nil, r.terminal.Load():
+	case errors.Is(err, host.ErrSendClosed), errors.As(err, &ce), ctx.Err() != nil, r.terminal.Load():
 		return nil
 	}
 	return r.abort(statusErr(ExitFailure, "cannot send %s: %v", what, err))

@@ -36,11 +36,16 @@
 //	escapedie    starts a setsid grandchild, waits for its pid file, exits 3
 //	evil         sends inline media whose media type holds terminal escapes,
 //	             then fails with a message full of them
+//	inputdie     reads two caller frames, then exits 3
+//	inputstall   never reads the connection after the invoke, and never answers
+//	inputgarbage reads two caller frames, then sends a header that is not
+//	             MessagePack, and goes on reading
 //	mediaflood   sends {"n"} chunks (default 64) of 16 MiB inline media as
 //	             fast as the host reads them, then completes
 //
 // A tool whose id and description are themselves terminal escapes is
-// listed too (evilID); calling it fails.
+// listed too (evilID); calling it fails. Pongs count every call as a
+// running stream until its tool returns.
 package main
 
 import (
@@ -130,6 +135,8 @@ var (
 	cw     *wire.Writer
 	muted  atomic.Bool
 	stuck  atomic.Bool // pongs report one stuck handler
+	// running counts the calls whose tool has not returned, for pongs.
+	running atomic.Int64
 )
 
 func serve(mode string) int {
@@ -149,7 +156,7 @@ func serve(mode string) int {
 	cw = wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
-	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood"} {
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
@@ -183,9 +190,9 @@ func serve(mode string) int {
 		case *wire.Ping:
 			if !muted.Load() {
 				ctrlMu.Lock()
-				pong := &wire.Pong{Nonce: p.Nonce}
+				pong := &wire.Pong{Nonce: p.Nonce, Streams: running.Load()}
 				if stuck.Load() {
-					pong.Streams, pong.Stuck = 1, 1
+					pong.Streams, pong.Stuck = max(pong.Streams, 1), 1
 				}
 				cw.WritePacket(pong)
 				ctrlMu.Unlock()
@@ -215,7 +222,10 @@ func serveConn(nc net.Conn) {
 		if !ok {
 			return
 		}
-		if !call(inv, r, w, nc) {
+		running.Add(1)
+		goOn := call(inv, r, w, nc)
+		running.Add(-1)
+		if !goOn {
 			return
 		}
 	}
@@ -316,6 +326,18 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 	case "escapedie":
 		startGrandchild()
 		os.Exit(3)
+	case "inputdie", "inputgarbage":
+		for range 2 {
+			if _, err := r.ReadPacket(); err != nil {
+				return false
+			}
+		}
+		if inv.ToolID == "inputdie" {
+			os.Exit(3)
+		}
+		nc.Write([]byte(notMessagePack))
+	case "inputstall":
+		select {} // the handler never returns; the process ends with its drain
 	case "mediaflood":
 		var args struct{ N int }
 		inv.Arguments.Decode(&args)
