@@ -21,7 +21,7 @@ func TestSendOnBrokenConnection(t *testing.T) {
 		tool string
 		code frame.Code
 	}{
-		{"die", frame.CodeUnreachable},      // the child exits while input streams
+		{"die", frame.CodeUnreachable},       // the child exits while input streams
 		{"hangup", frame.CodeTransportError}, // the child closes the connection and lives
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
