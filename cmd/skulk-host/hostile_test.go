@@ -253,3 +253,60 @@ func TestInputToAFailingChild(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderTextEscapedOnTerminal sends provider text that writes the
+// clipboard (OSC 52), sets the window title (OSC 0), clears the screen
+// (CSI 2J), overwrites its line with a fake success after a carriage
+// return, and carries a C1 CSI and a right-to-left override, to a
+// skulk-host whose standard output is a real pseudo-terminal: by default
+// none of it reaches the terminal as anything but visible text; with
+// --raw the bytes arrive as they were sent.
+func TestProviderTextEscapedOnTerminal(t *testing.T) {
+	bin := hostileChild(t)
+	const text = "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil\n"
+	input, err := json.Marshal(map[string]string{"text": text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen := func(t *testing.T, extra ...string) string {
+		t.Helper()
+		master, slave := openPTY(t)
+		defer master.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		args := append(append([]string{"call", "ok", "--input", "-"}, extra...), "--", bin)
+		cmd := exec.CommandContext(ctx, hostBin, args...)
+		cmd.WaitDelay = 5 * time.Second
+		cmd.Stdin = bytes.NewReader(append(input, '\n'))
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = slave, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		slave.Close()
+		read := readTerminal(master)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("call ok: %v; stderr %q", err, stderr.String())
+		}
+		return awaitTerminal(ctx, t, read)
+	}
+	t.Run("default", func(t *testing.T) {
+		got := screen(t)
+		shown := strings.ReplaceAll(got, "\r\n", "\n") // the terminal's own line ending
+		for i, r := range shown {
+			if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e {
+				t.Fatalf("control character %U at %d reached the terminal: %q", r, i, got)
+			}
+		}
+		want := `\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil` + "\n"
+		if shown != want {
+			t.Fatalf("terminal shows %q, want %q", shown, want)
+		}
+	})
+	t.Run("raw", func(t *testing.T) {
+		got := screen(t, "--raw")
+		if !strings.Contains(got, "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32m") {
+			t.Fatalf("--raw did not keep the provider's bytes: %q", got)
+		}
+	})
+}
