@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -47,6 +48,7 @@ type child struct {
 	ctrlW      *coalesce.Writer
 	maxStreams int
 	limits     wire.Limits
+	outLimit   *outputLimit // the rate its output lines are forwarded at
 	cat        *toolschema.Catalog
 
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
@@ -75,12 +77,13 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	s.state = StateStarting
 	h.mu.Unlock()
 
-	proc, err := spawn(&h.cfg, id, h.log, h.contain)
+	outLimit := newOutputLimit()
+	proc, err := spawn(&h.cfg, id, slog.New(limitOutput(h.log.Handler(), outLimit)), h.contain)
 	if err != nil {
 		return nil, err
 	}
 	ch := &child{
-		h: h, slot: s, id: id, proc: proc,
+		h: h, slot: s, id: id, proc: proc, outLimit: outLimit,
 		ctrlR:    wire.NewReader(proc.ctrl, h.cfg.Limits),
 		pongs:    make(chan wire.Pong, 1),
 		byes:     make(chan struct{}, 1),
@@ -92,6 +95,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		proc.ctrl.Close()
 		proc.kill(h.cfg.KillGrace)
 		proc.cleanup()
+		outLimit.flush()
 		if ch.ctrlW != nil {
 			ch.ctrlW.Close()
 		}
@@ -470,6 +474,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 	if err := ch.proc.cleanup(); err != nil && closeErr == nil {
 		closeErr = fmt.Errorf("host: child %s: removing its directory: %w", ch.id, err)
 	}
+	ch.outLimit.flush() // the forwarders have returned: the last loss, if any, is counted
 	h.log.Info("child stopped", "child", ch.id, "pid", ch.proc.pid, "status", ch.proc.exitStatus())
 	if closeErr != nil {
 		h.mu.Lock()

@@ -40,6 +40,9 @@
 //	inputstall   never reads the connection after the invoke, and never answers
 //	inputgarbage reads two caller frames, then sends a header that is not
 //	             MessagePack, and goes on reading
+//	logflood     writes {"n"} lines (default 20000) to stdout and as many to
+//	             stderr as fast as it can, then completes once the host has
+//	             read both pipes
 //	mediaflood   sends {"n"} chunks (default 64) of 16 MiB inline media as
 //	             fast as the host reads them, then completes
 //
@@ -49,6 +52,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -67,6 +71,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/demotools"
 	"github.com/skulkrt/skulk/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Hostile strings: a window title, a clear screen, a red fake success on a
@@ -156,7 +161,7 @@ func serve(mode string) int {
 	cw = wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
-	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage"} {
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
@@ -336,6 +341,39 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 			os.Exit(3)
 		}
 		nc.Write([]byte(notMessagePack))
+	case "logflood":
+		var args struct{ N int }
+		inv.Arguments.Decode(&args)
+		if args.N <= 0 {
+			args.N = 20000
+		}
+		var wg sync.WaitGroup
+		for _, f := range []*os.File{os.Stdout, os.Stderr} {
+			wg.Add(1)
+			go func() { // stopped after n lines
+				defer wg.Done()
+				bw := bufio.NewWriterSize(f, 64<<10)
+				for i := range args.N {
+					fmt.Fprintf(bw, "flood line %d\n", i)
+				}
+				bw.Flush()
+			}()
+		}
+		wg.Wait()
+		// Complete once the host has read both pipes (TIOCINQ, FIONREAD, counts
+		// what waits in a pipe from either end), so that every line
+		// reached it before the call ends.
+		for range 3000 {
+			out, _ := unix.IoctlGetInt(1, unix.TIOCINQ)
+			errs, _ := unix.IoctlGetInt(2, unix.TIOCINQ)
+			if out == 0 && errs == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		send(frame.NewCompleted(id, frame.ProviderToCaller, 1, nil))
+		w.WritePacket(&wire.End{CallID: id})
+		return true
 	case "inputstall":
 		select {} // the handler never returns; the process ends with its drain
 	case "mediaflood":
