@@ -43,6 +43,12 @@ type Journal struct {
 	// the gap) and, for a required journal, fails every later barrier of
 	// that tree with ErrJournalOverflow.
 	Queue int
+	// QueueBytes bounds the content those events hold (payloads, media
+	// data and argument fragments kept under ContentFull), all trees
+	// together; 0 means 64 MiB. An event that does not fit is dropped as
+	// for Queue, unless the queue is empty: one event is always taken,
+	// whatever its size.
+	QueueBytes int
 }
 
 // Settle waits until the end of the call whose *JournalError err is was

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,4 +86,39 @@ func TestHistoryBoundInBytes(t *testing.T) {
 	assert.Equal(t, calllog.KindDone, end.Kind)
 	assert.Equal(t, uint64(n+2), end.After, "the end shows the events not kept")
 	assert.Len(t, rec.Text(), n*len(big), "the text is bounded apart (MaxText)")
+}
+
+// A journal's queue is bounded in the bytes its events hold, not only in
+// events: under ContentFull a store that falls behind a media flood drops
+// what does not fit in Journal.QueueBytes (counted in Losses) instead of
+// holding every attachment.
+func TestJournalQueueBytesBound(t *testing.T) {
+	ctx := testCtx(t)
+	st := &testStore{}
+	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull,
+		Journal: &calllog.Journal{Store: st, QueueBytes: 4 << 20, Timeout: time.Minute}})
+	st.block()
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "q", Tool: "t"})
+	require.NoError(t, err)
+	data := make([]byte, 1<<20)
+	for i := range 10 {
+		f, err := frame.NewChunk("q", frame.ProviderToCaller, uint64(i+1), nil, &frame.InlineMedia{MediaType: "image/png", Data: data})
+		require.NoError(t, err)
+		rec.Output(f)
+	}
+	require.NoError(t, rec.End(ctx, recorder.Done(nil)))
+	st.unblock()
+	require.NoError(t, r.Close(ctx))
+	kept, err := st.EventsAfter(ctx, "q", 0, 0)
+	require.NoError(t, err)
+	media := 0
+	for _, ev := range kept {
+		if ev.Media != nil {
+			media++
+			assert.Len(t, ev.Media.Data, 1<<20)
+		}
+	}
+	assert.Equal(t, 4, media, "media events kept: 4 MiB of them")
+	assert.Equal(t, uint64(6), r.Losses().JournalEvents)
+	assert.Equal(t, calllog.KindDone, kept[len(kept)-1].Kind, "the end, holding nothing, still fits")
 }

@@ -38,6 +38,30 @@ func journalBatch(j *calllog.Journal) int {
 	return defaultJournalBatch
 }
 
+// defaultJournalQueueBytes bounds the content of the events waiting to
+// be sent when calllog.Journal.QueueBytes is 0.
+const defaultJournalQueueBytes = 64 << 20
+
+func journalQueueBytes(j *calllog.Journal) int64 {
+	if j.QueueBytes > 0 {
+		return int64(j.QueueBytes)
+	}
+	return defaultJournalQueueBytes
+}
+
+// keptBytes is what e counts against Journal.QueueBytes: the content it
+// keeps.
+func keptBytes(e *calllog.Event) int64 {
+	n := int64(len(e.Fragment))
+	if e.Payload != nil {
+		n += int64(len(e.Payload.Value))
+	}
+	if e.Media != nil {
+		n += int64(len(e.Media.Data))
+	}
+	return n
+}
+
 func journalQueue(j *calllog.Journal) int {
 	if j.Queue > 0 {
 		return j.Queue
@@ -95,7 +119,8 @@ func (w *journalWriter) add(e calllog.Event) {
 	switch {
 	case w.stopErr != nil:
 		w.r.lost.journalEvents.Add(1)
-	case w.r.journalQueued.Load() >= int64(journalQueue(w.j)):
+	case w.r.journalQueued.Load() >= int64(journalQueue(w.j)),
+		w.r.journalQueued.Load() > 0 && w.r.journalBytes.Load()+keptBytes(&e) > journalQueueBytes(w.j):
 		w.r.lost.journalEvents.Add(1)
 		if w.firstLost == 0 {
 			w.firstLost = e.Seq
@@ -108,6 +133,7 @@ func (w *journalWriter) add(e calllog.Event) {
 	default:
 		w.queue = append(w.queue, e)
 		w.r.journalQueued.Add(1)
+		w.r.journalBytes.Add(keptBytes(&e))
 	}
 	w.mu.Unlock()
 	w.signal()
@@ -231,6 +257,7 @@ func (w *journalWriter) run() {
 		switch {
 		case err == nil:
 			w.r.journalQueued.Add(-int64(len(batch)))
+			w.r.journalBytes.Add(-batchBytes(batch))
 			clear(w.queue[:len(batch)])
 			w.queue = w.queue[len(batch):]
 			if len(w.queue) == 0 {
@@ -275,6 +302,7 @@ func (w *journalWriter) stopLocked(err error) {
 		w.stopErr = err
 	}
 	w.r.journalQueued.Add(-int64(len(w.queue)))
+	w.r.journalBytes.Add(-batchBytes(w.queue))
 	w.r.lost.journalEvents.Add(uint64(len(w.queue)))
 	clear(w.queue)
 	w.queue = nil
@@ -326,4 +354,13 @@ func (w *journalWriter) attempt(ctx context.Context, batch []calllog.Event) erro
 		w.claim, w.claimed = c, true
 	}
 	return w.j.Store.Keep(ctx, w.claim, batch)
+}
+
+// batchBytes is the sum of keptBytes over events.
+func batchBytes(events []calllog.Event) int64 {
+	var n int64
+	for i := range events {
+		n += keptBytes(&events[i])
+	}
+	return n
 }

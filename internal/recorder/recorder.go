@@ -82,6 +82,9 @@ type Recorder struct {
 	// journalQueued counts the events queued in every tree's journal writer
 	// and not yet kept or dropped (bounded by Journal.Queue).
 	journalQueued atomic.Int64
+	// journalBytes is the content those events hold (keptBytes), bounded
+	// by Journal.QueueBytes.
+	journalBytes atomic.Int64
 	lost          losses // see Losses
 
 	mu      sync.Mutex // guards the fields below; never held while taking a tree's lock
