@@ -44,6 +44,8 @@ type Call struct {
 	conn *streamConn
 	rec  *recorder.Record // the call in the log; its methods never block but End and Confirm
 
+	dispatched time.Time // when its invoke was about to be written: lost-call detection counts it from the next ping on
+
 	out     outbox        // provider frames for Recv; put by the holder of the read turn
 	done    chan struct{} // closed by finish once term is set
 	term    frame.Frame
@@ -94,6 +96,7 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		span:  o.span,
 	}
 	call.out.init()
+	call.dispatched = time.Now()
 	var c *streamConn
 	for {
 		var err error

@@ -340,6 +340,7 @@ func (ch *child) watch() (error, stopMode) {
 	// When the latest pings were written, by nonce: a pong to one of them
 	// gives its round trip; one answering an older ping is not timed.
 	var sentAt [pingsTimed]time.Time
+	var lost lostCalls
 	ping := func() error {
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
@@ -368,6 +369,32 @@ func (ch *child) watch() (error, stopMode) {
 			h.pings.add(rtt)
 		}
 		h.mu.Unlock()
+		// The calls dispatched before the ping previous to the one
+		// answered, and at least HealthTimeout ago, must be counted in
+		// the pong's streams: the child had a whole interval to read
+		// their invokes, and as long as it may take to answer a ping
+		// (a child starting hundreds of handlers on a loaded machine
+		// takes more than one short interval).
+		if unreadKnown && p.Nonce > 1 && nonce-(p.Nonce-1) < pingsTimed {
+			before := sentAt[(p.Nonce-1)%pingsTimed]
+			now := time.Now()
+			if t := now.Add(-cfg.HealthTimeout); t.Before(before) {
+				before = t
+			}
+			unreadBefore := before
+			if t := now.Add(-unreadInvokeWait * cfg.HealthTimeout); t.Before(unreadBefore) {
+				unreadBefore = t
+			}
+			calls := lost.check(int(p.Streams), ch.unaccounted(before, unreadBefore))
+			if len(calls) > 0 {
+				ch.h.log.Warn("recycling child that lost calls", "child", ch.id, "pid", ch.proc.pid, "lost", len(calls), "streams", p.Streams)
+				cause := ch.lostCause()
+				for _, c := range calls {
+					c.failLost(cause)
+				}
+				return errLostCalls(len(calls), int(p.Streams)), stopGraceful
+			}
+		}
 		if cfg.StuckLimit > 0 && p.Stuck >= int64(cfg.StuckLimit) {
 			ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)
 			return fmt.Errorf("host: child recycled: %d stuck handlers", p.Stuck), stopGraceful

@@ -26,8 +26,8 @@ const logDropped = "child output dropped"
 // use.
 type outputLimit struct {
 	mu      sync.Mutex
-	tokens  float64   // lines that may be forwarded now, at most childLogBurst
-	last    time.Time // when tokens was last refilled
+	tokens  float64      // lines that may be forwarded now, at most childLogBurst
+	last    time.Time    // when tokens was last refilled
 	dropped int64        // lines dropped since the last report
 	lastRep time.Time    // when the last report was made
 	report  slog.Handler // where flush reports: the forwarders' handler, set by the first WithAttrs

@@ -9,6 +9,8 @@
 //	serve      answers pings, leaves on drain (the default)
 //	ignorefd3  reads nothing on fd 3 after the startup: neither pings nor
 //	           the host's end; it also starts a setsid grandchild at once
+//	lostread   as serve, but accepts stream connections and never reads them
+//	lostaccept as serve, but never accepts a stream connection
 //	sdk        is a well-behaved SDK provider (child.Main) with
 //	           max_streams 4 and the demo tools, for a hostile host
 //	grandchild is the grandchild: it calls setsid, writes its pid to the
@@ -17,7 +19,7 @@
 //	           sleeps
 //
 // HOSTILE_PIDS names the directory the grandchildren write their pid files
-// to. The tools of serve and ignorefd3:
+// to. The tools of serve, lostread, lostaccept and ignorefd3:
 //
 //	ok           echoes caller chunks; completes {"n"} on the caller's completed
 //	oversize     sends a length prefix over max_header on the stream
@@ -40,6 +42,8 @@
 //	inputstall   never reads the connection after the invoke, and never answers
 //	inputgarbage reads two caller frames, then sends a header that is not
 //	             MessagePack, and goes on reading
+//	lostfinish   reads the invoke and never answers; its pongs stop counting
+//	             it at once (a handler the child lost track of)
 //	logflood     writes {"n"} lines (default 20000) to stdout and as many to
 //	             stderr as fast as it can, then completes once the host has
 //	             read both pipes
@@ -161,7 +165,7 @@ func serve(mode string) int {
 	cw = wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
-	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood"} {
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood", "lostfinish"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
@@ -171,10 +175,18 @@ func serve(mode string) int {
 		return 2
 	}
 	go func() { // stopped by the process exiting
+		if mode == "lostaccept" {
+			return // the listener's backlog takes the host's connections; nobody accepts them
+		}
+		var held []net.Conn // lostread's connections, kept open and never read
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if mode == "lostread" {
+				held = append(held, nc)
+				continue
 			}
 			go serveConn(nc)
 		}
@@ -374,6 +386,9 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 		send(frame.NewCompleted(id, frame.ProviderToCaller, 1, nil))
 		w.WritePacket(&wire.End{CallID: id})
 		return true
+	case "lostfinish":
+		running.Add(-1) // forgotten: the pongs no longer count it
+		defer running.Add(1)
 	case "inputstall":
 		select {} // the handler never returns; the process ends with its drain
 	case "mediaflood":
