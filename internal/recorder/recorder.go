@@ -85,7 +85,7 @@ type Recorder struct {
 	// journalBytes is the content those events hold (keptBytes), bounded
 	// by Journal.QueueBytes.
 	journalBytes atomic.Int64
-	lost          losses // see Losses
+	lost         losses // see Losses
 
 	mu      sync.Mutex // guards the fields below; never held while taking a tree's lock
 	closed  bool
