@@ -39,6 +39,14 @@ type Options struct {
 	// only. Matching is exact and case-sensitive. A call's own watchers
 	// (Call.Events) still see its full content.
 	Redact []string
+	// HistoryBytes bounds the bytes each call's history keeps, whatever
+	// History allows: once a call's kept events hold HistoryBytes (each
+	// counts about 320 bytes plus its payload), only its end event is
+	// kept. Media data never counts and is never kept there: a history's
+	// MediaInfo has the media's kind, type, size and, for a blob, its id
+	// and SHA-256, not its bytes (Recv gave them to the caller). 0 means
+	// 1 MiB; values above 1 GiB mean 1 GiB.
+	HistoryBytes int
 }
 
 // RedactedValue is what a redacted key's value is replaced with in the

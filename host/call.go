@@ -44,6 +44,8 @@ type Call struct {
 	conn *streamConn
 	rec  *recorder.Record // the call in the log; its methods never block but End and Confirm
 
+	dispatched time.Time // when its invoke was about to be written: lost-call detection counts it from the next ping on
+
 	out     outbox        // provider frames for Recv; put by the holder of the read turn
 	done    chan struct{} // closed by finish once term is set
 	term    frame.Frame
@@ -94,6 +96,7 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		span:  o.span,
 	}
 	call.out.init()
+	call.dispatched = time.Now()
 	var c *streamConn
 	for {
 		var err error
@@ -221,8 +224,18 @@ func (c *Call) Tool() string { return c.tool.Desc.ID }
 //
 // Errors: ErrSendClosed after CloseSend, Cancel or the provider terminal; a
 // *SchemaError; an error matching frame.ErrInvalid for a malformed chunk;
-// the connection's error when it broke.
+// ctx's error for a send abandoned as above. When the write fails because
+// the connection broke (the child died, closed it, or the host closed it
+// for a violation), Send returns the call's own *CallError once its end is
+// known, which the host finds within a second, and ErrSendClosed if it is
+// not known by then or the call completed; never the socket's error. Recv
+// and Wait give the outcome either way.
 func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
+	return c.sendResult(c.sendChunk(ctx, payload, media))
+}
+
+// sendChunk is Send, with a failed write returned as a *writeError.
+func (c *Call) sendChunk(ctx context.Context, payload frame.Payload, media frame.Media) error {
 	if payload != nil {
 		if err := payload.Check(); err != nil {
 			return err
@@ -277,10 +290,48 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("host: send: %w", err)
+		c.sendDone = true // the connection is broken: nothing more can follow a frame that may be half written
+		return &writeError{err}
 	}
 	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)
+}
+
+// writeError is a write of the caller's direction that failed: the
+// connection broke. Send and CloseSend turn it into the call's outcome
+// (sendResult); it never reaches their callers.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "host: send: " + e.err.Error() }
+
+// sendOutcomeWait bounds how long a Send or CloseSend whose write failed
+// waits for the call's end: the reader finds it within exitWait plus
+// exitDrain of the child's death, or at once for a connection the host
+// closed.
+const sendOutcomeWait = time.Second
+
+// sendResult is what Send and CloseSend return for err, which their
+// locked part returned (sendMu is no longer held): a failed write becomes
+// the call's *CallError once the call's end is known, or ErrSendClosed.
+// The connection's reader gets the turn: it reads what the child wrote
+// before the connection broke, then its end, and gives the call its
+// terminal.
+func (c *Call) sendResult(err error) error {
+	var we *writeError
+	if !errors.As(err, &we) {
+		return err
+	}
+	c.conn.handOver()
+	t := time.NewTimer(sendOutcomeWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		if c.termErr != nil {
+			return c.termErr
+		}
+	case <-t.C:
+	}
+	return ErrSendClosed
 }
 
 // Recycle hands back the data of an inline-media frame Recv returned for
@@ -293,10 +344,8 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 //
 // After Recycle the caller must not touch f's media data (nor any slice
 // of it: the bytes change under it), and must not recycle the same frame
-// twice. The call's own history keeps the frame's data by reference:
-// after Recycle, the data of its output event in Call.Events (and in an
-// enclosing Program's events) is no longer the frame's; read it before
-// recycling. Recycle does nothing for a frame without inline media, for
+// twice. The call's own history (Call.Events) never holds media data, so
+// recycling changes nothing there. Recycle does nothing for a frame without inline media, for
 // another call's frame, and when Config.CallLog.Content is
 // calllog.ContentFull (observers and journals are then given the bytes,
 // and may keep them). It is safe for concurrent use with the other
@@ -310,11 +359,11 @@ func (c *Call) Recycle(f frame.Frame) {
 }
 
 // Events returns the call's events so far and as they come, in order and
-// with its tree's numbers, ending after its end event (full content: the
-// caller's own data). The first event's After is 0; each later one's is the
-// event before it in this stream, so a loss (past
-// Config.CallLog.History events or 4 MiB of their content) shows. Stop
-// the loop to stop watching.
+// with its tree's numbers, ending after its end event (full payloads: the
+// caller's own data; media as its kind, type and size, never its bytes,
+// which Recv gave). The first event's After is 0; each later one's is the
+// event before it in this stream, so a loss (past Config.CallLog.History
+// events or HistoryBytes bytes) shows. Stop the loop to stop watching.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
 // Text returns the "text" strings of the call's output chunks so far, at
@@ -331,12 +380,18 @@ func (c *Call) Tree() string { return c.rec.Tree() }
 // handler its input is over; its output goes on.
 //
 // It returns ErrSendClosed after the caller's own CloseSend or Cancel, and
-// for a call made WithInput. When
+// for a call made WithInput; when its write fails because the connection
+// broke, the call's *CallError or ErrSendClosed, as Send does. When
 // the call already ended on the provider's side (a handler that fails at
 // once, say), the host closed the caller's direction itself and CloseSend
 // returns nil: there is nothing left to close, and Recv or Wait give the
 // outcome.
 func (c *Call) CloseSend() error {
+	return c.sendResult(c.closeSend())
+}
+
+// closeSend is CloseSend, with a failed write returned as a *writeError.
+func (c *Call) closeSend() error {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if c.callerClosed.Swap(true) {
@@ -366,7 +421,7 @@ func (c *Call) writeCallerTerminalLocked(kind frame.Kind) error {
 	}
 	c.sendPkt.Frame = frame.Frame{}
 	if err != nil {
-		return fmt.Errorf("host: send: %w", err)
+		return &writeError{err}
 	}
 	c.ch.h.traffic.sent(&f)
 	return c.send.Accept(&f)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -47,6 +48,7 @@ type child struct {
 	ctrlW      *coalesce.Writer
 	maxStreams int
 	limits     wire.Limits
+	outLimit   *outputLimit // the rate its output lines are forwarded at
 	cat        *toolschema.Catalog
 
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
@@ -75,12 +77,13 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	s.state = StateStarting
 	h.mu.Unlock()
 
-	proc, err := spawn(&h.cfg, id, h.log, h.contain)
+	outLimit := newOutputLimit()
+	proc, err := spawn(&h.cfg, id, slog.New(limitOutput(h.log.Handler(), outLimit)), h.contain)
 	if err != nil {
 		return nil, err
 	}
 	ch := &child{
-		h: h, slot: s, id: id, proc: proc,
+		h: h, slot: s, id: id, proc: proc, outLimit: outLimit,
 		ctrlR:    wire.NewReader(proc.ctrl, h.cfg.Limits),
 		pongs:    make(chan wire.Pong, 1),
 		byes:     make(chan struct{}, 1),
@@ -92,6 +95,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		proc.ctrl.Close()
 		proc.kill(h.cfg.KillGrace)
 		proc.cleanup()
+		outLimit.flush()
 		if ch.ctrlW != nil {
 			ch.ctrlW.Close()
 		}
@@ -336,6 +340,7 @@ func (ch *child) watch() (error, stopMode) {
 	// When the latest pings were written, by nonce: a pong to one of them
 	// gives its round trip; one answering an older ping is not timed.
 	var sentAt [pingsTimed]time.Time
+	var lost lostCalls
 	ping := func() error {
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
@@ -364,6 +369,32 @@ func (ch *child) watch() (error, stopMode) {
 			h.pings.add(rtt)
 		}
 		h.mu.Unlock()
+		// The calls dispatched before the ping previous to the one
+		// answered, and at least HealthTimeout ago, must be counted in
+		// the pong's streams: the child had a whole interval to read
+		// their invokes, and as long as it may take to answer a ping
+		// (a child starting hundreds of handlers on a loaded machine
+		// takes more than one short interval).
+		if unreadKnown && p.Nonce > 1 && nonce-(p.Nonce-1) < pingsTimed {
+			before := sentAt[(p.Nonce-1)%pingsTimed]
+			now := time.Now()
+			if t := now.Add(-cfg.HealthTimeout); t.Before(before) {
+				before = t
+			}
+			unreadBefore := before
+			if t := now.Add(-unreadInvokeWait * cfg.HealthTimeout); t.Before(unreadBefore) {
+				unreadBefore = t
+			}
+			calls := lost.check(int(p.Streams), ch.unaccounted(before, unreadBefore))
+			if len(calls) > 0 {
+				ch.h.log.Warn("recycling child that lost calls", "child", ch.id, "pid", ch.proc.pid, "lost", len(calls), "streams", p.Streams)
+				cause := ch.lostCause()
+				for _, c := range calls {
+					c.failLost(cause)
+				}
+				return errLostCalls(len(calls), int(p.Streams)), stopGraceful
+			}
+		}
 		if cfg.StuckLimit > 0 && p.Stuck >= int64(cfg.StuckLimit) {
 			ch.h.log.Warn("recycling child with stuck handlers", "child", ch.id, "pid", ch.proc.pid, "stuck", p.Stuck)
 			return fmt.Errorf("host: child recycled: %d stuck handlers", p.Stuck), stopGraceful
@@ -470,6 +501,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 	if err := ch.proc.cleanup(); err != nil && closeErr == nil {
 		closeErr = fmt.Errorf("host: child %s: removing its directory: %w", ch.id, err)
 	}
+	ch.outLimit.flush() // the forwarders have returned: the last loss, if any, is counted
 	h.log.Info("child stopped", "child", ch.id, "pid", ch.proc.pid, "status", ch.proc.exitStatus())
 	if closeErr != nil {
 		h.mu.Lock()

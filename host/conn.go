@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,6 +74,13 @@ type streamConn struct {
 	peekBuf [1]byte
 	peekN   int
 	peekErr error
+
+	// held: the caller's Recv left whole packets in the reader's buffer
+	// when it stopped reading; set by callerRead, cleared when the reader
+	// goroutine or the next call takes the reading. Read by the
+	// supervisor's lost-call check: what waits there is output the child
+	// already wrote.
+	held atomic.Bool
 
 	closing  chan struct{} // closed by fail
 	done     chan struct{} // closed when run has returned (the call, if any, has its terminal and was released)
@@ -148,6 +156,7 @@ func (c *streamConn) bind(call *Call) bool {
 		return false
 	}
 	c.cur = call
+	c.held.Store(false)
 	c.wantReader = false
 	c.r.ExpectCallID(call.id) // nobody reads an idle connection
 	c.turn = turnCaller
@@ -248,6 +257,7 @@ func (c *streamConn) run() {
 		switch {
 		case call != nil && c.turn == turnReader:
 			c.mu.Unlock()
+			c.held.Store(false) // this goroutine reads the buffer now, until the call is released
 			for c.readOne(call) == readMore {
 			}
 			continue
@@ -430,6 +440,8 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	if c.reading != call {
 		return true // released meanwhile (unbind); the connection may be another call's already
 	}
+	c.held.Store(c.r.PacketBuffered()) // still this caller's buffer: reading is this call
+
 	c.reading = nil
 	c.endInterruptLocked()
 	if c.turn == turnCaller && (c.wantReader || res == readInterrupted || call.providerDone.Load() || c.exiting) {

@@ -41,6 +41,13 @@ var (
 	// finish as in a drain, and restarts it once it exited (the restart
 	// counts against Config.Restart).
 	ErrChildLeft = errors.New("host: child said bye without a drain")
+	// ErrCallsLost is the cause recorded when a child is recycled because
+	// it lost calls: two pongs in a row counted fewer running streams than
+	// the host had calls on it that the child must count
+	// (docs/operations.md, "Health"). The calls it lost end with a
+	// synthetic unreachable; the recycle does not count against
+	// Config.Restart.
+	ErrCallsLost = errors.New("host: child lost calls")
 )
 
 // CallError is the outcome of a call that did not complete: the provider's

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
@@ -18,6 +19,7 @@ import (
 // changes the control side ("" or "ok": well behaved; "nopong": never
 // answers pings; "stalepong": answers each with the first ping's nonce; "badversion": offers only version 2; "nohello": says
 // nothing; "exit": exits at once; the pool start modes of poolstart_test.go).
+// Its pongs count the calls whose tool has not returned.
 // Its tools change one call:
 //
 //	ok        echoes caller chunks; completes {"n", "prefix"} on the caller's completed
@@ -113,7 +115,7 @@ func fakeChild(mode string) int {
 			case "stalepong": // answers every ping with the first one's nonce
 				cw.WritePacket(&wire.Pong{Nonce: 1})
 			default:
-				cw.WritePacket(&wire.Pong{Nonce: p.Nonce})
+				cw.WritePacket(&wire.Pong{Nonce: p.Nonce, Streams: fakeRunning.Load()})
 			}
 		case *wire.Drain:
 			ln.Close()
@@ -122,6 +124,10 @@ func fakeChild(mode string) int {
 		}
 	}
 }
+
+// fakeRunning counts the fake child's calls whose tool has not returned,
+// for its pongs' streams.
+var fakeRunning atomic.Int64
 
 // fakeControl is the fake child's control Writer, for tools that write on
 // the control connection.
@@ -141,7 +147,10 @@ func fakeConn(nc net.Conn, mu *sync.Mutex) {
 			return
 		}
 		reportInvoke(inv)
-		if !fakeCall(inv, r, w, nc, mu) {
+		fakeRunning.Add(1)
+		goOn := fakeCall(inv, r, w, nc, mu)
+		fakeRunning.Add(-1)
+		if !goOn {
 			return
 		}
 	}

@@ -31,6 +31,7 @@ var otherMessages = map[string]bool{
 	"child slot gave up restarting":            true,
 	"child restart failed":                     true,
 	"recycling child with stuck handlers":      true,
+	"recycling child that lost calls":          true,
 	"child said bye without a drain":           true,
 	"child dead":                               true,
 	"child stopped":                            true,

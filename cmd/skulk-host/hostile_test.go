@@ -220,3 +220,93 @@ func running(pid int) bool {
 	state, _, ok := procStat(pid)
 	return ok && state != 'Z' && state != 'X'
 }
+
+// TestInputToAFailingChild streams --input to a child that dies, stops
+// reading or breaks the protocol while the input streams: skulk-host exits
+// with the status of how the call ended (docs/cli.md: 12 unreachable, 14
+// timeout, 15 invalid_frame), and prints no socket error.
+func TestInputToAFailingChild(t *testing.T) {
+	bin := hostileChild(t)
+	// 512 lines of 32 KiB: 16 MiB, more than the socket buffers hold.
+	line := `{"text": "` + strings.Repeat("x", 32<<10) + `"}` + "\n"
+	input := strings.Repeat(line, 512)
+	for _, tc := range []struct {
+		tool   string
+		args   []string
+		status int
+	}{
+		{"inputdie", nil, 12},
+		{"inputstall", []string{"--timeout", "1s"}, 14},
+		{"inputgarbage", nil, 15},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			args := append(append([]string{"call", tc.tool, "--input", "-"}, tc.args...), "--", bin)
+			r := run(t, input, args...)
+			if r.Status != tc.status {
+				t.Errorf("exit status %d, want %d; stderr %q", r.Status, tc.status, r.Stderr)
+			}
+			for _, raw := range []string{"broken pipe", "closed network connection", "connection reset"} {
+				if strings.Contains(r.Stderr, raw) {
+					t.Errorf("a socket error reached the user: %q", r.Stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestProviderTextEscapedOnTerminal sends provider text that writes the
+// clipboard (OSC 52), sets the window title (OSC 0), clears the screen
+// (CSI 2J), overwrites its line with a fake success after a carriage
+// return, and carries a C1 CSI and a right-to-left override, to a
+// skulk-host whose standard output is a real pseudo-terminal: by default
+// none of it reaches the terminal as anything but visible text; with
+// --raw the bytes arrive as they were sent.
+func TestProviderTextEscapedOnTerminal(t *testing.T) {
+	bin := hostileChild(t)
+	const text = "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil\n"
+	input, err := json.Marshal(map[string]string{"text": text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen := func(t *testing.T, extra ...string) string {
+		t.Helper()
+		master, slave := openPTY(t)
+		defer master.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		args := append(append([]string{"call", "ok", "--input", "-"}, extra...), "--", bin)
+		cmd := exec.CommandContext(ctx, hostBin, args...)
+		cmd.WaitDelay = 5 * time.Second
+		cmd.Stdin = bytes.NewReader(append(input, '\n'))
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = slave, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		slave.Close()
+		read := readTerminal(master)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("call ok: %v; stderr %q", err, stderr.String())
+		}
+		return awaitTerminal(ctx, t, read)
+	}
+	t.Run("default", func(t *testing.T) {
+		got := screen(t)
+		shown := strings.ReplaceAll(got, "\r\n", "\n") // the terminal's own line ending
+		for i, r := range shown {
+			if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e {
+				t.Fatalf("control character %U at %d reached the terminal: %q", r, i, got)
+			}
+		}
+		want := `\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil` + "\n"
+		if shown != want {
+			t.Fatalf("terminal shows %q, want %q", shown, want)
+		}
+	})
+	t.Run("raw", func(t *testing.T) {
+		got := screen(t, "--raw")
+		if !strings.Contains(got, "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32m") {
+			t.Fatalf("--raw did not keep the provider's bytes: %q", got)
+		}
+	})
+}

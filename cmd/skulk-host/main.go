@@ -36,6 +36,7 @@ func main() {
 		Stdout:         os.Stdout,
 		Stderr:         os.Stderr,
 		StderrTerminal: cli.IsTerminal(os.Stderr),
+		StdoutTerminal: cli.IsTerminal(os.Stdout),
 		Executable:     exe,
 	})
 	stop()

@@ -305,6 +305,8 @@ func TestBadUsage(t *testing.T) {
 		{"call", "count"},
 		{"call", "--", childBin},
 		{"call", "count", "--timeout", "soon", "--", childBin},
+		{"call", "count", "--raw", "--escape", "--", childBin},
+		{"call", "count", "--raw", "--json", "--", childBin},
 		{"tools"},
 		{"bench", "--streams", "0", "--", childBin},
 		{"help", "nothing"},

@@ -119,33 +119,3 @@ func TestCloseDrainBoundSaysWhatItDropped(t *testing.T) {
 	assert.Less(t, took, 5*time.Second, "Close waited past its drain bound")
 	assert.Equal(t, uint64(7), r.Losses().JournalEvents)
 }
-
-// A call's history for its watchers holds at most MaxHistoryBytes of
-// content: a stream of 1 MiB media chunks keeps its first chunks that fit,
-// then only its end, whose After shows the loss.
-func TestHistoryBoundInBytes(t *testing.T) {
-	ctx := testCtx(t)
-	r := newRecorder(t, calllog.Options{})
-	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "m", Tool: "media"})
-	require.NoError(t, err)
-	for i := range 10 {
-		rec.Output(mediaChunk(t, "m", uint64(i+1), 1<<20))
-	}
-	require.NoError(t, rec.End(ctx, recorder.Done(nil)))
-	var got []calllog.Event
-	for e := range rec.Events() {
-		got = append(got, e)
-	}
-	// The start, 3 chunks (a fourth, with its payload, passes 4 MiB), the end.
-	require.Len(t, got, 5)
-	last := got[len(got)-1]
-	assert.Equal(t, calllog.KindCompleted, last.Kind)
-	assert.Equal(t, uint64(11), last.After, "the end names the last chunk, which the history does not hold")
-	held := 0
-	for _, e := range got {
-		if e.Media != nil {
-			held += len(e.Media.Data)
-		}
-	}
-	assert.LessOrEqual(t, held, recorder.MaxHistoryBytes)
-}

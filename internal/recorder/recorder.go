@@ -29,24 +29,21 @@ import (
 // shows the loss.
 const DefaultHistory = 64
 
-// MaxHistoryBytes bounds the content (payloads, media bytes, fragments)
-// of the events one call keeps for its watchers beside DefaultHistory's
-// count: a stream of large media chunks must not make the host hold 64 of
-// them per call. Past it, as past the count, only the call's end joins.
-const MaxHistoryBytes = 4 << 20
+// DefaultHistoryBytes bounds the bytes of one call's history when
+// calllog.Options.HistoryBytes is 0. Media bytes never count: the
+// history keeps what a frame's media is (calllog.MediaInfo without Data),
+// never its data, so what a child sends as attachments costs the history
+// nothing past its events.
+const DefaultHistoryBytes = 1 << 20
 
-// histContent is what an event holds of a call's data: its payload, its
-// inline media and its fragment.
-func histContent(e *calllog.Event) int {
-	n := len(e.Fragment)
-	if e.Payload != nil {
-		n += len(e.Payload.Value)
-	}
-	if e.Media != nil {
-		n += len(e.Media.Data)
-	}
-	return n
-}
+// MaxHistoryBytes is the ceiling calllog.Options.HistoryBytes is clamped
+// to (a Record counts its history's bytes in 32 bits).
+const MaxHistoryBytes = 1 << 30
+
+// histEventOverhead is what one history event counts against the byte bound
+// beside the content it keeps: its own size (TestEventAndRecordSizes) and
+// the header of its payload.
+const histEventOverhead = 320
 
 // histStart is the room a call's history starts with: the events of a
 // small call (started, request, the caller's started, chunk and completed,
@@ -68,7 +65,10 @@ type Recorder struct {
 	journal *calllog.Journal
 	logger  *slog.Logger
 	history int
-	top     []*observerRunner // the recorder's own observers
+	// histBytes bounds the bytes of each call's history
+	// (calllog.Options.HistoryBytes, clamped to MaxHistoryBytes).
+	histBytes int
+	top       []*observerRunner // the recorder's own observers
 
 	// ctx is the observers' and store calls' context; cancel is called by
 	// Close once everything was given its chance to finish.
@@ -120,6 +120,11 @@ func New(opts calllog.Options) (*Recorder, error) {
 		}
 		r.redact[k] = struct{}{}
 	}
+	r.histBytes = opts.HistoryBytes
+	if r.histBytes <= 0 {
+		r.histBytes = DefaultHistoryBytes
+	}
+	r.histBytes = min(r.histBytes, MaxHistoryBytes)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.mu.Lock()
 	r.top = r.startRunnersLocked(opts.Observers, "recorder")
@@ -365,9 +370,9 @@ type Record struct {
 	version   string
 	attempt   int
 	fragments int32 // streamed arguments recorded so far; guarded by the tree's mu
-	histBytes int32 // the content hist holds (histContent); beside fragments: one word
+	histSize  int32 // the bytes of hist (histEventBytes), at most Recorder.histBytes plus one event
 	text      strings.Builder
-	hist      []calllog.Event // what watchers see; bounded by Recorder.history
+	hist      []calllog.Event // what watchers see; bounded by Recorder.history and Recorder.histBytes
 	lastHist  uint64
 	notify    chan struct{} // closed and cleared at each new event; nil when none waits
 	pending   int           // steps begun and not ended
@@ -499,8 +504,21 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
 	}
-	for a := rec; a != nil; a = a.parent {
-		a.appendHistLocked(ev, t.r.history)
+	if ev.Media != nil && ev.Media.Data != nil {
+		// A history keeps what the media is, never its bytes: they are
+		// the caller's (Recv gave them), and a child sending attachments
+		// must not make the host hold them for as long as the call runs.
+		hm := *ev.Media
+		hm.Data = nil
+		hev := ev
+		hev.Media = &hm
+		for a := rec; a != nil; a = a.parent {
+			a.appendHistLocked(hev, t.r)
+		}
+	} else {
+		for a := rec; a != nil; a = a.parent {
+			a.appendHistLocked(ev, t.r)
+		}
 	}
 	// The kept form is built only for a reader that gets it: a call with
 	// no observer and no journal records its events for watchers alone.
@@ -541,22 +559,46 @@ func excluded(ex []*observerRunner, o *observerRunner) bool {
 	return false
 }
 
-func (rec *Record) appendHistLocked(ev calllog.Event, limit int) {
+// appendHistLocked adds ev (without media data) to rec's history while
+// the history is not full (histFullLocked); a call's own end event is
+// always kept.
+func (rec *Record) appendHistLocked(ev calllog.Event, r *Recorder) {
 	ev.After = rec.lastHist
 	rec.lastHist = ev.Seq
-	switch n := histContent(&ev); {
-	case len(rec.hist) < limit && int(rec.histBytes)+n <= MaxHistoryBytes:
+	if !rec.histFullLocked(r) || (ev.Kind.IsEnd() && ev.Call == rec.id) {
 		rec.hist = append(rec.hist, ev)
-		rec.histBytes += int32(n)
-	case ev.Kind.IsEnd() && ev.Call == rec.id:
-		rec.hist = append(rec.hist, ev)
-	default:
-		rec.histBytes = MaxHistoryBytes + 1 // full: no later event joins, so the history stays the call's first events
+		rec.histSize += int32(min(histEventBytes(&ev), MaxHistoryBytes-1)) // at most histBytes plus this: under 2^31
 	}
 	if rec.notify != nil {
 		close(rec.notify)
 		rec.notify = nil
 	}
+}
+
+// histFullLocked reports whether rec's history takes no more events but
+// its end: it holds Recorder.history events, or Recorder.histBytes bytes.
+// The event that crosses the byte bound is kept, so a history holds at
+// most histBytes plus one event's bytes (an event's content is at most the
+// packet's max_header), then the end event.
+func (rec *Record) histFullLocked(r *Recorder) bool {
+	return len(rec.hist) >= r.history || int(rec.histSize) >= r.histBytes
+}
+
+// histEventBytes is what ev counts against a history's byte bound: the
+// event itself and the content it keeps (payload, argument fragment,
+// strings of its media and error). Media data is never kept there.
+func histEventBytes(ev *calllog.Event) int {
+	n := histEventOverhead + len(ev.Fragment)
+	if ev.Payload != nil {
+		n += len(ev.Payload.Value)
+	}
+	if m := ev.Media; m != nil {
+		n += len(m.MediaType) + len(m.BlobID) + len(m.SHA256)
+	}
+	if e := ev.Error; e != nil {
+		n += len(e.Message)
+	}
+	return n
 }
 
 // stepEndedLocked counts one step of rec as ended.
@@ -738,7 +780,7 @@ func (t *tree) unseenLocked(rec *Record) bool {
 		}
 	}
 	for a := rec; a != nil; a = a.parent {
-		if len(a.hist) < t.r.history && a.histBytes <= MaxHistoryBytes {
+		if !a.histFullLocked(t.r) {
 			return false
 		}
 	}

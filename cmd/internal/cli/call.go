@@ -32,7 +32,8 @@ type callOptions struct {
 	mediaType string
 	timeout   time.Duration
 	json      bool
-	escape    bool // --escape: the provider's text is escaped too
+	escape    bool // --escape: the provider's text is escaped too, wherever stdout goes
+	raw       bool // --raw: the provider's text is written as it came, even to a terminal
 	saveMedia string
 	journal   string
 	redact    redactFlag
@@ -51,6 +52,7 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.escape, "escape", false, "")
+	fs.BoolVar(&o.raw, "raw", false, "")
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
 	fs.StringVar(&o.journal, "journal", "", "")
 	fs.Var(&o.redact, "redact", "")
@@ -78,6 +80,9 @@ func parseCall(args []string) (*callOptions, error) {
 	}
 	if o.timeout < 0 {
 		return nil, usageErr("--timeout must not be negative")
+	}
+	if o.raw && (o.escape || o.json) {
+		return nil, usageErr("--raw goes with human output and without --escape: it writes the provider's text as it came")
 	}
 	if o.metricsAddr != "" {
 		if err := checkMetricsAddr(o.metricsAddr); err != nil {
@@ -172,7 +177,10 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return refusal(o.tool, err)
 	}
-	r := &callRun{opts: o, env: env, call: c, media: media}
+	// The provider's text is escaped where a person reads it: on a
+	// terminal unless --raw, anywhere with --escape.
+	escape := o.escape || env.StdoutTerminal && !o.raw
+	r := &callRun{opts: o, env: env, call: c, media: media, escape: escape}
 	if !o.json && env.StderrTerminal {
 		r.progress = startProgress(env.Stderr)
 	}
@@ -187,6 +195,7 @@ type callRun struct {
 	call     *host.Call
 	progress *progress          // nil when stderr is not a terminal
 	media    *frame.InlineMedia // --input-media, sent before the input's lines; nil without
+	escape   bool               // the provider's text is escaped (termsafe.Lines)
 
 	terminal atomic.Bool // the provider's terminal was received
 	sendErr  error       // set by the sender before it returns; read only once done is closed
@@ -266,7 +275,8 @@ func (r *callRun) send(ctx context.Context, input io.Reader) error {
 			}
 		}
 	}
-	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) {
+	var ce *host.CallError
+	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) && !errors.As(err, &ce) {
 		return r.abort(statusErr(ExitFailure, "cannot half-close the call: %v", err))
 	}
 	return nil
@@ -293,14 +303,18 @@ func readLine(br *bufio.Reader) (string, error) {
 	}
 }
 
-// sendFailed classifies an error of Send: after the provider's terminal or
-// the command's own cancellation it is no error of the input.
+// sendFailed classifies an error of Send: the call's own end (the child
+// died, stopped reading past the deadline, broke the protocol: Send's
+// *host.CallError or ErrSendClosed), the provider's terminal or the
+// command's own cancellation is no error of the input: the exit status is
+// the call's outcome, which receive reads.
 func (r *callRun) sendFailed(ctx context.Context, what string, err error) error {
 	var se *host.SchemaError
+	var ce *host.CallError
 	switch {
 	case errors.As(err, &se):
 		return r.abort(statusErr(ExitRefused, "%s refused: %v", what, err))
-	case errors.Is(err, host.ErrSendClosed), ctx.Err() != nil, r.terminal.Load():
+	case errors.Is(err, host.ErrSendClosed), errors.As(err, &ce), ctx.Err() != nil, r.terminal.Load():
 		return nil
 	}
 	return r.abort(statusErr(ExitFailure, "cannot send %s: %v", what, err))
@@ -364,7 +378,7 @@ func (r *callRun) receive() (status int, frames, bytes int64, last frame.Frame, 
 				return ExitFailure, frames, bytes, last, err
 			}
 		} else {
-			r.progress.above(func() { printHuman(r.env.Stdout, f, saved, r.opts.escape) })
+			r.progress.above(func() { printHuman(r.env.Stdout, f, saved, r.escape) })
 		}
 		if f.IsTerminal() {
 			r.terminal.Store(true)
@@ -391,9 +405,10 @@ func frameBytes(f frame.Frame) int64 {
 
 // printHuman prints one provider frame for people. Started and terminal
 // frames print nothing here: the status line reports the outcome. A text
-// payload is the call's output and is written as the provider sent it,
-// unless escape is set (termsafe.Lines); everything else the child chose
-// (JSON payloads, media types, blob ids) is escaped always.
+// payload is the call's output and is escaped when escape is set
+// (termsafe.Lines: on a terminal unless --raw, or with --escape), else
+// written as the provider sent it; everything else the child chose (JSON
+// payloads, media types, blob ids) is escaped always.
 func printHuman(w io.Writer, f frame.Frame, saved string, escape bool) {
 	if f.Kind != frame.KindChunk {
 		return

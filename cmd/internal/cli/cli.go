@@ -31,6 +31,9 @@ type Env struct {
 	// StderrTerminal reports whether Stderr is a terminal; only then does
 	// call draw a live progress line.
 	StderrTerminal bool
+	// StdoutTerminal reports whether Stdout is a terminal; then call
+	// escapes the provider's text unless --raw is given.
+	StdoutTerminal bool
 	// Executable is the path of the running skulk-host binary; demo
 	// re-executes it in child mode. Empty makes demo fail with a clear
 	// error.

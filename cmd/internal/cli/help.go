@@ -105,7 +105,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape | --raw] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -145,11 +145,16 @@ The flags are:
 		"data": {"size": n, "sha256": hex}. Nothing else goes to standard
 		output. See docs/cli.md for the contract.
 	--escape
-		escape the provider's text output too: control characters,
-		escape sequences and bidirectional overrides show as \x1b,
-		\r, \u202e and the like (line breaks and tabs are kept).
+		escape the provider's text output wherever standard output
+		goes: control characters, escape sequences and bidirectional
+		overrides show as \x1b, \r, \u202e and the like (line breaks
+		and tabs are kept). On a terminal this is the default.
 		Everything else the child chose (error messages, media types,
 		JSON payloads) is escaped in human output always.
+	--raw
+		write the provider's text exactly as it came, even to a
+		terminal (colours a trusted provider means to show). Not with
+		--escape or --json.
 	--save-media DIR
 		write every inline media chunk to DIR/media-SEQUENCE.EXT (SEQUENCE
 		is the frame's sequence, 6 digits; EXT comes from the media type,

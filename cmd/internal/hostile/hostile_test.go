@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 	if dir, ok := os.LookupEnv(testHostEnv); ok {
 		os.Exit(runTestHost(dir))
 	}
+	if spec, ok := os.LookupEnv(memHostEnv); ok {
+		os.Exit(runMemHost(spec))
+	}
 	dir, err := os.MkdirTemp("", "skulk-hostile-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -9,6 +9,8 @@
 //	serve      answers pings, leaves on drain (the default)
 //	ignorefd3  reads nothing on fd 3 after the startup: neither pings nor
 //	           the host's end; it also starts a setsid grandchild at once
+//	lostread   as serve, but accepts stream connections and never reads them
+//	lostaccept as serve, but never accepts a stream connection
 //	sdk        is a well-behaved SDK provider (child.Main) with
 //	           max_streams 4 and the demo tools, for a hostile host
 //	grandchild is the grandchild: it calls setsid, writes its pid to the
@@ -17,7 +19,7 @@
 //	           sleeps
 //
 // HOSTILE_PIDS names the directory the grandchildren write their pid files
-// to. The tools of serve and ignorefd3:
+// to. The tools of serve, lostread, lostaccept and ignorefd3:
 //
 //	ok           echoes caller chunks; completes {"n"} on the caller's completed
 //	oversize     sends a length prefix over max_header on the stream
@@ -36,12 +38,25 @@
 //	escapedie    starts a setsid grandchild, waits for its pid file, exits 3
 //	evil         sends inline media whose media type holds terminal escapes,
 //	             then fails with a message full of them
+//	inputdie     reads two caller frames, then exits 3
+//	inputstall   never reads the connection after the invoke, and never answers
+//	inputgarbage reads two caller frames, then sends a header that is not
+//	             MessagePack, and goes on reading
+//	lostfinish   reads the invoke and never answers; its pongs stop counting
+//	             it at once (a handler the child lost track of)
+//	logflood     writes {"n"} lines (default 20000) to stdout and as many to
+//	             stderr as fast as it can, then completes once the host has
+//	             read both pipes
+//	mediaflood   sends {"n"} chunks (default 64) of 16 MiB inline media as
+//	             fast as the host reads them, then completes
 //
 // A tool whose id and description are themselves terminal escapes is
-// listed too (evilID); calling it fails.
+// listed too (evilID); calling it fails. Pongs count every call as a
+// running stream until its tool returns.
 package main
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -60,6 +75,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/demotools"
 	"github.com/skulkrt/skulk/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Hostile strings: a window title, a clear screen, a red fake success on a
@@ -128,6 +144,8 @@ var (
 	cw     *wire.Writer
 	muted  atomic.Bool
 	stuck  atomic.Bool // pongs report one stuck handler
+	// running counts the calls whose tool has not returned, for pongs.
+	running atomic.Int64
 )
 
 func serve(mode string) int {
@@ -147,7 +165,7 @@ func serve(mode string) int {
 	cw = wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
-	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil"} {
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood", "lostfinish"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
@@ -157,10 +175,18 @@ func serve(mode string) int {
 		return 2
 	}
 	go func() { // stopped by the process exiting
+		if mode == "lostaccept" {
+			return // the listener's backlog takes the host's connections; nobody accepts them
+		}
+		var held []net.Conn // lostread's connections, kept open and never read
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if mode == "lostread" {
+				held = append(held, nc)
+				continue
 			}
 			go serveConn(nc)
 		}
@@ -181,9 +207,9 @@ func serve(mode string) int {
 		case *wire.Ping:
 			if !muted.Load() {
 				ctrlMu.Lock()
-				pong := &wire.Pong{Nonce: p.Nonce}
+				pong := &wire.Pong{Nonce: p.Nonce, Streams: running.Load()}
 				if stuck.Load() {
-					pong.Streams, pong.Stuck = 1, 1
+					pong.Streams, pong.Stuck = max(pong.Streams, 1), 1
 				}
 				cw.WritePacket(pong)
 				ctrlMu.Unlock()
@@ -213,7 +239,10 @@ func serveConn(nc net.Conn) {
 		if !ok {
 			return
 		}
-		if !call(inv, r, w, nc) {
+		running.Add(1)
+		goOn := call(inv, r, w, nc)
+		running.Add(-1)
+		if !goOn {
 			return
 		}
 	}
@@ -314,6 +343,70 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 	case "escapedie":
 		startGrandchild()
 		os.Exit(3)
+	case "inputdie", "inputgarbage":
+		for range 2 {
+			if _, err := r.ReadPacket(); err != nil {
+				return false
+			}
+		}
+		if inv.ToolID == "inputdie" {
+			os.Exit(3)
+		}
+		nc.Write([]byte(notMessagePack))
+	case "logflood":
+		var args struct{ N int }
+		inv.Arguments.Decode(&args)
+		if args.N <= 0 {
+			args.N = 20000
+		}
+		var wg sync.WaitGroup
+		for _, f := range []*os.File{os.Stdout, os.Stderr} {
+			wg.Add(1)
+			go func() { // stopped after n lines
+				defer wg.Done()
+				bw := bufio.NewWriterSize(f, 64<<10)
+				for i := range args.N {
+					fmt.Fprintf(bw, "flood line %d\n", i)
+				}
+				bw.Flush()
+			}()
+		}
+		wg.Wait()
+		// Complete once the host has read both pipes (TIOCINQ, FIONREAD, counts
+		// what waits in a pipe from either end), so that every line
+		// reached it before the call ends.
+		for range 3000 {
+			out, _ := unix.IoctlGetInt(1, unix.TIOCINQ)
+			errs, _ := unix.IoctlGetInt(2, unix.TIOCINQ)
+			if out == 0 && errs == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		send(frame.NewCompleted(id, frame.ProviderToCaller, 1, nil))
+		w.WritePacket(&wire.End{CallID: id})
+		return true
+	case "lostfinish":
+		running.Add(-1) // forgotten: the pongs no longer count it
+		defer running.Add(1)
+	case "inputstall":
+		select {} // the handler never returns; the process ends with its drain
+	case "mediaflood":
+		var args struct{ N int }
+		inv.Arguments.Decode(&args)
+		if args.N <= 0 {
+			args.N = 64
+		}
+		m := &frame.InlineMedia{MediaType: "application/octet-stream", Data: make([]byte, wire.DefaultMaxAttachment)}
+		for seq := uint64(1); seq <= uint64(args.N); seq++ {
+			f, _ := frame.NewChunk(id, frame.ProviderToCaller, seq, nil, m)
+			if err := w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+				return false
+			}
+		}
+		send(frame.NewCompleted(id, frame.ProviderToCaller, uint64(args.N)+1, nil))
+		w.WritePacket(&wire.End{CallID: id})
+		return true
 	case "evil":
 		send(frame.NewChunk(id, frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: evilMediaType}))
 		send(frame.NewFailed(id, frame.ProviderToCaller, 2, frame.CodeProviderError, evilMessage))
