@@ -75,7 +75,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	s.state = StateStarting
 	h.mu.Unlock()
 
-	proc, err := spawn(&h.cfg, id, h.log, h.contain)
+	proc, err := spawn(&h.cfg, id, h.log, h.contain, h.cred)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +373,7 @@ func (ch *child) watch() (error, stopMode) {
 	for {
 		select {
 		case <-ticker.C:
-			ch.proc.lineage.track() // the descendants seen now are found again if they leave the tree
+			ch.proc.contained.Track() // the descendants seen now are found again if they leave the tree
 			if err := ping(); err != nil {
 				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}
@@ -412,8 +412,14 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
+			if ch.proc.memoryLimitHit() {
+				return ch.memoryLimitCause(), stopExited
+			}
 			return fmt.Errorf("%w: control connection ended: %w", ErrChildDied, ch.ctrlErr), stopExited
 		case <-ch.proc.exited:
+			if ch.proc.memoryLimitHit() {
+				return ch.memoryLimitCause(), stopExited
+			}
 			return fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()), stopExited
 		case <-ch.h.life.Done():
 			return ErrClosed, stopGraceful
@@ -536,6 +542,13 @@ func (ch *child) drain() error {
 		return fmt.Errorf("host: child %s: did not exit after its drain: killed", ch.id)
 	}
 	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
+}
+
+// memoryLimitCause is the cause of a child the kernel killed for
+// Config.MemoryMax: the OOM kill counted in its cgroup (memory.events,
+// or v1's memory.oom_control) says so before the process is gone.
+func (ch *child) memoryLimitCause() error {
+	return fmt.Errorf("%w: %w (memory limit %d bytes)", ErrChildDied, ErrMemoryLimit, ch.h.cfg.MemoryMax)
 }
 
 // unreachable returns the cause given to calls in flight on a dead child.

@@ -42,6 +42,16 @@ type Stats struct {
 	// JournalSendErrors counts sends to the journal's store that failed or
 	// went unanswered (each is retried unless the writer stops).
 	JournalEventsLost, JournalSendErrors uint64
+
+	// Cgroups is true when every child runs in a cgroup of its own
+	// (Linux), false when the host could not make cgroups or was told not
+	// to (Config.NoCgroups); CgroupsUnavailable then says why, and the
+	// guardian and /proc alone contain the children (docs/operations.md,
+	// "Containment"). CgroupLayout names the layout in use: "v2",
+	// "hybrid", "v1" (limits only) or "". These do not change after Start.
+	Cgroups            bool
+	CgroupLayout       string
+	CgroupsUnavailable string
 }
 
 // pingBounds are the lower bounds of Stats.PingRTT's buckets, in seconds:
@@ -109,6 +119,8 @@ func (h *Host) Stats() Stats {
 	s.ObserverEventsLost, s.ObserversFailed = l.ObserverEvents, l.ObserversFailed
 	s.JournalEventsLost, s.JournalSendErrors = l.JournalEvents, l.JournalSendErrors
 	s.PingRTT = h.pingStats()
+	cs := h.contain.Status()
+	s.Cgroups, s.CgroupLayout, s.CgroupsUnavailable = cs.Cgroups, cs.Layout, cs.Unavailable
 	h.mu.Lock()
 	s.PingRTTSum = h.pings.sum
 	h.mu.Unlock()
