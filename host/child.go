@@ -413,14 +413,11 @@ func (ch *child) watch() (error, stopMode) {
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
 			if ch.proc.memoryLimitHit() {
-				return ch.memoryLimitCause(), stopExited
+				return ch.diedOf("control connection ended"), stopExited
 			}
 			return fmt.Errorf("%w: control connection ended: %w", ErrChildDied, ch.ctrlErr), stopExited
 		case <-ch.proc.exited:
-			if ch.proc.memoryLimitHit() {
-				return ch.memoryLimitCause(), stopExited
-			}
-			return fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()), stopExited
+			return ch.diedOf(ch.proc.exitStatus()), stopExited
 		case <-ch.h.life.Done():
 			return ErrClosed, stopGraceful
 		}
@@ -544,11 +541,15 @@ func (ch *child) drain() error {
 	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
 }
 
-// memoryLimitCause is the cause of a child the kernel killed for
-// Config.MemoryMax: the OOM kill counted in its cgroup (memory.events,
-// or v1's memory.oom_control) says so before the process is gone.
-func (ch *child) memoryLimitCause() error {
-	return fmt.Errorf("%w: %w (memory limit %d bytes)", ErrChildDied, ErrMemoryLimit, ch.h.cfg.MemoryMax)
+// diedOf is the cause of the child's death, status saying how it ended:
+// ErrChildDied, with ErrMemoryLimit when the kernel killed a process of
+// its cgroup for Config.MemoryMax (the OOM kill its cgroup counted:
+// memory.events, or v1's memory.oom_control).
+func (ch *child) diedOf(status string) error {
+	if ch.proc.memoryLimitHit() {
+		return fmt.Errorf("%w: %s: %w (%d bytes)", ErrChildDied, status, ErrMemoryLimit, ch.h.cfg.MemoryMax)
+	}
+	return fmt.Errorf("%w: %s", ErrChildDied, status)
 }
 
 // unreachable returns the cause given to calls in flight on a dead child.

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 		os.Exit(runTestHost(dir))
 	}
 	dir, err := os.MkdirTemp("", "skulk-hostile-test-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755) // hostilechild runs as nobody too (TestRunAsCannotTouchTheHost)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -475,6 +478,9 @@ func TestRecycleTakesTheGrandchild(t *testing.T) {
 // grandchildren run and the host has looked at the children's trees a few
 // times, then waits to be killed.
 func runTestHost(dir string) int {
+	if os.Getenv(testHostModeEnv) == "inflight" {
+		return runInFlightHost(dir)
+	}
 	cfg := host.Config{
 		Command: os.Getenv("HOSTILE_BIN"), Args: []string{"ignorefd3"}, PoolSize: 2,
 		ExtraEnv: []string{"HOSTILE_PIDS=" + dir}, TempDir: dir,

@@ -525,26 +525,54 @@ func (c *cgroup) started() error {
 	return nil
 }
 
+// oomCountWait bounds the wait for the OOM kill count of a cgroup whose
+// memory reached its limit: the kernel counts the kill after it sent the
+// SIGKILL, so the host may see the death first.
+const oomCountWait = 200 * time.Millisecond
+
 // memoryLimitHit reports whether the OOM killer killed a process of the
-// cgroup for its memory limit.
+// cgroup for its memory limit: the OOM kill count (v2 memory.events, v1
+// memory.oom_control) once the memory use reached the limit (v2
+// memory.events' max count, v1 memory.max_usage_in_bytes).
 func (c *cgroup) memoryLimitHit() bool {
-	if c.cg.limits.MemoryBytes == 0 {
+	limit := c.cg.limits.MemoryBytes
+	if limit == 0 {
 		return false
 	}
+	var reached func() bool
+	var count func() int64
 	if dir, ok := c.v1[ctlMemory]; ok {
-		n, _ := keyed(filepath.Join(dir, "memory.oom_control"), "oom_kill")
-		if n > 0 {
+		reached = func() bool {
+			peak, _ := readInt(filepath.Join(dir, "memory.max_usage_in_bytes"))
+			return peak >= limit
+		}
+		count = func() int64 {
+			n, _ := keyed(filepath.Join(dir, "memory.oom_control"), "oom_kill")
+			return n
+		}
+	} else if c.v2 != "" {
+		reached = func() bool {
+			n, _ := keyed(filepath.Join(c.v2, "memory.events"), "max")
+			return n > 0
+		}
+		count = func() int64 {
+			n, _ := keyed(filepath.Join(c.v2, "memory.events"), "oom_kill")
+			return n
+		}
+	} else {
+		return false
+	}
+	if count() > 0 {
+		return true
+	}
+	if !reached() {
+		return false
+	}
+	for deadline := time.Now().Add(oomCountWait); time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		if count() > 0 {
 			return true
 		}
-		// Kernels before 4.13 have no oom_kill count: the limit was hit
-		// if usage reached it.
-		peak, _ := readInt(filepath.Join(dir, "memory.max_usage_in_bytes"))
-		fails, _ := readInt(filepath.Join(dir, "memory.failcnt"))
-		return !exists(filepath.Join(dir, "memory.oom_control")) && fails > 0 && peak >= c.cg.limits.MemoryBytes
-	}
-	if c.v2 != "" {
-		n, _ := keyed(filepath.Join(c.v2, "memory.events"), "oom_kill")
-		return n > 0
 	}
 	return false
 }
