@@ -368,6 +368,7 @@ if [ -n "$cg" ]; then
 	done
 	set +f
 	for d in $cg; do
+		[ -d "$d" ] || continue
 		for s in "$d"/*/; do
 			[ -d "$s" ] && rmdir "$s" 2>/dev/null
 		done
