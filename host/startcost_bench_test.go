@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,9 +30,7 @@ func BenchmarkStartToFirstCall(b *testing.B) {
 		{"cgroup-limits", func(c *Config) { c.MemoryMax, c.PidsMax = 1<<30, 1000 }},
 	}
 	if os.Getenv("SKULK_BENCH_ORDER") == "reverse" {
-		for i, j := 0, len(cases)-1; i < j; i, j = i+1, j-1 {
-			cases[i], cases[j] = cases[j], cases[i]
-		}
+		slices.Reverse(cases)
 	}
 	args := frame.MustPayload(map[string]any{"n": 1})
 	for _, tc := range cases {

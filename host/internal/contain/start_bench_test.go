@@ -4,7 +4,9 @@ package contain
 
 import (
 	"log/slog"
+	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -16,17 +18,22 @@ import (
 // containment costs, with a cgroup, without, and with memory and pids
 // limits (on a hybrid machine the starter thread joins the v1 cgroups for
 // the fork). BenchmarkNew is a Set's own setup and Close.
+// SKULK_BENCH_ORDER=reverse runs the cases in the other order.
 //
 //	go test -run '^$' -bench . -count 6 ./host/internal/contain/
 func BenchmarkStart(b *testing.B) {
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		opts Options
 	}{
 		{"no-cgroup", Options{NoCgroups: true}},
 		{"cgroup", Options{}},
 		{"cgroup-limits", Options{Limits: Limits{MemoryBytes: 1 << 30, Pids: 1000}}},
-	} {
+	}
+	if os.Getenv("SKULK_BENCH_ORDER") == "reverse" {
+		slices.Reverse(cases)
+	}
+	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := New(tc.opts, slog.New(slog.DiscardHandler))
 			if err != nil {
