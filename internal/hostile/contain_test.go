@@ -350,3 +350,32 @@ func setDirs(t *testing.T, pid int) []string {
 	}
 	return dirs
 }
+
+// TestWithoutCgroups: with Config.NoCgroups (what a machine without
+// cgroups gets) the host says why in Stats, and a setsid grandchild still
+// dies with its child, whether the child exits or is stopped at Close.
+func TestWithoutCgroups(t *testing.T) {
+	for _, tool := range []string{"escapedie", "escape"} {
+		t.Run(tool, func(t *testing.T) {
+			pids := t.TempDir()
+			cfg := config(t, "serve", pids)
+			cfg.NoCgroups = true
+			h := startHost(t, cfg)
+			s := h.Stats()
+			require.False(t, s.Cgroups)
+			require.NotEmpty(t, s.CgroupsUnavailable)
+			c, err := h.Call(context.Background(), tool, nil, host.WithInput())
+			require.NoError(t, err)
+			if tool == "escape" {
+				c.CloseSend()
+			}
+			terminal(t, c, 20*time.Second)
+			gc := grandchildren(t, pids)
+			require.Len(t, gc, 1)
+			if tool == "escape" {
+				require.NoError(t, h.Close(context.Background()))
+			}
+			waitGone(t, gc, 2*time.Second)
+		})
+	}
+}

@@ -76,6 +76,7 @@ func New(opts Options, log *slog.Logger) (*Set, error) {
 			return nil, err
 		}
 		s.status.Unavailable = "cgroups are off for this host"
+		log.Info("contain: children run without cgroups of their own; the guardian and /proc contain them", "reason", s.status.Unavailable)
 	} else {
 		cg, why, err := newCgroups(opts.Limits, log)
 		if err != nil {
