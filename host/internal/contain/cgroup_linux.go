@@ -242,6 +242,9 @@ func newCgroups(limits Limits, log *slog.Logger) (cg *cgroups, unavailable strin
 			parentRel = filepath.Dir(l.v2Own)
 		}
 		parent := l.v2.dir(parentRel)
+		if len(cg.v2Ctl) > 0 {
+			enableControllers(parent, cg.v2Ctl)
+		}
 		sweepLeftovers(parent, true, log)
 		dir := filepath.Join(parent, name)
 		switch err := os.Mkdir(dir, 0o755); {
@@ -305,6 +308,26 @@ func newCgroups(limits Limits, log *slog.Logger) (cg *cgroups, unavailable strin
 		return nil, unavailable, nil
 	}
 	return cg, unavailable, nil
+}
+
+// enableControllers hands ctls to the cgroups below parent where its
+// cgroup.subtree_control does not already: the root cgroup may, and a
+// parent whose processes all sit in leaves. Where it cannot, the write
+// into the Set's directory fails next and says so.
+func enableControllers(parent string, ctls []string) {
+	b, err := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+	if err != nil {
+		return
+	}
+	on := map[string]bool{}
+	for _, c := range strings.Fields(string(b)) {
+		on[c] = true
+	}
+	for _, c := range ctls {
+		if !on[c] {
+			writeFile(filepath.Join(parent, "cgroup.subtree_control"), "+"+c)
+		}
+	}
 }
 
 // limitsNeed returns a *LimitError for the first limit l asks for, nil
