@@ -250,6 +250,9 @@ func newCgroups(limits Limits, log *slog.Logger) (cg *cgroups, unavailable strin
 		switch err := os.Mkdir(dir, 0o755); {
 		case err != nil:
 			unavailable = "cannot create a cgroup in " + parent + ": " + errText(err)
+			if parentRel != l.v2Own {
+				unavailable += " (with limits on the unified hierarchy the host process must sit in a leaf cgroup, and the children's cgroups are made beside it)"
+			}
 			if len(cg.v2Ctl) > 0 {
 				return fail(&LimitError{Limit: cg.v2Ctl[0], Reason: unavailable})
 			}
