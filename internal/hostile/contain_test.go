@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,4 +379,83 @@ func TestWithoutCgroups(t *testing.T) {
 			waitGone(t, gc, 2*time.Second)
 		})
 	}
+}
+
+// runUnprivilegedHost is this test binary, run as nobody, as a host for
+// TestUnprivilegedHostFallsBack: it starts a host, makes a call, and
+// prints what Stats says of cgroups; then it asks for a pids limit and
+// prints whether Start refused it with ErrLimitUnavailable.
+func runUnprivilegedHost(dir string) int {
+	var logs strings.Builder
+	cfg := host.Config{
+		Command: os.Getenv("HOSTILE_BIN"), Args: []string{"serve"}, TempDir: dir,
+		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: &logs}, nil)),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.Start(ctx, cfg)
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	c, err := h.Call(ctx, "attackhost", nil)
+	if err == nil {
+		_, err = c.Wait()
+	}
+	s := h.Stats()
+	h.Close(context.Background())
+	fmt.Printf("call %v\ncgroups %v\nwhy %s\nwarnings %d\n", err, s.Cgroups, s.CgroupsUnavailable,
+		strings.Count(logs.String(), "children run without cgroups of their own"))
+	cfg.PidsMax, cfg.Logger = 16, nil
+	_, err = host.Start(ctx, cfg)
+	fmt.Printf("limit refused %v\n", errors.Is(err, host.ErrLimitUnavailable))
+	return 0
+}
+
+// syncWriter serializes writes to b.
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// TestUnprivilegedHostFallsBack: a host that may not create cgroups (run
+// as nobody, with no delegated subtree) says why once in its log and in
+// Stats, still runs its children (contained without cgroups), and refuses
+// a limit with ErrLimitUnavailable.
+func TestUnprivilegedHostFallsBack(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("running the host as another user needs root")
+	}
+	// The test binary, where nobody may run it, and a TempDir of nobody's.
+	bin := filepath.Join(filepath.Dir(hostileBin), "hostile.test")
+	src, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, src, 0o755))
+	defer os.Remove(bin)
+	dir, err := os.MkdirTemp("", "sk")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	require.NoError(t, os.Chown(dir, 65534, 65534))
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), testHostEnv+"="+dir, testHostModeEnv+"=unprivileged")
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("the unprivileged host said:\n%s", out)
+	require.NoError(t, err)
+	got := string(out)
+	if strings.Contains(got, "cgroups true") {
+		t.Skip("nobody may create cgroups here (a delegated subtree)")
+	}
+	assert.Contains(t, got, "call <nil>\n")
+	assert.Contains(t, got, "cgroups false\n")
+	assert.Regexp(t, `why \S+`, got)
+	assert.Contains(t, got, "warnings 1\n")
+	assert.Contains(t, got, "limit refused true\n")
 }

@@ -478,8 +478,11 @@ func TestRecycleTakesTheGrandchild(t *testing.T) {
 // grandchildren run and the host has looked at the children's trees a few
 // times, then waits to be killed.
 func runTestHost(dir string) int {
-	if os.Getenv(testHostModeEnv) == "inflight" {
+	switch os.Getenv(testHostModeEnv) {
+	case "inflight":
 		return runInFlightHost(dir)
+	case "unprivileged":
+		return runUnprivilegedHost(dir)
 	}
 	cfg := host.Config{
 		Command: os.Getenv("HOSTILE_BIN"), Args: []string{"ignorefd3"}, PoolSize: 2,
