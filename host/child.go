@@ -78,7 +78,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	h.mu.Unlock()
 
 	outLimit := newOutputLimit()
-	proc, err := spawn(&h.cfg, id, slog.New(limitOutput(h.log.Handler(), outLimit)), h.contain)
+	proc, err := spawn(&h.cfg, id, slog.New(limitOutput(h.log.Handler(), outLimit)), h.contain, h.cred)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +404,7 @@ func (ch *child) watch() (error, stopMode) {
 	for {
 		select {
 		case <-ticker.C:
-			ch.proc.lineage.track() // the descendants seen now are found again if they leave the tree
+			ch.proc.contained.Track() // the descendants seen now are found again if they leave the tree
 			if err := ping(); err != nil {
 				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}
@@ -443,9 +443,12 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
+			if ch.proc.memoryLimitHit() {
+				return ch.diedOf("control connection ended"), stopExited
+			}
 			return fmt.Errorf("%w: control connection ended: %w", ErrChildDied, ch.ctrlErr), stopExited
 		case <-ch.proc.exited:
-			return fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()), stopExited
+			return ch.diedOf(ch.proc.exitStatus()), stopExited
 		case <-ch.h.life.Done():
 			return ErrClosed, stopGraceful
 		}
@@ -568,6 +571,17 @@ func (ch *child) drain() error {
 		return fmt.Errorf("host: child %s: did not exit after its drain: killed", ch.id)
 	}
 	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
+}
+
+// diedOf is the cause of the child's death, status saying how it ended:
+// ErrChildDied, with ErrMemoryLimit when the kernel killed a process of
+// its cgroup for Config.MemoryMax (the OOM kill its cgroup counted:
+// memory.events, or v1's memory.oom_control).
+func (ch *child) diedOf(status string) error {
+	if ch.proc.memoryLimitHit() {
+		return fmt.Errorf("%w: %s: %w (%d bytes)", ErrChildDied, status, ErrMemoryLimit, ch.h.cfg.MemoryMax)
+	}
+	return fmt.Errorf("%w: %s", ErrChildDied, status)
 }
 
 // unreachable returns the cause given to calls in flight on a dead child.

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -120,6 +124,41 @@ type Config struct {
 	// "Hostile children"), leaving orphans to init. False means the host
 	// is a subreaper from Start until the last such Host is closed.
 	NoSubreaper bool
+	// MemoryMax caps, in bytes, the memory each child may use together
+	// with everything it starts (its cgroup's memory.max, or v1's
+	// memory.limit_in_bytes). Past it the kernel kills the child; its
+	// calls fail with a synthetic unreachable that says the memory limit
+	// was reached (ErrMemoryLimit), and it is restarted like any child
+	// that dies. 0 means no limit. Limits need cgroups (Linux): where the
+	// controller is not available, Start fails with ErrLimitUnavailable.
+	MemoryMax int64
+	// PidsMax caps the processes and threads each child may have together
+	// with everything it starts (pids.max): a fork past it fails. 0 means
+	// no limit. Needs cgroups, as MemoryMax.
+	PidsMax int64
+	// CPUMax caps each child's CPU time, with everything it starts, in
+	// cores: 1.5 is one and a half cores (systemd's CPUQuota=150%). 0
+	// means no limit. Needs cgroups, as MemoryMax.
+	CPUMax float64
+	// NoCgroups, on Linux, starts the children without cgroups of their
+	// own even where the host could make them: the parent-death signal,
+	// the subreaper, the guardian and /proc alone contain them
+	// (docs/operations.md, "Containment"). It cannot go with a limit.
+	// False means a cgroup per child wherever the host can create one.
+	NoCgroups bool
+	// User runs every child as this user, a name or a numeric uid; its
+	// supplementary groups are dropped. "" means the host's user. Running
+	// as another user needs the privilege to change user (root, or
+	// CAP_SETUID and CAP_SETGID); the command must be executable by it.
+	User string
+	// Group runs every child with this group, a name or a numeric gid;
+	// "" means User's primary group, or the host's group without User.
+	Group string
+	// NoNewPrivs, on Linux, starts every child with no_new_privs: neither
+	// it nor anything it runs gains privileges from set-user-ID or
+	// set-group-ID programs or file capabilities. False leaves the flag as
+	// the host process has it.
+	NoNewPrivs bool
 	// CallLog configures the call log every call is recorded in
 	// (docs/events.md): the host's observers and journal, what they are
 	// given of payloads, and how many events a call keeps for Call.Events.
@@ -152,6 +191,52 @@ type RestartPolicy struct {
 	BackoffMin time.Duration
 	// BackoffMax caps the backoff; 0 means 10 s.
 	BackoffMax time.Duration
+}
+
+// minMemoryMax is the smallest Config.MemoryMax: below it no program
+// starts.
+const minMemoryMax = 1 << 20
+
+// credential resolves User and Group; nil means the host's own.
+func (c *Config) credential() (*syscall.Credential, error) {
+	if c.User == "" && c.Group == "" {
+		return nil, nil
+	}
+	cred := &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	if c.User != "" {
+		u, err := user.Lookup(c.User)
+		if err != nil {
+			if _, numErr := strconv.ParseUint(c.User, 10, 32); numErr == nil {
+				u, err = user.LookupId(c.User)
+			}
+		}
+		if err != nil {
+			return nil, configErr("User", "no such user")
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 != nil || err2 != nil {
+			return nil, configErr("User", "not a numeric uid and gid")
+		}
+		cred.Uid, cred.Gid = uint32(uid), uint32(gid)
+	}
+	if c.Group != "" {
+		g, err := user.LookupGroup(c.Group)
+		if err != nil {
+			if _, numErr := strconv.ParseUint(c.Group, 10, 32); numErr == nil {
+				g, err = user.LookupGroupId(c.Group)
+			}
+		}
+		if err != nil {
+			return nil, configErr("Group", "no such group")
+		}
+		gid, err := strconv.ParseUint(g.Gid, 10, 32)
+		if err != nil {
+			return nil, configErr("Group", "not a numeric gid")
+		}
+		cred.Gid = uint32(gid)
+	}
+	return cred, nil
 }
 
 // ErrConfig is matched (errors.Is) by every error of Config.Validate.
@@ -195,6 +280,21 @@ func (c *Config) Validate() error {
 		return configErr("Restart.BackoffMax", "below BackoffMin")
 	case c.CallLog.Journal != nil && c.CallLog.Journal.Store == nil:
 		return configErr("CallLog.Journal.Store", "required")
+	case c.MemoryMax < 0:
+		return configErr("MemoryMax", "negative")
+	case c.MemoryMax > 0 && c.MemoryMax < minMemoryMax:
+		return configErr("MemoryMax", "below 1 MiB")
+	case c.PidsMax < 0:
+		return configErr("PidsMax", "negative")
+	case c.CPUMax < 0 || c.CPUMax != c.CPUMax:
+		return configErr("CPUMax", "negative or not a number")
+	case c.CPUMax > 0 && c.CPUMax < 0.01:
+		return configErr("CPUMax", "below 0.01 cores")
+	case c.NoCgroups && (c.MemoryMax > 0 || c.PidsMax > 0 || c.CPUMax > 0):
+		return configErr("NoCgroups", "limits need cgroups")
+	}
+	if _, err := c.credential(); err != nil {
+		return err
 	}
 	if err := checkTempBase(c.tempBase()); err != nil {
 		return err

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -558,12 +557,12 @@ func (c *streamConn) causeOf(err error) *synth {
 	select {
 	case <-ch.proc.exited:
 		ch.markDead()
-		return ch.unreachable(fmt.Errorf("%w: %s", ErrChildDied, ch.proc.exitStatus()))
+		return ch.unreachable(ch.diedOf(ch.proc.exitStatus()))
 	case <-t.C:
 	}
 	if ch.proc.gone() { // exited, not reaped yet
 		ch.markDead()
-		return ch.unreachable(fmt.Errorf("%w: exited", ErrChildDied))
+		return ch.unreachable(ch.diedOf("exited"))
 	}
 	ch.h.mu.Lock()
 	dead := ch.state == StateDead

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host/internal/contain"
 	"github.com/skulkrt/skulk/host/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -48,6 +49,16 @@ var (
 	// synthetic unreachable; the recycle does not count against
 	// Config.Restart.
 	ErrCallsLost = errors.New("host: child lost calls")
+	// ErrMemoryLimit is the cause recorded when the kernel killed a child
+	// (or a process it started) for Config.MemoryMax; it comes with
+	// ErrChildDied, and the calls in flight get a synthetic unreachable
+	// whose message says so.
+	ErrMemoryLimit = errors.New("host: the child reached its memory limit")
+	// ErrLimitUnavailable: Start was asked for a limit (Config.MemoryMax,
+	// PidsMax, CPUMax) whose cgroup controller this machine, or the host's
+	// place in the cgroup tree or its privileges, does not offer. The
+	// message names the limit and says why; a limit is never ignored.
+	ErrLimitUnavailable = contain.ErrLimitUnavailable
 )
 
 // CallError is the outcome of a call that did not complete: the provider's

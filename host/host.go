@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host/internal/contain"
 	"github.com/skulkrt/skulk/host/internal/otelcall"
 	"github.com/skulkrt/skulk/host/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/recorder"
@@ -30,10 +32,11 @@ type Host struct {
 	log      *slog.Logger
 	idPrefix string
 	nextCall atomic.Uint64
-	traffic  traffic            // frames and media bytes by direction (Stats)
-	rec      *recorder.Recorder // records every call (Config.CallLog); closed by Close
-	tracing  *otelcall.Tracing  // Config.TracerProvider
-	contain  *containment       // starts the children and keeps their descendants; closed by Close after every child was reaped
+	traffic  traffic             // frames and media bytes by direction (Stats)
+	rec      *recorder.Recorder  // records every call (Config.CallLog); closed by Close
+	tracing  *otelcall.Tracing   // Config.TracerProvider
+	contain  *contain.Set        // starts the children and keeps their descendants; closed by Close after every child was reaped
+	cred     *syscall.Credential // Config.User and Group resolved; nil: the host's
 
 	life context.Context // cancelled when Close begins: aborts starts and backoffs
 	stop context.CancelFunc
@@ -137,9 +140,22 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.rec = rec
 	h.life, h.stop = context.WithCancel(context.Background())
-	h.contain = newContainment(&h.cfg, h.log)
+	if h.cred, err = h.cfg.credential(); err != nil {
+		h.rec.Close(context.Background())
+		return nil, err
+	}
+	h.contain, err = contain.New(contain.Options{
+		Limits:      contain.Limits{MemoryBytes: h.cfg.MemoryMax, Pids: h.cfg.PidsMax, CPU: h.cfg.CPUMax},
+		NoSubreaper: h.cfg.NoSubreaper,
+		NoCgroups:   h.cfg.NoCgroups,
+		NoNewPrivs:  h.cfg.NoNewPrivs,
+	}, h.log)
+	if err != nil {
+		h.rec.Close(context.Background())
+		return nil, fmt.Errorf("host: %w", err)
+	}
 	if err := h.startPool(ctx); err != nil {
-		h.contain.close()
+		h.contain.Close()
 		h.rec.Close(context.Background())
 		return nil, err
 	}
@@ -606,7 +622,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.mu.Unlock()
 		h.stop()
 		h.wg.Wait()
-		h.contain.close() // every child was reaped
+		h.contain.Close() // every child was reaped
 		var errs []error
 		h.mu.Lock()
 		for _, s := range h.slots {

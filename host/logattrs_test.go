@@ -27,24 +27,19 @@ var callMessages = map[string]bool{
 // otherMessages are the messages of the host's records about a child, a
 // slot, a stream connection with no call on it, or the host itself.
 var otherMessages = map[string]bool{
-	"child started":                            true,
-	"child slot gave up restarting":            true,
-	"child restart failed":                     true,
-	"recycling child with stuck handlers":      true,
-	"recycling child that lost calls":          true,
-	"child said bye without a drain":           true,
-	"child dead":                               true,
-	"child stopped":                            true,
-	"child wrote on an idle stream connection": true,
-	"host: cannot become a child subreaper; orphaned descendants go to init": true,
-	"host: no guardian": true,
-	"host: no guardian: descendants of the children may outlive a host killed with SIGKILL":          true,
-	"host: the guardian is gone: descendants of the children may outlive a host killed with SIGKILL": true,
-	"host: guardian not told of a process":                                                           true,
-	"removed a private directory left by a host that is gone":                                        true,
-	"descendants of the child survived SIGKILL":                                                      true,
-	"descendants of the child killed":                                                                true,
-	logChildOutput:                                                                                   true, // a child's line: the child's own records are checked in package child
+	"child started":                                           true,
+	"child slot gave up restarting":                           true,
+	"child restart failed":                                    true,
+	"recycling child with stuck handlers":                     true,
+	"recycling child that lost calls":                         true,
+	"child said bye without a drain":                          true,
+	"child dead":                                              true,
+	"child stopped":                                           true,
+	"child wrote on an idle stream connection":                true,
+	"removed a private directory left by a host that is gone": true,
+	"descendants of the child survived SIGKILL":               true,
+	"descendants of the child killed":                         true,
+	logChildOutput:                                            true, // a child's line: the child's own records are checked in package child
 }
 
 // The call log's records (internal/recorder, logged through the host's

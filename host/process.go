@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skulkrt/skulk/host/internal/contain"
 	"github.com/skulkrt/skulk/internal/sockpair"
 )
 
@@ -41,7 +42,7 @@ type process struct {
 	exited  chan struct{} // closed by the reaper once the process was reaped
 	waitErr error         // set by the reaper before exited is closed
 
-	lineage *lineage // the child's descendants (lineage_linux.go)
+	contained *contain.Child // the child's cgroup, or its descendants in /proc
 
 	stderr  tailBuffer
 	logs    sync.WaitGroup // the two forwarders
@@ -50,10 +51,10 @@ type process struct {
 }
 
 // spawn creates the directory, the listener and the socketpair and starts
-// the command in its own process group, through c (on Linux: from c's
-// locked thread, with a parent-death signal). On error nothing is left
-// behind.
-func spawn(cfg *Config, childID string, log *slog.Logger, c *containment) (p *process, err error) {
+// the command in its own process group as cred (nil: the host's user),
+// through c (on Linux: in a cgroup of its own, from c's locked thread,
+// with a parent-death signal). On error nothing is left behind.
+func spawn(cfg *Config, childID string, log *slog.Logger, c *contain.Set, cred *syscall.Credential) (p *process, err error) {
 	dir, err := os.MkdirTemp(cfg.tempBase(), privatePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("host: private directory: %w", err)
@@ -134,16 +135,16 @@ func spawn(cfg *Config, childID string, log *slog.Logger, c *containment) (p *pr
 	cmd.Env = childEnv(cfg, childID)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{childEnd, lnFile}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.start(cmd); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	// The child's ends go with it: without cgroups the lineage knows them
+	// by their inodes. They are closed before the reaper can sweep, so
+	// that no fork of the program holds them then (the descriptor rule of
+	// host/internal/contain's lineage).
+	contained, err := c.Start(cmd, childID, []*os.File{outW, errW, childEnd, lnFile})
+	if err != nil {
 		return nil, fmt.Errorf("host: start child: %w", err)
 	}
-	p.cmd, p.pid = cmd, cmd.Process.Pid
-	// Before the child's ends are closed: the lineage knows them by their
-	// inodes. They are closed before the reaper can sweep, so that no fork
-	// of the program holds them then (lineage_linux.go, the descriptor
-	// rule).
-	p.lineage = newLineage(p.pid, []*os.File{outW, errW, childEnd, lnFile}, c)
+	p.cmd, p.pid, p.contained = cmd, cmd.Process.Pid, contained
 	for _, f := range toClose {
 		f.Close()
 	}
@@ -158,7 +159,7 @@ func spawn(cfg *Config, childID string, log *slog.Logger, c *containment) (p *pr
 		// Whatever is left of the child (its group, and on Linux every
 		// descendant that left it) goes too, so no descendant outlives
 		// it and none keeps its pipes open.
-		if killed, left := p.lineage.sweep(); left > 0 {
+		if killed, left := p.contained.Sweep(); left > 0 {
 			log.Warn("descendants of the child survived SIGKILL", "signalled", killed, "left", left)
 		} else if killed > 0 {
 			log.Info("descendants of the child killed", "signalled", killed)
@@ -256,7 +257,7 @@ func (p *process) kill(grace time.Duration) (killed bool) {
 	if p.dead() {
 		return false
 	}
-	p.lineage.track() // what the child's tree is before it dies and its orphans move
+	p.contained.Track() // what the child's tree is before it dies and its orphans move
 	p.signal(syscall.SIGTERM)
 	p.signal(syscall.SIGCONT) // a stopped process acts on SIGTERM only once continued
 	t := time.NewTimer(grace)
@@ -294,8 +295,15 @@ func (p *process) cleanup() error {
 	if p.dirLock != nil {
 		p.dirLock.Close() // after the removal: a sweep never sees it unlocked
 	}
+	if cerr := p.contained.Release(); err == nil {
+		err = cerr
+	}
 	return err
 }
+
+// memoryLimitHit reports whether the kernel killed a process of the
+// child's cgroup for Config.MemoryMax; read before cleanup.
+func (p *process) memoryLimitHit() bool { return p.contained.MemoryLimitHit() }
 
 // exitStatus describes how the process ended, for logs and causes.
 func (p *process) exitStatus() string {

@@ -47,6 +47,16 @@ type Stats struct {
 	// without their payload's value, its queue having room for the event
 	// but not for the value (calllog.Content.ValueDropped).
 	JournalValuesDropped uint64
+
+	// Cgroups is true when every child runs in a cgroup of its own
+	// (Linux), false when the host could not make cgroups or was told not
+	// to (Config.NoCgroups); CgroupsUnavailable then says why, and the
+	// guardian and /proc alone contain the children (docs/operations.md,
+	// "Containment"). CgroupLayout names the layout in use: "v2",
+	// "hybrid", "v1" (limits only) or "". These do not change after Start.
+	Cgroups            bool
+	CgroupLayout       string
+	CgroupsUnavailable string
 }
 
 // pingBounds are the lower bounds of Stats.PingRTT's buckets, in seconds:
@@ -115,6 +125,8 @@ func (h *Host) Stats() Stats {
 	s.JournalEventsLost, s.JournalSendErrors = l.JournalEvents, l.JournalSendErrors
 	s.JournalValuesDropped = l.JournalValues
 	s.PingRTT = h.pingStats()
+	cs := h.contain.Status()
+	s.Cgroups, s.CgroupLayout, s.CgroupsUnavailable = cs.Cgroups, cs.Layout, cs.Unavailable
 	h.mu.Lock()
 	s.PingRTTSum = h.pings.sum
 	h.mu.Unlock()

@@ -310,3 +310,21 @@ func TestProviderTextEscapedOnTerminal(t *testing.T) {
 		}
 	})
 }
+
+// TestMemoryMaxFlag: a child that allocates past --memory-max is killed;
+// the call ends unreachable (status 12) with a status line that says the
+// memory limit was reached. A size that does not parse is a usage error.
+func TestMemoryMaxFlag(t *testing.T) {
+	bin := hostileChild(t)
+	r := run(t, "", "call", "hog", "--memory-max", "64M", "--", bin)
+	if r.Status == 3 && strings.Contains(r.Stderr, "limit unavailable") {
+		t.Skipf("the memory limit cannot be enforced here: %s", r.Stderr)
+	}
+	if r.Status != 12 || !strings.Contains(r.Stderr, "memory limit") {
+		t.Fatalf("status %d, stderr:\n%s", r.Status, r.Stderr)
+	}
+	r = run(t, "", "call", "hog", "--memory-max", "lots", "--", bin)
+	if r.Status != 2 || !strings.Contains(r.Stderr, "memory-max") || strings.Contains(r.Stderr, "lots") {
+		t.Fatalf("a bad size: status %d, stderr:\n%s", r.Status, r.Stderr)
+	}
+}

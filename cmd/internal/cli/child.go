@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,11 +51,104 @@ func (e *envFlag) Set(v string) error {
 type childFlags struct {
 	env     envFlag
 	verbose bool
+	contain containFlags
 }
 
 func (c *childFlags) register(fs *flag.FlagSet) {
 	fs.Var(&c.env, "env", "")
 	fs.BoolVar(&c.verbose, "v", false, "")
+	c.contain.register(fs)
+}
+
+// containFlags are the children's limits and privileges
+// (docs/operations.md, "Containment").
+type containFlags struct {
+	memoryMax  sizeFlag
+	pidsMax    uint64
+	cpuMax     percentFlag
+	user       string
+	group      string
+	noNewPrivs bool
+	noCgroups  bool
+}
+
+func (c *containFlags) register(fs *flag.FlagSet) {
+	fs.Var(&c.memoryMax, "memory-max", "")
+	fs.Uint64Var(&c.pidsMax, "pids-max", 0, "")
+	fs.Var(&c.cpuMax, "cpu-max", "")
+	fs.StringVar(&c.user, "user", "", "")
+	fs.StringVar(&c.group, "group", "", "")
+	fs.BoolVar(&c.noNewPrivs, "no-new-privs", false, "")
+	fs.BoolVar(&c.noCgroups, "no-cgroups", false, "")
+}
+
+// apply sets the host configuration's limits and privileges.
+func (c *containFlags) apply(cfg *host.Config) {
+	cfg.MemoryMax, cfg.PidsMax, cfg.CPUMax = int64(c.memoryMax), int64(min(c.pidsMax, 1<<62)), float64(c.cpuMax)
+	cfg.User, cfg.Group, cfg.NoNewPrivs, cfg.NoCgroups = c.user, c.group, c.noNewPrivs, c.noCgroups
+}
+
+// sizeFlag is a size in bytes written as systemd and docker write them:
+// a number of bytes, or a number with K, M, G or T (powers of 1024; a
+// trailing B or iB is allowed: 512K, 128MiB, 2G).
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return strconv.FormatInt(int64(*s), 10) }
+
+func (s *sizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeFlag(n)
+	return nil
+}
+
+// errSize is the error of a size that does not parse.
+var errSize = errors.New("want a size such as 512K, 128M, 2G or a number of bytes")
+
+// parseSize parses a sizeFlag's text.
+func parseSize(v string) (int64, error) {
+	t := strings.TrimSpace(v)
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "iB"), "B")
+	shift := 0
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K', 'k':
+			shift = 10
+		case 'M', 'm':
+			shift = 20
+		case 'G', 'g':
+			shift = 30
+		case 'T', 't':
+			shift = 40
+		}
+		if shift > 0 {
+			t = t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return 0, errSize
+	}
+	return n << shift, nil
+}
+
+// percentFlag is a CPU share written as systemd's CPUQuota: "150%" is one
+// and a half cores; the % may be left out. It holds cores.
+type percentFlag float64
+
+func (p *percentFlag) String() string {
+	return strconv.FormatFloat(float64(*p)*100, 'f', -1, 64) + "%"
+}
+
+func (p *percentFlag) Set(v string) error {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), "%"), 64)
+	if err != nil || f < 0 || f > 1e6 || f != f {
+		return errors.New("want a percentage of one core such as 50% or 150%")
+	}
+	*p = percentFlag(f / 100)
+	return nil
 }
 
 // config returns the host configuration that runs the command line argv.
@@ -66,6 +160,7 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 		ExtraEnv:   c.env.extra,
 		DrainGrace: drainGrace,
 	}
+	c.contain.apply(&cfg)
 	// The child's stdout and stderr are forwarded line by line, tagged
 	// with its id and pid (docs/protocol.md §1), always; -v adds the host's own
 	// events.
@@ -115,6 +210,12 @@ func startHost(ctx context.Context, cfg host.Config) (*host.Host, error) {
 	h, err := host.Start(ctx, cfg)
 	if err != nil && ctx.Err() != nil {
 		return nil, statusErr(ExitCancelled, "interrupted while the child was starting")
+	}
+	if errors.Is(err, host.ErrLimitUnavailable) {
+		return nil, statusErr(ExitStart, "could not start the child: %v (docs/operations.md, \"Containment\", says what each limit needs)", err)
+	}
+	if errors.Is(err, host.ErrConfig) {
+		return nil, statusErr(ExitStart, "could not start the child: %v", err)
 	}
 	if err != nil {
 		return nil, statusErr(ExitStart, "could not start the child %s: %v (check the command line after -- and that the program is a Skulk provider; its output is above, and -v adds the host's events)", cfg.Command, err)

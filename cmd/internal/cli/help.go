@@ -67,6 +67,33 @@ func exitStatusHelp() string {
 	return b.String()
 }
 
+// containHelp documents the flags of containFlags; every command that
+// starts a child has them.
+const containHelp = `	--memory-max SIZE
+		the memory the child may use with everything it starts (512K,
+		128M, 2G or bytes; default 0: no limit). Past it the kernel kills
+		the child; its call fails as unreachable, saying the memory limit
+		was reached.
+	--pids-max N
+		the processes and threads the child may have with everything it
+		starts (default 0: no limit); a fork past it fails.
+	--cpu-max PERCENT
+		the CPU time of the child with everything it starts, in percent of
+		one core (150% is one and a half cores; default 0: no limit).
+	--user USER, --group GROUP
+		run the child as USER (a name or uid; its supplementary groups
+		dropped) and GROUP (default: USER's group); needs root.
+	--no-new-privs
+		start the child with no_new_privs: nothing it runs gains
+		privileges from set-user-ID programs or file capabilities.
+	--no-cgroups
+		no cgroup per child, even where the host could make one (the
+		limits then cannot be had).
+	Limits need cgroups (Linux): a limit this machine cannot enforce
+	fails the start (status 3) with the reason; see docs/operations.md,
+	"Containment".
+`
+
 const helpHelp = `
 Help shows the list of commands, or the help of one command.
 
@@ -105,7 +132,10 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape | --raw] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape | --raw] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
+
+// containUsage lists the containFlags in a usage line.
+const containUsage = "[--memory-max SIZE] [--pids-max N] [--cpu-max PERCENT] [--user USER] [--group GROUP] [--no-new-privs] [--no-cgroups]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -193,7 +223,7 @@ The flags are:
 		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,
 		LC_ALL, TZ and TMPDIR from the host's environment, plus the SKULK_
 		variables of the protocol.
-	-v
+` + containHelp + `	-v
 		log the host's events to standard error too. The child's stdout
 		and stderr are forwarded there always, line by line, tagged with
 		the child's id and pid.
@@ -225,7 +255,7 @@ Examples:
 	skulk-host call sleep --args '{"ms": 5000}' --timeout 1s --json -- ./skulk-child
 `
 
-const toolsUsage = "tools [--json] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const toolsUsage = "tools [--json] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
 
 const toolsHelp = `
 Tools starts CHILD, prints the tools it offers with their descriptions and
@@ -239,6 +269,9 @@ The flags are:
 		input_schema, output_schema, result_schema).
 	--env NAME or NAME=VALUE
 		as for call.
+	--memory-max, --pids-max, --cpu-max, --user, --group,
+	--no-new-privs, --no-cgroups
+		as for call: the child's limits and privileges.
 	-v
 		as for call: log the host's events to standard error too.
 
@@ -250,7 +283,7 @@ Example:
 	skulk-host tools -- ./skulk-child --test-tools
 `
 
-const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
 
 const benchHelp = `
 Bench starts CHILD, which must offer the demo tools count and media (as
@@ -284,6 +317,9 @@ The flags are:
 		the call log, so the measures then include that cost.
 	--env NAME or NAME=VALUE
 		as for call.
+	--memory-max, --pids-max, --cpu-max, --user, --group,
+	--no-new-privs, --no-cgroups
+		as for call: the child's limits and privileges.
 	-v
 		as for call: log the host's events to standard error too.
 

@@ -24,7 +24,7 @@ const httpShutdownGrace = time.Second
 // within the child's cancel grace (1 s by default) and a margin.
 const handlerWait = 5 * time.Second
 
-const mcpUsage = "mcp serve [--http ADDR] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const mcpUsage = "mcp serve [--http ADDR] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
 
 const mcpHelp = `
 Mcp serve starts CHILD (a Skulk provider) under supervision, as call does
@@ -76,6 +76,9 @@ The flags are:
 		until the command ends.
 	--env NAME or NAME=VALUE
 		as for call.
+	--memory-max, --pids-max, --cpu-max, --user, --group,
+	--no-new-privs, --no-cgroups
+		as for call: the children's limits and privileges.
 	-v
 		as for call: log the host's events to standard error too.
 

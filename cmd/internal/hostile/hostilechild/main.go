@@ -17,6 +17,12 @@
 //	           file HOSTILE_PIDS/grandchild-PID, ignores SIGTERM, SIGHUP
 //	           and SIGINT, holds the stdout and stderr it was given, and
 //	           sleeps
+//	daemonize  starts a daemon (setsid, no descriptor of its parent) and
+//	           exits once its pid file is written: the first half of a
+//	           double fork
+//	daemon     is that daemon: it calls setsid, ignores SIGTERM, SIGHUP
+//	           and SIGINT, closes its standard descriptors, writes its pid
+//	           to HOSTILE_PIDS/daemon-PID and sleeps
 //
 // HOSTILE_PIDS names the directory the grandchildren write their pid files
 // to. The tools of serve, lostread, lostaccept and ignorefd3:
@@ -49,6 +55,22 @@
 //	             read both pipes
 //	mediaflood   sends {"n"} chunks (default 64) of 16 MiB inline media as
 //	             fast as the host reads them, then completes
+//	daemon       daemonizes mid-call (a double fork through daemonize:
+//	             setsid, descriptors closed), then completes
+//	swarm        runs a shell that starts 200 setsid sleeps, writes their
+//	             pids to HOSTILE_PIDS/swarm and exits at once (their parent
+//	             is gone before any health check), then completes {"n"}
+//	hog          allocates and touches memory 8 MiB at a time, up to 4 GiB,
+//	             then completes {"mib"}: a memory limit kills it first
+//	forkloop     runs a shell that starts sleeps until a fork fails, then
+//	             completes {"n"} with how many it started
+//	spawn        runs a shell that starts one setsid sleep, appends its pid
+//	             to HOSTILE_PIDS/spawn and exits, then completes
+//	attackhost   tries to signal (signal 0, the permission check) and to
+//	             ptrace its parent, the host, and completes {"uid", "gid",
+//	             "nnp", "kill", "ptrace"}: its ids, its no_new_privs flag
+//	             and each attempt's error ("" when it succeeded; a ptrace
+//	             that succeeds is detached at once)
 //
 // A tool whose id and description are themselves terminal escapes is
 // listed too (evilID); calling it fails. Pongs count every call as a
@@ -95,6 +117,10 @@ func main() {
 	switch mode {
 	case "grandchild":
 		os.Exit(grandchild())
+	case "daemonize":
+		os.Exit(daemonize())
+	case "daemon":
+		os.Exit(daemon())
 	case "sdk":
 		child.Main(child.Options{
 			SDK:        "hostilechild-sdk/1",
@@ -117,6 +143,102 @@ func grandchild() int {
 	}
 	time.Sleep(10 * time.Minute)
 	return 0
+}
+
+// daemonize starts the daemon in a session of its own with none of this
+// process's descriptors, waits (up to 10 s) for its pid file and exits.
+func daemonize() int {
+	cmd := exec.Command(os.Args[0], "daemon")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 1
+	}
+	name := filepath.Join(os.Getenv("HOSTILE_PIDS"), "daemon-"+strconv.Itoa(cmd.Process.Pid))
+	for range 1000 {
+		if _, err := os.Stat(name); err == nil {
+			return 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 1
+}
+
+// daemon is the daemon daemonize starts.
+func daemon() int {
+	syscall.Setsid()
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	for fd := 0; fd < 3; fd++ {
+		syscall.Close(fd)
+	}
+	name := filepath.Join(os.Getenv("HOSTILE_PIDS"), "daemon-"+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(name+".tmp", []byte(strconv.Itoa(os.Getpid())), 0o600); err == nil {
+		os.Rename(name+".tmp", name)
+	}
+	time.Sleep(10 * time.Minute)
+	return 0
+}
+
+// swarmScript starts 200 setsid sleeps holding none of the shell's
+// descriptors, records their pids and exits.
+const swarmScript = `i=0
+while [ $i -lt 200 ]; do
+	setsid sleep 600 </dev/null >/dev/null 2>&1 &
+	echo $! >> "$HOSTILE_PIDS/swarm"
+	i=$((i + 1))
+done`
+
+// forkScript starts sleeps until a fork fails (the shell then exits),
+// printing how many it started so far after each.
+const forkScript = `n=0
+while [ $n -lt 100000 ]; do
+	sleep 600 </dev/null >/dev/null 2>&1 &
+	n=$((n + 1))
+	echo $n
+done`
+
+// hog allocates and touches memory 8 MiB at a time up to 4 GiB and
+// returns how many MiB it holds.
+func hog() int {
+	var held [][]byte
+	for len(held) < 512 {
+		b := make([]byte, 8<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		held = append(held, b)
+	}
+	return len(held) * 8
+}
+
+// lastNumber returns the last line of out as a number.
+func lastNumber(out []byte) int {
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(lines[len(lines)-1])
+	return n
+}
+
+// attackHost tries to signal and to ptrace the host (this process's
+// parent).
+func attackHost() map[string]any {
+	host := os.Getppid()
+	errText := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	killErr := syscall.Kill(host, 0)
+	ptraceErr := syscall.PtraceAttach(host)
+	if ptraceErr == nil {
+		var ws syscall.WaitStatus
+		syscall.Wait4(host, &ws, syscall.WALL, nil)
+		syscall.PtraceDetach(host)
+	}
+	nnp, _, _ := syscall.Syscall(syscall.SYS_PRCTL, 39 /* PR_GET_NO_NEW_PRIVS */, 0, 0)
+	return map[string]any{"uid": os.Getuid(), "gid": os.Getgid(), "nnp": int(nnp), "kill": errText(killErr), "ptrace": errText(ptraceErr)}
 }
 
 // startGrandchild starts a setsid grandchild holding this process's stdout
@@ -165,7 +287,7 @@ func serve(mode string) int {
 	cw = wire.NewWriter(ctrl, wire.Limits{})
 	cr := wire.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
-	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood", "lostfinish"} {
+	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood", "lostfinish", "daemon", "swarm", "hog", "forkloop", "attackhost", "spawn"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
@@ -405,6 +527,30 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 			}
 		}
 		send(frame.NewCompleted(id, frame.ProviderToCaller, uint64(args.N)+1, nil))
+	case "daemon", "swarm", "hog", "forkloop", "attackhost", "spawn":
+		var result map[string]any
+		switch inv.ToolID {
+		case "daemon":
+			cmd := exec.Command(os.Args[0], "daemonize")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			cmd.Run()
+			result = map[string]any{"ok": true}
+		case "swarm":
+			cmd := exec.Command("/bin/sh", "-c", swarmScript)
+			cmd.Run()
+			result = map[string]any{"n": 200}
+		case "spawn":
+			exec.Command("/bin/sh", "-c", `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! >> "$HOSTILE_PIDS/spawn"`).Run()
+			result = map[string]any{"ok": true}
+		case "hog":
+			result = map[string]any{"mib": hog()}
+		case "forkloop":
+			out, _ := exec.Command("/bin/sh", "-c", forkScript).Output()
+			result = map[string]any{"n": lastNumber(out)}
+		case "attackhost":
+			result = attackHost()
+		}
+		send(frame.NewCompleted(id, frame.ProviderToCaller, 1, frame.MustPayload(result)))
 		w.WritePacket(&wire.End{CallID: id})
 		return true
 	case "evil":

@@ -1,6 +1,6 @@
 //go:build linux
 
-package host
+package contain
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,82 +20,245 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// containment keeps the processes of one Host under its control on Linux
-// (docs/operations.md, "Hostile children"):
+// Set keeps the processes of one host under its control on Linux
+// (docs/operations.md, "Containment"):
 //
-//   - every child is started from one OS thread locked for the Host's life
+//   - every child runs in a cgroup of its own where the host can make
+//     cgroups (cgroup_linux.go): its limits hold there, and cgroup.kill
+//     ends everything it started once it stops;
+//   - every child is started from one OS thread locked for the Set's life
 //     (the starter), with SIGKILL as its parent-death signal: the kernel
 //     sends the signal when the thread that started the child ends, so the
-//     thread must outlive every child it started; it ends in close, after
+//     thread must outlive every child it started; it ends in Close, after
 //     every child was reaped. A host killed with SIGKILL takes its children
 //     with it, whether they read their control connection or not. (SIGSTOP,
 //     which would keep a child's descendants in its tree for the guardian
 //     to walk, does not hold: once the host is gone the child's process
 //     group is orphaned, and the kernel sends a group with a stopped
 //     member SIGHUP and SIGCONT);
-//   - the host process is a child subreaper (unless Config.NoSubreaper), so
+//   - the host process is a child subreaper (unless Options.NoSubreaper), so
 //     a descendant whose parent dies becomes the host's child rather than
-//     init's, and stays where the host can see, kill and reap it (lineage);
-//   - a guardian process (/bin/sh running guardianScript) is told every
-//     process the host saw of its children and their pipes and sockets,
-//     and stops and kills what is left of them when the host is gone,
-//     however it went.
-type containment struct {
+//     init's, and stays where the host can see, kill and reap it;
+//   - a guardian process (/bin/sh running guardianScript) is told the
+//     Set's cgroups, or without them every process the host saw of its
+//     children and their pipes and sockets (lineage), and kills what is
+//     left of them when the host is gone, however it went.
+//
+// Its methods are safe for concurrent use.
+type Set struct {
 	starts    chan startRequest // unbuffered: a start waits for the starter
 	done      chan struct{}     // closed when the starter returned
-	subreaper bool              // this Host holds a reference on the subreaper flag
+	subreaper bool              // this Set holds a reference on the subreaper flag
 	guard     *guardian         // nil without /bin/sh
+	cg        *cgroups          // nil without cgroups
+	status    Status
+	log       *slog.Logger
 	closeOnce sync.Once
 }
 
 type startRequest struct {
-	cmd *exec.Cmd
-	err chan error // size 1: the starter never waits for the requester
+	cmd  *exec.Cmd
+	join []string   // v1 tasks files the starter thread joins for the fork
+	back []string   // the tasks files it returns to after it
+	err  chan error // size 1: the starter never waits for the requester
 }
 
-func newContainment(cfg *Config, log *slog.Logger) *containment {
-	c := &containment{starts: make(chan startRequest), done: make(chan struct{})}
-	go c.starter() // stopped by close (closing starts); close waits for done
-	if !cfg.NoSubreaper {
-		c.subreaper = holdSubreaper(log)
+// New sets up the containment of one host. It fails with a *LimitError
+// (ErrLimitUnavailable) when a limit cannot be enforced here, and when
+// no_new_privs cannot be set; where the children cannot have cgroups and
+// no limit needs them, it says why once in log and in Status, and
+// contains them without. The caller must call Close once every child
+// was reaped.
+func New(opts Options, log *slog.Logger) (*Set, error) {
+	s := &Set{starts: make(chan startRequest), done: make(chan struct{}), log: log}
+	if opts.NoCgroups {
+		if err := limitsNeed(opts.Limits, "cgroups are off for this host"); err != nil {
+			return nil, err
+		}
+		s.status.Unavailable = "cgroups are off for this host"
+		log.Info("contain: children run without cgroups of their own; the guardian and /proc contain them", "reason", s.status.Unavailable)
+	} else {
+		cg, why, err := newCgroups(opts.Limits, log)
+		if err != nil {
+			return nil, err
+		}
+		s.cg = cg
+		if cg != nil {
+			s.status.Layout = cg.layout
+		}
+		if cg == nil || cg.v2 == "" {
+			s.status.Unavailable = why
+			log.Warn("contain: children run without cgroups of their own; the guardian and /proc contain them", "reason", why)
+		} else {
+			s.status.Cgroups = true
+		}
 	}
-	c.guard = startGuardian(c, log)
-	return c
+	ready := make(chan error, 1)
+	go s.starter(opts.NoNewPrivs, ready) // stopped by Close (closing starts); Close waits for done
+	if err := <-ready; err != nil {
+		<-s.done
+		if s.cg != nil {
+			s.cg.removeSelf()
+		}
+		return nil, fmt.Errorf("contain: no_new_privs: %w", err)
+	}
+	if !opts.NoSubreaper {
+		s.subreaper = holdSubreaper(log)
+	}
+	s.guard = startGuardian(log)
+	if s.cg != nil {
+		for _, d := range s.cg.dirs() {
+			s.guard.cgroup(d)
+		}
+	}
+	return s, nil
 }
 
-// starter runs every start of the Host on its locked thread. It never
+// Status says how the Set contains its children.
+func (s *Set) Status() Status { return s.status }
+
+// starter runs every start of the Set on its locked thread. It never
 // unlocks: when it returns, after the last child was reaped, the thread
-// ends with it.
-func (c *containment) starter() {
+// ends with it (and with it the no_new_privs it may carry).
+func (s *Set) starter(noNewPrivs bool, ready chan<- error) {
 	runtime.LockOSThread()
-	defer close(c.done)
-	for req := range c.starts {
-		req.err <- req.cmd.Start()
+	defer close(s.done)
+	if noNewPrivs {
+		// Per thread, inherited by every process the thread forks.
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			ready <- err
+			return
+		}
+	}
+	ready <- nil
+	tid := strconv.Itoa(unix.Gettid())
+	for req := range s.starts {
+		req.err <- s.startOn(tid, req)
 	}
 }
 
-// start starts cmd on the starter thread with SIGKILL as its parent-death
-// signal.
-func (c *containment) start(cmd *exec.Cmd) error {
+// startOn starts req.cmd with the starter thread (tid) in the child's v1
+// cgroups, so the child is forked into them.
+func (s *Set) startOn(tid string, req startRequest) error {
+	goBack := func(n int) {
+		for _, f := range req.back[:n] {
+			if err := writeFile(f, tid); err != nil {
+				s.log.Warn("contain: the starter thread cannot return to the host's cgroup", "err", errText(err))
+			}
+		}
+	}
+	for i, f := range req.join {
+		if err := writeFile(f, tid); err != nil {
+			goBack(i)
+			return fmt.Errorf("contain: joining the child's cgroup: %s", errText(err))
+		}
+	}
+	err := req.cmd.Start()
+	goBack(len(req.back))
+	return err
+}
+
+// Start starts cmd in a cgroup of its own named name (when the Set has
+// cgroups), from the starter thread, with SIGKILL as its parent-death
+// signal. ends are the child's ends of its pipes and sockets: without
+// cgroups, a process holding one is taken for the child's (lineage). On
+// error nothing is left behind.
+func (s *Set) Start(cmd *exec.Cmd, name string, ends []*os.File) (*Child, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	ch := &Child{}
 	req := startRequest{cmd: cmd, err: make(chan error, 1)}
-	c.starts <- req
-	return <-req.err
+	if s.cg != nil {
+		cg, err := s.cg.make(name)
+		if err != nil {
+			return nil, err
+		}
+		ch.cg = cg
+		if cg.v2 != "" {
+			fd, err := unix.Open(cg.v2, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				cg.remove()
+				return nil, fmt.Errorf("contain: child cgroup: %w", err)
+			}
+			defer unix.Close(fd)
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		}
+		req.join, req.back = cg.tasks()
+	}
+	s.starts <- req
+	if err := <-req.err; err != nil {
+		if ch.cg != nil {
+			ch.cg.remove()
+		}
+		return nil, err
+	}
+	if ch.cg != nil {
+		if err := ch.cg.started(); err != nil {
+			s.log.Warn("contain: cannot tighten the pids limit after the start; it stays one above", "err", errText(err))
+		}
+	}
+	if ch.cg == nil || ch.cg.v2 == "" {
+		ch.lin = newLineage(cmd.Process.Pid, ends, s.guard)
+	}
+	return ch, nil
 }
 
-// close ends the starter and the guardian, once every child was reaped.
-func (c *containment) close() {
-	c.closeOnce.Do(func() {
-		close(c.starts)
-		<-c.done
-		c.guard.close()
-		if c.subreaper {
+// Close ends the starter and the guardian and removes the Set's cgroups,
+// once every child was reaped and released. Idempotent.
+func (s *Set) Close() {
+	s.closeOnce.Do(func() {
+		close(s.starts)
+		<-s.done
+		if s.cg != nil {
+			s.cg.removeSelf()
+		}
+		s.guard.close()
+		if s.subreaper {
 			releaseSubreaper()
 		}
 	})
+}
+
+// Child is one started child's containment: its cgroup, or without one
+// its lineage in /proc.
+type Child struct {
+	cg  *cgroup  // nil without cgroups
+	lin *lineage // nil where the child has a unified cgroup
+}
+
+// Track remembers the descendants the child has now, so that they are
+// found again if they leave its tree (without cgroups; with them, the
+// cgroup keeps them).
+func (c *Child) Track() {
+	if c.lin != nil {
+		c.lin.track()
+	}
+}
+
+// Sweep kills what is left of the child and reaps the descendants the
+// process adopted, until none is left or 2 s passed. It is called once
+// the child itself was reaped. killed counts the processes signalled,
+// left those still there when it gave up.
+func (c *Child) Sweep() (killed, left int) {
+	if c.lin != nil {
+		return c.lin.sweep()
+	}
+	return c.cg.sweep()
+}
+
+// MemoryLimitHit reports whether the kernel killed a process of the
+// child's cgroup for its memory limit. It reads the cgroup, so it is
+// called before Release.
+func (c *Child) MemoryLimitHit() bool { return c.cg != nil && c.cg.memoryLimitHit() }
+
+// Release removes the child's cgroups, after Sweep.
+func (c *Child) Release() error {
+	if c.cg == nil {
+		return nil
+	}
+	return c.cg.remove()
 }
 
 // subreaperRefs counts the Hosts that want the process to be a child
@@ -152,8 +316,12 @@ func releaseSubreaper() {
 //	               /proc/PID/fd shows it: "pipe:[N]", "socket:[N]"), and
 //	               that child's start time
 //	"d- LINK=START" its child is gone: forget it
+//	"c DIR"        one of the Set's cgroup directories
 //
-// It then finds every process it was told of that still runs with that
+// It first writes 1 to the cgroup.kill of every directory it was told of
+// that has one (the Set's unified directory: the kill takes every child's
+// cgroup below it), waits (up to 2 s) until none is populated, and
+// removes every child's directory and the Set's. It then finds every process it was told of that still runs with that
 // start time, every process in a group or session such a process leads or
 // led, every process holding one of the pipes or sockets it was told of
 // (the host that held their other ends is gone, so every holder came from
@@ -172,14 +340,43 @@ trap '' HUP INT TERM QUIT PIPE
 set -f
 list=' '
 fds=' '
+cg=''
 while read -r op e; do
 	case $op in
+	c) cg="$cg $e" ;;
 	+) list="$list$e " ;;
 	-) case $list in *" $e "*) list="${list%% "$e" *} ${list#* "$e" }" ;; esac ;;
 	d+) fds="$fds$e " ;;
 	d-) case $fds in *" $e "*) fds="${fds%% "$e" *} ${fds#* "$e" }" ;; esac ;;
 	esac
 done
+if [ -n "$cg" ]; then
+	for d in $cg; do
+		[ -e "$d/cgroup.kill" ] && echo 1 > "$d/cgroup.kill" 2>/dev/null
+	done
+	i=0
+	while [ $i -lt 100 ]; do
+		busy=0
+		for d in $cg; do
+			[ -e "$d/cgroup.events" ] || continue
+			while read -r k v; do
+				[ "$k" = populated ] && [ "$v" != 0 ] && busy=1
+			done < "$d/cgroup.events"
+		done
+		[ $busy = 0 ] && break
+		i=$((i + 1))
+		sleep 0.02 2>/dev/null || sleep 1
+	done
+	set +f
+	for d in $cg; do
+		[ -d "$d" ] || continue
+		for s in "$d"/*/; do
+			[ -d "$s" ] && rmdir "$s" 2>/dev/null
+		done
+		rmdir "$d" 2>/dev/null
+	done
+	set -f
+fi
 [ "$list" = ' ' ] && [ "$fds" = ' ' ] && exit 0
 frozen=' '
 round=0
@@ -283,7 +480,7 @@ const guardianWrite = 100 * time.Millisecond
 
 // startGuardian starts the guardian; without /bin/sh it logs why and
 // returns nil (a nil *guardian takes no records).
-func startGuardian(c *containment, log *slog.Logger) *guardian {
+func startGuardian(log *slog.Logger) *guardian {
 	r, w, err := os.Pipe()
 	if err != nil {
 		log.Warn("host: no guardian", "err", err)
@@ -306,7 +503,16 @@ func startGuardian(c *containment, log *slog.Logger) *guardian {
 	return &guardian{cmd: cmd, w: w, log: log}
 }
 
-func (g *guardian) add(pid int, start uint64)    { g.line('+', pid, start) }
+func (g *guardian) add(pid int, start uint64) { g.line('+', pid, start) }
+
+// cgroup tells of one of the Set's cgroup directories. A path the
+// guardian's words cannot hold (with a blank in it) is not told: the
+// next host sweeps it (sweepLeftovers).
+func (g *guardian) cgroup(dir string) {
+	if !strings.ContainsAny(dir, " \t\n") {
+		g.send("c " + dir + "\n")
+	}
+}
 func (g *guardian) remove(pid int, start uint64) { g.line('-', pid, start) }
 
 // addFile and removeFile tell of a child's end of a pipe or socket, in
@@ -381,7 +587,11 @@ func (g *guardian) close() {
 	t.Stop()
 }
 
-// describeContainment says what containment a Host has, for its log.
-func (c *containment) String() string {
-	return fmt.Sprintf("pdeathsig, subreaper=%v, guardian=%v", c.subreaper, c.guard != nil)
+// String says how the Set contains its children, for logs.
+func (s *Set) String() string {
+	cg := "none"
+	if s.status.Cgroups {
+		cg = s.status.Layout
+	}
+	return fmt.Sprintf("cgroups=%s, pdeathsig, subreaper=%v, guardian=%v", cg, s.subreaper, s.guard != nil)
 }

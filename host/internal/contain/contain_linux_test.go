@@ -1,6 +1,6 @@
 //go:build linux
 
-package host
+package contain
 
 import (
 	"io"
@@ -153,7 +153,7 @@ func TestDescriptorRule(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	root := sleeper(t, true)
-	l := newLineage(root, []*os.File{w}, &containment{})
+	l := newLineage(root, []*os.File{w}, nil)
 	reader := sleeper(t, true, r)
 	inGroup := sleeper(t, false, w)
 	ownGroup := sleeper(t, true, w)
@@ -179,7 +179,7 @@ func TestDescriptorRule(t *testing.T) {
 func TestGuardianGone(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	g := startGuardian(&containment{}, log)
+	g := startGuardian(log)
 	if g == nil {
 		t.Skip("no /bin/sh")
 	}
@@ -207,7 +207,7 @@ func TestGuardianGone(t *testing.T) {
 // that holds that pipe, and leaves alone one that holds another, and one
 // that holds a pipe of a child younger than itself.
 func TestGuardianDescriptorRule(t *testing.T) {
-	g := startGuardian(&containment{}, slog.New(slog.DiscardHandler))
+	g := startGuardian(slog.New(slog.DiscardHandler))
 	if g == nil {
 		t.Skip("no /bin/sh")
 	}

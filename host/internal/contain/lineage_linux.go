@@ -1,6 +1,6 @@
 //go:build linux
 
-package host
+package contain
 
 import (
 	"bytes"
@@ -138,8 +138,8 @@ type lineage struct {
 
 // newLineage starts remembering the child pid; files are its ends of the
 // pipes and sockets it was given.
-func newLineage(pid int, files []*os.File, c *containment) *lineage {
-	l := &lineage{self: os.Getpid(), seen: map[int]uint64{}, guard: c.guard}
+func newLineage(pid int, files []*os.File, g *guardian) *lineage {
+	l := &lineage{self: os.Getpid(), seen: map[int]uint64{}, guard: g}
 	l.root, _ = readStat(pid) // a child already gone has start 0: every rule still holds
 	l.root.pid = pid
 	for _, f := range files {

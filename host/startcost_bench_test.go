@@ -1,0 +1,67 @@
+package host
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// BenchmarkStartToFirstCall: one op is a Host with one cmd/skulk-child
+// started and a count call of one chunk completed, timed from Start to
+// the call's result; Close is not timed. The cases differ in the child's
+// containment: a cgroup per child (the default), none (NoCgroups), and a
+// cgroup with memory and pids limits (on a hybrid machine the starter
+// thread joins the v1 memory and pids cgroups for the fork). The cost of a
+// cgroup is the difference (docs/performance.md, "A cgroup per child");
+// SKULK_BENCH_ORDER=reverse runs the cases in the other order.
+//
+//	go test -run '^$' -bench StartToFirstCall -benchtime 200x -count 6 ./host/
+func BenchmarkStartToFirstCall(b *testing.B) {
+	cases := []struct {
+		name string
+		set  func(*Config)
+	}{
+		{"cgroup", func(*Config) {}},
+		{"no-cgroup", func(c *Config) { c.NoCgroups = true }},
+		{"cgroup-limits", func(c *Config) { c.MemoryMax, c.PidsMax = 1<<30, 1000 }},
+	}
+	if os.Getenv("SKULK_BENCH_ORDER") == "reverse" {
+		slices.Reverse(cases)
+	}
+	args := frame.MustPayload(map[string]any{"n": 1})
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := realConfig()
+			cfg.TempDir = b.TempDir()
+			tc.set(&cfg)
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				h, err := Start(ctx, cfg)
+				if err != nil {
+					cancel()
+					b.Fatal(err)
+				}
+				if tc.name != "no-cgroup" && !h.Stats().Cgroups {
+					cancel()
+					h.Close(context.Background())
+					b.Skipf("no cgroups here: %s", h.Stats().CgroupsUnavailable)
+				}
+				c, err := h.Call(ctx, "count", args)
+				if err == nil {
+					_, err = c.Wait()
+				}
+				b.StopTimer()
+				cancel()
+				h.Close(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
