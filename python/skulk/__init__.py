@@ -3,7 +3,11 @@ a child runtime that serves async-generator tools to a Skulk host.
 
 See python/README.md; the contract is docs/protocol.md."""
 
-__version__ = "0.1"
+#: The SDK's version. Its major number is the version of the Skulk protocol
+#: it speaks (docs/protocol.md: hello offers it, startup chooses it).
+__version__ = "1.0.0"
+#: The protocol version this SDK speaks: the major number of __version__.
+PROTOCOL_VERSION = int(__version__.split(".")[0])
 
 from .frames import (  # noqa: E402
     BlobMedia,

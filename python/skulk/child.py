@@ -973,7 +973,8 @@ def _handshake(control: socket.socket, tools: list, sdk: str, max_streams: int, 
     return p
 
 
-def main(tools: list, *, sdk: str = SDK, max_streams: int = 4096, limits: Optional[Limits] = None) -> None:
+def main(tools: list, *, sdk: str = SDK, max_streams: int = 4096, limits: Optional[Limits] = None,
+         switch_interval: Optional[float] = None) -> None:
     """Serve tools as a Skulk child until the host drains it or goes
     away, then exit the process: 0 when drained or when the host is gone,
     2 with a one-line reason on stderr when started outside a host or when
@@ -992,7 +993,8 @@ def main(tools: list, *, sdk: str = SDK, max_streams: int = 4096, limits: Option
         tool_map(ToolDescriptor(t.id, t.version))
     # A thread waiting for the GIL gets it within this interval: it bounds
     # how long CPU-bound Python in a handler can delay a pong.
-    sys.setswitchinterval(0.001)
+    if switch_interval is not None:
+        sys.setswitchinterval(switch_interval)
     control, listener = _take_fds()
     own = (limits or Limits()).effective()
     startup = _handshake(control, tools, sdk, max_streams, own)

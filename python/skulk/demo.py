@@ -168,7 +168,14 @@ def tools(test_tools: bool = False) -> list:
     return out
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The ``skulk-py-child`` command: serve the demo tools (with
+    ``--test-tools``, also sleep's ignore_cancel and crash) to the host
+    that started this process."""
     import sys
 
-    skulk.main(tools("--test-tools" in sys.argv[1:]), sdk="skulk-python-demo/" + skulk.__version__)
+    skulk.main(tools("--test-tools" in sys.argv[1:]), sdk="skulk-python-demo/" + skulk.__version__, switch_interval=0.001)
+
+
+if __name__ == "__main__":
+    main()
