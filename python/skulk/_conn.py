@@ -8,17 +8,11 @@ import asyncio
 import socket
 import struct
 from collections import deque
-from typing import Any, Optional
+from typing import Optional
 
-from .wire import (
-    PREFIX_LEN,
-    ConnectionClosed,
-    InvalidPacketError,
-    Limits,
-    PacketCutShort,
-    check_lengths,
-    decode_header,
-)
+from .errors import ConnectionClosed, IncompletePacketError, InvalidPacketError
+from .frames import Bytes
+from .wire import PREFIX_LEN, Limits, Packet, _attach, check_lengths, decode_header
 
 _prefix = struct.Struct(">II")
 
@@ -47,10 +41,13 @@ class Conn:
         self._buf = bytearray(2 * READ_CHUNK)
         self._r = 0
         self._w = 0
-        self._rfut: Optional[asyncio.Future] = None
-        self._out: deque = deque()
+        self._rfut: Optional[asyncio.Future[None]] = None
+        # Unsent bytes, in order; bounded by the writers' waits (HIGH for
+        # headers, the attachment being written) plus the SDK's own few
+        # terminals and ends per call.
+        self._out: deque[memoryview] = deque()
         self._out_bytes = 0
-        self._waiters: list = []  # (threshold, future)
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (threshold, future)
         self._writer_on = False
         self.closed = False
         self.broken = False
@@ -98,10 +95,10 @@ class Conn:
             if n == 0:
                 if self._w == self._r and need == PREFIX_LEN:
                     raise ConnectionClosed("connection closed")
-                raise PacketCutShort("connection ended inside a packet")
+                raise IncompletePacketError("connection ended inside a packet")
             self._w += n
 
-    async def read_packet(self) -> Any:
+    async def read_packet(self) -> Packet:
         """The next packet. Lengths are checked before anything past the
         prefix is read. Raises ConnectionClosed (EOF), a ProtocolError, or
         InvalidPacketError once the packet was consumed whole."""
@@ -129,10 +126,10 @@ class Conn:
             hb.release()
         self._r = start + h
         if a:
-            p.media.data = await self._take(a, small)
+            _attach(p, await self._take(a, small))
         return p
 
-    async def _take(self, a: int, small: bool):
+    async def _take(self, a: int, small: bool) -> Bytes:
         """The next a bytes: an attachment."""
         if a == 0:
             return b""
@@ -150,13 +147,13 @@ class Conn:
             while off < a:
                 n = await self._recv_into(mv[off:])
                 if n == 0:
-                    raise PacketCutShort("connection ended inside an attachment")
+                    raise IncompletePacketError("connection ended inside an attachment")
                 off += n
         return data
 
     # ---------- writing ----------
 
-    def send_nowait(self, head: bytes, att: Any = b"") -> None:
+    def send_nowait(self, head: bytes, att: Bytes = b"") -> None:
         """Queue a packet without waiting: for the SDK's own terminals and
         ends, a bounded few per call. Dropped on a broken connection."""
         if self.closed or self.broken:
@@ -174,7 +171,17 @@ class Conn:
         else:
             self._queue([head, att] if len(att) else [head], 0)
 
-    def _queue(self, bufs: list, sent: int) -> None:
+    def send_small(self, head: bytes) -> bool:
+        """Queue a packet without attachment when less than HIGH bytes are
+        queued, without waiting: True when it was queued (or written),
+        False when nothing was done and the caller must ``await
+        write(head)``."""
+        if self.closed or self.broken or self._out_bytes > HIGH:
+            return False
+        self.send_nowait(head)
+        return True
+
+    def _queue(self, bufs: list[Bytes], sent: int) -> None:
         for b in bufs:
             mv = b if isinstance(b, memoryview) else memoryview(b)
             if mv.format != "B" or mv.ndim != 1:
@@ -192,7 +199,7 @@ class Conn:
             self._writer_on = True
             self._loop.add_writer(self._fd, self._on_writable)
 
-    async def write(self, head: bytes, att: Any = b"") -> None:
+    async def write(self, head: bytes, att: Bytes = b"") -> None:
         """Write a packet, awaiting the socket's backpressure: a packet with
         an attachment returns once the attachment is written; one without,
         once less than 64 KiB of headers is queued. Cancelled while it
@@ -308,6 +315,6 @@ class Conn:
             pass
 
 
-def _wake(fut: asyncio.Future) -> None:
+def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

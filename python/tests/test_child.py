@@ -13,6 +13,8 @@ import textwrap
 import time
 import unittest
 
+import skulk
+
 from skulk import wire
 from skulk.frames import StreamFrame
 from skulk.wire import Limits, Ping, Startup, StreamInvoke, decode_header, encode_packet
@@ -33,9 +35,11 @@ PROVIDER = textwrap.dedent(
             yield call.chunk({"i": i})
         yield call.completed({"n": call.arguments["n"]})
 
+    import atexit, os
+    atexit.register(lambda: os.write(2, f"ATEXIT switchinterval={sys.getswitchinterval():g}\\n".encode()))
     skulk.main([skulk.Tool("block", block), skulk.Tool("count", count)])
     """
-) % os.path.dirname(HERE)
+) % os.path.dirname(os.path.dirname(skulk.__file__))
 
 
 class Conn:
@@ -65,12 +69,15 @@ class Conn:
 
 
 class ChildTest(unittest.TestCase):
+    PROVIDER = PROVIDER
+    TOOLS = ["block", "count"]
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="skulk-py-")
         os.chmod(self.dir, 0o700)
         script = os.path.join(self.dir, "provider.py")
         with open(script, "w") as f:
-            f.write(PROVIDER)
+            f.write(self.PROVIDER)
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.path = os.path.join(self.dir, "streams.sock")
         ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -89,7 +96,7 @@ class ChildTest(unittest.TestCase):
         self.ctl = Conn(host)
         hello = self.ctl.read()
         self.assertIsInstance(hello, wire.Hello)
-        self.assertEqual([t.id for t in hello.tools], ["block", "count"])
+        self.assertEqual([t.id for t in hello.tools], self.TOOLS)
         self.ctl.send(Startup(1, "t", Limits(65536, 16777216), 1000, 1000, 8))
 
     def tearDown(self):
@@ -187,6 +194,24 @@ class ChildTest(unittest.TestCase):
         self.assertEqual(self.proc.wait(5), 0)
         self.assertLess(time.monotonic() - t0, 1.1)
 
+    def test_main_returns_normally_when_the_host_is_gone(self):
+        # No os._exit: atexit handlers run, and main changed no
+        # process-wide setting it was not asked to.
+        s = self.dial()
+        s.send(StreamInvoke("c0", "count", {"n": 1}))
+        s.send(StreamFrame("c0", "caller_to_provider", 0, "started"))
+        s.send(StreamFrame("c0", "caller_to_provider", 1, "completed"))
+        self.assertEqual([s.read().kind, s.read().kind, type(s.read())], ["chunk", "completed", wire.StreamEnd])
+        self.ctl.sock.shutdown(socket.SHUT_RDWR)
+        self.assertEqual(self.proc.wait(5), 0)
+        self.assertIn(b"ATEXIT switchinterval=0.005", self.proc.stderr.read())
+
+    def test_main_returns_normally_after_a_drain(self):
+        self.ctl.send(wire.Drain(100))
+        self.assertIsInstance(self.ctl.read(timeout=5), wire.Bye)
+        self.assertEqual(self.proc.wait(5), 0)
+        self.assertIn(b"ATEXIT", self.proc.stderr.read())
+
     def test_count(self):
         s = self.dial()
         s.send(StreamInvoke("c1", "count", {"n": 3}))
@@ -196,6 +221,93 @@ class ChildTest(unittest.TestCase):
         self.assertEqual([g.sequence for g in got[:4]], [1, 2, 3, 4])
         self.assertEqual(got[3].payload, {"n": 3})
         self.assertIsInstance(got[4], wire.StreamEnd)
+
+
+
+APP = textwrap.dedent(
+    """
+    import asyncio, atexit, os, sys
+    sys.path.insert(0, %r)
+    import skulk
+
+    atexit.register(lambda: os.write(2, b"ATEXIT\\n"))
+    ticks = 0
+    seen = []
+
+    async def tick():
+        global ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    async def ticks_tool(call, frames):
+        yield call.completed({"ticks": ticks})
+
+    async def dispatch(startup, call, tool):
+        seen.append(call.call_id)
+        await skulk.execute_stream(startup, call, tool.handler)
+
+    async def app():
+        t = asyncio.create_task(tick())
+        status = await skulk.serve([skulk.Tool("ticks", ticks_tool)], dispatch=dispatch)
+        t.cancel()
+        os.write(2, f"SERVED {status} {seen} {sys.getswitchinterval()}\\n".encode())
+
+    asyncio.run(app())
+    """
+) % os.path.dirname(os.path.dirname(skulk.__file__))
+
+
+class AppLoopTest(ChildTest):
+    """serve() in an application's own asyncio loop: the application's
+    tasks go on beside the calls, each call goes through the
+    application's dispatch to execute_stream, and serve returns the exit
+    status instead of ending the process."""
+
+    PROVIDER = APP
+    TOOLS = ["ticks"]
+
+    def call_ticks(self, cid):
+        s = self.dial()
+        s.send(StreamInvoke(cid, "ticks", {}))
+        s.send(StreamFrame(cid, "caller_to_provider", 0, "started"))
+        s.send(StreamFrame(cid, "caller_to_provider", 1, "completed"))
+        f, end = s.read(), s.read()
+        self.assertEqual((f.kind, type(end)), ("completed", wire.StreamEnd))
+        return f.payload["ticks"]
+
+    def test_app_and_calls_share_the_loop(self):
+        first = self.call_ticks("t1")
+        p, _ = self.ping(7)
+        self.assertEqual(p.streams, 0)
+        time.sleep(0.2)
+        self.assertGreater(self.call_ticks("t2"), first, "the application's own task did not run")
+        self.ctl.send(wire.Drain(100))
+        self.assertIsInstance(self.ctl.read(timeout=5), wire.Bye)
+        self.assertEqual(self.proc.wait(5), 0)
+        err = self.proc.stderr.read()
+        self.assertIn(b"SERVED 0 ['t1', 't2'] 0.005", err)
+        self.assertIn(b"ATEXIT", err)
+
+    def test_host_gone_returns_zero(self):
+        self.ctl.sock.shutdown(socket.SHUT_RDWR)
+        self.assertEqual(self.proc.wait(5), 0)
+        self.assertIn(b"SERVED 0 [] 0.005", self.proc.stderr.read())
+
+    def test_control_protocol_error_returns_one(self):
+        self.ctl.sock.sendall(struct.pack(">II", 10, 1 << 20))
+        self.assertEqual(self.proc.wait(5), 0)
+        self.assertIn(b"SERVED 1 []", self.proc.stderr.read())
+
+    # The ChildTest cases that need main()'s tools do not apply here.
+    test_pong_while_a_handler_blocks_the_loop = None  # type: ignore[assignment]
+    test_stuck_while_a_handler_blocks_the_loop = None  # type: ignore[assignment]
+    test_control_attachment_refused_at_the_prefix = None  # type: ignore[assignment]
+    test_drain_while_a_handler_blocks_the_loop = None  # type: ignore[assignment]
+    test_control_eof_exits_within_a_second = None  # type: ignore[assignment]
+    test_main_returns_normally_when_the_host_is_gone = None  # type: ignore[assignment]
+    test_main_returns_normally_after_a_drain = None  # type: ignore[assignment]
+    test_count = None  # type: ignore[assignment]
 
 
 if __name__ == "__main__":
