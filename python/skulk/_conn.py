@@ -26,6 +26,8 @@ SMALL = 65536
 # HIGH bounds the header bytes a writer queues before a write waits.
 HIGH = 65536
 IOV_MAX = 1024
+# COALESCE bounds the small packets gathered before one write.
+COALESCE = 65536
 
 
 class Conn:
@@ -48,6 +50,10 @@ class Conn:
         self._out: deque[memoryview] = deque()
         self._out_bytes = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (threshold, future)
+        # Small packets coalesced before they reach _out (send_small):
+        # at most COALESCE bytes plus one header.
+        self._pend = bytearray()
+        self._flush_h: Optional[asyncio.Handle] = None
         self._writer_on = False
         self.closed = False
         self.broken = False
@@ -154,12 +160,21 @@ class Conn:
     # ---------- writing ----------
 
     def send_nowait(self, head: bytes, att: Bytes = b"") -> None:
-        """Queue a packet without waiting: for the SDK's own terminals and
-        ends, a bounded few per call. Dropped on a broken connection."""
+        """Queue a packet without waiting, behind any coalesced small
+        packets: for the SDK's own terminals and ends, a bounded few per
+        call. Dropped on a broken connection."""
         if self.closed or self.broken:
             return
+        bufs: list[Bytes] = []
+        if self._pend:
+            bufs.append(self._take_pend())
+        bufs.append(head)
+        if len(att):
+            bufs.append(att)
+        self._push(bufs)
+
+    def _push(self, bufs: list[Bytes]) -> None:
         if not self._out:
-            bufs = [head, att] if len(att) else [head]
             try:
                 n = self._sock.sendmsg(bufs)
             except (BlockingIOError, InterruptedError):
@@ -169,16 +184,36 @@ class Conn:
                 return
             self._queue(bufs, n)
         else:
-            self._queue([head, att] if len(att) else [head], 0)
+            self._queue(bufs, 0)
+
+    def _take_pend(self) -> memoryview:
+        p, self._pend = self._pend, bytearray()
+        if self._flush_h is not None:
+            self._flush_h.cancel()
+            self._flush_h = None
+        return memoryview(p).toreadonly()
+
+    def _flush_pend(self) -> None:
+        self._flush_h = None
+        if self._pend and not self.closed and not self.broken:
+            self._push([self._take_pend()])
 
     def send_small(self, head: bytes) -> bool:
         """Queue a packet without attachment when less than HIGH bytes are
-        queued, without waiting: True when it was queued (or written),
-        False when nothing was done and the caller must ``await
-        write(head)``."""
+        queued, without waiting: True when it was queued, False when
+        nothing was done and the caller must ``await write(head)``.
+
+        Packets queued so are coalesced: written together with one
+        sendmsg once COALESCE bytes gather, when the event loop next runs
+        (the writing task awaits something), or before any other packet,
+        so a burst of small frames costs one system call, not one each."""
         if self.closed or self.broken or self._out_bytes > HIGH:
             return False
-        self.send_nowait(head)
+        self._pend += head
+        if len(self._pend) >= COALESCE:
+            self._push([self._take_pend()])
+        elif self._flush_h is None:
+            self._flush_h = self._loop.call_soon(self._flush_pend)
         return True
 
     def _queue(self, bufs: list[Bytes], sent: int) -> None:
@@ -225,6 +260,8 @@ class Conn:
         """Wait until everything queued is written."""
         if self.closed or self.broken:
             raise ConnectionClosed("connection closed")
+        if self._pend:
+            self._push([self._take_pend()])
         if not self._out:
             return
         fut = self._loop.create_future()
@@ -233,7 +270,7 @@ class Conn:
 
     def pending(self) -> int:
         """Bytes queued and not yet written."""
-        return self._out_bytes
+        return self._out_bytes + len(self._pend)
 
     def _own_pending(self) -> None:
         for i, mv in enumerate(self._out):
@@ -286,12 +323,19 @@ class Conn:
 
     def _fail(self) -> None:
         self.broken = True
+        self._drop_pend()
         self._out.clear()
         self._out_bytes = 0
         if self._writer_on and not self.closed:
             self._writer_on = False
             self._loop.remove_writer(self._fd)
         self._wake_writers()
+
+    def _drop_pend(self) -> None:
+        self._pend = bytearray()
+        if self._flush_h is not None:
+            self._flush_h.cancel()
+            self._flush_h = None
 
     def close(self) -> None:
         """Close the connection; a pending read raises ConnectionClosed,
@@ -304,6 +348,7 @@ class Conn:
         if self._rfut is not None:
             self._loop.remove_reader(self._fd)
         self.closed = True
+        self._drop_pend()
         self._out.clear()
         self._out_bytes = 0
         if self._rfut is not None and not self._rfut.done():

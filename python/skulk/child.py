@@ -455,6 +455,18 @@ class _Call:
         pre-packed start. Raises FieldError for a payload changed since it
         was checked into one msgpack cannot encode, HeaderLengthError or
         AttachmentLengthError over the limits."""
+        payload = f.payload
+        if f.media is None and f.error is None and payload is not None:
+            # The common small frame: a payload and nothing else.
+            try:
+                hb = b"".join((b"\x86", self._head, _pack(f.sequence), _K_KIND[f.kind], _K_PAYLOAD, _pack(payload)))
+            except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
+                raise FieldError("payload", "has a value with no JSON form") from None
+            if len(hb) > self.conn.limits.max_header:
+                from .errors import HeaderLengthError
+
+                raise HeaderLengthError(f"header of {len(hb)} bytes, limit {self.conn.limits.max_header}")
+            return _prefix.pack(len(hb), 0) + hb, b""
         n = 5
         parts = [b"", self._head, _pack(f.sequence), _K_KIND[f.kind]]
         att: Any = b""

@@ -150,6 +150,14 @@ def check_object(v: object, fld: str = "payload") -> None:
     lists and dicts of the same, nested at most 64 deep."""
     if type(v) is not dict:
         raise FieldError(fld, "not a map")
+    # The common flat object of ASCII keys and ints, short strings, bools
+    # and nulls is checked here; anything else takes the full walk.
+    for k, x in v.items():
+        tx = type(x)
+        if type(k) is not str or not k.isascii() or not (tx is int or (tx is str and x.isascii()) or x is None or tx is bool):
+            break
+    else:
+        return
     try:
         ok = _json_ok(v, 0)
     except (_TooDeep, RecursionError):
