@@ -63,7 +63,7 @@ from .wire import (  # noqa: E402
     write_packet,
 )
 from .tracecontext import TraceContext  # noqa: E402
-from .child import Cause, Dispatch, Input, StreamHandler, Tool, execute_stream, main, serve  # noqa: E402
+from .child import Cause, Dispatch, Input, Output, StreamHandler, Tool, execute_stream, main, serve  # noqa: E402
 
 __all__ = [
     "__version__", "PROTOCOL_VERSION",
@@ -73,7 +73,7 @@ __all__ = [
     # codec and fence
     "Limits", "Startup", "StreamInvoke", "encode_packet", "decode_packet", "read_packet", "write_packet", "Sequence",
     # serving
-    "Tool", "StreamHandler", "Dispatch", "Input", "Cause", "execute_stream", "serve", "main", "TraceContext",
+    "Tool", "StreamHandler", "Output", "Dispatch", "Input", "Cause", "execute_stream", "serve", "main", "TraceContext",
     # errors
     "SkulkError", "FieldError", "SchemaError", "SequenceError", "StaleCallError", "WrongDirectionError",
     "DuplicateTerminalError", "AfterTerminalError", "SequenceGapError", "DuplicateSequenceError", "ProtocolError",

@@ -88,7 +88,7 @@ from .wire import (
     tool_map,
 )
 
-__all__ = ["Tool", "Cause", "Input", "StreamHandler", "Dispatch", "execute_stream", "serve", "main", "SDK"]
+__all__ = ["Tool", "Cause", "Input", "StreamHandler", "Output", "Dispatch", "execute_stream", "serve", "main", "SDK"]
 
 #: The SDK's name and version as hello announces it.
 SDK = "skulk-python/" + __version__
@@ -207,6 +207,9 @@ class Input:
 #: ``frames`` is an Input; annotating it as ``AsyncIterator[StreamFrame]``
 #: fits too.
 StreamHandler = Callable[[StreamInvoke, Input], AsyncGenerator[StreamFrame, None]]
+#: What a handler returns, to annotate one: ``async def h(call:
+#: StreamInvoke, frames: AsyncIterator[StreamFrame]) -> Output``.
+Output = AsyncGenerator[StreamFrame, None]
 
 
 def _is_async_gen_function(fn: object) -> bool:
@@ -1197,10 +1200,23 @@ def _take_fds() -> tuple[socket.socket, socket.socket]:
     return control, listener
 
 
+def _since_start() -> float:
+    """Seconds since this process started (from /proc; 0 when it cannot
+    be read): startup's 10 s count from the child's start, not from the
+    end of its imports."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _handshake(control: socket.socket, tools: Seq[Tool], sdk: str, max_streams: int, own: Limits) -> tuple[Startup, bytes]:
     """hello, then the host's startup (blocking, at most STARTUP_TIMEOUT):
     the startup and any bytes read behind it."""
-    t0 = time.monotonic()
+    t0 = time.monotonic() - _since_start()
     hello = Hello([1], sdk, os.getpid(), max_streams, own, [t.descriptor() for t in tools])
     head, _ = encode_packet(hello, Limits(1 << 20))
     h = a = 0

@@ -83,7 +83,8 @@ class ChildTest(unittest.TestCase):
         ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         ln.bind(self.path)
         ln.listen()
-        env = {"PATH": os.environ.get("PATH", ""), "SKULK_PROTOCOL": "1", "SKULK_CONTROL_FD": "3", "SKULK_STREAMS_FD": "4", "SKULK_CHILD_ID": "t"}
+        env = {"PATH": os.environ.get("PATH", ""), "SKULK_PROTOCOL": "1", "SKULK_CONTROL_FD": "3", "SKULK_STREAMS_FD": "4", "SKULK_CHILD_ID": "t",
+               "PYTHONPATH": os.path.dirname(os.path.dirname(skulk.__file__))}
 
         def fds():
             os.dup2(child.fileno(), 3)
@@ -94,7 +95,11 @@ class ChildTest(unittest.TestCase):
         child.close()
         ln.close()
         self.ctl = Conn(host)
-        hello = self.ctl.read()
+        try:
+            hello = self.ctl.read()
+        except EOFError:
+            self.proc.wait(5)
+            self.fail("the child ended before hello: " + self.proc.stderr.read().decode(errors="replace")[-2000:])
         self.assertIsInstance(hello, wire.Hello)
         self.assertEqual([t.id for t in hello.tools], self.TOOLS)
         self.ctl.send(Startup(1, "t", Limits(65536, 16777216), 1000, 1000, 8))
@@ -308,6 +313,39 @@ class AppLoopTest(ChildTest):
     test_main_returns_normally_when_the_host_is_gone = None  # type: ignore[assignment]
     test_main_returns_normally_after_a_drain = None  # type: ignore[assignment]
     test_count = None  # type: ignore[assignment]
+
+
+
+EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
+
+
+class AppLoopExampleTest(AppLoopTest):
+    """python/examples/app_loop.py as a host starts it."""
+
+    with open(os.path.join(EXAMPLES, "app_loop.py")) as _f:
+        PROVIDER = _f.read()
+    TOOLS = ["status"]
+    test_app_and_calls_share_the_loop = None  # type: ignore[assignment]
+    test_host_gone_returns_zero = None  # type: ignore[assignment]
+    test_control_protocol_error_returns_one = None  # type: ignore[assignment]
+
+    def call_status(self, cid):
+        s = self.dial()
+        s.send(StreamInvoke(cid, "status", {}))
+        s.send(StreamFrame(cid, "caller_to_provider", 0, "started"))
+        s.send(StreamFrame(cid, "caller_to_provider", 1, "completed"))
+        f, end = s.read(), s.read()
+        self.assertEqual((f.kind, type(end)), ("completed", wire.StreamEnd))
+        return f.payload
+
+    def test_example(self):
+        first = self.call_status("s1")
+        self.assertEqual(first["request_id"], "s1")
+        time.sleep(0.35)
+        self.assertGreater(self.call_status("s2")["ticks"], first["ticks"])
+        self.ctl.send(wire.Drain(100))
+        self.assertIsInstance(self.ctl.read(timeout=5), wire.Bye)
+        self.assertEqual(self.proc.wait(5), 0)
 
 
 if __name__ == "__main__":
