@@ -107,7 +107,7 @@ HOST_GONE_GRACE = 0.1
 #: Under main(): how long after the host is gone (or a drain's bound) the
 #: process may take to end before the control thread ends it itself, for
 #: an event loop a handler blocks.
-HARD_EXIT_AFTER = 0.5
+HARD_EXIT_AFTER = 0.3
 #: The most unknown-call cancels remembered (§6 "Call ids").
 REMEMBERED_CANCELS = 1024
 #: Seconds a closing connection may take to flush an invalid frame's answer.
@@ -1335,7 +1335,7 @@ def main(
     small one (0.001) bounds how long CPU-bound Python in a handler
     delays a pong. Nothing else process-wide is changed. Should the event
     loop be blocked by a handler when the host is gone (or a drain's bound
-    passes), the process is ended from the control thread 0.5 s later, as
+    passes), the process is ended from the control thread 0.3 s later, as
     the host expects of a child."""
     _check_tools(tools)
     if switch_interval is not None:
