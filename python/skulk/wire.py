@@ -471,15 +471,6 @@ def encode_packet(p: Packet, limits: Optional[Limits] = None) -> tuple[bytes, By
     return _finish(h, att, l)
 
 
-def encode_frame(f: StreamFrame, limits: Limits) -> tuple[bytes, Bytes]:
-    """Encode a frame checked when it was built (limits effective already):
-    the child's write path, which does not walk the payload again. A
-    payload changed since into one msgpack cannot encode raises
-    FieldError."""
-    h, att = _frame_header(f)
-    return _finish(h, att, limits)
-
-
 # ---------- decoding ----------
 
 
@@ -934,9 +925,7 @@ def _decode_error(v: Any) -> tuple[Optional[StreamError], Optional[FieldError]]:
     return StreamError._raw(cast(ErrorCode, code), msg), None
 
 
-from .frames import ERROR_CODES as _CODES_T  # noqa: E402
-
-_CODES = frozenset(_CODES_T)
+_CODES = frozenset(ERROR_CODES)
 
 
 def _decode_frame(items: _Items, att_len: int) -> StreamFrame:
