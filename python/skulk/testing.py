@@ -29,13 +29,14 @@ from typing import Iterable, Optional, Union
 from .child import StreamHandler, Tool, _Runtime
 from .errors import ConnectionClosed, FieldError
 from .frames import BlobMedia, InlineMedia, JsonObject, Media, StreamEnd, StreamError, StreamFrame
+from .schema import OutputChecker
 from .sequence import Sequence
 from .wire import Limits, Startup, StreamInvoke, read_packet, write_packet
 
-__all__ = ["CallResult", "run_tool", "call_tool", "Input"]
+__all__ = ["CallResult", "CallerInput", "run_tool", "call_tool"]
 
 #: One caller chunk of a script: a payload, media, or both as a pair.
-Input = Union[JsonObject, Media, tuple[Optional[JsonObject], Optional[Media]]]
+CallerInput = Union[JsonObject, Media, tuple[Optional[JsonObject], Optional[Media]]]
 
 #: The call id the scripted caller gives its call.
 CALL_ID = "test-call"
@@ -90,7 +91,7 @@ def _tool(tool: Union[Tool, StreamHandler]) -> Tool:
     return Tool("tool", tool)
 
 
-def _chunk(seq: int, item: Input) -> StreamFrame:
+def _chunk(seq: int, item: CallerInput) -> StreamFrame:
     payload: Optional[JsonObject]
     media: Optional[Media]
     if isinstance(item, (InlineMedia, BlobMedia)):
@@ -105,7 +106,7 @@ def _chunk(seq: int, item: Input) -> StreamFrame:
 async def run_tool(
     tool: Union[Tool, StreamHandler],
     arguments: Optional[JsonObject] = None,
-    inputs: Iterable[Input] = (),
+    inputs: Iterable[CallerInput] = (),
     *,
     complete: Union[bool, JsonObject] = True,
     caller_cancel: bool = False,
@@ -133,6 +134,10 @@ async def run_tool(
     not end within ``timeout`` seconds, and a SequenceError or
     FieldError when the child writes what the host would refuse."""
     t = _tool(tool)
+    if check_output:
+        # ImportError without jsonschema, SchemaError for a schema that
+        # does not compile: raised here, to the test, not inside the call.
+        OutputChecker(t.output_schema, t.result_schema)
     loop = asyncio.get_running_loop()
     startup = Startup(1, "test", Limits(), 0, cancel_grace_ms, 8)
     eff = (limits or Limits()).effective()
@@ -197,7 +202,7 @@ async def run_tool(
 def call_tool(
     tool: Union[Tool, StreamHandler],
     arguments: Optional[JsonObject] = None,
-    inputs: Iterable[Input] = (),
+    inputs: Iterable[CallerInput] = (),
     *,
     complete: Union[bool, JsonObject] = True,
     caller_cancel: bool = False,

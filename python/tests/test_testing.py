@@ -137,7 +137,8 @@ class OutputSchemaTest(unittest.TestCase):
                 seen.append((e.schema, e.field, e.keyword, e.value))
                 raise
 
-        res = call_tool(Tool("t", h, output_schema=TEXT))
+        with self.assertLogs("skulk", "WARNING"):
+            res = call_tool(Tool("t", h, output_schema=TEXT))
         self.assertEqual((res.outcome, res.error.code), ("failed", "invalid_frame"))
         self.assertEqual(res.error.message, "output payload breaks its schema at /text (type): got integer")
         self.assertEqual(res.chunks, [])
@@ -147,7 +148,8 @@ class OutputSchemaTest(unittest.TestCase):
         async def h(call, frames):
             yield call.completed({"other": "x" * 40})
 
-        res = call_tool(Tool("t", h, result_schema=TEXT))
+        with self.assertLogs("skulk", "WARNING"):
+            res = call_tool(Tool("t", h, result_schema=TEXT))
         self.assertEqual(res.error.message, "result payload breaks its schema at /text (required): got nothing")
         self.assertNotIn("x" * 40, res.error.message)
 
@@ -157,7 +159,8 @@ class OutputSchemaTest(unittest.TestCase):
             yield call.completed()
 
         schema = dict(TEXT, additionalProperties=False)
-        res = call_tool(Tool("t", h, output_schema=schema))
+        with self.assertLogs("skulk", "WARNING"):
+            res = call_tool(Tool("t", h, output_schema=schema))
         self.assertEqual(res.error.message,
                          "output payload breaks its schema at /secret (additionalProperties): got string of 7 bytes")
 
