@@ -203,17 +203,22 @@ class Conn:
         queued, without waiting: True when it was queued, False when
         nothing was done and the caller must ``await write(head)``.
 
-        Packets queued so are coalesced: written together with one
-        sendmsg once COALESCE bytes gather, when the event loop next runs
-        (the writing task awaits something), or before any other packet,
-        so a burst of small frames costs one system call, not one each."""
+        The first such packet since the event loop last ran is written at
+        once; those that follow it before the loop runs again (a handler
+        yielding frames back to back) are coalesced and written together
+        with one sendmsg once COALESCE bytes gather, when the loop next
+        runs, or before any other packet: a burst of small frames costs a
+        system call or two, not one each, and a lone frame is not
+        delayed."""
         if self.closed or self.broken or self._out_bytes > HIGH:
             return False
+        if self._flush_h is None:  # so _pend is empty
+            self._flush_h = self._loop.call_soon(self._flush_pend)
+            self._push([head])
+            return True
         self._pend += head
         if len(self._pend) >= COALESCE:
             self._push([self._take_pend()])
-        elif self._flush_h is None:
-            self._flush_h = self._loop.call_soon(self._flush_pend)
         return True
 
     def _queue(self, bufs: list[Bytes], sent: int) -> None:

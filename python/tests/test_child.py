@@ -35,9 +35,14 @@ PROVIDER = textwrap.dedent(
             yield call.chunk({"i": i})
         yield call.completed({"n": call.arguments["n"]})
 
+    async def lone(call, frames):
+        yield call.chunk({"first": True})
+        time.sleep(call.arguments["s"])  # blocks the event loop right after a yield
+        yield call.completed({})
+
     import atexit, os
     atexit.register(lambda: os.write(2, f"ATEXIT switchinterval={sys.getswitchinterval():g}\\n".encode()))
-    skulk.main([skulk.Tool("block", block), skulk.Tool("count", count)])
+    skulk.main([skulk.Tool("block", block), skulk.Tool("count", count), skulk.Tool("lone", lone)])
     """
 ) % os.path.dirname(os.path.dirname(skulk.__file__))
 
@@ -70,7 +75,7 @@ class Conn:
 
 class ChildTest(unittest.TestCase):
     PROVIDER = PROVIDER
-    TOOLS = ["block", "count"]
+    TOOLS = ["block", "count", "lone"]
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="skulk-py-")
@@ -217,6 +222,18 @@ class ChildTest(unittest.TestCase):
         self.assertEqual(self.proc.wait(5), 0)
         self.assertIn(b"ATEXIT", self.proc.stderr.read())
 
+    def test_a_lone_frame_is_written_at_once(self):
+        # Frames yielded back to back are coalesced until the loop runs
+        # again; the first one is not held back, even when the handler
+        # then blocks the loop.
+        s = self.dial()
+        s.send(StreamInvoke("l1", "lone", {"s": 3}))
+        s.send(StreamFrame("l1", "caller_to_provider", 0, "started"))
+        t0 = time.monotonic()
+        f = s.read(timeout=10)
+        self.assertEqual(f.payload, {"first": True})
+        self.assertLess(time.monotonic() - t0, 2.0, "the chunk waited for the blocked loop")
+
     def test_count(self):
         s = self.dial()
         s.send(StreamInvoke("c1", "count", {"n": 3}))
@@ -313,6 +330,7 @@ class AppLoopTest(ChildTest):
     test_main_returns_normally_when_the_host_is_gone = None  # type: ignore[assignment]
     test_main_returns_normally_after_a_drain = None  # type: ignore[assignment]
     test_count = None  # type: ignore[assignment]
+    test_a_lone_frame_is_written_at_once = None  # type: ignore[assignment]
 
 
 
