@@ -1,58 +1,83 @@
-"""Skulk provider SDK for Python: the wire codec, the sequence fence and
-a child runtime that serves async-generator tools to a Skulk host.
+"""Skulk provider SDK for Python: the streams API's models, the wire
+codec, the sequence fence and a child runtime that serves async-generator
+tools to a Skulk host, in its own asyncio loop or in yours.
 
 See python/README.md; the contract is docs/protocol.md."""
 
-__version__ = "0.1"
+#: The SDK's version. Its major number is the version of the Skulk protocol
+#: it speaks (docs/protocol.md: hello offers it, startup chooses it).
+__version__ = "1.0.0"
+#: The protocol version this SDK speaks: the major number of __version__.
+PROTOCOL_VERSION = int(__version__.split(".")[0])
 
+from .errors import (  # noqa: E402
+    AfterTerminalError,
+    AttachmentLengthError,
+    BadFieldError,
+    CallCancelledError,
+    CallTimeoutError,
+    ConnectionClosed,
+    DuplicateSequenceError,
+    DuplicateTerminalError,
+    ErrorCode,
+    FieldError,
+    HeaderLengthError,
+    IncompletePacketError,
+    InvalidPacketError,
+    MalformedHeaderError,
+    ProtocolError,
+    SchemaError,
+    SequenceError,
+    SequenceGapError,
+    SkulkError,
+    StaleCallError,
+    StartError,
+    ToolError,
+    UnexpectedAttachmentError,
+    UnknownTypeError,
+    WrongDirectionError,
+)
 from .frames import (  # noqa: E402
     BlobMedia,
-    FieldError,
+    Direction,
+    FrameKind,
     InlineMedia,
+    JsonObject,
+    JsonValue,
+    Media,
     StreamEnd,
     StreamError,
     StreamFrame,
+    StreamPacket,
     sanitize_message,
 )
-from .sequence import (  # noqa: E402
-    AfterTerminal,
-    Duplicate,
-    DuplicateTerminal,
-    Gap,
-    Sequence,
-    SequenceError,
-    StaleCall,
-    WrongDirection,
-)
+from .sequence import Sequence  # noqa: E402
 from .wire import (  # noqa: E402
-    AttachmentLengthError,
-    BadFieldError,
-    ConnectionClosed,
-    HeaderLengthError,
-    InvalidPacketError,
     Limits,
-    MalformedHeaderError,
-    PacketCutShort,
-    ProtocolError,
+    Packet,
     Startup,
     StreamInvoke,
-    StreamPacket,
-    UnexpectedAttachmentError,
-    UnknownTypeError,
     decode_packet,
     encode_packet,
     read_packet,
     write_packet,
 )
 from .tracecontext import TraceContext  # noqa: E402
-from .child import CallCancelled, Cause, Input, Terminated, Tool, ToolError, main  # noqa: E402
+from .child import Cause, Dispatch, Input, Output, StreamHandler, Tool, execute_stream, main, serve  # noqa: E402
 
 __all__ = [
-    "StreamFrame", "StreamEnd", "StreamError", "InlineMedia", "BlobMedia", "StreamPacket", "FieldError",
-    "sanitize_message", "Sequence", "SequenceError", "StaleCall", "WrongDirection", "DuplicateTerminal",
-    "AfterTerminal", "Gap", "Duplicate", "Limits", "Startup", "StreamInvoke", "ProtocolError",
+    "__version__", "PROTOCOL_VERSION",
+    # models
+    "StreamFrame", "StreamEnd", "StreamError", "InlineMedia", "BlobMedia", "Media", "StreamPacket", "Packet",
+    "Direction", "FrameKind", "ErrorCode", "JsonValue", "JsonObject", "sanitize_message",
+    # codec and fence
+    "Limits", "Startup", "StreamInvoke", "encode_packet", "decode_packet", "read_packet", "write_packet", "Sequence",
+    # serving
+    "Tool", "StreamHandler", "Output", "Dispatch", "Input", "Cause", "execute_stream", "serve", "main", "TraceContext",
+    # errors
+    "SkulkError", "FieldError", "SchemaError", "SequenceError", "StaleCallError", "WrongDirectionError",
+    "DuplicateTerminalError", "AfterTerminalError", "SequenceGapError", "DuplicateSequenceError", "ProtocolError",
     "HeaderLengthError", "AttachmentLengthError", "MalformedHeaderError", "UnknownTypeError",
-    "UnexpectedAttachmentError", "BadFieldError", "InvalidPacketError", "ConnectionClosed", "PacketCutShort",
-    "encode_packet", "decode_packet", "read_packet", "write_packet", "Tool", "ToolError", "Cause",
-    "CallCancelled", "Terminated", "Input", "main", "TraceContext",
+    "UnexpectedAttachmentError", "BadFieldError", "InvalidPacketError", "ConnectionClosed", "IncompletePacketError",
+    "ToolError", "StartError", "CallCancelledError", "CallTimeoutError",
 ]

@@ -8,17 +8,11 @@ import asyncio
 import socket
 import struct
 from collections import deque
-from typing import Any, Optional
+from typing import Optional
 
-from .wire import (
-    PREFIX_LEN,
-    ConnectionClosed,
-    InvalidPacketError,
-    Limits,
-    PacketCutShort,
-    check_lengths,
-    decode_header,
-)
+from .errors import ConnectionClosed, IncompletePacketError, InvalidPacketError
+from .frames import Bytes
+from .wire import PREFIX_LEN, Limits, Packet, _attach, check_lengths, decode_header
 
 _prefix = struct.Struct(">II")
 
@@ -32,6 +26,8 @@ SMALL = 65536
 # HIGH bounds the header bytes a writer queues before a write waits.
 HIGH = 65536
 IOV_MAX = 1024
+# COALESCE bounds the small packets gathered before one write.
+COALESCE = 65536
 
 
 class Conn:
@@ -47,10 +43,17 @@ class Conn:
         self._buf = bytearray(2 * READ_CHUNK)
         self._r = 0
         self._w = 0
-        self._rfut: Optional[asyncio.Future] = None
-        self._out: deque = deque()
+        self._rfut: Optional[asyncio.Future[None]] = None
+        # Unsent bytes, in order; bounded by the writers' waits (HIGH for
+        # headers, the attachment being written) plus the SDK's own few
+        # terminals and ends per call.
+        self._out: deque[memoryview] = deque()
         self._out_bytes = 0
-        self._waiters: list = []  # (threshold, future)
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (threshold, future)
+        # Small packets coalesced before they reach _out (send_small):
+        # at most COALESCE bytes plus one header.
+        self._pend = bytearray()
+        self._flush_h: Optional[asyncio.Handle] = None
         self._writer_on = False
         self.closed = False
         self.broken = False
@@ -98,10 +101,10 @@ class Conn:
             if n == 0:
                 if self._w == self._r and need == PREFIX_LEN:
                     raise ConnectionClosed("connection closed")
-                raise PacketCutShort("connection ended inside a packet")
+                raise IncompletePacketError("connection ended inside a packet")
             self._w += n
 
-    async def read_packet(self) -> Any:
+    async def read_packet(self) -> Packet:
         """The next packet. Lengths are checked before anything past the
         prefix is read. Raises ConnectionClosed (EOF), a ProtocolError, or
         InvalidPacketError once the packet was consumed whole."""
@@ -129,10 +132,10 @@ class Conn:
             hb.release()
         self._r = start + h
         if a:
-            p.media.data = await self._take(a, small)
+            _attach(p, await self._take(a, small))
         return p
 
-    async def _take(self, a: int, small: bool):
+    async def _take(self, a: int, small: bool) -> Bytes:
         """The next a bytes: an attachment."""
         if a == 0:
             return b""
@@ -150,19 +153,28 @@ class Conn:
             while off < a:
                 n = await self._recv_into(mv[off:])
                 if n == 0:
-                    raise PacketCutShort("connection ended inside an attachment")
+                    raise IncompletePacketError("connection ended inside an attachment")
                 off += n
         return data
 
     # ---------- writing ----------
 
-    def send_nowait(self, head: bytes, att: Any = b"") -> None:
-        """Queue a packet without waiting: for the SDK's own terminals and
-        ends, a bounded few per call. Dropped on a broken connection."""
+    def send_nowait(self, head: bytes, att: Bytes = b"") -> None:
+        """Queue a packet without waiting, behind any coalesced small
+        packets: for the SDK's own terminals and ends, a bounded few per
+        call. Dropped on a broken connection."""
         if self.closed or self.broken:
             return
+        bufs: list[Bytes] = []
+        if self._pend:
+            bufs.append(self._take_pend())
+        bufs.append(head)
+        if len(att):
+            bufs.append(att)
+        self._push(bufs)
+
+    def _push(self, bufs: list[Bytes]) -> None:
         if not self._out:
-            bufs = [head, att] if len(att) else [head]
             try:
                 n = self._sock.sendmsg(bufs)
             except (BlockingIOError, InterruptedError):
@@ -172,9 +184,44 @@ class Conn:
                 return
             self._queue(bufs, n)
         else:
-            self._queue([head, att] if len(att) else [head], 0)
+            self._queue(bufs, 0)
 
-    def _queue(self, bufs: list, sent: int) -> None:
+    def _take_pend(self) -> memoryview:
+        p, self._pend = self._pend, bytearray()
+        if self._flush_h is not None:
+            self._flush_h.cancel()
+            self._flush_h = None
+        return memoryview(p).toreadonly()
+
+    def _flush_pend(self) -> None:
+        self._flush_h = None
+        if self._pend and not self.closed and not self.broken:
+            self._push([self._take_pend()])
+
+    def send_small(self, head: bytes) -> bool:
+        """Queue a packet without attachment when less than HIGH bytes are
+        queued, without waiting: True when it was queued, False when
+        nothing was done and the caller must ``await write(head)``.
+
+        The first such packet since the event loop last ran is written at
+        once; those that follow it before the loop runs again (a handler
+        yielding frames back to back) are coalesced and written together
+        with one sendmsg once COALESCE bytes gather, when the loop next
+        runs, or before any other packet: a burst of small frames costs a
+        system call or two, not one each, and a lone frame is not
+        delayed."""
+        if self.closed or self.broken or self._out_bytes > HIGH:
+            return False
+        if self._flush_h is None:  # so _pend is empty
+            self._flush_h = self._loop.call_soon(self._flush_pend)
+            self._push([head])
+            return True
+        self._pend += head
+        if len(self._pend) >= COALESCE:
+            self._push([self._take_pend()])
+        return True
+
+    def _queue(self, bufs: list[Bytes], sent: int) -> None:
         for b in bufs:
             mv = b if isinstance(b, memoryview) else memoryview(b)
             if mv.format != "B" or mv.ndim != 1:
@@ -192,7 +239,7 @@ class Conn:
             self._writer_on = True
             self._loop.add_writer(self._fd, self._on_writable)
 
-    async def write(self, head: bytes, att: Any = b"") -> None:
+    async def write(self, head: bytes, att: Bytes = b"") -> None:
         """Write a packet, awaiting the socket's backpressure: a packet with
         an attachment returns once the attachment is written; one without,
         once less than 64 KiB of headers is queued. Cancelled while it
@@ -218,6 +265,8 @@ class Conn:
         """Wait until everything queued is written."""
         if self.closed or self.broken:
             raise ConnectionClosed("connection closed")
+        if self._pend:
+            self._push([self._take_pend()])
         if not self._out:
             return
         fut = self._loop.create_future()
@@ -226,7 +275,7 @@ class Conn:
 
     def pending(self) -> int:
         """Bytes queued and not yet written."""
-        return self._out_bytes
+        return self._out_bytes + len(self._pend)
 
     def _own_pending(self) -> None:
         for i, mv in enumerate(self._out):
@@ -279,12 +328,19 @@ class Conn:
 
     def _fail(self) -> None:
         self.broken = True
+        self._drop_pend()
         self._out.clear()
         self._out_bytes = 0
         if self._writer_on and not self.closed:
             self._writer_on = False
             self._loop.remove_writer(self._fd)
         self._wake_writers()
+
+    def _drop_pend(self) -> None:
+        self._pend = bytearray()
+        if self._flush_h is not None:
+            self._flush_h.cancel()
+            self._flush_h = None
 
     def close(self) -> None:
         """Close the connection; a pending read raises ConnectionClosed,
@@ -297,6 +353,7 @@ class Conn:
         if self._rfut is not None:
             self._loop.remove_reader(self._fd)
         self.closed = True
+        self._drop_pend()
         self._out.clear()
         self._out_bytes = 0
         if self._rfut is not None and not self._rfut.done():
@@ -308,6 +365,6 @@ class Conn:
             pass
 
 
-def _wake(fut: asyncio.Future) -> None:
+def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

@@ -1,50 +1,19 @@
-"""The per-direction fence of docs/protocol.md §4.2."""
+"""The sequence fence of docs/protocol.md §4.2."""
 
 from __future__ import annotations
 
-from typing import Literal
+from .errors import (
+    AfterTerminalError,
+    DuplicateSequenceError,
+    DuplicateTerminalError,
+    FieldError,
+    SequenceGapError,
+    StaleCallError,
+    WrongDirectionError,
+)
+from .frames import DIRECTIONS, TERMINAL_KINDS, Direction, StreamFrame
 
-from .frames import DIRECTIONS, TERMINAL_KINDS, StreamFrame
-
-__all__ = [
-    "SequenceError",
-    "StaleCall",
-    "WrongDirection",
-    "DuplicateTerminal",
-    "AfterTerminal",
-    "Gap",
-    "Duplicate",
-    "Sequence",
-]
-
-
-class SequenceError(ValueError):
-    """A frame the fence refused. Each rule has its own subclass; the
-    message names sequence numbers, never the frame's content."""
-
-
-class StaleCall(SequenceError):
-    """The frame belongs to another call."""
-
-
-class WrongDirection(SequenceError):
-    """The frame travels the other way."""
-
-
-class DuplicateTerminal(SequenceError):
-    """A second terminal after the direction's terminal."""
-
-
-class AfterTerminal(SequenceError):
-    """A non-terminal frame after the direction's terminal."""
-
-
-class Gap(SequenceError):
-    """The sequence is above the next expected one."""
-
-
-class Duplicate(SequenceError):
-    """The sequence is below the next expected one (a replay)."""
+__all__ = ["Sequence"]
 
 
 class Sequence:
@@ -53,42 +22,47 @@ class Sequence:
 
     The caller direction starts at 0 (the host sends the caller's
     started); the provider direction starts at 1 on the wire (the host
-    owns the provider's started)."""
+    owns the provider's started). Not safe for concurrent use: one
+    reader (or one writer) owns it."""
 
     __slots__ = ("call_id", "direction", "next_sequence", "closed")
 
-    def __init__(
-        self,
-        call_id: str,
-        direction: Literal["caller_to_provider", "provider_to_caller"],
-        *,
-        next_sequence: int = 0,
-    ) -> None:
+    def __init__(self, call_id: str, direction: Direction, *, next_sequence: int = 0) -> None:
+        """Set the initial sequence for one independently closed stream
+        direction. Raises FieldError for an unknown direction or a
+        negative next_sequence."""
         if direction not in DIRECTIONS:
-            raise ValueError("direction: unknown value")
+            raise FieldError("direction", "unknown value")
+        if type(next_sequence) is not int or next_sequence < 0:
+            raise FieldError("next_sequence", "must be >= 0")
         self.call_id = call_id
         self.direction = direction
+        #: The sequence the next frame must carry.
         self.next_sequence = next_sequence
+        #: Whether the direction's terminal was accepted.
         self.closed = False
 
     def accept(self, frame: StreamFrame) -> None:
         """Admit frame if it is this direction's next one, and close the
-        fence on a terminal. The rules apply in order: stale call, wrong
-        direction, duplicate terminal / after terminal, gap, duplicate. A
-        refused frame changes nothing."""
+        fence on a terminal. The rules apply in order: stale call
+        (StaleCallError), wrong direction (WrongDirectionError), duplicate
+        terminal / after terminal (DuplicateTerminalError,
+        AfterTerminalError), gap (SequenceGapError), duplicate
+        (DuplicateSequenceError); all are SequenceErrors. A refused frame
+        changes nothing."""
         if frame.call_id != self.call_id:
-            raise StaleCall("frame of another call")
+            raise StaleCallError("frame of another call")
         if frame.direction != self.direction:
-            raise WrongDirection("frame of the other direction")
+            raise WrongDirectionError("frame of the other direction")
         terminal = frame.kind in TERMINAL_KINDS
         if self.closed:
             if terminal:
-                raise DuplicateTerminal("duplicate terminal")
-            raise AfterTerminal("frame after terminal")
+                raise DuplicateTerminalError("duplicate terminal")
+            raise AfterTerminalError("frame after terminal")
         if frame.sequence > self.next_sequence:
-            raise Gap(f"sequence gap: got {frame.sequence}, want {self.next_sequence}")
+            raise SequenceGapError(f"sequence gap: got {frame.sequence}, want {self.next_sequence}")
         if frame.sequence < self.next_sequence:
-            raise Duplicate(f"duplicate sequence: got {frame.sequence}, want {self.next_sequence}")
+            raise DuplicateSequenceError(f"duplicate sequence: got {frame.sequence}, want {self.next_sequence}")
         self.next_sequence += 1
         if terminal:
             self.closed = True

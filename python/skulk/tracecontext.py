@@ -45,8 +45,8 @@ class TraceContext:
     span_id: str
     sampled: bool
     flags: int = 0
-    tracestate: tuple = ()
-    baggage: dict = field(default_factory=dict)
+    tracestate: tuple[tuple[str, str], ...] = ()
+    baggage: dict[str, str] = field(default_factory=dict)
 
     @property
     def traceparent(self) -> str:
@@ -58,7 +58,7 @@ def _lower_hex(s: str, n: int) -> bool:
     return len(s) == n and _HEX.match(s) is not None
 
 
-def parse_traceparent(s: object) -> Optional[tuple]:
+def parse_traceparent(s: object) -> Optional[tuple[str, str, int]]:
     """(trace_id, span_id, flags) of a W3C traceparent, or None when it is
     not one: version two lower-case hex digits other than ``ff``; version
     00 exactly version-traceid-parentid-flags, a later version may carry
@@ -79,7 +79,7 @@ def parse_traceparent(s: object) -> Optional[tuple]:
     return trace_id, span_id, int(flags, 16)
 
 
-def parse_tracestate(s: object) -> tuple:
+def parse_tracestate(s: object) -> tuple[tuple[str, str], ...]:
     """The (key, value) pairs of a W3C tracestate, in order; () when it is
     absent or breaks the rules (a bad key or value, a duplicate key, more
     than 32 members)."""
@@ -101,7 +101,7 @@ def parse_tracestate(s: object) -> tuple:
     return tuple(out)
 
 
-def parse_baggage(s: object) -> dict:
+def parse_baggage(s: object) -> dict[str, str]:
     """The members of W3C baggage as {key: value} (values percent-decoded,
     properties dropped); {} when it is absent or breaks the rules (a bad
     key or value, more than 64 members or 8,192 bytes)."""
@@ -126,7 +126,7 @@ def parse_baggage(s: object) -> dict:
     return out
 
 
-def parse_trace_context(trace: Optional[dict]) -> Optional[TraceContext]:
+def parse_trace_context(trace: Optional[dict[str, str]]) -> Optional[TraceContext]:
     """The TraceContext of an invoke's trace map, or None when it has no
     valid traceparent."""
     if not trace:

@@ -12,25 +12,45 @@ import asyncio
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union, cast
 
 import msgpack
 
-from .frames import (
-    CALLER_TO_PROVIDER,
-    DIRECTIONS,
-    KINDS,
-    MAX_MESSAGE_CHARS,
-    BlobMedia,
+from .errors import (
+    AttachmentLengthError,
+    BadFieldError,
+    ConnectionClosed,
+    ErrorCode,
     FieldError,
+    HeaderLengthError,
+    IncompletePacketError,
+    InvalidPacketError,
+    MalformedHeaderError,
+    ProtocolError,
+    UnexpectedAttachmentError,
+    UnknownTypeError,
+)
+from .frames import (
+    ERROR_CODES,
+    BlobMedia,
+    Bytes,
     InlineMedia,
+    JsonObject,
+    Media,
     StreamEnd,
     StreamError,
     StreamFrame,
+    StreamPacket,
     check_call_id,
     check_chars,
+    check_object,
+    sanitize_message,
     valid_utf8,
 )
+from .tracecontext import TraceContext, parse_baggage, parse_trace_context
+
+if TYPE_CHECKING:
+    from .child import _Call
 
 __all__ = [
     "PREFIX_LEN",
@@ -52,16 +72,6 @@ __all__ = [
     "StreamInvoke",
     "Packet",
     "StreamPacket",
-    "ProtocolError",
-    "HeaderLengthError",
-    "AttachmentLengthError",
-    "MalformedHeaderError",
-    "UnknownTypeError",
-    "UnexpectedAttachmentError",
-    "BadFieldError",
-    "InvalidPacketError",
-    "ConnectionClosed",
-    "PacketCutShort",
     "encode_packet",
     "decode_header",
     "decode_packet",
@@ -86,60 +96,6 @@ _I64 = (1 << 63) - 1
 _prefix = struct.Struct(">II")
 
 
-# ---------- errors ----------
-
-
-class ProtocolError(Exception):
-    """A packet that breaks §2 (or a control packet with a bad field): the
-    connection is unusable and the side that sees it closes it."""
-
-
-class HeaderLengthError(ProtocolError):
-    """H is 0 or above max_header."""
-
-
-class AttachmentLengthError(ProtocolError):
-    """A is above max_attachment."""
-
-
-class MalformedHeaderError(ProtocolError):
-    """The header is not exactly one MessagePack map with string keys."""
-
-
-class UnknownTypeError(ProtocolError):
-    """``t`` is missing, not a string, or not a packet type."""
-
-
-class UnexpectedAttachmentError(ProtocolError):
-    """An attachment on a packet other than a frame with inline media."""
-
-
-class BadFieldError(ProtocolError):
-    """A control packet with a field of the wrong type or out of range."""
-
-
-class InvalidPacketError(Exception):
-    """A frame, invoke or end that parsed whole but breaks §3/§4. The packet
-    (and its attachment) was consumed, so the connection is still in step.
-
-    ``packet_type`` is "frame", "invoke" or "end"; ``call_id`` the packet's
-    call id when it is a valid one, else None; ``error`` the FieldError."""
-
-    def __init__(self, packet_type: str, call_id: Optional[str], error: FieldError) -> None:
-        super().__init__(f"invalid {packet_type}: {error}")
-        self.packet_type = packet_type
-        self.call_id = call_id
-        self.error = error
-
-
-class ConnectionClosed(Exception):
-    """The peer closed the connection at a packet boundary (EOF)."""
-
-
-class PacketCutShort(ConnectionClosed):
-    """The connection ended in the middle of a packet."""
-
-
 # ---------- packets ----------
 
 
@@ -151,15 +107,21 @@ class Limits:
     max_header: int = 0
     max_attachment: int = 0
 
-    def effective(self) -> "Limits":
+    def effective(self) -> Limits:
+        """The limits with 0 replaced by the defaults (64 KiB, 16 MiB) and
+        clamped to the ceilings (1 MiB, 256 MiB)."""
         h = self.max_header or DEFAULT_MAX_HEADER
         a = self.max_attachment or DEFAULT_MAX_ATTACHMENT
         return Limits(min(h, CEILING_MAX_HEADER), min(a, CEILING_MAX_ATTACHMENT))
 
-    def min(self, other: "Limits") -> "Limits":
+    def min(self, other: Limits) -> Limits:
         """The smaller of each pair, both made effective first."""
         a, b = self.effective(), other.effective()
         return Limits(min(a.max_header, b.max_header), min(a.max_attachment, b.max_attachment))
+
+
+#: A JSON Schema, as a tool declares it (a JSON object).
+Schema = Mapping[str, Any]
 
 
 @dataclass
@@ -169,10 +131,10 @@ class ToolDescriptor:
     id: str
     version: str = ""
     description: str = ""
-    arguments_schema: Optional[dict] = None
-    input_schema: Optional[dict] = None
-    output_schema: Optional[dict] = None
-    result_schema: Optional[dict] = None
+    arguments_schema: Optional[Schema] = None
+    input_schema: Optional[Schema] = None
+    output_schema: Optional[Schema] = None
+    result_schema: Optional[Schema] = None
 
 
 _SCHEMA_KEYS = ("arguments_schema", "input_schema", "output_schema", "result_schema")
@@ -182,18 +144,18 @@ _SCHEMA_KEYS = ("arguments_schema", "input_schema", "output_schema", "result_sch
 class Hello:
     """The child's first control packet."""
 
-    protocol: list
+    protocol: list[int]
     sdk: str
     pid: int
     max_streams: int
     limits: Limits
-    tools: list  # of ToolDescriptor
+    tools: list[ToolDescriptor]
 
 
 @dataclass
 class Startup:
-    """The host's answer to hello: the chosen version and the effective
-    settings."""
+    """The host's answer to hello: the chosen protocol version and the
+    effective settings (docs/protocol.md §5)."""
 
     protocol: int
     child_id: str = ""
@@ -205,11 +167,17 @@ class Startup:
 
 @dataclass
 class Ping:
+    """A health probe from the host; the child answers with a Pong of the
+    same nonce."""
+
     nonce: int = 0
 
 
 @dataclass
 class Pong:
+    """The answer to a Ping: calls whose handler runs, and how many of
+    them ignored a cancel past cancel_grace_ms."""
+
     nonce: int = 0
     streams: int = 0
     stuck: int = 0
@@ -217,112 +185,121 @@ class Pong:
 
 @dataclass
 class Cancel:
+    """The host asks the child to cancel a call."""
+
     call_id: str
     reason: str = ""
 
 
 @dataclass
 class Drain:
+    """The host asks the child to finish its calls and say bye."""
+
     grace_ms: int = 0
 
 
 @dataclass
 class Bye:
+    """The child's last control packet after a drain."""
+
     reason: str = ""
 
 
-@dataclass
+@dataclass(eq=False)
 class StreamInvoke:
     """The invoke that starts a call on a stream connection.
 
     A handler gets the call's StreamInvoke as its first argument; the
     builders ``chunk``, ``completed``, ``failed`` and ``cancelled`` make the
     call's next provider frame (sequence numbers from 1, in the order they
-    are built)."""
+    are built), checked as the frame's constructor checks it. ``deadline``,
+    ``cause`` and ``flush`` refer to the stream the SDK serves it on."""
 
     call_id: str
     tool_id: str
-    arguments: dict = field(default_factory=dict)
+    arguments: JsonObject = field(default_factory=dict)
     timeout_ms: int = 0
-    trace: Optional[dict] = None
+    trace: Optional[dict[str, str]] = None
     tree: str = ""
     parent: str = ""
-    _next: int = field(default=1, init=False, repr=False, compare=False)
-    _runtime: Any = field(default=None, init=False, repr=False, compare=False)
+    _next: int = field(default=1, init=False, repr=False)
+    _stream: Optional[_Call] = field(default=None, init=False, repr=False)
 
-    def _frame(self, kind: str, payload=None, media=None, error=None) -> StreamFrame:
-        f = StreamFrame(self.call_id, "provider_to_caller", self._next, kind, payload, media, error)
-        f.lifecycle_shape()
-        self._next += 1
-        return f
-
-    def chunk(self, payload: Optional[dict] = None, media=None) -> StreamFrame:
+    def chunk(self, payload: Optional[JsonObject] = None, media: Optional[Media] = None) -> StreamFrame:
         """The call's next provider chunk: a payload, media, or both."""
-        return self._frame("chunk", payload, media)
+        if payload is not None:
+            check_object(payload)
+        elif media is None:
+            raise FieldError("payload", "chunk needs a payload or media")
+        if media is not None and type(media) is not InlineMedia and type(media) is not BlobMedia:
+            raise FieldError("media", "not inline or blob media")
+        n = self._next
+        self._next = n + 1
+        return StreamFrame._trusted(self.call_id, "provider_to_caller", n, "chunk", payload, media)
 
-    def completed(self, payload: Optional[dict] = None) -> StreamFrame:
+    def completed(self, payload: Optional[JsonObject] = None) -> StreamFrame:
         """The call's completed terminal, with an optional final value."""
-        return self._frame("completed", payload)
+        if payload is not None:
+            check_object(payload)
+        n = self._next
+        self._next = n + 1
+        return StreamFrame._trusted(self.call_id, "provider_to_caller", n, "completed", payload)
 
-    def failed(self, message: str, code: str = "provider_error") -> StreamFrame:
+    def failed(self, message: str, code: ErrorCode = "provider_error") -> StreamFrame:
         """The call's failed terminal; the message is sanitized (valid
-        UTF-8, at most 2,048 characters): never put secrets in it."""
-        from .frames import sanitize_message
-
-        return self._frame("failed", error=StreamError(code, sanitize_message(message)))
+        UTF-8, at most 2,048 characters): never put secrets in it. The
+        code may not be "cancelled" (use ``cancelled``)."""
+        if code == "cancelled":
+            raise FieldError("error.code", "failed must not carry cancelled")
+        err = StreamError(code, sanitize_message(message))
+        n = self._next
+        self._next = n + 1
+        return StreamFrame._trusted(self.call_id, "provider_to_caller", n, "failed", error=err)
 
     def cancelled(self, message: str = "") -> StreamFrame:
         """The call's cancelled terminal."""
-        from .frames import sanitize_message
-
         err = StreamError("cancelled", sanitize_message(message)) if message else None
-        return self._frame("cancelled", error=err)
+        n = self._next
+        self._next = n + 1
+        return StreamFrame._trusted(self.call_id, "provider_to_caller", n, "cancelled", error=err)
 
     @property
-    def trace_context(self):
+    def trace_context(self) -> Optional[TraceContext]:
         """The W3C trace context of the invoke's ``trace`` map (the host's
         span of the call) as a skulk.TraceContext, or None without a valid
         traceparent: an invalid one is ignored."""
-        from .tracecontext import parse_trace_context
-
         return parse_trace_context(self.trace)
 
     @property
-    def baggage(self) -> dict:
+    def baggage(self) -> dict[str, str]:
         """The W3C baggage of the invoke's ``trace`` map, {} when none (or
         invalid); with or without a traceparent."""
-        from .tracecontext import parse_baggage
-
         return parse_baggage((self.trace or {}).get("baggage"))
 
     @property
-    def cause(self):
-        """Why the call was cancelled (a skulk.Cause), or None."""
-        rt = self._runtime
-        return rt.cause if rt is not None else None
+    def cause(self) -> Optional[str]:
+        """Why the call was cancelled (a skulk.Cause value), or None."""
+        st = self._stream
+        return st.cause if st is not None else None
 
     @property
     def deadline(self) -> Optional[float]:
         """The call's deadline on the event loop's clock (loop.time()), or
         None without timeout_ms."""
-        rt = self._runtime
-        return rt.deadline if rt is not None else None
+        st = self._stream
+        return st.deadline if st is not None else None
 
     async def flush(self) -> None:
         """Wait until every frame yielded so far has been written to the
-        socket."""
-        rt = self._runtime
-        if rt is not None:
-            await rt.flush()
+        socket. Raises CallCancelledError once the call is cancelled."""
+        st = self._stream
+        if st is not None:
+            await st.flush()
 
     def check(self) -> None:
         """Raise FieldError if a field breaks §3."""
         check_call_id(self.call_id)
         check_call_id(self.tool_id, "tool_id")
-        if type(self.arguments) is not dict:
-            raise FieldError("arguments", "not a map")
-        from .frames import check_object
-
         check_object(self.arguments, "arguments")
         if type(self.timeout_ms) is not int or self.timeout_ms < 0:
             raise FieldError("timeout_ms", "must be >= 0")
@@ -335,14 +312,15 @@ class StreamInvoke:
             check_call_id(self.parent, "parent")
 
 
-StreamPacket = Union[StreamFrame, StreamEnd]
+#: Every packet of docs/protocol.md §3: what read_packet returns and
+#: write_packet takes.
 Packet = Union[StreamFrame, StreamEnd, StreamInvoke, Hello, Startup, Ping, Pong, Cancel, Drain, Bye]
 
 
 # ---------- encoding ----------
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
-_pack = _packer.pack
+_pack: Callable[[object], bytes] = _packer.pack
 
 
 def _canonical(v: Any) -> Any:
@@ -355,32 +333,32 @@ def _canonical(v: Any) -> Any:
     return v
 
 
-def _limits_map(l: Limits) -> dict:
+def _limits_map(l: Limits) -> dict[str, int]:
     return {"max_header": l.max_header, "max_attachment": l.max_attachment}
 
 
-def tool_map(t: ToolDescriptor) -> dict:
+def tool_map(t: ToolDescriptor) -> dict[str, Any]:
     """The map hello carries for t, canonical (sorted schema keys). Raises
     FieldError ``tools.id`` or ``tools.version`` for an id that breaks the
     call id rule or a version over 128 characters (§3, hello), which the
     host would refuse."""
     check_call_id(t.id, "tools.id")
-    m: dict = {"id": t.id}
+    m: dict[str, Any] = {"id": t.id}
     if t.version:
         check_chars("tools.version", t.version, 0, MAX_TOOL_VERSION_CHARS)
         m["version"] = t.version
     if t.description:
         m["description"] = t.description
     for k in _SCHEMA_KEYS:
-        s = getattr(t, k)
-        if s is not None:
-            m[k] = _canonical(s)
+        sc = getattr(t, k)
+        if sc is not None:
+            m[k] = _canonical(sc)
     return m
 
 
-def _media_map(m) -> dict:
-    if isinstance(m, InlineMedia):
-        d = {"kind": "inline", "media_type": m.media_type}
+def _media_map(m: Media) -> dict[str, Any]:
+    if type(m) is InlineMedia:
+        d: dict[str, Any] = {"kind": "inline", "media_type": m.media_type}
         if m.codec:
             d["codec"] = m.codec
         if m.sample_rate is not None:
@@ -392,31 +370,37 @@ def _media_map(m) -> dict:
         if m.duration_seconds is not None:
             d["duration_seconds"] = float(m.duration_seconds)
         return d
+    assert type(m) is BlobMedia
     return {"kind": "blob", "blob_id": m.blob_id, "size_bytes": m.size_bytes, "sha256": m.sha256, "media_type": m.media_type}
 
 
-def _header(p: Any) -> Tuple[dict, Any]:
+def _frame_header(p: StreamFrame) -> tuple[dict[str, Any], Optional[Bytes]]:
+    h: dict[str, Any] = {"t": "frame", "call_id": p.call_id, "direction": p.direction, "sequence": p.sequence, "kind": p.kind}
+    att: Optional[Bytes] = None
+    if p.payload is not None:
+        h["payload"] = p.payload
+    if p.media is not None:
+        h["media"] = _media_map(p.media)
+        if type(p.media) is InlineMedia:
+            att = p.media.data
+    if p.error is not None:
+        h["error"] = {"code": p.error.code, "message": p.error.message}
+    return h, att
+
+
+def _header(p: Packet) -> tuple[dict[str, Any], Optional[Bytes]]:
     """The header map of packet p in our encoder's key order, and its
     attachment (None for none). Validates what the encoder must refuse."""
     if isinstance(p, StreamFrame):
         p.check_fields(check_payload=True)
-        h = {"t": "frame", "call_id": p.call_id, "direction": p.direction, "sequence": p.sequence, "kind": p.kind}
-        att = None
-        if p.payload is not None:
-            h["payload"] = p.payload
-        if p.media is not None:
-            h["media"] = _media_map(p.media)
-            if isinstance(p.media, InlineMedia):
-                att = p.media.data
-        if p.error is not None:
-            h["error"] = {"code": p.error.code, "message": p.error.message}
-        return h, att
+        return _frame_header(p)
     if isinstance(p, StreamEnd):
         check_call_id(p.call_id)
         return {"t": "end", "call_id": p.call_id}, None
     if isinstance(p, StreamInvoke):
         p.check()
-        h = {"t": "invoke", "call_id": p.call_id, "tool_id": p.tool_id, "arguments": p.arguments, "timeout_ms": p.timeout_ms}
+        h: dict[str, Any] = {"t": "invoke", "call_id": p.call_id, "tool_id": p.tool_id, "arguments": p.arguments,
+                             "timeout_ms": p.timeout_ms}
         if p.trace is not None:
             h["trace"] = {k: p.trace[k] for k in sorted(p.trace)}
         if p.tree:
@@ -464,15 +448,12 @@ def _header(p: Any) -> Tuple[dict, Any]:
     raise TypeError(f"cannot encode a {type(p).__name__}")
 
 
-def encode_packet(p: Any, limits: Optional[Limits] = None) -> Tuple[bytes, Any]:
-    """Encode packet p: the prefix and header as one bytes object, and the
-    attachment (the inline media's own data, not a copy; b"" for none).
-    Raises FieldError for a frame or invoke that breaks §3/§4, and
-    HeaderLengthError / AttachmentLengthError for one over limits."""
-    l = (limits or Limits()).effective()
-    h, att = _header(p)
-    hb = _pack(h)
-    a = 0 if att is None else (att.nbytes if isinstance(att, memoryview) else len(att))
+def _finish(h: dict[str, Any], att: Optional[Bytes], l: Limits) -> tuple[bytes, Bytes]:
+    try:
+        hb = _pack(h)
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
+        raise FieldError("payload", "has a value with no JSON form") from None
+    a = 0 if att is None else (att.nbytes if type(att) is memoryview else len(att))
     if len(hb) > l.max_header:
         raise HeaderLengthError(f"header of {len(hb)} bytes, limit {l.max_header}")
     if a > l.max_attachment:
@@ -480,7 +461,20 @@ def encode_packet(p: Any, limits: Optional[Limits] = None) -> Tuple[bytes, Any]:
     return _prefix.pack(len(hb), a) + hb, (b"" if att is None else att)
 
 
+def encode_packet(p: Packet, limits: Optional[Limits] = None) -> tuple[bytes, Bytes]:
+    """Encode packet p: the prefix and header as one bytes object, and the
+    attachment (the inline media's own data, not a copy; b"" for none).
+    Raises FieldError for a frame or invoke that breaks §3/§4, and
+    HeaderLengthError / AttachmentLengthError for one over limits."""
+    l = (limits or Limits()).effective()
+    h, att = _header(p)
+    return _finish(h, att, l)
+
+
 # ---------- decoding ----------
+
+
+_Items = Iterable[tuple[Any, Any]]
 
 
 class _OddMap:
@@ -489,17 +483,17 @@ class _OddMap:
 
     __slots__ = ("pairs",)
 
-    def __init__(self, pairs):
+    def __init__(self, pairs: list[tuple[Any, Any]]) -> None:
         self.pairs = pairs
 
-    def items(self):
+    def items(self) -> list[tuple[Any, Any]]:
         return self.pairs
 
     def str_keys(self) -> bool:
         return all(type(k) is str for k, _ in self.pairs)
 
 
-def _hook(pairs):
+def _hook(pairs: list[tuple[Any, Any]]) -> Any:
     try:
         d = dict(pairs)
     except TypeError:  # an unhashable key (a map or array)
@@ -512,7 +506,7 @@ def _hook(pairs):
     return d
 
 
-def _unpack(b) -> Any:
+def _unpack(b: Bytes) -> Any:
     return msgpack.unpackb(
         b,
         raw=False,
@@ -580,12 +574,12 @@ def _json(v: Any, depth: int) -> Any:
     raise _NotJSON("has a value with no JSON form")
 
 
-def _object(v: Any, fld: str) -> dict:
+def _object(v: Any, fld: str) -> JsonObject:
     """A payload, arguments or schema: a JSON object, or FieldError."""
     if type(v) is not dict and type(v) is not _OddMap:
         raise FieldError(fld, "not a map")
     try:
-        return _json(v, 1)
+        return cast(JsonObject, _json(v, 1))
     except _NotJSON as e:
         raise FieldError(fld, e.reason) from None
 
@@ -602,7 +596,7 @@ def _is_count(v: Any) -> bool:
     return type(v) is int and 0 <= v <= _I64
 
 
-def _map_items(v: Any):
+def _map_items(v: Any) -> Optional[Iterable[tuple[Any, Any]]]:
     """The pairs of a decoded map, or None if v is not one."""
     if type(v) is dict or type(v) is _OddMap:
         return v.items()
@@ -635,7 +629,7 @@ def _opt_str(v: Any) -> str:
 _TYPES = frozenset(("hello", "startup", "ping", "pong", "cancel", "drain", "bye", "invoke", "frame", "end"))
 
 
-def decode_header(h, att_len: int = 0) -> Any:
+def decode_header(h: Bytes, att_len: int = 0) -> Packet:
     """Decode header bytes h of a packet whose attachment is att_len bytes
     long. Returns the packet; an inline frame's media data is left empty
     (the caller attaches the bytes). Raises a ProtocolError subclass or
@@ -645,6 +639,7 @@ def decode_header(h, att_len: int = 0) -> Any:
         top = _unpack(h)
     except Exception:
         raise MalformedHeaderError("header is not exactly one MessagePack map") from None
+    items: _Items
     if type(top) is dict:
         items = top.items()
     elif type(top) is _OddMap:
@@ -678,7 +673,7 @@ def decode_header(h, att_len: int = 0) -> Any:
             raise InvalidPacketError("end", None, e) from None
         return StreamEnd(cid)
     try:
-        return _CONTROL[t](items)
+        return cast(Packet, _CONTROL[t](items))
     except _Bad as e:
         raise BadFieldError(f"{t}: {e.field}") from None
 
@@ -688,7 +683,7 @@ class _Bad(Exception):
         self.field = fld
 
 
-def _fields(items, spec: dict, t: str) -> dict:
+def _fields(items: Iterable[tuple[Any, Any]], spec: dict[str, Callable[[Any], Any]], t: str) -> dict[str, Any]:
     """Apply spec {key: reader} to every occurrence; the last wins, and a
     bad occurrence is an error even when a later one is right."""
     out = {}
@@ -703,39 +698,39 @@ def _fields(items, spec: dict, t: str) -> dict:
     return out
 
 
-def _r_uint(v):
+def _r_uint(v: Any) -> int:
     if not _is_uint(v):
         raise ValueError
-    return v
+    return int(v)
 
 
-def _r_count(v):
+def _r_count(v: Any) -> int:
     if not _is_count(v):
         raise ValueError
-    return v
+    return int(v)
 
 
-def _r_int(v):
+def _r_int(v: Any) -> int:
     if not _is_int(v):
         raise ValueError
-    return v
+    return int(v)
 
 
-def _r_str(v):
+def _r_str(v: Any) -> str:
     if type(v) is not str:
         raise ValueError
     return v
 
 
-def _d_ping(items):
+def _d_ping(items: _Items) -> Ping:
     return Ping(**_fields(items, {"nonce": _r_uint}, "ping"))
 
 
-def _d_pong(items):
+def _d_pong(items: _Items) -> Pong:
     return Pong(**_fields(items, {"nonce": _r_uint, "streams": _r_count, "stuck": _r_count}, "pong"))
 
 
-def _d_cancel(items):
+def _d_cancel(items: _Items) -> Cancel:
     f = _fields(items, {"call_id": _r_str, "reason": _opt_str}, "cancel")
     cid = f.get("call_id", "")
     try:
@@ -745,15 +740,15 @@ def _d_cancel(items):
     return Cancel(cid, f.get("reason", ""))
 
 
-def _d_drain(items):
+def _d_drain(items: _Items) -> Drain:
     return Drain(**_fields(items, {"grace_ms": _r_count}, "drain"))
 
 
-def _d_bye(items):
+def _d_bye(items: _Items) -> Bye:
     return Bye(**_fields(items, {"reason": _opt_str}, "bye"))
 
 
-def _d_startup(items):
+def _d_startup(items: _Items) -> Startup:
     f = _fields(
         items,
         {
@@ -769,7 +764,7 @@ def _d_startup(items):
     return Startup(protocol=f.pop("protocol", 0), **f)
 
 
-def _r_protocols(v):
+def _r_protocols(v: Any) -> list[int]:
     if type(v) is not list or len(v) > 64:
         raise ValueError
     for x in v:
@@ -778,7 +773,7 @@ def _r_protocols(v):
     return v
 
 
-def _r_tools(v):
+def _r_tools(v: Any) -> list[ToolDescriptor]:
     if type(v) is not list or len(v) > 4096:
         raise ValueError
     out = []
@@ -804,7 +799,7 @@ def _r_tools(v):
     return out
 
 
-def _d_hello(items):
+def _d_hello(items: _Items) -> Hello:
     f = _fields(
         items,
         {"protocol": _r_protocols, "sdk": _opt_str, "pid": _r_int, "max_streams": _r_int, "limits": _limits, "tools": _r_tools},
@@ -839,17 +834,17 @@ def _valid_call_id(v: Any) -> Optional[str]:
         check_call_id(v)
     except FieldError:
         return None
-    return v
+    return str(v)
 
 
-def _decode_media(v: Any):
+def _decode_media(v: Any) -> tuple[Optional[Media], bool, Optional[FieldError]]:
     """(media, inline, error): the last occurrence of each key wins, a nil
     one removes an earlier one, a wrong type is an error whatever follows."""
     items = _map_items(v)
     if items is None:
         return None, False, FieldError("media", "not a map")
     first = None
-    vals: dict = {}
+    vals: dict[str, Any] = {}
     for k, x in items:
         if type(k) is not str:
             first = first or FieldError("media", "key not a string")
@@ -884,8 +879,7 @@ def _decode_media(v: Any):
                 first = first or FieldError("media." + k, "must be > 0")
         if first:
             return None, True, first
-        m = InlineMedia(
-            b"",
+        m = InlineMedia._raw(
             vals.get("media_type", ""),
             vals.get("codec") or None,
             vals.get("sample_rate"),
@@ -901,11 +895,11 @@ def _decode_media(v: Any):
             first = first or FieldError("media.sha256", "required")
         if first:
             return None, False, first
-        return BlobMedia(vals.get("blob_id", ""), vals["size_bytes"], vals["sha256"], vals.get("media_type", "")), False, None
+        return BlobMedia._raw(vals.get("blob_id", ""), vals["size_bytes"], vals["sha256"], vals.get("media_type", "")), False, None
     return None, False, FieldError("media.kind", "unknown value")
 
 
-def _decode_error(v: Any):
+def _decode_error(v: Any) -> tuple[Optional[StreamError], Optional[FieldError]]:
     items = _map_items(v)
     if items is None:
         return None, FieldError("error", "not a map")
@@ -928,15 +922,13 @@ def _decode_error(v: Any):
         return None, FieldError("error.code", "required")
     if code_err:
         return None, code_err
-    return StreamError(code, msg), None
+    return StreamError._raw(cast(ErrorCode, code), msg), None
 
 
-from .frames import ERROR_CODES as _CODES_T  # noqa: E402
-
-_CODES = frozenset(_CODES_T)
+_CODES = frozenset(ERROR_CODES)
 
 
-def _decode_frame(items, att_len: int) -> StreamFrame:
+def _decode_frame(items: _Items, att_len: int) -> StreamFrame:
     first: Optional[FieldError] = None
     call_id: Any = ""
     direction: Any = ""
@@ -995,21 +987,19 @@ def _decode_frame(items, att_len: int) -> StreamFrame:
             payload = _object(payload, "payload")
         except FieldError as e:
             first = e
-    f = None
     if first is None:
-        f = StreamFrame(call_id, direction, sequence, kind, payload, media, error)
+        f = StreamFrame._trusted(call_id, direction, sequence, kind, payload, media, error)
         try:
             f.check_fields(check_payload=False)
+            return f
         except FieldError as e:
             first = e
-    if first is not None:
-        raise InvalidPacketError("frame", _valid_call_id(call_id), first)
-    return f
+    raise InvalidPacketError("frame", _valid_call_id(call_id), first)
 
 
-def _decode_invoke(items) -> StreamInvoke:
+def _decode_invoke(items: _Items) -> StreamInvoke:
     first: Optional[FieldError] = None
-    vals: dict = {"call_id": "", "tool_id": "", "timeout_ms": 0, "trace": None, "tree": "", "parent": ""}
+    vals: dict[str, Any] = {"call_id": "", "tool_id": "", "timeout_ms": 0, "trace": None, "tree": "", "parent": ""}
     has_args = False
     args = None
     for k, v in items:
@@ -1066,6 +1056,14 @@ def _decode_invoke(items) -> StreamInvoke:
     return inv
 
 
+def _attach(p: Packet, data: Bytes) -> None:
+    """Give a decoded inline frame its attachment (decode_header refuses an
+    attachment on anything else)."""
+    if type(p) is not StreamFrame or type(p.media) is not InlineMedia:
+        raise UnexpectedAttachmentError("attachment on a packet without inline media")
+    p.media.data = data
+
+
 def check_lengths(h: int, a: int, limits: Limits) -> None:
     """Refuse H = 0, H > max_header or A > max_attachment (limits made
     effective), before anything else is read."""
@@ -1076,7 +1074,7 @@ def check_lengths(h: int, a: int, limits: Limits) -> None:
         raise AttachmentLengthError(f"attachment length {a}, limit {l.max_attachment}")
 
 
-def decode_packet(b, limits: Optional[Limits] = None) -> Any:
+def decode_packet(b: Bytes, limits: Optional[Limits] = None) -> Packet:
     """Decode one whole packet held in b (prefix, header, attachment and
     nothing after). For tests and tools; connections read packets with
     read_packet or the SDK's own reader."""
@@ -1088,25 +1086,25 @@ def decode_packet(b, limits: Optional[Limits] = None) -> Any:
         raise MalformedHeaderError("packet length does not match its prefix")
     p = decode_header(memoryview(b)[PREFIX_LEN : PREFIX_LEN + h], a)
     if a:
-        p.media.data = bytes(b[PREFIX_LEN + h :])
+        _attach(p, bytes(b[PREFIX_LEN + h :]))
     return p
 
 
 # ---------- asyncio streams ----------
 
 
-async def read_packet(reader: asyncio.StreamReader, limits: Optional[Limits] = None) -> Any:
+async def read_packet(reader: asyncio.StreamReader, limits: Optional[Limits] = None) -> Packet:
     """Read one packet from reader. Lengths are checked against limits
     before anything else is read; the attachment is read raw (never
     base64) into the inline media's data. An invalid frame's attachment is
     read and dropped before InvalidPacketError is raised, so the stream
     stays in step. EOF at a packet boundary raises ConnectionClosed, in
-    the middle of one PacketCutShort."""
+    the middle of one IncompletePacketError."""
     try:
         pre = await reader.readexactly(PREFIX_LEN)
     except asyncio.IncompleteReadError as e:
         if e.partial:
-            raise PacketCutShort("connection ended inside a packet prefix") from None
+            raise IncompletePacketError("connection ended inside a packet prefix") from None
         raise ConnectionClosed("connection closed") from None
     h, a = _prefix.unpack(pre)
     check_lengths(h, a, limits or Limits())
@@ -1119,13 +1117,13 @@ async def read_packet(reader: asyncio.StreamReader, limits: Optional[Limits] = N
                 await reader.readexactly(a)
             raise
         if a:
-            p.media.data = await reader.readexactly(a)
+            _attach(p, await reader.readexactly(a))
     except asyncio.IncompleteReadError:
-        raise PacketCutShort("connection ended inside a packet") from None
+        raise IncompletePacketError("connection ended inside a packet") from None
     return p
 
 
-async def write_packet(writer: asyncio.StreamWriter, frame: Any, limits: Optional[Limits] = None) -> None:
+async def write_packet(writer: asyncio.StreamWriter, frame: Packet, limits: Optional[Limits] = None) -> None:
     """Write one packet (checked first) and its raw attachment, awaiting
     the socket's backpressure (writer.drain). The SDK's own child writes
     with one vectored write and no copy of the attachment; a

@@ -20,12 +20,12 @@ GOLDEN_PING = os.path.join(os.path.dirname(__file__), "..", "..", "wire", "testd
 
 # The manifest's rules of protocol_error and the exception each is.
 RULES = {
-    "header_length": wire.HeaderLengthError,
-    "attachment_length": wire.AttachmentLengthError,
-    "malformed_header": wire.MalformedHeaderError,
-    "unknown_type": wire.UnknownTypeError,
-    "unexpected_attachment": wire.UnexpectedAttachmentError,
-    "bad_field": wire.BadFieldError,
+    "header_length": skulk.HeaderLengthError,
+    "attachment_length": skulk.AttachmentLengthError,
+    "malformed_header": skulk.MalformedHeaderError,
+    "unknown_type": skulk.UnknownTypeError,
+    "unexpected_attachment": skulk.UnexpectedAttachmentError,
+    "bad_field": skulk.BadFieldError,
 }
 
 # The packet type of each invalid_packet type.

@@ -3,15 +3,16 @@
 import unittest
 
 from skulk import (
-    AfterTerminal,
-    Duplicate,
-    DuplicateTerminal,
-    Gap,
+    AfterTerminalError,
+    DuplicateSequenceError,
+    DuplicateTerminalError,
+    SequenceGapError,
     Sequence,
     SequenceError,
-    StaleCall,
+    StaleCallError,
+    StreamError,
     StreamFrame,
-    WrongDirection,
+    WrongDirectionError,
 )
 
 C = "caller_to_provider"
@@ -19,7 +20,8 @@ P = "provider_to_caller"
 
 
 def f(seq, kind="chunk", call="c", d=C):
-    return StreamFrame(call, d, seq, kind, {"a": 1} if kind == "chunk" else None)
+    err = StreamError("provider_error", "x") if kind == "failed" else None
+    return StreamFrame(call, d, seq, kind, {"a": 1} if kind == "chunk" else None, error=err)
 
 
 class FenceTest(unittest.TestCase):
@@ -33,21 +35,21 @@ class FenceTest(unittest.TestCase):
     def test_provider_starts_at_one(self):
         s = Sequence("c", P, next_sequence=1)
         s.accept(f(1, d=P))
-        with self.assertRaises(Duplicate):
+        with self.assertRaises(DuplicateSequenceError):
             s.accept(f(1, d=P))
 
     def test_refusals(self):
         for name, pre, bad, exc in [
-            ("stale_call", [f(0, "started")], f(1, call="other"), StaleCall),
-            ("wrong_direction", [f(0, "started")], f(1, d=P), WrongDirection),
-            ("duplicate_terminal", [f(0, "started"), f(1, "completed")], f(2, "cancelled"), DuplicateTerminal),
-            ("after_terminal", [f(0, "started"), f(1, "completed")], f(2), AfterTerminal),
-            ("gap", [f(0, "started")], f(3), Gap),
-            ("duplicate", [f(0, "started"), f(1)], f(1), Duplicate),
+            ("stale_call", [f(0, "started")], f(1, call="other"), StaleCallError),
+            ("wrong_direction", [f(0, "started")], f(1, d=P), WrongDirectionError),
+            ("duplicate_terminal", [f(0, "started"), f(1, "completed")], f(2, "cancelled"), DuplicateTerminalError),
+            ("after_terminal", [f(0, "started"), f(1, "completed")], f(2), AfterTerminalError),
+            ("gap", [f(0, "started")], f(3), SequenceGapError),
+            ("duplicate", [f(0, "started"), f(1)], f(1), DuplicateSequenceError),
             # the order of the rules: a stale call is refused as such even with a gap
-            ("stale_before_gap", [f(0, "started")], f(9, call="other"), StaleCall),
-            ("direction_before_terminal", [f(0, "started"), f(1, "completed")], f(2, d=P), WrongDirection),
-            ("terminal_before_gap", [f(0, "started"), f(1, "completed")], f(7, "failed"), DuplicateTerminal),
+            ("stale_before_gap", [f(0, "started")], f(9, call="other"), StaleCallError),
+            ("direction_before_terminal", [f(0, "started"), f(1, "completed")], f(2, d=P), WrongDirectionError),
+            ("terminal_before_gap", [f(0, "started"), f(1, "completed")], f(7, "failed"), DuplicateTerminalError),
         ]:
             with self.subTest(name):
                 s = Sequence("c", C)
@@ -58,7 +60,7 @@ class FenceTest(unittest.TestCase):
                     s.accept(bad)
                 self.assertIsInstance(cm.exception, SequenceError)
                 self.assertEqual((s.next_sequence, s.closed), before, "a refused frame changes nothing")
-                for other in (StaleCall, WrongDirection, DuplicateTerminal, AfterTerminal, Gap, Duplicate):
+                for other in (StaleCallError, WrongDirectionError, DuplicateTerminalError, AfterTerminalError, SequenceGapError, DuplicateSequenceError):
                     if other is not exc:
                         self.assertNotIsInstance(cm.exception, other)
 

@@ -171,23 +171,29 @@ class LengthTest(unittest.TestCase):
     def test_field_lengths(self):
         ok = StreamFrame("é" * 128, "caller_to_provider", 1, "failed", error=StreamError("provider_error", "ü" * 2048))
         ok.lifecycle_shape()
-        for f, field in [
-            (StreamFrame("x" * 129, "caller_to_provider", 1, "chunk", {"a": 1}), "call_id"),
-            (StreamFrame("", "caller_to_provider", 1, "chunk", {"a": 1}), "call_id"),
-            (StreamFrame("c", "caller_to_provider", 1, "failed", error=StreamError("provider_error", "m" * 2049)), "error.message"),
-            (StreamFrame("c", "caller_to_provider", 1, "chunk", media=InlineMedia(b"", "a" * 257)), "media.media_type"),
+        # Refused when constructed, naming the field.
+        for build, field in [
+            (lambda: StreamFrame("x" * 129, "caller_to_provider", 1, "chunk", {"a": 1}), "call_id"),
+            (lambda: StreamFrame("", "caller_to_provider", 1, "chunk", {"a": 1}), "call_id"),
+            (lambda: StreamError("provider_error", "m" * 2049), "error.message"),
+            (lambda: InlineMedia(b"", "a" * 257), "media.media_type"),
         ]:
             with self.subTest(field):
                 with self.assertRaises(FieldError) as cm:
-                    f.lifecycle_shape()
+                    build()
                 self.assertEqual(cm.exception.field, field)
+        # and by lifecycle_shape after a change.
+        ok.call_id = "x" * 129
+        with self.assertRaises(FieldError) as cm:
+            ok.lifecycle_shape()
+        self.assertEqual(cm.exception.field, "call_id")
         deep = {}
         cur = deep
         for _ in range(64):
             cur["d"] = {}
             cur = cur["d"]
         with self.assertRaises(FieldError):  # 65 maps deep
-            StreamFrame("c", "caller_to_provider", 1, "chunk", deep).lifecycle_shape()
+            StreamFrame("c", "caller_to_provider", 1, "chunk", deep)
         ok64 = {}
         cur = ok64
         for _ in range(63):
@@ -234,7 +240,7 @@ class LengthTest(unittest.TestCase):
         """skulk.main raises FieldError for a tool id or version over 128
         characters before it does anything else (outside a host it would
         otherwise exit 2 for want of fds 3 and 4)."""
-        root = os.path.join(os.path.dirname(__file__), "..")
+        root = os.path.dirname(os.path.dirname(skulk.__file__))
         for args, fld in [('"x" * 129, h', "tools.id"), ('"x", h, version="v" * 129', "tools.version")]:
             with self.subTest(fld):
                 code = (
@@ -413,9 +419,13 @@ class DecodeTest(unittest.TestCase):
 
     def test_encoder_refuses(self):
         with self.assertRaises(FieldError):
-            encode_packet(StreamFrame("c", "provider_to_caller", 1, "chunk", {"x": float("nan")}))
+            StreamFrame("c", "provider_to_caller", 1, "chunk", {"x": float("nan")})
+        with self.assertRaises(FieldError) as cm:
+            StreamFrame("c", "provider_to_caller", 1, "chunk", {"x": 1}, synthetic=True)  # type: ignore[arg-type]
+        self.assertEqual(cm.exception.field, "synthetic")
         f = StreamFrame("c", "provider_to_caller", 1, "chunk", {"x": 1})
-        f.synthetic = True
+        assert f.payload is not None
+        f.payload["x"] = float("nan")  # changed after construction: the encoder checks again
         with self.assertRaises(FieldError):
             encode_packet(f)
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+from typing import Any, AsyncGenerator, AsyncIterator, Optional
 
 import skulk
-from skulk import InlineMedia, Tool
+from skulk import InlineMedia, JsonObject, StreamFrame, StreamInvoke, Tool
+
+Out = AsyncGenerator[StreamFrame, None]
+Frames = AsyncIterator[StreamFrame]
 
 MAX_COUNT_SIZE = 60000
 DEFAULT_MEDIA_CHUNK = 65536
@@ -19,15 +23,15 @@ MEDIA_PERIOD = 251
 CRASH_STATUS = 3
 
 
-def _object(props: dict, *required: str) -> dict:
-    s = {"type": "object", "properties": props, "additionalProperties": False}
+def _object(props: dict[str, Any], *required: str) -> dict[str, Any]:
+    s: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         s["required"] = list(required)
     return s
 
 
-def _integer(lo: int, hi: int = 0, default=None) -> dict:
-    s = {"type": "integer", "minimum": lo}
+def _integer(lo: int, hi: int = 0, default: Optional[int] = None) -> dict[str, Any]:
+    s: dict[str, Any] = {"type": "integer", "minimum": lo}
     if hi > 0:
         s["maximum"] = hi
     if default is not None:
@@ -35,16 +39,16 @@ def _integer(lo: int, hi: int = 0, default=None) -> dict:
     return s
 
 
-ANY = {"type": "object"}
+ANY: dict[str, Any] = {"type": "object"}
 CHUNKS = _object({"chunks": _integer(0)}, "chunks")
 
 
-def _int_arg(args: dict, key: str, default=None):
+def _int_arg(args: JsonObject, key: str, default: Optional[int] = None) -> Optional[int]:
     v = args.get(key, default)
     return v if type(v) is int else None
 
 
-async def echo(call, frames):
+async def echo(call: StreamInvoke, frames: Frames) -> Out:
     n = 0
     async for f in frames:
         yield call.chunk(f.payload, f.media)
@@ -52,7 +56,7 @@ async def echo(call, frames):
     yield call.completed({"chunks": n})
 
 
-async def upper(call, frames):
+async def upper(call: StreamInvoke, frames: Frames) -> Out:
     n = 0
     async for f in frames:
         t = (f.payload or {}).get("text")
@@ -64,7 +68,7 @@ async def upper(call, frames):
     yield call.completed({"chunks": n})
 
 
-async def count(call, frames):
+async def count(call: StreamInvoke, frames: Frames) -> Out:
     n, size = _int_arg(call.arguments, "n"), _int_arg(call.arguments, "size", 0)
     if n is None or size is None or n < 0 or not 0 <= size <= MAX_COUNT_SIZE:
         yield call.failed("arguments: n must be >= 0, size in [0, 60000]")
@@ -75,7 +79,7 @@ async def count(call, frames):
     yield call.completed({"n": n})
 
 
-async def media(call, frames):
+async def media(call: StreamInvoke, frames: Frames) -> Out:
     total, chunk = _int_arg(call.arguments, "bytes"), _int_arg(call.arguments, "chunk", DEFAULT_MEDIA_CHUNK)
     if total is None or chunk is None or total < 0 or not 1 <= chunk <= MAX_MEDIA_CHUNK:
         yield call.failed("arguments: bytes must be >= 0, chunk in [1, 16777216]")
@@ -96,8 +100,8 @@ async def media(call, frames):
     yield call.completed({"sha256": h.hexdigest()})
 
 
-def _sleep(test_tools: bool):
-    async def sleep(call, frames):
+def _sleep(test_tools: bool) -> skulk.StreamHandler:
+    async def sleep(call: StreamInvoke, frames: Frames) -> Out:
         ms = _int_arg(call.arguments, "ms")
         if ms is None or ms < 0:
             yield call.failed("arguments: ms must be >= 0")
@@ -120,7 +124,7 @@ def _sleep(test_tools: bool):
     return sleep
 
 
-async def fail(call, frames):
+async def fail(call: StreamInvoke, frames: Frames) -> Out:
     msg = call.arguments.get("message")
     if type(msg) is not str:
         yield call.failed("arguments: message must be a string")
@@ -128,7 +132,7 @@ async def fail(call, frames):
     yield call.failed(msg)
 
 
-async def crash(call, frames):
+async def crash(call: StreamInvoke, frames: Frames) -> Out:
     after = _int_arg(call.arguments, "after")
     if after is None or after < 0:
         yield call.failed("arguments: after must be >= 0")
@@ -140,7 +144,7 @@ async def crash(call, frames):
     yield  # never reached; makes this an async generator
 
 
-def tools(test_tools: bool = False) -> list:
+def tools(test_tools: bool = False) -> list[Tool]:
     """The demo tools; test_tools adds sleep's ignore_cancel and crash."""
     sleep_props = {"ms": _integer(0)}
     desc = "Sleeps ms milliseconds without reading its input; honours cancellation."
@@ -168,7 +172,14 @@ def tools(test_tools: bool = False) -> list:
     return out
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The ``skulk-py-child`` command: serve the demo tools (with
+    ``--test-tools``, also sleep's ignore_cancel and crash) to the host
+    that started this process."""
     import sys
 
-    skulk.main(tools("--test-tools" in sys.argv[1:]), sdk="skulk-python-demo/" + skulk.__version__)
+    skulk.main(tools("--test-tools" in sys.argv[1:]), sdk="skulk-python-demo/" + skulk.__version__, switch_interval=0.001)
+
+
+if __name__ == "__main__":
+    main()
