@@ -3,6 +3,8 @@ package skulktest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +16,8 @@ import (
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // shout upper-cases each chunk; wait blocks until cancelled and counts the
@@ -138,4 +142,44 @@ func TestStartProviderPool(t *testing.T) {
 			t.Fatal(o.Err)
 		}
 	}
+}
+
+// TestChildQuickExit checks the environment of skulktest's children:
+// built with -race, StartProvider's relay and a Child get
+// GORACE=atexit_sleep_ms=0 (a second saved at every exit), unless the
+// Config says what GORACE is; without -race they get no GORACE.
+func TestChildQuickExit(t *testing.T) {
+	env := func(t *testing.T, h *host.Host) []string {
+		t.Helper()
+		pid := h.Children()[0].PID
+		require.NotZero(t, pid)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		require.NoError(t, err)
+		return strings.Split(string(b), "\x00")
+	}
+	want := []string(nil)
+	if raceBuild {
+		want = []string{"GORACE=atexit_sleep_ms=0"}
+	}
+	gorace := func(env []string) []string {
+		var out []string
+		for _, kv := range env {
+			if strings.HasPrefix(kv, "GORACE=") {
+				out = append(out, kv)
+			}
+		}
+		return out
+	}
+	t.Run("provider", func(t *testing.T) {
+		h := skulktest.StartProvider(t, testTools(new(atomic.Int32)), host.Config{})
+		assert.Equal(t, want, gorace(env(t, h)))
+	})
+	t.Run("child", func(t *testing.T) {
+		h := skulktest.StartHost(t, skulktest.Child(t))
+		assert.Equal(t, want, gorace(env(t, h)))
+	})
+	t.Run("own", func(t *testing.T) {
+		h := skulktest.StartProvider(t, testTools(new(atomic.Int32)), host.Config{ExtraEnv: []string{"GORACE=halt_on_error=1"}})
+		assert.Equal(t, []string{"GORACE=halt_on_error=1"}, gorace(env(t, h)))
+	})
 }
