@@ -133,6 +133,10 @@ func startHost(t testing.TB, cfg host.Config, logs *buffer, snap *snapshot, stop
 		t.Fatalf("skulktest: host.Start: %v", err)
 	}
 	t.Cleanup(func() {
+		// A helper: its failures point at the line of the test that
+		// called StartHost or StartProvider (where Cleanup was called,
+		// then up through the helpers).
+		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		if err := h.Close(ctx); err != nil {
