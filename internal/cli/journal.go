@@ -215,7 +215,8 @@ Replay reads the call tree TREE kept in the journal FILE (a SQLite file
 or a nats:// store URL) and prints
 what a watcher of each call saw, in the order the calls started: the call's
 id, tool and version, the text of its output ("text" strings of its chunks;
-kept by call --journal, which keeps full content), and its value or error —
+kept by call --journal, which keeps full content), a line per media chunk
+(its type and size), and its value or error —
 or "running" when the journal holds no end for it. A gap in the kept
 events is reported.
 `
@@ -233,7 +234,7 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	printReplay(env.Stdout, calllog.Replay(events), tracesOf(events))
+	printReplay(env.Stdout, calllog.Replay(events), tracesOf(events), mediaOf(events))
 	return nil
 }
 
@@ -250,7 +251,7 @@ func tracesOf(events []calllog.Event) map[string]*calllog.Span {
 
 // printReplay prints each call of r: a header line, its trace (when its
 // events name one), its text, its end.
-func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Span) {
+func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Span, media map[string][]replayMedia) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
@@ -271,6 +272,7 @@ func printReplay(w io.Writer, r *calllog.Replayed, traces map[string]*calllog.Sp
 		if c.Text != "" {
 			fmt.Fprintf(w, "  text: %s\n", strconv.Quote(c.Text))
 		}
+		printReplayMedia(w, media[c.Call])
 		switch {
 		case !c.Ended:
 			fmt.Fprintln(w, "  running (no end kept)")
