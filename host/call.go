@@ -211,7 +211,8 @@ func (c *Call) ID() string { return c.id }
 func (c *Call) Tool() string { return c.tool.Desc.ID }
 
 // Send sends one caller chunk: a payload, inline or blob media, or both.
-// The payload is checked against the tool's input_schema first (a
+// The payload is checked against the tool's input_schema first, and a
+// chunk without media to a tool that declares input_media is refused (a
 // *SchemaError, nothing sent). Send blocks while the child does not read
 // (backpressure); an inline media frame returns once its bytes are
 // written, so the caller may reuse them. A blocked Send ends when the call
@@ -223,6 +224,9 @@ func (c *Call) Tool() string { return c.tool.Desc.ID }
 // *SchemaError; an error matching frame.ErrInvalid for a malformed chunk;
 // the connection's error when it broke.
 func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
+	if media == nil && c.tool.Desc.InputMedia {
+		return errNoMedia()
+	}
 	if payload != nil {
 		if err := payload.Check(); err != nil {
 			return err

@@ -183,3 +183,46 @@ func TestChildQuickExit(t *testing.T) {
 		assert.Equal(t, []string{"GORACE=halt_on_error=1"}, gorace(env(t, h)))
 	})
 }
+
+// TestInputMedia: a tool that declares InputMedia gets only chunks that
+// carry media: the host refuses one without (a *host.SchemaError naming
+// input_media, nothing sent), and WithInput, which sends payloads only.
+func TestInputMedia(t *testing.T) {
+	opts := child.Options{Tools: []child.Tool{{
+		ID:         "frames",
+		InputMedia: true,
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			n := 0
+			for f, err := range s.Input() {
+				if err != nil {
+					return nil, err
+				}
+				if f.Media == nil {
+					return nil, errors.New("a chunk without media reached the handler")
+				}
+				n++
+			}
+			return frame.MustPayload(map[string]any{"chunks": n}), nil
+		},
+	}}}
+	h := skulktest.StartProvider(t, opts, host.Config{})
+	ctx := t.Context()
+	require.True(t, h.Tools()[0].InputMedia, "the descriptor says so")
+
+	c, err := h.Call(ctx, "frames", nil)
+	require.NoError(t, err)
+	err = c.Send(ctx, frame.MustPayload(map[string]any{"caption": "no picture"}), nil)
+	var se *host.SchemaError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "input", se.Schema)
+	assert.Equal(t, "input_media", se.Keyword)
+	require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"caption": "a picture"}), &frame.InlineMedia{MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G'}}))
+	require.NoError(t, c.CloseSend())
+	o := skulktest.Collect(t, c)
+	require.NoError(t, o.Err)
+	skulktest.JSONEqual(t, o.Result, `{"chunks": 1}`)
+
+	_, err = h.Call(ctx, "frames", nil, host.WithInput(frame.MustPayload(map[string]any{})))
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "input_media", se.Keyword)
+}
