@@ -184,7 +184,7 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 	case 1:
 		losses = "1 loss: " + session.LossKinds[0]
 	default:
-		losses = fmt.Sprintf("%d losses: %s", len(session.LossKinds), strings.Join(session.LossKinds, ", "))
+		losses = fmt.Sprintf("%d losses: %s", len(session.LossKinds), countKinds(session.LossKinds))
 	}
 	fmt.Fprintf(env.Stderr, "wrote %s (%s): %d events, %d streams, %d external bindings; %s (the document's losses say what each is)\n",
 		*out, formatBytes(int64(len(data))), session.Events, session.Streams, session.ExternalBindings, losses)
@@ -448,3 +448,22 @@ func shorten(s string, n int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// countKinds lists kinds once each, in the order first met, a kind met
+// more than once with its count: "a, b (2), c".
+func countKinds(kinds []string) string {
+	var order []string
+	n := map[string]int{}
+	for _, k := range kinds {
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	for i, k := range order {
+		if n[k] > 1 {
+			order[i] = fmt.Sprintf("%s (%d)", k, n[k])
+		}
+	}
+	return strings.Join(order, ", ")
+}

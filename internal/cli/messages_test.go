@@ -75,3 +75,10 @@ func TestSelfCommand(t *testing.T) {
 	assert.Equal(t, "go run ./cmd/skulk-host", selfCommand(""))
 	assert.Equal(t, "/usr/local/bin/skulk-host", selfCommand("/usr/local/bin/skulk-host"))
 }
+
+// TestCountKinds: asif export names each kind of loss once, with its
+// count when there are more.
+func TestCountKinds(t *testing.T) {
+	assert.Equal(t, "a, b (2), c", countKinds([]string{"a", "b", "b", "c"}))
+	assert.Equal(t, "a", countKinds([]string{"a"}))
+}
