@@ -36,6 +36,10 @@ func TestLeakChecksFail(t *testing.T) {
 		{"provider", "goroutines left behind"}, // a handler's, through StartProvider
 	} {
 		t.Run(tc.leak, func(t *testing.T) {
+			// Each case is a process of its own: they run side by side,
+			// since a case that leaks waits out the checks' settle time
+			// (5 s) before it fails.
+			t.Parallel()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestLeakyHelper$", "-test.v")
 			cmd.Env = append(os.Environ(), leakEnv+"="+tc.leak)
 			out, err := cmd.CombinedOutput()
