@@ -144,7 +144,7 @@ type Event struct {
 	ArgumentsStreamed bool
 	// FragmentKept, on an arguments event, is true when Fragment holds the
 	// fragment's text.
-	FragmentKept bool // beside ArgumentsStreamed: one word for both keeps an Event at 280 bytes (internal/recorder's histStart)
+	FragmentKept bool
 	// FragmentIndex numbers an arguments event's fragment from 0.
 	FragmentIndex int
 	// FragmentBytes is the length in bytes of an arguments event's

@@ -214,6 +214,12 @@ type ReplayedCall struct {
 	// ResultBytes, when not 0, is the size (MessagePack bytes) of a value
 	// the Replayer did not keep.
 	ResultBytes int
+	// Media describes the media chunks of the last attempt, in order, the
+	// first MaxReplayMedia of them, without their data; MediaChunks counts
+	// them all.
+	Media []MediaInfo
+	// MediaChunks counts the last attempt's chunks that carried media.
+	MediaChunks int
 	// Span is the call's trace ids, when its events name them.
 	Span *Span
 }
@@ -282,6 +288,9 @@ func ReplayTree(ctx context.Context, store EventStore, tree string, p *Replayer)
 	}
 	return p.ReplayedTree(), nil
 }
+
+// MaxReplayMedia bounds the media chunks a ReplayedCall describes.
+const MaxReplayMedia = 20
 
 // A Replayer rebuilds what watchers saw from events given one at a time,
 // in Seq order (Add). Its zero value keeps each call's header, its text and
@@ -372,7 +381,16 @@ func (p *Replayer) Add(e Event) {
 		}
 		p.kept -= len(c.Text)
 		c.Frames, c.Text, c.TextBytes = nil, "", 0
+		c.Media, c.MediaChunks = nil, 0
 	case KindOutput:
+		if e.Media != nil && e.FrameKind == frame.KindChunk {
+			c.MediaChunks++
+			if len(c.Media) < MaxReplayMedia {
+				mi := *e.Media
+				mi.Data = nil
+				c.Media = append(c.Media, mi)
+			}
+		}
 		if p.Frames {
 			f := frame.Frame{CallID: e.Call, Direction: frame.ProviderToCaller, Sequence: e.FrameSeq,
 				Kind: e.FrameKind, Payload: payload, Media: mediaFrom(e.Media)}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/skulkrt/skulk/wire"
 )
@@ -81,6 +82,17 @@ func Run(opts Options) int {
 	return ExitFailure
 }
 
+// byHand is how the command line of a host names this program: its path
+// as it was started, or ./ and its name when go run built it in a
+// temporary directory, or it was found in PATH.
+func byHand() string {
+	p := os.Args[0]
+	if !strings.Contains(p, "/") || strings.Contains(p, "go-build") {
+		return "./" + filepath.Base(p)
+	}
+	return p
+}
+
 // hostedConns returns the connections the host passed, or an error matching
 // ErrNotHosted that says what is missing. Both are taken over as *os.File
 // (see hostedFile), not through package net: a provider that links nothing
@@ -88,7 +100,7 @@ func Run(opts Options) int {
 func hostedConns() (Conn, Listener, error) {
 	switch v := os.Getenv(EnvProtocol); v {
 	case "":
-		return nil, nil, fmt.Errorf("%w: %s is not set; a provider is started by skulk-host, not by hand", ErrNotHosted, EnvProtocol)
+		return nil, nil, fmt.Errorf("%w: %s is not set; a provider is started by a host, not by hand: run it under skulk-host, as in 'skulk-host tools -- %s' or 'skulk-host call TOOL -- %s' (docs/cli.md)", ErrNotHosted, EnvProtocol, byHand(), byHand())
 	case strconv.Itoa(wire.ProtocolVersion):
 	default:
 		return nil, nil, fmt.Errorf("%w: %s names a protocol this child does not speak", ErrNotHosted, EnvProtocol)

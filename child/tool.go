@@ -77,6 +77,16 @@ type Tool struct {
 	// ResultSchema is the JSON Schema of the completed frame's payload;
 	// nil means any object.
 	ResultSchema map[string]any
+	// InputMedia says every caller chunk must carry media, which no
+	// schema can say (a media-only chunk skips InputSchema): the host
+	// refuses a caller chunk without media before it is sent. false: a
+	// chunk may carry media or not.
+	InputMedia bool
+	// NoInput says the handler reads no caller input. The host does not
+	// enforce it; the MCP bridge, which has no input stream, leaves its
+	// note about input out of such a tool's description. false: the
+	// handler may read input.
+	NoInput bool
 	// Handler serves the tool's calls; required.
 	Handler Handler
 }
@@ -181,6 +191,7 @@ func (t *Tool) descriptor() wire.Tool {
 		ID: t.ID, Version: t.Version, Description: t.Description,
 		ArgumentsSchema: t.ArgumentsSchema, InputSchema: t.InputSchema,
 		OutputSchema: t.OutputSchema, ResultSchema: t.ResultSchema,
+		InputMedia: t.InputMedia, NoInput: t.NoInput,
 	}
 	if d.Version == "" {
 		d.Version = deriveVersion(d)

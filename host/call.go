@@ -214,7 +214,8 @@ func (c *Call) ID() string { return c.id }
 func (c *Call) Tool() string { return c.tool.Desc.ID }
 
 // Send sends one caller chunk: a payload, inline or blob media, or both.
-// The payload is checked against the tool's input_schema first (a
+// The payload is checked against the tool's input_schema first, and a
+// chunk without media to a tool that declares input_media is refused (a
 // *SchemaError, nothing sent). Send blocks while the child does not read
 // (backpressure); an inline media frame returns once its bytes are
 // written, so the caller may reuse them. A blocked Send ends when the call
@@ -231,6 +232,9 @@ func (c *Call) Tool() string { return c.tool.Desc.ID }
 // not known by then or the call completed; never the socket's error. Recv
 // and Wait give the outcome either way.
 func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
+	if media == nil && c.tool.Desc.InputMedia {
+		return errNoMedia()
+	}
 	return c.sendResult(c.sendChunk(ctx, payload, media))
 }
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
@@ -40,11 +43,16 @@ type slot struct {
 // waited for by process.cleanup. The supervisor goroutine of the slot owns
 // the child's lifecycle (the pings, the decision that it is dead, stop).
 type child struct {
-	h          *Host
-	slot       *slot
-	id         string
-	proc       *process
-	ctrlR      *wire.Reader // owned by readControl once the handshake is done
+	h     *Host
+	slot  *slot
+	id    string
+	proc  *process
+	ctrlR *wire.Reader // owned by readControl once the handshake is done
+	// ctrlIn counts the bytes read from the control connection (by the
+	// handshake, then readControl); with the bytes still unread on the
+	// socket it says how much the child has written there, which the
+	// supervisor compares from one health timeout to the next.
+	ctrlIn     atomic.Uint64
 	ctrlW      *coalesce.Writer
 	maxStreams int
 	limits     wire.Limits
@@ -84,13 +92,13 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	}
 	ch := &child{
 		h: h, slot: s, id: id, proc: proc, outLimit: outLimit,
-		ctrlR:    wire.NewReader(proc.ctrl, h.cfg.Limits),
 		pongs:    make(chan wire.Pong, 1),
 		byes:     make(chan struct{}, 1),
 		ctrlDone: make(chan struct{}),
 		conns:    map[*streamConn]struct{}{},
 		state:    StateStarting,
 	}
+	ch.ctrlR = wire.NewReader(countingReader{proc.ctrl, &ch.ctrlIn}, h.cfg.Limits)
 	if err := ch.handshake(ctx); err != nil {
 		proc.ctrl.Close()
 		proc.kill(h.cfg.KillGrace)
@@ -99,7 +107,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		if ch.ctrlW != nil {
 			ch.ctrlW.Close()
 		}
-		return nil, fmt.Errorf("host: child %s: %w", id, err)
+		return nil, &childError{id: id, err: err}
 	}
 	ch.wg.Add(1)
 	go ch.readControl() // stopped by closing the control connection (stop); waited for through wg
@@ -174,6 +182,33 @@ func (ch *child) handshake(ctx context.Context) error {
 		return fmt.Errorf("%w: writing startup: %w", ErrHandshake, err)
 	}
 	return nil
+}
+
+// childError is an error of the child id. Its message names the host and
+// the child once: "host: child c0.1: handshake failed: …", not
+// "host: child c0.1: host: handshake failed: …" (the cause's own "host: "
+// prefix is left out: errors of this package all carry it).
+type childError struct {
+	id  string
+	err error
+}
+
+func (e *childError) Error() string {
+	return "host: child " + e.id + ": " + strings.TrimPrefix(e.err.Error(), "host: ")
+}
+
+func (e *childError) Unwrap() error { return e.err }
+
+// countingReader counts the bytes read through it in n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Uint64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(uint64(n))
+	return n, err
 }
 
 // readControl reads the control connection: pongs go to the supervisor,
@@ -334,9 +369,11 @@ func (ch *child) watch() (error, stopMode) {
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
 	var nonce, answered uint64 // the last ping sent, the newest answered
-	// answeredLate: the last timeout found a pong unread on the socket and
-	// gave the reader one more timeout to take it; a taken pong clears it.
-	answeredLate := false
+	// written is how many bytes the child had written on the control
+	// connection (read by the host, or waiting unread) when the health
+	// timer was last started: a timeout that finds bytes waiting unread
+	// and more written than then gives the child another timeout.
+	written := ch.ctrlIn.Load()
 	// When the latest pings were written, by nonce: a pong to one of them
 	// gives its round trip; one answering an older ping is not timed.
 	var sentAt [pingsTimed]time.Time
@@ -356,7 +393,7 @@ func (ch *child) watch() (error, stopMode) {
 			// the one answered last: it says nothing of now.
 			return nil, 0
 		}
-		answered, answeredLate = p.Nonce, false
+		answered, written = p.Nonce, ch.ctrlIn.Load()
 		unhealthy.Reset(cfg.HealthTimeout)
 		var rtt time.Duration = -1
 		if nonce-p.Nonce < pingsTimed {
@@ -433,13 +470,20 @@ func (ch *child) watch() (error, stopMode) {
 				}
 			default:
 			}
-			// Bytes the child wrote wait unread on the control connection:
-			// its answer reached the host, whose reader has not had the
-			// CPU to take it. A hung child writes nothing.
-			if !answeredLate && unread(ch.proc.ctrl) {
-				answeredLate = true
-				unhealthy.Reset(cfg.HealthTimeout)
-				continue
+			// Bytes wait unread on the control connection and the child
+			// wrote since the timer started: its answer reached the host,
+			// whose reader has not had the CPU to take it. Each such
+			// timeout gives the child another, as long as it goes on
+			// writing (it answers every ping) and the host does not catch
+			// up: what limits the wait is the child's silence, not the
+			// host's load. A hung child writes nothing, and once the
+			// reader took what it wrote there is nothing unread.
+			if u := unread(ch.proc.ctrl); u > 0 {
+				if n := ch.ctrlIn.Load() + uint64(u); n > written {
+					written = n
+					unhealthy.Reset(cfg.HealthTimeout)
+					continue
+				}
 			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:

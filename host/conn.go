@@ -103,8 +103,17 @@ type streamConn struct {
 	// last packet was the last of its burst).
 	at       time.Time
 	burstEnd bool
-	yielded  time.Time // the burst readOne last yielded at
+	yielded  time.Time // when readOne last yielded
+	inBurst  int       // packets read since the last burst's end
 }
+
+// yieldCheckEvery is how many packets of one burst readOne reads between
+// looks at the clock: a burst (what one read of the connection returned,
+// up to the Reader's 16 KiB buffer: hundreds of small frames) can take
+// milliseconds to handle under load, so a reader that looked only at a
+// burst's end kept its processor for the whole burst. A look costs a
+// clock read; one per 32 packets is lost in the cost of the packets.
+const yieldCheckEvery = 32
 
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	c := &streamConn{
@@ -332,12 +341,21 @@ const (
 
 // readOne reads and handles one packet of call; the caller has the turn.
 func (c *streamConn) readOne(call *Call) readResult {
-	if c.burstEnd && c.at.Sub(c.yielded) >= coalesce.YieldEvery {
-		// A reader whose socket always has data never waits: it yields
-		// at a burst's end once it has read for YieldEvery (which says
-		// why and what it costs) since it last yielded.
-		runtime.Gosched()
-		c.yielded = c.at
+	// A reader whose socket always has data never waits: it yields once
+	// it has read for readerYieldEvery (which says why and what it costs)
+	// since it last yielded, looking at the clock at a burst's end and every
+	// yieldCheckEvery packets within one.
+	if c.burstEnd {
+		c.inBurst = 0
+		if c.at.Sub(c.yielded) >= readerYieldEvery {
+			runtime.Gosched()
+			c.yielded = c.at
+		}
+	} else if c.inBurst++; c.inBurst%yieldCheckEvery == 0 {
+		if now := time.Now(); now.Sub(c.yielded) >= readerYieldEvery {
+			runtime.Gosched()
+			c.yielded = now
+		}
 	}
 	pkt, err := c.r.ReadPacket()
 	if c.burstEnd {
@@ -597,3 +615,17 @@ func (p *process) stderrTailAfterExit() string {
 	}
 	return p.stderr.String()
 }
+
+// readerYieldEvery is how long a stream reader reads without waiting
+// before it yields the processor (runtime.Gosched). The host's readers
+// take turns with each other and with the control reader and supervisor:
+// with N readers busy, a turn comes about every N × readerYieldEvery of
+// CPU, and on a machine busy with other work the host's share of it can
+// be a tenth of a core, so one round took N × 1 ms / 0.1 (five seconds at
+// 512 streams) with coalesce.YieldEvery's 1 ms, and streams went seconds
+// without a turn (TestHealthWhileEveryStreamIsBusy at load 15-25 on 2
+// cores, -race: 12 to 228 of 512 streams idle for 2.5 s in 6 runs of 6;
+// with 250 µs, at load 31-34: 4 streams in 1 run of 3, none in 2). A
+// yield costs well under a microsecond, so one per 250 µs of reading is
+// under 0.5% of it; the flusher keeps coalesce.YieldEvery.
+const readerYieldEvery = 250 * time.Microsecond

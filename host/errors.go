@@ -30,7 +30,7 @@ var (
 	ErrStartTimeout = errors.New("host: child start timed out")
 	// ErrHandshake: the child broke the handshake (its first control
 	// packet was not a valid hello, or its tools' schemas do not compile).
-	ErrHandshake = errors.New("host: child handshake failed")
+	ErrHandshake = errors.New("host: handshake failed")
 	// ErrChildDied is the cause recorded when a child's process exits or its
 	// control connection ends without a drain.
 	ErrChildDied = errors.New("host: child died")
@@ -174,6 +174,12 @@ type SchemaError struct {
 
 func (e *SchemaError) Error() string {
 	return "host: " + (*toolschema.Error)(e).Error()
+}
+
+// errNoMedia refuses a caller chunk without media to a tool whose
+// descriptor says every caller chunk carries media (input_media).
+func errNoMedia() error {
+	return &SchemaError{Schema: "input", Keyword: "input_media", Value: "a chunk without media"}
 }
 
 // schemaRefusal gives the schema engine's refusal to the caller as a

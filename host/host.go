@@ -496,8 +496,13 @@ func endWith(ctx context.Context, rec *recorder.Record, o calllog.Outcome, err e
 	return err
 }
 
-// checkInput validates the payloads of WithInput against t's input_schema.
+// checkInput validates the payloads of WithInput against t's input_schema;
+// a tool whose chunks carry media (input_media) takes none of them, since
+// WithInput sends payloads only.
 func checkInput(t *toolschema.Tool, input []frame.Payload) error {
+	if len(input) > 0 && t.Desc.InputMedia {
+		return errNoMedia()
+	}
 	for _, p := range input {
 		if p == nil || p.Check() != nil {
 			return &SchemaError{Schema: "input", Value: "not a JSON object"}

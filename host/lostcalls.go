@@ -81,7 +81,7 @@ func (ch *child) unaccounted(before, unreadBefore time.Time) []*Call {
 		if call == nil || call.providerDone.Load() || !call.dispatched.Before(before) {
 			continue
 		}
-		if c.held.Load() || call.out.stalled() || unread(c.nc) {
+		if c.held.Load() || call.out.stalled() || unread(c.nc) > 0 {
 			continue
 		}
 		if !call.dispatched.Before(unreadBefore) && unsent(c.nc) {

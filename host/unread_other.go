@@ -4,9 +4,9 @@ package host
 
 import "net"
 
-// unread reports whether bytes wait unread on c; off Linux it cannot
-// tell and reports false, so the health timeout alone decides.
-func unread(net.Conn) bool { return false }
+// unread returns how many bytes wait unread on c; off Linux it cannot
+// tell and returns 0, so the health timeout alone decides.
+func unread(net.Conn) int { return 0 }
 
 // unreadKnown: unread cannot tell here, so a call whose output waits
 // unread in its socket cannot be told from a lost one: the host does not

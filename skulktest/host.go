@@ -62,7 +62,10 @@ func StartHost(t testing.TB, cfg host.Config) *host.Host {
 // reach the relay, not the handlers: a killed relay ends its Serve.
 //
 // cfg.Command must be empty; everything else means what it does for
-// StartHost, which also describes the clean-up and its checks. A nil
+// StartHost, which also describes the clean-up and its checks. In a test
+// binary built with -race, the relay gets GORACE=atexit_sleep_ms=0 unless
+// cfg's Env or ExtraEnv names GORACE: the race detector's pause at exit
+// (a second by default) would otherwise slow every start and restart. A nil
 // opts.Logger collects the child's log with the host's. The package's
 // TestMain must call Main or ChildMain.
 func StartProvider(t testing.TB, opts child.Options, cfg host.Config) *host.Host {
@@ -89,7 +92,7 @@ func StartProvider(t testing.TB, opts child.Options, cfg host.Config) *host.Host
 		t.Fatalf("skulktest: StartProvider: %v", err)
 	}
 	cfg.Command, cfg.Args = exe, []string{"-test.run=^$"}
-	cfg.ExtraEnv = append(cfg.ExtraEnv[:len(cfg.ExtraEnv):len(cfg.ExtraEnv)], envRole+"="+roleRelay, envRelay+"="+srv.path)
+	cfg.ExtraEnv = append(withQuickExit(cfg.Env, cfg.ExtraEnv), envRole+"="+roleRelay, envRelay+"="+srv.path)
 	return startHost(t, cfg, logs, snap, srv.stop)
 }
 
@@ -130,6 +133,10 @@ func startHost(t testing.TB, cfg host.Config, logs *buffer, snap *snapshot, stop
 		t.Fatalf("skulktest: host.Start: %v", err)
 	}
 	t.Cleanup(func() {
+		// A helper: its failures point at the line of the test that
+		// called StartHost or StartProvider (where Cleanup was called,
+		// then up through the helpers).
+		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		if err := h.Close(ctx); err != nil {

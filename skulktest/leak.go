@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,12 +55,21 @@ func takeSnapshot(t testing.TB, dir string) *snapshot {
 }
 
 // check fails t for everything the test process has now that it did not
-// have at the snapshot. Goroutines and descriptors get settle to go away.
+// have at the snapshot, and kills the child processes among them.
+// Goroutines and descriptors get settle to go away.
 func (s *snapshot) check(t testing.TB) {
 	t.Helper()
 	for _, pid := range testnet.Children(os.Getpid()) {
 		if !slices.Contains(s.kids, pid) {
-			t.Errorf("skulktest: child process %d (%s) left behind", pid, procName(pid))
+			// Killed, so that it does not outlive the test under init;
+			// its zombie is the test process's to reap (an exec.Cmd's
+			// Wait, or the process's exit).
+			name := procName(pid)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Errorf("skulktest: child process %d (%s) left behind; killing it: %v", pid, name, err)
+				continue
+			}
+			t.Errorf("skulktest: child process %d (%s) left behind (killed)", pid, name)
 		}
 	}
 	for _, e := range dirEntries(s.dir) {

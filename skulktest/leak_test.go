@@ -6,8 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
@@ -32,6 +36,10 @@ func TestLeakChecksFail(t *testing.T) {
 		{"provider", "goroutines left behind"}, // a handler's, through StartProvider
 	} {
 		t.Run(tc.leak, func(t *testing.T) {
+			// Each case is a process of its own: they run side by side,
+			// since a case that leaks waits out the checks' settle time
+			// (5 s) before it fails.
+			t.Parallel()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestLeakyHelper$", "-test.v")
 			cmd.Env = append(os.Environ(), leakEnv+"="+tc.leak)
 			out, err := cmd.CombinedOutput()
@@ -47,14 +55,43 @@ func TestLeakChecksFail(t *testing.T) {
 			if !strings.Contains(string(out), tc.want) {
 				t.Fatalf("the failure does not say %q:\n%s", tc.want, out)
 			}
+			// The failure points at the line of this file that started
+			// the host, not at skulktest's own.
+			at := regexp.MustCompile(`(?m)^\s+(\w+\.go):\d+: skulktest: `).FindAllStringSubmatch(string(out), -1)
+			if len(at) == 0 {
+				t.Fatalf("no failure line of skulktest's:\n%s", out)
+			}
+			for _, m := range at {
+				if m[1] != "leak_test.go" {
+					t.Fatalf("a failure points at %s, not at the test:\n%s", m[1], out)
+				}
+			}
+			if tc.leak == "process" {
+				m := regexp.MustCompile(`leaked process (\d+)`).FindStringSubmatch(string(out))
+				if m == nil {
+					t.Fatalf("the run did not say which process it leaked:\n%s", out)
+				}
+				pid, _ := strconv.Atoi(m[1])
+				// Its parent has exited: a process the check killed is
+				// gone once init reaped it; one it left runs on.
+				deadline := time.Now().Add(5 * time.Second)
+				for processExists(pid) {
+					if time.Now().After(deadline) {
+						syscall.Kill(pid, syscall.SIGKILL)
+						t.Fatalf("the leaked process %d was left running", pid)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
 		})
 	}
 }
 
 // TestLeakyHelper is run by TestLeakChecksFail: it starts a host and leaves
-// something behind. Each leak is undone by a cleanup registered before
-// StartHost (StartProvider for "provider"), which runs after its checks,
-// so that the subprocess fails only because the checks caught it.
+// something behind. Each leak but the process is undone by a cleanup
+// registered before StartHost (StartProvider for "provider"), which runs
+// after its checks, so that the subprocess fails only because the checks
+// caught it; the process is the checks' to kill.
 func TestLeakyHelper(t *testing.T) {
 	leak := os.Getenv(leakEnv)
 	if leak == "" {
@@ -106,11 +143,12 @@ func TestLeakyHelper(t *testing.T) {
 		}
 		undo = append(undo, func() { f.Close() })
 	case "process":
+		// Not undone: the check must kill it (TestLeakChecksFail looks).
 		cmd := exec.Command("sleep", "30")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		undo = append(undo, func() { cmd.Process.Kill(); cmd.Wait() })
+		t.Logf("leaked process %d", cmd.Process.Pid)
 	case "socket":
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "leak.sock"), Net: "unix"})
 		if err != nil {
@@ -119,4 +157,16 @@ func TestLeakyHelper(t *testing.T) {
 		ln.SetUnlinkOnClose(false)
 		ln.Close()
 	}
+}
+
+// processExists says whether pid is a process that has not exited (a
+// zombie has).
+func processExists(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command's closing parenthesis.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }

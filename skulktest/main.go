@@ -3,6 +3,8 @@ package skulktest
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -77,4 +79,25 @@ func needMain(t testing.TB, what string) {
 	if !mainCalled.Load() {
 		t.Fatalf("skulktest: %s runs the test binary as a child: the package's TestMain must call skulktest.Main(m) or skulktest.ChildMain()", what)
 	}
+}
+
+// quickExit is the GORACE setting skulktest's children get when the test
+// binary was built with -race (see withQuickExit).
+const quickExit = "GORACE=atexit_sleep_ms=0"
+
+// withQuickExit returns env with quickExit added when the test binary
+// was built with -race, unless cfgEnv or env already say what GORACE is.
+// A child of skulktest's is the test binary itself; under -race every
+// exit of it would otherwise wait a second for the race detector's report
+// (atexit_sleep_ms's default), a second per StartProvider test and per
+// restart of a Child. The child's races are still reported: only the
+// pause before the exit goes.
+func withQuickExit(cfgEnv, env []string) []string {
+	if !raceEnabled {
+		return env
+	}
+	if slices.Contains(cfgEnv, "GORACE") || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GORACE=") }) {
+		return env
+	}
+	return append(env[:len(env):len(env)], quickExit)
 }

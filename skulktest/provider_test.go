@@ -3,6 +3,8 @@ package skulktest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +16,8 @@ import (
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // shout upper-cases each chunk; wait blocks until cancelled and counts the
@@ -138,4 +142,87 @@ func TestStartProviderPool(t *testing.T) {
 			t.Fatal(o.Err)
 		}
 	}
+}
+
+// TestChildQuickExit checks the environment of skulktest's children:
+// built with -race, StartProvider's relay and a Child get
+// GORACE=atexit_sleep_ms=0 (a second saved at every exit), unless the
+// Config says what GORACE is; without -race they get no GORACE.
+func TestChildQuickExit(t *testing.T) {
+	env := func(t *testing.T, h *host.Host) []string {
+		t.Helper()
+		pid := h.Children()[0].PID
+		require.NotZero(t, pid)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		require.NoError(t, err)
+		return strings.Split(string(b), "\x00")
+	}
+	want := []string(nil)
+	if raceBuild {
+		want = []string{"GORACE=atexit_sleep_ms=0"}
+	}
+	gorace := func(env []string) []string {
+		var out []string
+		for _, kv := range env {
+			if strings.HasPrefix(kv, "GORACE=") {
+				out = append(out, kv)
+			}
+		}
+		return out
+	}
+	t.Run("provider", func(t *testing.T) {
+		h := skulktest.StartProvider(t, testTools(new(atomic.Int32)), host.Config{})
+		assert.Equal(t, want, gorace(env(t, h)))
+	})
+	t.Run("child", func(t *testing.T) {
+		h := skulktest.StartHost(t, skulktest.Child(t))
+		assert.Equal(t, want, gorace(env(t, h)))
+	})
+	t.Run("own", func(t *testing.T) {
+		h := skulktest.StartProvider(t, testTools(new(atomic.Int32)), host.Config{ExtraEnv: []string{"GORACE=halt_on_error=1"}})
+		assert.Equal(t, []string{"GORACE=halt_on_error=1"}, gorace(env(t, h)))
+	})
+}
+
+// TestInputMedia: a tool that declares InputMedia gets only chunks that
+// carry media: the host refuses one without (a *host.SchemaError naming
+// input_media, nothing sent), and WithInput, which sends payloads only.
+func TestInputMedia(t *testing.T) {
+	opts := child.Options{Tools: []child.Tool{{
+		ID:         "frames",
+		InputMedia: true,
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			n := 0
+			for f, err := range s.Input() {
+				if err != nil {
+					return nil, err
+				}
+				if f.Media == nil {
+					return nil, errors.New("a chunk without media reached the handler")
+				}
+				n++
+			}
+			return frame.MustPayload(map[string]any{"chunks": n}), nil
+		},
+	}}}
+	h := skulktest.StartProvider(t, opts, host.Config{})
+	ctx := t.Context()
+	require.True(t, h.Tools()[0].InputMedia, "the descriptor says so")
+
+	c, err := h.Call(ctx, "frames", nil)
+	require.NoError(t, err)
+	err = c.Send(ctx, frame.MustPayload(map[string]any{"caption": "no picture"}), nil)
+	var se *host.SchemaError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "input", se.Schema)
+	assert.Equal(t, "input_media", se.Keyword)
+	require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"caption": "a picture"}), &frame.InlineMedia{MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G'}}))
+	require.NoError(t, c.CloseSend())
+	o := skulktest.Collect(t, c)
+	require.NoError(t, o.Err)
+	skulktest.JSONEqual(t, o.Result, `{"chunks": 1}`)
+
+	_, err = h.Call(ctx, "frames", nil, host.WithInput(frame.MustPayload(map[string]any{})))
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "input_media", se.Keyword)
 }

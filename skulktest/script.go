@@ -176,7 +176,9 @@ const ScriptTool = "echo"
 //
 // The child offers one tool, ScriptTool. The Config has quick supervision
 // for tests (HealthInterval 100 ms, HealthTimeout 2 s, CancelGrace 200 ms,
-// KillGrace 500 ms, restart backoff 10 to 50 ms); change any field before
+// KillGrace 500 ms, restart backoff 10 to 50 ms, and in a test binary
+// built with -race GORACE=atexit_sleep_ms=0, which spares every exit the
+// race detector's one-second pause); change any field before
 // passing it to StartHost or host.Start. The directory where the children
 // keep count is removed when the test ends. The package's TestMain must
 // call Main or ChildMain.
@@ -195,7 +197,7 @@ func Child(t testing.TB, faults ...Fault) host.Config {
 	return host.Config{
 		Command:        exe,
 		Args:           []string{"-test.run=^$"},
-		ExtraEnv:       []string{envRole + "=" + roleScript, envFaults + "=" + encodeFaults(faults), envState + "=" + state},
+		ExtraEnv:       withQuickExit(nil, []string{envRole + "=" + roleScript, envFaults + "=" + encodeFaults(faults), envState + "=" + state}),
 		HealthInterval: 100 * time.Millisecond,
 		HealthTimeout:  2 * time.Second,
 		CancelGrace:    200 * time.Millisecond,

@@ -993,6 +993,10 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 				dst = &t.OutputSchema
 			case "result_schema":
 				dst = &t.ResultSchema
+			case "input_media":
+				t.InputMedia, err = v.ReadBool()
+			case "no_input":
+				t.NoInput, err = v.ReadBool()
 			}
 			if err != nil {
 				return nil, err

@@ -332,7 +332,7 @@ func AppendTool(b []byte, t *Tool) ([]byte, error) {
 		key string
 		s   Schema
 	}{{"arguments_schema", t.ArgumentsSchema}, {"input_schema", t.InputSchema}, {"output_schema", t.OutputSchema}, {"result_schema", t.ResultSchema}}
-	n := 1 + boolInt(t.Version != "") + boolInt(t.Description != "")
+	n := 1 + boolInt(t.Version != "") + boolInt(t.Description != "") + boolInt(t.InputMedia) + boolInt(t.NoInput)
 	for _, s := range schemas {
 		n += boolInt(s.s != nil)
 	}
@@ -353,6 +353,14 @@ func AppendTool(b []byte, t *Tool) ([]byte, error) {
 			return b, fmt.Errorf("%s: %w", s.key, err)
 		}
 		b = append(mpack.AppendString(b, s.key), enc...)
+	}
+	// Only when true, so that a descriptor without them encodes (and
+	// derives its version) as before they existed.
+	if t.InputMedia {
+		b = mpack.AppendBool(mpack.AppendString(b, "input_media"), true)
+	}
+	if t.NoInput {
+		b = mpack.AppendBool(mpack.AppendString(b, "no_input"), true)
 	}
 	return b, nil
 }

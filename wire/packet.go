@@ -102,6 +102,16 @@ type Tool struct {
 	// ResultSchema checks the payload of the provider's completed frame;
 	// nil means any object.
 	ResultSchema Schema `json:"result_schema,omitempty"`
+	// InputMedia says every caller chunk carries media (a payload beside
+	// it is optional): the host refuses a caller chunk without media.
+	// false: a caller chunk may carry media or not.
+	InputMedia bool `json:"input_media,omitempty"`
+	// NoInput says the tool reads no caller input: its output does not
+	// depend on caller chunks (the caller may still send some; the host
+	// does not refuse them). The MCP bridge, which has no input stream to
+	// offer, says nothing of input for such a tool. false: the tool may
+	// read caller input.
+	NoInput bool `json:"no_input,omitempty"`
 }
 
 // Hello is the child's first packet on the control connection.

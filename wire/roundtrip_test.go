@@ -150,3 +150,26 @@ func TestSchemaTwoTo63(t *testing.T) {
 	require.Equal(t, float64(1<<63), s["hi"])
 	require.Equal(t, int64(math.MinInt64), s["lo"])
 }
+
+// TestToolInputFlags: input_media and no_input travel in hello when true,
+// are absent when false (a descriptor without them encodes as before they
+// existed), and a non-boolean value is refused.
+func TestToolInputFlags(t *testing.T) {
+	plain, err := AppendTool(nil, &Tool{ID: "t"})
+	require.NoError(t, err)
+	require.NotContains(t, string(plain), "input_media")
+	require.NotContains(t, string(plain), "no_input")
+	for _, tool := range []Tool{{ID: "a", InputMedia: true}, {ID: "b", NoInput: true}} {
+		b, err := Encode(&Hello{Protocol: []int64{1}, MaxStreams: 1, Tools: []Tool{tool}}, Limits{})
+		require.NoError(t, err)
+		p, err := NewReader(bytes.NewReader(b), Limits{}).ReadPacket()
+		require.NoError(t, err)
+		require.Equal(t, []Tool{tool}, p.(*Hello).Tools)
+	}
+	bad := mpack.AppendMapHeader(mpack.AppendArrayHeader(nil, 1), 2)
+	bad = mpack.AppendString(mpack.AppendString(bad, "id"), "t")
+	bad = mpack.AppendString(mpack.AppendString(bad, "input_media"), "yes")
+	r := mpack.NewReader(bad)
+	_, err = decodeTools(&r)
+	require.Error(t, err)
+}

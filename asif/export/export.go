@@ -117,6 +117,10 @@ type Session struct {
 	// Events, Streams, ExternalBindings and Losses count the document's
 	// records of each kind.
 	Events, Streams, ExternalBindings, Losses int
+	// LossKinds are the kinds of the document's losses, in its order
+	// (content_not_kept, media_not_embedded, …): what the document does
+	// not hold of the call tree, each kind's explanation in the document.
+	LossKinds []string
 }
 
 // Export turns the events of one call tree, in Seq order as a journal gives
@@ -148,7 +152,16 @@ func Export(events []calllog.Event, opts Options) (*Session, error) {
 		Streams:          len(doc.Streams),
 		ExternalBindings: len(doc.ExternalBindings),
 		Losses:           len(doc.Losses),
+		LossKinds:        lossKinds(doc.Losses),
 	}, nil
+}
+
+func lossKinds(ls []asifdoc.Loss) []string {
+	kinds := make([]string, len(ls))
+	for i, l := range ls {
+		kinds[i] = l.Kind
+	}
+	return kinds
 }
 
 // exportDocument is Export before marshalling: the document model, which

@@ -129,7 +129,7 @@ func exportCheck(t *testing.T, events []calllog.Event, opts Options) (*asifdoc.D
 		t.Fatalf("Export: %v", err)
 	}
 	want := Session{JSON: data, CaptureID: doc.Capture.ID, Events: len(doc.Events), Streams: len(doc.Streams),
-		ExternalBindings: len(doc.ExternalBindings), Losses: len(doc.Losses)}
+		ExternalBindings: len(doc.ExternalBindings), Losses: len(doc.Losses), LossKinds: lossKinds(doc.Losses)}
 	if !reflect.DeepEqual(*s, want) {
 		t.Fatalf("Export's session differs from the marshalled document: %+v", s)
 	}

@@ -82,7 +82,7 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`(?m)^  kill -9 +SIGKILL to pid \d+ in the middle of a call → failed/unreachable \(synthetic\) after `),
 		regexp.MustCompile(`(?m)^  restart +new pid \d+ \(restarts: 1\) .* after the kill; the next call completed \{"n":3\}$`),
 		regexp.MustCompile(`(?m)^  close +child drained and stopped in `),
-		regexp.MustCompile(`(?m)^done: every step behaved as described`),
+		regexp.MustCompile(`(?m)^done: every step behaved as described. Next: ` + regexp.QuoteMeta(hostBin) + ` help call`),
 	}
 	for _, re := range steps {
 		if !re.MatchString(r.Stdout) {

@@ -106,6 +106,13 @@ func testHello(t *testing.T) {
 						}
 					}
 				}
+				for _, k := range []string{"input_media", "no_input"} {
+					if v, ok := td[k]; ok && v != nil {
+						if _, ok := v.(bool); !ok {
+							t.Errorf("tool %s: %s is %T, want a bool", id, k, v)
+						}
+					}
+				}
 			}
 			for _, w := range tc.want {
 				if _, ok := tools[w]; !ok {

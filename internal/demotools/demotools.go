@@ -139,6 +139,7 @@ type countArgs struct {
 func count() child.Tool {
 	return child.Tool{
 		ID:          "count",
+		NoInput:     true,
 		Description: `Sends n chunks {"i": i} numbered from 0, each padded with "pad" of size bytes; needs no caller input.`,
 		ArgumentsSchema: object(map[string]any{
 			"n":    integer(0, 0, nil),
@@ -185,6 +186,7 @@ const mediaPeriod = 251
 func media() child.Tool {
 	return child.Tool{
 		ID:          "media",
+		NoInput:     true,
 		Description: "Sends inline media chunks (application/octet-stream) totalling bytes; the result is their SHA-256.",
 		ArgumentsSchema: object(map[string]any{
 			"bytes": integer(0, 0, nil),
@@ -238,6 +240,7 @@ func sleep(testTools bool) child.Tool {
 	}
 	return child.Tool{
 		ID:              "sleep",
+		NoInput:         true,
 		Description:     desc,
 		ArgumentsSchema: object(props, "ms"),
 		InputSchema:     anyObject(),
@@ -271,6 +274,7 @@ func sleep(testTools bool) child.Tool {
 func fail() child.Tool {
 	return child.Tool{
 		ID:              "fail",
+		NoInput:         true,
 		Description:     "Ends with failed provider_error carrying message (sanitized).",
 		ArgumentsSchema: object(map[string]any{"message": map[string]any{"type": "string"}}, "message"),
 		InputSchema:     anyObject(),
@@ -294,6 +298,7 @@ const CrashStatus = 3
 func crash(exit func(int)) child.Tool {
 	return child.Tool{
 		ID:              "crash",
+		NoInput:         true,
 		Description:     `Sends after chunks {"i": i}, then ends the process with status 3 (test only).`,
 		ArgumentsSchema: object(map[string]any{"after": integer(0, 0, nil)}, "after"),
 		InputSchema:     anyObject(),

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -240,4 +242,51 @@ func writeAll(t *testing.T, rep *compare.SweepReport) ([]string, []byte) {
 		t.Fatal(err)
 	}
 	return files, b
+}
+
+// TestCommittedChartsLayout: every chart of the committed record has its
+// title broken into lines that fit the chart with slack to spare for a
+// wider font, the legend in a band of its own below the plot (one line
+// per series, so never on a line), and text in fonts metric-compatible
+// with the one measured.
+func TestCommittedChartsLayout(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(perfDir, "sweeps.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep compare.SweepReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := Write(&rep, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sw := range rep.Sweeps {
+		for _, cv := range sw.Curves {
+			for _, line := range strings.Split(fit(sw.Title+": "+cv.Title, titleSize, width-2*margin), "\n") {
+				if w := textWidth(line, titleSize) * slack; w > width-2*margin {
+					t.Errorf("%s/%s: title line %q is %v wide with slack, the chart %v", sw.ID, cv.ID, line, w, width-2*margin)
+				}
+			}
+		}
+	}
+	viewBox := regexp.MustCompile(`viewBox="0 0 ([0-9.]+) ([0-9.]+)"`)
+	for _, f := range files {
+		svg, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := viewBox.FindSubmatch(svg)
+		if m == nil {
+			t.Fatalf("%s: no viewBox", f)
+		}
+		if h, _ := strconv.ParseFloat(string(m[2]), 64); h <= height.Points() {
+			t.Errorf("%s: %v pt tall, no band below the %v pt plot for the legend", f, h, height.Points())
+		}
+		if bytes.Contains(svg, []byte("font-family:Liberation Serif")) || !bytes.Contains(svg, []byte(fontFamily)) {
+			t.Errorf("%s: text not in %s", f, fontFamily)
+		}
+	}
 }

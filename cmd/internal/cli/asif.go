@@ -181,8 +181,16 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 	if err := writeFileAtomic(*out, data); err != nil {
 		return statusErr(ExitFailure, "cannot write %s: %v", *out, err)
 	}
-	fmt.Fprintf(env.Stderr, "wrote %s: %d events, %d streams, %d external bindings, %d losses (%s)\n",
-		*out, session.Events, session.Streams, session.ExternalBindings, session.Losses, formatBytes(int64(len(data))))
+	losses := "no losses"
+	switch len(session.LossKinds) {
+	case 0:
+	case 1:
+		losses = "1 loss: " + session.LossKinds[0]
+	default:
+		losses = fmt.Sprintf("%d losses: %s", len(session.LossKinds), countKinds(session.LossKinds))
+	}
+	fmt.Fprintf(env.Stderr, "wrote %s (%s): %d events, %d streams, %d external bindings; %s (the document's losses say what each is)\n",
+		*out, formatBytes(int64(len(data))), session.Events, session.Streams, session.ExternalBindings, losses)
 	return nil
 }
 
@@ -223,6 +231,10 @@ type checkReport struct {
 	// check.
 	Unchecked  []asif.Family `json:"unchecked"`
 	NotChecked []asif.Family `json:"not_checked"`
+	// checked says the document got as far as the rule checks (it was
+	// JSON of a version this checker reads): only then do the families
+	// it does not check say anything about it.
+	checked bool
 	// Error is the refusal of a layer before the rules (JSON, version,
 	// schema); empty otherwise.
 	Error string `json:"error,omitempty"`
@@ -313,6 +325,7 @@ func reportOf(name string, rep *asif.Report, err error) checkReport {
 	cr := checkReport{File: name, Valid: rep.Valid(err), Streams: []*asif.Assembly{}, Branches: []asif.BranchState{},
 		Refusals: []asifRefusal{}, Unchecked: []asif.Family{}, NotChecked: asif.UncheckedFamilies()}
 	if rep != nil {
+		cr.checked = true
 		cr.Version = rep.Version
 		cr.Unchecked = rep.Unchecked
 		if rep.Streams != nil {
@@ -412,7 +425,9 @@ func printCheckHuman(w io.Writer, cr checkReport) {
 	if len(cr.Unchecked) > 0 {
 		fmt.Fprintf(w, "  not checked, present: %s\n", joinFamilies(cr.Unchecked))
 	}
-	fmt.Fprintf(w, "  rule families this checker does not check: %s\n", joinFamilies(cr.NotChecked))
+	if cr.checked {
+		fmt.Fprintf(w, "  rule families this checker does not check: %s\n", joinFamilies(cr.NotChecked))
+	}
 }
 
 func joinFamilies(fs []asif.Family) string {
@@ -436,3 +451,22 @@ func shorten(s string, n int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// countKinds lists kinds once each, in the order first met, a kind met
+// more than once with its count: "a, b (2), c".
+func countKinds(kinds []string) string {
+	var order []string
+	n := map[string]int{}
+	for _, k := range kinds {
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	for i, k := range order {
+		if n[k] > 1 {
+			order[i] = fmt.Sprintf("%s (%d)", k, n[k])
+		}
+	}
+	return strings.Join(order, ", ")
+}

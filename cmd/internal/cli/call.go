@@ -465,16 +465,32 @@ func saveMedia(dir string, seq uint64, m *frame.InlineMedia) (string, error) {
 	return path, nil
 }
 
+// statusWords is how the status line names a terminal: its kind, its
+// error's code and message, each said once. A code named as the kind
+// (cancelled, cancelled) is left out, and so is the kind when the message
+// starts with it: "cancelled by the host", not "cancelled: cancelled:
+// cancelled by the host".
+func statusWords(last frame.Frame) string {
+	kind := last.Kind.String()
+	if last.Error == nil {
+		return kind
+	}
+	msg := termsafe.Escape(oneLine(last.Error.Message))
+	if code := last.Error.Code.String(); code != kind {
+		kind += ": " + code
+	} else if strings.HasPrefix(msg, kind+" ") {
+		return msg
+	}
+	if msg == "" {
+		return kind
+	}
+	return kind + ": " + msg
+}
+
 // printStatus prints the final status line on stderr.
 func (r *callRun) printStatus(last frame.Frame, frames, bytes int64, elapsed time.Duration) {
 	var b strings.Builder
-	b.WriteString(last.Kind.String())
-	if last.Error != nil {
-		b.WriteString(": " + last.Error.Code.String())
-		if last.Error.Message != "" {
-			b.WriteString(": " + termsafe.Escape(oneLine(last.Error.Message)))
-		}
-	}
+	b.WriteString(statusWords(last))
 	if last.Synthetic {
 		b.WriteString(" (synthetic: made up by the host)")
 	}

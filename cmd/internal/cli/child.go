@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -168,8 +169,41 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 	if !c.verbose {
 		h = childOutputOnly{h}
 	}
-	cfg.Logger = slog.New(h)
+	cfg.Logger = slog.New(outputSeen{h, new(atomic.Bool)})
 	return cfg
+}
+
+// outputSeen passes every record on and notes whether one forwarded a
+// line of a child's output, so that a failure to start can say whether
+// the child's own words are above it (see startHost).
+type outputSeen struct {
+	slog.Handler
+	seen *atomic.Bool // shared by the handlers derived with WithAttrs and WithGroup
+}
+
+func (h outputSeen) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == childOutputMessage {
+		h.seen.Store(true)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h outputSeen) WithAttrs(as []slog.Attr) slog.Handler {
+	return outputSeen{h.Handler.WithAttrs(as), h.seen}
+}
+
+func (h outputSeen) WithGroup(name string) slog.Handler {
+	return outputSeen{h.Handler.WithGroup(name), h.seen}
+}
+
+// childWrote reports whether the child of a host configured by
+// childFlags.config wrote a line of output so far.
+func childWrote(cfg host.Config) bool {
+	if cfg.Logger == nil {
+		return false
+	}
+	h, ok := cfg.Logger.Handler().(outputSeen)
+	return ok && h.seen.Load()
 }
 
 // childOutputOnly passes on the records that forward a child's output
@@ -218,7 +252,11 @@ func startHost(ctx context.Context, cfg host.Config) (*host.Host, error) {
 		return nil, statusErr(ExitStart, "could not start the child: %v", err)
 	}
 	if err != nil {
-		return nil, statusErr(ExitStart, "could not start the child %s: %v (check the command line after -- and that the program is a Skulk provider; its output is above, and -v adds the host's events)", cfg.Command, err)
+		output := "it wrote nothing"
+		if childWrote(cfg) {
+			output = "its output is above"
+		}
+		return nil, statusErr(ExitStart, "could not start the child %s: %v (check the command line after -- and that the program is a Skulk provider; %s, and -v adds the host's events)", cfg.Command, err, output)
 	}
 	return h, nil
 }

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -74,6 +75,62 @@ func lookup(name string) *command {
 	return nil
 }
 
+// unknownCommand is the message for a command name no command has. It
+// names what was typed when that looks like a command word (lower-case
+// letters, digits and hyphens, at most 32: a typo such as "calll"), and
+// the command meant when one is a typo away; anything else is described,
+// not echoed, since the first argument may be anything, a secret pasted
+// in the wrong place included.
+func unknownCommand(prefix, name string) string {
+	if !commandWord.MatchString(name) {
+		return prefix + ": unknown command (the first argument is not a command name; run 'skulk-host help' for the list)"
+	}
+	msg := fmt.Sprintf("%s: unknown command %q", prefix, name)
+	if near := nearestCommand(name); near != "" {
+		return msg + fmt.Sprintf(" (did you mean %q? 'skulk-host help' lists them all)", near)
+	}
+	return msg + " (run 'skulk-host help' for the list)"
+}
+
+// commandWord is what a command name looks like (see unknownCommand).
+var commandWord = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// nearestCommand returns the command whose name is at most two edits
+// away from name (the nearest; the first listed of equals), or "".
+func nearestCommand(name string) string {
+	best, bestD := "", 3
+	for _, c := range commands() {
+		if d := editDistance(name, c.name); d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64 // far from every command name, and bounded work
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // Run runs skulk-host with args (without the program name) and returns the
 // process's exit status. It never panics on bad input and prints every
 // error as one line on env.Stderr.
@@ -91,7 +148,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	cmd := lookup(name)
 	if cmd == nil {
-		fmt.Fprintln(env.Stderr, "skulk-host: unknown command (run 'skulk-host help' for the list)")
+		fmt.Fprintln(env.Stderr, unknownCommand("skulk-host", name))
 		return ExitUsage
 	}
 	err := runRecovered(ctx, cmd, args[1:], env)

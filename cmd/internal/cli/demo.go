@@ -75,7 +75,7 @@ func runDemo(ctx context.Context, args []string, env Env) error {
 	closeStart := time.Now()
 	closeHost(h)
 	d.step("close", "child drained and stopped in %s: drain, bye, exit; nothing left behind", formatDuration(time.Since(closeStart)))
-	fmt.Fprintln(d.out, "done: every step behaved as described. Next: skulk-host help call")
+	fmt.Fprintf(d.out, "done: every step behaved as described. Next: %s help call (a call to your own provider)\n", selfCommand(env.Executable))
 	return nil
 }
 
@@ -357,4 +357,14 @@ func describeTerminal(f frame.Frame) string {
 		s += " (synthetic)"
 	}
 	return s
+}
+
+// selfCommand is how the reader runs skulk-host again: the README's
+// "go run ./cmd/skulk-host" when go run built this binary (in a temporary
+// directory of go's), and the binary's own path otherwise.
+func selfCommand(exe string) string {
+	if exe == "" || strings.Contains(exe, "go-build") {
+		return "go run ./cmd/skulk-host"
+	}
+	return exe
 }

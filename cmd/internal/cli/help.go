@@ -45,7 +45,7 @@ func runHelp(args []string, env Env) int {
 	case 1:
 		c := lookup(args[0])
 		if c == nil {
-			fmt.Fprintln(env.Stderr, "skulk-host help: unknown command (run 'skulk-host help' for the list)")
+			fmt.Fprintln(env.Stderr, unknownCommand("skulk-host help", args[0]))
 			return ExitUsage
 		}
 		printCommandHelp(env.Stdout, c)

@@ -450,6 +450,7 @@ func printReplay(w io.Writer, r *calllog.ReplayedTree) {
 			}
 			fmt.Fprintln(w)
 		}
+		printReplayMedia(w, c)
 		switch {
 		case !c.Ended:
 			fmt.Fprintln(w, "  running (no end kept)")

@@ -208,7 +208,9 @@ func (s *Server) HTTPHandler() http.Handler {
 // anyway), the result schema the output schema.
 func mcpTool(t wire.Tool) (*mcp.Tool, error) {
 	desc := t.Description
-	if t.InputSchema != nil {
+	if !t.NoInput {
+		// The tool may read caller input, which MCP cannot give it; a
+		// tool that says it reads none (no_input) needs no note.
 		desc = strings.TrimSpace(desc + " (Through MCP this tool gets no caller input: MCP has no input stream.)")
 	}
 	in := wire.Schema{"type": "object"}

@@ -187,8 +187,12 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 	if out, _ := count.OutputSchema.(map[string]any); out["required"] == nil {
 		t.Errorf("count's output schema is not its result schema: %v", count.OutputSchema)
 	}
-	if count.Meta[mcpbridge.MetaVersion] == nil || !strings.Contains(count.Description, "no caller input") {
-		t.Errorf("count's version or input note missing: %v %q", count.Meta, count.Description)
+	// count reads no input (no_input): no note; upper reads it.
+	if count.Meta[mcpbridge.MetaVersion] == nil || strings.Contains(count.Description, "(Through MCP") {
+		t.Errorf("count's version missing, or an input note on a tool that reads none: %v %q", count.Meta, count.Description)
+	}
+	if upper := byName["upper"]; upper == nil || !strings.Contains(upper.Description, "(Through MCP this tool gets no caller input") {
+		t.Errorf("upper reads input and has no note saying MCP gives it none: %v", upper)
 	}
 
 	t.Run("count with progress", func(t *testing.T) {

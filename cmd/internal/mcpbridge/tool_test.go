@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -26,6 +28,14 @@ func TestMCPTool(t *testing.T) {
 	if mt.Name != "count" || !strings.HasPrefix(mt.Description, "Counts. ") || !strings.Contains(mt.Description, "no caller input") {
 		t.Errorf("name %q, description %q", mt.Name, mt.Description)
 	}
+	// A tool that says it reads no input gets no note.
+	quiet, err := mcpTool(wire.Tool{ID: "count", Description: "Counts.", NoInput: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quiet.Description != "Counts." {
+		t.Errorf("a no_input tool's description %q", quiet.Description)
+	}
 	if got, _ := mt.InputSchema.(wire.Schema); got["type"] != "object" || got["properties"] == nil {
 		t.Errorf("input schema %v, want the arguments schema with type object", mt.InputSchema)
 	}
@@ -39,8 +49,10 @@ func TestMCPTool(t *testing.T) {
 		t.Errorf("_meta %v", mt.Meta)
 	}
 
+	// A bare tool may read input (it does not say no_input): the note
+	// is its whole description.
 	mt, err = mcpTool(wire.Tool{ID: "plain"})
-	if err != nil || mt.Description != "" || mt.Meta != nil || mt.OutputSchema != nil || !reflect.DeepEqual(mt.InputSchema, wire.Schema{"type": "object"}) {
+	if err != nil || !strings.HasPrefix(mt.Description, "(Through MCP") || mt.Meta != nil || mt.OutputSchema != nil || !reflect.DeepEqual(mt.InputSchema, wire.Schema{"type": "object"}) {
 		t.Errorf("a bare tool: %+v, %v", mt, err)
 	}
 	if _, err := mcpTool(wire.Tool{ID: "list", ArgumentsSchema: wire.Schema{"type": "array"}}); err == nil || strings.Contains(err.Error(), "array") {
@@ -63,5 +75,19 @@ func TestOwnMeta(t *testing.T) {
 	}
 	if ownMeta(nil) {
 		t.Error("a nil _meta counted")
+	}
+}
+
+// TestOwnMetaLeavesSkulkKeys: the _meta keys skulk-host mcp serve sets
+// (prefix "skulk/") are not a server's own fields, so wrapping Skulk's own
+// MCP server warns of no loss for them; other keys still count.
+func TestOwnMetaLeavesSkulkKeys(t *testing.T) {
+	skulk := mcp.Meta{MetaVersion: "v1", MetaInputSchema: map[string]any{}, MetaOutputSchema: map[string]any{},
+		MetaCallID: "c", MetaTree: "t", MetaKind: "completed", MetaSequence: 3}
+	if ownMeta(skulk) {
+		t.Errorf("Skulk's own _meta counted as the server's: %v", skulk)
+	}
+	if !ownMeta(mcp.Meta{"example.com/trace": "x"}) || !ownMeta(mcp.Meta{"skulkish/x": 1}) {
+		t.Error("a server's own _meta key was not counted")
 	}
 }

@@ -220,6 +220,10 @@ func (l lostFields) String() string { return strings.Join(l, ",") }
 // reserves the _meta prefixes with a label "modelcontextprotocol" or "mcp"
 // (such as the SDK's io.modelcontextprotocol/serverInfo on every result):
 // they carry the protocol, not the server's data, and are not counted.
+// Nor are Skulk's own keys (prefix "skulk/", which skulk-host mcp serve
+// puts on its tools and results: docs/mcp.md): a server that is Skulk
+// served through MCP describes a Skulk call, which the wrapper's own call
+// describes again.
 func ownMeta(m mcp.Meta) bool {
 	for k := range m {
 		if !reservedMetaKey(k) {
@@ -233,6 +237,9 @@ func reservedMetaKey(k string) bool {
 	prefix, _, ok := strings.Cut(k, "/")
 	if !ok {
 		return false
+	}
+	if prefix == "skulk" {
+		return true
 	}
 	for label := range strings.SplitSeq(prefix, ".") {
 		if label == "modelcontextprotocol" || label == "mcp" {

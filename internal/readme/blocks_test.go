@@ -1,0 +1,76 @@
+package readme
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// docFiles are the pages whose shell blocks .ci/docs-blocks runs.
+var docFiles = []string{
+	"README.md", "docs/cli.md", "docs/demo-tools.md", "docs/mcp.md", "docs/operations.md",
+	"docs/performance.md", "docs/provider.md", "docs/testing.md", "python/README.md", "bench/README.md",
+}
+
+// notRun is the visible marker of a line (or, as a block's first line, a
+// block) that .ci/docs-blocks checks for syntax only.
+const notRun = "(not run by CI: "
+
+// needsMarker matches commands that take minutes, need an outside
+// service or a program the reader supplies, or never end: a block line
+// with one must carry the marker, or .ci/docs-blocks would hang or fail
+// on them.
+var needsMarker = regexp.MustCompile(`go test -race \./\.\.\.|-sweeps|nats-server|my-mcp-server|--http |OTEL_EXPORTER_OTLP_ENDPOINT|/path/to/|cmd/compare($| -quick| --json)|-bench |go get |go install `)
+
+// TestDocBlocksMarked: every shell block of the pages .ci/docs-blocks
+// runs is either run (no marker) or marked where a reader sees it, and
+// every line that would hang or need what CI has not is marked; .ci/run
+// lists the script, so that the unmarked lines are run.
+func TestDocBlocksMarked(t *testing.T) {
+	root := filepath.Join("..", "..")
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(ci, []byte(".ci/docs-blocks")) {
+		t.Error(".ci/run does not run .ci/docs-blocks")
+	}
+	blocks := 0
+	for _, name := range docFiles {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		in, whole, first, n := false, false, false, 0
+		for sc.Scan() {
+			line := sc.Text()
+			n++
+			switch {
+			case !in && regexp.MustCompile("^```(sh|bash|shell)\\s*$").MatchString(line):
+				in, first, whole = true, true, false
+				blocks++
+				continue
+			case in && strings.HasPrefix(line, "```"):
+				in = false
+				continue
+			case !in:
+				continue
+			}
+			if first && strings.HasPrefix(line, "#") && strings.Contains(line, notRun) {
+				whole = true
+			}
+			first = false
+			if !whole && needsMarker.MatchString(line) && !strings.Contains(line, notRun) {
+				t.Errorf("%s:%d: %q needs minutes, a service or a program CI lacks, and has no %q marker", name, n, line, notRun)
+			}
+		}
+	}
+	if blocks < 40 {
+		t.Errorf("%d shell blocks found: the pattern is out of date", blocks)
+	}
+}
