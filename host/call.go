@@ -570,6 +570,9 @@ func (c *Call) finish(f frame.Frame, stderr string) {
 // it is left: timeout_ms is the deadline rounded down to the millisecond,
 // so the child's clock can run out up to that much before the context's.
 func (c *Call) endedByContext(code frame.Code) error {
+	if c.ctx == nil {
+		return nil
+	}
 	switch code {
 	case frame.CodeTimeout:
 		if dl, ok := c.ctx.Deadline(); ok && time.Until(dl) < time.Millisecond {

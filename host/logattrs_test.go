@@ -47,13 +47,14 @@ var otherMessages = map[string]bool{
 // observer are about no call.
 var (
 	treeMessages = map[string]bool{
-		"calllog: journal queue full; events dropped":                   true,
-		"calllog: journal writer stopped":                               true,
-		"calllog: journal writer stopped at close with events not kept": true,
+		"calllog: journal queue full; events dropped, every call's start and end kept": true,
+		"calllog: journal writer stopped":                                              true,
+		"calllog: journal writer stopped at close with events not kept":                true,
 	}
 	recorderOtherMessages = map[string]bool{
-		"calllog: observer fell behind; events that do not fit its queue are dropped": true,
-		"calllog: observer failed; it is given no more events":                        true,
+		"calllog: observer fell behind; events that do not fit its queue are dropped, every call's start and end kept": true,
+		"calllog: journal events not kept at close":            true,
+		"calllog: observer failed; it is given no more events": true,
 	}
 )
 
