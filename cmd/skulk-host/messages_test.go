@@ -54,7 +54,7 @@ func TestExportAndReplayName(t *testing.T) {
 
 	rp := run(t, "", "replay", db, tree)
 	require.Equal(t, 0, rp.Status, rp.Stderr)
-	media := regexp.MustCompile(`(?m)^  media: chunk \d+, \S+, ([0-9.]+ [kKM]?i?B) \(inline\)$`).FindAllStringSubmatch(rp.Stdout, -1)
+	media := regexp.MustCompile(`(?m)^  media: \S+, ([0-9.]+ [kKM]?i?B) \(inline\)$`).FindAllStringSubmatch(rp.Stdout, -1)
 	require.Len(t, media, 3, rp.Stdout)
 
 	out := filepath.Join(t.TempDir(), "session.json")
