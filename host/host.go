@@ -530,6 +530,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.Desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
 	if p := rec.Parent(); p != nil {
 		inv.Tree, inv.Parent = rec.Tree(), p.ID()
+		inv.Depth = int64(depthOf(rec))
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		inv.TimeoutMS = max(1, time.Until(dl).Milliseconds())

@@ -19,8 +19,9 @@ import (
 // and checks that every call site of these passes both keys;
 // checkCallRecords checks their values in every record a test provokes.
 var callMessages = map[string]bool{
-	"provider broke the protocol": true,
-	"call ended by the host":      true,
+	"provider broke the protocol":                                       true,
+	"call ended by the host":                                            true,
+	"nested call cancelled: its parent ended":                           true,
 	"no end after the provider terminal: closing the stream connection": true,
 }
 
@@ -35,6 +36,7 @@ var otherMessages = map[string]bool{
 	"child dead":                               true,
 	"child stopped":                            true,
 	"child wrote on an idle stream connection": true,
+	"call connection closed":                   true,
 	"host: cannot become a child subreaper; orphaned descendants go to init": true,
 	"host: no guardian": true,
 	"host: no guardian: descendants of the children may outlive a host killed with SIGKILL":          true,
