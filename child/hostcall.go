@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +81,7 @@ type offer struct {
 
 	mu       sync.Mutex
 	inFlight int64
-	idle     []net.Conn         // idle call connections; at most calls.MaxInFlight
+	idle     []Conn         // idle call connections; at most calls.MaxInFlight
 	open     map[*Call]struct{} // calls not ended; at most calls.MaxInFlight
 }
 
@@ -144,7 +143,7 @@ type Call struct {
 	id    string
 	tool  *toolschema.Tool
 	o     *offer
-	nc    net.Conn
+	nc    Conn
 	w     *wire.Writer
 	owner *call // the handler's call; nil once forgotten
 
@@ -219,14 +218,13 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, ErrTooManyCalls
 	}
 	of.inFlight++
-	var nc net.Conn
+	var nc Conn
 	if n := len(of.idle); n > 0 {
 		nc, of.idle = of.idle[n-1], of.idle[:n-1]
 	}
 	of.mu.Unlock()
 	if nc == nil {
-		var d net.Dialer
-		if nc, err = d.DialContext(ctx, "unix", of.calls.Socket); err != nil {
+		if nc, err = dialUnix(of.calls.Socket); err != nil {
 			of.release(nil)
 			return nil, &CallError{Code: frame.CodeUnreachable, Message: "dialing the host's call socket failed", Synthetic: true}
 		}
@@ -265,7 +263,7 @@ func newNestedID() string {
 
 // release gives back an in-flight place and, when not nil, an idle
 // connection.
-func (o *offer) release(nc net.Conn) {
+func (o *offer) release(nc Conn) {
 	o.mu.Lock()
 	o.inFlight--
 	if nc != nil && int64(len(o.idle)) < o.calls.MaxInFlight {
@@ -550,7 +548,6 @@ func (cl *call) endNested() {
 	if len(open) == 0 {
 		return
 	}
-	cl.c.s.log.Info("handler returned with calls open: cancelling them", logCallID, cl.inv.CallID, "open", len(open))
 	t := time.NewTimer(max(cl.c.s.cancelGrace, 10*time.Millisecond))
 	defer t.Stop()
 	for _, c := range open {

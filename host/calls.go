@@ -245,10 +245,12 @@ func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.I
 		}
 		return s.discard(r, inv.CallID)
 	}
-	defer end()
+	var once sync.Once
+	release := func() { once.Do(end) }
+	defer release()
 	invalid := make(chan struct{})
 	outDone := make(chan error, 1)
-	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid) }() // ends at the callee's terminal; waited for below
+	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release) }() // ends at the callee's terminal; waited for below
 	reusable, bad := s.pumpIn(r, callee, inv.CallID)
 	if bad {
 		close(invalid)
@@ -344,8 +346,10 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 
 // pumpOut writes callee's provider frames, renumbered from 1 under the
 // call's wire id, then end. An invalid caller frame (invalid closed)
-// replaces the terminal with failed invalid_frame.
-func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}) error {
+// replaces the terminal with failed invalid_frame. release gives back what
+// the call holds (its in-flight place) before the end goes out: a child
+// that reads the end may make its next call at once.
+func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func()) error {
 	seq := uint64(1)
 	var werr error
 	for {
@@ -374,6 +378,7 @@ func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, inva
 			break
 		}
 	}
+	release()
 	if werr == nil {
 		werr = w.write(&wire.End{CallID: id})
 	}

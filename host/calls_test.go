@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -320,4 +321,166 @@ func TestCallRequiredJournalRefusesNestedStart(t *testing.T) {
 	assert.Equal(t, frame.CodeUnreachable, code)
 	assert.Contains(t, msg, "journal")
 	assert.Zero(t, lt.ran.Load(), "the host tool did not run")
+}
+
+// rawCalls is a test's own call connection to a child's call socket: it
+// plays a child that does not check anything itself.
+type rawCalls struct {
+	t  *testing.T
+	nc net.Conn
+	r  *wire.Reader
+	w  *wire.Writer
+}
+
+func dialCalls(t *testing.T, h *Host) *rawCalls {
+	t.Helper()
+	h.mu.Lock()
+	ch := h.slots[0].cur
+	h.mu.Unlock()
+	require.NotNil(t, ch)
+	require.NotNil(t, ch.calls, "the host offers calls")
+	nc, err := net.Dial("unix", ch.calls.offer.Socket)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawCalls{t: t, nc: nc, r: wire.NewReader(nc, wire.DefaultLimits()), w: wire.NewWriter(nc, wire.DefaultLimits())}
+}
+
+func (c *rawCalls) send(ps ...wire.Packet) {
+	c.t.Helper()
+	for _, p := range ps {
+		require.NoError(c.t, c.w.WritePacket(p))
+	}
+}
+
+// invoke writes an invoke and the caller's started and completed.
+func (c *rawCalls) invoke(id, tool, parent string, args map[string]any) {
+	c.t.Helper()
+	st, _ := frame.NewStarted(id, frame.CallerToProvider)
+	done, _ := frame.NewCompleted(id, frame.CallerToProvider, 1, nil)
+	c.send(&wire.Invoke{CallID: id, ToolID: tool, Parent: parent, Arguments: frame.MustPayload(args)},
+		&wire.Frame{Frame: st}, &wire.Frame{Frame: done})
+}
+
+// answer reads provider frames up to the terminal and the end.
+func (c *rawCalls) answer(id string) (chunks int, term frame.Frame) {
+	c.t.Helper()
+	for {
+		p, err := c.r.ReadPacket()
+		require.NoError(c.t, err)
+		f, ok := p.(*wire.Frame)
+		require.True(c.t, ok, "got %s", p.Type())
+		require.Equal(c.t, id, f.CallID)
+		if f.Kind.IsTerminal() {
+			term = f.Frame
+			break
+		}
+		chunks++
+	}
+	p, err := c.r.ReadPacket()
+	require.NoError(c.t, err)
+	require.Equal(c.t, &wire.End{CallID: id}, p)
+	return chunks, term
+}
+
+// runningSleep starts sleep on the child and returns its call once the
+// child runs it (as a step of a program when step is set).
+func runningSleep(t *testing.T, h *Host, ctx context.Context) *Call {
+	t.Helper()
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 60000}))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Cancel(); c.Wait() })
+	return c
+}
+
+// A child that checks nothing itself: the host refuses what it must, each
+// refusal a failed with end on a connection that stays usable, and a
+// malformed call fails that call only.
+func TestCallSocketRefusals(t *testing.T) {
+	block := make(chan struct{})
+	hold := HostTool{Tool: wire.Tool{ID: "hold"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-block:
+		}
+		return nil, nil
+	}}
+	lt := &lookupTool{}
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{lt.tool(), hold}, Tools: []string{"echo"}, MaxDepth: 1, MaxInFlight: 1}), time.Minute)
+	defer close(block)
+	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+	rc := dialCalls(t, h)
+
+	refusals := []struct {
+		name, tool, parent string
+		args               map[string]any
+		code               frame.Code
+		msg                string
+	}{
+		{"not offered", "count", parent.ID(), map[string]any{}, frame.CodeInvalidFrame, "tool not offered"},
+		{"no parent", "lookup", "", map[string]any{"word": "a"}, frame.CodeInvalidFrame, "parent is not a call"},
+		{"unknown parent", "lookup", "nobody", map[string]any{"word": "a"}, frame.CodeInvalidFrame, "parent is not a call"},
+		{"schema", "lookup", parent.ID(), map[string]any{"word": 1}, frame.CodeInvalidFrame, "arguments"},
+	}
+	for i, r := range refusals {
+		id := fmt.Sprintf("r%d", i)
+		rc.invoke(id, r.tool, r.parent, r.args)
+		n, term := rc.answer(id)
+		assert.Zero(t, n, r.name)
+		require.Equal(t, frame.KindFailed, term.Kind, r.name)
+		assert.Equal(t, r.code, term.Error.Code, r.name)
+		assert.Contains(t, term.Error.Message, r.msg, r.name)
+		assert.EqualValues(t, 1, term.Sequence, r.name)
+	}
+	assert.Zero(t, lt.ran.Load(), "no refused call ran")
+
+	// The same connection then carries a call that runs.
+	rc.invoke("ok", "lookup", parent.ID(), map[string]any{"word": "fox"})
+	n, term := rc.answer("ok")
+	assert.Equal(t, 1, n)
+	assert.Equal(t, frame.KindCompleted, term.Kind)
+
+	// One call in flight: a second is refused.
+	rc2 := dialCalls(t, h)
+	st, _ := frame.NewStarted("h1", frame.CallerToProvider)
+	rc2.send(&wire.Invoke{CallID: "h1", ToolID: "hold", Parent: parent.ID(), Arguments: frame.MustPayload(map[string]any{})}, &wire.Frame{Frame: st})
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		ch := h.slots[0].cur
+		h.mu.Unlock()
+		ch.calls.mu.Lock()
+		defer ch.calls.mu.Unlock()
+		return ch.calls.inFlight == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	rc.invoke("busy", "lookup", parent.ID(), map[string]any{"word": "a"})
+	_, term = rc.answer("busy")
+	assert.Contains(t, term.Error.Message, "too many calls")
+
+	// A malformed caller frame (a gap in the fence) fails that call only.
+	gap, _ := frame.NewChunk("h1", frame.CallerToProvider, 5, frame.MustPayload(map[string]any{}), nil)
+	rc2.send(&wire.Frame{Frame: gap})
+	_, term = rc2.answer("h1")
+	assert.Equal(t, frame.CodeInvalidFrame, term.Error.Code)
+	_, err := rc2.r.ReadPacket()
+	assert.Error(t, err, "the connection is closed")
+
+	// The depth limit (1): a call made from a step (depth 1) is refused.
+	err = h.Program(callCtx(t, 30*time.Second), "prog", func(ctx context.Context) error {
+		step := runningSleep(t, h, ctx)
+		rc.invoke("deep", "lookup", step.ID(), map[string]any{"word": "a"})
+		_, term := rc.answer("deep")
+		assert.Contains(t, term.Error.Message, "call depth 2 is over the limit of 1")
+		step.Cancel()
+		step.Wait()
+		return nil
+	})
+	require.NoError(t, err)
+
+	// The parent and the host are unharmed.
+	assert.False(t, parent.providerDone.Load())
+	c, err := h.Call(callCtx(t, 30*time.Second), "echo", nil, WithInput())
+	require.NoError(t, err)
+	_, err = c.Wait()
+	require.NoError(t, err)
 }
