@@ -35,6 +35,7 @@ type callOptions struct {
 	escape    bool // --escape: the provider's text is escaped too
 	saveMedia string
 	journal   string
+	offer     offerFlag // --offer: tools the child may call through the host
 	child     []string
 	childFlags
 	telemetryFlags
@@ -52,6 +53,7 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.BoolVar(&o.escape, "escape", false, "")
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
 	fs.StringVar(&o.journal, "journal", "", "")
+	fs.Var(&o.offer, "offer", "")
 	o.childFlags.register(fs)
 	o.telemetryFlags.register(fs)
 	pos, child, err := parseArgs(fs, args)
@@ -120,6 +122,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	cfg := o.config(o.child, env)
+	cfg.Calls.Tools = o.offer
 	if o.journal != "" {
 		j, err := openCallJournal(o.journal)
 		if err != nil {
@@ -486,4 +489,18 @@ func readMedia(path string, max int) ([]byte, error) {
 		return nil, errMediaTooLarge
 	}
 	return data, nil
+}
+
+// offerFlag is --offer, repeatable: tool ids the child may call through
+// the host (host.Config.Calls.Tools).
+type offerFlag []string
+
+func (f *offerFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *offerFlag) Set(v string) error {
+	if frame.CheckCallID(v) != nil {
+		return errors.New("--offer takes a tool id")
+	}
+	*f = append(*f, v)
+	return nil
 }

@@ -105,7 +105,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE] [--metrics-addr ADDR] [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape] [--save-media DIR] [--journal FILE] [--metrics-addr ADDR] [--offer TOOL]... [--env NAME[=VALUE]]... [-v] -- CHILD [ARGS...]"
 
 var callHelp = `
 Call starts CHILD (a Skulk provider program and its arguments, after --),
@@ -176,6 +176,10 @@ The flags are:
 		Prometheus text format at http://ADDR/metrics while the command
 		runs (ADDR is HOST:PORT; port 0 picks one). The address is printed
 		on standard error.
+	--offer TOOL
+		let the child's handlers call TOOL, one of its own tools, through
+		the host (repeatable; docs/protocol.md §8): each such call is a step
+		of the call in the tree, in the journal and in --json's events.
 	--env NAME or NAME=VALUE
 		pass the host's variable NAME to the child, or set NAME to VALUE
 		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,
