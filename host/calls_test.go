@@ -484,3 +484,39 @@ func TestCallSocketRefusals(t *testing.T) {
 	_, err = c.Wait()
 	require.NoError(t, err)
 }
+
+// The child whose handler made a nested call is killed with SIGKILL: its
+// call fails unreachable, and the nested call, running on the other
+// child, is cancelled rather than left running.
+func TestCallCallerKilled(t *testing.T) {
+	cfg := callingConfig(Calls{Tools: []string{"sleep"}})
+	cfg.PoolSize = 2
+	h, _ := testHost(t, cfg, time.Minute)
+	c, err := h.Call(callCtx(t, 30*time.Second), "relay", frame.MustPayload(map[string]any{"tool": "sleep", "args": map[string]any{"ms": 60000}}))
+	require.NoError(t, err)
+	var parentChild, stepChild string
+	for e := range c.Events() {
+		if e.Kind == calllog.KindRequest && e.Call == c.ID() {
+			parentChild = e.Child
+		}
+		if e.Kind == calllog.KindRequest && e.Tool == "sleep" {
+			stepChild = e.Child
+			break
+		}
+	}
+	require.NotEqual(t, parentChild, stepChild)
+	i := slices.IndexFunc(h.Children(), func(ci ChildInfo) bool { return ci.ID == parentChild })
+	require.GreaterOrEqual(t, i, 0)
+	start := time.Now()
+	require.NoError(t, syscall.Kill(h.Children()[i].PID, syscall.SIGKILL))
+	_, err = c.Wait()
+	var ce *CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, frame.CodeUnreachable, ce.Code)
+	assert.True(t, ce.Synthetic)
+	evs := events(c)
+	end := stepEnd(t, evs, c.ID(), "sleep")
+	assert.Equal(t, calllog.KindCancelled, end.Kind)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Equal(t, c.ID(), evs[len(evs)-1].Call, "the parent ends after its step")
+}

@@ -96,3 +96,29 @@ func TestFakeToolNotOffered(t *testing.T) {
 	assert.True(t, errors.Is(got[1], child.ErrNotOffered), "%v", got[1])
 	assert.Empty(t, spell.Calls())
 }
+
+// A detached call is a tree of its own, with no parent, and outlives the
+// handler's call.
+func TestFakeToolDetached(t *testing.T) {
+	spell := &skulktest.FakeTool{Tool: wire.Tool{ID: "spell"}}
+	opts := child.Options{Tools: []child.Tool{{
+		ID: "ask",
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			c, err := s.Call(ctx, "spell", nil, child.Detached())
+			if err != nil {
+				return nil, err
+			}
+			return c.Wait()
+		},
+	}}}
+	h := skulktest.StartProvider(t, opts, host.Config{Calls: host.Calls{HostTools: []host.HostTool{spell.HostTool()}}})
+	c, err := h.Call(context.Background(), "ask", nil)
+	require.NoError(t, err)
+	_, err = c.Wait()
+	require.NoError(t, err)
+	calls := spell.Calls()
+	require.Len(t, calls, 1)
+	assert.Empty(t, calls[0].Parent)
+	assert.Equal(t, calls[0].ID, calls[0].Tree, "its own tree")
+	assert.NotEqual(t, c.Tree(), calls[0].Tree)
+}
