@@ -116,7 +116,7 @@ func (o *offer) close() {
 	}
 	for _, c := range open {
 		c.abandon()
-		c.nc.Close()
+		c.closeConn()
 	}
 	for _, c := range open {
 		<-c.done
@@ -153,12 +153,16 @@ type Call struct {
 	quitMu sync.Once
 
 	cancelled atomic.Bool // Cancel was called
+
+	ncMu     sync.Mutex
+	released bool // nc went back to the idle list: this call may not close it; guarded by ncMu
 	term      frame.Frame // the terminal; set before done is closed
 	stop      func() bool // stops the ctx watch
 
 	sendMu   sync.Mutex
 	next     uint64 // next caller sequence; guarded by sendMu
 	sendDone bool   // the caller terminal was written; guarded by sendMu
+	autoDone bool   // readLoop wrote it: the call ended first; guarded by sendMu
 	broken   bool   // the connection cannot be reused; guarded by sendMu
 
 	eof bool // Recv gave the terminal; owned by the reader of the call
@@ -232,11 +236,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: wire.NewWriter(nc, cl.c.s.limits),
 		frames: make(chan frame.Frame), done: make(chan struct{}), quit: make(chan struct{}), next: 1}
 	started, _ := frame.NewStarted(c.id, frame.CallerToProvider)
-	err = c.w.WritePacket(inv)
-	if err == nil {
-		err = c.w.WritePacket(&wire.Frame{Frame: started})
-	}
-	if err != nil {
+	if err = c.w.WritePackets(inv, &wire.Frame{Frame: started}); err != nil {
 		nc.Close()
 		of.release(nil)
 		return nil, &CallError{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}
@@ -273,6 +273,16 @@ func (o *offer) release(nc Conn) {
 	o.mu.Unlock()
 	if nc != nil {
 		nc.Close()
+	}
+}
+
+// closeConn closes the call's connection unless it went back to the idle
+// list already (the call ended).
+func (c *Call) closeConn() {
+	c.ncMu.Lock()
+	defer c.ncMu.Unlock()
+	if !c.released {
+		c.nc.Close()
 	}
 }
 
@@ -326,15 +336,22 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 }
 
 // CloseSend ends the caller's direction (its completed frame): the
-// callee's input ends, its output goes on.
-func (c *Call) CloseSend() error { return c.closeSend(frame.KindCompleted) }
+// callee's input ends, its output goes on. After the call's end it does
+// nothing and returns nil; a second CloseSend, or one after Cancel,
+// returns ErrCallClosed.
+func (c *Call) CloseSend() error { return c.closeSend(frame.KindCompleted, false) }
 
-func (c *Call) closeSend(kind frame.Kind) error {
+func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if c.sendDone {
+		if c.autoDone && !auto {
+			c.autoDone = false // once: a second CloseSend is the caller's mistake
+			return nil
+		}
 		return ErrCallClosed
 	}
+	c.autoDone = auto
 	c.sendDone = true
 	var f frame.Frame
 	if kind == frame.KindCompleted {
@@ -358,13 +375,13 @@ func (c *Call) closeSend(kind frame.Kind) error {
 func (c *Call) Cancel() {
 	c.cancelled.Store(true)
 	if !c.sendMu.TryLock() {
-		c.nc.Close()
+		c.closeConn()
 		return
 	}
 	done := c.sendDone
 	c.sendMu.Unlock()
 	if !done {
-		c.closeSend(frame.KindCancelled)
+		c.closeSend(frame.KindCancelled, false)
 	}
 }
 
@@ -451,7 +468,7 @@ func (c *Call) readLoop(r *wire.Reader) {
 			c.sendMu.Lock()
 			if !c.sendDone {
 				c.sendMu.Unlock()
-				reusable = c.closeSend(frame.KindCompleted) == nil
+				reusable = c.closeSend(frame.KindCompleted, true) == nil
 				c.sendMu.Lock()
 			}
 			reusable = reusable && !c.broken
@@ -461,6 +478,9 @@ func (c *Call) readLoop(r *wire.Reader) {
 		delete(c.o.open, c)
 		c.o.mu.Unlock()
 		if reusable {
+			c.ncMu.Lock()
+			c.released = true
+			c.ncMu.Unlock()
 			c.o.release(c.nc)
 		} else {
 			c.nc.Close()
@@ -559,7 +579,7 @@ func (cl *call) endNested() {
 		case <-c.done:
 		case <-t.C:
 			for _, c := range open {
-				c.nc.Close()
+				c.closeConn()
 			}
 			for _, c := range open {
 				<-c.done

@@ -168,10 +168,10 @@ type connWriter struct {
 	w  *wire.Writer
 }
 
-func (w *connWriter) write(p wire.Packet) error {
+func (w *connWriter) write(ps ...wire.Packet) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.w.WritePacket(p)
+	return w.w.WritePackets(ps...)
 }
 
 // refuse answers a call with failed (sequence 1) and end.
@@ -180,10 +180,7 @@ func (w *connWriter) refuse(id string, code frame.Code, msg string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.write(&wire.Frame{Frame: f}); err != nil {
-		return err
-	}
-	return w.write(&wire.End{CallID: id})
+	return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id})
 }
 
 // serveConn runs the calls of one call connection, one at a time.
@@ -370,6 +367,10 @@ func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, inva
 				default:
 				}
 			}
+			if f.Kind.IsTerminal() {
+				release()
+				return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
+			}
 			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {
 				callee.abort()
 			}
@@ -379,9 +380,6 @@ func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, inva
 		}
 	}
 	release()
-	if werr == nil {
-		werr = w.write(&wire.End{CallID: id})
-	}
 	return werr
 }
 
