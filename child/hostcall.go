@@ -129,8 +129,11 @@ type CallOption func(*callOpts)
 type callOpts struct{ detached bool }
 
 // Detached makes the call a tree of its own, meant to outlive the
-// handler's call: it is not a step of it, its end does not wait for it,
-// and the handler's return does not cancel it (its ctx still does).
+// handler's call: it is not a step of it, the handler's terminal does not
+// wait for it, and the SDK does not cancel it when the handler returns.
+// Its ctx still governs it: give it one that outlives the handler's
+// (context.WithoutCancel(ctx) with a deadline of its own), and read it
+// from a goroutine the provider owns.
 func Detached() CallOption { return func(o *callOpts) { o.detached = true } }
 
 // Call is a call a handler makes through its host (docs/protocol.md §8):
