@@ -81,7 +81,7 @@ type offer struct {
 
 	mu       sync.Mutex
 	inFlight int64
-	idle     []Conn         // idle call connections; at most calls.MaxInFlight
+	idle     []Conn             // idle call connections; at most calls.MaxInFlight
 	open     map[*Call]struct{} // calls not ended; at most calls.MaxInFlight
 }
 
@@ -158,9 +158,9 @@ type Call struct {
 	cancelled atomic.Bool // Cancel was called
 
 	ncMu     sync.Mutex
-	released bool // nc went back to the idle list: this call may not close it; guarded by ncMu
-	term      frame.Frame // the terminal; set before done is closed
-	stop      func() bool // stops the ctx watch
+	released bool        // nc went back to the idle list: this call may not close it; guarded by ncMu
+	term     frame.Frame // the terminal; set before done is closed
+	stop     func() bool // stops the ctx watch
 
 	sendMu   sync.Mutex
 	next     uint64 // next caller sequence; guarded by sendMu
