@@ -1436,7 +1436,7 @@ type child struct {
 	ctrl    net.Conn
 	ctrlMu  sync.Mutex // one writer at a time on ctrl
 	startup fields     // the host's startup, once the handshake read it
-	ln     net.Listener
+	ln      net.Listener
 
 	helloEdit        func(fields)
 	tools            map[string]func(*call) bool
