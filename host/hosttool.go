@@ -66,9 +66,9 @@ type ToolCall struct {
 	stop <-chan struct{} // Run's ctx.Done()
 }
 
-// Input returns the caller's chunks in order. It ends when the caller
+// InputFrames returns the caller's chunks in order. It ends when the caller
 // closes its direction or ctx of Run is done.
-func (c *ToolCall) Input() iter.Seq[frame.Frame] {
+func (c *ToolCall) InputFrames() iter.Seq[frame.Frame] {
 	return func(yield func(frame.Frame) bool) {
 		for {
 			select {

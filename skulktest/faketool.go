@@ -60,7 +60,7 @@ func (f *FakeTool) HostTool() host.HostTool {
 func (f *FakeTool) run(ctx context.Context, c *host.ToolCall) (frame.Payload, error) {
 	fc := FakeCall{ID: c.ID, Tree: c.Tree, Parent: c.Parent, Child: c.Child, Arguments: c.Arguments}
 	if f.ReadInput {
-		for in := range c.Input() {
+		for in := range c.InputFrames() {
 			fc.Input = append(fc.Input, in.Payload)
 		}
 	}
