@@ -84,3 +84,41 @@ func BenchmarkNestedHostToolCall(b *testing.B) {
 	b.StopTimer()
 	p50(b, d)
 }
+
+// BenchmarkNestedChildToolCall: a small call a provider's handler makes
+// through its host to a tool of the host's children (here its own
+// provider's) that answers at once.
+func BenchmarkNestedChildToolCall(b *testing.B) {
+	d := make([]time.Duration, 0, b.N)
+	opts := child.Options{Tools: []child.Tool{
+		{ID: "tiny", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) { return nil, nil }},
+		{ID: "loop", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			for range b.N {
+				start := time.Now()
+				c, err := s.Call(ctx, "tiny", nil)
+				if err != nil {
+					return nil, err
+				}
+				if err := c.CloseSend(); err != nil {
+					return nil, err
+				}
+				if _, err := c.Wait(); err != nil {
+					return nil, err
+				}
+				d = append(d, time.Since(start))
+			}
+			return nil, nil
+		}},
+	}}
+	h := skulktest.StartProvider(b, opts, host.Config{Calls: host.Calls{Tools: []string{"tiny"}}})
+	b.ResetTimer()
+	c, err := h.Call(context.Background(), "loop", nil, host.WithInput())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	p50(b, d)
+}
