@@ -93,6 +93,8 @@ type call struct {
 	supervised bool           // superviseGrace ran: a cause from now on arms the grace; guarded by mu
 	returned   bool           // the handler returned: the clocks do nothing any more; guarded by mu
 	stuck      bool           // counted in s.stuck; guarded by mu
+
+	nested nestedSet // calls the handler made through the host that have not ended
 }
 
 func newCall(c *conn, inv *wire.Invoke) *call {
@@ -215,6 +217,7 @@ func (cl *call) run() {
 		cl.spanCtx, span = cl.startSpan(tr)
 	}
 	res := cl.callHandler()
+	cl.endNested()
 	if span != nil {
 		cl.endSpan(span, res)
 	}

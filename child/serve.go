@@ -99,6 +99,7 @@ type server struct {
 	ln      Listener
 	cw      *coalesce.Writer // the control connection's writer: pongs and bye
 
+	offer       *offer        // the calls the host offers, from startup; nil for none
 	limits      wire.Limits   // effective, from startup
 	cancelGrace time.Duration // from startup
 
@@ -266,6 +267,9 @@ func (s *server) start(cr *wire.Reader) error {
 	cr.SetLimits(s.limits)
 	s.cw.SetLimits(s.limits)
 	s.cancelGrace = wire.Millis(st.CancelGraceMS) // absent from the packet: the wire's default
+	if s.offer, err = newOffer(st.Calls); err != nil {
+		return fmt.Errorf("%w: calls: %w", ErrBadStartup, err)
+	}
 	s.log.Debug("started", "child_id", st.ChildID, "protocol", st.Protocol)
 	return nil
 }
@@ -511,6 +515,7 @@ func (s *server) shutdown(wait time.Duration) {
 	} else {
 		s.runners.Wait()
 	}
+	s.offer.close()
 	s.cw.Close()
 }
 

@@ -16,3 +16,8 @@ func hostedFile(fd int, name string) (*os.File, error) {
 func newSocketListener(f *os.File, fd int) (Listener, error) {
 	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", ErrNotHosted)
 }
+
+// dialUnix: calls through the host need Unix sockets.
+func dialUnix(path string) (*os.File, error) {
+	return nil, fmt.Errorf("%w: calls through the host need a Unix system", ErrNotHosted)
+}

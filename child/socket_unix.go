@@ -99,3 +99,28 @@ func (l *socketListener) Close() error {
 	l.closed.Store(true)
 	return l.f.Close()
 }
+
+// dialUnix connects to the Unix stream socket at path (the host's call
+// socket, docs/protocol.md §8) and returns the connection as a pollable,
+// close-on-exec *os.File, without package net.
+func dialUnix(path string) (*os.File, error) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	for {
+		err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: path})
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err == nil {
+		err = syscall.SetNonblock(fd, true)
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "calls"), nil
+}

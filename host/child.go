@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/host/internal/toolschema"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -59,6 +59,7 @@ type child struct {
 	outLimit   *outputLimit // the rate its output lines are forwarded at
 	cat        *toolschema.Catalog
 
+	calls    *callServer    // the call socket's server; nil when the host offers no calls (docs/protocol.md §8)
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
 	byes     chan struct{}  // size 1: "the child said bye"; a full channel already says so
 	ctrlDone chan struct{}  // closed when readControl returns
@@ -101,6 +102,9 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	ch.ctrlR = wire.NewReader(countingReader{proc.ctrl, &ch.ctrlIn}, h.cfg.Limits)
 	if err := ch.handshake(ctx); err != nil {
 		proc.ctrl.Close()
+		if ch.calls != nil {
+			ch.calls.close()
+		}
 		proc.kill(h.cfg.KillGrace)
 		proc.cleanup()
 		outLimit.flush()
@@ -108,6 +112,9 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 			ch.ctrlW.Close()
 		}
 		return nil, &childError{id: id, err: err}
+	}
+	if ch.calls != nil {
+		ch.calls.listen()
 	}
 	ch.wg.Add(1)
 	go ch.readControl() // stopped by closing the control connection (stop); waited for through wg
@@ -168,12 +175,19 @@ func (ch *child) handshake(ctx context.Context) error {
 	ch.limits = cfg.Limits.Min(hello.Limits)
 	ch.ctrlR.SetLimits(ch.limits)
 	ch.ctrlW = coalesce.New(conn, ch.limits)
+	if ch.calls, err = newCallServer(ch); err != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	var offer *wire.Calls
+	if ch.calls != nil {
+		offer = ch.calls.offer
+	}
 	// A Request: the new Writer is idle, so startup is written here,
 	// not handed to the flusher (a goroutine switch less per start).
 	err = ch.ctrlW.Write(context.Background(), coalesce.Request, &wire.Startup{
 		Protocol: wire.ProtocolVersion, ChildID: ch.id, Limits: ch.limits,
 		HealthIntervalMS: cfg.HealthInterval.Milliseconds(), CancelGraceMS: cfg.CancelGrace.Milliseconds(),
-		IngressQueue: wire.IngressQueue,
+		IngressQueue: wire.IngressQueue, Calls: offer,
 	})
 	if err == nil {
 		err = ch.ctrlW.Flush()
@@ -541,6 +555,9 @@ func (ch *child) stop(cause error, mode stopMode) {
 		for _, c := range conns {
 			c.fail(unreachable)
 		}
+	}
+	if ch.calls != nil {
+		ch.calls.close() // its calls' callees are cancelled: the caller is gone
 	}
 	ch.proc.ctrl.Close()
 	ch.ctrlW.Close()

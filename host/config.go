@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -174,6 +176,73 @@ type Config struct {
 	// while no program set one, the host starts no span and sends no trace
 	// context of its own.
 	TracerProvider trace.TracerProvider
+	// Calls says what the children may call through the host
+	// (docs/protocol.md §8): host-side tools and tools of the host's own
+	// children, each named. The zero value offers nothing: a child's call
+	// is refused by its SDK before anything is sent.
+	Calls Calls
+}
+
+// Calls configures the calls a host's children may make through it.
+type Calls struct {
+	// Tools names tools of the host's children (its own pool's) a child
+	// may call, routed like any Host.Call. Nil offers none.
+	Tools []string
+	// HostTools are tools the host runs itself, in Go, for its children;
+	// every one is offered. Their ids must differ from each other and
+	// from Tools.
+	HostTools []HostTool
+	// MaxDepth is the deepest a call a child makes may sit in its tree
+	// (the outermost call is at depth 0); a deeper one is refused with a
+	// *DepthError. 0 means DefaultMaxDepth; at most MaxDepthCeiling.
+	MaxDepth int
+	// MaxInFlight bounds the calls one child may have open through the
+	// host at once; one over it is refused with ErrTooManyCalls. 0 means
+	// DefaultMaxInFlight.
+	MaxInFlight int
+}
+
+// Defaults and ceilings of Calls.
+const (
+	DefaultMaxDepth    = 8
+	MaxDepthCeiling    = 64
+	DefaultMaxInFlight = 16
+	maxInFlightCeiling = 1 << 16
+)
+
+// offers reports whether c offers anything.
+func (c *Calls) offers() bool { return len(c.Tools) > 0 || len(c.HostTools) > 0 }
+
+func (c *Calls) validate() error {
+	switch {
+	case c.MaxDepth < 0 || c.MaxDepth > MaxDepthCeiling:
+		return configErr("Calls.MaxDepth", fmt.Sprintf("must be 0..%d", MaxDepthCeiling))
+	case c.MaxInFlight < 0 || c.MaxInFlight > maxInFlightCeiling:
+		return configErr("Calls.MaxInFlight", fmt.Sprintf("must be 0..%d", maxInFlightCeiling))
+	}
+	seen := map[string]bool{}
+	for i, id := range c.Tools {
+		if frame.CheckCallID(id) != nil {
+			return configErr(fmt.Sprintf("Calls.Tools[%d]", i), "not a valid tool id")
+		}
+		seen[id] = true
+	}
+	for i, t := range c.HostTools {
+		field := fmt.Sprintf("Calls.HostTools[%d]", i)
+		switch {
+		case frame.CheckCallID(t.Tool.ID) != nil:
+			return configErr(field+".Tool.ID", "not a valid tool id")
+		case seen[t.Tool.ID]:
+			return configErr(field+".Tool.ID", "offered twice")
+		case t.Run == nil:
+			return configErr(field+".Run", "required")
+		}
+		seen[t.Tool.ID] = true
+	}
+	if _, err := toolschema.NewCatalog(hostToolList(c.HostTools)); err != nil {
+		return configErr("Calls.HostTools", "a schema does not compile: "+err.Error())
+	}
+	return nil
 }
 
 // RestartPolicy says how a pool restarts children that die: after an
@@ -296,6 +365,9 @@ func (c *Config) Validate() error {
 	if _, err := c.credential(); err != nil {
 		return err
 	}
+	if err := c.Calls.validate(); err != nil {
+		return err
+	}
 	if err := checkTempBase(c.tempBase()); err != nil {
 		return err
 	}
@@ -365,6 +437,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StuckLimit == 0 {
 		c.StuckLimit = 1
+	}
+	if c.Calls.MaxDepth == 0 {
+		c.Calls.MaxDepth = DefaultMaxDepth
+	}
+	if c.Calls.MaxInFlight == 0 {
+		c.Calls.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host/internal/contain"
-	"github.com/skulkrt/skulk/host/internal/toolschema"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
 

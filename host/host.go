@@ -17,7 +17,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host/internal/contain"
 	"github.com/skulkrt/skulk/host/internal/otelcall"
-	"github.com/skulkrt/skulk/host/internal/toolschema"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
@@ -551,6 +551,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.Desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
 	if p := rec.Parent(); p != nil {
 		inv.Tree, inv.Parent = rec.Tree(), p.ID()
+		inv.Depth = int64(depthOf(rec))
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		inv.TimeoutMS = max(1, time.Until(dl).Milliseconds())

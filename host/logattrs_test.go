@@ -19,8 +19,9 @@ import (
 // and checks that every call site of these passes both keys;
 // checkCallRecords checks their values in every record a test provokes.
 var callMessages = map[string]bool{
-	"provider broke the protocol": true,
-	"call ended by the host":      true,
+	"provider broke the protocol":                                       true,
+	"call ended by the host":                                            true,
+	"nested call cancelled: its parent ended":                           true,
 	"no end after the provider terminal: closing the stream connection": true,
 }
 
@@ -36,6 +37,7 @@ var otherMessages = map[string]bool{
 	"child dead":                                              true,
 	"child stopped":                                           true,
 	"child wrote on an idle stream connection":                true,
+	"call connection closed":                                  true,
 	"removed a private directory left by a host that is gone": true,
 	"descendants of the child survived SIGKILL":               true,
 	"descendants of the child killed":                         true,

@@ -11,7 +11,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host/internal/otelcall"
-	"github.com/skulkrt/skulk/host/internal/toolschema"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/spanctx"
 )
 

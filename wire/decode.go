@@ -317,6 +317,8 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 				p.CancelGraceMS, err = readCount(&v)
 			case "ingress_queue":
 				p.IngressQueue, err = readCount(&v)
+			case "calls":
+				p.Calls, err = decodeCalls(&v)
 			}
 			if err != nil {
 				return nil, badField(t, string(k))
@@ -865,6 +867,16 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 			p.Tree, err = readOptString(&v)
 		case "parent":
 			p.Parent, err = readOptString(&v)
+		case "depth":
+			p.Depth = 0
+			if !v.IsNil() {
+				p.Depth, err = v.ReadInt()
+			}
+		case "detached":
+			p.Detached = false
+			if !v.IsNil() {
+				p.Detached, err = v.ReadBool()
+			}
 		case "trace":
 			p.Trace = nil
 			if v.IsNil() {
@@ -886,6 +898,50 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 		return nil, &InvalidError{Type: TypeInvoke, CallID: validCallID(p.CallID), Err: first}
 	}
 	return p, nil
+}
+
+// decodeCalls reads startup's calls map (nil: not given). Every key is
+// checked; unknown keys are ignored.
+func decodeCalls(r *mpack.Reader) (*Calls, error) {
+	if r.IsNil() {
+		return nil, nil
+	}
+	n, err := r.ReadMapLen()
+	if err != nil {
+		return nil, err
+	}
+	c := &Calls{}
+	for range n {
+		k, err := r.ReadStr()
+		if err != nil {
+			return nil, err
+		}
+		raw, err := r.Skip()
+		if err != nil {
+			return nil, err
+		}
+		v := mpack.NewReader(raw)
+		switch string(k) {
+		case "socket":
+			c.Socket, err = readString(&v)
+		case "tools":
+			c.Tools = nil
+			if !v.IsNil() {
+				c.Tools, err = decodeTools(&v)
+			}
+		case "max_depth":
+			c.MaxDepth, err = v.ReadInt()
+		case "max_in_flight":
+			c.MaxInFlight, err = v.ReadInt()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func readStringMap(r *mpack.Reader) (map[string]string, error) {

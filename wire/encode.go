@@ -72,7 +72,12 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 			b = appendKey(b, "reason", p.Reason)
 		}
 	case *Startup:
-		b = mpack.AppendMapHeader(b, 7)
+		if p.Calls != nil {
+			if err = p.Calls.Validate(); err != nil {
+				break
+			}
+		}
+		b = mpack.AppendMapHeader(b, 7+boolInt(p.Calls != nil))
 		b = appendKey(b, "t", "startup")
 		b = mpack.AppendInt(mpack.AppendString(b, "protocol"), p.Protocol)
 		b = appendKey(b, "child_id", p.ChildID)
@@ -80,6 +85,9 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 		b = mpack.AppendInt(mpack.AppendString(b, "health_interval_ms"), p.HealthIntervalMS)
 		b = mpack.AppendInt(mpack.AppendString(b, "cancel_grace_ms"), p.CancelGraceMS)
 		b = mpack.AppendInt(mpack.AppendString(b, "ingress_queue"), p.IngressQueue)
+		if p.Calls != nil {
+			b, err = appendCalls(mpack.AppendString(b, "calls"), p.Calls)
+		}
 	case *Hello:
 		b, err = appendHello(b, p)
 	default:
@@ -227,7 +235,7 @@ func appendInvoke(b []byte, p *Invoke) ([]byte, error) {
 	if err := p.Validate(); err != nil {
 		return b, &InvalidError{Type: TypeInvoke, CallID: validCallID(p.CallID), Err: err}
 	}
-	n := 5 + boolInt(p.Trace != nil) + boolInt(p.Tree != "") + boolInt(p.Parent != "")
+	n := 5 + boolInt(p.Trace != nil) + boolInt(p.Tree != "") + boolInt(p.Parent != "") + boolInt(p.Depth > 0) + boolInt(p.Detached)
 	b = mpack.AppendMapHeader(b, n)
 	b = appendKey(b, "t", "invoke")
 	b = appendKey(b, "call_id", p.CallID)
@@ -253,7 +261,46 @@ func appendInvoke(b []byte, p *Invoke) ([]byte, error) {
 	if p.Parent != "" {
 		b = appendKey(b, "parent", p.Parent)
 	}
+	if p.Depth > 0 {
+		b = mpack.AppendInt(mpack.AppendString(b, "depth"), p.Depth)
+	}
+	if p.Detached {
+		b = mpack.AppendBool(mpack.AppendString(b, "detached"), true)
+	}
 	return b, nil
+}
+
+// appendCalls appends startup's calls map; c is valid.
+func appendCalls(b []byte, c *Calls) ([]byte, error) {
+	b = mpack.AppendMapHeader(b, 4)
+	b = appendKey(b, "socket", c.Socket)
+	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(c.Tools))
+	for i := range c.Tools {
+		var err error
+		if b, err = AppendTool(b, &c.Tools[i]); err != nil {
+			return b, fmt.Errorf("wire: calls tool %d: %w", i, err)
+		}
+	}
+	b = mpack.AppendInt(mpack.AppendString(b, "max_depth"), c.MaxDepth)
+	b = mpack.AppendInt(mpack.AppendString(b, "max_in_flight"), c.MaxInFlight)
+	return b, nil
+}
+
+// Validate checks the calls map's fields: a socket path of 1 to
+// MaxSocketPath bytes, at most 4,096 tools, MaxDepth and MaxInFlight ≥ 1.
+// The error is a *frame.FieldError naming the field.
+func (c *Calls) Validate() error {
+	switch {
+	case c.Socket == "" || len(c.Socket) > MaxSocketPath:
+		return &frame.FieldError{Field: "calls.socket", Reason: "must be 1 to 107 bytes"}
+	case len(c.Tools) > maxTools:
+		return &frame.FieldError{Field: "calls.tools", Reason: "more than 4096 tools"}
+	case c.MaxDepth < 1:
+		return &frame.FieldError{Field: "calls.max_depth", Reason: "must be >= 1"}
+	case c.MaxInFlight < 1:
+		return &frame.FieldError{Field: "calls.max_in_flight", Reason: "must be >= 1"}
+	}
+	return nil
 }
 
 // Validate checks the invoke's fields; the error is a *frame.FieldError.
@@ -282,6 +329,9 @@ func (p *Invoke) Validate() error {
 		if err := checkID("parent", p.Parent); err != nil {
 			return err
 		}
+	}
+	if p.Depth < 0 {
+		return &frame.FieldError{Field: "depth", Reason: "must be >= 0"}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -242,4 +243,36 @@ func violates(f *frame.Frame) string {
 		return "breaks the shape table"
 	}
 	return ""
+}
+
+// FuzzStartupCalls encodes a startup whose calls map is built from the
+// fuzzer's values and decodes it back: a map the encoder accepts decodes
+// to itself, and one it refuses is one Calls.Validate or AppendTool refuses.
+func FuzzStartupCalls(f *testing.F) {
+	f.Add("/run/skulk/c0.1/calls.sock", int64(8), int64(16), "lookup", true, false)
+	f.Add("", int64(0), int64(-1), "", false, true)
+	f.Fuzz(func(t *testing.T, socket string, depth, inFlight int64, tool string, withTool, detached bool) {
+		c := &Calls{Socket: socket, MaxDepth: depth, MaxInFlight: inFlight}
+		if withTool {
+			c.Tools = []Tool{{ID: tool}}
+		}
+		st := &Startup{Protocol: 1, ChildID: "c", Limits: DefaultLimits(), CancelGraceMS: 5, Calls: c}
+		b, err := Encode(st, DefaultLimits())
+		if err != nil {
+			require.True(t, c.Validate() != nil || frame.CheckCallID(tool) != nil, "refused a valid calls map: %v", err)
+			return
+		}
+		p, err := Decode(b, DefaultLimits())
+		require.NoError(t, err)
+		require.Equal(t, c, p.(*Startup).Calls)
+		inv := &Invoke{CallID: "c1", ToolID: "t", Parent: "p", Depth: depth, Detached: detached}
+		if b, err = Encode(inv, DefaultLimits()); err != nil {
+			require.Negative(t, depth)
+			return
+		}
+		p, err = Decode(b, DefaultLimits())
+		require.NoError(t, err)
+		require.Equal(t, depth, p.(*Invoke).Depth)
+		require.Equal(t, detached, p.(*Invoke).Detached)
+	})
 }

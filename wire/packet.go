@@ -146,6 +146,29 @@ type Startup struct {
 	CancelGraceMS int64
 	// IngressQueue is the per-call caller frame queue; always 8 in version 1.
 	IngressQueue int64
+	// Calls is what the host lets the child call through it; nil means
+	// nothing (docs/protocol.md §8).
+	Calls *Calls
+}
+
+// MaxSocketPath bounds Calls.Socket in bytes: what a Unix socket address
+// holds on Linux (sun_path of 108 bytes, less the terminating NUL).
+const MaxSocketPath = 107
+
+// Calls is startup's calls map: the tools a child may call through its
+// host, and where and how (docs/protocol.md §8).
+type Calls struct {
+	// Socket is the path of the host's call socket, which the child dials
+	// for each call connection: 1 to MaxSocketPath bytes.
+	Socket string
+	// Tools are the tools the child may call, in hello's descriptor form.
+	Tools []Tool
+	// MaxDepth is the deepest a call the child makes may be in its tree
+	// (the tree's outermost call is at depth 0); at least 1.
+	MaxDepth int64
+	// MaxInFlight is how many calls the child may have open through the
+	// host at once; at least 1.
+	MaxInFlight int64
 }
 
 // Ping is a health probe from the host.
@@ -200,7 +223,15 @@ type Invoke struct {
 	// means not given.
 	Tree string
 	// Parent is the call id of the call that made this one; empty means none.
+	// On a call connection (docs/protocol.md §8) it is required: the
+	// child's call whose handler makes this one.
 	Parent string
+	// Depth is the call's depth in its tree: 0 for the tree's outermost
+	// call, its parent's depth + 1 for a step. Only the host writes it.
+	Depth int64
+	// Detached asks, on a call connection, for a call that is a tree of
+	// its own rather than a step of Parent (docs/protocol.md §8).
+	Detached bool
 }
 
 // Frame is a frame packet.

@@ -57,3 +57,44 @@ func (w *Writer) WritePacket(p Packet) error {
 	clear(w.iov) // keeps no reference to the attachment
 	return w.err
 }
+
+// WritePackets writes ps in order with one vectored write, as WritePacket
+// writes one: for packets that go out together (an invoke and its first
+// frame, a terminal and its end). A packet refused by the rules or the
+// limits refuses them all, with nothing written.
+func (w *Writer) WritePackets(ps ...Packet) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	type piece struct {
+		end int
+		att []byte
+	}
+	var buf [4]piece
+	pieces := buf[:0]
+	b := w.hdr[:0]
+	for _, p := range ps {
+		var att []byte
+		var err error
+		if b, att, err = AppendPacket(b, p, w.limits); err != nil {
+			return err
+		}
+		pieces = append(pieces, piece{len(b), att})
+	}
+	w.hdr = b
+	w.iov = w.iov[:0]
+	start := 0
+	for _, pc := range pieces {
+		w.iov = append(w.iov, b[start:pc.end])
+		if len(pc.att) > 0 {
+			w.iov = append(w.iov, pc.att)
+		}
+		start = pc.end
+	}
+	w.dst.Load(w.iov)
+	w.err = w.dst.Write()
+	clear(w.iov)
+	return w.err
+}

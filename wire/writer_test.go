@@ -130,3 +130,24 @@ func TestWriterKeepsNoAttachment(t *testing.T) {
 		require.Nil(t, piece)
 	}
 }
+
+// TestWriterPacketsInOneWrite: WritePackets writes its packets in order,
+// attachments included, and refuses all of them, writing nothing, when one
+// is invalid.
+func TestWriterPacketsInOneWrite(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Limits{})
+	chunk, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: "x/y"})
+	require.NoError(t, err)
+	done, err := frame.NewCompleted("c1", frame.ProviderToCaller, 2, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, w.WritePackets(&Frame{chunk}, &End{}), frame.ErrInvalid)
+	require.Zero(t, buf.Len())
+	require.NoError(t, w.WritePackets(&Frame{chunk}, &Frame{done}, &End{CallID: "c1"}))
+	r := NewReader(&buf, Limits{})
+	for _, want := range []Packet{&Frame{chunk}, &Frame{done}, &End{CallID: "c1"}} {
+		p, err := r.ReadPacket()
+		require.NoError(t, err)
+		require.Equal(t, want, p)
+	}
+}

@@ -104,6 +104,7 @@ func modes() map[string]func(*child) {
 		// A well-behaved child, and valid edge cases the host must accept.
 		"grandchild":          modeGrandchild,
 		"ok":                  modeOK,
+		"calls_probe":         modeCallsProbe,
 		"logs":                modeLogs,
 		"quiet":               modeQuiet,
 		"extra_keys":          modeExtraKeys,
@@ -1432,9 +1433,10 @@ type child struct {
 	eventsPath string
 	ev         *eventConn
 
-	ctrl   net.Conn
-	ctrlMu sync.Mutex // one writer at a time on ctrl
-	ln     net.Listener
+	ctrl    net.Conn
+	ctrlMu  sync.Mutex // one writer at a time on ctrl
+	startup fields     // the host's startup, once the handshake read it
+	ln      net.Listener
 
 	helloEdit        func(fields)
 	tools            map[string]func(*call) bool
@@ -1577,6 +1579,7 @@ func (c *child) handshake() bool {
 		return false
 	}
 	c.emit("startup", fields{"packet": m})
+	c.startup = m
 	return true
 }
 
@@ -2209,4 +2212,59 @@ func probeFDs() []fdInfo {
 		out = append(out, info)
 	}
 	return out
+}
+
+// modeCallsProbe: t calls through the host (§8) before it answers, on one
+// call connection: first nope, a tool no host offers, then count. It
+// reports each answer as a "nested" event (the terminal's kind and code,
+// the chunks, whether end followed), or {"offered": false} when startup
+// has no calls map, then answers as ok does.
+func modeCallsProbe(c *child) {
+	c.tools["t"] = func(x *call) bool {
+		calls, _ := c.startup["calls"].(fields)
+		if calls == nil {
+			x.emit("nested", fields{"offered": false})
+			return replyOK(x)
+		}
+		sock, _ := calls["socket"].(string)
+		nc, err := net.Dial("unix", sock)
+		if err != nil {
+			x.emit("nested", fields{"offered": true, "error": err.Error()})
+			return replyOK(x)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		for i, tool := range []string{"nope", "count"} {
+			id := fmt.Sprintf("n%d", i)
+			frame := func(seq int, kind string) fields {
+				return fields{"t": "frame", "call_id": id, "direction": "caller_to_provider", "sequence": seq, "kind": kind}
+			}
+			writePacket(nc, fields{"t": "invoke", "call_id": id, "tool_id": tool, "arguments": fields{"n": 2}, "parent": x.id}, nil)
+			writePacket(nc, frame(0, "started"), nil)
+			writePacket(nc, frame(1, "completed"), nil)
+			ev := fields{"offered": true, "tool": tool, "chunks": 0, "end": false}
+			for {
+				m, _, err := readPacket(nc)
+				if err != nil {
+					ev["error"] = err.Error()
+					break
+				}
+				if m["t"] == "end" {
+					ev["end"] = true
+					break
+				}
+				if m["kind"] == "chunk" {
+					ev["chunks"] = ev["chunks"].(int) + 1
+					continue
+				}
+				ev["kind"] = m["kind"]
+				if e, ok := m["error"].(fields); ok {
+					ev["code"] = e["code"]
+				}
+			}
+			x.emit("nested", ev)
+		}
+		return replyOK(x)
+	}
+	c.run()
 }

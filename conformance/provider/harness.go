@@ -657,6 +657,8 @@ type setup struct {
 	cancelGraceMS any
 	// limits is startup.limits; nil means the defaults of §2.
 	limits map[string]any
+	// calls is startup.calls (§8); nil leaves the key out.
+	calls map[string]any
 }
 
 // start starts the child, reads its hello and answers startup (§5 of
@@ -677,6 +679,9 @@ func start(t testing.TB, s setup) *child {
 		"health_interval_ms": 1000, "ingress_queue": 8}
 	if s.cancelGraceMS != nil {
 		st["cancel_grace_ms"] = s.cancelGraceMS
+	}
+	if s.calls != nil {
+		st["calls"] = s.calls
 	}
 	c.ctl.send(st)
 	return c

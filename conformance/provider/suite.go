@@ -27,6 +27,12 @@ type Options struct {
 	// Arguments are Tool's arguments; nil means {"n": 1} for count and {}
 	// for any other tool.
 	Arguments map[string]any
+	// CallToolsArgs are the arguments that make the provider offer relay,
+	// which calls a tool through its host (docs/demo-tools.md,
+	// docs/protocol.md §8); nil skips the tests of calls through the host.
+	// This package's own run uses []string{"--call-tools"}, which is what
+	// cmd/skulk-child takes.
+	CallToolsArgs []string
 }
 
 // The provider under test, its test-tools arguments, what it offers, and
@@ -35,6 +41,7 @@ type Options struct {
 var (
 	childBin string
 	testArgs = []string{"--test-tools"}
+	callArgs = []string{"--call-tools"} // Options.CallToolsArgs; nil: no relay
 	// offered is the tools the provider's hello without arguments offers;
 	// nil means every demo tool (this package's own run).
 	offered map[string]bool
@@ -56,6 +63,11 @@ type probeCall struct {
 // some, in a test's list of tools, stands for the probe's tool: the test
 // needs a tool, any tool, of the provider (Options.Tool).
 const some = "(Options.Tool)"
+
+// viaCalls, in a test's list of tools, stands for relay as the provider
+// offers it with Options.CallToolsArgs: Run skips the test when they are
+// not set, and the test skips itself when that hello has no relay.
+const viaCalls = "relay (Options.CallToolsArgs)"
 
 // probeArgs returns a copy of the probe's arguments.
 func probeArgs() map[string]any { return maps.Clone(probe.args) }
@@ -182,6 +194,7 @@ var suite = []test{
 	{"NoTimeout", testNoTimeout, []string{"sleep"}, false},
 	{"TimeoutAfterOutput", testTimeoutAfterOutput, []string{"upper"}, false},
 	{"PlainRequestTimeout", testPlainRequestTimeout, []string{"count", "sleep"}, false},
+	{"CallsThroughHost", testCallsThroughHost, []string{viaCalls}, false},
 }
 
 // Run runs the suite against the provider binary bin, every test a
@@ -198,7 +211,7 @@ var suite = []test{
 // keys, a packet cut short, nothing unprompted), stream protocol errors
 // and lengths, invalid invokes and their optional fields, call id
 // characters, unknown tools, remembered cancels, and an idle drain: 24 of
-// the suite's 68 tests. Those that make a call use Options.Tool. The other tests
+// the suite's 69 tests. Those that make a call use Options.Tool. The other tests
 // drive the demo tools (echo, upper, count, media, sleep, fail, and with
 // TestToolsArgs crash and sleep's ignore_cancel; docs/demo-tools.md
 // specifies them): a test, or a part of one, that needs a demo tool the
@@ -213,12 +226,13 @@ var suite = []test{
 func Run(t *testing.T, bin string, opts Options) {
 	t.Helper()
 	running.Lock()
-	oldBin, oldArgs, oldOffered, oldProbe := childBin, testArgs, offered, probe
+	oldBin, oldArgs, oldOffered, oldProbe, oldCall := childBin, testArgs, offered, probe, callArgs
 	t.Cleanup(func() { // after every subtest, the parallel ones included
-		childBin, testArgs, offered, probe = oldBin, oldArgs, oldOffered, oldProbe
+		childBin, testArgs, offered, probe, callArgs = oldBin, oldArgs, oldOffered, oldProbe, oldCall
 		running.Unlock()
 	})
 	childBin = bin
+	callArgs = slices.Clone(opts.CallToolsArgs)
 	if opts.TestToolsArgs != nil {
 		testArgs = slices.Clone(opts.TestToolsArgs)
 	}
@@ -265,6 +279,12 @@ func Run(t *testing.T, bin string, opts Options) {
 				have = extraSet
 			}
 			for _, id := range tc.tools {
+				if id == viaCalls {
+					if callArgs == nil {
+						t.Skip("Options.CallToolsArgs is not set: calls through the host are not tested")
+					}
+					continue
+				}
 				if id == some {
 					if probe.tool == "" {
 						t.Skip("the provider offers no tool (Options.Tool)")

@@ -65,8 +65,8 @@ func TestAnyProviderCount(t *testing.T) {
 			n++
 		}
 	}
-	if n != 24 || len(suite) != 68 {
-		t.Errorf("%d of %d tests need no demo tool: update the 24 of 68 in Run's doc, README.md and docs/testing.md", n, len(suite))
+	if n != 24 || len(suite) != 69 {
+		t.Errorf("%d of %d tests need no demo tool: update the 24 of 69 in Run's doc, README.md and docs/testing.md", n, len(suite))
 	}
 }
 
@@ -153,3 +153,4 @@ func TestTimeout(t *testing.T)                      { run(t, "Timeout") }
 func TestNoTimeout(t *testing.T)                    { run(t, "NoTimeout") }
 func TestTimeoutAfterOutput(t *testing.T)           { run(t, "TimeoutAfterOutput") }
 func TestPlainRequestTimeout(t *testing.T)          { run(t, "PlainRequestTimeout") }
+func TestCallsThroughHost(t *testing.T)             { run(t, "CallsThroughHost") }

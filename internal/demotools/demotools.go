@@ -39,6 +39,9 @@ type Options struct {
 	// chunks are written. nil means crash is not offered (os.Exit belongs
 	// in main packages, which pass it here).
 	Exit func(code int)
+	// CallTools adds relay, which calls another tool through the host
+	// (docs/protocol.md §8). False leaves it out.
+	CallTools bool
 }
 
 // Tools returns the demo tools.
@@ -46,6 +49,9 @@ func Tools(opts Options) []child.Tool {
 	tools := []child.Tool{echo(), upper(), count(), media(), sleep(opts.TestTools), fail()}
 	if opts.TestTools && opts.Exit != nil {
 		tools = append(tools, crash(opts.Exit))
+	}
+	if opts.CallTools {
+		tools = append(tools, relay())
 	}
 	return tools
 }
@@ -321,4 +327,75 @@ func crash(exit func(int)) child.Tool {
 			return nil, errors.New("crash: exit returned")
 		},
 	}
+}
+
+func relay() child.Tool {
+	return child.Tool{
+		ID:          "relay",
+		Description: "Calls tool through the host with args and streams its output back; completes with its result or ends with its failure.",
+		ArgumentsSchema: object(map[string]any{
+			"tool":  map[string]any{"type": "string", "minLength": 1, "maxLength": 128},
+			"args":  map[string]any{"type": "object"},
+			"leave": map[string]any{"type": "boolean", "default": false},
+		}, "tool"),
+		InputSchema:  anyObject(),
+		OutputSchema: anyObject(),
+		ResultSchema: anyObject(),
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			var a struct {
+				Tool  string         `json:"tool"`
+				Args  map[string]any `json:"args"`
+				Leave bool           `json:"leave"`
+			}
+			if err := s.Arguments().Decode(&a); err != nil || a.Tool == "" {
+				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: tool must be a tool id"}
+			}
+			var args frame.Payload
+			if a.Args != nil {
+				var err error
+				if args, err = frame.PayloadOf(a.Args); err != nil {
+					return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: args must be an object"}
+				}
+			}
+			c, err := s.Call(ctx, a.Tool, args)
+			if err != nil {
+				return nil, relayError(err)
+			}
+			if a.Leave {
+				return nil, nil // the SDK cancels the call left open, and waits for its end
+			}
+			if err := c.CloseSend(); err != nil {
+				c.Cancel()
+				return nil, relayError(err)
+			}
+			for f, err := range c.Frames() {
+				if err != nil {
+					c.Cancel()
+					return nil, relayError(err)
+				}
+				if err := s.Send(f.Payload, f.Media); err != nil {
+					c.Cancel()
+					return nil, err
+				}
+			}
+			res, err := c.Wait()
+			if err != nil {
+				return nil, relayError(err)
+			}
+			return res, nil
+		},
+	}
+}
+
+// relayError is relay's failure for the error of its call: the callee's
+// code and message, or provider_error with the refusal's text.
+func relayError(err error) error {
+	var ce *child.CallError
+	if errors.As(err, &ce) {
+		if ce.Code == frame.CodeCancelled {
+			return &frame.Error{Code: frame.CodeProviderError, Message: "callee cancelled: " + ce.Message}
+		}
+		return &frame.Error{Code: ce.Code, Message: ce.Message}
+	}
+	return &frame.Error{Code: frame.CodeProviderError, Message: err.Error()}
 }

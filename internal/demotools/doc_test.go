@@ -87,7 +87,7 @@ func asJSON(t *testing.T, s wire.Schema) any {
 // descriptors in hello have them, with and without TestTools.
 func TestDocMatchesTools(t *testing.T) {
 	ids, doc := readDemoDoc(t)
-	test := Tools(Options{TestTools: true, Exit: func(int) {}})
+	test := Tools(Options{TestTools: true, Exit: func(int) {}, CallTools: true})
 	var got []string
 	for _, tool := range test {
 		got = append(got, tool.ID)
@@ -96,7 +96,7 @@ func TestDocMatchesTools(t *testing.T) {
 		t.Fatalf("demo-tools.md documents %q, Tools(TestTools) returns %q", ids, got)
 	}
 	for _, testTools := range []bool{false, true} {
-		for _, tool := range Tools(Options{TestTools: testTools, Exit: func(int) {}}) {
+		for _, tool := range Tools(Options{TestTools: testTools, Exit: func(int) {}, CallTools: true}) {
 			d := doc[tool.ID]
 			desc, args := d.desc, "arguments"
 			if testTools && d.descTT != "" {

@@ -64,6 +64,7 @@ __all__ = [
     "ToolDescriptor",
     "Hello",
     "Startup",
+    "Calls",
     "Ping",
     "Pong",
     "Cancel",
@@ -152,6 +153,21 @@ class Hello:
     tools: list[ToolDescriptor]
 
 
+# MAX_SOCKET_PATH bounds startup's calls.socket in bytes (docs/protocol.md §3).
+MAX_SOCKET_PATH = 107
+
+
+@dataclass
+class Calls:
+    """startup's calls map: the tools a child may call through its host,
+    and where and how (docs/protocol.md §8)."""
+
+    socket: str
+    tools: list["ToolDescriptor"] = field(default_factory=list)
+    max_depth: int = 1
+    max_in_flight: int = 1
+
+
 @dataclass
 class Startup:
     """The host's answer to hello: the chosen protocol version and the
@@ -163,6 +179,7 @@ class Startup:
     health_interval_ms: int = 0
     cancel_grace_ms: int = DEFAULT_CANCEL_GRACE_MS
     ingress_queue: int = 0
+    calls: Optional[Calls] = None  # None: the host offers no calls
 
 
 @dataclass
@@ -222,6 +239,8 @@ class StreamInvoke:
     trace: Optional[dict[str, str]] = None
     tree: str = ""
     parent: str = ""
+    depth: int = 0  # the call's depth in its tree (docs/protocol.md §8)
+    detached: bool = False  # on a call connection: a tree of its own
     _next: int = field(default=1, init=False, repr=False)
     _stream: Optional[_Call] = field(default=None, init=False, repr=False)
 
@@ -310,6 +329,8 @@ class StreamInvoke:
             check_call_id(self.tree, "tree")
         if self.parent:
             check_call_id(self.parent, "parent")
+        if type(self.depth) is not int or self.depth < 0:
+            raise FieldError("depth", "must be >= 0")
 
 
 #: Every packet of docs/protocol.md §3: what read_packet returns and
@@ -407,6 +428,10 @@ def _header(p: Packet) -> tuple[dict[str, Any], Optional[Bytes]]:
             h["tree"] = p.tree
         if p.parent:
             h["parent"] = p.parent
+        if p.depth > 0:
+            h["depth"] = p.depth
+        if p.detached:
+            h["detached"] = True
         return h, None
     if isinstance(p, Ping):
         return {"t": "ping", "nonce": p.nonce}, None
@@ -426,7 +451,7 @@ def _header(p: Packet) -> tuple[dict[str, Any], Optional[Bytes]]:
             h["reason"] = p.reason
         return h, None
     if isinstance(p, Startup):
-        return {
+        h = {
             "t": "startup",
             "protocol": p.protocol,
             "child_id": p.child_id,
@@ -434,7 +459,16 @@ def _header(p: Packet) -> tuple[dict[str, Any], Optional[Bytes]]:
             "health_interval_ms": p.health_interval_ms,
             "cancel_grace_ms": p.cancel_grace_ms,
             "ingress_queue": p.ingress_queue,
-        }, None
+        }
+        if p.calls is not None:
+            c = p.calls
+            h["calls"] = {
+                "socket": c.socket,
+                "tools": [tool_map(t) for t in c.tools],
+                "max_depth": c.max_depth,
+                "max_in_flight": c.max_in_flight,
+            }
+        return h, None
     if isinstance(p, Hello):
         return {
             "t": "hello",
@@ -758,10 +792,35 @@ def _d_startup(items: _Items) -> Startup:
             "health_interval_ms": _r_count,
             "cancel_grace_ms": _r_count,
             "ingress_queue": _r_count,
+            "calls": _r_calls,
         },
         "startup",
     )
     return Startup(protocol=f.pop("protocol", 0), **f)
+
+
+def _r_calls(v: Any) -> Optional["Calls"]:
+    """startup's calls map (docs/protocol.md §3); None when not given."""
+    if v is None:
+        return None
+    items = _map_items(v)
+    if items is None:
+        raise ValueError
+    c = Calls(socket="", max_depth=0, max_in_flight=0)
+    for k, x in items:
+        if type(k) is not str:
+            raise ValueError
+        if k == "socket":
+            c.socket = _r_str(x)
+        elif k == "tools":
+            c.tools = [] if x is None else _r_tools(x)
+        elif k == "max_depth":
+            c.max_depth = _r_int(x)
+        elif k == "max_in_flight":
+            c.max_in_flight = _r_int(x)
+    if not 1 <= len(c.socket.encode("utf-8", "surrogatepass")) <= MAX_SOCKET_PATH or c.max_depth < 1 or c.max_in_flight < 1:
+        raise ValueError
+    return c
 
 
 def _r_protocols(v: Any) -> list[int]:
@@ -999,7 +1058,7 @@ def _decode_frame(items: _Items, att_len: int) -> StreamFrame:
 
 def _decode_invoke(items: _Items) -> StreamInvoke:
     first: Optional[FieldError] = None
-    vals: dict[str, Any] = {"call_id": "", "tool_id": "", "timeout_ms": 0, "trace": None, "tree": "", "parent": ""}
+    vals: dict[str, Any] = {"call_id": "", "tool_id": "", "timeout_ms": 0, "trace": None, "tree": "", "parent": "", "depth": 0, "detached": False}
     has_args = False
     args = None
     for k, v in items:
@@ -1016,6 +1075,12 @@ def _decode_invoke(items: _Items) -> StreamInvoke:
                 vals["timeout_ms"] = 0 if v is None else _r_int(v)
             elif k in ("tree", "parent"):
                 vals[k] = _opt_str(v)
+            elif k == "depth":
+                vals["depth"] = 0 if v is None else _r_int(v)
+            elif k == "detached":
+                if v is not None and type(v) is not bool:
+                    raise ValueError
+                vals["detached"] = bool(v)
             elif k == "trace":
                 if v is None:
                     vals["trace"] = None
@@ -1038,7 +1103,9 @@ def _decode_invoke(items: _Items) -> StreamInvoke:
             args = _object(args, "arguments")
         except FieldError as e:
             first = e
-    inv = StreamInvoke(vals["call_id"], vals["tool_id"], args if type(args) is dict else {}, vals["timeout_ms"], vals["trace"], vals["tree"], vals["parent"])
+    inv = StreamInvoke(
+        vals["call_id"], vals["tool_id"], args if type(args) is dict else {}, vals["timeout_ms"], vals["trace"], vals["tree"], vals["parent"], vals["depth"], vals["detached"]
+    )
     if first is None:
         try:
             check_call_id(inv.call_id)
@@ -1049,6 +1116,8 @@ def _decode_invoke(items: _Items) -> StreamInvoke:
                 check_call_id(inv.tree, "tree")
             if inv.parent:
                 check_call_id(inv.parent, "parent")
+            if inv.depth < 0:
+                raise FieldError("depth", "must be >= 0")
         except FieldError as e:
             first = e
     if first is not None:

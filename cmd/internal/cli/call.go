@@ -37,6 +37,7 @@ type callOptions struct {
 	saveMedia string
 	journal   string
 	redact    redactFlag
+	offer     offerFlag // --offer: tools the child may call through the host
 	child     []string
 	childFlags
 	telemetryFlags
@@ -56,6 +57,7 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.StringVar(&o.saveMedia, "save-media", "", "")
 	fs.StringVar(&o.journal, "journal", "", "")
 	fs.Var(&o.redact, "redact", "")
+	fs.Var(&o.offer, "offer", "")
 	o.childFlags.register(fs)
 	o.telemetryFlags.register(fs)
 	pos, child, err := parseArgs(fs, args)
@@ -130,6 +132,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	cfg := o.config(o.child, env)
+	cfg.Calls.Tools = o.offer
 	if o.journal != "" {
 		j, err := openCallJournal(o.journal)
 		if err != nil {
@@ -523,4 +526,18 @@ func readMedia(path string, max int) ([]byte, error) {
 		return nil, errMediaTooLarge
 	}
 	return data, nil
+}
+
+// offerFlag is --offer, repeatable: tool ids the child may call through
+// the host (host.Config.Calls.Tools).
+type offerFlag []string
+
+func (f *offerFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *offerFlag) Set(v string) error {
+	if frame.CheckCallID(v) != nil {
+		return errors.New("--offer takes a tool id")
+	}
+	*f = append(*f, v)
+	return nil
 }

@@ -132,7 +132,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape | --raw] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape | --raw] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--offer TOOL]... [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
 
 // containUsage lists the containFlags in a usage line.
 const containUsage = "[--memory-max SIZE] [--pids-max N] [--cpu-max PERCENT] [--user USER] [--group GROUP] [--no-new-privs] [--no-cgroups]"
@@ -218,6 +218,10 @@ The flags are:
 		Prometheus text format at http://ADDR/metrics while the command
 		runs (ADDR is HOST:PORT; port 0 picks one). The address is printed
 		on standard error.
+	--offer TOOL
+		let the child's handlers call TOOL, one of its own tools, through
+		the host (repeatable; docs/protocol.md §8): each such call is a step
+		of the call in the tree, in the journal and in --json's events.
 	--env NAME or NAME=VALUE
 		pass the host's variable NAME to the child, or set NAME to VALUE
 		(repeatable). The child otherwise sees only PATH, HOME, USER, LANG,
@@ -283,7 +287,7 @@ Example:
 	skulk-host tools -- ./skulk-child --test-tools
 `
 
-const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
+const benchUsage = "bench [--json] [--frames N] [--media BYTES] [--calls N] [--streams N] [--metrics-addr ADDR] [--offer TOOL]... [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
 
 const benchHelp = `
 Bench starts CHILD, which must offer the demo tools count and media (as

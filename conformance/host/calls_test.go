@@ -1,0 +1,71 @@
+package hostconf
+
+import (
+	"testing"
+)
+
+// TestCallsThroughHost checks §8 (calls a child makes through its host):
+// without --offer, startup carries no calls map; with --offer count, it
+// names a call socket and offers count alone, a call of another tool is
+// refused with failed invalid_frame and end on a connection that then
+// carries a call of count, whose chunks and completed arrive, and the
+// outer call completes.
+func TestCallsThroughHost(t *testing.T) {
+	t.Parallel()
+	t.Run("not offered", func(t *testing.T) {
+		t.Parallel()
+		res := runCall(t, "calls_probe", "t")
+		if res.rc != 0 {
+			res.dump(t)
+			t.Fatalf("exit %d", res.rc)
+		}
+		st, ok := res.first(t, "startup", nil)
+		if !ok {
+			return
+		}
+		if p, _ := st.F["packet"].(map[string]any); p == nil || p["calls"] != nil {
+			t.Errorf("startup without --offer: calls = %v, want none", p["calls"])
+		}
+		if n := res.find("nested", func(e event) bool { return !e.flag("offered") }); len(n) != 1 {
+			res.dump(t)
+			t.Fatalf("the child saw an offer it was not given")
+		}
+	})
+	t.Run("offered", func(t *testing.T) {
+		t.Parallel()
+		res := runCall(t, "calls_probe", "t", "--offer", "count")
+		if res.rc != 0 {
+			res.dump(t)
+			t.Fatalf("exit %d", res.rc)
+		}
+		st, ok := res.first(t, "startup", nil)
+		if !ok {
+			return
+		}
+		p, _ := st.F["packet"].(map[string]any)
+		calls, _ := p["calls"].(map[string]any)
+		if calls == nil {
+			t.Fatalf("startup with --offer count has no calls map: %v", p)
+		}
+		if s, _ := calls["socket"].(string); s == "" {
+			t.Errorf("calls.socket = %v", calls["socket"])
+		}
+		tools, _ := calls["tools"].([]any)
+		if len(tools) != 1 || tools[0].(map[string]any)["id"] != "count" {
+			t.Errorf("calls.tools = %v, want count alone", tools)
+		}
+		nested := res.find("nested", nil)
+		if len(nested) != 2 {
+			res.dump(t)
+			t.Fatalf("%d nested answers, want 2", len(nested))
+		}
+		nope, count := nested[0], nested[1]
+		if nope.str("kind") != "failed" || nope.str("code") != "invalid_frame" || !nope.flag("end") || nope.num("chunks") != 0 {
+			t.Errorf("a tool not offered: %v, want failed invalid_frame, no chunk, then end", nope.F)
+		}
+		if count.str("kind") != "completed" || !count.flag("end") || count.num("chunks") != 2 {
+			t.Errorf("count through the host: %v, want 2 chunks, completed, end", count.F)
+		}
+		checkStream(t, res.frames)
+	})
+}

@@ -1,0 +1,606 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/toolschema"
+	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// Refusals of a call a child makes through its host (docs/protocol.md §8).
+// The call log records them as refused steps of the calling call, their
+// Refused error a *RefusedError wrapping one of these; the child is
+// answered failed invalid_frame with the error's text.
+var (
+	// ErrNotOffered: the tool is not one Config.Calls offers.
+	ErrNotOffered = errors.New("host: tool not offered to children")
+	// ErrTooManyCalls: the child has Config.Calls.MaxInFlight calls open
+	// through the host already.
+	ErrTooManyCalls = errors.New("host: too many calls in flight from one child")
+	// ErrNoParent: the invoke's parent is missing, or is not a call the
+	// child is running.
+	ErrNoParent = errors.New("host: parent is not a call the child is running")
+)
+
+// DepthError refuses a call a child makes that would sit deeper in its
+// tree than Config.Calls.MaxDepth: a loop such as A → B → A ends here.
+type DepthError struct {
+	// Depth is the depth the call would have had.
+	Depth int
+	// Limit is Config.Calls.MaxDepth.
+	Limit int
+}
+
+func (e *DepthError) Error() string {
+	return fmt.Sprintf("host: call depth %d is over the limit of %d", e.Depth, e.Limit)
+}
+
+// callsSockName is the call socket's name in a child's private directory.
+const callsSockName = "calls.sock"
+
+// callServer is the host's side of one child's call socket: it accepts
+// the child's call connections and runs the calls made on them.
+//
+// Goroutines: the accept loop and one per call connection (serveConn),
+// each with one writer of provider frames per running call (pumpOut); all
+// are counted in wg and waited for by close.
+type callServer struct {
+	ch         *child
+	ln         net.Listener
+	offer      *wire.Calls
+	cat        *toolschema.Catalog // the offered tools
+	hostTools  map[string]*HostTool
+	childTools map[string]bool
+	maxDepth   int
+	maxFlight  int
+
+	wg sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	conns    map[net.Conn]struct{}
+	inFlight int
+}
+
+// newCallServer listens on ch's call socket and builds its offer; nil
+// when the host offers nothing.
+func newCallServer(ch *child) (*callServer, error) {
+	h := ch.h
+	cfg := &h.cfg.Calls
+	if !cfg.offers() {
+		return nil, nil
+	}
+	s := &callServer{ch: ch, hostTools: map[string]*HostTool{}, childTools: map[string]bool{},
+		maxDepth: cfg.MaxDepth, maxFlight: cfg.MaxInFlight, conns: map[net.Conn]struct{}{}}
+	var list []wire.Tool
+	for i := range cfg.HostTools {
+		t := &cfg.HostTools[i]
+		s.hostTools[t.Tool.ID] = t
+		list = append(list, t.Tool)
+	}
+	h.mu.Lock()
+	pool := h.cat
+	h.mu.Unlock()
+	for _, id := range cfg.Tools {
+		t := ch.cat.Tool(id)
+		if t == nil && pool != nil {
+			t = pool.Tool(id)
+		}
+		if t == nil {
+			continue // no child offers it (yet): not offered to this one
+		}
+		s.childTools[id] = true
+		list = append(list, t.Desc)
+	}
+	cat, err := toolschema.NewCatalog(list)
+	if err != nil {
+		return nil, err
+	}
+	s.cat = cat
+	path := filepath.Join(ch.proc.dir, callsSockName)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("host: listening on the call socket: %w", err)
+	}
+	s.ln = ln
+	s.offer = &wire.Calls{Socket: path, Tools: list, MaxDepth: int64(s.maxDepth), MaxInFlight: int64(s.maxFlight)}
+	return s, nil
+}
+
+// listen starts the accept loop.
+func (s *callServer) listen() {
+	s.wg.Add(1)
+	go s.accept() // stopped by close (closing the listener); waited for through wg
+}
+
+func (s *callServer) accept() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(nc) // stopped by close (closing nc); waited for through wg
+	}
+}
+
+// close stops accepting, closes every call connection and waits for the
+// calls on them: each callee is cancelled and read to its terminal.
+// Idempotent.
+func (s *callServer) close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := slices.Collect(maps.Keys(s.conns))
+	s.mu.Unlock()
+	s.ln.Close()
+	for _, nc := range conns {
+		nc.Close()
+	}
+	s.wg.Wait()
+}
+
+// connWriter is a call connection's writer: provider frames come from the
+// running call's pumpOut, refusals from serveConn, never at once; the
+// mutex makes that safe to rely on.
+type connWriter struct {
+	mu sync.Mutex
+	w  *wire.Writer
+}
+
+func (w *connWriter) write(ps ...wire.Packet) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.WritePackets(ps...)
+}
+
+// refuse answers a call with failed (sequence 1) and end.
+func (w *connWriter) refuse(id string, code frame.Code, msg string) error {
+	f, err := frame.NewFailed(id, frame.ProviderToCaller, 1, code, msg)
+	if err != nil {
+		return err
+	}
+	return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id})
+}
+
+// serveConn runs the calls of one call connection, one at a time.
+func (s *callServer) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+		nc.Close()
+	}()
+	r := wire.NewReader(nc, s.ch.limits)
+	w := &connWriter{w: wire.NewWriter(nc, s.ch.limits)}
+	for {
+		pkt, err := r.ReadPacket()
+		if err != nil {
+			var ie *wire.InvalidError
+			if errors.As(err, &ie) && ie.Type == wire.TypeInvoke && ie.CallID != "" {
+				w.refuse(ie.CallID, frame.CodeInvalidFrame, "invalid invoke")
+			}
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", err)
+			}
+			return
+		}
+		inv, ok := pkt.(*wire.Invoke)
+		if !ok {
+			s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", fmt.Errorf("%w: %s where an invoke belongs", wire.ErrProtocol, pkt.Type()))
+			return
+		}
+		if !s.run(nc, r, w, inv) {
+			return
+		}
+	}
+}
+
+// nestedCallee is the callee of a call a child makes: a call of a child's
+// tool (callAdapter) or a host tool's run (recordedHostCall).
+type nestedCallee interface {
+	// send passes on one caller chunk; it blocks while the callee does
+	// not take it (backpressure).
+	send(ctx context.Context, f frame.Frame) error
+	// closeSend passes on the caller's completed.
+	closeSend()
+	// abort cancels the call.
+	abort()
+	// recv returns the next provider frame; the terminal is the last.
+	recv(ctx context.Context) (frame.Frame, error)
+}
+
+// run runs one call on a call connection and reports whether the
+// connection may carry the next one.
+func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) bool {
+	callee, end, err := s.begin(inv)
+	if err != nil {
+		code, msg := refusalAnswer(err)
+		if w.refuse(inv.CallID, code, msg) != nil {
+			return false
+		}
+		return s.discard(r, inv.CallID)
+	}
+	var once sync.Once
+	release := func() { once.Do(end) }
+	defer release()
+	invalid := make(chan struct{})
+	outDone := make(chan error, 1)
+	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release) }() // ends at the callee's terminal; waited for below
+	reusable, bad := s.pumpIn(r, callee, inv.CallID)
+	if bad {
+		close(invalid)
+	}
+	if !reusable {
+		callee.abort()
+	}
+	werr := <-outDone
+	return reusable && werr == nil
+}
+
+// refusalAnswer returns the code and message a refused call is answered
+// with: fixed texts, never the child's data.
+func refusalAnswer(err error) (frame.Code, string) {
+	var ce *CallError
+	var se *SchemaError
+	var de *DepthError
+	switch {
+	case errors.As(err, &ce):
+		return ce.Code, ce.Message
+	case errors.Is(err, calllog.ErrJournalStart), errors.Is(err, calllog.ErrJournalPolicy):
+		return frame.CodeUnreachable, "the journal did not keep the call's start"
+	case errors.Is(err, ErrPoolDown), errors.Is(err, ErrClosed), errors.Is(err, calllog.ErrParentEnded):
+		return frame.CodeUnreachable, err.Error()
+	case errors.As(err, &se), errors.As(err, &de):
+		return frame.CodeInvalidFrame, err.Error()
+	case errors.Is(err, ErrNotOffered), errors.Is(err, ErrUnknownTool):
+		return frame.CodeInvalidFrame, "tool not offered"
+	case errors.Is(err, ErrTooManyCalls), errors.Is(err, ErrNoParent):
+		return frame.CodeInvalidFrame, err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return frame.CodeTimeout, "deadline passed before the call started"
+	case errors.Is(err, context.Canceled):
+		return frame.CodeCancelled, "cancelled before the call started"
+	}
+	return frame.CodeInvalidFrame, "call refused"
+}
+
+// discard reads and drops the caller frames of a refused call up to its
+// caller terminal (docs/protocol.md §6, reuse).
+func (s *callServer) discard(r *wire.Reader, id string) bool {
+	for {
+		pkt, err := r.ReadPacket()
+		if err != nil {
+			return false
+		}
+		f, ok := pkt.(*wire.Frame)
+		if !ok || f.CallID != id || f.Direction != frame.CallerToProvider {
+			return false
+		}
+		if f.Kind.IsTerminal() {
+			return true
+		}
+	}
+}
+
+// pumpIn reads the caller's frames and passes them to callee until the
+// caller terminal. reusable: the caller's direction ended cleanly; bad:
+// an invalid frame (fence, shape, schema) ends the call with failed
+// invalid_frame.
+func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+	fence := sequence.New(id, frame.CallerToProvider, 0)
+	for {
+		pkt, err := r.ReadPacket()
+		if err != nil {
+			var ie *wire.InvalidError
+			return false, errors.As(err, &ie) && ie.Type == wire.TypeFrame
+		}
+		fp, ok := pkt.(*wire.Frame)
+		if !ok || fp.CallID != id {
+			return false, false
+		}
+		if err := fence.Accept(&fp.Frame); err != nil {
+			return false, true
+		}
+		switch fp.Kind {
+		case frame.KindStarted:
+		case frame.KindChunk:
+			err := callee.send(context.Background(), fp.Frame)
+			var se *SchemaError
+			if errors.As(err, &se) {
+				return false, true
+			}
+		case frame.KindCompleted:
+			callee.closeSend()
+			return true, false
+		default:
+			callee.abort()
+			return true, false
+		}
+	}
+}
+
+// pumpOut writes callee's provider frames, renumbered from 1 under the
+// call's wire id, then end. An invalid caller frame (invalid closed)
+// replaces the terminal with failed invalid_frame. release gives back what
+// the call holds (its in-flight place) before the end goes out: a child
+// that reads the end may make its next call at once.
+func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func()) error {
+	seq := uint64(1)
+	var werr error
+	for {
+		f, err := callee.recv(context.Background())
+		if err != nil {
+			f, _ = frame.NewFailed(id, frame.ProviderToCaller, seq, frame.CodeTransportError, "callee ended without a terminal")
+		}
+		if f.Kind == frame.KindStarted {
+			continue
+		}
+		if werr == nil {
+			f.CallID, f.Direction, f.Sequence, f.Synthetic = id, frame.ProviderToCaller, seq, false
+			seq++
+			if f.Kind.IsTerminal() {
+				select {
+				case <-invalid:
+					f, _ = frame.NewFailed(id, frame.ProviderToCaller, f.Sequence, frame.CodeInvalidFrame, "invalid caller frame")
+				default:
+				}
+			}
+			if f.Kind.IsTerminal() {
+				release()
+				return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
+			}
+			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {
+				callee.abort()
+			}
+		}
+		if f.Kind.IsTerminal() {
+			break
+		}
+	}
+	release()
+	return werr
+}
+
+// runningCall returns the call of ch whose id is id while its provider
+// terminal has not come, or nil.
+func (ch *child) runningCall(id string) *Call {
+	ch.h.mu.Lock()
+	conns := slices.Collect(maps.Keys(ch.conns))
+	ch.h.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		cur := c.cur
+		c.mu.Unlock()
+		if cur != nil && cur.id == id && !cur.providerDone.Load() {
+			return cur
+		}
+	}
+	return nil
+}
+
+// depthOf returns rec's depth in its tree: 0 for the outermost call.
+func depthOf(rec *recorder.Record) int {
+	d := 0
+	for p := rec.Parent(); p != nil; p = p.Parent() {
+		d++
+	}
+	return d
+}
+
+// begin starts the call inv asks for, or returns why it is refused. end
+// releases what the call holds; the caller calls it once the call ended.
+func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
+	h := s.ch.h
+	if inv.Parent == "" {
+		return nil, nil, ErrNoParent
+	}
+	parent := s.ch.runningCall(inv.Parent)
+	if parent == nil {
+		return nil, nil, ErrNoParent
+	}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if inv.Detached {
+		ctx, cancel = context.WithCancel(recorder.Detached(h.life))
+	} else {
+		ctx, cancel = context.WithCancel(parent.rec.Context(parent.ctx))
+	}
+	if inv.TimeoutMS > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, wire.Millis(inv.TimeoutMS))
+		c1 := cancel
+		cancel = func() { c2(); c1() }
+	}
+	ht, isHost := s.hostTools[inv.ToolID]
+	var refusal error
+	depth := depthOf(parent.rec) + 1
+	switch {
+	case !isHost && !s.childTools[inv.ToolID]:
+		refusal = ErrNotOffered
+	case !inv.Detached && depth > s.maxDepth:
+		refusal = &DepthError{Depth: depth, Limit: s.maxDepth}
+	}
+	if refusal == nil {
+		s.mu.Lock()
+		if s.inFlight >= s.maxFlight {
+			refusal = ErrTooManyCalls
+		} else {
+			s.inFlight++
+		}
+		s.mu.Unlock()
+	}
+	if refusal != nil {
+		err := h.refuseStep(ctx, inv.ToolID, refusal)
+		cancel()
+		return nil, nil, err
+	}
+	var watch sync.WaitGroup
+	end := func() {
+		cancel()
+		watch.Wait()
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}
+	if !inv.Detached {
+		watch.Add(1)
+		go func() { // stopped by end (cancel) or the parent's terminal
+			defer watch.Done()
+			select {
+			case <-parent.done:
+				if ctx.Err() == nil {
+					h.log.Info("nested call cancelled: its parent ended", logCallID, parent.id, logTreeID, parent.rec.Tree(), "child", s.ch.id, "tool", inv.ToolID)
+				}
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	var callee nestedCallee
+	var err error
+	if isHost {
+		callee, err = s.startHostTool(ctx, ht, inv, parent)
+	} else {
+		var c *Call
+		c, err = h.Call(ctx, inv.ToolID, inv.Arguments, WithTrace(inv.Trace))
+		if err == nil {
+			callee = &callAdapter{c: c}
+		}
+	}
+	if err != nil {
+		end()
+		return nil, nil, err
+	}
+	return callee, end, nil
+}
+
+// refuseStep records a refused call a child made, as a step of the call in
+// ctx, and returns the error its refusal is.
+func (h *Host) refuseStep(ctx context.Context, tool string, err error) error {
+	rec, berr := h.rec.Begin(ctx, recorder.CallInfo{ID: h.newCallID(), Tool: tool})
+	if berr != nil {
+		if rec != nil {
+			return berr
+		}
+		return err
+	}
+	class := "not_offered"
+	var de *DepthError
+	switch {
+	case errors.As(err, &de):
+		class = "depth"
+	case errors.Is(err, ErrTooManyCalls):
+		class = "in_flight"
+	}
+	return h.refuse(ctx, rec, class, frame.CodeInvalidFrame, err)
+}
+
+// startHostTool records and starts a call of a host tool.
+func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.Invoke, parent *Call) (nestedCallee, error) {
+	h := s.ch.h
+	ts := s.cat.Tool(inv.ToolID)
+	args := inv.Arguments
+	if args == nil {
+		args = frame.Payload{0x80}
+	}
+	id := h.newCallID()
+	rec, err := h.rec.Begin(ctx, recorder.CallInfo{ID: id, Tool: inv.ToolID, ToolVersion: ts.Desc.Version, Args: args})
+	if err != nil {
+		return nil, err
+	}
+	if args, err = checkArguments(ts, args); err != nil {
+		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
+	}
+	rec.Request(recorder.RequestInfo{Child: "host"})
+	tc := &ToolCall{ID: id, Tree: rec.Tree(), ParentTree: parent.rec.Tree(), Child: s.ch.id, Arguments: args}
+	if !inv.Detached {
+		tc.Parent = parent.id
+	}
+	return &recordedHostCall{hc: startHostTool(rec.Context(ctx), ht, ts, tc), rec: rec}, nil
+}
+
+// recordedHostCall is a host tool's run as a nested callee, recorded in
+// the call log.
+type recordedHostCall struct {
+	hc  *hostCallee
+	rec *recorder.Record
+}
+
+func (r *recordedHostCall) send(ctx context.Context, f frame.Frame) error {
+	if err := r.hc.send(ctx, f); err != nil {
+		return err
+	}
+	r.rec.Input(f)
+	return nil
+}
+
+func (r *recordedHostCall) closeSend() { r.hc.closeSend() }
+
+func (r *recordedHostCall) abort() { r.hc.abort() }
+
+func (r *recordedHostCall) recv(ctx context.Context) (frame.Frame, error) {
+	f, err := r.hc.recv(ctx)
+	if err != nil {
+		return f, err
+	}
+	if !f.Kind.IsTerminal() {
+		r.rec.Output(f)
+		return f, nil
+	}
+	<-r.hc.done
+	r.rec.End(context.Background(), recorder.OutcomeOf(f)) // a journal's end error is the host's to log, not the caller's
+	return f, nil
+}
+
+// callAdapter is a call of a child's tool as a nested callee.
+type callAdapter struct{ c *Call }
+
+func (a *callAdapter) send(ctx context.Context, f frame.Frame) error {
+	return a.c.Send(ctx, f.Payload, f.Media)
+}
+
+func (a *callAdapter) closeSend() { a.c.CloseSend() }
+
+func (a *callAdapter) abort() { a.c.Cancel() }
+
+func (a *callAdapter) recv(ctx context.Context) (frame.Frame, error) {
+	for {
+		f, err := a.c.Recv(ctx)
+		if err != nil {
+			return f, err
+		}
+		if f.Kind == frame.KindStarted {
+			continue
+		}
+		if f.Kind.IsTerminal() {
+			for { // read the call to its end (a journal's error included)
+				if _, err := a.c.Recv(ctx); errors.Is(err, io.EOF) {
+					break
+				}
+			}
+		}
+		return f, nil
+	}
+}
