@@ -103,6 +103,10 @@ type Server struct {
 	opts  ServerOptions
 	srv   *mcp.Server
 	links *linkStore
+	// mcpChild: the children are MCP servers under skulk-mcp (they offer
+	// requestTool): requests other than tools/call are forwarded, and
+	// each chunk that is an MCP content is its own content.
+	mcpChild bool
 
 	mu      sync.Mutex    // guards running and idle
 	running int           // tool handlers running
@@ -173,22 +177,54 @@ func NewServer(h *host.Host, opts ServerOptions) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{h: h, opts: opts, links: newLinkStore(opts.LinkStoreMax)}
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-	})
-	for _, t := range h.Tools() {
+	tools := h.Tools()
+	ids := make([]string, len(tools))
+	for i, t := range tools {
+		ids[i] = t.ID
+	}
+	so := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}
+	if hasRequestTool(ids) {
+		// MCP servers under skulk-mcp: their other requests are
+		// forwarded, and their capabilities are the server's.
+		s.mcpChild = true
+		ctx, cancel := context.WithTimeout(context.Background(), initializeWait)
+		init, err := childInitialize(ctx, s)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("mcpbridge: the child's MCP server did not describe itself: %w", err)
+		}
+		s.forwardOptions(init, so)
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, so)
+	if s.mcpChild {
+		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
+	}
+	for _, t := range tools {
+		if t.ID == requestTool {
+			continue
+		}
 		mt, err := mcpTool(t)
 		if err != nil {
 			return nil, err
 		}
 		s.srv.AddTool(mt, s.handler(t.ID))
 	}
-	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+	s.srv.AddResourceTemplate(linkResourceTemplate(), s.links.read)
+	return s, nil
+}
+
+// initializeWait bounds NewServer's wait for a child MCP server's
+// initialize result.
+const initializeWait = 30 * time.Second
+
+// linkResourceTemplate is the template of the links to media the server
+// keeps (ServerOptions.InlineMax).
+func linkResourceTemplate() *mcp.ResourceTemplate {
+	return &mcp.ResourceTemplate{
 		Name:        "skulk-media",
 		Description: "Media a Skulk call produced that was too large to send inline; the tool result links to it.",
 		URITemplate: linkTemplate,
-	}, s.links.read)
-	return s, nil
+	}
 }
 
 // MCP returns the MCP server, to Run over a transport.
@@ -403,6 +439,8 @@ type resultBuilder struct {
 
 func (b *resultBuilder) add(ctx context.Context, f frame.Frame) {
 	switch {
+	case f.Kind == frame.KindChunk && b.s.mcpChild:
+		b.addMCP(ctx, f)
 	case f.Kind == frame.KindChunk:
 		b.chunks++
 		b.notify(ctx, f)
@@ -591,7 +629,11 @@ func (b *resultBuilder) result() *mcp.CallToolResult {
 	f := b.terminal
 	switch f.Kind {
 	case frame.KindCompleted:
-		if f.Payload != nil {
+		if f.Payload != nil && b.s.mcpChild {
+			// The server's content came as chunks; its structured
+			// content is the payload ({"value": v} when not an object).
+			r.StructuredContent = json.RawMessage(compactJSON(f.Payload))
+		} else if f.Payload != nil {
 			b.content = append(b.content, &mcp.TextContent{Text: compactJSON(f.Payload)})
 			r.StructuredContent = json.RawMessage(compactJSON(f.Payload))
 		}

@@ -1,0 +1,256 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+)
+
+// hasRequestTool reports whether the host's children are MCP servers under
+// skulk-mcp: they offer requestTool.
+func hasRequestTool(tools []string) bool {
+	for _, id := range tools {
+		if id == requestTool {
+			return true
+		}
+	}
+	return false
+}
+
+// request forwards one MCP request to the child's MCP server through
+// requestTool and decodes its result into out.
+func (s *Server) request(ctx context.Context, method string, params any, out any) error {
+	args := map[string]any{"method": method}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return err
+		}
+		var p any
+		if err := json.Unmarshal(b, &p); err != nil {
+			return err
+		}
+		if p != nil {
+			args["params"] = p
+		}
+	}
+	payload, err := frame.PayloadOf(args)
+	if err != nil {
+		return err
+	}
+	c, err := s.h.Call(ctx, requestTool, payload, host.WithInput())
+	if err != nil {
+		return fmt.Errorf("mcpbridge: %s: %w", method, err)
+	}
+	var result []byte
+	for {
+		f, err := c.Recv(context.Background()) // a cancelled call still ends with its terminal
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("mcpbridge: %s: %w", method, err)
+		}
+		if m, ok := f.Media.(*frame.InlineMedia); ok && f.Kind == frame.KindChunk && m.MediaType == mediaJSON && result == nil {
+			result = m.Data
+		}
+		if f.IsTerminal() && f.Kind != frame.KindCompleted {
+			msg := f.Kind.String()
+			if f.Error != nil {
+				msg = failureText(f.Kind, f.Error.Code, f.Error.Message, f.Synthetic)
+			}
+			return &jsonrpcError{msg: msg}
+		}
+	}
+	if result == nil {
+		return fmt.Errorf("%w (%s)", ErrNoResult, method)
+	}
+	return json.Unmarshal(result, out)
+}
+
+// jsonrpcError is the error of a forwarded request the child's server
+// refused or failed: its text goes to the MCP client as the JSON-RPC
+// error's message.
+type jsonrpcError struct{ msg string }
+
+func (e *jsonrpcError) Error() string { return e.msg }
+
+// childInitialize asks the child's MCP server for its initialize result,
+// whose capabilities and instructions mcp serve declares as its own.
+func childInitialize(ctx context.Context, s *Server) (*mcp.InitializeResult, error) {
+	var res mcp.InitializeResult
+	if err := s.request(ctx, methodInitialize, nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// forwardOptions sets the options of the MCP server that forward to the
+// child: its capabilities (tools' list changes always announced), its
+// instructions, and the handlers the go-sdk takes as options (subscribe,
+// unsubscribe, complete).
+func (s *Server) forwardOptions(init *mcp.InitializeResult, o *mcp.ServerOptions) {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}
+	if c := init.Capabilities; c != nil {
+		caps.Prompts = c.Prompts
+		caps.Resources = c.Resources
+		caps.Completions = c.Completions
+		caps.Experimental = c.Experimental
+	}
+	if caps.Resources == nil {
+		// The links of media too large to send inline are resources.
+		caps.Resources = &mcp.ResourceCapabilities{}
+	}
+	o.Capabilities = caps
+	o.Instructions = init.Instructions
+	if caps.Resources.Subscribe {
+		o.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			return s.request(ctx, "resources/subscribe", req.Params, &struct{}{})
+		}
+		o.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			return s.request(ctx, "resources/unsubscribe", req.Params, &struct{}{})
+		}
+	}
+	if caps.Completions != nil {
+		o.CompletionHandler = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			var r mcp.CompleteResult
+			return &r, s.request(ctx, "completion/complete", req.Params, &r)
+		}
+	}
+}
+
+// forwardMiddleware forwards the list, read and get requests and the log
+// level to the child's server; the server's own handlers answer the rest
+// (and a read of a link to media the bridge keeps).
+func (s *Server) forwardMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		var out mcp.Result
+		switch method {
+		case "resources/list":
+			out = &mcp.ListResourcesResult{}
+		case "resources/templates/list":
+			r, err := s.forwardTemplates(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		case "resources/read":
+			if p, ok := req.GetParams().(*mcp.ReadResourceParams); ok && strings.HasPrefix(p.URI, linkPrefix) {
+				return next(ctx, method, req)
+			}
+			out = &mcp.ReadResourceResult{}
+		case "prompts/list":
+			out = &mcp.ListPromptsResult{}
+		case "prompts/get":
+			out = &mcp.GetPromptResult{}
+		case "logging/setLevel":
+			// The session's own level (which filters what it is sent),
+			// then the child's server's.
+			r, err := next(ctx, method, req)
+			if err != nil {
+				return r, err
+			}
+			if err := s.request(ctx, method, req.GetParams(), &struct{}{}); err != nil {
+				s.opts.Logger.Warn("mcpbridge: logging/setLevel not forwarded", "err", err)
+			}
+			return r, nil
+		default:
+			return next(ctx, method, req)
+		}
+		if err := s.request(ctx, method, req.GetParams(), out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// forwardTemplates lists the child's resource templates and the bridge's
+// own (links to media kept for results).
+func (s *Server) forwardTemplates(ctx context.Context, req mcp.Request) (*mcp.ListResourceTemplatesResult, error) {
+	var r mcp.ListResourceTemplatesResult
+	if err := s.request(ctx, "resources/templates/list", req.GetParams(), &r); err != nil {
+		return nil, err
+	}
+	if r.NextCursor == "" {
+		r.ResourceTemplates = append(r.ResourceTemplates, linkResourceTemplate())
+	}
+	return &r, nil
+}
+
+// addMCP adds a chunk of an MCP server under skulk-mcp: its progress
+// notification ({"progress", "total", "message"}) goes to the client as
+// the server sent it, its log notification ({"mcp_log"}) to the session
+// with the call's request, and its content (contentFrame's shapes) is one
+// content of the result, rebuilt exactly when the chunk carries "mcp".
+func (b *resultBuilder) addMCP(ctx context.Context, f frame.Frame) {
+	var keys map[string]json.RawMessage
+	if f.Payload != nil {
+		raw, err := f.Payload.MarshalJSON()
+		if err == nil {
+			_ = json.Unmarshal(raw, &keys)
+		}
+	}
+	var media []byte
+	if m, ok := f.Media.(*frame.InlineMedia); ok {
+		media = m.Data
+	}
+	switch {
+	case keys["mcp_log"] != nil && len(keys) == 1:
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(keys["mcp_log"], &p) == nil && b.session != nil {
+			if err := b.session.Log(ctx, &p); err != nil { //nolint:staticcheck // still served
+				b.s.opts.Logger.Debug("mcpbridge: log notification not sent", "call", b.call.ID(), "err", err)
+			}
+		}
+		return
+	case keys["progress"] != nil && f.Media == nil:
+		if b.token == nil || b.session == nil {
+			return
+		}
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(mustJSON(keys), &p) != nil {
+			return
+		}
+		p.ProgressToken = b.token
+		if err := b.session.NotifyProgress(ctx, &p); err != nil {
+			b.s.opts.Logger.Debug("mcpbridge: progress notification not sent", "call", b.call.ID(), "err", err)
+		}
+		return
+	}
+	b.chunks++
+	var text *string
+	if raw, ok := keys["text"]; ok {
+		var t string
+		if json.Unmarshal(raw, &t) == nil {
+			text = &t
+		}
+	}
+	if raw, ok := keys["mcp"]; ok {
+		var extras map[string]any
+		if json.Unmarshal(raw, &extras) == nil {
+			if c, err := rebuildContent(extras, text, media); err == nil {
+				b.content = append(b.content, c)
+				return
+			}
+		}
+	}
+	if text != nil && len(keys) == 1 && f.Media == nil {
+		b.content = append(b.content, &mcp.TextContent{Text: *text})
+		return
+	}
+	b.addChunk(f)
+	b.text, b.lines = b.closeRun(b.text), b.closeRun(b.lines)
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
