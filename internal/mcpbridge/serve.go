@@ -231,11 +231,16 @@ func linkResourceTemplate() *mcp.ResourceTemplate {
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
 // HTTPHandler returns a streamable HTTP handler of the server (MCP's
-// streamable HTTP transport), with a session per client.
+// streamable HTTP transport), with a session per client, event ids and
+// resumption (Last-Event-ID) of a dropped stream.
 func (s *Server) HTTPHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:                       s.opts.Logger,
 		PropagateRequestCancellation: true,
+		// Event ids on every SSE event and replay after Last-Event-ID,
+		// so a client whose stream dropped gets the rest of its call
+		// (bounded: the store drops the oldest past 10 MiB).
+		EventStore: mcp.NewMemoryEventStore(nil),
 	})
 }
 
