@@ -253,7 +253,7 @@ func serveMCPHTTP(ctx context.Context, srv *mcpbridge.Server, addr string, guard
 	}
 	fmt.Fprintf(env.Stderr, "skulk-host mcp serve: listening on %s://%s\n", scheme, ln.Addr())
 	served := make(chan error, 1) // one value, from the goroutine below
-	go func() { // stopped by Shutdown or Close below
+	go func() {                   // stopped by Shutdown or Close below
 		if guard.tls != nil {
 			served <- hs.ServeTLS(ln, "", "")
 			return
