@@ -216,6 +216,7 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return statusErr(ExitFailure, "%v", err)
 	}
+	defer srv.Close() // before closeHost
 	if o.http != "" {
 		return serveMCPHTTP(ctx, srv, o.http, guard, env)
 	}

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // hasRequestTool reports whether the host's children are MCP servers under
@@ -19,6 +21,16 @@ import (
 func hasRequestTool(tools []string) bool {
 	for _, id := range tools {
 		if id == requestTool {
+			return true
+		}
+	}
+	return false
+}
+
+// hasTool reports whether tools has one of id.
+func hasTool(tools []wire.Tool, id string) bool {
+	for _, t := range tools {
+		if t.ID == id {
 			return true
 		}
 	}
@@ -253,4 +265,123 @@ func (b *resultBuilder) addMCP(ctx context.Context, f frame.Frame) {
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// listenRetry is the pause between attempts to open the notifyTool call
+// while the child is down or restarting.
+const listenRetry = 200 * time.Millisecond
+
+// listen keeps a notifyTool call open to the child and passes its
+// notifications to the MCP clients. When the call ends (the child died or
+// was restarted) it opens it again; once it is open on a new child, it
+// lists that child's tools again, which announces tools/list_changed. It
+// returns when ctx is done (Close).
+func (s *Server) listen(ctx context.Context) {
+	first := true
+	for ctx.Err() == nil {
+		c, err := s.h.Call(ctx, notifyTool, nil, host.WithInput())
+		if err != nil {
+			sleepCtx(ctx, listenRetry)
+			continue
+		}
+		if !first {
+			s.relist()
+		}
+		first = false
+		for f, err := range c.Frames() {
+			if err != nil || f.Kind != frame.KindChunk || f.Payload == nil {
+				continue
+			}
+			s.dispatch(ctx, f.Payload)
+		}
+		sleepCtx(ctx, listenRetry)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// dispatch passes one notification of the child's server on: a resource's
+// update to the sessions subscribed to it, a log message to every session
+// (each filters by its level).
+func (s *Server) dispatch(ctx context.Context, p frame.Payload) {
+	raw, err := p.MarshalJSON()
+	if err != nil {
+		return
+	}
+	var n struct {
+		Notification struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"mcp_notification"`
+	}
+	if json.Unmarshal(raw, &n) != nil {
+		return
+	}
+	switch n.Notification.Method {
+	case "notifications/resources/updated":
+		var up mcp.ResourceUpdatedNotificationParams
+		if json.Unmarshal(n.Notification.Params, &up) == nil {
+			if err := s.srv.ResourceUpdated(ctx, &up); err != nil {
+				s.opts.Logger.Debug("mcpbridge: resource update not sent", "err", err)
+			}
+		}
+	case "notifications/message":
+		var lm mcp.LoggingMessageParams
+		if json.Unmarshal(n.Notification.Params, &lm) == nil {
+			for ss := range s.srv.Sessions() {
+				_ = ss.Log(ctx, &lm) //nolint:staticcheck // still served
+			}
+		}
+	default:
+		s.opts.Logger.Debug("mcpbridge: notification of the child's server not passed on", "method", n.Notification.Method)
+	}
+}
+
+// relist makes the MCP server's tools those the host offers now (a
+// restarted child may offer others): tools gone are removed, the rest
+// added again; the go-sdk then sends tools/list_changed to every session.
+func (s *Server) relist() {
+	now := map[string]bool{}
+	for _, t := range s.h.Tools() {
+		if t.ID == requestTool || t.ID == notifyTool {
+			continue
+		}
+		mt, err := mcpTool(t)
+		if err != nil {
+			s.opts.Logger.Warn("mcpbridge: tool not offered", "err", err)
+			continue
+		}
+		now[t.ID] = true
+		s.srv.AddTool(mt, s.handler(t.ID))
+	}
+	s.mu.Lock()
+	var gone []string
+	for id := range s.listed {
+		if !now[id] {
+			gone = append(gone, id)
+		}
+	}
+	s.listed = now
+	s.mu.Unlock()
+	if len(gone) > 0 {
+		s.srv.RemoveTools(gone...)
+	}
+}
+
+// Close stops the server's own work (the notification listener of an MCP
+// child) and waits for it. Call it before closing the Host; it is
+// idempotent and safe for concurrent use.
+func (s *Server) Close() error {
+	if s.stopListen != nil {
+		s.stopListen()
+		s.listening.Wait()
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,4 +76,74 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestChildKilledMidCall: the MCP server under skulk-mcp is killed while
+// a call runs: the call's error names the signal and shows the stderr
+// tail, the client is told the tool list changed once the child is back,
+// and a call on the restarted child works.
+func TestChildKilledMidCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 16) // more than the test's restarts
+	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+	s.cmd.Stderr = os.Stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: s.progress.handler,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	var err error
+	s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+
+	res := callTool(t, ctx, s.sess, "pid", map[string]any{}, nil)
+	require.False(t, res.IsError, textOf(res))
+	var pids pidResult
+	b, err := jsonOf(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, decodeJSON(b, &pids))
+
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1) // one value, from the goroutine below
+	go func() {
+		p := &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 60000}}
+		p.SetProgressToken("killed")
+		r, err := s.sess.CallTool(ctx, p)
+		done <- outcome{r, err}
+	}()
+	s.progress.wait(t, "killed", 1, 20*time.Second) // the call is running in the server
+	require.NoError(t, syscall.Kill(pids.PID, syscall.SIGKILL))
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call of a killed server got no result in 30 s")
+	}
+	require.NoError(t, o.err)
+	assert.True(t, o.res.IsError)
+	assert.Equal(t, true, o.res.Meta["skulk/synthetic"])
+	text := textOf(o.res)
+	assert.Contains(t, text, "signal: killed", "the error names the signal")
+	assert.Contains(t, text, "stderr before it died", "the error shows the stderr tail")
+
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tools/list_changed within 30 s of the restart")
+	}
+	res = callTool(t, ctx, s.sess, "echo", map[string]any{"text": "after the restart"}, nil)
+	assert.False(t, res.IsError, textOf(res))
+	assert.Equal(t, "after the restart|", textOf(res))
+	s.close(t)
 }

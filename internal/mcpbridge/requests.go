@@ -254,3 +254,71 @@ func (w *Wrapper) deliverLog(params json.RawMessage) bool {
 	w.logger.Info("mcp server log", "level", v["level"], "logger", v["logger"], "data", v["data"], "call_id", only.s.CallID())
 	return true
 }
+
+// notifyTool is the id of the tool skulk-mcp offers for the MCP server's
+// notifications that belong to no call: a call of it lasts until it is
+// cancelled (or the child ends), and each notification is one chunk
+// {"mcp_notification": {"method", "params"}} (docs/mcp.md). mcp serve
+// keeps one such call open to each MCP child.
+const notifyTool = "mcp/notifications"
+
+// notifyHandler is the handler of notifyTool. The latest call is the
+// listener; an earlier one still open gets nothing more.
+func (w *Wrapper) notifyHandler() child.Tool {
+	return child.Tool{
+		ID:              notifyTool,
+		Description:     "Streams the wrapped MCP server's notifications that belong to no call until cancelled (used by skulk-host mcp serve; docs/mcp.md).",
+		ArgumentsSchema: wire.Schema{"type": "object"},
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			for _, err := range s.Input() {
+				if err != nil {
+					return nil, err
+				}
+				return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: ErrCallerInput.Error()}
+			}
+			w.lmu.Lock()
+			w.listener = s
+			w.lmu.Unlock()
+			defer func() {
+				w.lmu.Lock()
+				if w.listener == s {
+					w.listener = nil
+				}
+				w.lmu.Unlock()
+			}()
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-w.done:
+				return nil, ErrServerExited
+			}
+		},
+	}
+}
+
+// notify passes a notification of the MCP server to the notifyTool
+// listener; with none open it is dropped (logged at debug). A slow
+// listener holds the sender back (backpressure), as Send does.
+func (w *Wrapper) notify(method string, params any) {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	if w.listener == nil {
+		w.logger.Debug("mcp notification with no listener dropped", "method", method)
+		return
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return
+	}
+	var p any
+	if json.Unmarshal(b, &p) != nil {
+		return
+	}
+	payload, err := frame.PayloadOf(map[string]any{"mcp_notification": map[string]any{"method": method, "params": p}})
+	if err == nil {
+		err = w.listener.Send(payload, nil)
+	}
+	if err != nil {
+		w.logger.Debug("mcp notification not passed on", "method", method, "err", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,8 +108,14 @@ type Server struct {
 	// requestTool): requests other than tools/call are forwarded, and
 	// each chunk that is an MCP content is its own content.
 	mcpChild bool
+	// stopListen stops the listen goroutine (nil when there is none);
+	// listening waits for it.
+	stopListen context.CancelFunc
+	listening  sync.WaitGroup
+	// listed: the ids of the tools the MCP server offers; guarded by mu.
+	listed map[string]bool
 
-	mu      sync.Mutex    // guards running and idle
+	mu      sync.Mutex    // guards running, idle and listed
 	running int           // tool handlers running
 	idle    chan struct{} // closed when running drops to 0; nil while 0
 }
@@ -199,8 +206,9 @@ func NewServer(h *host.Host, opts ServerOptions) (*Server, error) {
 	if s.mcpChild {
 		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
 	}
+	s.listed = map[string]bool{}
 	for _, t := range tools {
-		if t.ID == requestTool {
+		if t.ID == requestTool || t.ID == notifyTool {
 			continue
 		}
 		mt, err := mcpTool(t)
@@ -208,8 +216,14 @@ func NewServer(h *host.Host, opts ServerOptions) (*Server, error) {
 			return nil, err
 		}
 		s.srv.AddTool(mt, s.handler(t.ID))
+		s.listed[t.ID] = true
 	}
 	s.srv.AddResourceTemplate(linkResourceTemplate(), s.links.read)
+	if s.mcpChild && hasTool(tools, notifyTool) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopListen = cancel
+		s.listening.Go(func() { s.listen(ctx) }) // stopped by Close
+	}
 	return s, nil
 }
 
@@ -372,6 +386,12 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 			}
 			b.add(ctx, f)
 		}
+		if _, err := c.Wait(); err != nil { // at once: the output was read to its end
+			var ce *host.CallError
+			if errors.As(err, &ce) {
+				b.stderr = ce.Stderr
+			}
+		}
 		return b.result(), nil
 	}
 }
@@ -407,6 +427,30 @@ func callRefused(err error) *mcp.CallToolResult {
 	return r
 }
 
+// StderrTailMax bounds the bytes of a dead child's stderr that a synthetic
+// failure's text carries: its last bytes, escaped.
+const StderrTailMax = 2 << 10
+
+// stderrTailText is the text that shows a dead child's stderr tail: its
+// last StderrTailMax bytes (from a line start when one is near), quoted
+// as a Go string, so control bytes and invalid UTF-8 show escaped and
+// cannot pass for the bridge's own text.
+func stderrTailText(tail string) string {
+	cut := len(tail) > StderrTailMax
+	if cut {
+		tail = tail[len(tail)-StderrTailMax:]
+		if i := strings.IndexByte(tail, '\n'); i >= 0 && i < len(tail)-1 {
+			tail = tail[i+1:]
+		}
+	}
+	tail = strings.TrimRight(tail, "\n")
+	label := "the child's stderr before it died"
+	if cut {
+		label += fmt.Sprintf(" (last %d bytes)", len(tail))
+	}
+	return label + ": " + strconv.Quote(tail)
+}
+
 // failureText is the text of a failed or cancelled call's error content.
 func failureText(kind frame.Kind, code frame.Code, msg string, synthetic bool) string {
 	var b strings.Builder
@@ -439,7 +483,8 @@ type resultBuilder struct {
 	chunks     int
 	dropped    int // chunks left out of the content
 	terminal   frame.Frame
-	journalErr error // a required journal's error after the terminal
+	journalErr error  // a required journal's error after the terminal
+	stderr     string // the dead child's stderr tail, for a synthetic failure
 }
 
 func (b *resultBuilder) add(ctx context.Context, f frame.Frame) {
@@ -651,7 +696,11 @@ func (b *resultBuilder) result() *mcp.CallToolResult {
 			meta[MetaCode] = code.String()
 		}
 		meta[MetaSynthetic] = f.Synthetic
-		b.content = append(b.content, &mcp.TextContent{Text: failureText(f.Kind, code, msg, f.Synthetic)})
+		text := failureText(f.Kind, code, msg, f.Synthetic)
+		if f.Synthetic && b.stderr != "" {
+			text += "\n" + stderrTailText(b.stderr)
+		}
+		b.content = append(b.content, &mcp.TextContent{Text: text})
 	default:
 		r.IsError = true
 		b.content = append(b.content, &mcp.TextContent{Text: "the call's output ended without a terminal"})

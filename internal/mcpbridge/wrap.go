@@ -86,6 +86,9 @@ type Wrapper struct {
 	lateProgress atomic.Uint64
 	mu           sync.Mutex
 	calls        map[string]*wrappedCall // progress token → running call
+
+	lmu      sync.Mutex    // held while a notification is sent to listener
+	listener *child.Stream // the open notifyTool call, nil when none
 }
 
 // wrappedCall is one running call's route for progress notifications.
@@ -134,12 +137,22 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation: Skulk has nothing to answer them with
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			w.logger.Info("mcp server log", "level", string(req.Params.Level), "logger", req.Params.Logger, "data", req.Params.Data)
+			w.notify("notifications/message", req.Params)
 		},
-		// Setting it also subscribes to the notification (subscriptions/listen)
-		// from protocol version 2026-07-28 on, where a server sends it only
-		// to subscribers.
+		// Setting them also subscribes to the notifications
+		// (subscriptions/listen) from protocol version 2026-07-28 on, where
+		// a server sends them only to subscribers.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			w.logger.Warn(msgToolsChanged)
+		},
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			w.notify("notifications/resources/list_changed", req.Params)
+		},
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			w.notify("notifications/prompts/list_changed", req.Params)
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			w.notify("notifications/resources/updated", req.Params)
 		},
 	})
 	t := &progressTransport{inner: &mcp.CommandTransport{Command: w.cmd, TerminateDuration: terminateGrace}, w: w}
@@ -163,7 +176,7 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 	w.tools = w.skulkTools(tools)
 	// Its other requests (resources, prompts, completions, logging) go
 	// through one more tool, which mcp serve uses (requestTool).
-	w.tools = append(w.tools, w.requestHandler())
+	w.tools = append(w.tools, w.requestHandler(), w.notifyHandler())
 	go w.watch() // stopped by the session ending: the server exits, or Close
 	return w, nil
 }
@@ -327,7 +340,7 @@ func (w *Wrapper) Close() error {
 func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
 	var out []child.Tool
 	for _, t := range tools {
-		if t.Name == requestTool {
+		if t.Name == requestTool || t.Name == notifyTool {
 			w.logger.Warn("MCP tool left out: its name is the id of the wrapper's own request tool", "tool", requestTool)
 			continue
 		}
