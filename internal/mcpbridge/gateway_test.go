@@ -2,6 +2,8 @@ package mcpbridge_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -146,4 +148,72 @@ func TestChildKilledMidCall(t *testing.T) {
 	assert.False(t, res.IsError, textOf(res))
 	assert.Equal(t, "after the restart|", textOf(res))
 	s.close(t)
+}
+
+// TestCancelledGetsNoAnswer: over stdio, a tools/call the client cancels
+// is cancelled in the MCP server behind skulk-mcp and gets no response;
+// the session goes on (a ping after it is answered).
+func TestCancelledGetsNoAnswer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mark := filepath.Join(t.TempDir(), "mark")
+	tmp := shortTempDir(t)
+	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envMark+"="+mark, "--", wrapperBin, "--", selfBin)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan map[string]any, 64) // more than the test's messages
+	go func() {                            // stopped by the server's stdout closing
+		defer close(lines)
+		dec := json.NewDecoder(stdout)
+		for {
+			var m map[string]any
+			if dec.Decode(&m) != nil {
+				return
+			}
+			lines <- m
+		}
+	}()
+	send := func(s string) {
+		_, err := io.WriteString(stdin, s+"\n")
+		require.NoError(t, err)
+	}
+	next := func() map[string]any {
+		select {
+		case m, ok := <-lines:
+			require.True(t, ok, "the server's stdout closed")
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatal("no message from the server in 30 s")
+		}
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	require.EqualValues(t, 1, next()["id"])
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":60000},"_meta":{"progressToken":"p"}}}`)
+	m := next() // the server's "sleeping" progress: the call runs
+	require.Equal(t, "notifications/progress", m["method"])
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}}`)
+	waitFile(t, mark, "cancelled sleep", 20*time.Second)
+	// The cancelled call's result, were it sent, is written before a
+	// second has passed; the ping's answer comes after that.
+	time.Sleep(time.Second)
+	send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	for {
+		m := next()
+		require.NotEqualValues(t, 2, m["id"], "the cancelled request was answered: %v", m)
+		if id, ok := m["id"]; ok && id == float64(3) {
+			break
+		}
+	}
+	require.NoError(t, stdin.Close())
+	for range lines {
+	}
+	require.NoError(t, cmd.Wait())
+	emptyDir(t, tmp)
 }
