@@ -41,8 +41,15 @@ payloads to JSON lines; media becomes image or audio content by media
 type, an embedded resource otherwise, or, past --inline-max bytes in one
 result, a resource link the server serves (resources/read). A failure is a
 tool error result with the code and the message, and says "synthetic" when
-the host made it up (the child died, say). An MCP cancellation cancels the
-call. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
+the host made it up (the child died, say), with the exit status or signal
+and the end of the child's stderr. An MCP cancellation cancels the call
+(on stdio the cancelled request gets no response).
+
+In front of an MCP server run by skulk-mcp (mcp serve -- skulk-mcp --
+SERVER) it is that server as far as a client can tell: its capabilities,
+resources, prompts, completions, log level and notifications go through,
+and its contents arrive as it sent them. After the child restarts its
+tools are listed again and clients get tools/list_changed. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
 --timeout) is the call's timeout_ms. docs/mcp.md has the whole mapping.
 
 Traces: with OTEL_TRACES_EXPORTER=otlp in the environment, each call's
