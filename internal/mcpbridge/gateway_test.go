@@ -217,3 +217,58 @@ func TestCancelledGetsNoAnswer(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	emptyDir(t, tmp)
 }
+
+// TestGatewayForwards: through mcp serve → skulk-mcp, the server's
+// capabilities, resources (a 1 MiB blob read back byte for byte) and its
+// log notifications during a call reach the client, with the level the
+// client set forwarded to the server.
+func TestGatewayForwards(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs := make(chan *mcp.LoggingMessageParams, 16) // more than the test's log lines
+	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+	s.cmd.Stderr = os.Stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			select {
+			case logs <- req.Params:
+			default:
+			}
+		},
+	})
+	var err error
+	s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+
+	caps := s.sess.InitializeResult().Capabilities
+	require.NotNil(t, caps.Resources, "the server's resources capability")
+	require.NotNil(t, caps.Logging)
+
+	list, err := s.sess.ListResources(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, list.Resources, 1)
+	assert.Equal(t, bigResource, list.Resources[0].URI)
+	read, err := s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: bigResource})
+	require.NoError(t, err)
+	require.Len(t, read.Contents, 1)
+	assert.Equal(t, bigResource, read.Contents[0].URI)
+	assert.Equal(t, mediaBytes(1<<20, imageStep), read.Contents[0].Blob)
+	_, err = s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://nowhere"})
+	assert.Error(t, err, "a resource the server does not have")
+
+	require.NoError(t, s.sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"})) //nolint:staticcheck // still served
+	// From protocol version 2026-07-28 on (which the go-sdk speaks) the
+	// level rides on each request.
+	res := callTool(t, ctx, s.sess, "log", map[string]any{"text": "from the server"}, mcp.Meta{mcp.MetaKeyLogLevel: "info"})
+	require.False(t, res.IsError, textOf(res))
+	select {
+	case lm := <-logs:
+		assert.Equal(t, "from the server", lm.Data)
+		assert.Equal(t, "test-server", lm.Logger)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's log notification did not reach the client")
+	}
+	s.close(t)
+}

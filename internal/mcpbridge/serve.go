@@ -412,7 +412,11 @@ func callRefused(err error) *mcp.CallToolResult {
 	var ce *host.CallError
 	if errors.As(err, &ce) {
 		// The child went away as the call started.
-		r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: failureText(frame.KindFailed, ce.Code, ce.Message, ce.Synthetic)}}}
+		text := failureText(frame.KindFailed, ce.Code, ce.Message, ce.Synthetic)
+		if ce.Synthetic && ce.Stderr != "" {
+			text += "\n" + stderrTailText(ce.Stderr)
+		}
+		r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 		r.Meta = mcp.Meta{MetaKind: frame.KindFailed.String(), MetaCode: ce.Code.String(), MetaSynthetic: ce.Synthetic}
 		return r
 	}

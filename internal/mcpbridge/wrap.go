@@ -134,7 +134,13 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		w.cmd.Stderr = os.Stderr
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-mcp", Version: "1"}, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation: Skulk has nothing to answer them with
+		// No roots, sampling or elicitation yet. The seam: a server's
+		// sampling/createMessage or elicitation/create in the middle of a
+		// call becomes a call from this child to a tool of its host (the
+		// calls-both-ways callbacks), which mcp serve answers with its
+		// client session's CreateMessage or Elicit; then these
+		// capabilities are declared here.
+		Capabilities: &mcp.ClientCapabilities{},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			w.logger.Info("mcp server log", "level", string(req.Params.Level), "logger", req.Params.Logger, "data", req.Params.Data)
 			w.notify("notifications/message", req.Params)
