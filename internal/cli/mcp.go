@@ -62,7 +62,9 @@ The flags are:
 	--http ADDR
 		serve streamable HTTP on ADDR (such as 127.0.0.1:8080; port 0
 		picks one) instead of stdio. The address is printed on standard
-		error: "skulk-host mcp serve: listening on http://ADDR".
+		error: "skulk-host mcp serve: listening on http://ADDR". The
+		path /healthz reports the children's states as JSON (200 when
+		one is ready, 503 when none is), behind the same guard.
 	--token-file FILE
 		with --http: every request must carry "Authorization: Bearer
 		TOKEN", TOKEN being FILE's content (its first line, without
@@ -73,13 +75,12 @@ The flags are:
 		with --http: serve HTTPS with this certificate and key.
 	--tls-client-ca FILE
 		with --tls-cert: require a client certificate signed by a CA of
-		FILE (PEM).
-
-	An --http address that is not loopback (127.0.0.1, ::1, localhost)
-	is refused unless a token (--token-file or SKULK_MCP_TOKEN) or client
-	certificates (--tls-client-ca) are configured: a served child runs
-	commands for whoever reaches the port. DNS rebinding protection
-	(a loopback request naming another host is refused) holds either way.
+		FILE (PEM). An --http address that is not loopback (127.0.0.1,
+		::1, localhost) is refused unless a token (--token-file or
+		SKULK_MCP_TOKEN) or client certificates (--tls-client-ca) are
+		configured: a served child runs commands for whoever reaches
+		the port. DNS rebinding protection (a loopback request naming
+		another host is refused) holds either way.
 	--journal FILE
 		keep every call's events in the journal FILE, as call --journal
 		does: a SQLite file (created if needed) or a JetStream store URL,
@@ -250,7 +251,10 @@ func serveMCPHTTP(ctx context.Context, srv *mcpbridge.Server, addr string, guard
 	if err != nil {
 		return statusErr(ExitFailure, "cannot listen on --http address: %v", err)
 	}
-	var handler http.Handler = srv.HTTPHandler()
+	mux := http.NewServeMux()
+	mux.Handle(mcpbridge.HealthPath, srv.HealthHandler())
+	mux.Handle("/", srv.HTTPHandler())
+	var handler http.Handler = mux
 	if guard.token != "" {
 		handler = auth.RequireBearerToken(guard.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -384,4 +385,40 @@ func (s *Server) Close() error {
 		s.listening.Wait()
 	}
 	return nil
+}
+
+// HealthPath is the path of the health report HealthHandler serves beside
+// MCP over HTTP.
+const HealthPath = "/healthz"
+
+// childHealth is one child slot in the health report.
+type childHealth struct {
+	ID       string `json:"id,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+	State    string `json:"state"`
+	Restarts int    `json:"restarts"`
+	Running  int    `json:"running"`
+}
+
+// HealthHandler reports the state of the host's children as JSON
+// ({"children": [{"id", "pid", "state", "restarts", "running"}]}): status
+// 200 when at least one is ready, 503 when none is (the MCP server then
+// has nothing to call). Safe for concurrent use.
+func (s *Server) HealthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var report struct {
+			Children []childHealth `json:"children"`
+		}
+		ready := false
+		for _, c := range s.h.Children() {
+			report.Children = append(report.Children, childHealth{ID: c.ID, PID: c.PID, State: c.State.String(), Restarts: c.Restarts, Running: c.Running})
+			ready = ready || c.State == host.StateReady
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(report)
+	})
 }

@@ -64,6 +64,25 @@ func TestServeHTTPOpenBindRefused(t *testing.T) {
 	assert.Error(t, err, "a client without the token")
 
 	hc := &http.Client{Transport: bearer{"s3cret-token"}}
+	// The health report, behind the same guard.
+	resp, err = http.Get(addr + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, err = hc.Get(addr + "/healthz")
+	require.NoError(t, err)
+	var health struct {
+		Children []struct {
+			State string `json:"state"`
+			PID   int    `json:"pid"`
+		} `json:"children"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&health))
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Len(t, health.Children, 1)
+	assert.Equal(t, "ready", health.Children[0].State)
+	assert.NotZero(t, health.Children[0].PID)
 	s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr, HTTPClient: hc}, nil)
 	require.NoError(t, err)
 	res := callTool(t, ctx, s.sess, "echo", map[string]any{}, nil)
