@@ -13,8 +13,8 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )

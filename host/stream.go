@@ -9,8 +9,8 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/toolschema"
 )
 
 // ErrArgsClosed is returned by ArgumentStream.Fragment and Done after Done or

@@ -11,8 +11,8 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host/internal/otelcall"
-	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/spanctx"
+	"github.com/skulkrt/skulk/internal/toolschema"
 )
 
 // startSpan starts the client span of call id and puts its trace context

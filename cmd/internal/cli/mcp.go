@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
@@ -24,7 +25,7 @@ const httpShutdownGrace = time.Second
 // within the child's cancel grace (1 s by default) and a margin.
 const handlerWait = 5 * time.Second
 
-const mcpUsage = "mcp serve [--http ADDR] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
+const mcpUsage = "mcp serve [--http ADDR [--token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
 
 const mcpHelp = `
 Mcp serve starts CHILD (a Skulk provider) under supervision, as call does
@@ -40,8 +41,15 @@ payloads to JSON lines; media becomes image or audio content by media
 type, an embedded resource otherwise, or, past --inline-max bytes in one
 result, a resource link the server serves (resources/read). A failure is a
 tool error result with the code and the message, and says "synthetic" when
-the host made it up (the child died, say). An MCP cancellation cancels the
-call. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
+the host made it up (the child died, say), with the exit status or signal
+and the end of the child's stderr. An MCP cancellation cancels the call
+(on stdio the cancelled request gets no response).
+
+In front of an MCP server run by skulk-mcp (mcp serve -- skulk-mcp --
+SERVER) it is that server as far as a client can tell: its capabilities,
+resources, prompts, completions, log level and notifications go through,
+and its contents arrive as it sent them. After the child restarts its
+tools are listed again and clients get tools/list_changed. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
 --timeout) is the call's timeout_ms. docs/mcp.md has the whole mapping.
 
 Traces: with OTEL_TRACES_EXPORTER=otlp in the environment, each call's
@@ -54,7 +62,25 @@ The flags are:
 	--http ADDR
 		serve streamable HTTP on ADDR (such as 127.0.0.1:8080; port 0
 		picks one) instead of stdio. The address is printed on standard
-		error: "skulk-host mcp serve: listening on http://ADDR".
+		error: "skulk-host mcp serve: listening on http://ADDR". The
+		path /healthz reports the children's states as JSON (200 when
+		one is ready, 503 when none is), behind the same guard.
+	--token-file FILE
+		with --http: every request must carry "Authorization: Bearer
+		TOKEN", TOKEN being FILE's content (its first line, without
+		surrounding space). SKULK_MCP_TOKEN in the environment does the
+		same without a file. The token is never taken from the command
+		line, where other users of the machine can read it.
+	--tls-cert FILE, --tls-key FILE
+		with --http: serve HTTPS with this certificate and key.
+	--tls-client-ca FILE
+		with --tls-cert: require a client certificate signed by a CA of
+		FILE (PEM). An --http address that is not loopback (127.0.0.1,
+		::1, localhost) is refused unless a token (--token-file or
+		SKULK_MCP_TOKEN) or client certificates (--tls-client-ca) are
+		configured: a served child runs commands for whoever reaches
+		the port. DNS rebinding protection (a loopback request naming
+		another host is refused) holds either way.
 	--journal FILE
 		keep every call's events in the journal FILE, as call --journal
 		does: a SQLite file (created if needed) or a JetStream store URL,
@@ -94,6 +120,10 @@ Example:
 
 type mcpOptions struct {
 	http      string
+	tokenFile string
+	tlsCert   string
+	tlsKey    string
+	clientCA  string
 	journal   string
 	timeout   time.Duration
 	inlineMax int
@@ -109,6 +139,10 @@ func parseMCP(args []string) (*mcpOptions, error) {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.StringVar(&o.http, "http", "", "")
 	fs.StringVar(&o.journal, "journal", "", "")
+	fs.StringVar(&o.tokenFile, "token-file", "", "")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "")
+	fs.StringVar(&o.clientCA, "tls-client-ca", "", "")
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.IntVar(&o.inlineMax, "inline-max", mcpbridge.DefaultInlineMax, "")
 	fs.IntVar(&o.pool, "pool", 1, "")
@@ -130,6 +164,12 @@ func parseMCP(args []string) (*mcpOptions, error) {
 		return nil, usageErr("--timeout must not be negative")
 	case o.inlineMax < 0:
 		return nil, usageErr("--inline-max must not be negative")
+	case o.http == "" && (o.tokenFile != "" || o.tlsCert != "" || o.tlsKey != "" || o.clientCA != ""):
+		return nil, usageErr("--token-file and --tls-* go with --http")
+	case (o.tlsCert == "") != (o.tlsKey == ""):
+		return nil, usageErr("--tls-cert and --tls-key go together")
+	case o.clientCA != "" && o.tlsCert == "":
+		return nil, usageErr("--tls-client-ca needs --tls-cert and --tls-key")
 	case o.pool < 1:
 		return nil, usageErr("--pool must be at least 1")
 	case o.metrics != "":
@@ -151,6 +191,13 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	o, err := parseMCP(args)
 	if err != nil {
 		return err
+	}
+	var guard *httpGuard
+	if o.http != "" {
+		// Refused before the child starts.
+		if guard, err = o.httpGuard(); err != nil {
+			return err
+		}
 	}
 	cfg := o.config(o.child, env)
 	cfg.PoolSize = o.pool
@@ -189,14 +236,15 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return statusErr(ExitFailure, "%v", err)
 	}
+	defer srv.Close() // before closeHost
 	if o.http != "" {
-		return serveMCPHTTP(ctx, srv, o.http, env)
+		return serveMCPHTTP(ctx, srv, o.http, guard, env)
 	}
 	in, ok := env.Stdin.(io.ReadCloser)
 	if !ok {
 		in = io.NopCloser(env.Stdin)
 	}
-	err = srv.MCP().Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}})
+	err = srv.MCP().Run(ctx, mcpbridge.NoAnswerToCancelled(&mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}}))
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
 		return statusErr(ExitFailure, "serving MCP on stdio: %v", err)
 	}
@@ -210,15 +258,32 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // serveMCPHTTP serves srv over streamable HTTP on addr until ctx is done.
-func serveMCPHTTP(ctx context.Context, srv *mcpbridge.Server, addr string, env Env) error {
+func serveMCPHTTP(ctx context.Context, srv *mcpbridge.Server, addr string, guard *httpGuard, env Env) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return statusErr(ExitFailure, "cannot listen on --http address: %v", err)
 	}
-	hs := &http.Server{Handler: srv.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(env.Stderr, "skulk-host mcp serve: listening on http://%s\n", ln.Addr())
-	served := make(chan error, 1)          // one value, from the goroutine below
-	go func() { served <- hs.Serve(ln) }() // stopped by Shutdown or Close below
+	mux := http.NewServeMux()
+	mux.Handle(mcpbridge.HealthPath, srv.HealthHandler())
+	mux.Handle("/", srv.HTTPHandler())
+	var handler http.Handler = mux
+	if guard.token != "" {
+		handler = auth.RequireBearerToken(guard.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: guard.tls}
+	scheme := "http"
+	if guard.tls != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(env.Stderr, "skulk-host mcp serve: listening on %s://%s\n", scheme, ln.Addr())
+	served := make(chan error, 1) // one value, from the goroutine below
+	go func() {                   // stopped by Shutdown or Close below
+		if guard.tls != nil {
+			served <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		served <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-served:
 		return statusErr(ExitFailure, "serving MCP over HTTP: %v", err)

@@ -10,7 +10,11 @@
 //     COMMAND` (cmd/skulk-mcp) lists the server's tools, offers them to the
 //     host, and turns each call into an MCP tools/call whose progress
 //     notifications become chunks and whose content becomes chunks and
-//     inline media.
+//     inline media. Two tools of its own, mcp/request and
+//     mcp/notifications, carry the server's other requests (resources,
+//     prompts, completions, the log level) and its notifications outside
+//     a call, so that Server in front of it forwards them: the MCP client
+//     sees the server behind it.
 //
 // docs/mcp.md says what maps, what cannot, and how each loss shows at run
 // time. Both halves are thin over package host and package child; nothing

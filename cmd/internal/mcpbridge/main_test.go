@@ -202,6 +202,10 @@ func runTestServer() {
 			return nil, pidResult{PID: os.Getpid(), PPID: os.Getppid()}, nil
 		})
 	addLossTools(s)
+	s.AddResource(&mcp.Resource{URI: bigResource, Name: "big", MIMEType: "application/octet-stream"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: bigResource, MIMEType: "application/octet-stream", Blob: mediaBytes(1<<20, imageStep)}}}, nil
+		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "test server:", err)
 		os.Exit(1)

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -103,8 +104,18 @@ type Server struct {
 	opts  ServerOptions
 	srv   *mcp.Server
 	links *linkStore
+	// mcpChild: the children are MCP servers under skulk-mcp (they offer
+	// requestTool): requests other than tools/call are forwarded, and
+	// each chunk that is an MCP content is its own content.
+	mcpChild bool
+	// stopListen stops the listen goroutine (nil when there is none);
+	// listening waits for it.
+	stopListen context.CancelFunc
+	listening  sync.WaitGroup
+	// listed: the ids of the tools the MCP server offers; guarded by mu.
+	listed map[string]bool
 
-	mu      sync.Mutex    // guards running and idle
+	mu      sync.Mutex    // guards running, idle and listed
 	running int           // tool handlers running
 	idle    chan struct{} // closed when running drops to 0; nil while 0
 }
@@ -173,33 +184,77 @@ func NewServer(h *host.Host, opts ServerOptions) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{h: h, opts: opts, links: newLinkStore(opts.LinkStoreMax)}
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-	})
-	for _, t := range h.Tools() {
+	tools := h.Tools()
+	ids := make([]string, len(tools))
+	for i, t := range tools {
+		ids[i] = t.ID
+	}
+	so := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}
+	if hasRequestTool(ids) {
+		// MCP servers under skulk-mcp: their other requests are
+		// forwarded, and their capabilities are the server's.
+		s.mcpChild = true
+		ctx, cancel := context.WithTimeout(context.Background(), initializeWait)
+		init, err := childInitialize(ctx, s)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("mcpbridge: the child's MCP server did not describe itself: %w", err)
+		}
+		s.forwardOptions(init, so)
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, so)
+	if s.mcpChild {
+		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
+	}
+	s.listed = map[string]bool{}
+	for _, t := range tools {
+		if t.ID == requestTool || t.ID == notifyTool {
+			continue
+		}
 		mt, err := mcpTool(t)
 		if err != nil {
 			return nil, err
 		}
 		s.srv.AddTool(mt, s.handler(t.ID))
+		s.listed[t.ID] = true
 	}
-	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+	s.srv.AddResourceTemplate(linkResourceTemplate(), s.links.read)
+	if s.mcpChild && hasTool(tools, notifyTool) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopListen = cancel
+		s.listening.Go(func() { s.listen(ctx) }) // stopped by Close
+	}
+	return s, nil
+}
+
+// initializeWait bounds NewServer's wait for a child MCP server's
+// initialize result.
+const initializeWait = 30 * time.Second
+
+// linkResourceTemplate is the template of the links to media the server
+// keeps (ServerOptions.InlineMax).
+func linkResourceTemplate() *mcp.ResourceTemplate {
+	return &mcp.ResourceTemplate{
 		Name:        "skulk-media",
 		Description: "Media a Skulk call produced that was too large to send inline; the tool result links to it.",
 		URITemplate: linkTemplate,
-	}, s.links.read)
-	return s, nil
+	}
 }
 
 // MCP returns the MCP server, to Run over a transport.
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
 // HTTPHandler returns a streamable HTTP handler of the server (MCP's
-// streamable HTTP transport), with a session per client.
+// streamable HTTP transport), with a session per client, event ids and
+// resumption (Last-Event-ID) of a dropped stream.
 func (s *Server) HTTPHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:                       s.opts.Logger,
 		PropagateRequestCancellation: true,
+		// Event ids on every SSE event and replay after Last-Event-ID,
+		// so a client whose stream dropped gets the rest of its call
+		// (bounded: the store drops the oldest past 10 MiB).
+		EventStore: mcp.NewMemoryEventStore(nil),
 	})
 }
 
@@ -333,6 +388,12 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 			}
 			b.add(ctx, f)
 		}
+		if _, err := c.Wait(); err != nil { // at once: the output was read to its end
+			var ce *host.CallError
+			if errors.As(err, &ce) {
+				b.stderr = ce.Stderr
+			}
+		}
 		return b.result(), nil
 	}
 }
@@ -353,7 +414,11 @@ func callRefused(err error) *mcp.CallToolResult {
 	var ce *host.CallError
 	if errors.As(err, &ce) {
 		// The child went away as the call started.
-		r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: failureText(frame.KindFailed, ce.Code, ce.Message, ce.Synthetic)}}}
+		text := failureText(frame.KindFailed, ce.Code, ce.Message, ce.Synthetic)
+		if ce.Synthetic && ce.Stderr != "" {
+			text += "\n" + stderrTailText(ce.Stderr)
+		}
+		r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 		r.Meta = mcp.Meta{MetaKind: frame.KindFailed.String(), MetaCode: ce.Code.String(), MetaSynthetic: ce.Synthetic}
 		return r
 	}
@@ -366,6 +431,30 @@ func callRefused(err error) *mcp.CallToolResult {
 		r.Meta[MetaCode] = frame.CodeUnreachable.String()
 	}
 	return r
+}
+
+// StderrTailMax bounds the bytes of a dead child's stderr that a synthetic
+// failure's text carries: its last bytes, escaped.
+const StderrTailMax = 2 << 10
+
+// stderrTailText is the text that shows a dead child's stderr tail: its
+// last StderrTailMax bytes (from a line start when one is near), quoted
+// as a Go string, so control bytes and invalid UTF-8 show escaped and
+// cannot pass for the bridge's own text.
+func stderrTailText(tail string) string {
+	cut := len(tail) > StderrTailMax
+	if cut {
+		tail = tail[len(tail)-StderrTailMax:]
+		if i := strings.IndexByte(tail, '\n'); i >= 0 && i < len(tail)-1 {
+			tail = tail[i+1:]
+		}
+	}
+	tail = strings.TrimRight(tail, "\n")
+	label := "the child's stderr before it died"
+	if cut {
+		label += fmt.Sprintf(" (last %d bytes)", len(tail))
+	}
+	return label + ": " + strconv.Quote(tail)
 }
 
 // failureText is the text of a failed or cancelled call's error content.
@@ -400,11 +489,14 @@ type resultBuilder struct {
 	chunks     int
 	dropped    int // chunks left out of the content
 	terminal   frame.Frame
-	journalErr error // a required journal's error after the terminal
+	journalErr error  // a required journal's error after the terminal
+	stderr     string // the dead child's stderr tail, for a synthetic failure
 }
 
 func (b *resultBuilder) add(ctx context.Context, f frame.Frame) {
 	switch {
+	case f.Kind == frame.KindChunk && b.s.mcpChild:
+		b.addMCP(ctx, f)
 	case f.Kind == frame.KindChunk:
 		b.chunks++
 		b.notify(ctx, f)
@@ -593,7 +685,11 @@ func (b *resultBuilder) result() *mcp.CallToolResult {
 	f := b.terminal
 	switch f.Kind {
 	case frame.KindCompleted:
-		if f.Payload != nil {
+		if f.Payload != nil && b.s.mcpChild {
+			// The server's content came as chunks; its structured
+			// content is the payload ({"value": v} when not an object).
+			r.StructuredContent = json.RawMessage(compactJSON(f.Payload))
+		} else if f.Payload != nil {
 			b.content = append(b.content, &mcp.TextContent{Text: compactJSON(f.Payload)})
 			r.StructuredContent = json.RawMessage(compactJSON(f.Payload))
 		}
@@ -606,7 +702,11 @@ func (b *resultBuilder) result() *mcp.CallToolResult {
 			meta[MetaCode] = code.String()
 		}
 		meta[MetaSynthetic] = f.Synthetic
-		b.content = append(b.content, &mcp.TextContent{Text: failureText(f.Kind, code, msg, f.Synthetic)})
+		text := failureText(f.Kind, code, msg, f.Synthetic)
+		if f.Synthetic && b.stderr != "" {
+			text += "\n" + stderrTailText(b.stderr)
+		}
+		b.content = append(b.content, &mcp.TextContent{Text: text})
 	default:
 		r.IsError = true
 		b.content = append(b.content, &mcp.TextContent{Text: "the call's output ended without a terminal"})

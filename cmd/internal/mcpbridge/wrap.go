@@ -86,6 +86,9 @@ type Wrapper struct {
 	lateProgress atomic.Uint64
 	mu           sync.Mutex
 	calls        map[string]*wrappedCall // progress token → running call
+
+	lmu      sync.Mutex    // held while a notification is sent to listener
+	listener *child.Stream // the open notifyTool call, nil when none
 }
 
 // wrappedCall is one running call's route for progress notifications.
@@ -131,15 +134,31 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		w.cmd.Stderr = os.Stderr
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-mcp", Version: "1"}, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation: Skulk has nothing to answer them with
+		// No roots, sampling or elicitation yet. The seam: a server's
+		// sampling/createMessage or elicitation/create in the middle of a
+		// call becomes a call from this child to a tool of its host (the
+		// calls-both-ways callbacks), which mcp serve answers with its
+		// client session's CreateMessage or Elicit; then these
+		// capabilities are declared here.
+		Capabilities: &mcp.ClientCapabilities{},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			w.logger.Info("mcp server log", "level", string(req.Params.Level), "logger", req.Params.Logger, "data", req.Params.Data)
+			w.notify("notifications/message", req.Params)
 		},
-		// Setting it also subscribes to the notification (subscriptions/listen)
-		// from protocol version 2026-07-28 on, where a server sends it only
-		// to subscribers.
+		// Setting them also subscribes to the notifications
+		// (subscriptions/listen) from protocol version 2026-07-28 on, where
+		// a server sends them only to subscribers.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			w.logger.Warn(msgToolsChanged)
+		},
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			w.notify("notifications/resources/list_changed", req.Params)
+		},
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			w.notify("notifications/prompts/list_changed", req.Params)
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			w.notify("notifications/resources/updated", req.Params)
 		},
 	})
 	t := &progressTransport{inner: &mcp.CommandTransport{Command: w.cmd, TerminateDuration: terminateGrace}, w: w}
@@ -161,20 +180,9 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		tools = append(tools, tool)
 	}
 	w.tools = w.skulkTools(tools)
-	if len(w.tools) == 0 {
-		_ = sess.Close()
-		return nil, fmt.Errorf("%w: it offers no tool Skulk can describe", ErrServerStart)
-	}
-	if caps := sess.InitializeResult(); caps != nil && caps.Capabilities != nil {
-		// Said at run time, not lost silently: Skulk has no prompts or
-		// resources to offer them as.
-		if caps.Capabilities.Prompts != nil {
-			w.logger.Warn("the MCP server offers prompts; Skulk maps tools only, its prompts are not offered")
-		}
-		if caps.Capabilities.Resources != nil {
-			w.logger.Warn("the MCP server offers resources; Skulk maps tools only, its resources are not offered (resource links in results are passed on as payloads)")
-		}
-	}
+	// Its other requests (resources, prompts, completions, logging) go
+	// through one more tool, which mcp serve uses (requestTool).
+	w.tools = append(w.tools, w.requestHandler(), w.notifyHandler())
 	go w.watch() // stopped by the session ending: the server exits, or Close
 	return w, nil
 }
@@ -345,6 +353,10 @@ func (w *Wrapper) Close() error {
 func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
 	var out []child.Tool
 	for _, t := range tools {
+		if t.Name == requestTool || t.Name == notifyTool {
+			w.logger.Warn("MCP tool left out: its name is the id of the wrapper's own request tool", "tool", requestTool)
+			continue
+		}
 		if t.Name == "" || utf8.RuneCountInString(t.Name) > frame.MaxCallIDChars || !utf8.ValidString(t.Name) {
 			w.logger.Warn("MCP tool left out: its name is not a valid Skulk tool id (1 to 128 characters of UTF-8)", "length", len(t.Name))
 			continue
@@ -514,40 +526,32 @@ func (w *Wrapper) resultFrames(s *child.Stream, res *mcp.CallToolResult, objectR
 // contentFrame maps one MCP content to a chunk: text as {"text"}, image
 // and audio as inline media, an embedded resource as media or text with
 // its uri, a resource link as {"resource_link"} (not fetched), anything
-// else as {"content": its JSON}. It adds to lost the fields the chunk has
-// no place for (annotations, _meta, icons).
-func contentFrame(c mcp.Content, lost *lostFields) (frame.Payload, frame.Media, error) {
+// else as {"content": its JSON}. What the plain shape has no place for
+// (annotations, _meta, icons, an embedded resource's exact form) rides in
+// the payload's "mcp" key (contentExtras), from which mcp serve rebuilds
+// the content as it was.
+func contentFrame(c mcp.Content, _ *lostFields) (frame.Payload, frame.Media, error) {
+	v := map[string]any{}
+	var media frame.Media
 	switch c := c.(type) {
 	case *mcp.TextContent:
-		lost.content(c.Annotations, c.Meta)
-		p, err := frame.PayloadOf(map[string]any{"text": c.Text})
-		return p, nil, err
+		v["text"] = c.Text
 	case *mcp.ImageContent:
-		lost.content(c.Annotations, c.Meta)
-		return nil, &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}, nil
+		media = &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}
 	case *mcp.AudioContent:
-		lost.content(c.Annotations, c.Meta)
-		return nil, &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}, nil
+		media = &frame.InlineMedia{Data: c.Data, MediaType: mediaTypeOr(c.MIMEType)}
 	case *mcp.EmbeddedResource:
 		if c.Resource == nil {
 			return nil, nil, errors.New("the MCP tool's embedded resource has no contents")
 		}
-		lost.content(c.Annotations, c.Meta)
 		r := c.Resource
-		if ownMeta(r.Meta) {
-			lost.add("content.resource._meta")
-		}
+		v["uri"] = r.URI
 		if r.Blob != nil {
-			p, err := frame.PayloadOf(map[string]any{"uri": r.URI})
-			return p, &frame.InlineMedia{Data: r.Blob, MediaType: mediaTypeOr(r.MIMEType)}, err
+			media = &frame.InlineMedia{Data: r.Blob, MediaType: mediaTypeOr(r.MIMEType)}
+		} else {
+			v["text"], v["mime_type"] = r.Text, r.MIMEType
 		}
-		p, err := frame.PayloadOf(map[string]any{"text": r.Text, "uri": r.URI, "mime_type": r.MIMEType})
-		return p, nil, err
 	case *mcp.ResourceLink:
-		lost.content(c.Annotations, c.Meta)
-		if len(c.Icons) > 0 {
-			lost.add("content.icons")
-		}
 		link := map[string]any{"uri": c.URI, "name": c.Name}
 		for k, v := range map[string]string{"title": c.Title, "description": c.Description, "mime_type": c.MIMEType} {
 			if v != "" {
@@ -557,19 +561,26 @@ func contentFrame(c mcp.Content, lost *lostFields) (frame.Payload, frame.Media, 
 		if c.Size != nil {
 			link["size"] = *c.Size
 		}
-		p, err := frame.PayloadOf(map[string]any{"resource_link": link})
-		return p, nil, err
+		v["resource_link"] = link
+	default:
+		b, err := json.Marshal(c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the MCP tool's content has no JSON form: %w", err)
+		}
+		var j any
+		if err := json.Unmarshal(b, &j); err != nil {
+			return nil, nil, err
+		}
+		v["content"] = j
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, nil, fmt.Errorf("the MCP tool's content has no JSON form: %w", err)
+	if extras := contentExtras(c); extras != nil {
+		v["mcp"] = extras
 	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, nil, err
+	if len(v) == 0 {
+		return nil, media, nil
 	}
-	p, err := frame.PayloadOf(map[string]any{"content": v})
-	return p, nil, err
+	p, err := frame.PayloadOf(v)
+	return p, media, err
 }
 
 func mediaTypeOr(t string) string {
@@ -672,6 +683,9 @@ func (c *progressConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return m, err
 		}
 		if req, ok := m.(*jsonrpc.Request); ok && !req.IsCall() && req.Method == "notifications/progress" && c.w.deliverProgress(req.Params) {
+			continue
+		}
+		if req, ok := m.(*jsonrpc.Request); ok && !req.IsCall() && req.Method == "notifications/message" && c.w.deliverLog(req.Params) {
 			continue
 		}
 		return m, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -146,8 +147,9 @@ func TestWrapperUnderHost(t *testing.T) {
 
 	// Embedded resources and links: not fetched, their names kept.
 	payloads, media, last = outputOf(t, call(t, ctx, h, "resources", map[string]any{}))
-	want = []string{`{"uri":"test://blob"}`, `{"mime_type":"text/plain","text":"hello","uri":"test://text"}`,
-		`{"resource_link":{"mime_type":"text/csv","name":"linked","size":42,"uri":"test://link"}}`}
+	want = []string{`{"mcp":{"resource":{"mimeType":"application/pdf","uri":"test://blob"},"type":"resource"},"uri":"test://blob"}`,
+		`{"mcp":{"resource":{"mimeType":"text/plain","uri":"test://text"},"type":"resource"},"mime_type":"text/plain","text":"hello","uri":"test://text"}`,
+		`{"mcp":{"mimeType":"text/csv","name":"linked","size":42,"type":"resource_link","uri":"test://link"},"resource_link":{"mime_type":"text/csv","name":"linked","size":42,"uri":"test://link"}}`}
 	if last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(want, " ") ||
 		len(media) != 1 || media[0].MediaType != "application/pdf" || !bytes.Equal(media[0].Data, mediaBytes(8, imageStep)) {
 		t.Errorf("resources: %v and %d media, want %v and the blob", payloads, len(media), want)
@@ -286,18 +288,30 @@ func TestChain(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("progress: %v %v", res, err)
 	}
-	got := s.progress.wait(t, "chain", 5, 10*time.Second) // 4 progress chunks and the "done" text chunk
-	if !strings.Contains(got[0].Message, `"message":"step 1"`) || got[4].Message != "done" {
-		t.Errorf("notifications: %q … %q", got[0].Message, got[4].Message)
+	// The server's own progress notifications, as it sent them; its
+	// content and structured content, as it returned them.
+	got := s.progress.wait(t, "chain", 4, 10*time.Second)
+	if got[0].Message != "step 1" || got[0].Progress != 1 || got[0].Total != 4 || got[3].Progress != 4 {
+		t.Errorf("notifications: %+v … %+v", got[0], got[3])
 	}
-	// The run of JSON chunks is one text content of lines, the text chunk
-	// after it one of its own, then the completed payload.
-	var lines strings.Builder
-	for i := 1; i <= 4; i++ {
-		fmt.Fprintf(&lines, "{\"message\":\"step %d\",\"progress\":%d,\"total\":4}\n", i, i)
+	if sc, _ := jsonOf(res.StructuredContent); textOf(res) != "done|" || string(sc) != `{"n":4}` {
+		t.Errorf("progress result %q %s, want \"done|\" and {\"n\":4}", textOf(res), sc)
 	}
-	if want := lines.String() + "|done|{\"n\":4}|"; textOf(res) != want {
-		t.Errorf("progress content %q, want %q", textOf(res), want)
+
+	// Embedded resources and links arrive as the server sent them, URIs
+	// and all.
+	res = callTool(t, ctx, s.sess, "resources", map[string]any{}, nil)
+	if len(res.Content) != 3 {
+		t.Fatalf("resources: %v", res.Content)
+	}
+	if r, ok := res.Content[0].(*mcp.EmbeddedResource); !ok || r.Resource.URI != "test://blob" || r.Resource.MIMEType != "application/pdf" || !bytes.Equal(r.Resource.Blob, mediaBytes(8, imageStep)) {
+		t.Errorf("embedded blob: %#v", res.Content[0])
+	}
+	if r, ok := res.Content[1].(*mcp.EmbeddedResource); !ok || r.Resource.URI != "test://text" || r.Resource.Text != "hello" || r.Resource.MIMEType != "text/plain" {
+		t.Errorf("embedded text: %#v", res.Content[1])
+	}
+	if l, ok := res.Content[2].(*mcp.ResourceLink); !ok || l.URI != "test://link" || l.Name != "linked" || l.MIMEType != "text/csv" || l.Size == nil || *l.Size != 42 {
+		t.Errorf("resource link: %#v", res.Content[2])
 	}
 
 	res = callTool(t, ctx, s.sess, "image", map[string]any{"bytes": 5000}, nil)
@@ -316,10 +330,9 @@ func TestChain(t *testing.T) {
 		t.Errorf("audio: %#v", res.Content[0])
 	}
 
-	// docs/mcp.md: one text content per run of consecutive text chunks,
-	// the texts concatenated; media ends a run.
+	// An MCP server's contents stay apart (docs/mcp.md).
 	res = callTool(t, ctx, s.sess, "texts", map[string]any{}, nil)
-	want := []string{strings.Join(textsBefore, ""), "image", strings.Join(textsAfter, "")}
+	want := append(append(slices.Clone(textsBefore), "image"), textsAfter...)
 	var parts []string
 	for _, c := range res.Content {
 		switch c := c.(type) {

@@ -1,0 +1,293 @@
+package mcpbridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestServeHTTPOpenBindRefused: --http on an address other than loopback
+// is refused (usage, exit 2, before any child starts) unless a token is
+// configured; with one, a client without the token gets 401 and a client
+// with it is served.
+func TestServeHTTPOpenBindRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tmp := shortTempDir(t)
+	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--http", "0.0.0.0:0", "--", childBin)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "SKULK_MCP_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "output: %s", out)
+	assert.Equal(t, 2, ee.ExitCode())
+	assert.Contains(t, string(out), "needs --token-file")
+	assert.NotContains(t, string(out), "listening")
+	emptyDir(t, tmp)
+
+	// The token on the command line is not a flag there is.
+	cmd = exec.CommandContext(ctx, hostBin, "mcp", "serve", "--http", "0.0.0.0:0", "--token", "x", "--", childBin)
+	out, err = cmd.CombinedOutput()
+	require.ErrorAs(t, err, &ee, "output: %s", out)
+	assert.Equal(t, 2, ee.ExitCode())
+
+	// With a token file: served, to a client that has the token only.
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600))
+	s := &serveSession{progress: newProgressLog(), tmp: tmp}
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "0.0.0.0:0", "--token-file", tokenFile, "--", childBin)
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	s.stderr, err = collectStderr(s.cmd)
+	require.NoError(t, err)
+	require.NoError(t, s.cmd.Start())
+	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
+	// Listening on every address; reached through loopback.
+	addr = "http://127.0.0.1:" + addr[strings.LastIndex(addr, ":")+1:]
+
+	resp, err := http.Post(addr, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	_, err = newClient(newProgressLog()).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, nil)
+	assert.Error(t, err, "a client without the token")
+
+	hc := &http.Client{Transport: bearer{"s3cret-token"}}
+	// The health report, behind the same guard.
+	resp, err = http.Get(addr + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, err = hc.Get(addr + "/healthz")
+	require.NoError(t, err)
+	var health struct {
+		Children []struct {
+			State string `json:"state"`
+			PID   int    `json:"pid"`
+		} `json:"children"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&health))
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Len(t, health.Children, 1)
+	assert.Equal(t, "ready", health.Children[0].State)
+	assert.NotZero(t, health.Children[0].PID)
+	s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr, HTTPClient: hc}, nil)
+	require.NoError(t, err)
+	res := callTool(t, ctx, s.sess, "echo", map[string]any{}, nil)
+	assert.False(t, res.IsError, textOf(res))
+	s.close(t)
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestChildKilledMidCall: the MCP server under skulk-mcp is killed while
+// a call runs: the call's error names the signal and shows the stderr
+// tail, the client is told the tool list changed once the child is back,
+// and a call on the restarted child works.
+func TestChildKilledMidCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 16) // more than the test's restarts
+	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+	s.cmd.Stderr = os.Stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: s.progress.handler,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	var err error
+	s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+
+	res := callTool(t, ctx, s.sess, "pid", map[string]any{}, nil)
+	require.False(t, res.IsError, textOf(res))
+	var pids pidResult
+	b, err := jsonOf(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, decodeJSON(b, &pids))
+
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1) // one value, from the goroutine below
+	go func() {
+		p := &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 60000}}
+		p.SetProgressToken("killed")
+		r, err := s.sess.CallTool(ctx, p)
+		done <- outcome{r, err}
+	}()
+	s.progress.wait(t, "killed", 1, 20*time.Second) // the call is running in the server
+	require.NoError(t, syscall.Kill(pids.PID, syscall.SIGKILL))
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call of a killed server got no result in 30 s")
+	}
+	require.NoError(t, o.err)
+	assert.True(t, o.res.IsError)
+	assert.Equal(t, true, o.res.Meta["skulk/synthetic"])
+	text := textOf(o.res)
+	assert.Contains(t, text, "signal: killed", "the error names the signal")
+	assert.Contains(t, text, "stderr before it died", "the error shows the stderr tail")
+
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tools/list_changed within 30 s of the restart")
+	}
+	res = callTool(t, ctx, s.sess, "echo", map[string]any{"text": "after the restart"}, nil)
+	assert.False(t, res.IsError, textOf(res))
+	assert.Equal(t, "after the restart|", textOf(res))
+	s.close(t)
+}
+
+// TestCancelledGetsNoAnswer: over stdio, a tools/call the client cancels
+// is cancelled in the MCP server behind skulk-mcp and gets no response;
+// the session goes on (a ping after it is answered).
+func TestCancelledGetsNoAnswer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mark := filepath.Join(t.TempDir(), "mark")
+	tmp := shortTempDir(t)
+	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envMark+"="+mark, "--", wrapperBin, "--", selfBin)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan map[string]any, 64) // more than the test's messages
+	go func() {                            // stopped by the server's stdout closing
+		defer close(lines)
+		dec := json.NewDecoder(stdout)
+		for {
+			var m map[string]any
+			if dec.Decode(&m) != nil {
+				return
+			}
+			lines <- m
+		}
+	}()
+	send := func(s string) {
+		_, err := io.WriteString(stdin, s+"\n")
+		require.NoError(t, err)
+	}
+	next := func() map[string]any {
+		select {
+		case m, ok := <-lines:
+			require.True(t, ok, "the server's stdout closed")
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatal("no message from the server in 30 s")
+		}
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	require.EqualValues(t, 1, next()["id"])
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":60000},"_meta":{"progressToken":"p"}}}`)
+	m := next() // the server's "sleeping" progress: the call runs
+	require.Equal(t, "notifications/progress", m["method"])
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}}`)
+	waitFile(t, mark, "cancelled sleep", 20*time.Second)
+	// The cancelled call's result, were it sent, is written before a
+	// second has passed; the ping's answer comes after that.
+	time.Sleep(time.Second)
+	send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	for {
+		m := next()
+		require.NotEqualValues(t, 2, m["id"], "the cancelled request was answered: %v", m)
+		if id, ok := m["id"]; ok && id == float64(3) {
+			break
+		}
+	}
+	require.NoError(t, stdin.Close())
+	for range lines {
+	}
+	require.NoError(t, cmd.Wait())
+	emptyDir(t, tmp)
+}
+
+// TestGatewayForwards: through mcp serve → skulk-mcp, the server's
+// capabilities, resources (a 1 MiB blob read back byte for byte) and its
+// log notifications during a call reach the client, with the level the
+// client set forwarded to the server.
+func TestGatewayForwards(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs := make(chan *mcp.LoggingMessageParams, 16) // more than the test's log lines
+	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+	s.cmd.Stderr = os.Stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			select {
+			case logs <- req.Params:
+			default:
+			}
+		},
+	})
+	var err error
+	s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+
+	caps := s.sess.InitializeResult().Capabilities
+	require.NotNil(t, caps.Resources, "the server's resources capability")
+	require.NotNil(t, caps.Logging)
+
+	list, err := s.sess.ListResources(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, list.Resources, 1)
+	assert.Equal(t, bigResource, list.Resources[0].URI)
+	read, err := s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: bigResource})
+	require.NoError(t, err)
+	require.Len(t, read.Contents, 1)
+	assert.Equal(t, bigResource, read.Contents[0].URI)
+	assert.Equal(t, mediaBytes(1<<20, imageStep), read.Contents[0].Blob)
+	_, err = s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://nowhere"})
+	assert.Error(t, err, "a resource the server does not have")
+
+	require.NoError(t, s.sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"})) //nolint:staticcheck // still served
+	// From protocol version 2026-07-28 on (which the go-sdk speaks) the
+	// level rides on each request.
+	res := callTool(t, ctx, s.sess, "log", map[string]any{"text": "from the server"}, mcp.Meta{mcp.MetaKeyLogLevel: "info"})
+	require.False(t, res.IsError, textOf(res))
+	select {
+	case lm := <-logs:
+		assert.Equal(t, "from the server", lm.Data)
+		assert.Equal(t, "test-server", lm.Logger)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's log notification did not reach the client")
+	}
+	s.close(t)
+}
