@@ -239,3 +239,50 @@ func TestParseSetName(t *testing.T) {
 		assert.Equal(t, want, ok, name)
 	}
 }
+
+// TestReleaseRemovesNestedCgroups: a child may make cgroups below its own
+// (its directories are its user's, which it may be) and move processes
+// there; Sweep kills them and Release still removes every directory.
+// Limits give the child v1 directories too where the machine has them.
+func TestReleaseRemovesNestedCgroups(t *testing.T) {
+	s, err := New(Options{Limits: Limits{Pids: 64}}, slog.New(slog.DiscardHandler))
+	if errors.Is(err, ErrLimitUnavailable) {
+		t.Skipf("limit unavailable here: %v", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	cmd, ch := startIn(t, s, "c0.1", "exec sleep 600")
+	var dirs []string
+	if ch.cg.v2 != "" {
+		dirs = append(dirs, ch.cg.v2)
+	}
+	for _, d := range ch.cg.v1 {
+		dirs = append(dirs, d)
+	}
+	require.NotEmpty(t, dirs)
+	for _, d := range dirs {
+		nested := filepath.Join(d, "x", "y")
+		require.NoError(t, os.MkdirAll(nested, 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(d, "z"), 0o755))
+		require.NoError(t, writeFile(filepath.Join(nested, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)))
+	}
+	if ch.cg.v2 != "" {
+		assert.True(t, inCgroup(cmd.Process.Pid, ch.cg.v2Rel), "a process in a cgroup below the child's is the child's")
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	_, left := ch.Sweep()
+	assert.Equal(t, 0, left)
+	require.NoError(t, ch.Release())
+	for _, d := range dirs {
+		assert.NoDirExists(t, d)
+	}
+}
+
+// TestWithin: a cgroup path is within rel when it is rel or below it.
+func TestWithin(t *testing.T) {
+	assert.True(t, within("/a/skulk-1/c0.1", "/a/skulk-1/c0.1"))
+	assert.True(t, within("/a/skulk-1/c0.1/x/y", "/a/skulk-1/c0.1"))
+	assert.False(t, within("/a/skulk-1/c0.10", "/a/skulk-1/c0.1"))
+	assert.False(t, within("/a/skulk-1", "/a/skulk-1/c0.1"))
+}
