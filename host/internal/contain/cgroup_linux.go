@@ -495,7 +495,7 @@ func (c *cgroup) writeLimits(starting bool) error {
 				err = w(c.v2, "memory.oom.group", "1")
 			}
 		case ctlPids:
-			err = w(c.v2, "pids.max", strconv.FormatInt(l.Pids, 10))
+			err = w(c.v2, "pids.max", pidsMax(l.Pids))
 		case ctlCPU:
 			err = w(c.v2, "cpu.max", strconv.FormatInt(quota, 10)+" "+strconv.Itoa(cpuPeriod))
 		}
@@ -518,7 +518,7 @@ func (c *cgroup) writeLimits(starting bool) error {
 		if starting {
 			n++
 		}
-		if err := w(dir, "pids.max", strconv.FormatInt(n, 10)); err != nil {
+		if err := w(dir, "pids.max", pidsMax(n)); err != nil {
 			return err
 		}
 	}
@@ -546,9 +546,22 @@ func (c *cgroup) tasks() (join, back []string) {
 // started tightens the v1 pids limit once the starter thread left.
 func (c *cgroup) started() error {
 	if dir, ok := c.v1[ctlPids]; ok {
-		return writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(c.cg.limits.Pids, 10))
+		return writeFile(filepath.Join(dir, "pids.max"), pidsMax(c.cg.limits.Pids))
 	}
 	return nil
+}
+
+// pidMaxLimit is the kernel's most processes (PID_MAX_LIMIT on 64-bit):
+// pids.max refuses a number above it.
+const pidMaxLimit = 4 << 20
+
+// pidsMax renders a pids limit for pids.max: "max" past pidMaxLimit,
+// where no number is taken and none could be reached.
+func pidsMax(n int64) string {
+	if n > pidMaxLimit {
+		return "max"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // oomCountWait bounds the wait for the OOM kill count of a cgroup whose

@@ -286,3 +286,25 @@ func TestWithin(t *testing.T) {
 	assert.False(t, within("/a/skulk-1/c0.10", "/a/skulk-1/c0.1"))
 	assert.False(t, within("/a/skulk-1", "/a/skulk-1/c0.1"))
 }
+
+// TestPidsLimitPastTheKernels: a pids limit above the most processes the
+// kernel allows is no limit ("max"), not a start that fails.
+func TestPidsLimitPastTheKernels(t *testing.T) {
+	s, err := New(Options{Limits: Limits{Pids: 1 << 40}}, slog.New(slog.DiscardHandler))
+	if errors.Is(err, ErrLimitUnavailable) {
+		t.Skipf("limit unavailable here: %v", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	cmd, ch := startIn(t, s, "c0.1", "exit 0")
+	require.NoError(t, cmd.Wait())
+	for _, d := range []string{ch.cg.v1[ctlPids], ch.cg.v2} {
+		if b, err := os.ReadFile(filepath.Join(d, "pids.max")); d != "" && err == nil {
+			assert.Equal(t, "max", strings.TrimSpace(string(b)), d)
+		}
+	}
+	ch.Sweep()
+	require.NoError(t, ch.Release())
+	assert.Equal(t, "4194304", pidsMax(pidMaxLimit))
+	assert.Equal(t, "max", pidsMax(pidMaxLimit+1))
+}
