@@ -308,3 +308,25 @@ func TestPidsLimitPastTheKernels(t *testing.T) {
 	assert.Equal(t, "4194304", pidsMax(pidMaxLimit))
 	assert.Equal(t, "max", pidsMax(pidMaxLimit+1))
 }
+
+// TestGuardianRemovesNestedCgroups: told of a cgroup directory, the
+// guardian, once its input ends (the host is gone), removes it with the
+// cgroups made below it, the deepest first.
+func TestGuardianRemovesNestedCgroups(t *testing.T) {
+	s := newSet(t, Options{})
+	dir := filepath.Join(s.cg.v2, "c9")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "x", "y"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "z"), 0o755))
+	t.Cleanup(func() {
+		for _, d := range tree(dir) {
+			os.Remove(d)
+		}
+	})
+	g := startGuardian(slog.New(slog.DiscardHandler))
+	if g == nil {
+		t.Skip("no /bin/sh")
+	}
+	g.cgroup(dir)
+	g.close() // its input ends: it acts and exits
+	assert.NoDirExists(t, dir)
+}
