@@ -96,7 +96,6 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		span:  o.span,
 	}
 	call.out.init()
-	call.dispatched = time.Now()
 	var c *streamConn
 	for {
 		var err error
@@ -116,6 +115,11 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 			return nil, endWith(ctx, rec, recorder.Failed(ce.Code, ce.Message, true), ce)
 		}
 		call.conn = c
+		// Once the connection is had: a dial waits while the child's
+		// backlog is full, and the lost-call check must not count that
+		// wait as time the child had to read the invoke. Set before bind,
+		// which publishes the call to the supervisor.
+		call.dispatched = time.Now()
 		if c.bind(call) {
 			break
 		}

@@ -495,7 +495,7 @@ func (c *cgroup) writeLimits(starting bool) error {
 				err = w(c.v2, "memory.oom.group", "1")
 			}
 		case ctlPids:
-			err = w(c.v2, "pids.max", strconv.FormatInt(l.Pids, 10))
+			err = w(c.v2, "pids.max", pidsMax(l.Pids))
 		case ctlCPU:
 			err = w(c.v2, "cpu.max", strconv.FormatInt(quota, 10)+" "+strconv.Itoa(cpuPeriod))
 		}
@@ -518,7 +518,7 @@ func (c *cgroup) writeLimits(starting bool) error {
 		if starting {
 			n++
 		}
-		if err := w(dir, "pids.max", strconv.FormatInt(n, 10)); err != nil {
+		if err := w(dir, "pids.max", pidsMax(n)); err != nil {
 			return err
 		}
 	}
@@ -546,9 +546,22 @@ func (c *cgroup) tasks() (join, back []string) {
 // started tightens the v1 pids limit once the starter thread left.
 func (c *cgroup) started() error {
 	if dir, ok := c.v1[ctlPids]; ok {
-		return writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(c.cg.limits.Pids, 10))
+		return writeFile(filepath.Join(dir, "pids.max"), pidsMax(c.cg.limits.Pids))
 	}
 	return nil
+}
+
+// pidMaxLimit is the kernel's most processes (PID_MAX_LIMIT on 64-bit):
+// pids.max refuses a number above it.
+const pidMaxLimit = 4 << 20
+
+// pidsMax renders a pids limit for pids.max: "max" past pidMaxLimit,
+// where no number is taken and none could be reached.
+func pidsMax(n int64) string {
+	if n > pidMaxLimit {
+		return "max"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // oomCountWait bounds the wait for the OOM kill count of a cgroup whose
@@ -640,7 +653,7 @@ func procs(dir string) []int {
 func (c *cgroup) sweep() (killed, left int) {
 	self := os.Getpid()
 	if populated(c.v2) {
-		killed = len(procs(c.v2))
+		killed = countProcs(c.v2)
 		writeFile(filepath.Join(c.v2, "cgroup.kill"), "1")
 	}
 	deadline := time.Now().Add(sweepLimit)
@@ -659,7 +672,7 @@ func (c *cgroup) sweep() (killed, left int) {
 			return killed, 0
 		}
 		if time.Now().After(deadline) {
-			return killed, len(procs(c.v2)) + zombies
+			return killed, countProcs(c.v2) + zombies
 		}
 		if busy {
 			writeFile(filepath.Join(c.v2, "cgroup.kill"), "1") // what forked before the first kill landed
@@ -668,8 +681,18 @@ func (c *cgroup) sweep() (killed, left int) {
 	}
 }
 
+// countProcs counts the processes in the cgroup dir and below it.
+func countProcs(dir string) int {
+	n := 0
+	for _, d := range tree(dir) {
+		n += len(procs(d))
+	}
+	return n
+}
+
 // inCgroup reports whether /proc/pid/cgroup puts pid in the unified
-// cgroup rel (a zombie's still does).
+// cgroup rel or a cgroup below it (a zombie's still does; the child may
+// make cgroups in its own and move its processes there).
 func inCgroup(pid int, rel string) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
@@ -677,10 +700,31 @@ func inCgroup(pid int, rel string) bool {
 	}
 	for line := range strings.Lines(string(b)) {
 		if p, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "0::"); ok {
-			return p == rel
+			return within(p, rel)
 		}
 	}
 	return false
+}
+
+// within reports whether the cgroup path p is rel or below it.
+func within(p, rel string) bool {
+	rest, ok := strings.CutPrefix(p, rel)
+	return ok && (rest == "" || rest[0] == '/')
+}
+
+// tree lists the cgroup directory dir and every cgroup below it, the
+// deepest first, so that each can be removed in that order. A child may
+// make cgroups in its own: its directories belong to the host's user,
+// which the child may be.
+func tree(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, tree(filepath.Join(dir, e.Name()))...)
+		}
+	}
+	return append(out, dir)
 }
 
 // remove removes the child's directories; the processes in them are gone
@@ -691,15 +735,17 @@ func (c *cgroup) remove() error {
 		if dir == "" {
 			return
 		}
-		err := os.Remove(dir)
-		for i := 0; errors.Is(err, unix.EBUSY) && i < 50; i++ {
-			// A v1 cgroup may lag the unified one by the time its last
-			// task takes to finish exiting.
-			time.Sleep(2 * time.Millisecond)
-			err = os.Remove(dir)
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) && first == nil {
-			first = fmt.Errorf("contain: removing a child's cgroup: %s", errText(err))
+		for _, d := range tree(dir) { // the cgroups the child made below its own first
+			err := os.Remove(d)
+			for i := 0; errors.Is(err, unix.EBUSY) && i < 50; i++ {
+				// A v1 cgroup may lag the unified one by the time its last
+				// task takes to finish exiting.
+				time.Sleep(2 * time.Millisecond)
+				err = os.Remove(d)
+			}
+			if err != nil && !errors.Is(err, fs.ErrNotExist) && first == nil {
+				first = fmt.Errorf("contain: removing a child's cgroup: %s", errText(err))
+			}
 		}
 	}
 	rm(c.v2)
@@ -748,14 +794,15 @@ func sweepLeftovers(parent string, killV2 bool, log *slog.Logger) {
 				if !s.IsDir() {
 					continue
 				}
-				sub := filepath.Join(dir, s.Name())
-				for _, p := range procs(sub) {
-					if st, ok := readStat(p); ok {
-						killPID(p, st.start)
+				for _, sub := range tree(filepath.Join(dir, s.Name())) {
+					for _, p := range procs(sub) {
+						if st, ok := readStat(p); ok {
+							killPID(p, st.start)
+						}
 					}
-				}
-				if os.Remove(sub) != nil {
-					left++
+					if os.Remove(sub) != nil {
+						left++
+					}
 				}
 			}
 			if left == 0 || time.Now().After(deadline) {

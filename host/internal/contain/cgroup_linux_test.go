@@ -239,3 +239,94 @@ func TestParseSetName(t *testing.T) {
 		assert.Equal(t, want, ok, name)
 	}
 }
+
+// TestReleaseRemovesNestedCgroups: a child may make cgroups below its own
+// (its directories are its user's, which it may be) and move processes
+// there; Sweep kills them and Release still removes every directory.
+// Limits give the child v1 directories too where the machine has them.
+func TestReleaseRemovesNestedCgroups(t *testing.T) {
+	s, err := New(Options{Limits: Limits{Pids: 64}}, slog.New(slog.DiscardHandler))
+	if errors.Is(err, ErrLimitUnavailable) {
+		t.Skipf("limit unavailable here: %v", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	cmd, ch := startIn(t, s, "c0.1", "exec sleep 600")
+	var dirs []string
+	if ch.cg.v2 != "" {
+		dirs = append(dirs, ch.cg.v2)
+	}
+	for _, d := range ch.cg.v1 {
+		dirs = append(dirs, d)
+	}
+	require.NotEmpty(t, dirs)
+	for _, d := range dirs {
+		nested := filepath.Join(d, "x", "y")
+		require.NoError(t, os.MkdirAll(nested, 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(d, "z"), 0o755))
+		require.NoError(t, writeFile(filepath.Join(nested, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)))
+	}
+	if ch.cg.v2 != "" {
+		assert.True(t, inCgroup(cmd.Process.Pid, ch.cg.v2Rel), "a process in a cgroup below the child's is the child's")
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	_, left := ch.Sweep()
+	assert.Equal(t, 0, left)
+	require.NoError(t, ch.Release())
+	for _, d := range dirs {
+		assert.NoDirExists(t, d)
+	}
+}
+
+// TestWithin: a cgroup path is within rel when it is rel or below it.
+func TestWithin(t *testing.T) {
+	assert.True(t, within("/a/skulk-1/c0.1", "/a/skulk-1/c0.1"))
+	assert.True(t, within("/a/skulk-1/c0.1/x/y", "/a/skulk-1/c0.1"))
+	assert.False(t, within("/a/skulk-1/c0.10", "/a/skulk-1/c0.1"))
+	assert.False(t, within("/a/skulk-1", "/a/skulk-1/c0.1"))
+}
+
+// TestPidsLimitPastTheKernels: a pids limit above the most processes the
+// kernel allows is no limit ("max"), not a start that fails.
+func TestPidsLimitPastTheKernels(t *testing.T) {
+	s, err := New(Options{Limits: Limits{Pids: 1 << 40}}, slog.New(slog.DiscardHandler))
+	if errors.Is(err, ErrLimitUnavailable) {
+		t.Skipf("limit unavailable here: %v", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	cmd, ch := startIn(t, s, "c0.1", "exit 0")
+	require.NoError(t, cmd.Wait())
+	for _, d := range []string{ch.cg.v1[ctlPids], ch.cg.v2} {
+		if b, err := os.ReadFile(filepath.Join(d, "pids.max")); d != "" && err == nil {
+			assert.Equal(t, "max", strings.TrimSpace(string(b)), d)
+		}
+	}
+	ch.Sweep()
+	require.NoError(t, ch.Release())
+	assert.Equal(t, "4194304", pidsMax(pidMaxLimit))
+	assert.Equal(t, "max", pidsMax(pidMaxLimit+1))
+}
+
+// TestGuardianRemovesNestedCgroups: told of a cgroup directory, the
+// guardian, once its input ends (the host is gone), removes it with the
+// cgroups made below it, the deepest first.
+func TestGuardianRemovesNestedCgroups(t *testing.T) {
+	s := newSet(t, Options{})
+	dir := filepath.Join(s.cg.v2, "c9")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "x", "y"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "z"), 0o755))
+	t.Cleanup(func() {
+		for _, d := range tree(dir) {
+			os.Remove(d)
+		}
+	})
+	g := startGuardian(slog.New(slog.DiscardHandler))
+	if g == nil {
+		t.Skip("no /bin/sh")
+	}
+	g.cgroup(dir)
+	g.close() // its input ends: it acts and exits
+	assert.NoDirExists(t, dir)
+}

@@ -321,7 +321,8 @@ func releaseSubreaper() {
 // It first writes 1 to the cgroup.kill of every directory it was told of
 // that has one (the Set's unified directory: the kill takes every child's
 // cgroup below it), waits (up to 2 s) until none is populated, and
-// removes every child's directory and the Set's. It then finds every process it was told of that still runs with that
+// removes every child's directory (and the cgroups a child made below
+// its own) and the Set's. It then finds every process it was told of that still runs with that
 // start time, every process in a group or session such a process leads or
 // led, every process holding one of the pipes or sockets it was told of
 // (the host that held their other ends is gone, so every holder came from
@@ -337,6 +338,14 @@ func releaseSubreaper() {
 // or the host (its parent, alive when Close ends its input).
 const guardianScript = `
 trap '' HUP INT TERM QUIT PIPE
+# rmtree removes the cgroup directory $1 and every cgroup below it, the
+# deepest first (a child may make cgroups in its own). Globbing is on.
+rmtree() {
+	for s in "$1"/*/; do
+		[ -d "$s" ] && rmtree "${s%/}"
+	done
+	rmdir "$1" 2>/dev/null
+}
 set -f
 list=' '
 fds=' '
@@ -369,11 +378,7 @@ if [ -n "$cg" ]; then
 	done
 	set +f
 	for d in $cg; do
-		[ -d "$d" ] || continue
-		for s in "$d"/*/; do
-			[ -d "$s" ] && rmdir "$s" 2>/dev/null
-		done
-		rmdir "$d" 2>/dev/null
+		[ -d "$d" ] && rmtree "$d"
 	done
 	set -f
 fi
