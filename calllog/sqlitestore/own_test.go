@@ -198,6 +198,9 @@ func TestListAndPrune(t *testing.T) {
 		require.NoError(t, s.Keep(ctx, c, evs))
 		claims = append(claims, c)
 	}
+	latest, err := s.LatestTree(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "t3", latest, "the last tree claimed")
 	trees, err := s.ListTrees(ctx)
 	require.NoError(t, err)
 	require.Len(t, trees, 3)
@@ -225,6 +228,11 @@ func TestListAndPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, trees, 1)
 	assert.Equal(t, "t3", trees[0].Tree)
+
+	empty := open(t, filepath.Join(t.TempDir(), "empty.db"))
+	latest, err = empty.LatestTree(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, latest, "no tree yet")
 }
 
 // TestRetentionOption: Options.Retention prunes at Open: a tree whose last

@@ -500,8 +500,27 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 	return out, s.classify("events after", rows.Err())
 }
 
+// LatestTree returns the id of the tree whose first claim is the latest
+// in the file, or "" when there is none (a journal not written yet
+// included): one row read, whatever the number of trees, so a follower
+// waiting for the next tree may ask it at every poll.
+func (s *Store) LatestTree(ctx context.Context) (string, error) {
+	if s.closed.Load() {
+		return "", fmt.Errorf("sqlitestore: latest tree: %w: closed", calllog.ErrStoreUnusable)
+	}
+	if ok, err := s.tables(ctx); !ok {
+		return "", err
+	}
+	var tree string
+	err := s.db.QueryRowContext(ctx, `SELECT tree FROM calllog_trees ORDER BY rowid DESC LIMIT 1`).Scan(&tree)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return tree, s.classify("latest tree", err)
+}
+
 // Trees lists the ids of the trees in the store, in the order of their
-// first claim (for tools such as a follow command that picks the latest).
+// first claim; LatestTree reads only the last.
 func (s *Store) Trees(ctx context.Context) ([]string, error) {
 	if ok, err := s.tables(ctx); !ok {
 		return nil, err
