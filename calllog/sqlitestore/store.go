@@ -157,6 +157,13 @@ func inspect(ctx context.Context, path string) (fileState, error) {
 	}
 	q := url.Values{}
 	q.Add("mode", "ro")
+	if !hasSidecar(path) {
+		// Nothing waits in a WAL or a rollback journal, so the file alone
+		// is the database: read it as immutable, which makes SQLite open
+		// no -wal or -shm file beside it (a read-only connection to a
+		// database in WAL mode otherwise creates both and leaves them).
+		q.Add("immutable", "1")
+	}
 	db, err := sql.Open("sqlite", dsn(path, q))
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: open: %w", err)
@@ -202,6 +209,18 @@ func inspect(ctx context.Context, path string) (fileState, error) {
 		return fileEmpty, nil
 	}
 	return 0, fmt.Errorf("%w: %w: it holds tables of another application", ErrNotJournal, calllog.ErrStoreUnusable)
+}
+
+// hasSidecar reports whether the database at path has a WAL or a
+// rollback journal beside it (what a writer has not yet put in the file
+// itself), or whether that cannot be told.
+func hasSidecar(path string) bool {
+	for _, suffix := range []string{"-wal", "-journal"} {
+		if _, err := os.Lstat(path + suffix); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // notJournal classes an error met reading a file's header and tables: a
