@@ -21,6 +21,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -157,11 +158,13 @@ func inspect(ctx context.Context, path string) (fileState, error) {
 	}
 	q := url.Values{}
 	q.Add("mode", "ro")
-	if !hasSidecar(path) {
-		// Nothing waits in a WAL or a rollback journal, so the file alone
-		// is the database: read it as immutable, which makes SQLite open
-		// no -wal or -shm file beside it (a read-only connection to a
-		// database in WAL mode otherwise creates both and leaves them).
+	if walAlone(path) {
+		// A database in WAL mode with no WAL beside it: the file alone is
+		// the database (only a checkpoint, which needs a WAL, writes it),
+		// so it is read as immutable, which makes SQLite open no -wal or
+		// -shm file beside it; a read-only connection otherwise creates
+		// both and leaves them. A database in rollback mode creates
+		// nothing when read, and is read with its locks.
 		q.Add("immutable", "1")
 	}
 	db, err := sql.Open("sqlite", dsn(path, q))
@@ -211,16 +214,21 @@ func inspect(ctx context.Context, path string) (fileState, error) {
 	return 0, fmt.Errorf("%w: %w: it holds tables of another application", ErrNotJournal, calllog.ErrStoreUnusable)
 }
 
-// hasSidecar reports whether the database at path has a WAL or a
-// rollback journal beside it (what a writer has not yet put in the file
-// itself), or whether that cannot be told.
-func hasSidecar(path string) bool {
-	for _, suffix := range []string{"-wal", "-journal"} {
-		if _, err := os.Lstat(path + suffix); !errors.Is(err, fs.ErrNotExist) {
-			return true
-		}
+// walAlone reports whether the file at path is an SQLite database in WAL
+// mode (its header's read and write versions are 2) with no WAL file
+// beside it.
+func walAlone(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
 	}
-	return false
+	defer f.Close()
+	var h [20]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:16]) != "SQLite format 3\x00" || h[18] != 2 || h[19] != 2 {
+		return false
+	}
+	_, err = os.Lstat(path + "-wal")
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // notJournal classes an error met reading a file's header and tables: a
