@@ -22,11 +22,11 @@ type Options struct {
 	// journal writer stopped); nil means the host's Config.Logger.
 	Logger *slog.Logger
 	// History bounds the events each call keeps for its watchers
-	// (Call.Events): a call's first History events, and no more than
-	// 4 MiB of their payloads, media and fragments, then its end event,
-	// whose After shows the loss. 0 means 64, which holds every event of a
-	// call with a few dozen small chunks. Each kept event holds its payload
-	// (about 300 bytes for a small chunk), so History is the host's memory
+	// (Call.Events): a call's first History events, while they hold less
+	// than HistoryBytes, then its end event, whose After shows the loss.
+	// 0 means 64, which holds every event of a call with a few dozen small
+	// chunks. Each kept event holds its payload (about 300 bytes for a
+	// small chunk) but never media data, so History is the host's memory
 	// per open stream: a stream that must be watched whole is better
 	// followed by an Observer, which is given every event as it comes.
 	History int

@@ -151,8 +151,9 @@ type TreeInfo struct {
 	// Bytes is the events' stored size; 0 when the store does not say.
 	Bytes int64
 	// End is the kind of the tree's end (its outermost call's done,
-	// failed or cancelled) when the last kept event is that end; 0 while
-	// the tree runs, or when its end was never kept.
+	// failed or cancelled, or unknown when a takeover ended it) when the
+	// last kept event is that end; 0 while the tree runs, or when its end
+	// was never kept.
 	End Kind
 }
 

@@ -19,10 +19,11 @@ import (
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 )
 
-// foreignDB writes another application's SQLite database at path.
-func foreignDB(t *testing.T, path string) []byte {
+// foreignDB writes another application's SQLite database at path, with
+// the DSN's query q (a journal mode).
+func foreignDB(t *testing.T, path, q string) []byte {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
+	db, err := sql.Open("sqlite", "file:"+path+q)
 	require.NoError(t, err)
 	_, err = db.Exec(`CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO accounts (name) VALUES ('a'), ('b')`)
 	require.NoError(t, err)
@@ -32,29 +33,37 @@ func foreignDB(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestForeignFileRefusedUntouched: another application's database (and a
-// file that is not SQLite at all) is refused by every mode of Open with
-// ErrNotJournal, and no byte of it changes, nor does a file appear beside
-// it.
+// TestForeignFileRefusedUntouched: another application's database (in
+// rollback or WAL mode, and a file that is not SQLite at all) is refused
+// by every mode of Open with ErrNotJournal, and no byte of it changes, nor
+// does a file appear beside it.
 func TestForeignFileRefusedUntouched(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "app.db")
-	before := foreignDB(t, path)
+	before := foreignDB(t, path, "")
+	wal := filepath.Join(dir, "wal.db")
+	beforeWAL := foreignDB(t, wal, "?_pragma=journal_mode(WAL)")
 	text := filepath.Join(dir, "notes.txt")
 	require.NoError(t, os.WriteFile(text, []byte("not a database, just some words of text here\n"), 0o644))
 	for _, opts := range []sqlitestore.Options{{}, {ReadOnly: true}, {MustExist: true}} {
-		for _, p := range []string{path, text} {
+		for _, p := range []string{path, wal, text} {
 			_, err := sqlitestore.Open(p, opts)
 			require.ErrorIs(t, err, sqlitestore.ErrNotJournal, "%s %+v", p, opts)
 			assert.ErrorIs(t, err, calllog.ErrStoreUnusable)
 		}
 	}
-	after, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.True(t, bytes.Equal(before, after), "the foreign database changed")
+	for p, b := range map[string][]byte{path: before, wal: beforeWAL} {
+		after, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(b, after), "the foreign database %s changed", filepath.Base(p))
+	}
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	assert.Len(t, entries, 2, "files beside it: %v", entries)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.ElementsMatch(t, []string{"app.db", "wal.db", "notes.txt"}, names, "no file appears beside them")
 }
 
 // TestJournalNotWrittenYet: a missing file is ErrNotWritten to a reader and
@@ -198,6 +207,9 @@ func TestListAndPrune(t *testing.T) {
 		require.NoError(t, s.Keep(ctx, c, evs))
 		claims = append(claims, c)
 	}
+	latest, err := s.LatestTree(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "t3", latest, "the last tree claimed")
 	trees, err := s.ListTrees(ctx)
 	require.NoError(t, err)
 	require.Len(t, trees, 3)
@@ -225,6 +237,11 @@ func TestListAndPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, trees, 1)
 	assert.Equal(t, "t3", trees[0].Tree)
+
+	empty := open(t, filepath.Join(t.TempDir(), "empty.db"))
+	latest, err = empty.LatestTree(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, latest, "no tree yet")
 }
 
 // TestRetentionOption: Options.Retention prunes at Open: a tree whose last

@@ -21,6 +21,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -157,6 +158,15 @@ func inspect(ctx context.Context, path string) (fileState, error) {
 	}
 	q := url.Values{}
 	q.Add("mode", "ro")
+	if walAlone(path) {
+		// A database in WAL mode with no WAL beside it: the file alone is
+		// the database (only a checkpoint, which needs a WAL, writes it),
+		// so it is read as immutable, which makes SQLite open no -wal or
+		// -shm file beside it; a read-only connection otherwise creates
+		// both and leaves them. A database in rollback mode creates
+		// nothing when read, and is read with its locks.
+		q.Add("immutable", "1")
+	}
 	db, err := sql.Open("sqlite", dsn(path, q))
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: open: %w", err)
@@ -202,6 +212,23 @@ func inspect(ctx context.Context, path string) (fileState, error) {
 		return fileEmpty, nil
 	}
 	return 0, fmt.Errorf("%w: %w: it holds tables of another application", ErrNotJournal, calllog.ErrStoreUnusable)
+}
+
+// walAlone reports whether the file at path is an SQLite database in WAL
+// mode (its header's read and write versions are 2) with no WAL file
+// beside it.
+func walAlone(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var h [20]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:16]) != "SQLite format 3\x00" || h[18] != 2 || h[19] != 2 {
+		return false
+	}
+	_, err = os.Lstat(path + "-wal")
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // notJournal classes an error met reading a file's header and tables: a
@@ -500,8 +527,27 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 	return out, s.classify("events after", rows.Err())
 }
 
+// LatestTree returns the id of the tree whose first claim is the latest
+// in the file, or "" when there is none (a journal not written yet
+// included): one row read, whatever the number of trees, so a follower
+// waiting for the next tree may ask it at every poll.
+func (s *Store) LatestTree(ctx context.Context) (string, error) {
+	if s.closed.Load() {
+		return "", fmt.Errorf("sqlitestore: latest tree: %w: closed", calllog.ErrStoreUnusable)
+	}
+	if ok, err := s.tables(ctx); !ok {
+		return "", err
+	}
+	var tree string
+	err := s.db.QueryRowContext(ctx, `SELECT tree FROM calllog_trees ORDER BY rowid DESC LIMIT 1`).Scan(&tree)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return tree, s.classify("latest tree", err)
+}
+
 // Trees lists the ids of the trees in the store, in the order of their
-// first claim (for tools such as a follow command that picks the latest).
+// first claim; LatestTree reads only the last.
 func (s *Store) Trees(ctx context.Context) ([]string, error) {
 	if ok, err := s.tables(ctx); !ok {
 		return nil, err

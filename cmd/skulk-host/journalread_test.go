@@ -414,3 +414,36 @@ func TestReadMemoryBounded(t *testing.T) {
 	t.Logf("asif export of 8 MiB of events (a %.1f MiB document): peak RSS %.1f MiB", float64(doc.Size())/mib, float64(rss)/mib)
 	assert.Less(t, rss, int64(320*mib), "export's peak memory")
 }
+
+// A tree whose host died lists as running; once journal takeover ended
+// it, as unknown, which --state unknown and --state ended select.
+func TestJournalListTakenOverTree(t *testing.T) {
+	ctx := context.Background()
+	j := filepath.Join(t.TempDir(), "calls.db")
+	st, err := sqlitestore.Open(j)
+	require.NoError(t, err)
+	c, err := st.Claim(ctx, "died", "A")
+	require.NoError(t, err)
+	require.NoError(t, st.Keep(ctx, c, []calllog.Event{{Kind: calllog.KindStarted, Tree: "died", Writer: "A", Seq: 1,
+		At: time.Now(), Call: "died", Tool: "count"}}))
+	require.NoError(t, st.Close())
+
+	r := run(t, "", "journal", "list", j, "--state", "running")
+	require.Equal(t, 0, r.Status, r.Stderr)
+	assert.True(t, strings.HasPrefix(r.Stdout, "died  count  "), r.Stdout)
+	r = run(t, "", "journal", "takeover", j, "died")
+	require.Equal(t, 0, r.Status, r.Stderr)
+	r = run(t, "", "journal", "list", j, "--json")
+	require.Equal(t, 0, r.Status, r.Stderr)
+	var x listed
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &x), r.Stdout)
+	assert.Equal(t, "unknown", x.State)
+	for _, state := range []string{"unknown", "ended"} {
+		r = run(t, "", "journal", "list", j, "--state", state)
+		require.Equal(t, 0, r.Status, r.Stderr)
+		assert.Contains(t, r.Stdout, "  unknown  ", "--state %s", state)
+	}
+	r = run(t, "", "journal", "list", j, "--state", "running")
+	require.Equal(t, 0, r.Status, r.Stderr)
+	assert.Empty(t, r.Stdout)
+}

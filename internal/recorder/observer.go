@@ -48,6 +48,11 @@ type observerRunner struct {
 	// kinds has bit k set for each Kind the observer is given (all but
 	// those a calllog.KindFilter refuses); read-only once made.
 	kinds uint32
+	// holdsEnds: the observer is given starts and every end a live call
+	// has (done, failed, cancelled), so its queue holds room for the end
+	// of each start it queued; read-only once made. Without it nothing is
+	// held: an end it is not given would never give its room back.
+	holdsEnds bool
 
 	// wake has room for one signal: a pending wake-up is enough.
 	wake chan struct{}
@@ -63,8 +68,8 @@ type observerRunner struct {
 	spare   []delivery
 	backlog int
 	// reserved counts the ends room is held for: calls whose start was
-	// queued and whose end was not yet (only for an observer given
-	// starts). backlog+reserved stays within ObserverQueue.
+	// queued and whose end was not yet (only when holdsEnds).
+	// backlog+reserved stays within ObserverQueue.
 	reserved int
 	// dropped holds the calls whose start did not fit: their events, and
 	// their steps', are dropped until their end. Touched only on overflow.
@@ -91,6 +96,7 @@ func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observer
 			}
 		}
 	}
+	o.holdsEnds = o.wants(calllog.KindStarted) && o.wants(calllog.KindCompleted) && o.wants(calllog.KindFailed) && o.wants(calllog.KindCancelled)
 	return o
 }
 
@@ -133,11 +139,11 @@ func (o *observerRunner) offer(e calllog.Event, rec *Record, exclude []*observer
 // admitLocked decides whether an event of kind k of rec is queued: every
 // boundary whose room is held, middle events within observerMiddle.
 func (o *observerRunner) admitLocked(k calllog.Kind, rec *Record) bool {
-	if !o.wants(calllog.KindStarted) { // no starts, so no room held: ends are kept while they fit
-		if k.IsEnd() {
-			return o.backlog+o.reserved < ObserverQueue
+	if !o.holdsEnds { // no room held: starts and ends are kept while they fit
+		if k == calllog.KindStarted || k.IsEnd() {
+			return o.backlog < ObserverQueue
 		}
-		return o.backlog+o.reserved < observerMiddle
+		return o.backlog < observerMiddle
 	}
 	if len(o.dropped) > 0 {
 		if _, ok := o.dropped[rec]; ok {

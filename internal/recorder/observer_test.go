@@ -3,10 +3,14 @@ package recorder_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -298,4 +302,31 @@ func TestKindFilterObserver(t *testing.T) {
 	if l := r.Losses(); l != (recorder.Losses{}) {
 		t.Fatalf("filtered events counted as losses: %+v", l)
 	}
+}
+
+// startsOnly is a collector that wants started events only.
+type startsOnly struct{ collector }
+
+func (*startsOnly) WantsKind(k calllog.Kind) bool { return k == calllog.KindStarted }
+
+// An observer that takes starts and no ends holds no room for ends it is
+// never given: it is given the start of every call, however many calls
+// the host makes (room held for each would fill its queue after
+// ObserverQueue calls, and every later call would be dropped).
+func TestStartsOnlyObserverHoldsNoRoom(t *testing.T) {
+	ctx := testCtx(t)
+	obs := &startsOnly{}
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
+	const n = recorder.ObserverQueue + 100
+	for i := range n {
+		rec, err := r.Begin(ctx, recorder.CallInfo{ID: fmt.Sprint("c", i)})
+		require.NoError(t, err)
+		require.NoError(t, rec.End(ctx, recorder.Done(nil)))
+		if i%1000 == 0 {
+			require.NoError(t, r.Drain(ctx)) // the observer keeps up
+		}
+	}
+	require.NoError(t, r.Drain(ctx))
+	assert.Len(t, obs.got(), n, "a start for every call")
+	assert.Zero(t, r.Losses().ObserverEvents)
 }

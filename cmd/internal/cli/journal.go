@@ -501,9 +501,9 @@ List prints one line per tree, newest first (by when the tree began): its
 id, its tool (or program name), when its first kept event was recorded,
 its state, and its kept event count (and, when events are missing, the
 last event number: events numbered but not kept, or pruned). The state is
-done, failed or cancelled once the tree's outermost call has ended, else
-running (a tree whose host died is running until 'journal takeover' ends
-it). Nothing is written to FILE.
+done, failed or cancelled once the tree's outermost call has ended,
+unknown once 'journal takeover' ended it (its host died before its end
+was kept), else running. Nothing is written to FILE.
 
 	--json
 		print one JSON object per line: tree, tool, program, start,
@@ -513,8 +513,8 @@ it). Nothing is written to FILE.
 		only the trees that began at or after T, before T (RFC 3339,
 		or a duration such as 24h meaning that long ago).
 	--state S
-		only the trees in state S: running, ended, done, failed or
-		cancelled.
+		only the trees in state S: running, ended (any end), done,
+		failed, cancelled or unknown.
 
 	skulk-host journal prune FILE [--older-than D] [--max-bytes N]
 
@@ -607,9 +607,9 @@ func runJournalList(ctx context.Context, args []string, env Env) error {
 		return usageErr("want: journal list FILE")
 	}
 	switch *state {
-	case "", "running", "ended", "done", "failed", "cancelled":
+	case "", "running", "ended", "done", "failed", "cancelled", "unknown":
 	default:
-		return usageErr("invalid value for flag -state: want running, ended, done, failed or cancelled")
+		return usageErr("invalid value for flag -state: want running, ended, done, failed, cancelled or unknown")
 	}
 	st, err := openStore(pos[0], storeRead)
 	if errors.Is(err, errNotWritten) {

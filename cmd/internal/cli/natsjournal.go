@@ -118,11 +118,7 @@ func latestTree(ctx context.Context, st journalStore) (string, error) {
 	case *jetstreamstore.Store:
 		return st.LatestTree(ctx)
 	case *sqlitestore.Store:
-		trees, err := st.Trees(ctx)
-		if err != nil || len(trees) == 0 {
-			return "", err
-		}
-		return trees[len(trees)-1], nil
+		return st.LatestTree(ctx)
 	}
 	return "", nil
 }
