@@ -668,7 +668,7 @@ func (c *cgroup) sweep() (killed, left int) {
 			reapPID(kid, st.start)
 		}
 		busy := populated(c.v2)
-		if !busy && zombies == 0 {
+		if !busy && zombies == 0 && !strayZombie(c.v2Rel) {
 			return killed, 0
 		}
 		if time.Now().After(deadline) {
@@ -679,6 +679,36 @@ func (c *cgroup) sweep() (killed, left int) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// strayZombie reports whether a zombie of the unified cgroup rel (or one
+// below it) is left, self's or not yet self's. The cgroup counts as empty
+// once every task exited, which the kernel marks before it hands an
+// exited process's children to the subreaper: a zombie whose parent died
+// in the same kill may still be on its way to self, or have reached it
+// after the sweep's last look at self's children; the sweep goes round
+// again for it.
+// Only zombies have their cgroup read, so the scan costs one stat read
+// per process on the machine.
+func strayZombie(rel string) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := readStat(pid)
+		if !ok || st.state != 'Z' && st.state != 'X' {
+			continue
+		}
+		if inCgroup(pid, rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // countProcs counts the processes in the cgroup dir and below it.
