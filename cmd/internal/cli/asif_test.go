@@ -19,7 +19,7 @@ import (
 	"github.com/skulkrt/skulk/skulktest"
 )
 
-const examples = "../../asif/testdata/"
+const examples = "../../../asif/testdata/"
 
 func decodeCheck(t *testing.T, stdout string) checkReport {
 	t.Helper()

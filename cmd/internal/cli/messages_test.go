@@ -60,7 +60,7 @@ func TestAsifCheckNotJSON(t *testing.T) {
 	assert.Contains(t, stdout, "refused: asif: invalid JSON")
 	assert.NotContains(t, stdout, "does not check")
 
-	good, err := filepath.Glob("../../asif/testdata/*.session.json")
+	good, err := filepath.Glob("../../../asif/testdata/*.session.json")
 	require.NoError(t, err)
 	require.NotEmpty(t, good)
 	code, stdout, _ = runCLI(t, "asif", "check", good[0])

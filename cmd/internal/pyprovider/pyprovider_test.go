@@ -42,7 +42,7 @@ func provider(t *testing.T) string {
 	if out, err := exec.Command(py, "-c", "import msgpack").CombinedOutput(); err != nil {
 		missing("python3 has no msgpack: " + string(out))
 	}
-	p, err := filepath.Abs(filepath.Join("..", "..", "python", "skulk-py-child"))
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", "python", "skulk-py-child"))
 	if err != nil {
 		t.Fatal(err)
 	}
