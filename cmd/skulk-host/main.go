@@ -4,7 +4,7 @@
 //
 //	go run ./cmd/skulk-host demo
 //
-// The commands are implemented in internal/cli; docs/cli.md documents them.
+// The commands are implemented in cmd/internal/cli; docs/cli.md documents them.
 package main
 
 import (

@@ -28,10 +28,10 @@ func TestCountWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := skulktest.Collect(t, c)
-	if o.Err != nil || len(o.Chunks()) != 2 {
-		t.Fatalf("%v, %d chunks", o.Err, len(o.Chunks()))
+	if o.Err != nil || len(o.ChunkPayloads()) != 2 {
+		t.Fatalf("%v, %d chunks", o.Err, len(o.ChunkPayloads()))
 	}
-	skulktest.JSONEqual(t, o.Chunks()[0], `{"words": 3}`)
+	skulktest.JSONEqual(t, o.ChunkPayloads()[0], `{"words": 3}`)
 	skulktest.JSONEqual(t, o.Result, `{"total": 4}`)
 }
 

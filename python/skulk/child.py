@@ -1346,7 +1346,8 @@ def main(
         status = loop.run_until_complete(serve(tools, sdk=sdk, max_streams=max_streams, limits=limits,
                                                check_output=check_output, _hard_exit=True))
     except StartError as e:
-        log.error("skulk child %s: %s", os.environ.get("SKULK_CHILD_ID", ""), e)
+        cid = os.environ.get("SKULK_CHILD_ID", "")
+        log.error("skulk child%s: %s", " " + cid if cid else "", e)
         status = 2
     except KeyboardInterrupt:
         pass

@@ -1,5 +1,5 @@
 """W3C trace context of an invoke's ``trace`` map, read without
-OpenTelemetry (docs/protocol.md, docs/provider.md "Tracing").
+OpenTelemetry (docs/protocol.md; python/README.md, "Tracing").
 
 A Skulk host that traces writes its call's client span into the invoke as
 ``traceparent``, ``tracestate`` and ``baggage`` (W3C Trace Context and W3C

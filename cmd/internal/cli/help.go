@@ -205,7 +205,8 @@ The flags are:
 		URL's creds=, nkey=, tls_cert=, tls_key=, tls_ca=), and a user and
 		password from NATS_USER and NATS_PASSWORD; never from the command
 		line (a URL with a user or password is refused). follow, replay,
-		journal takeover, asif export and mcp serve take the same URL.
+		journal list, prune and takeover, asif export and mcp serve take
+		the same URL.
 	--redact KEY[,KEY]...
 		with --journal: the journal never keeps the value of a payload key
 		named here, at any depth of the arguments, chunks and value; it

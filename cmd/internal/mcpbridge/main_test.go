@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	for _, b := range []struct{ out, pkg string }{{hostBin, "../../skulk-host"}, {childBin, "../../skulk-child"}, {wrapperBin, "../../skulk-mcp"}} {
+	for _, b := range []struct{ out, pkg string }{{hostBin, "github.com/skulkrt/skulk/cmd/skulk-host"}, {childBin, "github.com/skulkrt/skulk/cmd/skulk-child"}, {wrapperBin, "github.com/skulkrt/skulk/cmd/skulk-mcp"}} {
 		if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
 			os.RemoveAll(dir)
