@@ -297,7 +297,8 @@ func TestGatewayForwards(t *testing.T) {
 // TestGatewayClientRequests: through mcp serve → skulk-mcp, the MCP
 // server's sampling and elicitation requests in the middle of a call reach
 // the client of mcp serve with their params, and its answers go back to
-// the server, over stdio and over streamable HTTP; a client that declares
+// the server, over stdio and over streamable HTTP; a request made while
+// two calls run is refused without asking anyone; a client that declares
 // neither gets the server's call failed with a tool error, not a hang.
 func TestGatewayClientRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -356,6 +357,40 @@ func TestGatewayClientRequests(t *testing.T) {
 		s.sess, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, old)
 		require.NoError(t, err)
 		check(t, s.sess)
+		s.close(t)
+	})
+	t.Run("ambiguous", func(t *testing.T) {
+		// With two calls running in the server, its request could be
+		// either's: it is refused, and no client is asked.
+		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+		s.cmd.Stderr = os.Stderr
+		sc := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: s.progress.handler,
+			CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				prompts <- "asked"
+				return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled reply"}}, nil
+			},
+		})
+		var err error
+		s.sess, err = sc.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, old)
+		require.NoError(t, err)
+		sleepCtx, stopSleep := context.WithCancel(ctx)
+		slept := make(chan struct{}) // closed when the sleep call returned
+		go func() {
+			defer close(slept)
+			p := &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 60000}}
+			p.SetProgressToken("other")
+			_, _ = s.sess.CallTool(sleepCtx, p)
+		}()
+		s.progress.wait(t, "other", 1, 20*time.Second) // the other call runs in the server
+		res := callTool(t, ctx, s.sess, "sample", map[string]any{"text": "say hi"}, nil)
+		assert.True(t, res.IsError, textOf(res))
+		assert.Contains(t, textOf(res), "matches no single running call")
+		assert.Empty(t, prompts, "no client was asked")
+		stopSleep()
+		<-slept
 		s.close(t)
 	})
 	t.Run("undeclared", func(t *testing.T) {
