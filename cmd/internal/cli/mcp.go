@@ -201,6 +201,11 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	}
 	cfg := o.config(o.child, env)
 	cfg.PoolSize = o.pool
+	// An MCP server under skulk-mcp asks this server's MCP client for
+	// sampling and elicitation through these host tools.
+	clients := mcpbridge.NewClients()
+	cfg.Calls.HostTools = append(cfg.Calls.HostTools, clients.HostTools()...)
+	cfg.ExtraEnv = append(cfg.ExtraEnv, clients.Env())
 	if o.journal != "" {
 		j, err := openCallJournal(o.journal)
 		if err != nil {
@@ -232,6 +237,7 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	}
 	srv, err := mcpbridge.NewServer(h, mcpbridge.ServerOptions{
 		Name: "skulk-host", Timeout: o.timeout, InlineMax: inlineMax, Logger: cfg.Logger,
+		Clients: clients,
 	})
 	if err != nil {
 		return statusErr(ExitFailure, "%v", err)

@@ -14,7 +14,10 @@
 //     mcp/notifications, carry the server's other requests (resources,
 //     prompts, completions, the log level) and its notifications outside
 //     a call, so that Server in front of it forwards them: the MCP client
-//     sees the server behind it.
+//     sees the server behind it. The server's sampling and elicitation
+//     requests in the middle of a call go the other way: calls of the host
+//     tools mcp/sampling and mcp/elicitation (Clients), which Server
+//     answers with the MCP client of the call.
 //
 // docs/mcp.md says what maps, what cannot, and how each loss shows at run
 // time. Both halves are thin over package host and package child; nothing

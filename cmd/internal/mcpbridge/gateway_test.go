@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 	"github.com/stretchr/testify/require"
 )
 
@@ -290,4 +292,119 @@ func TestGatewayForwards(t *testing.T) {
 		t.Fatal("the server's log notification did not reach the client")
 	}
 	s.close(t)
+}
+
+// TestGatewayClientRequests: through mcp serve → skulk-mcp, the MCP
+// server's sampling and elicitation requests in the middle of a call reach
+// the client of mcp serve with their params, and its answers go back to
+// the server, over stdio and over streamable HTTP; a request made while
+// two calls run is refused without asking anyone; a client that declares
+// neither gets the server's call failed with a tool error, not a hang.
+func TestGatewayClientRequests(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prompts := make(chan string, 4)  // more than the test's requests
+	messages := make(chan string, 4) // likewise
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			if len(req.Params.Messages) == 1 {
+				if tc, ok := req.Params.Messages[0].Content.(*mcp.TextContent); ok {
+					prompts <- tc.Text
+				}
+			}
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled reply"}}, nil
+		},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			messages <- req.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+	})
+	// Both sessions speak 2025-11-25: from 2026-07-28 on a server asks its
+	// client through its result (multi round-trip requests), which the
+	// bridge does not carry.
+	old := &mcp.ClientSessionOptions{ProtocolVersion: mcpbridge.ClientRequestsProtocol}
+	check := func(t *testing.T, sess *mcp.ClientSession) {
+		res := callTool(t, ctx, sess, "sample", map[string]any{"text": "say hi"}, nil)
+		require.False(t, res.IsError, textOf(res))
+		assert.Equal(t, "sampled reply (test-model)|", textOf(res))
+		assert.Equal(t, "say hi", <-prompts, "the sampling request's message reached the client")
+		res = callTool(t, ctx, sess, "ask", map[string]any{"text": "your name?"}, nil)
+		require.False(t, res.IsError, textOf(res))
+		assert.Equal(t, "accept Ada|", textOf(res))
+		assert.Equal(t, "your name?", <-messages)
+	}
+
+	t.Run("stdio", func(t *testing.T) {
+		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+		s.cmd.Stderr = os.Stderr
+		var err error
+		s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, old)
+		require.NoError(t, err)
+		check(t, s.sess)
+		s.close(t)
+	})
+	t.Run("http", func(t *testing.T) {
+		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+		var err error
+		s.stderr, err = collectStderr(s.cmd)
+		require.NoError(t, err)
+		require.NoError(t, s.cmd.Start())
+		addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
+		s.sess, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, old)
+		require.NoError(t, err)
+		check(t, s.sess)
+		s.close(t)
+	})
+	t.Run("ambiguous", func(t *testing.T) {
+		// With two calls running in the server, its request could be
+		// either's: it is refused, and no client is asked.
+		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+		s.cmd.Stderr = os.Stderr
+		sc := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: s.progress.handler,
+			CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				prompts <- "asked"
+				return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled reply"}}, nil
+			},
+		})
+		var err error
+		s.sess, err = sc.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, old)
+		require.NoError(t, err)
+		sleepCtx, stopSleep := context.WithCancel(ctx)
+		slept := make(chan struct{}) // closed when the sleep call returned
+		go func() {
+			defer close(slept)
+			p := &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 60000}}
+			p.SetProgressToken("other")
+			_, _ = s.sess.CallTool(sleepCtx, p)
+		}()
+		s.progress.wait(t, "other", 1, 20*time.Second) // the other call runs in the server
+		res := callTool(t, ctx, s.sess, "sample", map[string]any{"text": "say hi"}, nil)
+		assert.True(t, res.IsError, textOf(res))
+		assert.Contains(t, textOf(res), "matches no single running call")
+		assert.Empty(t, prompts, "no client was asked")
+		stopSleep()
+		<-slept
+		s.close(t)
+	})
+	t.Run("undeclared", func(t *testing.T) {
+		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+		s.cmd.Stderr = os.Stderr
+		var err error
+		s.sess, err = newClient(s.progress).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, old)
+		require.NoError(t, err)
+		res := callTool(t, ctx, s.sess, "sample", map[string]any{"text": "say hi"}, nil)
+		assert.True(t, res.IsError, "a client without sampling: %s", textOf(res))
+		res = callTool(t, ctx, s.sess, "echo", map[string]any{"text": "still here"}, nil)
+		assert.Equal(t, "still here|", textOf(res))
+		s.close(t)
+	})
 }

@@ -39,6 +39,9 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 			opts.Logger = opts.Logger.With("child_id", id)
 		}
 	}
+	if !opts.Sampling && !opts.Elicitation {
+		opts.Sampling, opts.Elicitation = clientRequests()
+	}
 	control, streams, err := hostedConns()
 	if err != nil {
 		fmt.Fprintf(stderr, "skulk-mcp: %v\n", err)

@@ -201,6 +201,30 @@ func runTestServer() {
 		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, pidResult, error) {
 			return nil, pidResult{PID: os.Getpid(), PPID: os.Getppid()}, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "sample", Description: "asks its client to sample a reply to its text; returns the reply and the model"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{ //nolint:staticcheck // still served
+				MaxTokens: 100, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Text}}},
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			text, _ := res.Content.(*mcp.TextContent)
+			if text == nil {
+				return nil, nil, fmt.Errorf("the sampled content is %T", res.Content)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.Text + " (" + res.Model + ")"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "asks its client's user for a name; returns the action and the name"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: a.Text, RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}, "required": []string{"name"},
+			}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s %v", res.Action, res.Content["name"])}}}, nil, nil
+		})
 	addLossTools(s)
 	s.AddResource(&mcp.Resource{URI: bigResource, Name: "big", MIMEType: "application/octet-stream"},
 		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

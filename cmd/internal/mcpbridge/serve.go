@@ -94,6 +94,11 @@ type ServerOptions struct {
 	LinkStoreMax int64
 	// Logger receives the bridge's own events; nil means discard.
 	Logger *slog.Logger
+	// Clients, when not nil, is given the MCP client session of each call
+	// the server makes, so that the host tools of the same Clients (in the
+	// Host's Config.Calls) reach it: an MCP server under skulk-mcp asks
+	// the client of its call for sampling and elicitation through them.
+	Clients *Clients
 }
 
 // Server is an MCP server whose tools are the tools of a Host's children.
@@ -373,6 +378,9 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 		c, err := s.h.Call(callCtx, id, args, opts...)
 		if err != nil {
 			return callRefused(err), nil
+		}
+		if s.opts.Clients != nil && req.Session != nil {
+			defer s.opts.Clients.add(c.Tree(), ctx, req.Session)()
 		}
 		b := &resultBuilder{s: s, call: c, token: req.Params.GetProgressToken(), session: req.Session}
 		for {

@@ -58,6 +58,13 @@ type WrapOptions struct {
 	// a host: the host's log and the stderr tail of a call that fails
 	// because the child died).
 	Stderr io.Writer
+	// Sampling and Elicitation declare those client capabilities to the
+	// MCP server: its sampling/createMessage and elicitation/create
+	// requests become calls of the host tools mcp/sampling and
+	// mcp/elicitation, made from the one running call they can belong to
+	// (skulk-host mcp serve offers those tools, and sets
+	// EnvClientRequests, which RunHosted reads when both are false).
+	Sampling, Elicitation bool
 	// Logger receives the wrapper's own events, its warnings of what
 	// Skulk cannot carry (fields of tools and results, a changed tool
 	// list), and the MCP server's log notifications; nil means discard.
@@ -133,13 +140,9 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 	if w.cmd.Stderr == nil {
 		w.cmd.Stderr = os.Stderr
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-mcp", Version: "1"}, &mcp.ClientOptions{
-		// No roots, sampling or elicitation yet. The seam: a server's
-		// sampling/createMessage or elicitation/create in the middle of a
-		// call becomes a call from this child to a tool of its host (the
-		// calls-both-ways callbacks), which mcp serve answers with its
-		// client session's CreateMessage or Elicit; then these
-		// capabilities are declared here.
+	copts := &mcp.ClientOptions{
+		// No roots; sampling and elicitation when the host carries them
+		// (clientRequest).
 		Capabilities: &mcp.ClientCapabilities{},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			w.logger.Info("mcp server log", "level", string(req.Params.Level), "logger", req.Params.Logger, "data", req.Params.Data)
@@ -160,9 +163,28 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			w.notify("notifications/resources/updated", req.Params)
 		},
-	})
+	}
+	if opts.Sampling {
+		copts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			var res mcp.CreateMessageResult
+			return &res, w.clientRequest(ctx, samplingTool, req.Params, &res)
+		}
+	}
+	if opts.Elicitation {
+		copts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			var res mcp.ElicitResult
+			return &res, w.clientRequest(ctx, elicitationTool, req.Params, &res)
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-mcp", Version: "1"}, copts)
 	t := &progressTransport{inner: &mcp.CommandTransport{Command: w.cmd, TerminateDuration: terminateGrace}, w: w}
-	sess, err := client.Connect(ctx, t, nil)
+	var sopts *mcp.ClientSessionOptions
+	if opts.Sampling || opts.Elicitation {
+		// A server asks its client in the middle of a call only up to
+		// this version.
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: ClientRequestsProtocol}
+	}
+	sess, err := client.Connect(ctx, t, sopts)
 	if err != nil {
 		w.reap()
 		return nil, fmt.Errorf("%w: %s: %v", ErrServerStart, opts.Command, err)
@@ -406,6 +428,44 @@ func schemaOf(v any) wire.Schema {
 		return nil
 	}
 	return m
+}
+
+// clientRequest carries one of the MCP server's requests to its client:
+// a call of the host tool tool, with params as its arguments, from the
+// running call the request belongs to; its result decodes into res.
+// stdio links no request to the call it serves, so the call is the one
+// running (ErrNoRunningCall when none or several run: asking the client
+// of another call could show one client's data to another).
+func (w *Wrapper) clientRequest(ctx context.Context, tool string, params any, res any) error {
+	w.mu.Lock()
+	var wc *wrappedCall
+	n := 0
+	for _, c := range w.calls {
+		wc = c
+		n++
+	}
+	w.mu.Unlock()
+	if n != 1 {
+		return ErrNoRunningCall
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	args, err := frame.PayloadFromJSON(b)
+	if err != nil {
+		return err
+	}
+	call, err := wc.s.Call(ctx, tool, args)
+	if err != nil {
+		return fmt.Errorf("mcpbridge: the host does not carry %s: %w", tool, err)
+	}
+	_ = call.CloseSend()
+	p, err := call.Wait()
+	if err != nil {
+		return err
+	}
+	return p.Decode(res)
 }
 
 // handler makes the Skulk handler of the MCP tool name.
