@@ -151,7 +151,7 @@ def _relay_error(call: StreamInvoke, e: skulk.SkulkError) -> StreamFrame:
     if isinstance(e, skulk.CallError):
         if e.code == "cancelled":
             return call.failed("callee cancelled: " + e.message)
-        return call.failed(e.message, e.code)  # type: ignore[arg-type]
+        return call.failed(e.message, e.code)
     return call.failed(str(e))
 
 

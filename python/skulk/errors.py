@@ -284,16 +284,16 @@ class CallError(SkulkError):
     or cancelled terminal (``code``, ``message``), or one the SDK made up
     because the call connection broke first (``synthetic``)."""
 
-    def __init__(self, code: str, message: str = "", synthetic: bool = False) -> None:
+    def __init__(self, code: ErrorCode, message: str = "", synthetic: bool = False) -> None:
         s = "call " + ("(synthetic) " if synthetic else "") + code
         if message:
             s += ": " + message
         super().__init__(s)
-        self.code = code
+        self.code: ErrorCode = code
         self.message = message
         self.synthetic = synthetic
 
-    def __reduce__(self) -> tuple[type[CallError], tuple[str, str, bool]]:
+    def __reduce__(self) -> tuple[type[CallError], tuple[ErrorCode, str, bool]]:
         return (type(self), (self.code, self.message, self.synthetic))
 
 
