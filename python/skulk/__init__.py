@@ -15,6 +15,13 @@ from .errors import (  # noqa: E402
     AttachmentLengthError,
     BadFieldError,
     CallCancelledError,
+    CallClosedError,
+    CallError,
+    CallRefusedError,
+    CallsOffError,
+    DepthError,
+    NotOfferedError,
+    TooManyCallsError,
     CallTimeoutError,
     ConnectionClosed,
     DuplicateSequenceError,
@@ -63,6 +70,7 @@ from .wire import (  # noqa: E402
     write_packet,
 )
 from .tracecontext import TraceContext  # noqa: E402
+from .hostcall import CallStart, NestedCall  # noqa: E402
 from .child import Cause, Dispatch, Input, Output, StreamHandler, Tool, execute_stream, main, serve  # noqa: E402
 
 __all__ = [
@@ -74,10 +82,12 @@ __all__ = [
     "Limits", "Startup", "StreamInvoke", "encode_packet", "decode_packet", "read_packet", "write_packet", "Sequence",
     # serving
     "Tool", "StreamHandler", "Output", "Dispatch", "Input", "Cause", "execute_stream", "serve", "main", "TraceContext",
+    "NestedCall", "CallStart",
     # errors
     "SkulkError", "FieldError", "SchemaError", "SequenceError", "StaleCallError", "WrongDirectionError",
     "DuplicateTerminalError", "AfterTerminalError", "SequenceGapError", "DuplicateSequenceError", "ProtocolError",
     "HeaderLengthError", "AttachmentLengthError", "MalformedHeaderError", "UnknownTypeError",
     "UnexpectedAttachmentError", "BadFieldError", "InvalidPacketError", "ConnectionClosed", "IncompletePacketError",
-    "ToolError", "StartError", "CallCancelledError", "CallTimeoutError",
+    "ToolError", "StartError", "CallCancelledError", "CallTimeoutError", "CallRefusedError", "CallsOffError",
+    "NotOfferedError", "TooManyCallsError", "DepthError", "CallClosedError", "CallError",
 ]

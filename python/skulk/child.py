@@ -63,6 +63,7 @@ from .frames import (
     check_object,
     sanitize_message,
 )
+from .hostcall import NestedCall, _Offer
 from .schema import OutputChecker
 from .sequence import Sequence
 from .wire import (
@@ -331,6 +332,9 @@ class _Call:
         self.deadline: Optional[float] = None
         self._timers: list[asyncio.TimerHandle] = []
         self.cancel_grace = rt.cancel_grace
+        # Calls through the host this handler made that have not ended
+        # (detached ones aside): at most calls.max_in_flight.
+        self.nested: set[NestedCall] = set()
         # The header of every frame of this call up to its sequence.
         self._head = (_pack("t") + _pack("frame") + _pack("call_id") + _pack(inv.call_id) + _pack("direction")
                       + _pack(PROVIDER_TO_CALLER) + _K_SEQUENCE)
@@ -430,6 +434,34 @@ class _Call:
         if self._send(f):
             self.terminal_sent = True
 
+    async def end_nested(self) -> None:
+        """Cancel the calls through the host the handler left open and
+        wait for their ends, at most the cancel grace (docs/protocol.md §8
+        item 6), before the call's own terminal is written."""
+        if not self.nested:
+            return
+        calls = list(self.nested)
+        for n in calls:
+            n._cancel_nowait()
+        try:
+            await asyncio.wait([asyncio.shield(n.done) for n in calls], timeout=max(self.cancel_grace, 0.01))
+        finally:
+            for n in calls:
+                if not n.done.done():
+                    n._conn.close()
+        await asyncio.wait([asyncio.shield(n.done) for n in calls])
+
+    async def _end_nested_then_fail(self, code: str, message: str) -> None:
+        await self._end_nested_quietly()
+        self._fail(code, message)
+
+    async def _end_nested_quietly(self) -> None:
+        try:
+            await self.end_nested()
+        except asyncio.CancelledError:
+            if self.cause is None:
+                raise
+
     def _ids(self) -> str:
         """The call's ids as every log line about a call gives them, with
         the Go host's and SDK's keys (docs/operations.md, "Logs")."""
@@ -510,7 +542,7 @@ class _Call:
             agen = handler(self.inv, self.input)
         except Exception as e:
             log.error("%s: handler raised", self._ids(), exc_info=True)
-            self._fail("provider_error", "handler raised " + type(e).__name__)
+            await self._end_nested_then_fail("provider_error", "handler raised " + type(e).__name__)
             return
         if not hasattr(agen, "__anext__") or not hasattr(agen, "athrow"):
             self._fail("provider_error", "handler is not an async generator")
@@ -542,11 +574,11 @@ class _Call:
                     return
                 raise
             except ToolError as e:
-                self._fail(e.code, e.message)
+                await self._end_nested_then_fail(e.code, e.message)
                 return
             except Exception as e:
                 log.error("%s: handler raised", self._ids(), exc_info=True)
-                self._fail("provider_error", "handler raised " + type(e).__name__)
+                await self._end_nested_then_fail("provider_error", "handler raised " + type(e).__name__)
                 return
             if self.cause is not None:
                 throw = cancelled_error(self.cause)
@@ -589,6 +621,11 @@ class _Call:
                     return
                 throw = e
                 continue
+            if terminal and self.nested:
+                await self._end_nested_quietly()
+                if self.cause is not None:
+                    throw = cancelled_error(self.cause)
+                    continue
             fc.next_sequence += 1
             if terminal:
                 fc.closed = True
@@ -640,6 +677,11 @@ async def execute_stream(startup: Startup, call: StreamInvoke, handler: StreamHa
             raise
     finally:
         if not st.returned:
+            if st.nested:
+                try:
+                    await st.end_nested()
+                except asyncio.CancelledError:
+                    pass
             st._returned()
 
 
@@ -683,6 +725,11 @@ class _Runtime:
         self.check_output = check_output
         self.hard_exit = hard_exit
         self._checkers: dict[str, Optional[OutputChecker]] = {}
+        # What the host offers to call through it; None: nothing.
+        self.offer = _Offer(startup.calls) if startup.calls is not None else None
+        # The reader tasks of the calls through the host not ended (at
+        # most calls.max_in_flight).
+        self.nested_tasks: set[asyncio.Task[None]] = set()
         self.loop = asyncio.get_running_loop()
         self.lock = threading.Lock()
         self.ctl_lock = threading.Lock()
@@ -835,7 +882,12 @@ class _Runtime:
         self.cancel_all(Cause.HOST_GONE)
         for c in list(self.open_conns):
             c.close()
+        if self.offer is not None:
+            for n in list(self.offer.open):
+                if isinstance(n, NestedCall):
+                    n._conn.close()
         tasks: list[asyncio.Task[Any]] = [t for t in self.conns if not t.done()]
+        tasks += [t for t in self.nested_tasks if not t.done()]
         tasks += [c.task for c in list(self.active) if c.task is not None and not c.task.done()]
         for t in (self._accept_task, self._drain_task, self._stop_task):
             if t is not None and not t.done():

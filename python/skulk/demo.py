@@ -1,6 +1,7 @@
 """The demo tools of cmd/skulk-child (internal/demotools), in Python: echo,
-upper, count, media, sleep, fail and, with --test-tools, sleep's
-ignore_cancel and crash. They are what conformance/provider drives."""
+upper, count, media, sleep, fail; with --test-tools, sleep's
+ignore_cancel and crash; with --call-tools, relay, which calls another
+tool through the host. They are what conformance/provider drives."""
 
 from __future__ import annotations
 
@@ -144,8 +145,48 @@ async def crash(call: StreamInvoke, frames: Frames) -> Out:
     yield  # never reached; makes this an async generator
 
 
-def tools(test_tools: bool = False) -> list[Tool]:
-    """The demo tools; test_tools adds sleep's ignore_cancel and crash."""
+def _relay_error(call: StreamInvoke, e: skulk.SkulkError) -> StreamFrame:
+    """relay's failure for the error of its call: the callee's code and
+    message, or provider_error with the refusal's text."""
+    if isinstance(e, skulk.CallError):
+        if e.code == "cancelled":
+            return call.failed("callee cancelled: " + e.message)
+        return call.failed(e.message, e.code)
+    return call.failed(str(e))
+
+
+async def relay(call: StreamInvoke, frames: Frames) -> Out:
+    tool, args, leave = call.arguments.get("tool"), call.arguments.get("args"), call.arguments.get("leave", False)
+    if type(tool) is not str or not tool:
+        yield call.failed("arguments: tool must be a tool id")
+        return
+    if args is not None and type(args) is not dict:
+        yield call.failed("arguments: args must be an object")
+        return
+    try:
+        nested = await call.call(tool, args)
+    except skulk.SkulkError as e:
+        yield _relay_error(call, e)
+        return
+    if leave is True:
+        yield call.completed()  # the SDK cancels the call left open, and waits for its end, first
+        return
+    async with nested:
+        await nested.close_send()
+        async for f in nested:
+            if f.kind == "chunk":
+                yield call.chunk(f.payload, f.media)
+        try:
+            res = await nested.wait()
+        except skulk.CallError as e:
+            yield _relay_error(call, e)
+            return
+    yield call.completed(res)
+
+
+def tools(test_tools: bool = False, call_tools: bool = False) -> list[Tool]:
+    """The demo tools; test_tools adds sleep's ignore_cancel and crash,
+    call_tools relay."""
     sleep_props = {"ms": _integer(0)}
     desc = "Sleeps ms milliseconds without reading its input; honours cancellation."
     if test_tools:
@@ -169,16 +210,21 @@ def tools(test_tools: bool = False) -> list[Tool]:
     if test_tools:
         out.append(Tool("crash", crash, 'Sends after chunks {"i": i}, then ends the process with status 3 (test only).',
                         _object({"after": _integer(0)}, "after"), ANY, _object({"i": _integer(0)}, "i"), ANY))
+    if call_tools:
+        out.append(Tool("relay", relay, "Calls tool through the host with args and streams its output back; "
+                        "completes with its result or ends with its failure.",
+                        _object({"tool": {"type": "string", "minLength": 1, "maxLength": 128}, "args": {"type": "object"},
+                                 "leave": {"type": "boolean", "default": False}}, "tool"), ANY, ANY, ANY))
     return out
 
 
 def main() -> None:
     """The ``skulk-py-child`` command: serve the demo tools (with
-    ``--test-tools``, also sleep's ignore_cancel and crash) to the host
-    that started this process."""
+    ``--test-tools``, also sleep's ignore_cancel and crash; with
+    ``--call-tools``, relay) to the host that started this process."""
     import sys
 
-    skulk.main(tools("--test-tools" in sys.argv[1:]), sdk="skulk-python-demo/" + skulk.__version__, switch_interval=0.001)
+    skulk.main(tools("--test-tools" in sys.argv[1:], "--call-tools" in sys.argv[1:]), sdk="skulk-python-demo/" + skulk.__version__, switch_interval=0.001)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,12 @@ an exception is safe to log and to send to a peer.
     ├── ConnectionClosed (also a ConnectionError) EOF or reset
     │   └── IncompletePacketError                 EOF inside a packet
     ├── ToolError                                 raised by a handler to fail its call
-    └── StartError                                the child could not start
+    ├── StartError                                the child could not start
+    ├── CallRefusedError                          a nested call refused before anything was sent
+    │   ├── CallsOffError, NotOfferedError
+    │   └── TooManyCallsError, DepthError
+    ├── CallClosedError                           a send on a nested call's closed direction
+    └── CallError                                 a nested call failed or was cancelled
 
     asyncio.CancelledError
     └── CallCancelledError                        the call was cancelled (``cause``)
@@ -61,6 +66,13 @@ __all__ = [
     "IncompletePacketError",
     "ToolError",
     "StartError",
+    "CallRefusedError",
+    "CallsOffError",
+    "NotOfferedError",
+    "TooManyCallsError",
+    "DepthError",
+    "CallClosedError",
+    "CallError",
     "CallCancelledError",
     "CallTimeoutError",
     "ErrorCode",
@@ -218,6 +230,71 @@ class StartError(SkulkError):
     """The child could not start: not started by a Skulk host (no fds 3 and
     4), or the host's startup was missing, late or unreadable. The message
     says which, in one line."""
+
+
+class CallRefusedError(SkulkError):
+    """A call through the host (``call.call``, docs/protocol.md §8)
+    refused by the SDK before anything was sent: one of its subclasses.
+    Arguments that break the tool's ``arguments_schema`` are a
+    :class:`SchemaError` (``schema`` "arguments") instead."""
+
+
+class CallsOffError(CallRefusedError):
+    """The host offers no calls (its startup has no ``calls`` map)."""
+
+    def __init__(self) -> None:
+        super().__init__("the host offers no calls")
+
+
+class NotOfferedError(CallRefusedError):
+    """The host does not offer the tool. The message does not name it."""
+
+    def __init__(self) -> None:
+        super().__init__("tool not offered by the host")
+
+
+class TooManyCallsError(CallRefusedError):
+    """The child has the host's ``max_in_flight`` calls open already."""
+
+    def __init__(self) -> None:
+        super().__init__("too many calls in flight through the host")
+
+
+class DepthError(CallRefusedError):
+    """The call would sit deeper in its tree than the host's
+    ``max_depth``: a loop such as A → B → A ends here. ``depth`` is the
+    depth the call would have had, ``limit`` the host's max_depth."""
+
+    def __init__(self, depth: int, limit: int) -> None:
+        super().__init__(f"call depth {depth} is over the host's limit of {limit}")
+        self.depth = depth
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[type[DepthError], tuple[int, int]]:
+        return (type(self), (self.depth, self.limit))
+
+
+class CallClosedError(SkulkError):
+    """A send or close_send on a call through the host whose caller
+    direction was closed (close_send, cancel) or that has ended."""
+
+
+class CallError(SkulkError):
+    """A call through the host that did not complete: the host's failed
+    or cancelled terminal (``code``, ``message``), or one the SDK made up
+    because the call connection broke first (``synthetic``)."""
+
+    def __init__(self, code: ErrorCode, message: str = "", synthetic: bool = False) -> None:
+        s = "call " + ("(synthetic) " if synthetic else "") + code
+        if message:
+            s += ": " + message
+        super().__init__(s)
+        self.code: ErrorCode = code
+        self.message = message
+        self.synthetic = synthetic
+
+    def __reduce__(self) -> tuple[type[CallError], tuple[ErrorCode, str, bool]]:
+        return (type(self), (self.code, self.message, self.synthetic))
 
 
 class CallCancelledError(asyncio.CancelledError):

@@ -31,7 +31,7 @@ from .errors import ConnectionClosed, FieldError
 from .frames import BlobMedia, InlineMedia, JsonObject, Media, StreamEnd, StreamError, StreamFrame
 from .schema import OutputChecker
 from .sequence import Sequence
-from .wire import Limits, Startup, StreamInvoke, read_packet, write_packet
+from .wire import Calls, Limits, Startup, StreamInvoke, read_packet, write_packet
 
 __all__ = ["CallResult", "CallerInput", "run_tool", "call_tool"]
 
@@ -116,6 +116,8 @@ async def run_tool(
     check_output: bool = True,
     limits: Optional[Limits] = None,
     timeout: float = 30.0,
+    calls: Optional[Calls] = None,
+    depth: int = 0,
 ) -> CallResult:
     """Call tool (a Tool, or a bare handler) once, as a host would, and
     return what the caller read up to the child's end.
@@ -132,14 +134,18 @@ async def run_tool(
     and result_schema (a SchemaError fails the call with
     ``failed invalid_frame``). Raises TimeoutError when the call does
     not end within ``timeout`` seconds, and a SequenceError or
-    FieldError when the child writes what the host would refuse."""
+    FieldError when the child writes what the host would refuse.
+
+    ``calls`` is the startup's offer of calls through the host (the test
+    serves its ``socket``; None: the host offers none), ``depth`` the
+    invoke's depth in its tree."""
     t = _tool(tool)
     if check_output:
         # ImportError without jsonschema, SchemaError for a schema that
         # does not compile: raised here, to the test, not inside the call.
         OutputChecker(t.output_schema, t.result_schema)
     loop = asyncio.get_running_loop()
-    startup = Startup(1, "test", Limits(), 0, cancel_grace_ms, 8)
+    startup = Startup(1, "test", Limits(), 0, cancel_grace_ms, 8, calls)
     eff = (limits or Limits()).effective()
     rt = _Runtime([t], startup, eff, None, None, check_output=check_output)
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -151,7 +157,8 @@ async def run_tool(
         w = writer
 
         async def feed() -> None:
-            await write_packet(w, StreamInvoke(CALL_ID, t.id, dict(arguments or {}), timeout_ms), eff)
+            await write_packet(w, StreamInvoke(CALL_ID, t.id, dict(arguments or {}), timeout_ms,
+                                                depth=depth, tree="test-tree" if depth else ""), eff)
             await write_packet(w, StreamFrame(CALL_ID, "caller_to_provider", 0, "started"), eff)
             seq = 1
             for item in inputs:
@@ -212,10 +219,12 @@ def call_tool(
     check_output: bool = True,
     limits: Optional[Limits] = None,
     timeout: float = 30.0,
+    calls: Optional[Calls] = None,
+    depth: int = 0,
 ) -> CallResult:
     """``run_tool`` in an event loop of its own, for a test that is not
     async. Must not be called from a running event loop."""
     return asyncio.run(run_tool(tool, arguments, inputs, complete=complete, caller_cancel=caller_cancel,
                                 cancel_after_chunks=cancel_after_chunks, timeout_ms=timeout_ms,
                                 cancel_grace_ms=cancel_grace_ms, check_output=check_output, limits=limits,
-                                timeout=timeout))
+                                timeout=timeout, calls=calls, depth=depth))

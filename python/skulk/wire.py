@@ -51,6 +51,7 @@ from .tracecontext import TraceContext, parse_baggage, parse_trace_context
 
 if TYPE_CHECKING:
     from .child import _Call
+    from .hostcall import CallStart
 
 __all__ = [
     "PREFIX_LEN",
@@ -281,6 +282,37 @@ class StreamInvoke:
         n = self._next
         self._next = n + 1
         return StreamFrame._trusted(self.call_id, "provider_to_caller", n, "cancelled", error=err)
+
+    def call(self, tool: str, arguments: Optional[JsonObject] = None, *, detached: bool = False,
+             timeout: Optional[float] = None) -> CallStart:
+        """Call tool through the host (docs/protocol.md §8) with arguments
+        (None for none), as a step of this call: in its tree, with it as
+        parent, ending before it ends. Await the result for the
+        :class:`skulk.NestedCall`, or use it as ``async with`` (the
+        block's end cancels the call unless it ended)::
+
+            async with call.call("lookup", {"word": w}) as nested:
+                await nested.close_send()
+                async for f in nested:      # chunks, then the terminal
+                    ...
+                result = await nested.wait()  # or raises CallError
+
+        ``timeout`` (seconds) is the call's deadline; without it, the
+        call's is what this call has left (the host cuts it to that in any
+        case). ``detached=True`` makes the call a tree of its own that
+        outlives this one: its end does not wait for it, nor cancel it,
+        and the depth limit does not apply.
+
+        Refused before anything is sent: CallsOffError (the host offers no
+        calls), NotOfferedError, DepthError (deeper than the host's
+        max_depth), TooManyCallsError (max_in_flight open), SchemaError
+        "arguments" (with jsonschema installed), FieldError. The host's
+        own refusals, and the callee's failures, come back as the call's
+        failed terminal (CallError from ``wait``); a call socket that
+        cannot be dialed raises a synthetic CallError ``unreachable``."""
+        from .hostcall import CallStart
+
+        return CallStart(self._stream, tool, arguments, detached, timeout)
 
     @property
     def trace_context(self) -> Optional[TraceContext]:

@@ -38,10 +38,44 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual((bytes(m.data), m.codec, m.sample_rate, m.duration_seconds), (audio, "pcm_s16le", 16000, 0.25))
         self.assertEqual(res.result, {"bytes": len(audio)})
 
+    def test_nested_call(self):
+        """relay calls lookup through a call socket the test serves."""
+        import asyncio
+        import tempfile
+
+        from skulk import StreamEnd, StreamFrame, StreamInvoke
+        from skulk.testing import run_tool
+        from skulk.wire import Calls, Limits, ToolDescriptor, read_packet, write_packet
+
+        (tool,) = load("nested_call").TOOLS
+        lim = Limits().effective()
+
+        async def host(r, w):
+            inv = await read_packet(r, lim)
+            while not (await read_packet(r, lim)).is_terminal():
+                pass
+            await write_packet(w, StreamFrame(inv.call_id, "provider_to_caller", 1, "chunk", {"text": inv.arguments["word"]}), lim)
+            await write_packet(w, StreamFrame(inv.call_id, "provider_to_caller", 2, "completed", {"len": 3}), lim)
+            await write_packet(w, StreamEnd(inv.call_id), lim)
+            w.close()
+
+        async def run():
+            with tempfile.TemporaryDirectory(prefix="skc") as d:
+                sock = os.path.join(d, "calls.sock")
+                server = await asyncio.start_unix_server(host, path=sock)
+                try:
+                    return await run_tool(tool, {"word": "fox"}, calls=Calls(sock, [ToolDescriptor("lookup")], 1, 1))
+                finally:
+                    server.close()
+                    await server.wait_closed()
+
+        res = asyncio.run(run())
+        self.assertEqual((res.outcome, res.payloads, res.result), ("completed", [{"text": "fox"}], {"len": 3}))
+
     def test_readme_shows_the_examples(self):
         with open(os.path.join(ROOT, "README.md")) as f:
             readme = f.read()
-        for name in ("upper", "echo_media", "app_loop"):
+        for name in ("upper", "echo_media", "app_loop", "nested_call"):
             with self.subTest(name):
                 with open(os.path.join(EXAMPLES, name + ".py")) as f:
                     self.assertTrue(f.read() in readme, f"python/README.md does not show examples/{name}.py verbatim")

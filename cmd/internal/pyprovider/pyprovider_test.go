@@ -241,3 +241,63 @@ func TestKill9(t *testing.T) {
 		t.Errorf("after the restart: %+v (the killed child was %d)", info, pid)
 	}
 }
+
+// TestNestedCallsThroughHost: the real host offers the Python child's own
+// count and relay back to it (docs/protocol.md §8). relay's call of count
+// streams count's chunks through and completes with its result; a chain
+// of relays deeper than MaxDepth is refused by the Python SDK itself,
+// naming the depth and the limit.
+func TestNestedCallsThroughHost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := host.Start(ctx, host.Config{
+		Command:   provider(t),
+		Args:      []string{"--call-tools"},
+		KillGrace: 500 * time.Millisecond,
+		Calls:     host.Calls{Tools: []string{"count", "relay"}, MaxDepth: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	cctx := callCtx(t)
+
+	c, err := h.Call(cctx, "relay", frame.MustPayload(map[string]any{"tool": "count", "args": map[string]any{"n": 3}}), host.WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for f, err := range c.Frames() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == frame.KindChunk {
+			n++
+		}
+	}
+	res, err := c.Wait()
+	if err != nil || n != 3 || string(res) == "" {
+		t.Fatalf("relay of count: %d chunks, result %v, error %v", n, res, err)
+	}
+	var r struct{ N int }
+	if err := res.Decode(&r); err != nil || r.N != 3 {
+		t.Errorf("relay's result %v, want count's {n: 3}", res)
+	}
+
+	// relay (depth 0) → relay (1) → relay (2) → count would be at depth 3.
+	args := map[string]any{"tool": "relay", "args": map[string]any{"tool": "relay", "args": map[string]any{"tool": "count", "args": map[string]any{"n": 1}}}}
+	c, err = h.Call(cctx, "relay", frame.MustPayload(args), host.WithInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *host.CallError
+	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "call depth 3 is over the host's limit of 2" {
+		t.Errorf("relays past MaxDepth: %v", err)
+	}
+}

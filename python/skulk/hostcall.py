@@ -1,0 +1,460 @@
+"""Calls a handler makes through its host (docs/protocol.md §8): the
+host's startup offers tools on a call socket; ``call.call(tool, args)``
+dials it, one call per connection, and speaks the stream protocol with
+the roles swapped: the child writes the invoke and the caller frames, the
+host answers provider frames from sequence 1, one terminal, then ``end``.
+
+A :class:`NestedCall` has one reader task, owned by the child runtime,
+that reads the host's frames in order (fenced) and hands each to the
+handler as it asks for it: a handler that does not read holds up the
+callee's output (backpressure), never the child's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections import deque
+from typing import TYPE_CHECKING, Any, Generator, Optional
+
+from ._conn import Conn
+from .errors import (
+    ErrorCode,
+    CallClosedError,
+    CallError,
+    CallsOffError,
+    ConnectionClosed,
+    DepthError,
+    FieldError,
+    InvalidPacketError,
+    NotOfferedError,
+    ProtocolError,
+    SequenceError,
+    TooManyCallsError,
+)
+from .frames import Direction, FrameKind, JsonObject, Media, StreamEnd, StreamError, StreamFrame, check_object
+from .sequence import Sequence
+from .wire import Calls, Schema, StreamInvoke, ToolDescriptor, encode_packet
+
+if TYPE_CHECKING:
+    from .child import _Call, _Runtime
+
+__all__ = ["NestedCall", "CallStart"]
+
+CALLER: Direction = "caller_to_provider"
+PROVIDER: Direction = "provider_to_caller"
+#: How long the host's end may take to follow its terminal before the
+#: connection is closed anyway (it is never reused).
+END_WAIT = 1.0
+#: The least a call left open gets to end after its cancel.
+MIN_GRACE = 0.01
+
+
+def _new_id() -> str:
+    """A call id for a call connection: "n" and 24 random hex digits."""
+    return "n" + os.urandom(12).hex()
+
+
+def _fill_defaults(args: JsonObject, schema: Optional[Schema]) -> JsonObject:
+    """args with the schema's top-level property defaults filled in where
+    a key is missing (what the host does before it checks)."""
+    if not schema:
+        return args
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return args
+    out = dict(args)
+    for k, p in props.items():
+        if k not in out and isinstance(p, dict) and "default" in p:
+            out[k] = p["default"]
+    return out
+
+
+class _Offer:
+    """What the host's startup offered: its tools and their compiled
+    schemas (when jsonschema is installed), and the calls now open."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.calls = calls
+        self.tools: dict[str, ToolDescriptor] = {t.id: t for t in calls.tools}
+        self._validators: dict[tuple[str, str], Any] = {}
+        # Calls open (and places taken by calls being dialed): at most
+        # calls.max_in_flight.
+        self.open: set[object] = set()
+
+    def validator(self, tool: ToolDescriptor, which: str) -> Any:
+        """The compiled arguments or input schema of tool, or None when it
+        has none or jsonschema is not installed."""
+        schema = tool.arguments_schema if which == "arguments" else tool.input_schema
+        if schema is None:
+            return None
+        key = (tool.id, which)
+        if key not in self._validators:
+            try:
+                from .schema import _compile
+
+                self._validators[key] = _compile(which, schema)
+            except ImportError:
+                self._validators[key] = None
+        return self._validators[key]
+
+
+def _check(v: Any, which: str, payload: JsonObject) -> None:
+    if v is not None:
+        from .schema import _check as check
+
+        check(v, which, payload)
+
+
+class NestedCall:
+    """A call a handler makes through its host: an async iterator of the
+    callee's provider frames (chunks, then the terminal, last), with
+    ``send``, ``close_send``, ``wait`` and ``cancel``.
+
+    The call must be read to its end, waited for, or cancelled; one that
+    is still open when its handler returns is cancelled, and the
+    handler's terminal waits for its end (at most the host's
+    ``cancel_grace_ms``). Used as ``async with``, the block's end cancels
+    it unless it has ended. One task reads it at a time."""
+
+    def __init__(self, rt: _Runtime, owner: Optional[_Call], offer: _Offer, tool: ToolDescriptor,
+                 call_id: str, conn: Conn) -> None:
+        self._rt = rt
+        self._owner = owner
+        self._offer = offer
+        self._tool = tool
+        self._id = call_id
+        self._conn = conn
+        self._next = 1  # the next caller sequence
+        self._send_done = False
+        self._cancelled = False
+        self._discard = False  # frames not read yet are dropped: cancelled or abandoned
+        # Provider chunks read and not yet taken: at most one (the
+        # reader waits while it is full).
+        self._q: deque[StreamFrame] = deque()
+        self._getter: Optional[asyncio.Future[None]] = None
+        self._putter: Optional[asyncio.Future[None]] = None
+        self._term: Optional[StreamFrame] = None
+        self._eof = False
+        self.done: asyncio.Future[None] = rt.loop.create_future()  # resolved once the call ended
+        self._reader: Optional[asyncio.Task[None]] = None
+        self._fence = Sequence(call_id, PROVIDER, next_sequence=1)
+        self._made_up = False
+
+    @property
+    def id(self) -> str:
+        """The call's id on its call connection."""
+        return self._id
+
+    @property
+    def terminal(self) -> Optional[StreamFrame]:
+        """The call's terminal once it ended, else None."""
+        return self._term
+
+    @property
+    def synthetic(self) -> bool:
+        """Whether the SDK made the terminal up (the call connection broke,
+        or was closed by a cancel, before the host's terminal)."""
+        return self._made_up
+
+    def _start(self) -> None:
+        self._reader = self._rt.loop.create_task(self._read())
+        self._rt.nested_tasks.add(self._reader)
+        self._reader.add_done_callback(self._rt.nested_tasks.discard)
+
+    # ---------- sending ----------
+
+    async def send(self, payload: Optional[JsonObject] = None, media: Optional[Media] = None) -> None:
+        """Send one caller chunk: a payload, media, or both. The payload is
+        checked against the tool's ``input_schema`` first (SchemaError
+        "input", nothing sent; with jsonschema installed). It waits while
+        the host does not read (backpressure). Raises CallClosedError
+        after close_send, cancel or the call's end, ConnectionClosed when
+        the connection broke."""
+        if payload is not None:
+            check_object(payload)
+            _check(self._offer.validator(self._tool, "input"), "input", payload)
+        if self._send_done or self._term is not None:
+            raise CallClosedError("send on a closed call")
+        f = StreamFrame(self._id, CALLER, self._next, "chunk", payload, media)
+        head, att = encode_packet(f, self._conn.limits)
+        self._next += 1
+        try:
+            await self._conn.write(head, att)
+        except ConnectionClosed:
+            raise ConnectionClosed("call connection to the host broke") from None
+
+    async def close_send(self) -> None:
+        """End the caller's direction (its completed): the callee's input
+        ends, its output goes on. Raises CallClosedError when the
+        direction was closed already (a second close_send, or after
+        cancel); after the call's end it does nothing."""
+        if self._send_done:
+            raise CallClosedError("close_send on a closed call")
+        self._send_done = True
+        if self._term is not None:
+            return
+        self._send_terminal("completed")
+
+    def _send_terminal(self, kind: FrameKind) -> None:
+        err = StreamError("cancelled", "cancelled by the caller") if kind == "cancelled" else None
+        f = StreamFrame(self._id, CALLER, self._next, kind, error=err)
+        self._next += 1
+        head, _ = encode_packet(f, self._conn.limits)
+        self._conn.send_nowait(head)
+
+    def _cancel_nowait(self) -> None:
+        """Cancel without waiting: the caller's cancelled when its
+        direction is open (the host cancels the callee and answers its
+        terminal), else the connection is closed (the host cancels the
+        callee; the terminal is a synthetic cancelled)."""
+        self._cancelled = True
+        self._abandon()
+        if self._term is not None:
+            return
+        if not self._send_done:
+            self._send_done = True
+            self._send_terminal("cancelled")
+        else:
+            self._conn.close()
+
+    async def cancel(self) -> None:
+        """Cancel the call and wait for its end (at most the host's
+        ``cancel_grace_ms``, then the connection is closed). Chunks not
+        read yet are dropped: iteration then yields the terminal only
+        (``cancelled``, unless the callee ended first). Safe to call more
+        than once and after the end."""
+        self._cancel_nowait()
+        await self._end_within(max(self._rt.cancel_grace, MIN_GRACE))
+
+    async def _end_within(self, grace: float) -> None:
+        if self.done.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self.done), grace)
+        except asyncio.TimeoutError:
+            self._conn.close()
+            await asyncio.shield(self.done)
+
+    def _abandon(self) -> None:
+        """Stop handing frames to the handler: what is queued is dropped
+        and the reader no longer waits for a reader."""
+        self._discard = True
+        self._q.clear()
+        _wake(self._putter)
+
+    # ---------- reading ----------
+
+    def __aiter__(self) -> NestedCall:
+        return self
+
+    async def __anext__(self) -> StreamFrame:
+        """The next provider frame: chunks in order, then the terminal;
+        then StopAsyncIteration."""
+        while True:
+            if self._eof:
+                raise StopAsyncIteration
+            if self._q:
+                f = self._q.popleft()
+                _wake(self._putter)
+                return f
+            if self._term is not None:
+                self._eof = True
+                return self._term
+            fut = self._rt.loop.create_future()
+            self._getter = fut
+            try:
+                await fut
+            finally:
+                self._getter = None
+
+    async def wait(self) -> Optional[JsonObject]:
+        """Read the call to its end (chunks not read yet are dropped) and
+        return the completed terminal's payload (None when it has none);
+        raise CallError for a failed or cancelled terminal."""
+        async for _ in self:
+            pass
+        t = self._term
+        assert t is not None
+        if t.kind == "completed":
+            return t.payload
+        raise _call_error(t, self._made_up)
+
+    async def _put(self, f: StreamFrame) -> None:
+        while self._q and not self._discard:
+            fut = self._rt.loop.create_future()
+            self._putter = fut
+            try:
+                await fut
+            finally:
+                self._putter = None
+        if self._discard:
+            return
+        self._q.append(f)
+        _wake(self._getter)
+
+    async def _read(self) -> None:
+        """The reader task: the host's provider frames, fenced, up to the
+        terminal and its end; a broken connection gives a synthetic
+        terminal. The connection is closed at the end (never reused)."""
+        fence = self._fence
+        term: Optional[StreamFrame] = None
+        try:
+            while True:
+                try:
+                    pkt = await self._conn.read_packet()
+                except (InvalidPacketError, ProtocolError):
+                    term = self._synthetic("invalid_frame", "invalid frame from the host")
+                    return
+                except (ConnectionClosed, OSError):
+                    if self._cancelled:
+                        term = self._synthetic("cancelled", "cancelled")
+                    else:
+                        term = self._synthetic("unreachable", "call connection to the host broke")
+                    return
+                if type(pkt) is not StreamFrame or pkt.call_id != self._id:
+                    term = self._synthetic("invalid_frame", "invalid frame from the host")
+                    return
+                try:
+                    fence.accept(pkt)
+                except SequenceError:
+                    term = self._synthetic("invalid_frame", "invalid frame from the host")
+                    return
+                if pkt.is_terminal():
+                    term = pkt
+                    try:
+                        await asyncio.wait_for(self._conn.read_packet(), END_WAIT)
+                    except (asyncio.TimeoutError, ConnectionClosed, ProtocolError, InvalidPacketError, OSError):
+                        pass
+                    return
+                await self._put(pkt)
+        except asyncio.CancelledError:
+            term = self._synthetic("cancelled", "cancelled")
+            raise
+        finally:
+            if term is None:
+                term = self._synthetic("unreachable", "call connection to the host broke")
+            self._term = term
+            self._conn.close()
+            self._offer.open.discard(self)
+            if self._owner is not None:
+                self._owner.nested.discard(self)
+            _wake(self._getter)
+            _wake(self.done)
+
+    def _synthetic(self, code: ErrorCode, message: str) -> StreamFrame:
+        """A terminal the SDK makes up: the connection broke first."""
+        self._made_up = True
+        seq = self._fence.next_sequence
+        return StreamFrame(self._id, PROVIDER, seq, "cancelled" if code == "cancelled" else "failed",
+                           error=StreamError(code, message))
+
+    # ---------- async with ----------
+
+    async def __aenter__(self) -> NestedCall:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self.done.done():
+            await self.cancel()
+
+
+def _call_error(t: StreamFrame, synthetic: bool) -> CallError:
+    e = t.error
+    code = e.code if e is not None else "cancelled"
+    return CallError(code, e.message if e is not None else "", synthetic)
+
+
+def _wake(fut: Optional[asyncio.Future[None]]) -> None:
+    if fut is not None and not fut.done():
+        fut.set_result(None)
+
+
+class CallStart:
+    """What ``call.call(...)`` returns: await it for the
+    :class:`NestedCall`, or use it as ``async with`` (the block's end
+    cancels the call unless it ended)."""
+
+    def __init__(self, owner: Optional[_Call], tool: str, arguments: Optional[JsonObject], detached: bool,
+                 timeout: Optional[float]) -> None:
+        self._owner = owner
+        self._tool = tool
+        self._args = arguments
+        self._detached = detached
+        self._timeout = timeout
+        self._call: Optional[NestedCall] = None
+
+    def __await__(self) -> Generator[Any, None, NestedCall]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> NestedCall:
+        self._call = await self._start()
+        return self._call
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._call is not None:
+            await self._call.__aexit__(*exc)
+
+    async def _start(self) -> NestedCall:
+        cl = self._owner
+        if cl is None:
+            raise CallsOffError()
+        rt = cl.rt
+        of = rt.offer
+        if of is None:
+            raise CallsOffError()
+        t = of.tools.get(self._tool)
+        if t is None:
+            raise NotOfferedError()
+        depth = cl.inv.depth + 1
+        if not self._detached and depth > of.calls.max_depth:
+            raise DepthError(depth, of.calls.max_depth)
+        args: JsonObject = {} if self._args is None else self._args
+        check_object(args, "arguments")
+        args = _fill_defaults(args, t.arguments_schema)
+        _check(of.validator(t, "arguments"), "arguments", args)
+        timeout_ms = 0
+        if self._timeout is not None:
+            if self._timeout <= 0:
+                raise FieldError("timeout", "must be > 0")
+            timeout_ms = max(1, int(self._timeout * 1000))
+        elif not self._detached and cl.deadline is not None:
+            timeout_ms = max(1, int((cl.deadline - rt.loop.time()) * 1000))
+        if len(of.open) >= of.calls.max_in_flight:
+            raise TooManyCallsError()
+        inv = StreamInvoke(_new_id(), self._tool, args, timeout_ms, cl.inv.trace, parent=cl.inv.call_id,
+                           detached=self._detached)
+        inv.check()
+        head, _ = encode_packet(inv, rt.limits)
+        started, _ = encode_packet(StreamFrame(inv.call_id, CALLER, 0, "started"), rt.limits)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        # The place is taken before the first await, so that calls made
+        # at once cannot pass max_in_flight together.
+        placeholder = _Placeholder()
+        of.open.add(placeholder)
+        try:
+            await rt.loop.sock_connect(sock, of.calls.socket)
+        except OSError:
+            sock.close()
+            of.open.discard(placeholder)
+            raise CallError("unreachable", "dialing the host's call socket failed", True) from None
+        except BaseException:
+            sock.close()
+            of.open.discard(placeholder)
+            raise
+        of.open.discard(placeholder)
+        conn = Conn(sock, rt.loop, rt.limits)
+        owner = None if self._detached else cl
+        n = NestedCall(rt, owner, of, t, inv.call_id, conn)
+        of.open.add(n)
+        if owner is not None:
+            owner.nested.add(n)
+        conn.send_nowait(head + started)
+        n._start()
+        return n
+
+
+class _Placeholder:
+    """Holds an in-flight place while a call's connection is dialed."""
