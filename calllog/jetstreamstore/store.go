@@ -402,8 +402,8 @@ func (s *Store) classify(op string, err error) error {
 	if s.closed.Load() || errors.Is(err, nats.ErrConnectionClosed) {
 		return fmt.Errorf("jetstreamstore: %s: %w: closed", op, calllog.ErrStoreUnusable)
 	}
-	if errors.Is(err, nats.ErrMaxPayload) {
-		return fmt.Errorf("jetstreamstore: %s: %w: an event exceeds the server's max_payload: %w", op, calllog.ErrStoreUnusable, err)
+	if errors.Is(err, nats.ErrMaxPayload) { // a claim's message, or a max_payload lowered since
+		return fmt.Errorf("jetstreamstore: %s: %w: a message exceeds the server's max_payload: %w", op, calllog.ErrStoreUnusable, err)
 	}
 	var ae *jetstream.APIError
 	if errors.As(err, &ae) {
@@ -599,23 +599,69 @@ func (s *Store) claimMsg(c calllog.Claim, kind string) *nats.Msg {
 	return m
 }
 
+// eventMsgs returns the messages that append events under c. An event
+// whose message would exceed the server's max_payload is sent without its
+// content (its payload's value, marked ValueDropped, and its media's
+// data), and left out when even that does not fit: a gap in the tree's
+// Seq that readers are shown as a lost event. Refusing it instead would
+// make the store unusable and stop the tree's writer, losing every later
+// start and end of the tree.
 func (s *Store) eventMsgs(c calllog.Claim, events []calllog.Event) ([]*nats.Msg, error) {
 	subj := s.subject(c.Tree, "e")
 	epoch := strconv.FormatUint(c.Epoch, 10)
-	out := make([]*nats.Msg, len(events))
-	for i, e := range events {
-		b, err := e.MarshalJSON()
+	// publish adds the expected last sequence (naming the tree's
+	// subjects) and the batch headers: room is held for them.
+	limit := int(s.nc.MaxPayload()) - (headerRoom + len(subj))
+	out := make([]*nats.Msg, 0, len(events))
+	for _, e := range events {
+		m, err := eventMsg(subj, c.Writer, epoch, e)
 		if err != nil {
-			return nil, fmt.Errorf("jetstreamstore: keep: %w", err)
+			return nil, err
 		}
-		m := nats.NewMsg(subj)
-		m.Data = b
-		m.Header.Set(hdrWriter, c.Writer)
-		m.Header.Set(hdrEpoch, epoch)
-		m.Header.Set(hdrSeq, strconv.FormatUint(e.Seq, 10))
-		out[i] = m
+		if m.Size() > limit {
+			if m, err = eventMsg(subj, c.Writer, epoch, withoutContent(e)); err != nil {
+				return nil, err
+			}
+			if m.Size() > limit {
+				continue // lost: its Seq is a gap
+			}
+		}
+		out = append(out, m)
 	}
 	return out, nil
+}
+
+// headerRoom is the room a message holds, beyond its subject's length,
+// for the headers publish adds to it.
+const headerRoom = 512
+
+func eventMsg(subj, writer, epoch string, e calllog.Event) (*nats.Msg, error) {
+	b, err := e.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("jetstreamstore: keep: %w", err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = b
+	m.Header.Set(hdrWriter, writer)
+	m.Header.Set(hdrEpoch, epoch)
+	m.Header.Set(hdrSeq, strconv.FormatUint(e.Seq, 10))
+	return m, nil
+}
+
+// withoutContent returns e without its payload's value (marked
+// ValueDropped) and its media's data.
+func withoutContent(e calllog.Event) calllog.Event {
+	if e.Payload != nil && e.Payload.Value != nil {
+		c := *e.Payload
+		c.Value, c.ValueDropped = nil, true
+		e.Payload = &c
+	}
+	if e.Media != nil && e.Media.Data != nil {
+		m := *e.Media
+		m.Data = nil
+		e.Media = &m
+	}
+	return e
 }
 
 // publish appends msgs to the tree, all or none, if the tree's last
@@ -653,7 +699,10 @@ func (s *Store) publish(ctx context.Context, tree string, expect uint64, msgs []
 // batch either is refused (ErrFenced) or goes on after what is kept. A
 // batch of more than 1,000 events is kept in atomic pieces of 1,000, in
 // order: a failure between two leaves the first pieces kept, which a
-// resend completes.
+// resend completes. An event too large for the server's max_payload is
+// kept without its content (Content.ValueDropped, and its media without
+// data), or left out when even that does not fit (a gap shown to readers
+// as a lost event), never refused.
 func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Event) error {
 	return s.keep(ctx, "keep", c, events)
 }
@@ -696,6 +745,11 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 		msgs, err := s.eventMsgs(c, piece)
 		if err != nil {
 			return err
+		}
+		if len(msgs) == 0 { // every event of the piece too large: lost
+			st.last = piece[len(piece)-1].Seq
+			s.remember(c.Tree, st)
+			continue
 		}
 		ack, err := s.publish(ctx, c.Tree, st.streamSeq, msgs)
 		if err == nil {

@@ -260,6 +260,7 @@ func TestRetentionOption(t *testing.T) {
 		for i := range evs {
 			evs[i].At = tc.at
 		}
+		evs[1].Kind = calllog.KindCompleted // ended: prunable
 		require.NoError(t, s.Keep(ctx, c, evs))
 	}
 	require.NoError(t, s.Close())
@@ -267,4 +268,51 @@ func TestRetentionOption(t *testing.T) {
 	trees, err := s.Trees(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"new"}, trees)
+}
+
+// TestPruneSparesRunningTrees: a tree that has not ended (its outermost
+// call has no end) is never pruned, by size or by age, however old: its
+// writer may still be keeping its events. Once it ends, it is.
+func TestPruneSparesRunningTrees(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "calls.db"))
+	old := time.Now().Add(-48 * time.Hour)
+	claims := map[string]calllog.Claim{}
+	for _, id := range []string{"running", "ended", "newest"} {
+		c, err := s.Claim(ctx, id, "A")
+		require.NoError(t, err)
+		evs := calllogtest.Events(id, "A", 1, 3)
+		evs[0].Kind = calllog.KindStarted
+		for j := range evs {
+			evs[j].At = old
+		}
+		if id != "running" {
+			evs[2].Kind = calllog.KindCompleted
+		}
+		require.NoError(t, s.Keep(ctx, c, evs))
+		claims[id] = c
+	}
+
+	p, err := s.Prune(ctx, sqlitestore.Retention{MaxBytes: 1})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, p.Trees, "only the older ended tree goes")
+	trees, err := s.Trees(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"running", "newest"}, trees)
+	// Its writer is not fenced: it keeps its end.
+	end := calllogtest.Events("running", "A", 4, 1)
+	end[0].Kind = calllog.KindCompleted
+	end[0].At = old
+
+	p, err = s.Prune(ctx, sqlitestore.Retention{MaxAge: time.Hour})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, p.Trees, "the newest goes by age, the running one stays")
+	trees, err = s.Trees(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"running"}, trees)
+
+	require.NoError(t, s.Keep(ctx, claims["running"], end))
+	p, err = s.Prune(ctx, sqlitestore.Retention{MaxAge: time.Hour})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, p.Trees, "ended, it goes")
 }

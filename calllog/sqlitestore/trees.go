@@ -87,15 +87,16 @@ func (s *Store) list(ctx context.Context, only string) ([]calllog.TreeInfo, erro
 }
 
 // Retention says which whole trees Prune removes. The zero value removes
-// none.
+// none. A tree that has not ended (its outermost call has no end event:
+// running, or left by a writer that stopped) is never removed, by age or
+// by size; calllog.TakeOver ends a tree whose writer stopped.
 type Retention struct {
-	// MaxAge removes the trees whose last kept event is older than it
-	// (running or not: set it well above the longest a tree stays open);
-	// 0 means no age limit.
+	// MaxAge removes the ended trees whose last kept event is older than
+	// it; 0 means no age limit.
 	MaxAge time.Duration
-	// MaxBytes removes the oldest trees (by first claim) until the kept
-	// events' stored size is at most MaxBytes, never the newest tree (it
-	// may be running); 0 means no size limit. The
+	// MaxBytes removes the oldest ended trees (by first claim) until the
+	// kept events' stored size is at most MaxBytes (trees not ended count
+	// in that size and stay), never the newest tree; 0 means no size limit. The
 	// file does not shrink: SQLite reuses the freed pages (VACUUM gives
 	// them back).
 	MaxBytes int64
@@ -109,6 +110,15 @@ type Pruned struct {
 	// stored size.
 	Trees, Events, Bytes int64
 }
+
+// endedCond holds for a calllog_trees row whose tree has ended: its last
+// kept event is the end of its outermost call (whose id is the tree's).
+// Prune never removes a tree not ended, whose writer may still be keeping
+// its events.
+const endedCond = `EXISTS (SELECT 1 FROM (SELECT event FROM calllog_events e
+	WHERE e.tree = calllog_trees.tree ORDER BY seq DESC LIMIT 1) l
+	WHERE json_valid(l.event) AND json_extract(l.event, '$.call') = calllog_trees.tree
+	AND json_extract(l.event, '$.kind') IN ('done', 'failed', 'cancelled', 'unknown'))`
 
 // pruneEvery bounds how often Options.Retention is applied as new trees
 // are kept.
@@ -145,7 +155,7 @@ func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
 		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO calllog_prune (tree)
 			SELECT tree FROM calllog_trees WHERE
 			(SELECT CASE WHEN json_valid(event) THEN json_extract(event, '$.at') END FROM calllog_events e
-				WHERE e.tree = calllog_trees.tree ORDER BY seq DESC LIMIT 1) < ?`, cutoff)
+				WHERE e.tree = calllog_trees.tree ORDER BY seq DESC LIMIT 1) < ? AND `+endedCond, cutoff)
 		if err != nil {
 			return Pruned{}, s.classify("prune", err)
 		}
@@ -154,10 +164,10 @@ func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
 		// Oldest first, until what stays fits: a running total of the
 		// trees' sizes from the newest down; those past MaxBytes go.
 		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO calllog_prune (tree)
-			SELECT tree FROM (SELECT tree, sum(b) OVER (ORDER BY r DESC) AS total FROM (
+			SELECT tree FROM (SELECT tree, ended, sum(b) OVER (ORDER BY r DESC) AS total FROM (
 				SELECT rowid AS r, tree, (SELECT coalesce(sum(length(event)), 0) FROM calllog_events e
-					WHERE e.tree = calllog_trees.tree) AS b FROM calllog_trees))
-			WHERE total > ? AND tree != (SELECT tree FROM calllog_trees ORDER BY rowid DESC LIMIT 1)`, r.MaxBytes)
+					WHERE e.tree = calllog_trees.tree) AS b, `+endedCond+` AS ended FROM calllog_trees))
+			WHERE total > ? AND ended AND tree != (SELECT tree FROM calllog_trees ORDER BY rowid DESC LIMIT 1)`, r.MaxBytes)
 		if err != nil {
 			return Pruned{}, s.classify("prune", err)
 		}
