@@ -68,6 +68,12 @@ type callServer struct {
 
 	wg sync.WaitGroup
 
+	// stop is done once close began: every running callee is aborted and a
+	// send blocked on a callee returns, whether or not the connection is
+	// still read (a caller that closed its direction is not).
+	stop    context.Context
+	stopNow context.CancelFunc
+
 	mu       sync.Mutex
 	closed   bool
 	conns    map[net.Conn]struct{}
@@ -109,6 +115,7 @@ func newCallServer(ch *child) (*callServer, error) {
 		return nil, err
 	}
 	s.cat = cat
+	s.stop, s.stopNow = context.WithCancel(context.Background())
 	path := filepath.Join(ch.proc.dir, callsSockName)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -153,6 +160,7 @@ func (s *callServer) close() {
 	s.closed = true
 	conns := slices.Collect(maps.Keys(s.conns))
 	s.mu.Unlock()
+	s.stopNow()
 	s.ln.Close()
 	for _, nc := range conns {
 		nc.Close()
@@ -245,6 +253,10 @@ func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.I
 	var once sync.Once
 	release := func() { once.Do(end) }
 	defer release()
+	// The caller is gone once close began: abort the callee even when the
+	// connection is no longer read (§8 item 7: the caller's death cancels
+	// a detached call too).
+	defer context.AfterFunc(s.stop, callee.abort)()
 	invalid := make(chan struct{})
 	outDone := make(chan error, 1)
 	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release) }() // ends at the callee's terminal; waited for below
@@ -326,7 +338,7 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 		switch fp.Kind {
 		case frame.KindStarted:
 		case frame.KindChunk:
-			err := callee.send(context.Background(), fp.Frame)
+			err := callee.send(s.stop, fp.Frame) // a send blocked on the callee ends with close
 			var se *SchemaError
 			if errors.As(err, &se) {
 				return false, true

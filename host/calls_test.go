@@ -520,3 +520,43 @@ func TestCallCallerKilled(t *testing.T) {
 	assert.Less(t, time.Since(start), 10*time.Second)
 	assert.Equal(t, c.ID(), evs[len(evs)-1].Call, "the parent ends after its step")
 }
+
+// A detached call whose caller already closed its direction is cancelled
+// when the calling child dies (docs/protocol.md §8 item 7), even though the
+// host no longer reads its call connection; the child's stop does not wait
+// for the callee to end on its own.
+func TestCallDetachedCancelledWhenCallerDies(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	running := make(chan struct{})
+	cancelled := make(chan struct{})
+	hold := HostTool{Tool: wire.Tool{ID: "hold"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
+		close(running)
+		select {
+		case <-ctx.Done():
+			close(cancelled)
+			return nil, ctx.Err()
+		case <-block:
+		}
+		return nil, nil
+	}}
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{hold}}), time.Minute)
+	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+	rc := dialCalls(t, h)
+	st, _ := frame.NewStarted("d1", frame.CallerToProvider)
+	done, _ := frame.NewCompleted("d1", frame.CallerToProvider, 1, nil)
+	rc.send(&wire.Invoke{CallID: "d1", ToolID: "hold", Parent: parent.ID(), Detached: true, Arguments: frame.MustPayload(map[string]any{})},
+		&wire.Frame{Frame: st}, &wire.Frame{Frame: done})
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host tool did not start")
+	}
+	pid := h.Children()[0].PID
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the detached callee was not cancelled when its caller died")
+	}
+}
