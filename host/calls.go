@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -202,8 +203,13 @@ func (s *callServer) serveConn(nc net.Conn) {
 	}()
 	r := wire.NewReader(nc, s.ch.limits)
 	w := &connWriter{w: wire.NewWriter(nc, s.ch.limits)}
+	var next wire.Packet // read by the previous call's pumpIn, in its quiet interval
 	for {
-		pkt, err := r.ReadPacket()
+		pkt, err := next, error(nil)
+		if next == nil {
+			pkt, err = r.ReadPacket()
+		}
+		next = nil
 		if err != nil {
 			var ie *wire.InvalidError
 			if errors.As(err, &ie) && ie.Type == wire.TypeInvoke && ie.CallID != "" {
@@ -219,7 +225,8 @@ func (s *callServer) serveConn(nc net.Conn) {
 			s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", fmt.Errorf("%w: %s where an invoke belongs", wire.ErrProtocol, pkt.Type()))
 			return
 		}
-		if !s.run(nc, r, w, inv) {
+		var more bool
+		if next, more = s.run(nc, r, w, inv); !more {
 			return
 		}
 	}
@@ -240,15 +247,16 @@ type nestedCallee interface {
 }
 
 // run runs one call on a call connection and reports whether the
-// connection may carry the next one.
-func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) bool {
+// connection may carry the next one, and the next packet when it was read
+// already (nil when not).
+func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
 	callee, end, err := s.begin(inv)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
-			return false
+			return nil, false
 		}
-		return s.discard(r, inv.CallID)
+		return nil, s.discard(r, inv.CallID)
 	}
 	var once sync.Once
 	release := func() { once.Do(end) }
@@ -259,16 +267,33 @@ func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.I
 	defer context.AfterFunc(s.stop, callee.abort)()
 	invalid := make(chan struct{})
 	outDone := make(chan error, 1)
-	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release) }() // ends at the callee's terminal; waited for below
+	// endSent is set by pumpOut before it writes the end.
+	var endSent atomic.Bool
+	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release, &endSent) }() // ends at the callee's terminal; waited for below
 	reusable, bad := s.pumpIn(r, callee, inv.CallID)
 	if bad {
 		close(invalid)
+	}
+	var next wire.Packet
+	if reusable {
+		// The quiet interval (docs/protocol.md §6): the caller sends
+		// nothing until the end, but the host still reads, so that a
+		// caller that closes its connection (it cancelled, or died)
+		// cancels the callee at once.
+		pkt, err := r.ReadPacket()
+		if err != nil || !endSent.Load() {
+			reusable = false
+		}
+		next = pkt
 	}
 	if !reusable {
 		callee.abort()
 	}
 	werr := <-outDone
-	return reusable && werr == nil
+	if !reusable || werr != nil {
+		return nil, false
+	}
+	return next, true
 }
 
 // refusalAnswer returns the code and message a refused call is answered
@@ -358,7 +383,7 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 // replaces the terminal with failed invalid_frame. release gives back what
 // the call holds (its in-flight place) before the end goes out: a child
 // that reads the end may make its next call at once.
-func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func()) error {
+func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func(), endSent *atomic.Bool) error {
 	seq := uint64(1)
 	var werr error
 	for {
@@ -381,6 +406,7 @@ func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, inva
 			}
 			if f.Kind.IsTerminal() {
 				release()
+				endSent.Store(true)
 				return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
 			}
 			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {

@@ -560,3 +560,42 @@ func TestCallDetachedCancelledWhenCallerDies(t *testing.T) {
 		t.Fatal("the detached callee was not cancelled when its caller died")
 	}
 }
+
+// A caller that closed its direction and then closes its call connection
+// (a cancel after CloseSend, or a caller gone) cancels the callee at once:
+// the host reads the connection in the quiet interval too.
+func TestCallConnClosedAfterCallerCompleted(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	running := make(chan struct{})
+	cancelled := make(chan struct{})
+	hold := HostTool{Tool: wire.Tool{ID: "hold"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
+		close(running)
+		select {
+		case <-ctx.Done():
+			close(cancelled)
+			return nil, ctx.Err()
+		case <-block:
+		}
+		return nil, nil
+	}}
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{hold}}), time.Minute)
+	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+	rc := dialCalls(t, h)
+	st, _ := frame.NewStarted("d1", frame.CallerToProvider)
+	done, _ := frame.NewCompleted("d1", frame.CallerToProvider, 1, nil)
+	rc.send(&wire.Invoke{CallID: "d1", ToolID: "hold", Parent: parent.ID(), Detached: true, Arguments: frame.MustPayload(map[string]any{})},
+		&wire.Frame{Frame: st}, &wire.Frame{Frame: done})
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host tool did not start")
+	}
+	require.NoError(t, rc.nc.Close())
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the callee was not cancelled when its caller closed the connection")
+	}
+	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
+}
