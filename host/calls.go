@@ -69,6 +69,14 @@ type callServer struct {
 
 	wg sync.WaitGroup
 
+	// slots holds one token per call connection being served: at most
+	// twice max_in_flight (the SDKs keep at most max_in_flight, and the
+	// host may not have seen the last ones close yet). Overflow policy:
+	// block; the accept loop waits for a place, so a child's further
+	// connections wait in the listen backlog and cannot make the host hold
+	// a goroutine, a read buffer and an fd each.
+	slots chan struct{}
+
 	// stop is done once close began: every running callee is aborted and a
 	// send blocked on a callee returns, whether or not the connection is
 	// still read (a caller that closed its direction is not).
@@ -117,6 +125,7 @@ func newCallServer(ch *child) (*callServer, error) {
 	}
 	s.cat = cat
 	s.stop, s.stopNow = context.WithCancel(context.Background())
+	s.slots = make(chan struct{}, 2*s.maxFlight)
 	path := filepath.Join(ch.proc.dir, callsSockName)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -136,6 +145,11 @@ func (s *callServer) listen() {
 func (s *callServer) accept() {
 	defer s.wg.Done()
 	for {
+		select {
+		case s.slots <- struct{}{}: // given back by serveConn
+		case <-s.stop.Done():
+			return
+		}
 		nc, err := s.ln.Accept()
 		if err != nil {
 			return
@@ -195,6 +209,7 @@ func (w *connWriter) refuse(id string, code frame.Code, msg string) error {
 // serveConn runs the calls of one call connection, one at a time.
 func (s *callServer) serveConn(nc net.Conn) {
 	defer s.wg.Done()
+	defer func() { <-s.slots }()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, nc)

@@ -599,3 +599,35 @@ func TestCallConnClosedAfterCallerCompleted(t *testing.T) {
 	}
 	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
 }
+
+// A child that opens call connections beyond twice max_in_flight has the
+// one more wait, unserved, until one of them closes: its connections
+// cannot make the host hold unbounded goroutines, buffers and fds.
+func TestCallSocketConnectionBound(t *testing.T) {
+	h, _ := testHost(t, callingConfig(Calls{Tools: []string{"echo"}, MaxInFlight: 1}), time.Minute)
+	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+	kept := []*rawCalls{dialCalls(t, h), dialCalls(t, h)}
+	h.mu.Lock()
+	ch := h.slots[0].cur
+	h.mu.Unlock()
+	require.Eventually(t, func() bool {
+		ch.calls.mu.Lock()
+		defer ch.calls.mu.Unlock()
+		return len(ch.calls.conns) == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	extra := dialCalls(t, h)
+	extra.invoke("e1", "echo", parent.ID(), map[string]any{})
+	extra.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	_, err := extra.r.ReadPacket()
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "the connection past the bound is not served")
+	ch.calls.mu.Lock()
+	assert.Len(t, ch.calls.conns, 2)
+	ch.calls.mu.Unlock()
+	// Once one closes, the waiting one is served.
+	kept[0].nc.Close()
+	extra.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, term := extra.answer("e1")
+	assert.Equal(t, frame.KindCompleted, term.Kind)
+}
