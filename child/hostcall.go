@@ -373,8 +373,8 @@ func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 // Cancel cancels the call: the host cancels the callee, and the call ends
 // with the terminal the host answers (cancelled, unless the callee ended
 // first). Safe to call more than once and after the end. A Cancel while
-// a Send is blocked closes the connection instead; the call then ends
-// with a synthetic cancelled.
+// a Send is blocked, or after CloseSend, closes the connection instead;
+// the call then ends with a synthetic cancelled.
 func (c *Call) Cancel() {
 	c.cancelled.Store(true)
 	if !c.sendMu.TryLock() {
@@ -385,7 +385,12 @@ func (c *Call) Cancel() {
 	c.sendMu.Unlock()
 	if !done {
 		c.closeSend(frame.KindCancelled, false)
+		return
 	}
+	// The caller's direction is closed: a cancel can no longer ride in
+	// it, so the connection is closed (the host then cancels the callee);
+	// one that went back to the idle list is left alone.
+	c.closeConn()
 }
 
 // Recv returns the next provider frame (the terminal is the last); then

@@ -2,9 +2,11 @@ package child_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
@@ -114,4 +116,58 @@ func defaultStartupWithCalls(c *wire.Calls) *wire.Startup {
 	st := skulktest.DefaultStartup()
 	st.Calls = c
 	return st
+}
+
+// Cancel after CloseSend closes the call connection (a cancel can no
+// longer ride in the closed caller direction): the host sees the
+// connection end at once and the call ends with a synthetic cancelled.
+func TestCallCancelAfterCloseSend(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "calls.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	hostErr := make(chan error, 1) // one value, from the goroutine below
+	go func() {                    // the host's side: stopped by the connection's end or its deadline
+		nc, err := ln.Accept()
+		if err != nil {
+			hostErr <- err
+			return
+		}
+		defer nc.Close()
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r := wire.NewReader(nc, wire.DefaultLimits())
+		for { // the invoke, started, completed, then the end of the connection
+			if _, err := r.ReadPacket(); err != nil {
+				hostErr <- err
+				return
+			}
+		}
+	}()
+	errs := make(chan error, 1) // one value, from the handler
+	opts := child.Options{Tools: []child.Tool{{
+		ID: "ask",
+		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+			c, err := s.Call(ctx, "lookup", nil)
+			if err == nil {
+				require.NoError(t, c.CloseSend())
+				c.Cancel()
+				_, err = c.Wait()
+			}
+			errs <- err
+			return nil, nil
+		},
+	}}}
+	srv := serveChild(t, config{}, opts)
+	st := defaultStartupWithCalls(&wire.Calls{Socket: sock, MaxDepth: 1, MaxInFlight: 2, Tools: []wire.Tool{{ID: "lookup"}}})
+	_, err = srv.host.Handshake(ctxT(t), st)
+	require.NoError(t, err)
+	s := dial(t, srv.host)
+	require.NoError(t, s.Write(&wire.Invoke{CallID: "a1", ToolID: "ask", Arguments: frame.MustPayload(map[string]any{})}))
+	require.NoError(t, s.Started("a1"))
+	requireTerminal(t, readCall(t, s, "a1"), frame.KindCompleted, 0)
+	assert.ErrorIs(t, <-hostErr, io.EOF, "the host saw the connection end, not its own deadline")
+	var ce *child.CallError
+	require.ErrorAs(t, <-errs, &ce)
+	assert.Equal(t, frame.CodeCancelled, ce.Code)
+	assert.True(t, ce.Synthetic)
 }

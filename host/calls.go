@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -68,6 +69,20 @@ type callServer struct {
 
 	wg sync.WaitGroup
 
+	// slots holds one token per call connection being served: at most
+	// twice max_in_flight (the SDKs keep at most max_in_flight, and the
+	// host may not have seen the last ones close yet). Overflow policy:
+	// block; the accept loop waits for a place, so a child's further
+	// connections wait in the listen backlog and cannot make the host hold
+	// a goroutine, a read buffer and an fd each.
+	slots chan struct{}
+
+	// stop is done once close began: every running callee is aborted and a
+	// send blocked on a callee returns, whether or not the connection is
+	// still read (a caller that closed its direction is not).
+	stop    context.Context
+	stopNow context.CancelFunc
+
 	mu       sync.Mutex
 	closed   bool
 	conns    map[net.Conn]struct{}
@@ -109,6 +124,8 @@ func newCallServer(ch *child) (*callServer, error) {
 		return nil, err
 	}
 	s.cat = cat
+	s.stop, s.stopNow = context.WithCancel(context.Background())
+	s.slots = make(chan struct{}, 2*s.maxFlight)
 	path := filepath.Join(ch.proc.dir, callsSockName)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -128,6 +145,11 @@ func (s *callServer) listen() {
 func (s *callServer) accept() {
 	defer s.wg.Done()
 	for {
+		select {
+		case s.slots <- struct{}{}: // given back by serveConn
+		case <-s.stop.Done():
+			return
+		}
 		nc, err := s.ln.Accept()
 		if err != nil {
 			return
@@ -153,6 +175,7 @@ func (s *callServer) close() {
 	s.closed = true
 	conns := slices.Collect(maps.Keys(s.conns))
 	s.mu.Unlock()
+	s.stopNow()
 	s.ln.Close()
 	for _, nc := range conns {
 		nc.Close()
@@ -186,6 +209,7 @@ func (w *connWriter) refuse(id string, code frame.Code, msg string) error {
 // serveConn runs the calls of one call connection, one at a time.
 func (s *callServer) serveConn(nc net.Conn) {
 	defer s.wg.Done()
+	defer func() { <-s.slots }()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, nc)
@@ -194,8 +218,13 @@ func (s *callServer) serveConn(nc net.Conn) {
 	}()
 	r := wire.NewReader(nc, s.ch.limits)
 	w := &connWriter{w: wire.NewWriter(nc, s.ch.limits)}
+	var next wire.Packet // read by the previous call's pumpIn, in its quiet interval
 	for {
-		pkt, err := r.ReadPacket()
+		pkt, err := next, error(nil)
+		if next == nil {
+			pkt, err = r.ReadPacket()
+		}
+		next = nil
 		if err != nil {
 			var ie *wire.InvalidError
 			if errors.As(err, &ie) && ie.Type == wire.TypeInvoke && ie.CallID != "" {
@@ -211,7 +240,8 @@ func (s *callServer) serveConn(nc net.Conn) {
 			s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", fmt.Errorf("%w: %s where an invoke belongs", wire.ErrProtocol, pkt.Type()))
 			return
 		}
-		if !s.run(nc, r, w, inv) {
+		var more bool
+		if next, more = s.run(nc, r, w, inv); !more {
 			return
 		}
 	}
@@ -232,31 +262,53 @@ type nestedCallee interface {
 }
 
 // run runs one call on a call connection and reports whether the
-// connection may carry the next one.
-func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) bool {
+// connection may carry the next one, and the next packet when it was read
+// already (nil when not).
+func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
 	callee, end, err := s.begin(inv)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
-			return false
+			return nil, false
 		}
-		return s.discard(r, inv.CallID)
+		return nil, s.discard(r, inv.CallID)
 	}
 	var once sync.Once
 	release := func() { once.Do(end) }
 	defer release()
+	// The caller is gone once close began: abort the callee even when the
+	// connection is no longer read (§8 item 7: the caller's death cancels
+	// a detached call too).
+	defer context.AfterFunc(s.stop, callee.abort)()
 	invalid := make(chan struct{})
 	outDone := make(chan error, 1)
-	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release) }() // ends at the callee's terminal; waited for below
+	// endSent is set by pumpOut before it writes the end.
+	var endSent atomic.Bool
+	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release, &endSent) }() // ends at the callee's terminal; waited for below
 	reusable, bad := s.pumpIn(r, callee, inv.CallID)
 	if bad {
 		close(invalid)
+	}
+	var next wire.Packet
+	if reusable {
+		// The quiet interval (docs/protocol.md §6): the caller sends
+		// nothing until the end, but the host still reads, so that a
+		// caller that closes its connection (it cancelled, or died)
+		// cancels the callee at once.
+		pkt, err := r.ReadPacket()
+		if err != nil || !endSent.Load() {
+			reusable = false
+		}
+		next = pkt
 	}
 	if !reusable {
 		callee.abort()
 	}
 	werr := <-outDone
-	return reusable && werr == nil
+	if !reusable || werr != nil {
+		return nil, false
+	}
+	return next, true
 }
 
 // refusalAnswer returns the code and message a refused call is answered
@@ -326,7 +378,7 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 		switch fp.Kind {
 		case frame.KindStarted:
 		case frame.KindChunk:
-			err := callee.send(context.Background(), fp.Frame)
+			err := callee.send(s.stop, fp.Frame) // a send blocked on the callee ends with close
 			var se *SchemaError
 			if errors.As(err, &se) {
 				return false, true
@@ -346,7 +398,7 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 // replaces the terminal with failed invalid_frame. release gives back what
 // the call holds (its in-flight place) before the end goes out: a child
 // that reads the end may make its next call at once.
-func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func()) error {
+func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func(), endSent *atomic.Bool) error {
 	seq := uint64(1)
 	var werr error
 	for {
@@ -369,6 +421,7 @@ func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, inva
 			}
 			if f.Kind.IsTerminal() {
 				release()
+				endSent.Store(true)
 				return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
 			}
 			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {

@@ -520,3 +520,114 @@ func TestCallCallerKilled(t *testing.T) {
 	assert.Less(t, time.Since(start), 10*time.Second)
 	assert.Equal(t, c.ID(), evs[len(evs)-1].Call, "the parent ends after its step")
 }
+
+// A detached call whose caller already closed its direction is cancelled
+// when the calling child dies (docs/protocol.md §8 item 7), even though the
+// host no longer reads its call connection; the child's stop does not wait
+// for the callee to end on its own.
+func TestCallDetachedCancelledWhenCallerDies(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	running := make(chan struct{})
+	cancelled := make(chan struct{})
+	hold := HostTool{Tool: wire.Tool{ID: "hold"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
+		close(running)
+		select {
+		case <-ctx.Done():
+			close(cancelled)
+			return nil, ctx.Err()
+		case <-block:
+		}
+		return nil, nil
+	}}
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{hold}}), time.Minute)
+	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+	rc := dialCalls(t, h)
+	st, _ := frame.NewStarted("d1", frame.CallerToProvider)
+	done, _ := frame.NewCompleted("d1", frame.CallerToProvider, 1, nil)
+	rc.send(&wire.Invoke{CallID: "d1", ToolID: "hold", Parent: parent.ID(), Detached: true, Arguments: frame.MustPayload(map[string]any{})},
+		&wire.Frame{Frame: st}, &wire.Frame{Frame: done})
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host tool did not start")
+	}
+	pid := h.Children()[0].PID
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the detached callee was not cancelled when its caller died")
+	}
+}
+
+// A caller that closed its direction and then closes its call connection
+// (a cancel after CloseSend, or a caller gone) cancels the callee at once:
+// the host reads the connection in the quiet interval too.
+func TestCallConnClosedAfterCallerCompleted(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	running := make(chan struct{})
+	cancelled := make(chan struct{})
+	hold := HostTool{Tool: wire.Tool{ID: "hold"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
+		close(running)
+		select {
+		case <-ctx.Done():
+			close(cancelled)
+			return nil, ctx.Err()
+		case <-block:
+		}
+		return nil, nil
+	}}
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{hold}}), time.Minute)
+	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+	rc := dialCalls(t, h)
+	st, _ := frame.NewStarted("d1", frame.CallerToProvider)
+	done, _ := frame.NewCompleted("d1", frame.CallerToProvider, 1, nil)
+	rc.send(&wire.Invoke{CallID: "d1", ToolID: "hold", Parent: parent.ID(), Detached: true, Arguments: frame.MustPayload(map[string]any{})},
+		&wire.Frame{Frame: st}, &wire.Frame{Frame: done})
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host tool did not start")
+	}
+	require.NoError(t, rc.nc.Close())
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the callee was not cancelled when its caller closed the connection")
+	}
+	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
+}
+
+// A child that opens call connections beyond twice max_in_flight has the
+// one more wait, unserved, until one of them closes: its connections
+// cannot make the host hold unbounded goroutines, buffers and fds.
+func TestCallSocketConnectionBound(t *testing.T) {
+	h, _ := testHost(t, callingConfig(Calls{Tools: []string{"echo"}, MaxInFlight: 1}), time.Minute)
+	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+	kept := []*rawCalls{dialCalls(t, h), dialCalls(t, h)}
+	h.mu.Lock()
+	ch := h.slots[0].cur
+	h.mu.Unlock()
+	require.Eventually(t, func() bool {
+		ch.calls.mu.Lock()
+		defer ch.calls.mu.Unlock()
+		return len(ch.calls.conns) == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	extra := dialCalls(t, h)
+	extra.invoke("e1", "echo", parent.ID(), map[string]any{})
+	extra.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	_, err := extra.r.ReadPacket()
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "the connection past the bound is not served")
+	ch.calls.mu.Lock()
+	assert.Len(t, ch.calls.conns, 2)
+	ch.calls.mu.Unlock()
+	// Once one closes, the waiting one is served.
+	kept[0].nc.Close()
+	extra.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, term := extra.answer("e1")
+	assert.Equal(t, frame.KindCompleted, term.Kind)
+}
