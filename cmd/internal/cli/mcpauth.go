@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -51,15 +52,22 @@ func (o *mcpOptions) httpGuard() (*httpGuard, error) {
 		if err != nil {
 			return nil, usageErr("--token-file: cannot open the file")
 		}
-		b := make([]byte, maxTokenFile)
-		n, _ := f.Read(b)
+		b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 		f.Close()
-		line, _, _ := strings.Cut(string(b[:n]), "\n")
+		if err != nil {
+			return nil, usageErr("--token-file: cannot read the file")
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if len(line) > maxTokenFile {
+			return nil, usageErr("--token-file: the token is longer than %d bytes", maxTokenFile)
+		}
 		if g.token = strings.TrimSpace(line); g.token == "" {
 			return nil, usageErr("--token-file: the file's first line is empty")
 		}
 	case os.Getenv(envMCPToken) != "":
-		g.token = strings.TrimSpace(os.Getenv(envMCPToken))
+		if g.token = strings.TrimSpace(os.Getenv(envMCPToken)); g.token == "" {
+			return nil, usageErr("%s: the token is blank", envMCPToken)
+		}
 	}
 	if o.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)

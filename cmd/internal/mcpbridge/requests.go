@@ -68,7 +68,7 @@ func forward[P, R any](m func(*mcp.ClientSession, context.Context, *P) (*R, erro
 		p := new(P)
 		if len(raw) > 0 {
 			if err := json.Unmarshal(raw, p); err != nil {
-				return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: "arguments: params do not decode: " + err.Error()}
+				return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: "arguments.params: not the method's params (the JSON does not decode into them)"}
 			}
 		}
 		return m(cs, ctx, p)
@@ -101,7 +101,7 @@ func (w *Wrapper) requestHandler() child.Tool {
 			}
 			var args requestArgs
 			if err := s.Arguments().Decode(&args); err != nil {
-				return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: "arguments: " + err.Error()}
+				return nil, &frame.Error{Code: frame.CodeInvalidFrame, Message: "arguments: not an object of method and params"}
 			}
 			f, ok := forwardedMethods[args.Method]
 			if !ok {
