@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,6 +16,12 @@ import (
 // handler registered its call); an unknown tree gives ErrNoClient after
 // clientWait, a removed one too, and a done ctx ends the wait at once.
 func TestClientsFind(t *testing.T) {
+	// In a bubble: synctest.Wait says when find is blocked waiting, and
+	// clientWait passes on the bubble's clock, not the machine's.
+	synctest.Test(t, testClientsFind)
+}
+
+func testClientsFind(t *testing.T) {
 	c := NewClients()
 	sess := &mcp.ServerSession{}
 	ctx := context.Background()
@@ -29,7 +36,7 @@ func TestClientsFind(t *testing.T) {
 		_, err := c.find(ctx, "t2")
 		found <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // find is waiting
+	synctest.Wait() // find is blocked waiting for t2
 	remove2 := c.add("t2", ctx, sess)
 	select {
 	case err := <-found:
