@@ -144,9 +144,9 @@ func TestMemoryLimit(t *testing.T) {
 	works(t, h)
 }
 
-// TestPidsLimit: a fork loop stops at PidsMax (a fork past it fails), the
-// child and the host stay up, and every process of the loop dies with
-// the child.
+// TestPidsLimit: a fork loop stops at PidsMax (a fork past it fails), and
+// once the loop's processes are gone (the tool kills them before it
+// answers) the child and the host serve the next call.
 func TestPidsLimit(t *testing.T) {
 	const limit = 48
 	cfg := config(t, "serve", t.TempDir())

@@ -63,7 +63,7 @@
 //	hog          allocates and touches memory 8 MiB at a time, up to 4 GiB,
 //	             then completes {"mib"}: a memory limit kills it first
 //	forkloop     runs a shell that starts sleeps until a fork fails, then
-//	             completes {"n"} with how many it started
+//	             kills them and completes {"n"} with how many it started
 //	spawn        runs a shell that starts one setsid sleep, appends its pid
 //	             to HOSTILE_PIDS/spawn and exits, then completes
 //	attackhost   tries to signal (signal 0, the permission check) and to
@@ -545,7 +545,15 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 		case "hog":
 			result = map[string]any{"mib": hog()}
 		case "forkloop":
-			out, _ := exec.Command("/bin/sh", "-c", forkScript).Output()
+			// In a group of its own, so that the sleeps go with it: a
+			// child left at its pids limit could not start a thread of
+			// its own to serve the next call.
+			cmd := exec.Command("/bin/sh", "-c", forkScript)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			out, _ := cmd.Output()
+			if cmd.Process != nil {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
 			result = map[string]any{"n": lastNumber(out)}
 		case "attackhost":
 			result = attackHost()
