@@ -9,7 +9,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
-// mediaByte is cmd/skulk-child's media pattern (internal/demotools).
+// mediaByte is cmd/skulk-child's media pattern (child/demotools).
 func mediaByte(i int64) byte { return byte(i % 251) }
 
 // collect reads a call to its end and returns its frames, terminal last.

@@ -1,5 +1,5 @@
 // Command skulk-child is a demonstration provider: a Skulk child offering
-// the tools of internal/demotools (echo, upper, count, media, sleep, fail).
+// the tools of child/demotools (echo, upper, count, media, sleep, fail).
 // With --test-tools it also offers sleep's ignore_cancel argument and the
 // crash tool, for tests of the host; with --call-tools, relay, which calls
 // another tool through the host (docs/protocol.md §8).
@@ -14,7 +14,7 @@ import (
 	"os"
 
 	"github.com/skulkrt/skulk/child"
-	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/child/demotools"
 )
 
 func main() {

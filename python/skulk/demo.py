@@ -1,4 +1,4 @@
-"""The demo tools of cmd/skulk-child (internal/demotools), in Python: echo,
+"""The demo tools of cmd/skulk-child (child/demotools), in Python: echo,
 upper, count, media, sleep, fail; with --test-tools, sleep's
 ignore_cancel and crash; with --call-tools, relay, which calls another
 tool through the host. They are what conformance/provider drives."""

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/child"
-	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/child/demotools"
 )
 
 // ChildMode is the hidden first argument that makes skulk-host a provider
-// child serving the demo tools of internal/demotools (without the test-only
+// child serving the demo tools of child/demotools (without the test-only
 // ones); demo starts its own binary with it. It is not listed in help.
 const ChildMode = "demo-child"
 

@@ -2,7 +2,7 @@
 // what a script sees: it builds a command once per test binary, runs it
 // with a deadline, and decodes and checks the lines of skulk-host call
 // --json against docs/cli.md, "The `--json` line contract", and what the
-// demo tools (internal/demotools, and the Python SDK's copy of them) must
+// demo tools (child/demotools, and the Python SDK's copy of them) must
 // answer.
 //
 // The tests of cmd/skulk-host run it against cmd/skulk-child; those of

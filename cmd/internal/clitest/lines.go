@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/child/demotools"
 )
 
 // Line is one decoded line of skulk-host call --json (docs/cli.md, "The

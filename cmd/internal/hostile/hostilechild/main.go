@@ -95,7 +95,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/wire"
 	"golang.org/x/sys/unix"
 )

@@ -1,7 +1,15 @@
-// Package demotools holds the demonstration tools of cmd/skulk-child: echo,
-// upper, count, media, sleep, fail and, for tests, crash. They live here, and
-// not in the command, so that every binary that must serve as a child (the
-// host re-executing itself, say) offers the very same tools.
+// Package demotools holds the demonstration tools that skulk-child serves:
+// echo, upper, count, media, sleep, fail, relay (a call through the host)
+// and, for tests, crash. docs/demo-tools.md describes each tool's arguments
+// and output.
+//
+// Serve them from any binary to get a provider with known behaviour, for a
+// demo or for a host's integration tests:
+//
+//	child.Main(child.Options{Tools: demotools.Tools(demotools.Options{})})
+//
+// Every binary of this module that serves as a child (skulk-child, and
+// skulk-host re-executing itself) offers these very tools.
 package demotools
 
 import (
@@ -19,13 +27,13 @@ import (
 
 // Limits of the tools' arguments, also stated in their schemas.
 const (
-	// MaxCountSize bounds count's padding, so a chunk's header stays well
+	// maxCountSize bounds count's padding, so a chunk's header stays well
 	// under the default max_header (64 KiB).
-	MaxCountSize = 60000
-	// DefaultMediaChunk is media's chunk size when the arguments give none.
-	DefaultMediaChunk = 65536
-	// MaxMediaChunk bounds media's chunk size: the default max_attachment.
-	MaxMediaChunk = wire.DefaultMaxAttachment
+	maxCountSize = 60000
+	// defaultMediaChunk is media's chunk size when the arguments give none.
+	defaultMediaChunk = 65536
+	// maxMediaChunk bounds media's chunk size: the default max_attachment.
+	maxMediaChunk = wire.DefaultMaxAttachment
 	// MediaType is the media type of media's chunks.
 	MediaType = "application/octet-stream"
 )
@@ -149,7 +157,7 @@ func count() child.Tool {
 		Description: `Sends n chunks {"i": i} numbered from 0, each padded with "pad" of size bytes; needs no caller input.`,
 		ArgumentsSchema: object(map[string]any{
 			"n":    integer(0, 0, nil),
-			"size": integer(0, MaxCountSize, ptr(0)),
+			"size": integer(0, maxCountSize, ptr(0)),
 		}, "n"),
 		InputSchema: anyObject(),
 		OutputSchema: object(map[string]any{
@@ -159,7 +167,7 @@ func count() child.Tool {
 		ResultSchema: object(map[string]any{"n": integer(0, 0, nil)}, "n"),
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			var a countArgs
-			if err := s.Arguments().Decode(&a); err != nil || a.N < 0 || a.Size < 0 || a.Size > MaxCountSize {
+			if err := s.Arguments().Decode(&a); err != nil || a.N < 0 || a.Size < 0 || a.Size > maxCountSize {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: n must be >= 0, size in [0, 60000]"}
 			}
 			pad := strings.Repeat("x", int(a.Size))
@@ -196,7 +204,7 @@ func media() child.Tool {
 		Description: "Sends inline media chunks (application/octet-stream) totalling bytes; the result is their SHA-256.",
 		ArgumentsSchema: object(map[string]any{
 			"bytes": integer(0, 0, nil),
-			"chunk": integer(1, MaxMediaChunk, ptr(DefaultMediaChunk)),
+			"chunk": integer(1, maxMediaChunk, ptr(defaultMediaChunk)),
 		}, "bytes"),
 		InputSchema:  anyObject(),
 		OutputSchema: anyObject(),
@@ -204,8 +212,8 @@ func media() child.Tool {
 			"sha256": map[string]any{"type": "string", "pattern": "^[a-f0-9]{64}$"},
 		}, "sha256"),
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
-			a := mediaArgs{Chunk: DefaultMediaChunk}
-			if err := s.Arguments().Decode(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > MaxMediaChunk {
+			a := mediaArgs{Chunk: defaultMediaChunk}
+			if err := s.Arguments().Decode(&a); err != nil || a.Bytes < 0 || a.Chunk < 1 || a.Chunk > maxMediaChunk {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: bytes must be >= 0, chunk in [1, 16777216]"}
 			}
 			h := sha256.New()
@@ -298,8 +306,8 @@ func fail() child.Tool {
 	}
 }
 
-// CrashStatus is the exit status of the crash tool.
-const CrashStatus = 3
+// crashStatus is the exit status of the crash tool.
+const crashStatus = 3
 
 func crash(exit func(int)) child.Tool {
 	return child.Tool{
@@ -323,7 +331,7 @@ func crash(exit func(int)) child.Tool {
 				}
 			}
 			s.Flush()
-			exit(CrashStatus)
+			exit(crashStatus)
 			return nil, errors.New("crash: exit returned")
 		},
 	}

@@ -43,7 +43,7 @@ func TestSchemas(t *testing.T) {
 			t.Errorf("%s: no handler or description", tool.ID)
 		}
 	}
-	defaults := map[string]map[string]int64{"count": {"size": 0}, "media": {"chunk": DefaultMediaChunk}}
+	defaults := map[string]map[string]int64{"count": {"size": 0}, "media": {"chunk": defaultMediaChunk}}
 	checked := 0
 	for _, tool := range Tools(Options{}) {
 		for arg, want := range defaults[tool.ID] {
