@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/child/demotools"
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )

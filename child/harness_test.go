@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/child"
-	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/child/demotools"
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"

@@ -17,9 +17,9 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 

@@ -94,8 +94,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/child"
-	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/child/demotools"
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
 	"golang.org/x/sys/unix"
 )
