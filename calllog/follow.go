@@ -41,7 +41,7 @@ type Step struct {
 // are shown, never skipped silently. A Follower is used by one goroutine.
 //
 // A Follower holds at most one read of the store (followBatch events, and
-// at most ReadPageBytes of them from the module's stores).
+// at most 4 MiB of them from the module's stores).
 type Follower struct {
 	store    EventStore
 	tree     string
@@ -148,7 +148,7 @@ func (f *Follower) Steps(ctx context.Context) iter.Seq2[Step, error] {
 }
 
 // readPage is the most events Events asks a store for at once (the
-// module's stores also stop a page at ReadPageBytes).
+// module's stores also stop a page at 4 MiB of stored events).
 const readPage = 256
 
 // Events returns the kept events of tree with Seq after after, in Seq

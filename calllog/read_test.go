@@ -10,18 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
 )
 
 // TestDecodeErrorsMatchErrFormat: malformed JSON, a value of the wrong
 // type and an unknown kind all match ErrFormat as *FormatError, from
-// DecodeEvent and Event.UnmarshalJSON (json.Unmarshal checks the syntax
-// before it calls UnmarshalJSON: stores decode with DecodeEvent).
+// storedevent.Decode and Event.UnmarshalJSON (json.Unmarshal checks the
+// syntax before it calls UnmarshalJSON: stores decode with
+// storedevent.Decode).
 func TestDecodeErrorsMatchErrFormat(t *testing.T) {
 	for _, in := range []string{`{"format":1,"kind":`, `[1,2]`, `{"format":1,"kind":"started","seq":"one"}`,
 		`{"format":1,"kind":"outburst","tree":"t","writer":"w","seq":1,"after":null,"at":"2026-11-29T22:10:00Z","call":"t","parent":null,"tool":"x"}`, ``} {
-		_, err := calllog.DecodeEvent([]byte(in))
+		_, err := storedevent.Decode([]byte(in))
 		require.ErrorIs(t, err, calllog.ErrFormat, "%q", in)
 		var fe *calllog.FormatError
 		require.ErrorAs(t, err, &fe, "%q", in)

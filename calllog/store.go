@@ -76,28 +76,16 @@ type EventStore interface {
 	Keep(ctx context.Context, c Claim, events []Event) error
 	// EventsAfter returns up to limit kept events of tree with Seq > after,
 	// in Seq order; none (and no error) when there are none yet. It may
-	// return fewer than limit (the module's stores stop a page at
-	// ReadPageBytes). When a kept event cannot be read (corrupt, or larger
-	// than MaxReadEventBytes) it returns the events before it and a
-	// *CorruptEventError naming it; a read after that Seq goes on past it.
+	// return fewer than limit (the module's stores stop a page at 4 MiB of
+	// stored events). When a kept event cannot be read (corrupt, or larger
+	// than the store reads: 64 MiB for the module's stores) it returns the
+	// events before it and a *CorruptEventError naming it; a read after
+	// that Seq goes on past it.
 	EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]Event, error)
 }
 
-// Read bounds of the module's stores (docs/events.md, "Reading is
-// bounded"): what one EventsAfter holds, whatever the journal's size.
-const (
-	// ReadPageBytes bounds the stored size of the events one EventsAfter
-	// returns: a page ends at the first event that reaches it (so one
-	// event is always returned, up to MaxReadEventBytes).
-	ReadPageBytes = 4 << 20
-	// MaxReadEventBytes is the largest stored event a reader decodes; a
-	// larger one is reported as a *CorruptEventError (a loss) without
-	// being read.
-	MaxReadEventBytes = 64 << 20
-)
-
 // CorruptEventError is a kept event that cannot be read: its stored form
-// is not the event JSON form, or it is larger than MaxReadEventBytes. It
+// is not the event JSON form, or it is larger than the store reads. It
 // matches ErrFormat (errors.Is). Readers show it as a loss of that one
 // event and go on after it: the rest of the tree stays readable.
 type CorruptEventError struct {
@@ -105,7 +93,7 @@ type CorruptEventError struct {
 	Tree string
 	// Seq is the event's number in its tree.
 	Seq uint64
-	// Err says what is wrong with it: a *FormatError.
+	// Err says what is wrong with it; it matches ErrFormat.
 	Err error
 }
 
@@ -115,10 +103,6 @@ func (e *CorruptEventError) Error() string {
 
 // Unwrap returns Err.
 func (e *CorruptEventError) Unwrap() error { return e.Err }
-
-// ErrEventTooLarge is the Err of a *CorruptEventError for an event larger
-// than MaxReadEventBytes.
-var ErrEventTooLarge error = &FormatError{Field: "event", Reason: "larger than MaxReadEventBytes"}
 
 // FirstBatchKeeper is an optional EventStore method that saves a round trip
 // at the start of every tree (with a required journal, a wait of every

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 )
 
 var _ calllog.TreeLister = (*Store)(nil)
@@ -113,7 +114,7 @@ func (s *Store) info(ctx context.Context, id string, n uint64) (calllog.TreeInfo
 		return ti, s.classify("tree info", err)
 	}
 	if err == nil {
-		if e, err := calllog.DecodeEvent(first.Data); err == nil {
+		if e, err := storedevent.Decode(first.Data); err == nil {
 			ti.Tool, ti.Program, ti.Start = e.Tool, e.Program, e.At
 		}
 	}
@@ -123,7 +124,7 @@ func (s *Store) info(ctx context.Context, id string, n uint64) (calllog.TreeInfo
 	}
 	if err == nil {
 		ti.LastSeq, _ = strconv.ParseUint(last.Header.Get(hdrSeq), 10, 64)
-		if e, err := calllog.DecodeEvent(last.Data); err == nil {
+		if e, err := storedevent.Decode(last.Data); err == nil {
 			ti.Last = e.At
 			if e.Kind.IsEnd() && e.Call == id {
 				ti.End = e.Kind

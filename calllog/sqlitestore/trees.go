@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 )
 
 // listQuery reads each tree's first and last kept event with SQLite's
@@ -78,7 +79,7 @@ func (s *Store) list(ctx context.Context, only string) ([]calllog.TreeInfo, erro
 		ti.LastSeq, ti.Events, ti.Tool, ti.Program = uint64(last), uint64(n), tool.String, program.Bool
 		ti.Start, _ = time.Parse(time.RFC3339Nano, start.String)
 		ti.Last, _ = time.Parse(time.RFC3339Nano, end.String)
-		if k, err := calllog.ParseKind(kind.String); err == nil && k.IsEnd() && endCall.String == ti.Tree {
+		if k, ok := storedevent.ParseKind(kind.String); ok && k.IsEnd() && endCall.String == ti.Tree {
 			ti.End = k
 		}
 		out = append(out, ti)
