@@ -18,6 +18,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // slowStore is a real SQLite store whose Keep waits until gate is closed
@@ -157,7 +158,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	events, err := st.EventsAfter(ctx, tree, 0, 0)
 	require.NoError(t, st.Close()) // before the host's leak check: opened before the host
 	require.NoError(t, err)
-	r := calllog.Replay(events)
+	r := replay.Events(events)
 	require.Len(t, r.Calls, 1+workers*each, "every call's start was kept")
 	for _, c := range r.Calls {
 		require.True(t, c.Ended, "call %s shown running", c.Call)

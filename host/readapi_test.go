@@ -8,6 +8,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // What code outside the module reaches of the call log, checked by the
@@ -29,7 +30,7 @@ var (
 	_ func(context.Context) error                                                        = (*host.Host)(nil).FlushObservers
 	_ func(context.Context) context.Context                                              = host.Detached
 	_ func(calllog.EventStore, string, uint64, time.Duration) *calllog.Follower          = calllog.NewFollower
-	_ func([]calllog.Event) *calllog.ReplayedTree                                        = calllog.Replay
+	_ func([]calllog.Event) *replay.Tree                                                 = replay.Events
 	_ func(context.Context, error) error                                                 = calllog.Settle
 	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error) = calllog.TakeOver
 )

@@ -11,6 +11,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/internal/natstest"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // firstKept returns the Seq of tree's first event the stream still keeps,
@@ -96,7 +97,7 @@ func TestRetentionDropShownAsLoss(t *testing.T) {
 		}
 		shown = append(shown, s.Event)
 	}
-	if r := calllog.Replay(shown); r.Lost != k-1 {
+	if r := replay.Events(shown); r.Lost != k-1 {
 		t.Fatalf("Replay counts %d lost, want %d", r.Lost, k-1)
 	}
 

@@ -21,6 +21,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -440,7 +441,7 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("Program = %v", err)
 	}
 	kept, _ := store.EventsAfter(ctx, "p", 0, 0)
-	rp := calllog.Replay(kept)
+	rp := replay.Events(kept)
 	a, b, p := rp.Call("a"), rp.Call("b"), rp.Call("p")
 	if a.Text != "hello" || a.Attempts != 2 || len(a.Frames) != 3 || a.Err() != nil || a.ToolVersion != "v9" {
 		t.Fatalf("a replay = %+v", a)
@@ -456,10 +457,10 @@ func TestReplay(t *testing.T) {
 	if !p.Program || !p.Ended || p.Outcome.Kind != calllog.KindFailed || rp.Lost != 0 {
 		t.Fatalf("p replay = %+v", p)
 	}
-	if got := calllog.Replay(append(slices.Clone(kept[:2]), kept[4:]...)); got.Lost != 2 {
+	if got := replay.Events(append(slices.Clone(kept[:2]), kept[4:]...)); got.Lost != 2 {
 		t.Fatalf("replay with a gap: lost %d, want 2", got.Lost)
 	}
-	if got := calllog.Replay(kept[3:]); got.Lost != 3 {
+	if got := replay.Events(kept[3:]); got.Lost != 3 {
 		t.Fatalf("replay without the first three: lost %d, want 3", got.Lost)
 	}
 }

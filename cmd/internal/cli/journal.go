@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/jetstreamstore"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/cmd/internal/termsafe"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // Bounds of reading a journal (docs/events.md, "Reading is bounded").
@@ -412,7 +413,7 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer st.Close()
-	r, err := calllog.ReplayTree(ctx, st, pos[1], &calllog.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
+	r, err := replay.FromStore(ctx, st, pos[1], &replay.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
 	if errors.Is(err, calllog.ErrNoTree) {
 		return statusErr(ExitFailure, "the journal %s has no events of tree %q", pos[0], pos[1])
 	}
@@ -425,7 +426,7 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 
 // printReplay prints each call of r: a header line, its trace (when its
 // events name one), its text, its end.
-func printReplay(w io.Writer, r *calllog.ReplayedTree) {
+func printReplay(w io.Writer, r *replay.Tree) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
