@@ -116,7 +116,8 @@ type FirstBatchKeeper interface {
 	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
 }
 
-// TreeInfo describes one tree kept in a store, as a listing shows it.
+// TreeInfo describes one tree kept in a store, as a listing shows it
+// (the module's stores' ListTrees and TreeInfo).
 type TreeInfo struct {
 	// Tree is the tree's id.
 	Tree string
@@ -139,16 +140,4 @@ type TreeInfo struct {
 	// last kept event is that end; 0 while the tree runs, or when its end
 	// was never kept.
 	End Kind
-}
-
-// TreeLister is an EventStore that lists the trees it keeps: the module's
-// SQLite and JetStream stores are.
-type TreeLister interface {
-	// ListTrees returns the trees kept, newest first (by when the tree
-	// was first claimed). It holds one TreeInfo per tree, never a tree's
-	// events.
-	ListTrees(ctx context.Context) ([]TreeInfo, error)
-	// TreeInfo describes one tree; ErrNoTree when the store has no
-	// event of it.
-	TreeInfo(ctx context.Context, tree string) (TreeInfo, error)
 }

@@ -14,8 +14,6 @@ import (
 	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 )
 
-var _ calllog.TreeLister = (*Store)(nil)
-
 // treeIDs returns the ids of the trees whose first claim is in the stream,
 // oldest first: an ordered consumer of the first claims' headers, deleted
 // once read.
@@ -57,8 +55,8 @@ func (s *Store) treeIDs(ctx context.Context) ([]string, error) {
 	}
 }
 
-// ListTrees implements calllog.TreeLister: the trees whose first claim is
-// in the stream, newest first, each read with three requests to the
+// ListTrees returns the trees whose first claim is in the stream, newest
+// first, each read with three requests to the
 // stream leader (its first and last event, its event count from the
 // stream's per-subject counts, asked once for every tree). Bytes is 0: the
 // stream does not say a subject's size.
@@ -85,7 +83,8 @@ func (s *Store) ListTrees(ctx context.Context) ([]calllog.TreeInfo, error) {
 	return out, nil
 }
 
-// TreeInfo implements calllog.TreeLister.
+// TreeInfo describes one tree kept in the store; calllog.ErrNoTree when
+// the store has no event of it.
 func (s *Store) TreeInfo(ctx context.Context, tree string) (calllog.TreeInfo, error) {
 	if err := s.readable("tree info"); err != nil {
 		return calllog.TreeInfo{}, err

@@ -102,7 +102,6 @@ type Store struct {
 var (
 	_ calllog.EventStore       = (*Store)(nil)
 	_ calllog.FirstBatchKeeper = (*Store)(nil)
-	_ calllog.TreeLister       = (*Store)(nil)
 )
 
 const schema = `

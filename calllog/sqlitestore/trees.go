@@ -31,13 +31,14 @@ SELECT tree, coalesce(ls, 0), n, b,
 	CASE WHEN json_valid(le) THEN json_extract(le, '$.call') END
 FROM t ORDER BY r DESC`
 
-// ListTrees implements calllog.TreeLister: every tree in the file, newest
-// first (by its first claim).
+// ListTrees returns every tree in the file, newest first (by its first
+// claim).
 func (s *Store) ListTrees(ctx context.Context) ([]calllog.TreeInfo, error) {
 	return s.list(ctx, "")
 }
 
-// TreeInfo implements calllog.TreeLister.
+// TreeInfo describes one tree kept in the store; calllog.ErrNoTree when
+// the store has no event of it.
 func (s *Store) TreeInfo(ctx context.Context, tree string) (calllog.TreeInfo, error) {
 	if tree == "" {
 		return calllog.TreeInfo{}, calllog.ErrNoTree
