@@ -8,7 +8,7 @@
 // one to a host's log. A host is configured with Options
 // (host.Config.CallLog): its observers (Observer), its journal (Journal,
 // over an EventStore such as calllog/sqlitestore's) and what they are
-// given of payloads (ContentPolicy). Programs and calls may add observers
+// given of payloads (Options.FullContent). Programs and calls may add observers
 // of their own (host.WithObservers).
 //
 // Events have a versioned JSON form (Event.MarshalJSON, format 1) specified

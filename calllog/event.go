@@ -146,7 +146,7 @@ type Event struct {
 	// FragmentBytes is the length in bytes of an arguments event's
 	// fragment.
 	FragmentBytes int
-	// Fragment is the fragment's text, kept only under ContentFull (then
+	// Fragment is the fragment's text, kept only under Options.FullContent (then
 	// FragmentKept is true).
 	Fragment string
 	// Span names the call's client span in the host's OpenTelemetry trace,
@@ -166,7 +166,7 @@ type Span struct {
 }
 
 // Content is what an event keeps of a payload. Type, Bytes and Keys are
-// always set; Value only under ContentFull.
+// always set; Value only under Options.FullContent.
 type Content struct {
 	// Type is the payload's JSON type; always "object" in protocol 1.
 	Type string
@@ -194,9 +194,9 @@ type MediaInfo struct {
 	MediaType string
 	// Bytes is the inline data's length or the blob's declared size.
 	Bytes int64
-	// Data is the inline bytes, kept only under ContentFull.
+	// Data is the inline bytes, kept only under Options.FullContent.
 	Data []byte
-	// BlobID and SHA256 name a blob, kept only under ContentFull.
+	// BlobID and SHA256 name a blob, kept only under Options.FullContent.
 	BlobID string
 	// SHA256 is the blob's digest; see BlobID.
 	SHA256 string
@@ -213,17 +213,6 @@ type ErrorInfo struct {
 	// writer that took over a tree recorded it.
 	Synthetic bool
 }
-
-// ContentPolicy says what payload content events keep for observers and
-// journals.
-type ContentPolicy uint8
-
-const (
-	// ContentShape, the zero value, keeps only types and sizes.
-	ContentShape ContentPolicy = iota
-	// ContentFull keeps payloads and media bytes too.
-	ContentFull
-)
 
 // ErrFormat is matched by every error decoding an event's JSON form (its
 // message names the field that broke the contract, never its value).
@@ -269,7 +258,7 @@ type jsonEvent struct {
 	Error       *jsonErrorInfo `json:"error,omitempty"`
 	Refused     string         `json:"refused,omitempty"`
 	// Streamed arguments: arguments_streamed on started; the fragment keys
-	// on arguments events only (fragment under ContentFull).
+	// on arguments events only (fragment under FullContent).
 	ArgumentsStreamed bool    `json:"arguments_streamed,omitempty"`
 	FragmentIndex     *int    `json:"fragment_index,omitempty"`
 	FragmentBytes     *int    `json:"fragment_bytes,omitempty"`

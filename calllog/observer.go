@@ -4,7 +4,7 @@ import "context"
 
 // Observer receives events as they happen, in order, on a goroutine of its
 // own: a slow, blocked or failing observer never slows a call. It is given
-// the kept form of events (see ContentPolicy). Observers are set on a host
+// the kept form of events (see Options.FullContent). Observers are set on a host
 // (Options.Observers), on a program or on a call (host.WithObservers); each
 // is given the calls of the layer it was set on.
 //

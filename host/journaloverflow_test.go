@@ -69,7 +69,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	// batch, the tree's claim, excepted): the queue overflows whatever
 	// the machine's load.
 	store := &slowStore{gate: make(chan struct{})}
-	h := recordedHost(t, realConfig(), calllog.Options{Content: calllog.ContentFull,
+	h := recordedHost(t, realConfig(), calllog.Options{FullContent: true,
 		Journal: &calllog.Journal{Store: store, Queue: 300}})
 	st := openSQLite(t)
 	store.Store = st
@@ -202,7 +202,7 @@ func TestJournalQueueBytesBoundsHostMemory(t *testing.T) {
 	}
 	run := func(queueBytes int64) (peak uint64, lost uint64) {
 		store := &slowStore{delay: 20 * time.Millisecond}
-		h := recordedHost(t, realConfig(), calllog.Options{Content: calllog.ContentFull,
+		h := recordedHost(t, realConfig(), calllog.Options{FullContent: true,
 			Journal: &calllog.Journal{Store: store, QueueBytes: queueBytes}})
 		st := openSQLite(t)
 		store.Store = st

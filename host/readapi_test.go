@@ -23,9 +23,9 @@ var (
 		Text() string
 	} = (*host.Call)(nil)
 	_ = host.Config{CallLog: calllog.Options{
-		Content:   calllog.ContentFull,
-		Observers: []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
-		Journal:   &calllog.Journal{Store: (*sqlitestore.Store)(nil), Required: true},
+		FullContent: true,
+		Observers:   []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
+		Journal:     &calllog.Journal{Store: (*sqlitestore.Store)(nil), Required: true},
 	}}
 	_ func(context.Context) error                                                        = (*host.Host)(nil).FlushObservers
 	_ func(context.Context) context.Context                                              = host.Detached

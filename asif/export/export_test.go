@@ -51,7 +51,7 @@ type journal struct {
 func newJournal(t *testing.T) *journal {
 	t.Helper()
 	store := &eventstore.Memory{}
-	rec, err := recorder.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull,
+	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true,
 		Journal: &calllog.Journal{Store: store, Required: true}})
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func realHost(t *testing.T) (*host.Host, *eventstore.Memory) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := host.Start(ctx, host.Config{Command: childBin, Args: []string{"--test-tools"}, TempDir: base,
-		CallLog: calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}},
+		CallLog: calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: store, Required: true}},
 		Restart: host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func TestUnknownEndIsNoResult(t *testing.T) {
 // content_redacted loss names the call and the resources it touches.
 func TestRedactedContentIsALoss(t *testing.T) {
 	store := &eventstore.Memory{}
-	rec, err := recorder.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull, Redact: []string{"password"},
+	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true, Redact: []string{"password"},
 		Journal: &calllog.Journal{Store: store, Required: true}})
 	require.NoError(t, err)
 	j := &journal{t: t, store: store, rec: rec}

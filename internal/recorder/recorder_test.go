@@ -362,10 +362,10 @@ func TestEventJSON(t *testing.T) {
 
 func TestContentPolicy(t *testing.T) {
 	ctx := testCtx(t)
-	for _, policy := range []calllog.ContentPolicy{calllog.ContentShape, calllog.ContentFull} {
+	for _, full := range []bool{false, true} {
 		obs := &collector{}
 		store := &eventstore.Memory{}
-		r := newRecorder(t, calllog.Options{Content: policy, Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: store, Required: true}})
+		r := newRecorder(t, calllog.Options{FullContent: full, Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: store, Required: true}})
 		rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t", Args: frame.MustPayload(map[string]any{"secret": "abc", "n": 2})})
 		if err != nil {
 			t.Fatal(err)
@@ -387,8 +387,8 @@ func TestContentPolicy(t *testing.T) {
 				t.Fatalf("shape not kept: %+v %+v", args, out.Media)
 			}
 			hasContent := args.Value != nil && out.Payload.Value != nil && out.Media.Data != nil
-			if hasContent != (policy == calllog.ContentFull) {
-				t.Fatalf("policy %d: content kept = %v", policy, hasContent)
+			if hasContent != full {
+				t.Fatalf("full content %v: content kept = %v", full, hasContent)
 			}
 		}
 		// The caller's own stream always has the content.
@@ -418,7 +418,7 @@ func TestRefusedCallIsInTheLog(t *testing.T) {
 func TestReplay(t *testing.T) {
 	ctx := testCtx(t)
 	store := &eventstore.Memory{}
-	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
+	r := newRecorder(t, calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: store, Required: true}})
 	err := r.Program(ctx, recorder.CallInfo{ID: "p", Tool: "prog"}, func(ctx context.Context) error {
 		rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Tool: "say", ToolVersion: "v9"})
 		if err != nil {

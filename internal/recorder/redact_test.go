@@ -20,7 +20,7 @@ func TestRedactedKeysNeverKept(t *testing.T) {
 	ctx := testCtx(t)
 	obs := &collector{}
 	st := &eventstore.Memory{}
-	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Redact: []string{"password", "token"},
+	r := newRecorder(t, calllog.Options{FullContent: true, Redact: []string{"password", "token"},
 		Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: st, Required: true}})
 
 	args := frame.MustPayload(map[string]any{"user": "ada", "password": "hunter2",

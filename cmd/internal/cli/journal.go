@@ -83,8 +83,8 @@ func openCallJournal(path string) (*callJournal, error) {
 		return nil, err
 	}
 	return &callJournal{path: path, st: st, log: calllog.Options{
-		Content: calllog.ContentFull,
-		Journal: &calllog.Journal{Store: st, Required: true},
+		FullContent: true,
+		Journal:     &calllog.Journal{Store: st, Required: true},
 	}}, nil
 }
 
