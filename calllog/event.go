@@ -177,7 +177,7 @@ type Content struct {
 	// Value is the payload itself, or nil when the content was not kept.
 	Value frame.Payload
 	// Redacted is true when Value had the values of the keys the host
-	// redacts (Options.Redact) replaced with RedactedValue before it was
+	// redacts (Options.Redact) replaced with "[redacted]" before it was
 	// kept; Bytes and Keys still describe the payload as it was.
 	Redacted bool
 	// ValueDropped is true when the content policy keeps values but this

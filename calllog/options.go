@@ -34,7 +34,7 @@ type Options struct {
 	// Redact names payload keys whose values observers and journals are
 	// never given: at any depth of a payload kept under FullContent
 	// (arguments, chunks, the caller's frames, values), the value of a
-	// key named here is replaced with the string RedactedValue, and the
+	// key named here is replaced with the string "[redacted]", and the
 	// kept content is marked Redacted. Streamed argument fragments are
 	// text, not objects, so with Redact set they are kept as their sizes
 	// only. Matching is exact and case-sensitive. A call's own watchers
@@ -49,7 +49,3 @@ type Options struct {
 	// 1 MiB; values above 1 GiB mean 1 GiB.
 	HistoryBytes int
 }
-
-// RedactedValue is what a redacted key's value is replaced with in the
-// kept form of a payload (Options.Redact).
-const RedactedValue = "[redacted]"

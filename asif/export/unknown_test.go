@@ -71,7 +71,7 @@ func TestRedactedContentIsALoss(t *testing.T) {
 	doc, _, data := exportCheck(t, j.events("c"), Options{})
 	assert.NotContains(t, string(data), "hunter2")
 	assert.NotContains(t, string(data), "again")
-	assert.Contains(t, string(data), calllog.RedactedValue)
+	assert.Contains(t, string(data), recorder.RedactedValue)
 	var loss *asifdoc.Loss
 	for i := range doc.Losses {
 		if doc.Losses[i].Kind == "content_redacted" {

@@ -244,7 +244,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-grace.C:
-			return calllog.ErrCloseTimeout
+			return ErrCloseTimeout
 		}
 	}
 	if n := r.lost.journalEvents.Load() - lostBefore; n > 0 {
@@ -877,7 +877,7 @@ func (rec *Record) End(ctx context.Context, o calllog.Outcome) error {
 			rec.deferred = true
 			rec.outcome = Cancelled("calllog: the caller stopped waiting for the call's steps")
 			t.mu.Unlock()
-			return calllog.ErrStepsRunning
+			return ErrStepsRunning
 		}
 	}
 	rec.finishLocked()

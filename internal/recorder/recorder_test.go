@@ -303,7 +303,7 @@ func TestEndWaitsForStepsAndGivesUpWithContext(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if err := root.End(short, recorder.Done(nil)); !errors.Is(err, calllog.ErrStepsRunning) {
+	if err := root.End(short, recorder.Done(nil)); !errors.Is(err, recorder.ErrStepsRunning) {
 		t.Fatalf("End with a running step = %v, want ErrStepsRunning", err)
 	}
 	select {
