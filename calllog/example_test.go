@@ -54,8 +54,7 @@ func ExampleTakeOver() {
 		fmt.Println(err)
 		return
 	}
-	f := calllog.NewFollower(st, "c1", 0, 0)
-	for step, err := range f.Steps(ctx) {
+	for step, err := range calllog.Follow(ctx, st, "c1", 0, 0) {
 		if err != nil {
 			fmt.Println(err)
 			return

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// A Follower reads at most followBatch events at once, and waits between
+// Follow reads at most followBatch events at once, and waits between
 // two reads of a store that had nothing new from followMinInterval,
 // doubling up to its interval (defaultFollowInterval unless given).
 const (
@@ -17,7 +17,7 @@ const (
 	followMinInterval     = 5 * time.Millisecond
 )
 
-// Step is what a Follower shows: one kept event, and what happened before
+// Step is what Follow shows: one kept event, and what happened before
 // it that the reader could not see.
 type Step struct {
 	// Event is the event; its After is the previous event this follower
@@ -32,14 +32,43 @@ type Step struct {
 	TakenOverFrom string
 }
 
-// Follower tails one tree's log in a store, live, from a position: it reads
-// what is kept, then polls for more (with a wait that grows to Interval),
-// across a writer that took over after a restart. A takeover and any gap
-// are shown, never skipped silently. A Follower is used by one goroutine.
+// Follow tails one tree's log in store, live, from Seq after (0: from the
+// start), as an iterator of steps: it reads what is kept, then polls for
+// more (with a wait that grows to interval; 0 means 200 ms), across a
+// writer that took over after a restart. A takeover and any gap are shown
+// (Step), never skipped silently.
 //
-// A Follower holds at most one read of the store (followBatch events, and
-// at most 4 MiB of them from the module's stores).
-type Follower struct {
+// The iteration ends after the step of the tree's end (its outermost
+// call's end event), or at the first error, which it yields: ctx's error
+// when ctx is done first, or the store's. An event the store cannot read
+// is yielded as its *CorruptEventError (matching ErrFormat) and the
+// iteration goes on past it: the next event shown counts it in its
+// LostFrom..LostTo.
+//
+// It holds at most one read of the store (512 events, and at most 4 MiB of
+// them from the module's stores). Each range over the iterator follows
+// the tree anew, from after.
+func Follow(ctx context.Context, store EventStore, tree string, after uint64, interval time.Duration) iter.Seq2[Step, error] {
+	if interval <= 0 {
+		interval = defaultFollowInterval
+	}
+	return func(yield func(Step, error) bool) {
+		f := &follower{store: store, tree: tree, pos: after, last: after, interval: interval}
+		for {
+			st, err := f.next(ctx)
+			if err == io.EOF {
+				return
+			}
+			var ce *CorruptEventError
+			if !yield(st, err) || (err != nil && !errors.As(err, &ce)) {
+				return
+			}
+		}
+	}
+}
+
+// follower is Follow's state. It is used by one goroutine.
+type follower struct {
 	store    EventStore
 	tree     string
 	interval time.Duration
@@ -53,24 +82,10 @@ type Follower struct {
 	corrupt    *CorruptEventError // to report once buf is shown
 }
 
-// NewFollower returns a Follower of tree in store that shows the events
-// after Seq after (0: from the start). interval bounds the wait between
-// reads; 0 means 200 ms.
-func NewFollower(store EventStore, tree string, after uint64, interval time.Duration) *Follower {
-	if interval <= 0 {
-		interval = defaultFollowInterval
-	}
-	return &Follower{store: store, tree: tree, pos: after, last: after, interval: interval}
-}
-
-// Next returns the next step, waiting for it as long as ctx allows. After
-// the tree's outermost call has ended (its end event shown) it returns
-// io.EOF. An event the store cannot read is returned as its
-// *CorruptEventError (matching ErrFormat): the Follower has gone past it,
-// the next event shown counts it in its LostFrom..LostTo, and Next may be
-// called again. Any other store error is returned as is; Next may be
-// called again.
-func (f *Follower) Next(ctx context.Context) (Step, error) {
+// next returns the next step, waiting for it as long as ctx allows; io.EOF
+// once the tree's end was shown. A *CorruptEventError is returned once,
+// after the events before it.
+func (f *follower) next(ctx context.Context) (Step, error) {
 	wait := followMinInterval
 	for len(f.buf) == 0 {
 		if f.corrupt != nil {
@@ -126,24 +141,6 @@ func (f *Follower) Next(ctx context.Context) (Step, error) {
 	return st, nil
 }
 
-// Steps returns the steps as an iterator, ending at the tree's end (io.EOF
-// is not yielded) or at the first error (yielded), except a
-// *CorruptEventError, after which it goes on.
-func (f *Follower) Steps(ctx context.Context) iter.Seq2[Step, error] {
-	return func(yield func(Step, error) bool) {
-		for {
-			st, err := f.Next(ctx)
-			if err == io.EOF {
-				return
-			}
-			var ce *CorruptEventError
-			if !yield(st, err) || (err != nil && !errors.As(err, &ce)) {
-				return
-			}
-		}
-	}
-}
-
 // readPage is the most events Events asks a store for at once (the
 // module's stores also stop a page at 4 MiB of stored events).
 const readPage = 256
@@ -153,7 +150,7 @@ const readPage = 256
 // page, never the whole tree. An event the store cannot read is yielded as
 // (Event{}, its *CorruptEventError) and the iteration goes on after it; any
 // other error is yielded and ends it. It ends at the last event kept when
-// it reads (it does not wait for more: that is a Follower).
+// it reads (it does not wait for more: that is Follow).
 func Events(ctx context.Context, store EventStore, tree string, after uint64) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		for {

@@ -121,7 +121,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	fdone := make(chan followed, 1)
 	go func() { // ends at the tree's end, or with ctx
 		var f followed
-		for st, err := range calllog.NewFollower(st, tree, 0, 10*time.Millisecond).Steps(ctx) {
+		for st, err := range calllog.Follow(ctx, st, tree, 0, 10*time.Millisecond) {
 			if err != nil {
 				f.err = err
 				break

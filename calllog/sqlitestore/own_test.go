@@ -161,10 +161,9 @@ func TestCorruptEventInTheMiddle(t *testing.T) {
 	assert.Equal(t, "s1", kept[0].Call)
 	assert.Equal(t, "t", kept[1].Call)
 
-	f := calllog.NewFollower(s, "t", 0, 10*time.Millisecond)
 	var shown []uint64
 	var corrupt []uint64
-	for st, err := range f.Steps(ctx) {
+	for st, err := range calllog.Follow(ctx, s, "t", 0, 10*time.Millisecond) {
 		if errors.As(err, &ce) {
 			corrupt = append(corrupt, ce.Seq)
 			continue

@@ -302,19 +302,18 @@ func TestTakeOverFencesTheOldWriter(t *testing.T) {
 func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 	ctx := testCtx(t)
 	st := &eventstore.Memory{}
-	f := calllog.NewFollower(st, "t", 0, 5*time.Millisecond)
 	steps := make(chan calllog.Step, 16)
 	errc := make(chan error, 1)
-	go func() { // stopped by the tree's end (io.EOF) or ctx
+	go func() { // stopped by the tree's end or ctx
 		defer close(steps)
-		for {
-			s, err := f.Next(ctx)
+		for s, err := range calllog.Follow(ctx, st, "t", 0, 5*time.Millisecond) {
 			if err != nil {
 				errc <- err
 				return
 			}
 			steps <- s
 		}
+		errc <- io.EOF // the iteration ended: the tree's end was shown
 	}()
 	ca, _ := st.Claim(ctx, "t", "A")
 	st.Keep(ctx, ca, calllogtest.Events("t", "A", 1, 3))

@@ -185,7 +185,7 @@ func (sw *sweeper) journalPoint(ctx context.Context, rec *sweepRec, ss *skulkSys
 
 	t0 = time.Now()
 	steps := 0
-	for st, err := range calllog.NewFollower(b.st, b.tree, 0, 0).Steps(ctx) {
+	for st, err := range calllog.Follow(ctx, b.st, b.tree, 0, 0) {
 		if err != nil {
 			return fmt.Errorf("follower: %w", err)
 		}

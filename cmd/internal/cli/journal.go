@@ -325,13 +325,9 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 	} else if tree, err = treeToFollow(ctx, st, waited, pos[0], env.Stderr); err != nil {
 		return err
 	}
-	f := calllog.NewFollower(st, tree, 0, 0)
-	for {
-		step, err := f.Next(ctx)
+	for step, err := range calllog.Follow(ctx, st, tree, 0, 0) {
 		var ce *calllog.CorruptEventError
 		switch {
-		case errors.Is(err, io.EOF):
-			return nil
 		case ctx.Err() != nil:
 			return statusErr(ExitCancelled, "interrupted")
 		case errors.As(err, &ce):
@@ -346,6 +342,7 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 			return statusErr(ExitFailure, "writing the output: %v", err)
 		}
 	}
+	return nil // the tree ended
 }
 
 // printStep prints a follower's step as JSON lines.
