@@ -17,8 +17,9 @@ var (
 	// read-only, wrong schema). A journal writer stops instead of sending
 	// again; every other error counts as no answer and is sent again.
 	ErrStoreUnusable = errors.New("calllog: store unusable")
-	// ErrTreeExists: a new tree's claim found events already kept under
-	// its id (two trees with one id); the journal of that tree stops.
+	// ErrTreeExists: a new tree's claim (KeepNew, see EventStore) found
+	// events already kept under its id (two trees with one id); the
+	// journal of that tree stops.
 	ErrTreeExists = errors.New("calllog: tree id already in the store")
 	// ErrNoTree: TakeOver was given a tree the store has no event of (a
 	// mistyped id): nothing is claimed.
@@ -64,6 +65,18 @@ func (c Claim) CheckBatch(events []Event) error {
 // rules below.
 //
 // Every method must return once its ctx is done.
+//
+// A store may also have the method
+//
+//	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
+//
+// that claims tree for writer and keeps events (its first ones) at once
+// and atomically: a journal writer whose store has it saves a round trip
+// at the start of every tree (with a required journal, a wait of every
+// outermost call's start). A tree already claimed by another writer fails
+// with ErrTreeExists; one claimed by this writer (a retry whose answer was
+// lost) keeps its claim, and Keep's rules apply. Both module stores have
+// it.
 type EventStore interface {
 	// Claim makes writer the tree's only writer from now on, fencing any
 	// earlier claim, and says where the numbering stands.
@@ -103,18 +116,6 @@ func (e *CorruptEventError) Error() string {
 
 // Unwrap returns Err.
 func (e *CorruptEventError) Unwrap() error { return e.Err }
-
-// FirstBatchKeeper is an optional EventStore method that saves a round trip
-// at the start of every tree (with a required journal, a wait of every
-// outermost call's start): a journal writer whose store has it claims and
-// keeps its tree's first batch in one step.
-type FirstBatchKeeper interface {
-	// KeepNew claims tree for writer and keeps events (its first ones), at
-	// once and atomically. A tree already claimed by another writer fails
-	// with ErrTreeExists; one claimed by this writer (a retry whose answer
-	// was lost) keeps its claim, and Keep's rules apply.
-	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
-}
 
 // TreeInfo describes one tree kept in a store, as a listing shows it
 // (the module's stores' ListTrees and TreeInfo).

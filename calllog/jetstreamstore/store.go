@@ -174,10 +174,7 @@ type Store struct {
 	order   []string             // cursors' trees, oldest first
 }
 
-var (
-	_ calllog.EventStore       = (*Store)(nil)
-	_ calllog.FirstBatchKeeper = (*Store)(nil)
-)
+var _ calllog.EventStore = (*Store)(nil)
 
 // ErrURL is the error of a store URL Open cannot use; it is wrapped
 // with the part at fault.
@@ -778,7 +775,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	}
 }
 
-// KeepNew implements calllog.FirstBatchKeeper: the tree's first claim and
+// KeepNew implements calllog.EventStore's optional KeepNew: the tree's first claim and
 // its first events in one atomic batch, expecting the tree to have no
 // message at all.
 func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {

@@ -99,10 +99,7 @@ type Store struct {
 	lastPrune time.Time
 }
 
-var (
-	_ calllog.EventStore       = (*Store)(nil)
-	_ calllog.FirstBatchKeeper = (*Store)(nil)
-)
+var _ calllog.EventStore = (*Store)(nil)
 
 const schema = `
 CREATE TABLE IF NOT EXISTS calllog_trees (
@@ -411,7 +408,7 @@ func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Even
 	})
 }
 
-// KeepNew implements calllog.FirstBatchKeeper: the claim of a new tree and its
+// KeepNew implements calllog.EventStore's optional KeepNew: the claim of a new tree and its
 // first events in one transaction.
 func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {
 	c := calllog.Claim{Tree: tree, Writer: writer, Epoch: 1}

@@ -507,8 +507,14 @@ func (w *journalWriter) send(batch []calllog.Event) error {
 	return err
 }
 
+// firstBatchKeeper is a store that claims a new tree and keeps its first
+// batch in one step (calllog.EventStore's optional KeepNew).
+type firstBatchKeeper interface {
+	KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error)
+}
+
 func (w *journalWriter) attempt(ctx context.Context, batch []calllog.Event) error {
-	if nk, ok := w.j.Store.(calllog.FirstBatchKeeper); ok && !w.claimed {
+	if nk, ok := w.j.Store.(firstBatchKeeper); ok && !w.claimed {
 		c, err := nk.KeepNew(ctx, w.tree, w.r.writer, batch)
 		if err != nil {
 			return err
