@@ -79,7 +79,7 @@ func (e *JournalError) Unwrap() []error {
 // Outcome is how a call ended.
 type Outcome struct {
 	// Kind is KindCompleted, KindFailed or KindCancelled; KindUnknown only in
-	// what a reader makes of a tree taken over (Replay).
+	// what a reader makes of a tree taken over (TakeOver).
 	Kind Kind
 	// Result is the value of a done call; nil for none.
 	Result frame.Payload

@@ -66,7 +66,7 @@ func TestReplayerBounds(t *testing.T) {
 }
 
 // TestEventsPages: Events reads a tree of more events than one page in
-// order, and ReplayTree of a tree with no event is ErrNoTree.
+// order, and replay.FromStore of a tree with no event is ErrNoTree.
 func TestEventsPages(t *testing.T) {
 	ctx := context.Background()
 	var st eventstore.Memory

@@ -22,7 +22,7 @@
 // fence.
 //
 // EventsAfter reads through an ordered consumer that stays open between
-// calls while a reader goes on from where it stopped (a calllog.Follower),
+// calls while a reader goes on from where it stopped (calllog.Follow),
 // after checking with the stream leader how far the tree's log goes, so
 // an empty answer always means nothing more is kept. Events the stream's
 // retention dropped are simply absent: a reader sees the gap.
