@@ -20,8 +20,8 @@ const (
 // Step is what Follow shows: one kept event, and what happened before
 // it that the reader could not see.
 type Step struct {
-	// Event is the event; its After is the previous event this follower
-	// showed (0 for the first).
+	// Event is the event; its After is the previous event Follow showed
+	// (0 for the first).
 	Event Event
 	// LostFrom and LostTo, when LostFrom is not 0, are the Seqs (inclusive)
 	// missing from the store between the previous event shown and this
@@ -47,7 +47,8 @@ type Step struct {
 //
 // It holds at most one read of the store (512 events, and at most 4 MiB of
 // them from the module's stores). Each range over the iterator follows
-// the tree anew, from after.
+// the tree anew, from after; to go on after an error, Follow again from
+// the Seq of the last event shown.
 func Follow(ctx context.Context, store EventStore, tree string, after uint64, interval time.Duration) iter.Seq2[Step, error] {
 	if interval <= 0 {
 		interval = defaultFollowInterval
