@@ -8,23 +8,21 @@
 // one to a host's log. A host is configured with Options
 // (host.Config.CallLog): its observers (Observer), its journal (Journal,
 // over an EventStore such as calllog/sqlitestore's) and what they are
-// given of payloads (ContentPolicy). Programs and calls may add observers
-// of their own (host.WithObservers).
+// given of payloads (Options.FullContent). Programs and calls may add
+// observers of their own (host.WithObservers).
 //
 // Events have a versioned JSON form (Event.MarshalJSON, format 1) specified
-// in docs/events.md: the contract other processes read. A Follower tails a
+// in docs/events.md: the contract other processes read. Follow tails a
 // tree in a store, showing gaps and writer takeovers; Events reads a kept
-// tree a page at a time; ReplayTree (a Replayer) rebuilds what a watcher
-// saw, holding one page and a bounded summary per call; TakeOver lets a new
-// writer continue a tree whose writer died. An event a store cannot read is
-// a *CorruptEventError (ErrFormat): a loss of that event, which readers
-// show and read past. Stores implement EventStore (and TreeLister, to list
-// their trees); calllog/calllogtest checks the store rules.
+// tree a page at a time; TakeOver lets a new writer continue a tree whose
+// writer died. An event a store cannot read is a *CorruptEventError
+// (ErrFormat): a loss of that event, which readers show and read past.
+// Stores implement EventStore; calllog/calllogtest checks the store rules.
+// skulk-host replay rebuilds what each call's caller saw from a kept tree.
 //
 //	st, _ := sqlitestore.Open("calls.db")
 //	h, _ := host.Start(ctx, host.Config{Command: "skulk-child",
 //		CallLog: calllog.Options{Journal: &calllog.Journal{Store: st, Required: true}}})
 //	// ... calls ...
-//	f := calllog.NewFollower(st, tree, 0, 0)
-//	for step, err := range f.Steps(ctx) { ... }
+//	for step, err := range calllog.Follow(ctx, st, tree, 0, 0) { ... }
 package calllog

@@ -13,13 +13,6 @@ var (
 	// (a program) has ended; nothing was recorded. Use host.Detached for
 	// work that outlives its program.
 	ErrParentEnded = errors.New("calllog: the running call in the context has ended")
-	// ErrStepsRunning: a program stopped waiting for its steps because its
-	// context was done; it ends cancelled once its last step ends.
-	ErrStepsRunning = errors.New("calllog: steps still running")
-	// ErrCloseTimeout: the host's Close was done waiting before every
-	// goroutine of its call log had returned (an observer or store that
-	// ignores its context).
-	ErrCloseTimeout = errors.New("calllog: close: goroutines still running")
 
 	// ErrJournalPolicy: a call or program tried to replace or weaken its
 	// tree's journal. The call is refused (recorded, never run).
@@ -31,12 +24,6 @@ var (
 	// the *JournalError holds the outcome, and Settle says later whether
 	// it was kept.
 	ErrJournalEnd = errors.New("calllog: journal: the call's end was not confirmed")
-	// ErrNoAnswer: the store did not answer a send within the journal's
-	// timeout. The send is waited for and then made again.
-	ErrNoAnswer = errors.New("calllog: store did not answer within the journal timeout")
-	// ErrJournalOverflow: the tree's journal queue was full and events
-	// were dropped; no later event of the tree can be confirmed.
-	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
 	// ErrOutcomeUnknown is the error of an Outcome of KindUnknown: the log
 	// does not say how the call ended (its writer stopped before its end
 	// was kept, and a takeover recorded it as unknown).
@@ -61,9 +48,10 @@ type JournalError struct {
 	// Outcome is how the call ended: for ErrJournalEnd the value or error
 	// the caller would have had; for a refusal, the refusal.
 	Outcome Outcome
-	// Cause is what the journal met: ErrNoAnswer, ErrStoreUnusable,
-	// ErrFenced, ErrJournalOverflow, a context error, or the store's own
-	// error; nil for a policy refusal.
+	// Cause is what the journal met: the store's error (ErrStoreUnusable,
+	// ErrFenced or its own), a context error, the store's silence past
+	// Journal.Timeout, or the tree's events dropped by a full queue
+	// (Journal.QueueBytes); nil for a policy refusal.
 	Cause error
 	// Kept, set by the host that returned the error, waits until the
 	// call's end (for a refusal: the end that records it) is kept: nil
@@ -91,7 +79,7 @@ func (e *JournalError) Unwrap() []error {
 // Outcome is how a call ended.
 type Outcome struct {
 	// Kind is KindCompleted, KindFailed or KindCancelled; KindUnknown only in
-	// what a reader makes of a tree taken over (Replay).
+	// what a reader makes of a tree taken over (TakeOver).
 	Kind Kind
 	// Result is the value of a done call; nil for none.
 	Result frame.Payload

@@ -10,9 +10,9 @@ import (
 	"github.com/skulkrt/skulk/frame"
 )
 
-// Format is the version of the event JSON form written by MarshalJSON and
+// format is the version of the event JSON form written by MarshalJSON and
 // the only one UnmarshalJSON reads. docs/events.md specifies it.
-const Format = 1
+const format = 1
 
 // Kind says what an event records.
 type Kind uint8
@@ -68,10 +68,6 @@ func (k Kind) valid() bool { return k >= KindStarted && k <= KindUnknown }
 // IsEnd reports whether k ends a call (done, failed, cancelled or unknown).
 func (k Kind) IsEnd() bool { return k >= KindCompleted && k <= KindCancelled || k == KindUnknown }
 
-// ParseKind returns the Kind whose JSON name is s ("done"); an unknown
-// name is an error wrapping ErrFormat.
-func ParseKind(s string) (Kind, error) { return parseKind(s) }
-
 // parseKind returns the Kind named s. An unknown name gives an error
 // wrapping ErrFormat.
 func parseKind(s string) (Kind, error) {
@@ -80,7 +76,7 @@ func parseKind(s string) (Kind, error) {
 			return Kind(k), nil
 		}
 	}
-	return 0, &FormatError{Field: "kind", Reason: "unknown value"}
+	return 0, &formatError{Field: "kind", Reason: "unknown value"}
 }
 
 // Event is one entry of a call tree's log. Events are values: each reader
@@ -150,7 +146,7 @@ type Event struct {
 	// FragmentBytes is the length in bytes of an arguments event's
 	// fragment.
 	FragmentBytes int
-	// Fragment is the fragment's text, kept only under ContentFull (then
+	// Fragment is the fragment's text, kept only under Options.FullContent (then
 	// FragmentKept is true).
 	Fragment string
 	// Span names the call's client span in the host's OpenTelemetry trace,
@@ -170,7 +166,7 @@ type Span struct {
 }
 
 // Content is what an event keeps of a payload. Type, Bytes and Keys are
-// always set; Value only under ContentFull.
+// always set; Value only under Options.FullContent.
 type Content struct {
 	// Type is the payload's JSON type; always "object" in protocol 1.
 	Type string
@@ -181,7 +177,7 @@ type Content struct {
 	// Value is the payload itself, or nil when the content was not kept.
 	Value frame.Payload
 	// Redacted is true when Value had the values of the keys the host
-	// redacts (Options.Redact) replaced with RedactedValue before it was
+	// redacts (Options.Redact) replaced with "[redacted]" before it was
 	// kept; Bytes and Keys still describe the payload as it was.
 	Redacted bool
 	// ValueDropped is true when the content policy keeps values but this
@@ -198,9 +194,9 @@ type MediaInfo struct {
 	MediaType string
 	// Bytes is the inline data's length or the blob's declared size.
 	Bytes int64
-	// Data is the inline bytes, kept only under ContentFull.
+	// Data is the inline bytes, kept only under Options.FullContent.
 	Data []byte
-	// BlobID and SHA256 name a blob, kept only under ContentFull.
+	// BlobID and SHA256 name a blob, kept only under Options.FullContent.
 	BlobID string
 	// SHA256 is the blob's digest; see BlobID.
 	SHA256 string
@@ -218,34 +214,23 @@ type ErrorInfo struct {
 	Synthetic bool
 }
 
-// ContentPolicy says what payload content events keep for observers and
-// journals.
-type ContentPolicy uint8
-
-const (
-	// ContentShape, the zero value, keeps only types and sizes.
-	ContentShape ContentPolicy = iota
-	// ContentFull keeps payloads and media bytes too.
-	ContentFull
-)
-
-// ErrFormat is matched by every error decoding an event's JSON form; the
-// concrete error is a *FormatError.
+// ErrFormat is matched by every error decoding an event's JSON form (its
+// message names the field that broke the contract, never its value).
 var ErrFormat = errors.New("calllog: bad event JSON")
 
-// FormatError names the field of an event's JSON form that broke the
+// formatError names the field of an event's JSON form that broke the
 // contract; it never includes the field's value.
-type FormatError struct {
+type formatError struct {
 	// Field is the JSON name of the field ("error.code").
 	Field string
 	// Reason says what was wrong.
 	Reason string
 }
 
-func (e *FormatError) Error() string { return "calllog: event JSON: " + e.Field + ": " + e.Reason }
+func (e *formatError) Error() string { return "calllog: event JSON: " + e.Field + ": " + e.Reason }
 
-// Is makes a FormatError match ErrFormat.
-func (e *FormatError) Is(target error) bool { return target == ErrFormat }
+// Is makes a formatError match ErrFormat.
+func (e *formatError) Is(target error) bool { return target == ErrFormat }
 
 // timeFormat writes `at`: RFC 3339, UTC, always nine fractional digits, so
 // that the text sorts as the time does.
@@ -273,7 +258,7 @@ type jsonEvent struct {
 	Error       *jsonErrorInfo `json:"error,omitempty"`
 	Refused     string         `json:"refused,omitempty"`
 	// Streamed arguments: arguments_streamed on started; the fragment keys
-	// on arguments events only (fragment under ContentFull).
+	// on arguments events only (fragment under FullContent).
 	ArgumentsStreamed bool    `json:"arguments_streamed,omitempty"`
 	FragmentIndex     *int    `json:"fragment_index,omitempty"`
 	FragmentBytes     *int    `json:"fragment_bytes,omitempty"`
@@ -315,9 +300,9 @@ type jsonErrorInfo struct {
 // MarshalJSON returns the event's JSON form (format 1, docs/events.md).
 func (e Event) MarshalJSON() ([]byte, error) {
 	if !e.Kind.valid() {
-		return nil, &FormatError{Field: "kind", Reason: "unknown value"}
+		return nil, &formatError{Field: "kind", Reason: "unknown value"}
 	}
-	j := jsonEvent{Format: Format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
+	j := jsonEvent{Format: format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
 		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
 		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
 	if e.Span != nil {
@@ -347,7 +332,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		if c.Value != nil {
 			v, err := c.Value.MarshalJSON()
 			if err != nil {
-				return nil, &FormatError{Field: "payload.value", Reason: "not a JSON object"}
+				return nil, &formatError{Field: "payload.value", Reason: "not a JSON object"}
 			}
 			j.Payload.Value = v
 		}
@@ -369,10 +354,10 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	// json.Unmarshal, not a Decoder: it decodes data in place, where a
 	// Decoder copies it into a buffer of its own first.
 	if err := json.Unmarshal(data, &j); err != nil {
-		return &FormatError{Field: "event", Reason: "not a JSON object of the event form"}
+		return &formatError{Field: "event", Reason: "not a JSON object of the event form"}
 	}
-	if j.Format != Format {
-		return &FormatError{Field: "format", Reason: "unsupported version"}
+	if j.Format != format {
+		return &formatError{Field: "format", Reason: "unsupported version"}
 	}
 	k, err := parseKind(j.Kind)
 	if err != nil {
@@ -380,26 +365,26 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	at, err := time.Parse(time.RFC3339Nano, j.At)
 	if err != nil {
-		return &FormatError{Field: "at", Reason: "not an RFC 3339 time"}
+		return &formatError{Field: "at", Reason: "not an RFC 3339 time"}
 	}
 	ev := Event{Kind: k, Tree: j.Tree, Writer: j.Writer, Seq: j.Seq, At: at, Call: j.Call, Tool: j.Tool,
 		ToolVersion: j.ToolVersion, Program: j.Program, Attempt: j.Attempt, Child: j.Child, Refused: j.Refused,
 		ArgumentsStreamed: j.ArgumentsStreamed}
 	if !traceHex(j.TraceID, 32) {
-		return &FormatError{Field: "trace_id", Reason: "not 32 lower-case hex digits"}
+		return &formatError{Field: "trace_id", Reason: "not 32 lower-case hex digits"}
 	}
 	if !traceHex(j.SpanID, 16) || (j.SpanID == "") != (j.TraceID == "") {
-		return &FormatError{Field: "span_id", Reason: "not 16 lower-case hex digits with a trace_id"}
+		return &formatError{Field: "span_id", Reason: "not 16 lower-case hex digits with a trace_id"}
 	}
 	if j.TraceID != "" {
 		ev.Span = &Span{TraceID: j.TraceID, SpanID: j.SpanID}
 	}
 	if k == KindArguments {
 		if j.FragmentIndex == nil || *j.FragmentIndex < 0 {
-			return &FormatError{Field: "fragment_index", Reason: "missing or negative"}
+			return &formatError{Field: "fragment_index", Reason: "missing or negative"}
 		}
 		if j.FragmentBytes == nil || *j.FragmentBytes < 0 {
-			return &FormatError{Field: "fragment_bytes", Reason: "missing or negative"}
+			return &formatError{Field: "fragment_bytes", Reason: "missing or negative"}
 		}
 		ev.FragmentIndex, ev.FragmentBytes = *j.FragmentIndex, *j.FragmentBytes
 		if j.Fragment != nil {
@@ -415,7 +400,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if j.Frame != nil {
 		fk, err := frame.ParseKind(j.Frame.Kind)
 		if err != nil {
-			return &FormatError{Field: "frame.kind", Reason: "unknown value"}
+			return &formatError{Field: "frame.kind", Reason: "unknown value"}
 		}
 		ev.FrameKind, ev.FrameSeq = fk, j.Frame.Sequence
 	}
@@ -424,7 +409,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		if len(c.Value) > 0 && !bytes.Equal(c.Value, []byte("null")) {
 			p, err := frame.PayloadFromJSON(c.Value)
 			if err != nil {
-				return &FormatError{Field: "payload.value", Reason: "not a JSON object"}
+				return &formatError{Field: "payload.value", Reason: "not a JSON object"}
 			}
 			ev.Payload.Value = p
 		}
@@ -435,7 +420,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if er := j.Error; er != nil {
 		code, err := frame.ParseCode(er.Code)
 		if err != nil {
-			return &FormatError{Field: "error.code", Reason: "unknown value"}
+			return &formatError{Field: "error.code", Reason: "unknown value"}
 		}
 		ev.Error = &ErrorInfo{Code: code, Message: er.Message, Synthetic: er.Synthetic}
 	}
@@ -461,13 +446,4 @@ func traceHex(s string, n int) bool {
 		zero = zero && c == '0'
 	}
 	return !zero
-}
-
-// DecodeEvent reads one event's JSON form, as Event.UnmarshalJSON does.
-// Stores call it rather than json.Unmarshal, whose syntax errors would not
-// match ErrFormat: every error it returns is a *FormatError.
-func DecodeEvent(data []byte) (Event, error) {
-	var e Event
-	err := e.UnmarshalJSON(data)
-	return e, err
 }

@@ -33,15 +33,6 @@ func decode(lines string) []calllog.Event {
 	return evs
 }
 
-// Replay rebuilds what the caller of each call saw: its text so far, and
-// its end once the log has it.
-func ExampleReplay() {
-	c := calllog.Replay(decode(callLines)).Call("c1")
-	fmt.Printf("%s %s: %q, ended %v\n", c.Call, c.Tool, c.Text, c.Ended)
-	// Output:
-	// c1 say: "hello, world", ended false
-}
-
 // A host writing tree c1 died mid-call. A new writer takes the tree over:
 // the call's end was never kept, so it records that its outcome is
 // unknown (it proves no failure), and a follower of the store shows the
@@ -63,8 +54,7 @@ func ExampleTakeOver() {
 		fmt.Println(err)
 		return
 	}
-	f := calllog.NewFollower(st, "c1", 0, 0)
-	for step, err := range f.Steps(ctx) {
+	for step, err := range calllog.Follow(ctx, st, "c1", 0, 0) {
 		if err != nil {
 			fmt.Println(err)
 			return

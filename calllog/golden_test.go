@@ -12,6 +12,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/events.jsonl")
@@ -104,7 +105,7 @@ func goldenEvents() []calllog.Event {
 	e.After = 0
 	evs = append(evs, e)
 	e = over(calllog.KindStarted, 2, "h1-6")
-	red := frame.MustPayload(map[string]any{"user": "ada", "password": calllog.RedactedValue})
+	red := frame.MustPayload(map[string]any{"user": "ada", "password": recorder.RedactedValue})
 	e.Payload = &calllog.Content{Type: "object", Bytes: 31, Keys: 2, Value: red, Redacted: true}
 	evs = append(evs, e)
 	e = over(calllog.KindStarted, 3, "h1-7")

@@ -54,7 +54,8 @@ type Journal struct {
 	// left out, else the call is dropped whole with every step made in
 	// it, so that no call is kept started and not ended. A required
 	// journal fails every later barrier of the tree with
-	// ErrJournalOverflow once one of its events was dropped.
+	// ErrJournalEnd (and ErrJournalStart) once one of its events was
+	// dropped.
 	QueueBytes int64
 	// DrainTimeout bounds how long the host's Close waits for the queue to
 	// be kept; 0 means 10 s. Close returns ErrCloseDropped, with the

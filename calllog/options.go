@@ -10,9 +10,10 @@ type Options struct {
 	// Writer names the host in events and claims; "" means a random
 	// 16-hex-digit name. A restarted host should use a new one.
 	Writer string
-	// Content says what observers and journals get of payloads; the zero
-	// value, ContentShape, keeps only types and sizes.
-	Content ContentPolicy
+	// FullContent gives observers and journals payloads and media bytes
+	// (Content.Value, MediaInfo.Data, a blob's id and digest, argument
+	// fragments); false gives them only types and sizes.
+	FullContent bool
 	// Observers are given the events of every call of the host.
 	Observers []Observer
 	// Journal keeps every tree's log; nil means none (a tree's outermost
@@ -31,9 +32,9 @@ type Options struct {
 	// followed by an Observer, which is given every event as it comes.
 	History int
 	// Redact names payload keys whose values observers and journals are
-	// never given: at any depth of a payload kept under ContentFull
+	// never given: at any depth of a payload kept under FullContent
 	// (arguments, chunks, the caller's frames, values), the value of a
-	// key named here is replaced with the string RedactedValue, and the
+	// key named here is replaced with the string "[redacted]", and the
 	// kept content is marked Redacted. Streamed argument fragments are
 	// text, not objects, so with Redact set they are kept as their sizes
 	// only. Matching is exact and case-sensitive. A call's own watchers
@@ -48,7 +49,3 @@ type Options struct {
 	// 1 MiB; values above 1 GiB mean 1 GiB.
 	HistoryBytes int
 }
-
-// RedactedValue is what a redacted key's value is replaced with in the
-// kept form of a payload (Options.Redact).
-const RedactedValue = "[redacted]"

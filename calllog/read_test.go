@@ -10,18 +10,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // TestDecodeErrorsMatchErrFormat: malformed JSON, a value of the wrong
 // type and an unknown kind all match ErrFormat as *FormatError, from
-// DecodeEvent and Event.UnmarshalJSON (json.Unmarshal checks the syntax
-// before it calls UnmarshalJSON: stores decode with DecodeEvent).
+// storedevent.Decode and Event.UnmarshalJSON (json.Unmarshal checks the
+// syntax before it calls UnmarshalJSON: stores decode with
+// storedevent.Decode).
 func TestDecodeErrorsMatchErrFormat(t *testing.T) {
 	for _, in := range []string{`{"format":1,"kind":`, `[1,2]`, `{"format":1,"kind":"started","seq":"one"}`,
 		`{"format":1,"kind":"outburst","tree":"t","writer":"w","seq":1,"after":null,"at":"2026-11-29T22:10:00Z","call":"t","parent":null,"tool":"x"}`, ``} {
-		_, err := calllog.DecodeEvent([]byte(in))
+		_, err := storedevent.Decode([]byte(in))
 		require.ErrorIs(t, err, calllog.ErrFormat, "%q", in)
 		var fe *calllog.FormatError
 		require.ErrorAs(t, err, &fe, "%q", in)
@@ -41,7 +44,7 @@ func textEvent(tree, c string, seq uint64, text string) calllog.Event {
 // call's text (cut at a character's start) and no value larger than
 // MaxValue, and counts the rest; without Frames it keeps no frame.
 func TestReplayerBounds(t *testing.T) {
-	p := &calllog.Replayer{MaxText: 10, MaxValue: 8}
+	p := &replay.Replayer{MaxText: 10, MaxValue: 8}
 	p.Add(calllog.Event{Kind: calllog.KindStarted, Tree: "t", Writer: "w", Seq: 1, Call: "t", Tool: "t"})
 	p.Add(textEvent("t", "t", 2, "abcdefgh"))
 	p.Add(textEvent("t", "t", 3, "ééé")) // 6 bytes: only one é fits after 8
@@ -49,7 +52,7 @@ func TestReplayerBounds(t *testing.T) {
 	big := frame.MustPayload(map[string]any{"v": strings.Repeat("x", 40)})
 	p.Add(calllog.Event{Kind: calllog.KindCompleted, Tree: "t", Writer: "w", Seq: 6, Call: "t", Tool: "t",
 		Payload: &calllog.Content{Type: "object", Bytes: len(big), Keys: 1, Value: big}})
-	r := p.ReplayedTree()
+	r := p.Tree()
 	c := r.Call("t")
 	require.NotNil(t, c)
 	assert.Equal(t, "abcdefghé", c.Text)
@@ -63,7 +66,7 @@ func TestReplayerBounds(t *testing.T) {
 }
 
 // TestEventsPages: Events reads a tree of more events than one page in
-// order, and ReplayTree of a tree with no event is ErrNoTree.
+// order, and replay.FromStore of a tree with no event is ErrNoTree.
 func TestEventsPages(t *testing.T) {
 	ctx := context.Background()
 	var st eventstore.Memory
@@ -81,21 +84,21 @@ func TestEventsPages(t *testing.T) {
 		require.Equal(t, n, e.Seq)
 	}
 	assert.EqualValues(t, 600, n)
-	_, err = calllog.ReplayTree(ctx, &st, "none", &calllog.Replayer{})
+	_, err = replay.FromStore(ctx, &st, "none", &replay.Replayer{})
 	require.ErrorIs(t, err, calllog.ErrNoTree)
 }
 
 // TestReplayerMaxKept: past MaxKept bytes of text and values in all, a
 // call's text and value are counted and not kept.
 func TestReplayerMaxKept(t *testing.T) {
-	p := &calllog.Replayer{MaxText: 100, MaxKept: 12}
+	p := &replay.Replayer{MaxText: 100, MaxKept: 12}
 	p.Add(textEvent("t", "a", 1, "0123456789"))
 	p.Add(textEvent("t", "b", 2, "abcdef"))
 	p.Add(textEvent("t", "c", 3, "xyz"))
 	v := frame.MustPayload(map[string]any{"n": 1})
 	p.Add(calllog.Event{Kind: calllog.KindCompleted, Tree: "t", Writer: "w", Seq: 4, Call: "c", Tool: "t",
 		Payload: &calllog.Content{Type: "object", Bytes: len(v), Keys: 1, Value: v}})
-	r := p.ReplayedTree()
+	r := p.Tree()
 	assert.Equal(t, "0123456789", r.Call("a").Text)
 	assert.Equal(t, "ab", r.Call("b").Text)
 	assert.Equal(t, 6, r.Call("b").TextBytes)

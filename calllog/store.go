@@ -17,8 +17,9 @@ var (
 	// read-only, wrong schema). A journal writer stops instead of sending
 	// again; every other error counts as no answer and is sent again.
 	ErrStoreUnusable = errors.New("calllog: store unusable")
-	// ErrTreeExists: a new tree's claim found events already kept under
-	// its id (two trees with one id); the journal of that tree stops.
+	// ErrTreeExists: a new tree's claim (KeepNew, see EventStore) found
+	// events already kept under its id (two trees with one id); the
+	// journal of that tree stops.
 	ErrTreeExists = errors.New("calllog: tree id already in the store")
 	// ErrNoTree: TakeOver was given a tree the store has no event of (a
 	// mistyped id): nothing is claimed.
@@ -64,6 +65,18 @@ func (c Claim) CheckBatch(events []Event) error {
 // rules below.
 //
 // Every method must return once its ctx is done.
+//
+// A store may also have the method
+//
+//	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
+//
+// that claims tree for writer and keeps events (its first ones) at once
+// and atomically: a journal writer whose store has it saves a round trip
+// at the start of every tree (with a required journal, a wait of every
+// outermost call's start). A tree already claimed by another writer fails
+// with ErrTreeExists; one claimed by this writer (a retry whose answer was
+// lost) keeps its claim, and Keep's rules apply. Both module stores have
+// it.
 type EventStore interface {
 	// Claim makes writer the tree's only writer from now on, fencing any
 	// earlier claim, and says where the numbering stands.
@@ -76,28 +89,16 @@ type EventStore interface {
 	Keep(ctx context.Context, c Claim, events []Event) error
 	// EventsAfter returns up to limit kept events of tree with Seq > after,
 	// in Seq order; none (and no error) when there are none yet. It may
-	// return fewer than limit (the module's stores stop a page at
-	// ReadPageBytes). When a kept event cannot be read (corrupt, or larger
-	// than MaxReadEventBytes) it returns the events before it and a
-	// *CorruptEventError naming it; a read after that Seq goes on past it.
+	// return fewer than limit (the module's stores stop a page at 4 MiB of
+	// stored events). When a kept event cannot be read (corrupt, or larger
+	// than the store reads: 64 MiB for the module's stores) it returns the
+	// events before it and a *CorruptEventError naming it; a read after
+	// that Seq goes on past it.
 	EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]Event, error)
 }
 
-// Read bounds of the module's stores (docs/events.md, "Reading is
-// bounded"): what one EventsAfter holds, whatever the journal's size.
-const (
-	// ReadPageBytes bounds the stored size of the events one EventsAfter
-	// returns: a page ends at the first event that reaches it (so one
-	// event is always returned, up to MaxReadEventBytes).
-	ReadPageBytes = 4 << 20
-	// MaxReadEventBytes is the largest stored event a reader decodes; a
-	// larger one is reported as a *CorruptEventError (a loss) without
-	// being read.
-	MaxReadEventBytes = 64 << 20
-)
-
 // CorruptEventError is a kept event that cannot be read: its stored form
-// is not the event JSON form, or it is larger than MaxReadEventBytes. It
+// is not the event JSON form, or it is larger than the store reads. It
 // matches ErrFormat (errors.Is). Readers show it as a loss of that one
 // event and go on after it: the rest of the tree stays readable.
 type CorruptEventError struct {
@@ -105,7 +106,7 @@ type CorruptEventError struct {
 	Tree string
 	// Seq is the event's number in its tree.
 	Seq uint64
-	// Err says what is wrong with it: a *FormatError.
+	// Err says what is wrong with it; it matches ErrFormat.
 	Err error
 }
 
@@ -116,23 +117,8 @@ func (e *CorruptEventError) Error() string {
 // Unwrap returns Err.
 func (e *CorruptEventError) Unwrap() error { return e.Err }
 
-// ErrEventTooLarge is the Err of a *CorruptEventError for an event larger
-// than MaxReadEventBytes.
-var ErrEventTooLarge error = &FormatError{Field: "event", Reason: "larger than MaxReadEventBytes"}
-
-// FirstBatchKeeper is an optional EventStore method that saves a round trip
-// at the start of every tree (with a required journal, a wait of every
-// outermost call's start): a journal writer whose store has it claims and
-// keeps its tree's first batch in one step.
-type FirstBatchKeeper interface {
-	// KeepNew claims tree for writer and keeps events (its first ones), at
-	// once and atomically. A tree already claimed by another writer fails
-	// with ErrTreeExists; one claimed by this writer (a retry whose answer
-	// was lost) keeps its claim, and Keep's rules apply.
-	KeepNew(ctx context.Context, tree, writer string, events []Event) (Claim, error)
-}
-
-// TreeInfo describes one tree kept in a store, as a listing shows it.
+// TreeInfo describes one tree kept in a store, as a listing shows it
+// (the module's stores' ListTrees and TreeInfo).
 type TreeInfo struct {
 	// Tree is the tree's id.
 	Tree string
@@ -155,16 +141,4 @@ type TreeInfo struct {
 	// last kept event is that end; 0 while the tree runs, or when its end
 	// was never kept.
 	End Kind
-}
-
-// TreeLister is an EventStore that lists the trees it keeps: the module's
-// SQLite and JetStream stores are.
-type TreeLister interface {
-	// ListTrees returns the trees kept, newest first (by when the tree
-	// was first claimed). It holds one TreeInfo per tree, never a tree's
-	// events.
-	ListTrees(ctx context.Context) ([]TreeInfo, error)
-	// TreeInfo describes one tree; ErrNoTree when the store has no
-	// event of it.
-	TreeInfo(ctx context.Context, tree string) (TreeInfo, error)
 }

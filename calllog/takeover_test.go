@@ -11,6 +11,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // A tree as a best-effort journal that lost the end of some calls left it
@@ -58,7 +59,7 @@ func TestTakeOverOfAnOverflowedTreeRecordsNoFailure(t *testing.T) {
 
 	all, err := st.EventsAfter(ctx, "p", 0, 0)
 	require.NoError(t, err)
-	r := calllog.Replay(all)
+	r := replay.Events(all)
 	assert.Equal(t, uint64(4), r.Lost)
 	for _, c := range r.Calls {
 		require.True(t, c.Ended, "call %s", c.Call)

@@ -354,13 +354,13 @@ func (c *Call) sendResult(err error) error {
 // of it: the bytes change under it), and must not recycle the same frame
 // twice. The call's own history (Call.Events) never holds media data, so
 // recycling changes nothing there. Recycle does nothing for a frame without inline media, for
-// another call's frame, and when Config.CallLog.Content is
-// calllog.ContentFull (observers and journals are then given the bytes,
+// another call's frame, and when Config.CallLog.FullContent
+// is set (observers and journals are then given the bytes,
 // and may keep them). It is safe for concurrent use with the other
 // methods.
 func (c *Call) Recycle(f frame.Frame) {
 	m, ok := f.Media.(*frame.InlineMedia)
-	if !ok || m == nil || f.CallID != c.id || c.ch.h.cfg.CallLog.Content == calllog.ContentFull {
+	if !ok || m == nil || f.CallID != c.id || c.ch.h.cfg.CallLog.FullContent {
 		return
 	}
 	c.conn.r.Recycle(m.Data)

@@ -385,7 +385,7 @@ func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 	start := time.Now()
 	_, err = c.Wait()
 	var je *calllog.JournalError
-	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.As(err, &je) || !errors.Is(err, calllog.ErrNoAnswer) {
+	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer) {
 		t.Fatalf("Wait: %v", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {

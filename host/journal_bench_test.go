@@ -48,6 +48,6 @@ func BenchmarkCallJournal(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer st.Close()
-		run(b, calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+		run(b, calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: st, Required: true}})
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // slowStore is a real SQLite store whose Keep waits until gate is closed
@@ -68,7 +69,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	// batch, the tree's claim, excepted): the queue overflows whatever
 	// the machine's load.
 	store := &slowStore{gate: make(chan struct{})}
-	h := recordedHost(t, realConfig(), calllog.Options{Content: calllog.ContentFull,
+	h := recordedHost(t, realConfig(), calllog.Options{FullContent: true,
 		Journal: &calllog.Journal{Store: store, Queue: 300}})
 	st := openSQLite(t)
 	store.Store = st
@@ -120,7 +121,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	fdone := make(chan followed, 1)
 	go func() { // ends at the tree's end, or with ctx
 		var f followed
-		for st, err := range calllog.NewFollower(st, tree, 0, 10*time.Millisecond).Steps(ctx) {
+		for st, err := range calllog.Follow(ctx, st, tree, 0, 10*time.Millisecond) {
 			if err != nil {
 				f.err = err
 				break
@@ -157,7 +158,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	events, err := st.EventsAfter(ctx, tree, 0, 0)
 	require.NoError(t, st.Close()) // before the host's leak check: opened before the host
 	require.NoError(t, err)
-	r := calllog.Replay(events)
+	r := replay.Events(events)
 	require.Len(t, r.Calls, 1+workers*each, "every call's start was kept")
 	for _, c := range r.Calls {
 		require.True(t, c.Ended, "call %s shown running", c.Call)
@@ -201,7 +202,7 @@ func TestJournalQueueBytesBoundsHostMemory(t *testing.T) {
 	}
 	run := func(queueBytes int64) (peak uint64, lost uint64) {
 		store := &slowStore{delay: 20 * time.Millisecond}
-		h := recordedHost(t, realConfig(), calllog.Options{Content: calllog.ContentFull,
+		h := recordedHost(t, realConfig(), calllog.Options{FullContent: true,
 			Journal: &calllog.Journal{Store: store, QueueBytes: queueBytes}})
 		st := openSQLite(t)
 		store.Store = st

@@ -8,6 +8,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // What code outside the module reaches of the call log, checked by the
@@ -22,14 +23,14 @@ var (
 		Text() string
 	} = (*host.Call)(nil)
 	_ = host.Config{CallLog: calllog.Options{
-		Content:   calllog.ContentFull,
-		Observers: []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
-		Journal:   &calllog.Journal{Store: (*sqlitestore.Store)(nil), Required: true},
+		FullContent: true,
+		Observers:   []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
+		Journal:     &calllog.Journal{Store: (*sqlitestore.Store)(nil), Required: true},
 	}}
-	_ func(context.Context) error                                                        = (*host.Host)(nil).FlushObservers
-	_ func(context.Context) context.Context                                              = host.Detached
-	_ func(calllog.EventStore, string, uint64, time.Duration) *calllog.Follower          = calllog.NewFollower
-	_ func([]calllog.Event) *calllog.ReplayedTree                                        = calllog.Replay
-	_ func(context.Context, error) error                                                 = calllog.Settle
-	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error) = calllog.TakeOver
+	_ func(context.Context) error                                                                             = (*host.Host)(nil).FlushObservers
+	_ func(context.Context) context.Context                                                                   = host.Detached
+	_ func(context.Context, calllog.EventStore, string, uint64, time.Duration) iter.Seq2[calllog.Step, error] = calllog.Follow
+	_ func([]calllog.Event) *replay.Tree                                                                      = replay.Events
+	_ func(context.Context, error) error                                                                      = calllog.Settle
+	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error)                      = calllog.TakeOver
 )

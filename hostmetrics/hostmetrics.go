@@ -148,7 +148,7 @@ func New() *Metrics {
 func (m *Metrics) Watch(h *host.Host) { m.host.Store(h) }
 
 // WantsKind reports whether Metrics needs events of kind k: a call's
-// started and end events (calllog.KindFilter), so that its chunks cost the
+// started and end events (calllog.Observer's optional WantsKind), so that its chunks cost the
 // call log nothing for it.
 func (m *Metrics) WantsKind(k calllog.Kind) bool { return k == calllog.KindStarted || k.IsEnd() }
 

@@ -128,7 +128,7 @@ type Session struct {
 // document of the window (opts.After, opts.Until], and checks it with
 // asif.Check before returning it.
 //
-// Content is exported only when the journal kept it (calllog.ContentFull);
+// Content is exported only when the journal kept it (calllog.Options.FullContent);
 // what it did not keep is declared unavailable and recorded as a loss.
 //
 // Errors: ErrNoEvents, ErrWindow, ErrEmptyWindow, an *EventError; a
@@ -199,7 +199,7 @@ type item struct {
 type fragment struct {
 	index int
 	text  string
-	kept  bool // the journal kept the text (ContentFull)
+	kept  bool // the journal kept the text (FullContent)
 }
 
 // itemsOf reads calllog events: an arguments event is a fragment, a

@@ -20,6 +20,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/replay"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -50,7 +51,7 @@ type journal struct {
 func newJournal(t *testing.T) *journal {
 	t.Helper()
 	store := &eventstore.Memory{}
-	rec, err := recorder.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull,
+	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true,
 		Journal: &calllog.Journal{Store: store, Required: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func TestTextCallRoundTrip(t *testing.T) {
 	if len(ts) != 1 || ts[0].Status != asif.StreamComplete {
 		t.Fatalf("text streams: %+v", ts)
 	}
-	want := calllog.Replay(events).Call("c1").Text
+	want := replay.Events(events).Call("c1").Text
 	if string(ts[0].Bytes) != want || want != "HÉLLO WORLD" {
 		t.Fatalf("assembled %q, the caller saw %q", ts[0].Bytes, want)
 	}
@@ -386,7 +387,7 @@ func TestRetryVoidsText(t *testing.T) {
 	if len(ts) != 2 || ts[0].Status != asif.StreamPartial || ts[1].Status != asif.StreamComplete {
 		t.Fatalf("streams %+v", ts)
 	}
-	if got, want := string(ts[1].Bytes), calllog.Replay(events).Call("c1").Text; got != want {
+	if got, want := string(ts[1].Bytes), replay.Events(events).Call("c1").Text; got != want {
 		t.Fatalf("assembled %q, the caller saw %q", got, want)
 	}
 	if !hasLoss(doc, "voided_attempt") {

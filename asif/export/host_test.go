@@ -14,6 +14,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/replay"
 	"github.com/skulkrt/skulk/skulktest"
 )
 
@@ -37,7 +38,7 @@ func realHost(t *testing.T) (*host.Host, *eventstore.Memory) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := host.Start(ctx, host.Config{Command: childBin, Args: []string{"--test-tools"}, TempDir: base,
-		CallLog: calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}},
+		CallLog: calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: store, Required: true}},
 		Restart: host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestRealCalls(t *testing.T) {
 	doc, rep, _ := exportCheck(t, events, Options{Tools: tools})
 	ts := textStreams(rep)
 	if len(ts) != 1 || ts[0].Status != asif.StreamComplete || string(ts[0].Bytes) != upper.text ||
-		calllog.Replay(events).Call(upper.id).Text != upper.text {
+		replay.Events(events).Call(upper.id).Text != upper.text {
 		t.Fatalf("upper: streams %+v, caller saw %q", ts, upper.text)
 	}
 	if hasLoss(doc, "tool_definition_incomplete") || !hasLoss(doc, "caller_input_not_represented") {
@@ -142,7 +143,7 @@ func TestRealCalls(t *testing.T) {
 	term := doc.Events[len(doc.Events)-1]
 	// The chunks the caller was given before the host saw the death (0 to
 	// 2: the child writes them and exits at once) are each a result.
-	chunks := len(calllog.Replay(events).Call(crashed.id).Frames) - 1
+	chunks := len(replay.Events(events).Call(crashed.id).Frames) - 1
 	if st := callState(t, rep, crashed.id); st.Outcome != asif.OutcomeError || st.Results != chunks+1 ||
 		term.Provenance.Mode != "synthetic" || !hasLoss(doc, "synthetic_outcome") {
 		t.Fatalf("crash: state %+v, terminal %+v", st, term)

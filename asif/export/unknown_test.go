@@ -54,7 +54,7 @@ func TestUnknownEndIsNoResult(t *testing.T) {
 // content_redacted loss names the call and the resources it touches.
 func TestRedactedContentIsALoss(t *testing.T) {
 	store := &eventstore.Memory{}
-	rec, err := recorder.New(calllog.Options{Writer: "w1", Content: calllog.ContentFull, Redact: []string{"password"},
+	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true, Redact: []string{"password"},
 		Journal: &calllog.Journal{Store: store, Required: true}})
 	require.NoError(t, err)
 	j := &journal{t: t, store: store, rec: rec}
@@ -71,7 +71,7 @@ func TestRedactedContentIsALoss(t *testing.T) {
 	doc, _, data := exportCheck(t, j.events("c"), Options{})
 	assert.NotContains(t, string(data), "hunter2")
 	assert.NotContains(t, string(data), "again")
-	assert.Contains(t, string(data), calllog.RedactedValue)
+	assert.Contains(t, string(data), recorder.RedactedValue)
 	var loss *asifdoc.Loss
 	for i := range doc.Losses {
 		if doc.Losses[i].Kind == "content_redacted" {

@@ -142,7 +142,9 @@ func TestStore(t *testing.T, open func(t *testing.T) calllog.EventStore) {
 	})
 
 	t.Run("keep new claims and keeps at once", func(t *testing.T) {
-		s, ok := open(t).(calllog.FirstBatchKeeper)
+		s, ok := open(t).(interface {
+			KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error)
+		})
 		if !ok {
 			t.Skip("the store has no KeepNew")
 		}

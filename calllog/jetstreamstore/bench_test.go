@@ -117,7 +117,7 @@ func BenchmarkRealCall(b *testing.B) {
 	for _, kind := range append([]string{"none"}, benchKinds...) {
 		cfg := host.Config{Command: bin, TempDir: b.TempDir()}
 		if kind != "none" {
-			cfg.CallLog = calllog.Options{Content: calllog.ContentFull,
+			cfg.CallLog = calllog.Options{FullContent: true,
 				Journal: &calllog.Journal{Store: benchStore(b, kind), Required: true}}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -33,21 +32,17 @@ func call(ctx context.Context, r *recorder.Recorder, id string, n int) error {
 	return rec.End(ctx, recorder.Done(nil))
 }
 
-// follow reads tree to its end with a Follower.
+// follow reads tree to its end with Follow.
 func follow(ctx context.Context, t *testing.T, st calllog.EventStore, tree string) []calllog.Step {
 	t.Helper()
-	f := calllog.NewFollower(st, tree, 0, 20*time.Millisecond)
 	var steps []calllog.Step
-	for {
-		s, err := f.Next(ctx)
-		if err == io.EOF {
-			return steps
-		}
+	for s, err := range calllog.Follow(ctx, st, tree, 0, 20*time.Millisecond) {
 		if err != nil {
 			t.Fatalf("follower: %v", err)
 		}
 		steps = append(steps, s)
 	}
+	return steps
 }
 
 // A required journal on an R3 stream keeps running while the stream's

@@ -14,6 +14,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/natstest"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // An event larger than the server's max_payload does not make the store
@@ -59,7 +60,7 @@ func TestEventOverMaxPayload(t *testing.T) {
 		assert.True(t, got[2].Payload.ValueDropped)
 		assert.False(t, got[3].Payload.ValueDropped)
 		assert.NotNil(t, got[3].Payload.Value, "an event that fits keeps its content")
-		assert.Equal(t, uint64(1), calllog.Replay(got).Lost, "replay counts the gap")
+		assert.Equal(t, uint64(1), replay.Events(got).Lost, "replay counts the gap")
 	}
 
 	c, err := s.Claim(ctx, "k", "A")

@@ -15,6 +15,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/calllog/jetstreamstore"
 	"github.com/skulkrt/skulk/internal/natstest"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // keepTree keeps a tree of n events: its outermost call's start, chunks,
@@ -51,7 +52,7 @@ func TestReadsLeaveNoConsumer(t *testing.T) {
 	require.NoError(t, err)
 	start := time.Now()
 	for i := range trees {
-		rep, err := calllog.ReplayTree(ctx, r, fmt.Sprintf("t%d", i), &calllog.Replayer{})
+		rep, err := replay.FromStore(ctx, r, fmt.Sprintf("t%d", i), &replay.Replayer{})
 		require.NoError(t, err)
 		require.True(t, rep.Calls[0].Ended)
 	}
@@ -102,7 +103,7 @@ func TestListTreesAndPrune(t *testing.T) {
 	p, err = s.Prune(ctx, 10*time.Millisecond)
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, p.Trees)
-	_, err = calllog.ReplayTree(ctx, s, "t1", &calllog.Replayer{})
+	_, err = replay.FromStore(ctx, s, "t1", &replay.Replayer{})
 	require.ErrorIs(t, err, calllog.ErrNoTree)
 	trees, err = s.ListTrees(ctx)
 	require.NoError(t, err)
@@ -144,7 +145,7 @@ func TestCorruptEventAndMustExist(t *testing.T) {
 
 		r, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{ReadOnly: true})
 		require.NoError(t, err)
-		rep, err := calllog.ReplayTree(ctx, r, tree, &calllog.Replayer{})
+		rep, err := replay.FromStore(ctx, r, tree, &replay.Replayer{})
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, rep.Corrupt, tree)
 		assert.EqualValues(t, n-1, rep.Events, tree)

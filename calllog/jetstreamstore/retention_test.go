@@ -2,6 +2,7 @@ package jetstreamstore_test
 
 import (
 	"context"
+	"iter"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/internal/natstest"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // firstKept returns the Seq of tree's first event the stream still keeps,
@@ -29,15 +31,31 @@ func firstKept(ctx context.Context, t *testing.T, url, stream, tree string) uint
 	return seq
 }
 
+// follower is calllog.Follow pulled one step at a time.
+type follower struct {
+	next   func() (calllog.Step, error, bool)
+	cancel context.CancelFunc // ends the follow: safe from any goroutine
+}
+
+// newFollower follows tree in st from its start; the test's cleanup stops
+// it. Its steps fail the test when none comes within 20 s (the events of
+// calllogtest.Events never end their tree).
+func newFollower(ctx context.Context, t *testing.T, st calllog.EventStore, tree string) *follower {
+	sctx, cancel := context.WithCancel(ctx)
+	next, stop := iter.Pull2(calllog.Follow(sctx, st, tree, 0, 20*time.Millisecond))
+	t.Cleanup(func() { stop(); cancel() })
+	return &follower{next: next, cancel: cancel}
+}
+
 // nextStep returns f's next step, failing the test when none comes in
-// time (the events of calllogtest.Events never end their tree).
-func nextStep(ctx context.Context, t *testing.T, f *calllog.Follower) calllog.Step {
+// time.
+func nextStep(t *testing.T, f *follower) calllog.Step {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	s, err := f.Next(sctx)
-	if err != nil {
-		t.Fatalf("follower: %v", err)
+	timer := time.AfterFunc(20*time.Second, f.cancel)
+	defer timer.Stop()
+	s, err, ok := f.next()
+	if !ok || err != nil {
+		t.Fatalf("follower: %v (ended %v)", err, !ok)
 	}
 	return s
 }
@@ -64,9 +82,9 @@ func TestRetentionDropShownAsLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lf := calllog.NewFollower(live, tree, 0, 20*time.Millisecond)
+	lf := newFollower(ctx, t, live, tree)
 	for i := range batch { // the live reader has shown all there is
-		if s := nextStep(ctx, t, lf); s.Event.Seq != uint64(i+1) || s.LostFrom != 0 {
+		if s := nextStep(t, lf); s.Event.Seq != uint64(i+1) || s.LostFrom != 0 {
 			t.Fatalf("live step %d: seq %d, lost %d..%d", i, s.Event.Seq, s.LostFrom, s.LostTo)
 		}
 	}
@@ -82,21 +100,21 @@ func TestRetentionDropShownAsLoss(t *testing.T) {
 
 	// A reader from the start, after the drop.
 	fresh := open(t, srv.URL()+"/CALLS")
-	f := calllog.NewFollower(fresh, tree, 0, 20*time.Millisecond)
-	s := nextStep(ctx, t, f)
+	f := newFollower(ctx, t, fresh, tree)
+	s := nextStep(t, f)
 	if s.LostFrom != 1 || s.LostTo != k-1 || s.Event.Seq != k || s.Event.After != 0 {
 		t.Fatalf("first step: lost %d..%d, seq %d, after %d; want lost 1..%d, seq %d, after 0 (null)",
 			s.LostFrom, s.LostTo, s.Event.Seq, s.Event.After, k-1, k)
 	}
 	shown := []calllog.Event{s.Event}
 	for want := k + 1; want <= total; want++ {
-		s := nextStep(ctx, t, f)
+		s := nextStep(t, f)
 		if s.Event.Seq != want || s.LostFrom != 0 || s.Event.After != want-1 {
 			t.Fatalf("step after %d: seq %d, lost %d..%d, after %d", want-1, s.Event.Seq, s.LostFrom, s.LostTo, s.Event.After)
 		}
 		shown = append(shown, s.Event)
 	}
-	if r := calllog.Replay(shown); r.Lost != k-1 {
+	if r := replay.Events(shown); r.Lost != k-1 {
 		t.Fatalf("Replay counts %d lost, want %d", r.Lost, k-1)
 	}
 
@@ -104,7 +122,7 @@ func TestRetentionDropShownAsLoss(t *testing.T) {
 	// the kept events.
 	last, gaps, lost := uint64(batch), 0, uint64(0)
 	for last < total {
-		s := nextStep(ctx, t, lf)
+		s := nextStep(t, lf)
 		if s.Event.Seq <= last || s.Event.After != last {
 			t.Fatalf("live: seq %d after %d shown as after %d", s.Event.Seq, last, s.Event.After)
 		}

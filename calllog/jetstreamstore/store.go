@@ -22,7 +22,7 @@
 // fence.
 //
 // EventsAfter reads through an ordered consumer that stays open between
-// calls while a reader goes on from where it stopped (a calllog.Follower),
+// calls while a reader goes on from where it stopped (calllog.Follow),
 // after checking with the stream leader how far the tree's log goes, so
 // an empty answer always means nothing more is kept. Events the stream's
 // retention dropped are simply absent: a reader sees the gap.
@@ -49,6 +49,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 )
 
 // Headers of the store's messages.
@@ -78,7 +79,7 @@ const (
 	maxCursors = 8
 	// cursorBuffer bounds the events one open consumer holds in the
 	// client before they are asked for; its bytes are bounded too, by
-	// the larger of calllog.ReadPageBytes and the server's max_payload
+	// the larger of storedevent.PageBytes and the server's max_payload
 	// (cursorBytes).
 	cursorBuffer = 512
 	// smallRead is the most events a read from the start of an ended tree
@@ -173,10 +174,7 @@ type Store struct {
 	order   []string             // cursors' trees, oldest first
 }
 
-var (
-	_ calllog.EventStore       = (*Store)(nil)
-	_ calllog.FirstBatchKeeper = (*Store)(nil)
-)
+var _ calllog.EventStore = (*Store)(nil)
 
 // ErrURL is the error of a store URL Open cannot use; it is wrapped
 // with the part at fault.
@@ -777,7 +775,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	}
 }
 
-// KeepNew implements calllog.FirstBatchKeeper: the tree's first claim and
+// KeepNew implements calllog.EventStore's optional KeepNew: the tree's first claim and
 // its first events in one atomic batch, expecting the tree to have no
 // message at all.
 func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {
@@ -1019,11 +1017,11 @@ func (s *Store) open(ctx context.Context, tree string, after, lastStream uint64)
 }
 
 // cursorBytes bounds the bytes one open consumer buffers in the client:
-// calllog.ReadPageBytes, or the server's max_payload and room for the
+// storedevent.PageBytes, or the server's max_payload and room for the
 // headers when that is larger (a consumer whose bound is below one
 // message would stall).
 func (s *Store) cursorBytes() int {
-	return max(calllog.ReadPageBytes, int(s.nc.MaxPayload())+64<<10)
+	return max(storedevent.PageBytes, int(s.nc.MaxPayload())+64<<10)
 }
 
 // search returns the stream sequence of tree's first event whose Seq is
@@ -1062,7 +1060,7 @@ func (s *Store) collect(ctx context.Context, c *cursor, after, until uint64, lim
 	size := 0
 	wctx, cancel := context.WithTimeout(ctx, deliverWait)
 	defer cancel()
-	for (limit <= 0 || len(out) < limit) && c.pos < until && size < calllog.ReadPageBytes {
+	for (limit <= 0 || len(out) < limit) && c.pos < until && size < storedevent.PageBytes {
 		m, err := c.it.Next(jetstream.NextContext(wctx))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -1095,17 +1093,17 @@ func (s *Store) collect(ctx context.Context, c *cursor, after, until uint64, lim
 // endsTree reports whether data, an event's JSON form, is the end of
 // tree's outermost call.
 func endsTree(data []byte, tree string) bool {
-	e, err := calllog.DecodeEvent(data)
+	e, err := storedevent.Decode(data)
 	return err == nil && e.Kind.IsEnd() && e.Call == tree
 }
 
 // decodeInto decodes the event seq of tree and appends it to out; an
 // event it cannot read is a *calllog.CorruptEventError.
 func decodeInto(out *[]calllog.Event, tree string, seq uint64, data []byte) error {
-	if len(data) > calllog.MaxReadEventBytes {
-		return &calllog.CorruptEventError{Tree: tree, Seq: seq, Err: calllog.ErrEventTooLarge}
+	if len(data) > storedevent.MaxEventBytes {
+		return &calllog.CorruptEventError{Tree: tree, Seq: seq, Err: storedevent.ErrTooLarge}
 	}
-	e, err := calllog.DecodeEvent(data)
+	e, err := storedevent.Decode(data)
 	if err != nil {
 		return &calllog.CorruptEventError{Tree: tree, Seq: seq, Err: err}
 	}
@@ -1134,7 +1132,7 @@ func (s *Store) readLeader(ctx context.Context, tree string, after, lastStream u
 	subj := s.subject(tree, "e")
 	var out []calllog.Event
 	size := 0
-	for len(out) < limit && next <= lastStream && size < calllog.ReadPageBytes {
+	for len(out) < limit && next <= lastStream && size < storedevent.PageBytes {
 		m, err := s.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break

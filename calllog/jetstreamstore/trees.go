@@ -11,9 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 )
-
-var _ calllog.TreeLister = (*Store)(nil)
 
 // treeIDs returns the ids of the trees whose first claim is in the stream,
 // oldest first: an ordered consumer of the first claims' headers, deleted
@@ -56,8 +55,8 @@ func (s *Store) treeIDs(ctx context.Context) ([]string, error) {
 	}
 }
 
-// ListTrees implements calllog.TreeLister: the trees whose first claim is
-// in the stream, newest first, each read with three requests to the
+// ListTrees returns the trees whose first claim is in the stream, newest
+// first, each read with three requests to the
 // stream leader (its first and last event, its event count from the
 // stream's per-subject counts, asked once for every tree). Bytes is 0: the
 // stream does not say a subject's size.
@@ -84,7 +83,8 @@ func (s *Store) ListTrees(ctx context.Context) ([]calllog.TreeInfo, error) {
 	return out, nil
 }
 
-// TreeInfo implements calllog.TreeLister.
+// TreeInfo describes one tree kept in the store; calllog.ErrNoTree when
+// the store has no event of it.
 func (s *Store) TreeInfo(ctx context.Context, tree string) (calllog.TreeInfo, error) {
 	if err := s.readable("tree info"); err != nil {
 		return calllog.TreeInfo{}, err
@@ -113,7 +113,7 @@ func (s *Store) info(ctx context.Context, id string, n uint64) (calllog.TreeInfo
 		return ti, s.classify("tree info", err)
 	}
 	if err == nil {
-		if e, err := calllog.DecodeEvent(first.Data); err == nil {
+		if e, err := storedevent.Decode(first.Data); err == nil {
 			ti.Tool, ti.Program, ti.Start = e.Tool, e.Program, e.At
 		}
 	}
@@ -123,7 +123,7 @@ func (s *Store) info(ctx context.Context, id string, n uint64) (calllog.TreeInfo
 	}
 	if err == nil {
 		ti.LastSeq, _ = strconv.ParseUint(last.Header.Get(hdrSeq), 10, 64)
-		if e, err := calllog.DecodeEvent(last.Data); err == nil {
+		if e, err := storedevent.Decode(last.Data); err == nil {
 			ti.Last = e.At
 			if e.Kind.IsEnd() && e.Call == id {
 				ti.End = e.Kind

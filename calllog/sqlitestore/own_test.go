@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // foreignDB writes another application's SQLite database at path, with
@@ -148,7 +149,7 @@ func TestCorruptEventInTheMiddle(t *testing.T) {
 	assert.EqualValues(t, 5, ce.Seq)
 	assert.Len(t, got, 1)
 
-	r, err := calllog.ReplayTree(ctx, s, "t", &calllog.Replayer{})
+	r, err := replay.FromStore(ctx, s, "t", &replay.Replayer{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, r.Corrupt)
 	assert.EqualValues(t, 4, r.Events)
@@ -160,10 +161,9 @@ func TestCorruptEventInTheMiddle(t *testing.T) {
 	assert.Equal(t, "s1", kept[0].Call)
 	assert.Equal(t, "t", kept[1].Call)
 
-	f := calllog.NewFollower(s, "t", 0, 10*time.Millisecond)
 	var shown []uint64
 	var corrupt []uint64
-	for st, err := range f.Steps(ctx) {
+	for st, err := range calllog.Follow(ctx, s, "t", 0, 10*time.Millisecond) {
 		if errors.As(err, &ce) {
 			corrupt = append(corrupt, ce.Seq)
 			continue
@@ -226,7 +226,7 @@ func TestListAndPrune(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, p.Trees)
 	assert.EqualValues(t, 4, p.Events)
-	_, err = calllog.ReplayTree(ctx, s, "t1", &calllog.Replayer{})
+	_, err = replay.FromStore(ctx, s, "t1", &replay.Replayer{})
 	require.ErrorIs(t, err, calllog.ErrNoTree)
 	require.ErrorIs(t, s.Keep(ctx, claims[0], calllogtest.Events("t1", "A", 5, 1)), calllog.ErrFenced)
 

@@ -6,7 +6,7 @@
 //
 // The file is marked as a Skulk journal (SQLite's application_id, and its
 // format in user_version); Open refuses, untouched, a file that is not one
-// (ErrNotJournal). Readers page by bytes (calllog.ReadPageBytes); whole
+// (ErrNotJournal). Readers page by bytes (storedevent.PageBytes); whole
 // trees are listed (ListTrees) and pruned by age or size (Prune,
 // Options.Retention).
 //
@@ -34,6 +34,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 )
 
 // defaultBusyTimeout is how long an operation waits for another process's
@@ -98,11 +99,7 @@ type Store struct {
 	lastPrune time.Time
 }
 
-var (
-	_ calllog.EventStore       = (*Store)(nil)
-	_ calllog.FirstBatchKeeper = (*Store)(nil)
-	_ calllog.TreeLister       = (*Store)(nil)
-)
+var _ calllog.EventStore = (*Store)(nil)
 
 const schema = `
 CREATE TABLE IF NOT EXISTS calllog_trees (
@@ -411,7 +408,7 @@ func (s *Store) Keep(ctx context.Context, c calllog.Claim, events []calllog.Even
 	})
 }
 
-// KeepNew implements calllog.FirstBatchKeeper: the claim of a new tree and its
+// KeepNew implements calllog.EventStore's optional KeepNew: the claim of a new tree and its
 // first events in one transaction.
 func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {
 	c := calllog.Claim{Tree: tree, Writer: writer, Epoch: 1}
@@ -483,8 +480,8 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 
 // EventsAfter implements calllog.EventStore. It reads without a write lock,
 // so followers never hold up the writer. A page ends once its events'
-// stored size reaches calllog.ReadPageBytes; an event larger than
-// calllog.MaxReadEventBytes is not read (a *calllog.CorruptEventError, as
+// stored size reaches storedevent.PageBytes; an event larger than
+// storedevent.MaxEventBytes is not read (a *calllog.CorruptEventError, as
 // for an event that is not the event JSON form).
 func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limit int) ([]calllog.Event, error) {
 	if s.closed.Load() {
@@ -498,14 +495,14 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT seq, length(event), CASE WHEN length(event) <= ? THEN event END
 		FROM calllog_events WHERE tree = ? AND seq > ? ORDER BY seq LIMIT ?`,
-		calllog.MaxReadEventBytes, tree, int64(after), limit)
+		storedevent.MaxEventBytes, tree, int64(after), limit)
 	if err != nil {
 		return nil, s.classify("events after", err)
 	}
 	defer rows.Close()
 	var out []calllog.Event
 	size := 0
-	for size < calllog.ReadPageBytes && rows.Next() {
+	for size < storedevent.PageBytes && rows.Next() {
 		var (
 			seq int64
 			n   int
@@ -514,10 +511,10 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 		if err := rows.Scan(&seq, &n, &b); err != nil {
 			return nil, s.classify("events after", err)
 		}
-		if n > calllog.MaxReadEventBytes {
-			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: calllog.ErrEventTooLarge}
+		if n > storedevent.MaxEventBytes {
+			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: storedevent.ErrTooLarge}
 		}
-		e, err := calllog.DecodeEvent(b)
+		e, err := storedevent.Decode(b)
 		if err != nil {
 			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: err}
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,29 +186,25 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	// The follower reads the file from this process, read-only, started
 	// before the kill.
 	ro := open(t, path, sqlitestore.Options{ReadOnly: true})
-	f := calllog.NewFollower(ro, crashID, 0, 20*time.Millisecond)
 	type result struct {
 		steps []calllog.Step
 		err   error
 	}
 	seen := make(chan int, 1)
 	res := make(chan result, 1)
-	go func() { // stopped by the tree's end (io.EOF) or ctx
+	go func() { // stopped by the tree's end or ctx
 		var r result
-		for {
-			st, err := f.Next(ctx)
+		for st, err := range calllog.Follow(ctx, ro, crashID, 0, 20*time.Millisecond) {
 			if err != nil {
-				if err != io.EOF {
-					r.err = err
-				}
-				res <- r
-				return
+				r.err = err
+				break
 			}
 			r.steps = append(r.steps, st)
 			if len(r.steps) == 200 {
 				seen <- len(r.steps)
 			}
 		}
+		res <- r
 	}()
 	select {
 	case <-seen:

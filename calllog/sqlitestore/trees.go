@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/internal/storedevent"
 )
 
 // listQuery reads each tree's first and last kept event with SQLite's
@@ -30,13 +31,14 @@ SELECT tree, coalesce(ls, 0), n, b,
 	CASE WHEN json_valid(le) THEN json_extract(le, '$.call') END
 FROM t ORDER BY r DESC`
 
-// ListTrees implements calllog.TreeLister: every tree in the file, newest
-// first (by its first claim).
+// ListTrees returns every tree in the file, newest first (by its first
+// claim).
 func (s *Store) ListTrees(ctx context.Context) ([]calllog.TreeInfo, error) {
 	return s.list(ctx, "")
 }
 
-// TreeInfo implements calllog.TreeLister.
+// TreeInfo describes one tree kept in the store; calllog.ErrNoTree when
+// the store has no event of it.
 func (s *Store) TreeInfo(ctx context.Context, tree string) (calllog.TreeInfo, error) {
 	if tree == "" {
 		return calllog.TreeInfo{}, calllog.ErrNoTree
@@ -78,7 +80,7 @@ func (s *Store) list(ctx context.Context, only string) ([]calllog.TreeInfo, erro
 		ti.LastSeq, ti.Events, ti.Tool, ti.Program = uint64(last), uint64(n), tool.String, program.Bool
 		ti.Start, _ = time.Parse(time.RFC3339Nano, start.String)
 		ti.Last, _ = time.Parse(time.RFC3339Nano, end.String)
-		if k, err := calllog.ParseKind(kind.String); err == nil && k.IsEnd() && endCall.String == ti.Tree {
+		if k, ok := storedevent.ParseKind(kind.String); ok && k.IsEnd() && endCall.String == ti.Tree {
 			ti.End = k
 		}
 		out = append(out, ti)

@@ -74,7 +74,7 @@ func (s *Memory) Keep(ctx context.Context, c calllog.Claim, events []calllog.Eve
 	return nil
 }
 
-// KeepNew implements calllog.FirstBatchKeeper.
+// KeepNew implements calllog.EventStore's optional KeepNew.
 func (s *Memory) KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return calllog.Claim{}, err

@@ -13,3 +13,26 @@ var (
 	// failed or cancelled.
 	ErrBadOutcome = errors.New("recorder: outcome kind must be done, failed or cancelled")
 )
+
+// Errors the host passes on to its callers, as the Cause of a
+// *calllog.JournalError or from Close; its callers tell them apart by their
+// messages only, so they are not part of calllog's API.
+var (
+	// ErrStepsRunning: a program stopped waiting for its steps because its
+	// context was done; it ends cancelled once its last step ends.
+	ErrStepsRunning = errors.New("calllog: steps still running")
+	// ErrCloseTimeout: the host's Close was done waiting before every
+	// goroutine of its call log had returned (an observer or store that
+	// ignores its context).
+	ErrCloseTimeout = errors.New("calllog: close: goroutines still running")
+	// ErrNoAnswer: the store did not answer a send within the journal's
+	// timeout. The send is waited for and then made again.
+	ErrNoAnswer = errors.New("calllog: store did not answer within the journal timeout")
+	// ErrJournalOverflow: the tree's journal queue was full and events
+	// were dropped; no later event of the tree can be confirmed.
+	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
+)
+
+// RedactedValue is what a redacted key's value is replaced with in the
+// kept form of a payload (calllog.Options.Redact).
+const RedactedValue = "[redacted]"

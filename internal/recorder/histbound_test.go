@@ -15,11 +15,11 @@ import (
 )
 
 // A call's history keeps what each frame's media is, never its bytes,
-// while an observer under ContentFull is still given them.
+// while an observer with full content is still given them.
 func TestHistoryKeepsNoMediaBytes(t *testing.T) {
 	ctx := testCtx(t)
 	obs := &collector{}
-	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Observers: []calllog.Observer{obs}})
+	r := newRecorder(t, calllog.Options{FullContent: true, Observers: []calllog.Observer{obs}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "m", Tool: "t"})
 	require.NoError(t, err)
 	rec.Request(recorder.RequestInfo{Child: "c0"})
@@ -51,7 +51,7 @@ func TestHistoryKeepsNoMediaBytes(t *testing.T) {
 	var given int
 	for _, ev := range obs.got() {
 		if ev.Media != nil && ev.Media.Kind == "inline" {
-			assert.Len(t, ev.Media.Data, 1<<20, "an observer under ContentFull is given the bytes")
+			assert.Len(t, ev.Media.Data, 1<<20, "an observer with full content is given the bytes")
 			given++
 		}
 	}
@@ -89,13 +89,13 @@ func TestHistoryBoundInBytes(t *testing.T) {
 }
 
 // A journal's queue is bounded in the bytes its events hold, not only in
-// events: under ContentFull a store that falls behind a media flood drops
+// events: with full content a store that falls behind a media flood drops
 // what does not fit in Journal.QueueBytes (counted in Losses) instead of
 // holding every attachment, and still keeps the call's end.
 func TestJournalQueueBytesBound(t *testing.T) {
 	ctx := testCtx(t)
 	st := &testStore{}
-	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull,
+	r := newRecorder(t, calllog.Options{FullContent: true,
 		Journal: &calllog.Journal{Store: st, QueueBytes: 4 << 20, Timeout: time.Minute}})
 	st.block()
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "q", Tool: "t"})

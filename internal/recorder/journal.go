@@ -294,7 +294,7 @@ func (w *journalWriter) droppedLocked(seq uint64) {
 	if w.firstLost == 0 {
 		w.firstLost = seq
 	}
-	w.failWaitersLocked(calllog.ErrJournalOverflow, false)
+	w.failWaitersLocked(ErrJournalOverflow, false)
 	if !w.warned {
 		w.warned = true
 		w.r.logger.Warn("calllog: journal queue full; events dropped, every call's start and end kept", "tree_id", w.tree,
@@ -341,7 +341,7 @@ func (w *journalWriter) wait(ctx context.Context, seq uint64, settle bool) error
 // answerLocked returns the final error for seq, if there is one already.
 func (w *journalWriter) answerLocked(seq uint64) error {
 	if w.firstLost != 0 && seq >= w.firstLost {
-		return calllog.ErrJournalOverflow
+		return ErrJournalOverflow
 	}
 	if w.kept >= seq {
 		return nil
@@ -494,21 +494,27 @@ func (w *journalWriter) send(batch []calllog.Event) error {
 	late := time.AfterFunc(journalTimeout(w.j), func() { // stopped by late.Stop, or waited for below
 		defer close(fired)
 		w.mu.Lock()
-		w.failWaitersLocked(calllog.ErrNoAnswer, false)
+		w.failWaitersLocked(ErrNoAnswer, false)
 		w.mu.Unlock()
 	})
 	err := w.attempt(ctx, batch)
 	if !late.Stop() {
 		<-fired
 		if err != nil && !stopsWriter(err) {
-			return errors.Join(calllog.ErrNoAnswer, err)
+			return errors.Join(ErrNoAnswer, err)
 		}
 	}
 	return err
 }
 
+// firstBatchKeeper is a store that claims a new tree and keeps its first
+// batch in one step (calllog.EventStore's optional KeepNew).
+type firstBatchKeeper interface {
+	KeepNew(ctx context.Context, tree, writer string, events []calllog.Event) (calllog.Claim, error)
+}
+
 func (w *journalWriter) attempt(ctx context.Context, batch []calllog.Event) error {
-	if nk, ok := w.j.Store.(calllog.FirstBatchKeeper); ok && !w.claimed {
+	if nk, ok := w.j.Store.(firstBatchKeeper); ok && !w.claimed {
 		c, err := nk.KeepNew(ctx, w.tree, w.r.writer, batch)
 		if err != nil {
 			return err

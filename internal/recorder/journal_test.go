@@ -143,7 +143,7 @@ func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
 	result := frame.MustPayload(map[string]any{"n": 1})
 	err = rec.End(ctx, recorder.Done(result))
 	var je *calllog.JournalError
-	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrNoAnswer) {
+	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrNoAnswer) {
 		t.Fatalf("End = %v; want a journal-end error caused by no answer", err)
 	}
 	if je.Outcome.Kind != calllog.KindCompleted || string(je.Outcome.Result) != string(result) || je.Call != "c1" {
@@ -174,7 +174,7 @@ func TestSlowStoreNeverSentTheSameBatchTwiceAtOnce(t *testing.T) {
 	st.slowN.Store(3)
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: timeout}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
-	if !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, calllog.ErrNoAnswer) {
+	if !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, recorder.ErrNoAnswer) {
 		t.Fatalf("Begin against a store slower than the timeout = %v; want no answer", err)
 	}
 	<-rec.Done()
@@ -302,19 +302,18 @@ func TestTakeOverFencesTheOldWriter(t *testing.T) {
 func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 	ctx := testCtx(t)
 	st := &eventstore.Memory{}
-	f := calllog.NewFollower(st, "t", 0, 5*time.Millisecond)
 	steps := make(chan calllog.Step, 16)
 	errc := make(chan error, 1)
-	go func() { // stopped by the tree's end (io.EOF) or ctx
+	go func() { // stopped by the tree's end or ctx
 		defer close(steps)
-		for {
-			s, err := f.Next(ctx)
+		for s, err := range calllog.Follow(ctx, st, "t", 0, 5*time.Millisecond) {
 			if err != nil {
 				errc <- err
 				return
 			}
 			steps <- s
 		}
+		errc <- io.EOF // the iteration ended: the tree's end was shown
 	}()
 	ca, _ := st.Claim(ctx, "t", "A")
 	st.Keep(ctx, ca, calllogtest.Events("t", "A", 1, 3))
@@ -369,7 +368,7 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 	}
 	err = rec.Confirm(ctx)
 	var je *calllog.JournalError
-	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrNoAnswer) || je.Outcome.Error.Code != frame.CodeTimeout {
+	if !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer) || je.Outcome.Error.Code != frame.CodeTimeout {
 		t.Fatalf("Confirm = %v", err)
 	}
 	st.unblock()
@@ -411,15 +410,15 @@ func TestJournalQueueBound(t *testing.T) {
 		rec.Output(chunk(t, "c1", uint64(i+1), map[string]any{"i": i}))
 	}
 	// A second tree shares the bound: its start does not fit.
-	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "c2"}); !errors.Is(err, calllog.ErrJournalOverflow) {
+	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "c2"}); !errors.Is(err, recorder.ErrJournalOverflow) {
 		t.Fatalf("Begin with the journal queue full = %v, want ErrJournalOverflow", err)
 	}
 	err = rec.End(ctx, recorder.Done(nil))
-	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrJournalOverflow) {
+	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrJournalOverflow) {
 		t.Fatalf("End after dropped events = %v", err)
 	}
 	st.unblock()
-	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrJournalOverflow) {
+	if err := calllog.Settle(ctx, err); !errors.Is(err, recorder.ErrJournalOverflow) {
 		t.Fatalf("Settle = %v: a tree with dropped events can never be confirmed", err)
 	}
 	if err := r.Close(ctx); err != nil {

@@ -58,7 +58,7 @@ func TestJournalQueueBoundInBytes(t *testing.T) {
 	ctx := testCtx(t)
 	const bound = 1 << 20
 	st := &stuckStore{release: make(chan struct{})}
-	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull,
+	r := newRecorder(t, calllog.Options{FullContent: true,
 		Journal: &calllog.Journal{Store: st, QueueBytes: bound}})
 
 	c1, err := r.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "media"})

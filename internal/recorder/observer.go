@@ -30,6 +30,12 @@ const observerMiddle = ObserverQueue - ObserverQueue/4
 // observers: its value is a []*observerRunner, never modified once set.
 type excludeKey struct{}
 
+// kindFilter is an observer that wants only some kinds of event
+// (calllog.Observer's optional WantsKind).
+type kindFilter interface {
+	WantsKind(k calllog.Kind) bool
+}
+
 func excludedBy(ctx context.Context) []*observerRunner {
 	ex, _ := ctx.Value(excludeKey{}).([]*observerRunner)
 	return ex
@@ -46,7 +52,7 @@ type observerRunner struct {
 	obs  calllog.Observer
 	name string
 	// kinds has bit k set for each Kind the observer is given (all but
-	// those a calllog.KindFilter refuses); read-only once made.
+	// those its WantsKind refuses); read-only once made.
 	kinds uint32
 	// holdsEnds: the observer is given starts and every end a live call
 	// has (done, failed, cancelled), so its queue holds room for the end
@@ -88,7 +94,7 @@ type drainWaiter struct {
 
 func newObserverRunner(r *Recorder, obs calllog.Observer, name string) *observerRunner {
 	o := &observerRunner{r: r, obs: obs, name: name, kinds: ^uint32(0), wake: make(chan struct{}, 1), done: make(chan struct{})}
-	if f, ok := obs.(calllog.KindFilter); ok {
+	if f, ok := obs.(kindFilter); ok {
 		o.kinds = 0
 		for k := calllog.KindStarted; k <= calllog.KindUnknown; k++ {
 			if f.WantsKind(k) {

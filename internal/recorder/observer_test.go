@@ -273,7 +273,7 @@ type endsOnly struct{ collector }
 
 func (*endsOnly) WantsKind(k calllog.Kind) bool { return k == calllog.KindStarted || k.IsEnd() }
 
-// An observer with a calllog.KindFilter is given only the kinds it wants;
+// An observer with a WantsKind method is given only the kinds it wants;
 // the others are not losses, and each After names the event it was given
 // before.
 func TestKindFilterObserver(t *testing.T) {

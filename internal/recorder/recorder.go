@@ -61,7 +61,7 @@ const histStart = 8
 // Close it when done. It is safe for concurrent use.
 type Recorder struct {
 	writer  string
-	content calllog.ContentPolicy
+	full    bool // Options.FullContent
 	journal *calllog.Journal
 	logger  *slog.Logger
 	history int
@@ -98,7 +98,7 @@ func New(opts calllog.Options) (*Recorder, error) {
 	if opts.Journal != nil && opts.Journal.Store == nil {
 		return nil, errors.New("calllog: Options.Journal.Store: required")
 	}
-	r := &Recorder{writer: opts.Writer, content: opts.Content, journal: opts.Journal, logger: opts.Logger,
+	r := &Recorder{writer: opts.Writer, full: opts.FullContent, journal: opts.Journal, logger: opts.Logger,
 		history: opts.History, runners: map[*observerRunner]struct{}{}, writers: map[*journalWriter]struct{}{}}
 	for i, k := range opts.Redact {
 		if k == "" {
@@ -244,7 +244,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-grace.C:
-			return calllog.ErrCloseTimeout
+			return ErrCloseTimeout
 		}
 	}
 	if n := r.lost.journalEvents.Load() - lostBefore; n > 0 {
@@ -346,7 +346,7 @@ func (t *tree) contentLocked(p frame.Payload) *calllog.Content {
 	}
 	c := &t.contents[0]
 	t.contents = t.contents[1:]
-	fillContent(c, p, calllog.ContentFull)
+	fillContent(c, p, true)
 	return c
 }
 
@@ -734,7 +734,7 @@ func (rec *Record) Retry(code frame.Code, message string) {
 // Input records a caller frame written to the child.
 func (rec *Record) Input(f frame.Frame) {
 	rec.emitWith(calllog.Event{Kind: calllog.KindInput, FrameKind: f.Kind, FrameSeq: f.Sequence,
-		Media: mediaOf(f.Media, calllog.ContentFull)}, f.Payload, nil)
+		Media: mediaOf(f.Media, true)}, f.Payload, nil)
 }
 
 // Output records a provider chunk given to the caller. The "text" key of
@@ -763,7 +763,7 @@ func (rec *Record) OutputAt(f frame.Frame, at time.Time) {
 		return
 	}
 	t.emitLocked(rec, calllog.Event{Kind: calllog.KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence, At: at,
-		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, calllog.ContentFull)})
+		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, true)})
 }
 
 // unseenLocked reports whether an event of rec that is not an end would be
@@ -877,7 +877,7 @@ func (rec *Record) End(ctx context.Context, o calllog.Outcome) error {
 			rec.deferred = true
 			rec.outcome = Cancelled("calllog: the caller stopped waiting for the call's steps")
 			t.mu.Unlock()
-			return calllog.ErrStepsRunning
+			return ErrStepsRunning
 		}
 	}
 	rec.finishLocked()
@@ -1004,26 +1004,26 @@ func (r *Recorder) Program(ctx context.Context, info CallInfo, fn func(ctx conte
 }
 
 // fillContent sets c to the kept form of the payload p (not nil).
-func fillContent(c *calllog.Content, p frame.Payload, policy calllog.ContentPolicy) {
+func fillContent(c *calllog.Content, p frame.Payload, full bool) {
 	*c = calllog.Content{Type: "object", Bytes: len(p)}
 	r := mpack.NewReader(p)
 	if n, err := r.ReadMapLen(); err == nil {
 		c.Keys = n
 	}
-	if policy == calllog.ContentFull {
+	if full {
 		c.Value = p
 	}
 }
 
 // mediaOf returns the kept form of m, or nil.
-func mediaOf(m frame.Media, policy calllog.ContentPolicy) *calllog.MediaInfo {
+func mediaOf(m frame.Media, full bool) *calllog.MediaInfo {
 	switch v := m.(type) {
 	case *frame.InlineMedia:
 		if v == nil {
 			return nil
 		}
 		mi := &calllog.MediaInfo{Kind: "inline", MediaType: v.MediaType, Bytes: int64(len(v.Data))}
-		if policy == calllog.ContentFull {
+		if full {
 			mi.Data = v.Data
 		}
 		return mi
@@ -1032,7 +1032,7 @@ func mediaOf(m frame.Media, policy calllog.ContentPolicy) *calllog.MediaInfo {
 			return nil
 		}
 		mi := &calllog.MediaInfo{Kind: "blob", MediaType: v.MediaType, Bytes: v.SizeBytes}
-		if policy == calllog.ContentFull {
+		if full {
 			mi.BlobID, mi.SHA256 = v.BlobID, v.SHA256
 		}
 		return mi
@@ -1044,7 +1044,7 @@ func mediaOf(m frame.Media, policy calllog.ContentPolicy) *calllog.MediaInfo {
 // recorder's content policy, with its redaction. e's content fields are
 // full; the result shares nothing mutable with e.
 func (r *Recorder) keptForm(e calllog.Event) calllog.Event {
-	if r.content == calllog.ContentFull {
+	if r.full {
 		if r.redact == nil {
 			return e
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -302,7 +303,7 @@ func TestEndWaitsForStepsAndGivesUpWithContext(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if err := root.End(short, recorder.Done(nil)); !errors.Is(err, calllog.ErrStepsRunning) {
+	if err := root.End(short, recorder.Done(nil)); !errors.Is(err, recorder.ErrStepsRunning) {
 		t.Fatalf("End with a running step = %v, want ErrStepsRunning", err)
 	}
 	select {
@@ -361,10 +362,10 @@ func TestEventJSON(t *testing.T) {
 
 func TestContentPolicy(t *testing.T) {
 	ctx := testCtx(t)
-	for _, policy := range []calllog.ContentPolicy{calllog.ContentShape, calllog.ContentFull} {
+	for _, full := range []bool{false, true} {
 		obs := &collector{}
 		store := &eventstore.Memory{}
-		r := newRecorder(t, calllog.Options{Content: policy, Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: store, Required: true}})
+		r := newRecorder(t, calllog.Options{FullContent: full, Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: store, Required: true}})
 		rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t", Args: frame.MustPayload(map[string]any{"secret": "abc", "n": 2})})
 		if err != nil {
 			t.Fatal(err)
@@ -386,8 +387,8 @@ func TestContentPolicy(t *testing.T) {
 				t.Fatalf("shape not kept: %+v %+v", args, out.Media)
 			}
 			hasContent := args.Value != nil && out.Payload.Value != nil && out.Media.Data != nil
-			if hasContent != (policy == calllog.ContentFull) {
-				t.Fatalf("policy %d: content kept = %v", policy, hasContent)
+			if hasContent != full {
+				t.Fatalf("full content %v: content kept = %v", full, hasContent)
 			}
 		}
 		// The caller's own stream always has the content.
@@ -417,7 +418,7 @@ func TestRefusedCallIsInTheLog(t *testing.T) {
 func TestReplay(t *testing.T) {
 	ctx := testCtx(t)
 	store := &eventstore.Memory{}
-	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: store, Required: true}})
+	r := newRecorder(t, calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: store, Required: true}})
 	err := r.Program(ctx, recorder.CallInfo{ID: "p", Tool: "prog"}, func(ctx context.Context) error {
 		rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Tool: "say", ToolVersion: "v9"})
 		if err != nil {
@@ -440,7 +441,7 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("Program = %v", err)
 	}
 	kept, _ := store.EventsAfter(ctx, "p", 0, 0)
-	rp := calllog.Replay(kept)
+	rp := replay.Events(kept)
 	a, b, p := rp.Call("a"), rp.Call("b"), rp.Call("p")
 	if a.Text != "hello" || a.Attempts != 2 || len(a.Frames) != 3 || a.Err() != nil || a.ToolVersion != "v9" {
 		t.Fatalf("a replay = %+v", a)
@@ -456,10 +457,10 @@ func TestReplay(t *testing.T) {
 	if !p.Program || !p.Ended || p.Outcome.Kind != calllog.KindFailed || rp.Lost != 0 {
 		t.Fatalf("p replay = %+v", p)
 	}
-	if got := calllog.Replay(append(slices.Clone(kept[:2]), kept[4:]...)); got.Lost != 2 {
+	if got := replay.Events(append(slices.Clone(kept[:2]), kept[4:]...)); got.Lost != 2 {
 		t.Fatalf("replay with a gap: lost %d, want 2", got.Lost)
 	}
-	if got := calllog.Replay(kept[3:]); got.Lost != 3 {
+	if got := replay.Events(kept[3:]); got.Lost != 3 {
 		t.Fatalf("replay without the first three: lost %d, want 3", got.Lost)
 	}
 }

@@ -1,13 +1,12 @@
 package recorder
 
 import (
-	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
 )
 
 // redactPayload returns p with the value of every map key in keys, at any
-// depth, replaced with the string calllog.RedactedValue, and whether
+// depth, replaced with the string RedactedValue, and whether
 // anything was replaced; p itself is never modified. A payload reaching
 // the recorder was checked (frame.Payload.Check bounds its depth, so the
 // recursion is bounded too); one that does not decode all the same is
@@ -46,7 +45,7 @@ func redactValue(out []byte, r *mpack.Reader, keys map[string]struct{}) ([]byte,
 					if _, err := r.Skip(); err != nil {
 						return nil, false, err
 					}
-					out = mpack.AppendString(out, calllog.RedactedValue)
+					out = mpack.AppendString(out, RedactedValue)
 					changed = true
 					continue
 				}

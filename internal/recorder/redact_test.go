@@ -20,7 +20,7 @@ func TestRedactedKeysNeverKept(t *testing.T) {
 	ctx := testCtx(t)
 	obs := &collector{}
 	st := &eventstore.Memory{}
-	r := newRecorder(t, calllog.Options{Content: calllog.ContentFull, Redact: []string{"password", "token"},
+	r := newRecorder(t, calllog.Options{FullContent: true, Redact: []string{"password", "token"},
 		Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: st, Required: true}})
 
 	args := frame.MustPayload(map[string]any{"user": "ada", "password": "hunter2",
@@ -37,8 +37,8 @@ func TestRedactedKeysNeverKept(t *testing.T) {
 	require.NoError(t, sa.End(ctx, recorder.Cancelled("")))
 	require.NoError(t, r.Drain(ctx))
 
-	want := map[string]any{"user": "ada", "password": calllog.RedactedValue,
-		"session": map[string]any{"token": calllog.RedactedValue, "scopes": []any{"a", map[string]any{"password": calllog.RedactedValue}}}}
+	want := map[string]any{"user": "ada", "password": recorder.RedactedValue,
+		"session": map[string]any{"token": recorder.RedactedValue, "scopes": []any{"a", map[string]any{"password": recorder.RedactedValue}}}}
 	for name, evs := range map[string][]calllog.Event{"observer": obs.got(), "journal": mustEvents(t, st, "c1")} {
 		started := evs[0]
 		got, err := started.Payload.Value.Map()
@@ -48,7 +48,7 @@ func TestRedactedKeysNeverKept(t *testing.T) {
 		assert.Equal(t, len(args), started.Payload.Bytes, "%s: the shape is the payload's as it was", name)
 		out, err := evs[1].Payload.Value.Map()
 		require.NoError(t, err, name)
-		assert.Equal(t, map[string]any{"text": "ok", "token": calllog.RedactedValue}, out, name)
+		assert.Equal(t, map[string]any{"text": "ok", "token": recorder.RedactedValue}, out, name)
 		end := evs[2]
 		assert.False(t, end.Payload.Redacted, "%s: nothing named in the value", name)
 		assert.Equal(t, plain, end.Payload.Value, name)

@@ -13,6 +13,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // callEvents are the events of a count call besides its output events:
@@ -28,7 +29,7 @@ func (sw *sweeper) journal(ctx context.Context) (Sweep, error) {
 		curveSpec{"call-rate", "call's frames/s with the journal, default queue", "frames/s", true},
 		curveSpec{"keep-rate", "events kept per second, queue holding the whole call", "events/s", true},
 		curveSpec{"cpu-per-event", "CPU per kept event, host + child", "µs", false},
-		curveSpec{"replay-rate", "replay (read back + calllog.Replay)", "events/s", true},
+		curveSpec{"replay-rate", "replay (read back + rebuild, as skulk-host replay)", "events/s", true},
 		curveSpec{"follow-rate", "follower catch-up from the start", "events/s", true},
 		curveSpec{"bytes-per-event", "bytes on disk per event", "bytes", false},
 	)
@@ -175,7 +176,7 @@ func (sw *sweeper) journalPoint(ctx context.Context, rec *sweepRec, ss *skulkSys
 		all = append(all, evs...)
 		after = evs[len(evs)-1].Seq
 	}
-	r := calllog.Replay(all)
+	r := replay.Events(all)
 	replay := time.Since(t0)
 	if cr := r.Call(b.tree); cr == nil || cr.Err() != nil {
 		return fmt.Errorf("replay: the call is missing or failed")
@@ -184,7 +185,7 @@ func (sw *sweeper) journalPoint(ctx context.Context, rec *sweepRec, ss *skulkSys
 
 	t0 = time.Now()
 	steps := 0
-	for st, err := range calllog.NewFollower(b.st, b.tree, 0, 0).Steps(ctx) {
+	for st, err := range calllog.Follow(ctx, b.st, b.tree, 0, 0) {
 		if err != nil {
 			return fmt.Errorf("follower: %w", err)
 		}

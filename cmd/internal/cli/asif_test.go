@@ -297,7 +297,7 @@ func recordJournal(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rec, err := recorder.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+	rec, err := recorder.New(calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: st, Required: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func TestASIFExportStreamedArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rec, err := recorder.New(calllog.Options{Content: calllog.ContentFull, Journal: &calllog.Journal{Store: st, Required: true}})
+	rec, err := recorder.New(calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: st, Required: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

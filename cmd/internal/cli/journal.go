@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/jetstreamstore"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/cmd/internal/termsafe"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // Bounds of reading a journal (docs/events.md, "Reading is bounded").
@@ -82,8 +83,8 @@ func openCallJournal(path string) (*callJournal, error) {
 		return nil, err
 	}
 	return &callJournal{path: path, st: st, log: calllog.Options{
-		Content: calllog.ContentFull,
-		Journal: &calllog.Journal{Store: st, Required: true},
+		FullContent: true,
+		Journal:     &calllog.Journal{Store: st, Required: true},
 	}}, nil
 }
 
@@ -324,13 +325,9 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 	} else if tree, err = treeToFollow(ctx, st, waited, pos[0], env.Stderr); err != nil {
 		return err
 	}
-	f := calllog.NewFollower(st, tree, 0, 0)
-	for {
-		step, err := f.Next(ctx)
+	for step, err := range calllog.Follow(ctx, st, tree, 0, 0) {
 		var ce *calllog.CorruptEventError
 		switch {
-		case errors.Is(err, io.EOF):
-			return nil
 		case ctx.Err() != nil:
 			return statusErr(ExitCancelled, "interrupted")
 		case errors.As(err, &ce):
@@ -345,6 +342,7 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 			return statusErr(ExitFailure, "writing the output: %v", err)
 		}
 	}
+	return nil // the tree ended
 }
 
 // printStep prints a follower's step as JSON lines.
@@ -412,7 +410,7 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer st.Close()
-	r, err := calllog.ReplayTree(ctx, st, pos[1], &calllog.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
+	r, err := replay.FromStore(ctx, st, pos[1], &replay.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
 	if errors.Is(err, calllog.ErrNoTree) {
 		return statusErr(ExitFailure, "the journal %s has no events of tree %q", pos[0], pos[1])
 	}
@@ -425,7 +423,7 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 
 // printReplay prints each call of r: a header line, its trace (when its
 // events name one), its text, its end.
-func printReplay(w io.Writer, r *calllog.ReplayedTree) {
+func printReplay(w io.Writer, r *replay.Tree) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {

@@ -18,7 +18,10 @@ import (
 // stream.
 type journalStore interface {
 	calllog.EventStore
-	calllog.TreeLister
+	// ListTrees returns the trees kept, newest first.
+	ListTrees(ctx context.Context) ([]calllog.TreeInfo, error)
+	// TreeInfo describes one tree; calllog.ErrNoTree when there is none.
+	TreeInfo(ctx context.Context, tree string) (calllog.TreeInfo, error)
 	Close() error
 }
 
