@@ -28,6 +28,7 @@ import (
 const (
 	envServer = "MCPBRIDGE_TEST_SERVER" // set: this binary is the test MCP server
 	envMark   = "MCPBRIDGE_TEST_MARK"   // a file the server appends what it saw to (cancellations)
+	envCrash  = "MCPBRIDGE_TEST_CRASH"  // a file that, while it exists, makes the server exit 3 as it starts
 )
 
 // Paths of the binaries TestMain builds.
@@ -110,6 +111,12 @@ var (
 // runTestServer is the test MCP server: tools written with the go-sdk,
 // served over stdio.
 func runTestServer() {
+	if p := os.Getenv(envCrash); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			fmt.Fprintln(os.Stderr, "test server: crashing at start on purpose")
+			os.Exit(3)
+		}
+	}
 	mark := func(s string) {
 		if p := os.Getenv(envMark); p != "" {
 			f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
