@@ -41,14 +41,17 @@ type restartConfig struct {
 // jsonDuration is a duration written as Go writes one ("100ms", "1m").
 type jsonDuration time.Duration
 
+// errDuration: a restart field that is not a duration string.
+var errDuration = errors.New("a restart duration (window, backoff_min, backoff_max, retry_min, retry_max) is not a duration string such as \"500ms\", or is negative")
+
 func (d *jsonDuration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New("want a duration string such as \"500ms\"")
+		return errDuration
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return errors.New("want a duration string such as \"500ms\", not negative")
+		return errDuration
 	}
 	*d = jsonDuration(v)
 	return nil
@@ -131,15 +134,14 @@ func readGatewayConfig(path string) ([]gatewayChild, error) {
 
 // describeJSONErr names what is wrong with a JSON document without
 // quoting it: a syntax error's offset, or the decoder's message for a
-// field's value (which names the field and the expected form).
+// duration's.
 func describeJSONErr(err error) string {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
 	}
-	var fe interface{ Unwrap() error }
-	if errors.As(err, &fe) && fe.Unwrap() != nil {
-		return fe.Unwrap().Error()
+	if errors.Is(err, errDuration) {
+		return errDuration.Error()
 	}
 	return "not a JSON object"
 }
