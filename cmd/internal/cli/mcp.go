@@ -47,7 +47,7 @@ result, a resource link the server serves (resources/read). A failure is a
 tool error result with the code and the message, and says "synthetic" when
 the host made it up (the child died, say), with the exit status or signal
 and the end of the child's stderr. An MCP cancellation cancels the call
-(on stdio the cancelled request gets no response).
+(the cancelled request gets no response, on stdio or over HTTP).
 
 In front of an MCP server run by skulk-mcp (mcp serve -- skulk-mcp --
 SERVER) it is that server as far as a client can tell: its capabilities,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -214,3 +215,53 @@ func TestHTTPStreamResumed(t *testing.T) {
 	closeRaw(t, ctx, s, r)
 }
 
+
+// TestHTTPCancelledGetsNoAnswer: over streamable HTTP, a tools/call the
+// client cancels (notifications/cancelled on another POST) is cancelled
+// in the MCP server behind skulk-mcp, and its stream ends without a
+// response to it; the session goes on (a ping after it is answered).
+func TestHTTPCancelledGetsNoAnswer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mark := filepath.Join(t.TempDir(), "mark")
+	s, r := startRaw(t, ctx, envMark+"="+mark)
+
+	resp := r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":60000},"_meta":{"progressToken":"p"}}}`, nil)
+	defer resp.Body.Close()
+	events := newSSE(t, resp)
+	events.untilMessage(t, isMethod("notifications/progress")) // the call runs in the server
+	c := r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}}`, nil)
+	c.Body.Close()
+	require.Equal(t, http.StatusAccepted, c.StatusCode)
+	waitFile(t, mark, "cancelled sleep", 20*time.Second)
+
+	// The call's stream ends, and nothing on it answers request 2.
+	ended := make(chan []map[string]any, 1) // one value, from the goroutine below
+	go func() {
+		var got []map[string]any
+		for {
+			e, more := events.next(t)
+			if !more {
+				ended <- got
+				return
+			}
+			if m := e.message(t); m != nil {
+				got = append(got, m)
+			}
+		}
+	}()
+	select {
+	case got := <-ended:
+		for _, m := range got {
+			assert.False(t, isResponse(2)(m), "the cancelled request was answered: %v", m)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call's stream did not end within 20 s")
+	}
+
+	resp = r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil)
+	defer resp.Body.Close()
+	_, m := newSSE(t, resp).untilMessage(t, isResponse(3))
+	assert.Contains(t, m, "result")
+	closeRaw(t, ctx, s, r)
+}

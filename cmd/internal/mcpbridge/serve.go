@@ -341,8 +341,13 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 
 // HTTPHandler returns a streamable HTTP handler of the server (MCP's
 // streamable HTTP transport), with a session per client, event ids and
-// resumption (Last-Event-ID) of a dropped stream.
+// resumption (Last-Event-ID) of a dropped stream; a request the client
+// cancelled gets no response on its stream.
 func (s *Server) HTTPHandler() http.Handler {
+	return newNoAnswerHTTP(s.streamableHandler())
+}
+
+func (s *Server) streamableHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:                       s.opts.Logger,
 		PropagateRequestCancellation: true,
