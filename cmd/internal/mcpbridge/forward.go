@@ -586,10 +586,27 @@ func (s *Server) dispatch(ctx context.Context, b *backend, p frame.Payload) {
 				_ = ss.Log(ctx, &lm) //nolint:staticcheck // still served
 			}
 		}
+	case "notifications/resources/list_changed":
+		// The go-sdk sends list_changed when its own list changes: a
+		// placeholder added and removed at once makes it send one (within
+		// its 10 ms debounce). Clients never see the placeholder: list and
+		// read of resources are forwarded to the children.
+		s.srv.AddResource(listChangedResource, nil)
+		s.srv.RemoveResources(listChangedResource.URI)
+	case "notifications/prompts/list_changed":
+		s.srv.AddPrompt(listChangedPrompt, nil)
+		s.srv.RemovePrompts(listChangedPrompt.Name)
 	default:
 		s.opts.Logger.Debug("mcpbridge: notification of the child's server not passed on", "child", b.name, "method", n.Notification.Method)
 	}
 }
+
+// The placeholders through which a child's resources/list_changed and
+// prompts/list_changed reach the clients (dispatch).
+var (
+	listChangedResource = &mcp.Resource{URI: "skulk-internal://list-changed", Name: "skulk-list-changed"}
+	listChangedPrompt   = &mcp.Prompt{Name: "skulk-internal/list-changed"}
+)
 
 // leveledSessions returns the open sessions that set a log level, and
 // forgets the closed ones.

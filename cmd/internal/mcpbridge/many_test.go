@@ -304,3 +304,100 @@ func TestGatewayCrashLoop(t *testing.T) {
 	assert.Equal(t, 1, h.Children[0].CrashLoops)
 	g.close(t)
 }
+
+// TestGatewayListChangedAndLogs: over streamable HTTP, two client
+// sessions A and B of one mcp serve in front of an MCP server under
+// skulk-mcp. A sets a log level, B does not. A log of the server during
+// A's call reaches A only; the server's resources/list_changed and
+// prompts/list_changed, sent outside any call, reach both, and the new
+// resource and prompt are listed and served; its log outside any call
+// reaches A, the session that set a level, and not B.
+func TestGatewayListChangedAndLogs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+	var err error
+	s.stderr, err = collectStderr(s.cmd)
+	require.NoError(t, err)
+	require.NoError(t, s.cmd.Start())
+	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 60*time.Second)
+
+	type observed struct {
+		logs      chan string   // the data of each log notification
+		resources chan struct{} // one value per resources/list_changed
+		prompts   chan struct{} // one value per prompts/list_changed
+	}
+	connect := func() (*mcp.ClientSession, observed) {
+		o := observed{logs: make(chan string, 16), resources: make(chan struct{}, 16), prompts: make(chan struct{}, 16)} // more than the test sends
+		c := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
+			LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+				o.logs <- req.Params.Data.(string)
+			},
+			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { o.resources <- struct{}{} },
+			PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { o.prompts <- struct{}{} },
+		})
+		sess, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		require.NoError(t, err)
+		return sess, o
+	}
+	a, ao := connect()
+	b, bo := connect()
+	s.sess = a
+	defer b.Close()
+	require.NoError(t, a.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"})) //nolint:staticcheck // still served
+	wait := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no %s within 20 s", what)
+		}
+	}
+	waitLog := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ao.logs:
+			assert.Equal(t, want, got)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the log %q did not reach the session that set a level", want)
+		}
+	}
+
+	res := callTool(t, ctx, a, "log", map[string]any{"text": "during A's call"}, nil)
+	require.False(t, res.IsError, textOf(res))
+	waitLog("during A's call")
+
+	res = callTool(t, ctx, a, "grow", map[string]any{"text": "x"}, nil)
+	require.False(t, res.IsError, textOf(res))
+	wait("resources/list_changed at A", ao.resources)
+	wait("prompts/list_changed at A", ao.prompts)
+	wait("resources/list_changed at B", bo.resources)
+	wait("prompts/list_changed at B", bo.prompts)
+	waitLog("outside: x")
+
+	list, err := b.ListResources(ctx, nil)
+	require.NoError(t, err)
+	var uris []string
+	for _, r := range list.Resources {
+		uris = append(uris, r.URI)
+	}
+	assert.ElementsMatch(t, []string{bigResource, "test://grown"}, uris, "the placeholder is never listed")
+	read, err := b.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://grown"})
+	require.NoError(t, err)
+	assert.Equal(t, "grown", read.Contents[0].Text)
+	prompts, err := b.ListPrompts(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, prompts.Prompts, 1)
+	assert.Equal(t, "grown", prompts.Prompts[0].Name)
+	got, err := b.GetPrompt(ctx, &mcp.GetPromptParams{Name: "grown"})
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 1)
+
+	// Both logs reached A by now; B, which set no level, got neither.
+	time.Sleep(500 * time.Millisecond) // a log sent to B would have come by now
+	assert.Empty(t, bo.logs, "a session that set no level got the server's logs")
+	require.NoError(t, b.Close())
+	s.close(t)
+}
