@@ -54,9 +54,11 @@ var (
 // Clients routes the requests of MCP servers under skulk-mcp to the MCP
 // client whose call they serve: put HostTools in the host's
 // Config.Calls.HostTools and Env in its ExtraEnv, and pass the same
-// Clients to NewServer (ServerOptions.Clients), which registers the
-// session of each call it makes. Create it with NewClients; it is safe
-// for concurrent use.
+// Clients to NewServer or NewGateway (ServerOptions.Clients), which
+// reserves a place for each call's session before the call starts and
+// fills it in with the call's tree once it has one, so a request the
+// child makes at once waits for that, not for a fixed time. Create it
+// with NewClients; it is safe for concurrent use.
 type Clients struct {
 	mu    sync.Mutex
 	trees map[string]clientCall // call tree → the MCP request that made it; one entry per running tools/call
