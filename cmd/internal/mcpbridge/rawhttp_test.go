@@ -215,7 +215,6 @@ func TestHTTPStreamResumed(t *testing.T) {
 	closeRaw(t, ctx, s, r)
 }
 
-
 // TestHTTPCancelledGetsNoAnswer: over streamable HTTP, a tools/call the
 // client cancels (notifications/cancelled on another POST) is cancelled
 // in the MCP server behind skulk-mcp, and its stream ends without a
