@@ -200,7 +200,19 @@ func TestHTTPStreamResumed(t *testing.T) {
 	dropStream()
 	resp.Body.Close()
 
-	resp = r.request(t, ctx, http.MethodGet, "", map[string]string{"Last-Event-ID": e.id, "Accept": "text/event-stream"})
+	// Until the server has seen the dropped connection go (its HTTP server
+	// notices a peer's close on its own time), the stream is still held
+	// and a resumption gets 409 Conflict: a client tries again, as the
+	// go-sdk's does.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp = r.request(t, ctx, http.MethodGet, "", map[string]string{"Last-Event-ID": e.id, "Accept": "text/event-stream"})
+		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		resp.Body.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
 	defer resp.Body.Close()
 	_, m = newSSE(t, resp).untilMessage(t, func(m map[string]any) bool {
 		require.NotEqual(t, "notifications/progress", m["method"], "an event before Last-Event-ID was sent again")
