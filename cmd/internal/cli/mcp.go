@@ -8,12 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
+	"github.com/skulkrt/skulk/host"
 )
 
 // httpShutdownGrace bounds the wait for open HTTP requests (a client's
@@ -25,7 +29,7 @@ const httpShutdownGrace = time.Second
 // within the child's cancel grace (1 s by default) and a margin.
 const handlerWait = 5 * time.Second
 
-const mcpUsage = "mcp serve [--http ADDR [--token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
+const mcpUsage = "mcp serve [--child NAME=COMMAND [ARG]...]... [--config FILE] [--http ADDR [--token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] [-- CHILD [ARGS...]]"
 
 const mcpHelp = `
 Mcp serve starts CHILD (a Skulk provider) under supervision, as call does
@@ -43,7 +47,7 @@ result, a resource link the server serves (resources/read). A failure is a
 tool error result with the code and the message, and says "synthetic" when
 the host made it up (the child died, say), with the exit status or signal
 and the end of the child's stderr. An MCP cancellation cancels the call
-(on stdio the cancelled request gets no response).
+(the cancelled request gets no response, on stdio or over HTTP).
 
 In front of an MCP server run by skulk-mcp (mcp serve -- skulk-mcp --
 SERVER) it is that server as far as a client can tell: its capabilities,
@@ -52,6 +56,15 @@ and its contents arrive as it sent them. After the child restarts its
 tools are listed again and clients get tools/list_changed. MCP carries no deadline: a request's _meta "skulk/timeout_ms" (or
 --timeout) is the call's timeout_ms. docs/mcp.md has the whole mapping.
 
+One gateway, many servers: --child NAME=COMMAND [ARG]... (repeated) or
+--config FILE starts several children at once, any mix of Skulk providers
+and MCP servers under skulk-mcp, each on a host of its own. Their tools
+and prompts are offered as NAME/TOOL and NAME/PROMPT; their resources keep
+their URIs and are read from the child that listed them. A child whose
+host gives up restarting it (a crash loop) has its tools withdrawn
+(tools/list_changed) while a new host is started with backoff, and offered
+again once it is up. docs/mcp.md describes the config file.
+
 Traces: with OTEL_TRACES_EXPORTER=otlp in the environment, each call's
 span is exported as for call (docs/cli.md, "Trace export"), flushed before
 the command exits; a request's _meta "traceparent" (and "tracestate",
@@ -59,12 +72,21 @@ the command exits; a request's _meta "traceparent" (and "tracestate",
 
 The flags are:
 
+	--child NAME=COMMAND [ARG]...
+		a child of the gateway, named NAME (1 to 64 letters, digits,
+		'_' or '-'); the command line is split at spaces (use --config
+		for arguments with spaces). Repeat it for more children.
+	--config FILE
+		the children, as JSON: {"children": [{"name", "command", "args",
+		"env", "pool", "restart": {"max_restarts", "window",
+		"backoff_min", "backoff_max", "retry_min", "retry_max"}}]};
+		with --child, its children come after theirs.
 	--http ADDR
 		serve streamable HTTP on ADDR (such as 127.0.0.1:8080; port 0
 		picks one) instead of stdio. The address is printed on standard
 		error: "skulk-host mcp serve: listening on http://ADDR". The
-		path /healthz reports the children's states as JSON (200 when
-		one is ready, 503 when none is), behind the same guard.
+		path /healthz reports each child's state as JSON (200 when one
+		is ready, 503 when none is), behind the same guard.
 	--token-file FILE
 		with --http: every request must carry "Authorization: Bearer
 		TOKEN", TOKEN being FILE's content (its first line, without
@@ -96,7 +118,7 @@ The flags are:
 		the media bytes one result carries inline (default 4194304);
 		media past it become resource links.
 	--pool N
-		children to run (default 1).
+		processes to run of each child (default 1).
 	--metrics-addr ADDR
 		as for call: serve the host's metrics at http://ADDR/metrics
 		until the command ends.
@@ -119,18 +141,20 @@ Example:
 `
 
 type mcpOptions struct {
-	http      string
-	tokenFile string
-	tlsCert   string
-	tlsKey    string
-	clientCA  string
-	journal   string
-	timeout   time.Duration
-	inlineMax int
-	pool      int
-	metrics   string // --metrics-addr
-	redact    redactFlag
-	child     []string
+	http       string
+	tokenFile  string
+	tlsCert    string
+	tlsKey     string
+	clientCA   string
+	journal    string
+	timeout    time.Duration
+	inlineMax  int
+	pool       int
+	metrics    string // --metrics-addr
+	redact     redactFlag
+	child      []string
+	children   childFlag // --child, then --config's
+	configFile string    // --config
 	childFlags
 }
 
@@ -148,6 +172,8 @@ func parseMCP(args []string) (*mcpOptions, error) {
 	fs.IntVar(&o.pool, "pool", 1, "")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "")
 	fs.Var(&o.redact, "redact", "")
+	fs.Var(&o.children, "child", "")
+	fs.StringVar(&o.configFile, "config", "", "")
 	o.register(fs)
 	pos, child, err := parseArgs(fs, args)
 	if err != nil {
@@ -177,8 +203,24 @@ func parseMCP(args []string) (*mcpOptions, error) {
 			return nil, err
 		}
 	}
-	if err := needChild(child); err != nil {
-		return nil, err
+	if o.configFile != "" {
+		more, err := readGatewayConfig(o.configFile)
+		if err != nil {
+			return nil, err
+		}
+		o.children = append(o.children, more...)
+	}
+	switch {
+	case len(o.children) > 0 && len(child) > 0:
+		return nil, usageErr("give the children with --child or --config, or one child after --, not both")
+	case len(o.children) > 0:
+		if err := checkGatewayChildren(o.children); err != nil {
+			return nil, err
+		}
+	default:
+		if err := needChild(child); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkRedact(o.redact, o.journal); err != nil {
 		return nil, err
@@ -199,7 +241,11 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
-	cfg := o.config(o.child, env)
+	children := []gatewayChild(o.children)
+	if len(children) == 0 {
+		children = []gatewayChild{{Command: o.child[0], Args: o.child[1:]}} // unnamed: its names as they are
+	}
+	cfg := o.config([]string{children[0].Command}, env)
 	cfg.PoolSize = o.pool
 	// An MCP server under skulk-mcp asks this server's MCP client for
 	// sampling and elicitation through these host tools.
@@ -211,7 +257,7 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return err
 		}
-		defer j.close() // after closeHost
+		defer j.close() // after srv.Close, which closes the hosts
 		cfg.CallLog = j.log
 		cfg.CallLog.Redact = o.redact
 	}
@@ -224,25 +270,41 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	defer tel.close() // after closeHost: every span ended by then
-	h, err := startHost(ctx, cfg)
-	if err != nil {
-		return err
+	defer tel.close() // after srv.Close: every span ended by then
+	gw := make([]mcpbridge.Child, len(children))
+	for i, c := range children {
+		ccfg := childConfig(cfg, c)
+		gc := mcpbridge.Child{Name: c.Name, Start: func(ctx context.Context) (*host.Host, error) {
+			h, err := startHost(ctx, ccfg)
+			if err == nil && i == 0 {
+				tel.watch(h) // the metrics report the first child's pool
+			}
+			return h, err
+		}}
+		if r := c.Restart; r != nil {
+			gc.RetryMin, gc.RetryMax = time.Duration(r.RetryMin), time.Duration(r.RetryMax)
+		}
+		gw[i] = gc
 	}
-	defer closeHost(h)
-	tel.watch(h)
 	inlineMax := o.inlineMax
 	if inlineMax == 0 {
 		inlineMax = -1 // every media chunk a link
 	}
-	srv, err := mcpbridge.NewServer(h, mcpbridge.ServerOptions{
+	srv, err := mcpbridge.NewGateway(ctx, gw, mcpbridge.ServerOptions{
 		Name: "skulk-host", Timeout: o.timeout, InlineMax: inlineMax, Logger: cfg.Logger,
 		Clients: clients,
 	})
 	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if len(children) == 1 {
+				return ee // the lone child's own words, as call gives them
+			}
+			return statusErr(ee.status, "%v", err)
+		}
 		return statusErr(ExitFailure, "%v", err)
 	}
-	defer srv.Close() // before closeHost
+	defer closeServer(srv)
 	if o.http != "" {
 		return serveMCPHTTP(ctx, srv, o.http, guard, env)
 	}
@@ -255,6 +317,15 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 		return statusErr(ExitFailure, "serving MCP on stdio: %v", err)
 	}
 	return nil
+}
+
+// closeServer closes the gateway's hosts, as closeHost does one.
+func closeServer(srv *mcpbridge.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	_ = srv.Close(ctx) // the command's outcome is already decided; -v logs the details
 }
 
 // nopWriteCloser keeps the command's stdout open when the MCP session

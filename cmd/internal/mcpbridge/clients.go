@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -52,21 +51,22 @@ var (
 	ErrNoRunningCall = errors.New("mcpbridge: the MCP server's request to its client matches no single running call")
 )
 
-// clientWait bounds how long a host tool waits for the client session of
-// its call's tree to be registered: the tool handler registers it just
-// after the call started, and the call's child can ask before that.
-const clientWait = 2 * time.Second
-
 // Clients routes the requests of MCP servers under skulk-mcp to the MCP
 // client whose call they serve: put HostTools in the host's
 // Config.Calls.HostTools and Env in its ExtraEnv, and pass the same
-// Clients to NewServer (ServerOptions.Clients), which registers the
-// session of each call it makes. Create it with NewClients; it is safe
-// for concurrent use.
+// Clients to NewServer or NewGateway (ServerOptions.Clients), which
+// reserves a place for each call's session before the call starts and
+// fills it in with the call's tree once it has one, so a request the
+// child makes at once waits for that, not for a fixed time. Create it
+// with NewClients; it is safe for concurrent use.
 type Clients struct {
-	mu      sync.Mutex
-	trees   map[string]clientCall // call tree → the MCP request that made it; one entry per running tools/call
-	changed chan struct{}         // closed and replaced when an entry is added
+	mu    sync.Mutex
+	trees map[string]clientCall // call tree → the MCP request that made it; one entry per running tools/call
+	// pending counts the reservations not yet set or cancelled: tool
+	// calls being started, whose trees are not known yet. At most one
+	// per running tool handler.
+	pending int
+	changed chan struct{} // closed and replaced when an entry is set or a reservation ends
 }
 
 // clientCall is the MCP tools/call request a Skulk call tree serves: its
@@ -143,14 +143,57 @@ func ask(ctx context.Context, c *Clients, tc *host.ToolCall, params any, send fu
 	return frame.PayloadFromJSON(b)
 }
 
-// add registers the MCP request of the call tree tree; the returned func
-// removes it.
-func (c *Clients) add(tree string, ctx context.Context, s *mcp.ServerSession) func() {
+// clientReservation is a tools/call's place in Clients, taken before its
+// Skulk call starts (reserve) and set to the call's tree once the call has
+// one (set), or given up when the call did not start (cancel). A nil
+// reservation does nothing.
+type clientReservation struct {
+	c    *Clients
+	done bool // set or cancelled; owned by the tool handler
+}
+
+// reserve takes a reservation: until it is set or cancelled, find waits
+// for a tree it does not know yet instead of failing at once.
+func (c *Clients) reserve() *clientReservation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending++
+	return &clientReservation{c: c}
+}
+
+// end gives the reservation up and wakes the waiting finds. c.mu must be
+// held.
+func (r *clientReservation) endLocked() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.c.pending--
+	close(r.c.changed)
+	r.c.changed = make(chan struct{})
+}
+
+// cancel gives the reservation up: the call did not start.
+func (r *clientReservation) cancel() {
+	if r == nil {
+		return
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	r.endLocked()
+}
+
+// set registers the MCP request of the call tree tree in place of the
+// reservation; the returned func removes it.
+func (r *clientReservation) set(tree string, ctx context.Context, s *mcp.ServerSession) func() {
+	if r == nil {
+		return func() {}
+	}
+	c := r.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.trees[tree] = clientCall{ctx: ctx, session: s}
-	close(c.changed)
-	c.changed = make(chan struct{})
+	r.endLocked()
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -158,22 +201,24 @@ func (c *Clients) add(tree string, ctx context.Context, s *mcp.ServerSession) fu
 	}
 }
 
-// find returns the MCP request of tree, waiting up to clientWait for it.
+// find returns the MCP request of tree. While a tool call is being
+// started (a reservation is pending) the tree may be its own, not known
+// yet: find waits for the reservations to end, bounded by ctx. With none
+// pending, a tree not registered is ErrNoClient at once.
 func (c *Clients) find(ctx context.Context, tree string) (clientCall, error) {
-	t := time.NewTimer(clientWait)
-	defer t.Stop()
 	for {
 		c.mu.Lock()
 		cc, ok := c.trees[tree]
-		changed := c.changed
+		pending, changed := c.pending, c.changed
 		c.mu.Unlock()
 		if ok {
 			return cc, nil
 		}
+		if pending == 0 {
+			return clientCall{}, ErrNoClient
+		}
 		select {
 		case <-changed:
-		case <-t.C:
-			return clientCall{}, ErrNoClient
 		case <-ctx.Done():
 			return clientCall{}, context.Cause(ctx)
 		}

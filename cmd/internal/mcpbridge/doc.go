@@ -1,9 +1,11 @@
 // Package mcpbridge connects Skulk and the Model Context Protocol in both
 // directions, with the official Go SDK (github.com/modelcontextprotocol/go-sdk):
 //
-//   - Server exposes the tools of a supervised Skulk child (a *host.Host) as
-//     an MCP server: `skulk-host mcp serve` runs it over stdio or streamable
-//     HTTP. A call's chunks become progress notifications, its text and
+//   - Server exposes the tools of a supervised Skulk child (a *host.Host,
+//     NewServer) as an MCP server, or those of several children, each on a
+//     host of its own, their names kept apart as "name/tool", a child in a
+//     crash loop withdrawn until a new host is up (NewGateway): `skulk-host
+//     mcp serve` runs it over stdio or streamable HTTP. A call's chunks become progress notifications, its text and
 //     media become the result's content, its failure a tool error result
 //     that says whether the host made it up (synthetic).
 //   - Wrapper runs an MCP stdio server as a Skulk child: `skulk-mcp --
@@ -26,5 +28,18 @@
 //	h, _ := host.Start(ctx, host.Config{Command: "skulk-child"})
 //	defer h.Close(ctx)
 //	srv, _ := mcpbridge.NewServer(h, mcpbridge.ServerOptions{})
+//	defer srv.Close(ctx) // before h.Close
 //	err := srv.MCP().Run(ctx, &mcp.StdioTransport{})
+//
+// A gateway of two children:
+//
+//	start := func(cfg host.Config) func(context.Context) (*host.Host, error) {
+//		return func(ctx context.Context) (*host.Host, error) { return host.Start(ctx, cfg) }
+//	}
+//	srv, err := mcpbridge.NewGateway(ctx, []mcpbridge.Child{
+//		{Name: "tools", Start: start(host.Config{Command: "skulk-child"})},
+//		{Name: "files", Start: start(host.Config{Command: "skulk-mcp", Args: []string{"--", "files-server"}})},
+//	}, mcpbridge.ServerOptions{})
+//	defer srv.Close(ctx) // closes both hosts
+//	http.ListenAndServe("127.0.0.1:8080", srv.HTTPHandler())
 package mcpbridge

@@ -28,6 +28,7 @@ import (
 const (
 	envServer = "MCPBRIDGE_TEST_SERVER" // set: this binary is the test MCP server
 	envMark   = "MCPBRIDGE_TEST_MARK"   // a file the server appends what it saw to (cancellations)
+	envCrash  = "MCPBRIDGE_TEST_CRASH"  // a file that, while it exists, makes the server exit 3 as it starts
 )
 
 // Paths of the binaries TestMain builds.
@@ -110,6 +111,12 @@ var (
 // runTestServer is the test MCP server: tools written with the go-sdk,
 // served over stdio.
 func runTestServer() {
+	if p := os.Getenv(envCrash); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			fmt.Fprintln(os.Stderr, "test server: crashing at start on purpose")
+			os.Exit(3)
+		}
+	}
 	mark := func(s string) {
 		if p := os.Getenv(envMark); p != "" {
 			f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -224,6 +231,23 @@ func runTestServer() {
 				return nil, nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s %v", res.Action, res.Content["name"])}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "adds a resource test://grown and a prompt grown, outside any call, and logs outside any call at level info after its result"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			ss := req.Session
+			go func() { // ends after its two changes and its log line
+				time.Sleep(50 * time.Millisecond) // after the call's result: outside it
+				s.AddResource(&mcp.Resource{URI: "test://grown", Name: "grown", MIMEType: "text/plain"},
+					func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+						return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://grown", Text: "grown"}}}, nil
+					})
+				s.AddPrompt(&mcp.Prompt{Name: "grown", Description: "a prompt added while serving"},
+					func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+						return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "grown"}}}}, nil
+					})
+				_ = ss.Log(context.Background(), &mcp.LoggingMessageParams{Level: "info", Logger: "test-server", Data: "outside: " + a.Text}) //nolint:staticcheck // still served
+			}()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "growing"}}}, nil, nil
 		})
 	addLossTools(s)
 	s.AddResource(&mcp.Resource{URI: bigResource, Name: "big", MIMEType: "application/octet-stream"},

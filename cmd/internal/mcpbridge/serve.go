@@ -101,28 +101,28 @@ type ServerOptions struct {
 	Clients *Clients
 }
 
-// Server is an MCP server whose tools are the tools of a Host's children.
-// Create it with NewServer; serve its MCP() over any transport, or
-// HTTPHandler over HTTP. It is safe for concurrent use.
+// Server is an MCP server whose tools are the tools of supervised Skulk
+// children: one Host's (NewServer), or several children's, each on a
+// host of its own, their names kept apart (NewGateway). Serve its MCP()
+// over any transport, or HTTPHandler over HTTP. It is safe for concurrent
+// use; Close it once its transports ended.
 type Server struct {
-	h     *host.Host
-	opts  ServerOptions
-	srv   *mcp.Server
-	links *linkStore
-	// mcpChild: the children are MCP servers under skulk-mcp (they offer
-	// requestTool): requests other than tools/call are forwarded, and
-	// each chunk that is an MCP content is its own content.
-	mcpChild bool
-	// stopListen stops the listen goroutine (nil when there is none);
-	// listening waits for it.
-	stopListen context.CancelFunc
-	listening  sync.WaitGroup
-	// listed: the ids of the tools the MCP server offers; guarded by mu.
-	listed map[string]bool
+	opts     ServerOptions
+	srv      *mcp.Server
+	links    *linkStore
+	backends []*backend
+	byName   map[string]*backend
+	// stop ends the supervise and listen goroutines; work waits for them.
+	stop context.CancelFunc
+	work sync.WaitGroup
 
-	mu      sync.Mutex    // guards running, idle and listed
-	running int           // tool handlers running
-	idle    chan struct{} // closed when running drops to 0; nil while 0
+	mu       sync.Mutex    // guards running, idle, leveled and owners
+	running  int           // tool handlers running
+	idle     chan struct{} // closed when running drops to 0; nil while 0
+	leveled  map[*mcp.ServerSession]bool
+	owners   map[string]*backend // resource URI → the backend that listed it (gateway of several)
+	closeErr error
+	closed   bool
 }
 
 // enter and leave count a running tool handler, for Wait.
@@ -164,9 +164,79 @@ func (s *Server) Wait(ctx context.Context) error {
 }
 
 // NewServer returns a Server for the tools h offers now (h.Tools). The
-// Host stays the caller's: close it after the Server's transports ended.
-// The error says which tool could not be described to MCP.
+// Host stays the caller's: close it after the Server (Close). A host that
+// gives up restarting its child (every slot down) has its tools withdrawn
+// for good: NewGateway starts a new one instead. The error says which tool
+// could not be described to MCP, or that an MCP child did not describe
+// itself.
 func NewServer(h *host.Host, opts ServerOptions) (*Server, error) {
+	b := &backend{retryMin: DefaultRetryMin, retryMax: DefaultRetryMax, h: h, status: StatusUp, changed: make(chan struct{})}
+	return newServer(opts, []*backend{b})
+}
+
+// NewGateway starts every child's host (Child.Start), at once, and returns
+// a Server for all of their tools, each child's names kept apart by its
+// Name. Every child is supervised on its own: its host restarts it with
+// backoff; a host that gives up (a crash loop) has its tools withdrawn
+// (tools/list_changed) while new hosts are started, and offered again when
+// one is up. A child that does not start at first fails NewGateway, whose
+// error names it, after the hosts that did start are closed. Errors match
+// ErrNoChildren, ErrChildName, ErrChildStart, or wrap the failed start's.
+func NewGateway(ctx context.Context, children []Child, opts ServerOptions) (*Server, error) {
+	if err := validateChildren(children); err != nil {
+		return nil, err
+	}
+	bs := make([]*backend, len(children))
+	errs := make([]error, len(children))
+	var starts sync.WaitGroup
+	for i, c := range children {
+		b := &backend{name: c.Name, start: c.Start, retryMin: c.RetryMin, retryMax: c.RetryMax, changed: make(chan struct{}), status: StatusUp, owned: true}
+		if b.retryMin == 0 {
+			b.retryMin = DefaultRetryMin
+		}
+		if b.retryMax == 0 {
+			b.retryMax = max(DefaultRetryMax, b.retryMin)
+		}
+		bs[i] = b
+		starts.Go(func() { // ends with the start; waited for below
+			b.h, errs[i] = c.Start(ctx)
+		})
+	}
+	starts.Wait()
+	var first error
+	for i, err := range errs {
+		if err != nil && first == nil {
+			first = fmt.Errorf("children[%d] (%q): %w", i, children[i].Name, err)
+		}
+	}
+	if first != nil {
+		closeBackends(bs)
+		return nil, first
+	}
+	s, err := newServer(opts, bs)
+	if err != nil {
+		closeBackends(bs)
+		return nil, err
+	}
+	return s, nil
+}
+
+// closeBackends closes the hosts of backends that never served.
+func closeBackends(bs []*backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), hostCloseWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, b := range bs {
+		if b.h != nil {
+			wg.Go(func() { _ = b.h.Close(ctx) }) // waited for below
+		}
+	}
+	wg.Wait()
+}
+
+// newServer builds the Server of running backends and starts their
+// supervision.
+func newServer(opts ServerOptions, bs []*backend) (*Server, error) {
 	if opts.Name == "" {
 		opts.Name = "skulk"
 	}
@@ -188,46 +258,66 @@ func NewServer(h *host.Host, opts ServerOptions) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{h: h, opts: opts, links: newLinkStore(opts.LinkStoreMax)}
-	tools := h.Tools()
-	ids := make([]string, len(tools))
-	for i, t := range tools {
-		ids[i] = t.ID
+	s := &Server{opts: opts, links: newLinkStore(opts.LinkStoreMax), backends: bs, byName: map[string]*backend{},
+		leveled: map[*mcp.ServerSession]bool{}, owners: map[string]*backend{}}
+	for _, b := range bs {
+		b.s = s
+		b.listed = map[string]bool{}
+		s.byName[b.name] = b
 	}
 	so := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}
-	if hasRequestTool(ids) {
-		// MCP servers under skulk-mcp: their other requests are
-		// forwarded, and their capabilities are the server's.
-		s.mcpChild = true
-		ctx, cancel := context.WithTimeout(context.Background(), initializeWait)
-		init, err := childInitialize(ctx, s)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("mcpbridge: the child's MCP server did not describe itself: %w", err)
+	var mcpChildren []*backend
+	for _, b := range bs {
+		tools := b.h.Tools()
+		ids := make([]string, len(tools))
+		for i, t := range tools {
+			ids[i] = t.ID
 		}
-		s.forwardOptions(init, so)
-	}
-	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, so)
-	if s.mcpChild {
-		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
-	}
-	s.listed = map[string]bool{}
-	for _, t := range tools {
-		if t.ID == requestTool || t.ID == notifyTool {
+		if !hasRequestTool(ids) {
 			continue
 		}
-		mt, err := mcpTool(t)
+		// An MCP server under skulk-mcp: its other requests are
+		// forwarded, and its capabilities are the server's.
+		b.mcpChild = true
+		ctx, cancel := context.WithTimeout(context.Background(), initializeWait)
+		init, err := childInitialize(ctx, b)
+		cancel()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("mcpbridge: the MCP server of child %q did not describe itself: %w", b.name, err)
 		}
-		s.srv.AddTool(mt, s.handler(t.ID))
-		s.listed[t.ID] = true
+		b.init = init
+		mcpChildren = append(mcpChildren, b)
+	}
+	if len(mcpChildren) > 0 {
+		s.forwardOptions(mcpChildren, so)
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, so)
+	if len(mcpChildren) > 0 {
+		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
+	}
+	for _, b := range bs {
+		for _, t := range b.h.Tools() {
+			if t.ID == requestTool || t.ID == notifyTool {
+				continue
+			}
+			mt, err := mcpTool(t)
+			if err != nil {
+				return nil, err
+			}
+			mt.Name = b.mcpName(t.ID)
+			s.srv.AddTool(mt, s.handler(b, t.ID))
+			b.listed[mt.Name] = true
+		}
+		b.announced, _ = readyIDs(b.h)
 	}
 	s.srv.AddResourceTemplate(linkResourceTemplate(), s.links.read)
-	if s.mcpChild && hasTool(tools, notifyTool) {
-		ctx, cancel := context.WithCancel(context.Background())
-		s.stopListen = cancel
-		s.listening.Go(func() { s.listen(ctx) }) // stopped by Close
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	for _, b := range bs {
+		s.work.Go(func() { b.supervise(ctx) }) // stopped by Close
+		if b.mcpChild && hasTool(b.h.Tools(), notifyTool) {
+			s.work.Go(func() { b.listen(ctx) }) // stopped by Close
+		}
 	}
 	return s, nil
 }
@@ -251,8 +341,13 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 
 // HTTPHandler returns a streamable HTTP handler of the server (MCP's
 // streamable HTTP transport), with a session per client, event ids and
-// resumption (Last-Event-ID) of a dropped stream.
+// resumption (Last-Event-ID) of a dropped stream; a request the client
+// cancelled gets no response on its stream.
 func (s *Server) HTTPHandler() http.Handler {
+	return newNoAnswerHTTP(s.streamableHandler())
+}
+
+func (s *Server) streamableHandler() http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:                       s.opts.Logger,
 		PropagateRequestCancellation: true,
@@ -351,8 +446,8 @@ func traceOf(meta mcp.Meta) map[string]string {
 	return m
 }
 
-// handler makes the MCP tool handler of the Skulk tool id.
-func (s *Server) handler(id string) mcp.ToolHandler {
+// handler makes the MCP tool handler of the Skulk tool id of b.
+func (s *Server) handler(b *backend, id string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.enter()
 		defer s.leave()
@@ -375,14 +470,26 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 		if tr := traceOf(req.Params.Meta); tr != nil {
 			opts = append(opts, host.WithTrace(tr))
 		}
-		c, err := s.h.Call(callCtx, id, args, opts...)
+		h := b.host()
+		if h == nil {
+			r := refusedResult("the child is in a crash loop: " + host.ErrPoolDown.Error())
+			r.Meta[MetaCode] = frame.CodeUnreachable.String()
+			return r, nil
+		}
+		// The client session is reserved before the call starts, so a
+		// sampling or elicitation request of its child finds it (or
+		// waits for it) however soon it asks.
+		var reserved *clientReservation
+		if s.opts.Clients != nil && req.Session != nil {
+			reserved = s.opts.Clients.reserve()
+		}
+		c, err := h.Call(callCtx, id, args, opts...)
 		if err != nil {
+			reserved.cancel()
 			return callRefused(err), nil
 		}
-		if s.opts.Clients != nil && req.Session != nil {
-			defer s.opts.Clients.add(c.Tree(), ctx, req.Session)()
-		}
-		b := &resultBuilder{s: s, call: c, token: req.Params.GetProgressToken(), session: req.Session}
+		defer reserved.set(c.Tree(), ctx, req.Session)()
+		rb := &resultBuilder{s: s, mcp: b.mcpChild, call: c, token: req.Params.GetProgressToken(), session: req.Session}
 		for {
 			// Not bound by ctx: a cancelled call still ends with its
 			// terminal, which the host guarantees.
@@ -391,18 +498,18 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 				break
 			}
 			if err != nil {
-				b.journalErr = err
+				rb.journalErr = err
 				break
 			}
-			b.add(ctx, f)
+			rb.add(ctx, f)
 		}
 		if _, err := c.Wait(); err != nil { // at once: the output was read to its end
 			var ce *host.CallError
 			if errors.As(err, &ce) {
-				b.stderr = ce.Stderr
+				rb.stderr = ce.Stderr
 			}
 		}
-		return b.result(), nil
+		return rb.result(), nil
 	}
 }
 
@@ -485,6 +592,7 @@ func failureText(kind frame.Kind, code frame.Code, msg string, synthetic bool) s
 // content of its result. It belongs to the handler's goroutine.
 type resultBuilder struct {
 	s       *Server
+	mcp     bool // the call's child is an MCP server under skulk-mcp
 	call    *host.Call
 	token   any // the client's progress token; nil: no notifications
 	session *mcp.ServerSession
@@ -503,7 +611,7 @@ type resultBuilder struct {
 
 func (b *resultBuilder) add(ctx context.Context, f frame.Frame) {
 	switch {
-	case f.Kind == frame.KindChunk && b.s.mcpChild:
+	case f.Kind == frame.KindChunk && b.mcp:
 		b.addMCP(ctx, f)
 	case f.Kind == frame.KindChunk:
 		b.chunks++
@@ -693,7 +801,7 @@ func (b *resultBuilder) result() *mcp.CallToolResult {
 	f := b.terminal
 	switch f.Kind {
 	case frame.KindCompleted:
-		if f.Payload != nil && b.s.mcpChild {
+		if f.Payload != nil && b.mcp {
 			// The server's content came as chunks; its structured
 			// content is the payload ({"value": v} when not an object).
 			r.StructuredContent = json.RawMessage(compactJSON(f.Payload))

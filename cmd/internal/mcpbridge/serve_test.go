@@ -93,8 +93,10 @@ func (s *serveSession) close(t *testing.T) {
 			t.Errorf("close: %v (skulk-host should exit 0 when its stdin closes)", err)
 		}
 	} else {
-		if err := s.sess.Close(); err != nil {
-			t.Logf("close: %v", err)
+		if s.sess != nil {
+			if err := s.sess.Close(); err != nil {
+				t.Logf("close: %v", err)
+			}
 		}
 		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)

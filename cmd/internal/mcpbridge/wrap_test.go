@@ -275,7 +275,7 @@ func TestChain(t *testing.T) {
 	s := startServe(t, ctx, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
 
 	tools, err := s.sess.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 16 {
+	if err != nil || len(tools.Tools) != 17 {
 		t.Fatalf("tools/list: %v %v", tools, err)
 	}
 	if res := callTool(t, ctx, s.sess, "echo", map[string]any{"text": "round trip"}, nil); res.IsError || textOf(res) != "round trip|" {

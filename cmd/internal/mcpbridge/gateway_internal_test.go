@@ -1,0 +1,41 @@
+package mcpbridge
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/skulkrt/skulk/host"
+)
+
+// TestValidateChildren: NewGateway refuses what cannot keep names apart
+// or cannot start, naming the child by index, before starting anything.
+func TestValidateChildren(t *testing.T) {
+	start := func(context.Context) (*host.Host, error) { t.Fatal("started"); return nil, nil }
+	ok := Child{Name: "a", Start: start}
+	assert.NoError(t, validateChildren([]Child{{Start: start}}), "a lone unnamed child")
+	assert.NoError(t, validateChildren([]Child{ok, {Name: "b-2_C", Start: start}}))
+	for name, c := range map[string]struct {
+		children []Child
+		want     error
+	}{
+		"none":          {nil, ErrNoChildren},
+		"unnamed of 2":  {[]Child{ok, {Start: start}}, ErrChildName},
+		"slash":         {[]Child{{Name: "a/b", Start: start}}, ErrChildName},
+		"too long":      {[]Child{{Name: strings.Repeat("a", 65), Start: start}}, ErrChildName},
+		"taken":         {[]Child{ok, ok}, ErrChildName},
+		"no start":      {[]Child{{Name: "a"}}, ErrChildStart},
+		"retry":         {[]Child{{Name: "a", Start: start, RetryMin: time.Second, RetryMax: time.Millisecond}}, ErrChildStart},
+		"negative wait": {[]Child{{Name: "a", Start: start, RetryMin: -1}}, ErrChildStart},
+	} {
+		err := validateChildren(c.children)
+		assert.ErrorIs(t, err, c.want, name)
+		_, gerr := NewGateway(context.Background(), c.children, ServerOptions{})
+		assert.ErrorIs(t, gerr, c.want, name)
+	}
+	assert.Equal(t, "crash-loop", StatusCrashLoop.String())
+	assert.Equal(t, "ChildStatus(9)", ChildStatus(9).String())
+}
