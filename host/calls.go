@@ -265,7 +265,7 @@ type nestedCallee interface {
 // connection may carry the next one, and the next packet when it was read
 // already (nil when not).
 func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
-	callee, end, err := s.begin(inv)
+	callee, end, err := s.begin(nc, inv)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
@@ -285,7 +285,7 @@ func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.I
 	// endSent is set by pumpOut before it writes the end.
 	var endSent atomic.Bool
 	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release, &endSent) }() // ends at the callee's terminal; waited for below
-	reusable, bad := s.pumpIn(r, callee, inv.CallID)
+	reusable, bad := s.pumpIn(nc, r, callee, inv.CallID)
 	if bad {
 		close(invalid)
 	}
@@ -359,8 +359,9 @@ func (s *callServer) discard(r *wire.Reader, id string) bool {
 // pumpIn reads the caller's frames and passes them to callee until the
 // caller terminal. reusable: the caller's direction ended cleanly; bad:
 // an invalid frame (fence, shape, schema) ends the call with failed
-// invalid_frame.
-func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+// invalid_frame. A caller that hangs up while a chunk waits for the
+// callee ends it: see forward.
+func (s *callServer) pumpIn(nc net.Conn, r *wire.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
 		pkt, err := r.ReadPacket()
@@ -378,10 +379,13 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 		switch fp.Kind {
 		case frame.KindStarted:
 		case frame.KindChunk:
-			err := callee.send(s.stop, fp.Frame) // a send blocked on the callee ends with close
+			hungUp, err := s.forward(nc, callee, fp.Frame)
 			var se *SchemaError
 			if errors.As(err, &se) {
 				return false, true
+			}
+			if hungUp {
+				return false, false
 			}
 		case frame.KindCompleted:
 			callee.closeSend()
@@ -391,6 +395,25 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 			return true, false
 		}
 	}
+}
+
+// forward passes one caller chunk to callee. While the callee does not
+// take it the host does not read the connection (backpressure), so a
+// cancelled frame the caller writes after it waits unread: the caller's
+// hang-up is watched instead (docs/protocol.md §8 item 6), and ends the
+// send and the callee at once. hungUp reports that it did.
+func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
+	ctx, cancel := context.WithCancel(s.stop) // a send blocked on the callee also ends with close
+	defer cancel()
+	var hung atomic.Bool
+	stop := watchHangup(nc, func() {
+		hung.Store(true)
+		callee.abort()
+		cancel()
+	})
+	err = callee.send(ctx, f)
+	stop()
+	return hung.Load(), err
 }
 
 // pumpOut writes callee's provider frames, renumbered from 1 under the
@@ -464,7 +487,10 @@ func depthOf(rec *recorder.Record) int {
 
 // begin starts the call inv asks for, or returns why it is refused. end
 // releases what the call holds; the caller calls it once the call ended.
-func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
+//
+// The caller's hang-up while the call starts (waiting for a place on a
+// child, or for a journal to keep its start) cancels it.
+func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(), error) {
 	h := s.ch.h
 	if inv.Parent == "" {
 		return nil, nil, ErrNoParent
@@ -533,6 +559,7 @@ func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
 	}
 	var callee nestedCallee
 	var err error
+	stopWatch := watchHangup(nc, cancel)
 	if isHost {
 		callee, err = s.startHostTool(ctx, ht, inv, parent)
 	} else {
@@ -542,6 +569,7 @@ func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
 			callee = &callAdapter{c: c}
 		}
 	}
+	stopWatch()
 	if err != nil {
 		end()
 		return nil, nil, err
