@@ -205,19 +205,25 @@ class NestedCall:
         self._conn.send_nowait(head)
 
     def _cancel_nowait(self) -> None:
-        """Cancel without waiting: the caller's cancelled when its
-        direction is open (the host cancels the callee and answers its
-        terminal), else the connection is closed (the host cancels the
-        callee; the terminal is a synthetic cancelled)."""
+        """Cancel without waiting. A cancel is a hang-up (docs/protocol.md
+        §8 item 6), which the host sees even while it does not read the
+        connection (its callee takes no input): when the direction is
+        open and the caller's cancelled can be written at once, it is,
+        and the connection's writing is shut down (the host cancels the
+        callee and answers its terminal); else the connection is closed
+        (the host cancels the callee; the terminal is a synthetic
+        cancelled)."""
         self._cancelled = True
         self._abandon()
         if self._term is not None:
             return
         if not self._send_done:
             self._send_done = True
-            self._send_terminal("cancelled")
-        else:
-            self._conn.close()
+            if self._conn.pending() == 0:
+                self._send_terminal("cancelled")
+                if self._conn.shutdown_write():
+                    return
+        self._conn.close()
 
     async def cancel(self) -> None:
         """Cancel the call and wait for its end (at most the host's

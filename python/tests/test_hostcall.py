@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import tempfile
 import unittest
 from typing import AsyncIterator, Awaitable, Callable, Optional
@@ -327,6 +328,53 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(out, [["cancelled"], "cancelled", ("cancelled", True)])
         await asyncio.wait_for(asyncio.gather(*self.handlers, return_exceptions=True), 10)
         self.assertEqual(self.log, ["cancelled", "closed"])
+
+    async def test_cancel_is_a_hang_up(self) -> None:
+        """cancel writes the caller's cancelled and shuts down the
+        connection's writing: a host that reads nothing (its callee takes
+        no input) sees the hang-up at once, and its answer, written
+        after, still reaches the handler (not synthetic)."""
+        async def host(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            inv = await read_packet(r, LIM)
+            assert isinstance(inv, StreamInvoke)
+            sock = w.get_extra_info("socket")
+            p = select.poll()
+            p.register(sock.fileno(), select.POLLRDHUP)
+            for _ in range(500):  # at most 5 s
+                if p.poll(0):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                self.log.append("no hang-up")
+                return
+            self.log.append("hang-up")
+            kinds = []
+            while True:
+                f = await read_packet(r, LIM)
+                assert isinstance(f, StreamFrame)
+                kinds.append(f.kind)
+                if f.is_terminal():
+                    break
+            self.log.append(",".join(kinds))
+            self.log.append("eof" if await r.read(1) == b"" else "more")
+            await write_packet(w, pframe(inv.call_id, 1, "cancelled"), LIM)
+            await write_packet(w, StreamEnd(inv.call_id), LIM)
+
+        self.serve = host
+        out: list[object] = []
+
+        async def ask(call: StreamInvoke, frames: AsyncIterator[StreamFrame]) -> skulk.Output:
+            n = await call.call("echo")
+            await n.send({"text": "a"})
+            await n.cancel()
+            out.append((n.terminal.kind if n.terminal else None, n.synthetic))
+            yield call.completed()
+
+        res = await run_tool(skulk.Tool("ask", ask), {}, calls=self.calls())
+        self.assertEqual(res.outcome, "completed", res.error)
+        await asyncio.wait_for(asyncio.gather(*self.handlers, return_exceptions=True), 10)
+        self.assertEqual(self.log, ["hang-up", "started,chunk,cancelled", "eof"])
+        self.assertEqual(out, [("cancelled", False)])
 
 
 if __name__ == "__main__":
