@@ -204,3 +204,56 @@ func TestCallConnClosedMidInput(t *testing.T) {
 	}
 	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
 }
+
+// A detached call outlives its parent, so the host gives it a deadline:
+// Calls.DetachedTimeout when it asks for none, and at most that when it
+// asks for more. The callee sees that deadline and the call fails
+// timeout once it passed.
+func TestCallDetachedCeiling(t *testing.T) {
+	const ceiling = 400 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		timeoutMS int64
+		want      time.Duration
+	}{
+		{"no timeout_ms", 0, ceiling},
+		{"timeout_ms over the ceiling", 60_000, ceiling},
+		{"timeout_ms under the ceiling", 200, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deadlines := make(chan time.Duration, 1)
+			wait := HostTool{Tool: wire.Tool{ID: "wait"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
+				dl, ok := ctx.Deadline()
+				if !ok {
+					deadlines <- -1
+					return nil, nil
+				}
+				deadlines <- time.Until(dl)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}}
+			h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{wait}, DetachedTimeout: ceiling}), time.Minute)
+			parent := runningSleep(t, h, callCtx(t, 30*time.Second))
+			rc := dialCalls(t, h)
+			st, _ := frame.NewStarted("d1", frame.CallerToProvider)
+			done, _ := frame.NewCompleted("d1", frame.CallerToProvider, 1, nil)
+			rc.send(&wire.Invoke{CallID: "d1", ToolID: "wait", Parent: parent.ID(), Detached: true, TimeoutMS: tc.timeoutMS,
+				Arguments: frame.MustPayload(map[string]any{})}, &wire.Frame{Frame: st}, &wire.Frame{Frame: done})
+			left := <-deadlines
+			assert.Greater(t, left, time.Duration(0), "the callee has a deadline")
+			assert.LessOrEqual(t, left, tc.want)
+			_, term := rc.answer("d1")
+			require.Equal(t, frame.KindFailed, term.Kind)
+			assert.Equal(t, frame.CodeTimeout, term.Error.Code)
+			assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
+		})
+	}
+}
+
+// A negative Calls.DetachedTimeout is refused, naming the field.
+func TestCallDetachedTimeoutValidated(t *testing.T) {
+	cfg := callingConfig(Calls{Tools: []string{"echo"}, DetachedTimeout: -time.Second})
+	err := cfg.Validate()
+	require.ErrorIs(t, err, ErrConfig)
+	assert.Contains(t, err.Error(), "Calls.DetachedTimeout")
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -66,6 +67,9 @@ type callServer struct {
 	childTools map[string]bool
 	maxDepth   int
 	maxFlight  int
+	// detachedTimeout is Config.Calls.DetachedTimeout: the deadline of
+	// a detached call without one, and the longest one may have.
+	detachedTimeout time.Duration
 
 	wg sync.WaitGroup
 
@@ -98,7 +102,7 @@ func newCallServer(ch *child) (*callServer, error) {
 		return nil, nil
 	}
 	s := &callServer{ch: ch, hostTools: map[string]*HostTool{}, childTools: map[string]bool{},
-		maxDepth: cfg.MaxDepth, maxFlight: cfg.MaxInFlight, conns: map[net.Conn]struct{}{}}
+		maxDepth: cfg.MaxDepth, maxFlight: cfg.MaxInFlight, detachedTimeout: cfg.DetachedTimeout, conns: map[net.Conn]struct{}{}}
 	var list []wire.Tool
 	for i := range cfg.HostTools {
 		t := &cfg.HostTools[i]
@@ -506,9 +510,16 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(),
 	} else {
 		ctx, cancel = context.WithCancel(parent.rec.Context(parent.ctx))
 	}
+	var timeout time.Duration
 	if inv.TimeoutMS > 0 {
+		timeout = wire.Millis(inv.TimeoutMS)
+	}
+	if inv.Detached && (timeout == 0 || timeout > s.detachedTimeout) {
+		timeout = s.detachedTimeout // a detached call has no parent to end it
+	}
+	if timeout > 0 {
 		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, wire.Millis(inv.TimeoutMS))
+		ctx, c2 = context.WithTimeout(ctx, timeout)
 		c1 := cancel
 		cancel = func() { c2(); c1() }
 	}
