@@ -360,7 +360,7 @@ func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 	if kind == frame.KindCompleted {
 		f, _ = frame.NewCompleted(c.id, frame.CallerToProvider, c.next, nil)
 	} else {
-		f, _ = frame.NewCancelled(c.id, frame.CallerToProvider, c.next, "cancelled by the caller")
+		return c.writeCancel()
 	}
 	if err := c.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
 		c.broken = true
@@ -370,11 +370,38 @@ func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 	return nil
 }
 
+// cancelWriteWait bounds how long a cancel waits to write its cancelled
+// frame into a full socket before it closes the connection instead.
+const cancelWriteWait = 50 * time.Millisecond
+
+// writeCancel writes the caller's cancelled and then shuts down the
+// connection's writing: the host may not read the cancelled soon (its
+// callee takes no input, and the caller's chunks wait unread ahead of
+// it), but it sees the hang-up at once and cancels the callee; its answer
+// is still read (docs/protocol.md §8 item 6). When the frame cannot be
+// written within cancelWriteWait, or the writing not shut down, the
+// connection is closed: a hang-up too. The connection is not reused.
+// sendMu is held.
+func (c *Call) writeCancel() error {
+	c.broken = true
+	f, _ := frame.NewCancelled(c.id, frame.CallerToProvider, c.next, "cancelled by the caller")
+	c.nc.SetWriteDeadline(time.Now().Add(cancelWriteWait))
+	err := c.w.WritePacket(&wire.Frame{Frame: f})
+	c.nc.SetWriteDeadline(time.Time{})
+	if err != nil || !shutdownWrite(c.nc) {
+		c.closeConn()
+		return err
+	}
+	c.next++
+	return nil
+}
+
 // Cancel cancels the call: the host cancels the callee, and the call ends
 // with the terminal the host answers (cancelled, unless the callee ended
-// first). Safe to call more than once and after the end. A Cancel while
-// a Send is blocked, or after CloseSend, closes the connection instead;
-// the call then ends with a synthetic cancelled.
+// first). It reaches the callee at once, whether or not the callee takes
+// the call's input. Safe to call more than once and after the end. A
+// Cancel while a Send is blocked, or after CloseSend, closes the
+// connection instead; the call then ends with a synthetic cancelled.
 func (c *Call) Cancel() {
 	c.cancelled.Store(true)
 	if !c.sendMu.TryLock() {

@@ -21,3 +21,6 @@ func newSocketListener(f *os.File, fd int) (Listener, error) {
 func dialUnix(path string) (*os.File, error) {
 	return nil, fmt.Errorf("%w: calls through the host need a Unix system", ErrNotHosted)
 }
+
+// shutdownWrite: no call connections here.
+func shutdownWrite(Conn) bool { return false }

@@ -124,3 +124,22 @@ func dialUnix(path string) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), "calls"), nil
 }
+
+// shutdownWrite ends nc's writing (shutdown SHUT_WR) and leaves its
+// reading open: the peer sees the hang-up, and its answer can still be
+// read. It reports whether it could.
+func shutdownWrite(nc Conn) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_WR) }); err != nil {
+		return false
+	}
+	return serr == nil
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -66,6 +67,9 @@ type callServer struct {
 	childTools map[string]bool
 	maxDepth   int
 	maxFlight  int
+	// detachedTimeout is Config.Calls.DetachedTimeout: the deadline of
+	// a detached call without one, and the longest one may have.
+	detachedTimeout time.Duration
 
 	wg sync.WaitGroup
 
@@ -98,7 +102,7 @@ func newCallServer(ch *child) (*callServer, error) {
 		return nil, nil
 	}
 	s := &callServer{ch: ch, hostTools: map[string]*HostTool{}, childTools: map[string]bool{},
-		maxDepth: cfg.MaxDepth, maxFlight: cfg.MaxInFlight, conns: map[net.Conn]struct{}{}}
+		maxDepth: cfg.MaxDepth, maxFlight: cfg.MaxInFlight, detachedTimeout: cfg.DetachedTimeout, conns: map[net.Conn]struct{}{}}
 	var list []wire.Tool
 	for i := range cfg.HostTools {
 		t := &cfg.HostTools[i]
@@ -265,7 +269,7 @@ type nestedCallee interface {
 // connection may carry the next one, and the next packet when it was read
 // already (nil when not).
 func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
-	callee, end, err := s.begin(inv)
+	callee, end, err := s.begin(nc, inv)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
@@ -285,7 +289,7 @@ func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.I
 	// endSent is set by pumpOut before it writes the end.
 	var endSent atomic.Bool
 	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release, &endSent) }() // ends at the callee's terminal; waited for below
-	reusable, bad := s.pumpIn(r, callee, inv.CallID)
+	reusable, bad := s.pumpIn(nc, r, callee, inv.CallID)
 	if bad {
 		close(invalid)
 	}
@@ -359,8 +363,9 @@ func (s *callServer) discard(r *wire.Reader, id string) bool {
 // pumpIn reads the caller's frames and passes them to callee until the
 // caller terminal. reusable: the caller's direction ended cleanly; bad:
 // an invalid frame (fence, shape, schema) ends the call with failed
-// invalid_frame.
-func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+// invalid_frame. A caller that hangs up while a chunk waits for the
+// callee ends it: see forward.
+func (s *callServer) pumpIn(nc net.Conn, r *wire.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
 		pkt, err := r.ReadPacket()
@@ -378,10 +383,13 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 		switch fp.Kind {
 		case frame.KindStarted:
 		case frame.KindChunk:
-			err := callee.send(s.stop, fp.Frame) // a send blocked on the callee ends with close
+			hungUp, err := s.forward(nc, callee, fp.Frame)
 			var se *SchemaError
 			if errors.As(err, &se) {
 				return false, true
+			}
+			if hungUp {
+				return false, false
 			}
 		case frame.KindCompleted:
 			callee.closeSend()
@@ -391,6 +399,25 @@ func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reu
 			return true, false
 		}
 	}
+}
+
+// forward passes one caller chunk to callee. While the callee does not
+// take it the host does not read the connection (backpressure), so a
+// cancelled frame the caller writes after it waits unread: the caller's
+// hang-up is watched instead (docs/protocol.md §8 item 6), and ends the
+// send and the callee at once. hungUp reports that it did.
+func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
+	ctx, cancel := context.WithCancel(s.stop) // a send blocked on the callee also ends with close
+	defer cancel()
+	var hung atomic.Bool
+	stop := watchHangup(nc, func() {
+		hung.Store(true)
+		callee.abort()
+		cancel()
+	})
+	err = callee.send(ctx, f)
+	stop()
+	return hung.Load(), err
 }
 
 // pumpOut writes callee's provider frames, renumbered from 1 under the
@@ -464,7 +491,10 @@ func depthOf(rec *recorder.Record) int {
 
 // begin starts the call inv asks for, or returns why it is refused. end
 // releases what the call holds; the caller calls it once the call ended.
-func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
+//
+// The caller's hang-up while the call starts (waiting for a place on a
+// child, or for a journal to keep its start) cancels it.
+func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(), error) {
 	h := s.ch.h
 	if inv.Parent == "" {
 		return nil, nil, ErrNoParent
@@ -480,9 +510,16 @@ func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
 	} else {
 		ctx, cancel = context.WithCancel(parent.rec.Context(parent.ctx))
 	}
+	var timeout time.Duration
 	if inv.TimeoutMS > 0 {
+		timeout = wire.Millis(inv.TimeoutMS)
+	}
+	if inv.Detached && (timeout == 0 || timeout > s.detachedTimeout) {
+		timeout = s.detachedTimeout // a detached call has no parent to end it
+	}
+	if timeout > 0 {
 		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, wire.Millis(inv.TimeoutMS))
+		ctx, c2 = context.WithTimeout(ctx, timeout)
 		c1 := cancel
 		cancel = func() { c2(); c1() }
 	}
@@ -533,6 +570,7 @@ func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
 	}
 	var callee nestedCallee
 	var err error
+	stopWatch := watchHangup(nc, cancel)
 	if isHost {
 		callee, err = s.startHostTool(ctx, ht, inv, parent)
 	} else {
@@ -542,6 +580,7 @@ func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
 			callee = &callAdapter{c: c}
 		}
 	}
+	stopWatch()
 	if err != nil {
 		end()
 		return nil, nil, err

@@ -200,6 +200,14 @@ type Calls struct {
 	// host at once; one over it is refused with ErrTooManyCalls. 0 means
 	// DefaultMaxInFlight.
 	MaxInFlight int
+	// DetachedTimeout is the deadline of a detached call a child makes
+	// (docs/protocol.md §8 item 7) that gives no timeout_ms, and the
+	// longest one may ask for: a detached call outlives the handler that
+	// made it, so without a ceiling nothing would ever end it. A longer
+	// timeout_ms is cut to it. 0 means DefaultDetachedTimeout; negative
+	// is refused. Calls that are steps of their parent have the parent's
+	// deadline instead.
+	DetachedTimeout time.Duration
 }
 
 // Defaults and ceilings of Calls.
@@ -207,7 +215,9 @@ const (
 	DefaultMaxDepth    = 8
 	MaxDepthCeiling    = 64
 	DefaultMaxInFlight = 16
-	maxInFlightCeiling = 1 << 16
+	// DefaultDetachedTimeout is Calls.DetachedTimeout's default.
+	DefaultDetachedTimeout = 10 * time.Minute
+	maxInFlightCeiling     = 1 << 16
 )
 
 // offers reports whether c offers anything.
@@ -219,6 +229,8 @@ func (c *Calls) validate() error {
 		return configErr("Calls.MaxDepth", fmt.Sprintf("must be 0..%d", MaxDepthCeiling))
 	case c.MaxInFlight < 0 || c.MaxInFlight > maxInFlightCeiling:
 		return configErr("Calls.MaxInFlight", fmt.Sprintf("must be 0..%d", maxInFlightCeiling))
+	case c.DetachedTimeout < 0:
+		return configErr("Calls.DetachedTimeout", "must not be negative")
 	}
 	seen := map[string]bool{}
 	for i, id := range c.Tools {
@@ -444,6 +456,7 @@ func (c Config) withDefaults() Config {
 	if c.Calls.MaxInFlight == 0 {
 		c.Calls.MaxInFlight = DefaultMaxInFlight
 	}
+	def(&c.Calls.DetachedTimeout, DefaultDetachedTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

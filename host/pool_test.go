@@ -125,7 +125,7 @@ func TestConfigDefaults(t *testing.T) {
 		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, StartTimeout: 10 * time.Second,
 		CancelGrace: time.Second, EndGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
 		StuckLimit: 1, Logger: c.Logger, Env: DefaultEnv(),
-		Calls:   Calls{MaxDepth: DefaultMaxDepth, MaxInFlight: DefaultMaxInFlight},
+		Calls:   Calls{MaxDepth: DefaultMaxDepth, MaxInFlight: DefaultMaxInFlight, DetachedTimeout: 10 * time.Minute},
 		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {

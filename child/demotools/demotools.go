@@ -59,7 +59,7 @@ func Tools(opts Options) []child.Tool {
 		tools = append(tools, crash(opts.Exit))
 	}
 	if opts.CallTools {
-		tools = append(tools, relay())
+		tools = append(tools, relay(opts.TestTools))
 	}
 	return tools
 }
@@ -337,23 +337,32 @@ func crash(exit func(int)) child.Tool {
 	}
 }
 
-func relay() child.Tool {
+func relay(testTools bool) child.Tool {
+	props := map[string]any{
+		"tool":  map[string]any{"type": "string", "minLength": 1, "maxLength": 128},
+		"args":  map[string]any{"type": "object"},
+		"leave": map[string]any{"type": "boolean", "default": false},
+	}
+	if testTools {
+		props["feed"] = integer(0, 10_000_000, ptr(0))
+		props["cancel_on_input"] = map[string]any{"type": "boolean", "default": false}
+	}
 	return child.Tool{
-		ID:          "relay",
-		Description: "Calls tool through the host with args and streams its output back; completes with its result or ends with its failure.",
-		ArgumentsSchema: object(map[string]any{
-			"tool":  map[string]any{"type": "string", "minLength": 1, "maxLength": 128},
-			"args":  map[string]any{"type": "object"},
-			"leave": map[string]any{"type": "boolean", "default": false},
-		}, "tool"),
-		InputSchema:  anyObject(),
-		OutputSchema: anyObject(),
-		ResultSchema: anyObject(),
+		ID:              "relay",
+		Description:     "Calls tool through the host with args and streams its output back; completes with its result or ends with its failure.",
+		ArgumentsSchema: object(props, "tool"),
+		InputSchema:     anyObject(),
+		OutputSchema:    anyObject(),
+		ResultSchema:    anyObject(),
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			var a struct {
 				Tool  string         `json:"tool"`
 				Args  map[string]any `json:"args"`
 				Leave bool           `json:"leave"`
+				Feed  int64          `json:"feed"`
+				// CancelOnInput: cancel the call when relay's own caller
+				// sends a chunk or ends its input.
+				CancelOnInput bool `json:"cancel_on_input"`
 			}
 			if err := s.Arguments().Decode(&a); err != nil || a.Tool == "" {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: tool must be a tool id"}
@@ -371,6 +380,9 @@ func relay() child.Tool {
 			}
 			if a.Leave {
 				return nil, nil // the SDK cancels the call left open, and waits for its end
+			}
+			if a.Feed > 0 || a.CancelOnInput {
+				return feedCall(ctx, s, c, a.Feed, a.CancelOnInput)
 			}
 			if err := c.CloseSend(); err != nil {
 				c.Cancel()
@@ -393,6 +405,44 @@ func relay() child.Tool {
 			return res, nil
 		},
 	}
+}
+
+// feedCall sends n chunks {"i": i} to the call c (they block while its
+// callee does not take them) and then ends its input; with cancel, it
+// leaves the input open and cancels c as soon as relay's caller sends a
+// chunk or ends its input, whatever the sending is doing. relay then
+// ends with c's end.
+func feedCall(ctx context.Context, s *child.Stream, c *child.Call, n int64, cancel bool) (frame.Payload, error) {
+	// fed holds the sender's one result.
+	fed := make(chan error, 1)
+	go func() { // stopped by the last chunk or by c's cancel; waited for below
+		for i := range n {
+			if err := c.Send(ctx, frame.MustPayload(map[string]any{"i": i}), nil); err != nil {
+				fed <- err
+				return
+			}
+		}
+		if cancel {
+			fed <- nil
+			return
+		}
+		fed <- c.CloseSend()
+	}()
+	if cancel {
+		for range s.Input() {
+			break
+		}
+		c.Cancel()
+	}
+	ferr := <-fed
+	res, err := c.Wait()
+	switch {
+	case err != nil:
+		return nil, relayError(err)
+	case ferr != nil:
+		return nil, relayError(ferr)
+	}
+	return res, nil
 }
 
 // relayError is relay's failure for the error of its call: the callee's

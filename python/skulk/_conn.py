@@ -273,6 +273,20 @@ class Conn:
         self._waiters.append((0, fut))
         await fut
 
+    def shutdown_write(self) -> bool:
+        """End the connection's writing (shutdown SHUT_WR) and keep its
+        reading: the peer sees a hang-up, and its answer can still be
+        read. False, and nothing done, while bytes wait unwritten or when
+        the socket refuses."""
+        if self.closed or self.broken or self.pending():
+            return False
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            return False
+        self.broken = True  # nothing more can be written
+        return True
+
     def pending(self) -> int:
         """Bytes queued and not yet written."""
         return self._out_bytes + len(self._pend)

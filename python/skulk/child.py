@@ -883,6 +883,7 @@ class _Runtime:
         for c in list(self.open_conns):
             c.close()
         if self.offer is not None:
+            self.offer.close_idle()
             for n in list(self.offer.open):
                 if isinstance(n, NestedCall):
                     n._conn.close()

@@ -45,7 +45,7 @@ __all__ = ["NestedCall", "CallStart"]
 CALLER: Direction = "caller_to_provider"
 PROVIDER: Direction = "provider_to_caller"
 #: How long the host's end may take to follow its terminal before the
-#: connection is closed anyway (it is never reused).
+#: connection is closed anyway (and not reused).
 END_WAIT = 1.0
 #: The least a call left open gets to end after its cancel.
 MIN_GRACE = 0.01
@@ -82,6 +82,31 @@ class _Offer:
         # Calls open (and places taken by calls being dialed): at most
         # calls.max_in_flight.
         self.open: set[object] = set()
+        # Idle call connections, each left by a call that ended cleanly
+        # (docs/protocol.md §8 item 3): at most calls.max_in_flight; one
+        # more is closed.
+        self.idle: list[Conn] = []
+
+    def take_idle(self) -> Optional[Conn]:
+        """An idle call connection to reuse, or None: dial a new one."""
+        while self.idle:
+            c = self.idle.pop()
+            if not c.closed and not c.broken:
+                return c
+        return None
+
+    def give_back(self, conn: Conn) -> None:
+        """Keep conn for the next call, or close it when enough are idle."""
+        if len(self.idle) < self.calls.max_in_flight and not conn.closed and not conn.broken:
+            self.idle.append(conn)
+        else:
+            conn.close()
+
+    def close_idle(self) -> None:
+        """Close every idle call connection (the child is stopping)."""
+        idle, self.idle = self.idle, []
+        for c in idle:
+            c.close()
 
     def validator(self, tool: ToolDescriptor, which: str) -> Any:
         """The compiled arguments or input schema of tool, or None when it
@@ -205,19 +230,25 @@ class NestedCall:
         self._conn.send_nowait(head)
 
     def _cancel_nowait(self) -> None:
-        """Cancel without waiting: the caller's cancelled when its
-        direction is open (the host cancels the callee and answers its
-        terminal), else the connection is closed (the host cancels the
-        callee; the terminal is a synthetic cancelled)."""
+        """Cancel without waiting. A cancel is a hang-up (docs/protocol.md
+        §8 item 6), which the host sees even while it does not read the
+        connection (its callee takes no input): when the direction is
+        open and the caller's cancelled can be written at once, it is,
+        and the connection's writing is shut down (the host cancels the
+        callee and answers its terminal); else the connection is closed
+        (the host cancels the callee; the terminal is a synthetic
+        cancelled)."""
         self._cancelled = True
         self._abandon()
         if self._term is not None:
             return
         if not self._send_done:
             self._send_done = True
-            self._send_terminal("cancelled")
-        else:
-            self._conn.close()
+            if self._conn.pending() == 0:
+                self._send_terminal("cancelled")
+                if self._conn.shutdown_write():
+                    return
+        self._conn.close()
 
     async def cancel(self) -> None:
         """Cancel the call and wait for its end (at most the host's
@@ -297,9 +328,11 @@ class NestedCall:
     async def _read(self) -> None:
         """The reader task: the host's provider frames, fenced, up to the
         terminal and its end; a broken connection gives a synthetic
-        terminal. The connection is closed at the end (never reused)."""
+        terminal. A connection whose call ended in step goes back to the
+        idle list for the next call; any other is closed."""
         fence = self._fence
         term: Optional[StreamFrame] = None
+        ended = False  # the host's terminal and end came, in step
         try:
             while True:
                 try:
@@ -324,7 +357,8 @@ class NestedCall:
                 if pkt.is_terminal():
                     term = pkt
                     try:
-                        await asyncio.wait_for(self._conn.read_packet(), END_WAIT)
+                        end = await asyncio.wait_for(self._conn.read_packet(), END_WAIT)
+                        ended = type(end) is StreamEnd and end.call_id == self._id
                     except (asyncio.TimeoutError, ConnectionClosed, ProtocolError, InvalidPacketError, OSError):
                         pass
                     return
@@ -336,7 +370,16 @@ class NestedCall:
             if term is None:
                 term = self._synthetic("unreachable", "call connection to the host broke")
             self._term = term
-            self._conn.close()
+            # A connection whose call ended in step is reused (§6, §8):
+            # the caller's direction is ended first when it was not; one
+            # a cancel shut down or closed is not.
+            if ended and not self._cancelled and not self._send_done:
+                self._send_done = True
+                self._send_terminal("completed")
+            if ended and not self._cancelled:
+                self._offer.give_back(self._conn)
+            else:
+                self._conn.close()
             self._offer.open.discard(self)
             if self._owner is not None:
                 self._owner.nested.discard(self)
@@ -428,6 +471,9 @@ class CallStart:
         inv.check()
         head, _ = encode_packet(inv, rt.limits)
         started, _ = encode_packet(StreamFrame(inv.call_id, CALLER, 0, "started"), rt.limits)
+        conn = of.take_idle()
+        if conn is not None:
+            return self._begin(rt, cl, of, t, inv, conn, head + started)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         # The place is taken before the first await, so that calls made
@@ -445,13 +491,18 @@ class CallStart:
             of.open.discard(placeholder)
             raise
         of.open.discard(placeholder)
-        conn = Conn(sock, rt.loop, rt.limits)
+        return self._begin(rt, cl, of, t, inv, Conn(sock, rt.loop, rt.limits), head + started)
+
+    def _begin(self, rt: _Runtime, cl: _Call, of: _Offer, t: ToolDescriptor, inv: StreamInvoke, conn: Conn,
+               first: bytes) -> NestedCall:
+        """Start the call on conn: register it and write its invoke and
+        started."""
         owner = None if self._detached else cl
         n = NestedCall(rt, owner, of, t, inv.call_id, conn)
         of.open.add(n)
         if owner is not None:
             owner.nested.add(n)
-        conn.send_nowait(head + started)
+        conn.send_nowait(first)
         n._start()
         return n
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import tempfile
 import unittest
 from typing import AsyncIterator, Awaitable, Callable, Optional
@@ -327,6 +328,112 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(out, [["cancelled"], "cancelled", ("cancelled", True)])
         await asyncio.wait_for(asyncio.gather(*self.handlers, return_exceptions=True), 10)
         self.assertEqual(self.log, ["cancelled", "closed"])
+
+    async def test_cancel_is_a_hang_up(self) -> None:
+        """cancel writes the caller's cancelled and shuts down the
+        connection's writing: a host that reads nothing (its callee takes
+        no input) sees the hang-up at once, and its answer, written
+        after, still reaches the handler (not synthetic)."""
+        async def host(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            inv = await read_packet(r, LIM)
+            assert isinstance(inv, StreamInvoke)
+            sock = w.get_extra_info("socket")
+            p = select.poll()
+            p.register(sock.fileno(), select.POLLRDHUP)
+            for _ in range(500):  # at most 5 s
+                if p.poll(0):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                self.log.append("no hang-up")
+                return
+            self.log.append("hang-up")
+            kinds = []
+            while True:
+                f = await read_packet(r, LIM)
+                assert isinstance(f, StreamFrame)
+                kinds.append(f.kind)
+                if f.is_terminal():
+                    break
+            self.log.append(",".join(kinds))
+            self.log.append("eof" if await r.read(1) == b"" else "more")
+            await write_packet(w, pframe(inv.call_id, 1, "cancelled"), LIM)
+            await write_packet(w, StreamEnd(inv.call_id), LIM)
+
+        self.serve = host
+        out: list[object] = []
+
+        async def ask(call: StreamInvoke, frames: AsyncIterator[StreamFrame]) -> skulk.Output:
+            n = await call.call("echo")
+            await n.send({"text": "a"})
+            await n.cancel()
+            out.append((n.terminal.kind if n.terminal else None, n.synthetic))
+            yield call.completed()
+
+        res = await run_tool(skulk.Tool("ask", ask), {}, calls=self.calls())
+        self.assertEqual(res.outcome, "completed", res.error)
+        await asyncio.wait_for(asyncio.gather(*self.handlers, return_exceptions=True), 10)
+        self.assertEqual(self.log, ["hang-up", "started,chunk,cancelled", "eof"])
+        self.assertEqual(out, [("cancelled", False)])
+
+    async def test_connection_reused(self) -> None:
+        """A call whose terminal and end came in step leaves its
+        connection idle, and the next call takes it instead of dialing
+        (docs/protocol.md §8 item 3), its caller's completed written
+        first when the handler had not; a cancelled call's connection
+        is not reused."""
+        async def host(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            while True:
+                try:
+                    inv = await read_packet(r, LIM)
+                except (skulk.ConnectionClosed, OSError, asyncio.IncompleteReadError):
+                    self.log.append("closed")
+                    return
+                assert isinstance(inv, StreamInvoke)
+                self.log.append(inv.call_id)
+                kinds = []
+                while True:
+                    try:
+                        f = await read_packet(r, LIM)
+                    except (skulk.ConnectionClosed, OSError, asyncio.IncompleteReadError):
+                        self.log.append("closed")
+                        return
+                    assert isinstance(f, StreamFrame)
+                    if f.kind == "started":
+                        continue
+                    kinds.append(f.kind)
+                    if f.is_terminal():
+                        break
+                if kinds[-1] == "cancelled":
+                    await write_packet(w, pframe(inv.call_id, 1, "cancelled"), LIM)
+                    await write_packet(w, StreamEnd(inv.call_id), LIM)
+                    continue
+                await write_packet(w, pframe(inv.call_id, 1, "completed", {"ok": True}), LIM)
+                await write_packet(w, StreamEnd(inv.call_id), LIM)
+
+        self.serve = host
+        ids: list[str] = []
+
+        async def ask(call: StreamInvoke, frames: AsyncIterator[StreamFrame]) -> skulk.Output:
+            for _ in range(3):
+                n = await call.call("lookup", {"word": "x"})
+                ids.append(n.id)
+                await n.close_send()
+                assert await n.wait() == {"ok": True}
+            c = await call.call("lookup", {"word": "y"})
+            ids.append(c.id)
+            await c.cancel()
+            d = await call.call("lookup", {"word": "z"})
+            ids.append(d.id)
+            await d.close_send()
+            await d.wait()
+            yield call.completed()
+
+        res = await run_tool(skulk.Tool("ask", ask), {}, calls=self.calls())
+        self.assertEqual(res.outcome, "completed", res.error)
+        await asyncio.wait_for(asyncio.gather(*self.handlers, return_exceptions=True), 10)
+        self.assertEqual(self.conns, 2, self.log)
+        self.assertEqual(self.log, ids[:4] + ["closed", ids[4], "closed"])
 
 
 if __name__ == "__main__":

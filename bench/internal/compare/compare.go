@@ -110,7 +110,7 @@ var (
 )
 
 // WorkloadIDs are the workloads in run order: what Options.Workloads names.
-var WorkloadIDs = []string{"small-stream", "media", "echo", "calls", "unary", "start", "crash", "health"}
+var WorkloadIDs = []string{"small-stream", "media", "echo", "calls", "unary", "nested", "start", "crash", "health"}
 
 // sample is one round's values, one per metric of the workload.
 type sample []float64
@@ -174,6 +174,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.wants("unary") {
 		r.calls(ctx, sessions, mUnary50, mUnary99, cUnary, session.unary)
+	}
+	if r.wants("nested") {
+		r.nested(ctx)
 	}
 	if r.wants("start") {
 		r.single(ctx, mStart, p.startRounds, func(ctx context.Context, s system) (float64, error) {

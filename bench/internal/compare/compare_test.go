@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -85,7 +86,7 @@ func fakeReport(figs map[string]map[string]float64) *Report {
 	for _, name := range SystemNames {
 		r.systems = append(r.systems, &skulkSystem{sys: name})
 	}
-	for _, m := range []metricSpec{mSmall, mMedia, mCall50, mStart, mCrash, mHealth} {
+	for _, m := range []metricSpec{mSmall, mMedia, mCall50, mUnary50, mNestHost50, mNestChild50, mStart, mCrash, mHealth} {
 		for sys, v := range figs[m.id] {
 			r.fig(m, sys).Samples = []float64{v}
 		}
@@ -148,10 +149,13 @@ func TestCPURows(t *testing.T) {
 
 func TestAdvantageAndTargets(t *testing.T) {
 	rep := fakeReport(map[string]map[string]float64{
-		"small-stream": {Skulk: 300, "go-plugin": 100, "raw": 400},
-		"call-p50":     {Skulk: 20, "go-plugin": 100, "raw": 10},
-		"crash":        {Skulk: 25},
-		"health-p99":   {Skulk: 1},
+		"small-stream":     {Skulk: 300, "go-plugin": 100, "raw": 400},
+		"call-p50":         {Skulk: 20, "go-plugin": 100, "raw": 10},
+		"unary-p50":        {Skulk: 30, "go-plugin": 100, "raw": 10},
+		"nested-host-p50":  {Skulk: 50, "go-plugin": 100},
+		"nested-child-p50": {Skulk: 100, "go-plugin": 200},
+		"crash":            {Skulk: 25},
+		"health-p99":       {Skulk: 1},
 	})
 	if f := figOf(rep, "small-stream", "go-plugin"); f.SkulkAdvantage != 3 {
 		t.Errorf("rate advantage = %v, want 3", f.SkulkAdvantage)
@@ -164,12 +168,14 @@ func TestAdvantageAndTargets(t *testing.T) {
 		status[tg.Text] = tg
 	}
 	for text, met := range map[string]bool{
-		"small-frame stream ≥ 2× go-plugin's gRPC stream rate":           true,
-		"small-frame stream ≥ the raw one-write-per-message rate":        false,
-		"sequential call p50 within 2× the raw ping-pong round trip":     true,
-		"sequential call p50 ≥ 3× faster than go-plugin's unary call":    true,
-		"crash detection under 20 ms":                                    false,
-		"health-ping p99 under 5 ms while every stream is backpressured": true,
+		"small-frame stream ≥ 2× go-plugin's gRPC stream rate":                            true,
+		"small-frame stream ≥ the raw one-write-per-message rate":                         false,
+		"sequential call p50 within 2× the raw ping-pong round trip":                      true,
+		"sequential call p50 ≥ 3× faster than go-plugin's unary call":                     true,
+		"crash detection under 20 ms":                                                     false,
+		"nested call to a host-side function p50 within 2× the host's own unary call p50": true,
+		"nested call to another child's tool p50 within 3× the host's own unary call p50": false,
+		"health-ping p99 under 5 ms while every stream is backpressured":                  true,
 	} {
 		tg, ok := status[text]
 		if !ok {
@@ -332,5 +338,42 @@ func TestRunQuickSubset(t *testing.T) {
 				t.Errorf("%s/%s: host CPU %v, children's %v over the rounds", m.ID, f.System, f.HostCPUSamples, f.ChildCPUSamples)
 			}
 		}
+	}
+}
+
+// TestNestedRows runs the nested workload: Skulk and go-plugin each have
+// a p50, p99 and CPU figure for a nested call to a host-side function
+// and to another child's tool; raw, which has no calls both ways, is
+// marked not applicable rather than failed.
+func TestNestedRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := plan{rounds: 1, target: 20 * time.Millisecond, timeout: 30 * time.Second}
+	rep, err := Run(ctx, Options{Bin: bins, Dir: t.TempDir(), sizes: &p,
+		Systems: []string{Skulk, "go-plugin", "raw"}, Workloads: []string{"nested"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range rep.Metrics {
+		ids = append(ids, m.ID)
+		for _, f := range m.Figures {
+			switch {
+			case f.System == "raw" && m.CPUOf != "":
+				if len(f.Samples) > 0 || f.Err != "" {
+					t.Errorf("%s/raw: %d samples, err %q; want none", m.ID, len(f.Samples), f.Err)
+				}
+			case f.System == "raw":
+				if f.NA == "" {
+					t.Errorf("%s/raw: not marked n/a (err %q)", m.ID, f.Err)
+				}
+			case f.Err != "" || f.NA != "" || len(f.Samples) == 0 || f.Median <= 0:
+				t.Errorf("%s/%s: no figure (err %q, n/a %q)", m.ID, f.System, f.Err, f.NA)
+			}
+		}
+	}
+	want := []string{"nested-host-p50", "nested-host-p99", "nested-host-cpu", "nested-child-p50", "nested-child-p99", "nested-child-cpu"}
+	if !reflect.DeepEqual(ids, want) {
+		t.Errorf("rows %q, want %q", ids, want)
 	}
 }

@@ -250,6 +250,27 @@ func targets(rep *Report) []Target {
 		}
 		out = append(out, t)
 	}
+	// within: Skulk's median of row id is at most want times its median
+	// of row base, in the same run.
+	within := func(id, base string, want float64, text string) {
+		t := Target{Text: text, Want: want}
+		f, b := figOf(rep, id, Skulk), figOf(rep, base, Skulk)
+		switch {
+		case f == nil || b == nil:
+			return
+		case f.Median <= 0 || b.Median <= 0:
+			t.Status = "not measured"
+		default:
+			t.Got = f.Median / b.Median
+			t.Met = t.Got <= want
+			if t.Met {
+				t.Status = fmt.Sprintf("met: %.3g× (target ≤ %.3g×)", t.Got, want)
+			} else {
+				t.Status = fmt.Sprintf("MISSED: %.3g× against ≤ %.3g×", t.Got, want)
+			}
+		}
+		out = append(out, t)
+	}
 	ratio(mSmall.id, "go-plugin", 2, "small-frame stream ≥ 2× go-plugin's gRPC stream rate")
 	ratio(mSmall.id, "raw", 1, "small-frame stream ≥ the raw one-write-per-message rate")
 	ratio(mMedia.id, "raw", 0.8, "1 MiB media ≥ 80% of raw socket bandwidth")
@@ -260,6 +281,8 @@ func targets(rep *Report) []Target {
 	ratio(mUnary50.id, "raw", 0.5, "sequential unary call p50 within 2× the raw ping-pong round trip")
 	ratio(mUnary50.id, "go-plugin", 3, "sequential unary call p50 ≥ 3× faster than go-plugin's unary call")
 	ratio(mStart.id, "go-plugin", 3, "start to first call ≥ 3× faster than go-plugin")
+	within(mNestHost50.id, mUnary50.id, 2, "nested call to a host-side function p50 within 2× the host's own unary call p50")
+	within(mNestChild50.id, mUnary50.id, 3, "nested call to another child's tool p50 within 3× the host's own unary call p50")
 	under(mCrash.id, 20, "ms", "crash detection under 20 ms")
 	under(mHealth.id, 5, "ms", "health-ping p99 under 5 ms while every stream is backpressured")
 	return out

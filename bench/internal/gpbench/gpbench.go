@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -124,8 +125,87 @@ var echoDesc = grpc.StreamDesc{StreamName: "Echo", Handler: handleEcho, ServerSt
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: serviceName,
 	HandlerType: (*any)(nil),
-	Methods:     []grpc.MethodDesc{{MethodName: "Call", Handler: handleCall}},
+	Methods:     []grpc.MethodDesc{{MethodName: "Call", Handler: handleCall}, {MethodName: "Nest", Handler: handleNest}},
 	Streams:     []grpc.StreamDesc{streamDesc, echoDesc},
+}
+
+// hostServiceName is the service the host offers its plugin over the
+// GRPCBroker: go-plugin's bidirectional calls, the peer of a Skulk
+// child's calls through its host.
+const hostServiceName = "skulkbench.Host"
+
+var hostServiceDesc = grpc.ServiceDesc{
+	ServiceName: hostServiceName,
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Call", Handler: handleHostCall}},
+}
+
+// HostFunc is the host service's one method: it answers a request the
+// plugin passes on from a Nest call.
+type HostFunc func(ctx context.Context, b []byte) ([]byte, error)
+
+// handleHostCall runs the HostFunc the service was registered with.
+func handleHostCall(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	var m Msg
+	if err := dec(&m); err != nil {
+		return nil, err
+	}
+	out, err := srv.(HostFunc)(ctx, m.B)
+	if err != nil {
+		return nil, err
+	}
+	return &Msg{B: out}, nil
+}
+
+// errNest is returned for a Nest request shorter than its broker id.
+var errNest = errors.New("gpbench: malformed nest request")
+
+// handleNest calls the host service whose broker id leads the request
+// (4 bytes, big-endian) with the rest of the request, and returns its
+// reply: a call from the plugin back into its host, made while the
+// host's call waits.
+func handleNest(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	var m Msg
+	if err := dec(&m); err != nil {
+		return nil, err
+	}
+	if len(m.B) < 4 {
+		return nil, errNest
+	}
+	cc, err := srv.(*server).hostConn(binary.BigEndian.Uint32(m.B))
+	if err != nil {
+		return nil, err
+	}
+	var out Msg
+	if err := cc.Invoke(ctx, "/"+hostServiceName+"/Call", &Msg{B: m.B[4:]}, &out, grpc.ForceCodec(Codec{})); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// server is the plugin's side of the bench service: it keeps one
+// connection per host service it was asked to call (dialed through the
+// broker at the first call, reused after, as a Skulk child keeps its idle
+// call connections).
+type server struct {
+	broker *plugin.GRPCBroker
+
+	mu    sync.Mutex
+	conns map[uint32]*grpc.ClientConn // at most one per broker id the host offers; closed with the broker
+}
+
+func (s *server) hostConn(id uint32) (*grpc.ClientConn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cc := s.conns[id]; cc != nil {
+		return cc, nil
+	}
+	cc, err := s.broker.Dial(id)
+	if err != nil {
+		return nil, err
+	}
+	s.conns[id] = cc
+	return cc, nil
 }
 
 // handleStream sends what the request asks for: N messages of Size bytes.
@@ -199,19 +279,45 @@ type Plugin struct {
 }
 
 // GRPCServer registers the bench service.
-func (Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	s.RegisterService(&serviceDesc, nil)
+func (Plugin) GRPCServer(b *plugin.GRPCBroker, s *grpc.Server) error {
+	s.RegisterService(&serviceDesc, &server{broker: b, conns: map[uint32]*grpc.ClientConn{}})
 	return nil
 }
 
 // GRPCClient returns a *Client on cc.
-func (Plugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
-	return &Client{cc: cc}, nil
+func (Plugin) GRPCClient(_ context.Context, b *plugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return &Client{cc: cc, broker: b}, nil
 }
 
 // Client calls the bench service. It is safe for concurrent use.
 type Client struct {
-	cc *grpc.ClientConn
+	cc     *grpc.ClientConn
+	broker *plugin.GRPCBroker
+}
+
+// ServeHost offers f to the plugin as a host service over the broker and
+// returns the broker id a Nest call names it by. The service runs until
+// the plugin client is killed (go-plugin closes the broker then).
+func (c *Client) ServeHost(f HostFunc) uint32 {
+	id := c.broker.NextId()
+	go c.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server { // stopped by the broker's close
+		s := NewServer(opts)
+		s.RegisterService(&hostServiceDesc, f)
+		return s
+	})
+	return id
+}
+
+// Nest makes one Nest call: the plugin calls the host service id with b
+// and the host's reply comes back as the call's reply.
+func (c *Client) Nest(ctx context.Context, id uint32, b []byte) ([]byte, error) {
+	req := make([]byte, 4, 4+len(b))
+	binary.BigEndian.PutUint32(req, id)
+	var out Msg
+	if err := c.cc.Invoke(ctx, "/"+serviceName+"/Nest", &Msg{B: append(req, b...)}, &out, grpc.ForceCodec(Codec{})); err != nil {
+		return nil, err
+	}
+	return out.B, nil
 }
 
 // Stream starts a Stream call. The caller reads it with RecvMsg(*Msg) until

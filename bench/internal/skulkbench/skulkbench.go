@@ -75,6 +75,12 @@ func Tools() []child.Tool {
 			Handler:         reply,
 		},
 		{
+			ID:              "nest",
+			Description:     "Calls tool through the host with args and completes with its value; reads no input.",
+			ArgumentsSchema: object(map[string]any{"tool": map[string]any{"type": "string"}, "args": map[string]any{"type": "object"}}, "tool", "args"),
+			Handler:         nest,
+		},
+		{
 			ID:              "sleep",
 			Description:     "Waits ms milliseconds or until cancelled.",
 			ArgumentsSchema: object(map[string]any{"ms": integer(0, 1<<31)}, "ms"),
@@ -154,6 +160,31 @@ func echo(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 
 func reply(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	return s.Arguments(), nil
+}
+
+// nest makes one call through the host (docs/protocol.md §8) and
+// completes with its value: a nested small call, in the unary shape.
+func nest(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+	var a struct {
+		Tool string         `json:"tool"`
+		Args map[string]any `json:"args"`
+	}
+	if err := s.Arguments().Decode(&a); err != nil || a.Tool == "" {
+		return nil, errArgs
+	}
+	args, err := frame.PayloadOf(a.Args)
+	if err != nil {
+		return nil, errArgs
+	}
+	c, err := s.Call(ctx, a.Tool, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CloseSend(); err != nil {
+		c.Cancel()
+		return nil, err
+	}
+	return c.Wait()
 }
 
 func sleep(ctx context.Context, s *child.Stream) (frame.Payload, error) {
