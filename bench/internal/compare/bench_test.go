@@ -160,6 +160,18 @@ func BenchmarkSkulkMedia(b *testing.B) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.media(ctx, n, mediaChunk) })
 }
 
+// BenchmarkSkulkMediaSmall: one op is one inline chunk of 64 bytes, or
+// of 1 KiB: the frame-size sweep's small points, where each chunk is a
+// packet with an attachment of its own.
+func BenchmarkSkulkMediaSmall(b *testing.B) {
+	for _, size := range []int{64, 1 << 10} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.media(ctx, n, size) })
+		})
+	}
+}
+
 // BenchmarkSkulkEcho: one op is one 64-byte frame sent and echoed.
 func BenchmarkSkulkEcho(b *testing.B) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.echo(ctx, n) })

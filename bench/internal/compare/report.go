@@ -117,7 +117,8 @@ type Report struct {
 	Machine Machine `json:"machine"`
 	// Metrics are the rows, in run order.
 	Metrics []Metric `json:"metrics"`
-	// Targets are issue 6's targets, met or missed.
+	// Targets are the issues' targets this run measures (issues 6 and
+	// 39), met or missed.
 	Targets []Target `json:"targets"`
 	// Notes say how each system was driven.
 	Notes []string `json:"notes"`
@@ -250,6 +251,48 @@ func targets(rep *Report) []Target {
 		}
 		out = append(out, t)
 	}
+	// between checks system a's median over system b's against want
+	// (at least want): a row of one system against another of the same
+	// run, as skulk-demo's rate against skulk's.
+	between := func(id, a, b string, want float64, text string) {
+		t := Target{Text: text, Want: want}
+		fa, fb := figOf(rep, id, a), figOf(rep, id, b)
+		switch {
+		case fa == nil || fb == nil:
+			return
+		case fa.Median <= 0 || fb.Median <= 0:
+			t.Status = "not measured"
+		default:
+			t.Got = fa.Median / fb.Median
+			t.Met = t.Got >= want
+			if t.Met {
+				t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", t.Got, want)
+			} else {
+				t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
+			}
+		}
+		out = append(out, t)
+	}
+	// atMost checks skulk's median of row id against want: at most want.
+	atMost := func(id string, want float64, unit, text string) {
+		t := Target{Text: text, Want: want}
+		f := figOf(rep, id, Skulk)
+		switch {
+		case f == nil:
+			return
+		case len(f.Samples) == 0:
+			t.Status = "not measured"
+		default:
+			t.Got = f.Median
+			t.Met = f.Median <= want
+			if t.Met {
+				t.Status = fmt.Sprintf("met: median %.3g %s (target ≤ %g %s)", f.Median, unit, want, unit)
+			} else {
+				t.Status = fmt.Sprintf("MISSED: median %.3g %s, %.2f× the %g %s target", f.Median, unit, f.Median/want, want, unit)
+			}
+		}
+		out = append(out, t)
+	}
 	ratio(mSmall.id, "go-plugin", 2, "small-frame stream ≥ 2× go-plugin's gRPC stream rate")
 	ratio(mSmall.id, "raw", 1, "small-frame stream ≥ the raw one-write-per-message rate")
 	ratio(mMedia.id, "raw", 0.8, "1 MiB media ≥ 80% of raw socket bandwidth")
@@ -262,6 +305,13 @@ func targets(rep *Report) []Target {
 	ratio(mStart.id, "go-plugin", 3, "start to first call ≥ 3× faster than go-plugin")
 	under(mCrash.id, 20, "ms", "crash detection under 20 ms")
 	under(mHealth.id, 5, "ms", "health-ping p99 under 5 ms while every stream is backpressured")
+	// Issue 39's rows that this run measures; the others are the sweeps'
+	// (sweepTargets).
+	ratio(mSmall.id, "go-plugin", 3, "small-frame stream ≥ 3× go-plugin's gRPC stream rate")
+	atMost(cSmall.id, 300, "ns", "small-frame stream CPU ≤ 300 ns per frame, host + child")
+	between(mSmall.id, SkulkDemo, Skulk, 0.8, "small-frame stream with output schemas (skulk-demo) ≥ 0.8× the schema-less rate")
+	ratio(mCrash.id, "go-plugin", 1, "crash detection at most go-plugin's")
+	ratio(mStart.id, "raw", 1, "start to first call at most raw's (exec, one connection, one ping-pong)")
 	return out
 }
 
