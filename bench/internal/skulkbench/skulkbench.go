@@ -83,10 +83,9 @@ func Tools() []child.Tool {
 	}
 }
 
-// countPayload appends {"i": i, "pad": pad} as msgpack, with i always a
-// uint32 so every chunk has the same length.
-func countPayload(i uint32, pad string) frame.Payload {
-	b := make([]byte, 0, 16+len(pad))
+// countPayload appends {"i": i, "pad": pad} as msgpack to b, with i always
+// a uint32 so every chunk has the same length.
+func countPayload(b []byte, i uint32, pad string) frame.Payload {
 	b = append(b, 0x82, 0xa1, 'i', 0xce)
 	b = binary.BigEndian.AppendUint32(b, i)
 	b = append(b, 0xa3, 'p', 'a', 'd')
@@ -110,9 +109,13 @@ func count(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		return nil, errArgs
 	}
 	pad := string(make([]byte, a.Size))
+	buf := make([]byte, 0, 16+len(pad))
 	for i := range a.N {
-		// A new payload each time, as gpchild makes a new message.
-		if err := s.Send(countPayload(uint32(i), pad), nil); err != nil {
+		// One buffer for every chunk: Send has encoded the payload when
+		// it returns (gpchild makes a new message each time because
+		// gRPC's SendMsg may keep its bytes after it returns).
+		buf = countPayload(buf[:0], uint32(i), pad)
+		if err := s.Send(buf, nil); err != nil {
 			return nil, err
 		}
 	}
