@@ -43,9 +43,13 @@ func benchSkulk(b *testing.B, run func(context.Context, *skulkSession, int) erro
 // benchSkulkTraced is benchSkulk with tp as the host's TracerProvider
 // (nil: tracing off).
 func benchSkulkTraced(b *testing.B, tp trace.TracerProvider, run func(context.Context, *skulkSession, int) error) {
+	benchSkulkSystem(b, &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar)), tp: tp}, run)
+}
+
+// benchSkulkSystem is benchSkulk with sys as the system.
+func benchSkulkSystem(b *testing.B, sys *skulkSystem, run func(context.Context, *skulkSession, int) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sys := &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar)), tp: tp}
 	ss, err := sys.start(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -144,6 +148,14 @@ func BenchmarkSkulkCallTraced(b *testing.B) {
 // BenchmarkSkulkSmallStream: one op is one 64-byte frame of a count call.
 func BenchmarkSkulkSmallStream(b *testing.B) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.smallStream(ctx, n) })
+}
+
+// BenchmarkSkulkDemoSmallStream is BenchmarkSkulkSmallStream against the
+// project's cmd/skulk-child (the compare run's skulk-demo column): its count
+// declares an output schema the host checks on every frame.
+func BenchmarkSkulkDemoSmallStream(b *testing.B) {
+	sys := &skulkSystem{sys: SkulkDemo, bin: bins.SkulkDemo, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar))}
+	benchSkulkSystem(b, sys, func(ctx context.Context, ss *skulkSession, n int) error { return ss.smallStream(ctx, n) })
 }
 
 // BenchmarkSkulkSmallStreamPlain is BenchmarkSkulkSmallStream made as a

@@ -1,9 +1,9 @@
 // Package skulkbench holds the Skulk benchmark child's tools: count, media,
 // echo and sleep doing as little work of their own as gpchild's and
 // mcpchild's do, so that the benchmark measures the runtime and not the
-// tools. (cmd/skulk-child's demo tools build each count chunk as a map
-// and hash their media; the compare driver measures them too, as the
-// "skulk-demo" system.)
+// tools. (cmd/skulk-child's demo tools check their arguments, hash their
+// media and declare output schemas; the compare driver measures them too,
+// as the "skulk-demo" system.)
 //
 // The tools declare no output or result schema, as gRPC's raw bytes carry
 // none: the host has nothing to validate them against.
