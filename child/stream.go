@@ -87,8 +87,11 @@ func (s *Stream) CallerResult() frame.Payload {
 // is *frame.InlineMedia or *frame.BlobMedia). The child numbers it.
 //
 // Send blocks while the connection does not take the bytes (backpressure).
-// It returns once the frame is queued for the connection, or, for inline
-// media, once the media bytes are written, so the caller may reuse them.
+// It returns once the frame is queued for the connection, its payload
+// encoded into the connection's queue (so the caller may reuse the
+// payload's bytes for the next chunk), and, for inline media, once the
+// media bytes are written or copied into the queue (up to 16 KiB, where
+// they leave with the frames around them), so the caller may reuse them.
 // A Send blocked by backpressure returns the cancellation cause as soon
 // as the call is cancelled (docs/protocol.md §6 item 5: a cancel acts
 // while the connection is blocked). Nothing is sent then, except a chunk of inline

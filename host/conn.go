@@ -573,7 +573,7 @@ func (c *streamConn) causeOf(err error) *synth {
 	t := time.NewTimer(exitWait)
 	defer t.Stop()
 	select {
-	case <-ch.proc.exited:
+	case <-ch.proc.waited: // reaped: the status is known; the sweep goes on without this call
 		ch.markDead()
 		return ch.unreachable(ch.diedOf(ch.proc.exitStatus()))
 	case <-t.C:

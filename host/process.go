@@ -39,8 +39,14 @@ type process struct {
 	sockPath string
 	ctrl     net.Conn // the host's end of the control socketpair
 
-	exited  chan struct{} // closed by the reaper once the process was reaped
-	waitErr error         // set by the reaper before exited is closed
+	// waited is closed by the reaper as soon as the process was reaped,
+	// when its exit status is known; exited once what it left was swept
+	// too (contain.Child.Sweep). A call that saw its child die waits only
+	// for waited: its failure names the status, and the sweep, which
+	// scans /proc or the cgroup, is the supervisor's to wait for.
+	waited  chan struct{}
+	exited  chan struct{}
+	waitErr error // set by the reaper before waited is closed
 
 	contained *contain.Child // the child's cgroup, or its descendants in /proc
 
@@ -61,7 +67,7 @@ func spawn(cfg *Config, childID string, log *slog.Logger, c *contain.Set, cred *
 	}
 	// proc, not the named result p: a failing return sets p to nil before
 	// the clean-up below runs.
-	proc := &process{dir: dir, sockPath: filepath.Join(dir, sockName), exited: make(chan struct{}), logDone: make(chan struct{})}
+	proc := &process{dir: dir, sockPath: filepath.Join(dir, sockName), waited: make(chan struct{}), exited: make(chan struct{}), logDone: make(chan struct{})}
 	p = proc
 	var toClose []io.Closer
 	defer func() {
@@ -156,6 +162,7 @@ func spawn(cfg *Config, childID string, log *slog.Logger, c *contain.Set, cred *
 	go p.forward(errR, "stderr", log, &p.stderr)
 	go func() { // stopped by the process exiting; waited for through exited
 		p.waitErr = cmd.Wait()
+		close(p.waited)
 		// Whatever is left of the child (its group, and on Linux every
 		// descendant that left it) goes too, so no descendant outlives
 		// it and none keeps its pipes open.
@@ -305,7 +312,8 @@ func (p *process) cleanup() error {
 // child's cgroup for Config.MemoryMax; read before cleanup.
 func (p *process) memoryLimitHit() bool { return p.contained.MemoryLimitHit() }
 
-// exitStatus describes how the process ended, for logs and causes.
+// exitStatus describes how the process ended, for logs and causes; once
+// waited is closed it names the exit code or the signal.
 func (p *process) exitStatus() string {
 	if p.cmd.ProcessState == nil {
 		return "running"

@@ -68,9 +68,10 @@ func (e *lengthError) Unwrap() error { return e.err }
 // decoder turns headers into packets. It remembers the last call id it
 // decoded so that the frames of one call share one string.
 type decoder struct {
-	lastCallID string
-	reuse      *Frame // when set, every frame packet is decoded into it (Reader.ReuseFrames)
-	slab       []byte // room for the next small payloads' copies (see own); never written twice
+	lastCallID    string
+	lastMediaType string // the last inline or blob media type, shared likewise
+	reuse         *Frame // when set, every frame packet is decoded into it (Reader.ReuseFrames)
+	slab          []byte // room for the next small payloads' copies (see own); never written twice
 }
 
 // Small payloads are copied into slabs rather than allocated one by one:
@@ -109,6 +110,15 @@ func (d *decoder) newFrame() *Frame {
 	}
 	*d.reuse = Frame{}
 	return d.reuse
+}
+
+// internMediaType is intern for media types: the chunks of one stream
+// share one string.
+func (d *decoder) internMediaType(b []byte) string {
+	if string(b) != d.lastMediaType {
+		d.lastMediaType = string(b)
+	}
+	return d.lastMediaType
 }
 
 func (d *decoder) intern(b []byte) string {
@@ -452,7 +462,7 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 		case "media":
 			// The last occurrence wins, nil included: an earlier
 			// invalid map stands only if nothing overrides it.
-			f.Media, inline, mediaErr = decodeMedia(&v)
+			f.Media, inline, mediaErr = d.decodeMedia(&v)
 		case "error":
 			f.Error, errorErr = decodeError(&v)
 		}
@@ -568,7 +578,7 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 			}
 			v := mpack.NewReader(raw)
 			if string(k) == "media" {
-				f.Media, inline, err = decodeMedia(&v)
+				f.Media, inline, err = d.decodeMedia(&v)
 			} else {
 				f.Error, err = decodeError(&v)
 			}
@@ -666,7 +676,7 @@ func parseKind(b []byte) frame.Kind {
 // media map. isInline reports whether its kind is "inline", even when another
 // field is invalid, so that the reader knows an attachment was allowed. On
 // error m is nil.
-func decodeMedia(r *mpack.Reader) (m frame.Media, isInline bool, err error) {
+func (d *decoder) decodeMedia(r *mpack.Reader) (m frame.Media, isInline bool, err error) {
 	if r.IsNil() {
 		return nil, false, nil
 	}
@@ -729,9 +739,22 @@ func decodeMedia(r *mpack.Reader) (m frame.Media, isInline bool, err error) {
 		var err error
 		switch key := string(k); key {
 		case "kind":
-			kind, err = readString(&v)
+			// Compared, never kept: only "inline" and "blob" mean
+			// anything, so the value needs no string of its own.
+			var b []byte
+			b, err = v.ReadStr()
+			switch string(b) {
+			case "inline":
+				kind = "inline"
+			case "blob":
+				kind = "blob"
+			default:
+				kind = "other"
+			}
 		case "media_type":
-			mediaType, err = readString(&v)
+			var b []byte
+			b, err = v.ReadStr()
+			mediaType = d.internMediaType(b)
 		case "codec":
 			codec, err = readString(&v)
 		case "blob_id":

@@ -233,7 +233,16 @@ func (r *Reader) readPacket() (Packet, error) {
 	if err := checkLengths(h, a, r.limits); err != nil {
 		return nil, err
 	}
-	if err := r.fill(PrefixLen + int(h)); err != nil {
+	// A packet whose attachment fits the buffer is read whole into it,
+	// with the packets around it, in reads as large as the buffer: read
+	// straight into its own buffer, each small attachment cost reads of
+	// its own, of a few bytes each. A larger one is read from the
+	// connection into its buffer without that copy.
+	need := PrefixLen + int(h)
+	if whole := need + int(a); a > 0 && whole <= len(r.buf) {
+		need = whole
+	}
+	if err := r.fill(need); err != nil {
 		return nil, err
 	}
 	hdr := r.buf[r.start+PrefixLen : r.start+PrefixLen+int(h)]

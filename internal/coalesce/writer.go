@@ -25,6 +25,19 @@ import (
 // (at most one max_attachment per such sender; see DetachedError).
 const maxPending = 64 << 10
 
+// copyAttachment is the largest attachment the Writer copies into its
+// queue, behind its packet's header, rather than write from the sender's
+// own bytes. A small attachment is then a packet like any other: queued
+// and coalesced with the packets around it into one vectored write, and
+// its sender goes on at once. Written from the sender's bytes, every
+// chunk of 64 bytes or 1 KiB of inline media was a write of its own and a
+// wait for it, at a fifth to half of gRPC's rate, which copies every
+// message; copying 16 KiB costs less than one system call, and from
+// 64 KiB up the chunks move at the raw socket's rate without a copy
+// (figures: docs/performance.md). Copied attachments count in the queue's
+// bound (maxPending) with the headers.
+const copyAttachment = 16 << 10
+
 // quietGap is how long a Writer must have written nothing for a Reply to
 // be written on the goroutine that sends it. A packet after a quiet spell
 // is a request or a reply: handing it to the flusher would cost a
@@ -56,7 +69,8 @@ const YieldEvery = time.Millisecond
 // are coalesced into the next, and none ever waits for a later one. Where
 // there is nothing to coalesce, the goroutine that sends a packet writes it
 // itself and saves the switches to the flusher and back: a packet with an
-// attachment that finds the Writer idle (nothing queued, nothing being
+// attachment of more than 16 KiB (smaller ones are copied into the queue,
+// copyAttachment) that finds the Writer idle (nothing queued, nothing being
 // written), whose writer has to wait for it anyway, a Request that finds
 // it idle, and a Reply that finds it idle and quiet; those two do not wait
 // for a full socket: the flusher writes the rest while the sender goes on.
@@ -206,8 +220,10 @@ const (
 // Write validates ps and writes them as one unit: all of them are queued,
 // in one write where they fit, or, when one is refused, none of them. mode
 // says who writes them (see Mode). Write returns once the packets are
-// queued; a packet with an attachment (inline media), once the attachment
-// is written, so that the caller may reuse its bytes. It blocks while the
+// queued; a packet with an attachment (inline media) of more than 16 KiB,
+// once the attachment is written, so that the caller may reuse its bytes
+// either way (a smaller attachment is copied into the queue with its
+// header, and coalesced with the packets around it). It blocks while the
 // queue is full, which is while the connection does not take the bytes:
 // that is backpressure.
 //
@@ -269,7 +285,11 @@ func (w *Writer) send(ctx context.Context, ps []wire.Packet, mode Mode) error {
 			w.cur.atts = w.cur.atts[:atts] // w.cur.hdr was never extended: nothing is queued
 			return err
 		}
-		if len(att) > 0 {
+		switch {
+		case len(att) == 0:
+		case len(att) <= copyAttachment:
+			hdr = append(hdr, att...)
+		default:
 			w.cur.atts = append(w.cur.atts, attachment{at: len(hdr), data: att})
 		}
 	}
@@ -424,10 +444,11 @@ func (w *Writer) Uncork() error {
 
 // TryWrite is Write in Stream mode for a caller that must not block: it queues
 // p and reports true when that needs no wait, and otherwise does nothing
-// and reports false (the queue is full, or p has an attachment, whose
-// writer waits for it). Errors are Write's; with one, false.
+// and reports false (the queue is full, or p has an attachment larger
+// than the Writer copies, whose writer waits for it). Errors are Write's;
+// with one, false.
 func (w *Writer) TryWrite(p wire.Packet) (bool, error) {
-	if len(inlineData(p)) > 0 {
+	if len(inlineData(p)) > copyAttachment {
 		return false, nil
 	}
 	w.mu.Lock()
@@ -435,11 +456,11 @@ func (w *Writer) TryWrite(p wire.Packet) (bool, error) {
 	if err := w.unusableLocked(); err != nil || len(w.cur.hdr) >= maxPending {
 		return false, err
 	}
-	hdr, _, err := wire.AppendPacket(w.cur.hdr, p, w.limits)
+	hdr, att, err := wire.AppendPacket(w.cur.hdr, p, w.limits)
 	if err != nil {
 		return false, err
 	}
-	w.cur.hdr = hdr
+	w.cur.hdr = append(hdr, att...) // at most copyAttachment bytes
 	if w.corked == 0 {
 		w.wakeLocked()
 	}

@@ -291,12 +291,13 @@ func queueFull(w *Writer) bool {
 }
 
 // TestWriterAttachmentWaitsForWrite: a Stream write of an inline-media frame
-// returns only once the attachment is written, so the caller may reuse it.
+// larger than the Writer copies returns only once the attachment is
+// written, so the caller may reuse it.
 func TestWriterAttachmentWaitsForWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
 		w := New(g, wire.Limits{})
-		data := bytes.Repeat([]byte{0xab}, 4096)
+		data := bytes.Repeat([]byte{0xab}, copyAttachment+1)
 		f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: data, MediaType: "audio/pcm"})
 		require.NoError(t, err)
 		done := make(chan error, 1)
@@ -323,6 +324,48 @@ func TestWriterAttachmentWaitsForWrite(t *testing.T) {
 			}
 		}
 		require.True(t, found, "attachment written from the caller's slice")
+	})
+}
+
+// TestWriterCopiesSmallAttachment: an attachment of at most copyAttachment
+// bytes is copied into the queue: its Write returns while the write before
+// it is still under way, the caller may change its bytes at once, and the
+// packets queued meanwhile leave in one write, in order, with the bytes as
+// they were when queued. TryWrite takes such a packet too.
+func TestWriterCopiesSmallAttachment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := New(g, wire.Limits{})
+		require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 1}))
+		synctest.Wait() // the flusher holds the ping at the gate
+		var want []wire.Packet
+		buf := make([]byte, copyAttachment)
+		for i, size := range []int{1, 64, 1 << 10, copyAttachment} {
+			data := buf[:size]
+			for j := range data {
+				data[j] = byte(i)
+			}
+			f, err := frame.NewChunk("c1", frame.ProviderToCaller, uint64(i+1), nil, &frame.InlineMedia{Data: data, MediaType: "a/b"})
+			require.NoError(t, err)
+			p := &wire.Frame{Frame: f}
+			if i%2 == 0 {
+				require.NoError(t, w.Write(context.Background(), Stream, p), "a small attachment's Write waits for nothing")
+			} else {
+				ok, err := w.TryWrite(p)
+				require.NoError(t, err)
+				require.True(t, ok, "TryWrite takes a small attachment")
+			}
+			sent := *p
+			sent.Media = &frame.InlineMedia{Data: bytes.Clone(data), MediaType: "a/b"}
+			want = append(want, &sent)
+		}
+		clear(buf) // the caller's bytes are its own again
+		require.Equal(t, 0, g.count(), "nothing written while the gate is shut")
+		close(g.gate)
+		require.NoError(t, w.Close())
+		require.Equal(t, 2, g.count(), "the ping, then every small attachment in one write")
+		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		require.Equal(t, append([]wire.Packet{&wire.Ping{Nonce: 1}}, want...), got)
 	})
 }
 
@@ -537,14 +580,15 @@ func TestWriterBackpressureOverSocket(t *testing.T) {
 	require.ErrorIs(t, w.Close(), os.ErrDeadlineExceeded)
 }
 
-// TestWriterDirectWriteThenQueue: an inline-media packet that finds the
-// Writer idle is written by its caller; packets queued meanwhile wait for
-// it, then leave together, after it; Close waits for it too.
+// TestWriterDirectWriteThenQueue: an inline-media packet larger than the
+// Writer copies that finds the Writer idle is written by its caller;
+// packets queued meanwhile wait for it, then leave together, after it;
+// Close waits for it too.
 func TestWriterDirectWriteThenQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
 		w := New(g, wire.Limits{})
-		f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("media"), MediaType: "a/b"})
+		f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: make([]byte, copyAttachment+1), MediaType: "a/b"})
 		require.NoError(t, err)
 		media := &wire.Frame{Frame: f}
 		done := make(chan error, 1)
@@ -588,11 +632,11 @@ func TestWriterTryWrite(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		synctest.Wait() // the flusher holds it at the gate
-		att, err := frame.NewChunk("c1", frame.ProviderToCaller, 2, nil, &frame.InlineMedia{Data: []byte("xyz"), MediaType: "a/b"})
+		att, err := frame.NewChunk("c1", frame.ProviderToCaller, 2, nil, &frame.InlineMedia{Data: make([]byte, copyAttachment+1), MediaType: "a/b"})
 		require.NoError(t, err)
 		ok, err = w.TryWrite(&wire.Frame{Frame: att})
 		require.NoError(t, err)
-		require.False(t, ok, "an attachment always waits for its write")
+		require.False(t, ok, "an attachment larger than the Writer copies always waits for its write")
 		queued := 1
 		for {
 			ok, err := w.TryWrite(smallChunk(t, "c1", uint64(queued+1)))

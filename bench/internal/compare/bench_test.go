@@ -43,9 +43,13 @@ func benchSkulk(b *testing.B, run func(context.Context, *skulkSession, int) erro
 // benchSkulkTraced is benchSkulk with tp as the host's TracerProvider
 // (nil: tracing off).
 func benchSkulkTraced(b *testing.B, tp trace.TracerProvider, run func(context.Context, *skulkSession, int) error) {
+	benchSkulkSystem(b, &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar)), tp: tp}, run)
+}
+
+// benchSkulkSystem is benchSkulk with sys as the system.
+func benchSkulkSystem(b *testing.B, sys *skulkSystem, run func(context.Context, *skulkSession, int) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sys := &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar)), tp: tp}
 	ss, err := sys.start(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -146,6 +150,14 @@ func BenchmarkSkulkSmallStream(b *testing.B) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.smallStream(ctx, n) })
 }
 
+// BenchmarkSkulkDemoSmallStream is BenchmarkSkulkSmallStream against the
+// project's cmd/skulk-child (the compare run's skulk-demo column): its count
+// declares an output schema the host checks on every frame.
+func BenchmarkSkulkDemoSmallStream(b *testing.B) {
+	sys := &skulkSystem{sys: SkulkDemo, bin: bins.SkulkDemo, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar))}
+	benchSkulkSystem(b, sys, func(ctx context.Context, ss *skulkSession, n int) error { return ss.smallStream(ctx, n) })
+}
+
 // BenchmarkSkulkSmallStreamPlain is BenchmarkSkulkSmallStream made as a
 // plain request (WithInput()): the caller reads the stream itself.
 func BenchmarkSkulkSmallStreamPlain(b *testing.B) {
@@ -158,6 +170,18 @@ func BenchmarkSkulkSmallStreamPlain(b *testing.B) {
 func BenchmarkSkulkMedia(b *testing.B) {
 	b.SetBytes(mediaChunk)
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.media(ctx, n, mediaChunk) })
+}
+
+// BenchmarkSkulkMediaSmall: one op is one inline chunk of 64 bytes, or
+// of 1 KiB: the frame-size sweep's small points, where each chunk is a
+// packet with an attachment of its own.
+func BenchmarkSkulkMediaSmall(b *testing.B) {
+	for _, size := range []int{64, 1 << 10} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error { return ss.media(ctx, n, size) })
+		})
+	}
 }
 
 // BenchmarkSkulkEcho: one op is one 64-byte frame sent and echoed.

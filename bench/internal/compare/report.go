@@ -117,7 +117,8 @@ type Report struct {
 	Machine Machine `json:"machine"`
 	// Metrics are the rows, in run order.
 	Metrics []Metric `json:"metrics"`
-	// Targets are issue 6's targets, met or missed.
+	// Targets are the issues' targets this run measures (issues 6 and
+	// 39), met or missed.
 	Targets []Target `json:"targets"`
 	// Notes say how each system was driven.
 	Notes []string `json:"notes"`
@@ -188,7 +189,7 @@ var notes = []string{
 	"go-plugin: hand-written grpc.ServiceDesc with a raw-bytes codec (no protoc); message-size limits raised to 16 MiB on both sides (no workload needs more than gRPC's 4 MiB default); gRPC's default window sizes; health ping is the grpc.health.v1 Check go-plugin's GRPCClient.Ping makes, on the same connection, with a deadline.",
 	"mcp: go-sdk CommandTransport (stdio pipes); stream = progress notifications of a 64-character message; media = one tools/call per 1 MiB returning an embedded-resource blob (base64 in JSON); echo = 8 pipelined echo calls (MCP has no client→server stream); calls = tools/call echo of 64 characters.",
 	"raw: length-prefixed 64-byte messages, one write syscall each; media = 1 MiB writes read with io.CopyBuffer; echo = 64-byte messages written one write each while the echoes are read; calls = one 64-byte ping-pong; crash = SIGKILL to read EOF.",
-	"skulk: the host package driving cmd/skulkchild (bench child on the child package: count builds a 64-byte payload by appending, media sends one zero buffer, no output schemas); skulk-demo: the same host driving the project's cmd/skulk-child, whose demo tools (child/demotools) do more work per frame (payloads built as maps, media hashed with SHA-256) and declare output schemas the host checks. stream = count, media = media (inline attachments, each handed back with Call.Recycle once counted, so the host reuses attachment buffers as the raw baseline reuses its buffer), echo = echo fed and drained at once, calls = echo of one 64-byte chunk sent with the invoke (host.WithInput: invoke, started, chunk and completed in one write) and sent back as a chunk before the completed: a chunk each way on top of the frames every call has, where the other systems' calls carry one value each way; unary calls = the reply tool: the 64-byte payload as the invoke's arguments, back as the completed frame's value (the other systems' unary row repeats their calls; skulk-demo has no such tool), crash = SIGKILL during an echo call until Recv gives the synthetic failed.",
+	"skulk: the host package driving cmd/skulkchild (bench child on the child package: count builds a 64-byte payload by appending into one reused buffer (Send has encoded it when it returns; gRPC may keep a sent message, so gpchild makes a new one each time), media sends one zero buffer, no output schemas); skulk-demo: the same host driving the project's cmd/skulk-child, whose demo tools (child/demotools) do more work per chunk of media (hashed with SHA-256) and declare output schemas the host checks on every frame. stream = count, media = media (inline attachments, each handed back with Call.Recycle once counted, so the host reuses attachment buffers as the raw baseline reuses its buffer), echo = echo fed and drained at once, calls = echo of one 64-byte chunk sent with the invoke (host.WithInput: invoke, started, chunk and completed in one write) and sent back as a chunk before the completed: a chunk each way on top of the frames every call has, where the other systems' calls carry one value each way; unary calls = the reply tool: the 64-byte payload as the invoke's arguments, back as the completed frame's value (the other systems' unary row repeats their calls; skulk-demo has no such tool), crash = SIGKILL during an echo call until Recv gives the synthetic failed.",
 	"skulk health: 8 count streams left unread until the child's writes block, then pings on the control connection timed at the wire level by the bench's own minimal host (bench/internal/compare/skulkwire.go), because the host package pings on its own schedule and exposes no on-demand ping.",
 	"Ratio targets compare against the skulk column (the bench child); skulk-demo is shown so the cost of the demo tools and of per-frame schema checks stays visible.",
 }
@@ -271,6 +272,48 @@ func targets(rep *Report) []Target {
 		}
 		out = append(out, t)
 	}
+	// between checks system a's median over system b's against want
+	// (at least want): a row of one system against another of the same
+	// run, as skulk-demo's rate against skulk's.
+	between := func(id, a, b string, want float64, text string) {
+		t := Target{Text: text, Want: want}
+		fa, fb := figOf(rep, id, a), figOf(rep, id, b)
+		switch {
+		case fa == nil || fb == nil:
+			return
+		case fa.Median <= 0 || fb.Median <= 0:
+			t.Status = "not measured"
+		default:
+			t.Got = fa.Median / fb.Median
+			t.Met = t.Got >= want
+			if t.Met {
+				t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", t.Got, want)
+			} else {
+				t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
+			}
+		}
+		out = append(out, t)
+	}
+	// atMost checks skulk's median of row id against want: at most want.
+	atMost := func(id string, want float64, unit, text string) {
+		t := Target{Text: text, Want: want}
+		f := figOf(rep, id, Skulk)
+		switch {
+		case f == nil:
+			return
+		case len(f.Samples) == 0:
+			t.Status = "not measured"
+		default:
+			t.Got = f.Median
+			t.Met = f.Median <= want
+			if t.Met {
+				t.Status = fmt.Sprintf("met: median %.3g %s (target ≤ %g %s)", f.Median, unit, want, unit)
+			} else {
+				t.Status = fmt.Sprintf("MISSED: median %.3g %s, %.2f× the %g %s target", f.Median, unit, f.Median/want, want, unit)
+			}
+		}
+		out = append(out, t)
+	}
 	ratio(mSmall.id, "go-plugin", 2, "small-frame stream ≥ 2× go-plugin's gRPC stream rate")
 	ratio(mSmall.id, "raw", 1, "small-frame stream ≥ the raw one-write-per-message rate")
 	ratio(mMedia.id, "raw", 0.8, "1 MiB media ≥ 80% of raw socket bandwidth")
@@ -285,6 +328,13 @@ func targets(rep *Report) []Target {
 	within(mNestChild50.id, mUnary50.id, 3, "nested call to another child's tool p50 within 3× the host's own unary call p50")
 	under(mCrash.id, 20, "ms", "crash detection under 20 ms")
 	under(mHealth.id, 5, "ms", "health-ping p99 under 5 ms while every stream is backpressured")
+	// Issue 39's rows that this run measures; the others are the sweeps'
+	// (sweepTargets).
+	ratio(mSmall.id, "go-plugin", 3, "small-frame stream ≥ 3× go-plugin's gRPC stream rate")
+	atMost(cSmall.id, 300, "ns", "small-frame stream CPU ≤ 300 ns per frame, host + child")
+	between(mSmall.id, SkulkDemo, Skulk, 0.8, "small-frame stream with output schemas (skulk-demo) ≥ 0.8× the schema-less rate")
+	ratio(mCrash.id, "go-plugin", 1, "crash detection at most go-plugin's")
+	ratio(mStart.id, "raw", 1, "start to first call at most raw's (exec, one connection, one ping-pong)")
 	return out
 }
 

@@ -92,7 +92,8 @@ type SweepReport struct {
 	Machine Machine `json:"machine"`
 	// Sweeps are the sweeps, in run order.
 	Sweeps []Sweep `json:"sweeps"`
-	// Targets are issue 28's targets, met or missed, from the sweeps run.
+	// Targets are the targets of issues 28 and 39 that the sweeps
+	// measure, met or missed.
 	Targets []Target `json:"targets"`
 	// Notes say how each system was driven.
 	Notes []string `json:"notes"`

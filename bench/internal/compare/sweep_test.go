@@ -249,6 +249,12 @@ func TestSweepTargets(t *testing.T) {
 		}},
 		{ID: "concurrency", Points: []float64{1, 64, 4096}, Curves: []Curve{
 			{ID: "frames", Series: []Series{{System: Skulk, Values: []Value{m(300), m(1000), {Err: "child unhealthy"}}}, {System: "go-plugin", Values: []Value{m(100), m(100), m(100)}}}},
+			// From 64 streams on, the worst point is 4,096's (40 against 20).
+			{ID: "host-mem-per-stream", Series: []Series{{System: Skulk, Values: []Value{m(500), m(10), m(40)}}, {System: "go-plugin", Values: []Value{m(1), m(20), m(20)}}}},
+			{ID: "probe-p50", Series: []Series{{System: Skulk, Values: []Value{m(40), m(50), m(20_000)}}, {System: "go-plugin", Values: []Value{m(90), m(100), m(28_000)}}}},
+		}},
+		{ID: "pool", Points: []float64{1, 4}, Curves: []Curve{
+			{ID: "idle-cpu", Series: []Series{{System: Skulk, Values: []Value{m(100), m(50)}}, {System: "go-plugin", Values: []Value{m(200), m(60)}}, {System: "mcp", Values: []Value{m(80), m(40)}}}},
 		}},
 	}}
 	for i := range rep.Sweeps {
@@ -274,6 +280,11 @@ func TestSweepTargets(t *testing.T) {
 		"1 MiB media CPU per MiB within 1.2× raw's":                                      {false, "MISSED: 1.5 against ≤ 1.2, 1.25× over"},
 		"small-frame stream ≥ 3× go-plugin's gRPC stream (one stream of 64-byte frames)": {true, "met: 3"},
 		"4,096 concurrent streams: aggregate frames/s ≥ 90% of the 64-stream figure":     {false, "not measured: child unhealthy"},
+		// Issue 39's rows of the sweeps.
+		"host memory per open stream at most go-plugin's, at every point from 64 streams": {false, "MISSED: worst 2 at 4096 against ≤ 1, 2× over"},
+		"4,096 concurrent streams: a small call's p50 alongside at most go-plugin's":      {true, "met: 0.714"},
+		"idle CPU per child at most go-plugin's, at every pool size":                      {true, "met: worst 0.833 at 4"},
+		"idle CPU per child at most mcp's, at every pool size":                            {false, "MISSED: worst 1.25 at 1 against ≤ 1"},
 	} {
 		tg, ok := got[text]
 		if !ok {
@@ -284,7 +295,7 @@ func TestSweepTargets(t *testing.T) {
 			t.Errorf("%s: met %v, %q; want %v, %q…", text, tg.Met, tg.Status, want.met, want.status)
 		}
 	}
-	if _, ok := got["4,096 concurrent streams: host memory per open stream ≤ half of go-plugin's per gRPC stream"]; ok {
+	if _, ok := got["small attachments, 64 B chunks: throughput at least go-plugin's"]; ok {
 		t.Error("a target of a curve the record lacks was reported")
 	}
 }

@@ -43,10 +43,11 @@ func (rep *SweepReport) lastPoint(sweep string) float64 {
 	return 0
 }
 
-// sweepTargets checks issue 28's targets, each a ratio of two values of
-// the same run, against rep. A target whose values the run did not make
-// (a sweep left out, a point not in the plan) is left out; one whose
-// values failed is reported as not measured, with the reason.
+// sweepTargets checks the targets of issues 28 and 39 that the sweeps
+// measure, each a ratio of two values of the same run, against rep. A
+// target whose values the run did not make (a sweep left out, a point not
+// in the plan) is left out; one whose values failed is reported as not
+// measured, with the reason.
 func sweepTargets(rep *SweepReport) []Target {
 	var out []Target
 	// ratio checks num/den against want: at least want, or at most want
@@ -79,6 +80,54 @@ func sweepTargets(rep *SweepReport) []Target {
 		}
 		out = append(out, t)
 	}
+	// everyPoint checks num/den at every point of sweep from the point
+	// from on (the curve's values of two systems) and reports the worst
+	// ratio, with its point: at least want, or at most want when atMost.
+	// Points where either value is missing are skipped; a failed value
+	// makes the target not measured.
+	everyPoint := func(text, sweep, curve, num, den string, from, want float64, atMost bool) {
+		var pts []float64
+		for _, sw := range rep.Sweeps {
+			if sw.ID == sweep {
+				pts = sw.Points
+			}
+		}
+		t := Target{Text: text, Want: want}
+		seen, worstX := false, 0.0
+		for _, x := range pts {
+			if x < from {
+				continue
+			}
+			n, ok1 := rep.value(at{sweep, curve, num, x})
+			d, ok2 := rep.value(at{sweep, curve, den, x})
+			if !ok1 || !ok2 {
+				continue
+			}
+			if !n.Measured() || !d.Measured() || d.Y == 0 {
+				t.Status = fmt.Sprintf("not measured at %g: %s", x, firstNonEmpty(n.Err, n.NA, d.Err, d.NA, "no value"))
+				break
+			}
+			r := n.Y / d.Y
+			if !seen || atMost && r > t.Got || !atMost && r < t.Got {
+				t.Got, worstX = r, x
+			}
+			seen = true
+		}
+		switch {
+		case t.Status != "":
+			t.Got = 0
+		case !seen:
+			return
+		case atMost && t.Got <= want, !atMost && t.Got >= want:
+			t.Met = true
+			t.Status = fmt.Sprintf("met: worst %.3g at %g (target %s %.3g)", t.Got, worstX, map[bool]string{true: "≤", false: "≥"}[atMost], want)
+		case atMost:
+			t.Status = fmt.Sprintf("MISSED: worst %.3g at %g against ≤ %.3g, %.3g× over", t.Got, worstX, want, t.Got/want)
+		default:
+			t.Status = fmt.Sprintf("MISSED: worst %.3g at %g against ≥ %.3g, %.2g%% short", t.Got, worstX, want, 100*(1-t.Got/want))
+		}
+		out = append(out, t)
+	}
 	const mib = 1 << 20
 	ratio("sequential small call p50 within 1.5× the raw ping-pong round trip",
 		at{"calls", mCall50.id, Skulk, payloadSize}, at{"calls", mCall50.id, "raw", payloadSize}, 1.5, true)
@@ -94,6 +143,20 @@ func sweepTargets(rep *SweepReport) []Target {
 		at{"concurrency", "frames", Skulk, 4096}, at{"concurrency", "frames", Skulk, 64}, 0.9, false)
 	ratio("4,096 concurrent streams: host memory per open stream ≤ half of go-plugin's per gRPC stream",
 		at{"concurrency", "host-mem-per-stream", Skulk, 4096}, at{"concurrency", "host-mem-per-stream", "go-plugin", 4096}, 0.5, true)
+	// Issue 39's rows that the sweeps measure; the others are the compare
+	// run's (targets).
+	everyPoint("host memory per open stream at most go-plugin's, at every point from 64 streams",
+		"concurrency", "host-mem-per-stream", Skulk, "go-plugin", 64, 1, true)
+	ratio("4,096 concurrent streams: a small call's p50 alongside at most go-plugin's",
+		at{"concurrency", "probe-p50", Skulk, 4096}, at{"concurrency", "probe-p50", "go-plugin", 4096}, 1, true)
+	ratio("small attachments, 64 B chunks: throughput at least go-plugin's",
+		at{"frame-size", "throughput", Skulk, 64}, at{"frame-size", "throughput", "go-plugin", 64}, 1, false)
+	ratio("small attachments, 1 KiB chunks: throughput at least go-plugin's",
+		at{"frame-size", "throughput", Skulk, 1 << 10}, at{"frame-size", "throughput", "go-plugin", 1 << 10}, 1, false)
+	for _, peer := range []string{"go-plugin", "mcp"} {
+		everyPoint("idle CPU per child at most "+peer+"'s, at every pool size",
+			"pool", "idle-cpu", Skulk, peer, 0, 1, true)
+	}
 	if last := rep.lastPoint("long-call"); last > 0 {
 		first := 0.0
 		for _, sw := range rep.Sweeps {

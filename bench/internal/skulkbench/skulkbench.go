@@ -1,9 +1,9 @@
 // Package skulkbench holds the Skulk benchmark child's tools: count, media,
 // echo and sleep doing as little work of their own as gpchild's and
 // mcpchild's do, so that the benchmark measures the runtime and not the
-// tools. (cmd/skulk-child's demo tools build each count chunk as a map
-// and hash their media; the compare driver measures them too, as the
-// "skulk-demo" system.)
+// tools. (cmd/skulk-child's demo tools check their arguments, hash their
+// media and declare output schemas; the compare driver measures them too,
+// as the "skulk-demo" system.)
 //
 // The tools declare no output or result schema, as gRPC's raw bytes carry
 // none: the host has nothing to validate them against.
@@ -89,10 +89,9 @@ func Tools() []child.Tool {
 	}
 }
 
-// countPayload appends {"i": i, "pad": pad} as msgpack, with i always a
-// uint32 so every chunk has the same length.
-func countPayload(i uint32, pad string) frame.Payload {
-	b := make([]byte, 0, 16+len(pad))
+// countPayload appends {"i": i, "pad": pad} as msgpack to b, with i always
+// a uint32 so every chunk has the same length.
+func countPayload(b []byte, i uint32, pad string) frame.Payload {
 	b = append(b, 0x82, 0xa1, 'i', 0xce)
 	b = binary.BigEndian.AppendUint32(b, i)
 	b = append(b, 0xa3, 'p', 'a', 'd')
@@ -116,9 +115,13 @@ func count(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		return nil, errArgs
 	}
 	pad := string(make([]byte, a.Size))
+	buf := make([]byte, 0, 16+len(pad))
 	for i := range a.N {
-		// A new payload each time, as gpchild makes a new message.
-		if err := s.Send(countPayload(uint32(i), pad), nil); err != nil {
+		// One buffer for every chunk: Send has encoded the payload when
+		// it returns (gpchild makes a new message each time because
+		// gRPC's SendMsg may keep its bytes after it returns).
+		buf = countPayload(buf[:0], uint32(i), pad)
+		if err := s.Send(buf, nil); err != nil {
 			return nil, err
 		}
 	}

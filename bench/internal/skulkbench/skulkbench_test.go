@@ -10,7 +10,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCountPayload(t *testing.T) {
 	for _, size := range []int{0, 10, 50, 300} {
-		p := countPayload(1<<31, string(make([]byte, size)))
+		p := countPayload(nil, 1<<31, string(make([]byte, size)))
 		if err := p.Check(); err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
@@ -22,7 +22,7 @@ func TestCountPayload(t *testing.T) {
 			t.Errorf("size %d: decoded %+v, %v", size, v, err)
 		}
 	}
-	if n := len(countPayload(7, string(make([]byte, 50)))); n != 64 {
+	if n := len(countPayload(nil, 7, string(make([]byte, 50)))); n != 64 {
 		t.Errorf("count chunk with 50 bytes of padding is %d bytes, want 64", n)
 	}
 }
