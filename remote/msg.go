@@ -87,8 +87,8 @@ var ErrMessage = errors.New("remote: malformed message")
 // MessageError reports a message that breaks the format; it names the
 // field and the rule, never the value.
 type MessageError struct {
-	// Field is the part at fault: "length", "version", "kind", "arg" or
-	// "body".
+	// Field is the part at fault: "length", "version", "kind",
+	// "sequence", "arg" or "body".
 	Field string
 	// Reason says which rule it breaks.
 	Reason string
