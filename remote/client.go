@@ -247,13 +247,14 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 	token := nuid.Next()
 	l := newLink(c.nc, token, uint64(c.opts.Window), c.frag)
 	call.l = l
+	c.wg.Add(1) // for call.read, before the link is in the table: Close closes the table, then waits
 	if !c.links.add(l) {
+		c.wg.Done()
 		return nil, ErrClientClosed
 	}
 	first := b[:min(len(b), MaxOpenData)]
 	_ = l.publishTo(callSubject(c.name), c.inbox+"."+token, KindOpen, uint64(c.opts.Window), first) // a failed publish fails the link
 	l.sent = uint64(len(first))
-	c.wg.Add(1)
 	go call.read() // ends at the call's terminal; Close ends every call
 	call.startClocks()
 	if rest := b[len(first):]; len(rest) > 0 {

@@ -194,15 +194,17 @@ func (s *Server) open(req micro.Request) {
 	}
 	l.accepted(reply, m.Arg, 0)
 	l.opened(m.Body)
+	s.wg.Add(1) // before the link is in the table, so that Close, which closes the table first, waits for it
 	if !s.links.add(l) {
+		s.wg.Done()
 		l.abort(errServerClosing)
 		return
 	}
 	if err := l.publish(KindAccept, uint64(s.opts.Window), []byte(hostPrefix(s.name, s.id)+"."+token)); err != nil {
 		s.links.drop(l)
+		s.wg.Done()
 		return
 	}
-	s.wg.Add(1)
 	go s.serveCall(l) // ends with its call; Close waits (wg)
 }
 
