@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -279,6 +277,26 @@ func TestFleet(t *testing.T) {
 		assert.Equal(t, frame.KindCompleted, term.Kind, "the other call is untouched: %+v", term)
 	})
 
+	t.Run("callerGone", func(t *testing.T) {
+		// A caller whose connection goes away mid-call: the serving
+		// host hears nothing more and cancels the call on its child.
+		nc, err := nats.Connect(f.servers[1].URL())
+		require.NoError(t, err)
+		cl, err := remote.Dial(nc, "tools", testOptions)
+		require.NoError(t, err)
+		c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 60000, "marker": "gone1"}))
+		require.NoError(t, err)
+		recvChunk(t, c)
+		start := time.Now()
+		nc.Close()
+		require.Eventually(t, func() bool { return readMarker(f.dir, "gone1") == "cancelled" },
+			testOptions.UnreachableBound()+margin, 20*time.Millisecond)
+		t.Logf("the serving host cancelled the call of a vanished caller in %v (bound %v)", time.Since(start), testOptions.UnreachableBound())
+		require.NoError(t, cl.Close())
+		term := terminal(t, c, time.Second)
+		assert.True(t, term.Synthetic)
+	})
+
 	t.Run("natsServerKilled", func(t *testing.T) {
 		c, err := f.cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 1000}))
 		require.NoError(t, err)
@@ -322,6 +340,4 @@ func TestFleet(t *testing.T) {
 			assert.Equal(t, frame.KindCompleted, terminal(t, n, 30*time.Second).Kind)
 		}
 	})
-	_ = errors.New
-	_ = filepath.Join
 }
