@@ -191,8 +191,9 @@ func WithInput(payloads ...frame.Payload) CallOption {
 //
 // Refusals come back at once and send nothing: host.ErrUnknownTool, a
 // *host.SchemaError (arguments checked against the tool's
-// arguments_schema, defaults filled, as host.Call does), ErrNoTools,
-// ErrClientClosed. Everything else is the call's outcome: a host that
+// arguments_schema, defaults filled, as host.Call does), an error
+// matching wire.ErrHeaderLength for an invoke or a WithInput chunk over
+// the protocol's 64 KiB header, ErrNoTools, ErrClientClosed. Everything else is the call's outcome: a host that
 // cannot be reached, dies, or falls silent gives a synthetic failed
 // unreachable within Options.UnreachableBound; a lost message a
 // synthetic transport_error; a malformed or forged message a synthetic
@@ -252,7 +253,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		c.wg.Done()
 		return nil, ErrClientClosed
 	}
-	first := b[:min(len(b), MaxOpenData)]
+	first := b[:min(len(b), MaxOpenData, c.frag)]                                                   // an open fits the server's max_payload too
 	_ = l.publishTo(callSubject(c.name), c.inbox+"."+token, KindOpen, uint64(c.opts.Window), first) // a failed publish fails the link
 	l.sent = uint64(len(first))
 	go call.read() // ends at the call's terminal; Close ends every call

@@ -22,6 +22,7 @@ import (
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/natstest"
 	"github.com/skulkrt/skulk/remote"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // margin is what a loaded 2-core machine under -race may add to a stated
@@ -185,6 +186,22 @@ func TestFleet(t *testing.T) {
 		require.True(t, ok)
 		require.True(t, bytes.Equal(data, m.Data), "the echoed media differs")
 		require.NoError(t, c.CloseSend())
+		term := terminal(t, c, 30*time.Second)
+		require.Equal(t, frame.KindCompleted, term.Kind, "%+v", term)
+	})
+
+	t.Run("requestOverMaxPayload", func(t *testing.T) {
+		// Invoke and input larger than a message: the open carries what
+		// fits, the rest follows the accept.
+		_, err := f.cl.Call(ctx, "echo", nil, remote.WithInput(frame.MustPayload(map[string]any{"text": strings.Repeat("x", 3*fleetMaxPayload)})))
+		require.ErrorIs(t, err, wire.ErrHeaderLength, "a chunk over max_header is refused before anything is sent")
+		text := strings.Repeat("x", fleetMaxPayload+fleetMaxPayload/4)
+		c, err := f.cl.Call(ctx, "echo", nil, remote.WithInput(frame.MustPayload(map[string]any{"text": text})))
+		require.NoError(t, err)
+		got := recvChunk(t, c)
+		var p struct{ Text string }
+		require.NoError(t, got.Payload.Decode(&p))
+		assert.Equal(t, text, p.Text)
 		term := terminal(t, c, 30*time.Second)
 		require.Equal(t, frame.KindCompleted, term.Kind, "%+v", term)
 	})

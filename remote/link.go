@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -115,7 +116,7 @@ func (l *link) fail(err error) bool {
 // abort ends the link with err and tells the peer why (best effort).
 func (l *link) abort(err *linkError) {
 	if l.fail(err) {
-		_ = l.publish(KindAbort, uint64(err.code), []byte(err.msg))
+		_ = l.publish(KindAbort, uint64(err.code), []byte(cutReason(err.msg)))
 	}
 }
 
@@ -397,4 +398,17 @@ func (l *link) tick(now int64, interval, timeout time.Duration) {
 	if now-l.lastSent.Load() >= int64(interval) {
 		_ = l.publish(KindPing, 0, nil)
 	}
+}
+
+// cutReason cuts s to at most MaxReason bytes on a character boundary.
+func cutReason(s string) string {
+	s = frame.SanitizeMessage(s)
+	if len(s) <= MaxReason {
+		return s
+	}
+	n := MaxReason
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
