@@ -246,6 +246,13 @@ func TestFleet(t *testing.T) {
 			count = n
 			return false
 		}, 30*time.Second, time.Second)
+		// The serving host's memory stays put while the child is blocked.
+		pid := f.host(c.Host()).cmd.Process.Pid
+		rss0 := rssOf(t, pid)
+		time.Sleep(time.Second)
+		rss1 := rssOf(t, pid)
+		t.Logf("serving host %s: RSS %d KiB, a second later %d KiB", c.Host(), rss0>>10, rss1>>10)
+		assert.Less(t, rss1-rss0, int64(8<<20), "the serving host's memory grows while its caller does not read")
 		held := int64(count) * size
 		t.Logf("the child sent %d chunks of %d bytes (%d MiB) before it blocked; the client holds %d bytes", count, size, held>>20, remote.Buffered(c))
 		// The host's outbox (16 MiB), one window at each of the two
@@ -357,4 +364,20 @@ func TestFleet(t *testing.T) {
 			assert.Equal(t, frame.KindCompleted, terminal(t, n, 30*time.Second).Kind)
 		}
 	})
+}
+
+// rssOf returns a process's resident set, in bytes.
+func rssOf(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
 }
