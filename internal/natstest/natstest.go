@@ -104,8 +104,9 @@ func Run(t testing.TB, set ...func(*server.Options)) *Server {
 
 // RunCluster starts n JetStream servers routed to each other as one
 // cluster, stores in t.TempDir(), and waits for a JetStream meta leader.
-// They are shut down when the test ends.
-func RunCluster(t testing.TB, n int) []*Server {
+// They are shut down when the test ends. Each set function changes every
+// server's options before it starts (limits, say).
+func RunCluster(t testing.TB, n int, set ...func(*server.Options)) []*Server {
 	t.Helper()
 	ports := make([]int, 2*n)
 	for i := range ports {
@@ -128,6 +129,9 @@ func RunCluster(t testing.TB, n int) []*Server {
 			Cluster: server.ClusterOpts{Name: "skulk", Host: "127.0.0.1", Port: ports[n+i]},
 			Routes:  routes,
 		}}
+		for _, f := range set {
+			f(servers[i].opts)
+		}
 	}
 	for _, s := range servers {
 		t.Cleanup(s.Shutdown)

@@ -46,6 +46,14 @@ func Build(ctx context.Context, benchDir, outDir string, systems []string, tags 
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
+	// The systems across TCP loopback run the children of their local
+	// counterparts.
+	if slices.Contains(systems, SkulkNATS) {
+		systems = append(slices.Clip(systems), Skulk)
+	}
+	if slices.Contains(systems, GoPluginTCP) {
+		systems = append(slices.Clip(systems), "go-plugin")
+	}
 	for _, c := range children {
 		if len(systems) > 0 && !slices.Contains(systems, c.system) {
 			continue
@@ -92,7 +100,7 @@ func Revision(ctx context.Context, dir string) string {
 }
 
 // SystemNames are the systems a run can compare, in column order.
-var SystemNames = []string{Skulk, SkulkDemo, "go-plugin", "mcp", "raw"}
+var SystemNames = []string{Skulk, SkulkDemo, "go-plugin", "mcp", "raw", SkulkNATS, GoPluginTCP}
 
 // systems returns the systems o names (all when none), Skulk first.
 func (o *Options) systems() []system {
@@ -102,6 +110,8 @@ func (o *Options) systems() []system {
 		&grpcSystem{bin: o.Bin.GoPlugin, dir: o.Dir},
 		&mcpSystem{bin: o.Bin.MCP},
 		&rawSystem{bin: o.Bin.Raw, dir: o.Dir},
+		&natsSystem{bin: o.Bin.Skulk, dir: o.Dir},
+		&grpcTCPSystem{bin: o.Bin.GoPlugin},
 	}
 	if len(o.Systems) == 0 {
 		return all

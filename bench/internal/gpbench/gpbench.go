@@ -289,6 +289,16 @@ func (Plugin) GRPCClient(_ context.Context, b *plugin.GRPCBroker, cc *grpc.Clien
 	return &Client{cc: cc, broker: b}, nil
 }
 
+// TCPEnv, set in gpchild's environment to a TCP address (127.0.0.1:0),
+// makes it serve the service on that address with a plain gRPC server
+// instead of as a go-plugin plugin, and print the address it listens on
+// as its first line of output: the go-plugin-tcp system of the compare
+// driver, gRPC over the network path a remote peer takes.
+const TCPEnv = "GPCHILD_TCP"
+
+// NewClient returns a *Client on cc (a connection made without go-plugin).
+func NewClient(cc *grpc.ClientConn) *Client { return &Client{cc: cc} }
+
 // Client calls the bench service. It is safe for concurrent use.
 type Client struct {
 	cc     *grpc.ClientConn

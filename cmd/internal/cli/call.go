@@ -38,6 +38,7 @@ type callOptions struct {
 	journal   string
 	redact    redactFlag
 	offer     offerFlag // --offer: tools the child may call through the host
+	via       string    // --via: a service on NATS instead of a child
 	child     []string
 	childFlags
 	telemetryFlags
@@ -58,6 +59,7 @@ func parseCall(args []string) (*callOptions, error) {
 	fs.StringVar(&o.journal, "journal", "", "")
 	fs.Var(&o.redact, "redact", "")
 	fs.Var(&o.offer, "offer", "")
+	fs.StringVar(&o.via, "via", "", "")
 	o.childFlags.register(fs)
 	o.telemetryFlags.register(fs)
 	pos, child, err := parseArgs(fs, args)
@@ -70,7 +72,14 @@ func parseCall(args []string) (*callOptions, error) {
 	case len(pos) > 1:
 		return nil, usageErr("unexpected argument after the tool name: the child's command line goes after --")
 	}
-	if err := needChild(child); err != nil {
+	if o.via != "" {
+		switch {
+		case len(child) > 0:
+			return nil, usageErr("--via calls a service on NATS: no child command line after --")
+		case o.journal != "" || len(o.offer) > 0:
+			return nil, usageErr("--journal and --offer go with a child of this host, not with --via")
+		}
+	} else if err := needChild(child); err != nil {
 		return nil, err
 	}
 	if err := checkRedact(o.redact, o.journal); err != nil {
@@ -130,6 +139,9 @@ func runCall(ctx context.Context, args []string, env Env) error {
 		if err := os.MkdirAll(o.saveMedia, 0o755); err != nil {
 			return statusErr(ExitFailure, "cannot create --save-media directory: %v", err)
 		}
+	}
+	if o.via != "" {
+		return runCallVia(ctx, o, env, input, media)
 	}
 	cfg := o.config(o.child, env)
 	cfg.Calls.Tools = o.offer
@@ -195,7 +207,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 type callRun struct {
 	opts     *callOptions
 	env      Env
-	call     *host.Call
+	call     streamCall
 	progress *progress          // nil when stderr is not a terminal
 	media    *frame.InlineMedia // --input-media, sent before the input's lines; nil without
 	escape   bool               // the provider's text is escaped (termsafe.Lines)

@@ -55,6 +55,7 @@ func commands() []*command {
 	return []*command{
 		{name: "demo", usage: demoUsage, short: "run a guided tour against a built-in provider (start here)", long: demoHelp, run: runDemo},
 		{name: "call", usage: callUsage, short: "start a child, make one call, stream its output", long: callHelp, run: runCall},
+		{name: "serve", usage: serveUsage, short: "serve a child's tools on NATS, for call --via from other machines", long: serveHelp, run: runServe},
 		{name: "tools", usage: toolsUsage, short: "list a child's tools with descriptions and schemas", long: toolsHelp, run: runTools},
 		{name: "mcp", usage: mcpUsage, short: "serve a child's tools as an MCP server (stdio or streamable HTTP)", long: mcpHelp, run: runMCP},
 		{name: "bench", usage: benchUsage, short: "measure throughput, bandwidth and latency against a child", long: benchHelp, run: runBench},

@@ -132,7 +132,7 @@ Example:
 	go run ./cmd/skulk-host demo
 `
 
-const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape | --raw] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--offer TOOL]... [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]"
+const callUsage = "call TOOL [--args JSON] [--input FILE|-] [--input-media FILE [--media-type T]] [--timeout D] [--json] [--escape | --raw] [--save-media DIR] [--journal FILE [--redact KEY[,KEY]...]] [--metrics-addr ADDR] [--offer TOOL]... [--env NAME[=VALUE]]... " + containUsage + " [-v] -- CHILD [ARGS...]\n       skulk-host call TOOL --via nats://HOST:PORT[,HOST:PORT...]/NAME [--args JSON] [--input FILE|-] [--input-media FILE] [--timeout D] [--json] [--escape | --raw] [--save-media DIR]"
 
 // containUsage lists the containFlags in a usage line.
 const containUsage = "[--memory-max SIZE] [--pids-max N] [--cpu-max PERCENT] [--user USER] [--group GROUP] [--no-new-privs] [--no-cgroups]"
@@ -147,6 +147,14 @@ The flags are:
 	--args JSON
 		the call's arguments, a JSON object (default {}). Checked against
 		the tool's arguments_schema before anything is sent.
+	--via nats://HOST:PORT[,HOST:PORT...]/NAME
+		call a host serving NAME on NATS ('skulk-host serve') instead of
+		starting a child: no CHILD after --, no --journal or --offer. The
+		arguments and input are checked against the tool's schemas as the
+		serving hosts describe them. Credentials come from NATS_CREDS,
+		NATS_NKEY, NATS_CERT/NATS_KEY, NATS_CA or the URL's creds=FILE,
+		never from the command line. A host that dies or is cut off
+		mid-call ends it with failed/unreachable (status 3) within 3.5 s.
 	--input FILE|-
 		send caller input from FILE, or from standard input with -. Each
 		line becomes one caller chunk: a line that is a JSON object is sent

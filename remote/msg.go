@@ -1,0 +1,209 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Kind is the type of one message of a call over NATS
+// (docs/protocol.md §10). Parsing an unknown kind is an error.
+type Kind uint8
+
+// The message kinds.
+const (
+	// KindOpen starts a call: the caller's first message, sent to the
+	// service's call subject with the caller's reply subject. Its arg is
+	// the caller's receive window; its body the first bytes of the
+	// caller's stream (at most MaxOpenData).
+	KindOpen Kind = iota + 1
+	// KindAccept is the serving host's first message: its arg is its
+	// receive window for the caller's stream (counted from the stream's
+	// first byte, the open's included), its body the subject the caller
+	// sends the call's later messages to.
+	KindAccept
+	// KindData carries the next bytes of the sender's stream (1 to
+	// MaxFragment of them), within the credit the receiver gave.
+	KindData
+	// KindCredit raises the sender's limit: arg is the stream offset the
+	// receiver lets the peer send up to. It only moves forward.
+	KindCredit
+	// KindPing says the sender is alive; sent when nothing else was sent
+	// for a heartbeat interval.
+	KindPing
+	// KindCancel asks the serving host to cancel the call (caller to host
+	// only). It needs no credit, so it passes a stream that is blocked.
+	KindCancel
+	// KindFin ends the sender's stream: nothing follows it. Its arg holds
+	// flags (FinSynthetic).
+	KindFin
+	// KindAbort ends the call at once: its arg is the frame.Code of the
+	// failure, its body a reason (at most MaxReason bytes of UTF-8).
+	KindAbort
+)
+
+var kindNames = [...]string{"", "open", "accept", "data", "credit", "ping", "cancel", "fin", "abort"}
+
+// String returns the kind's name, or "kind(N)" for an unknown value.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && k != 0 {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Message layout and limits (docs/protocol.md §10).
+const (
+	// Version is the version of the message format, the first byte of
+	// every message.
+	Version = 1
+	// HeaderLen is the fixed header of every message: version (1 byte),
+	// kind (1), sequence (8, big-endian), arg (8, big-endian).
+	HeaderLen = 18
+	// MaxFragment is the most stream bytes one data message may carry,
+	// whatever the server's max_payload; a sender uses less when the
+	// server allows less.
+	MaxFragment = 1 << 20
+	// MaxOpenData is the most stream bytes an open may carry.
+	MaxOpenData = 64 << 10
+	// MaxSubject is the longest subject an accept may name, in bytes.
+	MaxSubject = 255
+	// MaxReason is the longest reason an abort may carry, in bytes.
+	MaxReason = 512
+	// MaxMessage is the largest message a receiver accepts.
+	MaxMessage = HeaderLen + MaxFragment
+)
+
+// FinSynthetic is a flag of a fin's arg: the provider terminal before it
+// was made up by the serving host (its child died, hung, timed out or
+// broke the protocol), not written by the provider.
+const FinSynthetic = 1
+
+// ErrMessage is matched (errors.Is) by every *MessageError: a message of a
+// call that breaks docs/protocol.md §10. It fails that call only.
+var ErrMessage = errors.New("remote: malformed message")
+
+// MessageError reports a message that breaks the format; it names the
+// field and the rule, never the value.
+type MessageError struct {
+	// Field is the part at fault: "length", "version", "kind",
+	// "sequence", "arg" or "body".
+	Field string
+	// Reason says which rule it breaks.
+	Reason string
+}
+
+func (e *MessageError) Error() string {
+	return "remote: malformed message: " + e.Field + ": " + e.Reason
+}
+
+// Is makes a *MessageError match ErrMessage.
+func (e *MessageError) Is(target error) bool { return target == ErrMessage }
+
+// Message is one parsed message. Body aliases the bytes it was parsed
+// from: it is valid as long as they are.
+type Message struct {
+	Kind Kind
+	Seq  uint64
+	Arg  uint64
+	Body []byte
+}
+
+// ParseMessage parses b, checking the length of every part against the
+// limits above before anything is kept. It never allocates.
+func ParseMessage(b []byte) (Message, error) {
+	if len(b) < HeaderLen {
+		return Message{}, &MessageError{"length", "shorter than the header"}
+	}
+	if len(b) > MaxMessage {
+		return Message{}, &MessageError{"length", "over the message limit"}
+	}
+	if b[0] != Version {
+		return Message{}, &MessageError{"version", "unknown version"}
+	}
+	m := Message{Kind: Kind(b[1]), Seq: binary.BigEndian.Uint64(b[2:]), Arg: binary.BigEndian.Uint64(b[10:]), Body: b[HeaderLen:]}
+	n := len(m.Body)
+	switch m.Kind {
+	case KindOpen:
+		if n > MaxOpenData {
+			return Message{}, &MessageError{"body", "open data over its limit"}
+		}
+		if m.Seq != 0 {
+			return Message{}, &MessageError{"sequence", "an open is message 0"}
+		}
+		if m.Arg == 0 {
+			return Message{}, &MessageError{"arg", "a window of zero"}
+		}
+	case KindAccept:
+		if n == 0 || n > MaxSubject || !validSubject(m.Body) {
+			return Message{}, &MessageError{"body", "not a subject of 1 to 255 bytes without spaces or wildcards"}
+		}
+		if m.Seq != 0 {
+			return Message{}, &MessageError{"sequence", "an accept is message 0"}
+		}
+		if m.Arg == 0 {
+			return Message{}, &MessageError{"arg", "a window of zero"}
+		}
+	case KindData:
+		if n == 0 {
+			return Message{}, &MessageError{"body", "empty data"}
+		}
+		if m.Arg != 0 {
+			return Message{}, &MessageError{"arg", "must be 0"}
+		}
+	case KindCredit:
+		if n != 0 {
+			return Message{}, &MessageError{"body", "must be empty"}
+		}
+	case KindPing, KindCancel:
+		if n != 0 || m.Arg != 0 {
+			return Message{}, &MessageError{"body", "arg and body must be empty"}
+		}
+	case KindFin:
+		if n != 0 {
+			return Message{}, &MessageError{"body", "must be empty"}
+		}
+		if m.Arg&^FinSynthetic != 0 {
+			return Message{}, &MessageError{"arg", "unknown flags"}
+		}
+	case KindAbort:
+		if n > MaxReason || !utf8.Valid(m.Body) {
+			return Message{}, &MessageError{"body", "a reason over 512 bytes or not UTF-8"}
+		}
+		if m.Arg == 0 || m.Arg > 255 {
+			return Message{}, &MessageError{"arg", "not a failure code"}
+		}
+	default:
+		return Message{}, &MessageError{"kind", "unknown kind"}
+	}
+	return m, nil
+}
+
+// AppendMessage appends the encoding of m to b.
+func AppendMessage(b []byte, m Message) []byte {
+	b = append(b, Version, byte(m.Kind))
+	b = binary.BigEndian.AppendUint64(b, m.Seq)
+	b = binary.BigEndian.AppendUint64(b, m.Arg)
+	return append(b, m.Body...)
+}
+
+// validSubject reports whether s is a literal NATS subject: printable
+// ASCII tokens separated by dots, no wildcards, no empty token.
+func validSubject(s []byte) bool {
+	tok := 0
+	for _, c := range s {
+		switch {
+		case c == '.':
+			if tok == 0 {
+				return false
+			}
+			tok = 0
+		case c <= ' ' || c >= 0x7f || c == '*' || c == '>':
+			return false
+		default:
+			tok++
+		}
+	}
+	return tok > 0
+}
