@@ -9,6 +9,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -20,8 +21,8 @@ func Example() {
 	greet := child.Tool{
 		ID:              "greet",
 		Description:     "Greets every name the caller streams.",
-		ArgumentsSchema: wire.Schema{"type": "object", "additionalProperties": false},
-		InputSchema: wire.Schema{"type": "object", "required": []any{"text"},
+		ArgumentsSchema: map[string]any{"type": "object", "additionalProperties": false},
+		InputSchema: map[string]any{"type": "object", "required": []any{"text"},
 			"properties": map[string]any{"text": map[string]any{"type": "string"}}},
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			n := 0
@@ -50,7 +51,7 @@ func Example() {
 		served <- child.Serve(context.Background(), childEnd, ln, child.Options{Tools: []child.Tool{greet}})
 	}()
 
-	ctl := wire.NewReader(hostEnd, wire.Limits{})
+	ctl := packetio.NewReader(hostEnd, wire.Limits{})
 	hello, _ := ctl.ReadPacket()
 	fmt.Println("tools:", hello.(*wire.Hello).Tools[0].ID)
 	write(hostEnd, &wire.Startup{Protocol: 1, ChildID: "example", CancelGraceMS: 1000, IngressQueue: 8})
@@ -63,7 +64,7 @@ func Example() {
 	for _, f := range []frame.Frame{started, chunk, done} {
 		write(conn, &wire.Frame{Frame: f})
 	}
-	r := wire.NewReader(conn, wire.Limits{})
+	r := packetio.NewReader(conn, wire.Limits{})
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -74,7 +75,7 @@ func Example() {
 			fmt.Println(f.Sequence, f.Kind, string(out))
 			continue
 		}
-		fmt.Println(p.Type())
+		fmt.Println(packetio.TypeOf(p))
 		break
 	}
 	conn.Close()
@@ -89,6 +90,6 @@ func Example() {
 }
 
 func write(c net.Conn, p wire.Packet) {
-	b, _ := wire.Encode(p, wire.Limits{})
+	b, _ := packetio.Encode(p, wire.Limits{})
 	c.Write(b)
 }

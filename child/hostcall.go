@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
@@ -147,7 +148,7 @@ type Call struct {
 	tool  *toolschema.Tool
 	o     *offer
 	nc    Conn
-	w     *wire.Writer
+	w     *packetio.Writer
 	owner *call // the handler's call; nil once forgotten
 
 	frames chan frame.Frame // provider frames, read by readLoop; unbuffered: the handler's pace is the host's (backpressure)
@@ -236,7 +237,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 			return nil, &CallError{Code: frame.CodeUnreachable, Message: "dialing the host's call socket failed", Synthetic: true}
 		}
 	}
-	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: wire.NewWriter(nc, cl.c.s.limits),
+	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: packetio.NewWriter(nc, cl.c.s.limits),
 		frames: make(chan frame.Frame), done: make(chan struct{}), quit: make(chan struct{}), next: 1}
 	started, _ := frame.NewStarted(c.id, frame.CallerToProvider)
 	if err = c.w.WritePackets(inv, &wire.Frame{Frame: started}); err != nil {
@@ -252,7 +253,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 	of.open[c] = struct{}{}
 	of.mu.Unlock()
 	c.stop = context.AfterFunc(ctx, c.Cancel)
-	go c.readLoop(wire.NewReader(nc, cl.c.s.limits)) // stopped by the end, or by closing nc; waited for through done
+	go c.readLoop(packetio.NewReader(nc, cl.c.s.limits)) // stopped by the end, or by closing nc; waited for through done
 	return c, nil
 }
 
@@ -467,7 +468,7 @@ func callErrorOf(f frame.Frame) *CallError {
 // gives a synthetic terminal. It then returns the connection to the idle
 // list (after writing the caller's completed, if the caller had not ended
 // its direction) or closes it.
-func (c *Call) readLoop(r *wire.Reader) {
+func (c *Call) readLoop(r *packetio.Reader) {
 	fence := sequence.New(c.id, frame.ProviderToCaller, 1)
 	reusable := false
 	defer func() {

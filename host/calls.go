@@ -14,6 +14,8 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
@@ -188,7 +190,7 @@ func (s *callServer) close() {
 // mutex makes that safe to rely on.
 type connWriter struct {
 	mu sync.Mutex
-	w  *wire.Writer
+	w  *packetio.Writer
 }
 
 func (w *connWriter) write(ps ...wire.Packet) error {
@@ -216,8 +218,8 @@ func (s *callServer) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 		nc.Close()
 	}()
-	r := wire.NewReader(nc, s.ch.limits)
-	w := &connWriter{w: wire.NewWriter(nc, s.ch.limits)}
+	r := packetio.NewReader(nc, s.ch.limits)
+	w := &connWriter{w: packetio.NewWriter(nc, s.ch.limits)}
 	var next wire.Packet // read by the previous call's pumpIn, in its quiet interval
 	for {
 		pkt, err := next, error(nil)
@@ -226,8 +228,8 @@ func (s *callServer) serveConn(nc net.Conn) {
 		}
 		next = nil
 		if err != nil {
-			var ie *wire.InvalidError
-			if errors.As(err, &ie) && ie.Type == wire.TypeInvoke && ie.CallID != "" {
+			var ie *protocol.InvalidError
+			if errors.As(err, &ie) && ie.Type == protocol.TypeInvoke && ie.CallID != "" {
 				w.refuse(ie.CallID, frame.CodeInvalidFrame, "invalid invoke")
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -237,7 +239,7 @@ func (s *callServer) serveConn(nc net.Conn) {
 		}
 		inv, ok := pkt.(*wire.Invoke)
 		if !ok {
-			s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", fmt.Errorf("%w: %s where an invoke belongs", wire.ErrProtocol, pkt.Type()))
+			s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", fmt.Errorf("%w: %s where an invoke belongs", wire.ErrProtocol, packetio.TypeOf(pkt)))
 			return
 		}
 		var more bool
@@ -264,7 +266,7 @@ type nestedCallee interface {
 // run runs one call on a call connection and reports whether the
 // connection may carry the next one, and the next packet when it was read
 // already (nil when not).
-func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
+func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
 	callee, end, err := s.begin(inv)
 	if err != nil {
 		code, msg := refusalAnswer(err)
@@ -340,7 +342,7 @@ func refusalAnswer(err error) (frame.Code, string) {
 
 // discard reads and drops the caller frames of a refused call up to its
 // caller terminal (docs/protocol.md §6, reuse).
-func (s *callServer) discard(r *wire.Reader, id string) bool {
+func (s *callServer) discard(r *packetio.Reader, id string) bool {
 	for {
 		pkt, err := r.ReadPacket()
 		if err != nil {
@@ -360,13 +362,13 @@ func (s *callServer) discard(r *wire.Reader, id string) bool {
 // caller terminal. reusable: the caller's direction ended cleanly; bad:
 // an invalid frame (fence, shape, schema) ends the call with failed
 // invalid_frame.
-func (s *callServer) pumpIn(r *wire.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+func (s *callServer) pumpIn(r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
 		pkt, err := r.ReadPacket()
 		if err != nil {
-			var ie *wire.InvalidError
-			return false, errors.As(err, &ie) && ie.Type == wire.TypeFrame
+			var ie *protocol.InvalidError
+			return false, errors.As(err, &ie) && ie.Type == protocol.TypeFrame
 		}
 		fp, ok := pkt.(*wire.Frame)
 		if !ok || fp.CallID != id {
@@ -482,7 +484,7 @@ func (s *callServer) begin(inv *wire.Invoke) (nestedCallee, func(), error) {
 	}
 	if inv.TimeoutMS > 0 {
 		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, wire.Millis(inv.TimeoutMS))
+		ctx, c2 = context.WithTimeout(ctx, protocol.Millis(inv.TimeoutMS))
 		c1 := cancel
 		cancel = func() { c2(); c1() }
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -67,14 +68,14 @@ func fakeChild(mode string) int {
 	if code, done := poolStartBeforeHello(mode); done {
 		return code
 	}
-	cw := wire.NewWriter(ctrl, wire.Limits{})
-	cr := wire.NewReader(ctrl, wire.Limits{})
+	cw := packetio.NewWriter(ctrl, wire.Limits{})
+	cr := packetio.NewReader(ctrl, wire.Limits{})
 	proto := []int64{1}
 	if mode == "badversion" {
 		proto = []int64{2}
 	}
-	obj := func(props map[string]any) wire.Schema {
-		return wire.Schema{"type": "object", "properties": props}
+	obj := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props}
 	}
 	tools := []wire.Tool{{
 		ID:              "ok",
@@ -88,7 +89,7 @@ func fakeChild(mode string) int {
 	}
 	tools = append(tools, wire.Tool{ID: "badoutput", OutputSchema: obj(map[string]any{"i": map[string]any{"type": "integer"}})})
 	fakeControl = cw
-	cw.WritePacket(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: wire.DefaultLimits(), Tools: tools})
+	cw.WritePacket(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: packetio.DefaultLimits(), Tools: tools})
 	poolStartAfterHello(mode)
 	if _, err := cr.ReadPacket(); err != nil {
 		return 2
@@ -131,12 +132,12 @@ var fakeRunning atomic.Int64
 
 // fakeControl is the fake child's control Writer, for tools that write on
 // the control connection.
-var fakeControl *wire.Writer
+var fakeControl *packetio.Writer
 
 func fakeConn(nc net.Conn, mu *sync.Mutex) {
 	defer nc.Close()
-	r := wire.NewReader(nc, wire.Limits{})
-	w := wire.NewWriter(nc, wire.Limits{})
+	r := packetio.NewReader(nc, wire.Limits{})
+	w := packetio.NewWriter(nc, wire.Limits{})
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -157,7 +158,7 @@ func fakeConn(nc net.Conn, mu *sync.Mutex) {
 }
 
 // fakeCall runs one call; it reports whether the connection goes on.
-func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu *sync.Mutex) bool {
+func fakeCall(inv *wire.Invoke, r *packetio.Reader, w *packetio.Writer, nc net.Conn, mu *sync.Mutex) bool {
 	id := inv.CallID
 	send := func(f frame.Frame, err error) {
 		if err != nil {
@@ -244,11 +245,11 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 	case "badfield":
 		f, _ := frame.NewChunk(id, frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"i": 0}), nil)
 		f.Synthetic = true
-		b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+		b, err := packetio.Encode(&wire.Frame{Frame: f}, wire.Limits{})
 		if err != nil {
 			// The encoder refuses synthetic frames: patch the key by hand.
 			f.Synthetic = false
-			b, _ = wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+			b, _ = packetio.Encode(&wire.Frame{Frame: f}, wire.Limits{})
 			b = patchSynthetic(b)
 		}
 		raw(b)

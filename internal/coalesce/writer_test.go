@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 	"io"
@@ -59,7 +61,7 @@ func (g *gateWriter) bytes() []byte {
 func gatedChunkWriter(t testing.TB) (*gateWriter, *Writer, *wire.Frame, []byte) {
 	g := newGateWriter()
 	p := smallChunk(t, "c1", 1)
-	enc, err := wire.Encode(p, wire.Limits{})
+	enc, err := packetio.Encode(p, wire.Limits{})
 	require.NoError(t, err)
 	return g, New(g, wire.Limits{}), p, enc
 }
@@ -87,7 +89,7 @@ func TestWriterCoalesces(t *testing.T) {
 		require.Equal(t, 2, g.count(), "packet 1 alone, then the %d queued behind it in one write", n-1)
 		require.NoError(t, w.Close())
 
-		r := wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
+		r := packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
 		for i := uint64(1); i <= n; i++ {
 			p, err := r.ReadPacket()
 			require.NoError(t, err)
@@ -270,7 +272,7 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 	n := <-sent
 	require.Positive(t, n)
 	// Everything sent arrives, in order, as whole packets.
-	r := wire.NewReader(ub, wire.Limits{})
+	r := packetio.NewReader(ub, wire.Limits{})
 	ub.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for i := range n {
 		p, err := r.ReadPacket()
@@ -401,7 +403,7 @@ func TestWriterClose(t *testing.T) {
 	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Ping{}), ErrClosed)
 	require.NoError(t, w.Flush())
 	mu.Lock()
-	got := readAll(t, wire.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
+	got := readAll(t, packetio.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
 	mu.Unlock()
 	require.Len(t, got, 10)
 	require.Equal(t, &wire.Ping{Nonce: 9}, got[9])
@@ -434,16 +436,16 @@ func TestWriterRefusesInvalidAndKeepsGoing(t *testing.T) {
 	w := New(&buf, wire.Limits{MaxAttachment: 8})
 	bad := smallChunk(t, "c1", 1)
 	bad.Sequence = 0
-	var inv *wire.InvalidError
+	var inv *protocol.InvalidError
 	require.ErrorAs(t, w.Write(context.Background(), Stream, bad), &inv)
 	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: make([]byte, 9), MediaType: "a/b"})
 	require.NoError(t, err)
-	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}), wire.ErrAttachmentLength)
+	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}), protocol.ErrAttachmentLength)
 	w.SetLimits(wire.Limits{MaxAttachment: 9})
 	require.NoError(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}))
 	require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 5}))
 	require.NoError(t, w.Close())
-	got := readAll(t, wire.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
+	got := readAll(t, packetio.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
 	require.Equal(t, []wire.Packet{&wire.Frame{Frame: f}, &wire.Ping{Nonce: 5}}, got)
 }
 
@@ -483,7 +485,7 @@ func TestWriterConcurrentOverSocket(t *testing.T) {
 		// A reader that stops early closes ub, so the writers fail
 		// rather than block on a full socket and hang the test.
 		defer ub.Close()
-		r := wire.NewReader(ub, wire.Limits{})
+		r := packetio.NewReader(ub, wire.Limits{})
 		for {
 			p, err := r.ReadPacket()
 			if err != nil {
@@ -522,7 +524,7 @@ func TestWriterBackpressureOverSocket(t *testing.T) {
 	require.NoError(t, ua.SetWriteDeadline(time.Now().Add(500*time.Millisecond)))
 	w := New(ua, wire.Limits{})
 	p := smallChunk(t, "c1", 1)
-	enc, err := wire.Encode(p, wire.Limits{})
+	enc, err := packetio.Encode(p, wire.Limits{})
 	require.NoError(t, err)
 	const limit = 64 << 20 // far more than socket buffers and queue hold
 	sent := 0
@@ -568,7 +570,7 @@ func TestWriterDirectWriteThenQueue(t *testing.T) {
 		// Header and attachment (two buffers of one vectored write), then
 		// the three pings in one write.
 		require.Equal(t, 3, g.count())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Equal(t, []wire.Packet{media, &wire.Ping{Nonce: 0}, &wire.Ping{Nonce: 1}, &wire.Ping{Nonce: 2}}, got)
 	})
 }
@@ -607,7 +609,7 @@ func TestWriterTryWrite(t *testing.T) {
 		close(g.gate)
 		require.NoError(t, w.Flush())
 		require.NoError(t, w.Close())
-		r := wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
+		r := packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
 		for i := 1; i <= queued; i++ {
 			p, err := r.ReadPacket()
 			require.NoError(t, err)
@@ -658,7 +660,7 @@ func TestWriterCork(t *testing.T) {
 		require.Zero(t, g.count(), "written before the Uncork")
 		require.NoError(t, w.Uncork())
 		require.Equal(t, 1, g.count(), "Uncork returned before the write, or wrote more than once")
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, 4)
 		for i, p := range got {
 			require.Equal(t, uint64(i+1), p.(*wire.Frame).Sequence)
@@ -686,7 +688,7 @@ func TestWriterCorkedStillDrains(t *testing.T) {
 		}
 		require.NoError(t, w.Uncork())
 		require.NoError(t, w.Flush())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, int(seq-1))
 	})
 }
@@ -743,7 +745,7 @@ func TestWriterReply(t *testing.T) {
 		time.Sleep(2 * quietGap)
 		direct(4)
 		require.Equal(t, 4, g.count())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, 4)
 		require.NoError(t, w.Close()) // nothing queued: no write to wait for
 	})
@@ -766,7 +768,7 @@ func TestWriterRequest(t *testing.T) {
 			return w.Write(context.Background(), Request, smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &wire.Ping{Nonce: 3})
 		})
 		require.Equal(t, 1, g.count())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Equal(t, []wire.Packet{smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &wire.Ping{Nonce: 3}}, got)
 		require.NoError(t, w.Close())
 	})
@@ -862,7 +864,7 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 		}
 		sendErr <- w.Flush()
 	}()
-	r := wire.NewReader(ub, wire.Limits{})
+	r := packetio.NewReader(ub, wire.Limits{})
 	ub.SetReadDeadline(time.Now().Add(60 * time.Second))
 	for seq := uint64(1); seq <= n; seq++ {
 		if seq%200 == 0 {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 	"go.uber.org/goleak"
 )
@@ -34,16 +36,16 @@ func TestHostOverSocketPair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Play the child on b: hello, then a pong for the ping.
-	cw := wire.NewWriter(b, wire.Limits{})
+	cw := packetio.NewWriter(b, wire.Limits{})
 	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.Handshake(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	r := wire.NewReader(b, wire.Limits{})
+	r := packetio.NewReader(b, wire.Limits{})
 	p, err := r.ReadPacket()
-	if err != nil || p.Type() != wire.TypeStartup {
+	if err != nil || packetio.TypeOf(p) != protocol.TypeStartup {
 		t.Fatalf("got %v, %v", p, err)
 	}
 	pongs := make(chan error, 1)

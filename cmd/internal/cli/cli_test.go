@@ -74,7 +74,7 @@ func TestRefusalStatus(t *testing.T) {
 	}{
 		{host.ErrUnknownTool, ExitRefused},
 		{&host.SchemaError{Schema: "arguments"}, ExitRefused},
-		{fmt.Errorf("host: invoke: %w", wire.ErrHeaderLength), ExitRefused},
+		{fmt.Errorf("host: invoke: %w", wire.ErrTooLarge), ExitRefused},
 		{host.ErrPoolDown, ExitUnreachable},
 		{&host.CallError{Code: frame.CodeUnreachable, Synthetic: true}, ExitUnreachable},
 		{&host.CallError{Code: frame.CodeTransportError, Synthetic: true}, ExitTransportError},

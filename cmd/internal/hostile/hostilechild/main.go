@@ -96,6 +96,8 @@ import (
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/demotools"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 	"golang.org/x/sys/unix"
 )
@@ -263,7 +265,7 @@ func startGrandchild() {
 var (
 	ctrlMu sync.Mutex // serializes writes on the control connection
 	ctrl   net.Conn
-	cw     *wire.Writer
+	cw     *packetio.Writer
 	muted  atomic.Bool
 	stuck  atomic.Bool // pongs report one stuck handler
 	// running counts the calls whose tool has not returned, for pongs.
@@ -284,13 +286,13 @@ func serve(mode string) int {
 	}
 	ctrlFile.Close()
 	lnFile.Close()
-	cw = wire.NewWriter(ctrl, wire.Limits{})
-	cr := wire.NewReader(ctrl, wire.Limits{})
+	cw = packetio.NewWriter(ctrl, wire.Limits{})
+	cr := packetio.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
 	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood", "lostfinish", "daemon", "swarm", "hog", "forkloop", "attackhost", "spawn"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
-	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
+	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: packetio.DefaultLimits(), Tools: tools}); err != nil {
 		return 2
 	}
 	if _, err := cr.ReadPacket(); err != nil {
@@ -350,8 +352,8 @@ var closedCtrl atomic.Bool
 
 func serveConn(nc net.Conn) {
 	defer nc.Close()
-	r := wire.NewReader(nc, wire.Limits{})
-	w := wire.NewWriter(nc, wire.Limits{})
+	r := packetio.NewReader(nc, wire.Limits{})
+	w := packetio.NewWriter(nc, wire.Limits{})
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -380,7 +382,7 @@ var tooLong = func() []byte {
 const notMessagePack = "\x00\x00\x00\x05\x00\x00\x00\x00hello"
 
 // call runs one call; it reports whether the connection goes on.
-func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
+func call(inv *wire.Invoke, r *packetio.Reader, w *packetio.Writer, nc net.Conn) bool {
 	id := inv.CallID
 	send := func(f frame.Frame, err error) {
 		if err == nil {
@@ -519,7 +521,7 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 		if args.N <= 0 {
 			args.N = 64
 		}
-		m := &frame.InlineMedia{MediaType: "application/octet-stream", Data: make([]byte, wire.DefaultMaxAttachment)}
+		m := &frame.InlineMedia{MediaType: "application/octet-stream", Data: make([]byte, protocol.DefaultMaxAttachment)}
 		for seq := uint64(1); seq <= uint64(args.N); seq++ {
 			f, _ := frame.NewChunk(id, frame.ProviderToCaller, seq, nil, m)
 			if err := w.WritePacket(&wire.Frame{Frame: f}); err != nil {

@@ -1,4 +1,4 @@
-package wire
+package packetio
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,7 +26,7 @@ func TestWriterConcurrentPacketsWhole(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a, b := pair(t)
 			defer b.Close()
-			w := NewWriter(a, Limits{})
+			w := NewWriter(a, wire.Limits{})
 			const writers, each = 4, 50
 			data := bytes.Repeat([]byte{0xab}, 3000)
 			var wg sync.WaitGroup
@@ -36,7 +38,7 @@ func TestWriterConcurrentPacketsWhole(t *testing.T) {
 						f, err := frame.NewChunk(string(rune('a'+g)), frame.ProviderToCaller, uint64(i+1), nil,
 							&frame.InlineMedia{Data: data, MediaType: "application/octet-stream"})
 						if err == nil {
-							err = w.WritePacket(&Frame{Frame: f})
+							err = w.WritePacket(&wire.Frame{Frame: f})
 						}
 						if err != nil {
 							t.Error(err)
@@ -47,14 +49,14 @@ func TestWriterConcurrentPacketsWhole(t *testing.T) {
 			}
 			go func() { wg.Wait(); a.Close() }() // the reader sees EOF once every writer is done
 			next := map[string]uint64{}
-			r := NewReader(b, Limits{})
+			r := NewReader(b, wire.Limits{})
 			for {
 				p, err := r.ReadPacket()
 				if errors.Is(err, io.EOF) {
 					break
 				}
 				require.NoError(t, err)
-				f := p.(*Frame)
+				f := p.(*wire.Frame)
 				next[f.CallID]++
 				require.Equal(t, next[f.CallID], f.Sequence, "call %s out of order", f.CallID)
 				require.Equal(t, data, f.Media.(*frame.InlineMedia).Data)
@@ -70,16 +72,16 @@ func TestWriterConcurrentPacketsWhole(t *testing.T) {
 // the connection untouched and the Writer usable.
 func TestWriterInvalidPacketWritesNothing(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Limits{})
-	err := w.WritePacket(&End{})
-	var inv *InvalidError
+	w := NewWriter(&buf, wire.Limits{})
+	err := w.WritePacket(&wire.End{})
+	var inv *protocol.InvalidError
 	require.ErrorAs(t, err, &inv)
 	require.Zero(t, buf.Len())
-	err = w.WritePacket(&Ping{Nonce: 1}) // still usable
+	err = w.WritePacket(&wire.Ping{Nonce: 1}) // still usable
 	require.NoError(t, err)
-	p, err := Decode(buf.Bytes(), Limits{})
+	p, err := wire.Decode(buf.Bytes(), wire.Limits{})
 	require.NoError(t, err)
-	require.Equal(t, &Ping{Nonce: 1}, p)
+	require.Equal(t, &wire.Ping{Nonce: 1}, p)
 }
 
 // failWriter fails every Write after the first n bytes; short makes it
@@ -113,19 +115,19 @@ func TestWriterErrorIsSticky(t *testing.T) {
 		if short {
 			want = io.ErrShortWrite
 		}
-		w := NewWriter(&failWriter{n: 10, short: short}, Limits{})
-		require.ErrorIs(t, w.WritePacket(&Ping{Nonce: 1}), want)
-		require.ErrorIs(t, w.WritePacket(&Ping{Nonce: 2}), want)
+		w := NewWriter(&failWriter{n: 10, short: short}, wire.Limits{})
+		require.ErrorIs(t, w.WritePacket(&wire.Ping{Nonce: 1}), want)
+		require.ErrorIs(t, w.WritePacket(&wire.Ping{Nonce: 2}), want)
 	}
 }
 
 // TestWriterKeepsNoAttachment: once WritePacket returns, the Writer holds
 // no reference to the packet's attachment.
 func TestWriterKeepsNoAttachment(t *testing.T) {
-	w := NewWriter(io.Discard, Limits{})
+	w := NewWriter(io.Discard, wire.Limits{})
 	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte{1, 2, 3}, MediaType: "a/b"})
 	require.NoError(t, err)
-	require.NoError(t, w.WritePacket(&Frame{Frame: f}))
+	require.NoError(t, w.WritePacket(&wire.Frame{Frame: f}))
 	for _, piece := range w.iov[:cap(w.iov)] {
 		require.Nil(t, piece)
 	}
@@ -136,16 +138,16 @@ func TestWriterKeepsNoAttachment(t *testing.T) {
 // is invalid.
 func TestWriterPacketsInOneWrite(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Limits{})
+	w := NewWriter(&buf, wire.Limits{})
 	chunk, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: "x/y"})
 	require.NoError(t, err)
 	done, err := frame.NewCompleted("c1", frame.ProviderToCaller, 2, nil)
 	require.NoError(t, err)
-	require.ErrorIs(t, w.WritePackets(&Frame{chunk}, &End{}), frame.ErrInvalid)
+	require.ErrorIs(t, w.WritePackets(&wire.Frame{chunk}, &wire.End{}), frame.ErrInvalid)
 	require.Zero(t, buf.Len())
-	require.NoError(t, w.WritePackets(&Frame{chunk}, &Frame{done}, &End{CallID: "c1"}))
-	r := NewReader(&buf, Limits{})
-	for _, want := range []Packet{&Frame{chunk}, &Frame{done}, &End{CallID: "c1"}} {
+	require.NoError(t, w.WritePackets(&wire.Frame{chunk}, &wire.Frame{done}, &wire.End{CallID: "c1"}))
+	r := NewReader(&buf, wire.Limits{})
+	for _, want := range []wire.Packet{&wire.Frame{chunk}, &wire.Frame{done}, &wire.End{CallID: "c1"}} {
 		p, err := r.ReadPacket()
 		require.NoError(t, err)
 		require.Equal(t, want, p)

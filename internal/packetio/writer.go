@@ -1,10 +1,11 @@
-package wire
+package packetio
 
 import (
 	"io"
 	"sync"
 
 	"github.com/skulkrt/skulk/internal/writev"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // Writer writes packets to one connection, each with one vectored write of
@@ -14,7 +15,7 @@ import (
 // WritePacket calls took the Writer's lock.
 type Writer struct {
 	mu     sync.Mutex
-	limits Limits
+	limits wire.Limits
 	dst    writev.Vectored
 	hdr    []byte   // the header being written; reused, at most max_header
 	iov    [][]byte // header and attachment of the packet being written
@@ -23,8 +24,8 @@ type Writer struct {
 
 // NewWriter returns a Writer to dst that refuses packets over l (made
 // Effective). It needs no Close.
-func NewWriter(dst io.Writer, l Limits) *Writer {
-	w := &Writer{limits: l.Effective()}
+func NewWriter(dst io.Writer, l wire.Limits) *Writer {
+	w := &Writer{limits: Effective(l)}
 	w.dst.Init(dst)
 	return w
 }
@@ -37,13 +38,13 @@ func NewWriter(dst io.Writer, l Limits) *Writer {
 // is written and the connection is unaffected); the connection's write
 // error, which every later call returns too, since a packet may have been
 // written in part.
-func (w *Writer) WritePacket(p Packet) error {
+func (w *Writer) WritePacket(p wire.Packet) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	hdr, att, err := AppendPacket(w.hdr[:0], p, w.limits)
+	hdr, att, err := wire.AppendPacket(w.hdr[:0], p, w.limits)
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func (w *Writer) WritePacket(p Packet) error {
 // writes one: for packets that go out together (an invoke and its first
 // frame, a terminal and its end). A packet refused by the rules or the
 // limits refuses them all, with nothing written.
-func (w *Writer) WritePackets(ps ...Packet) error {
+func (w *Writer) WritePackets(ps ...wire.Packet) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -78,7 +79,7 @@ func (w *Writer) WritePackets(ps ...Packet) error {
 	for _, p := range ps {
 		var att []byte
 		var err error
-		if b, att, err = AppendPacket(b, p, w.limits); err != nil {
+		if b, att, err = wire.AppendPacket(b, p, w.limits); err != nil {
 			return err
 		}
 		pieces = append(pieces, piece{len(b), att})
