@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
@@ -148,8 +149,8 @@ type Call struct {
 	tool  *toolschema.Tool
 	o     *offer
 	nc    Conn
-	w     *packetio.Writer
-	owner *call // the handler's call; nil once forgotten
+	w     *coalesce.Writer // the call's packets; closed by readLoop before nc goes back or is closed
+	owner *call            // the handler's call; nil once forgotten
 
 	frames chan frame.Frame // provider frames, read by readLoop; unbuffered: the handler's pace is the host's (backpressure)
 	done   chan struct{}    // closed when readLoop returned
@@ -237,11 +238,15 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 			return nil, &CallError{Code: frame.CodeUnreachable, Message: "dialing the host's call socket failed", Synthetic: true}
 		}
 	}
-	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: packetio.NewWriter(nc, cl.c.s.limits),
+	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: coalesce.New(nc, cl.c.s.limits),
 		frames: make(chan frame.Frame), done: make(chan struct{}), quit: make(chan struct{}), next: 1}
 	started, _ := frame.NewStarted(c.id, frame.CallerToProvider)
-	if err = c.w.WritePackets(inv, &wire.Frame{Frame: started}); err != nil {
+	if err = c.w.Write(context.Background(), coalesce.Request, inv, &wire.Frame{Frame: started}); err == nil {
+		err = c.w.Flush()
+	}
+	if err != nil {
 		nc.Close()
+		c.w.Close()
 		of.release(nil)
 		return nil, &CallError{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}
 	}
@@ -324,9 +329,8 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { c.nc.SetWriteDeadline(time.Unix(1, 0)) })
-	err = c.w.WritePacket(&wire.Frame{Frame: f})
-	if !stop() {
+	err = c.w.Write(ctx, coalesce.Request, &wire.Frame{Frame: f})
+	if err != nil && ctx.Err() != nil {
 		c.broken = true
 		c.nc.Close()
 		return ctx.Err()
@@ -363,7 +367,7 @@ func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 	} else {
 		f, _ = frame.NewCancelled(c.id, frame.CallerToProvider, c.next, "cancelled by the caller")
 	}
-	if err := c.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+	if err := c.w.Write(context.Background(), coalesce.Request, &wire.Frame{Frame: f}); err != nil {
 		c.broken = true
 		return err
 	}
@@ -486,6 +490,12 @@ func (c *Call) readLoop(r *packetio.Reader) {
 		c.o.mu.Lock()
 		delete(c.o.open, c)
 		c.o.mu.Unlock()
+		if !reusable {
+			c.nc.Close() // first: a host that stopped reading cannot hold the writer's Close up
+		}
+		if err := c.w.Close(); err != nil {
+			reusable = false
+		}
 		if reusable {
 			c.ncMu.Lock()
 			c.released = true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
@@ -186,17 +187,25 @@ func (s *callServer) close() {
 }
 
 // connWriter is a call connection's writer: provider frames come from the
-// running call's pumpOut, refusals from serveConn, never at once; the
-// mutex makes that safe to rely on.
+// running call's pumpOut, refusals from serveConn. Its coalescing writer
+// is safe for concurrent use; serveConn closes it.
 type connWriter struct {
-	mu sync.Mutex
-	w  *packetio.Writer
+	w *coalesce.Writer
 }
 
+// write queues ps as one unit (a terminal and its end go out in one
+// write); it blocks while the child does not read (backpressure).
 func (w *connWriter) write(ps ...wire.Packet) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.WritePackets(ps...)
+	return w.w.Write(context.Background(), coalesce.Reply, ps...)
+}
+
+// writeLast writes ps and returns once they are on the wire: a call's
+// last packets, which must not wait behind a closing connection.
+func (w *connWriter) writeLast(ps ...wire.Packet) error {
+	if err := w.write(ps...); err != nil {
+		return err
+	}
+	return w.w.Flush()
 }
 
 // refuse answers a call with failed (sequence 1) and end.
@@ -205,13 +214,17 @@ func (w *connWriter) refuse(id string, code frame.Code, msg string) error {
 	if err != nil {
 		return err
 	}
-	return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id})
+	return w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: id})
 }
 
 // serveConn runs the calls of one call connection, one at a time.
 func (s *callServer) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	defer func() { <-s.slots }()
+	w := &connWriter{w: coalesce.New(nc, s.ch.limits)}
+	// Closed after nc (the defer below): refusals and terminals were
+	// flushed, and a child that stopped reading cannot hold Close up.
+	defer w.w.Close()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, nc)
@@ -219,7 +232,6 @@ func (s *callServer) serveConn(nc net.Conn) {
 		nc.Close()
 	}()
 	r := packetio.NewReader(nc, s.ch.limits)
-	w := &connWriter{w: packetio.NewWriter(nc, s.ch.limits)}
 	var next wire.Packet // read by the previous call's pumpIn, in its quiet interval
 	for {
 		pkt, err := next, error(nil)
@@ -424,7 +436,7 @@ func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, inva
 			if f.Kind.IsTerminal() {
 				release()
 				endSent.Store(true)
-				return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
+				return w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
 			}
 			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {
 				callee.abort()

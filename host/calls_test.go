@@ -330,7 +330,7 @@ type rawCalls struct {
 	t  *testing.T
 	nc net.Conn
 	r  *packetio.Reader
-	w  *packetio.Writer
+	w  func(wire.Packet) error
 }
 
 func dialCalls(t *testing.T, h *Host) *rawCalls {
@@ -344,13 +344,13 @@ func dialCalls(t *testing.T, h *Host) *rawCalls {
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(20 * time.Second))
-	return &rawCalls{t: t, nc: nc, r: packetio.NewReader(nc, packetio.DefaultLimits()), w: packetio.NewWriter(nc, packetio.DefaultLimits())}
+	return &rawCalls{t: t, nc: nc, r: packetio.NewReader(nc, packetio.DefaultLimits()), w: func(p wire.Packet) error { return packetio.WritePacket(nc, p, packetio.DefaultLimits()) }}
 }
 
 func (c *rawCalls) send(ps ...wire.Packet) {
 	c.t.Helper()
 	for _, p := range ps {
-		require.NoError(c.t, c.w.WritePacket(p))
+		require.NoError(c.t, c.w(p))
 	}
 }
 

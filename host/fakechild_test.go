@@ -68,7 +68,7 @@ func fakeChild(mode string) int {
 	if code, done := poolStartBeforeHello(mode); done {
 		return code
 	}
-	cw := packetio.NewWriter(ctrl, wire.Limits{})
+	cw := func(p wire.Packet) error { return packetio.WritePacket(ctrl, p, wire.Limits{}) }
 	cr := packetio.NewReader(ctrl, wire.Limits{})
 	proto := []int64{1}
 	if mode == "badversion" {
@@ -89,7 +89,7 @@ func fakeChild(mode string) int {
 	}
 	tools = append(tools, wire.Tool{ID: "badoutput", OutputSchema: obj(map[string]any{"i": map[string]any{"type": "integer"}})})
 	fakeControl = cw
-	cw.WritePacket(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: packetio.DefaultLimits(), Tools: tools})
+	cw(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: packetio.DefaultLimits(), Tools: tools})
 	poolStartAfterHello(mode)
 	if _, err := cr.ReadPacket(); err != nil {
 		return 2
@@ -114,13 +114,13 @@ func fakeChild(mode string) int {
 			switch mode {
 			case "nopong":
 			case "stalepong": // answers every ping with the first one's nonce
-				cw.WritePacket(&wire.Pong{Nonce: 1})
+				cw(&wire.Pong{Nonce: 1})
 			default:
-				cw.WritePacket(&wire.Pong{Nonce: p.Nonce, Streams: fakeRunning.Load()})
+				cw(&wire.Pong{Nonce: p.Nonce, Streams: fakeRunning.Load()})
 			}
 		case *wire.Drain:
 			ln.Close()
-			cw.WritePacket(&wire.Bye{Reason: "drained"})
+			cw(&wire.Bye{Reason: "drained"})
 			return 0
 		}
 	}
@@ -132,12 +132,12 @@ var fakeRunning atomic.Int64
 
 // fakeControl is the fake child's control Writer, for tools that write on
 // the control connection.
-var fakeControl *packetio.Writer
+var fakeControl func(wire.Packet) error
 
 func fakeConn(nc net.Conn, mu *sync.Mutex) {
 	defer nc.Close()
 	r := packetio.NewReader(nc, wire.Limits{})
-	w := packetio.NewWriter(nc, wire.Limits{})
+	w := func(p wire.Packet) error { return packetio.WritePacket(nc, p, wire.Limits{}) }
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -158,13 +158,13 @@ func fakeConn(nc net.Conn, mu *sync.Mutex) {
 }
 
 // fakeCall runs one call; it reports whether the connection goes on.
-func fakeCall(inv *wire.Invoke, r *packetio.Reader, w *packetio.Writer, nc net.Conn, mu *sync.Mutex) bool {
+func fakeCall(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, nc net.Conn, mu *sync.Mutex) bool {
 	id := inv.CallID
 	send := func(f frame.Frame, err error) {
 		if err != nil {
 			panic(err)
 		}
-		w.WritePacket(&wire.Frame{Frame: f})
+		w(&wire.Frame{Frame: f})
 	}
 	chunk := func(seq uint64, v any) {
 		send(frame.NewChunk(id, frame.ProviderToCaller, seq, frame.MustPayload(v), nil))
@@ -176,7 +176,7 @@ func fakeCall(inv *wire.Invoke, r *packetio.Reader, w *packetio.Writer, nc net.C
 		}
 		send(frame.NewCompleted(id, frame.ProviderToCaller, seq, p))
 	}
-	end := func() { w.WritePacket(&wire.End{CallID: id}) }
+	end := func() { w(&wire.End{CallID: id}) }
 	raw := func(b []byte) { nc.Write(b) }
 	// drainCaller reads caller frames up to the caller's terminal.
 	drainCaller := func() bool {
@@ -221,7 +221,7 @@ func fakeCall(inv *wire.Invoke, r *packetio.Reader, w *packetio.Writer, nc net.C
 			}
 		}
 	case "byecall":
-		fakeControl.WritePacket(&wire.Bye{Reason: "leaving"})
+		fakeControl(&wire.Bye{Reason: "leaving"})
 		completed(1, nil)
 		end()
 		return true

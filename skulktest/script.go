@@ -274,9 +274,9 @@ func scripted(spec, state string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cw := packetio.NewWriter(ctrl, wire.Limits{})
+	cw := func(p wire.Packet) error { return packetio.WritePacket(ctrl, p, wire.Limits{}) }
 	cr := packetio.NewReader(ctrl, wire.Limits{})
-	err = cw.WritePacket(&wire.Hello{
+	err = cw(&wire.Hello{
 		Protocol: []int64{wire.ProtocolVersion}, SDK: "skulktest-script/1", PID: int64(os.Getpid()),
 		MaxStreams: 16, Limits: packetio.DefaultLimits(),
 		Tools: []wire.Tool{{ID: ScriptTool, Description: "Echoes caller chunks; misbehaves as the test's faults say."}},
@@ -306,11 +306,11 @@ func scripted(spec, state string) int {
 		switch p := p.(type) {
 		case *wire.Ping:
 			if !s.silent.Load() {
-				cw.WritePacket(&wire.Pong{Nonce: p.Nonce, Streams: s.running.Load()})
+				cw(&wire.Pong{Nonce: p.Nonce, Streams: s.running.Load()})
 			}
 		case *wire.Drain:
 			ln.Close()
-			cw.WritePacket(&wire.Bye{Reason: "drained"})
+			cw(&wire.Bye{Reason: "drained"})
 			return 0
 		}
 	}

@@ -20,7 +20,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // BenchmarkSmallFramesOverSocket sends small chunk frames over a Unix
 // socket pair: "stream" through a Writer in Stream mode (the flusher
 // coalesces what is queued while a write is under way) and packetio.Reader,
-// "plain" through packetio.Writer (one write per packet), "raw64" as one
+// "plain" as packetio.WritePacket (one write per packet), "raw64" as one
 // 64-byte write syscall per message read in bulk. One op is one frame
 // written and read. Target: stream at least the raw64 rate
 // (docs/performance.md, "Benchmarks of the main module").
@@ -69,8 +69,7 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 	})
 	b.Run("plain", func(b *testing.B) {
 		run(b, func(dst io.Writer) func() error {
-			w := packetio.NewWriter(dst, wire.Limits{})
-			return func() error { return w.WritePacket(p) }
+			return func() error { return packetio.WritePacket(dst, p, wire.Limits{}) }
 		})
 	})
 	b.Run("raw64", func(b *testing.B) {

@@ -1,6 +1,8 @@
 package packetio
 
 import (
+	"io"
+
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -50,6 +52,22 @@ func TypeOf(p wire.Packet) protocol.Type {
 		return protocol.TypeEnd
 	}
 	return 0
+}
+
+// WritePacket encodes p (refused over l) and writes it whole to w with one
+// Write: for test kits and tools that write a packet now and then. One
+// Write of a net.Conn or an *os.File is not interleaved with another's, so
+// goroutines may share w. Connections of the host and the child write
+// through internal/coalesce, the module's one packet writer, which writes
+// the attachment without copying it and coalesces the packets queued while
+// a write is under way. Errors: Encode's, or w's.
+func WritePacket(w io.Writer, p wire.Packet, l wire.Limits) error {
+	b, err := Encode(p, l)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 // Encode encodes p whole (prefix, header, attachment) into a new slice, for

@@ -72,7 +72,7 @@ type Host struct {
 	control     net.Conn
 	streamsPath string
 	wmu         sync.Mutex // held by a write, which may set control's write deadline
-	w           *packetio.Writer
+	w           func(wire.Packet) error
 	cfg         Config
 
 	packets chan wire.Packet // control packets read; see controlQueue
@@ -99,7 +99,7 @@ func NewHost(control net.Conn, streamsPath string) *Host {
 func NewHostConfig(control net.Conn, streamsPath string, cfg Config) *Host {
 	h := &Host{
 		control: control, streamsPath: streamsPath, cfg: cfg.withDefaults(),
-		w:       packetio.NewWriter(control, wire.Limits{}),
+		w:       func(p wire.Packet) error { return packetio.WritePacket(control, p, wire.Limits{}) },
 		packets: make(chan wire.Packet, controlQueue),
 		done:    make(chan struct{}), stop: make(chan struct{}),
 	}
@@ -208,7 +208,7 @@ func (h *Host) Write(p wire.Packet) error {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
 	defer h.cfg.writeBound(h.control)()
-	return h.cfg.writeError("control", h.w.WritePacket(p))
+	return h.cfg.writeError("control", h.w(p))
 }
 
 // WriteRaw writes b on the control connection as it is, after everything

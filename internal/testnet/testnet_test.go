@@ -36,8 +36,8 @@ func TestHostOverSocketPair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Play the child on b: hello, then a pong for the ping.
-	cw := packetio.NewWriter(b, wire.Limits{})
-	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
+	cw := func(p wire.Packet) error { return packetio.WritePacket(b, p, wire.Limits{}) }
+	if err := cw(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.Handshake(ctx, nil); err != nil {
@@ -52,9 +52,9 @@ func TestHostOverSocketPair(t *testing.T) {
 	go func() {
 		p, err := r.ReadPacket()
 		if err == nil {
-			err = cw.WritePacket(&wire.Bye{})
+			err = cw(&wire.Bye{})
 			if err == nil {
-				err = cw.WritePacket(&wire.Pong{Nonce: p.(*wire.Ping).Nonce})
+				err = cw(&wire.Pong{Nonce: p.(*wire.Ping).Nonce})
 			}
 		}
 		pongs <- err

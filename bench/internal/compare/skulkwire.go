@@ -26,7 +26,7 @@ type wireChild struct {
 	dir    string
 	sock   string
 	ctrl   net.Conn
-	w      *packetio.Writer
+	w      func(wire.Packet) error
 	r      *packetio.Reader
 	limits wire.Limits
 	conns  []net.Conn
@@ -88,8 +88,8 @@ func startWireChild(ctx context.Context, bin, parent string) (_ *wireChild, err 
 	}
 	wc.limits = packetio.MinLimits(hello.Limits, packetio.DefaultLimits())
 	wc.r.SetLimits(wc.limits)
-	wc.w = packetio.NewWriter(wc.ctrl, wc.limits)
-	err = wc.w.WritePacket(&wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "bench-1", Limits: wc.limits,
+	wc.w = func(p wire.Packet) error { return packetio.WritePacket(wc.ctrl, p, wc.limits) }
+	err = wc.w(&wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "bench-1", Limits: wc.limits,
 		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: protocol.IngressQueue})
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 		return err
 	}
 	wc.conns = append(wc.conns, conn)
-	w := packetio.NewWriter(conn, wc.limits)
+	w := func(p wire.Packet) error { return packetio.WritePacket(conn, p, wc.limits) }
 	id := fmt.Sprintf("block-%d", i)
 	args, err := frame.PayloadOf(map[string]any{"n": 1_000_000_000, "size": countPad})
 	if err != nil {
@@ -117,10 +117,10 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	if err := w.WritePacket(&wire.Invoke{CallID: id, ToolID: "count", Arguments: args}); err != nil {
+	if err := w(&wire.Invoke{CallID: id, ToolID: "count", Arguments: args}); err != nil {
 		return err
 	}
-	if err := w.WritePacket(&wire.Frame{Frame: started}); err != nil {
+	if err := w(&wire.Frame{Frame: started}); err != nil {
 		return err
 	}
 	if d, ok := ctx.Deadline(); ok {
@@ -139,7 +139,7 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 // ping sends one ping and waits for its pong.
 func (wc *wireChild) ping(nonce uint64) (time.Duration, error) {
 	t0 := time.Now()
-	if err := wc.w.WritePacket(&wire.Ping{Nonce: nonce}); err != nil {
+	if err := wc.w(&wire.Ping{Nonce: nonce}); err != nil {
 		return 0, err
 	}
 	for {
