@@ -15,7 +15,8 @@ type Packet interface {
 	packetType() protocol.Type
 }
 
-// Tool describes one tool a child offers.
+// Tool describes one tool a child offers. Its schemas are JSON Schema
+// (2020-12) documents as decoded JSON objects.
 type Tool struct {
 	// ID names the tool: 1 to 128 characters.
 	ID string `json:"id"`

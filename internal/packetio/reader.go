@@ -110,7 +110,7 @@ func NewReader(src io.Reader, l wire.Limits) *Reader {
 	return &Reader{src: src, limits: Effective(l), buf: make([]byte, ReadBufSize)}
 }
 
-// ReuseFrames makes the Reader decode every frame packet into one *Frame of
+// ReuseFrames makes the Reader decode every frame packet into one *wire.Frame of
 // its own, overwritten by the next ReadPacket, instead of a new one each
 // time. The frame's slices (call id, payload, media) are still new or
 // shared with nothing the Reader writes again, so a caller that copies the
@@ -183,9 +183,9 @@ func (r *Reader) fill(n int) error {
 // ReadPacket reads the next packet.
 //
 // Errors: io.EOF at a clean end between packets; io.ErrUnexpectedEOF inside a
-// packet; an error matching ErrProtocol when the packet breaks §2 or §3 (the
+// packet; an error matching wire.ErrProtocol when the packet breaks §2 or §3 (the
 // connection is then unusable and every later call returns the same error);
-// an *InvalidError (matching frame.ErrInvalid) when a frame, invoke or end
+// a *protocol.InvalidError (matching frame.ErrInvalid) when a frame, invoke or end
 // parsed but broke the rules: the packet was consumed whole, so the
 // connection is still in step; or the connection's own read error. A read
 // deadline that passes (an error matching os.ErrDeadlineExceeded) leaves
