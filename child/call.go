@@ -11,6 +11,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
@@ -52,7 +53,7 @@ type call struct {
 	cancel   context.CancelCauseFunc
 	deadline *deadline // the invoke's timeout_ms in the server's deadlines; nil for none
 
-	// in is the ingress queue: exactly wire.IngressQueue (8) caller frames.
+	// in is the ingress queue: exactly protocol.IngressQueue (8) caller frames.
 	// Overflow policy: block. When it is full the reader stops reading the
 	// connection, so the host's writes block (backpressure). Written and
 	// closed only by the connection's reader, which makes it (input) on the
@@ -110,7 +111,7 @@ func newCall(c *conn, inv *wire.Invoke) *call {
 	ctx, cancel := context.WithCancelCause(parent)
 	cl.cancel, cl.ctx = cancel, ctx
 	if inv.TimeoutMS > 0 {
-		at := time.Now().Add(wire.Millis(inv.TimeoutMS))
+		at := time.Now().Add(protocol.Millis(inv.TimeoutMS))
 		cl.ctx = &deadlineCtx{Context: ctx, at: at}
 		cl.deadline = c.s.deadlines.add(cl, at)
 	}
@@ -158,7 +159,7 @@ var closedInput = func() chan frame.Frame {
 // runInline), so that the handler sees it made.
 func (cl *call) input() chan frame.Frame {
 	if cl.in == nil {
-		cl.in = make(chan frame.Frame, wire.IngressQueue)
+		cl.in = make(chan frame.Frame, protocol.IngressQueue)
 	}
 	return cl.in
 }
@@ -394,9 +395,9 @@ func (cl *call) finish(res result) {
 // isConnErr reports whether err came from the connection rather than from
 // the frame.
 func isConnErr(err error) bool {
-	var inv *wire.InvalidError
-	return !errors.As(err, &inv) && !errors.Is(err, wire.ErrHeaderLength) &&
-		!errors.Is(err, wire.ErrAttachmentLength) && !errors.Is(err, frame.ErrInvalid)
+	var inv *protocol.InvalidError
+	return !errors.As(err, &inv) && !errors.Is(err, protocol.ErrHeaderLength) &&
+		!errors.Is(err, protocol.ErrAttachmentLength) && !errors.Is(err, frame.ErrInvalid)
 }
 
 // writeCauseTerminal writes the terminal of the cancellation cause unless a

@@ -13,6 +13,8 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
@@ -102,7 +104,7 @@ func TestInvalidCallerFrame(t *testing.T) {
 		"synthetic": func(s *skulktest.StreamConn) error {
 			// A frame that parses but carries synthetic: true.
 			f, _ := frame.NewChunk("v1", frame.CallerToProvider, 1, payload(map[string]any{"a": 1}), nil)
-			b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+			b, err := packetio.Encode(&wire.Frame{Frame: f}, wire.Limits{})
 			if err != nil {
 				return err
 			}
@@ -196,7 +198,7 @@ func endOnceReturned(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 	t.Helper()
 	p, err := s.Read()
 	require.NoError(t, err)
-	require.Equal(t, wire.TypeEnd, p.Type())
+	require.Equal(t, protocol.TypeEnd, packetio.TypeOf(p))
 	pingUntil(t, h, func(p *wire.Pong) bool { return p.Stuck == 0 && p.Streams == 0 })
 }
 
@@ -421,7 +423,7 @@ func TestServeStartErrors(t *testing.T) {
 		// nothing: the child gives up at its startup timeout.
 		opts := demoOptions()
 		opts.StartupTimeout = 100 * time.Millisecond
-		opts.MaxHeader = wire.HardMaxHeader
+		opts.MaxHeader = protocol.HardMaxHeader
 		for i := range 12 {
 			opts.Tools = append(opts.Tools, child.Tool{
 				ID: fmt.Sprintf("big%d", i), Description: strings.Repeat("d", 60<<10),

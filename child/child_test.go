@@ -9,6 +9,7 @@ import (
 
 	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +21,7 @@ func TestHello(t *testing.T) {
 		require.NotEmpty(t, hello.SDK)
 		require.Positive(t, hello.PID)
 		require.GreaterOrEqual(t, hello.MaxStreams, int64(1000))
-		require.Equal(t, wire.DefaultLimits(), hello.Limits)
+		require.Equal(t, packetio.DefaultLimits(), hello.Limits)
 		ids := map[string]wire.Tool{}
 		for _, tool := range hello.Tools {
 			ids[tool.ID] = tool

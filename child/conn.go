@@ -11,6 +11,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -29,7 +31,7 @@ type conn struct {
 	s    *server
 	nc   Conn
 	w    *coalesce.Writer
-	r    *wire.Reader
+	r    *packetio.Reader
 	refs atomic.Int32
 
 	// calls hands each started call to the connection's runner goroutine,
@@ -52,7 +54,7 @@ type conn struct {
 }
 
 func newConn(s *server, nc Conn) *conn {
-	c := &conn{s: s, nc: nc, w: coalesce.New(nc, s.limits), r: wire.NewReader(nc, s.limits)}
+	c := &conn{s: s, nc: nc, w: coalesce.New(nc, s.limits), r: packetio.NewReader(nc, s.limits)}
 	c.r.ReuseFrames() // callerPacket copies each frame out before the next read
 	c.refs.Store(1)
 	return c
@@ -97,8 +99,8 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 	for {
 		p, err := c.r.ReadPacket()
 		if err != nil {
-			var inv *wire.InvalidError
-			if errors.As(err, &inv) && inv.Type == wire.TypeInvoke && inv.CallID != "" && (prev == nil || prev.ended()) {
+			var inv *protocol.InvalidError
+			if errors.As(err, &inv) && inv.Type == protocol.TypeInvoke && inv.CallID != "" && (prev == nil || prev.ended()) {
 				// An invalid invoke we can answer: failed invalid_frame, end, close.
 				c.writeImmediate(inv.CallID, immediate{kind: frame.KindFailed, code: frame.CodeInvalidFrame, msg: "invalid invoke"})
 				c.w.Flush()
@@ -112,11 +114,11 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 			// the previous call's end, or the previous call's id again.
 			switch {
 			case ok: // an invoke, while the connection's previous call is not over
-				c.s.log.Debug("stream connection: packet out of order", logCallID, inv.CallID, logTreeID, treeOf(inv), "type", p.Type())
+				c.s.log.Debug("stream connection: packet out of order", logCallID, inv.CallID, logTreeID, treeOf(inv), "type", packetio.TypeOf(p))
 			case prev != nil: // a packet of, or after, the previous call
-				c.s.log.Debug("stream connection: packet out of order", logCallID, prev.inv.CallID, logTreeID, treeOf(prev.inv), "type", p.Type())
+				c.s.log.Debug("stream connection: packet out of order", logCallID, prev.inv.CallID, logTreeID, treeOf(prev.inv), "type", packetio.TypeOf(p))
 			default: // no call on the connection yet
-				c.s.log.Debug("stream connection: packet before an invoke", "type", p.Type())
+				c.s.log.Debug("stream connection: packet before an invoke", "type", packetio.TypeOf(p))
 			}
 			c.abort(prev)
 			return
@@ -328,8 +330,8 @@ func (c *conn) readBuffered(cl *call) callerState {
 func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
 	if err != nil {
 		c.ensureRunning(cl)
-		var inv *wire.InvalidError
-		if errors.As(err, &inv) && inv.Type == wire.TypeFrame {
+		var inv *protocol.InvalidError
+		if errors.As(err, &inv) && inv.Type == protocol.TypeFrame {
 			c.invalidInput(cl)
 			return callerBroken
 		}
@@ -342,7 +344,7 @@ func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
 	pf, ok := p.(*wire.Frame)
 	if !ok {
 		c.ensureRunning(cl)
-		c.s.log.Debug("stream connection: packet out of order", logCallID, cl.inv.CallID, logTreeID, treeOf(cl.inv), "type", p.Type())
+		c.s.log.Debug("stream connection: packet out of order", logCallID, cl.inv.CallID, logTreeID, treeOf(cl.inv), "type", packetio.TypeOf(p))
 		c.abort(cl)
 		return callerBroken
 	}
@@ -377,7 +379,7 @@ func (c *conn) invalidInput(cl *call) {
 	cl.cancelWith(ErrInvalidInput)
 	for {
 		if _, err := c.r.ReadPacket(); err != nil {
-			var inv *wire.InvalidError
+			var inv *protocol.InvalidError
 			if !errors.As(err, &inv) {
 				c.abort(cl)
 				return

@@ -2,7 +2,9 @@ package child_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,8 +22,8 @@ func Example() {
 	greet := child.Tool{
 		ID:              "greet",
 		Description:     "Greets every name the caller streams.",
-		ArgumentsSchema: wire.Schema{"type": "object", "additionalProperties": false},
-		InputSchema: wire.Schema{"type": "object", "required": []any{"text"},
+		ArgumentsSchema: map[string]any{"type": "object", "additionalProperties": false},
+		InputSchema: map[string]any{"type": "object", "required": []any{"text"},
 			"properties": map[string]any{"text": map[string]any{"type": "string"}}},
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			n := 0
@@ -50,8 +52,7 @@ func Example() {
 		served <- child.Serve(context.Background(), childEnd, ln, child.Options{Tools: []child.Tool{greet}})
 	}()
 
-	ctl := wire.NewReader(hostEnd, wire.Limits{})
-	hello, _ := ctl.ReadPacket()
+	hello, _ := read(hostEnd)
 	fmt.Println("tools:", hello.(*wire.Hello).Tools[0].ID)
 	write(hostEnd, &wire.Startup{Protocol: 1, ChildID: "example", CancelGraceMS: 1000, IngressQueue: 8})
 
@@ -63,9 +64,8 @@ func Example() {
 	for _, f := range []frame.Frame{started, chunk, done} {
 		write(conn, &wire.Frame{Frame: f})
 	}
-	r := wire.NewReader(conn, wire.Limits{})
 	for {
-		p, err := r.ReadPacket()
+		p, err := read(conn)
 		if err != nil {
 			break
 		}
@@ -74,7 +74,9 @@ func Example() {
 			fmt.Println(f.Sequence, f.Kind, string(out))
 			continue
 		}
-		fmt.Println(p.Type())
+		if _, ok := p.(*wire.End); ok {
+			fmt.Println("end")
+		}
 		break
 	}
 	conn.Close()
@@ -88,7 +90,27 @@ func Example() {
 	// serve: <nil>
 }
 
+// write writes one packet: its prefix and header, then its attachment.
 func write(c net.Conn, p wire.Packet) {
-	b, _ := wire.Encode(p, wire.Limits{})
-	c.Write(b)
+	hdr, att, _ := wire.AppendPacket(nil, p, wire.Limits{})
+	c.Write(append(hdr, att...))
+}
+
+// read reads one packet: the 8-byte prefix gives the lengths of the header
+// and the attachment that follow it, checked against the default limits
+// before anything is allocated.
+func read(c net.Conn) (wire.Packet, error) {
+	b := make([]byte, 8)
+	if _, err := io.ReadFull(c, b); err != nil {
+		return nil, err
+	}
+	h, a := binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	if h > 64<<10 || a > 16<<20 {
+		return nil, wire.ErrTooLarge
+	}
+	b = append(b, make([]byte, int(h)+int(a))...)
+	if _, err := io.ReadFull(c, b[8:]); err != nil {
+		return nil, err
+	}
+	return wire.Decode(b, wire.Limits{})
 }

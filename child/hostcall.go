@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
@@ -147,8 +149,8 @@ type Call struct {
 	tool  *toolschema.Tool
 	o     *offer
 	nc    Conn
-	w     *wire.Writer
-	owner *call // the handler's call; nil once forgotten
+	w     *coalesce.Writer // the call's packets; closed by readLoop before nc goes back or is closed
+	owner *call            // the handler's call; nil once forgotten
 
 	frames chan frame.Frame // provider frames, read by readLoop; unbuffered: the handler's pace is the host's (backpressure)
 	done   chan struct{}    // closed when readLoop returned
@@ -236,11 +238,15 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 			return nil, &CallError{Code: frame.CodeUnreachable, Message: "dialing the host's call socket failed", Synthetic: true}
 		}
 	}
-	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: wire.NewWriter(nc, cl.c.s.limits),
+	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: coalesce.New(nc, cl.c.s.limits),
 		frames: make(chan frame.Frame), done: make(chan struct{}), quit: make(chan struct{}), next: 1}
 	started, _ := frame.NewStarted(c.id, frame.CallerToProvider)
-	if err = c.w.WritePackets(inv, &wire.Frame{Frame: started}); err != nil {
+	if err = c.w.Write(context.Background(), coalesce.Request, inv, &wire.Frame{Frame: started}); err == nil {
+		err = c.w.Flush()
+	}
+	if err != nil {
 		nc.Close()
+		c.w.Close()
 		of.release(nil)
 		return nil, &CallError{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}
 	}
@@ -252,7 +258,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 	of.open[c] = struct{}{}
 	of.mu.Unlock()
 	c.stop = context.AfterFunc(ctx, c.Cancel)
-	go c.readLoop(wire.NewReader(nc, cl.c.s.limits)) // stopped by the end, or by closing nc; waited for through done
+	go c.readLoop(packetio.NewReader(nc, cl.c.s.limits)) // stopped by the end, or by closing nc; waited for through done
 	return c, nil
 }
 
@@ -323,9 +329,8 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	if err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { c.nc.SetWriteDeadline(time.Unix(1, 0)) })
-	err = c.w.WritePacket(&wire.Frame{Frame: f})
-	if !stop() {
+	err = c.w.Write(ctx, coalesce.Request, &wire.Frame{Frame: f})
+	if err != nil && ctx.Err() != nil {
 		c.broken = true
 		c.nc.Close()
 		return ctx.Err()
@@ -362,7 +367,7 @@ func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 	} else {
 		return c.writeCancel()
 	}
-	if err := c.w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+	if err := c.w.Write(context.Background(), coalesce.Request, &wire.Frame{Frame: f}); err != nil {
 		c.broken = true
 		return err
 	}
@@ -385,9 +390,11 @@ const cancelWriteWait = 50 * time.Millisecond
 func (c *Call) writeCancel() error {
 	c.broken = true
 	f, _ := frame.NewCancelled(c.id, frame.CallerToProvider, c.next, "cancelled by the caller")
+	ctx, cancel := context.WithTimeout(context.Background(), cancelWriteWait)
 	c.nc.SetWriteDeadline(time.Now().Add(cancelWriteWait))
-	err := c.w.WritePacket(&wire.Frame{Frame: f})
+	err := c.w.Write(ctx, coalesce.Request, &wire.Frame{Frame: f})
 	c.nc.SetWriteDeadline(time.Time{})
+	cancel()
 	if err != nil || !shutdownWrite(c.nc) {
 		c.closeConn()
 		return err
@@ -494,7 +501,7 @@ func callErrorOf(f frame.Frame) *CallError {
 // gives a synthetic terminal. It then returns the connection to the idle
 // list (after writing the caller's completed, if the caller had not ended
 // its direction) or closes it.
-func (c *Call) readLoop(r *wire.Reader) {
+func (c *Call) readLoop(r *packetio.Reader) {
 	fence := sequence.New(c.id, frame.ProviderToCaller, 1)
 	reusable := false
 	defer func() {
@@ -512,6 +519,12 @@ func (c *Call) readLoop(r *wire.Reader) {
 		c.o.mu.Lock()
 		delete(c.o.open, c)
 		c.o.mu.Unlock()
+		if !reusable {
+			c.nc.Close() // first: a host that stopped reading cannot hold the writer's Close up
+		}
+		if err := c.w.Close(); err != nil {
+			reusable = false
+		}
 		if reusable {
 			c.ncMu.Lock()
 			c.released = true

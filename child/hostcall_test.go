@@ -10,6 +10,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/assert"
@@ -35,7 +36,7 @@ func TestCallThroughMisbehavingHost(t *testing.T) {
 			if err != nil {
 				return
 			}
-			r := wire.NewReader(nc, wire.DefaultLimits())
+			r := packetio.NewReader(nc, packetio.DefaultLimits())
 			if _, err := r.ReadPacket(); err != nil { // the invoke
 				nc.Close()
 				return
@@ -135,7 +136,7 @@ func TestCallCancelAfterCloseSend(t *testing.T) {
 		}
 		defer nc.Close()
 		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-		r := wire.NewReader(nc, wire.DefaultLimits())
+		r := packetio.NewReader(nc, packetio.DefaultLimits())
 		for { // the invoke, started, completed, then the end of the connection
 			if _, err := r.ReadPacket(); err != nil {
 				hostErr <- err

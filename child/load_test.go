@@ -17,6 +17,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
@@ -89,9 +90,9 @@ func TestBackpressureIndependentOfHealth(t *testing.T) {
 		// socket buffers and the reader's buffer hold.
 		sndbuf, rcvbuf := sockBuf(t, s, syscall.SO_SNDBUF), sockBuf(t, s, syscall.SO_RCVBUF)
 		frameBytes := int64(len(chunk)) + 100
-		bound := int64(wire.IngressQueue) + 2 + int64(sndbuf+rcvbuf+16<<10)/frameBytes
+		bound := int64(protocol.IngressQueue) + 2 + int64(sndbuf+rcvbuf+16<<10)/frameBytes
 		require.LessOrEqual(t, blockedAt, bound)
-		require.GreaterOrEqual(t, blockedAt, int64(wire.IngressQueue))
+		require.GreaterOrEqual(t, blockedAt, int64(protocol.IngressQueue))
 
 		// A control cancel gets through although the stream is blocked.
 		require.NoError(t, h.Cancel("bp1", "test"))

@@ -11,6 +11,7 @@ import (
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/logtest"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -79,7 +80,7 @@ func TestLogSitesClassified(t *testing.T) {
 // a stream connection that breaks under one. A record whose message is
 // about a call is checked whether or not it names one.
 func TestLogRecordsCarryCallAndTree(t *testing.T) {
-	big := strings.Repeat("x", int(wire.DefaultLimits().MaxHeader)+1)
+	big := strings.Repeat("x", int(packetio.DefaultLimits().MaxHeader)+1)
 	tools := []child.Tool{{
 		ID: "panics",
 		Handler: func(context.Context, *child.Stream) (frame.Payload, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +41,7 @@ func TestPlainRequestChunkWhileRunning(t *testing.T) {
 	require.NoError(t, err)
 	got := time.Now()
 	f, ok := p.(*wire.Frame)
-	require.True(t, ok, "got %s", p.Type())
+	require.True(t, ok, "got %s", packetio.TypeOf(p))
 	require.Equal(t, frame.KindChunk, f.Kind)
 	at := <-sent
 	require.Less(t, got.Sub(at), 500*time.Millisecond, "the chunk waited")
@@ -48,7 +49,7 @@ func TestPlainRequestChunkWhileRunning(t *testing.T) {
 	p, err = s.Read()
 	require.NoError(t, err)
 	f, ok = p.(*wire.Frame)
-	require.True(t, ok, "got %s", p.Type())
+	require.True(t, ok, "got %s", packetio.TypeOf(p))
 	require.Equal(t, frame.KindCompleted, f.Kind)
 	require.Equal(t, uint64(2), f.Sequence)
 	p, err = s.Read()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
@@ -203,12 +205,12 @@ func TestBinaryWithoutTestTools(t *testing.T) {
 // startupWithProtocol returns a default startup packet whose protocol
 // value is the msgpack bytes v.
 func startupWithProtocol(t *testing.T, v []byte) []byte {
-	b, err := wire.Encode(skulktest.DefaultStartup(), wire.Limits{})
+	b, err := packetio.Encode(skulktest.DefaultStartup(), wire.Limits{})
 	require.NoError(t, err)
 	key := append([]byte{0xa8}, "protocol"...)
 	i := bytes.Index(b, key) + len(key)
 	require.Equal(t, byte(0x01), b[i], "protocol 1 as a fixint")
-	hdr := append(append(bytes.Clone(b[wire.PrefixLen:i]), v...), b[i+1:]...)
+	hdr := append(append(bytes.Clone(b[protocol.PrefixLen:i]), v...), b[i+1:]...)
 	return packet(hdr)
 }
 
@@ -218,7 +220,7 @@ func startupWithProtocol(t *testing.T, v []byte) []byte {
 // Serve, exit status 2 with a one-line reason from the binary
 // (docs/protocol.md §5 item 3).
 func TestBadStartup(t *testing.T) {
-	ping, err := wire.Encode(&wire.Ping{Nonce: 1}, wire.Limits{})
+	ping, err := packetio.Encode(&wire.Ping{Nonce: 1}, wire.Limits{})
 	require.NoError(t, err)
 	cases := map[string][]byte{
 		"protocol a string":   startupWithProtocol(t, []byte{0xa1, '1'}),

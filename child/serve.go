@@ -13,6 +13,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
@@ -153,7 +155,7 @@ func (s *server) hello() *wire.Hello {
 		SDK:        s.opts.SDK,
 		PID:        int64(os.Getpid()),
 		MaxStreams: int64(s.opts.MaxStreams),
-		Limits:     s.opts.limits().Effective(),
+		Limits:     packetio.Effective(s.opts.limits()),
 	}
 	if h.SDK == "" {
 		h.SDK = DefaultSDK
@@ -169,7 +171,7 @@ func (s *server) hello() *wire.Hello {
 
 func (s *server) serve(ctx context.Context) error {
 	s.cw = coalesce.New(s.control, s.opts.limits())
-	cr := wire.NewReader(s.control, s.opts.limits())
+	cr := packetio.NewReader(s.control, s.opts.limits())
 	// ctx may end while the child waits for startup: that wakes the write
 	// of hello or the read of startup.
 	stopWake := context.AfterFunc(ctx, func() {
@@ -218,7 +220,7 @@ func (s *server) serve(ctx context.Context) error {
 }
 
 // start writes hello and reads startup.
-func (s *server) start(cr *wire.Reader) error {
+func (s *server) start(cr *packetio.Reader) error {
 	timeout := s.opts.StartupTimeout
 	if timeout == 0 {
 		timeout = DefaultStartupTimeout
@@ -258,15 +260,15 @@ func (s *server) start(cr *wire.Reader) error {
 	}
 	st, ok := p.(*wire.Startup)
 	if !ok {
-		return fmt.Errorf("%w: got %s before startup", ErrBadStartup, p.Type())
+		return fmt.Errorf("%w: got %s before startup", ErrBadStartup, packetio.TypeOf(p))
 	}
 	if st.Protocol != wire.ProtocolVersion {
 		return fmt.Errorf("%w: startup chose %d, hello offered [%d]", ErrVersion, st.Protocol, wire.ProtocolVersion)
 	}
-	s.limits = s.opts.limits().Min(st.Limits)
+	s.limits = packetio.MinLimits(s.opts.limits(), st.Limits)
 	cr.SetLimits(s.limits)
 	s.cw.SetLimits(s.limits)
-	s.cancelGrace = wire.Millis(st.CancelGraceMS) // absent from the packet: the wire's default
+	s.cancelGrace = protocol.Millis(st.CancelGraceMS) // absent from the packet: the wire's default
 	if s.offer, err = newOffer(st.Calls); err != nil {
 		return fmt.Errorf("%w: calls: %w", ErrBadStartup, err)
 	}
@@ -277,7 +279,7 @@ func (s *server) start(cr *wire.Reader) error {
 // readControl answers pings and handles cancel and drain until the control
 // connection fails. A pong is written from here directly: nothing a handler
 // or a stream connection does can delay it.
-func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
+func (s *server) readControl(cr *packetio.Reader, drained chan struct{}) error {
 	drainStarted := false
 	for {
 		p, err := cr.ReadPacket()
@@ -295,7 +297,7 @@ func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
 		case *wire.Drain:
 			if !drainStarted {
 				drainStarted = true
-				grace := wire.Millis(p.GraceMS)
+				grace := protocol.Millis(p.GraceMS)
 				// Refusing starts here, before the next control packet is
 				// read: a pong answered after a drain implies invokes from
 				// then on are refused.
@@ -303,7 +305,7 @@ func (s *server) readControl(cr *wire.Reader, drained chan struct{}) error {
 				s.wg.Go(func() { s.drain(start, grace, drained) }) // stopped by s.ctx
 			}
 		default:
-			return fmt.Errorf("%w: unexpected %s packet", wire.ErrProtocol, p.Type())
+			return fmt.Errorf("%w: unexpected %s packet", wire.ErrProtocol, packetio.TypeOf(p))
 		}
 	}
 }
@@ -345,7 +347,7 @@ func (s *server) stopAccepting() time.Time {
 func (s *server) drain(start time.Time, grace time.Duration, drained chan struct{}) {
 	graceT := time.NewTimer(grace)
 	defer graceT.Stop()
-	limit := grace + s.cancelGrace // each at most half the largest Duration (wire.Millis): no overflow
+	limit := grace + s.cancelGrace // each at most half the largest Duration (protocol.Millis): no overflow
 	margin := min(byeMargin, s.cancelGrace/2)
 	hard := time.NewTimer(limit - margin)
 	defer hard.Stop()

@@ -8,8 +8,8 @@ import (
 )
 
 func TestDeriveVersion(t *testing.T) {
-	a := wire.Tool{ID: "t", ArgumentsSchema: wire.Schema{"type": "object", "b": 1, "a": 2}}
-	b := wire.Tool{ID: "t", ArgumentsSchema: wire.Schema{"a": 2, "type": "object", "b": 1}}
+	a := wire.Tool{ID: "t", ArgumentsSchema: map[string]any{"type": "object", "b": 1, "a": 2}}
+	b := wire.Tool{ID: "t", ArgumentsSchema: map[string]any{"a": 2, "type": "object", "b": 1}}
 	require.Equal(t, deriveVersion(a), deriveVersion(b), "map order must not matter")
 	a.Version = "ignored"
 	require.Equal(t, deriveVersion(a), deriveVersion(b), "the version field is not hashed")
@@ -23,7 +23,7 @@ func TestDeriveVersion(t *testing.T) {
 		for _, k := range keys {
 			props[k] = map[string]any{"type": "string", "title": k}
 		}
-		return wire.Tool{ID: "t", InputSchema: wire.Schema{"properties": props}}
+		return wire.Tool{ID: "t", InputSchema: map[string]any{"properties": props}}
 	}
 	require.Equal(t, deriveVersion(nested("x", "y", "z")), deriveVersion(nested("z", "x", "y")), "nested map order must not matter")
 	require.NotEqual(t, deriveVersion(nested("x", "y")), deriveVersion(nested("x", "y", "z")))

@@ -19,6 +19,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -150,7 +151,7 @@ func TestCallEventsOrder(t *testing.T) {
 
 // TestRefusedOverMaxHeader: an invoke, or a chunk sent with it, larger
 // than the child's max_header is refused before anything reaches the
-// child: an error matching wire.ErrHeaderLength, a "limits" refusal in the
+// child: an error matching protocol.ErrHeaderLength, a "limits" refusal in the
 // log, no invoke seen by the child, no slot held, and the next call served
 // as usual. Just under the limit is not refused.
 func TestRefusedOverMaxHeader(t *testing.T) {
@@ -161,11 +162,11 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
 	ctx := callCtx(t, 20*time.Second)
 	big := strings.Repeat("x", 5000)
-	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": big})); !errors.Is(err, wire.ErrHeaderLength) {
+	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": big})); !errors.Is(err, protocol.ErrHeaderLength) {
 		t.Fatalf("large arguments: %v", err)
 	}
 	chunk := frame.MustPayload(map[string]any{"text": big})
-	if _, err := h.Call(ctx, "ok", nil, WithInput(chunk)); !errors.Is(err, wire.ErrHeaderLength) {
+	if _, err := h.Call(ctx, "ok", nil, WithInput(chunk)); !errors.Is(err, protocol.ErrHeaderLength) {
 		t.Fatalf("large input chunk: %v", err)
 	}
 	if n := h.Children()[0].Running; n != 0 {
@@ -177,7 +178,7 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.Send(ctx, chunk, nil); !errors.Is(err, wire.ErrHeaderLength) {
+	if err := sc.Send(ctx, chunk, nil); !errors.Is(err, protocol.ErrHeaderLength) {
 		t.Fatalf("large chunk sent: %v", err)
 	}
 	if err := sc.Send(ctx, frame.MustPayload(map[string]any{"text": "small"}), nil); err != nil {

@@ -15,6 +15,9 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
@@ -188,17 +191,25 @@ func (s *callServer) close() {
 }
 
 // connWriter is a call connection's writer: provider frames come from the
-// running call's pumpOut, refusals from serveConn, never at once; the
-// mutex makes that safe to rely on.
+// running call's pumpOut, refusals from serveConn. Its coalescing writer
+// is safe for concurrent use; serveConn closes it.
 type connWriter struct {
-	mu sync.Mutex
-	w  *wire.Writer
+	w *coalesce.Writer
 }
 
+// write queues ps as one unit (a terminal and its end go out in one
+// write); it blocks while the child does not read (backpressure).
 func (w *connWriter) write(ps ...wire.Packet) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.WritePackets(ps...)
+	return w.w.Write(context.Background(), coalesce.Reply, ps...)
+}
+
+// writeLast writes ps and returns once they are on the wire: a call's
+// last packets, which must not wait behind a closing connection.
+func (w *connWriter) writeLast(ps ...wire.Packet) error {
+	if err := w.write(ps...); err != nil {
+		return err
+	}
+	return w.w.Flush()
 }
 
 // refuse answers a call with failed (sequence 1) and end.
@@ -207,21 +218,24 @@ func (w *connWriter) refuse(id string, code frame.Code, msg string) error {
 	if err != nil {
 		return err
 	}
-	return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id})
+	return w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: id})
 }
 
 // serveConn runs the calls of one call connection, one at a time.
 func (s *callServer) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	defer func() { <-s.slots }()
+	w := &connWriter{w: coalesce.New(nc, s.ch.limits)}
+	// Closed after nc (the defer below): refusals and terminals were
+	// flushed, and a child that stopped reading cannot hold Close up.
+	defer w.w.Close()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, nc)
 		s.mu.Unlock()
 		nc.Close()
 	}()
-	r := wire.NewReader(nc, s.ch.limits)
-	w := &connWriter{w: wire.NewWriter(nc, s.ch.limits)}
+	r := packetio.NewReader(nc, s.ch.limits)
 	var next wire.Packet // read by the previous call's pumpIn, in its quiet interval
 	for {
 		pkt, err := next, error(nil)
@@ -230,8 +244,8 @@ func (s *callServer) serveConn(nc net.Conn) {
 		}
 		next = nil
 		if err != nil {
-			var ie *wire.InvalidError
-			if errors.As(err, &ie) && ie.Type == wire.TypeInvoke && ie.CallID != "" {
+			var ie *protocol.InvalidError
+			if errors.As(err, &ie) && ie.Type == protocol.TypeInvoke && ie.CallID != "" {
 				w.refuse(ie.CallID, frame.CodeInvalidFrame, "invalid invoke")
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -241,7 +255,7 @@ func (s *callServer) serveConn(nc net.Conn) {
 		}
 		inv, ok := pkt.(*wire.Invoke)
 		if !ok {
-			s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", fmt.Errorf("%w: %s where an invoke belongs", wire.ErrProtocol, pkt.Type()))
+			s.ch.h.log.Warn("call connection closed", "child", s.ch.id, "err", fmt.Errorf("%w: %s where an invoke belongs", wire.ErrProtocol, packetio.TypeOf(pkt)))
 			return
 		}
 		var more bool
@@ -268,7 +282,7 @@ type nestedCallee interface {
 // run runs one call on a call connection and reports whether the
 // connection may carry the next one, and the next packet when it was read
 // already (nil when not).
-func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
+func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
 	callee, end, err := s.begin(nc, inv)
 	if err != nil {
 		code, msg := refusalAnswer(err)
@@ -344,7 +358,7 @@ func refusalAnswer(err error) (frame.Code, string) {
 
 // discard reads and drops the caller frames of a refused call up to its
 // caller terminal (docs/protocol.md §6, reuse).
-func (s *callServer) discard(r *wire.Reader, id string) bool {
+func (s *callServer) discard(r *packetio.Reader, id string) bool {
 	for {
 		pkt, err := r.ReadPacket()
 		if err != nil {
@@ -365,13 +379,13 @@ func (s *callServer) discard(r *wire.Reader, id string) bool {
 // an invalid frame (fence, shape, schema) ends the call with failed
 // invalid_frame. A caller that hangs up while a chunk waits for the
 // callee ends it: see forward.
-func (s *callServer) pumpIn(nc net.Conn, r *wire.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+func (s *callServer) pumpIn(nc net.Conn, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
 		pkt, err := r.ReadPacket()
 		if err != nil {
-			var ie *wire.InvalidError
-			return false, errors.As(err, &ie) && ie.Type == wire.TypeFrame
+			var ie *protocol.InvalidError
+			return false, errors.As(err, &ie) && ie.Type == protocol.TypeFrame
 		}
 		fp, ok := pkt.(*wire.Frame)
 		if !ok || fp.CallID != id {
@@ -449,7 +463,7 @@ func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, inva
 			if f.Kind.IsTerminal() {
 				release()
 				endSent.Store(true)
-				return w.write(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
+				return w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
 			}
 			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {
 				callee.abort()
@@ -512,7 +526,7 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(),
 	}
 	var timeout time.Duration
 	if inv.TimeoutMS > 0 {
-		timeout = wire.Millis(inv.TimeoutMS)
+		timeout = protocol.Millis(inv.TimeoutMS)
 	}
 	if inv.Detached && (timeout == 0 || timeout > s.detachedTimeout) {
 		timeout = s.detachedTimeout // a detached call has no parent to end it

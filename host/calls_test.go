@@ -15,6 +15,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,7 +37,7 @@ type lookupTool struct {
 func (l *lookupTool) tool() HostTool {
 	return HostTool{
 		Tool: wire.Tool{ID: "lookup", Description: "looks a word up",
-			ArgumentsSchema: wire.Schema{"type": "object", "required": []any{"word"},
+			ArgumentsSchema: map[string]any{"type": "object", "required": []any{"word"},
 				"properties": map[string]any{"word": map[string]any{"type": "string"}}}},
 		Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
 			l.ran.Add(1)
@@ -328,8 +329,8 @@ func TestCallRequiredJournalRefusesNestedStart(t *testing.T) {
 type rawCalls struct {
 	t  *testing.T
 	nc net.Conn
-	r  *wire.Reader
-	w  *wire.Writer
+	r  *packetio.Reader
+	w  func(wire.Packet) error
 }
 
 func dialCalls(t *testing.T, h *Host) *rawCalls {
@@ -343,13 +344,13 @@ func dialCalls(t *testing.T, h *Host) *rawCalls {
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(20 * time.Second))
-	return &rawCalls{t: t, nc: nc, r: wire.NewReader(nc, wire.DefaultLimits()), w: wire.NewWriter(nc, wire.DefaultLimits())}
+	return &rawCalls{t: t, nc: nc, r: packetio.NewReader(nc, packetio.DefaultLimits()), w: func(p wire.Packet) error { return packetio.WritePacket(nc, p, packetio.DefaultLimits()) }}
 }
 
 func (c *rawCalls) send(ps ...wire.Packet) {
 	c.t.Helper()
 	for _, p := range ps {
-		require.NoError(c.t, c.w.WritePacket(p))
+		require.NoError(c.t, c.w(p))
 	}
 }
 
@@ -369,7 +370,7 @@ func (c *rawCalls) answer(id string) (chunks int, term frame.Frame) {
 		p, err := c.r.ReadPacket()
 		require.NoError(c.t, err)
 		f, ok := p.(*wire.Frame)
-		require.True(c.t, ok, "got %s", p.Type())
+		require.True(c.t, ok, "got %s", packetio.TypeOf(p))
 		require.Equal(c.t, id, f.CallID)
 		if f.Kind.IsTerminal() {
 			term = f.Frame

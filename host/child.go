@@ -17,6 +17,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -47,7 +49,7 @@ type child struct {
 	slot  *slot
 	id    string
 	proc  *process
-	ctrlR *wire.Reader // owned by readControl once the handshake is done
+	ctrlR *packetio.Reader // owned by readControl once the handshake is done
 	// ctrlIn counts the bytes read from the control connection (by the
 	// handshake, then readControl); with the bytes still unread on the
 	// socket it says how much the child has written there, which the
@@ -99,7 +101,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		conns:    map[*streamConn]struct{}{},
 		state:    StateStarting,
 	}
-	ch.ctrlR = wire.NewReader(countingReader{proc.ctrl, &ch.ctrlIn}, h.cfg.Limits)
+	ch.ctrlR = packetio.NewReader(countingReader{proc.ctrl, &ch.ctrlIn}, h.cfg.Limits)
 	if err := ch.handshake(ctx); err != nil {
 		proc.ctrl.Close()
 		if ch.calls != nil {
@@ -161,7 +163,7 @@ func (ch *child) handshake(ctx context.Context) error {
 	}
 	hello, ok := pkt.(*wire.Hello)
 	if !ok {
-		return fmt.Errorf("%w: first packet is %s, not hello", ErrHandshake, pkt.Type())
+		return fmt.Errorf("%w: first packet is %s, not hello", ErrHandshake, packetio.TypeOf(pkt))
 	}
 	if !slices.Contains(hello.Protocol, wire.ProtocolVersion) {
 		return ErrProtocolVersion
@@ -172,7 +174,7 @@ func (ch *child) handshake(ctx context.Context) error {
 	}
 	ch.cat = cat
 	ch.maxStreams = int(min(hello.MaxStreams, 1<<20))
-	ch.limits = cfg.Limits.Min(hello.Limits)
+	ch.limits = packetio.MinLimits(cfg.Limits, hello.Limits)
 	ch.ctrlR.SetLimits(ch.limits)
 	ch.ctrlW = coalesce.New(conn, ch.limits)
 	if ch.calls, err = newCallServer(ch); err != nil {
@@ -187,7 +189,7 @@ func (ch *child) handshake(ctx context.Context) error {
 	err = ch.ctrlW.Write(context.Background(), coalesce.Request, &wire.Startup{
 		Protocol: wire.ProtocolVersion, ChildID: ch.id, Limits: ch.limits,
 		HealthIntervalMS: cfg.HealthInterval.Milliseconds(), CancelGraceMS: cfg.CancelGrace.Milliseconds(),
-		IngressQueue: wire.IngressQueue, Calls: offer,
+		IngressQueue: protocol.IngressQueue, Calls: offer,
 	})
 	if err == nil {
 		err = ch.ctrlW.Flush()
@@ -256,7 +258,7 @@ func (ch *child) readControl() {
 			default:
 			}
 		default:
-			ch.ctrlErr = fmt.Errorf("%w: %s on the control connection", wire.ErrProtocol, pkt.Type())
+			ch.ctrlErr = fmt.Errorf("%w: %s on the control connection", wire.ErrProtocol, packetio.TypeOf(pkt))
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
@@ -433,7 +434,7 @@ func (c Config) withDefaults() Config {
 	if c.PoolSize == 0 {
 		c.PoolSize = 1
 	}
-	c.Limits = c.Limits.Effective()
+	c.Limits = packetio.Effective(c.Limits)
 	def(&c.HealthInterval, defaultHealthInterval)
 	def(&c.HealthTimeout, defaultHealthTimeout)
 	def(&c.StartTimeout, defaultStartTimeout)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -64,7 +66,7 @@ type streamConn struct {
 	ch *child
 	nc net.Conn
 	rc syscall.RawConn  // nc's, for idleSound; nil when nc has none
-	r  *wire.Reader     // read only by the holder of the turn
+	r  *packetio.Reader // read only by the holder of the turn
 	w  *coalesce.Writer // closed by run when it returns
 
 	// idleSound's peek, made once so that it allocates nothing; used by
@@ -118,7 +120,7 @@ const yieldCheckEvery = 32
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	c := &streamConn{
 		ch: ch, nc: nc,
-		r:        wire.NewReader(nc, ch.limits),
+		r:        packetio.NewReader(nc, ch.limits),
 		w:        coalesce.New(nc, ch.limits),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
@@ -294,7 +296,7 @@ func (c *streamConn) run() {
 func (c *streamConn) readIdle() {
 	pkt, err := c.r.ReadPacket()
 	if err == nil {
-		c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id, "type", pkt.Type())
+		c.ch.h.log.Warn("child wrote on an idle stream connection", "child", c.ch.id, "type", packetio.TypeOf(pkt))
 	}
 }
 
@@ -385,7 +387,7 @@ func (c *streamConn) readOne(call *Call) readResult {
 		c.ended(call)
 		return readDone
 	default:
-		c.violation(call, pkt.Type().String()+" packet on a stream connection")
+		c.violation(call, packetio.TypeOf(pkt).String()+" packet on a stream connection")
 		return readDone
 	}
 }
@@ -563,7 +565,7 @@ func (c *streamConn) causeOf(err error) *synth {
 	default:
 	}
 	if err != nil {
-		var inv *wire.InvalidError
+		var inv *protocol.InvalidError
 		if errors.As(err, &inv) || errors.Is(err, wire.ErrProtocol) {
 			return &synth{kind: frame.KindFailed, code: frame.CodeInvalidFrame, msg: "provider packet refused: " + err.Error()}
 		}

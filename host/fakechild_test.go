@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -67,14 +68,14 @@ func fakeChild(mode string) int {
 	if code, done := poolStartBeforeHello(mode); done {
 		return code
 	}
-	cw := wire.NewWriter(ctrl, wire.Limits{})
-	cr := wire.NewReader(ctrl, wire.Limits{})
+	cw := func(p wire.Packet) error { return packetio.WritePacket(ctrl, p, wire.Limits{}) }
+	cr := packetio.NewReader(ctrl, wire.Limits{})
 	proto := []int64{1}
 	if mode == "badversion" {
 		proto = []int64{2}
 	}
-	obj := func(props map[string]any) wire.Schema {
-		return wire.Schema{"type": "object", "properties": props}
+	obj := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props}
 	}
 	tools := []wire.Tool{{
 		ID:              "ok",
@@ -88,7 +89,7 @@ func fakeChild(mode string) int {
 	}
 	tools = append(tools, wire.Tool{ID: "badoutput", OutputSchema: obj(map[string]any{"i": map[string]any{"type": "integer"}})})
 	fakeControl = cw
-	cw.WritePacket(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: wire.DefaultLimits(), Tools: tools})
+	cw(&wire.Hello{Protocol: proto, SDK: "fake/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: packetio.DefaultLimits(), Tools: tools})
 	poolStartAfterHello(mode)
 	if _, err := cr.ReadPacket(); err != nil {
 		return 2
@@ -113,13 +114,13 @@ func fakeChild(mode string) int {
 			switch mode {
 			case "nopong":
 			case "stalepong": // answers every ping with the first one's nonce
-				cw.WritePacket(&wire.Pong{Nonce: 1})
+				cw(&wire.Pong{Nonce: 1})
 			default:
-				cw.WritePacket(&wire.Pong{Nonce: p.Nonce, Streams: fakeRunning.Load()})
+				cw(&wire.Pong{Nonce: p.Nonce, Streams: fakeRunning.Load()})
 			}
 		case *wire.Drain:
 			ln.Close()
-			cw.WritePacket(&wire.Bye{Reason: "drained"})
+			cw(&wire.Bye{Reason: "drained"})
 			return 0
 		}
 	}
@@ -131,12 +132,12 @@ var fakeRunning atomic.Int64
 
 // fakeControl is the fake child's control Writer, for tools that write on
 // the control connection.
-var fakeControl *wire.Writer
+var fakeControl func(wire.Packet) error
 
 func fakeConn(nc net.Conn, mu *sync.Mutex) {
 	defer nc.Close()
-	r := wire.NewReader(nc, wire.Limits{})
-	w := wire.NewWriter(nc, wire.Limits{})
+	r := packetio.NewReader(nc, wire.Limits{})
+	w := func(p wire.Packet) error { return packetio.WritePacket(nc, p, wire.Limits{}) }
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -157,13 +158,13 @@ func fakeConn(nc net.Conn, mu *sync.Mutex) {
 }
 
 // fakeCall runs one call; it reports whether the connection goes on.
-func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu *sync.Mutex) bool {
+func fakeCall(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, nc net.Conn, mu *sync.Mutex) bool {
 	id := inv.CallID
 	send := func(f frame.Frame, err error) {
 		if err != nil {
 			panic(err)
 		}
-		w.WritePacket(&wire.Frame{Frame: f})
+		w(&wire.Frame{Frame: f})
 	}
 	chunk := func(seq uint64, v any) {
 		send(frame.NewChunk(id, frame.ProviderToCaller, seq, frame.MustPayload(v), nil))
@@ -175,7 +176,7 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 		}
 		send(frame.NewCompleted(id, frame.ProviderToCaller, seq, p))
 	}
-	end := func() { w.WritePacket(&wire.End{CallID: id}) }
+	end := func() { w(&wire.End{CallID: id}) }
 	raw := func(b []byte) { nc.Write(b) }
 	// drainCaller reads caller frames up to the caller's terminal.
 	drainCaller := func() bool {
@@ -220,7 +221,7 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 			}
 		}
 	case "byecall":
-		fakeControl.WritePacket(&wire.Bye{Reason: "leaving"})
+		fakeControl(&wire.Bye{Reason: "leaving"})
 		completed(1, nil)
 		end()
 		return true
@@ -244,11 +245,11 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 	case "badfield":
 		f, _ := frame.NewChunk(id, frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"i": 0}), nil)
 		f.Synthetic = true
-		b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+		b, err := packetio.Encode(&wire.Frame{Frame: f}, wire.Limits{})
 		if err != nil {
 			// The encoder refuses synthetic frames: patch the key by hand.
 			f.Synthetic = false
-			b, _ = wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+			b, _ = packetio.Encode(&wire.Frame{Frame: f}, wire.Limits{})
 			b = patchSynthetic(b)
 		}
 		raw(b)

@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host/internal/contain"
 	"github.com/skulkrt/skulk/host/internal/otelcall"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
@@ -381,7 +382,7 @@ func WithJournal(j *calllog.Journal) CallOption {
 // whose Tree names the call tree the refusal was recorded in, wrapping the
 // reason, to match with errors.Is or errors.As: ErrUnknownTool, a
 // *SchemaError for arguments that break the tool's arguments_schema,
-// ErrPoolDown, ErrClosed, or an error matching wire.ErrHeaderLength for
+// ErrPoolDown, ErrClosed, or an error matching wire.ErrTooLarge for
 // an invoke (or a WithInput chunk) over the child's max_header. They are
 // recorded as a started and a failed event with Refused set; a call made
 // once Close began is not recorded and gets ErrClosed bare. A ctx done
@@ -654,7 +655,7 @@ var (
 	errRetry   = errors.New("host: child gone before the invoke")
 )
 
-// requestFits returns an error matching wire.ErrHeaderLength when the
+// requestFits returns an error matching wire.ErrTooLarge when the
 // invoke, or a chunk of a WithInput request, would be over the child's
 // max_header: such a call is refused before anything reaches the child
 // (docs/protocol.md §7, "Refused calls"), where writing it would fail with
@@ -662,13 +663,13 @@ var (
 // sizes of its variable parts bound its packets' (perPacketSlack covers
 // the keys, the fixed fields and msgpack's prefixes).
 func requestFits(inv *wire.Invoke, o *callOptions, l wire.Limits) error {
-	limit := int(l.Effective().MaxHeader)
+	limit := int(packetio.Effective(l).MaxHeader)
 	size := len(inv.Arguments) + len(inv.CallID) + len(inv.ToolID) + len(inv.Tree) + len(inv.Parent)
 	for k, v := range inv.Trace {
 		size += len(k) + len(v) + 10
 	}
 	if !surelyFits(size, limit) {
-		if _, err := wire.Encode(inv, l); err != nil {
+		if _, err := packetio.Encode(inv, l); err != nil {
 			return fmt.Errorf("host: invoke: %w", err)
 		}
 	}
@@ -687,11 +688,11 @@ func requestFits(inv *wire.Invoke, o *callOptions, l wire.Limits) error {
 	return nil
 }
 
-// frameFits returns an error matching wire.ErrHeaderLength when f's header
+// frameFits returns an error matching wire.ErrTooLarge when f's header
 // would be over l's max_header (see requestFits); an attachment is not
 // counted here (the Writer checks it against max_attachment).
 func frameFits(f *frame.Frame, l wire.Limits) error {
-	if surelyFits(len(f.Payload)+len(f.CallID), int(l.Effective().MaxHeader)) {
+	if surelyFits(len(f.Payload)+len(f.CallID), int(packetio.Effective(l).MaxHeader)) {
 		return nil
 	}
 	_, _, err := wire.AppendPacket(nil, &wire.Frame{Frame: *f}, l)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -60,7 +61,7 @@ type ToolCall struct {
 	Arguments frame.Payload
 
 	tool *toolschema.Tool
-	in   chan frame.Frame // caller chunks; closed once the caller closed its direction; bounded by wire.IngressQueue
+	in   chan frame.Frame // caller chunks; closed once the caller closed its direction; bounded by protocol.IngressQueue
 	send func(ctx context.Context, f frame.Frame) error
 	seq  uint64
 	stop <-chan struct{} // Run's ctx.Done()
@@ -122,7 +123,7 @@ func startHostTool(ctx context.Context, t *HostTool, ts *toolschema.Tool, tc *To
 	hc := &hostCallee{tc: tc, out: make(chan frame.Frame), cancel: cancel, done: make(chan struct{})}
 	tc.tool = ts
 	tc.stop = ctx.Done()
-	tc.in = make(chan frame.Frame, wire.IngressQueue)
+	tc.in = make(chan frame.Frame, protocol.IngressQueue)
 	tc.send = func(sctx context.Context, f frame.Frame) error {
 		select {
 		case hc.out <- f:

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 func TestPoolLeastLoadedAndMaxStreams(t *testing.T) {
@@ -131,10 +132,10 @@ func TestConfigDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults\n%+v, want\n%+v", c, want)
 	}
-	if c.Limits != wire.DefaultLimits() || c.Logger == nil {
+	if c.Limits != packetio.DefaultLimits() || c.Logger == nil {
 		t.Fatalf("limits %+v, logger %v", c.Limits, c.Logger)
 	}
-	if d := time.Duration(wire.DefaultCancelGraceMS) * time.Millisecond; c.CancelGrace != d {
+	if d := time.Duration(protocol.DefaultCancelGraceMS) * time.Millisecond; c.CancelGrace != d {
 		t.Fatalf("CancelGrace %v, the protocol's default %v", c.CancelGrace, d)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // The schema engine's refusals reach callers as *SchemaError, fields
 // intact and with the host's prefix, never quoting the value.
 func TestSchemaErrors(t *testing.T) {
-	cat, err := newCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: wire.Schema{
+	cat, err := newCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: map[string]any{
 		"type":       "object",
 		"properties": map[string]any{"name": map[string]any{"type": "string", "maxLength": int8(3)}},
 	}}})
@@ -37,8 +37,8 @@ func TestSchemaErrors(t *testing.T) {
 func TestCatalogRefusesBadSchemas(t *testing.T) {
 	for _, tools := range [][]wire.Tool{
 		{{ID: "a"}, {ID: "a"}},
-		{{ID: "a", InputSchema: wire.Schema{"type": "no-such-type"}}},
-		{{ID: "a", OutputSchema: wire.Schema{"$ref": "https://example.com/remote.json"}}},
+		{{ID: "a", InputSchema: map[string]any{"type": "no-such-type"}}},
+		{{ID: "a", OutputSchema: map[string]any{"$ref": "https://example.com/remote.json"}}},
 	} {
 		if _, err := newCatalog(tools); !errors.Is(err, ErrHandshake) {
 			t.Errorf("%+v: %v", tools, err)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skulkrt/skulk/internal/packetio"
+
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/toolschema"
@@ -330,7 +332,7 @@ func (c *Call) Wait() (frame.Payload, error) {
 func (c *Call) read() {
 	defer c.c.wg.Done()
 	defer c.c.links.drop(c.l)
-	r := wire.NewReader(c.l, streamLimits)
+	r := packetio.NewReader(c.l, streamLimits)
 	r.ExpectCallID(c.id)
 	fence := sequence.New(c.id, frame.ProviderToCaller, 1)
 	for {
@@ -377,7 +379,7 @@ func (c *Call) read() {
 // readEnd reads the end and the fin after a terminal; it reports whether
 // the fin said the terminal was synthetic. A link that ends first leaves
 // the terminal as it came.
-func (c *Call) readEnd(r *wire.Reader) bool {
+func (c *Call) readEnd(r *packetio.Reader) bool {
 	p, err := r.ReadPacket()
 	if e, ok := p.(*wire.End); err != nil || !ok || e.CallID != c.id {
 		return false

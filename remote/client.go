@@ -192,7 +192,7 @@ func WithInput(payloads ...frame.Payload) CallOption {
 // Refusals come back at once and send nothing: host.ErrUnknownTool, a
 // *host.SchemaError (arguments checked against the tool's
 // arguments_schema, defaults filled, as host.Call does), an error
-// matching wire.ErrHeaderLength for an invoke or a WithInput chunk over
+// matching protocol.ErrHeaderLength for an invoke or a WithInput chunk over
 // the protocol's 64 KiB header, ErrNoTools, ErrClientClosed. Everything else is the call's outcome: a host that
 // cannot be reached, dies, or falls silent gives a synthetic failed
 // unreachable within Options.UnreachableBound; a lost message a

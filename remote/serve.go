@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
@@ -159,7 +162,7 @@ func (s *Server) Close(ctx context.Context) error {
 // tools answers a tools request: the pool's tools as a hello packet
 // (docs/protocol.md §10).
 func (s *Server) tools(req micro.Request) {
-	b, err := wire.Encode(&wire.Hello{Protocol: []int64{wire.ProtocolVersion}, SDK: "skulk-remote", PID: int64(os.Getpid()), MaxStreams: 1, Tools: s.h.Tools()}, toolsLimits)
+	b, err := packetio.Encode(&wire.Hello{Protocol: []int64{wire.ProtocolVersion}, SDK: "skulk-remote", PID: int64(os.Getpid()), MaxStreams: 1, Tools: s.h.Tools()}, toolsLimits)
 	if err != nil || len(b) > int(s.nc.MaxPayload()) {
 		_ = req.Error("500", "the tool list does not fit a message", nil)
 		return
@@ -172,7 +175,7 @@ var toolsLimits = wire.Limits{MaxHeader: 1 << 20, MaxAttachment: 1}
 
 // streamLimits bound the packets of a call's streams: the protocol's
 // defaults (64 KiB headers, 16 MiB media).
-var streamLimits = wire.DefaultLimits()
+var streamLimits = packetio.DefaultLimits()
 
 // open takes a call's open: it answers with an accept and starts the
 // call. It runs on the endpoint's subscription and never blocks.
@@ -233,7 +236,7 @@ func (s *Server) serveCall(l *link) {
 		}
 	}()
 
-	r := wire.NewReader(l, streamLimits)
+	r := packetio.NewReader(l, streamLimits)
 	inv, err := readInvoke(r)
 	if err != nil {
 		l.abort(readCause(err))
@@ -241,7 +244,7 @@ func (s *Server) serveCall(l *link) {
 	}
 	if inv.TimeoutMS > 0 {
 		var c context.CancelFunc
-		ctx, c = context.WithTimeout(ctx, wire.Millis(inv.TimeoutMS))
+		ctx, c = context.WithTimeout(ctx, protocol.Millis(inv.TimeoutMS))
 		defer c()
 	}
 	o := &output{l: l, id: inv.CallID}
@@ -276,7 +279,7 @@ func (s *Server) serveCall(l *link) {
 }
 
 // readInvoke reads a call's invoke and the caller's started.
-func readInvoke(r *wire.Reader) (*wire.Invoke, error) {
+func readInvoke(r *packetio.Reader) (*wire.Invoke, error) {
 	p, err := r.ReadPacket()
 	if err != nil {
 		return nil, err
@@ -302,7 +305,7 @@ func readCause(err error) *linkError {
 	if errors.As(err, &le) {
 		return le
 	}
-	var ie *wire.InvalidError
+	var ie *protocol.InvalidError
 	if errors.As(err, &ie) {
 		return &linkError{frame.CodeInvalidFrame, "a packet of the call broke the protocol: invalid " + ie.Error()}
 	}
@@ -389,7 +392,7 @@ func (o *output) finish(ctx context.Context, f frame.Frame, synthetic bool) {
 // completed to CloseSend, cancelled or failed to Cancel. A packet that
 // breaks the rules fails the link (the caller gets a synthetic
 // invalid_frame) and cancels the call.
-func pumpIn(ctx context.Context, l *link, r *wire.Reader, call *host.Call, id string) {
+func pumpIn(ctx context.Context, l *link, r *packetio.Reader, call *host.Call, id string) {
 	fence := sequence.New(id, frame.CallerToProvider, 1)
 	for {
 		p, err := r.ReadPacket()

@@ -20,7 +20,7 @@ import (
 func TestFakeToolRecordsCalls(t *testing.T) {
 	spell := &skulktest.FakeTool{
 		Tool: wire.Tool{ID: "spell",
-			ArgumentsSchema: wire.Schema{"type": "object", "required": []any{"word"},
+			ArgumentsSchema: map[string]any{"type": "object", "required": []any{"word"},
 				"properties": map[string]any{"word": map[string]any{"type": "string"}}}},
 		Chunks:    []frame.Payload{frame.MustPayload(map[string]any{"letter": "f"}), frame.MustPayload(map[string]any{"letter": "o"})},
 		Result:    frame.MustPayload(map[string]any{"ok": true}),

@@ -149,7 +149,7 @@ func (p *Peer) Hello(ctx context.Context) (*wire.Hello, error) { return p.h.Hell
 
 // DefaultStartup returns the startup Handshake sends when given nil:
 // protocol wire.ProtocolVersion, child id "test", default limits, health
-// interval 1 s, cancel grace 1 s, ingress queue wire.IngressQueue.
+// interval 1 s, cancel grace 1 s, ingress queue protocol.IngressQueue.
 func DefaultStartup() *wire.Startup { return testnet.DefaultStartup() }
 
 // Handshake waits for hello and answers with st (DefaultStartup when nil).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -157,7 +158,7 @@ func TestStreamWriteDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := wire.Encode(&wire.Frame{Frame: f}, wire.Limits{})
+		b, err := packetio.Encode(&wire.Frame{Frame: f}, wire.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}

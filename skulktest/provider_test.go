@@ -15,7 +15,6 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/skulktest"
-	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,8 +24,8 @@ import (
 func testTools(cancels *atomic.Int32) child.Options {
 	return child.Options{Tools: []child.Tool{{
 		ID:              "shout",
-		InputSchema:     wire.Schema{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
-		ArgumentsSchema: wire.Schema{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}},
+		InputSchema:     map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
+		ArgumentsSchema: map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}},
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			n := 0
 			for f, err := range s.Input() {

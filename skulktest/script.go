@@ -18,6 +18,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -272,17 +274,17 @@ func scripted(spec, state string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cw := wire.NewWriter(ctrl, wire.Limits{})
-	cr := wire.NewReader(ctrl, wire.Limits{})
-	err = cw.WritePacket(&wire.Hello{
+	cw := func(p wire.Packet) error { return packetio.WritePacket(ctrl, p, wire.Limits{}) }
+	cr := packetio.NewReader(ctrl, wire.Limits{})
+	err = cw(&wire.Hello{
 		Protocol: []int64{wire.ProtocolVersion}, SDK: "skulktest-script/1", PID: int64(os.Getpid()),
-		MaxStreams: 16, Limits: wire.DefaultLimits(),
+		MaxStreams: 16, Limits: packetio.DefaultLimits(),
 		Tools: []wire.Tool{{ID: ScriptTool, Description: "Echoes caller chunks; misbehaves as the test's faults say."}},
 	})
 	if err != nil {
 		return fail(err)
 	}
-	if p, err := cr.ReadPacket(); err != nil || p.Type() != wire.TypeStartup {
+	if p, err := cr.ReadPacket(); err != nil || packetio.TypeOf(p) != protocol.TypeStartup {
 		return fail(errors.New("no startup"))
 	}
 	var wg sync.WaitGroup
@@ -304,11 +306,11 @@ func scripted(spec, state string) int {
 		switch p := p.(type) {
 		case *wire.Ping:
 			if !s.silent.Load() {
-				cw.WritePacket(&wire.Pong{Nonce: p.Nonce, Streams: s.running.Load()})
+				cw(&wire.Pong{Nonce: p.Nonce, Streams: s.running.Load()})
 			}
 		case *wire.Drain:
 			ln.Close()
-			cw.WritePacket(&wire.Bye{Reason: "drained"})
+			cw(&wire.Bye{Reason: "drained"})
 			return 0
 		}
 	}
@@ -318,11 +320,11 @@ func scripted(spec, state string) int {
 // goroutine reads and writes it.
 type scriptConn struct {
 	nc net.Conn
-	r  *wire.Reader
+	r  *packetio.Reader
 }
 
 func (c *scriptConn) write(p wire.Packet) {
-	b, err := wire.Encode(p, wire.Limits{})
+	b, err := packetio.Encode(p, wire.Limits{})
 	if err == nil {
 		c.nc.Write(b)
 	}
@@ -346,7 +348,7 @@ func (c *scriptConn) idle() {
 
 func (s *script) serveConn(nc net.Conn) {
 	defer nc.Close()
-	c := &scriptConn{nc: nc, r: wire.NewReader(nc, wire.Limits{})}
+	c := &scriptConn{nc: nc, r: packetio.NewReader(nc, wire.Limits{})}
 	for {
 		p, err := c.r.ReadPacket()
 		if err != nil {

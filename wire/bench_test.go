@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"bytes"
@@ -6,18 +6,21 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // Benchmarks of the packet path. docs/performance.md ("Benchmarks of the
 // main module") says what each measures and the commands that run them.
 
 // benchChunk is a typical small streamed chunk: a short text payload.
-func benchChunk(b testing.TB) *Frame {
+func benchChunk(b testing.TB) *wire.Frame {
 	f, err := frame.NewChunk("call-0123456789", frame.ProviderToCaller, 42, frame.MustPayload(map[string]any{"text": "hello, world"}), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &Frame{f}
+	return &wire.Frame{f}
 }
 
 // repeatReader yields the same bytes forever.
@@ -43,7 +46,7 @@ func BenchmarkSmallFrameEncode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		buf, _, err = AppendPacket(buf[:0], p, Limits{})
+		buf, _, err = wire.AppendPacket(buf[:0], p, wire.Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -55,12 +58,12 @@ func BenchmarkSmallFrameEncode(b *testing.B) {
 func BenchmarkSmallFrameDecode(b *testing.B) { benchDecode(b, benchChunk(b)) }
 
 // benchDecode reads p, encoded once, over and over with a Reader.
-func benchDecode(b *testing.B, p Packet) {
-	enc, err := Encode(p, Limits{})
+func benchDecode(b *testing.B, p wire.Packet) {
+	enc, err := packetio.Encode(p, wire.Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := NewReader(&repeatReader{b: enc}, Limits{})
+	r := packetio.NewReader(&repeatReader{b: enc}, wire.Limits{})
 	b.SetBytes(int64(len(enc)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -83,7 +86,7 @@ func BenchmarkRecordFrameDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchDecode(b, &Frame{f})
+	benchDecode(b, &wire.Frame{f})
 }
 
 // BenchmarkSmallFrameEncodeDecode is one encode and one decode of a small
@@ -91,15 +94,15 @@ func BenchmarkRecordFrameDecode(b *testing.B) {
 func BenchmarkSmallFrameEncodeDecode(b *testing.B) {
 	p := benchChunk(b)
 	buf := make([]byte, 0, 256)
-	var d decoder
+	d := wire.NewTestDecoder(nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		buf, _, err = AppendPacket(buf[:0], p, Limits{})
+		buf, _, err = wire.AppendPacket(buf[:0], p, wire.Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := d.decode(buf[PrefixLen:], 0); err != nil {
+		if _, err := d.Decode(buf[protocol.PrefixLen:], 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -123,8 +126,8 @@ func BenchmarkInlineMedia1MiB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &Frame{f}
-	enc, err := Encode(p, Limits{})
+	p := &wire.Frame{f}
+	enc, err := packetio.Encode(p, wire.Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -164,23 +167,22 @@ func BenchmarkInlineMedia1MiB(b *testing.B) {
 	})
 }
 
-// benchInlinePackets writes b.N copies of p through a Writer and reads them
+// benchInlinePackets writes b.N copies of p, each with one vectored write, and reads them
 // with a Reader over a Unix socket pair; with recycle, the reader hands each
 // frame's data back (Reader.Recycle) once it has looked at it, as a consumer
 // that forwards media would.
-func benchInlinePackets(b *testing.B, p *Frame, size int, recycle bool) {
+func benchInlinePackets(b *testing.B, p *wire.Frame, size int, recycle bool) {
 	ua, ub := socketPair(b)
 	defer ub.Close()
 	defer ua.Close()
-	w := NewWriter(ua, Limits{})
-	r := NewReader(ub, Limits{})
+	r := packetio.NewReader(ub, wire.Limits{})
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
 	done := make(chan error, 1)
 	go func() { // stopped after b.N packets or a write error
 		for range b.N {
-			if err := w.WritePacket(p); err != nil {
+			if err := writePacket(ua, p); err != nil {
 				done <- err
 				return
 			}
@@ -193,7 +195,7 @@ func benchInlinePackets(b *testing.B, p *Frame, size int, recycle bool) {
 			b.Fatal(err)
 		}
 		if recycle {
-			r.Recycle(q.(*Frame).Media.(*frame.InlineMedia).Data)
+			r.Recycle(q.(*wire.Frame).Media.(*frame.InlineMedia).Data)
 		}
 	}
 	if err := <-done; err != nil {

@@ -9,69 +9,60 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Decode decodes one whole packet held in b (prefix, header, attachment, and
 // nothing after). It checks lengths against l (made Effective) before looking
-// at the header. It is meant for tests and tools; connections use a Reader.
+// at the header. Every slice of the packet it returns is new: the caller
+// may keep it, and b may be reused at once.
 func Decode(b []byte, l Limits) (Packet, error) {
-	l = l.Effective()
-	if len(b) < PrefixLen {
-		return nil, fmt.Errorf("%w: packet shorter than its prefix", ErrMalformedHeader)
+	l = l.effective()
+	if len(b) < protocol.PrefixLen {
+		return nil, fmt.Errorf("%w: packet shorter than its prefix", protocol.ErrMalformedHeader)
 	}
 	h, a := binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
-	if err := checkLengths(h, a, l); err != nil {
+	if err := protocol.CheckLengths(h, a, l.MaxHeader, l.MaxAttachment); err != nil {
 		return nil, err
 	}
-	if uint64(len(b)) != PrefixLen+uint64(h)+uint64(a) {
-		return nil, fmt.Errorf("%w: packet length does not match its prefix", ErrMalformedHeader)
+	if uint64(len(b)) != protocol.PrefixLen+uint64(h)+uint64(a) {
+		return nil, fmt.Errorf("%w: packet length does not match its prefix", protocol.ErrMalformedHeader)
 	}
-	var d decoder
-	p, err := d.decode(b[PrefixLen:PrefixLen+h], a)
+	d := decoder{st: &protocol.DecodeState{}}
+	p, err := d.decode(b[protocol.PrefixLen:protocol.PrefixLen+h], a)
 	if err != nil {
 		return nil, err
 	}
 	if a > 0 {
 		att := make([]byte, a)
-		copy(att, b[PrefixLen+h:])
+		copy(att, b[protocol.PrefixLen+h:])
 		p.(*Frame).Media.(*frame.InlineMedia).Data = att
 	}
 	return p, nil
 }
 
-func checkLengths(h, a uint32, l Limits) error {
-	if h == 0 || h > l.MaxHeader {
-		return &lengthError{ErrHeaderLength, uint64(h), l.MaxHeader}
-	}
-	if a > l.MaxAttachment {
-		return &lengthError{ErrAttachmentLength, uint64(a), l.MaxAttachment}
-	}
-	return nil
+// DecodeHeader decodes the header h of one packet whose attachment,
+// attLen bytes long, the caller reads on its own: an inline-media frame
+// comes back with its media's Data nil, for the caller to fill. h holds no
+// prefix, and its length and attLen must already have been checked
+// against the limits. st carries what one connection's decoding keeps
+// from one packet to the next; it is the module's own connection reader
+// that calls DecodeHeader, and a caller outside the module uses Decode.
+//
+// Errors are Decode's: an error matching ErrProtocol, or one matching
+// frame.ErrInvalid for a frame, invoke or end that parsed but broke the
+// rules.
+func DecodeHeader(st *protocol.DecodeState, h []byte, attLen uint32) (Packet, error) {
+	d := decoder{st: st}
+	return d.decode(h, attLen)
 }
 
-// lengthError is ErrHeaderLength or ErrAttachmentLength with the lengths
-// involved. It formats its message only when asked, so that refusing a
-// length costs one small allocation.
-type lengthError struct {
-	err   *ProtocolError
-	got   uint64
-	limit uint32
-}
-
-func (e *lengthError) Error() string {
-	return fmt.Sprintf("%v: %d bytes, limit %d", e.err, e.got, e.limit)
-}
-
-func (e *lengthError) Unwrap() error { return e.err }
-
-// decoder turns headers into packets. It remembers the last call id it
-// decoded so that the frames of one call share one string.
+// decoder turns headers into packets. Its state (protocol.DecodeState)
+// remembers the last call id it decoded so that the frames of one call
+// share one string.
 type decoder struct {
-	lastCallID    string
-	lastMediaType string // the last inline or blob media type, shared likewise
-	reuse         *Frame // when set, every frame packet is decoded into it (Reader.ReuseFrames)
-	slab          []byte // room for the next small payloads' copies (see own); never written twice
+	st *protocol.DecodeState
 }
 
 // Small payloads are copied into slabs rather than allocated one by one:
@@ -93,40 +84,45 @@ func (d *decoder) own(b []byte) frame.Payload {
 	if n > slabPayload {
 		return append(frame.Payload(nil), b...)
 	}
-	if len(d.slab) < n {
-		d.slab = make([]byte, slabSize)
+	if len(d.st.Slab) < n {
+		d.st.Slab = make([]byte, slabSize)
 	}
-	p := d.slab[:n:n]
+	p := d.st.Slab[:n:n]
 	copy(p, b)
-	d.slab = d.slab[n:]
+	d.st.Slab = d.st.Slab[n:]
 	return frame.Payload(p)
 }
 
 // newFrame returns the packet a frame is decoded into: the reused one,
 // cleared, or a new one.
 func (d *decoder) newFrame() *Frame {
-	if d.reuse == nil {
+	if !d.st.ReuseFrames {
 		return &Frame{}
 	}
-	*d.reuse = Frame{}
-	return d.reuse
+	f, _ := d.st.Frame.(*Frame)
+	if f == nil {
+		f = &Frame{}
+		d.st.Frame = f
+	}
+	*f = Frame{}
+	return f
 }
 
 // internMediaType is intern for media types: the chunks of one stream
 // share one string.
 func (d *decoder) internMediaType(b []byte) string {
-	if string(b) != d.lastMediaType {
-		d.lastMediaType = string(b)
+	if string(b) != d.st.LastMediaType {
+		d.st.LastMediaType = string(b)
 	}
-	return d.lastMediaType
+	return d.st.LastMediaType
 }
 
 func (d *decoder) intern(b []byte) string {
-	if string(b) == d.lastCallID {
-		return d.lastCallID
+	if string(b) == d.st.LastCallID {
+		return d.st.LastCallID
 	}
-	d.lastCallID = string(b)
-	return d.lastCallID
+	d.st.LastCallID = string(b)
+	return d.st.LastCallID
 }
 
 // fields iterates over a header map already checked by scanHeader.
@@ -153,44 +149,44 @@ func (it *fields) next() (key []byte, val mpack.Reader, ok bool) {
 
 // scanHeader checks that h is exactly one map with string keys and returns
 // the packet type its "t" names.
-func scanHeader(h []byte) (Type, error) {
+func scanHeader(h []byte) (protocol.Type, error) {
 	r := mpack.NewReader(h)
 	n, err := r.ReadMapLen()
 	if err != nil {
-		return 0, ErrMalformedHeader
+		return 0, protocol.ErrMalformedHeader
 	}
-	var t Type
+	var t protocol.Type
 	seenT := false
 	for range n {
 		k, err := r.ReadStr()
 		if err != nil {
-			return 0, ErrMalformedHeader
+			return 0, protocol.ErrMalformedHeader
 		}
 		isT := string(k) == "t"
 		v, err := r.Skip()
 		if err != nil {
-			return 0, ErrMalformedHeader
+			return 0, protocol.ErrMalformedHeader
 		}
 		if isT {
 			vr := mpack.NewReader(v)
 			s, err := vr.ReadStr()
 			if err != nil {
-				return 0, ErrUnknownType
+				return 0, protocol.ErrUnknownType
 			}
-			t, seenT = parseType(s), true
+			t, seenT = protocol.ParseType(s), true
 		}
 	}
 	if r.Remaining() != 0 {
-		return 0, fmt.Errorf("%w: trailing bytes", ErrMalformedHeader)
+		return 0, fmt.Errorf("%w: trailing bytes", protocol.ErrMalformedHeader)
 	}
 	if !seenT || t == 0 {
-		return 0, ErrUnknownType
+		return 0, protocol.ErrUnknownType
 	}
 	return t, nil
 }
 
-func badField(t Type, field string) error {
-	return fmt.Errorf("%w: %s: %s", ErrBadField, t, field)
+func badField(t protocol.Type, field string) error {
+	return fmt.Errorf("%w: %s: %s", protocol.ErrBadField, t, field)
 }
 
 func invalidField(field, reason string) error {
@@ -217,32 +213,32 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t == TypeFrame {
+	if t == protocol.TypeFrame {
 		return d.decodeFrame(h, attLen)
 	}
 	if attLen > 0 {
-		return nil, ErrUnexpectedAttachment
+		return nil, protocol.ErrUnexpectedAttachment
 	}
 	switch t {
-	case TypeEnd:
+	case protocol.TypeEnd:
 		p := &End{}
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
 			if string(k) == "call_id" {
 				s, err := v.ReadStr()
 				if err != nil {
-					return nil, &InvalidError{Type: TypeEnd, Err: invalidField("call_id", "not a string")}
+					return nil, &protocol.InvalidError{Type: protocol.TypeEnd, Err: invalidField("call_id", "not a string")}
 				}
 				p.CallID = d.intern(s)
 			}
 		}
 		if err := frame.CheckCallID(p.CallID); err != nil {
-			return nil, &InvalidError{Type: TypeEnd, Err: err}
+			return nil, &protocol.InvalidError{Type: protocol.TypeEnd, Err: err}
 		}
 		return p, nil
-	case TypeInvoke:
+	case protocol.TypeInvoke:
 		return d.decodeInvoke(h)
-	case TypePing:
+	case protocol.TypePing:
 		p := &Ping{}
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
@@ -253,7 +249,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 			}
 		}
 		return p, nil
-	case TypePong:
+	case protocol.TypePong:
 		p := &Pong{}
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
@@ -270,7 +266,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 			}
 		}
 		return p, nil
-	case TypeCancel:
+	case protocol.TypeCancel:
 		p := &Cancel{}
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
@@ -288,7 +284,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 			return nil, badField(t, "call_id")
 		}
 		return p, nil
-	case TypeDrain:
+	case protocol.TypeDrain:
 		p := &Drain{}
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
@@ -299,7 +295,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 			}
 		}
 		return p, nil
-	case TypeBye:
+	case protocol.TypeBye:
 		p := &Bye{}
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
@@ -310,8 +306,8 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 			}
 		}
 		return p, nil
-	case TypeStartup:
-		p := &Startup{CancelGraceMS: DefaultCancelGraceMS} // absent: the default
+	case protocol.TypeStartup:
+		p := &Startup{CancelGraceMS: protocol.DefaultCancelGraceMS} // absent: the default
 		it := newFields(h)
 		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
 			switch string(k) {
@@ -335,10 +331,10 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 			}
 		}
 		return p, nil
-	case TypeHello:
+	case protocol.TypeHello:
 		return decodeHello(h)
 	}
-	return nil, ErrUnknownType
+	return nil, protocol.ErrUnknownType
 }
 
 func readString(r *mpack.Reader) (string, error) {
@@ -468,7 +464,7 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 		}
 	}
 	if attLen > 0 && !inline {
-		return nil, ErrUnexpectedAttachment
+		return nil, protocol.ErrUnexpectedAttachment
 	}
 	for _, err := range []error{mediaErr, errorErr} {
 		if first == nil {
@@ -479,7 +475,7 @@ func (d *decoder) decodeFrame(h []byte, attLen uint32) (Packet, error) {
 		first = f.Validate()
 	}
 	if first != nil {
-		return nil, &InvalidError{Type: TypeFrame, CallID: validCallID(f.CallID), Err: first}
+		return nil, &protocol.InvalidError{Type: protocol.TypeFrame, CallID: validCallID(f.CallID), Err: first}
 	}
 	return p, nil
 }
@@ -918,7 +914,7 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 		first = p.Validate()
 	}
 	if first != nil {
-		return nil, &InvalidError{Type: TypeInvoke, CallID: validCallID(p.CallID), Err: first}
+		return nil, &protocol.InvalidError{Type: protocol.TypeInvoke, CallID: validCallID(p.CallID), Err: first}
 	}
 	return p, nil
 }
@@ -961,7 +957,7 @@ func decodeCalls(r *mpack.Reader) (*Calls, error) {
 			return nil, err
 		}
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -997,7 +993,7 @@ func decodeHello(h []byte) (Packet, error) {
 			var n int
 			if n, err = v.ReadArrayLen(); err == nil {
 				if n > 64 {
-					return nil, badField(TypeHello, "protocol")
+					return nil, badField(protocol.TypeHello, "protocol")
 				}
 				for range n {
 					var x int64
@@ -1019,11 +1015,11 @@ func decodeHello(h []byte) (Packet, error) {
 			p.Tools, err = decodeTools(&v)
 		}
 		if err != nil {
-			return nil, badField(TypeHello, string(k))
+			return nil, badField(protocol.TypeHello, string(k))
 		}
 	}
 	if p.MaxStreams < 1 {
-		return nil, badField(TypeHello, "max_streams")
+		return nil, badField(protocol.TypeHello, "max_streams")
 	}
 	return p, nil
 }
@@ -1037,7 +1033,7 @@ const maxToolVersionChars = 128
 func decodeTools(r *mpack.Reader) ([]Tool, error) {
 	n, err := r.ReadArrayLen()
 	if err != nil || n > maxTools {
-		return nil, ErrBadField
+		return nil, protocol.ErrBadField
 	}
 	if n == 0 {
 		return nil, nil // no tools: nil, as when the key is absent
@@ -1056,7 +1052,7 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 			}
 			raw, _ := r.Skip()
 			v := mpack.NewReader(raw)
-			var dst *Schema
+			var dst *map[string]any
 			switch string(k) {
 			case "id":
 				t.ID, err = readString(&v)
@@ -1090,7 +1086,7 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 			}
 		}
 		if checkID("id", t.ID) != nil || !utf8.ValidString(t.Version) || utf8.RuneCountInString(t.Version) > maxToolVersionChars {
-			return nil, ErrBadField
+			return nil, protocol.ErrBadField
 		}
 		tools = append(tools, t)
 	}
@@ -1103,7 +1099,7 @@ func decodeTools(r *mpack.Reader) ([]Tool, error) {
 // each number comes out as its canonical encoding decodes to (see
 // canonicalNumber), so that a decoded schema encodes and decodes again to
 // itself.
-func decodeSchema(raw []byte, dst *Schema) error {
+func decodeSchema(raw []byte, dst *map[string]any) error {
 	dec := msgpack.NewDecoder(bytes.NewReader(raw))
 	dec.UseLooseInterfaceDecoding(true)
 	if err := dec.Decode(dst); err != nil {

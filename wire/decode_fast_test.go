@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"encoding/binary"
@@ -10,6 +10,9 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +32,7 @@ func goldenFrameHeaders(t testing.TB) (hdrs [][]byte, atts []uint32) {
 			t.Fatal(err)
 		}
 		h := binary.BigEndian.Uint32(b)
-		hdrs = append(hdrs, b[PrefixLen:PrefixLen+h])
+		hdrs = append(hdrs, b[protocol.PrefixLen:protocol.PrefixLen+h])
 		atts = append(atts, binary.BigEndian.Uint32(b[4:]))
 	}
 	if len(hdrs) == 0 {
@@ -43,12 +46,12 @@ func goldenFrameHeaders(t testing.TB) (hdrs [][]byte, atts []uint32) {
 func TestDecodeFrameFastTakesOurFrames(t *testing.T) {
 	hdrs, atts := goldenFrameHeaders(t)
 	for i, h := range hdrs {
-		var fast, general decoder
-		p := fast.decodeFrameFast(h, atts[i])
+		fast, general := wire.NewTestDecoder(nil), wire.NewTestDecoder(nil)
+		p := fast.DecodeFrameFast(h, atts[i])
 		require.NotNil(t, p, "golden frame %d not taken by the single pass", i)
-		want, err := general.decodeGeneral(h, atts[i])
+		want, err := general.DecodeGeneral(h, atts[i])
 		require.NoError(t, err)
-		require.Equal(t, want, Packet(p))
+		require.Equal(t, want, wire.Packet(p))
 	}
 }
 
@@ -57,14 +60,14 @@ func TestDecodeFrameFastTakesOurFrames(t *testing.T) {
 // not matched, and still decodes by its keys to the same frame.
 func TestCanonicalHead(t *testing.T) {
 	for _, f := range sampleFrames(t) {
-		b, _, err := AppendPacket(nil, &Frame{Frame: f}, DefaultLimits())
+		b, _, err := wire.AppendPacket(nil, &wire.Frame{Frame: f}, packetio.DefaultLimits())
 		require.NoError(t, err)
-		h := b[PrefixLen : PrefixLen+binary.BigEndian.Uint32(b)]
+		h := b[protocol.PrefixLen : protocol.PrefixLen+binary.BigEndian.Uint32(b)]
 		r := mpack.NewReader(h)
 		_, err = r.ReadMapLen()
 		require.NoError(t, err)
-		var d decoder
-		p := d.canonicalHead(&r)
+		d := wire.NewTestDecoder(nil)
+		p := d.CanonicalHead(&r)
 		require.NotNil(t, p, "%s frame", f.Kind)
 		require.Equal(t, [4]any{f.CallID, f.Direction, f.Sequence, f.Kind}, [4]any{p.CallID, p.Direction, p.Sequence, p.Kind})
 	}
@@ -73,13 +76,13 @@ func TestCanonicalHead(t *testing.T) {
 	r := mpack.NewReader(reordered)
 	_, err := r.ReadMapLen()
 	require.NoError(t, err)
-	var d decoder
-	require.Nil(t, d.canonicalHead(&r), "sequence before direction is not our layout")
-	p := d.decodeFrameFast(reordered, 0)
+	d := wire.NewTestDecoder(nil)
+	require.Nil(t, d.CanonicalHead(&r), "sequence before direction is not our layout")
+	p := d.DecodeFrameFast(reordered, 0)
 	require.NotNil(t, p)
-	want, err := (&decoder{}).decodeGeneral(reordered, 0)
+	want, err := wire.NewTestDecoder(nil).DecodeGeneral(reordered, 0)
 	require.NoError(t, err)
-	require.Equal(t, want, Packet(p))
+	require.Equal(t, want, wire.Packet(p))
 }
 
 // TestDecodeFrameFastDeclines: headers the general path refuses, or reads
@@ -100,12 +103,12 @@ func TestDecodeFrameFastDeclines(t *testing.T) {
 	}
 	for name, h := range cases {
 		t.Run(name, func(t *testing.T) {
-			var d decoder
-			require.Nil(t, d.decodeFrameFast(h, 0))
+			d := wire.NewTestDecoder(nil)
+			require.Nil(t, d.DecodeFrameFast(h, 0))
 		})
 	}
-	var d decoder
-	require.Nil(t, d.decodeFrameFast(hdr(frameKV()...), 3), "an attachment without inline media")
+	d := wire.NewTestDecoder(nil)
+	require.Nil(t, d.DecodeFrameFast(hdr(frameKV()...), 3), "an attachment without inline media")
 }
 
 // FuzzDecodeFrameFast: whatever header the single pass accepts, the general
@@ -118,16 +121,16 @@ func FuzzDecodeFrameFast(f *testing.F) {
 	f.Add(hdr(frameKV("x-unknown", []any{1, "a", nil}, "payload", nil, "error", nil)...), uint32(0))
 	f.Add(hdr(frameKV("media", inlineMedia("sample_rate", 8000), "media", nil)...), uint32(2))
 	f.Fuzz(func(t *testing.T, h []byte, att uint32) {
-		var fast, general decoder
-		p := fast.decodeFrameFast(h, att)
+		fast, general := wire.NewTestDecoder(nil), wire.NewTestDecoder(nil)
+		p := fast.DecodeFrameFast(h, att)
 		if p == nil {
 			return
 		}
-		want, err := general.decodeGeneral(h, att)
+		want, err := general.DecodeGeneral(h, att)
 		if err != nil {
 			t.Fatalf("single pass accepted a header the general path refuses: %v", err)
 		}
-		if !reflect.DeepEqual(want, Packet(p)) {
+		if !reflect.DeepEqual(want, wire.Packet(p)) {
 			t.Fatalf("single pass %#v, general path %#v", p, want)
 		}
 	})

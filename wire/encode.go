@@ -9,22 +9,31 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/vmihailenco/msgpack/v5"
 )
-
-// PrefixLen is the length of the two uint32 length fields before a header.
-const PrefixLen = 8
 
 // AppendPacket appends p's length prefix and header to b and returns the
 // extended slice and the attachment to write after it (nil for none; the
 // attachment is p's own media data, not a copy). It validates p first:
 // frames must pass frame.Validate and must not be synthetic.
 //
-// Header and attachment lengths are checked against l (made Effective).
+// Header and attachment lengths are checked against l, whose zero fields
+// mean the defaults (64 KiB of header, 16 MiB of attachment) and whose
+// fields are clamped to the hard ceilings (1 MiB, 256 MiB).
+//
+// Errors: an error matching frame.ErrInvalid (errors.As finds the
+// *frame.FieldError) for a frame or invoke that breaks the rules, one
+// matching ErrTooLarge for a packet over the limits; b is then returned
+// as it came. To write a packet, write the header bytes and then the
+// attachment; for the whole packet in one slice,
+//
+//	hdr, att, err := wire.AppendPacket(nil, p, wire.Limits{})
+//	pkt := append(hdr, att...)
 func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
-	l = l.Effective()
+	l = l.effective()
 	start := len(b)
-	b = append(b, make([]byte, PrefixLen)...)
+	b = append(b, make([]byte, protocol.PrefixLen)...)
 	var att []byte
 	var err error
 	switch p := p.(type) {
@@ -32,7 +41,7 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 		b, att, err = appendFrame(b, &p.Frame)
 	case *End:
 		if err = frame.CheckCallID(p.CallID); err != nil {
-			err = &InvalidError{Type: TypeEnd, Err: err}
+			err = &protocol.InvalidError{Type: protocol.TypeEnd, Err: err}
 			break
 		}
 		b = mpack.AppendMapHeader(b, 2)
@@ -52,7 +61,7 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 		b = mpack.AppendInt(mpack.AppendString(b, "stuck"), p.Stuck)
 	case *Cancel:
 		if err = frame.CheckCallID(p.CallID); err != nil {
-			err = &InvalidError{Type: TypeCancel, Err: err}
+			err = &protocol.InvalidError{Type: protocol.TypeCancel, Err: err}
 			break
 		}
 		b = mpack.AppendMapHeader(b, 2+boolInt(p.Reason != ""))
@@ -73,7 +82,7 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 		}
 	case *Startup:
 		if p.Calls != nil {
-			if err = p.Calls.Validate(); err != nil {
+			if err = p.Calls.validate(); err != nil {
 				break
 			}
 		}
@@ -96,26 +105,16 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 	if err != nil {
 		return b[:start], nil, err
 	}
-	h := len(b) - start - PrefixLen
+	h := len(b) - start - protocol.PrefixLen
 	if h > int(l.MaxHeader) {
-		return b[:start], nil, &lengthError{ErrHeaderLength, uint64(h), l.MaxHeader}
+		return b[:start], nil, protocol.LengthError(protocol.ErrHeaderLength, uint64(h), l.MaxHeader)
 	}
 	if len(att) > int(l.MaxAttachment) {
-		return b[:start], nil, &lengthError{ErrAttachmentLength, uint64(len(att)), l.MaxAttachment}
+		return b[:start], nil, protocol.LengthError(protocol.ErrAttachmentLength, uint64(len(att)), l.MaxAttachment)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(h))
 	binary.BigEndian.PutUint32(b[start+4:], uint32(len(att)))
 	return b, att, nil
-}
-
-// Encode returns p as one packet: prefix, header and attachment in one new
-// slice. It is meant for tests and tools; connections use a Writer.
-func Encode(p Packet, l Limits) ([]byte, error) {
-	b, att, err := AppendPacket(nil, p, l)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, att...), nil
 }
 
 func boolInt(v bool) int {
@@ -163,10 +162,10 @@ func encDirection(d frame.Direction) []byte {
 
 func appendFrame(b []byte, f *frame.Frame) ([]byte, []byte, error) {
 	if err := f.Validate(); err != nil {
-		return b, nil, &InvalidError{Type: TypeFrame, CallID: validCallID(f.CallID), Err: err}
+		return b, nil, &protocol.InvalidError{Type: protocol.TypeFrame, CallID: validCallID(f.CallID), Err: err}
 	}
 	if f.Synthetic {
-		return b, nil, &InvalidError{Type: TypeFrame, CallID: f.CallID,
+		return b, nil, &protocol.InvalidError{Type: protocol.TypeFrame, CallID: f.CallID,
 			Err: &frame.FieldError{Field: "synthetic", Reason: "synthetic frames never travel on the wire"}}
 	}
 	n := 5 + boolInt(f.Payload != nil) + boolInt(f.Media != nil) + boolInt(f.Error != nil)
@@ -233,7 +232,7 @@ func validCallID(id string) string {
 
 func appendInvoke(b []byte, p *Invoke) ([]byte, error) {
 	if err := p.Validate(); err != nil {
-		return b, &InvalidError{Type: TypeInvoke, CallID: validCallID(p.CallID), Err: err}
+		return b, &protocol.InvalidError{Type: protocol.TypeInvoke, CallID: validCallID(p.CallID), Err: err}
 	}
 	n := 5 + boolInt(p.Trace != nil) + boolInt(p.Tree != "") + boolInt(p.Parent != "") + boolInt(p.Depth > 0) + boolInt(p.Detached)
 	b = mpack.AppendMapHeader(b, n)
@@ -286,12 +285,12 @@ func appendCalls(b []byte, c *Calls) ([]byte, error) {
 	return b, nil
 }
 
-// Validate checks the calls map's fields: a socket path of 1 to
-// MaxSocketPath bytes, at most 4,096 tools, MaxDepth and MaxInFlight ≥ 1.
+// validate checks the calls map's fields: a socket path of 1 to
+// protocol.MaxSocketPath bytes, at most 4,096 tools, MaxDepth and MaxInFlight ≥ 1.
 // The error is a *frame.FieldError naming the field.
-func (c *Calls) Validate() error {
+func (c *Calls) validate() error {
 	switch {
-	case c.Socket == "" || len(c.Socket) > MaxSocketPath:
+	case c.Socket == "" || len(c.Socket) > protocol.MaxSocketPath:
 		return &frame.FieldError{Field: "calls.socket", Reason: "must be 1 to 107 bytes"}
 	case len(c.Tools) > maxTools:
 		return &frame.FieldError{Field: "calls.tools", Reason: "more than 4096 tools"}
@@ -380,7 +379,7 @@ func AppendTool(b []byte, t *Tool) ([]byte, error) {
 	}
 	schemas := [...]struct {
 		key string
-		s   Schema
+		s   map[string]any
 	}{{"arguments_schema", t.ArgumentsSchema}, {"input_schema", t.InputSchema}, {"output_schema", t.OutputSchema}, {"result_schema", t.ResultSchema}}
 	n := 1 + boolInt(t.Version != "") + boolInt(t.Description != "") + boolInt(t.InputMedia) + boolInt(t.NoInput)
 	for _, s := range schemas {

@@ -1,63 +1,60 @@
 package wire_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
 )
 
-// A child writes a chunk and an end on its stream connection; the host
-// reads them.
+// A child encodes a chunk and the end of its stream; the host splits the
+// bytes into packets by their prefixes and decodes them.
 func Example() {
-	child, host := net.Pipe()
-	defer host.Close()
-
-	w := wire.NewWriter(child, wire.Limits{})
-	done := make(chan error, 1)
-	go func() { // stopped once both packets are written
-		chunk, err := frame.NewChunk("call-1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "hi"}), nil)
-		if err == nil {
-			err = w.WritePacket(&wire.Frame{Frame: chunk})
-		}
-		if err == nil {
-			err = w.WritePacket(&wire.End{CallID: "call-1"})
-		}
-		child.Close()
-		done <- err
-	}()
-
-	r := wire.NewReader(host, wire.Limits{})
-	for {
-		p, err := r.ReadPacket()
+	chunk, err := frame.NewChunk("call-1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "hi"}), nil)
+	if err != nil {
+		panic(err)
+	}
+	var stream []byte
+	for _, p := range []wire.Packet{&wire.Frame{Frame: chunk}, &wire.End{CallID: "call-1"}} {
+		hdr, att, err := wire.AppendPacket(stream, p, wire.Limits{})
 		if err != nil {
-			break // io.EOF once the child closed its end
+			panic(err)
 		}
+		stream = append(hdr, att...)
+	}
+
+	for len(stream) > 0 {
+		// The prefix: header length and attachment length, uint32 big-endian.
+		n := 8 + int(binary.BigEndian.Uint32(stream)) + int(binary.BigEndian.Uint32(stream[4:]))
+		p, err := wire.Decode(stream[:n], wire.Limits{})
+		if err != nil {
+			panic(err)
+		}
+		stream = stream[n:]
 		switch p := p.(type) {
 		case *wire.Frame:
 			text, _ := p.Payload.Text()
-			fmt.Println(p.Type(), p.Kind, p.Sequence, text)
+			fmt.Println("frame", p.Kind, p.Sequence, text)
 		case *wire.End:
-			fmt.Println(p.Type(), p.CallID)
+			fmt.Println("end", p.CallID)
 		}
-	}
-	if err := <-done; err != nil {
-		fmt.Println(err)
 	}
 	// Output:
 	// frame chunk 1 hi
 	// end call-1
 }
 
-func ExampleEncode() {
-	b, err := wire.Encode(&wire.Ping{Nonce: 7}, wire.Limits{})
+func ExampleAppendPacket() {
+	b, att, err := wire.AppendPacket(nil, &wire.Ping{Nonce: 7}, wire.Limits{})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("% x\n", b)
-	// Output: 00 00 00 0f 00 00 00 00 82 a1 74 a4 70 69 6e 67 a5 6e 6f 6e 63 65 07
+	fmt.Printf("% x\n%d bytes of attachment\n", b, len(att))
+	// Output:
+	// 00 00 00 0f 00 00 00 00 82 a1 74 a4 70 69 6e 67 a5 6e 6f 6e 63 65 07
+	// 0 bytes of attachment
 }
 
 func ExampleDecode_errors() {
@@ -68,15 +65,20 @@ func ExampleDecode_errors() {
 	bad = append(bad, h...)
 
 	_, err := wire.Decode(bad, wire.Limits{})
-	var inv *wire.InvalidError
-	if errors.As(err, &inv) {
-		fmt.Println("invalid frame of", inv.CallID+":", inv.Err)
+	var fe *frame.FieldError
+	if errors.Is(err, frame.ErrInvalid) && errors.As(err, &fe) {
+		fmt.Println("invalid frame:", fe)
 	}
 
 	// A header length of 0: a protocol error; close the connection.
 	_, err = wire.Decode([]byte{0, 0, 0, 0, 0, 0, 0, 0}, wire.Limits{})
-	fmt.Println(errors.Is(err, wire.ErrProtocol), errors.Is(err, wire.ErrHeaderLength))
+	fmt.Println(errors.Is(err, wire.ErrProtocol), errors.Is(err, wire.ErrTooLarge))
+
+	// A header longer than max_header: too large, and a protocol error.
+	_, err = wire.Decode([]byte{0, 0, 0, 9, 0, 0, 0, 0}, wire.Limits{MaxHeader: 8})
+	fmt.Println(errors.Is(err, wire.ErrProtocol), errors.Is(err, wire.ErrTooLarge))
 	// Output:
-	// invalid frame of c1: frame: kind: unknown value
+	// invalid frame: frame: kind: unknown value
+	// true false
 	// true true
 }

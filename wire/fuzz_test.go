@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"bytes"
@@ -13,10 +13,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // fuzzLimits are small so that the fuzzer reaches them.
-var fuzzLimits = Limits{MaxHeader: 4 << 10, MaxAttachment: 4 << 10}
+var fuzzLimits = wire.Limits{MaxHeader: 4 << 10, MaxAttachment: 4 << 10}
 
 // FuzzReadPacket feeds arbitrary bytes to a Reader. It must never panic nor
 // allocate beyond its limits, and every packet it returns must encode, and
@@ -44,15 +47,15 @@ func FuzzReadPacket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		r := NewReader(bytes.NewReader(data), fuzzLimits)
-		var got []Packet
+		r := packetio.NewReader(bytes.NewReader(data), fuzzLimits)
+		var got []wire.Packet
 		var err error
 		for {
-			var p Packet
+			var p wire.Packet
 			p, err = r.ReadPacket()
-			var inv *InvalidError
+			var inv *protocol.InvalidError
 			if errors.As(err, &inv) {
-				if inv.Err == nil || !errors.Is(err, frame.ErrInvalid) || errors.Is(err, ErrProtocol) {
+				if inv.Err == nil || !errors.Is(err, frame.ErrInvalid) || errors.Is(err, wire.ErrProtocol) {
 					t.Fatalf("malformed InvalidError %#v", inv)
 				}
 				continue // in step: go on reading
@@ -65,33 +68,33 @@ func FuzzReadPacket(f *testing.F) {
 		runtime.ReadMemStats(&after)
 		// The reader's buffer, the packets (a generous factor of the input
 		// for decoded maps) and the limits bound what may be allocated.
-		bound := uint64(readBufSize) + 64*uint64(len(data)) + uint64(fuzzLimits.MaxHeader) + uint64(fuzzLimits.MaxAttachment) + 1<<20
+		bound := uint64(packetio.ReadBufSize) + 64*uint64(len(data)) + uint64(fuzzLimits.MaxHeader) + uint64(fuzzLimits.MaxAttachment) + 1<<20
 		if n := after.TotalAlloc - before.TotalAlloc; n > bound {
 			t.Fatalf("allocated %d bytes for %d bytes of input", n, len(data))
 		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrProtocol) {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, wire.ErrProtocol) {
 			t.Fatalf("unexpected error class: %v", err)
 		}
 		for _, p := range got {
-			enc, err := Encode(p, fuzzLimits)
+			enc, err := packetio.Encode(p, fuzzLimits)
 			if err != nil {
 				// The canonical encoding is never longer than what was
 				// read (unknown and nil keys are dropped, numbers take
 				// their smallest form), so it fits the same limits.
-				t.Fatalf("re-encode %s: %v", p.Type(), err)
+				t.Fatalf("re-encode %s: %v", packetio.TypeOf(p), err)
 			}
-			p2, err := Decode(enc, fuzzLimits)
+			p2, err := wire.Decode(enc, fuzzLimits)
 			if err != nil {
-				t.Fatalf("decode re-encoded %s: %v", p.Type(), err)
+				t.Fatalf("decode re-encoded %s: %v", packetio.TypeOf(p), err)
 			}
 			if !reflect.DeepEqual(p, p2) {
 				t.Fatalf("round trip changed the packet:\n%#v\n%#v", p, p2)
 			}
-			enc2, err := Encode(p2, fuzzLimits)
+			enc2, err := packetio.Encode(p2, fuzzLimits)
 			if err != nil || !bytes.Equal(enc, enc2) {
 				t.Fatalf("encoding is not canonical: %v", err)
 			}
-			if f, ok := p.(*Frame); ok {
+			if f, ok := p.(*wire.Frame); ok {
 				if m, ok := f.Media.(*frame.InlineMedia); ok && len(m.Data) > int(fuzzLimits.MaxAttachment) {
 					t.Fatalf("attachment of %d bytes over the limit", len(m.Data))
 				}
@@ -99,7 +102,7 @@ func FuzzReadPacket(f *testing.F) {
 		}
 		// Decode of a whole single packet agrees with the Reader.
 		if len(got) == 1 && r.Buffered() == 0 {
-			if p, err := Decode(data, fuzzLimits); err == nil && !reflect.DeepEqual(p, got[0]) {
+			if p, err := wire.Decode(data, fuzzLimits); err == nil && !reflect.DeepEqual(p, got[0]) {
 				t.Fatalf("Decode and Reader disagree")
 			}
 		}
@@ -153,7 +156,7 @@ func FuzzFrameValidate(f *testing.F) {
 			if !errors.As(err, &fe) || !errors.Is(err, frame.ErrInvalid) {
 				t.Fatalf("Validate returned %T", err)
 			}
-			_, encErr := Encode(&Frame{fr}, hardLimits())
+			_, encErr := packetio.Encode(&wire.Frame{fr}, hardLimits())
 			var fe2 *frame.FieldError
 			if !errors.As(encErr, &fe2) || fe2.Field != fe.Field {
 				t.Fatalf("encoder refused with %v, Validate with %v", encErr, err)
@@ -163,9 +166,9 @@ func FuzzFrameValidate(f *testing.F) {
 		if reason := violates(&fr); reason != "" {
 			t.Fatalf("Validate accepted a frame that %s", reason)
 		}
-		enc, err := Encode(&Frame{fr}, hardLimits())
+		enc, err := packetio.Encode(&wire.Frame{fr}, hardLimits())
 		if synthetic {
-			var inv *InvalidError
+			var inv *protocol.InvalidError
 			if !errors.As(err, &inv) {
 				t.Fatalf("a synthetic frame was encoded: %v", err)
 			}
@@ -174,7 +177,7 @@ func FuzzFrameValidate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode a valid frame: %v", err)
 		}
-		p, err := Decode(enc, hardLimits())
+		p, err := wire.Decode(enc, hardLimits())
 		if err != nil {
 			t.Fatalf("decode a valid frame: %v", err)
 		}
@@ -184,14 +187,16 @@ func FuzzFrameValidate(f *testing.F) {
 			c.Data = []byte{}
 			want.Media = &c
 		}
-		if !reflect.DeepEqual(&Frame{want}, p) {
-			t.Fatalf("the wire changed the frame:\n%#v\n%#v", want, p.(*Frame).Frame)
+		if !reflect.DeepEqual(&wire.Frame{want}, p) {
+			t.Fatalf("the wire changed the frame:\n%#v\n%#v", want, p.(*wire.Frame).Frame)
 		}
 	})
 }
 
 // hardLimits are the largest limits a side may configure.
-func hardLimits() Limits { return Limits{MaxHeader: HardMaxHeader, MaxAttachment: HardMaxAttachment} }
+func hardLimits() wire.Limits {
+	return wire.Limits{MaxHeader: protocol.HardMaxHeader, MaxAttachment: protocol.HardMaxAttachment}
+}
 
 // violates returns which rule of docs/protocol.md §3 or §4 f breaks, or "".
 func violates(f *frame.Frame) string {
@@ -252,27 +257,27 @@ func FuzzStartupCalls(f *testing.F) {
 	f.Add("/run/skulk/c0.1/calls.sock", int64(8), int64(16), "lookup", true, false)
 	f.Add("", int64(0), int64(-1), "", false, true)
 	f.Fuzz(func(t *testing.T, socket string, depth, inFlight int64, tool string, withTool, detached bool) {
-		c := &Calls{Socket: socket, MaxDepth: depth, MaxInFlight: inFlight}
+		c := &wire.Calls{Socket: socket, MaxDepth: depth, MaxInFlight: inFlight}
 		if withTool {
-			c.Tools = []Tool{{ID: tool}}
+			c.Tools = []wire.Tool{{ID: tool}}
 		}
-		st := &Startup{Protocol: 1, ChildID: "c", Limits: DefaultLimits(), CancelGraceMS: 5, Calls: c}
-		b, err := Encode(st, DefaultLimits())
+		st := &wire.Startup{Protocol: 1, ChildID: "c", Limits: packetio.DefaultLimits(), CancelGraceMS: 5, Calls: c}
+		b, err := packetio.Encode(st, packetio.DefaultLimits())
 		if err != nil {
-			require.True(t, c.Validate() != nil || frame.CheckCallID(tool) != nil, "refused a valid calls map: %v", err)
+			require.True(t, wire.ValidateCalls(c) != nil || frame.CheckCallID(tool) != nil, "refused a valid calls map: %v", err)
 			return
 		}
-		p, err := Decode(b, DefaultLimits())
+		p, err := wire.Decode(b, packetio.DefaultLimits())
 		require.NoError(t, err)
-		require.Equal(t, c, p.(*Startup).Calls)
-		inv := &Invoke{CallID: "c1", ToolID: "t", Parent: "p", Depth: depth, Detached: detached}
-		if b, err = Encode(inv, DefaultLimits()); err != nil {
+		require.Equal(t, c, p.(*wire.Startup).Calls)
+		inv := &wire.Invoke{CallID: "c1", ToolID: "t", Parent: "p", Depth: depth, Detached: detached}
+		if b, err = packetio.Encode(inv, packetio.DefaultLimits()); err != nil {
 			require.Negative(t, depth)
 			return
 		}
-		p, err = Decode(b, DefaultLimits())
+		p, err = wire.Decode(b, packetio.DefaultLimits())
 		require.NoError(t, err)
-		require.Equal(t, depth, p.(*Invoke).Depth)
-		require.Equal(t, detached, p.(*Invoke).Detached)
+		require.Equal(t, depth, p.(*wire.Invoke).Depth)
+		require.Equal(t, detached, p.(*wire.Invoke).Detached)
 	})
 }

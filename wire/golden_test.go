@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -25,11 +28,11 @@ const goldenDir = "testdata/golden"
 
 func f64(v float64) *float64 { return &v }
 
-func mustFrame(f frame.Frame, err error) *Frame {
+func mustFrame(f frame.Frame, err error) *wire.Frame {
 	if err != nil {
 		panic(err)
 	}
-	return &Frame{f}
+	return &wire.Frame{f}
 }
 
 // goldenPackets lists one or more packets of every type, by vector name. The
@@ -37,48 +40,48 @@ func mustFrame(f frame.Frame, err error) *Frame {
 // conformance vectors (docs/protocol.md describes them).
 func goldenPackets() []struct {
 	name string
-	p    Packet
+	p    wire.Packet
 } {
 	sha := strings.Repeat("0123456789abcdef", 4)
 	return []struct {
 		name string
-		p    Packet
+		p    wire.Packet
 	}{
-		{"hello", &Hello{
+		{"hello", &wire.Hello{
 			Protocol: []int64{1}, SDK: "skulk-go/0.1", PID: 4242, MaxStreams: 16,
-			Limits: DefaultLimits(),
-			Tools: []Tool{
+			Limits: packetio.DefaultLimits(),
+			Tools: []wire.Tool{
 				{ID: "count", Version: "1", Description: "counts to n",
-					ArgumentsSchema: Schema{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}},
-					OutputSchema:    Schema{"type": "object"}},
+					ArgumentsSchema: map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}},
+					OutputSchema:    map[string]any{"type": "object"}},
 				{ID: "echo"},
 			},
 		}},
-		{"startup", &Startup{Protocol: 1, ChildID: "child-1", Limits: DefaultLimits(), HealthIntervalMS: 1000,
-			CancelGraceMS: 1000, IngressQueue: IngressQueue}},
-		{"startup_calls", &Startup{Protocol: 1, ChildID: "child-1", Limits: DefaultLimits(), HealthIntervalMS: 1000,
-			CancelGraceMS: 1000, IngressQueue: IngressQueue, Calls: &Calls{
+		{"startup", &wire.Startup{Protocol: 1, ChildID: "child-1", Limits: packetio.DefaultLimits(), HealthIntervalMS: 1000,
+			CancelGraceMS: 1000, IngressQueue: protocol.IngressQueue}},
+		{"startup_calls", &wire.Startup{Protocol: 1, ChildID: "child-1", Limits: packetio.DefaultLimits(), HealthIntervalMS: 1000,
+			CancelGraceMS: 1000, IngressQueue: protocol.IngressQueue, Calls: &wire.Calls{
 				Socket: "/tmp/skulk-1/c0.1/calls.sock",
-				Tools: []Tool{{ID: "lookup", Description: "looks a word up",
-					ArgumentsSchema: Schema{"type": "object", "required": []any{"word"}, "properties": map[string]any{"word": map[string]any{"type": "string"}}}}},
+				Tools: []wire.Tool{{ID: "lookup", Description: "looks a word up",
+					ArgumentsSchema: map[string]any{"type": "object", "required": []any{"word"}, "properties": map[string]any{"word": map[string]any{"type": "string"}}}}},
 				MaxDepth: 8, MaxInFlight: 16}}},
-		{"ping", &Ping{Nonce: 1 << 40}},
-		{"pong", &Pong{Nonce: 1 << 40, Streams: 3, Stuck: 1}},
-		{"cancel", &Cancel{CallID: "call-1", Reason: "caller went away"}},
-		{"cancel_no_reason", &Cancel{CallID: "call-1"}},
-		{"drain", &Drain{GraceMS: 5000}},
-		{"bye", &Bye{Reason: "drained"}},
-		{"bye_no_reason", &Bye{}},
-		{"invoke", &Invoke{CallID: "call-1", ToolID: "count", Arguments: frame.MustPayload(map[string]any{"n": 3}),
+		{"ping", &wire.Ping{Nonce: 1 << 40}},
+		{"pong", &wire.Pong{Nonce: 1 << 40, Streams: 3, Stuck: 1}},
+		{"cancel", &wire.Cancel{CallID: "call-1", Reason: "caller went away"}},
+		{"cancel_no_reason", &wire.Cancel{CallID: "call-1"}},
+		{"drain", &wire.Drain{GraceMS: 5000}},
+		{"bye", &wire.Bye{Reason: "drained"}},
+		{"bye_no_reason", &wire.Bye{}},
+		{"invoke", &wire.Invoke{CallID: "call-1", ToolID: "count", Arguments: frame.MustPayload(map[string]any{"n": 3}),
 			TimeoutMS: 30000, Trace: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 			Tree: "call-0", Parent: "call-0"}},
-		{"invoke_nested", &Invoke{CallID: "call-1.n1", ToolID: "lookup", Arguments: frame.MustPayload(map[string]any{"word": "fox"}),
+		{"invoke_nested", &wire.Invoke{CallID: "call-1.n1", ToolID: "lookup", Arguments: frame.MustPayload(map[string]any{"word": "fox"}),
 			TimeoutMS: 2000, Parent: "call-1"}},
-		{"invoke_nested_detached", &Invoke{CallID: "call-1.n2", ToolID: "lookup", Arguments: frame.MustPayload(map[string]any{"word": "fox"}),
+		{"invoke_nested_detached", &wire.Invoke{CallID: "call-1.n2", ToolID: "lookup", Arguments: frame.MustPayload(map[string]any{"word": "fox"}),
 			Parent: "call-1", Detached: true}},
-		{"invoke_step", &Invoke{CallID: "h-2", ToolID: "count", Arguments: frame.MustPayload(map[string]any{"n": 1}),
+		{"invoke_step", &wire.Invoke{CallID: "h-2", ToolID: "count", Arguments: frame.MustPayload(map[string]any{"n": 1}),
 			Tree: "h-1", Parent: "call-1.n1", Depth: 2}},
-		{"invoke_minimal", &Invoke{CallID: "call-2", ToolID: "echo", Arguments: frame.MustPayload(map[string]any{})}},
+		{"invoke_minimal", &wire.Invoke{CallID: "call-2", ToolID: "echo", Arguments: frame.MustPayload(map[string]any{})}},
 		{"frame_started", mustFrame(frame.NewStarted("call-1", frame.CallerToProvider))},
 		{"frame_chunk_payload", mustFrame(frame.NewChunk("call-1", frame.ProviderToCaller, 1,
 			frame.MustPayload(map[string]any{"i": 0, "text": "héllo", "ok": true, "tags": []any{"a", 1.5, nil}}), nil))},
@@ -97,7 +100,7 @@ func goldenPackets() []struct {
 		{"frame_failed", mustFrame(frame.NewFailed("call-1", frame.ProviderToCaller, 4, frame.CodeProviderError, "boom"))},
 		{"frame_cancelled", mustFrame(frame.NewCancelled("call-1", frame.ProviderToCaller, 2, "cancelled by caller"))},
 		{"frame_cancelled_bare", mustFrame(frame.NewCancelled("call-1", frame.CallerToProvider, 5, ""))},
-		{"end", &End{CallID: "call-1"}},
+		{"end", &wire.End{CallID: "call-1"}},
 	}
 }
 
@@ -106,7 +109,7 @@ func goldenPackets() []struct {
 func describe(b []byte) string {
 	h := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
 	a := int(uint32(b[4])<<24 | uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]))
-	dec := msgpack.NewDecoder(bytes.NewReader(b[PrefixLen : PrefixLen+h]))
+	dec := msgpack.NewDecoder(bytes.NewReader(b[protocol.PrefixLen : protocol.PrefixLen+h]))
 	dec.UseLooseInterfaceDecoding(true)
 	var v map[string]any
 	if err := dec.Decode(&v); err != nil {
@@ -118,9 +121,9 @@ func describe(b []byte) string {
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "header length H = %d\nattachment length A = %d\nheader (msgpack, shown as JSON; key order on the wire is the encoder's):\n%s\n", h, a, js)
-	fmt.Fprintf(&s, "header hex:\n%s", hex.Dump(b[PrefixLen:PrefixLen+h]))
+	fmt.Fprintf(&s, "header hex:\n%s", hex.Dump(b[protocol.PrefixLen:protocol.PrefixLen+h]))
 	if a > 0 {
-		fmt.Fprintf(&s, "attachment hex:\n%s", hex.Dump(b[PrefixLen+h:]))
+		fmt.Fprintf(&s, "attachment hex:\n%s", hex.Dump(b[protocol.PrefixLen+h:]))
 	}
 	return s.String()
 }
@@ -130,7 +133,7 @@ func TestGolden(t *testing.T) {
 		t.Run(g.name, func(t *testing.T) {
 			bin := filepath.Join(goldenDir, g.name+".bin")
 			txt := filepath.Join(goldenDir, g.name+".txt")
-			enc, err := Encode(g.p, Limits{})
+			enc, err := packetio.Encode(g.p, wire.Limits{})
 			require.NoError(t, err)
 			if *update {
 				require.NoError(t, os.MkdirAll(goldenDir, 0o755))
@@ -144,10 +147,10 @@ func TestGolden(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, string(desc), describe(want))
 
-			got, err := Decode(want, Limits{})
+			got, err := wire.Decode(want, wire.Limits{})
 			require.NoError(t, err)
 			require.Equal(t, g.p, got)
-			re, err := Encode(got, Limits{})
+			re, err := packetio.Encode(got, wire.Limits{})
 			require.NoError(t, err)
 			require.Equal(t, want, re, "decode then encode must give the same bytes")
 		})
@@ -156,17 +159,17 @@ func TestGolden(t *testing.T) {
 
 // TestGoldenCoversEveryType makes sure no packet type lacks a vector.
 func TestGoldenCoversEveryType(t *testing.T) {
-	seen := map[Type]bool{}
+	seen := map[protocol.Type]bool{}
 	inline := false
 	for _, g := range goldenPackets() {
-		seen[g.p.Type()] = true
-		if f, ok := g.p.(*Frame); ok {
+		seen[packetio.TypeOf(g.p)] = true
+		if f, ok := g.p.(*wire.Frame); ok {
 			if m, ok := f.Media.(*frame.InlineMedia); ok && len(m.Data) > 0 {
 				inline = true
 			}
 		}
 	}
-	for ty := TypeHello; ty <= TypeEnd; ty++ {
+	for ty := protocol.TypeHello; ty <= protocol.TypeEnd; ty++ {
 		require.True(t, seen[ty], "no golden vector for %s", ty)
 	}
 	require.True(t, inline, "no golden inline-media frame with an attachment")
@@ -174,10 +177,10 @@ func TestGoldenCoversEveryType(t *testing.T) {
 
 // goldenStream returns every golden vector back to back, as one connection
 // would carry them, and the packets they hold.
-func goldenStream(t *testing.T) ([]byte, []Packet) {
+func goldenStream(t *testing.T) ([]byte, []wire.Packet) {
 	t.Helper()
 	var all []byte
-	var ps []Packet
+	var ps []wire.Packet
 	for _, g := range goldenPackets() {
 		b, err := os.ReadFile(filepath.Join(goldenDir, g.name+".bin"))
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"bytes"
@@ -16,6 +16,9 @@ import (
 	"testing/iotest"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -44,12 +47,12 @@ const (
 
 // protocolRules names each protocol error in the manifest.
 var protocolRules = map[string]error{
-	"header_length":         ErrHeaderLength,
-	"attachment_length":     ErrAttachmentLength,
-	"malformed_header":      ErrMalformedHeader,
-	"unknown_type":          ErrUnknownType,
-	"unexpected_attachment": ErrUnexpectedAttachment,
-	"bad_field":             ErrBadField,
+	"header_length":         protocol.ErrHeaderLength,
+	"attachment_length":     protocol.ErrAttachmentLength,
+	"malformed_header":      protocol.ErrMalformedHeader,
+	"unknown_type":          protocol.ErrUnknownType,
+	"unexpected_attachment": protocol.ErrUnexpectedAttachment,
+	"bad_field":             protocol.ErrBadField,
 }
 
 // ruleName returns the manifest's name of protocol error err.
@@ -72,8 +75,8 @@ type negManifest struct {
 }
 
 type negLimits struct {
-	Default     Limits `json:"default"`
-	HardCeiling Limits `json:"hard_ceiling"`
+	Default     wire.Limits `json:"default"`
+	HardCeiling wire.Limits `json:"hard_ceiling"`
 }
 
 // negVector is one vector of the manifest.
@@ -85,8 +88,8 @@ type negVector struct {
 	Source string `json:"source"`
 	Case   string `json:"case"`
 	// Limits are the effective limits to read the file with.
-	Limits  Limits `json:"limits"`
-	Outcome string `json:"outcome"`
+	Limits  wire.Limits `json:"limits"`
+	Outcome string      `json:"outcome"`
 	// Rule names the protocol error, for protocol_error.
 	Rule string `json:"rule,omitempty"`
 	// Type, Field and CallID describe an invalid_packet: the packet's type,
@@ -129,7 +132,7 @@ func vectorName(s string) string {
 // renders it.
 func headerJSON(b []byte) json.RawMessage {
 	h := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
-	dec := msgpack.NewDecoder(bytes.NewReader(b[PrefixLen : PrefixLen+h]))
+	dec := msgpack.NewDecoder(bytes.NewReader(b[protocol.PrefixLen : protocol.PrefixLen+h]))
 	dec.UseLooseInterfaceDecoding(true)
 	var v map[string]any
 	if err := dec.Decode(&v); err != nil {
@@ -143,15 +146,15 @@ func headerJSON(b []byte) json.RawMessage {
 }
 
 // acceptEntry fills v's accept fields from packet p.
-func acceptEntry(v negVector, p Packet) negVector {
-	enc, err := Encode(p, Limits{})
+func acceptEntry(v negVector, p wire.Packet) negVector {
+	enc, err := packetio.Encode(p, wire.Limits{})
 	if err != nil {
 		panic(err)
 	}
 	v.Outcome = outcomeAccept
 	v.Packet = headerJSON(enc)
 	h := int(uint32(enc[0])<<24 | uint32(enc[1])<<16 | uint32(enc[2])<<8 | uint32(enc[3]))
-	v.AttachmentHex = hex.EncodeToString(enc[PrefixLen+h:])
+	v.AttachmentHex = hex.EncodeToString(enc[protocol.PrefixLen+h:])
 	return v
 }
 
@@ -163,9 +166,9 @@ func invalidEntry(v negVector, c invalidPacketCase) negVector {
 // negativeFiles builds every negative vector from the tables.
 func negativeFiles() []negFile {
 	var fs []negFile
-	add := func(source, name string, b []byte, l Limits, fill func(negVector) negVector) {
+	add := func(source, name string, b []byte, l wire.Limits, fill func(negVector) negVector) {
 		n := vectorName(name)
-		v := negVector{Name: n, File: n + ".bin", Source: source, Case: name, Limits: l.Effective()}
+		v := negVector{Name: n, File: n + ".bin", Source: source, Case: name, Limits: packetio.Effective(l)}
 		fs = append(fs, negFile{fill(v), b})
 	}
 	protocolErr := func(err error) func(negVector) negVector {
@@ -186,16 +189,16 @@ func negativeFiles() []negFile {
 		add("TestOverLimitRefusedWithoutAllocating", name+" over limit", over[name].b, overLimitLimits, protocolErr(over[name].want))
 	}
 	for _, c := range protocolErrorCases() {
-		add("TestProtocolErrors", c.name, c.b, Limits{}, protocolErr(c.want))
+		add("TestProtocolErrors", c.name, c.b, wire.Limits{}, protocolErr(c.want))
 	}
 	for _, c := range invalidPacketCases() {
-		add("TestInvalidPackets", c.name, pkt(c.h, c.att), Limits{}, func(v negVector) negVector { return invalidEntry(v, c) })
+		add("TestInvalidPackets", c.name, pkt(c.h, c.att), wire.Limits{}, func(v negVector) negVector { return invalidEntry(v, c) })
 	}
 	for _, c := range keyRuleAccepts() {
-		add("TestHeaderKeyRules", c.name, c.b, Limits{}, func(v negVector) negVector { return acceptEntry(v, c.want) })
+		add("TestHeaderKeyRules", c.name, c.b, wire.Limits{}, func(v negVector) negVector { return acceptEntry(v, c.want) })
 	}
 	for _, c := range keyRuleRefusals() {
-		add("TestHeaderKeyRules", c.name, pkt(c.h, c.att), Limits{}, func(v negVector) negVector { return invalidEntry(v, c) })
+		add("TestHeaderKeyRules", c.name, pkt(c.h, c.att), wire.Limits{}, func(v negVector) negVector { return invalidEntry(v, c) })
 	}
 	return fs
 }
@@ -216,7 +219,7 @@ func encodeManifest(fs []negFile) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "{\n  \"about\": %s,\n", compact("Negative test vectors of the Skulk wire reader; see README.md beside this file."))
 	fmt.Fprintf(&b, "  \"limits\": %s,\n", compact(negLimits{
-		Default: DefaultLimits(), HardCeiling: Limits{MaxHeader: HardMaxHeader, MaxAttachment: HardMaxAttachment}}))
+		Default: packetio.DefaultLimits(), HardCeiling: wire.Limits{MaxHeader: protocol.HardMaxHeader, MaxAttachment: protocol.HardMaxAttachment}}))
 	b.WriteString("  \"vectors\": [\n")
 	for i, f := range fs {
 		sep := ","
@@ -296,13 +299,13 @@ func TestNegativeManifest(t *testing.T) {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(&m))
-	require.Equal(t, DefaultLimits(), m.Limits.Default)
-	require.Equal(t, Limits{MaxHeader: HardMaxHeader, MaxAttachment: HardMaxAttachment}, m.Limits.HardCeiling)
+	require.Equal(t, packetio.DefaultLimits(), m.Limits.Default)
+	require.Equal(t, wire.Limits{MaxHeader: protocol.HardMaxHeader, MaxAttachment: protocol.HardMaxAttachment}, m.Limits.HardCeiling)
 	// An invalid packet is followed by the golden ping: the reader must
 	// still be in step and read it.
 	next, err := os.ReadFile(filepath.Join(goldenDir, "ping.bin"))
 	require.NoError(t, err)
-	nextPacket, err := Decode(next, Limits{})
+	nextPacket, err := wire.Decode(next, wire.Limits{})
 	require.NoError(t, err)
 
 	outcomes := map[string]int{}
@@ -318,51 +321,51 @@ func TestNegativeManifest(t *testing.T) {
 			case outcomeProtocolError:
 				rule, ok := protocolRules[v.Rule]
 				require.True(t, ok, "unknown rule %q", v.Rule)
-				r := NewReader(bytes.NewReader(b), l)
+				r := packetio.NewReader(bytes.NewReader(b), l)
 				p, err := r.ReadPacket()
 				require.Nil(t, p)
 				require.ErrorIs(t, err, rule)
-				var inv *InvalidError
+				var inv *protocol.InvalidError
 				require.False(t, errors.As(err, &inv), "a protocol error is not an invalid packet")
 				_, err2 := r.ReadPacket()
 				require.Equal(t, err, err2, "protocol errors are sticky")
-				_, err = Decode(b, l)
+				_, err = wire.Decode(b, l)
 				require.ErrorIs(t, err, rule, "Decode agrees with Reader")
 
 			case outcomeInvalidPacket:
 				require.NotNil(t, v.CallID, "an invalid packet names its call id, empty or not")
 				check := func(err error) {
 					t.Helper()
-					var inv *InvalidError
+					var inv *protocol.InvalidError
 					require.ErrorAs(t, err, &inv)
-					require.NotErrorIs(t, err, ErrProtocol)
+					require.NotErrorIs(t, err, wire.ErrProtocol)
 					require.Equal(t, v.Type, inv.Type.String())
 					require.Equal(t, *v.CallID, inv.CallID)
 					var fe *frame.FieldError
 					require.ErrorAs(t, err, &fe)
 					require.Equal(t, v.Field, fe.Field)
 				}
-				r := NewReader(iotest.OneByteReader(io.MultiReader(bytes.NewReader(b), bytes.NewReader(next))), l)
+				r := packetio.NewReader(iotest.OneByteReader(io.MultiReader(bytes.NewReader(b), bytes.NewReader(next))), l)
 				p, err := r.ReadPacket()
 				require.Nil(t, p)
 				check(err)
 				p, err = r.ReadPacket()
 				require.NoError(t, err, "the packet after an invalid one reads")
 				require.Equal(t, nextPacket, p)
-				_, err = Decode(b, l)
+				_, err = wire.Decode(b, l)
 				check(err)
 
 			case outcomeAccept:
-				p, err := NewReader(iotest.OneByteReader(bytes.NewReader(b)), l).ReadPacket()
+				p, err := packetio.NewReader(iotest.OneByteReader(bytes.NewReader(b)), l).ReadPacket()
 				require.NoError(t, err)
-				p2, err := Decode(b, l)
+				p2, err := wire.Decode(b, l)
 				require.NoError(t, err)
 				require.Equal(t, p, p2, "Decode agrees with Reader")
-				enc, err := Encode(p, Limits{})
+				enc, err := packetio.Encode(p, wire.Limits{})
 				require.NoError(t, err)
 				require.JSONEq(t, string(v.Packet), string(headerJSON(enc)))
 				h := int(uint32(enc[0])<<24 | uint32(enc[1])<<16 | uint32(enc[2])<<8 | uint32(enc[3]))
-				require.Equal(t, v.AttachmentHex, hex.EncodeToString(enc[PrefixLen+h:]))
+				require.Equal(t, v.AttachmentHex, hex.EncodeToString(enc[protocol.PrefixLen+h:]))
 
 			default:
 				t.Fatalf("unknown outcome %q", v.Outcome)

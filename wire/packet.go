@@ -1,90 +1,22 @@
 package wire
 
 import (
-	"strconv"
-	"time"
-
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // ProtocolVersion is the version of the wire protocol this package speaks.
 const ProtocolVersion = 1
 
-// IngressQueue is the size of the child's per-call queue of caller frames;
-// version 1 fixes it at 8.
-const IngressQueue = 8
-
-// DefaultCancelGraceMS is startup's cancel_grace_ms when the packet does
-// not have the key (docs/protocol.md §3); an explicit 0 is a grace of zero.
-const DefaultCancelGraceMS = 1000
-
-// Type is a packet's type, the header key "t".
-type Type uint8
-
-// Packet types of docs/protocol.md §3. The zero Type is invalid.
-const (
-	TypeHello Type = iota + 1
-	TypeStartup
-	TypePing
-	TypePong
-	TypeCancel
-	TypeDrain
-	TypeBye
-	TypeInvoke
-	TypeFrame
-	TypeEnd
-)
-
-var typeNames = [...]string{
-	TypeHello: "hello", TypeStartup: "startup", TypePing: "ping", TypePong: "pong", TypeCancel: "cancel",
-	TypeDrain: "drain", TypeBye: "bye", TypeInvoke: "invoke", TypeFrame: "frame", TypeEnd: "end",
-}
-
-// String returns the wire name, or "Type(n)" for an unknown value.
-func (t Type) String() string {
-	if t >= TypeHello && t <= TypeEnd {
-		return typeNames[t]
-	}
-	return "Type(" + strconv.Itoa(int(t)) + ")"
-}
-
-func parseType(b []byte) Type {
-	switch string(b) {
-	case "hello":
-		return TypeHello
-	case "startup":
-		return TypeStartup
-	case "ping":
-		return TypePing
-	case "pong":
-		return TypePong
-	case "cancel":
-		return TypeCancel
-	case "drain":
-		return TypeDrain
-	case "bye":
-		return TypeBye
-	case "invoke":
-		return TypeInvoke
-	case "frame":
-		return TypeFrame
-	case "end":
-		return TypeEnd
-	}
-	return 0
-}
-
 // Packet is one of *Hello, *Startup, *Ping, *Pong, *Cancel, *Drain, *Bye,
 // *Invoke, *Frame and *End.
+// Only this package's packet types implement it.
 type Packet interface {
-	// Type returns the packet's type.
-	Type() Type
+	packetType() protocol.Type
 }
 
-// Schema is a JSON Schema (2020-12) as a decoded JSON object.
-type Schema = map[string]any
-
-// Tool describes one tool a child offers.
+// Tool describes one tool a child offers. Its schemas are JSON Schema
+// (2020-12) documents as decoded JSON objects.
 type Tool struct {
 	// ID names the tool: 1 to 128 characters.
 	ID string `json:"id"`
@@ -94,14 +26,14 @@ type Tool struct {
 	// Description says what the tool does, for people.
 	Description string `json:"description,omitempty"`
 	// ArgumentsSchema checks the invoke's arguments; nil means any object.
-	ArgumentsSchema Schema `json:"arguments_schema,omitempty"`
+	ArgumentsSchema map[string]any `json:"arguments_schema,omitempty"`
 	// InputSchema checks caller chunk payloads; nil means any object.
-	InputSchema Schema `json:"input_schema,omitempty"`
+	InputSchema map[string]any `json:"input_schema,omitempty"`
 	// OutputSchema checks provider chunk payloads; nil means any object.
-	OutputSchema Schema `json:"output_schema,omitempty"`
+	OutputSchema map[string]any `json:"output_schema,omitempty"`
 	// ResultSchema checks the payload of the provider's completed frame;
 	// nil means any object.
-	ResultSchema Schema `json:"result_schema,omitempty"`
+	ResultSchema map[string]any `json:"result_schema,omitempty"`
 	// InputMedia says every caller chunk carries media (a payload beside
 	// it is optional): the host refuses a caller chunk without media.
 	// false: a caller chunk may carry media or not.
@@ -142,7 +74,7 @@ type Startup struct {
 	HealthIntervalMS int64
 	// CancelGraceMS is how long a cancelled handler may run before it is
 	// reported stuck; 0 is no grace. A decoded startup without the key
-	// has DefaultCancelGraceMS.
+	// has 1000 (docs/protocol.md §3).
 	CancelGraceMS int64
 	// IngressQueue is the per-call caller frame queue; always 8 in version 1.
 	IngressQueue int64
@@ -151,15 +83,11 @@ type Startup struct {
 	Calls *Calls
 }
 
-// MaxSocketPath bounds Calls.Socket in bytes: what a Unix socket address
-// holds on Linux (sun_path of 108 bytes, less the terminating NUL).
-const MaxSocketPath = 107
-
 // Calls is startup's calls map: the tools a child may call through its
 // host, and where and how (docs/protocol.md §8).
 type Calls struct {
 	// Socket is the path of the host's call socket, which the child dials
-	// for each call connection: 1 to MaxSocketPath bytes.
+	// for each call connection: 1 to 107 bytes (what a Unix socket address holds on Linux).
 	Socket string
 	// Tools are the tools the child may call, in hello's descriptor form.
 	Tools []Tool
@@ -246,51 +174,22 @@ type End struct {
 	CallID string
 }
 
-// Type returns TypeHello.
-func (*Hello) Type() Type { return TypeHello }
+func (*Hello) packetType() protocol.Type { return protocol.TypeHello }
 
-// Type returns TypeStartup.
-func (*Startup) Type() Type { return TypeStartup }
+func (*Startup) packetType() protocol.Type { return protocol.TypeStartup }
 
-// Type returns TypePing.
-func (*Ping) Type() Type { return TypePing }
+func (*Ping) packetType() protocol.Type { return protocol.TypePing }
 
-// Type returns TypePong.
-func (*Pong) Type() Type { return TypePong }
+func (*Pong) packetType() protocol.Type { return protocol.TypePong }
 
-// Type returns TypeCancel.
-func (*Cancel) Type() Type { return TypeCancel }
+func (*Cancel) packetType() protocol.Type { return protocol.TypeCancel }
 
-// Type returns TypeDrain.
-func (*Drain) Type() Type { return TypeDrain }
+func (*Drain) packetType() protocol.Type { return protocol.TypeDrain }
 
-// Type returns TypeBye.
-func (*Bye) Type() Type { return TypeBye }
+func (*Bye) packetType() protocol.Type { return protocol.TypeBye }
 
-// Type returns TypeInvoke.
-func (*Invoke) Type() Type { return TypeInvoke }
+func (*Invoke) packetType() protocol.Type { return protocol.TypeInvoke }
 
-// Type returns TypeFrame.
-func (*Frame) Type() Type { return TypeFrame }
+func (*Frame) packetType() protocol.Type { return protocol.TypeFrame }
 
-// Type returns TypeEnd.
-func (*End) Type() Type { return TypeEnd }
-
-// maxMillis is the longest Duration Millis gives: half the largest
-// Duration, about 146 years, so that two of them add up without
-// overflowing.
-const maxMillis = time.Duration(1<<63-1) / 2
-
-// Millis converts a packet's millisecond field (timeout_ms, grace_ms,
-// cancel_grace_ms, health_interval_ms) to a Duration: a negative value
-// gives 0, and a value too large for a Duration gives maxMillis rather
-// than wrapping around to a negative one.
-func Millis(ms int64) time.Duration {
-	switch {
-	case ms <= 0:
-		return 0
-	case ms >= int64(maxMillis/time.Millisecond):
-		return maxMillis
-	}
-	return time.Duration(ms) * time.Millisecond
-}
+func (*End) packetType() protocol.Type { return protocol.TypeEnd }

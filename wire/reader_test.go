@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"bytes"
@@ -16,6 +16,9 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -87,9 +90,9 @@ func inlineMedia(extra ...any) map[string]any {
 	return m
 }
 
-func readAll(t *testing.T, r *Reader) []Packet {
+func readAll(t *testing.T, r *packetio.Reader) []wire.Packet {
 	t.Helper()
-	var ps []Packet
+	var ps []wire.Packet
 	for {
 		p, err := r.ReadPacket()
 		if errors.Is(err, io.EOF) {
@@ -102,7 +105,7 @@ func readAll(t *testing.T, r *Reader) []Packet {
 
 func TestReaderOneByteAtATime(t *testing.T) {
 	all, want := goldenStream(t)
-	r := NewReader(iotest.OneByteReader(bytes.NewReader(all)), Limits{})
+	r := packetio.NewReader(iotest.OneByteReader(bytes.NewReader(all)), wire.Limits{})
 	require.Equal(t, want, readAll(t, r))
 	_, err := r.ReadPacket()
 	require.ErrorIs(t, err, io.EOF, "EOF is sticky")
@@ -111,7 +114,7 @@ func TestReaderOneByteAtATime(t *testing.T) {
 func TestReaderSplitAtEveryPoint(t *testing.T) {
 	all, want := goldenStream(t)
 	for i := 0; i <= len(all); i++ {
-		r := NewReader(io.MultiReader(bytes.NewReader(all[:i]), bytes.NewReader(all[i:])), Limits{})
+		r := packetio.NewReader(io.MultiReader(bytes.NewReader(all[:i]), bytes.NewReader(all[i:])), wire.Limits{})
 		got := readAll(t, r)
 		require.Equal(t, len(want), len(got), "split at %d", i)
 		require.Equal(t, want, got, "split at %d", i)
@@ -125,38 +128,38 @@ func TestReaderHalfAndErrReaders(t *testing.T) {
 		"dataerr": iotest.DataErrReader(bytes.NewReader(all)),
 	} {
 		t.Run(name, func(t *testing.T) {
-			require.Equal(t, want, readAll(t, NewReader(src, Limits{})))
+			require.Equal(t, want, readAll(t, packetio.NewReader(src, wire.Limits{})))
 		})
 	}
 }
 
 func TestReaderLargeHeaderGrowsBuffer(t *testing.T) {
-	big := strings.Repeat("x", readBufSize*2)
+	big := strings.Repeat("x", packetio.ReadBufSize*2)
 	p := mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": big}), nil))
-	b, err := Encode(p, Limits{})
+	b, err := packetio.Encode(p, wire.Limits{})
 	require.NoError(t, err)
 	stream := append(append([]byte{}, b...), b...)
-	r := NewReader(iotest.HalfReader(bytes.NewReader(stream)), Limits{})
+	r := packetio.NewReader(iotest.HalfReader(bytes.NewReader(stream)), wire.Limits{})
 	got := readAll(t, r)
-	require.Equal(t, []Packet{p, p}, got)
+	require.Equal(t, []wire.Packet{p, p}, got)
 }
 
 func TestReaderTruncated(t *testing.T) {
-	b, err := Encode(goldenPackets()[13].p, Limits{}) // frame_chunk_inline
+	b, err := packetio.Encode(goldenPackets()[13].p, wire.Limits{}) // frame_chunk_inline
 	require.NoError(t, err)
-	require.Greater(t, len(b), PrefixLen+24)
+	require.Greater(t, len(b), protocol.PrefixLen+24)
 	for n := 1; n < len(b); n++ {
-		r := NewReader(bytes.NewReader(b[:n]), Limits{})
+		r := packetio.NewReader(bytes.NewReader(b[:n]), wire.Limits{})
 		_, err := r.ReadPacket()
 		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "cut at %d", n)
 	}
-	_, err = NewReader(bytes.NewReader(nil), Limits{}).ReadPacket()
+	_, err = packetio.NewReader(bytes.NewReader(nil), wire.Limits{}).ReadPacket()
 	require.ErrorIs(t, err, io.EOF)
 }
 
 func TestReaderReturnsReadError(t *testing.T) {
 	boom := errors.New("boom")
-	r := NewReader(iotest.ErrReader(boom), Limits{})
+	r := packetio.NewReader(iotest.ErrReader(boom), wire.Limits{})
 	_, err := r.ReadPacket()
 	require.ErrorIs(t, err, boom)
 	_, err = r.ReadPacket()
@@ -164,14 +167,14 @@ func TestReaderReturnsReadError(t *testing.T) {
 }
 
 func TestLimitsEffective(t *testing.T) {
-	require.Equal(t, DefaultLimits(), Limits{}.Effective())
-	require.Equal(t, Limits{MaxHeader: HardMaxHeader, MaxAttachment: HardMaxAttachment},
-		Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}.Effective())
-	require.Equal(t, Limits{MaxHeader: 10, MaxAttachment: 20}, Limits{MaxHeader: 10, MaxAttachment: 20}.Effective())
-	require.Equal(t, Limits{MaxHeader: 10, MaxAttachment: DefaultMaxAttachment},
-		Limits{MaxHeader: 10}.Min(Limits{MaxHeader: 1 << 30, MaxAttachment: 1 << 30}))
-	require.Equal(t, Limits{MaxHeader: DefaultMaxHeader, MaxAttachment: 5},
-		Limits{}.Min(Limits{MaxAttachment: 5}))
+	require.Equal(t, packetio.DefaultLimits(), packetio.Effective(wire.Limits{}))
+	require.Equal(t, wire.Limits{MaxHeader: protocol.HardMaxHeader, MaxAttachment: protocol.HardMaxAttachment},
+		packetio.Effective(wire.Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}))
+	require.Equal(t, wire.Limits{MaxHeader: 10, MaxAttachment: 20}, packetio.Effective(wire.Limits{MaxHeader: 10, MaxAttachment: 20}))
+	require.Equal(t, wire.Limits{MaxHeader: 10, MaxAttachment: protocol.DefaultMaxAttachment},
+		packetio.MinLimits(wire.Limits{MaxHeader: 10}, wire.Limits{MaxHeader: 1 << 30, MaxAttachment: 1 << 30}))
+	require.Equal(t, wire.Limits{MaxHeader: protocol.DefaultMaxHeader, MaxAttachment: 5},
+		packetio.MinLimits(wire.Limits{}, wire.Limits{MaxAttachment: 5}))
 }
 
 // limitCase is one case of TestLimits: b read with limits l gives the
@@ -179,9 +182,9 @@ func TestLimitsEffective(t *testing.T) {
 type limitCase struct {
 	name   string
 	b      []byte
-	l      Limits
+	l      wire.Limits
 	want   error
-	accept Packet
+	accept wire.Packet
 }
 
 // limitCases are TestLimits' cases, also published as negative vectors.
@@ -189,17 +192,17 @@ func limitCases() []limitCase {
 	ping := hdr("t", "ping", "nonce", 1)
 	inline := hdr(frameKV("media", inlineMedia())...)
 	return []limitCase{
-		{"header length 0", prefix(0, 0), Limits{}, ErrHeaderLength, nil},
-		{"header over default", prefix(DefaultMaxHeader+1, 0), Limits{}, ErrHeaderLength, nil},
-		{"header over configured", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping)) - 1}, ErrHeaderLength, nil},
-		{"header over hard ceiling", prefix(HardMaxHeader+1, 0), Limits{MaxHeader: math.MaxUint32}, ErrHeaderLength, nil},
-		{"header max uint32", prefix(math.MaxUint32, 0), Limits{}, ErrHeaderLength, nil},
-		{"attachment over default", prefix(uint32(len(inline)), DefaultMaxAttachment+1), Limits{}, ErrAttachmentLength, nil},
-		{"attachment over configured", pkt(inline, make([]byte, 11)), Limits{MaxAttachment: 10}, ErrAttachmentLength, nil},
-		{"attachment over hard ceiling", prefix(uint32(len(inline)), HardMaxAttachment+1), Limits{MaxAttachment: math.MaxUint32}, ErrAttachmentLength, nil},
-		{"attachment max uint32", prefix(10, math.MaxUint32), Limits{}, ErrAttachmentLength, nil},
-		{"header at configured limit", pkt(ping, nil), Limits{MaxHeader: uint32(len(ping))}, nil, &Ping{Nonce: 1}},
-		{"attachment at configured limit", pkt(inline, make([]byte, 10)), Limits{MaxAttachment: 10}, nil,
+		{"header length 0", prefix(0, 0), wire.Limits{}, protocol.ErrHeaderLength, nil},
+		{"header over default", prefix(protocol.DefaultMaxHeader+1, 0), wire.Limits{}, protocol.ErrHeaderLength, nil},
+		{"header over configured", pkt(ping, nil), wire.Limits{MaxHeader: uint32(len(ping)) - 1}, protocol.ErrHeaderLength, nil},
+		{"header over hard ceiling", prefix(protocol.HardMaxHeader+1, 0), wire.Limits{MaxHeader: math.MaxUint32}, protocol.ErrHeaderLength, nil},
+		{"header max uint32", prefix(math.MaxUint32, 0), wire.Limits{}, protocol.ErrHeaderLength, nil},
+		{"attachment over default", prefix(uint32(len(inline)), protocol.DefaultMaxAttachment+1), wire.Limits{}, protocol.ErrAttachmentLength, nil},
+		{"attachment over configured", pkt(inline, make([]byte, 11)), wire.Limits{MaxAttachment: 10}, protocol.ErrAttachmentLength, nil},
+		{"attachment over hard ceiling", prefix(uint32(len(inline)), protocol.HardMaxAttachment+1), wire.Limits{MaxAttachment: math.MaxUint32}, protocol.ErrAttachmentLength, nil},
+		{"attachment max uint32", prefix(10, math.MaxUint32), wire.Limits{}, protocol.ErrAttachmentLength, nil},
+		{"header at configured limit", pkt(ping, nil), wire.Limits{MaxHeader: uint32(len(ping))}, nil, &wire.Ping{Nonce: 1}},
+		{"attachment at configured limit", pkt(inline, make([]byte, 10)), wire.Limits{MaxAttachment: 10}, nil,
 			mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "x"}),
 				&frame.InlineMedia{Data: make([]byte, 10), MediaType: "audio/pcm"}))},
 	}
@@ -211,7 +214,7 @@ func TestLimits(t *testing.T) {
 	for _, c := range limitCases() {
 		t.Run(c.name, func(t *testing.T) {
 			// Followed by junk: a refusal must not depend on what comes next.
-			r := NewReader(bytes.NewReader(append(c.b, 0xff, 0xff)), c.l)
+			r := packetio.NewReader(bytes.NewReader(append(c.b, 0xff, 0xff)), c.l)
 			p, err := r.ReadPacket()
 			if c.want == nil {
 				require.NoError(t, err)
@@ -219,7 +222,7 @@ func TestLimits(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, c.want)
-			require.ErrorIs(t, err, ErrProtocol)
+			require.ErrorIs(t, err, wire.ErrProtocol)
 			_, err2 := r.ReadPacket()
 			require.Equal(t, err, err2, "protocol errors are sticky")
 		})
@@ -229,16 +232,16 @@ func TestLimits(t *testing.T) {
 func TestEncodeLimits(t *testing.T) {
 	p := mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, nil,
 		&frame.InlineMedia{Data: make([]byte, 100), MediaType: "audio/pcm"}))
-	b, att, err := AppendPacket(nil, p, Limits{MaxAttachment: 100})
+	b, att, err := wire.AppendPacket(nil, p, wire.Limits{MaxAttachment: 100})
 	require.NoError(t, err)
 	require.Len(t, att, 100)
-	_, _, err = AppendPacket(nil, p, Limits{MaxAttachment: 99})
-	require.ErrorIs(t, err, ErrAttachmentLength)
-	_, _, err = AppendPacket(nil, p, Limits{MaxHeader: uint32(len(b) - PrefixLen - 1)})
-	require.ErrorIs(t, err, ErrHeaderLength)
+	_, _, err = wire.AppendPacket(nil, p, wire.Limits{MaxAttachment: 99})
+	require.ErrorIs(t, err, protocol.ErrAttachmentLength)
+	_, _, err = wire.AppendPacket(nil, p, wire.Limits{MaxHeader: uint32(len(b) - protocol.PrefixLen - 1)})
+	require.ErrorIs(t, err, protocol.ErrHeaderLength)
 	// A refused packet leaves the buffer as it was.
 	buf := []byte("keep")
-	out, _, err := AppendPacket(buf, p, Limits{MaxAttachment: 1})
+	out, _, err := wire.AppendPacket(buf, p, wire.Limits{MaxAttachment: 1})
 	require.Error(t, err)
 	require.Equal(t, []byte("keep"), out)
 }
@@ -275,7 +278,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // overLimitLimits are the limits of overLimitCases: the hard ceilings.
-var overLimitLimits = Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}
+var overLimitLimits = wire.Limits{MaxHeader: math.MaxUint32, MaxAttachment: math.MaxUint32}
 
 // overLimitCases are TestOverLimitRefusedWithoutAllocating's cases, read
 // with overLimitLimits; also published as negative vectors.
@@ -287,8 +290,8 @@ func overLimitCases() map[string]struct {
 		b    []byte
 		want error
 	}{
-		"header":     {prefix(math.MaxUint32, 0), ErrHeaderLength},
-		"attachment": {prefix(16, HardMaxAttachment+1), ErrAttachmentLength},
+		"header":     {prefix(math.MaxUint32, 0), protocol.ErrHeaderLength},
+		"attachment": {prefix(16, protocol.HardMaxAttachment+1), protocol.ErrAttachmentLength},
 	}
 }
 
@@ -300,16 +303,16 @@ func TestOverLimitRefusedWithoutAllocating(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			l := overLimitLimits
 			var err error
-			allocs := testing.AllocsPerRun(100, func() { _, err = Decode(c.b, l) })
+			allocs := testing.AllocsPerRun(100, func() { _, err = wire.Decode(c.b, l) })
 			require.ErrorIs(t, err, c.want)
 			require.LessOrEqual(t, allocs, 1.0, "only the error value may be allocated")
-			require.Less(t, allocBytes(100, func() { _, _ = Decode(c.b, l) }), uint64(1024))
+			require.Less(t, allocBytes(100, func() { _, _ = wire.Decode(c.b, l) }), uint64(1024))
 
 			src := &countingReader{prefix: c.b}
-			r := NewReader(src, l)
+			r := packetio.NewReader(src, l)
 			perRead := allocBytes(1, func() { _, err = r.ReadPacket() })
 			require.ErrorIs(t, err, c.want)
-			require.LessOrEqual(t, src.n, readBufSize, "read no further than one buffer")
+			require.LessOrEqual(t, src.n, packetio.ReadBufSize, "read no further than one buffer")
 			require.Less(t, perRead, uint64(64<<10), "allocated no more than an error")
 		})
 	}
@@ -327,80 +330,80 @@ type protocolErrorCase struct {
 // negative vectors.
 func protocolErrorCases() []protocolErrorCase {
 	return []protocolErrorCase{
-		{"header is an array", pkt(raw{0x91, 0x01}, nil), ErrMalformedHeader},
-		{"header is a string", pkt(mpack.AppendString(nil, "frame"), nil), ErrMalformedHeader},
-		{"header is nil", pkt(raw{0xc0}, nil), ErrMalformedHeader},
-		{"map truncated", pkt(raw{0x82, 0xa1, 't', 0xa4, 'p', 'i', 'n', 'g'}, nil), ErrMalformedHeader},
-		{"value truncated", pkt(raw{0x81, 0xa1, 't', 0xa4, 'p', 'i'}, nil), ErrMalformedHeader},
-		{"trailing bytes", pkt(append(hdr("t", "ping", "nonce", 1), 0xc0), nil), ErrMalformedHeader},
-		{"two maps", pkt(append(hdr("t", "ping"), hdr("t", "ping")...), nil), ErrMalformedHeader},
-		{"integer key", pkt(hdr("t", "ping", 7, 1), nil), ErrMalformedHeader},
-		{"nil key", pkt(hdr(nil, 1, "t", "ping"), nil), ErrMalformedHeader},
-		{"binary key", pkt(hdr(raw{0xc4, 0x01, 't'}, "ping"), nil), ErrMalformedHeader},
-		{"never-used byte", pkt(raw{0x81, 0xa1, 't', 0xc1}, nil), ErrMalformedHeader},
-		{"huge declared map", pkt(raw{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 't'}, nil), ErrMalformedHeader},
-		{"huge declared string", pkt(raw{0x81, 0xa1, 't', 0xdb, 0xff, 0xff, 0xff, 0xff}, nil), ErrMalformedHeader},
-		{"no t", pkt(hdr("nonce", 1), nil), ErrUnknownType},
-		{"empty map", pkt(hdr(), nil), ErrUnknownType},
-		{"unknown t", pkt(hdr("t", "pingg"), nil), ErrUnknownType},
-		{"t not a string", pkt(hdr("t", 1), nil), ErrUnknownType},
-		{"t nil", pkt(hdr("t", nil), nil), ErrUnknownType},
-		{"t upper case", pkt(hdr("t", "PING"), nil), ErrUnknownType},
-		{"attachment on ping", pkt(hdr("t", "ping", "nonce", 1), []byte{1}), ErrUnexpectedAttachment},
-		{"attachment on end", pkt(hdr("t", "end", "call_id", "c1"), []byte{1}), ErrUnexpectedAttachment},
-		{"attachment on invoke", pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}), []byte{1}), ErrUnexpectedAttachment},
-		{"attachment on payload frame", pkt(hdr(frameKV()...), []byte{1}), ErrUnexpectedAttachment},
+		{"header is an array", pkt(raw{0x91, 0x01}, nil), protocol.ErrMalformedHeader},
+		{"header is a string", pkt(mpack.AppendString(nil, "frame"), nil), protocol.ErrMalformedHeader},
+		{"header is nil", pkt(raw{0xc0}, nil), protocol.ErrMalformedHeader},
+		{"map truncated", pkt(raw{0x82, 0xa1, 't', 0xa4, 'p', 'i', 'n', 'g'}, nil), protocol.ErrMalformedHeader},
+		{"value truncated", pkt(raw{0x81, 0xa1, 't', 0xa4, 'p', 'i'}, nil), protocol.ErrMalformedHeader},
+		{"trailing bytes", pkt(append(hdr("t", "ping", "nonce", 1), 0xc0), nil), protocol.ErrMalformedHeader},
+		{"two maps", pkt(append(hdr("t", "ping"), hdr("t", "ping")...), nil), protocol.ErrMalformedHeader},
+		{"integer key", pkt(hdr("t", "ping", 7, 1), nil), protocol.ErrMalformedHeader},
+		{"nil key", pkt(hdr(nil, 1, "t", "ping"), nil), protocol.ErrMalformedHeader},
+		{"binary key", pkt(hdr(raw{0xc4, 0x01, 't'}, "ping"), nil), protocol.ErrMalformedHeader},
+		{"never-used byte", pkt(raw{0x81, 0xa1, 't', 0xc1}, nil), protocol.ErrMalformedHeader},
+		{"huge declared map", pkt(raw{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 't'}, nil), protocol.ErrMalformedHeader},
+		{"huge declared string", pkt(raw{0x81, 0xa1, 't', 0xdb, 0xff, 0xff, 0xff, 0xff}, nil), protocol.ErrMalformedHeader},
+		{"no t", pkt(hdr("nonce", 1), nil), protocol.ErrUnknownType},
+		{"empty map", pkt(hdr(), nil), protocol.ErrUnknownType},
+		{"unknown t", pkt(hdr("t", "pingg"), nil), protocol.ErrUnknownType},
+		{"t not a string", pkt(hdr("t", 1), nil), protocol.ErrUnknownType},
+		{"t nil", pkt(hdr("t", nil), nil), protocol.ErrUnknownType},
+		{"t upper case", pkt(hdr("t", "PING"), nil), protocol.ErrUnknownType},
+		{"attachment on ping", pkt(hdr("t", "ping", "nonce", 1), []byte{1}), protocol.ErrUnexpectedAttachment},
+		{"attachment on end", pkt(hdr("t", "end", "call_id", "c1"), []byte{1}), protocol.ErrUnexpectedAttachment},
+		{"attachment on invoke", pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}), []byte{1}), protocol.ErrUnexpectedAttachment},
+		{"attachment on payload frame", pkt(hdr(frameKV()...), []byte{1}), protocol.ErrUnexpectedAttachment},
 		{"attachment on blob frame", pkt(hdr(frameKV("media", map[string]any{"kind": "blob", "blob_id": "b", "size_bytes": 1,
-			"sha256": strings.Repeat("a", 64), "media_type": "x/y"})...), []byte{1}), ErrUnexpectedAttachment},
-		{"attachment on invalid media", pkt(hdr(frameKV("media", 5)...), []byte{1}), ErrUnexpectedAttachment},
-		{"ping nonce negative", pkt(hdr("t", "ping", "nonce", -1), nil), ErrBadField},
-		{"ping nonce string", pkt(hdr("t", "ping", "nonce", "1"), nil), ErrBadField},
-		{"pong streams negative", pkt(hdr("t", "pong", "nonce", 1, "streams", -1, "stuck", 0), nil), ErrBadField},
-		{"pong stuck string", pkt(hdr("t", "pong", "nonce", 1, "streams", 0, "stuck", "0"), nil), ErrBadField},
-		{"cancel without call id", pkt(hdr("t", "cancel"), nil), ErrBadField},
-		{"cancel call id too long", pkt(hdr("t", "cancel", "call_id", strings.Repeat("é", 129)), nil), ErrBadField},
-		{"cancel reason int", pkt(hdr("t", "cancel", "call_id", "c", "reason", 1), nil), ErrBadField},
-		{"drain grace negative", pkt(hdr("t", "drain", "grace_ms", -5), nil), ErrBadField},
-		{"bye reason map", pkt(hdr("t", "bye", "reason", map[string]any{}), nil), ErrBadField},
-		{"startup limits not a map", pkt(hdr("t", "startup", "protocol", 1, "limits", 5), nil), ErrBadField},
-		{"startup limit negative", pkt(hdr("t", "startup", "limits", map[string]any{"max_header": -1}), nil), ErrBadField},
-		{"startup child id int", pkt(hdr("t", "startup", "child_id", 1), nil), ErrBadField},
-		{"startup calls not a map", pkt(hdr("t", "startup", "calls", 1), nil), ErrBadField},
-		{"startup calls without socket", pkt(hdr("t", "startup", "calls", map[string]any{"max_depth": 1, "max_in_flight": 1}), nil), ErrBadField},
-		{"startup calls socket too long", pkt(hdr("t", "startup", "calls", map[string]any{"socket": strings.Repeat("s", 108), "max_depth": 1, "max_in_flight": 1}), nil), ErrBadField},
-		{"startup calls max_depth 0", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 0, "max_in_flight": 1}), nil), ErrBadField},
-		{"startup calls max_in_flight missing", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 1}), nil), ErrBadField},
-		{"startup calls tool without id", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 1, "max_in_flight": 1, "tools": []any{map[string]any{}}}), nil), ErrBadField},
-		{"startup calls tools not an array", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 1, "max_in_flight": 1, "tools": 3}), nil), ErrBadField},
-		{"hello max_streams 0", pkt(hdr("t", "hello", "protocol", []int{1}, "max_streams", 0), nil), ErrBadField},
-		{"hello max_streams missing", pkt(hdr("t", "hello", "protocol", []int{1}), nil), ErrBadField},
-		{"hello protocol not array", pkt(hdr("t", "hello", "protocol", 1, "max_streams", 1), nil), ErrBadField},
-		{"hello protocol too long", pkt(hdr("t", "hello", "protocol", make([]int, 65), "max_streams", 1), nil), ErrBadField},
-		{"hello tool without id", pkt(hdr("t", "hello", "max_streams", 1, "tools", []any{map[string]any{}}), nil), ErrBadField},
+			"sha256": strings.Repeat("a", 64), "media_type": "x/y"})...), []byte{1}), protocol.ErrUnexpectedAttachment},
+		{"attachment on invalid media", pkt(hdr(frameKV("media", 5)...), []byte{1}), protocol.ErrUnexpectedAttachment},
+		{"ping nonce negative", pkt(hdr("t", "ping", "nonce", -1), nil), protocol.ErrBadField},
+		{"ping nonce string", pkt(hdr("t", "ping", "nonce", "1"), nil), protocol.ErrBadField},
+		{"pong streams negative", pkt(hdr("t", "pong", "nonce", 1, "streams", -1, "stuck", 0), nil), protocol.ErrBadField},
+		{"pong stuck string", pkt(hdr("t", "pong", "nonce", 1, "streams", 0, "stuck", "0"), nil), protocol.ErrBadField},
+		{"cancel without call id", pkt(hdr("t", "cancel"), nil), protocol.ErrBadField},
+		{"cancel call id too long", pkt(hdr("t", "cancel", "call_id", strings.Repeat("é", 129)), nil), protocol.ErrBadField},
+		{"cancel reason int", pkt(hdr("t", "cancel", "call_id", "c", "reason", 1), nil), protocol.ErrBadField},
+		{"drain grace negative", pkt(hdr("t", "drain", "grace_ms", -5), nil), protocol.ErrBadField},
+		{"bye reason map", pkt(hdr("t", "bye", "reason", map[string]any{}), nil), protocol.ErrBadField},
+		{"startup limits not a map", pkt(hdr("t", "startup", "protocol", 1, "limits", 5), nil), protocol.ErrBadField},
+		{"startup limit negative", pkt(hdr("t", "startup", "limits", map[string]any{"max_header": -1}), nil), protocol.ErrBadField},
+		{"startup child id int", pkt(hdr("t", "startup", "child_id", 1), nil), protocol.ErrBadField},
+		{"startup calls not a map", pkt(hdr("t", "startup", "calls", 1), nil), protocol.ErrBadField},
+		{"startup calls without socket", pkt(hdr("t", "startup", "calls", map[string]any{"max_depth": 1, "max_in_flight": 1}), nil), protocol.ErrBadField},
+		{"startup calls socket too long", pkt(hdr("t", "startup", "calls", map[string]any{"socket": strings.Repeat("s", 108), "max_depth": 1, "max_in_flight": 1}), nil), protocol.ErrBadField},
+		{"startup calls max_depth 0", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 0, "max_in_flight": 1}), nil), protocol.ErrBadField},
+		{"startup calls max_in_flight missing", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 1}), nil), protocol.ErrBadField},
+		{"startup calls tool without id", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 1, "max_in_flight": 1, "tools": []any{map[string]any{}}}), nil), protocol.ErrBadField},
+		{"startup calls tools not an array", pkt(hdr("t", "startup", "calls", map[string]any{"socket": "/s", "max_depth": 1, "max_in_flight": 1, "tools": 3}), nil), protocol.ErrBadField},
+		{"hello max_streams 0", pkt(hdr("t", "hello", "protocol", []int{1}, "max_streams", 0), nil), protocol.ErrBadField},
+		{"hello max_streams missing", pkt(hdr("t", "hello", "protocol", []int{1}), nil), protocol.ErrBadField},
+		{"hello protocol not array", pkt(hdr("t", "hello", "protocol", 1, "max_streams", 1), nil), protocol.ErrBadField},
+		{"hello protocol too long", pkt(hdr("t", "hello", "protocol", make([]int, 65), "max_streams", 1), nil), protocol.ErrBadField},
+		{"hello tool without id", pkt(hdr("t", "hello", "max_streams", 1, "tools", []any{map[string]any{}}), nil), protocol.ErrBadField},
 		{"hello tool version too long", pkt(hdr("t", "hello", "max_streams", 1, "tools",
-			[]any{map[string]any{"id": "x", "version": strings.Repeat("v", 129)}}), nil), ErrBadField},
+			[]any{map[string]any{"id": "x", "version": strings.Repeat("v", 129)}}), nil), protocol.ErrBadField},
 		{"hello tool schema not a map", pkt(hdr("t", "hello", "max_streams", 1, "tools",
-			[]any{map[string]any{"id": "x", "input_schema": []int{1}}}), nil), ErrBadField},
+			[]any{map[string]any{"id": "x", "input_schema": []int{1}}}), nil), protocol.ErrBadField},
 		{"hello tool schema with binary", pkt(hdr("t", "hello", "max_streams", 1, "tools",
-			[]any{map[string]any{"id": "x", "input_schema": map[string]any{"b": []byte{1}}}}), nil), ErrBadField},
-		{"hello tools not array", pkt(hdr("t", "hello", "max_streams", 1, "tools", map[string]any{}), nil), ErrBadField},
+			[]any{map[string]any{"id": "x", "input_schema": map[string]any{"b": []byte{1}}}}), nil), protocol.ErrBadField},
+		{"hello tools not array", pkt(hdr("t", "hello", "max_streams", 1, "tools", map[string]any{}), nil), protocol.ErrBadField},
 	}
 }
 
 func TestProtocolErrors(t *testing.T) {
 	for _, c := range protocolErrorCases() {
 		t.Run(c.name, func(t *testing.T) {
-			r := NewReader(bytes.NewReader(c.b), Limits{})
+			r := packetio.NewReader(bytes.NewReader(c.b), wire.Limits{})
 			p, err := r.ReadPacket()
 			require.Nil(t, p)
 			require.ErrorIs(t, err, c.want)
-			require.ErrorIs(t, err, ErrProtocol)
-			var inv *InvalidError
+			require.ErrorIs(t, err, wire.ErrProtocol)
+			var inv *protocol.InvalidError
 			require.False(t, errors.As(err, &inv), "a protocol error is not an invalid frame")
 			_, err2 := r.ReadPacket()
 			require.Equal(t, err, err2, "protocol errors are sticky")
 
-			_, err = Decode(c.b, Limits{})
+			_, err = wire.Decode(c.b, wire.Limits{})
 			require.ErrorIs(t, err, c.want, "Decode agrees with Reader")
 		})
 	}
@@ -413,7 +416,7 @@ type invalidPacketCase struct {
 	name   string
 	h      []byte
 	att    []byte
-	typ    Type
+	typ    protocol.Type
 	field  string
 	callID string
 }
@@ -425,63 +428,63 @@ func invalidPacketCases() []invalidPacketCase {
 	// {kind: inline, media_type: a/b, 1: 1}
 	mediaIntKey := raw(append(append(mpack.AppendMapHeader(nil, 3), hdr("kind", "inline", "media_type", "a/b")[1:]...), 0x01, 0x01))
 	return []invalidPacketCase{
-		{"synthetic true", hdr(frameKV("synthetic", true)...), nil, TypeFrame, "synthetic", "c1"},
-		{"synthetic not bool", hdr(frameKV("synthetic", 1)...), nil, TypeFrame, "synthetic", "c1"},
-		{"unknown kind", hdr(frameKV("kind", "chonk")...), nil, TypeFrame, "kind", "c1"},
-		{"kind not a string", hdr(frameKV("kind", 2)...), nil, TypeFrame, "kind", "c1"},
-		{"kind missing", hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1), nil, TypeFrame, "kind", "c1"},
-		{"unknown direction", hdr(frameKV("direction", "sideways")...), nil, TypeFrame, "direction", "c1"},
-		{"direction not a string", hdr(frameKV("direction", 1)...), nil, TypeFrame, "direction", "c1"},
-		{"direction missing", hdr("t", "frame", "call_id", "c1", "sequence", 1, "kind", "started"), nil, TypeFrame, "direction", "c1"},
-		{"payload is an int", hdr(frameKV("payload", 5)...), nil, TypeFrame, "payload", "c1"},
-		{"payload is an array", hdr(frameKV("payload", []int{1})...), nil, TypeFrame, "payload", "c1"},
-		{"payload is a string", hdr(frameKV("payload", "{}")...), nil, TypeFrame, "payload", "c1"},
-		{"payload has binary", hdr(frameKV("payload", map[string]any{"b": []byte{1}})...), nil, TypeFrame, "payload", "c1"},
-		{"payload has int key", hdr(frameKV("payload", raw{0x81, 0x01, 0x01})...), nil, TypeFrame, "payload", "c1"},
-		{"payload has NaN", hdr(frameKV("payload", map[string]any{"x": math.NaN()})...), nil, TypeFrame, "payload", "c1"},
-		{"payload too deep", hdr(frameKV("payload", deep(mpack.MaxDepth+1))...), nil, TypeFrame, "payload", "c1"},
-		{"sequence negative", hdr(frameKV("sequence", -1)...), nil, TypeFrame, "sequence", "c1"},
-		{"sequence string", hdr(frameKV("sequence", "1")...), nil, TypeFrame, "sequence", "c1"},
-		{"sequence 0 on chunk", hdr(frameKV("sequence", 0)...), nil, TypeFrame, "sequence", "c1"},
-		{"started with payload", hdr(frameKV("sequence", 0, "kind", "started")...), nil, TypeFrame, "payload", "c1"},
-		{"call id missing", hdr("t", "frame", "direction", "provider_to_caller", "sequence", 1, "kind", "completed"), nil, TypeFrame, "call_id", ""},
-		{"call id too long", hdr(frameKV("call_id", longID)...), nil, TypeFrame, "call_id", ""},
-		{"call id not a string", hdr(frameKV("call_id", 5)...), nil, TypeFrame, "call_id", ""},
-		{"call id invalid UTF-8", hdr(frameKV("call_id", "c\xff")...), nil, TypeFrame, "call_id", ""},
-		{"media not a map", hdr(frameKV("media", 5)...), nil, TypeFrame, "media", "c1"},
-		{"media kind unknown", hdr(frameKV("media", map[string]any{"kind": "url"})...), nil, TypeFrame, "media.kind", "c1"},
-		{"media with data key", hdr(frameKV("media", inlineMedia("data", []byte{1}))...), nil, TypeFrame, "media.data", "c1"},
-		{"media int key", hdr(frameKV("media", mediaIntKey)...), nil, TypeFrame, "media", "c1"},
-		{"error int key", hdr(frameKV("kind", "failed", "payload", nil, "error", raw{0x81, 0x01, 0x01})...), nil, TypeFrame, "error", "c1"},
-		{"sample_rate 0", hdr(frameKV("media", inlineMedia("sample_rate", 0))...), nil, TypeFrame, "media.sample_rate", "c1"},
-		{"sample_rate negative", hdr(frameKV("media", inlineMedia("sample_rate", -1))...), []byte{1, 2}, TypeFrame, "media.sample_rate", "c1"},
-		{"channels 0", hdr(frameKV("media", inlineMedia("channels", 0))...), nil, TypeFrame, "media.channels", "c1"},
-		{"timestamp negative", hdr(frameKV("media", inlineMedia("timestamp_seconds", -0.5))...), nil, TypeFrame, "media.timestamp_seconds", "c1"},
-		{"duration infinite", hdr(frameKV("media", inlineMedia("duration_seconds", math.Inf(1)))...), nil, TypeFrame, "media.duration_seconds", "c1"},
-		{"duration string", hdr(frameKV("media", inlineMedia("duration_seconds", "1s"))...), nil, TypeFrame, "media.duration_seconds", "c1"},
-		{"media_type missing", hdr(frameKV("media", map[string]any{"kind": "inline"})...), []byte{1}, TypeFrame, "media.media_type", "c1"},
+		{"synthetic true", hdr(frameKV("synthetic", true)...), nil, protocol.TypeFrame, "synthetic", "c1"},
+		{"synthetic not bool", hdr(frameKV("synthetic", 1)...), nil, protocol.TypeFrame, "synthetic", "c1"},
+		{"unknown kind", hdr(frameKV("kind", "chonk")...), nil, protocol.TypeFrame, "kind", "c1"},
+		{"kind not a string", hdr(frameKV("kind", 2)...), nil, protocol.TypeFrame, "kind", "c1"},
+		{"kind missing", hdr("t", "frame", "call_id", "c1", "direction", "provider_to_caller", "sequence", 1), nil, protocol.TypeFrame, "kind", "c1"},
+		{"unknown direction", hdr(frameKV("direction", "sideways")...), nil, protocol.TypeFrame, "direction", "c1"},
+		{"direction not a string", hdr(frameKV("direction", 1)...), nil, protocol.TypeFrame, "direction", "c1"},
+		{"direction missing", hdr("t", "frame", "call_id", "c1", "sequence", 1, "kind", "started"), nil, protocol.TypeFrame, "direction", "c1"},
+		{"payload is an int", hdr(frameKV("payload", 5)...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"payload is an array", hdr(frameKV("payload", []int{1})...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"payload is a string", hdr(frameKV("payload", "{}")...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"payload has binary", hdr(frameKV("payload", map[string]any{"b": []byte{1}})...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"payload has int key", hdr(frameKV("payload", raw{0x81, 0x01, 0x01})...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"payload has NaN", hdr(frameKV("payload", map[string]any{"x": math.NaN()})...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"payload too deep", hdr(frameKV("payload", deep(mpack.MaxDepth+1))...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"sequence negative", hdr(frameKV("sequence", -1)...), nil, protocol.TypeFrame, "sequence", "c1"},
+		{"sequence string", hdr(frameKV("sequence", "1")...), nil, protocol.TypeFrame, "sequence", "c1"},
+		{"sequence 0 on chunk", hdr(frameKV("sequence", 0)...), nil, protocol.TypeFrame, "sequence", "c1"},
+		{"started with payload", hdr(frameKV("sequence", 0, "kind", "started")...), nil, protocol.TypeFrame, "payload", "c1"},
+		{"call id missing", hdr("t", "frame", "direction", "provider_to_caller", "sequence", 1, "kind", "completed"), nil, protocol.TypeFrame, "call_id", ""},
+		{"call id too long", hdr(frameKV("call_id", longID)...), nil, protocol.TypeFrame, "call_id", ""},
+		{"call id not a string", hdr(frameKV("call_id", 5)...), nil, protocol.TypeFrame, "call_id", ""},
+		{"call id invalid UTF-8", hdr(frameKV("call_id", "c\xff")...), nil, protocol.TypeFrame, "call_id", ""},
+		{"media not a map", hdr(frameKV("media", 5)...), nil, protocol.TypeFrame, "media", "c1"},
+		{"media kind unknown", hdr(frameKV("media", map[string]any{"kind": "url"})...), nil, protocol.TypeFrame, "media.kind", "c1"},
+		{"media with data key", hdr(frameKV("media", inlineMedia("data", []byte{1}))...), nil, protocol.TypeFrame, "media.data", "c1"},
+		{"media int key", hdr(frameKV("media", mediaIntKey)...), nil, protocol.TypeFrame, "media", "c1"},
+		{"error int key", hdr(frameKV("kind", "failed", "payload", nil, "error", raw{0x81, 0x01, 0x01})...), nil, protocol.TypeFrame, "error", "c1"},
+		{"sample_rate 0", hdr(frameKV("media", inlineMedia("sample_rate", 0))...), nil, protocol.TypeFrame, "media.sample_rate", "c1"},
+		{"sample_rate negative", hdr(frameKV("media", inlineMedia("sample_rate", -1))...), []byte{1, 2}, protocol.TypeFrame, "media.sample_rate", "c1"},
+		{"channels 0", hdr(frameKV("media", inlineMedia("channels", 0))...), nil, protocol.TypeFrame, "media.channels", "c1"},
+		{"timestamp negative", hdr(frameKV("media", inlineMedia("timestamp_seconds", -0.5))...), nil, protocol.TypeFrame, "media.timestamp_seconds", "c1"},
+		{"duration infinite", hdr(frameKV("media", inlineMedia("duration_seconds", math.Inf(1)))...), nil, protocol.TypeFrame, "media.duration_seconds", "c1"},
+		{"duration string", hdr(frameKV("media", inlineMedia("duration_seconds", "1s"))...), nil, protocol.TypeFrame, "media.duration_seconds", "c1"},
+		{"media_type missing", hdr(frameKV("media", map[string]any{"kind": "inline"})...), []byte{1}, protocol.TypeFrame, "media.media_type", "c1"},
 		{"blob sha256 upper", hdr(frameKV("media", map[string]any{"kind": "blob", "blob_id": "b", "size_bytes": 1,
-			"sha256": strings.Repeat("A", 64), "media_type": "x/y"})...), nil, TypeFrame, "media.sha256", "c1"},
+			"sha256": strings.Repeat("A", 64), "media_type": "x/y"})...), nil, protocol.TypeFrame, "media.sha256", "c1"},
 		{"blob size missing", hdr(frameKV("media", map[string]any{"kind": "blob", "blob_id": "b",
-			"sha256": strings.Repeat("a", 64), "media_type": "x/y"})...), nil, TypeFrame, "media.size_bytes", "c1"},
-		{"error code unknown", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "oops", "message": ""})...), nil, TypeFrame, "error.code", "c1"},
-		{"error not a map", hdr(frameKV("kind", "failed", "payload", nil, "error", "boom")...), nil, TypeFrame, "error", "c1"},
+			"sha256": strings.Repeat("a", 64), "media_type": "x/y"})...), nil, protocol.TypeFrame, "media.size_bytes", "c1"},
+		{"error code unknown", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "oops", "message": ""})...), nil, protocol.TypeFrame, "error.code", "c1"},
+		{"error not a map", hdr(frameKV("kind", "failed", "payload", nil, "error", "boom")...), nil, protocol.TypeFrame, "error", "c1"},
 		{"error message too long", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "timeout",
-			"message": strings.Repeat("é", frame.MaxMessageChars+1)})...), nil, TypeFrame, "error.message", "c1"},
-		{"failed with cancelled", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "cancelled"})...), nil, TypeFrame, "error.code", "c1"},
-		{"invoke without arguments", hdr("t", "invoke", "call_id", "c1", "tool_id", "x"), nil, TypeInvoke, "arguments", "c1"},
-		{"invoke arguments nil", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", nil), nil, TypeInvoke, "arguments", "c1"},
-		{"invoke arguments array", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", []int{}), nil, TypeInvoke, "arguments", "c1"},
-		{"invoke without tool", hdr("t", "invoke", "call_id", "c1", "arguments", map[string]any{}), nil, TypeInvoke, "tool_id", "c1"},
-		{"invoke timeout negative", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "timeout_ms", -1), nil, TypeInvoke, "timeout_ms", "c1"},
-		{"invoke trace not strings", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "trace", map[string]any{"a": 1}), nil, TypeInvoke, "trace", "c1"},
-		{"invoke parent too long", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "parent", longID), nil, TypeInvoke, "parent", "c1"},
-		{"invoke call id missing", hdr("t", "invoke", "tool_id", "x", "arguments", map[string]any{}), nil, TypeInvoke, "call_id", ""},
-		{"invoke depth negative", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "depth", -1), nil, TypeInvoke, "depth", "c1"},
-		{"invoke depth string", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "depth", "1"), nil, TypeInvoke, "depth", "c1"},
-		{"invoke detached int", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "detached", 1), nil, TypeInvoke, "detached", "c1"},
-		{"end without call id", hdr("t", "end"), nil, TypeEnd, "call_id", ""},
-		{"end call id int", hdr("t", "end", "call_id", 1), nil, TypeEnd, "call_id", ""},
+			"message": strings.Repeat("é", frame.MaxMessageChars+1)})...), nil, protocol.TypeFrame, "error.message", "c1"},
+		{"failed with cancelled", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "cancelled"})...), nil, protocol.TypeFrame, "error.code", "c1"},
+		{"invoke without arguments", hdr("t", "invoke", "call_id", "c1", "tool_id", "x"), nil, protocol.TypeInvoke, "arguments", "c1"},
+		{"invoke arguments nil", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", nil), nil, protocol.TypeInvoke, "arguments", "c1"},
+		{"invoke arguments array", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", []int{}), nil, protocol.TypeInvoke, "arguments", "c1"},
+		{"invoke without tool", hdr("t", "invoke", "call_id", "c1", "arguments", map[string]any{}), nil, protocol.TypeInvoke, "tool_id", "c1"},
+		{"invoke timeout negative", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "timeout_ms", -1), nil, protocol.TypeInvoke, "timeout_ms", "c1"},
+		{"invoke trace not strings", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "trace", map[string]any{"a": 1}), nil, protocol.TypeInvoke, "trace", "c1"},
+		{"invoke parent too long", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "parent", longID), nil, protocol.TypeInvoke, "parent", "c1"},
+		{"invoke call id missing", hdr("t", "invoke", "tool_id", "x", "arguments", map[string]any{}), nil, protocol.TypeInvoke, "call_id", ""},
+		{"invoke depth negative", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "depth", -1), nil, protocol.TypeInvoke, "depth", "c1"},
+		{"invoke depth string", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "depth", "1"), nil, protocol.TypeInvoke, "depth", "c1"},
+		{"invoke detached int", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{}, "detached", 1), nil, protocol.TypeInvoke, "detached", "c1"},
+		{"end without call id", hdr("t", "end"), nil, protocol.TypeEnd, "call_id", ""},
+		{"end call id int", hdr("t", "end", "call_id", 1), nil, protocol.TypeEnd, "call_id", ""},
 	}
 }
 
@@ -497,13 +500,13 @@ func requireInvalid(t *testing.T, c invalidPacketCase) {
 	t.Helper()
 	ping := pkt(hdr("t", "ping", "nonce", 77), nil)
 	b := append(pkt(c.h, c.att), ping...)
-	r := NewReader(iotest.OneByteReader(bytes.NewReader(b)), Limits{})
+	r := packetio.NewReader(iotest.OneByteReader(bytes.NewReader(b)), wire.Limits{})
 	p, err := r.ReadPacket()
 	require.Nil(t, p)
-	var inv *InvalidError
+	var inv *protocol.InvalidError
 	require.ErrorAs(t, err, &inv)
 	require.ErrorIs(t, err, frame.ErrInvalid)
-	require.NotErrorIs(t, err, ErrProtocol)
+	require.NotErrorIs(t, err, wire.ErrProtocol)
 	require.Equal(t, c.typ, inv.Type)
 	require.Equal(t, c.callID, inv.CallID)
 	var fe *frame.FieldError
@@ -515,7 +518,7 @@ func requireInvalid(t *testing.T, c invalidPacketCase) {
 	// The packet was consumed whole: the reader is still in step.
 	p, err = r.ReadPacket()
 	require.NoError(t, err)
-	require.Equal(t, uint64(77), p.(*Ping).Nonce)
+	require.Equal(t, uint64(77), p.(*wire.Ping).Nonce)
 }
 
 // deep returns a payload map nesting n maps deep (the outer one included).
@@ -528,9 +531,9 @@ func deep(n int) raw {
 }
 
 func TestPayloadDepthLimit(t *testing.T) {
-	_, err := Decode(pkt(hdr(frameKV("payload", deep(mpack.MaxDepth))...), nil), Limits{})
+	_, err := wire.Decode(pkt(hdr(frameKV("payload", deep(mpack.MaxDepth))...), nil), wire.Limits{})
 	require.NoError(t, err, "MaxDepth levels are allowed")
-	_, err = Decode(pkt(hdr(frameKV("payload", deep(mpack.MaxDepth+1))...), nil), Limits{})
+	_, err = wire.Decode(pkt(hdr(frameKV("payload", deep(mpack.MaxDepth+1))...), nil), wire.Limits{})
 	require.ErrorIs(t, err, frame.ErrInvalid)
 }
 
@@ -538,12 +541,12 @@ func TestPayloadDepthLimit(t *testing.T) {
 type acceptCase struct {
 	name string
 	b    []byte
-	want Packet
+	want wire.Packet
 }
 
 // chunkX is the provider chunk frameKV describes, with media m (nil for
 // none) and sequence seq.
-func chunkX(seq uint64, m frame.Media) *Frame {
+func chunkX(seq uint64, m frame.Media) *wire.Frame {
 	return mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"text": "x"}), m))
 }
 
@@ -575,9 +578,9 @@ func keyRuleAccepts() []acceptCase {
 			mustFrame(frame.NewStarted("c1", frame.CallerToProvider))},
 		{"unknown keys ignored", pkt(hdr(frameKV("x-extra", map[string]any{"deep": []any{1, "a"}}, "future", raw{0xc4, 0x01, 0x00})...), nil),
 			chunkX(1, nil)},
-		{"unknown key on ping", pkt(hdr("t", "ping", "nonce", 3, "zzz", 1), nil), &Ping{Nonce: 3}},
-		{"duplicate nonce", pkt(hdr("t", "ping", "nonce", 1, "nonce", 2), nil), &Ping{Nonce: 2}},
-		{"duplicate t", pkt(hdr("t", "pong", "t", "ping", "nonce", 5), nil), &Ping{Nonce: 5}},
+		{"unknown key on ping", pkt(hdr("t", "ping", "nonce", 3, "zzz", 1), nil), &wire.Ping{Nonce: 3}},
+		{"duplicate nonce", pkt(hdr("t", "ping", "nonce", 1, "nonce", 2), nil), &wire.Ping{Nonce: 2}},
+		{"duplicate t", pkt(hdr("t", "pong", "t", "ping", "nonce", 5), nil), &wire.Ping{Nonce: 5}},
 		{"duplicate payload", pkt(hdr(frameKV("payload", map[string]any{"text": "second"})...), nil),
 			mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "second"}), nil))},
 		// An unknown name is overridden by a later known one, for every
@@ -596,12 +599,12 @@ func keyRuleAccepts() []acceptCase {
 		{"optional frame keys nil", pkt(hdr(frameKV("synthetic", nil, "media", nil, "error", nil)...), nil), chunkX(1, nil)},
 		{"optional invoke keys nil", pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{},
 			"timeout_ms", nil, "trace", nil, "tree", nil, "parent", nil, "depth", nil, "detached", nil), nil),
-			&Invoke{CallID: "c1", ToolID: "x", Arguments: frame.Payload{0x80}}},
+			&wire.Invoke{CallID: "c1", ToolID: "x", Arguments: frame.Payload{0x80}}},
 		{"optional startup calls nil", pkt(hdr("t", "startup", "protocol", 1, "calls", nil), nil),
-			&Startup{Protocol: 1, CancelGraceMS: DefaultCancelGraceMS}},
+			&wire.Startup{Protocol: 1, CancelGraceMS: protocol.DefaultCancelGraceMS}},
 		{"startup calls unknown key", pkt(hdr("t", "startup", "protocol", 1, "calls",
 			map[string]any{"socket": "/s", "max_depth": 2, "max_in_flight": 3, "future": []any{1}}), nil),
-			&Startup{Protocol: 1, CancelGraceMS: DefaultCancelGraceMS, Calls: &Calls{Socket: "/s", MaxDepth: 2, MaxInFlight: 3}}},
+			&wire.Startup{Protocol: 1, CancelGraceMS: protocol.DefaultCancelGraceMS, Calls: &wire.Calls{Socket: "/s", MaxDepth: 2, MaxInFlight: 3}}},
 		{"optional media keys nil", pkt(hdr(frameKV("media", inlineMedia("codec", nil, "sample_rate", nil, "timestamp_seconds", nil))...), nil),
 			chunkX(1, inline)},
 		{"synthetic false", pkt(hdr(frameKV("synthetic", false)...), nil), chunkX(1, nil)},
@@ -613,8 +616,8 @@ func keyRuleAccepts() []acceptCase {
 		{"inline frame without attachment", pkt(hdr(frameKV("media", inlineMedia())...), nil), chunkX(1, inline)},
 		{"hello schema numbers", pkt(hdr("t", "hello", "protocol", []int{1}, "max_streams", 1, "tools",
 			[]any{map[string]any{"id": "x", "result_schema": map[string]any{"minimum": -3, "maximum": 1.5}}}), nil),
-			&Hello{Protocol: []int64{1}, MaxStreams: 1,
-				Tools: []Tool{{ID: "x", ResultSchema: Schema{"minimum": int64(-3), "maximum": 1.5}}}}},
+			&wire.Hello{Protocol: []int64{1}, MaxStreams: 1,
+				Tools: []wire.Tool{{ID: "x", ResultSchema: map[string]any{"minimum": int64(-3), "maximum": 1.5}}}}},
 		{"payload at max depth", pkt(hdr(frameKV("payload", deep(mpack.MaxDepth))...), nil),
 			mustFrame(frame.NewChunk("c1", frame.ProviderToCaller, 1, frame.Payload(deep(mpack.MaxDepth)), nil))},
 	}
@@ -626,22 +629,22 @@ func keyRuleAccepts() []acceptCase {
 func keyRuleRefusals() []invalidPacketCase {
 	return []invalidPacketCase{
 		{"duplicate media good then bad", hdr(frameKV("media", inlineMedia(), "media", inlineMedia("kind", "bogus"))...), nil,
-			TypeFrame, "media.kind", "c1"},
-		{"duplicate error good then bad", failedHdr(errMap("timeout"), errMap("oops")), nil, TypeFrame, "error.code", "c1"},
-		{"duplicate kind known then unknown", hdr(frameKV("kind", "chunk", "kind", "bogus")...), nil, TypeFrame, "kind", "c1"},
+			protocol.TypeFrame, "media.kind", "c1"},
+		{"duplicate error good then bad", failedHdr(errMap("timeout"), errMap("oops")), nil, protocol.TypeFrame, "error.code", "c1"},
+		{"duplicate kind known then unknown", hdr(frameKV("kind", "chunk", "kind", "bogus")...), nil, protocol.TypeFrame, "kind", "c1"},
 		{"duplicate direction known then unknown", hdr(frameKV("direction", "provider_to_caller", "direction", "sideways")...), nil,
-			TypeFrame, "direction", "c1"},
-		{"duplicate error code known then unknown", failedKV("provider_error", "oops"), nil, TypeFrame, "error.code", "c1"},
+			protocol.TypeFrame, "direction", "c1"},
+		{"duplicate error code known then unknown", failedKV("provider_error", "oops"), nil, protocol.TypeFrame, "error.code", "c1"},
 	}
 }
 
 func TestHeaderKeyRules(t *testing.T) {
 	for _, c := range keyRuleAccepts() {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := Decode(c.b, Limits{})
+			p, err := wire.Decode(c.b, wire.Limits{})
 			require.NoError(t, err)
 			require.Equal(t, c.want, p)
-			p, err = NewReader(iotest.OneByteReader(bytes.NewReader(c.b)), Limits{}).ReadPacket()
+			p, err = packetio.NewReader(iotest.OneByteReader(bytes.NewReader(c.b)), wire.Limits{}).ReadPacket()
 			require.NoError(t, err)
 			require.Equal(t, c.want, p)
 		})
@@ -653,12 +656,12 @@ func TestHeaderKeyRules(t *testing.T) {
 
 func TestDecodeWholePacket(t *testing.T) {
 	b := pkt(hdr("t", "ping", "nonce", 1), nil)
-	_, err := Decode(b[:7], Limits{})
-	require.ErrorIs(t, err, ErrMalformedHeader)
-	_, err = Decode(append(b, 0), Limits{})
-	require.ErrorIs(t, err, ErrMalformedHeader)
-	_, err = Decode(b[:len(b)-1], Limits{})
-	require.ErrorIs(t, err, ErrMalformedHeader)
+	_, err := wire.Decode(b[:7], wire.Limits{})
+	require.ErrorIs(t, err, protocol.ErrMalformedHeader)
+	_, err = wire.Decode(append(b, 0), wire.Limits{})
+	require.ErrorIs(t, err, protocol.ErrMalformedHeader)
+	_, err = wire.Decode(b[:len(b)-1], wire.Limits{})
+	require.ErrorIs(t, err, protocol.ErrMalformedHeader)
 }
 
 func TestEncodeRefusesInvalid(t *testing.T) {
@@ -669,120 +672,56 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 	noSeq := ok
 	noSeq.Sequence = 0
 	cases := map[string]struct {
-		p     Packet
+		p     wire.Packet
 		field string
 	}{
-		"synthetic":        {&Frame{synth}, "synthetic"},
-		"shape":            {&Frame{noSeq}, "sequence"},
-		"end without id":   {&End{}, "call_id"},
-		"invoke no tool":   {&Invoke{CallID: "c1"}, "tool_id"},
-		"invoke bad args":  {&Invoke{CallID: "c1", ToolID: "t", Arguments: frame.Payload{0x90}}, "arguments"},
-		"invoke bad tree":  {&Invoke{CallID: "c1", ToolID: "t", Tree: strings.Repeat("x", 129)}, "tree"},
-		"cancel no id":     {&Cancel{}, "call_id"},
-		"invoke negative":  {&Invoke{CallID: "c1", ToolID: "t", TimeoutMS: -1}, "timeout_ms"},
-		"hello bad tool":   {&Hello{MaxStreams: 1, Tools: []Tool{{}}}, "tools.id"},
-		"invalid frame id": {&Frame{frame.Frame{Direction: frame.CallerToProvider, Kind: frame.KindStarted}}, "call_id"},
+		"synthetic":        {&wire.Frame{synth}, "synthetic"},
+		"shape":            {&wire.Frame{noSeq}, "sequence"},
+		"end without id":   {&wire.End{}, "call_id"},
+		"invoke no tool":   {&wire.Invoke{CallID: "c1"}, "tool_id"},
+		"invoke bad args":  {&wire.Invoke{CallID: "c1", ToolID: "t", Arguments: frame.Payload{0x90}}, "arguments"},
+		"invoke bad tree":  {&wire.Invoke{CallID: "c1", ToolID: "t", Tree: strings.Repeat("x", 129)}, "tree"},
+		"cancel no id":     {&wire.Cancel{}, "call_id"},
+		"invoke negative":  {&wire.Invoke{CallID: "c1", ToolID: "t", TimeoutMS: -1}, "timeout_ms"},
+		"hello bad tool":   {&wire.Hello{MaxStreams: 1, Tools: []wire.Tool{{}}}, "tools.id"},
+		"invalid frame id": {&wire.Frame{frame.Frame{Direction: frame.CallerToProvider, Kind: frame.KindStarted}}, "call_id"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := Encode(c.p, Limits{})
+			_, err := packetio.Encode(c.p, wire.Limits{})
 			var fe *frame.FieldError
 			require.ErrorAs(t, err, &fe)
 			require.Equal(t, c.field, fe.Field)
 			require.ErrorIs(t, err, frame.ErrInvalid)
 		})
 	}
-	_, err = Encode(nil, Limits{})
+	_, err = packetio.Encode(nil, wire.Limits{})
 	require.Error(t, err)
 }
 
 func TestInvokeNilArgumentsSentAsEmptyObject(t *testing.T) {
-	b, err := Encode(&Invoke{CallID: "c1", ToolID: "t"}, Limits{})
+	b, err := packetio.Encode(&wire.Invoke{CallID: "c1", ToolID: "t"}, wire.Limits{})
 	require.NoError(t, err)
-	p, err := Decode(b, Limits{})
+	p, err := wire.Decode(b, wire.Limits{})
 	require.NoError(t, err)
-	require.Equal(t, frame.Payload{0x80}, p.(*Invoke).Arguments)
+	require.Equal(t, frame.Payload{0x80}, p.(*wire.Invoke).Arguments)
 }
 
 func TestTypeString(t *testing.T) {
-	for ty := TypeHello; ty <= TypeEnd; ty++ {
-		require.Equal(t, ty, parseType([]byte(ty.String())))
+	for ty := protocol.TypeHello; ty <= protocol.TypeEnd; ty++ {
+		require.Equal(t, ty, protocol.ParseType([]byte(ty.String())))
 	}
-	require.Equal(t, "Type(0)", Type(0).String())
-	require.Equal(t, "Type(99)", Type(99).String())
+	require.Equal(t, "Type(0)", protocol.Type(0).String())
+	require.Equal(t, "Type(99)", protocol.Type(99).String())
 }
 
 func inlinePacket(t *testing.T, data []byte) []byte {
 	t.Helper()
 	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: data, MediaType: "a/b"})
 	require.NoError(t, err)
-	b, err := Encode(&Frame{f}, Limits{})
+	b, err := packetio.Encode(&wire.Frame{f}, wire.Limits{})
 	require.NoError(t, err)
 	return b
-}
-
-func TestReaderRecycle(t *testing.T) {
-	var stream []byte
-	for _, n := range []int{100, 50, 200, 100} {
-		stream = append(stream, inlinePacket(t, bytes.Repeat([]byte{byte(n)}, n))...)
-	}
-	r := NewReader(bytes.NewReader(stream), Limits{})
-	data := func() []byte {
-		p, err := r.ReadPacket()
-		require.NoError(t, err)
-		return p.(*Frame).Media.(*frame.InlineMedia).Data
-	}
-	first := data() // 100 bytes, new
-	require.Equal(t, bytes.Repeat([]byte{100}, 100), first)
-	r.Recycle(nil) // no-op
-	r.Recycle(first)
-	second := data() // 50 bytes: read into the recycled buffer
-	require.Equal(t, bytes.Repeat([]byte{50}, 50), second)
-	require.Same(t, &first[0], &second[0], "the recycled buffer was reused")
-	r.Recycle(second)
-	third := data() // 200 bytes: the recycled buffer is too small
-	require.Equal(t, bytes.Repeat([]byte{200}, 200), third)
-	require.NotSame(t, &first[0], &third[0])
-	r.Recycle(third)
-	fourth := data() // 100 bytes: the smallest recycled buffer that fits
-	require.Same(t, &first[0], &fourth[0])
-	require.Equal(t, bytes.Repeat([]byte{100}, 100), fourth)
-
-	for range 10 {
-		r.Recycle(make([]byte, 8))
-	}
-	require.Len(t, r.free, maxRecycled, "recycled buffers are bounded")
-}
-
-// TestReaderRecycleKeepsLarger fills the recycled buffers with small
-// ones, as a connection that carried small attachments leaves them, and
-// checks that large attachments after them are still read into a recycled
-// buffer instead of a new one each time.
-func TestReaderRecycleKeepsLarger(t *testing.T) {
-	const large = 64 << 10
-	var stream []byte
-	for range 3 {
-		stream = append(stream, inlinePacket(t, bytes.Repeat([]byte{7}, large))...)
-	}
-	r := NewReader(bytes.NewReader(stream), Limits{})
-	data := func() []byte {
-		p, err := r.ReadPacket()
-		require.NoError(t, err)
-		return p.(*Frame).Media.(*frame.InlineMedia).Data
-	}
-	for range maxRecycled {
-		r.Recycle(make([]byte, 64))
-	}
-	first := data() // no recycled buffer fits: new
-	require.Len(t, first, large)
-	r.Recycle(first)
-	require.Len(t, r.free, maxRecycled, "recycled buffers are bounded")
-	second := data()
-	require.Same(t, &first[0], &second[0], "the large buffer was kept and reused")
-	r.Recycle(second)
-	r.Recycle(make([]byte, 64)) // smaller than every kept buffer but the others: one of those goes
-	third := data()
-	require.Same(t, &first[0], &third[0], "a small buffer never displaces the large one")
 }
 
 func TestReaderRecycleConcurrent(t *testing.T) {
@@ -791,7 +730,7 @@ func TestReaderRecycleConcurrent(t *testing.T) {
 	for i := range n {
 		stream = append(stream, inlinePacket(t, bytes.Repeat([]byte{byte(i)}, 1000+i))...)
 	}
-	r := NewReader(bytes.NewReader(stream), Limits{})
+	r := packetio.NewReader(bytes.NewReader(stream), wire.Limits{})
 	back := make(chan []byte, 8) // bounded: the consumer hands data back through it
 	consumed := make(chan struct{})
 	go func() { // stopped by closing back
@@ -803,7 +742,7 @@ func TestReaderRecycleConcurrent(t *testing.T) {
 	for i := range n {
 		p, err := r.ReadPacket()
 		require.NoError(t, err)
-		d := p.(*Frame).Media.(*frame.InlineMedia).Data
+		d := p.(*wire.Frame).Media.(*frame.InlineMedia).Data
 		require.Equal(t, bytes.Repeat([]byte{byte(i)}, 1000+i), d)
 		back <- d
 	}
@@ -828,7 +767,7 @@ func TestReaderPacketBuffered(t *testing.T) {
 	all, want := goldenStream(t)
 	for i := 0; i <= len(all); i++ {
 		src := &readCounter{src: io.MultiReader(bytes.NewReader(all[:i]), bytes.NewReader(all[i:]))}
-		r := NewReader(src, Limits{})
+		r := packetio.NewReader(src, wire.Limits{})
 		require.False(t, r.PacketBuffered(), "split at %d: nothing read yet", i)
 		sawTrue := false
 		for n := 0; n < len(want); n++ {
@@ -846,9 +785,9 @@ func TestReaderPacketBuffered(t *testing.T) {
 			require.True(t, sawTrue, "one read holds every packet: all but the first are buffered")
 		}
 	}
-	r := NewReader(bytes.NewReader(prefix(0, 0)), Limits{})
+	r := packetio.NewReader(bytes.NewReader(prefix(0, 0)), wire.Limits{})
 	_, err := r.ReadPacket()
-	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorIs(t, err, wire.ErrProtocol)
 	require.True(t, r.PacketBuffered(), "a sticky error returns without reading")
 }
 
@@ -856,9 +795,9 @@ func TestReaderPacketBuffered(t *testing.T) {
 // is what a plain Reader returns; other packets are new as ever.
 func TestReaderReuseFrames(t *testing.T) {
 	all, want := goldenStream(t)
-	r := NewReader(bytes.NewReader(all), Limits{})
+	r := packetio.NewReader(bytes.NewReader(all), wire.Limits{})
 	r.ReuseFrames()
-	var reused *Frame
+	var reused *wire.Frame
 	frames := 0
 	for i := 0; ; i++ {
 		p, err := r.ReadPacket()
@@ -867,7 +806,7 @@ func TestReaderReuseFrames(t *testing.T) {
 			break
 		}
 		require.NoError(t, err)
-		f, ok := p.(*Frame)
+		f, ok := p.(*wire.Frame)
 		if !ok {
 			require.Equal(t, want[i], p)
 			continue
@@ -877,10 +816,9 @@ func TestReaderReuseFrames(t *testing.T) {
 			reused = f
 		}
 		require.Same(t, reused, f, "packet %d", i)
-		require.Equal(t, want[i].(*Frame).Frame, f.Frame, "packet %d", i)
+		require.Equal(t, want[i].(*wire.Frame).Frame, f.Frame, "packet %d", i)
 	}
 	require.Greater(t, frames, 1)
-	require.Zero(t, testing.AllocsPerRun(100, func() { _ = r.dec.newFrame() }))
 }
 
 // A read deadline that passes inside a packet, in its prefix, its header
@@ -892,32 +830,32 @@ func TestReaderDeadlineKeepsStep(t *testing.T) {
 	require.NoError(t, err)
 	small, err := frame.NewChunk("c1", frame.ProviderToCaller, 2, frame.MustPayload(map[string]any{"text": "after"}), nil)
 	require.NoError(t, err)
-	var wire []byte
+	var stream []byte
 	for _, f := range []frame.Frame{media, small} {
 		var att []byte
-		wire, att, err = AppendPacket(wire, &Frame{Frame: f}, DefaultLimits())
+		stream, att, err = wire.AppendPacket(stream, &wire.Frame{Frame: f}, packetio.DefaultLimits())
 		require.NoError(t, err)
-		wire = append(wire, att...)
+		stream = append(stream, att...)
 	}
-	hdrLen := int(binary.BigEndian.Uint32(wire))
-	for _, cut := range []int{3, PrefixLen + 2, PrefixLen + hdrLen + 10, PrefixLen + hdrLen + 60000} {
+	hdrLen := int(binary.BigEndian.Uint32(stream))
+	for _, cut := range []int{3, protocol.PrefixLen + 2, protocol.PrefixLen + hdrLen + 10, protocol.PrefixLen + hdrLen + 60000} {
 		a, b := socketPair(t)
-		r := NewReader(b, DefaultLimits())
-		_, err := a.Write(wire[:cut])
+		r := packetio.NewReader(b, packetio.DefaultLimits())
+		_, err := a.Write(stream[:cut])
 		require.NoError(t, err)
 		require.NoError(t, b.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
 		_, err = r.ReadPacket()
 		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "cut at %d", cut)
 		require.NoError(t, b.SetReadDeadline(time.Time{}))
-		go a.Write(wire[cut:]) // the socket buffer may not take it all at once
+		go a.Write(stream[cut:]) // the socket buffer may not take it all at once
 		p, err := r.ReadPacket()
 		require.NoError(t, err, "cut at %d", cut)
-		got := p.(*Frame).Frame
+		got := p.(*wire.Frame).Frame
 		require.Equal(t, uint64(1), got.Sequence)
 		require.Equal(t, data, got.Media.(*frame.InlineMedia).Data, "cut at %d", cut)
 		p, err = r.ReadPacket()
 		require.NoError(t, err, "cut at %d", cut)
-		require.Equal(t, uint64(2), p.(*Frame).Sequence)
+		require.Equal(t, uint64(2), p.(*wire.Frame).Sequence)
 		a.Close()
 		_, err = r.ReadPacket()
 		require.ErrorIs(t, err, io.EOF)
@@ -953,11 +891,11 @@ func TestPayloadsShareNothingWritable(t *testing.T) {
 		want = append(want, p)
 		stream = append(stream, pkt(hdr(chunkKV(len(sizes)+i+1, p)...), nil)...)
 	}
-	ps := readAll(t, NewReader(bytes.NewReader(stream), Limits{}))
+	ps := readAll(t, packetio.NewReader(bytes.NewReader(stream), wire.Limits{}))
 	require.Len(t, ps, len(want))
 	var got []frame.Payload
 	for _, p := range ps {
-		got = append(got, p.(*Frame).Payload)
+		got = append(got, p.(*wire.Frame).Payload)
 	}
 	for i := range got {
 		require.Equal(t, want[i], got[i], "payload %d", i)
@@ -977,11 +915,11 @@ func TestPayloadsShareNothingWritable(t *testing.T) {
 // A frame whose call id is the one ExpectCallID gave shares its string.
 func TestExpectCallIDSharesTheString(t *testing.T) {
 	id := strings.Clone("c1")
-	r := NewReader(bytes.NewReader(pkt(hdr(chunkKV(1, frame.MustPayload(map[string]any{"a": 1}))...), nil)), Limits{})
+	r := packetio.NewReader(bytes.NewReader(pkt(hdr(chunkKV(1, frame.MustPayload(map[string]any{"a": 1}))...), nil)), wire.Limits{})
 	r.ExpectCallID(id)
 	p, err := r.ReadPacket()
 	require.NoError(t, err)
-	got := p.(*Frame).CallID
+	got := p.(*wire.Frame).CallID
 	require.Equal(t, id, got)
 	require.True(t, unsafe.StringData(got) == unsafe.StringData(id), "the call id was copied")
 }
@@ -990,13 +928,13 @@ func TestExpectCallIDSharesTheString(t *testing.T) {
 // the Reader allocates a call id once per call, not once per frame.
 func TestRepeatedCallIDSharesTheString(t *testing.T) {
 	one := pkt(hdr(chunkKV(1, frame.MustPayload(map[string]any{"a": 1}))...), nil)
-	r := NewReader(bytes.NewReader(append(bytes.Clone(one), one...)), Limits{})
+	r := packetio.NewReader(bytes.NewReader(append(bytes.Clone(one), one...)), wire.Limits{})
 	p1, err := r.ReadPacket()
 	require.NoError(t, err)
-	first := p1.(*Frame).CallID
+	first := p1.(*wire.Frame).CallID
 	p2, err := r.ReadPacket()
 	require.NoError(t, err)
-	second := p2.(*Frame).CallID
+	second := p2.(*wire.Frame).CallID
 	require.Equal(t, "c1", second)
 	require.True(t, unsafe.StringData(first) == unsafe.StringData(second), "the call id was copied")
 }

@@ -911,7 +911,7 @@ func (x *exporter) useTool(c *call) {
 
 // schemaJSON returns a tool schema as JSON; nil (any object) is
 // {"type":"object"}.
-func schemaJSON(s wire.Schema) json.RawMessage {
+func schemaJSON(s map[string]any) json.RawMessage {
 	if s == nil {
 		return json.RawMessage(`{"type":"object"}`)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
-	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // Limits of the tools' arguments, also stated in their schemas.
@@ -34,7 +34,7 @@ const (
 	// defaultMediaChunk is media's chunk size when the arguments give none.
 	defaultMediaChunk = 65536
 	// maxMediaChunk bounds media's chunk size: the default max_attachment.
-	maxMediaChunk = wire.DefaultMaxAttachment
+	maxMediaChunk = protocol.DefaultMaxAttachment
 	// MediaType is the media type of media's chunks.
 	MediaType = "application/octet-stream"
 )
@@ -65,8 +65,8 @@ func Tools(opts Options) []child.Tool {
 	return tools
 }
 
-func object(props map[string]any, required ...string) wire.Schema {
-	s := wire.Schema{"type": "object", "properties": props, "additionalProperties": false}
+func object(props map[string]any, required ...string) map[string]any {
+	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 	if len(required) > 0 {
 		req := make([]any, len(required))
 		for i, r := range required {
@@ -91,7 +91,7 @@ func integer(min, max int64, def *int64) map[string]any {
 func ptr(v int64) *int64 { return &v }
 
 // anyObject is the schema of a payload that may be any JSON object.
-func anyObject() wire.Schema { return wire.Schema{"type": "object"} }
+func anyObject() map[string]any { return map[string]any{"type": "object"} }
 
 func echo() child.Tool {
 	return child.Tool{
@@ -282,7 +282,7 @@ func sleep(testTools bool) child.Tool {
 			if a.IgnoreCancel && !testTools {
 				return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: ignore_cancel needs --test-tools"}
 			}
-			d := wire.Millis(a.MS) // a huge ms sleeps for ever rather than not at all
+			d := protocol.Millis(a.MS) // a huge ms sleeps for ever rather than not at all
 			if a.IgnoreCancel {
 				time.Sleep(d)
 			} else {

@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/skulkrt/skulk/wire"
 )
 
 // docTool is what docs/demo-tools.md says of one tool: its schemas by
@@ -66,10 +64,10 @@ func readDemoDoc(t *testing.T) ([]string, map[string]docTool) {
 
 // asJSON is s as encoding/json reads it back (numbers float64, arrays
 // []any); nil, "any object", is {"type": "object"} as the page writes it.
-func asJSON(t *testing.T, s wire.Schema) any {
+func asJSON(t *testing.T, s map[string]any) any {
 	t.Helper()
 	if s == nil {
-		s = wire.Schema{"type": "object"}
+		s = map[string]any{"type": "object"}
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -108,7 +106,7 @@ func TestDocMatchesTools(t *testing.T) {
 			if tool.Description != desc {
 				t.Errorf("%s (test tools %v): description %q, demo-tools.md says %q", tool.ID, testTools, tool.Description, desc)
 			}
-			for field, s := range map[string]wire.Schema{
+			for field, s := range map[string]map[string]any{
 				args: tool.ArgumentsSchema, "input": tool.InputSchema,
 				"output": tool.OutputSchema, "result": tool.ResultSchema,
 			} {

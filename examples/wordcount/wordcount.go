@@ -10,7 +10,6 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/wire"
 )
 
 // Options returns the provider's options. onCancel, when not nil, is
@@ -19,17 +18,17 @@ func Options(onCancel func(cause error)) child.Options {
 	return child.Options{Tools: []child.Tool{{
 		ID:          "count_words",
 		Description: "Counts the words of each text chunk that are at least min_length long.",
-		ArgumentsSchema: wire.Schema{"type": "object", "properties": map[string]any{
+		ArgumentsSchema: map[string]any{"type": "object", "properties": map[string]any{
 			"min_length": map[string]any{"type": "integer", "minimum": 1, "default": 1},
 		}},
-		InputSchema: wire.Schema{"type": "object", "required": []any{"text"}, "properties": map[string]any{
+		InputSchema: map[string]any{"type": "object", "required": []any{"text"}, "properties": map[string]any{
 			"text": map[string]any{"type": "string"},
 		}},
 		Handler: countWords,
 	}, {
 		ID:          "wait",
 		Description: "Sends {\"waiting_ms\": ms}, then waits ms milliseconds, or until cancelled.",
-		ArgumentsSchema: wire.Schema{"type": "object", "required": []any{"ms"}, "properties": map[string]any{
+		ArgumentsSchema: map[string]any{"type": "object", "required": []any{"ms"}, "properties": map[string]any{
 			"ms": map[string]any{"type": "integer", "minimum": 0},
 		}},
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -18,8 +19,8 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // BenchmarkSmallFramesOverSocket sends small chunk frames over a Unix
 // socket pair: "stream" through a Writer in Stream mode (the flusher
-// coalesces what is queued while a write is under way) and wire.Reader,
-// "plain" through wire.Writer (one write per packet), "raw64" as one
+// coalesces what is queued while a write is under way) and packetio.Reader,
+// "plain" as packetio.WritePacket (one write per packet), "raw64" as one
 // 64-byte write syscall per message read in bulk. One op is one frame
 // written and read. Target: stream at least the raw64 rate
 // (docs/performance.md, "Benchmarks of the main module").
@@ -34,7 +35,7 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 		defer ub.Close()
 		defer ua.Close()
 		next := write(ua)
-		r := wire.NewReader(ub, wire.Limits{})
+		r := packetio.NewReader(ub, wire.Limits{})
 		b.ReportAllocs()
 		b.ResetTimer()
 		done := make(chan error, 1)
@@ -68,8 +69,7 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 	})
 	b.Run("plain", func(b *testing.B) {
 		run(b, func(dst io.Writer) func() error {
-			w := wire.NewWriter(dst, wire.Limits{})
-			return func() error { return w.WritePacket(p) }
+			return func() error { return packetio.WritePacket(dst, p, wire.Limits{}) }
 		})
 	})
 	b.Run("raw64", func(b *testing.B) {

@@ -2,6 +2,7 @@ package coalesce
 
 import (
 	"errors"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 	"io"
 	"testing"
@@ -13,7 +14,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // readAll reads packets from r up to a clean EOF.
-func readAll(t *testing.T, r *wire.Reader) []wire.Packet {
+func readAll(t *testing.T, r *packetio.Reader) []wire.Packet {
 	t.Helper()
 	var ps []wire.Packet
 	for {

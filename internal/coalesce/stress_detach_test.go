@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 	"io"
 	"math/rand/v2"
@@ -114,7 +115,7 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 	go func() {
 		defer close(readDone)
 		defer io.Copy(io.Discard, b) // keep draining after an error so nothing hangs
-		r := wire.NewReader(&slowReader{r: b, rnd: rand.New(rand.NewPCG(99, 1))}, wire.Limits{})
+		r := packetio.NewReader(&slowReader{r: b, rnd: rand.New(rand.NewPCG(99, 1))}, wire.Limits{})
 		for {
 			p, err := r.ReadPacket()
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/writev"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -136,7 +137,7 @@ type attachment struct {
 // Effective) and starts its flusher. The caller must call Close.
 func New(dst io.Writer, l wire.Limits) *Writer {
 	w := &Writer{
-		limits: l.Effective(), queued: 1,
+		limits: packetio.Effective(l), queued: 1,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 		cur: &batch{}, spare: &batch{},
 	}
@@ -178,7 +179,7 @@ func (w *Writer) SetWriteDeadline(t time.Time) error {
 // SetLimits replaces the Writer's limits, as after a handshake.
 func (w *Writer) SetLimits(l wire.Limits) {
 	w.mu.Lock()
-	w.limits = l.Effective()
+	w.limits = packetio.Effective(l)
 	w.mu.Unlock()
 }
 
@@ -242,9 +243,10 @@ const (
 // without a non-blocking descriptor, an attachment already being written
 // is waited for to the end.
 //
-// Errors: a *wire.InvalidError for a packet that breaks the rules (nothing
-// is queued; the connection is unaffected), wire.ErrHeaderLength or
-// wire.ErrAttachmentLength for one over the limits, the connection's write
+// Errors: a *protocol.InvalidError for a packet that breaks the rules
+// (nothing is queued; the connection is unaffected),
+// protocol.ErrHeaderLength or protocol.ErrAttachmentLength (both matching
+// wire.ErrTooLarge) for one over the limits, the connection's write
 // error once a write failed (every later call returns it too), ErrClosed
 // after Close.
 func (w *Writer) Write(ctx context.Context, mode Mode, ps ...wire.Packet) error {

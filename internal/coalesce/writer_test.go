@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/skulkrt/skulk/internal/testnet"
-	"github.com/skulkrt/skulk/wire"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -17,8 +15,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/wire"
+
 	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/frame"
 )
 
 // gateWriter lets Writes through only once gate is closed, and records them.
@@ -59,7 +63,7 @@ func (g *gateWriter) bytes() []byte {
 func gatedChunkWriter(t testing.TB) (*gateWriter, *Writer, *wire.Frame, []byte) {
 	g := newGateWriter()
 	p := smallChunk(t, "c1", 1)
-	enc, err := wire.Encode(p, wire.Limits{})
+	enc, err := packetio.Encode(p, wire.Limits{})
 	require.NoError(t, err)
 	return g, New(g, wire.Limits{}), p, enc
 }
@@ -87,7 +91,7 @@ func TestWriterCoalesces(t *testing.T) {
 		require.Equal(t, 2, g.count(), "packet 1 alone, then the %d queued behind it in one write", n-1)
 		require.NoError(t, w.Close())
 
-		r := wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
+		r := packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
 		for i := uint64(1); i <= n; i++ {
 			p, err := r.ReadPacket()
 			require.NoError(t, err)
@@ -270,7 +274,7 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 	n := <-sent
 	require.Positive(t, n)
 	// Everything sent arrives, in order, as whole packets.
-	r := wire.NewReader(ub, wire.Limits{})
+	r := packetio.NewReader(ub, wire.Limits{})
 	ub.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for i := range n {
 		p, err := r.ReadPacket()
@@ -364,7 +368,7 @@ func TestWriterCopiesSmallAttachment(t *testing.T) {
 		close(g.gate)
 		require.NoError(t, w.Close())
 		require.Equal(t, 2, g.count(), "the ping, then every small attachment in one write")
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Equal(t, append([]wire.Packet{&wire.Ping{Nonce: 1}}, want...), got)
 	})
 }
@@ -444,7 +448,7 @@ func TestWriterClose(t *testing.T) {
 	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Ping{}), ErrClosed)
 	require.NoError(t, w.Flush())
 	mu.Lock()
-	got := readAll(t, wire.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
+	got := readAll(t, packetio.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
 	mu.Unlock()
 	require.Len(t, got, 10)
 	require.Equal(t, &wire.Ping{Nonce: 9}, got[9])
@@ -477,16 +481,16 @@ func TestWriterRefusesInvalidAndKeepsGoing(t *testing.T) {
 	w := New(&buf, wire.Limits{MaxAttachment: 8})
 	bad := smallChunk(t, "c1", 1)
 	bad.Sequence = 0
-	var inv *wire.InvalidError
+	var inv *protocol.InvalidError
 	require.ErrorAs(t, w.Write(context.Background(), Stream, bad), &inv)
 	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: make([]byte, 9), MediaType: "a/b"})
 	require.NoError(t, err)
-	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}), wire.ErrAttachmentLength)
+	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}), protocol.ErrAttachmentLength)
 	w.SetLimits(wire.Limits{MaxAttachment: 9})
 	require.NoError(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}))
 	require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 5}))
 	require.NoError(t, w.Close())
-	got := readAll(t, wire.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
+	got := readAll(t, packetio.NewReader(bytes.NewReader(buf.Bytes()), wire.Limits{}))
 	require.Equal(t, []wire.Packet{&wire.Frame{Frame: f}, &wire.Ping{Nonce: 5}}, got)
 }
 
@@ -526,7 +530,7 @@ func TestWriterConcurrentOverSocket(t *testing.T) {
 		// A reader that stops early closes ub, so the writers fail
 		// rather than block on a full socket and hang the test.
 		defer ub.Close()
-		r := wire.NewReader(ub, wire.Limits{})
+		r := packetio.NewReader(ub, wire.Limits{})
 		for {
 			p, err := r.ReadPacket()
 			if err != nil {
@@ -565,7 +569,7 @@ func TestWriterBackpressureOverSocket(t *testing.T) {
 	require.NoError(t, ua.SetWriteDeadline(time.Now().Add(500*time.Millisecond)))
 	w := New(ua, wire.Limits{})
 	p := smallChunk(t, "c1", 1)
-	enc, err := wire.Encode(p, wire.Limits{})
+	enc, err := packetio.Encode(p, wire.Limits{})
 	require.NoError(t, err)
 	const limit = 64 << 20 // far more than socket buffers and queue hold
 	sent := 0
@@ -612,7 +616,7 @@ func TestWriterDirectWriteThenQueue(t *testing.T) {
 		// Header and attachment (two buffers of one vectored write), then
 		// the three pings in one write.
 		require.Equal(t, 3, g.count())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Equal(t, []wire.Packet{media, &wire.Ping{Nonce: 0}, &wire.Ping{Nonce: 1}, &wire.Ping{Nonce: 2}}, got)
 	})
 }
@@ -651,7 +655,7 @@ func TestWriterTryWrite(t *testing.T) {
 		close(g.gate)
 		require.NoError(t, w.Flush())
 		require.NoError(t, w.Close())
-		r := wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
+		r := packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{})
 		for i := 1; i <= queued; i++ {
 			p, err := r.ReadPacket()
 			require.NoError(t, err)
@@ -702,7 +706,7 @@ func TestWriterCork(t *testing.T) {
 		require.Zero(t, g.count(), "written before the Uncork")
 		require.NoError(t, w.Uncork())
 		require.Equal(t, 1, g.count(), "Uncork returned before the write, or wrote more than once")
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, 4)
 		for i, p := range got {
 			require.Equal(t, uint64(i+1), p.(*wire.Frame).Sequence)
@@ -730,7 +734,7 @@ func TestWriterCorkedStillDrains(t *testing.T) {
 		}
 		require.NoError(t, w.Uncork())
 		require.NoError(t, w.Flush())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, int(seq-1))
 	})
 }
@@ -787,7 +791,7 @@ func TestWriterReply(t *testing.T) {
 		time.Sleep(2 * quietGap)
 		direct(4)
 		require.Equal(t, 4, g.count())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Len(t, got, 4)
 		require.NoError(t, w.Close()) // nothing queued: no write to wait for
 	})
@@ -810,7 +814,7 @@ func TestWriterRequest(t *testing.T) {
 			return w.Write(context.Background(), Request, smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &wire.Ping{Nonce: 3})
 		})
 		require.Equal(t, 1, g.count())
-		got := readAll(t, wire.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
+		got := readAll(t, packetio.NewReader(bytes.NewReader(g.bytes()), wire.Limits{}))
 		require.Equal(t, []wire.Packet{smallChunk(t, "c1", 1), smallChunk(t, "c1", 2), &wire.Ping{Nonce: 3}}, got)
 		require.NoError(t, w.Close())
 	})
@@ -906,7 +910,7 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 		}
 		sendErr <- w.Flush()
 	}()
-	r := wire.NewReader(ub, wire.Limits{})
+	r := packetio.NewReader(ub, wire.Limits{})
 	ub.SetReadDeadline(time.Now().Add(60 * time.Second))
 	for seq := uint64(1); seq <= n; seq++ {
 		if seq%200 == 0 {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 	"io"
@@ -180,7 +181,7 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 				}
 				after := &wire.Frame{Frame: frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: seq + 1, Kind: frame.KindCompleted}}
 				require.NoError(t, w.Write(context.Background(), Stream, after))
-				r := wire.NewReader(b, wire.Limits{})
+				r := packetio.NewReader(b, wire.Limits{})
 				for s := uint64(1); s <= seq; s++ {
 					p, err := r.ReadPacket()
 					require.NoError(t, err)
@@ -269,7 +270,7 @@ func TestWriterBlockingFileDetachWaits(t *testing.T) {
 	p2 := media(2)
 	go func() { second <- w.Write(ctx, Stream, p2) }() // queued behind the first
 	waitWriter(t, w, "the second packet was never queued", func(w *Writer) bool { return len(w.cur.atts) == 1 })
-	r := wire.NewReader(b, wire.Limits{})
+	r := packetio.NewReader(b, wire.Limits{})
 	_, err = r.ReadPacket() // the first: the flusher goes on with the second, blocked
 	require.NoError(t, err)
 	require.NoError(t, <-first)
@@ -323,7 +324,7 @@ func TestWriterRequestDoesNotWait(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("a Request waited for the peer to read")
 			}
-			r := wire.NewReader(b, wire.Limits{})
+			r := packetio.NewReader(b, wire.Limits{})
 			for i := uint64(1); i <= 64; i++ {
 				p, err := r.ReadPacket()
 				require.NoError(t, err)
@@ -359,7 +360,7 @@ func TestWriterRequestThenFlush(t *testing.T) {
 			t.Fatalf("Flush returned %v before the peer read the rest", err)
 		case <-time.After(100 * time.Millisecond):
 		}
-		r := wire.NewReader(b, wire.Limits{})
+		r := packetio.NewReader(b, wire.Limits{})
 		for i := uint64(1); i <= 64; i++ {
 			p, err := r.ReadPacket()
 			require.NoError(t, err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -70,7 +72,7 @@ type Host struct {
 	control     net.Conn
 	streamsPath string
 	wmu         sync.Mutex // held by a write, which may set control's write deadline
-	w           *wire.Writer
+	w           func(wire.Packet) error
 	cfg         Config
 
 	packets chan wire.Packet // control packets read; see controlQueue
@@ -97,7 +99,7 @@ func NewHost(control net.Conn, streamsPath string) *Host {
 func NewHostConfig(control net.Conn, streamsPath string, cfg Config) *Host {
 	h := &Host{
 		control: control, streamsPath: streamsPath, cfg: cfg.withDefaults(),
-		w:       wire.NewWriter(control, wire.Limits{}),
+		w:       func(p wire.Packet) error { return packetio.WritePacket(control, p, wire.Limits{}) },
 		packets: make(chan wire.Packet, controlQueue),
 		done:    make(chan struct{}), stop: make(chan struct{}),
 	}
@@ -108,7 +110,7 @@ func NewHostConfig(control net.Conn, streamsPath string, cfg Config) *Host {
 func (h *Host) read() {
 	defer close(h.done)
 	defer close(h.packets)
-	r := wire.NewReader(h.control, wire.Limits{})
+	r := packetio.NewReader(h.control, wire.Limits{})
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -170,17 +172,17 @@ func (h *Host) Hello(ctx context.Context) (*wire.Hello, error) {
 	}
 	hello, ok := p.(*wire.Hello)
 	if !ok {
-		return nil, fmt.Errorf("%w: want hello, got %s", h.cfg.ErrUnexpected, p.Type())
+		return nil, fmt.Errorf("%w: want hello, got %s", h.cfg.ErrUnexpected, packetio.TypeOf(p))
 	}
 	return hello, nil
 }
 
 // DefaultStartup returns the startup Handshake sends when given nil:
 // protocol wire.ProtocolVersion, child id "test", default limits, health
-// interval 1 s, cancel grace 1 s, ingress queue wire.IngressQueue.
+// interval 1 s, cancel grace 1 s, ingress queue protocol.IngressQueue.
 func DefaultStartup() *wire.Startup {
-	return &wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "test", Limits: wire.DefaultLimits(),
-		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: wire.IngressQueue}
+	return &wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "test", Limits: packetio.DefaultLimits(),
+		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: protocol.IngressQueue}
 }
 
 // Handshake waits for hello and answers with st (DefaultStartup when nil).
@@ -206,7 +208,7 @@ func (h *Host) Write(p wire.Packet) error {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
 	defer h.cfg.writeBound(h.control)()
-	return h.cfg.writeError("control", h.w.WritePacket(p))
+	return h.cfg.writeError("control", h.w(p))
 }
 
 // WriteRaw writes b on the control connection as it is, after everything
@@ -335,7 +337,7 @@ func (h *Host) Dial(ctx context.Context) (*Stream, error) {
 type Stream struct {
 	// Conn is the connection, for what the methods do not do.
 	Conn *net.UnixConn
-	r    *wire.Reader
+	r    *packetio.Reader
 	wmu  sync.Mutex
 	cfg  Config
 }
@@ -345,7 +347,7 @@ func NewStream(c *net.UnixConn) *Stream { return NewStreamConfig(c, Config{}) }
 
 // NewStreamConfig is NewStream with cfg.
 func NewStreamConfig(c *net.UnixConn, cfg Config) *Stream {
-	return &Stream{Conn: c, r: wire.NewReader(c, wire.Limits{}), cfg: cfg.withDefaults()}
+	return &Stream{Conn: c, r: packetio.NewReader(c, wire.Limits{}), cfg: cfg.withDefaults()}
 }
 
 // WriteRaw writes bytes as they are, waiting at most Config.Timeout when
@@ -376,7 +378,7 @@ func (s *Stream) WriteRawBy(b []byte, deadline time.Time) error {
 
 // Write encodes p and writes it, returning when the kernel took every byte.
 func (s *Stream) Write(p wire.Packet) error {
-	b, err := wire.Encode(p, wire.Limits{})
+	b, err := packetio.Encode(p, wire.Limits{})
 	if err != nil {
 		return err
 	}
@@ -548,7 +550,7 @@ func (s *Stream) ReadCall(callID string, deadline time.Time) (*Result, error) {
 			res.End = true
 			return res, nil
 		default:
-			return res, fmt.Errorf("%w: unexpected %s", s.cfg.ErrProviderRules, p.Type())
+			return res, fmt.Errorf("%w: unexpected %s", s.cfg.ErrProviderRules, packetio.TypeOf(p))
 		}
 	}
 }

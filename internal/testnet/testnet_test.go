@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 	"go.uber.org/goleak"
 )
@@ -34,25 +36,25 @@ func TestHostOverSocketPair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Play the child on b: hello, then a pong for the ping.
-	cw := wire.NewWriter(b, wire.Limits{})
-	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
+	cw := func(p wire.Packet) error { return packetio.WritePacket(b, p, wire.Limits{}) }
+	if err := cw(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.Handshake(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	r := wire.NewReader(b, wire.Limits{})
+	r := packetio.NewReader(b, wire.Limits{})
 	p, err := r.ReadPacket()
-	if err != nil || p.Type() != wire.TypeStartup {
+	if err != nil || packetio.TypeOf(p) != protocol.TypeStartup {
 		t.Fatalf("got %v, %v", p, err)
 	}
 	pongs := make(chan error, 1)
 	go func() {
 		p, err := r.ReadPacket()
 		if err == nil {
-			err = cw.WritePacket(&wire.Bye{})
+			err = cw(&wire.Bye{})
 			if err == nil {
-				err = cw.WritePacket(&wire.Pong{Nonce: p.(*wire.Ping).Nonce})
+				err = cw(&wire.Pong{Nonce: p.(*wire.Ping).Nonce})
 			}
 		}
 		pongs <- err

@@ -7,7 +7,6 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/mpack"
-	"github.com/skulkrt/skulk/wire"
 )
 
 // argDefaults is what filling in a tool's argument defaults needs, worked
@@ -15,9 +14,9 @@ import (
 // their arguments on untouched, or get the missing top-level defaults
 // spliced in without decoding anything.
 type argDefaults struct {
-	schema  wire.Schema  // the arguments schema; nil: no schema
-	general bool         // defaults inside nested objects: withDefaults decodes every call
-	top     []topDefault // the top-level properties with a default, sorted by name; at most 64
+	schema  map[string]any // the arguments schema; nil: no schema
+	general bool           // defaults inside nested objects: withDefaults decodes every call
+	top     []topDefault   // the top-level properties with a default, sorted by name; at most 64
 }
 
 // topDefault is one top-level property with a default.
@@ -27,7 +26,7 @@ type topDefault struct {
 	kv   []byte // the name and the default, encoded as a map entry
 }
 
-func newArgDefaults(schema wire.Schema) *argDefaults {
+func newArgDefaults(schema map[string]any) *argDefaults {
 	d := &argDefaults{schema: schema}
 	if schema == nil {
 		return d

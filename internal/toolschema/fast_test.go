@@ -11,7 +11,7 @@ import (
 )
 
 // fastSchemas are schemas inside fastNode's subset, as tools write them.
-var fastSchemas = map[string]wire.Schema{
+var fastSchemas = map[string]map[string]any{
 	"any-object": {"type": "object"},
 	"empty":      {},
 	"count-output": {"type": "object", "additionalProperties": false, "required": []any{"i"},
@@ -104,7 +104,7 @@ func TestFastSchemaAgreesWithLibrary(t *testing.T) {
 
 // Schemas outside the subset are left to the library alone.
 func TestFastSchemaFallsBack(t *testing.T) {
-	for _, s := range []wire.Schema{
+	for _, s := range []map[string]any{
 		{"type": "object", "properties": map[string]any{"s": map[string]any{"pattern": "^a"}}},
 		{"enum": []any{"a"}},
 		{"$ref": "#/$defs/x", "$defs": map[string]any{"x": map[string]any{}}},
@@ -186,7 +186,7 @@ func TestFastSchemaRandom(t *testing.T) {
 // The defaults worked out at catalogue time fill in what withDefaults
 // fills in, byte for byte for canonical payloads.
 func TestArgDefaultsAgree(t *testing.T) {
-	schemas := []wire.Schema{
+	schemas := []map[string]any{
 		nil,
 		{"type": "object"},
 		{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}, "size": map[string]any{"type": "integer", "default": int64(0)}}},
@@ -232,7 +232,7 @@ func TestFastSchemaSubsetCompiles(t *testing.T) {
 			t.Errorf("%s: the library does not compile it: %v", name, err)
 		}
 	}
-	for _, s := range []wire.Schema{
+	for _, s := range []map[string]any{
 		{"type": []any{"string", "string"}},
 		{"required": []any{"a", "a"}},
 		{"title": int64(5)},
@@ -248,7 +248,7 @@ func TestFastSchemaSubsetCompiles(t *testing.T) {
 			t.Errorf("%v: compiled (shortcut %v)", s, v.fast != nil)
 		}
 	}
-	if _, err := NewCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: wire.Schema{"type": "object", "title": int64(5)}}}); err == nil {
+	if _, err := NewCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: map[string]any{"type": "object", "title": int64(5)}}}); err == nil {
 		t.Error("a malformed schema compiled")
 	}
 }
@@ -256,7 +256,7 @@ func TestFastSchemaSubsetCompiles(t *testing.T) {
 // A payload the shortcut cannot accept compiles the library's schema on
 // first use and gets its explanation.
 func TestFastSchemaLibraryOnDemand(t *testing.T) {
-	v, err := newValidator("arguments", wire.Schema{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "integer"}}})
+	v, err := newValidator("arguments", map[string]any{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "integer"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ type Validator struct {
 }
 
 // newValidator compiles schema s, named which in its errors.
-func newValidator(which string, s wire.Schema) (*Validator, error) {
+func newValidator(which string, s map[string]any) (*Validator, error) {
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func NewCatalog(tools []wire.Tool) (*Catalog, error) {
 		t := &Tool{Desc: d, defaults: newArgDefaults(d.ArgumentsSchema)}
 		for _, s := range []struct {
 			key, which string
-			src        wire.Schema
+			src        map[string]any
 			dst        **Validator
 		}{
 			{"arguments_schema", "arguments", d.ArgumentsSchema, &t.Arguments}, {"input_schema", "input", d.InputSchema, &t.Input},
@@ -329,7 +329,7 @@ func describe(v any) string {
 // arguments schema, at the top level and inside nested objects the schema
 // describes with "properties". It returns args unchanged when nothing is
 // missing.
-func withDefaults(schema wire.Schema, args frame.Payload) (frame.Payload, error) {
+func withDefaults(schema map[string]any, args frame.Payload) (frame.Payload, error) {
 	if schema == nil {
 		return args, nil
 	}

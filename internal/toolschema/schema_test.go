@@ -10,7 +10,7 @@ import (
 )
 
 func TestSchemaErrors(t *testing.T) {
-	schema := wire.Schema{
+	schema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"name":  map[string]any{"type": "string", "maxLength": int8(3), "pattern": "^[a-z]+$"},
@@ -80,7 +80,7 @@ func TestSchemaErrors(t *testing.T) {
 	}
 	// Nothing to fill: the payload is passed on as it is.
 	p := frame.MustPayload(map[string]any{"name": "ab"})
-	if got, _ := withDefaults(wire.Schema{"type": "object"}, p); string(got) != string(p) {
+	if got, _ := withDefaults(map[string]any{"type": "object"}, p); string(got) != string(p) {
 		t.Fatal("payload rewritten without defaults")
 	}
 }
@@ -88,8 +88,8 @@ func TestSchemaErrors(t *testing.T) {
 func TestCatalogRefusesBadSchemas(t *testing.T) {
 	for _, tools := range [][]wire.Tool{
 		{{ID: "a"}, {ID: "a"}},
-		{{ID: "a", InputSchema: wire.Schema{"type": "no-such-type"}}},
-		{{ID: "a", OutputSchema: wire.Schema{"$ref": "https://example.com/remote.json"}}},
+		{{ID: "a", InputSchema: map[string]any{"type": "no-such-type"}}},
+		{{ID: "a", OutputSchema: map[string]any{"$ref": "https://example.com/remote.json"}}},
 	} {
 		if _, err := NewCatalog(tools); err == nil {
 			t.Errorf("%+v: compiled", tools)

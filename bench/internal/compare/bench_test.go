@@ -17,6 +17,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -261,7 +262,7 @@ func benchWireCall(b *testing.B, timeoutMS int64) {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	r := wire.NewReader(conn, wc.limits)
+	r := packetio.NewReader(conn, wc.limits)
 	var buf []byte
 	call := func(i int) {
 		id := "w" + strconv.Itoa(i)

@@ -92,7 +92,7 @@ func (r *runner) nested(ctx context.Context) {
 // arguments, as the bench child's reply tool does.
 var hostReply = host.HostTool{
 	Tool: wire.Tool{ID: "host_reply", Description: "Completes with its arguments as its value.",
-		ArgumentsSchema: wire.Schema{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}, "required": []any{"text"}}},
+		ArgumentsSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}, "required": []any{"text"}}},
 	Run: func(ctx context.Context, c *host.ToolCall) (frame.Payload, error) { return c.Arguments, nil },
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -24,8 +26,8 @@ type wireChild struct {
 	dir    string
 	sock   string
 	ctrl   net.Conn
-	w      *wire.Writer
-	r      *wire.Reader
+	w      func(wire.Packet) error
+	r      *packetio.Reader
 	limits wire.Limits
 	conns  []net.Conn
 }
@@ -75,20 +77,20 @@ func startWireChild(ctx context.Context, bin, parent string) (_ *wireChild, err 
 	if d, ok := ctx.Deadline(); ok {
 		wc.ctrl.SetDeadline(d)
 	}
-	wc.r = wire.NewReader(wc.ctrl, wire.DefaultLimits())
+	wc.r = packetio.NewReader(wc.ctrl, packetio.DefaultLimits())
 	p, err := wc.r.ReadPacket()
 	if err != nil {
 		return nil, fmt.Errorf("skulk: reading hello: %w", err)
 	}
 	hello, ok := p.(*wire.Hello)
 	if !ok {
-		return nil, fmt.Errorf("skulk: first packet is %s, want hello", p.Type())
+		return nil, fmt.Errorf("skulk: first packet is %s, want hello", packetio.TypeOf(p))
 	}
-	wc.limits = hello.Limits.Min(wire.DefaultLimits())
+	wc.limits = packetio.MinLimits(hello.Limits, packetio.DefaultLimits())
 	wc.r.SetLimits(wc.limits)
-	wc.w = wire.NewWriter(wc.ctrl, wc.limits)
-	err = wc.w.WritePacket(&wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "bench-1", Limits: wc.limits,
-		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: wire.IngressQueue})
+	wc.w = func(p wire.Packet) error { return packetio.WritePacket(wc.ctrl, p, wc.limits) }
+	err = wc.w(&wire.Startup{Protocol: wire.ProtocolVersion, ChildID: "bench-1", Limits: wc.limits,
+		HealthIntervalMS: 1000, CancelGraceMS: 1000, IngressQueue: protocol.IngressQueue})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +107,7 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 		return err
 	}
 	wc.conns = append(wc.conns, conn)
-	w := wire.NewWriter(conn, wc.limits)
+	w := func(p wire.Packet) error { return packetio.WritePacket(conn, p, wc.limits) }
 	id := fmt.Sprintf("block-%d", i)
 	args, err := frame.PayloadOf(map[string]any{"n": 1_000_000_000, "size": countPad})
 	if err != nil {
@@ -115,16 +117,16 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	if err := w.WritePacket(&wire.Invoke{CallID: id, ToolID: "count", Arguments: args}); err != nil {
+	if err := w(&wire.Invoke{CallID: id, ToolID: "count", Arguments: args}); err != nil {
 		return err
 	}
-	if err := w.WritePacket(&wire.Frame{Frame: started}); err != nil {
+	if err := w(&wire.Frame{Frame: started}); err != nil {
 		return err
 	}
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetReadDeadline(d)
 	}
-	p, err := wire.NewReader(conn, wc.limits).ReadPacket()
+	p, err := packetio.NewReader(conn, wc.limits).ReadPacket()
 	if err != nil {
 		return fmt.Errorf("skulk: stream %d: %w", i, err)
 	}
@@ -137,7 +139,7 @@ func (wc *wireChild) block(ctx context.Context, i int) error {
 // ping sends one ping and waits for its pong.
 func (wc *wireChild) ping(nonce uint64) (time.Duration, error) {
 	t0 := time.Now()
-	if err := wc.w.WritePacket(&wire.Ping{Nonce: nonce}); err != nil {
+	if err := wc.w(&wire.Ping{Nonce: nonce}); err != nil {
 		return 0, err
 	}
 	for {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // Limits of the tools' arguments, also in their schemas.
@@ -25,7 +25,7 @@ const (
 	// MaxPad bounds count's padding.
 	MaxPad = 60000
 	// MaxChunk bounds media's chunk: the default max_attachment.
-	MaxChunk = wire.DefaultMaxAttachment
+	MaxChunk = protocol.DefaultMaxAttachment
 	// MaxStreams is the bench child's max_streams: twice the default, so
 	// that the concurrency sweep's 4,096 streams leave room for the small
 	// calls it makes alongside them.
@@ -35,8 +35,8 @@ const (
 // errArgs is the failure of a call whose arguments are out of range.
 var errArgs = &frame.Error{Code: frame.CodeProviderError, Message: "arguments out of range"}
 
-func object(props map[string]any, required ...any) wire.Schema {
-	s := wire.Schema{"type": "object", "properties": props}
+func object(props map[string]any, required ...any) map[string]any {
+	s := map[string]any{"type": "object", "properties": props}
 	if len(required) > 0 {
 		s["required"] = required
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // maxInputLine bounds one line of --input; a longer line fails the command.
@@ -129,7 +129,7 @@ func runCall(ctx context.Context, args []string, env Env) error {
 	}
 	var media *frame.InlineMedia
 	if o.media != "" {
-		data, err := readMedia(o.media, wire.HardMaxAttachment)
+		data, err := readMedia(o.media, protocol.HardMaxAttachment)
 		if err != nil {
 			return statusErr(ExitFailure, "cannot read --input-media: %v", err)
 		}
@@ -523,7 +523,7 @@ func (r *callRun) printStatus(last frame.Frame, frames, bytes int64, elapsed tim
 var errMediaTooLarge = errors.New("file larger than the protocol's largest attachment")
 
 // readMedia reads the --input-media file, reading no more than max bytes
-// of it (wire.HardMaxAttachment: a larger file could never be sent).
+// of it (protocol.HardMaxAttachment: a larger file could never be sent).
 func readMedia(path string, max int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // closeTimeout bounds the child's shutdown when a command ends.
@@ -282,7 +282,7 @@ func refusal(tool string, err error) error {
 		return statusErr(ExitRefused, "the child has no tool %q (run 'skulk-host tools -- CHILD' to list them)", tool)
 	case errors.As(err, &se):
 		return statusErr(ExitRefused, "call refused: %v (run 'skulk-host tools -- CHILD' to see the schema)", err)
-	case errors.Is(err, wire.ErrHeaderLength):
+	case errors.Is(err, protocol.ErrHeaderLength):
 		return statusErr(ExitRefused, "call refused: %v (the arguments or an input line are larger than the child's max_header)", err)
 	case errors.Is(err, host.ErrPoolDown):
 		return statusErr(ExitUnreachable, "call refused: %v", err)

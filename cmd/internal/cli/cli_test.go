@@ -20,7 +20,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -74,7 +74,7 @@ func TestRefusalStatus(t *testing.T) {
 	}{
 		{host.ErrUnknownTool, ExitRefused},
 		{&host.SchemaError{Schema: "arguments"}, ExitRefused},
-		{fmt.Errorf("host: invoke: %w", wire.ErrHeaderLength), ExitRefused},
+		{fmt.Errorf("host: invoke: %w", protocol.ErrHeaderLength), ExitRefused},
 		{host.ErrPoolDown, ExitUnreachable},
 		{&host.CallError{Code: frame.CodeUnreachable, Synthetic: true}, ExitUnreachable},
 		{&host.CallError{Code: frame.CodeTransportError, Synthetic: true}, ExitTransportError},

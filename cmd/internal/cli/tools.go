@@ -76,7 +76,7 @@ func printToolsHuman(w io.Writer, tools []wire.Tool) {
 		fmt.Fprintln(w, head)
 		for _, s := range []struct {
 			name   string
-			schema wire.Schema
+			schema map[string]any
 		}{{"arguments", t.ArgumentsSchema}, {"input", t.InputSchema}, {"output", t.OutputSchema}, {"result", t.ResultSchema}} {
 			if s.schema != nil {
 				fmt.Fprintf(w, "    %-10s %s\n", s.name, termsafe.Escape(schemaJSON(s.schema)))
@@ -85,7 +85,7 @@ func printToolsHuman(w io.Writer, tools []wire.Tool) {
 	}
 }
 
-func schemaJSON(s wire.Schema) string {
+func schemaJSON(s map[string]any) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // memHostEnv makes this test binary, re-executed, a host process that
@@ -98,7 +98,7 @@ func readFlood(ctx context.Context, h *host.Host, n int) (int, error) {
 			return got, err
 		}
 		if m, ok := f.Media.(*frame.InlineMedia); ok {
-			if len(m.Data) != wire.DefaultMaxAttachment {
+			if len(m.Data) != protocol.DefaultMaxAttachment {
 				return got, fmt.Errorf("frame %d: %d bytes of media", got, len(m.Data))
 			}
 			got++
@@ -126,7 +126,7 @@ func vmHWM() int {
 // holds ("Host memory"), for the default limits: the outbox's 16 MiB, two
 // packets (the one being read and the one its caller holds), the
 // history's 1 MiB and the text's 1 MiB.
-const memCallBound = 16<<20 + 2*(wire.DefaultMaxAttachment+wire.DefaultMaxHeader) + 1<<20 + 1<<20
+const memCallBound = 16<<20 + 2*(protocol.DefaultMaxAttachment+protocol.DefaultMaxHeader) + 1<<20 + 1<<20
 
 // TestMediaFloodMemoryBounded: a child that sends 16 MiB attachments as
 // fast as its caller reads them (each frame read, none recycled) cannot

@@ -88,7 +88,7 @@ func (c *Clients) Env() string { return EnvClientRequests + "=sampling,elicitati
 
 // HostTools returns the host tools mcp/sampling and mcp/elicitation.
 func (c *Clients) HostTools() []host.HostTool {
-	object := wire.Schema{"type": "object"}
+	object := map[string]any{"type": "object"}
 	return []host.HostTool{
 		{
 			Tool: wire.Tool{ID: samplingTool, Description: "Asks the MCP client of the call's tree to sample a message (sampling/createMessage): arguments are its params, the result its result.",

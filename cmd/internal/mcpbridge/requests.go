@@ -11,7 +11,6 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/wire"
 )
 
 // requestTool is the id of the tool skulk-mcp offers beside the MCP
@@ -87,7 +86,7 @@ func (w *Wrapper) requestHandler() child.Tool {
 	return child.Tool{
 		ID:          requestTool,
 		Description: "Forwards one MCP request other than tools/call to the wrapped MCP server (used by skulk-host mcp serve; docs/mcp.md).",
-		ArgumentsSchema: wire.Schema{
+		ArgumentsSchema: map[string]any{
 			"type":       "object",
 			"properties": map[string]any{"method": map[string]any{"type": "string"}, "params": map[string]any{"type": "object"}},
 			"required":   []any{"method"},
@@ -268,7 +267,7 @@ func (w *Wrapper) notifyHandler() child.Tool {
 	return child.Tool{
 		ID:              notifyTool,
 		Description:     "Streams the wrapped MCP server's notifications that belong to no call until cancelled (used by skulk-host mcp serve; docs/mcp.md).",
-		ArgumentsSchema: wire.Schema{"type": "object"},
+		ArgumentsSchema: map[string]any{"type": "object"},
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			for _, err := range s.Input() {
 				if err != nil {

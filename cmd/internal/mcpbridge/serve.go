@@ -368,7 +368,7 @@ func mcpTool(t wire.Tool) (*mcp.Tool, error) {
 		// tool that says it reads none (no_input) needs no note.
 		desc = strings.TrimSpace(desc + " (Through MCP this tool gets no caller input: MCP has no input stream.)")
 	}
-	in := wire.Schema{"type": "object"}
+	in := map[string]any{"type": "object"}
 	if t.ArgumentsSchema != nil {
 		switch typ, ok := t.ArgumentsSchema["type"]; {
 		case !ok:

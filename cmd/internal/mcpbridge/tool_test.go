@@ -16,10 +16,10 @@ import (
 // _meta; a tool that takes caller input says MCP gives it none. An
 // arguments schema of another type cannot be an MCP input schema.
 func TestMCPTool(t *testing.T) {
-	args := wire.Schema{"properties": map[string]any{"n": map[string]any{"type": "integer"}}}
-	out := wire.Schema{"type": "object", "required": []any{"i"}}
-	in := wire.Schema{"type": "object"}
-	result := wire.Schema{"type": "object", "required": []any{"n"}}
+	args := map[string]any{"properties": map[string]any{"n": map[string]any{"type": "integer"}}}
+	out := map[string]any{"type": "object", "required": []any{"i"}}
+	in := map[string]any{"type": "object"}
+	result := map[string]any{"type": "object", "required": []any{"n"}}
 	mt, err := mcpTool(wire.Tool{ID: "count", Version: "v2", Description: "Counts.", ArgumentsSchema: args,
 		InputSchema: in, OutputSchema: out, ResultSchema: result})
 	if err != nil {
@@ -36,7 +36,7 @@ func TestMCPTool(t *testing.T) {
 	if quiet.Description != "Counts." {
 		t.Errorf("a no_input tool's description %q", quiet.Description)
 	}
-	if got, _ := mt.InputSchema.(wire.Schema); got["type"] != "object" || got["properties"] == nil {
+	if got, _ := mt.InputSchema.(map[string]any); got["type"] != "object" || got["properties"] == nil {
 		t.Errorf("input schema %v, want the arguments schema with type object", mt.InputSchema)
 	}
 	if _, ok := args["type"]; ok {
@@ -52,10 +52,10 @@ func TestMCPTool(t *testing.T) {
 	// A bare tool may read input (it does not say no_input): the note
 	// is its whole description.
 	mt, err = mcpTool(wire.Tool{ID: "plain"})
-	if err != nil || !strings.HasPrefix(mt.Description, "(Through MCP") || mt.Meta != nil || mt.OutputSchema != nil || !reflect.DeepEqual(mt.InputSchema, wire.Schema{"type": "object"}) {
+	if err != nil || !strings.HasPrefix(mt.Description, "(Through MCP") || mt.Meta != nil || mt.OutputSchema != nil || !reflect.DeepEqual(mt.InputSchema, map[string]any{"type": "object"}) {
 		t.Errorf("a bare tool: %+v, %v", mt, err)
 	}
-	if _, err := mcpTool(wire.Tool{ID: "list", ArgumentsSchema: wire.Schema{"type": "array"}}); err == nil || strings.Contains(err.Error(), "array") {
+	if _, err := mcpTool(wire.Tool{ID: "list", ArgumentsSchema: map[string]any{"type": "array"}}); err == nil || strings.Contains(err.Error(), "array") {
 		t.Errorf("an array arguments schema: %v, want an error naming the field, not quoting its value", err)
 	}
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/wire"
 )
 
 // Errors of the Wrapper, to match with errors.Is.
@@ -422,7 +421,7 @@ func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
 }
 
 // schemaOf returns a schema the client SDK decoded (a map), or nil.
-func schemaOf(v any) wire.Schema {
+func schemaOf(v any) map[string]any {
 	m, ok := v.(map[string]any)
 	if !ok || len(m) == 0 {
 		return nil

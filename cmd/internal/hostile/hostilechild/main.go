@@ -96,6 +96,8 @@ import (
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 	"golang.org/x/sys/unix"
 )
@@ -263,7 +265,7 @@ func startGrandchild() {
 var (
 	ctrlMu sync.Mutex // serializes writes on the control connection
 	ctrl   net.Conn
-	cw     *wire.Writer
+	cw     func(wire.Packet) error
 	muted  atomic.Bool
 	stuck  atomic.Bool // pongs report one stuck handler
 	// running counts the calls whose tool has not returned, for pongs.
@@ -284,13 +286,13 @@ func serve(mode string) int {
 	}
 	ctrlFile.Close()
 	lnFile.Close()
-	cw = wire.NewWriter(ctrl, wire.Limits{})
-	cr := wire.NewReader(ctrl, wire.Limits{})
+	cw = func(p wire.Packet) error { return packetio.WritePacket(ctrl, p, wire.Limits{}) }
+	cr := packetio.NewReader(ctrl, wire.Limits{})
 	tools := []wire.Tool{{ID: evilID, Description: evilDesc}}
 	for _, id := range []string{"ok", "oversize", "garbage", "unknowncall", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage", "mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "mediaflood", "inputdie", "inputstall", "inputgarbage", "logflood", "lostfinish", "daemon", "swarm", "hog", "forkloop", "attackhost", "spawn"} {
 		tools = append(tools, wire.Tool{ID: id})
 	}
-	if err := cw.WritePacket(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: wire.DefaultLimits(), Tools: tools}); err != nil {
+	if err := cw(&wire.Hello{Protocol: []int64{1}, SDK: "hostilechild/1", PID: int64(os.Getpid()), MaxStreams: 8, Limits: packetio.DefaultLimits(), Tools: tools}); err != nil {
 		return 2
 	}
 	if _, err := cr.ReadPacket(); err != nil {
@@ -333,13 +335,13 @@ func serve(mode string) int {
 				if stuck.Load() {
 					pong.Streams, pong.Stuck = max(pong.Streams, 1), 1
 				}
-				cw.WritePacket(pong)
+				cw(pong)
 				ctrlMu.Unlock()
 			}
 		case *wire.Drain:
 			ln.Close()
 			ctrlMu.Lock()
-			cw.WritePacket(&wire.Bye{Reason: "drained"})
+			cw(&wire.Bye{Reason: "drained"})
 			ctrlMu.Unlock()
 			return 0
 		}
@@ -350,8 +352,8 @@ var closedCtrl atomic.Bool
 
 func serveConn(nc net.Conn) {
 	defer nc.Close()
-	r := wire.NewReader(nc, wire.Limits{})
-	w := wire.NewWriter(nc, wire.Limits{})
+	r := packetio.NewReader(nc, wire.Limits{})
+	w := func(p wire.Packet) error { return packetio.WritePacket(nc, p, wire.Limits{}) }
 	for {
 		p, err := r.ReadPacket()
 		if err != nil {
@@ -380,11 +382,11 @@ var tooLong = func() []byte {
 const notMessagePack = "\x00\x00\x00\x05\x00\x00\x00\x00hello"
 
 // call runs one call; it reports whether the connection goes on.
-func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
+func call(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, nc net.Conn) bool {
 	id := inv.CallID
 	send := func(f frame.Frame, err error) {
 		if err == nil {
-			w.WritePacket(&wire.Frame{Frame: f})
+			w(&wire.Frame{Frame: f})
 		}
 	}
 	ctrlRaw := func(b string) {
@@ -424,14 +426,14 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 				seq++
 			case frame.KindCompleted:
 				send(frame.NewCompleted(id, frame.ProviderToCaller, seq, frame.MustPayload(map[string]any{"n": seq - 1})))
-				w.WritePacket(&wire.End{CallID: id})
+				w(&wire.End{CallID: id})
 				if inv.ToolID == "escapestuck" {
 					stuck.Store(true)
 				}
 				return true
 			case frame.KindCancelled:
 				send(frame.NewCancelled(id, frame.ProviderToCaller, seq, "cancelled"))
-				w.WritePacket(&wire.End{CallID: id})
+				w(&wire.End{CallID: id})
 				return true
 			}
 		}
@@ -449,7 +451,7 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 		p := frame.MustPayload(map[string]any{key: strings.Repeat("x", 1000)})
 		for seq := uint64(1); ; seq++ {
 			f, _ := frame.NewChunk(id, frame.ProviderToCaller, seq, p, nil)
-			if err := w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+			if err := w(&wire.Frame{Frame: f}); err != nil {
 				return false
 			}
 		}
@@ -506,7 +508,7 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 			time.Sleep(10 * time.Millisecond)
 		}
 		send(frame.NewCompleted(id, frame.ProviderToCaller, 1, nil))
-		w.WritePacket(&wire.End{CallID: id})
+		w(&wire.End{CallID: id})
 		return true
 	case "lostfinish":
 		running.Add(-1) // forgotten: the pongs no longer count it
@@ -519,10 +521,10 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 		if args.N <= 0 {
 			args.N = 64
 		}
-		m := &frame.InlineMedia{MediaType: "application/octet-stream", Data: make([]byte, wire.DefaultMaxAttachment)}
+		m := &frame.InlineMedia{MediaType: "application/octet-stream", Data: make([]byte, protocol.DefaultMaxAttachment)}
 		for seq := uint64(1); seq <= uint64(args.N); seq++ {
 			f, _ := frame.NewChunk(id, frame.ProviderToCaller, seq, nil, m)
-			if err := w.WritePacket(&wire.Frame{Frame: f}); err != nil {
+			if err := w(&wire.Frame{Frame: f}); err != nil {
 				return false
 			}
 		}
@@ -559,16 +561,16 @@ func call(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn) bool {
 			result = attackHost()
 		}
 		send(frame.NewCompleted(id, frame.ProviderToCaller, 1, frame.MustPayload(result)))
-		w.WritePacket(&wire.End{CallID: id})
+		w(&wire.End{CallID: id})
 		return true
 	case "evil":
 		send(frame.NewChunk(id, frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: []byte("abc"), MediaType: evilMediaType}))
 		send(frame.NewFailed(id, frame.ProviderToCaller, 2, frame.CodeProviderError, evilMessage))
-		w.WritePacket(&wire.End{CallID: id})
+		w(&wire.End{CallID: id})
 		return false
 	default:
 		send(frame.NewFailed(id, frame.ProviderToCaller, 1, frame.CodeProviderError, evilMessage))
-		w.WritePacket(&wire.End{CallID: id})
+		w(&wire.End{CallID: id})
 		return false
 	}
 	// Hold the connection until the host closes it.

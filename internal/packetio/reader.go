@@ -1,4 +1,4 @@
-package wire
+package packetio
 
 import (
 	"encoding/binary"
@@ -9,13 +9,15 @@ import (
 	"sync"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 )
 
-// readBufSize is the Reader's initial buffer: large enough to take many small
+// ReadBufSize is the Reader's initial buffer: large enough to take many small
 // packets in one read, small enough for a thousand idle connections. It
 // grows, once, only when a header longer than it arrives (bounded by
 // max_header).
-const readBufSize = 16 << 10
+const ReadBufSize = 16 << 10
 
 // maxRecycled bounds the attachment buffers a Reader keeps for reuse (see
 // Recycle); buffers handed back beyond it are dropped for the garbage
@@ -34,15 +36,15 @@ const maxRecycled = 4
 // with Recycle.
 type Reader struct {
 	src        io.Reader
-	limits     Limits
+	limits     wire.Limits
 	buf        []byte
-	start, end int // buffered bytes are buf[start:end]
-	dec        decoder
-	err        error // sticky: a protocol error or a read error (not a deadline's)
+	start, end int                  // buffered bytes are buf[start:end]
+	dec        protocol.DecodeState // what wire.DecodeHeader keeps between packets
+	err        error                // sticky: a protocol error or a read error (not a deadline's)
 
 	// A packet whose attachment a read deadline interrupted: the next
 	// ReadPacket reads the rest of its data (pendN bytes are in).
-	pendPkt  Packet
+	pendPkt  wire.Packet
 	pendData []byte
 	pendN    int
 
@@ -104,27 +106,27 @@ func (r *Reader) attachmentBuf(n int) []byte {
 }
 
 // NewReader returns a Reader of src bounded by l (made Effective).
-func NewReader(src io.Reader, l Limits) *Reader {
-	return &Reader{src: src, limits: l.Effective(), buf: make([]byte, readBufSize)}
+func NewReader(src io.Reader, l wire.Limits) *Reader {
+	return &Reader{src: src, limits: Effective(l), buf: make([]byte, ReadBufSize)}
 }
 
-// ReuseFrames makes the Reader decode every frame packet into one *Frame of
+// ReuseFrames makes the Reader decode every frame packet into one *wire.Frame of
 // its own, overwritten by the next ReadPacket, instead of a new one each
 // time. The frame's slices (call id, payload, media) are still new or
 // shared with nothing the Reader writes again, so a caller that copies the
 // frame.Frame out before the next read may keep that copy whole; it saves
 // an allocation per frame. Call it before the first ReadPacket.
-func (r *Reader) ReuseFrames() { r.dec.reuse = &Frame{} }
+func (r *Reader) ReuseFrames() { r.dec.ReuseFrames = true }
 
 // ExpectCallID tells the Reader that the frames it reads next will likely
 // carry call id id, as a host knows when it has just sent a call's invoke:
 // a frame whose call id is id then shares the string instead of
 // allocating its own. Frames of the same call share one string without it;
 // the hint saves the one allocation of a call's first frame.
-func (r *Reader) ExpectCallID(id string) { r.dec.lastCallID = id }
+func (r *Reader) ExpectCallID(id string) { r.dec.LastCallID = id }
 
 // SetLimits replaces the Reader's limits, as after a handshake.
-func (r *Reader) SetLimits(l Limits) { r.limits = l.Effective() }
+func (r *Reader) SetLimits(l wire.Limits) { r.limits = Effective(l) }
 
 // Buffered reports how many bytes have been read from the connection but
 // not yet returned as packets.
@@ -140,12 +142,12 @@ func (r *Reader) PacketBuffered() bool {
 		return true
 	}
 	n := r.end - r.start
-	if n < PrefixLen {
+	if n < protocol.PrefixLen {
 		return false
 	}
 	h := binary.BigEndian.Uint32(r.buf[r.start:])
 	a := binary.BigEndian.Uint32(r.buf[r.start+4:])
-	return uint64(n) >= PrefixLen+uint64(h)+uint64(a)
+	return uint64(n) >= protocol.PrefixLen+uint64(h)+uint64(a)
 }
 
 // fill makes at least n bytes available at buf[start:], reading as much as
@@ -181,19 +183,19 @@ func (r *Reader) fill(n int) error {
 // ReadPacket reads the next packet.
 //
 // Errors: io.EOF at a clean end between packets; io.ErrUnexpectedEOF inside a
-// packet; an error matching ErrProtocol when the packet breaks §2 or §3 (the
+// packet; an error matching wire.ErrProtocol when the packet breaks §2 or §3 (the
 // connection is then unusable and every later call returns the same error);
-// an *InvalidError (matching frame.ErrInvalid) when a frame, invoke or end
+// a *protocol.InvalidError (matching frame.ErrInvalid) when a frame, invoke or end
 // parsed but broke the rules: the packet was consumed whole, so the
 // connection is still in step; or the connection's own read error. A read
 // deadline that passes (an error matching os.ErrDeadlineExceeded) leaves
 // the Reader in step, even in the middle of a packet: the next ReadPacket,
 // after the deadline is moved, goes on with the same packet.
-func (r *Reader) ReadPacket() (Packet, error) {
+func (r *Reader) ReadPacket() (wire.Packet, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	var p Packet
+	var p wire.Packet
 	var err error
 	if r.pendData != nil {
 		p, err = r.resume()
@@ -203,7 +205,7 @@ func (r *Reader) ReadPacket() (Packet, error) {
 	if err != nil {
 		// Declared here, not above: taking its address moves it to the
 		// heap, and the path without an error allocates only the packet.
-		var inv *InvalidError
+		var inv *protocol.InvalidError
 		if !errors.As(err, &inv) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			r.err = err
 		}
@@ -212,7 +214,7 @@ func (r *Reader) ReadPacket() (Packet, error) {
 }
 
 // resume goes on reading the attachment a deadline interrupted.
-func (r *Reader) resume() (Packet, error) {
+func (r *Reader) resume() (wire.Packet, error) {
 	n, err := r.readSrc(r.pendData, r.pendN)
 	if err != nil {
 		r.pendN = n
@@ -220,17 +222,17 @@ func (r *Reader) resume() (Packet, error) {
 	}
 	p, data := r.pendPkt, r.pendData
 	r.pendPkt, r.pendData, r.pendN = nil, nil, 0
-	p.(*Frame).Media.(*frame.InlineMedia).Data = data
+	p.(*wire.Frame).Media.(*frame.InlineMedia).Data = data
 	return p, nil
 }
 
-func (r *Reader) readPacket() (Packet, error) {
-	if err := r.fill(PrefixLen); err != nil {
+func (r *Reader) readPacket() (wire.Packet, error) {
+	if err := r.fill(protocol.PrefixLen); err != nil {
 		return nil, err
 	}
 	h := binary.BigEndian.Uint32(r.buf[r.start:])
 	a := binary.BigEndian.Uint32(r.buf[r.start+4:])
-	if err := checkLengths(h, a, r.limits); err != nil {
+	if err := protocol.CheckLengths(h, a, r.limits.MaxHeader, r.limits.MaxAttachment); err != nil {
 		return nil, err
 	}
 	// A packet whose attachment fits the buffer is read whole into it,
@@ -238,18 +240,18 @@ func (r *Reader) readPacket() (Packet, error) {
 	// straight into its own buffer, each small attachment cost reads of
 	// its own, of a few bytes each. A larger one is read from the
 	// connection into its buffer without that copy.
-	need := PrefixLen + int(h)
+	need := protocol.PrefixLen + int(h)
 	if whole := need + int(a); a > 0 && whole <= len(r.buf) {
 		need = whole
 	}
 	if err := r.fill(need); err != nil {
 		return nil, err
 	}
-	hdr := r.buf[r.start+PrefixLen : r.start+PrefixLen+int(h)]
-	p, err := r.dec.decode(hdr, a)
-	r.start += PrefixLen + int(h)
+	hdr := r.buf[r.start+protocol.PrefixLen : r.start+protocol.PrefixLen+int(h)]
+	p, err := wire.DecodeHeader(&r.dec, hdr, a)
+	r.start += protocol.PrefixLen + int(h)
 	if err != nil {
-		var inv *InvalidError
+		var inv *protocol.InvalidError
 		if errors.As(err, &inv) && a > 0 {
 			// Keep the connection in step: skip the attachment.
 			if serr := r.skip(int(a)); serr != nil {
@@ -269,7 +271,7 @@ func (r *Reader) readPacket() (Packet, error) {
 			}
 			return nil, err
 		}
-		p.(*Frame).Media.(*frame.InlineMedia).Data = data
+		p.(*wire.Frame).Media.(*frame.InlineMedia).Data = data
 	}
 	return p, nil
 }
@@ -298,7 +300,7 @@ func (r *Reader) skip(n int) error {
 			if err := r.fill(1); err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					// Where the skip stopped is not kept: out of step.
-					return fmt.Errorf("%w: read deadline inside an attachment being skipped", ErrProtocol)
+					return fmt.Errorf("%w: read deadline inside an attachment being skipped", wire.ErrProtocol)
 				}
 				return err
 			}

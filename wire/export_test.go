@@ -1,0 +1,42 @@
+package wire
+
+import (
+	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/internal/protocol"
+)
+
+// The decoder's parts, for the tests of package wire_test.
+
+// TestDecoder is the package's header decoder.
+type TestDecoder = decoder
+
+// NewTestDecoder returns a decoder with a state of its own.
+func NewTestDecoder(st *protocol.DecodeState) *TestDecoder {
+	if st == nil {
+		st = &protocol.DecodeState{}
+	}
+	return &decoder{st: st}
+}
+
+func (d *decoder) DecodeFrameFast(h []byte, attLen uint32) *Frame {
+	return d.decodeFrameFast(h, attLen)
+}
+
+func (d *decoder) DecodeGeneral(h []byte, attLen uint32) (Packet, error) {
+	return d.decodeGeneral(h, attLen)
+}
+
+func (d *decoder) CanonicalHead(r *mpack.Reader) *Frame { return d.canonicalHead(r) }
+
+func (d *decoder) NewFrame() *Frame { return d.newFrame() }
+
+// ValidateCalls is the check startup's calls map passes before it is
+// encoded.
+func ValidateCalls(c *Calls) error { return c.validate() }
+
+// DecodeSchema and DecodeTools are hello's schema and tools decoders.
+func DecodeSchema(raw []byte, dst *map[string]any) error { return decodeSchema(raw, dst) }
+
+func DecodeTools(r *mpack.Reader) ([]Tool, error) { return decodeTools(r) }
+
+func (d *decoder) Decode(h []byte, attLen uint32) (Packet, error) { return d.decode(h, attLen) }
