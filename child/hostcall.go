@@ -135,7 +135,9 @@ type callOpts struct{ detached bool }
 // wait for it, and the SDK does not cancel it when the handler returns.
 // Its ctx still governs it: give it one that outlives the handler's
 // (context.WithoutCancel(ctx) with a deadline of its own), and read it
-// from a goroutine the provider owns.
+// from a goroutine the provider owns. The host gives a detached call
+// without a deadline one of its own, and cuts a longer one to it
+// (docs/protocol.md §8 item 7).
 func Detached() CallOption { return func(o *callOpts) { o.detached = true } }
 
 // Call is a call a handler makes through its host (docs/protocol.md §8):
