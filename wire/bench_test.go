@@ -169,7 +169,7 @@ func BenchmarkInlineMedia1MiB(b *testing.B) {
 
 // benchInlinePackets writes b.N copies of p, each with one vectored write, and reads them
 // with a Reader over a Unix socket pair; with recycle, the reader hands each
-// frame's data back (Reader.Recycle) once it has looked at it, as a consumer
+// frame's data back (packetio.Reader.Recycle) once it has looked at it, as a consumer
 // that forwards media would.
 func benchInlinePackets(b *testing.B, p *wire.Frame, size int, recycle bool) {
 	ua, ub := socketPair(b)

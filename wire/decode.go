@@ -44,7 +44,8 @@ func Decode(b []byte, l Limits) (Packet, error) {
 
 // DecodeHeader decodes the header h of one packet whose attachment,
 // attLen bytes long, the caller reads on its own: an inline-media frame
-// comes back with its media's Data nil, for the caller to fill. h holds no
+// comes back with empty Data, for the caller to replace with the attLen
+// bytes it reads. h holds no
 // prefix, and its length and attLen must already have been checked
 // against the limits. st carries what one connection's decoding keeps
 // from one packet to the next; it is the module's own connection reader
