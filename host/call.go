@@ -222,7 +222,9 @@ func (c *Call) Tool() string { return c.tool.Desc.ID }
 // chunk without media to a tool that declares input_media is refused (a
 // *SchemaError, nothing sent). Send blocks while the child does not read
 // (backpressure); an inline media frame returns once its bytes are
-// written, so the caller may reuse them. A blocked Send ends when the call
+// written, or copied into the connection's queue (up to 16 KiB, which
+// leave with the frames around them), so the caller may reuse them, as
+// it may the payload's. A blocked Send ends when the call
 // ends, or when ctx is done: a frame cannot be taken back half written, so
 // the call's connection is then closed, the call ends with a synthetic
 // cancelled, and Send returns ctx's error.

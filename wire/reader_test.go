@@ -938,3 +938,32 @@ func TestRepeatedCallIDSharesTheString(t *testing.T) {
 	require.Equal(t, "c1", second)
 	require.True(t, unsafe.StringData(first) == unsafe.StringData(second), "the call id was copied")
 }
+
+// TestReaderSmallAttachmentsReadInBulk: packets whose attachments fit the
+// Reader's buffer are read whole into it, so a stream of small media
+// chunks costs one read of the connection per buffer, not an extra small
+// read for each attachment that a buffer's end cuts in two.
+func TestReaderSmallAttachmentsReadInBulk(t *testing.T) {
+	var stream []byte
+	var want []*frame.InlineMedia
+	for i := range 2000 {
+		data := bytes.Repeat([]byte{byte(i)}, 40+i%90)
+		m := &frame.InlineMedia{Data: data, MediaType: "application/octet-stream"}
+		f, err := frame.NewChunk("c1", frame.ProviderToCaller, uint64(i+1), nil, m)
+		require.NoError(t, err)
+		hdr, att, err := AppendPacket(stream, &Frame{Frame: f}, Limits{})
+		require.NoError(t, err)
+		stream = append(hdr, att...)
+		want = append(want, m)
+	}
+	src := &readCounter{src: bytes.NewReader(stream)}
+	r := NewReader(src, Limits{})
+	for i, m := range want {
+		p, err := r.ReadPacket()
+		require.NoError(t, err)
+		require.Equal(t, m, p.(*Frame).Media, "frame %d", i+1)
+	}
+	_, err := r.ReadPacket()
+	require.ErrorIs(t, err, io.EOF)
+	require.LessOrEqual(t, src.reads, len(stream)/readBufSize+3, "%d bytes in %d reads", len(stream), src.reads)
+}

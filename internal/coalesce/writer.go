@@ -111,7 +111,7 @@ type Writer struct {
 	written uint64    // id of the last batch written (or dropped after an error)
 	err     error     // sticky: the first write error
 	closed  bool
-	corked  int       // open Corks: packets without attachments wait for the last Uncork
+	corked  int       // open Corks: packets with no attachment written from its sender's bytes wait for the last Uncork
 	last    time.Time // when the last write ended; zero before the first
 	// handoff is a batch a sender began writing itself and found the
 	// socket full for: the flusher writes the rest (see tryWriteCur).
@@ -403,12 +403,12 @@ func (w *Writer) interrupt() {
 	w.mu.Unlock()
 }
 
-// Cork makes the packets without attachments that are queued from now on
-// wait for the matching Uncork, so that a goroutine sending a few packets
-// one after the other (a terminal and its end) sends them in one write;
-// one Write of them all is the simpler way when all of them are at hand
-// at once. Corks nest; each Cork must be matched by one
-// Uncork, soon: a corked packet is still written at once when the queue
+// Cork makes the packets without attachments (or with one the Writer
+// copies, of up to 16 KiB) that are queued from now on wait for the
+// matching Uncork, so that a goroutine sending a few packets one after
+// the other (a terminal and its end) sends them in one write; one Write of
+// them all is the simpler way when all of them are at hand at once. Corks
+// nest; each Cork must be matched by one Uncork, soon: a corked packet is still written at once when the queue
 // reaches its bound, when a write already under way or an attachment
 // takes it along, and by Flush and Close.
 //

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // Skulk is the system whose advantage the report states: the host package
@@ -410,8 +411,12 @@ func WriteTable(w io.Writer, rep *Report) error {
 		return err
 	}
 	fmt.Fprintln(w, "\nTargets:")
+	width := 0
 	for _, t := range rep.Targets {
-		fmt.Fprintf(w, "  %-66s %s\n", t.Text, t.Status)
+		width = max(width, utf8.RuneCountInString(t.Text))
+	}
+	for _, t := range rep.Targets {
+		fmt.Fprintf(w, "  %s%s  %s\n", t.Text, strings.Repeat(" ", width-utf8.RuneCountInString(t.Text)), t.Status)
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(w, "\nNot measured:")

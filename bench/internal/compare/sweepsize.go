@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/skulkrt/skulk/bench/internal/cpuacct"
 	"github.com/skulkrt/skulk/bench/internal/mcpbench"
@@ -77,20 +78,33 @@ type streamerOrRaw interface {
 func (sw *sweeper) sizePoint(ctx context.Context, rec *sweepRec, name string, sess streamerOrRaw, size int, counts map[[2]int]int, i int) error {
 	key := [2]int{i, size}
 	n := counts[key]
-	if n == 0 { // calibrate (and warm up) with about 1 MiB: 2 to 256 chunks
+	if n == 0 {
+		// Calibrate (and warm up) with about 1 MiB (2 to 256 chunks), and
+		// four times as many chunks until a run lasts an eighth of the
+		// target: a call's own cost (the invoke, the end) must not set
+		// the count, or fast small chunks get a window of milliseconds,
+		// shorter than the 10 ms tick the children's CPU is read in.
 		n0 := min(max(2, (1<<20)/size), 256)
-		m, err := cpuacct.Start(sess.pids()...)
-		if err != nil {
-			return err
+		var wall time.Duration
+		for {
+			m, err := cpuacct.Start(sess.pids()...)
+			if err != nil {
+				return err
+			}
+			if err := sess.media(ctx, n0, size); err != nil {
+				return fmt.Errorf("calibration: %w", err)
+			}
+			u, err := m.Stop()
+			if err != nil {
+				return err
+			}
+			wall = u.Wall
+			if wall >= sw.p.target/8 || 4*n0 > maxSweepBytes/size {
+				break
+			}
+			n0 *= 4
 		}
-		if err := sess.media(ctx, n0, size); err != nil {
-			return fmt.Errorf("calibration: %w", err)
-		}
-		u, err := m.Stop()
-		if err != nil {
-			return err
-		}
-		n = int(float64(n0) * sw.p.target.Seconds() / max(u.Wall.Seconds(), 1e-6))
+		n = int(float64(n0) * sw.p.target.Seconds() / max(wall.Seconds(), 1e-6))
 		n = min(max(n, 2), maxSweepBytes/size)
 		counts[key] = n
 	}
