@@ -951,19 +951,19 @@ func TestReaderSmallAttachmentsReadInBulk(t *testing.T) {
 		m := &frame.InlineMedia{Data: data, MediaType: "application/octet-stream"}
 		f, err := frame.NewChunk("c1", frame.ProviderToCaller, uint64(i+1), nil, m)
 		require.NoError(t, err)
-		hdr, att, err := AppendPacket(stream, &Frame{Frame: f}, Limits{})
+		hdr, att, err := wire.AppendPacket(stream, &wire.Frame{Frame: f}, wire.Limits{})
 		require.NoError(t, err)
 		stream = append(hdr, att...)
 		want = append(want, m)
 	}
 	src := &readCounter{src: bytes.NewReader(stream)}
-	r := NewReader(src, Limits{})
+	r := packetio.NewReader(src, wire.Limits{})
 	for i, m := range want {
 		p, err := r.ReadPacket()
 		require.NoError(t, err)
-		require.Equal(t, m, p.(*Frame).Media, "frame %d", i+1)
+		require.Equal(t, m, p.(*wire.Frame).Media, "frame %d", i+1)
 	}
 	_, err := r.ReadPacket()
 	require.ErrorIs(t, err, io.EOF)
-	require.LessOrEqual(t, src.reads, len(stream)/readBufSize+3, "%d bytes in %d reads", len(stream), src.reads)
+	require.LessOrEqual(t, src.reads, len(stream)/packetio.ReadBufSize+3, "%d bytes in %d reads", len(stream), src.reads)
 }
