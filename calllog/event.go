@@ -422,7 +422,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if c := j.Payload; c != nil {
 		ev.Payload = &Content{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys, Redacted: c.Redacted, ValueDropped: c.ValueDropped}
 		if len(c.Value) > 0 && !bytes.Equal(c.Value, []byte("null")) {
-			p, err := frame.PayloadFromJSON(c.Value)
+			p, err := frame.PayloadOf(json.RawMessage(c.Value))
 			if err != nil {
 				return &FormatError{Field: "payload.value", Reason: "not a JSON object"}
 			}

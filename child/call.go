@@ -496,7 +496,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 		cl.mu.Unlock()
 		return cl.cause()
 	}
-	if f.IsTerminal() {
+	if f.Kind.IsTerminal() {
 		cl.terminal = true
 	}
 	cl.mu.Unlock()
@@ -544,7 +544,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	stopped := err != nil && abortable && cl.ctx.Err() != nil && err == context.Cause(cl.ctx)
 	if stopped || err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			cl.mu.Lock()
 			cl.terminal = false
 			cl.mu.Unlock()

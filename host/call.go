@@ -523,7 +523,7 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 			if !yield(f, err) || err != nil {
 				return
 			}
-			if f.IsTerminal() && c.journalErr == nil {
+			if f.Kind.IsTerminal() && c.journalErr == nil {
 				return
 			}
 		}

@@ -184,7 +184,7 @@ func fakeCall(inv *wire.Invoke, r *wire.Reader, w *wire.Writer, nc net.Conn, mu 
 			if err != nil {
 				return false
 			}
-			if f, ok := p.(*wire.Frame); ok && f.IsTerminal() {
+			if f, ok := p.(*wire.Frame); ok && f.Kind.IsTerminal() {
 				return true
 			}
 		}

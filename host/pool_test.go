@@ -180,7 +180,7 @@ func TestCloseWithStalledCaller(t *testing.T) {
 		t.Fatalf("Close took %v", d)
 	}
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
-	if !term.IsTerminal() || term.Kind == frame.KindCompleted {
+	if !term.Kind.IsTerminal() || term.Kind == frame.KindCompleted {
 		t.Fatalf("terminal %v", term.Kind)
 	}
 }

@@ -289,7 +289,7 @@ func terminal(t *testing.T, c *host.Call, limit time.Duration) frame.Frame {
 		if err != nil {
 			t.Fatalf("Recv: %v", err)
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			return f
 		}
 	}

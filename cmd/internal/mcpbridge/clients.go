@@ -140,7 +140,7 @@ func ask(ctx context.Context, c *Clients, tc *host.ToolCall, params any, send fu
 	if err != nil {
 		return nil, err
 	}
-	return frame.PayloadFromJSON(b)
+	return frame.PayloadOf(json.RawMessage(b))
 }
 
 // add registers the MCP request of the call tree tree; the returned func

@@ -358,7 +358,7 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 		defer s.leave()
 		var args frame.Payload
 		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
-			p, err := frame.PayloadFromJSON(raw)
+			p, err := frame.PayloadOf(json.RawMessage(raw))
 			if err != nil {
 				return refusedResult("arguments must be a JSON object"), nil
 			}
@@ -509,7 +509,7 @@ func (b *resultBuilder) add(ctx context.Context, f frame.Frame) {
 		b.chunks++
 		b.notify(ctx, f)
 		b.addChunk(f)
-	case f.IsTerminal():
+	case f.Kind.IsTerminal():
 		b.terminal = f
 	}
 }
@@ -719,7 +719,7 @@ func (b *resultBuilder) result() *mcp.CallToolResult {
 		r.IsError = true
 		b.content = append(b.content, &mcp.TextContent{Text: "the call's output ended without a terminal"})
 	}
-	if f.Kind.Valid() {
+	if f.Kind != 0 {
 		meta[MetaKind] = f.Kind.String()
 	}
 	if b.dropped > 0 {

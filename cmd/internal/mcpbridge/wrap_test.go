@@ -55,7 +55,7 @@ func outputOf(t *testing.T, c *host.Call) (payloads []string, media []*frame.Inl
 				media = append(media, m)
 			}
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			last = f
 		}
 	}

@@ -158,7 +158,7 @@ func TestCalls(t *testing.T) {
 			sum.Write(m.Data)
 			n += len(m.Data)
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			p, _ := f.Payload.Map()
 			if f.Kind != frame.KindCompleted || p["sha256"] != hex.EncodeToString(sum.Sum(nil)) || n != size {
 				t.Errorf("media: %v %v, %d bytes", f.Kind, p, n)
@@ -223,7 +223,7 @@ func TestKill9(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			if !f.Synthetic || f.Error == nil || f.Error.Code != frame.CodeUnreachable {
 				t.Errorf("after kill -9: %v synthetic=%v %v", f.Kind, f.Synthetic, f.Error)
 			}
