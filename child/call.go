@@ -567,6 +567,11 @@ func failedFrame(code frame.Code, msg string) frame.Frame {
 // becomes provider_error with its message; anything else is provider_error
 // with the error's text.
 func errorFrame(err error) frame.Frame {
+	var ce *callError
+	if errors.As(err, &ce) {
+		// The outcome of a call this handler made, returned as is.
+		return failedFrame(frame.CodeProviderError, err.Error())
+	}
 	var fe *frame.Error
 	if errors.As(err, &fe) && !fe.Code.Valid() {
 		msg := fe.Message

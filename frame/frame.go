@@ -42,21 +42,36 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
 func fieldErr(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
 
-// Error is the outcome carried by a failed or cancelled frame. It is also a
-// Go error, so a caller can return it and match it with errors.As.
+// Error is how a call, or one direction of it, failed or was cancelled:
+// the error of a failed or cancelled frame, and the one failure type of
+// Skulk. The host's Call.Wait and Recv, the child SDK's calls through the
+// host and the call log all give a *Error; match it with errors.As (the
+// host's may come wrapped, to match the call context's error too).
 type Error struct {
 	// Code classifies the failure.
 	Code Code
-	// Message is a human-readable explanation, at most MaxMessageChars
-	// characters of valid UTF-8 (see SanitizeMessage).
+	// Message is a human-readable explanation, at most 2048 characters of
+	// valid UTF-8 (see SanitizeMessage); it may be empty.
 	Message string
+	// Synthetic is true when the outcome was made up in place of the
+	// provider's: by the host because the child died, hung, timed out or
+	// broke the protocol, or by the child SDK because its call connection
+	// broke. It never travels on the wire (a frame's Synthetic says the
+	// same of the frame).
+	Synthetic bool
 }
 
+// Error returns the code and the message, marked "(synthetic)" when the
+// outcome was made up.
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Code.String()
+	s := e.Code.String()
+	if e.Synthetic {
+		s = "(synthetic) " + s
 	}
-	return e.Code.String() + ": " + e.Message
+	if e.Message == "" {
+		return s
+	}
+	return s + ": " + e.Message
 }
 
 // SanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
