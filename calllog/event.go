@@ -133,7 +133,7 @@ type Event struct {
 	Media *MediaInfo
 	// Error is the error of a failed or cancelled call, or why a retry was
 	// made; nil when absent.
-	Error *ErrorInfo
+	Error *frame.Error
 	// Refused, on a failed event, names why the call was refused before it
 	// reached a child ("unknown_tool", "schema", "pool_down",
 	// "journal_start", "journal_policy", ...); "" when it was not refused.
@@ -204,18 +204,6 @@ type MediaInfo struct {
 	BlobID string
 	// SHA256 is the blob's digest; see BlobID.
 	SHA256 string
-}
-
-// ErrorInfo is an error as the log keeps it.
-type ErrorInfo struct {
-	// Code classifies the error.
-	Code frame.Code
-	// Message explains it (at most frame.MaxMessageChars characters).
-	Message string
-	// Synthetic is true when the host made the outcome up in place of the
-	// provider (the child crashed, timed out, broke the protocol) or a
-	// writer that took over a tree recorded it.
-	Synthetic bool
 }
 
 // ContentPolicy says what payload content events keep for observers and
@@ -437,7 +425,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		if err != nil {
 			return &FormatError{Field: "error.code", Reason: "unknown value"}
 		}
-		ev.Error = &ErrorInfo{Code: code, Message: er.Message, Synthetic: er.Synthetic}
+		ev.Error = &frame.Error{Code: code, Message: er.Message, Synthetic: er.Synthetic}
 	}
 	*e = ev
 	return nil

@@ -314,12 +314,12 @@ func (s *callServer) run(nc net.Conn, r *wire.Reader, w *connWriter, inv *wire.I
 // refusalAnswer returns the code and message a refused call is answered
 // with: fixed texts, never the child's data.
 func refusalAnswer(err error) (frame.Code, string) {
-	var ce *CallError
+	var ce *callError
 	var se *SchemaError
 	var de *DepthError
 	switch {
 	case errors.As(err, &ce):
-		return ce.Code, ce.Message
+		return ce.err.Code, ce.err.Message
 	case errors.Is(err, calllog.ErrJournalStart), errors.Is(err, calllog.ErrJournalPolicy):
 		return frame.CodeUnreachable, "the journal did not keep the call's start"
 	case errors.Is(err, ErrPoolDown), errors.Is(err, ErrClosed), errors.Is(err, calllog.ErrParentEnded):

@@ -94,7 +94,7 @@ func TestKill9MidStream(t *testing.T) {
 		t.Errorf("synthetic terminal %v after the kill, want within 1 s", d)
 	}
 	wantSynthetic(t, term, frame.CodeUnreachable)
-	var ce *CallError
+	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || !ce.Synthetic || ce.Code != frame.CodeUnreachable {
 		t.Fatalf("Wait: %v", err)
 	}

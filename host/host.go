@@ -391,7 +391,7 @@ func WithJournal(j *calllog.Journal) CallOption {
 // a *calllog.JournalError matching calllog.ErrJournalStart; a refusal
 // whose end the journal could not confirm comes back joined with a
 // *calllog.JournalError matching calllog.ErrJournalEnd. A child that dies
-// just as the call starts gives a synthetic *CallError (unreachable or
+// just as the call starts gives a synthetic *frame.Error (unreachable or
 // transport_error) instead of a Call. Arguments left out that have a
 // "default" in the schema are filled in first, so the invoke carries the
 // values the provider gets.

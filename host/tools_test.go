@@ -164,7 +164,7 @@ func TestRealFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Synthetic || ce.Message != "no luck" {
 		t.Fatalf("Wait: %#v", err)
 	}

@@ -279,7 +279,7 @@ func (r *callRun) send(ctx context.Context, input io.Reader) error {
 			}
 		}
 	}
-	var ce *host.CallError
+	var ce *frame.Error
 	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) && !errors.As(err, &ce) {
 		return r.abort(statusErr(ExitFailure, "cannot half-close the call: %v", err))
 	}
@@ -309,12 +309,12 @@ func readLine(br *bufio.Reader) (string, error) {
 
 // sendFailed classifies an error of Send: the call's own end (the child
 // died, stopped reading past the deadline, broke the protocol: Send's
-// *host.CallError or ErrSendClosed), the provider's terminal or the
+// *frame.Error or ErrSendClosed), the provider's terminal or the
 // command's own cancellation is no error of the input: the exit status is
 // the call's outcome, which receive reads.
 func (r *callRun) sendFailed(ctx context.Context, what string, err error) error {
 	var se *host.SchemaError
-	var ce *host.CallError
+	var ce *frame.Error
 	switch {
 	case errors.As(err, &se):
 		return r.abort(statusErr(ExitRefused, "%s refused: %v", what, err))

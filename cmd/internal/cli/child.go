@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -276,7 +277,7 @@ func closeHost(h *host.Host) {
 // refusal maps an error of host.Call to the command's error.
 func refusal(tool string, err error) error {
 	var se *host.SchemaError
-	var ce *host.CallError
+	var ce *frame.Error
 	switch {
 	case errors.Is(err, host.ErrUnknownTool):
 		return statusErr(ExitRefused, "the child has no tool %q (run 'skulk-host tools -- CHILD' to list them)", tool)

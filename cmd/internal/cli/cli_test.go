@@ -76,8 +76,8 @@ func TestRefusalStatus(t *testing.T) {
 		{&host.SchemaError{Schema: "arguments"}, ExitRefused},
 		{fmt.Errorf("host: invoke: %w", wire.ErrHeaderLength), ExitRefused},
 		{host.ErrPoolDown, ExitUnreachable},
-		{&host.CallError{Code: frame.CodeUnreachable, Synthetic: true}, ExitUnreachable},
-		{&host.CallError{Code: frame.CodeTransportError, Synthetic: true}, ExitTransportError},
+		{&frame.Error{Code: frame.CodeUnreachable, Synthetic: true}, ExitUnreachable},
+		{&frame.Error{Code: frame.CodeTransportError, Synthetic: true}, ExitTransportError},
 		{errors.New("something else"), ExitFailure},
 	}
 	for _, tt := range tests {

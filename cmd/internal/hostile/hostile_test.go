@@ -348,7 +348,7 @@ func TestHostileChildren(t *testing.T) {
 			}
 			_, werr := c.Wait()
 			if tc.code != 0 {
-				var ce *host.CallError
+				var ce *frame.Error
 				if !term.Synthetic || term.Error == nil || term.Error.Code != tc.code ||
 					!errors.As(werr, &ce) || !ce.Synthetic || ce.Code != tc.code {
 					t.Fatalf("terminal synthetic=%v error=%v, Wait %v: want a synthetic %s", term.Synthetic, term.Error, werr, tc.code)

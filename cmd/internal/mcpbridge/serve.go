@@ -397,9 +397,9 @@ func (s *Server) handler(id string) mcp.ToolHandler {
 			b.add(ctx, f)
 		}
 		if _, err := c.Wait(); err != nil { // at once: the output was read to its end
-			var ce *host.CallError
+			var ce *frame.Error
 			if errors.As(err, &ce) {
-				b.stderr = ce.Stderr
+				b.stderr = host.Stderr(err)
 			}
 		}
 		return b.result(), nil
@@ -419,12 +419,12 @@ func refusedResult(msg string) *mcp.CallToolResult {
 // callRefused maps an error of host.Call. Its text names fields and
 // describes values, never quotes them (host's contract).
 func callRefused(err error) *mcp.CallToolResult {
-	var ce *host.CallError
+	var ce *frame.Error
 	if errors.As(err, &ce) {
 		// The child went away as the call started.
 		text := failureText(frame.KindFailed, ce.Code, ce.Message, ce.Synthetic)
-		if ce.Synthetic && ce.Stderr != "" {
-			text += "\n" + stderrTailText(ce.Stderr)
+		if ce.Synthetic && host.Stderr(err) != "" {
+			text += "\n" + stderrTailText(host.Stderr(err))
 		}
 		r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 		r.Meta = mcp.Meta{MetaKind: frame.KindFailed.String(), MetaCode: ce.Code.String(), MetaSynthetic: ce.Synthetic}

@@ -171,7 +171,7 @@ func TestCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ce *host.CallError
+	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "boom" || ce.Synthetic {
 		t.Errorf("fail: %v", err)
 	}
@@ -296,7 +296,7 @@ func TestNestedCallsThroughHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ce *host.CallError
+	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "call depth 3 is over the host's limit of 2" {
 		t.Errorf("relays past MaxDepth: %v", err)
 	}
