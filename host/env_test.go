@@ -3,6 +3,7 @@ package host
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestChildEnvironment(t *testing.T) {
 		{"empty means nothing", []string{},
 			[]string{"EXTRA=1"},
 			[]string{"PATH=", "HOME=", "TZ=", "SKULK_TEST_NOT_PASSED="}},
-		{"the default and one more", append(DefaultEnv(), "SKULK_TEST_NOT_PASSED"),
+		{"the default and one more", append(slices.Clone(defaultEnv), "SKULK_TEST_NOT_PASSED"),
 			[]string{"PATH=" + os.Getenv("PATH"), "HOME=/home/skulk-test", "SKULK_TEST_NOT_PASSED=secret"},
 			nil},
 	} {

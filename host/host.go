@@ -331,10 +331,10 @@ func WithTrace(trace map[string]string) CallOption {
 	return func(o *callOptions) { o.trace = trace }
 }
 
-// WithParent places the call's invoke in a call tree built by hand: tree is
+// withParent places the call's invoke in a call tree built by hand: tree is
 // the outermost call's id, parent the id of the call that makes this one.
 // A running call in the call's context (Program) takes precedence.
-func WithParent(tree, parent string) CallOption {
+func withParent(tree, parent string) CallOption {
 	return func(o *callOptions) { o.tree, o.parent = tree, parent }
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,8 +125,8 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{Command: "x", PoolSize: 1, Limits: c.Limits,
 		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, StartTimeout: 10 * time.Second,
 		CancelGrace: time.Second, EndGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
-		StuckLimit: 1, Logger: c.Logger, Env: DefaultEnv(),
-		Calls:   Calls{MaxDepth: DefaultMaxDepth, MaxInFlight: DefaultMaxInFlight},
+		StuckLimit: 1, Logger: c.Logger, Env: slices.Clone(defaultEnv),
+		Calls:   Calls{MaxDepth: defaultMaxDepth, MaxInFlight: defaultMaxInFlight},
 		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -36,6 +36,19 @@ type envFlag struct {
 
 func (e *envFlag) String() string { return "" }
 
+// childExtraEnv is the child's Config.ExtraEnv: each --env NAME the host
+// has, with the host's value, then each --env NAME=VALUE, on top of the
+// default environment a nil Config.Env passes.
+func (e *envFlag) childExtraEnv() []string {
+	env := make([]string, 0, len(e.pass)+len(e.extra))
+	for _, name := range e.pass {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return append(env, e.extra...)
+}
+
 func (e *envFlag) Set(v string) error {
 	name, _, hasValue := strings.Cut(v, "=")
 	if name == "" {
@@ -158,8 +171,7 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 	cfg := host.Config{
 		Command:    argv[0],
 		Args:       argv[1:],
-		Env:        append(host.DefaultEnv(), c.env.pass...),
-		ExtraEnv:   c.env.extra,
+		ExtraEnv:   c.env.childExtraEnv(),
 		DrainGrace: drainGrace,
 	}
 	c.contain.apply(&cfg)
