@@ -156,10 +156,10 @@ func (s *server) hello() *wire.Hello {
 		Limits:     s.opts.limits().Effective(),
 	}
 	if h.SDK == "" {
-		h.SDK = DefaultSDK
+		h.SDK = defaultSDK
 	}
 	if h.MaxStreams == 0 {
-		h.MaxStreams = DefaultMaxStreams
+		h.MaxStreams = defaultMaxStreams
 	}
 	for i := range s.opts.Tools {
 		h.Tools = append(h.Tools, s.opts.Tools[i].descriptor())
@@ -221,7 +221,7 @@ func (s *server) serve(ctx context.Context) error {
 func (s *server) start(cr *wire.Reader) error {
 	timeout := s.opts.StartupTimeout
 	if timeout == 0 {
-		timeout = DefaultStartupTimeout
+		timeout = defaultStartupTimeout
 	}
 	// A Request: the Writer is idle, so this goroutine writes hello
 	// itself rather than wake the flusher for it (one goroutine switch
