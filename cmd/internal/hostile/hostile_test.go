@@ -574,7 +574,7 @@ func hostKilledLeavesNothing(t *testing.T, mode string) {
 }
 
 // A hostile host against the Go SDK: the child is hostilechild sdk
-// (child.Main, max_streams 4, the demo tools), driven packet by packet.
+// (child.Run, max_streams 4, the demo tools), driven packet by packet.
 // For each case the child stays up and answers pings, its memory stays
 // bounded, and a call made afterwards works.
 func TestHostileHost(t *testing.T) {
