@@ -50,8 +50,8 @@ func fieldErr(field, reason string) error { return &FieldError{Field: field, Rea
 type Error struct {
 	// Code classifies the failure.
 	Code Code
-	// Message is a human-readable explanation, at most 2048 characters of
-	// valid UTF-8 (see SanitizeMessage); it may be empty.
+	// Message is a human-readable explanation, at most MaxMessageChars
+	// characters of valid UTF-8 (see SanitizeMessage); it may be empty.
 	Message string
 	// Synthetic is true when the outcome was made up in place of the
 	// provider's: by the host because the child died, hung, timed out or

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A nil Config.Env gives the child DefaultEnv's variables from the host's
+// A nil Config.Env gives the child the default variables from the host's
 // environment (the same default skulk-host uses) and nothing else of it;
 // an empty Env gives it none; ExtraEnv adds to either.
 func TestChildEnvironment(t *testing.T) {
