@@ -85,7 +85,7 @@ type Outcome struct {
 	Result frame.Payload
 	// Error is the error of a failed call (required) or of a cancelled
 	// one (optional).
-	Error *ErrorInfo
+	Error *frame.Error
 	// Refused, on a failed outcome, classes a call refused before it
 	// reached a child (see Event.Refused); "" otherwise.
 	Refused string

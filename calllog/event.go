@@ -129,7 +129,7 @@ type Event struct {
 	Media *MediaInfo
 	// Error is the error of a failed or cancelled call, or why a retry was
 	// made; nil when absent.
-	Error *ErrorInfo
+	Error *frame.Error
 	// Refused, on a failed event, names why the call was refused before it
 	// reached a child ("unknown_tool", "schema", "pool_down",
 	// "journal_start", "journal_policy", ...); "" when it was not refused.
@@ -200,18 +200,6 @@ type MediaInfo struct {
 	BlobID string
 	// SHA256 is the blob's digest; see BlobID.
 	SHA256 string
-}
-
-// ErrorInfo is an error as the log keeps it.
-type ErrorInfo struct {
-	// Code classifies the error.
-	Code frame.Code
-	// Message explains it (at most frame.MaxMessageChars characters).
-	Message string
-	// Synthetic is true when the host made the outcome up in place of the
-	// provider (the child crashed, timed out, broke the protocol) or a
-	// writer that took over a tree recorded it.
-	Synthetic bool
 }
 
 // ErrFormat is matched by every error decoding an event's JSON form (its
@@ -407,7 +395,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if c := j.Payload; c != nil {
 		ev.Payload = &Content{Type: c.Type, Bytes: c.Bytes, Keys: c.Keys, Redacted: c.Redacted, ValueDropped: c.ValueDropped}
 		if len(c.Value) > 0 && !bytes.Equal(c.Value, []byte("null")) {
-			p, err := frame.PayloadFromJSON(c.Value)
+			p, err := frame.PayloadOf(json.RawMessage(c.Value))
 			if err != nil {
 				return &formatError{Field: "payload.value", Reason: "not a JSON object"}
 			}
@@ -422,7 +410,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		if err != nil {
 			return &formatError{Field: "error.code", Reason: "unknown value"}
 		}
-		ev.Error = &ErrorInfo{Code: code, Message: er.Message, Synthetic: er.Synthetic}
+		ev.Error = &frame.Error{Code: code, Message: er.Message, Synthetic: er.Synthetic}
 	}
 	*e = ev
 	return nil

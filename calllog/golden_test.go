@@ -50,7 +50,7 @@ func goldenEvents() []calllog.Event {
 	evs = append(evs, e)
 	e = base(calllog.KindRetry, 7)
 	e.Attempt = 1
-	e.Error = &calllog.ErrorInfo{Code: frame.CodeTransportError, Message: "connection reset", Synthetic: true}
+	e.Error = &frame.Error{Code: frame.CodeTransportError, Message: "connection reset", Synthetic: true}
 	evs = append(evs, e)
 	e = base(calllog.KindCompleted, 8)
 	e.Attempt, e.Payload = 2, shape(6, 1)
@@ -60,11 +60,11 @@ func goldenEvents() []calllog.Event {
 	evs = append(evs, e)
 	e = base(calllog.KindFailed, 10)
 	e.Call, e.Tool, e.ToolVersion, e.Refused = "h1-3", "nope", "", "unknown_tool"
-	e.Error = &calllog.ErrorInfo{Code: frame.CodeInvalidFrame, Message: "host: unknown tool"}
+	e.Error = &frame.Error{Code: frame.CodeInvalidFrame, Message: "host: unknown tool"}
 	evs = append(evs, e)
 	e = base(calllog.KindCancelled, 11)
 	e.Call, e.Parent, e.Tool, e.ToolVersion, e.Program = "h1-1", "", "reply", "", true
-	e.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: "context cancelled"}
+	e.Error = &frame.Error{Code: frame.CodeCancelled, Message: "context cancelled"}
 	evs = append(evs, e)
 	// A call with streamed arguments (a tree of its own): started, one
 	// fragment kept (full), one not (shape), the request with the

@@ -497,7 +497,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 		cl.mu.Unlock()
 		return cl.cause()
 	}
-	if f.IsTerminal() {
+	if f.Kind.IsTerminal() {
 		cl.terminal = true
 	}
 	cl.mu.Unlock()
@@ -545,7 +545,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	stopped := err != nil && abortable && cl.ctx.Err() != nil && err == context.Cause(cl.ctx)
 	if stopped || err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			cl.mu.Lock()
 			cl.terminal = false
 			cl.mu.Unlock()
@@ -568,6 +568,11 @@ func failedFrame(code frame.Code, msg string) frame.Frame {
 // becomes provider_error with its message; anything else is provider_error
 // with the error's text.
 func errorFrame(err error) frame.Frame {
+	var ce *callError
+	if errors.As(err, &ce) {
+		// The outcome of a call this handler made, returned as is.
+		return failedFrame(frame.CodeProviderError, err.Error())
+	}
 	var fe *frame.Error
 	if errors.As(err, &fe) && !fe.Code.Valid() {
 		msg := fe.Message

@@ -7,7 +7,7 @@
 // A provider is a list of Tools, each with JSON Schemas and a Handler:
 //
 //	func main() {
-//		child.Main(child.Options{Tools: []child.Tool{{
+//		os.Exit(child.Run(child.Options{Tools: []child.Tool{{
 //			ID:          "upper",
 //			Description: "Upper-cases each text chunk.",
 //			Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
@@ -22,7 +22,7 @@
 //				}
 //				return nil, nil // completed
 //			},
-//		}}})
+//		}}}))
 //	}
 //
 // # Guarantees

@@ -17,7 +17,7 @@ import (
 // Example writes a provider with one tool and plays the host by hand to
 // call it. A real provider's main function is just
 //
-//	child.Main(child.Options{Tools: []child.Tool{greet}})
+//	os.Exit(child.Run(child.Options{Tools: []child.Tool{greet}}))
 func Example() {
 	greet := child.Tool{
 		ID:              "greet",

@@ -52,29 +52,18 @@ func (e *DepthError) Error() string {
 	return fmt.Sprintf("child: call depth %d is over the host's limit of %d", e.Depth, e.Limit)
 }
 
-// CallError is the outcome of a call made through the host that did not
-// complete: the host's failed or cancelled terminal, or one this SDK made
-// up because the call connection broke first (Synthetic).
-type CallError struct {
-	// Code classifies the failure.
-	Code frame.Code
-	// Message is the terminal's message; it may be empty.
-	Message string
-	// Synthetic is true when this SDK made the terminal up.
-	Synthetic bool
-}
+// callError carries the *frame.Error of a call made through the host that
+// did not complete: the host's failed or cancelled terminal, or one this SDK
+// made up because the call connection broke first (Synthetic). errors.As
+// finds the *frame.Error. A handler that returns it as is fails its own call
+// with provider_error and this text (errorFrame), as for any error that is
+// not its own *frame.Error.
+type callError struct{ err *frame.Error }
 
-func (e *CallError) Error() string {
-	s := "child: call "
-	if e.Synthetic {
-		s += "(synthetic) "
-	}
-	s += e.Code.String()
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
-}
+func (e *callError) Error() string { return "child: call " + e.err.Error() }
+
+// Unwrap returns the call's *frame.Error.
+func (e *callError) Unwrap() error { return e.err }
 
 // offer is what the host's startup offered: nil when nothing.
 type offer struct {
@@ -184,8 +173,8 @@ type Call struct {
 // Refusals come back at once, nothing sent: ErrCallsOff, ErrNotOffered, a
 // *DepthError, ErrTooManyCalls, an error matching ErrArguments; the
 // host's own refusals (docs/protocol.md §8) come back as the call's
-// *CallError. A connection that cannot be dialed gives a synthetic
-// *CallError (unreachable).
+// *frame.Error. A connection that cannot be dialed gives a synthetic
+// *frame.Error (unreachable).
 func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts ...CallOption) (*Call, error) {
 	var o callOpts
 	for _, f := range opts {
@@ -237,7 +226,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 	if nc == nil {
 		if nc, err = dialUnix(of.calls.Socket); err != nil {
 			of.release(nil)
-			return nil, &CallError{Code: frame.CodeUnreachable, Message: "dialing the host's call socket failed", Synthetic: true}
+			return nil, &callError{&frame.Error{Code: frame.CodeUnreachable, Message: "dialing the host's call socket failed", Synthetic: true}}
 		}
 	}
 	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: coalesce.New(nc, cl.c.s.limits),
@@ -250,7 +239,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 		nc.Close()
 		c.w.Close()
 		of.release(nil)
-		return nil, &CallError{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}
+		return nil, &callError{&frame.Error{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}}
 	}
 	if !o.detached {
 		c.owner = cl
@@ -447,7 +436,7 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	}
 }
 
-// Frames ranges over the provider's chunks; it yields a *CallError for a
+// Frames ranges over the provider's chunks; it yields a *frame.Error for a
 // failed or cancelled terminal, and ends after the terminal.
 func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 	return func(yield func(frame.Frame, error) bool) {
@@ -470,7 +459,7 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 }
 
 // Wait reads the call to its end and returns the completed terminal's
-// payload (nil when none), or a *CallError.
+// payload (nil when none), or a *frame.Error.
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		if _, err := c.Recv(context.Background()); err != nil {
@@ -484,16 +473,16 @@ func (c *Call) Wait() (frame.Payload, error) {
 	return c.term.Payload, nil
 }
 
-func callErrorOf(f frame.Frame) *CallError {
+func callErrorOf(f frame.Frame) error {
 	switch f.Kind {
 	case frame.KindFailed:
-		return &CallError{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic}
+		return &callError{&frame.Error{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic}}
 	case frame.KindCancelled:
-		ce := &CallError{Code: frame.CodeCancelled, Synthetic: f.Synthetic}
+		fe := &frame.Error{Code: frame.CodeCancelled, Synthetic: f.Synthetic}
 		if f.Error != nil {
-			ce.Message = f.Error.Message
+			fe.Message = f.Error.Message
 		}
-		return ce
+		return &callError{fe}
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func TestCallThroughMisbehavingHost(t *testing.T) {
 	// is refused below only by the host's garbage.
 	for i := range 3 {
 		err := <-errs
-		var ce *child.CallError
+		var ce *frame.Error
 		require.ErrorAs(t, err, &ce, "call %d", i)
 		assert.True(t, ce.Synthetic, "call %d: %v", i, err)
 		assert.Equal(t, frame.CodeUnreachable, ce.Code, "call %d: %v", i, err)
@@ -167,7 +167,7 @@ func TestCallCancelAfterCloseSend(t *testing.T) {
 	require.NoError(t, s.Started("a1"))
 	requireTerminal(t, readCall(t, s, "a1"), frame.KindCompleted, 0)
 	assert.ErrorIs(t, <-hostErr, io.EOF, "the host saw the connection end, not its own deadline")
-	var ce *child.CallError
+	var ce *frame.Error
 	require.ErrorAs(t, <-errs, &ce)
 	assert.Equal(t, frame.CodeCancelled, ce.Code)
 	assert.True(t, ce.Synthetic)

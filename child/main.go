@@ -36,22 +36,15 @@ const (
 	ExitStart = 2
 )
 
-// Main runs a provider process with opts and exits the process with Run's
-// status. It is meant to be the whole body of a provider's main function:
-//
-//	func main() { child.Main(child.Options{Tools: tools}) }
-//
-// Main never returns.
-func Main(opts Options) {
-	os.Exit(Run(opts))
-}
-
 // Run runs a provider process: it takes the control connection and the
 // stream listener from the fds the host passed (SKULK_CONTROL_FD and
 // SKULK_STREAMS_FD, normally 3 and 4), serves until drained or until the host
 // is gone, and returns the process's exit status (ExitOK, ExitFailure or
 // ExitStart). When it fails it writes a one-line reason to stderr. A nil
-// opts.Logger logs as text to stderr, with the child's id.
+// opts.Logger logs as text to stderr, with the child's id. It is meant to
+// be the whole body of a provider's main function:
+//
+//	func main() { os.Exit(child.Run(child.Options{Tools: tools})) }
 //
 // Run takes the fds over as *os.File (close-on-exec, so that no process
 // the provider starts inherits them) and the package links nothing of

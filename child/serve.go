@@ -158,10 +158,10 @@ func (s *server) hello() *wire.Hello {
 		Limits:     packetio.Effective(s.opts.limits()),
 	}
 	if h.SDK == "" {
-		h.SDK = DefaultSDK
+		h.SDK = defaultSDK
 	}
 	if h.MaxStreams == 0 {
-		h.MaxStreams = DefaultMaxStreams
+		h.MaxStreams = defaultMaxStreams
 	}
 	for i := range s.opts.Tools {
 		h.Tools = append(h.Tools, s.opts.Tools[i].descriptor())
@@ -223,7 +223,7 @@ func (s *server) serve(ctx context.Context) error {
 func (s *server) start(cr *packetio.Reader) error {
 	timeout := s.opts.StartupTimeout
 	if timeout == 0 {
-		timeout = DefaultStartupTimeout
+		timeout = defaultStartupTimeout
 	}
 	// A Request: the Writer is idle, so this goroutine writes hello
 	// itself rather than wake the flusher for it (one goroutine switch

@@ -96,13 +96,13 @@ const maxVersionChars = 128
 
 // Defaults of Options' zero values.
 const (
-	// DefaultSDK is the sdk string sent in hello when Options.SDK is empty.
-	DefaultSDK = "skulk-go/1"
-	// DefaultMaxStreams is max_streams when Options.MaxStreams is 0.
-	DefaultMaxStreams = 4096
-	// DefaultStartupTimeout is how long the child waits for startup when
+	// defaultSDK is the sdk string sent in hello when Options.SDK is empty.
+	defaultSDK = "skulk-go/1"
+	// defaultMaxStreams is max_streams when Options.MaxStreams is 0.
+	defaultMaxStreams = 4096
+	// defaultStartupTimeout is how long the child waits for startup when
 	// Options.StartupTimeout is 0 (docs/protocol.md §5 item 3).
-	DefaultStartupTimeout = 10 * time.Second
+	defaultStartupTimeout = 10 * time.Second
 )
 
 // Options configure a child. The zero value of each field has a documented
@@ -110,10 +110,10 @@ const (
 type Options struct {
 	// Tools are the tools the child offers, in hello's order; at least one.
 	Tools []Tool
-	// SDK names the SDK in hello; empty means DefaultSDK.
+	// SDK names the SDK in hello; empty means "skulk-go/1".
 	SDK string
 	// MaxStreams is how many calls the host may run at once (hello's
-	// max_streams); 0 means DefaultMaxStreams. The host enforces it.
+	// max_streams); 0 means 4096. The host enforces it.
 	MaxStreams int
 	// MaxHeader and MaxAttachment bound, in bytes, the header and the
 	// attachment of every packet the child reads and writes; 0 means the
@@ -126,7 +126,7 @@ type Options struct {
 	// handler on stderr for Run and Main.
 	Logger *slog.Logger
 	// StartupTimeout is how long to wait for startup after hello; 0 means
-	// DefaultStartupTimeout.
+	// 10 s.
 	StartupTimeout time.Duration
 	// TracerProvider gives the tracer of the child's spans: a server span
 	// around each handler, a child of the host's client span when the

@@ -17,17 +17,17 @@ var directionNames = [...]string{CallerToProvider: "caller_to_provider", Provide
 
 // String returns the wire name, or "Direction(n)" for an unknown value.
 func (d Direction) String() string {
-	if d.Valid() {
+	if d.valid() {
 		return directionNames[d]
 	}
 	return "Direction(" + strconv.Itoa(int(d)) + ")"
 }
 
-// Valid reports whether d is one of the defined directions.
-func (d Direction) Valid() bool { return d == CallerToProvider || d == ProviderToCaller }
+// valid reports whether d is one of the defined directions.
+func (d Direction) valid() bool { return d == CallerToProvider || d == ProviderToCaller }
 
-// Opposite returns the other direction of the same call.
-func (d Direction) Opposite() Direction {
+// opposite returns the other direction of the same call.
+func (d Direction) opposite() Direction {
 	if d == CallerToProvider {
 		return ProviderToCaller
 	}
@@ -66,14 +66,14 @@ var kindNames = [...]string{KindStarted: "started", KindChunk: "chunk", KindComp
 
 // String returns the wire name, or "Kind(n)" for an unknown value.
 func (k Kind) String() string {
-	if k.Valid() {
+	if k.valid() {
 		return kindNames[k]
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Valid reports whether k is one of the defined kinds.
-func (k Kind) Valid() bool { return k >= KindStarted && k <= KindCancelled }
+// valid reports whether k is one of the defined kinds.
+func (k Kind) valid() bool { return k >= KindStarted && k <= KindCancelled }
 
 // IsTerminal reports whether k closes its direction.
 func (k Kind) IsTerminal() bool { return k >= KindCompleted && k <= KindCancelled }
@@ -124,8 +124,8 @@ func (c Code) String() string {
 // Valid reports whether c is one of the defined codes.
 func (c Code) Valid() bool { return c >= CodeProviderError && c <= CodeInvalidFrame }
 
-// Codes lists every defined code in order, for tables and documentation.
-func Codes() []Code {
+// allCodes lists every defined code in order, for tables and documentation.
+func allCodes() []Code {
 	return []Code{CodeProviderError, CodeTransportError, CodeUnreachable, CodeCancelled, CodeTimeout, CodeInvalidFrame}
 }
 

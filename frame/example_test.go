@@ -1,6 +1,7 @@
 package frame_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,7 +15,7 @@ func ExampleNewChunk() {
 		panic(err)
 	}
 	text, _ := f.Payload.Text()
-	fmt.Println(f.Kind, f.Direction, f.Sequence, text, f.IsTerminal())
+	fmt.Println(f.Kind, f.Direction, f.Sequence, text, f.Kind.IsTerminal())
 	// Output: chunk provider_to_caller 1 hello false
 }
 
@@ -25,8 +26,8 @@ func ExampleNewChunk_inlineMedia() {
 		panic(err)
 	}
 	m := f.Media.(*frame.InlineMedia)
-	fmt.Println(f.Media.MediaKind(), m.MediaType, len(m.Data))
-	// Output: inline audio/pcm 4
+	fmt.Println(m.MediaType, len(m.Data))
+	// Output: audio/pcm 4
 }
 
 func ExampleFrame_Validate() {
@@ -47,7 +48,7 @@ func ExampleNewFailed() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(f.Kind, f.Error, f.IsTerminal())
+	fmt.Println(f.Kind, f.Error, f.Kind.IsTerminal())
 	// Output: failed timeout: took too long true
 }
 
@@ -57,8 +58,8 @@ func ExampleSanitizeMessage() {
 	// Output: 2048 true
 }
 
-func ExamplePayloadFromJSON() {
-	p, err := frame.PayloadFromJSON([]byte(`{"text": "hi", "n": 3}`))
+func ExamplePayloadOf_json() {
+	p, err := frame.PayloadOf(json.RawMessage([]byte(`{"text": "hi", "n": 3}`)))
 	if err != nil {
 		panic(err)
 	}

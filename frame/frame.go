@@ -12,12 +12,12 @@ import (
 // Field bounds of docs/protocol.md §3 (frame, inline media, error). Lengths
 // in characters count Unicode code points.
 const (
-	// MaxCallIDChars bounds a call id (at least 1 character).
-	MaxCallIDChars = 128
+	// maxCallIDChars bounds a call id (at least 1 character).
+	maxCallIDChars = 128
 	// MaxMessageChars bounds an error message.
 	MaxMessageChars = 2048
-	// MaxMediaTypeChars bounds an inline media type.
-	MaxMediaTypeChars = 256
+	// maxMediaTypeChars bounds an inline media type.
+	maxMediaTypeChars = 256
 )
 
 // ErrInvalid is matched (errors.Is) by every validation error of this
@@ -42,21 +42,36 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
 func fieldErr(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
 
-// Error is the outcome carried by a failed or cancelled frame. It is also a
-// Go error, so a caller can return it and match it with errors.As.
+// Error is how a call, or one direction of it, failed or was cancelled:
+// the error of a failed or cancelled frame, and the one failure type of
+// Skulk. The host's Call.Wait and Recv, the child SDK's calls through the
+// host and the call log all give a *Error; match it with errors.As (the
+// host's may come wrapped, to match the call context's error too).
 type Error struct {
 	// Code classifies the failure.
 	Code Code
 	// Message is a human-readable explanation, at most MaxMessageChars
-	// characters of valid UTF-8 (see SanitizeMessage).
+	// characters of valid UTF-8 (see SanitizeMessage); it may be empty.
 	Message string
+	// Synthetic is true when the outcome was made up in place of the
+	// provider's: by the host because the child died, hung, timed out or
+	// broke the protocol, or by the child SDK because its call connection
+	// broke. It never travels on the wire (a frame's Synthetic says the
+	// same of the frame).
+	Synthetic bool
 }
 
+// Error returns the code and the message, marked "(synthetic)" when the
+// outcome was made up.
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Code.String()
+	s := e.Code.String()
+	if e.Synthetic {
+		s = "(synthetic) " + s
 	}
-	return e.Code.String() + ": " + e.Message
+	if e.Message == "" {
+		return s
+	}
+	return s + ": " + e.Message
 }
 
 // SanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
@@ -94,12 +109,10 @@ func checkChars(field, s string, min, max int) error {
 
 // CheckCallID reports whether id is a valid call id: 1 to 128 characters of
 // valid UTF-8.
-func CheckCallID(id string) error { return checkChars("call_id", id, 1, MaxCallIDChars) }
+func CheckCallID(id string) error { return checkChars("call_id", id, 1, maxCallIDChars) }
 
 // Media is the media attached to a chunk: *InlineMedia or *BlobMedia.
 type Media interface {
-	// MediaKind returns "inline" or "blob".
-	MediaKind() string
 	validate() error
 }
 
@@ -125,14 +138,11 @@ type InlineMedia struct {
 	DurationSeconds *float64
 }
 
-// MediaKind returns "inline".
-func (*InlineMedia) MediaKind() string { return "inline" }
-
 func (m *InlineMedia) validate() error {
 	if m.MediaType == "" {
 		return fieldErr("media.media_type", "required")
 	}
-	if err := checkChars("media.media_type", m.MediaType, 1, MaxMediaTypeChars); err != nil {
+	if err := checkChars("media.media_type", m.MediaType, 1, maxMediaTypeChars); err != nil {
 		return err
 	}
 	if !utf8.ValidString(m.Codec) {
@@ -175,9 +185,6 @@ type BlobMedia struct {
 	// MediaType is the blob's media type; required.
 	MediaType string
 }
-
-// MediaKind returns "blob".
-func (*BlobMedia) MediaKind() string { return "blob" }
 
 // isSHA256Hex reports whether s is 64 lowercase hex digits. (A regexp
 // would do, but compiling it at init would add to every provider's start,
@@ -236,10 +243,6 @@ type Frame struct {
 	Error *Error
 }
 
-// IsTerminal reports whether f closes its direction (completed, failed or
-// cancelled).
-func (f *Frame) IsTerminal() bool { return f.Kind.IsTerminal() }
-
 // Validate checks every field constraint (docs/protocol.md §3) and the
 // lifecycle shape (§4.1). The error, if any, is a *FieldError naming the
 // first field found at fault; it never includes user data.
@@ -255,10 +258,10 @@ func (f *Frame) validate(payloadBytes bool) error {
 	if err := CheckCallID(f.CallID); err != nil {
 		return err
 	}
-	if !f.Direction.Valid() {
+	if !f.Direction.valid() {
 		return fieldErr("direction", "unknown value")
 	}
-	if !f.Kind.Valid() {
+	if !f.Kind.valid() {
 		return fieldErr("kind", "unknown value")
 	}
 	if (f.Sequence == 0) != (f.Kind == KindStarted) {

@@ -111,7 +111,7 @@ func TestShapeTable(t *testing.T) {
 // payload, media and error, and error code against the table.
 func TestShapeExhaustive(t *testing.T) {
 	errs := []*Error{nil}
-	for _, c := range Codes() {
+	for _, c := range allCodes() {
 		errs = append(errs, &Error{Code: c})
 	}
 	for k := KindStarted; k <= KindCancelled; k++ {
@@ -262,8 +262,8 @@ func TestEnums(t *testing.T) {
 		got, err := ParseDirection(d.String())
 		require.NoError(t, err)
 		require.Equal(t, d, got)
-		require.Equal(t, d, d.Opposite().Opposite())
-		require.NotEqual(t, d, d.Opposite())
+		require.Equal(t, d, d.opposite().opposite())
+		require.NotEqual(t, d, d.opposite())
 	}
 	require.Equal(t, "caller_to_provider", CallerToProvider.String())
 	require.Equal(t, "provider_to_caller", ProviderToCaller.String())
@@ -283,7 +283,7 @@ func TestEnums(t *testing.T) {
 		require.Equal(t, k, got)
 		require.Equal(t, i >= 2, k.IsTerminal())
 		f := Frame{Kind: k}
-		require.Equal(t, i >= 2, f.IsTerminal())
+		require.Equal(t, i >= 2, f.Kind.IsTerminal())
 	}
 	require.False(t, Kind(0).IsTerminal())
 	require.False(t, Kind(6).IsTerminal())
@@ -292,8 +292,8 @@ func TestEnums(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 
 	codes := []string{"provider_error", "transport_error", "unreachable", "cancelled", "timeout", "invalid_frame"}
-	require.Len(t, Codes(), len(codes))
-	for i, c := range Codes() {
+	require.Len(t, allCodes(), len(codes))
+	for i, c := range allCodes() {
 		require.Equal(t, codes[i], c.String())
 		got, err := ParseCode(codes[i])
 		require.NoError(t, err)
@@ -324,7 +324,7 @@ func TestConstructors(t *testing.T) {
 
 	f, err = NewCompleted("c", ProviderToCaller, 3, nil)
 	require.NoError(t, err)
-	require.True(t, f.IsTerminal())
+	require.True(t, f.Kind.IsTerminal())
 	f, err = NewCompleted("c", ProviderToCaller, 3, okPayload)
 	require.NoError(t, err)
 	require.Equal(t, okPayload, f.Payload)
@@ -424,7 +424,7 @@ func TestPayload(t *testing.T) {
 	require.Error(t, err)
 	require.Panics(t, func() { MustPayload(1) })
 
-	p, err = PayloadFromJSON([]byte(`{"n": 3, "f": 2.5, "big": 12345678901234, "s": "x", "o": {"l": [1, {"z": null}]}}`))
+	p, err = PayloadOf(json.RawMessage([]byte(`{"n": 3, "f": 2.5, "big": 12345678901234, "s": "x", "o": {"l": [1, {"z": null}]}}`)))
 	require.NoError(t, err)
 	m, err := p.Map()
 	require.NoError(t, err)
@@ -436,7 +436,7 @@ func TestPayload(t *testing.T) {
 	require.JSONEq(t, `{"n": 3, "f": 2.5, "big": 12345678901234, "s": "x", "o": {"l": [1, {"z": null}]}}`, string(js))
 
 	for _, bad := range []string{`[1]`, `3`, `null`, `{"a":1} {}`, `{`, ``} {
-		_, err := PayloadFromJSON([]byte(bad))
+		_, err := PayloadOf(json.RawMessage([]byte(bad)))
 		require.ErrorIs(t, err, ErrInvalid, bad)
 	}
 

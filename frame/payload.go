@@ -20,8 +20,13 @@ type Payload []byte
 
 // PayloadOf encodes v, which must encode as a map: a map with string keys, or
 // a struct (its `json` tags name the fields). Map keys are sorted, so equal
-// values give equal bytes.
+// values give equal bytes. A json.RawMessage is read as the text of a JSON
+// object (numbers keep their integer form when they have one); anything else
+// in it, trailing data included, is refused with a *FieldError.
 func PayloadOf(v any) (Payload, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		return payloadFromJSON(raw)
+	}
 	if m, ok := v.(map[string]any); ok && m != nil {
 		// The common case, a map of decoded JSON's shapes, without the
 		// library's reflection; the same bytes.
@@ -59,9 +64,9 @@ func MustPayload(v any) Payload {
 	return p
 }
 
-// PayloadFromJSON converts a JSON object to a Payload. Numbers keep their
+// payloadFromJSON converts a JSON object to a Payload. Numbers keep their
 // integer form when they have one.
-func PayloadFromJSON(data []byte) (Payload, error) {
+func payloadFromJSON(data []byte) (Payload, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var m map[string]any
@@ -194,7 +199,7 @@ func (p *Payload) UnmarshalJSON(data []byte) error {
 		*p = nil
 		return nil
 	}
-	q, err := PayloadFromJSON(data)
+	q, err := payloadFromJSON(data)
 	if err != nil {
 		return err
 	}

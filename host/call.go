@@ -49,7 +49,7 @@ type Call struct {
 	out     outbox        // provider frames for Recv; put by the holder of the read turn
 	done    chan struct{} // closed by finish once term is set
 	term    frame.Frame
-	termErr *CallError
+	termErr *callError
 
 	// The call's clocks (see startClocks). Each armed timer, the context
 	// watch and each cancel writer is counted in ch.wg until it has run
@@ -111,8 +111,8 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 				ch.markDead()
 				return nil, errRetry
 			}
-			ce := &CallError{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
-			return nil, endWith(ctx, rec, recorder.Failed(ce.Code, ce.Message, true), ce)
+			fe := &frame.Error{Code: frame.CodeUnreachable, Message: "child " + ch.id + " unreachable: " + err.Error(), Synthetic: true}
+			return nil, endWith(ctx, rec, recorder.Failed(fe.Code, fe.Message, true), &callError{err: fe})
 		}
 		call.conn = c
 		// Once the connection is had: a dial waits while the child's
@@ -153,7 +153,7 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		// The reader gives the call its synthetic terminal (recorded as
 		// its end) and releases it.
 		c.fail(&synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "writing the invoke failed"})
-		ce := &CallError{Code: frame.CodeTransportError, Message: "writing the invoke failed", Synthetic: true}
+		ce := &callError{err: &frame.Error{Code: frame.CodeTransportError, Message: "writing the invoke failed", Synthetic: true}}
 		var je *calllog.JournalError
 		if jerr := rec.Confirm(ctx); errors.As(jerr, &je) {
 			return nil, errors.Join(ce, jerr)
@@ -233,7 +233,7 @@ func (c *Call) Tool() string { return c.tool.Desc.ID }
 // *SchemaError; an error matching frame.ErrInvalid for a malformed chunk;
 // ctx's error for a send abandoned as above. When the write fails because
 // the connection broke (the child died, closed it, or the host closed it
-// for a violation), Send returns the call's own *CallError once its end is
+// for a violation), Send returns the call's own *frame.Error once its end is
 // known, which the host finds within a second, and ErrSendClosed if it is
 // not known by then or the call completed; never the socket's error. Recv
 // and Wait give the outcome either way.
@@ -322,7 +322,7 @@ const sendOutcomeWait = time.Second
 
 // sendResult is what Send and CloseSend return for err, which their
 // locked part returned (sendMu is no longer held): a failed write becomes
-// the call's *CallError once the call's end is known, or ErrSendClosed.
+// the call's *frame.Error once the call's end is known, or ErrSendClosed.
 // The connection's reader gets the turn: it reads what the child wrote
 // before the connection broke, then its end, and gives the call its
 // terminal.
@@ -391,7 +391,7 @@ func (c *Call) Tree() string { return c.rec.Tree() }
 //
 // It returns ErrSendClosed after the caller's own CloseSend or Cancel, and
 // for a call made WithInput; when its write fails because the connection
-// broke, the call's *CallError or ErrSendClosed, as Send does. When
+// broke, the call's *frame.Error or ErrSendClosed, as Send does. When
 // the call already ended on the provider's side (a handler that fails at
 // once, say), the host closed the caller's direction itself and CloseSend
 // returns nil: there is nothing left to close, and Recv or Wait give the
@@ -525,7 +525,7 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 			if !yield(f, err) || err != nil {
 				return
 			}
-			if f.IsTerminal() && c.journalErr == nil {
+			if f.Kind.IsTerminal() && c.journalErr == nil {
 				return
 			}
 		}
@@ -534,7 +534,7 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 
 // Wait reads the output to its end, discarding chunks, and returns the
 // result: the completed terminal's payload (nil when it has none), or a
-// *CallError for a failed or cancelled one. With a required journal that
+// *frame.Error for a failed or cancelled one. With a required journal that
 // did not confirm the call's end it returns the *calllog.JournalError
 // instead (matching calllog.ErrJournalEnd; its Outcome holds the value or
 // error), after waiting for the journal about twice its timeout at most.
@@ -563,7 +563,7 @@ func (c *Call) finish(f frame.Frame, stderr string) {
 	}
 	c.term = f
 	if ce := callErrorOf(&f, stderr); ce != nil {
-		ce.ctxErr = c.endedByContext(ce.Code)
+		ce.ctxErr = c.endedByContext(ce.err.Code)
 		c.termErr = ce
 	}
 	c.providerDone.Store(true)

@@ -103,7 +103,7 @@ func TestCallCallerCancelReachesCallee(t *testing.T) {
 			}
 			c.CloseSend()
 			_, err = c.Wait()
-			var ce *CallError
+			var ce *frame.Error
 			require.ErrorAs(t, err, &ce, "relay ends with its callee's cancel")
 			end := <-obs.ends
 			assert.Equal(t, c.ID(), end.Parent)
@@ -166,7 +166,7 @@ func TestCallCallerCancelReachesChildCallee(t *testing.T) {
 	}
 	c.CloseSend()
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	require.ErrorAs(t, err, &ce)
 }
 

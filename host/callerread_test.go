@@ -78,7 +78,7 @@ func TestPlainRequestRecvCallContext(t *testing.T) {
 		t.Fatalf("Recv returned after %v: it waited for the child", d)
 	}
 	// The call still ends with a terminal, the child's or the grace's.
-	var ce *CallError
+	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeCancelled {
 		t.Fatalf("Wait: %v, want a cancelled CallError", err)
 	}

@@ -26,29 +26,29 @@ import (
 
 // Refusals of a call a child makes through its host (docs/protocol.md §8).
 // The call log records them as refused steps of the calling call, their
-// Refused error a *RefusedError wrapping one of these; the child is
-// answered failed invalid_frame with the error's text.
+// Refused class names which; the child is answered failed invalid_frame
+// with the error's text.
 var (
-	// ErrNotOffered: the tool is not one Config.Calls offers.
-	ErrNotOffered = errors.New("host: tool not offered to children")
-	// ErrTooManyCalls: the child has Config.Calls.MaxInFlight calls open
+	// errNotOffered: the tool is not one Config.Calls offers.
+	errNotOffered = errors.New("host: tool not offered to children")
+	// errTooManyCalls: the child has Config.Calls.MaxInFlight calls open
 	// through the host already.
-	ErrTooManyCalls = errors.New("host: too many calls in flight from one child")
-	// ErrNoParent: the invoke's parent is missing, or is not a call the
+	errTooManyCalls = errors.New("host: too many calls in flight from one child")
+	// errNoParent: the invoke's parent is missing, or is not a call the
 	// child is running.
-	ErrNoParent = errors.New("host: parent is not a call the child is running")
+	errNoParent = errors.New("host: parent is not a call the child is running")
 )
 
-// DepthError refuses a call a child makes that would sit deeper in its
+// depthError refuses a call a child makes that would sit deeper in its
 // tree than Config.Calls.MaxDepth: a loop such as A → B → A ends here.
-type DepthError struct {
+type depthError struct {
 	// Depth is the depth the call would have had.
 	Depth int
 	// Limit is Config.Calls.MaxDepth.
 	Limit int
 }
 
-func (e *DepthError) Error() string {
+func (e *depthError) Error() string {
 	return fmt.Sprintf("host: call depth %d is over the limit of %d", e.Depth, e.Limit)
 }
 
@@ -332,21 +332,21 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 // refusalAnswer returns the code and message a refused call is answered
 // with: fixed texts, never the child's data.
 func refusalAnswer(err error) (frame.Code, string) {
-	var ce *CallError
+	var ce *callError
 	var se *SchemaError
-	var de *DepthError
+	var de *depthError
 	switch {
 	case errors.As(err, &ce):
-		return ce.Code, ce.Message
+		return ce.err.Code, ce.err.Message
 	case errors.Is(err, calllog.ErrJournalStart), errors.Is(err, calllog.ErrJournalPolicy):
 		return frame.CodeUnreachable, "the journal did not keep the call's start"
 	case errors.Is(err, ErrPoolDown), errors.Is(err, ErrClosed), errors.Is(err, calllog.ErrParentEnded):
 		return frame.CodeUnreachable, err.Error()
 	case errors.As(err, &se), errors.As(err, &de):
 		return frame.CodeInvalidFrame, err.Error()
-	case errors.Is(err, ErrNotOffered), errors.Is(err, ErrUnknownTool):
+	case errors.Is(err, errNotOffered), errors.Is(err, ErrUnknownTool):
 		return frame.CodeInvalidFrame, "tool not offered"
-	case errors.Is(err, ErrTooManyCalls), errors.Is(err, ErrNoParent):
+	case errors.Is(err, errTooManyCalls), errors.Is(err, errNoParent):
 		return frame.CodeInvalidFrame, err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return frame.CodeTimeout, "deadline passed before the call started"
@@ -511,11 +511,11 @@ func depthOf(rec *recorder.Record) int {
 func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(), error) {
 	h := s.ch.h
 	if inv.Parent == "" {
-		return nil, nil, ErrNoParent
+		return nil, nil, errNoParent
 	}
 	parent := s.ch.runningCall(inv.Parent)
 	if parent == nil {
-		return nil, nil, ErrNoParent
+		return nil, nil, errNoParent
 	}
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -542,14 +542,14 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(),
 	depth := depthOf(parent.rec) + 1
 	switch {
 	case !isHost && !s.childTools[inv.ToolID]:
-		refusal = ErrNotOffered
+		refusal = errNotOffered
 	case !inv.Detached && depth > s.maxDepth:
-		refusal = &DepthError{Depth: depth, Limit: s.maxDepth}
+		refusal = &depthError{Depth: depth, Limit: s.maxDepth}
 	}
 	if refusal == nil {
 		s.mu.Lock()
 		if s.inFlight >= s.maxFlight {
-			refusal = ErrTooManyCalls
+			refusal = errTooManyCalls
 		} else {
 			s.inFlight++
 		}
@@ -613,11 +613,11 @@ func (h *Host) refuseStep(ctx context.Context, tool string, err error) error {
 		return err
 	}
 	class := "not_offered"
-	var de *DepthError
+	var de *depthError
 	switch {
 	case errors.As(err, &de):
 		class = "depth"
-	case errors.Is(err, ErrTooManyCalls):
+	case errors.Is(err, errTooManyCalls):
 		class = "in_flight"
 	}
 	return h.refuse(ctx, rec, class, frame.CodeInvalidFrame, err)

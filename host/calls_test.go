@@ -127,7 +127,7 @@ func TestCallRefusedWhenOff(t *testing.T) {
 	c, err := h.Call(callCtx(t, 30*time.Second), "relay", frame.MustPayload(map[string]any{"tool": "echo"}))
 	require.NoError(t, err)
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, frame.CodeProviderError, ce.Code)
 	assert.Contains(t, ce.Message, "offers no calls")
@@ -150,7 +150,7 @@ func TestCallNotOffered(t *testing.T) {
 		c, err := h.Call(callCtx(t, 30*time.Second), "relay", frame.MustPayload(tc.args))
 		require.NoError(t, err)
 		_, err = c.Wait()
-		var ce *CallError
+		var ce *frame.Error
 		require.ErrorAs(t, err, &ce)
 		assert.Contains(t, ce.Message, tc.want)
 	}
@@ -175,7 +175,7 @@ func TestCallLoopAtDepthLimit(t *testing.T) {
 	c, err := h.Call(callCtx(t, 30*time.Second), "relay", frame.MustPayload(map[string]any{"tool": "bounce"}))
 	require.NoError(t, err)
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Contains(t, ce.Message, "call depth 5 is over the host's limit of 4")
 	assert.EqualValues(t, 2, runs.Load(), "bounce ran at depths 1 and 3")
@@ -224,7 +224,7 @@ func TestCallParentTimeout(t *testing.T) {
 	c, err := h.Call(callCtx(t, 700*time.Millisecond), "relay", frame.MustPayload(map[string]any{"tool": "sleep", "args": map[string]any{"ms": 60000}}))
 	require.NoError(t, err)
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	end := stepEnd(t, events(c), c.ID(), "sleep")
@@ -250,7 +250,7 @@ func TestCallCalleeKilled(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0)
 	require.NoError(t, syscall.Kill(h.Children()[i].PID, syscall.SIGKILL))
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, frame.CodeUnreachable, ce.Code)
 	end := stepEnd(t, events(c), c.ID(), "sleep")
@@ -308,7 +308,7 @@ func TestCallRequiredJournalRefusesNestedStart(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Wait()
 	code, msg := frame.Code(0), ""
-	var ce *CallError
+	var ce *frame.Error
 	var je *calllog.JournalError
 	switch {
 	case errors.As(err, &ce):
@@ -511,7 +511,7 @@ func TestCallCallerKilled(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, syscall.Kill(h.Children()[i].PID, syscall.SIGKILL))
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, frame.CodeUnreachable, ce.Code)
 	assert.True(t, ce.Synthetic)

@@ -56,11 +56,11 @@ type Config struct {
 	Dir string
 	// Env is an allow-list of variable names passed through from the
 	// host's environment; names the host does not have are skipped. nil
-	// means DefaultEnv (PATH, HOME, USER, LANG, LC_ALL, TZ, TMPDIR), the
-	// same default skulk-host uses; an empty, non-nil list passes nothing,
-	// so the child sees only ExtraEnv and the SKULK_* variables. To pass
-	// more names than the default, append them to DefaultEnv(); to set a
-	// variable, use ExtraEnv.
+	// means the default: PATH, HOME, USER, LANG, LC_ALL, TZ and TMPDIR,
+	// the same default skulk-host uses; an empty, non-nil list passes
+	// nothing, so the child sees only ExtraEnv and the SKULK_* variables.
+	// To add a variable to the default, set it in ExtraEnv (with the
+	// host's value, os.Getenv, to pass it through).
 	Env []string
 	// ExtraEnv are "NAME=value" pairs always set in the child's
 	// environment. The SKULK_* variables of docs/protocol.md §1 override them.
@@ -194,12 +194,12 @@ type Calls struct {
 	// from Tools.
 	HostTools []HostTool
 	// MaxDepth is the deepest a call a child makes may sit in its tree
-	// (the outermost call is at depth 0); a deeper one is refused with a
-	// *DepthError. 0 means DefaultMaxDepth; at most MaxDepthCeiling.
+	// (the outermost call is at depth 0); a deeper one is refused, and the
+	// child answered failed invalid_frame. 0 means 8; at most 64.
 	MaxDepth int
 	// MaxInFlight bounds the calls one child may have open through the
-	// host at once; one over it is refused with ErrTooManyCalls. 0 means
-	// DefaultMaxInFlight.
+	// host at once; one over it is refused, and the child answered failed
+	// invalid_frame. 0 means 16.
 	MaxInFlight int
 	// DetachedTimeout is the deadline of a detached call a child makes
 	// (docs/protocol.md §8 item 7) that gives no timeout_ms, and the
@@ -213,9 +213,9 @@ type Calls struct {
 
 // Defaults and ceilings of Calls.
 const (
-	DefaultMaxDepth    = 8
-	MaxDepthCeiling    = 64
-	DefaultMaxInFlight = 16
+	defaultMaxDepth    = 8
+	maxDepthCeiling    = 64
+	defaultMaxInFlight = 16
 	// DefaultDetachedTimeout is Calls.DetachedTimeout's default.
 	DefaultDetachedTimeout = 10 * time.Minute
 	maxInFlightCeiling     = 1 << 16
@@ -226,8 +226,8 @@ func (c *Calls) offers() bool { return len(c.Tools) > 0 || len(c.HostTools) > 0 
 
 func (c *Calls) validate() error {
 	switch {
-	case c.MaxDepth < 0 || c.MaxDepth > MaxDepthCeiling:
-		return configErr("Calls.MaxDepth", fmt.Sprintf("must be 0..%d", MaxDepthCeiling))
+	case c.MaxDepth < 0 || c.MaxDepth > maxDepthCeiling:
+		return configErr("Calls.MaxDepth", fmt.Sprintf("must be 0..%d", maxDepthCeiling))
 	case c.MaxInFlight < 0 || c.MaxInFlight > maxInFlightCeiling:
 		return configErr("Calls.MaxInFlight", fmt.Sprintf("must be 0..%d", maxInFlightCeiling))
 	case c.DetachedTimeout < 0:
@@ -414,13 +414,6 @@ func validEnvPair(kv string) bool {
 // directory, and nothing that carries a secret by convention.
 var defaultEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 
-// DefaultEnv returns the names of the variables a child is given from the
-// host's environment when Config.Env is nil. The slice is a new copy each
-// call, so a caller may append to it.
-func DefaultEnv() []string {
-	return append([]string(nil), defaultEnv...)
-}
-
 // withDefaults returns c with zero fields replaced by their defaults.
 func (c Config) withDefaults() Config {
 	if c.Env == nil {
@@ -452,10 +445,10 @@ func (c Config) withDefaults() Config {
 		c.StuckLimit = 1
 	}
 	if c.Calls.MaxDepth == 0 {
-		c.Calls.MaxDepth = DefaultMaxDepth
+		c.Calls.MaxDepth = defaultMaxDepth
 	}
 	if c.Calls.MaxInFlight == 0 {
-		c.Calls.MaxInFlight = DefaultMaxInFlight
+		c.Calls.MaxInFlight = defaultMaxInFlight
 	}
 	def(&c.Calls.DetachedTimeout, DefaultDetachedTimeout)
 	if c.Logger == nil {

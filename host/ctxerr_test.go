@@ -11,7 +11,7 @@ import (
 )
 
 // A call ended by its context gives an error that matches the context's
-// error and is still a *CallError; one the caller cancelled through
+// error and is still a *frame.Error; one the caller cancelled through
 // Call.Cancel, or one that failed on its own, matches neither.
 func TestCallErrorMatchesContext(t *testing.T) {
 	h, _ := testHost(t, Config{Command: childBin}, 60*time.Second)
@@ -25,7 +25,7 @@ func TestCallErrorMatchesContext(t *testing.T) {
 		_, err = c.Wait()
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, context.DeadlineExceeded)
-		var ce *CallError
+		var ce *frame.Error
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, frame.CodeCancelled, ce.Code)
 	})
@@ -34,7 +34,7 @@ func TestCallErrorMatchesContext(t *testing.T) {
 		require.NoError(t, err)
 		c.Cancel()
 		_, err = c.Wait()
-		var ce *CallError
+		var ce *frame.Error
 		require.ErrorAs(t, err, &ce)
 		require.False(t, errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 	})
@@ -44,7 +44,7 @@ func TestCallErrorMatchesContext(t *testing.T) {
 		c, err := h.Call(ctx, "fail", frame.MustPayload(map[string]any{"message": "no"}))
 		require.NoError(t, err)
 		_, err = c.Wait()
-		var ce *CallError
+		var ce *frame.Error
 		require.ErrorAs(t, err, &ce)
 		require.Nil(t, errors.Unwrap(err))
 	})

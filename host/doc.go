@@ -89,7 +89,7 @@
 // Refusals come back from Call before anything is sent: ErrUnknownTool, a
 // *SchemaError (the schema, the field as a JSON pointer, the keyword; see
 // its Example), ErrPoolDown, ErrClosed. A call that ended otherwise than
-// completed gives Wait a *CallError carrying the frame.Code, whether it is
+// completed gives Wait a *frame.Error carrying the frame.Code, whether it is
 // synthetic, and the stderr tail when the child died. Messages name fields
 // and describe values (type, size), never print them.
 package host

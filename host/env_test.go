@@ -3,6 +3,7 @@ package host
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A nil Config.Env gives the child DefaultEnv's variables from the host's
+// A nil Config.Env gives the child the default variables from the host's
 // environment (the same default skulk-host uses) and nothing else of it;
 // an empty Env gives it none; ExtraEnv adds to either.
 func TestChildEnvironment(t *testing.T) {
@@ -29,7 +30,7 @@ func TestChildEnvironment(t *testing.T) {
 		{"empty means nothing", []string{},
 			[]string{"EXTRA=1"},
 			[]string{"PATH=", "HOME=", "TZ=", "SKULK_TEST_NOT_PASSED="}},
-		{"the default and one more", append(DefaultEnv(), "SKULK_TEST_NOT_PASSED"),
+		{"the default and one more", append(slices.Clone(defaultEnv), "SKULK_TEST_NOT_PASSED"),
 			[]string{"PATH=" + os.Getenv("PATH"), "HOME=/home/skulk-test", "SKULK_TEST_NOT_PASSED=secret"},
 			nil},
 	} {

@@ -61,59 +61,57 @@ var (
 	ErrLimitUnavailable = contain.ErrLimitUnavailable
 )
 
-// CallError is the outcome of a call that did not complete: the provider's
-// failed or cancelled terminal, or one the host made up in its place
-// (Synthetic). Wait returns it; errors.As finds it. When the call ended
-// because the context it was started with ended (its deadline passed, or
-// it was cancelled), the CallError also matches that context's error:
-// errors.Is(err, context.DeadlineExceeded) or errors.Is(err,
+// callError is how the host gives the *frame.Error of a call that did not
+// complete: the provider's failed or cancelled terminal, or one the host
+// made up in its place (Synthetic). errors.As finds the *frame.Error. It
+// keeps the tail of a dead child's stderr (see Stderr) and, when the call
+// ended because the context it was started with ended, that context's
+// error, so that errors.Is(err, context.DeadlineExceeded) or errors.Is(err,
 // context.Canceled) holds, as for any context-bound Go call.
-type CallError struct {
-	// Code classifies the failure.
-	Code frame.Code
-	// Message is the terminal's message (sanitized, at most
-	// frame.MaxMessageChars characters); it may be empty.
-	Message string
-	// Synthetic is true when the host made the terminal up because the
-	// child died, hung, timed out or broke the protocol.
-	Synthetic bool
-	// Stderr is the tail (at most 64 KiB) of the child's stderr when the
+type callError struct {
+	err *frame.Error
+	// stderr is the tail (at most 64 KiB) of the child's stderr when the
 	// call failed because the child died; empty otherwise.
-	Stderr string
+	stderr string
 	// ctxErr is the call context's error when the call ended because that
 	// context ended; nil otherwise.
 	ctxErr error
 }
 
-// Unwrap returns the error of the call's context when the call ended
-// because that context ended (context.DeadlineExceeded or
-// context.Canceled), and nil otherwise.
-func (e *CallError) Unwrap() error { return e.ctxErr }
+func (e *callError) Error() string { return "host: call " + e.err.Error() }
 
-func (e *CallError) Error() string {
-	s := "host: call "
-	if e.Synthetic {
-		s += "(synthetic) "
+// Unwrap returns the call's *frame.Error and, when the call ended because
+// its context ended, that context's error.
+func (e *callError) Unwrap() []error {
+	if e.ctxErr == nil {
+		return []error{e.err}
 	}
-	s += e.Code.String()
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
+	return []error{e.err, e.ctxErr}
 }
 
-// callErrorOf returns the CallError of a failed or cancelled terminal, or
+// Stderr returns the tail (at most 64 KiB) of the child's stderr that err,
+// an error of a call (Host.Call, Call.Wait, Recv, Frames, Send), carries
+// when the call failed because its child died; "" otherwise.
+func Stderr(err error) string {
+	var ce *callError
+	if errors.As(err, &ce) {
+		return ce.stderr
+	}
+	return ""
+}
+
+// callErrorOf returns the callError of a failed or cancelled terminal, or
 // nil for a completed one.
-func callErrorOf(f *frame.Frame, stderr string) *CallError {
+func callErrorOf(f *frame.Frame, stderr string) *callError {
 	switch f.Kind {
 	case frame.KindFailed:
-		return &CallError{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic, Stderr: stderr}
+		return &callError{err: &frame.Error{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic}, stderr: stderr}
 	case frame.KindCancelled:
-		ce := &CallError{Code: frame.CodeCancelled, Synthetic: f.Synthetic, Stderr: stderr}
+		fe := &frame.Error{Code: frame.CodeCancelled, Synthetic: f.Synthetic}
 		if f.Error != nil {
-			ce.Message = f.Error.Message
+			fe.Message = f.Error.Message
 		}
-		return ce
+		return &callError{err: fe, stderr: stderr}
 	}
 	return nil
 }

@@ -80,10 +80,10 @@ func ExampleSchemaError() {
 	// arguments /n minimum integer
 }
 
-// A call whose context's deadline passes ends with a *CallError that also
+// A call whose context's deadline passes ends with a *frame.Error that also
 // matches context.DeadlineExceeded, as any context-bound Go call does; a
 // call whose context is cancelled matches context.Canceled likewise.
-func ExampleCallError_deadline() {
+func ExampleCall_Wait_deadline() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := host.Start(ctx, host.Config{Command: os.Getenv("SKULK_TEST_CHILD")})
@@ -101,7 +101,7 @@ func ExampleCallError_deadline() {
 		return
 	}
 	_, err = c.Wait()
-	var ce *host.CallError
+	var ce *frame.Error
 	fmt.Println(errors.Is(err, context.DeadlineExceeded), errors.As(err, &ce) && ce.Code == frame.CodeTimeout)
 	// Output:
 	// true true

@@ -44,7 +44,7 @@ func TestCrashDeliversWrittenChunks(t *testing.T) {
 						t.Fatalf("round %d after=%d: chunk %d has i=%d (%v)", round, n, f.Sequence, p.I, err)
 					}
 				}
-				if f.IsTerminal() {
+				if f.Kind.IsTerminal() {
 					wantSynthetic(t, f, frame.CodeUnreachable)
 					if f.Sequence != uint64(n)+1 {
 						t.Fatalf("round %d after=%d: %d chunks before the synthetic unreachable, want %d", round, n, f.Sequence-1, n)

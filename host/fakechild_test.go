@@ -185,7 +185,7 @@ func fakeCall(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, n
 			if err != nil {
 				return false
 			}
-			if f, ok := p.(*wire.Frame); ok && f.IsTerminal() {
+			if f, ok := p.(*wire.Frame); ok && f.Kind.IsTerminal() {
 				return true
 			}
 		}

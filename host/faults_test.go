@@ -44,7 +44,7 @@ func recvUntilTerminal(t *testing.T, c *Call, limit time.Duration) (frame.Frame,
 		if err != nil {
 			t.Fatalf("Recv: %v", err)
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			return f, n
 		}
 		if f.Kind == frame.KindChunk {
@@ -94,7 +94,7 @@ func TestKill9MidStream(t *testing.T) {
 		t.Errorf("synthetic terminal %v after the kill, want within 1 s", d)
 	}
 	wantSynthetic(t, term, frame.CodeUnreachable)
-	var ce *CallError
+	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || !ce.Synthetic || ce.Code != frame.CodeUnreachable {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -278,7 +278,7 @@ func TestSlowConsumerBoundedMemory(t *testing.T) {
 	}
 	read := func(n int) {
 		for range n {
-			if f, err := c.Recv(ctx); err != nil || f.IsTerminal() {
+			if f, err := c.Recv(ctx); err != nil || f.Kind.IsTerminal() {
 				t.Fatalf("Recv: %v %v", f.Kind, err)
 			}
 		}

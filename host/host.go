@@ -332,10 +332,10 @@ func WithTrace(trace map[string]string) CallOption {
 	return func(o *callOptions) { o.trace = trace }
 }
 
-// WithParent places the call's invoke in a call tree built by hand: tree is
+// withParent places the call's invoke in a call tree built by hand: tree is
 // the outermost call's id, parent the id of the call that makes this one.
 // A running call in the call's context (Program) takes precedence.
-func WithParent(tree, parent string) CallOption {
+func withParent(tree, parent string) CallOption {
 	return func(o *callOptions) { o.tree, o.parent = tree, parent }
 }
 
@@ -392,7 +392,7 @@ func WithJournal(j *calllog.Journal) CallOption {
 // a *calllog.JournalError matching calllog.ErrJournalStart; a refusal
 // whose end the journal could not confirm comes back joined with a
 // *calllog.JournalError matching calllog.ErrJournalEnd. A child that dies
-// just as the call starts gives a synthetic *CallError (unreachable or
+// just as the call starts gives a synthetic *frame.Error (unreachable or
 // transport_error) instead of a Call. Arguments left out that have a
 // "default" in the schema are filled in first, so the invoke carries the
 // values the provider gets.

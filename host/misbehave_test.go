@@ -196,8 +196,8 @@ func TestDieUnreachableWithStderr(t *testing.T) {
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
 	wantSynthetic(t, term, frame.CodeUnreachable)
 	_, err = c.Wait()
-	var ce *CallError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Stderr, "fake: dying on purpose") {
+	var ce *frame.Error
+	if !errors.As(err, &ce) || !strings.Contains(Stderr(err), "fake: dying on purpose") {
 		t.Fatalf("Wait: %#v", err)
 	}
 	waitFor(t, func() bool { return h.Children()[0].State == StateReady && h.Children()[0].Restarts == 1 })

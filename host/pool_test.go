@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,8 +126,8 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{Command: "x", PoolSize: 1, Limits: c.Limits,
 		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, StartTimeout: 10 * time.Second,
 		CancelGrace: time.Second, EndGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
-		StuckLimit: 1, Logger: c.Logger, Env: DefaultEnv(),
-		Calls:   Calls{MaxDepth: DefaultMaxDepth, MaxInFlight: DefaultMaxInFlight, DetachedTimeout: 10 * time.Minute},
+		StuckLimit: 1, Logger: c.Logger, Env: slices.Clone(defaultEnv),
+		Calls:   Calls{MaxDepth: defaultMaxDepth, MaxInFlight: defaultMaxInFlight, DetachedTimeout: 10 * time.Minute},
 		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -181,7 +182,7 @@ func TestCloseWithStalledCaller(t *testing.T) {
 		t.Fatalf("Close took %v", d)
 	}
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
-	if !term.IsTerminal() || term.Kind == frame.KindCompleted {
+	if !term.Kind.IsTerminal() || term.Kind == frame.KindCompleted {
 		t.Fatalf("terminal %v", term.Kind)
 	}
 }

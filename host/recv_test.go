@@ -45,8 +45,8 @@ func TestRecvOrderTerminalLast(t *testing.T) {
 		t.Fatalf("after the terminal: %v", err)
 	}
 	_, err = c.Wait()
-	var ce *CallError
-	if !errors.As(err, &ce) || ce.Code != frame.CodeTimeout || !ce.Synthetic || ce.Stderr != "tail" || ce.Message != "late" {
+	var ce *frame.Error
+	if !errors.As(err, &ce) || ce.Code != frame.CodeTimeout || !ce.Synthetic || Stderr(err) != "tail" || ce.Message != "late" {
 		t.Fatalf("Wait: %#v", err)
 	}
 	if c.Send(ctx, nil, &frame.BlobMedia{}) != ErrSendClosed {

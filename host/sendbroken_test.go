@@ -13,7 +13,7 @@ import (
 )
 
 // A caller that streams input to a child whose connection breaks under it
-// gets ErrSendClosed or the call's own *CallError from Send, and nil from
+// gets ErrSendClosed or the call's own *frame.Error from Send, and nil from
 // CloseSend once the call has ended, never the socket's error (a broken pipe, a closed connection), and Wait
 // gives the same outcome.
 func TestSendOnBrokenConnection(t *testing.T) {
@@ -40,7 +40,7 @@ func TestSendOnBrokenConnection(t *testing.T) {
 			// close, and CloseSend says so with nil (its doc).
 			assert.NoError(t, c.CloseSend())
 			_, werr := c.Wait()
-			var ce *CallError
+			var ce *frame.Error
 			require.ErrorAs(t, werr, &ce)
 			assert.Equal(t, tc.code, ce.Code)
 			assert.True(t, ce.Synthetic)
@@ -49,16 +49,16 @@ func TestSendOnBrokenConnection(t *testing.T) {
 }
 
 // assertSendOutcome checks that err, from Send or CloseSend on a broken
-// connection, is ErrSendClosed or a synthetic *CallError of code.
+// connection, is ErrSendClosed or a synthetic *frame.Error of code.
 func assertSendOutcome(t *testing.T, err error, code frame.Code) {
 	t.Helper()
-	var ce *CallError
+	var ce *frame.Error
 	switch {
 	case errors.Is(err, ErrSendClosed):
 	case errors.As(err, &ce):
 		assert.Equal(t, code, ce.Code, "the call's error")
 	default:
-		t.Fatalf("got %v (%T), want ErrSendClosed or the call's *CallError", err, err)
+		t.Fatalf("got %v (%T), want ErrSendClosed or the call's *frame.Error", err, err)
 	}
 	assert.NotContains(t, err.Error(), "broken pipe")
 	assert.NotContains(t, err.Error(), "closed network connection")

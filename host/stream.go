@@ -101,7 +101,7 @@ func (a *ArgumentStream) Fragment(text string) error {
 // returned, governed by ctx as Call's is. Otherwise the call ends refused
 // and Done returns a *SchemaError (never quoting the arguments); the
 // provider never runs. Refusals and errors after the arguments are
-// complete are Call's (ErrPoolDown, a *CallError, ...).
+// complete are Call's (ErrPoolDown, a *frame.Error, ...).
 func (a *ArgumentStream) Done(ctx context.Context) (*Call, error) {
 	a.mu.Lock()
 	if a.closed {
@@ -115,7 +115,7 @@ func (a *ArgumentStream) Done(ctx context.Context) (*Call, error) {
 	var err error
 	if !json.Valid([]byte(text)) {
 		err = &SchemaError{Schema: "arguments", Value: "fragments do not assemble into one JSON value"}
-	} else if args, err = frame.PayloadFromJSON([]byte(text)); err != nil {
+	} else if args, err = frame.PayloadOf(json.RawMessage([]byte(text))); err != nil {
 		err = &SchemaError{Schema: "arguments", Value: "not a JSON object"}
 	} else {
 		args, err = checkArguments(a.t, args)

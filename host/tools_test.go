@@ -48,7 +48,7 @@ func checkSequence(t *testing.T, fs []frame.Frame) {
 		if f.Sequence != uint64(i) {
 			t.Fatalf("frame %d has sequence %d", i, f.Sequence)
 		}
-		if f.IsTerminal() != (i == len(fs)-1) {
+		if f.Kind.IsTerminal() != (i == len(fs)-1) {
 			t.Fatalf("frame %d (%v): terminal only last", i, f.Kind)
 		}
 	}
@@ -164,7 +164,7 @@ func TestRealFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Wait()
-	var ce *CallError
+	var ce *frame.Error
 	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Synthetic || ce.Message != "no luck" {
 		t.Fatalf("Wait: %#v", err)
 	}
@@ -239,7 +239,7 @@ func testMedia(t *testing.T, size int64) {
 		}
 		if f.Kind == frame.KindCompleted {
 			res = f.Payload
-		} else if f.IsTerminal() {
+		} else if f.Kind.IsTerminal() {
 			t.Fatalf("terminal %v %v", f.Kind, f.Error)
 		}
 	}

@@ -55,11 +55,11 @@ func (o *callOptions) endSpanRefused(err error) {
 // first.
 func endSpanRefused(span trace.Span, err error) {
 	kind := "refused"
-	var ce *CallError
+	var ce *callError
 	var se *SchemaError
 	switch {
 	case errors.As(err, &ce):
-		kind = ce.Code.String()
+		kind = ce.err.Code.String()
 	case errors.As(err, &se):
 		kind = "schema"
 	case errors.Is(err, calllog.ErrJournalStart):

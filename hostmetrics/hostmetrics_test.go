@@ -195,7 +195,7 @@ func TestUnknownToolsShareOneSeries(t *testing.T) {
 		for _, e := range []calllog.Event{
 			{Kind: calllog.KindStarted, Call: call, Tool: tool, At: at},
 			{Kind: calllog.KindFailed, Call: call, Tool: tool, At: at, Refused: refused,
-				Error: &calllog.ErrorInfo{Code: frame.CodeInvalidFrame}},
+				Error: &frame.Error{Code: frame.CodeInvalidFrame}},
 		} {
 			if err := m.Observe(context.Background(), e); err != nil {
 				t.Fatal(err)

@@ -50,7 +50,7 @@ type Call struct {
 	frames chan frame.Frame // provider frames, handed over one at a time (unbuffered: the reader waits, so the link's window is the only buffer)
 	done   chan struct{}    // closed once term is set
 	term   frame.Frame
-	err    *host.CallError
+	err    *frame.Error
 
 	// Owned by the reading goroutine.
 	startedGiven bool
@@ -175,7 +175,7 @@ func (c *Call) cancel(reason string) {
 // (backpressure). A Send whose ctx ends while it waits ends the call (a
 // chunk cannot be taken back half sent): it returns ctx's error and the
 // call a synthetic cancelled. Errors: host.ErrSendClosed after CloseSend,
-// Cancel or the provider terminal; the call's *host.CallError when the
+// Cancel or the provider terminal; the call's *frame.Error when the
 // call ended meanwhile.
 func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
 	if media == nil && c.t.Desc.InputMedia {
@@ -299,7 +299,7 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			if !yield(f, err) || err != nil || f.IsTerminal() {
+			if !yield(f, err) || err != nil || f.Kind.IsTerminal() {
 				return
 			}
 		}
@@ -307,7 +307,7 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 }
 
 // Wait reads the output to its end, discarding chunks, and returns the
-// completed terminal's payload, or a *host.CallError for a failed or
+// completed terminal's payload, or a *frame.Error for a failed or
 // cancelled one.
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
@@ -361,7 +361,7 @@ func (c *Call) read() {
 			return
 		}
 		f := wf.Frame
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			c.providerDone.Store(true)
 			f.Synthetic = c.readEnd(r)
 			c.finish(f)
@@ -438,9 +438,9 @@ func (c *Call) finish(f frame.Frame) {
 	c.term = f
 	switch f.Kind {
 	case frame.KindFailed:
-		c.err = &host.CallError{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic}
+		c.err = &frame.Error{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic}
 	case frame.KindCancelled:
-		c.err = &host.CallError{Code: frame.CodeCancelled, Synthetic: f.Synthetic}
+		c.err = &frame.Error{Code: frame.CodeCancelled, Synthetic: f.Synthetic}
 		if f.Error != nil {
 			c.err.Message = f.Error.Message
 		}

@@ -136,7 +136,7 @@ func terminal(t *testing.T, c *remote.Call, d time.Duration) frame.Frame {
 	for {
 		f, err := c.Recv(ctx)
 		require.NoError(t, err, "no terminal within %v", d)
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			_, err := c.Recv(ctx)
 			require.ErrorIs(t, err, io.EOF)
 			return f
@@ -225,7 +225,7 @@ func TestFleet(t *testing.T) {
 		c, err := f.cl.Call(dctx, "tick", frame.MustPayload(map[string]any{"ms": 60000, "marker": "deadline1"}))
 		require.NoError(t, err)
 		_, err = c.Wait()
-		var ce *host.CallError
+		var ce *frame.Error
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, frame.CodeTimeout, ce.Code, "%v", ce)
 		assert.Less(t, time.Since(start), 1500*time.Millisecond+remote.CancelWait+margin)

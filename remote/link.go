@@ -380,12 +380,7 @@ func (l *link) deliver(data []byte) {
 
 // validCode reports whether c is a failure code of frame's.
 func validCode(c frame.Code) bool {
-	for _, k := range frame.Codes() {
-		if k == c {
-			return true
-		}
-	}
-	return false
+	return c.Valid()
 }
 
 // tick runs the link's heartbeat: a ping when nothing was sent for

@@ -269,7 +269,7 @@ func (s *Server) serveCall(l *link) {
 		if f.Sequence == 0 {
 			continue // the caller's client gives the provider's started itself
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			o.finish(ctx, f, f.Synthetic)
 			continue
 		}
@@ -317,7 +317,7 @@ func readCause(err error) *linkError {
 
 // refusal is the terminal a call the host refused gets.
 func refusal(err error) (frame.Code, string) {
-	var ce *host.CallError
+	var ce *frame.Error
 	var se *host.SchemaError
 	switch {
 	case errors.As(err, &ce):

@@ -83,9 +83,3 @@ func (fc *Fence) Next() uint64 { return fc.next }
 
 // Closed reports whether the direction's terminal has been admitted.
 func (fc *Fence) Closed() bool { return fc.closed }
-
-// CallID returns the call the fence guards.
-func (fc *Fence) CallID() string { return fc.callID }
-
-// Direction returns the direction the fence guards.
-func (fc *Fence) Direction() frame.Direction { return fc.dir }

@@ -33,8 +33,8 @@ func requireRefusal(t *testing.T, err, want error) {
 
 func TestAcceptInOrder(t *testing.T) {
 	f := New("c1", c2p, 0)
-	require.Equal(t, "c1", f.CallID())
-	require.Equal(t, c2p, f.Direction())
+	require.Equal(t, "c1", f.callID)
+	require.Equal(t, c2p, f.dir)
 	require.NoError(t, f.Accept(fr("c1", c2p, 0, frame.KindStarted)))
 	for i := uint64(1); i <= 5; i++ {
 		require.NoError(t, f.Accept(fr("c1", c2p, i, frame.KindChunk)))

@@ -21,7 +21,7 @@ type Outcome struct {
 	// Result is the completed terminal's payload; nil otherwise.
 	Result frame.Payload
 	// Err is what Call.Wait returns: nil for a completed call, a
-	// *host.CallError for a failed or cancelled one, or another error.
+	// *frame.Error for a failed or cancelled one, or another error.
 	Err error
 }
 
@@ -36,9 +36,9 @@ func (o *Outcome) ChunkPayloads() []frame.Payload {
 	return out
 }
 
-// CallError returns Err as a *host.CallError, or nil when it is not one.
-func (o *Outcome) CallError() *host.CallError {
-	var ce *host.CallError
+// CallError returns Err as a *frame.Error, or nil when it is not one.
+func (o *Outcome) CallError() *frame.Error {
+	var ce *frame.Error
 	if errors.As(o.Err, &ce) {
 		return ce
 	}

@@ -64,7 +64,7 @@ func testCrash(t testing.TB) {
 		t.Fatal(err)
 	}
 	o := skulktest.Collect(t, c)
-	var ce *host.CallError
+	var ce *frame.Error
 	if errors.As(o.Err, &ce) {
 		fmt.Println(len(o.ChunkPayloads()), "chunk, then", ce.Code, "synthetic:", ce.Synthetic)
 	}

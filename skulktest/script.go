@@ -61,7 +61,7 @@ func Behave() Fault { return Fault{} }
 // CrashAfter sends n chunks of the call ({"i": 1} to {"i": n}), writes a
 // line to stderr ("skulktest: crashing on purpose after n frames") and
 // exits with status 3. The host delivers the n chunks, ends the call with
-// a synthetic failed unreachable whose CallError.Stderr holds the line,
+// a synthetic failed unreachable whose host.Stderr(err) holds the line,
 // and restarts the child (host.ErrChildDied).
 func CrashAfter(n int) Fault { return Fault{kind: faultCrash, n: max(n, 0)} }
 

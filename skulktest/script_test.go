@@ -37,7 +37,7 @@ func call(t *testing.T, h *host.Host, ctx context.Context) *host.Call {
 	return c
 }
 
-func wantSynthetic(t *testing.T, o *skulktest.Outcome, code frame.Code) *host.CallError {
+func wantSynthetic(t *testing.T, o *skulktest.Outcome, code frame.Code) *frame.Error {
 	t.Helper()
 	ce := o.CallError()
 	if ce == nil || !ce.Synthetic || ce.Code != code {
@@ -49,12 +49,12 @@ func wantSynthetic(t *testing.T, o *skulktest.Outcome, code frame.Code) *host.Ca
 func TestFaultCrashAfter(t *testing.T) {
 	h := skulktest.StartHost(t, skulktest.Child(t, skulktest.CrashAfter(2)))
 	o := skulktest.Collect(t, call(t, h, context.Background()))
-	ce := wantSynthetic(t, o, frame.CodeUnreachable)
+	wantSynthetic(t, o, frame.CodeUnreachable)
 	if len(o.ChunkPayloads()) != 2 {
 		t.Errorf("%d chunks before the crash, want 2", len(o.ChunkPayloads()))
 	}
-	if !strings.Contains(ce.Stderr, "crashing on purpose after 2 frames") {
-		t.Errorf("stderr tail %q", ce.Stderr)
+	if !strings.Contains(host.Stderr(o.Err), "crashing on purpose after 2 frames") {
+		t.Errorf("stderr tail %q", host.Stderr(o.Err))
 	}
 	if info := skulktest.WaitRestart(t, h, 0, 1); !errors.Is(info.LastCause, host.ErrChildDied) {
 		t.Errorf("last cause %v", info.LastCause)

@@ -14,6 +14,7 @@ import (
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/asif/internal/asifdoc"
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/strictjson"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -963,7 +964,7 @@ func (x *exporter) payloadResource(id string, p *calllog.Content) string {
 	return id
 }
 
-func (x *exporter) errorResource(id string, e *calllog.ErrorInfo, refused string) string {
+func (x *exporter) errorResource(id string, e *frame.Error, refused string) string {
 	m := map[string]any{"code": e.Code.String(), "message": e.Message, "synthetic": e.Synthetic}
 	if refused != "" {
 		m["refused"] = refused

@@ -39,7 +39,7 @@ func streamedItems(cancelled bool) []calllog.Event {
 	items := []calllog.Event{started, frag(2, 0, `{"document_id":"meeting-`)}
 	if cancelled {
 		c := ev(3, calllog.KindCancelled)
-		c.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: "aborted"}
+		c.Error = &frame.Error{Code: frame.CodeCancelled, Message: "aborted"}
 		return append(items, c)
 	}
 	req := ev(4, calllog.KindRequest)

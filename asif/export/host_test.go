@@ -125,7 +125,7 @@ func TestRealCalls(t *testing.T) {
 	}
 
 	failed := run("fail", map[string]any{"message": "no such document"})
-	var ce *host.CallError
+	var ce *frame.Error
 	if !errors.As(failed.err, &ce) {
 		t.Fatalf("fail: %v", failed.err)
 	}

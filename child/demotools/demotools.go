@@ -462,7 +462,7 @@ func feedCall(ctx context.Context, s *child.Stream, c *child.Call, n int64, canc
 // relayError is relay's failure for the error of its call: the callee's
 // code and message, or provider_error with the refusal's text.
 func relayError(err error) error {
-	var ce *child.CallError
+	var ce *frame.Error
 	if errors.As(err, &ce) {
 		if ce.Code == frame.CodeCancelled {
 			return &frame.Error{Code: frame.CodeProviderError, Message: "callee cancelled: " + ce.Message}

@@ -21,8 +21,8 @@ func main() {
 	testTools := flag.Bool("test-tools", false, "also offer sleep's ignore_cancel and the crash tool")
 	callTools := flag.Bool("call-tools", false, "also offer relay, which calls another tool through the host")
 	flag.Parse()
-	child.Main(child.Options{
+	os.Exit(child.Run(child.Options{
 		SDK:   "skulk-child/1",
 		Tools: demotools.Tools(demotools.Options{TestTools: *testTools, Exit: os.Exit, CallTools: *callTools}),
-	})
+	}))
 }

@@ -320,7 +320,7 @@ func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 	st.Keep(ctx, ca, calllogtest.Events("t", "A", 5, 1)) // 4 never kept
 	cb, _ := st.Claim(ctx, "t", "B")
 	end := calllogtest.Events("t", "B", 6, 1)
-	end[0].Kind, end[0].Error = calllog.KindFailed, &calllog.ErrorInfo{Code: frame.CodeUnreachable, Synthetic: true}
+	end[0].Kind, end[0].Error = calllog.KindFailed, &frame.Error{Code: frame.CodeUnreachable, Synthetic: true}
 	st.Keep(ctx, cb, end)
 	if err := st.Keep(ctx, ca, calllogtest.Events("t", "A", 7, 1)); !errors.Is(err, calllog.ErrFenced) {
 		t.Fatalf("old writer: %v", err)

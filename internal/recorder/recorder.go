@@ -727,7 +727,7 @@ func (rec *Record) Arguments(fragment string) {
 // and message say why); it voids the text so far. The next Request is the
 // new attempt.
 func (rec *Record) Retry(code frame.Code, message string) {
-	rec.emit(calllog.Event{Kind: calllog.KindRetry, Error: &calllog.ErrorInfo{Code: code, Message: frame.SanitizeMessage(message)}},
+	rec.emit(calllog.Event{Kind: calllog.KindRetry, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(message)}},
 		func() { rec.text.Reset() })
 }
 
@@ -1104,14 +1104,14 @@ func Done(result frame.Payload) calllog.Outcome {
 // Failed is the outcome of a failed call. The message goes through
 // frame.SanitizeMessage.
 func Failed(code frame.Code, message string, synthetic bool) calllog.Outcome {
-	return calllog.Outcome{Kind: calllog.KindFailed, Error: &calllog.ErrorInfo{Code: code, Message: frame.SanitizeMessage(message), Synthetic: synthetic}}
+	return calllog.Outcome{Kind: calllog.KindFailed, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(message), Synthetic: synthetic}}
 }
 
 // Cancelled is the outcome of a cancelled call; message may be empty.
 func Cancelled(message string) calllog.Outcome {
 	o := calllog.Outcome{Kind: calllog.KindCancelled}
 	if message != "" {
-		o.Error = &calllog.ErrorInfo{Code: frame.CodeCancelled, Message: frame.SanitizeMessage(message)}
+		o.Error = &frame.Error{Code: frame.CodeCancelled, Message: frame.SanitizeMessage(message)}
 	}
 	return o
 }

@@ -326,7 +326,7 @@ func TestEventJSON(t *testing.T) {
 		Payload: &calllog.Content{Type: "object", Bytes: 4, Keys: 1, Value: frame.MustPayload(map[string]any{"i": 1})},
 		Media:   &calllog.MediaInfo{Kind: "inline", MediaType: "audio/pcm", Bytes: 3, Data: []byte{1, 2, 3}}}
 	failed := calllog.Event{Kind: calllog.KindFailed, Tree: "t", Writer: "w", Seq: 1, At: at, Call: "t", Tool: "x",
-		Error: &calllog.ErrorInfo{Code: frame.CodeUnreachable, Message: "pool down", Synthetic: true}, Refused: "pool_down"}
+		Error: &frame.Error{Code: frame.CodeUnreachable, Message: "pool down", Synthetic: true}, Refused: "pool_down"}
 	for _, e := range []calllog.Event{full, failed} {
 		b, err := json.Marshal(e)
 		if err != nil {

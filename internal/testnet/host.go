@@ -540,7 +540,7 @@ func (s *Stream) ReadCall(callID string, deadline time.Time) (*Result, error) {
 				return res, fmt.Errorf("%w: %w", s.cfg.ErrProviderRules, err)
 			}
 			res.Frames = append(res.Frames, p.Frame)
-			if p.IsTerminal() {
+			if p.Kind.IsTerminal() {
 				res.Terminal = &res.Frames[len(res.Frames)-1]
 			}
 		case *wire.End:

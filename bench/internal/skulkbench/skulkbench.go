@@ -29,7 +29,7 @@ const (
 	// MaxStreams is the bench child's max_streams: twice the default, so
 	// that the concurrency sweep's 4,096 streams leave room for the small
 	// calls it makes alongside them.
-	MaxStreams = 2 * child.DefaultMaxStreams
+	MaxStreams = 2 * 4096
 )
 
 // errArgs is the failure of a call whose arguments are out of range.

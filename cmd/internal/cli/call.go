@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -86,7 +87,7 @@ func parseCall(args []string) (*callOptions, error) {
 		return nil, err
 	}
 	o.tool, o.child = pos[0], child
-	if o.args, err = frame.PayloadFromJSON([]byte(*argsJSON)); err != nil {
+	if o.args, err = frame.PayloadOf(json.RawMessage([]byte(*argsJSON))); err != nil {
 		return nil, usageErr("--args must be a JSON object, e.g. --args '{\"n\": 3}'")
 	}
 	if o.timeout < 0 {
@@ -240,7 +241,7 @@ func (r *callRun) run(ctx context.Context, input io.Reader) error {
 	case <-time.After(100 * time.Millisecond):
 	}
 	if recvErr != nil {
-		if errors.Is(recvErr, calllog.ErrJournalEnd) && last.IsTerminal() && !r.opts.json {
+		if errors.Is(recvErr, calllog.ErrJournalEnd) && last.Kind.IsTerminal() && !r.opts.json {
 			// The outcome stands: it is printed before the journal's
 			// failure, as docs/cli.md says.
 			r.printStatus(last, frames, bytes, elapsed)
@@ -290,7 +291,7 @@ func (r *callRun) send(ctx context.Context, input io.Reader) error {
 			}
 		}
 	}
-	var ce *host.CallError
+	var ce *frame.Error
 	if err := r.call.CloseSend(); err != nil && !errors.Is(err, host.ErrSendClosed) && !errors.As(err, &ce) {
 		return r.abort(statusErr(ExitFailure, "cannot half-close the call: %v", err))
 	}
@@ -320,12 +321,12 @@ func readLine(br *bufio.Reader) (string, error) {
 
 // sendFailed classifies an error of Send: the call's own end (the child
 // died, stopped reading past the deadline, broke the protocol: Send's
-// *host.CallError or ErrSendClosed), the provider's terminal or the
+// *frame.Error or ErrSendClosed), the provider's terminal or the
 // command's own cancellation is no error of the input: the exit status is
 // the call's outcome, which receive reads.
 func (r *callRun) sendFailed(ctx context.Context, what string, err error) error {
 	var se *host.SchemaError
-	var ce *host.CallError
+	var ce *frame.Error
 	switch {
 	case errors.As(err, &se):
 		return r.abort(statusErr(ExitRefused, "%s refused: %v", what, err))
@@ -349,7 +350,7 @@ func (r *callRun) abort(err error) error {
 // {"text": line}, its line ending kept.
 func inputPayload(line string) (frame.Payload, error) {
 	if t := strings.TrimSpace(line); strings.HasPrefix(t, "{") {
-		if p, err := frame.PayloadFromJSON([]byte(t)); err == nil {
+		if p, err := frame.PayloadOf(json.RawMessage([]byte(t))); err == nil {
 			return p, nil
 		}
 	}
@@ -395,7 +396,7 @@ func (r *callRun) receive() (status int, frames, bytes int64, last frame.Frame, 
 		} else {
 			r.progress.above(func() { printHuman(r.env.Stdout, f, saved, r.escape) })
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			r.terminal.Store(true)
 			last = f
 		}
@@ -403,7 +404,7 @@ func (r *callRun) receive() (status int, frames, bytes int64, last frame.Frame, 
 	if saveErr != nil {
 		return ExitFailure, frames, bytes, last, saveErr
 	}
-	if !last.IsTerminal() {
+	if !last.Kind.IsTerminal() {
 		return ExitFailure, frames, bytes, last, errors.New("the call's output ended without a terminal frame")
 	}
 	return ExitForTerminal(last), frames, bytes, last, nil

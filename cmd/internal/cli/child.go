@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/protocol"
 )
@@ -34,6 +35,19 @@ type envFlag struct {
 }
 
 func (e *envFlag) String() string { return "" }
+
+// childExtraEnv is the child's Config.ExtraEnv: each --env NAME the host
+// has, with the host's value, then each --env NAME=VALUE, on top of the
+// default environment a nil Config.Env passes.
+func (e *envFlag) childExtraEnv() []string {
+	env := make([]string, 0, len(e.pass)+len(e.extra))
+	for _, name := range e.pass {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return append(env, e.extra...)
+}
 
 func (e *envFlag) Set(v string) error {
 	name, _, hasValue := strings.Cut(v, "=")
@@ -157,8 +171,7 @@ func (c *childFlags) config(argv []string, env Env) host.Config {
 	cfg := host.Config{
 		Command:    argv[0],
 		Args:       argv[1:],
-		Env:        append(host.DefaultEnv(), c.env.pass...),
-		ExtraEnv:   c.env.extra,
+		ExtraEnv:   c.env.childExtraEnv(),
 		DrainGrace: drainGrace,
 	}
 	c.contain.apply(&cfg)
@@ -276,7 +289,7 @@ func closeHost(h *host.Host) {
 // refusal maps an error of host.Call to the command's error.
 func refusal(tool string, err error) error {
 	var se *host.SchemaError
-	var ce *host.CallError
+	var ce *frame.Error
 	switch {
 	case errors.Is(err, host.ErrUnknownTool):
 		return statusErr(ExitRefused, "the child has no tool %q (run 'skulk-host tools -- CHILD' to list them)", tool)

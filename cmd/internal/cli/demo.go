@@ -122,7 +122,7 @@ func (d *demo) stream(ctx context.Context, h *host.Host) error {
 				_, _ = c.Wait()
 				return fmt.Errorf("upper: %w", err)
 			}
-			if f.IsTerminal() {
+			if f.Kind.IsTerminal() {
 				return fmt.Errorf("upper ended early: %s", describeTerminal(f))
 			}
 			if text, ok := f.Payload.Text(); ok && f.Kind == frame.KindChunk {
@@ -340,7 +340,7 @@ func lastFrame(c *host.Call) (frame.Frame, error) {
 		}
 		last = f
 	}
-	if !last.IsTerminal() {
+	if !last.Kind.IsTerminal() {
 		return last, errors.New("the call ended without a terminal")
 	}
 	return last, nil

@@ -289,7 +289,7 @@ func terminal(t *testing.T, c *host.Call, limit time.Duration) frame.Frame {
 		if err != nil {
 			t.Fatalf("Recv: %v", err)
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			return f
 		}
 	}
@@ -348,7 +348,7 @@ func TestHostileChildren(t *testing.T) {
 			}
 			_, werr := c.Wait()
 			if tc.code != 0 {
-				var ce *host.CallError
+				var ce *frame.Error
 				if !term.Synthetic || term.Error == nil || term.Error.Code != tc.code ||
 					!errors.As(werr, &ce) || !ce.Synthetic || ce.Code != tc.code {
 					t.Fatalf("terminal synthetic=%v error=%v, Wait %v: want a synthetic %s", term.Synthetic, term.Error, werr, tc.code)
@@ -574,7 +574,7 @@ func hostKilledLeavesNothing(t *testing.T, mode string) {
 }
 
 // A hostile host against the Go SDK: the child is hostilechild sdk
-// (child.Main, max_streams 4, the demo tools), driven packet by packet.
+// (child.Run, max_streams 4, the demo tools), driven packet by packet.
 // For each case the child stays up and answers pings, its memory stays
 // bounded, and a call made afterwards works.
 func TestHostileHost(t *testing.T) {

@@ -103,7 +103,7 @@ func readFlood(ctx context.Context, h *host.Host, n int) (int, error) {
 			}
 			got++
 		}
-		if f.IsTerminal() && f.Kind != frame.KindCompleted {
+		if f.Kind.IsTerminal() && f.Kind != frame.KindCompleted {
 			return got, fmt.Errorf("terminal %s", f.Kind)
 		}
 	}

@@ -140,7 +140,7 @@ func ask(ctx context.Context, c *Clients, tc *host.ToolCall, params any, send fu
 	if err != nil {
 		return nil, err
 	}
-	return frame.PayloadFromJSON(b)
+	return frame.PayloadOf(json.RawMessage(b))
 }
 
 // clientReservation is a tools/call's place in Clients, taken before its

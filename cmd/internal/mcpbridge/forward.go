@@ -83,7 +83,7 @@ func (b *backend) request(ctx context.Context, method string, params any, out an
 		if m, ok := f.Media.(*frame.InlineMedia); ok && f.Kind == frame.KindChunk && m.MediaType == mediaJSON && result == nil {
 			result = m.Data
 		}
-		if f.IsTerminal() && f.Kind != frame.KindCompleted {
+		if f.Kind.IsTerminal() && f.Kind != frame.KindCompleted {
 			msg := f.Kind.String()
 			if f.Error != nil {
 				msg = failureText(f.Kind, f.Error.Code, f.Error.Message, f.Synthetic)

@@ -453,7 +453,7 @@ func (s *Server) handler(b *backend, id string) mcp.ToolHandler {
 		defer s.leave()
 		var args frame.Payload
 		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
-			p, err := frame.PayloadFromJSON(raw)
+			p, err := frame.PayloadOf(json.RawMessage(raw))
 			if err != nil {
 				return refusedResult("arguments must be a JSON object"), nil
 			}
@@ -504,9 +504,9 @@ func (s *Server) handler(b *backend, id string) mcp.ToolHandler {
 			rb.add(ctx, f)
 		}
 		if _, err := c.Wait(); err != nil { // at once: the output was read to its end
-			var ce *host.CallError
+			var ce *frame.Error
 			if errors.As(err, &ce) {
-				rb.stderr = ce.Stderr
+				rb.stderr = host.Stderr(err)
 			}
 		}
 		return rb.result(), nil
@@ -526,12 +526,12 @@ func refusedResult(msg string) *mcp.CallToolResult {
 // callRefused maps an error of host.Call. Its text names fields and
 // describes values, never quotes them (host's contract).
 func callRefused(err error) *mcp.CallToolResult {
-	var ce *host.CallError
+	var ce *frame.Error
 	if errors.As(err, &ce) {
 		// The child went away as the call started.
 		text := failureText(frame.KindFailed, ce.Code, ce.Message, ce.Synthetic)
-		if ce.Synthetic && ce.Stderr != "" {
-			text += "\n" + stderrTailText(ce.Stderr)
+		if ce.Synthetic && host.Stderr(err) != "" {
+			text += "\n" + stderrTailText(host.Stderr(err))
 		}
 		r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 		r.Meta = mcp.Meta{MetaKind: frame.KindFailed.String(), MetaCode: ce.Code.String(), MetaSynthetic: ce.Synthetic}
@@ -617,7 +617,7 @@ func (b *resultBuilder) add(ctx context.Context, f frame.Frame) {
 		b.chunks++
 		b.notify(ctx, f)
 		b.addChunk(f)
-	case f.IsTerminal():
+	case f.Kind.IsTerminal():
 		b.terminal = f
 	}
 }
@@ -827,7 +827,7 @@ func (b *resultBuilder) result() *mcp.CallToolResult {
 		r.IsError = true
 		b.content = append(b.content, &mcp.TextContent{Text: "the call's output ended without a terminal"})
 	}
-	if f.Kind.Valid() {
+	if f.Kind != 0 {
 		meta[MetaKind] = f.Kind.String()
 	}
 	if b.dropped > 0 {

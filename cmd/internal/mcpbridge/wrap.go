@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -378,7 +377,7 @@ func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
 			w.logger.Warn("MCP tool left out: its name is the id of the wrapper's own request tool", "tool", requestTool)
 			continue
 		}
-		if t.Name == "" || utf8.RuneCountInString(t.Name) > frame.MaxCallIDChars || !utf8.ValidString(t.Name) {
+		if frame.CheckCallID(t.Name) != nil {
 			w.logger.Warn("MCP tool left out: its name is not a valid Skulk tool id (1 to 128 characters of UTF-8)", "length", len(t.Name))
 			continue
 		}
@@ -451,7 +450,7 @@ func (w *Wrapper) clientRequest(ctx context.Context, tool string, params any, re
 	if err != nil {
 		return err
 	}
-	args, err := frame.PayloadFromJSON(b)
+	args, err := frame.PayloadOf(json.RawMessage(b))
 	if err != nil {
 		return err
 	}

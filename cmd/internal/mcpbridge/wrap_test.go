@@ -55,7 +55,7 @@ func outputOf(t *testing.T, c *host.Call) (payloads []string, media []*frame.Inl
 				media = append(media, m)
 			}
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			last = f
 		}
 	}
@@ -156,7 +156,7 @@ func TestWrapperUnderHost(t *testing.T) {
 	}
 
 	_, err := call(t, ctx, h, "fail", map[string]any{"text": "x"}).Wait()
-	var ce *host.CallError
+	var ce *frame.Error
 	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "nope: x" || ce.Synthetic {
 		t.Errorf("fail: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestWrapperUnderHost(t *testing.T) {
 	t.Run("server crash", func(t *testing.T) {
 		server, wrapper := serverPids(t, ctx, h)
 		_, err := call(t, ctx, h, "crash", map[string]any{}).Wait()
-		if !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic || !strings.Contains(ce.Stderr, "crashing on purpose") {
+		if !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic || !strings.Contains(host.Stderr(err), "crashing on purpose") {
 			t.Fatalf("crash: %v (stderr tail %q)", err, errStderr(err))
 		}
 		processGone(t, server, 10*time.Second)
@@ -243,13 +243,7 @@ func TestWrapperUnderHost(t *testing.T) {
 	emptyDir(t, tmp)
 }
 
-func errStderr(err error) string {
-	var ce *host.CallError
-	if errors.As(err, &ce) {
-		return ce.Stderr
-	}
-	return ""
-}
+func errStderr(err error) string { return host.Stderr(err) }
 
 // waitFile waits for path to contain s.
 func waitFile(t *testing.T, path, s string, d time.Duration) {

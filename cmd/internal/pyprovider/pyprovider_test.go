@@ -158,7 +158,7 @@ func TestCalls(t *testing.T) {
 			sum.Write(m.Data)
 			n += len(m.Data)
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			p, _ := f.Payload.Map()
 			if f.Kind != frame.KindCompleted || p["sha256"] != hex.EncodeToString(sum.Sum(nil)) || n != size {
 				t.Errorf("media: %v %v, %d bytes", f.Kind, p, n)
@@ -171,7 +171,7 @@ func TestCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ce *host.CallError
+	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "boom" || ce.Synthetic {
 		t.Errorf("fail: %v", err)
 	}
@@ -223,7 +223,7 @@ func TestKill9(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.IsTerminal() {
+		if f.Kind.IsTerminal() {
 			if !f.Synthetic || f.Error == nil || f.Error.Code != frame.CodeUnreachable {
 				t.Errorf("after kill -9: %v synthetic=%v %v", f.Kind, f.Synthetic, f.Error)
 			}
@@ -296,7 +296,7 @@ func TestNestedCallsThroughHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ce *host.CallError
+	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "call depth 3 is over the host's limit of 2" {
 		t.Errorf("relays past MaxDepth: %v", err)
 	}

@@ -11,7 +11,7 @@
 //	           the host's end; it also starts a setsid grandchild at once
 //	lostread   as serve, but accepts stream connections and never reads them
 //	lostaccept as serve, but never accepts a stream connection
-//	sdk        is a well-behaved SDK provider (child.Main) with
+//	sdk        is a well-behaved SDK provider (child.Run) with
 //	           max_streams 4 and the demo tools, for a hostile host
 //	grandchild is the grandchild: it calls setsid, writes its pid to the
 //	           file HOSTILE_PIDS/grandchild-PID, ignores SIGTERM, SIGHUP
@@ -124,11 +124,11 @@ func main() {
 	case "daemon":
 		os.Exit(daemon())
 	case "sdk":
-		child.Main(child.Options{
+		os.Exit(child.Run(child.Options{
 			SDK:        "hostilechild-sdk/1",
 			MaxStreams: 4,
 			Tools:      demotools.Tools(demotools.Options{TestTools: true, Exit: os.Exit}),
-		})
+		}))
 		return
 	}
 	os.Exit(serve(mode))

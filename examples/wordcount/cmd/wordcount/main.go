@@ -2,8 +2,10 @@
 package main
 
 import (
+	"os"
+
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/examples/wordcount"
 )
 
-func main() { child.Main(wordcount.Options(nil)) }
+func main() { os.Exit(child.Run(wordcount.Options(nil))) }
