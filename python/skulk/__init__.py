@@ -70,7 +70,7 @@ from .wire import (  # noqa: E402
     write_packet,
 )
 from .tracecontext import TraceContext  # noqa: E402
-from .hostcall import CallStart, NestedCall  # noqa: E402
+from .nested import CallStart, NestedCall  # noqa: E402
 from .child import Cause, Dispatch, Input, Output, StreamHandler, Tool, execute_stream, main, serve  # noqa: E402
 
 __all__ = [
