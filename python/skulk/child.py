@@ -38,7 +38,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any, AsyncGenerator, Callable, Coroutine, Optional, Sequence as Seq
 
-from . import __version__
+from ._version import __version__
 from ._conn import Conn
 from .errors import (
     AfterTerminalError,
