@@ -4,9 +4,8 @@ tools to a Skulk host, in its own asyncio loop or in yours.
 
 See python/README.md; the contract is docs/protocol.md."""
 
-#: The SDK's version. Its major number is the version of the Skulk protocol
-#: it speaks (docs/protocol.md: hello offers it, startup chooses it).
-__version__ = "1.0.0"
+from ._version import __version__
+
 #: The protocol version this SDK speaks: the major number of __version__.
 PROTOCOL_VERSION = int(__version__.split(".")[0])
 
@@ -70,7 +69,7 @@ from .wire import (  # noqa: E402
     write_packet,
 )
 from .tracecontext import TraceContext  # noqa: E402
-from .hostcall import CallStart, NestedCall  # noqa: E402
+from .nested import CallStart, NestedCall  # noqa: E402
 from .child import Cause, Dispatch, Input, Output, StreamHandler, Tool, execute_stream, main, serve  # noqa: E402
 
 __all__ = [

@@ -38,7 +38,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any, AsyncGenerator, Callable, Coroutine, Optional, Sequence as Seq
 
-from . import __version__
+from ._version import __version__
 from ._conn import Conn
 from .errors import (
     AfterTerminalError,
@@ -63,7 +63,7 @@ from .frames import (
     check_object,
     sanitize_message,
 )
-from .hostcall import NestedCall, _Offer
+from .hostcall import NestedCall, _NestedCall, _Offer, start_call
 from .schema import OutputChecker
 from .sequence import Sequence
 from .wire import (
@@ -334,7 +334,7 @@ class _Call:
         self.cancel_grace = rt.cancel_grace
         # Calls through the host this handler made that have not ended
         # (detached ones aside): at most calls.max_in_flight.
-        self.nested: set[NestedCall] = set()
+        self.nested: set[_NestedCall] = set()
         # The header of every frame of this call up to its sequence.
         self._head = (_pack("t") + _pack("frame") + _pack("call_id") + _pack(inv.call_id) + _pack("direction")
                       + _pack(PROVIDER_TO_CALLER) + _K_SEQUENCE)
@@ -369,6 +369,12 @@ class _Call:
             raise
         if self.cause is not None:
             raise cancelled_error(self.cause)
+
+    def start_call(self, tool: str, arguments: Optional[JsonObject], detached: bool,
+                   timeout: Optional[float]) -> Coroutine[Any, Any, NestedCall]:
+        """A call through the host as a step of this call (what awaiting
+        ``inv.call(...)`` runs; see StreamInvoke.call)."""
+        return start_call(self.rt, self, tool, arguments, detached, timeout)
 
     def cancel(self, cause: str, invalid: Optional[Exception] = None, from_task: bool = False) -> None:
         """Cancel the call for cause; the first cause wins."""
@@ -662,7 +668,7 @@ async def execute_stream(startup: Startup, call: StreamInvoke, handler: StreamHa
     not admit, or one served already; ``tools.handler`` for a handler
     that is not an async generator function."""
     st = call._stream
-    if st is None:
+    if not isinstance(st, _Call):
         raise FieldError("call", "not admitted on a stream connection")
     if st.served:
         raise FieldError("call", "already served")
@@ -885,7 +891,7 @@ class _Runtime:
         if self.offer is not None:
             self.offer.close_idle()
             for n in list(self.offer.open):
-                if isinstance(n, NestedCall):
+                if isinstance(n, _NestedCall):
                     n._conn.close()
         tasks: list[asyncio.Task[Any]] = [t for t in self.conns if not t.done()]
         tasks += [t for t in self.nested_tasks if not t.done()]

@@ -4,10 +4,13 @@ dials it, one call per connection, and speaks the stream protocol with
 the roles swapped: the child writes the invoke and the caller frames, the
 host answers provider frames from sequence 1, one terminal, then ``end``.
 
-A :class:`NestedCall` has one reader task, owned by the child runtime,
-that reads the host's frames in order (fenced) and hands each to the
-handler as it asks for it: a handler that does not read holds up the
-callee's output (backpressure), never the child's memory.
+A :class:`NestedCall` (declared in skulk.nested, implemented here) has one
+reader task, owned by the child runtime, that reads the host's frames in
+order (fenced) and hands each to the handler as it asks for it: a handler
+that does not read holds up the callee's output (backpressure), never the
+child's memory. What this module needs of the child runtime and of the
+handler's call is declared here as protocols (_Runtime, _Owner), which
+skulk.child implements.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import asyncio
 import os
 import socket
 from collections import deque
-from typing import TYPE_CHECKING, Any, Generator, Optional
+from typing import Any, Optional, Protocol
 
 from ._conn import Conn
 from .errors import (
@@ -34,11 +37,9 @@ from .errors import (
     TooManyCallsError,
 )
 from .frames import Direction, FrameKind, JsonObject, Media, StreamEnd, StreamError, StreamFrame, check_object
+from .nested import CallStart, NestedCall
 from .sequence import Sequence
-from .wire import Calls, Schema, StreamInvoke, ToolDescriptor, encode_packet
-
-if TYPE_CHECKING:
-    from .child import _Call, _Runtime
+from .wire import Calls, Limits, Schema, StreamInvoke, ToolDescriptor, encode_packet
 
 __all__ = ["NestedCall", "CallStart"]
 
@@ -132,18 +133,47 @@ def _check(v: Any, which: str, payload: JsonObject) -> None:
         check(v, which, payload)
 
 
-class NestedCall:
-    """A call a handler makes through its host: an async iterator of the
-    callee's provider frames (chunks, then the terminal, last), with
-    ``send``, ``close_send``, ``wait`` and ``cancel``.
+class _Runtime(Protocol):
+    """What a call through the host needs of the child runtime (skulk.child
+    implements it): its loop, the owner of the calls' reader tasks, the
+    host's offer, the child's limits and the cancel grace."""
 
-    The call must be read to its end, waited for, or cancelled; one that
-    is still open when its handler returns is cancelled, and the
-    handler's terminal waits for its end (at most the host's
-    ``cancel_grace_ms``). Used as ``async with``, the block's end cancels
-    it unless it has ended. One task reads it at a time."""
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
 
-    def __init__(self, rt: _Runtime, owner: Optional[_Call], offer: _Offer, tool: ToolDescriptor,
+    @property
+    def nested_tasks(self) -> set[asyncio.Task[None]]: ...
+
+    @property
+    def offer(self) -> Optional[_Offer]: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def cancel_grace(self) -> float: ...
+
+
+class _Owner(Protocol):
+    """What a call through the host needs of the handler's call that makes
+    it (skulk.child implements it): its invoke, its deadline, and the set
+    of its calls not ended, which the call leaves as it ends."""
+
+    @property
+    def inv(self) -> StreamInvoke: ...
+
+    @property
+    def deadline(self) -> Optional[float]: ...
+
+    @property
+    def nested(self) -> set[_NestedCall]: ...
+
+
+class _NestedCall(NestedCall):
+    """A NestedCall on a call connection to the host, read by its own
+    reader task."""
+
+    def __init__(self, rt: _Runtime, owner: Optional[_Owner], offer: _Offer, tool: ToolDescriptor,
                  call_id: str, conn: Conn) -> None:
         self._rt = rt
         self._owner = owner
@@ -169,18 +199,14 @@ class NestedCall:
 
     @property
     def id(self) -> str:
-        """The call's id on its call connection."""
         return self._id
 
     @property
     def terminal(self) -> Optional[StreamFrame]:
-        """The call's terminal once it ended, else None."""
         return self._term
 
     @property
     def synthetic(self) -> bool:
-        """Whether the SDK made the terminal up (the call connection broke,
-        or was closed by a cancel, before the host's terminal)."""
         return self._made_up
 
     def _start(self) -> None:
@@ -191,12 +217,6 @@ class NestedCall:
     # ---------- sending ----------
 
     async def send(self, payload: Optional[JsonObject] = None, media: Optional[Media] = None) -> None:
-        """Send one caller chunk: a payload, media, or both. The payload is
-        checked against the tool's ``input_schema`` first (SchemaError
-        "input", nothing sent; with jsonschema installed). It waits while
-        the host does not read (backpressure). Raises CallClosedError
-        after close_send, cancel or the call's end, ConnectionClosed when
-        the connection broke."""
         if payload is not None:
             check_object(payload)
             _check(self._offer.validator(self._tool, "input"), "input", payload)
@@ -211,10 +231,6 @@ class NestedCall:
             raise ConnectionClosed("call connection to the host broke") from None
 
     async def close_send(self) -> None:
-        """End the caller's direction (its completed): the callee's input
-        ends, its output goes on. Raises CallClosedError when the
-        direction was closed already (a second close_send, or after
-        cancel); after the call's end it does nothing."""
         if self._send_done:
             raise CallClosedError("close_send on a closed call")
         self._send_done = True
@@ -251,11 +267,6 @@ class NestedCall:
         self._conn.close()
 
     async def cancel(self) -> None:
-        """Cancel the call and wait for its end (at most the host's
-        ``cancel_grace_ms``, then the connection is closed). Chunks not
-        read yet are dropped: iteration then yields the terminal only
-        (``cancelled``, unless the callee ended first). Safe to call more
-        than once and after the end."""
         self._cancel_nowait()
         await self._end_within(max(self._rt.cancel_grace, MIN_GRACE))
 
@@ -277,12 +288,7 @@ class NestedCall:
 
     # ---------- reading ----------
 
-    def __aiter__(self) -> NestedCall:
-        return self
-
     async def __anext__(self) -> StreamFrame:
-        """The next provider frame: chunks in order, then the terminal;
-        then StopAsyncIteration."""
         while True:
             if self._eof:
                 raise StopAsyncIteration
@@ -301,9 +307,6 @@ class NestedCall:
                 self._getter = None
 
     async def wait(self) -> Optional[JsonObject]:
-        """Read the call to its end (chunks not read yet are dropped) and
-        return the completed terminal's payload (None when it has none);
-        raise CallError for a failed or cancelled terminal."""
         async for _ in self:
             pass
         t = self._term
@@ -393,15 +396,6 @@ class NestedCall:
         return StreamFrame(self._id, PROVIDER, seq, "cancelled" if code == "cancelled" else "failed",
                            error=StreamError(code, message))
 
-    # ---------- async with ----------
-
-    async def __aenter__(self) -> NestedCall:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if not self.done.done():
-            await self.cancel()
-
 
 def _call_error(t: StreamFrame, synthetic: bool) -> CallError:
     e = t.error
@@ -414,97 +408,73 @@ def _wake(fut: Optional[asyncio.Future[None]]) -> None:
         fut.set_result(None)
 
 
-class CallStart:
-    """What ``call.call(...)`` returns: await it for the
-    :class:`NestedCall`, or use it as ``async with`` (the block's end
-    cancels the call unless it ended)."""
-
-    def __init__(self, owner: Optional[_Call], tool: str, arguments: Optional[JsonObject], detached: bool,
-                 timeout: Optional[float]) -> None:
-        self._owner = owner
-        self._tool = tool
-        self._args = arguments
-        self._detached = detached
-        self._timeout = timeout
-        self._call: Optional[NestedCall] = None
-
-    def __await__(self) -> Generator[Any, None, NestedCall]:
-        return self._start().__await__()
-
-    async def __aenter__(self) -> NestedCall:
-        self._call = await self._start()
-        return self._call
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._call is not None:
-            await self._call.__aexit__(*exc)
-
-    async def _start(self) -> NestedCall:
-        cl = self._owner
-        if cl is None:
-            raise CallsOffError()
-        rt = cl.rt
-        of = rt.offer
-        if of is None:
-            raise CallsOffError()
-        t = of.tools.get(self._tool)
-        if t is None:
-            raise NotOfferedError()
-        depth = cl.inv.depth + 1
-        if not self._detached and depth > of.calls.max_depth:
-            raise DepthError(depth, of.calls.max_depth)
-        args: JsonObject = {} if self._args is None else self._args
-        check_object(args, "arguments")
-        args = _fill_defaults(args, t.arguments_schema)
-        _check(of.validator(t, "arguments"), "arguments", args)
-        timeout_ms = 0
-        if self._timeout is not None:
-            if self._timeout <= 0:
-                raise FieldError("timeout", "must be > 0")
-            timeout_ms = max(1, int(self._timeout * 1000))
-        elif not self._detached and cl.deadline is not None:
-            timeout_ms = max(1, int((cl.deadline - rt.loop.time()) * 1000))
-        if len(of.open) >= of.calls.max_in_flight:
-            raise TooManyCallsError()
-        inv = StreamInvoke(_new_id(), self._tool, args, timeout_ms, cl.inv.trace, parent=cl.inv.call_id,
-                           detached=self._detached)
-        inv.check()
-        head, _ = encode_packet(inv, rt.limits)
-        started, _ = encode_packet(StreamFrame(inv.call_id, CALLER, 0, "started"), rt.limits)
-        conn = of.take_idle()
-        if conn is not None:
-            return self._begin(rt, cl, of, t, inv, conn, head + started)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.setblocking(False)
-        # The place is taken before the first await, so that calls made
-        # at once cannot pass max_in_flight together.
-        placeholder = _Placeholder()
-        of.open.add(placeholder)
-        try:
-            await rt.loop.sock_connect(sock, of.calls.socket)
-        except OSError:
-            sock.close()
-            of.open.discard(placeholder)
-            raise CallError("unreachable", "dialing the host's call socket failed", True) from None
-        except BaseException:
-            sock.close()
-            of.open.discard(placeholder)
-            raise
+async def start_call(rt: _Runtime, cl: _Owner, tool: str, arguments: Optional[JsonObject], detached: bool,
+                     timeout: Optional[float]) -> NestedCall:
+    """Start a call through the host for the handler's call cl (what
+    awaiting ``call.call(tool, arguments, ...)`` does, see
+    StreamInvoke.call): check it against the host's offer, then write its
+    invoke and started on an idle call connection or a new one."""
+    of = rt.offer
+    if of is None:
+        raise CallsOffError()
+    t = of.tools.get(tool)
+    if t is None:
+        raise NotOfferedError()
+    depth = cl.inv.depth + 1
+    if not detached and depth > of.calls.max_depth:
+        raise DepthError(depth, of.calls.max_depth)
+    args: JsonObject = {} if arguments is None else arguments
+    check_object(args, "arguments")
+    args = _fill_defaults(args, t.arguments_schema)
+    _check(of.validator(t, "arguments"), "arguments", args)
+    timeout_ms = 0
+    if timeout is not None:
+        if timeout <= 0:
+            raise FieldError("timeout", "must be > 0")
+        timeout_ms = max(1, int(timeout * 1000))
+    elif not detached and cl.deadline is not None:
+        timeout_ms = max(1, int((cl.deadline - rt.loop.time()) * 1000))
+    if len(of.open) >= of.calls.max_in_flight:
+        raise TooManyCallsError()
+    inv = StreamInvoke(_new_id(), tool, args, timeout_ms, cl.inv.trace, parent=cl.inv.call_id, detached=detached)
+    inv.check()
+    head, _ = encode_packet(inv, rt.limits)
+    started, _ = encode_packet(StreamFrame(inv.call_id, CALLER, 0, "started"), rt.limits)
+    owner = None if detached else cl
+    conn = of.take_idle()
+    if conn is not None:
+        return _begin(rt, owner, of, t, inv, conn, head + started)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    # The place is taken before the first await, so that calls made
+    # at once cannot pass max_in_flight together.
+    placeholder = _Placeholder()
+    of.open.add(placeholder)
+    try:
+        await rt.loop.sock_connect(sock, of.calls.socket)
+    except OSError:
+        sock.close()
         of.open.discard(placeholder)
-        return self._begin(rt, cl, of, t, inv, Conn(sock, rt.loop, rt.limits), head + started)
+        raise CallError("unreachable", "dialing the host's call socket failed", True) from None
+    except BaseException:
+        sock.close()
+        of.open.discard(placeholder)
+        raise
+    of.open.discard(placeholder)
+    return _begin(rt, owner, of, t, inv, Conn(sock, rt.loop, rt.limits), head + started)
 
-    def _begin(self, rt: _Runtime, cl: _Call, of: _Offer, t: ToolDescriptor, inv: StreamInvoke, conn: Conn,
-               first: bytes) -> NestedCall:
-        """Start the call on conn: register it and write its invoke and
-        started."""
-        owner = None if self._detached else cl
-        n = NestedCall(rt, owner, of, t, inv.call_id, conn)
-        of.open.add(n)
-        if owner is not None:
-            owner.nested.add(n)
-        conn.send_nowait(first)
-        n._start()
-        return n
+
+def _begin(rt: _Runtime, owner: Optional[_Owner], of: _Offer, t: ToolDescriptor, inv: StreamInvoke, conn: Conn,
+           first: bytes) -> _NestedCall:
+    """Start the call on conn: register it and write its invoke and
+    started."""
+    n = _NestedCall(rt, owner, of, t, inv.call_id, conn)
+    of.open.add(n)
+    if owner is not None:
+        owner.nested.add(n)
+    conn.send_nowait(first)
+    n._start()
+    return n
 
 
 class _Placeholder:

@@ -12,7 +12,7 @@ import asyncio
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union, cast
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Union, cast
 
 import msgpack
 
@@ -47,11 +47,8 @@ from .frames import (
     sanitize_message,
     valid_utf8,
 )
+from .nested import CallStart, _Caller
 from .tracecontext import TraceContext, parse_baggage, parse_trace_context
-
-if TYPE_CHECKING:
-    from .child import _Call
-    from .hostcall import CallStart
 
 __all__ = [
     "PREFIX_LEN",
@@ -223,6 +220,26 @@ class Bye:
     reason: str = ""
 
 
+class _Stream(_Caller, Protocol):
+    """What a StreamInvoke needs of the stream it is served on (the child
+    runtime's call): its cancel cause, its deadline, its flush, and the
+    calls through the host it makes."""
+
+    @property
+    def cause(self) -> Optional[str]:
+        """Why the call was cancelled, or None."""
+        ...
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """The call's deadline on the event loop's clock, or None."""
+        ...
+
+    async def flush(self) -> None:
+        """Wait until every frame yielded so far has been written."""
+        ...
+
+
 @dataclass(eq=False)
 class StreamInvoke:
     """The invoke that starts a call on a stream connection.
@@ -243,7 +260,7 @@ class StreamInvoke:
     depth: int = 0  # the call's depth in its tree (docs/protocol.md §8)
     detached: bool = False  # on a call connection: a tree of its own
     _next: int = field(default=1, init=False, repr=False)
-    _stream: Optional[_Call] = field(default=None, init=False, repr=False)
+    _stream: Optional[_Stream] = field(default=None, init=False, repr=False)
 
     def chunk(self, payload: Optional[JsonObject] = None, media: Optional[Media] = None) -> StreamFrame:
         """The call's next provider chunk: a payload, media, or both."""
@@ -310,8 +327,6 @@ class StreamInvoke:
         own refusals, and the callee's failures, come back as the call's
         failed terminal (CallError from ``wait``); a call socket that
         cannot be dialed raises a synthetic CallError ``unreachable``."""
-        from .hostcall import CallStart
-
         return CallStart(self._stream, tool, arguments, detached, timeout)
 
     @property
