@@ -1000,3 +1000,33 @@ func TestRepeatedCallIDSharesTheString(t *testing.T) {
 	require.Equal(t, "c1", second)
 	require.True(t, unsafe.StringData(first) == unsafe.StringData(second), "the call id was copied")
 }
+
+// TestReleaseBuffer gives the read buffer back between packets and goes on
+// reading: the packets read before stay whole, a Reader with bytes
+// buffered keeps its buffer, and the next read takes one again.
+func TestReleaseBufferBetweenPackets(t *testing.T) {
+	var stream []byte
+	for i := range 3 {
+		b, err := Encode(&Frame{Frame: frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: uint64(i + 1),
+			Kind: frame.KindChunk, Payload: frame.MustPayload(map[string]any{"i": i})}}, Limits{})
+		require.NoError(t, err)
+		stream = append(stream, b...)
+	}
+	r := NewReader(bytes.NewReader(stream), Limits{})
+	require.False(t, r.ReleaseBuffer(), "a Reader that never read has no buffer to give back")
+	p1, err := r.ReadPacket()
+	require.NoError(t, err)
+	require.False(t, r.ReleaseBuffer(), "two packets are still buffered")
+	_, err = r.ReadPacket()
+	require.NoError(t, err)
+	p3, err := r.ReadPacket()
+	require.NoError(t, err)
+	require.True(t, r.ReleaseBuffer(), "nothing is buffered after the last packet")
+	require.Equal(t, uint64(1), p1.(*Frame).Sequence)
+	require.Equal(t, uint64(3), p3.(*Frame).Sequence)
+	m, err := p1.(*Frame).Payload.Map()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, m["i"])
+	_, err = r.ReadPacket()
+	require.ErrorIs(t, err, io.EOF, "a released Reader reads again")
+}
