@@ -361,10 +361,12 @@ const (
 
 // readOne reads and handles one packet of call; the caller has the turn.
 func (c *streamConn) readOne(call *Call) readResult {
-	// A reader whose socket always has data never waits: it yields once
-	// it has read for readerYieldEvery (which says why and what it costs)
-	// since it last yielded, looking at the clock at a burst's end and every
-	// yieldCheckEvery packets within one.
+	// A reader whose socket always has data never waits: once it has
+	// read for readerYieldEvery (which says why and what it costs) since
+	// it last yielded or waited, it is busy and takes turns through the
+	// host's busy gate (pace, readpace.go), looking at the clock at a
+	// burst's end and every yieldCheckEvery packets within one. A busy
+	// reader that left the gate takes a slot again before it reads.
 	switch {
 	case c.busy && !c.gated:
 		c.enterGate() // a busy reader reads only while it holds a slot
@@ -647,10 +649,11 @@ func (p *process) stderrTailAfterExit() string {
 }
 
 // readerYieldEvery is how long a stream reader reads without waiting
-// before it yields the processor (runtime.Gosched). The host's readers
-// take turns with each other and with the control reader and supervisor:
-// with N readers busy, a turn comes about every N × readerYieldEvery of
-// CPU, and on a machine busy with other work the host's share of it can
+// before it is busy and takes turns through the host's busy gate (pace):
+// it then gives its slot to the next busy reader, or, when none waits,
+// yields the processor (runtime.Gosched). The host's busy readers take
+// turns with each other: with N readers busy, a turn comes about every
+// N × readerYieldEvery of CPU, and on a machine busy with other work the host's share of it can
 // be a tenth of a core, so one round took N × 1 ms / 0.1 (five seconds at
 // 512 streams) with coalesce.YieldEvery's 1 ms, and streams went seconds
 // without a turn (TestHealthWhileEveryStreamIsBusy at load 15-25 on 2
