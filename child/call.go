@@ -211,8 +211,7 @@ func (cl *call) run() {
 	s := cl.c.s
 	defer cl.c.release()
 	defer s.unregister(cl)
-	s.running.Add(1)
-	cl.superviseGrace()
+	cl.superviseGrace() // counted in s.running since conn.start
 	var span trace.Span
 	if tr := cl.c.s.tracer; tr != nil {
 		cl.spanCtx, span = cl.startSpan(tr)

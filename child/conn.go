@@ -221,6 +221,11 @@ func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 	if ok {
 		c.refs.Add(1)     // released by cl.run
 		cl.handler = true // run by the reader (runInline) or the runner (ensureRunning)
+		// Counted in pong.streams from here, not from when its goroutine
+		// first runs it: the host has seen the invoke read, and a runner
+		// that a busy child has not scheduled yet must not make the call
+		// look lost (docs/protocol.md §7). cl.run takes it off.
+		c.s.running.Add(1)
 		return cl, true
 	}
 	cl.cancel(errHandlerReturned) // no handler: input is discarded

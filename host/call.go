@@ -126,8 +126,8 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		c.fail(nil) // an idle connection the child closed: take another
 	}
 	started, _ := frame.NewStarted(call.id, frame.ProviderToCaller)
-	call.out.put(started, true, nil) // the queue is empty: never blocks
-	call.startClocks()               // stopped by release; the call is counted in ch.wg by acquire
+	call.out.put(started, true, nil, nil) // the queue is empty: never blocks
+	call.startClocks()                    // stopped by release; the call is counted in ch.wg by acquire
 	call.sendMu.Lock()
 	// Recorded before the write: the child may answer before Write
 	// returns, and its output must come after the request in the log.

@@ -3,9 +3,9 @@ package host
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -71,10 +71,12 @@ type streamConn struct {
 
 	// idleSound's peek, made once so that it allocates nothing; used by
 	// the goroutine that took the connection from the idle list.
-	peekFn  func(fd uintptr) bool
-	peekBuf [1]byte
-	peekN   int
-	peekErr error
+	peekFn func(fd uintptr) bool
+	// leaveGate, made once: what outbox.put calls before it waits.
+	leaveGateFn func()
+	peekBuf     [1]byte
+	peekN       int
+	peekErr     error
 
 	// held: the caller's Recv left whole packets in the reader's buffer
 	// when it stopped reading; set by callerRead, cleared when the reader
@@ -105,8 +107,12 @@ type streamConn struct {
 	// last packet was the last of its burst).
 	at       time.Time
 	burstEnd bool
-	yielded  time.Time // when readOne last yielded
-	inBurst  int       // packets read since the last burst's end
+	yielded  time.Time     // when the reader last yielded (pace), or last waited for the connection
+	inBurst  int           // packets read since the last burst's end
+	waited   bool          // the last read of the connection waited for the child (connSource)
+	busy     bool          // the reader has read for readerYieldEvery without waiting, and has not waited since (pace)
+	gated    bool          // the reader holds a slot of the host's busy gate (pace)
+	gateWait chan struct{} // size 1: where pace waits for a slot of the busy gate; made at its first wait
 }
 
 // yieldCheckEvery is how many packets of one burst readOne reads between
@@ -120,7 +126,6 @@ const yieldCheckEvery = 32
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	c := &streamConn{
 		ch: ch, nc: nc,
-		r:        packetio.NewReader(nc, ch.limits),
 		w:        coalesce.New(nc, ch.limits),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
@@ -130,7 +135,15 @@ func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
+	var src io.Reader = nc // without a RawConn, no read is known to wait: the reader paces by the clock alone
+	if c.rc != nil {
+		s := &connSource{c: c, rc: c.rc, nc: nc}
+		s.fn = s.read
+		src = s
+	}
+	c.r = packetio.NewReader(src, ch.limits)
 	c.peekFn = c.peek
+	c.leaveGateFn = c.leaveGate
 	c.r.ReuseFrames() // each frame is copied out (outbox, finish, the log) before the next read
 	return c
 }
@@ -170,12 +183,17 @@ func (c *streamConn) bind(call *Call) bool {
 	c.wantReader = false
 	c.r.ExpectCallID(call.id) // nobody reads an idle connection
 	c.turn = turnCaller
+	// The connection was idle: its reading starts a new busy interval
+	// (nobody else touches these until the turn is the caller's).
+	c.yielded, c.busy = time.Now(), false
 	return true
 }
 
 // unbind makes the connection idle again; called by the holder of the
 // turn, which reads no more.
 func (c *streamConn) unbind() {
+	c.leaveGate()
+	c.r.ReleaseBuffer() // an idle connection holds no read buffer (a child that wrote on it is caught by idleSound)
 	c.mu.Lock()
 	// A Recv that is reading finishes its loop without reading again; the
 	// next call's caller may read at once.
@@ -270,6 +288,8 @@ func (c *streamConn) run() {
 			c.held.Store(false) // this goroutine reads the buffer now, until the call is released
 			for c.readOne(call) == readMore {
 			}
+			// The call was released (unbind left the busy gate), or the
+			// connection failed.
 			continue
 		case call == nil && (c.exiting || c.failed()):
 			c.gone = true
@@ -343,25 +363,32 @@ const (
 
 // readOne reads and handles one packet of call; the caller has the turn.
 func (c *streamConn) readOne(call *Call) readResult {
-	// A reader whose socket always has data never waits: it yields once
-	// it has read for readerYieldEvery (which says why and what it costs)
-	// since it last yielded, looking at the clock at a burst's end and every
-	// yieldCheckEvery packets within one.
-	if c.burstEnd {
+	// A reader whose socket always has data never waits: once it has
+	// read for readerYieldEvery (which says why and what it costs) since
+	// it last yielded or waited, it is busy and takes turns through the
+	// host's busy gate (pace, readpace.go), looking at the clock at a
+	// burst's end and every yieldCheckEvery packets within one. A busy
+	// reader that left the gate takes a slot again before it reads.
+	switch {
+	case c.busy && !c.gated:
+		c.enterGate() // a busy reader reads only while it holds a slot
+	case c.burstEnd:
 		c.inBurst = 0
 		if c.at.Sub(c.yielded) >= readerYieldEvery {
-			runtime.Gosched()
-			c.yielded = c.at
+			c.pace()
 		}
-	} else if c.inBurst++; c.inBurst%yieldCheckEvery == 0 {
-		if now := time.Now(); now.Sub(c.yielded) >= readerYieldEvery {
-			runtime.Gosched()
-			c.yielded = now
+	default:
+		if c.inBurst++; c.inBurst%yieldCheckEvery == 0 && time.Since(c.yielded) >= readerYieldEvery {
+			c.pace()
 		}
 	}
 	pkt, err := c.r.ReadPacket()
 	if c.burstEnd {
 		c.at = time.Now()
+		if c.waited { // the read waited for the child: not busy (connSource left the gate)
+			c.waited, c.busy = false, false
+			c.yielded = c.at
+		}
 	}
 	c.burstEnd = !c.r.PacketBuffered()
 	if err != nil {
@@ -459,6 +486,11 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	if c.reading != call {
 		return true // released meanwhile (unbind); the connection may be another call's already
 	}
+	// Still this caller's turn. It stops reading: the busy gate's slot
+	// goes to the next busy reader (the caller's own code runs outside
+	// the gate), and a buffer with nothing left in it goes back.
+	c.leaveGate()
+	c.r.ReleaseBuffer()
 	c.held.Store(c.r.PacketBuffered()) // still this caller's buffer: reading is this call
 
 	c.reading = nil
@@ -511,7 +543,7 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, bur
 	// The caller is woken for the frames of a burst at its last one: the
 	// next packet, when it is already whole in the reader's buffer, is
 	// decoded at once and comes right after (see outbox).
-	if !call.out.put(*f, burstEnd, c.closing) {
+	if !call.out.put(*f, burstEnd, c.closing, c.leaveGateFn) {
 		c.broken(call, nil)
 		return false
 	}
@@ -619,10 +651,11 @@ func (p *process) stderrTailAfterExit() string {
 }
 
 // readerYieldEvery is how long a stream reader reads without waiting
-// before it yields the processor (runtime.Gosched). The host's readers
-// take turns with each other and with the control reader and supervisor:
-// with N readers busy, a turn comes about every N × readerYieldEvery of
-// CPU, and on a machine busy with other work the host's share of it can
+// before it is busy and takes turns through the host's busy gate (pace):
+// it then gives its slot to the next busy reader, or, when none waits,
+// yields the processor (runtime.Gosched). The host's busy readers take
+// turns with each other: with N readers busy, a turn comes about every
+// N × readerYieldEvery of CPU, and on a machine busy with other work the host's share of it can
 // be a tenth of a core, so one round took N × 1 ms / 0.1 (five seconds at
 // 512 streams) with coalesce.YieldEvery's 1 ms, and streams went seconds
 // without a turn (TestHealthWhileEveryStreamIsBusy at load 15-25 on 2

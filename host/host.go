@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type Host struct {
 	idPrefix string
 	nextCall atomic.Uint64
 	traffic  traffic             // frames and media bytes by direction (Stats)
+	busy     *busyGate           // where busy stream readers take turns (readpace.go)
 	rec      *recorder.Recorder  // records every call (Config.CallLog); closed by Close
 	tracing  *otelcall.Tracing   // Config.TracerProvider
 	contain  *contain.Set        // starts the children and keeps their descendants; closed by Close after every child was reaped
@@ -128,6 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{
 		cfg:      cfg.withDefaults(),
 		idPrefix: hex.EncodeToString(rnd[:]),
+		busy:     newBusyGate(runtime.GOMAXPROCS(0)),
 	}
 	h.log = h.cfg.Logger
 	h.tracing = otelcall.New(h.cfg.TracerProvider)

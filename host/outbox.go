@@ -79,17 +79,21 @@ func (o *outbox) growLocked() bool {
 }
 
 // put queues f, waiting while the queue is full until it is half empty or
-// closing is closed (then it reports false and f is dropped). With publish
+// closing is closed (then it reports false and f is dropped); before it
+// waits it calls beforeWait, if not nil. With publish
 // false a waiting caller is not woken for f unless wakeBatch frames are
 // queued: the reader promises another put soon (it has a whole packet
 // buffered), or the call's end, which wakes Recv through Call.done.
-func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}) bool {
+func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}, beforeWait func()) bool {
 	size := frameBytes(&f)
 	o.mu.Lock()
 	for o.fullLocked() {
 		o.wakeRecvLocked() // whatever is queued is published before waiting
 		o.putWaiting = true
 		o.mu.Unlock()
+		if beforeWait != nil {
+			beforeWait()
+		}
 		select {
 		case <-o.room:
 		case <-closing:

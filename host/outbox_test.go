@@ -37,12 +37,12 @@ func TestOutboxWakesOncePerBurst(t *testing.T) {
 		t.Fatal("take from an empty outbox")
 	}
 	for seq := uint64(1); seq <= 3; seq++ {
-		o.put(chunkAt(seq), false, nil)
+		o.put(chunkAt(seq), false, nil, nil)
 		if woken(o) {
 			t.Fatalf("woken at unpublished frame %d", seq)
 		}
 	}
-	o.put(chunkAt(4), true, nil)
+	o.put(chunkAt(4), true, nil, nil)
 	if !woken(o) {
 		t.Fatal("not woken at the burst's last frame")
 	}
@@ -53,17 +53,17 @@ func TestOutboxWakesOncePerBurst(t *testing.T) {
 		}
 	}
 	// A caller that did not wait is not woken: nothing is armed.
-	o.put(chunkAt(5), true, nil)
+	o.put(chunkAt(5), true, nil, nil)
 	if woken(o) {
 		t.Fatal("woken without a waiting take")
 	}
 	o.take()
 	o.take() // empty: arms the wake-up
-	o.put(chunkAt(6), false, nil)
+	o.put(chunkAt(6), false, nil, nil)
 	if woken(o) {
 		t.Fatal("woken at an unpublished frame")
 	}
-	o.put(chunkAt(7), true, nil)
+	o.put(chunkAt(7), true, nil, nil)
 	if !woken(o) {
 		t.Fatal("a published frame did not wake the waiting caller")
 	}
@@ -75,17 +75,17 @@ func TestOutboxWakesMidBurstAtWakeBatch(t *testing.T) {
 	o := newOutbox()
 	o.take() // the caller waits
 	for seq := uint64(1); seq < wakeBatch; seq++ {
-		o.put(chunkAt(seq), false, nil)
+		o.put(chunkAt(seq), false, nil, nil)
 		if woken(o) {
 			t.Fatalf("woken at unpublished frame %d of %d", seq, wakeBatch)
 		}
 	}
-	o.put(chunkAt(wakeBatch), false, nil)
+	o.put(chunkAt(wakeBatch), false, nil, nil)
 	if !woken(o) {
 		t.Fatal("not woken with wakeBatch frames queued")
 	}
 	// Once woken, the caller is not woken again until it waits again.
-	o.put(chunkAt(wakeBatch+1), false, nil)
+	o.put(chunkAt(wakeBatch+1), false, nil, nil)
 	if woken(o) {
 		t.Fatal("woken twice for one wait")
 	}
@@ -98,7 +98,7 @@ func TestOutboxGrowsInOrder(t *testing.T) {
 	next, want := uint64(1), uint64(1)
 	put := func(n int) {
 		for range n {
-			if !o.put(chunkAt(next), false, nil) {
+			if !o.put(chunkAt(next), false, nil, nil) {
 				t.Fatal("put refused")
 			}
 			next++
@@ -144,10 +144,10 @@ func TestOutboxBoundsBytes(t *testing.T) {
 		closing := make(chan struct{})
 		const chunk = outBytes / 4
 		for seq := uint64(1); seq <= 4; seq++ {
-			o.put(media(seq, chunk), false, closing)
+			o.put(media(seq, chunk), false, closing, nil)
 		}
-		put := make(chan bool, 1)                                     // one value, from the put below
-		go func() { put <- o.put(media(5, chunk), false, closing) }() // stopped by room or closing
+		put := make(chan bool, 1)                                          // one value, from the put below
+		go func() { put <- o.put(media(5, chunk), false, closing, nil) }() // stopped by room or closing
 		synctest.Wait()
 		select {
 		case <-put:
@@ -173,7 +173,7 @@ func TestOutboxBoundsBytes(t *testing.T) {
 			t.Fatalf("%d bytes counted in an empty queue", o.bytes)
 		}
 		// A frame larger than the bound is taken into an empty queue.
-		if !o.put(media(6, 2*outBytes), false, closing) {
+		if !o.put(media(6, 2*outBytes), false, closing, nil) {
 			t.Fatal("put of a large frame refused")
 		}
 		close(closing)
@@ -187,11 +187,11 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 		o := newOutbox()
 		o.take() // the caller waits
 		for seq := range uint64(outQueue) {
-			o.put(chunkAt(seq), false, nil)
+			o.put(chunkAt(seq), false, nil, nil)
 		}
 		closing := make(chan struct{})
 		put := make(chan bool, 1)
-		go func() { put <- o.put(chunkAt(outQueue), false, closing) }() // stopped by room or closing
+		go func() { put <- o.put(chunkAt(outQueue), false, closing, nil) }() // stopped by room or closing
 		synctest.Wait()
 		if !woken(o) {
 			t.Fatal("a full outbox did not wake its caller")
@@ -217,9 +217,9 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 		}
 
 		for seq := range uint64(outQueue) {
-			o.put(chunkAt(seq), false, nil)
+			o.put(chunkAt(seq), false, nil, nil)
 		}
-		go func() { put <- o.put(chunkAt(outQueue), false, closing) }() // stopped by closing below
+		go func() { put <- o.put(chunkAt(outQueue), false, closing, nil) }() // stopped by closing below
 		synctest.Wait()
 		close(closing)
 		if ok := <-put; ok {

@@ -26,10 +26,10 @@ func TestRecvOrderTerminalLast(t *testing.T) {
 	c := &Call{id: "x", done: make(chan struct{}), rec: rec}
 	c.out.init()
 	started, _ := frame.NewStarted("x", frame.ProviderToCaller)
-	c.out.put(started, true, nil)
+	c.out.put(started, true, nil, nil)
 	for i := uint64(1); i <= 3; i++ {
 		f, _ := frame.NewChunk("x", frame.ProviderToCaller, i, frame.MustPayload(map[string]any{"i": i}), nil)
-		c.out.put(f, false, nil)
+		c.out.put(f, false, nil, nil)
 	}
 	term, _ := frame.NewFailed("x", frame.ProviderToCaller, 4, frame.CodeTimeout, "late")
 	term.Synthetic = true

@@ -967,3 +967,33 @@ func TestReaderSmallAttachmentsReadInBulk(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF)
 	require.LessOrEqual(t, src.reads, len(stream)/packetio.ReadBufSize+3, "%d bytes in %d reads", len(stream), src.reads)
 }
+
+// TestReleaseBuffer gives the read buffer back between packets and goes on
+// reading: the packets read before stay whole, a Reader with bytes
+// buffered keeps its buffer, and the next read takes one again.
+func TestReleaseBufferBetweenPackets(t *testing.T) {
+	var stream []byte
+	for i := range 3 {
+		b, err := packetio.Encode(&wire.Frame{Frame: frame.Frame{CallID: "c1", Direction: frame.ProviderToCaller, Sequence: uint64(i + 1),
+			Kind: frame.KindChunk, Payload: frame.MustPayload(map[string]any{"i": i})}}, wire.Limits{})
+		require.NoError(t, err)
+		stream = append(stream, b...)
+	}
+	r := packetio.NewReader(bytes.NewReader(stream), wire.Limits{})
+	require.False(t, r.ReleaseBuffer(), "a Reader that never read has no buffer to give back")
+	p1, err := r.ReadPacket()
+	require.NoError(t, err)
+	require.False(t, r.ReleaseBuffer(), "two packets are still buffered")
+	_, err = r.ReadPacket()
+	require.NoError(t, err)
+	p3, err := r.ReadPacket()
+	require.NoError(t, err)
+	require.True(t, r.ReleaseBuffer(), "nothing is buffered after the last packet")
+	require.Equal(t, uint64(1), p1.(*wire.Frame).Sequence)
+	require.Equal(t, uint64(3), p3.(*wire.Frame).Sequence)
+	m, err := p1.(*wire.Frame).Payload.Map()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, m["i"])
+	_, err = r.ReadPacket()
+	require.ErrorIs(t, err, io.EOF, "a released Reader reads again")
+}

@@ -14,10 +14,21 @@ import (
 )
 
 // ReadBufSize is the Reader's initial buffer: large enough to take many small
-// packets in one read, small enough for a thousand idle connections. It
-// grows, once, only when a header longer than it arrives (bounded by
-// max_header).
+// packets in one read. It grows, once, only when a header longer than it
+// arrives (bounded by max_header). A Reader takes it from readBufs at its
+// first read and, once ReleaseBuffer gives it back, at the next one, so
+// that connections that wait (a host's idle connections) hold none.
 const ReadBufSize = 16 << 10
+
+// readBufs holds read buffers of ReadBufSize that no Reader is using:
+// every Reader's, so that a buffer one connection gave back serves the
+// next that reads. Only buffers of ReadBufSize go in (a grown one is
+// left to the garbage collector), and sync.Pool keeps no more than the
+// garbage collector allows it to.
+var readBufs = sync.Pool{New: func() any {
+	b := make([]byte, ReadBufSize)
+	return &b
+}}
 
 // maxRecycled bounds the attachment buffers a Reader keeps for reuse (see
 // Recycle); buffers handed back beyond it are dropped for the garbage
@@ -37,7 +48,8 @@ const maxRecycled = 4
 type Reader struct {
 	src        io.Reader
 	limits     wire.Limits
-	buf        []byte
+	buf        []byte               // nil until the first read, and after ReleaseBuffer
+	bufp       *[]byte              // buf's entry of readBufs; nil once buf grew
 	start, end int                  // buffered bytes are buf[start:end]
 	dec        protocol.DecodeState // what wire.DecodeHeader keeps between packets
 	err        error                // sticky: a protocol error or a read error (not a deadline's)
@@ -107,7 +119,24 @@ func (r *Reader) attachmentBuf(n int) []byte {
 
 // NewReader returns a Reader of src bounded by l (made Effective).
 func NewReader(src io.Reader, l wire.Limits) *Reader {
-	return &Reader{src: src, limits: Effective(l), buf: make([]byte, ReadBufSize)}
+	return &Reader{src: src, limits: Effective(l)}
+}
+
+// ReleaseBuffer gives the Reader's read buffer back for other Readers to
+// use when nothing is buffered in it (Buffered is 0), and reports whether
+// it did; the next ReadPacket takes a buffer again. A connection that
+// waits, such as one kept idle for reuse, then holds no read buffer. The
+// packets ReadPacket returned share nothing with the buffer (ReuseFrames
+// included), so they stay valid. Not safe concurrently with ReadPacket.
+func (r *Reader) ReleaseBuffer() bool {
+	if r.buf == nil || r.end != r.start {
+		return false
+	}
+	if r.bufp != nil {
+		readBufs.Put(r.bufp)
+	}
+	r.buf, r.bufp, r.start, r.end = nil, nil, 0, 0
+	return true
 }
 
 // ReuseFrames makes the Reader decode every frame packet into one *wire.Frame of
@@ -156,10 +185,14 @@ func (r *Reader) fill(n int) error {
 	if r.end-r.start >= n {
 		return nil
 	}
+	if r.buf == nil {
+		r.bufp = readBufs.Get().(*[]byte)
+		r.buf, r.start, r.end = *r.bufp, 0, 0
+	}
 	if n > len(r.buf) {
 		nb := make([]byte, n)
 		r.end = copy(nb, r.buf[r.start:r.end])
-		r.buf, r.start = nb, 0
+		r.buf, r.bufp, r.start = nb, nil, 0
 	} else if r.start+n > len(r.buf) {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
@@ -241,7 +274,7 @@ func (r *Reader) readPacket() (wire.Packet, error) {
 	// its own, of a few bytes each. A larger one is read from the
 	// connection into its buffer without that copy.
 	need := protocol.PrefixLen + int(h)
-	if whole := need + int(a); a > 0 && whole <= len(r.buf) {
+	if whole := need + int(a); a > 0 && whole <= max(len(r.buf), ReadBufSize) {
 		need = whole
 	}
 	if err := r.fill(need); err != nil {

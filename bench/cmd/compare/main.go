@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +49,7 @@ func run() error {
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	sweeps := flag.Bool("sweeps", false, "run the sweeps (cost curves) instead of the side-by-side table; with -quick, the short sweeps")
 	sweepIDs := flag.String("sweep", "", "with -sweeps: comma-separated sweeps to run (default all: "+strings.Join(compare.SweepIDs, ",")+")")
+	streams := flag.String("streams", "", "with -sweeps: comma-separated numbers of concurrent streams, instead of the concurrency sweep's own points")
 	out := flag.String("o", "", "with -sweeps: write the JSON record to `file` (default stdout)")
 	charts := flag.String("charts", "", "draw the sweeps record in `file` as SVG charts into -chartdir, with an index of them ("+charts.IndexName+"), and run nothing")
 	chartDir := flag.String("chartdir", "../docs/perf", "with -charts: the `directory` the charts go to")
@@ -106,6 +108,13 @@ func run() error {
 	if *sweeps {
 		so := compare.SweepOptions{Quick: *quick, Bin: o.Bin, Dir: tmp, Systems: o.Systems, Sweeps: split(*sweepIDs),
 			Revision: o.Revision, Log: o.Log}
+		for _, s := range split(*streams) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return fmt.Errorf("-streams: %q is not a positive number of streams", s)
+			}
+			so.Streams = append(so.Streams, n)
+		}
 		return runSweeps(ctx, so, *out)
 	}
 	if *cpuProfile != "" {

@@ -24,6 +24,9 @@ type SweepOptions struct {
 	Systems []string
 	// Sweeps, if not empty, limits the run to these sweep ids (SweepIDs).
 	Sweeps []string
+	// Streams, if not empty, replaces the concurrency sweep's points
+	// (numbers of concurrent streams), to measure a few of them quickly.
+	Streams []int
 	// Revision is the main module's git revision, for the record.
 	Revision string
 	// Log receives one progress line per point; nil discards them.
@@ -61,6 +64,14 @@ func (o *SweepOptions) sweepPlan() sweepPlan {
 	if o.plan != nil {
 		return *o.plan
 	}
+	p := o.basePlan()
+	if len(o.Streams) > 0 {
+		p.concurrency = o.Streams
+	}
+	return p
+}
+
+func (o *SweepOptions) basePlan() sweepPlan {
 	p := sweepPlan{
 		concRounds: 1, rounds: 3, window: time.Second, target: 500 * time.Millisecond, idle: time.Second,
 		concurrency: []int{1, 8, 64, 512, 4096},

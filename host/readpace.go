@@ -1,0 +1,185 @@
+package host
+
+import (
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// busyGate is how the host's busy stream readers take turns. A reader is
+// busy once it has read for readerYieldEvery without its connection
+// making it wait (a stream the child writes flat out). A busy reader goes
+// on only while it holds one of the gate's slots (one per processor,
+// GOMAXPROCS at Start); the others wait in the gate, first come first
+// served, not in the Go scheduler's run queues.
+//
+// Without the gate every busy reader is runnable all the time, and each
+// yields (runtime.Gosched) to the back of the run queue: with thousands of
+// busy streams any other goroutine that becomes runnable (a small call's
+// caller woken by its answer, the control reader, the supervisor) waits
+// behind all of them, N × readerYieldEvery / cores (half a second at 4,096
+// streams). With it, at most one busy reader per processor is runnable, so
+// such a goroutine waits behind a few turns of readerYieldEvery, while the
+// busy readers still share the host's CPU in turn as before. A reader that
+// had to wait for its connection, or has just been given the connection
+// (a new call), is not busy and does not queue: the slot matters only to
+// readers that never wait.
+//
+// A reader never waits for anything while holding a slot: it leaves the
+// gate before its read waits for the connection (connSource), before it
+// waits for room in a full outbox (outbox.put), when the caller's Recv
+// stops reading (callerRead), and when the call is released (unbind).
+//
+// The zero value is not ready: newBusyGate makes one.
+type busyGate struct {
+	mu   sync.Mutex
+	free int // slots nobody holds
+	// The readers waiting for a slot, oldest at queue[head]: at most one
+	// entry per stream connection, since a connection's reader waits for
+	// one slot at a time, so the queue is bounded by the open connections
+	// (max_streams × the pool).
+	queue []chan struct{}
+	head  int
+}
+
+func newBusyGate(slots int) *busyGate {
+	return &busyGate{free: max(slots, 1)}
+}
+
+// enter takes a slot, waiting in line while none is free; it reports
+// whether it waited. wait is the caller's own channel of size 1.
+func (g *busyGate) enter(wait chan struct{}) bool {
+	g.mu.Lock()
+	if g.free > 0 && g.head == len(g.queue) {
+		g.free--
+		g.mu.Unlock()
+		return false
+	}
+	g.queue = append(g.queue, wait)
+	g.mu.Unlock()
+	<-wait // a leave hands its slot to this reader
+	return true
+}
+
+// leave gives a slot back: to the reader waiting longest, if any.
+func (g *busyGate) leave() {
+	g.mu.Lock()
+	if g.head == len(g.queue) {
+		g.free++
+		g.mu.Unlock()
+		return
+	}
+	w := g.queue[g.head]
+	g.queue[g.head] = nil
+	g.head++
+	if g.head == len(g.queue) {
+		g.queue, g.head = g.queue[:0], 0
+	} else if g.head >= 64 && g.head*2 >= len(g.queue) {
+		n := copy(g.queue, g.queue[g.head:])
+		clear(g.queue[n:])
+		g.queue, g.head = g.queue[:n], 0
+	}
+	g.mu.Unlock()
+	w <- struct{}{} // never blocks: the waiter's channel is empty while it waits
+}
+
+// pace is where a reader that has read for readerYieldEvery without
+// waiting lets others run: it becomes busy, gives its slot of the busy
+// gate (if it holds one) to the reader waiting longest, waits for a slot
+// in its turn, and, when nobody was waiting, yields the processor to the
+// goroutines outside the gate. Called by the holder of the read turn.
+func (c *streamConn) pace() {
+	if c.gated {
+		c.gated = false
+		c.ch.h.busy.leave()
+	}
+	c.busy = true
+	if !c.enterGate() {
+		runtime.Gosched()
+	}
+	c.yielded = time.Now()
+}
+
+// enterGate takes a slot of the busy gate, waiting in line while none is
+// free, and reports whether it waited (its slice of reading then starts
+// anew). A busy reader that left the gate (its caller stopped reading, or
+// it waited for room in the outbox) takes a slot again before it reads.
+// Called by the holder of the read turn.
+func (c *streamConn) enterGate() bool {
+	if c.gateWait == nil {
+		c.gateWait = make(chan struct{}, 1)
+	}
+	waited := c.ch.h.busy.enter(c.gateWait)
+	c.gated = true
+	if waited {
+		c.yielded = time.Now()
+	}
+	return waited
+}
+
+// leaveGate gives up the busy gate's slot the reader holds, if any: the
+// reader is about to wait, or stops reading (it stays busy until a read
+// waits for the connection). Called by the holder of the read turn.
+func (c *streamConn) leaveGate() {
+	if c.gated {
+		c.gated = false
+		c.ch.h.busy.leave()
+	}
+}
+
+// connSource is what a stream connection's wire.Reader reads from: the
+// socket, read through its syscall.RawConn, so that the reader knows when
+// a read has to wait for the child (the socket is empty). A read that
+// waits leaves the busy gate first, and starts a new busy interval once
+// it returns (streamConn.waited). Errors are those of a net.Conn's Read:
+// io.EOF, a deadline's (matching os.ErrDeadlineExceeded), a closed
+// connection's (net.ErrClosed), or the socket's, as *net.OpError.
+type connSource struct {
+	c  *streamConn
+	rc syscall.RawConn
+	nc net.Conn
+	fn func(fd uintptr) bool // read, made once so that a Read allocates nothing
+
+	// Set by Read for fn.
+	p   []byte
+	n   int
+	err error
+}
+
+func (s *connSource) Read(p []byte) (int, error) {
+	s.p, s.n, s.err = p, 0, nil
+	err := s.rc.Read(s.fn)
+	s.p = nil
+	switch {
+	case err != nil: // the deadline, or the connection closed
+		return 0, err
+	case s.err != nil:
+		return 0, &net.OpError{Op: "read", Net: "unix", Source: s.nc.LocalAddr(), Addr: s.nc.RemoteAddr(), Err: os.NewSyscallError("read", s.err)}
+	case s.n == 0 && len(p) > 0:
+		return 0, io.EOF
+	}
+	return s.n, nil
+}
+
+// read is one attempt of Read on the socket: it reports false, so that
+// the runtime's poller waits for the socket to be readable and calls it
+// again, when nothing is there yet.
+func (s *connSource) read(fd uintptr) bool {
+	for {
+		n, err := syscall.Read(int(fd), s.p)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			s.c.leaveGate()
+			s.c.waited = true
+			return false
+		}
+		s.n, s.err = max(n, 0), err
+		return true
+	}
+}

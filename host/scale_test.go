@@ -1,0 +1,233 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// liveBytes is what the process holds after a garbage collection: live
+// heap and goroutine stacks.
+func liveBytes() int64 {
+	runtime.GC()
+	runtime.GC() // the first may leave what finalizers freed
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc + ms.StackInuse)
+}
+
+// idleConnBound is what an idle pooled stream connection may cost the
+// host (heap and stacks). It holds its reader goroutine and its writer's
+// flusher, each parked on a small stack, the socket, and the connection's
+// state; no read buffer (it goes back to a pool shared by every
+// connection) and nothing of the calls it carried. go-plugin's host holds
+// 10 to 35 KiB per gRPC stream (docs/performance.md, "Cost curves").
+const idleConnBound = 20 << 10
+
+// TestIdleStreamMemory opens many stream connections at once, lets every
+// call end, and measures what the host holds per connection kept idle for
+// reuse.
+func TestIdleStreamMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens hundreds of connections")
+	}
+	const conns = 256
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	// One call first: what every later call reuses (the tool's schemas,
+	// the pools) is made, and one connection is idle.
+	first, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
+	require.NoError(t, err)
+	_, err = first.Wait()
+	require.NoError(t, err)
+	before := liveBytes()
+
+	// Every call is made before any is read, so each takes a connection
+	// of its own (the first one's included).
+	calls := make([]*Call, conns)
+	for i := range calls {
+		calls[i], err = h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 200, "size": 64}))
+		require.NoError(t, err, "call %d", i)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, conns)
+	for i, c := range calls {
+		wg.Go(func() { // ends with the call: Wait reads it to its end
+			_, errs[i] = c.Wait()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "call %d", i)
+	}
+	calls = nil
+	var idle int
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		idle = 0
+		for _, s := range h.slots {
+			if s.cur != nil {
+				idle += len(s.cur.idle)
+			}
+		}
+		return idle >= conns
+	}, 20*time.Second, 10*time.Millisecond, "every connection back in the idle list")
+	after := liveBytes()
+	per := float64(after-before) / float64(idle-1)
+	t.Logf("%d idle connections: %.1f KiB each (heap and stacks)", idle, per/1024)
+	assert.LessOrEqual(t, per, float64(idleConnBound), "host memory per idle pooled connection")
+}
+
+// busyStreams starts n endless count calls on h and reads each flat out on
+// a goroutine of its own, counting its chunks, until ctx is done. It
+// returns once every stream has delivered a chunk, with the counts and a
+// stop function that cancels and waits for the readers and returns the
+// first error of a stream that failed.
+func busyStreams(t *testing.T, h *Host, n int, within time.Duration) ([]atomic.Int64, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	counts := make([]atomic.Int64, n)
+	errs := make([]error, n)
+	calls := make([]*Call, n)
+	for i := range calls {
+		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1 << 30, "size": 32}))
+		if err != nil {
+			cancel()
+			for _, c := range calls[:i] {
+				c.Cancel()
+				c.Wait()
+			}
+			t.Fatalf("call %d: %v", i, err)
+		}
+		calls[i] = c
+	}
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() { // ends when stop cancels ctx and the call, or the call fails
+			for {
+				f, err := c.Recv(ctx)
+				if err != nil {
+					if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+						errs[i] = err
+					}
+					return
+				}
+				switch f.Kind {
+				case frame.KindChunk:
+					counts[i].Add(1)
+				case frame.KindCompleted, frame.KindFailed, frame.KindCancelled:
+					if ctx.Err() == nil {
+						errs[i] = errors.New("ended " + f.Kind.String())
+					}
+					return
+				}
+			}
+		})
+	}
+	stop := func() error {
+		cancel()
+		for _, c := range calls {
+			c.Cancel()
+		}
+		wg.Wait()
+		failed, first := 0, error(nil)
+		for _, err := range errs {
+			if err != nil {
+				if failed++; first == nil {
+					first = err
+				}
+			}
+		}
+		if failed > 0 {
+			return errors.Join(errors.New("streams failed"), first)
+		}
+		return nil
+	}
+	deadline := time.Now().Add(within)
+	for {
+		open := 0
+		for i := range counts {
+			if counts[i].Load() > 0 {
+				open++
+			}
+		}
+		if open == n {
+			return counts, stop
+		}
+		if time.Now().After(deadline) {
+			err := stop()
+			t.Fatalf("%d of %d streams delivered a chunk within %v (%v)", open, n, within, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// smallCallBound bounds the median of small calls made beside busy
+// streams. Busy stream readers take turns through the host's busy gate, so
+// a small call's caller, woken by its answer, waits behind a few readers'
+// turns of readerYieldEvery, not behind every busy stream: on an idle
+// 2-core machine its median is a few milliseconds at 512 busy streams.
+// Without the gate it waits a round of every busy reader, N ×
+// readerYieldEvery of the host's CPU, which on a loaded machine (the
+// host's share a fraction of a core) and under -race is seconds. The bound
+// leaves a wide margin over what the gate gives under that load.
+const smallCallBound = 400 * time.Millisecond
+
+// TestSmallCallBesideBusyStreams makes small calls, one after another,
+// while hundreds of streams are read flat out: their median must stay
+// within smallCallBound, and the streams keep delivering meanwhile.
+func TestSmallCallBesideBusyStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads hundreds of streams for seconds")
+	}
+	const streams, probes = 512, 21
+	cfg := realConfig()
+	cfg.HealthInterval = 100 * time.Millisecond
+	cfg.HealthTimeout = 2500 * time.Millisecond
+	h, _ := testHost(t, cfg, 2*time.Minute)
+	counts, stop := busyStreams(t, h, streams, time.Minute)
+	before := int64(0)
+	for i := range counts {
+		before += counts[i].Load()
+	}
+	lat := make([]time.Duration, 0, probes)
+	var perr error
+	for range probes {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		t0 := time.Now()
+		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1, "size": 32}))
+		if err == nil {
+			_, err = c.Wait()
+		}
+		cancel()
+		if err != nil {
+			perr = err
+			break
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	after := int64(0)
+	for i := range counts {
+		after += counts[i].Load()
+	}
+	require.NoError(t, stop())
+	require.NoError(t, perr, "a small call beside the busy streams")
+	slices.Sort(lat)
+	p50 := lat[len(lat)/2]
+	t.Logf("small call beside %d busy streams: p50 %v, max %v; %d chunks read meanwhile", streams, p50, lat[len(lat)-1], after-before)
+	assert.Less(t, p50, smallCallBound, "median of a small call beside busy streams")
+	assert.Greater(t, after, before, "the busy streams went on delivering")
+}
