@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/frame"
 )
 
 // Kind is the type of one message of a call over NATS
@@ -41,9 +43,14 @@ const (
 	// KindAbort ends the call at once: its arg is the frame.Code of the
 	// failure, its body a reason (at most MaxReason bytes of UTF-8).
 	KindAbort
+	// KindTree names the tree the serving host records the call in (host
+	// to caller, at most once, after the accept and before the fin): its
+	// body is that tree's id, a call id (1 to 128 characters of UTF-8),
+	// its arg 0.
+	KindTree
 )
 
-var kindNames = [...]string{"", "open", "accept", "data", "credit", "ping", "cancel", "fin", "abort"}
+var kindNames = [...]string{"", "open", "accept", "data", "credit", "ping", "cancel", "fin", "abort", "tree"}
 
 // String returns the kind's name, or "kind(N)" for an unknown value.
 func (k Kind) String() string {
@@ -173,6 +180,13 @@ func ParseMessage(b []byte) (Message, error) {
 		}
 		if m.Arg == 0 || m.Arg > 255 {
 			return Message{}, &MessageError{"arg", "not a failure code"}
+		}
+	case KindTree:
+		if n == 0 || n > 4*frame.MaxCallIDChars || !utf8.Valid(m.Body) {
+			return Message{}, &MessageError{"body", "not a call id of 1 to 128 characters of UTF-8"}
+		}
+		if m.Arg != 0 {
+			return Message{}, &MessageError{"arg", "must be 0"}
 		}
 	default:
 		return Message{}, &MessageError{"kind", "unknown kind"}

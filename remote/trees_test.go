@@ -1,0 +1,163 @@
+package remote_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/jetstreamstore"
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/natstest"
+	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/replay"
+	"github.com/skulkrt/skulk/remote"
+)
+
+// treesSetup is a JetStream server, a serving host process journaling to
+// its store, and a caller host in this process journaling to the same
+// store, with a client of the serving host's name.
+type treesSetup struct {
+	url string // the store's URL
+	st  *jetstreamstore.Store
+	h   *host.Host
+	cl  *remote.Client
+}
+
+func startTrees(t *testing.T) *treesSetup {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := natstest.Run(t)
+	url := srv.URL() + "/CALLS"
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	st, err := jetstreamstore.Open(ctx, url, jetstreamstore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, st.Close()) })
+	startServing(t, exe, []string{srv.URL()}, "far", dir, journalEnv+"="+url)
+	h, err := host.Start(ctx, host.Config{
+		Command: exe, Args: []string{"-test.run=^$"}, PoolSize: 1,
+		ExtraEnv: []string{roleEnv + "=child", dirEnv + "=" + dir, "GORACE=atexit_sleep_ms=0"},
+		CallLog:  calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: st, Required: true}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, h.Close(context.Background())) })
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	cl, err := remote.Dial(nc, "tools", testOptions)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cl.Close()) })
+	return &treesSetup{url: url, st: st, h: h, cl: cl}
+}
+
+// A remote call made inside a program is the program's step in the
+// caller's tree, whose request names the serving host's tree; that tree,
+// written by the serving host's own journal, names the step as its
+// caller; and a replay goes from either tree to the other on the one
+// store.
+func TestTreesLinkedAcrossHosts(t *testing.T) {
+	s := startTrees(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var callerTree, program string
+	var rc *remote.Call
+	err := s.h.Program(ctx, "fan-out", func(ctx context.Context) error {
+		callerTree, program = recorder.Running(ctx).Tree(), recorder.Running(ctx).ID()
+		c, err := s.cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0, "n": 2}))
+		if err != nil {
+			return err
+		}
+		rc = c
+		_, err = c.Wait()
+		return err
+	})
+	require.NoError(t, err)
+	remoteTree := rc.Tree()
+	require.NotEmpty(t, remoteTree, "the serving host named no tree")
+	require.NotEqual(t, callerTree, remoteTree)
+
+	// The caller's tree: the remote call is the program's step, and its
+	// request names the remote tree (and the serving host).
+	var req *calllog.Event
+	for e, err := range calllog.Events(ctx, s.st, callerTree, 0) {
+		require.NoError(t, err)
+		if e.Call == rc.ID() && e.Kind == calllog.KindRequest {
+			req = &e
+		}
+	}
+	require.NotNil(t, req, "the caller's tree has no request for the remote call")
+	assert.Equal(t, program, req.Parent)
+	assert.Equal(t, "remote:far", req.Child)
+	require.NotNil(t, req.Remote)
+	assert.Equal(t, calllog.Link{Tree: remoteTree, Call: remoteTree}, *req.Remote)
+
+	// The remote tree, kept by the serving host's own writer: its start
+	// names the caller's tree and the step.
+	var first *calllog.Event
+	for e, err := range calllog.Events(ctx, s.st, remoteTree, 0) {
+		require.NoError(t, err)
+		if first == nil {
+			first = &e
+		}
+	}
+	require.NotNil(t, first, "the remote tree is not in the store")
+	assert.Equal(t, calllog.KindStarted, first.Kind)
+	assert.Empty(t, first.Parent)
+	require.NotNil(t, first.Caller)
+	assert.Equal(t, calllog.Link{Tree: callerTree, Call: rc.ID()}, *first.Caller)
+	assert.NotEqual(t, req.Writer, first.Writer, "one writer per tree: the trees have their own writers")
+
+	// Replay across: from the caller's tree to the remote one and back.
+	rp, err := replay.FromStore(ctx, s.st, callerTree, &replay.Replayer{})
+	require.NoError(t, err)
+	step := rp.Call(rc.ID())
+	require.NotNil(t, step)
+	assert.True(t, step.Ended)
+	assert.Equal(t, calllog.KindCompleted, step.Outcome.Kind)
+	require.Equal(t, []calllog.Link{{Tree: remoteTree, Call: remoteTree}}, rp.Links())
+	far, err := replay.FromStore(ctx, s.st, rp.Links()[0].Tree, &replay.Replayer{Frames: true})
+	require.NoError(t, err)
+	out := far.Call(remoteTree)
+	require.NotNil(t, out)
+	assert.Equal(t, "tick", out.Tool)
+	assert.Equal(t, calllog.KindCompleted, out.Outcome.Kind)
+	assert.Len(t, out.Frames, 3, "two chunks and the terminal, kept by the serving host")
+	assert.Equal(t, []calllog.Link{{Tree: callerTree, Call: rc.ID()}}, far.Links())
+	assert.True(t, slices.ContainsFunc(rp.Calls, func(c *replay.Call) bool { return c.Call == far.Links()[0].Call }))
+}
+
+// A caller outside any host call names its caller with WithCaller, and the
+// remote tree names it; without either, the remote tree names none.
+func TestTreesWithCallerOption(t *testing.T) {
+	s := startTrees(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	c, err := s.cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}), remote.WithCaller("agent-7", "agent-7-step-3"))
+	require.NoError(t, err)
+	_, err = c.Wait()
+	require.NoError(t, err)
+	require.NotEmpty(t, c.Tree())
+	rp, err := replay.FromStore(ctx, s.st, c.Tree(), &replay.Replayer{})
+	require.NoError(t, err)
+	assert.Equal(t, []calllog.Link{{Tree: "agent-7", Call: "agent-7-step-3"}}, rp.Links())
+
+	// A call without WithCaller or a running call names no caller.
+	c, err = s.cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}))
+	require.NoError(t, err)
+	_, err = c.Wait()
+	require.NoError(t, err)
+	rp, err = replay.FromStore(ctx, s.st, c.Tree(), &replay.Replayer{})
+	require.NoError(t, err)
+	assert.Empty(t, rp.Links())
+}
