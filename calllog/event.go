@@ -85,6 +85,19 @@ func parseKind(s string) (Kind, error) {
 type Event struct {
 	// Kind says what the event records.
 	Kind Kind
+	// (The one-byte fields sit together, so that an Event stays within
+	// 280 bytes: a call's first events are kept in one allocation.)
+
+	// Program is true for a program's events (a call running Go code whose
+	// steps are calls).
+	Program bool
+	// ArgumentsStreamed, on a started event, says the call's arguments
+	// arrive as fragments (arguments events); the request carries them
+	// assembled.
+	ArgumentsStreamed bool
+	// FragmentKept, on an arguments event, is true when Fragment holds the
+	// fragment's text.
+	FragmentKept bool
 	// Tree is the id of the tree's outermost call.
 	Tree string
 	// Writer names the recorder (host instance) that numbered the event.
@@ -109,9 +122,6 @@ type Event struct {
 	// ToolVersion is the version of the tool that answered (from the
 	// child's hello); "" when unknown.
 	ToolVersion string
-	// Program is true for a program's events (a call running Go code whose
-	// steps are calls).
-	Program bool
 	// Attempt numbers the requests of a call from 1; set on request and
 	// retry events and on every event of the call after its first request.
 	Attempt int
@@ -134,13 +144,6 @@ type Event struct {
 	// reached a child ("unknown_tool", "schema", "pool_down",
 	// "journal_start", "journal_policy", ...); "" when it was not refused.
 	Refused string
-	// ArgumentsStreamed, on a started event, says the call's arguments
-	// arrive as fragments (arguments events); the request carries them
-	// assembled.
-	ArgumentsStreamed bool
-	// FragmentKept, on an arguments event, is true when Fragment holds the
-	// fragment's text.
-	FragmentKept bool
 	// FragmentIndex numbers an arguments event's fragment from 0.
 	FragmentIndex int
 	// FragmentBytes is the length in bytes of an arguments event's
