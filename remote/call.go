@@ -352,7 +352,10 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 
 // Wait reads the output to its end, discarding chunks, and returns the
 // completed terminal's payload, or a *host.CallError for a failed or
-// cancelled one.
+// cancelled one. For a call recorded as a step of the caller's host
+// (Client.Call) whose end that host's required journal did not confirm,
+// the error also holds a *calllog.JournalError (calllog.ErrJournalEnd),
+// with the payload of a completed call.
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		_, err := c.Recv(context.Background())

@@ -186,9 +186,9 @@ func WithTrace(trace map[string]string) CallOption {
 // the caller's own log (tree is its tree's id, call its id): the serving
 // host records the remote call as a tree of its own whose started event
 // names them (calllog.Event.Caller). Without it, a call made with a
-// context carrying a running call of a host (inside host.Program, or a
-// call's handler code running in a host) is recorded as that call's
-// step in the caller's tree, and the remote tree names that step. Both
+// context carrying a running call of a host (inside host.Program) is
+// recorded as that call's step in the caller's tree, and the remote tree
+// names that step. Both
 // ids must be valid call ids (1 to 128 characters), or the call is
 // refused with an error matching wire.ErrProtocol.
 func WithCaller(tree, call string) CallOption {
@@ -214,6 +214,13 @@ func WithInput(payloads ...frame.Payload) CallOption {
 // unreachable within Options.UnreachableBound; a lost message a
 // synthetic transport_error; a malformed or forged message a synthetic
 // invalid_frame.
+//
+// A ctx carrying a running call of a host (host.Program) records the
+// call as that call's step in the host's call log, whose request names
+// the tree the serving host records it in (docs/events.md, "Trees across
+// hosts"); that host's recorder may refuse it, nothing sent: a
+// *calllog.JournalError matching calllog.ErrJournalStart (a required
+// journal that did not keep the start), or calllog.ErrParentEnded.
 //
 // ctx governs the whole call: its deadline becomes the invoke's
 // timeout_ms, enforced by the remote child (the client gives a synthetic
