@@ -134,6 +134,29 @@ func TestTreesLinkedAcrossHosts(t *testing.T) {
 	assert.Len(t, out.Frames, 3, "two chunks and the terminal, kept by the serving host")
 	assert.Equal(t, []calllog.Link{{Tree: callerTree, Call: rc.ID()}}, far.Links())
 	assert.True(t, slices.ContainsFunc(rp.Calls, func(c *replay.Call) bool { return c.Call == far.Links()[0].Call }))
+
+	// Follow across: from the request's link to the remote tree's end,
+	// then back from its start's link to the caller's tree.
+	var kinds []calllog.Kind
+	var back *calllog.Link
+	for step, err := range calllog.Follow(ctx, s.st, req.Remote.Tree, 0, 0) {
+		require.NoError(t, err)
+		kinds = append(kinds, step.Event.Kind)
+		if step.Event.Caller != nil {
+			back = step.Event.Caller
+		}
+	}
+	assert.Equal(t, calllog.KindStarted, kinds[0])
+	assert.Equal(t, calllog.KindCompleted, kinds[len(kinds)-1])
+	require.NotNil(t, back)
+	n := 0
+	for step, err := range calllog.Follow(ctx, s.st, back.Tree, 0, 0) {
+		require.NoError(t, err)
+		if step.Event.Call == back.Call {
+			n++
+		}
+	}
+	assert.Equal(t, 3, n, "the caller's step: started, request, done")
 }
 
 // A caller outside any host call names its caller with WithCaller, and the
