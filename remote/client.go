@@ -189,8 +189,9 @@ func WithTrace(trace map[string]string) CallOption {
 // context carrying a running call of a host (inside host.Program) is
 // recorded as that call's step in the caller's tree, and the remote tree
 // names that step. Both
-// ids must be valid call ids (1 to 128 characters), or the call is
-// refused with an error matching wire.ErrProtocol.
+// ids must be valid call ids (1 to 128 characters of UTF-8), or the call
+// is refused, nothing sent, with a *frame.FieldError (Field "tree" or
+// "parent", matching frame.ErrInvalid).
 func WithCaller(tree, call string) CallOption {
 	return func(o *callOptions) { o.caller = &calllog.Link{Tree: tree, Call: call} }
 }
@@ -265,6 +266,11 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 	}
 	call := newCall(c, t, id, ctx)
 	if o.caller != nil {
+		for _, id := range []struct{ field, v string }{{"tree", o.caller.Tree}, {"parent", o.caller.Call}} {
+			if err := frame.CheckCallID(id.v); err != nil {
+				return nil, &frame.FieldError{Field: id.field, Reason: "WithCaller: not a call id of 1 to 128 characters"}
+			}
+		}
 		inv.Tree, inv.Parent = o.caller.Tree, o.caller.Call
 	} else {
 		rec, err := recorder.BeginStep(ctx, recorder.CallInfo{ID: id, Tool: tool, ToolVersion: t.Desc.Version, Args: args})

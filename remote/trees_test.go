@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,76 @@ func TestTreesWithCallerOption(t *testing.T) {
 	rp, err = replay.FromStore(ctx, s.st, c.Tree(), &replay.Replayer{})
 	require.NoError(t, err)
 	assert.Empty(t, rp.Links())
+}
+
+// A serving host's tree message passes the link's rules: a second one, one
+// before the accept, or one that is not a call id fails that call at once
+// with a synthetic invalid_frame (a call that took it would wait for the
+// heartbeat's unreachable instead). The "host" here is the test, answering the
+// opens of the name "fake" by hand (its tool list comes from a real
+// serving host). A WithCaller that names no call id is refused at once.
+func TestTreeMessageRules(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := natstest.Run(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	startServing(t, exe, []string{srv.URL()}, "real", t.TempDir())
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+
+	tools, err := nc.Subscribe("skulk.fake.tools", func(m *nats.Msg) {
+		answer, err := nc.Request("skulk.tools.tools", nil, 10*time.Second)
+		if err == nil {
+			_ = m.Respond(answer.Data)
+		}
+	})
+	require.NoError(t, err)
+	defer tools.Unsubscribe()
+	accept := remote.Message{Kind: remote.KindAccept, Arg: remote.DefaultWindow, Body: []byte("skulk.fake.h.x.y")}
+	tree := func(seq uint64, id string) remote.Message {
+		return remote.Message{Kind: remote.KindTree, Seq: seq, Body: []byte(id)}
+	}
+	answers := map[string][]remote.Message{
+		"twice":     {accept, tree(1, "t-1"), tree(2, "t-2")},
+		"before":    {tree(0, "t-1")},
+		"not an id": {accept, tree(1, strings.Repeat("a", 129))},
+	}
+	next := make(chan []remote.Message, 1) // one call at a time
+	calls, err := nc.Subscribe("skulk.fake.call", func(m *nats.Msg) {
+		for _, msg := range <-next {
+			_ = nc.Publish(m.Reply, remote.AppendMessage(nil, msg))
+		}
+	})
+	require.NoError(t, err)
+	defer calls.Unsubscribe()
+	cl, err := remote.Dial(nc, "fake", testOptions)
+	require.NoError(t, err)
+	defer cl.Close()
+
+	for name, msgs := range answers {
+		next <- msgs
+		c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}))
+		require.NoError(t, err, name)
+		term := terminal(t, c, 10*time.Second)
+		require.Equal(t, frame.KindFailed, term.Kind, "%s: %+v", name, term)
+		assert.Equal(t, frame.CodeInvalidFrame, term.Error.Code, name)
+		assert.True(t, term.Synthetic, name)
+	}
+
+	// A good tree message names the tree (the call then dies unanswered).
+	next <- []remote.Message{accept, tree(1, "t-9")}
+	c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return c.Tree() == "t-9" }, 10*time.Second, 10*time.Millisecond)
+	c.Cancel()
+	terminal(t, c, remote.CancelWait+margin)
+
+	for _, ids := range [][2]string{{"", "c"}, {"t", ""}, {strings.Repeat("x", 129), "c"}} {
+		_, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}), remote.WithCaller(ids[0], ids[1]))
+		var fe *frame.FieldError
+		require.ErrorAs(t, err, &fe, "%q", ids)
+		assert.ErrorIs(t, err, frame.ErrInvalid)
+	}
 }
