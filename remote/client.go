@@ -188,10 +188,10 @@ func WithTrace(trace map[string]string) CallOption {
 // names them (calllog.Event.Caller). Without it, a call made with a
 // context carrying a running call of a host (inside host.Program) is
 // recorded as that call's step in the caller's tree, and the remote tree
-// names that step. Both
-// ids must be valid call ids (1 to 128 characters of UTF-8), or the call
-// is refused, nothing sent, with a *frame.FieldError (Field "tree" or
-// "parent", matching frame.ErrInvalid).
+// names that step. Both ids must be valid call ids (1 to 128 characters
+// of UTF-8), or the call is refused, nothing sent, with a
+// *frame.FieldError (Field "tree" or "parent", matching
+// frame.ErrInvalid).
 func WithCaller(tree, call string) CallOption {
 	return func(o *callOptions) { o.caller = &calllog.Link{Tree: tree, Call: call} }
 }
@@ -221,7 +221,8 @@ func WithInput(payloads ...frame.Payload) CallOption {
 // the tree the serving host records it in (docs/events.md, "Trees across
 // hosts"); that host's recorder may refuse it, nothing sent: a
 // *calllog.JournalError matching calllog.ErrJournalStart (a required
-// journal that did not keep the start), or calllog.ErrParentEnded.
+// journal that did not keep the start), calllog.ErrParentEnded, or
+// host.ErrClosed when that host is closing.
 //
 // ctx governs the whole call: its deadline becomes the invoke's
 // timeout_ms, enforced by the remote child (the client gives a synthetic
@@ -274,6 +275,9 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		inv.Tree, inv.Parent = o.caller.Tree, o.caller.Call
 	} else {
 		rec, err := recorder.BeginStep(ctx, recorder.CallInfo{ID: id, Tool: tool, ToolVersion: t.Desc.Version, Args: args})
+		if errors.Is(err, recorder.ErrClosed) {
+			return nil, host.ErrClosed // the caller's host is closing: nothing recorded
+		}
 		if err != nil {
 			return nil, err // the caller's recorder refused the step (and recorded why, when it could)
 		}

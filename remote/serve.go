@@ -255,11 +255,14 @@ func (s *Server) serveCall(l *link) {
 	}
 	call, err := s.h.Call(ctx, inv.ToolID, inv.Arguments, host.WithTrace(inv.Trace))
 	var re *host.RefusedError
-	switch {
+	var je *calllog.JournalError
+	switch { // the tree the call is recorded in, a refused one's too; a failed publish fails the link
 	case err == nil:
-		_ = l.publish(KindTree, 0, []byte(call.Tree())) // a failed publish fails the link
+		_ = l.publish(KindTree, 0, []byte(call.Tree()))
 	case errors.As(err, &re) && re.Tree != "":
 		_ = l.publish(KindTree, 0, []byte(re.Tree))
+	case errors.As(err, &je) && je.Tree != "":
+		_ = l.publish(KindTree, 0, []byte(je.Tree))
 	}
 	if err != nil {
 		code, msg := refusal(err)
