@@ -85,6 +85,19 @@ func parseKind(s string) (Kind, error) {
 type Event struct {
 	// Kind says what the event records.
 	Kind Kind
+	// (The one-byte fields sit together, so that an Event stays within
+	// 280 bytes: a call's first events are kept in one allocation.)
+
+	// Program is true for a program's events (a call running Go code whose
+	// steps are calls).
+	Program bool
+	// ArgumentsStreamed, on a started event, says the call's arguments
+	// arrive as fragments (arguments events); the request carries them
+	// assembled.
+	ArgumentsStreamed bool
+	// FragmentKept, on an arguments event, is true when Fragment holds the
+	// fragment's text.
+	FragmentKept bool
 	// Tree is the id of the tree's outermost call.
 	Tree string
 	// Writer names the recorder (host instance) that numbered the event.
@@ -109,9 +122,6 @@ type Event struct {
 	// ToolVersion is the version of the tool that answered (from the
 	// child's hello); "" when unknown.
 	ToolVersion string
-	// Program is true for a program's events (a call running Go code whose
-	// steps are calls).
-	Program bool
 	// Attempt numbers the requests of a call from 1; set on request and
 	// retry events and on every event of the call after its first request.
 	Attempt int
@@ -134,13 +144,6 @@ type Event struct {
 	// reached a child ("unknown_tool", "schema", "pool_down",
 	// "journal_start", "journal_policy", ...); "" when it was not refused.
 	Refused string
-	// ArgumentsStreamed, on a started event, says the call's arguments
-	// arrive as fragments (arguments events); the request carries them
-	// assembled.
-	ArgumentsStreamed bool
-	// FragmentKept, on an arguments event, is true when Fragment holds the
-	// fragment's text.
-	FragmentKept bool
 	// FragmentIndex numbers an arguments event's fragment from 0.
 	FragmentIndex int
 	// FragmentBytes is the length in bytes of an arguments event's
@@ -154,6 +157,27 @@ type Event struct {
 	// share it: do not modify it); nil when tracing was off, for an
 	// unsampled span, and for programs. It joins a journal to a trace.
 	Span *Span
+	// Caller, on the started event of a tree's outermost call, names the
+	// call that made it from another tree: a call over NATS (package
+	// remote) is recorded by the host that runs it as a tree of its own,
+	// which names its caller here. nil for a call made in this tree's
+	// host. Events share it: do not modify it.
+	Caller *Link
+	// Remote, on the request event of a call made over NATS, names the
+	// tree the serving host recorded that call in (its outermost call's
+	// tree and id). nil for any other request. Events share it: do not
+	// modify it.
+	Remote *Link
+}
+
+// Link names a call in another tree, for the calls that cross from one
+// host's log to another's (Event.Caller, Event.Remote): follow it by
+// reading Tree from the store.
+type Link struct {
+	// Tree is the id of the linked call's tree.
+	Tree string
+	// Call is the linked call's id.
+	Call string
 }
 
 // Span names an OpenTelemetry span by its W3C ids: lower-case hex, not all
@@ -247,12 +271,19 @@ type jsonEvent struct {
 	Refused     string         `json:"refused,omitempty"`
 	// Streamed arguments: arguments_streamed on started; the fragment keys
 	// on arguments events only (fragment under FullContent).
-	ArgumentsStreamed bool    `json:"arguments_streamed,omitempty"`
-	FragmentIndex     *int    `json:"fragment_index,omitempty"`
-	FragmentBytes     *int    `json:"fragment_bytes,omitempty"`
-	Fragment          *string `json:"fragment,omitempty"`
-	TraceID           string  `json:"trace_id,omitempty"`
-	SpanID            string  `json:"span_id,omitempty"`
+	ArgumentsStreamed bool      `json:"arguments_streamed,omitempty"`
+	FragmentIndex     *int      `json:"fragment_index,omitempty"`
+	FragmentBytes     *int      `json:"fragment_bytes,omitempty"`
+	Fragment          *string   `json:"fragment,omitempty"`
+	TraceID           string    `json:"trace_id,omitempty"`
+	SpanID            string    `json:"span_id,omitempty"`
+	Caller            *jsonLink `json:"caller,omitempty"`
+	Remote            *jsonLink `json:"remote,omitempty"`
+}
+
+type jsonLink struct {
+	Tree string `json:"tree"`
+	Call string `json:"call"`
 }
 
 type jsonFrame struct {
@@ -295,6 +326,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
 	if e.Span != nil {
 		j.TraceID, j.SpanID = e.Span.TraceID, e.Span.SpanID
+	}
+	if e.Caller != nil {
+		j.Caller = &jsonLink{Tree: e.Caller.Tree, Call: e.Caller.Call}
+	}
+	if e.Remote != nil {
+		j.Remote = &jsonLink{Tree: e.Remote.Tree, Call: e.Remote.Call}
 	}
 	if e.Kind == KindArguments {
 		idx, n := e.FragmentIndex, e.FragmentBytes
@@ -367,6 +404,12 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if j.TraceID != "" {
 		ev.Span = &Span{TraceID: j.TraceID, SpanID: j.SpanID}
 	}
+	if ev.Caller, err = linkOf(j.Caller, "caller"); err != nil {
+		return err
+	}
+	if ev.Remote, err = linkOf(j.Remote, "remote"); err != nil {
+		return err
+	}
 	if k == KindArguments {
 		if j.FragmentIndex == nil || *j.FragmentIndex < 0 {
 			return &formatError{Field: "fragment_index", Reason: "missing or negative"}
@@ -414,6 +457,21 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	*e = ev
 	return nil
+}
+
+// linkOf returns the Link of a caller or remote key (field names it);
+// both its ids must be there.
+func linkOf(j *jsonLink, field string) (*Link, error) {
+	if j == nil {
+		return nil, nil
+	}
+	if j.Tree == "" {
+		return nil, &formatError{Field: field + ".tree", Reason: "missing or empty"}
+	}
+	if j.Call == "" {
+		return nil, &formatError{Field: field + ".call", Reason: "missing or empty"}
+	}
+	return &Link{Tree: j.Tree, Call: j.Call}, nil
 }
 
 // traceHex reports whether s is empty or n lower-case hex digits, not all

@@ -116,7 +116,35 @@ func goldenEvents() []calllog.Event {
 		e.Writer = "b71c2d3e4f5a6b7c"
 		evs = append(evs, e)
 	}
+	// Trees across hosts: a program's step made over NATS, whose request
+	// names the tree the serving host recorded it in; that tree's start
+	// names its caller.
+	e = base(calllog.KindRequest, 12)
+	e.Call, e.Tool, e.ToolVersion, e.Attempt, e.Child = "h1-9", "echo", "", 1, "remote:host-b"
+	e.Remote = &calllog.Link{Tree: "a7-1", Call: "a7-1"}
+	evs = append(evs, e)
+	e = base(calllog.KindStarted, 1)
+	e.Tree, e.Call, e.Parent, e.Tool, e.ToolVersion, e.After, e.Writer = "a7-1", "a7-1", "", "echo", "", 0, "c3d4e5f60718293a"
+	e.Caller = &calllog.Link{Tree: "h1-1", Call: "h1-9"}
+	evs = append(evs, e)
 	return evs
+}
+
+// A link must name both its tree and its call.
+func TestLinksNeedTreeAndCall(t *testing.T) {
+	const head = `{"format":1,"kind":"started","tree":"t","writer":"w","seq":1,"after":null,"at":"2026-11-29T22:10:00Z","call":"t","parent":null,"tool":"x"`
+	for _, tc := range []struct{ keys, field string }{
+		{`,"caller":{"call":"c"}`, "caller.tree"},
+		{`,"caller":{"tree":"t","call":""}`, "caller.call"},
+		{`,"remote":{"tree":"","call":"c"}`, "remote.tree"},
+	} {
+		var e calllog.Event
+		err := json.Unmarshal([]byte(head+tc.keys+"}"), &e)
+		var fe *calllog.FormatError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, calllog.ErrFormat) {
+			t.Errorf("%s: %v, want a FormatError for %s", tc.keys, err, tc.field)
+		}
+	}
 }
 
 // TestGoldenJSON pins the JSON form: testdata/events.jsonl is what other

@@ -12,8 +12,10 @@ import (
 
 	"github.com/skulkrt/skulk/internal/packetio"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/sequence"
 	"github.com/skulkrt/skulk/wire"
@@ -64,6 +66,13 @@ type Call struct {
 	sendBuf      []byte          // guarded by sendMu
 	callerClosed atomic.Bool
 
+	// rec records the call as a step of the caller's running call (a
+	// host's), nil when ctx carried none; its end is recorded by finish.
+	rec *recorder.Record
+	// jerr is the caller's journal's error on the step's end (a required
+	// journal that did not confirm it); set before done is closed.
+	jerr error
+
 	clockMu   sync.Mutex
 	cancelled bool
 	timers    []*time.Timer // guarded by clockMu; stopped at the terminal
@@ -112,6 +121,41 @@ func (c *Call) initial(inv *wire.Invoke, input []frame.Payload, closed bool) ([]
 
 // ID returns the call's id.
 func (c *Call) ID() string { return c.id }
+
+// Tree returns the id of the tree the serving host records the call in
+// (its log's tree of its own for this call, whose started event names
+// this call's caller): "" until the serving host named it, which it does
+// before the call's first chunk or terminal; a call that never reached a
+// host has none. Read that tree from the store the serving host's
+// journal writes (skulk-host replay TREE).
+func (c *Call) Tree() string {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.l.tree
+}
+
+// named records the serving host's tree of the call as the request of
+// the caller's step (calllog.Event.Remote); run by the link when the
+// tree message came.
+func (c *Call) named(tree string) {
+	if c.rec != nil {
+		c.rec.Request(recorder.RequestInfo{Child: "remote:" + c.Host(), Remote: &calllog.Link{Tree: tree, Call: tree}})
+	}
+}
+
+// refused ends the caller's step, when there is one, as refused before
+// anything was sent, and returns err joined with the journal's error on
+// that end.
+func (c *Call) refused(ctx context.Context, class string, code frame.Code, err error) error {
+	if c.rec == nil {
+		return err
+	}
+	var je *calllog.JournalError
+	if jerr := c.rec.End(ctx, recorder.Refused(class, code, err)); errors.As(jerr, &je) {
+		return errors.Join(err, jerr)
+	}
+	return err
+}
 
 // Tool returns the id of the called tool.
 func (c *Call) Tool() string { return c.t.Desc.ID }
@@ -308,7 +352,10 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 
 // Wait reads the output to its end, discarding chunks, and returns the
 // completed terminal's payload, or a *frame.Error for a failed or
-// cancelled one.
+// cancelled one. For a call recorded as a step of the caller's host
+// (Client.Call) whose end that host's required journal did not confirm,
+// the error also holds a *calllog.JournalError (calllog.ErrJournalEnd),
+// with the payload of a completed call.
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		_, err := c.Recv(context.Background())
@@ -320,9 +367,12 @@ func (c *Call) Wait() (frame.Payload, error) {
 		}
 	}
 	if c.err != nil {
+		if c.jerr != nil {
+			return nil, errors.Join(c.err, c.jerr)
+		}
 		return nil, c.err
 	}
-	return c.term.Payload, nil
+	return c.term.Payload, c.jerr
 }
 
 // read is the call's reader: it reads the serving host's stream, checks
@@ -436,6 +486,12 @@ func (c *Call) finish(f frame.Frame) {
 	c.clockMu.Unlock()
 	c.l.fail(errClosed) // the link is done either way
 	c.term = f
+	if c.rec != nil {
+		var je *calllog.JournalError
+		if err := c.rec.End(context.WithoutCancel(c.ctx), recorder.OutcomeOf(f)); errors.As(err, &je) {
+			c.jerr = err
+		}
+	}
 	switch f.Kind {
 	case frame.KindFailed:
 		c.err = &frame.Error{Code: f.Error.Code, Message: f.Error.Message, Synthetic: f.Synthetic}

@@ -12,8 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -171,12 +173,27 @@ type callOptions struct {
 	trace  map[string]string
 	input  []frame.Payload
 	closed bool
+	caller *calllog.Link
 }
 
 // WithTrace attaches tracing context (W3C traceparent and the like) to
 // the invoke, as host.WithTrace does. The map is not copied.
 func WithTrace(trace map[string]string) CallOption {
 	return func(o *callOptions) { o.trace = trace }
+}
+
+// WithCaller names the call this remote call is made for, in a tree of
+// the caller's own log (tree is its tree's id, call its id): the serving
+// host records the remote call as a tree of its own whose started event
+// names them (calllog.Event.Caller). Without it, a call made with a
+// context carrying a running call of a host (inside host.Program) is
+// recorded as that call's step in the caller's tree, and the remote tree
+// names that step. Both ids must be valid call ids (1 to 128 characters
+// of UTF-8), or the call is refused, nothing sent, with a
+// *frame.FieldError (Field "tree" or "parent", matching
+// frame.ErrInvalid).
+func WithCaller(tree, call string) CallOption {
+	return func(o *callOptions) { o.caller = &calllog.Link{Tree: tree, Call: call} }
 }
 
 // WithInput sends the call's whole input with its invoke, as
@@ -198,6 +215,14 @@ func WithInput(payloads ...frame.Payload) CallOption {
 // unreachable within Options.UnreachableBound; a lost message a
 // synthetic transport_error; a malformed or forged message a synthetic
 // invalid_frame.
+//
+// A ctx carrying a running call of a host (host.Program) records the
+// call as that call's step in the host's call log, whose request names
+// the tree the serving host records it in (docs/events.md, "Trees across
+// hosts"); that host's recorder may refuse it, nothing sent: a
+// *calllog.JournalError matching calllog.ErrJournalStart (a required
+// journal that did not keep the start), calllog.ErrParentEnded, or
+// host.ErrClosed when that host is closing.
 //
 // ctx governs the whole call: its deadline becomes the invoke's
 // timeout_ms, enforced by the remote child (the client gives a synthetic
@@ -241,17 +266,38 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		inv.TimeoutMS = max(time.Until(d).Milliseconds(), 1)
 	}
 	call := newCall(c, t, id, ctx)
+	if o.caller != nil {
+		for _, id := range []struct{ field, v string }{{"tree", o.caller.Tree}, {"parent", o.caller.Call}} {
+			if err := frame.CheckCallID(id.v); err != nil {
+				return nil, &frame.FieldError{Field: id.field, Reason: "WithCaller: not a call id of 1 to 128 characters"}
+			}
+		}
+		inv.Tree, inv.Parent = o.caller.Tree, o.caller.Call
+	} else {
+		rec, err := recorder.BeginStep(ctx, recorder.CallInfo{ID: id, Tool: tool, ToolVersion: t.Desc.Version, Args: args})
+		if errors.Is(err, recorder.ErrClosed) {
+			return nil, host.ErrClosed // the caller's host is closing: nothing recorded
+		}
+		if err != nil {
+			return nil, err // the caller's recorder refused the step (and recorded why, when it could)
+		}
+		if rec != nil {
+			call.rec = rec
+			inv.Tree, inv.Parent = rec.Tree(), rec.ID()
+		}
+	}
 	b, err := call.initial(inv, o.input, o.closed)
 	if err != nil {
-		return nil, err
+		return nil, call.refused(ctx, "invalid", frame.CodeInvalidFrame, err)
 	}
 	token := nuid.Next()
 	l := newLink(c.nc, token, uint64(c.opts.Window), c.frag)
+	l.onTree = call.named
 	call.l = l
 	c.wg.Add(1) // for call.read, before the link is in the table: Close closes the table, then waits
 	if !c.links.add(l) {
 		c.wg.Done()
-		return nil, ErrClientClosed
+		return nil, call.refused(ctx, "host_closed", frame.CodeUnreachable, ErrClientClosed)
 	}
 	first := b[:min(len(b), MaxOpenData, c.frag)]                                                   // an open fits the server's max_payload too
 	_ = l.publishTo(callSubject(c.name), c.inbox+"."+token, KindOpen, uint64(c.opts.Window), first) // a failed publish fails the link

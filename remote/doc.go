@@ -28,6 +28,14 @@
 //     bounded before allocation, fences, schemas): a malformed or forged
 //     message fails its call only.
 //
+// Each host records the calls it runs (docs/events.md, "Trees across
+// hosts"): a remote call is a tree of the serving host's call log whose
+// start names its caller (calllog.Event.Caller). A call made with a
+// context carrying a running call of a host (inside host.Program) is
+// also that call's step in the caller's log, whose request names the
+// remote tree (calllog.Event.Remote); WithCaller names the caller
+// otherwise, and Call.Tree gives the remote tree's id.
+//
 // A short example, a serving host and a caller:
 //
 //	srv, err := remote.Serve(nc, "tools", h, remote.ServeOptions{})

@@ -62,37 +62,7 @@ func startFleet(t *testing.T) *fleet {
 		for j := range 3 {
 			urls = append(urls, f.servers[(i+j)%3].URL())
 		}
-		sh := &servingHost{id: "h" + strconv.Itoa(i+1), done: make(chan struct{})}
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), roleEnv+"=serve", natsEnv+"="+strings.Join(urls, ","), nameEnv+"=tools",
-			idEnv+"="+sh.id, dirEnv+"="+f.dir, "GORACE=atexit_sleep_ms=0", "TMPDIR="+f.dir)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		sh.cmd = cmd
-		ready := make(chan error, 1)
-		go func() { ready <- waitReady(bufio.NewScanner(out)) }() // ends at "ready" or the pipe's EOF
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-sh.done:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				<-sh.done
-			}
-		})
-		go func() { // reaps the process; ends when it exits
-			_ = cmd.Wait()
-			close(sh.done)
-		}()
-		select {
-		case err := <-ready:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Fatal("a serving host did not get ready in 60 s")
-		}
-		f.hosts = append(f.hosts, sh)
+		f.hosts = append(f.hosts, startServing(t, exe, urls, "h"+strconv.Itoa(i+1), f.dir))
 	}
 	nc, err := nats.Connect(f.servers[0].URL(), nats.ReconnectWait(50*time.Millisecond), nats.MaxReconnects(-1))
 	require.NoError(t, err)
@@ -103,6 +73,44 @@ func startFleet(t *testing.T) *fleet {
 	f.cl = cl
 	t.Cleanup(func() { assert.NoError(t, cl.Close()) })
 	return f
+}
+
+// startServing starts a serving host process (the test binary as
+// "serve") of the name "tools" with id, on the NATS servers urls, its
+// markers in dir, env added to its environment; it returns once the host
+// is ready, and the test's cleanup stops it.
+func startServing(t *testing.T, exe string, urls []string, id, dir string, env ...string) *servingHost {
+	sh := &servingHost{id: id, done: make(chan struct{})}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), roleEnv+"=serve", natsEnv+"="+strings.Join(urls, ","), nameEnv+"=tools",
+		idEnv+"="+sh.id, dirEnv+"="+dir, "GORACE=atexit_sleep_ms=0", "TMPDIR="+dir), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sh.cmd = cmd
+	ready := make(chan error, 1)
+	go func() { ready <- waitReady(bufio.NewScanner(out)) }() // ends at "ready" or the pipe's EOF
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-sh.done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-sh.done
+		}
+	})
+	go func() { // reaps the process; ends when it exits
+		_ = cmd.Wait()
+		close(sh.done)
+	}()
+	select {
+	case err := <-ready:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("a serving host did not get ready in 60 s")
+	}
+	return sh
 }
 
 func (f *fleet) host(id string) *servingHost {

@@ -78,10 +78,12 @@ type link struct {
 	granted    uint64        // stream offset the peer may send up to
 	fin        bool
 	finFlags   uint64
-	cancelled  bool   // the peer sent cancel
-	wantCancel bool   // this side cancelled before the peer's accept: sent with it
-	onCancel   func() // run (outside mu) when a cancel arrives
-	err        error  // first cause of the link's end
+	cancelled  bool              // the peer sent cancel
+	wantCancel bool              // this side cancelled before the peer's accept: sent with it
+	onCancel   func()            // run (outside mu) when a cancel arrives
+	tree       string            // the serving host's tree of the call (caller side); "" until a tree message
+	onTree     func(tree string) // run (outside mu) when the tree message arrives; set before the open is published
+	err        error             // first cause of the link's end
 }
 
 func newLink(nc *nats.Conn, token string, window uint64, frag int) *link {
@@ -358,6 +360,14 @@ func (l *link) deliver(data []byte) {
 		}
 		l.fin, l.finFlags = true, m.Arg
 		l.notifyLocked()
+	case KindTree:
+		if l.onTree == nil || l.out == "" || l.fin || l.tree != "" || frame.CheckCallID(string(m.Body)) != nil { // onTree is set on a caller's link only
+			bad = errUnwanted
+			break
+		}
+		l.tree = string(m.Body)
+		f, tree := l.onTree, l.tree
+		hook = func() { f(tree) }
 	case KindAbort:
 		code := frame.Code(m.Arg)
 		if !validCode(code) {

@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/calllog/jetstreamstore"
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
@@ -32,6 +34,9 @@ const (
 	natsEnv = "SKULK_REMOTE_TEST_NATS" // the serving host's NATS servers, comma-separated
 	nameEnv = "SKULK_REMOTE_TEST_NAME"
 	idEnv   = "SKULK_REMOTE_TEST_ID"
+	// journalEnv, when set, is the serving host's journal: a JetStream
+	// store URL (nats://HOST:PORT/STREAM), required.
+	journalEnv = "SKULK_REMOTE_TEST_JOURNAL"
 )
 
 // testOptions are the heartbeat settings of the tests' clients and hosts:
@@ -57,9 +62,20 @@ func serveMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	var log calllog.Options
+	if url := os.Getenv(journalEnv); url != "" {
+		st, err := jetstreamstore.Open(context.Background(), url, jetstreamstore.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "journal:", err)
+			return 1
+		}
+		defer st.Close()
+		log.Journal = &calllog.Journal{Store: st, Required: true}
+	}
 	h, err := host.Start(context.Background(), host.Config{
 		Command: exe, Args: []string{"-test.run=^$"}, PoolSize: 2,
 		ExtraEnv: []string{roleEnv + "=child", dirEnv + "=" + os.Getenv(dirEnv), "GORACE=atexit_sleep_ms=0"},
+		CallLog:  log,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "host:", err)

@@ -5,7 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/skulkrt/skulk/frame"
 )
+
+// maxCallIDBytes bounds a tree message's body before it is read as a
+// string: a call id is 1 to 128 characters (docs/protocol.md §4), each at
+// most 4 bytes of UTF-8.
+const maxCallIDBytes = 4 * 128
 
 // Kind is the type of one message of a call over NATS
 // (docs/protocol.md §10). Parsing an unknown kind is an error.
@@ -41,9 +48,14 @@ const (
 	// KindAbort ends the call at once: its arg is the frame.Code of the
 	// failure, its body a reason (at most MaxReason bytes of UTF-8).
 	KindAbort
+	// KindTree names the tree the serving host records the call in (host
+	// to caller, at most once, after the accept and before the fin): its
+	// body is that tree's id, a call id (1 to 128 characters of UTF-8),
+	// its arg 0.
+	KindTree
 )
 
-var kindNames = [...]string{"", "open", "accept", "data", "credit", "ping", "cancel", "fin", "abort"}
+var kindNames = [...]string{"", "open", "accept", "data", "credit", "ping", "cancel", "fin", "abort", "tree"}
 
 // String returns the kind's name, or "kind(N)" for an unknown value.
 func (k Kind) String() string {
@@ -173,6 +185,13 @@ func ParseMessage(b []byte) (Message, error) {
 		}
 		if m.Arg == 0 || m.Arg > 255 {
 			return Message{}, &MessageError{"arg", "not a failure code"}
+		}
+	case KindTree:
+		if n > maxCallIDBytes || frame.CheckCallID(string(m.Body)) != nil {
+			return Message{}, &MessageError{"body", "not a call id of 1 to 128 characters of UTF-8"}
+		}
+		if m.Arg != 0 {
+			return Message{}, &MessageError{"arg", "must be 0"}
 		}
 	default:
 		return Message{}, &MessageError{"kind", "unknown kind"}

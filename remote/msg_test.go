@@ -23,6 +23,8 @@ func validMessages() []remote.Message {
 		{Kind: remote.KindFin, Seq: 5, Arg: remote.FinSynthetic},
 		{Kind: remote.KindFin, Seq: 5},
 		{Kind: remote.KindAbort, Seq: 9, Arg: 6, Body: []byte("a reason")},
+		{Kind: remote.KindTree, Seq: 1, Body: []byte("9f2c1a0b-17")},
+		{Kind: remote.KindTree, Seq: 1, Body: []byte(strings.Repeat("é", 128))},
 	}
 }
 
@@ -44,6 +46,9 @@ func TestMessageGolden(t *testing.T) {
 	assert.Equal(t, []byte{1, 4, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0x20, 0, 0}, b)
 	assert.Equal(t, "credit", remote.KindCredit.String())
 	assert.Equal(t, "kind(200)", remote.Kind(200).String())
+	b = remote.AppendMessage(nil, remote.Message{Kind: remote.KindTree, Seq: 1, Body: []byte("a7-1")})
+	assert.Equal(t, []byte{1, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 'a', '7', '-', '1'}, b)
+	assert.Equal(t, "tree", remote.KindTree.String())
 }
 
 func TestMessageRefusals(t *testing.T) {
@@ -80,6 +85,10 @@ func TestMessageRefusals(t *testing.T) {
 		"abort code large": {enc(remote.KindAbort, 1, 256, nil), "arg"},
 		"abort long":       {enc(remote.KindAbort, 1, 1, make([]byte, remote.MaxReason+1)), "body"},
 		"abort not utf8":   {enc(remote.KindAbort, 1, 1, []byte{0xff}), "body"},
+		"tree empty":       {enc(remote.KindTree, 1, 0, nil), "body"},
+		"tree long":        {enc(remote.KindTree, 1, 0, make([]byte, 513)), "body"},
+		"tree not utf8":    {enc(remote.KindTree, 1, 0, []byte{0xff}), "body"},
+		"tree arg":         {enc(remote.KindTree, 1, 1, []byte("a")), "arg"},
 	}
 	for name, c := range cases {
 		_, err := remote.ParseMessage(c.b)

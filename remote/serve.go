@@ -10,11 +10,13 @@ import (
 
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/internal/recorder"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/sequence"
@@ -248,7 +250,20 @@ func (s *Server) serveCall(l *link) {
 		defer c()
 	}
 	o := &output{l: l, id: inv.CallID}
+	if inv.Tree != "" && inv.Parent != "" { // the caller's tree and call: this call's tree names them
+		ctx = recorder.WithCaller(ctx, &calllog.Link{Tree: inv.Tree, Call: inv.Parent})
+	}
 	call, err := s.h.Call(ctx, inv.ToolID, inv.Arguments, host.WithTrace(inv.Trace))
+	var re *host.RefusedError
+	var je *calllog.JournalError
+	switch { // the tree the call is recorded in, a refused one's too; a failed publish fails the link
+	case err == nil:
+		_ = l.publish(KindTree, 0, []byte(call.Tree()))
+	case errors.As(err, &re) && re.Tree != "":
+		_ = l.publish(KindTree, 0, []byte(re.Tree))
+	case errors.As(err, &je) && je.Tree != "":
+		_ = l.publish(KindTree, 0, []byte(je.Tree))
+	}
 	if err != nil {
 		code, msg := refusal(err)
 		f, _ := frame.NewFailed(inv.CallID, frame.ProviderToCaller, 1, code, msg)

@@ -33,6 +33,31 @@ func TestStore(t *testing.T, open func(t *testing.T) calllog.EventStore) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
+	t.Run("links between trees are kept", func(t *testing.T) {
+		s := open(t)
+		c, err := s.Claim(ctx, "t1", "A")
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := Events("t1", "A", 1, 2)
+		evs[0].Kind, evs[0].Caller = calllog.KindStarted, &calllog.Link{Tree: "c1", Call: "c1-2"}
+		evs[1].Kind, evs[1].Remote = calllog.KindRequest, &calllog.Link{Tree: "r9", Call: "r9"}
+		evs[1].FrameKind, evs[1].FrameSeq, evs[1].Payload = 0, 0, nil
+		if err := s.Keep(ctx, c, evs); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EventsAfter(ctx, "t1", 0, 0)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("EventsAfter(0) = %d events, %v; want 2", len(got), err)
+		}
+		if got[0].Caller == nil || *got[0].Caller != *evs[0].Caller || got[0].Remote != nil {
+			t.Fatalf("started's caller not kept as given: %+v", got[0].Caller)
+		}
+		if got[1].Remote == nil || *got[1].Remote != *evs[1].Remote || got[1].Caller != nil {
+			t.Fatalf("request's remote not kept as given: %+v", got[1].Remote)
+		}
+	})
+
 	t.Run("claim, keep, read", func(t *testing.T) {
 		s := open(t)
 		c, err := s.Claim(ctx, "t1", "A")

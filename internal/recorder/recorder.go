@@ -274,6 +274,30 @@ func Running(ctx context.Context) *Record {
 	return rec
 }
 
+// callerKey marks a context with the call in another tree that a call
+// begun with it was made for (*calllog.Link).
+type callerKey struct{}
+
+// WithCaller returns ctx marking the calls begun with it that start a
+// tree of their own as made for caller, a call in another tree (a call
+// over NATS: package remote's serving host). Their started event names
+// it (calllog.Event.Caller). A call begun as a step is in its parent's
+// tree and names no caller.
+func WithCaller(ctx context.Context, caller *calllog.Link) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// BeginStep begins a call as a step of the running call of ctx, in that
+// call's recorder (Begin with Record.Context). With no running call in
+// ctx it records nothing and returns nil, nil.
+func BeginStep(ctx context.Context, info CallInfo) (*Record, error) {
+	parent := Running(ctx)
+	if parent == nil {
+		return nil, nil
+	}
+	return parent.t.r.Begin(ctx, info)
+}
+
 // TreeOf returns the id of the tree Begin would put a call with id in,
 // given ctx: its running call's tree, or id for a tree of its own.
 func (r *Recorder) TreeOf(ctx context.Context, id string) string {
@@ -462,7 +486,11 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	rec.t = t
 
 	t.mu.Lock()
-	startSeq := t.emitLocked(rec, calllog.Event{Kind: calllog.KindStarted, Payload: t.contentLocked(info.Args), ArgumentsStreamed: info.ArgumentsStreamed})
+	started := calllog.Event{Kind: calllog.KindStarted, Payload: t.contentLocked(info.Args), ArgumentsStreamed: info.ArgumentsStreamed}
+	if parent == nil {
+		started.Caller, _ = ctx.Value(callerKey{}).(*calllog.Link)
+	}
+	startSeq := t.emitLocked(rec, started)
 	if policyErr {
 		rec.ending = true
 		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, calllog.ErrJournalPolicy)
@@ -695,12 +723,15 @@ type RequestInfo struct {
 	// event (a call begun with streamed arguments: its started event has
 	// none).
 	Args frame.Payload
+	// Remote, for an invoke sent over NATS, names the tree the serving
+	// host records the call in (calllog.Event.Remote); nil otherwise.
+	Remote *calllog.Link
 }
 
 // Request records an invoke written to a child: a new attempt, which voids
 // the text so far. Call it once the invoke is written.
 func (rec *Record) Request(info RequestInfo) {
-	rec.emitWith(calllog.Event{Kind: calllog.KindRequest, Child: info.Child}, info.Args, func() {
+	rec.emitWith(calllog.Event{Kind: calllog.KindRequest, Child: info.Child, Remote: info.Remote}, info.Args, func() {
 		rec.attempt++
 		if info.ToolVersion != "" {
 			rec.version = info.ToolVersion

@@ -758,3 +758,68 @@ func TestTextBounded(t *testing.T) {
 	}
 	rec.End(context.Background(), recorder.Done(nil))
 }
+
+// A call begun with WithCaller that starts a tree names the caller on its
+// started event; a step does not (it is in its parent's tree). BeginStep
+// begins a step of the running call, or nothing without one; a request
+// names the remote tree it is given.
+func TestLinksAcrossTrees(t *testing.T) {
+	ctx := testCtx(t)
+	store := &eventstore.Memory{}
+	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
+	far := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
+
+	rec, err := recorder.BeginStep(ctx, recorder.CallInfo{ID: "lonely", Tool: "x"})
+	if rec != nil || err != nil {
+		t.Fatalf("BeginStep without a running call = %v, %v; want nothing", rec, err)
+	}
+	err = r.Program(ctx, recorder.CallInfo{ID: "p", Tool: "prog"}, func(ctx context.Context) error {
+		step, err := recorder.BeginStep(ctx, recorder.CallInfo{ID: "p-1", Tool: "echo"})
+		if err != nil {
+			return err
+		}
+		if step.Tree() != "p" || step.Parent() == nil || step.Parent().ID() != "p" {
+			return fmt.Errorf("step in tree %q", step.Tree())
+		}
+		cctx := recorder.WithCaller(context.Background(), &calllog.Link{Tree: step.Tree(), Call: step.ID()})
+		remote, err := far.Begin(cctx, recorder.CallInfo{ID: "r", Tool: "echo"})
+		if err != nil {
+			return err
+		}
+		inner, err := far.Begin(remote.Context(cctx), recorder.CallInfo{ID: "r-1", Tool: "inner"})
+		if err != nil {
+			return err
+		}
+		step.Request(recorder.RequestInfo{Child: "remote:far", Remote: &calllog.Link{Tree: remote.Tree(), Call: remote.ID()}})
+		if err := inner.End(ctx, recorder.Done(nil)); err != nil {
+			return err
+		}
+		if err := remote.End(ctx, recorder.Done(nil)); err != nil {
+			return err
+		}
+		return step.End(ctx, recorder.Done(nil))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, _ := store.EventsAfter(ctx, "p", 0, 0)
+	var req *calllog.Event
+	for i := range mine {
+		if mine[i].Caller != nil {
+			t.Fatalf("the caller's tree names a caller: %+v", mine[i])
+		}
+		if mine[i].Kind == calllog.KindRequest {
+			req = &mine[i]
+		}
+	}
+	if req == nil || req.Call != "p-1" || req.Remote == nil || *req.Remote != (calllog.Link{Tree: "r", Call: "r"}) {
+		t.Fatalf("request = %+v", req)
+	}
+	theirs, _ := store.EventsAfter(ctx, "r", 0, 0)
+	if len(theirs) != 4 || theirs[0].Caller == nil || *theirs[0].Caller != (calllog.Link{Tree: "p", Call: "p-1"}) {
+		t.Fatalf("remote tree = %+v", theirs)
+	}
+	if theirs[1].Kind != calllog.KindStarted || theirs[1].Call != "r-1" || theirs[1].Caller != nil {
+		t.Fatalf("the remote tree's step names a caller: %+v", theirs[1])
+	}
+}

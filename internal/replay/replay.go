@@ -53,6 +53,13 @@ type Call struct {
 	MediaChunks int
 	// Span is the call's trace ids, when its events name them.
 	Span *calllog.Span
+	// Caller, for a tree's outermost call made over NATS, names the call
+	// in another tree that made it (its started event's); nil otherwise.
+	Caller *calllog.Link
+	// Remote, for a call made over NATS, names the tree the serving host
+	// recorded it in (its last request's); nil otherwise. Its output is
+	// there: replay that tree for its frames and text.
+	Remote *calllog.Link
 }
 
 // Err is the call's error as its caller got it: nil when done or not ended.
@@ -118,6 +125,28 @@ func FromStore(ctx context.Context, store calllog.EventStore, tree string, p *Re
 		return nil, calllog.ErrNoTree
 	}
 	return p.Tree(), nil
+}
+
+// Links returns the trees this tree links to, each once, in the order the
+// links were seen: the trees its calls made over NATS were recorded in
+// (Call.Remote), then the tree of the call that made its outermost call
+// (Call.Caller). Each names the linked call.
+func (r *Tree) Links() []calllog.Link {
+	var out []calllog.Link
+	seen := map[string]bool{}
+	add := func(l *calllog.Link) {
+		if l != nil && !seen[l.Tree] {
+			seen[l.Tree] = true
+			out = append(out, *l)
+		}
+	}
+	for _, c := range r.Calls {
+		add(c.Remote)
+	}
+	for _, c := range r.Calls {
+		add(c.Caller)
+	}
+	return out
 }
 
 // MaxMedia bounds the media chunks a Call describes.
@@ -205,10 +234,14 @@ func (p *Replayer) Add(e calllog.Event) {
 	if e.Payload != nil {
 		payload = e.Payload.Value
 	}
+	if e.Caller != nil && e.Kind == calllog.KindStarted {
+		c.Caller = e.Caller
+	}
 	switch e.Kind {
 	case calllog.KindRequest, calllog.KindRetry:
 		if e.Kind == calllog.KindRequest {
 			c.Attempts++
+			c.Remote = e.Remote
 		}
 		p.kept -= len(c.Text)
 		c.Frames, c.Text, c.TextBytes = nil, "", 0

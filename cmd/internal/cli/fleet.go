@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/skulkrt/skulk/cmd/internal/termsafe"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/remote"
 )
@@ -110,7 +111,7 @@ func (u serviceURL) connect(clientName string) (*nats.Conn, error) {
 	return nc, nil
 }
 
-const serveUsage = "serve --nats nats://HOST:PORT[,HOST:PORT...]/NAME [--id ID] [flags] -- CHILD [ARGS...]"
+const serveUsage = "serve --nats nats://HOST:PORT[,HOST:PORT...]/NAME [--id ID] [--journal FILE] [flags] -- CHILD [ARGS...]"
 
 const serveHelp = `Start a host with the child and serve its tools on NATS as the service
 NAME, until interrupted (Ctrl-C or SIGTERM). Every host serving one NAME
@@ -129,15 +130,24 @@ Flags:
   --id ID          this host's id among the hosts of NAME (default: random)
   --heartbeat D    how often an idle call pings its caller (default 1s)
   --dead-after D   a call silent this long ends (default 3s; > --heartbeat)
+  --journal FILE   keep the calls served in the journal FILE, as call
+                   --journal does: each call a tree of its own, whose first
+                   event names its caller's tree and call when the caller
+                   sent them. Give callers and serving hosts one JetStream
+                   store (nats://HOST:PORT/STREAM) to follow the links
+                   ('skulk-host replay FILE TREE --follow-links').
+  --redact KEYS    as for call, with --journal
   --env, --memory-max, --pids-max, --cpu-max, --user, --group,
   --no-new-privs, --no-cgroups, -v   as for call`
 
 // serveOptions are the parsed flags of serve.
 type serveOptions struct {
-	url   serviceURL
-	id    string
-	opts  remote.Options
-	child []string
+	url     serviceURL
+	id      string
+	journal string
+	redact  redactFlag
+	opts    remote.Options
+	child   []string
 	childFlags
 }
 
@@ -148,6 +158,8 @@ func parseServe(args []string) (*serveOptions, error) {
 	fs.StringVar(&o.id, "id", "", "")
 	fs.DurationVar(&o.opts.HeartbeatInterval, "heartbeat", 0, "")
 	fs.DurationVar(&o.opts.HeartbeatTimeout, "dead-after", 0, "")
+	fs.StringVar(&o.journal, "journal", "", "")
+	fs.Var(&o.redact, "redact", "")
 	o.childFlags.register(fs)
 	pos, child, err := parseArgs(fs, args)
 	if err != nil {
@@ -168,6 +180,9 @@ func parseServe(args []string) (*serveOptions, error) {
 	if err := o.opts.Validate(); err != nil {
 		return nil, usageErr("--heartbeat must be shorter than --dead-after, neither negative")
 	}
+	if err := checkRedact(o.redact, o.journal); err != nil {
+		return nil, err
+	}
 	o.child = child
 	return o, nil
 }
@@ -177,7 +192,17 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	h, err := startHost(ctx, o.config(o.child, env))
+	cfg := o.config(o.child, env)
+	if o.journal != "" {
+		j, err := openCallJournal(o.journal)
+		if err != nil {
+			return err
+		}
+		defer j.close() // after closeHost: every call's end is recorded and kept by then
+		cfg.CallLog = j.log
+		cfg.CallLog.Redact = o.redact
+	}
+	h, err := startHost(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -258,5 +283,10 @@ func runCallVia(ctx context.Context, o *callOptions, env Env, input io.Reader, m
 	if !o.json && env.StderrTerminal {
 		r.progress = startProgress(env.Stderr)
 	}
-	return r.run(ctx, input)
+	err = r.run(ctx, input)
+	if tree := c.Tree(); tree != "" {
+		// The serving host's tree of the call: in its journal, if it keeps one (serve --journal).
+		fmt.Fprintf(env.Stderr, "skulk-host call: remote tree %s (host %s)\n", termsafe.Escape(tree), termsafe.Escape(c.Host()))
+	}
+	return err
 }

@@ -36,7 +36,9 @@ func (l *lockedBuffer) String() string {
 
 // TestServeAndCallVia: skulk-host serve serves cmd/skulk-child on a NATS
 // server; call --via reaches it, streams its output and exits with the
-// terminal's status; an interrupted serve stops cleanly.
+// terminal's status, naming the serving host's tree of the call, which
+// serve --journal kept and replay shows; an interrupted serve stops
+// cleanly.
 func TestServeAndCallVia(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/skulk-child")
@@ -45,13 +47,14 @@ func TestServeAndCallVia(t *testing.T) {
 	require.NoError(t, err)
 	srv := natstest.Run(t)
 	url := srv.URL() + "/clitools"
+	journal := srv.URL() + "/CALLS"
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var serr lockedBuffer
 	done := make(chan int, 1)
 	go func() { // ends when ctx is cancelled (stop)
-		done <- Run(ctx, []string{"serve", "--nats", url, "--id", "cli1", "--", child, "--test-tools"}, Env{Stdout: &bytes.Buffer{}, Stderr: &serr, Stdin: strings.NewReader("")})
+		done <- Run(ctx, []string{"serve", "--nats", url, "--id", "cli1", "--journal", journal, "--", child, "--test-tools"}, Env{Stdout: &bytes.Buffer{}, Stderr: &serr, Stdin: strings.NewReader("")})
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(serr.String(), "serving") }, 60*time.Second, 20*time.Millisecond, "serve: %s", serr.String())
 	assert.Contains(t, serr.String(), "as clitools (host cli1)")
@@ -61,6 +64,14 @@ func TestServeAndCallVia(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.Len(t, lines, 5, stdout) // started, 3 chunks, completed
 	assert.Contains(t, lines[4], `"kind":"completed"`)
+	_, tail, ok := strings.Cut(stderr, "skulk-host call: remote tree ")
+	require.True(t, ok, stderr)
+	tree, host, _ := strings.Cut(strings.TrimSpace(tail), " ")
+	assert.Equal(t, "(host cli1)", host)
+	code, stdout, stderr = runCLI(t, "replay", journal, tree)
+	require.Equal(t, ExitOK, code, stderr)
+	assert.Contains(t, stdout, "call "+tree+" count")
+	assert.Contains(t, stdout, "done:")
 
 	code, _, stderr = runCLI(t, "call", "fail", "--args", `{"message": "m"}`, "--via", url)
 	assert.Equal(t, ExitProviderError, code, stderr)

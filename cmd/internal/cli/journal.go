@@ -237,7 +237,7 @@ func treeToFollow(ctx context.Context, st journalStore, fresh bool, path string,
 	}
 }
 
-const followUsage = "follow FILE [TREE] [--wait]"
+const followUsage = "follow FILE [TREE] [--wait] [--follow-links]"
 
 var followHelp = `
 Follow tails a call tree kept in the journal FILE (a SQLite file or a
@@ -259,6 +259,21 @@ does not hold is an error (status 1), unless --wait.
 	--wait
 		wait for TREE (and FILE) to appear instead of failing: for a
 		tree whose call has not started yet.
+	--follow-links
+		once the tree has ended, follow the trees its events link to
+		in the same FILE, then theirs, each once (at most 64): the tree
+		a call made over NATS was recorded in by its serving host (an
+		event's "remote"), and the tree of the call that made this one
+		over NATS (its start's "caller"). Before each it prints
+		{"tree":{"id":"X","linked_from":{"tree":"T","call":"C"}}}; a
+		linked tree FILE does not hold is said on standard error and
+		skipped.
+
+A call made over NATS (call --via, package remote) is recorded by the
+host that runs it as a tree of its own: the caller's "request" event
+names it ("remote":{"tree":"X","call":"X"}) and that tree's first event
+names the caller ("caller":{"tree":"T","call":"C"}). Follow X to watch
+the call's output, or use --follow-links.
 
 Before an event it also prints, each on a line of its own:
 
@@ -281,6 +296,7 @@ interrupted (Ctrl-C, status 13).
 func runFollow(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("follow", flag.ContinueOnError)
 	wait := fs.Bool("wait", false, "")
+	links := fs.Bool("follow-links", false, "")
 	pos, _, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -325,6 +341,43 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 	} else if tree, err = treeToFollow(ctx, st, waited, pos[0], env.Stderr); err != nil {
 		return err
 	}
+	var q *linkQueue
+	if *links {
+		q = newLinkQueue(tree)
+	}
+	if err := followTree(ctx, st, tree, q, env); err != nil {
+		return err
+	}
+	for q != nil {
+		lt, ok := q.pop()
+		if !ok {
+			break
+		}
+		ok, err := treeKept(ctx, st, lt.tree)
+		if err != nil {
+			return statusErr(ExitFailure, "reading the journal: %v", err)
+		}
+		if !ok {
+			fmt.Fprintf(env.Stderr, "skulk-host follow: tree %s, linked from call %s of tree %s, is not in %s\n",
+				termsafe.Escape(lt.tree), termsafe.Escape(lt.from.Call), termsafe.Escape(lt.from.Tree), termsafe.Escape(pos[0]))
+			continue
+		}
+		if err := printTreeLine(env.Stdout, lt); err != nil {
+			return statusErr(ExitFailure, "writing the output: %v", err)
+		}
+		if err := followTree(ctx, st, lt.tree, q, env); err != nil {
+			return err
+		}
+	}
+	if q != nil && q.dropped > 0 {
+		fmt.Fprintf(env.Stderr, "skulk-host follow: %d more linked tree(s) not followed (at most %d are)\n", q.dropped, maxLinkedTrees)
+	}
+	return nil // the trees ended
+}
+
+// followTree prints the steps of tree until it ends, queueing the trees
+// its events link to in q (nil: none).
+func followTree(ctx context.Context, st journalStore, tree string, q *linkQueue, env Env) error {
 	for step, err := range calllog.Follow(ctx, st, tree, 0, 0) {
 		var ce *calllog.CorruptEventError
 		switch {
@@ -338,11 +391,31 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 		case err != nil:
 			return statusErr(ExitFailure, "reading the journal: %v", err)
 		}
+		if q != nil {
+			q.addEvent(step.Event)
+		}
 		if err := printStep(env.Stdout, step); err != nil {
 			return statusErr(ExitFailure, "writing the output: %v", err)
 		}
 	}
-	return nil // the tree ended
+	return nil
+}
+
+// printTreeLine prints the line follow --follow-links writes before a
+// linked tree's events.
+func printTreeLine(w io.Writer, lt linkedTree) error {
+	type from struct {
+		Tree string `json:"tree"`
+		Call string `json:"call"`
+	}
+	type tree struct {
+		ID         string `json:"id"`
+		LinkedFrom from   `json:"linked_from"`
+	}
+	line := struct {
+		Tree tree `json:"tree"`
+	}{tree{lt.tree, from{lt.from.Tree, lt.from.Call}}}
+	return json.NewEncoder(w).Encode(line)
 }
 
 // printStep prints a follower's step as JSON lines.
@@ -376,7 +449,7 @@ func printStep(w io.Writer, s calllog.Step) error {
 	return err
 }
 
-const replayUsage = "replay FILE TREE"
+const replayUsage = "replay FILE TREE [--follow-links]"
 
 var replayHelp = `
 Replay reads the call tree TREE kept in the journal FILE (a SQLite file
@@ -391,10 +464,27 @@ shown by its size. A gap in the kept events, and events kept but
 unreadable, are reported. Replay reads the journal a page at a time: it
 holds one page (at most 4 MiB of events, or one event up to 64 MiB) and
 what it prints of each call, whatever the journal's size.
+
+A call made over NATS (call --via, package remote) is recorded by the
+host that runs it as a tree of its own. Replay prints the link on the
+call that made it,
+
+	remote: tree X (skulk-host replay FILE X)
+
+and on that tree's outermost call, the call that made it:
+
+	caller: call C of tree T
+
+	--follow-links
+		after TREE, replay the trees its calls link to in the same
+		FILE, then theirs, each once (at most 64), each after a line
+		"tree X, linked from call C of tree T". A linked tree FILE
+		does not hold is said so and skipped.
 `
 
 func runReplay(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	links := fs.Bool("follow-links", false, "")
 	pos, _, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -410,20 +500,62 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer st.Close()
-	r, err := replay.FromStore(ctx, st, pos[1], &replay.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
+	r, err := replayTree(ctx, st, pos[1])
 	if errors.Is(err, calllog.ErrNoTree) {
 		return statusErr(ExitFailure, "the journal %s has no events of tree %q", pos[0], pos[1])
 	}
 	if err != nil {
 		return statusErr(ExitFailure, "cannot read the journal %s: %v", pos[0], err)
 	}
-	printReplay(env.Stdout, r)
+	if *links {
+		fmt.Fprintf(env.Stdout, "tree %s\n", termsafe.Escape(pos[1]))
+	}
+	printReplay(env.Stdout, r, pos[0])
+	if !*links {
+		return nil
+	}
+	q := newLinkQueue(pos[1])
+	queueLinks(q, pos[1], r)
+	for {
+		lt, ok := q.pop()
+		if !ok {
+			break
+		}
+		fmt.Fprintf(env.Stdout, "tree %s, linked from call %s of tree %s\n", termsafe.Escape(lt.tree), termsafe.Escape(lt.from.Call), termsafe.Escape(lt.from.Tree))
+		r, err := replayTree(ctx, st, lt.tree)
+		if errors.Is(err, calllog.ErrNoTree) {
+			fmt.Fprintf(env.Stdout, "  not in the journal %s\n", termsafe.Escape(pos[0]))
+			continue
+		}
+		if err != nil {
+			return statusErr(ExitFailure, "cannot read the journal %s: %v", pos[0], err)
+		}
+		printReplay(env.Stdout, r, pos[0])
+		queueLinks(q, lt.tree, r)
+	}
+	if q.dropped > 0 {
+		fmt.Fprintf(env.Stdout, "%d more linked tree(s) not replayed (at most %d are)\n", q.dropped, maxLinkedTrees)
+	}
 	return nil
 }
 
+// replayTree replays tree from st within replay's bounds.
+func replayTree(ctx context.Context, st journalStore, tree string) (*replay.Tree, error) {
+	return replay.FromStore(ctx, st, tree, &replay.Replayer{MaxText: replayMaxText, MaxValue: replayMaxValue, MaxKept: replayMaxKept})
+}
+
+// queueLinks queues the trees the calls of r (the replay of tree) link to.
+func queueLinks(q *linkQueue, tree string, r *replay.Tree) {
+	for _, c := range r.Calls {
+		q.add(tree, c.Call, c.Remote)
+		q.add(tree, c.Call, c.Caller)
+	}
+}
+
 // printReplay prints each call of r: a header line, its trace (when its
-// events name one), its text, its end.
-func printReplay(w io.Writer, r *replay.Tree) {
+// events name one), its links to other trees (path is the journal they
+// are read from), its text, its end.
+func printReplay(w io.Writer, r *replay.Tree, path string) {
 	for _, c := range r.Calls {
 		kind := "call"
 		if c.Program {
@@ -440,6 +572,12 @@ func printReplay(w io.Writer, r *replay.Tree) {
 		if tr := c.Span; tr != nil {
 			// Hex digits only: a journal's ids were checked when read.
 			fmt.Fprintf(w, "  trace: %s span %s\n", tr.TraceID, tr.SpanID)
+		}
+		if l := c.Caller; l != nil {
+			fmt.Fprintf(w, "  caller: call %s of tree %s\n", termsafe.Escape(l.Call), termsafe.Escape(l.Tree))
+		}
+		if l := c.Remote; l != nil {
+			fmt.Fprintf(w, "  remote: tree %s (skulk-host replay %s %s)\n", termsafe.Escape(l.Tree), termsafe.Escape(path), termsafe.Escape(l.Tree))
 		}
 		if c.Text != "" {
 			fmt.Fprintf(w, "  text: %s", strconv.Quote(c.Text))
