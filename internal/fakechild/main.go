@@ -7,7 +7,10 @@
 // A test builds it once (testnet.Build of
 // "github.com/skulkrt/skulk/internal/fakechild", in TestMain) and runs it
 // as a real process; started by hand it has no fd 3 and exits with
-// status 2.
+// status 2. It links no SDK (and so sits below child in the layers): a
+// test that needs a well-behaved provider starts cmd/skulk-child, or its
+// own test binary running child.Main (cmd/internal/hostile's
+// TestHostileHost).
 //
 // Its first argument is the mode (serve when there is none):
 //
@@ -33,9 +36,6 @@
 //	ignorefd3     reads nothing on fd 3 after the startup: neither pings
 //	              nor the host's end; it also starts a setsid grandchild
 //	              at once
-//	sdk           is a well-behaved SDK provider (child.Main) with
-//	              max_streams 4 and the demo tools with their test tools,
-//	              for a hostile host
 //	grandchild    is the grandchild: it calls setsid, writes its pid to
 //	              the file FAKECHILD_PIDS/grandchild-PID, ignores SIGTERM,
 //	              SIGHUP and SIGINT, holds the stdout and stderr it was
@@ -150,9 +150,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/skulkrt/skulk/child"
-	"github.com/skulkrt/skulk/child/demotools"
 )
 
 // Hostile strings: a window title, a clear screen, a red fake success on a
@@ -185,13 +182,6 @@ func main() {
 		os.Exit(daemonize())
 	case "daemon":
 		os.Exit(daemon())
-	case "sdk":
-		child.Main(child.Options{
-			SDK:        "fakechild-sdk/1",
-			MaxStreams: 4,
-			Tools:      demotools.Tools(demotools.Options{TestTools: true, Exit: os.Exit}),
-		})
-		return
 	case "serve", "nopong", "stalepong", "badversion", "nohello", "exit",
 		"poolbarrier", "poolfail", "poolfailearly", "lostread", "lostaccept", "ignorefd3":
 		os.Exit(serve(mode))

@@ -22,6 +22,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/testnet"
@@ -41,6 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	if spec, ok := os.LookupEnv(memHostEnv); ok {
 		os.Exit(runMemHost(spec))
+	}
+	if _, ok := os.LookupEnv(sdkChildEnv); ok {
+		runSDKChild()
 	}
 	dir, err := os.MkdirTemp("", "skulk-hostile-test-")
 	if err == nil {
@@ -573,8 +578,25 @@ func hostKilledLeavesNothing(t *testing.T, mode string) {
 	t.Logf("the whole tree gone %v after the kill", time.Since(killed))
 }
 
-// A hostile host against the Go SDK: the child is the fake child in mode sdk
-// (child.Main, max_streams 4, the demo tools), driven packet by packet.
+// sdkChildEnv makes this test binary, re-executed, the Go SDK provider of
+// TestHostileHost (runSDKChild).
+const sdkChildEnv = "HOSTILE_TEST_SDK_CHILD"
+
+// runSDKChild is this test binary as a well-behaved SDK provider
+// (child.Main) with max_streams 4 and the demo tools with their test
+// tools. Main never returns.
+func runSDKChild() {
+	child.Main(child.Options{
+		SDK:        "hostile-sdk/1",
+		MaxStreams: 4,
+		Tools:      demotools.Tools(demotools.Options{TestTools: true, Exit: os.Exit}),
+	})
+}
+
+// A hostile host against the Go SDK: the child is this test binary as an
+// SDK provider (runSDKChild: child.Main, max_streams 4, the demo tools),
+// driven packet by packet. Under -race the child would pause a second at
+// its exit for the race detector's report; GORACE takes the pause away.
 // For each case the child stays up and answers pings, its memory stays
 // bounded, and a call made afterwards works.
 func TestHostileHost(t *testing.T) {
@@ -629,7 +651,8 @@ func TestHostileHost(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := testnet.StartProcess(t, fakeBin, []string{"sdk"})
+			p := testnet.StartProcess(t, os.Args[0], []string{"-test.run=^$"},
+				append(os.Environ(), sdkChildEnv+"=1", "GORACE=atexit_sleep_ms=0")...)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			hello, err := p.Host.Handshake(ctx, nil)
