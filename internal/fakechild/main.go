@@ -146,6 +146,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -182,12 +183,19 @@ func main() {
 		os.Exit(daemonize())
 	case "daemon":
 		os.Exit(daemon())
-	case "serve", "nopong", "stalepong", "badversion", "nohello", "exit",
-		"poolbarrier", "poolfail", "poolfailearly", "lostread", "lostaccept", "ignorefd3":
-		os.Exit(serve(mode))
 	}
-	fmt.Fprintln(os.Stderr, "fake: unknown mode; the package doc lists them")
-	os.Exit(2)
+	if !slices.Contains(serveModes, mode) {
+		fmt.Fprintln(os.Stderr, "fake: unknown mode; the package doc lists them")
+		os.Exit(2)
+	}
+	os.Exit(serve(mode))
+}
+
+// serveModes are the modes that speak the protocol (serve runs them); the
+// others are the processes the tools start.
+var serveModes = []string{
+	"serve", "nopong", "stalepong", "badversion", "nohello", "exit",
+	"poolbarrier", "poolfail", "poolfailearly", "lostread", "lostaccept", "ignorefd3",
 }
 
 // grandchild is the process that escapes its parent's group and session.
