@@ -118,7 +118,7 @@ func TestPlainRequestCancelledWithoutRecv(t *testing.T) {
 func TestIdleConnectionSpoiledByChild(t *testing.T) {
 	for _, tool := range []string{"idleclose", "idlewrite"} {
 		t.Run(tool, func(t *testing.T) {
-			h, logs := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+			h, logs := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 			ctx := callCtx(t, 30*time.Second)
 			c, err := h.Call(ctx, tool, nil, WithInput())
 			if err != nil {

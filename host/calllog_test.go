@@ -114,7 +114,7 @@ func kinds(evs []calllog.Event) string {
 }
 
 func TestCallEventsOrder(t *testing.T) {
-	h, _ := testHost(t, fakeConfig("ok"), time.Minute)
+	h, _ := testHost(t, fakeConfig("serve"), time.Minute)
 	ctx := callCtx(t, 10*time.Second)
 	c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "a"}))
 	if err != nil {
@@ -156,7 +156,7 @@ func TestCallEventsOrder(t *testing.T) {
 // as usual. Just under the limit is not refused.
 func TestRefusedOverMaxHeader(t *testing.T) {
 	obs := &collector{}
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	cfg.Limits = wire.Limits{MaxHeader: 4096}
 	invokes := invokeLog(t, &cfg)
 	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
@@ -231,7 +231,7 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 
 func TestRefusedCallsAreLogged(t *testing.T) {
 	obs := &collector{}
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	cfg.Restart.MaxRestarts = -1
 	invokes := invokeLog(t, &cfg)
 	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
@@ -336,7 +336,7 @@ func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
 	st := &flakyStore{release: make(chan struct{})}
 	st.failing.Store(true)
 	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	invokes := invokeLog(t, &cfg)
 	h := recordedHost(t, cfg, calllog.Options{Journal: j})
 	ctx := callCtx(t, 20*time.Second)
@@ -372,7 +372,7 @@ func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
 func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 	st := &flakyStore{release: make(chan struct{})}
 	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	h := recordedHost(t, cfg, calllog.Options{Journal: j})
 	ctx := callCtx(t, 20*time.Second)
 	st.holdEnds.Store(true)
@@ -529,7 +529,7 @@ func TestPanickingObserverWarnedOnce(t *testing.T) {
 		calls.Add(1)
 		panic("observer bug")
 	})
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{panicker}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	ctx := callCtx(t, 20*time.Second)
 	for i := range 3 {
@@ -551,7 +551,7 @@ func TestPanickingObserverWarnedOnce(t *testing.T) {
 }
 
 func TestProgramTree(t *testing.T) {
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	invokes := invokeLog(t, &cfg)
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 20*time.Second)
@@ -642,7 +642,7 @@ func TestObserverOwnCallsNotFedBack(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	h = recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
 	close(ready)
 	ctx := callCtx(t, 20*time.Second)
@@ -666,7 +666,7 @@ func TestObserverOwnCallsNotFedBack(t *testing.T) {
 func TestFramesYieldsJournalEndError(t *testing.T) {
 	st := &flakyStore{release: make(chan struct{})}
 	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	h := recordedHost(t, cfg, calllog.Options{Journal: j})
 	defer close(st.release)
 	ctx := callCtx(t, 20*time.Second)

@@ -36,7 +36,7 @@ func TestChildEnvironment(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "env")
-			cfg := fakeConfig("ok")
+			cfg := fakeConfig("serve")
 			cfg.Env = tc.env
 			cfg.ExtraEnv = append(cfg.ExtraEnv, fakeEnvOutEnv+"="+out, "EXTRA=1")
 			testHost(t, cfg, 30*time.Second) // Start returns once the child said hello

@@ -195,7 +195,7 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 // call_id and tree_id.
 func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
 	logs := logtest.NewCapture()
-	cfg := fastHealth(fakeConfig("ok"))
+	cfg := fastHealth(fakeConfig("serve"))
 	cfg.Logger = slog.New(logs)
 	cfg.EndGrace = 200 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)

@@ -18,16 +18,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-// fakeModeEnv selects, in a re-executed test binary, which fake child to be.
-const fakeModeEnv = "SKULK_HOST_TEST_FAKE"
-
-// childBin is the real cmd/skulk-child, built once by TestMain.
-var childBin string
+// childBin is the real cmd/skulk-child and fakeBin internal/fakechild, the
+// fake child, both built once by TestMain.
+var childBin, fakeBin string
 
 func TestMain(m *testing.M) {
-	if mode, ok := os.LookupEnv(fakeModeEnv); ok {
-		os.Exit(fakeChild(mode))
-	}
 	if dir, ok := os.LookupEnv(testHostEnv); ok {
 		os.Exit(runTestHost(dir))
 	}
@@ -37,6 +32,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	childBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
+	if err == nil {
+		fakeBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/internal/fakechild")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
@@ -74,13 +72,19 @@ func realConfig() Config {
 	return Config{Command: childBin, Args: []string{"--test-tools"}}
 }
 
-// fakeConfig runs this test binary as a fake child in mode. Under -race
-// the fake child would pause a second at every exit for the race
-// detector's report (atexit_sleep_ms); GORACE takes the pause away (and
-// is ignored by a binary built without -race).
+// fakeConfig runs the fake child (internal/fakechild) in mode; its package
+// doc lists the modes and the tools.
 func fakeConfig(mode string) Config {
-	return Config{Command: os.Args[0], Args: []string{"-test.run=^$"}, ExtraEnv: []string{fakeModeEnv + "=" + mode, "GORACE=atexit_sleep_ms=0"}}
+	return Config{Command: fakeBin, Args: []string{mode}}
 }
+
+// The fake child's environment: fakeInvokesEnv names a file it appends
+// "call_id tool_id tree parent" to for every invoke it reads,
+// fakeEnvOutEnv a file it writes its whole environment to as it starts.
+const (
+	fakeInvokesEnv = "FAKECHILD_INVOKES"
+	fakeEnvOutEnv  = "FAKECHILD_ENVOUT"
+)
 
 // fastHealth makes health checks quick, with margins that hold on a loaded
 // machine under -race.

@@ -29,7 +29,7 @@ func okRoundTrip(t *testing.T, c *Call, text string) {
 }
 
 func TestMisbehavingChild(t *testing.T) {
-	h, _ := testHost(t, fastHealth(fakeConfig("ok")), 2*time.Minute)
+	h, _ := testHost(t, fastHealth(fakeConfig("serve")), 2*time.Minute)
 	ctx := callCtx(t, time.Minute)
 	// A well-behaved call stays open on the same child throughout.
 	good, err := h.Call(ctx, "ok", nil)
@@ -96,7 +96,7 @@ func TestMisbehavingChild(t *testing.T) {
 // §7, "Provider frames that break the rules") and the connection is never
 // reused.
 func TestDuplicateTerminal(t *testing.T) {
-	h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "dupterm", nil)
 	if err != nil {
@@ -130,7 +130,7 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestConnectionReuse(t *testing.T) {
-	h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	for i := range 5 {
 		c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "x"}))
@@ -156,7 +156,7 @@ func TestConnectionReuse(t *testing.T) {
 }
 
 func TestNoEndClosesConnection(t *testing.T) {
-	cfg := fastHealth(fakeConfig("ok"))
+	cfg := fastHealth(fakeConfig("serve"))
 	cfg.EndGrace = 200 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
@@ -175,7 +175,7 @@ func TestNoEndClosesConnection(t *testing.T) {
 }
 
 func TestHangupTransportError(t *testing.T) {
-	h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "hangup", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestHangupTransportError(t *testing.T) {
 }
 
 func TestDieUnreachableWithStderr(t *testing.T) {
-	h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestDieUnreachableWithStderr(t *testing.T) {
 }
 
 func TestSyntheticTimeout(t *testing.T) {
-	cfg := fastHealth(fakeConfig("ok"))
+	cfg := fastHealth(fakeConfig("serve"))
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -223,7 +223,7 @@ func TestSyntheticTimeout(t *testing.T) {
 }
 
 func TestSyntheticCancelled(t *testing.T) {
-	cfg := fastHealth(fakeConfig("ok"))
+	cfg := fastHealth(fakeConfig("serve"))
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "hang", nil)
@@ -301,7 +301,7 @@ func TestStartMissingCommand(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	h, _ := testHost(t, fakeConfig("ok"), time.Minute)
+	h, _ := testHost(t, fakeConfig("serve"), time.Minute)
 	ctx := callCtx(t, 10*time.Second)
 	if _, err := h.Call(ctx, "nope", nil); !errors.Is(err, ErrUnknownTool) {
 		t.Fatalf("unknown tool: %v", err)

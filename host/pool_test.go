@@ -16,7 +16,7 @@ import (
 )
 
 func TestPoolLeastLoadedAndMaxStreams(t *testing.T) {
-	cfg := fastHealth(fakeConfig("ok"))
+	cfg := fastHealth(fakeConfig("serve"))
 	cfg.PoolSize = 2
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
@@ -101,7 +101,7 @@ func TestCloseDrainsRunningCalls(t *testing.T) {
 // Child output reaches the logger line by line, tagged with id and pid,
 // as Config.Logger says.
 func TestChildLogsForwarded(t *testing.T) {
-	h, logs := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	h, logs := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	pid := readyPID(t, h, 0)
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
 	if err != nil {
@@ -189,7 +189,7 @@ func TestCloseWithStalledCaller(t *testing.T) {
 
 // Recv's own context bounds the wait without ending the call.
 func TestRecvContext(t *testing.T) {
-	h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "ok", nil)
 	if err != nil {
@@ -209,7 +209,7 @@ func TestRecvContext(t *testing.T) {
 }
 
 func TestNeverRestart(t *testing.T) {
-	cfg := fastHealth(fakeConfig("ok"))
+	cfg := fastHealth(fakeConfig("serve"))
 	cfg.Restart.MaxRestarts = -1
 	h, _ := testHost(t, cfg, time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)

@@ -3,8 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,68 +11,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The pool start modes of the fake child coordinate the children of one
-// pool through marker files in the directory named by poolDirEnv, so that
-// the tests below need no timing:
-//
-//	poolbarrier    each child marks its start (<id>.started) and says hello
-//	               only once every child of the pool (poolSizeEnv) has
-//	               started: a pool started one child after another never
-//	               gets past its first child's hello
-//	poolfail       c1.1 exits without a hello once every other child has
-//	               said its own (<id>.hello): they are up when it fails
-//	poolfailearly  c1.1 exits at once; the others never say hello: they are
-//	               in their handshakes when it fails
+// The pool start modes of the fake child (poolbarrier, poolfail,
+// poolfailearly: internal/fakechild's package doc) coordinate the children
+// of one pool through marker files in the directory named by poolDirEnv,
+// so that the tests below need no timing.
 const (
-	poolDirEnv  = "SKULK_HOST_TEST_POOL_DIR"
-	poolSizeEnv = "SKULK_HOST_TEST_POOL_SIZE"
+	poolDirEnv  = "FAKECHILD_POOL_DIR"
+	poolSizeEnv = "FAKECHILD_POOL_SIZE"
 )
-
-// poolStartBeforeHello runs the part of a pool start mode before the
-// hello; done means the fake child exits with code.
-func poolStartBeforeHello(mode string) (code int, done bool) {
-	dir, id := os.Getenv(poolDirEnv), os.Getenv("SKULK_CHILD_ID")
-	n, _ := strconv.Atoi(os.Getenv(poolSizeEnv))
-	switch mode {
-	case "poolbarrier":
-		if err := os.WriteFile(filepath.Join(dir, id+".started"), nil, 0o600); err != nil {
-			return 2, true
-		}
-		if !waitMarkers(dir, ".started", n) {
-			return 3, true
-		}
-	case "poolfail":
-		if id == "c1.1" {
-			waitMarkers(dir, ".hello", n-1)
-			return 4, true
-		}
-	case "poolfailearly":
-		if id == "c1.1" {
-			return 4, true
-		}
-		time.Sleep(time.Minute)
-		return 0, true
-	}
-	return 0, false
-}
-
-// poolStartAfterHello marks the fake child's hello for poolfail.
-func poolStartAfterHello(mode string) {
-	if mode == "poolfail" {
-		os.WriteFile(filepath.Join(os.Getenv(poolDirEnv), os.Getenv("SKULK_CHILD_ID")+".hello"), nil, 0o600)
-	}
-}
-
-// waitMarkers waits until dir holds n files ending in suffix, for 30 s at
-// most.
-func waitMarkers(dir, suffix string, n int) bool {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m, _ := filepath.Glob(filepath.Join(dir, "*"+suffix)); len(m) >= n {
-			return true
-		}
-	}
-	return false
-}
 
 func poolConfig(t *testing.T, mode string, n int) Config {
 	cfg := fakeConfig(mode)

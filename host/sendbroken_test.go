@@ -25,7 +25,7 @@ func TestSendOnBrokenConnection(t *testing.T) {
 		{"hangup", frame.CodeTransportError}, // the child closes the connection and lives
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
-			h, _ := testHost(t, fastHealth(fakeConfig("ok")), time.Minute)
+			h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 			ctx := callCtx(t, 30*time.Second)
 			c, err := h.Call(ctx, tc.tool, nil)
 			require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 )
 
 func TestStreamedArguments(t *testing.T) {
-	cfg := fakeConfig("ok")
+	cfg := fakeConfig("serve")
 	invokes := invokeLog(t, &cfg)
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 20*time.Second)

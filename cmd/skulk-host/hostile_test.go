@@ -1,7 +1,7 @@
 package main
 
-// Tests of skulk-host against cmd/internal/hostile/hostilechild, a provider
-// written to misbehave: its escape sequences reach the terminal as
+// Tests of skulk-host against internal/fakechild, the fake provider, in
+// its hostile tools: its escape sequences reach the terminal as
 // visible, inert text, and a skulk-host killed with SIGKILL leaves none of
 // its child's tree behind.
 
@@ -22,14 +22,14 @@ import (
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
-// hostileChild returns the path of cmd/internal/hostile/hostilechild, built
+// fakeChild returns the path of internal/fakechild, the fake child, built
 // the first time a test asks for it.
-func hostileChild(t *testing.T) string {
+func fakeChild(t *testing.T) string {
 	t.Helper()
-	return builds.Path(t, "github.com/skulkrt/skulk/cmd/internal/hostile/hostilechild")
+	return builds.Path(t, "github.com/skulkrt/skulk/internal/fakechild")
 }
 
-// The strings hostilechild's evil tool sends, as a person must see them
+// The strings the fake child's evil tool sends, as a person must see them
 // (the status line folds the message's line break to a space first).
 const (
 	evilMessageShown   = `boom\x1b]0;pwned\x07 \x1b[1;31mFAKE: completed OK\x1b[0m`
@@ -43,7 +43,7 @@ const (
 // arrives there is the escapes as visible text, and no control character
 // but the line endings.
 func TestEscapesShownInert(t *testing.T) {
-	bin := hostileChild(t)
+	bin := fakeChild(t)
 	master, slave := openPTY(t)
 	defer master.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -82,7 +82,7 @@ func TestEscapesShownInert(t *testing.T) {
 // child's strings escaped just the same; --json keeps them exact; the
 // provider's text is raw unless --escape.
 func TestEscapesInPipesAndJSON(t *testing.T) {
-	bin := hostileChild(t)
+	bin := fakeChild(t)
 	r := run(t, "", "tools", "--", bin)
 	if r.Status != 0 || strings.ContainsAny(r.Stdout, "\x1b\x07\u202e") ||
 		!strings.Contains(r.Stdout, `evil\x1b[2J — lists\x1b]0;title\x07 a \x1b[31mred\x1b[0m tool\u202e`) {
@@ -132,11 +132,11 @@ func TestKilledHostLeavesNoTree(t *testing.T) {
 // skulk-host wait after the grandchild wrote its pid file (which it does
 // right after its setsid).
 func killHostTree(t *testing.T, wait time.Duration) {
-	bin := hostileChild(t)
+	bin := fakeChild(t)
 	pids := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, hostBin, "call", "ok", "--input", "-", "--env", "HOSTILE_PIDS="+pids, "--", bin, "ignorefd3")
+	cmd := exec.CommandContext(ctx, hostBin, "call", "ok", "--input", "-", "--env", "FAKECHILD_PIDS="+pids, "--", bin, "ignorefd3")
 	cmd.WaitDelay = 5 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -226,7 +226,7 @@ func running(pid int) bool {
 // with the status of how the call ended (docs/cli.md: 12 unreachable, 14
 // timeout, 15 invalid_frame), and prints no socket error.
 func TestInputToAFailingChild(t *testing.T) {
-	bin := hostileChild(t)
+	bin := fakeChild(t)
 	// 512 lines of 32 KiB: 16 MiB, more than the socket buffers hold.
 	line := `{"text": "` + strings.Repeat("x", 32<<10) + `"}` + "\n"
 	input := strings.Repeat(line, 512)
@@ -236,7 +236,7 @@ func TestInputToAFailingChild(t *testing.T) {
 		status int
 	}{
 		{"inputdie", nil, 12},
-		{"inputstall", []string{"--timeout", "1s"}, 14},
+		{"hang", []string{"--timeout", "1s"}, 14},
 		{"inputgarbage", nil, 15},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
@@ -262,7 +262,7 @@ func TestInputToAFailingChild(t *testing.T) {
 // none of it reaches the terminal as anything but visible text; with
 // --raw the bytes arrive as they were sent.
 func TestProviderTextEscapedOnTerminal(t *testing.T) {
-	bin := hostileChild(t)
+	bin := fakeChild(t)
 	const text = "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil\n"
 	input, err := json.Marshal(map[string]string{"text": text})
 	if err != nil {
@@ -315,7 +315,7 @@ func TestProviderTextEscapedOnTerminal(t *testing.T) {
 // the call ends unreachable (status 12) with a status line that says the
 // memory limit was reached. A size that does not parse is a usage error.
 func TestMemoryMaxFlag(t *testing.T) {
-	bin := hostileChild(t)
+	bin := fakeChild(t)
 	r := run(t, "", "call", "hog", "--memory-max", "64M", "--", bin)
 	if r.Status == 3 && strings.Contains(r.Stderr, "limit unavailable") {
 		t.Skipf("the memory limit cannot be enforced here: %s", r.Stderr)

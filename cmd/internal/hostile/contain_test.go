@@ -47,7 +47,7 @@ func callResult(t *testing.T, h *host.Host, tool string, limit time.Duration) fr
 	return terminal(t, c, limit)
 }
 
-// pidFile reads the pids a tool appended to HOSTILE_PIDS/name.
+// pidFile reads the pids a tool appended to FAKECHILD_PIDS/name.
 func pidFile(t *testing.T, dir, name string) []int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, name))
@@ -239,7 +239,7 @@ const testHostModeEnv = "HOSTILE_TEST_HOST_MODE"
 func runInFlightHost(dir string) int {
 	cfg := host.Config{
 		Command: os.Getenv("HOSTILE_BIN"), Args: []string{"serve"}, PoolSize: 2,
-		ExtraEnv: []string{"HOSTILE_PIDS=" + dir}, TempDir: dir,
+		ExtraEnv: []string{"FAKECHILD_PIDS=" + dir}, TempDir: dir,
 		HealthInterval: 50 * time.Millisecond, HealthTimeout: time.Minute,
 	}
 	h, err := host.Start(context.Background(), cfg)
@@ -433,7 +433,7 @@ func TestUnprivilegedHostFallsBack(t *testing.T) {
 		t.Skip("running the host as another user needs root")
 	}
 	// The test binary, where nobody may run it, and a TempDir of nobody's.
-	bin := filepath.Join(filepath.Dir(hostileBin), "hostile.test")
+	bin := filepath.Join(filepath.Dir(fakeBin), "hostile.test")
 	src, err := os.ReadFile(os.Args[0])
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(bin, src, 0o755))

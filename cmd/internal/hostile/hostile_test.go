@@ -22,13 +22,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/testnet"
 )
 
-// hostileBin is cmd/internal/hostile/hostilechild, built once by TestMain.
-var hostileBin string
+// fakeBin is internal/fakechild, the fake child, built once by TestMain.
+var fakeBin string
 
 // testHostEnv makes this test binary, re-executed, a host process
 // (runTestHost): the value is the directory for the grandchildren's pid
@@ -42,21 +44,24 @@ func TestMain(m *testing.M) {
 	if spec, ok := os.LookupEnv(memHostEnv); ok {
 		os.Exit(runMemHost(spec))
 	}
+	if _, ok := os.LookupEnv(sdkChildEnv); ok {
+		runSDKChild()
+	}
 	dir, err := os.MkdirTemp("", "skulk-hostile-test-")
 	if err == nil {
-		err = os.Chmod(dir, 0o755) // hostilechild runs as nobody too (TestRunAsCannotTouchTheHost)
+		err = os.Chmod(dir, 0o755) // the fake child runs as nobody too (TestRunAsCannotTouchTheHost)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	hostileBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/cmd/internal/hostile/hostilechild")
+	fakeBin, err = testnet.Build(dir, "github.com/skulkrt/skulk/internal/fakechild")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	os.Setenv("HOSTILE_BIN", hostileBin) // for runTestHost
+	os.Setenv("HOSTILE_BIN", fakeBin) // for runTestHost
 	// Warm up the network poller so that its descriptors are not counted
 	// as a leak by the first test.
 	if ln, err := net.Listen("unix", filepath.Join(dir, "warm.sock")); err == nil {
@@ -65,13 +70,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
-// config runs hostilechild in mode with health checks quick enough for
+// config runs the fake child in mode with health checks quick enough for
 // tests and margins that hold on a loaded machine under -race.
 func config(t *testing.T, mode string, pids string) host.Config {
 	return host.Config{
-		Command:        hostileBin,
+		Command:        fakeBin,
 		Args:           []string{mode},
-		ExtraEnv:       []string{"HOSTILE_PIDS=" + pids},
+		ExtraEnv:       []string{"FAKECHILD_PIDS=" + pids},
 		HealthInterval: 100 * time.Millisecond,
 		HealthTimeout:  2 * time.Second,
 		KillGrace:      500 * time.Millisecond,
@@ -313,7 +318,7 @@ func TestHostileChildren(t *testing.T) {
 		{"garbage packet on a stream", "garbage", frame.KindFailed, frame.CodeInvalidFrame, 0, false},
 		{"oversize packet on the control connection", "ctrloversize", frame.KindFailed, frame.CodeUnreachable, 0, false},
 		{"garbage packet on the control connection", "ctrlgarbage", frame.KindFailed, frame.CodeUnreachable, 0, false},
-		{"frames for an unknown call", "unknowncall", frame.KindFailed, frame.CodeInvalidFrame, 0, false},
+		{"frames for an unknown call", "othercall", frame.KindFailed, frame.CodeInvalidFrame, 0, false},
 		// The caller reads nothing for a second while the child floods,
 		// then cancels; the child never reads the cancel.
 		{"flood without reading", "flood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
@@ -476,7 +481,7 @@ func TestRecycleTakesTheGrandchild(t *testing.T) {
 }
 
 // runTestHost is this test binary as a host process for
-// TestHostKilledLeavesNothing: a pool of two hostilechild ignorefd3
+// TestHostKilledLeavesNothing: a pool of two fake children in mode ignorefd3
 // children, each with a setsid grandchild. It prints "ready" once both
 // grandchildren run and the host has looked at the children's trees a few
 // times, then waits to be killed.
@@ -489,7 +494,7 @@ func runTestHost(dir string) int {
 	}
 	cfg := host.Config{
 		Command: os.Getenv("HOSTILE_BIN"), Args: []string{"ignorefd3"}, PoolSize: 2,
-		ExtraEnv: []string{"HOSTILE_PIDS=" + dir}, TempDir: dir,
+		ExtraEnv: []string{"FAKECHILD_PIDS=" + dir}, TempDir: dir,
 		HealthInterval: 50 * time.Millisecond, HealthTimeout: time.Minute,
 		NoCgroups: os.Getenv(testHostModeEnv) == "nocgroups",
 	}
@@ -573,8 +578,25 @@ func hostKilledLeavesNothing(t *testing.T, mode string) {
 	t.Logf("the whole tree gone %v after the kill", time.Since(killed))
 }
 
-// A hostile host against the Go SDK: the child is hostilechild sdk
-// (child.Run, max_streams 4, the demo tools), driven packet by packet.
+// sdkChildEnv makes this test binary, re-executed, the Go SDK provider of
+// TestHostileHost (runSDKChild).
+const sdkChildEnv = "HOSTILE_TEST_SDK_CHILD"
+
+// runSDKChild is this test binary as a well-behaved SDK provider
+// (child.Run) with max_streams 4 and the demo tools with their test
+// tools. It never returns: it exits with Run's status.
+func runSDKChild() {
+	os.Exit(child.Run(child.Options{
+		SDK:        "hostile-sdk/1",
+		MaxStreams: 4,
+		Tools:      demotools.Tools(demotools.Options{TestTools: true, Exit: os.Exit}),
+	}))
+}
+
+// A hostile host against the Go SDK: the child is this test binary as an
+// SDK provider (runSDKChild: child.Run, max_streams 4, the demo tools),
+// driven packet by packet. Under -race the child would pause a second at
+// its exit for the race detector's report; GORACE takes the pause away.
 // For each case the child stays up and answers pings, its memory stays
 // bounded, and a call made afterwards works.
 func TestHostileHost(t *testing.T) {
@@ -629,7 +651,8 @@ func TestHostileHost(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := testnet.StartProcess(t, hostileBin, []string{"sdk"})
+			p := testnet.StartProcess(t, os.Args[0], []string{"-test.run=^$"},
+				append(os.Environ(), sdkChildEnv+"=1", "GORACE=atexit_sleep_ms=0")...)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			hello, err := p.Host.Handshake(ctx, nil)

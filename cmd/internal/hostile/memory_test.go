@@ -33,7 +33,7 @@ type memReport struct {
 	Err              string
 }
 
-// runMemHost starts a host of one hostilechild, makes one small call so
+// runMemHost starts a host of one fake child, makes one small call so
 // that everything a call needs is allocated once, reads its VmHWM, then
 // makes CALLS mediaflood calls at once, each of FRAMES frames of 16 MiB
 // read by a caller that takes every frame, and prints a memReport.
@@ -53,7 +53,7 @@ func runMemHost(spec string) int {
 	defer os.RemoveAll(dir)
 	h, err := host.Start(context.Background(), host.Config{
 		Command: os.Getenv("HOSTILE_BIN"), Args: []string{"serve"}, TempDir: dir,
-		ExtraEnv: []string{"HOSTILE_PIDS=" + dir},
+		ExtraEnv: []string{"FAKECHILD_PIDS=" + dir},
 	})
 	if err != nil {
 		rep.Err = err.Error()

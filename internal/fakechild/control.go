@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// The control connection and what the tools change of the control side.
+// The process is the owner of all of it: nothing here is reset.
+var (
+	ctrlMu sync.Mutex // serializes writes on the control connection
+	ctrl   net.Conn
+	// muted: the pongs stop (mute); closedCtrl: fd 3 was closed on
+	// purpose (closefd3); in either case the child lives on without the
+	// control connection.
+	muted, closedCtrl atomic.Bool
+	stuck             atomic.Bool // pongs report one stuck handler (escapestuck)
+	// running counts the calls whose tool has not returned, for pongs.
+	running atomic.Int64
+)
+
+// writeControl writes p on the control connection.
+func writeControl(p wire.Packet) error {
+	ctrlMu.Lock()
+	defer ctrlMu.Unlock()
+	return packetio.WritePacket(ctrl, p, wire.Limits{})
+}
+
+// writeControlRaw writes b, which need not be a packet, on the control
+// connection.
+func writeControlRaw(b []byte) {
+	ctrlMu.Lock()
+	defer ctrlMu.Unlock()
+	ctrl.Write(b)
+}
+
+// serve runs the protocol modes: the startup, the hello, the stream
+// listener and the control loop. It returns the exit status.
+func serve(mode string) int {
+	if path := os.Getenv(envOutEnv); path != "" {
+		if err := os.WriteFile(path, []byte(strings.Join(os.Environ(), "\n")), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "fake: writing the environment:", err)
+			return 2
+		}
+	}
+	ctrlFile, lnFile := os.NewFile(3, "control"), os.NewFile(4, "streams")
+	var err error
+	if ctrl, err = net.FileConn(ctrlFile); err != nil {
+		fmt.Fprintln(os.Stderr, "fake: no control connection on fd 3")
+		return 2
+	}
+	ln, err := net.FileListener(lnFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake: no stream listener on fd 4")
+		return 2
+	}
+	ctrlFile.Close()
+	lnFile.Close()
+	switch mode {
+	case "nohello":
+		time.Sleep(time.Minute)
+		return 0
+	case "exit":
+		return 4
+	}
+	if code, done := poolStartBeforeHello(mode); done {
+		return code
+	}
+	proto := []int64{1}
+	if mode == "badversion" {
+		proto = []int64{2}
+	}
+	if err := writeControl(&wire.Hello{Protocol: proto, SDK: "fakechild/1", PID: int64(os.Getpid()), MaxStreams: 4, Limits: packetio.DefaultLimits(), Tools: tools()}); err != nil {
+		return 2
+	}
+	poolStartAfterHello(mode)
+	cr := packetio.NewReader(ctrl, wire.Limits{})
+	if _, err := cr.ReadPacket(); err != nil {
+		return 2
+	}
+	go accept(ln, mode) // stopped by the process exiting
+	if mode == "ignorefd3" {
+		startGrandchild()
+		select {} // fd 3 is never read again
+	}
+	for {
+		p, err := cr.ReadPacket()
+		if err != nil {
+			if muted.Load() || closedCtrl.Load() {
+				select {} // the host goes on without us; we go on without it
+			}
+			return 0 // the host is gone
+		}
+		switch p := p.(type) {
+		case *wire.Ping:
+			switch {
+			case mode == "nopong" || muted.Load():
+			case mode == "stalepong": // answers every ping with the first one's nonce
+				writeControl(&wire.Pong{Nonce: 1})
+			default:
+				pong := &wire.Pong{Nonce: p.Nonce, Streams: running.Load()}
+				if stuck.Load() {
+					pong.Streams, pong.Stuck = max(pong.Streams, 1), 1
+				}
+				writeControl(pong)
+			}
+		case *wire.Drain:
+			ln.Close()
+			writeControl(&wire.Bye{Reason: "drained"})
+			return 0
+		}
+	}
+}
+
+// accept serves the stream connections ln accepts, one goroutine each
+// (ended with its connection), until ln is closed; lostaccept accepts
+// none, lostread keeps them open and never reads them.
+func accept(ln net.Listener, mode string) {
+	if mode == "lostaccept" {
+		return // the listener's backlog takes the host's connections; nobody accepts them
+	}
+	var held []net.Conn // lostread's connections, kept open and never read
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if mode == "lostread" {
+			held = append(held, nc)
+			continue
+		}
+		go serveConn(nc) // ended by the connection's end or a tool that ends it
+	}
+}
+
+// poolStartBeforeHello runs the part of a pool start mode before the
+// hello; done means the fake child exits with code.
+func poolStartBeforeHello(mode string) (code int, done bool) {
+	dir, id := os.Getenv(poolDirEnv), os.Getenv("SKULK_CHILD_ID")
+	n, _ := strconv.Atoi(os.Getenv(poolSizeEnv))
+	switch mode {
+	case "poolbarrier":
+		if err := os.WriteFile(filepath.Join(dir, id+".started"), nil, 0o600); err != nil {
+			return 2, true
+		}
+		if !waitMarkers(dir, ".started", n) {
+			return 3, true
+		}
+	case "poolfail":
+		if id == "c1.1" {
+			waitMarkers(dir, ".hello", n-1)
+			return 4, true
+		}
+	case "poolfailearly":
+		if id == "c1.1" {
+			return 4, true
+		}
+		time.Sleep(time.Minute)
+		return 0, true
+	}
+	return 0, false
+}
+
+// poolStartAfterHello marks the fake child's hello for poolfail.
+func poolStartAfterHello(mode string) {
+	if mode == "poolfail" {
+		os.WriteFile(filepath.Join(os.Getenv(poolDirEnv), os.Getenv("SKULK_CHILD_ID")+".hello"), nil, 0o600)
+	}
+}
+
+// waitMarkers waits until dir holds n files ending in suffix, for 30 s at
+// most.
+func waitMarkers(dir, suffix string, n int) bool {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(dir, "*"+suffix)); len(m) >= n {
+			return true
+		}
+	}
+	return false
+}
