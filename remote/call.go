@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skulkrt/skulk/remote/internal/message"
+
 	"github.com/skulkrt/skulk/internal/packetio"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -439,7 +441,7 @@ func (c *Call) readEnd(r *packetio.Reader) bool {
 	}
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	return c.l.finFlags&FinSynthetic != 0
+	return c.l.finFlags&message.FinSynthetic != 0
 }
 
 // checkSchemas checks a provider frame's payload against the tool's

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skulkrt/skulk/remote/internal/message"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
@@ -209,7 +211,7 @@ func WithInput(payloads ...frame.Payload) CallOption {
 // Refusals come back at once and send nothing: host.ErrUnknownTool, a
 // *host.SchemaError (arguments checked against the tool's
 // arguments_schema, defaults filled, as host.Call does), an error
-// matching protocol.ErrHeaderLength for an invoke or a WithInput chunk over
+// matching wire.ErrTooLarge for an invoke or a WithInput chunk over
 // the protocol's 64 KiB header, ErrNoTools, ErrClientClosed. Everything else is the call's outcome: a host that
 // cannot be reached, dies, or falls silent gives a synthetic failed
 // unreachable within Options.UnreachableBound; a lost message a
@@ -299,8 +301,8 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		c.wg.Done()
 		return nil, call.refused(ctx, "host_closed", frame.CodeUnreachable, ErrClientClosed)
 	}
-	first := b[:min(len(b), MaxOpenData, c.frag)]                                                   // an open fits the server's max_payload too
-	_ = l.publishTo(callSubject(c.name), c.inbox+"."+token, KindOpen, uint64(c.opts.Window), first) // a failed publish fails the link
+	first := b[:min(len(b), message.MaxOpenData, c.frag)]                                                   // an open fits the server's max_payload too
+	_ = l.publishTo(callSubject(c.name), c.inbox+"."+token, message.KindOpen, uint64(c.opts.Window), first) // a failed publish fails the link
 	l.sent = uint64(len(first))
 	go call.read() // ends at the call's terminal; Close ends every call
 	call.startClocks()

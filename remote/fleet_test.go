@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skulkrt/skulk/internal/protocol"
-
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
@@ -24,6 +22,7 @@ import (
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/natstest"
 	"github.com/skulkrt/skulk/remote"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // margin is what a loaded 2-core machine under -race may add to a stated
@@ -203,7 +202,7 @@ func TestFleet(t *testing.T) {
 		// Invoke and input larger than a message: the open carries what
 		// fits, the rest follows the accept.
 		_, err := f.cl.Call(ctx, "echo", nil, remote.WithInput(frame.MustPayload(map[string]any{"text": strings.Repeat("x", 3*fleetMaxPayload)})))
-		require.ErrorIs(t, err, protocol.ErrHeaderLength, "a chunk over max_header is refused before anything is sent")
+		require.ErrorIs(t, err, wire.ErrTooLarge, "a chunk over max_header is refused before anything is sent")
 		text := strings.Repeat("x", fleetMaxPayload+fleetMaxPayload/4)
 		c, err := f.cl.Call(ctx, "echo", nil, remote.WithInput(frame.MustPayload(map[string]any{"text": text})))
 		require.NoError(t, err)

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skulkrt/skulk/remote/internal/message"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/skulkrt/skulk/frame"
@@ -35,7 +37,7 @@ var (
 
 // linkViolation is the cause of a link ended by a malformed message.
 func linkViolation(err error) *linkError {
-	if me, ok := err.(*MessageError); ok {
+	if me, ok := err.(*message.Error); ok {
 		return &linkError{frame.CodeInvalidFrame, "a message of the call broke the protocol: " + me.Field + ": " + me.Reason}
 	}
 	return &linkError{frame.CodeInvalidFrame, "a message of the call broke the protocol"}
@@ -118,7 +120,7 @@ func (l *link) fail(err error) bool {
 // abort ends the link with err and tells the peer why (best effort).
 func (l *link) abort(err *linkError) {
 	if l.fail(err) {
-		_ = l.publish(KindAbort, uint64(err.code), []byte(cutReason(err.msg)))
+		_ = l.publish(message.KindAbort, uint64(err.code), []byte(cutReason(err.msg)))
 	}
 }
 
@@ -131,7 +133,7 @@ func (l *link) cause() error {
 
 // publish sends one message to the peer; a failed publish fails the
 // link.
-func (l *link) publish(kind Kind, arg uint64, body []byte) error {
+func (l *link) publish(kind message.Kind, arg uint64, body []byte) error {
 	l.mu.Lock()
 	out := l.out
 	l.mu.Unlock()
@@ -140,7 +142,7 @@ func (l *link) publish(kind Kind, arg uint64, body []byte) error {
 	}
 	l.pubMu.Lock()
 	defer l.pubMu.Unlock()
-	l.scratch = AppendMessage(l.scratch[:0], Message{Kind: kind, Seq: l.outSeq, Arg: arg, Body: body})
+	l.scratch = message.Append(l.scratch[:0], message.Message{Kind: kind, Seq: l.outSeq, Arg: arg, Body: body})
 	l.outSeq++
 	err := l.nc.Publish(out, l.scratch)
 	if cap(l.scratch) > 64<<10 {
@@ -155,10 +157,10 @@ func (l *link) publish(kind Kind, arg uint64, body []byte) error {
 }
 
 // publishTo sends message 0 to subj with reply set (an open).
-func (l *link) publishTo(subj, reply string, kind Kind, arg uint64, body []byte) error {
+func (l *link) publishTo(subj, reply string, kind message.Kind, arg uint64, body []byte) error {
 	l.pubMu.Lock()
 	defer l.pubMu.Unlock()
-	b := AppendMessage(nil, Message{Kind: kind, Seq: l.outSeq, Arg: arg, Body: body})
+	b := message.Append(nil, message.Message{Kind: kind, Seq: l.outSeq, Arg: arg, Body: body})
 	l.outSeq++
 	l.lastSent.Store(time.Now().UnixNano())
 	if err := l.nc.PublishRequest(subj, reply, b); err != nil {
@@ -200,7 +202,7 @@ func (l *link) write(ctx context.Context, p []byte) error {
 			return err
 		}
 		n := min(uint64(len(p)), room, uint64(l.frag))
-		if err := l.publish(KindData, 0, p[:n]); err != nil {
+		if err := l.publish(message.KindData, 0, p[:n]); err != nil {
 			return err
 		}
 		l.sent += n
@@ -247,7 +249,7 @@ func (l *link) Read(p []byte) (int, error) {
 	}
 	l.mu.Unlock()
 	if grant != 0 {
-		_ = l.publish(KindCredit, grant, nil) // a failed publish fails the link
+		_ = l.publish(message.KindCredit, grant, nil) // a failed publish fails the link
 	}
 	return n, nil
 }
@@ -262,7 +264,7 @@ func (l *link) cancel() {
 		return
 	}
 	l.mu.Unlock()
-	_ = l.publish(KindCancel, 0, nil)
+	_ = l.publish(message.KindCancel, 0, nil)
 }
 
 // opened queues the stream bytes an open carried (the serving side,
@@ -299,7 +301,7 @@ func (l *link) setOnCancel(f func()) {
 // deliver takes one message of the peer. It never blocks on the reader:
 // a message beyond the call's rules fails the link (and tells the peer).
 func (l *link) deliver(data []byte) {
-	m, err := ParseMessage(data)
+	m, err := message.Parse(data)
 	if err != nil {
 		l.abort(linkViolation(err))
 		return
@@ -319,7 +321,7 @@ func (l *link) deliver(data []byte) {
 	var bad *linkError
 	var hook func()
 	switch m.Kind {
-	case KindAccept:
+	case message.KindAccept:
 		if l.out != "" {
 			bad = errUnwanted
 			break
@@ -327,9 +329,9 @@ func (l *link) deliver(data []byte) {
 		l.out, l.limit = string(m.Body), m.Arg
 		l.notifyLocked()
 		if l.wantCancel {
-			hook = func() { _ = l.publish(KindCancel, 0, nil) }
+			hook = func() { _ = l.publish(message.KindCancel, 0, nil) }
 		}
-	case KindData:
+	case message.KindData:
 		switch {
 		case l.fin || l.out == "":
 			bad = errUnwanted
@@ -340,27 +342,27 @@ func (l *link) deliver(data []byte) {
 			l.recvd += uint64(len(m.Body))
 			l.notifyLocked()
 		}
-	case KindCredit:
+	case message.KindCredit:
 		if m.Arg < l.limit {
 			bad = errUnwanted
 			break
 		}
 		l.limit = m.Arg
 		l.notifyLocked()
-	case KindPing:
-	case KindCancel:
+	case message.KindPing:
+	case message.KindCancel:
 		if !l.cancelled {
 			l.cancelled = true
 			hook = l.onCancel
 		}
-	case KindFin:
+	case message.KindFin:
 		if l.fin {
 			bad = errUnwanted
 			break
 		}
 		l.fin, l.finFlags = true, m.Arg
 		l.notifyLocked()
-	case KindTree:
+	case message.KindTree:
 		if l.onTree == nil || l.out == "" || l.fin || l.tree != "" || frame.CheckCallID(string(m.Body)) != nil { // onTree is set on a caller's link only
 			bad = errUnwanted
 			break
@@ -368,7 +370,7 @@ func (l *link) deliver(data []byte) {
 		l.tree = string(m.Body)
 		f, tree := l.onTree, l.tree
 		hook = func() { f(tree) }
-	case KindAbort:
+	case message.KindAbort:
 		code := frame.Code(m.Arg)
 		if !validCode(code) {
 			code = frame.CodeTransportError
@@ -401,17 +403,17 @@ func (l *link) tick(now int64, interval, timeout time.Duration) {
 		return
 	}
 	if now-l.lastSent.Load() >= int64(interval) {
-		_ = l.publish(KindPing, 0, nil)
+		_ = l.publish(message.KindPing, 0, nil)
 	}
 }
 
-// cutReason cuts s to at most MaxReason bytes on a character boundary.
+// cutReason cuts s to at most message.MaxReason bytes on a character boundary.
 func cutReason(s string) string {
 	s = frame.SanitizeMessage(s)
-	if len(s) <= MaxReason {
+	if len(s) <= message.MaxReason {
 		return s
 	}
-	n := MaxReason
+	n := message.MaxReason
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skulkrt/skulk/remote/internal/message"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -114,7 +116,7 @@ func hostPrefix(name, id string) string {
 // fragmentFor is the data message size for a connection: DefaultFragment,
 // less when the server's max_payload is smaller.
 func fragmentFor(nc *nats.Conn) int {
-	mp := int(nc.MaxPayload()) - HeaderLen
+	mp := int(nc.MaxPayload()) - message.HeaderLen
 	if mp <= 0 {
 		mp = 1
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/skulkrt/skulk/remote/internal/message"
+
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
@@ -186,9 +188,9 @@ func (s *Server) open(req micro.Request) {
 	if reply == "" {
 		return
 	}
-	m, err := ParseMessage(req.Data())
-	if err == nil && m.Kind != KindOpen {
-		err = &MessageError{"kind", "the first message must be an open"}
+	m, err := message.Parse(req.Data())
+	if err == nil && m.Kind != message.KindOpen {
+		err = &message.Error{Field: "kind", Reason: "the first message must be an open"}
 	}
 	token := nuid.Next()
 	l := newLink(s.nc, token, uint64(s.opts.Window), s.frag)
@@ -205,7 +207,7 @@ func (s *Server) open(req micro.Request) {
 		l.abort(errServerClosing)
 		return
 	}
-	if err := l.publish(KindAccept, uint64(s.opts.Window), []byte(hostPrefix(s.name, s.id)+"."+token)); err != nil {
+	if err := l.publish(message.KindAccept, uint64(s.opts.Window), []byte(hostPrefix(s.name, s.id)+"."+token)); err != nil {
 		s.links.drop(l)
 		s.wg.Done()
 		return
@@ -258,11 +260,11 @@ func (s *Server) serveCall(l *link) {
 	var je *calllog.JournalError
 	switch { // the tree the call is recorded in, a refused one's too; a failed publish fails the link
 	case err == nil:
-		_ = l.publish(KindTree, 0, []byte(call.Tree()))
+		_ = l.publish(message.KindTree, 0, []byte(call.Tree()))
 	case errors.As(err, &re) && re.Tree != "":
-		_ = l.publish(KindTree, 0, []byte(re.Tree))
+		_ = l.publish(message.KindTree, 0, []byte(re.Tree))
 	case errors.As(err, &je) && je.Tree != "":
-		_ = l.publish(KindTree, 0, []byte(je.Tree))
+		_ = l.publish(message.KindTree, 0, []byte(je.Tree))
 	}
 	if err != nil {
 		code, msg := refusal(err)
@@ -398,9 +400,9 @@ func (o *output) finish(ctx context.Context, f frame.Frame, synthetic bool) {
 	}
 	var flags uint64
 	if synthetic {
-		flags = FinSynthetic
+		flags = message.FinSynthetic
 	}
-	_ = o.l.publish(KindFin, flags, nil)
+	_ = o.l.publish(message.KindFin, flags, nil)
 }
 
 // pumpIn passes the caller's frames to the host call: chunks to Send,

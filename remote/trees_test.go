@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skulkrt/skulk/remote/internal/message"
+
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,19 +213,19 @@ func TestTreeMessageRules(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer tools.Unsubscribe()
-	accept := remote.Message{Kind: remote.KindAccept, Arg: remote.DefaultWindow, Body: []byte("skulk.fake.h.x.y")}
-	tree := func(seq uint64, id string) remote.Message {
-		return remote.Message{Kind: remote.KindTree, Seq: seq, Body: []byte(id)}
+	accept := message.Message{Kind: message.KindAccept, Arg: remote.DefaultWindow, Body: []byte("skulk.fake.h.x.y")}
+	tree := func(seq uint64, id string) message.Message {
+		return message.Message{Kind: message.KindTree, Seq: seq, Body: []byte(id)}
 	}
-	answers := map[string][]remote.Message{
+	answers := map[string][]message.Message{
 		"twice":     {accept, tree(1, "t-1"), tree(2, "t-2")},
 		"before":    {tree(0, "t-1")},
 		"not an id": {accept, tree(1, strings.Repeat("a", 129))},
 	}
-	next := make(chan []remote.Message, 1) // one call at a time
+	next := make(chan []message.Message, 1) // one call at a time
 	calls, err := nc.Subscribe("skulk.fake.call", func(m *nats.Msg) {
 		for _, msg := range <-next {
-			_ = nc.Publish(m.Reply, remote.AppendMessage(nil, msg))
+			_ = nc.Publish(m.Reply, message.Append(nil, msg))
 		}
 	})
 	require.NoError(t, err)
@@ -243,7 +245,7 @@ func TestTreeMessageRules(t *testing.T) {
 	}
 
 	// A good tree message names the tree (the call then dies unanswered).
-	next <- []remote.Message{accept, tree(1, "t-9")}
+	next <- []message.Message{accept, tree(1, "t-9")}
 	c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return c.Tree() == "t-9" }, 10*time.Second, 10*time.Millisecond)

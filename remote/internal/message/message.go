@@ -1,4 +1,10 @@
-package remote
+// Package message is the format of the messages a remote call's two ends
+// exchange over NATS (docs/protocol.md §10): an 18-byte header (version,
+// kind, sequence, arg) and a body, every length checked before anything
+// is kept. Parse reads one message and Append writes one; a message that
+// breaks the format is an *Error matching ErrMalformed, which fails that
+// call only.
+package message
 
 import (
 	"encoding/binary"
@@ -92,13 +98,13 @@ const (
 // broke the protocol), not written by the provider.
 const FinSynthetic = 1
 
-// ErrMessage is matched (errors.Is) by every *MessageError: a message of a
+// ErrMalformed is matched (errors.Is) by every *MessageError: a message of a
 // call that breaks docs/protocol.md §10. It fails that call only.
-var ErrMessage = errors.New("remote: malformed message")
+var ErrMalformed = errors.New("remote: malformed message")
 
-// MessageError reports a message that breaks the format; it names the
+// Error reports a message that breaks the format; it names the
 // field and the rule, never the value.
-type MessageError struct {
+type Error struct {
 	// Field is the part at fault: "length", "version", "kind",
 	// "sequence", "arg" or "body".
 	Field string
@@ -106,12 +112,12 @@ type MessageError struct {
 	Reason string
 }
 
-func (e *MessageError) Error() string {
+func (e *Error) Error() string {
 	return "remote: malformed message: " + e.Field + ": " + e.Reason
 }
 
 // Is makes a *MessageError match ErrMessage.
-func (e *MessageError) Is(target error) bool { return target == ErrMessage }
+func (e *Error) Is(target error) bool { return target == ErrMalformed }
 
 // Message is one parsed message. Body aliases the bytes it was parsed
 // from: it is valid as long as they are.
@@ -122,85 +128,85 @@ type Message struct {
 	Body []byte
 }
 
-// ParseMessage parses b, checking the length of every part against the
+// Parse parses b, checking the length of every part against the
 // limits above before anything is kept. It never allocates.
-func ParseMessage(b []byte) (Message, error) {
+func Parse(b []byte) (Message, error) {
 	if len(b) < HeaderLen {
-		return Message{}, &MessageError{"length", "shorter than the header"}
+		return Message{}, &Error{"length", "shorter than the header"}
 	}
 	if len(b) > MaxMessage {
-		return Message{}, &MessageError{"length", "over the message limit"}
+		return Message{}, &Error{"length", "over the message limit"}
 	}
 	if b[0] != Version {
-		return Message{}, &MessageError{"version", "unknown version"}
+		return Message{}, &Error{"version", "unknown version"}
 	}
 	m := Message{Kind: Kind(b[1]), Seq: binary.BigEndian.Uint64(b[2:]), Arg: binary.BigEndian.Uint64(b[10:]), Body: b[HeaderLen:]}
 	n := len(m.Body)
 	switch m.Kind {
 	case KindOpen:
 		if n > MaxOpenData {
-			return Message{}, &MessageError{"body", "open data over its limit"}
+			return Message{}, &Error{"body", "open data over its limit"}
 		}
 		if m.Seq != 0 {
-			return Message{}, &MessageError{"sequence", "an open is message 0"}
+			return Message{}, &Error{"sequence", "an open is message 0"}
 		}
 		if m.Arg == 0 {
-			return Message{}, &MessageError{"arg", "a window of zero"}
+			return Message{}, &Error{"arg", "a window of zero"}
 		}
 	case KindAccept:
 		if n == 0 || n > MaxSubject || !validSubject(m.Body) {
-			return Message{}, &MessageError{"body", "not a subject of 1 to 255 bytes without spaces or wildcards"}
+			return Message{}, &Error{"body", "not a subject of 1 to 255 bytes without spaces or wildcards"}
 		}
 		if m.Seq != 0 {
-			return Message{}, &MessageError{"sequence", "an accept is message 0"}
+			return Message{}, &Error{"sequence", "an accept is message 0"}
 		}
 		if m.Arg == 0 {
-			return Message{}, &MessageError{"arg", "a window of zero"}
+			return Message{}, &Error{"arg", "a window of zero"}
 		}
 	case KindData:
 		if n == 0 {
-			return Message{}, &MessageError{"body", "empty data"}
+			return Message{}, &Error{"body", "empty data"}
 		}
 		if m.Arg != 0 {
-			return Message{}, &MessageError{"arg", "must be 0"}
+			return Message{}, &Error{"arg", "must be 0"}
 		}
 	case KindCredit:
 		if n != 0 {
-			return Message{}, &MessageError{"body", "must be empty"}
+			return Message{}, &Error{"body", "must be empty"}
 		}
 	case KindPing, KindCancel:
 		if n != 0 || m.Arg != 0 {
-			return Message{}, &MessageError{"body", "arg and body must be empty"}
+			return Message{}, &Error{"body", "arg and body must be empty"}
 		}
 	case KindFin:
 		if n != 0 {
-			return Message{}, &MessageError{"body", "must be empty"}
+			return Message{}, &Error{"body", "must be empty"}
 		}
 		if m.Arg&^FinSynthetic != 0 {
-			return Message{}, &MessageError{"arg", "unknown flags"}
+			return Message{}, &Error{"arg", "unknown flags"}
 		}
 	case KindAbort:
 		if n > MaxReason || !utf8.Valid(m.Body) {
-			return Message{}, &MessageError{"body", "a reason over 512 bytes or not UTF-8"}
+			return Message{}, &Error{"body", "a reason over 512 bytes or not UTF-8"}
 		}
 		if m.Arg == 0 || m.Arg > 255 {
-			return Message{}, &MessageError{"arg", "not a failure code"}
+			return Message{}, &Error{"arg", "not a failure code"}
 		}
 	case KindTree:
 		if n > maxCallIDBytes || frame.CheckCallID(string(m.Body)) != nil {
-			return Message{}, &MessageError{"body", "not a call id of 1 to 128 characters of UTF-8"}
+			return Message{}, &Error{"body", "not a call id of 1 to 128 characters of UTF-8"}
 		}
 		if m.Arg != 0 {
-			return Message{}, &MessageError{"arg", "must be 0"}
+			return Message{}, &Error{"arg", "must be 0"}
 		}
 	default:
-		return Message{}, &MessageError{"kind", "unknown kind"}
+		return Message{}, &Error{"kind", "unknown kind"}
 	}
 	return m, nil
 }
 
-// AppendMessage appends the encoding of m to b.
-func AppendMessage(b []byte, m Message) []byte {
+// Append appends the encoding of m to b.
+func Append(b []byte, m Message) []byte {
 	b = append(b, Version, byte(m.Kind))
 	b = binary.BigEndian.AppendUint64(b, m.Seq)
 	b = binary.BigEndian.AppendUint64(b, m.Arg)
