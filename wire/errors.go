@@ -20,3 +20,9 @@ var ErrProtocol = protocol.ErrProtocol
 // and read from a peer it is a protocol error that also matches
 // ErrProtocol.
 var ErrTooLarge = protocol.ErrTooLarge
+
+// ErrNotOffered is matched (errors.Is) by the protocol error for a packet
+// the reading side did not offer to take: a tools packet from a child
+// whose startup did not have tools_updates: true (docs/protocol.md §3). It
+// also matches ErrProtocol: the connection is closed.
+var ErrNotOffered = protocol.ErrNotOffered
