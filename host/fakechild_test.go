@@ -18,7 +18,8 @@ import (
 // The fake child: this test binary, re-executed with fakeModeEnv set,
 // speaks raw packets to the host and misbehaves on purpose. Its mode
 // changes the control side ("" or "ok": well behaved; "nopong": never
-// answers pings; "stalepong": answers each with the first ping's nonce; "badversion": offers only version 2; "nohello": says
+// answers pings; "stalepong": answers each with the first ping's nonce; "badversion": offers only version 2;
+// "badtools": sends a tools packet of two tools with one id; "nohello": says
 // nothing; "exit": exits at once; the pool start modes of poolstart_test.go).
 // Its pongs count the calls whose tool has not returned.
 // Its tools change one call:
@@ -93,6 +94,9 @@ func fakeChild(mode string) int {
 	poolStartAfterHello(mode)
 	if _, err := cr.ReadPacket(); err != nil {
 		return 2
+	}
+	if mode == "badtools" { // a tool list the host cannot take: two tools of one id
+		cw(&wire.Tools{Tools: []wire.Tool{{ID: "ok"}, {ID: "ok"}}})
 	}
 	var mu sync.Mutex // serializes the process's exit with writes
 	go func() {

@@ -21,8 +21,9 @@ var ErrProtocol = protocol.ErrProtocol
 // ErrProtocol.
 var ErrTooLarge = protocol.ErrTooLarge
 
-// ErrNotOffered is matched (errors.Is) by the protocol error for a packet
-// the reading side did not offer to take: a tools packet from a child
-// whose startup did not have tools_updates: true (docs/protocol.md §3). It
-// also matches ErrProtocol: the connection is closed.
-var ErrNotOffered = protocol.ErrNotOffered
+// ErrToolsNotOffered is matched (errors.Is) by the protocol error for a
+// tools packet from a child whose startup did not have tools_updates: true
+// (docs/protocol.md §3). It also matches ErrProtocol: the host closes the
+// control connection. The Go child SDK returns it, wrapped, for a tool
+// list it cannot send for that reason.
+var ErrToolsNotOffered = protocol.ErrToolsNotOffered
