@@ -32,8 +32,18 @@ func TestToolListChangedByRunningChild(t *testing.T) {
 	ctx := callCtx(t, 30*time.Second)
 	require.Contains(t, toolIDs(h), "upper")
 
-	sleeping, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 600}))
+	// A call running in the child when the list changes: its first chunk
+	// has come back.
+	inflight, err := h.Call(ctx, "echo", nil)
 	require.NoError(t, err)
+	require.NoError(t, inflight.Send(ctx, frame.MustPayload(map[string]any{"k": 0}), nil))
+	for {
+		f, err := inflight.Recv(ctx)
+		require.NoError(t, err)
+		if f.Kind == frame.KindChunk {
+			break
+		}
+	}
 
 	changed := h.ToolsChanged()
 	rc, err := h.Call(ctx, "retool", frame.MustPayload(map[string]any{"keep": []string{"count"}, "alias": "echo2"}))
@@ -65,14 +75,22 @@ func TestToolListChangedByRunningChild(t *testing.T) {
 	require.Equal(t, frame.KindCompleted, fs[len(fs)-1].Kind)
 	require.False(t, fs[len(fs)-1].Synthetic)
 
-	// The call started before the change keeps its tool.
-	slept, err := sleeping.Wait()
-	require.NoError(t, err)
-	var v struct {
-		SleptMS int `json:"slept_ms"`
+	// The call started before the change keeps its tool, though the new
+	// list drops it.
+	require.NoError(t, inflight.Send(ctx, frame.MustPayload(map[string]any{"k": 1}), nil))
+	require.NoError(t, inflight.CloseSend())
+	var last frame.Frame
+	for f, err := range inflight.Frames() {
+		require.NoError(t, err)
+		last = f
 	}
-	require.NoError(t, slept.Decode(&v))
-	require.Equal(t, 600, v.SleptMS)
+	require.Equal(t, frame.KindCompleted, last.Kind)
+	require.False(t, last.Synthetic)
+	var echoed struct {
+		Chunks int `json:"chunks"`
+	}
+	require.NoError(t, last.Payload.Decode(&echoed))
+	require.Equal(t, 2, echoed.Chunks)
 
 	info := h.Children()
 	require.Len(t, info, 1)
