@@ -211,7 +211,9 @@ func (h *Host) startPool(ctx context.Context) error {
 }
 
 // Tools returns the tool catalogue of the children: ids, descriptions and
-// schemas. The slice is shared: do not modify it.
+// schemas, from the hello of the child that started last or the tools
+// packet a running child sent since (ToolsChanged says when it changes).
+// The slice is shared: do not modify it.
 func (h *Host) Tools() []wire.Tool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
