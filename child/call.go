@@ -100,7 +100,7 @@ type call struct {
 
 func newCall(c *conn, inv *wire.Invoke) *call {
 	cl := &call{
-		c: c, inv: inv, tool: c.s.tools[inv.ToolID],
+		c: c, inv: inv, tool: c.s.tool(inv.ToolID),
 		next:  1,
 		fence: *sequence.New(inv.CallID, frame.CallerToProvider, 0),
 	}

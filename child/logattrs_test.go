@@ -44,6 +44,8 @@ var otherMessages = map[string]bool{
 	"accepting a stream connection failed":                true,
 	"abandoning handlers that ignore cancellation":        true,
 	"stream connection: packet before an invoke":          true,
+	"tool list changed":                                   true,
+	"tool list not changed":                               true,
 }
 
 // Every log call of the package is listed as about a call or not, so a

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,8 +96,8 @@ func Serve(ctx context.Context, control Conn, streams Listener, opts Options) er
 type server struct {
 	opts    *Options
 	log     *slog.Logger
-	tracer  trace.Tracer // from opts.TracerProvider; nil: no spans
-	tools   map[string]*Tool
+	tracer  trace.Tracer                     // from opts.TracerProvider; nil: no spans
+	tools   atomic.Pointer[map[string]*Tool] // by id; replaced whole by Options.ToolUpdates (watchTools)
 	control Conn
 	ln      Listener
 	cw      *coalesce.Writer // the control connection's writer: pongs and bye
@@ -104,6 +105,7 @@ type server struct {
 	offer       *offer        // the calls the host offers, from startup; nil for none
 	limits      wire.Limits   // effective, from startup
 	cancelGrace time.Duration // from startup
+	toolUpdates bool          // startup's tools_updates: the host takes tools packets
 
 	ctx       context.Context // parent of every call; cancelled when Serve stops
 	cancel    context.CancelCauseFunc
@@ -133,7 +135,6 @@ type server struct {
 func newServer(control Conn, ln Listener, opts *Options) *server {
 	s := &server{
 		opts: opts, log: opts.logger(), control: control, ln: ln,
-		tools:    make(map[string]*Tool, len(opts.Tools)),
 		callDone: make(chan struct{}, 1),
 		calls:    make(map[string]*call),
 		conns:    make(map[*conn]struct{}),
@@ -143,10 +144,63 @@ func newServer(control Conn, ln Listener, opts *Options) *server {
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(spanctx.ScopeName)
 	}
-	for i := range opts.Tools {
-		s.tools[opts.Tools[i].ID] = &opts.Tools[i]
-	}
+	s.tools.Store(toolMap(opts.Tools))
 	return s
+}
+
+// toolMap indexes tools by id.
+func toolMap(tools []Tool) *map[string]*Tool {
+	m := make(map[string]*Tool, len(tools))
+	for i := range tools {
+		m[tools[i].ID] = &tools[i]
+	}
+	return &m
+}
+
+// tool returns the tool named id, or nil.
+func (s *server) tool(id string) *Tool { return (*s.tools.Load())[id] }
+
+// watchTools takes the lists of Options.ToolUpdates until s.ctx is done
+// or the channel is closed.
+func (s *server) watchTools(updates <-chan []Tool) {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case tools, ok := <-updates:
+			if !ok {
+				return
+			}
+			if err := s.setTools(tools); err != nil {
+				s.log.Error("tool list not changed", "err", err)
+			}
+		}
+	}
+}
+
+// setTools replaces the child's tools with a copy of tools and sends the
+// host their descriptors. The handlers change first: once the host knows
+// a new tool, its calls find their handler. A call the host started
+// before it read the packet, of a tool the list drops, ends with
+// "unknown tool".
+func (s *server) setTools(tools []Tool) error {
+	if !s.toolUpdates {
+		return fmt.Errorf("child: the host's startup did not offer tools_updates: %w", wire.ErrToolsNotOffered)
+	}
+	if err := validateTools(tools); err != nil {
+		return err
+	}
+	tools = slices.Clone(tools)
+	p := &wire.Tools{Tools: make([]wire.Tool, len(tools))}
+	for i := range tools {
+		p.Tools[i] = tools[i].descriptor()
+	}
+	s.tools.Store(toolMap(tools))
+	if err := s.cw.Write(s.ctx, coalesce.Stream, p); err != nil {
+		return fmt.Errorf("child: writing the tools packet: %w", err)
+	}
+	s.log.Debug("tool list changed", "tools", len(tools))
+	return nil
 }
 
 func (s *server) hello() *wire.Hello {
@@ -199,6 +253,9 @@ func (s *server) serve(ctx context.Context) error {
 	s.wg.Go(func() {               // stopped by closing s.control
 		ctlDone <- s.readControl(cr, drained)
 	})
+	if s.opts.ToolUpdates != nil {
+		s.wg.Go(func() { s.watchTools(s.opts.ToolUpdates) }) // stopped by s.cancel
+	}
 
 	wait := hostGoneWait
 	select {
@@ -269,6 +326,7 @@ func (s *server) start(cr *packetio.Reader) error {
 	cr.SetLimits(s.limits)
 	s.cw.SetLimits(s.limits)
 	s.cancelGrace = protocol.Millis(st.CancelGraceMS) // absent from the packet: the wire's default
+	s.toolUpdates = st.ToolsUpdates
 	if s.offer, err = newOffer(st.Calls); err != nil {
 		return fmt.Errorf("%w: calls: %w", ErrBadStartup, err)
 	}

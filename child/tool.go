@@ -135,6 +135,20 @@ type Options struct {
 	// providers); a handler's context still carries the invoke's remote
 	// span context and baggage, for the handler's own spans.
 	TracerProvider trace.TracerProvider
+	// ToolUpdates, when not nil, changes the child's tools while it
+	// serves: each list received from it replaces the tools (the handlers
+	// of new calls come from it; calls already started keep theirs) and
+	// is sent to the host in a tools packet, so the host checks new calls
+	// against it (docs/protocol.md §3). The child receives from the
+	// channel from startup until it stops serving; a send blocks until
+	// then, so send with a select on a context of yours, or through a
+	// buffered channel. A list Validate would refuse (a tool without a
+	// handler, a duplicate id; more than 4,096 tools) is logged and
+	// dropped, and so is every list when the host's startup did not offer
+	// tools_updates (the error matches wire.ErrToolsNotOffered): the child then
+	// keeps the tools of its hello, as the host does. An empty list offers
+	// no tools. nil: the tools of Tools, for the child's whole life.
+	ToolUpdates <-chan []Tool
 }
 
 // ErrOptions is matched by every error of Options.Validate.
@@ -147,9 +161,28 @@ func (o *Options) Validate() error {
 	if len(o.Tools) == 0 {
 		return fmt.Errorf("%w: no tools", ErrOptions)
 	}
-	seen := make(map[string]bool, len(o.Tools))
-	for i := range o.Tools {
-		t := &o.Tools[i]
+	if err := validateTools(o.Tools); err != nil {
+		return err
+	}
+	if o.MaxStreams < 0 {
+		return fmt.Errorf("%w: max streams is negative", ErrOptions)
+	}
+	if o.StartupTimeout < 0 {
+		return fmt.Errorf("%w: startup timeout is negative", ErrOptions)
+	}
+	return nil
+}
+
+// validateTools reports the first problem with a tool list: a tool
+// without a handler, an invalid or duplicate tool id, a version that is
+// too long, more tools than a packet carries.
+func validateTools(tools []Tool) error {
+	if len(tools) > maxTools {
+		return fmt.Errorf("%w: more than %d tools", ErrOptions, maxTools)
+	}
+	seen := make(map[string]bool, len(tools))
+	for i := range tools {
+		t := &tools[i]
 		if err := frame.CheckCallID(t.ID); err != nil {
 			return fmt.Errorf("%w: tool %d: id must be 1 to 128 characters of UTF-8", ErrOptions, i)
 		}
@@ -164,14 +197,12 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("%w: tool %d: version longer than %d characters", ErrOptions, i, maxVersionChars)
 		}
 	}
-	if o.MaxStreams < 0 {
-		return fmt.Errorf("%w: max streams is negative", ErrOptions)
-	}
-	if o.StartupTimeout < 0 {
-		return fmt.Errorf("%w: startup timeout is negative", ErrOptions)
-	}
 	return nil
 }
+
+// maxTools bounds a tool list: what hello and a tools packet carry
+// (docs/protocol.md §3).
+const maxTools = 4096
 
 func (o *Options) logger() *slog.Logger {
 	if o.Logger != nil {

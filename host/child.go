@@ -58,8 +58,8 @@ type child struct {
 	ctrlW      *coalesce.Writer
 	maxStreams int
 	limits     wire.Limits
-	outLimit   *outputLimit // the rate its output lines are forwarded at
-	cat        *toolschema.Catalog
+	outLimit   *outputLimit        // the rate its output lines are forwarded at
+	cat        *toolschema.Catalog // hello's, then each tools packet's; replaced under Host.mu once readControl runs
 
 	calls    *callServer    // the call socket's server; nil when the host offers no calls (docs/protocol.md §8)
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
@@ -123,7 +123,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	h.mu.Lock()
 	ch.state = StateReady
 	s.state, s.cur = StateReady, ch
-	h.cat = ch.cat
+	h.setCatalogLocked(ch.cat)
 	h.notifyLocked()
 	h.mu.Unlock()
 	h.log.Info("child started", "child", id, "pid", proc.pid, "max_streams", ch.maxStreams)
@@ -189,7 +189,7 @@ func (ch *child) handshake(ctx context.Context) error {
 	err = ch.ctrlW.Write(context.Background(), coalesce.Request, &wire.Startup{
 		Protocol: wire.ProtocolVersion, ChildID: ch.id, Limits: ch.limits,
 		HealthIntervalMS: cfg.HealthInterval.Milliseconds(), CancelGraceMS: cfg.CancelGrace.Milliseconds(),
-		IngressQueue: protocol.IngressQueue, Calls: offer,
+		IngressQueue: protocol.IngressQueue, Calls: offer, ToolsUpdates: true,
 	})
 	if err == nil {
 		err = ch.ctrlW.Flush()
@@ -257,11 +257,36 @@ func (ch *child) readControl() {
 			case ch.byes <- struct{}{}:
 			default:
 			}
+		case *wire.Tools:
+			if err := ch.setTools(p.Tools); err != nil {
+				ch.ctrlErr = err
+				return
+			}
 		default:
 			ch.ctrlErr = fmt.Errorf("%w: %s on the control connection", wire.ErrProtocol, packetio.TypeOf(pkt))
 			return
 		}
 	}
+}
+
+// setTools replaces the child's catalogue with tools, checked as hello's
+// are (startup offered tools_updates, docs/protocol.md §3): new calls are
+// made against it, calls already started keep their tool. A list the
+// host cannot compile is a protocol error that ends the child.
+func (ch *child) setTools(tools []wire.Tool) error {
+	cat, err := toolschema.NewCatalog(tools)
+	if err != nil {
+		return fmt.Errorf("%w: tools: %w", wire.ErrProtocol, err)
+	}
+	h := ch.h
+	h.mu.Lock()
+	ch.cat = cat
+	if ch.slot.cur == ch {
+		h.setCatalogLocked(cat)
+	}
+	h.mu.Unlock()
+	h.log.Info("child tools changed", "child", ch.id, "tools", len(tools))
+	return nil
 }
 
 // stopMode says how a child is stopped.

@@ -51,7 +51,8 @@ type Host struct {
 	closing  bool
 	closeCtx context.Context     // Close's context, set when closing
 	changed  chan struct{}       // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
-	cat      *toolschema.Catalog // the catalogue of the latest child that started
+	cat      *toolschema.Catalog // the catalogue of the latest child that started or sent a tools packet
+	toolsNew chan struct{}       // made by ToolsChanged, closed and cleared when cat is replaced
 	pings    pingHist            // ping round trips (Stats)
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
@@ -213,11 +214,39 @@ func (h *Host) startPool(ctx context.Context) error {
 }
 
 // Tools returns the tool catalogue of the children: ids, descriptions and
-// schemas. The slice is shared: do not modify it.
+// schemas, from the hello of the child that started last or the tools
+// packet a running child sent since (ToolsChanged says when it changes).
+// The slice is shared: do not modify it.
 func (h *Host) Tools() []wire.Tool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.cat.List()
+}
+
+// ToolsChanged returns a channel that is closed when the catalogue Tools
+// returns is next replaced: a child started or restarted (perhaps a new
+// build with other tools), or a running child sent a new tool list
+// (docs/protocol.md §3, tools). Read Tools after it is closed, and call
+// ToolsChanged again for the change after that; the new list may equal
+// the old one. Safe to call concurrently; the channel is never closed by
+// Close.
+func (h *Host) ToolsChanged() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.toolsNew == nil {
+		h.toolsNew = make(chan struct{})
+	}
+	return h.toolsNew
+}
+
+// setCatalogLocked makes cat the catalogue of new calls and wakes
+// ToolsChanged's waiters. h.mu must be held.
+func (h *Host) setCatalogLocked(cat *toolschema.Catalog) {
+	h.cat = cat
+	if h.toolsNew != nil {
+		close(h.toolsNew)
+		h.toolsNew = nil
+	}
 }
 
 // Children describes every slot of the pool.
@@ -571,8 +600,12 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 		return nil, h.refuse(ctx, rec, "limits", frame.CodeInvalidFrame, err)
 	}
 	// The tool the child knows is the one the host validated against,
-	// unless the child was restarted with another build: use its own.
-	if ct := ch.cat.Tool(t.Desc.ID); ct != nil {
+	// unless the child was restarted with another build or changed its
+	// tools since: use its own.
+	h.mu.Lock()
+	cat := ch.cat
+	h.mu.Unlock()
+	if ct := cat.Tool(t.Desc.ID); ct != nil {
 		t = ct
 	}
 	var reqArgs frame.Payload

@@ -29,6 +29,7 @@ var callMessages = map[string]bool{
 // slot, a stream connection with no call on it, or the host itself.
 var otherMessages = map[string]bool{
 	"child started":                                           true,
+	"child tools changed":                                     true,
 	"child slot gave up restarting":                           true,
 	"child restart failed":                                    true,
 	"recycling child with stuck handlers":                     true,

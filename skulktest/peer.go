@@ -141,7 +141,10 @@ func bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, Timeout)
 }
 
-// Next returns the next control packet the child wrote.
+// Next returns the next control packet the child wrote. A tools packet
+// (a changed tool list) comes only after a startup with ToolsUpdates;
+// before, it is a protocol error: the control connection is read no
+// further, and Next's error matches wire.ErrToolsNotOffered.
 func (p *Peer) Next(ctx context.Context) (wire.Packet, error) { return p.h.Next(ctx) }
 
 // Hello waits for the child's hello.

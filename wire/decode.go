@@ -326,6 +326,11 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 				p.IngressQueue, err = readCount(&v)
 			case "calls":
 				p.Calls, err = decodeCalls(&v)
+			case "tools_updates":
+				p.ToolsUpdates = false
+				if !v.IsNil() {
+					p.ToolsUpdates, err = v.ReadBool()
+				}
 			}
 			if err != nil {
 				return nil, badField(t, string(k))
@@ -334,6 +339,17 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 		return p, nil
 	case protocol.TypeHello:
 		return decodeHello(h)
+	case protocol.TypeTools:
+		p := &Tools{}
+		it := newFields(h)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			if string(k) == "tools" {
+				if p.Tools, err = decodeTools(&v); err != nil {
+					return nil, badField(t, "tools")
+				}
+			}
+		}
+		return p, nil
 	}
 	return nil, protocol.ErrUnknownType
 }
@@ -1025,7 +1041,7 @@ func decodeHello(h []byte) (Packet, error) {
 	return p, nil
 }
 
-// maxTools bounds how many tools a hello may declare.
+// maxTools bounds how many tools a hello or a tools packet may declare.
 const maxTools = 4096
 
 // maxToolVersionChars bounds a tool descriptor's version (docs/protocol.md §3).

@@ -4,8 +4,9 @@
 // other languages too).
 //
 // It sits on top of package frame and below the host and child packages:
-// the control connection carries Hello, Startup, Ping, Pong, Cancel, Drain
-// and Bye; a stream connection carries Invoke, Frame and End. Every packet
+// the control connection carries Hello, Startup, Ping, Pong, Cancel, Drain,
+// Bye and Tools (a running child's new tool list, once Startup offered
+// it); a stream connection carries Invoke, Frame and End. Every packet
 // is an 8-byte prefix (header length and attachment length, both uint32
 // big-endian), a header that is exactly one MessagePack map with string
 // keys, and an attachment of raw bytes that only an inline-media frame may

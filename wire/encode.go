@@ -86,7 +86,7 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 				break
 			}
 		}
-		b = mpack.AppendMapHeader(b, 7+boolInt(p.Calls != nil))
+		b = mpack.AppendMapHeader(b, 7+boolInt(p.Calls != nil)+boolInt(p.ToolsUpdates))
 		b = appendKey(b, "t", "startup")
 		b = mpack.AppendInt(mpack.AppendString(b, "protocol"), p.Protocol)
 		b = appendKey(b, "child_id", p.ChildID)
@@ -97,8 +97,15 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 		if p.Calls != nil {
 			b, err = appendCalls(mpack.AppendString(b, "calls"), p.Calls)
 		}
+		// Only when true, so that a startup without it encodes as one of
+		// a host that does not know the key.
+		if err == nil && p.ToolsUpdates {
+			b = mpack.AppendBool(mpack.AppendString(b, "tools_updates"), true)
+		}
 	case *Hello:
 		b, err = appendHello(b, p)
+	case *Tools:
+		b, err = appendToolList(b, p)
 	default:
 		err = fmt.Errorf("wire: cannot encode a %T", p)
 	}
@@ -358,6 +365,24 @@ func appendHello(b []byte, p *Hello) ([]byte, error) {
 	b = mpack.AppendInt(mpack.AppendString(b, "pid"), p.PID)
 	b = mpack.AppendInt(mpack.AppendString(b, "max_streams"), p.MaxStreams)
 	b = appendLimits(mpack.AppendString(b, "limits"), p.Limits)
+	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(p.Tools))
+	for i := range p.Tools {
+		var err error
+		if b, err = AppendTool(b, &p.Tools[i]); err != nil {
+			return b, fmt.Errorf("wire: tool %d: %w", i, err)
+		}
+	}
+	return b, nil
+}
+
+// appendToolList encodes a tools packet: at most maxTools tools, each
+// with a valid id.
+func appendToolList(b []byte, p *Tools) ([]byte, error) {
+	if len(p.Tools) > maxTools {
+		return b, &frame.FieldError{Field: "tools", Reason: "more than 4096 tools"}
+	}
+	b = mpack.AppendMapHeader(b, 2)
+	b = appendKey(b, "t", "tools")
 	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(p.Tools))
 	for i := range p.Tools {
 		var err error

@@ -42,6 +42,8 @@ func FuzzReadPacket(f *testing.F) {
 	f.Add(pkt(hdr(frameKV("synthetic", true)...), nil))
 	f.Add(pkt(hdr(frameKV("media", inlineMedia("sample_rate", 0))...), []byte{1, 2, 3}))
 	f.Add(pkt(hdr("t", "hello", "max_streams", 1, "tools", []any{map[string]any{"id": "x", "input_schema": map[string]any{"a": []any{1.5}}}}), nil))
+	f.Add(pkt(hdr("t", "tools", "tools", []any{map[string]any{"id": "x", "version": "2", "result_schema": map[string]any{"type": "object"}}}), nil))
+	f.Add(pkt(hdr("t", "startup", "protocol", 1, "tools_updates", true), nil))
 	f.Add(prefix(0xffffffff, 0xffffffff))
 
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -65,6 +65,14 @@ func goldenPackets() []struct {
 				Tools: []wire.Tool{{ID: "lookup", Description: "looks a word up",
 					ArgumentsSchema: map[string]any{"type": "object", "required": []any{"word"}, "properties": map[string]any{"word": map[string]any{"type": "string"}}}}},
 				MaxDepth: 8, MaxInFlight: 16}}},
+		{"startup_tools_updates", &wire.Startup{Protocol: 1, ChildID: "child-1", Limits: packetio.DefaultLimits(), HealthIntervalMS: 1000,
+			CancelGraceMS: 1000, IngressQueue: protocol.IngressQueue, ToolsUpdates: true}},
+		{"tools", &wire.Tools{Tools: []wire.Tool{
+			{ID: "count", Version: "2", Description: "counts to n",
+				ArgumentsSchema: map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}}},
+			{ID: "echo"},
+		}}},
+		{"tools_empty", &wire.Tools{}},
 		{"ping", &wire.Ping{Nonce: 1 << 40}},
 		{"pong", &wire.Pong{Nonce: 1 << 40, Streams: 3, Stuck: 1}},
 		{"cancel", &wire.Cancel{CallID: "call-1", Reason: "caller went away"}},
@@ -169,7 +177,7 @@ func TestGoldenCoversEveryType(t *testing.T) {
 			}
 		}
 	}
-	for ty := protocol.TypeHello; ty <= protocol.TypeEnd; ty++ {
+	for ty := protocol.TypeHello; ty <= protocol.TypeTools; ty++ {
 		require.True(t, seen[ty], "no golden vector for %s", ty)
 	}
 	require.True(t, inline, "no golden inline-media frame with an attachment")

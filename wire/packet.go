@@ -9,7 +9,7 @@ import (
 const ProtocolVersion = 1
 
 // Packet is one of *Hello, *Startup, *Ping, *Pong, *Cancel, *Drain, *Bye,
-// *Invoke, *Frame and *End.
+// *Tools, *Invoke, *Frame and *End.
 // Only this package's packet types implement it.
 type Packet interface {
 	packetType() protocol.Type
@@ -81,6 +81,11 @@ type Startup struct {
 	// Calls is what the host lets the child call through it; nil means
 	// nothing (docs/protocol.md §8).
 	Calls *Calls
+	// ToolsUpdates says the host takes Tools packets, which replace the
+	// child's tool list while it runs; false: the child's tools are those
+	// of its hello for its whole life, and a Tools packet is a protocol
+	// error (ErrToolsNotOffered).
+	ToolsUpdates bool
 }
 
 // Calls is startup's calls map: the tools a child may call through its
@@ -135,6 +140,15 @@ type Bye struct {
 	Reason string
 }
 
+// Tools replaces the child's tool list while it runs: new calls are made
+// against these tools, calls already started keep theirs. A child sends it
+// on the control connection only when startup's ToolsUpdates is true.
+type Tools struct {
+	// Tools are the tools the child offers from now on, in hello's form;
+	// at most 4,096. Empty: none.
+	Tools []Tool
+}
+
 // Invoke starts a call on a stream connection.
 type Invoke struct {
 	// CallID names the call: 1 to 128 characters, unique per host.
@@ -187,6 +201,8 @@ func (*Cancel) packetType() protocol.Type { return protocol.TypeCancel }
 func (*Drain) packetType() protocol.Type { return protocol.TypeDrain }
 
 func (*Bye) packetType() protocol.Type { return protocol.TypeBye }
+
+func (*Tools) packetType() protocol.Type { return protocol.TypeTools }
 
 func (*Invoke) packetType() protocol.Type { return protocol.TypeInvoke }
 

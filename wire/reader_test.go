@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -387,6 +388,12 @@ func protocolErrorCases() []protocolErrorCase {
 		{"hello tool schema with binary", pkt(hdr("t", "hello", "max_streams", 1, "tools",
 			[]any{map[string]any{"id": "x", "input_schema": map[string]any{"b": []byte{1}}}}), nil), protocol.ErrBadField},
 		{"hello tools not array", pkt(hdr("t", "hello", "max_streams", 1, "tools", map[string]any{}), nil), protocol.ErrBadField},
+		{"tools over 4096", pkt(hdr("t", "tools", "tools", manyTools(4097)), nil), protocol.ErrBadField},
+		{"tools tool without id", pkt(hdr("t", "tools", "tools", []any{map[string]any{"id": "x"}, map[string]any{}}), nil), protocol.ErrBadField},
+		{"tools tool id too long", pkt(hdr("t", "tools", "tools", []any{map[string]any{"id": strings.Repeat("i", 129)}}), nil), protocol.ErrBadField},
+		{"tools tool id invalid utf 8", pkt(hdr("t", "tools", "tools", []any{map[string]any{"id": "a\xffb"}}), nil), protocol.ErrBadField},
+		{"tools not an array", pkt(hdr("t", "tools", "tools", map[string]any{}), nil), protocol.ErrBadField},
+		{"startup tools_updates not bool", pkt(hdr("t", "startup", "protocol", 1, "tools_updates", 1), nil), protocol.ErrBadField},
 	}
 }
 
@@ -600,6 +607,9 @@ func keyRuleAccepts() []acceptCase {
 		{"optional invoke keys nil", pkt(hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", map[string]any{},
 			"timeout_ms", nil, "trace", nil, "tree", nil, "parent", nil, "depth", nil, "detached", nil), nil),
 			&wire.Invoke{CallID: "c1", ToolID: "x", Arguments: frame.Payload{0x80}}},
+		{"tools without tools", pkt(hdr("t", "tools"), nil), &wire.Tools{}},
+		{"optional startup tools_updates nil", pkt(hdr("t", "startup", "protocol", 1, "tools_updates", true, "tools_updates", nil), nil),
+			&wire.Startup{Protocol: 1, CancelGraceMS: protocol.DefaultCancelGraceMS}},
 		{"optional startup calls nil", pkt(hdr("t", "startup", "protocol", 1, "calls", nil), nil),
 			&wire.Startup{Protocol: 1, CancelGraceMS: protocol.DefaultCancelGraceMS}},
 		{"startup calls unknown key", pkt(hdr("t", "startup", "protocol", 1, "calls",
@@ -684,6 +694,8 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		"cancel no id":     {&wire.Cancel{}, "call_id"},
 		"invoke negative":  {&wire.Invoke{CallID: "c1", ToolID: "t", TimeoutMS: -1}, "timeout_ms"},
 		"hello bad tool":   {&wire.Hello{MaxStreams: 1, Tools: []wire.Tool{{}}}, "tools.id"},
+		"tools bad tool":   {&wire.Tools{Tools: []wire.Tool{{ID: "ok"}, {}}}, "tools.id"},
+		"tools over 4096":  {&wire.Tools{Tools: manyWireTools(4097)}, "tools"},
 		"invalid frame id": {&wire.Frame{frame.Frame{Direction: frame.CallerToProvider, Kind: frame.KindStarted}}, "call_id"},
 	}
 	for name, c := range cases {
@@ -708,7 +720,7 @@ func TestInvokeNilArgumentsSentAsEmptyObject(t *testing.T) {
 }
 
 func TestTypeString(t *testing.T) {
-	for ty := protocol.TypeHello; ty <= protocol.TypeEnd; ty++ {
+	for ty := protocol.TypeHello; ty <= protocol.TypeTools; ty++ {
 		require.Equal(t, ty, protocol.ParseType([]byte(ty.String())))
 	}
 	require.Equal(t, "Type(0)", protocol.Type(0).String())
@@ -996,4 +1008,35 @@ func TestReleaseBufferBetweenPackets(t *testing.T) {
 	require.EqualValues(t, 0, m["i"])
 	_, err = r.ReadPacket()
 	require.ErrorIs(t, err, io.EOF, "a released Reader reads again")
+}
+
+// manyTools returns n tool descriptors ("t0", "t1", ...) as a header
+// carries them.
+func manyTools(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"id": "t" + strconv.Itoa(i)}
+	}
+	return out
+}
+
+// manyWireTools returns the tools manyTools describes.
+func manyWireTools(n int) []wire.Tool {
+	out := make([]wire.Tool, n)
+	for i := range out {
+		out[i] = wire.Tool{ID: "t" + strconv.Itoa(i)}
+	}
+	return out
+}
+
+// TestToolsAtLimit: a tools packet of exactly 4,096 tools encodes and
+// decodes to itself (one more is refused: TestProtocolErrors and
+// TestEncodeRefusesInvalid).
+func TestToolsAtLimit(t *testing.T) {
+	p := &wire.Tools{Tools: manyWireTools(4096)}
+	b, err := packetio.Encode(p, wire.Limits{})
+	require.NoError(t, err)
+	got, err := wire.Decode(b, wire.Limits{})
+	require.NoError(t, err)
+	require.Equal(t, p, got)
 }

@@ -6,7 +6,7 @@
 // Serve them from any binary to get a provider with known behaviour, for a
 // demo or for a host's integration tests:
 //
-//	child.Main(child.Options{Tools: demotools.Tools(demotools.Options{})})
+//	os.Exit(child.Run(child.Options{Tools: demotools.Tools(demotools.Options{})}))
 //
 // Every binary of this module that serves as a child (skulk-child, and
 // skulk-host re-executing itself) offers these very tools.

@@ -88,6 +88,11 @@ func serve(mode string) int {
 	if _, err := cr.ReadPacket(); err != nil {
 		return 2
 	}
+	if mode == "badtools" { // a tool list the host cannot take: two tools of one id
+		if err := writeControl(&wire.Tools{Tools: []wire.Tool{{ID: "ok"}, {ID: "ok"}}}); err != nil {
+			return 2
+		}
+	}
 	go accept(ln, mode) // stopped by the process exiting
 	if mode == "ignorefd3" {
 		startGrandchild()

@@ -9,7 +9,7 @@
 // as a real process; started by hand it has no fd 3 and exits with
 // status 2. It links no SDK (and so sits below child in the layers): a
 // test that needs a well-behaved provider starts cmd/skulk-child, or its
-// own test binary running child.Main (cmd/internal/hostile's
+// own test binary running child.Run (cmd/internal/hostile's
 // TestHostileHost).
 //
 // Its first argument is the mode (serve when there is none):
@@ -19,6 +19,8 @@
 //	stalepong     as serve, but answers every ping with nonce 1 (the
 //	              first ping's)
 //	badversion    as serve, but offers only protocol version 2
+//	badtools      as serve, but sends a tools packet of two tools with one
+//	              id after the startup (docs/protocol.md §3)
 //	nohello       says nothing for a minute, then exits
 //	exit          exits with status 4 before its hello
 //	poolbarrier   marks its start (<id>.started) and says hello only once
@@ -194,7 +196,7 @@ func main() {
 // serveModes are the modes that speak the protocol (serve runs them); the
 // others are the processes the tools start.
 var serveModes = []string{
-	"serve", "nopong", "stalepong", "badversion", "nohello", "exit",
+	"serve", "nopong", "stalepong", "badversion", "badtools", "nohello", "exit",
 	"poolbarrier", "poolfail", "poolfailearly", "lostread", "lostaccept", "ignorefd3",
 }
 

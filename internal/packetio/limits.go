@@ -50,6 +50,8 @@ func TypeOf(p wire.Packet) protocol.Type {
 		return protocol.TypeFrame
 	case *wire.End:
 		return protocol.TypeEnd
+	case *wire.Tools:
+		return protocol.TypeTools
 	}
 	return 0
 }

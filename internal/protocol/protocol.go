@@ -87,16 +87,18 @@ const (
 	TypeInvoke
 	TypeFrame
 	TypeEnd
+	TypeTools
 )
 
 var typeNames = [...]string{
 	TypeHello: "hello", TypeStartup: "startup", TypePing: "ping", TypePong: "pong", TypeCancel: "cancel",
 	TypeDrain: "drain", TypeBye: "bye", TypeInvoke: "invoke", TypeFrame: "frame", TypeEnd: "end",
+	TypeTools: "tools",
 }
 
 // String returns the wire name, or "Type(n)" for an unknown value.
 func (t Type) String() string {
-	if t >= TypeHello && t <= TypeEnd {
+	if t >= TypeHello && t <= TypeTools {
 		return typeNames[t]
 	}
 	return "Type(" + strconv.Itoa(int(t)) + ")"
@@ -125,6 +127,8 @@ func ParseType(b []byte) Type {
 		return TypeFrame
 	case "end":
 		return TypeEnd
+	case "tools":
+		return TypeTools
 	}
 	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
@@ -74,6 +75,7 @@ type Host struct {
 	wmu         sync.Mutex // held by a write, which may set control's write deadline
 	w           func(wire.Packet) error
 	cfg         Config
+	offered     atomic.Bool // a startup with ToolsUpdates was written: tools packets are the child's to send
 
 	packets chan wire.Packet // control packets read; see controlQueue
 	readErr error            // why reading stopped; set before packets is closed
@@ -83,7 +85,8 @@ type Host struct {
 	mu sync.Mutex // guards pending
 	// pending holds the packets Ping read while waiting for its pong, kept
 	// for Next. Bound: besides one hello and one bye, a child writes only
-	// pongs, one per ping the test sent.
+	// pongs, one per ping the test sent, and tools packets once offered,
+	// as many as the test has it send.
 	pending  []wire.Packet
 	closeOne sync.Once
 }
@@ -117,6 +120,12 @@ func (h *Host) read() {
 			h.readErr = err
 			return
 		}
+		if _, ok := p.(*wire.Tools); ok && !h.offered.Load() {
+			// A protocol error (docs/protocol.md §3, tools): the connection
+			// is not read any further.
+			h.readErr = fmt.Errorf("%s: tools packet without tools_updates in startup: %w", h.cfg.Name, wire.ErrToolsNotOffered)
+			return
+		}
 		select {
 		case h.packets <- p:
 		case <-h.stop:
@@ -141,7 +150,9 @@ var (
 	ErrProviderRules = errors.New("testnet: provider broke the rules")
 )
 
-// Next returns the next control packet the child wrote.
+// Next returns the next control packet the child wrote. A tools packet
+// before a startup with ToolsUpdates stops the reading: Next's error then
+// matches wire.ErrToolsNotOffered.
 func (h *Host) Next(ctx context.Context) (wire.Packet, error) {
 	h.mu.Lock()
 	if len(h.pending) > 0 {
@@ -205,6 +216,9 @@ func (h *Host) Handshake(ctx context.Context, st *wire.Startup) (*wire.Hello, er
 // stopped reading its control connection) the error matches
 // os.ErrDeadlineExceeded and the packet may have been written in part.
 func (h *Host) Write(p wire.Packet) error {
+	if st, ok := p.(*wire.Startup); ok && st.ToolsUpdates {
+		h.offered.Store(true) // before the child can read it
+	}
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
 	defer h.cfg.writeBound(h.control)()

@@ -10,6 +10,7 @@ import (
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -72,5 +73,37 @@ func TestHostOverSocketPair(t *testing.T) {
 	b.Close()
 	if err := h.WaitClosed(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHostToolsOffered: a tools packet reaches the test host after a
+// startup with ToolsUpdates, and is a protocol error
+// (wire.ErrToolsNotOffered) after one without.
+func TestHostToolsOffered(t *testing.T) {
+	for _, offered := range []bool{true, false} {
+		a, b := SocketPair(t)
+		h := NewHost(a, "")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cw := func(p wire.Packet) error { return packetio.WritePacket(b, p, wire.Limits{}) }
+		require.NoError(t, cw(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1, Tools: []wire.Tool{{ID: "a"}}}))
+		st := DefaultStartup()
+		st.ToolsUpdates = offered
+		_, err := h.Handshake(ctx, st)
+		require.NoError(t, err)
+		got, err := packetio.NewReader(b, wire.Limits{}).ReadPacket()
+		require.NoError(t, err)
+		require.Equal(t, offered, got.(*wire.Startup).ToolsUpdates)
+		require.NoError(t, cw(&wire.Tools{Tools: []wire.Tool{{ID: "b"}}}))
+		p, err := h.Next(ctx)
+		if offered {
+			require.NoError(t, err)
+			require.Equal(t, &wire.Tools{Tools: []wire.Tool{{ID: "b"}}}, p)
+		} else {
+			require.ErrorIs(t, err, wire.ErrToolsNotOffered)
+			require.ErrorIs(t, err, wire.ErrProtocol)
+		}
+		cancel()
+		b.Close()
+		h.Close()
 	}
 }

@@ -62,6 +62,7 @@ __all__ = [
     "ToolDescriptor",
     "Hello",
     "Startup",
+    "Tools",
     "Calls",
     "Ping",
     "Pong",
@@ -178,6 +179,16 @@ class Startup:
     cancel_grace_ms: int = DEFAULT_CANCEL_GRACE_MS
     ingress_queue: int = 0
     calls: Optional[Calls] = None  # None: the host offers no calls
+    tools_updates: bool = False  # the host takes Tools packets (this SDK sends none)
+
+
+@dataclass
+class Tools:
+    """A child's new tool list, replacing its hello's (docs/protocol.md §3).
+    Sent only to a host whose startup has tools_updates; this SDK decodes
+    and encodes it but its children do not send it."""
+
+    tools: list[ToolDescriptor] = field(default_factory=list)
 
 
 @dataclass
@@ -382,7 +393,7 @@ class StreamInvoke:
 
 #: Every packet of docs/protocol.md §3: what read_packet returns and
 #: write_packet takes.
-Packet = Union[StreamFrame, StreamEnd, StreamInvoke, Hello, Startup, Ping, Pong, Cancel, Drain, Bye]
+Packet = Union[StreamFrame, StreamEnd, StreamInvoke, Hello, Startup, Ping, Pong, Cancel, Drain, Bye, Tools]
 
 
 # ---------- encoding ----------
@@ -515,7 +526,13 @@ def _header(p: Packet) -> tuple[dict[str, Any], Optional[Bytes]]:
                 "max_depth": c.max_depth,
                 "max_in_flight": c.max_in_flight,
             }
+        if p.tools_updates:
+            h["tools_updates"] = True
         return h, None
+    if isinstance(p, Tools):
+        if len(p.tools) > 4096:
+            raise FieldError("tools", "more than 4096 tools")
+        return {"t": "tools", "tools": [tool_map(t) for t in p.tools]}, None
     if isinstance(p, Hello):
         return {
             "t": "hello",
@@ -707,7 +724,7 @@ def _opt_str(v: Any) -> str:
     return v
 
 
-_TYPES = frozenset(("hello", "startup", "ping", "pong", "cancel", "drain", "bye", "invoke", "frame", "end"))
+_TYPES = frozenset(("hello", "startup", "ping", "pong", "cancel", "drain", "bye", "invoke", "frame", "end", "tools"))
 
 
 def decode_header(h: Bytes, att_len: int = 0) -> Packet:
@@ -840,6 +857,7 @@ def _d_startup(items: _Items) -> Startup:
             "cancel_grace_ms": _r_count,
             "ingress_queue": _r_count,
             "calls": _r_calls,
+            "tools_updates": _r_opt_bool,
         },
         "startup",
     )
@@ -924,7 +942,21 @@ def _d_hello(items: _Items) -> Hello:
     )
 
 
+def _r_opt_bool(v: Any) -> bool:
+    if v is None:
+        return False
+    if type(v) is not bool:
+        raise ValueError
+    return v
+
+
+def _d_tools(items: _Items) -> Tools:
+    f = _fields(items, {"tools": _r_tools}, "tools")
+    return Tools(tools=f.get("tools", []))
+
+
 _CONTROL = {
+    "tools": _d_tools,
     "ping": _d_ping,
     "pong": _d_pong,
     "cancel": _d_cancel,

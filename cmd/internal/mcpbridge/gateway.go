@@ -196,21 +196,25 @@ func readyIDs(h *host.Host) (ids string, down bool) {
 }
 
 // supervise watches the backend's host until ctx is done (Server.Close):
-// a child that restarted has its tools listed again (a restarted server
-// may offer others; the go-sdk sends tools/list_changed), and a host that
-// gave up has its tools withdrawn while a new one is started.
+// a child that restarted, or whose tool list changed while it runs
+// (host.Host.ToolsChanged), has its tools listed again (the go-sdk sends
+// tools/list_changed), and a host that gave up has its tools withdrawn
+// while a new one is started.
 func (b *backend) supervise(ctx context.Context) {
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 		h := b.host()
 		if h == nil {
 			return // down for good: nothing left to watch
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.ToolsChanged():
+			b.announce(h)
+			continue
+		case <-t.C:
 		}
 		ids, down := readyIDs(h)
 		switch {

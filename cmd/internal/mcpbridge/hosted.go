@@ -66,7 +66,7 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 		}
 	}()
 	err = child.Serve(ctx, control, child.NewListener(streams.Accept, streams.Close), child.Options{
-		Tools: w.Tools(), SDK: "skulk-mcp/1", Logger: opts.Logger,
+		Tools: w.Tools(), ToolUpdates: w.ToolUpdates(), SDK: "skulk-mcp/1", Logger: opts.Logger,
 	})
 	exited := w.Err()
 	cancel()

@@ -21,7 +21,7 @@ const lossSecret = "secret-value-7c1e"
 const (
 	msgToolLoss     = `msg="MCP tool fields not carried by Skulk"`
 	msgResultLoss   = `msg="MCP result fields not carried by Skulk"`
-	msgToolsChanged = `msg="the MCP server's tool list changed; Skulk lists its tools once, at start: the change shows after the child restarts"`
+	msgToolsChanged = `msg="the MCP server's tool list changed; its tools are offered anew"`
 )
 
 // addLossTools gives the test server the tools of TestWrapperLosses:
@@ -132,7 +132,22 @@ func TestWrapperLosses(t *testing.T) {
 	if _, _, last := outputOf(t, call(t, ctx, h, "addtool", map[string]any{})); last.Kind != frame.KindCompleted {
 		t.Fatalf("addtool: %v", last)
 	}
-	lines.wait(t, 10*time.Second, msgToolsChanged, "level=WARN")
+	lines.wait(t, 10*time.Second, msgToolsChanged, "level=INFO")
+	// The new list reached the host (a tools packet): the added tool is
+	// offered and called without a restart.
+	deadline := time.Now().Add(10 * time.Second)
+	for !offers(h, "added") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the host does not offer the added tool: %v", h.Tools())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, last := outputOf(t, call(t, ctx, h, "added", map[string]any{})); last.Kind != frame.KindCompleted {
+		t.Fatalf("added: %v", last)
+	}
+	if info := h.Children()[0]; info.Restarts != 0 {
+		t.Fatalf("the child restarted %d times", info.Restarts)
+	}
 
 	// The lines above came in the order they were written: by now every
 	// line of the start and of the plain calls is in.
@@ -155,4 +170,14 @@ func TestWrapperLosses(t *testing.T) {
 	if toolLines != 1 {
 		t.Errorf("%d tool lines, want 1 (annotated's)", toolLines)
 	}
+}
+
+// offers reports whether h offers the tool id.
+func offers(h *host.Host, id string) bool {
+	for _, t := range h.Tools() {
+		if t.ID == id {
+			return true
+		}
+	}
+	return false
 }

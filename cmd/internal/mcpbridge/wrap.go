@@ -63,9 +63,10 @@ type WrapOptions struct {
 	// (skulk-host mcp serve offers those tools, and sets
 	// EnvClientRequests, which RunHosted reads when both are false).
 	Sampling, Elicitation bool
-	// Logger receives the wrapper's own events, its warnings of what
-	// Skulk cannot carry (fields of tools and results, a changed tool
-	// list), and the MCP server's log notifications; nil means discard.
+	// Logger receives the wrapper's own events (a changed tool list
+	// among them), its warnings of what Skulk cannot carry (fields of
+	// tools and results), and the MCP server's log notifications; nil
+	// means discard.
 	Logger *slog.Logger
 }
 
@@ -78,6 +79,15 @@ type Wrapper struct {
 	sess   *mcp.ClientSession
 	tools  []child.Tool
 	logger *slog.Logger
+
+	// relist says the server's tool list changed (tools/list_changed):
+	// size 1, a full channel already says so. relister lists the tools
+	// again and puts them in updates: size 1, the older list replaced by
+	// the newer (only the latest list matters). relistDone is closed when
+	// relister returned.
+	relist     chan struct{}
+	updates    chan []child.Tool
+	relistDone chan struct{}
 
 	done     chan struct{} // closed when the session with the server ended
 	doneErr  error         // why; written before done is closed
@@ -132,6 +142,7 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 	w := &Wrapper{
 		logger: opts.Logger, calls: make(map[string]*wrappedCall),
 		done: make(chan struct{}), waitDone: make(chan struct{}),
+		relist: make(chan struct{}, 1), updates: make(chan []child.Tool, 1), relistDone: make(chan struct{}),
 	}
 	w.cmd = exec.Command(opts.Command, opts.Args...)
 	w.cmd.Stderr = opts.Stderr
@@ -150,7 +161,10 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		// (subscriptions/listen) from protocol version 2026-07-28 on, where
 		// a server sends them only to subscribers.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			w.logger.Warn(msgToolsChanged)
+			select {
+			case w.relist <- struct{}{}:
+			default: // a listing is due already
+			}
 		},
 		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
 			w.notify("notifications/resources/list_changed", req.Params)
@@ -199,25 +213,90 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		}
 		tools = append(tools, tool)
 	}
-	w.tools = w.skulkTools(tools)
-	// Its other requests (resources, prompts, completions, logging) go
-	// through one more tool, which mcp serve uses (requestTool).
-	w.tools = append(w.tools, w.requestHandler(), w.notifyHandler())
-	go w.watch() // stopped by the session ending: the server exits, or Close
+	w.tools = w.withOwnTools(w.skulkTools(tools, nil))
+	go w.watch()    // stopped by the session ending: the server exits, or Close
+	go w.relister() // stopped by the session ending (done)
 	return w, nil
 }
+
+// withOwnTools adds the wrapper's own tools to the server's: its other
+// requests (resources, prompts, completions, logging) go through one more
+// tool, which mcp serve uses (requestTool), and its notifications through
+// another (notifyTool).
+func (w *Wrapper) withOwnTools(tools []child.Tool) []child.Tool {
+	return append(tools, w.requestHandler(), w.notifyHandler())
+}
+
+// relistWait bounds one tools/list of a server whose list changed.
+const relistWait = 30 * time.Second
+
+// relister lists the server's tools again after each tools/list_changed
+// and offers the new list on updates, until the session ends.
+func (w *Wrapper) relister() {
+	defer close(w.relistDone)
+	// known: the names of the latest list, whose losses are logged
+	// already; replaced with each list, so bounded by its length.
+	known := map[string]bool{}
+	for _, t := range w.tools {
+		known[t.ID] = true
+	}
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.relist:
+		}
+		// A session that ends fails the listing at once.
+		ctx, cancel := context.WithTimeout(context.Background(), relistWait)
+		var tools []*mcp.Tool
+		var err error
+		for tool, lerr := range w.sess.Tools(ctx, nil) {
+			if lerr != nil {
+				err = lerr
+				break
+			}
+			tools = append(tools, tool)
+		}
+		cancel()
+		if err != nil {
+			w.logger.Warn(msgToolsRelist, "err", err)
+			continue
+		}
+		list := w.withOwnTools(w.skulkTools(tools, known))
+		known = map[string]bool{}
+		for _, t := range list {
+			known[t.ID] = true
+		}
+		w.logger.Info(msgToolsChanged, "tools", len(list)-2)
+		select {
+		case <-w.updates: // not taken yet: the new list replaces it
+		default:
+		}
+		w.updates <- list
+	}
+}
+
+// ToolUpdates returns the server's tool lists from its tools/list_changed
+// on, each a whole list as Tools gives it, for child.Options.ToolUpdates.
+// A list not taken yet is replaced by the next one.
+func (w *Wrapper) ToolUpdates() <-chan []child.Tool { return w.updates }
 
 // Messages of the wrapper's log lines that say what Skulk could not carry
 // (docs/mcp.md, "What cannot be mapped, and how it shows"). They name
 // fields, never their values.
 const (
-	// msgToolLoss, once per tool at start, with attributes tool and fields.
+	// msgToolLoss, once per tool when first listed, with attributes tool
+	// and fields.
 	msgToolLoss = "MCP tool fields not carried by Skulk"
 	// msgResultLoss, once per call, with attributes call_id, tool and
 	// fields.
 	msgResultLoss = "MCP result fields not carried by Skulk"
-	// msgToolsChanged, on each notifications/tools/list_changed.
-	msgToolsChanged = "the MCP server's tool list changed; Skulk lists its tools once, at start: the change shows after the child restarts"
+	// msgToolsChanged, on each notifications/tools/list_changed once the
+	// tools are listed again, with attribute tools (how many).
+	msgToolsChanged = "the MCP server's tool list changed; its tools are offered anew"
+	// msgToolsRelist, when listing them again failed (attribute err); the
+	// tools stay as they were until the next change.
+	msgToolsRelist = "the MCP server's tool list changed, and listing it again failed"
 )
 
 // lostFields names, in the order first met, the fields of an MCP tool or
@@ -336,7 +415,8 @@ func (w *Wrapper) serverGone() bool {
 	}
 }
 
-// Tools returns the server's tools as Skulk tools, for child.Options.
+// Tools returns the server's tools at start as Skulk tools, for
+// child.Options (ToolUpdates gives the later lists).
 func (w *Wrapper) Tools() []child.Tool { return w.tools }
 
 // Done is closed when the session with the server ended; Err then says why.
@@ -360,6 +440,7 @@ func (w *Wrapper) Close() error {
 	w.closing.Store(true)
 	err := w.sess.Close()
 	<-w.waitDone
+	<-w.relistDone
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		err = nil // a server stopped by a signal is what Close asked for
@@ -368,9 +449,10 @@ func (w *Wrapper) Close() error {
 }
 
 // skulkTools describes the MCP tools as Skulk tools. A tool Skulk cannot
-// name is left out, and the log says so; so does it, once per tool, when a
-// tool has fields a Skulk tool has no place for (msgToolLoss).
-func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
+// name is left out, and the log says so; so does it, once per tool not in
+// known, when a tool has fields a Skulk tool has no place for
+// (msgToolLoss).
+func (w *Wrapper) skulkTools(tools []*mcp.Tool, known map[string]bool) []child.Tool {
 	var out []child.Tool
 	for _, t := range tools {
 		if t.Name == requestTool || t.Name == notifyTool {
@@ -410,7 +492,7 @@ func (w *Wrapper) skulkTools(tools []*mcp.Tool) []child.Tool {
 		if ownMeta(t.Meta) {
 			lost.add("_meta")
 		}
-		if len(lost) > 0 {
+		if len(lost) > 0 && !known[t.Name] {
 			w.logger.Warn(msgToolLoss, "tool", t.Name, "fields", lost.String())
 		}
 		ct.Handler = w.handler(t.Name, ct.ResultSchema != nil)
