@@ -45,20 +45,40 @@ var (
 	ErrTerminated = errors.New("child: call already has its terminal")
 )
 
-// Errors Serve returns. Run maps them to exit status 2.
+// Errors Serve returns when the start failed. Run maps them to exit
+// status 2.
 var (
-	// ErrNoStartup: no startup packet arrived within Options.StartupTimeout.
-	ErrNoStartup = errors.New("child: no startup from the host in time")
-	// ErrVersion: the host's startup chose a protocol version the child did
-	// not offer.
-	ErrVersion = errors.New("child: host chose a protocol version this child does not speak")
-	// ErrBadStartup: the host's first control packet was not a startup the
-	// child could read (malformed, a field of the wrong type, over the
-	// limits, or another packet).
-	ErrBadStartup = errors.New("child: the host sent no valid startup")
+	// ErrStartup is matched (errors.Is) when the host's startup was
+	// unusable: none arrived within Options.StartupTimeout, it chose a
+	// protocol version the child did not offer, or the host's first
+	// control packet was not a startup the child could read (malformed, a
+	// field of the wrong type, over the limits, or another packet). The
+	// message says which; a caller acts on all three alike.
+	ErrStartup = errors.New("child: the host's startup was unusable")
 	// ErrNotHosted: Run was started outside a Skulk host (the SKULK_*
 	// environment or fds 3 and 4 are missing).
 	ErrNotHosted = errors.New("child: not started by a Skulk host")
+)
+
+// startupError is one way the host's startup was unusable; every one
+// matches ErrStartup.
+type startupError struct{ msg string }
+
+func (e *startupError) Error() string { return e.msg }
+
+// Is makes every startupError match ErrStartup.
+func (e *startupError) Is(target error) bool { return target == ErrStartup }
+
+// The ways a startup is unusable (ErrStartup).
+var (
+	// errNoStartup: no startup packet arrived within Options.StartupTimeout.
+	errNoStartup = &startupError{"child: no startup from the host in time"}
+	// errVersion: the host's startup chose a protocol version the child did
+	// not offer.
+	errVersion = &startupError{"child: host chose a protocol version this child does not speak"}
+	// errBadStartup: the host's first control packet was not a startup the
+	// child could read.
+	errBadStartup = &startupError{"child: the host sent no valid startup"}
 )
 
 // causeTerminal returns the terminal frame kind and error the child writes
