@@ -26,13 +26,15 @@ var (
 	// ErrInvalidInput: the caller sent an invalid frame. Terminal: failed
 	// invalid_frame, then the connection is closed.
 	ErrInvalidInput = errors.New("child: invalid caller frame")
-	// ErrConnClosed: the stream connection closed or broke. No terminal
-	// can be written.
+	// ErrConnClosed: the stream connection closed or broke, or the host
+	// is gone (the control connection reached EOF, or Serve's context was
+	// cancelled; the message says "child: host gone"). No terminal can be
+	// written.
 	ErrConnClosed = errors.New("child: stream connection closed")
-	// ErrHostGone: the control connection reached EOF, or Serve's context
-	// was cancelled. No terminal is written.
-	ErrHostGone = errors.New("child: host gone")
 )
+
+// errHostGone is the ErrConnClosed of every call when the host is gone.
+var errHostGone = &kindError{"child: host gone", ErrConnClosed}
 
 // errHandlerReturned cancels a call's context once its handler returned; it
 // is not a cause of anything.
@@ -41,7 +43,9 @@ var errHandlerReturned = errors.New("child: handler returned")
 // Errors a Stream returns to its handler.
 var (
 	// ErrTerminated: the call already has its terminal (the handler wrote
-	// one, or the child wrote one for it), so nothing more can be sent.
+	// one, or the child wrote one for it), so nothing more can be sent. A
+	// Call made through the host returns an error matching it from Send
+	// or CloseSend after its direction was closed, or after its terminal.
 	ErrTerminated = errors.New("child: call already has its terminal")
 )
 
@@ -60,32 +64,35 @@ var (
 	ErrNotHosted = errors.New("child: not started by a Skulk host")
 )
 
-// startupError is one way the host's startup was unusable; every one
-// matches ErrStartup.
-type startupError struct{ msg string }
+// kindError is an error with a message of its own that matches
+// (errors.Is) the sentinel it is a kind of.
+type kindError struct {
+	msg string
+	of  error
+}
 
-func (e *startupError) Error() string { return e.msg }
+func (e *kindError) Error() string { return e.msg }
 
-// Is makes every startupError match ErrStartup.
-func (e *startupError) Is(target error) bool { return target == ErrStartup }
+// Is makes a kindError match its sentinel.
+func (e *kindError) Is(target error) bool { return target == e.of }
 
 // The ways a startup is unusable (ErrStartup).
 var (
 	// errNoStartup: no startup packet arrived within Options.StartupTimeout.
-	errNoStartup = &startupError{"child: no startup from the host in time"}
+	errNoStartup = &kindError{"child: no startup from the host in time", ErrStartup}
 	// errVersion: the host's startup chose a protocol version the child did
 	// not offer.
-	errVersion = &startupError{"child: host chose a protocol version this child does not speak"}
+	errVersion = &kindError{"child: host chose a protocol version this child does not speak", ErrStartup}
 	// errBadStartup: the host's first control packet was not a startup the
 	// child could read.
-	errBadStartup = &startupError{"child: the host sent no valid startup"}
+	errBadStartup = &kindError{"child: the host sent no valid startup", ErrStartup}
 )
 
 // causeTerminal returns the terminal frame kind and error the child writes
 // for a call cancelled by cause, and ok=false when nothing is to be written.
 func causeTerminal(cause error) (kind frame.Kind, code frame.Code, msg string, ok bool) {
 	switch {
-	case errors.Is(cause, ErrConnClosed), errors.Is(cause, ErrHostGone):
+	case errors.Is(cause, ErrConnClosed):
 		return 0, 0, "", false
 	case errors.Is(cause, ErrTimeout):
 		return frame.KindFailed, frame.CodeTimeout, "deadline exceeded", true

@@ -34,9 +34,6 @@ var (
 	// ErrArguments: the arguments or an input chunk break the tool's
 	// schema; the error wraps one naming the field.
 	ErrArguments = errors.New("child: payload breaks the tool's schema")
-	// ErrCallClosed: Send or CloseSend after the call's direction was
-	// closed, or after its terminal.
-	ErrCallClosed = errors.New("child: send on a closed call")
 )
 
 // ErrTooDeep is matched (errors.Is) by the refusal of a call that would sit
@@ -58,6 +55,10 @@ func (e *depthError) Error() string {
 
 // Is makes a depthError match ErrTooDeep.
 func (e *depthError) Is(target error) bool { return target == ErrTooDeep }
+
+// errCallClosed is Call.Send or CloseSend after the call's direction was
+// closed, or after its terminal: ErrTerminated.
+var errCallClosed = &kindError{"child: send on a closed call", ErrTerminated}
 
 // callError carries the *frame.Error of a call made through the host that
 // did not complete: the host's failed or cancelled terminal, or one this SDK
@@ -316,11 +317,11 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if c.sendDone {
-		return ErrCallClosed
+		return errCallClosed
 	}
 	select {
 	case <-c.done:
-		return ErrCallClosed
+		return errCallClosed
 	default:
 	}
 	f, err := frame.NewChunk(c.id, frame.CallerToProvider, c.next, payload, media)
@@ -344,7 +345,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 // CloseSend ends the caller's direction (its completed frame): the
 // callee's input ends, its output goes on. After the call's end it does
 // nothing and returns nil; a second CloseSend, or one after Cancel,
-// returns ErrCallClosed.
+// returns an error matching ErrTerminated.
 func (c *Call) CloseSend() error { return c.closeSend(frame.KindCompleted, false) }
 
 func (c *Call) closeSend(kind frame.Kind, auto bool) error {
@@ -355,7 +356,7 @@ func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 			c.autoDone = false // once: a second CloseSend is the caller's mistake
 			return nil
 		}
-		return ErrCallClosed
+		return errCallClosed
 	}
 	c.autoDone = auto
 	c.sendDone = true

@@ -190,7 +190,7 @@ func (s *server) serve(ctx context.Context) error {
 		return err
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	defer s.cancel(ErrHostGone)
+	defer s.cancel(errHostGone)
 
 	drained := make(chan struct{}) // closed by the drain goroutine once bye is written
 	ctlDone := make(chan error, 1) // the control reader's result; size 1 so it never blocks
@@ -208,12 +208,12 @@ func (s *server) serve(ctx context.Context) error {
 		} else {
 			err = nil // EOF, a reset, any read error: the host is gone
 		}
-		s.cancel(ErrHostGone)
+		s.cancel(errHostGone)
 	case <-drained:
-		s.cancel(ErrHostGone) // only abandoned calls are left
+		s.cancel(errHostGone) // only abandoned calls are left
 		wait = 0
 	case <-ctx.Done():
-		s.cancel(ErrHostGone)
+		s.cancel(errHostGone)
 	}
 	s.shutdown(wait)
 	return err

@@ -21,7 +21,8 @@ var (
 	// ErrClosed: the Host is closing or closed.
 	ErrClosed = errors.New("host: closed")
 	// ErrSendClosed: Send or CloseSend after the caller's direction was
-	// closed (CloseSend, Cancel) or after the provider's terminal.
+	// closed (CloseSend, Cancel) or after the provider's terminal; and
+	// ArgumentStream's Fragment or Done after Done or Abort.
 	ErrSendClosed = errors.New("host: send on a closed call")
 	// ErrHandshake: the child's start failed: it sent no hello within
 	// Config.StartTimeout, offered no protocol version the host speaks, or
