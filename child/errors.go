@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // Causes of a call's cancellation. A handler finds out why its context was
@@ -33,6 +34,10 @@ var (
 	ErrConnClosed = errors.New("child: stream connection closed")
 )
 
+// errNotHosted: Run was started outside a Skulk host (the SKULK_*
+// environment or fds 3 and 4 are missing); Run says so and returns 2.
+var errNotHosted = protocol.ErrNotHosted
+
 // errHostGone is the ErrConnClosed of every call when the host is gone.
 var errHostGone = &kindError{"child: host gone", ErrConnClosed}
 
@@ -59,9 +64,6 @@ var (
 	// field of the wrong type, over the limits, or another packet). The
 	// message says which; a caller acts on all three alike.
 	ErrStartup = errors.New("child: the host's startup was unusable")
-	// ErrNotHosted: Run was started outside a Skulk host (the SKULK_*
-	// environment or fds 3 and 4 are missing).
-	ErrNotHosted = errors.New("child: not started by a Skulk host")
 )
 
 // kindError is an error with a message of its own that matches

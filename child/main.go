@@ -67,16 +67,16 @@ func byHand() string {
 }
 
 // hostedConns returns the connections the host passed, or an error matching
-// ErrNotHosted that says what is missing. Both are taken over as *os.File
+// errNotHosted that says what is missing. Both are taken over as *os.File
 // (see hostedFile), not through package net: a provider that links nothing
 // else of net is linked statically and starts without the dynamic loader.
 func hostedConns() (Conn, Listener, error) {
 	switch v := os.Getenv(protocol.EnvProtocol); v {
 	case "":
-		return nil, nil, fmt.Errorf("%w: %s is not set; a provider is started by a host, not by hand: run it under skulk-host, as in 'skulk-host tools -- %s' or 'skulk-host call TOOL -- %s' (docs/cli.md)", ErrNotHosted, protocol.EnvProtocol, byHand(), byHand())
+		return nil, nil, fmt.Errorf("%w: %s is not set; a provider is started by a host, not by hand: run it under skulk-host, as in 'skulk-host tools -- %s' or 'skulk-host call TOOL -- %s' (docs/cli.md)", errNotHosted, protocol.EnvProtocol, byHand(), byHand())
 	case strconv.Itoa(wire.ProtocolVersion):
 	default:
-		return nil, nil, fmt.Errorf("%w: %s names a protocol this child does not speak", ErrNotHosted, protocol.EnvProtocol)
+		return nil, nil, fmt.Errorf("%w: %s names a protocol this child does not speak", errNotHosted, protocol.EnvProtocol)
 	}
 	cfd, err := envFD(protocol.EnvControlFD)
 	if err != nil {
@@ -87,7 +87,7 @@ func hostedConns() (Conn, Listener, error) {
 		return nil, nil, err
 	}
 	if cfd == sfd {
-		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", ErrNotHosted, protocol.EnvControlFD, protocol.EnvStreamsFD)
+		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", errNotHosted, protocol.EnvControlFD, protocol.EnvStreamsFD)
 	}
 	control, err := hostedFile(cfd, "skulk-control")
 	if err != nil {
@@ -110,11 +110,11 @@ func hostedConns() (Conn, Listener, error) {
 func envFD(name string) (int, error) {
 	v := os.Getenv(name)
 	if v == "" {
-		return 0, fmt.Errorf("%w: %s is not set", ErrNotHosted, name)
+		return 0, fmt.Errorf("%w: %s is not set", errNotHosted, name)
 	}
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
-		return 0, fmt.Errorf("%w: %s is not a file descriptor number of 3 or more", ErrNotHosted, name)
+		return 0, fmt.Errorf("%w: %s is not a file descriptor number of 3 or more", errNotHosted, name)
 	}
 	return fd, nil
 }

@@ -89,10 +89,10 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 
 // hostedConns takes over the control connection and the stream listener
 // the host passed, as child.Run does, through package net (the wrapper
-// links it anyway, for the MCP SDK). Errors match child.ErrNotHosted.
+// links it anyway, for the MCP SDK). Errors match protocol.ErrNotHosted.
 func hostedConns() (net.Conn, net.Listener, error) {
 	if v := os.Getenv(protocol.EnvProtocol); v != "1" {
-		return nil, nil, fmt.Errorf("%w: %s is not 1; skulk-mcp is started by a Skulk host (skulk-host, host.Start), not by hand", child.ErrNotHosted, protocol.EnvProtocol)
+		return nil, nil, fmt.Errorf("%w: %s is not 1; skulk-mcp is started by a Skulk host (skulk-host, host.Start), not by hand", protocol.ErrNotHosted, protocol.EnvProtocol)
 	}
 	cfd, err := envFD(protocol.EnvControlFD)
 	if err != nil {
@@ -103,7 +103,7 @@ func hostedConns() (net.Conn, net.Listener, error) {
 		return nil, nil, err
 	}
 	if cfd == sfd {
-		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", child.ErrNotHosted, protocol.EnvControlFD, protocol.EnvStreamsFD)
+		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", protocol.ErrNotHosted, protocol.EnvControlFD, protocol.EnvStreamsFD)
 	}
 	// FileConn and FileListener dup the fds close-on-exec; the originals,
 	// inherited without it, are closed.
@@ -113,12 +113,12 @@ func hostedConns() (net.Conn, net.Listener, error) {
 	defer sf.Close()
 	control, err := net.FileConn(cf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %v", child.ErrNotHosted, protocol.EnvControlFD, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", protocol.ErrNotHosted, protocol.EnvControlFD, err)
 	}
 	streams, err := net.FileListener(sf)
 	if err != nil {
 		control.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %v", child.ErrNotHosted, protocol.EnvStreamsFD, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", protocol.ErrNotHosted, protocol.EnvStreamsFD, err)
 	}
 	return control, streams, nil
 }
@@ -126,7 +126,7 @@ func hostedConns() (net.Conn, net.Listener, error) {
 func envFD(name string) (int, error) {
 	fd, err := strconv.Atoi(os.Getenv(name))
 	if err != nil || fd < 3 {
-		return 0, fmt.Errorf("%w: %s does not name an fd above 2", child.ErrNotHosted, name)
+		return 0, fmt.Errorf("%w: %s does not name an fd above 2", protocol.ErrNotHosted, name)
 	}
 	return fd, nil
 }
