@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // format is the version of the event JSON form written by MarshalJSON and
@@ -429,7 +430,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		ev.Parent = *j.Parent
 	}
 	if j.Frame != nil {
-		fk, err := frame.ParseKind(j.Frame.Kind)
+		fk, err := protocol.ParseKind(j.Frame.Kind)
 		if err != nil {
 			return &formatError{Field: "frame.kind", Reason: "unknown value"}
 		}
@@ -449,7 +450,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		ev.Media = &MediaInfo{Kind: m.Kind, MediaType: m.MediaType, Bytes: m.Bytes, Data: m.Data, BlobID: m.BlobID, SHA256: m.SHA256}
 	}
 	if er := j.Error; er != nil {
-		code, err := frame.ParseCode(er.Code)
+		code, err := protocol.ParseCode(er.Code)
 		if err != nil {
 			return &formatError{Field: "error.code", Reason: "unknown value"}
 		}

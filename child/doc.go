@@ -46,7 +46,7 @@
 // host sends cancel, the invoke's timeout_ms passes, an invalid caller frame
 // arrives, the connection closes, a drain's grace is over, or the host goes
 // away; context.Cause says which (ErrCallerCancelled, ErrCancelRequested,
-// ErrTimeout, ErrInvalidInput, ErrConnClosed, ErrDrained, ErrHostGone). A
+// ErrTimeout, ErrInvalidInput, ErrConnClosed, ErrDrained). A
 // handler still running cancel_grace_ms after its cancellation is reported
 // stuck: the child writes its terminal, withholds its end until it returns,
 // and counts it in pong.stuck.

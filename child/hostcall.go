@@ -34,23 +34,31 @@ var (
 	// ErrArguments: the arguments or an input chunk break the tool's
 	// schema; the error wraps one naming the field.
 	ErrArguments = errors.New("child: payload breaks the tool's schema")
-	// ErrCallClosed: Send or CloseSend after the call's direction was
-	// closed, or after its terminal.
-	ErrCallClosed = errors.New("child: send on a closed call")
 )
 
-// DepthError refuses a call that would sit deeper in its tree than the
-// host's max_depth: a loop such as A → B → A ends here.
-type DepthError struct {
+// ErrTooDeep is matched (errors.Is) by the refusal of a call that would sit
+// deeper in its tree than the host's max_depth: a loop such as A → B → A
+// ends here. The message names the depth and the limit.
+var ErrTooDeep = errors.New("child: call too deep")
+
+// depthError is the ErrTooDeep refusal with its numbers.
+type depthError struct {
 	// Depth is the depth the call would have had.
 	Depth int64
 	// Limit is the host's max_depth.
 	Limit int64
 }
 
-func (e *DepthError) Error() string {
+func (e *depthError) Error() string {
 	return fmt.Sprintf("child: call depth %d is over the host's limit of %d", e.Depth, e.Limit)
 }
+
+// Is makes a depthError match ErrTooDeep.
+func (e *depthError) Is(target error) bool { return target == ErrTooDeep }
+
+// errCallClosed is Call.Send or CloseSend after the call's direction was
+// closed, or after its terminal: ErrTerminated.
+var errCallClosed = &kindError{"child: send on a closed call", ErrTerminated}
 
 // callError carries the *frame.Error of a call made through the host that
 // did not complete: the host's failed or cancelled terminal, or one this SDK
@@ -171,7 +179,7 @@ type Call struct {
 // end cancels the call. Pass the handler's ctx or one derived from it.
 //
 // Refusals come back at once, nothing sent: ErrCallsOff, ErrNotOffered, a
-// *DepthError, ErrTooManyCalls, an error matching ErrArguments; the
+// an error matching ErrTooDeep, ErrTooManyCalls, an error matching ErrArguments; the
 // host's own refusals (docs/protocol.md §8) come back as the call's
 // *frame.Error. A connection that cannot be dialed gives a synthetic
 // *frame.Error (unreachable).
@@ -190,7 +198,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, ErrNotOffered
 	}
 	if d := cl.inv.Depth + 1; !o.detached && d > of.calls.MaxDepth {
-		return nil, &DepthError{Depth: d, Limit: of.calls.MaxDepth}
+		return nil, &depthError{Depth: d, Limit: of.calls.MaxDepth}
 	}
 	if args == nil {
 		args = frame.Payload{0x80}
@@ -309,11 +317,11 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if c.sendDone {
-		return ErrCallClosed
+		return errCallClosed
 	}
 	select {
 	case <-c.done:
-		return ErrCallClosed
+		return errCallClosed
 	default:
 	}
 	f, err := frame.NewChunk(c.id, frame.CallerToProvider, c.next, payload, media)
@@ -337,7 +345,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 // CloseSend ends the caller's direction (its completed frame): the
 // callee's input ends, its output goes on. After the call's end it does
 // nothing and returns nil; a second CloseSend, or one after Cancel,
-// returns ErrCallClosed.
+// returns an error matching ErrTerminated.
 func (c *Call) CloseSend() error { return c.closeSend(frame.KindCompleted, false) }
 
 func (c *Call) closeSend(kind frame.Kind, auto bool) error {
@@ -348,7 +356,7 @@ func (c *Call) closeSend(kind frame.Kind, auto bool) error {
 			c.autoDone = false // once: a second CloseSend is the caller's mistake
 			return nil
 		}
-		return ErrCallClosed
+		return errCallClosed
 	}
 	c.autoDone = auto
 	c.sendDone = true

@@ -10,37 +10,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
-)
-
-// Environment of a child process (docs/protocol.md §1).
-const (
-	// EnvProtocol carries the protocol version the host speaks ("1").
-	EnvProtocol = "SKULK_PROTOCOL"
-	// EnvControlFD names the fd of the control connection ("3").
-	EnvControlFD = "SKULK_CONTROL_FD"
-	// EnvStreamsFD names the fd of the stream listener ("4").
-	EnvStreamsFD = "SKULK_STREAMS_FD"
-	// EnvChildID carries the id the host gave the child.
-	EnvChildID = "SKULK_CHILD_ID"
-)
-
-// Exit statuses of Run.
-const (
-	// ExitOK: drained, or the host went away.
-	ExitOK = 0
-	// ExitFailure: the host broke the protocol, or the connections failed.
-	ExitFailure = 1
-	// ExitStart: started outside a host, no startup in time, a startup
-	// with a version the child did not offer, or no valid startup at all.
-	ExitStart = 2
 )
 
 // Run runs a provider process: it takes the control connection and the
 // stream listener from the fds the host passed (SKULK_CONTROL_FD and
 // SKULK_STREAMS_FD, normally 3 and 4), serves until drained or until the host
-// is gone, and returns the process's exit status (ExitOK, ExitFailure or
-// ExitStart). When it fails it writes a one-line reason to stderr. A nil
+// is gone, and returns the process's exit status: 0 when drained or when the host went
+// away, 1 when the host broke the protocol or the connections failed, 2
+// when it could not start (started outside a host, no startup in time, a
+// startup with a version the child did not offer, or no valid startup). When it fails it writes a one-line reason to stderr. A nil
 // opts.Logger logs as text to stderr, with the child's id. It is meant to
 // be the whole body of a provider's main function:
 //
@@ -55,24 +35,24 @@ const (
 func Run(opts Options) int {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-		if id := os.Getenv(EnvChildID); id != "" {
+		if id := os.Getenv(protocol.EnvChildID); id != "" {
 			opts.Logger = opts.Logger.With("child_id", id)
 		}
 	}
 	control, streams, err := hostedConns()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
-		return ExitStart
+		return protocol.ExitStart
 	}
 	err = Serve(context.Background(), control, streams, opts)
 	if err == nil {
-		return ExitOK
+		return protocol.ExitOK
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
-	if errors.Is(err, ErrNoStartup) || errors.Is(err, ErrVersion) || errors.Is(err, ErrBadStartup) || errors.Is(err, ErrOptions) {
-		return ExitStart
+	if errors.Is(err, ErrStartup) || errors.Is(err, ErrOptions) {
+		return protocol.ExitStart
 	}
-	return ExitFailure
+	return protocol.ExitFailure
 }
 
 // byHand is how the command line of a host names this program: its path
@@ -87,27 +67,27 @@ func byHand() string {
 }
 
 // hostedConns returns the connections the host passed, or an error matching
-// ErrNotHosted that says what is missing. Both are taken over as *os.File
+// errNotHosted that says what is missing. Both are taken over as *os.File
 // (see hostedFile), not through package net: a provider that links nothing
 // else of net is linked statically and starts without the dynamic loader.
 func hostedConns() (Conn, Listener, error) {
-	switch v := os.Getenv(EnvProtocol); v {
+	switch v := os.Getenv(protocol.EnvProtocol); v {
 	case "":
-		return nil, nil, fmt.Errorf("%w: %s is not set; a provider is started by a host, not by hand: run it under skulk-host, as in 'skulk-host tools -- %s' or 'skulk-host call TOOL -- %s' (docs/cli.md)", ErrNotHosted, EnvProtocol, byHand(), byHand())
+		return nil, nil, fmt.Errorf("%w: %s is not set; a provider is started by a host, not by hand: run it under skulk-host, as in 'skulk-host tools -- %s' or 'skulk-host call TOOL -- %s' (docs/cli.md)", errNotHosted, protocol.EnvProtocol, byHand(), byHand())
 	case strconv.Itoa(wire.ProtocolVersion):
 	default:
-		return nil, nil, fmt.Errorf("%w: %s names a protocol this child does not speak", ErrNotHosted, EnvProtocol)
+		return nil, nil, fmt.Errorf("%w: %s names a protocol this child does not speak", errNotHosted, protocol.EnvProtocol)
 	}
-	cfd, err := envFD(EnvControlFD)
+	cfd, err := envFD(protocol.EnvControlFD)
 	if err != nil {
 		return nil, nil, err
 	}
-	sfd, err := envFD(EnvStreamsFD)
+	sfd, err := envFD(protocol.EnvStreamsFD)
 	if err != nil {
 		return nil, nil, err
 	}
 	if cfd == sfd {
-		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", ErrNotHosted, EnvControlFD, EnvStreamsFD)
+		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", errNotHosted, protocol.EnvControlFD, protocol.EnvStreamsFD)
 	}
 	control, err := hostedFile(cfd, "skulk-control")
 	if err != nil {
@@ -130,11 +110,11 @@ func hostedConns() (Conn, Listener, error) {
 func envFD(name string) (int, error) {
 	v := os.Getenv(name)
 	if v == "" {
-		return 0, fmt.Errorf("%w: %s is not set", ErrNotHosted, name)
+		return 0, fmt.Errorf("%w: %s is not set", errNotHosted, name)
 	}
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
-		return 0, fmt.Errorf("%w: %s is not a file descriptor number of 3 or more", ErrNotHosted, name)
+		return 0, fmt.Errorf("%w: %s is not a file descriptor number of 3 or more", errNotHosted, name)
 	}
 	return fd, nil
 }

@@ -72,7 +72,7 @@ const acceptBackoffMax = time.Second
 //
 // Serve returns nil when a drain completed (bye was sent), when the control
 // connection reached EOF (the host is gone), or when ctx is done; it returns
-// ErrNoStartup or ErrVersion (wrapped) when the start failed, an error
+// an error matching ErrStartup when the host's startup was unusable, an error
 // matching ErrOptions for invalid opts, and an error matching
 // wire.ErrProtocol when the host broke the protocol on the control
 // connection. Before returning it closes control, streams and every stream
@@ -244,7 +244,7 @@ func (s *server) serve(ctx context.Context) error {
 		return err
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	defer s.cancel(ErrHostGone)
+	defer s.cancel(errHostGone)
 
 	drained := make(chan struct{}) // closed by the drain goroutine once bye is written
 	ctlDone := make(chan error, 1) // the control reader's result; size 1 so it never blocks
@@ -265,12 +265,12 @@ func (s *server) serve(ctx context.Context) error {
 		} else {
 			err = nil // EOF, a reset, any read error: the host is gone
 		}
-		s.cancel(ErrHostGone)
+		s.cancel(errHostGone)
 	case <-drained:
-		s.cancel(ErrHostGone) // only abandoned calls are left
+		s.cancel(errHostGone) // only abandoned calls are left
 		wait = 0
 	case <-ctx.Done():
-		s.cancel(ErrHostGone)
+		s.cancel(errHostGone)
 	}
 	s.shutdown(wait)
 	return err
@@ -296,7 +296,7 @@ func (s *server) start(cr *packetio.Reader) error {
 	s.control.SetWriteDeadline(time.Time{})
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("%w: the host took no hello (waited %v)", ErrNoStartup, timeout)
+			return fmt.Errorf("%w: the host took no hello (waited %v)", errNoStartup, timeout)
 		}
 		return fmt.Errorf("child: writing hello: %w", err)
 	}
@@ -305,22 +305,22 @@ func (s *server) start(cr *packetio.Reader) error {
 	s.control.SetReadDeadline(time.Time{})
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("%w (waited %v)", ErrNoStartup, timeout)
+			return fmt.Errorf("%w (waited %v)", errNoStartup, timeout)
 		}
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: control connection closed before startup", ErrNoStartup)
+			return fmt.Errorf("%w: control connection closed before startup", errNoStartup)
 		}
 		if !isConnErr(err) || errors.Is(err, wire.ErrProtocol) { // the packet, not the connection
-			return fmt.Errorf("%w: %w", ErrBadStartup, err)
+			return fmt.Errorf("%w: %w", errBadStartup, err)
 		}
 		return fmt.Errorf("child: reading startup: %w", err)
 	}
 	st, ok := p.(*wire.Startup)
 	if !ok {
-		return fmt.Errorf("%w: got %s before startup", ErrBadStartup, packetio.TypeOf(p))
+		return fmt.Errorf("%w: got %s before startup", errBadStartup, packetio.TypeOf(p))
 	}
 	if st.Protocol != wire.ProtocolVersion {
-		return fmt.Errorf("%w: startup chose %d, hello offered [%d]", ErrVersion, st.Protocol, wire.ProtocolVersion)
+		return fmt.Errorf("%w: startup chose %d, hello offered [%d]", errVersion, st.Protocol, wire.ProtocolVersion)
 	}
 	s.limits = packetio.MinLimits(s.opts.limits(), st.Limits)
 	cr.SetLimits(s.limits)
@@ -328,7 +328,7 @@ func (s *server) start(cr *packetio.Reader) error {
 	s.cancelGrace = protocol.Millis(st.CancelGraceMS) // absent from the packet: the wire's default
 	s.toolUpdates = st.ToolsUpdates
 	if s.offer, err = newOffer(st.Calls); err != nil {
-		return fmt.Errorf("%w: calls: %w", ErrBadStartup, err)
+		return fmt.Errorf("%w: calls: %w", errBadStartup, err)
 	}
 	s.log.Debug("started", "child_id", st.ChildID, "protocol", st.Protocol)
 	return nil

@@ -9,17 +9,17 @@ import (
 
 // hostedFile: a hosted child needs the Unix sockets the host passes.
 func hostedFile(fd int, name string) (*os.File, error) {
-	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", ErrNotHosted)
+	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", errNotHosted)
 }
 
 // newSocketListener is never reached: hostedFile fails first.
 func newSocketListener(f *os.File, fd int) (Listener, error) {
-	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", ErrNotHosted)
+	return nil, fmt.Errorf("%w: a hosted child needs a Unix system", errNotHosted)
 }
 
 // dialUnix: calls through the host need Unix sockets.
 func dialUnix(path string) (*os.File, error) {
-	return nil, fmt.Errorf("%w: calls through the host need a Unix system", ErrNotHosted)
+	return nil, fmt.Errorf("%w: calls through the host need a Unix system", errNotHosted)
 }
 
 // shutdownWrite: no call connections here.

@@ -75,7 +75,7 @@ func listenFile(t *testing.T) (*os.File, string) {
 // TestHostedFile: the fds a host passed become close-on-exec, so that no
 // process the provider starts holds the host's connections open, and
 // non-blocking, so that deadlines work; an fd that is not a stream socket
-// is refused with ErrNotHosted.
+// is refused with errNotHosted.
 func TestHostedFile(t *testing.T) {
 	f, _ := hostedPair(t, "control")
 	requireHostedFlags(t, f)
@@ -89,16 +89,16 @@ func TestHostedFile(t *testing.T) {
 	pipeFD := rawFD(t, r)
 	defer syscall.Close(pipeFD)
 	_, err = hostedFile(pipeFD, "control")
-	require.ErrorIs(t, err, ErrNotHosted)
+	require.ErrorIs(t, err, errNotHosted)
 
 	dg, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
 	require.NoError(t, err)
 	defer syscall.Close(dg)
 	_, err = hostedFile(dg, "control")
-	require.ErrorIs(t, err, ErrNotHosted)
+	require.ErrorIs(t, err, errNotHosted)
 
 	_, err = hostedFile(pipeFD+1000, "control") // not open
-	require.ErrorIs(t, err, ErrNotHosted)
+	require.ErrorIs(t, err, errNotHosted)
 }
 
 // TestSocketListener: the hosted stream listener accepts connections as
@@ -146,5 +146,5 @@ func TestSocketListener(t *testing.T) {
 
 	connected, cfd := hostedPair(t, "streams")
 	_, err = newSocketListener(connected, cfd)
-	require.ErrorIs(t, err, ErrNotHosted)
+	require.ErrorIs(t, err, errNotHosted)
 }

@@ -19,21 +19,21 @@ func hostedFile(fd int, name string) (*os.File, error) {
 		return nil, err
 	}
 	if st != syscall.SOCK_STREAM {
-		return nil, fmt.Errorf("%w: fd %d is not a stream socket", ErrNotHosted, fd)
+		return nil, fmt.Errorf("%w: fd %d is not a stream socket", errNotHosted, fd)
 	}
 	syscall.CloseOnExec(fd)
 	if err := syscall.SetNonblock(fd, true); err != nil {
-		return nil, fmt.Errorf("%w: fd %d: %v", ErrNotHosted, fd, err)
+		return nil, fmt.Errorf("%w: fd %d: %v", errNotHosted, fd, err)
 	}
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// sockType returns the socket type of fd, or an error matching ErrNotHosted
+// sockType returns the socket type of fd, or an error matching errNotHosted
 // when fd is not an open socket.
 func sockType(fd int) (int, error) {
 	st, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TYPE)
 	if err != nil {
-		return 0, fmt.Errorf("%w: fd %d is not an open socket: %v", ErrNotHosted, fd, err)
+		return 0, fmt.Errorf("%w: fd %d is not an open socket: %v", errNotHosted, fd, err)
 	}
 	return st, nil
 }
@@ -51,14 +51,14 @@ type socketListener struct {
 func newSocketListener(f *os.File, fd int) (*socketListener, error) {
 	raw, err := f.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("%w: fd %d: %v", ErrNotHosted, fd, err)
+		return nil, fmt.Errorf("%w: fd %d: %v", errNotHosted, fd, err)
 	}
 	var listening int
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
 		listening, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_ACCEPTCONN)
 	}); err != nil || serr != nil || listening == 0 {
-		return nil, fmt.Errorf("%w: fd %d is not a listening socket", ErrNotHosted, fd)
+		return nil, fmt.Errorf("%w: fd %d is not a listening socket", errNotHosted, fd)
 	}
 	return &socketListener{f: f, raw: raw}, nil
 }

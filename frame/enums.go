@@ -34,9 +34,9 @@ func (d Direction) opposite() Direction {
 	return CallerToProvider
 }
 
-// ParseDirection returns the Direction named s on the wire. An unknown name
+// parseDirection returns the Direction named s on the wire. An unknown name
 // gives an error that wraps ErrInvalid.
-func ParseDirection(s string) (Direction, error) {
+func parseDirection(s string) (Direction, error) {
 	for d, name := range directionNames {
 		if d != 0 && name == s {
 			return Direction(d), nil
@@ -78,9 +78,9 @@ func (k Kind) valid() bool { return k >= KindStarted && k <= KindCancelled }
 // IsTerminal reports whether k closes its direction.
 func (k Kind) IsTerminal() bool { return k >= KindCompleted && k <= KindCancelled }
 
-// ParseKind returns the Kind named s on the wire. An unknown name gives an
+// parseKind returns the Kind named s on the wire. An unknown name gives an
 // error that wraps ErrInvalid.
-func ParseKind(s string) (Kind, error) {
+func parseKind(s string) (Kind, error) {
 	for k, name := range kindNames {
 		if k != 0 && name == s {
 			return Kind(k), nil
@@ -129,9 +129,9 @@ func allCodes() []Code {
 	return []Code{CodeProviderError, CodeTransportError, CodeUnreachable, CodeCancelled, CodeTimeout, CodeInvalidFrame}
 }
 
-// ParseCode returns the Code named s on the wire. An unknown name gives an
+// parseCode returns the Code named s on the wire. An unknown name gives an
 // error that wraps ErrInvalid.
-func ParseCode(s string) (Code, error) {
+func parseCode(s string) (Code, error) {
 	for c, name := range codeNames {
 		if c != 0 && name == s {
 			return Code(c), nil

@@ -259,7 +259,7 @@ func TestFieldConstraints(t *testing.T) {
 
 func TestEnums(t *testing.T) {
 	for d := CallerToProvider; d <= ProviderToCaller; d++ {
-		got, err := ParseDirection(d.String())
+		got, err := parseDirection(d.String())
 		require.NoError(t, err)
 		require.Equal(t, d, got)
 		require.Equal(t, d, d.opposite().opposite())
@@ -269,16 +269,16 @@ func TestEnums(t *testing.T) {
 	require.Equal(t, "provider_to_caller", ProviderToCaller.String())
 	require.Equal(t, "Direction(0)", Direction(0).String())
 	require.Equal(t, "Direction(9)", Direction(9).String())
-	_, err := ParseDirection("up")
+	_, err := parseDirection("up")
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = ParseDirection("")
+	_, err = parseDirection("")
 	require.ErrorIs(t, err, ErrInvalid)
 
 	names := []string{"started", "chunk", "completed", "failed", "cancelled"}
 	for i, name := range names {
 		k := Kind(i + 1)
 		require.Equal(t, name, k.String())
-		got, err := ParseKind(name)
+		got, err := parseKind(name)
 		require.NoError(t, err)
 		require.Equal(t, k, got)
 		require.Equal(t, i >= 2, k.IsTerminal())
@@ -288,19 +288,19 @@ func TestEnums(t *testing.T) {
 	require.False(t, Kind(0).IsTerminal())
 	require.False(t, Kind(6).IsTerminal())
 	require.Equal(t, "Kind(6)", Kind(6).String())
-	_, err = ParseKind("Started")
+	_, err = parseKind("Started")
 	require.ErrorIs(t, err, ErrInvalid)
 
 	codes := []string{"provider_error", "transport_error", "unreachable", "cancelled", "timeout", "invalid_frame"}
 	require.Len(t, allCodes(), len(codes))
 	for i, c := range allCodes() {
 		require.Equal(t, codes[i], c.String())
-		got, err := ParseCode(codes[i])
+		got, err := parseCode(codes[i])
 		require.NoError(t, err)
 		require.Equal(t, c, got)
 	}
 	require.Equal(t, "Code(0)", Code(0).String())
-	_, err = ParseCode("oops")
+	_, err = parseCode("oops")
 	requireFieldError(t, err, "error.code")
 }
 

@@ -150,7 +150,7 @@ func (ch *child) handshake(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.As(err, &ne) && ne.Timeout():
-			return ErrStartTimeout
+			return errStartTimeout
 		}
 		t := time.NewTimer(exitWait)
 		defer t.Stop()
@@ -166,7 +166,7 @@ func (ch *child) handshake(ctx context.Context) error {
 		return fmt.Errorf("%w: first packet is %s, not hello", ErrHandshake, packetio.TypeOf(pkt))
 	}
 	if !slices.Contains(hello.Protocol, wire.ProtocolVersion) {
-		return ErrProtocolVersion
+		return errProtocolVersion
 	}
 	cat, err := newCatalog(hello.Tools)
 	if err != nil {

@@ -205,7 +205,7 @@ type Calls struct {
 	// (docs/protocol.md §8 item 7) that gives no timeout_ms, and the
 	// longest one may ask for: a detached call outlives the handler that
 	// made it, so without a ceiling nothing would ever end it. A longer
-	// timeout_ms is cut to it. 0 means DefaultDetachedTimeout; negative
+	// timeout_ms is cut to it. 0 means 10 minutes; negative
 	// is refused. Calls that are steps of their parent have the parent's
 	// deadline instead.
 	DetachedTimeout time.Duration
@@ -213,11 +213,10 @@ type Calls struct {
 
 // Defaults and ceilings of Calls.
 const (
-	defaultMaxDepth    = 8
-	maxDepthCeiling    = 64
-	defaultMaxInFlight = 16
-	// DefaultDetachedTimeout is Calls.DetachedTimeout's default.
-	DefaultDetachedTimeout = 10 * time.Minute
+	defaultMaxDepth        = 8
+	maxDepthCeiling        = 64
+	defaultMaxInFlight     = 16
+	defaultDetachedTimeout = 10 * time.Minute
 	maxInFlightCeiling     = 1 << 16
 )
 
@@ -450,7 +449,7 @@ func (c Config) withDefaults() Config {
 	if c.Calls.MaxInFlight == 0 {
 		c.Calls.MaxInFlight = defaultMaxInFlight
 	}
-	def(&c.Calls.DetachedTimeout, DefaultDetachedTimeout)
+	def(&c.Calls.DetachedTimeout, defaultDetachedTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

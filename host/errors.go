@@ -21,15 +21,13 @@ var (
 	// ErrClosed: the Host is closing or closed.
 	ErrClosed = errors.New("host: closed")
 	// ErrSendClosed: Send or CloseSend after the caller's direction was
-	// closed (CloseSend, Cancel) or after the provider's terminal.
+	// closed (CloseSend, Cancel) or after the provider's terminal; and
+	// ArgumentStream's Fragment or Done after Done or Abort.
 	ErrSendClosed = errors.New("host: send on a closed call")
-	// ErrProtocolVersion: the child offers no protocol version the host
-	// speaks; its start failed and it was stopped.
-	ErrProtocolVersion = errors.New("host: child offers no protocol version the host speaks")
-	// ErrStartTimeout: the child sent no hello within Config.StartTimeout.
-	ErrStartTimeout = errors.New("host: child start timed out")
-	// ErrHandshake: the child broke the handshake (its first control
-	// packet was not a valid hello, or its tools' schemas do not compile).
+	// ErrHandshake: the child's start failed: it sent no hello within
+	// Config.StartTimeout, offered no protocol version the host speaks, or
+	// broke the handshake (its first control packet was not a valid hello,
+	// or its tools' schemas do not compile). The message says which.
 	ErrHandshake = errors.New("host: handshake failed")
 	// ErrChildDied is the cause recorded when a child's process exits or its
 	// control connection ends without a drain.
@@ -59,6 +57,24 @@ var (
 	// place in the cgroup tree or its privileges, does not offer. The
 	// message names the limit and says why; a limit is never ignored.
 	ErrLimitUnavailable = contain.ErrLimitUnavailable
+)
+
+// handshakeError is one way a child's start failed that has no detail to
+// wrap; every one matches ErrHandshake.
+type handshakeError struct{ msg string }
+
+func (e *handshakeError) Error() string { return e.msg }
+
+// Is makes every handshakeError match ErrHandshake.
+func (e *handshakeError) Is(target error) bool { return target == ErrHandshake }
+
+// Start failures that match ErrHandshake.
+var (
+	// errProtocolVersion: the child offers no protocol version the host
+	// speaks; its start failed and it was stopped.
+	errProtocolVersion = &handshakeError{"host: child offers no protocol version the host speaks"}
+	// errStartTimeout: the child sent no hello within Config.StartTimeout.
+	errStartTimeout = &handshakeError{"host: child start timed out"}
 )
 
 // callError is how the host gives the *frame.Error of a call that did not
@@ -132,21 +148,20 @@ func (e *poolDownError) Unwrap() []error { return []error{ErrPoolDown, e.cause} 
 // child and recorded in the call log (docs/protocol.md §7, "Refused calls": an
 // unknown tool, arguments or input against the schema, a pool that is
 // down, a host that closed while the call waited, a request over the
-// limits). Err says why; errors.Is and errors.As see through to
+// limits). Unwrap gives why; errors.Is and errors.As see through to
 // it (ErrUnknownTool, *SchemaError, ErrPoolDown, ...). Tree is the id of
 // the call tree the call log recorded the refusal in, to find it in a
 // journal.
 type RefusedError struct {
 	// Tree is the id of the call tree the refusal was recorded in.
 	Tree string
-	// Err is why the call was refused.
-	Err error
+	err  error // why the call was refused
 }
 
-func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Error() string { return e.err.Error() }
 
-// Unwrap returns Err.
-func (e *RefusedError) Unwrap() error { return e.Err }
+// Unwrap returns why the call was refused.
+func (e *RefusedError) Unwrap() error { return e.err }
 
 // SchemaError reports a payload that breaks one of a tool's schemas. It names
 // the schema, the field (a JSON pointer into the payload, "" for the whole

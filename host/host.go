@@ -119,9 +119,9 @@ type ChildInfo struct {
 // handshake (hello, then startup) before it returns, so a pool starts in
 // about the time of its slowest child. ctx bounds the start only; the Host
 // lives until Close. The first child that fails to start fails Start with
-// its error (ErrStartTimeout, ErrHandshake, ErrProtocolVersion, the exec
-// error, or ctx's): the other starts are cancelled, every child that did
-// start is stopped, and nothing is left behind.
+// its error (one matching ErrHandshake, the exec error, or ctx's): the
+// other starts are cancelled, every child that did start is stopped, and
+// nothing is left behind.
 func Start(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -516,7 +516,7 @@ func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args fr
 // caller's error: a *RefusedError for err, joined with the journal's when
 // a required journal did not confirm the refusal.
 func (h *Host) refuse(ctx context.Context, rec *recorder.Record, class string, code frame.Code, err error) error {
-	return endWith(ctx, rec, recorder.Refused(class, code, err), &RefusedError{Tree: rec.Tree(), Err: err})
+	return endWith(ctx, rec, recorder.Refused(class, code, err), &RefusedError{Tree: rec.Tree(), err: err})
 }
 
 // endWith ends rec with o and returns err, joined with the journal's

@@ -267,8 +267,8 @@ func TestStartFailures(t *testing.T) {
 		timeout time.Duration
 		want    error
 	}{
-		{"badversion", 10 * time.Second, ErrProtocolVersion},
-		{"nohello", 500 * time.Millisecond, ErrStartTimeout},
+		{"badversion", 10 * time.Second, errProtocolVersion},
+		{"nohello", 500 * time.Millisecond, errStartTimeout},
 		{"exit", 10 * time.Second, ErrHandshake},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {

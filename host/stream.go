@@ -3,7 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -13,9 +13,10 @@ import (
 	"github.com/skulkrt/skulk/internal/toolschema"
 )
 
-// ErrArgsClosed is returned by ArgumentStream.Fragment and Done after Done or
-// Abort (or after the call's context ended or its arguments were refused).
-var ErrArgsClosed = errors.New("host: streamed arguments already completed or aborted")
+// errArgsClosed is returned by ArgumentStream.Fragment and Done after Done
+// or Abort (or after the call's context ended or its arguments were
+// refused); it matches ErrSendClosed.
+var errArgsClosed = fmt.Errorf("%w: streamed arguments already completed or aborted", ErrSendClosed)
 
 // ArgumentStream is a call whose arguments arrive as fragments of their JSON
 // text, as a model streams a tool call token by token. It is in the call
@@ -75,12 +76,12 @@ func (a *ArgumentStream) ID() string { return a.rec.ID() }
 // Fragment appends a fragment of the arguments' JSON text; it is recorded
 // as an arguments event. Nothing is parsed or sent before Done. Arguments
 // longer in all than the child's max_header end the call refused (a
-// *SchemaError). After Done or Abort it returns ErrArgsClosed.
+// *SchemaError). After Done or Abort it returns an error matching ErrSendClosed.
 func (a *ArgumentStream) Fragment(text string) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		return ErrArgsClosed
+		return errArgsClosed
 	}
 	if a.buf.Len()+len(text) > a.max {
 		a.closeLocked()
@@ -106,7 +107,7 @@ func (a *ArgumentStream) Done(ctx context.Context) (*Call, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		return nil, ErrArgsClosed
+		return nil, errArgsClosed
 	}
 	a.closeLocked()
 	text := a.buf.String()
@@ -130,7 +131,7 @@ func (a *ArgumentStream) Done(ctx context.Context) (*Call, error) {
 // Abort ends the call cancelled before its arguments completed: no invoke
 // is ever written. reason is kept in the log (it must not hold user data).
 // It returns a required journal's *calllog.JournalError when the end was
-// not confirmed; after Done or Abort it returns ErrArgsClosed.
+// not confirmed; after Done or Abort it returns an error matching ErrSendClosed.
 func (a *ArgumentStream) Abort(reason string) error {
 	return a.abort(context.Background(), recorder.Cancelled(reason))
 }
@@ -139,7 +140,7 @@ func (a *ArgumentStream) abort(ctx context.Context, o calllog.Outcome) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		return ErrArgsClosed
+		return errArgsClosed
 	}
 	a.closeLocked()
 	a.mu.Unlock()

@@ -31,7 +31,7 @@ func TestStreamedArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	okCall(t, c, "t")
-	if err := a.Fragment("x"); !errors.Is(err, ErrArgsClosed) {
+	if err := a.Fragment("x"); !errors.Is(err, errArgsClosed) {
 		t.Fatalf("Fragment after Done: %v", err)
 	}
 	var evs []calllog.Event
@@ -94,7 +94,7 @@ func TestStreamedArguments(t *testing.T) {
 	if err := a.Abort("the model stopped"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Done(ctx); !errors.Is(err, ErrArgsClosed) {
+	if _, err := a.Done(ctx); !errors.Is(err, errArgsClosed) {
 		t.Fatalf("Done after Abort: %v", err)
 	}
 	refused = append(refused, a.ID())

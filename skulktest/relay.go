@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // relays serves StartProvider's opts in this process, once for every relay
@@ -104,12 +105,11 @@ func (r *relays) session(c *net.UnixConn) {
 func exitStatus(err error) int {
 	switch {
 	case err == nil:
-		return child.ExitOK
-	case errors.Is(err, child.ErrNoStartup), errors.Is(err, child.ErrVersion),
-		errors.Is(err, child.ErrBadStartup), errors.Is(err, child.ErrOptions):
-		return child.ExitStart
+		return protocol.ExitOK
+	case errors.Is(err, child.ErrStartup), errors.Is(err, child.ErrOptions):
+		return protocol.ExitStart
 	}
-	return child.ExitFailure
+	return protocol.ExitFailure
 }
 
 // receive reads the relay's message: its control connection and its stream
@@ -167,10 +167,10 @@ func receive(c *net.UnixConn) (net.Conn, *net.UnixListener, error) {
 func relay(path string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "skulktest relay: %v\n", err)
-		return child.ExitStart
+		return protocol.ExitStart
 	}
-	cfd, err1 := strconv.Atoi(os.Getenv(child.EnvControlFD))
-	sfd, err2 := strconv.Atoi(os.Getenv(child.EnvStreamsFD))
+	cfd, err1 := strconv.Atoi(os.Getenv(protocol.EnvControlFD))
+	sfd, err2 := strconv.Atoi(os.Getenv(protocol.EnvStreamsFD))
 	if err := errors.Join(err1, err2); err != nil {
 		return fail(fmt.Errorf("not started by a host: %w", err))
 	}
@@ -186,9 +186,9 @@ func relay(path string) int {
 	syscall.Close(sfd)
 	var b [1]byte
 	if _, err := io.ReadFull(c, b[:]); err != nil {
-		return child.ExitFailure
+		return protocol.ExitFailure
 	}
-	if b[0] == child.ExitStart { // a reason may follow
+	if b[0] == protocol.ExitStart { // a reason may follow
 		msg, _ := io.ReadAll(io.LimitReader(c, 1024))
 		if len(msg) > 0 {
 			fmt.Fprintf(os.Stderr, "%s\n", msg)

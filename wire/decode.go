@@ -655,7 +655,7 @@ func (d *decoder) canonicalHead(r *mpack.Reader) *Frame {
 	return p
 }
 
-// parseDirection is frame.ParseDirection for a name held in b, without
+// parseDirection returns the frame.Direction named in b, without
 // converting it to a string; it returns 0 for an unknown name.
 func parseDirection(b []byte) frame.Direction {
 	switch string(b) {
@@ -667,7 +667,7 @@ func parseDirection(b []byte) frame.Direction {
 	return 0
 }
 
-// parseKind is frame.ParseKind for a name held in b, without converting it
+// parseKind returns the frame.Kind named in b, without converting it
 // to a string; it returns 0 for an unknown name.
 func parseKind(b []byte) frame.Kind {
 	switch string(b) {
@@ -852,7 +852,7 @@ func decodeError(r *mpack.Reader) (*frame.Error, error) {
 			if err != nil {
 				return nil, invalidField("error.code", "not a string")
 			}
-			e.Code, codeErr = frame.ParseCode(string(s))
+			e.Code, codeErr = protocol.ParseCode(string(s))
 		case "message":
 			if v.IsNil() {
 				continue

@@ -114,3 +114,9 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 
 // Is makes every InvalidError match frame.ErrInvalid.
 func (e *InvalidError) Is(target error) bool { return target == frame.ErrInvalid }
+
+// ErrNotHosted is matched (errors.Is) when a child process was started
+// outside a Skulk host: the SKULK_* environment of docs/protocol.md §1 or
+// fds 3 and 4 are missing or wrong. child.Run and skulk-mcp print it and
+// exit with ExitStart.
+var ErrNotHosted = errors.New("child: not started by a Skulk host")

@@ -5,6 +5,32 @@ import (
 	"time"
 )
 
+// Environment of a child process (docs/protocol.md §1): child.Run reads
+// it, the host sets it, and a program that serves the protocol itself
+// (skulk-mcp) reads it too.
+const (
+	// EnvProtocol carries the protocol version the host speaks ("1").
+	EnvProtocol = "SKULK_PROTOCOL"
+	// EnvControlFD names the fd of the control connection ("3").
+	EnvControlFD = "SKULK_CONTROL_FD"
+	// EnvStreamsFD names the fd of the stream listener ("4").
+	EnvStreamsFD = "SKULK_STREAMS_FD"
+	// EnvChildID carries the id the host gave the child.
+	EnvChildID = "SKULK_CHILD_ID"
+)
+
+// Exit statuses of a child process (docs/protocol.md §1), as child.Run
+// returns them.
+const (
+	// ExitOK: drained, or the host went away.
+	ExitOK = 0
+	// ExitFailure: the host broke the protocol, or the connections failed.
+	ExitFailure = 1
+	// ExitStart: started outside a host, no startup in time, a startup
+	// with a version the child did not offer, or no valid startup at all.
+	ExitStart = 2
+)
+
 // PrefixLen is the length of a packet's prefix: the header length and the
 // attachment length, both uint32 big-endian.
 const PrefixLen = 8

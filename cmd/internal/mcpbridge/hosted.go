@@ -11,17 +11,18 @@ import (
 	"strconv"
 
 	"github.com/skulkrt/skulk/child"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // Exit statuses of RunHosted: child's, plus the server's own end.
 const (
 	// ExitOK: drained, or the host went away.
-	ExitOK = child.ExitOK
+	ExitOK = protocol.ExitOK
 	// ExitFailure: the MCP server exited while serving (the host restarts
 	// the child, server and all), or the protocol failed.
-	ExitFailure = child.ExitFailure
+	ExitFailure = protocol.ExitFailure
 	// ExitStart: started outside a host, or the MCP server did not start.
-	ExitStart = child.ExitStart
+	ExitStart = protocol.ExitStart
 )
 
 // RunHosted is the whole of skulk-mcp: it takes over the connections the
@@ -35,7 +36,7 @@ const (
 func RunHosted(opts WrapOptions, stderr io.Writer) int {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
-		if id := os.Getenv(child.EnvChildID); id != "" {
+		if id := os.Getenv(protocol.EnvChildID); id != "" {
 			opts.Logger = opts.Logger.With("child_id", id)
 		}
 	}
@@ -80,7 +81,7 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 		return ExitOK
 	}
 	fmt.Fprintf(stderr, "skulk-mcp: %v\n", err)
-	if errors.Is(err, child.ErrNoStartup) || errors.Is(err, child.ErrVersion) || errors.Is(err, child.ErrBadStartup) || errors.Is(err, child.ErrOptions) {
+	if errors.Is(err, child.ErrStartup) || errors.Is(err, child.ErrOptions) {
 		return ExitStart
 	}
 	return ExitFailure
@@ -88,21 +89,21 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 
 // hostedConns takes over the control connection and the stream listener
 // the host passed, as child.Run does, through package net (the wrapper
-// links it anyway, for the MCP SDK). Errors match child.ErrNotHosted.
+// links it anyway, for the MCP SDK). Errors match protocol.ErrNotHosted.
 func hostedConns() (net.Conn, net.Listener, error) {
-	if v := os.Getenv(child.EnvProtocol); v != "1" {
-		return nil, nil, fmt.Errorf("%w: %s is not 1; skulk-mcp is started by a Skulk host (skulk-host, host.Start), not by hand", child.ErrNotHosted, child.EnvProtocol)
+	if v := os.Getenv(protocol.EnvProtocol); v != "1" {
+		return nil, nil, fmt.Errorf("%w: %s is not 1; skulk-mcp is started by a Skulk host (skulk-host, host.Start), not by hand", protocol.ErrNotHosted, protocol.EnvProtocol)
 	}
-	cfd, err := envFD(child.EnvControlFD)
+	cfd, err := envFD(protocol.EnvControlFD)
 	if err != nil {
 		return nil, nil, err
 	}
-	sfd, err := envFD(child.EnvStreamsFD)
+	sfd, err := envFD(protocol.EnvStreamsFD)
 	if err != nil {
 		return nil, nil, err
 	}
 	if cfd == sfd {
-		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", child.ErrNotHosted, child.EnvControlFD, child.EnvStreamsFD)
+		return nil, nil, fmt.Errorf("%w: %s and %s name the same fd", protocol.ErrNotHosted, protocol.EnvControlFD, protocol.EnvStreamsFD)
 	}
 	// FileConn and FileListener dup the fds close-on-exec; the originals,
 	// inherited without it, are closed.
@@ -112,12 +113,12 @@ func hostedConns() (net.Conn, net.Listener, error) {
 	defer sf.Close()
 	control, err := net.FileConn(cf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %v", child.ErrNotHosted, child.EnvControlFD, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", protocol.ErrNotHosted, protocol.EnvControlFD, err)
 	}
 	streams, err := net.FileListener(sf)
 	if err != nil {
 		control.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %v", child.ErrNotHosted, child.EnvStreamsFD, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", protocol.ErrNotHosted, protocol.EnvStreamsFD, err)
 	}
 	return control, streams, nil
 }
@@ -125,7 +126,7 @@ func hostedConns() (net.Conn, net.Listener, error) {
 func envFD(name string) (int, error) {
 	fd, err := strconv.Atoi(os.Getenv(name))
 	if err != nil || fd < 3 {
-		return 0, fmt.Errorf("%w: %s does not name an fd above 2", child.ErrNotHosted, name)
+		return 0, fmt.Errorf("%w: %s does not name an fd above 2", protocol.ErrNotHosted, name)
 	}
 	return fd, nil
 }
