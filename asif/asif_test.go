@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,9 +32,7 @@ const (
 func readFile(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -39,47 +40,33 @@ func TestExamplesCheckClean(t *testing.T) {
 	for _, name := range []string{partialExample, completedExample} {
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			report, err := asif.Check(readFile(t, name), asif.Options{})
-			if err != nil {
-				t.Fatalf("Check: %v", err)
-			}
-			if report == nil || report.Version != asif.Version {
-				t.Fatalf("report = %+v", report)
-			}
+			require.NoError(t, err, "Check")
+			require.Falsef(t, report == nil || report.Version != asif.Version, "report = %+v", report)
 		})
 	}
 }
 
 func TestPartialExampleAssembly(t *testing.T) {
 	report, err := asif.Check(readFile(t, partialExample), asif.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := report.Stream("stream-partial")
-	if s == nil {
-		t.Fatal("stream-partial missing from report")
-	}
-	if s.Status != asif.StreamPartial || s.Executable {
-		t.Fatalf("stream-partial: status %s executable %v; want partial, not executable", s.Status, s.Executable)
-	}
+	require.False(t, s == nil, "stream-partial missing from report")
+	require.Falsef(t, s.Status != asif.StreamPartial || s.Executable, "stream-partial: status %s executable %v; want partial, not executable", s.Status, s.Executable)
 	if got := string(s.Bytes); got != `{"document_id":"meeting-` || s.Size != 24 {
-		t.Fatalf("prefix = %q (size %d)", got, s.Size)
+		require.FailNow(t, fmt.Sprintf("prefix = %q (size %d)", got, s.Size))
 	}
 	calls := report.Branches[0].Calls
 	if len(calls) != 1 || calls[0].ArgumentsStatus != asif.ArgumentsPartial || calls[0].Terminal || calls[0].EventID != "call-partial" {
-		t.Fatalf("selected state = %+v", calls[0])
+		require.FailNow(t, fmt.Sprintf("selected state = %+v", calls[0]))
 	}
 }
 
 func TestCompletedExampleAssembly(t *testing.T) {
 	data := readFile(t, completedExample)
 	report, err := asif.Check(data, asif.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	complete := report.Stream("stream-complete")
-	if complete == nil || complete.Status != asif.StreamComplete || !complete.Executable {
-		t.Fatalf("stream-complete = %+v", complete)
-	}
+	require.Falsef(t, complete == nil || complete.Status != asif.StreamComplete || !complete.Executable, "stream-complete = %+v", complete)
 	// The complete stream equals the amended call's arguments, as JSON.
 	var doc struct {
 		Events []struct {
@@ -89,9 +76,7 @@ func TestCompletedExampleAssembly(t *testing.T) {
 			} `json:"data"`
 		} `json:"events"`
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(data, &doc))
 	var amended json.RawMessage
 	for _, e := range doc.Events {
 		if e.ID == "call-complete" {
@@ -99,30 +84,22 @@ func TestCompletedExampleAssembly(t *testing.T) {
 		}
 	}
 	want, err := strictjson.Parse(amended)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, err := strictjson.Parse(complete.Bytes)
-	if err != nil {
-		t.Fatalf("assembled stream is not JSON: %v", err)
-	}
-	if !strictjson.Equal(got, want) {
-		t.Fatalf("assembled %s, amended call has %s", complete.Bytes, amended)
-	}
+	require.NoError(t, err, "assembled stream is not JSON")
+	require.Falsef(t, !strictjson.Equal(got, want), "assembled %s, amended call has %s", complete.Bytes, amended)
 	// The earlier partial stream is kept, still partial.
 	if p := report.Stream("stream-partial"); p == nil || p.Status != asif.StreamPartial || p.Executable || p.Size != 24 {
-		t.Fatalf("stream-partial = %+v", p)
+		require.FailNow(t, fmt.Sprintf("stream-partial = %+v", p))
 	}
 	// Selected state: the amendment, closed by the late terminal result.
 	calls := report.Branches[0].Calls
-	if len(calls) != 1 {
-		t.Fatalf("calls = %d", len(calls))
-	}
+	require.EqualValuesf(t, 1, len(calls), "calls = %d", len(calls))
 	c := calls[0]
 	if c.CallID != "call-1" || c.EventID != "call-complete" || c.ArgumentsStatus != asif.ArgumentsComplete ||
 		!c.Terminal || c.Outcome != asif.OutcomeSuccess || c.TerminalEventID != "result-late" || c.Results != 1 ||
 		c.External != nil || string(c.Arguments) != `{"document_id":"meeting-42"}` {
-		t.Fatalf("selected state = %+v (arguments %s)", c, c.Arguments)
+		require.FailNow(t, fmt.Sprintf("selected state = %+v (arguments %s)", c, c.Arguments))
 	}
 }
 
@@ -133,18 +110,14 @@ type tree = map[string]any
 func load(t testing.TB, name string) tree {
 	t.Helper()
 	v, err := strictjson.Parse(readFile(t, name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return v.(tree)
 }
 
 func encode(t testing.TB, doc tree) []byte {
 	t.Helper()
 	b, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -253,16 +226,12 @@ func TestSplitUTF8DecodedAfterAssembly(t *testing.T) {
 	doc := load(t, completedExample)
 	splitUTF8(doc)
 	report, err := asif.Check(encode(t, doc), asif.Options{})
-	if err != nil {
-		t.Fatalf("split UTF-8 across segments refused: %v", err)
-	}
+	require.NoError(t, err, "split UTF-8 across segments refused")
 	s := report.Stream("stream-complete")
-	if string(s.Bytes) != `{"document_id":"meeting-é"}` || !s.Executable {
-		t.Fatalf("assembled %q executable %v", s.Bytes, s.Executable)
-	}
+	require.Falsef(t, string(s.Bytes) != `{"document_id":"meeting-é"}` || !s.Executable, "assembled %q executable %v", s.Bytes, s.Executable)
 	// The partial prefix ends inside the sequence: it is kept as bytes.
 	if p := report.Stream("stream-partial"); p.Size != 25 || p.Bytes[24] != 0xc3 {
-		t.Fatalf("partial prefix = %q", p.Bytes)
+		require.FailNow(t, fmt.Sprintf("partial prefix = %q", p.Bytes))
 	}
 }
 
@@ -581,27 +550,17 @@ func TestRuleMutations(t *testing.T) {
 		covered[tc.rule] = true
 	}
 	for _, r := range asif.Rules() {
-		if !covered[r] {
-			t.Errorf("rule %s has no mutation case", r)
-		}
+		assert.Falsef(t, !covered[r], "rule %s has no mutation case", r)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := load(t, tc.base)
 			tc.mutate(doc)
 			report, err := asif.Check(encode(t, doc), asif.Options{})
-			if err == nil {
-				t.Fatalf("mutation accepted; want %s", tc.rule)
-			}
-			if report == nil {
-				t.Fatalf("no report; refused before the rules: %v", err)
-			}
-			if !errors.Is(err, tc.rule) {
-				t.Fatalf("refusal does not include %s: %v", tc.rule, err)
-			}
-			if !namesObject(err, tc.rule, tc.object) {
-				t.Fatalf("no %s refusal names %q: %v", tc.rule, tc.object, err)
-			}
+			require.Falsef(t, err == nil, "mutation accepted; want %s", tc.rule)
+			require.Falsef(t, report == nil, "no report; refused before the rules: %v", err)
+			require.ErrorIsf(t, err, tc.rule, "refusal does not include %s", tc.rule)
+			require.Falsef(t, !namesObject(err, tc.rule, tc.object), "no %s refusal names %q: %v", tc.rule, tc.object, err)
 		})
 	}
 }
@@ -657,14 +616,14 @@ func TestTaskHistoriesAccepted(t *testing.T) {
 	addTask(d, "t1-r8", "t1", 8, "completed", tree{"previous_revision": num(7)})
 	list(d, "checkpoints")[0].(tree)["tasks"] = []any{tree{"task_id": "t1", "revision": num(8)}, tree{"task_id": "t2", "revision": num(1)}}
 	if _, err := asif.Check(encode(t, d), asif.Options{}); err != nil {
-		t.Fatalf("task history refused: %v", err)
+		require.FailNow(t, fmt.Sprintf("task history refused: %v", err))
 	}
 	// The same history on a branch that lacks t1's first revision.
 	d = load(t, completedExample)
 	addTask(d, "t1-r1", "t1", 1, "completed", nil)
 	addTask(d, "t1-r2", "t1", 2, "pending", tree{"previous_revision": num(1), "reopen_reason": "Reopened by the reviewer."})
 	if _, err := asif.Check(encode(t, d), asif.Options{}); err != nil {
-		t.Fatalf("reopen with a reason refused: %v", err)
+		require.FailNow(t, fmt.Sprintf("reopen with a reason refused: %v", err))
 	}
 }
 
@@ -690,9 +649,7 @@ func TestAllRefusalsReported(t *testing.T) {
 	byID(doc, "resources", "arguments-prefix")["sha256"] = strings.Repeat("a", 64) // digest
 	_, err := asif.Check(encode(t, doc), asif.Options{})
 	for _, rule := range []asif.Rule{asif.RuleSegmentSpan, asif.RuleCallToolUndefined, asif.RuleAmendmentChangedTool, asif.RuleResourceSHA256} {
-		if !errors.Is(err, rule) {
-			t.Errorf("joined refusal lacks %s: %v", rule, err)
-		}
+		assert.ErrorIsf(t, err, rule, "joined refusal lacks %s", rule)
 	}
 }
 
@@ -700,13 +657,9 @@ func TestTextStreamAssembles(t *testing.T) {
 	doc := load(t, completedExample)
 	addTextStream(doc, "Meeting notes: agree on the workshop outline.")
 	report, err := asif.Check(encode(t, doc), asif.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := report.Stream("stream-text")
-	if s.Status != asif.StreamComplete || string(s.Bytes) != "Meeting notes: agree on the workshop outline." || s.Executable {
-		t.Fatalf("text stream = %+v", s)
-	}
+	require.Falsef(t, s.Status != asif.StreamComplete || string(s.Bytes) != "Meeting notes: agree on the workshop outline." || s.Executable, "text stream = %+v", s)
 }
 
 // A capture that starts after the call: the call is an external binding,
@@ -727,32 +680,20 @@ func TestLateResultCorrelatesWithBinding(t *testing.T) {
 	addBinding(doc, callBinding("call-1", "read-notes"))
 	events := len(list(doc, "events"))
 	report, err := asif.Check(encode(t, doc), asif.Options{})
-	if err != nil {
-		t.Fatalf("late result with an unchanged binding refused: %v", err)
-	}
+	require.NoError(t, err, "late result with an unchanged binding refused")
 	calls := report.Branches[0].Calls
-	if len(calls) != 1 {
-		t.Fatalf("calls = %+v", calls)
-	}
+	require.EqualValuesf(t, 1, len(calls), "calls = %+v", calls)
 	c := calls[0]
-	if c.External == nil || c.External.CaptureID != "capture-earlier" || c.EventID != "" {
-		t.Fatalf("binding reported as %+v; want external with no local event", c)
-	}
-	if !c.Terminal || c.Outcome != asif.OutcomeSuccess || c.TerminalEventID != "result-late" || c.ArgumentsStatus != asif.ArgumentsPartial {
-		t.Fatalf("selected state = %+v", c)
-	}
-	if len(list(doc, "events")) != events {
-		t.Fatal("events changed")
-	}
+	require.Falsef(t, c.External == nil || c.External.CaptureID != "capture-earlier" || c.EventID != "", "binding reported as %+v; want external with no local event", c)
+	require.Falsef(t, !c.Terminal || c.Outcome != asif.OutcomeSuccess || c.TerminalEventID != "result-late" || c.ArgumentsStatus != asif.ArgumentsPartial, "selected state = %+v", c)
+	require.False(t, len(list(doc, "events")) != events, "events changed")
 	// The report's JSON carries no local event id for the call, only the
 	// binding's external source.
 	b, _ := json.Marshal(c)
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &m))
 	if _, ok := m["event_id"]; ok {
-		t.Fatalf("state JSON names a local call event: %s", b)
+		require.FailNow(t, fmt.Sprintf("state JSON names a local call event: %s", b))
 	}
 }
 
@@ -764,28 +705,18 @@ func TestPathResources(t *testing.T) {
 	input := encode(t, doc)
 
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "fragments"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fragments", "suffix.json"), []byte(`42"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "fragments"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fragments", "suffix.json"), []byte(`42"}`), 0o644))
 	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer root.Close()
 	report, err := asif.Check(input, asif.Options{Files: root.FS()})
-	if err != nil {
-		t.Fatalf("path-backed resource refused: %v", err)
-	}
-	if !report.Stream("stream-complete").Executable {
-		t.Fatal("stream over a path-backed resource not assembled")
-	}
+	require.NoError(t, err, "path-backed resource refused")
+	require.False(t, !report.Stream("stream-complete").Executable, "stream over a path-backed resource not assembled")
 	for _, bad := range []string{"../suffix.json", "/etc/passwd", "fragments\\suffix.json", "fragments/./suffix.json", "fragments/missing"} {
 		r["path"] = bad
 		if _, err := asif.Check(encode(t, doc), asif.Options{Files: root.FS()}); !namesObject(err, asif.RuleResourcePath, "arguments-suffix") {
-			t.Errorf("path %q: %v; want %s", bad, err, asif.RuleResourcePath)
+			assert.Fail(t, fmt.Sprintf("path %q: %v; want %s", bad, err, asif.RuleResourcePath))
 		}
 	}
 }
@@ -800,11 +731,9 @@ func TestStreamTooLarge(t *testing.T) {
 	}
 	byID(doc, "streams", "stream-partial")["segments"] = segs
 	report, err := asif.Check(encode(t, doc), asif.Options{})
-	if !namesObject(err, asif.RuleStreamTooLarge, "stream-partial") {
-		t.Fatalf("err = %v; want %s", err, asif.RuleStreamTooLarge)
-	}
+	require.Falsef(t, !namesObject(err, asif.RuleStreamTooLarge, "stream-partial"), "err = %v; want %s", err, asif.RuleStreamTooLarge)
 	if s := report.Stream("stream-partial"); s.Size != 0 {
-		t.Fatalf("oversized stream assembled %d bytes", s.Size)
+		require.FailNow(t, fmt.Sprintf("oversized stream assembled %d bytes", s.Size))
 	}
 }
 
@@ -837,9 +766,7 @@ func TestReadRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			report, err := asif.Check([]byte(tc.input), asif.Options{})
 			var re *asif.ReadError
-			if !errors.Is(err, tc.want) || !errors.As(err, &re) || report != nil {
-				t.Fatalf("err = %v (report %v); want *ReadError wrapping %v", err, report, tc.want)
-			}
+			require.Falsef(t, !errors.Is(err, tc.want) || !errors.As(err, &re) || report != nil, "err = %v (report %v); want *ReadError wrapping %v", err, report, tc.want)
 		})
 	}
 	t.Run("value count", func(t *testing.T) {
@@ -848,18 +775,14 @@ func TestReadRefusals(t *testing.T) {
 		}
 		input := "[" + strings.Repeat("0,", asif.MaxValues) + "0]"
 		if _, err := strictjson.Parse([]byte(input)); !errors.Is(err, asif.ErrTooManyValues) {
-			t.Fatalf("err = %v", err)
+			require.FailNow(t, fmt.Sprintf("err = %v", err))
 		}
 	})
 	t.Run("Read bound", func(t *testing.T) {
 		_, err := asif.Read(strings.NewReader(strings.Repeat(" ", asif.MaxDocumentBytes+1)))
-		if !errors.Is(err, asif.ErrTooLarge) {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorIs(t, err, asif.ErrTooLarge, "err =")
 		b, err := asif.Read(strings.NewReader(example))
-		if err != nil || string(b) != example {
-			t.Fatalf("Read: %v", err)
-		}
+		require.Falsef(t, err != nil || string(b) != example, "Read: %v", err)
 	})
 }
 
@@ -880,18 +803,10 @@ func TestVersions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := asif.Check([]byte(tc.input), asif.Options{})
 			var ve *asif.VersionError
-			if !errors.As(err, &ve) || !errors.Is(err, asif.ErrUnsupportedVersion) {
-				t.Fatalf("err = %v; want *VersionError", err)
-			}
-			if ve.Found != tc.found || ve.Missing != tc.missing {
-				t.Fatalf("VersionError = %+v", ve)
-			}
-			if strings.Contains(err.Error(), "secret") {
-				t.Fatalf("message echoes content: %v", err)
-			}
-			if !strings.Contains(err.Error(), "asif_version") {
-				t.Fatalf("message does not name the field: %v", err)
-			}
+			require.Falsef(t, !errors.As(err, &ve) || !errors.Is(err, asif.ErrUnsupportedVersion), "err = %v; want *VersionError", err)
+			require.Falsef(t, ve.Found != tc.found || ve.Missing != tc.missing, "VersionError = %+v", ve)
+			require.Falsef(t, strings.Contains(err.Error(), "secret"), "message echoes content: %v", err)
+			require.Falsef(t, !strings.Contains(err.Error(), "asif_version"), "message does not name the field: %v", err)
 		})
 	}
 }
@@ -904,9 +819,7 @@ func TestSchemaErrors(t *testing.T) {
 	data(doc, "result-late")["outcome"] = "secret-outcome"        // enum
 	_, err := asif.Check(encode(t, doc), asif.Options{})
 	var se *asif.SchemaError
-	if !errors.As(err, &se) || !errors.Is(err, asif.ErrSchema) {
-		t.Fatalf("err = %v; want *SchemaError", err)
-	}
+	require.Falsef(t, !errors.As(err, &se) || !errors.Is(err, asif.ErrSchema), "err = %v; want *SchemaError", err)
 	want := map[asif.Violation]bool{
 		{InstanceLocation: "/streams/1/segments/1/index", Keyword: "minimum"}: false,
 		{InstanceLocation: "", Keyword: "required"}:                           false,
@@ -919,22 +832,16 @@ func TestSchemaErrors(t *testing.T) {
 		}
 	}
 	for v, found := range want {
-		if !found {
-			t.Errorf("violation %+v not reported; got %+v", v, se.Violations)
-		}
+		assert.Falsef(t, !found, "violation %+v not reported; got %+v", v, se.Violations)
 	}
-	if strings.Contains(err.Error(), "secret") {
-		t.Fatalf("schema error echoes a value: %v", err)
-	}
+	require.Falsef(t, strings.Contains(err.Error(), "secret"), "schema error echoes a value: %v", err)
 }
 
 func TestStreamsFeatureRequiresField(t *testing.T) {
 	doc := load(t, completedExample)
 	delete(doc, "streams")
 	_, err := asif.Check(encode(t, doc), asif.Options{})
-	if !errors.Is(err, asif.ErrSchema) {
-		t.Fatalf("err = %v; want schema refusal (feature declared without streams)", err)
-	}
+	require.ErrorIsf(t, err, asif.ErrSchema, "err = %v; want schema refusal (feature declared without streams)", err)
 }
 
 // Rule error messages name the rule and the object id, never content.
@@ -944,20 +851,14 @@ func TestRuleErrorsDoNotEchoContent(t *testing.T) {
 	data(doc, "call-complete")["arguments"] = tree{"document_id": "meeting-SECRET-2"}
 	segment(doc, "stream-complete", 1)["length"] = num(8)
 	_, err := asif.Check(encode(t, doc), asif.Options{})
-	if err == nil || strings.Contains(err.Error(), "SECRET") {
-		t.Fatalf("err = %v", err)
-	}
-	if !strings.Contains(err.Error(), string(asif.RuleStreamArgumentsMismatch)) || !strings.Contains(err.Error(), `"stream-complete"`) {
-		t.Fatalf("message lacks rule or id: %v", err)
-	}
+	require.Falsef(t, err == nil || strings.Contains(err.Error(), "SECRET"), "err = %v", err)
+	require.Falsef(t, !strings.Contains(err.Error(), string(asif.RuleStreamArgumentsMismatch)) || !strings.Contains(err.Error(), `"stream-complete"`), "message lacks rule or id: %v", err)
 	long := &asif.RuleError{Rule: asif.RuleStreamStatus, Object: "stream", ObjectID: strings.Repeat("é", 100), Segment: -1}
 	if n := len(long.Error()); n > 160 {
-		t.Fatalf("message of %d bytes for a long id", n)
+		require.FailNow(t, fmt.Sprintf("message of %d bytes for a long id", n))
 	}
 	var r asif.Rule
-	if !errors.As(error(long), &r) || r != asif.RuleStreamStatus {
-		t.Fatalf("errors.As Rule = %v", r)
-	}
+	require.Falsef(t, !errors.As(error(long), &r) || r != asif.RuleStreamStatus, "errors.As Rule = %v", r)
 }
 
 func TestRefusalsBounded(t *testing.T) {
@@ -969,11 +870,9 @@ func TestRefusalsBounded(t *testing.T) {
 	byID(doc, "streams", "stream-partial")["segments"] = segs
 	_, err := asif.Check(encode(t, doc), asif.Options{})
 	var tm *asif.TooManyRefusalsError
-	if !errors.As(err, &tm) || tm.Dropped != 50 {
-		t.Fatalf("err type %T; TooManyRefusalsError = %+v", err, tm)
-	}
+	require.Falsef(t, !errors.As(err, &tm) || tm.Dropped != 50, "err type %T; TooManyRefusalsError = %+v", err, tm)
 	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != asif.MaxRefusals+1 {
-		t.Fatalf("%d errors joined; want MaxRefusals+1", n)
+		require.FailNow(t, fmt.Sprintf("%d errors joined; want MaxRefusals+1", n))
 	}
 }
 
@@ -994,9 +893,7 @@ func TestCheckConcurrent(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 }
 
@@ -1005,7 +902,7 @@ func BenchmarkCheckExample(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
 		if _, err := asif.Check(data, asif.Options{}); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 	}
 }
@@ -1019,7 +916,7 @@ func BenchmarkCheckLargeResource(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
 		if _, err := asif.Check(data, asif.Options{}); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 	}
 }
@@ -1031,7 +928,7 @@ func TestUncheckedFamilies(t *testing.T) {
 	report, err := asif.Check(readFile(t, completedExample), asif.Options{})
 	want := []asif.Family{asif.FamilyContexts, asif.FamilyConfigurations, asif.FamilyExecutions, asif.FamilyLineage}
 	if err != nil || !slices.Equal(report.Unchecked, want) || report.Valid(err) {
-		t.Fatalf("err %v, unchecked %v, valid %v", err, report.Unchecked, report.Valid(err))
+		require.FailNow(t, fmt.Sprintf("err %v, unchecked %v, valid %v", err, report.Unchecked, report.Valid(err)))
 	}
 	d := load(t, completedExample)
 	d["contexts"], d["configurations"], d["executions"] = []any{}, []any{}, []any{}
@@ -1042,9 +939,7 @@ func TestUncheckedFamilies(t *testing.T) {
 	cp := list(d, "checkpoints")[0].(tree)
 	cp["context_id"], cp["configuration_id"] = nil, nil
 	report, err = asif.Check(encode(t, d), asif.Options{})
-	if err != nil || len(report.Unchecked) != 0 || report.Unchecked == nil || !report.Valid(err) {
-		t.Fatalf("stripped example: err %v, unchecked %v", err, report.Unchecked)
-	}
+	require.Falsef(t, err != nil || len(report.Unchecked) != 0 || report.Unchecked == nil || !report.Valid(err), "stripped example: err %v, unchecked %v", err, report.Unchecked)
 	for name, mutate := range map[asif.Family]func(tree){
 		asif.FamilyDecisions: func(d tree) {
 			addEvent(d, tree{"id": "q", "sequence": num(50), "actor_id": "agent", "kind": "decision_request", "causes": []any{},
@@ -1058,11 +953,9 @@ func TestUncheckedFamilies(t *testing.T) {
 		m := load(t, completedExample)
 		mutate(m)
 		report, err := asif.Check(encode(t, m), asif.Options{})
-		if report == nil || !slices.Contains(report.Unchecked, name) || report.Valid(err) {
-			t.Errorf("%s: err %v, report %+v", name, err, report)
-		}
+		assert.Falsef(t, report == nil || !slices.Contains(report.Unchecked, name) || report.Valid(err), "%s: err %v, report %+v", name, err, report)
 	}
 	if got := asif.UncheckedFamilies(); len(got) == 0 || got[0] != asif.FamilyContexts {
-		t.Fatalf("UncheckedFamilies() = %v", got)
+		require.FailNow(t, fmt.Sprintf("UncheckedFamilies() = %v", got))
 	}
 }

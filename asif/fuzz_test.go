@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"slices"
 	"testing"
 
@@ -20,9 +22,7 @@ func FuzzCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		report, err := asif.Check(data, asif.Options{})
 		if err == nil {
-			if report == nil {
-				t.Fatal("nil report without error")
-			}
+			require.False(t, report == nil, "nil report without error")
 			return
 		}
 		var (
@@ -33,15 +33,11 @@ func FuzzCheck(f *testing.F) {
 		)
 		switch {
 		case errors.As(err, &re), errors.As(err, &ve), errors.As(err, &se):
-			if report != nil {
-				t.Fatal("report returned with a pre-rule refusal")
-			}
+			require.False(t, report != nil, "report returned with a pre-rule refusal")
 		case errors.As(err, &ru):
-			if report == nil {
-				t.Fatal("rule refusal without a report")
-			}
+			require.False(t, report == nil, "rule refusal without a report")
 		default:
-			t.Fatalf("undocumented error type %T: %v", err, err)
+			require.FailNow(t, fmt.Sprintf("undocumented error type %T: %v", err, err))
 		}
 	})
 }
@@ -59,9 +55,7 @@ func FuzzStreams(f *testing.F) {
 	base := readFile(f, completedExample)
 	f.Fuzz(func(t *testing.T, idx0, idx1, off1, len1 int64, term0, term1 bool, suffix []byte) {
 		v, err := strictjson.Parse(base)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		doc := v.(tree)
 		setData(doc, "arguments-suffix", suffix)
 		s0, s1 := segment(doc, "stream-complete", 0), segment(doc, "stream-complete", 1)
@@ -69,9 +63,7 @@ func FuzzStreams(f *testing.F) {
 		s1["index"], s1["offset"], s1["length"], s1["terminal"] = json.Number(jsonInt64(idx1)), json.Number(jsonInt64(off1)), json.Number(jsonInt64(len1)), term1
 		report, err := asif.Check(encode(t, doc), asif.Options{})
 		if report == nil {
-			if !errors.Is(err, asif.ErrSchema) {
-				t.Fatalf("no report and not a schema refusal: %v", err)
-			}
+			require.ErrorIs(t, err, asif.ErrSchema, "no report and not a schema refusal")
 			return
 		}
 		s := report.Stream("stream-complete")
@@ -95,23 +87,13 @@ func FuzzStreams(f *testing.F) {
 			}
 			want = append(want, segs[i].bytes...)
 		}
-		if !bytes.Equal(s.Bytes, want) {
-			t.Fatalf("assembled %q, want %q", s.Bytes, want)
-		}
-		if s.Size != len(s.Bytes) {
-			t.Fatalf("size %d for %d bytes", s.Size, len(s.Bytes))
-		}
+		require.Falsef(t, !bytes.Equal(s.Bytes, want), "assembled %q, want %q", s.Bytes, want)
+		require.Falsef(t, s.Size != len(s.Bytes), "size %d for %d bytes", s.Size, len(s.Bytes))
 		if err == nil {
-			if !s.Executable || s.Status != asif.StreamComplete {
-				t.Fatalf("clean check but stream = %+v", s)
-			}
-			if string(s.Bytes) != `{"document_id":"meeting-`+string(suffix[off1:off1+len1]) {
-				t.Fatalf("clean check assembled %q", s.Bytes)
-			}
+			require.Falsef(t, !s.Executable || s.Status != asif.StreamComplete, "clean check but stream = %+v", s)
+			require.Falsef(t, string(s.Bytes) != `{"document_id":"meeting-`+string(suffix[off1:off1+len1]), "clean check assembled %q", s.Bytes)
 		}
-		if s.Executable && s.Status != asif.StreamComplete {
-			t.Fatal("partial stream reported executable")
-		}
+		require.False(t, s.Executable && s.Status != asif.StreamComplete, "partial stream reported executable")
 	})
 }
 

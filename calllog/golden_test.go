@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"testing"
 	"time"
@@ -141,9 +144,7 @@ func TestLinksNeedTreeAndCall(t *testing.T) {
 		var e calllog.Event
 		err := json.Unmarshal([]byte(head+tc.keys+"}"), &e)
 		var fe *calllog.FormatError
-		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, calllog.ErrFormat) {
-			t.Errorf("%s: %v, want a FormatError for %s", tc.keys, err, tc.field)
-		}
+		assert.Falsef(t, !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, calllog.ErrFormat), "%s: %v, want a FormatError for %s", tc.keys, err, tc.field)
 	}
 }
 
@@ -153,35 +154,27 @@ func TestGoldenJSON(t *testing.T) {
 	var buf bytes.Buffer
 	for _, e := range goldenEvents() {
 		b, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
 	const path = "testdata/events.jsonl"
 	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !bytes.Equal(buf.Bytes(), want) {
-		t.Fatalf("JSON form changed:\n%s\nwant:\n%s", buf.Bytes(), want)
+		require.FailNow(t, fmt.Sprintf("JSON form changed:\n%s\nwant:\n%s", buf.Bytes(), want))
 	}
 	sc := bufio.NewScanner(bytes.NewReader(want))
 	i := 0
 	for sc.Scan() {
 		var e calllog.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("line %d: %v", i+1, err)
-		}
+		require.NoErrorf(t, json.Unmarshal(sc.Bytes(), &e), "line %d", i+1)
 		b, _ := json.Marshal(e)
 		if !bytes.Equal(b, sc.Bytes()) {
-			t.Fatalf("line %d does not round-trip:\n%s\n%s", i+1, sc.Bytes(), b)
+			require.FailNow(t, fmt.Sprintf("line %d does not round-trip:\n%s\n%s", i+1, sc.Bytes(), b))
 		}
 		i++
 	}
@@ -196,7 +189,7 @@ func TestArgumentsEventNeedsFragmentKeys(t *testing.T) {
 	} {
 		var e calllog.Event
 		if err := json.Unmarshal([]byte(line), &e); !errors.Is(err, calllog.ErrFormat) {
-			t.Fatalf("%s: %v", line, err)
+			require.FailNow(t, fmt.Sprintf("%s: %v", line, err))
 		}
 	}
 }
@@ -215,16 +208,14 @@ func TestTraceIDsAreChecked(t *testing.T) {
 		var e calllog.Event
 		err := json.Unmarshal([]byte(head+tc.keys+"}"), &e)
 		var fe *calllog.FormatError
-		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, calllog.ErrFormat) {
-			t.Errorf("%s: %v, want a FormatError for %s", tc.keys, err, tc.field)
-		}
+		assert.Falsef(t, !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, calllog.ErrFormat), "%s: %v, want a FormatError for %s", tc.keys, err, tc.field)
 	}
 	var e calllog.Event
 	if err := json.Unmarshal([]byte(head+`,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}`), &e); err != nil ||
 		e.Span == nil || *e.Span != (calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}) {
-		t.Errorf("valid ids: %v, %v", err, e.Span)
+		assert.Fail(t, fmt.Sprintf("valid ids: %v, %v", err, e.Span))
 	}
 	if err := json.Unmarshal([]byte(head+"}"), &e); err != nil || e.Span != nil {
-		t.Errorf("no ids: %v, %v", err, e.Span)
+		assert.Fail(t, fmt.Sprintf("no ids: %v, %v", err, e.Span))
 	}
 }

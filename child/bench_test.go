@@ -2,6 +2,8 @@ package child_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"strconv"
@@ -34,12 +36,8 @@ func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
 		return nil, nil
 	}}
 	s := benchStream(b, child.Options{Tools: []child.Tool{tool}})
-	if err := s.Invoke("b1", "bench-send", nil, 0); err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Started("b1"); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, s.Invoke("b1", "bench-send", nil, 0))
+	require.NoError(b, s.Started("b1"))
 	drained, buf := make(chan struct{}), make([]byte, 1<<20)
 	go func() { // stopped by closing s
 		defer close(drained)
@@ -51,11 +49,9 @@ func benchSend(b *testing.B, pl frame.Payload, media frame.Media) {
 	close(start)
 	select {
 	case err := <-done:
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 	case <-time.After(10 * wait):
-		b.Fatal("handler did not finish")
+		require.FailNow(b, "handler did not finish")
 	}
 	b.StopTimer()
 	s.Close()
@@ -80,12 +76,10 @@ func benchStream(b *testing.B, opts child.Options) *skulktest.StreamConn {
 	hctx, hcancel := context.WithTimeout(context.Background(), wait)
 	defer hcancel()
 	if _, err := h.Handshake(hctx, nil); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	s, err := h.Dial(hctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { s.Close() }) // runs before Serve's cleanup
 	return s
 }
@@ -110,15 +104,13 @@ func BenchmarkCall(b *testing.B) {
 		if err == nil {
 			err = s.Complete(id, 2, nil)
 		}
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		res, err := s.ReadCall(id, deadline())
 		switch {
 		case err != nil:
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		case !res.End || res.Terminal == nil || res.Terminal.Kind != frame.KindCompleted || len(res.Frames) != 2:
-			b.Fatalf("call %s: %d frames, terminal %v, end %v", id, len(res.Frames), res.Terminal, res.End)
+			require.FailNow(b, fmt.Sprintf("call %s: %d frames, terminal %v, end %v", id, len(res.Frames), res.Terminal, res.End))
 		}
 	}
 	for i := range 100 { // warm up: buffers, the connection
@@ -168,7 +160,7 @@ func BenchmarkStartToHello(b *testing.B) {
 		_, err := p.Hello(ctx)
 		cancel()
 		if err != nil {
-			b.Fatalf("%v; child output: %s", err, p.Output())
+			require.FailNow(b, fmt.Sprintf("%v; child output: %s", err, p.Output()))
 		}
 		b.StopTimer()
 		p.Close()

@@ -61,7 +61,7 @@ func TestDeadlinesFire(t *testing.T) {
 	select {
 	case <-due.ctx.Done():
 	case <-time.After(5 * time.Second):
-		t.Fatal("the due deadline never fired")
+		require.FailNow(t, "the due deadline never fired")
 	}
 	require.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond)
 	require.ErrorIs(t, context.Cause(due.ctx), ErrTimeout)

@@ -3,6 +3,7 @@ package child_test
 import (
 	"context"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"os"
 	"sync"
 	"testing"
@@ -100,7 +101,7 @@ func serveChild(t *testing.T, cfg config, opts child.Options) *served {
 		select {
 		case <-s.done:
 		case <-time.After(wait):
-			t.Error("Serve did not return after its host went away")
+			assert.Fail(t, "Serve did not return after its host went away")
 		}
 	})
 	return s
@@ -190,7 +191,7 @@ func num(t *testing.T, v any) int64 {
 	case float64:
 		return int64(x)
 	}
-	t.Fatalf("not a number: %T", v)
+	require.FailNow(t, fmt.Sprintf("not a number: %T", v))
 	return 0
 }
 
@@ -217,7 +218,7 @@ func pingUntil(t *testing.T, h *skulktest.Peer, cond func(*wire.Pong) bool) *wir
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("condition never held; last pong %+v", pong)
+			require.FailNow(t, fmt.Sprintf("condition never held; last pong %+v", pong))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -267,7 +268,7 @@ func (s *served) result(t *testing.T) error {
 		s.done <- err
 		return err
 	case <-time.After(wait):
-		t.Fatal("Serve did not return")
+		require.FailNow(t, "Serve did not return")
 		return nil
 	}
 }

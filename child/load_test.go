@@ -78,7 +78,7 @@ func TestBackpressureIndependentOfHealth(t *testing.T) {
 		require.Equal(t, blockedAt, accepted.Load(), "the write unblocked while the handler did not read")
 		select {
 		case err := <-writerDone:
-			t.Fatalf("writer returned: %v", err)
+			require.FailNow(t, fmt.Sprintf("writer returned: %v", err))
 		default:
 		}
 		p50, p99, worst := percentile(rtts, 0.5), percentile(rtts, 0.99), rtts[len(rtts)-1]
@@ -124,7 +124,7 @@ func vmHWM(t *testing.T, pid int) int {
 			return kb
 		}
 	}
-	t.Fatal("no VmHWM")
+	require.FailNow(t, "no VmHWM")
 	return 0
 }
 

@@ -2,6 +2,8 @@ package child_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
 	"log/slog"
 	"strings"
 	"testing"
@@ -59,18 +61,14 @@ func TestLogSitesClassified(t *testing.T) {
 		seen[s.Message] = true
 		switch {
 		case callMessages[s.Message]:
-			if !s.Has(keyCall, keyTree) {
-				t.Errorf("%s: %q is about a call but the call passes %q, not %s and %s", s.Pos, s.Message, s.Keys, keyCall, keyTree)
-			}
+			assert.Falsef(t, !s.Has(keyCall, keyTree), "%s: %q is about a call but the call passes %q, not %s and %s", s.Pos, s.Message, s.Keys, keyCall, keyTree)
 		case !otherMessages[s.Message]:
-			t.Errorf("%s: the message %q is in no list of logattrs_test.go: is it about a call?", s.Pos, s.Message)
+			assert.Fail(t, fmt.Sprintf("%s: the message %q is in no list of logattrs_test.go: is it about a call?", s.Pos, s.Message))
 		}
 	}
 	for _, list := range []map[string]bool{callMessages, otherMessages} {
 		for m := range list {
-			if !seen[m] {
-				t.Errorf("logattrs_test.go lists %q, which nothing in the package logs", m)
-			}
+			assert.Falsef(t, !seen[m], "logattrs_test.go lists %q, which nothing in the package logs", m)
 		}
 	}
 }
@@ -156,13 +154,9 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 	saw := map[string]bool{}
 	for _, r := range logs.Records() {
 		about := callMessages[r.Msg]
-		if !about && !otherMessages[r.Msg] {
-			t.Errorf("record %q is in no list of logattrs_test.go", r.Msg)
-		}
+		assert.Falsef(t, !about && !otherMessages[r.Msg], "record %q is in no list of logattrs_test.go", r.Msg)
 		for k, v := range r.Attrs {
-			if ids[v] && (!about || (k != keyCall && k != keyTree)) {
-				t.Errorf("record %q names a call or tree as %q", r.Msg, k)
-			}
+			assert.Falsef(t, ids[v] && (!about || (k != keyCall && k != keyTree)), "record %q names a call or tree as %q", r.Msg, k)
 		}
 		if !about {
 			continue
@@ -170,12 +164,10 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 		saw[r.Msg] = true
 		call, tree := r.Attrs[keyCall], r.Attrs[keyTree]
 		if want, ok := trees[call]; !ok || tree != want {
-			t.Errorf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.Msg, keyCall, call, keyTree, tree)
+			assert.Fail(t, fmt.Sprintf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.Msg, keyCall, call, keyTree, tree))
 		}
 	}
 	for m := range callMessages {
-		if !saw[m] {
-			t.Errorf("no record %q: the test provoked none to check", m)
-		}
+		assert.Falsef(t, !saw[m], "no record %q: the test provoked none to check", m)
 	}
 }

@@ -2,6 +2,8 @@ package child_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
 	"sync"
 	"testing"
 	"time"
@@ -70,23 +72,21 @@ func TestPlainRequestsConcurrentChunks(t *testing.T) {
 				for i := range 20 {
 					id := "cp" + string(rune('a'+c)) + string(rune('a'+i))
 					if err := s.Request(id, "count", map[string]any{"n": 5}); err != nil {
-						t.Error(err)
+						assert.Fail(t, fmt.Sprint(err))
 						return
 					}
 					res, err := s.ReadCall(id, deadline())
 					if err != nil {
-						t.Error(err)
+						assert.Fail(t, fmt.Sprint(err))
 						return
 					}
 					chunks := res.Chunks()
 					if len(chunks) != 5 || res.Terminal == nil || res.Terminal.Kind != frame.KindCompleted || !res.End {
-						t.Errorf("call %s: %d chunks, terminal %+v, end %v", id, len(chunks), res.Terminal, res.End)
+						assert.Fail(t, fmt.Sprintf("call %s: %d chunks, terminal %+v, end %v", id, len(chunks), res.Terminal, res.End))
 						return
 					}
 					for j, f := range chunks {
-						if f.Sequence != uint64(j+1) {
-							t.Errorf("call %s: chunk %d has sequence %d", id, j, f.Sequence)
-						}
+						assert.Falsef(t, f.Sequence != uint64(j+1), "call %s: chunk %d has sequence %d", id, j, f.Sequence)
 					}
 				}
 			})

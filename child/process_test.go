@@ -3,6 +3,7 @@ package child_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -104,7 +105,7 @@ func TestBinaryControlEOFExitsPromptly(t *testing.T) {
 		over = append(over, took)
 		t.Logf("the child took %v to exit after control EOF; taking another sample", took)
 	}
-	t.Fatalf("the child took over %v to exit after control EOF in every sample: %v", bound, over)
+	require.FailNow(t, fmt.Sprintf("the child took over %v to exit after control EOF in every sample: %v", bound, over))
 }
 
 // controlEOFExit starts the child with a handler that ignores cancellation,

@@ -1,6 +1,8 @@
 package child
 
 import (
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strconv"
 	"testing"
 )
@@ -13,16 +15,10 @@ func TestRememberedKeepsTheMostRecent1024(t *testing.T) {
 	}
 	r.add("id1499") // already there: no second slot
 	for i := range 476 {
-		if r.take("id" + strconv.Itoa(i)) {
-			t.Fatalf("id%d should have been forgotten", i)
-		}
+		require.Falsef(t, r.take("id"+strconv.Itoa(i)), "id%d should have been forgotten", i)
 	}
-	if !r.take("id476") || !r.take("id1499") {
-		t.Fatal("recent ids forgotten")
-	}
-	if r.take("id1499") {
-		t.Fatal("take does not forget")
-	}
+	require.False(t, !r.take("id476") || !r.take("id1499"), "recent ids forgotten")
+	require.False(t, r.take("id1499"), "take does not forget")
 	// A forgotten id added again survives the eviction of its old slot.
 	r.add("id500")
 	r.take("id500")
@@ -30,12 +26,8 @@ func TestRememberedKeepsTheMostRecent1024(t *testing.T) {
 	for i := range rememberedCancels - 1 {
 		r.add("new" + strconv.Itoa(i))
 	}
-	if !r.take("id500") {
-		t.Fatal("re-added id lost with its old slot")
-	}
-	if len(r.slot) > rememberedCancels {
-		t.Fatalf("%d ids remembered", len(r.slot))
-	}
+	require.False(t, !r.take("id500"), "re-added id lost with its old slot")
+	require.Falsef(t, len(r.slot) > rememberedCancels, "%d ids remembered", len(r.slot))
 }
 
 // TestCancelOfEndedCallRemembered: a cancel for a call whose end is
@@ -49,16 +41,8 @@ func TestCancelOfEndedCallRemembered(t *testing.T) {
 	s.calls["ended"], s.calls["running"] = ended, running
 	s.cancelCall("ended")
 	s.cancelCall("running")
-	if !s.remembered.take("ended") {
-		t.Error("the ended call's id was not remembered")
-	}
-	if s.remembered.take("running") {
-		t.Error("the running call's id was remembered")
-	}
-	if ended.ctx.Err() != nil {
-		t.Error("the ended call was cancelled")
-	}
-	if running.ctx.Err() == nil {
-		t.Error("the running call was not cancelled")
-	}
+	assert.False(t, !s.remembered.take("ended"), "the ended call's id was not remembered")
+	assert.False(t, s.remembered.take("running"), "the running call's id was remembered")
+	assert.False(t, ended.ctx.Err() != nil, "the ended call was cancelled")
+	assert.False(t, running.ctx.Err() == nil, "the running call was not cancelled")
 }

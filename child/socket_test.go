@@ -3,6 +3,7 @@
 package child
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -131,7 +132,7 @@ func TestSocketListener(t *testing.T) {
 	go func() { _, err := ln.Accept(); accepted <- err }() // ends with Close below
 	select {
 	case err := <-accepted:
-		t.Fatalf("Accept returned with nothing to accept: %v", err)
+		require.FailNow(t, fmt.Sprintf("Accept returned with nothing to accept: %v", err))
 	case <-time.After(50 * time.Millisecond): // it waits
 	}
 	require.NoError(t, ln.Close())
@@ -139,7 +140,7 @@ func TestSocketListener(t *testing.T) {
 	case err := <-accepted:
 		require.ErrorIs(t, err, os.ErrClosed)
 	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not wake Accept")
+		require.FailNow(t, "Close did not wake Accept")
 	}
 	_, err = ln.Accept()
 	require.ErrorIs(t, err, os.ErrClosed)

@@ -68,7 +68,7 @@ func TestTickerStop(t *testing.T) {
 		synctest.Wait()
 		select {
 		case <-stopped:
-			t.Fatal("stop returned during a tick")
+			require.FailNow(t, "stop returned during a tick")
 		default:
 		}
 		close(leave)

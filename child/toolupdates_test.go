@@ -2,6 +2,7 @@ package child_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func sendTools(t *testing.T, ch chan<- []child.Tool, tools []child.Tool) {
 	select {
 	case ch <- tools:
 	case <-ctxT(t).Done():
-		t.Fatal("the child took no tool list")
+		require.FailNow(t, "the child took no tool list")
 	}
 }
 
@@ -32,7 +33,7 @@ func renamed(t *testing.T, id, to string) child.Tool {
 			return tool
 		}
 	}
-	t.Fatalf("no demo tool %q", id)
+	require.FailNow(t, fmt.Sprintf("no demo tool %q", id))
 	return child.Tool{}
 }
 

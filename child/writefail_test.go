@@ -34,9 +34,7 @@ func TestWriteFailureClosesConnection(t *testing.T) {
 			if hup {
 				return // the child closed its end
 			}
-			if time.Now().After(end) {
-				t.Fatal("the child kept a connection it cannot write to")
-			}
+			require.False(t, time.Now().After(end), "the child kept a connection it cannot write to")
 		}
 	})
 }

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -37,9 +39,7 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 	calls := make([]*Call, streams)
 	for i := range calls {
 		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1 << 30, "size": 32}))
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
+		require.NoErrorf(t, err, "call %d", i)
 		calls[i] = c
 	}
 	for i, c := range calls {
@@ -92,13 +92,7 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 			}
 		}
 	}
-	if failed > 0 {
-		t.Fatalf("%d of %d streams failed, the first: %v", failed, streams, first)
-	}
-	if info.Restarts != 0 || info.LastCause != nil {
-		t.Fatalf("child restarted %d times while its streams were read (last cause: %v)", info.Restarts, info.LastCause)
-	}
-	if idle > 0 {
-		t.Errorf("%d of %d streams delivered nothing for %v", idle, streams, cfg.HealthTimeout)
-	}
+	require.Falsef(t, failed > 0, "%d of %d streams failed, the first: %v", failed, streams, first)
+	require.Falsef(t, info.Restarts != 0 || info.LastCause != nil, "child restarted %d times while its streams were read (last cause: %v)", info.Restarts, info.LastCause)
+	assert.Falsef(t, idle > 0, "%d of %d streams delivered nothing for %v", idle, streams, cfg.HealthTimeout)
 }

@@ -86,7 +86,7 @@ func TestCallCallerCancelReachesCallee(t *testing.T) {
 			select {
 			case callee = <-it.started:
 			case <-time.After(20 * time.Second):
-				t.Fatal("the host tool did not start")
+				require.FailNow(t, "the host tool did not start")
 			}
 			<-it.took
 			if tc.full {
@@ -99,7 +99,7 @@ func TestCallCallerCancelReachesCallee(t *testing.T) {
 			case at := <-it.ended:
 				assert.Less(t, at.Sub(start), cancelBound, "the callee saw the cancel")
 			case <-time.After(20 * time.Second):
-				t.Fatal("the caller's cancel did not reach the callee")
+				require.FailNow(t, "the caller's cancel did not reach the callee")
 			}
 			c.CloseSend()
 			_, err = c.Wait()
@@ -162,7 +162,7 @@ func TestCallCallerCancelReachesChildCallee(t *testing.T) {
 		assert.Equal(t, calllog.KindCancelled, end.Kind)
 		assert.Less(t, end.At.Sub(start), cancelBound, "the callee ended within the bound")
 	case <-time.After(20 * time.Second):
-		t.Fatal("the caller's cancel did not reach the callee")
+		require.FailNow(t, "the caller's cancel did not reach the callee")
 	}
 	c.CloseSend()
 	_, err = c.Wait()
@@ -186,7 +186,7 @@ func TestCallConnClosedMidInput(t *testing.T) {
 	select {
 	case callee = <-it.started:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the host tool did not start")
+		require.FailNow(t, "the host tool did not start")
 	}
 	for i := uint64(1); i <= 20; i++ {
 		f, err := frame.NewChunk("m1", frame.CallerToProvider, i, frame.MustPayload(map[string]any{"i": i}), nil)
@@ -200,7 +200,7 @@ func TestCallConnClosedMidInput(t *testing.T) {
 	case at := <-it.ended:
 		assert.Less(t, at.Sub(start), cancelBound)
 	case <-time.After(20 * time.Second):
-		t.Fatal("the closed connection did not cancel the callee")
+		require.FailNow(t, "the closed connection did not cancel the callee")
 	}
 	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
 }

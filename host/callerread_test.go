@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,35 +21,27 @@ func TestPlainRequestRecvContext(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 2000}), WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
-		t.Fatalf("first Recv: %v %v", f.Kind, err)
+		require.FailNow(t, fmt.Sprintf("first Recv: %v %v", f.Kind, err))
 	}
 	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	t0 := time.Now()
 	_, err = c.Recv(rctx)
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Recv with a 50 ms context: %v, want DeadlineExceeded", err)
-	}
+	require.ErrorIsf(t, err, context.DeadlineExceeded, "Recv with a 50 ms context: %v, want DeadlineExceeded", err)
 	if d := time.Since(t0); d > time.Second { // the handler answers after 2 s
-		t.Fatalf("Recv returned after %v: it waited for the handler", d)
+		require.FailNow(t, fmt.Sprintf("Recv returned after %v: it waited for the handler", d))
 	}
 	res, err := c.Wait()
-	if err != nil || string(res) != string(frame.MustPayload(map[string]any{"slept_ms": 2000})) {
-		t.Fatalf("Wait: %v", err)
-	}
+	require.Falsef(t, err != nil || string(res) != string(frame.MustPayload(map[string]any{"slept_ms": 2000})), "Wait: %v", err)
 	// The connection is still in step: the next plain request is answered.
 	in := frame.MustPayload(map[string]any{"text": "ab"})
 	c, err = h.Call(ctx, "upper", nil, WithInput(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fs := collect(t, c)
 	if s, _ := fs[1].Payload.Text(); len(fs) != 3 || s != "AB" {
-		t.Fatalf("next call: %d frames, %q", len(fs), s)
+		require.FailNow(t, fmt.Sprintf("next call: %d frames, %q", len(fs), s))
 	}
 }
 
@@ -62,25 +56,23 @@ func TestPlainRequestRecvCallContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(callCtx(t, 30*time.Second))
 	defer cancel()
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 1500, "ignore_cancel": true}), WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
-		t.Fatalf("first Recv: %v %v", f.Kind, err)
+		require.FailNow(t, fmt.Sprintf("first Recv: %v %v", f.Kind, err))
 	}
 	stop := time.AfterFunc(100*time.Millisecond, cancel)
 	defer stop.Stop()
 	t0 := time.Now()
 	if _, err = c.Recv(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Recv: %v, want Canceled", err)
+		require.FailNow(t, fmt.Sprintf("Recv: %v, want Canceled", err))
 	}
 	if d := time.Since(t0); d > time.Second { // the handler ignores the cancel for 1.5 s
-		t.Fatalf("Recv returned after %v: it waited for the child", d)
+		require.FailNow(t, fmt.Sprintf("Recv returned after %v: it waited for the child", d))
 	}
 	// The call still ends with a terminal, the child's or the grace's.
 	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeCancelled {
-		t.Fatalf("Wait: %v, want a cancelled CallError", err)
+		require.FailNow(t, fmt.Sprintf("Wait: %v, want a cancelled CallError", err))
 	}
 }
 
@@ -93,23 +85,17 @@ func TestPlainRequestCancelledWithoutRecv(t *testing.T) {
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 20000}), WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Cancel() // before or after the handler starts, the child answers cancelled
 
 	t0 := time.Now()
 	for h.Children()[0].Running != 0 {
-		if time.Since(t0) > 3*time.Second {
-			t.Fatal("the cancelled call was not released within 3 s without a Recv")
-		}
+		require.False(t, time.Since(t0) > 3*time.Second, "the cancelled call was not released within 3 s without a Recv")
 		time.Sleep(5 * time.Millisecond)
 	}
 	fs := collect(t, c)
 	term := fs[len(fs)-1]
-	if term.Kind != frame.KindCancelled || term.Synthetic {
-		t.Fatalf("terminal %v (synthetic %v), want the child's cancelled", term.Kind, term.Synthetic)
-	}
+	require.Falsef(t, term.Kind != frame.KindCancelled || term.Synthetic, "terminal %v (synthetic %v), want the child's cancelled", term.Kind, term.Synthetic)
 }
 
 // Nobody reads an idle connection: one the child closed, or wrote on, while
@@ -121,25 +107,19 @@ func TestIdleConnectionSpoiledByChild(t *testing.T) {
 			h, logs := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 			ctx := callCtx(t, 30*time.Second)
 			c, err := h.Call(ctx, tool, nil, WithInput())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if _, err := c.Wait(); err != nil {
-				t.Fatalf("%s: %v", tool, err)
+				require.FailNow(t, fmt.Sprintf("%s: %v", tool, err))
 			}
 			waitIdleReadable(t, h)
 			for i := range 2 {
 				c, err = h.Call(ctx, "ok", nil, WithInput(frame.MustPayload(map[string]any{"text": "x"})))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if _, err := c.Wait(); err != nil {
-					t.Fatalf("call %d after %s: %v", i, tool, err)
+					require.FailNow(t, fmt.Sprintf("call %d after %s: %v", i, tool, err))
 				}
 			}
-			if tool == "idlewrite" && !strings.Contains(logs.String(), "child wrote on an idle stream connection") {
-				t.Error("no warning for the write on an idle connection")
-			}
+			assert.False(t, tool == "idlewrite" && !strings.Contains(logs.String(), "child wrote on an idle stream connection"), "no warning for the write on an idle connection")
 		})
 	}
 }
@@ -168,9 +148,7 @@ func TestPlainRequestsConcurrent(t *testing.T) {
 		}()
 	}
 	for range 8 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-errs)
 	}
 }
 
@@ -181,24 +159,16 @@ func TestPlainRequestStreams(t *testing.T) {
 	h, _ := testHost(t, realConfig(), 2*time.Minute)
 	ctx := callCtx(t, time.Minute)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3000}), WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fs := collect(t, c)
-	if len(fs) != 3002 {
-		t.Fatalf("count: %d frames, want started, 3000 chunks and completed", len(fs))
-	}
+	require.EqualValuesf(t, 3002, len(fs), "count: %d frames, want started, 3000 chunks and completed", len(fs))
 	for i, f := range fs[1 : len(fs)-1] {
-		if f.Sequence != uint64(i+1) {
-			t.Fatalf("chunk %d has sequence %d", i, f.Sequence)
-		}
+		require.Falsef(t, f.Sequence != uint64(i+1), "chunk %d has sequence %d", i, f.Sequence)
 	}
 	c, err = h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": 40 << 20, "chunk": 1 << 20}), WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if n := readMedia(t, c); n != 40<<20 {
-		t.Fatalf("media: %d bytes, want %d", n, 40<<20)
+		require.FailNow(t, fmt.Sprintf("media: %d bytes, want %d", n, 40<<20))
 	}
 }
 
@@ -208,9 +178,7 @@ func readMedia(tb testing.TB, c *Call) int {
 	tb.Helper()
 	n := 0
 	for f, err := range c.Frames() {
-		if err != nil {
-			tb.Fatal(err)
-		}
+		require.NoError(tb, err)
 		if m, ok := f.Media.(*frame.InlineMedia); ok {
 			n += len(m.Data)
 			c.Recycle(f)
@@ -253,18 +221,14 @@ func TestEndWithTerminalArmsNoGrace(t *testing.T) {
 	ctx := callCtx(t, 20*time.Second)
 	for range 5 {
 		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1}), WithInput())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := c.Wait(); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		c.clockMu.Lock()
 		armed := c.endT != nil
 		c.clockMu.Unlock()
-		if armed {
-			t.Fatal("the end grace was armed for a terminal that came with its end")
-		}
+		require.False(t, armed, "the end grace was armed for a terminal that came with its end")
 	}
 }
 
@@ -280,25 +244,19 @@ func TestStreamedSendWhileNotReading(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "echo", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const n = 60 // 60 × 16 KiB: more than the sockets and the child hold, less than they and the call's queue do
 	text := strings.Repeat("x", 16<<10)
 	for i := range n {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := c.Send(sctx, frame.MustPayload(map[string]any{"text": text}), nil)
 		cancel()
-		if err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
+		require.NoErrorf(t, err, "send %d", i)
 	}
-	if err := c.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.CloseSend())
 	fs := collect(t, c)
 	if len(fs) != n+2 || fs[len(fs)-1].Kind != frame.KindCompleted {
-		t.Fatalf("%d frames, the last %v; want started, %d chunks, completed", len(fs), fs[len(fs)-1].Kind, n)
+		require.FailNow(t, fmt.Sprintf("%d frames, the last %v; want started, %d chunks, completed", len(fs), fs[len(fs)-1].Kind, n))
 	}
 }
 
@@ -308,28 +266,20 @@ func TestStreamedCallCallerReads(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 300}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	conn := c.conn
 	n := 0
 	for f, err := range c.Frames() {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if f.Kind == frame.KindChunk {
 			n++
 		}
 		conn.mu.Lock()
 		turn := conn.turn
 		conn.mu.Unlock()
-		if turn == turnReader {
-			t.Fatalf("after %d chunks the reader has the turn", n)
-		}
+		require.Falsef(t, turn == turnReader, "after %d chunks the reader has the turn", n)
 	}
-	if n != 300 {
-		t.Fatalf("%d chunks, want 300", n)
-	}
+	require.EqualValuesf(t, 300, n, "%d chunks, want 300", n)
 }
 
 // A plain request whose input is more than the sockets hold, to a child
@@ -352,25 +302,19 @@ func TestPlainRequestLargeInput(t *testing.T) {
 	// over: 30 s. It takes well under a second.
 	start := time.Now()
 	c, err := h.Call(ctx, "echo", nil, WithInput(input...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var chunks int
 	for f, err := range c.Frames() {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		switch f.Kind {
 		case frame.KindChunk:
 			chunks++
 		case frame.KindFailed, frame.KindCancelled:
-			t.Fatalf("call ended %v (synthetic %v) after %d chunks: %v", f.Kind, f.Synthetic, chunks, f.Error)
+			require.FailNow(t, fmt.Sprintf("call ended %v (synthetic %v) after %d chunks: %v", f.Kind, f.Synthetic, chunks, f.Error))
 		}
 	}
-	if chunks != n {
-		t.Fatalf("%d chunks, want %d", chunks, n)
-	}
+	require.Falsef(t, chunks != n, "%d chunks, want %d", chunks, n)
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("the call took %v: it waited for its deadline", d)
+		require.FailNow(t, fmt.Sprintf("the call took %v: it waited for its deadline", d))
 	}
 }

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
@@ -35,9 +38,7 @@ func invokeLog(t *testing.T, cfg *Config) func() []string {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		for i, l := range lines {
 			lines[i] = strings.TrimRight(l, " ")
@@ -61,14 +62,12 @@ func invoked(lines []string, id string) bool {
 func okCall(t *testing.T, c *Call, text string) {
 	t.Helper()
 	if f, err := c.Recv(callCtx(t, 10*time.Second)); err != nil || f.Kind != frame.KindStarted {
-		t.Fatalf("Recv: %v %v", f.Kind, err)
+		require.FailNow(t, fmt.Sprintf("Recv: %v %v", f.Kind, err))
 	}
 	okRoundTrip(t, c, text)
-	if err := c.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.CloseSend())
 	if _, err := c.Wait(); err != nil {
-		t.Fatalf("Wait: %v", err)
+		require.FailNow(t, fmt.Sprintf("Wait: %v", err))
 	}
 }
 
@@ -117,9 +116,7 @@ func TestCallEventsOrder(t *testing.T) {
 	h, _ := testHost(t, fakeConfig("serve"), time.Minute)
 	ctx := callCtx(t, 10*time.Second)
 	c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "a"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	okCall(t, c, "hello")
 	var evs []calllog.Event
 	for e := range c.Events() {
@@ -127,26 +124,20 @@ func TestCallEventsOrder(t *testing.T) {
 	}
 	want := "started request input(started) input(chunk) output(chunk) input(completed) done"
 	if got := kinds(evs); got != want {
-		t.Fatalf("events:\n got %s\nwant %s", got, want)
+		require.FailNow(t, fmt.Sprintf("events:\n got %s\nwant %s", got, want))
 	}
 	for i, e := range evs {
-		if e.Tree != c.ID() || e.Call != c.ID() || e.Tool != "ok" || e.Seq != uint64(i+1) {
-			t.Fatalf("event %d: %+v", i, e)
-		}
-		if i > 0 && (e.After != evs[i-1].Seq || e.ToolVersion != "ok-v1") {
-			t.Fatalf("event %d: after %d version %q", i, e.After, e.ToolVersion)
-		}
+		require.Falsef(t, e.Tree != c.ID() || e.Call != c.ID() || e.Tool != "ok" || e.Seq != uint64(i+1), "event %d: %+v", i, e)
+		require.Falsef(t, i > 0 && (e.After != evs[i-1].Seq || e.ToolVersion != "ok-v1"), "event %d: after %d version %q", i, e.After, e.ToolVersion)
 	}
 	if evs[1].Child == "" || evs[1].Attempt != 1 {
-		t.Fatalf("request: %+v", evs[1])
+		require.FailNow(t, fmt.Sprintf("request: %+v", evs[1]))
 	}
 	if got := c.Text(); got != "hello" {
-		t.Fatalf("Text %q", got)
+		require.FailNow(t, fmt.Sprintf("Text %q", got))
 	}
 	v, err := c.Wait()
-	if err != nil || v == nil {
-		t.Fatalf("Result: %v %v", v, err)
-	}
+	require.Falsef(t, err != nil || v == nil, "Result: %v %v", v, err)
 }
 
 // TestRefusedOverMaxHeader: an invoke, or a chunk sent with it, larger
@@ -163,32 +154,26 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 	ctx := callCtx(t, 20*time.Second)
 	big := strings.Repeat("x", 5000)
 	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": big})); !errors.Is(err, protocol.ErrHeaderLength) {
-		t.Fatalf("large arguments: %v", err)
+		require.FailNow(t, fmt.Sprintf("large arguments: %v", err))
 	}
 	chunk := frame.MustPayload(map[string]any{"text": big})
 	if _, err := h.Call(ctx, "ok", nil, WithInput(chunk)); !errors.Is(err, protocol.ErrHeaderLength) {
-		t.Fatalf("large input chunk: %v", err)
+		require.FailNow(t, fmt.Sprintf("large input chunk: %v", err))
 	}
 	if n := h.Children()[0].Running; n != 0 {
-		t.Fatalf("a refused call holds a slot")
+		require.FailNow(t, fmt.Sprintf("a refused call holds a slot"))
 	}
 	// A chunk over the limit sent on a running call: refused, not logged
 	// as sent, and the call goes on.
 	sc, err := h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if err := sc.Send(ctx, chunk, nil); !errors.Is(err, protocol.ErrHeaderLength) {
-		t.Fatalf("large chunk sent: %v", err)
+		require.FailNow(t, fmt.Sprintf("large chunk sent: %v", err))
 	}
-	if err := sc.Send(ctx, frame.MustPayload(map[string]any{"text": "small"}), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sc.Send(ctx, frame.MustPayload(map[string]any{"text": "small"}), nil))
+	require.NoError(t, sc.CloseSend())
 	if _, err := sc.Wait(); err != nil {
-		t.Fatalf("the call after a refused chunk: %v", err)
+		require.FailNow(t, fmt.Sprintf("the call after a refused chunk: %v", err))
 	}
 	inputs := 0
 	for ev := range sc.Events() {
@@ -197,35 +182,25 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 		}
 	}
 	if inputs != 3 { // started, the small chunk, completed
-		t.Fatalf("%d input events, want 3", inputs)
+		require.FailNow(t, fmt.Sprintf("%d input events, want 3", inputs))
 	}
 	// About 3,950 bytes of arguments: over the cheap bound, under the limit.
 	near := frame.MustPayload(map[string]any{"prefix": strings.Repeat("y", 3900)})
 	c, err := h.Call(ctx, "ok", near, WithInput(frame.MustPayload(map[string]any{"text": "t"})))
-	if err != nil {
-		t.Fatalf("a call under the limit: %v", err)
-	}
+	require.NoError(t, err, "a call under the limit")
 	if _, err := c.Wait(); err != nil {
-		t.Fatalf("a call under the limit: %v", err)
+		require.FailNow(t, fmt.Sprintf("a call under the limit: %v", err))
 	}
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.FlushObservers(ctx))
 	evs := obs.got()
 	if got, want := kinds(evs)[:len("started failed started failed")], "started failed started failed"; got != want {
-		t.Fatalf("events %s, want %s first", kinds(evs), want)
+		require.FailNow(t, fmt.Sprintf("events %s, want %s first", kinds(evs), want))
 	}
 	for i := range 2 {
 		st, end := evs[2*i], evs[2*i+1]
-		if end.Refused != "limits" || end.Error == nil || end.Error.Code != frame.CodeInvalidFrame {
-			t.Fatalf("refusal %d: %+v", i, end)
-		}
-		if invoked(invokes(), st.Call) {
-			t.Fatalf("the child was sent refused call %s", st.Call)
-		}
-		if strings.Contains(end.Error.Message, "xxx") {
-			t.Fatalf("the refusal echoes the value: %s", end.Error.Message)
-		}
+		require.Falsef(t, end.Refused != "limits" || end.Error == nil || end.Error.Code != frame.CodeInvalidFrame, "refusal %d: %+v", i, end)
+		require.Falsef(t, invoked(invokes(), st.Call), "the child was sent refused call %s", st.Call)
+		require.Falsef(t, strings.Contains(end.Error.Message, "xxx"), "the refusal echoes the value: %s", end.Error.Message)
 	}
 }
 
@@ -245,38 +220,30 @@ func TestRefusedCallsAreLogged(t *testing.T) {
 		return err
 	}
 	if _, err := h.Call(ctx, "nope", nil); !errors.Is(refused(err), ErrUnknownTool) {
-		t.Fatalf("unknown tool: %v", err)
+		require.FailNow(t, fmt.Sprintf("unknown tool: %v", err))
 	}
 	var se *SchemaError
 	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"n": -1})); !errors.As(refused(err), &se) {
-		t.Fatalf("schema: %v", err)
+		require.FailNow(t, fmt.Sprintf("schema: %v", err))
 	}
 	syscall.Kill(readyPID(t, h, 0), syscall.SIGKILL)
 	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
 	if _, err := h.Call(ctx, "ok", nil); !errors.Is(refused(err), ErrPoolDown) {
-		t.Fatalf("pool down: %v", err)
+		require.FailNow(t, fmt.Sprintf("pool down: %v", err))
 	}
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.FlushObservers(ctx))
 	evs := obs.got()
 	if got, want := kinds(evs), "started failed started failed started failed"; got != want {
-		t.Fatalf("events %s, want %s", got, want)
+		require.FailNow(t, fmt.Sprintf("events %s, want %s", got, want))
 	}
 	for i, class := range []string{"unknown_tool", "schema", "pool_down"} {
 		st, end := evs[2*i], evs[2*i+1]
-		if end.Refused != class || end.Error == nil || end.Call != st.Call || end.Tree != st.Call {
-			t.Fatalf("refusal %d: %+v", i, end)
-		}
-		if len(trees) != 3 || trees[i] != end.Tree {
-			t.Fatalf("refusal %d: the errors name trees %q, the log %s", i, trees, end.Tree)
-		}
-		if invoked(invokes(), st.Call) {
-			t.Fatalf("the child was sent refused call %s", st.Call)
-		}
+		require.Falsef(t, end.Refused != class || end.Error == nil || end.Call != st.Call || end.Tree != st.Call, "refusal %d: %+v", i, end)
+		require.Falsef(t, len(trees) != 3 || trees[i] != end.Tree, "refusal %d: the errors name trees %q, the log %s", i, trees, end.Tree)
+		require.Falsef(t, invoked(invokes(), st.Call), "the child was sent refused call %s", st.Call)
 	}
 	if evs[2].ToolVersion != "ok-v1" || evs[0].ToolVersion != "" {
-		t.Fatalf("versions %q %q", evs[0].ToolVersion, evs[2].ToolVersion)
+		require.FailNow(t, fmt.Sprintf("versions %q %q", evs[0].ToolVersion, evs[2].ToolVersion))
 	}
 }
 
@@ -343,29 +310,21 @@ func TestRequiredJournalStartNotKeptNeverInvokes(t *testing.T) {
 	obs := &collector{}
 	_, err := h.Call(ctx, "ok", nil, WithObservers(obs))
 	var je *calllog.JournalError
-	if !errors.Is(err, calllog.ErrJournalStart) || !errors.As(err, &je) {
-		t.Fatalf("Call: %v", err)
-	}
+	require.Falsef(t, !errors.Is(err, calllog.ErrJournalStart) || !errors.As(err, &je), "Call: %v", err)
 	if n := h.Children()[0].Running; n != 0 {
-		t.Fatal("a refused call holds a slot")
+		require.FailNow(t, "a refused call holds a slot")
 	}
 	// The store recovers: a later call goes through, and the child was
 	// never sent the refused one.
 	st.failing.Store(false)
 	c, err := h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	okCall(t, c, "x")
 	lines := invokes()
-	if !invoked(lines, c.ID()) || invoked(lines, je.Call) {
-		t.Fatalf("invokes the child read: %q (refused %s)", lines, je.Call)
-	}
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.Falsef(t, !invoked(lines, c.ID()) || invoked(lines, je.Call), "invokes the child read: %q (refused %s)", lines, je.Call)
+	require.NoError(t, h.FlushObservers(ctx))
 	if got := kinds(obs.got()); got != "started failed" || obs.got()[1].Refused != "journal_start" {
-		t.Fatalf("refused call's events: %s %+v", got, obs.got())
+		require.FailNow(t, fmt.Sprintf("refused call's events: %s %+v", got, obs.got()))
 	}
 }
 
@@ -377,43 +336,31 @@ func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 	ctx := callCtx(t, 20*time.Second)
 	st.holdEnds.Store(true)
 	c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "q"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.CloseSend())
 	start := time.Now()
 	_, err = c.Wait()
 	var je *calllog.JournalError
-	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer) {
-		t.Fatalf("Wait: %v", err)
-	}
+	require.Falsef(t, !errors.Is(err, calllog.ErrJournalEnd) || !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer), "Wait: %v", err)
 	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("the end barrier took %v", d)
+		require.FailNow(t, fmt.Sprintf("the end barrier took %v", d))
 	}
 	var res struct {
 		N      int    `json:"n"`
 		Prefix string `json:"prefix"`
 	}
-	if je.Outcome.Kind != calllog.KindCompleted || je.Outcome.Result.Decode(&res) != nil || res.Prefix != "q" || je.Call != c.ID() {
-		t.Fatalf("outcome %+v", je.Outcome)
-	}
+	require.Falsef(t, je.Outcome.Kind != calllog.KindCompleted || je.Outcome.Result.Decode(&res) != nil || res.Prefix != "q" || je.Call != c.ID(), "outcome %+v", je.Outcome)
 	settleCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	if err := calllog.Settle(settleCtx, err); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Settle before the store recovered: %v", err)
+		require.FailNow(t, fmt.Sprintf("Settle before the store recovered: %v", err))
 	}
 	cancel()
 	close(st.release)
-	if err := calllog.Settle(ctx, err); err != nil {
-		t.Fatalf("Settle after recovery: %v", err)
-	}
-	if st.overlap.Load() {
-		t.Fatal("two sends at once")
-	}
+	require.NoError(t, calllog.Settle(ctx, err), "Settle after recovery")
+	require.False(t, st.overlap.Load(), "two sends at once")
 	evs, _ := st.EventsAfter(ctx, c.ID(), 0, 100)
 	if len(evs) == 0 || evs[len(evs)-1].Kind != calllog.KindCompleted {
-		t.Fatalf("kept: %s", kinds(evs))
+		require.FailNow(t, fmt.Sprintf("kept: %s", kinds(evs)))
 	}
 }
 
@@ -425,11 +372,9 @@ func callLatency(t *testing.T, h *Host, n int, opts ...CallOption) time.Duration
 	for i := range n {
 		start := time.Now()
 		c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1}), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := c.Wait(); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		ds[i] = time.Since(start)
 	}
@@ -480,16 +425,10 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 		_, err = c.Wait()
 		return err
 	}, WithObservers(blocker))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("median call latency: %v without an observer, %v with a blocked one", base, blocked)
-	if blocked > 5*base && blocked-base > time.Millisecond {
-		t.Errorf("a blocked observer slowed calls: %v → %v", base, blocked)
-	}
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	assert.Falsef(t, blocked > 5*base && blocked-base > time.Millisecond, "a blocked observer slowed calls: %v → %v", base, blocked)
+	require.NoError(t, h.FlushObservers(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	// It was given what fit, and every call's start and end: the
@@ -505,8 +444,8 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 		}
 	}
 	if len(seen) >= recorder.ObserverQueue || starts != 3 || ends != 3 {
-		t.Fatalf("observer was given %d events, %d starts and %d ends; want fewer than %d, and 3 of each",
-			len(seen), starts, ends, recorder.ObserverQueue)
+		require.FailNow(t, fmt.Sprintf("observer was given %d events, %d starts and %d ends; want fewer than %d, and 3 of each",
+			len(seen), starts, ends, recorder.ObserverQueue))
 	}
 	lossSeen := false
 	for i := 1; i < len(seen); i++ {
@@ -514,11 +453,9 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 			lossSeen = true
 		}
 	}
-	if !lossSeen {
-		t.Fatal("the observer could not see its loss")
-	}
+	require.False(t, !lossSeen, "the observer could not see its loss")
 	if last := seen[len(seen)-1]; last.Kind != calllog.KindCompleted || !last.Program {
-		t.Fatalf("the program's end was lost: %+v", last)
+		require.FailNow(t, fmt.Sprintf("the program's end was lost: %+v", last))
 	}
 }
 
@@ -534,19 +471,15 @@ func TestPanickingObserverWarnedOnce(t *testing.T) {
 	ctx := callCtx(t, 20*time.Second)
 	for i := range 3 {
 		c, err := h.Call(ctx, "ok", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		okCall(t, c, fmt.Sprint(i))
 	}
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.FlushObservers(ctx))
 	if n := calls.Load(); n != 1 {
-		t.Fatalf("the panicking observer was called %d times", n)
+		require.FailNow(t, fmt.Sprintf("the panicking observer was called %d times", n))
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
-		t.Fatalf("%d warnings:\n%s", n, logs)
+		require.FailNow(t, fmt.Sprintf("%d warnings:\n%s", n, logs))
 	}
 }
 
@@ -575,37 +508,23 @@ func TestProgramTree(t *testing.T) {
 		ids = append(ids, c.ID())
 		return nil
 	}, WithObservers(obs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, h.FlushObservers(ctx))
 	evs := obs.got()
 	root := evs[0]
-	if !root.Program || root.Kind != calllog.KindStarted || root.Tool != "plan" {
-		t.Fatalf("first event %+v", root)
-	}
+	require.Falsef(t, !root.Program || root.Kind != calllog.KindStarted || root.Tool != "plan", "first event %+v", root)
 	last := evs[len(evs)-1]
-	if last.Call != root.Call || last.Kind != calllog.KindCompleted {
-		t.Fatalf("last event %+v", last)
-	}
+	require.Falsef(t, last.Call != root.Call || last.Kind != calllog.KindCompleted, "last event %+v", last)
 	for i, e := range evs {
-		if e.Tree != root.Call || e.Seq != uint64(i+1) {
-			t.Fatalf("event %d: %+v", i, e)
-		}
-		if e.Call == ids[2] {
-			t.Fatal("the detached call was given to the program's observer")
-		}
+		require.Falsef(t, e.Tree != root.Call || e.Seq != uint64(i+1), "event %d: %+v", i, e)
+		require.False(t, e.Call == ids[2], "the detached call was given to the program's observer")
 	}
 	lines := invokes()
 	for _, id := range ids[:2] {
-		if !slices.Contains(lines, id+" ok "+root.Call+" "+root.Call) {
-			t.Fatalf("step %s: invokes %q", id, lines)
-		}
+		require.Falsef(t, !slices.Contains(lines, id+" ok "+root.Call+" "+root.Call), "step %s: invokes %q", id, lines)
 	}
 	if !slices.Contains(lines, ids[2]+" ok") {
-		t.Fatalf("detached %s: invokes %q", ids[2], lines)
+		require.FailNow(t, fmt.Sprintf("detached %s: invokes %q", ids[2], lines))
 	}
 }
 
@@ -647,19 +566,13 @@ func TestObserverOwnCallsNotFedBack(t *testing.T) {
 	close(ready)
 	ctx := callCtx(t, 20*time.Second)
 	c, err := h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	okCall(t, c, "x")
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return own != "" || ownErr != nil })
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.FlushObservers(ctx))
 	mu.Lock()
 	defer mu.Unlock()
-	if ownErr != nil || !seenCalls[c.ID()] || seenCalls[own] {
-		t.Fatalf("own call %s (%v); seen %v", own, ownErr, seenCalls)
-	}
+	require.Falsef(t, ownErr != nil || !seenCalls[c.ID()] || seenCalls[own], "own call %s (%v); seen %v", own, ownErr, seenCalls)
 }
 
 // Frames yields the required journal's end error after the terminal.
@@ -672,9 +585,7 @@ func TestFramesYieldsJournalEndError(t *testing.T) {
 	ctx := callCtx(t, 20*time.Second)
 	st.holdEnds.Store(true)
 	c, err := h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.CloseSend()
 	var kinds []frame.Kind
 	var last error
@@ -685,7 +596,5 @@ func TestFramesYieldsJournalEndError(t *testing.T) {
 		}
 		kinds = append(kinds, f.Kind)
 	}
-	if len(kinds) != 2 || kinds[1] != frame.KindCompleted || !errors.Is(last, calllog.ErrJournalEnd) {
-		t.Fatalf("frames %v, then %v", kinds, last)
-	}
+	require.Falsef(t, len(kinds) != 2 || kinds[1] != frame.KindCompleted || !errors.Is(last, calllog.ErrJournalEnd), "frames %v, then %v", kinds, last)
 }

@@ -75,7 +75,7 @@ func stepEnd(t *testing.T, evs []calllog.Event, parent, tool string) calllog.Eve
 			return e
 		}
 	}
-	t.Fatalf("no end of a %s step of %s in %d events", tool, parent, len(evs))
+	require.FailNow(t, fmt.Sprintf("no end of a %s step of %s in %d events", tool, parent, len(evs)))
 	return calllog.Event{}
 }
 
@@ -317,7 +317,7 @@ func TestCallRequiredJournalRefusesNestedStart(t *testing.T) {
 		require.NotNil(t, je.Outcome.Error)
 		code, msg = je.Outcome.Error.Code, je.Outcome.Error.Message
 	default:
-		t.Fatalf("error %v", err)
+		require.FailNow(t, fmt.Sprintf("error %v", err))
 	}
 	assert.Equal(t, frame.CodeUnreachable, code)
 	assert.Contains(t, msg, "journal")
@@ -551,14 +551,14 @@ func TestCallDetachedCancelledWhenCallerDies(t *testing.T) {
 	select {
 	case <-running:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the host tool did not start")
+		require.FailNow(t, "the host tool did not start")
 	}
 	pid := h.Children()[0].PID
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	select {
 	case <-cancelled:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the detached callee was not cancelled when its caller died")
+		require.FailNow(t, "the detached callee was not cancelled when its caller died")
 	}
 }
 
@@ -590,13 +590,13 @@ func TestCallConnClosedAfterCallerCompleted(t *testing.T) {
 	select {
 	case <-running:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the host tool did not start")
+		require.FailNow(t, "the host tool did not start")
 	}
 	require.NoError(t, rc.nc.Close())
 	select {
 	case <-cancelled:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the callee was not cancelled when its caller closed the connection")
+		require.FailNow(t, "the callee was not cancelled when its caller closed the connection")
 	}
 	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
 }

@@ -1,6 +1,9 @@
 package host
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -22,41 +25,31 @@ func TestCrashDeliversWrittenChunks(t *testing.T) {
 		for _, n := range ns {
 			ctx := callCtx(t, 30*time.Second)
 			c, err := h.Call(ctx, "crash", frame.MustPayload(map[string]any{"after": n}))
-			if err != nil {
-				t.Fatalf("round %d after=%d: %v", round, n, err)
-			}
+			require.NoErrorf(t, err, "round %d after=%d", round, n)
 			called := time.Now()
 			want := uint64(0)
 			for {
 				f, err := c.Recv(ctx)
-				if err != nil {
-					t.Fatalf("round %d after=%d: Recv: %v", round, n, err)
-				}
-				if f.Sequence != want {
-					t.Fatalf("round %d after=%d: %v with sequence %d, want %d", round, n, f.Kind, f.Sequence, want)
-				}
+				require.NoErrorf(t, err, "round %d after=%d: Recv", round, n)
+				require.Falsef(t, f.Sequence != want, "round %d after=%d: %v with sequence %d, want %d", round, n, f.Kind, f.Sequence, want)
 				want++
 				if f.Kind == frame.KindChunk {
 					var p struct {
 						I uint64 `json:"i"`
 					}
 					if err := f.Payload.Decode(&p); err != nil || p.I != f.Sequence-1 {
-						t.Fatalf("round %d after=%d: chunk %d has i=%d (%v)", round, n, f.Sequence, p.I, err)
+						require.FailNow(t, fmt.Sprintf("round %d after=%d: chunk %d has i=%d (%v)", round, n, f.Sequence, p.I, err))
 					}
 				}
 				if f.Kind.IsTerminal() {
 					wantSynthetic(t, f, frame.CodeUnreachable)
-					if f.Sequence != uint64(n)+1 {
-						t.Fatalf("round %d after=%d: %d chunks before the synthetic unreachable, want %d", round, n, f.Sequence-1, n)
-					}
+					require.Falsef(t, f.Sequence != uint64(n)+1, "round %d after=%d: %d chunks before the synthetic unreachable, want %d", round, n, f.Sequence-1, n)
 					break
 				}
 			}
 			d := time.Since(called)
 			worst = max(worst, d)
-			if d > time.Second {
-				t.Errorf("round %d after=%d: terminal %v after the call, want within 1 s", round, n, d)
-			}
+			assert.Falsef(t, d > time.Second, "round %d after=%d: terminal %v after the call, want within 1 s", round, n, d)
 		}
 	}
 	t.Logf("%d crashes: worst call-to-terminal %v", rounds*len(ns), worst)
@@ -72,19 +65,15 @@ func TestCrashCallerNotReading(t *testing.T) {
 	pid := readyPID(t, h, 0)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "crash", frame.MustPayload(map[string]any{"after": 100}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The restart comes after the stop, which waited exitDrain for a
 	// reader blocked on the full queue.
 	start := time.Now()
 	readyPID(t, h, pid)
 	if d := time.Since(start); d < exitDrain {
-		t.Errorf("restarted after %v, before the drain grace %v", d, exitDrain)
+		assert.Fail(t, fmt.Sprintf("restarted after %v, before the drain grace %v", d, exitDrain))
 	}
 	term, n := recvUntilTerminal(t, c, 10*time.Second)
 	wantSynthetic(t, term, frame.CodeUnreachable)
-	if n != outQueue-1 || term.Sequence != uint64(n)+1 {
-		t.Fatalf("%d chunks, then sequence %d; want %d, then %d", n, term.Sequence, outQueue-1, outQueue)
-	}
+	require.Falsef(t, n != outQueue-1 || term.Sequence != uint64(n)+1, "%d chunks, then sequence %d; want %d, then %d", n, term.Sequence, outQueue-1, outQueue)
 }

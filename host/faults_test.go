@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"runtime"
@@ -28,7 +31,7 @@ func readyPID(t *testing.T, h *Host, notPID int) int {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no ready child: %+v", h.Children())
+	require.FailNow(t, fmt.Sprintf("no ready child: %+v", h.Children()))
 	return 0
 }
 
@@ -41,9 +44,7 @@ func recvUntilTerminal(t *testing.T, c *Call, limit time.Duration) (frame.Frame,
 	n := 0
 	for {
 		f, err := c.Recv(ctx)
-		if err != nil {
-			t.Fatalf("Recv: %v", err)
-		}
+		require.NoError(t, err, "Recv")
 		if f.Kind.IsTerminal() {
 			return f, n
 		}
@@ -55,9 +56,7 @@ func recvUntilTerminal(t *testing.T, c *Call, limit time.Duration) (frame.Frame,
 
 func wantSynthetic(t *testing.T, f frame.Frame, code frame.Code) {
 	t.Helper()
-	if !f.Synthetic || f.Kind != frame.KindFailed || f.Error == nil || f.Error.Code != code {
-		t.Fatalf("terminal %v synthetic=%v error=%v, want synthetic failed %v", f.Kind, f.Synthetic, f.Error, code)
-	}
+	require.Falsef(t, !f.Synthetic || f.Kind != frame.KindFailed || f.Error == nil || f.Error.Code != code, "terminal %v synthetic=%v error=%v, want synthetic failed %v", f.Kind, f.Synthetic, f.Error, code)
 }
 
 // succeeds asserts that a fresh call works (on a restarted child if need be).
@@ -65,12 +64,10 @@ func succeeds(t *testing.T, h *Host) {
 	t.Helper()
 	ctx := callCtx(t, 20*time.Second)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
-	if err != nil {
-		t.Fatalf("next call: %v", err)
-	}
+	require.NoError(t, err, "next call")
 	c.CloseSend()
 	if _, err := c.Wait(); err != nil {
-		t.Fatalf("next call: %v", err)
+		require.FailNow(t, fmt.Sprintf("next call: %v", err))
 	}
 }
 
@@ -79,31 +76,29 @@ func TestKill9MidStream(t *testing.T) {
 	pid := readyPID(t, h, 0)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 10_000_000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for range 10 {
 		if _, err := c.Recv(ctx); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 	}
 	killed := time.Now()
 	syscall.Kill(pid, syscall.SIGKILL)
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
 	if d := time.Since(killed); d > time.Second {
-		t.Errorf("synthetic terminal %v after the kill, want within 1 s", d)
+		assert.Fail(t, fmt.Sprintf("synthetic terminal %v after the kill, want within 1 s", d))
 	}
 	wantSynthetic(t, term, frame.CodeUnreachable)
 	var ce *frame.Error
 	if _, err := c.Wait(); !errors.As(err, &ce) || !ce.Synthetic || ce.Code != frame.CodeUnreachable {
-		t.Fatalf("Wait: %v", err)
+		require.FailNow(t, fmt.Sprintf("Wait: %v", err))
 	}
 	succeeds(t, h)
 	if newPID := readyPID(t, h, 0); newPID == pid {
-		t.Fatalf("same pid after the restart")
+		require.FailNow(t, fmt.Sprintf("same pid after the restart"))
 	}
 	if r := h.Children()[0].Restarts; r != 1 {
-		t.Fatalf("restarts %d, want 1", r)
+		require.FailNow(t, fmt.Sprintf("restarts %d, want 1", r))
 	}
 }
 
@@ -113,11 +108,9 @@ func TestSIGSTOPHealthTimeout(t *testing.T) {
 	pid := readyPID(t, h, 0)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 20000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
-		t.Fatalf("Recv: %v %v", f.Kind, err)
+		require.FailNow(t, fmt.Sprintf("Recv: %v %v", f.Kind, err))
 	}
 	stopped := time.Now()
 	syscall.Kill(pid, syscall.SIGSTOP)
@@ -126,21 +119,17 @@ func TestSIGSTOPHealthTimeout(t *testing.T) {
 	wantSynthetic(t, term, frame.CodeUnreachable)
 	// Detection happens HealthTimeout after the last pong, which came before
 	// the stop; the margin is for a loaded machine.
-	if d > cfg.HealthTimeout+time.Second {
-		t.Errorf("detected after %v, want within %v", d, cfg.HealthTimeout)
-	}
-	if !strings.Contains(term.Error.Message, "unhealthy") {
-		t.Errorf("message %q does not say unhealthy", term.Error.Message)
-	}
+	assert.Falsef(t, d > cfg.HealthTimeout+time.Second, "detected after %v, want within %v", d, cfg.HealthTimeout)
+	assert.Falsef(t, !strings.Contains(term.Error.Message, "unhealthy"), "message %q does not say unhealthy", term.Error.Message)
 	// SIGCONT does not bring the stale call back: the stopped child is
 	// replaced by a new one, its call stays ended, and the next call runs on
 	// the new child.
 	syscall.Kill(pid, syscall.SIGCONT)
 	if newPID := readyPID(t, h, pid); newPID == pid {
-		t.Fatalf("the stopped child %d is still the pool's child", pid)
+		require.FailNow(t, fmt.Sprintf("the stopped child %d is still the pool's child", pid))
 	}
 	if f, err := c.Recv(ctx); !errors.Is(err, io.EOF) {
-		t.Fatalf("Recv after the terminal: %v %v, want io.EOF", f.Kind, err)
+		require.FailNow(t, fmt.Sprintf("Recv after the terminal: %v %v, want io.EOF", f.Kind, err))
 	}
 	succeeds(t, h)
 }
@@ -149,20 +138,14 @@ func TestCrash(t *testing.T) {
 	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "crash", frame.MustPayload(map[string]any{"after": 3}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, n := recvUntilTerminal(t, c, 10*time.Second)
 	wantSynthetic(t, term, frame.CodeUnreachable)
-	if n > 3 {
-		t.Fatalf("%d chunks before the crash, want at most 3", n)
-	}
-	if term.Sequence != uint64(n)+1 {
-		t.Fatalf("synthetic sequence %d after %d chunks", term.Sequence, n)
-	}
+	require.Falsef(t, n > 3, "%d chunks before the crash, want at most 3", n)
+	require.Falsef(t, term.Sequence != uint64(n)+1, "synthetic sequence %d after %d chunks", term.Sequence, n)
 	succeeds(t, h)
 	if info := h.Children()[0]; info.Restarts != 1 || !errors.Is(info.LastCause, ErrChildDied) {
-		t.Fatalf("children %+v", info)
+		require.FailNow(t, fmt.Sprintf("children %+v", info))
 	}
 }
 
@@ -175,11 +158,9 @@ func TestStuckHandlerRecycled(t *testing.T) {
 	pid := readyPID(t, h, 0)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 4000, "ignore_cancel": true}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
-		t.Fatalf("Recv: %v %v", f.Kind, err)
+		require.FailNow(t, fmt.Sprintf("Recv: %v %v", f.Kind, err))
 	}
 	// Cancel once the handler runs (a cancel that overtakes the invoke ends
 	// the call at once, with no handler to get stuck).
@@ -187,19 +168,15 @@ func TestStuckHandlerRecycled(t *testing.T) {
 	cancelled := time.Now()
 	c.Cancel()
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
-	if term.Kind != frame.KindCancelled || term.Synthetic {
-		t.Fatalf("terminal %v synthetic=%v, want the child's cancelled", term.Kind, term.Synthetic)
-	}
+	require.Falsef(t, term.Kind != frame.KindCancelled || term.Synthetic, "terminal %v synthetic=%v, want the child's cancelled", term.Kind, term.Synthetic)
 	if d := time.Since(cancelled); d > cfg.CancelGrace+time.Second {
-		t.Errorf("terminal after %v", d)
+		assert.Fail(t, fmt.Sprintf("terminal after %v", d))
 	}
 	// The child reports the stuck handler; the host recycles it.
 	newPID := readyPID(t, h, pid)
-	if newPID == pid {
-		t.Fatal("not recycled")
-	}
+	require.False(t, newPID == pid, "not recycled")
 	if info := h.Children()[0]; !strings.Contains(info.LastCause.Error(), "stuck") {
-		t.Fatalf("last cause %v", info.LastCause)
+		require.FailNow(t, fmt.Sprintf("last cause %v", info.LastCause))
 	}
 	succeeds(t, h)
 }
@@ -211,19 +188,15 @@ func TestDeadline(t *testing.T) {
 	for _, ignore := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 3000, "ignore_cancel": ignore}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		start := time.Now()
 		term, _ := recvUntilTerminal(t, c, 10*time.Second)
 		cancel()
 		// The child enforces timeout_ms itself; with ignore_cancel it writes
 		// the terminal for its stuck handler after cancel_grace.
-		if term.Kind != frame.KindFailed || term.Error.Code != frame.CodeTimeout || term.Synthetic {
-			t.Fatalf("ignore_cancel=%v: terminal %v %v synthetic=%v", ignore, term.Kind, term.Error, term.Synthetic)
-		}
+		require.Falsef(t, term.Kind != frame.KindFailed || term.Error.Code != frame.CodeTimeout || term.Synthetic, "ignore_cancel=%v: terminal %v %v synthetic=%v", ignore, term.Kind, term.Error, term.Synthetic)
 		if d := time.Since(start); d > 5*time.Second {
-			t.Fatalf("timeout after %v", d)
+			require.FailNow(t, fmt.Sprintf("timeout after %v", d))
 		}
 	}
 }
@@ -233,15 +206,11 @@ func TestCancelByContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 10000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Recv(callCtx(t, 5*time.Second))
 	cancel()
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
-	if term.Kind != frame.KindCancelled || term.Synthetic {
-		t.Fatalf("terminal %v synthetic=%v", term.Kind, term.Synthetic)
-	}
+	require.Falsef(t, term.Kind != frame.KindCancelled || term.Synthetic, "terminal %v synthetic=%v", term.Kind, term.Synthetic)
 	succeeds(t, h)
 }
 
@@ -249,9 +218,7 @@ func TestCancelByContext(t *testing.T) {
 func rss(t *testing.T, pid string) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			n, _ := strconv.Atoi(strings.Fields(rest)[0])
@@ -273,13 +240,11 @@ func TestSlowConsumerBoundedMemory(t *testing.T) {
 	pid := strconv.Itoa(readyPID(t, h, 0))
 	ctx := callCtx(t, time.Minute)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000, "size": 100}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	read := func(n int) {
 		for range n {
 			if f, err := c.Recv(ctx); err != nil || f.Kind.IsTerminal() {
-				t.Fatalf("Recv: %v %v", f.Kind, err)
+				require.FailNow(t, fmt.Sprintf("Recv: %v %v", f.Kind, err))
 			}
 		}
 	}
@@ -291,21 +256,15 @@ func TestSlowConsumerBoundedMemory(t *testing.T) {
 	heap2, rss2, childRSS2 := heapInuse(), rss(t, "self"), rss(t, pid)
 	c.Cancel()
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
-	if term.Kind != frame.KindCancelled {
-		t.Fatalf("terminal %v %v", term.Kind, term.Error)
-	}
+	require.Falsef(t, term.Kind != frame.KindCancelled, "terminal %v %v", term.Kind, term.Error)
 	t.Logf("host heap in use: %d KiB after 1k frames, %d KiB after a 2 s stall, %d KiB after 101k frames", heap0>>10, heap1>>10, heap2>>10)
 	t.Logf("host RSS: %d / %d / %d KiB; child RSS: %d / %d / %d KiB", rss0, rss1, rss2, childRSS0, childRSS1, childRSS2)
 	// A stalled consumer must not make either side buffer: allow slack for
 	// the runtime, far below what 1,000,000 frames of ~120 bytes (120 MB)
 	// would take.
 	const slack = 16 << 20
-	if heap1 > heap0+slack || heap2 > heap0+slack {
-		t.Errorf("host heap grew: %d → %d → %d bytes", heap0, heap1, heap2)
-	}
-	if childRSS1 > childRSS0+slack>>10 || childRSS2 > childRSS0+slack>>10 {
-		t.Errorf("child RSS grew: %d → %d → %d KiB", childRSS0, childRSS1, childRSS2)
-	}
+	assert.Falsef(t, heap1 > heap0+slack || heap2 > heap0+slack, "host heap grew: %d → %d → %d bytes", heap0, heap1, heap2)
+	assert.Falsef(t, childRSS1 > childRSS0+slack>>10 || childRSS2 > childRSS0+slack>>10, "child RSS grew: %d → %d → %d KiB", childRSS0, childRSS1, childRSS2)
 	if os.Getenv("SKULK_PERF_OUT") != "" {
 		writePerf(t, os.Getenv("SKULK_PERF_OUT"), heap0, heap1, heap2, rss0, rss1, rss2, childRSS0, childRSS1, childRSS2)
 	}
@@ -322,16 +281,12 @@ func TestCancelUnreadSaysWhose(t *testing.T) {
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 20*time.Second)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000, "size": 1000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The caller reads the first chunk, then nothing: the child's output
 	// fills the socket. The cancel gives the connection to its reader,
 	// which fills the call's queue and then waits for the caller.
 	for f, err := c.Recv(ctx); f.Kind != frame.KindChunk; f, err = c.Recv(ctx) {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	waitFor(t, func() bool { return socketQueued(t, c.conn) > 64<<10 })
 	c.Cancel()
@@ -343,7 +298,7 @@ func TestCancelUnreadSaysWhose(t *testing.T) {
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	if term.Kind != frame.KindCancelled || !term.Synthetic || term.Error == nil ||
 		!strings.Contains(term.Error.Message, "the caller did not read") {
-		t.Fatalf("terminal %s synthetic=%v error=%v", term.Kind, term.Synthetic, term.Error)
+		require.FailNow(t, fmt.Sprintf("terminal %s synthetic=%v error=%v", term.Kind, term.Synthetic, term.Error))
 	}
 }
 
@@ -355,10 +310,8 @@ func socketQueued(t *testing.T, c *streamConn) int {
 	if err := c.rc.Control(func(fd uintptr) {
 		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
 	}); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
-	if errno != 0 {
-		t.Fatal(errno)
-	}
+	require.EqualValues(t, 0, errno, errno)
 	return int(n)
 }

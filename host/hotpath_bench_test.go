@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"syscall"
 	"testing"
 	"time"
@@ -20,9 +22,7 @@ func BenchmarkHotPath(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	h, err := Start(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer h.Close(context.Background())
 
 	// One op is one call streaming 100,000 chunks {"i": i} through
@@ -34,21 +34,15 @@ func BenchmarkHotPath(b *testing.B) {
 		cpu0 := hostCPU(b)
 		for b.Loop() {
 			c, err := h.Call(context.Background(), "count", args)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			got := 0
 			for f, err := range c.Frames() {
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if f.Kind == frame.KindChunk {
 					got++
 				}
 			}
-			if got != n {
-				b.Fatalf("%d chunks, want %d", got, n)
-			}
+			require.Falsef(b, got != n, "%d chunks, want %d", got, n)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/frame")
 		// The host's own CPU (this process; the child is another), which
@@ -64,11 +58,9 @@ func BenchmarkHotPath(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			c, err := h.Call(context.Background(), "media", args)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			if got := readMedia(b, c); got != total {
-				b.Fatalf("%d bytes, want %d", got, total)
+				require.FailNow(b, fmt.Sprintf("%d bytes, want %d", got, total))
 			}
 		}
 	})
@@ -79,11 +71,9 @@ func BenchmarkHotPath(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			c, err := h.Call(context.Background(), "count", args)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			if _, err := c.Wait(); err != nil {
-				b.Fatal(err)
+				require.FailNow(b, fmt.Sprint(err))
 			}
 		}
 	})
@@ -93,8 +83,6 @@ func BenchmarkHotPath(b *testing.B) {
 // nanoseconds.
 func hostCPU(b *testing.B) int64 {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }

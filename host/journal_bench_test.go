@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,27 +28,21 @@ func BenchmarkCallJournal(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		h, err := Start(ctx, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer h.Close(context.Background())
 		b.ResetTimer()
 		for b.Loop() {
 			c, err := h.Call(context.Background(), "count", args)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			if _, err := c.Wait(); err != nil {
-				b.Fatal(err)
+				require.FailNow(b, fmt.Sprint(err))
 			}
 		}
 	}
 	b.Run("none", func(b *testing.B) { run(b, calllog.Options{}) })
 	b.Run("required-sqlite", func(b *testing.B) {
 		st, err := sqlitestore.Open(filepath.Join(b.TempDir(), "calls.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer st.Close()
 		run(b, calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: st, Required: true}})
 	})

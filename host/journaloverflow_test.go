@@ -139,7 +139,7 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 	select {
 	case f = <-fdone:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the follower did not end: the tree's end was not kept")
+		require.FailNow(t, "the follower did not end: the tree's end was not kept")
 	}
 	require.NoError(t, f.err)
 	var gaps uint64
@@ -217,12 +217,12 @@ func TestJournalQueueBytesBoundsHostMemory(t *testing.T) {
 				defer wg.Done()
 				c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": 64 << 20, "chunk": 1 << 20}))
 				if err != nil {
-					t.Error(err)
+					assert.Fail(t, fmt.Sprint(err))
 					return
 				}
 				for _, err := range c.Frames() {
 					if err != nil {
-						t.Error(err)
+						assert.Fail(t, fmt.Sprint(err))
 						return
 					}
 				}
@@ -230,9 +230,7 @@ func TestJournalQueueBytesBoundsHostMemory(t *testing.T) {
 		}
 		wg.Wait()
 		err := h.Close(ctx)
-		if err != nil && !errors.Is(err, calllog.ErrCloseDropped) {
-			t.Error(err)
-		}
+		assert.False(t, err != nil && !errors.Is(err, calllog.ErrCloseDropped), err)
 		close(stop)
 		peak = <-peakC
 		lost = h.Stats().JournalEventsLost

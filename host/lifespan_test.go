@@ -2,6 +2,9 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -52,11 +55,9 @@ func TestRecycleIsASpan(t *testing.T) {
 	pid := readyPID(t, h, 0)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 4000, "ignore_cancel": true}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if f, err := c.Recv(ctx); err != nil || f.Kind != frame.KindStarted {
-		t.Fatalf("Recv: %v %v", f.Kind, err)
+		require.FailNow(t, fmt.Sprintf("Recv: %v %v", f.Kind, err))
 	}
 	waitFor(t, func() bool { return h.Children()[0].Streams == 1 })
 	c.Cancel()
@@ -73,15 +74,11 @@ func TestRecycleIsASpan(t *testing.T) {
 		"skulk.child.new_pid":  attribute.Int64Value(int64(newPID)),
 	} {
 		if a[k] != want {
-			t.Errorf("recycle span %s = %v, want %v", k, a[k].Emit(), want.Emit())
+			assert.Fail(t, fmt.Sprintf("recycle span %s = %v, want %v", k, a[k].Emit(), want.Emit()))
 		}
 	}
-	if s.Status.Code == codes.Error || s.Parent.IsValid() {
-		t.Errorf("recycle span: status %v, parent %v; want a root span without error", s.Status, s.Parent)
-	}
+	assert.Falsef(t, s.Status.Code == codes.Error || s.Parent.IsValid(), "recycle span: status %v, parent %v; want a root span without error", s.Status, s.Parent)
 	for _, other := range exp.GetSpans() {
-		if other.Name == "skulk.restart" {
-			t.Errorf("a recycle also gave a restart span")
-		}
+		assert.NotEqualValuesf(t, "skulk.restart", other.Name, "a recycle also gave a restart span")
 	}
 }

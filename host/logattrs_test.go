@@ -2,6 +2,9 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -69,9 +72,7 @@ func TestLogSitesClassified(t *testing.T) {
 	check := func(dir string, lists map[string]map[string]bool, want map[string][]string) {
 		t.Helper()
 		sites, err := logtest.Sites(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		seen := map[string]bool{}
 		for _, s := range sites {
 			seen[s.Message] = true
@@ -82,18 +83,14 @@ func TestLogSitesClassified(t *testing.T) {
 				}
 				listed = true
 				if keys := want[name]; !s.Has(keys...) {
-					t.Errorf("%s/%s: %q is in %s but the call passes %q, not all of %q", dir, s.Pos, s.Message, name, s.Keys, keys)
+					assert.Fail(t, fmt.Sprintf("%s/%s: %q is in %s but the call passes %q, not all of %q", dir, s.Pos, s.Message, name, s.Keys, keys))
 				}
 			}
-			if !listed {
-				t.Errorf("%s/%s: the message %q is in no list of logattrs_test.go: is it about a call?", dir, s.Pos, s.Message)
-			}
+			assert.Falsef(t, !listed, "%s/%s: the message %q is in no list of logattrs_test.go: is it about a call?", dir, s.Pos, s.Message)
 		}
 		for name, list := range lists {
 			for m := range list {
-				if !seen[m] {
-					t.Errorf("%s lists %q, which nothing in %s logs", name, m, dir)
-				}
+				assert.Falsef(t, !seen[m], "%s lists %q, which nothing in %s logs", name, m, dir)
 			}
 		}
 	}
@@ -125,19 +122,15 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 
 	// Fails: provider_error.
 	c, err := h.Call(ctx, "fail", frame.MustPayload(map[string]any{"message": "no"}), WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	note(c)
 	if _, err := c.Wait(); err == nil {
-		t.Fatal("fail completed")
+		require.FailNow(t, "fail completed")
 	}
 	// Past its deadline: the child's timeout.
 	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	c, err = h.Call(dctx, "sleep", frame.MustPayload(map[string]any{"ms": 10_000}), WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	note(c)
 	c.Wait()
 	cancel()
@@ -162,7 +155,7 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		c.Cancel()
 		if _, err := c.Wait(); err == nil {
-			t.Error("a cancelled call completed")
+			assert.Fail(t, "a cancelled call completed")
 		}
 		// Killed: a synthetic unreachable.
 		c, err = h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 60_000}), WithInput())
@@ -175,20 +168,16 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 			return err
 		}
 		if _, err := c.Wait(); err == nil {
-			t.Error("a killed child's call completed")
+			assert.Fail(t, "a killed child's call completed")
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	hostAbout, childAbout := checkCallRecords(t, logs.Records(), trees)
 	// The kill ends a call by the host; the child logs the handler that
 	// ignores its cancel.
-	if hostAbout < 1 || childAbout < 1 {
-		t.Errorf("%d host records and %d child records about calls; want at least 1 and 1", hostAbout, childAbout)
-	}
+	assert.Falsef(t, hostAbout < 1 || childAbout < 1, "%d host records and %d child records about calls; want at least 1 and 1", hostAbout, childAbout)
 }
 
 // A child that breaks the protocol (a sequence gap) and one that sends no
@@ -206,9 +195,7 @@ func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
 	var hostAbout int
 	for _, tool := range []string{"gap", "noend"} {
 		c, err := h.Call(ctx, tool, nil, WithInput())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		note(c)
 		c.Wait()
 	}
@@ -220,7 +207,7 @@ func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
 		}
 	}
 	if hostAbout < 3 { // the gap's violation and synthetic end, the missing end
-		t.Errorf("%d host records about the gap and noend calls; want 3", hostAbout)
+		assert.Fail(t, fmt.Sprintf("%d host records about the gap and noend calls; want 3", hostAbout))
 	}
 }
 
@@ -254,23 +241,21 @@ func checkCallRecords(t *testing.T, recs []logtest.Record, trees map[string]stri
 			}
 			childAboutCalls++
 			if tree, ok := trees[got[logCallID]]; !ok || got[logTreeID] != tree {
-				t.Errorf("child record %q: call_id %q tree_id %q; want a call of the test and its tree", r.Attrs["line"], got[logCallID], got[logTreeID])
+				assert.Fail(t, fmt.Sprintf("child record %q: call_id %q tree_id %q; want a call of the test and its tree", r.Attrs["line"], got[logCallID], got[logTreeID]))
 			}
 			continue
 		}
 		about := callMessages[r.Msg]
-		if !about && !otherMessages[r.Msg] && !treeMessages[r.Msg] && !recorderOtherMessages[r.Msg] {
-			t.Errorf("record %q is in no list of logattrs_test.go", r.Msg)
-		}
+		assert.Falsef(t, !about && !otherMessages[r.Msg] && !treeMessages[r.Msg] && !recorderOtherMessages[r.Msg], "record %q is in no list of logattrs_test.go", r.Msg)
 		for k, v := range r.Attrs {
 			if !ids[v] {
 				continue
 			}
 			switch {
 			case k != logCallID && k != logTreeID:
-				t.Errorf("record %q names a call or tree as %q; the keys are %s and %s", r.Msg, k, logCallID, logTreeID)
+				assert.Fail(t, fmt.Sprintf("record %q names a call or tree as %q; the keys are %s and %s", r.Msg, k, logCallID, logTreeID))
 			case !about && !(treeMessages[r.Msg] && k == logTreeID):
-				t.Errorf("record %q names a call as %s but is not in callMessages", r.Msg, k)
+				assert.Fail(t, fmt.Sprintf("record %q names a call as %s but is not in callMessages", r.Msg, k))
 			}
 		}
 		if !about {
@@ -279,7 +264,7 @@ func checkCallRecords(t *testing.T, recs []logtest.Record, trees map[string]stri
 		hostAboutCalls++
 		call, tree := r.Attrs[logCallID], r.Attrs[logTreeID]
 		if want, ok := trees[call]; !ok || tree != want {
-			t.Errorf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.Msg, logCallID, call, logTreeID, tree)
+			assert.Fail(t, fmt.Sprintf("record %q: %s=%q %s=%q; want a call of the test and its tree", r.Msg, logCallID, call, logTreeID, tree))
 		}
 	}
 	return hostAboutCalls, childAboutCalls

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"net"
 	"os"
@@ -107,9 +109,7 @@ func testHost(t *testing.T, cfg Config, limit time.Duration) (*Host, *syncBuffer
 		panic(fmt.Sprintf("%s: exceeded its hard deadline of %v", t.Name(), limit))
 	})
 	base, err := os.MkdirTemp("", "sk")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	logs := &syncBuffer{}
 	cfg.TempDir = base
 	if cfg.Logger == nil {
@@ -122,7 +122,7 @@ func testHost(t *testing.T, cfg Config, limit time.Duration) (*Host, *syncBuffer
 	if err != nil {
 		os.RemoveAll(base)
 		watchdog.Stop()
-		t.Fatalf("Start: %v", err)
+		require.FailNow(t, fmt.Sprintf("Start: %v", err))
 	}
 	t.Cleanup(func() {
 		defer watchdog.Stop()
@@ -146,19 +146,17 @@ func testHost(t *testing.T, cfg Config, limit time.Duration) (*Host, *syncBuffer
 func checkClean(t *testing.T, base string, fds int) {
 	t.Helper()
 	if kids := childProcesses(t); len(kids) > 0 {
-		t.Errorf("child processes left: %v", kids)
+		assert.Fail(t, fmt.Sprintf("child processes left: %v", kids))
 	}
 	entries, err := os.ReadDir(base)
-	if err != nil {
-		t.Errorf("reading the temp dir: %v", err)
-	}
+	assert.NoError(t, err, "reading the temp dir")
 	for _, e := range entries {
-		t.Errorf("left in the temp dir: %s", e.Name())
+		assert.Fail(t, fmt.Sprintf("left in the temp dir: %s", e.Name()))
 	}
 	// Descriptors are closed synchronously by Close; allow the runtime a
 	// moment for nothing: the count must be back at once.
 	if n := countFDs(t); n != fds {
-		t.Errorf("descriptors: %d before, %d after", fds, n)
+		assert.Fail(t, fmt.Sprintf("descriptors: %d before, %d after", fds, n))
 	}
 }
 
@@ -167,9 +165,7 @@ func childProcesses(t *testing.T) []string {
 	t.Helper()
 	me := strconv.Itoa(os.Getpid())
 	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var kids []string
 	for _, p := range procs {
 		if _, err := strconv.Atoi(p.Name()); err != nil {
@@ -196,9 +192,7 @@ func childProcesses(t *testing.T) []string {
 func countFDs(t *testing.T) int {
 	t.Helper()
 	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return len(fds)
 }
 

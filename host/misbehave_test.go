@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -16,15 +18,11 @@ import (
 func okRoundTrip(t *testing.T, c *Call, text string) {
 	t.Helper()
 	ctx := callCtx(t, 10*time.Second)
-	if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": text}), nil); err != nil {
-		t.Fatalf("Send: %v", err)
-	}
+	require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"text": text}), nil), "Send")
 	f, err := c.Recv(ctx)
-	if err != nil || f.Kind != frame.KindChunk {
-		t.Fatalf("Recv: %v %v", f.Kind, err)
-	}
+	require.Falsef(t, err != nil || f.Kind != frame.KindChunk, "Recv: %v %v", f.Kind, err)
 	if s, _ := f.Payload.Text(); s != text {
-		t.Fatalf("echo %q, want %q", s, text)
+		require.FailNow(t, fmt.Sprintf("echo %q, want %q", s, text))
 	}
 }
 
@@ -33,11 +31,9 @@ func TestMisbehavingChild(t *testing.T) {
 	ctx := callCtx(t, time.Minute)
 	// A well-behaved call stays open on the same child throughout.
 	good, err := h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if f, _ := good.Recv(ctx); f.Kind != frame.KindStarted {
-		t.Fatalf("first frame %v", f.Kind)
+		require.FailNow(t, fmt.Sprintf("first frame %v", f.Kind))
 	}
 	okRoundTrip(t, good, "before")
 	for _, tc := range []struct {
@@ -55,40 +51,26 @@ func TestMisbehavingChild(t *testing.T) {
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			c, err := h.Call(ctx, tc.tool, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			term, n := recvUntilTerminal(t, c, 10*time.Second)
 			wantSynthetic(t, term, frame.CodeInvalidFrame)
-			if n != tc.chunks || term.Sequence != uint64(n)+1 {
-				t.Fatalf("%d chunks, synthetic sequence %d", n, term.Sequence)
-			}
-			if !strings.Contains(term.Error.Message, tc.reason) {
-				t.Fatalf("message %q lacks %q", term.Error.Message, tc.reason)
-			}
-			if strings.Contains(term.Error.Message, "not a number") {
-				t.Fatalf("message echoes the value: %q", term.Error.Message)
-			}
+			require.Falsef(t, n != tc.chunks || term.Sequence != uint64(n)+1, "%d chunks, synthetic sequence %d", n, term.Sequence)
+			require.Falsef(t, !strings.Contains(term.Error.Message, tc.reason), "message %q lacks %q", term.Error.Message, tc.reason)
+			require.Falsef(t, strings.Contains(term.Error.Message, "not a number"), "message echoes the value: %q", term.Error.Message)
 			okRoundTrip(t, good, tc.tool)
 		})
 	}
-	if err := good.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, good.CloseSend())
 	res, err := good.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var v struct {
 		N      int    `json:"n"`
 		Prefix string `json:"prefix"`
 	}
 	res.Decode(&v)
-	if v.N != 8 || v.Prefix != "p" {
-		t.Fatalf("result %+v: want 8 chunks and the default prefix filled in", v)
-	}
+	require.Falsef(t, v.N != 8 || v.Prefix != "p", "result %+v: want 8 chunks and the default prefix filled in", v)
 	if info := h.Children()[0]; info.Restarts != 0 {
-		t.Fatalf("the child was restarted: %+v", info)
+		require.FailNow(t, fmt.Sprintf("the child was restarted: %+v", info))
 	}
 }
 
@@ -99,32 +81,22 @@ func TestDuplicateTerminal(t *testing.T) {
 	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "dupterm", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res, err := c.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(res) != string(frame.MustPayload(map[string]any{"first": true})) {
-		t.Fatalf("result is not the first terminal's")
-	}
+	require.NoError(t, err)
+	require.Falsef(t, string(res) != string(frame.MustPayload(map[string]any{"first": true})), "result is not the first terminal's")
 	waitFor(t, func() bool { return h.Children()[0].Running == 0 })
 	h.mu.Lock()
 	idle := len(h.slots[0].cur.idle)
 	h.mu.Unlock()
-	if idle != 0 {
-		t.Fatalf("the connection went back to the idle list")
-	}
+	require.EqualValuesf(t, 0, idle, "the connection went back to the idle list")
 }
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
+		require.False(t, time.Now().After(deadline), "condition not met in 10 s")
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -134,25 +106,21 @@ func TestConnectionReuse(t *testing.T) {
 	ctx := callCtx(t, 30*time.Second)
 	for i := range 5 {
 		c, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "x"}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if f, _ := c.Recv(ctx); f.Kind != frame.KindStarted {
-			t.Fatalf("first frame %v", f.Kind)
+			require.FailNow(t, fmt.Sprintf("first frame %v", f.Kind))
 		}
 		okRoundTrip(t, c, "hi")
 		c.CloseSend()
 		if _, err := c.Wait(); err != nil {
-			t.Fatalf("call %d: %v", i, err)
+			require.FailNow(t, fmt.Sprintf("call %d: %v", i, err))
 		}
 		waitFor(t, func() bool { return h.Children()[0].Running == 0 })
 	}
 	h.mu.Lock()
 	n := len(h.slots[0].cur.conns)
 	h.mu.Unlock()
-	if n != 1 {
-		t.Fatalf("%d connections for 5 sequential calls, want 1 reused", n)
-	}
+	require.EqualValuesf(t, 1, n, "%d connections for 5 sequential calls, want 1 reused", n)
 }
 
 func TestNoEndClosesConnection(t *testing.T) {
@@ -161,11 +129,9 @@ func TestNoEndClosesConnection(t *testing.T) {
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "noend", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatalf("the terminal stands without end: %v", err)
+		require.FailNow(t, fmt.Sprintf("the terminal stands without end: %v", err))
 	}
 	waitFor(t, func() bool {
 		h.mu.Lock()
@@ -177,29 +143,21 @@ func TestNoEndClosesConnection(t *testing.T) {
 func TestHangupTransportError(t *testing.T) {
 	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "hangup", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, n := recvUntilTerminal(t, c, 5*time.Second)
 	wantSynthetic(t, term, frame.CodeTransportError)
-	if n != 1 || term.Sequence != 2 {
-		t.Fatalf("%d chunks, sequence %d", n, term.Sequence)
-	}
+	require.Falsef(t, n != 1 || term.Sequence != 2, "%d chunks, sequence %d", n, term.Sequence)
 }
 
 func TestDieUnreachableWithStderr(t *testing.T) {
 	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
 	wantSynthetic(t, term, frame.CodeUnreachable)
 	_, err = c.Wait()
 	var ce *frame.Error
-	if !errors.As(err, &ce) || !strings.Contains(Stderr(err), "fake: dying on purpose") {
-		t.Fatalf("Wait: %#v", err)
-	}
+	require.Falsef(t, !errors.As(err, &ce) || !strings.Contains(Stderr(err), "fake: dying on purpose"), "Wait: %#v", err)
 	waitFor(t, func() bool { return h.Children()[0].State == StateReady && h.Children()[0].Restarts == 1 })
 }
 
@@ -211,14 +169,12 @@ func TestSyntheticTimeout(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	c, err := h.Call(ctx, "hang", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	wantSynthetic(t, term, frame.CodeTimeout)
 	// deadline + cancel_grace + 1 s, with a margin.
 	if d := time.Since(start); d < 1250*time.Millisecond || d > 3*time.Second {
-		t.Fatalf("synthetic timeout after %v", d)
+		require.FailNow(t, fmt.Sprintf("synthetic timeout after %v", d))
 	}
 }
 
@@ -227,14 +183,10 @@ func TestSyntheticCancelled(t *testing.T) {
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "hang", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Cancel()
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
-	if !term.Synthetic || term.Kind != frame.KindCancelled {
-		t.Fatalf("terminal %v synthetic=%v", term.Kind, term.Synthetic)
-	}
+	require.Falsef(t, !term.Synthetic || term.Kind != frame.KindCancelled, "terminal %v synthetic=%v", term.Kind, term.Synthetic)
 }
 
 // TestHealthTimeout: a child that answers no ping ("nopong"), or answers
@@ -251,11 +203,9 @@ func TestHealthTimeout(t *testing.T) {
 			h, _ := testHost(t, cfg, time.Minute)
 			waitFor(t, func() bool { return h.Children()[0].State == StateDown })
 			_, err := h.Call(callCtx(t, 5*time.Second), "ok", nil)
-			if !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrUnhealthy) {
-				t.Fatalf("Call on a down pool: %v", err)
-			}
+			require.Falsef(t, !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrUnhealthy), "Call on a down pool: %v", err)
 			if r := h.Children()[0].Restarts; r != 2 {
-				t.Fatalf("restarts %d, want 2", r)
+				require.FailNow(t, fmt.Sprintf("restarts %d, want 2", r))
 			}
 		})
 	}
@@ -278,9 +228,7 @@ func TestStartFailures(t *testing.T) {
 			cfg.StartTimeout = tc.timeout
 			cfg.TempDir = base
 			_, err := Start(callCtx(t, 10*time.Second), cfg)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("Start: %v, want %v", err, tc.want)
-			}
+			require.ErrorIsf(t, err, tc.want, "Start: %v, want %v", err, tc.want)
 			checkClean(t, base, fds)
 		})
 	}
@@ -294,9 +242,7 @@ func TestStartMissingCommand(t *testing.T) {
 	fds := countFDs(t)
 	cfg := Config{Command: filepath.Join(base, "no-such-provider"), TempDir: base}
 	_, err := Start(callCtx(t, 10*time.Second), cfg)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("Start: %v, want an error matching fs.ErrNotExist", err)
-	}
+	require.Falsef(t, err == nil || !errors.Is(err, fs.ErrNotExist), "Start: %v, want an error matching fs.ErrNotExist", err)
 	checkClean(t, base, fds)
 }
 
@@ -304,25 +250,19 @@ func TestRefusals(t *testing.T) {
 	h, _ := testHost(t, fakeConfig("serve"), time.Minute)
 	ctx := callCtx(t, 10*time.Second)
 	if _, err := h.Call(ctx, "nope", nil); !errors.Is(err, ErrUnknownTool) {
-		t.Fatalf("unknown tool: %v", err)
+		require.FailNow(t, fmt.Sprintf("unknown tool: %v", err))
 	}
 	_, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"n": -1, "prefix": "secret-value"}))
 	var se *SchemaError
-	if !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/n" || se.Keyword != "minimum" || se.Value != "integer" {
-		t.Fatalf("bad arguments: %#v", err)
-	}
-	if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "-1") {
-		t.Fatalf("error echoes the value: %v", err)
-	}
+	require.Falsef(t, !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/n" || se.Keyword != "minimum" || se.Value != "integer", "bad arguments: %#v", err)
+	require.Falsef(t, strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "-1"), "error echoes the value: %v", err)
 	if n := h.Children()[0].Running; n != 0 {
-		t.Fatalf("a refused call holds a slot")
+		require.FailNow(t, fmt.Sprintf("a refused call holds a slot"))
 	}
 	tools := h.Tools()
-	if len(tools) == 0 || tools[0].ID != "ok" {
-		t.Fatalf("tools %+v", tools)
-	}
+	require.Falsef(t, len(tools) == 0 || tools[0].ID != "ok", "tools %+v", tools)
 	h.Close(ctx)
 	if _, err := h.Call(ctx, "ok", nil); !errors.Is(err, ErrClosed) {
-		t.Fatalf("after Close: %v", err)
+		require.FailNow(t, fmt.Sprintf("after Close: %v", err))
 	}
 }

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"testing/synctest"
 
@@ -34,39 +36,27 @@ func woken(o *outbox) bool {
 func TestOutboxWakesOncePerBurst(t *testing.T) {
 	o := newOutbox()
 	if _, ok := o.take(); ok {
-		t.Fatal("take from an empty outbox")
+		require.FailNow(t, "take from an empty outbox")
 	}
 	for seq := uint64(1); seq <= 3; seq++ {
 		o.put(chunkAt(seq), false, nil, nil)
-		if woken(o) {
-			t.Fatalf("woken at unpublished frame %d", seq)
-		}
+		require.Falsef(t, woken(o), "woken at unpublished frame %d", seq)
 	}
 	o.put(chunkAt(4), true, nil, nil)
-	if !woken(o) {
-		t.Fatal("not woken at the burst's last frame")
-	}
+	require.False(t, !woken(o), "not woken at the burst's last frame")
 	for want := uint64(1); want <= 4; want++ {
 		f, ok := o.take()
-		if !ok || f.Sequence != want {
-			t.Fatalf("take: %d %v, want %d", f.Sequence, ok, want)
-		}
+		require.Falsef(t, !ok || f.Sequence != want, "take: %d %v, want %d", f.Sequence, ok, want)
 	}
 	// A caller that did not wait is not woken: nothing is armed.
 	o.put(chunkAt(5), true, nil, nil)
-	if woken(o) {
-		t.Fatal("woken without a waiting take")
-	}
+	require.False(t, woken(o), "woken without a waiting take")
 	o.take()
 	o.take() // empty: arms the wake-up
 	o.put(chunkAt(6), false, nil, nil)
-	if woken(o) {
-		t.Fatal("woken at an unpublished frame")
-	}
+	require.False(t, woken(o), "woken at an unpublished frame")
 	o.put(chunkAt(7), true, nil, nil)
-	if !woken(o) {
-		t.Fatal("a published frame did not wake the waiting caller")
-	}
+	require.False(t, !woken(o), "a published frame did not wake the waiting caller")
 }
 
 // In a long burst a waiting caller is woken once wakeBatch frames are
@@ -76,19 +66,13 @@ func TestOutboxWakesMidBurstAtWakeBatch(t *testing.T) {
 	o.take() // the caller waits
 	for seq := uint64(1); seq < wakeBatch; seq++ {
 		o.put(chunkAt(seq), false, nil, nil)
-		if woken(o) {
-			t.Fatalf("woken at unpublished frame %d of %d", seq, wakeBatch)
-		}
+		require.Falsef(t, woken(o), "woken at unpublished frame %d of %d", seq, wakeBatch)
 	}
 	o.put(chunkAt(wakeBatch), false, nil, nil)
-	if !woken(o) {
-		t.Fatal("not woken with wakeBatch frames queued")
-	}
+	require.False(t, !woken(o), "not woken with wakeBatch frames queued")
 	// Once woken, the caller is not woken again until it waits again.
 	o.put(chunkAt(wakeBatch+1), false, nil, nil)
-	if woken(o) {
-		t.Fatal("woken twice for one wait")
-	}
+	require.False(t, woken(o), "woken twice for one wait")
 }
 
 // The ring starts small and grows while full, up to outQueue, keeping the
@@ -98,36 +82,28 @@ func TestOutboxGrowsInOrder(t *testing.T) {
 	next, want := uint64(1), uint64(1)
 	put := func(n int) {
 		for range n {
-			if !o.put(chunkAt(next), false, nil, nil) {
-				t.Fatal("put refused")
-			}
+			require.False(t, !o.put(chunkAt(next), false, nil, nil), "put refused")
 			next++
 		}
 	}
 	take := func(n int) {
 		for range n {
 			f, ok := o.take()
-			if !ok || f.Sequence != want {
-				t.Fatalf("take: %d %v, want %d", f.Sequence, ok, want)
-			}
+			require.Falsef(t, !ok || f.Sequence != want, "take: %d %v, want %d", f.Sequence, ok, want)
 			want++
 		}
 	}
 	put(3)
 	take(2)           // the ring's head moves on
 	put(outStart - 1) // full, wrapped around the end
-	if len(o.buf) != outStart {
-		t.Fatalf("ring of %d frames, want %d before it is full", len(o.buf), outStart)
-	}
+	require.Falsef(t, len(o.buf) != outStart, "ring of %d frames, want %d before it is full", len(o.buf), outStart)
 	put(1) // grows
 	if len(o.buf) != 2*outStart {
-		t.Fatalf("ring of %d frames after growing, want %d", len(o.buf), 2*outStart)
+		require.FailNow(t, fmt.Sprintf("ring of %d frames after growing, want %d", len(o.buf), 2*outStart))
 	}
 	take(o.n)
 	put(outQueue) // grows to the bound, never past it
-	if len(o.buf) != outQueue {
-		t.Fatalf("ring of %d frames, want the bound %d", len(o.buf), outQueue)
-	}
+	require.Falsef(t, len(o.buf) != outQueue, "ring of %d frames, want the bound %d", len(o.buf), outQueue)
 	take(outQueue)
 }
 
@@ -151,31 +127,25 @@ func TestOutboxBoundsBytes(t *testing.T) {
 		synctest.Wait()
 		select {
 		case <-put:
-			t.Fatal("a put past outBytes did not wait")
+			require.FailNow(t, "a put past outBytes did not wait")
 		default:
 		}
 		o.take()
 		synctest.Wait()
 		select {
 		case <-put:
-			t.Fatal("let go with three quarters of the bytes still queued")
+			require.FailNow(t, "let go with three quarters of the bytes still queued")
 		default:
 		}
 		o.take() // half the bytes left: room
 		synctest.Wait()
-		if !<-put {
-			t.Fatal("put refused")
-		}
+		require.False(t, !<-put, "put refused")
 		for o.n > 0 {
 			o.take()
 		}
-		if o.bytes != 0 {
-			t.Fatalf("%d bytes counted in an empty queue", o.bytes)
-		}
+		require.EqualValuesf(t, 0, o.bytes, "%d bytes counted in an empty queue", o.bytes)
 		// A frame larger than the bound is taken into an empty queue.
-		if !o.put(media(6, 2*outBytes), false, closing, nil) {
-			t.Fatal("put of a large frame refused")
-		}
+		require.False(t, !o.put(media(6, 2*outBytes), false, closing, nil), "put of a large frame refused")
 		close(closing)
 	})
 }
@@ -193,26 +163,24 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 		put := make(chan bool, 1)
 		go func() { put <- o.put(chunkAt(outQueue), false, closing, nil) }() // stopped by room or closing
 		synctest.Wait()
-		if !woken(o) {
-			t.Fatal("a full outbox did not wake its caller")
-		}
+		require.False(t, !woken(o), "a full outbox did not wake its caller")
 		for i := range outQueue/2 - 1 {
 			o.take()
 			synctest.Wait()
 			select {
 			case <-put:
-				t.Fatalf("put went on after %d takes, before the queue was half empty", i+1)
+				require.FailNow(t, fmt.Sprintf("put went on after %d takes, before the queue was half empty", i+1))
 			default:
 			}
 		}
 		o.take()
 		synctest.Wait()
 		if ok := <-put; !ok {
-			t.Fatal("put refused after room")
+			require.FailNow(t, "put refused after room")
 		}
 		for want := uint64(outQueue / 2); want <= outQueue; want++ {
 			if f, ok := o.take(); !ok || f.Sequence != want {
-				t.Fatalf("take: %d %v, want %d", f.Sequence, ok, want)
+				require.FailNow(t, fmt.Sprintf("take: %d %v, want %d", f.Sequence, ok, want))
 			}
 		}
 
@@ -223,7 +191,7 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 		synctest.Wait()
 		close(closing)
 		if ok := <-put; ok {
-			t.Fatal("put on a full outbox reported true after closing")
+			require.FailNow(t, "put on a full outbox reported true after closing")
 		}
 	})
 }

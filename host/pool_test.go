@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"reflect"
 	"slices"
 	"strconv"
@@ -23,27 +26,25 @@ func TestPoolLeastLoadedAndMaxStreams(t *testing.T) {
 	var calls []*Call
 	open := func() {
 		c, err := h.Call(ctx, "ok", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		calls = append(calls, c)
 	}
 	open()
 	open()
 	if ch := h.Children(); ch[0].Running != 1 || ch[1].Running != 1 {
-		t.Fatalf("two calls not spread over two children: %+v", ch)
+		require.FailNow(t, fmt.Sprintf("two calls not spread over two children: %+v", ch))
 	}
 	for range 6 { // the fake child's max_streams is 4
 		open()
 	}
 	if ch := h.Children(); ch[0].Running != 4 || ch[1].Running != 4 {
-		t.Fatalf("running %+v", ch)
+		require.FailNow(t, fmt.Sprintf("running %+v", ch))
 	}
 	// A ninth call waits for a slot, bounded by its context.
 	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := h.Call(short, "ok", nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("ninth call: %v", err)
+		require.FailNow(t, fmt.Sprintf("ninth call: %v", err))
 	}
 	// It gets the slot as soon as one is freed.
 	got := make(chan error, 1)
@@ -58,15 +59,13 @@ func TestPoolLeastLoadedAndMaxStreams(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // let it wait (not a synchronisation: the result is checked either way)
 	calls[0].CloseSend()
 	if _, err := calls[0].Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiting call: %v", err)
-	}
+	require.NoError(t, <-got, "waiting call")
 	for _, c := range calls[1:] {
 		c.CloseSend()
 		if _, err := c.Wait(); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 	}
 }
@@ -77,24 +76,16 @@ func TestCloseDrainsRunningCalls(t *testing.T) {
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 300}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, func() bool { return h.Children()[0].Streams == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- h.Close(ctx) }() // returns once the child is drained; waited for below
 	res, err := c.Wait()
-	if err != nil {
-		t.Fatalf("call during Close: %v", err)
-	}
-	if res == nil {
-		t.Fatal("no result")
-	}
-	if err := <-closed; err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	require.NoError(t, err, "call during Close")
+	require.False(t, res == nil, "no result")
+	require.NoError(t, <-closed, "Close")
 	if _, err := h.Call(ctx, "sleep", nil); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Call after Close: %v", err)
+		require.FailNow(t, fmt.Sprintf("Call after Close: %v", err))
 	}
 }
 
@@ -104,17 +95,13 @@ func TestChildLogsForwarded(t *testing.T) {
 	h, logs := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	pid := readyPID(t, h, 0)
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Wait()
 	waitFor(t, func() bool { return strings.Contains(logs.String(), "fake: dying on purpose") })
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "fake: dying on purpose") {
 			for _, want := range []string{`level=INFO msg="child output"`, "child=c0.1", "pid=" + strconv.Itoa(pid), "stream=stderr"} {
-				if !strings.Contains(line, want) {
-					t.Fatalf("log line %q lacks %q", line, want)
-				}
+				require.Falsef(t, !strings.Contains(line, want), "log line %q lacks %q", line, want)
 			}
 		}
 	}
@@ -130,14 +117,10 @@ func TestConfigDefaults(t *testing.T) {
 		Calls:   Calls{MaxDepth: defaultMaxDepth, MaxInFlight: defaultMaxInFlight, DetachedTimeout: 10 * time.Minute},
 		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
 	}
-	if !reflect.DeepEqual(c, want) {
-		t.Fatalf("defaults\n%+v, want\n%+v", c, want)
-	}
-	if c.Limits != packetio.DefaultLimits() || c.Logger == nil {
-		t.Fatalf("limits %+v, logger %v", c.Limits, c.Logger)
-	}
+	require.Falsef(t, !reflect.DeepEqual(c, want), "defaults\n%+v, want\n%+v", c, want)
+	require.Falsef(t, c.Limits != packetio.DefaultLimits() || c.Logger == nil, "limits %+v, logger %v", c.Limits, c.Logger)
 	if d := time.Duration(protocol.DefaultCancelGraceMS) * time.Millisecond; c.CancelGrace != d {
-		t.Fatalf("CancelGrace %v, the protocol's default %v", c.CancelGrace, d)
+		require.FailNow(t, fmt.Sprintf("CancelGrace %v, the protocol's default %v", c.CancelGrace, d))
 	}
 }
 
@@ -153,12 +136,10 @@ func TestConfigValidate(t *testing.T) {
 		{"bad env", Config{Command: "x", ExtraEnv: []string{"=v"}}},
 	} {
 		if err := tc.cfg.Validate(); !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: %v", tc.name, err)
+			assert.Fail(t, fmt.Sprintf("%s: %v", tc.name, err))
 		}
 	}
-	if err := (&Config{Command: "x"}).Validate(); err != nil {
-		t.Errorf("zero config: %v", err)
-	}
+	assert.NoError(t, (&Config{Command: "x"}).Validate(), "zero config")
 }
 
 // Close is bounded even when a caller stopped reading a long stream.
@@ -168,23 +149,19 @@ func TestCloseWithStalledCaller(t *testing.T) {
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1_000_000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for range 10 {
 		if _, err := c.Recv(ctx); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 	}
 	start := time.Now()
 	h.Close(ctx)
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("Close took %v", d)
+		require.FailNow(t, fmt.Sprintf("Close took %v", d))
 	}
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
-	if !term.Kind.IsTerminal() || term.Kind == frame.KindCompleted {
-		t.Fatalf("terminal %v", term.Kind)
-	}
+	require.Falsef(t, !term.Kind.IsTerminal() || term.Kind == frame.KindCompleted, "terminal %v", term.Kind)
 }
 
 // Recv's own context bounds the wait without ending the call.
@@ -192,19 +169,17 @@ func TestRecvContext(t *testing.T) {
 	h, _ := testHost(t, fastHealth(fakeConfig("serve")), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Recv(ctx) // started
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if _, err := c.Recv(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Recv: %v", err)
+		require.FailNow(t, fmt.Sprintf("Recv: %v", err))
 	}
 	okRoundTrip(t, c, "still there")
 	c.CloseSend()
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 }
 
@@ -213,15 +188,11 @@ func TestNeverRestart(t *testing.T) {
 	cfg.Restart.MaxRestarts = -1
 	h, _ := testHost(t, cfg, time.Minute)
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Wait()
 	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
 	_, err = h.Call(callCtx(t, 5*time.Second), "ok", nil)
-	if !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrChildDied) {
-		t.Fatalf("Call: %v", err)
-	}
+	require.Falsef(t, !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrChildDied), "Call: %v", err)
 }
 
 // A Send blocked by backpressure ends with its context; the call ends too.
@@ -230,9 +201,7 @@ func TestSendContext(t *testing.T) {
 	ctx := callCtx(t, 30*time.Second)
 	// sleep never reads its input: a large frame fills the socket and blocks.
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 20000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	// The child queues 8 frames, the sockets hold a few more; then Send blocks.
@@ -242,16 +211,12 @@ func TestSendContext(t *testing.T) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			break
 		}
-		if err != nil || i == 100 {
-			t.Fatalf("Send %d: %v", i, err)
-		}
+		require.Falsef(t, err != nil || i == 100, "Send %d: %v", i, err)
 	}
 	term, _ := recvUntilTerminal(t, c, 5*time.Second)
-	if !term.Synthetic || term.Kind != frame.KindCancelled {
-		t.Fatalf("terminal %v synthetic=%v", term.Kind, term.Synthetic)
-	}
+	require.Falsef(t, !term.Synthetic || term.Kind != frame.KindCancelled, "terminal %v synthetic=%v", term.Kind, term.Synthetic)
 	if err := c.Send(ctx, frame.MustPayload(map[string]any{"a": 1}), nil); !errors.Is(err, ErrSendClosed) {
-		t.Fatalf("Send after: %v", err)
+		require.FailNow(t, fmt.Sprintf("Send after: %v", err))
 	}
 	succeeds(t, h)
 	// The host cancels the abandoned handler over the control connection.

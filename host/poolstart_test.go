@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,22 +38,18 @@ func TestStartPoolInParallel(t *testing.T) {
 	pids := map[int]bool{}
 	for _, info := range h.Children() {
 		if info.State != StateReady || info.PID == 0 {
-			t.Fatalf("children %+v", h.Children())
+			require.FailNow(t, fmt.Sprintf("children %+v", h.Children()))
 		}
 		pids[info.PID] = true
 	}
-	if len(pids) != n {
-		t.Fatalf("%d distinct children, want %d", len(pids), n)
-	}
+	require.Falsef(t, len(pids) != n, "%d distinct children, want %d", len(pids), n)
 	ctx := callCtx(t, 30*time.Second)
 	for range n {
 		c, err := h.Call(ctx, "ok", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		c.CloseSend()
 		if _, err := c.Wait(); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 	}
 }
@@ -71,14 +69,10 @@ func TestStartPoolFailure(t *testing.T) {
 			cfg.StartTimeout = time.Minute
 			t0 := time.Now()
 			_, err := Start(callCtx(t, 2*time.Minute), cfg)
-			if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "child c1.1:") {
-				t.Fatalf("Start: %v, want child c1.1's ErrHandshake", err)
-			}
-			if errors.Is(err, context.Canceled) {
-				t.Fatalf("Start: %v: the first failure is not the one returned", err)
-			}
+			require.Falsef(t, !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "child c1.1:"), "Start: %v, want child c1.1's ErrHandshake", err)
+			require.Falsef(t, errors.Is(err, context.Canceled), "Start: %v: the first failure is not the one returned", err)
 			if d := time.Since(t0); d > cfg.StartTimeout/2 {
-				t.Fatalf("Start took %v: the other starts were not cancelled", d)
+				require.FailNow(t, fmt.Sprintf("Start took %v: the other starts were not cancelled", d))
 			}
 			checkClean(t, base, fds)
 			goleak.VerifyNone(t)

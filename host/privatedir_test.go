@@ -205,9 +205,7 @@ func waitGone(t *testing.T, pid int, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for running(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still there %v after its host was killed", pid, limit)
-		}
+		require.Falsef(t, time.Now().After(deadline), "process %d still there %v after its host was killed", pid, limit)
 		time.Sleep(10 * time.Millisecond)
 	}
 }

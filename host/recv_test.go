@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"testing"
 
@@ -15,14 +17,10 @@ import (
 // the terminal was published first from the reader's point of view.
 func TestRecvOrderTerminalLast(t *testing.T) {
 	r, err := recorder.New(calllog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close(context.Background())
 	rec, err := r.Begin(context.Background(), recorder.CallInfo{ID: "x", Tool: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := &Call{id: "x", done: make(chan struct{}), rec: rec}
 	c.out.init()
 	started, _ := frame.NewStarted("x", frame.ProviderToCaller)
@@ -37,19 +35,13 @@ func TestRecvOrderTerminalLast(t *testing.T) {
 	ctx := context.Background()
 	for want := uint64(0); want <= 4; want++ {
 		f, err := c.Recv(ctx)
-		if err != nil || f.Sequence != want {
-			t.Fatalf("Recv: seq %d %v, want %d", f.Sequence, err, want)
-		}
+		require.Falsef(t, err != nil || f.Sequence != want, "Recv: seq %d %v, want %d", f.Sequence, err, want)
 	}
 	if _, err := c.Recv(ctx); !errors.Is(err, io.EOF) {
-		t.Fatalf("after the terminal: %v", err)
+		require.FailNow(t, fmt.Sprintf("after the terminal: %v", err))
 	}
 	_, err = c.Wait()
 	var ce *frame.Error
-	if !errors.As(err, &ce) || ce.Code != frame.CodeTimeout || !ce.Synthetic || Stderr(err) != "tail" || ce.Message != "late" {
-		t.Fatalf("Wait: %#v", err)
-	}
-	if c.Send(ctx, nil, &frame.BlobMedia{}) != ErrSendClosed {
-		t.Fatal("Send after the provider terminal")
-	}
+	require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeTimeout || !ce.Synthetic || Stderr(err) != "tail" || ce.Message != "late", "Wait: %#v", err)
+	require.False(t, c.Send(ctx, nil, &frame.BlobMedia{}) != ErrSendClosed, "Send after the provider terminal")
 }

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"slices"
@@ -110,7 +111,7 @@ func busyStreams(t *testing.T, h *Host, n int, within time.Duration) ([]atomic.I
 				c.Cancel()
 				c.Wait()
 			}
-			t.Fatalf("call %d: %v", i, err)
+			require.FailNow(t, fmt.Sprintf("call %d: %v", i, err))
 		}
 		calls[i] = c
 	}
@@ -169,7 +170,7 @@ func busyStreams(t *testing.T, h *Host, n int, within time.Duration) ([]atomic.I
 		}
 		if time.Now().After(deadline) {
 			err := stop()
-			t.Fatalf("%d of %d streams delivered a chunk within %v (%v)", open, n, within, err)
+			require.FailNow(t, fmt.Sprintf("%d of %d streams delivered a chunk within %v (%v)", open, n, within, err))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

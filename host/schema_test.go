@@ -2,6 +2,9 @@ package host
 
 import (
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
@@ -17,20 +20,16 @@ func TestSchemaErrors(t *testing.T) {
 		"type":       "object",
 		"properties": map[string]any{"name": map[string]any{"type": "string", "maxLength": int8(3)}},
 	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tl := cat.Tool("t")
 	_, err = checkArguments(tl, frame.MustPayload(map[string]any{"name": "toolong-secret"}))
 	var se *SchemaError
-	if !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/name" || se.Keyword != "maxLength" || se.Value != "string of 14 bytes" {
-		t.Fatalf("got %#v, want a *SchemaError for /name, maxLength", err)
-	}
+	require.Falsef(t, !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/name" || se.Keyword != "maxLength" || se.Value != "string of 14 bytes", "got %#v, want a *SchemaError for /name, maxLength", err)
 	if msg := err.Error(); !strings.HasPrefix(msg, "host: arguments payload breaks its schema at /name") || strings.Contains(msg, "secret") {
-		t.Errorf("message %q", msg)
+		assert.Fail(t, fmt.Sprintf("message %q", msg))
 	}
 	if _, err := checkArguments(tl, frame.Payload{0xc1}); !errors.As(err, &se) || se.Value != "unreadable payload" {
-		t.Fatalf("unreadable arguments: %#v", err)
+		require.FailNow(t, fmt.Sprintf("unreadable arguments: %#v", err))
 	}
 }
 
@@ -41,7 +40,7 @@ func TestCatalogRefusesBadSchemas(t *testing.T) {
 		{{ID: "a", OutputSchema: map[string]any{"$ref": "https://example.com/remote.json"}}},
 	} {
 		if _, err := newCatalog(tools); !errors.Is(err, ErrHandshake) {
-			t.Errorf("%+v: %v", tools, err)
+			assert.Fail(t, fmt.Sprintf("%+v: %v", tools, err))
 		}
 	}
 }
@@ -51,14 +50,10 @@ func TestTailBuffer(t *testing.T) {
 	tb.Write([]byte(strings.Repeat("a", stderrTail-1)))
 	tb.Write([]byte("bc"))
 	s := tb.String()
-	if len(s) != stderrTail || !strings.HasSuffix(s, "abc") || s[0] != 'a' {
-		t.Fatalf("tail of %d bytes", len(s))
-	}
+	require.Falsef(t, len(s) != stderrTail || !strings.HasSuffix(s, "abc") || s[0] != 'a', "tail of %d bytes", len(s))
 	tb.Write([]byte(strings.Repeat("é", stderrTail))) // 2 bytes each: the cut lands mid-character
 	s = tb.String()
-	if len(s) > stderrTail || !strings.HasPrefix(s, "é") {
-		t.Fatalf("tail not cut on a character boundary")
-	}
+	require.Falsef(t, len(s) > stderrTail || !strings.HasPrefix(s, "é"), "tail not cut on a character boundary")
 }
 
 func TestBackoff(t *testing.T) {
@@ -66,9 +61,7 @@ func TestBackoff(t *testing.T) {
 	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 50: time.Second} {
 		for range 20 {
 			d := h.backoff(n)
-			if d < want/2 || d > want {
-				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", n, d, want/2, want)
-			}
+			require.Falsef(t, d < want/2 || d > want, "backoff(%d) = %v, want in [%v, %v]", n, d, want/2, want)
 		}
 	}
 }

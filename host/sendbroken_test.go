@@ -2,6 +2,7 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func assertSendOutcome(t *testing.T, err error, code frame.Code) {
 	case errors.As(err, &ce):
 		assert.Equal(t, code, ce.Code, "the call's error")
 	default:
-		t.Fatalf("got %v (%T), want ErrSendClosed or the call's *frame.Error", err, err)
+		require.FailNow(t, fmt.Sprintf("got %v (%T), want ErrSendClosed or the call's *frame.Error", err, err))
 	}
 	assert.NotContains(t, err.Error(), "broken pipe")
 	assert.NotContains(t, err.Error(), "closed network connection")

@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"os"
 	"slices"
 	"testing"
@@ -43,7 +45,7 @@ func BenchmarkStartToFirstCall(b *testing.B) {
 				h, err := Start(ctx, cfg)
 				if err != nil {
 					cancel()
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 				if tc.name != "no-cgroup" && !h.Stats().Cgroups {
 					cancel()
@@ -57,9 +59,7 @@ func BenchmarkStartToFirstCall(b *testing.B) {
 				b.StopTimer()
 				cancel()
 				h.Close(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				b.StartTimer()
 			}
 		})

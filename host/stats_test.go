@@ -1,6 +1,8 @@
 package host
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
 	"math"
 	"testing"
 	"time"
@@ -16,16 +18,12 @@ func TestPingHistBuckets(t *testing.T) {
 	want := map[int]uint64{0: 2, 1: 1, 5: 1, len(pingBounds) - 1: 2} // [0,100µs), [100µs,250µs), [2.5ms,5ms), [5s,+Inf)
 	for i, n := range p.counts {
 		if n != want[i] {
-			t.Errorf("bucket %d [%v, ...) counts %d, want %d", i, pingBounds[i], n, want[i])
+			assert.Fail(t, fmt.Sprintf("bucket %d [%v, ...) counts %d, want %d", i, pingBounds[i], n, want[i]))
 		}
 	}
-	if p.sum != 5*time.Second+time.Minute+3*time.Millisecond+199*time.Microsecond {
-		t.Errorf("sum = %v", p.sum)
-	}
+	assert.Falsef(t, p.sum != 5*time.Second+time.Minute+3*time.Millisecond+199*time.Microsecond, "sum = %v", p.sum)
 	h := &Host{}
 	h.pings = p
 	st := h.pingStats()
-	if len(st.Buckets) != len(st.Counts)+1 || !math.IsInf(st.Buckets[len(st.Buckets)-1], 1) || st.Buckets[0] != 0 {
-		t.Errorf("PingRTT buckets %v for %d counts", st.Buckets, len(st.Counts))
-	}
+	assert.Falsef(t, len(st.Buckets) != len(st.Counts)+1 || !math.IsInf(st.Buckets[len(st.Buckets)-1], 1) || st.Buckets[0] != 0, "PingRTT buckets %v for %d counts", st.Buckets, len(st.Counts))
 }

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -18,43 +20,35 @@ func TestStreamedArguments(t *testing.T) {
 
 	// Fragments that assemble into valid arguments: the call runs.
 	a, err := h.StreamArguments(ctx, "ok", WithObservers(obs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range []string{`{"pre`, `fix":"z`, `"}`} {
-		if err := a.Fragment(f); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, a.Fragment(f))
 	}
 	c, err := a.Done(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	okCall(t, c, "t")
 	if err := a.Fragment("x"); !errors.Is(err, errArgsClosed) {
-		t.Fatalf("Fragment after Done: %v", err)
+		require.FailNow(t, fmt.Sprintf("Fragment after Done: %v", err))
 	}
 	var evs []calllog.Event
 	for e := range c.Events() {
 		evs = append(evs, e)
 	}
 	if got, want := kinds(evs), "started arguments arguments arguments request input(started) input(chunk) output(chunk) input(completed) done"; got != want {
-		t.Fatalf("events %s, want %s", got, want)
+		require.FailNow(t, fmt.Sprintf("events %s, want %s", got, want))
 	}
 	if !evs[0].ArgumentsStreamed || evs[0].Payload != nil {
-		t.Fatalf("started %+v", evs[0])
+		require.FailNow(t, fmt.Sprintf("started %+v", evs[0]))
 	}
 	for i, f := range []string{`{"pre`, `fix":"z`, `"}`} {
 		e := evs[1+i]
-		if e.FragmentIndex != i || e.FragmentBytes != len(f) || e.Fragment != f || !e.FragmentKept {
-			t.Fatalf("fragment %d: %+v", i, e)
-		}
+		require.Falsef(t, e.FragmentIndex != i || e.FragmentBytes != len(f) || e.Fragment != f || !e.FragmentKept, "fragment %d: %+v", i, e)
 	}
 	var args struct {
 		Prefix string `json:"prefix"`
 	}
 	if p := evs[4].Payload; p == nil || p.Value.Decode(&args) != nil || args.Prefix != "z" {
-		t.Fatalf("request payload %+v", evs[4].Payload)
+		require.FailNow(t, fmt.Sprintf("request payload %+v", evs[4].Payload))
 	}
 
 	// Fragments that never make valid arguments: refused, never sent.
@@ -66,78 +60,54 @@ func TestStreamedArguments(t *testing.T) {
 		{`["not", `, `"an object"]`}, // not an object
 	} {
 		a, err := h.StreamArguments(ctx, "ok")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, f := range frags {
-			if err := a.Fragment(f); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, a.Fragment(f))
 		}
 		_, err = a.Done(ctx)
 		var se *SchemaError
-		if !errors.As(err, &se) {
-			t.Fatalf("%q: Done: %v", frags, err)
-		}
+		require.ErrorAsf(t, err, &se, "%q: Done", frags)
 		refused = append(refused, a.ID())
 		o, ended := a.rec.Outcome()
-		if !ended || o.Refused != "schema" {
-			t.Fatalf("%q: outcome %+v %v", frags, o, ended)
-		}
+		require.Falsef(t, !ended || o.Refused != "schema", "%q: outcome %+v %v", frags, o, ended)
 	}
 	// Aborted, and abandoned by its context: cancelled, never sent.
 	a, err = h.StreamArguments(ctx, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a.Fragment(`{"prefix":`)
-	if err := a.Abort("the model stopped"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Abort("the model stopped"))
 	if _, err := a.Done(ctx); !errors.Is(err, errArgsClosed) {
-		t.Fatalf("Done after Abort: %v", err)
+		require.FailNow(t, fmt.Sprintf("Done after Abort: %v", err))
 	}
 	refused = append(refused, a.ID())
 	sctx, cancel := context.WithCancel(ctx)
 	a, err = h.StreamArguments(sctx, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a.Fragment(`{`)
 	cancel()
 	<-a.rec.Done()
 	if o, _ := a.rec.Outcome(); o.Kind != calllog.KindCancelled {
-		t.Fatalf("abandoned: %+v", o)
+		require.FailNow(t, fmt.Sprintf("abandoned: %+v", o))
 	}
 	refused = append(refused, a.ID())
 	if _, err := h.StreamArguments(ctx, "nope"); !errors.Is(err, ErrUnknownTool) {
-		t.Fatalf("unknown tool: %v", err)
+		require.FailNow(t, fmt.Sprintf("unknown tool: %v", err))
 	}
 
 	// A plain call after them all: the child saw its invoke, and none of
 	// the partial calls'.
 	c, err = h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	okCall(t, c, "after")
 	lines := invokes()
-	if !invoked(lines, c.ID()) {
-		t.Fatalf("invokes %q", lines)
-	}
+	require.Falsef(t, !invoked(lines, c.ID()), "invokes %q", lines)
 	for _, id := range refused {
-		if invoked(lines, id) {
-			t.Fatalf("the child was sent partial call %s: %q", id, lines)
-		}
+		require.Falsef(t, invoked(lines, id), "the child was sent partial call %s: %q", id, lines)
 	}
 
 	// Observers get the kept form: sizes, not the fragments' text.
-	if err := h.FlushObservers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.FlushObservers(ctx))
 	for _, e := range obs.got() {
-		if e.Kind == calllog.KindArguments && (e.FragmentKept || e.Fragment != "" || e.FragmentBytes == 0) {
-			t.Fatalf("observer given %+v", e)
-		}
+		require.Falsef(t, e.Kind == calllog.KindArguments && (e.FragmentKept || e.Fragment != "" || e.FragmentBytes == 0), "observer given %+v", e)
 	}
 }

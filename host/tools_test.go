@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"strings"
 	"testing"
@@ -22,13 +25,11 @@ func collect(t *testing.T, c *Call) []frame.Frame {
 	t.Helper()
 	var out []frame.Frame
 	for f, err := range c.Frames() {
-		if err != nil {
-			t.Fatalf("Frames: %v", err)
-		}
+		require.NoError(t, err, "Frames")
 		out = append(out, f)
 	}
 	if _, err := c.Recv(callCtx(t, time.Second)); !errors.Is(err, io.EOF) {
-		t.Fatalf("Recv after the terminal: %v, want io.EOF", err)
+		require.FailNow(t, fmt.Sprintf("Recv after the terminal: %v, want io.EOF", err))
 	}
 	checkSequence(t, out)
 	return out
@@ -38,19 +39,13 @@ func collect(t *testing.T, c *Call) []frame.Frame {
 // last.
 func checkSequence(t *testing.T, fs []frame.Frame) {
 	t.Helper()
-	if len(fs) < 2 {
-		t.Fatalf("got %d frames, want started and a terminal at least", len(fs))
-	}
+	require.Falsef(t, len(fs) < 2, "got %d frames, want started and a terminal at least", len(fs))
 	if fs[0].Kind != frame.KindStarted || fs[0].Sequence != 0 || fs[0].Direction != frame.ProviderToCaller {
-		t.Fatalf("first frame: %v seq %d, want provider started 0", fs[0].Kind, fs[0].Sequence)
+		require.FailNow(t, fmt.Sprintf("first frame: %v seq %d, want provider started 0", fs[0].Kind, fs[0].Sequence))
 	}
 	for i, f := range fs {
-		if f.Sequence != uint64(i) {
-			t.Fatalf("frame %d has sequence %d", i, f.Sequence)
-		}
-		if f.Kind.IsTerminal() != (i == len(fs)-1) {
-			t.Fatalf("frame %d (%v): terminal only last", i, f.Kind)
-		}
+		require.Falsef(t, f.Sequence != uint64(i), "frame %d has sequence %d", i, f.Sequence)
+		require.Falsef(t, f.Kind.IsTerminal() != (i == len(fs)-1), "frame %d (%v): terminal only last", i, f.Kind)
 	}
 }
 
@@ -58,47 +53,33 @@ func TestRealEcho(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "echo", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var want []string
 	for i := range 5 {
 		p := frame.MustPayload(map[string]any{"k": i})
 		want = append(want, string(p))
-		if err := c.Send(ctx, p, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Send(ctx, p, nil))
 	}
-	if err := c.Send(ctx, nil, &frame.InlineMedia{Data: []byte("raw\x00bytes"), MediaType: "application/octet-stream"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Send(ctx, nil, &frame.InlineMedia{Data: []byte("raw\x00bytes"), MediaType: "application/octet-stream"}))
+	require.NoError(t, c.CloseSend())
 	if err := c.Send(ctx, frame.MustPayload(map[string]any{"late": true}), nil); !errors.Is(err, ErrSendClosed) {
-		t.Fatalf("Send after CloseSend: %v, want ErrSendClosed", err)
+		require.FailNow(t, fmt.Sprintf("Send after CloseSend: %v, want ErrSendClosed", err))
 	}
 	fs := collect(t, c)
-	if len(fs) != 1+6+1 {
-		t.Fatalf("got %d frames, want 8", len(fs))
-	}
+	require.Falsef(t, len(fs) != 1+6+1, "got %d frames, want 8", len(fs))
 	for i, w := range want {
-		if string(fs[1+i].Payload) != w {
-			t.Errorf("chunk %d payload differs", i)
-		}
+		assert.Falsef(t, string(fs[1+i].Payload) != w, "chunk %d payload differs", i)
 	}
 	if m, ok := fs[6].Media.(*frame.InlineMedia); !ok || string(m.Data) != "raw\x00bytes" {
-		t.Errorf("media chunk did not round-trip")
+		assert.Fail(t, fmt.Sprintf("media chunk did not round-trip"))
 	}
 	last := fs[len(fs)-1]
-	if last.Kind != frame.KindCompleted || last.Synthetic {
-		t.Fatalf("terminal %v synthetic=%v", last.Kind, last.Synthetic)
-	}
+	require.Falsef(t, last.Kind != frame.KindCompleted || last.Synthetic, "terminal %v synthetic=%v", last.Kind, last.Synthetic)
 	var res struct {
 		Chunks int `json:"chunks"`
 	}
 	if err := last.Payload.Decode(&res); err != nil || res.Chunks != 6 {
-		t.Fatalf("result %+v, %v", res, err)
+		require.FailNow(t, fmt.Sprintf("result %+v, %v", res, err))
 	}
 }
 
@@ -106,20 +87,16 @@ func TestRealUpper(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "upper", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// A payload that breaks input_schema is refused and nothing is sent.
 	var se *SchemaError
 	if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": 42}), nil); !errors.As(err, &se) {
-		t.Fatalf("Send of a bad input: %v, want *SchemaError", err)
+		require.FailNow(t, fmt.Sprintf("Send of a bad input: %v, want *SchemaError", err))
 	} else if se.Schema != "input" || se.Field != "/text" || se.Keyword != "type" || se.Value != "integer" {
-		t.Fatalf("schema error %+v", se)
+		require.FailNow(t, fmt.Sprintf("schema error %+v", se))
 	}
 	for _, s := range []string{"hello", "wörld"} {
-		if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil))
 	}
 	c.CloseSend()
 	fs := collect(t, c)
@@ -128,30 +105,24 @@ func TestRealUpper(t *testing.T) {
 		s, _ := f.Payload.Text()
 		got = append(got, s)
 	}
-	if len(got) != 2 || got[0] != "HELLO" || got[1] != "WÖRLD" {
-		t.Fatalf("got %q", got)
-	}
+	require.Falsef(t, len(got) != 2 || got[0] != "HELLO" || got[1] != "WÖRLD", "got %q", got)
 }
 
 func TestRealCount(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 1000, "size": 100}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.CloseSend()
 	fs := collect(t, c)
-	if len(fs) != 1002 {
-		t.Fatalf("got %d frames, want 1002", len(fs))
-	}
+	require.EqualValuesf(t, 1002, len(fs), "got %d frames, want 1002", len(fs))
 	for i, f := range fs[1:1001] {
 		var v struct {
 			I   int    `json:"i"`
 			Pad string `json:"pad"`
 		}
 		if err := f.Payload.Decode(&v); err != nil || v.I != i || len(v.Pad) != 100 {
-			t.Fatalf("chunk %d: %+v %v", i, v, err)
+			require.FailNow(t, fmt.Sprintf("chunk %d: %+v %v", i, v, err))
 		}
 	}
 }
@@ -160,22 +131,18 @@ func TestRealFail(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "fail", frame.MustPayload(map[string]any{"message": "no luck"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = c.Wait()
 	var ce *frame.Error
-	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Synthetic || ce.Message != "no luck" {
-		t.Fatalf("Wait: %#v", err)
-	}
+	require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Synthetic || ce.Message != "no luck", "Wait: %#v", err)
 	// The call ended on the provider's side before the caller half-closed:
 	// the host closed the caller's direction itself, so CloseSend has
 	// nothing to do; a second CloseSend is the caller's own mistake.
 	if err := c.CloseSend(); err != nil {
-		t.Fatalf("CloseSend after the provider's terminal: %v, want nil", err)
+		require.FailNow(t, fmt.Sprintf("CloseSend after the provider's terminal: %v, want nil", err))
 	}
 	if err := c.CloseSend(); !errors.Is(err, ErrSendClosed) {
-		t.Fatalf("second CloseSend: %v, want ErrSendClosed", err)
+		require.FailNow(t, fmt.Sprintf("second CloseSend: %v, want ErrSendClosed", err))
 	}
 }
 
@@ -185,17 +152,13 @@ func TestCloseSendAfterCancel(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "echo", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Cancel()
 	if err := c.CloseSend(); !errors.Is(err, ErrSendClosed) {
-		t.Fatalf("CloseSend after Cancel: %v, want ErrSendClosed", err)
+		require.FailNow(t, fmt.Sprintf("CloseSend after Cancel: %v, want ErrSendClosed", err))
 	}
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
-	if term.Kind != frame.KindCancelled {
-		t.Fatalf("terminal %v, want cancelled", term.Kind)
-	}
+	require.Falsef(t, term.Kind != frame.KindCancelled, "terminal %v, want cancelled", term.Kind)
 }
 
 func TestRealSleep(t *testing.T) {
@@ -203,18 +166,14 @@ func TestRealSleep(t *testing.T) {
 	ctx := callCtx(t, 30*time.Second)
 	start := time.Now()
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 200}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res, err := c.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var v struct {
 		SleptMS int `json:"slept_ms"`
 	}
 	if res.Decode(&v); v.SleptMS != 200 || time.Since(start) < 200*time.Millisecond {
-		t.Fatalf("result %+v after %v", v, time.Since(start))
+		require.FailNow(t, fmt.Sprintf("result %+v after %v", v, time.Since(start)))
 	}
 }
 
@@ -224,41 +183,31 @@ func testMedia(t *testing.T, size int64) {
 	ctx := callCtx(t, time.Minute)
 	// Provider to caller: media sends size bytes in chunks of at most 4 MiB.
 	c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": size, "chunk": 4 << 20}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.CloseSend()
 	var got []byte
 	var res frame.Payload
 	for f, err := range c.Frames() {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if m, ok := f.Media.(*frame.InlineMedia); ok {
 			got = append(got, m.Data...)
 		}
 		if f.Kind == frame.KindCompleted {
 			res = f.Payload
 		} else if f.Kind.IsTerminal() {
-			t.Fatalf("terminal %v %v", f.Kind, f.Error)
+			require.FailNow(t, fmt.Sprintf("terminal %v %v", f.Kind, f.Error))
 		}
 	}
-	if int64(len(got)) != size {
-		t.Fatalf("got %d bytes, want %d", len(got), size)
-	}
+	require.Falsef(t, int64(len(got)) != size, "got %d bytes, want %d", len(got), size)
 	for i, b := range got {
-		if b != mediaByte(int64(i)) {
-			t.Fatalf("byte %d differs", i)
-		}
+		require.Falsef(t, b != mediaByte(int64(i)), "byte %d differs", i)
 	}
 	sum := sha256.Sum256(got)
 	var v struct {
 		SHA256 string `json:"sha256"`
 	}
 	res.Decode(&v)
-	if v.SHA256 != hex.EncodeToString(sum[:]) {
-		t.Fatalf("sha256 differs")
-	}
+	require.Falsef(t, v.SHA256 != hex.EncodeToString(sum[:]), "sha256 differs")
 
 	// Caller to provider and back: echo carries one frame of size bytes.
 	data := make([]byte, size)
@@ -266,9 +215,7 @@ func testMedia(t *testing.T, size int64) {
 		data[i] = byte(i * 7)
 	}
 	c, err = h.Call(ctx, "echo", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Read concurrently: echo writes the chunk back while we send.
 	errc := make(chan error, 1)
 	go func() { // stopped by the call's end; waited for below
@@ -279,13 +226,9 @@ func testMedia(t *testing.T, size int64) {
 		errc <- err
 	}()
 	fs := collect(t, c)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-errc)
 	m, ok := fs[1].Media.(*frame.InlineMedia)
-	if !ok || !bytes.Equal(m.Data, data) {
-		t.Fatalf("echoed media differs")
-	}
+	require.Falsef(t, !ok || !bytes.Equal(m.Data, data), "echoed media differs")
 }
 
 func TestRealMedia1MiB(t *testing.T)  { testMedia(t, 1<<20) }
@@ -300,23 +243,17 @@ func TestRealMediaRecycle(t *testing.T) {
 	// frames, and one it holds), so that later ones must reuse memory.
 	const chunk, chunks = 64 << 10, 2*outQueue + 16
 	c, err := h.Call(ctx, "media", frame.MustPayload(map[string]any{"bytes": chunk * chunks, "chunk": chunk}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	released := map[*byte]bool{}
 	reused, off := 0, int64(0)
 	for f, err := range c.Frames() {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		m, ok := f.Media.(*frame.InlineMedia)
 		if !ok {
 			continue
 		}
 		for i, b := range m.Data {
-			if b != mediaByte(off+int64(i)) {
-				t.Fatalf("byte %d differs", off+int64(i))
-			}
+			require.Falsef(t, b != mediaByte(off+int64(i)), "byte %d differs", off+int64(i))
 		}
 		off += int64(len(m.Data))
 		if released[&m.Data[0]] {
@@ -325,13 +262,9 @@ func TestRealMediaRecycle(t *testing.T) {
 		released[&m.Data[0]] = true
 		c.Recycle(f)
 	}
-	if off != chunk*chunks {
-		t.Fatalf("got %d bytes", off)
-	}
+	require.Falsef(t, off != chunk*chunks, "got %d bytes", off)
 	// The reader runs at most outQueue+1 frames ahead of the caller.
-	if reused == 0 {
-		t.Fatal("no attachment was read into recycled memory")
-	}
+	require.NotEqualValues(t, 0, reused, "no attachment was read into recycled memory")
 	c.Recycle(frame.Frame{}) // no media: nothing happens
 }
 
@@ -345,14 +278,12 @@ func TestRealWithInput(t *testing.T) {
 	in := []frame.Payload{frame.MustPayload(map[string]any{"text": "ab"}), frame.MustPayload(map[string]any{"text": "cd"})}
 	for range 3 { // on one connection, reused
 		c, err := h.Call(ctx, "upper", nil, WithInput(in...))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if err := c.Send(ctx, in[0], nil); !errors.Is(err, ErrSendClosed) {
-			t.Fatalf("Send: %v, want ErrSendClosed", err)
+			require.FailNow(t, fmt.Sprintf("Send: %v, want ErrSendClosed", err))
 		}
 		if err := c.CloseSend(); !errors.Is(err, ErrSendClosed) {
-			t.Fatalf("CloseSend: %v, want ErrSendClosed", err)
+			require.FailNow(t, fmt.Sprintf("CloseSend: %v, want ErrSendClosed", err))
 		}
 		fs := collect(t, c)
 		var got []string
@@ -360,11 +291,9 @@ func TestRealWithInput(t *testing.T) {
 			s, _ := f.Payload.Text()
 			got = append(got, s)
 		}
-		if strings.Join(got, ",") != "AB,CD" {
-			t.Fatalf("output %q, want AB,CD", got)
-		}
+		require.EqualValuesf(t, "AB,CD", strings.Join(got, ","), "output %q, want AB,CD", got)
 		if term := fs[len(fs)-1]; term.Kind != frame.KindCompleted {
-			t.Fatalf("terminal %v, want completed", term.Kind)
+			require.FailNow(t, fmt.Sprintf("terminal %v, want completed", term.Kind))
 		}
 		var inputs []string
 		for e := range c.Events() {
@@ -372,23 +301,19 @@ func TestRealWithInput(t *testing.T) {
 				inputs = append(inputs, e.FrameKind.String())
 			}
 		}
-		if strings.Join(inputs, ",") != "started,chunk,chunk,completed" {
-			t.Fatalf("input events %v", inputs)
-		}
+		require.EqualValuesf(t, "started,chunk,chunk,completed", strings.Join(inputs, ","), "input events %v", inputs)
 	}
 	c, err := h.Call(ctx, "echo", nil, WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if fs := collect(t, c); len(fs) != 2 {
-		t.Fatalf("echo without input: %d frames, want started and completed", len(fs))
+		require.FailNow(t, fmt.Sprintf("echo without input: %d frames, want started and completed", len(fs)))
 	}
 
 	for _, bad := range []frame.Payload{frame.MustPayload(map[string]any{"n": 1}), {0x01}} {
 		_, err := h.Call(ctx, "upper", nil, WithInput(bad))
 		var se *SchemaError
 		if !errors.As(err, &se) || se.Schema != "input" {
-			t.Fatalf("input %x: %v, want an input *SchemaError", []byte(bad), err)
+			require.FailNow(t, fmt.Sprintf("input %x: %v, want an input *SchemaError", []byte(bad), err))
 		}
 	}
 }
@@ -402,21 +327,17 @@ func TestMediaOnlyChunkHasNoSchema(t *testing.T) {
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "upper", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var se *SchemaError
 	if err := c.Send(ctx, frame.MustPayload(map[string]any{}), nil); !errors.As(err, &se) || se.Keyword != "required" {
-		t.Fatalf("Send of a payload without text: %v, want a *SchemaError for required", err)
+		require.FailNow(t, fmt.Sprintf("Send of a payload without text: %v, want a *SchemaError for required", err))
 	}
 	media := &frame.InlineMedia{Data: []byte("not text"), MediaType: "application/octet-stream"}
 	if err := c.Send(ctx, nil, media); err != nil {
-		t.Fatalf("Send of a media-only chunk: %v, want it sent unchecked", err)
+		require.FailNow(t, fmt.Sprintf("Send of a media-only chunk: %v, want it sent unchecked", err))
 	}
 	c.CloseSend()
 	fs := collect(t, c)
 	last := fs[len(fs)-1]
-	if last.Kind != frame.KindFailed || last.Synthetic || last.Error.Code != frame.CodeProviderError {
-		t.Fatalf("terminal %+v, want the handler's own provider_error", last)
-	}
+	require.Falsef(t, last.Kind != frame.KindFailed || last.Synthetic || last.Error.Code != frame.CodeProviderError, "terminal %+v, want the handler's own provider_error", last)
 }

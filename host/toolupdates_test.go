@@ -1,6 +1,7 @@
 package host
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func TestToolListChangedByRunningChild(t *testing.T) {
 	select {
 	case <-changed:
 	case <-ctx.Done():
-		t.Fatalf("ToolsChanged not closed; logs:\n%s", logs)
+		require.FailNow(t, fmt.Sprintf("ToolsChanged not closed; logs:\n%s", logs))
 	}
 	require.Equal(t, []string{"count", "echo2", "retool"}, toolIDs(h))
 	require.NotEqual(t, changed, h.ToolsChanged(), "a closed channel is not handed out again")

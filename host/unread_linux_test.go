@@ -1,6 +1,9 @@
 package host
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"net"
 	"testing"
 
@@ -13,23 +16,17 @@ func TestUnread(t *testing.T) {
 	a, b := net.Pipe() // no descriptor: unread cannot tell
 	defer a.Close()
 	defer b.Close()
-	if unread(a) != 0 {
-		t.Error("unread counts bytes on a connection without a descriptor")
-	}
+	assert.EqualValues(t, 0, unread(a), "unread counts bytes on a connection without a descriptor")
 	c, s := testnet.SocketPair(t)
-	if unread(s) != 0 {
-		t.Fatal("unread before anything was written")
-	}
+	require.EqualValues(t, 0, unread(s), "unread before anything was written")
 	if _, err := c.Write([]byte("pong")); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	if n := unread(s); n != 4 {
-		t.Fatalf("4 bytes written, unread says %d wait", n)
+		require.FailNow(t, fmt.Sprintf("4 bytes written, unread says %d wait", n))
 	}
 	if _, err := s.Read(make([]byte, 4)); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
-	if unread(s) != 0 {
-		t.Fatal("unread after every byte was read")
-	}
+	require.EqualValues(t, 0, unread(s), "unread after every byte was read")
 }

@@ -3,6 +3,9 @@ package host_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go/importer"
 	"go/token"
 	"go/types"
@@ -31,7 +34,7 @@ func publicPackages(t *testing.T) []string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+		require.FailNow(t, fmt.Sprintf("go list: %v\n%s", err, stderr.Bytes()))
 	}
 	var pkgs []string
 	for line := range strings.Lines(string(out)) {
@@ -44,9 +47,7 @@ func publicPackages(t *testing.T) []string {
 	// The listing itself is checked: a filter that dropped packages would
 	// make the test pass by checking nothing.
 	for _, want := range []string{"calllog", "calllog/jetstreamstore", "host", "hostmetrics", "skulktest", "frame"} {
-		if !slices.Contains(pkgs, module+"/"+want) {
-			t.Fatalf("go list of the module's public packages lacks %s: %q", want, pkgs)
-		}
+		require.Falsef(t, !slices.Contains(pkgs, module+"/"+want), "go list of the module's public packages lacks %s: %q", want, pkgs)
 	}
 	return pkgs
 }
@@ -89,7 +90,7 @@ func loadTypes(t *testing.T, pkgs ...string) map[string]*types.Package {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+		require.FailNow(t, fmt.Sprintf("go list: %v\n%s", err, stderr.Bytes()))
 	}
 	exports := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -103,9 +104,7 @@ func loadTypes(t *testing.T, pkgs ...string) map[string]*types.Package {
 	loaded := map[string]*types.Package{}
 	for _, p := range pkgs {
 		tp, err := imp.Import(p)
-		if err != nil {
-			t.Fatalf("import %s: %v", p, err)
-		}
+		require.NoErrorf(t, err, "import %s", p)
 		loaded[p] = tp
 	}
 	return loaded
@@ -220,6 +219,6 @@ func TestNoPublicWriteSide(t *testing.T) {
 	}
 	sort.Strings(problems)
 	for _, p := range problems {
-		t.Error(p)
+		assert.Fail(t, fmt.Sprint(p))
 	}
 }

@@ -2,6 +2,8 @@ package hostmetrics_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"syscall"
 	"testing"
 
@@ -29,9 +31,7 @@ func BenchmarkMetrics(b *testing.B) {
 	start := func(cfg host.Config) *host.Host {
 		cfg.Command = bin
 		h, err := host.Start(context.Background(), cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Cleanup(func() { h.Close(context.Background()) })
 		return h
 	}
@@ -53,11 +53,9 @@ func BenchmarkMetrics(b *testing.B) {
 			cpu := hostCPU(b)
 			for b.Loop() {
 				c, err := hh.h.Call(context.Background(), "count", one, host.WithInput())
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if _, err := c.Wait(); err != nil {
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 			}
 			b.ReportMetric(float64(hostCPU(b)-cpu)/float64(b.N), "host-cpu-ns/op")
@@ -71,21 +69,17 @@ func BenchmarkMetrics(b *testing.B) {
 			cpu := hostCPU(b)
 			for i := 0; i < b.N; i += n {
 				c, err := hh.h.Call(context.Background(), "count", many, host.WithInput())
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if _, err := c.Wait(); err != nil {
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 			}
 			b.ReportMetric(float64(hostCPU(b)-cpu)/float64(b.N), "host-cpu-ns/op")
 		})
 	}
-	if err := on.FlushObservers(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, on.FlushObservers(context.Background()))
 	if _, err := reg.Gather(); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 }
 
@@ -93,8 +87,6 @@ func BenchmarkMetrics(b *testing.B) {
 // nanoseconds.
 func hostCPU(b *testing.B) int64 {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -3,6 +3,9 @@ package hostmetrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,9 +56,7 @@ func call(t *testing.T, h *host.Host, tool string) error {
 func gathered(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
 	t.Helper()
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := make(map[string]*dto.MetricFamily, len(fams))
 	for _, f := range fams {
 		m[f.GetName()] = f
@@ -72,43 +73,35 @@ func TestCountersMoveByTheCallsMade(t *testing.T) {
 	reg.MustRegister(m)
 
 	for range 3 {
-		if err := call(t, h, "ok"); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, call(t, h, "ok"))
 	}
 	for range 2 {
 		if err := call(t, h, "bad"); err == nil {
-			t.Fatal("bad completed")
+			require.FailNow(t, "bad completed")
 		}
 	}
 	// Tools no child declared: one series, whatever ids callers name.
 	for _, tool := range []string{"nope", "nope2", "_unknown2"} {
 		var refused *host.RefusedError
 		if err := call(t, h, tool); !errors.As(err, &refused) {
-			t.Fatalf("unknown tool %q: %v", tool, err)
+			require.FailNow(t, fmt.Sprintf("unknown tool %q: %v", tool, err))
 		}
 	}
 	// A kill -9 of the child in the middle of a call: a synthetic failure
 	// and a restart.
 	c, err := h.Call(context.Background(), "hang", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	select {
 	case <-started:
 	case <-time.After(skulktest.Timeout):
-		t.Fatal("handler did not start")
+		require.FailNow(t, "handler did not start")
 	}
-	if err := syscall.Kill(h.Children()[0].PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(h.Children()[0].PID, syscall.SIGKILL))
 	if _, err := c.Wait(); err == nil {
-		t.Fatal("a killed child's call completed")
+		require.FailNow(t, "a killed child's call completed")
 	}
 	skulktest.WaitRestart(t, h, 0, 1)
-	if err := h.FlushObservers(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.FlushObservers(context.Background()))
 
 	want := `
 # HELP skulk_calls_total Calls ended, by tool, outcome (completed, failed, cancelled, refused), code (ok or the error code) and synthetic (the host made the outcome up).
@@ -124,21 +117,17 @@ skulk_child_restarts_total{slot="0"} 1
 # TYPE skulk_calls_in_flight gauge
 skulk_calls_in_flight 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "skulk_calls_total", "skulk_child_restarts_total", "skulk_calls_in_flight"); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "skulk_calls_total", "skulk_child_restarts_total", "skulk_calls_in_flight"))
 	fams := gathered(t, reg)
 	var timed uint64
 	for _, mm := range fams["skulk_call_duration_seconds"].GetMetric() {
 		timed += mm.GetHistogram().GetSampleCount()
 	}
-	if timed != 9 {
-		t.Errorf("skulk_call_duration_seconds counts %d calls, want 9", timed)
-	}
+	assert.EqualValuesf(t, 9, timed, "skulk_call_duration_seconds counts %d calls, want 9", timed)
 	for _, mm := range fams["skulk_call_duration_seconds"].GetMetric() {
 		for _, l := range mm.GetLabel() {
 			if l.GetName() == "tool" && strings.HasPrefix(l.GetValue(), "nope") {
-				t.Errorf("skulk_call_duration_seconds has a series for tool %q, which no child declared", l.GetValue())
+				assert.Fail(t, fmt.Sprintf("skulk_call_duration_seconds has a series for tool %q, which no child declared", l.GetValue()))
 			}
 		}
 	}
@@ -150,11 +139,11 @@ skulk_calls_in_flight 0
 			}
 		}
 		if want := state == host.StateReady.String(); (mm.GetGauge().GetValue() == 1) != want {
-			t.Errorf("skulk_child_state{state=%q} = %v", state, mm.GetGauge().GetValue())
+			assert.Fail(t, fmt.Sprintf("skulk_child_state{state=%q} = %v", state, mm.GetGauge().GetValue()))
 		}
 	}
 	if n := testutil.CollectAndCount(m, "skulk_child_state"); n != 5 {
-		t.Errorf("skulk_child_state has %d series for one slot, want one per state (5)", n)
+		assert.Fail(t, fmt.Sprintf("skulk_child_state has %d series for one slot, want one per state (5)", n))
 	}
 }
 
@@ -166,18 +155,14 @@ func TestInFlight(t *testing.T) {
 	m.Watch(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := h.Call(ctx, "hang", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	<-started
 	const want = `
 # HELP skulk_calls_in_flight Calls holding a stream slot of a child now.
 # TYPE skulk_calls_in_flight gauge
 skulk_calls_in_flight 1
 `
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "skulk_calls_in_flight"); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want), "skulk_calls_in_flight"))
 	cancel()
 	c.Wait()
 }
@@ -197,9 +182,7 @@ func TestUnknownToolsShareOneSeries(t *testing.T) {
 			{Kind: calllog.KindFailed, Call: call, Tool: tool, At: at, Refused: refused,
 				Error: &frame.Error{Code: frame.CodeInvalidFrame}},
 		} {
-			if err := m.Observe(context.Background(), e); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, m.Observe(context.Background(), e))
 		}
 	}
 	end("c1", "ok", "journal_start") // before Watch: no catalogue to look in
@@ -215,10 +198,8 @@ func TestUnknownToolsShareOneSeries(t *testing.T) {
 skulk_calls_total{code="invalid_frame",outcome="refused",synthetic="false",tool="_unknown"} 4
 skulk_calls_total{code="invalid_frame",outcome="refused",synthetic="false",tool="ok"} 1
 `
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "skulk_calls_total"); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(want), "skulk_calls_total"))
 	if n := testutil.CollectAndCount(m, "skulk_call_duration_seconds"); n != 2 {
-		t.Errorf("skulk_call_duration_seconds has %d series, want 2 (ok and _unknown)", n)
+		assert.Fail(t, fmt.Sprintf("skulk_call_duration_seconds has %d series, want 2 (ok and _unknown)", n))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
@@ -76,33 +78,25 @@ func TestFramesAndMediaBytesByDirection(t *testing.T) {
 
 	sizes := []int{1000, 0, 70_000, 1}
 	c, err := h.Call(ctx, "echo", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	media := 0
 	for i, n := range sizes {
 		m := &frame.InlineMedia{Data: make([]byte, n), MediaType: "application/octet-stream"}
-		if err := c.Send(ctx, frame.MustPayload(map[string]any{"i": i}), m); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"i": i}), m))
 		media += n
 	}
-	if err := c.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.CloseSend())
 	out := skulktest.Collect(t, c)
 	if len(out.ChunkPayloads()) != len(sizes) {
-		t.Fatalf("echo gave %d chunks, want %d", len(out.ChunkPayloads()), len(sizes))
+		require.FailNow(t, fmt.Sprintf("echo gave %d chunks, want %d", len(out.ChunkPayloads()), len(sizes)))
 	}
 	// A plain request: invoke, started, two chunks and completed in one
 	// write; two chunks back.
 	p := frame.MustPayload(map[string]any{"text": "a payload's bytes are not media"})
 	c, err = h.Call(ctx, "echo", nil, host.WithInput(p, p))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 
 	toChild := (len(sizes) + 2) + (2 + 2)
@@ -117,13 +111,11 @@ skulk_frames_total{direction="provider_to_caller"} %d
 skulk_media_bytes_total{direction="caller_to_provider"} %d
 skulk_media_bytes_total{direction="provider_to_caller"} %d
 `, toChild, fromChild, media, media)
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "skulk_frames_total", "skulk_media_bytes_total"); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "skulk_frames_total", "skulk_media_bytes_total"))
 	st := h.Stats()
 	if st.CallerFrames != uint64(toChild) || st.ProviderFrames != uint64(fromChild) ||
 		st.CallerMediaBytes != uint64(media) || st.ProviderMediaBytes != uint64(media) {
-		t.Errorf("Stats() = %+v", st)
+		assert.Fail(t, fmt.Sprintf("Stats() = %+v", st))
 	}
 }
 
@@ -131,15 +123,11 @@ skulk_media_bytes_total{direction="provider_to_caller"} %d
 func pingCount(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
 	t.Helper()
 	f := gathered(t, reg)["skulk_ping_rtt_seconds"]
-	if f == nil || len(f.GetMetric()) != 1 {
-		t.Fatalf("skulk_ping_rtt_seconds: %v", f)
-	}
+	require.Falsef(t, f == nil || len(f.GetMetric()) != 1, "skulk_ping_rtt_seconds: %v", f)
 	hist := f.GetMetric()[0].GetHistogram()
 	var last uint64
 	for _, b := range hist.GetBucket() { // cumulative, never more than the count
-		if b.GetCumulativeCount() < last || b.GetCumulativeCount() > hist.GetSampleCount() {
-			t.Fatalf("skulk_ping_rtt_seconds buckets are not cumulative: %v", hist)
-		}
+		require.Falsef(t, b.GetCumulativeCount() < last || b.GetCumulativeCount() > hist.GetSampleCount(), "skulk_ping_rtt_seconds buckets are not cumulative: %v", hist)
 		last = b.GetCumulativeCount()
 	}
 	return hist.GetSampleCount(), hist.GetSampleSum()
@@ -153,14 +141,10 @@ func TestPingRTTHistogramGrows(t *testing.T) {
 	for {
 		n, sum := pingCount(t, reg)
 		if n >= first+3 {
-			if sum <= 0 {
-				t.Fatalf("%d round trips summing to %v s", n, sum)
-			}
+			require.Falsef(t, sum <= 0, "%d round trips summing to %v s", n, sum)
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ping round trips went from %d to %d in %v at a 20 ms interval", first, n, skulktest.Timeout)
-		}
+		require.Falsef(t, time.Now().After(deadline), "ping round trips went from %d to %d in %v at a 20 ms interval", first, n, skulktest.Timeout)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -192,16 +176,12 @@ func TestObserverLossesShow(t *testing.T) {
 	defer close(release) // before the host's Close, registered earlier
 
 	c, err := h.Call(context.Background(), "spew", frame.MustPayload(map[string]any{"n": 12_000}), host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	n := lastSeq(c)
-	if n <= 12_000 {
-		t.Fatalf("the call's tree has %d events", n)
-	}
+	require.Falsef(t, n <= 12_000, "the call's tree has %d events", n)
 	// The blocked observer holds 7,500 (one it is given, the rest
 	// queued): the chunks that fit in the three quarters of its queue
 	// beside the room held for the call's end, and that end; the failing
@@ -221,9 +201,7 @@ skulk_observers_failed_total 1
 			break
 		}
 	}
-	if cmpErr != nil {
-		t.Error(cmpErr)
-	}
+	assert.NoError(t, cmpErr)
 }
 
 // downStore is a journal store that is never reachable.
@@ -245,11 +223,9 @@ func TestJournalLossesShow(t *testing.T) {
 	j := &calllog.Journal{Store: downStore{}, Queue: 2}
 	h, _, reg := watched(t, host.Config{CallLog: calllog.Options{Journal: j}}, true)
 	c, err := h.Call(context.Background(), "echo", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	// The two queued events wait for the store; the rest were dropped.
 	lost := lastSeq(c) - 2
@@ -258,11 +234,9 @@ func TestJournalLossesShow(t *testing.T) {
 		if value("skulk_journal_send_errors_total") >= 2 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("skulk_journal_send_errors_total stayed under 2 with the store down")
-		}
+		require.False(t, time.Now().After(deadline), "skulk_journal_send_errors_total stayed under 2 with the store down")
 	}
 	if v := value("skulk_journal_events_lost_total"); v != float64(lost) {
-		t.Errorf("skulk_journal_events_lost_total = %v, want %d", v, lost)
+		assert.Fail(t, fmt.Sprintf("skulk_journal_events_lost_total = %v, want %d", v, lost))
 	}
 }

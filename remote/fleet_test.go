@@ -107,7 +107,7 @@ func startServing(t *testing.T, exe string, urls []string, id, dir string, env .
 	case err := <-ready:
 		require.NoError(t, err)
 	case <-time.After(60 * time.Second):
-		t.Fatal("a serving host did not get ready in 60 s")
+		require.FailNow(t, "a serving host did not get ready in 60 s")
 	}
 	return sh
 }
@@ -386,6 +386,6 @@ func rssOf(t *testing.T, pid int) int64 {
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmRSS")
+	require.FailNow(t, "no VmRSS")
 	return 0
 }

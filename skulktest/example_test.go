@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
@@ -35,13 +36,9 @@ func testUpper(t testing.TB) {
 	}}}
 	h := skulktest.StartProvider(t, opts, host.Config{})
 	c, err := h.Call(context.Background(), "upper", nil, host.WithInput(frame.MustPayload(map[string]any{"text": "hello"})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	o := skulktest.Collect(t, c)
-	if o.Err != nil {
-		t.Fatal(o.Err)
-	}
+	require.False(t, o.Err != nil, o.Err)
 	for _, p := range o.ChunkPayloads() {
 		skulktest.JSONEqual(t, p, `{"text": "HELLO"}`)
 		fmt.Println(p)
@@ -60,9 +57,7 @@ func Example_provider() {
 func testCrash(t testing.TB) {
 	h := skulktest.StartHost(t, skulktest.Child(t, skulktest.CrashAfter(1)))
 	c, err := h.Call(context.Background(), skulktest.ScriptTool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	o := skulktest.Collect(t, c)
 	var ce *frame.Error
 	if errors.As(o.Err, &ce) {
@@ -72,9 +67,7 @@ func testCrash(t testing.TB) {
 	fmt.Println("restarts:", info.Restarts, "child died:", errors.Is(info.LastCause, host.ErrChildDied))
 
 	c, err = h.Call(context.Background(), skulktest.ScriptTool, nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fmt.Println("next call:", skulktest.Collect(t, c).Err)
 }
 
@@ -96,20 +89,16 @@ func testGap(t testing.TB) {
 	}}})
 	ctx := context.Background()
 	if _, err := p.Handshake(ctx, nil); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	s, err := p.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	s.Invoke("call-1", "sink", nil, time.Minute)
 	s.Started("call-1")
 	s.Chunk("call-1", 2, frame.MustPayload(map[string]any{}), nil) // 1 skipped
 	res, err := s.ReadCall("call-1", time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fmt.Println(res.Terminal.Kind, res.Terminal.Error.Code, "end:", res.End)
 }
 

@@ -2,6 +2,7 @@ package skulktest_test
 
 import (
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"os"
 	"runtime"
 	"sync"
@@ -34,9 +35,7 @@ func (t *exampleT) Fatalf(format string, args ...any) {
 func (t *exampleT) Failed() bool { t.mu.Lock(); defer t.mu.Unlock(); return t.failed }
 func (t *exampleT) TempDir() string {
 	dir, err := os.MkdirTemp("", "ske")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }

@@ -2,6 +2,8 @@ package skulktest_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"net"
 	"os"
 	"os/exec"
@@ -44,33 +46,23 @@ func TestLeakChecksFail(t *testing.T) {
 			cmd.Env = append(os.Environ(), leakEnv+"="+tc.leak)
 			out, err := cmd.CombinedOutput()
 			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("a clean run failed: %v\n%s", err, out)
-				}
+				require.NoErrorf(t, err, "a clean run failed: %v\n%s", err, out)
 				return
 			}
-			if err == nil {
-				t.Fatalf("a run that leaks a %s passed:\n%s", tc.leak, out)
-			}
-			if !strings.Contains(string(out), tc.want) {
-				t.Fatalf("the failure does not say %q:\n%s", tc.want, out)
-			}
+			require.Falsef(t, err == nil, "a run that leaks a %s passed:\n%s", tc.leak, out)
+			require.Falsef(t, !strings.Contains(string(out), tc.want), "the failure does not say %q:\n%s", tc.want, out)
 			// The failure points at the line of this file that started
 			// the host, not at skulktest's own.
 			at := regexp.MustCompile(`(?m)^\s+(\w+\.go):\d+: skulktest: `).FindAllStringSubmatch(string(out), -1)
-			if len(at) == 0 {
-				t.Fatalf("no failure line of skulktest's:\n%s", out)
-			}
+			require.NotEqualValuesf(t, 0, len(at), "no failure line of skulktest's:\n%s", out)
 			for _, m := range at {
 				if m[1] != "leak_test.go" {
-					t.Fatalf("a failure points at %s, not at the test:\n%s", m[1], out)
+					require.FailNow(t, fmt.Sprintf("a failure points at %s, not at the test:\n%s", m[1], out))
 				}
 			}
 			if tc.leak == "process" {
 				m := regexp.MustCompile(`leaked process (\d+)`).FindStringSubmatch(string(out))
-				if m == nil {
-					t.Fatalf("the run did not say which process it leaked:\n%s", out)
-				}
+				require.Falsef(t, m == nil, "the run did not say which process it leaked:\n%s", out)
 				pid, _ := strconv.Atoi(m[1])
 				// Its parent has exited: a process the check killed is
 				// gone once init reaped it; one it left runs on.
@@ -78,7 +70,7 @@ func TestLeakChecksFail(t *testing.T) {
 				for processExists(pid) {
 					if time.Now().After(deadline) {
 						syscall.Kill(pid, syscall.SIGKILL)
-						t.Fatalf("the leaked process %d was left running", pid)
+						require.FailNow(t, fmt.Sprintf("the leaked process %d was left running", pid))
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -99,9 +91,7 @@ func TestLeakyHelper(t *testing.T) {
 	}
 	cfg := skulktest.Child(t)
 	dir, err := os.MkdirTemp("", "skl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	cfg.TempDir = dir
 	stop := make(chan struct{})
@@ -123,11 +113,9 @@ func TestLeakyHelper(t *testing.T) {
 		h := skulktest.StartProvider(t, opts, host.Config{TempDir: dir})
 		undo = append(undo, func() { close(stop) })
 		c, err := h.Call(t.Context(), "leak", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if o := skulktest.Collect(t, c); o.Err != nil {
-			t.Fatal(o.Err)
+			require.FailNow(t, fmt.Sprint(o.Err))
 		}
 		return
 	}
@@ -138,22 +126,16 @@ func TestLeakyHelper(t *testing.T) {
 		undo = append(undo, func() { close(stop) })
 	case "fd":
 		f, err := os.Open(os.DevNull)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		undo = append(undo, func() { f.Close() })
 	case "process":
 		// Not undone: the check must kill it (TestLeakChecksFail looks).
 		cmd := exec.Command("sleep", "30")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		t.Logf("leaked process %d", cmd.Process.Pid)
 	case "socket":
 		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "leak.sock"), Net: "unix"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ln.SetUnlinkOnClose(false)
 		ln.Close()
 	}

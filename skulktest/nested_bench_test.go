@@ -2,6 +2,8 @@ package skulktest_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"slices"
 	"testing"
 	"time"
@@ -38,11 +40,9 @@ func BenchmarkHostMadeCall(b *testing.B) {
 	for range b.N {
 		start := time.Now()
 		c, err := h.Call(ctx, "tiny", nil, host.WithInput())
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if _, err := c.Wait(); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 		d = append(d, time.Since(start))
 	}
@@ -75,11 +75,9 @@ func BenchmarkNestedHostToolCall(b *testing.B) {
 	h := skulktest.StartProvider(b, opts, host.Config{Calls: host.Calls{HostTools: []host.HostTool{tiny.HostTool()}}})
 	b.ResetTimer()
 	c, err := h.Call(context.Background(), "loop", nil, host.WithInput())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if _, err := c.Wait(); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	b.StopTimer()
 	p50(b, d)
@@ -113,11 +111,9 @@ func BenchmarkNestedChildToolCall(b *testing.B) {
 	h := skulktest.StartProvider(b, opts, host.Config{Calls: host.Calls{Tools: []string{"tiny"}}})
 	b.ResetTimer()
 	c, err := h.Call(context.Background(), "loop", nil, host.WithInput())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	if _, err := c.Wait(); err != nil {
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	b.StopTimer()
 	p50(b, d)

@@ -3,6 +3,8 @@ package skulktest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"os"
 	"strings"
 	"testing"
@@ -33,38 +35,24 @@ func TestPeerGapAndCancel(t *testing.T) {
 	p := skulktest.ServePeer(t, opts)
 	ctx := context.Background()
 	hello, err := p.Handshake(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(hello.Tools) != 1 || hello.Tools[0].ID != "wait" {
-		t.Fatalf("hello tools %v", hello.Tools)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, len(hello.Tools) != 1 || hello.Tools[0].ID != "wait", "hello tools %v", hello.Tools)
 	s, err := p.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
-	if err := s.Invoke("g1", "wait", nil, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Invoke("g1", "wait", nil, 0))
 	s.Started("g1")
 	s.Chunk("g1", 2, frame.MustPayload(map[string]any{}), nil) // sequence 1 skipped
 	res, err := s.ReadCall("g1", time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Terminal.Kind != frame.KindFailed || res.Terminal.Error.Code != frame.CodeInvalidFrame {
-		t.Fatalf("terminal %v %v", res.Terminal.Kind, res.Terminal.Error)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, res.Terminal.Kind != frame.KindFailed || res.Terminal.Error.Code != frame.CodeInvalidFrame, "terminal %v %v", res.Terminal.Kind, res.Terminal.Error)
 	<-running // the g1 handler ran
 	if err := <-cancels; !errors.Is(err, child.ErrInvalidInput) {
-		t.Fatalf("cause %v", err)
+		require.FailNow(t, fmt.Sprintf("cause %v", err))
 	}
 
 	s2, err := p.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s2.Close()
 	s2.Invoke("c1", "wait", nil, 0)
 	s2.Started("c1")
@@ -74,18 +62,16 @@ func TestPeerGapAndCancel(t *testing.T) {
 	<-running
 	p.Cancel("c1", "test")
 	res, err = s2.ReadCall("c1", time.Time{})
-	if err != nil || res.Terminal.Kind != frame.KindCancelled {
-		t.Fatalf("after cancel: %+v, %v", res, err)
-	}
+	require.Falsef(t, err != nil || res.Terminal.Kind != frame.KindCancelled, "after cancel: %+v, %v", res, err)
 	if err := <-cancels; !errors.Is(err, child.ErrCancelRequested) {
-		t.Fatalf("cause %v", err)
+		require.FailNow(t, fmt.Sprintf("cause %v", err))
 	}
 	p.Drain(0)
 	if _, err := p.WaitBye(ctx); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	if code, err := p.Wait(ctx); err != nil || code != 0 {
-		t.Fatalf("exit %d, %v", code, err)
+		require.FailNow(t, fmt.Sprintf("exit %d, %v", code, err))
 	}
 }
 
@@ -97,22 +83,18 @@ func TestExecPeer(t *testing.T) {
 	p := skulktest.ExecPeer(t, cfg.Command, cfg.Args, cfg.ExtraEnv...)
 	ctx := context.Background()
 	if _, err := p.Handshake(ctx, nil); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	s, err := p.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
-	if err := s.Request("x1", skulktest.ScriptTool, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Request("x1", skulktest.ScriptTool, nil))
 	if _, err := s.ReadCall("x1", time.Time{}); !errors.Is(err, skulktest.ErrProviderRules) {
-		t.Fatalf("ReadCall: %v, want ErrProviderRules", err)
+		require.FailNow(t, fmt.Sprintf("ReadCall: %v, want ErrProviderRules", err))
 	}
 	p.Close() // the host goes away: the child exits 0
 	if code, err := p.Wait(ctx); err != nil || code != 0 {
-		t.Fatalf("exit %d, %v\n%s", code, err, p.Output())
+		require.FailNow(t, fmt.Sprintf("exit %d, %v\n%s", code, err, p.Output()))
 	}
 }
 
@@ -136,44 +118,32 @@ func TestStreamWriteDeadline(t *testing.T) {
 	defer close(release)
 	ctx := context.Background()
 	if _, err := p.Handshake(ctx, nil); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	s, err := p.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
-	if err := s.Invoke("d1", "deaf", nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Started("d1"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Invoke("d1", "deaf", nil, 0))
+	require.NoError(t, s.Started("d1"))
 	payload := frame.MustPayload(map[string]any{"fill": strings.Repeat("x", 32<<10)})
 	const wait = 300 * time.Millisecond
 	// 8 chunks fill the ingress queue; the socket's buffers hold a few MiB
 	// at most: 4000 chunks of 32 KiB are far more than both.
 	for seq := uint64(1); seq <= 4000; seq++ {
 		f, err := frame.NewChunk("d1", frame.CallerToProvider, seq, payload, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b, err := packetio.Encode(&wire.Frame{Frame: f}, wire.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		start := time.Now()
 		err = s.WriteRawBy(b, start.Add(wait))
 		if err == nil {
 			continue
 		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("chunk %d: %v, want os.ErrDeadlineExceeded", seq, err)
-		}
+		require.ErrorIsf(t, err, os.ErrDeadlineExceeded, "chunk %d: %v, want os.ErrDeadlineExceeded", seq, err)
 		if took := time.Since(start); took > skulktest.Timeout {
-			t.Fatalf("chunk %d: the write gave up after %v for a deadline of %v", seq, took, wait)
+			require.FailNow(t, fmt.Sprintf("chunk %d: the write gave up after %v for a deadline of %v", seq, took, wait))
 		}
 		return
 	}
-	t.Fatal("the child took 4000 chunks of 32 KiB without reading them")
+	require.FailNow(t, "the child took 4000 chunks of 32 KiB without reading them")
 }

@@ -57,42 +57,32 @@ func TestStartProviderCalls(t *testing.T) {
 	ctx := context.Background()
 
 	c, err := h.Call(ctx, "shout", nil, host.WithInput(frame.MustPayload(map[string]any{"text": "hi"})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	o := skulktest.Collect(t, c)
-	if o.Err != nil || len(o.ChunkPayloads()) != 1 {
-		t.Fatalf("outcome %+v", o)
-	}
+	require.Falsef(t, o.Err != nil || len(o.ChunkPayloads()) != 1, "outcome %+v", o)
 	skulktest.JSONEqual(t, o.ChunkPayloads()[0], `{"text": "HI"}`)
 	skulktest.JSONEqual(t, o.Result, `{"chunks": 1}`)
 
 	_, err = h.Call(ctx, "shout", frame.MustPayload(map[string]any{"n": "many"}))
 	var se *host.SchemaError
-	if !errors.As(err, &se) || se.Field != "/n" {
-		t.Fatalf("Call: %v, want a SchemaError for /n", err)
-	}
+	require.Falsef(t, !errors.As(err, &se) || se.Field != "/n", "Call: %v, want a SchemaError for /n", err)
 
 	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	c, err = h.Call(dctx, "wait", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeTimeout || ce.Synthetic {
-		t.Fatalf("deadline: %v, want the child's timeout", ce)
+		require.FailNow(t, fmt.Sprintf("deadline: %v, want the child's timeout", ce))
 	}
 
 	c, err = h.Call(ctx, "wait", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	time.AfterFunc(50*time.Millisecond, c.Cancel)
 	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeCancelled {
-		t.Fatalf("cancel: %v", ce)
+		require.FailNow(t, fmt.Sprintf("cancel: %v", ce))
 	}
 	if n := cancels.Load(); n != 2 {
-		t.Fatalf("the handler saw %d cancellations, want 2", n)
+		require.FailNow(t, fmt.Sprintf("the handler saw %d cancellations, want 2", n))
 	}
 }
 
@@ -105,23 +95,17 @@ func TestStartProviderRestart(t *testing.T) {
 		Restart: host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
 	})
 	c, err := h.Call(context.Background(), "wait", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	syscall.Kill(h.Children()[0].PID, syscall.SIGKILL)
 	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeUnreachable || !ce.Synthetic {
-		t.Fatalf("outcome %v, want a synthetic unreachable", ce)
+		require.FailNow(t, fmt.Sprintf("outcome %v, want a synthetic unreachable", ce))
 	}
 	info := skulktest.WaitRestart(t, h, 0, 1)
-	if !errors.Is(info.LastCause, host.ErrChildDied) {
-		t.Fatalf("last cause %v", info.LastCause)
-	}
+	require.Falsef(t, !errors.Is(info.LastCause, host.ErrChildDied), "last cause %v", info.LastCause)
 	c, err = h.Call(context.Background(), "shout", nil, host.WithInput(frame.MustPayload(map[string]any{"text": "again"})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if o := skulktest.Collect(t, c); o.Err != nil {
-		t.Fatalf("after the restart: %v", o.Err)
+		require.FailNow(t, fmt.Sprintf("after the restart: %v", o.Err))
 	}
 }
 
@@ -129,16 +113,14 @@ func TestStartProviderPool(t *testing.T) {
 	var cancels atomic.Int32
 	h := skulktest.StartProvider(t, testTools(&cancels), host.Config{PoolSize: 3})
 	if n := len(h.Children()); n != 3 {
-		t.Fatalf("%d children", n)
+		require.FailNow(t, fmt.Sprintf("%d children", n))
 	}
 	for range 6 {
 		c, err := h.Call(context.Background(), "shout", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		c.CloseSend()
 		if o := skulktest.Collect(t, c); o.Err != nil {
-			t.Fatal(o.Err)
+			require.FailNow(t, fmt.Sprint(o.Err))
 		}
 	}
 }

@@ -3,6 +3,9 @@ package skulktest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"strings"
 	"testing"
@@ -18,12 +21,10 @@ import (
 func echoWorks(t *testing.T, h *host.Host) {
 	t.Helper()
 	c, err := h.Call(context.Background(), skulktest.ScriptTool, nil, host.WithInput(frame.MustPayload(map[string]any{"text": "x"})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	o := skulktest.Collect(t, c)
 	if o.Err != nil || len(o.ChunkPayloads()) != 1 {
-		t.Fatalf("the next call: %v, %d chunks", o.Err, len(o.ChunkPayloads()))
+		require.FailNow(t, fmt.Sprintf("the next call: %v, %d chunks", o.Err, len(o.ChunkPayloads())))
 	}
 	skulktest.JSONEqual(t, o.Result, `{"chunks": 1}`)
 }
@@ -31,18 +32,14 @@ func echoWorks(t *testing.T, h *host.Host) {
 func call(t *testing.T, h *host.Host, ctx context.Context) *host.Call {
 	t.Helper()
 	c, err := h.Call(ctx, skulktest.ScriptTool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
 func wantSynthetic(t *testing.T, o *skulktest.Outcome, code frame.Code) *frame.Error {
 	t.Helper()
 	ce := o.CallError()
-	if ce == nil || !ce.Synthetic || ce.Code != code {
-		t.Fatalf("outcome %v, want a synthetic %s", o.Err, code)
-	}
+	require.Falsef(t, ce == nil || !ce.Synthetic || ce.Code != code, "outcome %v, want a synthetic %s", o.Err, code)
 	return ce
 }
 
@@ -51,13 +48,13 @@ func TestFaultCrashAfter(t *testing.T) {
 	o := skulktest.Collect(t, call(t, h, context.Background()))
 	wantSynthetic(t, o, frame.CodeUnreachable)
 	if len(o.ChunkPayloads()) != 2 {
-		t.Errorf("%d chunks before the crash, want 2", len(o.ChunkPayloads()))
+		assert.Fail(t, fmt.Sprintf("%d chunks before the crash, want 2", len(o.ChunkPayloads())))
 	}
 	if !strings.Contains(host.Stderr(o.Err), "crashing on purpose after 2 frames") {
-		t.Errorf("stderr tail %q", host.Stderr(o.Err))
+		assert.Fail(t, fmt.Sprintf("stderr tail %q", host.Stderr(o.Err)))
 	}
 	if info := skulktest.WaitRestart(t, h, 0, 1); !errors.Is(info.LastCause, host.ErrChildDied) {
-		t.Errorf("last cause %v", info.LastCause)
+		assert.Fail(t, fmt.Sprintf("last cause %v", info.LastCause))
 	}
 	echoWorks(t, h)
 }
@@ -72,10 +69,10 @@ func TestFaultHang(t *testing.T) {
 	c.Cancel()
 	o := skulktest.Collect(t, c)
 	if ce := o.CallError(); ce == nil || !ce.Synthetic || ce.Code != frame.CodeCancelled {
-		t.Fatalf("cancel: %v, want a synthetic cancelled", o.Err)
+		require.FailNow(t, fmt.Sprintf("cancel: %v, want a synthetic cancelled", o.Err))
 	}
 	if r := h.Children()[0].Restarts; r != 0 {
-		t.Errorf("%d restarts, want none", r)
+		assert.Fail(t, fmt.Sprintf("%d restarts, want none", r))
 	}
 	echoWorks(t, h)
 }
@@ -89,7 +86,7 @@ func TestFaultNoPongs(t *testing.T) {
 			h := skulktest.StartHost(t, skulktest.Child(t, tc.fault))
 			wantSynthetic(t, skulktest.Collect(t, call(t, h, context.Background())), frame.CodeUnreachable)
 			if info := skulktest.WaitRestart(t, h, 0, 1); !errors.Is(info.LastCause, host.ErrUnhealthy) {
-				t.Errorf("last cause %v", info.LastCause)
+				assert.Fail(t, fmt.Sprintf("last cause %v", info.LastCause))
 			}
 			echoWorks(t, h)
 		})
@@ -109,7 +106,7 @@ func TestFaultBadOutput(t *testing.T) {
 			wantSynthetic(t, skulktest.Collect(t, call(t, h, context.Background())), frame.CodeInvalidFrame)
 			echoWorks(t, h)
 			if r := h.Children()[0].Restarts; r != 0 {
-				t.Errorf("%d restarts, want none", r)
+				assert.Fail(t, fmt.Sprintf("%d restarts, want none", r))
 			}
 		})
 	}
@@ -118,9 +115,7 @@ func TestFaultBadOutput(t *testing.T) {
 func TestFaultDuplicateTerminal(t *testing.T) {
 	h := skulktest.StartHost(t, skulktest.Child(t, skulktest.DuplicateTerminal()))
 	o := skulktest.Collect(t, call(t, h, context.Background()))
-	if o.Err != nil {
-		t.Fatal(o.Err)
-	}
+	require.False(t, o.Err != nil, o.Err)
 	skulktest.JSONEqual(t, o.Result, `{"first": true}`)
 	echoWorks(t, h)
 }
@@ -129,9 +124,7 @@ func TestFaultExitAtStart(t *testing.T) {
 	t.Run("first start", func(t *testing.T) {
 		cfg := skulktest.Child(t, skulktest.ExitAtStart(4))
 		dir, err := os.MkdirTemp("", "skx")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer os.RemoveAll(dir)
 		cfg.TempDir = dir
 		ctx, cancel := context.WithTimeout(context.Background(), skulktest.Timeout)
@@ -140,9 +133,7 @@ func TestFaultExitAtStart(t *testing.T) {
 		if err == nil {
 			h.Close(ctx)
 		}
-		if !errors.Is(err, host.ErrHandshake) {
-			t.Fatalf("Start: %v, want host.ErrHandshake", err)
-		}
+		require.ErrorIsf(t, err, host.ErrHandshake, "Start: %v, want host.ErrHandshake", err)
 	})
 	t.Run("restart", func(t *testing.T) {
 		h := skulktest.StartHost(t, skulktest.Child(t, skulktest.CrashAfter(0), skulktest.ExitAtStart(4)))

@@ -2,6 +2,8 @@ package wire_test
 
 import (
 	"bytes"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"testing"
 
@@ -17,9 +19,7 @@ import (
 // benchChunk is a typical small streamed chunk: a short text payload.
 func benchChunk(b testing.TB) *wire.Frame {
 	f, err := frame.NewChunk("call-0123456789", frame.ProviderToCaller, 42, frame.MustPayload(map[string]any{"text": "hello, world"}), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return &wire.Frame{f}
 }
 
@@ -47,9 +47,7 @@ func BenchmarkSmallFrameEncode(b *testing.B) {
 	for b.Loop() {
 		var err error
 		buf, _, err = wire.AppendPacket(buf[:0], p, wire.Limits{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 	}
 }
 
@@ -60,15 +58,13 @@ func BenchmarkSmallFrameDecode(b *testing.B) { benchDecode(b, benchChunk(b)) }
 // benchDecode reads p, encoded once, over and over with a Reader.
 func benchDecode(b *testing.B, p wire.Packet) {
 	enc, err := packetio.Encode(p, wire.Limits{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	r := packetio.NewReader(&repeatReader{b: enc}, wire.Limits{})
 	b.SetBytes(int64(len(enc)))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.ReadPacket(); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 	}
 }
@@ -83,9 +79,7 @@ func BenchmarkRecordFrameDecode(b *testing.B) {
 		rec[string(rune('a'+i))+"_list"] = []any{i, float64(i) / 3, map[string]any{"ok": i%2 == 0, "note": "nested"}}
 	}
 	f, err := frame.NewChunk("call-0123456789", frame.ProviderToCaller, 42, frame.MustPayload(rec), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	benchDecode(b, &wire.Frame{f})
 }
 
@@ -99,11 +93,9 @@ func BenchmarkSmallFrameEncodeDecode(b *testing.B) {
 	for b.Loop() {
 		var err error
 		buf, _, err = wire.AppendPacket(buf[:0], p, wire.Limits{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if _, err := d.Decode(buf[protocol.PrefixLen:], 0); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 	}
 }
@@ -123,14 +115,10 @@ func BenchmarkInlineMedia1MiB(b *testing.B) {
 	data := bytes.Repeat([]byte{0x5a}, 1<<20)
 	f, err := frame.NewChunk("call-1", frame.ProviderToCaller, 1, nil,
 		&frame.InlineMedia{Data: data, MediaType: "audio/pcm", SampleRate: 48000, Channels: 2})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	p := &wire.Frame{f}
 	enc, err := packetio.Encode(p, wire.Limits{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 
 	for _, recycle := range []bool{true, false} {
 		name := "packet"
@@ -159,11 +147,9 @@ func BenchmarkInlineMedia1MiB(b *testing.B) {
 			done <- nil
 		}()
 		if _, err := io.CopyBuffer(discard{}, io.LimitReader(ub, int64(b.N)*int64(len(enc))), buf); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, <-done)
 	})
 }
 
@@ -191,14 +177,10 @@ func benchInlinePackets(b *testing.B, p *wire.Frame, size int, recycle bool) {
 	}()
 	for range b.N {
 		q, err := r.ReadPacket()
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if recycle {
 			r.Recycle(q.(*wire.Frame).Media.(*frame.InlineMedia).Data)
 		}
 	}
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, <-done)
 }

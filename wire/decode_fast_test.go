@@ -20,24 +20,18 @@ import (
 // the lengths of their attachments.
 func goldenFrameHeaders(t testing.TB) (hdrs [][]byte, atts []uint32) {
 	entries, err := os.ReadDir(goldenDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), "frame_") || filepath.Ext(e.Name()) != ".bin" {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(goldenDir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		h := binary.BigEndian.Uint32(b)
 		hdrs = append(hdrs, b[protocol.PrefixLen:protocol.PrefixLen+h])
 		atts = append(atts, binary.BigEndian.Uint32(b[4:]))
 	}
-	if len(hdrs) == 0 {
-		t.Fatal("no golden frames")
-	}
+	require.NotEqualValues(t, 0, len(hdrs), "no golden frames")
 	return hdrs, atts
 }
 
@@ -127,12 +121,8 @@ func FuzzDecodeFrameFast(f *testing.F) {
 			return
 		}
 		want, err := general.DecodeGeneral(h, att)
-		if err != nil {
-			t.Fatalf("single pass accepted a header the general path refuses: %v", err)
-		}
-		if !reflect.DeepEqual(want, wire.Packet(p)) {
-			t.Fatalf("single pass %#v, general path %#v", p, want)
-		}
+		require.NoError(t, err, "single pass accepted a header the general path refuses")
+		require.Falsef(t, !reflect.DeepEqual(want, wire.Packet(p)), "single pass %#v, general path %#v", p, want)
 	})
 }
 

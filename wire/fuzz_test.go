@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"github.com/stretchr/testify/require"
 	"io"
 	"os"
@@ -57,9 +58,7 @@ func FuzzReadPacket(f *testing.F) {
 			p, err = r.ReadPacket()
 			var inv *protocol.InvalidError
 			if errors.As(err, &inv) {
-				if inv.Err == nil || !errors.Is(err, frame.ErrInvalid) || errors.Is(err, wire.ErrProtocol) {
-					t.Fatalf("malformed InvalidError %#v", inv)
-				}
+				require.Falsef(t, inv.Err == nil || !errors.Is(err, frame.ErrInvalid) || errors.Is(err, wire.ErrProtocol), "malformed InvalidError %#v", inv)
 				continue // in step: go on reading
 			}
 			if err != nil {
@@ -72,40 +71,34 @@ func FuzzReadPacket(f *testing.F) {
 		// for decoded maps) and the limits bound what may be allocated.
 		bound := uint64(packetio.ReadBufSize) + 64*uint64(len(data)) + uint64(fuzzLimits.MaxHeader) + uint64(fuzzLimits.MaxAttachment) + 1<<20
 		if n := after.TotalAlloc - before.TotalAlloc; n > bound {
-			t.Fatalf("allocated %d bytes for %d bytes of input", n, len(data))
+			require.FailNow(t, fmt.Sprintf("allocated %d bytes for %d bytes of input", n, len(data)))
 		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, wire.ErrProtocol) {
-			t.Fatalf("unexpected error class: %v", err)
-		}
+		require.Falsef(t, !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, wire.ErrProtocol), "unexpected error class: %v", err)
 		for _, p := range got {
 			enc, err := packetio.Encode(p, fuzzLimits)
 			if err != nil {
 				// The canonical encoding is never longer than what was
 				// read (unknown and nil keys are dropped, numbers take
 				// their smallest form), so it fits the same limits.
-				t.Fatalf("re-encode %s: %v", packetio.TypeOf(p), err)
+				require.FailNow(t, fmt.Sprintf("re-encode %s: %v", packetio.TypeOf(p), err))
 			}
 			p2, err := wire.Decode(enc, fuzzLimits)
 			if err != nil {
-				t.Fatalf("decode re-encoded %s: %v", packetio.TypeOf(p), err)
+				require.FailNow(t, fmt.Sprintf("decode re-encoded %s: %v", packetio.TypeOf(p), err))
 			}
-			if !reflect.DeepEqual(p, p2) {
-				t.Fatalf("round trip changed the packet:\n%#v\n%#v", p, p2)
-			}
+			require.Falsef(t, !reflect.DeepEqual(p, p2), "round trip changed the packet:\n%#v\n%#v", p, p2)
 			enc2, err := packetio.Encode(p2, fuzzLimits)
-			if err != nil || !bytes.Equal(enc, enc2) {
-				t.Fatalf("encoding is not canonical: %v", err)
-			}
+			require.Falsef(t, err != nil || !bytes.Equal(enc, enc2), "encoding is not canonical: %v", err)
 			if f, ok := p.(*wire.Frame); ok {
 				if m, ok := f.Media.(*frame.InlineMedia); ok && len(m.Data) > int(fuzzLimits.MaxAttachment) {
-					t.Fatalf("attachment of %d bytes over the limit", len(m.Data))
+					require.FailNow(t, fmt.Sprintf("attachment of %d bytes over the limit", len(m.Data)))
 				}
 			}
 		}
 		// Decode of a whole single packet agrees with the Reader.
 		if len(got) == 1 && r.Buffered() == 0 {
 			if p, err := wire.Decode(data, fuzzLimits); err == nil && !reflect.DeepEqual(p, got[0]) {
-				t.Fatalf("Decode and Reader disagree")
+				require.FailNow(t, fmt.Sprintf("Decode and Reader disagree"))
 			}
 		}
 	})
@@ -155,34 +148,24 @@ func FuzzFrameValidate(f *testing.F) {
 		err := fr.Validate()
 		if err != nil {
 			var fe *frame.FieldError
-			if !errors.As(err, &fe) || !errors.Is(err, frame.ErrInvalid) {
-				t.Fatalf("Validate returned %T", err)
-			}
+			require.Falsef(t, !errors.As(err, &fe) || !errors.Is(err, frame.ErrInvalid), "Validate returned %T", err)
 			_, encErr := packetio.Encode(&wire.Frame{fr}, hardLimits())
 			var fe2 *frame.FieldError
-			if !errors.As(encErr, &fe2) || fe2.Field != fe.Field {
-				t.Fatalf("encoder refused with %v, Validate with %v", encErr, err)
-			}
+			require.Falsef(t, !errors.As(encErr, &fe2) || fe2.Field != fe.Field, "encoder refused with %v, Validate with %v", encErr, err)
 			return
 		}
 		if reason := violates(&fr); reason != "" {
-			t.Fatalf("Validate accepted a frame that %s", reason)
+			require.FailNow(t, fmt.Sprintf("Validate accepted a frame that %s", reason))
 		}
 		enc, err := packetio.Encode(&wire.Frame{fr}, hardLimits())
 		if synthetic {
 			var inv *protocol.InvalidError
-			if !errors.As(err, &inv) {
-				t.Fatalf("a synthetic frame was encoded: %v", err)
-			}
+			require.ErrorAs(t, err, &inv, "a synthetic frame was encoded")
 			return
 		}
-		if err != nil {
-			t.Fatalf("encode a valid frame: %v", err)
-		}
+		require.NoError(t, err, "encode a valid frame")
 		p, err := wire.Decode(enc, hardLimits())
-		if err != nil {
-			t.Fatalf("decode a valid frame: %v", err)
-		}
+		require.NoError(t, err, "decode a valid frame")
 		want := fr
 		if m, ok := want.Media.(*frame.InlineMedia); ok && m.Data == nil {
 			c := *m
@@ -190,7 +173,7 @@ func FuzzFrameValidate(f *testing.F) {
 			want.Media = &c
 		}
 		if !reflect.DeepEqual(&wire.Frame{want}, p) {
-			t.Fatalf("the wire changed the frame:\n%#v\n%#v", want, p.(*wire.Frame).Frame)
+			require.FailNow(t, fmt.Sprintf("the wire changed the frame:\n%#v\n%#v", want, p.(*wire.Frame).Frame))
 		}
 	})
 }

@@ -368,7 +368,7 @@ func TestNegativeManifest(t *testing.T) {
 				require.Equal(t, v.AttachmentHex, hex.EncodeToString(enc[protocol.PrefixLen+h:]))
 
 			default:
-				t.Fatalf("unknown outcome %q", v.Outcome)
+				require.FailNow(t, fmt.Sprintf("unknown outcome %q", v.Outcome))
 			}
 		})
 	}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/asif"
@@ -53,16 +56,12 @@ func newJournal(t *testing.T) *journal {
 	store := &eventstore.Memory{}
 	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true,
 		Journal: &calllog.Journal{Store: store, Required: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	j := &journal{t: t, store: store, rec: rec}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := rec.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
+		assert.NoError(t, rec.Close(ctx), "close")
 	})
 	return j
 }
@@ -75,7 +74,7 @@ func (j *journal) begin(id, tool string, args map[string]any) *recorder.Record {
 	}
 	r, err := j.rec.Begin(context.Background(), recorder.CallInfo{ID: id, Tool: tool, ToolVersion: "1.0", Args: p})
 	if err != nil {
-		j.t.Fatal(err)
+		require.FailNow(j.t, fmt.Sprint(err))
 	}
 	return r
 }
@@ -86,7 +85,7 @@ func (j *journal) events(tree string) []calllog.Event {
 	defer cancel()
 	ev, err := j.store.EventsAfter(ctx, tree, 0, 1<<20)
 	if err != nil {
-		j.t.Fatal(err)
+		require.FailNow(j.t, fmt.Sprint(err))
 	}
 	return ev
 }
@@ -98,9 +97,7 @@ func chunk(t *testing.T, call string, seq uint64, payload map[string]any, media 
 		p = frame.MustPayload(payload)
 	}
 	f, err := frame.NewChunk(call, frame.ProviderToCaller, seq, p, media)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return f
 }
 
@@ -108,9 +105,7 @@ func end(t *testing.T, r *recorder.Record, o calllog.Outcome) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.End(ctx, o); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.End(ctx, o))
 }
 
 // exportCheck exports, marshals (which runs asif.Check) and checks again
@@ -118,26 +113,16 @@ func end(t *testing.T, r *recorder.Record, o calllog.Outcome) {
 func exportCheck(t *testing.T, events []calllog.Event, opts Options) (*asifdoc.Document, *asif.Report, []byte) {
 	t.Helper()
 	doc, err := exportDocument(events, opts)
-	if err != nil {
-		t.Fatalf("exportDocument: %v", err)
-	}
+	require.NoError(t, err, "exportDocument")
 	data, err := doc.Marshal()
-	if err != nil {
-		t.Fatalf("Marshal: %v\n%s", err, data)
-	}
+	require.NoErrorf(t, err, "Marshal: %v\n%s", err, data)
 	s, err := Export(events, opts)
-	if err != nil {
-		t.Fatalf("Export: %v", err)
-	}
+	require.NoError(t, err, "Export")
 	want := Session{JSON: data, CaptureID: doc.Capture.ID, Events: len(doc.Events), Streams: len(doc.Streams),
 		ExternalBindings: len(doc.ExternalBindings), Losses: len(doc.Losses), LossKinds: lossKinds(doc.Losses)}
-	if !reflect.DeepEqual(*s, want) {
-		t.Fatalf("Export's session differs from the marshalled document: %+v", s)
-	}
+	require.Falsef(t, !reflect.DeepEqual(*s, want), "Export's session differs from the marshalled document: %+v", s)
 	rep, err := asif.Check(data, asif.Options{})
-	if err != nil {
-		t.Fatalf("Check: %v", err)
-	}
+	require.NoError(t, err, "Check")
 	return doc, rep, data
 }
 
@@ -168,7 +153,7 @@ func callState(t *testing.T, rep *asif.Report, id string) *asif.CallState {
 			return c
 		}
 	}
-	t.Fatalf("no call %s in the selected state", id)
+	require.FailNow(t, fmt.Sprintf("no call %s in the selected state", id))
 	return nil
 }
 
@@ -194,26 +179,18 @@ func TestTextCallRoundTrip(t *testing.T) {
 
 	doc, rep, _ := exportCheck(t, events, Options{})
 	calls := eventsOfKind(doc, asifdoc.EventToolCall)
-	if len(calls) != 1 || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsComplete {
-		t.Fatalf("tool_call events: %+v", calls)
-	}
+	require.Falsef(t, len(calls) != 1 || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsComplete, "tool_call events: %+v", calls)
 	ts := textStreams(rep)
-	if len(ts) != 1 || ts[0].Status != asif.StreamComplete {
-		t.Fatalf("text streams: %+v", ts)
-	}
+	require.Falsef(t, len(ts) != 1 || ts[0].Status != asif.StreamComplete, "text streams: %+v", ts)
 	want := replay.Events(events).Call("c1").Text
 	if string(ts[0].Bytes) != want || want != "HÉLLO WORLD" {
-		t.Fatalf("assembled %q, the caller saw %q", ts[0].Bytes, want)
+		require.FailNow(t, fmt.Sprintf("assembled %q, the caller saw %q", ts[0].Bytes, want))
 	}
 	st := callState(t, rep, "c1")
-	if !st.Terminal || st.Outcome != asif.OutcomeSuccess || st.Results != 2 || string(st.Arguments) != "{}" {
-		t.Fatalf("selected state: %+v", st)
-	}
-	if !hasLoss(doc, "caller_input_not_represented") || !hasLoss(doc, "tool_definition_incomplete") {
-		t.Fatalf("losses: %+v", doc.Losses)
-	}
+	require.Falsef(t, !st.Terminal || st.Outcome != asif.OutcomeSuccess || st.Results != 2 || string(st.Arguments) != "{}", "selected state: %+v", st)
+	require.Falsef(t, !hasLoss(doc, "caller_input_not_represented") || !hasLoss(doc, "tool_definition_incomplete"), "losses: %+v", doc.Losses)
 	if doc.Checkpoints[0].Status != "ended" || len(doc.Checkpoints[0].OpenCalls) != 0 {
-		t.Fatalf("checkpoint: %+v", doc.Checkpoints[0])
+		require.FailNow(t, fmt.Sprintf("checkpoint: %+v", doc.Checkpoints[0]))
 	}
 }
 
@@ -231,12 +208,10 @@ func TestChunkPayloadsAndMedia(t *testing.T) {
 	results := eventsOfKind(doc, asifdoc.EventToolResult)
 	// i=0 chunk, text result (reserved at the mixed chunk), mixed chunk,
 	// media chunk, terminal.
-	if len(results) != 5 {
-		t.Fatalf("%d results, want 5", len(results))
-	}
+	require.EqualValuesf(t, 5, len(results), "%d results, want 5", len(results))
 	for i, e := range results {
 		if got := e.Data.(*asifdoc.ToolResultData).ResultIndex; got != int64(i) {
-			t.Errorf("result %d has index %d", i, got)
+			assert.Fail(t, fmt.Sprintf("result %d has index %d", i, got))
 		}
 	}
 	var media *asifdoc.Resource
@@ -245,22 +220,16 @@ func TestChunkPayloadsAndMedia(t *testing.T) {
 			media = &doc.Resources[i]
 		}
 	}
-	if media == nil || media.Data == "" || *media.Bytes != 4 {
-		t.Fatalf("media resource: %+v", media)
-	}
+	require.Falsef(t, media == nil || media.Data == "" || *media.Bytes != 4, "media resource: %+v", media)
 	if ts := textStreams(rep); len(ts) != 1 || string(ts[0].Bytes) != "mixed" || ts[0].Status != asif.StreamComplete {
-		t.Fatalf("text: %+v", ts)
+		require.FailNow(t, fmt.Sprintf("text: %+v", ts))
 	}
 
 	// Past the media bound the bytes are declared, not embedded.
 	doc, _, _ = exportCheck(t, events, Options{MaxMediaBytes: -1})
-	if !hasLoss(doc, "media_not_embedded") {
-		t.Fatalf("no media loss: %+v", doc.Losses)
-	}
+	require.Falsef(t, !hasLoss(doc, "media_not_embedded"), "no media loss: %+v", doc.Losses)
 	for _, r := range doc.Resources {
-		if strings.HasSuffix(r.ID, "-media") && (r.Availability != "excluded" || r.Data != "") {
-			t.Fatalf("media resource %+v", r)
-		}
+		require.Falsef(t, strings.HasSuffix(r.ID, "-media") && (r.Availability != "excluded" || r.Data != ""), "media resource %+v", r)
 	}
 }
 
@@ -278,21 +247,19 @@ func TestFailedAndSynthetic(t *testing.T) {
 
 	doc, rep, _ := exportCheck(t, j.events("f"), Options{})
 	if st := callState(t, rep, "f"); st.Outcome != asif.OutcomeError || hasLoss(doc, "synthetic_outcome") {
-		t.Fatalf("fail: %+v, losses %+v", st, doc.Losses)
+		require.FailNow(t, fmt.Sprintf("fail: %+v, losses %+v", st, doc.Losses))
 	}
 
 	doc, rep, _ = exportCheck(t, j.events("k"), Options{})
 	if st := callState(t, rep, "k"); st.Outcome != asif.OutcomeError {
-		t.Fatalf("crash: %+v", st)
+		require.FailNow(t, fmt.Sprintf("crash: %+v", st))
 	}
 	term := doc.Events[len(doc.Events)-1]
-	if term.Provenance.Mode != "synthetic" || term.ActorID != HostActor || !hasLoss(doc, "synthetic_outcome") {
-		t.Fatalf("crash terminal: %+v, losses %+v", term, doc.Losses)
-	}
+	require.Falsef(t, term.Provenance.Mode != "synthetic" || term.ActorID != HostActor || !hasLoss(doc, "synthetic_outcome"), "crash terminal: %+v, losses %+v", term, doc.Losses)
 
 	doc, rep, _ = exportCheck(t, j.events("s"), Options{})
 	if st := callState(t, rep, "s"); st.Outcome != asif.OutcomeError || doc.Events[1].ActorID != HostActor {
-		t.Fatalf("refused: %+v", st)
+		require.FailNow(t, fmt.Sprintf("refused: %+v", st))
 	}
 	var errText string
 	for _, r := range doc.Resources {
@@ -300,9 +267,7 @@ func TestFailedAndSynthetic(t *testing.T) {
 			errText = *r.Text
 		}
 	}
-	if !strings.Contains(errText, `"refused":"schema"`) {
-		t.Fatalf("error resource %q", errText)
-	}
+	require.Falsef(t, !strings.Contains(errText, `"refused":"schema"`), "error resource %q", errText)
 }
 
 // TestWindowMidCall cuts a call's journal after its first chunk: the first
@@ -322,53 +287,37 @@ func TestWindowMidCall(t *testing.T) {
 
 	early, erep, _ := exportCheck(t, events, Options{Until: cut})
 	calls := eventsOfKind(early, asifdoc.EventToolCall)
-	if len(calls) != 1 || early.Capture.ID != CaptureID("c1", 1, cut) {
-		t.Fatalf("early capture: %s, %d calls", early.Capture.ID, len(calls))
-	}
+	require.Falsef(t, len(calls) != 1 || early.Capture.ID != CaptureID("c1", 1, cut), "early capture: %s, %d calls", early.Capture.ID, len(calls))
 	if ts := textStreams(erep); len(ts) != 1 || ts[0].Status != asif.StreamPartial || string(ts[0].Bytes) != "ab" {
-		t.Fatalf("early text: %+v", ts)
+		require.FailNow(t, fmt.Sprintf("early text: %+v", ts))
 	}
 	if early.Checkpoints[0].Status != "active" || len(early.Checkpoints[0].OpenCalls) != 1 {
-		t.Fatalf("early checkpoint %+v", early.Checkpoints[0])
+		require.FailNow(t, fmt.Sprintf("early checkpoint %+v", early.Checkpoints[0]))
 	}
 
 	late, lrep, data := exportCheck(t, events, Options{After: cut})
 	if n := len(eventsOfKind(late, asifdoc.EventToolCall)); n != 0 {
-		t.Fatalf("the window invented %d tool_call events", n)
+		require.FailNow(t, fmt.Sprintf("the window invented %d tool_call events", n))
 	}
-	if strings.Contains(string(data), `"kind": "tool_call"`) {
-		t.Fatal("a tool_call event in the window document")
-	}
-	if len(late.ExternalBindings) != 1 {
-		t.Fatalf("bindings: %+v", late.ExternalBindings)
-	}
+	require.False(t, strings.Contains(string(data), `"kind": "tool_call"`), "a tool_call event in the window document")
+	require.EqualValuesf(t, 1, len(late.ExternalBindings), "bindings: %+v", late.ExternalBindings)
 	b := late.ExternalBindings[0]
 	if b.ID != "c1" || b.Source.CaptureID != early.Capture.ID || b.Source.EventID != calls[0].ID || b.Source.SessionID != early.Session.ID {
-		t.Fatalf("binding %+v does not name the early capture's call %s", b, calls[0].ID)
+		require.FailNow(t, fmt.Sprintf("binding %+v does not name the early capture's call %s", b, calls[0].ID))
 	}
 	if d := b.Descriptor.(*asifdoc.CallDescriptor); string(d.Arguments) != `{"x":1}` || d.ArgumentsStatus != asif.ArgumentsComplete {
-		t.Fatalf("descriptor %+v", d)
+		require.FailNow(t, fmt.Sprintf("descriptor %+v", d))
 	}
 	st := callState(t, lrep, "c1")
-	if st.EventID != "" || st.External == nil || !st.Terminal || st.Outcome != asif.OutcomeSuccess {
-		t.Fatalf("late selected state %+v", st)
-	}
+	require.Falsef(t, st.EventID != "" || st.External == nil || !st.Terminal || st.Outcome != asif.OutcomeSuccess, "late selected state %+v", st)
 	// The text began before the window: its stream misses its first segment.
 	ts := textStreams(lrep)
-	if len(ts) != 1 || ts[0].Status != asif.StreamPartial || ts[0].Size != 0 {
-		t.Fatalf("late text: %+v", ts)
-	}
-	if late.Capture.Boundary == "" || !strings.Contains(late.Capture.Boundary, "external bindings") || !hasLoss(late, "history_before_capture") {
-		t.Fatalf("boundary %q, losses %+v", late.Capture.Boundary, late.Losses)
-	}
-	if len(late.Session.Lineage) != 1 || late.Session.Lineage[0].CaptureID != early.Capture.ID {
-		t.Fatalf("lineage %+v", late.Session.Lineage)
-	}
+	require.Falsef(t, len(ts) != 1 || ts[0].Status != asif.StreamPartial || ts[0].Size != 0, "late text: %+v", ts)
+	require.Falsef(t, late.Capture.Boundary == "" || !strings.Contains(late.Capture.Boundary, "external bindings") || !hasLoss(late, "history_before_capture"), "boundary %q, losses %+v", late.Capture.Boundary, late.Losses)
+	require.Falsef(t, len(late.Session.Lineage) != 1 || late.Session.Lineage[0].CaptureID != early.Capture.ID, "lineage %+v", late.Session.Lineage)
 	// Result indexes continue the early capture's.
 	for _, e := range eventsOfKind(late, asifdoc.EventToolResult) {
-		if e.Data.(*asifdoc.ToolResultData).ResultIndex == 0 && e.ID != ts[0].EventID {
-			t.Fatalf("result %s reuses index 0", e.ID)
-		}
+		require.Falsef(t, e.Data.(*asifdoc.ToolResultData).ResultIndex == 0 && e.ID != ts[0].EventID, "result %s reuses index 0", e.ID)
 	}
 }
 
@@ -384,48 +333,32 @@ func TestRetryVoidsText(t *testing.T) {
 	events := j.events("c1")
 	doc, rep, _ := exportCheck(t, events, Options{})
 	ts := textStreams(rep)
-	if len(ts) != 2 || ts[0].Status != asif.StreamPartial || ts[1].Status != asif.StreamComplete {
-		t.Fatalf("streams %+v", ts)
-	}
+	require.Falsef(t, len(ts) != 2 || ts[0].Status != asif.StreamPartial || ts[1].Status != asif.StreamComplete, "streams %+v", ts)
 	if got, want := string(ts[1].Bytes), replay.Events(events).Call("c1").Text; got != want {
-		t.Fatalf("assembled %q, the caller saw %q", got, want)
+		require.FailNow(t, fmt.Sprintf("assembled %q, the caller saw %q", got, want))
 	}
-	if !hasLoss(doc, "voided_attempt") {
-		t.Fatalf("losses %+v", doc.Losses)
-	}
+	require.Falsef(t, !hasLoss(doc, "voided_attempt"), "losses %+v", doc.Losses)
 }
 
 func TestShapeContentIsDeclaredUnknown(t *testing.T) {
 	store := &eventstore.Memory{}
 	rec, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := rec.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "count", Args: frame.MustPayload(map[string]any{"n": 1})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r.Request(recorder.RequestInfo{Child: "c"})
 	r.Output(chunk(t, "c1", 1, map[string]any{"text": "x"}, nil))
-	if err := r.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": 1}))); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": 1}))))
+	require.NoError(t, rec.Close(ctx))
 	events, err := store.EventsAfter(ctx, "c1", 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	doc, rep, _ := exportCheck(t, events, Options{})
 	if st := callState(t, rep, "c1"); st.ArgumentsStatus != asif.ArgumentsUnknown {
-		t.Fatalf("state %+v", st)
+		require.FailNow(t, fmt.Sprintf("state %+v", st))
 	}
-	if len(textStreams(rep)) != 0 || !hasLoss(doc, "content_not_kept") {
-		t.Fatalf("streams %+v, losses %+v", rep.Streams, doc.Losses)
-	}
+	require.Falsef(t, len(textStreams(rep)) != 0 || !hasLoss(doc, "content_not_kept"), "streams %+v, losses %+v", rep.Streams, doc.Losses)
 }
 
 func TestProgramSteps(t *testing.T) {
@@ -438,13 +371,11 @@ func TestProgramSteps(t *testing.T) {
 		r.Request(recorder.RequestInfo{Child: "c"})
 		return r.End(ctx, recorder.Done(nil))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	doc, rep, _ := exportCheck(t, j.events("p"), Options{})
 	if len(rep.Branches[0].Calls) != 1 || rep.Branches[0].Calls[0].CallID != "s1" || !hasLoss(doc, "program_not_represented") ||
 		doc.Checkpoints[0].Status != "ended" {
-		t.Fatalf("calls %+v, losses %+v", rep.Branches[0].Calls, doc.Losses)
+		require.FailNow(t, fmt.Sprintf("calls %+v, losses %+v", rep.Branches[0].Calls, doc.Losses))
 	}
 }
 
@@ -455,9 +386,7 @@ func TestToolDescriptors(t *testing.T) {
 	doc, _, _ := exportCheck(t, j.events("c1"), Options{Tools: []wire.Tool{{ID: "count", Version: "2", Description: "counts",
 		ArgumentsSchema: map[string]any{"type": "object", "required": []any{"n"}}}}})
 	tl := doc.Tools[0]
-	if tl.Description != "counts" || tl.Revision != "2" || !strings.Contains(string(tl.InputSchema), `"required":["n"]`) || hasLoss(doc, "tool_definition_incomplete") {
-		t.Fatalf("tool %+v", tl)
-	}
+	require.Falsef(t, tl.Description != "counts" || tl.Revision != "2" || !strings.Contains(string(tl.InputSchema), `"required":["n"]`) || hasLoss(doc, "tool_definition_incomplete"), "tool %+v", tl)
 }
 
 func TestExportRefusals(t *testing.T) {
@@ -477,15 +406,11 @@ func TestExportRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := Export(tt.events, tt.opts)
-		if !errors.Is(err, tt.want) {
-			t.Errorf("%v: got %v, want %v", tt.opts, err, tt.want)
-		}
+		assert.ErrorIsf(t, err, tt.want, "%v: got %v, want %v", tt.opts, err, tt.want)
 	}
 	_, err := Export([]calllog.Event{ev("a", 1), ev("b", 2)}, Options{})
 	var ee *EventError
-	if !errors.As(err, &ee) || ee.Seq != 2 {
-		t.Fatalf("got %v", err)
-	}
+	require.Falsef(t, !errors.As(err, &ee) || ee.Seq != 2, "got %v", err)
 }
 
 // The document's JSON names every event id the branch selects.
@@ -504,16 +429,12 @@ func TestMarshalledIDsConsistent(t *testing.T) {
 			EventID string `json:"event_id"`
 		} `json:"streams"`
 	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(data, &m))
 	ids := map[string]bool{}
 	for _, e := range m.Events {
 		ids[e.ID] = true
 	}
-	if len(m.Streams) != 1 || !ids[m.Streams[0].EventID] || !strings.HasPrefix(m.Streams[0].EventID, "text-") {
-		t.Fatalf("streams %+v, events %v", m.Streams, ids)
-	}
+	require.Falsef(t, len(m.Streams) != 1 || !ids[m.Streams[0].EventID] || !strings.HasPrefix(m.Streams[0].EventID, "text-"), "streams %+v, events %v", m.Streams, ids)
 }
 
 // BenchmarkExportText measures Export plus Marshal (which checks the
@@ -540,9 +461,7 @@ func BenchmarkExportText(b *testing.B) {
 	var size int
 	for b.Loop() {
 		s, err := Export(events, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		size = len(s.JSON)
 	}
 	b.ReportMetric(float64(size), "doc-bytes")
@@ -565,9 +484,7 @@ func TestGapsMakeTextPartial(t *testing.T) {
 		events := append(append([]calllog.Event{}, all[:drop]...), all[drop+1:]...)
 		doc, rep, _ := exportCheck(t, events, Options{})
 		ts := textStreams(rep)
-		if len(ts) != 1 || ts[0].Status != asif.StreamPartial || doc.Capture.Consistency != "partial" || !hasLoss(doc, "events_not_kept") {
-			t.Fatalf("drop %d: streams %+v, consistency %s, losses %+v", drop, ts, doc.Capture.Consistency, doc.Losses)
-		}
+		require.Falsef(t, len(ts) != 1 || ts[0].Status != asif.StreamPartial || doc.Capture.Consistency != "partial" || !hasLoss(doc, "events_not_kept"), "drop %d: streams %+v, consistency %s, losses %+v", drop, ts, doc.Capture.Consistency, doc.Losses)
 	}
 }
 
@@ -578,9 +495,7 @@ func TestTraceIDsInExtensions(t *testing.T) {
 	j := newJournal(t)
 	r, err := j.rec.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "upper", Args: frame.MustPayload(map[string]any{}),
 		Span: &calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r.Request(recorder.RequestInfo{Child: "child-0"})
 	end(t, r, recorder.Done(nil))
 	_, _, data := exportCheck(t, j.events("c1"), Options{})
@@ -590,9 +505,7 @@ func TestTraceIDsInExtensions(t *testing.T) {
 			Extensions map[string]map[string]string `json:"extensions"`
 		} `json:"events"`
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(data, &doc))
 	calls := 0
 	for _, e := range doc.Events {
 		if e.Kind != "tool_call" {
@@ -600,16 +513,14 @@ func TestTraceIDsInExtensions(t *testing.T) {
 		}
 		calls++
 		if tr := e.Extensions["skulk/trace"]; tr["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" || tr["span_id"] != "00f067aa0ba902b7" {
-			t.Errorf("tool_call extensions %v, want skulk/trace with the call's ids", e.Extensions)
+			assert.Fail(t, fmt.Sprintf("tool_call extensions %v, want skulk/trace with the call's ids", e.Extensions))
 		}
 	}
-	if calls != 1 {
-		t.Errorf("%d tool_call events, want 1", calls)
-	}
+	assert.EqualValuesf(t, 1, calls, "%d tool_call events, want 1", calls)
 
 	r = j.begin("c2", "upper", map[string]any{})
 	end(t, r, recorder.Done(nil))
 	if _, _, data := exportCheck(t, j.events("c2"), Options{}); bytes.Contains(data, []byte(`"extensions"`)) {
-		t.Errorf("a call without trace ids has extensions:\n%s", data)
+		assert.Fail(t, fmt.Sprintf("a call without trace ids has extensions:\n%s", data))
 	}
 }

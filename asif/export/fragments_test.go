@@ -2,6 +2,8 @@ package export
 
 import (
 	"encoding/json"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"os"
 	"testing"
 	"time"
@@ -55,17 +57,11 @@ func streamedItems(cancelled bool) []calllog.Event {
 func buildCheck(t *testing.T, events []calllog.Event, opts Options) (*asifdoc.Document, *asif.Report) {
 	t.Helper()
 	doc, err := exportDocument(events, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	data, err := doc.Marshal()
-	if err != nil {
-		t.Fatalf("Marshal: %v\n%s", err, data)
-	}
+	require.NoErrorf(t, err, "Marshal: %v\n%s", err, data)
 	rep, err := asif.Check(data, asif.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return doc, rep
 }
 
@@ -73,13 +69,9 @@ func buildCheck(t *testing.T, events []calllog.Event, opts Options) (*asifdoc.Do
 func exampleStream(t *testing.T, file, stream string) *asif.Assembly {
 	t.Helper()
 	data, err := os.ReadFile("../testdata/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep, err := asif.Check(data, asif.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rep.Stream(stream)
 }
 
@@ -93,34 +85,24 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 
 	early, erep := buildCheck(t, items, Options{Until: 2})
 	calls := eventsOfKind(early, asifdoc.EventToolCall)
-	if len(calls) != 1 || calls[0].ID != "call-2" || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
-		t.Fatalf("early calls %+v", calls)
-	}
+	require.Falsef(t, len(calls) != 1 || calls[0].ID != "call-2" || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial, "early calls %+v", calls)
 	ps := erep.Stream("arguments-call-2")
 	want := exampleStream(t, "tool-call-partial.session.json", "stream-partial")
-	if ps == nil || ps.Status != asif.StreamPartial || ps.Executable || string(ps.Bytes) != string(want.Bytes) {
-		t.Fatalf("early stream %+v, example %q", ps, want.Bytes)
-	}
+	require.Falsef(t, ps == nil || ps.Status != asif.StreamPartial || ps.Executable || string(ps.Bytes) != string(want.Bytes), "early stream %+v, example %q", ps, want.Bytes)
 	if st := callState(t, erep, "c1"); st.ArgumentsStatus != asif.ArgumentsPartial || st.Terminal {
-		t.Fatalf("early state %+v", st)
+		require.FailNow(t, fmt.Sprintf("early state %+v", st))
 	}
 
 	late, lrep := buildCheck(t, items, Options{After: 2})
-	if len(late.ExternalBindings) != 0 {
-		t.Fatalf("an amended call must not be a binding: %+v", late.ExternalBindings)
-	}
+	require.EqualValuesf(t, 0, len(late.ExternalBindings), "an amended call must not be a binding: %+v", late.ExternalBindings)
 	calls = eventsOfKind(late, asifdoc.EventToolCall)
-	if len(calls) != 2 || calls[0].ID != "call-2" || calls[1].ID != "call-4-amends-2" || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != "call-2" {
-		t.Fatalf("late calls %+v", calls)
-	}
+	require.Falsef(t, len(calls) != 2 || calls[0].ID != "call-2" || calls[1].ID != "call-4-amends-2" || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != "call-2", "late calls %+v", calls)
 	if p := lrep.Stream("arguments-call-2"); p == nil || string(p.Bytes) != string(ps.Bytes) || p.Status != asif.StreamPartial {
-		t.Fatalf("the partial stream changed: %+v", p)
+		require.FailNow(t, fmt.Sprintf("the partial stream changed: %+v", p))
 	}
 	cs := lrep.Stream("arguments-call-4-amends-2")
 	wantc := exampleStream(t, "tool-call-completed.session.json", "stream-complete")
-	if cs == nil || cs.Status != asif.StreamComplete || !cs.Executable || string(cs.Bytes) != string(wantc.Bytes) {
-		t.Fatalf("complete stream %+v, example %q", cs, wantc.Bytes)
-	}
+	require.Falsef(t, cs == nil || cs.Status != asif.StreamComplete || !cs.Executable || string(cs.Bytes) != string(wantc.Bytes), "complete stream %+v, example %q", cs, wantc.Bytes)
 	// The complete stream reuses the early capture's fragment resource.
 	var segs []asifdoc.Segment
 	for _, s := range late.Streams {
@@ -128,39 +110,35 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 			segs = s.Segments
 		}
 	}
-	if len(segs) != 2 || segs[0].ResourceID != "fragment-2" || segs[1].ResourceID != "fragment-3" || !segs[1].Terminal {
-		t.Fatalf("segments %+v", segs)
-	}
+	require.Falsef(t, len(segs) != 2 || segs[0].ResourceID != "fragment-2" || segs[1].ResourceID != "fragment-3" || !segs[1].Terminal, "segments %+v", segs)
 	// The predecessor is the authentic event of the early capture: the
 	// same JSON, and the same stream.
 	if a, b := mustJSON(t, early.Events[0]), mustJSON(t, late.Events[0]); a != b {
-		t.Fatalf("the partial version differs between captures:\n%s\n%s", a, b)
+		require.FailNow(t, fmt.Sprintf("the partial version differs between captures:\n%s\n%s", a, b))
 	}
 	if a, b := mustJSON(t, early.Streams[0]), mustJSON(t, late.Streams[0]); a != b {
-		t.Fatalf("the partial stream differs between captures:\n%s\n%s", a, b)
+		require.FailNow(t, fmt.Sprintf("the partial stream differs between captures:\n%s\n%s", a, b))
 	}
 	st := callState(t, lrep, "c1")
 	if st.EventID != "call-4-amends-2" || st.ArgumentsStatus != asif.ArgumentsComplete || string(st.Arguments) != `{"document_id":"meeting-42"}` ||
 		!st.Terminal || st.Outcome != asif.OutcomeSuccess {
-		t.Fatalf("late state %+v", st)
+		require.FailNow(t, fmt.Sprintf("late state %+v", st))
 	}
 
 	// A capture of the whole journal has the complete call only.
 	full, frep := buildCheck(t, items, Options{})
 	if calls := eventsOfKind(full, asifdoc.EventToolCall); len(calls) != 1 || calls[0].ID != "call-4" {
-		t.Fatalf("full calls %+v", calls)
+		require.FailNow(t, fmt.Sprintf("full calls %+v", calls))
 	}
 	if s := frep.Stream("arguments-call-4"); s == nil || !s.Executable {
-		t.Fatalf("full stream %+v", s)
+		require.FailNow(t, fmt.Sprintf("full stream %+v", s))
 	}
 
 	// A window after the arguments completed binds the complete version.
 	after, arep := buildCheck(t, items, Options{After: 4})
-	if len(after.ExternalBindings) != 1 || after.ExternalBindings[0].Source.EventID != "call-4" || len(eventsOfKind(after, asifdoc.EventToolCall)) != 0 {
-		t.Fatalf("bindings %+v", after.ExternalBindings)
-	}
+	require.Falsef(t, len(after.ExternalBindings) != 1 || after.ExternalBindings[0].Source.EventID != "call-4" || len(eventsOfKind(after, asifdoc.EventToolCall)) != 0, "bindings %+v", after.ExternalBindings)
 	if st := callState(t, arep, "c1"); st.External == nil || !st.Terminal {
-		t.Fatalf("bound state %+v", st)
+		require.FailNow(t, fmt.Sprintf("bound state %+v", st))
 	}
 }
 
@@ -170,15 +148,11 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 func TestStreamedArgumentsNeverCompleted(t *testing.T) {
 	doc, rep := buildCheck(t, streamedItems(true), Options{})
 	calls := eventsOfKind(doc, asifdoc.EventToolCall)
-	if len(calls) != 1 || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial {
-		t.Fatalf("calls %+v", calls)
-	}
+	require.Falsef(t, len(calls) != 1 || calls[0].Data.(*asifdoc.ToolCallData).ArgumentsStatus != asif.ArgumentsPartial, "calls %+v", calls)
 	s := rep.Stream("arguments-" + calls[0].ID)
-	if s == nil || s.Status != asif.StreamPartial || s.Executable {
-		t.Fatalf("stream %+v", s)
-	}
+	require.Falsef(t, s == nil || s.Status != asif.StreamPartial || s.Executable, "stream %+v", s)
 	if st := callState(t, rep, "c1"); !st.Terminal || st.Outcome != asif.OutcomeCancelled || st.ArgumentsStatus != asif.ArgumentsPartial {
-		t.Fatalf("state %+v", st)
+		require.FailNow(t, fmt.Sprintf("state %+v", st))
 	}
 }
 
@@ -192,17 +166,13 @@ func TestStreamedArgumentsNotKept(t *testing.T) {
 		}
 	}
 	doc, rep := buildCheck(t, items, Options{})
-	if rep.Stream("arguments-call-4") != nil || !hasLoss(doc, "argument_fragments_incomplete") {
-		t.Fatalf("streams %+v, losses %+v", rep.Streams, doc.Losses)
-	}
+	require.Falsef(t, rep.Stream("arguments-call-4") != nil || !hasLoss(doc, "argument_fragments_incomplete"), "streams %+v, losses %+v", rep.Streams, doc.Losses)
 }
 
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
@@ -212,17 +182,13 @@ func TestDeterministic(t *testing.T) {
 	var first []byte
 	for range 3 {
 		doc, err := exportDocument(items, Options{After: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		data, err := doc.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if first == nil {
 			first = data
 		} else if string(data) != string(first) {
-			t.Fatal("two exports of the same events differ")
+			require.FailNow(t, "two exports of the same events differ")
 		}
 	}
 }
@@ -250,18 +216,16 @@ func TestIDsNameOneEvidence(t *testing.T) {
 		same := func(kind, id string, v any) {
 			s := mustJSON(t, v)
 			if prev, ok := seen[kind+" "+id]; ok && prev != s {
-				t.Fatalf("%s %s names different evidence:\n%s\n%s", kind, id, prev, s)
+				require.FailNow(t, fmt.Sprintf("%s %s names different evidence:\n%s\n%s", kind, id, prev, s))
 			}
 			seen[kind+" "+id] = s
 		}
 		for after := uint64(0); after < last; after++ {
 			for until := after + 1; until <= last; until++ {
 				doc, err := exportDocument(events, Options{After: after, Until: until})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if _, err := doc.Marshal(); err != nil {
-					t.Fatalf("window (%d, %d]: %v", after, until, err)
+					require.FailNow(t, fmt.Sprintf("window (%d, %d]: %v", after, until, err))
 				}
 				for _, e := range doc.Events {
 					e.Sequence = 0
@@ -278,12 +242,8 @@ func TestIDsNameOneEvidence(t *testing.T) {
 				for _, b := range doc.ExternalBindings {
 					bindings++
 					src, err := exportDocument(events, Options{Until: after})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if b.Source.CaptureID != src.Capture.ID || b.Source.SessionID != src.Session.ID {
-						t.Fatalf("binding source %+v, earlier capture %s", b.Source, src.Capture.ID)
-					}
+					require.NoError(t, err)
+					require.Falsef(t, b.Source.CaptureID != src.Capture.ID || b.Source.SessionID != src.Session.ID, "binding source %+v, earlier capture %s", b.Source, src.Capture.ID)
 					found := false
 					for _, e := range src.Events {
 						if e.ID == b.Source.EventID {
@@ -292,14 +252,10 @@ func TestIDsNameOneEvidence(t *testing.T) {
 							found = string(d.Arguments) == string(desc.Arguments) && d.ArgumentsStatus == desc.ArgumentsStatus && d.ToolID == desc.ToolID
 						}
 					}
-					if !found {
-						t.Fatalf("window (%d, %d]: binding %+v has no matching event in %s", after, until, b.Source, src.Capture.ID)
-					}
+					require.Falsef(t, !found, "window (%d, %d]: binding %+v has no matching event in %s", after, until, b.Source, src.Capture.ID)
 				}
 			}
 		}
 	}
-	if bindings == 0 {
-		t.Fatal("no window had a binding")
-	}
+	require.NotEqualValues(t, 0, bindings, "no window had a binding")
 }

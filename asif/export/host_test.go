@@ -3,6 +3,9 @@ package export
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"strings"
 	"testing"
@@ -31,24 +34,18 @@ func realHost(t *testing.T) (*host.Host, *eventstore.Memory) {
 	store := &eventstore.Memory{}
 	// A short directory: a Unix socket path holds at most 107 bytes.
 	base, err := os.MkdirTemp("", "sk")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := host.Start(ctx, host.Config{Command: childBin, Args: []string{"--test-tools"}, TempDir: base,
 		CallLog: calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: store, Required: true}},
 		Restart: host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("host close: %v", err)
-		}
+		assert.NoError(t, h.Close(ctx), "host close")
 	})
 	return h, store
 }
@@ -58,11 +55,9 @@ func treeEvents(t *testing.T, store *eventstore.Memory, tree string) []calllog.E
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	events, err := store.EventsAfter(ctx, tree, 0, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if n := len(events); n == 0 || !events[n-1].Kind.IsEnd() {
-		t.Fatalf("tree %s: %d events, not ended", tree, n)
+		require.FailNow(t, fmt.Sprintf("tree %s: %d events, not ended", tree, n))
 	}
 	return events
 }
@@ -82,62 +77,48 @@ func TestRealCalls(t *testing.T) {
 	}
 	run := func(tool string, args map[string]any, input ...string) result {
 		c, err := h.Call(ctx, tool, frame.MustPayload(args))
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
+		require.NoErrorf(t, err, "%s", tool)
 		for _, s := range input {
-			if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil); err != nil {
-				t.Fatalf("%s: send: %v", tool, err)
-			}
+			require.NoErrorf(t, c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil), "%s: send", tool)
 		}
 		if err := c.CloseSend(); err != nil && tool != "crash" {
-			t.Fatalf("%s: close send: %v", tool, err)
+			require.FailNow(t, fmt.Sprintf("%s: close send: %v", tool, err))
 		}
 		_, err = c.Wait()
 		return result{id: c.ID(), text: c.Text(), err: err}
 	}
 
 	upper := run("upper", map[string]any{}, "héllo ", "wörld")
-	if upper.err != nil || upper.text != "HÉLLO WÖRLD" {
-		t.Fatalf("upper: %q, %v", upper.text, upper.err)
-	}
+	require.Falsef(t, upper.err != nil || upper.text != "HÉLLO WÖRLD", "upper: %q, %v", upper.text, upper.err)
 	events := treeEvents(t, store, upper.id)
 	doc, rep, _ := exportCheck(t, events, Options{Tools: tools})
 	ts := textStreams(rep)
 	if len(ts) != 1 || ts[0].Status != asif.StreamComplete || string(ts[0].Bytes) != upper.text ||
 		replay.Events(events).Call(upper.id).Text != upper.text {
-		t.Fatalf("upper: streams %+v, caller saw %q", ts, upper.text)
+		require.FailNow(t, fmt.Sprintf("upper: streams %+v, caller saw %q", ts, upper.text))
 	}
-	if hasLoss(doc, "tool_definition_incomplete") || !hasLoss(doc, "caller_input_not_represented") {
-		t.Fatalf("upper losses %+v", doc.Losses)
-	}
+	require.Falsef(t, hasLoss(doc, "tool_definition_incomplete") || !hasLoss(doc, "caller_input_not_represented"), "upper losses %+v", doc.Losses)
 	if st := callState(t, rep, upper.id); st.Outcome != asif.OutcomeSuccess || st.Results != 2 {
-		t.Fatalf("upper state %+v", st)
+		require.FailNow(t, fmt.Sprintf("upper state %+v", st))
 	}
 
 	count := run("count", map[string]any{"n": 3})
-	if count.err != nil {
-		t.Fatal(count.err)
-	}
+	require.False(t, count.err != nil, count.err)
 	_, rep, _ = exportCheck(t, treeEvents(t, store, count.id), Options{Tools: tools})
 	if st := callState(t, rep, count.id); st.Outcome != asif.OutcomeSuccess || st.Results != 4 || string(st.Arguments) != `{"n":3}` {
-		t.Fatalf("count state %+v", st)
+		require.FailNow(t, fmt.Sprintf("count state %+v", st))
 	}
 
 	failed := run("fail", map[string]any{"message": "no such document"})
 	var ce *frame.Error
-	if !errors.As(failed.err, &ce) {
-		t.Fatalf("fail: %v", failed.err)
-	}
+	require.Falsef(t, !errors.As(failed.err, &ce), "fail: %v", failed.err)
 	doc, rep, _ = exportCheck(t, treeEvents(t, store, failed.id), Options{Tools: tools})
 	if st := callState(t, rep, failed.id); st.Outcome != asif.OutcomeError || hasLoss(doc, "synthetic_outcome") {
-		t.Fatalf("fail state %+v, losses %+v", st, doc.Losses)
+		require.FailNow(t, fmt.Sprintf("fail state %+v, losses %+v", st, doc.Losses))
 	}
 
 	crashed := run("crash", map[string]any{"after": 2})
-	if !errors.As(crashed.err, &ce) || !ce.Synthetic {
-		t.Fatalf("crash: %v", crashed.err)
-	}
+	require.Falsef(t, !errors.As(crashed.err, &ce) || !ce.Synthetic, "crash: %v", crashed.err)
 	events = treeEvents(t, store, crashed.id)
 	doc, rep, _ = exportCheck(t, events, Options{Tools: tools})
 	term := doc.Events[len(doc.Events)-1]
@@ -146,7 +127,7 @@ func TestRealCalls(t *testing.T) {
 	chunks := len(replay.Events(events).Call(crashed.id).Frames) - 1
 	if st := callState(t, rep, crashed.id); st.Outcome != asif.OutcomeError || st.Results != chunks+1 ||
 		term.Provenance.Mode != "synthetic" || !hasLoss(doc, "synthetic_outcome") {
-		t.Fatalf("crash: state %+v, terminal %+v", st, term)
+		require.FailNow(t, fmt.Sprintf("crash: state %+v, terminal %+v", st, term))
 	}
 }
 
@@ -159,19 +140,13 @@ func TestRealCallCutByWindow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := h.Call(ctx, "upper", frame.MustPayload(map[string]any{}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, s := range []string{"first ", "second ", "third"} {
-		if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil))
 	}
-	if err := c.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.CloseSend())
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	events := treeEvents(t, store, c.ID())
 	var cut uint64
@@ -181,29 +156,23 @@ func TestRealCallCutByWindow(t *testing.T) {
 			break
 		}
 	}
-	if cut == 0 {
-		t.Fatal("no output event")
-	}
+	require.NotEqualValues(t, 0, cut, "no output event")
 
 	early, erep, _ := exportCheck(t, events, Options{Until: cut, Tools: h.Tools()})
 	late, lrep, data := exportCheck(t, events, Options{After: cut, Tools: h.Tools()})
-	if len(eventsOfKind(late, asifdoc.EventToolCall)) != 0 || strings.Contains(string(data), `"kind": "tool_call"`) {
-		t.Fatal("the window document holds a tool_call event")
-	}
+	require.False(t, len(eventsOfKind(late, asifdoc.EventToolCall)) != 0 || strings.Contains(string(data), `"kind": "tool_call"`), "the window document holds a tool_call event")
 	calls := eventsOfKind(early, asifdoc.EventToolCall)
 	if len(late.ExternalBindings) != 1 || len(calls) != 1 || late.ExternalBindings[0].Source.EventID != calls[0].ID ||
 		late.ExternalBindings[0].Source.CaptureID != early.Capture.ID {
-		t.Fatalf("binding %+v, early calls %+v", late.ExternalBindings, calls)
+		require.FailNow(t, fmt.Sprintf("binding %+v, early calls %+v", late.ExternalBindings, calls))
 	}
 	if st := callState(t, lrep, c.ID()); st.External == nil || st.EventID != "" || !st.Terminal || st.Outcome != asif.OutcomeSuccess {
-		t.Fatalf("late state %+v", st)
+		require.FailNow(t, fmt.Sprintf("late state %+v", st))
 	}
 	// The early stream holds segment 0, the late one the rest: together
 	// they are the caller's text.
 	et, lt := textStreams(erep), textStreams(lrep)
-	if len(et) != 1 || len(lt) != 1 || et[0].Status != asif.StreamPartial || lt[0].Status != asif.StreamPartial {
-		t.Fatalf("early %+v, late %+v", et, lt)
-	}
+	require.Falsef(t, len(et) != 1 || len(lt) != 1 || et[0].Status != asif.StreamPartial || lt[0].Status != asif.StreamPartial, "early %+v, late %+v", et, lt)
 	var lateText strings.Builder
 	for _, s := range late.Streams {
 		for _, seg := range s.Segments {
@@ -215,7 +184,7 @@ func TestRealCallCutByWindow(t *testing.T) {
 		}
 	}
 	if got := string(et[0].Bytes) + lateText.String(); got != c.Text() || c.Text() != "FIRST SECOND THIRD" {
-		t.Fatalf("early %q + late %q, the caller saw %q", et[0].Bytes, lateText.String(), c.Text())
+		require.FailNow(t, fmt.Sprintf("early %q + late %q, the caller saw %q", et[0].Bytes, lateText.String(), c.Text()))
 	}
 }
 
@@ -233,20 +202,14 @@ func TestRealStreamedArguments(t *testing.T) {
 	tools := h.Tools()
 
 	a, err := h.StreamArguments(ctx, "count")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range []string{`{"n"`, `: 2}`} {
-		if err := a.Fragment(f); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, a.Fragment(f))
 	}
 	c, err := a.Done(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	events := treeEvents(t, store, a.ID())
 	var firstFrag, request uint64
@@ -258,75 +221,59 @@ func TestRealStreamedArguments(t *testing.T) {
 			request = e.Seq
 		}
 	}
-	if firstFrag == 0 || request == 0 {
-		t.Fatalf("no fragment or request in %d events", len(events))
-	}
+	require.Falsef(t, firstFrag == 0 || request == 0, "no fragment or request in %d events", len(events))
 
 	full, frep, _ := exportCheck(t, events, Options{Tools: tools})
 	complete := "call-" + seqStr(request)
 	if calls := eventsOfKind(full, asifdoc.EventToolCall); len(calls) != 1 || calls[0].ID != complete {
-		t.Fatalf("full calls %+v", calls)
+		require.FailNow(t, fmt.Sprintf("full calls %+v", calls))
 	}
 	s := frep.Stream("arguments-" + complete)
-	if s == nil || s.Status != asif.StreamComplete || !s.Executable || string(s.Bytes) != `{"n": 2}` {
-		t.Fatalf("full stream %+v", s)
-	}
+	require.Falsef(t, s == nil || s.Status != asif.StreamComplete || !s.Executable || string(s.Bytes) != `{"n": 2}`, "full stream %+v", s)
 	if st := callState(t, frep, a.ID()); string(st.Arguments) != `{"n":2}` || !st.Terminal || st.Outcome != asif.OutcomeSuccess || st.Results != 3 {
-		t.Fatalf("full state %+v", st)
+		require.FailNow(t, fmt.Sprintf("full state %+v", st))
 	}
 
 	early, erep, _ := exportCheck(t, events, Options{Until: firstFrag, Tools: tools})
 	partial := "call-" + seqStr(firstFrag)
 	if calls := eventsOfKind(early, asifdoc.EventToolCall); len(calls) != 1 || calls[0].ID != partial {
-		t.Fatalf("early calls %+v", calls)
+		require.FailNow(t, fmt.Sprintf("early calls %+v", calls))
 	}
 	if s := erep.Stream("arguments-" + partial); s == nil || s.Status != asif.StreamPartial || s.Executable || string(s.Bytes) != `{"n"` {
-		t.Fatalf("early stream %+v", s)
+		require.FailNow(t, fmt.Sprintf("early stream %+v", s))
 	}
 	late, lrep, _ := exportCheck(t, events, Options{After: firstFrag, Tools: tools})
 	calls := eventsOfKind(late, asifdoc.EventToolCall)
-	if len(late.ExternalBindings) != 0 || len(calls) != 2 || calls[0].ID != partial || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != partial {
-		t.Fatalf("late calls %+v, bindings %+v", calls, late.ExternalBindings)
-	}
+	require.Falsef(t, len(late.ExternalBindings) != 0 || len(calls) != 2 || calls[0].ID != partial || calls[1].Supersedes == nil || calls[1].Supersedes.EventID != partial, "late calls %+v, bindings %+v", calls, late.ExternalBindings)
 	amended := complete + "-amends-" + seqStr(firstFrag)
 	if calls[1].ID != amended {
-		t.Fatalf("late amendment %s, want %s", calls[1].ID, amended)
+		require.FailNow(t, fmt.Sprintf("late amendment %s, want %s", calls[1].ID, amended))
 	}
 	if s := lrep.Stream("arguments-" + amended); s == nil || !s.Executable || string(s.Bytes) != `{"n": 2}` {
-		t.Fatalf("late stream %+v", s)
+		require.FailNow(t, fmt.Sprintf("late stream %+v", s))
 	}
 	if p := lrep.Stream("arguments-" + partial); p == nil || string(p.Bytes) != `{"n"` {
-		t.Fatalf("late partial stream %+v", p)
+		require.FailNow(t, fmt.Sprintf("late partial stream %+v", p))
 	}
 
 	// Aborted, and refused by the schema: partial calls, never executable.
 	ab, err := h.StreamArguments(ctx, "count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ab.Fragment(`{"n": 1`); err != nil {
-		t.Fatal(err)
-	}
-	if err := ab.Abort("gave up"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, ab.Fragment(`{"n": 1`))
+	require.NoError(t, ab.Abort("gave up"))
 	rf, err := h.StreamArguments(ctx, "count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rf.Fragment(`{"n": "two"}`); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, rf.Fragment(`{"n": "two"}`))
 	var se *host.SchemaError
 	if _, err := rf.Done(ctx); !errors.As(err, &se) {
-		t.Fatalf("refused: %v", err)
+		require.FailNow(t, fmt.Sprintf("refused: %v", err))
 	}
 	for id, want := range map[string]asif.Outcome{ab.ID(): asif.OutcomeCancelled, rf.ID(): asif.OutcomeError} {
 		_, rep, _ := exportCheck(t, treeEvents(t, store, id), Options{Tools: tools})
 		st := callState(t, rep, id)
 		if st.ArgumentsStatus != asif.ArgumentsPartial || !st.Terminal || st.Outcome != want || len(rep.Streams) != 1 ||
 			rep.Streams[0].Status != asif.StreamPartial || rep.Streams[0].Executable {
-			t.Fatalf("%s: state %+v, streams %+v", id, st, rep.Streams)
+			require.FailNow(t, fmt.Sprintf("%s: state %+v, streams %+v", id, st, rep.Streams))
 		}
 	}
 }

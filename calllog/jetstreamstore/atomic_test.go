@@ -2,6 +2,8 @@ package jetstreamstore_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
@@ -31,16 +33,12 @@ func TestRefusedKeepKeepsNothing(t *testing.T) {
 	cfg := jetstreamstore.StreamConfig("ATOMIC", "skulk.calllog.ATOMIC", jetstreamstore.Options{})
 	cfg.MaxMsgSize = 64 << 10
 	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	batch := func(tree, writer string) []calllog.Event {
 		evs := calllogtest.Events(tree, writer, 1, 3)
@@ -50,23 +48,19 @@ func TestRefusedKeepKeepsNothing(t *testing.T) {
 
 	s := open(t, srv.URL()+"/ATOMIC")
 	c, err := s.Claim(ctx, "t", "A")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The server answers such a batch "incomplete", which the store
 	// sends again until its ctx ends.
 	refused, stop := context.WithTimeout(ctx, 2*time.Second)
 	defer stop()
 	if err := s.Keep(refused, c, batch("t", "A")); err == nil {
-		t.Fatal("keep with an event over max_msg_size succeeded")
+		require.FailNow(t, "keep with an event over max_msg_size succeeded")
 	}
 	if got, err := s.EventsAfter(ctx, "t", 0, 0); err != nil || len(got) != 0 {
-		t.Fatalf("a refused keep left %d events (%v), want none", len(got), err)
+		require.FailNow(t, fmt.Sprintf("a refused keep left %d events (%v), want none", len(got), err))
 	}
 	// The claim is untouched: the same writer keeps on, from event 1.
-	if err := s.Keep(ctx, c, calllogtest.Events("t", "A", 1, 2)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Keep(ctx, c, calllogtest.Events("t", "A", 1, 2)))
 
 	// KeepNew: neither the claim nor the first event is kept, so another
 	// writer can start the tree.
@@ -74,12 +68,12 @@ func TestRefusedKeepKeepsNothing(t *testing.T) {
 	refused2, stop2 := context.WithTimeout(ctx, 2*time.Second)
 	defer stop2()
 	if _, err := s2.KeepNew(refused2, "n", "A", batch("n", "A")); err == nil {
-		t.Fatal("keep new with an event over max_msg_size succeeded")
+		require.FailNow(t, "keep new with an event over max_msg_size succeeded")
 	}
 	if got, err := s2.EventsAfter(ctx, "n", 0, 0); err != nil || len(got) != 0 {
-		t.Fatalf("a refused keep new left %d events (%v), want none", len(got), err)
+		require.FailNow(t, fmt.Sprintf("a refused keep new left %d events (%v), want none", len(got), err))
 	}
 	if c, err := s2.KeepNew(ctx, "n", "B", calllogtest.Events("n", "B", 1, 1)); err != nil || c.Epoch != 1 {
-		t.Fatalf("another writer's keep new after a refused one = %+v, %v; want epoch 1", c, err)
+		require.FailNow(t, fmt.Sprintf("another writer's keep new after a refused one = %+v, %v; want epoch 1", c, err))
 	}
 }

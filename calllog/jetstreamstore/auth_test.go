@@ -2,6 +2,7 @@ package jetstreamstore_test
 
 import (
 	"context"
+	"github.com/stretchr/testify/require"
 	"net/url"
 	"testing"
 	"time"
@@ -53,21 +54,15 @@ func TestCredentials(t *testing.T) {
 			}
 			if st, err := jetstreamstore.Open(ctx, bare, jetstreamstore.Options{}); err == nil {
 				st.Close()
-				t.Fatal("a store with no credentials was let in")
+				require.FailNow(t, "a store with no credentials was let in")
 			}
 			st, err := jetstreamstore.Open(ctx, base+tc.params, jetstreamstore.Options{Connect: tc.connect})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer st.Close()
 			c, err := st.KeepNew(ctx, "t", "w", calllogtest.Events("t", "w", 1, 3))
-			if err != nil || c.Epoch != 1 {
-				t.Fatalf("KeepNew = %+v, %v", c, err)
-			}
+			require.Falsef(t, err != nil || c.Epoch != 1, "KeepNew = %+v, %v", c, err)
 			got, err := st.EventsAfter(ctx, "t", 0, 0)
-			if err != nil || len(got) != 3 {
-				t.Fatalf("%d events read, %v", len(got), err)
-			}
+			require.Falsef(t, err != nil || len(got) != 3, "%d events read, %v", len(got), err)
 		})
 	}
 }

@@ -2,6 +2,8 @@ package jetstreamstore_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,9 +25,7 @@ func benchStore(b *testing.B, kind string) calllog.EventStore {
 	switch kind {
 	case "sqlite":
 		st, err := sqlitestore.Open(filepath.Join(b.TempDir(), "calls.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Cleanup(func() { st.Close() })
 		return st
 	case "jetstream-r1":
@@ -60,13 +60,11 @@ func BenchmarkBestEffortJournal(b *testing.B) {
 			rec.End(ctx, recorder.Done(nil))
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 			defer cancel()
-			if err := r.Close(cctx); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, r.Close(cctx))
 			el := time.Since(start)
 			b.StopTimer()
 			if kept, _ := st.EventsAfter(ctx, "bench", uint64(b.N), 0); len(kept) != 2 {
-				b.Fatalf("kept tail has %d events, want 2", len(kept))
+				require.FailNow(b, fmt.Sprintf("kept tail has %d events, want 2", len(kept)))
 			}
 			b.ReportMetric(float64(b.N+2)/el.Seconds(), "events/s")
 		})
@@ -88,16 +86,12 @@ func BenchmarkRequiredCall(b *testing.B) {
 			r, _ := recorder.New(opts)
 			b.ResetTimer()
 			for range b.N {
-				if err := call(ctx, r, "", 3); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, call(ctx, r, "", 3))
 			}
 			b.StopTimer()
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
-			if err := r.Close(cctx); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, r.Close(cctx))
 		})
 	}
 }
@@ -123,9 +117,7 @@ func BenchmarkRealCall(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		h, err := host.Start(ctx, cfg)
 		cancel()
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Cleanup(func() { h.Close(context.Background()) }) // before its store closes (cleanups run last first)
 		hosts[kind] = h
 	}
@@ -135,11 +127,9 @@ func BenchmarkRealCall(b *testing.B) {
 			h := hosts[kind]
 			for b.Loop() {
 				c, err := h.Call(context.Background(), "count", args, host.WithInput())
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if _, err := c.Wait(); err != nil {
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -37,9 +39,7 @@ type cutProxy struct {
 func newCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := &cutProxy{ln: ln, target: target}
 	p.wg.Add(1)
 	go p.accept() // stopped by close (the listener closed)
@@ -140,9 +140,7 @@ func claimCount(ctx context.Context, t *testing.T, url, tree string) uint64 {
 	t.Helper()
 	s := jsStream(ctx, t, url, "CALLS")
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter("skulk.calllog.CALLS."+tree+".*"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return info.State.Subjects["skulk.calllog.CALLS."+tree+".n"] + info.State.Subjects["skulk.calllog.CALLS."+tree+".c"]
 }
 
@@ -156,44 +154,32 @@ func TestClaimWithLostAnswerTakesOneEpoch(t *testing.T) {
 	srv := natstest.Run(t)
 	a := open(t, srv.URL()+"/CALLS")
 	ca, err := a.KeepNew(ctx, "t", "A", calllogtest.Events("t", "A", 1, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	p := newCutProxy(t, srv.Addr())
 	b, err := jetstreamstore.Open(ctx, p.url()+"/CALLS", jetstreamstore.Options{Connect: []nats.Option{nats.ReconnectWait(50 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer b.Close()
 	p.arm("Skulk-Tree") // a header only claim messages carry
 	cb, err := b.Claim(ctx, "t", "B")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if p.cuts.Load() != 1 {
-		t.Fatalf("the proxy cut %d connections, want 1 (the claim's)", p.cuts.Load())
+		require.FailNow(t, fmt.Sprintf("the proxy cut %d connections, want 1 (the claim's)", p.cuts.Load()))
 	}
-	if cb.Epoch != 2 || cb.Last != 3 || cb.Writer != "B" {
-		t.Fatalf("takeover claim with its answer lost = %+v; want epoch 2, last 3", cb)
-	}
+	require.Falsef(t, cb.Epoch != 2 || cb.Last != 3 || cb.Writer != "B", "takeover claim with its answer lost = %+v; want epoch 2, last 3", cb)
 	if n := claimCount(ctx, t, srv.URL(), "t"); n != 2 {
-		t.Fatalf("the tree has %d claim messages, want 2 (the first, one takeover)", n)
+		require.FailNow(t, fmt.Sprintf("the tree has %d claim messages, want 2 (the first, one takeover)", n))
 	}
 	// The claim is the tree's: B keeps under it, A is fenced.
-	if err := b.Keep(ctx, cb, calllogtest.Events("t", "B", 4, 2)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Keep(ctx, cb, calllogtest.Events("t", "B", 4, 2)))
 	if err := a.Keep(ctx, ca, calllogtest.Events("t", "A", 4, 1)); !errors.Is(err, calllog.ErrFenced) {
-		t.Fatalf("the old writer's keep = %v, want ErrFenced", err)
+		require.FailNow(t, fmt.Sprintf("the old writer's keep = %v, want ErrFenced", err))
 	}
 	got, err := a.EventsAfter(ctx, "t", 0, 0)
-	if err != nil || len(got) != 5 || got[3].Writer != "B" {
-		t.Fatalf("%d events kept, %v", len(got), err)
-	}
+	require.Falsef(t, err != nil || len(got) != 5 || got[3].Writer != "B", "%d events kept, %v", len(got), err)
 
 	// The same writer claiming again on purpose still takes a new epoch.
 	if again, err := b.Claim(ctx, "t", "B"); err != nil || again.Epoch != 3 || again.Last != 5 {
-		t.Fatalf("a second Claim by B = %+v, %v; want epoch 3, last 5", again, err)
+		require.FailNow(t, fmt.Sprintf("a second Claim by B = %+v, %v; want epoch 3, last 5", again, err))
 	}
 }

@@ -3,6 +3,7 @@ package jetstreamstore
 import (
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,15 +26,13 @@ func TestWrongLast(t *testing.T) {
 	} {
 		err := &jetstream.APIError{Code: 400, ErrorCode: tc.code, Description: "x"}
 		if got := wrongLast(err); got != tc.want {
-			t.Errorf("wrongLast(code %d) = %v, want %v", tc.code, got, tc.want)
+			assert.Fail(t, fmt.Sprintf("wrongLast(code %d) = %v, want %v", tc.code, got, tc.want))
 		}
 		if got := wrongLast(fmt.Errorf("publish: %w", err)); got != tc.want {
-			t.Errorf("wrongLast(wrapped code %d) = %v, want %v", tc.code, got, tc.want)
+			assert.Fail(t, fmt.Sprintf("wrongLast(wrapped code %d) = %v, want %v", tc.code, got, tc.want))
 		}
 	}
 	for _, err := range []error{nil, errors.New("wrong last sequence"), jetstream.ErrMsgNotFound} {
-		if wrongLast(err) {
-			t.Errorf("wrongLast(%v) = true", err)
-		}
+		assert.Falsef(t, wrongLast(err), "wrongLast(%v) = true", err)
 	}
 }

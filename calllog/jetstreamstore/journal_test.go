@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"strings"
 	"testing"
@@ -37,9 +38,7 @@ func follow(ctx context.Context, t *testing.T, st calllog.EventStore, tree strin
 	t.Helper()
 	var steps []calllog.Step
 	for s, err := range calllog.Follow(ctx, st, tree, 0, 20*time.Millisecond) {
-		if err != nil {
-			t.Fatalf("follower: %v", err)
-		}
+		require.NoError(t, err, "follower")
 		steps = append(steps, s)
 	}
 	return steps
@@ -61,9 +60,7 @@ func TestRequiredJournalSurvivesAServerRestartOnR3(t *testing.T) {
 	}
 	url := "nats://" + strings.Join(addrs, ",") + "/CALLS?replicas=3"
 	st, err := jetstreamstore.Open(ctx, url, jetstreamstore.Options{Connect: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: 20 * time.Second}})
 	defer r.Close(ctx)
@@ -74,9 +71,7 @@ func TestRequiredJournalSurvivesAServerRestartOnR3(t *testing.T) {
 		for range n {
 			id := fmt.Sprintf("c%d", calls)
 			calls++
-			if err := call(ctx, r, id, 3); err != nil {
-				t.Fatalf("call %s: %v", id, err)
-			}
+			require.NoErrorf(t, call(ctx, r, id, 3), "call %s", id)
 			confirmed = append(confirmed, id)
 		}
 	}
@@ -84,9 +79,7 @@ func TestRequiredJournalSurvivesAServerRestartOnR3(t *testing.T) {
 	leader := streamLeader(ctx, t, servers, "CALLS")
 	leader.Shutdown()
 	run(20) // on the two left, once they have elected a new leader
-	if err := leader.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, leader.Start())
 	run(20)
 	for _, id := range confirmed {
 		t0 := time.Now()
@@ -94,9 +87,7 @@ func TestRequiredJournalSurvivesAServerRestartOnR3(t *testing.T) {
 		if d := time.Since(t0); d > time.Second {
 			t.Logf("read of %s took %v", id, d)
 		}
-		if err != nil || len(evs) != 6 || evs[0].Kind != calllog.KindStarted || evs[5].Kind != calllog.KindCompleted {
-			t.Fatalf("call %s: %d events kept, %v", id, len(evs), err)
-		}
+		require.Falsef(t, err != nil || len(evs) != 6 || evs[0].Kind != calllog.KindStarted || evs[5].Kind != calllog.KindCompleted, "call %s: %d events kept, %v", id, len(evs), err)
 	}
 	t.Logf("%d calls confirmed across the restart of %s", len(confirmed), leader.Name())
 }
@@ -110,7 +101,7 @@ func streamLeader(ctx context.Context, t *testing.T, servers []*natstest.Server,
 			return srv
 		}
 	}
-	t.Fatalf("no leader of %s among the servers", stream)
+	require.FailNow(t, fmt.Sprintf("no leader of %s among the servers", stream))
 	return nil
 }
 
@@ -123,9 +114,7 @@ func TestBestEffortJournalWhileTheServerIsAway(t *testing.T) {
 	defer cancel()
 	srv := natstest.Run(t)
 	st, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{Connect: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Timeout: 5 * time.Second, Queue: 64},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
@@ -174,9 +163,7 @@ func TestBestEffortJournalWhileTheServerIsAway(t *testing.T) {
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	steps := follow(ctx, t, st, tree)
 	lost := uint64(0)
 	for _, s := range steps {
@@ -185,9 +172,7 @@ func TestBestEffortJournalWhileTheServerIsAway(t *testing.T) {
 		}
 	}
 	last := steps[len(steps)-1].Event
-	if lost == 0 || last.Call != tree || last.Kind != calllog.KindCompleted {
-		t.Fatalf("followed %d events, %d lost, last %+v; want a loss shown and the program's end", len(steps), lost, last)
-	}
+	require.Falsef(t, lost == 0 || last.Call != tree || last.Kind != calllog.KindCompleted, "followed %d events, %d lost, last %+v; want a loss shown and the program's end", len(steps), lost, last)
 	t.Logf("followed %d events; %d shown lost", len(steps), lost)
 }
 
@@ -228,39 +213,27 @@ func TestRequiredJournalWhileTheServerIsAway(t *testing.T) {
 	defer cancel()
 	srv := natstest.Run(t)
 	st, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{Connect: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: time.Second}})
 	defer r.Close(ctx)
 
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "running", Tool: "count"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rec.Request(recorder.RequestInfo{Child: "c1"})
 	srv.Shutdown()
 	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "refused", Tool: "count"}); !errors.Is(err, calllog.ErrJournalStart) {
-		t.Fatalf("a call begun with the server away: %v, want ErrJournalStart", err)
+		require.FailNow(t, fmt.Sprintf("a call begun with the server away: %v, want ErrJournalStart", err))
 	}
 	endErr := rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": 1})))
 	var je *calllog.JournalError
-	if !errors.As(endErr, &je) || !errors.Is(endErr, calllog.ErrJournalEnd) || je.Outcome.Kind != calllog.KindCompleted {
-		t.Fatalf("the end with the server away: %v, want ErrJournalEnd holding the outcome", endErr)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.Falsef(t, !errors.As(endErr, &je) || !errors.Is(endErr, calllog.ErrJournalEnd) || je.Outcome.Kind != calllog.KindCompleted, "the end with the server away: %v, want ErrJournalEnd holding the outcome", endErr)
+	require.NoError(t, srv.Start())
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
 	defer scancel()
-	if err := calllog.Settle(sctx, endErr); err != nil {
-		t.Fatalf("Settle once the server is back: %v", err)
-	}
+	require.NoError(t, calllog.Settle(sctx, endErr), "Settle once the server is back")
 	evs, err := st.EventsAfter(ctx, "running", 0, 0)
-	if err != nil || len(evs) != 3 || evs[2].Kind != calllog.KindCompleted {
-		t.Fatalf("the settled call: %d events kept, %v", len(evs), err)
-	}
+	require.Falsef(t, err != nil || len(evs) != 3 || evs[2].Kind != calllog.KindCompleted, "the settled call: %d events kept, %v", len(evs), err)
 }
 
 type testWriter struct{ t *testing.T }

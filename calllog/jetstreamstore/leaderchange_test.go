@@ -3,6 +3,7 @@ package jetstreamstore_test
 import (
 	"context"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"os"
 	"slices"
 	"strings"
@@ -39,7 +40,7 @@ func callsWhile(ctx context.Context, t *testing.T, r *recorder.Recorder, prefix 
 		}
 		t0 := time.Now()
 		if err := call(ctx, r, fmt.Sprintf("%s-%d", prefix, i), 1); err != nil {
-			t.Errorf("call %d: %v", i, err)
+			assert.Fail(t, fmt.Sprintf("call %d: %v", i, err))
 			return out
 		}
 		out = append(out, timedCall{t0, time.Since(t0)})

@@ -2,10 +2,13 @@ package jetstreamstore_test
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,13 +24,9 @@ func firstKept(ctx context.Context, t *testing.T, url, stream, tree string) uint
 	t.Helper()
 	s := jsStream(ctx, t, url, stream)
 	m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject("skulk.calllog."+stream+"."+tree+".e"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seq, err := strconv.ParseUint(m.Header.Get("Skulk-Seq"), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return seq
 }
 
@@ -54,9 +53,7 @@ func nextStep(t *testing.T, f *follower) calllog.Step {
 	timer := time.AfterFunc(20*time.Second, f.cancel)
 	defer timer.Stop()
 	s, err, ok := f.next()
-	if !ok || err != nil {
-		t.Fatalf("follower: %v (ended %v)", err, !ok)
-	}
+	require.Falsef(t, !ok || err != nil, "follower: %v (ended %v)", err, !ok)
 	return s
 }
 
@@ -79,43 +76,35 @@ func TestRetentionDropShownAsLoss(t *testing.T) {
 	live := open(t, srv.URL()+"/CALLS")
 
 	c, err := w.KeepNew(ctx, tree, "A", calllogtest.Events(tree, "A", 1, batch))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lf := newFollower(ctx, t, live, tree)
 	for i := range batch { // the live reader has shown all there is
 		if s := nextStep(t, lf); s.Event.Seq != uint64(i+1) || s.LostFrom != 0 {
-			t.Fatalf("live step %d: seq %d, lost %d..%d", i, s.Event.Seq, s.LostFrom, s.LostTo)
+			require.FailNow(t, fmt.Sprintf("live step %d: seq %d, lost %d..%d", i, s.Event.Seq, s.LostFrom, s.LostTo))
 		}
 	}
 	for first := uint64(batch + 1); first <= total; first += batch {
-		if err := w.Keep(ctx, c, calllogtest.Events(tree, "A", first, batch)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, w.Keep(ctx, c, calllogtest.Events(tree, "A", first, batch)))
 	}
 	k := firstKept(ctx, t, srv.URL(), "CALLS", tree)
-	if k <= batch+512 || k > total-10 {
-		t.Fatalf("the stream keeps from event %d of %d: not the drop the test needs", k, total)
-	}
+	require.Falsef(t, k <= batch+512 || k > total-10, "the stream keeps from event %d of %d: not the drop the test needs", k, total)
 
 	// A reader from the start, after the drop.
 	fresh := open(t, srv.URL()+"/CALLS")
 	f := newFollower(ctx, t, fresh, tree)
 	s := nextStep(t, f)
 	if s.LostFrom != 1 || s.LostTo != k-1 || s.Event.Seq != k || s.Event.After != 0 {
-		t.Fatalf("first step: lost %d..%d, seq %d, after %d; want lost 1..%d, seq %d, after 0 (null)",
-			s.LostFrom, s.LostTo, s.Event.Seq, s.Event.After, k-1, k)
+		require.FailNow(t, fmt.Sprintf("first step: lost %d..%d, seq %d, after %d; want lost 1..%d, seq %d, after 0 (null)",
+			s.LostFrom, s.LostTo, s.Event.Seq, s.Event.After, k-1, k))
 	}
 	shown := []calllog.Event{s.Event}
 	for want := k + 1; want <= total; want++ {
 		s := nextStep(t, f)
-		if s.Event.Seq != want || s.LostFrom != 0 || s.Event.After != want-1 {
-			t.Fatalf("step after %d: seq %d, lost %d..%d, after %d", want-1, s.Event.Seq, s.LostFrom, s.LostTo, s.Event.After)
-		}
+		require.Falsef(t, s.Event.Seq != want || s.LostFrom != 0 || s.Event.After != want-1, "step after %d: seq %d, lost %d..%d, after %d", want-1, s.Event.Seq, s.LostFrom, s.LostTo, s.Event.After)
 		shown = append(shown, s.Event)
 	}
 	if r := replay.Events(shown); r.Lost != k-1 {
-		t.Fatalf("Replay counts %d lost, want %d", r.Lost, k-1)
+		require.FailNow(t, fmt.Sprintf("Replay counts %d lost, want %d", r.Lost, k-1))
 	}
 
 	// The live reader: every gap it is shown is exact, and it ends with
@@ -123,24 +112,18 @@ func TestRetentionDropShownAsLoss(t *testing.T) {
 	last, gaps, lost := uint64(batch), 0, uint64(0)
 	for last < total {
 		s := nextStep(t, lf)
-		if s.Event.Seq <= last || s.Event.After != last {
-			t.Fatalf("live: seq %d after %d shown as after %d", s.Event.Seq, last, s.Event.After)
-		}
+		require.Falsef(t, s.Event.Seq <= last || s.Event.After != last, "live: seq %d after %d shown as after %d", s.Event.Seq, last, s.Event.After)
 		switch {
 		case s.Event.Seq == last+1 && s.LostFrom == 0:
 		case s.Event.Seq > last+1 && s.LostFrom == last+1 && s.LostTo == s.Event.Seq-1:
 			gaps++
 			lost += s.LostTo - s.LostFrom + 1
-			if s.Event.Seq > k {
-				t.Fatalf("live: lost %d..%d, but the stream keeps every event from %d", s.LostFrom, s.LostTo, k)
-			}
+			require.Falsef(t, s.Event.Seq > k, "live: lost %d..%d, but the stream keeps every event from %d", s.LostFrom, s.LostTo, k)
 		default:
-			t.Fatalf("live: seq %d after %d shown with lost %d..%d", s.Event.Seq, last, s.LostFrom, s.LostTo)
+			require.FailNow(t, fmt.Sprintf("live: seq %d after %d shown with lost %d..%d", s.Event.Seq, last, s.LostFrom, s.LostTo))
 		}
 		last = s.Event.Seq
 	}
-	if gaps == 0 || lost == 0 {
-		t.Fatalf("the live reader was shown no gap (the stream keeps from %d)", k)
-	}
+	require.Falsef(t, gaps == 0 || lost == 0, "the live reader was shown no gap (the stream keeps from %d)", k)
 	t.Logf("stream keeps events %d..%d; the live reader was shown %d lost in %d gap(s)", k, total, lost, gaps)
 }

@@ -3,6 +3,9 @@ package jetstreamstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -25,9 +28,7 @@ func open(t testing.TB, url string) *jetstreamstore.Store {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := jetstreamstore.Open(ctx, url, jetstreamstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -38,18 +39,12 @@ func open(t testing.TB, url string) *jetstreamstore.Store {
 func jsStream(ctx context.Context, t *testing.T, url, name string) jetstream.Stream {
 	t.Helper()
 	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -67,24 +62,18 @@ func TestFullContentRoundTripAndOddTreeIDs(t *testing.T) {
 	s := open(t, natstest.Run(t).URL()+"/CALLS")
 	for _, tree := range []string{"plain-1", "a.b c*>", "é/~x"} {
 		c, err := s.Claim(ctx, tree, "w")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ev := calllogtest.Events(tree, "w", 1, 1)
 		ev[0].Payload.Value = frame.MustPayload(map[string]any{"text": "héllo", "n": 3})
-		if err := s.Keep(ctx, c, ev); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Keep(ctx, c, ev))
 		got, err := s.EventsAfter(ctx, tree, 0, 0)
-		if err != nil || len(got) != 1 {
-			t.Fatal(len(got), err)
-		}
+		require.False(t, err != nil || len(got) != 1, len(got), err)
 		if txt, _ := got[0].Payload.Value.Text(); txt != "héllo" || got[0].Tree != tree {
-			t.Fatalf("event not kept as given: %+v", got[0])
+			require.FailNow(t, fmt.Sprintf("event not kept as given: %+v", got[0]))
 		}
 	}
 	if latest, err := s.LatestTree(ctx); err != nil || latest != "é/~x" {
-		t.Fatalf("LatestTree = %q, %v", latest, err)
+		require.FailNow(t, fmt.Sprintf("LatestTree = %q, %v", latest, err))
 	}
 }
 
@@ -96,45 +85,33 @@ func TestFencingAcrossConnectionsAndReadPositions(t *testing.T) {
 	srv := natstest.Run(t)
 	a, b := open(t, srv.URL()+"/CALLS"), open(t, srv.URL()+"/CALLS")
 	ca, err := a.KeepNew(ctx, "t", "A", calllogtest.Events("t", "A", 1, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Another tree in between, so the tree's stream sequences are not
 	// contiguous.
 	co, _ := a.Claim(ctx, "other", "A")
 	for i := range 5 {
-		if err := a.Keep(ctx, ca, calllogtest.Events("t", "A", uint64(4+2*i), 2)); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Keep(ctx, co, calllogtest.Events("other", "A", uint64(1+i), 1)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, a.Keep(ctx, ca, calllogtest.Events("t", "A", uint64(4+2*i), 2)))
+		require.NoError(t, a.Keep(ctx, co, calllogtest.Events("other", "A", uint64(1+i), 1)))
 	}
 	cb, err := b.Claim(ctx, "t", "B")
-	if err != nil || cb.Last != 13 || cb.Epoch != 2 {
-		t.Fatalf("takeover claim %+v, %v", cb, err)
-	}
+	require.Falsef(t, err != nil || cb.Last != 13 || cb.Epoch != 2, "takeover claim %+v, %v", cb, err)
 	if err := a.Keep(ctx, ca, calllogtest.Events("t", "A", 14, 1)); !errors.Is(err, calllog.ErrFenced) {
-		t.Fatalf("old writer's keep = %v", err)
+		require.FailNow(t, fmt.Sprintf("old writer's keep = %v", err))
 	}
 	if err := b.Keep(ctx, cb, calllogtest.Events("t", "B", 14, 1200)); err != nil { // two atomic pieces
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	for _, after := range []uint64{0, 1, 7, 12, 13, 500, 1213} {
 		r := open(t, srv.URL()+"/CALLS")
 		got, err := r.EventsAfter(ctx, "t", after, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		want := min(100, 1213-int(after))
-		if len(got) != want || (want > 0 && got[0].Seq != after+1) {
-			t.Fatalf("EventsAfter(%d) = %d events (first %v)", after, len(got), got)
-		}
+		require.Falsef(t, len(got) != want || (want > 0 && got[0].Seq != after+1), "EventsAfter(%d) = %d events (first %v)", after, len(got), got)
 		// The same store reads on from the open consumer.
 		if want > 0 {
 			next, err := r.EventsAfter(ctx, "t", got[len(got)-1].Seq, 0)
 			if err != nil || len(next) != 1213-int(after)-want {
-				t.Fatalf("read on after %d: %d events, %v", got[len(got)-1].Seq, len(next), err)
+				require.FailNow(t, fmt.Sprintf("read on after %d: %d events, %v", got[len(got)-1].Seq, len(next), err))
 			}
 		}
 	}
@@ -145,10 +122,10 @@ func TestClosedStoreIsUnusable(t *testing.T) {
 	s := open(t, natstest.Run(t).URL()+"/CALLS")
 	s.Close()
 	if _, err := s.Claim(ctx, "t", "w"); !errors.Is(err, calllog.ErrStoreUnusable) {
-		t.Fatalf("closed claim = %v", err)
+		require.FailNow(t, fmt.Sprintf("closed claim = %v", err))
 	}
 	if _, err := s.EventsAfter(ctx, "t", 0, 0); !errors.Is(err, calllog.ErrStoreUnusable) {
-		t.Fatalf("closed read = %v", err)
+		require.FailNow(t, fmt.Sprintf("closed read = %v", err))
 	}
 }
 
@@ -156,23 +133,19 @@ func TestReadOnly(t *testing.T) {
 	ctx := context.Background()
 	srv := natstest.Run(t)
 	if _, err := jetstreamstore.Open(ctx, srv.URL()+"/MISSING", jetstreamstore.Options{ReadOnly: true}); !errors.Is(err, jetstreamstore.ErrNoStream) {
-		t.Fatalf("read-only open of a missing stream = %v", err)
+		require.FailNow(t, fmt.Sprintf("read-only open of a missing stream = %v", err))
 	}
 	w := open(t, srv.URL()+"/CALLS")
 	c, _ := w.Claim(ctx, "t", "w")
-	if err := w.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)))
 	ro, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ro.Close()
 	if _, err := ro.Claim(ctx, "t", "x"); !errors.Is(err, calllog.ErrStoreUnusable) {
-		t.Fatalf("read-only claim = %v", err)
+		require.FailNow(t, fmt.Sprintf("read-only claim = %v", err))
 	}
 	if got, err := ro.EventsAfter(ctx, "t", 0, 0); err != nil || len(got) != 2 {
-		t.Fatalf("read-only read: %d events, %v", len(got), err)
+		require.FailNow(t, fmt.Sprintf("read-only read: %d events, %v", len(got), err))
 	}
 }
 
@@ -182,9 +155,9 @@ func TestBadURLs(t *testing.T) {
 		"nats://127.0.0.1:1/a.b", "nats://127.0.0.1:1/S?replicas=9", "nats://127.0.0.1:1/S?secret=1", "nats://127.0.0.1:1/S?tls_cert=x"} {
 		_, err := jetstreamstore.Open(ctx, u, jetstreamstore.Options{})
 		if !errors.Is(err, jetstreamstore.ErrURL) {
-			t.Errorf("Open(%q) = %v, want ErrURL", u, err)
+			assert.Fail(t, fmt.Sprintf("Open(%q) = %v, want ErrURL", u, err))
 		} else if u == "nats://u:secret@127.0.0.1:1/S" && containsAny(err.Error(), "secret") {
-			t.Errorf("the error echoes the URL: %v", err)
+			assert.Fail(t, fmt.Sprintf("the error echoes the URL: %v", err))
 		}
 	}
 }
@@ -206,14 +179,10 @@ func TestShortMaxAge(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, natstest.Run(t).URL()+"/CALLS?max_age=30s")
 	c, err := s.Claim(ctx, "t", "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, s.Keep(ctx, c, calllogtest.Events("t", "w", 1, 2)))
 	if cfg := jetstreamstore.StreamConfig("S", "p", jetstreamstore.Options{MaxAge: 30 * time.Second}); cfg.Duplicates != 30*time.Second {
-		t.Fatalf("duplicate window %v with a 30 s max age", cfg.Duplicates)
+		require.FailNow(t, fmt.Sprintf("duplicate window %v with a 30 s max age", cfg.Duplicates))
 	}
 }
 
@@ -226,16 +195,10 @@ func TestSmallServerBatchLimit(t *testing.T) {
 	defer cancel()
 	s := open(t, srv.URL()+"/CALLS")
 	c, err := s.KeepNew(ctx, "t", "w", calllogtest.Events("t", "w", 1, 25))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 26, 40)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, s.Keep(ctx, c, calllogtest.Events("t", "w", 26, 40)))
 	got, err := s.EventsAfter(ctx, "t", 0, 0)
-	if err != nil || len(got) != 65 || got[64].Seq != 65 {
-		t.Fatalf("%d events kept, %v", len(got), err)
-	}
+	require.Falsef(t, err != nil || len(got) != 65 || got[64].Seq != 65, "%d events kept, %v", len(got), err)
 }
 
 // A stream whose allow_atomic is turned off after the store opened it
@@ -247,13 +210,9 @@ func TestAtomicTurnedOff(t *testing.T) {
 	defer cancel()
 	s := open(t, srv.URL()+"/CALLS")
 	c, err := s.Claim(ctx, "t", "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	cfg := jetstreamstore.StreamConfig("CALLS", "skulk.calllog.CALLS", jetstreamstore.Options{})
@@ -262,6 +221,6 @@ func TestAtomicTurnedOff(t *testing.T) {
 		t.Skipf("the server does not turn allow_atomic off: %v", err)
 	}
 	if err := s.Keep(ctx, c, calllogtest.Events("t", "w", 1, 3)); !errors.Is(err, calllog.ErrStoreUnusable) {
-		t.Fatalf("keep with allow_atomic off: %v", err)
+		require.FailNow(t, fmt.Sprintf("keep with allow_atomic off: %v", err))
 	}
 }

@@ -2,6 +2,8 @@ package sqlitestore_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,14 +35,12 @@ func BenchmarkBestEffortJournal(b *testing.B) {
 	rec.End(ctx, recorder.Done(nil))
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := r.Close(cctx); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, r.Close(cctx))
 	el := time.Since(start)
 	b.StopTimer()
 	kept, _ := st.EventsAfter(ctx, "bench", uint64(b.N), 0)
 	if len(kept) != 2 { // the last output and the end
-		b.Fatalf("kept tail has %d events, want 2", len(kept))
+		require.FailNow(b, fmt.Sprintf("kept tail has %d events, want 2", len(kept)))
 	}
 	b.ReportMetric(float64(b.N+2)/el.Seconds(), "events/s")
 }
@@ -67,24 +67,18 @@ func BenchmarkCall(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				rec, err := r.Begin(ctx, recorder.CallInfo{Tool: "count"})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				rec.Request(recorder.RequestInfo{Child: "c1"})
 				for j := range 3 {
 					f, _ := frame.NewChunk(rec.ID(), frame.ProviderToCaller, uint64(j+1), chunk, nil)
 					rec.Output(f)
 				}
-				if err := rec.End(ctx, recorder.Done(nil)); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, rec.End(ctx, recorder.Done(nil)))
 			}
 			b.StopTimer()
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 			defer cancel()
-			if err := r.Close(cctx); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, r.Close(cctx))
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,9 +46,7 @@ func TestMain(m *testing.M) {
 func open(t testing.TB, path string, opts ...sqlitestore.Options) *sqlitestore.Store {
 	t.Helper()
 	s, err := sqlitestore.Open(path, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -64,15 +63,11 @@ func TestFullContentRoundTrip(t *testing.T) {
 	c, _ := s.Claim(ctx, "t", "w")
 	ev := calllogtest.Events("t", "w", 1, 1)
 	ev[0].Payload.Value = frame.MustPayload(map[string]any{"text": "héllo", "n": 3})
-	if err := s.Keep(ctx, c, ev); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Keep(ctx, c, ev))
 	got, err := s.EventsAfter(ctx, "t", 0, 0)
-	if err != nil || len(got) != 1 {
-		t.Fatal(len(got), err)
-	}
+	require.False(t, err != nil || len(got) != 1, len(got), err)
 	if txt, _ := got[0].Payload.Value.Text(); txt != "héllo" {
-		t.Fatalf("payload value lost: %q", txt)
+		require.FailNow(t, fmt.Sprintf("payload value lost: %q", txt))
 	}
 }
 
@@ -82,18 +77,18 @@ func TestClosedAndReadOnlyStoresAreUnusable(t *testing.T) {
 	s := open(t, path)
 	ro := open(t, path, sqlitestore.Options{ReadOnly: true})
 	if _, err := ro.Claim(ctx, "t", "w"); !errors.Is(err, calllog.ErrStoreUnusable) {
-		t.Fatalf("read-only claim = %v", err)
+		require.FailNow(t, fmt.Sprintf("read-only claim = %v", err))
 	}
 	s.Close()
 	if _, err := s.Claim(ctx, "t", "w"); !errors.Is(err, calllog.ErrStoreUnusable) {
-		t.Fatalf("closed claim = %v", err)
+		require.FailNow(t, fmt.Sprintf("closed claim = %v", err))
 	}
 	// A journal over an unusable store refuses required calls at once and
 	// stops its writer.
 	r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: s, Required: true}})
 	defer r.Close(ctx)
 	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "x"}); !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, calllog.ErrStoreUnusable) {
-		t.Fatalf("Begin over a closed store = %v", err)
+		require.FailNow(t, fmt.Sprintf("Begin over a closed store = %v", err))
 	}
 }
 
@@ -165,12 +160,8 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	writer.Env = append(os.Environ(), roleEnv+"=writer", dbEnv+"="+path)
 	writer.Stderr = os.Stderr
 	out, err := writer.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writer.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, writer.Start())
 	killed := false
 	defer func() {
 		if !killed {
@@ -179,9 +170,7 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 		}
 	}()
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		t.Fatalf("writer said %q, %v", line, err)
-	}
+	require.Falsef(t, err != nil || line != "ready\n", "writer said %q, %v", line, err)
 
 	// The follower reads the file from this process, read-only, started
 	// before the kill.
@@ -209,11 +198,11 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	select {
 	case <-seen:
 	case r := <-res:
-		t.Fatalf("follower stopped: %v", r.err)
+		require.FailNow(t, fmt.Sprintf("follower stopped: %v", r.err))
 	}
 	// Kill the writer mid-write.
 	if err := writer.Process.Kill(); err != nil { // SIGKILL
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	writer.Wait()
 	killed = true
@@ -222,58 +211,38 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	take.Env = append(os.Environ(), roleEnv+"=takeover", dbEnv+"="+path)
 	take.Stderr = os.Stderr
 	tout, err := take.Output()
-	if err != nil {
-		t.Fatalf("takeover process: %v", err)
-	}
+	require.NoError(t, err, "takeover process")
 	var wrote int
 	fmt.Sscan(strings.TrimSpace(string(tout)), &wrote)
-	if wrote < 1 {
-		t.Fatalf("takeover recorded %d outcomes; want at least the program's", wrote)
-	}
+	require.Falsef(t, wrote < 1, "takeover recorded %d outcomes; want at least the program's", wrote)
 
 	r := <-res
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	require.False(t, r.err != nil, r.err)
 	// Every kept event, in order, no duplicate, the takeover shown once.
 	all, err := ro.EventsAfter(ctx, crashID, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.steps) != len(all) {
-		t.Fatalf("follower saw %d events, the store kept %d", len(r.steps), len(all))
-	}
+	require.NoError(t, err)
+	require.Falsef(t, len(r.steps) != len(all), "follower saw %d events, the store kept %d", len(r.steps), len(all))
 	takeovers := 0
 	for i, st := range r.steps {
 		if st.Event.Seq != all[i].Seq || st.Event.Seq != uint64(i+1) {
-			t.Fatalf("step %d has seq %d (store: %d)", i, st.Event.Seq, all[i].Seq)
+			require.FailNow(t, fmt.Sprintf("step %d has seq %d (store: %d)", i, st.Event.Seq, all[i].Seq))
 		}
-		if st.LostFrom != 0 {
-			t.Fatalf("step %d shows a gap %d..%d in a required journal", i, st.LostFrom, st.LostTo)
-		}
+		require.EqualValuesf(t, 0, st.LostFrom, "step %d shows a gap %d..%d in a required journal", i, st.LostFrom, st.LostTo)
 		if st.TakenOverFrom != "" {
 			takeovers++
-			if st.TakenOverFrom != "A" || st.Event.Writer != "B" {
-				t.Fatalf("takeover %q → %q", st.TakenOverFrom, st.Event.Writer)
-			}
+			require.Falsef(t, st.TakenOverFrom != "A" || st.Event.Writer != "B", "takeover %q → %q", st.TakenOverFrom, st.Event.Writer)
 		}
 	}
-	if takeovers != 1 {
-		t.Fatalf("%d takeovers shown, want 1", takeovers)
-	}
+	require.EqualValuesf(t, 1, takeovers, "%d takeovers shown, want 1", takeovers)
 	last := r.steps[len(r.steps)-1].Event
-	if last.Call != crashID || last.Kind != calllog.KindUnknown || last.Error != nil || last.Writer != "B" {
-		t.Fatalf("last event = %+v; want the program's unknown end by B", last)
-	}
+	require.Falsef(t, last.Call != crashID || last.Kind != calllog.KindUnknown || last.Error != nil || last.Writer != "B", "last event = %+v; want the program's unknown end by B", last)
 	if got := len(r.steps) - wrote; r.steps[got].Event.Writer != "B" || r.steps[got-1].Event.Writer != "A" {
-		t.Fatal("B's events are not exactly the last ones")
+		require.FailNow(t, "B's events are not exactly the last ones")
 	}
 	t.Logf("writer A kept %d events before SIGKILL; B recorded %d outcomes", len(all)-wrote, wrote)
 
 	// The first writer, if it came back with its claim, is fenced.
 	rw := open(t, path)
 	err = rw.Keep(ctx, calllog.Claim{Tree: crashID, Writer: "A", Epoch: 1}, calllogtest.Events(crashID, "A", all[len(all)-1].Seq+1, 1))
-	if !errors.Is(err, calllog.ErrFenced) {
-		t.Fatalf("old writer's keep = %v, want ErrFenced", err)
-	}
+	require.ErrorIsf(t, err, calllog.ErrFenced, "old writer's keep = %v, want ErrFenced", err)
 }

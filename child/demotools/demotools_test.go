@@ -1,6 +1,7 @@
 package demotools
 
 import (
+	"github.com/stretchr/testify/assert"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -19,29 +20,17 @@ func ids(opts Options) map[string]bool {
 func TestToolSets(t *testing.T) {
 	prod := ids(Options{Exit: func(int) {}})
 	for _, id := range []string{"echo", "upper", "count", "media", "sleep", "fail"} {
-		if !prod[id] {
-			t.Errorf("%s missing", id)
-		}
+		assert.Falsef(t, !prod[id], "%s missing", id)
 	}
-	if prod["crash"] {
-		t.Error("crash offered without TestTools")
-	}
-	if !ids(Options{TestTools: true, Exit: func(int) {}})["crash"] {
-		t.Error("crash missing with TestTools")
-	}
-	if ids(Options{TestTools: true})["crash"] {
-		t.Error("crash offered without Exit")
-	}
+	assert.False(t, prod["crash"], "crash offered without TestTools")
+	assert.False(t, !ids(Options{TestTools: true, Exit: func(int) {}})["crash"], "crash missing with TestTools")
+	assert.False(t, ids(Options{TestTools: true})["crash"], "crash offered without Exit")
 }
 
 func TestSchemas(t *testing.T) {
 	for _, tool := range Tools(Options{TestTools: true, Exit: func(int) {}}) {
-		if tool.ArgumentsSchema == nil || tool.InputSchema == nil || tool.OutputSchema == nil || tool.ResultSchema == nil {
-			t.Errorf("%s: a schema is missing", tool.ID)
-		}
-		if tool.Handler == nil || tool.Description == "" {
-			t.Errorf("%s: no handler or description", tool.ID)
-		}
+		assert.Falsef(t, tool.ArgumentsSchema == nil || tool.InputSchema == nil || tool.OutputSchema == nil || tool.ResultSchema == nil, "%s: a schema is missing", tool.ID)
+		assert.Falsef(t, tool.Handler == nil || tool.Description == "", "%s: no handler or description", tool.ID)
 	}
 	defaults := map[string]map[string]int64{"count": {"size": 0}, "media": {"chunk": defaultMediaChunk}}
 	checked := 0
@@ -49,13 +38,9 @@ func TestSchemas(t *testing.T) {
 		for arg, want := range defaults[tool.ID] {
 			props := tool.ArgumentsSchema["properties"].(map[string]any)
 			got, ok := props[arg].(map[string]any)["default"]
-			if !ok || got != want {
-				t.Errorf("%s.%s: default %v, want %d", tool.ID, arg, got, want)
-			}
+			assert.Falsef(t, !ok || got != want, "%s.%s: default %v, want %d", tool.ID, arg, got, want)
 			checked++
 		}
 	}
-	if checked != len(defaults) {
-		t.Errorf("checked %d defaults, want %d", checked, len(defaults))
-	}
+	assert.Falsef(t, checked != len(defaults), "checked %d defaults, want %d", checked, len(defaults))
 }

@@ -2,6 +2,9 @@ package demotools
 
 import (
 	"encoding/json"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"reflect"
 	"regexp"
@@ -29,9 +32,7 @@ var (
 func readDemoDoc(t *testing.T) ([]string, map[string]docTool) {
 	t.Helper()
 	b, err := os.ReadFile("../../docs/demo-tools.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	page := string(b)
 	locs := docSection.FindAllStringSubmatchIndex(page, -1)
 	var ids []string
@@ -47,7 +48,7 @@ func readDemoDoc(t *testing.T) ([]string, map[string]docTool) {
 		for _, m := range docRow.FindAllStringSubmatch(sec, -1) {
 			var v any
 			if err := json.Unmarshal([]byte(m[2]), &v); err != nil {
-				t.Fatalf("demo-tools.md, %s, %s: schema is not JSON: %v", id, m[1], err)
+				require.FailNow(t, fmt.Sprintf("demo-tools.md, %s, %s: schema is not JSON: %v", id, m[1], err))
 			}
 			for f := range strings.SplitSeq(strings.ReplaceAll(m[1], ", `--test-tools`", " --test-tools"), ", ") {
 				dt.schemas[f] = v
@@ -70,13 +71,9 @@ func asJSON(t *testing.T, s map[string]any) any {
 		s = map[string]any{"type": "object"}
 	}
 	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &v))
 	return v
 }
 
@@ -90,9 +87,7 @@ func TestDocMatchesTools(t *testing.T) {
 	for _, tool := range test {
 		got = append(got, tool.ID)
 	}
-	if !reflect.DeepEqual(ids, got) {
-		t.Fatalf("demo-tools.md documents %q, Tools(TestTools) returns %q", ids, got)
-	}
+	require.Falsef(t, !reflect.DeepEqual(ids, got), "demo-tools.md documents %q, Tools(TestTools) returns %q", ids, got)
 	for _, testTools := range []bool{false, true} {
 		for _, tool := range Tools(Options{TestTools: testTools, Exit: func(int) {}, CallTools: true}) {
 			d := doc[tool.ID]
@@ -103,22 +98,20 @@ func TestDocMatchesTools(t *testing.T) {
 			if _, ok := d.schemas["arguments --test-tools"]; testTools && ok {
 				args = "arguments --test-tools"
 			}
-			if tool.Description != desc {
-				t.Errorf("%s (test tools %v): description %q, demo-tools.md says %q", tool.ID, testTools, tool.Description, desc)
-			}
+			assert.Falsef(t, tool.Description != desc, "%s (test tools %v): description %q, demo-tools.md says %q", tool.ID, testTools, tool.Description, desc)
 			for field, s := range map[string]map[string]any{
 				args: tool.ArgumentsSchema, "input": tool.InputSchema,
 				"output": tool.OutputSchema, "result": tool.ResultSchema,
 			} {
 				want, ok := d.schemas[field]
 				if !ok {
-					t.Errorf("%s: demo-tools.md gives no %s schema", tool.ID, field)
+					assert.Fail(t, fmt.Sprintf("%s: demo-tools.md gives no %s schema", tool.ID, field))
 					continue
 				}
 				if g := asJSON(t, s); !reflect.DeepEqual(g, want) {
 					gb, _ := json.Marshal(g)
 					wb, _ := json.Marshal(want)
-					t.Errorf("%s (test tools %v): %s schema\n%s\ndemo-tools.md says\n%s", tool.ID, testTools, field, gb, wb)
+					assert.Fail(t, fmt.Sprintf("%s (test tools %v): %s schema\n%s\ndemo-tools.md says\n%s", tool.ID, testTools, field, gb, wb))
 				}
 			}
 		}

@@ -10,6 +10,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"strconv"
@@ -51,31 +54,21 @@ func TestEscapesShownInert(t *testing.T) {
 	cmd := exec.CommandContext(ctx, hostBin, "call", "evil", "--", bin)
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdout, cmd.Stderr = slave, slave
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	slave.Close()
 	read := readTerminal(master)
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 10 {
-		t.Fatalf("call evil: %v, want exit status 10 (provider_error)", err)
-	}
+	require.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 10, "call evil: %v, want exit status 10 (provider_error)", err)
 	screen := awaitTerminal(ctx, t, read)
 	// The terminal turns "\n" into "\r\n"; skulk-host's own progress
 	// line, if it was drawn, is erased with "\r\x1b[K".
 	shown := strings.ReplaceAll(strings.ReplaceAll(screen, "\r\n", "\n"), "\r\x1b[K", "")
 	for i, r := range shown {
-		if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e {
-			t.Fatalf("control character %U at %d reached the terminal: %q", r, i, screen)
-		}
+		require.Falsef(t, r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e, "control character %U at %d reached the terminal: %q", r, i, screen)
 	}
-	if !strings.Contains(shown, "[media #1 "+evilMediaTypeShown+", 3 B, sha256 ") {
-		t.Errorf("the media type is not shown escaped: %q", shown)
-	}
-	if !strings.Contains(shown, "failed: provider_error: "+evilMessageShown+" — 3 frames") {
-		t.Errorf("the error message is not shown escaped on the status line: %q", shown)
-	}
+	assert.Falsef(t, !strings.Contains(shown, "[media #1 "+evilMediaTypeShown+", 3 B, sha256 "), "the media type is not shown escaped: %q", shown)
+	assert.Falsef(t, !strings.Contains(shown, "failed: provider_error: "+evilMessageShown+" — 3 frames"), "the error message is not shown escaped on the status line: %q", shown)
 }
 
 // TestEscapesInPipesAndJSON: through a pipe, tools and call show the
@@ -86,7 +79,7 @@ func TestEscapesInPipesAndJSON(t *testing.T) {
 	r := run(t, "", "tools", "--", bin)
 	if r.Status != 0 || strings.ContainsAny(r.Stdout, "\x1b\x07\u202e") ||
 		!strings.Contains(r.Stdout, `evil\x1b[2J — lists\x1b]0;title\x07 a \x1b[31mred\x1b[0m tool\u202e`) {
-		t.Fatalf("tools: status %d, stdout %q", r.Status, r.Stdout)
+		require.FailNow(t, fmt.Sprintf("tools: status %d, stdout %q", r.Status, r.Stdout))
 	}
 	r = run(t, "", "call", "evil", "--json", "--", bin)
 	var last struct {
@@ -94,20 +87,14 @@ func TestEscapesInPipesAndJSON(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Error.Message != "boom\x1b]0;pwned\x07\r\n\x1b[1;31mFAKE: completed OK\x1b[0m" {
-		t.Fatalf("--json does not keep the message exact: %v %q", err, r.Stdout)
+		require.FailNow(t, fmt.Sprintf("--json does not keep the message exact: %v %q", err, r.Stdout))
 	}
-	if strings.Contains(r.Stderr, "\x1b") {
-		t.Fatalf("stderr of --json carries escapes: %q", r.Stderr)
-	}
+	require.Falsef(t, strings.Contains(r.Stderr, "\x1b"), "stderr of --json carries escapes: %q", r.Stderr)
 	input := `{"text": "red \u001b[31mtext\u001b[0m\r\n"}` + "\n"
 	r = run(t, input, "call", "ok", "--input", "-", "--", bin)
-	if r.Status != 0 || r.Stdout != "red \x1b[31mtext\x1b[0m\r\n" {
-		t.Fatalf("raw text: status %d, stdout %q", r.Status, r.Stdout)
-	}
+	require.Falsef(t, r.Status != 0 || r.Stdout != "red \x1b[31mtext\x1b[0m\r\n", "raw text: status %d, stdout %q", r.Status, r.Stdout)
 	r = run(t, input, "call", "ok", "--input", "-", "--escape", "--", bin)
-	if r.Status != 0 || r.Stdout != `red \x1b[31mtext\x1b[0m\r`+"\n" {
-		t.Fatalf("--escape: status %d, stdout %q", r.Status, r.Stdout)
-	}
+	require.Falsef(t, r.Status != 0 || r.Stdout != `red \x1b[31mtext\x1b[0m\r`+"\n", "--escape: status %d, stdout %q", r.Status, r.Stdout)
 }
 
 // TestKilledHostLeavesNoTree SIGKILLs a skulk-host whose child never reads
@@ -141,13 +128,9 @@ func killHostTree(t *testing.T, wait time.Duration) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe() // held open: the call lasts until the kill
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer stdin.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	var once sync.Once
 	reap := func() { once.Do(func() { cmd.Process.Kill(); cmd.Wait() }) }
 	defer reap()
@@ -160,20 +143,16 @@ func killHostTree(t *testing.T, wait time.Duration) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no grandchild; skulk-host said %q", stderr.String())
+			require.FailNow(t, fmt.Sprintf("no grandchild; skulk-host said %q", stderr.String()))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	seen := time.Now()
 	time.Sleep(wait)
 	tree := append(testnet.Children(cmd.Process.Pid), grandchild) // the child, the grandchild (and the host's guardian)
-	if len(tree) < 2 {
-		t.Fatalf("tree %v: want the child and the grandchild", tree)
-	}
+	require.Falsef(t, len(tree) < 2, "tree %v: want the child and the grandchild", tree)
 	for _, pid := range tree {
-		if !running(pid) {
-			t.Fatalf("%d of %v not running before the kill", pid, tree)
-		}
+		require.Falsef(t, !running(pid), "%d of %v not running before the kill", pid, tree)
 	}
 	killed := time.Now()
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -197,7 +176,7 @@ func killHostTree(t *testing.T, wait time.Duration) {
 			for _, pid := range left {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
-			t.Fatalf("alive 2 s after skulk-host was killed: %v of %v", left, tree)
+			require.FailNow(t, fmt.Sprintf("alive 2 s after skulk-host was killed: %v of %v", left, tree))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -242,13 +221,9 @@ func TestInputToAFailingChild(t *testing.T) {
 		t.Run(tc.tool, func(t *testing.T) {
 			args := append(append([]string{"call", tc.tool, "--input", "-"}, tc.args...), "--", bin)
 			r := run(t, input, args...)
-			if r.Status != tc.status {
-				t.Errorf("exit status %d, want %d; stderr %q", r.Status, tc.status, r.Stderr)
-			}
+			assert.Falsef(t, r.Status != tc.status, "exit status %d, want %d; stderr %q", r.Status, tc.status, r.Stderr)
 			for _, raw := range []string{"broken pipe", "closed network connection", "connection reset"} {
-				if strings.Contains(r.Stderr, raw) {
-					t.Errorf("a socket error reached the user: %q", r.Stderr)
-				}
+				assert.Falsef(t, strings.Contains(r.Stderr, raw), "a socket error reached the user: %q", r.Stderr)
 			}
 		})
 	}
@@ -265,9 +240,7 @@ func TestProviderTextEscapedOnTerminal(t *testing.T) {
 	bin := fakeChild(t)
 	const text = "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil\n"
 	input, err := json.Marshal(map[string]string{"text": text})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	screen := func(t *testing.T, extra ...string) string {
 		t.Helper()
 		master, slave := openPTY(t)
@@ -280,13 +253,11 @@ func TestProviderTextEscapedOnTerminal(t *testing.T) {
 		cmd.Stdin = bytes.NewReader(append(input, '\n'))
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = slave, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		slave.Close()
 		read := readTerminal(master)
 		if err := cmd.Wait(); err != nil {
-			t.Fatalf("call ok: %v; stderr %q", err, stderr.String())
+			require.FailNow(t, fmt.Sprintf("call ok: %v; stderr %q", err, stderr.String()))
 		}
 		return awaitTerminal(ctx, t, read)
 	}
@@ -294,20 +265,14 @@ func TestProviderTextEscapedOnTerminal(t *testing.T) {
 		got := screen(t)
 		shown := strings.ReplaceAll(got, "\r\n", "\n") // the terminal's own line ending
 		for i, r := range shown {
-			if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e {
-				t.Fatalf("control character %U at %d reached the terminal: %q", r, i, got)
-			}
+			require.Falsef(t, r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e, "control character %U at %d reached the terminal: %q", r, i, got)
 		}
 		want := `\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil` + "\n"
-		if shown != want {
-			t.Fatalf("terminal shows %q, want %q", shown, want)
-		}
+		require.Falsef(t, shown != want, "terminal shows %q, want %q", shown, want)
 	})
 	t.Run("raw", func(t *testing.T) {
 		got := screen(t, "--raw")
-		if !strings.Contains(got, "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32m") {
-			t.Fatalf("--raw did not keep the provider's bytes: %q", got)
-		}
+		require.Falsef(t, !strings.Contains(got, "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32m"), "--raw did not keep the provider's bytes: %q", got)
 	})
 }
 
@@ -320,11 +285,7 @@ func TestMemoryMaxFlag(t *testing.T) {
 	if r.Status == 3 && strings.Contains(r.Stderr, "limit unavailable") {
 		t.Skipf("the memory limit cannot be enforced here: %s", r.Stderr)
 	}
-	if r.Status != 12 || !strings.Contains(r.Stderr, "memory limit") {
-		t.Fatalf("status %d, stderr:\n%s", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != 12 || !strings.Contains(r.Stderr, "memory limit"), "status %d, stderr:\n%s", r.Status, r.Stderr)
 	r = run(t, "", "call", "hog", "--memory-max", "lots", "--", bin)
-	if r.Status != 2 || !strings.Contains(r.Stderr, "memory-max") || strings.Contains(r.Stderr, "lots") {
-		t.Fatalf("a bad size: status %d, stderr:\n%s", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != 2 || !strings.Contains(r.Stderr, "memory-max") || strings.Contains(r.Stderr, "lots"), "a bad size: status %d, stderr:\n%s", r.Status, r.Stderr)
 }

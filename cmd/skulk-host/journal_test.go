@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"os/exec"
@@ -43,14 +44,12 @@ func nextLine(t *testing.T, ch <-chan string, limit time.Duration, what string, 
 	for {
 		select {
 		case l, ok := <-ch:
-			if !ok {
-				t.Fatalf("%s: the output ended", what)
-			}
+			require.Falsef(t, !ok, "%s: the output ended", what)
 			if match(l) {
 				return l
 			}
 		case <-timer.C:
-			t.Fatalf("%s: nothing in %v", what, limit)
+			require.FailNow(t, fmt.Sprintf("%s: nothing in %v", what, limit))
 		}
 	}
 }
@@ -77,9 +76,7 @@ func TestJournalCrashTakeover(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
 	crashTakeover(t, db, func(t *testing.T, readOnly bool) calllog.EventStore {
 		st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: readOnly})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		return st
 	})
@@ -97,14 +94,10 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	// (and socket): let it make it where the test cleans up.
 	a.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	stdin, err := a.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	aOut, _ := a.StdoutPipe()
 	aErr, _ := a.StderrPipe()
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Start())
 	aOutLines, aErrLines := lineReader(aOut), lineReader(aErr)
 	defer func() {
 		a.Process.Kill()
@@ -117,9 +110,7 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	fOut, _ := f.StdoutPipe()
 	var fErr strings.Builder
 	f.Stderr = &fErr
-	if err := f.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Start())
 	defer func() {
 		f.Process.Kill()
 		f.Wait()
@@ -128,7 +119,7 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	var followed []string
 	for i := range 3 {
 		if _, err := io.WriteString(stdin, "line "+string(rune('a'+i))+"\n"); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 		nextLine(t, aOutLines, 30*time.Second, "an echoed chunk", func(l string) bool { return strings.Contains(l, `"kind":"chunk"`) })
 	}
@@ -138,70 +129,54 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 		return strings.Contains(l, `"kind":"output"`)
 	})
 
-	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Process.Signal(syscall.SIGKILL))
 	a.Wait()
 
 	b := run(t, "", "journal", "takeover", db, tree)
-	if b.Status != 0 {
-		t.Fatalf("takeover: status %d, stderr %q", b.Status, b.Stderr)
-	}
+	require.EqualValuesf(t, 0, b.Status, "takeover: status %d, stderr %q", b.Status, b.Stderr)
 	for l := range fLines { // the follower ends at the tree's end
 		followed = append(followed, l)
 	}
 	if err := f.Wait(); err != nil {
-		t.Fatalf("follow: %v (stderr %q)", err, fErr.String())
+		require.FailNow(t, fmt.Sprintf("follow: %v (stderr %q)", err, fErr.String()))
 	}
 
 	st := open(t, true)
 	kept, err := st.EventsAfter(ctx, tree, 0, 100_000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var events []followLine
 	takeovers := 0
 	for _, l := range followed {
 		var fl followLine
-		if err := json.Unmarshal([]byte(l), &fl); err != nil {
-			t.Fatalf("follow line %q: %v", l, err)
-		}
+		require.NoErrorf(t, json.Unmarshal([]byte(l), &fl), "follow line %q", l)
 		switch {
 		case fl.Takeover != nil:
 			takeovers++
-			if len(events) == 0 || fl.Takeover.From != events[len(events)-1].Writer || fl.Takeover.From == fl.Takeover.To {
-				t.Fatalf("takeover line %q after %+v", l, events)
-			}
+			require.Falsef(t, len(events) == 0 || fl.Takeover.From != events[len(events)-1].Writer || fl.Takeover.From == fl.Takeover.To, "takeover line %q after %+v", l, events)
 		case fl.Lost != nil:
 			// A tail the killed writer had numbered but not kept.
 		default:
-			if fl.Kind == "" || fl.Tree != tree {
-				t.Fatalf("follow line %q", l)
-			}
+			require.Falsef(t, fl.Kind == "" || fl.Tree != tree, "follow line %q", l)
 			events = append(events, fl)
 		}
 	}
 	t.Logf("followed %d lines; %d events kept", len(followed), len(kept))
-	if takeovers != 1 {
-		t.Fatalf("%d takeover lines in %q", takeovers, followed)
-	}
-	if len(events) != len(kept) {
-		t.Fatalf("followed %d events, %d kept", len(events), len(kept))
-	}
+	require.EqualValuesf(t, 1, takeovers, "%d takeover lines in %q", takeovers, followed)
+	require.Falsef(t, len(events) != len(kept), "followed %d events, %d kept", len(events), len(kept))
 	writers := map[string]bool{}
 	for i, e := range events {
 		if e.Seq != kept[i].Seq || e.Writer != kept[i].Writer || e.Kind != kept[i].Kind.String() {
-			t.Fatalf("event %d: followed %+v, kept %+v", i, e, kept[i])
+			require.FailNow(t, fmt.Sprintf("event %d: followed %+v, kept %+v", i, e, kept[i]))
 		}
 		if i > 0 && e.Seq <= events[i-1].Seq {
-			t.Fatalf("event %d: seq %d after %d (duplicate or out of order)", i, e.Seq, events[i-1].Seq)
+			require.FailNow(t, fmt.Sprintf("event %d: seq %d after %d (duplicate or out of order)", i, e.Seq, events[i-1].Seq))
 		}
 		writers[e.Writer] = true
 	}
 	first, last := kept[0], kept[len(kept)-1]
 	if len(writers) != 2 || last.Writer == first.Writer || last.Kind != calllog.KindUnknown || last.Call != tree ||
 		last.Error != nil {
-		t.Fatalf("the takeover's end: %+v (writers %v)", last, writers)
+		require.FailNow(t, fmt.Sprintf("the takeover's end: %+v (writers %v)", last, writers))
 	}
 	outputs := 0
 	for _, e := range kept {
@@ -209,9 +184,7 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 			outputs++
 		}
 	}
-	if outputs == 0 {
-		t.Fatal("no output event of the first writer was kept")
-	}
+	require.NotEqualValues(t, 0, outputs, "no output event of the first writer was kept")
 
 	// The first writer, back, cannot append: its claim is fenced.
 	rw := open(t, false)
@@ -219,40 +192,26 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	late.Seq = last.Seq + 1
 	late.Kind = calllog.KindCompleted
 	err = rw.Keep(ctx, calllog.Claim{Tree: tree, Writer: first.Writer, Epoch: 1, Last: 0}, []calllog.Event{late})
-	if !errors.Is(err, calllog.ErrFenced) {
-		t.Fatalf("the first writer's Keep: %v, want ErrFenced", err)
-	}
+	require.ErrorIsf(t, err, calllog.ErrFenced, "the first writer's Keep: %v, want ErrFenced", err)
 }
 
 func TestJournalReplayAndRefusal(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
 	tree := callTree(t, db, 3)
 	rp := run(t, "", "replay", db, tree)
-	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
-		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
-	}
+	require.Falsef(t, rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`), "replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	// follow of an ended tree, named, prints it and ends.
 	fl := run(t, "", "follow", db, tree)
-	if fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`) {
-		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
-	}
+	require.Falsef(t, fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`), "follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
 	// A refused call is in the log too, and its tree is named.
 	r := run(t, "", "call", "--journal", db, "nope", "--", childBin)
-	if r.Status != 4 {
-		t.Fatalf("refused call: %d %q", r.Status, r.Stderr)
-	}
+	require.EqualValuesf(t, 4, r.Status, "refused call: %d %q", r.Status, r.Stderr)
 	refused, ok := treeOfLine(r.Stderr)
-	if !ok || refused == tree {
-		t.Fatalf("refused call: no tree of its own named in %q", r.Stderr)
-	}
+	require.Falsef(t, !ok || refused == tree, "refused call: no tree of its own named in %q", r.Stderr)
 	rp = run(t, "", "replay", db, refused)
-	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+refused+" nope") || !strings.Contains(rp.Stdout, "unknown_tool") {
-		t.Fatalf("replay of the refused call: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
-	}
+	require.Falsef(t, rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+refused+" nope") || !strings.Contains(rp.Stdout, "unknown_tool"), "replay of the refused call: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	fl = run(t, "", "follow", db, refused)
-	if fl.Status != 0 || !strings.Contains(fl.Stdout, `"refused":"unknown_tool"`) {
-		t.Fatalf("follow of the refused call: %d %q", fl.Status, fl.Stdout)
-	}
+	require.Falsef(t, fl.Status != 0 || !strings.Contains(fl.Stdout, `"refused":"unknown_tool"`), "follow of the refused call: %d %q", fl.Status, fl.Stdout)
 }
 
 // treeID reads a call command's standard error up to the line that names
@@ -281,13 +240,9 @@ func treeOfLine(s string) (string, bool) {
 func callTree(t *testing.T, journal string, n int) string {
 	t.Helper()
 	r := run(t, "", "call", "--journal", journal, "count", "--args", fmt.Sprintf(`{"n":%d}`, n), "--", childBin)
-	if r.Status != 0 {
-		t.Fatalf("call: %d %q", r.Status, r.Stderr)
-	}
+	require.EqualValuesf(t, 0, r.Status, "call: %d %q", r.Status, r.Stderr)
 	tree, ok := treeOfLine(r.Stderr)
-	if !ok {
-		t.Fatalf("call: no journal tree line in %q", r.Stderr)
-	}
+	require.Falsef(t, !ok, "call: no journal tree line in %q", r.Stderr)
 	return tree
 }
 
@@ -301,9 +256,7 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 	a := exec.CommandContext(ctx, hostBin, "call", "--journal", db, "sleep", "--args", `{"ms": 1500}`, "--", childBin)
 	a.WaitDelay = 5 * time.Second
 	aErr, _ := a.StderrPipe()
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Start())
 	defer func() {
 		a.Process.Kill()
 		a.Wait()
@@ -311,7 +264,7 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 	lines := lineReader(aErr)
 	tree := treeID(t, lines)
 	if b := run(t, "", "journal", "takeover", db, tree); b.Status != 0 {
-		t.Fatalf("takeover: status %d, stderr %q", b.Status, b.Stderr)
+		require.FailNow(t, fmt.Sprintf("takeover: status %d, stderr %q", b.Status, b.Stderr))
 	}
 	var rest []string
 	for l := range lines {
@@ -319,15 +272,11 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 	}
 	err := a.Wait()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v, want status 1; stderr %q", err, rest)
-	}
+	require.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 1, "exit %v, want status 1; stderr %q", err, rest)
 	all := strings.Join(rest, "\n")
 	status := strings.Index(all, "completed")
 	failure := strings.Index(all, "did not confirm the call's end")
-	if status < 0 || failure < status {
-		t.Fatalf("want the outcome, then the journal's failure; stderr %q", all)
-	}
+	require.Falsef(t, status < 0 || failure < status, "want the outcome, then the journal's failure; stderr %q", all)
 }
 
 // TestJournalTakeoverUnknownTree: a mistyped tree id is refused, and the
@@ -335,24 +284,16 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 func TestJournalTakeoverUnknownTree(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
 	if r := run(t, "", "call", "--journal", db, "count", "--args", `{"n": 1}`, "--", childBin); r.Status != 0 {
-		t.Fatalf("call: status %d, stderr %q", r.Status, r.Stderr)
+		require.FailNow(t, fmt.Sprintf("call: status %d, stderr %q", r.Status, r.Stderr))
 	}
 	r := run(t, "", "journal", "takeover", db, "nosuchtree")
-	if r.Status != 1 || !strings.Contains(r.Stderr, "no such tree") {
-		t.Fatalf("takeover of an unknown tree: status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != 1 || !strings.Contains(r.Stderr, "no such tree"), "takeover of an unknown tree: status %d, stderr %q", r.Status, r.Stderr)
 	st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	trees, err := st.Trees(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(trees) != 1 || trees[0] == "nosuchtree" {
-		t.Fatalf("trees %v", trees)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, len(trees) != 1 || trees[0] == "nosuchtree", "trees %v", trees)
 }
 
 // TestJournalRedact: call --redact KEY keeps "[redacted]" in the journal
@@ -362,22 +303,18 @@ func TestJournalTakeoverUnknownTree(t *testing.T) {
 func TestJournalRedact(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "calls.db")
 	r := run(t, "", "call", "--journal", db, "--redact", "pad", "--json", "count", "--args", `{"n":2,"size":7}`, "--", childBin)
-	if r.Status != 0 || !strings.Contains(r.Stdout, "xxxxxxx") {
-		t.Fatalf("call: %d %q %q", r.Status, r.Stdout, r.Stderr)
-	}
+	require.Falsef(t, r.Status != 0 || !strings.Contains(r.Stdout, "xxxxxxx"), "call: %d %q %q", r.Status, r.Stdout, r.Stderr)
 	tree, ok := treeOfLine(r.Stderr)
-	if !ok {
-		t.Fatalf("call: no journal tree line in %q", r.Stderr)
-	}
+	require.Falsef(t, !ok, "call: no journal tree line in %q", r.Stderr)
 	fl := run(t, "", "follow", db, tree)
 	if fl.Status != 0 || strings.Count(fl.Stdout, `"pad":"[redacted]"`) != 2 || strings.Count(fl.Stdout, `"redacted":true`) != 2 ||
 		strings.Contains(fl.Stdout, "xxxxxxx") {
-		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
+		require.FailNow(t, fmt.Sprintf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr))
 	}
 	if rp := run(t, "", "replay", db, tree); rp.Status != 0 || !strings.Contains(rp.Stdout, `done: {"n":2}`) {
-		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
+		require.FailNow(t, fmt.Sprintf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr))
 	}
 	if u := run(t, "", "call", "--redact", "pad", "count", "--", childBin); u.Status != 2 || !strings.Contains(u.Stderr, "--redact needs --journal") {
-		t.Fatalf("--redact without --journal: %d %q", u.Status, u.Stderr)
+		require.FailNow(t, fmt.Sprintf("--redact without --journal: %d %q", u.Status, u.Stderr))
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,9 +72,7 @@ func run(t *testing.T, stdin string, args ...string) clitest.Result {
 
 func TestDemo(t *testing.T) {
 	r := run(t, "", "demo")
-	if r.Status != 0 {
-		t.Fatalf("demo: status %d\nstdout:\n%s\nstderr:\n%s", r.Status, r.Stdout, r.Stderr)
-	}
+	require.EqualValuesf(t, 0, r.Status, "demo: status %d\nstdout:\n%s\nstderr:\n%s", r.Status, r.Stdout, r.Stderr)
 	steps := []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^  child +pid \d+ started in .*\(tools: count, echo, fail, media, sleep, upper\)$`),
 		regexp.MustCompile(`(?m)^  stream +upper: SKULK STREAMS TEXT PIECE BY PIECE — each of 6 chunks came back`),
@@ -85,9 +85,7 @@ func TestDemo(t *testing.T) {
 		regexp.MustCompile(`(?m)^done: every step behaved as described. Next: ` + regexp.QuoteMeta(hostBin) + ` help call`),
 	}
 	for _, re := range steps {
-		if !re.MatchString(r.Stdout) {
-			t.Errorf("demo output lacks a line matching %s\n%s", re, r.Stdout)
-		}
+		assert.Falsef(t, !re.MatchString(r.Stdout), "demo output lacks a line matching %s\n%s", re, r.Stdout)
 	}
 	if m := regexp.MustCompile(`: ([0-9.]+ MB/s) in`).FindStringSubmatch(r.Stdout); m != nil {
 		t.Logf("demo media rate: %s; whole demo %s", m[1], r.Elapsed)
@@ -96,9 +94,7 @@ func TestDemo(t *testing.T) {
 
 func TestCallJSONCount(t *testing.T) {
 	r := run(t, "", "call", "count", "--args", `{"n": 3}`, "--json", "--", childBin)
-	if r.Status != cli.ExitOK || r.Stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitOK || r.Stderr != "", "status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckCount(t, clitest.ParseLines(t, r.Stdout), 3)
 }
 
@@ -107,62 +103,44 @@ func TestCallJSONMedia(t *testing.T) {
 	const total, chunk = 250_000, 100_000
 	r := run(t, "", "call", "media", "--args", fmt.Sprintf(`{"bytes": %d, "chunk": %d}`, total, chunk),
 		"--json", "--save-media", dir, "--", childBin)
-	if r.Status != cli.ExitOK || r.Stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitOK || r.Stderr != "", "status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckMedia(t, clitest.ParseLines(t, r.Stdout), dir, total, chunk)
 }
 
 func TestCallJSONFail(t *testing.T) {
 	r := run(t, "", "call", "fail", "--args", `{"message": "disk on fire"}`, "--json", "--", childBin)
-	if r.Status != cli.ExitProviderError || r.Stderr != "" {
-		t.Fatalf("status %d (want %d), stderr %q", r.Status, cli.ExitProviderError, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitProviderError || r.Stderr != "", "status %d (want %d), stderr %q", r.Status, cli.ExitProviderError, r.Stderr)
 	lines := clitest.ParseLines(t, r.Stdout)
 	last := lines[len(lines)-1]
 	if len(lines) != 2 || last.Kind != "failed" || last.Synthetic || last.Error == nil ||
 		last.Error.Code != "provider_error" || last.Error.Message != "disk on fire" || last.Payload != nil {
-		t.Fatalf("lines:\n%s", r.Stdout)
+		require.FailNow(t, fmt.Sprintf("lines:\n%s", r.Stdout))
 	}
 }
 
 func TestCallJSONSleepTimeout(t *testing.T) {
 	r := run(t, "", "call", "sleep", "--args", `{"ms": 20000}`, "--timeout", "300ms", "--json", "--", childBin)
-	if r.Status != cli.ExitTimeout || r.Stderr != "" {
-		t.Fatalf("status %d (want %d), stderr %q", r.Status, cli.ExitTimeout, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitTimeout || r.Stderr != "", "status %d (want %d), stderr %q", r.Status, cli.ExitTimeout, r.Stderr)
 	lines := clitest.ParseLines(t, r.Stdout)
 	last := lines[len(lines)-1]
-	if len(lines) != 2 || last.Kind != "failed" || last.Error == nil || last.Error.Code != "timeout" {
-		t.Fatalf("lines:\n%s", r.Stdout)
-	}
-	if r.Elapsed > 15*time.Second {
-		t.Errorf("a 300ms deadline took %s", r.Elapsed)
-	}
+	require.Falsef(t, len(lines) != 2 || last.Kind != "failed" || last.Error == nil || last.Error.Code != "timeout", "lines:\n%s", r.Stdout)
+	assert.Falsef(t, r.Elapsed > 15*time.Second, "a 300ms deadline took %s", r.Elapsed)
 }
 
 func TestCallJSONCrash(t *testing.T) {
 	const after = 2
 	r := run(t, "", "call", "crash", "--args", fmt.Sprintf(`{"after": %d}`, after), "--json", "--", childBin, "--test-tools")
-	if r.Status != cli.ExitUnreachable || r.Stderr != "" {
-		t.Fatalf("status %d (want %d), stderr %q", r.Status, cli.ExitUnreachable, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitUnreachable || r.Stderr != "", "status %d (want %d), stderr %q", r.Status, cli.ExitUnreachable, r.Stderr)
 	lines := clitest.ParseLines(t, r.Stdout)
 	// The chunks the child wrote before it died are given to the caller
 	// when the host read them before it noticed the death; the synthetic
 	// terminal follows whatever it gave.
-	if len(lines) < 2 || len(lines) > after+2 {
-		t.Fatalf("want started, up to %d chunks, failed; got:\n%s", after, r.Stdout)
-	}
+	require.Falsef(t, len(lines) < 2 || len(lines) > after+2, "want started, up to %d chunks, failed; got:\n%s", after, r.Stdout)
 	for i, l := range lines[1 : len(lines)-1] {
-		if l.Kind != "chunk" || l.Payload["i"] != float64(i) || l.Synthetic {
-			t.Errorf("chunk %d: %+v", i, l)
-		}
+		assert.Falsef(t, l.Kind != "chunk" || l.Payload["i"] != float64(i) || l.Synthetic, "chunk %d: %+v", i, l)
 	}
 	last := lines[len(lines)-1]
-	if last.Kind != "failed" || !last.Synthetic || last.Error == nil || last.Error.Code != "unreachable" {
-		t.Fatalf("terminal: %+v", last)
-	}
+	require.Falsef(t, last.Kind != "failed" || !last.Synthetic || last.Error == nil || last.Error.Code != "unreachable", "terminal: %+v", last)
 	if len(lines) != after+2 {
 		t.Logf("the host dropped %d chunk(s) the child had written before it died", after+2-len(lines))
 	}
@@ -174,56 +152,38 @@ func TestCallInterruptCancels(t *testing.T) {
 	var out strings.Builder
 	if !sc.Scan() { // the started line: the call is running
 		_, stderr := p.Wait(t)
-		t.Fatalf("no started line; stderr %q", stderr)
+		require.FailNow(t, fmt.Sprintf("no started line; stderr %q", stderr))
 	}
 	out.WriteString(sc.Text() + "\n")
-	if err := p.Cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Cmd.Process.Signal(os.Interrupt))
 	for sc.Scan() {
 		out.WriteString(sc.Text() + "\n")
 	}
 	if status, stderr := p.Wait(t); status != cli.ExitCancelled {
-		t.Fatalf("exit status %d, want %d; stderr %q", status, cli.ExitCancelled, stderr)
+		require.FailNow(t, fmt.Sprintf("exit status %d, want %d; stderr %q", status, cli.ExitCancelled, stderr))
 	}
 	lines := clitest.ParseLines(t, out.String())
 	if last := lines[len(lines)-1]; last.Kind != "cancelled" {
-		t.Fatalf("terminal: %+v", last)
+		require.FailNow(t, fmt.Sprintf("terminal: %+v", last))
 	}
 }
 
 func TestCallHuman(t *testing.T) {
 	r := run(t, "hello\n{\"text\": \"from json\"}\nworld\n", "call", "upper", "--input", "-", "--", childBin)
-	if r.Status != cli.ExitOK {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
-	if r.Stdout != "HELLO\nFROM JSON\nWORLD\n" {
-		t.Errorf("stdout %q", r.Stdout)
-	}
-	if !regexp.MustCompile(`^completed \{"chunks":3\} — 5 frames, .* in .*\n$`).MatchString(r.Stderr) {
-		t.Errorf("status line %q", r.Stderr)
-	}
-	if strings.Contains(r.Stderr, "\x1b") {
-		t.Errorf("stderr is no terminal, but got escape codes: %q", r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitOK, "status %d, stderr %q", r.Status, r.Stderr)
+	assert.EqualValuesf(t, "HELLO\nFROM JSON\nWORLD\n", r.Stdout, "stdout %q", r.Stdout)
+	assert.Falsef(t, !regexp.MustCompile(`^completed \{"chunks":3\} — 5 frames, .* in .*\n$`).MatchString(r.Stderr), "status line %q", r.Stderr)
+	assert.Falsef(t, strings.Contains(r.Stderr, "\x1b"), "stderr is no terminal, but got escape codes: %q", r.Stderr)
 
 	in := filepath.Join(t.TempDir(), "input.txt")
-	if err := os.WriteFile(in, []byte("plain text\n{\"k\": [1, 2]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(in, []byte("plain text\n{\"k\": [1, 2]}\n"), 0o644))
 	r = run(t, "", "call", "echo", "--input", in, "--", childBin)
-	if r.Status != cli.ExitOK || r.Stdout != "plain text\n{\"k\":[1,2]}\n" || !strings.HasPrefix(r.Stderr, `completed {"chunks":2}`) {
-		t.Errorf("echo --input FILE: status %d, stdout %q, stderr %q", r.Status, r.Stdout, r.Stderr)
-	}
+	assert.Falsef(t, r.Status != cli.ExitOK || r.Stdout != "plain text\n{\"k\":[1,2]}\n" || !strings.HasPrefix(r.Stderr, `completed {"chunks":2}`), "echo --input FILE: status %d, stdout %q, stderr %q", r.Status, r.Stdout, r.Stderr)
 
 	r = run(t, "", "call", "count", "--args", `{"n": 2}`, "--", childBin)
-	if r.Status != cli.ExitOK || r.Stdout != "{\"i\":0}\n{\"i\":1}\n" {
-		t.Errorf("count: status %d, stdout %q", r.Status, r.Stdout)
-	}
+	assert.Falsef(t, r.Status != cli.ExitOK || r.Stdout != "{\"i\":0}\n{\"i\":1}\n", "count: status %d, stdout %q", r.Status, r.Stdout)
 	r = run(t, "", "call", "fail", "--args", `{"message": "nope"}`, "--", childBin)
-	if r.Status != cli.ExitProviderError || !strings.HasPrefix(r.Stderr, "failed: provider_error: nope — 2 frames") {
-		t.Errorf("fail: status %d, stderr %q", r.Status, r.Stderr)
-	}
+	assert.Falsef(t, r.Status != cli.ExitProviderError || !strings.HasPrefix(r.Stderr, "failed: provider_error: nope — 2 frames"), "fail: status %d, stderr %q", r.Status, r.Stderr)
 }
 
 // TestCallInputKeepsLinesAndSendsMedia: --input keeps each line's ending
@@ -232,36 +192,28 @@ func TestCallHuman(t *testing.T) {
 func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
 	media := filepath.Join(t.TempDir(), "blob.bin")
 	data := bytes.Repeat([]byte{0, 1, 0xff, '\n'}, 1000)
-	if err := os.WriteFile(media, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(media, data, 0o644))
 	saved := t.TempDir()
 	r := run(t, "a\r\nb\nc", "call", "echo", "--input", "-", "--input-media", media, "--media-type", "image/png", "--json", "--save-media", saved, "--", childBin)
-	if r.Status != cli.ExitOK {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitOK, "status %d, stderr %q", r.Status, r.Stderr)
 	lines := clitest.ParseLines(t, r.Stdout)
-	if len(lines) != 6 {
-		t.Fatalf("got %d frames, want started, media, 3 text chunks, completed: %s", len(lines), r.Stdout)
-	}
+	require.EqualValuesf(t, 6, len(lines), "got %d frames, want started, media, 3 text chunks, completed: %s", len(lines), r.Stdout)
 	// echo sends the bytes back: what the host received, hashed and saved,
 	// is the file's content.
 	sum := sha256.Sum256(data)
 	m := lines[1].Media
 	if m == nil || m.MediaType != "image/png" || m.Data == nil || m.Data.Size != len(data) || m.Data.SHA256 != hex.EncodeToString(sum[:]) {
-		t.Errorf("media chunk: %+v, want %d bytes of SHA-256 %x", lines[1], len(data), sum)
+		assert.Fail(t, fmt.Sprintf("media chunk: %+v, want %d bytes of SHA-256 %x", lines[1], len(data), sum))
 	} else if got, err := os.ReadFile(m.Data.File); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("media chunk's bytes (saved to %q): %d bytes, %v; want the --input-media file's %d", m.Data.File, len(got), err, len(data))
+		assert.Fail(t, fmt.Sprintf("media chunk's bytes (saved to %q): %d bytes, %v; want the --input-media file's %d", m.Data.File, len(got), err, len(data)))
 	}
 	for i, want := range []string{"a\r\n", "b\n", "c"} {
 		if got := lines[2+i].Payload["text"]; got != want {
-			t.Errorf("text chunk %d: %q, want %q", i, got, want)
+			assert.Fail(t, fmt.Sprintf("text chunk %d: %q, want %q", i, got, want))
 		}
 	}
 	r = run(t, "", "call", "echo", "--media-type", "image/png", "--", childBin)
-	if r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "--media-type goes with --input-media") {
-		t.Errorf("--media-type alone: status %d, stderr %q", r.Status, r.Stderr)
-	}
+	assert.Falsef(t, r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "--media-type goes with --input-media"), "--media-type alone: status %d, stderr %q", r.Status, r.Stderr)
 }
 
 func TestCallRefusedAndStartFailures(t *testing.T) {
@@ -285,15 +237,9 @@ func TestCallRefusedAndStartFailures(t *testing.T) {
 				stdin = `{"nottext": 1}` + "\n"
 			}
 			r := run(t, stdin, tc.args...)
-			if r.Status != tc.status {
-				t.Errorf("status %d, want %d (stderr %q)", r.Status, tc.status, r.Stderr)
-			}
-			if strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, tc.want) {
-				t.Errorf("stderr %q: want one line containing %q", r.Stderr, tc.want)
-			}
-			if strings.Contains(r.Stderr, "goroutine ") || strings.Contains(r.Stderr, "panic") || strings.Contains(r.Stderr, "internal error") {
-				t.Errorf("stack trace on stderr: %q", r.Stderr)
-			}
+			assert.Falsef(t, r.Status != tc.status, "status %d, want %d (stderr %q)", r.Status, tc.status, r.Stderr)
+			assert.Falsef(t, strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, tc.want), "stderr %q: want one line containing %q", r.Stderr, tc.want)
+			assert.Falsef(t, strings.Contains(r.Stderr, "goroutine ") || strings.Contains(r.Stderr, "panic") || strings.Contains(r.Stderr, "internal error"), "stack trace on stderr: %q", r.Stderr)
 		})
 	}
 }
@@ -313,49 +259,35 @@ func TestBadUsage(t *testing.T) {
 	}
 	for _, args := range cases {
 		r := run(t, "", args...)
-		if r.Status != cli.ExitUsage {
-			t.Errorf("%q: status %d, want %d", args, r.Status, cli.ExitUsage)
-		}
-		if r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "skulk-host help") {
-			t.Errorf("%q: want one line on stderr pointing at help; stdout %q stderr %q", args, r.Stdout, r.Stderr)
-		}
+		assert.Falsef(t, r.Status != cli.ExitUsage, "%q: status %d, want %d", args, r.Status, cli.ExitUsage)
+		assert.Falsef(t, r.Stdout != "" || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "skulk-host help"), "%q: want one line on stderr pointing at help; stdout %q stderr %q", args, r.Stdout, r.Stderr)
 	}
 	r := run(t, "")
-	if r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "Usage:") {
-		t.Errorf("no arguments: status %d, stderr %q", r.Status, r.Stderr)
-	}
+	assert.Falsef(t, r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "Usage:"), "no arguments: status %d, stderr %q", r.Status, r.Stderr)
 }
 
 func TestHelpCall(t *testing.T) {
 	r := run(t, "", "help", "call")
-	if r.Status != 0 || r.Stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != 0 || r.Stderr != "", "status %d, stderr %q", r.Status, r.Stderr)
 	for _, want := range []string{"--args", "--input", "--timeout", "--json", "--save-media", "--env", "Examples:", "14  failed: timeout"} {
-		if !strings.Contains(r.Stdout, want) {
-			t.Errorf("help call lacks %q", want)
-		}
+		assert.Falsef(t, !strings.Contains(r.Stdout, want), "help call lacks %q", want)
 	}
 }
 
 func TestTools(t *testing.T) {
 	r := run(t, "", "tools", "--json", "--", childBin, "--test-tools")
-	if r.Status != 0 {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.EqualValuesf(t, 0, r.Status, "status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckTools(t, r.Stdout)
 	r = run(t, "", "tools", "--", childBin)
 	if r.Status != 0 || !regexp.MustCompile(`(?m)^count .*— Sends n chunks`).MatchString(r.Stdout) ||
 		!regexp.MustCompile(`(?m)^    arguments +\{`).MatchString(r.Stdout) || strings.Contains(r.Stdout, "crash") {
-		t.Errorf("tools: status %d\n%s", r.Status, r.Stdout)
+		assert.Fail(t, fmt.Sprintf("tools: status %d\n%s", r.Status, r.Stdout))
 	}
 }
 
 func TestBench(t *testing.T) {
 	r := run(t, "", "bench", "--json", "--frames", "5001", "--media", "8000000", "--calls", "50", "--streams", "4", "--", childBin)
-	if r.Status != 0 {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.EqualValuesf(t, 0, r.Status, "status %d, stderr %q", r.Status, r.Stderr)
 	var res struct {
 		SmallFrames struct {
 			Frames          int64   `json:"frames"`
@@ -377,13 +309,13 @@ func TestBench(t *testing.T) {
 		} `json:"concurrent"`
 	}
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("bench --json: %v\n%s", err, r.Stdout)
+		require.FailNow(t, fmt.Sprintf("bench --json: %v\n%s", err, r.Stdout))
 	}
 	if res.SmallFrames.Frames != 5001 || res.SmallFrames.FramesPerSecond <= 0 ||
 		res.InlineMedia.Bytes != 8000000 || res.InlineMedia.MBPerSecond <= 0 ||
 		res.Latency.Calls != 50 || res.Latency.P50Micros <= 0 || res.Latency.P99Micros < res.Latency.P50Micros ||
 		res.Concurrent.Streams != 4 || res.Concurrent.Frames != 5001 || res.Concurrent.FramesPerSecond <= 0 {
-		t.Fatalf("implausible results:\n%s", r.Stdout)
+		require.FailNow(t, fmt.Sprintf("implausible results:\n%s", r.Stdout))
 	}
 	t.Logf("bench (small run, under -race load): %s", strings.Join(strings.Fields(r.Stdout), " "))
 }
@@ -406,16 +338,16 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	var n uint32
 	if err := ioctl(syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
 		m.Close()
-		t.Fatalf("unlock pty: %v", err)
+		require.FailNow(t, fmt.Sprintf("unlock pty: %v", err))
 	}
 	if err := ioctl(syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
 		m.Close()
-		t.Fatalf("pty number: %v", err)
+		require.FailNow(t, fmt.Sprintf("pty number: %v", err))
 	}
 	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
 		m.Close()
-		t.Fatalf("open pty slave: %v", err)
+		require.FailNow(t, fmt.Sprintf("open pty slave: %v", err))
 	}
 	return m, s
 }
@@ -450,7 +382,7 @@ func awaitTerminal(ctx context.Context, t *testing.T, read <-chan []byte) string
 	case term := <-read:
 		return string(term)
 	case <-ctx.Done():
-		t.Fatal("terminal output never ended")
+		require.FailNow(t, "terminal output never ended")
 		return ""
 	}
 }
@@ -467,31 +399,21 @@ func TestProgressLineInTerminal(t *testing.T) {
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, slave
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	slave.Close() // the child holds its own copy; EOF (EIO) comes when it exits
 	read := readTerminal(master)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("call: %v", err)
-	}
+	require.NoError(t, cmd.Wait(), "call")
 	s := awaitTerminal(ctx, t, read)
 	const clear = "\r\x1b[K"
 	draw := regexp.MustCompile(`\r\x1b\[K  1 frames  0 B  [0-9.]+ MB/s  [0-9.]+(ms|s) elapsed`)
 	draws := draw.FindAllStringIndex(s, -1)
-	if len(draws) < 3 {
-		t.Fatalf("want the progress line drawn several times during 1.5s, got %d draws in %q", len(draws), s)
-	}
+	require.Falsef(t, len(draws) < 3, "want the progress line drawn several times during 1.5s, got %d draws in %q", len(draws), s)
 	lastDraw := draws[len(draws)-1][1]
 	rest := s[lastDraw:]
-	if !strings.HasPrefix(rest, clear) {
-		t.Fatalf("the last progress line is not erased: %q", rest)
-	}
-	if !regexp.MustCompile(`^\r\x1b\[Kcompleted \{"slept_ms":1500\} — 2 frames, \d+ B in 1\.\d+s\r?\n$`).MatchString(rest) {
-		t.Fatalf("after the progress line: %q", rest)
-	}
+	require.Falsef(t, !strings.HasPrefix(rest, clear), "the last progress line is not erased: %q", rest)
+	require.Falsef(t, !regexp.MustCompile(`^\r\x1b\[Kcompleted \{"slept_ms":1500\} — 2 frames, \d+ B in 1\.\d+s\r?\n$`).MatchString(rest), "after the progress line: %q", rest)
 	if out.Len() != 0 {
-		t.Errorf("stdout %q, want nothing (sleep has no chunks)", out.String())
+		assert.Fail(t, fmt.Sprintf("stdout %q, want nothing (sleep has no chunks)", out.String()))
 	}
 }
 
@@ -508,12 +430,8 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdout, cmd.Stderr = slave, slave
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	slave.Close()
 	read := readTerminal(master)
 	words := []string{"alpha", "bravo", "charlie", "delta"}
@@ -522,17 +440,13 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 		// for the progress line to be drawn between the lines.
 		time.Sleep(200 * time.Millisecond)
 		if _, err := fmt.Fprintln(stdin, w); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 	}
 	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("call: %v", err)
-	}
+	require.NoError(t, cmd.Wait(), "call")
 	s := awaitTerminal(ctx, t, read)
-	if !strings.Contains(s, " frames  ") {
-		t.Fatalf("the progress line was never drawn: %q", s)
-	}
+	require.Falsef(t, !strings.Contains(s, " frames  "), "the progress line was never drawn: %q", s)
 	// What a person sees: apply carriage returns and erase-line codes.
 	var screen []string
 	for _, line := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
@@ -542,15 +456,11 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 		screen = append(screen, line)
 	}
 	want := []string{"ALPHA", "BRAVO", "CHARLIE", "DELTA"}
-	if len(screen) < len(want)+1 || strings.Join(screen[:len(want)], ",") != strings.Join(want, ",") {
-		t.Fatalf("screen %q, want the words then the status line (raw %q)", screen, s)
-	}
+	require.Falsef(t, len(screen) < len(want)+1 || strings.Join(screen[:len(want)], ",") != strings.Join(want, ","), "screen %q, want the words then the status line (raw %q)", screen, s)
 	if status := screen[len(want)]; !strings.HasPrefix(status, `completed {"chunks":4}`) {
-		t.Fatalf("status line %q", status)
+		require.FailNow(t, fmt.Sprintf("status line %q", status))
 	}
-	if strings.Contains(strings.Join(screen, "\n"), "elapsed") {
-		t.Fatalf("a progress line is left on the screen: %q", screen)
-	}
+	require.Falsef(t, strings.Contains(strings.Join(screen, "\n"), "elapsed"), "a progress line is left on the screen: %q", screen)
 }
 
 // TestChildGetsOnlyItsFDs: descriptors skulk-host inherited without
@@ -561,35 +471,25 @@ func TestChildGetsOnlyItsFDs(t *testing.T) {
 	dir := t.TempDir()
 	leakPath := filepath.Join(dir, "leak")
 	leak, err := os.Create(leakPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer leak.Close()
 	fdsOut := filepath.Join(dir, "fds")
 	wrapper := filepath.Join(dir, "child.sh")
 	// The shell's descriptors with what each names, then the provider.
 	script := "#!/bin/sh\nfor f in /proc/$$/fd/*; do echo \"$f $(readlink $f)\"; done > " + fdsOut + "\nexec " + childBin + "\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hostBin, "call", "echo", "--", wrapper)
 	cmd.ExtraFiles = []*os.File{leak, leak, leak}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("skulk-host: %v\n%s", err, out)
+		require.FailNow(t, fmt.Sprintf("skulk-host: %v\n%s", err, out))
 	}
 	b, err := os.ReadFile(fdsOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(b), leakPath) {
-		t.Fatalf("the child inherited skulk-host's descriptors:\n%s", b)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, strings.Contains(string(b), leakPath), "the child inherited skulk-host's descriptors:\n%s", b)
 	for _, fd := range []string{"/3 socket:", "/4 socket:"} {
-		if !strings.Contains(string(b), fd) {
-			t.Fatalf("no %q among the child's descriptors:\n%s", fd, b)
-		}
+		require.Falsef(t, !strings.Contains(string(b), fd), "no %q among the child's descriptors:\n%s", fd, b)
 	}
 }
 
@@ -600,29 +500,19 @@ func TestChildGetsOnlyItsFDs(t *testing.T) {
 func TestChildOutputForwarded(t *testing.T) {
 	wrapper := filepath.Join(t.TempDir(), "child.sh")
 	script := "#!/bin/sh\necho 'to stderr' >&2\necho 'to stdout'\nexec " + childBin + "\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
 	r := run(t, "", "call", "echo", "--", wrapper)
-	if r.Status != 0 {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.EqualValuesf(t, 0, r.Status, "status %d, stderr %q", r.Status, r.Stderr)
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`msg="child output" child=c0\.1 pid=[1-9][0-9]* stream=stderr line="to stderr"`),
 		regexp.MustCompile(`msg="child output" child=c0\.1 pid=[1-9][0-9]* stream=stdout line="to stdout"`),
 	} {
-		if !want.MatchString(r.Stderr) {
-			t.Errorf("stderr %q has no line matching %s", r.Stderr, want)
-		}
+		assert.Falsef(t, !want.MatchString(r.Stderr), "stderr %q has no line matching %s", r.Stderr, want)
 	}
-	if strings.Contains(r.Stderr, "child started") {
-		t.Errorf("host events without -v: %q", r.Stderr)
-	}
-	if strings.Contains(r.Stdout, "to stdout") {
-		t.Errorf("the child's stdout reached skulk-host's stdout: %q", r.Stdout)
-	}
+	assert.Falsef(t, strings.Contains(r.Stderr, "child started"), "host events without -v: %q", r.Stderr)
+	assert.Falsef(t, strings.Contains(r.Stdout, "to stdout"), "the child's stdout reached skulk-host's stdout: %q", r.Stdout)
 	if v := run(t, "", "call", "echo", "-v", "--", wrapper); !strings.Contains(v.Stderr, "child started") {
-		t.Errorf("no host events with -v: %q", v.Stderr)
+		assert.Fail(t, fmt.Sprintf("no host events with -v: %q", v.Stderr))
 	}
 }
 
@@ -639,29 +529,23 @@ func TestInterruptWhileStarting(t *testing.T) {
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	// The child's private directory exists: the host is starting it, its
 	// signal handling in place since before.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the host made no private directory")
-		}
+		require.False(t, time.Now().After(deadline), "the host made no private directory")
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitCancelled {
-		t.Fatalf("exit: %v (want status %d); stderr %q", err, cli.ExitCancelled, errb.String())
+		require.FailNow(t, fmt.Sprintf("exit: %v (want status %d); stderr %q", err, cli.ExitCancelled, errb.String()))
 	}
 	if !strings.Contains(errb.String(), "interrupted while the child was starting") {
-		t.Fatalf("stderr %q", errb.String())
+		require.FailNow(t, fmt.Sprintf("stderr %q", errb.String()))
 	}
 }
 
@@ -671,13 +555,9 @@ func TestInterruptWhileStarting(t *testing.T) {
 // the terminal, not after the library's 5 s drain grace.
 func TestStuckHandlerDoesNotHoldExit(t *testing.T) {
 	r := run(t, "", "call", "sleep", "--args", `{"ms": 20000, "ignore_cancel": true}`, "--timeout", "300ms", "--", childBin, "--test-tools")
-	if r.Status != cli.ExitTimeout {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitTimeout, "status %d, stderr %q", r.Status, r.Stderr)
 	// 0.3 s deadline + 1 s cancel grace + 0.5 s drain + 1 s cancel grace;
 	// the bound leaves room for a loaded machine (before, about 6 s).
-	if r.Elapsed > 4500*time.Millisecond {
-		t.Fatalf("took %v to exit", r.Elapsed)
-	}
+	require.Falsef(t, r.Elapsed > 4500*time.Millisecond, "took %v to exit", r.Elapsed)
 	t.Logf("exit after %v", r.Elapsed)
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"net/url"
 	"strings"
 	"testing"
@@ -24,9 +26,7 @@ func TestNATSJournalCrashTakeover(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		st, err := jetstreamstore.Open(ctx, url, jetstreamstore.Options{ReadOnly: readOnly})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		return st
 	})
@@ -38,23 +38,17 @@ func TestNATSJournalReplayFollowExport(t *testing.T) {
 	url := natstest.Run(t).URL() + "/CALLS"
 	tree := callTree(t, url, 3)
 	rp := run(t, "", "replay", url, tree)
-	if rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`) {
-		t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
-	}
+	require.Falsef(t, rp.Status != 0 || !strings.Contains(rp.Stdout, "call "+tree+" count") || !strings.Contains(rp.Stdout, `done: {"n":3}`), "replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 	fl := run(t, "", "follow", url, tree)
-	if fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`) {
-		t.Fatalf("follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
-	}
+	require.Falsef(t, fl.Status != 0 || strings.Count(fl.Stdout, `"kind":"output"`) != 3 || !strings.Contains(fl.Stdout, `"kind":"done"`), "follow: %d %q %q", fl.Status, fl.Stdout, fl.Stderr)
 	ex := run(t, "", "asif", "export", url, tree)
-	if ex.Status != 0 || !strings.Contains(ex.Stdout, `"asif_version"`) {
-		t.Fatalf("asif export: %d %q", ex.Status, ex.Stderr)
-	}
+	require.Falsef(t, ex.Status != 0 || !strings.Contains(ex.Stdout, `"asif_version"`), "asif export: %d %q", ex.Status, ex.Stderr)
 	bad := strings.Replace(url, "nats://", "nats://me:hunter2@", 1)
 	if r := run(t, "", "replay", bad, tree); r.Status != 1 || strings.Contains(r.Stderr, "hunter2") || !strings.Contains(r.Stderr, "creds") {
-		t.Fatalf("a URL with a password: %d %q", r.Status, r.Stderr)
+		require.FailNow(t, fmt.Sprintf("a URL with a password: %d %q", r.Status, r.Stderr))
 	}
 	if r := run(t, "", "replay", natstest.Run(t).URL()+"/NONE", tree); r.Status != 1 || !strings.Contains(r.Stderr, "no such stream") {
-		t.Fatalf("replay of a missing stream: %d %q", r.Status, r.Stderr)
+		require.FailNow(t, fmt.Sprintf("replay of a missing stream: %d %q", r.Status, r.Stderr))
 	}
 }
 
@@ -90,7 +84,7 @@ func TestNATSJournalCredentials(t *testing.T) {
 			if tc.params == "" { // credentials from the environment only
 				if r := run(t, "", "call", "--journal", journal, "count", "--args", `{"n":2}`, "--", childBin); r.Status != 1 ||
 					!strings.Contains(r.Stderr, "cannot open the journal") {
-					t.Fatalf("call with no credentials: %d %q", r.Status, r.Stderr)
+					require.FailNow(t, fmt.Sprintf("call with no credentials: %d %q", r.Status, r.Stderr))
 				}
 			}
 			for k, v := range tc.env {
@@ -98,18 +92,16 @@ func TestNATSJournalCredentials(t *testing.T) {
 			}
 			tree := callTree(t, journal, 2)
 			rp := run(t, "", "replay", journal, tree)
-			if rp.Status != 0 || !strings.Contains(rp.Stdout, `done: {"n":2}`) {
-				t.Fatalf("replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
-			}
+			require.Falsef(t, rp.Status != 0 || !strings.Contains(rp.Stdout, `done: {"n":2}`), "replay: %d %q %q", rp.Status, rp.Stdout, rp.Stderr)
 			if tc.params != "" { // the URL's files, not the environment, let it in
 				if r := run(t, "", "replay", bare, tree); r.Status != 1 {
-					t.Fatalf("replay without the URL's credentials: %d %q", r.Status, r.Stderr)
+					require.FailNow(t, fmt.Sprintf("replay without the URL's credentials: %d %q", r.Status, r.Stderr))
 				}
 			}
 			if tc.name == "NATS_USER" {
 				t.Setenv("NATS_PASSWORD", "wrong-secret-77")
 				if r := run(t, "", "replay", journal, tree); r.Status != 1 || strings.Contains(r.Stderr, "secret") {
-					t.Fatalf("replay with a wrong password: %d %q", r.Status, r.Stderr)
+					require.FailNow(t, fmt.Sprintf("replay with a wrong password: %d %q", r.Status, r.Stderr))
 				}
 			}
 		})

@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"net"
 	"net/http"
@@ -29,18 +32,12 @@ func TestCallMetricsAddr(t *testing.T) {
 	cmd := exec.CommandContext(ctx, hostBin, "call", "upper", "--input", "-", "--metrics-addr", "127.0.0.1:0", "--", childBin)
 	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	defer cmd.Wait()
 	defer stdin.Close()
 
@@ -53,11 +50,11 @@ func TestCallMetricsAddr(t *testing.T) {
 		}
 	}
 	if url == "" {
-		t.Fatalf("no metrics address on stderr: %v", sc.Err())
+		require.FailNow(t, fmt.Sprintf("no metrics address on stderr: %v", sc.Err()))
 	}
 	go io.Copy(io.Discard, stderr) // the rest of stderr, until the command exits
 	if _, err := io.WriteString(stdin, "hello\n"); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 
 	// The server is up before the child: until the host started, a scrape
@@ -69,7 +66,7 @@ func TestCallMetricsAddr(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("skulk_calls_in_flight never 1: %v", fams["skulk_calls_in_flight"])
+			require.FailNow(t, fmt.Sprintf("skulk_calls_in_flight never 1: %v", fams["skulk_calls_in_flight"]))
 		}
 	}
 	ready := false
@@ -81,19 +78,15 @@ func TestCallMetricsAddr(t *testing.T) {
 		}
 	}
 	if !ready {
-		t.Errorf("skulk_child_state{state=\"ready\"} is not 1: %v", fams["skulk_child_state"])
+		assert.Fail(t, fmt.Sprintf("skulk_child_state{state=\"ready\"} is not 1: %v", fams["skulk_child_state"]))
 	}
 	for _, name := range []string{"skulk_child_restarts_total", "skulk_child_stuck_handlers"} {
-		if fams[name] == nil {
-			t.Errorf("%s missing", name)
-		}
+		assert.Falsef(t, fams[name] == nil, "%s missing", name)
 	}
 	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("call: %v", err)
-	}
+	require.NoError(t, cmd.Wait(), "call")
 	if !strings.Contains(stdout.String(), "HELLO") {
-		t.Errorf("stdout %q lacks the call's output", stdout.String())
+		assert.Fail(t, fmt.Sprintf("stdout %q lacks the call's output", stdout.String()))
 	}
 	listenerClosed(t, url)
 }
@@ -105,7 +98,7 @@ func listenerClosed(t *testing.T, url string) {
 	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/metrics")
 	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
 		c.Close()
-		t.Errorf("something still listens on %s after the command ended", addr)
+		assert.Fail(t, fmt.Sprintf("something still listens on %s after the command ended", addr))
 	}
 }
 
@@ -121,7 +114,7 @@ func metricsURL(t *testing.T, stderr io.Reader) string {
 			return m[1]
 		}
 	}
-	t.Fatalf("no metrics address on stderr: %v", sc.Err())
+	require.FailNow(t, fmt.Sprintf("no metrics address on stderr: %v", sc.Err()))
 	return ""
 }
 
@@ -152,21 +145,15 @@ func TestMCPServeMetricsAddr(t *testing.T) {
 	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--metrics-addr", "127.0.0.1:0", "--", childBin)
 	cmd.WaitDelay = 5 * time.Second
 	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	client := mcp.NewClient(&mcp.Implementation{Name: "metrics-test", Version: "1"}, nil)
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	url := metricsURL(t, stderr)
 	const calls, n = 3, 4
 	for range calls {
 		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": n}})
-		if err != nil || res.IsError {
-			t.Fatalf("tools/call count: %v %+v", err, res)
-		}
+		require.Falsef(t, err != nil || res.IsError, "tools/call count: %v %+v", err, res)
 	}
 	// Counted once each call's end event reached the observer.
 	completed := map[string]string{"tool": "count", "outcome": "completed", "code": "ok", "synthetic": "false"}
@@ -177,17 +164,17 @@ func TestMCPServeMetricsAddr(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("skulk_calls_total never reached %d: %v", calls, fams["skulk_calls_total"])
+			require.FailNow(t, fmt.Sprintf("skulk_calls_total never reached %d: %v", calls, fams["skulk_calls_total"]))
 		}
 	}
 	if v, ok := counter(fams["skulk_frames_total"], map[string]string{"direction": "provider_to_caller"}); !ok || v != calls*(n+1) {
-		t.Errorf("skulk_frames_total{direction=provider_to_caller} = %v, want %d (n chunks and a terminal per call)", v, calls*(n+1))
+		assert.Fail(t, fmt.Sprintf("skulk_frames_total{direction=provider_to_caller} = %v, want %d (n chunks and a terminal per call)", v, calls*(n+1)))
 	}
 	if f := fams["skulk_ping_rtt_seconds"]; f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
-		t.Errorf("skulk_ping_rtt_seconds: %v", f)
+		assert.Fail(t, fmt.Sprintf("skulk_ping_rtt_seconds: %v", f))
 	}
 	if err := session.Close(); err != nil { // closes stdin: mcp serve ends
-		t.Fatalf("mcp serve did not end cleanly: %v", err)
+		require.FailNow(t, fmt.Sprintf("mcp serve did not end cleanly: %v", err))
 	}
 	listenerClosed(t, url)
 }
@@ -201,12 +188,8 @@ func TestBenchMetricsAddr(t *testing.T) {
 		"--metrics-addr", "127.0.0.1:0", "--", childBin)
 	cmd.WaitDelay = 5 * time.Second
 	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	defer cmd.Wait()
 	defer cmd.Process.Kill() // a failed test does not wait for the whole bench
 	url := metricsURL(t, stderr)
@@ -215,13 +198,9 @@ func TestBenchMetricsAddr(t *testing.T) {
 		if v, _ := counter(fams["skulk_frames_total"], map[string]string{"direction": "provider_to_caller"}); v > 0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("skulk_frames_total never moved during the bench")
-		}
+		require.False(t, time.Now().After(deadline), "skulk_frames_total never moved during the bench")
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	cmd.Wait()
 	listenerClosed(t, url)
 }
@@ -237,19 +216,13 @@ func TestMetricsAddrErrors(t *testing.T) {
 		{"bench", "--metrics-addr", "[::1", "--", childBin},
 	} {
 		r := run(t, "", args...)
-		if r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "--metrics-addr must be HOST:PORT") || strings.Contains(r.Stderr, args[len(args)-3]) {
-			t.Errorf("%q: status %d, stderr %q; want a usage error naming the flag, not the value", args, r.Status, r.Stderr)
-		}
+		assert.Falsef(t, r.Status != cli.ExitUsage || !strings.Contains(r.Stderr, "--metrics-addr must be HOST:PORT") || strings.Contains(r.Stderr, args[len(args)-3]), "%q: status %d, stderr %q; want a usage error naming the flag, not the value", args, r.Status, r.Stderr)
 	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer busy.Close()
 	r := run(t, "", "call", "count", "--metrics-addr", busy.Addr().String(), "--", childBin)
-	if r.Status != cli.ExitFailure || !strings.Contains(r.Stderr, "cannot serve --metrics-addr") || strings.Contains(r.Stderr, busy.Addr().String()) {
-		t.Errorf("a busy address: status %d, stderr %q", r.Status, r.Stderr)
-	}
+	assert.Falsef(t, r.Status != cli.ExitFailure || !strings.Contains(r.Stderr, "cannot serve --metrics-addr") || strings.Contains(r.Stderr, busy.Addr().String()), "a busy address: status %d, stderr %q", r.Status, r.Stderr)
 }
 
 // scrape gets url and parses it as Prometheus text.
@@ -257,18 +230,12 @@ func scrape(ctx context.Context, t *testing.T, url string) map[string]*dto.Metri
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", url, resp.Status)
-	}
+	require.Falsef(t, resp.StatusCode != http.StatusOK, "GET %s: %s", url, resp.Status)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not Prometheus text: %v", err)
-	}
+	require.NoError(t, err, "/metrics is not Prometheus text")
 	return fams
 }
 
@@ -278,16 +245,10 @@ func TestCallTracesConsole(t *testing.T) {
 	cmd := exec.Command(hostBin, "call", "count", "--args", `{"n": 1}`, "--", childBin)
 	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=console")
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("call: %v\n%s", err, out)
-	}
+	require.NoErrorf(t, err, "call: %v\n%s", err, out)
 	for _, want := range []string{`"Name":"count"`, `"rpc.system"`, `"skulk.call.id"`} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("stdout lacks %s:\n%s", want, out)
-		}
+		assert.Falsef(t, !strings.Contains(string(out), want), "stdout lacks %s:\n%s", want, out)
 	}
 	r := run(t, "", "call", "count", "--args", `{"n": 1}`, "--", childBin)
-	if r.Status != 0 || strings.Contains(r.Stdout, "rpc.system") {
-		t.Errorf("without OTEL_TRACES_EXPORTER: status %d, stdout %q", r.Status, r.Stdout)
-	}
+	assert.Falsef(t, r.Status != 0 || strings.Contains(r.Stdout, "rpc.system"), "without OTEL_TRACES_EXPORTER: status %d, stdout %q", r.Status, r.Stdout)
 }

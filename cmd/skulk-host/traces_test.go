@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -59,9 +63,7 @@ func byKind(t *testing.T, spans []otlptest.Span) (client, server otlptest.Span) 
 			server, ns = s, ns+1
 		}
 	}
-	if nc != 1 || ns != 1 {
-		t.Fatalf("received %d client and %d server spans, want one each", nc, ns)
-	}
+	require.Falsef(t, nc != 1 || ns != 1, "received %d client and %d server spans, want one each", nc, ns)
 	return client, server
 }
 
@@ -74,42 +76,36 @@ func TestCallTracesOTLP(t *testing.T) {
 	cmd := exec.CommandContext(ctx, hostBin, withChild("call", "count", "--args", `{"n": 2}`)...)
 	cmd.Env = otlpEnv(c)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("call: %v\n%s", err, out)
+		require.FailNow(t, fmt.Sprintf("call: %v\n%s", err, out))
 	}
 	client, server := byKind(t, c.Spans())
 	if len(client.GetTraceId()) != 16 || string(client.GetTraceId()) != string(server.GetTraceId()) {
-		t.Fatalf("trace ids: host %x, child %x; want one", client.GetTraceId(), server.GetTraceId())
+		require.FailNow(t, fmt.Sprintf("trace ids: host %x, child %x; want one", client.GetTraceId(), server.GetTraceId()))
 	}
 	if string(server.GetParentSpanId()) != string(client.GetSpanId()) {
-		t.Errorf("child span's parent %x, want the host span %x", server.GetParentSpanId(), client.GetSpanId())
+		assert.Fail(t, fmt.Sprintf("child span's parent %x, want the host span %x", server.GetParentSpanId(), client.GetSpanId()))
 	}
 	if client.GetName() != "count" || server.GetName() != "count" {
-		t.Errorf("span names %q, %q; want count", client.GetName(), server.GetName())
+		assert.Fail(t, fmt.Sprintf("span names %q, %q; want count", client.GetName(), server.GetName()))
 	}
-	if client.Service != "skulk-host" || server.Service != "skulk-host-demo-child" {
-		t.Errorf("service.name %q, %q; want skulk-host, skulk-host-demo-child", client.Service, server.Service)
-	}
+	assert.Falsef(t, client.Service != "skulk-host" || server.Service != "skulk-host-demo-child", "service.name %q, %q; want skulk-host, skulk-host-demo-child", client.Service, server.Service)
 	drained := false
 	for _, s := range c.Spans() {
 		drained = drained || s.GetName() == "skulk.drain" && s.Service == "skulk-host" &&
 			otlptest.Attr(s.GetAttributes(), "skulk.restart.reason").GetStringValue() == "closed"
 	}
-	if !drained {
-		t.Errorf("no skulk.drain span of the child's drain when the command ended")
-	}
+	assert.Falsef(t, !drained, "no skulk.drain span of the child's drain when the command ended")
 	if got := otlptest.Attr(client.GetAttributes(), "rpc.system").GetStringValue(); got != "skulk" {
-		t.Errorf("rpc.system = %q, want skulk", got)
+		assert.Fail(t, fmt.Sprintf("rpc.system = %q, want skulk", got))
 	}
-	if client.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
-		t.Errorf("completed call's span has an error status")
-	}
+	assert.Falsef(t, client.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR, "completed call's span has an error status")
 	// The host sends OTEL_EXPORTER_OTLP_HEADERS; the child was not given
 	// them (no --env for it).
 	if got := c.Headers("skulk-host").Get("X-Skulk-Test"); got != "token" {
-		t.Errorf("OTEL_EXPORTER_OTLP_HEADERS: the host's request has x-skulk-test = %q, want token", got)
+		assert.Fail(t, fmt.Sprintf("OTEL_EXPORTER_OTLP_HEADERS: the host's request has x-skulk-test = %q, want token", got))
 	}
 	if got := c.Headers("skulk-host-demo-child").Get("X-Skulk-Test"); got != "" {
-		t.Errorf("the child's request has x-skulk-test = %q, but it was not passed the variable", got)
+		assert.Fail(t, fmt.Sprintf("the child's request has x-skulk-test = %q, but it was not passed the variable", got))
 	}
 }
 
@@ -123,31 +119,23 @@ func TestCallTracesOTLPFlushedOnSignal(t *testing.T) {
 	cmd.Env = otlpEnv(c)
 	cmd.WaitDelay = 10 * time.Second
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer stdin.Close()
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	// The call is running once its first chunk came back.
 	if _, err := io.WriteString(stdin, "hello\n"); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() && !strings.Contains(sc.Text(), "HELLO") {
 	}
 	go io.Copy(io.Discard, stdout) // the rest, until the command exits
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 13 {
-		t.Fatalf("call after SIGINT: %v, want exit status 13 (cancelled)", err)
+		require.FailNow(t, fmt.Sprintf("call after SIGINT: %v, want exit status 13 (cancelled)", err))
 	}
 	spans := c.Spans()
 	var client *otlptest.Span
@@ -156,16 +144,14 @@ func TestCallTracesOTLPFlushedOnSignal(t *testing.T) {
 			client = &spans[i]
 		}
 	}
-	if client == nil {
-		t.Fatalf("no host span received after SIGINT (%d spans)", len(spans))
-	}
+	require.Falsef(t, client == nil, "no host span received after SIGINT (%d spans)", len(spans))
 	if client.GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR ||
 		otlptest.Attr(client.GetAttributes(), "rpc.response.status_code").GetStringValue() != "cancelled" {
-		t.Errorf("cancelled call's span: status %v, code %v; want Error, cancelled",
-			client.GetStatus(), otlptest.Attr(client.GetAttributes(), "rpc.response.status_code"))
+		assert.Fail(t, fmt.Sprintf("cancelled call's span: status %v, code %v; want Error, cancelled",
+			client.GetStatus(), otlptest.Attr(client.GetAttributes(), "rpc.response.status_code")))
 	}
 	if id := hex.EncodeToString(client.GetTraceId()); len(id) != 32 {
-		t.Errorf("trace id %q", id)
+		assert.Fail(t, fmt.Sprintf("trace id %q", id))
 	}
 }
 
@@ -184,11 +170,11 @@ func TestCallTracesBadSettings(t *testing.T) {
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
-			t.Errorf("%s: %v, want exit status 2 (usage)", tc.env, err)
+			assert.Fail(t, fmt.Sprintf("%s: %v, want exit status 2 (usage)", tc.env, err))
 		}
 		value := tc.env[strings.IndexByte(tc.env, '=')+1:]
 		if !strings.Contains(stderr.String(), tc.name) || strings.Contains(stderr.String(), value) {
-			t.Errorf("%s: stderr %q should name %s and not echo the value", tc.env, stderr.String(), tc.name)
+			assert.Fail(t, fmt.Sprintf("%s: stderr %q should name %s and not echo the value", tc.env, stderr.String(), tc.name))
 		}
 	}
 }
@@ -214,9 +200,7 @@ func (g *grpcCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 // OTEL_EXPORTER_OTLP_PROTOCOL=grpc exports over OTLP/gRPC.
 func TestCallTracesOTLPGRPC(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	g := &grpcCollector{}
 	srv := grpc.NewServer()
 	coltracepb.RegisterTraceServiceServer(srv, g)
@@ -228,7 +212,7 @@ func TestCallTracesOTLPGRPC(t *testing.T) {
 	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+ln.Addr().String())
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("call: %v\n%s", err, out)
+		require.FailNow(t, fmt.Sprintf("call: %v\n%s", err, out))
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -237,9 +221,7 @@ func TestCallTracesOTLPGRPC(t *testing.T) {
 		names = append(names, s.GetName()+"/"+s.GetKind().String())
 	}
 	// The call's span, and the drain of its child when the command ended.
-	if len(names) != 2 || names[0] != "count/SPAN_KIND_CLIENT" && names[1] != "count/SPAN_KIND_CLIENT" {
-		t.Fatalf("received %v over gRPC, want the call's client span and the drain's", names)
-	}
+	require.Falsef(t, len(names) != 2 || names[0] != "count/SPAN_KIND_CLIENT" && names[1] != "count/SPAN_KIND_CLIENT", "received %v over gRPC, want the call's client span and the drain's", names)
 }
 
 // A call made with trace export on keeps its span's ids in every journal
@@ -253,51 +235,43 @@ func TestCallJournalCarriesTraceIDs(t *testing.T) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("call: %v\n%s", err, stderr.String())
+		require.FailNow(t, fmt.Sprintf("call: %v\n%s", err, stderr.String()))
 	}
 	tree := regexp.MustCompile(`journal: tree (\S+) in`).FindStringSubmatch(stderr.String())
 	if tree == nil {
-		t.Fatalf("no tree on stderr: %s", stderr.String())
+		require.FailNow(t, fmt.Sprintf("no tree on stderr: %s", stderr.String()))
 	}
 	client, _ := clientSpans(c.Spans())
-	if len(client) != 1 {
-		t.Fatalf("%d client spans exported, want the call's", len(client))
-	}
+	require.EqualValuesf(t, 1, len(client), "%d client spans exported, want the call's", len(client))
 	traceID, spanID := hex.EncodeToString(client[0].GetTraceId()), hex.EncodeToString(client[0].GetSpanId())
 
 	r := run(t, "", "follow", journal, tree[1])
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
-	if r.Status != 0 || len(lines) < 4 {
-		t.Fatalf("follow: status %d, %d lines: %s", r.Status, len(lines), r.Stderr)
-	}
+	require.Falsef(t, r.Status != 0 || len(lines) < 4, "follow: status %d, %d lines: %s", r.Status, len(lines), r.Stderr)
 	for _, line := range lines {
 		var ev struct {
 			Kind    string `json:"kind"`
 			TraceID string `json:"trace_id"`
 			SpanID  string `json:"span_id"`
 		}
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatal(err)
-		}
-		if ev.TraceID != traceID || ev.SpanID != spanID {
-			t.Errorf("%s event: trace_id %q span_id %q, want the exported span's %s %s", ev.Kind, ev.TraceID, ev.SpanID, traceID, spanID)
-		}
+		require.NoError(t, json.Unmarshal([]byte(line), &ev))
+		assert.Falsef(t, ev.TraceID != traceID || ev.SpanID != spanID, "%s event: trace_id %q span_id %q, want the exported span's %s %s", ev.Kind, ev.TraceID, ev.SpanID, traceID, spanID)
 	}
 	if r := run(t, "", "replay", journal, tree[1]); !strings.Contains(r.Stdout, "trace: "+traceID+" span "+spanID) {
-		t.Errorf("replay does not show the trace:\n%s", r.Stdout)
+		assert.Fail(t, fmt.Sprintf("replay does not show the trace:\n%s", r.Stdout))
 	}
 	if r := run(t, "", "asif", "export", journal, tree[1]); r.Status != 0 || !strings.Contains(r.Stdout, `"skulk/trace"`) || !strings.Contains(r.Stdout, traceID) {
-		t.Errorf("asif export: status %d, no skulk/trace extension with the trace id: %s", r.Status, r.Stderr)
+		assert.Fail(t, fmt.Sprintf("asif export: status %d, no skulk/trace extension with the trace id: %s", r.Status, r.Stderr))
 	}
 
 	// Trace export off: no ids.
 	off := filepath.Join(t.TempDir(), "off.db")
 	r = run(t, "", "call", "count", "--args", `{"n": 1}`, "--journal", off, "--", childBin)
 	if tree = regexp.MustCompile(`journal: tree (\S+) in`).FindStringSubmatch(r.Stderr); r.Status != 0 || tree == nil {
-		t.Fatalf("call without tracing: %d %s", r.Status, r.Stderr)
+		require.FailNow(t, fmt.Sprintf("call without tracing: %d %s", r.Status, r.Stderr))
 	}
 	if r := run(t, "", "follow", off, tree[1]); r.Status != 0 || strings.Contains(r.Stdout, "trace_id") {
-		t.Errorf("tracing off: follow status %d, output has trace ids: %s", r.Status, r.Stdout)
+		assert.Fail(t, fmt.Sprintf("tracing off: follow status %d, output has trace ids: %s", r.Status, r.Stdout))
 	}
 }
 
@@ -321,11 +295,11 @@ func TestCallTracesOTLPFlushedOnFailure(t *testing.T) {
 	cmd.Env = otlpEnv(c)
 	err := cmd.Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 10 {
-		t.Fatalf("call fail: %v, want exit status 10", err)
+		require.FailNow(t, fmt.Sprintf("call fail: %v, want exit status 10", err))
 	}
 	client, _ := clientSpans(c.Spans())
 	if len(client) != 1 || client[0].GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR ||
 		otlptest.Attr(client[0].GetAttributes(), "error.type").GetStringValue() != "provider_error" {
-		t.Fatalf("client spans %v, want the failed call's with error.type provider_error", client)
+		require.FailNow(t, fmt.Sprintf("client spans %v, want the failed call's with error.type provider_error", client))
 	}
 }

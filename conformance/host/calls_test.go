@@ -1,6 +1,9 @@
 package hostconf
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 )
 
@@ -17,18 +20,18 @@ func TestCallsThroughHost(t *testing.T) {
 		res := runCall(t, "calls_probe", "t")
 		if res.rc != 0 {
 			res.dump(t)
-			t.Fatalf("exit %d", res.rc)
+			require.FailNow(t, fmt.Sprintf("exit %d", res.rc))
 		}
 		st, ok := res.first(t, "startup", nil)
 		if !ok {
 			return
 		}
 		if p, _ := st.F["packet"].(map[string]any); p == nil || p["calls"] != nil {
-			t.Errorf("startup without --offer: calls = %v, want none", p["calls"])
+			assert.Fail(t, fmt.Sprintf("startup without --offer: calls = %v, want none", p["calls"]))
 		}
 		if n := res.find("nested", func(e event) bool { return !e.flag("offered") }); len(n) != 1 {
 			res.dump(t)
-			t.Fatalf("the child saw an offer it was not given")
+			require.FailNow(t, fmt.Sprintf("the child saw an offer it was not given"))
 		}
 	})
 	t.Run("offered", func(t *testing.T) {
@@ -36,7 +39,7 @@ func TestCallsThroughHost(t *testing.T) {
 		res := runCall(t, "calls_probe", "t", "--offer", "count")
 		if res.rc != 0 {
 			res.dump(t)
-			t.Fatalf("exit %d", res.rc)
+			require.FailNow(t, fmt.Sprintf("exit %d", res.rc))
 		}
 		st, ok := res.first(t, "startup", nil)
 		if !ok {
@@ -44,28 +47,20 @@ func TestCallsThroughHost(t *testing.T) {
 		}
 		p, _ := st.F["packet"].(map[string]any)
 		calls, _ := p["calls"].(map[string]any)
-		if calls == nil {
-			t.Fatalf("startup with --offer count has no calls map: %v", p)
-		}
+		require.Falsef(t, calls == nil, "startup with --offer count has no calls map: %v", p)
 		if s, _ := calls["socket"].(string); s == "" {
-			t.Errorf("calls.socket = %v", calls["socket"])
+			assert.Fail(t, fmt.Sprintf("calls.socket = %v", calls["socket"]))
 		}
 		tools, _ := calls["tools"].([]any)
-		if len(tools) != 1 || tools[0].(map[string]any)["id"] != "count" {
-			t.Errorf("calls.tools = %v, want count alone", tools)
-		}
+		assert.Falsef(t, len(tools) != 1 || tools[0].(map[string]any)["id"] != "count", "calls.tools = %v, want count alone", tools)
 		nested := res.find("nested", nil)
 		if len(nested) != 2 {
 			res.dump(t)
-			t.Fatalf("%d nested answers, want 2", len(nested))
+			require.FailNow(t, fmt.Sprintf("%d nested answers, want 2", len(nested)))
 		}
 		nope, count := nested[0], nested[1]
-		if nope.str("kind") != "failed" || nope.str("code") != "invalid_frame" || !nope.flag("end") || nope.num("chunks") != 0 {
-			t.Errorf("a tool not offered: %v, want failed invalid_frame, no chunk, then end", nope.F)
-		}
-		if count.str("kind") != "completed" || !count.flag("end") || count.num("chunks") != 2 {
-			t.Errorf("count through the host: %v, want 2 chunks, completed, end", count.F)
-		}
+		assert.Falsef(t, nope.str("kind") != "failed" || nope.str("code") != "invalid_frame" || !nope.flag("end") || nope.num("chunks") != 0, "a tool not offered: %v, want failed invalid_frame, no chunk, then end", nope.F)
+		assert.Falsef(t, count.str("kind") != "completed" || !count.flag("end") || count.num("chunks") != 2, "count through the host: %v, want 2 chunks, completed, end", count.F)
 		checkStream(t, res.frames)
 	})
 }

@@ -1,6 +1,8 @@
 package hostconf
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
 	"testing"
 )
 
@@ -42,13 +44,13 @@ func TestEarlyEnd(t *testing.T) {
 			checkChunks(t, res, 0, 1)
 			if v, ok := res.first(t, "violation", nil); ok && len(res.frames) > 0 {
 				if d := res.terminal().At.Sub(v.At); d > prompt {
-					t.Errorf("synthetic terminal %v after the child's move, want it promptly (within %v)", d, prompt)
+					assert.Fail(t, fmt.Sprintf("synthetic terminal %v after the child's move, want it promptly (within %v)", d, prompt))
 				}
 			}
 			if tc.mode == "stream_reset" {
 				// The case means something only if the child closed with unread input.
 				if u, ok := res.first(t, "unread", nil); ok && u.num("bytes") <= 0 {
-					t.Errorf("the child had %d unread bytes when it closed: no reset", u.num("bytes"))
+					assert.Fail(t, fmt.Sprintf("the child had %d unread bytes when it closed: no reset", u.num("bytes")))
 				}
 			}
 		})

@@ -3,6 +3,7 @@ package hostconf
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,7 @@ func TestWellBehavedCall(t *testing.T) {
 	res.expect(t, outcome{rc: 0, frames: 4, kind: "completed"})
 	checkChunks(t, res, 0, 1)
 	if n := payloadNum(res.terminal().Payload, "n"); n != 2 {
-		t.Errorf("result n = %d, want 2", n)
+		assert.Fail(t, fmt.Sprintf("result n = %d, want 2", n))
 	}
 	inv, ok := res.first(t, "invoke", nil)
 	if !ok {
@@ -33,10 +34,10 @@ func TestWellBehavedCall(t *testing.T) {
 		}
 	}
 	if want := []string{"started/caller_to_provider/0", "completed/caller_to_provider/1"}; strings.Join(caller, " ") != strings.Join(want, " ") {
-		t.Errorf("caller frames on the wire %v, want %v", caller, want)
+		assert.Fail(t, fmt.Sprintf("caller frames on the wire %v, want %v", caller, want))
 	}
 	if inv.str("call_id") != res.terminal().CallID {
-		t.Errorf("invoke call_id %q, printed call_id %q", inv.str("call_id"), res.terminal().CallID)
+		assert.Fail(t, fmt.Sprintf("invoke call_id %q, printed call_id %q", inv.str("call_id"), res.terminal().CallID))
 	}
 	// §7 "Shutdown": drain, then bye, then the child exits by itself.
 	if _, ok := res.first(t, "drain", nil); !ok {
@@ -46,10 +47,10 @@ func TestWellBehavedCall(t *testing.T) {
 		return
 	}
 	if ex, ok := res.first(t, "exit", nil); ok && ex.num("code") != 0 {
-		t.Errorf("child exit %d (%s), want 0 after bye", ex.num("code"), ex.str("why"))
+		assert.Fail(t, fmt.Sprintf("child exit %d (%s), want 0 after bye", ex.num("code"), ex.str("why")))
 	}
 	if sigs := res.find("signal", nil); len(sigs) > 0 {
-		t.Errorf("a child that said bye and exited got signals: %v", sigs[0].F)
+		assert.Fail(t, fmt.Sprintf("a child that said bye and exited got signals: %v", sigs[0].F))
 	}
 }
 
@@ -123,12 +124,10 @@ func TestInvalidProviderFrames(t *testing.T) {
 			checkAbandoned(t, res)
 			if v, ok := res.first(t, "violation", nil); ok && len(res.frames) > 0 {
 				if d := res.terminal().At.Sub(v.At); d > prompt {
-					t.Errorf("synthetic terminal %v after the violation, want it promptly (within %v)", d, prompt)
+					assert.Fail(t, fmt.Sprintf("synthetic terminal %v after the violation, want it promptly (within %v)", d, prompt))
 				}
 			}
-			if tc.secret != "" && (strings.Contains(res.stderr, tc.secret) || strings.Contains(linesText(res), tc.secret)) {
-				t.Errorf("the output shows the offending value %q (docs/protocol.md §7 \"Schemas\": describe the value, never print it)", tc.secret)
-			}
+			assert.Falsef(t, tc.secret != "" && (strings.Contains(res.stderr, tc.secret) || strings.Contains(linesText(res), tc.secret)), "the output shows the offending value %q (docs/protocol.md §7 \"Schemas\": describe the value, never print it)", tc.secret)
 		})
 	}
 }
@@ -150,7 +149,7 @@ func TestValidEdgeFrames(t *testing.T) {
 		{mode: "header_at_limit", want: outcome{rc: 0, frames: 5, kind: "completed"}, check: func(t *testing.T, res *result) {
 			checkChunks(t, res, 0, 1, 2)
 			if n, ok := res.first(t, "note", nil); ok && n.num("header_bytes") != 65536 {
-				t.Errorf("the header was %d bytes, not 65,536: the case tests nothing", n.num("header_bytes"))
+				assert.Fail(t, fmt.Sprintf("the header was %d bytes, not 65,536: the case tests nothing", n.num("header_bytes")))
 			}
 		}},
 		// §2 0 ≤ A ≤ max_attachment: an attachment of exactly 16,777,216 bytes passes.
@@ -160,7 +159,7 @@ func TestValidEdgeFrames(t *testing.T) {
 			}
 			data, _ := res.frames[3].Media["data"].(map[string]any)
 			if numOf(data["size"]) != 16777216 {
-				t.Errorf("frame 3 media %v, want 16,777,216 bytes of data", res.frames[3].Media)
+				assert.Fail(t, fmt.Sprintf("frame 3 media %v, want 16,777,216 bytes of data", res.frames[3].Media))
 			}
 		}},
 		// docs/protocol.md §2 "Numbers": any integer encoding that holds the value.
@@ -174,14 +173,10 @@ func TestValidEdgeFrames(t *testing.T) {
 			}
 			inline, blob := res.frames[3].Media, res.frames[4].Media
 			data, _ := inline["data"].(map[string]any)
-			if inline["kind"] != "inline" || numOf(data["size"]) != 0 {
-				t.Errorf("frame 3 media %v, want inline with data.size 0", inline)
-			}
-			if blob["kind"] != "blob" || numOf(blob["size_bytes"]) != 0 || blob["blob_id"] != "b1" {
-				t.Errorf("frame 4 media %v, want the blob b1 of size 0", blob)
-			}
+			assert.Falsef(t, inline["kind"] != "inline" || numOf(data["size"]) != 0, "frame 3 media %v, want inline with data.size 0", inline)
+			assert.Falsef(t, blob["kind"] != "blob" || numOf(blob["size_bytes"]) != 0 || blob["blob_id"] != "b1", "frame 4 media %v, want the blob b1 of size 0", blob)
 			if res.frames[5].Payload != nil {
-				t.Errorf("completed payload %v, want null", res.frames[5].Payload)
+				assert.Fail(t, fmt.Sprintf("completed payload %v, want null", res.frames[5].Payload))
 			}
 		}},
 		// docs/protocol.md §3 Error: an absent error.message is empty. Exit 14 (docs/cli.md).
@@ -216,10 +211,10 @@ func TestQuietInterval(t *testing.T) {
 	res.expect(t, outcome{rc: 0, frames: 4, kind: "completed"})
 	if q, ok := res.first(t, "quiet", nil); ok {
 		if q.str("caller_terminal") != "completed" {
-			t.Errorf("the child saw %q before its terminal, want the caller's completed", q.str("caller_terminal"))
+			assert.Fail(t, fmt.Sprintf("the child saw %q before its terminal, want the caller's completed", q.str("caller_terminal")))
 		}
 		if n := q.num("packets"); n != 0 {
-			t.Errorf("the host sent %d packets in the quiet interval, want 0", n)
+			assert.Fail(t, fmt.Sprintf("the host sent %d packets in the quiet interval, want 0", n))
 		}
 	}
 }
@@ -229,13 +224,11 @@ func checkChunks(t *testing.T, res *result, want ...int64) {
 	t.Helper()
 	for k, i := range want {
 		if k+1 >= len(res.frames) {
-			t.Errorf("chunk %d missing", k+1)
+			assert.Fail(t, fmt.Sprintf("chunk %d missing", k+1))
 			return
 		}
 		f := res.frames[k+1]
-		if f.Kind != "chunk" || payloadNum(f.Payload, "i") != i {
-			t.Errorf("frame %d: %s %v, want chunk {\"i\":%d}", k+1, f.Kind, f.Payload, i)
-		}
+		assert.Falsef(t, f.Kind != "chunk" || payloadNum(f.Payload, "i") != i, "frame %d: %s %v, want chunk {\"i\":%d}", k+1, f.Kind, f.Payload, i)
 	}
 }
 
@@ -249,10 +242,10 @@ func checkAbandoned(t *testing.T, res *result) {
 		return
 	}
 	if len(res.find("conn_eof", ofConn(inv.Child, inv.num("conn")))) == 0 {
-		t.Errorf("the host never closed stream connection %d", inv.num("conn"))
+		assert.Fail(t, fmt.Sprintf("the host never closed stream connection %d", inv.num("conn")))
 	}
 	if len(res.find("cancel", ofCall(inv.str("call_id")))) == 0 {
-		t.Errorf("no control cancel for call %s, whose connection the host closed (docs/protocol.md §7 \"Closing a connection whose handler may still run\")", inv.str("call_id"))
+		assert.Fail(t, fmt.Sprintf("no control cancel for call %s, whose connection the host closed (docs/protocol.md §7 \"Closing a connection whose handler may still run\")", inv.str("call_id")))
 	}
 }
 

@@ -2,6 +2,9 @@ package hostconf
 
 import (
 	"encoding/json"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -41,9 +44,7 @@ func TestStartTimeout(t *testing.T) {
 	res := runCall(t, "no_hello", "t")
 	checkRefused(t, res, 3)
 	took := res.exitAt.Sub(res.start)
-	if took < startTimeout-500*time.Millisecond || took > startTimeout+margin {
-		t.Errorf("the start failed after %v, want about %v", took, startTimeout)
-	}
+	assert.Falsef(t, took < startTimeout-500*time.Millisecond || took > startTimeout+margin, "the start failed after %v, want about %v", took, startTimeout)
 }
 
 // TestStartupPacket checks the startup the host answers a hello with
@@ -76,17 +77,17 @@ func TestStartupPacket(t *testing.T) {
 			lim, _ := p["limits"].(map[string]any)
 			got := map[string]int64{"max_header": numOf(lim["max_header"]), "max_attachment": numOf(lim["max_attachment"])}
 			if numOf(p["protocol"]) != tc.protocol || !reflect.DeepEqual(got, tc.limits) {
-				t.Errorf("startup protocol %v limits %v, want %d %v", p["protocol"], got, tc.protocol, tc.limits)
+				assert.Fail(t, fmt.Sprintf("startup protocol %v limits %v, want %d %v", p["protocol"], got, tc.protocol, tc.limits))
 			}
 			if p["child_id"] != su.Child || su.Child == "" {
-				t.Errorf("startup child_id %v, SKULK_CHILD_ID %q: want the same id", p["child_id"], su.Child)
+				assert.Fail(t, fmt.Sprintf("startup child_id %v, SKULK_CHILD_ID %q: want the same id", p["child_id"], su.Child))
 			}
 			// §5 item 4: health_interval_ms 1000 by default; §3 cancel_grace_ms default 1000, ingress_queue always 8.
 			if numOf(p["health_interval_ms"]) != 1000 || numOf(p["ingress_queue"]) != 8 {
-				t.Errorf("startup health_interval_ms %v ingress_queue %v, want 1000 and 8", p["health_interval_ms"], p["ingress_queue"])
+				assert.Fail(t, fmt.Sprintf("startup health_interval_ms %v ingress_queue %v, want 1000 and 8", p["health_interval_ms"], p["ingress_queue"]))
 			}
 			if g, ok := p["cancel_grace_ms"]; ok && numOf(g) != 1000 {
-				t.Errorf("startup cancel_grace_ms %v, want 1000 (or absent)", g)
+				assert.Fail(t, fmt.Sprintf("startup cancel_grace_ms %v, want 1000 (or absent)", g))
 			}
 		})
 	}
@@ -122,13 +123,13 @@ func TestChildSetup(t *testing.T) {
 	}
 	for k, v := range want {
 		if env[k] != v {
-			t.Errorf("child env %s=%q, want %q", k, env[k], v)
+			assert.Fail(t, fmt.Sprintf("child env %s=%q, want %q", k, env[k], v))
 		}
 	}
 	allowed := []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 	for k := range env {
 		if _, ok := want[k]; !ok && !slices.Contains(allowed, k) {
-			t.Errorf("child env has %s, which the host should not pass through", k)
+			assert.Fail(t, fmt.Sprintf("child env has %s, which the host should not pass through", k))
 		}
 	}
 
@@ -142,24 +143,22 @@ func TestChildSetup(t *testing.T) {
 		nums = append(nums, fd)
 	}
 	slices.Sort(nums)
-	if !slices.Equal(nums, []int{0, 1, 2, 3, 4}) {
-		t.Errorf("child started with descriptors %v, want exactly 0..4", nums)
-	}
+	assert.Falsef(t, !slices.Equal(nums, []int{0, 1, 2, 3, 4}), "child started with descriptors %v, want exactly 0..4", nums)
 	if fds[0]["dev_null"] != true {
-		t.Errorf("fd 0 is %v, want /dev/null", fds[0]["target"])
+		assert.Fail(t, fmt.Sprintf("fd 0 is %v, want /dev/null", fds[0]["target"]))
 	}
 	unixStream := func(m map[string]any) bool { return numOf(m["type"]) == 1 && numOf(m["domain"]) == 1 }
 	if c := fds[3]; c == nil || !unixStream(c) || c["connected"] != true || c["listening"] == true {
-		t.Errorf("fd 3 is %v, want a connected AF_UNIX stream socket", c)
+		assert.Fail(t, fmt.Sprintf("fd 3 is %v, want a connected AF_UNIX stream socket", c))
 	}
 	l := fds[4]
 	if l == nil || !unixStream(l) || l["listening"] != true {
-		t.Errorf("fd 4 is %v, want a listening AF_UNIX stream socket", l)
+		assert.Fail(t, fmt.Sprintf("fd 4 is %v, want a listening AF_UNIX stream socket", l))
 		return
 	}
 	name, _ := l["name"].(string)
 	if filepath.Base(name) != "streams.sock" || l["dir_mode"] != "700" || filepath.Dir(filepath.Dir(name)) != r.tmpDir {
-		t.Errorf("fd 4 bound at %q in a dir of mode %v, want %s/<fresh dir of mode 0700>/streams.sock", name, l["dir_mode"], r.tmpDir)
+		assert.Fail(t, fmt.Sprintf("fd 4 bound at %q in a dir of mode %v, want %s/<fresh dir of mode 0700>/streams.sock", name, l["dir_mode"], r.tmpDir))
 	}
 }
 
@@ -183,7 +182,7 @@ func TestChildOutputForwarded(t *testing.T) {
 			continue
 		}
 		if kv["child"] != st.Child || kv["pid"] != strconv.Itoa(st.PID) {
-			t.Errorf("forwarded record tagged child=%q pid=%q, want %q and %d: %s", kv["child"], kv["pid"], st.Child, st.PID, rec)
+			assert.Fail(t, fmt.Sprintf("forwarded record tagged child=%q pid=%q, want %q and %d: %s", kv["child"], kv["pid"], st.Child, st.PID, rec))
 		}
 		switch kv["stream"] {
 		case "stdout":
@@ -191,21 +190,15 @@ func TestChildOutputForwarded(t *testing.T) {
 		case "stderr":
 			errs = append(errs, kv["line"])
 		default:
-			t.Errorf("forwarded record with stream=%q: %s", kv["stream"], rec)
+			assert.Fail(t, fmt.Sprintf("forwarded record with stream=%q: %s", kv["stream"], rec))
 		}
 	}
 	for _, want := range []string{"fakechild started: stdout", "line-b", "after-empty"} {
-		if !slices.Contains(out, want) {
-			t.Errorf("stdout line %q was not forwarded as one record; got %q", want, out)
-		}
+		assert.Falsef(t, !slices.Contains(out, want), "stdout line %q was not forwarded as one record; got %q", want, out)
 	}
-	if !slices.ContainsFunc(out, func(s string) bool { return strings.TrimSuffix(s, "\r") == "line-a" }) {
-		t.Errorf("stdout line %q was not forwarded; got %q", "line-a", out)
-	}
+	assert.Falsef(t, !slices.ContainsFunc(out, func(s string) bool { return strings.TrimSuffix(s, "\r") == "line-a" }), "stdout line %q was not forwarded; got %q", "line-a", out)
 	for _, want := range []string{"fakechild started: stderr", "stderr-only-line"} {
-		if !slices.Contains(errs, want) {
-			t.Errorf("stderr line %q was not forwarded; got %q", want, errs)
-		}
+		assert.Falsef(t, !slices.Contains(errs, want), "stderr line %q was not forwarded; got %q", want, errs)
 	}
 	var long strings.Builder
 	for _, s := range out {
@@ -214,7 +207,7 @@ func TestChildOutputForwarded(t *testing.T) {
 		}
 	}
 	if long.Len() != 10000 {
-		t.Errorf("the 10,000-byte line came through as %d bytes of records", long.Len())
+		assert.Fail(t, fmt.Sprintf("the 10,000-byte line came through as %d bytes of records", long.Len()))
 	}
 }
 
@@ -224,12 +217,10 @@ func TestChildOutputForwarded(t *testing.T) {
 func TestToolsCommand(t *testing.T) {
 	t.Parallel()
 	res := start(t, "ok", opts{}, "tools", "--json").wait()
-	if res.rc != 0 {
-		t.Fatalf("exit status %d, want 0", res.rc)
-	}
+	require.EqualValuesf(t, 0, res.rc, "exit status %d, want 0", res.rc)
 	var printed []map[string]any
 	if err := json.Unmarshal([]byte(linesText(res)), &printed); err != nil {
-		t.Fatalf("tools --json output is not one JSON array: %v\n%s", err, linesText(res))
+		require.FailNow(t, fmt.Sprintf("tools --json output is not one JSON array: %v\n%s", err, linesText(res)))
 	}
 	hello, ok := res.first(t, "hello", nil)
 	if !ok {
@@ -237,19 +228,19 @@ func TestToolsCommand(t *testing.T) {
 	}
 	declared := normalize(t, hello.F["packet"].(map[string]any)["tools"])
 	if len(printed) != len(declared.([]any)) {
-		t.Fatalf("tools --json printed %d tools, the hello declared %d", len(printed), len(declared.([]any)))
+		require.FailNow(t, fmt.Sprintf("tools --json printed %d tools, the hello declared %d", len(printed), len(declared.([]any))))
 	}
 	for i, d := range declared.([]any) {
 		want := d.(map[string]any)
 		got := printed[i]
 		for k, v := range want {
 			if !reflect.DeepEqual(normalize(t, got[k]), v) {
-				t.Errorf("tool %v: %s = %v, want %v", want["id"], k, got[k], v)
+				assert.Fail(t, fmt.Sprintf("tool %v: %s = %v, want %v", want["id"], k, got[k], v))
 			}
 		}
 		for k, v := range got {
 			if _, ok := want[k]; !ok && v != nil && v != "" {
-				t.Errorf("tool %v: %s = %v printed, not in the hello", want["id"], k, v)
+				assert.Fail(t, fmt.Sprintf("tool %v: %s = %v printed, not in the hello", want["id"], k, v))
 			}
 		}
 	}
@@ -260,9 +251,7 @@ func TestToolsCommand(t *testing.T) {
 func TestToolsCommandBadChild(t *testing.T) {
 	t.Parallel()
 	res := start(t, "hello_unsupported_versions", opts{}, "tools", "--json").wait()
-	if res.rc != 3 || len(res.lines) != 0 {
-		t.Errorf("exit status %d with %d lines of output, want 3 and none", res.rc, len(res.lines))
-	}
+	assert.Falsef(t, res.rc != 3 || len(res.lines) != 0, "exit status %d with %d lines of output, want 3 and none", res.rc, len(res.lines))
 }
 
 // checkRefused checks a run that must end before any call reached the
@@ -271,14 +260,10 @@ func TestToolsCommandBadChild(t *testing.T) {
 // §7 "Refused calls": "no stream connection is taken, no `started` is given").
 func checkRefused(t *testing.T, res *result, rc int) {
 	t.Helper()
-	if res.rc != rc {
-		t.Errorf("exit status %d, want %d", res.rc, rc)
-	}
-	if len(res.lines) != 0 {
-		t.Errorf("standard output has %d lines, want none", len(res.lines))
-	}
+	assert.Falsef(t, res.rc != rc, "exit status %d, want %d", res.rc, rc)
+	assert.EqualValuesf(t, 0, len(res.lines), "standard output has %d lines, want none", len(res.lines))
 	if inv := res.find("invoke", nil); len(inv) > 0 {
-		t.Errorf("the child got an invoke: %v", inv[0].F)
+		assert.Fail(t, fmt.Sprintf("the child got an invoke: %v", inv[0].F))
 	}
 	if t.Failed() {
 		res.dump(t)
@@ -289,13 +274,9 @@ func checkRefused(t *testing.T, res *result, rc int) {
 func normalize(t *testing.T, v any) any {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &out))
 	return out
 }
 

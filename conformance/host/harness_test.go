@@ -19,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Bounds. The suite runs on loaded 2-core machines under -race, so a bound
@@ -100,9 +103,7 @@ func start(t *testing.T, mode string, o opts, args ...string) *hostRun {
 		out:    newLineLog(),
 		done:   make(chan struct{}),
 	}
-	if err := os.Mkdir(r.tmpDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(r.tmpDir, 0o700))
 	full := append(slices.Clone(args), "--", suite.fakeBin, mode, r.rec.path)
 	r.cmd = exec.Command(suite.hostBin, full...)
 	r.cmd.Env = hostEnv(o, r.tmpDir)
@@ -114,7 +115,7 @@ func start(t *testing.T, mode string, o opts, args ...string) *hostRun {
 	r.start = time.Now()
 	if err := r.cmd.Start(); err != nil {
 		r.rec.close()
-		t.Fatalf("starting skulk-host: %v", err)
+		require.FailNow(t, fmt.Sprintf("starting skulk-host: %v", err))
 	}
 	go func() { // stopped by the process's exit; clean-up kills it if need be
 		r.cmd.Wait() //nolint:errcheck // the exit status is read from ProcessState
@@ -148,7 +149,7 @@ func (r *hostRun) wait() *result {
 	select {
 	case <-r.done:
 	case <-time.After(time.Until(r.start.Add(runLimit))):
-		r.t.Errorf("skulk-host %v still running after %v: killed", r.args, runLimit)
+		assert.Fail(r.t, fmt.Sprintf("skulk-host %v still running after %v: killed", r.args, runLimit))
 		r.cmd.Process.Kill() //nolint:errcheck // it may just have exited
 		<-r.done
 	}
@@ -215,7 +216,7 @@ func (r *hostRun) checkLeftovers() {
 	r.rec.close()
 	events := r.rec.snapshot()
 	if live := liveProcesses(r.processes(events)); len(live) > 0 {
-		t.Errorf("left behind %v after skulk-host exited: %v", settle, live)
+		assert.Fail(t, fmt.Sprintf("left behind %v after skulk-host exited: %v", settle, live))
 		for _, p := range live {
 			if p.comm == "fakechild" { // only what this suite started
 				syscall.Kill(p.pid, syscall.SIGKILL) //nolint:errcheck // it may be gone by now
@@ -228,7 +229,7 @@ func (r *hostRun) checkLeftovers() {
 		}
 		dir := filepath.Dir(e.str("listener"))
 		if _, err := os.Stat(dir); err == nil {
-			t.Errorf("private directory %s (of child %s) left behind", dir, e.Child)
+			assert.Fail(t, fmt.Sprintf("private directory %s (of child %s) left behind", dir, e.Child))
 		}
 	}
 	if left, _ := os.ReadDir(r.tmpDir); len(left) > 0 {
@@ -236,7 +237,7 @@ func (r *hostRun) checkLeftovers() {
 		for _, d := range left {
 			names = append(names, d.Name())
 		}
-		t.Errorf("left behind in skulk-host's TMPDIR: %v", names)
+		assert.Fail(t, fmt.Sprintf("left behind in skulk-host's TMPDIR: %v", names))
 	}
 	os.RemoveAll(r.tmpDir)
 }
@@ -273,9 +274,9 @@ func (r *hostRun) awaitEvent(d time.Duration, name string, match func(event) boo
 		select {
 		case <-changed:
 		case <-r.done:
-			r.t.Fatalf("skulk-host exited before the child reported %q", name)
+			require.FailNow(r.t, fmt.Sprintf("skulk-host exited before the child reported %q", name))
 		case <-limit:
-			r.t.Fatalf("the child did not report %q within %v", name, d)
+			require.FailNow(r.t, fmt.Sprintf("the child did not report %q within %v", name, d))
 		}
 	}
 }
@@ -292,9 +293,9 @@ func (r *hostRun) awaitLines(d time.Duration, n int) {
 		select {
 		case <-changed:
 		case <-r.done:
-			r.t.Fatalf("skulk-host exited before writing %d lines", n)
+			require.FailNow(r.t, fmt.Sprintf("skulk-host exited before writing %d lines", n))
 		case <-limit:
-			r.t.Fatalf("skulk-host did not write %d lines within %v", n, d)
+			require.FailNow(r.t, fmt.Sprintf("skulk-host did not write %d lines within %v", n, d))
 		}
 	}
 }
@@ -303,7 +304,7 @@ func (r *hostRun) awaitLines(d time.Duration, n int) {
 func (r *hostRun) signal(sig syscall.Signal) time.Time {
 	r.t.Helper()
 	if err := r.cmd.Process.Signal(sig); err != nil {
-		r.t.Fatalf("signal %v to skulk-host: %v", sig, err)
+		require.FailNow(r.t, fmt.Sprintf("signal %v to skulk-host: %v", sig, err))
 	}
 	return time.Now()
 }
@@ -420,7 +421,7 @@ func parseFrames(t *testing.T, lines []line) []frameLine {
 	for _, l := range lines {
 		var keys map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(l.Text), &keys); err != nil {
-			t.Errorf("stdout line is not a JSON object (docs/cli.md --json): %q", l.Text)
+			assert.Fail(t, fmt.Sprintf("stdout line is not a JSON object (docs/cli.md --json): %q", l.Text))
 			continue
 		}
 		var got []string
@@ -428,14 +429,12 @@ func parseFrames(t *testing.T, lines []line) []frameLine {
 			got = append(got, k)
 		}
 		slices.Sort(got)
-		if !slices.Equal(got, jsonKeys) {
-			t.Errorf("--json line has keys %v, want exactly %v: %q", got, jsonKeys, l.Text)
-		}
+		assert.Falsef(t, !slices.Equal(got, jsonKeys), "--json line has keys %v, want exactly %v: %q", got, jsonKeys, l.Text)
 		d := json.NewDecoder(strings.NewReader(l.Text))
 		d.UseNumber()
 		var f frameLine
 		if err := d.Decode(&f); err != nil {
-			t.Errorf("--json line does not decode: %v: %q", err, l.Text)
+			assert.Fail(t, fmt.Sprintf("--json line does not decode: %v: %q", err, l.Text))
 			continue
 		}
 		f.At = l.At
@@ -453,37 +452,29 @@ func checkStream(t *testing.T, frames []frameLine) {
 	t.Helper()
 	for i, f := range frames {
 		if f.CallID == "" || f.CallID != frames[0].CallID {
-			t.Errorf("frame %d: call_id %q, want the same non-empty id on every line (%q)", i, f.CallID, frames[0].CallID)
+			assert.Fail(t, fmt.Sprintf("frame %d: call_id %q, want the same non-empty id on every line (%q)", i, f.CallID, frames[0].CallID))
 		}
-		if f.Direction != "provider_to_caller" {
-			t.Errorf("frame %d: direction %q, want provider_to_caller", i, f.Direction)
-		}
-		if f.Sequence != int64(i) {
-			t.Errorf("frame %d: sequence %d, want %d (no gaps, from 0)", i, f.Sequence, i)
-		}
+		assert.EqualValuesf(t, "provider_to_caller", f.Direction, "frame %d: direction %q, want provider_to_caller", i, f.Direction)
+		assert.Falsef(t, f.Sequence != int64(i), "frame %d: sequence %d, want %d (no gaps, from 0)", i, f.Sequence, i)
 		terminal := isTerminal(f.Kind)
 		switch {
 		case i == 0 && (f.Kind != "started" || f.Synthetic):
-			t.Errorf("frame 0: %s (synthetic %v), want the provider started, not synthetic", f.Kind, f.Synthetic)
+			assert.Fail(t, fmt.Sprintf("frame 0: %s (synthetic %v), want the provider started, not synthetic", f.Kind, f.Synthetic))
 		case i > 0 && i < len(frames)-1 && f.Kind != "chunk":
-			t.Errorf("frame %d: kind %s before the last frame, want chunk", i, f.Kind)
+			assert.Fail(t, fmt.Sprintf("frame %d: kind %s before the last frame, want chunk", i, f.Kind))
 		case i == len(frames)-1 && i > 0 && !terminal:
-			t.Errorf("last frame %d: kind %s, want a terminal", i, f.Kind)
+			assert.Fail(t, fmt.Sprintf("last frame %d: kind %s, want a terminal", i, f.Kind))
 		}
-		if f.Synthetic && (!terminal || i != len(frames)-1) {
-			t.Errorf("frame %d: synthetic %s; only the last frame, a terminal, may be made up by the host", i, f.Kind)
-		}
+		assert.Falsef(t, f.Synthetic && (!terminal || i != len(frames)-1), "frame %d: synthetic %s; only the last frame, a terminal, may be made up by the host", i, f.Kind)
 		switch {
 		case f.Kind == "failed" && (f.Error == nil || f.Error.Code == "cancelled"):
-			t.Errorf("frame %d: failed with error %+v, want an error whose code is not cancelled", i, f.Error)
+			assert.Fail(t, fmt.Sprintf("frame %d: failed with error %+v, want an error whose code is not cancelled", i, f.Error))
 		case f.Kind == "cancelled" && f.Error != nil && f.Error.Code != "cancelled":
-			t.Errorf("frame %d: cancelled with code %q", i, f.Error.Code)
+			assert.Fail(t, fmt.Sprintf("frame %d: cancelled with code %q", i, f.Error.Code))
 		case f.Kind != "failed" && f.Kind != "cancelled" && f.Error != nil:
-			t.Errorf("frame %d: %s carries an error", i, f.Kind)
+			assert.Fail(t, fmt.Sprintf("frame %d: %s carries an error", i, f.Kind))
 		}
-		if f.Error != nil && !slices.Contains(errorCodes, f.Error.Code) {
-			t.Errorf("frame %d: error code %q is none of %v", i, f.Error.Code, errorCodes)
-		}
+		assert.Falsef(t, f.Error != nil && !slices.Contains(errorCodes, f.Error.Code), "frame %d: error code %q is none of %v", i, f.Error.Code, errorCodes)
 	}
 }
 
@@ -504,15 +495,11 @@ type outcome struct {
 // expect checks the exit status, the frame stream and its terminal.
 func (res *result) expect(t *testing.T, w outcome) {
 	t.Helper()
-	if res.rc != w.rc {
-		t.Errorf("exit status %d, want %d", res.rc, w.rc)
-	}
+	assert.Falsef(t, res.rc != w.rc, "exit status %d, want %d", res.rc, w.rc)
 	checkStream(t, res.frames)
-	if w.frames > 0 && len(res.frames) != w.frames {
-		t.Errorf("%d frames, want %d", len(res.frames), w.frames)
-	}
+	assert.Falsef(t, w.frames > 0 && len(res.frames) != w.frames, "%d frames, want %d", len(res.frames), w.frames)
 	if len(res.frames) < 2 {
-		t.Errorf("no terminal in the output")
+		assert.Fail(t, fmt.Sprintf("no terminal in the output"))
 		res.dump(t)
 		return
 	}
@@ -521,9 +508,7 @@ func (res *result) expect(t *testing.T, w outcome) {
 	if last.Error != nil {
 		code = last.Error.Code
 	}
-	if last.Kind != w.kind || code != w.code || last.Synthetic != w.synthetic {
-		t.Errorf("terminal %s/%q synthetic=%v, want %s/%q synthetic=%v", last.Kind, code, last.Synthetic, w.kind, w.code, w.synthetic)
-	}
+	assert.Falsef(t, last.Kind != w.kind || code != w.code || last.Synthetic != w.synthetic, "terminal %s/%q synthetic=%v, want %s/%q synthetic=%v", last.Kind, code, last.Synthetic, w.kind, w.code, w.synthetic)
 	if t.Failed() {
 		res.dump(t)
 	}
@@ -602,7 +587,7 @@ func (res *result) first(t *testing.T, name string, match func(event) bool) (eve
 	if evs := res.find(name, match); len(evs) > 0 {
 		return evs[0], true
 	}
-	t.Errorf("the child reported no %q event", name)
+	assert.Fail(t, fmt.Sprintf("the child reported no %q event", name))
 	return event{}, false
 }
 
@@ -648,9 +633,7 @@ type recorder struct {
 func listen(t *testing.T, path string) *recorder {
 	t.Helper()
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatalf("event socket: %v", err)
-	}
+	require.NoError(t, err, "event socket")
 	rec := &recorder{path: path, ln: ln, acceptDone: make(chan struct{}), notify: make(chan struct{})}
 	go rec.acceptLoop() // stopped by close (a deadline, then Close)
 	return rec

@@ -1,6 +1,9 @@
 package hostconf
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"syscall"
 	"testing"
 	"time"
@@ -41,31 +44,23 @@ func TestUnhealthyChild(t *testing.T) {
 			// The event of the last genuine pong may arrive at the test late,
 			// never early: 1 s of slack on the lower bound.
 			if d := failedAt.Sub(lastGood); d < healthTimeout-time.Second {
-				t.Errorf("unreachable %v after the last genuine pong, want no sooner than the %v health timeout", d, healthTimeout)
+				assert.Fail(t, fmt.Sprintf("unreachable %v after the last genuine pong, want no sooner than the %v health timeout", d, healthTimeout))
 			}
 			if d := failedAt.Sub(changed.At); d > healthTimeout+time.Second+margin {
-				t.Errorf("unreachable %v after the pongs stopped, want within about %v", d, healthTimeout+time.Second)
+				assert.Fail(t, fmt.Sprintf("unreachable %v after the pongs stopped, want within about %v", d, healthTimeout+time.Second))
 			}
 			st, _ := res.first(t, "start", nil)
-			if len(res.find("signal", ofChild(st.Child, isSignal("terminated")))) == 0 {
-				t.Errorf("the child got no SIGTERM (§6: SIGTERM to its process group)")
-			}
+			assert.NotEqualValuesf(t, 0, len(res.find("signal", ofChild(st.Child, isSignal("terminated")))), "the child got no SIGTERM (§6: SIGTERM to its process group)")
 			if tc.ignoreTerm {
 				// It ignored SIGTERM and is gone, so it was killed (no exit of its own).
 				if ex := res.find("exit", ofChild(st.Child, nil)); len(ex) > 0 {
-					t.Errorf("the child exited by itself (%s), want it SIGKILLed", ex[0].str("why"))
+					assert.Fail(t, fmt.Sprintf("the child exited by itself (%s), want it SIGKILLed", ex[0].str("why")))
 				}
 				// docs/protocol.md §7 "Stopping a child": SIGTERM is followed by SIGCONT.
-				if len(res.find("signal", ofChild(st.Child, isSignal("continued")))) == 0 {
-					t.Errorf("the child got no SIGCONT after SIGTERM (docs/protocol.md §7 \"Stopping a child\")")
-				}
+				assert.NotEqualValuesf(t, 0, len(res.find("signal", ofChild(st.Child, isSignal("continued")))), "the child got no SIGCONT after SIGTERM (docs/protocol.md §7 \"Stopping a child\")")
 				// §7 "Stopping a child": "Signals always go to the whole process group".
-				if len(res.find("grandchild", nil)) == 0 {
-					t.Errorf("no grandchild was started: the case tests nothing")
-				}
-				if len(res.find("signal", ofChild(st.Child+"/grandchild", isSignal("terminated")))) == 0 {
-					t.Errorf("the grandchild in the child's process group got no SIGTERM")
-				}
+				assert.NotEqualValuesf(t, 0, len(res.find("grandchild", nil)), "no grandchild was started: the case tests nothing")
+				assert.NotEqualValuesf(t, 0, len(res.find("signal", ofChild(st.Child+"/grandchild", isSignal("terminated")))), "the grandchild in the child's process group got no SIGTERM")
 			}
 		})
 	}
@@ -81,9 +76,7 @@ func TestStoppedChild(t *testing.T) {
 	r := start(t, "hang", opts{}, "call", "t", "--json")
 	r.awaitLines(prompt+time.Second, 3)
 	st := r.awaitEvent(prompt, "start", nil)
-	if err := syscall.Kill(st.PID, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(st.PID, syscall.SIGSTOP))
 	stoppedAt := time.Now()
 	res := r.wait()
 	res.expect(t, outcome{rc: 12, frames: 4, kind: "failed", code: "unreachable", synthetic: true})
@@ -96,15 +89,13 @@ func TestStoppedChild(t *testing.T) {
 		failedAt := res.terminal().At
 		// As in TestUnhealthyChild: 1 s of slack below, the margin above.
 		if d := failedAt.Sub(lastPong); d < healthTimeout-time.Second {
-			t.Errorf("unreachable %v after the last pong, want no sooner than the %v health timeout", d, healthTimeout)
+			assert.Fail(t, fmt.Sprintf("unreachable %v after the last pong, want no sooner than the %v health timeout", d, healthTimeout))
 		}
 		if d := failedAt.Sub(stoppedAt); d > healthTimeout+time.Second+margin {
-			t.Errorf("unreachable %v after SIGSTOP, want within about %v", d, healthTimeout+time.Second)
+			assert.Fail(t, fmt.Sprintf("unreachable %v after SIGSTOP, want within about %v", d, healthTimeout+time.Second))
 		}
 	}
-	if len(res.find("signal", isSignal("terminated"))) == 0 {
-		t.Errorf("the stopped child never handled a SIGTERM: no SIGCONT after it")
-	}
+	assert.NotEqualValuesf(t, 0, len(res.find("signal", isSignal("terminated"))), "the stopped child never handled a SIGTERM: no SIGCONT after it")
 }
 
 // TestLatePongsStayHealthy checks the other side of the health timeout:
@@ -115,12 +106,10 @@ func TestLatePongsStayHealthy(t *testing.T) {
 	t.Parallel()
 	res := runCall(t, "slow_pong", "t")
 	res.expect(t, outcome{rc: 0, frames: 4, kind: "completed"})
-	if len(res.find("pong", func(e event) bool { return e.flag("late") })) == 0 {
-		t.Errorf("no late pong was sent: the case tests nothing")
-	}
+	assert.NotEqualValuesf(t, 0, len(res.find("pong", func(e event) bool { return e.flag("late") })), "no late pong was sent: the case tests nothing")
 	if changed, ok := res.first(t, "pongs_changed", nil); ok && len(res.frames) > 0 {
 		if d := res.terminal().At.Sub(changed.At); d < healthTimeout {
-			t.Errorf("the late pongs lasted %v, want longer than the %v health timeout", d, healthTimeout)
+			assert.Fail(t, fmt.Sprintf("the late pongs lasted %v, want longer than the %v health timeout", d, healthTimeout))
 		}
 	}
 }
@@ -134,10 +123,8 @@ func TestStuckChildRecycled(t *testing.T) {
 	t.Parallel()
 	res := runCall(t, "stuck_pong", "t")
 	res.expect(t, outcome{rc: 0, frames: 4, kind: "completed"})
-	if len(res.find("pong", func(e event) bool { return e.num("stuck") > 0 })) == 0 {
-		t.Errorf("no pong reported a stuck handler: the case tests nothing")
-	}
+	assert.Falsef(t, len(res.find("pong", func(e event) bool { return e.num("stuck") > 0 })) == 0, "no pong reported a stuck handler: the case tests nothing")
 	if seen, ok := res.first(t, "drain_seen", nil); ok && !seen.flag("seen") {
-		t.Errorf("the child was not drained while its stuck count was 1")
+		assert.Fail(t, fmt.Sprintf("the child was not drained while its stuck count was 1"))
 	}
 }

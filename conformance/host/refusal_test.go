@@ -1,6 +1,9 @@
 package hostconf
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,12 +34,8 @@ func TestRefusedCalls(t *testing.T) {
 			t.Parallel()
 			res := runCall(t, tc.mode, tc.tool, "--args", tc.args, "-v")
 			checkRefused(t, res, 4)
-			if len(res.find("conn", nil)) > 0 {
-				t.Errorf("the host opened a stream connection for a refused call")
-			}
-			if tc.secret != "" && strings.Contains(res.stderr, tc.secret) {
-				t.Errorf("the refusal shows the offending value %q (docs/protocol.md §7 \"Schemas\")", tc.secret)
-			}
+			assert.Falsef(t, len(res.find("conn", nil)) > 0, "the host opened a stream connection for a refused call")
+			assert.Falsef(t, tc.secret != "" && strings.Contains(res.stderr, tc.secret), "the refusal shows the offending value %q (docs/protocol.md §7 \"Schemas\")", tc.secret)
 		})
 	}
 }
@@ -51,7 +50,7 @@ func TestArgumentDefaults(t *testing.T) {
 	if inv, ok := res.first(t, "invoke", nil); ok {
 		got := normalize(t, inv.F["arguments"])
 		if want := normalize(t, map[string]any{"n": 1, "d": 7}); !reflect.DeepEqual(got, want) {
-			t.Errorf("invoke arguments %v, want %v", got, want)
+			assert.Fail(t, fmt.Sprintf("invoke arguments %v, want %v", got, want))
 		}
 	}
 }
@@ -64,13 +63,9 @@ func TestInputRefused(t *testing.T) {
 	t.Parallel()
 	const secret = "SECRET-INPUT-LINE"
 	in := filepath.Join(t.TempDir(), "input.txt")
-	if err := os.WriteFile(in, []byte("ok-line\n"+secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(in, []byte("ok-line\n"+secret+"\n"), 0o600))
 	res := runCall(t, "cancel_aware", "t", "--input", in)
-	if res.rc != 4 {
-		t.Errorf("exit status %d, want 4", res.rc)
-	}
+	assert.EqualValuesf(t, 4, res.rc, "exit status %d, want 4", res.rc)
 	checkStream(t, res.frames)
 	var texts []string
 	for _, e := range res.find("recv", nil) {
@@ -81,14 +76,10 @@ func TestInputRefused(t *testing.T) {
 	}
 	// docs/cli.md: a text line is sent as {"text": line} with its line
 	// ending kept.
-	if !reflect.DeepEqual(texts, []string{"ok-line\n"}) {
-		t.Errorf("the child got caller chunks %q, want only the valid line, with its newline", texts)
-	}
-	if strings.Contains(res.stderr, secret) || strings.Contains(linesText(res), secret) {
-		t.Errorf("the refusal shows the offending value (docs/protocol.md §7 \"Schemas\")")
-	}
+	assert.Falsef(t, !reflect.DeepEqual(texts, []string{"ok-line\n"}), "the child got caller chunks %q, want only the valid line, with its newline", texts)
+	assert.Falsef(t, strings.Contains(res.stderr, secret) || strings.Contains(linesText(res), secret), "the refusal shows the offending value (docs/protocol.md §7 \"Schemas\")")
 	if last := res.terminal(); last.Kind != "cancelled" {
-		t.Errorf("terminal %s, want cancelled (docs/cli.md: the call is then cancelled)", last.Kind)
+		assert.Fail(t, fmt.Sprintf("terminal %s, want cancelled (docs/cli.md: the call is then cancelled)", last.Kind))
 	}
 	if t.Failed() {
 		res.dump(t)

@@ -1,6 +1,8 @@
 package hostconf
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
 	"testing"
 )
 
@@ -30,24 +32,20 @@ func TestConnectionNotReused(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
 			res := start(t, tc.mode, opts{}, benchArgs...).wait()
-			if res.rc != 0 {
-				t.Errorf("bench exit status %d, want 0 (every call completed)", res.rc)
-			}
+			assert.EqualValuesf(t, 0, res.rc, "bench exit status %d, want 0 (every call completed)", res.rc)
 			first, ok := res.first(t, "invoke", func(e event) bool { return e.num("k") == 1 })
 			if !ok {
 				res.dump(t)
 				return
 			}
 			invokes := res.find("invoke", nil)
-			if len(invokes) < 3 {
-				t.Errorf("only %d calls reached the child: the case tests nothing", len(invokes))
-			}
+			assert.Falsef(t, len(invokes) < 3, "only %d calls reached the child: the case tests nothing", len(invokes))
 			on := res.find("invoke", ofConn(first.Child, first.num("conn")))
 			if len(on) != 1 {
-				t.Errorf("stream connection %d carried %d calls, want only the misbehaving one", first.num("conn"), len(on))
+				assert.Fail(t, fmt.Sprintf("stream connection %d carried %d calls, want only the misbehaving one", first.num("conn"), len(on)))
 			}
 			if tc.closed && len(res.find("conn_eof", ofConn(first.Child, first.num("conn")))) == 0 {
-				t.Errorf("the host did not close stream connection %d", first.num("conn"))
+				assert.Fail(t, fmt.Sprintf("the host did not close stream connection %d", first.num("conn")))
 			}
 			if t.Failed() {
 				res.dump(t)
@@ -76,20 +74,14 @@ func TestMaxStreams(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
 			res := start(t, tc.mode, opts{}, "bench", "--frames", "80", "--media", "1000", "--calls", "2", "--streams", "8").wait()
-			if res.rc != 0 {
-				t.Errorf("bench exit status %d, want 0", res.rc)
-			}
+			assert.EqualValuesf(t, 0, res.rc, "bench exit status %d, want 0", res.rc)
 			invokes := res.find("invoke", nil)
 			var peak int64
 			for _, e := range invokes {
 				peak = max(peak, e.num("active"))
 			}
-			if peak > tc.max {
-				t.Errorf("%d calls ran on the child at once, its max_streams is %d", peak, tc.max)
-			}
-			if len(invokes) < 12 {
-				t.Errorf("only %d calls reached the child: the case tests nothing", len(invokes))
-			}
+			assert.Falsef(t, peak > tc.max, "%d calls ran on the child at once, its max_streams is %d", peak, tc.max)
+			assert.Falsef(t, len(invokes) < 12, "only %d calls reached the child: the case tests nothing", len(invokes))
 			if t.Failed() {
 				res.dump(t)
 			}

@@ -1,6 +1,8 @@
 package hostconf
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
 	"syscall"
 	"testing"
 	"time"
@@ -23,12 +25,12 @@ func TestDeadlineBackstop(t *testing.T) {
 	}
 	// What is left of the deadline when the invoke is written.
 	if ms := inv.num("timeout_ms"); ms <= deadline.Milliseconds()-100 || ms > deadline.Milliseconds() {
-		t.Errorf("invoke timeout_ms %d, want the rest of the %v deadline", ms, deadline)
+		assert.Fail(t, fmt.Sprintf("invoke timeout_ms %d, want the rest of the %v deadline", ms, deadline))
 	}
 	backstop := deadline + cancelGrace + time.Second
 	// The deadline runs from before the invoke; 500 ms of slack below.
 	if d := res.terminal().At.Sub(inv.At); d < backstop-500*time.Millisecond || d > backstop+margin {
-		t.Errorf("synthetic timeout %v after the invoke, want about %v (deadline + cancel grace + 1 s)", d, backstop)
+		assert.Fail(t, fmt.Sprintf("synthetic timeout %v after the invoke, want about %v (deadline + cancel grace + 1 s)", d, backstop))
 	}
 	checkAbandoned(t, res)
 	if t.Failed() {
@@ -36,7 +38,7 @@ func TestDeadlineBackstop(t *testing.T) {
 	}
 	for _, c := range res.find("cancel", nil) {
 		if d := c.At.Sub(inv.At); d < deadline+cancelGrace {
-			t.Errorf("control cancel %v after the invoke, before the backstop (docs/protocol.md §7 \"Deadlines\": none at the deadline)", d)
+			assert.Fail(t, fmt.Sprintf("control cancel %v after the invoke, before the backstop (docs/protocol.md §7 \"Deadlines\": none at the deadline)", d))
 		}
 	}
 }
@@ -58,7 +60,7 @@ func TestCancelOnSignal(t *testing.T) {
 			res := r.wait()
 			res.expect(t, outcome{rc: 13, frames: 4, kind: "cancelled", code: "cancelled"})
 			if inv, ok := res.first(t, "invoke", nil); ok && len(res.find("cancel", ofCall(inv.str("call_id")))) == 0 {
-				t.Errorf("the child got no control cancel for the call")
+				assert.Fail(t, fmt.Sprintf("the child got no control cancel for the call"))
 			}
 		})
 	}
@@ -75,7 +77,7 @@ func TestSignalDuringStart(t *testing.T) {
 	res := r.wait()
 	checkRefused(t, res, 13)
 	if d := res.exitAt.Sub(sent); d > prompt+killGrace {
-		t.Errorf("skulk-host exited %v after the signal, want at once (the start would have taken %v)", d, startTimeout)
+		assert.Fail(t, fmt.Sprintf("skulk-host exited %v after the signal, want at once (the start would have taken %v)", d, startTimeout))
 	}
 }
 
@@ -95,7 +97,7 @@ func TestCancelIgnored(t *testing.T) {
 	}
 	grace := cancelGrace + time.Second
 	if d := res.terminal().At.Sub(sent); d < grace-500*time.Millisecond || d > grace+margin {
-		t.Errorf("synthetic cancelled %v after the signal, want about %v", d, grace)
+		assert.Fail(t, fmt.Sprintf("synthetic cancelled %v after the signal, want about %v", d, grace))
 	}
 	checkAbandoned(t, res)
 }
@@ -115,7 +117,7 @@ func TestSecondSignal(t *testing.T) {
 	res.expect(t, outcome{rc: 13, frames: 4, kind: "cancelled", code: "cancelled"})
 	// The drain alone would wait cliDrainGrace + cancelGrace + 1 s = 2.5 s.
 	if d := term.At.Sub(second); d > 1500*time.Millisecond {
-		t.Errorf("SIGTERM reached the child %v after the second Ctrl-C, want at once", d)
+		assert.Fail(t, fmt.Sprintf("SIGTERM reached the child %v after the second Ctrl-C, want at once", d))
 	}
 }
 
@@ -147,23 +149,21 @@ func TestShutdownEscalation(t *testing.T) {
 				return
 			}
 			if d := res.exitAt.Sub(drain.At); d > cliDrainGrace+cancelGrace+time.Second+killGrace+margin {
-				t.Errorf("skulk-host exited %v after the drain", d)
+				assert.Fail(t, fmt.Sprintf("skulk-host exited %v after the drain", d))
 			}
 			st, _ := res.first(t, "start", nil)
 			terms := res.find("signal", ofChild(st.Child, isSignal("terminated")))
 			if tc.sigterm {
 				if len(terms) == 0 {
-					t.Errorf("the child got no SIGTERM")
+					assert.Fail(t, fmt.Sprintf("the child got no SIGTERM"))
 				} else if terms[0].At.Before(drain.At) {
-					t.Errorf("SIGTERM before the drain")
+					assert.Fail(t, fmt.Sprintf("SIGTERM before the drain"))
 				}
 			}
 			if ex := res.find("exit", ofChild(st.Child, nil)); tc.killed && len(ex) > 0 {
-				t.Errorf("the child exited by itself (%s), want it SIGKILLed", ex[0].str("why"))
+				assert.Fail(t, fmt.Sprintf("the child exited by itself (%s), want it SIGKILLed", ex[0].str("why")))
 			}
-			if tc.mode == "bye_leave_grandchild" && len(res.find("grandchild", nil)) == 0 {
-				t.Errorf("no grandchild was started: the case tests nothing")
-			}
+			assert.Falsef(t, tc.mode == "bye_leave_grandchild" && len(res.find("grandchild", nil)) == 0, "no grandchild was started: the case tests nothing")
 		})
 	}
 }

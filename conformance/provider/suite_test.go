@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -21,16 +24,14 @@ func run(t *testing.T, name string) {
 			return
 		}
 	}
-	t.Fatalf("no test %s in the suite", name)
+	require.FailNow(t, fmt.Sprintf("no test %s in the suite", name))
 }
 
 // TestSuiteListsEveryTest: every func testXxx(t *testing.T) of the package
 // is in suite, so Run runs it.
 func TestSuiteListsEveryTest(t *testing.T) {
 	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	listed := map[string]bool{}
 	for _, tc := range suite {
 		listed["test"+tc.name] = true
@@ -41,17 +42,13 @@ func TestSuiteListsEveryTest(t *testing.T) {
 			continue
 		}
 		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, d := range file.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv != nil || !strings.HasPrefix(fd.Name.Name, "test") || len(fd.Name.Name) == 4 {
 				continue
 			}
-			if fd.Type.Params.NumFields() == 1 && !listed[fd.Name.Name] {
-				t.Errorf("%s: %s is not in suite", f, fd.Name.Name)
-			}
+			assert.Falsef(t, fd.Type.Params.NumFields() == 1 && !listed[fd.Name.Name], "%s: %s is not in suite", f, fd.Name.Name)
 		}
 	}
 }
@@ -65,9 +62,7 @@ func TestAnyProviderCount(t *testing.T) {
 			n++
 		}
 	}
-	if n != 24 || len(suite) != 69 {
-		t.Errorf("%d of %d tests need no demo tool: update the 24 of 69 in Run's doc, README.md and docs/testing.md", n, len(suite))
-	}
+	assert.Falsef(t, n != 24 || len(suite) != 69, "%d of %d tests need no demo tool: update the 24 of 69 in Run's doc, README.md and docs/testing.md", n, len(suite))
 }
 
 // TestProbeOtherTool runs the tests that need some tool as Run runs them

@@ -3,6 +3,8 @@ package wordcount_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -24,12 +26,10 @@ func TestCountWords(t *testing.T) {
 	h := skulktest.StartProvider(t, wordcount.Options(nil), host.Config{})
 	c, err := h.Call(t.Context(), "count_words", frame.MustPayload(map[string]any{"min_length": 3}),
 		host.WithInput(text("a quick brown fox"), text("jumps")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	o := skulktest.Collect(t, c)
 	if o.Err != nil || len(o.ChunkPayloads()) != 2 {
-		t.Fatalf("%v, %d chunks", o.Err, len(o.ChunkPayloads()))
+		require.FailNow(t, fmt.Sprintf("%v, %d chunks", o.Err, len(o.ChunkPayloads())))
 	}
 	skulktest.JSONEqual(t, o.ChunkPayloads()[0], `{"words": 3}`)
 	skulktest.JSONEqual(t, o.Result, `{"total": 4}`)
@@ -38,9 +38,7 @@ func TestCountWords(t *testing.T) {
 func TestWait(t *testing.T) {
 	h := skulktest.StartProvider(t, wordcount.Options(nil), host.Config{})
 	c, err := h.Call(t.Context(), "wait", frame.MustPayload(map[string]any{"ms": 10}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	skulktest.JSONEqual(t, skulktest.Collect(t, c).Result, `{"waited_ms": 10}`)
 }
 
@@ -48,9 +46,7 @@ func TestSchemaRefusal(t *testing.T) {
 	h := skulktest.StartProvider(t, wordcount.Options(nil), host.Config{})
 	_, err := h.Call(t.Context(), "count_words", frame.MustPayload(map[string]any{"min_length": 0}))
 	var se *host.SchemaError
-	if !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/min_length" || se.Keyword != "minimum" {
-		t.Fatalf("Call: %v, want a SchemaError for /min_length", err)
-	}
+	require.Falsef(t, !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/min_length" || se.Keyword != "minimum", "Call: %v, want a SchemaError for /min_length", err)
 }
 
 func TestDeadline(t *testing.T) {
@@ -59,14 +55,12 @@ func TestDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	c, err := h.Call(ctx, "wait", frame.MustPayload(map[string]any{"ms": 60_000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeTimeout || ce.Synthetic {
-		t.Fatalf("outcome %v, want the provider's timeout", ce)
+		require.FailNow(t, fmt.Sprintf("outcome %v, want the provider's timeout", ce))
 	}
 	if err := cause(t, causes); !errors.Is(err, child.ErrTimeout) {
-		t.Fatalf("the handler saw %v", err)
+		require.FailNow(t, fmt.Sprintf("the handler saw %v", err))
 	}
 }
 
@@ -78,7 +72,7 @@ func cause(t *testing.T, causes <-chan error) error {
 	case err := <-causes:
 		return err
 	case <-time.After(skulktest.Timeout):
-		t.Fatal("the handler saw no cancellation")
+		require.FailNow(t, "the handler saw no cancellation")
 		return nil
 	}
 }
@@ -87,22 +81,20 @@ func TestCancelReachesHandler(t *testing.T) {
 	causes := make(chan error, 1)
 	h := skulktest.StartProvider(t, wordcount.Options(func(err error) { causes <- err }), host.Config{})
 	c, err := h.Call(t.Context(), "wait", frame.MustPayload(map[string]any{"ms": 60_000}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, stop := context.WithTimeout(t.Context(), skulktest.Timeout)
 	defer stop()
 	for f, err := c.Recv(ctx); f.Kind != frame.KindChunk; f, err = c.Recv(ctx) {
 		if err != nil { // the host's started, then {"waiting_ms"}: the handler runs
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 	}
 	c.Cancel()
 	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeCancelled {
-		t.Fatalf("outcome %v, want cancelled", ce)
+		require.FailNow(t, fmt.Sprintf("outcome %v, want cancelled", ce))
 	}
 	if err := cause(t, causes); !errors.Is(err, child.ErrCancelRequested) && !errors.Is(err, child.ErrCallerCancelled) {
-		t.Fatalf("the handler saw %v", err)
+		require.FailNow(t, fmt.Sprintf("the handler saw %v", err))
 	}
 }
 
@@ -110,9 +102,7 @@ func TestCancelReachesHandler(t *testing.T) {
 func TestBinary(t *testing.T) {
 	h := skulktest.StartHost(t, host.Config{Command: skulktest.Build(t, "./cmd/wordcount")})
 	c, err := h.Call(t.Context(), "count_words", nil, host.WithInput(text("one two")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	skulktest.JSONEqual(t, skulktest.Collect(t, c).Result, `{"total": 2}`)
 }
 

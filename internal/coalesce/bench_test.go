@@ -2,6 +2,8 @@ package coalesce
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"testing"
 
@@ -26,9 +28,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // (docs/performance.md, "Benchmarks of the main module").
 func BenchmarkSmallFramesOverSocket(b *testing.B) {
 	f, err := frame.NewChunk("call-0123456789", frame.ProviderToCaller, 42, frame.MustPayload(map[string]any{"text": "hello, world"}), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	p := &wire.Frame{Frame: f}
 	run := func(b *testing.B, write func(w io.Writer) func() error) {
 		ua, ub := testnet.SocketPair(b)
@@ -50,12 +50,10 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 		}()
 		for range b.N {
 			if _, err := r.ReadPacket(); err != nil {
-				b.Fatal(err)
+				require.FailNow(b, fmt.Sprint(err))
 			}
 		}
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, <-done)
 	}
 	b.Run("stream", func(b *testing.B) {
 		var w *Writer
@@ -63,9 +61,7 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 			w = New(dst, wire.Limits{})
 			return func() error { return w.Write(context.Background(), Stream, p) }
 		})
-		if err := w.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, w.Close())
 	})
 	b.Run("plain", func(b *testing.B) {
 		run(b, func(dst io.Writer) func() error {
@@ -91,10 +87,8 @@ func BenchmarkSmallFramesOverSocket(b *testing.B) {
 			done <- nil
 		}()
 		if _, err := io.CopyBuffer(discard{}, io.LimitReader(ub, int64(b.N)*64), buf); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, <-done)
 	})
 }

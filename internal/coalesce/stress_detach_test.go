@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/stretchr/testify/require"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -281,28 +282,24 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 	}
 	wg.Wait()
 	stop := &wire.Frame{Frame: frame.Frame{CallID: "stop", Direction: frame.ProviderToCaller, Sequence: 1, Kind: frame.KindCompleted}}
-	if err := w.Write(context.Background(), Stream, stop); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Write(context.Background(), Stream, stop))
 	closed := make(chan error, 1)
 	go func() { closed <- w.Close() }()
 	select {
 	case err := <-closed:
 		a.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
-		t.Fatal("Close hangs")
+		require.FailNow(t, "Close hangs")
 	}
 	select {
 	case <-readDone:
 	case <-time.After(60 * time.Second):
-		t.Fatal("reader hangs")
+		require.FailNow(t, "reader hangs")
 	}
 	select {
 	case err := <-errc:
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	default:
 	}
 	for g := range outcomes {
@@ -319,7 +316,7 @@ func stressDetach(t *testing.T, pair func(testing.TB) (io.ReadWriteCloser, io.Re
 			for i < len(got) && i < len(want) && got[i] == want[i] {
 				i++
 			}
-			t.Fatalf("g%d: received %d packets, claimed %d; first difference at %d", g, len(got), len(want), i)
+			require.FailNow(t, fmt.Sprintf("g%d: received %d packets, claimed %d; first difference at %d", g, len(got), len(want), i))
 		}
 	}
 	t.Logf("ok=%d detached=%d causeOnly=%d other=%d", ok.Load(), detached.Load(), causeOnly.Load(), other.Load())
@@ -375,14 +372,14 @@ func TestStressDetachPeerGone(t *testing.T) {
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):
-				t.Fatal("senders hang after the peer left")
+				require.FailNow(t, "senders hang after the peer left")
 			}
 			cerr := make(chan error, 1)
 			go func() { cerr <- w.Close() }()
 			select {
 			case <-cerr:
 			case <-time.After(10 * time.Second):
-				t.Fatal("Close hangs after the peer left")
+				require.FailNow(t, "Close hangs after the peer left")
 			}
 			<-readerDone
 		}

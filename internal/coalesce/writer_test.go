@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -191,7 +192,7 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 				synctest.Wait()
 				select {
 				case err := <-stopped:
-					t.Fatalf("returned %v before its context was done", err)
+					require.FailNow(t, fmt.Sprintf("returned %v before its context was done", err))
 				default:
 				}
 				cancel(errStop)
@@ -200,11 +201,11 @@ func TestWriterContextStopsWaiting(t *testing.T) {
 				case err := <-stopped:
 					require.ErrorIs(t, err, errStop)
 				default:
-					t.Fatal("still waiting after its context was done")
+					require.FailNow(t, "still waiting after its context was done")
 				}
 				select {
 				case err := <-plain:
-					t.Fatalf("a Stream write returned %v with the queue full", err)
+					require.FailNow(t, fmt.Sprintf("a Stream write returned %v with the queue full", err))
 				default:
 				}
 				close(g.gate)
@@ -269,7 +270,7 @@ func TestWriterReplyNeverWaitsForSocket(t *testing.T) {
 	case err := <-stopped:
 		require.ErrorIs(t, err, errStop)
 	case <-time.After(10 * time.Second):
-		t.Fatal("the sender is still blocked after its context ended")
+		require.FailNow(t, "the sender is still blocked after its context ended")
 	}
 	n := <-sent
 	require.Positive(t, n)
@@ -512,13 +513,13 @@ func TestWriterConcurrentOverSocket(t *testing.T) {
 					f, err := frame.NewChunk(id, frame.ProviderToCaller, i, nil,
 						&frame.InlineMedia{Data: bytes.Repeat([]byte{byte(g)}, int(i)*97), MediaType: "a/b"})
 					if err != nil { // not require: this is not the test's goroutine
-						t.Errorf("writer %d: %v", g, err)
+						assert.Fail(t, fmt.Sprintf("writer %d: %v", g, err))
 						return
 					}
 					p = &wire.Frame{Frame: f}
 				}
 				if err := w.Write(context.Background(), Stream, p); err != nil {
-					t.Errorf("writer %d: %v", g, err)
+					assert.Fail(t, fmt.Sprintf("writer %d: %v", g, err))
 					return
 				}
 			}
@@ -607,7 +608,7 @@ func TestWriterDirectWriteThenQueue(t *testing.T) {
 		require.Zero(t, g.count(), "nothing written while the gate is shut")
 		select {
 		case <-closed:
-			t.Error("Close returned while a write was under way")
+			assert.Fail(t, "Close returned while a write was under way")
 		default:
 		}
 		close(g.gate)
@@ -749,7 +750,7 @@ func requireWritesOnCaller(t *testing.T, g *gateWriter, write func() error) {
 	synctest.Wait()
 	select {
 	case err := <-done:
-		t.Fatalf("returned (%v) before its write", err)
+		require.FailNow(t, fmt.Sprintf("returned (%v) before its write", err))
 	default:
 	}
 	g.gate <- struct{}{}

@@ -163,7 +163,7 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 				})
 				select {
 				case err := <-sent:
-					t.Fatalf("returned %v with the peer not reading", err)
+					require.FailNow(t, fmt.Sprintf("returned %v with the peer not reading", err))
 				default:
 				}
 				cancel(errStop)
@@ -171,7 +171,7 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 				select {
 				case err = <-sent:
 				case <-time.After(5 * time.Second):
-					t.Fatal("still waiting 5 s after its context ended")
+					require.FailNow(t, "still waiting 5 s after its context ended")
 				}
 				var de *DetachedError
 				require.ErrorAs(t, err, &de)
@@ -228,7 +228,7 @@ func TestWriterInterruptKeepsOwnersDeadline(t *testing.T) {
 				require.ErrorAs(t, err, &de)
 				require.ErrorIs(t, err, errStop)
 			case <-time.After(5 * time.Second):
-				t.Fatal("still waiting 5 s after its context ended")
+				require.FailNow(t, "still waiting 5 s after its context ended")
 			}
 			flushed := make(chan error, 1)
 			go func() { flushed <- w.Flush() }() // ends when the flusher's write fails
@@ -236,7 +236,7 @@ func TestWriterInterruptKeepsOwnersDeadline(t *testing.T) {
 			case err = <-flushed:
 				require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 			case <-time.After(10 * time.Second):
-				t.Fatal("the flusher's write outlived the owner's deadline")
+				require.FailNow(t, "the flusher's write outlived the owner's deadline")
 			}
 			require.GreaterOrEqual(t, time.Since(setAt), ownerWait-10*time.Millisecond,
 				"the write failed before the owner's deadline: the interruption's was left in place")
@@ -284,11 +284,11 @@ func TestWriterBlockingFileDetachWaits(t *testing.T) {
 	case err := <-tried:
 		require.NoError(t, err)
 	case <-time.After(5 * time.Second):
-		t.Fatal("TryWrite blocked behind a blocking writev")
+		require.FailNow(t, "TryWrite blocked behind a blocking writev")
 	}
 	select {
 	case err := <-second:
-		t.Fatalf("the second sender returned %v with its attachment unwritten", err)
+		require.FailNow(t, fmt.Sprintf("the second sender returned %v with its attachment unwritten", err))
 	default:
 	}
 	for s := uint64(2); s <= 3; s++ {
@@ -322,7 +322,7 @@ func TestWriterRequestDoesNotWait(t *testing.T) {
 			case err := <-sent:
 				require.NoError(t, err)
 			case <-time.After(5 * time.Second):
-				t.Fatal("a Request waited for the peer to read")
+				require.FailNow(t, "a Request waited for the peer to read")
 			}
 			r := packetio.NewReader(b, wire.Limits{})
 			for i := uint64(1); i <= 64; i++ {
@@ -357,7 +357,7 @@ func TestWriterRequestThenFlush(t *testing.T) {
 		go func() { flushed <- w.Flush() }() // returns once the peer has read enough
 		select {
 		case err := <-flushed:
-			t.Fatalf("Flush returned %v before the peer read the rest", err)
+			require.FailNow(t, fmt.Sprintf("Flush returned %v before the peer read the rest", err))
 		case <-time.After(100 * time.Millisecond):
 		}
 		r := packetio.NewReader(b, wire.Limits{})

@@ -1,6 +1,9 @@
 package logtest_test
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,9 +42,7 @@ func write(t *testing.T, src string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range map[string]string{"p.go": src, "p_test.go": "package p\n\nfunc g(log *slog.Logger, s string) { log.Warn(s) }\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
 	}
 	return dir
 }
@@ -50,9 +51,7 @@ func write(t *testing.T, src string) string {
 // a message that is a parameter nothing calls with a constant is an error.
 func TestSites(t *testing.T) {
 	sites, err := logtest.Sites(write(t, source))
-	if err == nil || !strings.Contains(err.Error(), "f logs a message it is given, and nothing calls it") {
-		t.Errorf("error %v; want one for f, whose message nothing passes", err)
-	}
+	assert.Falsef(t, err == nil || !strings.Contains(err.Error(), "f logs a message it is given, and nothing calls it"), "error %v; want one for f, whose message nothing passes", err)
 	got := map[string][]string{}
 	for _, s := range sites {
 		got[s.Message] = s.Keys
@@ -62,28 +61,20 @@ func TestSites(t *testing.T) {
 		"gone":    {"tree_id"},
 		"passed":  {"call_id"},
 	}
-	if len(got) != len(want) {
-		t.Errorf("sites %v; want %v", got, want)
-	}
+	assert.Falsef(t, len(got) != len(want), "sites %v; want %v", got, want)
 	for m, keys := range want {
 		if !slices.Equal(got[m], keys) {
-			t.Errorf("site %q has keys %q; want %q", m, got[m], keys)
+			assert.Fail(t, fmt.Sprintf("site %q has keys %q; want %q", m, got[m], keys))
 		}
 	}
 	for _, s := range sites {
-		if s.Message == "passed" && !strings.HasPrefix(s.Pos, "p.go:13") {
-			t.Errorf("a passed message is placed at %s; want the call that passes it (p.go:13)", s.Pos)
-		}
-		if s.Message == "literal" && !s.Has("call_id") || s.Has("tree_id", "call_id") {
-			t.Errorf("Has of %+v", s)
-		}
+		assert.Falsef(t, s.Message == "passed" && !strings.HasPrefix(s.Pos, "p.go:13"), "a passed message is placed at %s; want the call that passes it (p.go:13)", s.Pos)
+		assert.Falsef(t, s.Message == "literal" && !s.Has("call_id") || s.Has("tree_id", "call_id"), "Has of %+v", s)
 	}
 }
 
 // A message that is neither a constant nor a parameter cannot be checked.
 func TestSitesRefusesAComputedMessage(t *testing.T) {
 	_, err := logtest.Sites(write(t, "package p\n\nimport \"log/slog\"\n\nfunc f(log *slog.Logger, n string) { log.Warn(\"x\" + n) }\n"))
-	if err == nil || !strings.Contains(err.Error(), "neither a constant nor a parameter") {
-		t.Errorf("error %v; want a computed message refused", err)
-	}
+	assert.Falsef(t, err == nil || !strings.Contains(err.Error(), "neither a constant nor a parameter"), "error %v; want a computed message refused", err)
 }

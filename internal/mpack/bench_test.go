@@ -2,6 +2,8 @@ package mpack
 
 import (
 	"bytes"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 
@@ -14,9 +16,7 @@ func benchObject(b *testing.B, v any) []byte {
 	enc := msgpack.NewEncoder(&buf)
 	enc.UseCompactInts(true)
 	enc.SetSortMapKeys(true)
-	if err := enc.Encode(v); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, enc.Encode(v))
 	return buf.Bytes()
 }
 
@@ -43,9 +43,7 @@ func BenchmarkCheckObject(b *testing.B) {
 			b.SetBytes(int64(len(obj)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := CheckObject(obj); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, CheckObject(obj))
 			}
 		})
 	}
@@ -59,7 +57,7 @@ func BenchmarkAppendValue(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, ok := AppendValue(make([]byte, 0, 64), c.v); !ok {
-					b.Fatal("declined")
+					require.FailNow(b, "declined")
 				}
 			}
 		})
@@ -67,7 +65,7 @@ func BenchmarkAppendValue(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := libCanonical(c.v); err != nil {
-					b.Fatal(err)
+					require.FailNow(b, fmt.Sprint(err))
 				}
 			}
 		})

@@ -3,6 +3,8 @@ package mpack
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"math"
 	"testing"
 	"unicode/utf8"
@@ -80,14 +82,14 @@ func FuzzCheckObject(f *testing.F) {
 				gen := NewReader(b)
 				var st [MaxDepth + 1]level
 				if err := gen.checkValue(st[:]); err != nil || gen.off != flat.off {
-					t.Fatalf("checkFlat took %d bytes; checkValue: %v at %d", flat.off, err, gen.off)
+					require.FailNow(t, fmt.Sprintf("checkFlat took %d bytes; checkValue: %v at %d", flat.off, err, gen.off))
 				}
 			}
 		}
 		r := NewReader(b)
 		_, rerr := r.ReadObject()
 		if whole := rerr == nil && r.Remaining() == 0; whole != (CheckObject(b) == nil) {
-			t.Fatalf("ReadObject of the whole input (%v, %d left) disagrees with CheckObject", rerr, r.Remaining())
+			require.FailNow(t, fmt.Sprintf("ReadObject of the whole input (%v, %d left) disagrees with CheckObject", rerr, r.Remaining()))
 		}
 		if CheckObject(b) != nil {
 			return // the generic codec may trust sizes: do not feed it refused input
@@ -95,40 +97,26 @@ func FuzzCheckObject(f *testing.F) {
 		dec := msgpack.NewDecoder(bytes.NewReader(b))
 		dec.UseLooseInterfaceDecoding(true)
 		v, decErr := dec.DecodeInterface()
-		if decErr != nil {
-			t.Fatalf("CheckObject accepted what the codec cannot decode: %v", decErr)
-		}
-		if dec.Buffered().(*bytes.Reader).Len() != 0 {
-			t.Fatalf("CheckObject accepted trailing bytes")
-		}
+		require.NoError(t, decErr, "CheckObject accepted what the codec cannot decode")
+		require.EqualValuesf(t, 0, dec.Buffered().(*bytes.Reader).Len(), "CheckObject accepted trailing bytes")
 		m, ok := v.(map[string]any)
-		if !ok {
-			t.Fatalf("CheckObject accepted a %T", v)
-		}
+		require.Falsef(t, !ok, "CheckObject accepted a %T", v)
 		d, ok := jsonDepth(m)
-		if !ok {
-			t.Fatalf("CheckObject accepted a value with no JSON form")
-		}
-		if d > MaxDepth {
-			t.Fatalf("CheckObject accepted depth %d", d)
-		}
+		require.Falsef(t, !ok, "CheckObject accepted a value with no JSON form")
+		require.Falsef(t, d > MaxDepth, "CheckObject accepted depth %d", d)
 		if _, err := json.Marshal(m); err != nil {
-			t.Fatalf("encoding/json refuses what CheckObject accepted: %v", err)
+			require.FailNow(t, fmt.Sprintf("encoding/json refuses what CheckObject accepted: %v", err))
 		}
 		r = NewReader(b)
 		raw, err := r.Skip()
-		if err != nil || len(raw) != len(b) {
-			t.Fatalf("Skip disagrees with CheckObject: %v", err)
-		}
+		require.Falsef(t, err != nil || len(raw) != len(b), "Skip disagrees with CheckObject: %v", err)
 		// MapString finds what the codec decodes (with keys given once:
 		// the codec keeps a repeated key's last value, MapString its first).
 		r = NewReader(b)
 		if n, _ := r.ReadMapLen(); n == len(m) {
 			want, wantOK := m["text"].(string)
 			got, ok := MapString(b, "text")
-			if ok != wantOK || string(got) != want {
-				t.Fatalf("MapString = %q, %v; the codec has %q, %v", got, ok, want, wantOK)
-			}
+			require.Falsef(t, ok != wantOK || string(got) != want, "MapString = %q, %v; the codec has %q, %v", got, ok, want, wantOK)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package mpack
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -130,12 +131,8 @@ func FuzzAppendValue(f *testing.F) {
 			return
 		}
 		want, err := libCanonical(v)
-		if err != nil {
-			t.Fatalf("AppendValue took a value the library cannot encode: %v", err)
-		}
-		if !bytes.Equal(got, want) && !holdsTwoTo63(v) {
-			t.Fatalf("AppendValue %x, the library %x", got, want)
-		}
+		require.NoError(t, err, "AppendValue took a value the library cannot encode")
+		require.Falsef(t, !bytes.Equal(got, want) && !holdsTwoTo63(v), "AppendValue %x, the library %x", got, want)
 	})
 }
 
@@ -184,7 +181,7 @@ func TestAppendValueTwoTo63(t *testing.T) {
 			require.Equal(t, f, float64(v))
 			require.Equal(t, int64(math.MinInt64), v)
 		default:
-			t.Fatalf("2^63's sign %v decoded as %T", math.Signbit(f), v)
+			require.FailNow(t, fmt.Sprintf("2^63's sign %v decoded as %T", math.Signbit(f), v))
 		}
 	}
 	b, _ := AppendValue(nil, float64(1<<63))

@@ -2,6 +2,9 @@ package otlptest_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,26 +21,20 @@ func TestCollectorReceivesTheExportersSpans(t *testing.T) {
 	c := otlptest.New(t)
 	ctx := context.Background()
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.URL()+"/v1/traces"), otlptracehttp.WithHeaders(map[string]string{"x-k": "v"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "svc"))))
 	_, s := tp.Tracer("t").Start(ctx, "op", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.Int("n", 7)))
 	s.End()
-	if err := tp.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Shutdown(ctx))
 	spans := c.Spans()
-	if len(spans) != 1 {
-		t.Fatalf("%d spans, want 1", len(spans))
-	}
+	require.EqualValuesf(t, 1, len(spans), "%d spans, want 1", len(spans))
 	got := spans[0]
 	if got.Service != "svc" || got.GetName() != "op" || otlptest.Attr(got.GetAttributes(), "n").GetIntValue() != 7 ||
 		[16]byte(got.GetTraceId()) != s.SpanContext().TraceID() {
-		t.Errorf("received %v of %q, want op of svc with n=7 and the span's trace id", got.Span, got.Service)
+		assert.Fail(t, fmt.Sprintf("received %v of %q, want op of svc with n=7 and the span's trace id", got.Span, got.Service))
 	}
 	if c.Headers("svc").Get("X-K") != "v" || c.Headers("other") != nil {
-		t.Errorf("headers of svc: %v", c.Headers("svc"))
+		assert.Fail(t, fmt.Sprintf("headers of svc: %v", c.Headers("svc")))
 	}
 }

@@ -3,6 +3,8 @@ package readme
 import (
 	"bufio"
 	"bytes"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,18 +35,12 @@ var needsMarker = regexp.MustCompile(`go test -race \./\.\.\.|-sweeps|nats-serve
 func TestDocBlocksMarked(t *testing.T) {
 	root := filepath.Join("..", "..")
 	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(ci, []byte(".ci/docs-blocks")) {
-		t.Error(".ci/run does not run .ci/docs-blocks")
-	}
+	require.NoError(t, err)
+	assert.False(t, !bytes.Contains(ci, []byte(".ci/docs-blocks")), ".ci/run does not run .ci/docs-blocks")
 	blocks := 0
 	for _, name := range docFiles {
 		b, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		in, whole, first, n := false, false, false, 0
 		for sc.Scan() {
@@ -68,12 +64,8 @@ func TestDocBlocksMarked(t *testing.T) {
 			} else {
 				first = false
 			}
-			if !whole && needsMarker.MatchString(line) && !strings.Contains(line, notRun) {
-				t.Errorf("%s:%d: %q needs minutes, a service or a program CI lacks, and has no %q marker", name, n, line, notRun)
-			}
+			assert.Falsef(t, !whole && needsMarker.MatchString(line) && !strings.Contains(line, notRun), "%s:%d: %q needs minutes, a service or a program CI lacks, and has no %q marker", name, n, line, notRun)
 		}
 	}
-	if blocks < 40 {
-		t.Errorf("%d shell blocks found: the pattern is out of date", blocks)
-	}
+	assert.Falsef(t, blocks < 40, "%d shell blocks found: the pattern is out of date", blocks)
 }

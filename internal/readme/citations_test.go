@@ -2,6 +2,9 @@ package readme
 
 import (
 	"bytes"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,17 +34,13 @@ var heading = regexp.MustCompile(`(?m)^#{2,3} ([0-9]+(?:\.[0-9]+)?)\.? `)
 func TestProtocolCitations(t *testing.T) {
 	root := filepath.Join("..", "..")
 	proto, err := os.ReadFile(filepath.Join(root, "docs", "protocol.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sections := map[string]bool{}
 	for _, m := range heading.FindAllSubmatch(proto, -1) {
 		sections[string(m[1])] = true
 	}
 	for _, s := range []string{"1", "2", "3", "4", "4.1", "4.2", "5", "6", "7", "8"} {
-		if !sections[s] {
-			t.Fatalf("docs/protocol.md has no heading §%s: the heading pattern is out of date", s)
-		}
+		require.Falsef(t, !sections[s], "docs/protocol.md has no heading §%s: the heading pattern is out of date", s)
 	}
 	checked := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -65,27 +64,21 @@ func TestProtocolCitations(t *testing.T) {
 		rel, _ := filepath.Rel(root, path)
 		checked++
 		for i, line := range bytes.Split(b, []byte("\n")) {
-			if bytes.Contains(line, designInput) {
-				t.Errorf("%s:%d cites %s, which users do not have: cite docs/protocol.md's sections", rel, i+1, designInput)
-			}
+			assert.Falsef(t, bytes.Contains(line, designInput), "%s:%d cites %s, which users do not have: cite docs/protocol.md's sections", rel, i+1, designInput)
 			if ext == ".md" && !strings.HasPrefix(filepath.ToSlash(rel), "docs/") {
 				continue
 			}
 			for _, m := range citation.FindAllSubmatch(line, -1) {
 				switch {
 				case len(m[1]) == 0:
-					t.Errorf("%s:%d: %q: a section of docs/protocol.md is cited as §N", rel, i+1, m[0])
+					assert.Fail(t, fmt.Sprintf("%s:%d: %q: a section of docs/protocol.md is cited as §N", rel, i+1, m[0]))
 				case !sections[string(m[2])]:
-					t.Errorf("%s:%d: %q: docs/protocol.md has no section %s", rel, i+1, m[0], m[2])
+					assert.Fail(t, fmt.Sprintf("%s:%d: %q: docs/protocol.md has no section %s", rel, i+1, m[0], m[2]))
 				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if checked < 100 {
-		t.Fatalf("checked %d files: the walk did not reach the repository", checked)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, checked < 100, "checked %d files: the walk did not reach the repository", checked)
 }

@@ -3,6 +3,9 @@ package recorder_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -112,18 +115,12 @@ func TestRequiredJournalStartNotKeptRefusesCall(t *testing.T) {
 				invokeWritten = true // what a host does after Begin succeeds
 			}
 			var je *calllog.JournalError
-			if invokeWritten || !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, storeErr) {
-				t.Fatalf("Begin = %v; want a journal-start error holding the store's", err)
-			}
+			require.Falsef(t, invokeWritten || !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, storeErr), "Begin = %v; want a journal-start error holding the store's", err)
 			o, ended := rec.Outcome()
-			if !ended || o.Kind != calllog.KindFailed || o.Refused != "journal_start" {
-				t.Fatalf("refused call's outcome = %+v (ended %v)", o, ended)
-			}
+			require.Falsef(t, !ended || o.Kind != calllog.KindFailed || o.Refused != "journal_start", "refused call's outcome = %+v (ended %v)", o, ended)
 			if errors.Is(storeErr, calllog.ErrStoreUnusable) {
 				sends, _, _ := st.stats()
-				if sends != 1 {
-					t.Fatalf("an unusable store was sent %d times, want 1 (the writer stops)", sends)
-				}
+				require.EqualValuesf(t, 1, sends, "an unusable store was sent %d times, want 1 (the writer stops)", sends)
 			}
 		})
 	}
@@ -134,36 +131,28 @@ func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
 	st := &testStore{}
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 100 * time.Millisecond}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "count"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	st.block() // the store stops answering
 	rec.Request(recorder.RequestInfo{})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "hi"}))
 	result := frame.MustPayload(map[string]any{"n": 1})
 	err = rec.End(ctx, recorder.Done(result))
 	var je *calllog.JournalError
-	if !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrNoAnswer) {
-		t.Fatalf("End = %v; want a journal-end error caused by no answer", err)
-	}
-	if je.Outcome.Kind != calllog.KindCompleted || string(je.Outcome.Result) != string(result) || je.Call != "c1" {
-		t.Fatalf("journal-end error does not hold the outcome: %+v", je.Outcome)
-	}
+	require.Falsef(t, !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrNoAnswer), "End = %v; want a journal-end error caused by no answer", err)
+	require.Falsef(t, je.Outcome.Kind != calllog.KindCompleted || string(je.Outcome.Result) != string(result) || je.Call != "c1", "journal-end error does not hold the outcome: %+v", je.Outcome)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if err := calllog.Settle(short, err); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Settle while the store is down = %v", err)
+		require.FailNow(t, fmt.Sprintf("Settle while the store is down = %v", err))
 	}
 	st.unblock()
 	if err := calllog.Settle(ctx, err); err != nil {
-		t.Fatalf("Settle after the store recovered = %v, want nil (kept)", err)
+		require.FailNow(t, fmt.Sprintf("Settle after the store recovered = %v, want nil (kept)", err))
 	}
 	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
-	if len(kept) != 4 || kept[3].Kind != calllog.KindCompleted {
-		t.Fatalf("store has %d events", len(kept))
-	}
+	require.Falsef(t, len(kept) != 4 || kept[3].Kind != calllog.KindCompleted, "store has %d events", len(kept))
 	if _, maxAtOnce, _ := st.stats(); maxAtOnce != 1 {
-		t.Fatalf("%d sends at once", maxAtOnce)
+		require.FailNow(t, fmt.Sprintf("%d sends at once", maxAtOnce))
 	}
 }
 
@@ -174,24 +163,18 @@ func TestSlowStoreNeverSentTheSameBatchTwiceAtOnce(t *testing.T) {
 	st.slowN.Store(3)
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: timeout}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
-	if !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, recorder.ErrNoAnswer) {
-		t.Fatalf("Begin against a store slower than the timeout = %v; want no answer", err)
-	}
+	require.Falsef(t, !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, recorder.ErrNoAnswer), "Begin against a store slower than the timeout = %v; want no answer", err)
 	<-rec.Done()
 	if err := calllog.Settle(ctx, err); err != nil { // the writer keeps sending until kept
-		t.Fatalf("Settle = %v", err)
+		require.FailNow(t, fmt.Sprintf("Settle = %v", err))
 	}
 	sends, maxAtOnce, perBatch := st.stats()
-	if maxAtOnce != 1 {
-		t.Fatalf("%d sends at once, want 1", maxAtOnce)
-	}
+	require.EqualValuesf(t, 1, maxAtOnce, "%d sends at once, want 1", maxAtOnce)
 	if perBatch[1] < 4 {
-		t.Fatalf("the first batch was sent %d times, want ≥ 4 (3 slow, then kept)", perBatch[1])
+		require.FailNow(t, fmt.Sprintf("the first batch was sent %d times, want ≥ 4 (3 slow, then kept)", perBatch[1]))
 	}
 	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
-	if len(kept) != 2 {
-		t.Fatalf("kept %d events after %d sends, want 2 (started, refused end)", len(kept), sends)
-	}
+	require.EqualValuesf(t, 2, len(kept), "kept %d events after %d sends, want 2 (started, refused end)", len(kept), sends)
 }
 
 func TestBestEffortJournalNeverWaits(t *testing.T) {
@@ -204,14 +187,12 @@ func TestBestEffortJournalNeverWaits(t *testing.T) {
 		runCall(t, ctx, r, recorder.CallInfo{}, 10)
 	}
 	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("50 calls took %v against a store that does not answer", d)
+		require.FailNow(t, fmt.Sprintf("50 calls took %v against a store that does not answer", d))
 	}
 	st.unblock()
-	if err := r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Close(ctx))
 	if _, maxAtOnce, _ := st.stats(); maxAtOnce > 50 {
-		t.Fatalf("%d sends at once for 50 trees", maxAtOnce)
+		require.FailNow(t, fmt.Sprintf("%d sends at once for 50 trees", maxAtOnce))
 	}
 }
 
@@ -221,36 +202,30 @@ func TestJournalPolicy(t *testing.T) {
 	weaker := &calllog.Journal{Store: j.Store}
 	r := newRecorder(t, calllog.Options{Journal: j})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Journal: weaker})
-	if !errors.Is(err, calllog.ErrJournalPolicy) {
-		t.Fatalf("a call replacing the journal: %v, want ErrJournalPolicy", err)
-	}
+	require.ErrorIsf(t, err, calllog.ErrJournalPolicy, "a call replacing the journal: %v, want ErrJournalPolicy", err)
 	if o, _ := rec.Outcome(); o.Refused != "journal_policy" {
-		t.Fatalf("policy refusal outcome = %+v", o)
+		require.FailNow(t, fmt.Sprintf("policy refusal outcome = %+v", o))
 	}
 	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "b", Journal: j}); err != nil {
-		t.Fatalf("naming the tree's own journal = %v", err)
+		require.FailNow(t, fmt.Sprintf("naming the tree's own journal = %v", err))
 	}
 	err = r.Program(ctx, recorder.CallInfo{ID: "p"}, func(ctx context.Context) error {
 		_, err := r.Begin(ctx, recorder.CallInfo{ID: "s", Journal: weaker})
 		return err
 	})
-	if !errors.Is(err, calllog.ErrJournalPolicy) {
-		t.Fatalf("a step replacing the journal: %v", err)
-	}
+	require.ErrorIs(t, err, calllog.ErrJournalPolicy, "a step replacing the journal")
 	// Without a recorder journal, a tree's outermost call brings its own
 	// and its steps cannot replace it.
 	r2 := newRecorder(t, calllog.Options{})
 	err = r2.Program(ctx, recorder.CallInfo{ID: "q", Journal: j}, func(ctx context.Context) error {
 		if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, calllog.ErrJournalPolicy) {
-			t.Errorf("step: %v", err)
+			assert.Fail(t, fmt.Sprintf("step: %v", err))
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if kept, _ := j.Store.EventsAfter(ctx, "q", 0, 0); len(kept) != 4 {
-		t.Fatalf("the tree's own journal kept %d events, want 4", len(kept))
+		require.FailNow(t, fmt.Sprintf("the tree's own journal kept %d events, want 4", len(kept)))
 	}
 }
 
@@ -261,7 +236,7 @@ func TestTreeIDCollisionStopsItsJournal(t *testing.T) {
 	runCall(t, ctx, r1, recorder.CallInfo{ID: "same"}, 1)
 	r2 := newRecorder(t, calllog.Options{Journal: j})
 	if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "same"}); !errors.Is(err, calllog.ErrTreeExists) {
-		t.Fatalf("a second tree with a kept id: %v, want ErrTreeExists", err)
+		require.FailNow(t, fmt.Sprintf("a second tree with a kept id: %v, want ErrTreeExists", err))
 	}
 }
 
@@ -270,32 +245,22 @@ func TestTakeOverFencesTheOldWriter(t *testing.T) {
 	st := &eventstore.Memory{}
 	a := newRecorder(t, calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}})
 	prog, err := a.Begin(ctx, recorder.CallInfo{ID: "p", Program: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	step, err := a.Begin(prog.Context(ctx), recorder.CallInfo{ID: "s", Tool: "count"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Writer A "crashes" here; B takes the tree over.
 	wrote, err := calllog.TakeOver(ctx, st, "p", "B")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(wrote) != 2 || wrote[0].Call != "s" || wrote[1].Call != "p" || wrote[0].Kind != calllog.KindUnknown || wrote[0].Error != nil || wrote[0].Seq != 3 || wrote[0].After != 2 {
-		t.Fatalf("takeover wrote %+v; want the step's then the program's end, unknown, numbered on", wrote)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, len(wrote) != 2 || wrote[0].Call != "s" || wrote[1].Call != "p" || wrote[0].Kind != calllog.KindUnknown || wrote[0].Error != nil || wrote[0].Seq != 3 || wrote[0].After != 2, "takeover wrote %+v; want the step's then the program's end, unknown, numbered on", wrote)
 	err = step.End(ctx, recorder.Done(nil))
-	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrFenced) {
-		t.Fatalf("the old writer's End = %v; want it fenced", err)
-	}
+	require.Falsef(t, !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrFenced), "the old writer's End = %v; want it fenced", err)
 	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrFenced) {
-		t.Fatalf("Settle of a fenced end = %v", err)
+		require.FailNow(t, fmt.Sprintf("Settle of a fenced end = %v", err))
 	}
 	prog.End(ctx, recorder.Done(nil))
 	kept, _ := st.EventsAfter(ctx, "p", 0, 0)
 	if len(kept) != 4 || kept[2].Writer != "B" || kept[3].Kind != calllog.KindUnknown {
-		t.Fatalf("store has %d events: %+v", len(kept), kinds(kept))
+		require.FailNow(t, fmt.Sprintf("store has %d events: %+v", len(kept), kinds(kept)))
 	}
 }
 
@@ -323,27 +288,23 @@ func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 	end[0].Kind, end[0].Error = calllog.KindFailed, &frame.Error{Code: frame.CodeUnreachable, Synthetic: true}
 	st.Keep(ctx, cb, end)
 	if err := st.Keep(ctx, ca, calllogtest.Events("t", "A", 7, 1)); !errors.Is(err, calllog.ErrFenced) {
-		t.Fatalf("old writer: %v", err)
+		require.FailNow(t, fmt.Sprintf("old writer: %v", err))
 	}
 	var got []calllog.Step
 	for s := range steps {
 		got = append(got, s)
 	}
-	if len(got) != 5 {
-		t.Fatalf("follower showed %d steps, want 5", len(got))
-	}
+	require.EqualValuesf(t, 5, len(got), "follower showed %d steps, want 5", len(got))
 	if err := <-errc; err != io.EOF {
-		t.Fatalf("follower ended with %v, want io.EOF at the tree's end", err)
+		require.FailNow(t, fmt.Sprintf("follower ended with %v, want io.EOF at the tree's end", err))
 	}
 	seqs := [5]uint64{got[0].Event.Seq, got[1].Event.Seq, got[2].Event.Seq, got[3].Event.Seq, got[4].Event.Seq}
-	if seqs != [5]uint64{1, 2, 3, 5, 6} {
-		t.Fatalf("seqs %v", seqs)
-	}
+	require.Falsef(t, seqs != [5]uint64{1, 2, 3, 5, 6}, "seqs %v", seqs)
 	if got[0].Event.After != 0 || got[3].LostFrom != 4 || got[3].LostTo != 4 || got[3].Event.After != 3 {
-		t.Fatalf("gap not shown: %+v", got[3])
+		require.FailNow(t, fmt.Sprintf("gap not shown: %+v", got[3]))
 	}
 	if got[4].TakenOverFrom != "A" || got[4].Event.Writer != "B" || got[2].TakenOverFrom != "" {
-		t.Fatalf("takeover not shown: %+v", got[4])
+		require.FailNow(t, fmt.Sprintf("takeover not shown: %+v", got[4]))
 	}
 }
 
@@ -352,32 +313,22 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 	st := &testStore{}
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Timeout: 100 * time.Millisecond}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	st.block()
 	start := time.Now()
-	if err := rec.Finish(recorder.Failed(frame.CodeTimeout, "deadline", true)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rec.Finish(recorder.Failed(frame.CodeTimeout, "deadline", true)))
 	if d := time.Since(start); d > 50*time.Millisecond {
-		t.Fatalf("Finish waited %v for the store", d)
+		require.FailNow(t, fmt.Sprintf("Finish waited %v for the store", d))
 	}
 	if err := rec.Finish(recorder.Done(nil)); !errors.Is(err, recorder.ErrEnded) {
-		t.Fatalf("second Finish = %v", err)
+		require.FailNow(t, fmt.Sprintf("second Finish = %v", err))
 	}
 	err = rec.Confirm(ctx)
 	var je *calllog.JournalError
-	if !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer) || je.Outcome.Error.Code != frame.CodeTimeout {
-		t.Fatalf("Confirm = %v", err)
-	}
+	require.Falsef(t, !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer) || je.Outcome.Error.Code != frame.CodeTimeout, "Confirm = %v", err)
 	st.unblock()
-	if err := calllog.Settle(ctx, err); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Confirm(ctx); err != nil {
-		t.Fatalf("Confirm once kept = %v", err)
-	}
+	require.NoError(t, calllog.Settle(ctx, err))
+	require.NoError(t, rec.Confirm(ctx), "Confirm once kept =")
 
 	// Finish on a call with a running step records the end after the step's.
 	p, _ := r.Begin(ctx, recorder.CallInfo{ID: "p", Program: true})
@@ -385,15 +336,13 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 	p.Finish(recorder.Done(nil))
 	select {
 	case <-p.Done():
-		t.Fatal("ended before its step")
+		require.FailNow(t, "ended before its step")
 	default:
 	}
 	s.End(ctx, recorder.Done(nil))
-	if err := p.Confirm(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Confirm(ctx))
 	if o, _ := p.Outcome(); o.Kind != calllog.KindCompleted {
-		t.Fatalf("deferred outcome = %+v", o)
+		require.FailNow(t, fmt.Sprintf("deferred outcome = %+v", o))
 	}
 }
 
@@ -402,38 +351,32 @@ func TestJournalQueueBound(t *testing.T) {
 	st := &testStore{}
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st, Required: true, Queue: 4, Timeout: time.Minute}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	st.block()
 	for i := range 10 {
 		rec.Output(chunk(t, "c1", uint64(i+1), map[string]any{"i": i}))
 	}
 	// A second tree shares the bound: its start does not fit.
 	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "c2"}); !errors.Is(err, recorder.ErrJournalOverflow) {
-		t.Fatalf("Begin with the journal queue full = %v, want ErrJournalOverflow", err)
+		require.FailNow(t, fmt.Sprintf("Begin with the journal queue full = %v, want ErrJournalOverflow", err))
 	}
 	err = rec.End(ctx, recorder.Done(nil))
-	if !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrJournalOverflow) {
-		t.Fatalf("End after dropped events = %v", err)
-	}
+	require.Falsef(t, !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrJournalOverflow), "End after dropped events = %v", err)
 	st.unblock()
 	if err := calllog.Settle(ctx, err); !errors.Is(err, recorder.ErrJournalOverflow) {
-		t.Fatalf("Settle = %v: a tree with dropped events can never be confirmed", err)
+		require.FailNow(t, fmt.Sprintf("Settle = %v: a tree with dropped events can never be confirmed", err))
 	}
-	if err := r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Close(ctx))
 	// Kept: the start, the 2 outputs that fit in the three quarters of
 	// the queue middle events may use beside the room held for c1's end,
 	// and that end (seq 12). Lost: c1's last 8 outputs, and c2's start
 	// and end (a refused call is in the log too: dropped whole).
 	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
 	if len(kept) != 4 || kept[2].Seq != 3 || kept[3].Seq != 12 || kept[3].Kind != calllog.KindCompleted {
-		t.Fatalf("kept %v, want started, 2 outputs and the end", kinds(kept))
+		require.FailNow(t, fmt.Sprintf("kept %v, want started, 2 outputs and the end", kinds(kept)))
 	}
 	if l := r.Losses(); l.JournalEvents != 10 || l.ObserverEvents != 0 {
-		t.Fatalf("Losses() = %+v, want 10 journal events lost", l)
+		require.FailNow(t, fmt.Sprintf("Losses() = %+v, want 10 journal events lost", l))
 	}
 }
 
@@ -445,27 +388,25 @@ func TestJournalSendErrorsCounted(t *testing.T) {
 	st.setFail(errors.New("store down"))
 	r := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: st}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for r.Losses().JournalSendErrors < 2 {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("send errors never counted: %+v", r.Losses())
+			require.FailNow(t, fmt.Sprintf("send errors never counted: %+v", r.Losses()))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	st.setFail(nil)
 	rec.End(ctx, recorder.Done(nil))
 	if err := r.Close(ctx); err != nil { // keeps what is queued
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	if kept, _ := st.EventsAfter(ctx, "c1", 0, 0); len(kept) != 2 {
-		t.Fatalf("kept %d events, want c1's start and end", len(kept))
+		require.FailNow(t, fmt.Sprintf("kept %d events, want c1's start and end", len(kept)))
 	}
 	sends, _, _ := st.stats()
 	if l := r.Losses(); l.JournalEvents != 0 || l.JournalSendErrors == 0 || l.JournalSendErrors >= uint64(sends) {
-		t.Fatalf("Losses() = %+v after %d sends; want send errors counted, fewer than the sends, and nothing lost", l, sends)
+		require.FailNow(t, fmt.Sprintf("Losses() = %+v after %d sends; want send errors counted, fewer than the sends, and nothing lost", l, sends))
 	}
 }
 
@@ -476,12 +417,10 @@ func TestTakeOverUnknownTree(t *testing.T) {
 	ctx := testCtx(t)
 	st := &eventstore.Memory{}
 	if _, err := calllog.TakeOver(ctx, st, "nosuchtree", "B"); !errors.Is(err, calllog.ErrNoTree) {
-		t.Fatalf("TakeOver of an unknown tree = %v; want ErrNoTree", err)
+		require.FailNow(t, fmt.Sprintf("TakeOver of an unknown tree = %v; want ErrNoTree", err))
 	}
 	a := newRecorder(t, calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}})
 	rec, err := a.Begin(ctx, recorder.CallInfo{ID: "nosuchtree", Tool: "count"})
-	if err != nil {
-		t.Fatalf("a new tree of the id the takeover was refused: %v", err)
-	}
+	require.NoError(t, err, "a new tree of the id the takeover was refused")
 	rec.End(ctx, recorder.Done(nil))
 }

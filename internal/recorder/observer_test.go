@@ -21,9 +21,7 @@ import (
 // per event.
 func perEvent(t *testing.T, ctx context.Context, r *recorder.Recorder, n int) time.Duration {
 	rec, err := r.Begin(ctx, recorder.CallInfo{Tool: "bench"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f := chunk(t, rec.ID(), 1, map[string]any{"text": "x"})
 	start := time.Now()
 	for i := range n {
@@ -63,28 +61,20 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 		with = best(perEvent(t, ctx, slowed, n), with)
 	}
 	t.Logf("per event: %v without an observer, %v with one blocked", without, with)
-	if with > 10*without+2*time.Microsecond {
-		t.Fatalf("a blocked observer slowed recording: %v per event against %v", with, without)
-	}
+	require.Falsef(t, with > 10*without+2*time.Microsecond, "a blocked observer slowed recording: %v per event against %v", with, without)
 
 	// A call begun while the observer is blocked: its start is kept, in
 	// the room middle events leave to boundaries.
 	tail, err := slowed.Begin(ctx, recorder.CallInfo{ID: "tail"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	close(release)
-	if err := slowed.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, slowed.Drain(ctx))
 	// Given: the first round's start, the outputs that fit in three
 	// quarters of the queue beside the room held for its end, and that
 	// end; each later round's start and end; tail's start.
 	const middle = recorder.ObserverQueue - recorder.ObserverQueue/4
 	got := blocked.got()
-	if len(got) != middle+5 {
-		t.Fatalf("blocked observer was given %d events, want %d", len(got), middle+5)
-	}
+	require.Falsef(t, len(got) != middle+5, "blocked observer was given %d events, want %d", len(got), middle+5)
 	starts, ends := 0, 0
 	for _, e := range got {
 		switch {
@@ -94,31 +84,27 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 			ends++
 		}
 	}
-	if starts != 4 || ends != 3 {
-		t.Fatalf("given %d starts and %d ends; want every call's (4 and 3)", starts, ends)
-	}
+	require.Falsef(t, starts != 4 || ends != 3, "given %d starts and %d ends; want every call's (4 and 3)", starts, ends)
 	// The first round's end names as after the last output, which the
 	// observer was not given: it sees the loss.
 	if e := got[middle-1]; e.Kind != calllog.KindCompleted || e.Seq != n+2 || e.After != n+1 || got[middle-2].Seq != uint64(middle-1) {
-		t.Fatalf("the first round's end = %+v after %d; want event %d after %d", position(e), e.After, n+2, n+1)
+		require.FailNow(t, fmt.Sprintf("the first round's end = %+v after %d; want event %d after %d", position(e), e.After, n+2, n+1))
 	}
 	tail.Output(chunk(t, "tail", 1, map[string]any{"a": 1}))
 	tail.End(ctx, recorder.Done(nil))
 	slowed.Drain(ctx)
 	got = blocked.got()
-	if len(got) != middle+7 {
-		t.Fatalf("after catching up the observer has %d events, want %d", len(got), middle+7)
-	}
+	require.Falsef(t, len(got) != middle+7, "after catching up the observer has %d events, want %d", len(got), middle+7)
 	if next := got[middle+5]; next.Call != "tail" || next.Kind != calllog.KindOutput || next.After != 1 {
-		t.Fatalf("tail's output = %+v after %d; want it after tail's start (1)", position(next), next.After)
+		require.FailNow(t, fmt.Sprintf("tail's output = %+v after %d; want it after tail's start (1)", position(next), next.After))
 	}
 	// Every event recorded and not given is counted: three rounds of n
 	// outputs between a start and an end, and tail's three.
 	if lost, want := slowed.Losses().ObserverEvents, uint64(3*(n+2)+3-len(got)); lost != want {
-		t.Fatalf("Losses().ObserverEvents = %d, want %d", lost, want)
+		require.FailNow(t, fmt.Sprintf("Losses().ObserverEvents = %d, want %d", lost, want))
 	}
 	if l := plain.Losses(); l != (recorder.Losses{}) {
-		t.Fatalf("a recorder without observers lost %+v", l)
+		require.FailNow(t, fmt.Sprintf("a recorder without observers lost %+v", l))
 	}
 }
 
@@ -140,18 +126,16 @@ func TestFailingObserverWarnedOnce(t *testing.T) {
 			for range 3 {
 				runCall(t, ctx, r, recorder.CallInfo{}, 2)
 			}
-			if err := r.Drain(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Drain(ctx))
 			if calls != 1 || h.warns.Load() != 1 {
-				t.Fatalf("failing observer called %d times, warned %d times; want 1 and 1", calls, h.warns.Load())
+				require.FailNow(t, fmt.Sprintf("failing observer called %d times, warned %d times; want 1 and 1", calls, h.warns.Load()))
 			}
 			if len(good.got()) != 15 {
-				t.Fatalf("the other observer got %d events, want 15", len(good.got()))
+				require.FailNow(t, fmt.Sprintf("the other observer got %d events, want 15", len(good.got())))
 			}
 			// The failed observer had the first event only.
 			if l := r.Losses(); l.ObserversFailed != 1 || l.ObserverEvents != 14 {
-				t.Fatalf("Losses() = %+v, want 1 observer failed and 14 events lost", l)
+				require.FailNow(t, fmt.Sprintf("Losses() = %+v, want 1 observer failed and 14 events lost", l))
 			}
 		})
 	}
@@ -166,26 +150,22 @@ func TestObserverLayersAddUp(t *testing.T) {
 		runCall(t, ctx, r, recorder.CallInfo{ID: "b", Observers: []calllog.Observer{call}}, 1)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	runCall(t, ctx, r, recorder.CallInfo{ID: "other"}, 0)
 	r.Drain(ctx)
 	if n := len(top.got()); n != 2+4+4+3 {
-		t.Fatalf("recorder observer got %d, want 13", n)
+		require.FailNow(t, fmt.Sprintf("recorder observer got %d, want 13", n))
 	}
 	if n := len(prog.got()); n != 10 {
-		t.Fatalf("program observer got %d, want 10 (the program and its steps)", n)
+		require.FailNow(t, fmt.Sprintf("program observer got %d, want 10 (the program and its steps)", n))
 	}
 	cg := call.got()
-	if len(cg) != 4 || cg[0].Call != "b" || cg[0].After != 0 || cg[1].After != cg[0].Seq {
-		t.Fatalf("call observer got %+v", cg)
-	}
+	require.Falsef(t, len(cg) != 4 || cg[0].Call != "b" || cg[0].After != 0 || cg[1].After != cg[0].Seq, "call observer got %+v", cg)
 	// Each reader's after is the event before in what it is shown.
 	pg := prog.got()
 	for i := 1; i < len(pg); i++ {
 		if pg[i].After != pg[i-1].Seq {
-			t.Fatalf("program observer: event %d after %d, want %d", i, pg[i].After, pg[i-1].Seq)
+			require.FailNow(t, fmt.Sprintf("program observer: event %d after %d, want %d", i, pg[i].After, pg[i-1].Seq))
 		}
 	}
 }
@@ -214,15 +194,13 @@ func TestObserverCallsNotFedBack(t *testing.T) {
 	r.Drain(ctx)
 	r.Drain(ctx)
 	if got := echo.got(); len(got) != 1 || got[0].Tool != "user" {
-		t.Fatalf("the calling observer was given %d started events, want only the user's (not its own call's)", len(got))
+		require.FailNow(t, fmt.Sprintf("the calling observer was given %d started events, want only the user's (not its own call's)", len(got)))
 	}
 	tools := []string{}
 	for _, e := range other.got() {
 		tools = append(tools, e.Tool)
 	}
-	if !slices.Contains(tools, "from-observer") {
-		t.Fatalf("other observers must still see the observer's call: %v", tools)
-	}
+	require.Falsef(t, !slices.Contains(tools, "from-observer"), "other observers must still see the observer's call: %v", tools)
 }
 
 func TestDrainWaitsForSlowObserver(t *testing.T) {
@@ -233,11 +211,9 @@ func TestDrainWaitsForSlowObserver(t *testing.T) {
 		return slow.Observe(ctx, e)
 	})}})
 	runCall(t, ctx, r, recorder.CallInfo{}, 20)
-	if err := r.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Drain(ctx))
 	if n := len(slow.got()); n != 23 {
-		t.Fatalf("after Drain the observer had %d events, want 23", n)
+		require.FailNow(t, fmt.Sprintf("after Drain the observer had %d events, want 23", n))
 	}
 	short, cancel := context.WithCancel(ctx)
 	cancel()
@@ -245,7 +221,7 @@ func TestDrainWaitsForSlowObserver(t *testing.T) {
 	if err := r.Drain(short); !errors.Is(err, context.Canceled) {
 		// The observer may have caught up already on a fast machine.
 		if n := len(slow.got()); n != 46 {
-			t.Fatalf("Drain with a done context = %v", err)
+			require.FailNow(t, fmt.Sprintf("Drain with a done context = %v", err))
 		}
 	}
 }
@@ -254,17 +230,13 @@ func TestClosedRecorderRefusesCalls(t *testing.T) {
 	ctx := testCtx(t)
 	r, _ := recorder.New(calllog.Options{})
 	rec, _ := r.Begin(ctx, recorder.CallInfo{})
-	if err := r.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Close(ctx))
 	if _, err := r.Begin(ctx, recorder.CallInfo{}); !errors.Is(err, recorder.ErrClosed) {
-		t.Fatalf("Begin after Close = %v", err)
+		require.FailNow(t, fmt.Sprintf("Begin after Close = %v", err))
 	}
 	rec.Output(chunk(t, rec.ID(), 1, map[string]any{"a": 1}))
 	rec.End(ctx, recorder.Done(nil))
-	if r.Close(ctx) != nil {
-		t.Fatal("second Close failed")
-	}
+	require.False(t, r.Close(ctx) != nil, "second Close failed")
 	_ = frame.CodeCancelled
 }
 
@@ -283,24 +255,20 @@ func TestKindFilterObserver(t *testing.T) {
 	for range 3 {
 		runCall(t, ctx, r, recorder.CallInfo{}, 4)
 	}
-	if err := r.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Drain(ctx))
 	if n := len(all.got()); n != 3*(4+3) {
-		t.Fatalf("the observer of every kind got %d events, want %d", n, 3*(4+3))
+		require.FailNow(t, fmt.Sprintf("the observer of every kind got %d events, want %d", n, 3*(4+3)))
 	}
 	got := some.got()
 	want := []calllog.Kind{calllog.KindStarted, calllog.KindCompleted, calllog.KindStarted, calllog.KindCompleted, calllog.KindStarted, calllog.KindCompleted}
 	if !slices.Equal(kinds(got), want) {
-		t.Fatalf("the filtered observer got %v, want %v", kinds(got), want)
+		require.FailNow(t, fmt.Sprintf("the filtered observer got %v, want %v", kinds(got), want))
 	}
 	for i, e := range got {
-		if i%2 == 1 && e.After != got[i-1].Seq || i%2 == 0 && e.After != 0 {
-			t.Fatalf("event %d (%v, seq %d) is after %d", i, e.Kind, e.Seq, e.After)
-		}
+		require.Falsef(t, i%2 == 1 && e.After != got[i-1].Seq || i%2 == 0 && e.After != 0, "event %d (%v, seq %d) is after %d", i, e.Kind, e.Seq, e.After)
 	}
 	if l := r.Losses(); l != (recorder.Losses{}) {
-		t.Fatalf("filtered events counted as losses: %+v", l)
+		require.FailNow(t, fmt.Sprintf("filtered events counted as losses: %+v", l))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"slices"
 	"strings"
@@ -36,16 +38,14 @@ func testCtx(t *testing.T) context.Context {
 func newRecorder(t *testing.T, opts calllog.Options) *recorder.Recorder {
 	t.Helper()
 	r, err := recorder.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// A test whose store fails drops what it queued, and says so;
 		// the tests that count it check Close themselves.
 		if err := r.Close(ctx); err != nil && !errors.Is(err, calllog.ErrCloseDropped) {
-			t.Errorf("Close: %v", err)
+			assert.Fail(t, fmt.Sprintf("Close: %v", err))
 		}
 	})
 	return r
@@ -54,9 +54,7 @@ func newRecorder(t *testing.T, opts calllog.Options) *recorder.Recorder {
 func chunk(t *testing.T, id string, seq uint64, v map[string]any) frame.Frame {
 	t.Helper()
 	f, err := frame.NewChunk(id, frame.ProviderToCaller, seq, frame.MustPayload(v), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return f
 }
 
@@ -97,16 +95,12 @@ func readersFor(tc string, obs calllog.Observer, store calllog.EventStore) calll
 func runCall(t *testing.T, ctx context.Context, r *recorder.Recorder, info recorder.CallInfo, n int) *recorder.Record {
 	t.Helper()
 	rec, err := r.Begin(ctx, info)
-	if err != nil {
-		t.Fatalf("Begin: %v", err)
-	}
+	require.NoError(t, err, "Begin")
 	rec.Request(recorder.RequestInfo{Child: "c0"})
 	for i := range n {
 		rec.Output(chunk(t, rec.ID(), uint64(i+1), map[string]any{"i": i}))
 	}
-	if err := rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": n}))); err != nil {
-		t.Fatalf("End: %v", err)
-	}
+	require.NoError(t, rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"n": n}))), "End")
 	return rec
 }
 
@@ -122,28 +116,24 @@ func TestCallEventsInOrder(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{Writer: "w1"})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1", Tool: "echo", ToolVersion: "v1", Args: frame.MustPayload(map[string]any{"a": 1})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	in, _ := frame.NewStarted("c1", frame.CallerToProvider)
 	rec.Input(in)
 	rec.Request(recorder.RequestInfo{Child: "child-1", ToolVersion: "v2"})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "he"}))
 	rec.Output(chunk(t, "c1", 2, map[string]any{"text": "llo"}))
 	if got := rec.Text(); got != "hello" {
-		t.Fatalf("Text = %q, want hello", got)
+		require.FailNow(t, fmt.Sprintf("Text = %q, want hello", got))
 	}
 	rec.Retry(frame.CodeTransportError, "child died")
 	if got := rec.Text(); got != "" {
-		t.Fatalf("Text after retry = %q, want it voided", got)
+		require.FailNow(t, fmt.Sprintf("Text after retry = %q, want it voided", got))
 	}
 	rec.Request(recorder.RequestInfo{Child: "child-2"})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "hi"}))
-	if err := rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"ok": true}))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"ok": true}))))
 	if err := rec.End(ctx, recorder.Done(nil)); !errors.Is(err, recorder.ErrEnded) {
-		t.Fatalf("second End = %v, want ErrEnded", err)
+		require.FailNow(t, fmt.Sprintf("second End = %v, want ErrEnded", err))
 	}
 	rec.Output(chunk(t, "c1", 2, map[string]any{"text": "late"})) // ignored after the end
 
@@ -151,30 +141,30 @@ func TestCallEventsInOrder(t *testing.T) {
 	want := []calllog.Kind{calllog.KindStarted, calllog.KindInput, calllog.KindRequest, calllog.KindOutput, calllog.KindOutput,
 		calllog.KindRetry, calllog.KindRequest, calllog.KindOutput, calllog.KindCompleted}
 	if !slices.Equal(kinds(evs), want) {
-		t.Fatalf("kinds = %v, want %v", kinds(evs), want)
+		require.FailNow(t, fmt.Sprintf("kinds = %v, want %v", kinds(evs), want))
 	}
 	for i, e := range evs {
 		if e.Seq != uint64(i+1) || e.Tree != "c1" || e.Call != "c1" || e.Writer != "w1" || e.Parent != "" {
-			t.Fatalf("event %d position = %+v", i, position(e))
+			require.FailNow(t, fmt.Sprintf("event %d position = %+v", i, position(e)))
 		}
 		if wantAfter := uint64(i); e.After != wantAfter {
-			t.Fatalf("event %d after = %d, want %d", i, e.After, wantAfter)
+			require.FailNow(t, fmt.Sprintf("event %d after = %d, want %d", i, e.After, wantAfter))
 		}
 	}
 	if evs[0].ToolVersion != "v1" || evs[8].ToolVersion != "v2" || evs[6].Attempt != 2 || evs[6].Child != "child-2" {
-		t.Fatalf("version/attempt not recorded: %+v / %+v", evs[0], evs[6])
+		require.FailNow(t, fmt.Sprintf("version/attempt not recorded: %+v / %+v", evs[0], evs[6]))
 	}
 	if evs[0].Payload == nil || evs[0].Payload.Keys != 1 {
-		t.Fatalf("started keeps no arguments: %+v", evs[0].Payload)
+		require.FailNow(t, fmt.Sprintf("started keeps no arguments: %+v", evs[0].Payload))
 	}
 	if evs[5].Error == nil || evs[5].Error.Code != frame.CodeTransportError {
-		t.Fatalf("retry has no reason: %+v", evs[5])
+		require.FailNow(t, fmt.Sprintf("retry has no reason: %+v", evs[5]))
 	}
 	if got := rec.Text(); got != "hi" {
-		t.Fatalf("final text = %q", got)
+		require.FailNow(t, fmt.Sprintf("final text = %q", got))
 	}
 	if o, ok := rec.Outcome(); !ok || o.Kind != calllog.KindCompleted {
-		t.Fatalf("Outcome = %+v, %v", o, ok)
+		require.FailNow(t, fmt.Sprintf("Outcome = %+v, %v", o, ok))
 	}
 }
 
@@ -182,9 +172,7 @@ func TestEventsWatchedLive(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{})
 	rec, err := r.Begin(ctx, recorder.CallInfo{Tool: "count"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seen := make(chan calllog.Event)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -198,28 +186,26 @@ func TestEventsWatchedLive(t *testing.T) {
 	next := func() calllog.Event {
 		select {
 		case e, ok := <-seen:
-			if !ok {
-				t.Fatal("stream ended early")
-			}
+			require.False(t, !ok, "stream ended early")
 			return e
 		case <-ctx.Done():
-			t.Fatal("no event")
+			require.FailNow(t, "no event")
 		}
 		return calllog.Event{}
 	}
 	if e := next(); e.Kind != calllog.KindStarted || e.After != 0 {
-		t.Fatalf("first = %v after %d", e.Kind, e.After)
+		require.FailNow(t, fmt.Sprintf("first = %v after %d", e.Kind, e.After))
 	}
 	rec.Request(recorder.RequestInfo{})
 	if e := next(); e.Kind != calllog.KindRequest {
-		t.Fatalf("second = %v", e.Kind)
+		require.FailNow(t, fmt.Sprintf("second = %v", e.Kind))
 	}
 	rec.End(ctx, recorder.Cancelled("stop"))
 	if e := next(); e.Kind != calllog.KindCancelled || e.Error.Code != frame.CodeCancelled {
-		t.Fatalf("third = %+v", e)
+		require.FailNow(t, fmt.Sprintf("third = %+v", e))
 	}
 	if _, ok := <-seen; ok {
-		t.Fatal("stream did not end at the call's end")
+		require.FailNow(t, "stream did not end at the call's end")
 	}
 	wg.Wait()
 }
@@ -259,37 +245,25 @@ func TestProgramTree(t *testing.T) {
 		return nil
 	})
 	bg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	evs := slices.Collect(progRec.Events())
 	// 1 started + s1 (started, request, 2 out, done = 5) + 4×(1+1+3+1) + late (2) + end = 1+5+24+2+1
-	if len(evs) != 33 {
-		t.Fatalf("program stream has %d events, want 33", len(evs))
-	}
+	require.EqualValuesf(t, 33, len(evs), "program stream has %d events, want 33", len(evs))
 	for i, e := range evs {
-		if e.Tree != "p1" || e.Seq != uint64(i+1) {
-			t.Fatalf("event %d: tree %q seq %d: the tree is numbered once", i, e.Tree, e.Seq)
-		}
-		if e.Call == "d1" {
-			t.Fatal("detached call in the program's tree")
-		}
-		if e.Call != "p1" && e.Parent != "p1" {
-			t.Fatalf("step %s has parent %q", e.Call, e.Parent)
-		}
+		require.Falsef(t, e.Tree != "p1" || e.Seq != uint64(i+1), "event %d: tree %q seq %d: the tree is numbered once", i, e.Tree, e.Seq)
+		require.NotEqualValues(t, "d1", e.Call, "detached call in the program's tree")
+		require.Falsef(t, e.Call != "p1" && e.Parent != "p1", "step %s has parent %q", e.Call, e.Parent)
 	}
 	last := evs[len(evs)-1]
-	if last.Call != "p1" || last.Kind != calllog.KindCompleted || !last.Program {
-		t.Fatalf("last event = %+v; the program's end must come after every step's", last)
-	}
+	require.Falsef(t, last.Call != "p1" || last.Kind != calllog.KindCompleted || !last.Program, "last event = %+v; the program's end must come after every step's", last)
 	// A stream on a step shows its events with the tree's numbers, first after none.
 	sevs := slices.Collect(stepRec.Events())
 	if len(sevs) != 5 || sevs[0].After != 0 || sevs[0].Seq != 2 || sevs[1].After != sevs[0].Seq {
-		t.Fatalf("step stream: %d events, first %+v", len(sevs), position(sevs[0]))
+		require.FailNow(t, fmt.Sprintf("step stream: %d events, first %+v", len(sevs), position(sevs[0])))
 	}
 	// The program's context is gone: a call begun with it now is refused.
 	if _, err := r.Begin(progRec.Context(ctx), recorder.CallInfo{Tool: "x"}); !errors.Is(err, calllog.ErrParentEnded) {
-		t.Fatalf("Begin under an ended call = %v, want ErrParentEnded", err)
+		require.FailNow(t, fmt.Sprintf("Begin under an ended call = %v, want ErrParentEnded", err))
 	}
 }
 
@@ -298,24 +272,22 @@ func TestEndWaitsForStepsAndGivesUpWithContext(t *testing.T) {
 	r := newRecorder(t, calllog.Options{})
 	root, _ := r.Begin(ctx, recorder.CallInfo{ID: "root", Program: true})
 	step, err := r.Begin(root.Context(ctx), recorder.CallInfo{ID: "step"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if err := root.End(short, recorder.Done(nil)); !errors.Is(err, recorder.ErrStepsRunning) {
-		t.Fatalf("End with a running step = %v, want ErrStepsRunning", err)
+		require.FailNow(t, fmt.Sprintf("End with a running step = %v, want ErrStepsRunning", err))
 	}
 	select {
 	case <-root.Done():
-		t.Fatal("root ended before its step")
+		require.FailNow(t, "root ended before its step")
 	default:
 	}
 	step.End(ctx, recorder.Done(nil))
 	<-root.Done()
 	evs := slices.Collect(root.Events())
 	if e := evs[len(evs)-1]; e.Call != "root" || e.Kind != calllog.KindCancelled {
-		t.Fatalf("root's end = %+v, want cancelled after the step", e)
+		require.FailNow(t, fmt.Sprintf("root's end = %+v, want cancelled after the step", e))
 	}
 }
 
@@ -329,33 +301,25 @@ func TestEventJSON(t *testing.T) {
 		Error: &frame.Error{Code: frame.CodeUnreachable, Message: "pool down", Synthetic: true}, Refused: "pool_down"}
 	for _, e := range []calllog.Event{full, failed} {
 		b, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var back calllog.Event
-		if err := json.Unmarshal(b, &back); err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
+		require.NoErrorf(t, json.Unmarshal(b, &back), "%s", b)
 		b2, _ := json.Marshal(back)
-		if string(b) != string(b2) {
-			t.Fatalf("round trip changed the JSON:\n%s\n%s", b, b2)
-		}
+		require.Falsef(t, string(b) != string(b2), "round trip changed the JSON:\n%s\n%s", b, b2)
 	}
 	b, _ := json.Marshal(failed)
 	var m map[string]any
 	json.Unmarshal(b, &m)
-	if m["format"] != float64(1) || m["after"] != nil || m["parent"] != nil || m["kind"] != "failed" {
-		t.Fatalf("format/after/parent/kind wrong: %s", b)
-	}
+	require.Falsef(t, m["format"] != float64(1) || m["after"] != nil || m["parent"] != nil || m["kind"] != "failed", "format/after/parent/kind wrong: %s", b)
 	if _, ok := m["after"]; !ok {
-		t.Fatalf("after must be present (null) on the first event: %s", b)
+		require.FailNow(t, fmt.Sprintf("after must be present (null) on the first event: %s", b))
 	}
 	bad := []string{`{"format":2,"kind":"done"}`, `{"format":1,"kind":"nope","at":"2026-01-01T00:00:00Z"}`,
 		`{"format":1,"kind":"failed","at":"2026-01-01T00:00:00Z","error":{"code":"nope"}}`, `[1]`}
 	for _, s := range bad {
 		var e calllog.Event
 		if err := json.Unmarshal([]byte(s), &e); !errors.Is(err, calllog.ErrFormat) {
-			t.Errorf("%s: err = %v, want ErrFormat", s, err)
+			assert.Fail(t, fmt.Sprintf("%s: err = %v, want ErrFormat", s, err))
 		}
 	}
 }
@@ -367,33 +331,23 @@ func TestContentPolicy(t *testing.T) {
 		store := &eventstore.Memory{}
 		r := newRecorder(t, calllog.Options{FullContent: full, Observers: []calllog.Observer{obs}, Journal: &calllog.Journal{Store: store, Required: true}})
 		rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t", Args: frame.MustPayload(map[string]any{"secret": "abc", "n": 2})})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f, _ := frame.NewChunk("c", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "hi"}),
 			&frame.InlineMedia{Data: []byte("raw"), MediaType: "text/plain"})
 		rec.Output(f)
-		if err := rec.End(ctx, recorder.Done(nil)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rec.End(ctx, recorder.Done(nil)))
 		r.Drain(ctx)
 		kept, _ := store.EventsAfter(ctx, "c", 0, 0)
 		for _, evs := range [][]calllog.Event{obs.got(), kept} {
-			if len(evs) != 3 {
-				t.Fatalf("%d events", len(evs))
-			}
+			require.EqualValuesf(t, 3, len(evs), "%d events", len(evs))
 			args, out := evs[0].Payload, evs[1]
-			if args.Type != "object" || args.Keys != 2 || args.Bytes == 0 || out.Media.Bytes != 3 {
-				t.Fatalf("shape not kept: %+v %+v", args, out.Media)
-			}
+			require.Falsef(t, args.Type != "object" || args.Keys != 2 || args.Bytes == 0 || out.Media.Bytes != 3, "shape not kept: %+v %+v", args, out.Media)
 			hasContent := args.Value != nil && out.Payload.Value != nil && out.Media.Data != nil
-			if hasContent != full {
-				t.Fatalf("full content %v: content kept = %v", full, hasContent)
-			}
+			require.Falsef(t, hasContent != full, "full content %v: content kept = %v", full, hasContent)
 		}
 		// The caller's own stream always has the content.
 		if evs := slices.Collect(rec.Events()); evs[0].Payload.Value == nil {
-			t.Fatal("watcher's stream lost the content")
+			require.FailNow(t, "watcher's stream lost the content")
 		}
 	}
 }
@@ -403,16 +357,12 @@ func TestRefusedCallIsInTheLog(t *testing.T) {
 	obs := &collector{}
 	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{obs}})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "nope"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	unknown := errors.New("host: unknown tool")
 	rec.End(ctx, recorder.Refused("unknown_tool", frame.CodeInvalidFrame, unknown))
 	r.Drain(ctx)
 	evs := obs.got()
-	if len(evs) != 2 || evs[1].Kind != calllog.KindFailed || evs[1].Refused != "unknown_tool" || evs[1].Error.Code != frame.CodeInvalidFrame {
-		t.Fatalf("refused call log = %+v", evs)
-	}
+	require.Falsef(t, len(evs) != 2 || evs[1].Kind != calllog.KindFailed || evs[1].Refused != "unknown_tool" || evs[1].Error.Code != frame.CodeInvalidFrame, "refused call log = %+v", evs)
 }
 
 func TestReplay(t *testing.T) {
@@ -437,31 +387,25 @@ func TestReplay(t *testing.T) {
 		return &frame.Error{Code: frame.CodeUnreachable, Message: "child died"}
 	})
 	var fe *frame.Error
-	if !errors.As(err, &fe) {
-		t.Fatalf("Program = %v", err)
-	}
+	require.ErrorAs(t, err, &fe, "Program =")
 	kept, _ := store.EventsAfter(ctx, "p", 0, 0)
 	rp := replay.Events(kept)
 	a, b, p := rp.Call("a"), rp.Call("b"), rp.Call("p")
-	if a.Text != "hello" || a.Attempts != 2 || len(a.Frames) != 3 || a.Err() != nil || a.ToolVersion != "v9" {
-		t.Fatalf("a replay = %+v", a)
-	}
+	require.Falsef(t, a.Text != "hello" || a.Attempts != 2 || len(a.Frames) != 3 || a.Err() != nil || a.ToolVersion != "v9", "a replay = %+v", a)
 	var v map[string]any
 	a.Outcome.Result.Decode(&v)
 	if v["v"] != float64(1) { // Decode follows encoding/json: a number in an any is a float64
-		t.Fatalf("a's value = %v", v)
+		require.FailNow(t, fmt.Sprintf("a's value = %v", v))
 	}
 	if err := b.Err(); !errors.As(err, &fe) || fe.Code != frame.CodeUnreachable || !b.Frames[0].Synthetic {
-		t.Fatalf("b replay = %+v, err %v", b, err)
+		require.FailNow(t, fmt.Sprintf("b replay = %+v, err %v", b, err))
 	}
-	if !p.Program || !p.Ended || p.Outcome.Kind != calllog.KindFailed || rp.Lost != 0 {
-		t.Fatalf("p replay = %+v", p)
-	}
+	require.Falsef(t, !p.Program || !p.Ended || p.Outcome.Kind != calllog.KindFailed || rp.Lost != 0, "p replay = %+v", p)
 	if got := replay.Events(append(slices.Clone(kept[:2]), kept[4:]...)); got.Lost != 2 {
-		t.Fatalf("replay with a gap: lost %d, want 2", got.Lost)
+		require.FailNow(t, fmt.Sprintf("replay with a gap: lost %d, want 2", got.Lost))
 	}
 	if got := replay.Events(kept[3:]); got.Lost != 3 {
-		t.Fatalf("replay without the first three: lost %d, want 3", got.Lost)
+		require.FailNow(t, fmt.Sprintf("replay without the first three: lost %d, want 3", got.Lost))
 	}
 }
 
@@ -483,13 +427,9 @@ func TestHistoryBoundShowsTheLoss(t *testing.T) {
 	r := newRecorder(t, calllog.Options{History: 5})
 	rec := runCall(t, ctx, r, recorder.CallInfo{}, 10) // 13 events
 	evs := slices.Collect(rec.Events())
-	if len(evs) != 6 {
-		t.Fatalf("watcher got %d events, want the 5 kept and the end", len(evs))
-	}
+	require.EqualValuesf(t, 6, len(evs), "watcher got %d events, want the 5 kept and the end", len(evs))
 	end := evs[5]
-	if end.Kind != calllog.KindCompleted || end.Seq != 13 || end.After != 12 || evs[4].Seq != 5 {
-		t.Fatalf("end = seq %d after %d; want 13 after 12 (not given)", end.Seq, end.After)
-	}
+	require.Falsef(t, end.Kind != calllog.KindCompleted || end.Seq != 13 || end.After != 12 || evs[4].Seq != 5, "end = seq %d after %d; want 13 after 12 (not given)", end.Seq, end.After)
 }
 
 // Past a full history a chunk is still given to observers and the
@@ -506,26 +446,20 @@ func TestOutputPastFullHistory(t *testing.T) {
 			opts.History = 4
 			r := newRecorder(t, opts)
 			rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c-" + tc, Tool: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			rec.Request(recorder.RequestInfo{Child: "c0"})
 			for i := range n {
 				rec.Output(chunk(t, rec.ID(), uint64(i+1), map[string]any{"text": "ab"}))
 			}
-			if err := rec.End(ctx, recorder.Done(nil)); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, rec.End(ctx, recorder.Done(nil)))
 			if got, want := rec.Text(), strings.Repeat("ab", n); got != want {
-				t.Fatalf("Text = %q, want %q", got, want)
+				require.FailNow(t, fmt.Sprintf("Text = %q, want %q", got, want))
 			}
 			evs := slices.Collect(rec.Events())
 			if len(evs) != 5 || evs[4].Seq != n+3 || evs[4].After != n+2 {
-				t.Fatalf("history: %d events, last seq %d after %d; want 5, %d after %d", len(evs), evs[len(evs)-1].Seq, evs[len(evs)-1].After, n+3, n+2)
+				require.FailNow(t, fmt.Sprintf("history: %d events, last seq %d after %d; want 5, %d after %d", len(evs), evs[len(evs)-1].Seq, evs[len(evs)-1].After, n+3, n+2))
 			}
-			if err := r.Drain(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Drain(ctx))
 			var kept []calllog.Event
 			switch tc {
 			case "none":
@@ -534,37 +468,29 @@ func TestOutputPastFullHistory(t *testing.T) {
 				kept = obs.got()
 			case "journal":
 				if kept, err = store.EventsAfter(ctx, rec.ID(), 0, 0); err != nil {
-					t.Fatal(err)
+					require.FailNow(t, fmt.Sprint(err))
 				}
 			}
-			if len(kept) != n+3 {
-				t.Fatalf("%s kept %d events, want all %d", tc, len(kept), n+3)
-			}
+			require.Falsef(t, len(kept) != n+3, "%s kept %d events, want all %d", tc, len(kept), n+3)
 			for i, ev := range kept {
-				if ev.Seq != uint64(i+1) || ev.After != uint64(i) {
-					t.Fatalf("%s event %d: seq %d after %d", tc, i, ev.Seq, ev.After)
-				}
+				require.Falsef(t, ev.Seq != uint64(i+1) || ev.After != uint64(i), "%s event %d: seq %d after %d", tc, i, ev.Seq, ev.After)
 			}
 		})
 	}
 	t.Run("step", func(t *testing.T) {
 		r := newRecorder(t, calllog.Options{History: 4})
 		parent, err := r.Begin(ctx, recorder.CallInfo{ID: "p", Tool: "t", Program: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		step := runCall(t, parent.Context(ctx), r, recorder.CallInfo{ID: "s", Tool: "t"}, 2)
 		// The parent's history (4) fills with its start and the step's
 		// first three events; the step's own keeps its four and its end.
-		if err := parent.End(ctx, recorder.Done(nil)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, parent.End(ctx, recorder.Done(nil)))
 		if got := len(slices.Collect(step.Events())); got != 5 {
-			t.Fatalf("step kept %d events, want 4 and its end", got)
+			require.FailNow(t, fmt.Sprintf("step kept %d events, want 4 and its end", got))
 		}
 		pe := slices.Collect(parent.Events())
 		if len(pe) != 5 || pe[3].Call != "s" || pe[3].Kind != calllog.KindOutput {
-			t.Fatalf("parent history %v, want its start and the step's first three, then its end", kinds(pe))
+			require.FailNow(t, fmt.Sprintf("parent history %v, want its start and the step's first three, then its end", kinds(pe)))
 		}
 	})
 }
@@ -583,9 +509,7 @@ func TestOutputContentPerChunk(t *testing.T) {
 			opts.History = n + 3 // every event, for Events to read back
 			r := newRecorder(t, opts)
 			rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			rec.Request(recorder.RequestInfo{Child: "c0"})
 			want := make([]frame.Payload, n)
 			var text strings.Builder
@@ -596,27 +520,19 @@ func TestOutputContentPerChunk(t *testing.T) {
 				text.WriteString(s)
 				rec.Output(f)
 			}
-			if err := rec.End(ctx, recorder.Done(nil)); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, rec.End(ctx, recorder.Done(nil)))
 			if got := rec.Text(); got != text.String() {
-				t.Fatalf("Text is %d bytes, want %d", len(got), text.Len())
+				require.FailNow(t, fmt.Sprintf("Text is %d bytes, want %d", len(got), text.Len()))
 			}
 			evs := slices.Collect(rec.Events())
-			if len(evs) != n+3 {
-				t.Fatalf("%d events, want %d", len(evs), n+3)
-			}
+			require.Falsef(t, len(evs) != n+3, "%d events, want %d", len(evs), n+3)
 			for i, ev := range evs[2 : n+2] {
-				if ev.Kind != calllog.KindOutput || ev.FrameSeq != uint64(i+1) || ev.Seq != uint64(i+3) || ev.After != uint64(i+2) {
-					t.Fatalf("event %d: kind %v frame %d seq %d after %d", i, ev.Kind, ev.FrameSeq, ev.Seq, ev.After)
-				}
+				require.Falsef(t, ev.Kind != calllog.KindOutput || ev.FrameSeq != uint64(i+1) || ev.Seq != uint64(i+3) || ev.After != uint64(i+2), "event %d: kind %v frame %d seq %d after %d", i, ev.Kind, ev.FrameSeq, ev.Seq, ev.After)
 				if !bytes.Equal(ev.Payload.Value, want[i]) || ev.Payload.Bytes != len(want[i]) || ev.Payload.Keys != 2 {
-					t.Fatalf("event %d: content %+v, want %d bytes", i, ev.Payload, len(want[i]))
+					require.FailNow(t, fmt.Sprintf("event %d: content %+v, want %d bytes", i, ev.Payload, len(want[i])))
 				}
 			}
-			if err := r.Drain(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Drain(ctx))
 			var kept []calllog.Event
 			switch tc {
 			case "observer":
@@ -624,18 +540,16 @@ func TestOutputContentPerChunk(t *testing.T) {
 			case "journal":
 				// Required: End returned once the end was kept.
 				if kept, err = store.EventsAfter(ctx, "c", 0, 0); err != nil {
-					t.Fatal(err)
+					require.FailNow(t, fmt.Sprint(err))
 				}
 			}
 			if tc == "none" {
 				return
 			}
-			if len(kept) != n+3 {
-				t.Fatalf("%s kept %d events, want %d", tc, len(kept), n+3)
-			}
+			require.Falsef(t, len(kept) != n+3, "%s kept %d events, want %d", tc, len(kept), n+3)
 			for i, ev := range kept[2 : n+2] {
 				if ev.Payload == nil || ev.Payload.Value != nil || ev.Payload.Bytes != len(want[i]) || ev.Payload.Keys != 2 {
-					t.Fatalf("%s event %d: kept form %+v, want shape of %d bytes", tc, i, ev.Payload, len(want[i]))
+					require.FailNow(t, fmt.Sprintf("%s event %d: kept form %+v, want shape of %d bytes", tc, i, ev.Payload, len(want[i])))
 				}
 			}
 		})
@@ -648,9 +562,7 @@ func TestOutputAtKeepsTimesInOrder(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRecorder(t, calllog.Options{})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rec.Request(recorder.RequestInfo{Child: "c0"})
 	received := time.Now()
 	rec.OutputAt(chunk(t, "c", 1, map[string]any{"i": 1}), received)
@@ -659,32 +571,26 @@ func TestOutputAtKeepsTimesInOrder(t *testing.T) {
 	rec.Output(chunk(t, "c", 4, map[string]any{"i": 4}))
 	future := time.Now().Add(time.Hour)
 	rec.OutputAt(chunk(t, "c", 5, map[string]any{"i": 5}), future)
-	if err := rec.End(ctx, recorder.Done(nil)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rec.End(ctx, recorder.Done(nil)))
 	evs := slices.Collect(rec.Events())
-	if len(evs) != 8 {
-		t.Fatalf("%d events, want 8", len(evs))
-	}
+	require.EqualValuesf(t, 8, len(evs), "%d events, want 8", len(evs))
 	if !evs[6].At.Equal(future) || evs[7].At.Before(future) {
-		t.Fatalf("after a time in the future (%v) the end is at %v: times went backwards", evs[6].At, evs[7].At)
+		require.FailNow(t, fmt.Sprintf("after a time in the future (%v) the end is at %v: times went backwards", evs[6].At, evs[7].At))
 	}
 	out := evs[2:6]
 	if !out[0].At.Equal(received) || !out[1].At.Equal(received) {
-		t.Fatalf("output times %v, %v; want the given %v", out[0].At, out[1].At, received)
+		require.FailNow(t, fmt.Sprintf("output times %v, %v; want the given %v", out[0].At, out[1].At, received))
 	}
-	if evs[1].At.After(received) {
-		t.Fatalf("the request was recorded after the time given for the output: test is wrong")
-	}
+	require.Falsef(t, evs[1].At.After(received), "the request was recorded after the time given for the output: test is wrong")
 	if !out[2].At.Equal(received) {
-		t.Fatalf("a time before the last event's was kept: %v, want %v", out[2].At, received)
+		require.FailNow(t, fmt.Sprintf("a time before the last event's was kept: %v, want %v", out[2].At, received))
 	}
 	if out[3].At.Before(received) {
-		t.Fatalf("Output's own time %v is before the last event's %v", out[3].At, received)
+		require.FailNow(t, fmt.Sprintf("Output's own time %v is before the last event's %v", out[3].At, received))
 	}
 	for i := 1; i < len(evs); i++ {
 		if evs[i].At.Before(evs[i-1].At) {
-			t.Fatalf("event %d at %v is before event %d at %v", i, evs[i].At, i-1, evs[i-1].At)
+			require.FailNow(t, fmt.Sprintf("event %d at %v is before event %d at %v", i, evs[i].At, i-1, evs[i-1].At))
 		}
 	}
 }
@@ -707,9 +613,7 @@ func TestTextOfShortAndLongChunks(t *testing.T) {
 	}
 	r := newRecorder(t, calllog.Options{})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rec.Request(recorder.RequestInfo{Child: "c0"})
 	var want strings.Builder
 	for i, v := range chunks {
@@ -720,7 +624,7 @@ func TestTextOfShortAndLongChunks(t *testing.T) {
 		rec.Output(f)
 	}
 	if got := rec.Text(); got != want.String() || got != "abcd" {
-		t.Fatalf("Text = %q, want %q (and abcd)", got, want.String())
+		require.FailNow(t, fmt.Sprintf("Text = %q, want %q (and abcd)", got, want.String()))
 	}
 }
 
@@ -733,29 +637,19 @@ func position(e calllog.Event) string {
 // character boundary, however much the call streams.
 func TestTextBounded(t *testing.T) {
 	rc, err := recorder.New(calllog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rc.Close(context.Background())
 	rec, err := rc.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	chunk := strings.Repeat("é", 1000) // 2,000 bytes, two per character
 	for i := range recorder.MaxText/2000 + 3 {
 		f, err := frame.NewChunk("c1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": "x" + chunk}), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rec.Output(f)
 	}
 	got := rec.Text()
-	if len(got) > recorder.MaxText || len(got) < recorder.MaxText-3 {
-		t.Fatalf("text of %d bytes, want at most recorder.MaxText and within a character of it", len(got))
-	}
-	if !utf8.ValidString(got) {
-		t.Fatal("the text was cut inside a character")
-	}
+	require.Falsef(t, len(got) > recorder.MaxText || len(got) < recorder.MaxText-3, "text of %d bytes, want at most recorder.MaxText and within a character of it", len(got))
+	require.False(t, !utf8.ValidString(got), "the text was cut inside a character")
 	rec.End(context.Background(), recorder.Done(nil))
 }
 
@@ -770,9 +664,7 @@ func TestLinksAcrossTrees(t *testing.T) {
 	far := newRecorder(t, calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
 
 	rec, err := recorder.BeginStep(ctx, recorder.CallInfo{ID: "lonely", Tool: "x"})
-	if rec != nil || err != nil {
-		t.Fatalf("BeginStep without a running call = %v, %v; want nothing", rec, err)
-	}
+	require.Falsef(t, rec != nil || err != nil, "BeginStep without a running call = %v, %v; want nothing", rec, err)
 	err = r.Program(ctx, recorder.CallInfo{ID: "p", Tool: "prog"}, func(ctx context.Context) error {
 		step, err := recorder.BeginStep(ctx, recorder.CallInfo{ID: "p-1", Tool: "echo"})
 		if err != nil {
@@ -799,27 +691,21 @@ func TestLinksAcrossTrees(t *testing.T) {
 		}
 		return step.End(ctx, recorder.Done(nil))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mine, _ := store.EventsAfter(ctx, "p", 0, 0)
 	var req *calllog.Event
 	for i := range mine {
 		if mine[i].Caller != nil {
-			t.Fatalf("the caller's tree names a caller: %+v", mine[i])
+			require.FailNow(t, fmt.Sprintf("the caller's tree names a caller: %+v", mine[i]))
 		}
 		if mine[i].Kind == calllog.KindRequest {
 			req = &mine[i]
 		}
 	}
-	if req == nil || req.Call != "p-1" || req.Remote == nil || *req.Remote != (calllog.Link{Tree: "r", Call: "r"}) {
-		t.Fatalf("request = %+v", req)
-	}
+	require.Falsef(t, req == nil || req.Call != "p-1" || req.Remote == nil || *req.Remote != (calllog.Link{Tree: "r", Call: "r"}), "request = %+v", req)
 	theirs, _ := store.EventsAfter(ctx, "r", 0, 0)
-	if len(theirs) != 4 || theirs[0].Caller == nil || *theirs[0].Caller != (calllog.Link{Tree: "p", Call: "p-1"}) {
-		t.Fatalf("remote tree = %+v", theirs)
-	}
+	require.Falsef(t, len(theirs) != 4 || theirs[0].Caller == nil || *theirs[0].Caller != (calllog.Link{Tree: "p", Call: "p-1"}), "remote tree = %+v", theirs)
 	if theirs[1].Kind != calllog.KindStarted || theirs[1].Call != "r-1" || theirs[1].Caller != nil {
-		t.Fatalf("the remote tree's step names a caller: %+v", theirs[1])
+		require.FailNow(t, fmt.Sprintf("the remote tree's step names a caller: %+v", theirs[1]))
 	}
 }

@@ -1,6 +1,8 @@
 package recorder
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
 	"testing"
 	"unsafe"
 
@@ -13,10 +15,10 @@ import (
 // tracing or not.
 func TestEventAndRecordSizes(t *testing.T) {
 	if n := unsafe.Sizeof(calllog.Event{})*histStart + 8; n > 2304 {
-		t.Errorf("%d events take %d bytes with the header, past the 2,304-byte size class", histStart, n)
+		assert.Fail(t, fmt.Sprintf("%d events take %d bytes with the header, past the 2,304-byte size class", histStart, n))
 	}
 	if n := unsafe.Sizeof(Record{}); n > 352 {
-		t.Errorf("a Record is %d bytes, past the 352-byte size class", n)
+		assert.Fail(t, fmt.Sprintf("a Record is %d bytes, past the 352-byte size class", n))
 	}
 }
 
@@ -37,10 +39,10 @@ func TestHistoryStartsWithRoom(t *testing.T) {
 		return h
 	}
 	if n := testing.AllocsPerRun(100, func() { sink = fill(make([]calllog.Event, 0, histStart)) }); n != 1 {
-		t.Errorf("a history made with room for %d events took %v allocations for them; want 1 (the make)", histStart, n)
+		assert.Fail(t, fmt.Sprintf("a history made with room for %d events took %v allocations for them; want 1 (the make)", histStart, n))
 	}
 	if n := testing.AllocsPerRun(100, func() { sink = fill(nil) }); n != 4 {
-		t.Errorf("an empty history took %v allocations for %d events; want the 4 histStart's comment gives", n, histStart)
+		assert.Fail(t, fmt.Sprintf("an empty history took %v allocations for %d events; want the 4 histStart's comment gives", n, histStart))
 	}
 	var bytes uintptr
 	var h []calllog.Event
@@ -51,7 +53,5 @@ func TestHistoryStartsWithRoom(t *testing.T) {
 			bytes += uintptr(cap(h)) * unsafe.Sizeof(ev)
 		}
 	}
-	if bytes < 3584 || bytes > 4608 {
-		t.Errorf("an empty history grew by %d bytes for %d events; histStart's comment says about 4 KiB", bytes, histStart)
-	}
+	assert.Falsef(t, bytes < 3584 || bytes > 4608, "an empty history grew by %d bytes for %d events; histStart's comment says about 4 KiB", bytes, histStart)
 }

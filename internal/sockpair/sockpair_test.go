@@ -1,6 +1,8 @@
 package sockpair
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"syscall"
 	"testing"
 
@@ -13,22 +15,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // to each other.
 func TestFilesCloseOnExecConnected(t *testing.T) {
 	a, b, err := Files("a", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer a.Close()
 	defer b.Close()
 	for _, f := range []interface{ Fd() uintptr }{a, b} {
 		flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_GETFD, 0)
 		if errno != 0 || flags&syscall.FD_CLOEXEC == 0 {
-			t.Fatalf("fd %d: flags %#x, errno %v: not close-on-exec", f.Fd(), flags, errno)
+			require.FailNow(t, fmt.Sprintf("fd %d: flags %#x, errno %v: not close-on-exec", f.Fd(), flags, errno))
 		}
 	}
 	if _, err := a.Write([]byte("x")); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	buf := make([]byte, 1)
 	if n, err := b.Read(buf); err != nil || n != 1 || buf[0] != 'x' {
-		t.Fatalf("read %d %q %v", n, buf, err)
+		require.FailNow(t, fmt.Sprintf("read %d %q %v", n, buf, err))
 	}
 }

@@ -2,6 +2,7 @@ package spanctx_test
 
 import (
 	"context"
+	"github.com/stretchr/testify/assert"
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -30,8 +31,6 @@ func TestExtractAgreesWithThePropagator(t *testing.T) {
 		m := map[string]string{"traceparent": tp, "tracestate": "vendor=x", "baggage": "tenant=acme"}
 		got := trace.SpanContextFromContext(spanctx.Extract(context.Background(), m))
 		want := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.MapCarrier(m)))
-		if !got.Equal(want) {
-			t.Errorf("traceparent %q: got %v, want %v", tp, got, want)
-		}
+		assert.Falsef(t, !got.Equal(want), "traceparent %q: got %v, want %v", tp, got, want)
 	}
 }

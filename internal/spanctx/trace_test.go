@@ -2,10 +2,14 @@ package spanctx_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
@@ -80,12 +84,10 @@ func spansByKind(t *testing.T, exp *tracetest.InMemoryExporter) (client, server 
 		if nc == 1 && ns == 1 {
 			return client, server
 		}
-		if nc > 1 || ns > 1 {
-			t.Fatalf("spans: %d client, %d server; want one each (no span per frame)", nc, ns)
-		}
+		require.Falsef(t, nc > 1 || ns > 1, "spans: %d client, %d server; want one each (no span per frame)", nc, ns)
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no client and server span after %v: %d spans", skulktest.Timeout, len(exp.GetSpans()))
+	require.FailNow(t, fmt.Sprintf("no client and server span after %v: %d spans", skulktest.Timeout, len(exp.GetSpans())))
 	return
 }
 
@@ -98,29 +100,23 @@ func TestTraceCrossesTheProcessBoundary(t *testing.T) {
 
 	c, err := h.Call(context.Background(), "probe", nil, host.WithInput(),
 		host.WithTrace(map[string]string{"baggage": "tenant=acme"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	client, server := spansByKind(t, exp)
 	if !client.SpanContext.TraceID().IsValid() || client.SpanContext.TraceID() != server.SpanContext.TraceID() {
-		t.Fatalf("trace ids: host %v, child %v; want one valid id", client.SpanContext.TraceID(), server.SpanContext.TraceID())
+		require.FailNow(t, fmt.Sprintf("trace ids: host %v, child %v; want one valid id", client.SpanContext.TraceID(), server.SpanContext.TraceID()))
 	}
 	if server.Parent.SpanID() != client.SpanContext.SpanID() || !server.Parent.IsRemote() {
-		t.Errorf("child span's parent %v (remote %v), want the host's span %v", server.Parent.SpanID(), server.Parent.IsRemote(), client.SpanContext.SpanID())
+		assert.Fail(t, fmt.Sprintf("child span's parent %v (remote %v), want the host's span %v", server.Parent.SpanID(), server.Parent.IsRemote(), client.SpanContext.SpanID()))
 	}
 	sc, bag := s.get()
 	if sc.SpanID() != server.SpanContext.SpanID() || sc.TraceID() != client.SpanContext.TraceID() {
-		t.Errorf("handler's context carries span %v of trace %v, want the server span %v", sc.SpanID(), sc.TraceID(), server.SpanContext.SpanID())
+		assert.Fail(t, fmt.Sprintf("handler's context carries span %v of trace %v, want the server span %v", sc.SpanID(), sc.TraceID(), server.SpanContext.SpanID()))
 	}
-	if bag != "acme" {
-		t.Errorf("handler's baggage tenant = %q, want acme (WithTrace's baggage)", bag)
-	}
-	if client.Name != "probe" || server.Name != "probe" {
-		t.Errorf("span names %q, %q; want the tool id", client.Name, server.Name)
-	}
+	assert.EqualValuesf(t, "acme", bag, "handler's baggage tenant = %q, want acme (WithTrace's baggage)", bag)
+	assert.Falsef(t, client.Name != "probe" || server.Name != "probe", "span names %q, %q; want the tool id", client.Name, server.Name)
 	ca := attrs(client.Attributes)
 	pid := int64(h.Children()[0].PID)
 	for k, want := range map[attribute.Key]attribute.Value{
@@ -134,27 +130,25 @@ func TestTraceCrossesTheProcessBoundary(t *testing.T) {
 		"skulk.outcome":            attribute.StringValue("completed"),
 	} {
 		if got := ca[k]; got != want {
-			t.Errorf("host span %s = %v, want %v", k, got.Emit(), want.Emit())
+			assert.Fail(t, fmt.Sprintf("host span %s = %v, want %v", k, got.Emit(), want.Emit()))
 		}
 	}
 	if _, ok := ca["error.type"]; ok || client.Status.Code == codes.Error {
-		t.Errorf("completed call's span has error.type or an error status: %v", client.Status)
+		assert.Fail(t, fmt.Sprintf("completed call's span has error.type or an error status: %v", client.Status))
 	}
 	if got := attrs(server.Attributes)["skulk.call.id"]; got != attribute.StringValue(c.ID()) {
-		t.Errorf("child span skulk.call.id = %v, want %s", got.Emit(), c.ID())
+		assert.Fail(t, fmt.Sprintf("child span skulk.call.id = %v, want %s", got.Emit(), c.ID()))
 	}
 	// Every event of the call names the host span.
 	n := 0
 	for ev := range c.Events() {
 		n++
 		if ev.Span == nil || ev.Span.TraceID != client.SpanContext.TraceID().String() || ev.Span.SpanID != client.SpanContext.SpanID().String() {
-			t.Errorf("%s event: span %v, want the host span's %v %v", ev.Kind, ev.Span,
-				client.SpanContext.TraceID(), client.SpanContext.SpanID())
+			assert.Fail(t, fmt.Sprintf("%s event: span %v, want the host span's %v %v", ev.Kind, ev.Span,
+				client.SpanContext.TraceID(), client.SpanContext.SpanID()))
 		}
 	}
-	if n < 3 {
-		t.Errorf("%d events, want started, request, output and done at least", n)
-	}
+	assert.Falsef(t, n < 3, "%d events, want started, request, output and done at least", n)
 }
 
 func TestTraceKillNineFailsTheSpan(t *testing.T) {
@@ -166,35 +160,29 @@ func TestTraceKillNineFailsTheSpan(t *testing.T) {
 	h := skulktest.StartProvider(t, child.Options{Tools: tools(&s, started), TracerProvider: tp}, host.Config{TracerProvider: tp})
 
 	c, err := h.Call(context.Background(), "hang", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	select {
 	case <-started:
 	case <-time.After(skulktest.Timeout):
-		t.Fatal("handler did not start")
+		require.FailNow(t, "handler did not start")
 	}
 	old := h.Children()[0]
-	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(old.PID, syscall.SIGKILL))
 	if _, err := c.Wait(); err == nil {
-		t.Fatal("a killed child's call completed")
+		require.FailNow(t, "a killed child's call completed")
 	}
 	next := skulktest.WaitRestart(t, h, 0, 1)
 	client, _ := spansByKind(t, exp)
 	a := attrs(client.Attributes)
 	if a["skulk.synthetic"] != attribute.BoolValue(true) || a["error.type"] != attribute.StringValue("unreachable") ||
 		a["rpc.response.status_code"] != attribute.StringValue("unreachable") || client.Status.Code != codes.Error {
-		t.Errorf("killed call's span: synthetic %v, error.type %v, status %v; want true, unreachable, Error",
-			a["skulk.synthetic"].Emit(), a["error.type"].Emit(), client.Status)
+		assert.Fail(t, fmt.Sprintf("killed call's span: synthetic %v, error.type %v, status %v; want true, unreachable, Error",
+			a["skulk.synthetic"].Emit(), a["error.type"].Emit(), client.Status))
 	}
 
 	// The restart is a span of its own, from the death to the new child.
 	restart := spanNamed(t, exp, "skulk.restart")
-	if restart.Parent.IsValid() || restart.SpanKind != trace.SpanKindInternal {
-		t.Errorf("restart span: parent %v, kind %v; want a root internal span", restart.Parent, restart.SpanKind)
-	}
+	assert.Falsef(t, restart.Parent.IsValid() || restart.SpanKind != trace.SpanKindInternal, "restart span: parent %v, kind %v; want a root internal span", restart.Parent, restart.SpanKind)
 	ra := attrs(restart.Attributes)
 	for k, want := range map[attribute.Key]attribute.Value{
 		"skulk.slot":              attribute.IntValue(0),
@@ -206,27 +194,21 @@ func TestTraceKillNineFailsTheSpan(t *testing.T) {
 		"skulk.child.exit_status": attribute.StringValue("signal: killed"),
 	} {
 		if got := ra[k]; got != want {
-			t.Errorf("restart span %s = %v, want %v", k, got.Emit(), want.Emit())
+			assert.Fail(t, fmt.Sprintf("restart span %s = %v, want %v", k, got.Emit(), want.Emit()))
 		}
 	}
-	if restart.Status.Code == codes.Error || len(restart.Events) == 0 || restart.Events[0].Name != "child stopped" {
-		t.Errorf("restart span: status %v, events %v; want no error and a child stopped event", restart.Status, restart.Events)
-	}
-	if !restart.StartTime.Before(restart.EndTime) || restart.EndTime.Before(client.EndTime) {
-		t.Errorf("restart span from %v to %v; the killed call's ended at %v, before the restart's end", restart.StartTime, restart.EndTime, client.EndTime)
-	}
+	assert.Falsef(t, restart.Status.Code == codes.Error || len(restart.Events) == 0 || restart.Events[0].Name != "child stopped", "restart span: status %v, events %v; want no error and a child stopped event", restart.Status, restart.Events)
+	assert.Falsef(t, !restart.StartTime.Before(restart.EndTime) || restart.EndTime.Before(client.EndTime), "restart span from %v to %v; the killed call's ended at %v, before the restart's end", restart.StartTime, restart.EndTime, client.EndTime)
 
 	// Close drains the new child: a drain span.
-	if err := h.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Close(context.Background()))
 	drain := spanNamed(t, exp, "skulk.drain")
 	da := attrs(drain.Attributes)
 	if da["skulk.restart.reason"] != attribute.StringValue("closed") || da["skulk.child.pid"] != attribute.Int64Value(int64(next.PID)) {
-		t.Errorf("drain span: reason %v, pid %v; want closed, %d", da["skulk.restart.reason"].Emit(), da["skulk.child.pid"].Emit(), next.PID)
+		assert.Fail(t, fmt.Sprintf("drain span: reason %v, pid %v; want closed, %d", da["skulk.restart.reason"].Emit(), da["skulk.child.pid"].Emit(), next.PID))
 	}
 	if _, ok := da["skulk.child.new_pid"]; ok {
-		t.Errorf("drain span names a new child")
+		assert.Fail(t, fmt.Sprintf("drain span names a new child"))
 	}
 }
 
@@ -240,14 +222,12 @@ func spanNamed(t *testing.T, exp *tracetest.InMemoryExporter, name string) trace
 				found = append(found, s)
 			}
 		}
-		if len(found) > 1 {
-			t.Fatalf("%d spans named %s, want one", len(found), name)
-		}
+		require.Falsef(t, len(found) > 1, "%d spans named %s, want one", len(found), name)
 		if len(found) == 1 {
 			return found[0]
 		}
 	}
-	t.Fatalf("no span named %s after %v", name, skulktest.Timeout)
+	require.FailNow(t, fmt.Sprintf("no span named %s after %v", name, skulktest.Timeout))
 	return tracetest.SpanStub{}
 }
 
@@ -258,30 +238,24 @@ func TestTraceOffPassesWithTrace(t *testing.T) {
 	h := skulktest.StartProvider(t, child.Options{Tools: tools(&s, nil)}, host.Config{})
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	c, err := h.Call(context.Background(), "probe", nil, host.WithInput(), host.WithTrace(map[string]string{"traceparent": tp}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	sc, _ := s.get()
-	if sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.SpanID().String() != "00f067aa0ba902b7" || !sc.IsRemote() {
-		t.Errorf("handler's span context %v, want WithTrace's traceparent, remote", sc)
-	}
+	assert.Falsef(t, sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.SpanID().String() != "00f067aa0ba902b7" || !sc.IsRemote(), "handler's span context %v, want WithTrace's traceparent, remote", sc)
 
 	c, err = h.Call(context.Background(), "probe", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	if sc, _ := s.get(); sc.IsValid() {
-		t.Errorf("tracing off: handler's context carries span context %v", sc)
+		assert.Fail(t, fmt.Sprintf("tracing off: handler's context carries span context %v", sc))
 	}
 	for ev := range c.Events() {
 		if ev.Span != nil {
-			t.Errorf("tracing off: %s event has span %v", ev.Kind, *ev.Span)
+			assert.Fail(t, fmt.Sprintf("tracing off: %s event has span %v", ev.Kind, *ev.Span))
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"reflect"
 	"testing"
@@ -43,21 +46,13 @@ func FuzzParseJSON(f *testing.F) {
 			stdErr = errors.New("trailing data")
 		}
 		if err == nil {
-			if stdErr != nil {
-				t.Fatalf("Parse accepted what encoding/json refuses (%v)", stdErr)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("trees differ:\n got %#v\nwant %#v", got, want)
-			}
-			if !strictjson.Equal(got, got) {
-				t.Fatal("value not EqualJSON to itself")
-			}
+			require.NoErrorf(t, stdErr, "Parse accepted what encoding/json refuses (%v)", stdErr)
+			require.Falsef(t, !reflect.DeepEqual(got, want), "trees differ:\n got %#v\nwant %#v", got, want)
+			require.False(t, !strictjson.Equal(got, got), "value not EqualJSON to itself")
 			return
 		}
 		var re *strictjson.Error
-		if !errors.As(err, &re) || re.Offset < 0 || re.Offset > int64(len(data)) {
-			t.Fatalf("error %v is not an *Error with an in-range offset", err)
-		}
+		require.Falsef(t, !errors.As(err, &re) || re.Offset < 0 || re.Offset > int64(len(data)), "error %v is not an *Error with an in-range offset", err)
 		if stdErr == nil {
 			switch {
 			case errors.Is(err, strictjson.ErrDuplicateKey), errors.Is(err, strictjson.ErrTooDeep),
@@ -65,11 +60,9 @@ func FuzzParseJSON(f *testing.F) {
 			case errors.Is(err, strictjson.ErrInvalidUTF8):
 				// encoding/json replaces invalid UTF-8 and lone
 				// surrogates with U+FFFD; it cannot have been valid.
-				if utf8.Valid(data) && !bytes.Contains(data, []byte(`\u`)) && !bytes.Contains(data, []byte(`\U`)) {
-					t.Fatalf("ErrInvalidUTF8 for valid UTF-8 without escapes")
-				}
+				require.Falsef(t, utf8.Valid(data) && !bytes.Contains(data, []byte(`\u`)) && !bytes.Contains(data, []byte(`\U`)), "ErrInvalidUTF8 for valid UTF-8 without escapes")
 			default:
-				t.Fatalf("Parse refused (%v) what encoding/json accepts", err)
+				require.FailNow(t, fmt.Sprintf("Parse refused (%v) what encoding/json accepts", err))
 			}
 		}
 	})
@@ -97,26 +90,18 @@ func TestEqualJSON(t *testing.T) {
 	}
 	for _, tc := range cases {
 		a, err := strictjson.Parse([]byte(tc.a))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b, err := strictjson.Parse([]byte(tc.b))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if got := strictjson.Equal(a, b); got != tc.eq {
-			t.Errorf("EqualJSON(%s, %s) = %v", tc.a, tc.b, got)
+			assert.Fail(t, fmt.Sprintf("EqualJSON(%s, %s) = %v", tc.a, tc.b, got))
 		}
 	}
 }
 
 func TestParseJSONKeepsNumbersExactly(t *testing.T) {
 	v, err := strictjson.Parse([]byte(`[9007199254740993, 1.10, -0, 1e400]`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []any{json.Number("9007199254740993"), json.Number("1.10"), json.Number("-0"), json.Number("1e400")}
-	if !reflect.DeepEqual(v, want) {
-		t.Fatalf("got %#v", v)
-	}
+	require.Falsef(t, !reflect.DeepEqual(v, want), "got %#v", v)
 }

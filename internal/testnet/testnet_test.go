@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,14 +20,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestListenIsPrivate(t *testing.T) {
 	ln, path := Listen(t)
 	fi, err := os.Stat(filepath.Dir(path))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if fi.Mode().Perm() != 0o700 {
-		t.Fatalf("dir mode %v", fi.Mode().Perm())
+		require.FailNow(t, fmt.Sprintf("dir mode %v", fi.Mode().Perm()))
 	}
 	if filepath.Base(path) != "streams.sock" || ln.Addr().String() != path {
-		t.Fatalf("listener at %s", ln.Addr())
+		require.FailNow(t, fmt.Sprintf("listener at %s", ln.Addr()))
 	}
 }
 
@@ -38,17 +37,13 @@ func TestHostOverSocketPair(t *testing.T) {
 	defer cancel()
 	// Play the child on b: hello, then a pong for the ping.
 	cw := func(p wire.Packet) error { return packetio.WritePacket(b, p, wire.Limits{}) }
-	if err := cw(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cw(&wire.Hello{Protocol: []int64{1}, SDK: "t", PID: 1, MaxStreams: 1}))
 	if _, err := h.Handshake(ctx, nil); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	r := packetio.NewReader(b, wire.Limits{})
 	p, err := r.ReadPacket()
-	if err != nil || packetio.TypeOf(p) != protocol.TypeStartup {
-		t.Fatalf("got %v, %v", p, err)
-	}
+	require.Falsef(t, err != nil || packetio.TypeOf(p) != protocol.TypeStartup, "got %v, %v", p, err)
 	pongs := make(chan error, 1)
 	go func() {
 		p, err := r.ReadPacket()
@@ -61,19 +56,13 @@ func TestHostOverSocketPair(t *testing.T) {
 		pongs <- err
 	}()
 	pong, _, err := h.Ping(ctx, 42)
-	if err != nil || pong.Nonce != 42 {
-		t.Fatalf("pong %v, %v", pong, err)
-	}
-	if err := <-pongs; err != nil {
-		t.Fatal(err)
-	}
+	require.Falsef(t, err != nil || pong.Nonce != 42, "pong %v, %v", pong, err)
+	require.NoError(t, <-pongs)
 	if _, err := h.WaitBye(ctx); err != nil { // kept aside by Ping
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	b.Close()
-	if err := h.WaitClosed(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.WaitClosed(ctx))
 }
 
 // TestHostToolsOffered: a tools packet reaches the test host after a

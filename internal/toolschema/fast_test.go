@@ -2,6 +2,9 @@ package toolschema
 
 import (
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -77,9 +80,7 @@ func TestFastSchemaAgreesWithLibrary(t *testing.T) {
 	vals := map[string]*Validator{}
 	for name, s := range fastSchemas {
 		v, err := newValidator("output", s)
-		if err != nil || v.fast == nil {
-			t.Fatalf("%s: %v, fast %v", name, err, v != nil && v.fast != nil)
-		}
+		require.Falsef(t, err != nil || v.fast == nil, "%s: %v, fast %v", name, err, v != nil && v.fast != nil)
 		vals[name] = v
 	}
 	for _, r := range rows {
@@ -87,17 +88,11 @@ func TestFastSchemaAgreesWithLibrary(t *testing.T) {
 		p := frame.MustPayload(r.payload)
 		lib := v.validateLib(p) == nil
 		fast := v.anyObject || v.fast.accepts(p)
-		if lib != r.valid {
-			t.Errorf("%s %v: library says valid=%v, table %v", r.schema, r.payload, lib, r.valid)
-		}
-		if fast && !lib {
-			t.Errorf("%s %v: the shortcut accepts what the library refuses", r.schema, r.payload)
-		}
-		if !r.unsure && fast != lib {
-			t.Errorf("%s %v: shortcut %v, library %v", r.schema, r.payload, fast, lib)
-		}
+		assert.Falsef(t, lib != r.valid, "%s %v: library says valid=%v, table %v", r.schema, r.payload, lib, r.valid)
+		assert.Falsef(t, fast && !lib, "%s %v: the shortcut accepts what the library refuses", r.schema, r.payload)
+		assert.Falsef(t, !r.unsure && fast != lib, "%s %v: shortcut %v, library %v", r.schema, r.payload, fast, lib)
 		if got := v.Validate(p) == nil; got != lib {
-			t.Errorf("%s %v: validate %v, library %v", r.schema, r.payload, got, lib)
+			assert.Fail(t, fmt.Sprintf("%s %v: validate %v, library %v", r.schema, r.payload, got, lib))
 		}
 	}
 }
@@ -113,12 +108,8 @@ func TestFastSchemaFallsBack(t *testing.T) {
 		{"format": "email"},
 	} {
 		v, err := newValidator("output", s)
-		if err != nil {
-			t.Fatalf("%v: %v", s, err)
-		}
-		if v.fast != nil {
-			t.Errorf("%v: compiled to the shortcut", s)
-		}
+		require.NoErrorf(t, err, "%v", s)
+		assert.Falsef(t, v.fast != nil, "%v: compiled to the shortcut", s)
 	}
 }
 
@@ -162,25 +153,19 @@ func TestFastSchemaRandom(t *testing.T) {
 	agree, total := 0, 0
 	for name, s := range fastSchemas {
 		v, err := newValidator("output", s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for range 3000 {
 			p := frame.MustPayload(object(1))
 			lib := v.validateLib(p) == nil
 			fast := v.anyObject || v.fast.accepts(p)
-			if fast && !lib {
-				t.Fatalf("%s: the shortcut accepts a payload the library refuses", name)
-			}
+			require.Falsef(t, fast && !lib, "%s: the shortcut accepts a payload the library refuses", name)
 			total++
 			if fast == lib {
 				agree++
 			}
 		}
 	}
-	if agree < total*95/100 {
-		t.Errorf("the shortcut agrees on %d of %d payloads only", agree, total)
-	}
+	assert.Falsef(t, agree < total*95/100, "the shortcut agrees on %d of %d payloads only", agree, total)
 }
 
 // The defaults worked out at catalogue time fill in what withDefaults
@@ -202,16 +187,14 @@ func TestArgDefaultsAgree(t *testing.T) {
 		for j, a := range args {
 			want, werr := withDefaults(s, a)
 			got, gerr := d.apply(a)
-			if (werr == nil) != (gerr == nil) || string(got) != string(want) {
-				t.Errorf("schema %d args %d: got %x %v, want %x %v", i, j, got, gerr, want, werr)
-			}
+			assert.Falsef(t, (werr == nil) != (gerr == nil) || string(got) != string(want), "schema %d args %d: got %x %v, want %x %v", i, j, got, gerr, want, werr)
 		}
 	}
 	if d := newArgDefaults(schemas[2]); d.general || len(d.top) != 1 {
-		t.Errorf("top-level defaults taken for nested ones: %+v", d)
+		assert.Fail(t, fmt.Sprintf("top-level defaults taken for nested ones: %+v", d))
 	}
 	if d := newArgDefaults(schemas[4]); !d.general {
-		t.Error("nested defaults not left to withDefaults")
+		assert.Fail(t, "nested defaults not left to withDefaults")
 	}
 }
 
@@ -221,15 +204,13 @@ func TestArgDefaultsAgree(t *testing.T) {
 func TestFastSchemaSubsetCompiles(t *testing.T) {
 	for name, s := range fastSchemas {
 		v, err := newValidator("output", s)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		require.NoErrorf(t, err, "%s", name)
 		if v.fast == nil {
-			t.Errorf("%s: not in the shortcut's subset", name)
+			assert.Fail(t, fmt.Sprintf("%s: not in the shortcut's subset", name))
 			continue
 		}
 		if _, err := v.library(); err != nil {
-			t.Errorf("%s: the library does not compile it: %v", name, err)
+			assert.Fail(t, fmt.Sprintf("%s: the library does not compile it: %v", name, err))
 		}
 	}
 	for _, s := range []map[string]any{
@@ -245,11 +226,11 @@ func TestFastSchemaSubsetCompiles(t *testing.T) {
 		{"minimum": float32(math.NaN())},
 	} {
 		if v, err := newValidator("output", s); err == nil {
-			t.Errorf("%v: compiled (shortcut %v)", s, v.fast != nil)
+			assert.Fail(t, fmt.Sprintf("%v: compiled (shortcut %v)", s, v.fast != nil))
 		}
 	}
 	if _, err := NewCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: map[string]any{"type": "object", "title": int64(5)}}}); err == nil {
-		t.Error("a malformed schema compiled")
+		assert.Fail(t, "a malformed schema compiled")
 	}
 }
 
@@ -257,18 +238,10 @@ func TestFastSchemaSubsetCompiles(t *testing.T) {
 // first use and gets its explanation.
 func TestFastSchemaLibraryOnDemand(t *testing.T) {
 	v, err := newValidator("arguments", map[string]any{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "integer"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.lib != nil {
-		t.Fatal("the library's schema was compiled before any payload needed it")
-	}
+	require.NoError(t, err)
+	require.False(t, v.lib != nil, "the library's schema was compiled before any payload needed it")
 	err = v.Validate(frame.MustPayload(map[string]any{"n": "x"}))
 	var se *Error
-	if !errors.As(err, &se) || se.Field != "/n" || se.Keyword != "type" {
-		t.Fatalf("got %#v, want an Error for /n, type", err)
-	}
-	if v.lib == nil {
-		t.Error("the library's schema is still not compiled")
-	}
+	require.Falsef(t, !errors.As(err, &se) || se.Field != "/n" || se.Keyword != "type", "got %#v, want an Error for /n, type", err)
+	assert.False(t, v.lib == nil, "the library's schema is still not compiled")
 }

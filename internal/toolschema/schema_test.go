@@ -1,7 +1,9 @@
 package toolschema
 
 import (
-	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 
@@ -25,9 +27,7 @@ func TestSchemaErrors(t *testing.T) {
 		"additionalProperties": false,
 	}
 	cat, err := NewCatalog([]wire.Tool{{ID: "t", ArgumentsSchema: schema}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tl := cat.Tool("t")
 	for _, tc := range []struct {
 		args  map[string]any
@@ -45,27 +45,17 @@ func TestSchemaErrors(t *testing.T) {
 		{map[string]any{"name": "ab", "se/cr~et": true}, "/se~1cr~0et", "additionalProperties", "boolean"},
 	} {
 		args, err := withDefaults(schema, frame.MustPayload(tc.args))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		err = tl.Arguments.Validate(args)
 		var se *Error
-		if !errors.As(err, &se) {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		if se.Field != tc.field || se.Keyword != tc.kw || se.Value != tc.value {
-			t.Errorf("%v: got %+v, want %s %s %s", tc.args, se, tc.field, tc.kw, tc.value)
-		}
-		if strings.Contains(err.Error(), "secret") && tc.kw != "additionalProperties" {
-			t.Errorf("error echoes the value: %v", err)
-		}
+		require.ErrorAsf(t, err, &se, "%v", tc.args)
+		assert.Falsef(t, se.Field != tc.field || se.Keyword != tc.kw || se.Value != tc.value, "%v: got %+v, want %s %s %s", tc.args, se, tc.field, tc.kw, tc.value)
+		assert.Falsef(t, strings.Contains(err.Error(), "secret") && tc.kw != "additionalProperties", "error echoes the value: %v", err)
 	}
 	// Defaults are filled at the top level and in nested objects the
 	// caller gave.
 	args, err := withDefaults(schema, frame.MustPayload(map[string]any{"name": "ab", "opts": map[string]any{}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var v struct {
 		Opts struct {
 			Depth int    `json:"depth"`
@@ -73,15 +63,13 @@ func TestSchemaErrors(t *testing.T) {
 		} `json:"opts"`
 	}
 	if err := args.Decode(&v); err != nil || v.Opts.Depth != 2 || v.Opts.Mode != "a" {
-		t.Fatalf("defaults: %+v %v", v, err)
+		require.FailNow(t, fmt.Sprintf("defaults: %+v %v", v, err))
 	}
-	if err := tl.Arguments.Validate(args); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tl.Arguments.Validate(args))
 	// Nothing to fill: the payload is passed on as it is.
 	p := frame.MustPayload(map[string]any{"name": "ab"})
 	if got, _ := withDefaults(map[string]any{"type": "object"}, p); string(got) != string(p) {
-		t.Fatal("payload rewritten without defaults")
+		require.FailNow(t, "payload rewritten without defaults")
 	}
 }
 
@@ -92,7 +80,7 @@ func TestCatalogRefusesBadSchemas(t *testing.T) {
 		{{ID: "a", OutputSchema: map[string]any{"$ref": "https://example.com/remote.json"}}},
 	} {
 		if _, err := NewCatalog(tools); err == nil {
-			t.Errorf("%+v: compiled", tools)
+			assert.Fail(t, fmt.Sprintf("%+v: compiled", tools))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 
@@ -64,12 +65,10 @@ func TestBuilderTwoCaptures(t *testing.T) {
 		Segments: []asifdoc.Segment{{Index: 0, ResourceID: "args-0", Length: int64(len(frag1))}}})
 	checkpoint(first, "call-1-v0", asifdoc.OpenCall{CallID: "call-1", State: "outcome_unknown"})
 	out1, err := first.Marshal()
-	if err != nil {
-		t.Fatalf("first capture: %v\n%s", err, out1)
-	}
+	require.NoErrorf(t, err, "first capture: %v\n%s", err, out1)
 	r1, err := asif.Check(out1, asif.Options{})
 	if err != nil || r1.Stream("args-v0").Executable || r1.Stream("args-v0").Status != asif.StreamPartial {
-		t.Fatalf("first capture check: %v %+v", err, r1.Stream("args-v0"))
+		require.FailNow(t, fmt.Sprintf("first capture check: %v %+v", err, r1.Stream("args-v0")))
 	}
 
 	// Later capture: the partial event kept, an amendment, the result.
@@ -108,23 +107,17 @@ func TestBuilderTwoCaptures(t *testing.T) {
 		}})
 	checkpoint(second, "result-1")
 	out2, err := second.Marshal()
-	if err != nil {
-		t.Fatalf("second capture: %v\n%s", err, out2)
-	}
+	require.NoErrorf(t, err, "second capture: %v\n%s", err, out2)
 	r2, err := asif.Check(out2, asif.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if s := r2.Stream("args-v1"); !s.Executable || string(s.Bytes) != `{"text":"gr\u00fcn"}` {
-		t.Fatalf("args-v1 = %+v %q", s, s.Bytes)
+		require.FailNow(t, fmt.Sprintf("args-v1 = %+v %q", s, s.Bytes))
 	}
 	if s := r2.Stream("text"); s.Status != asif.StreamComplete || string(s.Bytes) != text {
-		t.Fatalf("text = %+v %q", s, s.Bytes)
+		require.FailNow(t, fmt.Sprintf("text = %+v %q", s, s.Bytes))
 	}
 	c := r2.Branches[0].Calls[0]
-	if c.EventID != "call-1-v1" || !c.Terminal || c.Outcome != asif.OutcomeSuccess || string(c.Arguments) != `{"text":"grün"}` {
-		t.Fatalf("state = %+v %s", c, c.Arguments)
-	}
+	require.Falsef(t, c.EventID != "call-1-v1" || !c.Terminal || c.Outcome != asif.OutcomeSuccess || string(c.Arguments) != `{"text":"grün"}`, "state = %+v %s", c, c.Arguments)
 }
 
 // TestBuilderWindow writes a capture that starts after the call was made:
@@ -146,16 +139,12 @@ func TestBuilderWindow(t *testing.T) {
 	d.Losses = []asifdoc.Loss{{ID: "loss-1", Stage: "capture", Kind: "skulk.window", Scope: asifdoc.ScopeConversation, Explanation: "Events before the window are not included."}}
 	checkpoint(d, "result-1")
 	out, err := d.Marshal()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	require.NoErrorf(t, err, "%v\n%s", err, out)
 	r, _ := asif.Check(out, asif.Options{})
 	c := r.Branches[0].Calls[0]
-	if c.External == nil || c.EventID != "" || !c.Terminal || c.Outcome != asif.OutcomeError {
-		t.Fatalf("state = %+v", c)
-	}
+	require.Falsef(t, c.External == nil || c.EventID != "" || !c.Terminal || c.Outcome != asif.OutcomeError, "state = %+v", c)
 	if n := strings.Count(string(out), `"kind": "tool_call"`); n != 0 {
-		t.Fatalf("document holds %d tool_call events; a binding must not become one", n)
+		require.FailNow(t, fmt.Sprintf("document holds %d tool_call events; a binding must not become one", n))
 	}
 }
 
@@ -171,12 +160,10 @@ func TestBuilderMarshalChecks(t *testing.T) {
 		Segments: []asifdoc.Segment{{Index: 0, ResourceID: "r", Offset: 2, Length: 2, Terminal: true}}})
 	checkpoint(d, "call")
 	_, err := d.Marshal()
-	if !errors.Is(err, asif.RuleSegmentSpan) {
-		t.Fatalf("err = %v; want %s", err, asif.RuleSegmentSpan)
-	}
+	require.ErrorIsf(t, err, asif.RuleSegmentSpan, "err = %v; want %s", err, asif.RuleSegmentSpan)
 	empty := asifdoc.NewDocument(asifdoc.Capture{}, asifdoc.SessionInfo{})
 	if _, err := empty.Marshal(); !errors.Is(err, asif.ErrSchema) {
-		t.Fatalf("empty document: %v; want schema refusal", err)
+		require.FailNow(t, fmt.Sprintf("empty document: %v; want schema refusal", err))
 	}
 }
 

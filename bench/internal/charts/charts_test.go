@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -48,26 +51,20 @@ const record = `{"mode": "test", "sweeps": [
 // the systems with no measured point marked n/a.
 func TestChartsFromJSON(t *testing.T) {
 	var rep compare.SweepReport
-	if err := json.Unmarshal([]byte(record), &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(record), &rep))
 	dir := t.TempDir()
 	files, err := Write(&rep, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[string][]string{
 		FileName("concurrency", "frames"):     {"skulk", "go-plugin", "mcp", "raw"},
 		FileName("frame-size", "throughput"):  {"skulk", "raw"},
 		FileName("frame-size", "cpu-per-mib"): {"skulk", "raw"},
 	}
-	if len(files) != len(want) {
-		t.Errorf("wrote %v, want the %d charts of the sweeps with several points", files, len(want))
-	}
+	assert.Falsef(t, len(files) != len(want), "wrote %v, want the %d charts of the sweeps with several points", files, len(want))
 	for _, f := range files {
 		systems, ok := want[filepath.Base(f)]
 		if !ok {
-			t.Errorf("unexpected chart %s", f)
+			assert.Fail(t, fmt.Sprintf("unexpected chart %s", f))
 			continue
 		}
 		texts := svgTexts(t, f)
@@ -79,15 +76,13 @@ func TestChartsFromJSON(t *testing.T) {
 				}
 			}
 			if len(entries) != 1 {
-				t.Errorf("%s: legend entries for %s: %q, want one (texts %q)", filepath.Base(f), sys, entries, texts)
+				assert.Fail(t, fmt.Sprintf("%s: legend entries for %s: %q, want one (texts %q)", filepath.Base(f), sys, entries, texts))
 			}
 		}
 	}
 	texts := strings.Join(svgTexts(t, filepath.Join(dir, FileName("concurrency", "frames"))), "|")
 	for _, s := range []string{"raw: n/a (one stream per socket)", "skulk (1 of 3 points failed)", "4096"} {
-		if !strings.Contains(texts, s) {
-			t.Errorf("concurrency chart lacks %q: %s", s, texts)
-		}
+		assert.Falsef(t, !strings.Contains(texts, s), "concurrency chart lacks %q: %s", s, texts)
 	}
 }
 
@@ -96,14 +91,12 @@ func TestChartsFromJSON(t *testing.T) {
 // that is not measured with its reason.
 func TestIndex(t *testing.T) {
 	var rep compare.SweepReport
-	if err := json.Unmarshal([]byte(record), &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(record), &rep))
 	files, b := writeAll(t, &rep)
 	page := string(b)
 	for _, c := range files {
 		if !strings.Contains(page, "]("+filepath.Base(c)+")") {
-			t.Errorf("the index shows no %s", filepath.Base(c))
+			assert.Fail(t, fmt.Sprintf("the index shows no %s", filepath.Base(c)))
 		}
 	}
 	for _, s := range []string{
@@ -115,17 +108,13 @@ func TestIndex(t *testing.T) {
 		"- raw, n/a at every point (every curve): one stream per socket",
 		"Chunk size: 64, 1Mi bytes.",
 	} {
-		if !strings.Contains(page, s) {
-			t.Errorf("the index lacks %q:\n%s", s, page)
-		}
+		assert.Falsef(t, !strings.Contains(page, s), "the index lacks %q:\n%s", s, page)
 	}
 	// A record outside the directory is named, not linked.
 	f, err := WriteIndex(&rep, t.TempDir(), "/elsewhere/run.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if b, err = os.ReadFile(f); err != nil || !strings.Contains(string(b), "the record `run.json` by") {
-		t.Errorf("index of a record elsewhere: %v\n%s", err, b)
+		assert.Fail(t, fmt.Sprintf("index of a record elsewhere: %v\n%s", err, b))
 	}
 }
 
@@ -141,42 +130,30 @@ func TestCommittedIndex(t *testing.T) {
 	if errors.Is(err, os.ErrNotExist) {
 		t.Skipf("no record in %s", perfDir)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var rep compare.SweepReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &rep))
 	files, want := writeAll(t, &rep)
 	got, err := os.ReadFile(filepath.Join(perfDir, IndexName))
-	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("%s/%s is not the index of its record (%v): cd bench && go run ./cmd/compare -charts ../docs/perf/sweeps.json -chartdir ../docs/perf", perfDir, IndexName, err)
-	}
+	assert.Falsef(t, err != nil || !bytes.Equal(got, want), "%s/%s is not the index of its record (%v): cd bench && go run ./cmd/compare -charts ../docs/perf/sweeps.json -chartdir ../docs/perf", perfDir, IndexName, err)
 	var drawn []string
 	for _, f := range files {
 		drawn = append(drawn, filepath.Base(f))
 	}
 	committed, err := filepath.Glob(filepath.Join(perfDir, "*.svg"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, c := range committed {
-		if !slices.Contains(drawn, filepath.Base(c)) {
-			t.Errorf("%s: a chart the record does not draw, shown by no index", c)
-		}
+		assert.Falsef(t, !slices.Contains(drawn, filepath.Base(c)), "%s: a chart the record does not draw, shown by no index", c)
 	}
 	for _, d := range drawn {
-		if !slices.Contains(committed, filepath.Join(perfDir, d)) {
-			t.Errorf("%s: the record draws it, but it is not committed", d)
-		}
+		assert.Falsef(t, !slices.Contains(committed, filepath.Join(perfDir, d)), "%s: the record draws it, but it is not committed", d)
 	}
 }
 
 func TestChartsEmpty(t *testing.T) {
 	rep := compare.SweepReport{Sweeps: []compare.Sweep{{ID: "journal", Points: []float64{1}}}}
 	if _, err := Write(&rep, t.TempDir()); !errors.Is(err, ErrEmpty) {
-		t.Errorf("Write(single-point sweeps) = %v, want ErrEmpty", err)
+		assert.Fail(t, fmt.Sprintf("Write(single-point sweeps) = %v, want ErrEmpty", err))
 	}
 }
 
@@ -185,9 +162,7 @@ func TestChartsEmpty(t *testing.T) {
 func svgTexts(t *testing.T, file string) []string {
 	t.Helper()
 	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d := xml.NewDecoder(bytes.NewReader(b))
 	var texts []string
 	var cur strings.Builder
@@ -197,9 +172,7 @@ func svgTexts(t *testing.T, file string) []string {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			t.Fatalf("%s: not XML: %v", file, err)
-		}
+		require.NoErrorf(t, err, "%s: not XML", file)
 		switch e := tok.(type) {
 		case xml.StartElement:
 			sawSVG = sawSVG || e.Name.Local == "svg"
@@ -218,9 +191,7 @@ func svgTexts(t *testing.T, file string) []string {
 			}
 		}
 	}
-	if !sawSVG {
-		t.Fatalf("%s: no <svg> element", file)
-	}
+	require.Falsef(t, !sawSVG, "%s: no <svg> element", file)
 	return texts
 }
 
@@ -230,17 +201,11 @@ func writeAll(t *testing.T, rep *compare.SweepReport) ([]string, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := Write(rep, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f, err := WriteIndex(rep, dir, filepath.Join(dir, "sweeps.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := os.ReadFile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return files, b
 }
 
@@ -251,23 +216,17 @@ func writeAll(t *testing.T, rep *compare.SweepReport) ([]string, []byte) {
 // with the one measured.
 func TestCommittedChartsLayout(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(perfDir, "sweeps.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var rep compare.SweepReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(b, &rep))
 	dir := t.TempDir()
 	files, err := Write(&rep, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, sw := range rep.Sweeps {
 		for _, cv := range sw.Curves {
 			for _, line := range strings.Split(fit(sw.Title+": "+cv.Title, titleSize, width-2*margin), "\n") {
 				if w := textWidth(line, titleSize) * slack; w > width-2*margin {
-					t.Errorf("%s/%s: title line %q is %v wide with slack, the chart %v", sw.ID, cv.ID, line, w, width-2*margin)
+					assert.Fail(t, fmt.Sprintf("%s/%s: title line %q is %v wide with slack, the chart %v", sw.ID, cv.ID, line, w, width-2*margin))
 				}
 			}
 		}
@@ -275,18 +234,12 @@ func TestCommittedChartsLayout(t *testing.T) {
 	viewBox := regexp.MustCompile(`viewBox="0 0 ([0-9.]+) ([0-9.]+)"`)
 	for _, f := range files {
 		svg, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		m := viewBox.FindSubmatch(svg)
-		if m == nil {
-			t.Fatalf("%s: no viewBox", f)
-		}
+		require.Falsef(t, m == nil, "%s: no viewBox", f)
 		if h, _ := strconv.ParseFloat(string(m[2]), 64); h <= height.Points() {
-			t.Errorf("%s: %v pt tall, no band below the %v pt plot for the legend", f, h, height.Points())
+			assert.Fail(t, fmt.Sprintf("%s: %v pt tall, no band below the %v pt plot for the legend", f, h, height.Points()))
 		}
-		if bytes.Contains(svg, []byte("font-family:Liberation Serif")) || !bytes.Contains(svg, []byte(fontFamily)) {
-			t.Errorf("%s: text not in %s", f, fontFamily)
-		}
+		assert.Falsef(t, bytes.Contains(svg, []byte("font-family:Liberation Serif")) || !bytes.Contains(svg, []byte(fontFamily)), "%s: text not in %s", f, fontFamily)
 	}
 }

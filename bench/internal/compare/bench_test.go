@@ -3,6 +3,8 @@ package compare
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"net"
 	"os"
 	"runtime"
@@ -52,21 +54,17 @@ func benchSkulkSystem(b *testing.B, sys *skulkSystem, run func(context.Context, 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ss, err := sys.start(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer ss.close()
 	if err := run(ctx, ss, 100); err != nil { // warm up: connections, buffers
-		b.Fatal(err)
+		require.FailNow(b, fmt.Sprint(err))
 	}
 	pid := ss.h.Children()[0].PID
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	hostCPU, childCPU := selfCPU(), procCPU(pid)
 	b.ResetTimer()
-	if err := run(ctx, ss, b.N); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, run(ctx, ss, b.N))
 	b.StopTimer()
 	hostCPU, childCPU = selfCPU()-hostCPU, procCPU(pid)-childCPU
 	runtime.ReadMemStats(&after)
@@ -252,15 +250,11 @@ func benchWireCall(b *testing.B, timeoutMS int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	wc, err := startWireChild(ctx, bins.Skulk, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer wc.close()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", wc.sock)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer conn.Close()
 	r := packetio.NewReader(conn, wc.limits)
 	var buf []byte
@@ -273,17 +267,15 @@ func benchWireCall(b *testing.B, timeoutMS int64) {
 		for _, p := range []wire.Packet{&wire.Invoke{CallID: id, ToolID: "echo", Arguments: frame.Payload{0x80}, TimeoutMS: timeoutMS},
 			&wire.Frame{Frame: started}, &wire.Frame{Frame: chunk}, &wire.Frame{Frame: done}} {
 			if buf, _, err = wire.AppendPacket(buf, p, wc.limits); err != nil {
-				b.Fatal(err)
+				require.FailNow(b, fmt.Sprint(err))
 			}
 		}
 		if _, err := conn.Write(buf); err != nil {
-			b.Fatal(err)
+			require.FailNow(b, fmt.Sprint(err))
 		}
 		for {
 			p, err := r.ReadPacket()
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			if _, ok := p.(*wire.End); ok {
 				return
 			}
@@ -305,9 +297,7 @@ func BenchmarkRawCall(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rs, err := (&rawSystem{bin: bins.Raw, dir: b.TempDir()}).start(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer rs.close()
 	benchCalls(b, func() error { return rs.call(ctx) })
 }
@@ -317,9 +307,7 @@ func BenchmarkGoPluginCall(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	gs, err := (&grpcSystem{bin: bins.GoPlugin, dir: b.TempDir()}).start()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer gs.close()
 	benchCalls(b, func() error { return gs.call(ctx) })
 }
@@ -327,15 +315,11 @@ func BenchmarkGoPluginCall(b *testing.B) {
 // benchCalls warms call up with 100 calls, then times b.N of them.
 func benchCalls(b *testing.B, call func() error) {
 	for range 100 {
-		if err := call(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, call())
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := call(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, call())
 	}
 }
 
@@ -354,41 +338,31 @@ func BenchmarkAfterIdle(b *testing.B) {
 	defer cancel()
 	idle := func(b *testing.B, call func() error) {
 		for range 100 {
-			if err := call(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, call())
 		}
 		b.ResetTimer()
 		for range b.N {
 			b.StopTimer()
 			time.Sleep(idleGap)
 			b.StartTimer()
-			if err := call(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, call())
 		}
 	}
 	b.Run("skulk-unary", func(b *testing.B) {
 		ss, err := (&skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir()}).start(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer ss.close()
 		idle(b, func() error { return ss.unary(ctx) })
 	})
 	b.Run("raw", func(b *testing.B) {
 		rs, err := (&rawSystem{bin: bins.Raw, dir: b.TempDir()}).start(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer rs.close()
 		idle(b, func() error { return rs.call(ctx) })
 	})
 	b.Run("go-plugin", func(b *testing.B) {
 		gs, err := (&grpcSystem{bin: bins.GoPlugin, dir: b.TempDir()}).start()
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer gs.close()
 		idle(b, func() error { return gs.call(ctx) })
 	})
@@ -409,9 +383,7 @@ func BenchmarkColdStart(b *testing.B) {
 			var total time.Duration
 			for range b.N {
 				d, err := s.coldStart(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				total += d
 			}
 			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs-to-first-call/op")
@@ -429,9 +401,7 @@ func BenchmarkSkulkHealthBackpressured(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ds, err := healthWire(ctx, bins.Skulk, b.TempDir(), 8, b.N)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.ReportMetric(float64(percentile(ds, 0.5).Microseconds())/1e3, "p50-ms")
 	b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1e3, "p99-ms")
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -56,28 +58,20 @@ func TestPercentile(t *testing.T) {
 		want time.Duration
 	}{{0.5, 50}, {0.99, 99}, {1, 100}, {0, 1}} {
 		if got := percentile(ds, c.q); got != c.want {
-			t.Errorf("percentile(1..100, %v) = %v, want %v", c.q, got, c.want)
+			assert.Fail(t, fmt.Sprintf("percentile(1..100, %v) = %v, want %v", c.q, got, c.want))
 		}
 	}
-	if ds[0] != 100 {
-		t.Error("percentile reordered its input")
-	}
-	if percentile(nil, 0.5) != 0 {
-		t.Error("percentile of nothing is not 0")
-	}
+	assert.EqualValues(t, 100, ds[0], "percentile reordered its input")
+	assert.EqualValues(t, 0, percentile(nil, 0.5), "percentile of nothing is not 0")
 }
 
 func TestSummarize(t *testing.T) {
 	f := &Figure{Samples: []float64{4, 1, 3, 2}}
 	summarize(f)
-	if f.Median != 2.5 || f.Min != 1 || f.Max != 4 || f.SpreadPct != 120 {
-		t.Errorf("summarize(4 1 3 2) = median %v min %v max %v spread %v", f.Median, f.Min, f.Max, f.SpreadPct)
-	}
+	assert.Falsef(t, f.Median != 2.5 || f.Min != 1 || f.Max != 4 || f.SpreadPct != 120, "summarize(4 1 3 2) = median %v min %v max %v spread %v", f.Median, f.Min, f.Max, f.SpreadPct)
 	f = &Figure{Samples: []float64{5, 1, 3}}
 	summarize(f)
-	if f.Median != 3 {
-		t.Errorf("median of 5 1 3 = %v, want 3", f.Median)
-	}
+	assert.EqualValuesf(t, 3, f.Median, "median of 5 1 3 = %v, want 3", f.Median)
 }
 
 // fakeRunner makes a report from fixed figures.
@@ -109,41 +103,27 @@ var cpus = map[string][2]float64{Skulk: {300, 500}, "go-plugin": {1200, 800}}
 // as a time (lower is better).
 func TestCPURows(t *testing.T) {
 	rep := fakeReport(map[string]map[string]float64{"small-stream": {Skulk: 300, "go-plugin": 100, "raw": 400}})
-	if len(rep.Metrics) < 2 || rep.Metrics[0].ID != "small-stream" || rep.Metrics[1].ID != "small-stream-cpu" {
-		t.Fatalf("rows %v, want the CPU row right after its workload's", rep.Metrics)
-	}
+	require.Falsef(t, len(rep.Metrics) < 2 || rep.Metrics[0].ID != "small-stream" || rep.Metrics[1].ID != "small-stream-cpu", "rows %v, want the CPU row right after its workload's", rep.Metrics)
 	row := rep.Metrics[1]
-	if row.CPUOf != "small-stream" || row.Unit != "ns/frame" || row.HigherBetter {
-		t.Errorf("CPU row: of %q, unit %q, higher better %v", row.CPUOf, row.Unit, row.HigherBetter)
-	}
+	assert.Falsef(t, row.CPUOf != "small-stream" || row.Unit != "ns/frame" || row.HigherBetter, "CPU row: of %q, unit %q, higher better %v", row.CPUOf, row.Unit, row.HigherBetter)
 	sk, gp := findFig(row, Skulk), findFig(row, "go-plugin")
-	if sk.Median != 800 || sk.HostCPU != 300 || sk.ChildCPU != 500 {
-		t.Errorf("skulk CPU per frame: %v (host %v, children %v), want 800 (300, 500)", sk.Median, sk.HostCPU, sk.ChildCPU)
-	}
-	if gp.SkulkAdvantage != 2.5 {
-		t.Errorf("CPU advantage over go-plugin = %v, want 2.5 (2,000 ns against 800)", gp.SkulkAdvantage)
-	}
+	assert.Falsef(t, sk.Median != 800 || sk.HostCPU != 300 || sk.ChildCPU != 500, "skulk CPU per frame: %v (host %v, children %v), want 800 (300, 500)", sk.Median, sk.HostCPU, sk.ChildCPU)
+	assert.EqualValuesf(t, 2.5, gp.SkulkAdvantage, "CPU advantage over go-plugin = %v, want 2.5 (2,000 ns against 800)", gp.SkulkAdvantage)
 	if f := findFig(row, "raw"); f.NA == "" || len(f.Samples) != 0 {
-		t.Errorf("raw: %+v, want n/a", f)
+		assert.Fail(t, fmt.Sprintf("raw: %+v, want n/a", f))
 	}
 	b, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, s := range []string{`"cpu_of":"small-stream"`, `"host_cpu":300`, `"child_cpu":500`, `"host_cpu_samples":[300]`} {
-		if !strings.Contains(string(b), s) {
-			t.Errorf("JSON lacks %s", s)
-		}
+		assert.Falsef(t, !strings.Contains(string(b), s), "JSON lacks %s", s)
 	}
 	var tb strings.Builder
-	if err := WriteTable(&tb, rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteTable(&tb, rep))
 	lines := strings.Split(tb.String(), "\n")
 	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "small-frame stream") })
 	if i < 0 || i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "  CPU per frame, host + children") ||
 		!strings.Contains(lines[i+1], "ns/frame") || !strings.Contains(lines[i+1], "800") || !strings.Contains(lines[i+1], "2.50×") {
-		t.Errorf("the table has no CPU row under the small stream's:\n%s", tb.String())
+		assert.Fail(t, fmt.Sprintf("the table has no CPU row under the small stream's:\n%s", tb.String()))
 	}
 }
 
@@ -159,10 +139,10 @@ func TestAdvantageAndTargets(t *testing.T) {
 		"health-p99":       {Skulk: 1},
 	})
 	if f := figOf(rep, "small-stream", "go-plugin"); f.SkulkAdvantage != 3 {
-		t.Errorf("rate advantage = %v, want 3", f.SkulkAdvantage)
+		assert.Fail(t, fmt.Sprintf("rate advantage = %v, want 3", f.SkulkAdvantage))
 	}
 	if f := figOf(rep, "call-p50", "go-plugin"); f.SkulkAdvantage != 5 {
-		t.Errorf("latency advantage = %v, want 5", f.SkulkAdvantage)
+		assert.Fail(t, fmt.Sprintf("latency advantage = %v, want 5", f.SkulkAdvantage))
 	}
 	status := map[string]Target{}
 	for _, tg := range rep.Targets {
@@ -186,29 +166,25 @@ func TestAdvantageAndTargets(t *testing.T) {
 	} {
 		tg, ok := status[text]
 		if !ok {
-			t.Errorf("target %q missing", text)
+			assert.Fail(t, fmt.Sprintf("target %q missing", text))
 			continue
 		}
-		if tg.Met != met {
-			t.Errorf("target %q: met = %v, want %v (%s)", text, tg.Met, met, tg.Status)
-		}
+		assert.Falsef(t, tg.Met != met, "target %q: met = %v, want %v (%s)", text, tg.Met, met, tg.Status)
 	}
 	if s := status["small-frame stream ≥ the raw one-write-per-message rate"].Status; !strings.Contains(s, "25% short") {
-		t.Errorf("missed target status %q does not say by how much", s)
+		assert.Fail(t, fmt.Sprintf("missed target status %q does not say by how much", s))
 	}
 	var b strings.Builder
-	if err := WriteTable(&b, rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteTable(&b, rep))
 	if !strings.Contains(b.String(), "3.00×") || !strings.Contains(b.String(), "MISSED") {
-		t.Errorf("table lacks the advantage or the missed target:\n%s", b.String())
+		assert.Fail(t, fmt.Sprintf("table lacks the advantage or the missed target:\n%s", b.String()))
 	}
 }
 
 func TestNum(t *testing.T) {
 	for v, want := range map[float64]string{12_345_678: "12.3M", 1_234_567: "1.23M", 45_678: "46k", 456: "456", 45.6: "45.6", 4.567: "4.57"} {
 		if got := num(v); got != want {
-			t.Errorf("num(%v) = %q, want %q", v, got, want)
+			assert.Fail(t, fmt.Sprintf("num(%v) = %q, want %q", v, got, want))
 		}
 	}
 }
@@ -219,49 +195,37 @@ func exercise(t *testing.T, s system) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sess, err := s.open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer func() {
-		if err := sess.close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
+		assert.NoError(t, sess.close(), "close")
 	}()
-	if err := sess.smallStream(ctx, 1000); err != nil {
-		t.Errorf("smallStream: %v", err)
-	}
-	if err := sess.media(ctx, 3, mediaChunk); err != nil {
-		t.Errorf("media: %v", err)
-	}
-	if err := sess.echo(ctx, 500); err != nil {
-		t.Errorf("echo: %v", err)
-	}
+	assert.NoError(t, sess.smallStream(ctx, 1000), "smallStream")
+	assert.NoError(t, sess.media(ctx, 3, mediaChunk), "media")
+	assert.NoError(t, sess.echo(ctx, 500), "echo")
 	for range 10 {
-		if err := sess.call(ctx); err != nil {
-			t.Fatalf("call: %v", err)
-		}
+		require.NoError(t, sess.call(ctx), "call")
 	}
 	for range 10 {
 		if err := sess.unary(ctx); err != nil {
 			if errors.Is(err, errNotApplicable) && s.name() == SkulkDemo {
 				break // the demo child has no unary tool
 			}
-			t.Fatalf("unary: %v", err)
+			require.FailNow(t, fmt.Sprintf("unary: %v", err))
 		}
 	}
 	if d, err := s.coldStart(ctx); err != nil || d <= 0 {
-		t.Errorf("coldStart = %v, %v", d, err)
+		assert.Fail(t, fmt.Sprintf("coldStart = %v, %v", d, err))
 	}
 	if d, err := s.crash(ctx); err != nil || d <= 0 {
-		t.Errorf("crash = %v, %v", d, err)
+		assert.Fail(t, fmt.Sprintf("crash = %v, %v", d, err))
 	}
 	ds, err := s.healthUnderBackpressure(ctx, 2, 5)
 	switch {
 	case errors.Is(err, errNotApplicable):
 	case err != nil:
-		t.Errorf("health: %v", err)
+		assert.Fail(t, fmt.Sprintf("health: %v", err))
 	case len(ds) != 5:
-		t.Errorf("health gave %d pings, want 5", len(ds))
+		assert.Fail(t, fmt.Sprintf("health gave %d pings, want 5", len(ds)))
 	}
 }
 
@@ -278,30 +242,22 @@ func TestGoPluginCrashLeavesNothing(t *testing.T) {
 	defer cancel()
 	pattern := filepath.Join(os.TempDir(), "plugin*")
 	before, err := filepath.Glob(pattern)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := t.TempDir()
 	s := &grpcSystem{bin: bins.GoPlugin, dir: dir}
 	for range 3 {
 		if _, err := s.crash(ctx); err != nil {
-			t.Fatal(err)
+			require.FailNow(t, fmt.Sprint(err))
 		}
 	}
 	after, err := filepath.Glob(pattern)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(after) > len(before) {
-		t.Errorf("%d directories left in %s by killed go-plugin children", len(after)-len(before), os.TempDir())
+		assert.Fail(t, fmt.Sprintf("%d directories left in %s by killed go-plugin children", len(after)-len(before), os.TempDir()))
 	}
 	left, err := filepath.Glob(filepath.Join(dir, "plugin*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(left) == 0 {
-		t.Error("the killed children made no directory in the run's TMPDIR: the test no longer shows what it is for")
-	}
+	require.NoError(t, err)
+	assert.NotEqualValues(t, 0, len(left), "the killed children made no directory in the run's TMPDIR: the test no longer shows what it is for")
 }
 
 func TestMCP(t *testing.T) { exercise(t, &mcpSystem{bin: bins.MCP}) }
@@ -321,17 +277,11 @@ func TestRunQuickSubset(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Options{Quick: true, Bin: bins, Dir: t.TempDir(),
 		Systems: []string{Skulk, "raw"}, Workloads: []string{"calls", "unary", "crash"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Metrics) != 7 {
-		t.Fatalf("got %d metrics, want 7 (call p50, p99, CPU, unary p50, p99, CPU, crash)", len(rep.Metrics))
-	}
+	require.NoError(t, err)
+	require.EqualValuesf(t, 7, len(rep.Metrics), "got %d metrics, want 7 (call p50, p99, CPU, unary p50, p99, CPU, crash)", len(rep.Metrics))
 	for _, m := range rep.Metrics {
 		for _, f := range m.Figures {
-			if f.Err != "" || len(f.Samples) == 0 || f.Median <= 0 {
-				t.Errorf("%s/%s: no Figure (%s)", m.ID, f.System, f.Err)
-			}
+			assert.Falsef(t, f.Err != "" || len(f.Samples) == 0 || f.Median <= 0, "%s/%s: no Figure (%s)", m.ID, f.System, f.Err)
 			if m.CPUOf == "" {
 				continue
 			}
@@ -341,9 +291,7 @@ func TestRunQuickSubset(t *testing.T) {
 			for _, c := range f.ChildCPUSamples {
 				child += c
 			}
-			if f.HostCPU <= 0 || len(f.HostCPUSamples) != len(f.Samples) || (f.System == Skulk && child <= 0) {
-				t.Errorf("%s/%s: host CPU %v, children's %v over the rounds", m.ID, f.System, f.HostCPUSamples, f.ChildCPUSamples)
-			}
+			assert.Falsef(t, f.HostCPU <= 0 || len(f.HostCPUSamples) != len(f.Samples) || (f.System == Skulk && child <= 0), "%s/%s: host CPU %v, children's %v over the rounds", m.ID, f.System, f.HostCPUSamples, f.ChildCPUSamples)
 		}
 	}
 }
@@ -358,29 +306,21 @@ func TestNestedRows(t *testing.T) {
 	p := plan{rounds: 1, target: 20 * time.Millisecond, timeout: 30 * time.Second}
 	rep, err := Run(ctx, Options{Bin: bins, Dir: t.TempDir(), sizes: &p,
 		Systems: []string{Skulk, "go-plugin", "raw"}, Workloads: []string{"nested"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var ids []string
 	for _, m := range rep.Metrics {
 		ids = append(ids, m.ID)
 		for _, f := range m.Figures {
 			switch {
 			case f.System == "raw" && m.CPUOf != "":
-				if len(f.Samples) > 0 || f.Err != "" {
-					t.Errorf("%s/raw: %d samples, err %q; want none", m.ID, len(f.Samples), f.Err)
-				}
+				assert.Falsef(t, len(f.Samples) > 0 || f.Err != "", "%s/raw: %d samples, err %q; want none", m.ID, len(f.Samples), f.Err)
 			case f.System == "raw":
-				if f.NA == "" {
-					t.Errorf("%s/raw: not marked n/a (err %q)", m.ID, f.Err)
-				}
+				assert.NotEqualValuesf(t, "", f.NA, "%s/raw: not marked n/a (err %q)", m.ID, f.Err)
 			case f.Err != "" || f.NA != "" || len(f.Samples) == 0 || f.Median <= 0:
-				t.Errorf("%s/%s: no figure (err %q, n/a %q)", m.ID, f.System, f.Err, f.NA)
+				assert.Fail(t, fmt.Sprintf("%s/%s: no figure (err %q, n/a %q)", m.ID, f.System, f.Err, f.NA))
 			}
 		}
 	}
 	want := []string{"nested-host-p50", "nested-host-p99", "nested-host-cpu", "nested-child-p50", "nested-child-p99", "nested-child-cpu"}
-	if !reflect.DeepEqual(ids, want) {
-		t.Errorf("rows %q, want %q", ids, want)
-	}
+	assert.Falsef(t, !reflect.DeepEqual(ids, want), "rows %q, want %q", ids, want)
 }

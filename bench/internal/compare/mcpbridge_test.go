@@ -13,6 +13,7 @@ package compare
 import (
 	"context"
 	"errors"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,9 +51,7 @@ func skulkHost(b *testing.B) string {
 			hostErr = errors.New("go build skulk-host: " + err.Error() + "\n" + string(out))
 		}
 	})
-	if hostErr != nil {
-		b.Fatal(hostErr)
-	}
+	require.NoError(b, hostErr)
 	return hostBin
 }
 
@@ -63,20 +62,14 @@ func benchMCPClient(b *testing.B, cmd *exec.Cmd, op func(context.Context, *mcp.C
 	cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-bench-driver", Version: "v1"}, nil)
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer sess.Close()
 	for range 20 { // warm up
-		if err := op(ctx, sess); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, op(ctx, sess))
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := op(ctx, sess); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, op(ctx, sess))
 	}
 	b.StopTimer()
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"slices"
 	"strings"
@@ -34,21 +36,17 @@ func TestSweepsEveryPoint(t *testing.T) {
 	defer cancel()
 	plan := tinyPlan
 	rep, err := RunSweeps(ctx, SweepOptions{Bin: bins, Dir: t.TempDir(), plan: &plan})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	checkPoints(t, rep)
 	// What a peer cannot do is said, with a reason.
 	for _, c := range []struct{ sweep, curve, system string }{
 		{"concurrency", "frames", "raw"}, {"journal", "keep-rate", "go-plugin"}, {"pool", "calls", "raw"},
 	} {
 		v := valueOf(t, rep, c.sweep, c.curve, c.system, 0)
-		if !strings.HasPrefix(v.NA, "n/a: ") || len(v.NA) < 12 {
-			t.Errorf("%s/%s/%s: NA = %q, want a reason", c.sweep, c.curve, c.system, v.NA)
-		}
+		assert.Falsef(t, !strings.HasPrefix(v.NA, "n/a: ") || len(v.NA) < 12, "%s/%s/%s: NA = %q, want a reason", c.sweep, c.curve, c.system, v.NA)
 	}
 	if v := valueOf(t, rep, "journal", "keep-rate", Skulk, 0); v.Y <= 0 {
-		t.Errorf("journal keep rate = %v", v.Y)
+		assert.Fail(t, fmt.Sprintf("journal keep rate = %v", v.Y))
 	}
 	// The call targets are ratios of the run's own calls sweep.
 	for _, text := range []string{
@@ -57,9 +55,9 @@ func TestSweepsEveryPoint(t *testing.T) {
 	} {
 		i := slices.IndexFunc(rep.Targets, func(tg Target) bool { return tg.Text == text })
 		if i < 0 {
-			t.Errorf("target %q not checked", text)
+			assert.Fail(t, fmt.Sprintf("target %q not checked", text))
 		} else if tg := rep.Targets[i]; tg.Got <= 0 || strings.HasPrefix(tg.Status, "not measured") {
-			t.Errorf("target %q: got %v, %s", text, tg.Got, tg.Status)
+			assert.Fail(t, fmt.Sprintf("target %q: got %v, %s", text, tg.Got, tg.Status))
 		}
 	}
 }
@@ -77,7 +75,7 @@ func valueOf(t *testing.T, rep *SweepReport, sweep, curve, system string, i int)
 			}
 		}
 	}
-	t.Fatalf("no %s/%s/%s", sweep, curve, system)
+	require.FailNow(t, fmt.Sprintf("no %s/%s/%s", sweep, curve, system))
 	return Value{}
 }
 
@@ -90,45 +88,37 @@ func checkPoints(t *testing.T, rep *SweepReport) {
 	var ids []string
 	for _, sw := range rep.Sweeps {
 		ids = append(ids, sw.ID)
-		if len(sw.Points) == 0 || len(sw.Curves) == 0 {
-			t.Errorf("%s: %d points, %d curves", sw.ID, len(sw.Points), len(sw.Curves))
-		}
+		assert.Falsef(t, len(sw.Points) == 0 || len(sw.Curves) == 0, "%s: %d points, %d curves", sw.ID, len(sw.Points), len(sw.Curves))
 		for _, cv := range sw.Curves {
 			var systems []string
 			for _, se := range cv.Series {
 				systems = append(systems, se.System)
 				if len(se.Values) != len(sw.Points) {
-					t.Errorf("%s/%s/%s: %d values for %d points", sw.ID, cv.ID, se.System, len(se.Values), len(sw.Points))
+					assert.Fail(t, fmt.Sprintf("%s/%s/%s: %d values for %d points", sw.ID, cv.ID, se.System, len(se.Values), len(sw.Points)))
 					continue
 				}
 				for i, v := range se.Values {
 					switch {
 					case v.X != sw.Points[i]:
-						t.Errorf("%s/%s/%s: value %d is at %v, want %v", sw.ID, cv.ID, se.System, i, v.X, sw.Points[i])
+						assert.Fail(t, fmt.Sprintf("%s/%s/%s: value %d is at %v, want %v", sw.ID, cv.ID, se.System, i, v.X, sw.Points[i]))
 					case v.Err != "":
-						t.Errorf("%s/%s/%s at %v: failed: %s", sw.ID, cv.ID, se.System, v.X, short(v.Err))
+						assert.Fail(t, fmt.Sprintf("%s/%s/%s at %v: failed: %s", sw.ID, cv.ID, se.System, v.X, short(v.Err)))
 					case v.NA == "" && !v.Measured():
-						t.Errorf("%s/%s/%s at %v: neither measured nor n/a", sw.ID, cv.ID, se.System, v.X)
+						assert.Fail(t, fmt.Sprintf("%s/%s/%s at %v: neither measured nor n/a", sw.ID, cv.ID, se.System, v.X))
 					case v.NA != "" && se.System == Skulk:
-						t.Errorf("%s/%s/skulk at %v: n/a (%s)", sw.ID, cv.ID, v.X, v.NA)
+						assert.Fail(t, fmt.Sprintf("%s/%s/skulk at %v: n/a (%s)", sw.ID, cv.ID, v.X, v.NA))
 					case v.NA != "" && len(strings.TrimSpace(strings.TrimPrefix(v.NA, "n/a:"))) == 0:
-						t.Errorf("%s/%s/%s at %v: n/a with no reason", sw.ID, cv.ID, se.System, v.X)
+						assert.Fail(t, fmt.Sprintf("%s/%s/%s at %v: n/a with no reason", sw.ID, cv.ID, se.System, v.X))
 					}
 				}
 			}
-			if !slices.Equal(systems, sweepSystems) {
-				t.Errorf("%s/%s: series %v, want %v", sw.ID, cv.ID, systems, sweepSystems)
-			}
+			assert.Falsef(t, !slices.Equal(systems, sweepSystems), "%s/%s: series %v, want %v", sw.ID, cv.ID, systems, sweepSystems)
 		}
 	}
 	for _, id := range SweepIDs {
-		if !slices.Contains(ids, id) {
-			t.Errorf("no sweep %s (sweeps %v)", id, ids)
-		}
+		assert.Falsef(t, !slices.Contains(ids, id), "no sweep %s (sweeps %v)", id, ids)
 	}
-	if !slices.Equal(ids, SweepIDs) && len(ids) == len(SweepIDs) {
-		t.Errorf("sweeps %v, want %v", ids, SweepIDs)
-	}
+	assert.Falsef(t, !slices.Equal(ids, SweepIDs) && len(ids) == len(SweepIDs), "sweeps %v, want %v", ids, SweepIDs)
 }
 
 // short cuts an error of a record (which may join thousands of streams'
@@ -156,16 +146,10 @@ func TestRecordEveryPoint(t *testing.T) {
 	if errors.Is(err, os.ErrNotExist) {
 		t.Skipf("no record at %s: cd bench && go run ./cmd/compare -sweeps -o ../docs/perf/sweeps.json", recordFile)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var rep SweepReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("%s: %v", recordFile, err)
-	}
-	if rep.Mode != "full" {
-		t.Errorf("%s: a %q run, want the full run", recordFile, rep.Mode)
-	}
+	require.NoErrorf(t, json.Unmarshal(b, &rep), "%s", recordFile)
+	assert.EqualValuesf(t, "full", rep.Mode, "%s: a %q run, want the full run", recordFile, rep.Mode)
 	checkPoints(t, &rep)
 }
 
@@ -187,34 +171,22 @@ func TestAccountingCountsBoth(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			sess, err := c.s.open(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer func() {
-				if err := sess.close(); err != nil {
-					t.Errorf("close: %v", err)
-				}
+				assert.NoError(t, sess.close(), "close")
 			}()
 			pids := sess.(streamerOrRaw).pids()
-			if len(pids) != 1 || pids[0] <= 0 || pids[0] == os.Getpid() {
-				t.Fatalf("pids = %v", pids)
-			}
+			require.Falsef(t, len(pids) != 1 || pids[0] <= 0 || pids[0] == os.Getpid(), "pids = %v", pids)
 			m, err := cpuacct.Start(pids...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			// Until each process has used several clock ticks (10 ms) of CPU:
 			// a frame costs each side well over 50 ns.
 			for u := (cpuacct.Usage{}); u.Host < 100*time.Millisecond || u.Children < 100*time.Millisecond; {
-				if err := sess.smallStream(ctx, c.batch); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, sess.smallStream(ctx, c.batch))
 				if u, err = m.Stop(); err != nil {
-					t.Fatal(err)
+					require.FailNow(t, fmt.Sprint(err))
 				}
-				if u.Wall > 40*time.Second {
-					t.Fatalf("after %v: host %v, child %v of CPU", u.Wall, u.Host, u.Children)
-				}
+				require.Falsef(t, u.Wall > 40*time.Second, "after %v: host %v, child %v of CPU", u.Wall, u.Host, u.Children)
 			}
 		})
 	}
@@ -223,17 +195,13 @@ func TestAccountingCountsBoth(t *testing.T) {
 // TestStreamErrs: a point whose thousands of streams fail alike records
 // one line that says how many, and keeps the first error for errors.Is.
 func TestStreamErrs(t *testing.T) {
-	if err := streamErrs(make([]error, 3)); err != nil {
-		t.Errorf("no failure: %v", err)
-	}
+	assert.NoError(t, streamErrs(make([]error, 3)), "no failure")
 	errs := make([]error, 4096)
 	for i := 5; i < 4096; i += 2 {
 		errs[i] = fmt.Errorf("stream %d: %w", i, context.DeadlineExceeded)
 	}
 	err := streamErrs(errs)
-	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "2046 of 4096 streams failed, the first: stream 5: context deadline exceeded" {
-		t.Errorf("streamErrs = %v", err)
-	}
+	assert.Falsef(t, !errors.Is(err, context.DeadlineExceeded) || err.Error() != "2046 of 4096 streams failed, the first: stream 5: context deadline exceeded", "streamErrs = %v", err)
 }
 
 func TestSweepTargets(t *testing.T) {
@@ -288,14 +256,12 @@ func TestSweepTargets(t *testing.T) {
 	} {
 		tg, ok := got[text]
 		if !ok {
-			t.Errorf("target %q missing", text)
+			assert.Fail(t, fmt.Sprintf("target %q missing", text))
 			continue
 		}
-		if tg.Met != want.met || !strings.HasPrefix(tg.Status, want.status) {
-			t.Errorf("%s: met %v, %q; want %v, %q…", text, tg.Met, tg.Status, want.met, want.status)
-		}
+		assert.Falsef(t, tg.Met != want.met || !strings.HasPrefix(tg.Status, want.status), "%s: met %v, %q; want %v, %q…", text, tg.Met, tg.Status, want.met, want.status)
 	}
 	if _, ok := got["small attachments, 64 B chunks: throughput at least go-plugin's"]; ok {
-		t.Error("a target of a curve the record lacks was reported")
+		assert.Fail(t, "a target of a curve the record lacks was reported")
 	}
 }

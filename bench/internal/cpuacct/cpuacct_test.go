@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"testing"
@@ -68,76 +70,50 @@ func TestMeterCountsHostAndChild(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), burnVar+"="+childBurn.String())
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	defer func() {
 		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("burner: %v", err)
-		}
+		assert.NoError(t, cmd.Wait(), "burner")
 	}()
 	m, err := Start(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := burn(hostBurn); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, burn(hostBurn))
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || line != "burnt\n" {
-		t.Fatalf("burner said %q, %v", line, err)
-	}
+	require.Falsef(t, err != nil || line != "burnt\n", "burner said %q, %v", line, err)
 	u, err := m.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The child's reading at Start may already hold a few ticks of its
 	// start-up; its burn comes after. A tick is 10 ms.
-	if u.Children < childBurn-50*time.Millisecond || u.Children > childBurn+2*time.Second {
-		t.Errorf("children's CPU = %v, want about %v", u.Children, childBurn)
-	}
-	if u.Host < hostBurn {
-		t.Errorf("host CPU = %v, want at least %v", u.Host, hostBurn)
-	}
+	assert.Falsef(t, u.Children < childBurn-50*time.Millisecond || u.Children > childBurn+2*time.Second, "children's CPU = %v, want about %v", u.Children, childBurn)
+	assert.Falsef(t, u.Host < hostBurn, "host CPU = %v, want at least %v", u.Host, hostBurn)
 	if u.Total() != u.Host+u.Children || u.Wall <= 0 {
-		t.Errorf("Total %v, Wall %v", u.Total(), u.Wall)
+		assert.Fail(t, fmt.Sprintf("Total %v, Wall %v", u.Total(), u.Wall))
 	}
 	if rss, err := RSS(cmd.Process.Pid); err != nil || rss <= 0 {
-		t.Errorf("RSS(child) = %d, %v", rss, err)
+		assert.Fail(t, fmt.Sprintf("RSS(child) = %d, %v", rss, err))
 	}
 	if n, err := FDs(cmd.Process.Pid); err != nil || n < 3 {
-		t.Errorf("FDs(child) = %d, %v; want stdin, stdout and stderr at least", n, err)
+		assert.Fail(t, fmt.Sprintf("FDs(child) = %d, %v; want stdin, stdout and stderr at least", n, err))
 	}
 }
 
 func TestSelfProcesses(t *testing.T) {
 	before, err := FDs(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	after, err := FDs(0)
 	f.Close()
-	if err != nil || after != before+1 {
-		t.Errorf("FDs(0) = %d after opening a file, %d before (%v)", after, before, err)
-	}
+	assert.Falsef(t, err != nil || after != before+1, "FDs(0) = %d after opening a file, %d before (%v)", after, before, err)
 	if rss, err := RSS(0); err != nil || rss <= 0 {
-		t.Errorf("RSS(0) = %d, %v", rss, err)
+		assert.Fail(t, fmt.Sprintf("RSS(0) = %d, %v", rss, err))
 	}
 	if c, err := Proc(os.Getpid()); err != nil || c < 0 {
-		t.Errorf("Proc(self) = %v, %v", c, err)
+		assert.Fail(t, fmt.Sprintf("Proc(self) = %v, %v", c, err))
 	}
 }
 
@@ -148,12 +124,12 @@ func TestExitedProcess(t *testing.T) {
 	}
 	pid := cmd.Process.Pid // waited for: /proc has no entry left
 	if _, err := Proc(pid); !errors.Is(err, ErrNoProcess) {
-		t.Errorf("Proc(exited) = %v, want ErrNoProcess", err)
+		assert.Fail(t, fmt.Sprintf("Proc(exited) = %v, want ErrNoProcess", err))
 	}
 	if _, err := RSS(pid); !errors.Is(err, ErrNoProcess) {
-		t.Errorf("RSS(exited) = %v, want ErrNoProcess", err)
+		assert.Fail(t, fmt.Sprintf("RSS(exited) = %v, want ErrNoProcess", err))
 	}
 	if _, err := Start(pid); !errors.Is(err, ErrNoProcess) {
-		t.Errorf("Start(exited) = %v, want ErrNoProcess", err)
+		assert.Fail(t, fmt.Sprintf("Start(exited) = %v, want ErrNoProcess", err))
 	}
 }

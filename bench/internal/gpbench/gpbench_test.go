@@ -3,6 +3,9 @@ package gpbench
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -15,44 +18,38 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestCodecRawBytes(t *testing.T) {
 	in := &Msg{B: []byte("sixty-four bytes, more or less")}
 	b, err := Codec{}.Marshal(in)
-	if err != nil || !bytes.Equal(b, in.B) {
-		t.Fatalf("Marshal(*Msg) = %q, %v; want the bytes themselves", b, err)
-	}
+	require.Falsef(t, err != nil || !bytes.Equal(b, in.B), "Marshal(*Msg) = %q, %v; want the bytes themselves", b, err)
 	var out Msg
 	if err := (Codec{}).Unmarshal(b, &out); err != nil || !bytes.Equal(out.B, in.B) {
-		t.Fatalf("Unmarshal = %q, %v", out.B, err)
+		require.FailNow(t, fmt.Sprintf("Unmarshal = %q, %v", out.B, err))
 	}
 }
 
 func TestCodecFallsBackToProtobuf(t *testing.T) {
 	in := &grpc_health_v1.HealthCheckRequest{Service: "plugin"}
 	b, err := Codec{}.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out grpc_health_v1.HealthCheckRequest
 	if err := (Codec{}).Unmarshal(b, &out); err != nil || !proto.Equal(in, &out) {
-		t.Fatalf("protobuf round trip = %v, %v", &out, err)
+		require.FailNow(t, fmt.Sprintf("protobuf round trip = %v, %v", &out, err))
 	}
 	if _, err := (Codec{}).Marshal(42); err == nil {
-		t.Error("Marshal of an int did not fail")
+		assert.Fail(t, "Marshal of an int did not fail")
 	}
 }
 
 func TestStreamRequest(t *testing.T) {
 	r := StreamRequest{Mode: ModeStream, N: 1 << 40, Size: 64}
 	got, err := parseStreamRequest(r.bytes())
-	if err != nil || got != r {
-		t.Fatalf("round trip = %+v, %v", got, err)
-	}
+	require.Falsef(t, err != nil || got != r, "round trip = %+v, %v", got, err)
 	if _, err := parseStreamRequest(make([]byte, 12)); !errors.Is(err, errRequest) {
-		t.Errorf("short request: %v", err)
+		assert.Fail(t, fmt.Sprintf("short request: %v", err))
 	}
 	if _, err := parseStreamRequest(StreamRequest{Mode: ModeStream, N: 1, Size: MaxMsgSize}.bytes()); err != nil {
-		t.Errorf("a message of MaxMsgSize: %v", err)
+		assert.Fail(t, fmt.Sprintf("a message of MaxMsgSize: %v", err))
 	}
 	big := StreamRequest{Mode: ModeStream, N: 1, Size: MaxMsgSize + 1}
 	if _, err := parseStreamRequest(big.bytes()); !errors.Is(err, errRequest) {
-		t.Errorf("oversized message request: %v", err)
+		assert.Fail(t, fmt.Sprintf("oversized message request: %v", err))
 	}
 }

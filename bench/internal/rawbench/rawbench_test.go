@@ -3,7 +3,9 @@ package rawbench
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"net"
 	"testing"
@@ -36,22 +38,22 @@ func TestCommands(t *testing.T) {
 	for i := range 3 {
 		var hdr [4]byte
 		if _, err := io.ReadFull(c, hdr[:]); err != nil || binary.BigEndian.Uint32(hdr[:]) != 64 {
-			t.Fatalf("message %d: length %v, %v", i, hdr, err)
+			require.FailNow(t, fmt.Sprintf("message %d: length %v, %v", i, hdr, err))
 		}
 		msg := make([]byte, 64)
 		io.ReadFull(c, msg)
 		if binary.LittleEndian.Uint64(msg) != uint64(i) {
-			t.Errorf("message %d numbered %d", i, binary.LittleEndian.Uint64(msg))
+			assert.Fail(t, fmt.Sprintf("message %d numbered %d", i, binary.LittleEndian.Uint64(msg)))
 		}
 	}
 	c.Write(Command(OpCopy, 1000, 300))
 	if n, err := io.CopyN(io.Discard, c, 1000); n != 1000 || err != nil {
-		t.Fatalf("copy: %d, %v", n, err)
+		require.FailNow(t, fmt.Sprintf("copy: %d, %v", n, err))
 	}
 	go c.Write(append(Command(OpEcho, 2, 4), "pingpong"...)) // ends when Serve has read it
 	got := make([]byte, 8)
 	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, []byte("pingpong")) {
-		t.Fatalf("echo = %q, %v", got, err)
+		require.FailNow(t, fmt.Sprintf("echo = %q, %v", got, err))
 	}
 }
 
@@ -60,7 +62,5 @@ func TestBadCommand(t *testing.T) {
 	c, done := serve(t, &result)
 	go c.Write(Command(9, 1, 1)) // ends when Serve has read it
 	<-done
-	if !errors.Is(result, ErrCommand) {
-		t.Fatalf("Serve = %v, want ErrCommand", result)
-	}
+	require.ErrorIsf(t, result, ErrCommand, "Serve = %v, want ErrCommand", result)
 }

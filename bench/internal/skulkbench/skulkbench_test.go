@@ -1,6 +1,9 @@
 package skulkbench
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -11,18 +14,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestCountPayload(t *testing.T) {
 	for _, size := range []int{0, 10, 50, 300} {
 		p := countPayload(nil, 1<<31, string(make([]byte, size)))
-		if err := p.Check(); err != nil {
-			t.Fatalf("size %d: %v", size, err)
-		}
+		require.NoErrorf(t, p.Check(), "size %d", size)
 		var v struct {
 			I   uint32 `json:"i"`
 			Pad string `json:"pad"`
 		}
 		if err := p.Decode(&v); err != nil || v.I != 1<<31 || len(v.Pad) != size {
-			t.Errorf("size %d: decoded %+v, %v", size, v, err)
+			assert.Fail(t, fmt.Sprintf("size %d: decoded %+v, %v", size, v, err))
 		}
 	}
 	if n := len(countPayload(nil, 7, string(make([]byte, 50)))); n != 64 {
-		t.Errorf("count chunk with 50 bytes of padding is %d bytes, want 64", n)
+		assert.Fail(t, fmt.Sprintf("count chunk with 50 bytes of padding is %d bytes, want 64", n))
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,16 +28,14 @@ func decodeCheck(t *testing.T, stdout string) checkReport {
 	t.Helper()
 	var cr checkReport
 	if err := json.Unmarshal([]byte(stdout), &cr); err != nil {
-		t.Fatalf("--json output is not one JSON object: %v\n%s", err, stdout)
+		require.FailNow(t, fmt.Sprintf("--json output is not one JSON object: %v\n%s", err, stdout))
 	}
 	return cr
 }
 
 func TestASIFCheckExamples(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "asif", "check", examples+"tool-call-completed.session.json", "--json")
-	if code != ExitOK || stderr != "" {
-		t.Fatalf("status %d, stderr %q", code, stderr)
-	}
+	require.Falsef(t, code != ExitOK || stderr != "", "status %d, stderr %q", code, stderr)
 	cr := decodeCheck(t, stdout)
 	// No refusal, but the example holds contexts, configurations,
 	// executions and lineage, which the checker does not check: it is not
@@ -42,44 +43,34 @@ func TestASIFCheckExamples(t *testing.T) {
 	if cr.Valid || len(cr.Streams) != 2 || len(cr.Refusals) != 0 ||
 		!slices.Equal(cr.Unchecked, []asif.Family{asif.FamilyContexts, asif.FamilyConfigurations, asif.FamilyExecutions, asif.FamilyLineage}) ||
 		!slices.Equal(cr.NotChecked, asif.UncheckedFamilies()) {
-		t.Fatalf("report %+v", cr)
+		require.FailNow(t, fmt.Sprintf("report %+v", cr))
 	}
 	for _, s := range cr.Streams {
 		switch s.StreamID {
 		case "stream-partial":
-			if s.Status != asif.StreamPartial || s.Size != 24 || s.Executable {
-				t.Errorf("stream-partial %+v", s)
-			}
+			assert.Falsef(t, s.Status != asif.StreamPartial || s.Size != 24 || s.Executable, "stream-partial %+v", s)
 		case "stream-complete":
-			if s.Status != asif.StreamComplete || s.Size != 28 || !s.Executable {
-				t.Errorf("stream-complete %+v", s)
-			}
+			assert.Falsef(t, s.Status != asif.StreamComplete || s.Size != 28 || !s.Executable, "stream-complete %+v", s)
 		}
 	}
 	c := cr.Branches[0].Calls[0]
 	var args bytes.Buffer
-	if err := json.Compact(&args, c.Arguments); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Compact(&args, c.Arguments))
 	if c.CallID != "call-1" || c.EventID != "call-complete" || args.String() != `{"document_id":"meeting-42"}` ||
 		c.ArgumentsStatus != asif.ArgumentsComplete || !c.Terminal || c.Outcome != asif.OutcomeSuccess {
-		t.Fatalf("selected state %+v", c)
+		require.FailNow(t, fmt.Sprintf("selected state %+v", c))
 	}
 	// The raw JSON carries the keys the help promises.
 	for _, k := range []string{`"assembled_bytes": 28`, `"declared_status"`, `"executable": true`, `"arguments_status": "complete"`, `"outcome": "success"`} {
-		if !strings.Contains(stdout, k) {
-			t.Errorf("--json output lacks %s", k)
-		}
+		assert.Falsef(t, !strings.Contains(stdout, k), "--json output lacks %s", k)
 	}
 
 	code, stdout, stderr = runCLI(t, "asif", "check", examples+"tool-call-partial.session.json")
-	if code != ExitOK || stderr != "" {
-		t.Fatalf("partial example: status %d, stderr %q", code, stderr)
-	}
+	require.Falsef(t, code != ExitOK || stderr != "", "partial example: status %d, stderr %q", code, stderr)
 	if !strings.Contains(stdout, ": NOT ESTABLISHED (no refusal, but it holds records of rule families not checked: contexts, configurations, executions) (asif 0.5, 1 streams)") ||
 		strings.Contains(stdout, ": valid") || !strings.Contains(stdout, "  rule families this checker does not check: contexts, configurations, environments,") || !strings.Contains(stdout, "stream stream-partial  tool_arguments of call-partial (call call-1)  partial, 24 B assembled") ||
 		!strings.Contains(stdout, "arguments partial {}") || !strings.Contains(stdout, "open") {
-		t.Fatalf("human output:\n%s", stdout)
+		require.FailNow(t, fmt.Sprintf("human output:\n%s", stdout))
 	}
 }
 
@@ -96,20 +87,16 @@ func TestASIFCheckValid(t *testing.T) {
 	cp["context_id"], cp["configuration_id"] = nil, nil
 	path := writeDoc(t, d)
 	code, stdout, stderr := runCLI(t, "asif", "check", path)
-	if code != ExitOK || stderr != "" || !strings.Contains(stdout, ": valid (asif 0.5, 2 streams)") || strings.Contains(stdout, "not checked, present") {
-		t.Fatalf("status %d, stderr %q, stdout:\n%s", code, stderr, stdout)
-	}
+	require.Falsef(t, code != ExitOK || stderr != "" || !strings.Contains(stdout, ": valid (asif 0.5, 2 streams)") || strings.Contains(stdout, "not checked, present"), "status %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
 	if cr := decodeCheck(t, stdout); code != ExitOK || !cr.Valid || len(cr.Unchecked) != 0 || cr.Unchecked == nil {
-		t.Fatalf("--json: status %d, %+v", code, cr)
+		require.FailNow(t, fmt.Sprintf("--json: status %d, %+v", code, cr))
 	}
 }
 
 func TestASIFCheckRefusals(t *testing.T) {
 	data, err := os.ReadFile(examples + "tool-call-completed.session.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := t.TempDir()
 	tests := []struct {
 		name, old, new, want string
@@ -124,31 +111,19 @@ func TestASIFCheckRefusals(t *testing.T) {
 		{"version", `"asif_version": "0.5"`, `"asif_version": "0.4"`, "asif_version"},
 	}
 	for _, tt := range tests {
-		if !strings.Contains(string(data), tt.old) {
-			t.Fatalf("%s: the example lacks %q", tt.name, tt.old)
-		}
+		require.Falsef(t, !strings.Contains(string(data), tt.old), "%s: the example lacks %q", tt.name, tt.old)
 		path := filepath.Join(dir, tt.name+".json")
-		if err := os.WriteFile(path, []byte(strings.Replace(string(data), tt.old, tt.new, 1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), tt.old, tt.new, 1)), 0o644))
 		code, stdout, stderr := runCLI(t, "asif", "check", path)
-		if code != ExitFailure {
-			t.Errorf("%s: status %d, want %d", tt.name, code, ExitFailure)
-		}
-		if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "refused") {
-			t.Errorf("%s: stderr %q", tt.name, stderr)
-		}
-		if !strings.Contains(stdout, "REFUSED") || !strings.Contains(stdout, tt.want) {
-			t.Errorf("%s: stdout %q", tt.name, stdout)
-		}
+		assert.Falsef(t, code != ExitFailure, "%s: status %d, want %d", tt.name, code, ExitFailure)
+		assert.Falsef(t, strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "refused"), "%s: stderr %q", tt.name, stderr)
+		assert.Falsef(t, !strings.Contains(stdout, "REFUSED") || !strings.Contains(stdout, tt.want), "%s: stdout %q", tt.name, stdout)
 		code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
 		cr := decodeCheck(t, stdout)
-		if code != ExitFailure || cr.Valid || (len(cr.Refusals) == 0 && cr.Error == "") {
-			t.Errorf("%s --json: status %d, %+v", tt.name, code, cr)
-		}
+		assert.Falsef(t, code != ExitFailure || cr.Valid || (len(cr.Refusals) == 0 && cr.Error == ""), "%s --json: status %d, %+v", tt.name, code, cr)
 		if tt.name == "version" && (len(cr.Refusals) != 1 || cr.Refusals[0].Rule != "version_unsupported" ||
 			cr.Refusals[0].Object != "asif_version" || cr.Refusals[0].ObjectID != "0.4" || cr.Error == "") {
-			t.Errorf("version --json: refusals %+v, error %q", cr.Refusals, cr.Error)
+			assert.Fail(t, fmt.Sprintf("version --json: refusals %+v, error %q", cr.Refusals, cr.Error))
 		}
 	}
 }
@@ -156,28 +131,20 @@ func TestASIFCheckRefusals(t *testing.T) {
 func loadExample(t *testing.T) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(examples + "tool-call-completed.session.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var d map[string]any
-	if err := dec.Decode(&d); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, dec.Decode(&d))
 	return d
 }
 
 func writeDoc(t *testing.T, d map[string]any) string {
 	t.Helper()
 	b, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "doc.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
 	return path
 }
 
@@ -208,7 +175,7 @@ func TestASIFCheckTaskAndReferenceRules(t *testing.T) {
 				return e.(map[string]any)
 			}
 		}
-		t.Fatalf("no event %s", id)
+		require.FailNow(t, fmt.Sprintf("no event %s", id))
 		return nil
 	}
 	checkpoint := func(d map[string]any) map[string]any { return d["checkpoints"].([]any)[0].(map[string]any) }
@@ -271,18 +238,14 @@ func TestASIFCheckTaskAndReferenceRules(t *testing.T) {
 		tt.mutate(d)
 		path := writeDoc(t, d)
 		code, stdout, _ := runCLI(t, "asif", "check", path)
-		if code != ExitFailure || !strings.Contains(stdout, "REFUSED") || !strings.Contains(stdout, "refused: rule "+tt.rule.String()) {
-			t.Errorf("%s: status %d, stdout:\n%s", tt.rule, code, stdout)
-		}
+		assert.Falsef(t, code != ExitFailure || !strings.Contains(stdout, "REFUSED") || !strings.Contains(stdout, "refused: rule "+tt.rule.String()), "%s: status %d, stdout:\n%s", tt.rule, code, stdout)
 		code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
 		cr := decodeCheck(t, stdout)
 		found := false
 		for _, r := range cr.Refusals {
 			found = found || (r.Rule == tt.rule.String() && r.ObjectID == tt.id)
 		}
-		if code != ExitFailure || cr.Valid || !found {
-			t.Errorf("%s --json: status %d, refusals %+v", tt.rule, code, cr.Refusals)
-		}
+		assert.Falsef(t, code != ExitFailure || cr.Valid || !found, "%s --json: status %d, refusals %+v", tt.rule, code, cr.Refusals)
 	}
 }
 
@@ -293,35 +256,23 @@ func recordJournal(t *testing.T) (string, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "calls.db")
 	st, err := sqlitestore.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	rec, err := recorder.New(calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: st, Required: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := rec.Begin(ctx, recorder.CallInfo{ID: "t1", Tool: "upper", ToolVersion: "1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r.Request(recorder.RequestInfo{Child: "child-0"})
 	for i, s := range []string{"HELLO ", "WORLD"} {
 		f, err := frame.NewChunk("t1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": s}), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		r.Output(f)
 	}
-	if err := r.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"chunks": 2}))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"chunks": 2}))))
 	text := r.Text()
-	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rec.Close(ctx))
 	return path, text
 }
 
@@ -329,40 +280,26 @@ func TestASIFExportThenCheck(t *testing.T) {
 	db, text := recordJournal(t)
 	out := filepath.Join(t.TempDir(), "t1.asif.json")
 	code, stdout, stderr := runCLI(t, "asif", "export", db, "t1", "-o", out)
-	if code != ExitOK || stdout != "" || !strings.HasPrefix(stderr, "wrote "+out) {
-		t.Fatalf("export: status %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
+	require.Falsef(t, code != ExitOK || stdout != "" || !strings.HasPrefix(stderr, "wrote "+out), "export: status %d, stdout %q, stderr %q", code, stdout, stderr)
 	code, stdout, stderr = runCLI(t, "asif", "check", out, "--json")
-	if code != ExitOK || stderr != "" {
-		t.Fatalf("check: status %d, stderr %q", code, stderr)
-	}
+	require.Falsef(t, code != ExitOK || stderr != "", "check: status %d, stderr %q", code, stderr)
 	cr := decodeCheck(t, stdout)
-	if len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len(text) {
-		t.Fatalf("streams %+v (caller saw %q)", cr.Streams, text)
-	}
+	require.Falsef(t, len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len(text), "streams %+v (caller saw %q)", cr.Streams, text)
 	// The assembled text itself, checked from the document.
 	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep, err := asif.Check(data, asif.Options{})
 	if err != nil || string(rep.Streams[0].Bytes) != text {
-		t.Fatalf("assembled %q, caller saw %q (%v)", rep.Streams[0].Bytes, text, err)
+		require.FailNow(t, fmt.Sprintf("assembled %q, caller saw %q (%v)", rep.Streams[0].Bytes, text, err))
 	}
 
 	// A window after the request: the call is an external binding.
 	code, stdout, stderr = runCLI(t, "asif", "export", db, "t1", "--after", "2")
-	if code != ExitOK || stderr != "" {
-		t.Fatalf("export --after: status %d, stderr %q", code, stderr)
-	}
-	if !strings.Contains(stdout, `"external_bindings"`) || strings.Contains(stdout, `"kind": "tool_call"`) {
-		t.Fatalf("window document:\n%s", stdout)
-	}
+	require.Falsef(t, code != ExitOK || stderr != "", "export --after: status %d, stderr %q", code, stderr)
+	require.Falsef(t, !strings.Contains(stdout, `"external_bindings"`) || strings.Contains(stdout, `"kind": "tool_call"`), "window document:\n%s", stdout)
 	code, stdout, _ = runCLI(t, "asif", "check", "-", "--json")
 	_ = stdout
-	if code != ExitFailure {
-		t.Fatalf("empty standard input: status %d", code)
-	}
+	require.Falsef(t, code != ExitFailure, "empty standard input: status %d", code)
 }
 
 func TestASIFExportErrors(t *testing.T) {
@@ -385,15 +322,11 @@ func TestASIFExportErrors(t *testing.T) {
 	}
 	for _, tt := range cases {
 		code, stdout, stderr := runCLI(t, tt.args...)
-		if code != tt.code || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tt.want) {
-			t.Errorf("%q: status %d, stdout %q, stderr %q", tt.args, code, stdout, stderr)
-		}
+		assert.Falsef(t, code != tt.code || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tt.want), "%q: status %d, stdout %q, stderr %q", tt.args, code, stdout, stderr)
 	}
 	code, stdout, _ := runCLI(t, "help", "asif")
 	for _, w := range []string{"--after", "--until", "--tools", "-o FILE", "--json", "Example"} {
-		if code != ExitOK || !strings.Contains(stdout, w) {
-			t.Errorf("help asif does not mention %s", w)
-		}
+		assert.Falsef(t, code != ExitOK || !strings.Contains(stdout, w), "help asif does not mention %s", w)
 	}
 }
 
@@ -407,18 +340,12 @@ func TestASIFExportRealCalls(t *testing.T) {
 	}
 	dir := t.TempDir()
 	child, err := skulktest.BuildIn(dir, "github.com/skulkrt/skulk/cmd/skulk-child")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	db := filepath.Join(dir, "calls.db")
 	toolsFile := filepath.Join(dir, "tools.json")
 	code, stdout, stderr := runCLI(t, "tools", "--json", "--", child, "--test-tools")
-	if code != ExitOK {
-		t.Fatalf("tools: %d %s", code, stderr)
-	}
-	if err := os.WriteFile(toolsFile, []byte(stdout), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.Falsef(t, code != ExitOK, "tools: %d %s", code, stderr)
+	require.NoError(t, os.WriteFile(toolsFile, []byte(stdout), 0o644))
 	call := func(stdin string, args ...string) (tree, out string, status int) {
 		t.Helper()
 		var o, e bytes.Buffer
@@ -426,70 +353,56 @@ func TestASIFExportRealCalls(t *testing.T) {
 		_, rest, ok := strings.Cut(e.String(), "journal: tree ")
 		tree, _, _ = strings.Cut(rest, " ")
 		if !ok || tree == "" {
-			t.Fatalf("call %q: no tree on stderr %q", args, e.String())
+			require.FailNow(t, fmt.Sprintf("call %q: no tree on stderr %q", args, e.String()))
 		}
 		return tree, o.String(), status
 	}
 	check := func(path string) checkReport {
 		t.Helper()
 		code, stdout, stderr := runCLI(t, "asif", "check", path, "--json")
-		if code != ExitOK {
-			t.Fatalf("check %s: status %d, %s\n%s", path, code, stderr, stdout)
-		}
+		require.Falsef(t, code != ExitOK, "check %s: status %d, %s\n%s", path, code, stderr, stdout)
 		return decodeCheck(t, stdout)
 	}
 
 	tree, out, status := call("hello\nwörld\n", "upper", "--journal", db, "--input", "-", "--", child)
-	if status != ExitOK || out != "HELLO\nWÖRLD\n" {
-		t.Fatalf("upper: %d %q", status, out)
-	}
+	require.Falsef(t, status != ExitOK || out != "HELLO\nWÖRLD\n", "upper: %d %q", status, out)
 	full := filepath.Join(dir, "upper.json")
 	if code, _, stderr := runCLI(t, "asif", "export", db, tree, "--tools", toolsFile, "-o", full); code != ExitOK {
-		t.Fatalf("export: %d %s", code, stderr)
+		require.FailNow(t, fmt.Sprintf("export: %d %s", code, stderr))
 	}
 	cr := check(full)
-	if len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len("HELLO\nWÖRLD\n") {
-		t.Fatalf("upper streams %+v", cr.Streams)
-	}
+	require.Falsef(t, len(cr.Streams) != 1 || cr.Streams[0].Status != asif.StreamComplete || cr.Streams[0].Size != len("HELLO\nWÖRLD\n"), "upper streams %+v", cr.Streams)
 	data, err := os.ReadFile(full)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep, err := asif.Check(data, asif.Options{})
 	if err != nil || string(rep.Streams[0].Bytes) != "HELLO\nWÖRLD\n" {
-		t.Fatalf("assembled %q (%v)", rep.Streams[0].Bytes, err)
+		require.FailNow(t, fmt.Sprintf("assembled %q (%v)", rep.Streams[0].Bytes, err))
 	}
-	if strings.Contains(string(data), "tool_definition_incomplete") {
-		t.Fatal("tools given, yet a tool definition is incomplete")
-	}
+	require.False(t, strings.Contains(string(data), "tool_definition_incomplete"), "tools given, yet a tool definition is incomplete")
 
 	// A window after the first output: binding, no call event.
 	late := filepath.Join(dir, "upper-late.json")
 	if code, _, stderr := runCLI(t, "asif", "export", db, tree, "--after", "4", "-o", late); code != ExitOK {
-		t.Fatalf("export --after: %d %s", code, stderr)
+		require.FailNow(t, fmt.Sprintf("export --after: %d %s", code, stderr))
 	}
 	cr = check(late)
 	c := cr.Branches[0].Calls[0]
-	if c.External == nil || c.EventID != "" || !c.Terminal || c.Outcome != asif.OutcomeSuccess {
-		t.Fatalf("late call %+v", c)
-	}
+	require.Falsef(t, c.External == nil || c.EventID != "" || !c.Terminal || c.Outcome != asif.OutcomeSuccess, "late call %+v", c)
 	if data, _ := os.ReadFile(late); strings.Contains(string(data), `"kind": "tool_call"`) {
-		t.Fatal("the window invented a tool_call")
+		require.FailNow(t, "the window invented a tool_call")
 	}
 
 	tree, _, status = call("", "crash", "--args", `{"after": 2}`, "--journal", db, "--", child, "--test-tools")
-	if status != ExitUnreachable {
-		t.Fatalf("crash: status %d", status)
-	}
+	require.Falsef(t, status != ExitUnreachable, "crash: status %d", status)
 	crash := filepath.Join(dir, "crash.json")
 	if code, _, stderr := runCLI(t, "asif", "export", db, tree, "-o", crash); code != ExitOK {
-		t.Fatalf("export crash: %d %s", code, stderr)
+		require.FailNow(t, fmt.Sprintf("export crash: %d %s", code, stderr))
 	}
 	if c := check(crash).Branches[0].Calls[0]; !c.Terminal || c.Outcome != asif.OutcomeError {
-		t.Fatalf("crash call %+v", c)
+		require.FailNow(t, fmt.Sprintf("crash call %+v", c))
 	}
 	if data, _ := os.ReadFile(crash); !strings.Contains(string(data), `"mode": "synthetic"`) || !strings.Contains(string(data), "synthetic_outcome") {
-		t.Fatal("the crash's outcome is not marked synthetic")
+		require.FailNow(t, "the crash's outcome is not marked synthetic")
 	}
 }
 
@@ -501,29 +414,19 @@ func TestASIFExportRealCalls(t *testing.T) {
 func TestASIFExportStreamedArguments(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "calls.db")
 	st, err := sqlitestore.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	rec, err := recorder.New(calllog.Options{FullContent: true, Journal: &calllog.Journal{Store: st, Required: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := rec.Begin(ctx, recorder.CallInfo{ID: "s1", Tool: "read-notes", ArgumentsStreamed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r.Arguments(`{"document_id":"meeting-`) // seq 2
 	r.Arguments(`42"}`)
 	r.Request(recorder.RequestInfo{Child: "child-0", Args: frame.MustPayload(map[string]any{"document_id": "meeting-42"})})
-	if err := r.End(ctx, recorder.Done(nil)); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.End(ctx, recorder.Done(nil)))
+	require.NoError(t, rec.Close(ctx))
 	dir := t.TempDir()
 	for _, w := range []struct {
 		file, flag string
@@ -535,21 +438,15 @@ func TestASIFExportStreamedArguments(t *testing.T) {
 	} {
 		out := filepath.Join(dir, w.file)
 		if code, _, stderr := runCLI(t, "asif", "export", path, "s1", w.flag, "2", "-o", out); code != ExitOK {
-			t.Fatalf("%s: %d %s", w.file, code, stderr)
+			require.FailNow(t, fmt.Sprintf("%s: %d %s", w.file, code, stderr))
 		}
 		code, stdout, stderr := runCLI(t, "asif", "check", out, "--json")
-		if code != ExitOK {
-			t.Fatalf("%s: %d %s", w.file, code, stderr)
-		}
+		require.Falsef(t, code != ExitOK, "%s: %d %s", w.file, code, stderr)
 		cr := decodeCheck(t, stdout)
 		c := cr.Branches[0].Calls[0]
 		last := cr.Streams[len(cr.Streams)-1]
-		if c.ArgumentsStatus != w.status || last.Executable != w.executable || c.External != nil {
-			t.Fatalf("%s: call %+v, stream %+v", w.file, c, last)
-		}
-		if w.executable && (last.Size != 28 || !c.Terminal) {
-			t.Fatalf("%s: stream %+v (the example's is 28 bytes), call %+v", w.file, last, c)
-		}
+		require.Falsef(t, c.ArgumentsStatus != w.status || last.Executable != w.executable || c.External != nil, "%s: call %+v, stream %+v", w.file, c, last)
+		require.Falsef(t, w.executable && (last.Size != 28 || !c.Terminal), "%s: stream %+v (the example's is 28 bytes), call %+v", w.file, last, c)
 	}
 }
 
@@ -565,12 +462,10 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay", filepath.Join(t.TempDir(), "missing.db"), "t1"}, "cannot open the journal"},
 	} {
 		code, stdout, stderr := runCLI(t, tt.args...)
-		if code != ExitFailure || stdout != "" || !strings.Contains(stderr, tt.want) {
-			t.Errorf("%q: status %d, stdout %q, stderr %q", tt.args, code, stdout, stderr)
-		}
+		assert.Falsef(t, code != ExitFailure || stdout != "" || !strings.Contains(stderr, tt.want), "%q: status %d, stdout %q, stderr %q", tt.args, code, stdout, stderr)
 	}
 	if code, stdout, stderr := runCLI(t, "replay", db, "t1"); code != ExitOK || !strings.Contains(stdout, "call t1 upper") {
-		t.Errorf("replay t1: status %d, stdout %q, stderr %q", code, stdout, stderr)
+		assert.Fail(t, fmt.Sprintf("replay t1: status %d, stdout %q, stderr %q", code, stdout, stderr))
 	}
 }
 
@@ -579,9 +474,7 @@ func TestReplayErrors(t *testing.T) {
 // text, and --json keeps them exact.
 func TestASIFCheckEscapesHuman(t *testing.T) {
 	data, err := os.ReadFile(examples + "tool-call-completed.session.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// JSON escapes in the document's text: a window title, a clear
 	// screen, a red colour with a carriage return, a right-to-left
 	// override.
@@ -597,24 +490,16 @@ func TestASIFCheckEscapesHuman(t *testing.T) {
 		// the refusal names that stream.
 		{`"meeting-42"`, "\"meeting\u009b2J-42\u202e\""},
 	} {
-		if !strings.Contains(doc, r.old) {
-			t.Fatalf("the example lacks %s", r.old)
-		}
+		require.Falsef(t, !strings.Contains(doc, r.old), "the example lacks %s", r.old)
 		doc = strings.ReplaceAll(doc, r.old, r.new)
 	}
 	path := filepath.Join(t.TempDir(), "evil.json")
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(doc), 0o644))
 
 	code, stdout, stderr := runCLI(t, "asif", "check", path)
-	if code != ExitFailure {
-		t.Fatalf("status %d, want %d; stderr %q, stdout:\n%s", code, ExitFailure, stderr, stdout)
-	}
+	require.Falsef(t, code != ExitFailure, "status %d, want %d; stderr %q, stdout:\n%s", code, ExitFailure, stderr, stdout)
 	for i, r := range stdout + stderr {
-		if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e {
-			t.Fatalf("control character %U at %d in the human output: %q, stderr %q", r, i, stdout, stderr)
-		}
+		require.Falsef(t, r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e, "control character %U at %d in the human output: %q, stderr %q", r, i, stdout, stderr)
 	}
 	for _, want := range []string{
 		`refused: rule stream_arguments_mismatch (stream "stream-complete\x1b[8m")`,
@@ -622,20 +507,16 @@ func TestASIFCheckEscapesHuman(t *testing.T) {
 		`stream stream\x1b[1;31m-partial\r  tool_arguments of call-partial (call call-1\x1b]0;pwned\x07)`,
 		`call call-1\x1b]0;pwned\x07  read\x1b[2Jnotes\u202e, event call-complete; arguments complete {"document_id":"meeting\u009b2J-42\u202e"}`,
 	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("the human output lacks %s:\n%s", want, stdout)
-		}
+		assert.Falsef(t, !strings.Contains(stdout, want), "the human output lacks %s:\n%s", want, stdout)
 	}
 
 	code, stdout, _ = runCLI(t, "asif", "check", "--json", path)
 	cr := decodeCheck(t, stdout)
-	if code != ExitFailure || len(cr.Branches) == 0 || len(cr.Branches[0].Calls) == 0 || len(cr.Refusals) != 1 || cr.Refusals[0].ObjectID != "stream-complete\x1b[8m" {
-		t.Fatalf("--json: status %d, %+v", code, cr)
-	}
+	require.Falsef(t, code != ExitFailure || len(cr.Branches) == 0 || len(cr.Branches[0].Calls) == 0 || len(cr.Refusals) != 1 || cr.Refusals[0].ObjectID != "stream-complete\x1b[8m", "--json: status %d, %+v", code, cr)
 	c := cr.Branches[0].Calls[0]
 	var args bytes.Buffer
 	json.Compact(&args, c.Arguments)
 	if c.CallID != "call-1\x1b]0;pwned\x07" || c.ToolID != "read\x1b[2Jnotes\u202e" || args.String() != "{\"document_id\":\"meeting\u009b2J-42\u202e\"}" {
-		t.Fatalf("--json is not exact: call %q, tool %q, arguments %s", c.CallID, c.ToolID, args.String())
+		require.FailNow(t, fmt.Sprintf("--json is not exact: call %q, tool %q, arguments %s", c.CallID, c.ToolID, args.String()))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,19 +31,17 @@ func TestExitStatusesAreDistinct(t *testing.T) {
 	seen := map[int]string{}
 	for _, e := range exitTable {
 		if prev, ok := seen[e.status]; ok {
-			t.Fatalf("status %d used for %q and %q", e.status, prev, e.meaning)
+			require.FailNow(t, fmt.Sprintf("status %d used for %q and %q", e.status, prev, e.meaning))
 		}
 		seen[e.status] = e.meaning
 	}
 	for _, c := range []frame.Code{frame.CodeProviderError, frame.CodeTransportError, frame.CodeUnreachable, frame.CodeCancelled, frame.CodeTimeout, frame.CodeInvalidFrame} {
 		s := ExitForCode(c)
 		if _, ok := seen[s]; !ok || s == ExitOK || s == ExitFailure || s == ExitUsage {
-			t.Errorf("code %s → status %d, not a documented code status", c, s)
+			assert.Fail(t, fmt.Sprintf("code %s → status %d, not a documented code status", c, s))
 		}
 	}
-	if len(seen) != len(exitTable) {
-		t.Fatal("exit table has duplicates")
-	}
+	require.False(t, len(seen) != len(exitTable), "exit table has duplicates")
 }
 
 func TestExitForTerminal(t *testing.T) {
@@ -60,7 +60,7 @@ func TestExitForTerminal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		if got := ExitForTerminal(tt.f); got != tt.want {
-			t.Errorf("%s: got %d, want %d", tt.f.Kind, got, tt.want)
+			assert.Fail(t, fmt.Sprintf("%s: got %d, want %d", tt.f.Kind, got, tt.want))
 		}
 	}
 }
@@ -82,7 +82,7 @@ func TestRefusalStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		if got := statusOf(refusal("t", tt.err)); got != tt.want {
-			t.Errorf("%v: status %d, want %d", tt.err, got, tt.want)
+			assert.Fail(t, fmt.Sprintf("%v: status %d, want %d", tt.err, got, tt.want))
 		}
 	}
 }
@@ -90,15 +90,11 @@ func TestRefusalStatus(t *testing.T) {
 func TestJSONLineStarted(t *testing.T) {
 	var out bytes.Buffer
 	f, err := frame.NewStarted("c-1", frame.ProviderToCaller)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := newLineEncoder(&out).encode(f, ""); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, newLineEncoder(&out).encode(f, ""))
 	want := `{"call_id":"c-1","direction":"provider_to_caller","sequence":0,"kind":"started","synthetic":false,"payload":null,"media":null,"error":null}` + "\n"
 	if out.String() != want {
-		t.Fatalf("got  %s\nwant %s", out.String(), want)
+		require.FailNow(t, fmt.Sprintf("got  %s\nwant %s", out.String(), want))
 	}
 }
 
@@ -107,18 +103,14 @@ func TestJSONLineInlineMediaIsDigested(t *testing.T) {
 	dur := 0.5
 	f, err := frame.NewChunk("c-1", frame.ProviderToCaller, 3, frame.MustPayload(map[string]any{"i": 2, "tag": "<a&b>"}),
 		&frame.InlineMedia{Data: []byte("abc"), MediaType: "audio/pcm", SampleRate: 16000, Channels: 1, DurationSeconds: &dur})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := newLineEncoder(&out).encode(f, "/tmp/x/media-000003.pcm"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, newLineEncoder(&out).encode(f, "/tmp/x/media-000003.pcm"))
 	want := `{"call_id":"c-1","direction":"provider_to_caller","sequence":3,"kind":"chunk","synthetic":false,` +
 		`"payload":{"i":2,"tag":"<a&b>"},"media":{"kind":"inline","media_type":"audio/pcm","sample_rate":16000,"channels":1,` +
 		`"duration_seconds":0.5,"data":{"size":3,"sha256":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",` +
 		`"file":"/tmp/x/media-000003.pcm"}},"error":null}` + "\n"
 	if out.String() != want {
-		t.Fatalf("got  %s\nwant %s", out.String(), want)
+		require.FailNow(t, fmt.Sprintf("got  %s\nwant %s", out.String(), want))
 	}
 }
 
@@ -126,46 +118,32 @@ func TestJSONLineSyntheticFailedAndBlob(t *testing.T) {
 	var out bytes.Buffer
 	enc := newLineEncoder(&out)
 	f, err := frame.NewFailed("c-2", frame.ProviderToCaller, 4, frame.CodeUnreachable, "child died")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f.Synthetic = true
-	if err := enc.encode(f, ""); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, enc.encode(f, ""))
 	blob := &frame.BlobMedia{BlobID: "b1", SizeBytes: 0, SHA256: strings.Repeat("a", 64), MediaType: "image/png"}
 	g, err := frame.NewChunk("c-2", frame.ProviderToCaller, 1, nil, blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.encode(g, ""); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, enc.encode(g, ""))
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 2 {
-		t.Fatalf("want 2 lines, got %q", out.String())
+		require.FailNow(t, fmt.Sprintf("want 2 lines, got %q", out.String()))
 	}
 	var got []map[string]any
 	for _, l := range lines {
 		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("line %q: %v", l, err)
-		}
-		if len(m) != 8 {
-			t.Errorf("line %q has %d keys, want the 8 of the contract", l, len(m))
-		}
+		require.NoErrorf(t, json.Unmarshal([]byte(l), &m), "line %q", l)
+		assert.EqualValuesf(t, 8, len(m), "line %q has %d keys, want the 8 of the contract", l, len(m))
 		got = append(got, m)
 	}
 	if got[0]["synthetic"] != true || got[0]["kind"] != "failed" {
-		t.Errorf("failed line: %v", got[0])
+		assert.Fail(t, fmt.Sprintf("failed line: %v", got[0]))
 	}
 	if e := got[0]["error"].(map[string]any); e["code"] != "unreachable" || e["message"] != "child died" {
-		t.Errorf("error: %v", e)
+		assert.Fail(t, fmt.Sprintf("error: %v", e))
 	}
 	m := got[1]["media"].(map[string]any)
-	if m["kind"] != "blob" || m["blob_id"] != "b1" || m["size_bytes"] != 0.0 || m["data"] != nil {
-		t.Errorf("blob media: %v", m)
-	}
+	assert.Falsef(t, m["kind"] != "blob" || m["blob_id"] != "b1" || m["size_bytes"] != 0.0 || m["data"] != nil, "blob media: %v", m)
 }
 
 func TestInputPayload(t *testing.T) {
@@ -179,11 +157,9 @@ func TestInputPayload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		p, err := inputPayload(tt.line)
-		if err != nil {
-			t.Fatalf("%q: %v", tt.line, err)
-		}
+		require.NoErrorf(t, err, "%q", tt.line)
 		if got := compactJSON(p); got != tt.want {
-			t.Errorf("%q: got %s, want %s", tt.line, got, tt.want)
+			assert.Fail(t, fmt.Sprintf("%q: got %s, want %s", tt.line, got, tt.want))
 		}
 	}
 }
@@ -192,9 +168,7 @@ func TestPrintHuman(t *testing.T) {
 	var out bytes.Buffer
 	chunk := func(seq uint64, p frame.Payload, m frame.Media) frame.Frame {
 		f, err := frame.NewChunk("c", frame.ProviderToCaller, seq, p, m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return f
 	}
 	printHuman(&out, chunk(1, frame.MustPayload(map[string]any{"text": "HELLO"}), nil), "", false)
@@ -205,28 +179,20 @@ func TestPrintHuman(t *testing.T) {
 	printHuman(&out, done, "", false)
 	want := "HELLO\nline\n{\"i\":0}\n[media #4 application/octet-stream, 3 B, sha256 ba7816bf8f01cfea, saved to d/media-000004.bin]\n"
 	if out.String() != want {
-		t.Fatalf("got  %q\nwant %q", out.String(), want)
+		require.FailNow(t, fmt.Sprintf("got  %q\nwant %q", out.String(), want))
 	}
 }
 
 func TestSaveMedia(t *testing.T) {
 	dir := t.TempDir()
 	path, err := saveMedia(dir, 7, &frame.InlineMedia{Data: []byte("xyz"), MediaType: "audio/wav; rate=8000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasSuffix(path, "/media-000007.wav") {
-		t.Fatalf("path %s", path)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, !strings.HasSuffix(path, "/media-000007.wav"), "path %s", path)
 	path, err = saveMedia(dir, 8, &frame.InlineMedia{Data: nil, MediaType: "x/unknown"})
-	if err != nil || !strings.HasSuffix(path, "/media-000008.bin") {
-		t.Fatalf("path %s, %v", path, err)
-	}
+	require.Falsef(t, err != nil || !strings.HasSuffix(path, "/media-000008.bin"), "path %s, %v", path, err)
 	// Media types are not case-sensitive.
 	path, err = saveMedia(dir, 9, &frame.InlineMedia{Data: []byte("png"), MediaType: "IMAGE/PNG"})
-	if err != nil || !strings.HasSuffix(path, "/media-000009.png") {
-		t.Fatalf("path %s, %v", path, err)
-	}
+	require.Falsef(t, err != nil || !strings.HasSuffix(path, "/media-000009.png"), "path %s, %v", path, err)
 }
 
 func TestFormatting(t *testing.T) {
@@ -242,9 +208,7 @@ func TestFormatting(t *testing.T) {
 		{renderProgress(12345, 3_000_000, 1500*time.Millisecond), "  12,345 frames  3.0 MB  2.0 MB/s  1.50s elapsed"},
 	}
 	for _, tt := range tests {
-		if tt.got != tt.want {
-			t.Errorf("got %q, want %q", tt.got, tt.want)
-		}
+		assert.Falsef(t, tt.got != tt.want, "got %q, want %q", tt.got, tt.want)
 	}
 }
 
@@ -274,28 +238,26 @@ func TestProgressDrawsAfterDelayAndClears(t *testing.T) {
 		time.Sleep(progressDelay - time.Millisecond)
 		synctest.Wait()
 		if term.String() != "" {
-			t.Fatalf("drawn before the delay: %q", term.String())
+			require.FailNow(t, fmt.Sprintf("drawn before the delay: %q", term.String()))
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
 		s := term.String()
-		if !strings.Contains(s, clearLine+"  10 frames  2.0 MB") || !strings.Contains(s, "elapsed") {
-			t.Fatalf("no progress line: %q", s)
-		}
+		require.Falsef(t, !strings.Contains(s, clearLine+"  10 frames  2.0 MB") || !strings.Contains(s, "elapsed"), "no progress line: %q", s)
 		var stdout bytes.Buffer
 		p.above(func() { stdout.WriteString("out\n") })
 		if !strings.HasSuffix(term.String(), "elapsed"+clearLine) {
-			t.Fatalf("above did not erase the line first: %q", term.String())
+			require.FailNow(t, fmt.Sprintf("above did not erase the line first: %q", term.String()))
 		}
 		time.Sleep(progressEvery)
 		synctest.Wait()
 		p.finish()
 		p.finish()
 		if !strings.HasSuffix(term.String(), clearLine) {
-			t.Fatalf("finish did not erase the line: %q", term.String())
+			require.FailNow(t, fmt.Sprintf("finish did not erase the line: %q", term.String()))
 		}
 		if n := strings.Count(term.String(), "frames"); n < 2 {
-			t.Fatalf("line not redrawn after above: %d draws", n)
+			require.FailNow(t, fmt.Sprintf("line not redrawn after above: %d draws", n))
 		}
 	})
 }
@@ -307,7 +269,7 @@ func TestProgressNotDrawnForShortCalls(t *testing.T) {
 		time.Sleep(progressDelay / 2)
 		p.finish()
 		if term.String() != "" {
-			t.Fatalf("a short call drew %q", term.String())
+			require.FailNow(t, fmt.Sprintf("a short call drew %q", term.String()))
 		}
 	})
 }
@@ -318,9 +280,7 @@ func TestNilProgress(t *testing.T) {
 	ran := false
 	p.above(func() { ran = true })
 	p.finish()
-	if !ran {
-		t.Fatal("above on nil progress did not run write")
-	}
+	require.False(t, !ran, "above on nil progress did not run write")
 }
 
 func TestParseArgsIntersperse(t *testing.T) {
@@ -328,15 +288,13 @@ func TestParseArgsIntersperse(t *testing.T) {
 	j := fs.Bool("json", false, "")
 	a := fs.String("args", "", "")
 	pos, child, err := parseArgs(fs, []string{"--json", "count", "--args", `{"n":1}`, "--", "./c", "--json", "--"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !*j || *a != `{"n":1}` || strings.Join(pos, ",") != "count" || strings.Join(child, " ") != "./c --json --" {
-		t.Fatalf("json=%v args=%q pos=%q child=%q", *j, *a, pos, child)
+		require.FailNow(t, fmt.Sprintf("json=%v args=%q pos=%q child=%q", *j, *a, pos, child))
 	}
 	_, _, err = parseArgs(flag.NewFlagSet("x", flag.ContinueOnError), []string{"--nope"})
 	if statusOf(err) != ExitUsage {
-		t.Fatalf("unknown flag: status %d (%v)", statusOf(err), err)
+		require.FailNow(t, fmt.Sprintf("unknown flag: status %d (%v)", statusOf(err), err))
 	}
 }
 
@@ -368,15 +326,9 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	}
 	for _, args := range cases {
 		code, stdout, stderr := runCLI(t, args...)
-		if code != ExitUsage {
-			t.Errorf("%q: status %d, want %d", args, code, ExitUsage)
-		}
-		if stdout != "" {
-			t.Errorf("%q: wrote to stdout: %q", args, stdout)
-		}
-		if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "skulk-host") || !strings.Contains(stderr, "help") {
-			t.Errorf("%q: want one line that points at help, got %q", args, stderr)
-		}
+		assert.Falsef(t, code != ExitUsage, "%q: status %d, want %d", args, code, ExitUsage)
+		assert.EqualValuesf(t, "", stdout, "%q: wrote to stdout: %q", args, stdout)
+		assert.Falsef(t, strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "skulk-host") || !strings.Contains(stderr, "help"), "%q: want one line that points at help, got %q", args, stderr)
 	}
 }
 
@@ -396,12 +348,8 @@ func TestUsageErrorsDoNotEchoArguments(t *testing.T) {
 		{"call", "count", "-v=" + typed, "--", "x"},
 	} {
 		code, _, stderr := runCLI(t, args...)
-		if code != ExitUsage {
-			t.Errorf("%q: status %d, want %d", args, code, ExitUsage)
-		}
-		if strings.Contains(stderr, typed) {
-			t.Errorf("%q: the message echoes the argument: %q", args, stderr)
-		}
+		assert.Falsef(t, code != ExitUsage, "%q: status %d, want %d", args, code, ExitUsage)
+		assert.Falsef(t, strings.Contains(stderr, typed), "%q: the message echoes the argument: %q", args, stderr)
 	}
 }
 
@@ -415,48 +363,34 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	for cmd, want := range flags {
 		for _, args := range [][]string{{"help", cmd}, {cmd, "-h"}, {cmd, "--help"}} {
 			code, stdout, stderr := runCLI(t, args...)
-			if code != ExitOK || stderr != "" {
-				t.Fatalf("%q: status %d, stderr %q", args, code, stderr)
-			}
+			require.Falsef(t, code != ExitOK || stderr != "", "%q: status %d, stderr %q", args, code, stderr)
 			if !strings.HasPrefix(stdout, "usage: skulk-host "+cmd) {
-				t.Errorf("%q: no usage line: %q", args, stdout[:min(len(stdout), 60)])
+				assert.Fail(t, fmt.Sprintf("%q: no usage line: %q", args, stdout[:min(len(stdout), 60)]))
 			}
 			for _, w := range want {
-				if !strings.Contains(stdout, w) {
-					t.Errorf("%q: help does not mention %s", args, w)
-				}
+				assert.Falsef(t, !strings.Contains(stdout, w), "%q: help does not mention %s", args, w)
 			}
 		}
 	}
 	code, stdout, _ := runCLI(t, "help")
-	if code != ExitOK {
-		t.Fatalf("help: status %d", code)
-	}
+	require.Falsef(t, code != ExitOK, "help: status %d", code)
 	for _, c := range []string{"demo", "call", "tools", "bench", "help"} {
-		if !strings.Contains(stdout, "\n    "+c) {
-			t.Errorf("help does not list %s", c)
-		}
+		assert.Falsef(t, !strings.Contains(stdout, "\n    "+c), "help does not list %s", c)
 	}
-	if strings.Contains(stdout, ChildMode) {
-		t.Error("help lists the hidden child mode")
-	}
+	assert.False(t, strings.Contains(stdout, ChildMode), "help lists the hidden child mode")
 }
 
 func TestCallStartFailureStatus(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "call", "count", "--", "/bin/true")
-	if code != ExitStart || stdout != "" {
-		t.Fatalf("status %d, stdout %q", code, stdout)
-	}
-	if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "could not start the child") {
-		t.Fatalf("stderr %q", stderr)
-	}
+	require.Falsef(t, code != ExitStart || stdout != "", "status %d, stdout %q", code, stdout)
+	require.Falsef(t, strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "could not start the child"), "stderr %q", stderr)
 }
 
 func TestPanicBecomesOneLine(t *testing.T) {
 	cmd := &command{name: "boom", run: func(context.Context, []string, Env) error { panic("kaboom") }}
 	err := runRecovered(context.Background(), cmd, nil, Env{})
 	if statusOf(err) != ExitFailure || !strings.Contains(err.Error(), "internal error: kaboom") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("got %v (status %d)", err, statusOf(err))
+		require.FailNow(t, fmt.Sprintf("got %v (status %d)", err, statusOf(err)))
 	}
 }
 
@@ -464,14 +398,12 @@ func TestPanicBecomesOneLine(t *testing.T) {
 // over it is refused, not read whole.
 func TestReadMediaBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.bin")
-	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte("0123456789"), 0o644))
 	if data, err := readMedia(path, 10); err != nil || string(data) != "0123456789" {
-		t.Fatalf("at the bound: %q, %v", data, err)
+		require.FailNow(t, fmt.Sprintf("at the bound: %q, %v", data, err))
 	}
 	if _, err := readMedia(path, 9); !errors.Is(err, errMediaTooLarge) {
-		t.Fatalf("over the bound: %v, want errMediaTooLarge", err)
+		require.FailNow(t, fmt.Sprintf("over the bound: %v, want errMediaTooLarge", err))
 	}
 }
 
@@ -480,9 +412,7 @@ func TestReadMediaBounded(t *testing.T) {
 func TestFollowTakeoverLineIsJSON(t *testing.T) {
 	var b bytes.Buffer
 	step := calllog.Step{TakenOverFrom: "w1\x1b[2J\u202e", Event: calllog.Event{Kind: calllog.KindStarted, Tree: "t1", Writer: "w2\x07", Seq: 7, Call: "t1", Tool: "upper", At: time.Unix(1, 0)}}
-	if err := printStep(&b, step); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, printStep(&b, step))
 	line, _, _ := strings.Cut(b.String(), "\n")
 	var got struct {
 		Takeover struct {
@@ -491,6 +421,6 @@ func TestFollowTakeoverLineIsJSON(t *testing.T) {
 		}
 	}
 	if err := json.Unmarshal([]byte(line), &got); err != nil || got.Takeover.From != step.TakenOverFrom || got.Takeover.To != "w2\x07" || got.Takeover.Seq != 7 {
-		t.Fatalf("takeover line %q: %v, %+v", line, err, got)
+		require.FailNow(t, fmt.Sprintf("takeover line %q: %v, %+v", line, err, got))
 	}
 }

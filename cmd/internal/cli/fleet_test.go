@@ -85,7 +85,7 @@ func TestServeAndCallVia(t *testing.T) {
 	case code := <-done:
 		assert.Equal(t, ExitOK, code, serr.String())
 	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+		require.FailNow(t, "serve did not stop")
 	}
 	assert.Contains(t, serr.String(), "stopped")
 

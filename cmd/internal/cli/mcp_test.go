@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,12 +16,8 @@ import (
 
 func TestParseMCP(t *testing.T) {
 	o, err := parseMCP([]string{"serve", "--http", "127.0.0.1:0", "--timeout", "2s", "--pool", "2", "--", "./p", "-x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.http != "127.0.0.1:0" || o.timeout != 2*time.Second || o.pool != 2 || len(o.child) != 2 || o.child[1] != "-x" {
-		t.Errorf("parsed %+v", o)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, o.http != "127.0.0.1:0" || o.timeout != 2*time.Second || o.pool != 2 || len(o.child) != 2 || o.child[1] != "-x", "parsed %+v", o)
 	for _, args := range [][]string{
 		{"--", "./p"},                   // no subcommand
 		{"run", "--", "./p"},            // unknown subcommand
@@ -31,7 +28,7 @@ func TestParseMCP(t *testing.T) {
 		{"serve", "--pool", "0", "--", "./p"},
 	} {
 		if _, err := parseMCP(args); statusOf(err) != ExitUsage {
-			t.Errorf("parseMCP(%q) = %v, want a usage error", args, err)
+			assert.Fail(t, fmt.Sprintf("parseMCP(%q) = %v, want a usage error", args, err))
 		}
 	}
 }

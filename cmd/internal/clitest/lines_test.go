@@ -3,6 +3,8 @@ package clitest_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"runtime"
 	"sync"
 	"testing"
@@ -76,7 +78,7 @@ func drop(key string) func(map[string]any) { return func(m map[string]any) { del
 func TestParseLinesFollowsTheContract(t *testing.T) {
 	good := line(0, "started") + line(1, "chunk") + line(2, "completed")
 	if msgs := parse(t, good); len(msgs) != 0 {
-		t.Fatalf("good lines: %q", msgs)
+		require.FailNow(t, fmt.Sprintf("good lines: %q", msgs))
 	}
 	for _, tc := range []struct{ name, stdout string }{
 		{"not JSON", line(0, "started") + "completed\n"},
@@ -95,9 +97,7 @@ func TestParseLinesFollowsTheContract(t *testing.T) {
 		{"nothing", ""},
 	} {
 		msgs := parse(t, tc.stdout)
-		if len(msgs) == 0 {
-			t.Errorf("%s: no failure for\n%s", tc.name, tc.stdout)
-		}
+		assert.NotEqualValuesf(t, 0, len(msgs), "%s: no failure for\n%s", tc.name, tc.stdout)
 		t.Logf("%s: %q", tc.name, msgs)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"log/slog"
 	"net"
@@ -94,9 +96,7 @@ func config(t *testing.T, mode string, pids string) host.Config {
 func startHost(t *testing.T, cfg host.Config) *host.Host {
 	t.Helper()
 	base, err := os.MkdirTemp("", "sk")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.TempDir = base
 	fds := countFDs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -104,20 +104,20 @@ func startHost(t *testing.T, cfg host.Config) *host.Host {
 	h, err := host.Start(ctx, cfg)
 	if err != nil {
 		os.RemoveAll(base)
-		t.Fatalf("Start: %v", err)
+		require.FailNow(t, fmt.Sprintf("Start: %v", err))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		h.Close(ctx)
 		if kids := processesWithParent(os.Getpid()); len(kids) > 0 {
-			t.Errorf("processes of ours left after Close: %v", kids)
+			assert.Fail(t, fmt.Sprintf("processes of ours left after Close: %v", kids))
 		}
 		if entries, _ := os.ReadDir(base); len(entries) > 0 {
-			t.Errorf("left in the temp dir: %d entries", len(entries))
+			assert.Fail(t, fmt.Sprintf("left in the temp dir: %d entries", len(entries)))
 		}
 		if n := countFDs(t); n != fds {
-			t.Errorf("descriptors: %d before, %d after", fds, n)
+			assert.Fail(t, fmt.Sprintf("descriptors: %d before, %d after", fds, n))
 		}
 		goleak.VerifyNone(t)
 		os.RemoveAll(base)
@@ -128,9 +128,7 @@ func startHost(t *testing.T, cfg host.Config) *host.Host {
 func countFDs(t *testing.T) int {
 	t.Helper()
 	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return len(fds)
 }
 
@@ -177,9 +175,7 @@ func processesWithParent(ppid int) []int {
 func grandchildren(t *testing.T, dir string) []int {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var pids []int
 	for _, e := range entries {
 		if rest, ok := strings.CutPrefix(e.Name(), "grandchild-"); ok && !strings.HasSuffix(rest, ".tmp") {
@@ -209,7 +205,7 @@ func waitGone(t *testing.T, pids []int, limit time.Duration) {
 			for _, pid := range left {
 				syscall.Kill(pid, syscall.SIGKILL) // do not leave them to the next test
 			}
-			t.Fatalf("still running after %v: %v", limit, left)
+			require.FailNow(t, fmt.Sprintf("still running after %v: %v", limit, left))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -267,20 +263,14 @@ func works(t *testing.T, h *host.Host) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := h.Call(ctx, "ok", nil)
-	if err != nil {
-		t.Fatalf("next call: %v", err)
-	}
-	if err := c.Send(ctx, frame.MustPayload(map[string]any{"text": "hi"}), nil); err != nil {
-		t.Fatalf("next call: Send: %v", err)
-	}
+	require.NoError(t, err, "next call")
+	require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"text": "hi"}), nil), "next call: Send")
 	c.CloseSend()
 	res, err := c.Wait()
-	if err != nil {
-		t.Fatalf("next call: %v", err)
-	}
+	require.NoError(t, err, "next call")
 	var v struct{ N int }
 	if res.Decode(&v); v.N != 1 {
-		t.Fatalf("next call: result %s", res)
+		require.FailNow(t, fmt.Sprintf("next call: result %s", res))
 	}
 }
 
@@ -291,9 +281,7 @@ func terminal(t *testing.T, c *host.Call, limit time.Duration) frame.Frame {
 	defer cancel()
 	for {
 		f, err := c.Recv(ctx)
-		if err != nil {
-			t.Fatalf("Recv: %v", err)
-		}
+		require.NoError(t, err, "Recv")
 		if f.Kind.IsTerminal() {
 			return f
 		}
@@ -338,9 +326,7 @@ func TestHostileChildren(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			c, err := h.Call(ctx, tc.tool, nil, host.WithInput())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if tc.stall > 0 {
 				time.Sleep(tc.stall)
 				c.Cancel()
@@ -348,36 +334,28 @@ func TestHostileChildren(t *testing.T) {
 			term := terminal(t, c, 20*time.Second)
 			growth := heap.finish()
 			t.Logf("terminal %s synthetic=%v error=%v; heap grew %d KiB at most", term.Kind, term.Synthetic, term.Error, growth>>10)
-			if term.Kind != tc.kind {
-				t.Fatalf("terminal %s, want %s", term.Kind, tc.kind)
-			}
+			require.Falsef(t, term.Kind != tc.kind, "terminal %s, want %s", term.Kind, tc.kind)
 			_, werr := c.Wait()
 			if tc.code != 0 {
 				var ce *frame.Error
 				if !term.Synthetic || term.Error == nil || term.Error.Code != tc.code ||
 					!errors.As(werr, &ce) || !ce.Synthetic || ce.Code != tc.code {
-					t.Fatalf("terminal synthetic=%v error=%v, Wait %v: want a synthetic %s", term.Synthetic, term.Error, werr, tc.code)
+					require.FailNow(t, fmt.Sprintf("terminal synthetic=%v error=%v, Wait %v: want a synthetic %s", term.Synthetic, term.Error, werr, tc.code))
 				}
 			} else if werr != nil {
-				t.Fatalf("Wait: %v", werr)
+				require.FailNow(t, fmt.Sprintf("Wait: %v", werr))
 			}
-			if growth > heapBound {
-				t.Errorf("host heap grew by %d MiB, bound %d MiB", growth>>20, heapBound>>20)
-			}
+			assert.Falsef(t, growth > heapBound, "host heap grew by %d MiB, bound %d MiB", growth>>20, heapBound>>20)
 			if tc.gchild {
 				gc := grandchildren(t, pids)
-				if len(gc) != 1 {
-					t.Fatalf("grandchildren %v, want 1", gc)
-				}
+				require.EqualValuesf(t, 1, len(gc), "grandchildren %v, want 1", gc)
 				if tc.tool == "escapedie" {
 					// Gone with its parent: killed when the child died,
 					// before the slot took its next child.
 					waitGone(t, gc, 2*time.Second)
 				} else {
 					works(t, h)
-					if err := h.Close(context.Background()); err != nil {
-						t.Fatalf("Close: %v", err)
-					}
+					require.NoError(t, h.Close(context.Background()), "Close")
 					waitGone(t, gc, 2*time.Second) // killed with its parent at Close
 					return
 				}
@@ -397,14 +375,10 @@ func TestGrandchildDoesNotHoldTheStop(t *testing.T) {
 	h := startHost(t, config(t, "serve", pids))
 	first := h.Children()[0].PID
 	c, err := h.Call(context.Background(), "escapedie", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term := terminal(t, c, 20*time.Second)
 	died := time.Now()
-	if !term.Synthetic || term.Error == nil || term.Error.Code != frame.CodeUnreachable {
-		t.Fatalf("terminal %s %v", term.Kind, term.Error)
-	}
+	require.Falsef(t, !term.Synthetic || term.Error == nil || term.Error.Code != frame.CodeUnreachable, "terminal %s %v", term.Kind, term.Error)
 	gc := grandchildren(t, pids)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -412,23 +386,17 @@ func TestGrandchildDoesNotHoldTheStop(t *testing.T) {
 		if info.State == host.StateReady && info.PID != first {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new child: %+v", info)
-		}
+		require.Falsef(t, time.Now().After(deadline), "no new child: %+v", info)
 		time.Sleep(2 * time.Millisecond)
 	}
 	restart := time.Since(died)
 	for _, pid := range gc {
-		if alive(pid) {
-			t.Errorf("grandchild %d runs on after its child's slot restarted", pid)
-		}
+		assert.Falsef(t, alive(pid), "grandchild %d runs on after its child's slot restarted", pid)
 	}
 	t.Logf("next child ready %v after the terminal", restart)
 	// One second is what the host gives pipes held by a process it
 	// cannot see; a restart that waited for it would take longer.
-	if restart >= time.Second {
-		t.Errorf("next child ready %v after the terminal: the stop waited for the pipes", restart)
-	}
+	assert.Falsef(t, restart >= time.Second, "next child ready %v after the terminal: the stop waited for the pipes", restart)
 }
 
 // TestRecycleTakesTheGrandchild: a child that started a setsid grandchild
@@ -442,40 +410,30 @@ func TestRecycleTakesTheGrandchild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := h.Call(ctx, "escapestuck", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.CloseSend()
 	if term := terminal(t, c, 20*time.Second); term.Kind != frame.KindCompleted {
-		t.Fatalf("terminal %s %v, want completed", term.Kind, term.Error)
+		require.FailNow(t, fmt.Sprintf("terminal %s %v, want completed", term.Kind, term.Error))
 	}
 	gc := grandchildren(t, pids)
-	if len(gc) != 1 || !alive(gc[0]) {
-		t.Fatalf("grandchildren %v, want 1 running", gc)
-	}
+	require.Falsef(t, len(gc) != 1 || !alive(gc[0]), "grandchildren %v, want 1 running", gc)
 	var info host.ChildInfo
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		info = h.Children()[0]
 		if info.State == host.StateReady && info.PID != first {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no recycle: %+v", info)
-		}
+		require.Falsef(t, time.Now().After(deadline), "no recycle: %+v", info)
 		time.Sleep(2 * time.Millisecond)
 	}
 	// A recycle, not a death: the child drained and left when asked.
 	for _, e := range []error{host.ErrChildDied, host.ErrUnhealthy, host.ErrChildLeft} {
-		if info.LastCause == nil || errors.Is(info.LastCause, e) {
-			t.Fatalf("the child stopped with %v, want a recycle", info.LastCause)
-		}
+		require.Falsef(t, info.LastCause == nil || errors.Is(info.LastCause, e), "the child stopped with %v, want a recycle", info.LastCause)
 	}
-	if alive(first) {
-		t.Errorf("recycled child %d still runs", first)
-	}
+	assert.Falsef(t, alive(first), "recycled child %d still runs", first)
 	if alive(gc[0]) {
 		syscall.Kill(gc[0], syscall.SIGKILL)
-		t.Fatalf("grandchild %d runs on after its child was recycled", gc[0])
+		require.FailNow(t, fmt.Sprintf("grandchild %d runs on after its child was recycled", gc[0]))
 	}
 	works(t, h)
 }
@@ -538,34 +496,22 @@ func hostKilledLeavesNothing(t *testing.T, mode string) {
 	cmd.Env = append(os.Environ(), testHostEnv+"="+dir, testHostModeEnv+"="+mode)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	var once sync.Once
 	reap := func() { once.Do(func() { cmd.Process.Kill(); cmd.Wait() }) }
 	defer reap()
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ready ") {
-		t.Fatalf("the test host did not start: %q %v", line, err)
-	}
+	require.Falsef(t, err != nil || !strings.HasPrefix(line, "ready "), "the test host did not start: %q %v", line, err)
 	tree := processesWithParent(cmd.Process.Pid) // the children and the guardian
 	tree = append(tree, grandchildren(t, dir)...)
-	if len(tree) < 4 {
-		t.Fatalf("tree %v: want two children, two grandchildren", tree)
-	}
+	require.Falsef(t, len(tree) < 4, "tree %v: want two children, two grandchildren", tree)
 	for _, pid := range tree {
-		if !alive(pid) {
-			t.Fatalf("%d of %v not running before the kill", pid, tree)
-		}
+		require.Falsef(t, !alive(pid), "%d of %v not running before the kill", pid, tree)
 	}
 	t.Logf("host %d, its tree %v", cmd.Process.Pid, tree)
 	killed := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	reap()
 	// With cgroups the guardian kills the host's cgroup: 2 s is the
 	// promise. Without, it scans /proc from a shell, which on a 2-core
@@ -611,24 +557,18 @@ func TestHostileHost(t *testing.T) {
 			for i := range 12 {
 				s := dial(t, p)
 				streams = append(streams, s)
-				if err := s.Request(fmt.Sprintf("m%d", i), "sleep", map[string]any{"ms": 200}); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, s.Request(fmt.Sprintf("m%d", i), "sleep", map[string]any{"ms": 200}))
 			}
 			for i, s := range streams {
 				res, err := s.ReadCall(fmt.Sprintf("m%d", i), time.Now().Add(20*time.Second))
-				if err != nil || res.Terminal == nil || res.Terminal.Kind != frame.KindCompleted {
-					t.Fatalf("call %d: %+v %v", i, res, err)
-				}
+				require.Falsef(t, err != nil || res.Terminal == nil || res.Terminal.Kind != frame.KindCompleted, "call %d: %+v %v", i, res, err)
 			}
 		}},
 		{"cancel storm", func(t *testing.T, p *testnet.Process) {
 			s := dial(t, p)
 			for i := range 200 {
 				id := fmt.Sprintf("s%d", i)
-				if err := s.Invoke(id, "sleep", map[string]any{"ms": 10000}, 0); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, s.Invoke(id, "sleep", map[string]any{"ms": 10000}, 0))
 				s.Started(id)
 				for range 20 {
 					p.Host.Cancel(id, "storm")
@@ -636,16 +576,12 @@ func TestHostileHost(t *testing.T) {
 				p.Host.Cancel(fmt.Sprintf("nosuch%d", i), "storm")
 				s.CancelCall(id, 1)
 				res, err := s.ReadCall(id, time.Now().Add(20*time.Second))
-				if err != nil || res.Terminal == nil || res.Terminal.Kind != frame.KindCancelled {
-					t.Fatalf("call %d: %+v %v", i, res, err)
-				}
+				require.Falsef(t, err != nil || res.Terminal == nil || res.Terminal.Kind != frame.KindCancelled, "call %d: %+v %v", i, res, err)
 			}
 		}},
 		{"a peer that never reads", func(t *testing.T, p *testnet.Process) {
 			s := dial(t, p)
-			if err := s.Request("r", "count", map[string]any{"n": 10_000_000, "size": 1000}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Request("r", "count", map[string]any{"n": 10_000_000, "size": 1000}))
 			time.Sleep(2 * time.Second) // the child's writes block; its memory must not grow
 			s.Close()
 		}},
@@ -656,28 +592,20 @@ func TestHostileHost(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			hello, err := p.Host.Handshake(ctx, nil)
-			if err != nil || hello.MaxStreams != 4 {
-				t.Fatalf("handshake: %+v %v", hello, err)
-			}
+			require.Falsef(t, err != nil || hello.MaxStreams != 4, "handshake: %+v %v", hello, err)
 			pid := strconv.Itoa(p.Cmd.Process.Pid)
 			rss0 := rssKiB(t, pid)
 			tc.run(t, p)
 			if _, _, err := p.Host.Ping(ctx, 7); err != nil {
-				t.Fatalf("the child no longer answers pings: %v", err)
+				require.FailNow(t, fmt.Sprintf("the child no longer answers pings: %v", err))
 			}
 			rss1 := rssKiB(t, pid)
 			t.Logf("child RSS %d KiB → %d KiB", rss0, rss1)
-			if rss1 > rss0+heapBound>>10 {
-				t.Errorf("child RSS grew from %d to %d KiB", rss0, rss1)
-			}
+			assert.Falsef(t, rss1 > rss0+heapBound>>10, "child RSS grew from %d to %d KiB", rss0, rss1)
 			s := dial(t, p)
-			if err := s.Request("after", "count", map[string]any{"n": 3}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Request("after", "count", map[string]any{"n": 3}))
 			res, err := s.ReadCall("after", time.Now().Add(20*time.Second))
-			if err != nil || res.Terminal == nil || res.Terminal.Kind != frame.KindCompleted || len(res.Chunks()) != 3 {
-				t.Fatalf("next call: %+v %v", res, err)
-			}
+			require.Falsef(t, err != nil || res.Terminal == nil || res.Terminal.Kind != frame.KindCompleted || len(res.Chunks()) != 3, "next call: %+v %v", res, err)
 		})
 	}
 }
@@ -687,9 +615,7 @@ func dial(t *testing.T, p *testnet.Process) *testnet.Stream {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := p.Host.Dial(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -697,9 +623,7 @@ func dial(t *testing.T, p *testnet.Process) *testnet.Stream {
 func rssKiB(t *testing.T, pid string) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			n, _ := strconv.Atoi(strings.Fields(rest)[0])
@@ -717,15 +641,11 @@ func TestNoSubreaper(t *testing.T) {
 	cfg := config(t, "serve", pids)
 	cfg.NoSubreaper = true
 	h := startHost(t, cfg)
-	if subreaper(t) {
-		t.Fatal("the process is a subreaper with NoSubreaper")
-	}
+	require.False(t, subreaper(t), "the process is a subreaper with NoSubreaper")
 	c, err := h.Call(context.Background(), "escapedie", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if term := terminal(t, c, 20*time.Second); term.Error == nil || term.Error.Code != frame.CodeUnreachable {
-		t.Fatalf("terminal %s %v", term.Kind, term.Error)
+		require.FailNow(t, fmt.Sprintf("terminal %s %v", term.Kind, term.Error))
 	}
 	waitGone(t, grandchildren(t, pids), 2*time.Second)
 	works(t, h)
@@ -738,27 +658,19 @@ func TestSubreaperScoped(t *testing.T) {
 	cfg := config(t, "serve", t.TempDir())
 	cfg.TempDir = t.TempDir()
 	h2, err := host.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !subreaper(t) {
-		t.Fatal("not a subreaper while two hosts run")
-	}
+	require.NoError(t, err)
+	require.False(t, !subreaper(t), "not a subreaper while two hosts run")
 	h2.Close(context.Background())
-	if !subreaper(t) {
-		t.Fatal("not a subreaper while one host runs")
-	}
+	require.False(t, !subreaper(t), "not a subreaper while one host runs")
 	h1.Close(context.Background())
-	if subreaper(t) {
-		t.Fatal("still a subreaper once every host closed")
-	}
+	require.False(t, subreaper(t), "still a subreaper once every host closed")
 }
 
 func subreaper(t *testing.T) bool {
 	t.Helper()
 	var v int32
 	if _, _, errno := syscall.Syscall6(syscall.SYS_PRCTL, 37 /* PR_GET_CHILD_SUBREAPER */, uintptr(unsafe.Pointer(&v)), 0, 0, 0, 0); errno != 0 {
-		t.Fatal(errno)
+		require.FailNow(t, fmt.Sprint(errno))
 	}
 	return v != 0
 }
@@ -772,9 +684,7 @@ func TestNoSubreaperBesideASubreaper(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		h, err := host.Start(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { h.Close(context.Background()) })
 		return h
 	}
@@ -783,22 +693,18 @@ func TestNoSubreaperBesideASubreaper(t *testing.T) {
 	cfg := config(t, "serve", pids)
 	cfg.NoSubreaper = true
 	h := start(cfg)
-	if !subreaper(t) {
-		t.Fatal("not a subreaper while a Host without NoSubreaper runs")
-	}
+	require.False(t, !subreaper(t), "not a subreaper while a Host without NoSubreaper runs")
 	c, err := h.Call(context.Background(), "escapedie", nil, host.WithInput())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if term := terminal(t, c, 20*time.Second); term.Error == nil || term.Error.Code != frame.CodeUnreachable {
-		t.Fatalf("terminal %s %v", term.Kind, term.Error)
+		require.FailNow(t, fmt.Sprintf("terminal %s %v", term.Kind, term.Error))
 	}
 	gc := grandchildren(t, pids)
 	waitGone(t, gc, 2*time.Second)
 	works(t, h) // the slot restarted: its old child's sweep is over
 	for _, pid := range gc {
 		if st, ok := readStat(pid); ok && st.ppid == os.Getpid() {
-			t.Errorf("grandchild %d left as a process of ours in state %c", pid, st.state)
+			assert.Fail(t, fmt.Sprintf("grandchild %d left as a process of ours in state %c", pid, st.state))
 		}
 	}
 }

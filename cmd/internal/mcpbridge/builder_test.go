@@ -3,6 +3,9 @@ package mcpbridge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,14 +23,10 @@ func TestTextOverMaxKeepsMedia(t *testing.T) {
 	payload := frame.MustPayload(map[string]any{"text": strings.Repeat("x", 64)})
 	img := &frame.InlineMedia{Data: []byte{1, 2, 3}, MediaType: "image/png"}
 	b.add(t.Context(), frame.Frame{Kind: frame.KindChunk, Sequence: 1, Payload: payload, Media: img})
-	if b.dropped != 1 {
-		t.Errorf("dropped %d, want 1 (the chunk's text)", b.dropped)
-	}
-	if len(b.content) != 1 {
-		t.Fatalf("content %d items, want the image alone", len(b.content))
-	}
+	assert.EqualValuesf(t, 1, b.dropped, "dropped %d, want 1 (the chunk's text)", b.dropped)
+	require.EqualValuesf(t, 1, len(b.content), "content %d items, want the image alone", len(b.content))
 	if ic, ok := b.content[0].(*mcp.ImageContent); !ok || string(ic.Data) != "\x01\x02\x03" {
-		t.Fatalf("content %T, want the chunk's image", b.content[0])
+		require.FailNow(t, fmt.Sprintf("content %T, want the chunk's image", b.content[0]))
 	}
 }
 
@@ -35,21 +34,17 @@ func TestTextOverMaxKeepsMedia(t *testing.T) {
 // and gives up with ctx.
 func TestServerWaitForHandlers(t *testing.T) {
 	s := &Server{}
-	if err := s.Wait(t.Context()); err != nil {
-		t.Fatalf("idle: %v", err)
-	}
+	require.NoError(t, s.Wait(t.Context()), "idle")
 	s.enter()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if err := s.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("running: %v, want context.DeadlineExceeded", err)
+		require.FailNow(t, fmt.Sprintf("running: %v, want context.DeadlineExceeded", err))
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- s.Wait(t.Context()) }() // stopped by leave below
 	s.leave()
-	if err := <-waited; err != nil {
-		t.Fatalf("after leave: %v", err)
-	}
+	require.NoError(t, <-waited, "after leave")
 }
 
 // The content of a result, as docs/mcp.md states it: one text content per
@@ -76,29 +71,25 @@ func TestResultContentRuns(t *testing.T) {
 		f.Kind, f.Sequence = frame.KindChunk, uint64(i+1)
 		b.add(t.Context(), f)
 	}
-	if len(b.content) != 5 {
-		t.Fatalf("content of %d items, want 5", len(b.content))
-	}
+	require.EqualValuesf(t, 5, len(b.content), "content of %d items, want 5", len(b.content))
 	for i, want := range []string{"one two", "{\"i\":1}\n{\"lang\":\"en\",\"text\":\"x\"}\n", "three"} {
 		if tc, ok := b.content[i].(*mcp.TextContent); !ok || tc.Text != want {
-			t.Errorf("content %d: %#v, want the text %q", i, b.content[i], want)
+			assert.Fail(t, fmt.Sprintf("content %d: %#v, want the text %q", i, b.content[i], want))
 		}
 	}
 	// The progress message of such a chunk keeps its keys too.
 	if got := chunkSummary(frame.Frame{Payload: frame.MustPayload(map[string]any{"text": "x", "lang": "en"})}); got != `{"lang":"en","text":"x"}` {
-		t.Errorf("progress message of a text with other keys: %q", got)
+		assert.Fail(t, fmt.Sprintf("progress message of a text with other keys: %q", got))
 	}
 	ac, ok := b.content[3].(*mcp.AudioContent)
 	if !ok {
-		t.Fatalf("content 3: %T, want audio content", b.content[3])
+		require.FailNow(t, fmt.Sprintf("content 3: %T, want audio content", b.content[3]))
 	}
 	wantMeta := mcp.Meta{MetaSequence: uint64(6), "skulk/codec": "opus", "skulk/sample_rate": int64(48000),
 		"skulk/channels": int64(2), "skulk/timestamp_seconds": 1.5, "skulk/duration_seconds": 0.02}
-	if string(ac.Data) != "\x09\x08\x07" || ac.MIMEType != audio.MediaType || !reflect.DeepEqual(ac.Meta, wantMeta) {
-		t.Errorf("audio content %q %q %v, want the media's bytes and type and _meta %v", ac.Data, ac.MIMEType, ac.Meta, wantMeta)
-	}
+	assert.Falsef(t, string(ac.Data) != "\x09\x08\x07" || ac.MIMEType != audio.MediaType || !reflect.DeepEqual(ac.Meta, wantMeta), "audio content %q %q %v, want the media's bytes and type and _meta %v", ac.Data, ac.MIMEType, ac.Meta, wantMeta)
 	rl, ok := b.content[4].(*mcp.ResourceLink)
 	if !ok || rl.URI != "skulk-blob:b1" || rl.MIMEType != "video/mp4" || rl.Size == nil || *rl.Size != 1<<20 || rl.Meta["skulk/sha256"] != blob.SHA256 {
-		t.Errorf("blob: %#v, want a skulk-blob:b1 link of its type, size and digest", b.content[4])
+		assert.Fail(t, fmt.Sprintf("blob: %#v, want a skulk-blob:b1 link of its type, size and digest", b.content[4]))
 	}
 }

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 
@@ -40,7 +41,7 @@ func testClientsFind(t *testing.T) {
 	synctest.Wait() // find is blocked on the pending reservation
 	select {
 	case err := <-found:
-		t.Fatalf("find returned %v while a reservation was pending", err)
+		require.FailNow(t, fmt.Sprintf("find returned %v while a reservation was pending", err))
 	default:
 	}
 	remove2 := r.set("t2", ctx, sess)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/host"
 )
@@ -14,7 +15,7 @@ import (
 // TestValidateChildren: NewGateway refuses what cannot keep names apart
 // or cannot start, naming the child by index, before starting anything.
 func TestValidateChildren(t *testing.T) {
-	start := func(context.Context) (*host.Host, error) { t.Fatal("started"); return nil, nil }
+	start := func(context.Context) (*host.Host, error) { require.FailNow(t, "started"); return nil, nil }
 	ok := Child{Name: "a", Start: start}
 	assert.NoError(t, validateChildren([]Child{{Start: start}}), "a lone unnamed child")
 	assert.NoError(t, validateChildren([]Child{ok, {Name: "b-2_C", Start: start}}))

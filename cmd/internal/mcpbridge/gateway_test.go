@@ -151,7 +151,7 @@ func TestChildKilledMidCall(t *testing.T) {
 	select {
 	case o = <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the call of a killed server got no result in 30 s")
+		require.FailNow(t, "the call of a killed server got no result in 30 s")
 	}
 	require.NoError(t, o.err)
 	assert.True(t, o.res.IsError)
@@ -163,7 +163,7 @@ func TestChildKilledMidCall(t *testing.T) {
 	select {
 	case <-changed:
 	case <-time.After(30 * time.Second):
-		t.Fatal("no tools/list_changed within 30 s of the restart")
+		require.FailNow(t, "no tools/list_changed within 30 s of the restart")
 	}
 	res = callTool(t, ctx, s.sess, "echo", map[string]any{"text": "after the restart"}, nil)
 	assert.False(t, res.IsError, textOf(res))
@@ -209,7 +209,7 @@ func TestCancelledGetsNoAnswer(t *testing.T) {
 			require.True(t, ok, "the server's stdout closed")
 			return m
 		case <-time.After(30 * time.Second):
-			t.Fatal("no message from the server in 30 s")
+			require.FailNow(t, "no message from the server in 30 s")
 		}
 		return nil
 	}
@@ -289,7 +289,7 @@ func TestGatewayForwards(t *testing.T) {
 		assert.Equal(t, "from the server", lm.Data)
 		assert.Equal(t, "test-server", lm.Logger)
 	case <-time.After(10 * time.Second):
-		t.Fatal("the server's log notification did not reach the client")
+		require.FailNow(t, "the server's log notification did not reach the client")
 	}
 	s.close(t)
 }

@@ -2,6 +2,7 @@ package mcpbridge_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -49,7 +50,7 @@ func TestBridgeLatency(t *testing.T) {
 		{"1 MiB resources/read", 50, func(s *mcp.ClientSession) error {
 			r, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: bigResource})
 			if err == nil && len(r.Contents[0].Blob) != 1<<20 {
-				t.Fatalf("read %d bytes", len(r.Contents[0].Blob))
+				require.FailNow(t, fmt.Sprintf("read %d bytes", len(r.Contents[0].Blob)))
 			}
 			return err
 		}},

@@ -3,6 +3,9 @@ package mcpbridge
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 
@@ -23,30 +26,26 @@ func TestLinkStore(t *testing.T) {
 	l := newLinkStore(10)
 	a, ok := l.put([]byte("aaaa"), "image/png")
 	b, ok2 := l.put([]byte("bbbb"), "image/png")
-	if !ok || !ok2 || a == b || !strings.HasPrefix(a, linkPrefix) {
-		t.Fatalf("put: %q %v, %q %v", a, ok, b, ok2)
-	}
+	require.Falsef(t, !ok || !ok2 || a == b || !strings.HasPrefix(a, linkPrefix), "put: %q %v, %q %v", a, ok, b, ok2)
 	for _, guess := range []string{linkPrefix + "1", linkPrefix + "2", linkPrefix, "skulk://other/" + strings.TrimPrefix(a, linkPrefix)} {
 		if _, err := readLink(l, guess); err == nil {
-			t.Errorf("read %q: found", guess)
+			assert.Fail(t, fmt.Sprintf("read %q: found", guess))
 		}
 	}
 	if got, err := readLink(l, a); err != nil || !bytes.Equal(got, []byte("aaaa")) {
-		t.Fatalf("read a: %q %v", got, err)
+		require.FailNow(t, fmt.Sprintf("read a: %q %v", got, err))
 	}
 	c, ok := l.put([]byte("cccc"), "image/png") // 12 bytes > 10: a goes
-	if !ok {
-		t.Fatal("put c refused")
-	}
+	require.False(t, !ok, "put c refused")
 	if _, err := readLink(l, a); err == nil {
-		t.Error("a still there past the bound")
+		assert.Fail(t, "a still there past the bound")
 	}
 	for _, u := range []string{b, c} {
 		if _, err := readLink(l, u); err != nil {
-			t.Errorf("read %q: %v", u, err)
+			assert.Fail(t, fmt.Sprintf("read %q: %v", u, err))
 		}
 	}
 	if _, ok := l.put(make([]byte, 11), "image/png"); ok {
-		t.Error("a put larger than the store was kept")
+		assert.Fail(t, "a put larger than the store was kept")
 	}
 }

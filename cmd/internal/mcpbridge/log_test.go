@@ -2,6 +2,8 @@ package mcpbridge_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"strings"
 	"sync"
@@ -53,9 +55,7 @@ func (l *lineLog) wait(t *testing.T, d time.Duration, parts ...string) string {
 		}
 		all := strings.Join(l.lines, "\n")
 		l.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no child output line with %q after %v; lines:\n%s", parts, d, all)
-		}
+		require.Falsef(t, time.Now().After(deadline), "no child output line with %q after %v; lines:\n%s", parts, d, all)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -69,7 +69,7 @@ func TestServerLogReachesHost(t *testing.T) {
 	h, lines := startLoggedWrapper(t, ctx)
 	defer h.Close(ctx)
 	if _, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait(); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
 	lines.wait(t, 10*time.Second, "mcp server log", "test-server", "a line from the test server")
 }
@@ -86,8 +86,6 @@ func startLoggedWrapper(t *testing.T, ctx context.Context) (*host.Host, *lineLog
 		TempDir:  shortTempDir(t),
 		Logger:   slog.New(lines),
 	})
-	if err != nil {
-		t.Fatalf("host.Start of skulk-mcp: %v", err)
-	}
+	require.NoError(t, err, "host.Start of skulk-mcp")
 	return h, lines
 }

@@ -2,6 +2,9 @@ package mcpbridge_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +95,7 @@ func TestWrapperLosses(t *testing.T) {
 
 	line := lines.wait(t, 10*time.Second, msgToolLoss, " tool=annotated ")
 	if got, want := attrOf(line, "fields"), "title,outputSchema,annotations,icons,_meta"; got != want || !strings.Contains(line, "level=WARN") {
-		t.Errorf("tool line %q: fields %q, want %q at level WARN", line, got, want)
+		assert.Fail(t, fmt.Sprintf("tool line %q: fields %q, want %q at level WARN", line, got, want))
 	}
 
 	// Calls with nothing lost (a result whose _meta is only the SDK's
@@ -100,7 +103,7 @@ func TestWrapperLosses(t *testing.T) {
 	plain := []*host.Call{call(t, ctx, h, "echo", map[string]any{"text": "hi"}), call(t, ctx, h, "progress", map[string]any{"n": 2})}
 	for _, c := range plain {
 		if _, _, last := outputOf(t, c); last.Kind != frame.KindCompleted {
-			t.Fatalf("%s: %v", c.Tool(), last)
+			require.FailNow(t, fmt.Sprintf("%s: %v", c.Tool(), last))
 		}
 	}
 
@@ -112,25 +115,23 @@ func TestWrapperLosses(t *testing.T) {
 	for i := 0; ok && i < len(want); i++ {
 		ok = strings.HasPrefix(payloads[i], want[i])
 	}
-	if !ok || len(media) != 1 || last.Kind != frame.KindCompleted || last.Payload.String() != `{"value":[1,2]}` {
-		t.Errorf("annotated: %v, %d media, %v %s; want %v…, the image, completed {\"value\":[1,2]}", payloads, len(media), last.Kind, last.Payload, want)
-	}
+	assert.Falsef(t, !ok || len(media) != 1 || last.Kind != frame.KindCompleted || last.Payload.String() != `{"value":[1,2]}`, "annotated: %v, %d media, %v %s; want %v…, the image, completed {\"value\":[1,2]}", payloads, len(media), last.Kind, last.Payload, want)
 	line = lines.wait(t, 10*time.Second, msgResultLoss, " call_id="+c.ID()+" ")
 	if got, want := attrOf(line, "fields"), "progress._meta,_meta"; got != want || attrOf(line, "tool") != "annotated" || !strings.Contains(line, "level=WARN") {
-		t.Errorf("result line %q: fields %q, want %q, tool annotated, level WARN", line, got, want)
+		assert.Fail(t, fmt.Sprintf("result line %q: fields %q, want %q, tool annotated, level WARN", line, got, want))
 	}
 
 	c = call(t, ctx, h, "annotatedfail", map[string]any{})
 	if _, _, last := outputOf(t, c); last.Kind != frame.KindFailed || last.Error == nil || last.Error.Code != frame.CodeProviderError || last.Error.Message != "no" {
-		t.Errorf("annotatedfail: %v", last)
+		assert.Fail(t, fmt.Sprintf("annotatedfail: %v", last))
 	}
 	line = lines.wait(t, 10*time.Second, msgResultLoss, " call_id="+c.ID()+" ")
 	if got := attrOf(line, "fields"); got != "structuredContent" {
-		t.Errorf("result line %q: fields %q, want structuredContent", line, got)
+		assert.Fail(t, fmt.Sprintf("result line %q: fields %q, want structuredContent", line, got))
 	}
 
 	if _, _, last := outputOf(t, call(t, ctx, h, "addtool", map[string]any{})); last.Kind != frame.KindCompleted {
-		t.Fatalf("addtool: %v", last)
+		require.FailNow(t, fmt.Sprintf("addtool: %v", last))
 	}
 	lines.wait(t, 10*time.Second, msgToolsChanged, "level=INFO")
 	// The new list reached the host (a tools packet): the added tool is
@@ -138,15 +139,15 @@ func TestWrapperLosses(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for !offers(h, "added") {
 		if time.Now().After(deadline) {
-			t.Fatalf("the host does not offer the added tool: %v", h.Tools())
+			require.FailNow(t, fmt.Sprintf("the host does not offer the added tool: %v", h.Tools()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if _, _, last := outputOf(t, call(t, ctx, h, "added", map[string]any{})); last.Kind != frame.KindCompleted {
-		t.Fatalf("added: %v", last)
+		require.FailNow(t, fmt.Sprintf("added: %v", last))
 	}
 	if info := h.Children()[0]; info.Restarts != 0 {
-		t.Fatalf("the child restarted %d times", info.Restarts)
+		require.FailNow(t, fmt.Sprintf("the child restarted %d times", info.Restarts))
 	}
 
 	// The lines above came in the order they were written: by now every
@@ -160,16 +161,12 @@ func TestWrapperLosses(t *testing.T) {
 		}
 		for _, c := range plain {
 			if strings.Contains(l, msgResultLoss) && strings.Contains(l, " call_id="+c.ID()+" ") {
-				t.Errorf("the %s call, which lost nothing, has a line: %q", c.Tool(), l)
+				assert.Fail(t, fmt.Sprintf("the %s call, which lost nothing, has a line: %q", c.Tool(), l))
 			}
 		}
-		if strings.Contains(l, lossSecret) {
-			t.Errorf("a line shows a value: %q", l)
-		}
+		assert.Falsef(t, strings.Contains(l, lossSecret), "a line shows a value: %q", l)
 	}
-	if toolLines != 1 {
-		t.Errorf("%d tool lines, want 1 (annotated's)", toolLines)
-	}
+	assert.EqualValuesf(t, 1, toolLines, "%d tool lines, want 1 (annotated's)", toolLines)
 }
 
 // offers reports whether h offers the tool id.

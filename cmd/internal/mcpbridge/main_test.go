@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -276,9 +277,7 @@ func processGone(t *testing.T, pid int, d time.Duration) {
 				return
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still there after %v", pid, d)
-		}
+		require.Falsef(t, time.Now().After(deadline), "process %d still there after %v", pid, d)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -310,9 +309,7 @@ func waitChild(t *testing.T, pid, except int, d time.Duration) int {
 		if len(kids) == 1 {
 			return kids[0]
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d has children %v, want one (besides %d)", pid, kids, except)
-		}
+		require.Falsef(t, time.Now().After(deadline), "process %d has children %v, want one (besides %d)", pid, kids, except)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -321,15 +318,13 @@ func waitChild(t *testing.T, pid, except int, d time.Duration) int {
 func emptyDir(t *testing.T, dir string) {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(ents) > 0 {
 		var names []string
 		for _, e := range ents {
 			names = append(names, e.Name())
 		}
-		t.Fatalf("%s still holds %v", dir, names)
+		require.FailNow(t, fmt.Sprintf("%s still holds %v", dir, names))
 	}
 }
 
@@ -338,9 +333,7 @@ func emptyDir(t *testing.T, dir string) {
 func shortTempDir(t *testing.T) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "mb")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
 }
@@ -383,7 +376,7 @@ func (p *progressLog) wait(t *testing.T, tok string, n int, d time.Duration) []*
 		select {
 		case <-p.more:
 		case <-timer.C:
-			t.Fatalf("progress %s: got %d notifications, want %d", tok, len(got), n)
+			require.FailNow(t, fmt.Sprintf("progress %s: got %d notifications, want %d", tok, len(got), n))
 		}
 	}
 }
@@ -438,9 +431,7 @@ func (s *stderrLines) waitPrefix(t *testing.T, prefix string, d time.Duration) s
 			}
 		}
 		s.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no stderr line %q after %v; stderr:\n%s", prefix, d, s)
-		}
+		require.Falsef(t, time.Now().After(deadline), "no stderr line %q after %v; stderr:\n%s", prefix, d, s)
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -3,6 +3,7 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -81,7 +82,7 @@ func (g *gateway) waitTools(t *testing.T, ctx context.Context, d time.Duration, 
 		select {
 		case <-g.changed:
 		case <-timer.C:
-			t.Fatalf("no tools/list_changed after which %s within %v; tools now: %v\nstderr:\n%s", what, d, g.tools(t, ctx), g.stderr)
+			require.FailNow(t, fmt.Sprintf("no tools/list_changed after which %s within %v; tools now: %v\nstderr:\n%s", what, d, g.tools(t, ctx), g.stderr))
 		}
 		if names := g.tools(t, ctx); ok(names) {
 			return names
@@ -157,9 +158,7 @@ func TestGatewayNamesApart(t *testing.T) {
 	require.False(t, res.IsError, textOf(res))
 	assert.Equal(t, map[string]any{"chunks": float64(0)}, res.StructuredContent, "tools/echo reached the Skulk provider")
 	_, err := g.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
-	if err == nil {
-		t.Error("a bare tool name is no tool of a gateway of several children")
-	}
+	assert.False(t, err == nil, "a bare tool name is no tool of a gateway of several children")
 
 	list, err := g.sess.ListResources(ctx, nil)
 	require.NoError(t, err)
@@ -225,7 +224,7 @@ func TestGatewayChildKilledMidCall(t *testing.T) {
 	select {
 	case o = <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the call of a killed server got no result in 30 s")
+		require.FailNow(t, "the call of a killed server got no result in 30 s")
 	}
 	require.NoError(t, o.err)
 	assert.True(t, o.res.IsError)
@@ -352,7 +351,7 @@ func TestGatewayListChangedAndLogs(t *testing.T) {
 		select {
 		case <-ch:
 		case <-time.After(20 * time.Second):
-			t.Fatalf("no %s within 20 s", what)
+			require.FailNow(t, fmt.Sprintf("no %s within 20 s", what))
 		}
 	}
 	waitLog := func(want string) {
@@ -361,7 +360,7 @@ func TestGatewayListChangedAndLogs(t *testing.T) {
 		case got := <-ao.logs:
 			assert.Equal(t, want, got)
 		case <-time.After(20 * time.Second):
-			t.Fatalf("the log %q did not reach the session that set a level", want)
+			require.FailNow(t, fmt.Sprintf("the log %q did not reach the session that set a level", want))
 		}
 	}
 

@@ -2,6 +2,8 @@ package mcpbridge
 
 import (
 	"bytes"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"strings"
 	"testing"
@@ -16,22 +18,14 @@ func TestLateProgressDropped(t *testing.T) {
 	w := &Wrapper{logger: slog.New(slog.NewTextHandler(&log, nil)), calls: make(map[string]*wrappedCall)}
 	wc := &wrappedCall{}
 	w.calls["skulk-1"] = wc
-	if err := wc.end(); err != nil {
-		t.Fatal(err)
-	}
-	if !w.deliverProgress([]byte(`{"progressToken":"skulk-1","progress":1}`)) {
-		t.Fatal("a late notification of a call that has its result was not taken")
-	}
-	if !w.deliverProgress([]byte(`{"progressToken":"skulk-9","progress":1}`)) {
-		t.Fatal("a late notification of a call that is gone was not taken")
-	}
-	if w.deliverProgress([]byte(`{"progressToken":"other","progress":1}`)) {
-		t.Fatal("a notification with another token was taken")
-	}
+	require.NoError(t, wc.end())
+	require.False(t, !w.deliverProgress([]byte(`{"progressToken":"skulk-1","progress":1}`)), "a late notification of a call that has its result was not taken")
+	require.False(t, !w.deliverProgress([]byte(`{"progressToken":"skulk-9","progress":1}`)), "a late notification of a call that is gone was not taken")
+	require.False(t, w.deliverProgress([]byte(`{"progressToken":"other","progress":1}`)), "a notification with another token was taken")
 	if n := w.lateProgress.Load(); n != 2 {
-		t.Fatalf("dropped %d late notifications, want 2", n)
+		require.FailNow(t, fmt.Sprintf("dropped %d late notifications, want 2", n))
 	}
 	if got := strings.Count(log.String(), "after its call's result dropped"); got != 2 {
-		t.Fatalf("%d log lines of dropped progress, want 2:\n%s", got, log.String())
+		require.FailNow(t, fmt.Sprintf("%d log lines of dropped progress, want 2:\n%s", got, log.String()))
 	}
 }

@@ -267,7 +267,7 @@ func TestHTTPCancelledGetsNoAnswer(t *testing.T) {
 			assert.False(t, isResponse(2)(m), "the cancelled request was answered: %v", m)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("the cancelled call's stream did not end within 20 s")
+		require.FailNow(t, "the cancelled call's stream did not end within 20 s")
 	}
 
 	resp = r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil)

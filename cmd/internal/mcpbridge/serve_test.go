@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,9 +47,7 @@ func startServe(t *testing.T, ctx context.Context, flags []string, child ...stri
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	s.cmd.Stderr = os.Stderr
 	sess, err := newClient(s.progress).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
-	if err != nil {
-		t.Fatalf("connect to skulk-host mcp serve: %v", err)
-	}
+	require.NoError(t, err, "connect to skulk-host mcp serve")
 	s.sess = sess
 	return s
 }
@@ -62,11 +63,9 @@ func startServeHTTP(t *testing.T, ctx context.Context, flags []string, child ...
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	var err error
 	if s.stderr, err = collectStderr(s.cmd); err != nil {
-		t.Fatal(err)
+		require.FailNow(t, fmt.Sprint(err))
 	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil { // close did not run
 			s.cmd.Process.Kill()
@@ -76,7 +75,7 @@ func startServeHTTP(t *testing.T, ctx context.Context, flags []string, child ...
 	})
 	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
 	if s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, nil); err != nil {
-		t.Fatalf("connect to %s: %v", addr, err)
+		require.FailNow(t, fmt.Sprintf("connect to %s: %v", addr, err))
 	}
 	return s
 }
@@ -90,7 +89,7 @@ func (s *serveSession) close(t *testing.T) {
 	kids := testnet.Children(pid)
 	if s.stderr == nil {
 		if err := s.sess.Close(); err != nil {
-			t.Errorf("close: %v (skulk-host should exit 0 when its stdin closes)", err)
+			assert.Fail(t, fmt.Sprintf("close: %v (skulk-host should exit 0 when its stdin closes)", err))
 		}
 	} else {
 		if s.sess != nil {
@@ -98,16 +97,14 @@ func (s *serveSession) close(t *testing.T) {
 				t.Logf("close: %v", err)
 			}
 		}
-		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 		select {
 		case <-s.stderr.done:
 		case <-time.After(15 * time.Second):
-			t.Errorf("skulk-host mcp serve --http kept its stderr open 15 s after SIGTERM")
+			assert.Fail(t, fmt.Sprintf("skulk-host mcp serve --http kept its stderr open 15 s after SIGTERM"))
 		}
 		if err := s.cmd.Wait(); err != nil {
-			t.Errorf("skulk-host mcp serve --http after SIGTERM: %v\n%s", err, s.stderr)
+			assert.Fail(t, fmt.Sprintf("skulk-host mcp serve --http after SIGTERM: %v\n%s", err, s.stderr))
 		}
 	}
 	processGone(t, pid, 10*time.Second)
@@ -124,9 +121,7 @@ func callTool(t *testing.T, ctx context.Context, sess *mcp.ClientSession, name s
 		p.Meta = meta
 	}
 	res, err := sess.CallTool(ctx, p)
-	if err != nil {
-		t.Fatalf("call %s: %v", name, err)
-	}
+	require.NoErrorf(t, err, "call %s", name)
 	return res
 }
 
@@ -170,73 +165,61 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 	var trees servedTrees
 
 	tools, err := s.sess.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	byName := map[string]*mcp.Tool{}
 	for _, tool := range tools.Tools {
 		byName[tool.Name] = tool
 	}
 	for _, name := range []string{"echo", "upper", "count", "media", "sleep", "fail", "crash"} {
-		if byName[name] == nil {
-			t.Fatalf("tools/list has no %s: %v", name, tools.Tools)
-		}
+		require.Falsef(t, byName[name] == nil, "tools/list has no %s: %v", name, tools.Tools)
 	}
 	count := byName["count"]
 	if in, _ := count.InputSchema.(map[string]any); in["type"] != "object" || in["required"] == nil {
-		t.Errorf("count's input schema is not its arguments schema: %v", count.InputSchema)
+		assert.Fail(t, fmt.Sprintf("count's input schema is not its arguments schema: %v", count.InputSchema))
 	}
 	if out, _ := count.OutputSchema.(map[string]any); out["required"] == nil {
-		t.Errorf("count's output schema is not its result schema: %v", count.OutputSchema)
+		assert.Fail(t, fmt.Sprintf("count's output schema is not its result schema: %v", count.OutputSchema))
 	}
 	// count reads no input (no_input): no note; upper reads it.
-	if count.Meta[mcpbridge.MetaVersion] == nil || strings.Contains(count.Description, "(Through MCP") {
-		t.Errorf("count's version missing, or an input note on a tool that reads none: %v %q", count.Meta, count.Description)
-	}
+	assert.Falsef(t, count.Meta[mcpbridge.MetaVersion] == nil || strings.Contains(count.Description, "(Through MCP"), "count's version missing, or an input note on a tool that reads none: %v %q", count.Meta, count.Description)
 	if upper := byName["upper"]; upper == nil || !strings.Contains(upper.Description, "(Through MCP this tool gets no caller input") {
-		t.Errorf("upper reads input and has no note saying MCP gives it none: %v", upper)
+		assert.Fail(t, fmt.Sprintf("upper reads input and has no note saying MCP gives it none: %v", upper))
 	}
 
 	t.Run("count with progress", func(t *testing.T) {
 		p := &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 5}}
 		p.SetProgressToken("count-1")
 		res, err := s.sess.CallTool(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if res.IsError {
-			t.Fatalf("count failed: %s", textOf(res))
+			require.FailNow(t, fmt.Sprintf("count failed: %s", textOf(res)))
 		}
 		got := s.progress.wait(t, "count-1", 5, 10*time.Second)
 		var seq float64 // the chunks' sequences only grow
 		for i, n := range got {
-			if n.Progress != float64(i+1) || n.Message != `{"i":`+string(rune('0'+i))+`}` {
-				t.Errorf("notification %d: progress %v message %q", i, n.Progress, n.Message)
-			}
+			assert.Falsef(t, n.Progress != float64(i+1) || n.Message != `{"i":`+string(rune('0'+i))+`}`, "notification %d: progress %v message %q", i, n.Progress, n.Message)
 			if next, _ := n.Meta[mcpbridge.MetaSequence].(float64); next <= seq {
-				t.Errorf("notification %d: %s %v after %v", i, mcpbridge.MetaSequence, n.Meta[mcpbridge.MetaSequence], seq)
+				assert.Fail(t, fmt.Sprintf("notification %d: %s %v after %v", i, mcpbridge.MetaSequence, n.Meta[mcpbridge.MetaSequence], seq))
 			} else {
 				seq = next
 			}
 		}
 		if want := "{\"i\":0}\n{\"i\":1}\n{\"i\":2}\n{\"i\":3}\n{\"i\":4}\n|{\"n\":5}|"; textOf(res) != want {
-			t.Errorf("content %q, want %q", textOf(res), want)
+			assert.Fail(t, fmt.Sprintf("content %q, want %q", textOf(res), want))
 		}
 		var sc map[string]any
 		b, _ := json.Marshal(res.StructuredContent)
 		if json.Unmarshal(b, &sc); sc["n"] != float64(5) {
-			t.Errorf("structured content %s, want {\"n\":5}", b)
+			assert.Fail(t, fmt.Sprintf("structured content %s, want {\"n\":5}", b))
 		}
-		if res.Meta[mcpbridge.MetaKind] != "completed" || res.Meta[mcpbridge.MetaTree] == nil {
-			t.Errorf("meta %v", res.Meta)
-		}
+		assert.Falsef(t, res.Meta[mcpbridge.MetaKind] != "completed" || res.Meta[mcpbridge.MetaTree] == nil, "meta %v", res.Meta)
 		trees.count = treeOf(res)
 	})
 
 	t.Run("media inline and as links", func(t *testing.T) {
 		res := callTool(t, ctx, s.sess, "media", map[string]any{"bytes": 3000, "chunk": 1000}, nil)
 		if res.IsError {
-			t.Fatalf("media failed: %s", textOf(res))
+			require.FailNow(t, fmt.Sprintf("media failed: %s", textOf(res)))
 		}
 		h := sha256.New()
 		var embedded, links int
@@ -244,42 +227,34 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 			switch c := c.(type) {
 			case *mcp.EmbeddedResource:
 				embedded++
-				if c.Resource.MIMEType != demotools.MediaType {
-					t.Errorf("embedded resource of type %q, want the chunk's %q", c.Resource.MIMEType, demotools.MediaType)
-				}
+				assert.Falsef(t, c.Resource.MIMEType != demotools.MediaType, "embedded resource of type %q, want the chunk's %q", c.Resource.MIMEType, demotools.MediaType)
 				h.Write(c.Resource.Blob)
 			case *mcp.ResourceLink:
 				links++
 				rr, err := s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: c.URI})
-				if err != nil {
-					t.Fatalf("read %s: %v", c.URI, err)
-				}
-				if c.Size == nil || *c.Size != 1000 || len(rr.Contents) != 1 || len(rr.Contents[0].Blob) != 1000 {
-					t.Fatalf("link %s: size %v, contents %v", c.URI, c.Size, rr.Contents)
-				}
+				require.NoErrorf(t, err, "read %s", c.URI)
+				require.Falsef(t, c.Size == nil || *c.Size != 1000 || len(rr.Contents) != 1 || len(rr.Contents[0].Blob) != 1000, "link %s: size %v, contents %v", c.URI, c.Size, rr.Contents)
 				h.Write(rr.Contents[0].Blob)
 			}
 		}
-		if embedded != 1 || links != 2 {
-			t.Errorf("got %d embedded and %d links, want 1 (within --inline-max 1500) and 2", embedded, links)
-		}
+		assert.Falsef(t, embedded != 1 || links != 2, "got %d embedded and %d links, want 1 (within --inline-max 1500) and 2", embedded, links)
 		b, _ := json.Marshal(res.StructuredContent)
 		if want := hex.EncodeToString(h.Sum(nil)); !strings.Contains(string(b), want) {
-			t.Errorf("the media's digest %s is not the child's %s", want, b)
+			assert.Fail(t, fmt.Sprintf("the media's digest %s is not the child's %s", want, b))
 		}
 		if _, err := s.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "skulk://media/AAAAAAAAAAAAAAAAAAAAAAAAAA"}); err == nil {
-			t.Error("reading an unknown link succeeded")
+			assert.Fail(t, "reading an unknown link succeeded")
 		}
 	})
 
 	t.Run("failure", func(t *testing.T) {
 		res := callTool(t, ctx, s.sess, "fail", map[string]any{"message": "boom"}, nil)
 		if !res.IsError || !strings.Contains(textOf(res), "provider_error: boom") || res.Meta[mcpbridge.MetaSynthetic] != false {
-			t.Errorf("fail: %v %q %v", res.IsError, textOf(res), res.Meta)
+			assert.Fail(t, fmt.Sprintf("fail: %v %q %v", res.IsError, textOf(res), res.Meta))
 		}
 		res = callTool(t, ctx, s.sess, "count", map[string]any{"n": "three"}, nil)
 		if !res.IsError || res.Meta[mcpbridge.MetaKind] != "refused" || strings.Contains(textOf(res), "three") {
-			t.Errorf("bad arguments: %v %q %v", res.IsError, textOf(res), res.Meta)
+			assert.Fail(t, fmt.Sprintf("bad arguments: %v %q %v", res.IsError, textOf(res), res.Meta))
 		}
 	})
 
@@ -287,15 +262,15 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		start := time.Now()
 		res := callTool(t, ctx, s.sess, "sleep", map[string]any{"ms": 30000}, mcp.Meta{mcpbridge.MetaTimeoutMS: 300})
 		if !res.IsError || res.Meta[mcpbridge.MetaKind] != "failed" || res.Meta[mcpbridge.MetaCode] != "timeout" {
-			t.Errorf("sleep past its deadline: %v %q %v", res.IsError, textOf(res), res.Meta)
+			assert.Fail(t, fmt.Sprintf("sleep past its deadline: %v %q %v", res.IsError, textOf(res), res.Meta))
 		}
 		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("the deadline took %v", d)
+			assert.Fail(t, fmt.Sprintf("the deadline took %v", d))
 		}
 		trees.deadline = treeOf(res)
 		res = callTool(t, ctx, s.sess, "sleep", map[string]any{"ms": 1}, mcp.Meta{mcpbridge.MetaTimeoutMS: "soon"})
 		if !res.IsError || res.Meta[mcpbridge.MetaKind] != "refused" {
-			t.Errorf("a bad timeout: %v %q", res.IsError, textOf(res))
+			assert.Fail(t, fmt.Sprintf("a bad timeout: %v %q", res.IsError, textOf(res)))
 		}
 	})
 
@@ -311,14 +286,12 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		ccancel()
 		select {
 		case err := <-done:
-			if err == nil {
-				t.Fatal("a cancelled call returned no error")
-			}
+			require.False(t, err == nil, "a cancelled call returned no error")
 		case <-time.After(10 * time.Second):
-			t.Fatal("the cancelled call did not return")
+			require.FailNow(t, "the cancelled call did not return")
 		}
 		if res := callTool(t, ctx, s.sess, "count", map[string]any{"n": 1}, nil); res.IsError {
-			t.Fatalf("count after a cancel: %s", textOf(res))
+			require.FailNow(t, fmt.Sprintf("count after a cancel: %s", textOf(res)))
 		}
 	})
 
@@ -328,11 +301,9 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		dctx, dcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		_, err := s.sess.CallTool(dctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
 		dcancel()
-		if err == nil {
-			t.Fatal("a call past the client's deadline returned no error")
-		}
+		require.False(t, err == nil, "a call past the client's deadline returned no error")
 		if res := callTool(t, ctx, s.sess, "echo", nil, nil); res.IsError {
-			t.Fatalf("echo after the client's deadline: %s", textOf(res))
+			require.FailNow(t, fmt.Sprintf("echo after the client's deadline: %s", textOf(res)))
 		}
 	})
 
@@ -350,28 +321,22 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		}()
 		defer func() { ccancel(); <-done }() // the goroutine has ended when the subtest does
 		waitInChild(t, journal, "sleep", 10*time.Second)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		var res *mcp.CallToolResult
 		select {
 		case a := <-done:
 			done <- a // for the deferred receive
-			if a.err != nil {
-				t.Fatal(a.err)
-			}
+			require.False(t, a.err != nil, a.err)
 			res = a.res
 		case <-time.After(15 * time.Second):
-			t.Fatal("no result after the kill")
+			require.FailNow(t, "no result after the kill")
 		}
-		if res == nil || !res.IsError || res.Meta[mcpbridge.MetaSynthetic] != true || res.Meta[mcpbridge.MetaCode] != "unreachable" || !strings.Contains(textOf(res), "synthetic") {
-			t.Fatalf("after kill -9: %+v", res)
-		}
+		require.Falsef(t, res == nil || !res.IsError || res.Meta[mcpbridge.MetaSynthetic] != true || res.Meta[mcpbridge.MetaCode] != "unreachable" || !strings.Contains(textOf(res), "synthetic"), "after kill -9: %+v", res)
 		trees.killed = treeOf(res)
 		processGone(t, pid, 10*time.Second)
 		res = callTool(t, ctx, s.sess, "count", map[string]any{"n": 2}, nil)
 		if res.IsError {
-			t.Fatalf("the next call: %s", textOf(res))
+			require.FailNow(t, fmt.Sprintf("the next call: %s", textOf(res)))
 		}
 		trees.afterKill = treeOf(res)
 	})
@@ -398,20 +363,20 @@ func checkJournal(t *testing.T, path string, trees servedTrees) {
 				return e
 			}
 		}
-		t.Errorf("the journal has no end of tree %q", tree)
+		assert.Fail(t, fmt.Sprintf("the journal has no end of tree %q", tree))
 		return calllog.Event{}
 	}
 	if e := end(trees.count); e.Kind != calllog.KindCompleted || e.Tool != "count" {
-		t.Errorf("count's tree ends %v of %q, want done of count", e.Kind, e.Tool)
+		assert.Fail(t, fmt.Sprintf("count's tree ends %v of %q, want done of count", e.Kind, e.Tool))
 	}
 	if e := end(trees.deadline); e.Kind != calllog.KindFailed || e.Error == nil || e.Error.Code != frame.CodeTimeout {
-		t.Errorf("the _meta deadline's tree ends %v %+v, want failed timeout", e.Kind, e.Error)
+		assert.Fail(t, fmt.Sprintf("the _meta deadline's tree ends %v %+v, want failed timeout", e.Kind, e.Error))
 	}
 	if e := end(trees.killed); e.Kind != calllog.KindFailed || e.Error == nil || e.Error.Code != frame.CodeUnreachable || !e.Error.Synthetic {
-		t.Errorf("the killed call's tree ends %v %+v, want a synthetic failed unreachable", e.Kind, e.Error)
+		assert.Fail(t, fmt.Sprintf("the killed call's tree ends %v %+v, want a synthetic failed unreachable", e.Kind, e.Error))
 	}
 	if k, a := childOf(events[trees.killed]), childOf(events[trees.afterKill]); k == "" || a == "" || k == a {
-		t.Errorf("the killed call ran on child %q, the next on %q: want the restarted child", k, a)
+		assert.Fail(t, fmt.Sprintf("the killed call ran on child %q, the next on %q: want the restarted child", k, a))
 	}
 	var cancelled int // the cancel and the client's deadline
 	for _, tree := range events {
@@ -421,16 +386,14 @@ func checkJournal(t *testing.T, path string, trees servedTrees) {
 			}
 		}
 	}
-	if cancelled != 2 {
-		t.Errorf("the journal has %d cancelled sleep calls, want 2 (a cancel and a client deadline)", cancelled)
-	}
+	assert.EqualValuesf(t, 2, cancelled, "the journal has %d cancelled sleep calls, want 2 (a cancel and a client deadline)", cancelled)
 
 	out := filepath.Join(t.TempDir(), "session.json")
 	if b, err := exec.Command(hostBin, "asif", "export", path, trees.count, "-o", out).CombinedOutput(); err != nil {
-		t.Errorf("asif export of an MCP call's tree: %v\n%s", err, b)
+		assert.Fail(t, fmt.Sprintf("asif export of an MCP call's tree: %v\n%s", err, b))
 	}
 	if b, err := exec.Command(hostBin, "asif", "check", out).CombinedOutput(); err != nil {
-		t.Errorf("asif check of the export: %v\n%s", err, b)
+		assert.Fail(t, fmt.Sprintf("asif check of the export: %v\n%s", err, b))
 	}
 }
 
@@ -451,22 +414,16 @@ func childOf(events []calllog.Event) string {
 func journalEvents(t *testing.T, path string) map[string][]calllog.Event {
 	t.Helper()
 	st, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	ctx := context.Background()
 	trees, err := st.Trees(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out := make(map[string][]calllog.Event, len(trees))
 	for _, tree := range trees {
 		for after := uint64(0); ; {
 			events, err := st.EventsAfter(ctx, tree, after, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if len(events) == 0 {
 				break
 			}
@@ -494,9 +451,7 @@ func waitInChild(t *testing.T, path, tool string, d time.Duration) {
 				return
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no call of %s in a child after %v", tool, d)
-		}
+		require.Falsef(t, time.Now().After(deadline), "no call of %s in a child after %v", tool, d)
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,6 +1,9 @@
 package mcpbridge
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,41 +25,27 @@ func TestMCPTool(t *testing.T) {
 	result := map[string]any{"type": "object", "required": []any{"n"}}
 	mt, err := mcpTool(wire.Tool{ID: "count", Version: "v2", Description: "Counts.", ArgumentsSchema: args,
 		InputSchema: in, OutputSchema: out, ResultSchema: result})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mt.Name != "count" || !strings.HasPrefix(mt.Description, "Counts. ") || !strings.Contains(mt.Description, "no caller input") {
-		t.Errorf("name %q, description %q", mt.Name, mt.Description)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, mt.Name != "count" || !strings.HasPrefix(mt.Description, "Counts. ") || !strings.Contains(mt.Description, "no caller input"), "name %q, description %q", mt.Name, mt.Description)
 	// A tool that says it reads no input gets no note.
 	quiet, err := mcpTool(wire.Tool{ID: "count", Description: "Counts.", NoInput: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if quiet.Description != "Counts." {
-		t.Errorf("a no_input tool's description %q", quiet.Description)
-	}
+	require.NoError(t, err)
+	assert.EqualValuesf(t, "Counts.", quiet.Description, "a no_input tool's description %q", quiet.Description)
 	if got, _ := mt.InputSchema.(map[string]any); got["type"] != "object" || got["properties"] == nil {
-		t.Errorf("input schema %v, want the arguments schema with type object", mt.InputSchema)
+		assert.Fail(t, fmt.Sprintf("input schema %v, want the arguments schema with type object", mt.InputSchema))
 	}
 	if _, ok := args["type"]; ok {
-		t.Error("the tool's own arguments schema was changed")
+		assert.Fail(t, "the tool's own arguments schema was changed")
 	}
-	if !reflect.DeepEqual(mt.OutputSchema, result) {
-		t.Errorf("output schema %v, want the result schema", mt.OutputSchema)
-	}
-	if mt.Meta[MetaVersion] != "v2" || !reflect.DeepEqual(mt.Meta[MetaOutputSchema], out) || !reflect.DeepEqual(mt.Meta[MetaInputSchema], in) {
-		t.Errorf("_meta %v", mt.Meta)
-	}
+	assert.Falsef(t, !reflect.DeepEqual(mt.OutputSchema, result), "output schema %v, want the result schema", mt.OutputSchema)
+	assert.Falsef(t, mt.Meta[MetaVersion] != "v2" || !reflect.DeepEqual(mt.Meta[MetaOutputSchema], out) || !reflect.DeepEqual(mt.Meta[MetaInputSchema], in), "_meta %v", mt.Meta)
 
 	// A bare tool may read input (it does not say no_input): the note
 	// is its whole description.
 	mt, err = mcpTool(wire.Tool{ID: "plain"})
-	if err != nil || !strings.HasPrefix(mt.Description, "(Through MCP") || mt.Meta != nil || mt.OutputSchema != nil || !reflect.DeepEqual(mt.InputSchema, map[string]any{"type": "object"}) {
-		t.Errorf("a bare tool: %+v, %v", mt, err)
-	}
+	assert.Falsef(t, err != nil || !strings.HasPrefix(mt.Description, "(Through MCP") || mt.Meta != nil || mt.OutputSchema != nil || !reflect.DeepEqual(mt.InputSchema, map[string]any{"type": "object"}), "a bare tool: %+v, %v", mt, err)
 	if _, err := mcpTool(wire.Tool{ID: "list", ArgumentsSchema: map[string]any{"type": "array"}}); err == nil || strings.Contains(err.Error(), "array") {
-		t.Errorf("an array arguments schema: %v, want an error naming the field, not quoting its value", err)
+		assert.Fail(t, fmt.Sprintf("an array arguments schema: %v, want an error naming the field, not quoting its value", err))
 	}
 }
 
@@ -64,18 +53,12 @@ func TestMCPTool(t *testing.T) {
 // or "mcp") are the protocol's, not a server's data, and no loss.
 func TestOwnMeta(t *testing.T) {
 	for _, k := range []string{"io.modelcontextprotocol/serverInfo", "modelcontextprotocol.io/x", "mcp.dev/x", "tools.mcp.com/x"} {
-		if ownMeta(map[string]any{k: 1}) {
-			t.Errorf("%s counted as the server's own", k)
-		}
+		assert.Falsef(t, ownMeta(map[string]any{k: 1}), "%s counted as the server's own", k)
 	}
 	for _, k := range []string{"example.com/note", "note", "mcpx.dev/x"} {
-		if !ownMeta(map[string]any{"io.modelcontextprotocol/serverInfo": 1, k: 1}) {
-			t.Errorf("%s not counted as the server's own", k)
-		}
+		assert.Falsef(t, !ownMeta(map[string]any{"io.modelcontextprotocol/serverInfo": 1, k: 1}), "%s not counted as the server's own", k)
 	}
-	if ownMeta(nil) {
-		t.Error("a nil _meta counted")
-	}
+	assert.False(t, ownMeta(nil), "a nil _meta counted")
 }
 
 // TestOwnMetaLeavesSkulkKeys: the _meta keys skulk-host mcp serve sets
@@ -84,10 +67,6 @@ func TestOwnMeta(t *testing.T) {
 func TestOwnMetaLeavesSkulkKeys(t *testing.T) {
 	skulk := mcp.Meta{MetaVersion: "v1", MetaInputSchema: map[string]any{}, MetaOutputSchema: map[string]any{},
 		MetaCallID: "c", MetaTree: "t", MetaKind: "completed", MetaSequence: 3}
-	if ownMeta(skulk) {
-		t.Errorf("Skulk's own _meta counted as the server's: %v", skulk)
-	}
-	if !ownMeta(mcp.Meta{"example.com/trace": "x"}) || !ownMeta(mcp.Meta{"skulkish/x": 1}) {
-		t.Error("a server's own _meta key was not counted")
-	}
+	assert.Falsef(t, ownMeta(skulk), "Skulk's own _meta counted as the server's: %v", skulk)
+	assert.False(t, !ownMeta(mcp.Meta{"example.com/trace": "x"}) || !ownMeta(mcp.Meta{"skulkish/x": 1}), "a server's own _meta key was not counted")
 }

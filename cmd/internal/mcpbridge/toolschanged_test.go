@@ -2,6 +2,7 @@ package mcpbridge_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -55,7 +56,7 @@ func TestLiveToolListChanged(t *testing.T) {
 		select {
 		case <-changed:
 		case <-timer.C:
-			t.Fatalf("no tools/list_changed that lists the added tool within 30 s; tools: %v", names())
+			require.FailNow(t, fmt.Sprintf("no tools/list_changed that lists the added tool within 30 s; tools: %v", names()))
 		}
 	}
 	res = callTool(t, ctx, s.sess, "added", map[string]any{}, nil)

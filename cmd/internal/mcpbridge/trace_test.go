@@ -3,6 +3,9 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"testing"
@@ -27,20 +30,18 @@ func TestServeTracesOTLP(t *testing.T) {
 	s.cmd.Env = append(append(os.Environ(), "TMPDIR="+s.tmp), c.Env()...)
 	s.cmd.Stderr = os.Stderr
 	sess, err := newClient(s.progress).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
-	if err != nil {
-		t.Fatalf("connect to skulk-host mcp serve: %v", err)
-	}
+	require.NoError(t, err, "connect to skulk-host mcp serve")
 	s.sess = sess
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	res := callTool(t, ctx, sess, "count", map[string]any{"n": 1}, mcp.Meta{
 		"traceparent": "00-" + traceID + "-" + parentID + "-01", "baggage": "tenant=acme", "tracestate": 7})
 	if res.IsError {
-		t.Fatalf("count: %s", textOf(res))
+		require.FailNow(t, fmt.Sprintf("count: %s", textOf(res)))
 	}
 	res = callTool(t, ctx, sess, "echo", map[string]any{}, mcp.Meta{"traceparent": "00-" + traceID + "-0000000000000000-01"})
 	if res.IsError {
-		t.Fatalf("echo with an invalid traceparent: %s", textOf(res))
+		require.FailNow(t, fmt.Sprintf("echo with an invalid traceparent: %s", textOf(res)))
 	}
 	s.close(t) // skulk-host exits: its spans are flushed by then
 
@@ -50,18 +51,16 @@ func TestServeTracesOTLP(t *testing.T) {
 			continue
 		}
 		if sp.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || sp.Service != "skulk-host" {
-			t.Errorf("span %q of kind %v from %q: want only the host's client spans", sp.GetName(), sp.GetKind(), sp.Service)
+			assert.Fail(t, fmt.Sprintf("span %q of kind %v from %q: want only the host's client spans", sp.GetName(), sp.GetKind(), sp.Service))
 		}
 		byName[sp.GetName()] = sp
 	}
 	count, echo := byName["count"], byName["echo"]
-	if count.Span == nil || echo.Span == nil {
-		t.Fatalf("spans received: %v; want count and echo", byName)
-	}
+	require.Falsef(t, count.Span == nil || echo.Span == nil, "spans received: %v; want count and echo", byName)
 	if hex.EncodeToString(count.GetTraceId()) != traceID || hex.EncodeToString(count.GetParentSpanId()) != parentID {
-		t.Errorf("count's span: trace %x parent %x; want the _meta traceparent's %s, %s", count.GetTraceId(), count.GetParentSpanId(), traceID, parentID)
+		assert.Fail(t, fmt.Sprintf("count's span: trace %x parent %x; want the _meta traceparent's %s, %s", count.GetTraceId(), count.GetParentSpanId(), traceID, parentID))
 	}
 	if hex.EncodeToString(echo.GetTraceId()) == traceID || len(echo.GetParentSpanId()) != 0 {
-		t.Errorf("echo's span continues the invalid traceparent: trace %x parent %x", echo.GetTraceId(), echo.GetParentSpanId())
+		assert.Fail(t, fmt.Sprintf("echo's span continues the invalid traceparent: trace %x parent %x", echo.GetTraceId(), echo.GetParentSpanId()))
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,9 +35,7 @@ func startWrapped(t *testing.T, ctx context.Context, mark string) (*host.Host, s
 		TempDir:  tmp,
 		Restart:  host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
 	})
-	if err != nil {
-		t.Fatalf("host.Start of skulk-mcp: %v", err)
-	}
+	require.NoError(t, err, "host.Start of skulk-mcp")
 	return h, tmp
 }
 
@@ -45,7 +45,7 @@ func outputOf(t *testing.T, c *host.Call) (payloads []string, media []*frame.Inl
 	t.Helper()
 	for f, err := range c.Frames() {
 		if err != nil {
-			t.Fatalf("%s: %v", c.Tool(), err)
+			require.FailNow(t, fmt.Sprintf("%s: %v", c.Tool(), err))
 		}
 		if f.Kind == frame.KindChunk {
 			if f.Payload != nil {
@@ -65,9 +65,7 @@ func outputOf(t *testing.T, c *host.Call) (payloads []string, media []*frame.Inl
 func call(t *testing.T, ctx context.Context, h *host.Host, tool string, args map[string]any, opts ...host.CallOption) *host.Call {
 	t.Helper()
 	c, err := h.Call(ctx, tool, frame.MustPayload(args), append([]host.CallOption{host.WithInput()}, opts...)...)
-	if err != nil {
-		t.Fatalf("call %s: %v", tool, err)
-	}
+	require.NoErrorf(t, err, "call %s", tool)
 	return c
 }
 
@@ -76,13 +74,9 @@ func call(t *testing.T, ctx context.Context, h *host.Host, tool string, args map
 func serverPids(t *testing.T, ctx context.Context, h *host.Host) (server, wrapper int) {
 	t.Helper()
 	res, err := call(t, ctx, h, "pid", map[string]any{}).Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var p pidResult
-	if err := res.Decode(&p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, res.Decode(&p))
 	return p.PID, p.PPID
 }
 
@@ -109,30 +103,22 @@ func TestWrapperUnderHost(t *testing.T) {
 	}
 	for _, id := range []string{"echo", "progress", "image", "audio", "texts", "resources", "sleep", "fail", "crash", "pid"} {
 		if !ids[id] {
-			t.Fatalf("the host has no tool %s: %v", id, h.Tools())
+			require.FailNow(t, fmt.Sprintf("the host has no tool %s: %v", id, h.Tools()))
 		}
 	}
 
 	payloads, _, last := outputOf(t, call(t, ctx, h, "echo", map[string]any{"text": "hi"}))
-	if last.Kind != frame.KindCompleted || len(payloads) != 1 || payloads[0] != `{"text":"hi"}` {
-		t.Errorf("echo: %v %v", payloads, last)
-	}
+	assert.Falsef(t, last.Kind != frame.KindCompleted || len(payloads) != 1 || payloads[0] != `{"text":"hi"}`, "echo: %v %v", payloads, last)
 
 	payloads, _, last = outputOf(t, call(t, ctx, h, "progress", map[string]any{"n": 3}))
 	want := []string{`{"message":"step 1","progress":1,"total":3}`, `{"message":"step 2","progress":2,"total":3}`, `{"message":"step 3","progress":3,"total":3}`, `{"text":"done"}`}
-	if strings.Join(payloads, " ") != strings.Join(want, " ") || last.Kind != frame.KindCompleted || last.Payload.String() != `{"n":3}` {
-		t.Errorf("progress: %v then %v %s; want %v then completed {\"n\":3}", payloads, last.Kind, last.Payload, want)
-	}
+	assert.Falsef(t, strings.Join(payloads, " ") != strings.Join(want, " ") || last.Kind != frame.KindCompleted || last.Payload.String() != `{"n":3}`, "progress: %v then %v %s; want %v then completed {\"n\":3}", payloads, last.Kind, last.Payload, want)
 
 	_, media, last := outputOf(t, call(t, ctx, h, "image", map[string]any{"bytes": 100000}))
-	if last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "image/png" || !bytes.Equal(media[0].Data, mediaBytes(100000, imageStep)) {
-		t.Errorf("image: %d media, %v", len(media), last)
-	}
+	assert.Falsef(t, last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "image/png" || !bytes.Equal(media[0].Data, mediaBytes(100000, imageStep)), "image: %d media, %v", len(media), last)
 
 	_, media, last = outputOf(t, call(t, ctx, h, "audio", map[string]any{"bytes": 50000}))
-	if last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "audio/wav" || !bytes.Equal(media[0].Data, mediaBytes(50000, audioStep)) {
-		t.Errorf("audio: %d media, %v", len(media), last)
-	}
+	assert.Falsef(t, last.Kind != frame.KindCompleted || len(media) != 1 || media[0].MediaType != "audio/wav" || !bytes.Equal(media[0].Data, mediaBytes(50000, audioStep)), "audio: %d media, %v", len(media), last)
 
 	// Each text content is a chunk of its own: joining them is mcp serve's
 	// business (TestChain).
@@ -141,9 +127,7 @@ func TestWrapperUnderHost(t *testing.T) {
 	for _, s := range append(append([]string(nil), textsBefore...), textsAfter...) {
 		texts = append(texts, `{"text":"`+s+`"}`)
 	}
-	if last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(texts, " ") || len(media) != 1 {
-		t.Errorf("texts: %v and %d media, want %v and the image", payloads, len(media), texts)
-	}
+	assert.Falsef(t, last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(texts, " ") || len(media) != 1, "texts: %v and %d media, want %v and the image", payloads, len(media), texts)
 
 	// Embedded resources and links: not fetched, their names kept.
 	payloads, media, last = outputOf(t, call(t, ctx, h, "resources", map[string]any{}))
@@ -152,40 +136,30 @@ func TestWrapperUnderHost(t *testing.T) {
 		`{"mcp":{"mimeType":"text/csv","name":"linked","size":42,"type":"resource_link","uri":"test://link"},"resource_link":{"mime_type":"text/csv","name":"linked","size":42,"uri":"test://link"}}`}
 	if last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(want, " ") ||
 		len(media) != 1 || media[0].MediaType != "application/pdf" || !bytes.Equal(media[0].Data, mediaBytes(8, imageStep)) {
-		t.Errorf("resources: %v and %d media, want %v and the blob", payloads, len(media), want)
+		assert.Fail(t, fmt.Sprintf("resources: %v and %d media, want %v and the blob", payloads, len(media), want))
 	}
 
 	_, err := call(t, ctx, h, "fail", map[string]any{"text": "x"}).Wait()
 	var ce *frame.Error
-	if !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "nope: x" || ce.Synthetic {
-		t.Errorf("fail: %v", err)
-	}
+	assert.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeProviderError || ce.Message != "nope: x" || ce.Synthetic, "fail: %v", err)
 
 	// Caller input has nowhere to go in MCP: refused, not dropped.
 	c, err := h.Call(ctx, "echo", frame.MustPayload(map[string]any{"text": "hi"}), host.WithInput(frame.MustPayload(map[string]any{"text": "input"})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := c.Wait(); !errors.As(err, &ce) || ce.Code != frame.CodeInvalidFrame {
-		t.Errorf("a call with input: %v", err)
+		assert.Fail(t, fmt.Sprintf("a call with input: %v", err))
 	}
 
 	t.Run("cancel", func(t *testing.T) {
 		cctx, ccancel := context.WithCancel(ctx)
 		c := call(t, cctx, h, "sleep", map[string]any{"ms": 30000})
 		f, err := c.Recv(ctx) // started
-		if err != nil || f.Kind != frame.KindStarted {
-			t.Fatal(f, err)
-		}
+		require.False(t, err != nil || f.Kind != frame.KindStarted, f, err)
 		f, err = c.Recv(ctx) // the "sleeping" progress: the server is in the call
-		if err != nil || f.Kind != frame.KindChunk {
-			t.Fatal(f, err)
-		}
+		require.False(t, err != nil || f.Kind != frame.KindChunk, f, err)
 		ccancel()
 		_, err = c.Wait()
-		if !errors.As(err, &ce) || ce.Code != frame.CodeCancelled {
-			t.Fatalf("cancelled sleep: %v", err)
-		}
+		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeCancelled, "cancelled sleep: %v", err)
 		waitFile(t, mark, "cancelled sleep", 10*time.Second) // the MCP server saw the cancellation
 	})
 
@@ -193,23 +167,19 @@ func TestWrapperUnderHost(t *testing.T) {
 		dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer dcancel()
 		_, err := call(t, dctx, h, "sleep", map[string]any{"ms": 30000}).Wait()
-		if !errors.As(err, &ce) || ce.Code != frame.CodeTimeout {
-			t.Fatalf("sleep past its deadline: %v", err)
-		}
+		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeTimeout, "sleep past its deadline: %v", err)
 	})
 
 	t.Run("server crash", func(t *testing.T) {
 		server, wrapper := serverPids(t, ctx, h)
 		_, err := call(t, ctx, h, "crash", map[string]any{}).Wait()
 		if !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic || !strings.Contains(host.Stderr(err), "crashing on purpose") {
-			t.Fatalf("crash: %v (stderr tail %q)", err, errStderr(err))
+			require.FailNow(t, fmt.Sprintf("crash: %v (stderr tail %q)", err, errStderr(err)))
 		}
 		processGone(t, server, 10*time.Second)
 		processGone(t, wrapper, 10*time.Second)
 		server2, wrapper2 := serverPids(t, ctx, h) // waits for the restart
-		if server2 == server || wrapper2 == wrapper {
-			t.Errorf("no restart: %d/%d then %d/%d", server, wrapper, server2, wrapper2)
-		}
+		assert.Falsef(t, server2 == server || wrapper2 == wrapper, "no restart: %d/%d then %d/%d", server, wrapper, server2, wrapper2)
 	})
 
 	t.Run("kill -9 of the wrapper", func(t *testing.T) {
@@ -217,27 +187,21 @@ func TestWrapperUnderHost(t *testing.T) {
 		c := call(t, ctx, h, "sleep", map[string]any{"ms": 30000})
 		for range 2 { // started, then the "sleeping" progress
 			if _, err := c.Recv(ctx); err != nil {
-				t.Fatal(err)
+				require.FailNow(t, fmt.Sprint(err))
 			}
 		}
-		if err := syscall.Kill(wrapper, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, syscall.Kill(wrapper, syscall.SIGKILL))
 		_, err := c.Wait()
-		if !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic {
-			t.Fatalf("after kill -9: %v", err)
-		}
+		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic, "after kill -9: %v", err)
 		processGone(t, server, 10*time.Second) // the server was in the wrapper's group
 		if s2, _ := serverPids(t, ctx, h); s2 == server {
-			t.Error("no restart")
+			assert.Fail(t, "no restart")
 		}
 	})
 
 	server, wrapper := serverPids(t, ctx, h)
 	closed = true
-	if err := h.Close(ctx); err != nil {
-		t.Errorf("close: %v", err)
-	}
+	assert.NoError(t, h.Close(ctx), "close")
 	processGone(t, server, 10*time.Second)
 	processGone(t, wrapper, 10*time.Second)
 	emptyDir(t, tmp)
@@ -254,9 +218,7 @@ func waitFile(t *testing.T, path, s string, d time.Duration) {
 		if strings.Contains(string(b), s) {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not say %q after %v: %q", path, s, d, b)
-		}
+		require.Falsef(t, time.Now().After(deadline), "%s does not say %q after %v: %q", path, s, d, b)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -269,59 +231,49 @@ func TestChain(t *testing.T) {
 	s := startServe(t, ctx, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
 
 	tools, err := s.sess.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 17 {
-		t.Fatalf("tools/list: %v %v", tools, err)
-	}
+	require.Falsef(t, err != nil || len(tools.Tools) != 17, "tools/list: %v %v", tools, err)
 	if res := callTool(t, ctx, s.sess, "echo", map[string]any{"text": "round trip"}, nil); res.IsError || textOf(res) != "round trip|" {
-		t.Errorf("echo: %q", textOf(res))
+		assert.Fail(t, fmt.Sprintf("echo: %q", textOf(res)))
 	}
 
 	p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"n": 4}}
 	p.SetProgressToken("chain")
 	res, err := s.sess.CallTool(ctx, p)
-	if err != nil || res.IsError {
-		t.Fatalf("progress: %v %v", res, err)
-	}
+	require.Falsef(t, err != nil || res.IsError, "progress: %v %v", res, err)
 	// The server's own progress notifications, as it sent them; its
 	// content and structured content, as it returned them.
 	got := s.progress.wait(t, "chain", 4, 10*time.Second)
 	if got[0].Message != "step 1" || got[0].Progress != 1 || got[0].Total != 4 || got[3].Progress != 4 {
-		t.Errorf("notifications: %+v … %+v", got[0], got[3])
+		assert.Fail(t, fmt.Sprintf("notifications: %+v … %+v", got[0], got[3]))
 	}
 	if sc, _ := jsonOf(res.StructuredContent); textOf(res) != "done|" || string(sc) != `{"n":4}` {
-		t.Errorf("progress result %q %s, want \"done|\" and {\"n\":4}", textOf(res), sc)
+		assert.Fail(t, fmt.Sprintf("progress result %q %s, want \"done|\" and {\"n\":4}", textOf(res), sc))
 	}
 
 	// Embedded resources and links arrive as the server sent them, URIs
 	// and all.
 	res = callTool(t, ctx, s.sess, "resources", map[string]any{}, nil)
-	if len(res.Content) != 3 {
-		t.Fatalf("resources: %v", res.Content)
-	}
+	require.EqualValuesf(t, 3, len(res.Content), "resources: %v", res.Content)
 	if r, ok := res.Content[0].(*mcp.EmbeddedResource); !ok || r.Resource.URI != "test://blob" || r.Resource.MIMEType != "application/pdf" || !bytes.Equal(r.Resource.Blob, mediaBytes(8, imageStep)) {
-		t.Errorf("embedded blob: %#v", res.Content[0])
+		assert.Fail(t, fmt.Sprintf("embedded blob: %#v", res.Content[0]))
 	}
 	if r, ok := res.Content[1].(*mcp.EmbeddedResource); !ok || r.Resource.URI != "test://text" || r.Resource.Text != "hello" || r.Resource.MIMEType != "text/plain" {
-		t.Errorf("embedded text: %#v", res.Content[1])
+		assert.Fail(t, fmt.Sprintf("embedded text: %#v", res.Content[1]))
 	}
 	if l, ok := res.Content[2].(*mcp.ResourceLink); !ok || l.URI != "test://link" || l.Name != "linked" || l.MIMEType != "text/csv" || l.Size == nil || *l.Size != 42 {
-		t.Errorf("resource link: %#v", res.Content[2])
+		assert.Fail(t, fmt.Sprintf("resource link: %#v", res.Content[2]))
 	}
 
 	res = callTool(t, ctx, s.sess, "image", map[string]any{"bytes": 5000}, nil)
-	if len(res.Content) != 1 {
-		t.Fatalf("image: %v", res.Content)
-	}
+	require.EqualValuesf(t, 1, len(res.Content), "image: %v", res.Content)
 	if img, ok := res.Content[0].(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || !bytes.Equal(img.Data, mediaBytes(5000, imageStep)) {
-		t.Errorf("image: %#v", res.Content[0])
+		assert.Fail(t, fmt.Sprintf("image: %#v", res.Content[0]))
 	}
 
 	res = callTool(t, ctx, s.sess, "audio", map[string]any{"bytes": 5000}, nil)
-	if len(res.Content) != 1 {
-		t.Fatalf("audio: %v", res.Content)
-	}
+	require.EqualValuesf(t, 1, len(res.Content), "audio: %v", res.Content)
 	if a, ok := res.Content[0].(*mcp.AudioContent); !ok || a.MIMEType != "audio/wav" || !bytes.Equal(a.Data, mediaBytes(5000, audioStep)) || a.Meta[mcpbridge.MetaSequence] == nil {
-		t.Errorf("audio: %#v", res.Content[0])
+		assert.Fail(t, fmt.Sprintf("audio: %#v", res.Content[0]))
 	}
 
 	// An MCP server's contents stay apart (docs/mcp.md).
@@ -338,21 +290,19 @@ func TestChain(t *testing.T) {
 			parts = append(parts, fmt.Sprintf("%T", c))
 		}
 	}
-	if res.IsError || strings.Join(parts, "|") != strings.Join(want, "|") {
-		t.Errorf("texts: content %q, want %q", parts, want)
-	}
+	assert.Falsef(t, res.IsError || strings.Join(parts, "|") != strings.Join(want, "|"), "texts: content %q, want %q", parts, want)
 
 	res = callTool(t, ctx, s.sess, "crash", map[string]any{}, nil)
 	if !res.IsError || res.Meta["skulk/synthetic"] != true {
-		t.Errorf("crash through the chain: %q %v", textOf(res), res.Meta)
+		assert.Fail(t, fmt.Sprintf("crash through the chain: %q %v", textOf(res), res.Meta))
 	}
 	res = callTool(t, ctx, s.sess, "pid", map[string]any{}, nil)
 	if res.IsError {
-		t.Fatalf("pid after the crash: %s", textOf(res))
+		require.FailNow(t, fmt.Sprintf("pid after the crash: %s", textOf(res)))
 	}
 	var pids pidResult
 	if b, err := jsonOf(res.StructuredContent); err != nil || decodeJSON(b, &pids) != nil || pids.PID == 0 {
-		t.Fatalf("pid: %v", res.StructuredContent)
+		require.FailNow(t, fmt.Sprintf("pid: %v", res.StructuredContent))
 	}
 	s.close(t)
 	processGone(t, pids.PID, 10*time.Second)
@@ -363,9 +313,7 @@ func TestChain(t *testing.T) {
 func TestWrapperByHand(t *testing.T) {
 	out, err := exec.Command(wrapperBin, "--", selfBin).CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "started by a Skulk host") {
-		t.Errorf("by hand: %v %q", err, out)
-	}
+	assert.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "started by a Skulk host"), "by hand: %v %q", err, out)
 }
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }

@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/skulkrt/skulk/cmd/internal/cli"
 	"github.com/skulkrt/skulk/cmd/internal/clitest"
 	"github.com/skulkrt/skulk/internal/testnet"
@@ -42,14 +45,12 @@ func runCLI(t *testing.T, args ...string) clitest.Result {
 func TestCLITools(t *testing.T) {
 	py := provider(t)
 	r := runCLI(t, "tools", "--json", "--", py, "--test-tools")
-	if r.Status != cli.ExitOK {
-		t.Fatalf("tools --json: status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitOK, "tools --json: status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckTools(t, r.Stdout)
 	r = runCLI(t, "tools", "--", py)
 	if r.Status != cli.ExitOK || !regexp.MustCompile(`(?m)^count .*— `).MatchString(r.Stdout) ||
 		!regexp.MustCompile(`(?m)^    arguments +\{`).MatchString(r.Stdout) || strings.Contains(r.Stdout, "crash") {
-		t.Errorf("tools: status %d, stderr %q\n%s", r.Status, r.Stderr, r.Stdout)
+		assert.Fail(t, fmt.Sprintf("tools: status %d, stderr %q\n%s", r.Status, r.Stderr, r.Stdout))
 	}
 }
 
@@ -57,9 +58,7 @@ func TestCLITools(t *testing.T) {
 func TestCLICallCount(t *testing.T) {
 	py := provider(t)
 	r := runCLI(t, "call", "count", "--args", `{"n": 3}`, "--json", "--", py)
-	if r.Status != cli.ExitOK || r.Stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitOK || r.Stderr != "", "status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckCount(t, clitest.ParseLines(t, r.Stdout), 3)
 }
 
@@ -71,9 +70,7 @@ func TestCLICallMedia(t *testing.T) {
 	const total, chunk = 2<<20 + 17, 1 << 20
 	r := runCLI(t, "call", "media", "--args", fmt.Sprintf(`{"bytes": %d, "chunk": %d}`, total, chunk),
 		"--json", "--save-media", dir, "--", py)
-	if r.Status != cli.ExitOK || r.Stderr != "" {
-		t.Fatalf("status %d, stderr %q", r.Status, r.Stderr)
-	}
+	require.Falsef(t, r.Status != cli.ExitOK || r.Stderr != "", "status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckMedia(t, clitest.ParseLines(t, r.Stdout), dir, total, chunk)
 }
 
@@ -103,30 +100,22 @@ func TestCLIKill9(t *testing.T) {
 	sc := bufio.NewScanner(p.Stdout)
 	for c.Count() < 10 && sc.Scan() {
 		if l := c.Add(sc.Bytes()); clitest.Terminal(l.Kind) {
-			t.Fatalf("the call ended before the kill: %+v", l)
+			require.FailNow(t, fmt.Sprintf("the call ended before the kill: %+v", l))
 		}
 	}
 	if c.Count() < 10 {
-		t.Fatalf("%d lines before the call ended (%v)", c.Count(), sc.Err()) // stderr is read only after Wait
+		require.FailNow(t, fmt.Sprintf("%d lines before the call ended (%v)", c.Count(), sc.Err())) // stderr is read only after Wait
 	}
 	kids := childrenRunning(t, p.Cmd.Process.Pid, py)
-	if len(kids) != 1 {
-		t.Fatalf("skulk-host has children %v running %s, want one", kids, py)
-	}
-	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.EqualValuesf(t, 1, len(kids), "skulk-host has children %v running %s, want one", kids, py)
+	require.NoError(t, syscall.Kill(kids[0], syscall.SIGKILL))
 	for sc.Scan() {
 		c.Add(sc.Bytes())
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sc.Err())
 	if status, stderr := p.Wait(t); status != cli.ExitUnreachable || stderr != "" {
-		t.Errorf("exit status %d, want %d; stderr %q", status, cli.ExitUnreachable, stderr)
+		assert.Fail(t, fmt.Sprintf("exit status %d, want %d; stderr %q", status, cli.ExitUnreachable, stderr))
 	}
 	last := c.Last()
-	if last.Kind != "failed" || !last.Synthetic || last.Error == nil || last.Error.Code != "unreachable" {
-		t.Errorf("terminal after the kill: %+v", last)
-	}
+	assert.Falsef(t, last.Kind != "failed" || !last.Synthetic || last.Error == nil || last.Error.Code != "unreachable", "terminal after the kill: %+v", last)
 }

@@ -2,6 +2,9 @@ package pyprovider_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,22 +41,16 @@ func startTraceProvider(t *testing.T, cfg host.Config) *host.Host {
 	t.Helper()
 	demo := provider(t) // skips (or fails) without Python
 	script := filepath.Join(t.TempDir(), "trace.py")
-	if err := os.WriteFile(script, []byte(traceProvider), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(script, []byte(traceProvider), 0o600))
 	cfg.Command, cfg.Args = "/usr/bin/python3", []string{script, filepath.Dir(demo)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := host.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
+		assert.NoError(t, h.Close(ctx), "Close")
 	})
 	return h
 }
@@ -61,13 +58,9 @@ func startTraceProvider(t *testing.T, cfg host.Config) *host.Host {
 func traceCall(t *testing.T, h *host.Host, opts ...host.CallOption) map[string]any {
 	t.Helper()
 	c, err := h.Call(callCtx(t), "trace", nil, append(opts, host.WithInput())...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res, err := c.Wait()
-	if err != nil {
-		t.Fatalf("trace: %v", err)
-	}
+	require.NoError(t, err, "trace")
 	m, _ := res.Map()
 	return m
 }
@@ -82,12 +75,10 @@ func TestHandlerSeesTheHostSpan(t *testing.T) {
 
 	got := traceCall(t, h, host.WithTrace(map[string]string{"baggage": "tenant=acme"}))
 	spans := exp.GetSpans()
-	if len(spans) != 1 {
-		t.Fatalf("%d host spans, want 1", len(spans))
-	}
+	require.EqualValuesf(t, 1, len(spans), "%d host spans, want 1", len(spans))
 	sc := spans[0].SpanContext
 	if got["trace_id"] != sc.TraceID().String() || got["span_id"] != sc.SpanID().String() || got["sampled"] != true || got["tenant"] != "acme" {
-		t.Errorf("handler saw %v; want trace %s span %s, sampled, tenant acme", got, sc.TraceID(), sc.SpanID())
+		assert.Fail(t, fmt.Sprintf("handler saw %v; want trace %s span %s, sampled, tenant acme", got, sc.TraceID(), sc.SpanID()))
 	}
 }
 
@@ -98,14 +89,10 @@ func TestHandlerTraceContextFromWithTrace(t *testing.T) {
 	h := startTraceProvider(t, host.Config{})
 	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	got := traceCall(t, h, host.WithTrace(map[string]string{"traceparent": "00-" + tid + "-" + sid + "-00", "tracestate": "rojo=1"}))
-	if got["trace_id"] != tid || got["span_id"] != sid || got["sampled"] != false {
-		t.Errorf("handler saw %v; want trace %s span %s, not sampled", got, tid, sid)
-	}
+	assert.Falsef(t, got["trace_id"] != tid || got["span_id"] != sid || got["sampled"] != false, "handler saw %v; want trace %s span %s, not sampled", got, tid, sid)
 	if ts, _ := got["tracestate"].(map[string]any); ts["rojo"] != "1" {
-		t.Errorf("tracestate %v, want rojo=1", got["tracestate"])
+		assert.Fail(t, fmt.Sprintf("tracestate %v, want rojo=1", got["tracestate"]))
 	}
 	got = traceCall(t, h, host.WithTrace(map[string]string{"traceparent": "00-" + tid + "-0000000000000000-01", "baggage": "tenant=x"}))
-	if got["trace_id"] != "" || got["tenant"] != "x" {
-		t.Errorf("invalid traceparent: handler saw %v; want no trace context, the baggage", got)
-	}
+	assert.Falsef(t, got["trace_id"] != "" || got["tenant"] != "x", "invalid traceparent: handler saw %v; want no trace context, the baggage", got)
 }

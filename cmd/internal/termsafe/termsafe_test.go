@@ -1,6 +1,9 @@
 package termsafe
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -33,10 +36,10 @@ func TestEscape(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Escape(tc.in); got != tc.escape {
-				t.Errorf("Escape(%q) = %q, want %q", tc.in, got, tc.escape)
+				assert.Fail(t, fmt.Sprintf("Escape(%q) = %q, want %q", tc.in, got, tc.escape))
 			}
 			if got := Lines(tc.in); got != tc.lines {
-				t.Errorf("Lines(%q) = %q, want %q", tc.in, got, tc.lines)
+				assert.Fail(t, fmt.Sprintf("Lines(%q) = %q, want %q", tc.in, got, tc.lines))
 			}
 		})
 	}
@@ -66,17 +69,13 @@ func FuzzEscape(f *testing.F) {
 		for _, keep := range []bool{false, true} {
 			esc := escape(s, keep)
 			if why := inert(esc, keep); why != "" {
-				t.Fatalf("escape(%q, %v) = %q: %s", s, keep, esc, why)
+				require.FailNow(t, fmt.Sprintf("escape(%q, %v) = %q: %s", s, keep, esc, why))
 			}
 			if again := escape(esc, keep); again != esc {
-				t.Fatalf("escaping twice changed %q to %q", esc, again)
+				require.FailNow(t, fmt.Sprintf("escaping twice changed %q to %q", esc, again))
 			}
-			if inert(s, keep) == "" && esc != s {
-				t.Fatalf("safe %q changed to %q", s, esc)
-			}
-			if keep && strings.Count(esc, "\n") != strings.Count(s, "\n") {
-				t.Fatalf("Lines changed the line count of %q: %q", s, esc)
-			}
+			require.Falsef(t, inert(s, keep) == "" && esc != s, "safe %q changed to %q", s, esc)
+			require.Falsef(t, keep && strings.Count(esc, "\n") != strings.Count(s, "\n"), "Lines changed the line count of %q: %q", s, esc)
 		}
 	})
 }

@@ -220,7 +220,7 @@ func TestLeftoversOfDeadHosts(t *testing.T) {
 		require.ErrorAs(t, err, &ee)
 		assert.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal())
 	case <-time.After(5 * time.Second):
-		t.Fatal("what ran in the dead host's cgroup was not killed")
+		require.FailNow(t, "what ran in the dead host's cgroup was not killed")
 	}
 }
 

@@ -3,6 +3,9 @@
 package contain
 
 import (
+	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"io"
 	"log/slog"
 	"os"
@@ -20,9 +23,7 @@ import (
 func isSubreaper(t *testing.T) bool {
 	t.Helper()
 	var v int32
-	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0))
 	return v != 0
 }
 
@@ -32,9 +33,7 @@ func setSubreaper(t *testing.T, on bool) {
 	if on {
 		v = 1
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, v, 0, 0, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, v, 0, 0, 0))
 }
 
 // TestSubreaperBeforeAskedAnew: whether the process was a subreaper before
@@ -47,25 +46,15 @@ func TestSubreaperBeforeAskedAnew(t *testing.T) {
 	t.Cleanup(func() { setSubreaper(t, was) })
 
 	setSubreaper(t, true) // the program's own
-	if !holdSubreaper(log) {
-		t.Fatal("holdSubreaper: no reference")
-	}
+	require.False(t, !holdSubreaper(log), "holdSubreaper: no reference")
 	releaseSubreaper()
-	if !isSubreaper(t) {
-		t.Fatal("the program's own flag was cleared")
-	}
+	require.False(t, !isSubreaper(t), "the program's own flag was cleared")
 
 	setSubreaper(t, false) // the program is done with it
-	if !holdSubreaper(log) {
-		t.Fatal("holdSubreaper: no reference")
-	}
-	if !isSubreaper(t) {
-		t.Fatal("not a subreaper while a reference is held")
-	}
+	require.False(t, !holdSubreaper(log), "holdSubreaper: no reference")
+	require.False(t, !isSubreaper(t), "not a subreaper while a reference is held")
 	releaseSubreaper()
-	if isSubreaper(t) {
-		t.Fatal("still a subreaper after the last reference: the first cycle's 'before' stuck")
-	}
+	require.False(t, isSubreaper(t), "still a subreaper after the last reference: the first cycle's 'before' stuck")
 }
 
 // treeOf starts sh with one sleeping child in its own group and returns
@@ -74,9 +63,7 @@ func treeOf(t *testing.T) (sh, kid int) {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
@@ -86,9 +73,7 @@ func treeOf(t *testing.T) (sh, kid int) {
 		if kids := childrenOf(cmd.Process.Pid); len(kids) == 1 {
 			return cmd.Process.Pid, kids[0]
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("sh started no child")
-		}
+		require.False(t, time.Now().After(deadline), "sh started no child")
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -99,29 +84,23 @@ func treeOf(t *testing.T) (sh, kid int) {
 func TestTrackReusedPID(t *testing.T) {
 	sh, kid := treeOf(t)
 	st, ok := readStat(sh)
-	if !ok {
-		t.Fatal("no stat for sh")
-	}
+	require.False(t, !ok, "no stat for sh")
 	// The child as it started, earlier than the process that has its pid now.
 	l := &lineage{root: procStat{pid: sh, start: st.start - 1}, self: os.Getpid(), seen: map[int]uint64{}}
 	l.track()
-	if len(l.seen) != 0 {
-		t.Fatalf("seen %v: the tree of a process that reused the child's pid", l.seen)
-	}
+	require.EqualValuesf(t, 0, len(l.seen), "seen %v: the tree of a process that reused the child's pid", l.seen)
 
 	l = &lineage{root: st, self: os.Getpid(), seen: map[int]uint64{}}
 	l.track()
 	if _, ok := l.seen[kid]; !ok || len(l.seen) != 1 {
-		t.Fatalf("seen %v, want %d", l.seen, kid)
+		require.FailNow(t, fmt.Sprintf("seen %v, want %d", l.seen, kid))
 	}
 	l.mu.Lock()
 	clear(l.seen)
 	l.swept = true
 	l.mu.Unlock()
 	l.track()
-	if len(l.seen) != 0 {
-		t.Fatalf("seen %v after the sweep", l.seen)
-	}
+	require.EqualValuesf(t, 0, len(l.seen), "seen %v after the sweep", l.seen)
 }
 
 // sleeper starts sleep holding extra as fd 3, in its own group if own;
@@ -131,9 +110,7 @@ func sleeper(t *testing.T, own bool, extra ...*os.File) int {
 	cmd := exec.Command("sleep", "30")
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: own}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -147,9 +124,7 @@ func sleeper(t *testing.T, own bool, extra ...*os.File) int {
 // and its exec) is not.
 func TestDescriptorRule(t *testing.T) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
 	defer w.Close()
 	root := sleeper(t, true)
@@ -169,7 +144,7 @@ func TestDescriptorRule(t *testing.T) {
 		{"holds the write end in its own group", ownGroup, true},
 	} {
 		if _, got := in[tc.pid]; got != tc.want {
-			t.Errorf("%s (%d): member %v, want %v", tc.name, tc.pid, got, tc.want)
+			assert.Fail(t, fmt.Sprintf("%s (%d): member %v, want %v", tc.name, tc.pid, got, tc.want))
 		}
 	}
 }
@@ -188,16 +163,14 @@ func TestGuardianGone(t *testing.T) {
 		if st, ok := readStat(g.cmd.Process.Pid); !ok || st.state == 'Z' {
 			break // its end of the pipe is closed
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the guardian survived SIGKILL")
-		}
+		require.False(t, time.Now().After(deadline), "the guardian survived SIGKILL")
 		time.Sleep(5 * time.Millisecond)
 	}
 	for range 100 {
 		g.add(1<<22, 1)
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
-		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
+		assert.Fail(t, fmt.Sprintf("%d warnings, want 1:\n%s", n, logs.String()))
 	}
 	g.close()
 }
@@ -212,21 +185,15 @@ func TestGuardianDescriptorRule(t *testing.T) {
 		t.Skip("no /bin/sh")
 	}
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
 	defer w.Close()
 	other, otherW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer other.Close()
 	defer otherW.Close()
 	older, olderW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer older.Close()
 	defer olderW.Close()
 	holder := sleeper(t, true, w)
@@ -234,27 +201,23 @@ func TestGuardianDescriptorRule(t *testing.T) {
 	elder := sleeper(t, true, olderW)
 	link := func(f *os.File) string {
 		var st syscall.Stat_t
-		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, syscall.Fstat(int(f.Fd()), &st))
 		return "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
 	}
 	es, ok := readStat(elder)
-	if !ok {
-		t.Fatal("no stat of the elder")
-	}
+	require.False(t, !ok, "no stat of the elder")
 	g.addFile(link(w), 0)
 	// A pipe of a child that started after elder: elder, which holds it,
 	// was running before that child and is not the child's.
 	g.addFile(link(olderW), es.start+1)
 	g.close() // the guardian acts on end of input, and close waits for it
 	if s, ok := readStat(holder); ok && s.state != 'Z' {
-		t.Errorf("the holder of the pipe runs on (state %c)", s.state)
+		assert.Fail(t, fmt.Sprintf("the holder of the pipe runs on (state %c)", s.state))
 	}
 	if s, ok := readStat(bystander); !ok || s.state == 'Z' || s.state == 'T' {
-		t.Errorf("a process holding another pipe was stopped or killed (state %c)", s.state)
+		assert.Fail(t, fmt.Sprintf("a process holding another pipe was stopped or killed (state %c)", s.state))
 	}
 	if s, ok := readStat(elder); !ok || s.state == 'Z' || s.state == 'T' {
-		t.Errorf("a process older than the child that holds its pipe was stopped or killed (state %c)", s.state)
+		assert.Fail(t, fmt.Sprintf("a process older than the child that holds its pipe was stopped or killed (state %c)", s.state))
 	}
 }

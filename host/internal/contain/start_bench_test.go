@@ -3,6 +3,7 @@
 package contain
 
 import (
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -49,9 +50,7 @@ func BenchmarkStart(b *testing.B) {
 				i++
 				cmd := exec.Command("/bin/true")
 				ch, err := s.Start(cmd, "c"+strconv.Itoa(i), nil)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				b.StopTimer()
 				t0 := time.Now()
 				cmd.Wait()
@@ -59,9 +58,7 @@ func BenchmarkStart(b *testing.B) {
 				err = ch.Release()
 				end += time.Since(t0)
 				b.StartTimer()
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 			}
 			b.ReportMetric(float64(end.Nanoseconds())/float64(b.N), "end-ns/op")
 		})

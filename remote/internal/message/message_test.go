@@ -2,6 +2,7 @@ package message_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -116,7 +117,7 @@ func FuzzParseMessage(f *testing.F) {
 			return
 		}
 		if got := message.Append(nil, m); !bytes.Equal(got, b) {
-			t.Fatalf("re-encoded %x, parsed from %x", got, b)
+			require.FailNow(t, fmt.Sprintf("re-encoded %x, parsed from %x", got, b))
 		}
 	})
 }
