@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +100,12 @@ type server struct {
 	tools   map[string]*Tool
 	control Conn
 	ln      Listener
-	cw      *coalesce.Writer // the control connection's writer: pongs and bye
+	cw      *coalesce.Writer // the control connection's writer: pongs and bye; never gated
+	// gate is where the stream connections' flushers take turns once they
+	// stream (coalesce.Gate): one slot per processor, so that the control
+	// reader, a new connection's reader and a fresh call's handler wait
+	// behind a few streaming flushers, not behind every one.
+	gate *coalesce.Gate
 
 	offer       *offer        // the calls the host offers, from startup; nil for none
 	limits      wire.Limits   // effective, from startup
@@ -137,6 +143,7 @@ func newServer(control Conn, ln Listener, opts *Options) *server {
 		callDone: make(chan struct{}, 1),
 		calls:    make(map[string]*call),
 		conns:    make(map[*conn]struct{}),
+		gate:     coalesce.NewGate(runtime.GOMAXPROCS(0)),
 	}
 	s.remembered.init()
 	s.watch = newTicker(inlineWatch, s.watchTick)
