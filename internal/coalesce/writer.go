@@ -132,6 +132,9 @@ type Writer struct {
 	// gateTimer ends the flusher's wait for its sender while it holds a
 	// slot (waitWake); made at the first such wait.
 	gateTimer *time.Timer
+	// onFull and onWritable are leaveGate and regate, the hooks hookGate
+	// gives the flusher's writes.
+	onFull, onWritable func()
 }
 
 // batch is the bytes of several packets: headers back to back in hdr, each
@@ -173,6 +176,7 @@ func NewGated(dst io.Writer, l wire.Limits, g *Gate) *Writer {
 		// lets the flusher give its slot back before a full socket's
 		// wait (writev's OnFull); any other is written ungated.
 		w.gate, w.gateWait = g, make(chan struct{}, 1)
+		w.onFull, w.onWritable = w.leaveGate, w.regate // made once: a method value allocates
 	}
 	go w.flush() // stopped by Close; Close waits for done
 	return w
@@ -701,7 +705,7 @@ func (w *Writer) leaveGate() {
 // one writer at the time.
 func (w *Writer) hookGate() {
 	if w.gate != nil {
-		w.dst.OnFull, w.dst.OnWritable = w.leaveGate, w.regate
+		w.dst.OnFull, w.dst.OnWritable = w.onFull, w.onWritable
 	}
 }
 
