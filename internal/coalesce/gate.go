@@ -73,6 +73,13 @@ func (g *Gate) enter(wait chan struct{}) bool {
 	return true
 }
 
+// waiting reports whether a flusher waits for a slot.
+func (g *Gate) waiting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.head < len(g.queue)
+}
+
 // leave gives a slot back: to the flusher waiting longest, if any.
 func (g *Gate) leave() {
 	g.mu.Lock()

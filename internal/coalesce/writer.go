@@ -123,12 +123,13 @@ type Writer struct {
 	// The Gate this Writer's flusher takes turns through (NewGated; nil:
 	// none), and the flusher's place in it, all owned by the flusher
 	// goroutine (the writev hooks that use them run on it).
-	gate     *Gate
-	gateWait chan struct{} // size 1: where the flusher waits for a slot
-	gated    bool          // the flusher holds a slot
-	heldAt   time.Time     // when it took the slot
-	streamed int           // bytes the flusher wrote since the stream last paused for gateIdle
-	fresh    bool          // NewStream was called: streamed starts again; guarded by mu
+	gate      *Gate
+	gateWait  chan struct{} // size 1: where the flusher waits for a slot
+	gated     bool          // the flusher holds a slot
+	heldAt    time.Time     // when it took the slot
+	yieldedAt time.Time     // when turn last yielded the processor
+	streamed  int           // bytes the flusher wrote since the stream last paused for gateIdle
+	fresh     bool          // NewStream was called: streamed starts again; guarded by mu
 	// gateTimer ends the flusher's wait for its sender while it holds a
 	// slot (waitWake); made at the first such wait.
 	gateTimer *time.Timer
@@ -625,15 +626,17 @@ func (w *Writer) flush() {
 }
 
 // waitWake waits until something is queued. A streaming flusher that
-// holds a slot of the Gate keeps it while it waits, until its turn is
-// over: its sender, woken by the flusher's last write, is refilling the
+// holds a slot of the Gate while other flushers wait for one keeps it
+// while it waits, until its turn is over: its sender, woken by the flusher's last write, is refilling the
 // queue, and that work is the slot's as much as the write is (given back
 // at each write, hundreds of senders refilled their queues at once
 // outside the Gate). Past the turn, or when the sender does not come back
 // within it (a handler doing something else), the slot goes back.
 func (w *Writer) waitWake() {
 	if w.gated {
-		if left := gateTurn - time.Since(w.heldAt); left > 0 {
+		// Nobody waiting for a slot: nothing to hold it against, and no
+		// timer to arm for every wake-up of a lone stream.
+		if left := gateTurn - time.Since(w.heldAt); left > 0 && w.gate.waiting() {
 			if w.gateTimer == nil {
 				w.gateTimer = time.NewTimer(left)
 			} else {
@@ -668,7 +671,7 @@ func (w *Writer) NewStream() {
 // writes: it takes one, waiting in line, when it holds none, and gives
 // its slot to the flusher waiting longest (and queues again) once it has
 // held it for gateTurn; when nobody waited it yields the processor to the
-// goroutines outside the Gate. It reports whether it released w.mu (the
+// goroutines outside the Gate (once per YieldEvery). It reports whether it released w.mu (the
 // flusher then looks at the queue again). Called by the flusher with w.mu
 // held.
 func (w *Writer) turn() (unlocked bool) {
@@ -680,8 +683,11 @@ func (w *Writer) turn() (unlocked bool) {
 	if turnOver {
 		w.leaveGate()
 	}
-	if !w.gate.enter(w.gateWait) && turnOver {
+	if !w.gate.enter(w.gateWait) && turnOver && time.Since(w.yieldedAt) >= YieldEvery {
+		// Nobody waited: yield to the goroutines outside the Gate, as
+		// an ungated flusher does, once per YieldEvery.
 		runtime.Gosched()
+		w.yieldedAt = time.Now()
 	}
 	w.gated, w.heldAt = true, time.Now()
 	w.mu.Lock()
