@@ -54,7 +54,7 @@ type conn struct {
 }
 
 func newConn(s *server, nc Conn) *conn {
-	c := &conn{s: s, nc: nc, w: coalesce.New(nc, s.limits), r: packetio.NewReader(nc, s.limits)}
+	c := &conn{s: s, nc: nc, w: coalesce.NewGated(nc, s.limits, s.gate), r: packetio.NewReader(nc, s.limits)}
 	c.r.ReuseFrames() // callerPacket copies each frame out before the next read
 	c.refs.Store(1)
 	return c
@@ -217,6 +217,7 @@ func (c *conn) abort(cl *call) {
 // remembered cancel, draining). ok is false when the connection must close.
 func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 	cl := newCall(c, inv)
+	c.w.NewStream() // the call's frames start ungated (coalesce.Gate)
 	imm, ok := c.s.register(cl)
 	if ok {
 		c.refs.Add(1)     // released by cl.run

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,12 @@ type server struct {
 	tools   atomic.Pointer[map[string]*Tool] // by id; replaced whole by Options.ToolUpdates (watchTools)
 	control Conn
 	ln      Listener
-	cw      *coalesce.Writer // the control connection's writer: pongs and bye
+	cw      *coalesce.Writer // the control connection's writer: pongs and bye; never gated
+	// gate is where the stream connections' flushers take turns once they
+	// stream (coalesce.Gate): one slot per processor, so that the control
+	// reader, a new connection's reader and a fresh call's handler wait
+	// behind a few streaming flushers, not behind every one.
+	gate *coalesce.Gate
 
 	offer       *offer        // the calls the host offers, from startup; nil for none
 	limits      wire.Limits   // effective, from startup
@@ -138,6 +144,7 @@ func newServer(control Conn, ln Listener, opts *Options) *server {
 		callDone: make(chan struct{}, 1),
 		calls:    make(map[string]*call),
 		conns:    make(map[*conn]struct{}),
+		gate:     coalesce.NewGate(runtime.GOMAXPROCS(0)),
 	}
 	s.remembered.init()
 	s.watch = newTicker(inlineWatch, s.watchTick)

@@ -54,7 +54,8 @@ const quietGap = 20 * time.Microsecond
 // YieldEvery is how long a goroutine that moves packets without ever
 // waiting (a flusher whose socket always has room, a host stream reader
 // whose socket always has data) goes before it yields the processor with
-// runtime.Gosched. Go preempts a goroutine that never blocks only every
+// runtime.Gosched. A gated Writer's flusher (NewGated) takes turns
+// through its Gate instead, every gateTurn. Go preempts a goroutine that never blocks only every
 // 10 ms, so with thousands of busy connections the goroutine that reads
 // pongs waited seconds for a turn, and a healthy child was declared dead
 // (the host's TestHealthWhileEveryStreamIsBusy fails without the yields).
@@ -118,6 +119,23 @@ type Writer struct {
 	// While it is set, spare is nil.
 	handoff *batch
 	handID  uint64 // handoff's id
+
+	// The Gate this Writer's flusher takes turns through (NewGated; nil:
+	// none), and the flusher's place in it, all owned by the flusher
+	// goroutine (the writev hooks that use them run on it).
+	gate      *Gate
+	gateWait  chan struct{} // size 1: where the flusher waits for a slot
+	gated     bool          // the flusher holds a slot
+	heldAt    time.Time     // when it took the slot
+	yieldedAt time.Time     // when turn last yielded the processor
+	streamed  int           // bytes the flusher wrote since the stream last paused for gateIdle
+	fresh     bool          // NewStream was called: streamed starts again; guarded by mu
+	// gateTimer ends the flusher's wait for its sender while it holds a
+	// slot (waitWake); made at the first such wait.
+	gateTimer *time.Timer
+	// onFull and onWritable are leaveGate and regate, the hooks hookGate
+	// gives the flusher's writes.
+	onFull, onWritable func()
 }
 
 // batch is the bytes of several packets: headers back to back in hdr, each
@@ -135,7 +153,15 @@ type attachment struct {
 
 // New returns a Writer to dst that refuses packets over l (made
 // Effective) and starts its flusher. The caller must call Close.
-func New(dst io.Writer, l wire.Limits) *Writer {
+func New(dst io.Writer, l wire.Limits) *Writer { return NewGated(dst, l, nil) }
+
+// NewGated is New for a Writer whose flusher, once it streams (it has
+// written 64 KiB since the last NewStream without a pause of a second),
+// writes only while it holds a slot of g (see Gate); a nil g is New, and
+// so is a destination without a non-blocking descriptor (the flusher
+// could not give its slot back before it waits). The sender's own writes
+// (Reply, Request, an attachment's) never wait for the Gate.
+func NewGated(dst io.Writer, l wire.Limits, g *Gate) *Writer {
 	w := &Writer{
 		limits: packetio.Effective(l), queued: 1,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
@@ -146,6 +172,13 @@ func New(dst io.Writer, l wire.Limits) *Writer {
 		w.dl = d
 	}
 	w.cond.L = &w.mu
+	if g != nil && w.dst.Interruptible() {
+		// Only a destination whose writes wait in the runtime's poller
+		// lets the flusher give its slot back before a full socket's
+		// wait (writev's OnFull); any other is written ungated.
+		w.gate, w.gateWait = g, make(chan struct{}, 1)
+		w.onFull, w.onWritable = w.leaveGate, w.regate // made once: a method value allocates
+	}
 	go w.flush() // stopped by Close; Close waits for done
 	return w
 }
@@ -525,8 +558,13 @@ func (w *Writer) Close() error {
 
 func (w *Writer) flush() {
 	defer close(w.done)
-	var yielded time.Time // when the flusher last yielded
-	for range w.wake {
+	var yielded time.Time   // when the flusher last yielded
+	var idleSince time.Time // when it last found nothing to write (gated Writers)
+	for {
+		w.waitWake()
+		if w.gate != nil && !idleSince.IsZero() && time.Since(idleSince) >= gateIdle {
+			w.streamed = 0 // a pause: a new stream, ungated until gateAfter
+		}
 		w.mu.Lock()
 		for {
 			if b := w.handoff; b != nil {
@@ -535,33 +573,160 @@ func (w *Writer) flush() {
 				id := w.handID
 				w.handoff = nil
 				w.mu.Unlock()
-				w.finish(b, id, w.dst.Resume())
+				w.hookGate()
+				err := w.dst.Resume()
+				w.unhookGate()
+				w.finish(b, id, err)
 				continue
 			}
 			if w.spare == nil {
 				// A sender is writing its own packet (see send); wait
 				// for it to finish.
+				w.leaveGate()
 				w.cond.Wait()
 				continue
 			}
 			if len(w.cur.hdr) == 0 {
 				break
 			}
+			if w.fresh {
+				w.fresh, w.streamed = false, 0
+			}
+			if w.gate != nil && w.streamed >= gateAfter && w.turn() {
+				continue // waited for a slot: look again
+			}
+			n := len(w.cur.hdr)
+			for _, a := range w.cur.atts {
+				n += len(a.data)
+			}
+			w.hookGate()
 			w.writeCur()
-			if w.last.Sub(yielded) >= YieldEvery {
+			w.unhookGate()
+			w.streamed += n
+			if w.gate == nil && w.last.Sub(yielded) >= YieldEvery {
 				// A flusher whose socket always has room never waits
 				// either: it yields as a busy reader does (YieldEvery).
+				// A gated one takes turns instead (turn).
 				yielded = w.last
 				w.mu.Unlock()
 				runtime.Gosched()
 				w.mu.Lock()
 			}
 		}
+		idleSince = time.Now()
 		closed := w.closed
+		if closed {
+			w.leaveGate()
+		}
 		w.mu.Unlock()
 		if closed {
 			return
 		}
+	}
+}
+
+// waitWake waits until something is queued. A streaming flusher that
+// holds a slot of the Gate while other flushers wait for one keeps it
+// while it waits, until its turn is over: its sender, woken by the flusher's last write, is refilling the
+// queue, and that work is the slot's as much as the write is (given back
+// at each write, hundreds of senders refilled their queues at once
+// outside the Gate). Past the turn, or when the sender does not come back
+// within it (a handler doing something else), the slot goes back.
+func (w *Writer) waitWake() {
+	if w.gated {
+		// Nobody waiting for a slot: nothing to hold it against, and no
+		// timer to arm for every wake-up of a lone stream.
+		if left := gateTurn - time.Since(w.heldAt); left > 0 && w.gate.waiting() {
+			if w.gateTimer == nil {
+				w.gateTimer = time.NewTimer(left)
+			} else {
+				w.gateTimer.Reset(left)
+			}
+			select {
+			case <-w.wake:
+				w.gateTimer.Stop()
+				return
+			case <-w.gateTimer.C:
+			}
+		}
+		w.leaveGate()
+	}
+	<-w.wake
+}
+
+// NewStream tells a gated Writer that the packets from now on are a new
+// stream (the connection's next call): its flusher writes gateAfter bytes
+// of it before it takes turns through the Gate, so that a fresh call's
+// first frames do not wait behind the streams already busy.
+func (w *Writer) NewStream() {
+	if w.gate == nil {
+		return
+	}
+	w.mu.Lock()
+	w.fresh = true
+	w.mu.Unlock()
+}
+
+// turn makes sure the streaming flusher holds a slot of the Gate before it
+// writes: it takes one, waiting in line, when it holds none, and gives
+// its slot to the flusher waiting longest (and queues again) once it has
+// held it for gateTurn; when nobody waited it yields the processor to the
+// goroutines outside the Gate (once per YieldEvery). It reports whether it released w.mu (the
+// flusher then looks at the queue again). Called by the flusher with w.mu
+// held.
+func (w *Writer) turn() (unlocked bool) {
+	turnOver := w.gated && time.Since(w.heldAt) >= gateTurn
+	if w.gated && !turnOver {
+		return false
+	}
+	w.mu.Unlock()
+	if turnOver {
+		w.leaveGate()
+	}
+	if !w.gate.enter(w.gateWait) && turnOver && time.Since(w.yieldedAt) >= YieldEvery {
+		// Nobody waited: yield to the goroutines outside the Gate, as
+		// an ungated flusher does, once per YieldEvery.
+		runtime.Gosched()
+		w.yieldedAt = time.Now()
+	}
+	w.gated, w.heldAt = true, time.Now()
+	w.mu.Lock()
+	return true
+}
+
+// leaveGate gives back the flusher's slot of the Gate, if it holds one:
+// it is about to wait. Called by the flusher (or by the writev hook on
+// its goroutine, before a wait for a full socket).
+func (w *Writer) leaveGate() {
+	if w.gated {
+		w.gated = false
+		w.gate.leave()
+	}
+}
+
+// hookGate has the flusher's next write give its slot back before it
+// waits for a full socket, and take one again (when it streams) before it
+// writes on; unhookGate undoes it once the write is over, so that a
+// sender's own write never touches the Gate. Called by the flusher, the
+// one writer at the time.
+func (w *Writer) hookGate() {
+	if w.gate != nil {
+		w.dst.OnFull, w.dst.OnWritable = w.onFull, w.onWritable
+	}
+}
+
+func (w *Writer) unhookGate() {
+	if w.gate != nil {
+		w.dst.OnFull, w.dst.OnWritable = nil, nil
+	}
+}
+
+// regate is the flusher's write taking a slot again after it waited for a
+// full socket, while it streams (the hook of writev's OnWritable).
+func (w *Writer) regate() {
+	if w.streamed >= gateAfter && !w.gated {
+		w.gate.enter(w.gateWait)
+		w.gated, w.heldAt = true, time.Now()
 	}
 }
 

@@ -38,6 +38,14 @@ type Vectored struct {
 	// noWait makes writev stop at a full socket (setting full) instead
 	// of having raw.Write wait for it: see Try.
 	noWait, full bool
+
+	// OnFull, when set, is called on the writing goroutine just before a
+	// write waits for a full socket, and OnWritable when it writes again
+	// after such a wait (before it takes mu, so it may block). Set and
+	// cleared by the one writer, between writes (coalesce's gated
+	// flusher gives its Gate slot back and takes it again there).
+	OnFull, OnWritable func()
+	waited             bool // the last writev call stopped at a full socket and had raw.Write wait
 }
 
 // Init sets v up to write to dst.
@@ -67,7 +75,7 @@ func (v *Vectored) Interruptible() bool { return v.raw != nil && v.nonblock }
 // here or still in the Writer's queue.
 func (v *Vectored) Load(pieces [][]byte) {
 	v.mu.Lock()
-	v.left, v.err = pieces, nil
+	v.left, v.err, v.waited = pieces, nil, false
 	v.mu.Unlock()
 }
 
@@ -161,6 +169,12 @@ func aliases(p, data []byte) bool {
 // its deadline passes) and true when everything is written or v.err is
 // set.
 func (v *Vectored) writev(fd uintptr) bool {
+	if v.waited {
+		v.waited = false
+		if v.OnWritable != nil {
+			v.OnWritable()
+		}
+	}
 	// Held through the syscall, which on a non-blocking descriptor does
 	// not block: Detach must not change a piece the kernel is copying
 	// from. (On a blocking one Detach never takes it.)
@@ -192,6 +206,10 @@ func (v *Vectored) writev(fd uintptr) bool {
 				v.full = true
 				return true
 			}
+			if v.OnFull != nil {
+				v.OnFull()
+			}
+			v.waited = true
 			return false
 		default:
 			v.err = os.NewSyscallError("writev", errno)

@@ -9,6 +9,10 @@ import "io"
 type Vectored struct {
 	dst  io.Writer
 	left [][]byte // the loaded pieces; bounded by the batch they come from
+
+	// OnFull and OnWritable are never called here: a write cannot tell a
+	// full socket from a slow one.
+	OnFull, OnWritable func()
 }
 
 // Init sets v up to write to dst.
