@@ -634,6 +634,9 @@ func (c *streamConn) causeOf(err error) *synth {
 // over on both sides once the host's caller terminal is written, and the
 // connection goes back to the idle list.
 func (c *streamConn) ended(call *Call) {
+	// closeCallerDirection may wait (for a Send of the caller's, or for
+	// room on the connection): not while holding a slot of the busy gate.
+	c.leaveGate()
 	if !call.closeCallerDirection() {
 		c.fail(nil)
 		call.release(nil)
