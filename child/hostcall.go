@@ -390,9 +390,18 @@ func (c *Call) writeCancel() error {
 	c.broken = true
 	f, _ := frame.NewCancelled(c.id, frame.CallerToProvider, c.next, "cancelled by the caller")
 	ctx, cancel := context.WithTimeout(context.Background(), cancelWriteWait)
-	c.nc.SetWriteDeadline(time.Now().Add(cancelWriteWait))
+	// Through the Writer, which keeps it over an interrupted write; a
+	// write it cuts short leaves the Writer failed, and the connection is
+	// closed below.
+	c.w.SetWriteDeadline(time.Now().Add(cancelWriteWait))
 	err := c.w.Write(ctx, coalesce.Request, &wire.Frame{Frame: f})
-	c.nc.SetWriteDeadline(time.Time{})
+	if err == nil {
+		// Write returns once the frame is queued: what a full socket did
+		// not take (the frame, or chunks ahead of it) is the flusher's to
+		// write, and a shutdown before that would cut it off.
+		err = c.w.Flush()
+	}
+	c.w.SetWriteDeadline(time.Time{})
 	cancel()
 	if err != nil || !shutdownWrite(c.nc) {
 		c.closeConn()

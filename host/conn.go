@@ -564,6 +564,10 @@ func (c *streamConn) violation(call *Call, reason string) {
 // broken ends the call on a connection that failed, closed, or broke the
 // protocol (err, when not nil, is the read error), and releases it.
 func (c *streamConn) broken(call *Call, err error) {
+	// What follows may wait (the child's exit, its stderr, room on the
+	// control connection): not while holding a slot of the busy gate,
+	// which every busy reader of the host waits for.
+	c.leaveGate()
 	if !call.providerDone.Load() {
 		cause := c.causeOf(err)
 		var stderr string
@@ -630,6 +634,9 @@ func (c *streamConn) causeOf(err error) *synth {
 // over on both sides once the host's caller terminal is written, and the
 // connection goes back to the idle list.
 func (c *streamConn) ended(call *Call) {
+	// closeCallerDirection may wait (for a Send of the caller's, or for
+	// room on the connection): not while holding a slot of the busy gate.
+	c.leaveGate()
 	if !call.closeCallerDirection() {
 		c.fail(nil)
 		call.release(nil)
