@@ -296,6 +296,7 @@ func newServer(opts ServerOptions, bs []*backend) (*Server, error) {
 		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
 	}
 	for _, b := range bs {
+		b.toolsNew = b.h.ToolsChanged() // before Tools: a later change closes it
 		for _, t := range b.h.Tools() {
 			if t.ID == requestTool || t.ID == notifyTool {
 				continue
