@@ -620,7 +620,11 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 // journal, numbered once). The program ends after fn has returned and
 // every step has ended: done when fn returned nil, else with fn's error.
 // It returns fn's error, or the recorder's (a required journal that did
-// not keep the start or confirm the end, a journal policy refusal).
+// not keep the start or confirm the end, a journal policy refusal). When
+// fn returned nil but ctx was done before every step ended, it returns an
+// error matching ctx's error (context.Canceled or
+// context.DeadlineExceeded); the program then ends cancelled when its last
+// step does.
 // Programs nest: a program run with a program's context is its step.
 func (h *Host) Program(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...CallOption) error {
 	o := gatherOptions(opts)
@@ -654,8 +658,11 @@ func (h *Host) FlushObservers(ctx context.Context) error { return h.rec.Drain(ct
 //
 // Close is idempotent and safe to call concurrently: later calls wait for
 // the first and return its result. It returns the first error met, such
-// as a child that had to be killed, or one matching calllog.ErrCloseDropped
-// (saying how many) when journal events were not kept.
+// as a child that had to be killed, one matching calllog.ErrCloseDropped
+// (saying how many) when journal events were not kept, or one matching
+// ctx's error when ctx was done and the call log's goroutines had still
+// not returned a second later (an observer or store that ignores its
+// context).
 func (h *Host) Close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		h.mu.Lock()

@@ -49,12 +49,17 @@ func Decode(b []byte, l Limits) (Packet, error) {
 // prefix, and its length and attLen must already have been checked
 // against the limits. st carries what one connection's decoding keeps
 // from one packet to the next; it is the module's own connection reader
-// that calls DecodeHeader, and a caller outside the module uses Decode.
+// that passes one. A caller outside the module, which cannot name its
+// type, passes nil: each packet is then decoded on its own, and every
+// slice of it is the caller's to keep (Decode reads a packet held whole).
 //
 // Errors are Decode's: an error matching ErrProtocol, or one matching
 // frame.ErrInvalid for a frame, invoke or end that parsed but broke the
 // rules.
 func DecodeHeader(st *protocol.DecodeState, h []byte, attLen uint32) (Packet, error) {
+	if st == nil {
+		st = &protocol.DecodeState{}
+	}
 	d := decoder{st: st}
 	return d.decode(h, attLen)
 }

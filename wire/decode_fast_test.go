@@ -143,3 +143,19 @@ func sampleFrames(t *testing.T) []frame.Frame {
 	add(frame.NewCancelled("call-1", frame.ProviderToCaller, 5, ""))
 	return fs
 }
+
+// TestDecodeHeaderNilState: a caller outside the module cannot name the
+// decoder's state and passes nil; every golden frame header then decodes
+// as Decode decodes its whole packet, with no panic.
+func TestDecodeHeaderNilState(t *testing.T) {
+	hdrs, atts := goldenFrameHeaders(t)
+	for i, h := range hdrs {
+		p, err := wire.DecodeHeader(nil, h, atts[i])
+		require.NoError(t, err, "frame %d", i)
+		f, ok := p.(*wire.Frame)
+		require.True(t, ok, "frame %d: got %T", i, p)
+		require.NotEmpty(t, f.CallID, "frame %d", i)
+	}
+	_, err := wire.DecodeHeader(nil, []byte{0xc1}, 0)
+	require.ErrorIs(t, err, wire.ErrProtocol)
+}

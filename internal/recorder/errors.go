@@ -15,8 +15,10 @@ var (
 )
 
 // Errors the host passes on to its callers, as the Cause of a
-// *calllog.JournalError or from Close; its callers tell them apart by their
-// messages only, so they are not part of calllog's API.
+// *calllog.JournalError or from Close and Program. They are not part of
+// calllog's API: ErrStepsRunning and ErrCloseTimeout come back also
+// matching the context's error that ended the wait (ctxStopped), which is
+// what a caller of the host matches.
 var (
 	// ErrStepsRunning: a program stopped waiting for its steps because its
 	// context was done; it ends cancelled once its last step ends.
@@ -32,6 +34,15 @@ var (
 	// were dropped; no later event of the tree can be confirmed.
 	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
 )
+
+// ctxStopped is err (ErrStepsRunning or ErrCloseTimeout), said when the
+// wait was cut short by a done context, that also matches that context's
+// error: a user of the host, who cannot name err, matches
+// context.Canceled or context.DeadlineExceeded. Its message is err's.
+type ctxStopped struct{ err, ctx error }
+
+func (e *ctxStopped) Error() string   { return e.err.Error() }
+func (e *ctxStopped) Unwrap() []error { return []error{e.err, e.ctx} }
 
 // RedactedValue is what a redacted key's value is replaced with in the
 // kept form of a payload (calllog.Options.Redact).

@@ -192,7 +192,7 @@ func (r *Recorder) Drain(ctx context.Context) error {
 // done to be given theirs, then cancels the observers' and stores' context
 // and waits for every goroutine. It returns ErrCloseTimeout when they have
 // not all returned a second after that (an observer or a store that
-// ignores its context); else an error matching calllog.ErrCloseDropped,
+// ignores its context), also matching ctx's error; else an error matching calllog.ErrCloseDropped,
 // saying how many, when journal events were not kept since Close began;
 // nil otherwise. Close is idempotent.
 func (r *Recorder) Close(ctx context.Context) error {
@@ -244,7 +244,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-grace.C:
-			return ErrCloseTimeout
+			return &ctxStopped{ErrCloseTimeout, ctx.Err()}
 		}
 	}
 	if n := r.lost.journalEvents.Load() - lostBefore; n > 0 {
@@ -877,7 +877,7 @@ func (rec *Record) Text() string {
 // End records the call's outcome. It first waits until every step of the
 // call has ended (a call's end comes after all of theirs); if ctx is done
 // first, the call will end cancelled when its last step ends and End
-// returns ErrStepsRunning. With a required journal End then waits until the
+// returns ErrStepsRunning, also matching ctx's error. With a required journal End then waits until the
 // end is kept: if it is not, End returns a *JournalError matching
 // ErrJournalEnd that holds the outcome and the cause (see Settle).
 func (rec *Record) End(ctx context.Context, o calllog.Outcome) error {
@@ -908,7 +908,7 @@ func (rec *Record) End(ctx context.Context, o calllog.Outcome) error {
 			rec.deferred = true
 			rec.outcome = Cancelled("calllog: the caller stopped waiting for the call's steps")
 			t.mu.Unlock()
-			return ErrStepsRunning
+			return &ctxStopped{ErrStepsRunning, ctx.Err()}
 		}
 	}
 	rec.finishLocked()

@@ -277,6 +277,10 @@ func TestEndWaitsForStepsAndGivesUpWithContext(t *testing.T) {
 	defer cancel()
 	if err := root.End(short, recorder.Done(nil)); !errors.Is(err, recorder.ErrStepsRunning) {
 		require.FailNow(t, fmt.Sprintf("End with a running step = %v, want ErrStepsRunning", err))
+	} else if !errors.Is(err, context.DeadlineExceeded) || err.Error() != recorder.ErrStepsRunning.Error() {
+		// A user of the host cannot name ErrStepsRunning: it matches
+		// the context's error, its message unchanged.
+		require.FailNow(t, fmt.Sprintf("End with a running step = %q, want it to match context.DeadlineExceeded too", err))
 	}
 	select {
 	case <-root.Done():

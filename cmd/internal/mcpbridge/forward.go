@@ -635,14 +635,12 @@ func (s *Server) leveledSessions() []*mcp.ServerSession {
 // transports ended; it is idempotent and safe for concurrent use, and
 // returns the first error of a host's Close.
 func (s *Server) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		err := s.closeErr
-		s.mu.Unlock()
-		return err
-	}
-	s.closed = true
-	s.mu.Unlock()
+	s.closeOnce.Do(func() { s.closeErr = s.close(ctx) })
+	return s.closeErr
+}
+
+// close is Close's work, run once.
+func (s *Server) close(ctx context.Context) error {
 	s.stop()
 	s.work.Wait()
 	errs := make([]error, len(s.backends))
@@ -651,17 +649,12 @@ func (s *Server) Close(ctx context.Context) error {
 		wg.Go(func() { errs[i] = b.close(ctx) }) // waited for below
 	}
 	wg.Wait()
-	var first error
 	for _, err := range errs {
 		if err != nil {
-			first = err
-			break
+			return err
 		}
 	}
-	s.mu.Lock()
-	s.closeErr = first
-	s.mu.Unlock()
-	return first
+	return nil
 }
 
 // HealthPath is the path of the health report HealthHandler serves beside

@@ -137,6 +137,9 @@ type backend struct {
 	// Owned by the supervise goroutine (and NewGateway before it starts).
 	listed    map[string]bool // the MCP names of the tools offered
 	announced string          // the ready children's ids when the tools were last listed
+	// toolsNew is h's ToolsChanged channel, taken before its tools were
+	// last read, so that a change made after that read is never missed.
+	toolsNew <-chan struct{}
 }
 
 // mcpName is the MCP name of the backend's tool or prompt id.
@@ -211,7 +214,7 @@ func (b *backend) supervise(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.ToolsChanged():
+		case <-b.toolsNew:
 			b.announce(h)
 			continue
 		case <-t.C:
@@ -281,6 +284,7 @@ func (b *backend) crashLoop(ctx context.Context, old *host.Host) bool {
 // tools gone are removed, the rest added again; the go-sdk then sends
 // tools/list_changed to every session.
 func (b *backend) announce(h *host.Host) {
+	b.toolsNew = h.ToolsChanged() // before Tools: a later change closes it
 	now := map[string]bool{}
 	for _, t := range h.Tools() {
 		if t.ID == requestTool || t.ID == notifyTool {

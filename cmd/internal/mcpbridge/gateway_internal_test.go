@@ -40,3 +40,25 @@ func TestValidateChildren(t *testing.T) {
 	assert.Equal(t, "crash-loop", StatusCrashLoop.String())
 	assert.Equal(t, "ChildStatus(9)", ChildStatus(9).String())
 }
+
+// TestCloseConcurrentWaits: a Close called while another is under way
+// returns only once the first has finished (its goroutines waited for,
+// its hosts closed), not at once with a nil error.
+func TestCloseConcurrentWaits(t *testing.T) {
+	stopped := make(chan struct{})
+	s := &Server{stop: func() { close(stopped) }}
+	s.work.Add(1) // a supervise goroutine that has not returned yet
+	first := make(chan error, 1)
+	go func() { first <- s.Close(context.Background()) }() // ends once work is done below
+	<-stopped
+	second := make(chan error, 1)
+	go func() { second <- s.Close(context.Background()) }() // ends with the first
+	select {
+	case err := <-second:
+		t.Fatalf("the second Close returned (%v) while the first still waited for its goroutines", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.work.Done()
+	assert.NoError(t, <-first)
+	assert.NoError(t, <-second)
+}

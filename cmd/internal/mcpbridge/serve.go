@@ -116,13 +116,14 @@ type Server struct {
 	stop context.CancelFunc
 	work sync.WaitGroup
 
-	mu       sync.Mutex    // guards running, idle, leveled and owners
-	running  int           // tool handlers running
-	idle     chan struct{} // closed when running drops to 0; nil while 0
-	leveled  map[*mcp.ServerSession]bool
-	owners   map[string]*backend // resource URI → the backend that listed it (gateway of several)
-	closeErr error
-	closed   bool
+	mu      sync.Mutex    // guards running, idle, leveled and owners
+	running int           // tool handlers running
+	idle    chan struct{} // closed when running drops to 0; nil while 0
+	leveled map[*mcp.ServerSession]bool
+	owners  map[string]*backend // resource URI → the backend that listed it (gateway of several)
+
+	closeOnce sync.Once // Close's work runs once; later callers wait for it
+	closeErr  error     // Close's result, written inside closeOnce
 }
 
 // enter and leave count a running tool handler, for Wait.
@@ -296,6 +297,7 @@ func newServer(opts ServerOptions, bs []*backend) (*Server, error) {
 		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
 	}
 	for _, b := range bs {
+		b.toolsNew = b.h.ToolsChanged() // before Tools: a later change closes it
 		for _, t := range b.h.Tools() {
 			if t.ID == requestTool || t.ID == notifyTool {
 				continue
