@@ -399,6 +399,7 @@ func (c *Call) read() {
 		if ok && wf.CallID != c.id {
 			ok = false
 		}
+		next := fence.Next() // the sequence a refused frame leaves for the synthetic terminal
 		var bad *linkError
 		if !ok {
 			bad = errUnwanted
@@ -409,7 +410,7 @@ func (c *Call) read() {
 		}
 		if bad != nil {
 			c.l.abort(bad)
-			c.finish(c.synthetic(fence.Next()-1, c.l.cause()))
+			c.finish(c.synthetic(next, c.l.cause()))
 			return
 		}
 		f := wf.Frame
