@@ -180,6 +180,9 @@ func (c *Call) Host() string {
 func (c *Call) startClocks() {
 	c.clockMu.Lock()
 	defer c.clockMu.Unlock()
+	if c.finished { // the terminal came first (no responders): nothing to arm, nothing left registered on ctx
+		return
+	}
 	if d, ok := c.ctx.Deadline(); ok {
 		c.timers = append(c.timers, time.AfterFunc(time.Until(d)+CancelWait, func() {
 			c.l.abort(&linkError{frame.CodeTimeout, "no terminal by the deadline and its grace"})
