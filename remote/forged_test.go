@@ -81,3 +81,32 @@ func TestForgedFrameTerminalSequence(t *testing.T) {
 	assert.True(t, term.Synthetic)
 	assert.Equal(t, uint64(1), term.Sequence, "the terminal follows the started (sequence 0)")
 }
+
+// A call whose deadline passes while its output waits for the caller's
+// credit still gets the provider's terminal once the caller reads on: the
+// serving host's writes are not cut short by the deadline the child
+// enforces.
+func TestDeadlineWhileOutputBlocked(t *testing.T) {
+	srv := natstest.Run(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	startServing(t, exe, []string{srv.URL()}, "real", dir)
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	cl, err := remote.Dial(nc, "tools", testOptions)
+	require.NoError(t, err)
+	defer cl.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	c, err := cl.Call(ctx, "flood", frame.MustPayload(map[string]any{"size": 256 << 10, "marker": "dl"}))
+	require.NoError(t, err)
+	// Read nothing until the child saw its deadline.
+	require.Eventually(t, func() bool { return readMarker(dir, "dl.end") != "" }, 10*time.Second, 20*time.Millisecond)
+	term := terminal(t, c, 10*time.Second)
+	require.Equal(t, frame.KindFailed, term.Kind, "%+v", term)
+	assert.Equal(t, frame.CodeTimeout, term.Error.Code)
+	assert.NotContains(t, term.Error.Message, "no terminal by the deadline", "the serving host's terminal, not the caller's backstop")
+}
