@@ -319,6 +319,11 @@ func (l *link) deliver(data []byte) {
 	}
 	l.inSeq++
 	l.lastHeard.Store(time.Now().UnixNano())
+	if l.out == "" && m.Kind != message.KindAccept && m.Kind != message.KindAbort {
+		l.mu.Unlock() // a caller's link before the accept: only an accept or an abort is message 0 (docs/protocol.md §10.2)
+		l.abort(errUnwanted)
+		return
+	}
 	var bad *linkError
 	var hook func()
 	switch m.Kind {
@@ -334,7 +339,7 @@ func (l *link) deliver(data []byte) {
 		}
 	case message.KindData:
 		switch {
-		case l.fin || l.out == "":
+		case l.fin:
 			bad = errUnwanted
 		case l.recvd+uint64(len(m.Body)) > l.granted:
 			bad = errOverrun

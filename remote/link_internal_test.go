@@ -59,3 +59,19 @@ func TestLinkQueueBoundedInBytes(t *testing.T) {
 	_, err = l.Read(buf)
 	assert.ErrorIs(t, err, io.EOF)
 }
+
+// A caller's link takes nothing but an accept (or an abort) as the serving
+// host's message 0: pings before an accept would keep a call that no host
+// took alive forever.
+func TestLinkNothingBeforeAccept(t *testing.T) {
+	for _, k := range []message.Kind{message.KindPing, message.KindCredit, message.KindFin, message.KindCancel} {
+		l := newLink(nil, "t", MinWindow, 1024)
+		l.deliver(message.Append(nil, message.Message{Kind: k, Arg: map[message.Kind]uint64{message.KindCredit: 1}[k]}))
+		assert.Equal(t, errUnwanted, l.cause(), "kind %d", k)
+	}
+	l := newLink(nil, "t", MinWindow, 1024)
+	l.deliver(message.Append(nil, message.Message{Kind: message.KindAbort, Arg: 3, Body: []byte("closing")}))
+	var le *linkError
+	require.ErrorAs(t, l.cause(), &le)
+	assert.Equal(t, "closing", le.msg)
+}
