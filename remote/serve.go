@@ -201,9 +201,7 @@ func (s *Server) open(req micro.Request) {
 	}
 	l.accepted(reply, m.Arg, 0)
 	l.opened(m.Body)
-	s.wg.Add(1) // before the link is in the table, so that Close, which closes the table first, waits for it
-	if !s.links.add(l) {
-		s.wg.Done()
+	if !s.links.add(l, &s.wg) { // Close, which closes the table first, waits for serveCall
 		l.abort(errServerClosing)
 		return
 	}
