@@ -180,6 +180,9 @@ func (c *Call) Host() string {
 func (c *Call) startClocks() {
 	c.clockMu.Lock()
 	defer c.clockMu.Unlock()
+	if c.finished { // the terminal came first (no responders): nothing to arm, nothing left registered on ctx
+		return
+	}
 	if d, ok := c.ctx.Deadline(); ok {
 		c.timers = append(c.timers, time.AfterFunc(time.Until(d)+CancelWait, func() {
 			c.l.abort(&linkError{frame.CodeTimeout, "no terminal by the deadline and its grace"})
@@ -399,6 +402,7 @@ func (c *Call) read() {
 		if ok && wf.CallID != c.id {
 			ok = false
 		}
+		next := fence.Next() // the sequence a refused frame leaves for the synthetic terminal
 		var bad *linkError
 		if !ok {
 			bad = errUnwanted
@@ -409,7 +413,7 @@ func (c *Call) read() {
 		}
 		if bad != nil {
 			c.l.abort(bad)
-			c.finish(c.synthetic(fence.Next()-1, c.l.cause()))
+			c.finish(c.synthetic(next, c.l.cause()))
 			return
 		}
 		f := wf.Frame

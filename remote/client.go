@@ -296,9 +296,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 	l := newLink(c.nc, token, uint64(c.opts.Window), c.frag)
 	l.onTree = call.named
 	call.l = l
-	c.wg.Add(1) // for call.read, before the link is in the table: Close closes the table, then waits
-	if !c.links.add(l) {
-		c.wg.Done()
+	if !c.links.add(l, &c.wg) { // for call.read: Close closes the table, then waits
 		return nil, call.refused(ctx, "host_closed", frame.CodeUnreachable, ErrClientClosed)
 	}
 	first := b[:min(len(b), message.MaxOpenData, c.frag)]                                                   // an open fits the server's max_payload too

@@ -74,7 +74,8 @@ type link struct {
 	out        string        // the peer's subject; "" until an accept (caller side)
 	limit      uint64        // the peer's credit: stream offset we may send up to
 	inSeq      uint64        // the next message number expected
-	queue      [][]byte      // received stream bytes not read yet; at most window bytes (credit)
+	queue      [][]byte      // received stream bytes not read yet; at most window bytes (credit), held in about that much memory (enqueueLocked)
+	tailOwned  bool          // the last of queue is a chunk of copied small messages (enqueueLocked)
 	recvd      uint64        // stream bytes received
 	consumed   uint64        // stream bytes read
 	granted    uint64        // stream offset the peer may send up to
@@ -318,6 +319,11 @@ func (l *link) deliver(data []byte) {
 	}
 	l.inSeq++
 	l.lastHeard.Store(time.Now().UnixNano())
+	if l.out == "" && m.Kind != message.KindAccept && m.Kind != message.KindAbort {
+		l.mu.Unlock() // a caller's link before the accept: only an accept or an abort is message 0 (docs/protocol.md §10.2)
+		l.abort(errUnwanted)
+		return
+	}
 	var bad *linkError
 	var hook func()
 	switch m.Kind {
@@ -333,12 +339,12 @@ func (l *link) deliver(data []byte) {
 		}
 	case message.KindData:
 		switch {
-		case l.fin || l.out == "":
+		case l.fin:
 			bad = errUnwanted
 		case l.recvd+uint64(len(m.Body)) > l.granted:
 			bad = errOverrun
 		default:
-			l.queue = append(l.queue, m.Body) // the message's own bytes: nats.go gives each message new ones
+			l.enqueueLocked(m.Body)
 			l.recvd += uint64(len(m.Body))
 			l.notifyLocked()
 		}
@@ -388,6 +394,36 @@ func (l *link) deliver(data []byte) {
 	if hook != nil {
 		hook()
 	}
+}
+
+// smallData is the most bytes of a data message that enqueueLocked copies
+// into a shared chunk.
+const smallData = 1024
+
+// enqueueLocked queues the bytes of a data message; mu is held. A message
+// of smallData bytes or more is kept as it came (the message's own bytes:
+// nats.go gives each message new ones), a smaller one is copied onto the
+// end of a chunk of small ones that grows to smallData: so a peer that
+// spends its credit in tiny messages costs about its window in memory,
+// not an allocation and a slice header per byte.
+func (l *link) enqueueLocked(b []byte) {
+	if len(b) >= smallData {
+		l.queue = append(l.queue, b)
+		l.tailOwned = false
+		return
+	}
+	if n := len(l.queue); n > 0 && l.tailOwned && len(l.queue[n-1])+len(b) <= smallData {
+		last := l.queue[n-1]
+		if len(last)+len(b) > cap(last) { // grow by doubling, never past smallData (append's growth may)
+			c := make([]byte, len(last), min(smallData, max(2*cap(last), len(last)+len(b))))
+			copy(c, last)
+			last = c
+		}
+		l.queue[n-1] = append(last, b...)
+		return
+	}
+	l.queue = append(l.queue, append([]byte(nil), b...))
+	l.tailOwned = true
 }
 
 // validCode reports whether c is a failure code of frame's.

@@ -131,12 +131,17 @@ type table struct {
 	closed bool
 }
 
-func (t *table) add(l *link) bool {
+// add puts l in the table and adds one to wg for the goroutine that will
+// drop it, unless the table is closed. wg.Add runs under the table's lock,
+// so that it happens before the Wait of an owner that closes the table
+// (all(true)) and then waits: never an Add concurrent with that Wait.
+func (t *table) add(l *link, wg *sync.WaitGroup) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return false
 	}
+	wg.Add(1)
 	if t.links == nil {
 		t.links = make(map[string]*link)
 	}

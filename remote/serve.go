@@ -201,9 +201,7 @@ func (s *Server) open(req micro.Request) {
 	}
 	l.accepted(reply, m.Arg, 0)
 	l.opened(m.Body)
-	s.wg.Add(1) // before the link is in the table, so that Close, which closes the table first, waits for it
-	if !s.links.add(l) {
-		s.wg.Done()
+	if !s.links.add(l, &s.wg) { // Close, which closes the table first, waits for serveCall
 		l.abort(errServerClosing)
 		return
 	}
@@ -246,6 +244,7 @@ func (s *Server) serveCall(l *link) {
 		l.abort(readCause(err))
 		return
 	}
+	out := ctx // the output's writes end with the link, not at the deadline: the child enforces that, and its terminal must reach the caller
 	if inv.TimeoutMS > 0 {
 		var c context.CancelFunc
 		ctx, c = context.WithTimeout(ctx, protocol.Millis(inv.TimeoutMS))
@@ -269,7 +268,7 @@ func (s *Server) serveCall(l *link) {
 	if err != nil {
 		code, msg := refusal(err)
 		f, _ := frame.NewFailed(inv.CallID, frame.ProviderToCaller, 1, code, msg)
-		o.finish(ctx, f, true)
+		o.finish(out, f, true)
 		return
 	}
 	l.setOnCancel(call.Cancel)
@@ -287,10 +286,10 @@ func (s *Server) serveCall(l *link) {
 			continue // the caller's client gives the provider's started itself
 		}
 		if f.Kind.IsTerminal() {
-			o.finish(ctx, f, f.Synthetic)
+			o.finish(out, f, f.Synthetic)
 			continue
 		}
-		o.frame(ctx, f)
+		o.frame(out, f)
 		call.Recycle(f)
 	}
 }
