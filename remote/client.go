@@ -84,7 +84,7 @@ func Dial(nc *nats.Conn, name string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote: dial: %w", err)
 	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil { // each call's credit bounds what waits here
+	if err := sub.SetPendingLimits(pendingMsgs, pendingBytes); err != nil { // as Serve's
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("remote: dial: %w", err)
 	}

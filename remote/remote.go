@@ -12,6 +12,16 @@ import (
 )
 
 // Defaults and bounds of Options.
+// What one subscription of a Server or a Client may hold unread in the
+// NATS client, in messages and in bytes: room for 256 calls with a full
+// 1 MiB window each way, far above what honest peers reach (each call's
+// credit bounds its own); a flood past it is dropped by the client, and
+// the calls it hit end at the gap.
+const (
+	pendingMsgs  = 1 << 20
+	pendingBytes = 512 << 20
+)
+
 const (
 	// DefaultWindow is a call's receive window in each direction: the
 	// most stream bytes one side holds that its reader has not read.

@@ -93,10 +93,11 @@ func Serve(nc *nats.Conn, name string, h *host.Host, opts ServeOptions) (*Server
 	if err != nil {
 		return nil, fmt.Errorf("remote: serve: %w", err)
 	}
-	// The links' flow control keeps what is queued here within a window
-	// per call; the limits only keep the NATS client's defaults from
-	// cutting a busy host's calls short.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
+	// Honest peers keep what is queued here within a window per call;
+	// the limits bound what a flood from a dishonest one can queue (past
+	// them the client drops messages, and the calls they belonged to end
+	// transport_error at the gap).
+	if err := sub.SetPendingLimits(pendingMsgs, pendingBytes); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("remote: serve: %w", err)
 	}
