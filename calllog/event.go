@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // format is the version of the event JSON form written by MarshalJSON and
@@ -430,8 +429,8 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		ev.Parent = *j.Parent
 	}
 	if j.Frame != nil {
-		fk, err := protocol.ParseKind(j.Frame.Kind)
-		if err != nil {
+		fk, ok := frameKindNamed(j.Frame.Kind)
+		if !ok {
 			return &formatError{Field: "frame.kind", Reason: "unknown value"}
 		}
 		ev.FrameKind, ev.FrameSeq = fk, j.Frame.Sequence
@@ -450,8 +449,8 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		ev.Media = &MediaInfo{Kind: m.Kind, MediaType: m.MediaType, Bytes: m.Bytes, Data: m.Data, BlobID: m.BlobID, SHA256: m.SHA256}
 	}
 	if er := j.Error; er != nil {
-		code, err := protocol.ParseCode(er.Code)
-		if err != nil {
+		code, ok := codeNamed(er.Code)
+		if !ok {
 			return &formatError{Field: "error.code", Reason: "unknown value"}
 		}
 		ev.Error = &frame.Error{Code: code, Message: er.Message, Synthetic: er.Synthetic}
@@ -493,4 +492,27 @@ func traceHex(s string, n int) bool {
 		zero = zero && c == '0'
 	}
 	return !zero
+}
+
+// frameKindNamed is the frame kind whose name (Kind.String) is s; ok is
+// false for a name frame does not define. The call log reads these names
+// from its JSON form without reaching into the protocol's internals.
+func frameKindNamed(s string) (k frame.Kind, ok bool) {
+	for k = frame.KindStarted; k <= frame.KindCancelled; k++ {
+		if k.String() == s {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// codeNamed is the failure code whose name (Code.String) is s; ok is
+// false for a name frame does not define.
+func codeNamed(s string) (c frame.Code, ok bool) {
+	for c = frame.CodeProviderError; c <= frame.CodeInvalidFrame; c++ {
+		if c.String() == s {
+			return c, true
+		}
+	}
+	return 0, false
 }
