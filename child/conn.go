@@ -217,7 +217,7 @@ func (c *conn) abort(cl *call) {
 // remembered cancel, draining). ok is false when the connection must close.
 func (c *conn) start(inv *wire.Invoke) (*call, bool) {
 	cl := newCall(c, inv)
-	c.w.NewStream() // the call's frames start ungated (coalesce.Gate)
+	c.w.NewStream() // the call's frames start ungated (coalesce.NewGated)
 	imm, ok := c.s.register(cl)
 	if ok {
 		c.refs.Add(1)     // released by cl.run

@@ -13,13 +13,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/spanctx"
+	"github.com/skulkrt/skulk/internal/turns"
 	"github.com/skulkrt/skulk/wire"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // rememberedCancels is how many cancel ids for calls the child does not
@@ -103,10 +105,10 @@ type server struct {
 	ln      Listener
 	cw      *coalesce.Writer // the control connection's writer: pongs and bye; never gated
 	// gate is where the stream connections' flushers take turns once they
-	// stream (coalesce.Gate): one slot per processor, so that the control
+	// stream (coalesce.NewGated): one slot per processor, so that the control
 	// reader, a new connection's reader and a fresh call's handler wait
 	// behind a few streaming flushers, not behind every one.
-	gate *coalesce.Gate
+	gate *turns.Gate
 
 	offer       *offer        // the calls the host offers, from startup; nil for none
 	limits      wire.Limits   // effective, from startup
@@ -144,7 +146,7 @@ func newServer(control Conn, ln Listener, opts *Options) *server {
 		callDone: make(chan struct{}, 1),
 		calls:    make(map[string]*call),
 		conns:    make(map[*conn]struct{}),
-		gate:     coalesce.NewGate(runtime.GOMAXPROCS(0)),
+		gate:     turns.New(runtime.GOMAXPROCS(0)),
 	}
 	s.remembered.init()
 	s.watch = newTicker(inlineWatch, s.watchTick)

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host/internal/contain"
@@ -21,9 +24,8 @@ import (
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
+	"github.com/skulkrt/skulk/internal/turns"
 	"github.com/skulkrt/skulk/wire"
-	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/errgroup"
 )
 
 // Host supervises a pool of children running one command and drives calls
@@ -35,7 +37,7 @@ type Host struct {
 	idPrefix string
 	nextCall atomic.Uint64
 	traffic  traffic             // frames and media bytes by direction (Stats)
-	busy     *busyGate           // where busy stream readers take turns (readpace.go)
+	busy     *turns.Gate         // where busy stream readers take turns (readpace.go)
 	rec      *recorder.Recorder  // records every call (Config.CallLog); closed by Close
 	tracing  *otelcall.Tracing   // Config.TracerProvider
 	contain  *contain.Set        // starts the children and keeps their descendants; closed by Close after every child was reaped
@@ -131,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{
 		cfg:      cfg.withDefaults(),
 		idPrefix: hex.EncodeToString(rnd[:]),
-		busy:     newBusyGate(runtime.GOMAXPROCS(0)),
+		busy:     turns.New(runtime.GOMAXPROCS(0)),
 	}
 	h.log = h.cfg.Logger
 	h.tracing = otelcall.New(h.cfg.TracerProvider)

@@ -5,14 +5,13 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"sync"
 	"syscall"
 	"time"
 )
 
-// busyGate is how the host's busy stream readers take turns. A reader is
-// busy once it has read for readerYieldEvery without its connection
-// making it wait (a stream the child writes flat out). A busy reader goes
+// The host's busy stream readers take turns through a turns.Gate
+// (Host.busy). A reader is busy once it has read for readerYieldEvery
+// without its connection making it wait (a stream the child writes flat out). A busy reader goes
 // on only while it holds one of the gate's slots (one per processor,
 // GOMAXPROCS at Start); the others wait in the gate, first come first
 // served, not in the Go scheduler's run queues.
@@ -33,59 +32,6 @@ import (
 // gate before its read waits for the connection (connSource), before it
 // waits for room in a full outbox (outbox.put), when the caller's Recv
 // stops reading (callerRead), and when the call is released (unbind).
-//
-// The zero value is not ready: newBusyGate makes one.
-type busyGate struct {
-	mu   sync.Mutex
-	free int // slots nobody holds
-	// The readers waiting for a slot, oldest at queue[head]: at most one
-	// entry per stream connection, since a connection's reader waits for
-	// one slot at a time, so the queue is bounded by the open connections
-	// (max_streams × the pool).
-	queue []chan struct{}
-	head  int
-}
-
-func newBusyGate(slots int) *busyGate {
-	return &busyGate{free: max(slots, 1)}
-}
-
-// enter takes a slot, waiting in line while none is free; it reports
-// whether it waited. wait is the caller's own channel of size 1.
-func (g *busyGate) enter(wait chan struct{}) bool {
-	g.mu.Lock()
-	if g.free > 0 && g.head == len(g.queue) {
-		g.free--
-		g.mu.Unlock()
-		return false
-	}
-	g.queue = append(g.queue, wait)
-	g.mu.Unlock()
-	<-wait // a leave hands its slot to this reader
-	return true
-}
-
-// leave gives a slot back: to the reader waiting longest, if any.
-func (g *busyGate) leave() {
-	g.mu.Lock()
-	if g.head == len(g.queue) {
-		g.free++
-		g.mu.Unlock()
-		return
-	}
-	w := g.queue[g.head]
-	g.queue[g.head] = nil
-	g.head++
-	if g.head == len(g.queue) {
-		g.queue, g.head = g.queue[:0], 0
-	} else if g.head >= 64 && g.head*2 >= len(g.queue) {
-		n := copy(g.queue, g.queue[g.head:])
-		clear(g.queue[n:])
-		g.queue, g.head = g.queue[:n], 0
-	}
-	g.mu.Unlock()
-	w <- struct{}{} // never blocks: the waiter's channel is empty while it waits
-}
 
 // pace is where a reader that has read for readerYieldEvery without
 // waiting lets others run: it becomes busy, gives its slot of the busy
@@ -95,7 +41,7 @@ func (g *busyGate) leave() {
 func (c *streamConn) pace() {
 	if c.gated {
 		c.gated = false
-		c.ch.h.busy.leave()
+		c.ch.h.busy.Leave()
 	}
 	c.busy = true
 	if !c.enterGate() {
@@ -113,7 +59,7 @@ func (c *streamConn) enterGate() bool {
 	if c.gateWait == nil {
 		c.gateWait = make(chan struct{}, 1)
 	}
-	waited := c.ch.h.busy.enter(c.gateWait)
+	waited := c.ch.h.busy.Enter(c.gateWait)
 	c.gated = true
 	if waited {
 		c.yielded = time.Now()
@@ -127,7 +73,7 @@ func (c *streamConn) enterGate() bool {
 func (c *streamConn) leaveGate() {
 	if c.gated {
 		c.gated = false
-		c.ch.h.busy.leave()
+		c.ch.h.busy.Leave()
 	}
 }
 

@@ -1,9 +1,6 @@
 package coalesce
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // gateAfter is how many bytes a gated Writer's flusher writes before its
 // writes take turns through the Gate: a reply, a pong or the first frames
@@ -20,15 +17,15 @@ const gateAfter = maxPending
 // is not one that keeps a processor busy.
 const gateIdle = time.Second
 
-// gateTurn is how long a flusher holding a slot of the Gate writes before
+// gateTurn is how long a flusher holding a slot of its gate writes before
 // it gives the slot to the flusher that has waited longest (as the host's
 // busy stream readers do, host/readpace.go).
 const gateTurn = 250 * time.Microsecond
 
-// Gate is how the streaming Writers of one process take turns at
-// writing: a Writer made with NewGated whose flusher has written
-// gateAfter bytes without pausing writes only while it holds one of the
-// Gate's slots, first come first served, and gives the slot back before
+// A streaming Writer takes turns with the others of its process at
+// writing through a turns.Gate: a Writer made with NewGated whose flusher
+// has written gateAfter bytes without pausing writes only while it holds one of the
+// gate's slots, first come first served, and gives the slot back before
 // it waits for anything (a full socket, an empty queue) and after each
 // gateTurn of writing.
 //
@@ -38,66 +35,11 @@ const gateTurn = 250 * time.Microsecond
 // 300 to 430 goroutines, nearly all flushers, beside 512 streams the host
 // read flat out). A goroutine that becomes runnable meanwhile (the
 // control reader answering a ping, a new connection's reader, a small
-// call's handler) waits behind all of them. With the Gate, at most one
+// call's handler) waits behind all of them. With the gate, at most one
 // streaming flusher per slot is runnable, and their senders block on the
 // full queue (maxPending) while their flusher waits for its turn: that is
 // the Writer's ordinary backpressure.
 //
 // The waiting flushers are at most one per gated Writer (a flusher waits
-// for one slot at a time), so the Gate's queue is bounded by the open
-// connections. Safe for concurrent use.
-type Gate struct {
-	mu    sync.Mutex
-	free  int             // slots nobody holds
-	queue []chan struct{} // the flushers waiting, oldest at queue[head]
-	head  int
-}
-
-// NewGate returns a Gate of slots slots (at least 1); one per processor
-// (runtime.GOMAXPROCS) lets every processor write while no more than
-// that many streaming flushers are runnable.
-func NewGate(slots int) *Gate { return &Gate{free: max(slots, 1)} }
-
-// enter takes a slot, waiting in line while none is free (wait is the
-// caller's own channel of size 1); it reports whether it waited.
-func (g *Gate) enter(wait chan struct{}) bool {
-	g.mu.Lock()
-	if g.free > 0 && g.head == len(g.queue) {
-		g.free--
-		g.mu.Unlock()
-		return false
-	}
-	g.queue = append(g.queue, wait)
-	g.mu.Unlock()
-	<-wait // a leave hands its slot over
-	return true
-}
-
-// waiting reports whether a flusher waits for a slot.
-func (g *Gate) waiting() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.head < len(g.queue)
-}
-
-// leave gives a slot back: to the flusher waiting longest, if any.
-func (g *Gate) leave() {
-	g.mu.Lock()
-	if g.head == len(g.queue) {
-		g.free++
-		g.mu.Unlock()
-		return
-	}
-	w := g.queue[g.head]
-	g.queue[g.head] = nil
-	g.head++
-	if g.head == len(g.queue) {
-		g.queue, g.head = g.queue[:0], 0
-	} else if g.head >= 64 && g.head*2 >= len(g.queue) {
-		n := copy(g.queue, g.queue[g.head:])
-		clear(g.queue[n:])
-		g.queue, g.head = g.queue[:n], 0
-	}
-	g.mu.Unlock()
-	w <- struct{}{} // never blocks: the waiter's channel is empty while it waits
-}
+// for one slot at a time), so the gate's line is bounded by the open
+// connections.

@@ -6,37 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/internal/turns"
 	"github.com/skulkrt/skulk/wire"
-	"github.com/stretchr/testify/require"
 )
-
-// TestGateFirstComeFirstServed: with every slot taken, waiters get the
-// slots in the order they came, each from one leave.
-func TestGateFirstComeFirstServed(t *testing.T) {
-	g := NewGate(1)
-	require.False(t, g.enter(make(chan struct{}, 1)), "a free slot is taken at once")
-	got := make(chan int, 3)
-	for i := range 3 {
-		wait := make(chan struct{}, 1)
-		go func() { // ends once a leave hands it the slot
-			g.enter(wait)
-			got <- i
-		}()
-		require.Eventually(t, func() bool {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			return len(g.queue)-g.head == i+1
-		}, 5*time.Second, time.Millisecond)
-	}
-	for i := range 3 {
-		g.leave()
-		require.Equal(t, i, <-got)
-	}
-	g.leave()
-	require.Equal(t, 1, g.free)
-}
 
 // TestGatedWriterWaitsForItsTurn: a gated Writer that streams stops
 // writing once it has written gateAfter bytes while the Gate's one slot
@@ -46,8 +22,8 @@ func TestGatedWriterWaitsForItsTurn(t *testing.T) {
 	ua, ub := testnet.SocketPair(t)
 	defer ub.Close()
 	defer ua.Close()
-	g := NewGate(1)
-	g.enter(make(chan struct{}, 1)) // the test holds the only slot
+	g := turns.New(1)
+	g.Enter(make(chan struct{}, 1)) // the test holds the only slot
 	w := NewGated(ua, wire.Limits{}, g)
 	p := smallChunk(t, "c1", 1)
 	enc, err := packetio.Encode(p, wire.Limits{})
@@ -103,7 +79,7 @@ func TestGatedWriterWaitsForItsTurn(t *testing.T) {
 	default:
 	}
 
-	g.leave() // the flusher's turn
+	g.Leave() // the flusher's turn
 	require.NoError(t, <-sent)
 	require.NoError(t, w.Flush())
 	require.NoError(t, w.Close())

@@ -2,10 +2,11 @@ package coalesce
 
 import (
 	"errors"
-	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/wire"
 	"io"
 	"testing"
+
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/wire"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"

@@ -7,9 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/wire"
-	"github.com/stretchr/testify/require"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -18,6 +15,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/wire"
 
 	"github.com/skulkrt/skulk/frame"
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/turns"
 	"github.com/skulkrt/skulk/internal/writev"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -123,7 +124,7 @@ type Writer struct {
 	// The Gate this Writer's flusher takes turns through (NewGated; nil:
 	// none), and the flusher's place in it, all owned by the flusher
 	// goroutine (the writev hooks that use them run on it).
-	gate      *Gate
+	gate      *turns.Gate
 	gateWait  chan struct{} // size 1: where the flusher waits for a slot
 	gated     bool          // the flusher holds a slot
 	heldAt    time.Time     // when it took the slot
@@ -161,7 +162,7 @@ func New(dst io.Writer, l wire.Limits) *Writer { return NewGated(dst, l, nil) }
 // so is a destination without a non-blocking descriptor (the flusher
 // could not give its slot back before it waits). The sender's own writes
 // (Reply, Request, an attachment's) never wait for the Gate.
-func NewGated(dst io.Writer, l wire.Limits, g *Gate) *Writer {
+func NewGated(dst io.Writer, l wire.Limits, g *turns.Gate) *Writer {
 	w := &Writer{
 		limits: packetio.Effective(l), queued: 1,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
@@ -636,7 +637,7 @@ func (w *Writer) waitWake() {
 	if w.gated {
 		// Nobody waiting for a slot: nothing to hold it against, and no
 		// timer to arm for every wake-up of a lone stream.
-		if left := gateTurn - time.Since(w.heldAt); left > 0 && w.gate.waiting() {
+		if left := gateTurn - time.Since(w.heldAt); left > 0 && w.gate.Waiting() {
 			if w.gateTimer == nil {
 				w.gateTimer = time.NewTimer(left)
 			} else {
@@ -683,7 +684,7 @@ func (w *Writer) turn() (unlocked bool) {
 	if turnOver {
 		w.leaveGate()
 	}
-	if !w.gate.enter(w.gateWait) && turnOver && time.Since(w.yieldedAt) >= YieldEvery {
+	if !w.gate.Enter(w.gateWait) && turnOver && time.Since(w.yieldedAt) >= YieldEvery {
 		// Nobody waited: yield to the goroutines outside the Gate, as
 		// an ungated flusher does, once per YieldEvery.
 		runtime.Gosched()
@@ -700,7 +701,7 @@ func (w *Writer) turn() (unlocked bool) {
 func (w *Writer) leaveGate() {
 	if w.gated {
 		w.gated = false
-		w.gate.leave()
+		w.gate.Leave()
 	}
 }
 
@@ -725,7 +726,7 @@ func (w *Writer) unhookGate() {
 // full socket, while it streams (the hook of writev's OnWritable).
 func (w *Writer) regate() {
 	if w.streamed >= gateAfter && !w.gated {
-		w.gate.enter(w.gateWait)
+		w.gate.Enter(w.gateWait)
 		w.gated, w.heldAt = true, time.Now()
 	}
 }

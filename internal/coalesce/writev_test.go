@@ -7,14 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/internal/testnet"
-	"github.com/skulkrt/skulk/wire"
 	"io"
 	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/skulkrt/skulk/wire"
 
 	"github.com/stretchr/testify/require"
 
