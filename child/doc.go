@@ -1,4 +1,4 @@
-// Package child is Skulk's provider SDK: a Go program that calls Main (or
+// Package child is Skulk's provider SDK: a Go program that calls Run (or
 // Serve) becomes a well-behaved Skulk child. The package speaks the wire
 // protocol of docs/protocol.md with the host: it sends hello with the tools'
 // descriptors, waits for startup, answers every ping while handlers run,
@@ -53,10 +53,10 @@
 //
 // # Processes
 //
-// Main and Run take the control connection from fd 3 and the stream listener
-// from fd 4 (SKULK_CONTROL_FD, SKULK_STREAMS_FD) and exit 0 when drained or
-// when the host is gone (within a second, without waiting for handlers), and
-// 2 with a one-line reason on stderr when started outside a host, when no
+// Run takes the control connection from fd 3 and the stream listener from
+// fd 4 (SKULK_CONTROL_FD, SKULK_STREAMS_FD) and returns exit status 0 when
+// drained or when the host is gone (within a second, without waiting for
+// handlers), and 2 with a one-line reason on stderr when started outside a host, when no
 // startup arrives within 10 s, or when startup picks a version the child did
 // not offer. Serve does the same work over connections the caller provides,
 // for tests and in-process use.

@@ -123,7 +123,7 @@ type Options struct {
 	MaxHeader, MaxAttachment uint32
 	// Logger receives the child's logs (handler panics with their stacks,
 	// protocol errors of the host). nil means discard for Serve, and a text
-	// handler on stderr for Run and Main.
+	// handler on stderr for Run.
 	Logger *slog.Logger
 	// StartupTimeout is how long to wait for startup after hello; 0 means
 	// 10 s.
