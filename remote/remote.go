@@ -159,6 +159,13 @@ func (t *table) add(l *link, wg *sync.WaitGroup) bool {
 	return true
 }
 
+// count is how many links the table holds.
+func (t *table) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.links)
+}
+
 func (t *table) drop(l *link) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -35,21 +35,38 @@ type ServeOptions struct {
 	// Version is the service's version in $SRV answers (semantic
 	// versioning); "" means "1.0.0".
 	Version string
+	// MaxCalls bounds the calls this host serves at once, running or
+	// waiting for a slot of its pool; 0 means 1,024. An open past it is
+	// refused at once: the caller's call ends with a synthetic
+	// unreachable ("the serving host is full"). Each call holds at most a
+	// window (Options.Window) of its caller's input, so MaxCalls × Window
+	// bounds what callers can make a serving host hold.
+	MaxCalls int
 }
+
+// defaultMaxCalls is ServeOptions.MaxCalls' default.
+const defaultMaxCalls = 1024
+
+// errServerFull refuses an open past ServeOptions.MaxCalls.
+var errServerFull = &linkError{frame.CodeUnreachable, "the serving host is full"}
 
 // Server serves one host's pool as a NATS service: see Serve.
 //
 // Close stops it; its methods are safe for concurrent use.
 type Server struct {
-	nc    *nats.Conn
-	h     *host.Host
-	name  string
-	id    string
-	opts  Options
-	frag  int
-	svc   micro.Service
-	sub   *nats.Subscription // the links' messages: skulk.NAME.h.ID.*
-	links table
+	nc   *nats.Conn
+	h    *host.Host
+	name string
+	id   string
+	opts Options
+	// maxCalls is ServeOptions.MaxCalls: open refuses past it. Opens run
+	// one at a time on the endpoint's subscription, so its count-then-add
+	// cannot overshoot.
+	maxCalls int
+	frag     int
+	svc      micro.Service
+	sub      *nats.Subscription // the links' messages: skulk.NAME.h.ID.*
+	links    table
 
 	stop      chan struct{}  // closed by Close: stops beat
 	wg        sync.WaitGroup // beat and every serveCall
@@ -81,10 +98,16 @@ func Serve(nc *nats.Conn, name string, h *host.Host, opts ServeOptions) (*Server
 	if err := opts.Options.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.MaxCalls < 0 {
+		return nil, fmt.Errorf("%w: ServeOptions.MaxCalls is negative", ErrOptions)
+	}
+	if opts.MaxCalls == 0 {
+		opts.MaxCalls = defaultMaxCalls
+	}
 	if opts.Version == "" {
 		opts.Version = "1.0.0"
 	}
-	s := &Server{nc: nc, h: h, name: name, id: opts.ID, opts: opts.Options.effective(), frag: fragmentFor(nc), stop: make(chan struct{})}
+	s := &Server{nc: nc, h: h, name: name, id: opts.ID, opts: opts.Options.effective(), maxCalls: opts.MaxCalls, frag: fragmentFor(nc), stop: make(chan struct{})}
 	sub, err := nc.Subscribe(hostPrefix(name, s.id)+".*", func(m *nats.Msg) {
 		if l := s.links.get(lastToken(m.Subject)); l != nil {
 			l.deliver(m.Data)
@@ -202,6 +225,10 @@ func (s *Server) open(req micro.Request) {
 	}
 	l.accepted(reply, m.Arg, 0)
 	l.opened(m.Body)
+	if s.links.count() >= s.maxCalls {
+		l.abort(errServerFull)
+		return
+	}
 	if !s.links.add(l, &s.wg) { // Close, which closes the table first, waits for serveCall
 		l.abort(errServerClosing)
 		return
