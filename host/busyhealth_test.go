@@ -2,14 +2,13 @@ package host
 
 import (
 	"context"
-	"errors"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
 )
@@ -43,26 +42,7 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 		calls[i] = c
 	}
 	for i, c := range calls {
-		wg.Go(func() { // ends when the test cancels its call, or the call fails
-			for {
-				f, err := c.Recv(ctx)
-				if err != nil {
-					if ctx.Err() == nil && !errors.Is(err, io.EOF) {
-						errs[i] = err
-					}
-					return
-				}
-				switch f.Kind {
-				case frame.KindChunk:
-					counts[i].Add(1)
-				case frame.KindCompleted, frame.KindFailed, frame.KindCancelled:
-					if ctx.Err() == nil {
-						errs[i] = errors.New("ended " + f.Kind.String())
-					}
-					return
-				}
-			}
-		})
+		wg.Go(func() { readCounting(ctx, c, &counts[i], &errs[i]) }) // ends when the test cancels its call, or the call fails
 	}
 	// Three health timeouts of reading flat out; in the last, every
 	// stream must deliver.

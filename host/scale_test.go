@@ -117,26 +117,7 @@ func busyStreams(t *testing.T, h *Host, n int, within time.Duration) ([]atomic.I
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		wg.Go(func() { // ends when stop cancels ctx and the call, or the call fails
-			for {
-				f, err := c.Recv(ctx)
-				if err != nil {
-					if ctx.Err() == nil && !errors.Is(err, io.EOF) {
-						errs[i] = err
-					}
-					return
-				}
-				switch f.Kind {
-				case frame.KindChunk:
-					counts[i].Add(1)
-				case frame.KindCompleted, frame.KindFailed, frame.KindCancelled:
-					if ctx.Err() == nil {
-						errs[i] = errors.New("ended " + f.Kind.String())
-					}
-					return
-				}
-			}
-		})
+		wg.Go(func() { readCounting(ctx, c, &counts[i], &errs[i]) }) // ends when stop cancels ctx and the call, or the call fails
 	}
 	stop := func() error {
 		cancel()
@@ -231,4 +212,28 @@ func TestSmallCallBesideBusyStreams(t *testing.T) {
 	t.Logf("small call beside %d busy streams: p50 %v, max %v; %d chunks read meanwhile", streams, p50, lat[len(lat)-1], after-before)
 	assert.Less(t, p50, smallCallBound, "median of a small call beside busy streams")
 	assert.Greater(t, after, before, "the busy streams went on delivering")
+}
+
+// readCounting reads c until it ends, counting its chunks in n. A failure,
+// or a terminal that came while ctx was live, goes to *errp: a busy
+// stream is meant to run until the test cancels it.
+func readCounting(ctx context.Context, c *Call, n *atomic.Int64, errp *error) {
+	for {
+		f, err := c.Recv(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+				*errp = err
+			}
+			return
+		}
+		switch f.Kind {
+		case frame.KindChunk:
+			n.Add(1)
+		case frame.KindCompleted, frame.KindFailed, frame.KindCancelled:
+			if ctx.Err() == nil {
+				*errp = errors.New("ended " + f.Kind.String())
+			}
+			return
+		}
+	}
 }
