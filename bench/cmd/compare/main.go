@@ -111,7 +111,7 @@ func run() error {
 		for _, s := range split(*streams) {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {
-				return fmt.Errorf("-streams: %q is not a positive number of streams", s)
+				return errors.New("-streams: every entry must be a positive number of streams")
 			}
 			so.Streams = append(so.Streams, n)
 		}
