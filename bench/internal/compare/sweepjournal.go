@@ -72,8 +72,16 @@ func (sw *sweeper) journalCall(ctx context.Context, ss *skulkSystem, name string
 	if err != nil {
 		return nil, err
 	}
+	j := &calllog.Journal{Store: jr.st, Queue: queue}
+	if queue > 0 {
+		// A queue meant to hold the whole call holds it in bytes too
+		// (a count event's content is 64 bytes, well under 1 KiB with
+		// its ids and fixed cost), and Close waits for it to be kept.
+		j.QueueBytes = int64(queue) << 10
+		j.DrainTimeout = 10 * time.Minute
+	}
 	h, err := host.Start(ctx, host.Config{Command: ss.bin, ExtraEnv: ss.env, TempDir: ss.dir,
-		CallLog: calllog.Options{Journal: &calllog.Journal{Store: jr.st, Queue: queue}}})
+		CallLog: calllog.Options{Journal: j}})
 	if err != nil {
 		jr.st.Close()
 		return nil, err
@@ -135,8 +143,10 @@ func (sw *sweeper) journalCall(ctx context.Context, ss *skulkSystem, name string
 func (sw *sweeper) journalPoint(ctx context.Context, rec *sweepRec, ss *skulkSystem, events int) error {
 	name, x := ss.name(), float64(events)
 	chunks := events - callEvents
-	// A queue for every event: the journal's own rate.
-	b, err := sw.journalCall(ctx, ss, name, chunks, events+1024)
+	// A queue for every event: the journal's own rate. Middle events
+	// (the chunks) may fill only three quarters of a journal's queue, so
+	// the queue is twice the call.
+	b, err := sw.journalCall(ctx, ss, name, chunks, 2*events+1024)
 	if err != nil {
 		return fmt.Errorf("whole-call queue: %w", err)
 	}
