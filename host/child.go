@@ -511,6 +511,24 @@ func (ch *child) watch() (error, stopMode) {
 				}
 			default:
 			}
+			// The child is judged on the pings it was sent: its silence
+			// counts from the oldest ping it has not answered. A host
+			// that did not run for a while (a machine whose run queue is
+			// long can leave a whole process off the CPU for seconds)
+			// sent no ping meanwhile, and finds this timer fired, with
+			// every ping answered or the oldest unanswered one written
+			// just now: the child was not asked, so it gets its whole
+			// timeout from that ping.
+			if answered == nonce {
+				unhealthy.Reset(cfg.HealthTimeout)
+				continue
+			}
+			if oldest := answered + 1; nonce-oldest < pingsTimed {
+				if wait := cfg.HealthTimeout - time.Since(sentAt[oldest%pingsTimed]); wait > 0 {
+					unhealthy.Reset(wait)
+					continue
+				}
+			}
 			// Bytes wait unread on the control connection and the child
 			// wrote since the timer started: its answer reached the host,
 			// whose reader has not had the CPU to take it. Each such
