@@ -365,17 +365,19 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 // Mcp-Protocol-Version header is absent or older; ServerOptions.SSEPoll
 // closes the streams of long requests.
 func (s *Server) HTTPHandler() http.Handler {
-	return sessionVersionHTTP{next: newNoAnswerHTTP(s.streamableHandler()), s: s}
+	na := newNoAnswerHTTP()
+	na.next = s.streamableHandler(na.store(mcp.NewMemoryEventStore(nil)))
+	return sessionVersionHTTP{next: na, s: s}
 }
 
-func (s *Server) streamableHandler() http.Handler {
+func (s *Server) streamableHandler(events mcp.EventStore) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:                       s.opts.Logger,
 		PropagateRequestCancellation: true,
 		// Event ids on every SSE event and replay after Last-Event-ID,
 		// so a client whose stream dropped gets the rest of its call
 		// (bounded: the store drops the oldest past 10 MiB).
-		EventStore: mcp.NewMemoryEventStore(nil),
+		EventStore: events,
 	})
 }
 
