@@ -55,12 +55,13 @@ type Host struct {
 	changed  chan struct{}       // made by a waiting acquire, closed and cleared whenever the pool changes (a slot freed, a child up or down)
 	cat      *toolschema.Catalog // the catalogue of the latest child that started or sent a tools packet
 	toolsNew chan struct{}       // made by ToolsChanged, closed and cleared when cat is replaced
+	pings    pingHist            // ping round trips (Stats)
+
 	// childrenNew is made by ChildrenChanged, closed and cleared when a
 	// slot's state differs from seenStates (one per slot, as last seen by
 	// notifyLocked while a ChildrenChanged waiter was there).
 	childrenNew chan struct{}
 	seenStates  []ChildState
-	pings    pingHist            // ping round trips (Stats)
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
 	closeErr  error     // set inside closeOnce
