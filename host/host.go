@@ -280,7 +280,7 @@ func (h *Host) Children() []ChildInfo {
 // change after that; the new states may equal the old ones. It lets a
 // supervisor of the host (such as an MCP gateway) see a restart or a
 // crash loop at once without polling Children. Safe to call
-// concurrently; the channel is never closed by Close alone.
+// concurrently; Close closes it too, as its children stop.
 func (h *Host) ChildrenChanged() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
