@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -112,23 +111,18 @@ func (s *Server) ssePoll(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		// The close must not come after the response: the go-sdk finds
-		// the stream by request id, which a later request may reuse. mu
-		// and answered order it: the response is written after this
-		// handler returns, and answered is set before.
-		var mu sync.Mutex
-		answered := false
-		t := time.AfterFunc(s.opts.SSEPoll, func() { // stopped when the request is answered (below)
-			mu.Lock()
-			defer mu.Unlock()
-			if !answered {
-				extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: s.opts.SSEPoll})
-			}
+		// the stream by request id, which a later request may reuse. The
+		// response is written after this handler returns, which waits
+		// for a close already under way.
+		fired := make(chan struct{})
+		t := time.AfterFunc(s.opts.SSEPoll, func() { // stopped, or waited for, when the request is answered (below)
+			defer close(fired)
+			extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: s.opts.SSEPoll})
 		})
 		defer func() {
-			t.Stop()
-			mu.Lock()
-			answered = true
-			mu.Unlock()
+			if !t.Stop() {
+				<-fired
+			}
 		}()
 		return next(ctx, method, req)
 	}
