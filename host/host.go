@@ -57,6 +57,12 @@ type Host struct {
 	toolsNew chan struct{}       // made by ToolsChanged, closed and cleared when cat is replaced
 	pings    pingHist            // ping round trips (Stats)
 
+	// childrenNew is made by ChildrenChanged, closed and cleared when a
+	// slot's state differs from seenStates (one per slot, as last seen by
+	// notifyLocked while a ChildrenChanged waiter was there).
+	childrenNew chan struct{}
+	seenStates  []ChildState
+
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
 	closeErr  error     // set inside closeOnce
 }
@@ -267,12 +273,46 @@ func (h *Host) Children() []ChildInfo {
 	return out
 }
 
-// notifyLocked wakes every goroutine waiting for the pool to change. h.mu
-// must be held.
+// ChildrenChanged returns a channel that is closed when the State of a
+// slot Children describes next changes: a child became ready, died,
+// started draining, is being restarted, or its slot is down. Read
+// Children after it is closed, and call ChildrenChanged again for the
+// change after that; the new states may equal the old ones. It lets a
+// supervisor of the host (such as an MCP gateway) see a restart or a
+// crash loop at once without polling Children. Safe to call
+// concurrently; Close closes it too, as its children stop.
+func (h *Host) ChildrenChanged() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.childrenNew == nil {
+		h.childrenNew = make(chan struct{})
+	}
+	return h.childrenNew
+}
+
+// notifyLocked wakes every goroutine waiting for the pool to change, and
+// ChildrenChanged's waiters when a slot's state changed. h.mu must be
+// held.
 func (h *Host) notifyLocked() {
 	if h.changed != nil {
 		close(h.changed)
 		h.changed = nil
+	}
+	if h.childrenNew != nil {
+		if len(h.seenStates) != len(h.slots) {
+			h.seenStates = make([]ChildState, len(h.slots))
+		}
+		moved := false
+		for i, s := range h.slots {
+			if h.seenStates[i] != s.state {
+				h.seenStates[i] = s.state
+				moved = true
+			}
+		}
+		if moved {
+			close(h.childrenNew)
+			h.childrenNew = nil
+		}
 	}
 }
 

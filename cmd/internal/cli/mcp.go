@@ -29,7 +29,7 @@ const httpShutdownGrace = time.Second
 // within the child's cancel grace (1 s by default) and a margin.
 const handlerWait = 5 * time.Second
 
-const mcpUsage = "mcp serve [--child NAME=COMMAND [ARG]...]... [--config FILE] [--http ADDR [--token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] [-- CHILD [ARGS...]]"
+const mcpUsage = "mcp serve [--child NAME=COMMAND [ARG]...]... [--config FILE] [--http ADDR [--token-file FILE] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--sse-poll D]] [--journal FILE [--redact KEY[,KEY]...]] [--timeout D] [--inline-max BYTES] [--pool N] [--metrics-addr ADDR] [--env NAME[=VALUE]]... " + containUsage + " [-v] [-- CHILD [ARGS...]]"
 
 const mcpHelp = `
 Mcp serve starts CHILD (a Skulk provider) under supervision, as call does
@@ -103,6 +103,13 @@ The flags are:
 		configured: a served child runs commands for whoever reaches
 		the port. DNS rebinding protection (a loopback request naming
 		another host is refused) holds either way.
+	--sse-poll D
+		with --http: close the event stream of a request still running
+		after D (such as 30s) with an SSE retry hint of D, so a long
+		call does not hold its POST open; the client reconnects with
+		Last-Event-ID and gets the rest of the call, its result among
+		it (SSE polling). Sessions at protocol version 2025-11-25 only
+		(older ones cannot resume every stream). Default 0: off.
 	--journal FILE
 		keep every call's events in the journal FILE, as call --journal
 		does: a SQLite file (created if needed) or a JetStream store URL,
@@ -148,6 +155,7 @@ type mcpOptions struct {
 	clientCA   string
 	journal    string
 	timeout    time.Duration
+	ssePoll    time.Duration // --sse-poll
 	inlineMax  int
 	pool       int
 	metrics    string // --metrics-addr
@@ -168,6 +176,7 @@ func parseMCP(args []string) (*mcpOptions, error) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "")
 	fs.StringVar(&o.clientCA, "tls-client-ca", "", "")
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
+	fs.DurationVar(&o.ssePoll, "sse-poll", 0, "")
 	fs.IntVar(&o.inlineMax, "inline-max", mcpbridge.DefaultInlineMax, "")
 	fs.IntVar(&o.pool, "pool", 1, "")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "")
@@ -190,6 +199,10 @@ func parseMCP(args []string) (*mcpOptions, error) {
 		return nil, usageErr("--timeout must not be negative")
 	case o.inlineMax < 0:
 		return nil, usageErr("--inline-max must not be negative")
+	case o.ssePoll < 0 || o.ssePoll > 0 && o.ssePoll < time.Millisecond:
+		return nil, usageErr("--sse-poll must be 0 (off) or at least 1ms")
+	case o.http == "" && o.ssePoll != 0:
+		return nil, usageErr("--sse-poll goes with --http")
 	case o.http == "" && (o.tokenFile != "" || o.tlsCert != "" || o.tlsKey != "" || o.clientCA != ""):
 		return nil, usageErr("--token-file and --tls-* go with --http")
 	case (o.tlsCert == "") != (o.tlsKey == ""):
@@ -292,7 +305,7 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	}
 	srv, err := mcpbridge.NewGateway(ctx, gw, mcpbridge.ServerOptions{
 		Name: "skulk-host", Timeout: o.timeout, InlineMax: inlineMax, Logger: cfg.Logger,
-		Clients: clients,
+		Clients: clients, SSEPoll: o.ssePoll,
 	})
 	if err != nil {
 		var ee *exitError

@@ -15,9 +15,10 @@ import (
 )
 
 func TestParseMCP(t *testing.T) {
-	o, err := parseMCP([]string{"serve", "--http", "127.0.0.1:0", "--timeout", "2s", "--pool", "2", "--", "./p", "-x"})
+	o, err := parseMCP([]string{"serve", "--http", "127.0.0.1:0", "--timeout", "2s", "--pool", "2", "--sse-poll", "30s", "--", "./p", "-x"})
 	require.NoError(t, err)
 	assert.Falsef(t, o.http != "127.0.0.1:0" || o.timeout != 2*time.Second || o.pool != 2 || len(o.child) != 2 || o.child[1] != "-x", "parsed %+v", o)
+	assert.Equal(t, 30*time.Second, o.ssePoll)
 	for _, args := range [][]string{
 		{"--", "./p"},                   // no subcommand
 		{"run", "--", "./p"},            // unknown subcommand
@@ -26,6 +27,9 @@ func TestParseMCP(t *testing.T) {
 		{"serve", "--timeout", "-1s", "--", "./p"},
 		{"serve", "--inline-max", "-1", "--", "./p"},
 		{"serve", "--pool", "0", "--", "./p"},
+		{"serve", "--sse-poll", "1s", "--", "./p"}, // without --http
+		{"serve", "--http", "127.0.0.1:0", "--sse-poll", "-1s", "--", "./p"},
+		{"serve", "--http", "127.0.0.1:0", "--sse-poll", "500us", "--", "./p"}, // under the retry field's millisecond
 	} {
 		if _, err := parseMCP(args); statusOf(err) != ExitUsage {
 			assert.Fail(t, fmt.Sprintf("parseMCP(%q) = %v, want a usage error", args, err))

@@ -102,11 +102,6 @@ func (s ChildStatus) String() string {
 	return fmt.Sprintf("ChildStatus(%d)", uint8(s))
 }
 
-// watchInterval is how often a backend's supervisor looks at its host's
-// children: a restarted child is announced, a crash loop withdrawn, within
-// it. Reading the host's state costs a lock and a small copy.
-const watchInterval = 100 * time.Millisecond
-
 // hostCloseWait bounds the close of a host that gave up (its children are
 // down already, so there is little to wait for).
 const hostCloseWait = 10 * time.Second
@@ -202,32 +197,32 @@ func readyIDs(h *host.Host) (ids string, down bool) {
 // a child that restarted, or whose tool list changed while it runs
 // (host.Host.ToolsChanged), has its tools listed again (the go-sdk sends
 // tools/list_changed), and a host that gave up has its tools withdrawn
-// while a new one is started.
+// while a new one is started. The host says when its children change
+// (host.Host.ChildrenChanged): nothing is polled.
 func (b *backend) supervise(ctx context.Context) {
-	t := time.NewTicker(watchInterval)
-	defer t.Stop()
 	for {
 		h := b.host()
 		if h == nil {
 			return // down for good: nothing left to watch
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.toolsNew:
-			b.announce(h)
-			continue
-		case <-t.C:
-		}
+		changed := h.ChildrenChanged() // before readyIDs: a later change closes it
 		ids, down := readyIDs(h)
 		switch {
 		case down:
 			if !b.crashLoop(ctx, h) {
 				return
 			}
+			continue
 		case ids != "" && ids != b.announced:
 			b.announce(h)
 			b.announced = ids
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.toolsNew:
+			b.announce(h)
+		case <-changed:
 		}
 	}
 }

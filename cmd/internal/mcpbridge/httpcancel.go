@@ -2,10 +2,12 @@ package mcpbridge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,9 +31,16 @@ import (
 // response. The stream then ends as it would have, without it. Progress
 // and other notifications of the call still pass.
 //
-// Only the POST that made the call is guarded: a stream resumed with
-// Last-Event-ID (GET) after the cancel gets the response from the
-// go-sdk's event store, which keeps it.
+// A stream resumed with Last-Event-ID (GET) replays the events the
+// go-sdk's event store kept, the response among them: the store is
+// wrapped too (store), and keeps an empty event in place of the response
+// to a call cancelled before it (the go-sdk skips empty events when it
+// replays, as it does its priming events); a resumed stream that holds
+// the call's stream when its response comes gets the response live, and
+// drops it as a POST's writer does (resumeWriter). A call is tracked from
+// its POST until its response reaches the store, so a cancel that comes
+// after the call's POST ended (a stream the client dropped, or one SSE
+// polling closed) still counts.
 type noAnswerHTTP struct {
 	next http.Handler
 	mu   sync.Mutex
@@ -39,12 +48,31 @@ type noAnswerHTTP struct {
 	// lives as long as its POST, so the map holds at most one per open
 	// HTTP request.
 	calls map[callKey]*cancelWriter
+	// inflight: the calls the go-sdk accepted and has not answered yet,
+	// true once cancelled. An entry leaves when the call's response
+	// reaches the event store, when the go-sdk refused the call's POST,
+	// or when its session ends, so the map holds at most one per call the
+	// go-sdk has in flight.
+	inflight map[callKey]bool
+	// dropped: the cancelled calls whose response the store just dropped,
+	// for a resumed stream (GET) that the go-sdk writes the response to
+	// right after storing it; in order, at most maxDropped, the oldest
+	// forgotten first (the go-sdk writes a response in the same critical
+	// section it stores it in, so only a writer that was never there
+	// leaves one behind).
+	dropped      map[callKey]bool
+	droppedOrder []callKey
 }
+
+// maxDropped bounds noAnswerHTTP.dropped.
+const maxDropped = 1024
 
 type callKey struct{ session, id string }
 
-func newNoAnswerHTTP(next http.Handler) *noAnswerHTTP {
-	return &noAnswerHTTP{next: next, calls: map[callKey]*cancelWriter{}}
+// newNoAnswerHTTP returns the filter; set its next, the go-sdk's handler
+// built with the filter's store, before serving.
+func newNoAnswerHTTP() *noAnswerHTTP {
+	return &noAnswerHTTP{calls: map[callKey]*cancelWriter{}, inflight: map[callKey]bool{}, dropped: map[callKey]bool{}}
 }
 
 // requestIDKey is the canonical form of a JSON-RPC id (a string or a
@@ -76,6 +104,12 @@ type rpcHead struct {
 
 func (h *noAnswerHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	session := r.Header.Get("Mcp-Session-Id")
+	if r.Method == http.MethodGet && session != "" && r.Header.Get("Last-Event-ID") != "" {
+		// A resumed stream: the go-sdk goes on writing the stream's live
+		// events to it.
+		h.next.ServeHTTP(&resumeWriter{ResponseWriter: w, h: h, session: session}, r)
+		return
+	}
 	if r.Method != http.MethodPost || session == "" || r.Body == nil {
 		h.next.ServeHTTP(w, r)
 		return
@@ -96,9 +130,13 @@ func (h *noAnswerHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case msg.Method == "notifications/cancelled" && id == "":
 		if k := requestIDKey(msg.Params.RequestID); k != "" {
+			key := callKey{session, k}
 			h.mu.Lock()
-			if cw := h.calls[callKey{session, k}]; cw != nil {
+			if cw := h.calls[key]; cw != nil {
 				cw.cancel()
+			}
+			if _, ok := h.inflight[key]; ok {
+				h.inflight[key] = true
 			}
 			h.mu.Unlock()
 		}
@@ -106,15 +144,23 @@ func (h *noAnswerHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := callKey{session, id}
 		h.mu.Lock()
 		_, taken := h.calls[key] // an id in use: the go-sdk refuses it
-		cw := &cancelWriter{ResponseWriter: w, id: id}
+		cw := &cancelWriter{ResponseWriter: w, id: id, h: h, session: session}
 		if !taken {
 			h.calls[key] = cw
+			h.inflight[key] = false
 		}
 		h.mu.Unlock()
 		if !taken {
 			defer func() {
+				// The go-sdk answers an SSE stream of a call it accepted;
+				// any other answer refused the call, which then never
+				// reaches the store.
+				accepted := strings.HasPrefix(cw.Header().Get("Content-Type"), "text/event-stream")
 				h.mu.Lock()
 				delete(h.calls, key)
+				if !accepted {
+					delete(h.inflight, key)
+				}
 				h.mu.Unlock()
 			}()
 			w = cw
@@ -127,7 +173,9 @@ func (h *noAnswerHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // cancelled it drops the SSE event of the call's response.
 type cancelWriter struct {
 	http.ResponseWriter
-	id string
+	id      string
+	h       *noAnswerHTTP
+	session string
 
 	mu        sync.Mutex
 	cancelled bool
@@ -146,15 +194,44 @@ func (c *cancelWriter) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	cancelled := c.cancelled
 	c.mu.Unlock()
-	if cancelled && c.isResponse(p) {
+	if cancelled && responseID(p) == c.id {
+		c.h.mu.Lock()
+		delete(c.h.dropped, callKey{c.session, c.id})
+		c.h.mu.Unlock()
 		return len(p), nil
 	}
 	return c.ResponseWriter.Write(p)
 }
 
-// isResponse reports whether p, one SSE event (or a JSON body), is the
-// response to the call.
-func (c *cancelWriter) isResponse(p []byte) bool {
+// resumeWriter is the ResponseWriter of a resumed stream (GET with
+// Last-Event-ID): it drops the live event of a response the store
+// dropped (noAnswerHTTP.dropped).
+type resumeWriter struct {
+	http.ResponseWriter
+	h       *noAnswerHTTP
+	session string
+}
+
+// Unwrap gives http.ResponseController the writer beneath, for Flush.
+func (rw *resumeWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+func (rw *resumeWriter) Write(p []byte) (int, error) {
+	if id := responseID(p); id != "" {
+		key := callKey{rw.session, id}
+		rw.h.mu.Lock()
+		drop := rw.h.dropped[key]
+		delete(rw.h.dropped, key)
+		rw.h.mu.Unlock()
+		if drop {
+			return len(p), nil
+		}
+	}
+	return rw.ResponseWriter.Write(p)
+}
+
+// responseID is the id (requestIDKey) of the response p is, one SSE event
+// (or a JSON body); "" when p is no response.
+func responseID(p []byte) string {
 	data := p
 	if i := bytes.Index(p, []byte("data: ")); i >= 0 {
 		data = p[i+len("data: "):]
@@ -163,8 +240,68 @@ func (c *cancelWriter) isResponse(p []byte) bool {
 		}
 	}
 	var msg rpcHead
-	if json.Unmarshal(data, &msg) != nil {
-		return false
+	if json.Unmarshal(data, &msg) != nil || msg.Method != "" {
+		return ""
 	}
-	return msg.Method == "" && requestIDKey(msg.ID) == c.id
+	return requestIDKey(msg.ID)
+}
+
+// store wraps the go-sdk's event store so that a cancelled call's
+// response is never replayed: it keeps an empty event in its place, which
+// holds the response's index, and the go-sdk skips when it replays.
+func (h *noAnswerHTTP) store(inner mcp.EventStore) mcp.EventStore {
+	return &cancelStore{EventStore: inner, h: h}
+}
+
+// cancelStore is noAnswerHTTP's event store; see store.
+type cancelStore struct {
+	mcp.EventStore
+	h *noAnswerHTTP
+}
+
+func (c *cancelStore) Append(ctx context.Context, session, stream string, data []byte) error {
+	var msg rpcHead
+	if len(data) > 0 && json.Unmarshal(data, &msg) == nil && msg.Method == "" {
+		if id := requestIDKey(msg.ID); id != "" {
+			key := callKey{session, id}
+			c.h.mu.Lock()
+			cancelled := c.h.inflight[key]
+			delete(c.h.inflight, key)
+			if cancelled {
+				c.h.drop(key)
+			}
+			c.h.mu.Unlock()
+			if cancelled {
+				data = nil
+			}
+		}
+	}
+	return c.EventStore.Append(ctx, session, stream, data)
+}
+
+func (c *cancelStore) SessionClosed(ctx context.Context, session string) error {
+	c.h.mu.Lock()
+	for key := range c.h.inflight {
+		if key.session == session {
+			delete(c.h.inflight, key)
+		}
+	}
+	for key := range c.h.dropped {
+		if key.session == session {
+			delete(c.h.dropped, key)
+		}
+	}
+	c.h.mu.Unlock()
+	return c.EventStore.SessionClosed(ctx, session)
+}
+
+// drop notes key in dropped, forgetting the oldest past maxDropped. h.mu
+// is held.
+func (h *noAnswerHTTP) drop(key callKey) {
+	h.dropped[key] = true
+	h.droppedOrder = append(h.droppedOrder, key)
+	if len(h.droppedOrder) > maxDropped {
+		delete(h.dropped, h.droppedOrder[0])
+		h.droppedOrder = h.droppedOrder[1:]
+	}
 }

@@ -1,11 +1,14 @@
 package mcpbridge
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -13,22 +16,46 @@ import (
 // TestNoAnswerHTTP: noAnswerHTTP drops the response event of a call
 // cancelled in the same session, and only that: not a notification of the
 // call, not the response of a call cancelled in another session or of
-// another id; its table is empty once the POSTs ended; a body it cannot
-// read as one message goes on untouched.
+// another id; its tables are empty once the POSTs ended and the responses
+// were stored; a body it cannot read as one message goes on untouched.
+// Its event store keeps the same responses as the stream shows, so a
+// stream replayed after a cancel does not bring the response back.
 func TestNoAnswerHTTP(t *testing.T) {
-	var h *noAnswerHTTP
-	// next plays the go-sdk: a call's POST sends a progress event, lets
-	// the test cancel it, then sends its response event.
+	ctx := context.Background()
+	h := newNoAnswerHTTP()
+	events := h.store(mcp.NewMemoryEventStore(nil))
+	// next plays the go-sdk: a call's POST opens a stream, sends a
+	// progress event, lets the test cancel it, then stores and sends its
+	// response event.
 	var during func()
-	h = newNoAnswerHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	stream := 0
+	h.next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.Contains(r.Header.Get("X-Test"), "call") {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		_, _ = w.Write([]byte("event: message\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"))
+		session := r.Header.Get("Mcp-Session-Id")
+		stream++
+		id := fmt.Sprint(stream)
+		require.NoError(t, events.Open(ctx, session, id))
+		w.Header().Set("Content-Type", "text/event-stream")
+		progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`
+		require.NoError(t, events.Append(ctx, session, id, []byte(progress)))
+		_, _ = w.Write([]byte("event: message\nid: s_1\ndata: " + progress + "\n\n"))
 		during()
-		_, _ = w.Write([]byte("event: message\nid: s_2\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"))
-	}))
+		response := `{"jsonrpc":"2.0","id":7,"result":{}}`
+		require.NoError(t, events.Append(ctx, session, id, []byte(response)))
+		_, _ = w.Write([]byte("event: message\nid: s_2\ndata: " + response + "\n\n"))
+		w.Header().Set("X-Stream", id)
+	})
+	replay := func(session, stream string) string {
+		var b strings.Builder
+		for data, err := range events.After(ctx, session, stream, -1) {
+			require.NoError(t, err)
+			b.Write(data)
+		}
+		return b.String()
+	}
 	post := func(session, body, kind string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 		req.Header.Set("Mcp-Session-Id", session)
@@ -48,16 +75,62 @@ func TestNoAnswerHTTP(t *testing.T) {
 	w := post("A", call, "call")
 	assert.Contains(t, w.Body.String(), "notifications/progress", "the call's notifications pass")
 	assert.NotContains(t, w.Body.String(), `"id":7`, "the cancelled call's response is dropped")
+	replayed := replay("A", w.Header().Get("X-Stream"))
+	assert.Contains(t, replayed, "notifications/progress", "the call's notifications are replayed")
+	assert.NotContains(t, replayed, `"id":7`, "the cancelled call's response is replayed")
 
 	for name, c := range map[string]func(){"other session": cancelIn("B", "7"), "other id": cancelIn("A", "8"), "string id": cancelIn("A", `"7"`), "none": func() {}} {
 		during = c
 		w = post("A", call, "call")
 		assert.Contains(t, w.Body.String(), `"id":7`, name)
+		assert.Contains(t, replay("A", w.Header().Get("X-Stream")), `"id":7`, name)
 	}
 	during = cancelIn("A", "7")
 	w = post("A", `[`+call+`]`, "call") // not one message: untouched
 	assert.Contains(t, w.Body.String(), `"id":7`)
 	h.mu.Lock()
 	require.Empty(t, h.calls, "an entry outlived its POST")
+	require.Empty(t, h.inflight, "an entry outlived its response")
+	h.mu.Unlock()
+
+	// A stream resumed (GET with Last-Event-ID) before the response of a
+	// call cancelled after its POST ended gets the response live: it is
+	// dropped there too, and only it.
+	h.mu.Lock()
+	h.inflight[callKey{"A", "float64:9"}] = true
+	h.mu.Unlock()
+	h.next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, events.Open(ctx, "A", "g"))
+		for _, response := range []string{`{"jsonrpc":"2.0","id":9,"result":{}}`, `{"jsonrpc":"2.0","id":10,"result":{}}`} {
+			require.NoError(t, events.Append(ctx, "A", "g", []byte(response)))
+			_, _ = w.Write([]byte("event: message\nid: g_1\ndata: " + response + "\n\n"))
+		}
+	})
+	get := httptest.NewRequest(http.MethodGet, "/", nil)
+	get.Header.Set("Mcp-Session-Id", "A")
+	get.Header.Set("Last-Event-ID", "g_0")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, get)
+	assert.NotContains(t, w.Body.String(), `"id":9`, "the cancelled call's response reached the resumed stream")
+	assert.Contains(t, w.Body.String(), `"id":10`)
+	assert.NotContains(t, replay("A", "g"), `"id":9`)
+	h.mu.Lock()
+	require.Empty(t, h.dropped, "a dropped response's entry outlived its write")
+	h.mu.Unlock()
+
+	// A call the go-sdk refuses (no event stream) never reaches the
+	// store: its entry leaves with its POST. One whose session ends
+	// leaves with the session.
+	h.next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "refused", http.StatusBadRequest)
+	})
+	post("A", call, "call")
+	h.mu.Lock()
+	require.Empty(t, h.inflight, "a refused call's entry outlived its POST")
+	h.inflight[callKey{"A", "float64:9"}] = false
+	h.mu.Unlock()
+	require.NoError(t, events.SessionClosed(ctx, "A"))
+	h.mu.Lock()
+	require.Empty(t, h.inflight, "an entry outlived its session")
 	h.mu.Unlock()
 }

@@ -276,3 +276,67 @@ func TestHTTPCancelledGetsNoAnswer(t *testing.T) {
 	assert.Contains(t, m, "result")
 	closeRaw(t, ctx, s, r)
 }
+
+// TestHTTPCancelledNotReplayed: a call whose stream dropped and that the
+// client then cancelled is cancelled in the MCP server behind skulk-mcp,
+// and a stream resumed with Last-Event-ID does not bring its response:
+// neither replayed from the event store nor written live to the resumed
+// stream, whichever comes first. The resumed stream ends, and the session
+// goes on.
+func TestHTTPCancelledNotReplayed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mark := filepath.Join(t.TempDir(), "mark")
+	s, r := startRaw(t, ctx, envMark+"="+mark)
+
+	callCtx, dropStream := context.WithCancel(ctx)
+	resp := r.request(t, callCtx, http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":60000},"_meta":{"progressToken":"p"}}}`, nil)
+	e, _ := newSSE(t, resp).untilMessage(t, isMethod("notifications/progress")) // the call runs in the server
+	require.NotEmpty(t, e.id)
+	dropStream()
+	resp.Body.Close()
+	c := r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}}`, nil)
+	c.Body.Close()
+	require.Equal(t, http.StatusAccepted, c.StatusCode)
+	waitFile(t, mark, "cancelled sleep", 20*time.Second)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for { // 409 until the server has seen the dropped POST go (TestHTTPStreamResumed)
+		resp = r.request(t, ctx, http.MethodGet, "", map[string]string{"Last-Event-ID": e.id, "Accept": "text/event-stream"})
+		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		resp.Body.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	events := newSSE(t, resp)
+	ended := make(chan []map[string]any, 1) // one value, from the goroutine below
+	go func() {                             // ends with the resumed stream
+		var got []map[string]any
+		for {
+			e, more := events.next(t)
+			if !more {
+				ended <- got
+				return
+			}
+			if m := e.message(t); m != nil {
+				got = append(got, m)
+			}
+		}
+	}()
+	select {
+	case got := <-ended:
+		for _, m := range got {
+			assert.False(t, isResponse(2)(m), "the cancelled request's response came on the resumed stream: %v", m)
+		}
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the resumed stream of a cancelled call did not end within 20 s")
+	}
+	resp.Body.Close()
+
+	resp = r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil)
+	defer resp.Body.Close()
+	_, m := newSSE(t, resp).untilMessage(t, isResponse(3))
+	assert.Contains(t, m, "result")
+	closeRaw(t, ctx, s, r)
+}

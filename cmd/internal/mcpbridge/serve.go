@@ -99,6 +99,14 @@ type ServerOptions struct {
 	// Host's Config.Calls) reach it: an MCP server under skulk-mcp asks
 	// the client of its call for sampling and elicitation through them.
 	Clients *Clients
+	// SSEPoll, over streamable HTTP (HTTPHandler), closes the SSE stream of
+	// a request still running after it, with an SSE retry hint of the same
+	// duration: the client reconnects with Last-Event-ID and gets the rest
+	// of the stream, the response among it (SSE polling). It applies to
+	// sessions at protocol version 2025-11-25 (the versions with priming
+	// events and resumption), once per request. 0 means off: a request's
+	// stream stays open until its response.
+	SSEPoll time.Duration
 }
 
 // Server is an MCP server whose tools are the tools of supervised Skulk
@@ -116,11 +124,15 @@ type Server struct {
 	stop context.CancelFunc
 	work sync.WaitGroup
 
-	mu      sync.Mutex    // guards running, idle, leveled and owners
+	mu      sync.Mutex    // guards running, idle, leveled, owners and versions
 	running int           // tool handlers running
 	idle    chan struct{} // closed when running drops to 0; nil while 0
 	leveled map[*mcp.ServerSession]bool
 	owners  map[string]*backend // resource URI → the backend that listed it (gateway of several)
+	// versions: the protocol version each session negotiated, by session
+	// id; one entry per session, those of ended sessions dropped at the
+	// next initialize.
+	versions map[string]string
 
 	closeOnce sync.Once // Close's work runs once; later callers wait for it
 	closeErr  error     // Close's result, written inside closeOnce
@@ -260,7 +272,7 @@ func newServer(opts ServerOptions, bs []*backend) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{opts: opts, links: newLinkStore(opts.LinkStoreMax), backends: bs, byName: map[string]*backend{},
-		leveled: map[*mcp.ServerSession]bool{}, owners: map[string]*backend{}}
+		leveled: map[*mcp.ServerSession]bool{}, owners: map[string]*backend{}, versions: map[string]string{}}
 	for _, b := range bs {
 		b.s = s
 		b.listed = map[string]bool{}
@@ -295,6 +307,10 @@ func newServer(opts ServerOptions, bs []*backend) (*Server, error) {
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, so)
 	if len(mcpChildren) > 0 {
 		s.srv.AddReceivingMiddleware(s.forwardMiddleware)
+	}
+	s.srv.AddReceivingMiddleware(s.recordVersion)
+	if opts.SSEPoll > 0 {
+		s.srv.AddReceivingMiddleware(s.ssePoll)
 	}
 	for _, b := range bs {
 		b.toolsNew = b.h.ToolsChanged() // before Tools: a later change closes it
@@ -344,19 +360,24 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 // HTTPHandler returns a streamable HTTP handler of the server (MCP's
 // streamable HTTP transport), with a session per client, event ids and
 // resumption (Last-Event-ID) of a dropped stream; a request the client
-// cancelled gets no response on its stream.
+// cancelled gets no response on its stream. Each request of a session is
+// served at the protocol version the session negotiated when its
+// Mcp-Protocol-Version header is absent or older; ServerOptions.SSEPoll
+// closes the streams of long requests.
 func (s *Server) HTTPHandler() http.Handler {
-	return newNoAnswerHTTP(s.streamableHandler())
+	na := newNoAnswerHTTP()
+	na.next = s.streamableHandler(na.store(mcp.NewMemoryEventStore(nil)))
+	return sessionVersionHTTP{next: na, s: s}
 }
 
-func (s *Server) streamableHandler() http.Handler {
+func (s *Server) streamableHandler(events mcp.EventStore) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Logger:                       s.opts.Logger,
 		PropagateRequestCancellation: true,
 		// Event ids on every SSE event and replay after Last-Event-ID,
 		// so a client whose stream dropped gets the rest of its call
 		// (bounded: the store drops the oldest past 10 MiB).
-		EventStore: mcp.NewMemoryEventStore(nil),
+		EventStore: events,
 	})
 }
 

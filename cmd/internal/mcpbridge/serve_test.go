@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,13 @@ func startServe(t *testing.T, ctx context.Context, flags []string, child ...stri
 // the server prints. A test that ends before close kills the server.
 func startServeHTTP(t *testing.T, ctx context.Context, flags []string, child ...string) *serveSession {
 	t.Helper()
+	return startServeHTTPClient(t, ctx, nil, flags, child...)
+}
+
+// startServeHTTPClient is startServeHTTP with the go-sdk client's HTTP
+// client hc (nil: http.DefaultClient).
+func startServeHTTPClient(t *testing.T, ctx context.Context, hc *http.Client, flags []string, child ...string) *serveSession {
+	t.Helper()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
 	args := append(append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, flags...), "--")
 	s.cmd = exec.Command(hostBin, append(args, child...)...)
@@ -74,7 +82,7 @@ func startServeHTTP(t *testing.T, ctx context.Context, flags []string, child ...
 		}
 	})
 	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
-	if s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, nil); err != nil {
+	if s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr, HTTPClient: hc}, nil); err != nil {
 		require.FailNow(t, fmt.Sprintf("connect to %s: %v", addr, err))
 	}
 	return s

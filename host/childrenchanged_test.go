@@ -1,0 +1,50 @@
+package host
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// waitClosed fails t unless ch is closed within d.
+func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		require.FailNow(t, what+" within "+d.String())
+	}
+}
+
+// TestChildrenChanged: ChildrenChanged is closed when a child dies (a
+// kill -9), and a channel taken after that is closed when its restart is
+// ready; a closed channel is not handed out again, and one taken while
+// nothing changes stays open.
+func TestChildrenChanged(t *testing.T) {
+	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
+	first := h.Children()[0]
+	require.Equal(t, StateReady, first.State)
+
+	quiet := h.ChildrenChanged()
+	select {
+	case <-quiet:
+		require.FailNow(t, "closed with no change")
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	require.NoError(t, syscall.Kill(first.PID, syscall.SIGKILL))
+	waitClosed(t, quiet, 20*time.Second, "ChildrenChanged not closed after the child died")
+	for {
+		changed := h.ChildrenChanged()
+		require.NotEqual(t, quiet, changed, "a closed channel is not handed out again")
+		c := h.Children()[0]
+		if c.State == StateReady {
+			assert.NotEqual(t, first.ID, c.ID, "the ready child is the restarted one")
+			return
+		}
+		waitClosed(t, changed, 20*time.Second, "ChildrenChanged not closed while the child restarts")
+	}
+}
