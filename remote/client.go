@@ -294,7 +294,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 	}
 	token := nuid.Next()
 	l := newLink(c.nc, token, uint64(c.opts.Window), c.frag)
-	l.onTree = call.named
+	l.caller, l.onTree = true, call.named
 	call.l = l
 	if !c.links.add(l, &c.wg) { // for call.read: Close closes the table, then waits
 		return nil, call.refused(ctx, "host_closed", frame.CodeUnreachable, ErrClientClosed)
