@@ -88,6 +88,17 @@ type Target struct {
 	Status string `json:"status"`
 }
 
+// setAtLeast sets t from got, a ratio whose target is t.Want or more:
+// a row of Skulk's against a peer's, or of one system against another.
+func (t *Target) setAtLeast(got float64) {
+	t.Got, t.Met = got, got >= t.Want
+	if t.Met {
+		t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", got, t.Want)
+	} else {
+		t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", got, t.Want, 100*(1-got/t.Want))
+	}
+}
+
 // Machine describes where the run happened.
 type Machine struct {
 	// NumCPU is runtime.NumCPU.
@@ -221,13 +232,7 @@ func targets(rep *Report) []Target {
 		case f.SkulkAdvantage == 0:
 			t.Status = "not measured"
 		default:
-			t.Got = f.SkulkAdvantage
-			t.Met = t.Got >= want
-			if t.Met {
-				t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", t.Got, want)
-			} else {
-				t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
-			}
+			t.setAtLeast(f.SkulkAdvantage)
 		}
 		out = append(out, t)
 	}
@@ -286,13 +291,7 @@ func targets(rep *Report) []Target {
 		case fa.Median <= 0 || fb.Median <= 0:
 			t.Status = "not measured"
 		default:
-			t.Got = fa.Median / fb.Median
-			t.Met = t.Got >= want
-			if t.Met {
-				t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", t.Got, want)
-			} else {
-				t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
-			}
+			t.setAtLeast(fa.Median / fb.Median)
 		}
 		out = append(out, t)
 	}
