@@ -327,7 +327,7 @@ func (l *link) deliver(data []byte) {
 		l.abort(errUnwanted)
 		return
 	}
-	if fromCaller, oneWay := flowsFromCaller(m.Kind); oneWay && fromCaller == l.caller {
+	if fromCaller, oneWay := direction(m.Kind); oneWay && fromCaller == l.caller {
 		l.mu.Unlock() // open and cancel flow only from the caller, accept, fin and tree only from the serving host (docs/protocol.md §10.2)
 		l.abort(errWrongWay)
 		return
@@ -405,12 +405,12 @@ func (l *link) deliver(data []byte) {
 	}
 }
 
-// flowsFromCaller reports whether messages of kind k flow only from the
-// caller to the serving host (open, cancel); accept, fin and tree flow
-// only the other way, data, credit, ping and abort both ways
-// (docs/protocol.md §10.2). Such a message arriving the wrong way ends
-// its call with errWrongWay.
-func flowsFromCaller(k message.Kind) (fromCaller, oneWay bool) {
+// direction reports whether messages of kind k flow one way only and, if
+// so, whether from the caller: open and cancel flow only from the caller
+// to the serving host, accept, fin and tree only the other way; data,
+// credit, ping and abort flow both ways (docs/protocol.md §10.2). A
+// one-way message arriving the wrong way ends its call with errWrongWay.
+func direction(k message.Kind) (fromCaller, oneWay bool) {
 	switch k {
 	case message.KindOpen, message.KindCancel:
 		return true, true
