@@ -24,6 +24,15 @@ var (
 	// the *JournalError holds the outcome, and Settle says later whether
 	// it was kept.
 	ErrJournalEnd = errors.New("calllog: journal: the call's end was not confirmed")
+	// ErrJournalOverflow is the Cause of a *JournalError whose tree's
+	// journal queue (Journal.Queue, Journal.QueueBytes) was full and
+	// dropped events: no later barrier of that tree can succeed, so a
+	// call retried in the same tree is refused again; Settle returns it at
+	// once. Raise the queue's bounds or give the journal a faster store.
+	// A store that did not answer within Journal.Timeout is a different
+	// Cause, one that matches os.ErrDeadlineExceeded: that barrier failed,
+	// the send is made again, and Settle waits for it.
+	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
 	// ErrOutcomeUnknown is the error of an Outcome of KindUnknown: the log
 	// does not say how the call ended (its writer stopped before its end
 	// was kept, and a takeover recorded it as unknown).
@@ -48,10 +57,11 @@ type JournalError struct {
 	// Outcome is how the call ended: for ErrJournalEnd the value or error
 	// the caller would have had; for a refusal, the refusal.
 	Outcome Outcome
-	// Cause is what the journal met: the store's error (ErrStoreUnusable,
-	// ErrFenced or its own), a context error, the store's silence past
-	// Journal.Timeout, or the tree's events dropped by a full queue
-	// (Journal.QueueBytes); nil for a policy refusal.
+	// Cause is what the journal met, each told apart with errors.Is: the
+	// store's error (ErrStoreUnusable, ErrFenced or its own), a context
+	// error, the store's silence past Journal.Timeout (matching
+	// os.ErrDeadlineExceeded), or the tree's events dropped by a full
+	// queue (ErrJournalOverflow); nil for a policy refusal.
 	Cause error
 	// Kept, set by the host that returned the error, waits until the
 	// call's end (for a refusal: the end that records it) is kept: nil

@@ -342,6 +342,9 @@ func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 	_, err = c.Wait()
 	var je *calllog.JournalError
 	require.Falsef(t, !errors.Is(err, calllog.ErrJournalEnd) || !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer), "Wait: %v", err)
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "what a user matches for a store that did not answer")
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the call completed: its context did not end it")
+	assert.NotErrorIs(t, err, calllog.ErrJournalOverflow)
 	if d := time.Since(start); d > 10*time.Second {
 		require.FailNow(t, fmt.Sprintf("the end barrier took %v", d))
 	}

@@ -527,32 +527,7 @@ func TestCallCallerKilled(t *testing.T) {
 // host no longer reads its call connection; the child's stop does not wait
 // for the callee to end on its own.
 func TestCallDetachedCancelledWhenCallerDies(t *testing.T) {
-	block := make(chan struct{})
-	defer close(block)
-	running := make(chan struct{})
-	cancelled := make(chan struct{})
-	hold := HostTool{Tool: wire.Tool{ID: "hold"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
-		close(running)
-		select {
-		case <-ctx.Done():
-			close(cancelled)
-			return nil, ctx.Err()
-		case <-block:
-		}
-		return nil, nil
-	}}
-	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{hold}}), time.Minute)
-	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
-	rc := dialCalls(t, h)
-	st, _ := frame.NewStarted("d1", frame.CallerToProvider)
-	done, _ := frame.NewCompleted("d1", frame.CallerToProvider, 1, nil)
-	rc.send(&wire.Invoke{CallID: "d1", ToolID: "hold", Parent: parent.ID(), Detached: true, Arguments: frame.MustPayload(map[string]any{})},
-		&wire.Frame{Frame: st}, &wire.Frame{Frame: done})
-	select {
-	case <-running:
-	case <-time.After(10 * time.Second):
-		require.FailNow(t, "the host tool did not start")
-	}
+	h, _, _, cancelled := holdDetached(t)
 	pid := h.Children()[0].PID
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	select {
@@ -566,23 +541,40 @@ func TestCallDetachedCancelledWhenCallerDies(t *testing.T) {
 // (a cancel after CloseSend, or a caller gone) cancels the callee at once:
 // the host reads the connection in the quiet interval too.
 func TestCallConnClosedAfterCallerCompleted(t *testing.T) {
+	_, rc, parent, cancelled := holdDetached(t)
+	require.NoError(t, rc.nc.Close())
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the callee was not cancelled when its caller closed the connection")
+	}
+	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
+}
+
+// holdDetached starts a host whose host tool "hold" runs until its
+// context ends (or the test does), and has a running call's child call
+// it detached, its caller direction closed at once (invoke, started,
+// completed on a call connection, rc). It returns once hold runs, with
+// the parent call; cancelled is closed when hold's context ends.
+func holdDetached(t *testing.T) (h *Host, rc *rawCalls, parent *Call, cancelled <-chan struct{}) {
+	t.Helper()
 	block := make(chan struct{})
-	defer close(block)
 	running := make(chan struct{})
-	cancelled := make(chan struct{})
+	ended := make(chan struct{})
 	hold := HostTool{Tool: wire.Tool{ID: "hold"}, Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
 		close(running)
 		select {
 		case <-ctx.Done():
-			close(cancelled)
+			close(ended)
 			return nil, ctx.Err()
 		case <-block:
 		}
 		return nil, nil
 	}}
-	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{hold}}), time.Minute)
-	parent := runningSleep(t, h, callCtx(t, 30*time.Second))
-	rc := dialCalls(t, h)
+	h, _ = testHost(t, callingConfig(Calls{HostTools: []HostTool{hold}}), time.Minute)
+	t.Cleanup(func() { close(block) }) // before the host's Close: cleanups run last first
+	parent = runningSleep(t, h, callCtx(t, 30*time.Second))
+	rc = dialCalls(t, h)
 	st, _ := frame.NewStarted("d1", frame.CallerToProvider)
 	done, _ := frame.NewCompleted("d1", frame.CallerToProvider, 1, nil)
 	rc.send(&wire.Invoke{CallID: "d1", ToolID: "hold", Parent: parent.ID(), Detached: true, Arguments: frame.MustPayload(map[string]any{})},
@@ -592,13 +584,7 @@ func TestCallConnClosedAfterCallerCompleted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		require.FailNow(t, "the host tool did not start")
 	}
-	require.NoError(t, rc.nc.Close())
-	select {
-	case <-cancelled:
-	case <-time.After(10 * time.Second):
-		require.FailNow(t, "the callee was not cancelled when its caller closed the connection")
-	}
-	assert.False(t, parent.providerDone.Load(), "the parent is unharmed")
+	return h, rc, parent, ended
 }
 
 // A child that opens call connections beyond twice max_in_flight has the

@@ -434,8 +434,21 @@ func (c *Call) read() {
 
 // readEnd reads the end and the fin after a terminal; it reports whether
 // the fin said the terminal was synthetic. A link that ends first leaves
-// the terminal as it came.
+// the terminal as it came. The serving host sends both at once after the
+// terminal, so they must come within the heartbeat timeout of it, pings
+// or not (docs/protocol.md §10.5): past that the link ends with errNoFin
+// (the host is told with an abort) and the terminal stays as it came.
 func (c *Call) readEnd(r *packetio.Reader) bool {
+	fired := make(chan struct{})
+	late := time.AfterFunc(c.c.opts.HeartbeatTimeout, func() { // stopped below, or waited for
+		defer close(fired)
+		c.l.abort(errNoFin)
+	})
+	defer func() {
+		if !late.Stop() {
+			<-fired
+		}
+	}()
 	p, err := r.ReadPacket()
 	if e, ok := p.(*wire.End); err != nil || !ok || e.CallID != c.id {
 		return false

@@ -70,7 +70,7 @@ func Dial(nc *nats.Conn, name string, opts Options) (*Client, error) {
 	}
 	c := &Client{nc: nc, name: name, opts: opts.effective(), frag: fragmentFor(nc), inbox: nc.NewInbox(),
 		idPrefix: nuid.Next()[:12], stop: make(chan struct{})}
-	sub, err := nc.Subscribe(c.inbox+".*", func(m *nats.Msg) {
+	sub, err := subscribeLinks(nc, c.inbox, func(m *nats.Msg) {
 		l := c.links.get(lastToken(m.Subject))
 		if l == nil {
 			return
@@ -82,10 +82,6 @@ func Dial(nc *nats.Conn, name string, opts Options) (*Client, error) {
 		l.deliver(m.Data)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("remote: dial: %w", err)
-	}
-	if err := sub.SetPendingLimits(pendingMsgs, pendingBytes); err != nil { // as Serve's
-		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("remote: dial: %w", err)
 	}
 	c.sub = sub
@@ -294,7 +290,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 	}
 	token := nuid.Next()
 	l := newLink(c.nc, token, uint64(c.opts.Window), c.frag)
-	l.onTree = call.named
+	l.caller, l.onTree = true, call.named
 	call.l = l
 	if !c.links.add(l, &c.wg) { // for call.read: Close closes the table, then waits
 		return nil, call.refused(ctx, "host_closed", frame.CodeUnreachable, ErrClientClosed)

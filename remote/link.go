@@ -31,6 +31,8 @@ var (
 	errGap      = &linkError{frame.CodeTransportError, "a message of the call was lost or came out of order"}
 	errOverrun  = &linkError{frame.CodeInvalidFrame, "the other side sent beyond its credit"}
 	errUnwanted = &linkError{frame.CodeInvalidFrame, "a message the call did not expect"}
+	errWrongWay = &linkError{frame.CodeInvalidFrame, "a message that flows only the other way"}
+	errNoFin    = &linkError{frame.CodeInvalidFrame, "no fin within the heartbeat timeout after the terminal"}
 	errClosed   = &linkError{frame.CodeUnreachable, "closed on this side"}
 	errPublish  = &linkError{frame.CodeUnreachable, "the NATS connection failed"}
 )
@@ -52,6 +54,7 @@ func linkViolation(err error) *linkError {
 // checked and queued, or the link fails. Read and write block.
 type link struct {
 	nc     *nats.Conn
+	caller bool   // the caller's side of the call (else the serving host's); set before the link takes a message
 	window uint64 // our receive window: the most stream bytes we hold unread
 	frag   int    // stream bytes per data message we send
 	token  string // the link's key in its owner's table (the last token of our subject)
@@ -324,6 +327,11 @@ func (l *link) deliver(data []byte) {
 		l.abort(errUnwanted)
 		return
 	}
+	if fromCaller, oneWay := direction(m.Kind); oneWay && fromCaller == l.caller {
+		l.mu.Unlock() // open and cancel flow only from the caller, accept, fin and tree only from the serving host (docs/protocol.md §10.2)
+		l.abort(errWrongWay)
+		return
+	}
 	var bad *linkError
 	var hook func()
 	switch m.Kind {
@@ -369,13 +377,14 @@ func (l *link) deliver(data []byte) {
 		l.fin, l.finFlags = true, m.Arg
 		l.notifyLocked()
 	case message.KindTree:
-		if l.onTree == nil || l.out == "" || l.fin || l.tree != "" || frame.CheckCallID(string(m.Body)) != nil { // onTree is set on a caller's link only
+		if l.out == "" || l.fin || l.tree != "" || frame.CheckCallID(string(m.Body)) != nil {
 			bad = errUnwanted
 			break
 		}
 		l.tree = string(m.Body)
-		f, tree := l.onTree, l.tree
-		hook = func() { f(tree) }
+		if f, tree := l.onTree, l.tree; f != nil {
+			hook = func() { f(tree) }
+		}
 	case message.KindAbort:
 		code := frame.Code(m.Arg)
 		if !validCode(code) {
@@ -384,7 +393,7 @@ func (l *link) deliver(data []byte) {
 		l.err = &linkError{code, frame.SanitizeMessage(string(m.Body))}
 		close(l.failed)
 		l.notifyLocked()
-	default: // open: only ever the first message, taken by the serving side
+	default: // open: only ever the first message, taken by the serving side's endpoint
 		bad = errUnwanted
 	}
 	l.mu.Unlock()
@@ -394,6 +403,21 @@ func (l *link) deliver(data []byte) {
 	if hook != nil {
 		hook()
 	}
+}
+
+// direction reports whether messages of kind k flow one way only and, if
+// so, whether from the caller: open and cancel flow only from the caller
+// to the serving host, accept, fin and tree only the other way; data,
+// credit, ping and abort flow both ways (docs/protocol.md §10.2). A
+// one-way message arriving the wrong way ends its call with errWrongWay.
+func direction(k message.Kind) (fromCaller, oneWay bool) {
+	switch k {
+	case message.KindOpen, message.KindCancel:
+		return true, true
+	case message.KindAccept, message.KindFin, message.KindTree:
+		return false, true
+	}
+	return false, false
 }
 
 // smallData is the most bytes of a data message that enqueueLocked copies

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,7 @@ func TestLinkQueueBoundedInBytes(t *testing.T) {
 	require.NoError(t, err)
 	defer nc.Close()
 	l := newLink(nc, "t", window, 1024)
+	l.caller = true // it reads a serving host's stream, to its fin
 	l.accepted("peer", 0, 0)
 	l.opened(nil)
 	var want []byte
@@ -74,4 +76,47 @@ func TestLinkNothingBeforeAccept(t *testing.T) {
 	var le *linkError
 	require.ErrorAs(t, l.cause(), &le)
 	assert.Equal(t, "closing", le.msg)
+}
+
+// A message of a kind that flows only one way, arriving the other way,
+// ends that link with errWrongWay: open and cancel at a caller's link,
+// accept, fin and tree at a serving host's. The kinds that flow both
+// ways pass on either side.
+func TestLinkWrongWay(t *testing.T) {
+	nc, err := nats.Connect(natstest.Run(t).URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	msgs := map[message.Kind]message.Message{
+		message.KindOpen:   {Kind: message.KindOpen, Arg: 1},
+		message.KindAccept: {Kind: message.KindAccept, Arg: 1, Body: []byte("skulk.x.h.y.z")},
+		message.KindCancel: {Kind: message.KindCancel},
+		message.KindFin:    {Kind: message.KindFin},
+		message.KindTree:   {Kind: message.KindTree, Body: []byte("t-1")},
+		message.KindPing:   {Kind: message.KindPing},
+		message.KindCredit: {Kind: message.KindCredit, Arg: 1 << 30},
+		message.KindData:   {Kind: message.KindData, Body: []byte("x")},
+	}
+	wrong := map[bool][]message.Kind{
+		true:  {message.KindOpen, message.KindCancel},
+		false: {message.KindAccept, message.KindFin, message.KindTree},
+	}
+	for _, caller := range []bool{true, false} {
+		for k, m := range msgs {
+			l := newLink(nc, "t", MinWindow, 1024)
+			l.caller = caller
+			l.accepted("peer.subject", 0, 0) // past the accept on either side
+			l.opened(nil)
+			if k == message.KindOpen || k == message.KindAccept {
+				l.inSeq = 0 // they are message 0 only
+			} else {
+				m.Seq = 1
+			}
+			l.deliver(message.Append(nil, m))
+			if slices.Contains(wrong[caller], k) {
+				assert.Same(t, errWrongWay, l.cause(), "%s at the caller's side: %v", k, caller)
+			} else if k != message.KindOpen && k != message.KindAccept {
+				assert.NoError(t, l.cause(), "%s at the caller's side: %v", k, caller)
+			}
+		}
+	}
 }

@@ -22,6 +22,22 @@ const (
 	pendingBytes = 512 << 20
 )
 
+// subscribeLinks subscribes to the messages of a side's calls, the
+// subject prefix.* (the last token names the call's link), with the
+// pending limits above, and hands each to deliver on the subscription's
+// goroutine.
+func subscribeLinks(nc *nats.Conn, prefix string, deliver nats.MsgHandler) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(prefix+".*", deliver)
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.SetPendingLimits(pendingMsgs, pendingBytes); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	return sub, nil
+}
+
 const (
 	// DefaultWindow is a call's receive window in each direction: the
 	// most stream bytes one side holds that its reader has not read.

@@ -197,47 +197,19 @@ func TestTreesWithCallerOption(t *testing.T) {
 func TestTreeMessageRules(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv := natstest.Run(t)
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	startServing(t, exe, []string{srv.URL()}, "real", t.TempDir())
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-
-	tools, err := nc.Subscribe("skulk.fake.tools", func(m *nats.Msg) {
-		answer, err := nc.Request("skulk.tools.tools", nil, 10*time.Second)
-		if err == nil {
-			_ = m.Respond(answer.Data)
-		}
-	})
-	require.NoError(t, err)
-	defer tools.Unsubscribe()
-	accept := message.Message{Kind: message.KindAccept, Arg: remote.DefaultWindow, Body: []byte("skulk.fake.h.x.y")}
+	nc, cl, opens := fakeHost(t)
 	tree := func(seq uint64, id string) message.Message {
 		return message.Message{Kind: message.KindTree, Seq: seq, Body: []byte(id)}
 	}
 	answers := map[string][]message.Message{
-		"twice":     {accept, tree(1, "t-1"), tree(2, "t-2")},
+		"twice":     {fakeAccept, tree(1, "t-1"), tree(2, "t-2")},
 		"before":    {tree(0, "t-1")},
-		"not an id": {accept, tree(1, strings.Repeat("a", 129))},
+		"not an id": {fakeAccept, tree(1, strings.Repeat("a", 129))},
 	}
-	next := make(chan []message.Message, 1) // one call at a time
-	calls, err := nc.Subscribe("skulk.fake.call", func(m *nats.Msg) {
-		for _, msg := range <-next {
-			_ = nc.Publish(m.Reply, message.Append(nil, msg))
-		}
-	})
-	require.NoError(t, err)
-	defer calls.Unsubscribe()
-	cl, err := remote.Dial(nc, "fake", testOptions)
-	require.NoError(t, err)
-	defer cl.Close()
-
 	for name, msgs := range answers {
-		next <- msgs
 		c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}))
 		require.NoError(t, err, name)
+		publishAll(t, nc, (<-opens).Reply, msgs...)
 		term := terminal(t, c, 10*time.Second)
 		require.Equal(t, frame.KindFailed, term.Kind, "%s: %+v", name, term)
 		assert.Equal(t, frame.CodeInvalidFrame, term.Error.Code, name)
@@ -245,9 +217,9 @@ func TestTreeMessageRules(t *testing.T) {
 	}
 
 	// A good tree message names the tree (the call then dies unanswered).
-	next <- []message.Message{accept, tree(1, "t-9")}
 	c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}))
 	require.NoError(t, err)
+	publishAll(t, nc, (<-opens).Reply, fakeAccept, tree(1, "t-9"))
 	require.Eventually(t, func() bool { return c.Tree() == "t-9" }, 10*time.Second, 10*time.Millisecond)
 	c.Cancel()
 	terminal(t, c, remote.CancelWait+margin)

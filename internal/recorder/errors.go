@@ -1,6 +1,9 @@
 package recorder
 
-import "errors"
+import (
+	"errors"
+	"os"
+)
 
 // Errors of the recorder that stay inside the module: the host maps
 // ErrClosed to its own, and ignores the others (it ends each call once).
@@ -28,12 +31,22 @@ var (
 	// ignores its context).
 	ErrCloseTimeout = errors.New("calllog: close: goroutines still running")
 	// ErrNoAnswer: the store did not answer a send within the journal's
-	// timeout. The send is waited for and then made again.
-	ErrNoAnswer = errors.New("calllog: store did not answer within the journal timeout")
-	// ErrJournalOverflow: the tree's journal queue was full and events
-	// were dropped; no later event of the tree can be confirmed.
-	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
+	// timeout. The send is waited for and then made again. A user of the
+	// host, who cannot name it, matches os.ErrDeadlineExceeded: an I/O
+	// deadline passed (deadlineError). It matches neither
+	// context.DeadlineExceeded, which says a call's own context ended, nor
+	// calllog.ErrJournalOverflow, the one cause after which a tree's
+	// journal can never confirm again.
+	ErrNoAnswer error = &deadlineError{"calllog: store did not answer within the journal timeout"}
 )
+
+// deadlineError is an error of its own identity that also matches
+// os.ErrDeadlineExceeded and, like a net.Error, says it is a timeout.
+type deadlineError struct{ msg string }
+
+func (e *deadlineError) Error() string        { return e.msg }
+func (e *deadlineError) Is(target error) bool { return target == os.ErrDeadlineExceeded }
+func (e *deadlineError) Timeout() bool        { return true }
 
 // ctxStopped is err (ErrStepsRunning or ErrCloseTimeout), said when the
 // wait was cut short by a done context, that also matches that context's

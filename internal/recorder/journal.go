@@ -294,7 +294,7 @@ func (w *journalWriter) droppedLocked(seq uint64) {
 	if w.firstLost == 0 {
 		w.firstLost = seq
 	}
-	w.failWaitersLocked(ErrJournalOverflow, false)
+	w.failWaitersLocked(calllog.ErrJournalOverflow, false)
 	if !w.warned {
 		w.warned = true
 		w.r.logger.Warn("calllog: journal queue full; events dropped, every call's start and end kept", "tree_id", w.tree,
@@ -341,7 +341,7 @@ func (w *journalWriter) wait(ctx context.Context, seq uint64, settle bool) error
 // answerLocked returns the final error for seq, if there is one already.
 func (w *journalWriter) answerLocked(seq uint64) error {
 	if w.firstLost != 0 && seq >= w.firstLost {
-		return ErrJournalOverflow
+		return calllog.ErrJournalOverflow
 	}
 	if w.kept >= seq {
 		return nil

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
@@ -140,6 +142,11 @@ func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
 	var je *calllog.JournalError
 	require.Falsef(t, !errors.As(err, &je) || !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrNoAnswer), "End = %v; want a journal-end error caused by no answer", err)
 	require.Falsef(t, je.Outcome.Kind != calllog.KindCompleted || string(je.Outcome.Result) != string(result) || je.Call != "c1", "journal-end error does not hold the outcome: %+v", je.Outcome)
+	// A user, who cannot name ErrNoAnswer, tells it from an overflow and
+	// from the call's own deadline with errors.Is.
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "no answer is an I/O deadline passed")
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "no answer is not the call's context ending")
+	assert.NotErrorIs(t, err, calllog.ErrJournalOverflow)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if err := calllog.Settle(short, err); !errors.Is(err, context.DeadlineExceeded) {
@@ -357,13 +364,15 @@ func TestJournalQueueBound(t *testing.T) {
 		rec.Output(chunk(t, "c1", uint64(i+1), map[string]any{"i": i}))
 	}
 	// A second tree shares the bound: its start does not fit.
-	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "c2"}); !errors.Is(err, recorder.ErrJournalOverflow) {
+	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "c2"}); !errors.Is(err, calllog.ErrJournalOverflow) {
 		require.FailNow(t, fmt.Sprintf("Begin with the journal queue full = %v, want ErrJournalOverflow", err))
 	}
 	err = rec.End(ctx, recorder.Done(nil))
-	require.Falsef(t, !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, recorder.ErrJournalOverflow), "End after dropped events = %v", err)
+	require.Falsef(t, !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrJournalOverflow), "End after dropped events = %v", err)
+	assert.NotErrorIs(t, err, recorder.ErrNoAnswer)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "an overflow is not a store that did not answer")
 	st.unblock()
-	if err := calllog.Settle(ctx, err); !errors.Is(err, recorder.ErrJournalOverflow) {
+	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrJournalOverflow) {
 		require.FailNow(t, fmt.Sprintf("Settle = %v: a tree with dropped events can never be confirmed", err))
 	}
 	require.NoError(t, r.Close(ctx))

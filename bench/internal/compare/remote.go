@@ -112,21 +112,8 @@ func (ss *natsSession) call(ctx context.Context) error {
 		return err
 	}
 	got := 0
-	for {
-		f, err := c.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			c.Cancel()
-			return err
-		}
-		switch f.Kind {
-		case frame.KindChunk:
-			got++
-		case frame.KindFailed, frame.KindCancelled:
-			return fmt.Errorf("skulk-nats: call ended %s: %v", f.Kind, f.Error)
-		}
+	if err := readToEnd(ctx, c, "call", func(frame.Frame) { got++ }); err != nil {
+		return err
 	}
 	if got != 1 {
 		return fmt.Errorf("skulk-nats: call: got %d chunks, want 1", got)
@@ -140,10 +127,26 @@ func (ss *natsSession) media(ctx context.Context, n, chunk int) error {
 		return err
 	}
 	var bytes int64
+	if err := readToEnd(ctx, c, "media", func(f frame.Frame) {
+		if m, ok := f.Media.(*frame.InlineMedia); ok {
+			bytes += int64(len(m.Data))
+		}
+	}); err != nil {
+		return err
+	}
+	if bytes != int64(n)*int64(chunk) {
+		return fmt.Errorf("skulk-nats: media: got %d bytes, want %d", bytes, int64(n)*int64(chunk))
+	}
+	return nil
+}
+
+// readToEnd reads c to its end, passing each chunk to chunk; a failed or
+// cancelled terminal is an error that names what was read (call, media).
+func readToEnd(ctx context.Context, c *remote.Call, what string, chunk func(frame.Frame)) error {
 	for {
 		f, err := c.Recv(ctx)
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
 			c.Cancel()
@@ -151,17 +154,11 @@ func (ss *natsSession) media(ctx context.Context, n, chunk int) error {
 		}
 		switch f.Kind {
 		case frame.KindChunk:
-			if m, ok := f.Media.(*frame.InlineMedia); ok {
-				bytes += int64(len(m.Data))
-			}
+			chunk(f)
 		case frame.KindFailed, frame.KindCancelled:
-			return fmt.Errorf("skulk-nats: media ended %s: %v", f.Kind, f.Error)
+			return fmt.Errorf("skulk-nats: %s ended %s: %v", what, f.Kind, f.Error)
 		}
 	}
-	if bytes != int64(n)*int64(chunk) {
-		return fmt.Errorf("skulk-nats: media: got %d bytes, want %d", bytes, int64(n)*int64(chunk))
-	}
-	return nil
 }
 
 func (ss *natsSession) close() error {

@@ -88,6 +88,17 @@ type Target struct {
 	Status string `json:"status"`
 }
 
+// setAtLeast sets t from got, a ratio whose target is t.Want or more:
+// a row of Skulk's against a peer's, or of one system against another.
+func (t *Target) setAtLeast(got float64) {
+	t.Got, t.Met = got, got >= t.Want
+	if t.Met {
+		t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", got, t.Want)
+	} else {
+		t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", got, t.Want, 100*(1-got/t.Want))
+	}
+}
+
 // Machine describes where the run happened.
 type Machine struct {
 	// NumCPU is runtime.NumCPU.
@@ -221,17 +232,13 @@ func targets(rep *Report) []Target {
 		case f.SkulkAdvantage == 0:
 			t.Status = "not measured"
 		default:
-			t.Got = f.SkulkAdvantage
-			t.Met = t.Got >= want
-			if t.Met {
-				t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", t.Got, want)
-			} else {
-				t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
-			}
+			t.setAtLeast(f.SkulkAdvantage)
 		}
 		out = append(out, t)
 	}
-	under := func(id string, want float64, unit, text string) {
+	// absolute checks Skulk's median of row id against want: judge sets
+	// t.Met and t.Status from the figure, once it was measured.
+	absolute := func(id string, want float64, text string, judge func(t *Target, f *Figure)) {
 		t := Target{Text: text, Want: want}
 		f := figOf(rep, id, Skulk)
 		switch {
@@ -241,6 +248,13 @@ func targets(rep *Report) []Target {
 			t.Status = "not measured"
 		default:
 			t.Got = f.Median
+			judge(&t, f)
+		}
+		out = append(out, t)
+	}
+	// under: below want in every round.
+	under := func(id string, want float64, unit, text string) {
+		absolute(id, want, text, func(t *Target, f *Figure) {
 			t.Met = f.Median < want && f.Max < want
 			switch {
 			case t.Met:
@@ -250,8 +264,7 @@ func targets(rep *Report) []Target {
 			default:
 				t.Status = fmt.Sprintf("MISSED: median %.3g %s, %.2f× the %g %s target", f.Median, unit, f.Median/want, want, unit)
 			}
-		}
-		out = append(out, t)
+		})
 	}
 	// within: Skulk's median of row id is at most want times its median
 	// of row base, in the same run.
@@ -286,35 +299,20 @@ func targets(rep *Report) []Target {
 		case fa.Median <= 0 || fb.Median <= 0:
 			t.Status = "not measured"
 		default:
-			t.Got = fa.Median / fb.Median
-			t.Met = t.Got >= want
-			if t.Met {
-				t.Status = fmt.Sprintf("met: %.3g× (target %.3g×)", t.Got, want)
-			} else {
-				t.Status = fmt.Sprintf("MISSED: %.3g× against %.3g×, %.2g%% short", t.Got, want, 100*(1-t.Got/want))
-			}
+			t.setAtLeast(fa.Median / fb.Median)
 		}
 		out = append(out, t)
 	}
 	// atMost checks skulk's median of row id against want: at most want.
 	atMost := func(id string, want float64, unit, text string) {
-		t := Target{Text: text, Want: want}
-		f := figOf(rep, id, Skulk)
-		switch {
-		case f == nil:
-			return
-		case len(f.Samples) == 0:
-			t.Status = "not measured"
-		default:
-			t.Got = f.Median
+		absolute(id, want, text, func(t *Target, f *Figure) {
 			t.Met = f.Median <= want
 			if t.Met {
 				t.Status = fmt.Sprintf("met: median %.3g %s (target ≤ %g %s)", f.Median, unit, want, unit)
 			} else {
 				t.Status = fmt.Sprintf("MISSED: median %.3g %s, %.2f× the %g %s target", f.Median, unit, f.Median/want, want, unit)
 			}
-		}
-		out = append(out, t)
+		})
 	}
 	ratio(mSmall.id, "go-plugin", 2, "small-frame stream ≥ 2× go-plugin's gRPC stream rate")
 	ratio(mSmall.id, "raw", 1, "small-frame stream ≥ the raw one-write-per-message rate")

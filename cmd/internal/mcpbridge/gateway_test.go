@@ -109,24 +109,33 @@ func TestChildKilledMidCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	changed := make(chan struct{}, 16) // more than the test's restarts
-	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-	s.cmd.Stderr = os.Stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: s.progress.handler,
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		},
-	})
-	var err error
-	s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
-	require.NoError(t, err)
+	s := startServeNotified(t, ctx, changed, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
 
-	res := callTool(t, ctx, s.sess, "pid", map[string]any{}, nil)
+	killed := killMidCall(t, ctx, s, "", nil)
+	assert.Equal(t, true, killed.Meta["skulk/synthetic"])
+	text := textOf(killed)
+	assert.Contains(t, text, "signal: killed", "the error names the signal")
+	assert.Contains(t, text, "stderr before it died", "the error shows the stderr tail")
+
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "no tools/list_changed within 30 s of the restart")
+	}
+	res := callTool(t, ctx, s.sess, "echo", map[string]any{"text": "after the restart"}, nil)
+	assert.False(t, res.IsError, textOf(res))
+	assert.Equal(t, "after the restart|", textOf(res))
+	s.close(t)
+}
+
+// killMidCall learns the pid of the MCP server behind s from its tool
+// PREFIX"pid", starts a call of PREFIX"sleep" that would outlast the
+// test, and once that call runs in the server, runs beforeKill (unless
+// nil) and kills the server with SIGKILL. It returns the call's result,
+// checked to be an error result.
+func killMidCall(t *testing.T, ctx context.Context, s *serveSession, prefix string, beforeKill func()) *mcp.CallToolResult {
+	t.Helper()
+	res := callTool(t, ctx, s.sess, prefix+"pid", map[string]any{}, nil)
 	require.False(t, res.IsError, textOf(res))
 	var pids pidResult
 	b, err := jsonOf(res.StructuredContent)
@@ -138,13 +147,16 @@ func TestChildKilledMidCall(t *testing.T) {
 		err error
 	}
 	done := make(chan outcome, 1) // one value, from the goroutine below
-	go func() {
-		p := &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 60000}}
+	go func() {                   // ends with the call, which the kill ends
+		p := &mcp.CallToolParams{Name: prefix + "sleep", Arguments: map[string]any{"ms": 60000}}
 		p.SetProgressToken("killed")
 		r, err := s.sess.CallTool(ctx, p)
 		done <- outcome{r, err}
 	}()
 	s.progress.wait(t, "killed", 1, 20*time.Second) // the call is running in the server
+	if beforeKill != nil {
+		beforeKill()
+	}
 	require.NoError(t, syscall.Kill(pids.PID, syscall.SIGKILL))
 
 	var o outcome
@@ -155,20 +167,7 @@ func TestChildKilledMidCall(t *testing.T) {
 	}
 	require.NoError(t, o.err)
 	assert.True(t, o.res.IsError)
-	assert.Equal(t, true, o.res.Meta["skulk/synthetic"])
-	text := textOf(o.res)
-	assert.Contains(t, text, "signal: killed", "the error names the signal")
-	assert.Contains(t, text, "stderr before it died", "the error shows the stderr tail")
-
-	select {
-	case <-changed:
-	case <-time.After(30 * time.Second):
-		require.FailNow(t, "no tools/list_changed within 30 s of the restart")
-	}
-	res = callTool(t, ctx, s.sess, "echo", map[string]any{"text": "after the restart"}, nil)
-	assert.False(t, res.IsError, textOf(res))
-	assert.Equal(t, "after the restart|", textOf(res))
-	s.close(t)
+	return o.res
 }
 
 // TestCancelledGetsNoAnswer: over stdio, a tools/call the client cancels

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/skulkrt/skulk/internal/testnet"
@@ -382,8 +383,22 @@ func (p *progressLog) wait(t *testing.T, tok string, n int, d time.Duration) []*
 }
 
 // newClient is a go-sdk client that logs progress into p.
-func newClient(p *progressLog) *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: p.handler})
+func newClient(p *progressLog) *mcp.Client { return notifiedClient(p, nil) }
+
+// notifiedClient is newClient that also sends on changed at every
+// tools/list_changed, never blocking the client (a test needs to know
+// that one came, not how many); a nil changed sets no handler.
+func notifiedClient(p *progressLog, changed chan<- struct{}) *mcp.Client {
+	opts := &mcp.ClientOptions{ProgressNotificationHandler: p.handler}
+	if changed != nil {
+		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, opts)
 }
 
 // stderrLines collects a process's stderr and lets a test wait for a line.

@@ -33,30 +33,9 @@ func startGateway(t *testing.T, ctx context.Context, flags ...string) *gateway {
 	t.Helper()
 	g := &gateway{serveSession: &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}, changed: make(chan struct{}, 64)}
 	s := g.serveSession
-	s.cmd = exec.Command(hostBin, append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, flags...)...)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+	g.addr = s.listen(t, append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, flags...), 60*time.Second)
 	var err error
-	s.stderr, err = collectStderr(s.cmd)
-	require.NoError(t, err)
-	require.NoError(t, s.cmd.Start())
-	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil { // close did not run
-			s.cmd.Process.Kill()
-			<-s.stderr.done
-			s.cmd.Wait()
-		}
-	})
-	g.addr = s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 60*time.Second)
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: s.progress.handler,
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case g.changed <- struct{}{}:
-			default: // the test only needs to know that one came
-			}
-		},
-	})
-	s.sess, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.addr}, nil)
+	s.sess, err = notifiedClient(s.progress, g.changed).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.addr}, nil)
 	require.NoError(t, err)
 	return g
 }
@@ -197,41 +176,15 @@ func TestGatewayChildKilledMidCall(t *testing.T) {
 	toolsPID := before.pidOf("tools")
 	require.NotZero(t, toolsPID)
 
-	res := callTool(t, ctx, g.sess, "srv/pid", map[string]any{}, nil)
-	require.False(t, res.IsError, textOf(res))
-	var pids pidResult
-	b, err := jsonOf(res.StructuredContent)
-	require.NoError(t, err)
-	require.NoError(t, decodeJSON(b, &pids))
-
-	type outcome struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	done := make(chan outcome, 1) // one value, from the goroutine below
-	go func() {
-		p := &mcp.CallToolParams{Name: "srv/sleep", Arguments: map[string]any{"ms": 60000}}
-		p.SetProgressToken("killed")
-		r, err := g.sess.CallTool(ctx, p)
-		done <- outcome{r, err}
-	}()
-	g.progress.wait(t, "killed", 1, 20*time.Second)
-	for len(g.changed) > 0 { // only list changes after the kill count
-		<-g.changed
-	}
-	require.NoError(t, syscall.Kill(pids.PID, syscall.SIGKILL))
-	var o outcome
-	select {
-	case o = <-done:
-	case <-time.After(30 * time.Second):
-		require.FailNow(t, "the call of a killed server got no result in 30 s")
-	}
-	require.NoError(t, o.err)
-	assert.True(t, o.res.IsError)
-	assert.Contains(t, textOf(o.res), "signal: killed", "the error names the signal")
+	killed := killMidCall(t, ctx, g.serveSession, "srv/", func() {
+		for len(g.changed) > 0 { // only list changes after the kill count
+			<-g.changed
+		}
+	})
+	assert.Contains(t, textOf(killed), "signal: killed", "the error names the signal")
 
 	g.waitTools(t, ctx, 30*time.Second, "srv/echo is listed", func(n map[string]bool) bool { return n["srv/echo"] })
-	res = callTool(t, ctx, g.sess, "srv/echo", map[string]any{"text": "after the restart"}, nil)
+	res := callTool(t, ctx, g.sess, "srv/echo", map[string]any{"text": "after the restart"}, nil)
 	assert.False(t, res.IsError, textOf(res))
 	assert.Equal(t, "after the restart|", textOf(res))
 	res = callTool(t, ctx, g.sess, "tools/upper", map[string]any{}, nil)

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -141,20 +139,7 @@ func startRaw(t *testing.T, ctx context.Context, extraEnv ...string) (*serveSess
 	for _, e := range extraEnv {
 		args = append(args, "--env", e)
 	}
-	s.cmd = exec.Command(hostBin, append(args, "--", wrapperBin, "--", selfBin)...)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-	var err error
-	s.stderr, err = collectStderr(s.cmd)
-	require.NoError(t, err)
-	require.NoError(t, s.cmd.Start())
-	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil { // closeRaw did not run
-			s.cmd.Process.Kill()
-			<-s.stderr.done
-			s.cmd.Wait()
-		}
-	})
-	r := &rawSession{url: s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 60*time.Second)}
+	r := &rawSession{url: s.listen(t, append(args, "--", wrapperBin, "--", selfBin), 60*time.Second)}
 	resp := r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+rawProtocol+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
 	r.session = resp.Header.Get("Mcp-Session-Id")
 	require.NotEmpty(t, r.session)

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -42,12 +43,19 @@ type serveSession struct {
 // go-sdk client over its stdio.
 func startServe(t *testing.T, ctx context.Context, flags []string, child ...string) *serveSession {
 	t.Helper()
+	return startServeNotified(t, ctx, nil, flags, child...)
+}
+
+// startServeNotified is startServe whose client sends on changed at every
+// tools/list_changed (notifiedClient).
+func startServeNotified(t *testing.T, ctx context.Context, changed chan<- struct{}, flags []string, child ...string) *serveSession {
+	t.Helper()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
 	args := append(append([]string{"mcp", "serve"}, flags...), "--")
 	s.cmd = exec.Command(hostBin, append(args, child...)...)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	s.cmd.Stderr = os.Stderr
-	sess, err := newClient(s.progress).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
+	sess, err := notifiedClient(s.progress, changed).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
 	require.NoError(t, err, "connect to skulk-host mcp serve")
 	s.sess = sess
 	return s
@@ -67,7 +75,20 @@ func startServeHTTPClient(t *testing.T, ctx context.Context, hc *http.Client, fl
 	t.Helper()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
 	args := append(append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, flags...), "--")
-	s.cmd = exec.Command(hostBin, append(args, child...)...)
+	addr := s.listen(t, append(args, child...), 30*time.Second)
+	var err error
+	if s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr, HTTPClient: hc}, nil); err != nil {
+		require.FailNow(t, fmt.Sprintf("connect to %s: %v", addr, err))
+	}
+	return s
+}
+
+// listen starts skulk-host ARGS (an mcp serve --http) with its stderr
+// collected and returns the address it listens on, waiting at most
+// within. A test that ends before close (or closeRaw) kills the server.
+func (s *serveSession) listen(t *testing.T, args []string, within time.Duration) string {
+	t.Helper()
+	s.cmd = exec.Command(hostBin, args...)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	var err error
 	if s.stderr, err = collectStderr(s.cmd); err != nil {
@@ -81,11 +102,7 @@ func startServeHTTPClient(t *testing.T, ctx context.Context, hc *http.Client, fl
 			s.cmd.Wait()
 		}
 	})
-	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
-	if s.sess, err = newClient(s.progress).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr, HTTPClient: hc}, nil); err != nil {
-		require.FailNow(t, fmt.Sprintf("connect to %s: %v", addr, err))
-	}
-	return s
+	return s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", within)
 }
 
 // close ends the session and stops the server: on stdio by closing its

@@ -3,8 +3,6 @@ package mcpbridge_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -20,21 +18,7 @@ func TestLiveToolListChanged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	changed := make(chan struct{}, 1) // one value says a change came; the client never blocks
-	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-	s.cmd.Stderr = os.Stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		},
-	})
-	var err error
-	s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
-	require.NoError(t, err)
+	s := startServeNotified(t, ctx, changed, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
 
 	names := func() map[string]bool {
 		out := map[string]bool{}
