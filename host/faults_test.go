@@ -26,7 +26,7 @@ func readyPID(t *testing.T, h *Host, notPID int) int {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		info := h.Children()[0]
-		if info.State == StateReady && info.PID != 0 && info.PID != notPID {
+		if info.State == "ready" && info.PID != 0 && info.PID != notPID {
 			return info.PID
 		}
 		time.Sleep(10 * time.Millisecond)

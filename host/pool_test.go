@@ -190,7 +190,7 @@ func TestNeverRestart(t *testing.T) {
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
 	require.NoError(t, err)
 	c.Wait()
-	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+	waitFor(t, func() bool { return h.Children()[0].State == "down" })
 	_, err = h.Call(callCtx(t, 5*time.Second), "ok", nil)
 	require.Falsef(t, !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrChildDied), "Call: %v", err)
 }
