@@ -152,7 +152,7 @@ func TestCrash(t *testing.T) {
 func TestStuckHandlerRecycled(t *testing.T) {
 	cfg := fastHealth(realConfig())
 	cfg.CancelGrace = 200 * time.Millisecond
-	cfg.EndGrace = 300 * time.Millisecond
+	cfg.endGrace = 300 * time.Millisecond
 	cfg.DrainGrace = 200 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	pid := readyPID(t, h, 0)

@@ -668,9 +668,9 @@ func (h *Host) FlushObservers(ctx context.Context) error { return h.rec.Drain(ct
 // directories and waits for every goroutine. Calls still running when
 // their child exits get a synthetic unreachable.
 //
-// The call log's journal is then given until ctx is done or its
-// Journal.DrainTimeout (10 s by default) has passed to keep what is
-// queued; events it could not keep by then are dropped and counted.
+// The call log's journal is then given until ctx is done (10 s when ctx
+// has no deadline) to keep what is queued; events it could not keep by
+// then are dropped and counted.
 //
 // Close is idempotent and safe to call concurrently: later calls wait for
 // the first and return its result. It returns the first error met, such

@@ -125,7 +125,7 @@ func TestConnectionReuse(t *testing.T) {
 
 func TestNoEndClosesConnection(t *testing.T) {
 	cfg := fastHealth(fakeConfig("serve"))
-	cfg.EndGrace = 200 * time.Millisecond
+	cfg.endGrace = 200 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "noend", nil)

@@ -185,12 +185,12 @@ func (sw *sweeper) journalPoint(ctx context.Context, rec *sweepRec, ss *skulkSys
 
 	t0 = time.Now()
 	steps := 0
-	for st, err := range calllog.Follow(ctx, b.st, b.tree, 0, 0) {
+	for e, err := range calllog.Follow(ctx, b.st, b.tree, 0, 0) {
 		if err != nil {
 			return fmt.Errorf("follower: %w", err)
 		}
-		if st.LostFrom != 0 {
-			return fmt.Errorf("follower: events %d to %d lost", st.LostFrom, st.LostTo)
+		if e.Seq > e.After+1 {
+			return fmt.Errorf("follower: events %d to %d lost", e.After+1, e.Seq-1)
 		}
 		steps++
 	}
