@@ -24,5 +24,5 @@
 //	h, _ := host.Start(ctx, host.Config{Command: "skulk-child",
 //		CallLog: calllog.Options{Journal: &calllog.Journal{Store: st, Required: true}}})
 //	// ... calls ...
-//	for step, err := range calllog.Follow(ctx, st, tree, 0, 0) { ... }
+//	for e, err := range calllog.Follow(ctx, st, tree, 0, 0) { ... }
 package calllog

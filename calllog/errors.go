@@ -33,13 +33,9 @@ var (
 	// Cause, one that matches os.ErrDeadlineExceeded: that barrier failed,
 	// the send is made again, and Settle waits for it.
 	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
-	// ErrOutcomeUnknown is the error of an Outcome of KindUnknown: the log
-	// does not say how the call ended (its writer stopped before its end
-	// was kept, and a takeover recorded it as unknown).
-	ErrOutcomeUnknown = errors.New("calllog: the call's outcome is unknown: its end was not kept")
 	// ErrCloseDropped: the host's Close stopped its journal writers with
-	// events not kept (the drain bound, Journal.DrainTimeout, or Close's
-	// context ended first, or the store failed meanwhile). The error says
+	// events not kept (Close's context ended first, or 10 s passed when
+	// it has no deadline, or the store failed meanwhile). The error says
 	// how many; Losses counts them too.
 	ErrCloseDropped = errors.New("calllog: close: journal events not kept")
 )
@@ -99,23 +95,4 @@ type Outcome struct {
 	// Refused, on a failed outcome, classes a call refused before it
 	// reached a child (see Event.Refused); "" otherwise.
 	Refused string
-}
-
-// Err returns the outcome as the error a caller gets: nil when done,
-// ErrOutcomeUnknown for KindUnknown, else a *frame.Error.
-func (o Outcome) Err() error {
-	switch o.Kind {
-	case KindCompleted:
-		return nil
-	case KindUnknown:
-		return ErrOutcomeUnknown
-	case KindCancelled:
-		if o.Error == nil {
-			return &frame.Error{Code: frame.CodeCancelled}
-		}
-	}
-	if o.Error == nil {
-		return &frame.Error{Code: frame.CodeProviderError}
-	}
-	return &frame.Error{Code: o.Error.Code, Message: o.Error.Message}
 }

@@ -54,15 +54,16 @@ func ExampleTakeOver() {
 		fmt.Println(err)
 		return
 	}
-	for step, err := range calllog.Follow(ctx, st, "c1", 0, 0) {
+	writer := ""
+	for e, err := range calllog.Follow(ctx, st, "c1", 0, 0) {
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		e := step.Event
-		if step.TakenOverFrom != "" {
-			fmt.Println("taken over from", step.TakenOverFrom)
+		if writer != "" && e.Writer != writer {
+			fmt.Println("taken over from", writer)
 		}
+		writer = e.Writer
 		line := fmt.Sprint(e.Seq, " ", e.Writer, " ", e.Kind)
 		if e.Error != nil {
 			line += fmt.Sprint(" ", e.Error.Code, " synthetic=", e.Error.Synthetic)

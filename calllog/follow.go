@@ -17,43 +17,34 @@ const (
 	followMinInterval     = 5 * time.Millisecond
 )
 
-// Step is what Follow shows: one kept event, and what happened before
-// it that the reader could not see.
-type Step struct {
-	// Event is the event; its After is the previous event Follow showed
-	// (0 for the first).
-	Event Event
-	// LostFrom and LostTo, when LostFrom is not 0, are the Seqs (inclusive)
-	// missing from the store between the previous event shown and this
-	// one: events numbered but never kept.
-	LostFrom, LostTo uint64
-	// TakenOverFrom, when not "", is the writer of the previous event shown:
-	// Event's writer took the tree over from it.
-	TakenOverFrom string
-}
-
 // Follow tails one tree's log in store, live, from Seq after (0: from the
-// start), as an iterator of steps: it reads what is kept, then polls for
+// start), as an iterator of events: it reads what is kept, then polls for
 // more (with a wait that grows to interval; 0 means 200 ms), across a
-// writer that took over after a restart. A takeover and any gap are shown
-// (Step), never skipped silently.
+// writer that took over after a restart. Each event's After is the Seq of
+// the event Follow showed before it (0 for the first), so a takeover and
+// any gap show, never skipped silently:
 //
-// The iteration ends after the step of the tree's end (its outermost
-// call's end event), or at the first error, which it yields: ctx's error
-// when ctx is done first, or the store's. An event the store cannot read
-// is yielded as its *CorruptEventError (matching ErrFormat) and the
-// iteration goes on past it: the next event shown counts it in its
-// LostFrom..LostTo.
+//   - a gap: an event whose Seq is more than one past its After (for the
+//     first event, past after): the events After+1 to Seq-1 were numbered
+//     but never kept, or could not be read;
+//   - a takeover: an event whose Writer differs from the one of the event
+//     shown before it.
+//
+// The iteration ends after the tree's end (its outermost call's end
+// event), or at the first error, which it yields: ctx's error when ctx is
+// done first, or the store's. An event the store cannot read is yielded
+// as its *CorruptEventError (matching ErrFormat) and the iteration goes on
+// past it: the next event shown counts it in its gap.
 //
 // It holds at most one read of the store (512 events, and at most 4 MiB of
 // them from the module's stores). Each range over the iterator follows
 // the tree anew, from after; to go on after an error, Follow again from
 // the Seq of the last event shown.
-func Follow(ctx context.Context, store EventStore, tree string, after uint64, interval time.Duration) iter.Seq2[Step, error] {
+func Follow(ctx context.Context, store EventStore, tree string, after uint64, interval time.Duration) iter.Seq2[Event, error] {
 	if interval <= 0 {
 		interval = defaultFollowInterval
 	}
-	return func(yield func(Step, error) bool) {
+	return func(yield func(Event, error) bool) {
 		f := &follower{store: store, tree: tree, pos: after, last: after, interval: interval}
 		for {
 			st, err := f.next(ctx)
@@ -74,28 +65,27 @@ type follower struct {
 	tree     string
 	interval time.Duration
 
-	pos        uint64 // the Seq the next read starts after
-	last       uint64 // the Seq of the last event shown
-	lastWriter string
-	shown      bool
-	ended      bool
-	buf        []Event
-	corrupt    *CorruptEventError // to report once buf is shown
+	pos     uint64 // the Seq the next read starts after
+	last    uint64 // the Seq of the last event shown
+	shown   bool
+	ended   bool
+	buf     []Event
+	corrupt *CorruptEventError // to report once buf is shown
 }
 
-// next returns the next step, waiting for it as long as ctx allows; io.EOF
+// next returns the next event, waiting for it as long as ctx allows; io.EOF
 // once the tree's end was shown. A *CorruptEventError is returned once,
 // after the events before it.
-func (f *follower) next(ctx context.Context) (Step, error) {
+func (f *follower) next(ctx context.Context) (Event, error) {
 	wait := followMinInterval
 	for len(f.buf) == 0 {
 		if f.corrupt != nil {
 			err := f.corrupt
 			f.corrupt = nil
-			return Step{}, err
+			return Event{}, err
 		}
 		if f.ended {
-			return Step{}, io.EOF
+			return Event{}, io.EOF
 		}
 		evs, err := f.store.EventsAfter(ctx, f.tree, f.pos, followBatch)
 		var ce *CorruptEventError
@@ -104,7 +94,7 @@ func (f *follower) next(ctx context.Context) (Step, error) {
 			continue
 		}
 		if err != nil {
-			return Step{}, err
+			return Event{}, err
 		}
 		if len(evs) > 0 {
 			f.buf, f.pos = evs, evs[len(evs)-1].Seq
@@ -115,31 +105,23 @@ func (f *follower) next(ctx context.Context) (Step, error) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return Step{}, ctx.Err()
+			return Event{}, ctx.Err()
 		}
 		wait = min(2*wait, f.interval)
 	}
 	ev := f.buf[0]
 	f.buf = f.buf[1:]
-	var st Step
-	if ev.Seq > f.last+1 {
-		st.LostFrom, st.LostTo = f.last+1, ev.Seq-1
-	}
-	if f.shown && ev.Writer != f.lastWriter {
-		st.TakenOverFrom = f.lastWriter
-	}
 	if f.shown {
 		ev.After = f.last
 	} else {
 		ev.After = 0
 	}
-	f.last, f.lastWriter, f.shown = ev.Seq, ev.Writer, true
+	f.last, f.shown = ev.Seq, true
 	if ev.Kind.IsEnd() && ev.Call == f.tree {
 		f.ended = true
 		f.buf, f.corrupt = nil, nil
 	}
-	st.Event = ev
-	return st, nil
+	return ev, nil
 }
 
 // readPage is the most events Events asks a store for at once (the

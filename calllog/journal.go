@@ -57,10 +57,6 @@ type Journal struct {
 	// ErrJournalEnd (and ErrJournalStart) once one of its events was
 	// dropped.
 	QueueBytes int64
-	// DrainTimeout bounds how long the host's Close waits for the queue to
-	// be kept; 0 means 10 s. Close returns ErrCloseDropped, with the
-	// number of events, when it stopped the writers with events not kept.
-	DrainTimeout time.Duration
 }
 
 // Settle waits until the end of the call whose *JournalError err is was

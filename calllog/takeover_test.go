@@ -68,7 +68,7 @@ func TestTakeOverOfAnOverflowedTreeRecordsNoFailure(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, calllog.KindUnknown, c.Outcome.Kind, "call %s", c.Call)
-		assert.ErrorIs(t, c.Err(), calllog.ErrOutcomeUnknown)
+		assert.ErrorIs(t, c.Err(), replay.ErrOutcomeUnknown)
 	}
 
 	// Its JSON form is kind "unknown", with no error.

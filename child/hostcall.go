@@ -122,20 +122,22 @@ func (o *offer) close() {
 	}
 }
 
-// CallOption sets optional parts of a call made through the host.
-type CallOption func(*callOpts)
+// detachedKey marks a context made by Detached.
+type detachedKey struct{}
 
-type callOpts struct{ detached bool }
-
-// Detached makes the call a tree of its own, meant to outlive the
-// handler's call: it is not a step of it, the handler's terminal does not
-// wait for it, and the SDK does not cancel it when the handler returns.
-// Its ctx still governs it: give it one that outlives the handler's
-// (context.WithoutCancel(ctx) with a deadline of its own), and read it
-// from a goroutine the provider owns. The host gives a detached call
+// Detached returns ctx marked so that the calls made with it (Stream.Call)
+// are trees of their own, meant to outlive the handler's call, as
+// host.Detached does for a host's calls: such a call is not a step of the
+// handler's, the handler's terminal does not wait for it, and the SDK does
+// not cancel it when the handler returns. The context still governs the
+// call: give Detached one that outlives the handler's
+// (context.WithoutCancel(ctx) with a deadline of its own), and read the
+// call from a goroutine the provider owns. The host gives a detached call
 // without a deadline one of its own, and cuts a longer one to it
 // (docs/protocol.md §8 item 7).
-func Detached() CallOption { return func(o *callOpts) { o.detached = true } }
+func Detached(ctx context.Context) context.Context {
+	return context.WithValue(ctx, detachedKey{}, true)
+}
 
 // Call is a call a handler makes through its host (docs/protocol.md §8):
 // the same shape as host.Call. Send, CloseSend and Cancel are safe for
@@ -176,18 +178,16 @@ type Call struct {
 // a step of the handler's call: in its tree, with it as parent, ending
 // before it ends. ctx governs the call: its deadline becomes the call's
 // timeout (the host cuts it to what the handler's call has left), and its
-// end cancels the call. Pass the handler's ctx or one derived from it.
+// end cancels the call. Pass the handler's ctx or one derived from it;
+// a ctx made by Detached makes a detached call instead.
 //
 // Refusals come back at once, nothing sent: ErrCallsOff, ErrNotOffered, a
 // an error matching ErrTooDeep, ErrTooManyCalls, an error matching ErrArguments; the
 // host's own refusals (docs/protocol.md §8) come back as the call's
 // *frame.Error. A connection that cannot be dialed gives a synthetic
 // *frame.Error (unreachable).
-func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts ...CallOption) (*Call, error) {
-	var o callOpts
-	for _, f := range opts {
-		f(&o)
-	}
+func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload) (*Call, error) {
+	detached, _ := ctx.Value(detachedKey{}).(bool)
 	cl := s.cl
 	of := cl.c.s.offer
 	if of == nil {
@@ -197,7 +197,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 	if t == nil {
 		return nil, ErrNotOffered
 	}
-	if d := cl.inv.Depth + 1; !o.detached && d > of.calls.MaxDepth {
+	if d := cl.inv.Depth + 1; !detached && d > of.calls.MaxDepth {
 		return nil, &depthError{Depth: d, Limit: of.calls.MaxDepth}
 	}
 	if args == nil {
@@ -216,7 +216,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	inv := &wire.Invoke{CallID: newNestedID(), ToolID: tool, Arguments: args, Parent: cl.inv.CallID, Detached: o.detached, Trace: cl.inv.Trace}
+	inv := &wire.Invoke{CallID: newNestedID(), ToolID: tool, Arguments: args, Parent: cl.inv.CallID, Detached: detached, Trace: cl.inv.Trace}
 	if dl, ok := ctx.Deadline(); ok {
 		inv.TimeoutMS = max(1, time.Until(dl).Milliseconds())
 	}
@@ -249,7 +249,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 		of.release(nil)
 		return nil, &callError{&frame.Error{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}}
 	}
-	if !o.detached {
+	if !detached {
 		c.owner = cl
 		cl.addNested(c)
 	}

@@ -232,13 +232,13 @@ func (t *Tool) descriptor() wire.Tool {
 
 // deriveVersion returns the version the child gives a tool whose Version is
 // empty: 24 hex digits of a SHA-256 over the descriptor d (its Version
-// ignored) in the wire's canonical encoding (wire.AppendTool, map keys
-// sorted) and the running provider's build (see Tool.Version). Equal
+// ignored) in the wire's canonical encoding (a tools packet of d alone,
+// map keys sorted) and the running provider's build (see Tool.Version). Equal
 // descriptors in the same build get the same version.
 func deriveVersion(d wire.Tool) string {
 	d.Version = ""
 	h := sha256.New()
-	enc, err := wire.AppendTool(nil, &d)
+	enc, _, err := wire.AppendPacket(nil, &wire.Tools{Tools: []wire.Tool{d}}, wire.Limits{})
 	if err != nil {
 		// A descriptor the wire cannot encode never reaches a hello; fall
 		// back on the id so the version still changes with the build.

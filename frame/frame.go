@@ -14,8 +14,8 @@ import (
 const (
 	// maxCallIDChars bounds a call id (at least 1 character).
 	maxCallIDChars = 128
-	// MaxMessageChars bounds an error message.
-	MaxMessageChars = 2048
+	// maxMessageChars bounds an error message.
+	maxMessageChars = 2048
 	// maxMediaTypeChars bounds an inline media type.
 	maxMediaTypeChars = 256
 )
@@ -50,7 +50,7 @@ func fieldErr(field, reason string) error { return &FieldError{Field: field, Rea
 type Error struct {
 	// Code classifies the failure.
 	Code Code
-	// Message is a human-readable explanation, at most MaxMessageChars
+	// Message is a human-readable explanation, at most 2,048
 	// characters of valid UTF-8 (see SanitizeMessage); it may be empty.
 	Message string
 	// Synthetic is true when the outcome was made up in place of the
@@ -75,17 +75,17 @@ func (e *Error) Error() string {
 }
 
 // SanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
-// the text is cut to MaxMessageChars characters on a character boundary.
+// the text is cut to 2,048 characters on a character boundary.
 func SanitizeMessage(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	if len(s) <= MaxMessageChars {
+	if len(s) <= maxMessageChars {
 		return s
 	}
 	n := 0
 	for i := range s {
-		if n == MaxMessageChars {
+		if n == maxMessageChars {
 			return s[:i]
 		}
 		n++
@@ -281,7 +281,7 @@ func (f *Frame) validate(payloadBytes bool) error {
 		if !f.Error.Code.Valid() {
 			return fieldErr("error.code", "unknown value")
 		}
-		if err := checkChars("error.message", f.Error.Message, 0, MaxMessageChars); err != nil {
+		if err := checkChars("error.message", f.Error.Message, 0, maxMessageChars); err != nil {
 			return err
 		}
 	}

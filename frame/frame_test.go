@@ -201,8 +201,8 @@ func TestFieldConstraints(t *testing.T) {
 		{"direction unknown", Frame{CallID: "c", Direction: 3, Sequence: 1, Kind: KindCompleted}, "direction"},
 		{"kind zero", Frame{CallID: "c", Direction: CallerToProvider, Sequence: 1}, "kind"},
 		{"kind unknown", Frame{CallID: "c", Direction: CallerToProvider, Sequence: 1, Kind: 6}, "kind"},
-		{"message 2048 chars", failed(strings.Repeat("€", MaxMessageChars)), ""},
-		{"message 2049 chars", failed(strings.Repeat("€", MaxMessageChars+1)), "error.message"},
+		{"message 2048 chars", failed(strings.Repeat("€", maxMessageChars)), ""},
+		{"message 2049 chars", failed(strings.Repeat("€", maxMessageChars+1)), "error.message"},
 		{"message invalid UTF-8", failed("\xc3"), "error.message"},
 		{"error code zero", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindFailed, Error: &Error{}}, "error.code"},
 		{"error code unknown", Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindFailed, Error: &Error{Code: 7}}, "error.code"},
@@ -334,7 +334,7 @@ func TestConstructors(t *testing.T) {
 	require.Equal(t, &Error{Code: CodeTimeout, Message: "late"}, f.Error)
 	f, err = NewFailed("c", ProviderToCaller, 4, CodeProviderError, strings.Repeat("x", 5000)+"\xff")
 	require.NoError(t, err, "the message is sanitized")
-	require.Len(t, f.Error.Message, MaxMessageChars)
+	require.Len(t, f.Error.Message, maxMessageChars)
 	_, err = NewFailed("c", ProviderToCaller, 4, CodeCancelled, "")
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = NewFailed("c", ProviderToCaller, 4, 0, "")
@@ -357,18 +357,18 @@ func TestSanitizeMessage(t *testing.T) {
 		{"", ""},
 		{"plain", "plain"},
 		{"bad \xff byte", "bad \uFFFD byte"},
-		{strings.Repeat("a", MaxMessageChars), strings.Repeat("a", MaxMessageChars)},
-		{strings.Repeat("a", MaxMessageChars+1), strings.Repeat("a", MaxMessageChars)},
-		{strings.Repeat("日", MaxMessageChars+7), strings.Repeat("日", MaxMessageChars)},
-		{strings.Repeat("a", MaxMessageChars-1) + "日本", strings.Repeat("a", MaxMessageChars-1) + "日"},
-		{strings.Repeat("\xff", MaxMessageChars+3), "\uFFFD"}, // a run of invalid bytes becomes one U+FFFD
-		{strings.Repeat("a\xff", MaxMessageChars), strings.Repeat("a\uFFFD", MaxMessageChars/2)},
+		{strings.Repeat("a", maxMessageChars), strings.Repeat("a", maxMessageChars)},
+		{strings.Repeat("a", maxMessageChars+1), strings.Repeat("a", maxMessageChars)},
+		{strings.Repeat("日", maxMessageChars+7), strings.Repeat("日", maxMessageChars)},
+		{strings.Repeat("a", maxMessageChars-1) + "日本", strings.Repeat("a", maxMessageChars-1) + "日"},
+		{strings.Repeat("\xff", maxMessageChars+3), "\uFFFD"}, // a run of invalid bytes becomes one U+FFFD
+		{strings.Repeat("a\xff", maxMessageChars), strings.Repeat("a\uFFFD", maxMessageChars/2)},
 	}
 	for _, c := range cases {
 		got := SanitizeMessage(c.in)
 		require.Equal(t, c.want, got)
 		require.True(t, utf8.ValidString(got))
-		require.LessOrEqual(t, utf8.RuneCountInString(got), MaxMessageChars)
+		require.LessOrEqual(t, utf8.RuneCountInString(got), maxMessageChars)
 	}
 }
 

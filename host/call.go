@@ -59,7 +59,7 @@ type Call struct {
 	cancelled bool
 	deadlineT *time.Timer // deadline + CancelGrace + 1 s: synthetic timeout
 	cancelT   *time.Timer // cancel + CancelGrace + 1 s: synthetic cancelled
-	endT      *time.Timer // terminal + EndGrace without end: connection closed
+	endT      *time.Timer // terminal + endGrace without end: connection closed
 	stopCtx   func() bool // stops the context watch
 
 	// Owned by the holder of the connection's read turn (see readTurn).
@@ -736,7 +736,7 @@ func (c *Call) terminalClocks(endBuffered bool) {
 	c.stopTimerLocked(c.cancelT)
 	c.deadlineT, c.cancelT = nil, nil
 	if !endBuffered {
-		c.endT = c.afterLocked(c.ch.h.cfg.EndGrace, nil, "no end after the provider terminal: closing the stream connection")
+		c.endT = c.afterLocked(c.ch.h.cfg.endGrace, nil, "no end after the provider terminal: closing the stream connection")
 	}
 }
 

@@ -227,7 +227,7 @@ func TestRefusedCallsAreLogged(t *testing.T) {
 		require.FailNow(t, fmt.Sprintf("schema: %v", err))
 	}
 	syscall.Kill(readyPID(t, h, 0), syscall.SIGKILL)
-	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+	waitFor(t, func() bool { return h.Children()[0].State == "down" })
 	if _, err := h.Call(ctx, "ok", nil); !errors.Is(refused(err), ErrPoolDown) {
 		require.FailNow(t, fmt.Sprintf("pool down: %v", err))
 	}

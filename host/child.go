@@ -28,7 +28,7 @@ import (
 type slot struct {
 	index       int
 	incarnation int
-	state       ChildState // while cur is set, always cur.state (both change together under Host.mu)
+	state       childState // while cur is set, always cur.state (both change together under Host.mu)
 	cur         *child
 	restarts    int
 	lastCause   error
@@ -69,7 +69,7 @@ type child struct {
 	wg       sync.WaitGroup
 
 	// Guarded by Host.mu.
-	state   ChildState
+	state   childState
 	running int
 	stuck   int // from the latest pong
 	streams int // from the latest pong
@@ -85,7 +85,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	h.mu.Lock()
 	s.incarnation++
 	id := fmt.Sprintf("c%d.%d", s.index, s.incarnation)
-	s.state = StateStarting
+	s.state = stateStarting
 	h.mu.Unlock()
 
 	outLimit := newOutputLimit()
@@ -99,7 +99,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		byes:     make(chan struct{}, 1),
 		ctrlDone: make(chan struct{}),
 		conns:    map[*streamConn]struct{}{},
-		state:    StateStarting,
+		state:    stateStarting,
 	}
 	ch.ctrlR = packetio.NewReader(countingReader{proc.ctrl, &ch.ctrlIn}, h.cfg.Limits)
 	if err := ch.handshake(ctx); err != nil {
@@ -121,8 +121,8 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	ch.wg.Add(1)
 	go ch.readControl() // stopped by closing the control connection (stop); waited for through wg
 	h.mu.Lock()
-	ch.state = StateReady
-	s.state, s.cur = StateReady, ch
+	ch.state = stateReady
+	s.state, s.cur = stateReady, ch
 	h.setCatalogLocked(ch.cat)
 	h.notifyLocked()
 	h.mu.Unlock()
@@ -312,13 +312,13 @@ func (h *Host) supervise(s *slot, ch *child) {
 		h.mu.Lock()
 		s.lastCause, s.cur = cause, nil
 		if h.closing {
-			s.state = StateDown
+			s.state = stateDown
 			h.notifyLocked()
 			h.mu.Unlock()
 			span.ended(false)
 			return
 		}
-		s.state = StateStarting
+		s.state = stateStarting
 		h.notifyLocked()
 		h.mu.Unlock()
 		recycle := mode == stopGraceful // a recycle is the host's doing: the restart policy does not count it
@@ -367,7 +367,7 @@ func (h *Host) supervise(s *slot, ch *child) {
 // slotDown marks s down: no child runs in it any more, nor will.
 func (h *Host) slotDown(s *slot) {
 	h.mu.Lock()
-	s.state = StateDown
+	s.state = stateDown
 	h.notifyLocked()
 	h.mu.Unlock()
 }
@@ -568,9 +568,9 @@ func (ch *child) stop(cause error, mode stopMode) {
 	ch.idle = nil
 	graceful := mode == stopGraceful || mode == stopLeaving
 	if !graceful {
-		ch.state = StateDead
+		ch.state = stateDead
 	} else {
-		ch.state = StateDraining
+		ch.state = stateDraining
 	}
 	ch.slot.state = ch.state
 	h.notifyLocked()
@@ -702,7 +702,7 @@ func (ch *child) releaseSlot(c *streamConn) {
 	h := ch.h
 	h.mu.Lock()
 	ch.running--
-	reuse := c != nil && !c.failed() && ch.state == StateReady && len(ch.idle) < ch.maxStreams
+	reuse := c != nil && !c.failed() && ch.state == stateReady && len(ch.idle) < ch.maxStreams
 	if reuse {
 		ch.idle = append(ch.idle, c)
 	}
@@ -717,7 +717,7 @@ func (ch *child) releaseSlot(c *streamConn) {
 func (ch *child) conn(ctx context.Context) (*streamConn, error) {
 	h := ch.h
 	h.mu.Lock()
-	if ch.state != StateReady {
+	if ch.state != stateReady {
 		h.mu.Unlock()
 		return nil, errNoChild
 	}
@@ -733,7 +733,7 @@ func (ch *child) conn(ctx context.Context) (*streamConn, error) {
 		}
 		c.fail(nil) // the child closed it, or wrote on it, while it was idle
 		h.mu.Lock()
-		if ch.state != StateReady {
+		if ch.state != stateReady {
 			h.mu.Unlock()
 			return nil, errNoChild
 		}
@@ -746,7 +746,7 @@ func (ch *child) conn(ctx context.Context) (*streamConn, error) {
 	}
 	c := newStreamConn(ch, nc)
 	h.mu.Lock()
-	if ch.state != StateReady {
+	if ch.state != stateReady {
 		h.mu.Unlock()
 		nc.Close()
 		c.w.Close()
@@ -765,10 +765,10 @@ func (ch *child) markDead() {
 	h := ch.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ch.state == StateReady {
-		ch.state = StateDead
+	if ch.state == stateReady {
+		ch.state = stateDead
 		if ch.slot.cur == ch {
-			ch.slot.state = StateDead
+			ch.slot.state = stateDead
 		}
 		h.notifyLocked()
 	}

@@ -26,7 +26,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) 
 func TestChildrenChanged(t *testing.T) {
 	h, _ := testHost(t, fastHealth(realConfig()), time.Minute)
 	first := h.Children()[0]
-	require.Equal(t, StateReady, first.State)
+	require.Equal(t, "ready", first.State)
 
 	quiet := h.ChildrenChanged()
 	select {
@@ -41,7 +41,7 @@ func TestChildrenChanged(t *testing.T) {
 		changed := h.ChildrenChanged()
 		require.NotEqual(t, quiet, changed, "a closed channel is not handed out again")
 		c := h.Children()[0]
-		if c.State == StateReady {
+		if c.State == "ready" {
 			assert.NotEqual(t, first.ID, c.ID, "the ready child is the restarted one")
 			return
 		}

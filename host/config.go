@@ -83,10 +83,6 @@ type Config struct {
 	// call past its deadline gets a synthetic timeout after the deadline
 	// plus CancelGrace plus 1 s.
 	CancelGrace time.Duration
-	// EndGrace is how long the host waits for a child's end after the
-	// provider terminal before it closes the connection instead of
-	// reusing it; 0 means 2 s.
-	EndGrace time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL when a child is
 	// stopped; 0 means 2 s.
 	KillGrace time.Duration
@@ -182,6 +178,12 @@ type Config struct {
 	// children, each named. The zero value offers nothing: a child's call
 	// is refused by its SDK before anything is sent.
 	Calls Calls
+
+	// endGrace is how long the host waits for a child's end after the
+	// provider terminal before it closes the connection instead of
+	// reusing it (docs/operations.md, "End grace"); 0 means 2 s. Only the
+	// package's tests shorten it.
+	endGrace time.Duration
 }
 
 // Calls configures the calls a host's children may make through it.
@@ -336,7 +338,7 @@ func (c *Config) Validate() error {
 	}{
 		{"HealthInterval", c.HealthInterval}, {"HealthTimeout", c.HealthTimeout},
 		{"StartTimeout", c.StartTimeout}, {"CancelGrace", c.CancelGrace},
-		{"EndGrace", c.EndGrace}, {"KillGrace", c.KillGrace}, {"DrainGrace", c.DrainGrace},
+		{"KillGrace", c.KillGrace}, {"DrainGrace", c.DrainGrace},
 		{"Restart.Window", c.Restart.Window}, {"Restart.BackoffMin", c.Restart.BackoffMin},
 		{"Restart.BackoffMax", c.Restart.BackoffMax},
 	}
@@ -388,8 +390,8 @@ func (c *Config) Validate() error {
 			return configErr(fmt.Sprintf("CallLog.Redact[%d]", i), "empty key")
 		}
 	}
-	if j := c.CallLog.Journal; j != nil && (j.Queue < 0 || j.QueueBytes < 0 || j.DrainTimeout < 0) {
-		return configErr("CallLog.Journal", "Queue, QueueBytes and DrainTimeout must not be negative")
+	if j := c.CallLog.Journal; j != nil && (j.Queue < 0 || j.QueueBytes < 0) {
+		return configErr("CallLog.Journal", "Queue and QueueBytes must not be negative")
 	}
 	for i, kv := range c.ExtraEnv {
 		if !validEnvPair(kv) {
@@ -431,7 +433,7 @@ func (c Config) withDefaults() Config {
 	def(&c.HealthTimeout, defaultHealthTimeout)
 	def(&c.StartTimeout, defaultStartTimeout)
 	def(&c.CancelGrace, defaultCancelGrace)
-	def(&c.EndGrace, defaultEndGrace)
+	def(&c.endGrace, defaultEndGrace)
 	def(&c.KillGrace, defaultKillGrace)
 	def(&c.DrainGrace, defaultDrainGrace)
 	def(&c.Restart.Window, defaultRestartWindow)

@@ -621,7 +621,7 @@ func (c *streamConn) causeOf(err error) *synth {
 		return ch.unreachable(ch.diedOf("exited"))
 	}
 	ch.h.mu.Lock()
-	dead := ch.state == StateDead
+	dead := ch.state == stateDead
 	cause := ch.cause
 	ch.h.mu.Unlock()
 	if dead {

@@ -80,8 +80,8 @@
 // end that is not confirmed reaches the caller as a *calllog.JournalError
 // after the terminal (calllog.ErrJournalEnd; calllog.Settle says later
 // whether it was kept).
-// Host.StreamArguments begins a call whose arguments arrive as fragments
-// (ArgumentStream): its invoke is written only once they assemble into valid
+// A call made WithArgumentFragments takes its arguments as fragments of
+// their JSON text: its invoke is written only once they assemble into valid
 // arguments.
 //
 // # Errors

@@ -21,8 +21,7 @@ var (
 	// ErrClosed: the Host is closing or closed.
 	ErrClosed = errors.New("host: closed")
 	// ErrSendClosed: Send or CloseSend after the caller's direction was
-	// closed (CloseSend, Cancel) or after the provider's terminal; and
-	// ArgumentStream's Fragment or Done after Done or Abort.
+	// closed (CloseSend, Cancel) or after the provider's terminal.
 	ErrSendClosed = errors.New("host: send on a closed call")
 	// ErrHandshake: the child's start failed: it sent no hello within
 	// Config.StartTimeout, offered no protocol version the host speaks, or
@@ -166,8 +165,8 @@ func (e *RefusedError) Unwrap() error { return e.err }
 // SchemaError reports a payload that breaks one of a tool's schemas. It names
 // the schema, the field (a JSON pointer into the payload, "" for the whole
 // payload), the keyword that failed and what the value is (its JSON type
-// and size), never the value itself, so it is safe to log. Call, StreamArguments
-// and Send refuse arguments and input with it (nothing sent); a provider
+// and size), never the value itself, so it is safe to log. Call (also
+// with WithArgumentFragments) and Send refuse arguments and input with it (nothing sent); a provider
 // frame that breaks output_schema or result_schema fails its call with a
 // synthetic invalid_frame whose message is its Error. Match it with
 // errors.As.

@@ -26,7 +26,7 @@ func readyPID(t *testing.T, h *Host, notPID int) int {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		info := h.Children()[0]
-		if info.State == StateReady && info.PID != 0 && info.PID != notPID {
+		if info.State == "ready" && info.PID != 0 && info.PID != notPID {
 			return info.PID
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -152,7 +152,7 @@ func TestCrash(t *testing.T) {
 func TestStuckHandlerRecycled(t *testing.T) {
 	cfg := fastHealth(realConfig())
 	cfg.CancelGrace = 200 * time.Millisecond
-	cfg.EndGrace = 300 * time.Millisecond
+	cfg.endGrace = 300 * time.Millisecond
 	cfg.DrainGrace = 200 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	pid := readyPID(t, h, 0)

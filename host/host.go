@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -61,39 +62,40 @@ type Host struct {
 	// slot's state differs from seenStates (one per slot, as last seen by
 	// notifyLocked while a ChildrenChanged waiter was there).
 	childrenNew chan struct{}
-	seenStates  []ChildState
+	seenStates  []childState
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
 	closeErr  error     // set inside closeOnce
 }
 
-// ChildState is the state of one slot of the pool.
-type ChildState uint8
+// childState is the state of one slot of the pool; ChildInfo.State is its
+// name.
+type childState uint8
 
 // Child states.
 const (
-	// StateStarting: the child is being started or restarted.
-	StateStarting ChildState = iota + 1
-	// StateReady: the child takes calls.
-	StateReady
-	// StateDraining: the child finishes its calls and takes no new ones
+	// stateStarting: the child is being started or restarted.
+	stateStarting childState = iota + 1
+	// stateReady: the child takes calls.
+	stateReady
+	// stateDraining: the child finishes its calls and takes no new ones
 	// (Close, or a recycle because of stuck handlers).
-	StateDraining
-	// StateDead: the child died or was found unhealthy and is being
+	stateDraining
+	// stateDead: the child died or was found unhealthy and is being
 	// stopped; a restart follows unless the policy gives up.
-	StateDead
-	// StateDown: the restart policy gave up on this slot.
-	StateDown
+	stateDead
+	// stateDown: the restart policy gave up on this slot.
+	stateDown
 )
 
-var stateNames = [...]string{StateStarting: "starting", StateReady: "ready", StateDraining: "draining", StateDead: "dead", StateDown: "down"}
+var stateNames = [...]string{stateStarting: "starting", stateReady: "ready", stateDraining: "draining", stateDead: "dead", stateDown: "down"}
 
-// String returns the state's name, or "ChildState(n)" for an unknown value.
-func (s ChildState) String() string {
-	if s >= StateStarting && s <= StateDown {
+// String returns the state's name, or "childState(n)" for an unknown value.
+func (s childState) String() string {
+	if s >= stateStarting && s <= stateDown {
 		return stateNames[s]
 	}
-	return fmt.Sprintf("ChildState(%d)", uint8(s))
+	return fmt.Sprintf("childState(%d)", uint8(s))
 }
 
 // ChildInfo describes one slot of the pool, as Children reports it.
@@ -103,8 +105,16 @@ type ChildInfo struct {
 	ID string
 	// PID is the current child's process id; 0 while none runs.
 	PID int
-	// State is the slot's state.
-	State ChildState
+	// State is the slot's state, one of:
+	//
+	//   - "starting": the child is being started or restarted;
+	//   - "ready": the child takes calls;
+	//   - "draining": the child finishes its calls and takes no new ones
+	//     (Close, or a recycle because of stuck handlers);
+	//   - "dead": the child died or was found unhealthy and is being
+	//     stopped; a restart follows unless the policy gives up;
+	//   - "down": the restart policy gave up on this slot.
+	State string
 	// Restarts counts the restarts of this slot since Start (recycles
 	// included).
 	Restarts int
@@ -197,7 +207,7 @@ func (h *Host) startPool(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	h.slots = make([]*slot, h.cfg.PoolSize)
 	for i := range h.slots {
-		s := &slot{index: i, state: StateStarting}
+		s := &slot{index: i, state: stateStarting}
 		h.slots[i] = s
 		g.Go(func() error { // ends with the child's start; waited for by g.Wait
 			_, err := h.startChild(gctx, s)
@@ -263,7 +273,7 @@ func (h *Host) Children() []ChildInfo {
 	defer h.mu.Unlock()
 	out := make([]ChildInfo, len(h.slots))
 	for i, s := range h.slots {
-		info := ChildInfo{State: s.state, Restarts: s.restarts, LastCause: s.lastCause}
+		info := ChildInfo{State: s.state.String(), Restarts: s.restarts, LastCause: s.lastCause}
 		if ch := s.cur; ch != nil {
 			info.ID, info.PID, info.Running = ch.id, ch.proc.pid, ch.running
 			info.MaxStreams, info.Streams, info.Stuck = ch.maxStreams, ch.streams, ch.stuck
@@ -300,7 +310,7 @@ func (h *Host) notifyLocked() {
 	}
 	if h.childrenNew != nil {
 		if len(h.seenStates) != len(h.slots) {
-			h.seenStates = make([]ChildState, len(h.slots))
+			h.seenStates = make([]childState, len(h.slots))
 		}
 		moved := false
 		for i, s := range h.slots {
@@ -330,13 +340,13 @@ func (h *Host) acquire(ctx context.Context) (*child, error) {
 		allDown := true
 		var cause error
 		for _, s := range h.slots {
-			if s.state != StateDown {
+			if s.state != stateDown {
 				allDown = false
 			} else if cause == nil {
 				cause = s.lastCause
 			}
 			ch := s.cur // when set, s.state is ch.state
-			if ch == nil || ch.state != StateReady || ch.running >= ch.maxStreams {
+			if ch == nil || ch.state != stateReady || ch.running >= ch.maxStreams {
 				continue
 			}
 			if best == nil || ch.running < best.running {
@@ -386,7 +396,8 @@ type callOptions struct {
 	tree, parent string
 	observers    []calllog.Observer
 	journal      *calllog.Journal
-	streamed     bool // set by StreamArguments: the request event carries the arguments
+	streamed     bool             // set by WithArgumentFragments: the request event carries the arguments
+	fragments    iter.Seq[string] // WithArgumentFragments
 	input        []frame.Payload
 	closedInput  bool       // WithInput: the caller's whole input goes with the invoke
 	span         trace.Span // the call's client span; nil when tracing is off
@@ -485,6 +496,9 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 		return nil, err
 	}
 	o := gatherOptions(opts)
+	if o.fragments != nil {
+		return h.callStreamed(ctx, tool, t, args, o)
+	}
 	argsOK := args == nil || args.Check() == nil
 	logged := args
 	if !argsOK {
@@ -694,9 +708,9 @@ func (h *Host) FlushObservers(ctx context.Context) error { return h.rec.Drain(ct
 // directories and waits for every goroutine. Calls still running when
 // their child exits get a synthetic unreachable.
 //
-// The call log's journal is then given until ctx is done or its
-// Journal.DrainTimeout (10 s by default) has passed to keep what is
-// queued; events it could not keep by then are dropped and counted.
+// The call log's journal is then given until ctx is done (10 s when ctx
+// has no deadline) to keep what is queued; events it could not keep by
+// then are dropped and counted.
 //
 // Close is idempotent and safe to call concurrently: later calls wait for
 // the first and return its result. It returns the first error met, such

@@ -48,7 +48,7 @@ func TestRecycleIsASpan(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(context.Background())
 	cfg := fastHealth(realConfig())
-	cfg.CancelGrace, cfg.EndGrace, cfg.DrainGrace = 200*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
+	cfg.CancelGrace, cfg.endGrace, cfg.DrainGrace = 200*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
 	cfg.TracerProvider = tp
 	h, _ := testHost(t, cfg, time.Minute)
 	old := h.Children()[0]

@@ -187,7 +187,7 @@ func TestLogRecordsOfMisbehavingCalls(t *testing.T) {
 	logs := logtest.NewCapture()
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.Logger = slog.New(logs)
-	cfg.EndGrace = 200 * time.Millisecond
+	cfg.endGrace = 200 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, time.Minute)
 	trees := map[string]string{}

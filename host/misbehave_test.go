@@ -125,7 +125,7 @@ func TestConnectionReuse(t *testing.T) {
 
 func TestNoEndClosesConnection(t *testing.T) {
 	cfg := fastHealth(fakeConfig("serve"))
-	cfg.EndGrace = 200 * time.Millisecond
+	cfg.endGrace = 200 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "noend", nil)
@@ -158,7 +158,7 @@ func TestDieUnreachableWithStderr(t *testing.T) {
 	_, err = c.Wait()
 	var ce *frame.Error
 	require.Falsef(t, !errors.As(err, &ce) || !strings.Contains(Stderr(err), "fake: dying on purpose"), "Wait: %#v", err)
-	waitFor(t, func() bool { return h.Children()[0].State == StateReady && h.Children()[0].Restarts == 1 })
+	waitFor(t, func() bool { return h.Children()[0].State == "ready" && h.Children()[0].Restarts == 1 })
 }
 
 func TestSyntheticTimeout(t *testing.T) {
@@ -201,7 +201,7 @@ func TestHealthTimeout(t *testing.T) {
 			cfg.Restart.MaxRestarts = 2
 			cfg.HealthTimeout = 500 * time.Millisecond
 			h, _ := testHost(t, cfg, time.Minute)
-			waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+			waitFor(t, func() bool { return h.Children()[0].State == "down" })
 			_, err := h.Call(callCtx(t, 5*time.Second), "ok", nil)
 			require.Falsef(t, !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrUnhealthy), "Call on a down pool: %v", err)
 			if r := h.Children()[0].Restarts; r != 2 {

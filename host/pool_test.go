@@ -112,7 +112,7 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{Command: "x"}.withDefaults()
 	want := Config{Command: "x", PoolSize: 1, Limits: c.Limits,
 		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, StartTimeout: 10 * time.Second,
-		CancelGrace: time.Second, EndGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
+		CancelGrace: time.Second, endGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
 		StuckLimit: 1, Logger: c.Logger, Env: slices.Clone(defaultEnv),
 		Calls:   Calls{MaxDepth: defaultMaxDepth, MaxInFlight: defaultMaxInFlight, DetachedTimeout: 10 * time.Minute},
 		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
@@ -190,7 +190,7 @@ func TestNeverRestart(t *testing.T) {
 	c, err := h.Call(callCtx(t, 30*time.Second), "die", nil)
 	require.NoError(t, err)
 	c.Wait()
-	waitFor(t, func() bool { return h.Children()[0].State == StateDown })
+	waitFor(t, func() bool { return h.Children()[0].State == "down" })
 	_, err = h.Call(callCtx(t, 5*time.Second), "ok", nil)
 	require.Falsef(t, !errors.Is(err, ErrPoolDown) || !errors.Is(err, ErrChildDied), "Call: %v", err)
 }

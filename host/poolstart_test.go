@@ -37,7 +37,7 @@ func TestStartPoolInParallel(t *testing.T) {
 	h, _ := testHost(t, fastHealth(poolConfig(t, "poolbarrier", n)), time.Minute)
 	pids := map[int]bool{}
 	for _, info := range h.Children() {
-		if info.State != StateReady || info.PID == 0 {
+		if info.State != "ready" || info.PID == 0 {
 			require.FailNow(t, fmt.Sprintf("children %+v", h.Children()))
 		}
 		pids[info.PID] = true

@@ -27,10 +27,10 @@ var (
 		Observers:   []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
 		Journal:     &calllog.Journal{Store: (*sqlitestore.Store)(nil), Required: true},
 	}}
-	_ func(context.Context) error                                                                             = (*host.Host)(nil).FlushObservers
-	_ func(context.Context) context.Context                                                                   = host.Detached
-	_ func(context.Context, calllog.EventStore, string, uint64, time.Duration) iter.Seq2[calllog.Step, error] = calllog.Follow
-	_ func([]calllog.Event) *replay.Tree                                                                      = replay.Events
-	_ func(context.Context, error) error                                                                      = calllog.Settle
-	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error)                      = calllog.TakeOver
+	_ func(context.Context) error                                                                              = (*host.Host)(nil).FlushObservers
+	_ func(context.Context) context.Context                                                                    = host.Detached
+	_ func(context.Context, calllog.EventStore, string, uint64, time.Duration) iter.Seq2[calllog.Event, error] = calllog.Follow
+	_ func([]calllog.Event) *replay.Tree                                                                       = replay.Events
+	_ func(context.Context, error) error                                                                       = calllog.Settle
+	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error)                       = calllog.TakeOver
 )

@@ -3,7 +3,9 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 
@@ -13,21 +15,33 @@ import (
 	"github.com/skulkrt/skulk/internal/toolschema"
 )
 
-// errArgsClosed is returned by ArgumentStream.Fragment and Done after Done
-// or Abort (or after the call's context ended or its arguments were
-// refused); it matches ErrSendClosed.
+// errArgsClosed is what an argument stream's fragment and done return
+// after it was completed or aborted (the call's context ended or its
+// arguments were refused); it matches ErrSendClosed.
 var errArgsClosed = fmt.Errorf("%w: streamed arguments already completed or aborted", ErrSendClosed)
 
-// ArgumentStream is a call whose arguments arrive as fragments of their JSON
-// text, as a model streams a tool call token by token. It is in the call
-// log from StreamArguments on (a started event with arguments_streamed, then
-// one arguments event per fragment); its invoke is written only by Done,
-// once the fragments assemble into one JSON object that passes the tool's
-// arguments_schema. A partial call is never executed.
-//
-// An ArgumentStream must end with Done or Abort; if its context ends first it
-// ends cancelled by itself. Its methods are safe for concurrent use.
-type ArgumentStream struct {
+// WithArgumentFragments makes the call's arguments the JSON text fragments
+// yields, piece by piece, as a model streams a tool call token by token.
+// Call gives no arguments of its own (nil; a payload as well refuses the
+// call with a *SchemaError). The call is recorded at once (a started
+// event with arguments_streamed, then one arguments event per fragment),
+// and Call ranges over fragments; its invoke is written only once the
+// range ends and the fragments assemble into one JSON object that passes
+// the tool's arguments_schema (defaults filled in). A partial call is
+// never executed: fragments that do not assemble, break the schema or grow
+// longer in all than the child's max_header end the call refused (a
+// *SchemaError, never quoting the arguments), and a ctx that ends first
+// ends it cancelled (Call returns ctx's error). Call does not return
+// before fragments does; fragments should stop once ctx is done. The
+// refusals and errors after the arguments are complete are Call's.
+func WithArgumentFragments(fragments iter.Seq[string]) CallOption {
+	return func(o *callOptions) { o.fragments = fragments }
+}
+
+// argumentStream is a call whose arguments arrive as fragments of their
+// JSON text (WithArgumentFragments). Its methods are safe for concurrent
+// use: the context watch aborts it from another goroutine.
+type argumentStream struct {
 	h   *Host
 	t   *toolschema.Tool
 	o   *callOptions
@@ -36,23 +50,14 @@ type ArgumentStream struct {
 
 	mu     sync.Mutex
 	buf    strings.Builder // the fragments so far; bounded by max
-	closed bool            // Done, Abort, a refusal or the context ended
+	closed bool            // done, abort, a refusal or the context ended
 	stop   func() bool     // stops the context watch
 }
 
-// StreamArguments begins a call of tool whose arguments will arrive as
-// fragments (ArgumentStream.Fragment), completed by ArgumentStream.Done. The call is
-// recorded at once (a step of the running call of ctx, if any; opts as for
-// Call). An unknown tool is refused here (ErrUnknownTool, recorded as
-// refused); so is a start a required journal did not keep. ctx bounds the
-// streaming of the arguments: once it is done before Done, the call ends
-// cancelled.
-func (h *Host) StreamArguments(ctx context.Context, tool string, opts ...CallOption) (*ArgumentStream, error) {
-	t, err := h.lookupTool(tool)
-	if err != nil {
-		return nil, err
-	}
-	o := gatherOptions(opts)
+// callStreamed is Call with WithArgumentFragments: it records the call,
+// ranges over the fragments and then completes the arguments. t is the
+// tool (nil: unknown); args must be nil.
+func (h *Host) callStreamed(ctx context.Context, tool string, t *toolschema.Tool, args frame.Payload, o *callOptions) (*Call, error) {
 	o.streamed = true
 	rec, err := h.begin(ctx, tool, t, nil, o)
 	if err != nil {
@@ -61,23 +66,52 @@ func (h *Host) StreamArguments(ctx context.Context, tool string, opts ...CallOpt
 	if t == nil {
 		return nil, h.refuse(ctx, rec, "unknown_tool", frame.CodeInvalidFrame, ErrUnknownTool)
 	}
-	a := &ArgumentStream{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
+	if args != nil {
+		err := &SchemaError{Schema: "arguments", Value: "given whole and as fragments"}
+		o.endSpanRefused(err)
+		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
+	}
+	a := &argumentStream{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
 	a.mu.Lock()
 	a.stop = context.AfterFunc(ctx, func() { // runs once, briefly
 		a.abort(context.Background(), recorder.Cancelled("context done before the arguments completed"))
 	})
 	a.mu.Unlock()
-	return a, nil
+	for text := range o.fragments {
+		if ctx.Err() != nil {
+			break // the fragments after ctx ended are not asked for
+		}
+		if err := a.fragment(text); err != nil {
+			if errors.Is(err, errArgsClosed) {
+				return nil, a.cancelled(ctx)
+			}
+			return nil, err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, a.cancelled(ctx)
+	}
+	c, err := a.done(ctx)
+	if errors.Is(err, errArgsClosed) {
+		return nil, a.cancelled(ctx)
+	}
+	return c, err
 }
 
-// ID returns the call's id (its invoke's call_id once Done writes it).
-func (a *ArgumentStream) ID() string { return a.rec.ID() }
+// cancelled ends the call cancelled because ctx ended before its arguments
+// completed (unless the context watch did already), waits until its end
+// is recorded and returns ctx's error.
+func (a *argumentStream) cancelled(ctx context.Context) error {
+	a.abort(context.Background(), recorder.Cancelled("context done before the arguments completed"))
+	<-a.rec.Done()
+	return ctx.Err()
+}
 
-// Fragment appends a fragment of the arguments' JSON text; it is recorded
-// as an arguments event. Nothing is parsed or sent before Done. Arguments
+// fragment appends a fragment of the arguments' JSON text; it is recorded
+// as an arguments event. Nothing is parsed or sent before done. Arguments
 // longer in all than the child's max_header end the call refused (a
-// *SchemaError). After Done or Abort it returns an error matching ErrSendClosed.
-func (a *ArgumentStream) Fragment(text string) error {
+// *SchemaError). After done or abort it returns errArgsClosed.
+func (a *argumentStream) fragment(text string) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -96,14 +130,14 @@ func (a *ArgumentStream) Fragment(text string) error {
 	return nil
 }
 
-// Done completes the arguments: the fragments must assemble into one JSON
+// done completes the arguments: the fragments must assemble into one JSON
 // object that passes the tool's arguments_schema (defaults filled in, as
 // Call does); only then is the invoke written, and the running Call is
 // returned, governed by ctx as Call's is. Otherwise the call ends refused
-// and Done returns a *SchemaError (never quoting the arguments); the
+// and done returns a *SchemaError (never quoting the arguments); the
 // provider never runs. Refusals and errors after the arguments are
 // complete are Call's (ErrPoolDown, a *frame.Error, ...).
-func (a *ArgumentStream) Done(ctx context.Context) (*Call, error) {
+func (a *argumentStream) done(ctx context.Context) (*Call, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -128,15 +162,11 @@ func (a *ArgumentStream) Done(ctx context.Context) (*Call, error) {
 	return a.h.dispatch(ctx, a.rec, a.t, args, a.o)
 }
 
-// Abort ends the call cancelled before its arguments completed: no invoke
-// is ever written. reason is kept in the log (it must not hold user data).
-// It returns a required journal's *calllog.JournalError when the end was
-// not confirmed; after Done or Abort it returns an error matching ErrSendClosed.
-func (a *ArgumentStream) Abort(reason string) error {
-	return a.abort(context.Background(), recorder.Cancelled(reason))
-}
-
-func (a *ArgumentStream) abort(ctx context.Context, o calllog.Outcome) error {
+// abort ends the call cancelled with o before its arguments completed: no
+// invoke is ever written. It returns a required journal's
+// *calllog.JournalError when the end was not confirmed, errArgsClosed
+// after done or abort.
+func (a *argumentStream) abort(ctx context.Context, o calllog.Outcome) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -150,7 +180,7 @@ func (a *ArgumentStream) abort(ctx context.Context, o calllog.Outcome) error {
 
 // closeLocked marks the arguments closed and stops the context watch; mu
 // is held. The watch, if it is running, finds closed set and does nothing.
-func (a *ArgumentStream) closeLocked() {
+func (a *argumentStream) closeLocked() {
 	a.closed = true
 	if a.stop != nil {
 		a.stop()

@@ -4,12 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/frame"
 )
+
+// refusedTree returns the tree a refusal was recorded in.
+func refusedTree(t *testing.T, err error) string {
+	t.Helper()
+	var re *RefusedError
+	require.ErrorAs(t, err, &re)
+	return re.Tree
+}
+
+// endOf returns the end event obs was given for call id.
+func endOf(t *testing.T, obs *collector, id string) calllog.Event {
+	t.Helper()
+	for _, e := range obs.got() {
+		if e.Call == id && e.Kind.IsEnd() {
+			return e
+		}
+	}
+	require.FailNow(t, "no end event for "+id)
+	return calllog.Event{}
+}
 
 func TestStreamedArguments(t *testing.T) {
 	cfg := fakeConfig("serve")
@@ -19,17 +43,9 @@ func TestStreamedArguments(t *testing.T) {
 	obs := &collector{}
 
 	// Fragments that assemble into valid arguments: the call runs.
-	a, err := h.StreamArguments(ctx, "ok", WithObservers(obs))
-	require.NoError(t, err)
-	for _, f := range []string{`{"pre`, `fix":"z`, `"}`} {
-		require.NoError(t, a.Fragment(f))
-	}
-	c, err := a.Done(ctx)
+	c, err := h.Call(ctx, "ok", nil, WithObservers(obs), WithArgumentFragments(slices.Values([]string{`{"pre`, `fix":"z`, `"}`})))
 	require.NoError(t, err)
 	okCall(t, c, "t")
-	if err := a.Fragment("x"); !errors.Is(err, errArgsClosed) {
-		require.FailNow(t, fmt.Sprintf("Fragment after Done: %v", err))
-	}
 	var evs []calllog.Event
 	for e := range c.Events() {
 		evs = append(evs, e)
@@ -52,47 +68,74 @@ func TestStreamedArguments(t *testing.T) {
 	}
 
 	// Fragments that never make valid arguments: refused, never sent.
+	ends := &collector{}
 	var refused []string
 	for _, frags := range [][]string{
 		{`{"prefix":"z"`},            // incomplete
 		{`{"n":-1}`},                 // against the schema
 		{`{"n":1}`, `{"n":2}`},       // two objects
 		{`["not", `, `"an object"]`}, // not an object
+		{`{"prefix":"`, strings.Repeat("z", int(h.cfg.Limits.MaxHeader)), `"}`}, // longer than max_header: refused at once
 	} {
-		a, err := h.StreamArguments(ctx, "ok")
-		require.NoError(t, err)
-		for _, f := range frags {
-			require.NoError(t, a.Fragment(f))
+		want := min(len(frags), 2)
+		if len(frags) < 3 {
+			want = len(frags)
 		}
-		_, err = a.Done(ctx)
+		given := 0
+		fragments := func(yield func(string) bool) {
+			for _, f := range frags {
+				given++
+				if !yield(f) {
+					return
+				}
+			}
+		}
+		_, err := h.Call(ctx, "ok", nil, WithObservers(ends), WithArgumentFragments(fragments))
 		var se *SchemaError
-		require.ErrorAsf(t, err, &se, "%q: Done", frags)
-		refused = append(refused, a.ID())
-		o, ended := a.rec.Outcome()
-		require.Falsef(t, !ended || o.Refused != "schema", "%q: outcome %+v %v", frags, o, ended)
+		require.ErrorAsf(t, err, &se, "%.20q: Call", frags)
+		require.Equalf(t, want, given, "%.20q: fragments given", frags)
+		refused = append(refused, refusedTree(t, err))
 	}
-	// Aborted, and abandoned by its context: cancelled, never sent.
-	a, err = h.StreamArguments(ctx, "ok")
-	require.NoError(t, err)
-	a.Fragment(`{"prefix":`)
-	require.NoError(t, a.Abort("the model stopped"))
-	if _, err := a.Done(ctx); !errors.Is(err, errArgsClosed) {
-		require.FailNow(t, fmt.Sprintf("Done after Abort: %v", err))
-	}
-	refused = append(refused, a.ID())
+	// Given whole as well: refused.
+	_, err = h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": "z"}), WithObservers(ends), WithArgumentFragments(slices.Values([]string{`{}`})))
+	var se *SchemaError
+	require.ErrorAs(t, err, &se)
+	refused = append(refused, refusedTree(t, err))
+
+	// Abandoned by its context: cancelled, never sent, and the fragments
+	// after it are not asked for.
 	sctx, cancel := context.WithCancel(ctx)
-	a, err = h.StreamArguments(sctx, "ok")
-	require.NoError(t, err)
-	a.Fragment(`{`)
-	cancel()
-	<-a.rec.Done()
-	if o, _ := a.rec.Outcome(); o.Kind != calllog.KindCancelled {
-		require.FailNow(t, fmt.Sprintf("abandoned: %+v", o))
+	given := 0
+	_, err = h.Call(sctx, "ok", nil, WithObservers(ends), WithArgumentFragments(func(yield func(string) bool) {
+		given++
+		if !yield(`{"prefix":`) {
+			return
+		}
+		cancel()
+		given++
+		if !yield(`"z"}`) {
+			return
+		}
+		given++
+		yield(` `)
+	}))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 2, given)
+	require.NoError(t, h.FlushObservers(ctx))
+	var abandoned string
+	for _, e := range ends.got() {
+		if e.Kind == calllog.KindCancelled {
+			abandoned = e.Call
+		}
 	}
-	refused = append(refused, a.ID())
-	if _, err := h.StreamArguments(ctx, "nope"); !errors.Is(err, ErrUnknownTool) {
-		require.FailNow(t, fmt.Sprintf("unknown tool: %v", err))
+	require.NotEmpty(t, abandoned, "no cancelled call among %s", kinds(ends.got()))
+	refused = append(refused, abandoned)
+	for _, id := range refused[:len(refused)-1] {
+		e := endOf(t, ends, id)
+		require.Falsef(t, e.Kind != calllog.KindFailed || e.Refused != "schema", "%s: end %+v", id, e)
 	}
+	_, err = h.Call(ctx, "nope", nil, WithArgumentFragments(slices.Values([]string{`{}`})))
+	require.ErrorIs(t, err, ErrUnknownTool)
 
 	// A plain call after them all: the child saw its invoke, and none of
 	// the partial calls'.
@@ -109,5 +152,8 @@ func TestStreamedArguments(t *testing.T) {
 	require.NoError(t, h.FlushObservers(ctx))
 	for _, e := range obs.got() {
 		require.Falsef(t, e.Kind == calllog.KindArguments && (e.FragmentKept || e.Fragment != "" || e.FragmentBytes == 0), "observer given %+v", e)
+	}
+	if err := (&argumentStream{closed: true}).fragment("x"); !errors.Is(err, ErrSendClosed) {
+		require.FailNow(t, fmt.Sprintf("fragment after done: %v", err))
 	}
 }

@@ -95,7 +95,7 @@ func TestToolListChangedByRunningChild(t *testing.T) {
 
 	info := h.Children()
 	require.Len(t, info, 1)
-	require.Equal(t, StateReady, info[0].State)
+	require.Equal(t, "ready", info[0].State)
 	require.Zero(t, info[0].Restarts)
 	require.Contains(t, logs.String(), "child tools changed")
 }

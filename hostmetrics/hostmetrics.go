@@ -244,7 +244,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // states are the label values of skulk_child_state.
-var states = []host.ChildState{host.StateStarting, host.StateReady, host.StateDraining, host.StateDead, host.StateDown}
+var states = []string{"starting", "ready", "draining", "dead", "down"}
 
 // Collect sends the metrics' current values: the counters, and the
 // watched host's pool as it is now.
@@ -266,7 +266,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			if c.State == s {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, v, slot, s.String())
+			ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, v, slot, s)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(running))

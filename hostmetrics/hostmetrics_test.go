@@ -138,7 +138,7 @@ skulk_calls_in_flight 0
 				state = l.GetValue()
 			}
 		}
-		if want := state == host.StateReady.String(); (mm.GetGauge().GetValue() == 1) != want {
+		if want := state == "ready"; (mm.GetGauge().GetValue() == 1) != want {
 			assert.Fail(t, fmt.Sprintf("skulk_child_state{state=%q} = %v", state, mm.GetGauge().GetValue()))
 		}
 	}

@@ -142,20 +142,20 @@ func TestTreesLinkedAcrossHosts(t *testing.T) {
 	// then back from its start's link to the caller's tree.
 	var kinds []calllog.Kind
 	var back *calllog.Link
-	for step, err := range calllog.Follow(ctx, s.st, req.Remote.Tree, 0, 0) {
+	for e, err := range calllog.Follow(ctx, s.st, req.Remote.Tree, 0, 0) {
 		require.NoError(t, err)
-		kinds = append(kinds, step.Event.Kind)
-		if step.Event.Caller != nil {
-			back = step.Event.Caller
+		kinds = append(kinds, e.Kind)
+		if e.Caller != nil {
+			back = e.Caller
 		}
 	}
 	assert.Equal(t, calllog.KindStarted, kinds[0])
 	assert.Equal(t, calllog.KindCompleted, kinds[len(kinds)-1])
 	require.NotNil(t, back)
 	n := 0
-	for step, err := range calllog.Follow(ctx, s.st, back.Tree, 0, 0) {
+	for e, err := range calllog.Follow(ctx, s.st, back.Tree, 0, 0) {
 		require.NoError(t, err)
-		if step.Event.Call == back.Call {
+		if e.Call == back.Call {
 			n++
 		}
 	}

@@ -108,7 +108,7 @@ func WaitRestart(t testing.TB, h *host.Host, slot, n int) host.ChildInfo {
 			t.Fatalf("skulktest: WaitRestart: the pool has %d slots", len(kids))
 		}
 		info := kids[slot]
-		if info.Restarts >= n && info.State == host.StateReady {
+		if info.Restarts >= n && info.State == "ready" {
 			return info
 		}
 		if time.Now().After(deadline) {

@@ -104,7 +104,7 @@ func TestFakeToolDetached(t *testing.T) {
 	opts := child.Options{Tools: []child.Tool{{
 		ID: "ask",
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
-			c, err := s.Call(ctx, "spell", nil, child.Detached())
+			c, err := s.Call(child.Detached(ctx), "spell", nil)
 			if err != nil {
 				return nil, err
 			}

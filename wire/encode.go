@@ -283,7 +283,7 @@ func appendCalls(b []byte, c *Calls) ([]byte, error) {
 	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(c.Tools))
 	for i := range c.Tools {
 		var err error
-		if b, err = AppendTool(b, &c.Tools[i]); err != nil {
+		if b, err = appendTool(b, &c.Tools[i]); err != nil {
 			return b, fmt.Errorf("wire: calls tool %d: %w", i, err)
 		}
 	}
@@ -368,7 +368,7 @@ func appendHello(b []byte, p *Hello) ([]byte, error) {
 	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(p.Tools))
 	for i := range p.Tools {
 		var err error
-		if b, err = AppendTool(b, &p.Tools[i]); err != nil {
+		if b, err = appendTool(b, &p.Tools[i]); err != nil {
 			return b, fmt.Errorf("wire: tool %d: %w", i, err)
 		}
 	}
@@ -386,19 +386,19 @@ func appendToolList(b []byte, p *Tools) ([]byte, error) {
 	b = mpack.AppendArrayHeader(mpack.AppendString(b, "tools"), len(p.Tools))
 	for i := range p.Tools {
 		var err error
-		if b, err = AppendTool(b, &p.Tools[i]); err != nil {
+		if b, err = appendTool(b, &p.Tools[i]); err != nil {
 			return b, fmt.Errorf("wire: tool %d: %w", i, err)
 		}
 	}
 	return b, nil
 }
 
-// AppendTool appends t as hello carries it, a msgpack map, to b. The
+// appendTool appends t as hello carries it, a msgpack map, to b. The
 // encoding is canonical (map keys sorted at every depth, numbers compact),
 // so equal descriptors encode to equal bytes whatever the order their maps
 // were built in: the Go child SDK hashes it for a tool that names no version. Errors: an id that breaks
 // the rules, or a schema holding a value msgpack cannot encode.
-func AppendTool(b []byte, t *Tool) ([]byte, error) {
+func appendTool(b []byte, t *Tool) ([]byte, error) {
 	if err := checkID("tools.id", t.ID); err != nil {
 		return b, err
 	}

@@ -40,3 +40,6 @@ func DecodeSchema(raw []byte, dst *map[string]any) error { return decodeSchema(r
 func DecodeTools(r *mpack.Reader) ([]Tool, error) { return decodeTools(r) }
 
 func (d *decoder) Decode(h []byte, attLen uint32) (Packet, error) { return d.decode(h, attLen) }
+
+// AppendTool is appendTool, for the canonical-encoding tests.
+var AppendTool = appendTool

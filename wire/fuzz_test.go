@@ -237,7 +237,7 @@ func violates(f *frame.Frame) string {
 
 // FuzzStartupCalls encodes a startup whose calls map is built from the
 // fuzzer's values and decodes it back: a map the encoder accepts decodes
-// to itself, and one it refuses is one Calls.Validate or AppendTool refuses.
+// to itself, and one it refuses is one Calls.Validate or appendTool refuses.
 func FuzzStartupCalls(f *testing.F) {
 	f.Add("/run/skulk/c0.1/calls.sock", int64(8), int64(16), "lookup", true, false)
 	f.Add("", int64(0), int64(-1), "", false, true)

@@ -477,7 +477,7 @@ func invalidPacketCases() []invalidPacketCase {
 		{"error code unknown", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "oops", "message": ""})...), nil, protocol.TypeFrame, "error.code", "c1"},
 		{"error not a map", hdr(frameKV("kind", "failed", "payload", nil, "error", "boom")...), nil, protocol.TypeFrame, "error", "c1"},
 		{"error message too long", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "timeout",
-			"message": strings.Repeat("é", frame.MaxMessageChars+1)})...), nil, protocol.TypeFrame, "error.message", "c1"},
+			"message": strings.Repeat("é", 2049)})...), nil, protocol.TypeFrame, "error.message", "c1"},
 		{"failed with cancelled", hdr(frameKV("kind", "failed", "payload", nil, "error", map[string]any{"code": "cancelled"})...), nil, protocol.TypeFrame, "error.code", "c1"},
 		{"invoke without arguments", hdr("t", "invoke", "call_id", "c1", "tool_id", "x"), nil, protocol.TypeInvoke, "arguments", "c1"},
 		{"invoke arguments nil", hdr("t", "invoke", "call_id", "c1", "tool_id", "x", "arguments", nil), nil, protocol.TypeInvoke, "arguments", "c1"},

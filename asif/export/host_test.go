@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,7 +193,7 @@ func TestRealCallCutByWindow(t *testing.T) {
 var childBin string
 
 // TestRealStreamedArguments streams a call's arguments through
-// host.StreamArguments to cmd/skulk-child and exports it: whole, cut after the
+// host.WithArgumentFragments to cmd/skulk-child and exports it: whole, cut after the
 // first fragment, and from there on (the worked examples' progression);
 // then a call aborted and one refused before their arguments completed.
 func TestRealStreamedArguments(t *testing.T) {
@@ -201,17 +202,12 @@ func TestRealStreamedArguments(t *testing.T) {
 	defer cancel()
 	tools := h.Tools()
 
-	a, err := h.StreamArguments(ctx, "count")
-	require.NoError(t, err)
-	for _, f := range []string{`{"n"`, `: 2}`} {
-		require.NoError(t, a.Fragment(f))
-	}
-	c, err := a.Done(ctx)
+	c, err := h.Call(ctx, "count", nil, host.WithArgumentFragments(slices.Values([]string{`{"n"`, `: 2}`})))
 	require.NoError(t, err)
 	if _, err := c.Wait(); err != nil {
 		require.FailNow(t, fmt.Sprint(err))
 	}
-	events := treeEvents(t, store, a.ID())
+	events := treeEvents(t, store, c.ID())
 	var firstFrag, request uint64
 	for _, e := range events {
 		switch {
@@ -230,7 +226,7 @@ func TestRealStreamedArguments(t *testing.T) {
 	}
 	s := frep.Stream("arguments-" + complete)
 	require.Falsef(t, s == nil || s.Status != asif.StreamComplete || !s.Executable || string(s.Bytes) != `{"n": 2}`, "full stream %+v", s)
-	if st := callState(t, frep, a.ID()); string(st.Arguments) != `{"n":2}` || !st.Terminal || st.Outcome != asif.OutcomeSuccess || st.Results != 3 {
+	if st := callState(t, frep, c.ID()); string(st.Arguments) != `{"n":2}` || !st.Terminal || st.Outcome != asif.OutcomeSuccess || st.Results != 3 {
 		require.FailNow(t, fmt.Sprintf("full state %+v", st))
 	}
 
@@ -256,19 +252,29 @@ func TestRealStreamedArguments(t *testing.T) {
 		require.FailNow(t, fmt.Sprintf("late partial stream %+v", p))
 	}
 
-	// Aborted, and refused by the schema: partial calls, never executable.
-	ab, err := h.StreamArguments(ctx, "count")
-	require.NoError(t, err)
-	require.NoError(t, ab.Fragment(`{"n": 1`))
-	require.NoError(t, ab.Abort("gave up"))
-	rf, err := h.StreamArguments(ctx, "count")
-	require.NoError(t, err)
-	require.NoError(t, rf.Fragment(`{"n": "two"}`))
+	// Abandoned by its context, and refused by the schema: partial calls,
+	// never executable.
+	abCtx, abandon := context.WithCancel(ctx)
+	var abID string
+	_, err = h.Call(abCtx, "count", nil, host.WithObservers(calllog.ObserverFunc(func(_ context.Context, e calllog.Event) error {
+		if e.Kind == calllog.KindStarted {
+			abID = e.Call
+		}
+		return nil
+	})), host.WithArgumentFragments(func(yield func(string) bool) {
+		if yield(`{"n": 1`) {
+			abandon()
+		}
+	}))
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, h.FlushObservers(ctx))
+	_, err = h.Call(ctx, "count", nil, host.WithArgumentFragments(slices.Values([]string{`{"n": "two"}`})))
 	var se *host.SchemaError
-	if _, err := rf.Done(ctx); !errors.As(err, &se) {
+	var re *host.RefusedError
+	if !errors.As(err, &se) || !errors.As(err, &re) {
 		require.FailNow(t, fmt.Sprintf("refused: %v", err))
 	}
-	for id, want := range map[string]asif.Outcome{ab.ID(): asif.OutcomeCancelled, rf.ID(): asif.OutcomeError} {
+	for id, want := range map[string]asif.Outcome{abID: asif.OutcomeCancelled, re.Tree: asif.OutcomeError} {
 		_, rep, _ := exportCheck(t, treeEvents(t, store, id), Options{Tools: tools})
 		st := callState(t, rep, id)
 		if st.ArgumentsStatus != asif.ArgumentsPartial || !st.Terminal || st.Outcome != want || len(rep.Streams) != 1 ||

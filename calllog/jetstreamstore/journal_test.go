@@ -15,6 +15,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/jetstreamstore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/natstest"
 	"github.com/skulkrt/skulk/internal/recorder"
 )
@@ -34,10 +35,10 @@ func call(ctx context.Context, r *recorder.Recorder, id string, n int) error {
 }
 
 // follow reads tree to its end with Follow.
-func follow(ctx context.Context, t *testing.T, st calllog.EventStore, tree string) []calllog.Step {
+func follow(ctx context.Context, t *testing.T, st calllog.EventStore, tree string) []eventstore.Step {
 	t.Helper()
-	var steps []calllog.Step
-	for s, err := range calllog.Follow(ctx, st, tree, 0, 20*time.Millisecond) {
+	var steps []eventstore.Step
+	for s, err := range eventstore.Steps(calllog.Follow(ctx, st, tree, 0, 20*time.Millisecond)) {
 		require.NoError(t, err, "follower")
 		steps = append(steps, s)
 	}

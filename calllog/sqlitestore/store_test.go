@@ -19,6 +19,7 @@ import (
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
 )
 
@@ -176,14 +177,14 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	// before the kill.
 	ro := open(t, path, sqlitestore.Options{ReadOnly: true})
 	type result struct {
-		steps []calllog.Step
+		steps []eventstore.Step
 		err   error
 	}
 	seen := make(chan int, 1)
 	res := make(chan result, 1)
 	go func() { // stopped by the tree's end or ctx
 		var r result
-		for st, err := range calllog.Follow(ctx, ro, crashID, 0, 20*time.Millisecond) {
+		for st, err := range eventstore.Steps(calllog.Follow(ctx, ro, crashID, 0, 20*time.Millisecond)) {
 			if err != nil {
 				r.err = err
 				break

@@ -21,7 +21,8 @@ const (
 	defaultJournalQueue = 65_536
 	// defaultJournalQueueBytes bounds their bytes (eventBytes).
 	defaultJournalQueueBytes = 64 << 20
-	// defaultDrainTimeout bounds Close's wait for the journal writers.
+	// defaultDrainTimeout bounds Close's wait for the journal writers
+	// when its context has no deadline.
 	defaultDrainTimeout = 10 * time.Second
 	// eventOverhead is what an event costs in the queue beside its
 	// strings and content: the Event (280 bytes) and its Content.
@@ -71,13 +72,6 @@ func journalQueueBytes(j *calllog.Journal) int64 {
 		return j.QueueBytes
 	}
 	return defaultJournalQueueBytes
-}
-
-func drainTimeout(j *calllog.Journal) time.Duration {
-	if j.DrainTimeout > 0 {
-		return j.DrainTimeout
-	}
-	return defaultDrainTimeout
 }
 
 // eventBytes is what e costs in a journal queue: eventOverhead, its

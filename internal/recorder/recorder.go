@@ -186,8 +186,8 @@ func (r *Recorder) Drain(ctx context.Context) error {
 }
 
 // Close stops the recorder: no call can begin after it starts. It gives
-// the journal writers until ctx is done or the journal's DrainTimeout has
-// passed, whichever is first, to keep what is queued (a send that fails is
+// the journal writers until ctx is done (defaultDrainTimeout when ctx has
+// no deadline) to keep what is queued (a send that fails is
 // not made again once Close has started), and the observers until ctx is
 // done to be given theirs, then cancels the observers' and stores' context
 // and waits for every goroutine. It returns ErrCloseTimeout when they have
@@ -209,11 +209,10 @@ func (r *Recorder) Close(ctx context.Context) error {
 		w.finish()
 	}
 	if len(writers) > 0 {
-		var bound time.Duration // the longest of the writers' journals' (a tree may bring its own)
-		for _, w := range writers {
-			bound = max(bound, drainTimeout(w.j))
+		dctx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			dctx, cancel = context.WithTimeout(ctx, defaultDrainTimeout)
 		}
-		dctx, cancel := context.WithTimeout(ctx, bound)
 		for _, w := range writers {
 			select {
 			case <-w.done:

@@ -62,12 +62,32 @@ type Call struct {
 	Remote *calllog.Link
 }
 
-// Err is the call's error as its caller got it: nil when done or not ended.
+// ErrOutcomeUnknown is the Err of a call whose end is KindUnknown: the log
+// does not say how the call ended (its writer stopped before its end was
+// kept, and a takeover recorded it as unknown).
+var ErrOutcomeUnknown = errors.New("calllog: the call's outcome is unknown: its end was not kept")
+
+// Err is the call's error as its caller got it: nil when done or not
+// ended, ErrOutcomeUnknown for an unknown end, else a *frame.Error.
 func (c *Call) Err() error {
 	if !c.Ended {
 		return nil
 	}
-	return c.Outcome.Err()
+	o := c.Outcome
+	switch o.Kind {
+	case calllog.KindCompleted:
+		return nil
+	case calllog.KindUnknown:
+		return ErrOutcomeUnknown
+	case calllog.KindCancelled:
+		if o.Error == nil {
+			return &frame.Error{Code: frame.CodeCancelled}
+		}
+	}
+	if o.Error == nil {
+		return &frame.Error{Code: frame.CodeProviderError}
+	}
+	return &frame.Error{Code: o.Error.Code, Message: o.Error.Message}
 }
 
 // Tree is what a Replayer rebuilds.

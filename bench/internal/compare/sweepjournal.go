@@ -76,9 +76,8 @@ func (sw *sweeper) journalCall(ctx context.Context, ss *skulkSystem, name string
 	if queue > 0 {
 		// A queue meant to hold the whole call holds it in bytes too
 		// (a count event's content is 64 bytes, well under 1 KiB with
-		// its ids and fixed cost), and Close waits for it to be kept.
+		// its ids and fixed cost); Close waits for it to be kept (below).
 		j.QueueBytes = int64(queue) << 10
-		j.DrainTimeout = 10 * time.Minute
 	}
 	h, err := host.Start(ctx, host.Config{Command: ss.bin, ExtraEnv: ss.env, TempDir: ss.dir,
 		CallLog: calllog.Options{Journal: j}})
@@ -109,7 +108,11 @@ func (sw *sweeper) journalCall(ctx context.Context, ss *skulkSystem, name string
 	}
 	jr.callDur = time.Since(t0)
 	u, merr := m.Stop() // before Close stops the child; the host's CPU after it is counted below
-	cerr := h.Close(ctx)
+	// Close waits for the journal to keep the queue as long as its
+	// context allows: a whole-call queue takes tens of seconds.
+	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	cerr := h.Close(closeCtx)
+	cancel()
 	jr.took = time.Since(t0)
 	self1, serr := cpuacct.Self()
 	if err := errors.Join(err, merr, cerr, serr); err != nil {
@@ -195,12 +198,12 @@ func (sw *sweeper) journalPoint(ctx context.Context, rec *sweepRec, ss *skulkSys
 
 	t0 = time.Now()
 	steps := 0
-	for st, err := range calllog.Follow(ctx, b.st, b.tree, 0, 0) {
+	for e, err := range calllog.Follow(ctx, b.st, b.tree, 0, 0) {
 		if err != nil {
 			return fmt.Errorf("follower: %w", err)
 		}
-		if st.LostFrom != 0 {
-			return fmt.Errorf("follower: events %d to %d lost", st.LostFrom, st.LostTo)
+		if e.Seq > e.After+1 {
+			return fmt.Errorf("follower: events %d to %d lost", e.After+1, e.Seq-1)
 		}
 		steps++
 	}

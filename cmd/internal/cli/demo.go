@@ -308,7 +308,7 @@ func awaitRestart(ctx context.Context, h *host.Host, old int) (host.ChildInfo, e
 	defer tick.Stop()
 	for {
 		c := h.Children()[0]
-		if c.State == host.StateReady && c.PID != 0 && c.PID != old {
+		if c.State == "ready" && c.PID != 0 && c.PID != old {
 			return c, nil
 		}
 		select {

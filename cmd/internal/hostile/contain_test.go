@@ -133,7 +133,7 @@ func TestMemoryLimit(t *testing.T) {
 	var info host.ChildInfo
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		info = h.Children()[0]
-		if info.State == host.StateReady && info.PID != first {
+		if info.State == "ready" && info.PID != first {
 			break
 		}
 		require.False(t, time.Now().After(deadline), "no restart: %+v", info)

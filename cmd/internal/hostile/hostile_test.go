@@ -383,7 +383,7 @@ func TestGrandchildDoesNotHoldTheStop(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		info := h.Children()[0]
-		if info.State == host.StateReady && info.PID != first {
+		if info.State == "ready" && info.PID != first {
 			break
 		}
 		require.Falsef(t, time.Now().After(deadline), "no new child: %+v", info)
@@ -420,7 +420,7 @@ func TestRecycleTakesTheGrandchild(t *testing.T) {
 	var info host.ChildInfo
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		info = h.Children()[0]
-		if info.State == host.StateReady && info.PID != first {
+		if info.State == "ready" && info.PID != first {
 			break
 		}
 		require.Falsef(t, time.Now().After(deadline), "no recycle: %+v", info)

@@ -53,7 +53,7 @@ func TestLostCallsEnd(t *testing.T) {
 			var info host.ChildInfo
 			for {
 				info = h.Children()[0]
-				if info.PID != first && info.State == host.StateReady {
+				if info.PID != first && info.State == "ready" {
 					break
 				}
 				require.NoError(t, ctx.Err(), "the child was not recycled: %+v", info)

@@ -692,14 +692,14 @@ func (s *Server) HealthHandler() http.Handler {
 			h, st, loops := b.h, b.status, b.crashLoops
 			b.mu.Unlock()
 			if h == nil {
-				report.Children = append(report.Children, childHealth{Name: b.name, Status: st.String(), CrashLoops: loops, State: host.StateDown.String()})
+				report.Children = append(report.Children, childHealth{Name: b.name, Status: st.String(), CrashLoops: loops, State: "down"})
 				continue
 			}
 			ready := false
 			for _, c := range h.Children() {
 				report.Children = append(report.Children, childHealth{Name: b.name, Status: st.String(), CrashLoops: loops,
-					ID: c.ID, PID: c.PID, State: c.State.String(), Restarts: c.Restarts, Running: c.Running})
-				ready = ready || c.State == host.StateReady
+					ID: c.ID, PID: c.PID, State: c.State, Restarts: c.Restarts, Running: c.Running})
+				ready = ready || c.State == "ready"
 			}
 			if ready {
 				readyChildren++

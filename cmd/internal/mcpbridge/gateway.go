@@ -184,11 +184,11 @@ func readyIDs(h *host.Host) (ids string, down bool) {
 	down = true
 	var b strings.Builder
 	for _, c := range h.Children() {
-		if c.State == host.StateReady {
+		if c.State == "ready" {
 			b.WriteString(c.ID)
 			b.WriteByte(',')
 		}
-		down = down && c.State == host.StateDown
+		down = down && c.State == "down"
 	}
 	return b.String(), down
 }
