@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/vmihailenco/msgpack/v5"
 )

@@ -1,7 +1,7 @@
 package wire
 
 import (
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/internal/protocol"
 )
 
