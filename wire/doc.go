@@ -32,6 +32,6 @@
 //     closes the connection.
 //
 // The host and the child SDK read their connections with the module's
-// own reader (internal/packetio), which decodes through DecodeHeader, and
+// own reader (internal/packetio), which decodes through a Decoder, and
 // write them with one coalescing writer (internal/coalesce).
 package wire

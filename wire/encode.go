@@ -9,7 +9,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/frame/mpack"
-	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
