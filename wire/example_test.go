@@ -69,6 +69,12 @@ func ExampleDecode_errors() {
 	if errors.Is(err, frame.ErrInvalid) && errors.As(err, &fe) {
 		fmt.Println("invalid frame:", fe)
 	}
+	// The packet and its call id, to answer with a failed invalid_frame.
+	var inv interface{ InvalidPacket() (string, string) }
+	if errors.As(err, &inv) {
+		typ, callID := inv.InvalidPacket()
+		fmt.Println("answer", typ, callID)
+	}
 
 	// A header length of 0: a protocol error; close the connection.
 	_, err = wire.Decode([]byte{0, 0, 0, 0, 0, 0, 0, 0}, wire.Limits{})
@@ -79,6 +85,7 @@ func ExampleDecode_errors() {
 	fmt.Println(errors.Is(err, wire.ErrProtocol), errors.Is(err, wire.ErrTooLarge))
 	// Output:
 	// invalid frame: frame: kind: unknown value
+	// answer frame c1
 	// true false
 	// true true
 }
