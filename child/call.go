@@ -394,9 +394,8 @@ func (cl *call) finish(res result) {
 // isConnErr reports whether err came from the connection rather than from
 // the frame.
 func isConnErr(err error) bool {
-	var inv *protocol.InvalidError
-	return !errors.As(err, &inv) && !errors.Is(err, protocol.ErrHeaderLength) &&
-		!errors.Is(err, protocol.ErrAttachmentLength) && !errors.Is(err, frame.ErrInvalid)
+	_, inv := protocol.AsInvalid(err)
+	return !inv && !errors.Is(err, wire.ErrTooLarge) && !errors.Is(err, frame.ErrInvalid)
 }
 
 // writeCauseTerminal writes the terminal of the cancellation cause unless a

@@ -99,8 +99,7 @@ func (c *conn) readLoop(prev *call, wg *sync.WaitGroup) {
 	for {
 		p, err := c.r.ReadPacket()
 		if err != nil {
-			var inv *protocol.InvalidError
-			if errors.As(err, &inv) && inv.Type == protocol.TypeInvoke && inv.CallID != "" && (prev == nil || prev.ended()) {
+			if inv, ok := protocol.AsInvalid(err); ok && inv.Type == protocol.TypeInvoke && inv.CallID != "" && (prev == nil || prev.ended()) {
 				// An invalid invoke we can answer: failed invalid_frame, end, close.
 				c.writeImmediate(inv.CallID, immediate{kind: frame.KindFailed, code: frame.CodeInvalidFrame, msg: "invalid invoke"})
 				c.w.Flush()
@@ -336,8 +335,7 @@ func (c *conn) readBuffered(cl *call) callerState {
 func (c *conn) callerPacket(cl *call, p wire.Packet, err error) callerState {
 	if err != nil {
 		c.ensureRunning(cl)
-		var inv *protocol.InvalidError
-		if errors.As(err, &inv) && inv.Type == protocol.TypeFrame {
+		if inv, ok := protocol.AsInvalid(err); ok && inv.Type == protocol.TypeFrame {
 			c.invalidInput(cl)
 			return callerBroken
 		}
@@ -385,8 +383,7 @@ func (c *conn) invalidInput(cl *call) {
 	cl.cancelWith(ErrInvalidInput)
 	for {
 		if _, err := c.r.ReadPacket(); err != nil {
-			var inv *protocol.InvalidError
-			if !errors.As(err, &inv) {
+			if _, ok := protocol.AsInvalid(err); !ok {
 				c.abort(cl)
 				return
 			}

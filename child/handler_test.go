@@ -12,7 +12,6 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
@@ -148,7 +147,7 @@ func TestHandlerErrors(t *testing.T) {
 	require.Equal(t, "backend down", f.Error.Message)
 	require.Equal(t, frame.KindCancelled, call("he2", "cancels").Kind)
 	f = call("he3", "huge")
-	require.ErrorIs(t, <-sendErr, protocol.ErrHeaderLength)
+	require.ErrorIs(t, <-sendErr, wire.ErrTooLarge)
 	require.Equal(t, frame.KindFailed, f.Kind)
 	require.Equal(t, frame.CodeProviderError, f.Error.Code)
 	require.Equal(t, uint64(1), f.Sequence)

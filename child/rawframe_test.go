@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 )
 
 // withSynthetic returns the encoded frame packet b with "synthetic": true

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 )
 
 // Field bounds of docs/protocol.md §3 (frame, inline media, error). Lengths

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

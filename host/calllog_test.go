@@ -22,7 +22,6 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
-	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -142,7 +141,7 @@ func TestCallEventsOrder(t *testing.T) {
 
 // TestRefusedOverMaxHeader: an invoke, or a chunk sent with it, larger
 // than the child's max_header is refused before anything reaches the
-// child: an error matching protocol.ErrHeaderLength, a "limits" refusal in the
+// child: an error matching wire.ErrTooLarge, a "limits" refusal in the
 // log, no invoke seen by the child, no slot held, and the next call served
 // as usual. Just under the limit is not refused.
 func TestRefusedOverMaxHeader(t *testing.T) {
@@ -153,11 +152,11 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{obs}})
 	ctx := callCtx(t, 20*time.Second)
 	big := strings.Repeat("x", 5000)
-	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": big})); !errors.Is(err, protocol.ErrHeaderLength) {
+	if _, err := h.Call(ctx, "ok", frame.MustPayload(map[string]any{"prefix": big})); !errors.Is(err, wire.ErrTooLarge) {
 		require.FailNow(t, fmt.Sprintf("large arguments: %v", err))
 	}
 	chunk := frame.MustPayload(map[string]any{"text": big})
-	if _, err := h.Call(ctx, "ok", nil, WithInput(chunk)); !errors.Is(err, protocol.ErrHeaderLength) {
+	if _, err := h.Call(ctx, "ok", nil, WithInput(chunk)); !errors.Is(err, wire.ErrTooLarge) {
 		require.FailNow(t, fmt.Sprintf("large input chunk: %v", err))
 	}
 	if n := h.Children()[0].Running; n != 0 {
@@ -167,7 +166,7 @@ func TestRefusedOverMaxHeader(t *testing.T) {
 	// as sent, and the call goes on.
 	sc, err := h.Call(ctx, "ok", nil)
 	require.NoError(t, err)
-	if err := sc.Send(ctx, chunk, nil); !errors.Is(err, protocol.ErrHeaderLength) {
+	if err := sc.Send(ctx, chunk, nil); !errors.Is(err, wire.ErrTooLarge) {
 		require.FailNow(t, fmt.Sprintf("large chunk sent: %v", err))
 	}
 	require.NoError(t, sc.Send(ctx, frame.MustPayload(map[string]any{"text": "small"}), nil))

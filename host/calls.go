@@ -244,8 +244,7 @@ func (s *callServer) serveConn(nc net.Conn) {
 		}
 		next = nil
 		if err != nil {
-			var ie *protocol.InvalidError
-			if errors.As(err, &ie) && ie.Type == protocol.TypeInvoke && ie.CallID != "" {
+			if ie, ok := protocol.AsInvalid(err); ok && ie.Type == protocol.TypeInvoke && ie.CallID != "" {
 				w.refuse(ie.CallID, frame.CodeInvalidFrame, "invalid invoke")
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -384,8 +383,8 @@ func (s *callServer) pumpIn(nc net.Conn, r *packetio.Reader, callee nestedCallee
 	for {
 		pkt, err := r.ReadPacket()
 		if err != nil {
-			var ie *protocol.InvalidError
-			return false, errors.As(err, &ie) && ie.Type == protocol.TypeFrame
+			ie, ok := protocol.AsInvalid(err)
+			return false, ok && ie.Type == protocol.TypeFrame
 		}
 		fp, ok := pkt.(*wire.Frame)
 		if !ok || fp.CallID != id {

@@ -601,8 +601,7 @@ func (c *streamConn) causeOf(err error) *synth {
 	default:
 	}
 	if err != nil {
-		var inv *protocol.InvalidError
-		if errors.As(err, &inv) || errors.Is(err, wire.ErrProtocol) {
+		if _, ok := protocol.AsInvalid(err); ok || errors.Is(err, wire.ErrProtocol) {
 			return &synth{kind: frame.KindFailed, code: frame.CodeInvalidFrame, msg: "provider packet refused: " + err.Error()}
 		}
 	}

@@ -345,9 +345,8 @@ func readCause(err error) *linkError {
 	if errors.As(err, &le) {
 		return le
 	}
-	var ie *protocol.InvalidError
-	if errors.As(err, &ie) {
-		return &linkError{frame.CodeInvalidFrame, "a packet of the call broke the protocol: invalid " + ie.Error()}
+	if ie, ok := protocol.AsInvalid(err); ok {
+		return &linkError{frame.CodeInvalidFrame, "a packet of the call broke the protocol: invalid " + ie.Err.Error()}
 	}
 	if errors.Is(err, wire.ErrProtocol) {
 		return &linkError{frame.CodeInvalidFrame, "a packet of the call broke the protocol"}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
 
 // Benchmarks of the packet path. docs/performance.md ("Benchmarks of the

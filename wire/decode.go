@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
-	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/frame/mpack"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -23,7 +23,7 @@ func Decode(b []byte, l Limits) (Packet, error) {
 		return nil, fmt.Errorf("%w: packet shorter than its prefix", protocol.ErrMalformedHeader)
 	}
 	h, a := binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
-	if err := protocol.CheckLengths(h, a, l.MaxHeader, l.MaxAttachment); err != nil {
+	if err := l.Check(h, a); err != nil {
 		return nil, err
 	}
 	if uint64(len(b)) != protocol.PrefixLen+uint64(h)+uint64(a) {
@@ -42,26 +42,49 @@ func Decode(b []byte, l Limits) (Packet, error) {
 	return p, nil
 }
 
-// DecodeHeader decodes the header h of one packet whose attachment,
-// attLen bytes long, the caller reads on its own: an inline-media frame
-// comes back with empty Data, for the caller to replace with the attLen
-// bytes it reads. h holds no
-// prefix, and its length and attLen must already have been checked
-// against the limits. st carries what one connection's decoding keeps
-// from one packet to the next; it is the module's own connection reader
-// that passes one. A caller outside the module, which cannot name its
-// type, passes nil: each packet is then decoded on its own, and every
-// slice of it is the caller's to keep (Decode reads a packet held whole).
+// Decoder decodes the packets of one connection as a reader takes them
+// off it: the reader reads a packet's 8-byte prefix, checks its two
+// lengths with Limits.Check, reads the header, and hands it to
+// DecodeHeader; the attachment it reads on its own, straight into a
+// buffer of its choosing. A Decoder keeps what one packet tells about the
+// next: the frames of one call share one call id string, and small
+// payloads are copied side by side into 2 KiB blocks rather than
+// allocated one by one (a small payload kept long after the others keeps
+// its block alive). Decode reads a packet held whole, with none of this.
 //
-// Errors are Decode's: an error matching ErrProtocol, or one matching
-// frame.ErrInvalid for a frame, invoke or end that parsed but broke the
-// rules.
-func DecodeHeader(st *protocol.DecodeState, h []byte, attLen uint32) (Packet, error) {
-	if st == nil {
-		st = &protocol.DecodeState{}
-	}
-	d := decoder{st: st}
-	return d.decode(h, attLen)
+// The zero Decoder is ready to use. A Decoder belongs to the one
+// goroutine that reads its connection: it is not safe for concurrent use.
+type Decoder struct {
+	// ReuseFrames makes every frame packet DecodeHeader returns the same
+	// *Frame, overwritten by the next frame: for a reader that is done
+	// with each frame before it decodes the next one. False (the zero
+	// value) gives a new *Frame each time, the caller's to keep.
+	ReuseFrames bool
+
+	st protocol.DecodeState
+}
+
+// ExpectCallID tells d that the frames it decodes next will likely carry
+// call id id, as a host knows when it has just sent a call's invoke: a
+// frame whose call id is id then shares that string instead of allocating
+// its own. Frames of one call share one string without it; the hint saves
+// the allocation of a call's first frame.
+func (d *Decoder) ExpectCallID(id string) { d.st.LastCallID = id }
+
+// DecodeHeader decodes the header h of one packet whose attachment, attLen
+// bytes long, the caller reads on its own: an inline-media frame comes
+// back with empty Data, for the caller to replace with the attLen bytes it
+// reads. h holds no prefix, and its length and attLen must already have
+// passed Limits.Check. The packet holds no reference to h.
+//
+// Errors are Decode's: an error matching ErrProtocol, after which the
+// connection is unusable, or one matching frame.ErrInvalid for a frame,
+// invoke or end that parsed but broke the rules (the caller reads or skips
+// its attachment, and the connection stays in step).
+func (d *Decoder) DecodeHeader(h []byte, attLen uint32) (Packet, error) {
+	d.st.ReuseFrames = d.ReuseFrames
+	dec := decoder{st: &d.st}
+	return dec.decode(h, attLen)
 }
 
 // decoder turns headers into packets. Its state (protocol.DecodeState)

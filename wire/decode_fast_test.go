@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -144,18 +144,19 @@ func sampleFrames(t *testing.T) []frame.Frame {
 	return fs
 }
 
-// TestDecodeHeaderNilState: a caller outside the module cannot name the
-// decoder's state and passes nil; every golden frame header then decodes
-// as Decode decodes its whole packet, with no panic.
-func TestDecodeHeaderNilState(t *testing.T) {
+// TestDecoderZeroValue: a zero Decoder, as a caller outside the module
+// makes one, decodes every golden frame header as Decode decodes its whole
+// packet, with no panic.
+func TestDecoderZeroValue(t *testing.T) {
 	hdrs, atts := goldenFrameHeaders(t)
+	var d wire.Decoder
 	for i, h := range hdrs {
-		p, err := wire.DecodeHeader(nil, h, atts[i])
+		p, err := d.DecodeHeader(h, atts[i])
 		require.NoError(t, err, "frame %d", i)
 		f, ok := p.(*wire.Frame)
 		require.True(t, ok, "frame %d: got %T", i, p)
 		require.NotEmpty(t, f.CallID, "frame %d", i)
 	}
-	_, err := wire.DecodeHeader(nil, []byte{0xc1}, 0)
+	_, err := d.DecodeHeader([]byte{0xc1}, 0)
 	require.ErrorIs(t, err, wire.ErrProtocol)
 }

@@ -29,9 +29,13 @@
 //     invalid packet (errors.Is(err, frame.ErrInvalid); errors.As finds
 //     the *frame.FieldError naming the field): the connection is still in
 //     step, so the reader can answer with a failed invalid_frame before it
-//     closes the connection.
+//     closes the connection. The error has a method InvalidPacket()
+//     (packetType, callID string) naming the packet ("frame", "invoke",
+//     "end") and its call id when that was readable and valid; errors.As
+//     into a variable of type interface{ InvalidPacket() (string, string) }
+//     finds it.
 //
 // The host and the child SDK read their connections with the module's
-// own reader (internal/packetio), which decodes through DecodeHeader, and
+// own reader (internal/packetio), which decodes through a Decoder, and
 // write them with one coalescing writer (internal/coalesce).
 package wire

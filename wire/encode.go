@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
-	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/frame/mpack"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

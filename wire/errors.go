@@ -1,6 +1,6 @@
 package wire
 
-import "github.com/skulkrt/skulk/internal/protocol"
+import "github.com/skulkrt/skulk/wire/internal/protocol"
 
 // ErrProtocol is matched (errors.Is) by every protocol error: a packet that
 // breaks docs/protocol.md §2 or §3 in a way that leaves the connection

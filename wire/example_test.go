@@ -69,6 +69,12 @@ func ExampleDecode_errors() {
 	if errors.Is(err, frame.ErrInvalid) && errors.As(err, &fe) {
 		fmt.Println("invalid frame:", fe)
 	}
+	// The packet and its call id, to answer with a failed invalid_frame.
+	var inv interface{ InvalidPacket() (string, string) }
+	if errors.As(err, &inv) {
+		typ, callID := inv.InvalidPacket()
+		fmt.Println("answer", typ, callID)
+	}
 
 	// A header length of 0: a protocol error; close the connection.
 	_, err = wire.Decode([]byte{0, 0, 0, 0, 0, 0, 0, 0}, wire.Limits{})
@@ -79,6 +85,52 @@ func ExampleDecode_errors() {
 	fmt.Println(errors.Is(err, wire.ErrProtocol), errors.Is(err, wire.ErrTooLarge))
 	// Output:
 	// invalid frame: frame: kind: unknown value
+	// answer frame c1
 	// true false
 	// true true
+}
+
+// A reader of a connection checks each packet's prefix before it reads
+// anything more, decodes the header with one Decoder for the whole
+// connection, and reads the attachment into a buffer of its own.
+func ExampleDecoder() {
+	chunk, err := frame.NewChunk("call-1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{MediaType: "audio/pcm", Data: []byte{1, 2, 3}})
+	if err != nil {
+		panic(err)
+	}
+	var conn []byte // what the connection carries
+	for _, p := range []wire.Packet{&wire.Frame{Frame: chunk}, &wire.End{CallID: "call-1"}} {
+		hdr, att, err := wire.AppendPacket(nil, p, wire.Limits{})
+		if err != nil {
+			panic(err)
+		}
+		conn = append(append(conn, hdr...), att...)
+	}
+
+	var limits wire.Limits // the defaults
+	var dec wire.Decoder
+	for len(conn) > 0 {
+		h, a := binary.BigEndian.Uint32(conn), binary.BigEndian.Uint32(conn[4:])
+		if err := limits.Check(h, a); err != nil {
+			panic(err) // a protocol error: close the connection
+		}
+		p, err := dec.DecodeHeader(conn[8:8+h], a)
+		if err != nil {
+			panic(err)
+		}
+		att := conn[8+h : 8+h+a]
+		conn = conn[8+h+a:]
+		switch p := p.(type) {
+		case *wire.Frame:
+			if m, ok := p.Media.(*frame.InlineMedia); ok {
+				m.Data = append([]byte(nil), att...)
+				fmt.Println("frame", p.Kind, m.MediaType, m.Data)
+			}
+		case *wire.End:
+			fmt.Println("end", p.CallID)
+		}
+	}
+	// Output:
+	// frame chunk audio/pcm [1 2 3]
+	// end call-1
 }

@@ -1,8 +1,8 @@
 package wire
 
 import (
-	"github.com/skulkrt/skulk/internal/mpack"
-	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/frame/mpack"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
 
 // The decoder's parts, for the tests of package wire_test.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
 
 // fuzzLimits are small so that the fuzzer reaches them.

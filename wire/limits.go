@@ -1,6 +1,6 @@
 package wire
 
-import "github.com/skulkrt/skulk/internal/protocol"
+import "github.com/skulkrt/skulk/wire/internal/protocol"
 
 // Limits bound the two lengths of every packet a side reads
 // (docs/protocol.md §2, Limits).
@@ -18,4 +18,16 @@ type Limits struct {
 // field clamped to its hard ceiling.
 func (l Limits) effective() Limits {
 	return Limits{MaxHeader: protocol.EffectiveHeader(l.MaxHeader), MaxAttachment: protocol.EffectiveAttachment(l.MaxAttachment)}
+}
+
+// Check checks a packet's header length and attachment length, as its
+// prefix declares them, against l (zero fields meaning the defaults,
+// values above the hard ceilings clamped): nil, or a protocol error
+// (errors.Is(err, ErrProtocol)) that also matches ErrTooLarge when a
+// length is above its limit. A header length of 0 is out of bounds too.
+// A reader checks them before it reads or allocates anything for the
+// packet.
+func (l Limits) Check(header, attachment uint32) error {
+	l = l.effective()
+	return protocol.CheckLengths(header, attachment, l.MaxHeader, l.MaxAttachment)
 }

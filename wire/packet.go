@@ -2,7 +2,7 @@ package wire
 
 import (
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
 
 // ProtocolVersion is the version of the wire protocol this package speaks.

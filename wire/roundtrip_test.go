@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
+	"github.com/skulkrt/skulk/wire/internal/protocol"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )

@@ -22,7 +22,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/internal/protocol"
 )
 

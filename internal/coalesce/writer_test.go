@@ -483,11 +483,13 @@ func TestWriterRefusesInvalidAndKeepsGoing(t *testing.T) {
 	w := New(&buf, wire.Limits{MaxAttachment: 8})
 	bad := smallChunk(t, "c1", 1)
 	bad.Sequence = 0
-	var inv *protocol.InvalidError
-	require.ErrorAs(t, w.Write(context.Background(), Stream, bad), &inv)
+	inv, ok := protocol.AsInvalid(w.Write(context.Background(), Stream, bad))
+	require.True(t, ok, "an invalid frame is refused as one")
+	require.Equal(t, protocol.TypeFrame, inv.Type)
+	require.Equal(t, "c1", inv.CallID)
 	f, err := frame.NewChunk("c1", frame.ProviderToCaller, 1, nil, &frame.InlineMedia{Data: make([]byte, 9), MediaType: "a/b"})
 	require.NoError(t, err)
-	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}), protocol.ErrAttachmentLength)
+	require.ErrorIs(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}), wire.ErrTooLarge)
 	w.SetLimits(wire.Limits{MaxAttachment: 9})
 	require.NoError(t, w.Write(context.Background(), Stream, &wire.Frame{Frame: f}))
 	require.NoError(t, w.Write(context.Background(), Stream, &wire.Ping{Nonce: 5}))

@@ -48,11 +48,11 @@ const maxRecycled = 4
 type Reader struct {
 	src        io.Reader
 	limits     wire.Limits
-	buf        []byte               // nil until the first read, and after ReleaseBuffer
-	bufp       *[]byte              // buf's entry of readBufs; nil once buf grew
-	start, end int                  // buffered bytes are buf[start:end]
-	dec        protocol.DecodeState // what wire.DecodeHeader keeps between packets
-	err        error                // sticky: a protocol error or a read error (not a deadline's)
+	buf        []byte       // nil until the first read, and after ReleaseBuffer
+	bufp       *[]byte      // buf's entry of readBufs; nil once buf grew
+	start, end int          // buffered bytes are buf[start:end]
+	dec        wire.Decoder // what decoding keeps between packets
+	err        error        // sticky: a protocol error or a read error (not a deadline's)
 
 	// A packet whose attachment a read deadline interrupted: the next
 	// ReadPacket reads the rest of its data (pendN bytes are in).
@@ -152,7 +152,7 @@ func (r *Reader) ReuseFrames() { r.dec.ReuseFrames = true }
 // a frame whose call id is id then shares the string instead of
 // allocating its own. Frames of the same call share one string without it;
 // the hint saves the one allocation of a call's first frame.
-func (r *Reader) ExpectCallID(id string) { r.dec.LastCallID = id }
+func (r *Reader) ExpectCallID(id string) { r.dec.ExpectCallID(id) }
 
 // SetLimits replaces the Reader's limits, as after a handshake.
 func (r *Reader) SetLimits(l wire.Limits) { r.limits = Effective(l) }
@@ -218,7 +218,8 @@ func (r *Reader) fill(n int) error {
 // Errors: io.EOF at a clean end between packets; io.ErrUnexpectedEOF inside a
 // packet; an error matching wire.ErrProtocol when the packet breaks §2 or §3 (the
 // connection is then unusable and every later call returns the same error);
-// a *protocol.InvalidError (matching frame.ErrInvalid) when a frame, invoke or end
+// an invalid-packet error (matching frame.ErrInvalid; protocol.AsInvalid names
+// the packet) when a frame, invoke or end
 // parsed but broke the rules: the packet was consumed whole, so the
 // connection is still in step; or the connection's own read error. A read
 // deadline that passes (an error matching os.ErrDeadlineExceeded) leaves
@@ -236,10 +237,10 @@ func (r *Reader) ReadPacket() (wire.Packet, error) {
 		p, err = r.readPacket()
 	}
 	if err != nil {
-		// Declared here, not above: taking its address moves it to the
+		// An invalid packet leaves the connection in step. AsInvalid is
+		// called on this path only: its errors.As target goes to the
 		// heap, and the path without an error allocates only the packet.
-		var inv *protocol.InvalidError
-		if !errors.As(err, &inv) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if _, inv := protocol.AsInvalid(err); !inv && !errors.Is(err, os.ErrDeadlineExceeded) {
 			r.err = err
 		}
 	}
@@ -265,7 +266,7 @@ func (r *Reader) readPacket() (wire.Packet, error) {
 	}
 	h := binary.BigEndian.Uint32(r.buf[r.start:])
 	a := binary.BigEndian.Uint32(r.buf[r.start+4:])
-	if err := protocol.CheckLengths(h, a, r.limits.MaxHeader, r.limits.MaxAttachment); err != nil {
+	if err := r.limits.Check(h, a); err != nil {
 		return nil, err
 	}
 	// A packet whose attachment fits the buffer is read whole into it,
@@ -281,11 +282,10 @@ func (r *Reader) readPacket() (wire.Packet, error) {
 		return nil, err
 	}
 	hdr := r.buf[r.start+protocol.PrefixLen : r.start+protocol.PrefixLen+int(h)]
-	p, err := wire.DecodeHeader(&r.dec, hdr, a)
+	p, err := r.dec.DecodeHeader(hdr, a)
 	r.start += protocol.PrefixLen + int(h)
 	if err != nil {
-		var inv *protocol.InvalidError
-		if errors.As(err, &inv) && a > 0 {
+		if _, inv := protocol.AsInvalid(err); inv && a > 0 {
 			// Keep the connection in step: skip the attachment.
 			if serr := r.skip(int(a)); serr != nil {
 				return nil, serr

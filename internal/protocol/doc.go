@@ -1,10 +1,13 @@
-// Package protocol holds what package wire's codec shares with the
-// module's own connection code and no user needs: the fixed numbers of
-// docs/protocol.md (prefix length, limits, the ingress queue), the packet
-// type codes, the error kinds behind wire.ErrProtocol and wire.ErrTooLarge,
-// the invalid-packet error the host and the child answer with a failed
-// invalid_frame, and the state a connection's reader keeps between packets.
+// Package protocol holds the fixed parts of docs/protocol.md that the
+// module's connection code above package wire shares (the host, the child
+// SDK, their readers and writers, the test kits and the commands) and no
+// user needs: a child's environment and exit statuses, the protocol's
+// numbers (prefix length, default and hard limits, the ingress queue, the
+// default cancel grace), the packet types as logs name them, and the
+// invalid-packet error wire returns, read through AsInvalid.
 //
-// It sits below package wire, which imports it, and imports only frame:
-// internal/packetio, above wire, reads packets from a connection with it.
+// It sits above package wire and imports only wire and frame. The codec's
+// own copy of the numbers is wire/internal/protocol, which wire alone
+// imports; protocol_test.go checks that the two agree, through wire's
+// public API.
 package protocol

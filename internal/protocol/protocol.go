@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"strconv"
 	"time"
 )
@@ -31,6 +32,12 @@ const (
 	ExitStart = 2
 )
 
+// ErrNotHosted is matched (errors.Is) when a child process was started
+// outside a Skulk host: the SKULK_* environment of docs/protocol.md §1 or
+// fds 3 and 4 are missing or wrong. child.Run and skulk-mcp print it and
+// exit with ExitStart.
+var ErrNotHosted = errors.New("child: not started by a Skulk host")
+
 // PrefixLen is the length of a packet's prefix: the header length and the
 // attachment length, both uint32 big-endian.
 const PrefixLen = 8
@@ -43,11 +50,8 @@ const IngressQueue = 8
 // not have the key (docs/protocol.md §3); an explicit 0 is a grace of zero.
 const DefaultCancelGraceMS = 1000
 
-// MaxSocketPath bounds startup's calls.socket in bytes: what a Unix socket
-// address holds on Linux (sun_path of 108 bytes, less the terminating NUL).
-const MaxSocketPath = 107
-
-// Default and hard limits on packet sizes (docs/protocol.md §2, Limits).
+// Default and hard limits on packet sizes (docs/protocol.md §2, Limits),
+// as wire.Limits applies them.
 const (
 	// DefaultMaxHeader is max_header when nothing else is configured.
 	DefaultMaxHeader = 64 << 10
@@ -98,7 +102,8 @@ func Millis(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Type is a packet's type, the header key "t".
+// Type is a packet's type, the header key "t", as logs and the readers
+// above wire name it.
 type Type uint8
 
 // Packet types of docs/protocol.md §3. The zero Type is invalid.
@@ -130,53 +135,12 @@ func (t Type) String() string {
 	return "Type(" + strconv.Itoa(int(t)) + ")"
 }
 
-// ParseType returns the Type whose wire name is b, or 0.
-func ParseType(b []byte) Type {
-	switch string(b) {
-	case "hello":
-		return TypeHello
-	case "startup":
-		return TypeStartup
-	case "ping":
-		return TypePing
-	case "pong":
-		return TypePong
-	case "cancel":
-		return TypeCancel
-	case "drain":
-		return TypeDrain
-	case "bye":
-		return TypeBye
-	case "invoke":
-		return TypeInvoke
-	case "frame":
-		return TypeFrame
-	case "end":
-		return TypeEnd
-	case "tools":
-		return TypeTools
+// ParseType returns the Type whose wire name is s, or 0.
+func ParseType(s string) Type {
+	for t := TypeHello; t <= TypeTools; t++ {
+		if typeNames[t] == s {
+			return t
+		}
 	}
 	return 0
-}
-
-// DecodeState is what a connection's reader keeps from one packet's
-// header to the next for wire.DecodeHeader: the last call id decoded, so
-// that the frames of one call share one string, the block small payloads
-// are copied into, and the frame packet reused for every frame. Its zero
-// value is ready; it belongs to the reader's goroutine.
-type DecodeState struct {
-	// LastCallID is the call id of the last packet decoded; setting it to
-	// the id a reader expects next saves that packet's allocation.
-	LastCallID string
-	// LastMediaType is the media type of the last inline or blob media
-	// decoded, shared likewise by the next one that repeats it.
-	LastMediaType string
-	// Slab is room for the next small payloads' copies; never written twice.
-	Slab []byte
-	// ReuseFrames makes every frame packet decode into Frame, overwritten
-	// by the next one, instead of a new one each time.
-	ReuseFrames bool
-	// Frame is the reused frame packet (a *wire.Frame), set by wire on
-	// first use when ReuseFrames is set.
-	Frame any
 }

@@ -2,7 +2,7 @@ package recorder
 
 import (
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 )
 
 // redactPayload returns p with the value of every map key in keys, at any

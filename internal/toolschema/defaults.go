@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 )
 
 // argDefaults is what filling in a tool's argument defaults needs, worked

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/mpack"
+	"github.com/skulkrt/skulk/frame/mpack"
 )
 
 // fastNode checks MessagePack values against a schema of the subset tool

@@ -16,7 +16,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // closeTimeout bounds the child's shutdown when a command ends.
@@ -295,8 +295,8 @@ func refusal(tool string, err error) error {
 		return statusErr(ExitRefused, "the child has no tool %q (run 'skulk-host tools -- CHILD' to list them)", tool)
 	case errors.As(err, &se):
 		return statusErr(ExitRefused, "call refused: %v (run 'skulk-host tools -- CHILD' to see the schema)", err)
-	case errors.Is(err, protocol.ErrHeaderLength):
-		return statusErr(ExitRefused, "call refused: %v (the arguments or an input line are larger than the child's max_header)", err)
+	case errors.Is(err, wire.ErrTooLarge):
+		return statusErr(ExitRefused, "call refused: %v (the arguments or an input line are larger than the child's max_header, or media than its max_attachment)", err)
 	case errors.Is(err, host.ErrPoolDown):
 		return statusErr(ExitUnreachable, "call refused: %v", err)
 	case errors.As(err, &ce):

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +15,15 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -74,7 +75,7 @@ func TestRefusalStatus(t *testing.T) {
 	}{
 		{host.ErrUnknownTool, ExitRefused},
 		{&host.SchemaError{Schema: "arguments"}, ExitRefused},
-		{fmt.Errorf("host: invoke: %w", protocol.ErrHeaderLength), ExitRefused},
+		{fmt.Errorf("host: invoke: %w", wire.ErrTooLarge), ExitRefused},
 		{host.ErrPoolDown, ExitUnreachable},
 		{&frame.Error{Code: frame.CodeUnreachable, Synthetic: true}, ExitUnreachable},
 		{&frame.Error{Code: frame.CodeTransportError, Synthetic: true}, ExitTransportError},

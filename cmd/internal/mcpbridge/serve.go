@@ -19,8 +19,8 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/host"
-	"github.com/skulkrt/skulk/internal/mpack"
 	"github.com/skulkrt/skulk/wire"
 )
 

@@ -1,14 +1,26 @@
-// Package mpack is a minimal MessagePack appender and reader for Skulk's hot
-// paths: packet headers and frame payloads.
+// Package mpack writes and reads the MessagePack that Skulk's packets and
+// payloads are made of, without allocating: the Append functions build an
+// encoding onto a byte slice, Reader reads one back as views into that slice,
+// and CheckObject tells whether bytes are a payload Skulk accepts (one map
+// with string keys whose values all have a JSON form).
 //
-// It exists because the generic codec (github.com/vmihailenco/msgpack/v5)
-// allocates for every string it reads, and a frame header is read millions of
-// times a second. The reader here returns views into the caller's buffer and
-// never allocates; the appender writes the smallest encoding of each value so
-// that encodings are canonical (golden test vectors compare byte for byte).
+// It sits in package frame's tree, below everything else of Skulk: frame
+// checks and builds payloads with it, and package wire encodes and decodes
+// packet headers with it. A provider or host author uses it to build a
+// frame.Payload on a hot path without the reflection of frame.PayloadOf:
 //
-// The reader trusts no declared length: every length is checked against the
-// bytes actually present before it is used.
+//	b := mpack.AppendMapHeader(nil, 1)
+//	b = mpack.AppendString(b, "text")
+//	b = mpack.AppendString(b, "hello")
+//	p := frame.Payload(b) // p.Check() == nil
+//
+// The appenders write the smallest encoding of each value, so that the same
+// value always gives the same bytes (wire/testdata/golden compares them byte
+// for byte); AppendValue gives the bytes of github.com/vmihailenco/msgpack/v5
+// with sorted map keys and compact numbers, the codec frame.PayloadOf falls
+// back to. The reader trusts no declared length: every length is checked
+// against the bytes present before it is used, and a bad input gives one of
+// the errors below, never a panic.
 package mpack
 
 import (
@@ -18,7 +30,7 @@ import (
 	"math"
 )
 
-// Errors returned by Reader. Callers in Skulk map them onto protocol errors.
+// Errors returned by Reader and CheckObject; match them with errors.Is.
 var (
 	// ErrShort means the input ended inside a value.
 	ErrShort = errors.New("mpack: value truncated")

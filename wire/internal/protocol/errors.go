@@ -115,8 +115,12 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 // Is makes every InvalidError match frame.ErrInvalid.
 func (e *InvalidError) Is(target error) bool { return target == frame.ErrInvalid }
 
-// ErrNotHosted is matched (errors.Is) when a child process was started
-// outside a Skulk host: the SKULK_* environment of docs/protocol.md §1 or
-// fds 3 and 4 are missing or wrong. child.Run and skulk-mcp print it and
-// exit with ExitStart.
-var ErrNotHosted = errors.New("child: not started by a Skulk host")
+// InvalidPacket returns the packet's type name on the wire ("frame",
+// "invoke", "end", "cancel") and its call id (empty when it was not
+// readable and valid): what a reader above package wire, which cannot name
+// this type, needs to answer with a failed invalid_frame. It finds them
+// with errors.As into an interface that has this method, as
+// internal/protocol.AsInvalid does.
+func (e *InvalidError) InvalidPacket() (packetType, callID string) {
+	return e.Type.String(), e.CallID
+}

@@ -1,0 +1,77 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// The numbers here are the codec's own (wire/internal/protocol), which
+// this package cannot import: they are checked against what wire does.
+
+func TestLimitsAgreeWithWire(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		l           wire.Limits
+		header, att uint32 // the largest lengths l takes
+	}{
+		{"defaults", wire.Limits{}, DefaultMaxHeader, DefaultMaxAttachment},
+		{"hard ceilings", wire.Limits{MaxHeader: 1 << 31, MaxAttachment: 1 << 31}, HardMaxHeader, HardMaxAttachment},
+		{"configured", wire.Limits{MaxHeader: 100, MaxAttachment: 200}, 100, 200},
+	} {
+		require.NoError(t, c.l.Check(c.header, c.att), c.name)
+		require.ErrorIs(t, c.l.Check(c.header+1, 0), wire.ErrTooLarge, c.name)
+		require.ErrorIs(t, c.l.Check(1, c.att+1), wire.ErrTooLarge, c.name)
+		require.Equal(t, c.header, EffectiveHeader(c.l.MaxHeader), c.name)
+		require.Equal(t, c.att, EffectiveAttachment(c.l.MaxAttachment), c.name)
+	}
+	err := wire.Limits{}.Check(0, 0)
+	require.ErrorIs(t, err, wire.ErrProtocol, "a header length of 0")
+	require.NotErrorIs(t, err, wire.ErrTooLarge, "a header length of 0")
+}
+
+func TestPrefixLenAgreesWithWire(t *testing.T) {
+	hdr, att, err := wire.AppendPacket(nil, &wire.Ping{Nonce: 7}, wire.Limits{})
+	require.NoError(t, err)
+	require.Empty(t, att)
+	require.Greater(t, len(hdr), PrefixLen)
+	require.Equal(t, uint32(len(hdr)-PrefixLen), binary.BigEndian.Uint32(hdr), "header length")
+	require.Zero(t, binary.BigEndian.Uint32(hdr[4:PrefixLen]), "attachment length")
+}
+
+func TestTypeNames(t *testing.T) {
+	for ty := TypeHello; ty <= TypeTools; ty++ {
+		require.Equal(t, ty, ParseType(ty.String()))
+	}
+	require.Zero(t, ParseType("Type(0)"))
+	require.Zero(t, ParseType(""))
+	require.Equal(t, "Type(12)", Type(12).String())
+}
+
+// AsInvalid finds wire's invalid-packet error, read or refused, and
+// nothing else.
+func TestAsInvalid(t *testing.T) {
+	f, err := frame.NewChunk("call-9", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"i": 1}), nil)
+	require.NoError(t, err)
+	f.Sequence = 0 // breaks the rules; still encodes as a frame would
+	_, _, err = wire.AppendPacket(nil, &wire.Frame{Frame: f}, wire.Limits{})
+	inv, ok := AsInvalid(err)
+	require.True(t, ok, "an invalid frame refused by the encoder: %v", err)
+	require.Equal(t, TypeFrame, inv.Type)
+	require.Equal(t, "call-9", inv.CallID)
+	require.ErrorIs(t, inv.Err, frame.ErrInvalid)
+	var fe *frame.FieldError
+	require.ErrorAs(t, inv.Err, &fe)
+
+	_, ok = AsInvalid(wire.Limits{}.Check(0, 0))
+	require.False(t, ok, "a protocol error is not an invalid packet")
+	_, ok = AsInvalid(errors.New("other"))
+	require.False(t, ok)
+	_, ok = AsInvalid(nil)
+	require.False(t, ok)
+}
