@@ -76,3 +76,35 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 	require.Falsef(t, info.Restarts != 0 || info.LastCause != nil, "child restarted %d times while its streams were read (last cause: %v)", info.Restarts, info.LastCause)
 	assert.Falsef(t, idle > 0, "%d of %d streams delivered nothing for %v", idle, streams, cfg.HealthTimeout)
 }
+
+// TestHealthWhileHostWriterStalls: a ping that the host has not yet put
+// on the connection (its control writer starved of CPU, here held back
+// by a Cork) is not the child's to answer. The child is not declared
+// unhealthy for the time the host took, however many health timeouts
+// that is, and it answers the pings once they go out.
+func TestHealthWhileHostWriterStalls(t *testing.T) {
+	cfg := fastHealth(fakeConfig("serve"))
+	cfg.HealthTimeout = 300 * time.Millisecond
+	h, _ := testHost(t, cfg, time.Minute)
+	h.mu.Lock()
+	ch := h.slots[0].cur
+	h.mu.Unlock()
+	pongs := func() uint64 {
+		var n uint64
+		for _, c := range h.Stats().PingRTT.Counts {
+			n += c
+		}
+		return n
+	}
+	waitFor(t, func() bool { return pongs() > 0 })
+
+	ch.ctrlW.Cork() // the pings from now on stay in the host's writer
+	time.Sleep(5 * cfg.HealthTimeout)
+	before := pongs()
+	require.NoError(t, ch.ctrlW.Uncork())
+	waitFor(t, func() bool { return pongs() > before })
+	info := h.Children()[0]
+	require.Equalf(t, StateReady, info.State, "child state (cause: %v)", info.LastCause)
+	require.Zero(t, info.Restarts)
+	require.NoError(t, info.LastCause)
+}

@@ -934,3 +934,27 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 	require.NoError(t, <-sendErr)
 	require.NoError(t, w.Close())
 }
+
+// TestWriterMarkWritten: a mark taken after a Write says whether that
+// packet is on the connection yet, without waiting: not while the
+// flusher's write of it is held up, and once it went through.
+func TestWriterMarkWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := New(g, wire.Limits{})
+		require.True(t, w.Written(w.Mark()), "nothing queued: nothing to write")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 1)))
+		first := w.Mark()
+		synctest.Wait() // the flusher holds packet 1 and waits at the gate
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 2)))
+		second := w.Mark()
+		require.Greater(t, second, first, "packet 2 waits behind the write under way")
+		require.False(t, w.Written(first))
+		require.False(t, w.Written(second))
+		close(g.gate)
+		require.NoError(t, w.Flush())
+		require.True(t, w.Written(first))
+		require.True(t, w.Written(second))
+		require.NoError(t, w.Close())
+	})
+}
