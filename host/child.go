@@ -446,7 +446,10 @@ func (ch *child) watch() (error, stopMode) {
 		}
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
-		err := ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Ping{Nonce: nonce})
+		// Request: when the writer is idle the supervisor writes the
+		// ping itself, so that it does not also wait for the writer's
+		// flusher to get the CPU.
+		err := ch.ctrlW.Write(context.Background(), coalesce.Request, &wire.Ping{Nonce: nonce})
 		marks[nonce%pingsTimed] = ch.ctrlW.Mark()
 		return err
 	}
@@ -563,8 +566,9 @@ func (ch *child) watch() (error, stopMode) {
 			// written to it stays unanswered; and what a child that
 			// answers with nonsense writes is handled as it comes, so
 			// nothing of it waits.
+			handled := ch.ctrlHandled.Load() // before ctrlIn: never more than it
 			in, u := ch.ctrlIn.Load(), uint64(unread(ch.proc.ctrl))
-			waiting := u + in - ch.ctrlHandled.Load()
+			waiting := u + in - handled
 			if n := in + u; waiting > 0 && n > written || !ch.ctrlW.Written(marks[oldestUnanswered(nonce, answered)%pingsTimed]) {
 				written = max(n, written)
 				unhealthy.Reset(cfg.HealthTimeout)
