@@ -355,7 +355,10 @@ func (s *server) readControl(cr *packetio.Reader, drained chan struct{}) error {
 		}
 		switch p := p.(type) {
 		case *wire.Ping:
-			err = s.cw.Write(context.Background(), coalesce.Stream, &wire.Pong{Nonce: p.Nonce, Streams: s.running.Load(), Stuck: s.stuck.Load()})
+			// Request: when the control writer is idle this goroutine
+			// writes the pong itself, rather than wait for the flusher
+			// to get the CPU beside the handlers.
+			err = s.cw.Write(context.Background(), coalesce.Request, &wire.Pong{Nonce: p.Nonce, Streams: s.running.Load(), Stuck: s.stuck.Load()})
 			if err != nil {
 				return err
 			}

@@ -54,12 +54,16 @@ type child struct {
 	// handshake, then readControl); with the bytes still unread on the
 	// socket it says how much the child has written there, which the
 	// supervisor compares from one health timeout to the next.
-	ctrlIn     atomic.Uint64
-	ctrlW      *coalesce.Writer
-	maxStreams int
-	limits     wire.Limits
-	outLimit   *outputLimit        // the rate its output lines are forwarded at
-	cat        *toolschema.Catalog // hello's, then each tools packet's; replaced under Host.mu once readControl runs
+	ctrlIn atomic.Uint64
+	// ctrlHandled is how much of ctrlIn readControl has handled: what
+	// it read and has not handled yet (ctrlIn - ctrlHandled) waits for
+	// readControl to get the CPU, as unread bytes on the socket do.
+	ctrlHandled atomic.Uint64
+	ctrlW       *coalesce.Writer
+	maxStreams  int
+	limits      wire.Limits
+	outLimit    *outputLimit        // the rate its output lines are forwarded at
+	cat         *toolschema.Catalog // hello's, then each tools packet's; replaced under Host.mu once readControl runs
 
 	calls    *callServer    // the call socket's server; nil when the host offers no calls (docs/protocol.md §8)
 	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
@@ -234,6 +238,7 @@ func (ch *child) readControl() {
 	defer ch.wg.Done()
 	defer close(ch.ctrlDone)
 	for {
+		ch.ctrlHandled.Store(ch.ctrlIn.Load() - uint64(ch.ctrlR.Buffered()))
 		pkt, err := ch.ctrlR.ReadPacket()
 		if err != nil {
 			ch.ctrlErr = err
@@ -402,6 +407,16 @@ func (h *Host) sleep(d time.Duration) bool {
 // unanswered at once.
 const pingsTimed = 8
 
+// oldestUnanswered is the nonce of the oldest ping that watch still has
+// the mark of, among those sent after the one answered last: a ping
+// written to the connection was preceded there by every older one.
+func oldestUnanswered(nonce, answered uint64) uint64 {
+	if nonce-answered > pingsTimed {
+		return nonce - pingsTimed + 1
+	}
+	return answered + 1
+}
+
 // watch pings the child and returns when it must stop: why, and how.
 func (ch *child) watch() (error, stopMode) {
 	cfg := &ch.h.cfg
@@ -417,12 +432,26 @@ func (ch *child) watch() (error, stopMode) {
 	written := ch.ctrlIn.Load()
 	// When the latest pings were written, by nonce: a pong to one of them
 	// gives its round trip; one answering an older ping is not timed.
+	// marks says, by nonce, whether the control writer has put the ping
+	// on the connection yet (coalesce.Writer.Mark).
 	var sentAt [pingsTimed]time.Time
+	var marks [pingsTimed]uint64
 	var lost lostCalls
 	ping := func() error {
+		if nonce == answered {
+			// Nothing was outstanding, so the health timer was stopped:
+			// the child is late only once it has a ping to answer.
+			unhealthy.Reset(cfg.HealthTimeout)
+			written = ch.ctrlIn.Load()
+		}
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
-		return ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Ping{Nonce: nonce})
+		// Request: when the writer is idle the supervisor writes the
+		// ping itself, so that it does not also wait for the writer's
+		// flusher to get the CPU.
+		err := ch.ctrlW.Write(context.Background(), coalesce.Request, &wire.Ping{Nonce: nonce})
+		marks[nonce%pingsTimed] = ch.ctrlW.Mark()
+		return err
 	}
 	if err := ping(); err != nil {
 		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
@@ -435,7 +464,15 @@ func (ch *child) watch() (error, stopMode) {
 			return nil, 0
 		}
 		answered, written = p.Nonce, ch.ctrlIn.Load()
-		unhealthy.Reset(cfg.HealthTimeout)
+		if answered == nonce {
+			// Every ping is answered: the child owes nothing until the
+			// next, which starts the timer again. Time the host spends
+			// unable to run (its supervisor starved of CPU) is then not
+			// counted against the child.
+			unhealthy.Stop()
+		} else {
+			unhealthy.Reset(cfg.HealthTimeout)
+		}
 		var rtt time.Duration = -1
 		if nonce-p.Nonce < pingsTimed {
 			rtt = time.Since(sentAt[p.Nonce%pingsTimed])
@@ -511,38 +548,31 @@ func (ch *child) watch() (error, stopMode) {
 				}
 			default:
 			}
-			// The child is judged on the pings it was sent: its silence
-			// counts from the oldest ping it has not answered. A host
-			// that did not run for a while (a machine whose run queue is
-			// long can leave a whole process off the CPU for seconds)
-			// sent no ping meanwhile, and finds this timer fired, with
-			// every ping answered or the oldest unanswered one written
-			// just now: the child was not asked, so it gets its whole
-			// timeout from that ping.
-			if answered == nonce {
+			// The child is judged only by what it did with the pings it
+			// was given, never by the host's own lack of CPU; a timeout
+			// gives the child another while either of these holds:
+			//
+			// Bytes the child wrote on the control connection since the
+			// timer started wait for the host: unread on the socket, or
+			// read by readControl and not handled yet. The child's answer
+			// reached the host, whose goroutines have not had the CPU to
+			// take it.
+			//
+			// The oldest ping unanswered is still in the host's own
+			// writer: the child never got it.
+			//
+			// Either way, what limits the wait is the child's silence,
+			// not the host's load. A hung child writes nothing; a ping
+			// written to it stays unanswered; and what a child that
+			// answers with nonsense writes is handled as it comes, so
+			// nothing of it waits.
+			handled := ch.ctrlHandled.Load() // before ctrlIn: never more than it
+			in, u := ch.ctrlIn.Load(), uint64(unread(ch.proc.ctrl))
+			waiting := u + in - handled
+			if n := in + u; waiting > 0 && n > written || !ch.ctrlW.Written(marks[oldestUnanswered(nonce, answered)%pingsTimed]) {
+				written = max(n, written)
 				unhealthy.Reset(cfg.HealthTimeout)
 				continue
-			}
-			if oldest := answered + 1; nonce-oldest < pingsTimed {
-				if wait := cfg.HealthTimeout - time.Since(sentAt[oldest%pingsTimed]); wait > 0 {
-					unhealthy.Reset(wait)
-					continue
-				}
-			}
-			// Bytes wait unread on the control connection and the child
-			// wrote since the timer started: its answer reached the host,
-			// whose reader has not had the CPU to take it. Each such
-			// timeout gives the child another, as long as it goes on
-			// writing (it answers every ping) and the host does not catch
-			// up: what limits the wait is the child's silence, not the
-			// host's load. A hung child writes nothing, and once the
-			// reader took what it wrote there is nothing unread.
-			if u := unread(ch.proc.ctrl); u > 0 {
-				if n := ch.ctrlIn.Load() + uint64(u); n > written {
-					written = n
-					unhealthy.Reset(cfg.HealthTimeout)
-					continue
-				}
 			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:

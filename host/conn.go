@@ -113,6 +113,10 @@ type streamConn struct {
 	busy     bool          // the reader has read for readerYieldEvery without waiting, and has not waited since (pace)
 	gated    bool          // the reader holds a slot of the host's busy gate (pace)
 	gateWait chan struct{} // size 1: where pace waits for a slot of the busy gate; made at its first wait
+	// gateStop ends a wait for a slot of the busy gate (enterGate): the
+	// Done channels of a reading Recv's context and of its call's; nil
+	// (never) while the reader goroutine reads.
+	gateStop [2]<-chan struct{}
 }
 
 // yieldCheckEvery is how many packets of one burst readOne reads between
@@ -193,6 +197,7 @@ func (c *streamConn) bind(call *Call) bool {
 // turn, which reads no more.
 func (c *streamConn) unbind() {
 	c.leaveGate()
+	c.gateStop = [2]<-chan struct{}{}
 	c.r.ReleaseBuffer() // an idle connection holds no read buffer (a child that wrote on it is caught by idleSound)
 	c.mu.Lock()
 	// A Recv that is reading finishes its loop without reading again; the
@@ -369,18 +374,22 @@ func (c *streamConn) readOne(call *Call) readResult {
 	// host's busy gate (pace, readpace.go), looking at the clock at a
 	// burst's end and every yieldCheckEvery packets within one. A busy
 	// reader that left the gate takes a slot again before it reads.
+	ok := true
 	switch {
 	case c.busy && !c.gated:
-		c.enterGate() // a busy reader reads only while it holds a slot
+		_, ok = c.enterGate() // a busy reader reads only while it holds a slot
 	case c.burstEnd:
 		c.inBurst = 0
 		if c.at.Sub(c.yielded) >= readerYieldEvery {
-			c.pace()
+			ok = c.pace()
 		}
 	default:
 		if c.inBurst++; c.inBurst%yieldCheckEvery == 0 && time.Since(c.yielded) >= readerYieldEvery {
-			c.pace()
+			ok = c.pace()
 		}
+	}
+	if !ok { // a reading Recv's context ended while it waited for a slot; nothing was read
+		return readInterrupted
 	}
 	pkt, err := c.r.ReadPacket()
 	if c.burstEnd {
@@ -440,6 +449,7 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	}
 	c.reading = call
 	c.mu.Unlock()
+	c.gateStop = [2]<-chan struct{}{ctx.Done(), call.ctx.Done()}
 	// The context's watch is armed only for a read that may wait for the
 	// connection, so that the frames of a burst already in the reader's
 	// buffer cost none.
@@ -486,6 +496,7 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	if c.reading != call {
 		return true // released meanwhile (unbind); the connection may be another call's already
 	}
+	c.gateStop = [2]<-chan struct{}{}
 	// Still this caller's turn. It stops reading: the busy gate's slot
 	// goes to the next busy reader (the caller's own code runs outside
 	// the gate), and a buffer with nothing left in it goes back.

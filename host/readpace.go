@@ -37,34 +37,56 @@ import (
 // waiting lets others run: it becomes busy, gives its slot of the busy
 // gate (if it holds one) to the reader waiting longest, waits for a slot
 // in its turn, and, when nobody was waiting, yields the processor to the
-// goroutines outside the gate. Called by the holder of the read turn.
-func (c *streamConn) pace() {
+// goroutines outside the gate. It reports false when a reading Recv's
+// wait for the slot ended with its context (see enterGate). Called by the
+// holder of the read turn.
+func (c *streamConn) pace() bool {
 	if c.gated {
 		c.gated = false
 		c.ch.h.busy.Leave()
 	}
 	c.busy = true
-	if !c.enterGate() {
+	waited, ok := c.enterGate()
+	if !waited {
 		runtime.Gosched()
 	}
 	c.yielded = time.Now()
+	return ok
 }
 
 // enterGate takes a slot of the busy gate, waiting in line while none is
 // free, and reports whether it waited (its slice of reading then starts
 // anew). A busy reader that left the gate (its caller stopped reading, or
 // it waited for room in the outbox) takes a slot again before it reads.
+// A reading Recv waits only as long as its context and its call's
+// (gateStop) last: then it leaves the line and enterGate reports false
+// for ok, so that Recv returns at once (its reading goes to the reader
+// goroutine, see callerRead). Once the connection failed nobody waits:
+// the reader goes on without a slot, to read what is left and the error.
 // Called by the holder of the read turn.
-func (c *streamConn) enterGate() bool {
+func (c *streamConn) enterGate() (waited, ok bool) {
 	if c.gateWait == nil {
 		c.gateWait = make(chan struct{}, 1)
 	}
-	waited := c.ch.h.busy.Enter(c.gateWait)
-	c.gated = true
-	if waited {
-		c.yielded = time.Now()
+	g := c.ch.h.busy
+	if g.Join(c.gateWait) {
+		c.gated = true
+		return false, true
 	}
-	return waited
+	select {
+	case <-c.gateWait:
+		c.gated = true
+		c.yielded = time.Now()
+		return true, true
+	case <-c.closing:
+		ok = true
+	case <-c.gateStop[0]:
+	case <-c.gateStop[1]:
+	}
+	if g.Quit(c.gateWait) { // handed a slot as it quit: the next reader's
+		g.Leave()
+	}
+	return true, ok
 }
 
 // leaveGate gives up the busy gate's slot the reader holds, if any: the

@@ -523,14 +523,38 @@ func (w *Writer) wakeLocked() {
 	}
 }
 
+// Mark returns a mark of the packets queued so far, for Written: what a
+// sender that must not wait for them to be written (as Flush does) keeps
+// to learn later whether they were. Safe for concurrent use.
+func (w *Writer) Mark() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.markLocked()
+}
+
+func (w *Writer) markLocked() uint64 {
+	if len(w.cur.hdr) > 0 {
+		return w.queued
+	}
+	return w.queued - 1
+}
+
+// Written reports whether the packets queued before Mark returned mark
+// have been written to the connection (or dropped after a write error,
+// which the Writer's later calls return). It does not wait.
+func (w *Writer) Written(mark uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written >= mark
+}
+
 // Flush waits until every packet queued so far has been written and returns
 // the write error, if any.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	id := w.queued - 1
-	if len(w.cur.hdr) > 0 {
-		id = w.queued
+	id := w.markLocked()
+	if id == w.queued {
 		w.wakeLocked() // it may be corked
 	}
 	for w.written < id && w.err == nil {

@@ -27,15 +27,50 @@ func New(slots int) *Gate { return &Gate{free: max(slots, 1)} }
 // whether it waited. wait is the caller's own channel of size 1, empty
 // while the caller is not waiting; the slot is handed over on it.
 func (g *Gate) Enter(wait chan struct{}) bool {
-	g.mu.Lock()
-	if g.free > 0 && g.head == len(g.queue) {
-		g.free--
-		g.mu.Unlock()
+	if g.Join(wait) {
 		return false
 	}
-	g.queue = append(g.queue, wait)
-	g.mu.Unlock()
 	<-wait // a Leave hands its slot over
+	return true
+}
+
+// Join takes a free slot and reports true, or puts the caller in line and
+// reports false: a Leave then hands the slot over on wait (the caller's
+// own channel of size 1, empty while it is not waiting), unless the
+// caller gives up first with Quit. Join and Quit let a caller wait for
+// its slot in a select, beside whatever else may end its wait.
+func (g *Gate) Join(wait chan struct{}) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.free > 0 && g.head == len(g.queue) {
+		g.free--
+		return true
+	}
+	g.queue = append(g.queue, wait)
+	return false
+}
+
+// Quit takes a caller that Join put in line out of it, and reports
+// whether it holds a slot anyway: a Leave handed one over before the
+// caller quit (Quit then takes it from wait, so that wait is empty again),
+// and the caller must give it back with Leave.
+func (g *Gate) Quit(wait chan struct{}) bool {
+	g.mu.Lock()
+	// The latest to join is the likeliest to quit: look from the back.
+	for i := len(g.queue) - 1; i >= g.head; i-- {
+		if g.queue[i] == wait {
+			copy(g.queue[i:], g.queue[i+1:])
+			g.queue[len(g.queue)-1] = nil
+			g.queue = g.queue[:len(g.queue)-1]
+			if g.head == len(g.queue) {
+				g.queue, g.head = g.queue[:0], 0
+			}
+			g.mu.Unlock()
+			return false
+		}
+	}
+	g.mu.Unlock()
+	<-wait // out of line already: a Leave took it and hands its slot over
 	return true
 }
 

@@ -35,3 +35,38 @@ func TestGateFirstComeFirstServed(t *testing.T) {
 	g.Leave()
 	require.Equal(t, 1, g.free)
 }
+
+// TestGateQuit: a waiter that quits leaves the line at once, the others
+// keep their order, and a waiter handed a slot before it quit holds it.
+func TestGateQuit(t *testing.T) {
+	g := New(1)
+	require.True(t, g.Join(make(chan struct{}, 1)), "a free slot is taken at once")
+	a, b, c := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	require.False(t, g.Join(a))
+	require.False(t, g.Join(b))
+	require.False(t, g.Join(c))
+	require.True(t, g.Waiting())
+
+	require.False(t, g.Quit(b), "b was in line: it holds nothing")
+	g.Leave()
+	require.Len(t, a, 1, "the slot goes to the oldest waiter")
+	require.Empty(t, c)
+	<-a
+	g.Leave()
+	require.Len(t, c, 1, "b quit: the slot goes to c")
+	// c was handed the slot before it quit: it holds it, and wait is empty.
+	require.True(t, g.Quit(c))
+	require.Empty(t, c)
+	require.False(t, g.Waiting())
+	g.Leave()
+	require.Equal(t, 1, g.free)
+	require.True(t, g.Join(b), "the freed slot is taken at once")
+
+	// Quitting leaves nothing behind: the line does not grow with joins
+	// and quits while every slot is held.
+	for range 1000 {
+		require.False(t, g.Join(a))
+		require.False(t, g.Quit(a))
+	}
+	require.Zero(t, len(g.queue)-g.head)
+}
