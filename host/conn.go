@@ -108,15 +108,15 @@ type streamConn struct {
 	at       time.Time
 	burstEnd bool
 	yielded  time.Time     // when the reader last yielded (pace), or last waited for the connection
-	inBurst  int           // packets read since the last burst's end
+	inBurst  int           // frames read since the last look at the clock (readBurst)
 	waited   bool          // the last read of the connection waited for the child (connSource)
 	busy     bool          // the reader has read for readerYieldEvery without waiting, and has not waited since (pace)
 	gated    bool          // the reader holds a slot of the host's busy gate (pace)
 	gateWait chan struct{} // size 1: where pace waits for a slot of the busy gate; made at its first wait
 }
 
-// yieldCheckEvery is how many packets of one burst readOne reads between
-// looks at the clock: a burst (what one read of the connection returned,
+// yieldCheckEvery is how many frames of one burst readBurst reads between
+// looks at the clock (at the start of a batch): a burst (what one read of the connection returned,
 // up to the Reader's 16 KiB buffer: hundreds of small frames) can take
 // milliseconds to handle under load, so a reader that looked only at a
 // burst's end kept its processor for the whole burst. A look costs a
@@ -286,7 +286,7 @@ func (c *streamConn) run() {
 		case call != nil && c.turn == turnReader:
 			c.mu.Unlock()
 			c.held.Store(false) // this goroutine reads the buffer now, until the call is released
-			for c.readOne(call) == readMore {
+			for c.readBurst(call) == readMore {
 			}
 			// The call was released (unbind left the busy gate), or the
 			// connection failed.
@@ -352,7 +352,7 @@ func (c *streamConn) peek(fd uintptr) bool {
 	return true
 }
 
-// readResult is what readOne did.
+// readResult is what readBurst did.
 type readResult uint8
 
 const (
@@ -361,14 +361,30 @@ const (
 	readInterrupted                   // the reading Recv's context ended the read (callerRead)
 )
 
-// readOne reads and handles one packet of call; the caller has the turn.
-func (c *streamConn) readOne(call *Call) readResult {
+// burstFrames bounds the provider frames readBurst decodes and checks
+// before it records and queues them together: one lock of the call log
+// and one of the outbox for up to 16 frames, where a lock per frame of
+// each, and of the outbox again for every take, was a seventh of the
+// host's CPU on a stream of small frames (docs/performance.md). The batch
+// lives on readBurst's stack (16 frames of 88 bytes), only while it reads.
+const burstFrames = 16
+
+// readBurst reads and handles packets of call; the caller has the turn.
+// It reads the connection at most once, at its first packet, and goes on
+// with the packets already whole in the reader's buffer, up to
+// burstFrames frames and lendBytes of payload and media: their chunks are recorded in the call log and
+// queued to the outbox together, the caller published at the burst's end
+// (see outbox). A terminal, a violation, the end or an error ends the
+// batch, and what came before it is queued first.
+func (c *streamConn) readBurst(call *Call) readResult {
 	// A reader whose socket always has data never waits: once it has
 	// read for readerYieldEvery (which says why and what it costs) since
 	// it last yielded or waited, it is busy and takes turns through the
 	// host's busy gate (pace, readpace.go), looking at the clock at a
 	// burst's end and every yieldCheckEvery packets within one. A busy
-	// reader that left the gate takes a slot again before it reads.
+	// reader that left the gate takes a slot again before it reads. A
+	// batch is queued before anything that may wait: it never holds frames
+	// back from the caller.
 	switch {
 	case c.busy && !c.gated:
 		c.enterGate() // a busy reader reads only while it holds a slot
@@ -377,45 +393,93 @@ func (c *streamConn) readOne(call *Call) readResult {
 		if c.at.Sub(c.yielded) >= readerYieldEvery {
 			c.pace()
 		}
-	default:
-		if c.inBurst++; c.inBurst%yieldCheckEvery == 0 && time.Since(c.yielded) >= readerYieldEvery {
+	case c.inBurst >= yieldCheckEvery:
+		c.inBurst = 0
+		if time.Since(c.yielded) >= readerYieldEvery {
 			c.pace()
 		}
 	}
-	pkt, err := c.r.ReadPacket()
-	if c.burstEnd {
-		c.at = time.Now()
-		if c.waited { // the read waited for the child: not busy (connSource left the gate)
-			c.waited, c.busy = false, false
-			c.yielded = c.at
+	var batch [burstFrames]frame.Frame
+	n := 0
+	// size bounds the batch's payload and media bytes as the outbox's
+	// take bounds what it lends: a batch ends after the frame that takes
+	// it to lendBytes, so that a caller's Recv filling its own outbox to
+	// half (callerRead) never finds it full, which it would wait on
+	// forever, being the one to empty it.
+	size := 0
+	// The host's counters of the frames read, added once the batch is
+	// done: atomic, so the deferred add is safe after the call was
+	// released and the turn is another's. Nothing of the connection is
+	// touched after that.
+	var media uint64 // inline media bytes of the frames read
+	read := 0        // frames read
+	defer func() { c.ch.h.traffic.receivedBatch(read, media) }()
+	for {
+		pkt, err := c.r.ReadPacket()
+		if c.burstEnd {
+			c.at = time.Now()
+			if c.waited { // the read waited for the child: not busy (connSource left the gate)
+				c.waited, c.busy = false, false
+				c.yielded = c.at
+			}
 		}
-	}
-	c.burstEnd = !c.r.PacketBuffered()
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && c.isInterrupted() {
-			c.burstEnd = true // nothing was read
-			return readInterrupted
-		}
-		c.broken(call, err)
-		return readDone
-	}
-	switch p := pkt.(type) {
-	case *wire.Frame:
-		c.ch.h.traffic.received(&p.Frame)
-		if !c.providerFrame(call, &p.Frame, c.at, c.burstEnd) {
+		c.burstEnd = !c.r.PacketBuffered()
+		if err != nil {
+			if n > 0 && !c.deliver(call, batch[:n], true) {
+				return readDone
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.isInterrupted() {
+				c.burstEnd = true // nothing was read
+				return readInterrupted
+			}
+			c.broken(call, err)
 			return readDone
 		}
-		return readMore
-	case *wire.End:
-		if !call.providerDone.Load() || p.CallID != call.id {
-			c.violation(call, "end packet out of order")
+		p, ok := pkt.(*wire.Frame)
+		if !ok {
+			if n > 0 && !c.deliver(call, batch[:n], true) {
+				return readDone
+			}
+			if p, ok := pkt.(*wire.End); ok {
+				if !call.providerDone.Load() || p.CallID != call.id {
+					c.violation(call, "end packet out of order")
+					return readDone
+				}
+				c.ended(call)
+				return readDone
+			}
+			c.violation(call, packetio.TypeOf(pkt).String()+" packet on a stream connection")
 			return readDone
 		}
-		c.ended(call)
-		return readDone
-	default:
-		c.violation(call, packetio.TypeOf(pkt).String()+" packet on a stream connection")
-		return readDone
+		f := &p.Frame
+		read++
+		c.inBurst++
+		media += mediaLen(f.Media)
+		if reason := checkProvider(call, f); reason != "" {
+			if n > 0 && !c.deliver(call, batch[:n], true) {
+				return readDone
+			}
+			c.violation(call, reason)
+			return readDone
+		}
+		if f.Kind.IsTerminal() {
+			// The chunks before it are queued (and recorded) first.
+			if n > 0 && !c.deliver(call, batch[:n], true) {
+				return readDone
+			}
+			call.finish(*f, "")
+			call.terminalClocks(!c.burstEnd)
+			return readMore
+		}
+		batch[n] = *f // the Reader reuses p for its next packet
+		n++
+		size += frameBytes(f)
+		if c.burstEnd || n == burstFrames || size >= lendBytes {
+			if !c.deliver(call, batch[:n], c.burstEnd) {
+				return readDone
+			}
+			return readMore
+		}
 	}
 }
 
@@ -464,7 +528,7 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 		if !armed && ctx.Done() != nil && ctx != call.ctx && !c.r.PacketBuffered() {
 			arm()
 		}
-		if res = c.readOne(call); res != readMore {
+		if res = c.readBurst(call); res != readMore {
 			break
 		}
 		buffered := c.r.PacketBuffered()
@@ -505,17 +569,17 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	return true
 }
 
-// providerFrame checks and delivers one provider frame, received at at;
-// burstEnd says no later packet is already buffered. It reports whether the
-// connection goes on.
-func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, burstEnd bool) bool {
+// checkProvider checks one provider frame of call against the call's
+// state (no frame after the terminal), the provider fence and the tool's
+// output or result schema, and returns why it is refused, or "". The
+// fence takes f's sequence when it is accepted. Called by the holder of
+// the read turn.
+func checkProvider(call *Call, f *frame.Frame) string {
 	if call.providerDone.Load() {
-		c.violation(call, "frame after the provider terminal")
-		return false
+		return "frame after the provider terminal"
 	}
 	if err := call.fence.Accept(f); err != nil {
-		c.violation(call, "provider frame refused: "+err.Error())
-		return false
+		return "provider frame refused: " + err.Error()
 	}
 	var err error
 	switch f.Kind {
@@ -529,25 +593,27 @@ func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, bur
 		}
 	}
 	if err != nil {
-		c.violation(call, err.Error())
-		return false
+		return err.Error()
 	}
-	if f.Kind.IsTerminal() {
-		call.finish(*f, "")
-		call.terminalClocks(!burstEnd)
-		return true
+	return ""
+}
+
+// deliver records the checked, non-terminal frames fs of call in the call
+// log, all received at c.at, and queues them to the caller, publishing
+// them when publish is set (see outbox.putBatch); it reports whether the
+// connection goes on. Recorded before the caller can read them, so that
+// Text and Events include every chunk Recv returned; recording never
+// blocks (the log only queues), queueing blocks while the outbox is full.
+func (c *streamConn) deliver(call *Call, fs []frame.Frame, publish bool) bool {
+	call.rec.OutputsAt(fs, c.at)
+	k := call.out.putBatch(fs, publish, c.closing, c.leaveGateFn)
+	if k > 0 {
+		call.given = fs[k-1].Sequence + 1
 	}
-	// Recorded before the caller can read it, so that Text and Events
-	// include every chunk Recv returned. Never blocks: the log only queues.
-	call.rec.OutputAt(*f, at)
-	// The caller is woken for the frames of a burst at its last one: the
-	// next packet, when it is already whole in the reader's buffer, is
-	// decoded at once and comes right after (see outbox).
-	if !call.out.put(*f, burstEnd, c.closing, c.leaveGateFn) {
+	if k < len(fs) {
 		c.broken(call, nil)
 		return false
 	}
-	call.given = f.Sequence + 1
 	return true
 }
 
