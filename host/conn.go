@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,7 +33,7 @@ type synth struct {
 
 // readTurn says who reads a stream connection. One goroutine at a time
 // does; the turn passes under streamConn.mu, and with it the provider
-// direction of the bound call (its fence, given, the reader's buffer).
+// direction of the bound call (the reader: its fence, given, outbox and buffer).
 type readTurn uint8
 
 const (
@@ -66,17 +65,14 @@ type streamConn struct {
 	ch *child
 	nc net.Conn
 	rc syscall.RawConn  // nc's, for idleSound; nil when nc has none
-	r  *packetio.Reader // read only by the holder of the turn
 	w  *coalesce.Writer // closed by run when it returns
 
 	// idleSound's peek, made once so that it allocates nothing; used by
 	// the goroutine that took the connection from the idle list.
-	peekFn func(fd uintptr) bool
-	// leaveGate, made once: what outbox.put calls before it waits.
-	leaveGateFn func()
-	peekBuf     [1]byte
-	peekN       int
-	peekErr     error
+	peekFn  func(fd uintptr) bool
+	peekBuf [1]byte
+	peekN   int
+	peekErr error
 
 	// held: the caller's Recv left whole packets in the reader's buffer
 	// when it stopped reading; set by callerRead, cleared when the reader
@@ -100,38 +96,20 @@ type streamConn struct {
 	interrupted bool     // the reading Recv's context set a past read deadline; guarded by mu
 	exiting     bool     // the child exited: read what it wrote, then EOF (drainStreams); guarded by mu
 
-	// Owned by the holder of the turn. at is when the packets in the
-	// reader's buffer arrived: the clock is read once per read of the
-	// connection, not once per frame. burstEnd: no whole packet is left
-	// in the buffer, so the next ReadPacket reads the connection (and the
-	// last packet was the last of its burst).
-	at       time.Time
-	burstEnd bool
-	yielded  time.Time     // when the reader last yielded (pace), or last waited for the connection
-	inBurst  int           // frames read since the last look at the clock (readBurst)
-	waited   bool          // the last read of the connection waited for the child (connSource)
-	busy     bool          // the reader has read for readerYieldEvery without waiting, and has not waited since (pace)
-	gated    bool          // the reader holds a slot of the host's busy gate (pace)
-	gateWait chan struct{} // size 1: where pace waits for a slot of the busy gate; made at its first wait
+	// reader reads the connection for its bound call: its fields and
+	// methods are owned by the holder of the turn.
+	reader
 }
-
-// yieldCheckEvery is how many frames of one burst readBurst reads between
-// looks at the clock (at the start of a batch): a burst (what one read of the connection returned,
-// up to the Reader's 16 KiB buffer: hundreds of small frames) can take
-// milliseconds to handle under load, so a reader that looked only at a
-// burst's end kept its processor for the whole burst. A look costs a
-// clock read; one per 32 packets is lost in the cost of the packets.
-const yieldCheckEvery = 32
 
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	c := &streamConn{
 		ch: ch, nc: nc,
-		w:        coalesce.New(nc, ch.limits),
-		closing:  make(chan struct{}),
-		done:     make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		burstEnd: true,
+		w:       coalesce.New(nc, ch.limits),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
 	}
+	c.reader.c, c.burstEnd = c, true
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
@@ -181,7 +159,7 @@ func (c *streamConn) bind(call *Call) bool {
 	c.cur = call
 	c.held.Store(false)
 	c.wantReader = false
-	c.r.ExpectCallID(call.id) // nobody reads an idle connection
+	c.bindCall(call) // nobody reads an idle connection
 	c.turn = turnCaller
 	// The connection was idle: its reading starts a new busy interval
 	// (nobody else touches these until the turn is the caller's).
@@ -193,6 +171,7 @@ func (c *streamConn) bind(call *Call) bool {
 // turn, which reads no more.
 func (c *streamConn) unbind() {
 	c.leaveGate()
+	c.out = nil // an idle connection keeps nothing of its last call alive
 	c.r.ReleaseBuffer() // an idle connection holds no read buffer (a child that wrote on it is caught by idleSound)
 	c.mu.Lock()
 	// A Recv that is reading finishes its loop without reading again; the
@@ -352,137 +331,6 @@ func (c *streamConn) peek(fd uintptr) bool {
 	return true
 }
 
-// readResult is what readBurst did.
-type readResult uint8
-
-const (
-	readMore        readResult = iota // the call goes on
-	readDone                          // the call was released, or the connection failed
-	readInterrupted                   // the reading Recv's context ended the read (callerRead)
-)
-
-// burstFrames bounds the provider frames readBurst decodes and checks
-// before it records and queues them together: one lock of the call log
-// and one of the outbox for up to 16 frames, where a lock per frame of
-// each, and of the outbox again for every take, was a seventh of the
-// host's CPU on a stream of small frames (docs/performance.md). The batch
-// lives on readBurst's stack (16 frames of 88 bytes), only while it reads.
-const burstFrames = 16
-
-// readBurst reads and handles packets of call; the caller has the turn.
-// It reads the connection at most once, at its first packet, and goes on
-// with the packets already whole in the reader's buffer, up to
-// burstFrames frames and lendBytes of payload and media: their chunks are recorded in the call log and
-// queued to the outbox together, the caller published at the burst's end
-// (see outbox). A terminal, a violation, the end or an error ends the
-// batch, and what came before it is queued first.
-func (c *streamConn) readBurst(call *Call) readResult {
-	// A reader whose socket always has data never waits: once it has
-	// read for readerYieldEvery (which says why and what it costs) since
-	// it last yielded or waited, it is busy and takes turns through the
-	// host's busy gate (pace, readpace.go), looking at the clock at a
-	// burst's end and every yieldCheckEvery packets within one. A busy
-	// reader that left the gate takes a slot again before it reads. A
-	// batch is queued before anything that may wait: it never holds frames
-	// back from the caller.
-	switch {
-	case c.busy && !c.gated:
-		c.enterGate() // a busy reader reads only while it holds a slot
-	case c.burstEnd:
-		c.inBurst = 0
-		if c.at.Sub(c.yielded) >= readerYieldEvery {
-			c.pace()
-		}
-	case c.inBurst >= yieldCheckEvery:
-		c.inBurst = 0
-		if time.Since(c.yielded) >= readerYieldEvery {
-			c.pace()
-		}
-	}
-	var batch [burstFrames]frame.Frame
-	n := 0
-	// size bounds the batch's payload and media bytes as the outbox's
-	// take bounds what it lends: a batch ends after the frame that takes
-	// it to lendBytes, so that a caller's Recv filling its own outbox to
-	// half (callerRead) never finds it full, which it would wait on
-	// forever, being the one to empty it.
-	size := 0
-	// The host's counters of the frames read, added once the batch is
-	// done: atomic, so the deferred add is safe after the call was
-	// released and the turn is another's. Nothing of the connection is
-	// touched after that.
-	var media uint64 // inline media bytes of the frames read
-	read := 0        // frames read
-	defer func() { c.ch.h.traffic.receivedBatch(read, media) }()
-	for {
-		pkt, err := c.r.ReadPacket()
-		if c.burstEnd {
-			c.at = time.Now()
-			if c.waited { // the read waited for the child: not busy (connSource left the gate)
-				c.waited, c.busy = false, false
-				c.yielded = c.at
-			}
-		}
-		c.burstEnd = !c.r.PacketBuffered()
-		if err != nil {
-			if n > 0 && !c.deliver(call, batch[:n], true) {
-				return readDone
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) && c.isInterrupted() {
-				c.burstEnd = true // nothing was read
-				return readInterrupted
-			}
-			c.broken(call, err)
-			return readDone
-		}
-		p, ok := pkt.(*wire.Frame)
-		if !ok {
-			if n > 0 && !c.deliver(call, batch[:n], true) {
-				return readDone
-			}
-			if p, ok := pkt.(*wire.End); ok {
-				if !call.providerDone.Load() || p.CallID != call.id {
-					c.violation(call, "end packet out of order")
-					return readDone
-				}
-				c.ended(call)
-				return readDone
-			}
-			c.violation(call, packetio.TypeOf(pkt).String()+" packet on a stream connection")
-			return readDone
-		}
-		f := &p.Frame
-		read++
-		c.inBurst++
-		media += mediaLen(f.Media)
-		if reason := checkProvider(call, f); reason != "" {
-			if n > 0 && !c.deliver(call, batch[:n], true) {
-				return readDone
-			}
-			c.violation(call, reason)
-			return readDone
-		}
-		if f.Kind.IsTerminal() {
-			// The chunks before it are queued (and recorded) first.
-			if n > 0 && !c.deliver(call, batch[:n], true) {
-				return readDone
-			}
-			call.finish(*f, "")
-			call.terminalClocks(!c.burstEnd)
-			return readMore
-		}
-		batch[n] = *f // the Reader reuses p for its next packet
-		n++
-		size += frameBytes(f)
-		if c.burstEnd || n == burstFrames || size >= lendBytes {
-			if !c.deliver(call, batch[:n], c.burstEnd) {
-				return readDone
-			}
-			return readMore
-		}
-	}
-}
-
 func (c *streamConn) isInterrupted() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -569,54 +417,6 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	return true
 }
 
-// checkProvider checks one provider frame of call against the call's
-// state (no frame after the terminal), the provider fence and the tool's
-// output or result schema, and returns why it is refused, or "". The
-// fence takes f's sequence when it is accepted. Called by the holder of
-// the read turn.
-func checkProvider(call *Call, f *frame.Frame) string {
-	if call.providerDone.Load() {
-		return "frame after the provider terminal"
-	}
-	if err := call.fence.Accept(f); err != nil {
-		return "provider frame refused: " + err.Error()
-	}
-	var err error
-	switch f.Kind {
-	case frame.KindChunk:
-		if f.Payload != nil {
-			err = validate(call.tool.Output, f.Payload)
-		}
-	case frame.KindCompleted:
-		if f.Payload != nil {
-			err = validate(call.tool.Result, f.Payload)
-		}
-	}
-	if err != nil {
-		return err.Error()
-	}
-	return ""
-}
-
-// deliver records the checked, non-terminal frames fs of call in the call
-// log, all received at c.at, and queues them to the caller, publishing
-// them when publish is set (see outbox.putBatch); it reports whether the
-// connection goes on. Recorded before the caller can read them, so that
-// Text and Events include every chunk Recv returned; recording never
-// blocks (the log only queues), queueing blocks while the outbox is full.
-func (c *streamConn) deliver(call *Call, fs []frame.Frame, publish bool) bool {
-	call.rec.OutputsAt(fs, c.at)
-	k := call.out.putBatch(fs, publish, c.closing, c.leaveGateFn)
-	if k > 0 {
-		call.given = fs[k-1].Sequence + 1
-	}
-	if k < len(fs) {
-		c.broken(call, nil)
-		return false
-	}
-	return true
-}
-
 // violation ends the call for a provider packet that breaks the rules:
 // before the provider terminal the caller gets a synthetic invalid_frame;
 // after it the outcome stands. The connection is closed either way.
@@ -640,7 +440,7 @@ func (c *streamConn) broken(call *Call, err error) {
 		if cause.stderrOf != nil {
 			stderr = cause.stderrOf.stderrTailAfterExit()
 		}
-		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: call.given,
+		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: c.given,
 			Kind: cause.kind, Synthetic: true, Error: &frame.Error{Code: cause.code, Message: frame.SanitizeMessage(cause.msg)}}
 		// The message is the host's own (the stderr tail, which may hold
 		// user data, is not logged).

@@ -38,16 +38,16 @@ import (
 // gate (if it holds one) to the reader waiting longest, waits for a slot
 // in its turn, and, when nobody was waiting, yields the processor to the
 // goroutines outside the gate. Called by the holder of the read turn.
-func (c *streamConn) pace() {
-	if c.gated {
-		c.gated = false
-		c.ch.h.busy.Leave()
+func (rd *reader) pace() {
+	if rd.gated {
+		rd.gated = false
+		rd.c.ch.h.busy.Leave()
 	}
-	c.busy = true
-	if !c.enterGate() {
+	rd.busy = true
+	if !rd.enterGate() {
 		runtime.Gosched()
 	}
-	c.yielded = time.Now()
+	rd.yielded = time.Now()
 }
 
 // enterGate takes a slot of the busy gate, waiting in line while none is
@@ -55,14 +55,14 @@ func (c *streamConn) pace() {
 // anew). A busy reader that left the gate (its caller stopped reading, or
 // it waited for room in the outbox) takes a slot again before it reads.
 // Called by the holder of the read turn.
-func (c *streamConn) enterGate() bool {
-	if c.gateWait == nil {
-		c.gateWait = make(chan struct{}, 1)
+func (rd *reader) enterGate() bool {
+	if rd.gateWait == nil {
+		rd.gateWait = make(chan struct{}, 1)
 	}
-	waited := c.ch.h.busy.Enter(c.gateWait)
-	c.gated = true
+	waited := rd.c.ch.h.busy.Enter(rd.gateWait)
+	rd.gated = true
 	if waited {
-		c.yielded = time.Now()
+		rd.yielded = time.Now()
 	}
 	return waited
 }
@@ -70,10 +70,10 @@ func (c *streamConn) enterGate() bool {
 // leaveGate gives up the busy gate's slot the reader holds, if any: the
 // reader is about to wait, or stops reading (it stays busy until a read
 // waits for the connection). Called by the holder of the read turn.
-func (c *streamConn) leaveGate() {
-	if c.gated {
-		c.gated = false
-		c.ch.h.busy.Leave()
+func (rd *reader) leaveGate() {
+	if rd.gated {
+		rd.gated = false
+		rd.c.ch.h.busy.Leave()
 	}
 }
 
