@@ -171,7 +171,7 @@ func (c *streamConn) bind(call *Call) bool {
 // turn, which reads no more.
 func (c *streamConn) unbind() {
 	c.leaveGate()
-	c.out = nil // an idle connection keeps nothing of its last call alive
+	c.out = nil         // an idle connection keeps nothing of its last call alive
 	c.r.ReleaseBuffer() // an idle connection holds no read buffer (a child that wrote on it is caught by idleSound)
 	c.mu.Lock()
 	// A Recv that is reading finishes its loop without reading again; the
