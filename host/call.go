@@ -46,7 +46,7 @@ type Call struct {
 
 	dispatched time.Time // when its invoke was about to be written: lost-call detection counts it from the next ping on
 
-	out     outbox        // provider frames for Recv; put by the holder of the read turn
+	out     outbox        // provider frames for Recv; put by the connection's reader (its only putter)
 	done    chan struct{} // closed by finish once term is set
 	term    frame.Frame
 	termErr *callError
@@ -61,10 +61,6 @@ type Call struct {
 	cancelT   *time.Timer // cancel + CancelGrace + 1 s: synthetic cancelled
 	endT      *time.Timer // terminal + endGrace without end: connection closed
 	stopCtx   func() bool // stops the context watch
-
-	// Owned by the holder of the connection's read turn (see readTurn).
-	fence sequence.Fence // provider direction, from 1
-	given uint64         // sequence after the last frame given to the caller
 
 	providerDone atomic.Bool // the provider terminal (real or synthetic) was given: set by finish
 
@@ -89,11 +85,9 @@ type Call struct {
 func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.Invoke, rec *recorder.Record, reqArgs frame.Payload, o *callOptions) (*Call, error) {
 	call := &Call{
 		id: inv.CallID, ctx: ctx, tool: t, ch: ch, rec: rec,
-		done:  make(chan struct{}),
-		fence: *sequence.New(inv.CallID, frame.ProviderToCaller, 1),
-		given: 1,
-		send:  *sequence.New(inv.CallID, frame.CallerToProvider, 0),
-		span:  o.span,
+		done: make(chan struct{}),
+		send: *sequence.New(inv.CallID, frame.CallerToProvider, 0),
+		span: o.span,
 	}
 	call.out.init()
 	var c *streamConn

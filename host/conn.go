@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,7 +33,7 @@ type synth struct {
 
 // readTurn says who reads a stream connection. One goroutine at a time
 // does; the turn passes under streamConn.mu, and with it the provider
-// direction of the bound call (its fence, given, the reader's buffer).
+// direction of the bound call (the reader: its fence, given, outbox and buffer).
 type readTurn uint8
 
 const (
@@ -66,17 +65,14 @@ type streamConn struct {
 	ch *child
 	nc net.Conn
 	rc syscall.RawConn  // nc's, for idleSound; nil when nc has none
-	r  *packetio.Reader // read only by the holder of the turn
 	w  *coalesce.Writer // closed by run when it returns
 
 	// idleSound's peek, made once so that it allocates nothing; used by
 	// the goroutine that took the connection from the idle list.
-	peekFn func(fd uintptr) bool
-	// leaveGate, made once: what outbox.put calls before it waits.
-	leaveGateFn func()
-	peekBuf     [1]byte
-	peekN       int
-	peekErr     error
+	peekFn  func(fd uintptr) bool
+	peekBuf [1]byte
+	peekN   int
+	peekErr error
 
 	// held: the caller's Recv left whole packets in the reader's buffer
 	// when it stopped reading; set by callerRead, cleared when the reader
@@ -100,42 +96,20 @@ type streamConn struct {
 	interrupted bool     // the reading Recv's context set a past read deadline; guarded by mu
 	exiting     bool     // the child exited: read what it wrote, then EOF (drainStreams); guarded by mu
 
-	// Owned by the holder of the turn. at is when the packets in the
-	// reader's buffer arrived: the clock is read once per read of the
-	// connection, not once per frame. burstEnd: no whole packet is left
-	// in the buffer, so the next ReadPacket reads the connection (and the
-	// last packet was the last of its burst).
-	at       time.Time
-	burstEnd bool
-	yielded  time.Time     // when the reader last yielded (pace), or last waited for the connection
-	inBurst  int           // packets read since the last burst's end
-	waited   bool          // the last read of the connection waited for the child (connSource)
-	busy     bool          // the reader has read for readerYieldEvery without waiting, and has not waited since (pace)
-	gated    bool          // the reader holds a slot of the host's busy gate (pace)
-	gateWait chan struct{} // size 1: where pace waits for a slot of the busy gate; made at its first wait
-	// gateStop ends a wait for a slot of the busy gate (enterGate): the
-	// Done channels of a reading Recv's context and of its call's; nil
-	// (never) while the reader goroutine reads.
-	gateStop [2]<-chan struct{}
+	// reader reads the connection for its bound call: its fields and
+	// methods are owned by the holder of the turn.
+	reader
 }
-
-// yieldCheckEvery is how many packets of one burst readOne reads between
-// looks at the clock: a burst (what one read of the connection returned,
-// up to the Reader's 16 KiB buffer: hundreds of small frames) can take
-// milliseconds to handle under load, so a reader that looked only at a
-// burst's end kept its processor for the whole burst. A look costs a
-// clock read; one per 32 packets is lost in the cost of the packets.
-const yieldCheckEvery = 32
 
 func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	c := &streamConn{
 		ch: ch, nc: nc,
-		w:        coalesce.New(nc, ch.limits),
-		closing:  make(chan struct{}),
-		done:     make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		burstEnd: true,
+		w:       coalesce.New(nc, ch.limits),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
 	}
+	c.reader.c, c.burstEnd = c, true
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
 	}
@@ -185,7 +159,7 @@ func (c *streamConn) bind(call *Call) bool {
 	c.cur = call
 	c.held.Store(false)
 	c.wantReader = false
-	c.r.ExpectCallID(call.id) // nobody reads an idle connection
+	c.bindCall(call) // nobody reads an idle connection
 	c.turn = turnCaller
 	// The connection was idle: its reading starts a new busy interval
 	// (nobody else touches these until the turn is the caller's).
@@ -198,6 +172,7 @@ func (c *streamConn) bind(call *Call) bool {
 func (c *streamConn) unbind() {
 	c.leaveGate()
 	c.gateStop = [2]<-chan struct{}{}
+	c.out = nil         // an idle connection keeps nothing of its last call alive
 	c.r.ReleaseBuffer() // an idle connection holds no read buffer (a child that wrote on it is caught by idleSound)
 	c.mu.Lock()
 	// A Recv that is reading finishes its loop without reading again; the
@@ -291,7 +266,7 @@ func (c *streamConn) run() {
 		case call != nil && c.turn == turnReader:
 			c.mu.Unlock()
 			c.held.Store(false) // this goroutine reads the buffer now, until the call is released
-			for c.readOne(call) == readMore {
+			for c.readBurst(call) == readMore {
 			}
 			// The call was released (unbind left the busy gate), or the
 			// connection failed.
@@ -357,77 +332,6 @@ func (c *streamConn) peek(fd uintptr) bool {
 	return true
 }
 
-// readResult is what readOne did.
-type readResult uint8
-
-const (
-	readMore        readResult = iota // the call goes on
-	readDone                          // the call was released, or the connection failed
-	readInterrupted                   // the reading Recv's context ended the read (callerRead)
-)
-
-// readOne reads and handles one packet of call; the caller has the turn.
-func (c *streamConn) readOne(call *Call) readResult {
-	// A reader whose socket always has data never waits: once it has
-	// read for readerYieldEvery (which says why and what it costs) since
-	// it last yielded or waited, it is busy and takes turns through the
-	// host's busy gate (pace, readpace.go), looking at the clock at a
-	// burst's end and every yieldCheckEvery packets within one. A busy
-	// reader that left the gate takes a slot again before it reads.
-	ok := true
-	switch {
-	case c.busy && !c.gated:
-		_, ok = c.enterGate() // a busy reader reads only while it holds a slot
-	case c.burstEnd:
-		c.inBurst = 0
-		if c.at.Sub(c.yielded) >= readerYieldEvery {
-			ok = c.pace()
-		}
-	default:
-		if c.inBurst++; c.inBurst%yieldCheckEvery == 0 && time.Since(c.yielded) >= readerYieldEvery {
-			ok = c.pace()
-		}
-	}
-	if !ok { // a reading Recv's context ended while it waited for a slot; nothing was read
-		return readInterrupted
-	}
-	pkt, err := c.r.ReadPacket()
-	if c.burstEnd {
-		c.at = time.Now()
-		if c.waited { // the read waited for the child: not busy (connSource left the gate)
-			c.waited, c.busy = false, false
-			c.yielded = c.at
-		}
-	}
-	c.burstEnd = !c.r.PacketBuffered()
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && c.isInterrupted() {
-			c.burstEnd = true // nothing was read
-			return readInterrupted
-		}
-		c.broken(call, err)
-		return readDone
-	}
-	switch p := pkt.(type) {
-	case *wire.Frame:
-		c.ch.h.traffic.received(&p.Frame)
-		if !c.providerFrame(call, &p.Frame, c.at, c.burstEnd) {
-			return readDone
-		}
-		return readMore
-	case *wire.End:
-		if !call.providerDone.Load() || p.CallID != call.id {
-			c.violation(call, "end packet out of order")
-			return readDone
-		}
-		c.ended(call)
-		return readDone
-	default:
-		c.violation(call, packetio.TypeOf(pkt).String()+" packet on a stream connection")
-		return readDone
-	}
-}
-
 func (c *streamConn) isInterrupted() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -474,7 +378,7 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 		if !armed && ctx.Done() != nil && ctx != call.ctx && !c.r.PacketBuffered() {
 			arm()
 		}
-		if res = c.readOne(call); res != readMore {
+		if res = c.readBurst(call); res != readMore {
 			break
 		}
 		buffered := c.r.PacketBuffered()
@@ -516,52 +420,6 @@ func (c *streamConn) callerRead(ctx context.Context, call *Call) bool {
 	return true
 }
 
-// providerFrame checks and delivers one provider frame, received at at;
-// burstEnd says no later packet is already buffered. It reports whether the
-// connection goes on.
-func (c *streamConn) providerFrame(call *Call, f *frame.Frame, at time.Time, burstEnd bool) bool {
-	if call.providerDone.Load() {
-		c.violation(call, "frame after the provider terminal")
-		return false
-	}
-	if err := call.fence.Accept(f); err != nil {
-		c.violation(call, "provider frame refused: "+err.Error())
-		return false
-	}
-	var err error
-	switch f.Kind {
-	case frame.KindChunk:
-		if f.Payload != nil {
-			err = validate(call.tool.Output, f.Payload)
-		}
-	case frame.KindCompleted:
-		if f.Payload != nil {
-			err = validate(call.tool.Result, f.Payload)
-		}
-	}
-	if err != nil {
-		c.violation(call, err.Error())
-		return false
-	}
-	if f.Kind.IsTerminal() {
-		call.finish(*f, "")
-		call.terminalClocks(!burstEnd)
-		return true
-	}
-	// Recorded before the caller can read it, so that Text and Events
-	// include every chunk Recv returned. Never blocks: the log only queues.
-	call.rec.OutputAt(*f, at)
-	// The caller is woken for the frames of a burst at its last one: the
-	// next packet, when it is already whole in the reader's buffer, is
-	// decoded at once and comes right after (see outbox).
-	if !call.out.put(*f, burstEnd, c.closing, c.leaveGateFn) {
-		c.broken(call, nil)
-		return false
-	}
-	call.given = f.Sequence + 1
-	return true
-}
-
 // violation ends the call for a provider packet that breaks the rules:
 // before the provider terminal the caller gets a synthetic invalid_frame;
 // after it the outcome stands. The connection is closed either way.
@@ -585,7 +443,7 @@ func (c *streamConn) broken(call *Call, err error) {
 		if cause.stderrOf != nil {
 			stderr = cause.stderrOf.stderrTailAfterExit()
 		}
-		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: call.given,
+		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: c.given,
 			Kind: cause.kind, Synthetic: true, Error: &frame.Error{Code: cause.code, Message: frame.SanitizeMessage(cause.msg)}}
 		// The message is the host's own (the stderr tail, which may hold
 		// user data, is not logged).

@@ -49,11 +49,31 @@ type outbox struct {
 
 	mu          sync.Mutex
 	buf         []frame.Frame // the ring: outStart frames at first, doubled while full up to outQueue (powers of two)
-	head, n     int           // the queued frames are buf[head:head+n], wrapping
-	bytes       int           // payload and inline media bytes of the queued frames
+	head, n     int           // the queued frames are buf[head:head+n], wrapping; the first lent of them are lent to the caller
+	lent        int           // frames at the head handed to the caller's take, not yet given back (see take)
+	bytes       int           // payload and inline media bytes of the queued frames, lent ones included
 	recvWaiting bool          // a take found the queue empty: the next publish wakes it
 	putWaiting  bool          // a put found the queue full: a take that halves it wakes it
+
+	// Owned by the caller's take (the goroutine in Recv), never by a
+	// put: the lent frames are lbuf[lpos:lend] (indices wrap with lbuf's
+	// length). lbuf is the ring as it was when they were lent: a put that
+	// grows the ring copies them and leaves the old ring's slots as they
+	// are, and a put writes only past the queued frames, so these slots
+	// are read without the lock.
+	lbuf       []frame.Frame
+	lpos, lend int
 }
+
+// lendFrames and lendBytes bound what one take lends the caller (see
+// take): half the queue, so that the reader, let go once the queue is
+// half empty, fills the other half while the caller reads these; and
+// 64 KiB, so that large media is lent one frame at a time and a reader
+// waiting for room is let go as soon as it would be one frame at a time.
+const (
+	lendFrames = outQueue / 2
+	lendBytes  = 64 << 10
+)
 
 // outStart is the ring's first size: enough for a short call's frames
 // (started, a chunk, the terminal), so that only a call that streams pays
@@ -78,37 +98,45 @@ func (o *outbox) growLocked() bool {
 	return true
 }
 
-// put queues f, waiting while the queue is full until it is half empty or
-// closing is closed (then it reports false and f is dropped); before it
-// waits it calls beforeWait, if not nil. With publish
-// false a waiting caller is not woken for f unless wakeBatch frames are
-// queued: the reader promises another put soon (it has a whole packet
-// buffered), or the call's end, which wakes Recv through Call.done.
+// put queues f as a batch of one (see putBatch).
 func (o *outbox) put(f frame.Frame, publish bool, closing <-chan struct{}, beforeWait func()) bool {
-	size := frameBytes(&f)
+	return o.putBatch([]frame.Frame{f}, publish, closing, beforeWait) == 1
+}
+
+// putBatch queues fs in order under one lock, waiting while the queue is
+// full until it is half empty or closing is closed; it returns how many of
+// fs it queued (fewer than len(fs) only when closing was closed: the rest
+// are dropped). Before it waits it publishes what is queued and calls
+// beforeWait, if not nil. With publish false a waiting caller is not woken
+// for fs unless wakeBatch frames are queued: the reader promises another
+// put soon (it has a whole packet buffered), or the call's end, which
+// wakes Recv through Call.done.
+func (o *outbox) putBatch(fs []frame.Frame, publish bool, closing <-chan struct{}, beforeWait func()) int {
 	o.mu.Lock()
-	for o.fullLocked() {
-		o.wakeRecvLocked() // whatever is queued is published before waiting
-		o.putWaiting = true
-		o.mu.Unlock()
-		if beforeWait != nil {
-			beforeWait()
+	for i := range fs {
+		for o.fullLocked() {
+			o.wakeRecvLocked() // whatever is queued is published before waiting
+			o.putWaiting = true
+			o.mu.Unlock()
+			if beforeWait != nil {
+				beforeWait()
+			}
+			select {
+			case <-o.room:
+			case <-closing:
+				return i
+			}
+			o.mu.Lock()
 		}
-		select {
-		case <-o.room:
-		case <-closing:
-			return false
-		}
-		o.mu.Lock()
+		o.buf[(o.head+o.n)&(len(o.buf)-1)] = fs[i]
+		o.n++
+		o.bytes += frameBytes(&fs[i])
 	}
-	o.buf[(o.head+o.n)&(len(o.buf)-1)] = f
-	o.n++
-	o.bytes += size
 	if publish || o.n >= wakeBatch {
 		o.wakeRecvLocked()
 	}
 	o.mu.Unlock()
-	return true
+	return len(fs)
 }
 
 // fullLocked reports whether a put must wait: outBytes are queued, or
@@ -157,18 +185,58 @@ func (o *outbox) fill() (n int, room bool) {
 
 // take returns the oldest queued frame. When the queue is empty it reports
 // false and arms ready: the caller may wait on it for the next publish.
+//
+// It takes the lock once per batch, not once per frame: the frames queued
+// when it looks (at most lendFrames, and lendBytes past the first) are
+// lent to the caller, which takes them one by one without the lock, and
+// are given back, their slots freed and their bytes uncounted, by the take
+// after the last of them. Until then they count against the queue's
+// bounds, which therefore hold for what the caller has not yet taken plus
+// what it was lent.
 func (o *outbox) take() (frame.Frame, bool) {
+	if o.lpos != o.lend {
+		f := o.lbuf[o.lpos&(len(o.lbuf)-1)]
+		o.lpos++
+		return f, true
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.giveBackLocked()
 	if o.n == 0 {
 		o.recvWaiting = true
 		return frame.Frame{}, false
 	}
+	mask := len(o.buf) - 1
 	f := o.buf[o.head]
-	o.buf[o.head] = frame.Frame{} // keep no payload or media alive
-	o.head = (o.head + 1) & (len(o.buf) - 1)
-	o.n--
-	o.bytes -= frameBytes(&f)
+	k, size := 1, frameBytes(&f)
+	for k < o.n && k < lendFrames {
+		size += frameBytes(&o.buf[(o.head+k)&mask])
+		if size > lendBytes {
+			break
+		}
+		k++
+	}
+	o.lent = k
+	o.lbuf, o.lpos, o.lend = o.buf, o.head+1, o.head+k
+	return f, true
+}
+
+// giveBackLocked frees the slots of the frames lent by the last take,
+// which the caller has all taken, and lets a waiting put go once the
+// queue is half empty.
+func (o *outbox) giveBackLocked() {
+	if o.lent == 0 {
+		return
+	}
+	mask := len(o.buf) - 1
+	for range o.lent {
+		o.bytes -= frameBytes(&o.buf[o.head])
+		o.buf[o.head] = frame.Frame{} // keep no payload or media alive
+		o.head = (o.head + 1) & mask
+	}
+	o.n -= o.lent
+	o.lent = 0
+	o.lbuf, o.lpos, o.lend = nil, 0, 0
 	if o.putWaiting && o.n <= len(o.buf)/2 && o.bytes <= outBytes/2 {
 		o.putWaiting = false
 		select {
@@ -176,5 +244,4 @@ func (o *outbox) take() (frame.Frame, bool) {
 		default:
 		}
 	}
-	return f, true
 }

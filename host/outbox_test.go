@@ -93,15 +93,23 @@ func TestOutboxGrowsInOrder(t *testing.T) {
 			want++
 		}
 	}
+	// A take lends every frame queued (a few here) and the take after
+	// them gives them back: an empty take frees their slots.
+	giveBack := func() {
+		_, ok := o.take()
+		require.False(t, ok, "take from an empty outbox")
+	}
 	put(3)
-	take(2)           // the ring's head moves on
-	put(outStart - 1) // full, wrapped around the end
+	take(3)
+	giveBack()    // the ring's head moves on
+	put(outStart) // full, wrapped around the end
 	require.Falsef(t, len(o.buf) != outStart, "ring of %d frames, want %d before it is full", len(o.buf), outStart)
 	put(1) // grows
 	if len(o.buf) != 2*outStart {
 		require.FailNow(t, fmt.Sprintf("ring of %d frames after growing, want %d", len(o.buf), 2*outStart))
 	}
 	take(o.n)
+	giveBack()
 	put(outQueue) // grows to the bound, never past it
 	require.Falsef(t, len(o.buf) != outQueue, "ring of %d frames, want the bound %d", len(o.buf), outQueue)
 	take(outQueue)
@@ -109,7 +117,7 @@ func TestOutboxGrowsInOrder(t *testing.T) {
 
 // Media bytes bound the queue as well as frames: past outBytes a put waits
 // (a frame of any size is taken into an empty queue), and the reader is let
-// go once half of the bytes are taken.
+// go once half of the bytes are taken and given back.
 func TestOutboxBoundsBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		media := func(seq uint64, n int) frame.Frame {
@@ -130,18 +138,27 @@ func TestOutboxBoundsBytes(t *testing.T) {
 			require.FailNow(t, "a put past outBytes did not wait")
 		default:
 		}
+		// Large frames are lent one at a time; a take gives back the frame
+		// the one before it lent.
 		o.take()
+		synctest.Wait()
+		select {
+		case <-put:
+			require.FailNow(t, "a put past outBytes went on before any frame was given back")
+		default:
+		}
+		o.take() // gives the first frame back: three quarters of the bytes are queued
 		synctest.Wait()
 		select {
 		case <-put:
 			require.FailNow(t, "let go with three quarters of the bytes still queued")
 		default:
 		}
-		o.take() // half the bytes left: room
+		o.take() // gives the second back: half the bytes left, room
 		synctest.Wait()
 		require.False(t, !<-put, "put refused")
 		for o.n > 0 {
-			o.take()
+			o.take() // the last gives the last frame back
 		}
 		require.EqualValuesf(t, 0, o.bytes, "%d bytes counted in an empty queue", o.bytes)
 		// A frame larger than the bound is taken into an empty queue.
@@ -164,7 +181,9 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 		go func() { put <- o.put(chunkAt(outQueue), false, closing, nil) }() // stopped by room or closing
 		synctest.Wait()
 		require.False(t, !woken(o), "a full outbox did not wake its caller")
-		for i := range outQueue/2 - 1 {
+		// The first take lends half the queue; the take after the last
+		// of them gives them back.
+		for i := range outQueue / 2 {
 			o.take()
 			synctest.Wait()
 			select {
@@ -178,11 +197,14 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 		if ok := <-put; !ok {
 			require.FailNow(t, "put refused after room")
 		}
-		for want := uint64(outQueue / 2); want <= outQueue; want++ {
+		for want := uint64(outQueue/2 + 1); want <= outQueue; want++ {
 			if f, ok := o.take(); !ok || f.Sequence != want {
 				require.FailNow(t, fmt.Sprintf("take: %d %v, want %d", f.Sequence, ok, want))
 			}
 		}
+		_, ok := o.take() // gives the last lent frames back
+		require.False(t, ok, "take from an empty outbox")
+		require.Zero(t, o.n, "frames counted in an empty outbox")
 
 		for seq := range uint64(outQueue) {
 			o.put(chunkAt(seq), false, nil, nil)
@@ -194,4 +216,52 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 			require.FailNow(t, "put on a full outbox reported true after closing")
 		}
 	})
+}
+
+// A take lends the caller a batch under one lock (half the queue at most):
+// the frames stay counted against the bounds until the take after the
+// last of them, and a put queues a batch in order.
+func TestOutboxLendsABatch(t *testing.T) {
+	o := newOutbox()
+	fs := make([]frame.Frame, outQueue/2+8)
+	for i := range fs {
+		fs[i] = chunkAt(uint64(i + 1))
+	}
+	require.Equal(t, len(fs), o.putBatch(fs, true, nil, nil))
+	f, ok := o.take()
+	require.True(t, ok)
+	require.EqualValues(t, 1, f.Sequence)
+	require.Equal(t, lendFrames, o.lent, "frames lent by one take")
+	for want := uint64(2); want <= lendFrames; want++ {
+		f, ok := o.take()
+		require.True(t, ok)
+		require.Equal(t, want, f.Sequence)
+	}
+	require.Equal(t, len(fs), o.n, "lent frames stop counting before they are given back")
+	f, ok = o.take() // gives the batch back, lends the rest
+	require.True(t, ok)
+	require.EqualValues(t, lendFrames+1, f.Sequence)
+	require.Equal(t, len(fs)-lendFrames, o.n)
+	for range len(fs) - lendFrames - 1 {
+		_, ok := o.take()
+		require.True(t, ok)
+	}
+	_, ok = o.take()
+	require.False(t, ok, "take from an empty outbox")
+	require.Zero(t, o.n)
+	require.Zero(t, o.bytes)
+}
+
+// A putBatch that finds the queue full and closing closed queues what fit
+// and reports how many.
+func TestOutboxPutBatchStopsAtClosing(t *testing.T) {
+	o := newOutbox()
+	fs := make([]frame.Frame, outQueue+3)
+	for i := range fs {
+		fs[i] = chunkAt(uint64(i + 1))
+	}
+	closing := make(chan struct{})
+	close(closing)
+	require.Equal(t, outQueue, o.putBatch(fs, false, closing, nil))
+	require.Equal(t, outQueue, o.n)
 }

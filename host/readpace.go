@@ -40,17 +40,17 @@ import (
 // goroutines outside the gate. It reports false when a reading Recv's
 // wait for the slot ended with its context (see enterGate). Called by the
 // holder of the read turn.
-func (c *streamConn) pace() bool {
-	if c.gated {
-		c.gated = false
-		c.ch.h.busy.Leave()
+func (rd *reader) pace() bool {
+	if rd.gated {
+		rd.gated = false
+		rd.c.ch.h.busy.Leave()
 	}
-	c.busy = true
-	waited, ok := c.enterGate()
+	rd.busy = true
+	waited, ok := rd.enterGate()
 	if !waited {
 		runtime.Gosched()
 	}
-	c.yielded = time.Now()
+	rd.yielded = time.Now()
 	return ok
 }
 
@@ -64,26 +64,26 @@ func (c *streamConn) pace() bool {
 // goroutine, see callerRead). Once the connection failed nobody waits:
 // the reader goes on without a slot, to read what is left and the error.
 // Called by the holder of the read turn.
-func (c *streamConn) enterGate() (waited, ok bool) {
-	if c.gateWait == nil {
-		c.gateWait = make(chan struct{}, 1)
+func (rd *reader) enterGate() (waited, ok bool) {
+	if rd.gateWait == nil {
+		rd.gateWait = make(chan struct{}, 1)
 	}
-	g := c.ch.h.busy
-	if g.Join(c.gateWait) {
-		c.gated = true
+	g := rd.c.ch.h.busy
+	if g.Join(rd.gateWait) {
+		rd.gated = true
 		return false, true
 	}
 	select {
-	case <-c.gateWait:
-		c.gated = true
-		c.yielded = time.Now()
+	case <-rd.gateWait:
+		rd.gated = true
+		rd.yielded = time.Now()
 		return true, true
-	case <-c.closing:
+	case <-rd.c.closing:
 		ok = true
-	case <-c.gateStop[0]:
-	case <-c.gateStop[1]:
+	case <-rd.gateStop[0]:
+	case <-rd.gateStop[1]:
 	}
-	if g.Quit(c.gateWait) { // handed a slot as it quit: the next reader's
+	if g.Quit(rd.gateWait) { // handed a slot as it quit: the next reader's
 		g.Leave()
 	}
 	return true, ok
@@ -92,10 +92,10 @@ func (c *streamConn) enterGate() (waited, ok bool) {
 // leaveGate gives up the busy gate's slot the reader holds, if any: the
 // reader is about to wait, or stops reading (it stays busy until a read
 // waits for the connection). Called by the holder of the read turn.
-func (c *streamConn) leaveGate() {
-	if c.gated {
-		c.gated = false
-		c.ch.h.busy.Leave()
+func (rd *reader) leaveGate() {
+	if rd.gated {
+		rd.gated = false
+		rd.c.ch.h.busy.Leave()
 	}
 }
 

@@ -86,11 +86,14 @@ func (t *traffic) sent(f *frame.Frame) {
 	}
 }
 
-// received counts a provider frame read.
-func (t *traffic) received(f *frame.Frame) {
-	t.providerFrames.Add(1)
-	if n := mediaLen(f.Media); n > 0 {
-		t.providerMedia.Add(n)
+// receivedBatch counts n provider frames read, carrying media bytes of
+// inline media.
+func (t *traffic) receivedBatch(n int, media uint64) {
+	if n > 0 {
+		t.providerFrames.Add(uint64(n))
+	}
+	if media > 0 {
+		t.providerMedia.Add(media)
 	}
 }
 

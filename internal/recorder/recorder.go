@@ -782,6 +782,24 @@ func (rec *Record) OutputAt(f frame.Frame, at time.Time) {
 	t := rec.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	rec.outputLocked(&f, at)
+}
+
+// OutputsAt is OutputAt for each of fs in order, all received at at,
+// under one lock of the tree: a reader records the frames of one read of
+// its connection together.
+func (rec *Record) OutputsAt(fs []frame.Frame, at time.Time) {
+	t := rec.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range fs {
+		rec.outputLocked(&fs[i], at)
+	}
+}
+
+// outputLocked records f as OutputAt does; the tree's lock is held.
+func (rec *Record) outputLocked(f *frame.Frame, at time.Time) {
+	t := rec.t
 	if rec.ending {
 		return
 	}

@@ -560,6 +560,33 @@ func TestOutputContentPerChunk(t *testing.T) {
 	}
 }
 
+// OutputsAt records a batch of frames as OutputAt records each: in order,
+// all at the time given, their text in Text, and nothing after the end.
+func TestOutputsAtRecordsABatchInOrder(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRecorder(t, calllog.Options{})
+	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
+	require.NoError(t, err)
+	rec.Request(recorder.RequestInfo{Child: "c0"})
+	received := time.Now()
+	rec.OutputsAt([]frame.Frame{
+		chunk(t, "c", 1, map[string]any{"text": "a"}),
+		chunk(t, "c", 2, map[string]any{"text": "b"}),
+		chunk(t, "c", 3, map[string]any{"i": 3}),
+	}, received)
+	rec.OutputsAt(nil, received)
+	require.NoError(t, rec.End(ctx, recorder.Done(nil)))
+	rec.OutputsAt([]frame.Frame{chunk(t, "c", 4, map[string]any{"text": "late"})}, received)
+	evs := slices.Collect(rec.Events())
+	require.Len(t, evs, 6, "started, request, three outputs, end")
+	for i, ev := range evs[2:5] {
+		require.Equal(t, calllog.KindOutput, ev.Kind)
+		require.EqualValues(t, i+1, ev.FrameSeq)
+		require.True(t, ev.At.Equal(received), "output %d at %v, want %v", i+1, ev.At, received)
+	}
+	require.Equal(t, "ab", rec.Text())
+}
+
 // OutputAt records the time it is given, but never one before the tree's
 // last event.
 func TestOutputAtKeepsTimesInOrder(t *testing.T) {
