@@ -211,9 +211,9 @@ type Call struct {
 	cancelled atomic.Bool // Cancel was called
 
 	ncMu     sync.Mutex
-	released bool        // nc went back to the idle list: this call may not close it; guarded by ncMu
-	term     frame.Frame // the terminal; set before done is closed
-	stop     func() bool // stops the ctx watch
+	released bool            // nc went back to the idle list: this call may not close it; guarded by ncMu
+	term     frame.Frame     // the terminal; set before done is closed
+	stop     func() bool     // stops the ctx watch
 	fence    *sequence.Fence // the provider frames'; used by the read token's holder
 
 	sendMu   sync.Mutex
