@@ -52,6 +52,14 @@ func (e *depthError) Error() string {
 	return fmt.Sprintf("host: call depth %d is over the limit of %d", e.Depth, e.Limit)
 }
 
+// hangupWatchDelay is how long a call connection goes unread (a start
+// that waits, a chunk its callee does not take) before the host watches
+// it for the caller's hang-up (watchHangupAfter). A wait shorter than it
+// ends with the connection read again, which sees the hang-up as its end;
+// a longer one sees it within this delay. Watching from the start instead
+// cost a goroutine, a poll and a switch back per call and per chunk.
+const hangupWatchDelay = time.Millisecond
+
 // callsSockName is the call socket's name in a child's private directory.
 const callsSockName = "calls.sock"
 
@@ -275,8 +283,9 @@ type nestedCallee interface {
 	closeSend()
 	// abort cancels the call.
 	abort()
-	// recv returns the next provider frame; the terminal is the last.
-	recv(ctx context.Context) (frame.Frame, error)
+	// start starts the callee's output side: each provider frame goes to
+	// out (the terminal last), then put's error to done.
+	start(out *callOut, done chan<- error)
 }
 
 // run runs one call on a call connection and reports whether the
@@ -299,10 +308,9 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 	// a detached call too).
 	defer context.AfterFunc(s.stop, callee.abort)()
 	invalid := make(chan struct{})
-	outDone := make(chan error, 1)
-	// endSent is set by pumpOut before it writes the end.
-	var endSent atomic.Bool
-	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release, &endSent) }() // ends at the callee's terminal; waited for below
+	outDone := make(chan error, 1) // one value: the output side's end; waited for below
+	out := &callOut{w: w, id: inv.CallID, seq: 1, invalid: invalid, release: release, abort: callee.abort}
+	callee.start(out, outDone)
 	reusable, bad := s.pumpIn(nc, r, callee, inv.CallID)
 	if bad {
 		close(invalid)
@@ -314,7 +322,7 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 		// caller that closes its connection (it cancelled, or died)
 		// cancels the callee at once.
 		pkt, err := r.ReadPacket()
-		if err != nil || !endSent.Load() {
+		if err != nil || !out.endSent.Load() {
 			reusable = false
 		}
 		next = pkt
@@ -419,12 +427,14 @@ func (s *callServer) pumpIn(nc net.Conn, r *packetio.Reader, callee nestedCallee
 // take it the host does not read the connection (backpressure), so a
 // cancelled frame the caller writes after it waits unread: the caller's
 // hang-up is watched instead (docs/protocol.md §8 item 6), and ends the
-// send and the callee at once. hungUp reports that it did.
+// send and the callee. The watch starts only once the send has waited
+// hangupWatchDelay: a chunk the callee takes at once costs none. hungUp
+// reports that it did.
 func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
 	ctx, cancel := context.WithCancel(s.stop) // a send blocked on the callee also ends with close
 	defer cancel()
 	var hung atomic.Bool
-	stop := watchHangup(nc, func() {
+	stop := watchHangupAfter(nc, hangupWatchDelay, func() {
 		hung.Store(true)
 		callee.abort()
 		cancel()
@@ -434,47 +444,69 @@ func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (h
 	return hung.Load(), err
 }
 
-// pumpOut writes callee's provider frames, renumbered from 1 under the
-// call's wire id, then end. An invalid caller frame (invalid closed)
-// replaces the terminal with failed invalid_frame. release gives back what
-// the call holds (its in-flight place) before the end goes out: a child
-// that reads the end may make its next call at once.
-func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func(), endSent *atomic.Bool) error {
-	seq := uint64(1)
-	var werr error
+// callOut writes a nested call's provider frames to its call connection,
+// renumbered from 1 under the call's wire id, then end. An invalid caller
+// frame (invalid closed) replaces the terminal with failed invalid_frame.
+// release gives back what the call holds (its in-flight place) before the
+// end goes out: a child that reads the end may make its next call at
+// once. Used by one goroutine at a time: the callee's output side.
+type callOut struct {
+	w       *connWriter
+	id      string
+	seq     uint64
+	invalid <-chan struct{}
+	release func()
+	abort   func() // cancels the callee: its frames can no longer be written
+	werr    error  // the first write error; later frames are dropped
+	// endSent is set before the end is written.
+	endSent atomic.Bool
+}
+
+// put writes f, waiting for room in the connection's queue until ctx is
+// done, and reports whether f was the terminal (nothing more may come) and
+// the first write error.
+func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error) {
+	if f.Kind == frame.KindStarted {
+		return false, nil
+	}
+	last = f.Kind.IsTerminal()
+	if o.werr != nil {
+		if last {
+			o.release()
+		}
+		return last, o.werr
+	}
+	f.CallID, f.Direction, f.Sequence, f.Synthetic = o.id, frame.ProviderToCaller, o.seq, false
+	o.seq++
+	if last {
+		select {
+		case <-o.invalid:
+			f, _ = frame.NewFailed(o.id, frame.ProviderToCaller, f.Sequence, frame.CodeInvalidFrame, "invalid caller frame")
+		default:
+		}
+		o.release()
+		o.endSent.Store(true)
+		o.werr = o.w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: o.id}) // one write
+		return true, o.werr
+	}
+	if o.werr = o.w.w.Write(ctx, coalesce.Reply, &wire.Frame{Frame: f}); o.werr != nil {
+		o.abort()
+	}
+	return false, o.werr
+}
+
+// pumpOut reads callee's provider frames and puts them to out up to the
+// terminal; a callee that ends without one gives failed transport_error.
+func pumpOut(callee *callAdapter, out *callOut) error {
 	for {
 		f, err := callee.recv(context.Background())
 		if err != nil {
-			f, _ = frame.NewFailed(id, frame.ProviderToCaller, seq, frame.CodeTransportError, "callee ended without a terminal")
+			f, _ = frame.NewFailed(out.id, frame.ProviderToCaller, out.seq, frame.CodeTransportError, "callee ended without a terminal")
 		}
-		if f.Kind == frame.KindStarted {
-			continue
-		}
-		if werr == nil {
-			f.CallID, f.Direction, f.Sequence, f.Synthetic = id, frame.ProviderToCaller, seq, false
-			seq++
-			if f.Kind.IsTerminal() {
-				select {
-				case <-invalid:
-					f, _ = frame.NewFailed(id, frame.ProviderToCaller, f.Sequence, frame.CodeInvalidFrame, "invalid caller frame")
-				default:
-				}
-			}
-			if f.Kind.IsTerminal() {
-				release()
-				endSent.Store(true)
-				return w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
-			}
-			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {
-				callee.abort()
-			}
-		}
-		if f.Kind.IsTerminal() {
-			break
+		if last, err := out.put(context.Background(), f); last {
+			return err
 		}
 	}
-	release()
-	return werr
 }
 
 // runningCall returns the call of ch whose id is id while its provider
@@ -560,31 +592,37 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(),
 		cancel()
 		return nil, nil, err
 	}
+	// The parent's end cancels the call: a watch that costs no goroutine
+	// until the parent ends (context.AfterFunc on a context of the
+	// standard library's), counted in watch while it runs.
 	var watch sync.WaitGroup
+	stopParent := func() bool { return false }
+	if !inv.Detached {
+		watch.Add(1)
+		stopParent = context.AfterFunc(parent.ended(), func() {
+			defer watch.Done()
+			if ctx.Err() == nil {
+				h.log.Info("nested call cancelled: its parent ended", logCallID, parent.id, logTreeID, parent.rec.Tree(), "child", s.ch.id, "tool", inv.ToolID)
+			}
+			cancel()
+		})
+	}
 	end := func() {
 		cancel()
+		if stopParent() {
+			watch.Done()
+		}
 		watch.Wait()
 		s.mu.Lock()
 		s.inFlight--
 		s.mu.Unlock()
 	}
-	if !inv.Detached {
-		watch.Add(1)
-		go func() { // stopped by end (cancel) or the parent's terminal
-			defer watch.Done()
-			select {
-			case <-parent.done:
-				if ctx.Err() == nil {
-					h.log.Info("nested call cancelled: its parent ended", logCallID, parent.id, logTreeID, parent.rec.Tree(), "child", s.ch.id, "tool", inv.ToolID)
-				}
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
 	var callee nestedCallee
 	var err error
-	stopWatch := watchHangup(nc, cancel)
+	// A start that waits (for a place on a child, or for a journal to
+	// keep it) is watched for the caller's hang-up once it has waited
+	// hangupWatchDelay; one that does not wait costs no watch.
+	stopWatch := watchHangupAfter(nc, hangupWatchDelay, cancel)
 	if isHost {
 		callee, err = s.startHostTool(ctx, ht, inv, parent)
 	} else {
@@ -644,7 +682,7 @@ func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.
 	if !inv.Detached {
 		tc.Parent = parent.id
 	}
-	return &recordedHostCall{hc: startHostTool(rec.Context(ctx), ht, ts, tc), rec: rec}, nil
+	return &recordedHostCall{hc: newHostCallee(rec.Context(ctx), ht, ts, tc), rec: rec}, nil
 }
 
 // recordedHostCall is a host tool's run as a nested callee, recorded in
@@ -666,18 +704,21 @@ func (r *recordedHostCall) closeSend() { r.hc.closeSend() }
 
 func (r *recordedHostCall) abort() { r.hc.abort() }
 
-func (r *recordedHostCall) recv(ctx context.Context) (frame.Frame, error) {
-	f, err := r.hc.recv(ctx)
-	if err != nil {
-		return f, err
-	}
-	if !f.Kind.IsTerminal() {
-		r.rec.Output(f)
-		return f, nil
-	}
-	<-r.hc.done
-	r.rec.End(context.Background(), recorder.OutcomeOf(f)) // a journal's end error is the host's to log, not the caller's
-	return f, nil
+// start runs the host tool; its goroutine writes each frame to out,
+// recorded in the log first, and the terminal after the call's end is
+// recorded.
+func (r *recordedHostCall) start(out *callOut, done chan<- error) {
+	r.hc.start(func(ctx context.Context, f frame.Frame) error {
+		if !f.Kind.IsTerminal() {
+			r.rec.Output(f)
+			_, err := out.put(ctx, f)
+			return err
+		}
+		r.rec.End(context.Background(), recorder.OutcomeOf(f)) // a journal's end error is the host's to log, not the caller's
+		_, err := out.put(context.Background(), f)
+		done <- err
+		return err
+	})
 }
 
 // callAdapter is a call of a child's tool as a nested callee.
@@ -690,6 +731,12 @@ func (a *callAdapter) send(ctx context.Context, f frame.Frame) error {
 func (a *callAdapter) closeSend() { a.c.CloseSend() }
 
 func (a *callAdapter) abort() { a.c.Cancel() }
+
+// start reads the call on a goroutine of its own (stopped by the call's
+// terminal; its end is waited for through done).
+func (a *callAdapter) start(out *callOut, done chan<- error) {
+	go func() { done <- pumpOut(a, out) }()
+}
 
 func (a *callAdapter) recv(ctx context.Context) (frame.Frame, error) {
 	for {
