@@ -283,22 +283,42 @@ type nestedCallee interface {
 	closeSend()
 	// abort cancels the call.
 	abort()
-	// start starts the callee's output side: each provider frame goes to
-	// out (the terminal last), then put's error to done.
+	// start starts the callee's output side on a goroutine of its own:
+	// each provider frame goes to out (the terminal last), then put's
+	// error to done.
 	start(out *callOut, done chan<- error)
+	// run is start on the calling goroutine: it returns after the
+	// terminal.
+	run(out *callOut, done chan<- error)
 }
 
 // run runs one call on a call connection and reports whether the
 // connection may carry the next one, and the next packet when it was read
 // already (nil when not).
+//
+// A call whose whole input came with its invoke (started, chunks with
+// payloads alone, completed, as the SDKs write a unary call) runs on the
+// connection's own goroutine: the callee is started with its input, and
+// its output is written as it comes, while the connection is watched for
+// the caller's hang-up only once the call has taken hangupWatchDelay.
+// Any other call gets an output goroutine while this one reads the
+// caller's frames.
 func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
-	callee, end, err := s.begin(nc, inv)
+	ahead := readAhead(r, inv.CallID)
+	var input *[]frame.Payload
+	if ahead.whole {
+		input = &ahead.input
+	}
+	callee, end, err := s.begin(nc, inv, input)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
 			return nil, false
 		}
-		return nil, s.discard(r, inv.CallID)
+		if ahead.whole {
+			return nil, true
+		}
+		return nil, s.discard(&ahead, r, inv.CallID)
 	}
 	var once sync.Once
 	release := func() { once.Do(end) }
@@ -310,8 +330,15 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 	invalid := make(chan struct{})
 	outDone := make(chan error, 1) // one value: the output side's end; waited for below
 	out := &callOut{w: w, id: inv.CallID, seq: 1, invalid: invalid, release: release, abort: callee.abort}
-	callee.start(out, outDone)
-	reusable, bad := s.pumpIn(nc, r, callee, inv.CallID)
+	reusable, bad := true, false
+	if ahead.whole {
+		stop := watchHangupAfter(nc, hangupWatchDelay, callee.abort)
+		callee.run(out, outDone)
+		stop()
+	} else {
+		callee.start(out, outDone)
+		reusable, bad = s.pumpIn(nc, &ahead, r, callee, inv.CallID)
+	}
 	if bad {
 		close(invalid)
 	}
@@ -337,6 +364,70 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 	return next, true
 }
 
+// ahead is the packets of a call that were read with its invoke, before
+// the call started: pumpIn and discard take them before reading more.
+type ahead struct {
+	pkts []wire.Packet
+	err  error // the read error that ended the read-ahead; nil when none
+	// whole: the packets are the caller's whole direction (started,
+	// chunks with a payload and no media, completed), fence-checked; input
+	// holds the chunks' payloads.
+	whole bool
+	input []frame.Payload
+}
+
+// next returns the next packet read ahead, or reads one.
+func (a *ahead) next(r *packetio.Reader) (wire.Packet, error) {
+	if len(a.pkts) > 0 {
+		p := a.pkts[0]
+		a.pkts = a.pkts[1:]
+		return p, nil
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	return r.ReadPacket()
+}
+
+// readAhead takes the packets that are already whole in r's buffer after
+// call id's invoke, up to the caller terminal and at most
+// protocol.IngressQueue chunks: what a caller wrote with the invoke in one
+// write. It never waits for the connection.
+func readAhead(r *packetio.Reader, id string) ahead {
+	var a ahead
+	fence := sequence.New(id, frame.CallerToProvider, 0)
+	ok := true
+	for len(a.pkts) < protocol.IngressQueue+2 && r.PacketBuffered() {
+		pkt, err := r.ReadPacket()
+		if err != nil {
+			a.err = err
+			return a
+		}
+		a.pkts = append(a.pkts, pkt)
+		f, isFrame := pkt.(*wire.Frame)
+		if !isFrame || f.CallID != id {
+			return a
+		}
+		ff := f.Frame // the fence keeps nothing of it
+		ok = ok && fence.Accept(&ff) == nil
+		switch {
+		case !ok:
+		case f.Kind == frame.KindStarted:
+		case f.Kind == frame.KindChunk && f.Media == nil && f.Payload != nil:
+			a.input = append(a.input, f.Payload)
+		case f.Kind == frame.KindCompleted:
+			a.whole = true
+			a.pkts = nil
+			return a
+		default:
+			ok = false
+		}
+		if f.Kind.IsTerminal() {
+			return a
+		}
+	}
+	return a
+}
 // refusalAnswer returns the code and message a refused call is answered
 // with: fixed texts, never the child's data.
 func refusalAnswer(err error) (frame.Code, string) {
@@ -366,9 +457,9 @@ func refusalAnswer(err error) (frame.Code, string) {
 
 // discard reads and drops the caller frames of a refused call up to its
 // caller terminal (docs/protocol.md §6, reuse).
-func (s *callServer) discard(r *packetio.Reader, id string) bool {
+func (s *callServer) discard(a *ahead, r *packetio.Reader, id string) bool {
 	for {
-		pkt, err := r.ReadPacket()
+		pkt, err := a.next(r)
 		if err != nil {
 			return false
 		}
@@ -387,10 +478,10 @@ func (s *callServer) discard(r *packetio.Reader, id string) bool {
 // an invalid frame (fence, shape, schema) ends the call with failed
 // invalid_frame. A caller that hangs up while a chunk waits for the
 // callee ends it: see forward.
-func (s *callServer) pumpIn(nc net.Conn, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
-		pkt, err := r.ReadPacket()
+		pkt, err := a.next(r)
 		if err != nil {
 			var ie *protocol.InvalidError
 			return false, errors.As(err, &ie) && ie.Type == protocol.TypeFrame
@@ -540,7 +631,11 @@ func depthOf(rec *recorder.Record) int {
 //
 // The caller's hang-up while the call starts (waiting for a place on a
 // child, or for a journal to keep its start) cancels it.
-func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(), error) {
+//
+// input, when not nil, is the caller's whole input, read with the invoke:
+// the callee starts with it (a child's call writes it with its invoke),
+// and its direction closed.
+func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload) (nestedCallee, func(), error) {
 	h := s.ch.h
 	if inv.Parent == "" {
 		return nil, nil, errNoParent
@@ -624,10 +719,14 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(),
 	// hangupWatchDelay; one that does not wait costs no watch.
 	stopWatch := watchHangupAfter(nc, hangupWatchDelay, cancel)
 	if isHost {
-		callee, err = s.startHostTool(ctx, ht, inv, parent)
+		callee, err = s.startHostTool(ctx, ht, inv, parent, input)
 	} else {
+		opts := []CallOption{WithTrace(inv.Trace)}
+		if input != nil {
+			opts = append(opts, WithInput(*input...))
+		}
 		var c *Call
-		c, err = h.Call(ctx, inv.ToolID, inv.Arguments, WithTrace(inv.Trace))
+		c, err = h.Call(ctx, inv.ToolID, inv.Arguments, opts...)
 		if err == nil {
 			callee = &callAdapter{c: c}
 		}
@@ -662,7 +761,7 @@ func (h *Host) refuseStep(ctx context.Context, tool string, err error) error {
 }
 
 // startHostTool records and starts a call of a host tool.
-func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.Invoke, parent *Call) (nestedCallee, error) {
+func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.Invoke, parent *Call, input *[]frame.Payload) (nestedCallee, error) {
 	h := s.ch.h
 	ts := s.cat.Tool(inv.ToolID)
 	args := inv.Arguments
@@ -677,12 +776,27 @@ func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.
 	if args, err = checkArguments(ts, args); err != nil {
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
+	if input != nil {
+		for _, p := range *input {
+			if err := validate(ts.Input, p); err != nil {
+				return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
+			}
+		}
+	}
 	rec.Request(recorder.RequestInfo{Child: "host"})
 	tc := &ToolCall{ID: id, Tree: rec.Tree(), ParentTree: parent.rec.Tree(), Child: s.ch.id, Arguments: args}
 	if !inv.Detached {
 		tc.Parent = parent.id
 	}
-	return &recordedHostCall{hc: newHostCallee(rec.Context(ctx), ht, ts, tc), rec: rec}, nil
+	hc := &recordedHostCall{hc: newHostCallee(rec.Context(ctx), ht, ts, tc), rec: rec}
+	if input != nil {
+		for i, p := range *input {
+			f, _ := frame.NewChunk(inv.CallID, frame.CallerToProvider, uint64(i)+1, p, nil)
+			hc.send(ctx, f) // checked above; at most protocol.IngressQueue chunks (readAhead): never waits
+		}
+		hc.closeSend()
+	}
+	return hc, nil
 }
 
 // recordedHostCall is a host tool's run as a nested callee, recorded in
@@ -708,7 +822,19 @@ func (r *recordedHostCall) abort() { r.hc.abort() }
 // recorded in the log first, and the terminal after the call's end is
 // recorded.
 func (r *recordedHostCall) start(out *callOut, done chan<- error) {
-	r.hc.start(func(ctx context.Context, f frame.Frame) error {
+	r.hc.start(r.emit(out, done))
+}
+
+// run runs the host tool on the calling goroutine.
+func (r *recordedHostCall) run(out *callOut, done chan<- error) {
+	r.hc.runHere(r.emit(out, done))
+}
+
+// emit returns what writes each frame of the host tool to out, recorded
+// in the log first; the terminal is written after the call's end is
+// recorded, and its write's error goes to done.
+func (r *recordedHostCall) emit(out *callOut, done chan<- error) func(ctx context.Context, f frame.Frame) error {
+	return func(ctx context.Context, f frame.Frame) error {
 		if !f.Kind.IsTerminal() {
 			r.rec.Output(f)
 			_, err := out.put(ctx, f)
@@ -718,7 +844,7 @@ func (r *recordedHostCall) start(out *callOut, done chan<- error) {
 		_, err := out.put(context.Background(), f)
 		done <- err
 		return err
-	})
+	}
 }
 
 // callAdapter is a call of a child's tool as a nested callee.
@@ -735,8 +861,11 @@ func (a *callAdapter) abort() { a.c.Cancel() }
 // start reads the call on a goroutine of its own (stopped by the call's
 // terminal; its end is waited for through done).
 func (a *callAdapter) start(out *callOut, done chan<- error) {
-	go func() { done <- pumpOut(a, out) }()
+	go a.run(out, done)
 }
+
+// run reads the call on the calling goroutine up to its terminal.
+func (a *callAdapter) run(out *callOut, done chan<- error) { done <- pumpOut(a, out) }
 
 func (a *callAdapter) recv(ctx context.Context) (frame.Frame, error) {
 	for {

@@ -135,6 +135,20 @@ func newHostCallee(ctx context.Context, t *HostTool, ts *toolschema.Tool, tc *To
 // handler sends, then the terminal; a frame waits for room in the
 // connection's queue until its sender's context or the call's ends.
 func (hc *hostCallee) start(emit func(ctx context.Context, f frame.Frame) error) {
+	go hc.runHere(emit) // stopped by the handler's return; the terminal is always emitted
+}
+
+// runHere is start on the calling goroutine: it returns once the terminal
+// was emitted.
+func (hc *hostCallee) runHere(emit func(ctx context.Context, f frame.Frame) error) {
+	hc.prepare(emit)
+	defer close(hc.done)
+	defer hc.cancel()
+	emit(context.Background(), hc.run(hc.ctx, hc.t))
+}
+
+// prepare makes the handler's Send emit its frames.
+func (hc *hostCallee) prepare(emit func(ctx context.Context, f frame.Frame) error) {
 	hc.tc.send = func(sctx context.Context, f frame.Frame) error {
 		if err := hc.ctx.Err(); err != nil {
 			return err
@@ -144,11 +158,6 @@ func (hc *hostCallee) start(emit func(ctx context.Context, f frame.Frame) error)
 		}
 		return emit(sctx, f)
 	}
-	go func() { // stopped by the handler's return; the terminal is always emitted
-		defer close(hc.done)
-		defer hc.cancel()
-		emit(context.Background(), hc.run(hc.ctx, hc.t))
-	}()
 }
 
 // run calls the handler and returns the call's terminal.
