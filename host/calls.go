@@ -428,6 +428,7 @@ func readAhead(r *packetio.Reader, id string) ahead {
 	}
 	return a
 }
+
 // refusalAnswer returns the code and message a refused call is answered
 // with: fixed texts, never the child's data.
 func refusalAnswer(err error) (frame.Code, string) {
