@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +81,34 @@ type offer struct {
 
 	mu       sync.Mutex
 	inFlight int64
-	idle     []Conn             // idle call connections; at most calls.MaxInFlight
+	idle     []*callConn        // idle call connections; at most calls.MaxInFlight
 	open     map[*Call]struct{} // calls not ended; at most calls.MaxInFlight
+
+	// drains counts the goroutines that read abandoned or cancelled calls
+	// to their ends (Call.startDrain); close waits for them.
+	drains sync.WaitGroup
+}
+
+// callConn is a call connection with its writer and reader, kept together
+// on the idle list between calls (docs/protocol.md §8 item 3): a call on
+// an idle connection starts no goroutine and takes no buffer.
+type callConn struct {
+	nc Conn
+	w  *coalesce.Writer // its flusher is stopped by close
+	r  *packetio.Reader // holds no read buffer while idle
+}
+
+func newCallConn(nc Conn, l wire.Limits) *callConn {
+	r := packetio.NewReader(nc, l)
+	r.ReuseFrames() // Recv copies each frame out before the next read
+	return &callConn{nc: nc, w: coalesce.New(nc, l), r: r}
+}
+
+// close closes the connection first (a host that stopped reading cannot
+// hold the writer's Close up), then stops the writer's flusher.
+func (cc *callConn) close() {
+	cc.nc.Close()
+	cc.w.Close()
 }
 
 func newOffer(c *wire.Calls) (*offer, error) {
@@ -110,8 +137,8 @@ func (o *offer) close() {
 		open = append(open, c)
 	}
 	o.mu.Unlock()
-	for _, nc := range idle {
-		nc.Close()
+	for _, cc := range idle {
+		cc.close()
 	}
 	for _, c := range open {
 		c.abandon()
@@ -120,6 +147,15 @@ func (o *offer) close() {
 	for _, c := range open {
 		<-c.done
 	}
+	o.drains.Wait()
+}
+
+// CallOption sets optional parts of a call made through the host.
+type CallOption func(*callOpts)
+
+type callOpts struct {
+	input  []frame.Payload
+	closed bool // input is the caller's whole direction
 }
 
 // detachedKey marks a context made by Detached.
@@ -139,36 +175,57 @@ func Detached(ctx context.Context) context.Context {
 	return context.WithValue(ctx, detachedKey{}, true)
 }
 
+// WithInput makes payloads the call's whole input, as host.WithInput does
+// for a call the host makes: each is checked against the tool's
+// input_schema (ErrArguments, nothing sent), and the invoke, the started
+// frame, one chunk per payload and the caller's completed leave in one
+// write, so that a unary call (WithInput() with no payloads) costs the
+// host one read. Send then refuses (the direction is closed) and CloseSend
+// returns an error matching ErrTerminated.
+func WithInput(payloads ...frame.Payload) CallOption {
+	return func(o *callOpts) { o.input, o.closed = payloads, true }
+}
+
 // Call is a call a handler makes through its host (docs/protocol.md §8):
 // the same shape as host.Call. Send, CloseSend and Cancel are safe for
 // concurrent use with each other and with the reading methods; Recv,
 // Frames and Wait must be used by one goroutine at a time. A Call must be
 // read to its terminal, or cancelled; a handler that returns with calls
 // open has them cancelled, and its own terminal waits for their ends.
+//
+// The call's connection is read by the goroutine that asks for a frame
+// (Recv, Frames, Wait), not by one of the call's own: the host's pace is
+// the reader's (backpressure), and a frame reaches the handler without a
+// goroutine switch. A call nobody reads any more (cancelled, or its
+// handler returned) is read to its end by a goroutine the SDK starts for
+// it then (startDrain).
 type Call struct {
 	id    string
 	tool  *toolschema.Tool
 	o     *offer
-	nc    Conn
-	w     *coalesce.Writer // the call's packets; closed by readLoop before nc goes back or is closed
+	cc    *callConn
+	nc    Conn             // cc.nc
+	w     *coalesce.Writer // cc.w: the call's packets
 	owner *call            // the handler's call; nil once forgotten
 
-	frames chan frame.Frame // provider frames, read by readLoop; unbuffered: the handler's pace is the host's (backpressure)
-	done   chan struct{}    // closed when readLoop returned
-	quit   chan struct{}    // closed by abandon: nobody reads frames any more
-	quitMu sync.Once
+	// rd is the read token (size 1: a send takes it, a receive gives it
+	// back): its holder alone reads the connection and ends the call.
+	rd   chan struct{}
+	done chan struct{} // closed once the call ended (term is set) and the connection went back or was closed
 
+	draining  atomic.Bool // startDrain began reading the call to its end
 	cancelled atomic.Bool // Cancel was called
 
 	ncMu     sync.Mutex
-	released bool        // nc went back to the idle list: this call may not close it; guarded by ncMu
-	term     frame.Frame // the terminal; set before done is closed
-	stop     func() bool // stops the ctx watch
+	released bool            // nc went back to the idle list: this call may not close it; guarded by ncMu
+	term     frame.Frame     // the terminal; set before done is closed
+	stop     func() bool     // stops the ctx watch
+	fence    *sequence.Fence // the provider frames'; used by the read token's holder
 
 	sendMu   sync.Mutex
 	next     uint64 // next caller sequence; guarded by sendMu
 	sendDone bool   // the caller terminal was written; guarded by sendMu
-	autoDone bool   // readLoop wrote it: the call ended first; guarded by sendMu
+	autoDone bool   // end wrote it: the call ended first; guarded by sendMu
 	broken   bool   // the connection cannot be reused; guarded by sendMu
 
 	eof bool // Recv gave the terminal; owned by the reader of the call
@@ -181,13 +238,17 @@ type Call struct {
 // end cancels the call. Pass the handler's ctx or one derived from it;
 // a ctx made by Detached makes a detached call instead.
 //
-// Refusals come back at once, nothing sent: ErrCallsOff, ErrNotOffered, a
+// Refusals come back at once, nothing sent: ErrCallsOff, ErrNotOffered,
 // an error matching ErrTooDeep, ErrTooManyCalls, an error matching ErrArguments; the
 // host's own refusals (docs/protocol.md §8) come back as the call's
 // *frame.Error. A connection that cannot be dialed gives a synthetic
 // *frame.Error (unreachable).
-func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload) (*Call, error) {
+func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts ...CallOption) (*Call, error) {
 	detached, _ := ctx.Value(detachedKey{}).(bool)
+	var o callOpts
+	for _, f := range opts {
+		f(&o)
+	}
 	cl := s.cl
 	of := cl.c.s.offer
 	if of == nil {
@@ -213,6 +274,16 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload) (*Ca
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrArguments, err)
 	}
+	for _, p := range o.input {
+		if err := p.Check(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrArguments, err)
+		}
+		if t.Input != nil {
+			if err := t.Input.Validate(p); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrArguments, err)
+			}
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -220,32 +291,60 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload) (*Ca
 	if dl, ok := ctx.Deadline(); ok {
 		inv.TimeoutMS = max(1, time.Until(dl).Milliseconds())
 	}
+	// The packets before anything is taken: a chunk too large for the
+	// limits is the caller's error, with nothing sent.
+	started, _ := frame.NewStarted(inv.CallID, frame.CallerToProvider)
+	pkts := make([]wire.Packet, 0, 3+len(o.input))
+	pkts = append(pkts, inv, &wire.Frame{Frame: started})
+	next := uint64(1)
+	if o.closed {
+		for _, p := range o.input {
+			f, err := frame.NewChunk(inv.CallID, frame.CallerToProvider, next, p, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrArguments, err)
+			}
+			pkts = append(pkts, &wire.Frame{Frame: f})
+			next++
+		}
+		f, _ := frame.NewCompleted(inv.CallID, frame.CallerToProvider, next, nil)
+		pkts = append(pkts, &wire.Frame{Frame: f})
+		next++
+	}
 	of.mu.Lock()
 	if of.inFlight >= of.calls.MaxInFlight {
 		of.mu.Unlock()
 		return nil, ErrTooManyCalls
 	}
 	of.inFlight++
-	var nc Conn
+	var cc *callConn
 	if n := len(of.idle); n > 0 {
-		nc, of.idle = of.idle[n-1], of.idle[:n-1]
+		cc, of.idle = of.idle[n-1], of.idle[:n-1]
 	}
 	of.mu.Unlock()
-	if nc == nil {
-		if nc, err = dialUnix(of.calls.Socket); err != nil {
+	if cc == nil {
+		nc, err := dialUnix(of.calls.Socket)
+		if err != nil {
 			of.release(nil)
 			return nil, &callError{&frame.Error{Code: frame.CodeUnreachable, Message: "dialing the host's call socket failed", Synthetic: true}}
 		}
+		cc = newCallConn(nc, cl.c.s.limits)
 	}
-	c := &Call{id: inv.CallID, tool: t, o: of, nc: nc, w: coalesce.New(nc, cl.c.s.limits),
-		frames: make(chan frame.Frame), done: make(chan struct{}), quit: make(chan struct{}), next: 1}
-	started, _ := frame.NewStarted(c.id, frame.CallerToProvider)
-	if err = c.w.Write(context.Background(), coalesce.Request, inv, &wire.Frame{Frame: started}); err == nil {
+	c := &Call{id: inv.CallID, tool: t, o: of, cc: cc, nc: cc.nc, w: cc.w,
+		rd: make(chan struct{}, 1), done: make(chan struct{}), next: next, sendDone: o.closed,
+		fence: sequence.New(inv.CallID, frame.ProviderToCaller, 1)}
+	cc.r.ExpectCallID(c.id)
+	// Request: the handler writes its packets itself when the connection
+	// is idle, as it is between calls; Flush returns at once then.
+	err = c.w.Write(context.Background(), coalesce.Request, pkts...)
+	if err == nil {
 		err = c.w.Flush()
 	}
+	if errors.Is(err, wire.ErrTooLarge) {
+		of.release(cc) // nothing was queued: the connection is as it was
+		return nil, fmt.Errorf("%w: %w", ErrArguments, err)
+	}
 	if err != nil {
-		nc.Close()
-		c.w.Close()
+		cc.close()
 		of.release(nil)
 		return nil, &callError{&frame.Error{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}}
 	}
@@ -257,7 +356,6 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload) (*Ca
 	of.open[c] = struct{}{}
 	of.mu.Unlock()
 	c.stop = context.AfterFunc(ctx, c.Cancel)
-	go c.readLoop(packetio.NewReader(nc, cl.c.s.limits)) // stopped by the end, or by closing nc; waited for through done
 	return c, nil
 }
 
@@ -271,16 +369,16 @@ func newNestedID() string {
 
 // release gives back an in-flight place and, when not nil, an idle
 // connection.
-func (o *offer) release(nc Conn) {
+func (o *offer) release(cc *callConn) {
 	o.mu.Lock()
 	o.inFlight--
-	if nc != nil && int64(len(o.idle)) < o.calls.MaxInFlight {
-		o.idle = append(o.idle, nc)
-		nc = nil
+	if cc != nil && int64(len(o.idle)) < o.calls.MaxInFlight {
+		o.idle = append(o.idle, cc)
+		cc = nil
 	}
 	o.mu.Unlock()
-	if nc != nil {
-		nc.Close()
+	if cc != nil {
+		cc.close()
 	}
 }
 
@@ -421,36 +519,117 @@ func (c *Call) Cancel() {
 	c.cancelled.Store(true)
 	if !c.sendMu.TryLock() {
 		c.closeConn()
+		c.startDrain()
 		return
 	}
 	done := c.sendDone
 	c.sendMu.Unlock()
 	if !done {
 		c.closeSend(frame.KindCancelled, false)
-		return
+	} else {
+		// The caller's direction is closed: a cancel can no longer ride
+		// in it, so the connection is closed (the host then cancels the
+		// callee); one that went back to the idle list is left alone.
+		c.closeConn()
 	}
-	// The caller's direction is closed: a cancel can no longer ride in
-	// it, so the connection is closed (the host then cancels the callee);
-	// one that went back to the idle list is left alone.
-	c.closeConn()
+	// The call ends with the host's answer whether or not anyone reads
+	// it, and gives back its in-flight place.
+	c.startDrain()
 }
 
 // Recv returns the next provider frame (the terminal is the last); then
 // io.EOF. It blocks until a frame is there or ctx is done (ctx's error;
-// the call goes on).
+// the call goes on). The frame is read from the connection by Recv itself.
 func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if c.eof {
 		return frame.Frame{}, io.EOF
 	}
 	select {
-	case f := <-c.frames:
-		return f, nil
+	case c.rd <- struct{}{}:
 	case <-c.done:
 		c.eof = true
 		return c.term, nil
 	case <-ctx.Done():
 		return frame.Frame{}, ctx.Err()
 	}
+	f, err := c.nextFrame(ctx)
+	<-c.rd
+	if err != nil {
+		return frame.Frame{}, err
+	}
+	if f.Kind.IsTerminal() {
+		c.eof = true
+	}
+	return f, nil
+}
+
+// nextFrame reads the next provider frame; the caller holds the read token. A
+// terminal ends the call (end). err is ctx's alone: ctx ended the wait,
+// and the call goes on.
+func (c *Call) nextFrame(ctx context.Context) (frame.Frame, error) {
+	select {
+	case <-c.done:
+		return c.term, nil
+	default:
+	}
+	pkt, err := c.read(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return frame.Frame{}, ctx.Err()
+	}
+	synth := func(code frame.Code, msg string) frame.Frame {
+		if code == frame.CodeCancelled {
+			c.term, _ = frame.NewCancelled(c.id, frame.ProviderToCaller, c.fence.Next(), msg)
+		} else {
+			c.term, _ = frame.NewFailed(c.id, frame.ProviderToCaller, c.fence.Next(), code, msg)
+		}
+		c.term.Synthetic = true
+		c.end(false)
+		return c.term
+	}
+	if err != nil {
+		switch {
+		case c.cancelled.Load():
+			return synth(frame.CodeCancelled, "cancelled"), nil
+		case errors.Is(err, frame.ErrInvalid):
+			return synth(frame.CodeInvalidFrame, "invalid frame from the host"), nil
+		default:
+			return synth(frame.CodeUnreachable, "call connection to the host broke"), nil
+		}
+	}
+	fp, ok := pkt.(*wire.Frame)
+	if !ok || fp.CallID != c.id || c.fence.Accept(&fp.Frame) != nil {
+		return synth(frame.CodeInvalidFrame, "invalid frame from the host"), nil
+	}
+	f := fp.Frame // out of the Reader's reused frame before the next read
+	if f.Kind.IsTerminal() {
+		c.term = f
+		// The end comes in the same write as the terminal.
+		pkt, err := c.read(context.Background())
+		end, ok := pkt.(*wire.End)
+		c.end(err == nil && ok && end.CallID == c.id)
+	}
+	return f, nil
+}
+
+// read reads one packet. A ctx that can end interrupts a read that has to
+// wait for the connection with a read deadline in the past; the Reader
+// stays in step (packetio.Reader.ReadPacket), and the deadline is cleared
+// before read returns.
+func (c *Call) read(ctx context.Context) (wire.Packet, error) {
+	if ctx.Done() == nil || c.cc.r.PacketBuffered() {
+		return c.cc.r.ReadPacket()
+	}
+	ran := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { // runs once, briefly; waited for below
+		defer close(ran)
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	})
+	pkt, err := c.cc.r.ReadPacket()
+	if !stop() {
+		<-ran
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	return pkt, err
 }
 
 // Frames ranges over the provider's chunks; it yields a *frame.Error for a
@@ -504,91 +683,75 @@ func callErrorOf(f frame.Frame) error {
 	return nil
 }
 
-// readLoop reads the host's provider frames up to the terminal and the
-// end, fence-checked, and hands each chunk to Recv; a broken connection
-// gives a synthetic terminal. It then returns the connection to the idle
-// list (after writing the caller's completed, if the caller had not ended
-// its direction) or closes it.
-func (c *Call) readLoop(r *packetio.Reader) {
-	fence := sequence.New(c.id, frame.ProviderToCaller, 1)
-	reusable := false
-	defer func() {
-		c.stop()
-		if reusable {
-			c.sendMu.Lock()
-			if !c.sendDone {
-				c.sendMu.Unlock()
-				reusable = c.closeSend(frame.KindCompleted, true) == nil
-				c.sendMu.Lock()
-			}
-			reusable = reusable && !c.broken
+// end ends the call once its terminal is known (c.term): it returns the
+// connection to the idle list (after writing the caller's completed, if
+// the caller had not ended its direction) when reusable and the call's
+// writes went through, or closes it; then it gives back the in-flight
+// place and closes done. The read token's holder calls it, once.
+func (c *Call) end(reusable bool) {
+	c.stop()
+	if reusable {
+		c.sendMu.Lock()
+		if !c.sendDone {
 			c.sendMu.Unlock()
+			reusable = c.closeSend(frame.KindCompleted, true) == nil
+			c.sendMu.Lock()
 		}
-		c.o.mu.Lock()
-		delete(c.o.open, c)
-		c.o.mu.Unlock()
-		if !reusable {
-			c.nc.Close() // first: a host that stopped reading cannot hold the writer's Close up
-		}
-		if err := c.w.Close(); err != nil {
-			reusable = false
-		}
-		if reusable {
-			c.ncMu.Lock()
-			c.released = true
-			c.ncMu.Unlock()
-			c.o.release(c.nc)
-		} else {
-			c.nc.Close()
-			c.o.release(nil)
-		}
-		if c.owner != nil {
-			c.owner.forgetNested(c)
-		}
-		close(c.done)
-	}()
-	synth := func(code frame.Code, msg string) {
-		if code == frame.CodeCancelled {
-			c.term, _ = frame.NewCancelled(c.id, frame.ProviderToCaller, fence.Next(), msg)
-		} else {
-			c.term, _ = frame.NewFailed(c.id, frame.ProviderToCaller, fence.Next(), code, msg)
-		}
-		c.term.Synthetic = true
+		reusable = reusable && !c.broken
+		c.sendMu.Unlock()
 	}
-	for {
-		pkt, err := r.ReadPacket()
-		if err != nil {
-			switch {
-			case c.cancelled.Load():
-				synth(frame.CodeCancelled, "cancelled")
-			case errors.Is(err, frame.ErrInvalid):
-				synth(frame.CodeInvalidFrame, "invalid frame from the host")
-			default:
-				synth(frame.CodeUnreachable, "call connection to the host broke")
-			}
-			return
-		}
-		fp, ok := pkt.(*wire.Frame)
-		if !ok || fp.CallID != c.id || fence.Accept(&fp.Frame) != nil {
-			synth(frame.CodeInvalidFrame, "invalid frame from the host")
-			return
-		}
-		if fp.Kind.IsTerminal() {
-			c.term = fp.Frame
-			pkt, err := r.ReadPacket()
-			end, ok := pkt.(*wire.End)
-			reusable = err == nil && ok && end.CallID == c.id
-			return
-		}
-		select {
-		case c.frames <- fp.Frame:
-		case <-c.quit: // nobody reads: drop the chunk, wait for the terminal
-		}
+	c.o.mu.Lock()
+	delete(c.o.open, c)
+	c.o.mu.Unlock()
+	// Whatever the call queued is on the wire before the connection can
+	// carry another call; nothing of the host's may wait unread.
+	if reusable && (c.w.Flush() != nil || c.cc.r.Buffered() != 0) {
+		reusable = false
 	}
+	if reusable {
+		c.cc.r.ReleaseBuffer()
+		c.ncMu.Lock()
+		c.released = true
+		c.ncMu.Unlock()
+		c.o.release(c.cc)
+	} else {
+		c.cc.close()
+		c.o.release(nil)
+	}
+	if c.owner != nil {
+		c.owner.forgetNested(c)
+	}
+	close(c.done)
 }
 
-// abandon stops handing frames to a handler that returned.
-func (c *Call) abandon() { c.quitMu.Do(func() { close(c.quit) }) }
+// startDrain reads the call to its end on a goroutine of its own, dropping
+// its chunks, for a call nobody reads any more: it was cancelled, or its
+// handler returned. Once per call; the offer waits for it (drains).
+func (c *Call) startDrain() {
+	if !c.draining.CompareAndSwap(false, true) {
+		return
+	}
+	c.o.drains.Add(1)
+	go func() { // stopped by the call's end: its terminal, or its connection closed; waited for through drains
+		defer c.o.drains.Done()
+		select {
+		case c.rd <- struct{}{}:
+		case <-c.done:
+			return
+		}
+		defer func() { <-c.rd }()
+		for {
+			f, _ := c.nextFrame(context.Background())
+			if f.Kind.IsTerminal() {
+				return
+			}
+		}
+	}()
+}
+
+// abandon stops handing frames to a handler that returned: the call is
+// read to its end and its chunks dropped.
+func (c *Call) abandon() { c.startDrain() }
 
 // nestedSet tracks the calls a handler made that have not ended.
 type nestedSet struct {

@@ -64,6 +64,13 @@ type Call struct {
 
 	providerDone atomic.Bool // the provider terminal (real or synthetic) was given: set by finish
 
+	// endCtx is done once providerDone is set: made by ended on first use
+	// (the calls this call's handler makes through the host watch it),
+	// cancelled by finish. Guarded by endMu.
+	endMu     sync.Mutex
+	endCtx    context.Context
+	endCancel context.CancelFunc
+
 	sendMu   sync.Mutex
 	send     sequence.Fence // caller direction; guarded by sendMu
 	sendPkt  wire.Frame     // the packet every caller frame is written as (encoded before Write returns); guarded by sendMu
@@ -561,7 +568,27 @@ func (c *Call) finish(f frame.Frame, stderr string) {
 		c.termErr = ce
 	}
 	c.providerDone.Store(true)
+	c.endMu.Lock()
+	if c.endCancel != nil {
+		c.endCancel()
+	}
+	c.endMu.Unlock()
 	close(c.done)
+}
+
+// ended returns a context that is done once the call's provider terminal
+// was given (finish), so that a watch of the call's end costs no
+// goroutine (context.AfterFunc).
+func (c *Call) ended() context.Context {
+	c.endMu.Lock()
+	defer c.endMu.Unlock()
+	if c.endCtx == nil {
+		c.endCtx, c.endCancel = context.WithCancel(context.Background())
+		if c.providerDone.Load() {
+			c.endCancel()
+		}
+	}
+	return c.endCtx
 }
 
 // endedByContext returns the error of the call's context when a terminal

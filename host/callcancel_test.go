@@ -257,3 +257,39 @@ func TestCallDetachedTimeoutValidated(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 	assert.Contains(t, err.Error(), "Calls.DetachedTimeout")
 }
+
+// A call whose whole input went with its invoke (child.WithInput, relay's
+// "input") runs on its call connection's goroutine: a host tool reads
+// every chunk, and then the caller's cancel (its SDK closes the call
+// connection, the input being closed already) reaches the callee within
+// cancelBound through the hang-up watch, armed once the call has run
+// hangupWatchDelay.
+func TestCallWholeInputCancelReachesCallee(t *testing.T) {
+	it := newInputTool("take", 2)
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{it.tool()}}), time.Minute)
+	obs := &stepEnds{tool: "take", ends: make(chan calllog.Event, 1)}
+	c, err := h.Call(callCtx(t, 30*time.Second), "relay",
+		frame.MustPayload(map[string]any{"tool": "take", "input": []any{map[string]any{"i": 0}, map[string]any{"i": 1}}, "cancel_on_input": true}), WithObservers(obs))
+	require.NoError(t, err)
+	select {
+	case <-it.took:
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the host tool did not get its two chunks")
+	}
+	time.Sleep(50 * time.Millisecond) // well past hangupWatchDelay: the watch is armed
+	start := time.Now()
+	require.NoError(t, c.Send(callCtx(t, 10*time.Second), frame.MustPayload(map[string]any{"cancel": true}), nil))
+	select {
+	case at := <-it.ended:
+		assert.Less(t, at.Sub(start), cancelBound, "the callee saw the cancel")
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the caller's cancel did not reach the callee")
+	}
+	c.CloseSend()
+	_, err = c.Wait()
+	var ce *frame.Error
+	require.ErrorAs(t, err, &ce, "relay ends with its callee's cancel")
+	end := <-obs.ends
+	assert.Equal(t, c.ID(), end.Parent)
+	assert.Equal(t, calllog.KindCancelled, end.Kind)
+}

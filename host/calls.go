@@ -52,6 +52,14 @@ func (e *depthError) Error() string {
 	return fmt.Sprintf("host: call depth %d is over the limit of %d", e.Depth, e.Limit)
 }
 
+// hangupWatchDelay is how long a call connection goes unread (a start
+// that waits, a chunk its callee does not take) before the host watches
+// it for the caller's hang-up (watchHangupAfter). A wait shorter than it
+// ends with the connection read again, which sees the hang-up as its end;
+// a longer one sees it within this delay. Watching from the start instead
+// cost a goroutine, a poll and a switch back per call and per chunk.
+const hangupWatchDelay = time.Millisecond
+
 // callsSockName is the call socket's name in a child's private directory.
 const callsSockName = "calls.sock"
 
@@ -274,21 +282,42 @@ type nestedCallee interface {
 	closeSend()
 	// abort cancels the call.
 	abort()
-	// recv returns the next provider frame; the terminal is the last.
-	recv(ctx context.Context) (frame.Frame, error)
+	// start starts the callee's output side on a goroutine of its own:
+	// each provider frame goes to out (the terminal last), then put's
+	// error to done.
+	start(out *callOut, done chan<- error)
+	// run is start on the calling goroutine: it returns after the
+	// terminal.
+	run(out *callOut, done chan<- error)
 }
 
 // run runs one call on a call connection and reports whether the
 // connection may carry the next one, and the next packet when it was read
 // already (nil when not).
+//
+// A call whose whole input came with its invoke (started, chunks with
+// payloads alone, completed, as the SDKs write a unary call) runs on the
+// connection's own goroutine: the callee is started with its input, and
+// its output is written as it comes, while the connection is watched for
+// the caller's hang-up only once the call has taken hangupWatchDelay.
+// Any other call gets an output goroutine while this one reads the
+// caller's frames.
 func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
-	callee, end, err := s.begin(nc, inv)
+	ahead := readAhead(r, inv.CallID)
+	var input *[]frame.Payload
+	if ahead.whole {
+		input = &ahead.input
+	}
+	callee, end, err := s.begin(nc, inv, input)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
 			return nil, false
 		}
-		return nil, s.discard(r, inv.CallID)
+		if ahead.whole {
+			return nil, true
+		}
+		return nil, s.discard(&ahead, r, inv.CallID)
 	}
 	var once sync.Once
 	release := func() { once.Do(end) }
@@ -298,11 +327,17 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 	// a detached call too).
 	defer context.AfterFunc(s.stop, callee.abort)()
 	invalid := make(chan struct{})
-	outDone := make(chan error, 1)
-	// endSent is set by pumpOut before it writes the end.
-	var endSent atomic.Bool
-	go func() { outDone <- s.pumpOut(w, callee, inv.CallID, invalid, release, &endSent) }() // ends at the callee's terminal; waited for below
-	reusable, bad := s.pumpIn(nc, r, callee, inv.CallID)
+	outDone := make(chan error, 1) // one value: the output side's end; waited for below
+	out := &callOut{w: w, id: inv.CallID, seq: 1, invalid: invalid, release: release, abort: callee.abort}
+	reusable, bad := true, false
+	if ahead.whole {
+		stop := watchHangupAfter(nc, hangupWatchDelay, callee.abort)
+		callee.run(out, outDone)
+		stop()
+	} else {
+		callee.start(out, outDone)
+		reusable, bad = s.pumpIn(nc, &ahead, r, callee, inv.CallID)
+	}
 	if bad {
 		close(invalid)
 	}
@@ -313,7 +348,7 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 		// caller that closes its connection (it cancelled, or died)
 		// cancels the callee at once.
 		pkt, err := r.ReadPacket()
-		if err != nil || !endSent.Load() {
+		if err != nil || !out.endSent.Load() {
 			reusable = false
 		}
 		next = pkt
@@ -326,6 +361,71 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 		return nil, false
 	}
 	return next, true
+}
+
+// ahead is the packets of a call that were read with its invoke, before
+// the call started: pumpIn and discard take them before reading more.
+type ahead struct {
+	pkts []wire.Packet
+	err  error // the read error that ended the read-ahead; nil when none
+	// whole: the packets are the caller's whole direction (started,
+	// chunks with a payload and no media, completed), fence-checked; input
+	// holds the chunks' payloads.
+	whole bool
+	input []frame.Payload
+}
+
+// next returns the next packet read ahead, or reads one.
+func (a *ahead) next(r *packetio.Reader) (wire.Packet, error) {
+	if len(a.pkts) > 0 {
+		p := a.pkts[0]
+		a.pkts = a.pkts[1:]
+		return p, nil
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	return r.ReadPacket()
+}
+
+// readAhead takes the packets that are already whole in r's buffer after
+// call id's invoke, up to the caller terminal and at most
+// protocol.IngressQueue chunks: what a caller wrote with the invoke in one
+// write. It never waits for the connection.
+func readAhead(r *packetio.Reader, id string) ahead {
+	var a ahead
+	fence := sequence.New(id, frame.CallerToProvider, 0)
+	ok := true
+	for len(a.pkts) < protocol.IngressQueue+2 && r.PacketBuffered() {
+		pkt, err := r.ReadPacket()
+		if err != nil {
+			a.err = err
+			return a
+		}
+		a.pkts = append(a.pkts, pkt)
+		f, isFrame := pkt.(*wire.Frame)
+		if !isFrame || f.CallID != id {
+			return a
+		}
+		ff := f.Frame // the fence keeps nothing of it
+		ok = ok && fence.Accept(&ff) == nil
+		switch {
+		case !ok:
+		case f.Kind == frame.KindStarted:
+		case f.Kind == frame.KindChunk && f.Media == nil && f.Payload != nil:
+			a.input = append(a.input, f.Payload)
+		case f.Kind == frame.KindCompleted:
+			a.whole = true
+			a.pkts = nil
+			return a
+		default:
+			ok = false
+		}
+		if f.Kind.IsTerminal() {
+			return a
+		}
+	}
+	return a
 }
 
 // refusalAnswer returns the code and message a refused call is answered
@@ -357,9 +457,9 @@ func refusalAnswer(err error) (frame.Code, string) {
 
 // discard reads and drops the caller frames of a refused call up to its
 // caller terminal (docs/protocol.md §6, reuse).
-func (s *callServer) discard(r *packetio.Reader, id string) bool {
+func (s *callServer) discard(a *ahead, r *packetio.Reader, id string) bool {
 	for {
-		pkt, err := r.ReadPacket()
+		pkt, err := a.next(r)
 		if err != nil {
 			return false
 		}
@@ -378,10 +478,10 @@ func (s *callServer) discard(r *packetio.Reader, id string) bool {
 // an invalid frame (fence, shape, schema) ends the call with failed
 // invalid_frame. A caller that hangs up while a chunk waits for the
 // callee ends it: see forward.
-func (s *callServer) pumpIn(nc net.Conn, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
-		pkt, err := r.ReadPacket()
+		pkt, err := a.next(r)
 		if err != nil {
 			ie, ok := protocol.AsInvalid(err)
 			return false, ok && ie.Type == protocol.TypeFrame
@@ -418,12 +518,14 @@ func (s *callServer) pumpIn(nc net.Conn, r *packetio.Reader, callee nestedCallee
 // take it the host does not read the connection (backpressure), so a
 // cancelled frame the caller writes after it waits unread: the caller's
 // hang-up is watched instead (docs/protocol.md §8 item 6), and ends the
-// send and the callee at once. hungUp reports that it did.
+// send and the callee. The watch starts only once the send has waited
+// hangupWatchDelay: a chunk the callee takes at once costs none. hungUp
+// reports that it did.
 func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
 	ctx, cancel := context.WithCancel(s.stop) // a send blocked on the callee also ends with close
 	defer cancel()
 	var hung atomic.Bool
-	stop := watchHangup(nc, func() {
+	stop := watchHangupAfter(nc, hangupWatchDelay, func() {
 		hung.Store(true)
 		callee.abort()
 		cancel()
@@ -433,47 +535,69 @@ func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (h
 	return hung.Load(), err
 }
 
-// pumpOut writes callee's provider frames, renumbered from 1 under the
-// call's wire id, then end. An invalid caller frame (invalid closed)
-// replaces the terminal with failed invalid_frame. release gives back what
-// the call holds (its in-flight place) before the end goes out: a child
-// that reads the end may make its next call at once.
-func (s *callServer) pumpOut(w *connWriter, callee nestedCallee, id string, invalid <-chan struct{}, release func(), endSent *atomic.Bool) error {
-	seq := uint64(1)
-	var werr error
+// callOut writes a nested call's provider frames to its call connection,
+// renumbered from 1 under the call's wire id, then end. An invalid caller
+// frame (invalid closed) replaces the terminal with failed invalid_frame.
+// release gives back what the call holds (its in-flight place) before the
+// end goes out: a child that reads the end may make its next call at
+// once. Used by one goroutine at a time: the callee's output side.
+type callOut struct {
+	w       *connWriter
+	id      string
+	seq     uint64
+	invalid <-chan struct{}
+	release func()
+	abort   func() // cancels the callee: its frames can no longer be written
+	werr    error  // the first write error; later frames are dropped
+	// endSent is set before the end is written.
+	endSent atomic.Bool
+}
+
+// put writes f, waiting for room in the connection's queue until ctx is
+// done, and reports whether f was the terminal (nothing more may come) and
+// the first write error.
+func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error) {
+	if f.Kind == frame.KindStarted {
+		return false, nil
+	}
+	last = f.Kind.IsTerminal()
+	if o.werr != nil {
+		if last {
+			o.release()
+		}
+		return last, o.werr
+	}
+	f.CallID, f.Direction, f.Sequence, f.Synthetic = o.id, frame.ProviderToCaller, o.seq, false
+	o.seq++
+	if last {
+		select {
+		case <-o.invalid:
+			f, _ = frame.NewFailed(o.id, frame.ProviderToCaller, f.Sequence, frame.CodeInvalidFrame, "invalid caller frame")
+		default:
+		}
+		o.release()
+		o.endSent.Store(true)
+		o.werr = o.w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: o.id}) // one write
+		return true, o.werr
+	}
+	if o.werr = o.w.w.Write(ctx, coalesce.Reply, &wire.Frame{Frame: f}); o.werr != nil {
+		o.abort()
+	}
+	return false, o.werr
+}
+
+// pumpOut reads callee's provider frames and puts them to out up to the
+// terminal; a callee that ends without one gives failed transport_error.
+func pumpOut(callee *callAdapter, out *callOut) error {
 	for {
 		f, err := callee.recv(context.Background())
 		if err != nil {
-			f, _ = frame.NewFailed(id, frame.ProviderToCaller, seq, frame.CodeTransportError, "callee ended without a terminal")
+			f, _ = frame.NewFailed(out.id, frame.ProviderToCaller, out.seq, frame.CodeTransportError, "callee ended without a terminal")
 		}
-		if f.Kind == frame.KindStarted {
-			continue
-		}
-		if werr == nil {
-			f.CallID, f.Direction, f.Sequence, f.Synthetic = id, frame.ProviderToCaller, seq, false
-			seq++
-			if f.Kind.IsTerminal() {
-				select {
-				case <-invalid:
-					f, _ = frame.NewFailed(id, frame.ProviderToCaller, f.Sequence, frame.CodeInvalidFrame, "invalid caller frame")
-				default:
-				}
-			}
-			if f.Kind.IsTerminal() {
-				release()
-				endSent.Store(true)
-				return w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: id}) // one write
-			}
-			if werr = w.write(&wire.Frame{Frame: f}); werr != nil {
-				callee.abort()
-			}
-		}
-		if f.Kind.IsTerminal() {
-			break
+		if last, err := out.put(context.Background(), f); last {
+			return err
 		}
 	}
-	release()
-	return werr
 }
 
 // runningCall returns the call of ch whose id is id while its provider
@@ -507,7 +631,11 @@ func depthOf(rec *recorder.Record) int {
 //
 // The caller's hang-up while the call starts (waiting for a place on a
 // child, or for a journal to keep its start) cancels it.
-func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(), error) {
+//
+// input, when not nil, is the caller's whole input, read with the invoke:
+// the callee starts with it (a child's call writes it with its invoke),
+// and its direction closed.
+func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload) (nestedCallee, func(), error) {
 	h := s.ch.h
 	if inv.Parent == "" {
 		return nil, nil, errNoParent
@@ -559,36 +687,46 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke) (nestedCallee, func(),
 		cancel()
 		return nil, nil, err
 	}
+	// The parent's end cancels the call: a watch that costs no goroutine
+	// until the parent ends (context.AfterFunc on a context of the
+	// standard library's), counted in watch while it runs.
 	var watch sync.WaitGroup
+	stopParent := func() bool { return false }
+	if !inv.Detached {
+		watch.Add(1)
+		stopParent = context.AfterFunc(parent.ended(), func() {
+			defer watch.Done()
+			if ctx.Err() == nil {
+				h.log.Info("nested call cancelled: its parent ended", logCallID, parent.id, logTreeID, parent.rec.Tree(), "child", s.ch.id, "tool", inv.ToolID)
+			}
+			cancel()
+		})
+	}
 	end := func() {
 		cancel()
+		if stopParent() {
+			watch.Done()
+		}
 		watch.Wait()
 		s.mu.Lock()
 		s.inFlight--
 		s.mu.Unlock()
 	}
-	if !inv.Detached {
-		watch.Add(1)
-		go func() { // stopped by end (cancel) or the parent's terminal
-			defer watch.Done()
-			select {
-			case <-parent.done:
-				if ctx.Err() == nil {
-					h.log.Info("nested call cancelled: its parent ended", logCallID, parent.id, logTreeID, parent.rec.Tree(), "child", s.ch.id, "tool", inv.ToolID)
-				}
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
 	var callee nestedCallee
 	var err error
-	stopWatch := watchHangup(nc, cancel)
+	// A start that waits (for a place on a child, or for a journal to
+	// keep it) is watched for the caller's hang-up once it has waited
+	// hangupWatchDelay; one that does not wait costs no watch.
+	stopWatch := watchHangupAfter(nc, hangupWatchDelay, cancel)
 	if isHost {
-		callee, err = s.startHostTool(ctx, ht, inv, parent)
+		callee, err = s.startHostTool(ctx, ht, inv, parent, input)
 	} else {
+		opts := []CallOption{WithTrace(inv.Trace)}
+		if input != nil {
+			opts = append(opts, WithInput(*input...))
+		}
 		var c *Call
-		c, err = h.Call(ctx, inv.ToolID, inv.Arguments, WithTrace(inv.Trace))
+		c, err = h.Call(ctx, inv.ToolID, inv.Arguments, opts...)
 		if err == nil {
 			callee = &callAdapter{c: c}
 		}
@@ -623,7 +761,7 @@ func (h *Host) refuseStep(ctx context.Context, tool string, err error) error {
 }
 
 // startHostTool records and starts a call of a host tool.
-func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.Invoke, parent *Call) (nestedCallee, error) {
+func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.Invoke, parent *Call, input *[]frame.Payload) (nestedCallee, error) {
 	h := s.ch.h
 	ts := s.cat.Tool(inv.ToolID)
 	args := inv.Arguments
@@ -638,12 +776,27 @@ func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.
 	if args, err = checkArguments(ts, args); err != nil {
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
+	if input != nil {
+		for _, p := range *input {
+			if err := validate(ts.Input, p); err != nil {
+				return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
+			}
+		}
+	}
 	rec.Request(recorder.RequestInfo{Child: "host"})
 	tc := &ToolCall{ID: id, Tree: rec.Tree(), ParentTree: parent.rec.Tree(), Child: s.ch.id, Arguments: args}
 	if !inv.Detached {
 		tc.Parent = parent.id
 	}
-	return &recordedHostCall{hc: startHostTool(rec.Context(ctx), ht, ts, tc), rec: rec}, nil
+	hc := &recordedHostCall{hc: newHostCallee(rec.Context(ctx), ht, ts, tc), rec: rec}
+	if input != nil {
+		for i, p := range *input {
+			f, _ := frame.NewChunk(inv.CallID, frame.CallerToProvider, uint64(i)+1, p, nil)
+			hc.send(ctx, f) // checked above; at most protocol.IngressQueue chunks (readAhead): never waits
+		}
+		hc.closeSend()
+	}
+	return hc, nil
 }
 
 // recordedHostCall is a host tool's run as a nested callee, recorded in
@@ -665,18 +818,33 @@ func (r *recordedHostCall) closeSend() { r.hc.closeSend() }
 
 func (r *recordedHostCall) abort() { r.hc.abort() }
 
-func (r *recordedHostCall) recv(ctx context.Context) (frame.Frame, error) {
-	f, err := r.hc.recv(ctx)
-	if err != nil {
-		return f, err
+// start runs the host tool; its goroutine writes each frame to out,
+// recorded in the log first, and the terminal after the call's end is
+// recorded.
+func (r *recordedHostCall) start(out *callOut, done chan<- error) {
+	r.hc.start(r.emit(out, done))
+}
+
+// run runs the host tool on the calling goroutine.
+func (r *recordedHostCall) run(out *callOut, done chan<- error) {
+	r.hc.runHere(r.emit(out, done))
+}
+
+// emit returns what writes each frame of the host tool to out, recorded
+// in the log first; the terminal is written after the call's end is
+// recorded, and its write's error goes to done.
+func (r *recordedHostCall) emit(out *callOut, done chan<- error) func(ctx context.Context, f frame.Frame) error {
+	return func(ctx context.Context, f frame.Frame) error {
+		if !f.Kind.IsTerminal() {
+			r.rec.Output(f)
+			_, err := out.put(ctx, f)
+			return err
+		}
+		r.rec.End(context.Background(), recorder.OutcomeOf(f)) // a journal's end error is the host's to log, not the caller's
+		_, err := out.put(context.Background(), f)
+		done <- err
+		return err
 	}
-	if !f.Kind.IsTerminal() {
-		r.rec.Output(f)
-		return f, nil
-	}
-	<-r.hc.done
-	r.rec.End(context.Background(), recorder.OutcomeOf(f)) // a journal's end error is the host's to log, not the caller's
-	return f, nil
 }
 
 // callAdapter is a call of a child's tool as a nested callee.
@@ -689,6 +857,15 @@ func (a *callAdapter) send(ctx context.Context, f frame.Frame) error {
 func (a *callAdapter) closeSend() { a.c.CloseSend() }
 
 func (a *callAdapter) abort() { a.c.Cancel() }
+
+// start reads the call on a goroutine of its own (stopped by the call's
+// terminal; its end is waited for through done).
+func (a *callAdapter) start(out *callOut, done chan<- error) {
+	go a.run(out, done)
+}
+
+// run reads the call on the calling goroutine up to its terminal.
+func (a *callAdapter) run(out *callOut, done chan<- error) { done <- pumpOut(a, out) }
 
 func (a *callAdapter) recv(ctx context.Context) (frame.Frame, error) {
 	for {

@@ -618,3 +618,70 @@ func TestCallSocketConnectionBound(t *testing.T) {
 	_, term := extra.answer("e1")
 	assert.Equal(t, frame.KindCompleted, term.Kind)
 }
+
+// Calls whose whole input went with the invoke (relay's "input", which
+// makes the call with child.WithInput): a host tool gets every chunk,
+// checked against its input schema, and a pool child's tool streams its
+// answer to each; a chunk that breaks the host tool's input schema is
+// refused and the tool does not run. Each call runs on the connection's
+// own goroutine (callServer.run), and the connection is reused.
+func TestCallWholeInput(t *testing.T) {
+	var ran atomic.Int32
+	sum := HostTool{
+		Tool: wire.Tool{ID: "sum", InputSchema: map[string]any{"type": "object", "required": []any{"n"},
+			"properties": map[string]any{"n": map[string]any{"type": "integer"}}}},
+		Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
+			ran.Add(1)
+			total, chunks := 0, 0
+			for f := range c.InputFrames() {
+				var p struct {
+					N int `json:"n"`
+				}
+				if err := f.Payload.Decode(&p); err != nil {
+					return nil, err
+				}
+				total += p.N
+				chunks++
+			}
+			return frame.MustPayload(map[string]any{"sum": total, "chunks": chunks}), nil
+		},
+	}
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{sum}, Tools: []string{"upper"}}), time.Minute)
+	relay := func(args map[string]any) (frame.Payload, []string, error) {
+		c, err := h.Call(callCtx(t, 30*time.Second), "relay", frame.MustPayload(args), WithInput())
+		require.NoError(t, err)
+		var chunks []string
+		for f, err := range c.Frames() {
+			if err == nil && f.Kind == frame.KindChunk {
+				var p map[string]any
+				require.NoError(t, f.Payload.Decode(&p))
+				chunks = append(chunks, fmt.Sprint(p["text"]))
+			}
+		}
+		res, err := c.Wait()
+		return res, chunks, err
+	}
+	for range 3 { // the same call connection each time
+		res, _, err := relay(map[string]any{"tool": "sum", "input": []any{map[string]any{"n": 2}, map[string]any{"n": 5}}})
+		require.NoError(t, err)
+		var got map[string]any
+		require.NoError(t, res.Decode(&got))
+		assert.EqualValues(t, 7, got["sum"])
+		assert.EqualValues(t, 2, got["chunks"])
+	}
+	res, _, err := relay(map[string]any{"tool": "sum", "input": []any{}})
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, res.Decode(&got))
+	assert.EqualValues(t, 0, got["chunks"], "no input: the completed alone")
+
+	_, chunks, err := relay(map[string]any{"tool": "upper", "input": []any{map[string]any{"text": "ab"}, map[string]any{"text": "cd"}}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"AB", "CD"}, chunks)
+
+	before := ran.Load()
+	_, _, err = relay(map[string]any{"tool": "sum", "input": []any{map[string]any{"n": "x"}}})
+	var ce *frame.Error
+	require.ErrorAs(t, err, &ce, "the SDK refuses the chunk (ErrArguments), nothing sent")
+	assert.Equal(t, before, ran.Load(), "a refused call does not run")
+}

@@ -107,39 +107,57 @@ func (c *ToolCall) Send(ctx context.Context, payload frame.Payload, media frame.
 }
 
 // hostCallee runs a HostTool for one nested call: the callee of a call
-// connection (see nestedCallee).
+// connection (see nestedCallee). The handler's goroutine writes its
+// frames to the call connection itself (emit), the terminal last: no
+// goroutine stands between the handler and the caller.
 type hostCallee struct {
 	tc     *ToolCall
-	out    chan frame.Frame // the handler's frames, then its terminal; unbuffered: the writer's pace is the handler's (backpressure)
+	t      *HostTool
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the handler's goroutine returned
 	once   sync.Once
 }
 
-// startHostTool runs t's handler on its own goroutine (stopped by ctx's
-// end or its return; waited for through done).
-func startHostTool(ctx context.Context, t *HostTool, ts *toolschema.Tool, tc *ToolCall) *hostCallee {
+// newHostCallee prepares t's handler for one call under ctx; start runs
+// it.
+func newHostCallee(ctx context.Context, t *HostTool, ts *toolschema.Tool, tc *ToolCall) *hostCallee {
 	ctx, cancel := context.WithCancel(ctx)
-	hc := &hostCallee{tc: tc, out: make(chan frame.Frame), cancel: cancel, done: make(chan struct{})}
+	hc := &hostCallee{tc: tc, t: t, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	tc.tool = ts
 	tc.stop = ctx.Done()
 	tc.in = make(chan frame.Frame, protocol.IngressQueue)
-	tc.send = func(sctx context.Context, f frame.Frame) error {
-		select {
-		case hc.out <- f:
-			return nil
-		case <-sctx.Done():
-			return sctx.Err()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	go func() { // stopped by the handler's return; the terminal is always taken by recv
-		defer close(hc.done)
-		defer cancel()
-		hc.out <- hc.run(ctx, t)
-	}()
 	return hc
+}
+
+// start runs the handler on its own goroutine (stopped by ctx's end or
+// its return; waited for through done). emit writes each frame the
+// handler sends, then the terminal; a frame waits for room in the
+// connection's queue until its sender's context or the call's ends.
+func (hc *hostCallee) start(emit func(ctx context.Context, f frame.Frame) error) {
+	go hc.runHere(emit) // stopped by the handler's return; the terminal is always emitted
+}
+
+// runHere is start on the calling goroutine: it returns once the terminal
+// was emitted.
+func (hc *hostCallee) runHere(emit func(ctx context.Context, f frame.Frame) error) {
+	hc.prepare(emit)
+	defer close(hc.done)
+	defer hc.cancel()
+	emit(context.Background(), hc.run(hc.ctx, hc.t))
+}
+
+// prepare makes the handler's Send emit its frames.
+func (hc *hostCallee) prepare(emit func(ctx context.Context, f frame.Frame) error) {
+	hc.tc.send = func(sctx context.Context, f frame.Frame) error {
+		if err := hc.ctx.Err(); err != nil {
+			return err
+		}
+		if sctx.Done() == nil {
+			sctx = hc.ctx
+		}
+		return emit(sctx, f)
+	}
 }
 
 // run calls the handler and returns the call's terminal.
@@ -189,12 +207,3 @@ func (hc *hostCallee) send(ctx context.Context, f frame.Frame) error {
 func (hc *hostCallee) closeSend() { hc.once.Do(func() { close(hc.tc.in) }) }
 
 func (hc *hostCallee) abort() { hc.cancel() }
-
-func (hc *hostCallee) recv(ctx context.Context) (frame.Frame, error) {
-	select {
-	case f := <-hc.out:
-		return f, nil
-	case <-ctx.Done():
-		return frame.Frame{}, ctx.Err()
-	}
-}

@@ -356,6 +356,7 @@ func relay(testTools bool) child.Tool {
 		"tool":  map[string]any{"type": "string", "minLength": 1, "maxLength": 128},
 		"args":  map[string]any{"type": "object"},
 		"leave": map[string]any{"type": "boolean", "default": false},
+		"input": map[string]any{"type": "array", "items": map[string]any{"type": "object"}, "maxItems": 8},
 	}
 	if testTools {
 		props["feed"] = integer(0, 10_000_000, ptr(0))
@@ -370,10 +371,11 @@ func relay(testTools bool) child.Tool {
 		ResultSchema:    anyObject(),
 		Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 			var a struct {
-				Tool  string         `json:"tool"`
-				Args  map[string]any `json:"args"`
-				Leave bool           `json:"leave"`
-				Feed  int64          `json:"feed"`
+				Tool  string           `json:"tool"`
+				Args  map[string]any   `json:"args"`
+				Leave bool             `json:"leave"`
+				Input []map[string]any `json:"input"`
+				Feed  int64            `json:"feed"`
 				// CancelOnInput: cancel the call when relay's own caller
 				// sends a chunk or ends its input.
 				CancelOnInput bool `json:"cancel_on_input"`
@@ -388,17 +390,36 @@ func relay(testTools bool) child.Tool {
 					return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: args must be an object"}
 				}
 			}
-			c, err := s.Call(ctx, a.Tool, args)
+			var opts []child.CallOption
+			if a.Input != nil {
+				// The call's whole input goes with its invoke, in one
+				// write (child.WithInput).
+				in := make([]frame.Payload, len(a.Input))
+				for i, p := range a.Input {
+					var err error
+					if in[i], err = frame.PayloadOf(p); err != nil {
+						return nil, &frame.Error{Code: frame.CodeProviderError, Message: "arguments: input must hold objects"}
+					}
+				}
+				opts = append(opts, child.WithInput(in...))
+			}
+			c, err := s.Call(ctx, a.Tool, args, opts...)
 			if err != nil {
 				return nil, relayError(err)
+			}
+			if a.Input != nil && a.CancelOnInput {
+				for range s.Input() {
+					break
+				}
+				c.Cancel()
 			}
 			if a.Leave {
 				return nil, nil // the SDK cancels the call left open, and waits for its end
 			}
-			if a.Feed > 0 || a.CancelOnInput {
+			if a.Input == nil && (a.Feed > 0 || a.CancelOnInput) {
 				return feedCall(ctx, s, c, a.Feed, a.CancelOnInput)
 			}
-			if err := c.CloseSend(); err != nil {
+			if err := closeSend(c, a.Input != nil); err != nil {
 				c.Cancel()
 				return nil, relayError(err)
 			}
@@ -419,6 +440,14 @@ func relay(testTools bool) child.Tool {
 			return res, nil
 		},
 	}
+}
+
+// closeSend closes c's input, unless it went with the invoke (sent).
+func closeSend(c *child.Call, sent bool) error {
+	if sent {
+		return nil
+	}
+	return c.CloseSend()
 }
 
 // feedCall sends n chunks {"i": i} to the call c (they block while its

@@ -218,6 +218,59 @@ func BenchmarkSkulkCallNoDeadline(b *testing.B) {
 	benchSkulkCalls(b, func(_ context.Context, ss *skulkSession) error { return ss.call(context.Background()) })
 }
 
+// BenchmarkSkulkNestedHost: one op is one call of the bench child's nest
+// tool whose handler calls a host-side Go function through its host (the
+// nested workload's first row); BenchmarkSkulkUnary is its baseline.
+func BenchmarkSkulkNestedHost(b *testing.B) {
+	benchSkulkNested(b, func(ctx context.Context, sn *skulkNester) error { return sn.nestedHost(ctx) })
+}
+
+// BenchmarkSkulkNestedChild: one op is one call of the nest tool whose
+// handler calls the reply tool of the pool's other child through its
+// host (the nested workload's second row).
+func BenchmarkSkulkNestedChild(b *testing.B) {
+	benchSkulkNested(b, func(ctx context.Context, sn *skulkNester) error { return sn.nestedChild(ctx) })
+}
+
+// benchSkulkNested runs call b.N times on a nested session (openNested:
+// two bench children, host_reply and reply offered) and reports the
+// host's allocations and CPU per op, and the children's CPU.
+func benchSkulkNested(b *testing.B, call func(context.Context, *skulkNester) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sys := &skulkSystem{sys: Skulk, bin: bins.Skulk, dir: b.TempDir(), env: strings.Fields(os.Getenv(childEnvVar))}
+	n, err := sys.openNested(ctx)
+	require.NoError(b, err)
+	defer n.close()
+	sn := n.(*skulkNester)
+	for range 100 { // warm up: connections, buffers
+		require.NoError(b, call(ctx, sn))
+	}
+	pids := sn.pids()
+	childCPU := func() time.Duration {
+		var t time.Duration
+		for _, pid := range pids {
+			t += procCPU(pid)
+		}
+		return t
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	hostCPU, kidsCPU := selfCPU(), childCPU()
+	b.ResetTimer()
+	for range b.N {
+		if err := call(ctx, sn); err != nil {
+			require.FailNow(b, fmt.Sprint(err))
+		}
+	}
+	b.StopTimer()
+	hostCPU, kidsCPU = selfCPU()-hostCPU, childCPU()-kidsCPU
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "host-allocs/op")
+	b.ReportMetric(float64(hostCPU.Nanoseconds())/float64(b.N), "host-cpu-ns/op")
+	b.ReportMetric(float64(kidsCPU.Nanoseconds())/float64(b.N), "child-cpu-ns/op")
+}
+
 // benchSkulkCalls is benchSkulk for an op that is one call.
 func benchSkulkCalls(b *testing.B, call func(context.Context, *skulkSession) error) {
 	benchSkulk(b, func(ctx context.Context, ss *skulkSession, n int) error {

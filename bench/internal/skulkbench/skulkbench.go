@@ -179,12 +179,10 @@ func nest(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	if err != nil {
 		return nil, errArgs
 	}
-	c, err := s.Call(ctx, a.Tool, args)
+	// Unary-shaped, as the host's own unary call: the invoke and the
+	// closed input leave in one write.
+	c, err := s.Call(ctx, a.Tool, args, child.WithInput())
 	if err != nil {
-		return nil, err
-	}
-	if err := c.CloseSend(); err != nil {
-		c.Cancel()
 		return nil, err
 	}
 	return c.Wait()

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
 
 package host
 
@@ -6,8 +6,6 @@ import (
 	"net"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // watchHangup calls onHangup once nc's peer hung up (closed its end or
@@ -46,19 +44,5 @@ func watchHangup(nc net.Conn, onHangup func()) (stop func()) {
 		nc.SetReadDeadline(time.Unix(1, 0)) // wakes the watch
 		<-done
 		nc.SetReadDeadline(time.Time{})
-	}
-}
-
-// hungUp reports, without waiting, whether fd's peer hung up. Poll
-// reports POLLRDHUP once the peer's writing ended, whatever data waits
-// ahead of it, and is not asked for POLLIN, which unread data would set.
-func hungUp(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
 	}
 }
