@@ -253,9 +253,9 @@ func readCounting(ctx context.Context, c *Call, n *atomic.Int64, errp *error) {
 // (16 KiB, held while a burst is in it), the call's history for
 // Call.Events (its first 64 events, kept compact: about 13 KiB with the
 // payload slabs they hold), the outbox's ring, and the stacks of the
-// caller and the connection's reader. A history kept as whole events, or
-// a flusher parked on every connection, takes it past 72 KiB (85 KiB
-// measured with both).
+// caller and the connection's reader (its writer's flusher runs only
+// while something is queued). A history kept as whole events takes it
+// past 72 KiB (85 KiB measured).
 const busyStreamBound = 72 << 10
 
 // TestBusyStreamMemory opens many endless streams, reads every one flat

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -933,4 +934,37 @@ func TestWriterMixedSendsOverSocket(t *testing.T) {
 	}
 	require.NoError(t, <-sendErr)
 	require.NoError(t, w.Close())
+}
+
+// flusherGoroutines counts the goroutines running a Writer's flusher.
+func flusherGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	return strings.Count(string(buf[:n]), "coalesce.(*Writer).flush(")
+}
+
+// TestWriterFlusherOnlyWhileWork: a Writer (New) holds no goroutine while
+// nothing is queued: its flusher starts with the first packet queued for
+// it, writes what comes meanwhile and returns once nothing is left.
+func TestWriterFlusherOnlyWhileWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := New(g, wire.Limits{})
+		synctest.Wait()
+		require.Equal(t, 0, flusherGoroutines(), "a new Writer")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 1)))
+		synctest.Wait() // the flusher holds packet 1 and waits at the gate
+		require.Equal(t, 1, flusherGoroutines(), "a Writer writing a packet")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 2)))
+		require.Equal(t, 1, flusherGoroutines(), "a Writer with a packet queued behind the one it writes")
+		close(g.gate)
+		require.NoError(t, w.Flush())
+		synctest.Wait()
+		require.Equal(t, 0, flusherGoroutines(), "a Writer whose packets are written")
+		require.Equal(t, 2, g.count(), "packet 1, then packet 2")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 3)))
+		require.NoError(t, w.Close())
+		require.Equal(t, 0, flusherGoroutines(), "a closed Writer")
+		require.Equal(t, 3, g.count(), "Close wrote what was queued")
+	})
 }
