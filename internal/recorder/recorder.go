@@ -542,11 +542,20 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event, payload frame.Payload) 
 		hm.Data = nil
 		hev.Media = &hm
 	}
+	// inHist: some history takes the event (appendHistLocked's rule); an
+	// event none takes is only numbered there, and never built whole.
+	inHist := false
+	for a := rec; a != nil && !inHist; a = a.parent {
+		inHist = !a.histFullLocked(t.r) || a == rec && hev.Kind.IsEnd()
+	}
 	var e histEntry
-	if compactable(&hev, payload) {
+	switch {
+	case !inHist:
+		e.seq = hev.Seq
+	case compactable(&hev, payload):
 		e = histEntry{from: rec, version: rec.version, at: hev.At, seq: hev.Seq, frameSeq: hev.FrameSeq,
 			payload: payload, media: hev.Media, attempt: int32(min(hev.Attempt, math.MaxInt32)), kind: hev.Kind, fkind: hev.FrameKind}
-	} else {
+	default:
 		if payload != nil {
 			hev.Payload = t.contentLocked(payload)
 			ev.Payload = hev.Payload
