@@ -560,7 +560,8 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event, payload frame.Payload) 
 			hev.Payload = t.contentLocked(payload)
 			ev.Payload = hev.Payload
 		}
-		e.whole = &hev
+		e.whole = new(calllog.Event) // a copy: &hev would put hev on the heap for every event
+		*e.whole = hev
 	}
 	for a := rec; a != nil; a = a.parent {
 		a.appendHistLocked(e, t.r)
