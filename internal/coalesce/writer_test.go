@@ -945,7 +945,8 @@ func flusherGoroutines() int {
 
 // TestWriterFlusherOnlyWhileWork: a Writer (New) holds no goroutine while
 // nothing is queued: its flusher starts with the first packet queued for
-// it, writes what comes meanwhile and returns once nothing is left.
+// it, writes what comes meanwhile and returns once it has had nothing to
+// write for flusherLinger.
 func TestWriterFlusherOnlyWhileWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGateWriter()
@@ -959,12 +960,18 @@ func TestWriterFlusherOnlyWhileWork(t *testing.T) {
 		require.Equal(t, 1, flusherGoroutines(), "a Writer with a packet queued behind the one it writes")
 		close(g.gate)
 		require.NoError(t, w.Flush())
-		synctest.Wait()
-		require.Equal(t, 0, flusherGoroutines(), "a Writer whose packets are written")
-		require.Equal(t, 2, g.count(), "packet 1, then packet 2")
+		time.Sleep(flusherLinger / 2)
 		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 3)))
+		require.NoError(t, w.Flush())
+		synctest.Wait()
+		require.Equal(t, 1, flusherGoroutines(), "a Writer that wrote within flusherLinger: the same flusher")
+		time.Sleep(flusherLinger + time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, 0, flusherGoroutines(), "a Writer that wrote nothing for flusherLinger")
+		require.Equal(t, 3, g.count(), "packet 1, then 2, then 3")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 4)))
 		require.NoError(t, w.Close())
 		require.Equal(t, 0, flusherGoroutines(), "a closed Writer")
-		require.Equal(t, 3, g.count(), "Close wrote what was queued")
+		require.Equal(t, 4, g.count(), "Close wrote what was queued")
 	})
 }
