@@ -40,7 +40,7 @@ func liveHeapStacks() (heap, stacks int64) {
 // idleConnBound is what an idle pooled stream connection may cost the
 // host (heap and stacks). It holds its reader goroutine, parked on a
 // small stack, the socket, and the connection's state; no writer's
-// flusher (it runs only while something is queued), no read buffer (it
+// flusher (it runs only while it has work), no read buffer (it
 // goes back to a pool shared by every connection) and nothing of the
 // calls it carried. It measures 10.1 KiB (13.8 under -race). go-plugin's host holds
 // 10 to 35 KiB per gRPC stream (docs/performance.md, "Cost curves").
@@ -255,7 +255,7 @@ func readCounting(ctx context.Context, c *Call, n *atomic.Int64, errp *error) {
 // Call.Events (its first 64 events, kept compact: about 13 KiB with the
 // payload slabs they hold), the outbox's ring, and the stacks of the
 // caller and the connection's reader (its writer's flusher runs only
-// while something is queued). A history kept as whole events takes it
+// while it has work). A history kept as whole events takes it
 // past 72 KiB (85 KiB measured).
 const busyStreamBound = 72 << 10
 
