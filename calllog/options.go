@@ -26,9 +26,11 @@ type Options struct {
 	// (Call.Events): a call's first History events, while they hold less
 	// than HistoryBytes, then its end event, whose After shows the loss.
 	// 0 means 64, which holds every event of a call with a few dozen small
-	// chunks. Each kept event holds its payload (about 300 bytes for a
-	// small chunk) but never media data, so History is the host's memory
-	// per open stream: a stream that must be watched whole is better
+	// chunks. Each kept event holds its payload but never media data; a
+	// frame's event (input or output, most of a stream's) is kept in about
+	// 120 bytes besides its payload and built whole when Call.Events reads
+	// it. History is the host's memory per open stream (about 8 KiB of
+	// events at 64): a stream that must be watched whole is better
 	// followed by an Observer, which is given every event as it comes.
 	History int
 	// Redact names payload keys whose values observers and journals are

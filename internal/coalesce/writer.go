@@ -86,8 +86,13 @@ const YieldEvery = time.Millisecond
 type Writer struct {
 	dst    writev.Vectored // used by one write at a time (see writeCur)
 	limits wire.Limits
-	wake   chan struct{} // size 1: "something is queued"; a full channel already says so
-	done   chan struct{} // closed when the flusher has returned
+	// wake is where the flusher waits: size 1, "something is queued"; a
+	// full channel already says so. An ungated Writer's flusher runs only
+	// while it has had something to write within flusherLinger (running).
+	wake chan struct{}
+	// flushers counts the flusher goroutine while it runs; Close waits
+	// for it.
+	flushers sync.WaitGroup
 
 	// dl is dst's write deadline, when dst has one and a non-blocking
 	// descriptor: then a sender whose context may end its wait writes its
@@ -113,6 +118,12 @@ type Writer struct {
 	written uint64    // id of the last batch written (or dropped after an error)
 	err     error     // sticky: the first write error
 	closed  bool
+	// running: an ungated Writer's flusher goroutine is running, started
+	// by wakeLocked when something is queued for it; it returns once it
+	// has found nothing to write for flusherLinger. A flusher parked for
+	// as long as the connection was open held a goroutine stack per
+	// connection.
+	running bool
 	corked  int       // open Corks: packets with no attachment written from its sender's bytes wait for the last Uncork
 	last    time.Time // when the last write ended; zero before the first
 	// handoff is a batch a sender began writing itself and found the
@@ -153,10 +164,12 @@ type attachment struct {
 }
 
 // New returns a Writer to dst that refuses packets over l (made
-// Effective) and starts its flusher. The caller must call Close.
+// Effective). Its flusher goroutine runs only while something is queued
+// for it. The caller must call Close.
 func New(dst io.Writer, l wire.Limits) *Writer { return NewGated(dst, l, nil) }
 
-// NewGated is New for a Writer whose flusher, once it streams (it has
+// NewGated is New for a Writer whose flusher runs for as long as the
+// Writer is open and, once it streams (it has
 // written 64 KiB since the last NewStream without a pause of a second),
 // writes only while it holds a slot of g (see Gate); a nil g is New, and
 // so is a destination without a non-blocking descriptor (the flusher
@@ -164,8 +177,7 @@ func New(dst io.Writer, l wire.Limits) *Writer { return NewGated(dst, l, nil) }
 // (Reply, Request, an attachment's) never wait for the Gate.
 func NewGated(dst io.Writer, l wire.Limits, g *turns.Gate) *Writer {
 	w := &Writer{
-		limits: packetio.Effective(l), queued: 1,
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		limits: packetio.Effective(l), queued: 1, wake: make(chan struct{}, 1),
 		cur: &batch{}, spare: &batch{},
 	}
 	w.dst.Init(dst)
@@ -179,8 +191,9 @@ func NewGated(dst io.Writer, l wire.Limits, g *turns.Gate) *Writer {
 		// wait (writev's OnFull); any other is written ungated.
 		w.gate, w.gateWait = g, make(chan struct{}, 1)
 		w.onFull, w.onWritable = w.leaveGate, w.regate // made once: a method value allocates
+		w.flushers.Add(1)
+		go w.flush() // stopped by Close; Close waits through flushers
 	}
-	go w.flush() // stopped by Close; Close waits for done
 	return w
 }
 
@@ -515,8 +528,18 @@ func (w *Writer) unusableLocked() error {
 	return nil
 }
 
-// wakeLocked tells the flusher something is queued. w.mu is held.
+// wakeLocked tells the flusher something is queued: a gated Writer's
+// waits for it, an ungated Writer's is started unless it runs (it looks
+// at the queue again before it returns). w.mu is held.
 func (w *Writer) wakeLocked() {
+	if w.gate == nil && !w.running {
+		if len(w.cur.hdr) > 0 || w.handoff != nil {
+			w.running = true
+			w.flushers.Add(1)
+			go w.flush() // returns once idle for flusherLinger, or closed; Close waits through flushers
+		}
+		return
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -574,21 +597,37 @@ func (w *Writer) Close() error {
 		w.cond.Broadcast()
 		w.wakeLocked()
 	}
+	if w.gate == nil {
+		// Nothing is queued once closed is set, but a sender may be
+		// writing its own packets (spare is nil), whose rest a flusher
+		// may yet be started for (a handoff).
+		for w.running || w.spare == nil {
+			w.cond.Wait()
+		}
+	}
 	w.mu.Unlock()
-	<-w.done
+	w.flushers.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
+// flush is the flusher: it writes what is queued, batch after batch. A
+// gated Writer's runs until Close; an ungated Writer's returns once it
+// has found nothing to write for flusherLinger (wakeLocked starts it
+// again).
 func (w *Writer) flush() {
-	defer close(w.done)
+	defer w.flushers.Done()
 	var yielded time.Time   // when the flusher last yielded
 	var idleSince time.Time // when it last found nothing to write (gated Writers)
+	var linger lingerTimer  // ungated Writers
+	defer linger.stop()
 	for {
-		w.waitWake()
-		if w.gate != nil && !idleSince.IsZero() && time.Since(idleSince) >= gateIdle {
-			w.streamed = 0 // a pause: a new stream, ungated until gateAfter
+		if w.gate != nil {
+			w.waitWake()
+			if !idleSince.IsZero() && time.Since(idleSince) >= gateIdle {
+				w.streamed = 0 // a pause: a new stream, ungated until gateAfter
+			}
 		}
 		w.mu.Lock()
 		for {
@@ -637,6 +676,16 @@ func (w *Writer) flush() {
 				runtime.Gosched()
 				w.mu.Lock()
 			}
+		}
+		if w.gate == nil {
+			if w.closed || !linger.wait(w) {
+				w.running = false
+				w.cond.Broadcast() // Close may wait for it
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+			continue
 		}
 		idleSince = time.Now()
 		closed := w.closed
@@ -913,4 +962,62 @@ func (b *batch) reset() {
 	clear(b.atts)
 	b.atts = b.atts[:0]
 	b.hdr = b.hdr[:0]
+}
+
+// flusherLinger is how long an ungated Writer's flusher waits for more to
+// write before it returns. A stream of packets a few microseconds apart
+// (an echo's frames, each written as the caller sends it) keeps one
+// flusher, woken as a parked one is: returning at once and starting a
+// goroutine for every packet cost the host 0.6 µs and an allocation per
+// echoed frame. An idle connection holds no flusher past it.
+const flusherLinger = 100 * time.Millisecond
+
+// lingerTimer is an ungated flusher's wait for more to write, bounded by
+// flusherLinger. Its timer is armed once per linger, not once per wait:
+// a wait whose timer fires while the Writer has written within the linger
+// waits again for what is left of it.
+type lingerTimer struct {
+	t     *time.Timer
+	armed bool
+}
+
+// wait waits, with w.mu held (released meanwhile, held again on return),
+// until something is queued (true) or the Writer has written nothing,
+// and the flusher has been given nothing, for flusherLinger (false).
+func (l *lingerTimer) wait(w *Writer) bool {
+	for {
+		if !l.armed {
+			d := flusherLinger
+			if !w.last.IsZero() {
+				d = max(flusherLinger-time.Since(w.last), time.Millisecond)
+			}
+			if l.t == nil {
+				l.t = time.NewTimer(d)
+			} else {
+				l.t.Reset(d)
+			}
+			l.armed = true
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.wake:
+			w.mu.Lock()
+			return true
+		case <-l.t.C:
+			l.armed = false
+			w.mu.Lock()
+			if len(w.cur.hdr) > 0 || w.handoff != nil || w.spare == nil {
+				return true
+			}
+			if time.Since(w.last) >= flusherLinger || w.last.IsZero() {
+				return false
+			}
+		}
+	}
+}
+
+func (l *lingerTimer) stop() {
+	if l.t != nil {
+		l.t.Stop()
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -961,5 +962,45 @@ func TestWriterMarkWritten(t *testing.T) {
 		require.True(t, w.Written(first))
 		require.True(t, w.Written(second))
 		require.NoError(t, w.Close())
+	})
+}
+
+// flusherGoroutines counts the goroutines running a Writer's flusher.
+func flusherGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	return strings.Count(string(buf[:n]), "coalesce.(*Writer).flush(")
+}
+
+// TestWriterFlusherOnlyWhileWork: a Writer (New) holds no goroutine while
+// nothing is queued: its flusher starts with the first packet queued for
+// it, writes what comes meanwhile and returns once it has had nothing to
+// write for flusherLinger.
+func TestWriterFlusherOnlyWhileWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGateWriter()
+		w := New(g, wire.Limits{})
+		synctest.Wait()
+		require.Equal(t, 0, flusherGoroutines(), "a new Writer")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 1)))
+		synctest.Wait() // the flusher holds packet 1 and waits at the gate
+		require.Equal(t, 1, flusherGoroutines(), "a Writer writing a packet")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 2)))
+		require.Equal(t, 1, flusherGoroutines(), "a Writer with a packet queued behind the one it writes")
+		close(g.gate)
+		require.NoError(t, w.Flush())
+		time.Sleep(flusherLinger / 2)
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 3)))
+		require.NoError(t, w.Flush())
+		synctest.Wait()
+		require.Equal(t, 1, flusherGoroutines(), "a Writer that wrote within flusherLinger: the same flusher")
+		time.Sleep(flusherLinger + time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, 0, flusherGoroutines(), "a Writer that wrote nothing for flusherLinger")
+		require.Equal(t, 3, g.count(), "packet 1, then 2, then 3")
+		require.NoError(t, w.Write(context.Background(), Stream, smallChunk(t, "c1", 4)))
+		require.NoError(t, w.Close())
+		require.Equal(t, 0, flusherGoroutines(), "a closed Writer")
+		require.Equal(t, 4, g.count(), "Close wrote what was queued")
 	})
 }

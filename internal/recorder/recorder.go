@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,12 +49,10 @@ const histEventOverhead = 320
 // histStart is the room a call's history starts with: the events of a
 // small call (started, request, the caller's started, chunk and completed,
 // one output chunk, the end), so that it grows only for a call that
-// streams. An event is 280 bytes: growing from empty would cost a small
-// call four allocations and about 4 KiB (TestHistoryStartsWithRoom
-// measures both; TestEventAndRecordSizes checks the sizes). The 8, with
-// the 8-byte header the allocator adds to an object with pointers, fill
-// the 2,304-byte size class: an event 8 bytes larger would move them to
-// the 2,688-byte one.
+// streams. An entry is 120 bytes (histEntry): growing from empty would
+// cost a small call four allocations and about 2 KiB
+// (TestHistoryStartsWithRoom measures both; TestEventAndRecordSizes checks
+// the sizes). The 8 fill the 1,024-byte size class.
 const histStart = 8
 
 // Recorder records the calls of one host: it numbers each tree's events,
@@ -395,7 +394,7 @@ type Record struct {
 	fragments int32 // streamed arguments recorded so far; guarded by the tree's mu
 	histSize  int32 // the bytes of hist (histEventBytes), at most Recorder.histBytes plus one event
 	text      strings.Builder
-	hist      []calllog.Event // what watchers see; bounded by Recorder.history and Recorder.histBytes
+	hist      []histEntry // what watchers see; bounded by Recorder.history and Recorder.histBytes
 	lastHist  uint64
 	notify    chan struct{} // closed and cleared at each new event; nil when none waits
 	pending   int           // steps begun and not ended
@@ -434,7 +433,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	}
 	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
 		span: info.Span,
-		done: make(chan struct{}), hist: make([]calllog.Event, 0, histStart)}
+		done: make(chan struct{}), hist: make([]histEntry, 0, histStart)}
 	rec.exclude = excludedBy(ctx)
 	var t *tree
 	if parent != nil {
@@ -489,7 +488,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	if parent == nil {
 		started.Caller, _ = ctx.Value(callerKey{}).(*calllog.Link)
 	}
-	startSeq := t.emitLocked(rec, started)
+	startSeq := t.emitLocked(rec, started, nil)
 	if policyErr {
 		rec.ending = true
 		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, calllog.ErrJournalPolicy)
@@ -514,8 +513,10 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 
 // emitLocked numbers ev as rec's next event and gives it to rec's watchers
 // (and its callers'), rec's observers and the tree's journal. ev's content
-// is full; observers and the journal get the kept form.
-func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
+// is full, and payload, when not nil, is its payload (ev.Payload is left
+// nil: the Content is made only where it is kept); observers and the
+// journal get the kept form.
+func (t *tree) emitLocked(rec *Record, ev calllog.Event, payload frame.Payload) uint64 {
 	t.seq++
 	ev.Seq = t.seq
 	ev.Tree, ev.Writer = t.id, t.r.writer
@@ -531,26 +532,46 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event) uint64 {
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
 	}
+	hev := ev
 	if ev.Media != nil && ev.Media.Data != nil {
 		// A history keeps what the media is, never its bytes: they are
 		// the caller's (Recv gave them), and a child sending attachments
 		// must not make the host hold them for as long as the call runs.
 		hm := *ev.Media
 		hm.Data = nil
-		hev := ev
 		hev.Media = &hm
-		for a := rec; a != nil; a = a.parent {
-			a.appendHistLocked(hev, t.r)
+	}
+	// inHist: some history takes the event (appendHistLocked's rule); an
+	// event none takes is only numbered there, and never built whole.
+	inHist := false
+	for a := rec; a != nil && !inHist; a = a.parent {
+		inHist = !a.histFullLocked(t.r) || a == rec && hev.Kind.IsEnd()
+	}
+	var e histEntry
+	switch {
+	case !inHist:
+		e.seq = hev.Seq
+	case compactable(&hev, payload):
+		e = histEntry{from: rec, version: rec.version, at: hev.At, seq: hev.Seq, frameSeq: hev.FrameSeq,
+			payload: payload, media: hev.Media, attempt: int32(min(hev.Attempt, math.MaxInt32)), kind: hev.Kind, fkind: hev.FrameKind}
+	default:
+		if payload != nil {
+			hev.Payload = t.contentLocked(payload)
+			ev.Payload = hev.Payload
 		}
-	} else {
-		for a := rec; a != nil; a = a.parent {
-			a.appendHistLocked(ev, t.r)
-		}
+		e.whole = new(calllog.Event) // a copy: &hev would put hev on the heap for every event
+		*e.whole = hev
+	}
+	for a := rec; a != nil; a = a.parent {
+		a.appendHistLocked(e, t.r)
 	}
 	// The kept form is built only for a reader that gets it: a call with
 	// no observer and no journal records its events for watchers alone.
 	var kept calllog.Event
 	built := false
+	if payload != nil && ev.Payload == nil && (t.w != nil || len(rec.observers) > 0) {
+		ev.Payload = t.contentLocked(payload)
+	}
 	for _, o := range rec.observers {
 		if !o.wants(ev.Kind) || excluded(rec.exclude, o) {
 			continue
@@ -586,15 +607,18 @@ func excluded(ex []*observerRunner, o *observerRunner) bool {
 	return false
 }
 
-// appendHistLocked adds ev (without media data) to rec's history while
-// the history is not full (histFullLocked); a call's own end event is
-// always kept.
-func (rec *Record) appendHistLocked(ev calllog.Event, r *Recorder) {
-	ev.After = rec.lastHist
-	rec.lastHist = ev.Seq
-	if !rec.histFullLocked(r) || (ev.Kind.IsEnd() && ev.Call == rec.id) {
-		rec.hist = append(rec.hist, ev)
-		rec.histSize += int32(min(histEventBytes(&ev), MaxHistoryBytes-1)) // at most histBytes plus this: under 2^31
+// appendHistLocked adds e to rec's history while the history is not full
+// (histFullLocked); a call's own end event is always kept.
+func (rec *Record) appendHistLocked(e histEntry, r *Recorder) {
+	e.after = rec.lastHist
+	seq := e.seq
+	if e.whole != nil {
+		seq = e.whole.Seq
+	}
+	rec.lastHist = seq
+	if !rec.histFullLocked(r) || (e.whole != nil && e.whole.Kind.IsEnd() && e.whole.Call == rec.id) {
+		rec.hist = append(rec.hist, e)
+		rec.histSize += int32(min(e.bytes(), MaxHistoryBytes-1)) // at most histBytes plus this: under 2^31
 	}
 	if rec.notify != nil {
 		close(rec.notify)
@@ -611,21 +635,79 @@ func (rec *Record) histFullLocked(r *Recorder) bool {
 	return len(rec.hist) >= r.history || int(rec.histSize) >= r.histBytes
 }
 
-// histEventBytes is what ev counts against a history's byte bound: the
-// event itself and the content it keeps (payload, argument fragment,
-// strings of its media and error). Media data is never kept there.
-func histEventBytes(ev *calllog.Event) int {
-	n := histEventOverhead + len(ev.Fragment)
+// bytes is what e counts against a history's byte bound: the event itself
+// and the content it keeps (payload, argument fragment, strings of its
+// media and error). Media data is never kept there. A compact entry counts
+// as its whole event would, so the bound means the same for every event.
+func (e *histEntry) bytes() int {
+	n := histEventOverhead + len(e.payload)
+	ev := e.whole
+	if ev == nil {
+		ev = &calllog.Event{Media: e.media}
+	}
+	n += len(ev.Fragment)
 	if ev.Payload != nil {
 		n += len(ev.Payload.Value)
 	}
 	if m := ev.Media; m != nil {
 		n += len(m.MediaType) + len(m.BlobID) + len(m.SHA256)
 	}
-	if e := ev.Error; e != nil {
-		n += len(e.Message)
+	if er := ev.Error; er != nil {
+		n += len(er.Message)
 	}
 	return n
+}
+
+// histEntry is one event of a call's history. Most of a stream's events
+// are its frames, which differ from one another in a few fields: such an
+// event is kept compact (the call it is of, those fields and its payload)
+// and built whole only when a watcher reads it (event); every other event
+// is kept whole. A compact entry is 120 bytes, where a whole event with
+// its Content takes 344 (TestHistEntrySize): a call's history is host
+// memory for as long as the call runs.
+type histEntry struct {
+	whole    *calllog.Event // the event, or nil for a compact frame event
+	from     *Record        // a compact event's call: the history's own or one of its steps
+	version  string         // the call's ToolVersion when the event came
+	at       time.Time
+	seq      uint64
+	after    uint64
+	frameSeq uint64
+	payload  frame.Payload      // the frame's payload, or nil
+	media    *calllog.MediaInfo // what the frame's media is (never its data), or nil
+	attempt  int32
+	kind     calllog.Kind
+	fkind    frame.Kind
+}
+
+// compactable reports whether ev, made by emitLocked, can be kept as a
+// compact histEntry: a frame event (input or output) with nothing but the
+// fields an entry keeps, its payload given apart.
+func compactable(ev *calllog.Event, payload frame.Payload) bool {
+	return (ev.Kind == calllog.KindOutput || ev.Kind == calllog.KindInput) && ev.Payload == nil &&
+		ev.Error == nil && ev.Child == "" && ev.Refused == "" && ev.Fragment == "" && ev.FragmentIndex == 0 &&
+		ev.FragmentBytes == 0 && !ev.FragmentKept && !ev.ArgumentsStreamed && ev.Caller == nil && ev.Remote == nil &&
+		ev.Attempt >= 0 && ev.Attempt <= math.MaxInt32
+}
+
+// event returns the whole event e keeps, for tree t. Its Content, when it
+// has a payload, is new; the caller holds t's lock (a compact event's call
+// fields are read from its Record).
+func (e *histEntry) event(t *tree) calllog.Event {
+	if e.whole != nil {
+		ev := *e.whole
+		ev.After = e.after
+		return ev
+	}
+	f := e.from
+	ev := calllog.Event{Kind: e.kind, Program: f.program, Tree: t.id, Writer: t.r.writer, Seq: e.seq, After: e.after,
+		At: e.at, Call: f.id, Parent: f.parentID, Tool: f.tool, ToolVersion: e.version, Attempt: int(e.attempt),
+		FrameKind: e.fkind, FrameSeq: e.frameSeq, Media: e.media, Span: f.span}
+	if e.payload != nil {
+		ev.Payload = new(calllog.Content)
+		fillContent(ev.Payload, e.payload, true)
+	}
+	return ev
 }
 
 // stepEndedLocked counts one step of rec as ended.
@@ -652,7 +734,7 @@ func (rec *Record) finishLocked() {
 	if o.Kind == calllog.KindCompleted {
 		ev.Payload = t.contentLocked(o.Result)
 	}
-	rec.endSeq = t.emitLocked(rec, ev)
+	rec.endSeq = t.emitLocked(rec, ev, nil)
 	rec.ended = true
 	close(rec.done)
 	for _, o := range rec.own {
@@ -693,8 +775,8 @@ func (rec *Record) Outcome() (calllog.Outcome, bool) {
 // emit records ev unless the call is ending or ended.
 func (rec *Record) emit(ev calllog.Event, f func()) { rec.emitWith(ev, nil, f) }
 
-// emitWith is emit for an event whose content is payload's, made under the
-// tree's lock from its slab of contents.
+// emitWith is emit for an event whose content is payload's (see
+// emitLocked).
 func (rec *Record) emitWith(ev calllog.Event, payload frame.Payload, f func()) {
 	t := rec.t
 	t.mu.Lock()
@@ -705,10 +787,7 @@ func (rec *Record) emitWith(ev calllog.Event, payload frame.Payload, f func()) {
 	if f != nil {
 		f()
 	}
-	if payload != nil {
-		ev.Payload = t.contentLocked(payload)
-	}
-	t.emitLocked(rec, ev)
+	t.emitLocked(rec, ev, payload)
 }
 
 // RequestInfo describes an invoke written to a child.
@@ -750,7 +829,7 @@ func (rec *Record) Arguments(fragment string) {
 	}
 	ev := calllog.Event{Kind: calllog.KindArguments, FragmentIndex: int(rec.fragments), FragmentBytes: len(fragment), Fragment: fragment, FragmentKept: true}
 	rec.fragments++
-	rec.t.emitLocked(rec, ev)
+	rec.t.emitLocked(rec, ev, nil)
 }
 
 // Retry records that the current attempt was abandoned for another (code
@@ -811,7 +890,7 @@ func (rec *Record) outputLocked(f *frame.Frame, at time.Time) {
 		return
 	}
 	t.emitLocked(rec, calllog.Event{Kind: calllog.KindOutput, FrameKind: f.Kind, FrameSeq: f.Sequence, At: at,
-		Payload: t.contentLocked(f.Payload), Media: mediaOf(f.Media, true)})
+		Media: mediaOf(f.Media, true)}, f.Payload)
 }
 
 // unseenLocked reports whether an event of rec that is not an end would be
@@ -992,6 +1071,7 @@ func (rec *Record) Events() iter.Seq[calllog.Event] {
 		t := rec.t
 		i := 0
 		first := true
+		var batch []calllog.Event // reused: the events built from the history's entries, under the tree's lock
 		for {
 			t.mu.Lock()
 			for i >= len(rec.hist) && !rec.ended {
@@ -1003,7 +1083,10 @@ func (rec *Record) Events() iter.Seq[calllog.Event] {
 				<-ch
 				t.mu.Lock()
 			}
-			batch := rec.hist[i:]
+			batch = batch[:0]
+			for j := range rec.hist[i:] {
+				batch = append(batch, rec.hist[i+j].event(t))
+			}
 			t.mu.Unlock()
 			if len(batch) == 0 {
 				return

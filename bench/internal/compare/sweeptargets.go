@@ -1,6 +1,9 @@
 package compare
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // at names one value of a sweeps record: a curve's value for a system at
 // a point.
@@ -60,10 +63,10 @@ func sweepTargets(rep *SweepReport) []Target {
 		}
 		t := Target{Text: text, Want: want}
 		switch {
-		case !n.Measured() || !d.Measured() || d.Y == 0:
+		case !n.Measured() || !d.Measured():
 			t.Status = "not measured: " + firstNonEmpty(n.Err, n.NA, d.Err, d.NA, "no value")
 		default:
-			t.Got = n.Y / d.Y
+			t.Got = quotient(n.Y, d.Y)
 			if atMost {
 				t.Met = t.Got <= want
 			} else {
@@ -103,11 +106,11 @@ func sweepTargets(rep *SweepReport) []Target {
 			if !ok1 || !ok2 {
 				continue
 			}
-			if !n.Measured() || !d.Measured() || d.Y == 0 {
+			if !n.Measured() || !d.Measured() {
 				t.Status = fmt.Sprintf("not measured at %g: %s", x, firstNonEmpty(n.Err, n.NA, d.Err, d.NA, "no value"))
 				break
 			}
-			r := n.Y / d.Y
+			r := quotient(n.Y, d.Y)
 			if !seen || atMost && r > t.Got || !atMost && r < t.Got {
 				t.Got, worstX = r, x
 			}
@@ -183,4 +186,17 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// quotient is n/d for a target's ratio, where a measured zero is a value
+// like any other (a peer's idle child, read to the nanosecond, may use no
+// CPU in the window): 0/0 is 1, and n/0 for any other n is +Inf.
+func quotient(n, d float64) float64 {
+	if d == 0 {
+		if n == 0 {
+			return 1
+		}
+		return math.Inf(1)
+	}
+	return n / d
 }

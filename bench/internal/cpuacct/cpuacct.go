@@ -131,3 +131,42 @@ func read(pids []int) (self, kids time.Duration, err error) {
 	}
 	return self, kids, nil
 }
+
+// OnCPU returns the time the threads of the live process pid have run,
+// user and system together, summed from /proc/pid/task/*/schedstat, which
+// counts in nanoseconds where Proc counts 10 ms clock ticks: an idle
+// process's CPU is made of wake-ups of microseconds each, which ticks
+// count only when one happens to span a tick. A thread that ended takes
+// its time out of the sum, so compare two readings only over a window in
+// which the process ends no thread (an idle one).
+func OnCPU(pid int) (time.Duration, error) {
+	dir := procPath(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, ErrNoProcess
+		}
+		return 0, fmt.Errorf("cpuacct: task: %w", err)
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread ended since the listing
+		}
+		if err != nil {
+			return 0, fmt.Errorf("cpuacct: schedstat: %w", err)
+		}
+		// "run_ns wait_ns timeslices"
+		f := bytes.Fields(b)
+		if len(f) < 1 {
+			return 0, errors.New("cpuacct: schedstat: empty")
+		}
+		ns, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cpuacct: schedstat: run time: %w", err)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum, nil
+}

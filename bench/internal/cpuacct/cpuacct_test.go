@@ -93,6 +93,14 @@ func TestMeterCountsHostAndChild(t *testing.T) {
 	if u.Total() != u.Host+u.Children || u.Wall <= 0 {
 		assert.Fail(t, fmt.Sprintf("Total %v, Wall %v", u.Total(), u.Wall))
 	}
+	// OnCPU counts the same burn in nanoseconds: at least the burn, and
+	// within a few ticks of what the ticks counted.
+	oc, err := OnCPU(cmd.Process.Pid)
+	require.NoError(t, err)
+	pc, err := Proc(cmd.Process.Pid)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, oc, childBurn, "the child's on-CPU time")
+	assert.InDelta(t, float64(pc), float64(oc), float64(100*time.Millisecond), "the child's on-CPU time against its ticks")
 	if rss, err := RSS(cmd.Process.Pid); err != nil || rss <= 0 {
 		assert.Fail(t, fmt.Sprintf("RSS(child) = %d, %v", rss, err))
 	}
@@ -118,6 +126,9 @@ func TestSelfProcesses(t *testing.T) {
 }
 
 func TestExitedProcess(t *testing.T) {
+	if _, err := OnCPU(1 << 30); !errors.Is(err, ErrNoProcess) {
+		assert.Fail(t, fmt.Sprintf("OnCPU of no process: %v, want ErrNoProcess", err))
+	}
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
 		t.Skip("no true(1):", err)
