@@ -8,6 +8,6 @@
 //
 // It sits above package wire and imports only wire and frame. The codec's
 // own copy of the numbers is wire/internal/protocol, which wire alone
-// imports; protocol_test.go checks that the two agree, through wire's
-// public API.
+// imports; wire_test.go checks that the two agree, through wire's public
+// API.
 package protocol
