@@ -5,8 +5,8 @@
 //
 // It is the bottom layer of Skulk: package wire puts frames on a connection,
 // package sequence orders them, and the host and child packages build on
-// those. It imports nothing else of Skulk's but the internal MessagePack
-// reader.
+// those. It imports nothing else of Skulk's but its own frame/mpack, the
+// MessagePack appender and reader a Payload is built and checked with.
 //
 // A call has two directions, caller_to_provider and provider_to_caller.
 // Each direction is a sequence of frames numbered from 0: a started frame,

@@ -53,7 +53,9 @@ var (
 // shallower; the bound keeps the checker's stack fixed-size.
 const MaxDepth = 64
 
-// AppendMapHeader appends the header of a map with n entries.
+// AppendMapHeader appends the header of a map with n entries. n must be
+// 0 to 2³²-1: outside that range the bytes written are another value,
+// which no check can tell from a meant one.
 func AppendMapHeader(b []byte, n int) []byte {
 	switch {
 	case n < 16:
@@ -65,7 +67,8 @@ func AppendMapHeader(b []byte, n int) []byte {
 	}
 }
 
-// AppendArrayHeader appends the header of an array with n elements.
+// AppendArrayHeader appends the header of an array with n elements, n
+// from 0 to 2³²-1 as for AppendMapHeader.
 func AppendArrayHeader(b []byte, n int) []byte {
 	switch {
 	case n < 16:
@@ -77,7 +80,8 @@ func AppendArrayHeader(b []byte, n int) []byte {
 	}
 }
 
-// AppendString appends s as a MessagePack str.
+// AppendString appends s as a MessagePack str; s must be shorter than
+// 4 GiB, and valid UTF-8 for a payload (CheckObject).
 func AppendString(b []byte, s string) []byte {
 	n := len(s)
 	switch {

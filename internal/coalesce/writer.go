@@ -290,10 +290,10 @@ const (
 // without a non-blocking descriptor, an attachment already being written
 // is waited for to the end.
 //
-// Errors: a *protocol.InvalidError for a packet that breaks the rules
-// (nothing is queued; the connection is unaffected),
-// protocol.ErrHeaderLength or protocol.ErrAttachmentLength (both matching
-// wire.ErrTooLarge) for one over the limits, the connection's write
+// Errors: an invalid-packet error (matching frame.ErrInvalid;
+// protocol.AsInvalid names the packet) for a packet that breaks the rules
+// (nothing is queued; the connection is unaffected), an error matching
+// wire.ErrTooLarge for one over the limits, the connection's write
 // error once a write failed (every later call returns it too), ErrClosed
 // after Close.
 func (w *Writer) Write(ctx context.Context, mode Mode, ps ...wire.Packet) error {

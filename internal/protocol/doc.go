@@ -6,8 +6,9 @@
 // default cancel grace), the packet types as logs name them, and the
 // invalid-packet error wire returns, read through AsInvalid.
 //
-// It sits above package wire and imports only wire and frame. The codec's
-// own copy of the numbers is wire/internal/protocol, which wire alone
-// imports; protocol_test.go checks that the two agree, through wire's
+// It imports no package of the module (AsInvalid finds wire's error by
+// its method), and wire imports nothing under the root internal/. The
+// codec's own copy of the numbers is wire/internal/protocol, which wire
+// alone imports; wire_test.go checks that the two agree, through wire's
 // public API.
 package protocol

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -74,4 +75,36 @@ func TestAsInvalid(t *testing.T) {
 	require.False(t, ok)
 	_, ok = AsInvalid(nil)
 	require.False(t, ok)
+}
+
+// A startup without cancel_grace_ms decodes with the codec's default,
+// which must be this package's DefaultCancelGraceMS (the host's default
+// cancel grace and docs/protocol.md §3 both name it).
+func TestDefaultCancelGraceAgreesWithWire(t *testing.T) {
+	h := mpack.AppendMapHeader(nil, 1)
+	h = mpack.AppendString(mpack.AppendString(h, "t"), "startup")
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(h)))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	p, err := wire.Decode(append(b, h...), wire.Limits{})
+	require.NoError(t, err)
+	st, ok := p.(*wire.Startup)
+	require.True(t, ok, "decoded %T", p)
+	require.EqualValues(t, DefaultCancelGraceMS, st.CancelGraceMS)
+}
+
+// Every packet type wire reports invalid by name (frame above, invoke
+// and end here) is one ParseType knows: the host and the child answer an
+// invalid invoke or frame by comparing AsInvalid's Type.
+func TestAsInvalidNamesEveryType(t *testing.T) {
+	_, _, err := wire.AppendPacket(nil, &wire.Invoke{CallID: "call-9"}, wire.Limits{}) // no tool
+	inv, ok := AsInvalid(err)
+	require.True(t, ok, "an invoke without a tool: %v", err)
+	require.Equal(t, TypeInvoke, inv.Type)
+	require.Equal(t, "call-9", inv.CallID)
+
+	_, _, err = wire.AppendPacket(nil, &wire.End{}, wire.Limits{}) // no call id
+	inv, ok = AsInvalid(err)
+	require.True(t, ok, "an end without a call id: %v", err)
+	require.Equal(t, TypeEnd, inv.Type)
+	require.Empty(t, inv.CallID)
 }
