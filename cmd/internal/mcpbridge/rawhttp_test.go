@@ -232,28 +232,7 @@ func TestHTTPCancelledGetsNoAnswer(t *testing.T) {
 	waitFile(t, mark, "cancelled sleep", 20*time.Second)
 
 	// The call's stream ends, and nothing on it answers request 2.
-	ended := make(chan []map[string]any, 1) // one value, from the goroutine below
-	go func() {
-		var got []map[string]any
-		for {
-			e, more := events.next(t)
-			if !more {
-				ended <- got
-				return
-			}
-			if m := e.message(t); m != nil {
-				got = append(got, m)
-			}
-		}
-	}()
-	select {
-	case got := <-ended:
-		for _, m := range got {
-			assert.False(t, isResponse(2)(m), "the cancelled request was answered: %v", m)
-		}
-	case <-time.After(20 * time.Second):
-		require.FailNow(t, "the cancelled call's stream did not end within 20 s")
-	}
+	requireEndsUnanswered(t, events, 2, "the cancelled call's stream")
 
 	resp = r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil)
 	defer resp.Body.Close()
@@ -294,9 +273,23 @@ func TestHTTPCancelledNotReplayed(t *testing.T) {
 		resp.Body.Close()
 		time.Sleep(50 * time.Millisecond)
 	}
-	events := newSSE(t, resp)
+	requireEndsUnanswered(t, newSSE(t, resp), 2, "the resumed stream of a cancelled call")
+	resp.Body.Close()
+
+	resp = r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil)
+	defer resp.Body.Close()
+	_, m := newSSE(t, resp).untilMessage(t, isResponse(3))
+	assert.Contains(t, m, "result")
+	closeRaw(t, ctx, s, r)
+}
+
+// requireEndsUnanswered reads events until their stream ends, within 20 s,
+// and fails if one of them is the response to request id: what names the
+// stream in the failure.
+func requireEndsUnanswered(t *testing.T, events *sseEvents, id float64, what string) {
+	t.Helper()
 	ended := make(chan []map[string]any, 1) // one value, from the goroutine below
-	go func() {                             // ends with the resumed stream
+	go func() {                             // ends with the stream
 		var got []map[string]any
 		for {
 			e, more := events.next(t)
@@ -312,16 +305,9 @@ func TestHTTPCancelledNotReplayed(t *testing.T) {
 	select {
 	case got := <-ended:
 		for _, m := range got {
-			assert.False(t, isResponse(2)(m), "the cancelled request's response came on the resumed stream: %v", m)
+			assert.False(t, isResponse(id)(m), "%s: request %d was answered: %v", what, id, m)
 		}
 	case <-time.After(20 * time.Second):
-		require.FailNow(t, "the resumed stream of a cancelled call did not end within 20 s")
+		require.FailNow(t, what+" did not end within 20 s")
 	}
-	resp.Body.Close()
-
-	resp = r.request(t, ctx, http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil)
-	defer resp.Body.Close()
-	_, m := newSSE(t, resp).untilMessage(t, isResponse(3))
-	assert.Contains(t, m, "result")
-	closeRaw(t, ctx, s, r)
 }
