@@ -156,7 +156,10 @@ func (ch *child) handshake(ctx context.Context) error {
 		case errors.As(err, &ne) && ne.Timeout():
 			return errStartTimeout
 		}
-		t := time.NewTimer(exitWait)
+		// A child that ended its control connection before its hello has
+		// most likely exited: its exit is waited for (helloExitWait) so
+		// that the error can say how it ended.
+		t := time.NewTimer(helloExitWait)
 		defer t.Stop()
 		select {
 		case <-ch.proc.exited:
@@ -401,6 +404,12 @@ func (h *Host) sleep(d time.Duration) bool {
 		return false
 	}
 }
+
+// helloExitWait bounds how long a start whose child closed the control
+// connection before its hello waits for the child's exit, to report its
+// status: a start that fails anyway, so the wait is long enough for a
+// reap on a loaded machine rather than short as exitWait.
+const helloExitWait = 2 * time.Second
 
 // pingsTimed is how many of the latest pings watch keeps the write time
 // of: with the default interval (1 s) and timeout (5 s) at most five are

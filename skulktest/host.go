@@ -27,9 +27,11 @@ const Timeout = 10 * time.Second
 // default) plus the cancel grace plus the kill grace, with room.
 const closeTimeout = 30 * time.Second
 
-// buildTimeout bounds one go build: generous for a cold cache on a loaded
-// 2-core machine, and still a failure rather than a hang.
-const buildTimeout = 5 * time.Minute
+// buildTimeout bounds one go build: a failure rather than a hang, and
+// generous for a cold build cache on a loaded 2-core machine, where the
+// first non-race build of the module's dependencies (the pure-Go SQLite
+// among them) beside a race-enabled test run took more than 5 minutes.
+const buildTimeout = 15 * time.Minute
 
 // StartHost starts a host with cfg for the test and closes it when the
 // test ends. Then it fails the test for anything the test process has that

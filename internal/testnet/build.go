@@ -9,9 +9,11 @@ import (
 	"time"
 )
 
-// buildTimeout bounds one go build: generous for a cold cache on a loaded
-// 2-core machine, and still a failure rather than a hang.
-const buildTimeout = 5 * time.Minute
+// buildTimeout bounds one go build: a failure rather than a hang, and
+// generous for a cold build cache on a loaded 2-core machine, where the
+// first non-race build of the module's dependencies (the pure-Go SQLite
+// among them) beside a race-enabled test run took more than 5 minutes.
+const buildTimeout = 15 * time.Minute
 
 // Build compiles the main package pkg, an import path such as
 // "github.com/skulkrt/skulk/cmd/skulk-child", into dir and returns the
