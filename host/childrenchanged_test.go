@@ -48,3 +48,30 @@ func TestChildrenChanged(t *testing.T) {
 		waitClosed(t, changed, 20*time.Second, "ChildrenChanged not closed while the child restarts")
 	}
 }
+
+// TestChildrenChangedBackToSeenState: a channel taken while a slot is in
+// one state is closed when the slot goes back to the state the host last
+// saw with an earlier waiter (ready, then dead and starting with nobody
+// waiting, then ready again): the change is judged against the states
+// when the channel was made.
+func TestChildrenChangedBackToSeenState(t *testing.T) {
+	s := &slot{state: stateStarting}
+	h := &Host{slots: []*slot{s}}
+	set := func(st childState) {
+		h.mu.Lock()
+		s.state = st
+		h.notifyLocked()
+		h.mu.Unlock()
+	}
+
+	first := h.ChildrenChanged()
+	set(stateReady)
+	waitClosed(t, first, time.Second, "ChildrenChanged not closed when the child became ready")
+
+	set(stateDead) // nobody waits for these two
+	set(stateStarting)
+
+	second := h.ChildrenChanged() // Children would say "starting" now
+	set(stateReady)
+	waitClosed(t, second, time.Second, "ChildrenChanged not closed when the restarted child became ready")
+}

@@ -59,8 +59,8 @@ type Host struct {
 	pings    pingHist            // ping round trips (Stats)
 
 	// childrenNew is made by ChildrenChanged, closed and cleared when a
-	// slot's state differs from seenStates (one per slot, as last seen by
-	// notifyLocked while a ChildrenChanged waiter was there).
+	// slot's state differs from seenStates (one per slot: the states when
+	// childrenNew was made, or at the last change since).
 	childrenNew chan struct{}
 	seenStates  []childState
 
@@ -296,6 +296,10 @@ func (h *Host) ChildrenChanged() <-chan struct{} {
 	defer h.mu.Unlock()
 	if h.childrenNew == nil {
 		h.childrenNew = make(chan struct{})
+		h.seenStates = h.seenStates[:0]
+		for _, s := range h.slots {
+			h.seenStates = append(h.seenStates, s.state)
+		}
 	}
 	return h.childrenNew
 }

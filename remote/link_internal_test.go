@@ -68,10 +68,12 @@ func TestLinkQueueBoundedInBytes(t *testing.T) {
 func TestLinkNothingBeforeAccept(t *testing.T) {
 	for _, k := range []message.Kind{message.KindPing, message.KindCredit, message.KindFin, message.KindCancel} {
 		l := newLink(nil, "t", MinWindow, 1024)
+		l.caller = true
 		l.deliver(message.Append(nil, message.Message{Kind: k, Arg: map[message.Kind]uint64{message.KindCredit: 1}[k]}))
 		assert.Equal(t, errUnwanted, l.cause(), "kind %d", k)
 	}
 	l := newLink(nil, "t", MinWindow, 1024)
+	l.caller = true
 	l.deliver(message.Append(nil, message.Message{Kind: message.KindAbort, Arg: 3, Body: []byte("closing")}))
 	var le *linkError
 	require.ErrorAs(t, l.cause(), &le)
