@@ -555,8 +555,10 @@ type callOut struct {
 
 // put writes f, waiting for room in the connection's queue until ctx is
 // done, and reports whether f was the terminal (nothing more may come) and
-// the first write error, or ctx's error when ctx ended the wait (f was not
-// written; later frames, the terminal among them, still are).
+// the first write error, or ctx's when ctx ended the wait (f is then not
+// written, or written whole later when its media was left to the Writer,
+// a *coalesce.DetachedError; the frames after it, the terminal among
+// them, still are).
 func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error) {
 	if f.Kind == frame.KindStarted {
 		return false, nil
@@ -582,7 +584,13 @@ func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error)
 		return true, o.werr
 	}
 	if err := o.w.w.Write(ctx, coalesce.Reply, &wire.Frame{Frame: f}); err != nil {
-		if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+		var de *coalesce.DetachedError
+		switch {
+		case errors.As(err, &de):
+			// ctx ended the wait for its media: the Writer took a copy
+			// and writes f whole.
+			return false, err
+		case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
 			// ctx ended the wait for room (a host tool's Send): f was
 			// not queued, the connection is as it was, and the terminal
 			// still goes out, numbered after the frames that did.
