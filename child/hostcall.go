@@ -218,8 +218,9 @@ type Call struct {
 
 	ncMu     sync.Mutex
 	released bool            // nc went back to the idle list: this call may not close it; guarded by ncMu
+	ended    bool            // end began: a ctx watch set after it is stopped at once; guarded by ncMu
+	stop     func() bool     // stops the ctx watch; nil until Call set it; guarded by ncMu
 	term     frame.Frame     // the terminal; set before done is closed
-	stop     func() bool     // stops the ctx watch
 	fence    *sequence.Fence // the provider frames'; used by the read token's holder
 
 	sendMu   sync.Mutex
@@ -349,14 +350,30 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, &callError{&frame.Error{Code: frame.CodeUnreachable, Message: "writing the invoke failed", Synthetic: true}}
 	}
 	if !detached {
-		c.owner = cl
-		cl.addNested(c)
+		c.owner = cl // before the call is published: end reads it
 	}
 	of.mu.Lock()
 	of.open[c] = struct{}{}
 	of.mu.Unlock()
-	c.stop = context.AfterFunc(ctx, c.Cancel)
+	if !detached {
+		cl.addNested(c)
+	}
+	c.watch(ctx)
 	return c, nil
+}
+
+// watch makes ctx's end cancel the call, unless the call ended already:
+// once it is published, offer.close or the handler's end may end it
+// (end) on another goroutine, so the watch is handed to end under ncMu.
+func (c *Call) watch(ctx context.Context) {
+	stop := context.AfterFunc(ctx, c.Cancel)
+	c.ncMu.Lock()
+	defer c.ncMu.Unlock()
+	if c.ended {
+		stop()
+		return
+	}
+	c.stop = stop
 }
 
 // newNestedID returns a call id for a call connection: "n" and 24 random
@@ -689,7 +706,13 @@ func callErrorOf(f frame.Frame) error {
 // writes went through, or closes it; then it gives back the in-flight
 // place and closes done. The read token's holder calls it, once.
 func (c *Call) end(reusable bool) {
-	c.stop()
+	c.ncMu.Lock()
+	c.ended = true
+	stop := c.stop
+	c.ncMu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if reusable {
 		c.sendMu.Lock()
 		if !c.sendDone {

@@ -555,7 +555,10 @@ type callOut struct {
 
 // put writes f, waiting for room in the connection's queue until ctx is
 // done, and reports whether f was the terminal (nothing more may come) and
-// the first write error.
+// the first write error, or ctx's when ctx ended the wait (f is then not
+// written, or written whole later when its media was left to the Writer,
+// a *coalesce.DetachedError; the frames after it, the terminal among
+// them, still are).
 func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error) {
 	if f.Kind == frame.KindStarted {
 		return false, nil
@@ -580,7 +583,21 @@ func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error)
 		o.werr = o.w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: o.id}) // one write
 		return true, o.werr
 	}
-	if o.werr = o.w.w.Write(ctx, coalesce.Reply, &wire.Frame{Frame: f}); o.werr != nil {
+	if err := o.w.w.Write(ctx, coalesce.Reply, &wire.Frame{Frame: f}); err != nil {
+		var de *coalesce.DetachedError
+		switch {
+		case errors.As(err, &de):
+			// ctx ended the wait for its media: the Writer took a copy
+			// and writes f whole.
+			return false, err
+		case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
+			// ctx ended the wait for room (a host tool's Send): f was
+			// not queued, the connection is as it was, and the terminal
+			// still goes out, numbered after the frames that did.
+			o.seq--
+			return false, err
+		}
+		o.werr = err
 		o.abort()
 	}
 	return false, o.werr

@@ -153,8 +153,16 @@ func (hc *hostCallee) prepare(emit func(ctx context.Context, f frame.Frame) erro
 		if err := hc.ctx.Err(); err != nil {
 			return err
 		}
-		if sctx.Done() == nil {
+		switch {
+		case sctx.Done() == nil:
 			sctx = hc.ctx
+		case sctx != hc.ctx:
+			// A context of the handler's own: the call's end ends the
+			// wait too (Run's ctx, and those derived from it, already do).
+			var cancel context.CancelFunc
+			sctx, cancel = context.WithCancel(sctx)
+			defer cancel()
+			defer context.AfterFunc(hc.ctx, cancel)()
 		}
 		return emit(sctx, f)
 	}
