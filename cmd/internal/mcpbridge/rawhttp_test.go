@@ -273,6 +273,7 @@ func TestHTTPCancelledNotReplayed(t *testing.T) {
 		resp.Body.Close()
 		time.Sleep(50 * time.Millisecond)
 	}
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the resumption of the dropped stream")
 	requireEndsUnanswered(t, newSSE(t, resp), 2, "the resumed stream of a cancelled call")
 	resp.Body.Close()
 

@@ -105,7 +105,8 @@ type ServerOptions struct {
 	// of the stream, the response among it (SSE polling). It applies to
 	// sessions at protocol version 2025-11-25 (the versions with priming
 	// events and resumption), once per request. 0 means off: a request's
-	// stream stays open until its response.
+	// stream stays open until its response; a positive value under 1 ms is
+	// taken as 1 ms (the retry hint is in whole milliseconds).
 	SSEPoll time.Duration
 }
 
@@ -267,6 +268,9 @@ func newServer(opts ServerOptions, bs []*backend) (*Server, error) {
 	}
 	if opts.LinkStoreMax <= 0 {
 		opts.LinkStoreMax = DefaultLinkStoreMax
+	}
+	if opts.SSEPoll > 0 {
+		opts.SSEPoll = max(opts.SSEPoll, time.Millisecond)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
