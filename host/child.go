@@ -405,6 +405,10 @@ func (h *Host) sleep(d time.Duration) bool {
 	}
 }
 
+// healthRecheck is how soon a health timeout that found the child's bytes
+// waiting for the host looks again (at most HealthInterval).
+const healthRecheck = 250 * time.Millisecond
+
 // helloExitWait bounds how long a start whose child closed the control
 // connection before its hello waits for the child's exit, to report its
 // status: a start that fails anyway, so the wait is long enough for a
@@ -439,6 +443,9 @@ func (ch *child) watch() (error, stopMode) {
 	// timer was last started: a timeout that finds bytes waiting unread
 	// and more written than then gives the child another timeout.
 	written := ch.ctrlIn.Load()
+	// lastHandled is ctrlHandled at the last look of a timeout that found
+	// bytes waiting for the host (none yet: a value it cannot have).
+	lastHandled := ^uint64(0)
 	// When the latest pings were written, by nonce: a pong to one of them
 	// gives its round trip; one answering an older ping is not timed.
 	// marks says, by nonce, whether the control writer has put the ping
@@ -558,29 +565,35 @@ func (ch *child) watch() (error, stopMode) {
 			default:
 			}
 			// The child is judged only by what it did with the pings it
-			// was given, never by the host's own lack of CPU; a timeout
-			// gives the child another while either of these holds:
-			//
-			// Bytes the child wrote on the control connection since the
-			// timer started wait for the host: unread on the socket, or
-			// read by readControl and not handled yet. The child's answer
-			// reached the host, whose goroutines have not had the CPU to
-			// take it.
+			// was given, never by the host's own lack of CPU:
 			//
 			// The oldest ping unanswered is still in the host's own
-			// writer: the child never got it.
+			// writer: the child never got it, and gets a whole timeout.
 			//
-			// Either way, what limits the wait is the child's silence,
-			// not the host's load. A hung child writes nothing; a ping
-			// written to it stays unanswered; and what a child that
-			// answers with nonsense writes is handled as it comes, so
-			// nothing of it waits.
+			// Bytes the child wrote on the control connection wait for
+			// the host: unread on the socket, or read by readControl and
+			// not handled yet. They may hold the answer, which the
+			// host's goroutines have not had the CPU to take: the timer
+			// looks again after healthRecheck, for as long as the host
+			// has taken none of them since the last look, or the child
+			// wrote more. Once the host took them, an answer among them
+			// was handled above; bytes that held none (a pong with a
+			// nonce the host never sent, say) leave the child unhealthy
+			// at the next look, within healthRecheck of the timeout.
+			//
+			// A hung child writes nothing, and a ping written to it
+			// stays unanswered.
 			handled := ch.ctrlHandled.Load() // before ctrlIn: never more than it
 			in, u := ch.ctrlIn.Load(), uint64(unread(ch.proc.ctrl))
-			waiting := u + in - handled
-			if n := in + u; waiting > 0 && n > written || !ch.ctrlW.Written(marks[oldestUnanswered(nonce, answered)%pingsTimed]) {
+			waiting, n := u+in-handled, in+u
+			if !ch.ctrlW.Written(marks[oldestUnanswered(nonce, answered)%pingsTimed]) {
 				written = max(n, written)
 				unhealthy.Reset(cfg.HealthTimeout)
+				continue
+			}
+			if waiting > 0 && (n > written || handled == lastHandled) {
+				written, lastHandled = max(n, written), handled
+				unhealthy.Reset(min(cfg.HealthInterval, healthRecheck))
 				continue
 			}
 			return ErrUnhealthy, stopDead
