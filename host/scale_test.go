@@ -37,6 +37,22 @@ func liveHeapStacks() (heap, stacks int64) {
 	return int64(ms.HeapAlloc), int64(ms.StackInuse)
 }
 
+// warmHost starts a host and makes one call to its end, so that what
+// every later call reuses (the tool's schemas, the pools) is made before a
+// test measures, and one connection is idle. ctx bounds the test's calls:
+// 40 seconds, cancelled when the test ends.
+func warmHost(t *testing.T) (*Host, context.Context) {
+	t.Helper()
+	h, _ := testHost(t, realConfig(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	t.Cleanup(cancel)
+	first, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
+	require.NoError(t, err)
+	_, err = first.Wait()
+	require.NoError(t, err)
+	return h, ctx
+}
+
 // idleConnBound is what an idle pooled stream connection may cost the
 // host (heap and stacks). It holds its reader goroutine, parked on a
 // small stack, the socket, and the connection's state; no writer's
@@ -54,21 +70,14 @@ func TestIdleStreamMemory(t *testing.T) {
 		t.Skip("opens hundreds of connections")
 	}
 	const conns = 256
-	h, _ := testHost(t, realConfig(), time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	// One call first: what every later call reuses (the tool's schemas,
-	// the pools) is made, and one connection is idle.
-	first, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
-	require.NoError(t, err)
-	_, err = first.Wait()
-	require.NoError(t, err)
+	h, ctx := warmHost(t)
 	before := liveBytes()
 
 	// Every call is made before any is read, so each takes a connection
 	// of its own (the first one's included).
 	calls := make([]*Call, conns)
 	for i := range calls {
+		var err error
 		calls[i], err = h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 200, "size": 64}))
 		require.NoError(t, err, "call %d", i)
 	}
@@ -268,13 +277,7 @@ func TestBusyStreamMemory(t *testing.T) {
 		t.Skip("reads hundreds of streams")
 	}
 	const streams = 256
-	h, _ := testHost(t, realConfig(), time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	first, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
-	require.NoError(t, err)
-	_, err = first.Wait()
-	require.NoError(t, err)
+	h, _ := warmHost(t)
 	heap0, stacks0 := liveHeapStacks()
 	_, stop := busyStreams(t, h, streams, time.Minute)
 	time.Sleep(500 * time.Millisecond)
