@@ -77,11 +77,7 @@ func TestCallCallerCancelReachesCallee(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			it := newInputTool("take", tc.k)
-			h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{it.tool()}}), time.Minute)
-			obs := &stepEnds{tool: "take", ends: make(chan calllog.Event, 1)}
-			c, err := h.Call(callCtx(t, 30*time.Second), "relay",
-				frame.MustPayload(map[string]any{"tool": "take", "feed": tc.feed, "cancel_on_input": true}), WithObservers(obs))
-			require.NoError(t, err)
+			c, obs := startRelay(t, it, map[string]any{"tool": "take", "feed": tc.feed, "cancel_on_input": true})
 			var callee *ToolCall
 			select {
 			case callee = <-it.started:
@@ -93,23 +89,43 @@ func TestCallCallerCancelReachesCallee(t *testing.T) {
 				require.Eventually(t, func() bool { return len(callee.in) == cap(callee.in) }, 20*time.Second, 5*time.Millisecond)
 			}
 			time.Sleep(tc.wait)
-			start := time.Now()
-			require.NoError(t, c.Send(callCtx(t, 10*time.Second), frame.MustPayload(map[string]any{"cancel": true}), nil))
-			select {
-			case at := <-it.ended:
-				assert.Less(t, at.Sub(start), cancelBound, "the callee saw the cancel")
-			case <-time.After(20 * time.Second):
-				require.FailNow(t, "the caller's cancel did not reach the callee")
-			}
-			c.CloseSend()
-			_, err = c.Wait()
-			var ce *frame.Error
-			require.ErrorAs(t, err, &ce, "relay ends with its callee's cancel")
-			end := <-obs.ends
-			assert.Equal(t, c.ID(), end.Parent)
-			assert.Equal(t, calllog.KindCancelled, end.Kind)
+			cancelReachesCallee(t, c, it, obs)
 		})
 	}
+}
+
+// startRelay starts relay with args on a host whose one host tool is it,
+// with an observer of the ends of its calls.
+func startRelay(t *testing.T, it *inputTool, args map[string]any) (*Call, *stepEnds) {
+	t.Helper()
+	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{it.tool()}}), time.Minute)
+	obs := &stepEnds{tool: it.id, ends: make(chan calllog.Event, 1)}
+	c, err := h.Call(callCtx(t, 30*time.Second), "relay", frame.MustPayload(args), WithObservers(obs))
+	require.NoError(t, err)
+	return c, obs
+}
+
+// cancelReachesCallee sends relay (c, started with cancel_on_input) the
+// chunk on which it cancels its callee it, and requires that the callee
+// sees the cancel within cancelBound, that relay ends with its callee's
+// error, and that the callee's call ends cancelled, relay's child.
+func cancelReachesCallee(t *testing.T, c *Call, it *inputTool, obs *stepEnds) {
+	t.Helper()
+	start := time.Now()
+	require.NoError(t, c.Send(callCtx(t, 10*time.Second), frame.MustPayload(map[string]any{"cancel": true}), nil))
+	select {
+	case at := <-it.ended:
+		assert.Less(t, at.Sub(start), cancelBound, "the callee saw the cancel")
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the caller's cancel did not reach the callee")
+	}
+	c.CloseSend()
+	_, err := c.Wait()
+	var ce *frame.Error
+	require.ErrorAs(t, err, &ce, "relay ends with its callee's cancel")
+	end := <-obs.ends
+	assert.Equal(t, c.ID(), end.Parent)
+	assert.Equal(t, calllog.KindCancelled, end.Kind)
 }
 
 // stepEnds is an observer that passes on the end events of tool's calls.
@@ -266,30 +282,12 @@ func TestCallDetachedTimeoutValidated(t *testing.T) {
 // hangupWatchDelay.
 func TestCallWholeInputCancelReachesCallee(t *testing.T) {
 	it := newInputTool("take", 2)
-	h, _ := testHost(t, callingConfig(Calls{HostTools: []HostTool{it.tool()}}), time.Minute)
-	obs := &stepEnds{tool: "take", ends: make(chan calllog.Event, 1)}
-	c, err := h.Call(callCtx(t, 30*time.Second), "relay",
-		frame.MustPayload(map[string]any{"tool": "take", "input": []any{map[string]any{"i": 0}, map[string]any{"i": 1}}, "cancel_on_input": true}), WithObservers(obs))
-	require.NoError(t, err)
+	c, obs := startRelay(t, it, map[string]any{"tool": "take", "input": []any{map[string]any{"i": 0}, map[string]any{"i": 1}}, "cancel_on_input": true})
 	select {
 	case <-it.took:
 	case <-time.After(20 * time.Second):
 		require.FailNow(t, "the host tool did not get its two chunks")
 	}
 	time.Sleep(50 * time.Millisecond) // well past hangupWatchDelay: the watch is armed
-	start := time.Now()
-	require.NoError(t, c.Send(callCtx(t, 10*time.Second), frame.MustPayload(map[string]any{"cancel": true}), nil))
-	select {
-	case at := <-it.ended:
-		assert.Less(t, at.Sub(start), cancelBound, "the callee saw the cancel")
-	case <-time.After(20 * time.Second):
-		require.FailNow(t, "the caller's cancel did not reach the callee")
-	}
-	c.CloseSend()
-	_, err = c.Wait()
-	var ce *frame.Error
-	require.ErrorAs(t, err, &ce, "relay ends with its callee's cancel")
-	end := <-obs.ends
-	assert.Equal(t, c.ID(), end.Parent)
-	assert.Equal(t, calllog.KindCancelled, end.Kind)
+	cancelReachesCallee(t, c, it, obs)
 }
