@@ -13,8 +13,8 @@ import (
 )
 
 // cancelBound is how soon a caller's cancel must reach its callee's
-// handler: the old behaviour was never (until the callee ended by
-// itself), and a loaded 2-core machine under -race needs a margin.
+// handler: a cancel that is lost is seen only when the callee ends by
+// itself, and a loaded 2-core machine under -race needs a margin.
 const cancelBound = 3 * time.Second
 
 // inputTool is a host tool that reads k chunks of its input (none for 0,

@@ -23,8 +23,8 @@ import (
 // field below. That is the bound call's own Recv (streamConn.callerRead)
 // until something needs the connection read while the caller is not in
 // Recv, then the connection's reader goroutine (streamConn.run); both run
-// the same readBurst. The caller's read turn stays beside the reader
-// goroutine for its measured reason (a caller that waits in Recv reads
+// the same readBurst. The caller has a read turn beside the reader
+// goroutine for a measured reason (a caller that waits in Recv reads
 // its answer itself, which saves waking the reader and then the caller
 // for every read: see turnCaller, and docs/performance.md, "Mechanisms
 // and their measured reasons").
@@ -69,8 +69,8 @@ func (rd *reader) bindCall(call *Call) {
 // yieldCheckEvery is how many frames of one burst readBurst reads between
 // looks at the clock (at the start of a batch): a burst (what one read of the connection returned,
 // up to the Reader's 16 KiB buffer: hundreds of small frames) can take
-// milliseconds to handle under load, so a reader that looked only at a
-// burst's end kept its processor for the whole burst. A look costs a
+// milliseconds to handle under load, and a reader that looked only at a
+// burst's end would keep its processor for the whole burst. A look costs a
 // clock read; one per 32 packets is lost in the cost of the packets.
 const yieldCheckEvery = 32
 
@@ -86,7 +86,7 @@ const (
 // burstFrames bounds the provider frames readBurst decodes and checks
 // before it records and queues them together: one lock of the call log
 // and one of the outbox for up to 16 frames, where a lock per frame of
-// each, and of the outbox again for every take, was a seventh of the
+// each, and of the outbox again for every take, costs a seventh of the
 // host's CPU on a stream of small frames (docs/performance.md). The batch
 // lives on readBurst's stack (16 frames of 88 bytes), only while it reads.
 const burstFrames = 16

@@ -23,7 +23,7 @@ import (
 // behind all of them, N × readerYieldEvery / cores (half a second at 4,096
 // streams). With it, at most one busy reader per processor is runnable, so
 // such a goroutine waits behind a few turns of readerYieldEvery, while the
-// busy readers still share the host's CPU in turn as before. A reader that
+// busy readers still share the host's CPU in turn. A reader that
 // had to wait for its connection, or has just been given the connection
 // (a new call), is not busy and does not queue: the slot matters only to
 // readers that never wait.

@@ -13,7 +13,7 @@ const gateAfter = maxPending
 // write for its stream to start anew (ungated until gateAfter again). It
 // is long on purpose: on a loaded machine a stream written flat out has
 // gaps of milliseconds (its sender waits for a processor), and with a
-// short gap it never took turns at all; a stream that pauses for a second
+// short gap it would never take turns at all; a stream that pauses for a second
 // is not one that keeps a processor busy.
 const gateIdle = time.Second
 
