@@ -551,7 +551,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event, payload frame.Payload) 
 	switch {
 	case !inHist:
 		e.seq = hev.Seq
-	case compactable(&hev, payload):
+	case compactable(&hev):
 		e = histEntry{from: rec, version: rec.version, at: hev.At, seq: hev.Seq, frameSeq: hev.FrameSeq,
 			payload: payload, media: hev.Media, attempt: int32(min(hev.Attempt, math.MaxInt32)), kind: hev.Kind, fkind: hev.FrameKind}
 	default:
@@ -683,7 +683,7 @@ type histEntry struct {
 // compactable reports whether ev, made by emitLocked, can be kept as a
 // compact histEntry: a frame event (input or output) with nothing but the
 // fields an entry keeps, its payload given apart.
-func compactable(ev *calllog.Event, payload frame.Payload) bool {
+func compactable(ev *calllog.Event) bool {
 	return (ev.Kind == calllog.KindOutput || ev.Kind == calllog.KindInput) && ev.Payload == nil &&
 		ev.Error == nil && ev.Child == "" && ev.Refused == "" && ev.Fragment == "" && ev.FragmentIndex == 0 &&
 		ev.FragmentBytes == 0 && !ev.FragmentKept && !ev.ArgumentsStreamed && ev.Caller == nil && ev.Remote == nil &&
