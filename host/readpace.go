@@ -41,10 +41,7 @@ import (
 // wait for the slot ended with its context (see enterGate). Called by the
 // holder of the read turn.
 func (rd *reader) pace() bool {
-	if rd.gated {
-		rd.gated = false
-		rd.c.ch.h.busy.Leave()
-	}
+	rd.leaveGate()
 	rd.busy = true
 	waited, ok := rd.enterGate()
 	if !waited {
