@@ -120,9 +120,8 @@ type Writer struct {
 	closed  bool
 	// running: an ungated Writer's flusher goroutine is running, started
 	// by wakeLocked when something is queued for it; it returns once it
-	// has found nothing to write for flusherLinger. A flusher parked for
-	// as long as the connection was open held a goroutine stack per
-	// connection.
+	// has found nothing to write for flusherLinger, so that an idle
+	// connection holds no goroutine stack for a parked flusher.
 	running bool
 	corked  int       // open Corks: packets with no attachment written from its sender's bytes wait for the last Uncork
 	last    time.Time // when the last write ended; zero before the first
@@ -702,9 +701,9 @@ func (w *Writer) flush() {
 // waitWake waits until something is queued. A streaming flusher that
 // holds a slot of the Gate while other flushers wait for one keeps it
 // while it waits, until its turn is over: its sender, woken by the flusher's last write, is refilling the
-// queue, and that work is the slot's as much as the write is (given back
-// at each write, hundreds of senders refilled their queues at once
-// outside the Gate). Past the turn, or when the sender does not come back
+// queue, and that work is the slot's as much as the write is (a slot
+// given back at each write would let hundreds of senders refill their
+// queues at once outside the Gate). Past the turn, or when the sender does not come back
 // within it (a handler doing something else), the slot goes back.
 func (w *Writer) waitWake() {
 	if w.gated {
