@@ -56,7 +56,7 @@ func (e *depthError) Error() string {
 // that waits, a chunk its callee does not take) before the host watches
 // it for the caller's hang-up (watchHangupAfter). A wait shorter than it
 // ends with the connection read again, which sees the hang-up as its end;
-// a longer one sees it within this delay. Watching from the start instead
+// a longer one sees it within this delay. A watch from the start would
 // cost a goroutine, a poll and a switch back per call and per chunk.
 const hangupWatchDelay = time.Millisecond
 
