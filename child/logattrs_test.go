@@ -61,14 +61,14 @@ func TestLogSitesClassified(t *testing.T) {
 		seen[s.Message] = true
 		switch {
 		case callMessages[s.Message]:
-			assert.Falsef(t, !s.Has(keyCall, keyTree), "%s: %q is about a call but the call passes %q, not %s and %s", s.Pos, s.Message, s.Keys, keyCall, keyTree)
+			assert.Truef(t, s.Has(keyCall, keyTree), "%s: %q is about a call but the call passes %q, not %s and %s", s.Pos, s.Message, s.Keys, keyCall, keyTree)
 		case !otherMessages[s.Message]:
 			assert.Fail(t, fmt.Sprintf("%s: the message %q is in no list of logattrs_test.go: is it about a call?", s.Pos, s.Message))
 		}
 	}
 	for _, list := range []map[string]bool{callMessages, otherMessages} {
 		for m := range list {
-			assert.Falsef(t, !seen[m], "logattrs_test.go lists %q, which nothing in the package logs", m)
+			assert.Truef(t, seen[m], "logattrs_test.go lists %q, which nothing in the package logs", m)
 		}
 	}
 }
@@ -168,6 +168,6 @@ func TestLogRecordsCarryCallAndTree(t *testing.T) {
 		}
 	}
 	for m := range callMessages {
-		assert.Falsef(t, !saw[m], "no record %q: the test provoked none to check", m)
+		assert.Truef(t, saw[m], "no record %q: the test provoked none to check", m)
 	}
 }

@@ -55,7 +55,7 @@ func TestMisbehavingChild(t *testing.T) {
 			term, n := recvUntilTerminal(t, c, 10*time.Second)
 			wantSynthetic(t, term, frame.CodeInvalidFrame)
 			require.Falsef(t, n != tc.chunks || term.Sequence != uint64(n)+1, "%d chunks, synthetic sequence %d", n, term.Sequence)
-			require.Falsef(t, !strings.Contains(term.Error.Message, tc.reason), "message %q lacks %q", term.Error.Message, tc.reason)
+			require.Truef(t, strings.Contains(term.Error.Message, tc.reason), "message %q lacks %q", term.Error.Message, tc.reason)
 			require.Falsef(t, strings.Contains(term.Error.Message, "not a number"), "message echoes the value: %q", term.Error.Message)
 			okRoundTrip(t, good, tc.tool)
 		})

@@ -43,7 +43,7 @@ func TestOutboxWakesOncePerBurst(t *testing.T) {
 		require.Falsef(t, woken(o), "woken at unpublished frame %d", seq)
 	}
 	o.put(chunkAt(4), true, nil, nil)
-	require.False(t, !woken(o), "not woken at the burst's last frame")
+	require.True(t, woken(o), "not woken at the burst's last frame")
 	for want := uint64(1); want <= 4; want++ {
 		f, ok := o.take()
 		require.Falsef(t, !ok || f.Sequence != want, "take: %d %v, want %d", f.Sequence, ok, want)
@@ -56,7 +56,7 @@ func TestOutboxWakesOncePerBurst(t *testing.T) {
 	o.put(chunkAt(6), false, nil, nil)
 	require.False(t, woken(o), "woken at an unpublished frame")
 	o.put(chunkAt(7), true, nil, nil)
-	require.False(t, !woken(o), "a published frame did not wake the waiting caller")
+	require.True(t, woken(o), "a published frame did not wake the waiting caller")
 }
 
 // In a long burst a waiting caller is woken once wakeBatch frames are
@@ -69,7 +69,7 @@ func TestOutboxWakesMidBurstAtWakeBatch(t *testing.T) {
 		require.Falsef(t, woken(o), "woken at unpublished frame %d of %d", seq, wakeBatch)
 	}
 	o.put(chunkAt(wakeBatch), false, nil, nil)
-	require.False(t, !woken(o), "not woken with wakeBatch frames queued")
+	require.True(t, woken(o), "not woken with wakeBatch frames queued")
 	// Once woken, the caller is not woken again until it waits again.
 	o.put(chunkAt(wakeBatch+1), false, nil, nil)
 	require.False(t, woken(o), "woken twice for one wait")
@@ -82,7 +82,7 @@ func TestOutboxGrowsInOrder(t *testing.T) {
 	next, want := uint64(1), uint64(1)
 	put := func(n int) {
 		for range n {
-			require.False(t, !o.put(chunkAt(next), false, nil, nil), "put refused")
+			require.True(t, o.put(chunkAt(next), false, nil, nil), "put refused")
 			next++
 		}
 	}
@@ -156,13 +156,13 @@ func TestOutboxBoundsBytes(t *testing.T) {
 		}
 		o.take() // gives the second back: half the bytes left, room
 		synctest.Wait()
-		require.False(t, !<-put, "put refused")
+		require.True(t, <-put, "put refused")
 		for o.n > 0 {
 			o.take() // the last gives the last frame back
 		}
 		require.EqualValuesf(t, 0, o.bytes, "%d bytes counted in an empty queue", o.bytes)
 		// A frame larger than the bound is taken into an empty queue.
-		require.False(t, !o.put(media(6, 2*outBytes), false, closing, nil), "put of a large frame refused")
+		require.True(t, o.put(media(6, 2*outBytes), false, closing, nil), "put of a large frame refused")
 		close(closing)
 	})
 }
@@ -180,7 +180,7 @@ func TestOutboxFullBlocksUntilHalfEmpty(t *testing.T) {
 		put := make(chan bool, 1)
 		go func() { put <- o.put(chunkAt(outQueue), false, closing, nil) }() // stopped by room or closing
 		synctest.Wait()
-		require.False(t, !woken(o), "a full outbox did not wake its caller")
+		require.True(t, woken(o), "a full outbox did not wake its caller")
 		// The first take lends half the queue; the take after the last
 		// of them gives them back.
 		for i := range outQueue / 2 {

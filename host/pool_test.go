@@ -101,7 +101,7 @@ func TestChildLogsForwarded(t *testing.T) {
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "fake: dying on purpose") {
 			for _, want := range []string{`level=INFO msg="child output"`, "child=c0.1", "pid=" + strconv.Itoa(pid), "stream=stderr"} {
-				require.Falsef(t, !strings.Contains(line, want), "log line %q lacks %q", line, want)
+				require.Truef(t, strings.Contains(line, want), "log line %q lacks %q", line, want)
 			}
 		}
 	}
@@ -117,7 +117,7 @@ func TestConfigDefaults(t *testing.T) {
 		Calls:   Calls{MaxDepth: defaultMaxDepth, MaxInFlight: defaultMaxInFlight, DetachedTimeout: 10 * time.Minute},
 		Restart: RestartPolicy{MaxRestarts: 5, Window: time.Minute, BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second},
 	}
-	require.Falsef(t, !reflect.DeepEqual(c, want), "defaults\n%+v, want\n%+v", c, want)
+	require.Truef(t, reflect.DeepEqual(c, want), "defaults\n%+v, want\n%+v", c, want)
 	require.Falsef(t, c.Limits != packetio.DefaultLimits() || c.Logger == nil, "limits %+v, logger %v", c.Limits, c.Logger)
 	if d := time.Duration(protocol.DefaultCancelGraceMS) * time.Millisecond; c.CancelGrace != d {
 		require.FailNow(t, fmt.Sprintf("CancelGrace %v, the protocol's default %v", c.CancelGrace, d))

@@ -87,7 +87,7 @@ func TestDocMatchesTools(t *testing.T) {
 	for _, tool := range test {
 		got = append(got, tool.ID)
 	}
-	require.Falsef(t, !reflect.DeepEqual(ids, got), "demo-tools.md documents %q, Tools(TestTools) returns %q", ids, got)
+	require.Truef(t, reflect.DeepEqual(ids, got), "demo-tools.md documents %q, Tools(TestTools) returns %q", ids, got)
 	for _, testTools := range []bool{false, true} {
 		for _, tool := range Tools(Options{TestTools: testTools, Exit: func(int) {}, CallTools: true}) {
 			d := doc[tool.ID]

@@ -46,13 +46,13 @@ func TestSubreaperBeforeAskedAnew(t *testing.T) {
 	t.Cleanup(func() { setSubreaper(t, was) })
 
 	setSubreaper(t, true) // the program's own
-	require.False(t, !holdSubreaper(log), "holdSubreaper: no reference")
+	require.True(t, holdSubreaper(log), "holdSubreaper: no reference")
 	releaseSubreaper()
-	require.False(t, !isSubreaper(t), "the program's own flag was cleared")
+	require.True(t, isSubreaper(t), "the program's own flag was cleared")
 
 	setSubreaper(t, false) // the program is done with it
-	require.False(t, !holdSubreaper(log), "holdSubreaper: no reference")
-	require.False(t, !isSubreaper(t), "not a subreaper while a reference is held")
+	require.True(t, holdSubreaper(log), "holdSubreaper: no reference")
+	require.True(t, isSubreaper(t), "not a subreaper while a reference is held")
 	releaseSubreaper()
 	require.False(t, isSubreaper(t), "still a subreaper after the last reference: the first cycle's 'before' stuck")
 }
@@ -84,7 +84,7 @@ func treeOf(t *testing.T) (sh, kid int) {
 func TestTrackReusedPID(t *testing.T) {
 	sh, kid := treeOf(t)
 	st, ok := readStat(sh)
-	require.False(t, !ok, "no stat for sh")
+	require.True(t, ok, "no stat for sh")
 	// The child as it started, earlier than the process that has its pid now.
 	l := &lineage{root: procStat{pid: sh, start: st.start - 1}, self: os.Getpid(), seen: map[int]uint64{}}
 	l.track()
@@ -205,7 +205,7 @@ func TestGuardianDescriptorRule(t *testing.T) {
 		return "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
 	}
 	es, ok := readStat(elder)
-	require.False(t, !ok, "no stat of the elder")
+	require.True(t, ok, "no stat of the elder")
 	g.addFile(link(w), 0)
 	// A pipe of a child that started after elder: elder, which holds it,
 	// was running before that child and is not the child's.
