@@ -141,7 +141,7 @@ func (o *offer) close() {
 		cc.close()
 	}
 	for _, c := range open {
-		c.abandon()
+		c.startDrain()
 		c.closeConn()
 	}
 	for _, c := range open {
@@ -772,10 +772,6 @@ func (c *Call) startDrain() {
 	}()
 }
 
-// abandon stops handing frames to a handler that returned: the call is
-// read to its end and its chunks dropped.
-func (c *Call) abandon() { c.startDrain() }
-
 // nestedSet tracks the calls a handler made that have not ended.
 type nestedSet struct {
 	mu    sync.Mutex
@@ -813,7 +809,7 @@ func (cl *call) endNested() {
 	t := time.NewTimer(max(cl.c.s.cancelGrace, 10*time.Millisecond))
 	defer t.Stop()
 	for _, c := range open {
-		c.abandon()
+		c.startDrain()
 		c.Cancel()
 	}
 	for _, c := range open {
