@@ -258,15 +258,23 @@ func readCounting(ctx context.Context, c *Call, n *atomic.Int64, errp *error) {
 }
 
 // busyStreamBound is what a stream read flat out may cost the host (heap
-// and stacks), its caller's reading goroutine included. The test measures
-// 48 to 54 KiB, with or without -race: the connection's read buffer
-// (16 KiB, held while a burst is in it), the call's history for
-// Call.Events (its first 64 events, kept compact: about 13 KiB with the
-// payload slabs they hold), the outbox's ring, and the stacks of the
-// caller and the connection's reader (its writer's flusher runs only
-// while it has work). A history kept as whole events takes it
-// past 72 KiB (85 KiB measured).
-const busyStreamBound = 72 << 10
+// and stacks), its caller's reading goroutine included: the connection's
+// read buffer (16 KiB, held while a burst is in it), the call's history
+// for Call.Events (its first 64 events, kept compact: about 13 KiB with
+// the payload blocks they hold), the frames waiting in the outbox, and the
+// stacks of the caller and the connection's reader (its writer's flusher
+// runs only while it has work). Without the race detector the test
+// measures 52 to 62 KiB, and a history kept as whole events takes it past
+// 72 KiB. Under the race detector stacks are about 12 KiB larger, and a
+// reader several times slower leaves more frames waiting in each outbox,
+// each holding the 2 KiB block its small payload was read into: 65 to 106
+// KiB measured at load 3, so the bound there is 128 KiB.
+func busyStreamBound() int {
+	if raceEnabled {
+		return 128 << 10
+	}
+	return 72 << 10
+}
 
 // TestBusyStreamMemory opens many endless streams, reads every one flat
 // out, and measures what the host holds per busy stream while they run.
@@ -292,5 +300,5 @@ func TestBusyStreamMemory(t *testing.T) {
 	per := float64(heap1+stacks1-heap0-stacks0) / streams
 	t.Logf("%d busy streams: %.1f KiB each (heap %.1f, stacks %.1f)", streams, per/1024,
 		float64(heap1-heap0)/streams/1024, float64(stacks1-stacks0)/streams/1024)
-	assert.LessOrEqual(t, per, float64(busyStreamBound), "host memory per busy stream")
+	assert.LessOrEqual(t, per, float64(busyStreamBound()), "host memory per busy stream")
 }
