@@ -15,7 +15,7 @@ import (
 // NATS client, in messages and in bytes: room for 256 calls with a full
 // 1 MiB window each way, far above what honest peers reach (each call's
 // credit bounds its own); a flood past it is dropped by the client, and
-// the calls it hit end at the gap.
+// the calls it hit end transport_error at the gap.
 const (
 	pendingMsgs  = 1 << 20
 	pendingBytes = 512 << 20
