@@ -219,7 +219,7 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	require.Falsef(t, wrote < 1, "takeover recorded %d outcomes; want at least the program's", wrote)
 
 	r := <-res
-	require.False(t, r.err != nil, r.err)
+	require.NoError(t, r.err)
 	// Every kept event, in order, no duplicate, the takeover shown once.
 	all, err := ro.EventsAfter(ctx, crashID, 0, 0)
 	require.NoError(t, err)
