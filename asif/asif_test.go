@@ -7,14 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"go.uber.org/goleak"
 
@@ -803,7 +804,8 @@ func TestVersions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := asif.Check([]byte(tc.input), asif.Options{})
 			var ve *asif.VersionError
-			require.Falsef(t, !errors.As(err, &ve) || !errors.Is(err, asif.ErrUnsupportedVersion), "err = %v; want *VersionError", err)
+			require.ErrorAsf(t, err, &ve, "err = %v; want *VersionError", err)
+			require.ErrorIsf(t, err, asif.ErrUnsupportedVersion, "err = %v; want *VersionError", err)
 			require.Falsef(t, ve.Found != tc.found || ve.Missing != tc.missing, "VersionError = %+v", ve)
 			require.Falsef(t, strings.Contains(err.Error(), "secret"), "message echoes content: %v", err)
 			require.Falsef(t, !strings.Contains(err.Error(), "asif_version"), "message does not name the field: %v", err)
@@ -819,7 +821,8 @@ func TestSchemaErrors(t *testing.T) {
 	data(doc, "result-late")["outcome"] = "secret-outcome"        // enum
 	_, err := asif.Check(encode(t, doc), asif.Options{})
 	var se *asif.SchemaError
-	require.Falsef(t, !errors.As(err, &se) || !errors.Is(err, asif.ErrSchema), "err = %v; want *SchemaError", err)
+	require.ErrorAsf(t, err, &se, "err = %v; want *SchemaError", err)
+	require.ErrorIsf(t, err, asif.ErrSchema, "err = %v; want *SchemaError", err)
 	want := map[asif.Violation]bool{
 		{InstanceLocation: "/streams/1/segments/1/index", Keyword: "minimum"}: false,
 		{InstanceLocation: "", Keyword: "required"}:                           false,
@@ -870,7 +873,8 @@ func TestRefusalsBounded(t *testing.T) {
 	byID(doc, "streams", "stream-partial")["segments"] = segs
 	_, err := asif.Check(encode(t, doc), asif.Options{})
 	var tm *asif.TooManyRefusalsError
-	require.Falsef(t, !errors.As(err, &tm) || tm.Dropped != 50, "err type %T; TooManyRefusalsError = %+v", err, tm)
+	require.ErrorAsf(t, err, &tm, "err type %T", err)
+	require.EqualValuesf(t, 50, tm.Dropped, "TooManyRefusalsError = %+v", tm)
 	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != asif.MaxRefusals+1 {
 		require.FailNow(t, fmt.Sprintf("%d errors joined; want MaxRefusals+1", n))
 	}

@@ -45,7 +45,7 @@ func Follow(ctx context.Context, store EventStore, tree string, after uint64, in
 		interval = defaultFollowInterval
 	}
 	return func(yield func(Event, error) bool) {
-		f := &follower{store: store, tree: tree, pos: after, last: after, interval: interval}
+		f := &follower{store: store, tree: tree, pos: after, interval: interval}
 		for {
 			st, err := f.next(ctx)
 			if err == io.EOF {
@@ -66,8 +66,7 @@ type follower struct {
 	interval time.Duration
 
 	pos     uint64 // the Seq the next read starts after
-	last    uint64 // the Seq of the last event shown
-	shown   bool
+	last    uint64 // the Seq of the last event shown; 0 before the first (Seqs start at 1)
 	ended   bool
 	buf     []Event
 	corrupt *CorruptEventError // to report once buf is shown
@@ -111,12 +110,7 @@ func (f *follower) next(ctx context.Context) (Event, error) {
 	}
 	ev := f.buf[0]
 	f.buf = f.buf[1:]
-	if f.shown {
-		ev.After = f.last
-	} else {
-		ev.After = 0
-	}
-	f.last, f.shown = ev.Seq, true
+	ev.After, f.last = f.last, ev.Seq
 	if ev.Kind.IsEnd() && ev.Call == f.tree {
 		f.ended = true
 		f.buf, f.corrupt = nil, nil

@@ -26,25 +26,6 @@ func (d Direction) String() string {
 // valid reports whether d is one of the defined directions.
 func (d Direction) valid() bool { return d == CallerToProvider || d == ProviderToCaller }
 
-// opposite returns the other direction of the same call.
-func (d Direction) opposite() Direction {
-	if d == CallerToProvider {
-		return ProviderToCaller
-	}
-	return CallerToProvider
-}
-
-// parseDirection returns the Direction named s on the wire. An unknown name
-// gives an error that wraps ErrInvalid.
-func parseDirection(s string) (Direction, error) {
-	for d, name := range directionNames {
-		if d != 0 && name == s {
-			return Direction(d), nil
-		}
-	}
-	return 0, &FieldError{Field: "direction", Reason: "unknown value"}
-}
-
 // Kind is a frame's place in the lifecycle of one direction.
 type Kind uint8
 
@@ -77,17 +58,6 @@ func (k Kind) valid() bool { return k >= KindStarted && k <= KindCancelled }
 
 // IsTerminal reports whether k closes its direction.
 func (k Kind) IsTerminal() bool { return k >= KindCompleted && k <= KindCancelled }
-
-// parseKind returns the Kind named s on the wire. An unknown name gives an
-// error that wraps ErrInvalid.
-func parseKind(s string) (Kind, error) {
-	for k, name := range kindNames {
-		if k != 0 && name == s {
-			return Kind(k), nil
-		}
-	}
-	return 0, &FieldError{Field: "kind", Reason: "unknown value"}
-}
 
 // Code classifies why a direction failed or was cancelled.
 type Code uint8
@@ -123,19 +93,3 @@ func (c Code) String() string {
 
 // Valid reports whether c is one of the defined codes.
 func (c Code) Valid() bool { return c >= CodeProviderError && c <= CodeInvalidFrame }
-
-// allCodes lists every defined code in order, for tables and documentation.
-func allCodes() []Code {
-	return []Code{CodeProviderError, CodeTransportError, CodeUnreachable, CodeCancelled, CodeTimeout, CodeInvalidFrame}
-}
-
-// parseCode returns the Code named s on the wire. An unknown name gives an
-// error that wraps ErrInvalid.
-func parseCode(s string) (Code, error) {
-	for c, name := range codeNames {
-		if c != 0 && name == s {
-			return Code(c), nil
-		}
-	}
-	return 0, &FieldError{Field: "error.code", Reason: "unknown value"}
-}

@@ -18,7 +18,6 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/replay"
 )
 
@@ -116,13 +115,13 @@ func TestBestEffortJournalOverflowKeepsEveryCallsBoundaries(t *testing.T) {
 
 	// A follower from the start, reading while the writer drains.
 	type followed struct {
-		steps []eventstore.Step
+		steps []replay.Step
 		err   error
 	}
 	fdone := make(chan followed, 1)
 	go func() { // ends at the tree's end, or with ctx
 		var f followed
-		for st, err := range eventstore.Steps(calllog.Follow(ctx, st, tree, 0, 10*time.Millisecond)) {
+		for st, err := range replay.Steps(calllog.Follow(ctx, st, tree, 0, 10*time.Millisecond)) {
 			if err != nil {
 				f.err = err
 				break

@@ -11,12 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Defaults and bounds of Options.
 // What one subscription of a Server or a Client may hold unread in the
 // NATS client, in messages and in bytes: room for 256 calls with a full
 // 1 MiB window each way, far above what honest peers reach (each call's
 // credit bounds its own); a flood past it is dropped by the client, and
-// the calls it hit end at the gap.
+// the calls it hit end transport_error at the gap.
 const (
 	pendingMsgs  = 1 << 20
 	pendingBytes = 512 << 20
@@ -38,6 +37,7 @@ func subscribeLinks(nc *nats.Conn, prefix string, deliver nats.MsgHandler) (*nat
 	return sub, nil
 }
 
+// Defaults and bounds of Options.
 const (
 	// DefaultWindow is a call's receive window in each direction: the
 	// most stream bytes one side holds that its reader has not read.

@@ -108,10 +108,6 @@ func Serve(nc *nats.Conn, name string, h *host.Host, opts ServeOptions) (*Server
 		opts.Version = "1.0.0"
 	}
 	s := &Server{nc: nc, h: h, name: name, id: opts.ID, opts: opts.Options.effective(), maxCalls: opts.MaxCalls, frag: fragmentFor(nc), stop: make(chan struct{})}
-	// Honest peers keep what is queued here within a window per call;
-	// the pending limits bound what a flood from a dishonest one can queue
-	// (past them the client drops messages, and the calls they belonged
-	// to end transport_error at the gap).
 	sub, err := subscribeLinks(nc, hostPrefix(name, s.id), func(m *nats.Msg) {
 		if l := s.links.get(lastToken(m.Subject)); l != nil {
 			l.deliver(m.Data)

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
@@ -38,7 +39,7 @@ func testUpper(t testing.TB) {
 	c, err := h.Call(context.Background(), "upper", nil, host.WithInput(frame.MustPayload(map[string]any{"text": "hello"})))
 	require.NoError(t, err)
 	o := skulktest.Collect(t, c)
-	require.False(t, o.Err != nil, o.Err)
+	require.NoError(t, o.Err)
 	for _, p := range o.ChunkPayloads() {
 		skulktest.JSONEqual(t, p, `{"text": "HELLO"}`)
 		fmt.Println(p)

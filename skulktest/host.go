@@ -28,9 +28,10 @@ const Timeout = 10 * time.Second
 const closeTimeout = 30 * time.Second
 
 // buildTimeout bounds one go build: a failure rather than a hang, and
-// generous for a cold build cache on a loaded 2-core machine, where the
+// generous for a cold build cache on a loaded 2-core machine, where a
 // first non-race build of the module's dependencies (the pure-Go SQLite
-// among them) beside a race-enabled test run took more than 5 minutes.
+// among them) beside a race-enabled test run can take more than 5
+// minutes.
 const buildTimeout = 15 * time.Minute
 
 // StartHost starts a host with cfg for the test and closes it when the

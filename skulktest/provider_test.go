@@ -65,7 +65,8 @@ func TestStartProviderCalls(t *testing.T) {
 
 	_, err = h.Call(ctx, "shout", frame.MustPayload(map[string]any{"n": "many"}))
 	var se *host.SchemaError
-	require.Falsef(t, !errors.As(err, &se) || se.Field != "/n", "Call: %v, want a SchemaError for /n", err)
+	require.ErrorAsf(t, err, &se, "Call: %v, want a SchemaError for /n", err)
+	require.Equalf(t, "/n", se.Field, "Call: %v, want a SchemaError for /n", err)
 
 	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
@@ -101,7 +102,7 @@ func TestStartProviderRestart(t *testing.T) {
 		require.FailNow(t, fmt.Sprintf("outcome %v, want a synthetic unreachable", ce))
 	}
 	info := skulktest.WaitRestart(t, h, 0, 1)
-	require.Falsef(t, !errors.Is(info.LastCause, host.ErrChildDied), "last cause %v", info.LastCause)
+	require.ErrorIsf(t, info.LastCause, host.ErrChildDied, "last cause %v", info.LastCause)
 	c, err = h.Call(context.Background(), "shout", nil, host.WithInput(frame.MustPayload(map[string]any{"text": "again"})))
 	require.NoError(t, err)
 	if o := skulktest.Collect(t, c); o.Err != nil {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
@@ -115,7 +116,7 @@ func TestFaultBadOutput(t *testing.T) {
 func TestFaultDuplicateTerminal(t *testing.T) {
 	h := skulktest.StartHost(t, skulktest.Child(t, skulktest.DuplicateTerminal()))
 	o := skulktest.Collect(t, call(t, h, context.Background()))
-	require.False(t, o.Err != nil, o.Err)
+	require.NoError(t, o.Err)
 	skulktest.JSONEqual(t, o.Result, `{"first": true}`)
 	echoWorks(t, h)
 }

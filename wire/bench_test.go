@@ -88,7 +88,7 @@ func BenchmarkRecordFrameDecode(b *testing.B) {
 func BenchmarkSmallFrameEncodeDecode(b *testing.B) {
 	p := benchChunk(b)
 	buf := make([]byte, 0, 256)
-	d := wire.NewTestDecoder(nil)
+	d := wire.NewTestDecoder()
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error

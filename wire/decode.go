@@ -18,7 +18,7 @@ import (
 // at the header. Every slice of the packet it returns is new: the caller
 // may keep it, and b may be reused at once.
 func Decode(b []byte, l Limits) (Packet, error) {
-	l = l.effective()
+	l = l.Effective()
 	if len(b) < protocol.PrefixLen {
 		return nil, fmt.Errorf("%w: packet shorter than its prefix", protocol.ErrMalformedHeader)
 	}
@@ -29,7 +29,7 @@ func Decode(b []byte, l Limits) (Packet, error) {
 	if uint64(len(b)) != protocol.PrefixLen+uint64(h)+uint64(a) {
 		return nil, fmt.Errorf("%w: packet length does not match its prefix", protocol.ErrMalformedHeader)
 	}
-	d := decoder{st: &protocol.DecodeState{}}
+	var d decoder
 	p, err := d.decode(b[protocol.PrefixLen:protocol.PrefixLen+h], a)
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ type Decoder struct {
 	// value) gives a new *Frame each time, the caller's to keep.
 	ReuseFrames bool
 
-	st protocol.DecodeState
+	dec decoder
 }
 
 // ExpectCallID tells d that the frames it decodes next will likely carry
@@ -69,7 +69,7 @@ type Decoder struct {
 // frame whose call id is id then shares that string instead of allocating
 // its own. Frames of one call share one string without it; the hint saves
 // the allocation of a call's first frame.
-func (d *Decoder) ExpectCallID(id string) { d.st.LastCallID = id }
+func (d *Decoder) ExpectCallID(id string) { d.dec.lastCallID = id }
 
 // DecodeHeader decodes the header h of one packet whose attachment, attLen
 // bytes long, the caller reads on its own: an inline-media frame comes
@@ -82,16 +82,27 @@ func (d *Decoder) ExpectCallID(id string) { d.st.LastCallID = id }
 // invoke or end that parsed but broke the rules (the caller reads or skips
 // its attachment, and the connection stays in step).
 func (d *Decoder) DecodeHeader(h []byte, attLen uint32) (Packet, error) {
-	d.st.ReuseFrames = d.ReuseFrames
-	dec := decoder{st: &d.st}
-	return dec.decode(h, attLen)
+	d.dec.reuseFrames = d.ReuseFrames
+	return d.dec.decode(h, attLen)
 }
 
-// decoder turns headers into packets. Its state (protocol.DecodeState)
-// remembers the last call id it decoded so that the frames of one call
-// share one string.
+// decoder turns headers into packets, keeping what one packet's header
+// tells about the next. Its zero value is ready; it belongs to the
+// reader's goroutine.
 type decoder struct {
-	st *protocol.DecodeState
+	// lastCallID is the call id of the last packet decoded, shared by the
+	// next one that repeats it (the frames of one call share one string).
+	lastCallID string
+	// lastMediaType is the media type of the last inline or blob media
+	// decoded, shared likewise by the next one that repeats it.
+	lastMediaType string
+	// slab is room for the next small payloads' copies; never written twice.
+	slab []byte
+	// reuseFrames makes every frame packet decode into frame, overwritten
+	// by the next one, instead of a new one each time.
+	reuseFrames bool
+	// frame is the reused frame packet, made on first use.
+	frame *Frame
 }
 
 // Small payloads are copied into slabs rather than allocated one by one:
@@ -113,45 +124,43 @@ func (d *decoder) own(b []byte) frame.Payload {
 	if n > slabPayload {
 		return append(frame.Payload(nil), b...)
 	}
-	if len(d.st.Slab) < n {
-		d.st.Slab = make([]byte, slabSize)
+	if len(d.slab) < n {
+		d.slab = make([]byte, slabSize)
 	}
-	p := d.st.Slab[:n:n]
+	p := d.slab[:n:n]
 	copy(p, b)
-	d.st.Slab = d.st.Slab[n:]
+	d.slab = d.slab[n:]
 	return frame.Payload(p)
 }
 
 // newFrame returns the packet a frame is decoded into: the reused one,
 // cleared, or a new one.
 func (d *decoder) newFrame() *Frame {
-	if !d.st.ReuseFrames {
+	if !d.reuseFrames {
 		return &Frame{}
 	}
-	f, _ := d.st.Frame.(*Frame)
-	if f == nil {
-		f = &Frame{}
-		d.st.Frame = f
+	if d.frame == nil {
+		d.frame = &Frame{}
 	}
-	*f = Frame{}
-	return f
+	*d.frame = Frame{}
+	return d.frame
 }
 
 // internMediaType is intern for media types: the chunks of one stream
 // share one string.
 func (d *decoder) internMediaType(b []byte) string {
-	if string(b) != d.st.LastMediaType {
-		d.st.LastMediaType = string(b)
+	if string(b) != d.lastMediaType {
+		d.lastMediaType = string(b)
 	}
-	return d.st.LastMediaType
+	return d.lastMediaType
 }
 
 func (d *decoder) intern(b []byte) string {
-	if string(b) == d.st.LastCallID {
-		return d.st.LastCallID
+	if string(b) == d.lastCallID {
+		return d.lastCallID
 	}
-	d.st.LastCallID = string(b)
-	return d.st.LastCallID
+	d.lastCallID = string(b)
+	return d.lastCallID
 }
 
 // fields iterates over a header map already checked by scanHeader.

@@ -40,7 +40,7 @@ func goldenFrameHeaders(t testing.TB) (hdrs [][]byte, atts []uint32) {
 func TestDecodeFrameFastTakesOurFrames(t *testing.T) {
 	hdrs, atts := goldenFrameHeaders(t)
 	for i, h := range hdrs {
-		fast, general := wire.NewTestDecoder(nil), wire.NewTestDecoder(nil)
+		fast, general := wire.NewTestDecoder(), wire.NewTestDecoder()
 		p := fast.DecodeFrameFast(h, atts[i])
 		require.NotNil(t, p, "golden frame %d not taken by the single pass", i)
 		want, err := general.DecodeGeneral(h, atts[i])
@@ -60,7 +60,7 @@ func TestCanonicalHead(t *testing.T) {
 		r := mpack.NewReader(h)
 		_, err = r.ReadMapLen()
 		require.NoError(t, err)
-		d := wire.NewTestDecoder(nil)
+		d := wire.NewTestDecoder()
 		p := d.CanonicalHead(&r)
 		require.NotNil(t, p, "%s frame", f.Kind)
 		require.Equal(t, [4]any{f.CallID, f.Direction, f.Sequence, f.Kind}, [4]any{p.CallID, p.Direction, p.Sequence, p.Kind})
@@ -70,11 +70,11 @@ func TestCanonicalHead(t *testing.T) {
 	r := mpack.NewReader(reordered)
 	_, err := r.ReadMapLen()
 	require.NoError(t, err)
-	d := wire.NewTestDecoder(nil)
+	d := wire.NewTestDecoder()
 	require.Nil(t, d.CanonicalHead(&r), "sequence before direction is not our layout")
 	p := d.DecodeFrameFast(reordered, 0)
 	require.NotNil(t, p)
-	want, err := wire.NewTestDecoder(nil).DecodeGeneral(reordered, 0)
+	want, err := wire.NewTestDecoder().DecodeGeneral(reordered, 0)
 	require.NoError(t, err)
 	require.Equal(t, want, wire.Packet(p))
 }
@@ -97,11 +97,11 @@ func TestDecodeFrameFastDeclines(t *testing.T) {
 	}
 	for name, h := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := wire.NewTestDecoder(nil)
+			d := wire.NewTestDecoder()
 			require.Nil(t, d.DecodeFrameFast(h, 0))
 		})
 	}
-	d := wire.NewTestDecoder(nil)
+	d := wire.NewTestDecoder()
 	require.Nil(t, d.DecodeFrameFast(hdr(frameKV()...), 3), "an attachment without inline media")
 }
 
@@ -115,7 +115,7 @@ func FuzzDecodeFrameFast(f *testing.F) {
 	f.Add(hdr(frameKV("x-unknown", []any{1, "a", nil}, "payload", nil, "error", nil)...), uint32(0))
 	f.Add(hdr(frameKV("media", inlineMedia("sample_rate", 8000), "media", nil)...), uint32(2))
 	f.Fuzz(func(t *testing.T, h []byte, att uint32) {
-		fast, general := wire.NewTestDecoder(nil), wire.NewTestDecoder(nil)
+		fast, general := wire.NewTestDecoder(), wire.NewTestDecoder()
 		p := fast.DecodeFrameFast(h, att)
 		if p == nil {
 			return

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"github.com/skulkrt/skulk/frame/mpack"
-	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
 
 // The decoder's parts, for the tests of package wire_test.
@@ -10,13 +9,8 @@ import (
 // TestDecoder is the package's header decoder.
 type TestDecoder = decoder
 
-// NewTestDecoder returns a decoder with a state of its own.
-func NewTestDecoder(st *protocol.DecodeState) *TestDecoder {
-	if st == nil {
-		st = &protocol.DecodeState{}
-	}
-	return &decoder{st: st}
-}
+// NewTestDecoder returns a new decoder.
+func NewTestDecoder() *TestDecoder { return &decoder{} }
 
 func (d *decoder) DecodeFrameFast(h []byte, attLen uint32) *Frame {
 	return d.decodeFrameFast(h, attLen)

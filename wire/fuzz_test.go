@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"runtime"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/packetio"
@@ -148,7 +149,8 @@ func FuzzFrameValidate(f *testing.F) {
 		err := fr.Validate()
 		if err != nil {
 			var fe *frame.FieldError
-			require.Falsef(t, !errors.As(err, &fe) || !errors.Is(err, frame.ErrInvalid), "Validate returned %T", err)
+			require.ErrorAsf(t, err, &fe, "Validate returned %T", err)
+			require.ErrorIsf(t, err, frame.ErrInvalid, "Validate returned %T", err)
 			_, encErr := packetio.Encode(&wire.Frame{fr}, hardLimits())
 			var fe2 *frame.FieldError
 			require.Falsef(t, !errors.As(encErr, &fe2) || fe2.Field != fe.Field, "encoder refused with %v, Validate with %v", encErr, err)

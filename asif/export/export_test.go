@@ -410,7 +410,8 @@ func TestExportRefusals(t *testing.T) {
 	}
 	_, err := Export([]calllog.Event{ev("a", 1), ev("b", 2)}, Options{})
 	var ee *EventError
-	require.Falsef(t, !errors.As(err, &ee) || ee.Seq != 2, "got %v", err)
+	require.ErrorAsf(t, err, &ee, "got %v", err)
+	require.EqualValuesf(t, 2, ee.Seq, "got %v", err)
 }
 
 // The document's JSON names every event id the branch selects.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/asif/internal/asifdoc"
@@ -104,7 +105,7 @@ func TestRealCalls(t *testing.T) {
 	}
 
 	count := run("count", map[string]any{"n": 3})
-	require.False(t, count.err != nil, count.err)
+	require.NoError(t, count.err)
 	_, rep, _ = exportCheck(t, treeEvents(t, store, count.id), Options{Tools: tools})
 	if st := callState(t, rep, count.id); st.Outcome != asif.OutcomeSuccess || st.Results != 4 || string(st.Arguments) != `{"n":3}` {
 		require.FailNow(t, fmt.Sprintf("count state %+v", st))
@@ -112,14 +113,15 @@ func TestRealCalls(t *testing.T) {
 
 	failed := run("fail", map[string]any{"message": "no such document"})
 	var ce *frame.Error
-	require.Falsef(t, !errors.As(failed.err, &ce), "fail: %v", failed.err)
+	require.ErrorAsf(t, failed.err, &ce, "fail: %v", failed.err)
 	doc, rep, _ = exportCheck(t, treeEvents(t, store, failed.id), Options{Tools: tools})
 	if st := callState(t, rep, failed.id); st.Outcome != asif.OutcomeError || hasLoss(doc, "synthetic_outcome") {
 		require.FailNow(t, fmt.Sprintf("fail state %+v, losses %+v", st, doc.Losses))
 	}
 
 	crashed := run("crash", map[string]any{"after": 2})
-	require.Falsef(t, !errors.As(crashed.err, &ce) || !ce.Synthetic, "crash: %v", crashed.err)
+	require.ErrorAsf(t, crashed.err, &ce, "crash: %v", crashed.err)
+	require.Truef(t, ce.Synthetic, "crash: %v", crashed.err)
 	events = treeEvents(t, store, crashed.id)
 	doc, rep, _ = exportCheck(t, events, Options{Tools: tools})
 	term := doc.Events[len(doc.Events)-1]

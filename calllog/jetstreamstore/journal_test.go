@@ -4,20 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/jetstreamstore"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/natstest"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // call makes one call through r: begin, request, n outputs, end.
@@ -35,10 +36,10 @@ func call(ctx context.Context, r *recorder.Recorder, id string, n int) error {
 }
 
 // follow reads tree to its end with Follow.
-func follow(ctx context.Context, t *testing.T, st calllog.EventStore, tree string) []eventstore.Step {
+func follow(ctx context.Context, t *testing.T, st calllog.EventStore, tree string) []replay.Step {
 	t.Helper()
-	var steps []eventstore.Step
-	for s, err := range eventstore.Steps(calllog.Follow(ctx, st, tree, 0, 20*time.Millisecond)) {
+	var steps []replay.Step
+	for s, err := range replay.Steps(calllog.Follow(ctx, st, tree, 0, 20*time.Millisecond)) {
 		require.NoError(t, err, "follower")
 		steps = append(steps, s)
 	}

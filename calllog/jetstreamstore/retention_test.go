@@ -14,7 +14,6 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
-	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/natstest"
 	"github.com/skulkrt/skulk/internal/replay"
 )
@@ -33,7 +32,7 @@ func firstKept(ctx context.Context, t *testing.T, url, stream, tree string) uint
 
 // follower is calllog.Follow pulled one step at a time.
 type follower struct {
-	next   func() (eventstore.Step, error, bool)
+	next   func() (replay.Step, error, bool)
 	cancel context.CancelFunc // ends the follow: safe from any goroutine
 }
 
@@ -42,14 +41,14 @@ type follower struct {
 // calllogtest.Events never end their tree).
 func newFollower(ctx context.Context, t *testing.T, st calllog.EventStore, tree string) *follower {
 	sctx, cancel := context.WithCancel(ctx)
-	next, stop := iter.Pull2(eventstore.Steps(calllog.Follow(sctx, st, tree, 0, 20*time.Millisecond)))
+	next, stop := iter.Pull2(replay.Steps(calllog.Follow(sctx, st, tree, 0, 20*time.Millisecond)))
 	t.Cleanup(func() { stop(); cancel() })
 	return &follower{next: next, cancel: cancel}
 }
 
 // nextStep returns f's next step, failing the test when none comes in
 // time.
-func nextStep(t *testing.T, f *follower) eventstore.Step {
+func nextStep(t *testing.T, f *follower) replay.Step {
 	t.Helper()
 	timer := time.AfterFunc(20*time.Second, f.cancel)
 	defer timer.Stop()

@@ -17,7 +17,6 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
-	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/replay"
 )
 
@@ -164,7 +163,7 @@ func TestCorruptEventInTheMiddle(t *testing.T) {
 
 	var shown []uint64
 	var corrupt []uint64
-	for st, err := range eventstore.Steps(calllog.Follow(ctx, s, "t", 0, 10*time.Millisecond)) {
+	for st, err := range replay.Steps(calllog.Follow(ctx, s, "t", 0, 10*time.Millisecond)) {
 		if errors.As(err, &ce) {
 			corrupt = append(corrupt, ce.Seq)
 			continue

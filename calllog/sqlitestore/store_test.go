@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,14 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/calllogtest"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // The test binary doubles as a writer process: with roleEnv set it runs
@@ -177,14 +178,14 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	// before the kill.
 	ro := open(t, path, sqlitestore.Options{ReadOnly: true})
 	type result struct {
-		steps []eventstore.Step
+		steps []replay.Step
 		err   error
 	}
 	seen := make(chan int, 1)
 	res := make(chan result, 1)
 	go func() { // stopped by the tree's end or ctx
 		var r result
-		for st, err := range eventstore.Steps(calllog.Follow(ctx, ro, crashID, 0, 20*time.Millisecond)) {
+		for st, err := range replay.Steps(calllog.Follow(ctx, ro, crashID, 0, 20*time.Millisecond)) {
 			if err != nil {
 				r.err = err
 				break
@@ -218,7 +219,7 @@ func TestCrashedWriterTakenOverAcrossProcesses(t *testing.T) {
 	require.Falsef(t, wrote < 1, "takeover recorded %d outcomes; want at least the program's", wrote)
 
 	r := <-res
-	require.False(t, r.err != nil, r.err)
+	require.NoError(t, r.err)
 	// Every kept event, in order, no duplicate, the takeover shown once.
 	all, err := ro.EventsAfter(ctx, crashID, 0, 0)
 	require.NoError(t, err)

@@ -1,6 +1,5 @@
-// Package eventstore holds what the module's tests read call logs with:
-// Memory, a calllog.EventStore in memory, and Steps, the gaps and
-// takeovers of a calllog.Follow.
+// Package eventstore holds Memory, a calllog.EventStore in memory for the
+// module's tests.
 package eventstore
 
 import (

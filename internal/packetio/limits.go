@@ -13,11 +13,10 @@ func DefaultLimits() wire.Limits {
 	return wire.Limits{MaxHeader: protocol.DefaultMaxHeader, MaxAttachment: protocol.DefaultMaxAttachment}
 }
 
-// Effective returns l with zero fields replaced by the defaults and every
-// field clamped to its hard ceiling (protocol.HardMaxHeader,
-// protocol.HardMaxAttachment).
+// Effective is l.Effective(): l with zero fields replaced by the defaults
+// and every field clamped to its hard ceiling.
 func Effective(l wire.Limits) wire.Limits {
-	return wire.Limits{MaxHeader: protocol.EffectiveHeader(l.MaxHeader), MaxAttachment: protocol.EffectiveAttachment(l.MaxAttachment)}
+	return l.Effective()
 }
 
 // MinLimits returns the smaller of each effective limit of a and b: the

@@ -19,6 +19,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
+	"github.com/skulkrt/skulk/internal/replay"
 )
 
 // testStore wraps an eventstore.Memory: Keep can be made to fail, to block until
@@ -274,11 +275,11 @@ func TestTakeOverFencesTheOldWriter(t *testing.T) {
 func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 	ctx := testCtx(t)
 	st := &eventstore.Memory{}
-	steps := make(chan eventstore.Step, 16)
+	steps := make(chan replay.Step, 16)
 	errc := make(chan error, 1)
 	go func() { // stopped by the tree's end or ctx
 		defer close(steps)
-		for s, err := range eventstore.Steps(calllog.Follow(ctx, st, "t", 0, 5*time.Millisecond)) {
+		for s, err := range replay.Steps(calllog.Follow(ctx, st, "t", 0, 5*time.Millisecond)) {
 			if err != nil {
 				errc <- err
 				return
@@ -297,7 +298,7 @@ func TestFollowerShowsGapsAndTakeover(t *testing.T) {
 	if err := st.Keep(ctx, ca, calllogtest.Events("t", "A", 7, 1)); !errors.Is(err, calllog.ErrFenced) {
 		require.FailNow(t, fmt.Sprintf("old writer: %v", err))
 	}
-	var got []eventstore.Step
+	var got []replay.Step
 	for s := range steps {
 		got = append(got, s)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/replay"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -412,7 +413,7 @@ func TestReadMediaBounded(t *testing.T) {
 // the writers' names hold (Go quoting would write \x1b, no JSON escape).
 func TestFollowTakeoverLineIsJSON(t *testing.T) {
 	var b bytes.Buffer
-	step := step{TakenOverFrom: "w1\x1b[2J\u202e", Event: calllog.Event{Kind: calllog.KindStarted, Tree: "t1", Writer: "w2\x07", Seq: 7, Call: "t1", Tool: "upper", At: time.Unix(1, 0)}}
+	step := replay.Step{TakenOverFrom: "w1\x1b[2J\u202e", Event: calllog.Event{Kind: calllog.KindStarted, Tree: "t1", Writer: "w2\x07", Seq: 7, Call: "t1", Tool: "upper", At: time.Unix(1, 0)}}
 	require.NoError(t, printStep(&b, step))
 	line, _, _ := strings.Cut(b.String(), "\n")
 	var got struct {

@@ -378,8 +378,7 @@ func runFollow(ctx context.Context, args []string, env Env) error {
 // followTree prints the steps of tree until it ends, queueing the trees
 // its events link to in q (nil: none).
 func followTree(ctx context.Context, st journalStore, tree string, q *linkQueue, env Env) error {
-	var prev step // the step printed last
-	for e, err := range calllog.Follow(ctx, st, tree, 0, 0) {
+	for s, err := range replay.Steps(calllog.Follow(ctx, st, tree, 0, 0)) {
 		var ce *calllog.CorruptEventError
 		switch {
 		case ctx.Err() != nil:
@@ -393,10 +392,8 @@ func followTree(ctx context.Context, st journalStore, tree string, q *linkQueue,
 			return statusErr(ExitFailure, "reading the journal: %v", err)
 		}
 		if q != nil {
-			q.addEvent(e)
+			q.addEvent(s.Event)
 		}
-		s := stepOf(e, prev)
-		prev = s
 		if err := printStep(env.Stdout, s); err != nil {
 			return statusErr(ExitFailure, "writing the output: %v", err)
 		}
@@ -421,34 +418,8 @@ func printTreeLine(w io.Writer, lt linkedTree) error {
 	return json.NewEncoder(w).Encode(line)
 }
 
-// step is what follow prints of one event: the event, and what happened
-// before it that the reader could not see.
-type step struct {
-	Event calllog.Event
-	// LostFrom and LostTo, when LostFrom is not 0, are the Seqs (inclusive)
-	// missing between the previous event shown and this one.
-	LostFrom, LostTo uint64
-	// TakenOverFrom, when not "", is the writer of the previous event
-	// shown: Event's writer took the tree over from it.
-	TakenOverFrom string
-}
-
-// stepOf returns the step of e, the event Follow showed after prev's (the
-// zero step for the first): a gap is a Seq more than one past e.After, a
-// takeover a writer other than prev's.
-func stepOf(e calllog.Event, prev step) step {
-	s := step{Event: e}
-	if e.Seq > e.After+1 {
-		s.LostFrom, s.LostTo = e.After+1, e.Seq-1
-	}
-	if prev.Event.Writer != "" && e.Writer != prev.Event.Writer {
-		s.TakenOverFrom = prev.Event.Writer
-	}
-	return s
-}
-
 // printStep prints a follower's step as JSON lines.
-func printStep(w io.Writer, s step) error {
+func printStep(w io.Writer, s replay.Step) error {
 	if s.TakenOverFrom != "" {
 		// Encoded as JSON, not quoted as Go strings: a journal's writer
 		// names are whatever its writers chose, and Go's \x1b is no JSON

@@ -110,25 +110,3 @@ func ParseType(b []byte) Type {
 	}
 	return 0
 }
-
-// DecodeState is what a wire.Decoder keeps from one packet's header to
-// the next: the last call id decoded, so
-// that the frames of one call share one string, the block small payloads
-// are copied into, and the frame packet reused for every frame. Its zero
-// value is ready; it belongs to the reader's goroutine.
-type DecodeState struct {
-	// LastCallID is the call id of the last packet decoded; setting it to
-	// the id a reader expects next saves that packet's allocation.
-	LastCallID string
-	// LastMediaType is the media type of the last inline or blob media
-	// decoded, shared likewise by the next one that repeats it.
-	LastMediaType string
-	// Slab is room for the next small payloads' copies; never written twice.
-	Slab []byte
-	// ReuseFrames makes every frame packet decode into Frame, overwritten
-	// by the next one, instead of a new one each time.
-	ReuseFrames bool
-	// Frame is the reused frame packet (a *wire.Frame), set by wire on
-	// first use when ReuseFrames is set.
-	Frame any
-}

@@ -1,4 +1,4 @@
-package eventstore
+package replay_test
 
 import (
 	"errors"
@@ -6,12 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/internal/replay"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Steps shows a gap where an event's Seq is past its After + 1, a takeover
 // where its writer differs from the previous event's, and passes errors.
@@ -32,9 +30,9 @@ func TestSteps(t *testing.T) {
 			}
 		}
 	}
-	var got []Step
+	var got []replay.Step
 	var errs []error
-	for s, err := range Steps(events) {
+	for s, err := range replay.Steps(events) {
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -1,4 +1,4 @@
-package eventstore
+package replay
 
 import (
 	"iter"
@@ -7,7 +7,7 @@ import (
 )
 
 // Step is one event calllog.Follow showed, with what happened before it
-// that the reader could not see, as skulk-host follow prints it.
+// that the reader could not see: what skulk-host follow prints.
 type Step struct {
 	// Event is the event; its After is the previous event shown (0 for the
 	// first).
