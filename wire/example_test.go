@@ -27,7 +27,7 @@ func Example() {
 
 	for len(stream) > 0 {
 		// The prefix: header length and attachment length, uint32 big-endian.
-		n := wire.PrefixLen + int(binary.BigEndian.Uint32(stream)) + int(binary.BigEndian.Uint32(stream[4:]))
+		n := 8 + int(binary.BigEndian.Uint32(stream)) + int(binary.BigEndian.Uint32(stream[4:]))
 		p, err := wire.Decode(stream[:n], wire.Limits{})
 		if err != nil {
 			panic(err)
