@@ -18,7 +18,7 @@ import (
 // at the header. Every slice of the packet it returns is new: the caller
 // may keep it, and b may be reused at once.
 func Decode(b []byte, l Limits) (Packet, error) {
-	l = l.Effective()
+	l = l.effective()
 	if len(b) < protocol.PrefixLen {
 		return nil, fmt.Errorf("%w: packet shorter than its prefix", protocol.ErrMalformedHeader)
 	}

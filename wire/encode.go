@@ -31,7 +31,7 @@ import (
 //	hdr, att, err := wire.AppendPacket(nil, p, wire.Limits{})
 //	pkt := append(hdr, att...)
 func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
-	l = l.Effective()
+	l = l.effective()
 	start := len(b)
 	b = append(b, make([]byte, protocol.PrefixLen)...)
 	var att []byte

@@ -13,10 +13,11 @@ func DefaultLimits() wire.Limits {
 	return wire.Limits{MaxHeader: protocol.DefaultMaxHeader, MaxAttachment: protocol.DefaultMaxAttachment}
 }
 
-// Effective is l.Effective(): l with zero fields replaced by the defaults
-// and every field clamped to its hard ceiling.
+// Effective returns l with zero fields replaced by the defaults and every
+// field clamped to its hard ceiling (protocol.HardMaxHeader,
+// protocol.HardMaxAttachment).
 func Effective(l wire.Limits) wire.Limits {
-	return l.Effective()
+	return wire.Limits{MaxHeader: protocol.EffectiveHeader(l.MaxHeader), MaxAttachment: protocol.EffectiveAttachment(l.MaxAttachment)}
 }
 
 // MinLimits returns the smaller of each effective limit of a and b: the

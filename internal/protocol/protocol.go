@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strconv"
 	"time"
-
-	"github.com/skulkrt/skulk/wire"
 )
 
 // Environment of a child process (docs/protocol.md §1): child.Run reads
@@ -40,29 +38,50 @@ const (
 // exit with ExitStart.
 var ErrNotHosted = errors.New("child: not started by a Skulk host")
 
-// The protocol's numbers (docs/protocol.md §2 and §3) as package wire
-// states them, under the names the module's code above wire uses.
+// PrefixLen is the length of a packet's prefix: the header length and the
+// attachment length, both uint32 big-endian.
+const PrefixLen = 8
+
+// IngressQueue is the size of the child's per-call queue of caller frames;
+// version 1 fixes it at 8.
+const IngressQueue = 8
+
+// DefaultCancelGraceMS is startup's cancel_grace_ms when the packet does
+// not have the key (docs/protocol.md §3); an explicit 0 is a grace of zero.
+const DefaultCancelGraceMS = 1000
+
+// Default and hard limits on packet sizes (docs/protocol.md §2, Limits),
+// as wire.Limits applies them.
 const (
-	// PrefixLen is the length of a packet's prefix: the header length and
-	// the attachment length, both uint32 big-endian.
-	PrefixLen = wire.PrefixLen
-	// IngressQueue is the size of the child's per-call queue of caller
-	// frames; version 1 fixes it at 8.
-	IngressQueue = wire.IngressQueue
-	// DefaultCancelGraceMS is startup's cancel_grace_ms when the packet
-	// does not have the key; an explicit 0 is a grace of zero.
-	DefaultCancelGraceMS = wire.DefaultCancelGraceMS
 	// DefaultMaxHeader is max_header when nothing else is configured.
-	DefaultMaxHeader = wire.DefaultMaxHeader
-	// DefaultMaxAttachment is max_attachment when nothing else is
-	// configured.
-	DefaultMaxAttachment = wire.DefaultMaxAttachment
+	DefaultMaxHeader = 64 << 10
+	// DefaultMaxAttachment is max_attachment when nothing else is configured.
+	DefaultMaxAttachment = 16 << 20
 	// HardMaxHeader is the ceiling any configured max_header is clamped to.
-	HardMaxHeader = wire.HardMaxHeader
+	HardMaxHeader = 1 << 20
 	// HardMaxAttachment is the ceiling any configured max_attachment is
 	// clamped to.
-	HardMaxAttachment = wire.HardMaxAttachment
+	HardMaxAttachment = 256 << 20
 )
+
+// EffectiveHeader returns max_header n as it applies: 0 means
+// DefaultMaxHeader, and values above HardMaxHeader mean HardMaxHeader.
+func EffectiveHeader(n uint32) uint32 {
+	if n == 0 {
+		return DefaultMaxHeader
+	}
+	return min(n, HardMaxHeader)
+}
+
+// EffectiveAttachment returns max_attachment n as it applies: 0 means
+// DefaultMaxAttachment, and values above HardMaxAttachment mean
+// HardMaxAttachment.
+func EffectiveAttachment(n uint32) uint32 {
+	if n == 0 {
+		return DefaultMaxAttachment
+	}
+	return min(n, HardMaxAttachment)
+}
 
 // maxMillis is the longest Duration Millis gives: half the largest
 // Duration, about 146 years, so that two of them add up without

@@ -1,14 +1,49 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/skulkrt/skulk/wire"
 )
+
+// The numbers here are the codec's own (wire/internal/protocol), which
+// this package cannot import: they are checked against what wire does.
+
+func TestLimitsAgreeWithWire(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		l           wire.Limits
+		header, att uint32 // the largest lengths l takes
+	}{
+		{"defaults", wire.Limits{}, DefaultMaxHeader, DefaultMaxAttachment},
+		{"hard ceilings", wire.Limits{MaxHeader: 1 << 31, MaxAttachment: 1 << 31}, HardMaxHeader, HardMaxAttachment},
+		{"configured", wire.Limits{MaxHeader: 100, MaxAttachment: 200}, 100, 200},
+	} {
+		require.NoError(t, c.l.Check(c.header, c.att), c.name)
+		require.ErrorIs(t, c.l.Check(c.header+1, 0), wire.ErrTooLarge, c.name)
+		require.ErrorIs(t, c.l.Check(1, c.att+1), wire.ErrTooLarge, c.name)
+		require.Equal(t, c.header, EffectiveHeader(c.l.MaxHeader), c.name)
+		require.Equal(t, c.att, EffectiveAttachment(c.l.MaxAttachment), c.name)
+	}
+	err := wire.Limits{}.Check(0, 0)
+	require.ErrorIs(t, err, wire.ErrProtocol, "a header length of 0")
+	require.NotErrorIs(t, err, wire.ErrTooLarge, "a header length of 0")
+}
+
+func TestPrefixLenAgreesWithWire(t *testing.T) {
+	hdr, att, err := wire.AppendPacket(nil, &wire.Ping{Nonce: 7}, wire.Limits{})
+	require.NoError(t, err)
+	require.Empty(t, att)
+	require.Greater(t, len(hdr), PrefixLen)
+	require.Equal(t, uint32(len(hdr)-PrefixLen), binary.BigEndian.Uint32(hdr), "header length")
+	require.Zero(t, binary.BigEndian.Uint32(hdr[4:PrefixLen]), "attachment length")
+}
 
 func TestTypeNames(t *testing.T) {
 	for ty := TypeHello; ty <= TypeTools; ty++ {
@@ -40,6 +75,21 @@ func TestAsInvalid(t *testing.T) {
 	require.False(t, ok)
 	_, ok = AsInvalid(nil)
 	require.False(t, ok)
+}
+
+// A startup without cancel_grace_ms decodes with the codec's default,
+// which must be this package's DefaultCancelGraceMS (the host's default
+// cancel grace and docs/protocol.md §3 both name it).
+func TestDefaultCancelGraceAgreesWithWire(t *testing.T) {
+	h := mpack.AppendMapHeader(nil, 1)
+	h = mpack.AppendString(mpack.AppendString(h, "t"), "startup")
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(h)))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	p, err := wire.Decode(append(b, h...), wire.Limits{})
+	require.NoError(t, err)
+	st, ok := p.(*wire.Startup)
+	require.True(t, ok, "decoded %T", p)
+	require.EqualValues(t, DefaultCancelGraceMS, st.CancelGraceMS)
 }
 
 // Every packet type wire reports invalid by name (frame above, invoke
