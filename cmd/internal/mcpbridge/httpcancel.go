@@ -239,6 +239,12 @@ func responseID(p []byte) string {
 			data = data[:j]
 		}
 	}
+	return messageResponseID(data)
+}
+
+// messageResponseID is the id (requestIDKey) of the response data is, one
+// JSON-RPC message; "" when data is no response.
+func messageResponseID(data []byte) string {
 	var msg rpcHead
 	if json.Unmarshal(data, &msg) != nil || msg.Method != "" {
 		return ""
@@ -260,20 +266,17 @@ type cancelStore struct {
 }
 
 func (c *cancelStore) Append(ctx context.Context, session, stream string, data []byte) error {
-	var msg rpcHead
-	if len(data) > 0 && json.Unmarshal(data, &msg) == nil && msg.Method == "" {
-		if id := requestIDKey(msg.ID); id != "" {
-			key := callKey{session, id}
-			c.h.mu.Lock()
-			cancelled := c.h.inflight[key]
-			delete(c.h.inflight, key)
-			if cancelled {
-				c.h.drop(key)
-			}
-			c.h.mu.Unlock()
-			if cancelled {
-				data = nil
-			}
+	if id := messageResponseID(data); id != "" {
+		key := callKey{session, id}
+		c.h.mu.Lock()
+		cancelled := c.h.inflight[key]
+		delete(c.h.inflight, key)
+		if cancelled {
+			c.h.drop(key)
+		}
+		c.h.mu.Unlock()
+		if cancelled {
+			data = nil
 		}
 	}
 	return c.EventStore.Append(ctx, session, stream, data)
