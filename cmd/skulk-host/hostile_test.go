@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"strconv"
@@ -23,6 +21,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeChild returns the path of internal/fakechild, the fake child, built

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"math"
 	"os"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/bench/internal/cpuacct"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // tinyPlan sizes a sweep run for the tests: every sweep, few points,

@@ -3,7 +3,6 @@ package mcpbridge_test
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/host"
+	"github.com/stretchr/testify/require"
 )
 
 // lineLog keeps the lines of the children's output a host logs.
