@@ -216,6 +216,14 @@ type resumeWriter struct {
 func (rw *resumeWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
 
 func (rw *resumeWriter) Write(p []byte) (int, error) {
+	// Most events are written with nothing dropped: they are passed on
+	// unparsed (an event of a call's stream may be MiBs of JSON).
+	rw.h.mu.Lock()
+	none := len(rw.h.dropped) == 0
+	rw.h.mu.Unlock()
+	if none {
+		return rw.ResponseWriter.Write(p)
+	}
 	if id := responseID(p); id != "" {
 		key := callKey{rw.session, id}
 		rw.h.mu.Lock()
