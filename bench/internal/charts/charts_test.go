@@ -191,7 +191,7 @@ func svgTexts(t *testing.T, file string) []string {
 			}
 		}
 	}
-	require.Falsef(t, !sawSVG, "%s: no <svg> element", file)
+	require.Truef(t, sawSVG, "%s: no <svg> element", file)
 	return texts
 }
 

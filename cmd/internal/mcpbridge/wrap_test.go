@@ -159,7 +159,8 @@ func TestWrapperUnderHost(t *testing.T) {
 		require.False(t, err != nil || f.Kind != frame.KindChunk, f, err)
 		ccancel()
 		_, err = c.Wait()
-		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeCancelled, "cancelled sleep: %v", err)
+		require.ErrorAs(t, err, &ce, "cancelled sleep")
+		require.Equalf(t, frame.CodeCancelled, ce.Code, "cancelled sleep: %v", err)
 		waitFile(t, mark, "cancelled sleep", 10*time.Second) // the MCP server saw the cancellation
 	})
 
@@ -167,7 +168,8 @@ func TestWrapperUnderHost(t *testing.T) {
 		dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer dcancel()
 		_, err := call(t, dctx, h, "sleep", map[string]any{"ms": 30000}).Wait()
-		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeTimeout, "sleep past its deadline: %v", err)
+		require.ErrorAs(t, err, &ce, "sleep past its deadline")
+		require.Equalf(t, frame.CodeTimeout, ce.Code, "sleep past its deadline: %v", err)
 	})
 
 	t.Run("server crash", func(t *testing.T) {
@@ -192,7 +194,9 @@ func TestWrapperUnderHost(t *testing.T) {
 		}
 		require.NoError(t, syscall.Kill(wrapper, syscall.SIGKILL))
 		_, err := c.Wait()
-		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic, "after kill -9: %v", err)
+		require.ErrorAs(t, err, &ce, "after kill -9")
+		require.Equalf(t, frame.CodeUnreachable, ce.Code, "after kill -9: %v", err)
+		require.Truef(t, ce.Synthetic, "after kill -9: %v, want a terminal the host made up", err)
 		processGone(t, server, 10*time.Second) // the server was in the wrapper's group
 		if s2, _ := serverPids(t, ctx, h); s2 == server {
 			assert.Fail(t, "no restart")
