@@ -311,7 +311,7 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		ccancel()
 		select {
 		case err := <-done:
-			require.False(t, err == nil, "a cancelled call returned no error")
+			require.Error(t, err, "a cancelled call returned no error")
 		case <-time.After(10 * time.Second):
 			require.FailNow(t, "the cancelled call did not return")
 		}
@@ -326,7 +326,7 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		dctx, dcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		_, err := s.sess.CallTool(dctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
 		dcancel()
-		require.False(t, err == nil, "a call past the client's deadline returned no error")
+		require.Error(t, err, "a call past the client's deadline returned no error")
 		if res := callTool(t, ctx, s.sess, "echo", nil, nil); res.IsError {
 			require.FailNow(t, fmt.Sprintf("echo after the client's deadline: %s", textOf(res)))
 		}
