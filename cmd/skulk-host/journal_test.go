@@ -117,9 +117,8 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	fLines := lineReader(fOut)
 	var followed []string
 	for i := range 3 {
-		if _, err := io.WriteString(stdin, "line "+string(rune('a'+i))+"\n"); err != nil {
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		_, err := io.WriteString(stdin, "line "+string(rune('a'+i))+"\n")
+		require.NoError(t, err)
 		nextLine(t, aOutLines, 30*time.Second, "an echoed chunk", func(l string) bool { return strings.Contains(l, `"kind":"chunk"`) })
 	}
 	// The follower shows the kept events live, before the kill.

@@ -439,9 +439,8 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 		// Pacing, not synchronisation: the call must last long enough
 		// for the progress line to be drawn between the lines.
 		time.Sleep(200 * time.Millisecond)
-		if _, err := fmt.Fprintln(stdin, w); err != nil {
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		_, err := fmt.Fprintln(stdin, w)
+		require.NoError(t, err)
 	}
 	stdin.Close()
 	require.NoError(t, cmd.Wait(), "call")

@@ -184,9 +184,8 @@ func TestAccountingCountsBoth(t *testing.T) {
 			// a frame costs each side well over 50 ns.
 			for u := (cpuacct.Usage{}); u.Host < 100*time.Millisecond || u.Children < 100*time.Millisecond; {
 				require.NoError(t, sess.smallStream(ctx, c.batch))
-				if u, err = m.Stop(); err != nil {
-					require.FailNow(t, fmt.Sprint(err))
-				}
+				u, err = m.Stop()
+				require.NoError(t, err)
 				require.Falsef(t, u.Wall > 40*time.Second, "after %v: host %v, child %v of CPU", u.Wall, u.Host, u.Children)
 			}
 		})

@@ -91,9 +91,8 @@ func (s *serveSession) listen(t *testing.T, args []string, within time.Duration)
 	s.cmd = exec.Command(hostBin, args...)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	var err error
-	if s.stderr, err = collectStderr(s.cmd); err != nil {
-		require.FailNow(t, fmt.Sprint(err))
-	}
+	s.stderr, err = collectStderr(s.cmd)
+	require.NoError(t, err)
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil { // close did not run

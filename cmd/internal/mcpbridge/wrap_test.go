@@ -188,9 +188,8 @@ func TestWrapperUnderHost(t *testing.T) {
 		server, wrapper := serverPids(t, ctx, h)
 		c := call(t, ctx, h, "sleep", map[string]any{"ms": 30000})
 		for range 2 { // started, then the "sleeping" progress
-			if _, err := c.Recv(ctx); err != nil {
-				require.FailNow(t, fmt.Sprint(err))
-			}
+			_, err := c.Recv(ctx)
+			require.NoError(t, err)
 		}
 		require.NoError(t, syscall.Kill(wrapper, syscall.SIGKILL))
 		_, err := c.Wait()

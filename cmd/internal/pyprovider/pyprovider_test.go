@@ -44,9 +44,8 @@ func provider(t *testing.T) string {
 	}
 	p, err := filepath.Abs(filepath.Join("..", "..", "..", "python", "skulk-py-child"))
 	require.NoError(t, err)
-	if _, err := os.Stat(p); err != nil {
-		require.FailNow(t, fmt.Sprint(err))
-	}
+	_, err = os.Stat(p)
+	require.NoError(t, err)
 	return p
 }
 
@@ -177,9 +176,8 @@ func TestKill9(t *testing.T) {
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 10_000_000}))
 	require.NoError(t, err)
 	for range 10 {
-		if _, err := c.Recv(ctx); err != nil {
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		_, err := c.Recv(ctx)
+		require.NoError(t, err)
 	}
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	for {
