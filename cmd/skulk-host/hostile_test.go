@@ -9,10 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"strconv"
@@ -23,6 +20,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/internal/testnet"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeChild returns the path of internal/fakechild, the fake child, built
@@ -59,7 +58,8 @@ func TestEscapesShownInert(t *testing.T) {
 	read := readTerminal(master)
 	err := cmd.Wait()
 	var ee *exec.ExitError
-	require.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 10, "call evil: %v, want exit status 10 (provider_error)", err)
+	require.ErrorAsf(t, err, &ee, "call evil: want exit status 10 (provider_error)")
+	require.Equalf(t, 10, ee.ExitCode(), "call evil: %v, want exit status 10 (provider_error)", err)
 	screen := awaitTerminal(ctx, t, read)
 	// The terminal turns "\n" into "\r\n"; skulk-host's own progress
 	// line, if it was drawn, is erased with "\r\x1b[K".
@@ -152,7 +152,7 @@ func killHostTree(t *testing.T, wait time.Duration) {
 	tree := append(testnet.Children(cmd.Process.Pid), grandchild) // the child, the grandchild (and the host's guardian)
 	require.Falsef(t, len(tree) < 2, "tree %v: want the child and the grandchild", tree)
 	for _, pid := range tree {
-		require.Falsef(t, !running(pid), "%d of %v not running before the kill", pid, tree)
+		require.Truef(t, running(pid), "%d of %v not running before the kill", pid, tree)
 	}
 	killed := time.Now()
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -272,7 +272,7 @@ func TestProviderTextEscapedOnTerminal(t *testing.T) {
 	})
 	t.Run("raw", func(t *testing.T) {
 		got := screen(t, "--raw")
-		require.Falsef(t, !strings.Contains(got, "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32m"), "--raw did not keep the provider's bytes: %q", got)
+		require.Truef(t, strings.Contains(got, "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32m"), "--raw did not keep the provider's bytes: %q", got)
 	})
 }
 

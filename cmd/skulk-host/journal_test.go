@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"os/exec"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
+	"github.com/stretchr/testify/require"
 )
 
 // lineReader delivers the lines of r on a channel, closed at EOF. The
@@ -44,7 +43,7 @@ func nextLine(t *testing.T, ch <-chan string, limit time.Duration, what string, 
 	for {
 		select {
 		case l, ok := <-ch:
-			require.Falsef(t, !ok, "%s: the output ended", what)
+			require.Truef(t, ok, "%s: the output ended", what)
 			if match(l) {
 				return l
 			}
@@ -118,9 +117,8 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 	fLines := lineReader(fOut)
 	var followed []string
 	for i := range 3 {
-		if _, err := io.WriteString(stdin, "line "+string(rune('a'+i))+"\n"); err != nil {
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		_, err := io.WriteString(stdin, "line "+string(rune('a'+i))+"\n")
+		require.NoError(t, err)
 		nextLine(t, aOutLines, 30*time.Second, "an echoed chunk", func(l string) bool { return strings.Contains(l, `"kind":"chunk"`) })
 	}
 	// The follower shows the kept events live, before the kill.
@@ -242,7 +240,7 @@ func callTree(t *testing.T, journal string, n int) string {
 	r := run(t, "", "call", "--journal", journal, "count", "--args", fmt.Sprintf(`{"n":%d}`, n), "--", childBin)
 	require.EqualValuesf(t, 0, r.Status, "call: %d %q", r.Status, r.Stderr)
 	tree, ok := treeOfLine(r.Stderr)
-	require.Falsef(t, !ok, "call: no journal tree line in %q", r.Stderr)
+	require.Truef(t, ok, "call: no journal tree line in %q", r.Stderr)
 	return tree
 }
 
@@ -272,7 +270,8 @@ func TestJournalEndNotConfirmed(t *testing.T) {
 	}
 	err := a.Wait()
 	var ee *exec.ExitError
-	require.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 1, "exit %v, want status 1; stderr %q", err, rest)
+	require.ErrorAsf(t, err, &ee, "want exit status 1; stderr %q", rest)
+	require.Equalf(t, 1, ee.ExitCode(), "exit %v, want status 1; stderr %q", err, rest)
 	all := strings.Join(rest, "\n")
 	status := strings.Index(all, "completed")
 	failure := strings.Index(all, "did not confirm the call's end")
@@ -305,7 +304,7 @@ func TestJournalRedact(t *testing.T) {
 	r := run(t, "", "call", "--journal", db, "--redact", "pad", "--json", "count", "--args", `{"n":2,"size":7}`, "--", childBin)
 	require.Falsef(t, r.Status != 0 || !strings.Contains(r.Stdout, "xxxxxxx"), "call: %d %q %q", r.Status, r.Stdout, r.Stderr)
 	tree, ok := treeOfLine(r.Stderr)
-	require.Falsef(t, !ok, "call: no journal tree line in %q", r.Stderr)
+	require.Truef(t, ok, "call: no journal tree line in %q", r.Stderr)
 	fl := run(t, "", "follow", db, tree)
 	if fl.Status != 0 || strings.Count(fl.Stdout, `"pad":"[redacted]"`) != 2 || strings.Count(fl.Stdout, `"redacted":true`) != 2 ||
 		strings.Contains(fl.Stdout, "xxxxxxx") {

@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +23,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/cmd/internal/cli"
@@ -410,8 +410,8 @@ func TestProgressLineInTerminal(t *testing.T) {
 	require.Falsef(t, len(draws) < 3, "want the progress line drawn several times during 1.5s, got %d draws in %q", len(draws), s)
 	lastDraw := draws[len(draws)-1][1]
 	rest := s[lastDraw:]
-	require.Falsef(t, !strings.HasPrefix(rest, clear), "the last progress line is not erased: %q", rest)
-	require.Falsef(t, !regexp.MustCompile(`^\r\x1b\[Kcompleted \{"slept_ms":1500\} — 2 frames, \d+ B in 1\.\d+s\r?\n$`).MatchString(rest), "after the progress line: %q", rest)
+	require.Truef(t, strings.HasPrefix(rest, clear), "the last progress line is not erased: %q", rest)
+	require.Truef(t, regexp.MustCompile(`^\r\x1b\[Kcompleted \{"slept_ms":1500\} — 2 frames, \d+ B in 1\.\d+s\r?\n$`).MatchString(rest), "after the progress line: %q", rest)
 	if out.Len() != 0 {
 		assert.Fail(t, fmt.Sprintf("stdout %q, want nothing (sleep has no chunks)", out.String()))
 	}
@@ -439,14 +439,13 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 		// Pacing, not synchronisation: the call must last long enough
 		// for the progress line to be drawn between the lines.
 		time.Sleep(200 * time.Millisecond)
-		if _, err := fmt.Fprintln(stdin, w); err != nil {
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		_, err := fmt.Fprintln(stdin, w)
+		require.NoError(t, err)
 	}
 	stdin.Close()
 	require.NoError(t, cmd.Wait(), "call")
 	s := awaitTerminal(ctx, t, read)
-	require.Falsef(t, !strings.Contains(s, " frames  "), "the progress line was never drawn: %q", s)
+	require.Truef(t, strings.Contains(s, " frames  "), "the progress line was never drawn: %q", s)
 	// What a person sees: apply carriage returns and erase-line codes.
 	var screen []string
 	for _, line := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
@@ -489,7 +488,7 @@ func TestChildGetsOnlyItsFDs(t *testing.T) {
 	require.NoError(t, err)
 	require.Falsef(t, strings.Contains(string(b), leakPath), "the child inherited skulk-host's descriptors:\n%s", b)
 	for _, fd := range []string{"/3 socket:", "/4 socket:"} {
-		require.Falsef(t, !strings.Contains(string(b), fd), "no %q among the child's descriptors:\n%s", fd, b)
+		require.Truef(t, strings.Contains(string(b), fd), "no %q among the child's descriptors:\n%s", fd, b)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +18,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/cmd/internal/cli"
 )
@@ -53,9 +53,8 @@ func TestCallMetricsAddr(t *testing.T) {
 		require.FailNow(t, fmt.Sprintf("no metrics address on stderr: %v", sc.Err()))
 	}
 	go io.Copy(io.Discard, stderr) // the rest of stderr, until the command exits
-	if _, err := io.WriteString(stdin, "hello\n"); err != nil {
-		require.FailNow(t, fmt.Sprint(err))
-	}
+	_, err = io.WriteString(stdin, "hello\n")
+	require.NoError(t, err)
 
 	// The server is up before the child: until the host started, a scrape
 	// has only the call counters.

@@ -125,9 +125,8 @@ func TestCallTracesOTLPFlushedOnSignal(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	// The call is running once its first chunk came back.
-	if _, err := io.WriteString(stdin, "hello\n"); err != nil {
-		require.FailNow(t, fmt.Sprint(err))
-	}
+	_, err = io.WriteString(stdin, "hello\n")
+	require.NoError(t, err)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() && !strings.Contains(sc.Text(), "HELLO") {
 	}

@@ -2,9 +2,10 @@ package hostconf
 
 import (
 	"fmt"
+	"testing"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"testing"
 )
 
 // TestCallsThroughHost checks §8 (calls a child makes through its host):

@@ -2,8 +2,9 @@ package hostconf
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestEarlyEnd runs children whose stream connection, control connection or

@@ -3,9 +3,10 @@ package hostconf
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestWellBehavedCall checks a call against a child that keeps every rule:

@@ -2,8 +2,9 @@ package hostconf
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // benchArgs make `skulk-host bench` a few small calls: a warm-up, one count

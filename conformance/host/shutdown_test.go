@@ -2,10 +2,11 @@ package hostconf
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestDeadlineBackstop runs a child that ignores its deadline.

@@ -3,8 +3,6 @@ package wordcount_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/skulktest"
+	"github.com/stretchr/testify/require"
 )
 
 // StartProvider runs the test binary as the relay child: TestMain hands
@@ -28,9 +27,8 @@ func TestCountWords(t *testing.T) {
 		host.WithInput(text("a quick brown fox"), text("jumps")))
 	require.NoError(t, err)
 	o := skulktest.Collect(t, c)
-	if o.Err != nil || len(o.ChunkPayloads()) != 2 {
-		require.FailNow(t, fmt.Sprintf("%v, %d chunks", o.Err, len(o.ChunkPayloads())))
-	}
+	require.NoError(t, o.Err)
+	require.Len(t, o.ChunkPayloads(), 2)
 	skulktest.JSONEqual(t, o.ChunkPayloads()[0], `{"words": 3}`)
 	skulktest.JSONEqual(t, o.Result, `{"total": 4}`)
 }
@@ -46,7 +44,10 @@ func TestSchemaRefusal(t *testing.T) {
 	h := skulktest.StartProvider(t, wordcount.Options(nil), host.Config{})
 	_, err := h.Call(t.Context(), "count_words", frame.MustPayload(map[string]any{"min_length": 0}))
 	var se *host.SchemaError
-	require.Falsef(t, !errors.As(err, &se) || se.Schema != "arguments" || se.Field != "/min_length" || se.Keyword != "minimum", "Call: %v, want a SchemaError for /min_length", err)
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "arguments", se.Schema)
+	require.Equal(t, "/min_length", se.Field)
+	require.Equal(t, "minimum", se.Keyword)
 }
 
 func TestDeadline(t *testing.T) {
@@ -56,12 +57,11 @@ func TestDeadline(t *testing.T) {
 	defer cancel()
 	c, err := h.Call(ctx, "wait", frame.MustPayload(map[string]any{"ms": 60_000}))
 	require.NoError(t, err)
-	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeTimeout || ce.Synthetic {
-		require.FailNow(t, fmt.Sprintf("outcome %v, want the provider's timeout", ce))
-	}
-	if err := cause(t, causes); !errors.Is(err, child.ErrTimeout) {
-		require.FailNow(t, fmt.Sprintf("the handler saw %v", err))
-	}
+	ce := skulktest.Collect(t, c).CallError()
+	require.NotNil(t, ce, "the call completed; want the provider's timeout")
+	require.Equal(t, frame.CodeTimeout, ce.Code)
+	require.False(t, ce.Synthetic, "the timeout is the provider's, not one the host made up")
+	require.ErrorIs(t, cause(t, causes), child.ErrTimeout, "what the handler saw")
 }
 
 // cause returns what the handler reported, failing the test after
@@ -85,17 +85,14 @@ func TestCancelReachesHandler(t *testing.T) {
 	ctx, stop := context.WithTimeout(t.Context(), skulktest.Timeout)
 	defer stop()
 	for f, err := c.Recv(ctx); f.Kind != frame.KindChunk; f, err = c.Recv(ctx) {
-		if err != nil { // the host's started, then {"waiting_ms"}: the handler runs
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		require.NoError(t, err) // the host's started, then {"waiting_ms"}: the handler runs
 	}
 	c.Cancel()
-	if ce := skulktest.Collect(t, c).CallError(); ce == nil || ce.Code != frame.CodeCancelled {
-		require.FailNow(t, fmt.Sprintf("outcome %v, want cancelled", ce))
-	}
-	if err := cause(t, causes); !errors.Is(err, child.ErrCancelRequested) && !errors.Is(err, child.ErrCallerCancelled) {
-		require.FailNow(t, fmt.Sprintf("the handler saw %v", err))
-	}
+	ce := skulktest.Collect(t, c).CallError()
+	require.NotNil(t, ce, "the call completed; want cancelled")
+	require.Equal(t, frame.CodeCancelled, ce.Code)
+	err = cause(t, causes)
+	require.Truef(t, errors.Is(err, child.ErrCancelRequested) || errors.Is(err, child.ErrCallerCancelled), "the handler saw %v", err)
 }
 
 // The built binary under a real host: what users deploy.

@@ -6,8 +6,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/bench/internal/compare"
@@ -191,7 +191,7 @@ func svgTexts(t *testing.T, file string) []string {
 			}
 		}
 	}
-	require.Falsef(t, !sawSVG, "%s: no <svg> element", file)
+	require.Truef(t, sawSVG, "%s: no <svg> element", file)
 	return texts
 }
 

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/bench/internal/cpuacct"
@@ -246,9 +246,8 @@ func TestGoPluginCrashLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	s := &grpcSystem{bin: bins.GoPlugin, dir: dir}
 	for range 3 {
-		if _, err := s.crash(ctx); err != nil {
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		_, err := s.crash(ctx)
+		require.NoError(t, err)
 	}
 	after, err := filepath.Glob(pattern)
 	require.NoError(t, err)

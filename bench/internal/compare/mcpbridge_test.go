@@ -13,7 +13,6 @@ package compare
 import (
 	"context"
 	"errors"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/bench/internal/mcpbench"
 )

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"math"
 	"os"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/bench/internal/cpuacct"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // tinyPlan sizes a sweep run for the tests: every sweep, few points,
@@ -184,9 +184,8 @@ func TestAccountingCountsBoth(t *testing.T) {
 			// a frame costs each side well over 50 ns.
 			for u := (cpuacct.Usage{}); u.Host < 100*time.Millisecond || u.Children < 100*time.Millisecond; {
 				require.NoError(t, sess.smallStream(ctx, c.batch))
-				if u, err = m.Stop(); err != nil {
-					require.FailNow(t, fmt.Sprint(err))
-				}
+				u, err = m.Stop()
+				require.NoError(t, err)
 				require.Falsef(t, u.Wall > 40*time.Second, "after %v: host %v, child %v of CPU", u.Wall, u.Host, u.Children)
 			}
 		})

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +18,8 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/skulktest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const examples = "../../../asif/testdata/"
@@ -111,7 +111,7 @@ func TestASIFCheckRefusals(t *testing.T) {
 		{"version", `"asif_version": "0.5"`, `"asif_version": "0.4"`, "asif_version"},
 	}
 	for _, tt := range tests {
-		require.Falsef(t, !strings.Contains(string(data), tt.old), "%s: the example lacks %q", tt.name, tt.old)
+		require.Truef(t, strings.Contains(string(data), tt.old), "%s: the example lacks %q", tt.name, tt.old)
 		path := filepath.Join(dir, tt.name+".json")
 		require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), tt.old, tt.new, 1)), 0o644))
 		code, stdout, stderr := runCLI(t, "asif", "check", path)
@@ -490,7 +490,7 @@ func TestASIFCheckEscapesHuman(t *testing.T) {
 		// the refusal names that stream.
 		{`"meeting-42"`, "\"meeting\u009b2J-42\u202e\""},
 	} {
-		require.Falsef(t, !strings.Contains(doc, r.old), "the example lacks %s", r.old)
+		require.Truef(t, strings.Contains(doc, r.old), "the example lacks %s", r.old)
 		doc = strings.ReplaceAll(doc, r.old, r.new)
 	}
 	path := filepath.Join(t.TempDir(), "evil.json")

@@ -189,7 +189,7 @@ func TestSaveMedia(t *testing.T) {
 	dir := t.TempDir()
 	path, err := saveMedia(dir, 7, &frame.InlineMedia{Data: []byte("xyz"), MediaType: "audio/wav; rate=8000"})
 	require.NoError(t, err)
-	require.Falsef(t, !strings.HasSuffix(path, "/media-000007.wav"), "path %s", path)
+	require.Truef(t, strings.HasSuffix(path, "/media-000007.wav"), "path %s", path)
 	path, err = saveMedia(dir, 8, &frame.InlineMedia{Data: nil, MediaType: "x/unknown"})
 	require.Falsef(t, err != nil || !strings.HasSuffix(path, "/media-000008.bin"), "path %s, %v", path, err)
 	// Media types are not case-sensitive.

@@ -216,6 +216,14 @@ type resumeWriter struct {
 func (rw *resumeWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
 
 func (rw *resumeWriter) Write(p []byte) (int, error) {
+	// Most events are written with nothing dropped: they are passed on
+	// unparsed (an event of a call's stream may be MiBs of JSON).
+	rw.h.mu.Lock()
+	none := len(rw.h.dropped) == 0
+	rw.h.mu.Unlock()
+	if none {
+		return rw.ResponseWriter.Write(p)
+	}
 	if id := responseID(p); id != "" {
 		key := callKey{rw.session, id}
 		rw.h.mu.Lock()
@@ -239,6 +247,12 @@ func responseID(p []byte) string {
 			data = data[:j]
 		}
 	}
+	return messageResponseID(data)
+}
+
+// messageResponseID is the id (requestIDKey) of the response data is, one
+// JSON-RPC message; "" when data is no response.
+func messageResponseID(data []byte) string {
 	var msg rpcHead
 	if json.Unmarshal(data, &msg) != nil || msg.Method != "" {
 		return ""
@@ -260,20 +274,17 @@ type cancelStore struct {
 }
 
 func (c *cancelStore) Append(ctx context.Context, session, stream string, data []byte) error {
-	var msg rpcHead
-	if len(data) > 0 && json.Unmarshal(data, &msg) == nil && msg.Method == "" {
-		if id := requestIDKey(msg.ID); id != "" {
-			key := callKey{session, id}
-			c.h.mu.Lock()
-			cancelled := c.h.inflight[key]
-			delete(c.h.inflight, key)
-			if cancelled {
-				c.h.drop(key)
-			}
-			c.h.mu.Unlock()
-			if cancelled {
-				data = nil
-			}
+	if id := messageResponseID(data); id != "" {
+		key := callKey{session, id}
+		c.h.mu.Lock()
+		cancelled := c.h.inflight[key]
+		delete(c.h.inflight, key)
+		if cancelled {
+			c.h.drop(key)
+		}
+		c.h.mu.Unlock()
+		if cancelled {
+			data = nil
 		}
 	}
 	return c.EventStore.Append(ctx, session, stream, data)

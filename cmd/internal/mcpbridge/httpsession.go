@@ -44,7 +44,7 @@ func (s *Server) recordVersion(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for id := range s.versions { // the ended sessions' go
+		for id := range s.versions { // drop the entries of sessions that ended
 			if !open[id] {
 				delete(s.versions, id)
 			}

@@ -2,8 +2,6 @@ package mcpbridge_test
 
 import (
 	"context"
-	"fmt"
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/host"
+	"github.com/stretchr/testify/require"
 )
 
 // lineLog keeps the lines of the children's output a host logs.
@@ -68,9 +67,8 @@ func TestServerLogReachesHost(t *testing.T) {
 	defer cancel()
 	h, lines := startLoggedWrapper(t, ctx)
 	defer h.Close(ctx)
-	if _, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait(); err != nil {
-		require.FailNow(t, fmt.Sprint(err))
-	}
+	_, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait()
+	require.NoError(t, err)
 	lines.wait(t, 10*time.Second, "mcp server log", "test-server", "a line from the test server")
 }
 

@@ -3,10 +3,11 @@ package mcpbridge
 import (
 	"bytes"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Once a call's result came (end), a progress notification for it is not

@@ -27,6 +27,25 @@ type rawSession struct {
 // sessions, event ids and resumption.
 const rawProtocol = "2025-11-25"
 
+// resume resumes the session's dropped stream after the event lastID
+// (GET with Last-Event-ID) and returns the response. Until the server has
+// seen the dropped connection go (its HTTP server notices a peer's close
+// on its own time), the stream is still held and a resumption gets 409
+// Conflict: resume tries again, as the go-sdk's client does, for up to
+// 10 s, and returns the last answer.
+func (r *rawSession) resume(t *testing.T, ctx context.Context, lastID string) *http.Response {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp := r.request(t, ctx, http.MethodGet, "", map[string]string{"Last-Event-ID": lastID, "Accept": "text/event-stream"})
+		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
+			return resp
+		}
+		resp.Body.Close()
+		time.Sleep(50 * time.Millisecond) // the server gives no signal of the close to wait on
+	}
+}
+
 func (r *rawSession) request(t *testing.T, ctx context.Context, method, body string, header map[string]string) *http.Response {
 	t.Helper()
 	var rd io.Reader
@@ -185,19 +204,7 @@ func TestHTTPStreamResumed(t *testing.T) {
 	dropStream()
 	resp.Body.Close()
 
-	// Until the server has seen the dropped connection go (its HTTP server
-	// notices a peer's close on its own time), the stream is still held
-	// and a resumption gets 409 Conflict: a client tries again, as the
-	// go-sdk's does.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp = r.request(t, ctx, http.MethodGet, "", map[string]string{"Last-Event-ID": e.id, "Accept": "text/event-stream"})
-		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
-			break
-		}
-		resp.Body.Close()
-		time.Sleep(50 * time.Millisecond)
-	}
+	resp = r.resume(t, ctx, e.id)
 	defer resp.Body.Close()
 	_, m = newSSE(t, resp).untilMessage(t, func(m map[string]any) bool {
 		require.NotEqual(t, "notifications/progress", m["method"], "an event before Last-Event-ID was sent again")
@@ -264,15 +271,7 @@ func TestHTTPCancelledNotReplayed(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, c.StatusCode)
 	waitFile(t, mark, "cancelled sleep", 20*time.Second)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for { // 409 until the server has seen the dropped POST go (TestHTTPStreamResumed)
-		resp = r.request(t, ctx, http.MethodGet, "", map[string]string{"Last-Event-ID": e.id, "Accept": "text/event-stream"})
-		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
-			break
-		}
-		resp.Body.Close()
-		time.Sleep(50 * time.Millisecond)
-	}
+	resp = r.resume(t, ctx, e.id)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the resumption of the dropped stream")
 	requireEndsUnanswered(t, newSSE(t, resp), 2, "the resumed stream of a cancelled call")
 	resp.Body.Close()

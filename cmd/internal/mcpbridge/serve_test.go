@@ -91,9 +91,8 @@ func (s *serveSession) listen(t *testing.T, args []string, within time.Duration)
 	s.cmd = exec.Command(hostBin, args...)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	var err error
-	if s.stderr, err = collectStderr(s.cmd); err != nil {
-		require.FailNow(t, fmt.Sprint(err))
-	}
+	s.stderr, err = collectStderr(s.cmd)
+	require.NoError(t, err)
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil { // close did not run
@@ -311,7 +310,7 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		ccancel()
 		select {
 		case err := <-done:
-			require.False(t, err == nil, "a cancelled call returned no error")
+			require.Error(t, err, "a cancelled call returned no error")
 		case <-time.After(10 * time.Second):
 			require.FailNow(t, "the cancelled call did not return")
 		}
@@ -326,7 +325,7 @@ func testServe(t *testing.T, start func(t *testing.T, ctx context.Context, flags
 		dctx, dcancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		_, err := s.sess.CallTool(dctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 30000}})
 		dcancel()
-		require.False(t, err == nil, "a call past the client's deadline returned no error")
+		require.Error(t, err, "a call past the client's deadline returned no error")
 		if res := callTool(t, ctx, s.sess, "echo", nil, nil); res.IsError {
 			require.FailNow(t, fmt.Sprintf("echo after the client's deadline: %s", textOf(res)))
 		}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 	"github.com/skulkrt/skulk/frame"
@@ -159,7 +159,8 @@ func TestWrapperUnderHost(t *testing.T) {
 		require.False(t, err != nil || f.Kind != frame.KindChunk, f, err)
 		ccancel()
 		_, err = c.Wait()
-		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeCancelled, "cancelled sleep: %v", err)
+		require.ErrorAs(t, err, &ce, "cancelled sleep")
+		require.Equalf(t, frame.CodeCancelled, ce.Code, "cancelled sleep: %v", err)
 		waitFile(t, mark, "cancelled sleep", 10*time.Second) // the MCP server saw the cancellation
 	})
 
@@ -167,7 +168,8 @@ func TestWrapperUnderHost(t *testing.T) {
 		dctx, dcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer dcancel()
 		_, err := call(t, dctx, h, "sleep", map[string]any{"ms": 30000}).Wait()
-		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeTimeout, "sleep past its deadline: %v", err)
+		require.ErrorAs(t, err, &ce, "sleep past its deadline")
+		require.Equalf(t, frame.CodeTimeout, ce.Code, "sleep past its deadline: %v", err)
 	})
 
 	t.Run("server crash", func(t *testing.T) {
@@ -186,13 +188,14 @@ func TestWrapperUnderHost(t *testing.T) {
 		server, wrapper := serverPids(t, ctx, h)
 		c := call(t, ctx, h, "sleep", map[string]any{"ms": 30000})
 		for range 2 { // started, then the "sleeping" progress
-			if _, err := c.Recv(ctx); err != nil {
-				require.FailNow(t, fmt.Sprint(err))
-			}
+			_, err := c.Recv(ctx)
+			require.NoError(t, err)
 		}
 		require.NoError(t, syscall.Kill(wrapper, syscall.SIGKILL))
 		_, err := c.Wait()
-		require.Falsef(t, !errors.As(err, &ce) || ce.Code != frame.CodeUnreachable || !ce.Synthetic, "after kill -9: %v", err)
+		require.ErrorAs(t, err, &ce, "after kill -9")
+		require.Equalf(t, frame.CodeUnreachable, ce.Code, "after kill -9: %v", err)
+		require.Truef(t, ce.Synthetic, "after kill -9: %v, want a terminal the host made up", err)
 		processGone(t, server, 10*time.Second) // the server was in the wrapper's group
 		if s2, _ := serverPids(t, ctx, h); s2 == server {
 			assert.Fail(t, "no restart")

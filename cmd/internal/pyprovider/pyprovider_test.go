@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -44,9 +44,8 @@ func provider(t *testing.T) string {
 	}
 	p, err := filepath.Abs(filepath.Join("..", "..", "..", "python", "skulk-py-child"))
 	require.NoError(t, err)
-	if _, err := os.Stat(p); err != nil {
-		require.FailNow(t, fmt.Sprint(err))
-	}
+	_, err = os.Stat(p)
+	require.NoError(t, err)
 	return p
 }
 
@@ -177,9 +176,8 @@ func TestKill9(t *testing.T) {
 	c, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 10_000_000}))
 	require.NoError(t, err)
 	for range 10 {
-		if _, err := c.Recv(ctx); err != nil {
-			require.FailNow(t, fmt.Sprint(err))
-		}
+		_, err := c.Recv(ctx)
+		require.NoError(t, err)
 	}
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	for {
