@@ -396,15 +396,14 @@ type CallOption func(*callOptions)
 
 // callOptions is what the CallOptions of one call set.
 type callOptions struct {
-	trace        map[string]string
-	tree, parent string
-	observers    []calllog.Observer
-	journal      *calllog.Journal
-	streamed     bool             // set by WithArgumentFragments: the request event carries the arguments
-	fragments    iter.Seq[string] // WithArgumentFragments
-	input        []frame.Payload
-	closedInput  bool       // WithInput: the caller's whole input goes with the invoke
-	span         trace.Span // the call's client span; nil when tracing is off
+	trace       map[string]string
+	observers   []calllog.Observer
+	journal     *calllog.Journal
+	streamed    bool             // set by WithArgumentFragments: the request event carries the arguments
+	fragments   iter.Seq[string] // WithArgumentFragments
+	input       []frame.Payload
+	closedInput bool       // WithInput: the caller's whole input goes with the invoke
+	span        trace.Span // the call's client span; nil when tracing is off
 }
 
 func gatherOptions(opts []CallOption) *callOptions {
@@ -419,13 +418,6 @@ func gatherOptions(opts []CallOption) *callOptions {
 // invoke. The map is not copied; do not modify it afterwards.
 func WithTrace(trace map[string]string) CallOption {
 	return func(o *callOptions) { o.trace = trace }
-}
-
-// withParent places the call's invoke in a call tree built by hand: tree is
-// the outermost call's id, parent the id of the call that makes this one.
-// A running call in the call's context (Program) takes precedence.
-func withParent(tree, parent string) CallOption {
-	return func(o *callOptions) { o.tree, o.parent = tree, parent }
 }
 
 // WithObservers adds observers to the call (or program): they are given
@@ -641,7 +633,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 			return nil, h.refuse(ctx, rec, "pool_down", frame.CodeUnreachable, err)
 		}
 	}
-	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.Desc.ID, Arguments: args, Trace: o.trace, Tree: o.tree, Parent: o.parent}
+	inv := &wire.Invoke{CallID: rec.ID(), ToolID: t.Desc.ID, Arguments: args, Trace: o.trace}
 	if p := rec.Parent(); p != nil {
 		inv.Tree, inv.Parent = rec.Tree(), p.ID()
 		inv.Depth = int64(depthOf(rec))
