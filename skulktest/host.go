@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"testing"
@@ -18,7 +17,7 @@ import (
 
 // Timeout bounds every wait of this package that the caller gives no
 // deadline of its own: a host's start and close, a Peer's and a Stream's
-// reads and writes; a build is given buildTimeout. It is generous for a
+// reads and writes (a build has 15 minutes: BuildIn). It is generous for a
 // loaded 2-core machine under -race, and still a failure rather than a
 // hang.
 const Timeout = 10 * time.Second
@@ -26,13 +25,6 @@ const Timeout = 10 * time.Second
 // closeTimeout bounds host.Close in a cleanup: a drain's grace (5 s by
 // default) plus the cancel grace plus the kill grace, with room.
 const closeTimeout = 30 * time.Second
-
-// buildTimeout bounds one go build: a failure rather than a hang, and
-// generous for a cold build cache on a loaded 2-core machine, where a
-// first non-race build of the module's dependencies (the pure-Go SQLite
-// among them) beside a race-enabled test run can take more than 5
-// minutes.
-const buildTimeout = 15 * time.Minute
 
 // StartHost starts a host with cfg for the test and closes it when the
 // test ends. Then it fails the test for anything the test process has that
@@ -173,17 +165,17 @@ func Build(t testing.TB, pkg string) string {
 // BuildIn compiles the main package pkg into dir and returns the binary's
 // path: dir joined with the package's last path element ("provider" when
 // that is "." or ".."). The build runs `go` from PATH in the current
-// directory, for at most five minutes.
+// directory, for at most 15 minutes. Builds from the tests of several
+// packages at once, as `go test ./...` runs them, take turns, so that what
+// they share is compiled once into the go build cache.
 func BuildIn(dir, pkg string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
 	name := path.Base(filepath.ToSlash(pkg))
 	if name == "." || name == ".." || name == "/" {
 		name = "provider"
 	}
-	bin := filepath.Join(dir, name)
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("skulktest: go build %s: %w\n%s", pkg, err, out)
+	bin, err := testnet.BuildAs(filepath.Join(dir, name), pkg)
+	if err != nil {
+		return "", fmt.Errorf("skulktest: %w", err)
 	}
 	return bin, nil
 }

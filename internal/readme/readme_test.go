@@ -3,19 +3,18 @@
 package readme
 
 import (
-	"context"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,9 +41,7 @@ func TestREADMEExamplesCompile(t *testing.T) {
 		if n := len(regexp.MustCompile("\n").FindAll(b[1], -1)); n > 40 {
 			assert.Fail(t, fmt.Sprintf("README example %d is %d lines; keep it short", i, n))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold cache on a loaded machine: see testnet.Build
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", os.DevNull, "./"+dir).CombinedOutput()
-		cancel()
-		assert.NoErrorf(t, err, "README example %d does not build: %v\n%s", i, err, out)
+		_, err := testnet.BuildAs(os.DevNull, "./"+dir)
+		assert.NoErrorf(t, err, "README example %d does not build: %v", i, err)
 	}
 }

@@ -2,17 +2,22 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// buildTimeout bounds one go build: a failure rather than a hang, and
-// generous for a cold build cache on a loaded 2-core machine, where the
-// first non-race build of the module's dependencies (the pure-Go SQLite
-// among them) beside a race-enabled test run took more than 5 minutes.
+// buildTimeout bounds one go build, the wait for another process's build
+// of the same package included: a failure rather than a hang, and generous
+// for a cold build cache on a loaded 2-core machine, where the first
+// non-race build of the module's dependencies (the pure-Go SQLite among
+// them) beside a race-enabled test run took more than 5 minutes.
 const buildTimeout = 15 * time.Minute
 
 // Build compiles the main package pkg, an import path such as
@@ -20,11 +25,66 @@ const buildTimeout = 15 * time.Minute
 // binary's path (dir joined with the package's last element). Tests build
 // their child or CLI once in TestMain and run it as a real process.
 func Build(dir, pkg string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	bin := filepath.Join(dir, path.Base(pkg))
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("testnet: go build %s: %w\n%s", pkg, err, out)
+	bin, err := BuildAs(filepath.Join(dir, path.Base(pkg)), pkg)
+	if err != nil {
+		return "", fmt.Errorf("testnet: %w", err)
 	}
 	return bin, nil
+}
+
+// BuildAs compiles the main package pkg (an import path, or a path
+// relative to the current directory) to the file bin.
+//
+// `go test ./...` runs several packages' tests at once, and each builds
+// the binaries it runs in TestMain. Two builds at the same moment would
+// each compile the dependencies they share, since the go build cache is
+// shared but not coordinated between processes. So every build holds one
+// lock file (buildLock, in os.TempDir) while it runs: the next waits for it
+// and then finds what they share compiled in the cache. On 2 cores that
+// costs no parallelism worth having: a build uses every core it gets.
+func BuildAs(bin, pkg string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	unlock, err := lockBuilds(ctx)
+	if err != nil {
+		return "", fmt.Errorf("go build %s: lock: %w", pkg, err)
+	}
+	defer unlock()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// buildLock is the lock file's name in os.TempDir. It stays there, empty:
+// removing it could let one process lock a new file while another holds
+// the old one.
+const buildLock = "skulk-test-build.lock"
+
+// lockPoll is how often lockBuilds tries a lock another process holds.
+const lockPoll = 50 * time.Millisecond
+
+// lockBuilds takes the build lock, waiting until ctx is done for another
+// process to release it, and returns its release.
+func lockBuilds(ctx context.Context) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), buildLock), os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing the file releases the lock
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(lockPoll):
+		}
+	}
 }

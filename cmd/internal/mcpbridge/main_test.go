@@ -51,18 +51,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// A failure rather than a hang, generous for a cold build cache on a
-	// loaded machine (see testnet.Build).
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	for _, b := range []struct{ out, pkg string }{{hostBin, "github.com/skulkrt/skulk/cmd/skulk-host"}, {childBin, "github.com/skulkrt/skulk/cmd/skulk-child"}, {wrapperBin, "github.com/skulkrt/skulk/cmd/skulk-mcp"}} {
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
+		if _, err := testnet.BuildAs(b.out, b.pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
-			cancel()
 			os.Exit(1)
 		}
 	}
-	cancel()
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
