@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -47,15 +49,23 @@ func TestHealthChildLeavesControlUnread(t *testing.T) {
 	time.Sleep(5 * cfg.HealthInterval)
 
 	var full time.Time
-	for i := 0; full.IsZero(); i++ {
-		ok, err := ch.ctrlW.TryWrite(&wire.Cancel{CallID: fmt.Sprintf("fill-%d", i), Reason: "fill"})
+	for i, queued := 0, true; full.IsZero() || queued; i++ {
+		var err error
+		queued, err = ch.ctrlW.TryWrite(&wire.Cancel{CallID: fmt.Sprintf("fill-%d", i), Reason: "fill"})
 		require.NoError(t, err)
-		if !ok {
+		if !queued {
 			time.Sleep(time.Millisecond) // the queue is at its bound: let the flusher meet the full socket
 		}
 		full = ch.ctrlW.FullSince()
 		require.Less(t, i, 1<<20, "the control socket never filled")
 	}
+	// A cancel written as the host writes them (Call.sendCancel) waits
+	// for room in the full queue, until the child is declared dead and
+	// its connection ends.
+	cancelDone := make(chan error, 1)
+	go func() { // returns when the write ends: room, or the connection's end
+		cancelDone <- ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Cancel{CallID: "late", Reason: "late"})
+	}()
 	// Pongs still come meanwhile: the child looks healthy by them.
 	dead, cause := firstDeath(t, h, 15*time.Second)
 	require.ErrorIs(t, cause, errControlUnread)
@@ -67,6 +77,12 @@ func TestHealthChildLeavesControlUnread(t *testing.T) {
 	took := dead.Sub(full)
 	assert.GreaterOrEqual(t, took, cfg.HealthTimeout, "declared before the writer had waited a whole timeout")
 	assert.LessOrEqual(t, took, cfg.HealthTimeout+2*cfg.HealthInterval+time.Second)
+	select {
+	case err := <-cancelDone:
+		assert.Error(t, err, "the cancel was written to a child that read nothing")
+	case <-time.After(cfg.KillGrace + 5*time.Second):
+		require.FailNow(t, "a cancel write still waits on the dead child")
+	}
 }
 
 // TestHealthPongFlood: a child that stops answering pings and writes
