@@ -97,7 +97,9 @@ func (v *Vectored) Load(pieces [][]byte) {
 	v.mu.Lock()
 	v.left, v.err, v.waited = pieces, nil, false
 	v.mu.Unlock()
-	v.fullAt.Store(0)
+	if v.fullAt.Load() != 0 { // a load costs less than a store on every write
+		v.fullAt.Store(0)
+	}
 }
 
 // Write writes every loaded piece, in order, or returns the first error.
@@ -156,7 +158,9 @@ func (v *Vectored) Unload() {
 	clear(v.vec)
 	v.left, v.err = nil, nil
 	v.mu.Unlock()
-	v.fullAt.Store(0)
+	if v.fullAt.Load() != 0 { // a load costs less than a store on every write
+		v.fullAt.Store(0)
+	}
 }
 
 // Detach replaces what is left to write of data (an attachment of the
