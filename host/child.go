@@ -438,14 +438,14 @@ func (ch *child) watch() (error, stopMode) {
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
 	var nonce, answered uint64 // the last ping sent, the newest answered
-	// written is how many bytes the child had written on the control
-	// connection (read by the host, or waiting unread) when the health
-	// timer was last started: a timeout that finds bytes waiting unread
-	// and more written than then gives the child another timeout.
-	written := ch.ctrlIn.Load()
-	// lastHandled is ctrlHandled at the last look of a timeout that found
-	// bytes waiting for the host (none yet: a value it cannot have).
-	lastHandled := ^uint64(0)
+	// A timeout that found bytes of the child's waiting for the host holds
+	// the verdict until the host has handled target bytes (all the child
+	// had written on the control connection at that look), and no later
+	// than heldUntil (one HealthTimeout after that look); zero heldUntil:
+	// no verdict is held.
+	var target uint64
+	var heldUntil time.Time
+	recheck := min(cfg.HealthInterval, healthRecheck)
 	// When the latest pings were written, by nonce: a pong to one of them
 	// gives its round trip; one answering an older ping is not timed.
 	// marks says, by nonce, whether the control writer has put the ping
@@ -454,21 +454,41 @@ func (ch *child) watch() (error, stopMode) {
 	var marks [pingsTimed]uint64
 	var lost lostCalls
 	ping := func() error {
+		// Request: when the writer is idle the supervisor writes the
+		// ping itself, so that it does not also wait for the writer's
+		// flusher to get the CPU. The context bounds the wait for room
+		// in the writer's queue (full when the child does not read its
+		// control connection): a ping that finds no room within an
+		// interval is not sent, and the supervisor goes on to judge the
+		// child by its unread connection (controlUnread).
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.HealthInterval)
+		defer cancel()
+		err := ch.ctrlW.Write(ctx, coalesce.Request, &wire.Ping{Nonce: nonce + 1})
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil
+		}
 		if nonce == answered {
 			// Nothing was outstanding, so the health timer was stopped:
 			// the child is late only once it has a ping to answer.
 			unhealthy.Reset(cfg.HealthTimeout)
-			written = ch.ctrlIn.Load()
 		}
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
-		// Request: when the writer is idle the supervisor writes the
-		// ping itself, so that it does not also wait for the writer's
-		// flusher to get the CPU.
-		err := ch.ctrlW.Write(context.Background(), coalesce.Request, &wire.Ping{Nonce: nonce})
 		marks[nonce%pingsTimed] = ch.ctrlW.Mark()
 		return err
 	}
+	// controlUnread reports whether the child has left the host's writes
+	// on the control connection unread for a whole HealthTimeout: the
+	// write under way found the socket full that long ago and has not
+	// ended, and (where the host can tell: Linux) bytes the host wrote
+	// still wait in the socket for the child to read them. A host whose
+	// writer had no CPU to go on after the child read everything leaves
+	// nothing in the socket, so it does not blame the child.
+	controlUnread := func(now time.Time) bool {
+		full := ch.ctrlW.FullSince()
+		return !full.IsZero() && now.Sub(full) >= cfg.HealthTimeout && (!unreadKnown || unsent(ch.proc.ctrl))
+	}
+
 	if err := ping(); err != nil {
 		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 	}
@@ -479,7 +499,7 @@ func (ch *child) watch() (error, stopMode) {
 			// the one answered last: it says nothing of now.
 			return nil, 0
 		}
-		answered, written = p.Nonce, ch.ctrlIn.Load()
+		answered, heldUntil = p.Nonce, time.Time{}
 		if answered == nonce {
 			// Every ping is answered: the child owes nothing until the
 			// next, which starts the timer again. Time the host spends
@@ -536,6 +556,12 @@ func (ch *child) watch() (error, stopMode) {
 		select {
 		case <-ticker.C:
 			ch.proc.contained.Track() // the descendants seen now are found again if they leave the tree
+			if controlUnread(time.Now()) {
+				// Whatever its pongs say (a child can answer pings it
+				// never read): the host's control writes would wait
+				// for it forever.
+				return errControlUnread, stopDead
+			}
 			if err := ping(); err != nil {
 				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}
@@ -550,9 +576,41 @@ func (ch *child) watch() (error, stopMode) {
 			ch.h.log.Warn("child said bye without a drain", "child", ch.id, "pid", ch.proc.pid)
 			return ErrChildLeft, stopLeaving
 		case <-unhealthy.C:
+			if nonce == answered {
+				continue // nothing is owed (a ping that found no room was not sent)
+			}
+			// The child is judged only by what it did with the pings it
+			// was given, never by the host's own lack of CPU; and a child
+			// that does not read, or keeps writing, cannot hold the
+			// verdict back for long (docs/operations.md, "Health"):
+			//
+			// The oldest ping unanswered is still in the host's own
+			// writer. If the writer waits for a full socket the child has
+			// not read for a whole timeout, the child is unhealthy
+			// (controlUnread). Otherwise the child never got the ping: it
+			// gets a whole timeout more, or until the writer has waited
+			// a whole timeout for the full socket.
+			//
+			// Bytes the child wrote on the control connection wait for
+			// the host: unread on the socket, or read by readControl and
+			// not handled yet. They may hold the answer, which the
+			// host's goroutines have not had the CPU to take: the timer
+			// looks again every healthRecheck until the host has handled
+			// every byte the child had written at the first look (an
+			// answer among them was handled below), for one
+			// HealthTimeout at most. What the child writes after that
+			// look holds nothing back: a stream of pongs with old nonces
+			// cannot keep its verdict away.
+			//
+			// A hung child writes nothing, and a ping written to it
+			// stays unanswered.
+			handled := ch.ctrlHandled.Load() // before ctrlIn: never more than it
+			in, u := ch.ctrlIn.Load(), uint64(unread(ch.proc.ctrl))
 			// A pong already read wins over the timeout that fired while
 			// this goroutine waited to run: select picks at random among
 			// ready cases, and a host starved of CPU finds both ready.
+			// Looked for after handled was loaded, so that every pong
+			// among the handled bytes is in the channel or taken.
 			select {
 			case p := <-ch.pongs:
 				before := answered
@@ -564,36 +622,26 @@ func (ch *child) watch() (error, stopMode) {
 				}
 			default:
 			}
-			// The child is judged only by what it did with the pings it
-			// was given, never by the host's own lack of CPU:
-			//
-			// The oldest ping unanswered is still in the host's own
-			// writer: the child never got it, and gets a whole timeout.
-			//
-			// Bytes the child wrote on the control connection wait for
-			// the host: unread on the socket, or read by readControl and
-			// not handled yet. They may hold the answer, which the
-			// host's goroutines have not had the CPU to take: the timer
-			// looks again after healthRecheck, for as long as the host
-			// has taken none of them since the last look, or the child
-			// wrote more. Once the host took them, an answer among them
-			// was handled above; bytes that held none (a pong with a
-			// nonce the host never sent, say) leave the child unhealthy
-			// at the next look, within healthRecheck of the timeout.
-			//
-			// A hung child writes nothing, and a ping written to it
-			// stays unanswered.
-			handled := ch.ctrlHandled.Load() // before ctrlIn: never more than it
-			in, u := ch.ctrlIn.Load(), uint64(unread(ch.proc.ctrl))
-			waiting, n := u+in-handled, in+u
+			now := time.Now()
+			if controlUnread(now) {
+				return errControlUnread, stopDead
+			}
 			if !ch.ctrlW.Written(marks[oldestUnanswered(nonce, answered)%pingsTimed]) {
-				written = max(n, written)
-				unhealthy.Reset(cfg.HealthTimeout)
+				wait := cfg.HealthTimeout
+				if full := ch.ctrlW.FullSince(); !full.IsZero() {
+					wait = min(wait, max(recheck, full.Add(cfg.HealthTimeout).Sub(now)))
+				}
+				heldUntil = time.Time{}
+				unhealthy.Reset(wait)
 				continue
 			}
-			if waiting > 0 && (n > written || handled == lastHandled) {
-				written, lastHandled = max(n, written), handled
-				unhealthy.Reset(min(cfg.HealthInterval, healthRecheck))
+			switch {
+			case heldUntil.IsZero() && u+in-handled > 0:
+				target, heldUntil = in+u, now.Add(cfg.HealthTimeout)
+				unhealthy.Reset(recheck)
+				continue
+			case !heldUntil.IsZero() && handled < target && now.Before(heldUntil):
+				unhealthy.Reset(recheck)
 				continue
 			}
 			return ErrUnhealthy, stopDead
@@ -716,14 +764,16 @@ func (ch *child) drain() error {
 	if dl, ok := ctx.Deadline(); ok {
 		grace = min(grace, max(0, time.Until(dl)-h.cfg.KillGrace-h.cfg.CancelGrace)/2)
 	}
-	ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Drain{GraceMS: grace.Milliseconds()})
-	t := time.NewTimer(grace + h.cfg.CancelGrace + deadlineGrace)
-	defer t.Stop()
+	// The wait bounds the drain's write too: a child that does not read
+	// its control connection (the writer's queue full) is killed as one
+	// that does not leave.
+	wait, cancel := context.WithTimeout(ctx, grace+h.cfg.CancelGrace+deadlineGrace)
+	defer cancel()
+	ch.ctrlW.Write(wait, coalesce.Stream, &wire.Drain{GraceMS: grace.Milliseconds()})
 	select {
 	case <-ch.proc.exited:
 		return nil
-	case <-t.C:
-	case <-ctx.Done():
+	case <-wait.Done():
 	}
 	if ch.proc.kill(h.cfg.KillGrace) {
 		return fmt.Errorf("host: child %s: did not exit after its drain: killed", ch.id)

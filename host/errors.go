@@ -32,7 +32,9 @@ var (
 	// control connection ends without a drain.
 	ErrChildDied = errors.New("host: child died")
 	// ErrUnhealthy is the cause recorded when a child answers no ping
-	// within Config.HealthTimeout.
+	// within Config.HealthTimeout, or leaves the host's writes on its
+	// control connection unread for as long (docs/operations.md,
+	// "Health").
 	ErrUnhealthy = errors.New("host: child unhealthy: no pong in time")
 	// ErrChildLeft is the cause recorded when a child says bye without
 	// being drained: the host sends it no new calls, lets the running ones
@@ -219,3 +221,7 @@ func newCatalog(tools []wire.Tool) (*toolschema.Catalog, error) {
 	}
 	return c, nil
 }
+
+// errControlUnread is the ErrUnhealthy of a child that left the host's
+// writes on its control connection unread for a whole HealthTimeout.
+var errControlUnread = fmt.Errorf("%w: its control connection left unread", ErrUnhealthy)

@@ -570,6 +570,16 @@ func (w *Writer) Written(mark uint64) bool {
 	return w.written >= mark
 }
 
+// FullSince returns when the write under way first found the connection
+// full (its peer not reading), and the zero time when no write is under
+// way or the one under way has not met a full connection. The time stays
+// until that write ends, however little the peer reads meanwhile: a
+// write that has waited long is one whose peer has not read a batch's
+// worth (at most twice maxPending plus the attachments being written) in
+// that time. It does not wait, and never reports a full connection off
+// Unix systems (see writev). Safe for concurrent use.
+func (w *Writer) FullSince() time.Time { return w.dst.FullSince() }
+
 // Flush waits until every packet queued so far has been written and returns
 // the write error, if any.
 func (w *Writer) Flush() error {

@@ -34,7 +34,7 @@ func tools() []wire.Tool {
 	for _, id := range []string{
 		"byecall", "gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang",
 		"die", "hangup", "idleclose", "idlewrite", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage",
-		"mute", "closefd3", "escape", "escapestuck", "escapedie", "evil", "inputdie", "inputgarbage", "lostfinish",
+		"mute", "deaf", "pongflood", "closefd3", "escape", "escapestuck", "escapedie", "evil", "inputdie", "inputgarbage", "lostfinish",
 		"logflood", "mediaflood", "daemon", "swarm", "hog", "forkloop", "spawn", "attackhost",
 	} {
 		ts = append(ts, wire.Tool{ID: id})
@@ -233,6 +233,11 @@ func call(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, nc ne
 		writeControlRaw([]byte(notMessagePack))
 	case "mute":
 		muted.Store(true)
+	case "deaf":
+		deaf.Store(true)
+	case "pongflood":
+		muted.Store(true)
+		go floodPongs() // stopped by the control connection's end or the process exiting
 	case "closefd3":
 		closedCtrl.Store(true)
 		ctrl.Close()

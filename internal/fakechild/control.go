@@ -25,6 +25,11 @@ var (
 	// control connection.
 	muted, closedCtrl atomic.Bool
 	stuck             atomic.Bool // pongs report one stuck handler (escapestuck)
+	// deaf: the control loop stops reading fd 3 after the packet it reads
+	// next and answers pings blindly (deaf).
+	deaf atomic.Bool
+	// healthInterval is the startup's, set before any tool runs.
+	healthInterval time.Duration
 	// running counts the calls whose tool has not returned, for pongs.
 	running atomic.Int64
 )
@@ -85,8 +90,12 @@ func serve(mode string) int {
 	}
 	poolStartAfterHello(mode)
 	cr := packetio.NewReader(ctrl, wire.Limits{})
-	if _, err := cr.ReadPacket(); err != nil {
+	first, err := cr.ReadPacket()
+	if err != nil {
 		return 2
+	}
+	if st, ok := first.(*wire.Startup); ok {
+		healthInterval = time.Duration(st.HealthIntervalMS) * time.Millisecond
 	}
 	if mode == "badtools" { // a tool list the host cannot take: two tools of one id
 		if err := writeControl(&wire.Tools{Tools: []wire.Tool{{ID: "ok"}, {ID: "ok"}}}); err != nil {
@@ -118,6 +127,10 @@ func serve(mode string) int {
 					pong.Streams, pong.Stuck = max(pong.Streams, 1), 1
 				}
 				writeControl(pong)
+			}
+			if deaf.Load() {
+				go blindPongs(p.Nonce) // stopped by the process exiting
+				select {}              // fd 3 is never read again
 			}
 		case *wire.Drain:
 			ln.Close()
@@ -192,4 +205,43 @@ func waitMarkers(dir, suffix string, n int) bool {
 		}
 	}
 	return false
+}
+
+// blindPongs is the deaf tool's child, which reads no ping after the one
+// of nonce last: it answers pings all the same, guessing their nonces from
+// the health interval (two behind the host's, so that every guess is a
+// ping the host sent), as a child could that wants to look healthy while
+// it leaves its control connection unread.
+func blindPongs(last uint64) {
+	start := time.Now()
+	for {
+		time.Sleep(healthInterval / 2)
+		if n := uint64(time.Since(start) / healthInterval); n > 2 {
+			if writeControl(&wire.Pong{Nonce: last + n - 2, Streams: running.Load()}) != nil {
+				return
+			}
+		}
+	}
+}
+
+// floodPongs writes pongs that answer no ping (nonce 1, the first ping's,
+// answered long ago) back to back, as fast as the host reads them, until
+// the control connection fails.
+func floodPongs() {
+	one, err := packetio.Encode(&wire.Pong{Nonce: 1}, wire.Limits{})
+	if err != nil {
+		return
+	}
+	var batch []byte
+	for len(batch) < 4<<10 {
+		batch = append(batch, one...)
+	}
+	for {
+		ctrlMu.Lock()
+		_, err := ctrl.Write(batch)
+		ctrlMu.Unlock()
+		if err != nil {
+			return
+		}
+	}
 }

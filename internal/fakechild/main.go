@@ -100,6 +100,13 @@
 //	ctrlgarbage  sends a header that is not MessagePack on the control
 //	             connection
 //	mute         stops answering pings, and never answers the call
+//	deaf         stops reading the control connection once it has
+//	             answered the next ping, and answers pings blindly (their
+//	             nonces guessed from the health interval, two behind);
+//	             never answers the call
+//	pongflood    stops answering pings and writes pongs with nonce 1
+//	             back to back for as long as the host reads them; never
+//	             answers the call
 //	closefd3     closes the control connection and goes on serving streams
 //	escape       starts a setsid grandchild, waits for its pid file, then
 //	             serves as ok

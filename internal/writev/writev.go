@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -46,6 +48,24 @@ type Vectored struct {
 	// flusher gives its Gate slot back and takes it again there).
 	OnFull, OnWritable func()
 	waited             bool // the last writev call stopped at a full socket and had raw.Write wait
+
+	// fullAt is when the write under way (from Load to Unload) first found
+	// the socket full, in Unix nanoseconds; 0 when it has not. Read by
+	// FullSince from any goroutine.
+	fullAt atomic.Int64
+}
+
+// FullSince returns when the write under way first found its socket full
+// (a write that had to stop, or wait, for the peer to read), and the zero
+// time when no write is under way or the one under way has not met a full
+// socket. A write that makes progress after that keeps its time until it
+// ends: a peer that reads a byte now and then does not make it new. Safe
+// for concurrent use.
+func (v *Vectored) FullSince() time.Time {
+	if at := v.fullAt.Load(); at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Time{}
 }
 
 // Init sets v up to write to dst.
@@ -77,6 +97,9 @@ func (v *Vectored) Load(pieces [][]byte) {
 	v.mu.Lock()
 	v.left, v.err, v.waited = pieces, nil, false
 	v.mu.Unlock()
+	if v.fullAt.Load() != 0 { // a load costs less than a store on every write
+		v.fullAt.Store(0)
+	}
 }
 
 // Write writes every loaded piece, in order, or returns the first error.
@@ -135,6 +158,9 @@ func (v *Vectored) Unload() {
 	clear(v.vec)
 	v.left, v.err = nil, nil
 	v.mu.Unlock()
+	if v.fullAt.Load() != 0 { // a load costs less than a store on every write
+		v.fullAt.Store(0)
+	}
 }
 
 // Detach replaces what is left to write of data (an attachment of the
@@ -202,6 +228,9 @@ func (v *Vectored) writev(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if v.fullAt.Load() == 0 {
+				v.fullAt.Store(time.Now().UnixNano())
+			}
 			if v.noWait {
 				v.full = true
 				return true

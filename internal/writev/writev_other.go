@@ -2,7 +2,10 @@
 
 package writev
 
-import "io"
+import (
+	"io"
+	"time"
+)
 
 // Vectored writes loaded pieces to one destination: here, where there is
 // no writev, with one Write per piece.
@@ -14,6 +17,10 @@ type Vectored struct {
 	// full socket from a slow one.
 	OnFull, OnWritable func()
 }
+
+// FullSince returns the zero time: here a write cannot tell a full socket
+// from a slow one.
+func (v *Vectored) FullSince() time.Time { return time.Time{} }
 
 // Init sets v up to write to dst.
 func (v *Vectored) Init(dst io.Writer) { v.dst = dst }

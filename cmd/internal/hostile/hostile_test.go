@@ -314,6 +314,10 @@ func TestHostileChildren(t *testing.T) {
 		// recorder.MaxText of them, so the heap stays bounded.
 		{"text flood without reading", "textflood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
 		{"never answers pings", "mute", frame.KindFailed, frame.CodeUnreachable, 0, false},
+		// Stale pongs back to back keep bytes waiting for the host's
+		// control reader at every look of the health timer; they hold
+		// the verdict for one more health timeout at most.
+		{"floods the control connection with stale pongs", "pongflood", frame.KindFailed, frame.CodeUnreachable, 0, false},
 		{"closes fd 3 and keeps working", "closefd3", frame.KindFailed, frame.CodeUnreachable, 0, false},
 		{"64 MiB of stderr without a newline", "stderrflood", frame.KindCompleted, 0, 0, false},
 		{"forks a setsid grandchild and exits", "escapedie", frame.KindFailed, frame.CodeUnreachable, 0, true},

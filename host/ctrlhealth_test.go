@@ -1,0 +1,108 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/wire"
+)
+
+// firstDeath waits up to limit for the first incarnation of slot 0 to be
+// declared dead and returns when that was seen and its cause.
+func firstDeath(t *testing.T, h *Host, limit time.Duration) (time.Time, error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		info := h.Children()[0]
+		if info.Restarts > 0 || info.LastCause != nil {
+			return time.Now(), info.LastCause
+		}
+		require.Falsef(t, time.Now().After(deadline), "the child was not declared dead within %v", limit)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHealthChildLeavesControlUnread: a child that stops reading its
+// control connection ("deaf") while it answers pings blindly, so that its
+// pongs look right, is declared unhealthy once the host's control writer
+// has waited a whole HealthTimeout for the full socket (here filled with
+// cancels, as thousands of cancelled calls would fill it). Without the
+// rule, the pings stay in the host's writer and the verdict never comes.
+func TestHealthChildLeavesControlUnread(t *testing.T) {
+	cfg := fastHealth(fakeConfig("serve"))
+	cfg.HealthTimeout = time.Second
+	h, _ := testHost(t, cfg, time.Minute)
+	h.mu.Lock()
+	ch := h.slots[0].cur
+	h.mu.Unlock()
+	c, err := h.Call(callCtx(t, 30*time.Second), "deaf", nil)
+	require.NoError(t, err)
+	defer c.Cancel()
+	// The child reads one more ping, then nothing.
+	time.Sleep(5 * cfg.HealthInterval)
+
+	var full time.Time
+	for i, queued := 0, true; full.IsZero() || queued; i++ {
+		var err error
+		queued, err = ch.ctrlW.TryWrite(&wire.Cancel{CallID: fmt.Sprintf("fill-%d", i), Reason: "fill"})
+		require.NoError(t, err)
+		if !queued {
+			time.Sleep(time.Millisecond) // the queue is at its bound: let the flusher meet the full socket
+		}
+		full = ch.ctrlW.FullSince()
+		require.Less(t, i, 1<<20, "the control socket never filled")
+	}
+	// A cancel written as the host writes them (Call.sendCancel) waits
+	// for room in the full queue, until the child is declared dead and
+	// its connection ends.
+	cancelDone := make(chan error, 1)
+	go func() { // returns when the write ends: room, or the connection's end
+		cancelDone <- ch.ctrlW.Write(context.Background(), coalesce.Stream, &wire.Cancel{CallID: "late", Reason: "late"})
+	}()
+	// Pongs still come meanwhile: the child looks healthy by them.
+	dead, cause := firstDeath(t, h, 15*time.Second)
+	require.ErrorIs(t, cause, errControlUnread)
+	require.ErrorIs(t, cause, ErrUnhealthy)
+	// The stated bound: HealthTimeout after the write met the full
+	// socket, seen at the next tick (one interval, plus one more when
+	// the tick's ping waits for room), with a second for a loaded
+	// machine under -race.
+	took := dead.Sub(full)
+	assert.GreaterOrEqual(t, took, cfg.HealthTimeout, "declared before the writer had waited a whole timeout")
+	assert.LessOrEqual(t, took, cfg.HealthTimeout+2*cfg.HealthInterval+time.Second)
+	select {
+	case err := <-cancelDone:
+		assert.Error(t, err, "the cancel was written to a child that read nothing")
+	case <-time.After(cfg.KillGrace + 5*time.Second):
+		require.FailNow(t, "a cancel write still waits on the dead child")
+	}
+}
+
+// TestHealthPongFlood: a child that stops answering pings and writes
+// pongs with an old nonce back to back ("pongflood") keeps bytes waiting
+// on the control connection at every look of the health timer; they hold
+// the verdict only until the host has handled what was written at the
+// first look, for one more HealthTimeout at most, so the child is declared
+// unhealthy within an interval plus twice the timeout plus healthRecheck.
+func TestHealthPongFlood(t *testing.T) {
+	cfg := fastHealth(fakeConfig("serve"))
+	cfg.HealthTimeout = time.Second
+	h, _ := testHost(t, cfg, time.Minute)
+	start := time.Now()
+	c, err := h.Call(callCtx(t, 30*time.Second), "pongflood", nil)
+	require.NoError(t, err)
+	defer c.Cancel()
+	dead, cause := firstDeath(t, h, 15*time.Second)
+	require.ErrorIs(t, cause, ErrUnhealthy)
+	require.False(t, errors.Is(cause, errControlUnread), "cause: %v", cause)
+	took := dead.Sub(start)
+	// A second of margin for a loaded machine under -race.
+	assert.LessOrEqual(t, took, cfg.HealthInterval+2*cfg.HealthTimeout+healthRecheck+time.Second)
+}
