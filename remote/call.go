@@ -359,8 +359,10 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 // completed terminal's payload, or a *frame.Error for a failed or
 // cancelled one. For a call recorded as a step of the caller's host
 // (Client.Call) whose end that host's required journal did not confirm,
-// the error also holds a *calllog.JournalError (calllog.ErrJournalEnd),
-// with the payload of a completed call.
+// it returns the *calllog.JournalError instead (matching
+// calllog.ErrJournalEnd; its Outcome holds the value or error), as
+// host.Call.Wait does: a caller never takes a result as final while its
+// journal has not kept it (calllog.Settle says when it is).
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		_, err := c.Recv(context.Background())
@@ -371,13 +373,13 @@ func (c *Call) Wait() (frame.Payload, error) {
 			return nil, err
 		}
 	}
+	if c.jerr != nil {
+		return nil, c.jerr
+	}
 	if c.err != nil {
-		if c.jerr != nil {
-			return nil, errors.Join(c.err, c.jerr)
-		}
 		return nil, c.err
 	}
-	return c.term.Payload, c.jerr
+	return c.term.Payload, nil
 }
 
 // read is the call's reader: it reads the serving host's stream, checks
