@@ -43,7 +43,8 @@ func (s *endlessStore) Keep(ctx context.Context, c calllog.Claim, evs []calllog.
 // A remote call recorded as a step of the caller's host whose end that
 // host's required journal did not confirm: Wait returns the
 // *calllog.JournalError alone, its Outcome holding the result, as
-// host.Call.Wait does; never the result as if it were kept.
+// host.Call.Wait does; never the result as if it were kept. Frames (and
+// Recv) give the terminal, then the JournalError once, then the end.
 func TestWaitJournalEndNotConfirmed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -89,4 +90,24 @@ func TestWaitJournalEndNotConfirmed(t *testing.T) {
 	assert.False(t, errors.As(werr, &fe), "the journal's error alone, as host.Call.Wait: %v", werr)
 	assert.Equal(t, rc.ID(), je.Call)
 	assert.Equal(t, calllog.KindCompleted, je.Outcome.Kind)
+
+	var kinds []string
+	_ = h.Program(ctx, "frames", func(ctx context.Context) error {
+		c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0, "n": 1}))
+		if err != nil {
+			return err
+		}
+		for f, err := range c.Frames() {
+			switch {
+			case errors.Is(err, calllog.ErrJournalEnd):
+				kinds = append(kinds, "journal_end")
+			case err != nil:
+				kinds = append(kinds, err.Error())
+			default:
+				kinds = append(kinds, f.Kind.String())
+			}
+		}
+		return nil
+	})
+	assert.Equal(t, []string{"started", "chunk", "completed", "journal_end"}, kinds)
 }
