@@ -835,9 +835,8 @@ func (r *recordedHostCall) closeSend() { r.hc.closeSend() }
 
 func (r *recordedHostCall) abort() { r.hc.abort() }
 
-// start runs the host tool; its goroutine writes each frame to out,
-// recorded in the log first, and the terminal after the call's end is
-// recorded.
+// start runs the host tool; its goroutine writes each frame to out
+// (see emit for what the log records and when).
 func (r *recordedHostCall) start(out *callOut, done chan<- error) {
 	r.hc.start(r.emit(out, done))
 }
@@ -847,14 +846,23 @@ func (r *recordedHostCall) run(out *callOut, done chan<- error) {
 	r.hc.runHere(r.emit(out, done))
 }
 
-// emit returns what writes each frame of the host tool to out, recorded
-// in the log first; the terminal is written after the call's end is
-// recorded, and its write's error goes to done.
+// emit returns what writes each frame of the host tool to out. A chunk
+// is recorded in the log once out took it, as a child's output is once it
+// was read and the caller's input once the callee took it: a chunk that
+// was not written (its sender's context ended the wait for room, or the
+// connection broke) is not in the log; one whose media the Writer took a
+// copy of (a *coalesce.DetachedError) is written whole, so it is. The
+// terminal is written after the call's end is recorded, and its write's
+// error goes to done.
 func (r *recordedHostCall) emit(out *callOut, done chan<- error) func(ctx context.Context, f frame.Frame) error {
 	return func(ctx context.Context, f frame.Frame) error {
 		if !f.Kind.IsTerminal() {
-			r.rec.Output(f)
 			_, err := out.put(ctx, f)
+			var de *coalesce.DetachedError
+			if err == nil || errors.As(err, &de) {
+				f.Sequence = out.seq - 1 // the sequence it was written with (put numbers it)
+				r.rec.Output(f)
+			}
 			return err
 		}
 		r.rec.End(context.Background(), recorder.OutcomeOf(f)) // a journal's end error is the host's to log, not the caller's

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -624,14 +626,24 @@ func TestCallSocketConnectionBound(t *testing.T) {
 // checked against its input schema, and a pool child's tool streams its
 // answer to each; a chunk that breaks the host tool's input schema is
 // refused and the tool does not run. Each call runs on the connection's
-// own goroutine (callServer.run), and the connection is reused.
+// own goroutine (callServer.serveConn): the host tool runs on the same
+// goroutine every time, no goroutine started for the call, and the
+// connection is reused (the host serves one call connection throughout).
 func TestCallWholeInput(t *testing.T) {
 	var ran atomic.Int32
+	var runMu sync.Mutex
+	var runOn []string // the goroutine each run of sum ran on, and whether it serves a connection
 	sum := HostTool{
 		Tool: wire.Tool{ID: "sum", InputSchema: map[string]any{"type": "object", "required": []any{"n"},
 			"properties": map[string]any{"n": map[string]any{"type": "integer"}}}},
 		Run: func(ctx context.Context, c *ToolCall) (frame.Payload, error) {
 			ran.Add(1)
+			buf := make([]byte, 64<<10)
+			stack := string(buf[:runtime.Stack(buf, false)])
+			g, _, _ := strings.Cut(stack, " [") // "goroutine N"
+			runMu.Lock()
+			runOn = append(runOn, fmt.Sprintf("%s serveConn=%t", g, strings.Contains(stack, "(*callServer).serveConn(")))
+			runMu.Unlock()
 			total, chunks := 0, 0
 			for f := range c.InputFrames() {
 				var p struct {
@@ -661,14 +673,33 @@ func TestCallWholeInput(t *testing.T) {
 		res, err := c.Wait()
 		return res, chunks, err
 	}
-	for range 3 { // the same call connection each time
+	// The call connections the host served: the same one each time.
+	served := map[net.Conn]bool{}
+	for range 3 {
 		res, _, err := relay(map[string]any{"tool": "sum", "input": []any{map[string]any{"n": 2}, map[string]any{"n": 5}}})
 		require.NoError(t, err)
 		var got map[string]any
 		require.NoError(t, res.Decode(&got))
 		assert.EqualValues(t, 7, got["sum"])
 		assert.EqualValues(t, 2, got["chunks"])
+		h.mu.Lock()
+		for _, s := range h.slots {
+			if s.cur != nil && s.cur.calls != nil {
+				s.cur.calls.mu.Lock()
+				for nc := range s.cur.calls.conns {
+					served[nc] = true
+				}
+				s.cur.calls.mu.Unlock()
+			}
+		}
+		h.mu.Unlock()
 	}
+	assert.Len(t, served, 1, "the idle call connection is reused")
+	runMu.Lock()
+	require.Len(t, runOn, 3)
+	assert.Contains(t, runOn[0], "serveConn=true", "the host tool runs on the connection's goroutine")
+	assert.Equal(t, []string{runOn[0], runOn[0], runOn[0]}, runOn, "one goroutine, the connection's, ran every call")
+	runMu.Unlock()
 	res, _, err := relay(map[string]any{"tool": "sum", "input": []any{}})
 	require.NoError(t, err)
 	var got map[string]any

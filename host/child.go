@@ -89,7 +89,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	h.mu.Lock()
 	s.incarnation++
 	id := fmt.Sprintf("c%d.%d", s.index, s.incarnation)
-	s.state = stateStarting
+	h.setStateLocked(s, stateStarting)
 	h.mu.Unlock()
 
 	outLimit := newOutputLimit()
@@ -126,7 +126,8 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 	go ch.readControl() // stopped by closing the control connection (stop); waited for through wg
 	h.mu.Lock()
 	ch.state = stateReady
-	s.state, s.cur = stateReady, ch
+	h.setStateLocked(s, stateReady)
+	s.cur = ch
 	h.setCatalogLocked(ch.cat)
 	h.notifyLocked()
 	h.mu.Unlock()
@@ -320,13 +321,13 @@ func (h *Host) supervise(s *slot, ch *child) {
 		h.mu.Lock()
 		s.lastCause, s.cur = cause, nil
 		if h.closing {
-			s.state = stateDown
+			h.setStateLocked(s, stateDown)
 			h.notifyLocked()
 			h.mu.Unlock()
 			span.ended(false)
 			return
 		}
-		s.state = stateStarting
+		h.setStateLocked(s, stateStarting)
 		h.notifyLocked()
 		h.mu.Unlock()
 		recycle := mode == stopGraceful // a recycle is the host's doing: the restart policy does not count it
@@ -375,7 +376,7 @@ func (h *Host) supervise(s *slot, ch *child) {
 // slotDown marks s down: no child runs in it any more, nor will.
 func (h *Host) slotDown(s *slot) {
 	h.mu.Lock()
-	s.state = stateDown
+	h.setStateLocked(s, stateDown)
 	h.notifyLocked()
 	h.mu.Unlock()
 }
@@ -672,7 +673,7 @@ func (ch *child) stop(cause error, mode stopMode) {
 	} else {
 		ch.state = stateDraining
 	}
-	ch.slot.state = ch.state
+	h.setStateLocked(ch.slot, ch.state)
 	h.notifyLocked()
 	h.mu.Unlock()
 
@@ -870,7 +871,7 @@ func (ch *child) markDead() {
 	if ch.state == stateReady {
 		ch.state = stateDead
 		if ch.slot.cur == ch {
-			ch.slot.state = stateDead
+			h.setStateLocked(ch.slot, stateDead)
 		}
 		h.notifyLocked()
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/internal/childstate"
 )
 
 // waitClosed fails t unless ch is closed within d.
@@ -53,13 +55,14 @@ func TestChildrenChanged(t *testing.T) {
 // one state is closed when the slot goes back to the state the host last
 // saw with an earlier waiter (ready, then dead and starting with nobody
 // waiting, then ready again): the change is judged against the states
-// when the channel was made.
+// when the channel was made. A pool change that changes no state (a slot
+// freed) and a state set to what it was leave the channel open.
 func TestChildrenChangedBackToSeenState(t *testing.T) {
 	s := &slot{state: stateStarting}
 	h := &Host{slots: []*slot{s}}
 	set := func(st childState) {
 		h.mu.Lock()
-		s.state = st
+		h.setStateLocked(s, st)
 		h.notifyLocked()
 		h.mu.Unlock()
 	}
@@ -72,6 +75,29 @@ func TestChildrenChangedBackToSeenState(t *testing.T) {
 	set(stateStarting)
 
 	second := h.ChildrenChanged() // Children would say "starting" now
+	h.mu.Lock()
+	h.notifyLocked() // a slot freed, say
+	h.mu.Unlock()
+	set(stateStarting)
+	select {
+	case <-second:
+		require.FailNow(t, "ChildrenChanged closed with no state changed")
+	default:
+	}
 	set(stateReady)
 	waitClosed(t, second, time.Second, "ChildrenChanged not closed when the restarted child became ready")
+}
+
+// TestChildStateNames: every state has its own name from the one list
+// hostmetrics labels skulk_child_state with, and the list has no name
+// without a state.
+func TestChildStateNames(t *testing.T) {
+	names := childstate.Names()
+	var got []string
+	for st := stateStarting; st <= stateDown; st++ {
+		got = append(got, st.String())
+	}
+	require.Equal(t, names[:], got)
+	assert.Equal(t, "childState(6)", (stateDown + 1).String())
+	assert.Equal(t, "childState(0)", childState(0).String())
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host/internal/contain"
 	"github.com/skulkrt/skulk/host/internal/otelcall"
+	"github.com/skulkrt/skulk/internal/childstate"
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
@@ -59,10 +60,8 @@ type Host struct {
 	pings    pingHist            // ping round trips (Stats)
 
 	// childrenNew is made by ChildrenChanged, closed and cleared when a
-	// slot's state differs from seenStates (one per slot: the states when
-	// childrenNew was made, or at the last change since).
+	// slot's state changes (setStateLocked).
 	childrenNew chan struct{}
-	seenStates  []childState
 
 	closeOnce sync.Once // a later Close waits in Do for the first to finish
 	closeErr  error     // set inside closeOnce
@@ -88,12 +87,10 @@ const (
 	stateDown
 )
 
-var stateNames = [...]string{stateStarting: "starting", stateReady: "ready", stateDraining: "draining", stateDead: "dead", stateDown: "down"}
-
 // String returns the state's name, or "childState(n)" for an unknown value.
 func (s childState) String() string {
 	if s >= stateStarting && s <= stateDown {
-		return stateNames[s]
+		return childstate.Names()[s-stateStarting]
 	}
 	return fmt.Sprintf("childState(%d)", uint8(s))
 }
@@ -296,37 +293,30 @@ func (h *Host) ChildrenChanged() <-chan struct{} {
 	defer h.mu.Unlock()
 	if h.childrenNew == nil {
 		h.childrenNew = make(chan struct{})
-		h.seenStates = h.seenStates[:0]
-		for _, s := range h.slots {
-			h.seenStates = append(h.seenStates, s.state)
-		}
 	}
 	return h.childrenNew
 }
 
-// notifyLocked wakes every goroutine waiting for the pool to change, and
-// ChildrenChanged's waiters when a slot's state changed. h.mu must be
+// setStateLocked sets s's state; a change wakes ChildrenChanged's
+// waiters. Every change of a slot's state goes through it. h.mu must be
 // held.
+func (h *Host) setStateLocked(s *slot, st childState) {
+	if s.state == st {
+		return
+	}
+	s.state = st
+	if h.childrenNew != nil {
+		close(h.childrenNew)
+		h.childrenNew = nil
+	}
+}
+
+// notifyLocked wakes every goroutine waiting for the pool to change. h.mu
+// must be held.
 func (h *Host) notifyLocked() {
 	if h.changed != nil {
 		close(h.changed)
 		h.changed = nil
-	}
-	if h.childrenNew != nil {
-		if len(h.seenStates) != len(h.slots) {
-			h.seenStates = make([]childState, len(h.slots))
-		}
-		moved := false
-		for i, s := range h.slots {
-			if h.seenStates[i] != s.state {
-				h.seenStates[i] = s.state
-				moved = true
-			}
-		}
-		if moved {
-			close(h.childrenNew)
-			h.childrenNew = nil
-		}
 	}
 }
 

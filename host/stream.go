@@ -31,7 +31,9 @@ var errArgsClosed = fmt.Errorf("%w: streamed arguments already completed or abor
 // never executed: fragments that do not assemble, break the schema or grow
 // longer in all than the child's max_header end the call refused (a
 // *SchemaError, never quoting the arguments), and a ctx that ends first
-// ends it cancelled (Call returns ctx's error). Call does not return
+// ends it cancelled (Call returns ctx's error, joined with a required
+// journal's *calllog.JournalError when the end was not confirmed, as
+// every path that ends a call does). Call does not return
 // before fragments does; fragments should stop once ctx is done. The
 // refusals and errors after the arguments are complete are Call's.
 func WithArgumentFragments(fragments iter.Seq[string]) CallOption {
@@ -48,10 +50,14 @@ type argumentStream struct {
 	rec *recorder.Record
 	max int // bound on the assembled text's bytes: the child's max_header
 
-	mu     sync.Mutex
-	buf    strings.Builder // the fragments so far; bounded by max
-	closed bool            // done, abort, a refusal or the context ended
-	stop   func() bool     // stops the context watch
+	mu       sync.Mutex
+	buf      strings.Builder // the fragments so far; bounded by max
+	closed   bool            // done, abort, a refusal or the context ended
+	aborting bool            // closed by abort: ended and endErr follow
+	stop     func() bool     // stops the context watch
+
+	ended  chan struct{} // closed by abort once endErr is set
+	endErr error         // the abort's end: a required journal's error or nil
 }
 
 // callStreamed is Call with WithArgumentFragments: it records the call,
@@ -71,7 +77,7 @@ func (h *Host) callStreamed(ctx context.Context, tool string, t *toolschema.Tool
 		o.endSpanRefused(err)
 		return nil, h.refuse(ctx, rec, "schema", frame.CodeInvalidFrame, err)
 	}
-	a := &argumentStream{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader)}
+	a := &argumentStream{h: h, t: t, o: o, rec: rec, max: int(h.cfg.Limits.MaxHeader), ended: make(chan struct{})}
 	a.mu.Lock()
 	a.stop = context.AfterFunc(ctx, func() { // runs once, briefly
 		a.abort(context.Background(), recorder.Cancelled("context done before the arguments completed"))
@@ -100,10 +106,25 @@ func (h *Host) callStreamed(ctx context.Context, tool string, t *toolschema.Tool
 
 // cancelled ends the call cancelled because ctx ended before its arguments
 // completed (unless the context watch did already), waits until its end
-// is recorded and returns ctx's error.
+// is recorded and returns ctx's error, joined with a required journal's
+// *calllog.JournalError when the end was not confirmed (whichever of the
+// two aborted it), as the other cancelled paths do.
 func (a *argumentStream) cancelled(ctx context.Context) error {
-	a.abort(context.Background(), recorder.Cancelled("context done before the arguments completed"))
+	jerr := a.abort(context.Background(), recorder.Cancelled("context done before the arguments completed"))
+	if errors.Is(jerr, errArgsClosed) {
+		a.mu.Lock()
+		aborting := a.aborting
+		a.mu.Unlock()
+		jerr = nil
+		if aborting { // the context watch ended it: take its journal's word
+			<-a.ended
+			jerr = a.endErr
+		}
+	}
 	<-a.rec.Done()
+	if jerr != nil {
+		return errors.Join(ctx.Err(), jerr)
+	}
 	return ctx.Err()
 }
 
@@ -173,9 +194,12 @@ func (a *argumentStream) abort(ctx context.Context, o calllog.Outcome) error {
 		return errArgsClosed
 	}
 	a.closeLocked()
+	a.aborting = true
 	a.mu.Unlock()
 	a.o.endSpanRefused(context.Canceled) // cancelled before its invoke
-	return endWith(ctx, a.rec, o, nil)
+	a.endErr = endWith(ctx, a.rec, o, nil)
+	close(a.ended)
+	return a.endErr
 }
 
 // closeLocked marks the arguments closed and stops the context watch; mu

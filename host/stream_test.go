@@ -157,3 +157,33 @@ func TestStreamedArguments(t *testing.T) {
 		require.FailNow(t, fmt.Sprintf("fragment after done: %v", err))
 	}
 }
+
+// A call with streamed arguments that its context cancels, under a required
+// journal that does not confirm the end: Call returns ctx's error joined
+// with the journal's, whichever of the context watch and Call's own range
+// ended it (the pause after cancel lets the watch win in most runs).
+func TestStreamedArgumentsCancelledJournalEnd(t *testing.T) {
+	st := &flakyStore{release: make(chan struct{})}
+	j := &calllog.Journal{Store: st, Required: true, Timeout: 300 * time.Millisecond}
+	h := recordedHost(t, fakeConfig("serve"), calllog.Options{Journal: j})
+	ctx := callCtx(t, 20*time.Second)
+	st.holdEnds.Store(true)
+	for _, pause := range []time.Duration{0, 50 * time.Millisecond} {
+		sctx, cancel := context.WithCancel(ctx)
+		_, err := h.Call(sctx, "ok", nil, WithArgumentFragments(func(yield func(string) bool) {
+			if !yield(`{"prefix":`) {
+				return
+			}
+			cancel()
+			time.Sleep(pause)
+			yield(`"z"}`)
+		}))
+		cancel()
+		require.ErrorIsf(t, err, context.Canceled, "pause %v", pause)
+		var je *calllog.JournalError
+		require.ErrorAsf(t, err, &je, "pause %v: a required journal's failure is lost", pause)
+		require.ErrorIs(t, err, calllog.ErrJournalEnd)
+		require.Equal(t, calllog.KindCancelled, je.Outcome.Kind)
+	}
+	close(st.release)
+}

@@ -61,6 +61,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/childstate"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -243,9 +244,6 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.journalSendErrors
 }
 
-// states are the label values of skulk_child_state.
-var states = []string{"starting", "ready", "draining", "dead", "down"}
-
 // Collect sends the metrics' current values: the counters, and the
 // watched host's pool as it is now.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
@@ -261,7 +259,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		running += c.Running
 		ch <- prometheus.MustNewConstMetric(m.restarts, prometheus.CounterValue, float64(c.Restarts), slot)
 		ch <- prometheus.MustNewConstMetric(m.stuck, prometheus.GaugeValue, float64(c.Stuck), slot)
-		for _, s := range states {
+		for _, s := range childstate.Names() { // every ChildInfo.State: skulk_child_state's labels
 			v := 0.0
 			if c.State == s {
 				v = 1

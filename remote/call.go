@@ -59,6 +59,7 @@ type Call struct {
 	// Owned by the reading goroutine.
 	startedGiven bool
 	eof          bool
+	jerrGiven    bool // jerr was returned by Recv
 
 	providerDone atomic.Bool
 
@@ -319,8 +320,17 @@ func (c *Call) CloseSend() error {
 // Recv returns the next provider frame; after the terminal it returns
 // io.EOF. It blocks until a frame is there or ctx is done (then ctx's
 // error; the call goes on). The frame's slices may be kept.
+//
+// For a call recorded as a step of the caller's host whose end that
+// host's required journal did not confirm, the terminal is still returned
+// and the next Recv returns, once, the *calllog.JournalError (matching
+// calllog.ErrJournalEnd), then io.EOF, as host.Call.Recv does.
 func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if c.eof {
+		if c.jerr != nil && !c.jerrGiven {
+			c.jerrGiven = true
+			return frame.Frame{}, c.jerr
+		}
 		return frame.Frame{}, io.EOF
 	}
 	if !c.startedGiven {
@@ -338,7 +348,8 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	}
 }
 
-// Frames returns the provider frames as an iterator, terminal included.
+// Frames returns the provider frames as an iterator, terminal included,
+// and a required journal's unconfirmed end after it (see Recv).
 // Breaking out of the loop early leaves the call running: Cancel it or
 // keep reading.
 func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
@@ -348,7 +359,7 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			if !yield(f, err) || err != nil || f.Kind.IsTerminal() {
+			if !yield(f, err) || err != nil || (f.Kind.IsTerminal() && c.jerr == nil) {
 				return
 			}
 		}
@@ -359,8 +370,10 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 // completed terminal's payload, or a *frame.Error for a failed or
 // cancelled one. For a call recorded as a step of the caller's host
 // (Client.Call) whose end that host's required journal did not confirm,
-// the error also holds a *calllog.JournalError (calllog.ErrJournalEnd),
-// with the payload of a completed call.
+// it returns the *calllog.JournalError instead (matching
+// calllog.ErrJournalEnd; its Outcome holds the value or error), as
+// host.Call.Wait does: a caller never takes a result as final while its
+// journal has not kept it (calllog.Settle says when it is).
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		_, err := c.Recv(context.Background())
@@ -372,12 +385,9 @@ func (c *Call) Wait() (frame.Payload, error) {
 		}
 	}
 	if c.err != nil {
-		if c.jerr != nil {
-			return nil, errors.Join(c.err, c.jerr)
-		}
 		return nil, c.err
 	}
-	return c.term.Payload, c.jerr
+	return c.term.Payload, nil
 }
 
 // read is the call's reader: it reads the serving host's stream, checks

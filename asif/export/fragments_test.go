@@ -120,10 +120,8 @@ func TestStreamedArgumentsAcrossCaptures(t *testing.T) {
 		require.FailNow(t, fmt.Sprintf("the partial stream differs between captures:\n%s\n%s", a, b))
 	}
 	st := callState(t, lrep, "c1")
-	if st.EventID != "call-4-amends-2" || st.ArgumentsStatus != asif.ArgumentsComplete || string(st.Arguments) != `{"document_id":"meeting-42"}` ||
-		!st.Terminal || st.Outcome != asif.OutcomeSuccess {
-		require.FailNow(t, fmt.Sprintf("late state %+v", st))
-	}
+	require.Falsef(t, st.EventID != "call-4-amends-2" || st.ArgumentsStatus != asif.ArgumentsComplete || string(st.Arguments) != `{"document_id":"meeting-42"}` ||
+		!st.Terminal || st.Outcome != asif.OutcomeSuccess, "late state %+v", st)
 
 	// A capture of the whole journal has the complete call only.
 	full, frep := buildCheck(t, items, Options{})

@@ -273,9 +273,7 @@ func TestRealStreamedArguments(t *testing.T) {
 	_, err = h.Call(ctx, "count", nil, host.WithArgumentFragments(slices.Values([]string{`{"n": "two"}`})))
 	var se *host.SchemaError
 	var re *host.RefusedError
-	if !errors.As(err, &se) || !errors.As(err, &re) {
-		require.FailNow(t, fmt.Sprintf("refused: %v", err))
-	}
+	require.Falsef(t, !errors.As(err, &se) || !errors.As(err, &re), "refused: %v", err)
 	for id, want := range map[string]asif.Outcome{abID: asif.OutcomeCancelled, re.Tree: asif.OutcomeError} {
 		_, rep, _ := exportCheck(t, treeEvents(t, store, id), Options{Tools: tools})
 		st := callState(t, rep, id)

@@ -172,10 +172,8 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 		writers[e.Writer] = true
 	}
 	first, last := kept[0], kept[len(kept)-1]
-	if len(writers) != 2 || last.Writer == first.Writer || last.Kind != calllog.KindUnknown || last.Call != tree ||
-		last.Error != nil {
-		require.FailNow(t, fmt.Sprintf("the takeover's end: %+v (writers %v)", last, writers))
-	}
+	require.Falsef(t, len(writers) != 2 || last.Writer == first.Writer || last.Kind != calllog.KindUnknown || last.Call != tree ||
+		last.Error != nil, "the takeover's end: %+v (writers %v)", last, writers)
 	outputs := 0
 	for _, e := range kept {
 		if e.Writer == first.Writer && e.Kind == calllog.KindOutput {

@@ -40,11 +40,9 @@ func TestASIFCheckExamples(t *testing.T) {
 	// No refusal, but the example holds contexts, configurations,
 	// executions and lineage, which the checker does not check: it is not
 	// reported valid.
-	if cr.Valid || len(cr.Streams) != 2 || len(cr.Refusals) != 0 ||
+	require.Falsef(t, cr.Valid || len(cr.Streams) != 2 || len(cr.Refusals) != 0 ||
 		!slices.Equal(cr.Unchecked, []asif.Family{asif.FamilyContexts, asif.FamilyConfigurations, asif.FamilyExecutions, asif.FamilyLineage}) ||
-		!slices.Equal(cr.NotChecked, asif.UncheckedFamilies()) {
-		require.FailNow(t, fmt.Sprintf("report %+v", cr))
-	}
+		!slices.Equal(cr.NotChecked, asif.UncheckedFamilies()), "report %+v", cr)
 	for _, s := range cr.Streams {
 		switch s.StreamID {
 		case "stream-partial":
@@ -56,10 +54,8 @@ func TestASIFCheckExamples(t *testing.T) {
 	c := cr.Branches[0].Calls[0]
 	var args bytes.Buffer
 	require.NoError(t, json.Compact(&args, c.Arguments))
-	if c.CallID != "call-1" || c.EventID != "call-complete" || args.String() != `{"document_id":"meeting-42"}` ||
-		c.ArgumentsStatus != asif.ArgumentsComplete || !c.Terminal || c.Outcome != asif.OutcomeSuccess {
-		require.FailNow(t, fmt.Sprintf("selected state %+v", c))
-	}
+	require.Falsef(t, c.CallID != "call-1" || c.EventID != "call-complete" || args.String() != `{"document_id":"meeting-42"}` ||
+		c.ArgumentsStatus != asif.ArgumentsComplete || !c.Terminal || c.Outcome != asif.OutcomeSuccess, "selected state %+v", c)
 	// The raw JSON carries the keys the help promises.
 	for _, k := range []string{`"assembled_bytes": 28`, `"declared_status"`, `"executable": true`, `"arguments_status": "complete"`, `"outcome": "success"`} {
 		assert.Falsef(t, !strings.Contains(stdout, k), "--json output lacks %s", k)
@@ -67,11 +63,9 @@ func TestASIFCheckExamples(t *testing.T) {
 
 	code, stdout, stderr = runCLI(t, "asif", "check", examples+"tool-call-partial.session.json")
 	require.Falsef(t, code != ExitOK || stderr != "", "partial example: status %d, stderr %q", code, stderr)
-	if !strings.Contains(stdout, ": NOT ESTABLISHED (no refusal, but it holds records of rule families not checked: contexts, configurations, executions) (asif 0.5, 1 streams)") ||
+	require.Falsef(t, !strings.Contains(stdout, ": NOT ESTABLISHED (no refusal, but it holds records of rule families not checked: contexts, configurations, executions) (asif 0.5, 1 streams)") ||
 		strings.Contains(stdout, ": valid") || !strings.Contains(stdout, "  rule families this checker does not check: contexts, configurations, environments,") || !strings.Contains(stdout, "stream stream-partial  tool_arguments of call-partial (call call-1)  partial, 24 B assembled") ||
-		!strings.Contains(stdout, "arguments partial {}") || !strings.Contains(stdout, "open") {
-		require.FailNow(t, fmt.Sprintf("human output:\n%s", stdout))
-	}
+		!strings.Contains(stdout, "arguments partial {}") || !strings.Contains(stdout, "open"), "human output:\n%s", stdout)
 }
 
 // TestASIFCheckValid: the completed example without the records of rule

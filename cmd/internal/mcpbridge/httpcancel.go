@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -56,10 +57,11 @@ type noAnswerHTTP struct {
 	inflight map[callKey]bool
 	// dropped: the cancelled calls whose response the store just dropped,
 	// for a resumed stream (GET) that the go-sdk writes the response to
-	// right after storing it; in order, at most maxDropped, the oldest
-	// forgotten first (the go-sdk writes a response in the same critical
-	// section it stores it in, so only a writer that was never there
-	// leaves one behind).
+	// right after storing it; at most maxDropped, the oldest forgotten
+	// first (the go-sdk writes a response in the same critical section it
+	// stores it in, so only a writer that was never there leaves one
+	// behind). droppedOrder holds the same keys, oldest first: a key
+	// leaves both at once (forget).
 	dropped      map[callKey]bool
 	droppedOrder []callKey
 }
@@ -196,7 +198,7 @@ func (c *cancelWriter) Write(p []byte) (int, error) {
 	c.mu.Unlock()
 	if cancelled && responseID(p) == c.id {
 		c.h.mu.Lock()
-		delete(c.h.dropped, callKey{c.session, c.id})
+		c.h.forget(callKey{c.session, c.id})
 		c.h.mu.Unlock()
 		return len(p), nil
 	}
@@ -228,7 +230,7 @@ func (rw *resumeWriter) Write(p []byte) (int, error) {
 		key := callKey{rw.session, id}
 		rw.h.mu.Lock()
 		drop := rw.h.dropped[key]
-		delete(rw.h.dropped, key)
+		rw.h.forget(key)
 		rw.h.mu.Unlock()
 		if drop {
 			return len(p), nil
@@ -299,7 +301,7 @@ func (c *cancelStore) SessionClosed(ctx context.Context, session string) error {
 	}
 	for key := range c.h.dropped {
 		if key.session == session {
-			delete(c.h.dropped, key)
+			c.h.forget(key)
 		}
 	}
 	c.h.mu.Unlock()
@@ -309,10 +311,22 @@ func (c *cancelStore) SessionClosed(ctx context.Context, session string) error {
 // drop notes key in dropped, forgetting the oldest past maxDropped. h.mu
 // is held.
 func (h *noAnswerHTTP) drop(key callKey) {
+	h.forget(key) // an id the session used again: it is the newest now
 	h.dropped[key] = true
 	h.droppedOrder = append(h.droppedOrder, key)
 	if len(h.droppedOrder) > maxDropped {
 		delete(h.dropped, h.droppedOrder[0])
-		h.droppedOrder = h.droppedOrder[1:]
+		h.droppedOrder = slices.Delete(h.droppedOrder, 0, 1) // in place: the array stays at maxDropped+1
 	}
+}
+
+// forget removes key from dropped and droppedOrder; a key not there is
+// left as it is. h.mu is held. Its cost is bounded by maxDropped, paid
+// only while a cancelled call's response is waiting to be dropped.
+func (h *noAnswerHTTP) forget(key callKey) {
+	if !h.dropped[key] {
+		return
+	}
+	delete(h.dropped, key)
+	h.droppedOrder = slices.DeleteFunc(h.droppedOrder, func(k callKey) bool { return k == key })
 }

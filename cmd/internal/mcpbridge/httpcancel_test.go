@@ -116,6 +116,7 @@ func TestNoAnswerHTTP(t *testing.T) {
 	assert.NotContains(t, replay("A", "g"), `"id":9`)
 	h.mu.Lock()
 	require.Empty(t, h.dropped, "a dropped response's entry outlived its write")
+	require.Empty(t, h.droppedOrder, "a dropped response's entry outlived its write")
 	h.mu.Unlock()
 
 	// A call the go-sdk refuses (no event stream) never reaches the
@@ -133,4 +134,43 @@ func TestNoAnswerHTTP(t *testing.T) {
 	h.mu.Lock()
 	require.Empty(t, h.inflight, "an entry outlived its session")
 	h.mu.Unlock()
+}
+
+// TestNoAnswerHTTPDroppedBound: the responses waiting to be dropped are at
+// most maxDropped, the oldest forgotten first; an entry that was written
+// (or whose session ended) leaves the order as well, so it never counts
+// against the bound nor forgets a newer entry of the same id.
+func TestNoAnswerHTTPDroppedBound(t *testing.T) {
+	h := newNoAnswerHTTP()
+	k := callKey{"A", "float64:1"}
+	for range 3 * maxDropped { // dropped and written, one after another
+		h.drop(k)
+		h.forget(k)
+	}
+	require.Empty(t, h.dropped)
+	require.Empty(t, h.droppedOrder, "written entries stay in the order")
+
+	// An id dropped, written and dropped again, then maxDropped-1 others:
+	// all fit, the id's newest entry among them.
+	h.drop(k)
+	h.forget(k)
+	h.drop(k)
+	for i := range maxDropped - 1 {
+		h.drop(callKey{"A", fmt.Sprintf("float64:%d", 100+i)})
+	}
+	require.True(t, h.dropped[k], "an entry was forgotten for an older one of its id")
+	require.Len(t, h.dropped, maxDropped)
+	require.Len(t, h.droppedOrder, maxDropped)
+
+	// One more: the oldest (k) is forgotten.
+	h.drop(callKey{"A", "float64:99999"})
+	require.False(t, h.dropped[k])
+	require.Len(t, h.dropped, maxDropped)
+	require.Len(t, h.droppedOrder, maxDropped)
+	require.NotContains(t, h.droppedOrder, k)
+
+	// A session's end takes its entries out of both.
+	require.NoError(t, h.store(mcp.NewMemoryEventStore(nil)).SessionClosed(context.Background(), "A"))
+	require.Empty(t, h.dropped)
+	require.Empty(t, h.droppedOrder)
 }
