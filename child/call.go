@@ -13,7 +13,7 @@ import (
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/spanctx"
-	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/internal/sequence"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
 )

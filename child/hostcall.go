@@ -17,7 +17,7 @@ import (
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/toolschema"
-	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/internal/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
-	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/internal/sequence"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/packetio"
-	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/internal/sequence"
 	"github.com/skulkrt/skulk/wire"
 )
 

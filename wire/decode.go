@@ -1184,7 +1184,13 @@ func canonicalNumber(v any) any {
 			return int64(x)
 		}
 	case float64:
-		if n, ok := mpack.Int64Of(x); ok {
+		// AppendValue writes an integral float in int64's range as that
+		// integer (mpack's rule, which handles the edges); reading it back
+		// as an integer applies the same rule here. Schemas are decoded
+		// once per tool catalogue, off the hot path.
+		b, _ := mpack.AppendValue(nil, x)
+		r := mpack.NewReader(b)
+		if n, err := r.ReadInt(); err == nil {
 			return canonicalNumber(n)
 		}
 	case map[string]any:

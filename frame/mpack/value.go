@@ -57,12 +57,12 @@ func appendValue(b []byte, v any, depth int) ([]byte, bool) {
 	case float32:
 		// The library's rule, so that the bytes agree: an integral value
 		// (and -0) is an integer; NaN and ±Inf are not.
-		if n, ok := Int64Of(float64(x)); ok {
+		if n, ok := int64Of(float64(x)); ok {
 			return AppendInt(b, n), true
 		}
 		return binary.BigEndian.AppendUint32(append(b, 0xca), math.Float32bits(x)), true
 	case float64:
-		if n, ok := Int64Of(x); ok {
+		if n, ok := int64Of(x); ok {
 			return AppendInt(b, n), true
 		}
 		return AppendFloat64(b, x), true
@@ -107,14 +107,14 @@ func appendValue(b []byte, v any, depth int) ([]byte, bool) {
 	return b, false
 }
 
-// Int64Of reports whether f is an integer in int64's range, and returns
+// int64Of reports whether f is an integer in int64's range, and returns
 // it: the compact encoding writes such a float as that integer. The range
 // is checked before converting, because Go leaves the conversion of a
 // float out of int64's range to the machine: amd64 yields MinInt64 and
 // arm64 saturates to MaxInt64, so the library's own test,
 // float64(int64(f)) == f, takes 2^63 for MaxInt64 on arm64 and changes the
 // value. -0 is the integer 0; NaN and ±Inf are not integers.
-func Int64Of(f float64) (int64, bool) {
+func int64Of(f float64) (int64, bool) {
 	if f >= -(1<<63) && f < 1<<63 && f == math.Trunc(f) {
 		return int64(f), true
 	}

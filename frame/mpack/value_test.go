@@ -160,9 +160,9 @@ func TestInt64OfRange(t *testing.T) {
 		{math.Inf(1), 0, false},
 		{math.Inf(-1), 0, false},
 	} {
-		n, ok := Int64Of(tc.f)
-		require.Equal(t, tc.ok, ok, "Int64Of(%v)", tc.f)
-		require.Equal(t, tc.n, n, "Int64Of(%v)", tc.f)
+		n, ok := int64Of(tc.f)
+		require.Equal(t, tc.ok, ok, "int64Of(%v)", tc.f)
+		require.Equal(t, tc.n, n, "int64Of(%v)", tc.f)
 	}
 }
 

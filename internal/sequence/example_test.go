@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/skulkrt/skulk/frame"
-	"github.com/skulkrt/skulk/sequence"
+	"github.com/skulkrt/skulk/internal/sequence"
 )
 
 func ExampleFence() {
