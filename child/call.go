@@ -12,8 +12,8 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/protocol"
-	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/internal/sequence"
+	"github.com/skulkrt/skulk/internal/spanctx"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
 )
