@@ -469,25 +469,16 @@ func (cl *call) abandon(deadline time.Time) {
 // cancellation cause; a handler's frames are refused once a terminal is
 // claimed (ErrTerminated) or the context is done (its cause).
 func (cl *call) write(f frame.Frame, byCause bool) error {
-	if err := cl.fill(&f); err != nil {
-		return err
-	}
+	f.CallID, f.Direction = cl.inv.CallID, frame.ProviderToCaller
 	cl.sendMu.Lock()
 	defer cl.sendMu.Unlock()
 	return cl.writeLocked(f, byCause)
 }
 
-// fill sets f's call id, direction and a provisional sequence, and
-// validates it but for its payload's bytes. Those are checked once, by
-// the Writer, which validates every frame whole before it encodes it and
-// queues nothing when it refuses one (writeLocked then frees the sequence
-// and the terminal): checking them here too walked every payload twice.
-func (cl *call) fill(f *frame.Frame) error {
-	f.CallID, f.Direction, f.Sequence = cl.inv.CallID, frame.ProviderToCaller, 1
-	return f.ValidateShape()
-}
-
-// writeLocked is write with sendMu held and f validated.
+// writeLocked is write with sendMu held. f is validated once, whole, by
+// the Writer, which queues nothing when it refuses a frame (the sequence
+// and the terminal are then freed below): checked here as well, every
+// frame's call id and shape were checked twice.
 func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// live: the context is not done, so there is no cause. Err is one
 	// atomic load, where a cause is a lookup under the context's lock:
