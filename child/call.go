@@ -74,9 +74,12 @@ type call struct {
 	sendMu sync.Mutex
 	next   uint64     // next provider sequence; guarded by sendMu
 	pkt    wire.Frame // the packet every provider frame is written as; guarded by sendMu
+	// terminal: a provider terminal is claimed. Guarded by sendMu, under
+	// which every provider frame is written, so a stream's frames take
+	// no other lock of the call's.
+	terminal bool
 
 	mu        sync.Mutex
-	terminal  bool          // a provider terminal is claimed; guarded by mu
 	closeConn bool          // close the connection once ended; guarded by mu
 	over      atomic.Bool   // set just before the end is written: the next invoke may come
 	isEnded   bool          // the end is written (or never will be); guarded by mu
@@ -466,39 +469,32 @@ func (cl *call) abandon(deadline time.Time) {
 // cancellation cause; a handler's frames are refused once a terminal is
 // claimed (ErrTerminated) or the context is done (its cause).
 func (cl *call) write(f frame.Frame, byCause bool) error {
-	if err := cl.fill(&f); err != nil {
-		return err
-	}
+	f.CallID, f.Direction = cl.inv.CallID, frame.ProviderToCaller
 	cl.sendMu.Lock()
 	defer cl.sendMu.Unlock()
 	return cl.writeLocked(f, byCause)
 }
 
-// fill sets f's call id, direction and a provisional sequence, and
-// validates it but for its payload's bytes. Those are checked once, by
-// the Writer, which validates every frame whole before it encodes it and
-// queues nothing when it refuses one (writeLocked then frees the sequence
-// and the terminal): checking them here too walked every payload twice.
-func (cl *call) fill(f *frame.Frame) error {
-	f.CallID, f.Direction, f.Sequence = cl.inv.CallID, frame.ProviderToCaller, 1
-	return f.ValidateShape()
-}
-
-// writeLocked is write with sendMu held and f validated.
+// writeLocked is write with sendMu held. f is validated once, whole, by
+// the Writer, which queues nothing when it refuses a frame (the sequence
+// and the terminal are then freed below): checked here as well, every
+// frame's call id and shape were checked twice.
 func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
-	cl.mu.Lock()
-	switch {
-	case cl.terminal:
-		cl.mu.Unlock()
+	// live: the context is not done, so there is no cause. Err is one
+	// atomic load, where a cause is a lookup under the context's lock:
+	// a stream's frames ask only this.
+	live := cl.ctx.Err() == nil
+	if cl.terminal {
 		return ErrTerminated
-	case !byCause && cl.cause() != nil:
-		cl.mu.Unlock()
-		return cl.cause()
+	}
+	if !byCause && !live {
+		if cause := cl.cause(); cause != nil {
+			return cause
+		}
 	}
 	if f.Kind.IsTerminal() {
 		cl.terminal = true
 	}
-	cl.mu.Unlock()
 	f.Sequence = cl.next
 	// Write has encoded the packet when it returns (it waits for an
 	// attachment to be written), so one packet serves every frame; it is
@@ -513,7 +509,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	// up on there would leave the end to go out alone. A chunk with inline
 	// media is written by this goroutine, and ctx's end interrupts that
 	// write (coalesce's writeCurContext says what that saves, measured).
-	abortable := !byCause && !errors.Is(context.Cause(cl.ctx), errHandlerReturned)
+	abortable := !byCause && (live || !errors.Is(context.Cause(cl.ctx), errHandlerReturned))
 	ctx := context.Background()
 	if abortable {
 		ctx = cl.ctx
@@ -544,9 +540,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 	if stopped || err != nil && !isConnErr(err) {
 		// Nothing was queued: the sequence and the terminal stay free.
 		if f.Kind.IsTerminal() {
-			cl.mu.Lock()
 			cl.terminal = false
-			cl.mu.Unlock()
 		}
 		if err == errHandlerReturned { // a Send racing its handler's return
 			return ErrTerminated

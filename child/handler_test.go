@@ -157,16 +157,18 @@ func TestHandlerErrors(t *testing.T) {
 }
 
 // TestInvalidPayloadRefused: a chunk or a terminal whose payload bytes are
-// not a JSON object is refused with an error matching frame.ErrInvalid and
-// sends nothing; the sequence and the terminal stay free for the next.
+// not a JSON object, or a chunk with neither payload nor media, is refused
+// with an error matching frame.ErrInvalid and sends nothing; the sequence
+// and the terminal stay free for the next.
 func TestInvalidPayloadRefused(t *testing.T) {
-	type report struct{ chunk, complete, trailing error }
+	type report struct{ chunk, complete, trailing, empty error }
 	reports := make(chan report, 1)
 	tool := child.Tool{ID: "badpayload", Handler: func(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 		var r report
 		r.chunk = s.Send(frame.Payload{0x81, 0xa1, 'k', 0xc1}, nil) // a never-used byte as the value
 		r.complete = s.Complete(frame.Payload{0xa1, 'x'})           // a string, not an object
 		r.trailing = s.Send(frame.Payload{0x80, 0xc0}, nil)         // bytes after the object
+		r.empty = s.Send(nil, nil)                                  // a chunk of nothing
 		reports <- r
 		if err := s.Send(payload(map[string]any{"n": 1}), nil); err != nil {
 			return nil, err
@@ -178,7 +180,7 @@ func TestInvalidPayloadRefused(t *testing.T) {
 	begin(t, s, "bp1", "badpayload", nil)
 	res := readCall(t, s, "bp1")
 	r := <-reports
-	for name, err := range map[string]error{"chunk": r.chunk, "complete": r.complete, "trailing": r.trailing} {
+	for name, err := range map[string]error{"chunk": r.chunk, "complete": r.complete, "trailing": r.trailing, "empty": r.empty} {
 		require.ErrorIs(t, err, frame.ErrInvalid, name)
 	}
 	requireTerminal(t, res, frame.KindCompleted, 0)
