@@ -69,10 +69,7 @@ type Decoder struct {
 // frame whose call id is id then shares that string instead of allocating
 // its own. Frames of one call share one string without it; the hint saves
 // the allocation of a call's first frame.
-func (d *Decoder) ExpectCallID(id string) {
-	d.dec.lastCallID = id
-	d.dec.head = d.dec.head[:0] // the next frame's call id is read, and shares id
-}
+func (d *Decoder) ExpectCallID(id string) { d.dec.lastCallID = id }
 
 // DecodeHeader decodes the header h of one packet whose attachment, attLen
 // bytes long, the caller reads on its own: an inline-media frame comes
@@ -106,21 +103,7 @@ type decoder struct {
 	reuseFrames bool
 	// frame is the reused frame packet, made on first use.
 	frame *Frame
-	// head is the encoded head of the last frame canonicalHead read, from
-	// "t" up to the sequence's value: "t": "frame", its call id and its
-	// direction, with the key "sequence". The frames of one stream
-	// repeat it, so one comparison reads it for the next frame of a burst
-	// instead of its keys and values one by one. headID and headDir are
-	// its call id and direction. Kept only up to maxHead bytes.
-	head    []byte
-	headID  string
-	headDir frame.Direction
 }
-
-// maxHead bounds decoder.head: "t": "frame", a call id of up to 128
-// characters of up to 4 bytes each (frame.CheckCallID), a direction and
-// the keys between them fit.
-const maxHead = 640
 
 // Small payloads are copied into slabs rather than allocated one by one:
 // a stream of small frames then costs one allocation per slab instead of
@@ -570,7 +553,7 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 	var p *Frame
 	var left int // the keys still to read after the head
 	if n >= 5 {
-		p, left = d.canonicalHead(&r, h), n-5
+		p, left = d.canonicalHead(&r), n-5
 	}
 	if p == nil {
 		r = body
@@ -672,58 +655,40 @@ func (d *decoder) decodeFrameFast(h []byte, attLen uint32) *Frame {
 // direction and kind) matched as bytes. It returns nil, having read an
 // unspecified part of r, when the header is laid out otherwise; the caller
 // then reads it key by key.
-func (d *decoder) canonicalHead(r *mpack.Reader, h []byte) *Frame {
-	var id string
+func (d *decoder) canonicalHead(r *mpack.Reader) *Frame {
+	if !r.Prefix(encFrameHead) {
+		return nil
+	}
+	id, err := r.ReadStr()
+	if err != nil {
+		return nil
+	}
 	var dir frame.Direction
-	if len(d.head) > 0 && r.Prefix(d.head) {
-		// The last frame's head, byte for byte: its call id and direction.
-		id, dir = d.headID, d.headDir
-	} else {
-		from := r.Offset()
-		if !r.Prefix(encFrameHead) {
-			return nil
-		}
-		b, err := r.ReadStr()
-		if err != nil {
-			return nil
-		}
-		switch {
-		case r.Prefix(encDirections[frame.ProviderToCaller]):
-			dir = frame.ProviderToCaller
-		case r.Prefix(encDirections[frame.CallerToProvider]):
-			dir = frame.CallerToProvider
-		default:
-			return nil
-		}
-		id = d.intern(b)
-		if n := r.Offset() - from; n <= maxHead {
-			// Checked with the frame, as any call id (ValidateShape): a
-			// head with a bad one fails the frames that repeat it.
-			d.head = append(d.head[:0], h[from:r.Offset()]...)
-			d.headID, d.headDir = id, dir
-		}
+	switch {
+	case r.Prefix(encDirections[frame.ProviderToCaller]):
+		dir = frame.ProviderToCaller
+	case r.Prefix(encDirections[frame.CallerToProvider]):
+		dir = frame.CallerToProvider
+	default:
+		return nil
 	}
 	seq, err := r.ReadUint()
 	if err != nil {
 		return nil
 	}
-	var kind frame.Kind
-	if r.Prefix(encKinds[frame.KindChunk]) {
-		kind = frame.KindChunk // a stream's frames are mostly chunks
-	} else {
-		if !r.Prefix(encKindKey) {
-			return nil
-		}
-		name, err := r.ReadStr()
-		if err != nil {
-			return nil
-		}
-		if kind = parseKind(name); kind == 0 {
-			return nil
-		}
+	if !r.Prefix(encKindKey) {
+		return nil
+	}
+	name, err := r.ReadStr()
+	if err != nil {
+		return nil
+	}
+	kind := parseKind(name)
+	if kind == 0 {
+		return nil
 	}
 	p := d.newFrame()
-	p.CallID, p.Direction, p.Sequence, p.Kind = id, dir, seq, kind
+	p.CallID, p.Direction, p.Sequence, p.Kind = d.intern(id), dir, seq, kind
 	return p
 }
 

@@ -20,7 +20,7 @@ func (d *decoder) DecodeGeneral(h []byte, attLen uint32) (Packet, error) {
 	return d.decodeGeneral(h, attLen)
 }
 
-func (d *decoder) CanonicalHead(r *mpack.Reader, h []byte) *Frame { return d.canonicalHead(r, h) }
+func (d *decoder) CanonicalHead(r *mpack.Reader) *Frame { return d.canonicalHead(r) }
 
 func (d *decoder) NewFrame() *Frame { return d.newFrame() }
 
