@@ -244,6 +244,13 @@ func (s *callServer) serveConn(nc net.Conn) {
 		nc.Close()
 	}()
 	r := packetio.NewReader(nc, s.ch.limits)
+	cs := &connCalls{outDone: make(chan error, 1), watch: newConnWatch(nc, hangupWatchDelay)}
+	defer cs.watch.close()
+	// The caller is gone once close began: the running callee is aborted
+	// even when the connection is no longer read (§8 item 7: the
+	// caller's death cancels a detached call too). One watch for the
+	// connection's calls, not one per call.
+	defer context.AfterFunc(s.stop, cs.stopped)()
 	var next wire.Packet // read by the previous call's pumpIn, in its quiet interval
 	for {
 		pkt, err := next, error(nil)
@@ -266,9 +273,50 @@ func (s *callServer) serveConn(nc net.Conn) {
 			return
 		}
 		var more bool
-		if next, more = s.run(nc, r, w, inv); !more {
+		if next, more = s.run(nc, r, w, cs, inv); !more {
 			return
 		}
+	}
+}
+
+// connCalls is what the calls of one call connection share, one call at a
+// time: the output side's end, and the running callee that the server's
+// close aborts.
+type connCalls struct {
+	// outDone carries the running call's output side's end: one value
+	// per call, taken before the next call starts (size 1: the sender
+	// never waits).
+	outDone chan error
+	// watch watches the connection for the caller's hang-up during a
+	// call whose whole input came with its invoke.
+	watch *connWatch
+
+	mu   sync.Mutex
+	cur  nestedCallee // the running call's callee; nil between calls; guarded by mu
+	stop bool         // the server's close began; guarded by mu
+}
+
+// stopped aborts the running callee, and every callee set after it: the
+// server's close began.
+func (cs *connCalls) stopped() {
+	cs.mu.Lock()
+	cs.stop = true
+	cur := cs.cur
+	cs.mu.Unlock()
+	if cur != nil {
+		cur.abort()
+	}
+}
+
+// set makes callee the running one (nil: none); a callee set after the
+// server's close began is aborted at once.
+func (cs *connCalls) set(callee nestedCallee) {
+	cs.mu.Lock()
+	cs.cur = callee
+	stop := cs.stop
+	cs.mu.Unlock()
+	if stop && callee != nil {
+		callee.abort()
 	}
 }
 
@@ -302,7 +350,7 @@ type nestedCallee interface {
 // the caller's hang-up only once the call has taken hangupWatchDelay.
 // Any other call gets an output goroutine while this one reads the
 // caller's frames.
-func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
+func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, cs *connCalls, inv *wire.Invoke) (wire.Packet, bool) {
 	ahead := readAhead(r, inv.CallID)
 	var input *[]frame.Payload
 	if ahead.whole {
@@ -322,24 +370,25 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 	var once sync.Once
 	release := func() { once.Do(end) }
 	defer release()
-	// The caller is gone once close began: abort the callee even when the
-	// connection is no longer read (§8 item 7: the caller's death cancels
-	// a detached call too).
-	defer context.AfterFunc(s.stop, callee.abort)()
-	invalid := make(chan struct{})
-	outDone := make(chan error, 1) // one value: the output side's end; waited for below
-	out := &callOut{w: w, id: inv.CallID, seq: 1, invalid: invalid, release: release, abort: callee.abort}
+	cs.set(callee) // the server's close aborts it
+	defer cs.set(nil)
+	outDone := cs.outDone // one value: the output side's end; taken below
+	abort := callee.abort
+	out := &callOut{w: w, id: inv.CallID, seq: 1, release: release, abort: abort}
 	reusable, bad := true, false
 	if ahead.whole {
-		stop := watchHangupAfter(nc, hangupWatchDelay, callee.abort)
+		// No caller frame can come: out.invalid stays nil.
+		cs.watch.arm(abort)
 		callee.run(out, outDone)
-		stop()
+		cs.watch.stop()
 	} else {
+		invalid := make(chan struct{})
+		out.invalid = invalid
 		callee.start(out, outDone)
 		reusable, bad = s.pumpIn(nc, &ahead, r, callee, inv.CallID)
-	}
-	if bad {
-		close(invalid)
+		if bad {
+			close(invalid)
+		}
 	}
 	var next wire.Packet
 	if reusable {
@@ -545,12 +594,16 @@ type callOut struct {
 	w       *connWriter
 	id      string
 	seq     uint64
-	invalid <-chan struct{}
+	invalid <-chan struct{} // nil for a call whose whole input came with its invoke
 	release func()
 	abort   func() // cancels the callee: its frames can no longer be written
 	werr    error  // the first write error; later frames are dropped
 	// endSent is set before the end is written.
 	endSent atomic.Bool
+	// last and end are the terminal's packets, kept here so that they
+	// cost no allocation of their own; the Writer keeps neither.
+	last wire.Frame
+	end  wire.End
 }
 
 // put writes f, waiting for room in the connection's queue until ctx is
@@ -580,7 +633,8 @@ func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error)
 		}
 		o.release()
 		o.endSent.Store(true)
-		o.werr = o.w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: o.id}) // one write
+		o.last, o.end = wire.Frame{Frame: f}, wire.End{CallID: o.id}
+		o.werr = o.w.writeLast(&o.last, &o.end) // one write
 		return true, o.werr
 	}
 	if err := o.w.w.Write(ctx, coalesce.Reply, &wire.Frame{Frame: f}); err != nil {
