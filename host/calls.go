@@ -54,7 +54,7 @@ func (e *depthError) Error() string {
 
 // hangupWatchDelay is how long a call connection goes unread (a start
 // that waits, a chunk its callee does not take) before the host watches
-// it for the caller's hang-up (watchHangupAfter). A wait shorter than it
+// it for the caller's hang-up (connWatch). A wait shorter than it
 // ends with the connection read again, which sees the hang-up as its end;
 // a longer one sees it within this delay. A watch from the start would
 // cost a goroutine, a poll and a switch back per call and per chunk.
@@ -287,8 +287,9 @@ type connCalls struct {
 	// per call, taken before the next call starts (size 1: the sender
 	// never waits).
 	outDone chan error
-	// watch watches the connection for the caller's hang-up during a
-	// call whose whole input came with its invoke.
+	// watch watches the connection for the caller's hang-up while a
+	// call starts, and while a call whose whole input came with its
+	// invoke runs.
 	watch *connWatch
 
 	mu   sync.Mutex
@@ -356,7 +357,7 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, cs *con
 	if ahead.whole {
 		input = &ahead.input
 	}
-	callee, end, err := s.begin(nc, inv, input)
+	callee, end, err := s.begin(cs, inv, input)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
@@ -385,7 +386,7 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, cs *con
 		invalid := make(chan struct{})
 		out.invalid = invalid
 		callee.start(out, outDone)
-		reusable, bad = s.pumpIn(nc, &ahead, r, callee, inv.CallID)
+		reusable, bad = s.pumpIn(nc, cs, &ahead, r, callee, inv.CallID)
 		if bad {
 			close(invalid)
 		}
@@ -527,7 +528,7 @@ func (s *callServer) discard(a *ahead, r *packetio.Reader, id string) bool {
 // an invalid frame (fence, shape, schema) ends the call with failed
 // invalid_frame. A caller that hangs up while a chunk waits for the
 // callee ends it: see forward.
-func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+func (s *callServer) pumpIn(nc net.Conn, cs *connCalls, a *ahead, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
 		pkt, err := a.next(r)
@@ -545,7 +546,7 @@ func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee ne
 		switch fp.Kind {
 		case frame.KindStarted:
 		case frame.KindChunk:
-			hungUp, err := s.forward(nc, callee, fp.Frame)
+			hungUp, err := s.forward(cs, callee, fp.Frame)
 			var se *SchemaError
 			if errors.As(err, &se) {
 				return false, true
@@ -570,17 +571,17 @@ func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee ne
 // send and the callee. The watch starts only once the send has waited
 // hangupWatchDelay: a chunk the callee takes at once costs none. hungUp
 // reports that it did.
-func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
+func (s *callServer) forward(cs *connCalls, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
 	ctx, cancel := context.WithCancel(s.stop) // a send blocked on the callee also ends with close
 	defer cancel()
 	var hung atomic.Bool
-	stop := watchHangupAfter(nc, hangupWatchDelay, func() {
+	cs.watch.arm(func() {
 		hung.Store(true)
 		callee.abort()
 		cancel()
 	})
 	err = callee.send(ctx, f)
-	stop()
+	cs.watch.stop()
 	return hung.Load(), err
 }
 
@@ -706,7 +707,7 @@ func depthOf(rec *recorder.Record) int {
 // input, when not nil, is the caller's whole input, read with the invoke:
 // the callee starts with it (a child's call writes it with its invoke),
 // and its direction closed.
-func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload) (nestedCallee, func(), error) {
+func (s *callServer) begin(cs *connCalls, inv *wire.Invoke, input *[]frame.Payload) (nestedCallee, func(), error) {
 	h := s.ch.h
 	if inv.Parent == "" {
 		return nil, nil, errNoParent
@@ -715,12 +716,11 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 	if parent == nil {
 		return nil, nil, errNoParent
 	}
-	var ctx context.Context
-	var cancel context.CancelFunc
+	var base context.Context
 	if inv.Detached {
-		ctx, cancel = context.WithCancel(recorder.Detached(h.life))
+		base = recorder.Detached(h.life)
 	} else {
-		ctx, cancel = context.WithCancel(parent.rec.Context(parent.ctx))
+		base = parent.rec.Context(parent.ctx)
 	}
 	var timeout time.Duration
 	if inv.TimeoutMS > 0 {
@@ -729,11 +729,13 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 	if inv.Detached && (timeout == 0 || timeout > s.detachedTimeout) {
 		timeout = s.detachedTimeout // a detached call has no parent to end it
 	}
+	// One context: a timeout's cancels it as WithCancel's would.
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if timeout > 0 {
-		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, timeout)
-		c1 := cancel
-		cancel = func() { c2(); c1() }
+		ctx, cancel = context.WithTimeout(base, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(base)
 	}
 	ht, isHost := s.hostTools[inv.ToolID]
 	var refusal error
@@ -788,7 +790,7 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 	// A start that waits (for a place on a child, or for a journal to
 	// keep it) is watched for the caller's hang-up once it has waited
 	// hangupWatchDelay; one that does not wait costs no watch.
-	stopWatch := watchHangupAfter(nc, hangupWatchDelay, cancel)
+	cs.watch.arm(cancel)
 	if isHost {
 		callee, err = s.startHostTool(ctx, ht, inv, parent, input)
 	} else {
@@ -802,7 +804,7 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 			callee = &callAdapter{c: c}
 		}
 	}
-	stopWatch()
+	cs.watch.stop()
 	if err != nil {
 		end()
 		return nil, nil, err

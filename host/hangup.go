@@ -6,40 +6,13 @@ import (
 	"time"
 )
 
-// watchHangupAfter is watchHangup armed only once d has passed: a
-// connection left unread for less than d costs a timer, no goroutine, and
-// the reader that reads it again sees a hang-up as the connection's end.
-// stop ends the watch, if it began, as watchHangup's stop does; nc must
-// not be read until stop returned.
-func watchHangupAfter(nc net.Conn, d time.Duration, onHangup func()) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var stopWatch func()
-	t := time.AfterFunc(d, func() { // runs once, briefly: it starts the watch, which stop ends
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			stopWatch = watchHangup(nc, onHangup)
-		}
-	})
-	return func() {
-		if t.Stop() {
-			return // never armed
-		}
-		mu.Lock()
-		stopped = true
-		sw := stopWatch
-		mu.Unlock()
-		if sw != nil {
-			sw()
-		}
-	}
-}
-
-// connWatch is watchHangupAfter made once for a call connection and armed
-// for each call on it: the timer and the state are the connection's, so
-// that a call that does not wait costs a timer reset and no allocation.
-// arm and stop are called by the connection's goroutine, in turn.
+// connWatch is watchHangup armed only once d has passed, made once for a
+// call connection and armed for each wait on it (a call's start, a chunk
+// its callee has not taken, a call run on the connection's goroutine): a
+// connection left unread for less than d costs a timer reset, no
+// goroutine and no allocation, and the reader that reads it again sees a
+// hang-up as the connection's end. arm and stop are called by the
+// connection's goroutine, in turn.
 type connWatch struct {
 	nc net.Conn
 	d  time.Duration
