@@ -792,7 +792,7 @@ func (s *callServer) begin(cs *connCalls, inv *wire.Invoke, input *[]frame.Paylo
 	// hangupWatchDelay; one that does not wait costs no watch.
 	cs.watch.arm(cancel)
 	if isHost {
-		callee, err = s.startHostTool(ctx, ht, inv, parent, input)
+		callee, err = s.startHostTool(ctx, cancel, ht, inv, parent, input)
 	} else {
 		opts := []CallOption{WithTrace(inv.Trace)}
 		if input != nil {
@@ -834,7 +834,7 @@ func (h *Host) refuseStep(ctx context.Context, tool string, err error) error {
 }
 
 // startHostTool records and starts a call of a host tool.
-func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.Invoke, parent *Call, input *[]frame.Payload) (nestedCallee, error) {
+func (s *callServer) startHostTool(ctx context.Context, cancel context.CancelFunc, ht *HostTool, inv *wire.Invoke, parent *Call, input *[]frame.Payload) (nestedCallee, error) {
 	h := s.ch.h
 	ts := s.cat.Tool(inv.ToolID)
 	args := inv.Arguments
@@ -861,7 +861,7 @@ func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.
 	if !inv.Detached {
 		tc.Parent = parent.id
 	}
-	hc := &recordedHostCall{hc: newHostCallee(rec.Context(ctx), ht, ts, tc), rec: rec}
+	hc := &recordedHostCall{hc: newHostCallee(rec.Context(ctx), cancel, ht, ts, tc), rec: rec}
 	if input != nil {
 		for i, p := range *input {
 			f, _ := frame.NewChunk(inv.CallID, frame.CallerToProvider, uint64(i)+1, p, nil)
