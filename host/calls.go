@@ -287,6 +287,10 @@ type connCalls struct {
 	// per call, taken before the next call starts (size 1: the sender
 	// never waits).
 	outDone chan error
+	// ahead holds the packets read with a call's invoke (readAhead):
+	// at most protocol.IngressQueue chunks and the caller's started and
+	// terminal.
+	ahead [protocol.IngressQueue + 2]wire.Packet
 	// watch watches the connection for the caller's hang-up while a
 	// call starts, and while a call whose whole input came with its
 	// invoke runs.
@@ -352,7 +356,8 @@ type nestedCallee interface {
 // Any other call gets an output goroutine while this one reads the
 // caller's frames.
 func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, cs *connCalls, inv *wire.Invoke) (wire.Packet, bool) {
-	ahead := readAhead(r, inv.CallID)
+	ahead := readAhead(r, inv.CallID, cs.ahead[:0])
+	defer clear(cs.ahead[:]) // keeps no packet past its call
 	var input *[]frame.Payload
 	if ahead.whole {
 		input = &ahead.input
@@ -441,9 +446,9 @@ func (a *ahead) next(r *packetio.Reader) (wire.Packet, error) {
 // readAhead takes the packets that are already whole in r's buffer after
 // call id's invoke, up to the caller terminal and at most
 // protocol.IngressQueue chunks: what a caller wrote with the invoke in one
-// write. It never waits for the connection.
-func readAhead(r *packetio.Reader, id string) ahead {
-	var a ahead
+// write, into buf's array. It never waits for the connection.
+func readAhead(r *packetio.Reader, id string, buf []wire.Packet) ahead {
+	a := ahead{pkts: buf}
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	ok := true
 	for len(a.pkts) < protocol.IngressQueue+2 && r.PacketBuffered() {
