@@ -54,7 +54,7 @@ func (e *depthError) Error() string {
 
 // hangupWatchDelay is how long a call connection goes unread (a start
 // that waits, a chunk its callee does not take) before the host watches
-// it for the caller's hang-up (watchHangupAfter). A wait shorter than it
+// it for the caller's hang-up (connWatch). A wait shorter than it
 // ends with the connection read again, which sees the hang-up as its end;
 // a longer one sees it within this delay. A watch from the start would
 // cost a goroutine, a poll and a switch back per call and per chunk.
@@ -244,6 +244,13 @@ func (s *callServer) serveConn(nc net.Conn) {
 		nc.Close()
 	}()
 	r := packetio.NewReader(nc, s.ch.limits)
+	cs := &connCalls{outDone: make(chan error, 1), watch: newConnWatch(nc, hangupWatchDelay)}
+	defer cs.watch.close()
+	// The caller is gone once close began: the running callee is aborted
+	// even when the connection is no longer read (§8 item 7: the
+	// caller's death cancels a detached call too). One watch for the
+	// connection's calls, not one per call.
+	defer context.AfterFunc(s.stop, cs.stopped)()
 	var next wire.Packet // read by the previous call's pumpIn, in its quiet interval
 	for {
 		pkt, err := next, error(nil)
@@ -266,9 +273,55 @@ func (s *callServer) serveConn(nc net.Conn) {
 			return
 		}
 		var more bool
-		if next, more = s.run(nc, r, w, inv); !more {
+		if next, more = s.run(nc, r, w, cs, inv); !more {
 			return
 		}
+	}
+}
+
+// connCalls is what the calls of one call connection share, one call at a
+// time: the output side's end, and the running callee that the server's
+// close aborts.
+type connCalls struct {
+	// outDone carries the running call's output side's end: one value
+	// per call, taken before the next call starts (size 1: the sender
+	// never waits).
+	outDone chan error
+	// ahead holds the packets read with a call's invoke (readAhead):
+	// at most protocol.IngressQueue chunks and the caller's started and
+	// terminal.
+	ahead [protocol.IngressQueue + 2]wire.Packet
+	// watch watches the connection for the caller's hang-up while a
+	// call starts, and while a call whose whole input came with its
+	// invoke runs.
+	watch *connWatch
+
+	mu   sync.Mutex
+	cur  nestedCallee // the running call's callee; nil between calls; guarded by mu
+	stop bool         // the server's close began; guarded by mu
+}
+
+// stopped aborts the running callee, and every callee set after it: the
+// server's close began.
+func (cs *connCalls) stopped() {
+	cs.mu.Lock()
+	cs.stop = true
+	cur := cs.cur
+	cs.mu.Unlock()
+	if cur != nil {
+		cur.abort()
+	}
+}
+
+// set makes callee the running one (nil: none); a callee set after the
+// server's close began is aborted at once.
+func (cs *connCalls) set(callee nestedCallee) {
+	cs.mu.Lock()
+	cs.cur = callee
+	stop := cs.stop
+	cs.mu.Unlock()
+	if stop && callee != nil {
+		callee.abort()
 	}
 }
 
@@ -302,13 +355,14 @@ type nestedCallee interface {
 // the caller's hang-up only once the call has taken hangupWatchDelay.
 // Any other call gets an output goroutine while this one reads the
 // caller's frames.
-func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wire.Invoke) (wire.Packet, bool) {
-	ahead := readAhead(r, inv.CallID)
+func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, cs *connCalls, inv *wire.Invoke) (wire.Packet, bool) {
+	ahead := readAhead(r, inv.CallID, cs.ahead[:0])
+	defer clear(cs.ahead[:]) // keeps no packet past its call
 	var input *[]frame.Payload
 	if ahead.whole {
 		input = &ahead.input
 	}
-	callee, end, err := s.begin(nc, inv, input)
+	callee, end, err := s.begin(cs, inv, input)
 	if err != nil {
 		code, msg := refusalAnswer(err)
 		if w.refuse(inv.CallID, code, msg) != nil {
@@ -322,24 +376,25 @@ func (s *callServer) run(nc net.Conn, r *packetio.Reader, w *connWriter, inv *wi
 	var once sync.Once
 	release := func() { once.Do(end) }
 	defer release()
-	// The caller is gone once close began: abort the callee even when the
-	// connection is no longer read (§8 item 7: the caller's death cancels
-	// a detached call too).
-	defer context.AfterFunc(s.stop, callee.abort)()
-	invalid := make(chan struct{})
-	outDone := make(chan error, 1) // one value: the output side's end; waited for below
-	out := &callOut{w: w, id: inv.CallID, seq: 1, invalid: invalid, release: release, abort: callee.abort}
+	cs.set(callee) // the server's close aborts it
+	defer cs.set(nil)
+	outDone := cs.outDone // one value: the output side's end; taken below
+	abort := callee.abort
+	out := &callOut{w: w, id: inv.CallID, seq: 1, release: release, abort: abort}
 	reusable, bad := true, false
 	if ahead.whole {
-		stop := watchHangupAfter(nc, hangupWatchDelay, callee.abort)
+		// No caller frame can come: out.invalid stays nil.
+		cs.watch.arm(abort)
 		callee.run(out, outDone)
-		stop()
+		cs.watch.stop()
 	} else {
+		invalid := make(chan struct{})
+		out.invalid = invalid
 		callee.start(out, outDone)
-		reusable, bad = s.pumpIn(nc, &ahead, r, callee, inv.CallID)
-	}
-	if bad {
-		close(invalid)
+		reusable, bad = s.pumpIn(nc, cs, &ahead, r, callee, inv.CallID)
+		if bad {
+			close(invalid)
+		}
 	}
 	var next wire.Packet
 	if reusable {
@@ -391,9 +446,9 @@ func (a *ahead) next(r *packetio.Reader) (wire.Packet, error) {
 // readAhead takes the packets that are already whole in r's buffer after
 // call id's invoke, up to the caller terminal and at most
 // protocol.IngressQueue chunks: what a caller wrote with the invoke in one
-// write. It never waits for the connection.
-func readAhead(r *packetio.Reader, id string) ahead {
-	var a ahead
+// write, into buf's array. It never waits for the connection.
+func readAhead(r *packetio.Reader, id string, buf []wire.Packet) ahead {
+	a := ahead{pkts: buf}
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	ok := true
 	for len(a.pkts) < protocol.IngressQueue+2 && r.PacketBuffered() {
@@ -478,7 +533,7 @@ func (s *callServer) discard(a *ahead, r *packetio.Reader, id string) bool {
 // an invalid frame (fence, shape, schema) ends the call with failed
 // invalid_frame. A caller that hangs up while a chunk waits for the
 // callee ends it: see forward.
-func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
+func (s *callServer) pumpIn(nc net.Conn, cs *connCalls, a *ahead, r *packetio.Reader, callee nestedCallee, id string) (reusable, bad bool) {
 	fence := sequence.New(id, frame.CallerToProvider, 0)
 	for {
 		pkt, err := a.next(r)
@@ -496,7 +551,7 @@ func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee ne
 		switch fp.Kind {
 		case frame.KindStarted:
 		case frame.KindChunk:
-			hungUp, err := s.forward(nc, callee, fp.Frame)
+			hungUp, err := s.forward(cs, callee, fp.Frame)
 			var se *SchemaError
 			if errors.As(err, &se) {
 				return false, true
@@ -521,17 +576,17 @@ func (s *callServer) pumpIn(nc net.Conn, a *ahead, r *packetio.Reader, callee ne
 // send and the callee. The watch starts only once the send has waited
 // hangupWatchDelay: a chunk the callee takes at once costs none. hungUp
 // reports that it did.
-func (s *callServer) forward(nc net.Conn, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
+func (s *callServer) forward(cs *connCalls, callee nestedCallee, f frame.Frame) (hungUp bool, err error) {
 	ctx, cancel := context.WithCancel(s.stop) // a send blocked on the callee also ends with close
 	defer cancel()
 	var hung atomic.Bool
-	stop := watchHangupAfter(nc, hangupWatchDelay, func() {
+	cs.watch.arm(func() {
 		hung.Store(true)
 		callee.abort()
 		cancel()
 	})
 	err = callee.send(ctx, f)
-	stop()
+	cs.watch.stop()
 	return hung.Load(), err
 }
 
@@ -545,12 +600,16 @@ type callOut struct {
 	w       *connWriter
 	id      string
 	seq     uint64
-	invalid <-chan struct{}
+	invalid <-chan struct{} // nil for a call whose whole input came with its invoke
 	release func()
 	abort   func() // cancels the callee: its frames can no longer be written
 	werr    error  // the first write error; later frames are dropped
 	// endSent is set before the end is written.
 	endSent atomic.Bool
+	// last and end are the terminal's packets, kept here so that they
+	// cost no allocation of their own; the Writer keeps neither.
+	last wire.Frame
+	end  wire.End
 }
 
 // put writes f, waiting for room in the connection's queue until ctx is
@@ -580,7 +639,8 @@ func (o *callOut) put(ctx context.Context, f frame.Frame) (last bool, err error)
 		}
 		o.release()
 		o.endSent.Store(true)
-		o.werr = o.w.writeLast(&wire.Frame{Frame: f}, &wire.End{CallID: o.id}) // one write
+		o.last, o.end = wire.Frame{Frame: f}, wire.End{CallID: o.id}
+		o.werr = o.w.writeLast(&o.last, &o.end) // one write
 		return true, o.werr
 	}
 	if err := o.w.w.Write(ctx, coalesce.Reply, &wire.Frame{Frame: f}); err != nil {
@@ -652,7 +712,7 @@ func depthOf(rec *recorder.Record) int {
 // input, when not nil, is the caller's whole input, read with the invoke:
 // the callee starts with it (a child's call writes it with its invoke),
 // and its direction closed.
-func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload) (nestedCallee, func(), error) {
+func (s *callServer) begin(cs *connCalls, inv *wire.Invoke, input *[]frame.Payload) (nestedCallee, func(), error) {
 	h := s.ch.h
 	if inv.Parent == "" {
 		return nil, nil, errNoParent
@@ -661,12 +721,11 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 	if parent == nil {
 		return nil, nil, errNoParent
 	}
-	var ctx context.Context
-	var cancel context.CancelFunc
+	var base context.Context
 	if inv.Detached {
-		ctx, cancel = context.WithCancel(recorder.Detached(h.life))
+		base = recorder.Detached(h.life)
 	} else {
-		ctx, cancel = context.WithCancel(parent.rec.Context(parent.ctx))
+		base = parent.rec.Context(parent.ctx)
 	}
 	var timeout time.Duration
 	if inv.TimeoutMS > 0 {
@@ -675,11 +734,13 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 	if inv.Detached && (timeout == 0 || timeout > s.detachedTimeout) {
 		timeout = s.detachedTimeout // a detached call has no parent to end it
 	}
+	// One context: a timeout's cancels it as WithCancel's would.
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if timeout > 0 {
-		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, timeout)
-		c1 := cancel
-		cancel = func() { c2(); c1() }
+		ctx, cancel = context.WithTimeout(base, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(base)
 	}
 	ht, isHost := s.hostTools[inv.ToolID]
 	var refusal error
@@ -734,9 +795,9 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 	// A start that waits (for a place on a child, or for a journal to
 	// keep it) is watched for the caller's hang-up once it has waited
 	// hangupWatchDelay; one that does not wait costs no watch.
-	stopWatch := watchHangupAfter(nc, hangupWatchDelay, cancel)
+	cs.watch.arm(cancel)
 	if isHost {
-		callee, err = s.startHostTool(ctx, ht, inv, parent, input)
+		callee, err = s.startHostTool(ctx, cancel, ht, inv, parent, input)
 	} else {
 		opts := []CallOption{WithTrace(inv.Trace)}
 		if input != nil {
@@ -748,7 +809,7 @@ func (s *callServer) begin(nc net.Conn, inv *wire.Invoke, input *[]frame.Payload
 			callee = &callAdapter{c: c}
 		}
 	}
-	stopWatch()
+	cs.watch.stop()
 	if err != nil {
 		end()
 		return nil, nil, err
@@ -778,7 +839,7 @@ func (h *Host) refuseStep(ctx context.Context, tool string, err error) error {
 }
 
 // startHostTool records and starts a call of a host tool.
-func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.Invoke, parent *Call, input *[]frame.Payload) (nestedCallee, error) {
+func (s *callServer) startHostTool(ctx context.Context, cancel context.CancelFunc, ht *HostTool, inv *wire.Invoke, parent *Call, input *[]frame.Payload) (nestedCallee, error) {
 	h := s.ch.h
 	ts := s.cat.Tool(inv.ToolID)
 	args := inv.Arguments
@@ -805,7 +866,7 @@ func (s *callServer) startHostTool(ctx context.Context, ht *HostTool, inv *wire.
 	if !inv.Detached {
 		tc.Parent = parent.id
 	}
-	hc := &recordedHostCall{hc: newHostCallee(rec.Context(ctx), ht, ts, tc), rec: rec}
+	hc := &recordedHostCall{hc: newHostCallee(rec.Context(ctx), cancel, ht, ts, tc), rec: rec}
 	if input != nil {
 		for i, p := range *input {
 			f, _ := frame.NewChunk(inv.CallID, frame.CallerToProvider, uint64(i)+1, p, nil)

@@ -22,7 +22,9 @@ func TestHostToolSendEndsWithTheCall(t *testing.T) {
 		sendErr <- c.Send(own, frame.MustPayload(map[string]any{"n": 1}), nil)
 		return nil, nil
 	}}
-	hc := newHostCallee(context.Background(), ht, &toolschema.Tool{}, &ToolCall{ID: "t1"})
+	callCtx, cancelCall := context.WithCancel(context.Background())
+	defer cancelCall()
+	hc := newHostCallee(callCtx, cancelCall, ht, &toolschema.Tool{}, &ToolCall{ID: "t1"})
 	waiting := make(chan struct{})
 	hc.start(func(ctx context.Context, f frame.Frame) error {
 		if f.Kind.IsTerminal() {

@@ -119,10 +119,9 @@ type hostCallee struct {
 	once   sync.Once
 }
 
-// newHostCallee prepares t's handler for one call under ctx; start runs
-// it.
-func newHostCallee(ctx context.Context, t *HostTool, ts *toolschema.Tool, tc *ToolCall) *hostCallee {
-	ctx, cancel := context.WithCancel(ctx)
+// newHostCallee prepares t's handler for one call under ctx, which cancel
+// ends (the call's own context: its abort is cancel); start runs it.
+func newHostCallee(ctx context.Context, cancel context.CancelFunc, t *HostTool, ts *toolschema.Tool, tc *ToolCall) *hostCallee {
 	hc := &hostCallee{tc: tc, t: t, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	tc.tool = ts
 	tc.stop = ctx.Done()

@@ -371,10 +371,11 @@ class _Call:
             raise cancelled_error(self.cause)
 
     def start_call(self, tool: str, arguments: Optional[JsonObject], detached: bool,
-                   timeout: Optional[float]) -> Coroutine[Any, Any, NestedCall]:
+                   timeout: Optional[float], whole: Optional[list[JsonObject]] = None
+                   ) -> Coroutine[Any, Any, NestedCall]:
         """A call through the host as a step of this call (what awaiting
         ``inv.call(...)`` runs; see StreamInvoke.call)."""
-        return start_call(self.rt, self, tool, arguments, detached, timeout)
+        return start_call(self.rt, self, tool, arguments, detached, timeout, whole)
 
     def cancel(self, cause: str, invalid: Optional[Exception] = None, from_task: bool = False) -> None:
         """Cancel the call for cause; the first cause wins."""

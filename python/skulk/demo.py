@@ -163,8 +163,17 @@ async def relay(call: StreamInvoke, frames: Frames) -> Out:
     if args is not None and type(args) is not dict:
         yield call.failed("arguments: args must be an object")
         return
+    given = call.arguments.get("input")
+    whole: Optional[list[JsonObject]] = None
+    if given is not None:
+        if type(given) is not list or not all(type(o) is dict for o in given):
+            yield call.failed("arguments: input must hold objects")
+            return
+        whole = [o for o in given if isinstance(o, dict)]
     try:
-        nested = await call.call(tool, args)
+        # With input, the call's whole input goes with its invoke in one
+        # write (the fast path of a unary call).
+        nested = await call.call(tool, args, input=whole)
     except skulk.SkulkError as e:
         yield _relay_error(call, e)
         return
@@ -172,7 +181,8 @@ async def relay(call: StreamInvoke, frames: Frames) -> Out:
         yield call.completed()  # the SDK cancels the call left open, and waits for its end, first
         return
     async with nested:
-        await nested.close_send()
+        if whole is None:
+            await nested.close_send()
         async for f in nested:
             if f.kind == "chunk":
                 yield call.chunk(f.payload, f.media)
@@ -214,7 +224,9 @@ def tools(test_tools: bool = False, call_tools: bool = False) -> list[Tool]:
         out.append(Tool("relay", relay, "Calls tool through the host with args and streams its output back; "
                         "completes with its result or ends with its failure.",
                         _object({"tool": {"type": "string", "minLength": 1, "maxLength": 128}, "args": {"type": "object"},
-                                 "leave": {"type": "boolean", "default": False}}, "tool"), ANY, ANY, ANY))
+                                 "leave": {"type": "boolean", "default": False},
+                                 "input": {"type": "array", "items": {"type": "object"}, "maxItems": 8}}, "tool"),
+                        ANY, ANY, ANY))
     return out
 
 

@@ -409,11 +409,13 @@ def _wake(fut: Optional[asyncio.Future[None]]) -> None:
 
 
 async def start_call(rt: _Runtime, cl: _Owner, tool: str, arguments: Optional[JsonObject], detached: bool,
-                     timeout: Optional[float]) -> NestedCall:
+                     timeout: Optional[float], whole: Optional[list[JsonObject]] = None) -> NestedCall:
     """Start a call through the host for the handler's call cl (what
     awaiting ``call.call(tool, arguments, ...)`` does, see
     StreamInvoke.call): check it against the host's offer, then write its
-    invoke and started on an idle call connection or a new one."""
+    invoke and started on an idle call connection or a new one; with
+    whole (the call's whole input), its chunks and the caller's
+    completed go in the same write."""
     of = rt.offer
     if of is None:
         raise CallsOffError()
@@ -440,10 +442,19 @@ async def start_call(rt: _Runtime, cl: _Owner, tool: str, arguments: Optional[Js
     inv.check()
     head, _ = encode_packet(inv, rt.limits)
     started, _ = encode_packet(StreamFrame(inv.call_id, CALLER, 0, "started"), rt.limits)
+    first = [head, started]
+    if whole is not None:
+        v = of.validator(t, "input")
+        for p in whole:
+            check_object(p, "input")
+            _check(v, "input", p)
+        for i, p in enumerate(whole, 1):
+            first.append(encode_packet(StreamFrame(inv.call_id, CALLER, i, "chunk", p), rt.limits)[0])
+        first.append(encode_packet(StreamFrame(inv.call_id, CALLER, len(whole) + 1, "completed"), rt.limits)[0])
     owner = None if detached else cl
     conn = of.take_idle()
     if conn is not None:
-        return _begin(rt, owner, of, t, inv, conn, head + started)
+        return _begin(rt, owner, of, t, inv, conn, b"".join(first), whole)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)
     # The place is taken before the first await, so that calls made
@@ -461,14 +472,18 @@ async def start_call(rt: _Runtime, cl: _Owner, tool: str, arguments: Optional[Js
         of.open.discard(placeholder)
         raise
     of.open.discard(placeholder)
-    return _begin(rt, owner, of, t, inv, Conn(sock, rt.loop, rt.limits), head + started)
+    return _begin(rt, owner, of, t, inv, Conn(sock, rt.loop, rt.limits), b"".join(first), whole)
 
 
 def _begin(rt: _Runtime, owner: Optional[_Owner], of: _Offer, t: ToolDescriptor, inv: StreamInvoke, conn: Conn,
-           first: bytes) -> _NestedCall:
+           first: bytes, whole: Optional[list[JsonObject]]) -> _NestedCall:
     """Start the call on conn: register it and write its invoke and
-    started."""
+    started (and, with whole, its input and completed: the caller's
+    direction is then closed)."""
     n = _NestedCall(rt, owner, of, t, inv.call_id, conn)
+    if whole is not None:
+        n._next = len(whole) + 2
+        n._send_done = True
     of.open.add(n)
     if owner is not None:
         owner.nested.add(n)

@@ -100,9 +100,10 @@ class _Caller(Protocol):
     the handler's call is served on (the child runtime's call)."""
 
     def start_call(self, tool: str, arguments: Optional[JsonObject], detached: bool,
-                   timeout: Optional[float]) -> Awaitable[NestedCall]:
+                   timeout: Optional[float], whole: Optional[list[JsonObject]] = None) -> Awaitable[NestedCall]:
         """Check the call, then dial (or reuse) a call connection and
-        write its invoke: the started NestedCall."""
+        write its invoke (with its whole input and completed when whole
+        is not None): the started NestedCall."""
         ...
 
 
@@ -112,12 +113,13 @@ class CallStart:
     cancels the call unless it ended)."""
 
     def __init__(self, caller: Optional[_Caller], tool: str, arguments: Optional[JsonObject], detached: bool,
-                 timeout: Optional[float]) -> None:
+                 timeout: Optional[float], whole: Optional[list[JsonObject]] = None) -> None:
         self._caller = caller
         self._tool = tool
         self._args = arguments
         self._detached = detached
         self._timeout = timeout
+        self._whole = whole  # the call's whole input, or None: sent with send
         self._call: Optional[NestedCall] = None
 
     def __await__(self) -> Generator[Any, None, NestedCall]:
@@ -134,4 +136,4 @@ class CallStart:
     async def _start(self) -> NestedCall:
         if self._caller is None:  # an invoke not served on a stream
             raise CallsOffError()
-        return await self._caller.start_call(self._tool, self._args, self._detached, self._timeout)
+        return await self._caller.start_call(self._tool, self._args, self._detached, self._timeout, self._whole)

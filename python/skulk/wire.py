@@ -312,7 +312,7 @@ class StreamInvoke:
         return StreamFrame._trusted(self.call_id, "provider_to_caller", n, "cancelled", error=err)
 
     def call(self, tool: str, arguments: Optional[JsonObject] = None, *, detached: bool = False,
-             timeout: Optional[float] = None) -> CallStart:
+             timeout: Optional[float] = None, input: Optional[Iterable[JsonObject]] = None) -> CallStart:
         """Call tool through the host (docs/protocol.md §8) with arguments
         (None for none), as a step of this call: in its tree, with it as
         parent, ending before it ends. Await the result for the
@@ -331,14 +331,27 @@ class StreamInvoke:
         outlives this one: its end does not wait for it, nor cancel it,
         and the depth limit does not apply.
 
+        ``input`` makes its payloads the call's whole input (what Go's
+        ``child.WithInput`` does): each is checked against the tool's
+        ``input_schema`` first, then the invoke, the started frame, one
+        chunk per payload and the caller's completed leave in one write,
+        so that a unary call (``input=()``) costs the host one read, and
+        the host serves it without a goroutine of its own. ``send`` and
+        ``close_send`` then raise CallClosedError (the direction is
+        closed)::
+
+            result = await (await call.call("lookup", {"word": w}, input=())).wait()
+
         Refused before anything is sent: CallsOffError (the host offers no
         calls), NotOfferedError, DepthError (deeper than the host's
         max_depth), TooManyCallsError (max_in_flight open), SchemaError
-        "arguments" (with jsonschema installed), FieldError. The host's
+        "arguments" or "input" (with jsonschema installed), FieldError
+        ("input" when it is not a JSON object). The host's
         own refusals, and the callee's failures, come back as the call's
         failed terminal (CallError from ``wait``); a call socket that
         cannot be dialed raises a synthetic CallError ``unreachable``."""
-        return CallStart(self._stream, tool, arguments, detached, timeout)
+        whole = None if input is None else list(input)
+        return CallStart(self._stream, tool, arguments, detached, timeout, whole)
 
     @property
     def trace_context(self) -> Optional[TraceContext]:

@@ -10,9 +10,12 @@ import select
 import tempfile
 import unittest
 from typing import AsyncIterator, Awaitable, Callable, Optional
+from unittest import mock
 
 import skulk
 from skulk import StreamEnd, StreamError, StreamFrame, StreamInvoke
+from skulk._conn import Conn
+from skulk.frames import Bytes
 from skulk.testing import run_tool
 from skulk.wire import Calls, Limits, ToolDescriptor, read_packet, write_packet
 
@@ -434,6 +437,79 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
         await asyncio.wait_for(asyncio.gather(*self.handlers, return_exceptions=True), 10)
         self.assertEqual(self.conns, 2, self.log)
         self.assertEqual(self.log, ids[:4] + ["closed", ids[4], "closed"])
+
+    async def test_whole_input(self) -> None:
+        """input= sends the invoke, started, a chunk per payload and the
+        caller's completed in one write; send and close_send are then
+        refused; a unary call (input=()) is started and completed; a
+        payload that breaks the input schema, or is not an object, is
+        refused before anything is dialed."""
+        async def host(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            while True:
+                try:
+                    inv = await read_packet(r, LIM)
+                except (skulk.ConnectionClosed, OSError, asyncio.IncompleteReadError):
+                    return
+                assert isinstance(inv, StreamInvoke)
+                got = []
+                while True:
+                    f = await read_packet(r, LIM)
+                    assert isinstance(f, StreamFrame)
+                    got.append((f.sequence, f.kind, f.payload))
+                    if f.is_terminal():
+                        break
+                self.log.append(repr(got))
+                await write_packet(w, pframe(inv.call_id, 1, "completed", {"n": len(got)}), LIM)
+                await write_packet(w, StreamEnd(inv.call_id), LIM)
+
+        self.serve = host
+        writes: list[int] = []
+        send_nowait = Conn.send_nowait
+
+        def counted(conn: Conn, head: bytes, att: Bytes = b"") -> None:
+            writes.append(len(head))
+            send_nowait(conn, head, att)
+
+        out: dict[str, object] = {}
+
+        async def ask(call: StreamInvoke, frames: AsyncIterator[StreamFrame]) -> skulk.Output:
+            for bad in ([{"no": "text"}], [["not", "an", "object"]]):
+                try:
+                    await call.call("echo", input=bad)  # type: ignore[arg-type]
+                except skulk.SchemaError as e:
+                    out["schema"] = (e.schema, e.field, e.keyword)
+                except skulk.FieldError as e:
+                    out["field"] = e.field
+            out["dialed_after_refusals"] = self.conns
+            writes.clear()
+            n = await call.call("echo", input=[{"text": "a"}, {"text": "b"}])
+            out["writes"] = len(writes)
+            for op in (lambda: n.send({"text": "c"}), n.close_send):
+                try:
+                    await op()
+                except skulk.CallClosedError:
+                    out.setdefault("closed", 0)
+                    out["closed"] = int(str(out["closed"])) + 1
+            out["whole"] = await n.wait()
+            u = await call.call("lookup", {"word": "w"}, input=())
+            out["unary"] = await u.wait()
+            yield call.completed()
+
+        with mock.patch.object(Conn, "send_nowait", counted):
+            res = await run_tool(skulk.Tool("ask", ask), {}, calls=self.calls(), depth=1)
+        self.assertEqual(res.outcome, "completed", res.error)
+        self.assertEqual(out["schema"], ("input", "/text", "required"))
+        self.assertEqual(out["field"], "input")
+        self.assertEqual(out["dialed_after_refusals"], 0)
+        self.assertEqual(out["writes"], 1)
+        self.assertEqual(out["closed"], 2)
+        self.assertEqual(out["whole"], {"n": 4})
+        self.assertEqual(out["unary"], {"n": 2})
+        self.assertEqual(self.log, [
+            repr([(0, "started", None), (1, "chunk", {"text": "a"}), (2, "chunk", {"text": "b"}), (3, "completed", None)]),
+            repr([(0, "started", None), (1, "completed", None)]),
+        ])
+        self.assertEqual(self.conns, 1)  # the second call reused the first's connection
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 package skulkbench
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Limits of the tools' arguments, also in their schemas.
@@ -168,16 +170,19 @@ func reply(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 // nest makes one call through the host (docs/protocol.md §8) and
 // completes with its value: a nested small call, in the unary shape.
 func nest(ctx context.Context, s *child.Stream) (frame.Payload, error) {
+	// The arguments are read as MessagePack, args kept as the bytes they
+	// came as (a relay does not look into what it passes on); the SDK
+	// checks them as the call's arguments.
 	var a struct {
-		Tool string         `json:"tool"`
-		Args map[string]any `json:"args"`
+		Tool string             `msgpack:"tool"`
+		Args msgpack.RawMessage `msgpack:"args"`
 	}
-	if err := s.Arguments().Decode(&a); err != nil || a.Tool == "" {
+	if err := msgpack.Unmarshal(s.Arguments(), &a); err != nil || a.Tool == "" {
 		return nil, errArgs
 	}
-	args, err := frame.PayloadOf(a.Args)
-	if err != nil {
-		return nil, errArgs
+	var args frame.Payload
+	if len(a.Args) > 0 && !bytes.Equal(a.Args, []byte{0xc0}) { // absent or nil: no arguments
+		args = frame.Payload(a.Args)
 	}
 	// Unary-shaped, as the host's own unary call: the invoke and the
 	// closed input leave in one write.

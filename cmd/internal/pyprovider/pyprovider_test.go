@@ -210,7 +210,7 @@ func TestNestedCallsThroughHost(t *testing.T) {
 		Command:   provider(t),
 		Args:      []string{"--call-tools"},
 		KillGrace: 500 * time.Millisecond,
-		Calls:     host.Calls{Tools: []string{"count", "relay"}, MaxDepth: 2},
+		Calls:     host.Calls{Tools: []string{"count", "relay", "upper"}, MaxDepth: 2},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -220,7 +220,25 @@ func TestNestedCallsThroughHost(t *testing.T) {
 	})
 	cctx := callCtx(t)
 
-	c, err := h.Call(cctx, "relay", frame.MustPayload(map[string]any{"tool": "count", "args": map[string]any{"n": 3}}), host.WithInput())
+	// relay's input argument: upper's whole input goes with its invoke
+	// (the Python SDK's call(..., input=...)), and upper's chunks come back.
+	c, err := h.Call(cctx, "relay", frame.MustPayload(map[string]any{"tool": "upper",
+		"input": []any{map[string]any{"text": "ab"}, map[string]any{"text": "c"}}}), host.WithInput())
+	require.NoError(t, err)
+	var texts []string
+	for f, err := range c.Frames() {
+		require.NoError(t, err)
+		if f.Kind == frame.KindChunk {
+			var p struct{ Text string }
+			require.NoError(t, f.Payload.Decode(&p))
+			texts = append(texts, p.Text)
+		}
+	}
+	_, err = c.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"AB", "C"}, texts, "relay of upper with whole input")
+
+	c, err = h.Call(cctx, "relay", frame.MustPayload(map[string]any{"tool": "count", "args": map[string]any{"n": 3}}), host.WithInput())
 	require.NoError(t, err)
 	n := 0
 	for f, err := range c.Frames() {

@@ -1,0 +1,38 @@
+package host
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/internal/testnet"
+)
+
+// TestConnWatch: one connection's watch, armed for wait after wait. A wait
+// stopped before the delay calls nothing; a wait longer than it sees the
+// peer's hang-up (even behind unread bytes) and calls that wait's
+// onHangup, not an earlier one's; once stopped, nothing more is called.
+func TestConnWatch(t *testing.T) {
+	c, s := testnet.SocketPair(t)
+	w := newConnWatch(s, 5*time.Millisecond)
+	defer w.close()
+	var first, second atomic.Int32
+
+	for range 3 { // waits shorter than the delay: no watch, nothing called
+		w.arm(func() { first.Add(1) })
+		w.stop()
+	}
+	_, err := c.Write([]byte("unread"))
+	require.NoError(t, err)
+	w.arm(func() { second.Add(1) })
+	time.Sleep(50 * time.Millisecond) // well past the delay: the watch began
+	require.NoError(t, c.Close())
+	require.Eventually(t, func() bool { return second.Load() == 1 }, 10*time.Second, time.Millisecond, "the hang-up reaches the armed wait")
+	w.stop()
+	time.Sleep(20 * time.Millisecond)
+	assert.EqualValues(t, 0, first.Load(), "a wait stopped before the delay was called")
+	assert.EqualValues(t, 1, second.Load(), "the armed wait was called more than once")
+}
