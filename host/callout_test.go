@@ -139,7 +139,9 @@ func TestHostToolOutputLoggedOnceWritten(t *testing.T) {
 		}
 		return nil, errors.New("the Writer's queue never filled")
 	}}
-	r := &recordedHostCall{hc: newHostCallee(rec.Context(ctx), ht, &toolschema.Tool{}, &ToolCall{ID: "ht1"}), rec: rec}
+	callCtx, cancelCall := context.WithCancel(rec.Context(ctx))
+	defer cancelCall()
+	r := &recordedHostCall{hc: newHostCallee(callCtx, cancelCall, ht, &toolschema.Tool{}, &ToolCall{ID: "ht1"}), rec: rec}
 	done := make(chan error, 1)
 	r.start(out, done)
 	<-cut
