@@ -80,9 +80,13 @@ type child struct {
 	running int
 	stuck   int // from the latest pong
 	streams int // from the latest pong
-	idle    []*streamConn
-	conns   map[*streamConn]struct{}
-	cause   error // why the child died or was stopped, once it was
+	// beyond is how many of the latest pong's streams the host had no
+	// call in flight for then (handlers of ended calls not yet returned);
+	// they keep the child busy for pingDue.
+	beyond int
+	idle   []*streamConn
+	conns  map[*streamConn]struct{}
+	cause  error // why the child died or was stopped, once it was
 }
 
 // startChild spawns a child for s and completes the handshake within
@@ -436,16 +440,16 @@ func oldestUnanswered(nonce, answered uint64) uint64 {
 
 // pingDue says whether a tick of the health ticker, since after the
 // latest ping, pings the child (docs/operations.md, Health): every tick
-// while the host has calls in flight on it or its latest pong counted
-// handlers still running (stuck ones included); otherwise, for an idle
-// child, once IdleHealthInterval has passed since the latest ping (half
-// an interval early, so ticks that come a little before the mark do not
-// push it a whole interval later). A call routed to an idle child pings
-// it at once through routed, not through a tick.
+// while the host has calls in flight on it, or its latest pong counted
+// more handlers running than the calls the host had on it then, or stuck
+// ones; otherwise, for an idle child, once IdleHealthInterval has passed
+// since the latest ping (half an interval early, so ticks that come a
+// little before the mark do not push it a whole interval later). A call
+// routed to an idle child pings it at once through routed, not a tick.
 func (ch *child) pingDue(since time.Duration) bool {
 	h := ch.h
 	h.mu.Lock()
-	busy := ch.running > 0 || ch.streams > 0 || ch.stuck > 0
+	busy := ch.running > 0 || ch.beyond > 0 || ch.stuck > 0
 	h.mu.Unlock()
 	return busy || since+h.cfg.HealthInterval/2 >= h.cfg.IdleHealthInterval
 }
@@ -529,6 +533,7 @@ func (ch *child) watch() (error, stopMode) {
 		h := ch.h
 		h.mu.Lock()
 		ch.stuck, ch.streams = int(p.Stuck), int(p.Streams)
+		ch.beyond = max(0, ch.streams-ch.running)
 		if rtt >= 0 {
 			h.pings.add(rtt)
 		}
