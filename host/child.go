@@ -81,12 +81,13 @@ type child struct {
 	stuck   int // from the latest pong
 	streams int // from the latest pong
 	// beyond is how many of the latest pong's streams the host had no
-	// call in flight for then (handlers of ended calls not yet returned);
-	// they keep the child busy for pingDue.
-	beyond int
-	idle   []*streamConn
-	conns  map[*streamConn]struct{}
-	cause  error // why the child died or was stopped, once it was
+	// call in flight for, then or when it sent the latest ping (handlers
+	// of ended calls not yet returned); they keep the child busy for
+	// pingDue. pingRunning is running when the latest ping was sent.
+	beyond, pingRunning int
+	idle                []*streamConn
+	conns               map[*streamConn]struct{}
+	cause               error // why the child died or was stopped, once it was
 }
 
 // startChild spawns a child for s and completes the handshake within
@@ -491,6 +492,9 @@ func (ch *child) watch() (error, stopMode) {
 	var lastPing time.Time // when the latest ping was sent
 	ping := func() error {
 		lastPing = time.Now()
+		ch.h.mu.Lock()
+		ch.pingRunning = ch.running
+		ch.h.mu.Unlock()
 		if nonce == answered {
 			// Nothing was outstanding, so the health timer was stopped:
 			// the child is late only once it has a ping to answer.
@@ -533,7 +537,7 @@ func (ch *child) watch() (error, stopMode) {
 		h := ch.h
 		h.mu.Lock()
 		ch.stuck, ch.streams = int(p.Stuck), int(p.Streams)
-		ch.beyond = max(0, ch.streams-ch.running)
+		ch.beyond = max(0, ch.streams-max(ch.running, ch.pingRunning))
 		if rtt >= 0 {
 			h.pings.add(rtt)
 		}
