@@ -80,14 +80,9 @@ type child struct {
 	running int
 	stuck   int // from the latest pong
 	streams int // from the latest pong
-	// beyond is how many of the latest pong's streams the host had no
-	// call in flight for, then or when it sent the latest ping (handlers
-	// of ended calls not yet returned); they keep the child busy for
-	// pingDue. pingRunning is running when the latest ping was sent.
-	beyond, pingRunning int
-	idle                []*streamConn
-	conns               map[*streamConn]struct{}
-	cause               error // why the child died or was stopped, once it was
+	idle    []*streamConn
+	conns   map[*streamConn]struct{}
+	cause   error // why the child died or was stopped, once it was
 }
 
 // startChild spawns a child for s and completes the handshake within
@@ -442,15 +437,16 @@ func oldestUnanswered(nonce, answered uint64) uint64 {
 // pingDue says whether a tick of the health ticker, since after the
 // latest ping, pings the child (docs/operations.md, Health): every tick
 // while the host has calls in flight on it, or its latest pong counted
-// more handlers running than the calls the host had on it then, or stuck
-// ones; otherwise, for an idle child, once IdleHealthInterval has passed
+// handlers running (a cancelled one may not have returned: the pings go
+// on until a pong says it did, or it is stuck and the child recycled);
+// otherwise, for an idle child, once IdleHealthInterval has passed
 // since the latest ping (half an interval early, so ticks that come a
 // little before the mark do not push it a whole interval later). A call
 // routed to an idle child pings it at once through routed, not a tick.
 func (ch *child) pingDue(since time.Duration) bool {
 	h := ch.h
 	h.mu.Lock()
-	busy := ch.running > 0 || ch.beyond > 0 || ch.stuck > 0
+	busy := ch.running > 0 || ch.streams > 0 || ch.stuck > 0
 	h.mu.Unlock()
 	return busy || since+h.cfg.HealthInterval/2 >= h.cfg.IdleHealthInterval
 }
@@ -492,9 +488,6 @@ func (ch *child) watch() (error, stopMode) {
 	var lastPing time.Time // when the latest ping was sent
 	ping := func() error {
 		lastPing = time.Now()
-		ch.h.mu.Lock()
-		ch.pingRunning = ch.running
-		ch.h.mu.Unlock()
 		if nonce == answered {
 			// Nothing was outstanding, so the health timer was stopped:
 			// the child is late only once it has a ping to answer.
@@ -537,7 +530,6 @@ func (ch *child) watch() (error, stopMode) {
 		h := ch.h
 		h.mu.Lock()
 		ch.stuck, ch.streams = int(p.Stuck), int(p.Streams)
-		ch.beyond = max(0, ch.streams-max(ch.running, ch.pingRunning))
 		if rtt >= 0 {
 			h.pings.add(rtt)
 		}
