@@ -65,15 +65,16 @@ type child struct {
 	outLimit    *outputLimit        // the rate its output lines are forwarded at
 	cat         *toolschema.Catalog // hello's, then each tools packet's; replaced under Host.mu once readControl runs
 
-	calls *callServer    // the call socket's server; nil when the host offers no calls (docs/protocol.md §8)
-	pongs chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
-	byes  chan struct{}  // size 1: "the child said bye"; a full channel already says so
+	calls    *callServer    // the call socket's server; nil when the host offers no calls (docs/protocol.md §8)
+	pongs    chan wire.Pong // size 1; overflow: the older pong is replaced by the newer
+	byes     chan struct{}  // size 1: "the child said bye"; a full channel already says so
+	ctrlDone chan struct{}  // closed when readControl returns
+	ctrlErr  error          // why readControl returned; set before ctrlDone is closed
+	wg       sync.WaitGroup
+
 	// wake is size 1: "a call was routed to the child with none in
 	// flight" (routed); a full channel already says so.
-	wake     chan struct{}
-	ctrlDone chan struct{} // closed when readControl returns
-	ctrlErr  error         // why readControl returned; set before ctrlDone is closed
-	wg       sync.WaitGroup
+	wake chan struct{}
 
 	// Guarded by Host.mu.
 	state   childState
