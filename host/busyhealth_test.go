@@ -115,6 +115,7 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 func TestHealthWhileHostWriterStalls(t *testing.T) {
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.HealthTimeout = 300 * time.Millisecond
+	cfg.IdleHealthInterval = cfg.HealthInterval // idle, yet pinged every interval
 	h, _ := testHost(t, cfg, time.Minute)
 	h.mu.Lock()
 	ch := h.slots[0].cur

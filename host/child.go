@@ -72,6 +72,10 @@ type child struct {
 	ctrlErr  error          // why readControl returned; set before ctrlDone is closed
 	wg       sync.WaitGroup
 
+	// wake is size 1: "a call was routed to the child with none in
+	// flight" (routed); a full channel already says so.
+	wake chan struct{}
+
 	// Guarded by Host.mu.
 	state   childState
 	running int
@@ -101,6 +105,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		h: h, slot: s, id: id, proc: proc, outLimit: outLimit,
 		pongs:    make(chan wire.Pong, 1),
 		byes:     make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
 		ctrlDone: make(chan struct{}),
 		conns:    map[*streamConn]struct{}{},
 		state:    stateStarting,
@@ -431,6 +436,34 @@ func oldestUnanswered(nonce, answered uint64) uint64 {
 	return answered + 1
 }
 
+// pingDue says whether a tick of the health ticker, since after the
+// latest ping, pings the child (docs/operations.md, Health): every tick
+// while the host has calls in flight on it, or its latest pong counted
+// handlers running (a cancelled one may not have returned: the pings go
+// on until a pong says it did, or it is stuck and the child recycled);
+// otherwise, for an idle child, once IdleHealthInterval has passed
+// since the latest ping (half an interval early, so ticks that come a
+// little before the mark do not push it a whole interval later). A call
+// routed to an idle child pings it at once through routed, not a tick.
+func (ch *child) pingDue(since time.Duration) bool {
+	h := ch.h
+	h.mu.Lock()
+	busy := ch.running > 0 || ch.streams > 0 || ch.stuck > 0
+	h.mu.Unlock()
+	return busy || since+h.cfg.HealthInterval/2 >= h.cfg.IdleHealthInterval
+}
+
+// routed tells the supervisor that a call was routed to the child, which
+// had none in flight: watch pings it unless a ping went out within
+// HealthInterval, so that a child that hung while idle is found within
+// HealthTimeout of its call. Host.mu is held; it never blocks.
+func (ch *child) routed() {
+	select {
+	case ch.wake <- struct{}{}:
+	default: // already said, not yet taken
+	}
+}
+
 // watch pings the child and returns when it must stop: why, and how.
 func (ch *child) watch() (error, stopMode) {
 	cfg := &ch.h.cfg
@@ -454,6 +487,7 @@ func (ch *child) watch() (error, stopMode) {
 	var sentAt [pingsTimed]time.Time
 	var marks [pingsTimed]uint64
 	var lost lostCalls
+	var lastPing time.Time // when the latest ping was sent
 	ping := func() error {
 		// Request: when the writer is idle the supervisor writes the
 		// ping itself, so that it does not also wait for the writer's
@@ -468,6 +502,7 @@ func (ch *child) watch() (error, stopMode) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil
 		}
+		lastPing = time.Now()
 		if nonce == answered {
 			// Nothing was outstanding, so the health timer was stopped:
 			// the child is late only once it has a ping to answer.
@@ -555,7 +590,7 @@ func (ch *child) watch() (error, stopMode) {
 	}
 	for {
 		select {
-		case <-ticker.C:
+		case now := <-ticker.C:
 			ch.proc.contained.Track() // the descendants seen now are found again if they leave the tree
 			if controlUnread(time.Now()) {
 				// Whatever its pongs say (a child can answer pings it
@@ -563,6 +598,20 @@ func (ch *child) watch() (error, stopMode) {
 				// for it forever.
 				return errControlUnread, stopDead
 			}
+			if !ch.pingDue(now.Sub(lastPing)) {
+				continue
+			}
+			if err := ping(); err != nil {
+				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
+			}
+		case <-ch.wake:
+			// A call was routed to an idle child: it is pinged now unless
+			// a ping went out within the interval, and every interval
+			// from now while calls are in flight (pingDue).
+			if time.Since(lastPing) < cfg.HealthInterval {
+				continue
+			}
+			ticker.Reset(cfg.HealthInterval)
 			if err := ping(); err != nil {
 				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
 			}

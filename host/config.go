@@ -23,6 +23,7 @@ import (
 const (
 	defaultHealthInterval = time.Second
 	defaultHealthTimeout  = 5 * time.Second
+	defaultIdleHealth     = 30 * time.Second
 	defaultStartTimeout   = 10 * time.Second
 	defaultCancelGrace    = time.Second
 	defaultEndGrace       = 2 * time.Second
@@ -76,6 +77,12 @@ type Config struct {
 	// HealthTimeout is how long a child may go without a pong before it is
 	// declared dead; 0 means 5 s. It must exceed HealthInterval.
 	HealthTimeout time.Duration
+	// IdleHealthInterval is how often a child with no call in flight is
+	// pinged (docs/operations.md, Health); 0 means 30 s, and a value below
+	// HealthInterval means HealthInterval (every child pinged alike). A
+	// call routed to a child not pinged for a HealthInterval pings it at
+	// once, so the call is watched as on a child that was busy.
+	IdleHealthInterval time.Duration
 	// StartTimeout bounds a child's start up to its hello; 0 means 10 s.
 	StartTimeout time.Duration
 	// CancelGrace is the child's cancel_grace_ms: how long a cancelled
@@ -337,6 +344,7 @@ func (c *Config) Validate() error {
 		v    time.Duration
 	}{
 		{"HealthInterval", c.HealthInterval}, {"HealthTimeout", c.HealthTimeout},
+		{"IdleHealthInterval", c.IdleHealthInterval},
 		{"StartTimeout", c.StartTimeout}, {"CancelGrace", c.CancelGrace},
 		{"KillGrace", c.KillGrace}, {"DrainGrace", c.DrainGrace},
 		{"Restart.Window", c.Restart.Window}, {"Restart.BackoffMin", c.Restart.BackoffMin},
@@ -431,6 +439,8 @@ func (c Config) withDefaults() Config {
 	c.Limits = packetio.Effective(c.Limits)
 	def(&c.HealthInterval, defaultHealthInterval)
 	def(&c.HealthTimeout, defaultHealthTimeout)
+	def(&c.IdleHealthInterval, max(defaultIdleHealth, c.HealthInterval))
+	c.IdleHealthInterval = max(c.IdleHealthInterval, c.HealthInterval)
 	def(&c.StartTimeout, defaultStartTimeout)
 	def(&c.CancelGrace, defaultCancelGrace)
 	def(&c.endGrace, defaultEndGrace)

@@ -13,7 +13,9 @@
 // with the child's id and pid; the last 64 KiB of stderr ride along on the
 // error of any call that fails because its child died.
 //
-// Each child is pinged every Config.HealthInterval. A child that answers no
+// Each child with calls in flight is pinged every Config.HealthInterval, an
+// idle one every Config.IdleHealthInterval and as soon as a call is routed
+// to it (docs/operations.md, Health). A child that answers no
 // ping within Config.HealthTimeout, whose control connection ends, or whose
 // process exits is dead: every call in flight on it gets a synthetic failed
 // unreachable (after the frames the child wrote before it exited: its

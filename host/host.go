@@ -349,6 +349,9 @@ func (h *Host) acquire(ctx context.Context) (*child, error) {
 		}
 		if best != nil {
 			best.running++
+			if best.running == 1 {
+				best.routed()
+			}
 			best.wg.Add(1) // the call, until Call.release
 			h.mu.Unlock()
 			return best, nil

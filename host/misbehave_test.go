@@ -200,6 +200,7 @@ func TestHealthTimeout(t *testing.T) {
 			cfg := fastHealth(fakeConfig(mode))
 			cfg.Restart.MaxRestarts = 2
 			cfg.HealthTimeout = 500 * time.Millisecond
+			cfg.IdleHealthInterval = cfg.HealthInterval // idle, yet pinged every interval
 			h, _ := testHost(t, cfg, time.Minute)
 			waitFor(t, func() bool { return h.Children()[0].State == "down" })
 			_, err := h.Call(callCtx(t, 5*time.Second), "ok", nil)

@@ -111,7 +111,7 @@ func TestChildLogsForwarded(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	c := Config{Command: "x"}.withDefaults()
 	want := Config{Command: "x", PoolSize: 1, Limits: c.Limits,
-		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, StartTimeout: 10 * time.Second,
+		HealthInterval: time.Second, HealthTimeout: 5 * time.Second, IdleHealthInterval: 30 * time.Second, StartTimeout: 10 * time.Second,
 		CancelGrace: time.Second, endGrace: 2 * time.Second, KillGrace: 2 * time.Second, DrainGrace: 5 * time.Second,
 		StuckLimit: 1, Logger: c.Logger, Env: slices.Clone(defaultEnv),
 		Calls:   Calls{MaxDepth: defaultMaxDepth, MaxInFlight: defaultMaxInFlight, DetachedTimeout: 10 * time.Minute},
@@ -133,6 +133,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative pool", Config{Command: "x", PoolSize: -1}},
 		{"timeout below interval", Config{Command: "x", HealthInterval: time.Second, HealthTimeout: time.Second}},
 		{"negative duration", Config{Command: "x", KillGrace: -1}},
+		{"negative idle interval", Config{Command: "x", IdleHealthInterval: -1}},
 		{"bad env", Config{Command: "x", ExtraEnv: []string{"=v"}}},
 	} {
 		if err := tc.cfg.Validate(); !errors.Is(err, ErrConfig) {

@@ -98,7 +98,7 @@ func (t *traffic) receivedBatch(n int, media uint64) {
 }
 
 // pingHist is the host's ping round-trip histogram; guarded by Host.mu
-// (one pong a HealthInterval per child).
+// (at most one pong a HealthInterval per child).
 type pingHist struct {
 	counts [len(pingBounds)]uint64
 	sum    time.Duration

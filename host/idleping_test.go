@@ -1,0 +1,86 @@
+package host
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/frame"
+)
+
+// pongs is how many pongs the host has timed so far.
+func pongs(h *Host) uint64 {
+	var n uint64
+	for _, c := range h.Stats().PingRTT.Counts {
+		n += c
+	}
+	return n
+}
+
+// TestIdleChildPingedEveryIdleInterval: a child with no call in flight is
+// pinged every IdleHealthInterval, not every HealthInterval; one with a
+// call in flight every HealthInterval.
+func TestIdleChildPingedEveryIdleInterval(t *testing.T) {
+	cfg := fastHealth(realConfig()) // pings every 100 ms
+	cfg.IdleHealthInterval = time.Second
+	h, _ := testHost(t, cfg, time.Minute)
+	readyPID(t, h, 0)
+	succeeds(t, h)
+
+	// Idle for 2.5 s: pinged 2 or 3 times (the pong of a ping sent
+	// before the window may land in it), where every tick would be 25.
+	time.Sleep(300 * time.Millisecond) // the pong of the call's last ping
+	before := pongs(h)
+	time.Sleep(2500 * time.Millisecond)
+	idle := pongs(h) - before
+	assert.LessOrEqualf(t, idle, uint64(4), "%d pongs in 2.5 s idle, want one a second", idle)
+	assert.GreaterOrEqualf(t, idle, uint64(1), "no pong in 2.5 s idle: the idle child is not pinged")
+
+	// A call in flight for 1.5 s: pinged every tick (15), with a margin
+	// for ticks a loaded machine drops.
+	ctx := callCtx(t, 30*time.Second)
+	before = pongs(h)
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 1500}))
+	require.NoError(t, err)
+	require.NoError(t, c.CloseSend())
+	_, err = c.Wait()
+	require.NoError(t, err)
+	busy := pongs(h) - before
+	assert.GreaterOrEqualf(t, busy, uint64(6), "%d pongs in a 1.5 s call, want one every 100 ms", busy)
+}
+
+// TestHungIdleChildFoundByCall: a child that hung while idle, long before
+// its next idle ping, is pinged when a call is routed to it, and the call
+// ends unreachable within HealthTimeout of its start, not a tick later.
+// The call comes half an interval after a tick: waiting for the next tick
+// would find the child 1.5 s later than the ping at the call does.
+func TestHungIdleChildFoundByCall(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	cfg.HealthInterval, cfg.HealthTimeout = 3*time.Second, 4*time.Second
+	cfg.IdleHealthInterval = time.Minute
+	h, _ := testHost(t, cfg, time.Minute)
+	pid := readyPID(t, h, 0)
+	time.Sleep(cfg.HealthInterval + cfg.HealthInterval/2) // a tick went by, the next is 1.5 s away
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	defer syscall.Kill(pid, syscall.SIGCONT)
+
+	start := time.Now()
+	ctx := callCtx(t, 30*time.Second)
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 20000}))
+	require.NoError(t, err)
+	term, _ := recvUntilTerminal(t, c, 15*time.Second)
+	d := time.Since(start)
+	wantSynthetic(t, term, frame.CodeUnreachable)
+	assert.Truef(t, strings.Contains(term.Error.Message, "unhealthy"), "message %q does not say unhealthy", term.Error.Message)
+	// The margin is for a loaded machine under -race; found at the next
+	// tick, it would be 1.5 s late.
+	assert.Falsef(t, d > cfg.HealthTimeout+time.Second, "found after %v, want within about %v", d, cfg.HealthTimeout)
+	if newPID := readyPID(t, h, pid); newPID == pid {
+		require.FailNow(t, fmt.Sprintf("the stopped child %d is still the pool's child", pid))
+	}
+}
