@@ -208,16 +208,20 @@ func waitMarkers(dir, suffix string, n int) bool {
 }
 
 // blindPongs is the deaf tool's child, which reads no ping after the one
-// of nonce last: it answers pings all the same, guessing their nonces from
-// the health interval (two behind the host's, so that every guess is a
-// ping the host sent), as a child could that wants to look healthy while
-// it leaves its control connection unread.
+// of nonce last: it answers pings all the same, as a child could that
+// wants to look healthy while it leaves its control connection unread.
+// Every half interval it answers each nonce from last+1 to a guess two
+// ahead of the pings the interval would have given, in order: the host
+// takes the newest it sent and ignores the rest, so its pings look
+// answered however many it skipped or added (a ping that found no room,
+// one at a call's routing).
 func blindPongs(last uint64) {
 	start := time.Now()
 	for {
 		time.Sleep(healthInterval / 2)
-		if n := uint64(time.Since(start) / healthInterval); n > 2 {
-			if writeControl(&wire.Pong{Nonce: last + n - 2, Streams: running.Load()}) != nil {
+		guess := last + uint64(time.Since(start)/healthInterval) + 2
+		for n := last + 1; n <= guess; n++ {
+			if writeControl(&wire.Pong{Nonce: n, Streams: running.Load()}) != nil {
 				return
 			}
 		}
