@@ -70,6 +70,7 @@ func TestHealthChildLeavesControlUnread(t *testing.T) {
 	dead, cause := firstDeath(t, h, 15*time.Second)
 	require.ErrorIs(t, cause, errControlUnread)
 	require.ErrorIs(t, cause, ErrUnhealthy)
+	assert.NotContains(t, cause.Error(), "no pong", "the child answered its pings: the cause must not say it did not")
 	// The stated bound: HealthTimeout after the write met the full
 	// socket, seen at the next tick (one interval, plus one more when
 	// the tick's ping waits for room), with a second for a loaded

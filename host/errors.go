@@ -223,5 +223,14 @@ func newCatalog(tools []wire.Tool) (*toolschema.Catalog, error) {
 }
 
 // errControlUnread is the ErrUnhealthy of a child that left the host's
-// writes on its control connection unread for a whole HealthTimeout.
-var errControlUnread = fmt.Errorf("%w: its control connection left unread", ErrUnhealthy)
+// writes on its control connection unread for a whole HealthTimeout. Its
+// message is its own: such a child may well answer every ping, so
+// ErrUnhealthy's "no pong in time" would misname the cause.
+var errControlUnread error = unhealthyError("its control connection left unread")
+
+// unhealthyError is an ErrUnhealthy with a reason of its own.
+type unhealthyError string
+
+func (e unhealthyError) Error() string { return "host: child unhealthy: " + string(e) }
+
+func (e unhealthyError) Unwrap() error { return ErrUnhealthy }
