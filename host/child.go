@@ -495,12 +495,14 @@ func (ch *child) watch() (error, stopMode) {
 		// in the writer's queue (full when the child does not read its
 		// control connection): a ping that finds no room within an
 		// interval is not sent, and the supervisor goes on to judge the
-		// child by its unread connection (controlUnread).
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.HealthInterval)
+		// child by its unread connection (controlUnread). The wait ends
+		// with the host's Close as well, so that the supervisor takes
+		// the Close at once.
+		ctx, cancel := context.WithTimeout(ch.h.life, cfg.HealthInterval)
 		defer cancel()
 		err := ch.ctrlW.Write(ctx, coalesce.Request, &wire.Ping{Nonce: nonce + 1})
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil
+		if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			return nil // not sent
 		}
 		lastPing = time.Now()
 		if nonce == answered {
