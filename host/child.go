@@ -456,7 +456,8 @@ func (ch *child) pingDue(since time.Duration) bool {
 // routed tells the supervisor that a call was routed to the child, which
 // had none in flight: watch pings it unless a ping went out within
 // HealthInterval, so that a child that hung while idle is found within
-// HealthTimeout of its call. Host.mu is held; it never blocks.
+// HealthTimeout of its call (HealthInterval plus HealthTimeout when it
+// answered a ping just before). Host.mu is held; it never blocks.
 func (ch *child) routed() {
 	select {
 	case ch.wake <- struct{}{}:
