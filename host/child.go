@@ -79,7 +79,8 @@ type child struct {
 	// Guarded by Host.mu.
 	state   childState
 	running int
-	stuck   int // from the latest pong
+	ended   time.Time // when a call in flight on the child last ended
+	stuck   int       // from the latest pong
 	streams int // from the latest pong
 	idle    []*streamConn
 	conns   map[*streamConn]struct{}
@@ -436,21 +437,23 @@ func oldestUnanswered(nonce, answered uint64) uint64 {
 	return answered + 1
 }
 
-// pingDue says whether a tick of the health ticker, since after the
-// latest ping, pings the child (docs/operations.md, Health): every tick
-// while the host has calls in flight on it, or its latest pong counted
-// handlers running (a cancelled one may not have returned: the pings go
-// on until a pong says it did, or it is stuck and the child recycled);
-// otherwise, for an idle child, once IdleHealthInterval has passed
-// since the latest ping (half an interval early, so ticks that come a
-// little before the mark do not push it a whole interval later). A call
-// routed to an idle child pings it at once through routed, not a tick.
-func (ch *child) pingDue(since time.Duration) bool {
+// pingDue says whether a tick of the health ticker at now pings the
+// child, whose latest ping went out at last (docs/operations.md, Health):
+// every tick while the host has calls in flight on it, or a call ended
+// since the latest ping, or its latest pong counted handlers running (a
+// handler may outlive its call's terminal, and a cancelled one may not
+// have returned: the pings go on until a pong says it did, or it is stuck
+// and the child recycled); otherwise, for an idle child, once
+// IdleHealthInterval has passed since the latest ping (half an interval
+// early, so ticks that come a little before the mark do not push it a
+// whole interval later). A call routed to an idle child pings it at once
+// through routed, not a tick.
+func (ch *child) pingDue(last, now time.Time) bool {
 	h := ch.h
 	h.mu.Lock()
-	busy := ch.running > 0 || ch.streams > 0 || ch.stuck > 0
+	busy := ch.running > 0 || ch.ended.After(last) || ch.streams > 0 || ch.stuck > 0
 	h.mu.Unlock()
-	return busy || since+h.cfg.HealthInterval/2 >= h.cfg.IdleHealthInterval
+	return busy || now.Sub(last)+h.cfg.HealthInterval/2 >= h.cfg.IdleHealthInterval
 }
 
 // routed tells the supervisor that a call was routed to the child, which
@@ -601,7 +604,7 @@ func (ch *child) watch() (error, stopMode) {
 				// for it forever.
 				return errControlUnread, stopDead
 			}
-			if !ch.pingDue(now.Sub(lastPing)) {
+			if !ch.pingDue(lastPing, now) {
 				continue
 			}
 			if err := ping(); err != nil {
@@ -857,6 +860,7 @@ func (ch *child) releaseSlot(c *streamConn) {
 	h := ch.h
 	h.mu.Lock()
 	ch.running--
+	ch.ended = time.Now()
 	reuse := c != nil && !c.failed() && ch.state == stateReady && len(ch.idle) < ch.maxStreams
 	if reuse {
 		ch.idle = append(ch.idle, c)
