@@ -37,6 +37,10 @@ func TestFullSince(t *testing.T) {
 		full = w.FullSince()
 	}
 	require.False(t, full.Before(before), "FullSince %v, before the first write at %v", full, before)
+	// The host compares it with time.Now to judge a child that does not
+	// read: a reading of the monotonic clock (time.Time's String shows it
+	// as m=), so that a step of the wall clock does not age the write.
+	require.Contains(t, full.String(), " m=", "FullSince has no monotonic clock reading")
 	time.Sleep(20 * time.Millisecond)
 	require.Equal(t, full, w.FullSince(), "the waiting write keeps its time")
 

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 func TestMain(m *testing.M) {
@@ -58,8 +60,8 @@ func TestEveryModeAndToolDocumented(t *testing.T) {
 // not have, the fake child says so on stderr and exits with status 2.
 func TestStartedWrongly(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "fakechild")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	_, err := testnet.BuildAs(bin, ".") // bounded, and in turn with the other packages' builds
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		args []string
 		says string

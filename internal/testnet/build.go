@@ -56,10 +56,12 @@ func BuildAs(bin, pkg string) (string, error) {
 	return bin, nil
 }
 
-// buildLock is the lock file's name in os.TempDir. It stays there, empty:
-// removing it could let one process lock a new file while another holds
-// the old one.
-const buildLock = "skulk-test-build.lock"
+// buildLock is the lock file's name in os.TempDir, one per user: where
+// the kernel protects files in sticky directories (fs.protected_regular),
+// a user cannot open another's file there with O_CREATE. It stays there,
+// empty: removing it could let one process lock a new file while another
+// holds the old one.
+var buildLock = fmt.Sprintf("skulk-test-build-%d.lock", os.Getuid())
 
 // lockPoll is how often lockBuilds tries a lock another process holds.
 const lockPoll = 50 * time.Millisecond

@@ -50,10 +50,15 @@ type Vectored struct {
 	waited             bool // the last writev call stopped at a full socket and had raw.Write wait
 
 	// fullAt is when the write under way (from Load to Unload) first found
-	// the socket full, in Unix nanoseconds; 0 when it has not. Read by
-	// FullSince from any goroutine.
+	// the socket full, as 1 plus the nanoseconds since clockBase; 0 when
+	// it has not. Read by FullSince from any goroutine.
 	fullAt atomic.Int64
 }
+
+// clockBase is the origin of fullAt's readings, taken once: a time made
+// from it keeps a monotonic clock reading, so a step of the wall clock
+// neither ages a waiting write nor makes it new.
+var clockBase = time.Now()
 
 // FullSince returns when the write under way first found its socket full
 // (a write that had to stop, or wait, for the peer to read), and the zero
@@ -63,7 +68,7 @@ type Vectored struct {
 // for concurrent use.
 func (v *Vectored) FullSince() time.Time {
 	if at := v.fullAt.Load(); at != 0 {
-		return time.Unix(0, at)
+		return clockBase.Add(time.Duration(at - 1))
 	}
 	return time.Time{}
 }
@@ -229,7 +234,7 @@ func (v *Vectored) writev(fd uintptr) bool {
 			continue
 		case syscall.EAGAIN:
 			if v.fullAt.Load() == 0 {
-				v.fullAt.Store(time.Now().UnixNano())
+				v.fullAt.Store(int64(time.Since(clockBase)) + 1)
 			}
 			if v.noWait {
 				v.full = true
