@@ -131,9 +131,10 @@ func pingCount(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
 	return hist.GetSampleCount(), hist.GetSampleSum()
 }
 
-// Every answered ping adds a round trip to the histogram.
+// Every answered ping adds a round trip to the histogram. The child is
+// idle, so it is pinged every IdleHealthInterval, here the interval.
 func TestPingRTTHistogramGrows(t *testing.T) {
-	_, _, reg := watched(t, host.Config{HealthInterval: 20 * time.Millisecond}, false)
+	_, _, reg := watched(t, host.Config{HealthInterval: 20 * time.Millisecond, IdleHealthInterval: 20 * time.Millisecond}, false)
 	deadline := time.Now().Add(skulktest.Timeout)
 	first, _ := pingCount(t, reg)
 	for {

@@ -210,20 +210,23 @@ func waitMarkers(dir, suffix string, n int) bool {
 // blindPongs is the deaf tool's child, which reads no ping after the one
 // of nonce last: it answers pings all the same, as a child could that
 // wants to look healthy while it leaves its control connection unread.
-// Every half interval it answers each nonce from last+1 to a guess two
-// ahead of the pings the interval would have given, in order: the host
-// takes the newest it sent and ignores the rest, so its pings look
-// answered however many it skipped or added (a ping that found no room,
-// one at a call's routing).
+// Every half interval it answers the nonces from a guess two ahead of the
+// pings the interval would have given down to six behind it (never last
+// or older), in ascending order and a fiftieth of an interval apart: the
+// host keeps only the newest pong it has not yet taken, so pongs written
+// back to back would leave it the guess, which a host that skipped pings
+// (no room in its writer) or was late with them never sent.
 func blindPongs(last uint64) {
+	iv := max(healthInterval, time.Millisecond) // a startup's 0 would divide by zero
 	start := time.Now()
 	for {
-		time.Sleep(healthInterval / 2)
-		guess := last + uint64(time.Since(start)/healthInterval) + 2
-		for n := last + 1; n <= guess; n++ {
+		time.Sleep(iv / 2)
+		guess := last + uint64(time.Since(start)/iv) + 2
+		for n := max(last+1, guess-8); n <= guess; n++ {
 			if writeControl(&wire.Pong{Nonce: n, Streams: running.Load()}) != nil {
 				return
 			}
+			time.Sleep(iv / 50)
 		}
 	}
 }
