@@ -81,7 +81,7 @@ type child struct {
 	running int
 	ended   time.Time // when a call in flight on the child last ended
 	stuck   int       // from the latest pong
-	streams int // from the latest pong
+	streams int       // from the latest pong
 	idle    []*streamConn
 	conns   map[*streamConn]struct{}
 	cause   error // why the child died or was stopped, once it was
