@@ -362,6 +362,15 @@ func processTool(tool string) map[string]any {
 		out, _ := cmd.Output()
 		if cmd.Process != nil {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			// A killed process counts against the pids limit until it
+			// is reaped (by the host's subreaper, not by this child):
+			// answer once the group is gone, so that the next call finds
+			// room for a thread. At most 5 s.
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if syscall.Kill(-cmd.Process.Pid, 0) == syscall.ESRCH {
+					break
+				}
+			}
 		}
 		return map[string]any{"n": lastNumber(out)}
 	default: // attackhost
