@@ -532,7 +532,7 @@ func (ch *child) watch() (error, stopMode) {
 	}
 
 	if err := ping(); err != nil {
-		return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
+		return ch.writeDied(err), stopExited
 	}
 	// pong takes an answer; a non-nil error stops the child.
 	pong := func(p wire.Pong) (error, stopMode) {
@@ -608,7 +608,7 @@ func (ch *child) watch() (error, stopMode) {
 				continue
 			}
 			if err := ping(); err != nil {
-				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
+				return ch.writeDied(err), stopExited
 			}
 		case <-ch.wake:
 			// A call was routed to an idle child: it is pinged now unless
@@ -619,7 +619,7 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			ticker.Reset(cfg.HealthInterval)
 			if err := ping(); err != nil {
-				return fmt.Errorf("%w: control write: %w", ErrChildDied, err), stopExited
+				return ch.writeDied(err), stopExited
 			}
 		case p := <-ch.pongs:
 			if err, mode := pong(p); err != nil {
@@ -835,6 +835,17 @@ func (ch *child) drain() error {
 		return fmt.Errorf("host: child %s: did not exit after its drain: killed", ch.id)
 	}
 	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
+}
+
+// writeDied is the cause of the child's death when a write on its control
+// connection failed (err): ErrChildDied, with ErrMemoryLimit as diedOf
+// says, since a child the kernel killed for its memory breaks the
+// connection before its exit is seen.
+func (ch *child) writeDied(err error) error {
+	if ch.proc.memoryLimitHit() {
+		return fmt.Errorf("%w: control write: %w: %w (%d bytes)", ErrChildDied, err, ErrMemoryLimit, ch.h.cfg.MemoryMax)
+	}
+	return fmt.Errorf("%w: control write: %w", ErrChildDied, err)
 }
 
 // diedOf is the cause of the child's death, status saying how it ended:
