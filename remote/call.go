@@ -359,7 +359,9 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			if !yield(f, err) || err != nil || (f.Kind.IsTerminal() && c.jerr == nil) {
+			// After the terminal, Recv gives the journal's error, if
+			// any, then io.EOF, without blocking.
+			if !yield(f, err) || err != nil {
 				return
 			}
 		}
