@@ -447,10 +447,9 @@ async def start_call(rt: _Runtime, cl: _Owner, tool: str, arguments: Optional[Js
     first = [head, started]
     if whole is not None:
         v = of.validator(t, "input")
-        for p in whole:
+        for i, p in enumerate(whole, 1):  # nothing is sent before the last is checked
             check_object(p, "input")
             _check(v, "input", p)
-        for i, p in enumerate(whole, 1):
             first.append(encode_packet(StreamFrame(inv.call_id, CALLER, i, "chunk", p), rt.limits)[0])
         first.append(encode_packet(StreamFrame(inv.call_id, CALLER, len(whole) + 1, "completed"), rt.limits)[0])
     owner = None if detached else cl
