@@ -113,8 +113,10 @@ skulk_media_bytes_total{direction="provider_to_caller"} %d
 `, toChild, fromChild, media, media)
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "skulk_frames_total", "skulk_media_bytes_total"))
 	st := h.Stats()
-	assert.Falsef(t, st.CallerFrames != uint64(toChild) || st.ProviderFrames != uint64(fromChild) ||
-		st.CallerMediaBytes != uint64(media) || st.ProviderMediaBytes != uint64(media), "Stats() = %+v", st)
+	assert.Equalf(t, uint64(toChild), st.CallerFrames, "Stats() = %+v", st)
+	assert.Equalf(t, uint64(fromChild), st.ProviderFrames, "Stats() = %+v", st)
+	assert.Equalf(t, uint64(media), st.CallerMediaBytes, "Stats() = %+v", st)
+	assert.Equalf(t, uint64(media), st.ProviderMediaBytes, "Stats() = %+v", st)
 }
 
 // pingCount is the sample count of skulk_ping_rtt_seconds.

@@ -59,7 +59,6 @@ type Call struct {
 	// Owned by the reading goroutine.
 	startedGiven bool
 	eof          bool
-	jerrGiven    bool // jerr was returned by Recv
 
 	providerDone atomic.Bool
 
@@ -73,7 +72,8 @@ type Call struct {
 	// host's), nil when ctx carried none; its end is recorded by finish.
 	rec *recorder.Record
 	// jerr is the caller's journal's error on the step's end (a required
-	// journal that did not confirm it); set before done is closed.
+	// journal that did not confirm it); set before done is closed, then
+	// owned by the reading goroutine, which clears it once Recv gave it.
 	jerr error
 
 	clockMu   sync.Mutex
@@ -327,9 +327,9 @@ func (c *Call) CloseSend() error {
 // calllog.ErrJournalEnd), then io.EOF, as host.Call.Recv does.
 func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if c.eof {
-		if c.jerr != nil && !c.jerrGiven {
-			c.jerrGiven = true
-			return frame.Frame{}, c.jerr
+		if err := c.jerr; err != nil {
+			c.jerr = nil
+			return frame.Frame{}, err
 		}
 		return frame.Frame{}, io.EOF
 	}
@@ -359,7 +359,9 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			if !yield(f, err) || err != nil || (f.Kind.IsTerminal() && c.jerr == nil) {
+			// After the terminal, Recv gives the journal's error, if
+			// any, then io.EOF, without blocking.
+			if !yield(f, err) || err != nil {
 				return
 			}
 		}

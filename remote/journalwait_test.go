@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -61,12 +60,7 @@ func TestWaitJournalEndNotConfirmed(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close(context.Background()) }) // its journal reports the ends it could not keep
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	cl, err := remote.Dial(nc, "tools", testOptions)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, cl.Close()) })
+	cl := dialTools(t, srv.URL())
 
 	var res frame.Payload
 	var werr error

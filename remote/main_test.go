@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -42,6 +44,19 @@ const (
 // testOptions are the heartbeat settings of the tests' clients and hosts:
 // a dead host is found within 2.125 s.
 var testOptions = remote.Options{HeartbeatInterval: 250 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}
+
+// dialTools connects to the NATS server at url and dials "tools" with
+// testOptions; the test's cleanup closes the client, then the connection.
+func dialTools(t *testing.T, url string) *remote.Client {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	cl, err := remote.Dial(nc, "tools", testOptions)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cl.Close()) })
+	return cl
+}
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {

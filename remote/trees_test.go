@@ -10,7 +10,6 @@ import (
 
 	"github.com/skulkrt/skulk/remote/internal/message"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -53,12 +52,7 @@ func startTrees(t *testing.T) *treesSetup {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, h.Close(context.Background())) })
-	nc, err := nats.Connect(srv.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	cl, err := remote.Dial(nc, "tools", testOptions)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, cl.Close()) })
+	cl := dialTools(t, srv.URL())
 	return &treesSetup{url: url, st: st, h: h, cl: cl}
 }
 

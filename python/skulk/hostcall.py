@@ -174,15 +174,17 @@ class _NestedCall(NestedCall):
     reader task."""
 
     def __init__(self, rt: _Runtime, owner: Optional[_Owner], offer: _Offer, tool: ToolDescriptor,
-                 call_id: str, conn: Conn) -> None:
+                 call_id: str, conn: Conn, whole: Optional[int] = None) -> None:
+        """whole is the count of input payloads written with the invoke,
+        then the caller's completed (the direction closed), or None."""
         self._rt = rt
         self._owner = owner
         self._offer = offer
         self._tool = tool
         self._id = call_id
         self._conn = conn
-        self._next = 1  # the next caller sequence
-        self._send_done = False
+        self._next = 1 if whole is None else whole + 2  # the next caller sequence
+        self._send_done = whole is not None
         self._cancelled = False
         self._discard = False  # frames not read yet are dropped: cancelled or abandoned
         # Provider chunks read and not yet taken: at most one (the
@@ -445,10 +447,9 @@ async def start_call(rt: _Runtime, cl: _Owner, tool: str, arguments: Optional[Js
     first = [head, started]
     if whole is not None:
         v = of.validator(t, "input")
-        for p in whole:
+        for i, p in enumerate(whole, 1):  # nothing is sent before the last is checked
             check_object(p, "input")
             _check(v, "input", p)
-        for i, p in enumerate(whole, 1):
             first.append(encode_packet(StreamFrame(inv.call_id, CALLER, i, "chunk", p), rt.limits)[0])
         first.append(encode_packet(StreamFrame(inv.call_id, CALLER, len(whole) + 1, "completed"), rt.limits)[0])
     owner = None if detached else cl
@@ -480,10 +481,7 @@ def _begin(rt: _Runtime, owner: Optional[_Owner], of: _Offer, t: ToolDescriptor,
     """Start the call on conn: register it and write its invoke and
     started (and, with whole, its input and completed: the caller's
     direction is then closed)."""
-    n = _NestedCall(rt, owner, of, t, inv.call_id, conn)
-    if whole is not None:
-        n._next = len(whole) + 2
-        n._send_done = True
+    n = _NestedCall(rt, owner, of, t, inv.call_id, conn, None if whole is None else len(whole))
     of.open.add(n)
     if owner is not None:
         owner.nested.add(n)

@@ -33,6 +33,18 @@ def pframe(cid: str, seq: int, kind: str, payload: Optional[dict[str, object]] =
     return StreamFrame(cid, "provider_to_caller", seq, kind, payload, error=error)  # type: ignore[arg-type]
 
 
+async def caller_frames(r: asyncio.StreamReader) -> list[StreamFrame]:
+    """The caller's frames of one call as the host reads them, up to and
+    including the terminal."""
+    got = []
+    while True:
+        f = await read_packet(r, LIM)
+        assert isinstance(f, StreamFrame)
+        got.append(f)
+        if f.is_terminal():
+            return got
+
+
 class HostCallTest(unittest.IsolatedAsyncioTestCase):
     """The host's side is a server on a call socket; each test's serve
     function plays one call connection."""
@@ -78,14 +90,7 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
             inv = await read_packet(r, LIM)
             assert isinstance(inv, StreamInvoke)
             seen["invoke"] = inv
-            got = []
-            while True:
-                f = await read_packet(r, LIM)
-                assert isinstance(f, StreamFrame)
-                got.append((f.sequence, f.kind, f.payload))
-                if f.is_terminal():
-                    break
-            seen["caller"] = got
+            seen["caller"] = [(f.sequence, f.kind, f.payload) for f in await caller_frames(r)]
             await write_packet(w, pframe(inv.call_id, 1, "chunk", {"text": "f"}), LIM)
             await write_packet(w, pframe(inv.call_id, 2, "completed", {"len": 3}), LIM)
             await write_packet(w, StreamEnd(inv.call_id), LIM)
@@ -158,12 +163,7 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
             inv = await read_packet(r, LIM)
             assert isinstance(inv, StreamInvoke)
             self.log.append(f"invoke detached={inv.detached}")
-            while True:
-                f = await read_packet(r, LIM)
-                assert isinstance(f, StreamFrame)
-                self.log.append(f.kind)
-                if f.is_terminal():
-                    break
+            self.log.extend(f.kind for f in await caller_frames(r))
             try:
                 await read_packet(r, LIM)
             except (skulk.ConnectionClosed, OSError):
@@ -351,14 +351,7 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
                 self.log.append("no hang-up")
                 return
             self.log.append("hang-up")
-            kinds = []
-            while True:
-                f = await read_packet(r, LIM)
-                assert isinstance(f, StreamFrame)
-                kinds.append(f.kind)
-                if f.is_terminal():
-                    break
-            self.log.append(",".join(kinds))
+            self.log.append(",".join(f.kind for f in await caller_frames(r)))
             self.log.append("eof" if await r.read(1) == b"" else "more")
             await write_packet(w, pframe(inv.call_id, 1, "cancelled"), LIM)
             await write_packet(w, StreamEnd(inv.call_id), LIM)
@@ -451,13 +444,7 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
                 except (skulk.ConnectionClosed, OSError, asyncio.IncompleteReadError):
                     return
                 assert isinstance(inv, StreamInvoke)
-                got = []
-                while True:
-                    f = await read_packet(r, LIM)
-                    assert isinstance(f, StreamFrame)
-                    got.append((f.sequence, f.kind, f.payload))
-                    if f.is_terminal():
-                        break
+                got = [(f.sequence, f.kind, f.payload) for f in await caller_frames(r)]
                 self.log.append(repr(got))
                 await write_packet(w, pframe(inv.call_id, 1, "completed", {"n": len(got)}), LIM)
                 await write_packet(w, StreamEnd(inv.call_id), LIM)
@@ -484,12 +471,13 @@ class HostCallTest(unittest.IsolatedAsyncioTestCase):
             writes.clear()
             n = await call.call("echo", input=[{"text": "a"}, {"text": "b"}])
             out["writes"] = len(writes)
+            closed = 0
             for op in (lambda: n.send({"text": "c"}), n.close_send):
                 try:
                     await op()
                 except skulk.CallClosedError:
-                    out.setdefault("closed", 0)
-                    out["closed"] = int(str(out["closed"])) + 1
+                    closed += 1
+            out["closed"] = closed
             out["whole"] = await n.wait()
             u = await call.call("lookup", {"word": "w"}, input=())
             out["unary"] = await u.wait()

@@ -134,8 +134,12 @@ func TestWrapperUnderHost(t *testing.T) {
 	want = []string{`{"mcp":{"resource":{"mimeType":"application/pdf","uri":"test://blob"},"type":"resource"},"uri":"test://blob"}`,
 		`{"mcp":{"resource":{"mimeType":"text/plain","uri":"test://text"},"type":"resource"},"mime_type":"text/plain","text":"hello","uri":"test://text"}`,
 		`{"mcp":{"mimeType":"text/csv","name":"linked","size":42,"type":"resource_link","uri":"test://link"},"resource_link":{"mime_type":"text/csv","name":"linked","size":42,"uri":"test://link"}}`}
-	assert.Falsef(t, last.Kind != frame.KindCompleted || strings.Join(payloads, " ") != strings.Join(want, " ") ||
-		len(media) != 1 || media[0].MediaType != "application/pdf" || !bytes.Equal(media[0].Data, mediaBytes(8, imageStep)), "resources: %v and %d media, want %v and the blob", payloads, len(media), want)
+	assert.Equal(t, frame.KindCompleted, last.Kind, "resources")
+	assert.Equal(t, want, payloads, "resources")
+	if assert.Len(t, media, 1, "resources: want the blob") {
+		assert.Equal(t, "application/pdf", media[0].MediaType, "resources: the blob")
+		assert.True(t, bytes.Equal(media[0].Data, mediaBytes(8, imageStep)), "resources: the blob's bytes")
+	}
 
 	_, err := call(t, ctx, h, "fail", map[string]any{"text": "x"}).Wait()
 	var ce *frame.Error
