@@ -492,6 +492,8 @@ func (ch *child) watch() (error, stopMode) {
 	var marks [pingsTimed]uint64
 	var lost lostCalls
 	var lastPing time.Time // when the latest ping was sent
+	// ping sends the next ping; a non-nil error is the child's death
+	// (writeDied): the write on the control connection failed.
 	ping := func() error {
 		// Request: when the writer is idle the supervisor writes the
 		// ping itself, so that it does not also wait for the writer's
@@ -517,7 +519,10 @@ func (ch *child) watch() (error, stopMode) {
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
 		marks[nonce%pingsTimed] = ch.ctrlW.Mark()
-		return err
+		if err != nil {
+			return ch.writeDied(err)
+		}
+		return nil
 	}
 	// controlUnread reports whether the child has left the host's writes
 	// on the control connection unread for a whole HealthTimeout: the
@@ -532,7 +537,7 @@ func (ch *child) watch() (error, stopMode) {
 	}
 
 	if err := ping(); err != nil {
-		return ch.writeDied(err), stopExited
+		return err, stopExited
 	}
 	// pong takes an answer; a non-nil error stops the child.
 	pong := func(p wire.Pong) (error, stopMode) {
@@ -608,7 +613,7 @@ func (ch *child) watch() (error, stopMode) {
 				continue
 			}
 			if err := ping(); err != nil {
-				return ch.writeDied(err), stopExited
+				return err, stopExited
 			}
 		case <-ch.wake:
 			// A call was routed to an idle child: it is pinged now unless
@@ -619,7 +624,7 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			ticker.Reset(cfg.HealthInterval)
 			if err := ping(); err != nil {
-				return ch.writeDied(err), stopExited
+				return err, stopExited
 			}
 		case p := <-ch.pongs:
 			if err, mode := pong(p); err != nil {
