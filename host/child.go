@@ -79,7 +79,7 @@ type child struct {
 	// Guarded by Host.mu.
 	state   childState
 	running int
-	ended   time.Time // when a call in flight on the child last ended
+	ended   time.Time // when its calls in flight last dropped to none (pingDue)
 	stuck   int       // from the latest pong
 	streams int       // from the latest pong
 	idle    []*streamConn
@@ -876,7 +876,9 @@ func (ch *child) releaseSlot(c *streamConn) {
 	h := ch.h
 	h.mu.Lock()
 	ch.running--
-	ch.ended = time.Now()
+	if ch.running == 0 { // while calls run, pingDue pings whatever ended
+		ch.ended = time.Now()
+	}
 	reuse := c != nil && !c.failed() && ch.state == stateReady && len(ch.idle) < ch.maxStreams
 	if reuse {
 		ch.idle = append(ch.idle, c)
