@@ -493,7 +493,7 @@ func (ch *child) watch() (error, stopMode) {
 	var lost lostCalls
 	var lastPing time.Time // when the latest ping was sent
 	// ping sends the next ping; a non-nil error is the child's death
-	// (writeDied): the write on the control connection failed.
+	// (connDied): the write on the control connection failed.
 	ping := func() error {
 		// Request: when the writer is idle the supervisor writes the
 		// ping itself, so that it does not also wait for the writer's
@@ -520,7 +520,7 @@ func (ch *child) watch() (error, stopMode) {
 		sentAt[nonce%pingsTimed] = time.Now()
 		marks[nonce%pingsTimed] = ch.ctrlW.Mark()
 		if err != nil {
-			return ch.writeDied(err)
+			return ch.connDied("control write", err)
 		}
 		return nil
 	}
@@ -707,10 +707,7 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
-			if ch.proc.memoryLimitHit() {
-				return ch.diedOf("control connection ended"), stopExited
-			}
-			return fmt.Errorf("%w: control connection ended: %w", ErrChildDied, ch.ctrlErr), stopExited
+			return ch.connDied("control connection ended", ch.ctrlErr), stopExited
 		case <-ch.proc.exited:
 			return ch.diedOf(ch.proc.exitStatus()), stopExited
 		case <-ch.h.life.Done():
@@ -842,15 +839,16 @@ func (ch *child) drain() error {
 	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
 }
 
-// writeDied is the cause of the child's death when a write on its control
-// connection failed (err): ErrChildDied, with ErrMemoryLimit as diedOf
-// says, since a child the kernel killed for its memory breaks the
-// connection before its exit is seen.
-func (ch *child) writeDied(err error) error {
+// connDied is the cause of the child's death when its control connection
+// failed (what: a write, or the connection's end; err, why):
+// ErrChildDied, with ErrMemoryLimit as diedOf says, since a child the
+// kernel killed for its memory breaks the connection before its exit is
+// seen.
+func (ch *child) connDied(what string, err error) error {
 	if ch.proc.memoryLimitHit() {
-		return fmt.Errorf("%w: control write: %w: %w (%d bytes)", ErrChildDied, err, ErrMemoryLimit, ch.h.cfg.MemoryMax)
+		return fmt.Errorf("%w: %s: %w: %w (%d bytes)", ErrChildDied, what, err, ErrMemoryLimit, ch.h.cfg.MemoryMax)
 	}
-	return fmt.Errorf("%w: control write: %w", ErrChildDied, err)
+	return fmt.Errorf("%w: %s: %w", ErrChildDied, what, err)
 }
 
 // diedOf is the cause of the child's death, status saying how it ended:
