@@ -411,7 +411,15 @@ func (c *Call) closeSend() error {
 	if c.sendDone {
 		return nil
 	}
-	return c.writeCallerTerminalLocked(frame.KindCompleted)
+	err := c.writeCallerTerminalLocked(frame.KindCompleted)
+	var we *writeError
+	if errors.As(err, &we) && c.providerDone.Load() {
+		// The call ended on the provider's side before the connection
+		// broke (release has not closed the direction yet): nothing was
+		// left to close, as when release had.
+		return nil
+	}
+	return err
 }
 
 // writeCallerTerminalLocked writes the caller's terminal; sendMu is held.

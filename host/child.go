@@ -79,7 +79,7 @@ type child struct {
 	// Guarded by Host.mu.
 	state   childState
 	running int
-	ended   time.Time // when a call in flight on the child last ended
+	ended   time.Time // when its calls in flight last dropped to none (pingDue)
 	stuck   int       // from the latest pong
 	streams int       // from the latest pong
 	idle    []*streamConn
@@ -492,6 +492,8 @@ func (ch *child) watch() (error, stopMode) {
 	var marks [pingsTimed]uint64
 	var lost lostCalls
 	var lastPing time.Time // when the latest ping was sent
+	// ping sends the next ping; a non-nil error is the child's death
+	// (connDied): the write on the control connection failed.
 	ping := func() error {
 		// Request: when the writer is idle the supervisor writes the
 		// ping itself, so that it does not also wait for the writer's
@@ -517,7 +519,10 @@ func (ch *child) watch() (error, stopMode) {
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
 		marks[nonce%pingsTimed] = ch.ctrlW.Mark()
-		return err
+		if err != nil {
+			return ch.connDied("control write", err)
+		}
+		return nil
 	}
 	// controlUnread reports whether the child has left the host's writes
 	// on the control connection unread for a whole HealthTimeout: the
@@ -532,7 +537,7 @@ func (ch *child) watch() (error, stopMode) {
 	}
 
 	if err := ping(); err != nil {
-		return ch.writeDied(err), stopExited
+		return err, stopExited
 	}
 	// pong takes an answer; a non-nil error stops the child.
 	pong := func(p wire.Pong) (error, stopMode) {
@@ -608,7 +613,7 @@ func (ch *child) watch() (error, stopMode) {
 				continue
 			}
 			if err := ping(); err != nil {
-				return ch.writeDied(err), stopExited
+				return err, stopExited
 			}
 		case <-ch.wake:
 			// A call was routed to an idle child: it is pinged now unless
@@ -619,7 +624,7 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			ticker.Reset(cfg.HealthInterval)
 			if err := ping(); err != nil {
-				return ch.writeDied(err), stopExited
+				return err, stopExited
 			}
 		case p := <-ch.pongs:
 			if err, mode := pong(p); err != nil {
@@ -702,10 +707,7 @@ func (ch *child) watch() (error, stopMode) {
 			}
 			return ErrUnhealthy, stopDead
 		case <-ch.ctrlDone:
-			if ch.proc.memoryLimitHit() {
-				return ch.diedOf("control connection ended"), stopExited
-			}
-			return fmt.Errorf("%w: control connection ended: %w", ErrChildDied, ch.ctrlErr), stopExited
+			return ch.connDied("control connection ended", ch.ctrlErr), stopExited
 		case <-ch.proc.exited:
 			return ch.diedOf(ch.proc.exitStatus()), stopExited
 		case <-ch.h.life.Done():
@@ -837,15 +839,16 @@ func (ch *child) drain() error {
 	return fmt.Errorf("host: child %s: did not exit after its drain: terminated", ch.id)
 }
 
-// writeDied is the cause of the child's death when a write on its control
-// connection failed (err): ErrChildDied, with ErrMemoryLimit as diedOf
-// says, since a child the kernel killed for its memory breaks the
-// connection before its exit is seen.
-func (ch *child) writeDied(err error) error {
+// connDied is the cause of the child's death when its control connection
+// failed (what: a write, or the connection's end; err, why):
+// ErrChildDied, with ErrMemoryLimit as diedOf says, since a child the
+// kernel killed for its memory breaks the connection before its exit is
+// seen.
+func (ch *child) connDied(what string, err error) error {
 	if ch.proc.memoryLimitHit() {
-		return fmt.Errorf("%w: control write: %w: %w (%d bytes)", ErrChildDied, err, ErrMemoryLimit, ch.h.cfg.MemoryMax)
+		return fmt.Errorf("%w: %s: %w: %w (%d bytes)", ErrChildDied, what, err, ErrMemoryLimit, ch.h.cfg.MemoryMax)
 	}
-	return fmt.Errorf("%w: control write: %w", ErrChildDied, err)
+	return fmt.Errorf("%w: %s: %w", ErrChildDied, what, err)
 }
 
 // diedOf is the cause of the child's death, status saying how it ended:
@@ -871,7 +874,9 @@ func (ch *child) releaseSlot(c *streamConn) {
 	h := ch.h
 	h.mu.Lock()
 	ch.running--
-	ch.ended = time.Now()
+	if ch.running == 0 { // while calls run, pingDue pings whatever ended
+		ch.ended = time.Now()
+	}
 	reuse := c != nil && !c.failed() && ch.state == stateReady && len(ch.idle) < ch.maxStreams
 	if reuse {
 		ch.idle = append(ch.idle, c)

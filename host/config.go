@@ -439,8 +439,8 @@ func (c Config) withDefaults() Config {
 	c.Limits = packetio.Effective(c.Limits)
 	def(&c.HealthInterval, defaultHealthInterval)
 	def(&c.HealthTimeout, defaultHealthTimeout)
-	def(&c.IdleHealthInterval, max(defaultIdleHealth, c.HealthInterval))
-	c.IdleHealthInterval = max(c.IdleHealthInterval, c.HealthInterval)
+	def(&c.IdleHealthInterval, defaultIdleHealth)
+	c.IdleHealthInterval = max(c.IdleHealthInterval, c.HealthInterval) // at least HealthInterval, the default too
 	def(&c.StartTimeout, defaultStartTimeout)
 	def(&c.CancelGrace, defaultCancelGrace)
 	def(&c.endGrace, defaultEndGrace)

@@ -28,7 +28,11 @@ func TestConnWatch(t *testing.T) {
 	_, err := c.Write([]byte("unread"))
 	require.NoError(t, err)
 	w.arm(func() { second.Add(1) })
-	time.Sleep(50 * time.Millisecond) // well past the delay: the watch began
+	require.Eventually(t, func() bool { // past the delay: the watch began
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.stopWatch != nil
+	}, 10*time.Second, time.Millisecond, "the armed wait's watch did not begin")
 	require.NoError(t, c.Close())
 	require.Eventually(t, func() bool { return second.Load() == 1 }, 10*time.Second, time.Millisecond, "the hang-up reaches the armed wait")
 	w.stop()
