@@ -82,6 +82,7 @@ type Call struct {
 
 	eof        bool  // owned by the reading goroutine
 	journalErr error // a required journal's unconfirmed end, given once after the terminal; owned by the reading goroutine
+	journalEnd error // the same error, kept for every later Wait; owned by the reading goroutine
 
 	span trace.Span // the call's client span (see Host.startSpan); nil when tracing is off
 }
@@ -510,7 +511,7 @@ func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 				if !errors.As(err, &je) {
 					return frame.Frame{}, err // ctx ended first: the terminal waits for the next Recv
 				}
-				c.journalErr = err
+				c.journalErr, c.journalEnd = err, err
 			}
 			c.eof = true
 			return c.term, nil
@@ -546,7 +547,8 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 // *frame.Error for a failed or cancelled one. With a required journal that
 // did not confirm the call's end it returns the *calllog.JournalError
 // instead (matching calllog.ErrJournalEnd; its Outcome holds the value or
-// error), after waiting for the journal about twice its timeout at most.
+// error), after waiting for the journal about twice its timeout at most,
+// also when Recv or Frames already gave that error.
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		_, err := c.Recv(context.Background())
@@ -556,6 +558,9 @@ func (c *Call) Wait() (frame.Payload, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if c.journalEnd != nil { // also when Recv already gave it
+		return nil, c.journalEnd
 	}
 	if c.termErr != nil {
 		return nil, c.termErr

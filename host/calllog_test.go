@@ -599,4 +599,7 @@ func TestFramesYieldsJournalEndError(t *testing.T) {
 		kinds = append(kinds, f.Kind)
 	}
 	require.Falsef(t, len(kinds) != 2 || kinds[1] != frame.KindCompleted || !errors.Is(last, calllog.ErrJournalEnd), "frames %v, then %v", kinds, last)
+	res, werr := c.Wait()
+	require.ErrorIs(t, werr, calllog.ErrJournalEnd, "Wait after Frames gave the journal's error still does not take the result as final")
+	require.Nil(t, res)
 }

@@ -75,6 +75,8 @@ type Call struct {
 	// journal that did not confirm it); set before done is closed, then
 	// owned by the reading goroutine, which clears it once Recv gave it.
 	jerr error
+	// jend is the same error, kept for every later Wait; set with jerr.
+	jend error
 
 	clockMu   sync.Mutex
 	cancelled bool
@@ -373,8 +375,8 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 // cancelled one. For a call recorded as a step of the caller's host
 // (Client.Call) whose end that host's required journal did not confirm,
 // it returns the *calllog.JournalError instead (matching
-// calllog.ErrJournalEnd; its Outcome holds the value or error), as
-// host.Call.Wait does: a caller never takes a result as final while its
+// calllog.ErrJournalEnd; its Outcome holds the value or error), also
+// when Recv or Frames already gave it, as host.Call.Wait does: a caller never takes a result as final while its
 // journal has not kept it (calllog.Settle says when it is).
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
@@ -385,6 +387,9 @@ func (c *Call) Wait() (frame.Payload, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if c.jend != nil { // also when Recv already gave it
+		return nil, c.jend
 	}
 	if c.err != nil {
 		return nil, c.err
@@ -520,7 +525,7 @@ func (c *Call) finish(f frame.Frame) {
 	if c.rec != nil {
 		var je *calllog.JournalError
 		if err := c.rec.End(context.WithoutCancel(c.ctx), recorder.OutcomeOf(f)); errors.As(err, &je) {
-			c.jerr = err
+			c.jerr, c.jend = err, err
 		}
 	}
 	switch f.Kind {

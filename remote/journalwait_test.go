@@ -86,6 +86,7 @@ func TestWaitJournalEndNotConfirmed(t *testing.T) {
 	assert.Equal(t, calllog.KindCompleted, je.Outcome.Kind)
 
 	var kinds []string
+	var werr2 error
 	_ = h.Program(ctx, "frames", func(ctx context.Context) error {
 		c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0, "n": 1}))
 		if err != nil {
@@ -101,7 +102,9 @@ func TestWaitJournalEndNotConfirmed(t *testing.T) {
 				kinds = append(kinds, f.Kind.String())
 			}
 		}
+		_, werr2 = c.Wait()
 		return nil
 	})
 	assert.Equal(t, []string{"started", "chunk", "completed", "journal_end"}, kinds)
+	assert.ErrorIs(t, werr2, calllog.ErrJournalEnd, "Wait after Frames gave the journal's error still does not take the result as final")
 }
