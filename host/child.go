@@ -568,19 +568,26 @@ func (ch *child) watch() (error, stopMode) {
 		}
 		h.mu.Unlock()
 		// The calls dispatched before the ping previous to the one
-		// answered, and at least HealthTimeout ago, must be counted in
-		// the pong's streams: the child had a whole interval to read
-		// their invokes, and as long as it may take to answer a ping
-		// (a child starting hundreds of handlers on a loaded machine
-		// takes more than one short interval).
+		// answered, and at least HealthTimeout before the answered ping
+		// was sent, must be counted in the pong's streams: the child had
+		// a whole interval to read their invokes, and as long as it may
+		// take to answer a ping (a child starting hundreds of handlers on
+		// a loaded machine takes more than one short interval). The
+		// calls' age is taken when the ping was sent, the earliest the
+		// pong can have been written, not when the host reads the pong:
+		// pongs a child wrote while the host could not run (stopped, or
+		// starved of CPU) are read in a burst, seconds later, and then
+		// made every call dispatched just before the stall look
+		// uncounted for longer than HealthTimeout
+		// (TestHostStalledReadsStalePongs).
 		if unreadKnown && p.Nonce > 1 && nonce-(p.Nonce-1) < pingsTimed {
 			before := sentAt[(p.Nonce-1)%pingsTimed]
-			now := time.Now()
-			if t := now.Add(-cfg.HealthTimeout); t.Before(before) {
+			asked := sentAt[p.Nonce%pingsTimed]
+			if t := asked.Add(-cfg.HealthTimeout); t.Before(before) {
 				before = t
 			}
 			unreadBefore := before
-			if t := now.Add(-unreadInvokeWait * cfg.HealthTimeout); t.Before(unreadBefore) {
+			if t := asked.Add(-unreadInvokeWait * cfg.HealthTimeout); t.Before(unreadBefore) {
 				unreadBefore = t
 			}
 			calls := lost.check(int(p.Streams), ch.unaccounted(before, unreadBefore))
