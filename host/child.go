@@ -475,6 +475,15 @@ func (ch *child) watch() (error, stopMode) {
 	defer ticker.Stop()
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
+	// due is when unhealthy was last set to fire; arm sets both. forgiven
+	// is the oldest unanswered ping whose timeout fired while the host
+	// could not run and was given a whole timeout more (0: none).
+	due := time.Now().Add(cfg.HealthTimeout)
+	arm := func(d time.Duration) {
+		unhealthy.Reset(d)
+		due = time.Now().Add(d)
+	}
+	var forgiven uint64
 	var nonce, answered uint64 // the last ping sent, the newest answered
 	// A timeout that found bytes of the child's waiting for the host holds
 	// the verdict until the host has handled target bytes (all the child
@@ -514,7 +523,7 @@ func (ch *child) watch() (error, stopMode) {
 		if nonce == answered {
 			// Nothing was outstanding, so the health timer was stopped:
 			// the child is late only once it has a ping to answer.
-			unhealthy.Reset(cfg.HealthTimeout)
+			arm(cfg.HealthTimeout)
 		}
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
@@ -554,7 +563,7 @@ func (ch *child) watch() (error, stopMode) {
 			// counted against the child.
 			unhealthy.Stop()
 		} else {
-			unhealthy.Reset(cfg.HealthTimeout)
+			arm(cfg.HealthTimeout)
 		}
 		var rtt time.Duration = -1
 		if nonce-p.Nonce < pingsTimed {
@@ -691,6 +700,18 @@ func (ch *child) watch() (error, stopMode) {
 			default:
 			}
 			now := time.Now()
+			// A timeout that fired while the host could not run (stopped,
+			// or starved of CPU, as the child on the same machine most
+			// likely was too) is late: the child gets a whole timeout from
+			// when the host runs again, once for each ping, so a hung
+			// child is still found, one HealthTimeout later
+			// (TestHostStalledWithPingOutstanding).
+			if oldest := oldestUnanswered(nonce, answered); now.Sub(due) > recheck && forgiven != oldest {
+				forgiven = oldest
+				heldUntil = time.Time{}
+				arm(cfg.HealthTimeout)
+				continue
+			}
 			if controlUnread(now) {
 				return errControlUnread, stopDead
 			}
@@ -700,16 +721,16 @@ func (ch *child) watch() (error, stopMode) {
 					wait = min(wait, max(recheck, full.Add(cfg.HealthTimeout).Sub(now)))
 				}
 				heldUntil = time.Time{}
-				unhealthy.Reset(wait)
+				arm(wait)
 				continue
 			}
 			switch {
 			case heldUntil.IsZero() && u+in-handled > 0:
 				target, heldUntil = in+u, now.Add(cfg.HealthTimeout)
-				unhealthy.Reset(recheck)
+				arm(recheck)
 				continue
 			case !heldUntil.IsZero() && handled < target && now.Before(heldUntil):
-				unhealthy.Reset(recheck)
+				arm(recheck)
 				continue
 			}
 			return ErrUnhealthy, stopDead

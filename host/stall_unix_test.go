@@ -96,3 +96,39 @@ func TestHostStalledReadsStalePongs(t *testing.T) {
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	assert.Equal(t, frame.KindCancelled, term.Kind, "the call in flight ended %v: %v", term.Kind, term.Error)
 }
+
+// TestHostStalledWithPingOutstanding: as TestHostStalledChildNotBlamed,
+// but the child stops 0.3 s before the host, so that pings it has not
+// answered are outstanding through the stall and their timeout fires
+// while the host cannot run. The host, running again, gives the child a
+// whole HealthTimeout before it judges it, and the child, continued half a
+// second later, answers. TestHostStalledChildNotBlamed failed so under
+// load ("no pong in time") when a ping was sent just before both stopped.
+func TestHostStalledWithPingOutstanding(t *testing.T) {
+	cfg := fastHealth(fakeConfig("serve"))
+	cfg.HealthTimeout = 2 * time.Second
+	h, _ := testHost(t, cfg, time.Minute)
+	ok, err := h.Call(callCtx(t, 30*time.Second), "ok", nil)
+	require.NoError(t, err)
+	require.NoError(t, ok.CloseSend())
+	_, err = ok.Wait()
+	require.NoError(t, err)
+	before := h.Children()[0]
+	c, err := h.Call(callCtx(t, 30*time.Second), "hang", nil)
+	require.NoError(t, err)
+	// The child counts the call (so that only its health is judged).
+	require.Eventually(t, func() bool { return h.Children()[0].Streams == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	stall := exec.Command("sh", "-c", `kill -STOP "$2"; sleep 0.3; kill -STOP "$1"; sleep 3; kill -CONT "$1"; sleep 0.5; kill -CONT "$2"`,
+		"sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID))
+	require.NoError(t, stall.Run(), "the child was gone before the stall ended")
+
+	time.Sleep(2 * cfg.HealthTimeout)
+	after := h.Children()[0]
+	assert.Equal(t, before.PID, after.PID, "the child was replaced: %v", after.LastCause)
+	assert.Equal(t, "ready", after.State)
+	assert.Zero(t, after.Restarts)
+	c.Cancel()
+	term, _ := recvUntilTerminal(t, c, 10*time.Second)
+	assert.Equal(t, frame.KindCancelled, term.Kind, "the call in flight ended %v: %v", term.Kind, term.Error)
+}
