@@ -426,16 +426,19 @@ func (cl *call) causeFrame() (f frame.Frame, ok bool) {
 
 // abandon is called by a drain whose time is up, for a call still in the
 // table: it makes sure that the call's terminal, if one is or can be
-// claimed, is on the wire by deadline, since the connection is closed right
-// after. A call whose handler returned is left to its runner, which is
-// writing the terminal and the end, until deadline. For a handler still
-// running, the cause's terminal is written unless one is claimed already
-// (by the handler, graceOver or the runner, which may be writing it right
-// now), then the connection is flushed. Every wait ends at deadline: it is
-// set as the connection's write deadline first, which also ends a write
-// blocked by a peer that does not read (the terminal cannot go out then).
+// claimed, is on the wire when it returns, since the connection is closed
+// right after. A call whose handler returned is left to its runner, which
+// is writing the terminal and the end, until the end is written. For a
+// handler still running, the cause's terminal is written unless one is
+// claimed already (by the handler, graceOver or the runner, which may be
+// writing it right now), then the connection is flushed. From deadline
+// on, the connection's writes give up on a host that does not read them
+// (conn.giveUpAt), which also ends a write blocked by such a host (the
+// terminal cannot go out then); a child that is merely late, waiting for a
+// processor, still gets its terminals out to a host that reads.
 func (cl *call) abandon(deadline time.Time) {
-	cl.c.w.SetWriteDeadline(deadline) // through the Writer, which keeps it over an interrupted write
+	stop := cl.c.giveUpAt(deadline)
+	defer stop()
 	cl.mu.Lock()
 	returned := cl.returned
 	var ended chan struct{} // stays nil when the end is written already
@@ -448,7 +451,14 @@ func (cl *call) abandon(deadline time.Time) {
 	cl.mu.Unlock()
 	if returned {
 		if ended != nil {
-			t := time.NewTimer(time.Until(deadline))
+			// The runner's writes end as the connection's do (giveUpAt);
+			// the timer bounds a runner that is elsewhere.
+			// Counted from now when the drain runs past deadline.
+			from := deadline
+			if now := time.Now(); now.After(from) {
+				from = now
+			}
+			t := time.NewTimer(time.Until(from.Add(connWriteGrace)))
 			select {
 			case <-ended:
 			case <-t.C:
@@ -457,7 +467,8 @@ func (cl *call) abandon(deadline time.Time) {
 		}
 		return
 	}
-	// Waits for sendMu: a writer that holds it is bounded by the deadline.
+	// Waits for sendMu: a writer that holds it is bounded as the
+	// connection's writes are.
 	cl.writeCauseTerminal()
 	// Whoever claimed the terminal queued it under sendMu, before
 	// writeCauseTerminal could take it: this flush covers it.

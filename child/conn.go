@@ -76,6 +76,54 @@ func (c *conn) release() {
 	c.s.forgetConn(c)
 }
 
+// giveUpAt makes the connection's writes give up on a host that does not
+// take the bytes, from at on: once at has passed, a write that found the
+// socket full (the host left what it was sent unread) is ended by a write
+// deadline in the past, and every later write fails. A write that is
+// merely late, because the child waited for a processor (tens of
+// milliseconds and more on a loaded machine), is left to finish: a write
+// deadline at at lost the terminals of a drain with a small cancel grace
+// to a host that reads (TestDrainLateChildLosesNoTerminal). The writes end
+// all the same connWriteGrace after the watch first ran past at (measured
+// from then, when the child runs again, not from at). Over a destination
+// whose writes the Writer cannot interrupt, which reports no full socket,
+// the write deadline is at. stop ends the watch and returns once its
+// goroutine has.
+func (c *conn) giveUpAt(at time.Time) (stop func()) {
+	w := c.w
+	if !w.Interruptible() {
+		w.SetWriteDeadline(at)
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // stopped by closing done, or once it gave up
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		var last time.Time // connWriteGrace after the watch first ran past at
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			now := time.Now()
+			if last.IsZero() {
+				last = now.Add(connWriteGrace)
+			}
+			if !w.FullSince().IsZero() || !now.Before(last) {
+				w.SetWriteDeadline(time.Unix(1, 0))
+				return
+			}
+			t.Reset(fullPoll)
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
 // serve reads the connection until it closes: invokes, one call at a time,
 // and each call's caller frames. It runs on the goroutine that accepted
 // the connection (acceptLoop), counted in s.wg.

@@ -56,12 +56,19 @@ const connWriteGrace = time.Second
 const byeMargin = 100 * time.Millisecond
 
 // minTerminalWindow is the least time a drain's abandoned calls get for
-// their terminals (and the ends of handlers that did return) to reach the
-// host, however small the cancel grace: with a grace of 0 the limit leaves
-// none, and a write deadline already past loses every terminal. To a host
-// that reads they take microseconds, so bye is late only when a host does
-// not read them, and then by at most this much.
+// their terminals (and the ends of handlers that did return) to reach a
+// host that does not read them, however small the cancel grace: with a
+// grace of 0 the limit leaves none, and a write deadline already past
+// loses every terminal. A host that reads takes them as soon as the child
+// writes them, however late that is (see conn.giveUpAt): bye is late past
+// the limit only by the child's own wait for a processor, or by about
+// this much for a host that does not read.
 const minTerminalWindow = 20 * time.Millisecond
+
+// fullPoll is how often, once a drain's time for the terminals is up,
+// conn.giveUpAt looks again whether the connection's writes wait for a
+// host that does not read.
+const fullPoll = 5 * time.Millisecond
 
 // acceptBackoffMax bounds the pause after a failed Accept (EMFILE, say).
 const acceptBackoffMax = time.Second
@@ -432,8 +439,9 @@ wait:
 		case <-hard.C:
 			s.log.Warn("drain: abandoning handlers that ignore cancellation", "count", s.active.Load())
 			// The connections close once bye is written: every call's
-			// terminal gets until deadline to reach the host, all at once,
-			// and bye follows before the limit.
+			// terminal gets until deadline to reach a host that does not
+			// read it (conn.giveUpAt), all at once, and bye follows before
+			// the limit.
 			deadline := start.Add(limit - margin/5)
 			if soonest := time.Now().Add(minTerminalWindow); deadline.Before(soonest) {
 				deadline = soonest

@@ -11,15 +11,24 @@ import (
 )
 
 // TestWriteFailureClosesConnection: a connection the child can no longer
-// write to (here the host shut its read side, so every write fails with
-// EPIPE) is closed once the call ends, so the host sees the failure rather
-// than waiting for an end that cannot come.
+// write to (here the host shut its read side before the request, so every
+// write of the child fails with EPIPE) is closed once the call ends, so
+// the host sees the failure rather than waiting for an end that cannot
+// come.
+//
+// The read side is shut before the request, not after it: a write of the
+// child already waiting for room in a full socket when the host shuts its
+// read side is never woken (Linux reports no poll event for the peer's
+// SHUT_RD, and the unread bytes keep the socket full), so the child sees a
+// host that does not read, which it waits for as for any backpressure.
+// Shut after the request, a host descheduled between the two let the
+// child fill the socket first, and the test waited out its 10 s.
 func TestWriteFailureClosesConnection(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		h, _ := tg.start(t, config{})
 		s := dial(t, h)
-		require.NoError(t, s.Request("c1", "count", map[string]any{"n": 100000}))
 		require.NoError(t, s.Conn.CloseRead())
+		require.NoError(t, s.Request("c1", "count", map[string]any{"n": 100000}))
 		raw, err := s.Conn.SyscallConn()
 		require.NoError(t, err)
 		end := time.Now().Add(wait)

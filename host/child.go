@@ -475,6 +475,15 @@ func (ch *child) watch() (error, stopMode) {
 	defer ticker.Stop()
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
+	// due is when unhealthy was last set to fire; arm sets both. forgiven
+	// is the oldest unanswered ping whose timeout fired while the host
+	// could not run and was given a whole timeout more (0: none).
+	due := time.Now().Add(cfg.HealthTimeout)
+	arm := func(d time.Duration) {
+		unhealthy.Reset(d)
+		due = time.Now().Add(d)
+	}
+	var forgiven uint64
 	var nonce, answered uint64 // the last ping sent, the newest answered
 	// A timeout that found bytes of the child's waiting for the host holds
 	// the verdict until the host has handled target bytes (all the child
@@ -514,7 +523,7 @@ func (ch *child) watch() (error, stopMode) {
 		if nonce == answered {
 			// Nothing was outstanding, so the health timer was stopped:
 			// the child is late only once it has a ping to answer.
-			unhealthy.Reset(cfg.HealthTimeout)
+			arm(cfg.HealthTimeout)
 		}
 		nonce++
 		sentAt[nonce%pingsTimed] = time.Now()
@@ -554,7 +563,7 @@ func (ch *child) watch() (error, stopMode) {
 			// counted against the child.
 			unhealthy.Stop()
 		} else {
-			unhealthy.Reset(cfg.HealthTimeout)
+			arm(cfg.HealthTimeout)
 		}
 		var rtt time.Duration = -1
 		if nonce-p.Nonce < pingsTimed {
@@ -568,19 +577,26 @@ func (ch *child) watch() (error, stopMode) {
 		}
 		h.mu.Unlock()
 		// The calls dispatched before the ping previous to the one
-		// answered, and at least HealthTimeout ago, must be counted in
-		// the pong's streams: the child had a whole interval to read
-		// their invokes, and as long as it may take to answer a ping
-		// (a child starting hundreds of handlers on a loaded machine
-		// takes more than one short interval).
+		// answered, and at least HealthTimeout before the answered ping
+		// was sent, must be counted in the pong's streams: the child had
+		// a whole interval to read their invokes, and as long as it may
+		// take to answer a ping (a child starting hundreds of handlers on
+		// a loaded machine takes more than one short interval). The
+		// calls' age is taken when the ping was sent, the earliest the
+		// pong can have been written, not when the host reads the pong:
+		// pongs a child wrote while the host could not run (stopped, or
+		// starved of CPU) are read in a burst, seconds later, and then
+		// made every call dispatched just before the stall look
+		// uncounted for longer than HealthTimeout
+		// (TestHostStalledReadsStalePongs).
 		if unreadKnown && p.Nonce > 1 && nonce-(p.Nonce-1) < pingsTimed {
 			before := sentAt[(p.Nonce-1)%pingsTimed]
-			now := time.Now()
-			if t := now.Add(-cfg.HealthTimeout); t.Before(before) {
+			asked := sentAt[p.Nonce%pingsTimed]
+			if t := asked.Add(-cfg.HealthTimeout); t.Before(before) {
 				before = t
 			}
 			unreadBefore := before
-			if t := now.Add(-unreadInvokeWait * cfg.HealthTimeout); t.Before(unreadBefore) {
+			if t := asked.Add(-unreadInvokeWait * cfg.HealthTimeout); t.Before(unreadBefore) {
 				unreadBefore = t
 			}
 			calls := lost.check(int(p.Streams), ch.unaccounted(before, unreadBefore))
@@ -684,6 +700,18 @@ func (ch *child) watch() (error, stopMode) {
 			default:
 			}
 			now := time.Now()
+			// A timeout that fired while the host could not run (stopped,
+			// or starved of CPU, as the child on the same machine most
+			// likely was too) is late: the child gets a whole timeout from
+			// when the host runs again, once for each ping, so a hung
+			// child is still found, one HealthTimeout later
+			// (TestHostStalledWithPingOutstanding).
+			if oldest := oldestUnanswered(nonce, answered); now.Sub(due) > recheck && forgiven != oldest {
+				forgiven = oldest
+				heldUntil = time.Time{}
+				arm(cfg.HealthTimeout)
+				continue
+			}
 			if controlUnread(now) {
 				return errControlUnread, stopDead
 			}
@@ -693,16 +721,16 @@ func (ch *child) watch() (error, stopMode) {
 					wait = min(wait, max(recheck, full.Add(cfg.HealthTimeout).Sub(now)))
 				}
 				heldUntil = time.Time{}
-				unhealthy.Reset(wait)
+				arm(wait)
 				continue
 			}
 			switch {
 			case heldUntil.IsZero() && u+in-handled > 0:
 				target, heldUntil = in+u, now.Add(cfg.HealthTimeout)
-				unhealthy.Reset(recheck)
+				arm(recheck)
 				continue
 			case !heldUntil.IsZero() && handled < target && now.Before(heldUntil):
-				unhealthy.Reset(recheck)
+				arm(recheck)
 				continue
 			}
 			return ErrUnhealthy, stopDead

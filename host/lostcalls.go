@@ -10,8 +10,9 @@ import (
 // lostCalls compares a child's pongs with the calls the host has running
 // on it (docs/protocol.md §7, "Lost calls"). A pong's streams counts the
 // child's handlers that have not returned; a call the host dispatched
-// before the previous ping and at least HealthTimeout ago (four when the
-// child has not read what the host wrote on its connection), whose
+// before the previous ping and at least HealthTimeout before the answered
+// ping was sent (four when the child has not read what the host wrote on
+// its connection), whose
 // provider terminal it has not had, and
 // for which nothing waits unread on the host's side (the socket, the
 // reader's buffer, a full outbox) must be one of them. When two answered

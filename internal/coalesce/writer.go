@@ -580,6 +580,12 @@ func (w *Writer) Written(mark uint64) bool {
 // Unix systems (see writev). Safe for concurrent use.
 func (w *Writer) FullSince() time.Time { return w.dst.FullSince() }
 
+// Interruptible reports whether a write under way ends when the write
+// deadline set with SetWriteDeadline passes, and reports a full connection
+// through FullSince: a destination with a non-blocking descriptor the
+// runtime's poller waits for (a net.Conn). Safe for concurrent use.
+func (w *Writer) Interruptible() bool { return w.dl != nil }
+
 // Flush waits until every packet queued so far has been written and returns
 // the write error, if any.
 func (w *Writer) Flush() error {

@@ -34,7 +34,7 @@ func tools() []wire.Tool {
 	for _, id := range []string{
 		"byecall", "gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang",
 		"die", "hangup", "idleclose", "idlewrite", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage",
-		"mute", "deaf", "pongflood", "closefd3", "escape", "escapestuck", "escapedie", "evil", "inputdie", "inputgarbage", "lostfinish",
+		"mute", "deaf", "pongflood", "closefd3", "escape", "escapestuck", "escapedie", "evil", "inputdie", "inputgarbage", "lostfinish", "latecount",
 		"logflood", "mediaflood", "daemon", "swarm", "hog", "forkloop", "spawn", "attackhost",
 	} {
 		ts = append(ts, wire.Tool{ID: id})
@@ -262,6 +262,13 @@ func call(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, nc ne
 	case "lostfinish":
 		running.Add(-1) // forgotten: the pongs no longer count it
 		defer running.Add(1)
+	case "latecount":
+		// Counted again by the control loop (lateTick).
+		running.Add(-1)
+		lateMu.Lock()
+		lateAt = time.Now()
+		lateMu.Unlock()
+		select {} // as hang
 	case "mediaflood":
 		var args struct{ N int }
 		inv.Arguments.Decode(&args)

@@ -32,7 +32,28 @@ var (
 	healthInterval time.Duration
 	// running counts the calls whose tool has not returned, for pongs.
 	running atomic.Int64
+	// late is the latecount call: when its invoke was read (zero: none
+	// yet), and how many pings came 1.5 s or more after that. Guarded by
+	// lateMu; the control loop counts the call in pongs from the second
+	// such ping (lateTick).
+	lateMu    sync.Mutex
+	lateAt    time.Time
+	latePings int
 )
+
+// lateTick is called by the control loop for every ping before it answers:
+// the latecount call is counted in running from the second ping that
+// comes 1.5 s or more after its invoke was read.
+func lateTick() {
+	lateMu.Lock()
+	defer lateMu.Unlock()
+	if lateAt.IsZero() || latePings >= 2 || time.Since(lateAt) < 1500*time.Millisecond {
+		return
+	}
+	if latePings++; latePings == 2 {
+		running.Add(1)
+	}
+}
 
 // writeControl writes p on the control connection.
 func writeControl(p wire.Packet) error {
@@ -117,6 +138,7 @@ func serve(mode string) int {
 		}
 		switch p := p.(type) {
 		case *wire.Ping:
+			lateTick()
 			switch {
 			case mode == "nopong" || muted.Load():
 			case mode == "stalepong": // answers every ping with the first one's nonce

@@ -121,6 +121,10 @@
 //	             MessagePack, and goes on reading
 //	lostfinish   reads the invoke and never answers; its pongs stop
 //	             counting it at once (a handler the child lost track of)
+//	latecount    reads the invoke, then as hang, but its pongs count the
+//	             call only from the second ping read 1.5 s or more after
+//	             the invoke (a handler that got no processor while the
+//	             control reader answered pings); one per process
 //	logflood     writes {"n"} lines (default 20000) to stdout and as many
 //	             to stderr as fast as it can, then completes once the host
 //	             has read both pipes
