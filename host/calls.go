@@ -60,6 +60,16 @@ func (e *depthError) Error() string {
 // cost a goroutine, a poll and a switch back per call and per chunk.
 const hangupWatchDelay = time.Millisecond
 
+// deadlineSlack is how close to its parent's deadline a nested call's
+// deadline (timeout_ms) may end and be taken as the parent's: timeout_ms
+// counts whole milliseconds, so a deadline a child derives from its
+// handler's, which the host derived from the parent's, lands up to a
+// millisecond or so either side of the parent's. Taking the parent's
+// spares the call a timer of its own: a new timer earlier than every
+// other of its processor makes the Go runtime wake a thread to watch it,
+// once per nested call (docs/performance.md, "Calls both ways").
+const deadlineSlack = 2 * time.Millisecond
+
 // callsSockName is the call socket's name in a child's private directory.
 const callsSockName = "calls.sock"
 
@@ -734,10 +744,14 @@ func (s *callServer) begin(cs *connCalls, inv *wire.Invoke, input *[]frame.Paylo
 	if inv.Detached && (timeout == 0 || timeout > s.detachedTimeout) {
 		timeout = s.detachedTimeout // a detached call has no parent to end it
 	}
-	// One context: a timeout's cancels it as WithCancel's would.
+	// One context: a timeout's cancels it as WithCancel's would. A
+	// timeout that ends within deadlineSlack of the parent's deadline
+	// is the parent's (docs/protocol.md §8 item 4): the call's context
+	// has it already, and a timer of its own would cost a wake-up of
+	// another thread of the host's (see deadlineSlack).
 	var ctx context.Context
 	var cancel context.CancelFunc
-	if timeout > 0 {
+	if pd, ok := base.Deadline(); timeout > 0 && !(ok && pd.Sub(time.Now().Add(timeout)) < deadlineSlack) {
 		ctx, cancel = context.WithTimeout(base, timeout)
 	} else {
 		ctx, cancel = context.WithCancel(base)

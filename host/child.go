@@ -75,6 +75,13 @@ type child struct {
 	// wake is size 1: "a call was routed to the child with none in
 	// flight" (routed); a full channel already says so.
 	wake chan struct{}
+	// pingedAt is when the supervisor's latest ping went out, in
+	// nanoseconds after born plus one (0: none yet): routed reads it so
+	// that a call routed within HealthInterval of a ping, which the
+	// supervisor would only look at and drop, does not wake it. Written
+	// by the supervisor alone.
+	pingedAt atomic.Int64
+	born     time.Time
 
 	// Guarded by Host.mu.
 	state   childState
@@ -107,6 +114,7 @@ func (h *Host) startChild(ctx context.Context, s *slot) (*child, error) {
 		pongs:    make(chan wire.Pong, 1),
 		byes:     make(chan struct{}, 1),
 		wake:     make(chan struct{}, 1),
+		born:     time.Now(),
 		ctrlDone: make(chan struct{}),
 		conns:    map[*streamConn]struct{}{},
 		state:    stateStarting,
@@ -461,7 +469,17 @@ func (ch *child) pingDue(last, now time.Time) bool {
 // HealthInterval, so that a child that hung while idle is found within
 // HealthTimeout of its call (HealthInterval plus HealthTimeout when it
 // answered a ping just before). Host.mu is held; it never blocks.
+//
+// A call routed within HealthInterval of the latest ping does not wake
+// the supervisor: it would drop the wake-up (a ping went out within the
+// interval), and that wake-up of another goroutine, often of another
+// processor's thread, came once per call to a child called one call at a
+// time, and twice per nested call to another child's tool
+// (docs/performance.md, "Calls both ways").
 func (ch *child) routed() {
+	if at := ch.pingedAt.Load(); at != 0 && time.Since(ch.born)-time.Duration(at-1) < ch.h.cfg.HealthInterval {
+		return
+	}
 	select {
 	case ch.wake <- struct{}{}:
 	default: // already said, not yet taken
@@ -520,6 +538,7 @@ func (ch *child) watch() (error, stopMode) {
 			return nil // not sent
 		}
 		lastPing = time.Now()
+		ch.pingedAt.Store(int64(lastPing.Sub(ch.born)) + 1)
 		if nonce == answered {
 			// Nothing was outstanding, so the health timer was stopped:
 			// the child is late only once it has a ping to answer.

@@ -40,3 +40,35 @@ func TestConnWatch(t *testing.T) {
 	assert.EqualValues(t, 0, first.Load(), "a wait stopped before the delay was called")
 	assert.EqualValues(t, 1, second.Load(), "the armed wait was called more than once")
 }
+
+// TestConnWatchNotEarly: a wait armed while the timer set by an earlier,
+// shorter wait is still pending has its watch begin only once it has
+// itself waited the delay, not when that earlier timer fires; and it does
+// begin.
+func TestConnWatchNotEarly(t *testing.T) {
+	_, s := testnet.SocketPair(t)
+	const d = 200 * time.Millisecond
+	w := newConnWatch(s, d)
+	defer w.close()
+	w.arm(func() {}) // sets the timer for d from now
+	w.stop()         // leaves it pending
+	time.Sleep(d / 2)
+	w.arm(func() {})
+	armed := time.Now()
+	began := func() (bool, time.Duration) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.stopWatch != nil, time.Since(armed)
+	}
+	// Past the first timer's fire (d after the first arm), before d after
+	// the second: the watch must not have begun.
+	time.Sleep(3 * d / 4)
+	if ok, waited := began(); ok {
+		assert.GreaterOrEqual(t, waited, d, "the watch began before the armed wait had waited the delay")
+	}
+	require.Eventually(t, func() bool { ok, _ := began(); return ok }, 10*time.Second, time.Millisecond, "the armed wait's watch did not begin")
+	ok, waited := began()
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, waited, d)
+	w.stop()
+}

@@ -84,3 +84,24 @@ func TestHungIdleChildFoundByCall(t *testing.T) {
 		require.FailNow(t, fmt.Sprintf("the stopped child %d is still the pool's child", pid))
 	}
 }
+
+// TestRoutedWakesOnlyWhenAPingIsDue: a call routed to an idle child wakes
+// its supervisor when the child has not been pinged yet, or not within
+// HealthInterval; within it, the supervisor (which would drop the
+// wake-up) is left asleep.
+func TestRoutedWakesOnlyWhenAPingIsDue(t *testing.T) {
+	h := &Host{}
+	h.cfg.HealthInterval = time.Hour
+	ch := &child{h: h, wake: make(chan struct{}, 1), born: time.Now().Add(-2 * time.Hour)}
+	ch.routed()
+	require.Len(t, ch.wake, 1, "never pinged: the supervisor is woken")
+	<-ch.wake
+
+	ch.pingedAt.Store(int64(time.Since(ch.born)) + 1) // a ping just now
+	ch.routed()
+	assert.Len(t, ch.wake, 0, "pinged within HealthInterval: the supervisor is not woken")
+
+	ch.pingedAt.Store(int64(time.Since(ch.born)-90*time.Minute) + 1) // a ping 90 minutes ago
+	ch.routed()
+	assert.Len(t, ch.wake, 1, "pinged longer ago than HealthInterval: the supervisor is woken")
+}
