@@ -168,6 +168,7 @@ func TestConnectionClosedCancels(t *testing.T) {
 }
 
 func TestStuckHandler(t *testing.T) {
+	t.Parallel() // waits for handlers; beside TestBinaryNoStartup's 10 s
 	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 		begin(t, s, "st1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true})
 		pingUntil(t, h, func(p *wire.Pong) bool { return p.Streams == 1 })
@@ -207,6 +208,7 @@ func endOnceReturned(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 // deadline is over, and is counted stuck until it returns; the end waits
 // for it.
 func TestStuckHandlerPastDeadline(t *testing.T) {
+	t.Parallel() // waits for handlers; beside TestBinaryNoStartup's 10 s
 	forEachGraced(t, func(t *testing.T, h *skulktest.Peer, s *skulktest.StreamConn) {
 		start := time.Now()
 		require.NoError(t, s.Invoke("sd1", "sleep", map[string]any{"ms": 1500, "ignore_cancel": true}, 200*time.Millisecond))
@@ -480,6 +482,7 @@ const hugeMS = 10_000_000_000_000
 // cancel_grace_ms too large for a time.Duration mean "practically never",
 // not "at once".
 func TestHugeMillis(t *testing.T) {
+	t.Parallel() // waits for handlers; beside TestBinaryNoStartup's 10 s
 	t.Run("timeout_ms", func(t *testing.T) {
 		forEach(t, func(t *testing.T, tg target) {
 			h, _ := tg.start(t, config{})
@@ -548,6 +551,7 @@ func TestCallIDFreeAtEnd(t *testing.T) {
 // the default: a cancelled handler that goes on is stuck at once, its
 // terminal written for it well before the default second would pass.
 func TestZeroCancelGrace(t *testing.T) {
+	t.Parallel() // waits for handlers; beside TestBinaryNoStartup's 10 s
 	st := skulktest.DefaultStartup()
 	st.CancelGraceMS = 0
 	forEach(t, func(t *testing.T, tg target) {

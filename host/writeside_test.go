@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 const module = "github.com/skulkrt/skulk"
@@ -85,7 +87,15 @@ func loadTypes(t *testing.T, pkgs ...string) map[string]*types.Package {
 	if err != nil {
 		t.Skip("no go command to build export data with")
 	}
-	cmd := exec.Command(gobin, append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, pkgs...)...)
+	args := []string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}
+	if testnet.Race {
+		// The export data of the packages this test binary's own compile
+		// (and the other packages' tests) already built: the types are the
+		// same, and without -race a cold build cache would compile every
+		// public package and its dependencies a second time.
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(gobin, append(args, pkgs...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,17 +19,22 @@ import (
 	"github.com/skulkrt/skulk/internal/replay"
 )
 
-// keepTree keeps a tree of n events: its outermost call's start, chunks,
-// and its end when ended.
+// keepTree keeps a tree of n events (treeEvents).
 func keepTree(ctx context.Context, t *testing.T, s *jetstreamstore.Store, id string, n int, ended bool) {
 	t.Helper()
+	_, err := s.KeepNew(ctx, id, "A", treeEvents(id, n, ended))
+	require.NoError(t, err)
+}
+
+// treeEvents are the n events of a tree: its outermost call's start,
+// chunks, and its end when ended.
+func treeEvents(id string, n int, ended bool) []calllog.Event {
 	evs := calllogtest.Events(id, "A", 1, n)
 	evs[0].Kind = calllog.KindStarted
 	if ended {
 		evs[n-1].Kind, evs[n-1].FrameKind, evs[n-1].FrameSeq = calllog.KindCompleted, 0, 0
 	}
-	_, err := s.KeepNew(ctx, id, "A", evs)
-	require.NoError(t, err)
+	return evs
 }
 
 // TestReadsLeaveNoConsumer: reading 1,000 ended trees whole (small ones
@@ -41,12 +47,27 @@ func TestReadsLeaveNoConsumer(t *testing.T) {
 	srv := natstest.Run(t)
 	s := open(t, srv.URL()+"/CALLS")
 	const trees = 1000
-	for i := range trees {
-		n := 4
-		if i%2 == 1 {
-			n = 40 // past smallRead: read through a consumer
-		}
-		keepTree(ctx, t, s, fmt.Sprintf("t%d", i), n, true)
+	// The trees are written by a few writers at once (the Store is safe
+	// for concurrent use): one at a time, the writing took four times as
+	// long as the reading this test is about.
+	const writers = 8
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() { // stopped after its share of the trees
+			for i := w; i < trees && errs[w] == nil; i += writers {
+				n := 4
+				if i%2 == 1 {
+					n = 40 // past smallRead: read through a consumer
+				}
+				id := fmt.Sprintf("t%d", i)
+				_, errs[w] = s.KeepNew(ctx, id, "A", treeEvents(id, n, true))
+			}
+		})
+	}
+	wg.Wait()
+	for w, err := range errs {
+		require.NoErrorf(t, err, "writer %d", w)
 	}
 	r, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{ReadOnly: true})
 	require.NoError(t, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/replay"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // The test binary doubles as a writer process: with roleEnv set it runs
@@ -35,6 +36,7 @@ const (
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "":
+		testnet.QuickRaceExit() // for this binary re-executed as a writer
 		goleak.VerifyTestMain(m)
 	case "writer":
 		os.Exit(runWriter(os.Getenv(dbEnv)))

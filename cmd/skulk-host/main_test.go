@@ -48,11 +48,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// skulk-host is built as this test binary was (-race or not), the
+	// child without -race (testnet.BuildCommand).
+	testnet.QuickRaceExit()
 	for _, b := range []struct {
-		out *string
-		pkg string
-	}{{&hostBin, "github.com/skulkrt/skulk/cmd/skulk-host"}, {&childBin, "github.com/skulkrt/skulk/cmd/skulk-child"}} {
-		if *b.out, err = testnet.Build(dir, b.pkg); err != nil {
+		out   *string
+		pkg   string
+		build func(dir, pkg string) (string, error)
+	}{{&hostBin, "github.com/skulkrt/skulk/cmd/skulk-host", testnet.BuildCommand}, {&childBin, "github.com/skulkrt/skulk/cmd/skulk-child", testnet.Build}} {
+		if *b.out, err = b.build(dir, b.pkg); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)

@@ -41,7 +41,9 @@ func TestREADMEExamplesCompile(t *testing.T) {
 		if n := len(regexp.MustCompile("\n").FindAll(b[1], -1)); n > 40 {
 			assert.Fail(t, fmt.Sprintf("README example %d is %d lines; keep it short", i, n))
 		}
-		_, err := testnet.BuildAs(os.DevNull, "./"+dir)
+		// Built as this test binary was, from the packages its compile
+		// (and the other packages' tests) put in the build cache.
+		_, err := testnet.BuildCommandAs(os.DevNull, "./"+dir)
 		assert.NoErrorf(t, err, "README example %d does not build: %v", i, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +43,58 @@ func Build(dir, pkg string) (string, error) {
 // lock file (buildLock, in os.TempDir) while it runs: the next waits for it
 // and then finds what they share compiled in the cache. On 2 cores that
 // costs no parallelism worth having: a build uses every core it gets.
+//
+// The binary is built without -race whatever the test's own flags: a child
+// whose timing and memory the tests measure must not carry the race
+// detector's costs. Commands the tests run as a user would, and need not
+// measure, are built by BuildCommandAs instead.
 func BuildAs(bin, pkg string) (string, error) {
+	return build(bin, pkg, false)
+}
+
+// BuildCommand is Build for a command the tests run as a user would
+// (skulk-host, skulk-mcp): see BuildCommandAs.
+func BuildCommand(dir, pkg string) (string, error) {
+	bin, err := BuildCommandAs(filepath.Join(dir, path.Base(pkg)), pkg)
+	if err != nil {
+		return "", fmt.Errorf("testnet: %w", err)
+	}
+	return bin, nil
+}
+
+// BuildCommandAs is BuildAs for a command the tests run as a user would,
+// whose speed and memory they do not measure: it is built with -race when
+// the test binary was (Race), so that it is linked from the packages the
+// test's own compile already put in the build cache instead of compiling
+// the whole dependency tree (SQLite, NATS, gRPC, the MCP SDK) a second
+// time without -race, which on a cold cache is most of a minute of CPU.
+// The command then reports its data races too. Its children (skulk-child
+// and the like, built by BuildAs) stay without -race. A race-built command
+// pauses a second at every exit for the race report unless GORACE says
+// atexit_sleep_ms=0: see QuickRaceExit.
+func BuildCommandAs(bin, pkg string) (string, error) {
+	return build(bin, pkg, Race)
+}
+
+// QuickRaceExit adds atexit_sleep_ms=0 to the GORACE variable of this
+// process's environment, which the processes it starts inherit, unless
+// GORACE already sets atexit_sleep_ms. Call it in TestMain of a package
+// that runs commands built by BuildCommandAs: without it every exit of a
+// race-built process waits a second (the race detector's default pause
+// before its report). Races are still reported. It does nothing in a
+// binary built without -race.
+func QuickRaceExit() {
+	if !Race {
+		return
+	}
+	v := os.Getenv("GORACE")
+	if strings.Contains(v, "atexit_sleep_ms=") {
+		return
+	}
+	os.Setenv("GORACE", strings.TrimSpace(v+" atexit_sleep_ms=0"))
+}
+
+func build(bin, pkg string, race bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	unlock, err := lockBuilds(ctx)
@@ -50,7 +102,11 @@ func BuildAs(bin, pkg string) (string, error) {
 		return "", fmt.Errorf("go build %s: lock: %w", pkg, err)
 	}
 	defer unlock()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	if out, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil

@@ -12,7 +12,7 @@
 //	var builds clitest.Builds // removed by TestMain: builds.Remove()
 //
 //	func TestCount(t *testing.T) {
-//		host := builds.Path(t, "github.com/skulkrt/skulk/cmd/skulk-host")
+//		host := builds.Command(t, "github.com/skulkrt/skulk/cmd/skulk-host")
 //		r := clitest.Run(t, host, "", "call", "count", "--args", `{"n": 3}`, "--json", "--", provider)
 //		clitest.CheckCount(t, clitest.ParseLines(t, r.Stdout), 3)
 //	}

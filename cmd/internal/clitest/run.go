@@ -41,9 +41,25 @@ type built struct {
 }
 
 // Path returns the path of the binary of the main package pkg, an import
-// path such as "github.com/skulkrt/skulk/cmd/skulk-host", building it
-// first if no test has; it fails t when the build failed.
+// path such as "github.com/skulkrt/skulk/internal/fakechild", building it
+// without -race (testnet.Build) first if no test has; it fails t when the
+// build failed.
 func (b *Builds) Path(t testing.TB, pkg string) string {
+	t.Helper()
+	return b.path(t, pkg, testnet.Build)
+}
+
+// Command is Path for a command the tests run as a user would, such as
+// "github.com/skulkrt/skulk/cmd/skulk-host": it is built as the test binary
+// was, -race or not (testnet.BuildCommand), and the package's TestMain
+// calls testnet.QuickRaceExit. A package is built one way only: the first
+// of Path and Command to ask for it decides.
+func (b *Builds) Command(t testing.TB, pkg string) string {
+	t.Helper()
+	return b.path(t, pkg, testnet.BuildCommand)
+}
+
+func (b *Builds) path(t testing.TB, pkg string, build func(dir, pkg string) (string, error)) string {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -53,7 +69,7 @@ func (b *Builds) Path(t testing.TB, pkg string) string {
 			b.dir, r.err = os.MkdirTemp("", "clitest-")
 		}
 		if r.err == nil {
-			r.path, r.err = testnet.Build(b.dir, pkg)
+			r.path, r.err = build(b.dir, pkg)
 		}
 		if b.bins == nil {
 			b.bins = map[string]built{}

@@ -64,6 +64,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("HOSTILE_BIN", fakeBin) // for runTestHost
+	testnet.QuickRaceExit()           // for this binary re-executed as a host (runMemHost)
 	// Warm up the network poller so that its descriptors are not counted
 	// as a leak by the first test.
 	if ln, err := net.Listen("unix", filepath.Join(dir, "warm.sock")); err == nil {
@@ -95,34 +96,54 @@ func config(t *testing.T, mode string, pids string) host.Config {
 // goroutine, no descriptor.
 func startHost(t *testing.T, cfg host.Config) *host.Host {
 	t.Helper()
-	base, err := os.MkdirTemp("", "sk")
-	require.NoError(t, err)
-	cfg.TempDir = base
+	return startHosts(t, cfg)[0]
+}
+
+// startHosts is startHost for hosts that run at the same time in one test
+// (one per config, each with a temporary directory of its own): the checks
+// look at the whole test process, so they run once, after every host is
+// closed.
+func startHosts(t *testing.T, cfgs ...host.Config) []*host.Host {
+	t.Helper()
 	fds := countFDs(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	h, err := host.Start(ctx, cfg)
-	if err != nil {
-		os.RemoveAll(base)
-		require.FailNow(t, fmt.Sprintf("Start: %v", err))
-	}
+	var hs []*host.Host
+	var bases []string
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		h.Close(ctx)
+		for _, h := range hs {
+			h.Close(ctx)
+		}
 		if kids := processesWithParent(os.Getpid()); len(kids) > 0 {
 			assert.Fail(t, fmt.Sprintf("processes of ours left after Close: %v", kids))
 		}
-		if entries, _ := os.ReadDir(base); len(entries) > 0 {
-			assert.Fail(t, fmt.Sprintf("left in the temp dir: %d entries", len(entries)))
+		for _, base := range bases {
+			if entries, _ := os.ReadDir(base); len(entries) > 0 {
+				assert.Fail(t, fmt.Sprintf("left in the temp dir: %d entries", len(entries)))
+			}
 		}
 		if n := countFDs(t); n != fds {
 			assert.Fail(t, fmt.Sprintf("descriptors: %d before, %d after", fds, n))
 		}
 		goleak.VerifyNone(t)
-		os.RemoveAll(base)
+		for _, base := range bases {
+			os.RemoveAll(base)
+		}
 	})
-	return h
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, cfg := range cfgs {
+		base, err := os.MkdirTemp("", "sk")
+		require.NoError(t, err)
+		bases = append(bases, base)
+		cfg.TempDir = base
+		h, err := host.Start(ctx, cfg)
+		if err != nil {
+			require.FailNow(t, fmt.Sprintf("Start: %v", err))
+		}
+		hs = append(hs, h)
+	}
+	return hs
 }
 
 func countFDs(t *testing.T) int {

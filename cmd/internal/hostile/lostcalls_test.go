@@ -3,6 +3,7 @@ package hostile_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // the invoke); the child is recycled (ErrCallsLost,
 // not counted as a restart) and, where it can, takes the next call.
 func TestLostCallsEnd(t *testing.T) {
-	for _, tc := range []struct {
+	cases := []struct {
 		name, mode, tool string
 		timeouts         time.Duration // health timeouts before the call counts
 	}{
@@ -30,18 +31,46 @@ func TestLostCallsEnd(t *testing.T) {
 		// health timeouts (a starved child may be slow to read).
 		{"never reads", "lostread", "ok", 4},
 		{"never accepts", "lostaccept", "ok", 4},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := config(t, tc.mode, t.TempDir())
-			h := startHost(t, cfg)
-			first := h.Children()[0].PID
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	}
+	// The cases wait out health timeouts: they run at once, each on a
+	// host of its own, and each call's terminal is taken by a reader of
+	// its own as it comes.
+	type ended struct {
+		term frame.Frame
+		err  error
+		took time.Duration
+	}
+	cfgs := make([]host.Config, len(cases))
+	for i, tc := range cases {
+		cfgs[i] = config(t, tc.mode, t.TempDir())
+	}
+	hs := startHosts(t, cfgs...)
+	firsts := make([]int, len(cases))
+	ends := make([]ended, len(cases))
+	var wg sync.WaitGroup
+	for i, tc := range cases {
+		firsts[i] = hs[i].Children()[0].PID
+		start := time.Now()
+		c, err := hs[i].Call(context.Background(), tc.tool, nil) // no deadline: only the host can end it
+		require.NoErrorf(t, err, "%s: Call", tc.name)
+		wg.Go(func() { // stopped by the call's terminal or the 25 s limit
+			ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 			defer cancel()
-			start := time.Now()
-			c, err := h.Call(context.Background(), tc.tool, nil) // no deadline: only the host can end it
-			require.NoError(t, err)
-			term := terminal(t, c, 25*time.Second)
-			took := time.Since(start)
+			for {
+				f, err := c.Recv(ctx)
+				if err != nil || f.Kind.IsTerminal() {
+					ends[i] = ended{f, err, time.Since(start)}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, cfg, e := hs[i], cfgs[i], ends[i]
+			require.NoError(t, e.err, "Recv")
+			term, took := e.term, e.took
 			t.Logf("terminal %s %v after %v", term.Kind, term.Error, took)
 			require.Equal(t, frame.KindFailed, term.Kind)
 			require.NotNil(t, term.Error)
@@ -50,10 +79,12 @@ func TestLostCallsEnd(t *testing.T) {
 			// The health timeouts, then two pings; generous for a loaded machine.
 			assert.Greater(t, took, tc.timeouts*cfg.HealthTimeout)
 			assert.Less(t, took, tc.timeouts*cfg.HealthTimeout+5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
 			var info host.ChildInfo
 			for {
 				info = h.Children()[0]
-				if info.PID != first && info.State == "ready" {
+				if info.PID != firsts[i] && info.State == "ready" {
 					break
 				}
 				require.NoError(t, ctx.Err(), "the child was not recycled: %+v", info)

@@ -51,8 +51,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, b := range []struct{ out, pkg string }{{hostBin, "github.com/skulkrt/skulk/cmd/skulk-host"}, {childBin, "github.com/skulkrt/skulk/cmd/skulk-child"}, {wrapperBin, "github.com/skulkrt/skulk/cmd/skulk-mcp"}} {
-		if _, err := testnet.BuildAs(b.out, b.pkg); err != nil {
+	// The commands are built as this test binary was (-race or not), the
+	// child without -race (testnet.BuildCommandAs).
+	testnet.QuickRaceExit()
+	for _, b := range []struct {
+		out, pkg string
+		build    func(bin, pkg string) (string, error)
+	}{{hostBin, "github.com/skulkrt/skulk/cmd/skulk-host", testnet.BuildCommandAs}, {childBin, "github.com/skulkrt/skulk/cmd/skulk-child", testnet.BuildAs}, {wrapperBin, "github.com/skulkrt/skulk/cmd/skulk-mcp", testnet.BuildCommandAs}} {
+		if _, err := b.build(b.out, b.pkg); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)

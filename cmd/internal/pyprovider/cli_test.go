@@ -31,7 +31,7 @@ var builds clitest.Builds
 // could not be built.
 func skulkHost(t *testing.T) string {
 	t.Helper()
-	return builds.Path(t, "github.com/skulkrt/skulk/cmd/skulk-host")
+	return builds.Command(t, "github.com/skulkrt/skulk/cmd/skulk-host")
 }
 
 // runCLI runs the built skulk-host with args (clitest.Run).
