@@ -634,7 +634,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 	if dl, ok := ctx.Deadline(); ok {
 		inv.TimeoutMS = max(1, time.Until(dl).Milliseconds())
 	}
-	if err := inv.Validate(); err != nil {
+	if err := checkLinks(inv); err != nil {
 		ch.releaseSlot(nil)
 		ch.wg.Done()
 		return nil, h.refuse(ctx, rec, "invalid", frame.CodeInvalidFrame, fmt.Errorf("host: invoke: %w", err))
@@ -771,6 +771,29 @@ func requestFits(inv *wire.Invoke, o *callOptions, l wire.Limits) error {
 		}
 		if err != nil {
 			return fmt.Errorf("host: input chunk %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// checkLinks checks the tree and parent ids of inv, the fields of an
+// invoke that come from the running call of the caller's context (a
+// child's call, a remote caller's) rather than from the host or from what
+// it checked already (the call id it made, the tool id of the child's
+// hello, the arguments): each must follow the call id's rule (1 to 128
+// characters of valid UTF-8), and the error is a *frame.FieldError naming
+// it. The writer checks the whole invoke again (wire.AppendPacket).
+func checkLinks(inv *wire.Invoke) error {
+	for _, id := range [...]struct{ field, v string }{{"tree", inv.Tree}, {"parent", inv.Parent}} {
+		if id.v == "" {
+			continue
+		}
+		if err := frame.CheckCallID(id.v); err != nil {
+			var fe *frame.FieldError
+			if errors.As(err, &fe) {
+				return &frame.FieldError{Field: id.field, Reason: fe.Reason}
+			}
+			return err
 		}
 	}
 	return nil

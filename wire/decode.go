@@ -23,7 +23,7 @@ func Decode(b []byte, l Limits) (Packet, error) {
 		return nil, fmt.Errorf("%w: packet shorter than its prefix", protocol.ErrMalformedHeader)
 	}
 	h, a := binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
-	if err := l.Check(h, a); err != nil {
+	if err := l.check(h, a); err != nil {
 		return nil, err
 	}
 	if uint64(len(b)) != protocol.PrefixLen+uint64(h)+uint64(a) {
@@ -44,7 +44,11 @@ func Decode(b []byte, l Limits) (Packet, error) {
 
 // Decoder decodes the packets of one connection as a reader takes them
 // off it: the reader reads a packet's 8-byte prefix, checks its two
-// lengths with Limits.Check, reads the header, and hands it to
+// lengths against its limits before it reads or allocates anything more
+// (a header length of 0 or above max_header, or an attachment length
+// above max_attachment, is a protocol error: the error Decode returns for
+// the prefix alone, since Decode checks the lengths first), reads the
+// header, and hands it to
 // DecodeHeader; the attachment it reads on its own, straight into a
 // buffer of its choosing. A Decoder keeps what one packet tells about the
 // next: the frames of one call share one call id string, and small
@@ -75,7 +79,8 @@ func (d *Decoder) ExpectCallID(id string) { d.dec.lastCallID = id }
 // bytes long, the caller reads on its own: an inline-media frame comes
 // back with empty Data, for the caller to replace with the attLen bytes it
 // reads. h holds no prefix, and its length and attLen must already have
-// passed Limits.Check. The packet holds no reference to h.
+// passed the limits' check (see Decoder). The packet holds no reference
+// to h.
 //
 // Errors are Decode's: an error matching ErrProtocol, after which the
 // connection is unusable, or one matching frame.ErrInvalid for a frame,
@@ -965,7 +970,7 @@ func (d *decoder) decodeInvoke(h []byte) (Packet, error) {
 		fail("arguments", "required")
 	}
 	if first == nil {
-		first = p.Validate()
+		first = p.validate()
 	}
 	if first != nil {
 		return nil, &protocol.InvalidError{Type: protocol.TypeInvoke, CallID: validCallID(p.CallID), Err: first}

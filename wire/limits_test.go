@@ -10,7 +10,7 @@ import (
 	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
 
-// Limits.Check refuses each length above its effective limit, and a header
+// Limits.check (Decode's first check) refuses each length above its effective limit, and a header
 // length of 0, with the error of its rule; it takes every length up to the
 // limits.
 func TestLimitsCheck(t *testing.T) {
@@ -23,20 +23,20 @@ func TestLimitsCheck(t *testing.T) {
 		{"clamped", wire.Limits{MaxHeader: ^uint32(0), MaxAttachment: ^uint32(0)}, protocol.HardMaxHeader, protocol.HardMaxAttachment},
 		{"configured", wire.Limits{MaxHeader: 10, MaxAttachment: 20}, 10, 20},
 	} {
-		require.NoError(t, c.l.Check(1, 0), c.name)
-		require.NoError(t, c.l.Check(c.h, c.att), c.name)
+		require.NoError(t, wire.CheckLengths(c.l, 1, 0), c.name)
+		require.NoError(t, wire.CheckLengths(c.l, c.h, c.att), c.name)
 
-		err := c.l.Check(c.h+1, 0)
+		err := wire.CheckLengths(c.l, c.h+1, 0)
 		require.ErrorIs(t, err, protocol.ErrHeaderLength, c.name)
 		require.ErrorIs(t, err, wire.ErrProtocol, c.name)
 		require.ErrorIs(t, err, wire.ErrTooLarge, c.name)
 
-		err = c.l.Check(1, c.att+1)
+		err = wire.CheckLengths(c.l, 1, c.att+1)
 		require.ErrorIs(t, err, protocol.ErrAttachmentLength, c.name)
 		require.ErrorIs(t, err, wire.ErrProtocol, c.name)
 		require.ErrorIs(t, err, wire.ErrTooLarge, c.name)
 
-		err = c.l.Check(0, 0)
+		err = wire.CheckLengths(c.l, 0, 0)
 		require.ErrorIs(t, err, protocol.ErrHeaderLength, c.name)
 		require.NotErrorIs(t, err, wire.ErrTooLarge, c.name)
 	}

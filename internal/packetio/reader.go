@@ -266,7 +266,7 @@ func (r *Reader) readPacket() (wire.Packet, error) {
 	}
 	h := binary.BigEndian.Uint32(r.buf[r.start:])
 	a := binary.BigEndian.Uint32(r.buf[r.start+4:])
-	if err := r.limits.Check(h, a); err != nil {
+	if err := CheckLengths(h, a, r.limits); err != nil {
 		return nil, err
 	}
 	// A packet whose attachment fits the buffer is read whole into it,
