@@ -476,7 +476,7 @@ func (c *Call) Cancel() {
 // kept the call's end; if it could not (see calllog.Journal), the terminal
 // is still returned and the next Recv returns, once, a
 // *calllog.JournalError matching calllog.ErrJournalEnd that holds the
-// outcome and the cause (calllog.Settle says later whether the end was
+// outcome and the cause (its JournalError.Kept says later whether the end was
 // kept), then io.EOF.
 func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if c.eof {

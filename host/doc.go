@@ -80,7 +80,7 @@
 // for them. With a required journal a call whose start is not kept is
 // refused before its invoke is written (calllog.ErrJournalStart), and an
 // end that is not confirmed reaches the caller as a *calllog.JournalError
-// after the terminal (calllog.ErrJournalEnd; calllog.Settle says later
+// after the terminal (calllog.ErrJournalEnd; its JournalError.Kept says later
 // whether it was kept).
 // A call made WithArgumentFragments takes its arguments as fragments of
 // their JSON text: its invoke is written only once they assemble into valid

@@ -31,6 +31,5 @@ var (
 	_ func(context.Context) context.Context                                                                    = host.Detached
 	_ func(context.Context, calllog.EventStore, string, uint64, time.Duration) iter.Seq2[calllog.Event, error] = calllog.Follow
 	_ func([]calllog.Event) *replay.Tree                                                                       = replay.Events
-	_ func(context.Context, error) error                                                                       = calllog.Settle
 	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error)                       = calllog.TakeOver
 )

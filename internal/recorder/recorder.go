@@ -975,7 +975,7 @@ func (rec *Record) Text() string {
 // first, the call will end cancelled when its last step ends and End
 // returns ErrStepsRunning, also matching ctx's error. With a required journal End then waits until the
 // end is kept: if it is not, End returns a *JournalError matching
-// ErrJournalEnd that holds the outcome and the cause (see Settle).
+// ErrJournalEnd that holds the outcome and the cause (see JournalError.Kept).
 func (rec *Record) End(ctx context.Context, o calllog.Outcome) error {
 	if !o.Kind.IsEnd() {
 		return ErrBadOutcome
@@ -1039,7 +1039,7 @@ func (rec *Record) Finish(o calllog.Outcome) error {
 
 // Confirm waits until the call's end is recorded and, with a required
 // journal, kept. If it is not, Confirm returns a *JournalError matching
-// ErrJournalEnd that holds the outcome and the cause (see Settle); without
+// ErrJournalEnd that holds the outcome and the cause (see JournalError.Kept); without
 // a required journal it returns nil once the end is recorded. ctx bounds
 // the wait (its error is returned as is).
 func (rec *Record) Confirm(ctx context.Context) error {
@@ -1302,7 +1302,7 @@ func OutcomeOfError(err error) calllog.Outcome {
 	return Failed(frame.CodeProviderError, err.Error(), false)
 }
 
-// journalError returns je with the wait calllog.Settle runs for it: until
+// journalError returns je with the wait its Kept runs: until
 // the event numbered seq is kept by w (a tree without a journal: none).
 func journalError(w *journalWriter, seq uint64, je calllog.JournalError) *calllog.JournalError {
 	e := &je
