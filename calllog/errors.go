@@ -14,9 +14,6 @@ var (
 	// work that outlives its program.
 	ErrParentEnded = errors.New("calllog: the running call in the context has ended")
 
-	// ErrJournalPolicy: a call or program tried to replace or weaken its
-	// tree's journal. The call is refused (recorded, never run).
-	ErrJournalPolicy = errors.New("calllog: journal policy: a call cannot replace or weaken its tree's journal")
 	// ErrJournalStart: a required journal did not keep the call's start;
 	// the call is refused and its invoke must not be written.
 	ErrJournalStart = errors.New("calllog: journal: the call's start was not kept")
@@ -40,11 +37,10 @@ var (
 	ErrCloseDropped = errors.New("calllog: close: journal events not kept")
 )
 
-// JournalError is the error of a required journal's barrier or of the
-// journal policy. It matches (errors.Is) its Op (ErrJournalPolicy,
-// ErrJournalStart or ErrJournalEnd) and its Cause.
+// JournalError is the error of a required journal's barrier. It matches
+// (errors.Is) its Op (ErrJournalStart or ErrJournalEnd) and its Cause.
 type JournalError struct {
-	// Op is ErrJournalPolicy, ErrJournalStart or ErrJournalEnd.
+	// Op is ErrJournalStart or ErrJournalEnd.
 	Op error
 	// Tree and Call name the call.
 	Tree string

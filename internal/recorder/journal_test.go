@@ -210,7 +210,7 @@ func TestJournalPolicy(t *testing.T) {
 	weaker := &calllog.Journal{Store: j.Store}
 	r := newRecorder(t, calllog.Options{Journal: j})
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Journal: weaker})
-	require.ErrorIsf(t, err, calllog.ErrJournalPolicy, "a call replacing the journal: %v, want ErrJournalPolicy", err)
+	require.ErrorIsf(t, err, recorder.ErrJournalPolicy, "a call replacing the journal: %v, want ErrJournalPolicy", err)
 	if o, _ := rec.Outcome(); o.Refused != "journal_policy" {
 		require.FailNow(t, fmt.Sprintf("policy refusal outcome = %+v", o))
 	}
@@ -221,12 +221,12 @@ func TestJournalPolicy(t *testing.T) {
 		_, err := r.Begin(ctx, recorder.CallInfo{ID: "s", Journal: weaker})
 		return err
 	})
-	require.ErrorIs(t, err, calllog.ErrJournalPolicy, "a step replacing the journal")
+	require.ErrorIs(t, err, recorder.ErrJournalPolicy, "a step replacing the journal")
 	// Without a recorder journal, a tree's outermost call brings its own
 	// and its steps cannot replace it.
 	r2 := newRecorder(t, calllog.Options{})
 	err = r2.Program(ctx, recorder.CallInfo{ID: "q", Journal: j}, func(ctx context.Context) error {
-		if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, calllog.ErrJournalPolicy) {
+		if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, recorder.ErrJournalPolicy) {
 			assert.Fail(t, fmt.Sprintf("step: %v", err))
 		}
 		return nil

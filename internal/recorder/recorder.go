@@ -491,10 +491,10 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	startSeq := t.emitLocked(rec, started, nil)
 	if policyErr {
 		rec.ending = true
-		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, calllog.ErrJournalPolicy)
+		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, ErrJournalPolicy)
 		rec.finishLocked()
 		t.mu.Unlock()
-		return rec, journalError(t.w, rec.endSeq, calllog.JournalError{Op: calllog.ErrJournalPolicy, Tree: t.id, Call: rec.id, Outcome: rec.outcome})
+		return rec, journalError(t.w, rec.endSeq, calllog.JournalError{Op: ErrJournalPolicy, Tree: t.id, Call: rec.id, Outcome: rec.outcome})
 	}
 	t.mu.Unlock()
 
