@@ -56,15 +56,14 @@ func Decode(b []byte, l Limits) (Packet, error) {
 // allocated one by one (a small payload kept long after the others keeps
 // its block alive). Decode reads a packet held whole, with none of this.
 //
+// Every frame packet DecodeHeader returns is the same *Frame, overwritten
+// by the next frame it decodes: a reader is done with each frame before it
+// decodes the next one, or keeps a copy (f := *p.(*Frame)), which shares
+// nothing the Decoder writes again. Other packets are new each time.
+//
 // The zero Decoder is ready to use. A Decoder belongs to the one
 // goroutine that reads its connection: it is not safe for concurrent use.
 type Decoder struct {
-	// ReuseFrames makes every frame packet DecodeHeader returns the same
-	// *Frame, overwritten by the next frame: for a reader that is done
-	// with each frame before it decodes the next one. False (the zero
-	// value) gives a new *Frame each time, the caller's to keep.
-	ReuseFrames bool
-
 	dec decoder
 }
 
@@ -87,7 +86,7 @@ func (d *Decoder) ExpectCallID(id string) { d.dec.lastCallID = id }
 // invoke or end that parsed but broke the rules (the caller reads or skips
 // its attachment, and the connection stays in step).
 func (d *Decoder) DecodeHeader(h []byte, attLen uint32) (Packet, error) {
-	d.dec.reuseFrames = d.ReuseFrames
+	d.dec.reuseFrames = true
 	return d.dec.decode(h, attLen)
 }
 

@@ -43,8 +43,7 @@ func TestLimitsCheck(t *testing.T) {
 }
 
 // A Decoder told the call id to expect gives the frames of that call the
-// very string it was told, and ReuseFrames gives one *Frame for every
-// frame.
+// very string it was told, and it gives one *Frame for every frame.
 func TestDecoderKnobs(t *testing.T) {
 	hdrs, atts := goldenFrameHeaders(t)
 	var d wire.Decoder
@@ -59,10 +58,8 @@ func TestDecoderKnobs(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Same(t, unsafe.StringData(want), unsafe.StringData(got), "the expected call id is shared")
 
-	require.NotSame(t, p, mustDecode(t, &d, hdrs[0], atts[0]), "without ReuseFrames each frame is new")
-	d.ReuseFrames = true
 	first := mustDecode(t, &d, hdrs[0], atts[0])
-	require.Same(t, first, mustDecode(t, &d, hdrs[1], atts[1]), "with ReuseFrames one frame is reused")
+	require.Same(t, first, mustDecode(t, &d, hdrs[1], atts[1]), "one frame is reused")
 }
 
 func mustDecode(t *testing.T, d *wire.Decoder, h []byte, att uint32) wire.Packet {
