@@ -395,12 +395,6 @@ func (c *Call) Recycle(f frame.Frame) {
 // events or HistoryBytes bytes) shows. Stop the loop to stop watching.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
-// Text returns the "text" strings of the call's output chunks so far, at
-// most the first MiB of them (cut on a character boundary; the whole of
-// a longer text is in the call's events); it is provisional until the
-// call ends.
-func (c *Call) Text() string { return c.rec.Text() }
-
 // Tree returns the id of the call's tree in the call log: the call's own
 // id, or, for a step of a program, the outermost program's.
 func (c *Call) Tree() string { return c.rec.Tree() }

@@ -20,7 +20,6 @@ var (
 		ID() string
 		Tree() string
 		Events() iter.Seq[calllog.Event]
-		Text() string
 	} = (*host.Call)(nil)
 	_ = host.Config{CallLog: calllog.Options{
 		FullContent: true,
