@@ -15,11 +15,6 @@ var (
 	// ErrBadOutcome: End was given an outcome whose Kind is not done,
 	// failed or cancelled.
 	ErrBadOutcome = errors.New("recorder: outcome kind must be done, failed or cancelled")
-	// ErrJournalPolicy: a call or program (CallInfo.Journal) tried to
-	// replace or weaken its tree's journal. The call is refused (recorded,
-	// never run). The host gives no call a journal of its own, so a user
-	// of the host never sees it.
-	ErrJournalPolicy = errors.New("recorder: journal policy: a call cannot replace or weaken its tree's journal")
 )
 
 // Errors the host passes on to its callers, as the Cause of a

@@ -204,39 +204,6 @@ func TestBestEffortJournalNeverWaits(t *testing.T) {
 	}
 }
 
-func TestJournalPolicy(t *testing.T) {
-	ctx := testCtx(t)
-	j := &calllog.Journal{Store: &eventstore.Memory{}, Required: true}
-	weaker := &calllog.Journal{Store: j.Store}
-	r := newRecorder(t, calllog.Options{Journal: j})
-	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Journal: weaker})
-	require.ErrorIsf(t, err, recorder.ErrJournalPolicy, "a call replacing the journal: %v, want ErrJournalPolicy", err)
-	if o, _ := rec.Outcome(); o.Refused != "journal_policy" {
-		require.FailNow(t, fmt.Sprintf("policy refusal outcome = %+v", o))
-	}
-	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "b", Journal: j}); err != nil {
-		require.FailNow(t, fmt.Sprintf("naming the tree's own journal = %v", err))
-	}
-	err = r.Program(ctx, recorder.CallInfo{ID: "p"}, func(ctx context.Context) error {
-		_, err := r.Begin(ctx, recorder.CallInfo{ID: "s", Journal: weaker})
-		return err
-	})
-	require.ErrorIs(t, err, recorder.ErrJournalPolicy, "a step replacing the journal")
-	// Without a recorder journal, a tree's outermost call brings its own
-	// and its steps cannot replace it.
-	r2 := newRecorder(t, calllog.Options{})
-	err = r2.Program(ctx, recorder.CallInfo{ID: "q", Journal: j}, func(ctx context.Context) error {
-		if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, recorder.ErrJournalPolicy) {
-			assert.Fail(t, fmt.Sprintf("step: %v", err))
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	if kept, _ := j.Store.EventsAfter(ctx, "q", 0, 0); len(kept) != 4 {
-		require.FailNow(t, fmt.Sprintf("the tree's own journal kept %d events, want 4", len(kept)))
-	}
-}
-
 func TestTreeIDCollisionStopsItsJournal(t *testing.T) {
 	ctx := testCtx(t)
 	j := &calllog.Journal{Store: &eventstore.Memory{}, Required: true}

@@ -318,10 +318,6 @@ type CallInfo struct {
 	Program bool
 	// Observers are given the events of this call and of all its steps.
 	Observers []calllog.Observer
-	// Journal, when set, must be the tree's journal (the recorder's, or
-	// the one the tree's outermost call brought when the recorder has
-	// none); any other refuses the call with ErrJournalPolicy.
-	Journal *calllog.Journal
 	// ArgumentsStreamed marks a call whose arguments arrive as fragments
 	// (Record.Arguments) after Begin; Args is then nil and the request
 	// carries them (RequestInfo.Args).
@@ -388,8 +384,8 @@ type Record struct {
 	// Guarded by t.mu.
 	version   string
 	attempt   int
-	fragments int32 // streamed arguments recorded so far; guarded by the tree's mu
-	histSize  int32 // the bytes of hist (histEventBytes), at most Recorder.histBytes plus one event
+	fragments int32       // streamed arguments recorded so far; guarded by the tree's mu
+	histSize  int32       // the bytes of hist (histEventBytes), at most Recorder.histBytes plus one event
 	hist      []histEntry // what watchers see; bounded by Recorder.history and Recorder.histBytes
 	lastHist  uint64
 	notify    chan struct{} // closed and cleared at each new event; nil when none waits
@@ -410,9 +406,8 @@ type Record struct {
 // With a required journal Begin waits until the start is kept: if it is
 // not, the call is recorded as refused and Begin returns the record with a
 // *JournalError matching ErrJournalStart — the host must refuse the call and
-// never write its invoke. A CallInfo.Journal other than the tree's gives a
-// refused record and ErrJournalPolicy. ErrClosed and ErrParentEnded come
-// with a nil record: nothing was recorded.
+// never write its invoke. ErrClosed and ErrParentEnded come with a nil
+// record: nothing was recorded.
 func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -446,13 +441,8 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 			rec.exclude = append(append([]*observerRunner(nil), parent.exclude...), rec.exclude...)
 		}
 	} else {
-		j := r.journal
-		if j == nil {
-			j = info.Journal
-		}
-		t = &tree{r: r, id: info.ID, j: j}
+		t = &tree{r: r, id: info.ID, j: r.journal}
 	}
-	policyErr := info.Journal != nil && info.Journal != t.j
 
 	r.mu.Lock()
 	if r.closed {
@@ -485,13 +475,6 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		started.Caller, _ = ctx.Value(callerKey{}).(*calllog.Link)
 	}
 	startSeq := t.emitLocked(rec, started, nil)
-	if policyErr {
-		rec.ending = true
-		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, ErrJournalPolicy)
-		rec.finishLocked()
-		t.mu.Unlock()
-		return rec, journalError(t.w, rec.endSeq, calllog.JournalError{Op: ErrJournalPolicy, Tree: t.id, Call: rec.id, Outcome: rec.outcome})
-	}
 	t.mu.Unlock()
 
 	if t.j != nil && t.j.Required {
