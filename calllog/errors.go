@@ -14,24 +14,21 @@ var (
 	// work that outlives its program.
 	ErrParentEnded = errors.New("calllog: the running call in the context has ended")
 
-	// ErrJournalPolicy: a call or program tried to replace or weaken its
-	// tree's journal. The call is refused (recorded, never run).
-	ErrJournalPolicy = errors.New("calllog: journal policy: a call cannot replace or weaken its tree's journal")
 	// ErrJournalStart: a required journal did not keep the call's start;
 	// the call is refused and its invoke must not be written.
 	ErrJournalStart = errors.New("calllog: journal: the call's start was not kept")
 	// ErrJournalEnd: a required journal did not confirm the call's end;
-	// the *JournalError holds the outcome, and Settle says later whether
-	// it was kept.
+	// the *JournalError holds the outcome, and its Kept says later
+	// whether it was kept.
 	ErrJournalEnd = errors.New("calllog: journal: the call's end was not confirmed")
 	// ErrJournalOverflow is the Cause of a *JournalError whose tree's
 	// journal queue (Journal.Queue, Journal.QueueBytes) was full and
 	// dropped events: no later barrier of that tree can succeed, so a
-	// call retried in the same tree is refused again; Settle returns it at
+	// call retried in the same tree is refused again; Kept returns it at
 	// once. Raise the queue's bounds or give the journal a faster store.
 	// A store that did not answer within Journal.Timeout is a different
 	// Cause, one that matches os.ErrDeadlineExceeded: that barrier failed,
-	// the send is made again, and Settle waits for it.
+	// the send is made again, and Kept waits for it.
 	ErrJournalOverflow = errors.New("calllog: journal queue full: events dropped")
 	// ErrCloseDropped: the host's Close stopped its journal writers with
 	// events not kept (Close's context ended first, or 10 s passed when
@@ -40,11 +37,10 @@ var (
 	ErrCloseDropped = errors.New("calllog: close: journal events not kept")
 )
 
-// JournalError is the error of a required journal's barrier or of the
-// journal policy. It matches (errors.Is) its Op (ErrJournalPolicy,
-// ErrJournalStart or ErrJournalEnd) and its Cause.
+// JournalError is the error of a required journal's barrier. It matches
+// (errors.Is) its Op (ErrJournalStart or ErrJournalEnd) and its Cause.
 type JournalError struct {
-	// Op is ErrJournalPolicy, ErrJournalStart or ErrJournalEnd.
+	// Op is ErrJournalStart or ErrJournalEnd.
 	Op error
 	// Tree and Call name the call.
 	Tree string
@@ -62,7 +58,13 @@ type JournalError struct {
 	// Kept, set by the host that returned the error, waits until the
 	// call's end (for a refusal: the end that records it) is kept: nil
 	// when it is, the journal's reason when it can no longer be, ctx.Err()
-	// when ctx ends first. Settle calls it; nil means nothing to wait for.
+	// when ctx ends first; nil means nothing to wait for. To wait for the
+	// end of a call whose error wraps a *JournalError:
+	//
+	//	var je *calllog.JournalError
+	//	if errors.As(err, &je) && je.Kept != nil {
+	//		err = je.Kept(ctx) // nil once the end is kept
+	//	}
 	Kept func(ctx context.Context) error
 }
 

@@ -142,7 +142,7 @@ type Event struct {
 	Error *frame.Error
 	// Refused, on a failed event, names why the call was refused before it
 	// reached a child ("unknown_tool", "schema", "pool_down",
-	// "journal_start", "journal_policy", ...); "" when it was not refused.
+	// "journal_start", ...); "" when it was not refused.
 	Refused string
 	// FragmentIndex numbers an arguments event's fragment from 0.
 	FragmentIndex int

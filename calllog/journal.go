@@ -17,7 +17,7 @@ import (
 // required one makes a call wait at its start (not kept: the call is
 // refused with ErrJournalStart and its invoke is never written) and at its
 // end (not confirmed: ErrJournalEnd with the outcome, after the terminal;
-// Settle says later whether it was kept).
+// the error's Kept says later whether it was kept).
 //
 // A send the store has not answered within Timeout counts as no answer:
 // the waiting calls are told, the send is waited for still, and it is sent
@@ -57,21 +57,6 @@ type Journal struct {
 	// ErrJournalEnd (and ErrJournalStart) once one of its events was
 	// dropped.
 	QueueBytes int64
-}
-
-// Settle waits until the end of the call whose *JournalError err is was
-// kept after all (for ErrJournalStart and ErrJournalPolicy: the end that
-// records the refusal): nil when it was, the journal's reason when it can
-// no longer be (the writer stopped, events were dropped), ctx.Err() when
-// ctx is done first. err may be the error a host returned (wrapping or
-// joining the *JournalError) or the *JournalError itself; any other error
-// gives itself back.
-func Settle(ctx context.Context, err error) error {
-	var je *JournalError
-	if !errors.As(err, &je) || je.Kept == nil {
-		return err
-	}
-	return je.Kept(ctx)
 }
 
 // takeOverTimeout bounds TakeOver's write of the outcomes it records.

@@ -16,8 +16,7 @@ type Options struct {
 	FullContent bool
 	// Observers are given the events of every call of the host.
 	Observers []Observer
-	// Journal keeps every tree's log; nil means none (a tree's outermost
-	// call may then bring its own: host.WithJournal).
+	// Journal keeps every tree's log; nil means none.
 	Journal *Journal
 	// Logger receives the warnings (an observer failed or fell behind, a
 	// journal writer stopped); nil means the host's Config.Logger.

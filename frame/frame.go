@@ -246,15 +246,7 @@ type Frame struct {
 // Validate checks every field constraint (docs/protocol.md §3) and the
 // lifecycle shape (§4.1). The error, if any, is a *FieldError naming the
 // first field found at fault; it never includes user data.
-func (f *Frame) Validate() error { return f.validate(true) }
-
-// ValidateShape is Validate but for the payload's bytes: a payload that is
-// there is taken as a valid object. It is for a codec that has checked
-// those bytes itself while reading or writing them (mpack-level), so that
-// a payload is walked once, not twice.
-func (f *Frame) ValidateShape() error { return f.validate(false) }
-
-func (f *Frame) validate(payloadBytes bool) error {
+func (f *Frame) Validate() error {
 	if err := CheckCallID(f.CallID); err != nil {
 		return err
 	}
@@ -267,7 +259,7 @@ func (f *Frame) validate(payloadBytes bool) error {
 	if (f.Sequence == 0) != (f.Kind == KindStarted) {
 		return fieldErr("sequence", "must be 0 exactly when kind is started")
 	}
-	if payloadBytes && f.Payload != nil {
+	if f.Payload != nil {
 		if err := f.Payload.Check(); err != nil {
 			return err
 		}

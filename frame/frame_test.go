@@ -125,22 +125,16 @@ func TestShapeExhaustive(t *testing.T) {
 					f := Frame{CallID: "c", Direction: CallerToProvider, Sequence: seq, Kind: k, Payload: p, Media: m, Error: e}
 					want := shapeOK(k, p != nil, m != nil, e)
 					require.Equal(t, want, f.Validate() == nil, "%s payload=%v media=%v error=%v", k, p != nil, m, e)
-					require.Equal(t, want, f.ValidateShape() == nil, "ValidateShape: %s payload=%v media=%v error=%v", k, p != nil, m, e)
 				}
 			}
 		}
 	}
 }
 
-// ValidateShape leaves the payload's bytes to its caller, and nothing else.
-func TestValidateShapeSkipsOnlyPayloadBytes(t *testing.T) {
+// Validate checks a payload's bytes too: one that is not a map is refused.
+func TestValidateChecksPayloadBytes(t *testing.T) {
 	f := Frame{CallID: "c", Direction: ProviderToCaller, Sequence: 1, Kind: KindChunk, Payload: Payload{0x90}}
 	requireFieldError(t, f.Validate(), "payload")
-	require.NoError(t, f.ValidateShape(), "a payload that is not a map is the caller's to refuse")
-	f.Sequence = 0
-	requireFieldError(t, f.ValidateShape(), "sequence")
-	f.Sequence, f.CallID = 1, ""
-	requireFieldError(t, f.ValidateShape(), "call_id")
 }
 
 func TestSequenceRule(t *testing.T) {

@@ -246,6 +246,24 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 	return c.sendResult(c.sendChunk(ctx, payload, media))
 }
 
+// checkedPayload stands in for a payload whose bytes were checked already
+// (validateChecked): an empty JSON object.
+var checkedPayload = frame.Payload{0x80}
+
+// validateChecked is f.Validate for a frame whose payload's bytes (if any)
+// were checked already: for the check, the payload is stood in for by an
+// empty object, which Validate's payload check passes at once, so that
+// Send does not walk the bytes once more than the encoder does.
+func validateChecked(f *frame.Frame) error {
+	p := f.Payload
+	if p != nil {
+		f.Payload = checkedPayload
+	}
+	err := f.Validate()
+	f.Payload = p
+	return err
+}
+
 // sendChunk is Send, with a failed write returned as a *writeError.
 func (c *Call) sendChunk(ctx context.Context, payload frame.Payload, media frame.Media) error {
 	if payload != nil {
@@ -265,7 +283,7 @@ func (c *Call) sendChunk(ctx context.Context, payload frame.Payload, media frame
 	// frame once more before it encodes it.
 	f := frame.Frame{CallID: c.id, Direction: frame.CallerToProvider, Sequence: c.send.Next(),
 		Kind: frame.KindChunk, Payload: payload, Media: media}
-	if err := f.ValidateShape(); err != nil {
+	if err := validateChecked(&f); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -378,12 +396,6 @@ func (c *Call) Recycle(f frame.Frame) {
 // events or HistoryBytes bytes) shows. Stop the loop to stop watching.
 func (c *Call) Events() iter.Seq[calllog.Event] { return c.rec.Events() }
 
-// Text returns the "text" strings of the call's output chunks so far, at
-// most the first MiB of them (cut on a character boundary; the whole of
-// a longer text is in the call's events); it is provisional until the
-// call ends.
-func (c *Call) Text() string { return c.rec.Text() }
-
 // Tree returns the id of the call's tree in the call log: the call's own
 // id, or, for a step of a program, the outermost program's.
 func (c *Call) Tree() string { return c.rec.Tree() }
@@ -477,7 +489,7 @@ func (c *Call) Cancel() {
 // kept the call's end; if it could not (see calllog.Journal), the terminal
 // is still returned and the next Recv returns, once, a
 // *calllog.JournalError matching calllog.ErrJournalEnd that holds the
-// outcome and the cause (calllog.Settle says later whether the end was
+// outcome and the cause (its JournalError.Kept says later whether the end was
 // kept), then io.EOF.
 func (c *Call) Recv(ctx context.Context) (frame.Frame, error) {
 	if c.eof {

@@ -502,7 +502,7 @@ func refusalAnswer(err error) (frame.Code, string) {
 	switch {
 	case errors.As(err, &ce):
 		return ce.err.Code, ce.err.Message
-	case errors.Is(err, calllog.ErrJournalStart), errors.Is(err, calllog.ErrJournalPolicy):
+	case errors.Is(err, calllog.ErrJournalStart):
 		return frame.CodeUnreachable, "the journal did not keep the call's start"
 	case errors.Is(err, ErrPoolDown), errors.Is(err, ErrClosed), errors.Is(err, calllog.ErrParentEnded):
 		return frame.CodeUnreachable, err.Error()

@@ -72,15 +72,15 @@
 // Every call, refused ones included, is recorded in the host's call log
 // (Config.CallLog; docs/events.md): started, request, input, output, the
 // end, each event naming the tool version that answered. Only the host
-// writes it; package calllog has its read side. Call.Events, Call.Text and
-// Call.Wait watch one call. Host.Program runs Go code whose calls (made
+// writes it; package calllog has its read side. Call.Events and Call.Wait
+// watch one call. Host.Program runs Go code whose calls (made
 // with the context it is given) are its steps, in one tree; Detached
 // starts trees of their own. Observers (the host's, a program's, a
 // call's: WithObservers) add up and never slow a call; Host.FlushObservers waits
 // for them. With a required journal a call whose start is not kept is
 // refused before its invoke is written (calllog.ErrJournalStart), and an
 // end that is not confirmed reaches the caller as a *calllog.JournalError
-// after the terminal (calllog.ErrJournalEnd; calllog.Settle says later
+// after the terminal (calllog.ErrJournalEnd; its JournalError.Kept says later
 // whether it was kept).
 // A call made WithArgumentFragments takes its arguments as fragments of
 // their JSON text: its invoke is written only once they assemble into valid

@@ -391,7 +391,6 @@ type CallOption func(*callOptions)
 type callOptions struct {
 	trace       map[string]string
 	observers   []calllog.Observer
-	journal     *calllog.Journal
 	streamed    bool             // set by WithArgumentFragments: the request event carries the arguments
 	fragments   iter.Seq[string] // WithArgumentFragments
 	input       []frame.Payload
@@ -434,14 +433,6 @@ func WithObservers(obs ...calllog.Observer) CallOption {
 // do not modify them afterwards.
 func WithInput(payloads ...frame.Payload) CallOption {
 	return func(o *callOptions) { o.input, o.closedInput = payloads, true }
-}
-
-// WithJournal names the journal of the call's tree. It must be the
-// host's journal (Config.CallLog.Journal), or, when the host has none, may be
-// brought by a tree's outermost call; anything else refuses the call with
-// an error matching calllog.ErrJournalPolicy.
-func WithJournal(j *calllog.Journal) CallOption {
-	return func(o *callOptions) { o.journal = j }
 }
 
 // Call starts a call of tool with args (nil means no arguments) on the
@@ -538,9 +529,9 @@ func checkArguments(t *toolschema.Tool, args frame.Payload) (frame.Payload, erro
 }
 
 // begin records a call's start. Its error is the call's: ErrClosed, or the
-// recorder's refusal (ErrJournalStart, ErrJournalPolicy, ErrParentEnded).
+// recorder's refusal (ErrJournalStart, ErrParentEnded).
 func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args frame.Payload, o *callOptions) (*recorder.Record, error) {
-	info := recorder.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, Journal: o.journal, ArgumentsStreamed: o.streamed}
+	info := recorder.CallInfo{ID: h.newCallID(), Tool: id, Args: args, Observers: o.observers, ArgumentsStreamed: o.streamed}
 	if t != nil {
 		info.ToolVersion = t.Desc.Version
 		if tr := h.tracing.Tracer(); tr != nil {
@@ -634,7 +625,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 	if dl, ok := ctx.Deadline(); ok {
 		inv.TimeoutMS = max(1, time.Until(dl).Milliseconds())
 	}
-	if err := inv.Validate(); err != nil {
+	if err := checkLinks(inv); err != nil {
 		ch.releaseSlot(nil)
 		ch.wg.Done()
 		return nil, h.refuse(ctx, rec, "invalid", frame.CodeInvalidFrame, fmt.Errorf("host: invoke: %w", err))
@@ -673,7 +664,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 // Programs nest: a program run with a program's context is its step.
 func (h *Host) Program(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...CallOption) error {
 	o := gatherOptions(opts)
-	err := h.rec.Program(ctx, recorder.CallInfo{ID: h.newCallID(), Tool: name, Observers: o.observers, Journal: o.journal}, fn)
+	err := h.rec.Program(ctx, recorder.CallInfo{ID: h.newCallID(), Tool: name, Observers: o.observers}, fn)
 	if errors.Is(err, recorder.ErrClosed) {
 		return errors.Join(ErrClosed, err)
 	}
@@ -771,6 +762,29 @@ func requestFits(inv *wire.Invoke, o *callOptions, l wire.Limits) error {
 		}
 		if err != nil {
 			return fmt.Errorf("host: input chunk %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// checkLinks checks the tree and parent ids of inv, the fields of an
+// invoke that come from the running call of the caller's context (a
+// child's call, a remote caller's) rather than from the host or from what
+// it checked already (the call id it made, the tool id of the child's
+// hello, the arguments): each must follow the call id's rule (1 to 128
+// characters of valid UTF-8), and the error is a *frame.FieldError naming
+// it. The writer checks the whole invoke again (wire.AppendPacket).
+func checkLinks(inv *wire.Invoke) error {
+	for _, id := range [...]struct{ field, v string }{{"tree", inv.Tree}, {"parent", inv.Parent}} {
+		if id.v == "" {
+			continue
+		}
+		if err := frame.CheckCallID(id.v); err != nil {
+			var fe *frame.FieldError
+			if errors.As(err, &fe) {
+				return &frame.FieldError{Field: id.field, Reason: fe.Reason}
+			}
+			return err
 		}
 	}
 	return nil

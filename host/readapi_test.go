@@ -20,7 +20,6 @@ var (
 		ID() string
 		Tree() string
 		Events() iter.Seq[calllog.Event]
-		Text() string
 	} = (*host.Call)(nil)
 	_ = host.Config{CallLog: calllog.Options{
 		FullContent: true,
@@ -31,6 +30,5 @@ var (
 	_ func(context.Context) context.Context                                                                    = host.Detached
 	_ func(context.Context, calllog.EventStore, string, uint64, time.Duration) iter.Seq2[calllog.Event, error] = calllog.Follow
 	_ func([]calllog.Event) *replay.Tree                                                                       = replay.Events
-	_ func(context.Context, error) error                                                                       = calllog.Settle
 	_ func(context.Context, calllog.EventStore, string, string) ([]calllog.Event, error)                       = calllog.TakeOver
 )

@@ -64,8 +64,6 @@ func endSpanRefused(span trace.Span, err error) {
 		kind = "schema"
 	case errors.Is(err, calllog.ErrJournalStart):
 		kind = "journal_start"
-	case errors.Is(err, calllog.ErrJournalPolicy):
-		kind = "journal_policy"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		kind = frame.CodeCancelled.String()
 	case errors.Is(err, ErrPoolDown), errors.Is(err, ErrClosed):

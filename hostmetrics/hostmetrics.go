@@ -190,7 +190,7 @@ type offeredTools struct {
 // label returns tool if h offers it, UnknownTool otherwise. The refusal
 // class of an unknown tool ("unknown_tool") is not enough: a call of an
 // unknown tool that a required journal refuses first is refused as
-// "journal_start" or "journal_policy" with the caller's tool id.
+// "journal_start" with the caller's tool id.
 func (o *offeredTools) label(h *host.Host, tool string) string {
 	if h == nil {
 		return UnknownTool

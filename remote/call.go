@@ -376,8 +376,9 @@ func (c *Call) Frames() iter.Seq2[frame.Frame, error] {
 // (Client.Call) whose end that host's required journal did not confirm,
 // it returns the *calllog.JournalError instead (matching
 // calllog.ErrJournalEnd; its Outcome holds the value or error), also
-// when Recv or Frames already gave it, as host.Call.Wait does: a caller never takes a result as final while its
-// journal has not kept it (calllog.Settle says when it is).
+// when Recv or Frames already gave it, as host.Call.Wait does: a caller
+// never takes a result as final while its journal has not kept it (the
+// error's JournalError.Kept says when it is).
 func (c *Call) Wait() (frame.Payload, error) {
 	for {
 		_, err := c.Recv(context.Background())

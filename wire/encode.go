@@ -238,7 +238,7 @@ func validCallID(id string) string {
 }
 
 func appendInvoke(b []byte, p *Invoke) ([]byte, error) {
-	if err := p.Validate(); err != nil {
+	if err := p.validate(); err != nil {
 		return b, &protocol.InvalidError{Type: protocol.TypeInvoke, CallID: validCallID(p.CallID), Err: err}
 	}
 	n := 5 + boolInt(p.Trace != nil) + boolInt(p.Tree != "") + boolInt(p.Parent != "") + boolInt(p.Depth > 0) + boolInt(p.Detached)
@@ -309,9 +309,9 @@ func (c *Calls) validate() error {
 	return nil
 }
 
-// Validate checks the invoke's fields; the error is a *frame.FieldError.
+// validate checks the invoke's fields; the error is a *frame.FieldError.
 // Nil Arguments are allowed and sent as an empty object.
-func (p *Invoke) Validate() error {
+func (p *Invoke) validate() error {
 	if err := frame.CheckCallID(p.CallID); err != nil {
 		return err
 	}

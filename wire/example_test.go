@@ -107,12 +107,13 @@ func ExampleDecoder() {
 		conn = append(append(conn, hdr...), att...)
 	}
 
-	var limits wire.Limits // the defaults
+	const maxHeader, maxAttachment = 64 << 10, 16 << 20 // the default limits
 	var dec wire.Decoder
 	for len(conn) > 0 {
 		h, a := binary.BigEndian.Uint32(conn), binary.BigEndian.Uint32(conn[4:])
-		if err := limits.Check(h, a); err != nil {
-			panic(err) // a protocol error: close the connection
+		if h == 0 || h > maxHeader || a > maxAttachment {
+			_, err := wire.Decode(conn[:8], wire.Limits{}) // the lengths' protocol error
+			panic(err)                                     // close the connection
 		}
 		p, err := dec.DecodeHeader(conn[8:8+h], a)
 		if err != nil {

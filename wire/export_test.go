@@ -37,3 +37,6 @@ func (d *decoder) Decode(h []byte, attLen uint32) (Packet, error) { return d.dec
 
 // AppendTool is appendTool, for the canonical-encoding tests.
 var AppendTool = appendTool
+
+// CheckLengths is Limits.check: the length check Decode makes first.
+func CheckLengths(l Limits, header, attachment uint32) error { return l.check(header, attachment) }

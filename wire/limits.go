@@ -20,14 +20,12 @@ func (l Limits) effective() Limits {
 	return Limits{MaxHeader: protocol.EffectiveHeader(l.MaxHeader), MaxAttachment: protocol.EffectiveAttachment(l.MaxAttachment)}
 }
 
-// Check checks a packet's header length and attachment length, as its
+// check checks a packet's header length and attachment length, as its
 // prefix declares them, against l (zero fields meaning the defaults,
 // values above the hard ceilings clamped): nil, or a protocol error
 // (errors.Is(err, ErrProtocol)) that also matches ErrTooLarge when a
 // length is above its limit. A header length of 0 is out of bounds too.
-// A reader checks them before it reads or allocates anything for the
-// packet.
-func (l Limits) Check(header, attachment uint32) error {
+func (l Limits) check(header, attachment uint32) error {
 	l = l.effective()
 	return protocol.CheckLengths(header, attachment, l.MaxHeader, l.MaxAttachment)
 }

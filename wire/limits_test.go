@@ -10,7 +10,7 @@ import (
 	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
 
-// Limits.Check refuses each length above its effective limit, and a header
+// Limits.check (Decode's first check) refuses each length above its effective limit, and a header
 // length of 0, with the error of its rule; it takes every length up to the
 // limits.
 func TestLimitsCheck(t *testing.T) {
@@ -23,28 +23,27 @@ func TestLimitsCheck(t *testing.T) {
 		{"clamped", wire.Limits{MaxHeader: ^uint32(0), MaxAttachment: ^uint32(0)}, protocol.HardMaxHeader, protocol.HardMaxAttachment},
 		{"configured", wire.Limits{MaxHeader: 10, MaxAttachment: 20}, 10, 20},
 	} {
-		require.NoError(t, c.l.Check(1, 0), c.name)
-		require.NoError(t, c.l.Check(c.h, c.att), c.name)
+		require.NoError(t, wire.CheckLengths(c.l, 1, 0), c.name)
+		require.NoError(t, wire.CheckLengths(c.l, c.h, c.att), c.name)
 
-		err := c.l.Check(c.h+1, 0)
+		err := wire.CheckLengths(c.l, c.h+1, 0)
 		require.ErrorIs(t, err, protocol.ErrHeaderLength, c.name)
 		require.ErrorIs(t, err, wire.ErrProtocol, c.name)
 		require.ErrorIs(t, err, wire.ErrTooLarge, c.name)
 
-		err = c.l.Check(1, c.att+1)
+		err = wire.CheckLengths(c.l, 1, c.att+1)
 		require.ErrorIs(t, err, protocol.ErrAttachmentLength, c.name)
 		require.ErrorIs(t, err, wire.ErrProtocol, c.name)
 		require.ErrorIs(t, err, wire.ErrTooLarge, c.name)
 
-		err = c.l.Check(0, 0)
+		err = wire.CheckLengths(c.l, 0, 0)
 		require.ErrorIs(t, err, protocol.ErrHeaderLength, c.name)
 		require.NotErrorIs(t, err, wire.ErrTooLarge, c.name)
 	}
 }
 
 // A Decoder told the call id to expect gives the frames of that call the
-// very string it was told, and ReuseFrames gives one *Frame for every
-// frame.
+// very string it was told, and it gives one *Frame for every frame.
 func TestDecoderKnobs(t *testing.T) {
 	hdrs, atts := goldenFrameHeaders(t)
 	var d wire.Decoder
@@ -59,10 +58,8 @@ func TestDecoderKnobs(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Same(t, unsafe.StringData(want), unsafe.StringData(got), "the expected call id is shared")
 
-	require.NotSame(t, p, mustDecode(t, &d, hdrs[0], atts[0]), "without ReuseFrames each frame is new")
-	d.ReuseFrames = true
 	first := mustDecode(t, &d, hdrs[0], atts[0])
-	require.Same(t, first, mustDecode(t, &d, hdrs[1], atts[1]), "with ReuseFrames one frame is reused")
+	require.Same(t, first, mustDecode(t, &d, hdrs[1], atts[1]), "one frame is reused")
 }
 
 func mustDecode(t *testing.T, d *wire.Decoder, h []byte, att uint32) wire.Packet {

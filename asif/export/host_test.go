@@ -86,8 +86,8 @@ func TestRealCalls(t *testing.T) {
 		if err := c.CloseSend(); err != nil && tool != "crash" {
 			require.FailNow(t, fmt.Sprintf("%s: close send: %v", tool, err))
 		}
-		_, err = c.Wait()
-		return result{id: c.ID(), text: c.Text(), err: err}
+		text, err := waitText(ctx, c)
+		return result{id: c.ID(), text: text, err: err}
 	}
 
 	upper := run("upper", map[string]any{}, "héllo ", "wörld")
@@ -148,7 +148,8 @@ func TestRealCallCutByWindow(t *testing.T) {
 		require.NoError(t, c.Send(ctx, frame.MustPayload(map[string]any{"text": s}), nil))
 	}
 	require.NoError(t, c.CloseSend())
-	if _, err := c.Wait(); err != nil {
+	text, err := waitText(ctx, c)
+	if err != nil {
 		require.FailNow(t, fmt.Sprint(err))
 	}
 	events := treeEvents(t, store, c.ID())
@@ -186,8 +187,8 @@ func TestRealCallCutByWindow(t *testing.T) {
 			}
 		}
 	}
-	if got := string(et[0].Bytes) + lateText.String(); got != c.Text() || c.Text() != "FIRST SECOND THIRD" {
-		require.FailNow(t, fmt.Sprintf("early %q + late %q, the caller saw %q", et[0].Bytes, lateText.String(), c.Text()))
+	if got := string(et[0].Bytes) + lateText.String(); got != text || text != "FIRST SECOND THIRD" {
+		require.FailNow(t, fmt.Sprintf("early %q + late %q, the caller saw %q", et[0].Bytes, lateText.String(), text))
 	}
 }
 
@@ -282,4 +283,21 @@ func TestRealStreamedArguments(t *testing.T) {
 			require.FailNow(t, fmt.Sprintf("%s: state %+v, streams %+v", id, st, rep.Streams))
 		}
 	}
+}
+
+// waitText reads c to its end and returns the "text" strings of its
+// chunks, what the caller saw, and Wait's error.
+func waitText(ctx context.Context, c *host.Call) (string, error) {
+	var text strings.Builder
+	for {
+		f, err := c.Recv(ctx)
+		if err != nil {
+			break
+		}
+		if s, ok := f.Payload.Text(); ok && f.Kind == frame.KindChunk {
+			text.WriteString(s)
+		}
+	}
+	_, err := c.Wait()
+	return text.String(), err
 }

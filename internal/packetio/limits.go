@@ -1,6 +1,7 @@
 package packetio
 
 import (
+	"encoding/binary"
 	"io"
 
 	"github.com/skulkrt/skulk/internal/protocol"
@@ -25,6 +26,25 @@ func Effective(l wire.Limits) wire.Limits {
 func MinLimits(a, b wire.Limits) wire.Limits {
 	a, b = Effective(a), Effective(b)
 	return wire.Limits{MaxHeader: min(a.MaxHeader, b.MaxHeader), MaxAttachment: min(a.MaxAttachment, b.MaxAttachment)}
+}
+
+// CheckLengths checks a packet's header length h and attachment length a,
+// as its prefix declares them, against l (already Effective): nil, or the
+// codec's protocol error for them (errors.Is(err, wire.ErrProtocol)),
+// which also matches wire.ErrTooLarge for a length above its limit; a
+// header length of 0 is out of bounds too. A reader checks them before it
+// reads or allocates anything for the packet. The error is the one
+// wire.Decode gives for the packet, which it finds by decoding the prefix
+// alone: Decode checks the lengths before it looks at anything else.
+func CheckLengths(h, a uint32, l wire.Limits) error {
+	if h != 0 && h <= l.MaxHeader && a <= l.MaxAttachment {
+		return nil
+	}
+	var prefix [protocol.PrefixLen]byte
+	binary.BigEndian.PutUint32(prefix[:], h)
+	binary.BigEndian.PutUint32(prefix[4:], a)
+	_, err := wire.Decode(prefix[:], l)
+	return err
 }
 
 // TypeOf returns p's packet type, 0 for nil.

@@ -52,6 +52,7 @@ type Reader struct {
 	bufp       *[]byte      // buf's entry of readBufs; nil once buf grew
 	start, end int          // buffered bytes are buf[start:end]
 	dec        wire.Decoder // what decoding keeps between packets
+	reuse      bool         // ReuseFrames: the decoder's frame is returned, not a copy
 	err        error        // sticky: a protocol error or a read error (not a deadline's)
 
 	// A packet whose attachment a read deadline interrupted: the next
@@ -145,7 +146,7 @@ func (r *Reader) ReleaseBuffer() bool {
 // shared with nothing the Reader writes again, so a caller that copies the
 // frame.Frame out before the next read may keep that copy whole; it saves
 // an allocation per frame. Call it before the first ReadPacket.
-func (r *Reader) ReuseFrames() { r.dec.ReuseFrames = true }
+func (r *Reader) ReuseFrames() { r.reuse = true }
 
 // ExpectCallID tells the Reader that the frames it reads next will likely
 // carry call id id, as a host knows when it has just sent a call's invoke:
@@ -266,7 +267,7 @@ func (r *Reader) readPacket() (wire.Packet, error) {
 	}
 	h := binary.BigEndian.Uint32(r.buf[r.start:])
 	a := binary.BigEndian.Uint32(r.buf[r.start+4:])
-	if err := r.limits.Check(h, a); err != nil {
+	if err := CheckLengths(h, a, r.limits); err != nil {
 		return nil, err
 	}
 	// A packet whose attachment fits the buffer is read whole into it,
@@ -283,6 +284,13 @@ func (r *Reader) readPacket() (wire.Packet, error) {
 	}
 	hdr := r.buf[r.start+protocol.PrefixLen : r.start+protocol.PrefixLen+int(h)]
 	p, err := r.dec.DecodeHeader(hdr, a)
+	if f, ok := p.(*wire.Frame); ok && !r.reuse {
+		// The decoder overwrites its frame with the next one: a copy is
+		// the caller's to keep (its slices are shared with nothing the
+		// decoder writes again).
+		cp := *f
+		p = &cp
+	}
 	r.start += protocol.PrefixLen + int(h)
 	if err != nil {
 		if _, inv := protocol.AsInvalid(err); inv && a > 0 {

@@ -202,7 +202,7 @@ type journalWriter struct {
 
 type journalWaiter struct {
 	seq    uint64
-	settle bool // a Settle: only success or a stop answers it
+	settle bool // a JournalError.Kept wait: only success or a stop answers it
 	ch     chan error
 }
 

@@ -150,11 +150,11 @@ func TestRequiredJournalEndNotConfirmedThenSettled(t *testing.T) {
 	assert.NotErrorIs(t, err, calllog.ErrJournalOverflow)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if err := calllog.Settle(short, err); !errors.Is(err, context.DeadlineExceeded) {
+	if err := settleEnd(short, err); !errors.Is(err, context.DeadlineExceeded) {
 		require.FailNow(t, fmt.Sprintf("Settle while the store is down = %v", err))
 	}
 	st.unblock()
-	if err := calllog.Settle(ctx, err); err != nil {
+	if err := settleEnd(ctx, err); err != nil {
 		require.FailNow(t, fmt.Sprintf("Settle after the store recovered = %v, want nil (kept)", err))
 	}
 	kept, _ := st.EventsAfter(ctx, "c1", 0, 0)
@@ -173,7 +173,7 @@ func TestSlowStoreNeverSentTheSameBatchTwiceAtOnce(t *testing.T) {
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
 	require.Falsef(t, !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, recorder.ErrNoAnswer), "Begin against a store slower than the timeout = %v; want no answer", err)
 	<-rec.Done()
-	if err := calllog.Settle(ctx, err); err != nil { // the writer keeps sending until kept
+	if err := settleEnd(ctx, err); err != nil { // the writer keeps sending until kept
 		require.FailNow(t, fmt.Sprintf("Settle = %v", err))
 	}
 	sends, maxAtOnce, perBatch := st.stats()
@@ -204,39 +204,6 @@ func TestBestEffortJournalNeverWaits(t *testing.T) {
 	}
 }
 
-func TestJournalPolicy(t *testing.T) {
-	ctx := testCtx(t)
-	j := &calllog.Journal{Store: &eventstore.Memory{}, Required: true}
-	weaker := &calllog.Journal{Store: j.Store}
-	r := newRecorder(t, calllog.Options{Journal: j})
-	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "a", Journal: weaker})
-	require.ErrorIsf(t, err, calllog.ErrJournalPolicy, "a call replacing the journal: %v, want ErrJournalPolicy", err)
-	if o, _ := rec.Outcome(); o.Refused != "journal_policy" {
-		require.FailNow(t, fmt.Sprintf("policy refusal outcome = %+v", o))
-	}
-	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "b", Journal: j}); err != nil {
-		require.FailNow(t, fmt.Sprintf("naming the tree's own journal = %v", err))
-	}
-	err = r.Program(ctx, recorder.CallInfo{ID: "p"}, func(ctx context.Context) error {
-		_, err := r.Begin(ctx, recorder.CallInfo{ID: "s", Journal: weaker})
-		return err
-	})
-	require.ErrorIs(t, err, calllog.ErrJournalPolicy, "a step replacing the journal")
-	// Without a recorder journal, a tree's outermost call brings its own
-	// and its steps cannot replace it.
-	r2 := newRecorder(t, calllog.Options{})
-	err = r2.Program(ctx, recorder.CallInfo{ID: "q", Journal: j}, func(ctx context.Context) error {
-		if _, err := r2.Begin(ctx, recorder.CallInfo{ID: "q1", Journal: weaker}); !errors.Is(err, calllog.ErrJournalPolicy) {
-			assert.Fail(t, fmt.Sprintf("step: %v", err))
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	if kept, _ := j.Store.EventsAfter(ctx, "q", 0, 0); len(kept) != 4 {
-		require.FailNow(t, fmt.Sprintf("the tree's own journal kept %d events, want 4", len(kept)))
-	}
-}
-
 func TestTreeIDCollisionStopsItsJournal(t *testing.T) {
 	ctx := testCtx(t)
 	j := &calllog.Journal{Store: &eventstore.Memory{}, Required: true}
@@ -262,7 +229,7 @@ func TestTakeOverFencesTheOldWriter(t *testing.T) {
 	require.Falsef(t, len(wrote) != 2 || wrote[0].Call != "s" || wrote[1].Call != "p" || wrote[0].Kind != calllog.KindUnknown || wrote[0].Error != nil || wrote[0].Seq != 3 || wrote[0].After != 2, "takeover wrote %+v; want the step's then the program's end, unknown, numbered on", wrote)
 	err = step.End(ctx, recorder.Done(nil))
 	require.Falsef(t, !errors.Is(err, calllog.ErrJournalEnd) || !errors.Is(err, calllog.ErrFenced), "the old writer's End = %v; want it fenced", err)
-	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrFenced) {
+	if err := settleEnd(ctx, err); !errors.Is(err, calllog.ErrFenced) {
 		require.FailNow(t, fmt.Sprintf("Settle of a fenced end = %v", err))
 	}
 	prog.End(ctx, recorder.Done(nil))
@@ -335,7 +302,7 @@ func TestFinishNeverWaitsConfirmDoes(t *testing.T) {
 	var je *calllog.JournalError
 	require.Falsef(t, !errors.As(err, &je) || !errors.Is(err, recorder.ErrNoAnswer) || je.Outcome.Error.Code != frame.CodeTimeout, "Confirm = %v", err)
 	st.unblock()
-	require.NoError(t, calllog.Settle(ctx, err))
+	require.NoError(t, settleEnd(ctx, err))
 	require.NoError(t, rec.Confirm(ctx), "Confirm once kept =")
 
 	// Finish on a call with a running step records the end after the step's.
@@ -373,7 +340,7 @@ func TestJournalQueueBound(t *testing.T) {
 	assert.NotErrorIs(t, err, recorder.ErrNoAnswer)
 	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "an overflow is not a store that did not answer")
 	st.unblock()
-	if err := calllog.Settle(ctx, err); !errors.Is(err, calllog.ErrJournalOverflow) {
+	if err := settleEnd(ctx, err); !errors.Is(err, calllog.ErrJournalOverflow) {
 		require.FailNow(t, fmt.Sprintf("Settle = %v: a tree with dropped events can never be confirmed", err))
 	}
 	require.NoError(t, r.Close(ctx))
@@ -433,4 +400,16 @@ func TestTakeOverUnknownTree(t *testing.T) {
 	rec, err := a.Begin(ctx, recorder.CallInfo{ID: "nosuchtree", Tool: "count"})
 	require.NoError(t, err, "a new tree of the id the takeover was refused")
 	rec.End(ctx, recorder.Done(nil))
+}
+
+// settleEnd waits, through the error's JournalError.Kept, until the call's
+// end a required journal had not confirmed is kept: nil when it is, the
+// journal's reason when it can no longer be, ctx's error first; any other
+// error gives itself back.
+func settleEnd(ctx context.Context, err error) error {
+	var je *calllog.JournalError
+	if !errors.As(err, &je) || je.Kept == nil {
+		return err
+	}
+	return je.Kept(ctx)
 }

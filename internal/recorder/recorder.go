@@ -1,7 +1,6 @@
 package recorder
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,11 +10,9 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -321,10 +318,6 @@ type CallInfo struct {
 	Program bool
 	// Observers are given the events of this call and of all its steps.
 	Observers []calllog.Observer
-	// Journal, when set, must be the tree's journal (the recorder's, or
-	// the one the tree's outermost call brought when the recorder has
-	// none); any other refuses the call with ErrJournalPolicy.
-	Journal *calllog.Journal
 	// ArgumentsStreamed marks a call whose arguments arrive as fragments
 	// (Record.Arguments) after Begin; Args is then nil and the request
 	// carries them (RequestInfo.Args).
@@ -391,9 +384,8 @@ type Record struct {
 	// Guarded by t.mu.
 	version   string
 	attempt   int
-	fragments int32 // streamed arguments recorded so far; guarded by the tree's mu
-	histSize  int32 // the bytes of hist (histEventBytes), at most Recorder.histBytes plus one event
-	text      strings.Builder
+	fragments int32       // streamed arguments recorded so far; guarded by the tree's mu
+	histSize  int32       // the bytes of hist (histEventBytes), at most Recorder.histBytes plus one event
 	hist      []histEntry // what watchers see; bounded by Recorder.history and Recorder.histBytes
 	lastHist  uint64
 	notify    chan struct{} // closed and cleared at each new event; nil when none waits
@@ -414,9 +406,8 @@ type Record struct {
 // With a required journal Begin waits until the start is kept: if it is
 // not, the call is recorded as refused and Begin returns the record with a
 // *JournalError matching ErrJournalStart — the host must refuse the call and
-// never write its invoke. A CallInfo.Journal other than the tree's gives a
-// refused record and ErrJournalPolicy. ErrClosed and ErrParentEnded come
-// with a nil record: nothing was recorded.
+// never write its invoke. ErrClosed and ErrParentEnded come with a nil
+// record: nothing was recorded.
 func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -450,13 +441,8 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 			rec.exclude = append(append([]*observerRunner(nil), parent.exclude...), rec.exclude...)
 		}
 	} else {
-		j := r.journal
-		if j == nil {
-			j = info.Journal
-		}
-		t = &tree{r: r, id: info.ID, j: j}
+		t = &tree{r: r, id: info.ID, j: r.journal}
 	}
-	policyErr := info.Journal != nil && info.Journal != t.j
 
 	r.mu.Lock()
 	if r.closed {
@@ -489,13 +475,6 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		started.Caller, _ = ctx.Value(callerKey{}).(*calllog.Link)
 	}
 	startSeq := t.emitLocked(rec, started, nil)
-	if policyErr {
-		rec.ending = true
-		rec.outcome = Refused("journal_policy", frame.CodeInvalidFrame, calllog.ErrJournalPolicy)
-		rec.finishLocked()
-		t.mu.Unlock()
-		return rec, journalError(t.w, rec.endSeq, calllog.JournalError{Op: calllog.ErrJournalPolicy, Tree: t.id, Call: rec.id, Outcome: rec.outcome})
-	}
 	t.mu.Unlock()
 
 	if t.j != nil && t.j.Required {
@@ -806,15 +785,14 @@ type RequestInfo struct {
 	Remote *calllog.Link
 }
 
-// Request records an invoke written to a child: a new attempt, which voids
-// the text so far. Call it once the invoke is written.
+// Request records an invoke written to a child: a new attempt. Call it
+// once the invoke is written.
 func (rec *Record) Request(info RequestInfo) {
 	rec.emitWith(calllog.Event{Kind: calllog.KindRequest, Child: info.Child, Remote: info.Remote}, info.Args, func() {
 		rec.attempt++
 		if info.ToolVersion != "" {
 			rec.version = info.ToolVersion
 		}
-		rec.text.Reset()
 	})
 }
 
@@ -833,11 +811,9 @@ func (rec *Record) Arguments(fragment string) {
 }
 
 // Retry records that the current attempt was abandoned for another (code
-// and message say why); it voids the text so far. The next Request is the
-// new attempt.
+// and message say why). The next Request is the new attempt.
 func (rec *Record) Retry(code frame.Code, message string) {
-	rec.emit(calllog.Event{Kind: calllog.KindRetry, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(message)}},
-		func() { rec.text.Reset() })
+	rec.emit(calllog.Event{Kind: calllog.KindRetry, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(message)}}, nil)
 }
 
 // Input records a caller frame written to the child.
@@ -846,9 +822,8 @@ func (rec *Record) Input(f frame.Frame) {
 		Media: mediaOf(f.Media, true)}, f.Payload, nil)
 }
 
-// Output records a provider chunk given to the caller. The "text" key of
-// its payload, when it is a string, adds to Text. A terminal frame is
-// recorded by End (see OutcomeOf), not here.
+// Output records a provider chunk given to the caller. A terminal frame
+// is recorded by End (see OutcomeOf), not here.
 func (rec *Record) Output(f frame.Frame) { rec.OutputAt(f, time.Time{}) }
 
 // OutputAt is Output for a frame received at at (the zero time means now).
@@ -881,9 +856,6 @@ func (rec *Record) outputLocked(f *frame.Frame, at time.Time) {
 	t := rec.t
 	if rec.ending {
 		return
-	}
-	if s, ok := textBytesOf(f.Payload); ok {
-		rec.appendTextLocked(s)
 	}
 	if t.unseenLocked(rec) {
 		t.skipLocked(rec, at)
@@ -931,51 +903,12 @@ func (t *tree) skipLocked(rec *Record, at time.Time) {
 	}
 }
 
-// MaxText bounds the text a Record keeps for Text: a call that streams
-// more keeps the first MaxText bytes, cut on a character boundary, and the
-// rest is only in its events (a call may stream for hours; its host must
-// not hold all of it).
-const MaxText = 1 << 20
-
-// appendTextLocked adds s to the call's text, up to MaxText. t.mu is held.
-func (rec *Record) appendTextLocked(s []byte) {
-	room := MaxText - rec.text.Len()
-	if room <= 0 {
-		return
-	}
-	if len(s) > room {
-		s = s[:room]
-		for len(s) > 0 && !utf8.FullRune(s[lastRuneStart(s):]) {
-			s = s[:lastRuneStart(s)]
-		}
-	}
-	rec.text.Write(s)
-}
-
-// lastRuneStart is the offset of the last rune's first byte in s.
-func lastRuneStart(s []byte) int {
-	i := len(s) - 1
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return i
-}
-
-// Text returns the text of the call's output so far: the "text" strings of
-// its chunks since the last request or retry, at most MaxText bytes of
-// them. It is provisional until the call ends.
-func (rec *Record) Text() string {
-	rec.t.mu.Lock()
-	defer rec.t.mu.Unlock()
-	return rec.text.String()
-}
-
 // End records the call's outcome. It first waits until every step of the
 // call has ended (a call's end comes after all of theirs); if ctx is done
 // first, the call will end cancelled when its last step ends and End
 // returns ErrStepsRunning, also matching ctx's error. With a required journal End then waits until the
 // end is kept: if it is not, End returns a *JournalError matching
-// ErrJournalEnd that holds the outcome and the cause (see Settle).
+// ErrJournalEnd that holds the outcome and the cause (see JournalError.Kept).
 func (rec *Record) End(ctx context.Context, o calllog.Outcome) error {
 	if !o.Kind.IsEnd() {
 		return ErrBadOutcome
@@ -1039,7 +972,7 @@ func (rec *Record) Finish(o calllog.Outcome) error {
 
 // Confirm waits until the call's end is recorded and, with a required
 // journal, kept. If it is not, Confirm returns a *JournalError matching
-// ErrJournalEnd that holds the outcome and the cause (see Settle); without
+// ErrJournalEnd that holds the outcome and the cause (see JournalError.Kept); without
 // a required journal it returns nil once the end is recorded. ctx bounds
 // the wait (its error is returned as is).
 func (rec *Record) Confirm(ctx context.Context) error {
@@ -1207,26 +1140,6 @@ func (r *Recorder) keptForm(e calllog.Event) calllog.Event {
 	return e
 }
 
-var textKey = []byte("text")
-
-// shortPayload is the size up to which textBytesOf walks a payload's keys
-// without scanning it first.
-const shortPayload = 128
-
-// textBytesOf returns the bytes of the string at the top-level key "text"
-// of p, without decoding the rest (the same answer as frame.Payload.Text,
-// cheaper).
-func textBytesOf(p frame.Payload) ([]byte, bool) {
-	// A payload without the bytes "text" anywhere has no such key, however
-	// its keys are encoded: most long chunks are ruled out by one fast
-	// scan. A short one is read at once: walking its few keys costs less
-	// than the scan.
-	if len(p) > shortPayload && !bytes.Contains(p, textKey) {
-		return nil, false
-	}
-	return mpack.MapString(p, "text")
-}
-
 // Done is the outcome of a call that completed with result (nil for none).
 func Done(result frame.Payload) calllog.Outcome {
 	return calllog.Outcome{Kind: calllog.KindCompleted, Result: result}
@@ -1302,7 +1215,7 @@ func OutcomeOfError(err error) calllog.Outcome {
 	return Failed(frame.CodeProviderError, err.Error(), false)
 }
 
-// journalError returns je with the wait calllog.Settle runs for it: until
+// journalError returns je with the wait its Kept runs: until
 // the event numbered seq is kept by w (a tree without a journal: none).
 func journalError(w *journalWriter, seq uint64, je calllog.JournalError) *calllog.JournalError {
 	e := &je

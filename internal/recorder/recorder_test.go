@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -122,13 +121,7 @@ func TestCallEventsInOrder(t *testing.T) {
 	rec.Request(recorder.RequestInfo{Child: "child-1", ToolVersion: "v2"})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "he"}))
 	rec.Output(chunk(t, "c1", 2, map[string]any{"text": "llo"}))
-	if got := rec.Text(); got != "hello" {
-		require.FailNow(t, fmt.Sprintf("Text = %q, want hello", got))
-	}
 	rec.Retry(frame.CodeTransportError, "child died")
-	if got := rec.Text(); got != "" {
-		require.FailNow(t, fmt.Sprintf("Text after retry = %q, want it voided", got))
-	}
 	rec.Request(recorder.RequestInfo{Child: "child-2"})
 	rec.Output(chunk(t, "c1", 1, map[string]any{"text": "hi"}))
 	require.NoError(t, rec.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"ok": true}))))
@@ -159,9 +152,6 @@ func TestCallEventsInOrder(t *testing.T) {
 	}
 	if evs[5].Error == nil || evs[5].Error.Code != frame.CodeTransportError {
 		require.FailNow(t, fmt.Sprintf("retry has no reason: %+v", evs[5]))
-	}
-	if got := rec.Text(); got != "hi" {
-		require.FailNow(t, fmt.Sprintf("final text = %q", got))
 	}
 	if o, ok := rec.Outcome(); !ok || o.Kind != calllog.KindCompleted {
 		require.FailNow(t, fmt.Sprintf("Outcome = %+v, %v", o, ok))
@@ -437,8 +427,7 @@ func TestHistoryBoundShowsTheLoss(t *testing.T) {
 }
 
 // Past a full history a chunk is still given to observers and the
-// journal, still adds to the text, and still joins a parent's history that
-// has room; the next event kept shows the gap.
+// journal, and still joins a parent's history that has room; the next event kept shows the gap.
 func TestOutputPastFullHistory(t *testing.T) {
 	ctx := testCtx(t)
 	const n = 12
@@ -456,9 +445,6 @@ func TestOutputPastFullHistory(t *testing.T) {
 				rec.Output(chunk(t, rec.ID(), uint64(i+1), map[string]any{"text": "ab"}))
 			}
 			require.NoError(t, rec.End(ctx, recorder.Done(nil)))
-			if got, want := rec.Text(), strings.Repeat("ab", n); got != want {
-				require.FailNow(t, fmt.Sprintf("Text = %q, want %q", got, want))
-			}
 			evs := slices.Collect(rec.Events())
 			if len(evs) != 5 || evs[4].Seq != n+3 || evs[4].After != n+2 {
 				require.FailNow(t, fmt.Sprintf("history: %d events, last seq %d after %d; want 5, %d after %d", len(evs), evs[len(evs)-1].Seq, evs[len(evs)-1].After, n+3, n+2))
@@ -516,18 +502,13 @@ func TestOutputContentPerChunk(t *testing.T) {
 			require.NoError(t, err)
 			rec.Request(recorder.RequestInfo{Child: "c0"})
 			want := make([]frame.Payload, n)
-			var text strings.Builder
 			for i := range n {
 				s := strings.Repeat("x", i%7)
 				f := chunk(t, "c", uint64(i+1), map[string]any{"i": i, "text": s})
 				want[i] = f.Payload
-				text.WriteString(s)
 				rec.Output(f)
 			}
 			require.NoError(t, rec.End(ctx, recorder.Done(nil)))
-			if got := rec.Text(); got != text.String() {
-				require.FailNow(t, fmt.Sprintf("Text is %d bytes, want %d", len(got), text.Len()))
-			}
 			evs := slices.Collect(rec.Events())
 			require.Falsef(t, len(evs) != n+3, "%d events, want %d", len(evs), n+3)
 			for i, ev := range evs[2 : n+2] {
@@ -584,7 +565,6 @@ func TestOutputsAtRecordsABatchInOrder(t *testing.T) {
 		require.EqualValues(t, i+1, ev.FrameSeq)
 		require.True(t, ev.At.Equal(received), "output %d at %v, want %v", i+1, ev.At, received)
 	}
-	require.Equal(t, "ab", rec.Text())
 }
 
 // OutputAt records the time it is given, but never one before the tree's
@@ -626,62 +606,9 @@ func TestOutputAtKeepsTimesInOrder(t *testing.T) {
 	}
 }
 
-// Text takes the top-level "text" strings of chunks short and long, and
-// nothing else that looks like one.
-func TestTextOfShortAndLongChunks(t *testing.T) {
-	ctx := testCtx(t)
-	long := strings.Repeat("y", 200)
-	chunks := []map[string]any{
-		{"text": "a"},
-		{"i": 1, "text": "b"},
-		{"inner": map[string]any{"text": "nested"}},
-		{"k": "text"},
-		{"text": 7},
-		{"pad": long, "text": "c"},
-		{"pad": long},
-		{"pad": long, "inner": map[string]any{"text": "nested"}},
-		{"list": []any{"text", map[string]any{"text": "x"}}, "text": "d"},
-	}
-	r := newRecorder(t, calllog.Options{})
-	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c", Tool: "t"})
-	require.NoError(t, err)
-	rec.Request(recorder.RequestInfo{Child: "c0"})
-	var want strings.Builder
-	for i, v := range chunks {
-		f := chunk(t, "c", uint64(i+1), v)
-		if s, ok := f.Payload.Text(); ok {
-			want.WriteString(s)
-		}
-		rec.Output(f)
-	}
-	if got := rec.Text(); got != want.String() || got != "abcd" {
-		require.FailNow(t, fmt.Sprintf("Text = %q, want %q (and abcd)", got, want.String()))
-	}
-}
-
 // position names where e is in its tree's log, for failure messages.
 func position(e calllog.Event) string {
 	return fmt.Sprintf("%s/%s/%d", e.Tree, e.Writer, e.Seq)
-}
-
-// TestTextBounded: a call's text is kept up to recorder.MaxText bytes, cut on a
-// character boundary, however much the call streams.
-func TestTextBounded(t *testing.T) {
-	rc, err := recorder.New(calllog.Options{})
-	require.NoError(t, err)
-	defer rc.Close(context.Background())
-	rec, err := rc.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "t"})
-	require.NoError(t, err)
-	chunk := strings.Repeat("é", 1000) // 2,000 bytes, two per character
-	for i := range recorder.MaxText/2000 + 3 {
-		f, err := frame.NewChunk("c1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": "x" + chunk}), nil)
-		require.NoError(t, err)
-		rec.Output(f)
-	}
-	got := rec.Text()
-	require.Falsef(t, len(got) > recorder.MaxText || len(got) < recorder.MaxText-3, "text of %d bytes, want at most recorder.MaxText and within a character of it", len(got))
-	require.True(t, utf8.ValidString(got), "the text was cut inside a character")
-	rec.End(context.Background(), recorder.Done(nil))
 }
 
 // A call begun with WithCaller that starts a tree names the caller on its

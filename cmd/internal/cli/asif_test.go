@@ -259,15 +259,16 @@ func recordJournal(t *testing.T) (string, string) {
 	r, err := rec.Begin(ctx, recorder.CallInfo{ID: "t1", Tool: "upper", ToolVersion: "1"})
 	require.NoError(t, err)
 	r.Request(recorder.RequestInfo{Child: "child-0"})
+	var text strings.Builder // what the caller saw
 	for i, s := range []string{"HELLO ", "WORLD"} {
 		f, err := frame.NewChunk("t1", frame.ProviderToCaller, uint64(i+1), frame.MustPayload(map[string]any{"text": s}), nil)
 		require.NoError(t, err)
 		r.Output(f)
+		text.WriteString(s)
 	}
 	require.NoError(t, r.End(ctx, recorder.Done(frame.MustPayload(map[string]any{"chunks": 2}))))
-	text := r.Text()
 	require.NoError(t, rec.Close(ctx))
-	return path, text
+	return path, text.String()
 }
 
 func TestASIFExportThenCheck(t *testing.T) {

@@ -331,8 +331,8 @@ func TestHostileChildren(t *testing.T) {
 		// The caller reads nothing for a second while the child floods,
 		// then cancels; the child never reads the cancel.
 		{"flood without reading", "flood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
-		// The same with text chunks: Call.Text keeps at most
-		// recorder.MaxText of them, so the heap stays bounded.
+		// The same with text chunks: the host keeps none of their text
+		// beyond the call's bounded history, so the heap stays bounded.
 		{"text flood without reading", "textflood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
 		{"never answers pings", "mute", frame.KindFailed, frame.CodeUnreachable, 0, false},
 		// Stale pongs back to back keep bytes waiting for the host's
