@@ -359,11 +359,11 @@ func TestRequiredJournalEndNotConfirmed(t *testing.T) {
 	require.Falsef(t, je.Outcome.Kind != calllog.KindCompleted || je.Outcome.Result.Decode(&res) != nil || res.Prefix != "q" || je.Call != c.ID(), "outcome %+v", je.Outcome)
 	settleCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	if err := settleEnd(settleCtx, err); !errors.Is(err, context.DeadlineExceeded) {
-		require.FailNow(t, fmt.Sprintf("Settle before the store recovered: %v", err))
+		require.FailNow(t, fmt.Sprintf("JournalError.Kept before the store recovered: %v", err))
 	}
 	cancel()
 	close(st.release)
-	require.NoError(t, settleEnd(ctx, err), "Settle after recovery")
+	require.NoError(t, settleEnd(ctx, err), "JournalError.Kept after recovery")
 	require.False(t, st.overlap.Load(), "two sends at once")
 	evs, _ := st.EventsAfter(ctx, c.ID(), 0, 100)
 	if len(evs) == 0 || evs[len(evs)-1].Kind != calllog.KindCompleted {

@@ -208,7 +208,7 @@ func waitKept(ctx context.Context, st calllog.EventStore, tree string, n uint64)
 
 // The server goes away during a required journal: a call begun then is
 // refused (its start not kept), a running call's end is not confirmed
-// (journal-end, with its outcome), and Settle says it was kept once the
+// (journal-end, with its outcome), and JournalError.Kept says it was kept once the
 // server is back.
 func TestRequiredJournalWhileTheServerIsAway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -233,7 +233,7 @@ func TestRequiredJournalWhileTheServerIsAway(t *testing.T) {
 	require.NoError(t, srv.Start())
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
 	defer scancel()
-	require.NoError(t, settleEnd(sctx, endErr), "Settle once the server is back")
+	require.NoError(t, settleEnd(sctx, endErr), "JournalError.Kept once the server is back")
 	evs, err := st.EventsAfter(ctx, "running", 0, 0)
 	require.Falsef(t, err != nil || len(evs) != 3 || evs[2].Kind != calllog.KindCompleted, "the settled call: %d events kept, %v", len(evs), err)
 }
