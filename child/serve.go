@@ -449,7 +449,10 @@ wait:
 			var abandoning sync.WaitGroup
 			for _, c := range s.runningCalls() {
 				c.cancelWith(ErrDrained) // in case the grace timer has not been seen yet
-				// abandon returns by deadline; waited for below.
+				// abandon returns once the terminal is out, or its
+				// connection gave up on the host (conn.giveUpAt, about
+				// deadline for a host that does not read, connWriteGrace
+				// after it at most); waited for below.
 				abandoning.Go(func() { c.abandon(deadline) })
 			}
 			abandoning.Wait()

@@ -494,8 +494,10 @@ func (ch *child) watch() (error, stopMode) {
 	unhealthy := time.NewTimer(cfg.HealthTimeout) // reset by every pong
 	defer unhealthy.Stop()
 	// due is when unhealthy was last set to fire; arm sets both. forgiven
-	// is the oldest unanswered ping whose timeout fired while the host
-	// could not run and was given a whole timeout more (0: none).
+	// is answered+1 when a timeout that fired while the host could not
+	// run was given a whole timeout more since the child's latest answer
+	// (0: none): only an answer earns another, not the pings the host
+	// goes on sending a child that gives none.
 	due := time.Now().Add(cfg.HealthTimeout)
 	arm := func(d time.Duration) {
 		unhealthy.Reset(d)
@@ -722,11 +724,12 @@ func (ch *child) watch() (error, stopMode) {
 			// A timeout that fired while the host could not run (stopped,
 			// or starved of CPU, as the child on the same machine most
 			// likely was too) is late: the child gets a whole timeout from
-			// when the host runs again, once for each ping, so a hung
-			// child is still found, one HealthTimeout later
-			// (TestHostStalledWithPingOutstanding).
-			if oldest := oldestUnanswered(nonce, answered); now.Sub(due) > recheck && forgiven != oldest {
-				forgiven = oldest
+			// when the host runs again, once until it answers again, so
+			// a hung child is still found, one HealthTimeout later
+			// (TestHostStalledWithPingOutstanding,
+			// TestHostStalledOftenHungChildFound).
+			if now.Sub(due) > recheck && forgiven != answered+1 {
+				forgiven = answered + 1
 				heldUntil = time.Time{}
 				arm(cfg.HealthTimeout)
 				continue

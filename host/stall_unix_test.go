@@ -132,3 +132,39 @@ func TestHostStalledWithPingOutstanding(t *testing.T) {
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	assert.Equal(t, frame.KindCancelled, term.Kind, "the call in flight ended %v: %v", term.Kind, term.Error)
 }
+
+// TestHostStalledOftenHungChildFound: a child that hung (stopped for good)
+// on a host that is itself stopped again and again, its health timer
+// firing late each time, gets one late timeout forgiven, not one per ping
+// the host goes on sending it: it is found unhealthy while the stalls go
+// on. The pings outstanding outnumber those the host keeps the marks of
+// (pingsTimed) before the first timeout, so the oldest of those moves on
+// with every ping.
+func TestHostStalledOftenHungChildFound(t *testing.T) {
+	cfg := fastHealth(fakeConfig("serve"))
+	cfg.HealthInterval = 20 * time.Millisecond
+	cfg.HealthTimeout = time.Second
+	h, _ := testHost(t, cfg, time.Minute)
+	ok, err := h.Call(callCtx(t, 30*time.Second), "ok", nil)
+	require.NoError(t, err)
+	require.NoError(t, ok.CloseSend())
+	_, err = ok.Wait()
+	require.NoError(t, err)
+	before := h.Children()[0]
+	c, err := h.Call(callCtx(t, 30*time.Second), "hang", nil)
+	require.NoError(t, err)
+
+	// The child stops for good; 0.4 s later (twenty pings outstanding,
+	// its timeout 0.6 s away) the host is stopped for a second at a time
+	// and runs 30 ms between, ten times: nearly every timeout fires while
+	// it is stopped.
+	stall := exec.Command("sh", "-c", `kill -STOP "$2"; sleep 0.4; for i in 1 2 3 4 5 6 7 8 9 10; do kill -STOP "$1"; sleep 1; kill -CONT "$1"; sleep 0.03; done`,
+		"sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID))
+	require.NoError(t, stall.Run())
+	after := h.Children()[0]
+	assert.True(t, after.PID != before.PID || after.State != "ready",
+		"the hung child %d is still ready after 10 s of stalls (health timeout 1 s)", before.PID)
+	term, _ := recvUntilTerminal(t, c, 10*time.Second)
+	require.Equal(t, frame.KindFailed, term.Kind, "the call on the hung child ended %v: %v", term.Kind, term.Error)
+	assert.Equal(t, frame.CodeUnreachable, term.Error.Code)
+}
