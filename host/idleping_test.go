@@ -1,7 +1,10 @@
 package host
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,7 +69,7 @@ func TestHungIdleChildFoundByCall(t *testing.T) {
 	h, _ := testHost(t, cfg, time.Minute)
 	pid := readyPID(t, h, 0)
 	time.Sleep(cfg.HealthInterval + cfg.HealthInterval/2) // a tick went by, the next is 1.5 s away
-	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	sigstop(t, pid)
 	defer syscall.Kill(pid, syscall.SIGCONT)
 
 	start := time.Now()
@@ -104,4 +107,45 @@ func TestRoutedWakesOnlyWhenAPingIsDue(t *testing.T) {
 	ch.pingedAt.Store(int64(time.Since(ch.born)-90*time.Minute) + 1) // a ping 90 minutes ago
 	ch.routed()
 	assert.Len(t, ch.wake, 1, "pinged longer ago than HealthInterval: the supervisor is woken")
+}
+
+// sigstop stops the process pid with SIGSTOP and returns once every one
+// of its threads is stopped: kill returns when the signal is queued, and
+// on a loaded machine a thread of the child that was running or about to
+// run can still answer what reaches it in the next milliseconds (a ping
+// written right after the kill was answered that way).
+func sigstop(t *testing.T, pid int) {
+	t.Helper()
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if threadsStopped(pid) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.FailNow(t, fmt.Sprintf("process %d not stopped 10 s after SIGSTOP", pid))
+}
+
+// threadsStopped reports whether every thread of pid is stopped (state T
+// in /proc/PID/task/TID/stat).
+func threadsStopped(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
