@@ -329,16 +329,16 @@ func (c *Config) credential() (*syscall.Credential, error) {
 	return cred, nil
 }
 
-// ErrConfig is matched (errors.Is) by every error of Config.Validate.
+// ErrConfig is matched (errors.Is) by every error of the config check Start makes.
 var ErrConfig = errors.New("host: invalid config")
 
 func configErr(field, reason string) error {
 	return fmt.Errorf("%w: %s: %s", ErrConfig, field, reason)
 }
 
-// Validate reports the first field of c that makes no sense. The error
+// validate reports the first field of c that makes no sense. The error
 // matches ErrConfig.
-func (c *Config) Validate() error {
+func (c *Config) validate() error {
 	durations := []struct {
 		name string
 		v    time.Duration

@@ -133,12 +133,14 @@ type ChildInfo struct {
 // Start starts cfg.PoolSize children at once and completes each one's
 // handshake (hello, then startup) before it returns, so a pool starts in
 // about the time of its slowest child. ctx bounds the start only; the Host
-// lives until Close. The first child that fails to start fails Start with
+// lives until Close. A config field that makes no sense fails Start with
+// an error matching ErrConfig, naming the field, before anything starts.
+// The first child that fails to start fails Start with
 // its error (one matching ErrHandshake, the exec error, or ctx's): the
 // other starts are cancelled, every child that did start is stopped, and
 // nothing is left behind.
 func Start(ctx context.Context, cfg Config) (*Host, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	var rnd [4]byte
