@@ -113,7 +113,9 @@ type Config struct {
 	// the host's own events; nil means discard. A line of a child's output
 	// is a record of level Info with the message "child output" and the
 	// attributes child (its id), pid, stream ("stdout" or "stderr") and
-	// line; every other record is one of the host's own events. A child's
+	// line; every other record is one of the host's own events, the call
+	// log's warnings among them (an observer failed or fell behind, a
+	// journal writer stopped; their messages start "calllog:"). A child's
 	// lines are forwarded at most 1,000 at once, then 200 a second; a
 	// warning "child output dropped" with the attribute dropped counts
 	// the others (docs/operations.md, "Logs").

@@ -152,11 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.log = h.cfg.Logger
 	h.tracing = otelcall.New(h.cfg.TracerProvider)
-	logOpts := h.cfg.CallLog
-	if logOpts.Logger == nil {
-		logOpts.Logger = h.log
-	}
-	rec, err := recorder.New(logOpts)
+	rec, err := recorder.New(h.cfg.CallLog, h.log)
 	if err != nil {
 		return nil, err
 	}

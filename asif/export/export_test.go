@@ -55,7 +55,7 @@ func newJournal(t *testing.T) *journal {
 	t.Helper()
 	store := &eventstore.Memory{}
 	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true,
-		Journal: &calllog.Journal{Store: store, Required: true}})
+		Journal: &calllog.Journal{Store: store, Required: true}}, nil)
 	require.NoError(t, err)
 	j := &journal{t: t, store: store, rec: rec}
 	t.Cleanup(func() {
@@ -342,7 +342,7 @@ func TestRetryVoidsText(t *testing.T) {
 
 func TestShapeContentIsDeclaredUnknown(t *testing.T) {
 	store := &eventstore.Memory{}
-	rec, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
+	rec, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}}, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -89,12 +89,14 @@ type Recorder struct {
 	writers map[*journalWriter]struct{}
 }
 
-// New returns a Recorder and starts the goroutines of its observers.
-func New(opts calllog.Options) (*Recorder, error) {
+// New returns a Recorder and starts the goroutines of its observers. logger
+// receives its warnings (an observer failed or fell behind, a journal
+// writer stopped); nil discards them.
+func New(opts calllog.Options, logger *slog.Logger) (*Recorder, error) {
 	if opts.Journal != nil && opts.Journal.Store == nil {
 		return nil, errors.New("calllog: Options.Journal.Store: required")
 	}
-	r := &Recorder{writer: opts.Writer, full: opts.FullContent, journal: opts.Journal, logger: opts.Logger,
+	r := &Recorder{writer: opts.Writer, full: opts.FullContent, journal: opts.Journal, logger: logger,
 		history: opts.History, runners: map[*observerRunner]struct{}{}, writers: map[*journalWriter]struct{}{}}
 	for i, k := range opts.Redact {
 		if k == "" {
