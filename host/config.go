@@ -176,7 +176,7 @@ type Config struct {
 	// TracerProvider gives the tracer of the host's spans: a client span
 	// per call of a known tool, whose W3C trace context (traceparent,
 	// tracestate, baggage) goes in the invoke's trace map and whose ids
-	// every event of the call carries (calllog.Event.Span), and a root
+	// every event of the call carries (calllog.Event.TraceID and SpanID), and a root
 	// span per child restart, recycle and drain (docs/operations.md,
 	// "Traces"). nil means the global provider (otel.SetTracerProvider);
 	// while no program set one, the host starts no span and sends no trace

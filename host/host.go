@@ -533,7 +533,7 @@ func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args fr
 	if t != nil {
 		info.ToolVersion = t.Desc.Version
 		if tr := h.tracing.Tracer(); tr != nil {
-			info.Span = h.startSpan(ctx, tr, info.ID, t, o)
+			info.TraceID, info.SpanID = h.startSpan(ctx, tr, info.ID, t, o)
 		}
 	}
 	rec, err := h.rec.Begin(ctx, info)

@@ -495,7 +495,7 @@ func TestGapsMakeTextPartial(t *testing.T) {
 func TestTraceIDsInExtensions(t *testing.T) {
 	j := newJournal(t)
 	r, err := j.rec.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "upper", Args: frame.MustPayload(map[string]any{}),
-		Span: &calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}})
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"})
 	require.NoError(t, err)
 	r.Request(recorder.RequestInfo{Child: "child-0"})
 	end(t, r, recorder.Done(nil))
