@@ -152,11 +152,13 @@ type Event struct {
 	// Fragment is the fragment's text, kept only under Options.FullContent (then
 	// FragmentKept is true).
 	Fragment string
-	// Span names the call's client span in the host's OpenTelemetry trace,
-	// on every event of a call made with tracing on (the events of one call
-	// share it: do not modify it); nil when tracing was off, for an
-	// unsampled span, and for programs. It joins a journal to a trace.
-	Span *Span
+	// TraceID and SpanID name the call's client span in the host's
+	// OpenTelemetry trace by its W3C ids (lower-case hex, 32 and 16
+	// digits, not all zero), on every event of a call made with tracing
+	// on; both "" when tracing was off, for an unsampled span, and for
+	// programs. They join a journal to a trace.
+	TraceID string
+	SpanID  string
 	// Caller, on the started event of a tree's outermost call, names the
 	// call that made it from another tree: a call over NATS (package
 	// remote) is recorded by the host that runs it as a tree of its own,
@@ -178,15 +180,6 @@ type Link struct {
 	Tree string
 	// Call is the linked call's id.
 	Call string
-}
-
-// Span names an OpenTelemetry span by its W3C ids: lower-case hex, not all
-// zero.
-type Span struct {
-	// TraceID is the trace's id, 32 hex digits.
-	TraceID string
-	// SpanID is the span's id, 16 hex digits.
-	SpanID string
 }
 
 // Content is what an event keeps of a payload. Type, Bytes and Keys are
@@ -324,9 +317,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	j := jsonEvent{Format: format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
 		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
 		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
-	if e.Span != nil {
-		j.TraceID, j.SpanID = e.Span.TraceID, e.Span.SpanID
-	}
+	j.TraceID, j.SpanID = e.TraceID, e.SpanID
 	if e.Caller != nil {
 		j.Caller = &jsonLink{Tree: e.Caller.Tree, Call: e.Caller.Call}
 	}
@@ -401,9 +392,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if !traceHex(j.SpanID, 16) || (j.SpanID == "") != (j.TraceID == "") {
 		return &formatError{Field: "span_id", Reason: "not 16 lower-case hex digits with a trace_id"}
 	}
-	if j.TraceID != "" {
-		ev.Span = &Span{TraceID: j.TraceID, SpanID: j.SpanID}
-	}
+	ev.TraceID, ev.SpanID = j.TraceID, j.SpanID
 	if ev.Caller, err = linkOf(j.Caller, "caller"); err != nil {
 		return err
 	}

@@ -1,7 +1,5 @@
 package calllog
 
-import "log/slog"
-
 // Options configures a host's call log (host.Config.CallLog): who reads it
 // beside each call's own watchers, and what they are given. The zero value
 // records every call for its watchers only (Call.Events), with no observer
@@ -18,9 +16,6 @@ type Options struct {
 	Observers []Observer
 	// Journal keeps every tree's log; nil means none.
 	Journal *Journal
-	// Logger receives the warnings (an observer failed or fell behind, a
-	// journal writer stopped); nil means the host's Config.Logger.
-	Logger *slog.Logger
 	// History bounds the events each call keeps for its watchers
 	// (Call.Events): a call's first History events, while they hold less
 	// than HistoryBytes, then its end event, whose After shows the loss.

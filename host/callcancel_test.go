@@ -269,7 +269,7 @@ func TestCallDetachedCeiling(t *testing.T) {
 // A negative Calls.DetachedTimeout is refused, naming the field.
 func TestCallDetachedTimeoutValidated(t *testing.T) {
 	cfg := callingConfig(Calls{Tools: []string{"echo"}, DetachedTimeout: -time.Second})
-	err := cfg.Validate()
+	err := cfg.validate()
 	require.ErrorIs(t, err, ErrConfig)
 	assert.Contains(t, err.Error(), "Calls.DetachedTimeout")
 }

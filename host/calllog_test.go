@@ -474,7 +474,8 @@ func TestPanickingObserverWarnedOnce(t *testing.T) {
 		panic("observer bug")
 	})
 	cfg := fakeConfig("serve")
-	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{panicker}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	h := recordedHost(t, cfg, calllog.Options{Observers: []calllog.Observer{panicker}})
 	ctx := callCtx(t, 20*time.Second)
 	for i := range 3 {
 		c, err := h.Call(ctx, "ok", nil)
@@ -485,7 +486,7 @@ func TestPanickingObserverWarnedOnce(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		require.FailNow(t, fmt.Sprintf("the panicking observer was called %d times", n))
 	}
-	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+	if n := strings.Count(logs.String(), `level=WARN msg="calllog: observer`); n != 1 {
 		require.FailNow(t, fmt.Sprintf("%d warnings:\n%s", n, logs))
 	}
 }

@@ -113,7 +113,9 @@ type Config struct {
 	// the host's own events; nil means discard. A line of a child's output
 	// is a record of level Info with the message "child output" and the
 	// attributes child (its id), pid, stream ("stdout" or "stderr") and
-	// line; every other record is one of the host's own events. A child's
+	// line; every other record is one of the host's own events, the call
+	// log's warnings among them (an observer failed or fell behind, a
+	// journal writer stopped; their messages start "calllog:"). A child's
 	// lines are forwarded at most 1,000 at once, then 200 a second; a
 	// warning "child output dropped" with the attribute dropped counts
 	// the others (docs/operations.md, "Logs").
@@ -174,7 +176,7 @@ type Config struct {
 	// TracerProvider gives the tracer of the host's spans: a client span
 	// per call of a known tool, whose W3C trace context (traceparent,
 	// tracestate, baggage) goes in the invoke's trace map and whose ids
-	// every event of the call carries (calllog.Event.Span), and a root
+	// every event of the call carries (calllog.Event.TraceID and SpanID), and a root
 	// span per child restart, recycle and drain (docs/operations.md,
 	// "Traces"). nil means the global provider (otel.SetTracerProvider);
 	// while no program set one, the host starts no span and sends no trace
@@ -329,16 +331,16 @@ func (c *Config) credential() (*syscall.Credential, error) {
 	return cred, nil
 }
 
-// ErrConfig is matched (errors.Is) by every error of Config.Validate.
+// ErrConfig is matched (errors.Is) by every error of the config check Start makes.
 var ErrConfig = errors.New("host: invalid config")
 
 func configErr(field, reason string) error {
 	return fmt.Errorf("%w: %s: %s", ErrConfig, field, reason)
 }
 
-// Validate reports the first field of c that makes no sense. The error
+// validate reports the first field of c that makes no sense. The error
 // matches ErrConfig.
-func (c *Config) Validate() error {
+func (c *Config) validate() error {
 	durations := []struct {
 		name string
 		v    time.Duration

@@ -74,7 +74,7 @@ func TestUserAndGroupChecked(t *testing.T) {
 	}
 	cfg := realConfig()
 	cfg.CPUMax = 0.001
-	assert.ErrorIs(t, cfg.Validate(), ErrConfig)
+	assert.ErrorIs(t, cfg.validate(), ErrConfig)
 	cfg.CPUMax, cfg.MemoryMax = 0, 1000
-	assert.ErrorIs(t, cfg.Validate(), ErrConfig)
+	assert.ErrorIs(t, cfg.validate(), ErrConfig)
 }

@@ -133,12 +133,14 @@ type ChildInfo struct {
 // Start starts cfg.PoolSize children at once and completes each one's
 // handshake (hello, then startup) before it returns, so a pool starts in
 // about the time of its slowest child. ctx bounds the start only; the Host
-// lives until Close. The first child that fails to start fails Start with
+// lives until Close. A config field that makes no sense fails Start with
+// an error matching ErrConfig, naming the field, before anything starts.
+// The first child that fails to start fails Start with
 // its error (one matching ErrHandshake, the exec error, or ctx's): the
 // other starts are cancelled, every child that did start is stopped, and
 // nothing is left behind.
 func Start(ctx context.Context, cfg Config) (*Host, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	var rnd [4]byte
@@ -150,11 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.log = h.cfg.Logger
 	h.tracing = otelcall.New(h.cfg.TracerProvider)
-	logOpts := h.cfg.CallLog
-	if logOpts.Logger == nil {
-		logOpts.Logger = h.log
-	}
-	rec, err := recorder.New(logOpts)
+	rec, err := recorder.New(h.cfg.CallLog, h.log)
 	if err != nil {
 		return nil, err
 	}
@@ -535,7 +533,7 @@ func (h *Host) begin(ctx context.Context, id string, t *toolschema.Tool, args fr
 	if t != nil {
 		info.ToolVersion = t.Desc.Version
 		if tr := h.tracing.Tracer(); tr != nil {
-			info.Span = h.startSpan(ctx, tr, info.ID, t, o)
+			info.TraceID, info.SpanID = h.startSpan(ctx, tr, info.ID, t, o)
 		}
 	}
 	rec, err := h.rec.Begin(ctx, info)

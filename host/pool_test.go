@@ -136,11 +136,11 @@ func TestConfigValidate(t *testing.T) {
 		{"negative idle interval", Config{Command: "x", IdleHealthInterval: -1}},
 		{"bad env", Config{Command: "x", ExtraEnv: []string{"=v"}}},
 	} {
-		if err := tc.cfg.Validate(); !errors.Is(err, ErrConfig) {
+		if err := tc.cfg.validate(); !errors.Is(err, ErrConfig) {
 			assert.Fail(t, fmt.Sprintf("%s: %v", tc.name, err))
 		}
 	}
-	assert.NoError(t, (&Config{Command: "x"}).Validate(), "zero config")
+	assert.NoError(t, (&Config{Command: "x"}).validate(), "zero config")
 }
 
 // Close is bounded even when a caller stopped reading a long stream.

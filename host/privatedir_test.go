@@ -117,13 +117,13 @@ func TestSweepStale(t *testing.T) {
 }
 
 // TestTempDirLength: a TempDir under which a private directory's socket
-// path would pass 107 bytes is refused by Validate, naming the field.
+// path would pass 107 bytes is refused by validate, naming the field.
 func TestTempDirLength(t *testing.T) {
 	limit := maxSockPath - longestPrivateTail
 	ok := Config{Command: "x", TempDir: "/" + strings.Repeat("d", limit-1)}
-	require.NoError(t, ok.Validate())
+	require.NoError(t, ok.validate())
 	long := Config{Command: "x", TempDir: "/" + strings.Repeat("d", limit)}
-	err := long.Validate()
+	err := long.validate()
 	require.ErrorIs(t, err, ErrConfig)
 	require.Contains(t, err.Error(), "TempDir")
 	require.NotContains(t, err.Error(), "ddd", "the path is not echoed")

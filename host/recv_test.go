@@ -16,7 +16,7 @@ import (
 // Frames queued before the terminal always come out before it, even when
 // the terminal was published first from the reader's point of view.
 func TestRecvOrderTerminalLast(t *testing.T) {
-	r, err := recorder.New(calllog.Options{})
+	r, err := recorder.New(calllog.Options{}, nil)
 	require.NoError(t, err)
 	defer r.Close(context.Background())
 	rec, err := r.Begin(context.Background(), recorder.CallInfo{ID: "x", Tool: "t"})

@@ -18,8 +18,8 @@ import (
 // startSpan starts the client span of call id and puts its trace context
 // in the invoke's trace map, over what WithTrace gave (which, when ctx
 // carries no span, is the span's parent). It returns the span's ids for
-// the call's events, nil when the span is not sampled (no trace holds it).
-func (h *Host) startSpan(ctx context.Context, tr trace.Tracer, id string, t *toolschema.Tool, o *callOptions) *calllog.Span {
+// the call's events, "" when the span is not sampled (no trace holds it).
+func (h *Host) startSpan(ctx context.Context, tr trace.Tracer, id string, t *toolschema.Tool, o *callOptions) (traceID, spanID string) {
 	if o.trace != nil && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = otelcall.Extract(ctx, o.trace)
 	}
@@ -32,9 +32,9 @@ func (h *Host) startSpan(ctx context.Context, tr trace.Tracer, id string, t *too
 	o.span = span
 	o.trace = otelcall.Inject(ctx, o.trace)
 	if sc := span.SpanContext(); sc.IsSampled() {
-		return &calllog.Span{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String()}
+		return sc.TraceID().String(), sc.SpanID().String()
 	}
-	return nil
+	return "", ""
 }
 
 // clientKind is the option every call's span starts with: made once, it

@@ -229,7 +229,7 @@ type call struct {
 	args              json.RawMessage // nil: unknown
 	argsStatus        asif.ArgumentsStatus
 	streamed          bool
-	span              *calllog.Span // the call's span, from its events; nil for none
+	traceID, spanID   string // the call's span, from its events; "" for none
 	frags             []fragItem
 	requestSeq        uint64 // streamed: the request that completed the arguments
 	ended             bool
@@ -387,8 +387,8 @@ func (x *exporter) step(it item, in bool) {
 	if e.ToolVersion != "" {
 		c.version = e.ToolVersion
 	}
-	if e.Span != nil {
-		c.span = e.Span
+	if e.TraceID != "" {
+		c.traceID, c.spanID = e.TraceID, e.SpanID
 	}
 	if c.program || e.Program {
 		c.program = true
@@ -576,10 +576,10 @@ const traceKey = "skulk/trace"
 // traceExtension returns the extensions of c's tool_call events: its
 // trace and span ids, or nil when its events named none.
 func traceExtension(c *call) map[string]any {
-	if c.span == nil {
+	if c.traceID == "" {
 		return nil
 	}
-	return map[string]any{traceKey: map[string]string{"trace_id": c.span.TraceID, "span_id": c.span.SpanID}}
+	return map[string]any{traceKey: map[string]string{"trace_id": c.traceID, "span_id": c.spanID}}
 }
 
 // emitPartial adds (or amends) the partial version of a streamed call,

@@ -55,7 +55,7 @@ func newJournal(t *testing.T) *journal {
 	t.Helper()
 	store := &eventstore.Memory{}
 	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true,
-		Journal: &calllog.Journal{Store: store, Required: true}})
+		Journal: &calllog.Journal{Store: store, Required: true}}, nil)
 	require.NoError(t, err)
 	j := &journal{t: t, store: store, rec: rec}
 	t.Cleanup(func() {
@@ -342,7 +342,7 @@ func TestRetryVoidsText(t *testing.T) {
 
 func TestShapeContentIsDeclaredUnknown(t *testing.T) {
 	store := &eventstore.Memory{}
-	rec, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
+	rec, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}}, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -495,7 +495,7 @@ func TestGapsMakeTextPartial(t *testing.T) {
 func TestTraceIDsInExtensions(t *testing.T) {
 	j := newJournal(t)
 	r, err := j.rec.Begin(context.Background(), recorder.CallInfo{ID: "c1", Tool: "upper", Args: frame.MustPayload(map[string]any{}),
-		Span: &calllog.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}})
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"})
 	require.NoError(t, err)
 	r.Request(recorder.RequestInfo{Child: "child-0"})
 	end(t, r, recorder.Done(nil))

@@ -55,7 +55,7 @@ func TestUnknownEndIsNoResult(t *testing.T) {
 func TestRedactedContentIsALoss(t *testing.T) {
 	store := &eventstore.Memory{}
 	rec, err := recorder.New(calllog.Options{Writer: "w1", FullContent: true, Redact: []string{"password"},
-		Journal: &calllog.Journal{Store: store, Required: true}})
+		Journal: &calllog.Journal{Store: store, Required: true}}, nil)
 	require.NoError(t, err)
 	j := &journal{t: t, store: store, rec: rec}
 	t.Cleanup(func() {

@@ -48,7 +48,7 @@ func BenchmarkBestEffortJournal(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			ctx := context.Background()
 			st := benchStore(b, kind)
-			r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: st, Queue: b.N + 16}})
+			r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: st, Queue: b.N + 16}}, nil)
 			rec, _ := r.Begin(ctx, recorder.CallInfo{ID: "bench", Tool: "count"})
 			f, _ := frame.NewChunk("bench", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "token "}), nil)
 			b.ResetTimer()
@@ -83,7 +83,7 @@ func BenchmarkRequiredCall(b *testing.B) {
 			if kind != "none" {
 				opts.Journal = &calllog.Journal{Store: benchStore(b, kind), Required: true}
 			}
-			r, _ := recorder.New(opts)
+			r, _ := recorder.New(opts, nil)
 			b.ResetTimer()
 			for range b.N {
 				require.NoError(b, call(ctx, r, "", 3))

@@ -64,7 +64,7 @@ func TestRequiredJournalSurvivesAServerRestartOnR3(t *testing.T) {
 	st, err := jetstreamstore.Open(ctx, url, jetstreamstore.Options{Connect: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)}})
 	require.NoError(t, err)
 	defer st.Close()
-	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: 20 * time.Second}})
+	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: 20 * time.Second}}, nil)
 	defer r.Close(ctx)
 
 	var confirmed []string
@@ -118,8 +118,8 @@ func TestBestEffortJournalWhileTheServerIsAway(t *testing.T) {
 	st, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{Connect: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)}})
 	require.NoError(t, err)
 	defer st.Close()
-	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Timeout: 5 * time.Second, Queue: 64},
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Timeout: 5 * time.Second, Queue: 64}},
+		slog.New(slog.NewTextHandler(testWriter{t}, nil)))
 	defer r.Close(ctx)
 
 	const tree = "p"
@@ -217,7 +217,7 @@ func TestRequiredJournalWhileTheServerIsAway(t *testing.T) {
 	st, err := jetstreamstore.Open(ctx, srv.URL()+"/CALLS", jetstreamstore.Options{Connect: []nats.Option{nats.ReconnectWait(100 * time.Millisecond)}})
 	require.NoError(t, err)
 	defer st.Close()
-	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: time.Second}})
+	r, _ := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: time.Second}}, nil)
 	defer r.Close(ctx)
 
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "running", Tool: "count"})

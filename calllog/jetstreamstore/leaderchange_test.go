@@ -89,7 +89,7 @@ func TestRequiredJournalStallAtALeaderChangeOnR3(t *testing.T) {
 	st, err := jetstreamstore.Open(ctx, "nats://"+strings.Join(addrs, ",")+"/CALLS?replicas=3", jetstreamstore.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	r, err := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}})
+	r, err := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true}}, nil)
 	require.NoError(t, err)
 	defer r.Close(ctx)
 

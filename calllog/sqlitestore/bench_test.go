@@ -22,7 +22,7 @@ func BenchmarkBestEffortJournal(b *testing.B) {
 	st := open(b, filepath.Join(b.TempDir(), "calls.db"))
 	// A queue that holds every event: this measures the writer's rate, not
 	// how many events a queue overflow drops.
-	r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: st, Queue: b.N + 16}})
+	r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: st, Queue: b.N + 16}}, nil)
 	rec, _ := r.Begin(ctx, recorder.CallInfo{ID: "bench", Tool: "count"})
 	f, _ := frame.NewChunk("bench", frame.ProviderToCaller, 1, frame.MustPayload(map[string]any{"text": "token "}), nil)
 	b.ReportAllocs()
@@ -61,7 +61,7 @@ func BenchmarkCall(b *testing.B) {
 			case "required-memory":
 				opts.Journal = &calllog.Journal{Store: &eventstore.Memory{}, Required: true}
 			}
-			r, _ := recorder.New(opts)
+			r, _ := recorder.New(opts, nil)
 			chunk := frame.MustPayload(map[string]any{"text": "token "})
 			b.ReportAllocs()
 			b.ResetTimer()

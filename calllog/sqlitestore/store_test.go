@@ -89,7 +89,7 @@ func TestClosedAndReadOnlyStoresAreUnusable(t *testing.T) {
 	}
 	// A journal over an unusable store refuses required calls at once and
 	// stops its writer.
-	r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: s, Required: true}})
+	r, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: s, Required: true}}, nil)
 	defer r.Close(ctx)
 	if _, err := r.Begin(ctx, recorder.CallInfo{ID: "x"}); !errors.Is(err, calllog.ErrJournalStart) || !errors.Is(err, calllog.ErrStoreUnusable) {
 		require.FailNow(t, fmt.Sprintf("Begin over a closed store = %v", err))
@@ -105,7 +105,7 @@ func runWriter(path string) int {
 		return 1
 	}
 	ctx := context.Background()
-	r, err := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: 10 * time.Second}})
+	r, err := recorder.New(calllog.Options{Writer: "A", Journal: &calllog.Journal{Store: st, Required: true, Timeout: 10 * time.Second}}, nil)
 	if err != nil {
 		return 1
 	}

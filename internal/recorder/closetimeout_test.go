@@ -26,7 +26,7 @@ func TestCloseTimeoutMatchesContext(t *testing.T) {
 		<-release // ignores its context on purpose
 		return nil
 	})
-	r, err := recorder.New(calllog.Options{Observers: []calllog.Observer{obs}})
+	r, err := recorder.New(calllog.Options{Observers: []calllog.Observer{obs}}, nil)
 	require.NoError(t, err)
 	rec, err := r.Begin(testCtx(t), recorder.CallInfo{ID: "c"})
 	require.NoError(t, err)

@@ -16,7 +16,7 @@
 // host.Config.CallLog (a calllog.Options) and read it through
 // calllog's types.
 //
-//	rec, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}})
+//	rec, _ := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: store, Required: true}}, nil)
 //	defer rec.Close(ctx)
 //	r, err := rec.Begin(ctx, recorder.CallInfo{ID: id, Tool: "count"})
 //	if err != nil { /* refused: do not write the invoke */ }

@@ -103,7 +103,7 @@ func TestJournalQueueBoundInBytes(t *testing.T) {
 func TestCloseDrainBoundSaysWhatItDropped(t *testing.T) {
 	ctx := testCtx(t)
 	st := &stuckStore{release: make(chan struct{})}
-	r, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: st}})
+	r, err := recorder.New(calllog.Options{Journal: &calllog.Journal{Store: st}}, nil)
 	require.NoError(t, err)
 	rec, err := r.Begin(ctx, recorder.CallInfo{ID: "c1"})
 	require.NoError(t, err)

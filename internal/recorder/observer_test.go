@@ -122,7 +122,7 @@ func TestFailingObserverWarnedOnce(t *testing.T) {
 				return errors.New("observer failed")
 			})
 			good := &collector{}
-			r := newRecorder(t, calllog.Options{Logger: slog.New(h), Observers: []calllog.Observer{bad, good}})
+			r := newLoggingRecorder(t, calllog.Options{Observers: []calllog.Observer{bad, good}}, slog.New(h))
 			for range 3 {
 				runCall(t, ctx, r, recorder.CallInfo{}, 2)
 			}
@@ -228,7 +228,7 @@ func TestDrainWaitsForSlowObserver(t *testing.T) {
 
 func TestClosedRecorderRefusesCalls(t *testing.T) {
 	ctx := testCtx(t)
-	r, _ := recorder.New(calllog.Options{})
+	r, _ := recorder.New(calllog.Options{}, nil)
 	rec, _ := r.Begin(ctx, recorder.CallInfo{})
 	require.NoError(t, r.Close(ctx))
 	if _, err := r.Begin(ctx, recorder.CallInfo{}); !errors.Is(err, recorder.ErrClosed) {

@@ -89,12 +89,14 @@ type Recorder struct {
 	writers map[*journalWriter]struct{}
 }
 
-// New returns a Recorder and starts the goroutines of its observers.
-func New(opts calllog.Options) (*Recorder, error) {
+// New returns a Recorder and starts the goroutines of its observers. logger
+// receives its warnings (an observer failed or fell behind, a journal
+// writer stopped); nil discards them.
+func New(opts calllog.Options, logger *slog.Logger) (*Recorder, error) {
 	if opts.Journal != nil && opts.Journal.Store == nil {
 		return nil, errors.New("calllog: Options.Journal.Store: required")
 	}
-	r := &Recorder{writer: opts.Writer, full: opts.FullContent, journal: opts.Journal, logger: opts.Logger,
+	r := &Recorder{writer: opts.Writer, full: opts.FullContent, journal: opts.Journal, logger: logger,
 		history: opts.History, runners: map[*observerRunner]struct{}{}, writers: map[*journalWriter]struct{}{}}
 	for i, k := range opts.Redact {
 		if k == "" {
@@ -322,9 +324,9 @@ type CallInfo struct {
 	// (Record.Arguments) after Begin; Args is then nil and the request
 	// carries them (RequestInfo.Args).
 	ArgumentsStreamed bool
-	// Span names the call's span: every event of the call carries it
-	// (calllog.Event.Span); nil for none.
-	Span *calllog.Span
+	// TraceID and SpanID name the call's span: every event of the call
+	// carries them (calllog.Event.TraceID, SpanID); "" for none.
+	TraceID, SpanID string
 }
 
 // tree is one call tree: its numbering and its journal writer.
@@ -375,7 +377,8 @@ type Record struct {
 	parentID  string
 	tool      string
 	program   bool
-	span      *calllog.Span     // CallInfo.Span
+	traceID   string            // CallInfo.TraceID
+	spanID    string            // CallInfo.SpanID
 	observers []*observerRunner // every layer's, in order
 	own       []*observerRunner // started for this call; closed at its end
 	exclude   []*observerRunner // observers not given this call's events
@@ -423,7 +426,7 @@ func (r *Recorder) Begin(ctx context.Context, info CallInfo) (*Record, error) {
 		parent = nil // a call of another recorder: a tree of its own here
 	}
 	rec := &Record{id: info.ID, tool: info.Tool, version: info.ToolVersion, program: info.Program,
-		span: info.Span,
+		traceID: info.TraceID, spanID: info.SpanID,
 		done: make(chan struct{}), hist: make([]histEntry, 0, histStart)}
 	rec.exclude = excludedBy(ctx)
 	var t *tree
@@ -507,7 +510,7 @@ func (t *tree) emitLocked(rec *Record, ev calllog.Event, payload frame.Payload) 
 	}
 	t.lastAt = ev.At
 	ev.Call, ev.Parent, ev.Tool, ev.ToolVersion, ev.Program = rec.id, rec.parentID, rec.tool, rec.version, rec.program
-	ev.Span = rec.span
+	ev.TraceID, ev.SpanID = rec.traceID, rec.spanID
 	if ev.Attempt == 0 {
 		ev.Attempt = rec.attempt
 	}
@@ -681,7 +684,7 @@ func (e *histEntry) event(t *tree) calllog.Event {
 	f := e.from
 	ev := calllog.Event{Kind: e.kind, Program: f.program, Tree: t.id, Writer: t.r.writer, Seq: e.seq, After: e.after,
 		At: e.at, Call: f.id, Parent: f.parentID, Tool: f.tool, ToolVersion: e.version, Attempt: int(e.attempt),
-		FrameKind: e.fkind, FrameSeq: e.frameSeq, Media: e.media, Span: f.span}
+		FrameKind: e.fkind, FrameSeq: e.frameSeq, Media: e.media, TraceID: f.traceID, SpanID: f.spanID}
 	if e.payload != nil {
 		ev.Payload = new(calllog.Content)
 		fillContent(ev.Payload, e.payload, true)

@@ -36,7 +36,13 @@ func testCtx(t *testing.T) context.Context {
 
 func newRecorder(t *testing.T, opts calllog.Options) *recorder.Recorder {
 	t.Helper()
-	r, err := recorder.New(opts)
+	return newLoggingRecorder(t, opts, nil)
+}
+
+// newLoggingRecorder is newRecorder with its warnings given to logger.
+func newLoggingRecorder(t *testing.T, opts calllog.Options, logger *slog.Logger) *recorder.Recorder {
+	t.Helper()
+	r, err := recorder.New(opts, logger)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -70,7 +70,7 @@ func TestRedactedKeysNeverKept(t *testing.T) {
 }
 
 func TestRedactRefusesAnEmptyKey(t *testing.T) {
-	_, err := recorder.New(calllog.Options{Redact: []string{"password", ""}})
+	_, err := recorder.New(calllog.Options{Redact: []string{"password", ""}}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Options.Redact[1]")
 }

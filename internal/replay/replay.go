@@ -51,8 +51,9 @@ type Call struct {
 	Media []calllog.MediaInfo
 	// MediaChunks counts the last attempt's chunks that carried media.
 	MediaChunks int
-	// Span is the call's trace ids, when its events name them.
-	Span *calllog.Span
+	// TraceID and SpanID are the call's trace ids, when its events name
+	// them; "" otherwise.
+	TraceID, SpanID string
 	// Caller, for a tree's outermost call made over NATS, names the call
 	// in another tree that made it (its started event's); nil otherwise.
 	Caller *calllog.Link
@@ -246,9 +247,8 @@ func (p *Replayer) Add(e calllog.Event) {
 	if e.ToolVersion != "" {
 		c.ToolVersion = e.ToolVersion
 	}
-	if e.Span != nil && c.Span == nil {
-		sp := *e.Span
-		c.Span = &sp
+	if e.TraceID != "" && c.TraceID == "" {
+		c.TraceID, c.SpanID = e.TraceID, e.SpanID
 	}
 	var payload frame.Payload
 	if e.Payload != nil {

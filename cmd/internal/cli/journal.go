@@ -569,9 +569,9 @@ func printReplay(w io.Writer, r *replay.Tree, path string) {
 			fmt.Fprintf(w, ", step of %s", termsafe.Escape(c.Parent))
 		}
 		fmt.Fprintf(w, ", %d attempt(s)\n", c.Attempts)
-		if tr := c.Span; tr != nil {
+		if c.TraceID != "" {
 			// Hex digits only: a journal's ids were checked when read.
-			fmt.Fprintf(w, "  trace: %s span %s\n", tr.TraceID, tr.SpanID)
+			fmt.Fprintf(w, "  trace: %s span %s\n", c.TraceID, c.SpanID)
 		}
 		if l := c.Caller; l != nil {
 			fmt.Fprintf(w, "  caller: call %s of tree %s\n", termsafe.Escape(l.Call), termsafe.Escape(l.Tree))
