@@ -362,20 +362,33 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // given up). The goroutine is stopped by the command's exit closing the
 // slave side, or by the test closing master.
 func readTerminal(master *os.File) <-chan []byte {
-	read := make(chan []byte, 1)
+	read, _ := readTerminalSeeing(master, "")
+	return read
+}
+
+// readTerminalSeeing is readTerminal that also closes seen once the
+// output holds marker (never, for an empty marker).
+func readTerminalSeeing(master *os.File, marker string) (read <-chan []byte, seen <-chan struct{}) {
+	out := make(chan []byte, 1)
+	saw := make(chan struct{})
 	go func() {
 		var term bytes.Buffer
 		buf := make([]byte, 4096)
+		seeing := marker != ""
 		for {
 			n, err := master.Read(buf)
 			term.Write(buf[:n])
+			if seeing && bytes.Contains(term.Bytes(), []byte(marker)) {
+				close(saw)
+				seeing = false
+			}
 			if err != nil {
-				read <- term.Bytes()
+				out <- term.Bytes()
 				return
 			}
 		}
 	}()
-	return read
+	return out, saw
 }
 
 // awaitTerminal returns what readTerminal read, failing the test if ctx
@@ -437,9 +450,20 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	slave.Close()
-	read := readTerminal(master)
+	read, running := readTerminalSeeing(master, "ALPHA")
 	words := []string{"alpha", "bravo", "charlie", "delta"}
-	for _, w := range words {
+	for i, w := range words {
+		if i == 1 {
+			// The call runs once its first word came back: a loaded
+			// machine can take longer to start skulk-host and its child
+			// than the pacing below lasts, and a call that found every
+			// word already written would end too soon to draw its line.
+			select {
+			case <-running:
+			case <-ctx.Done():
+				require.FailNow(t, "the first word never came back")
+			}
+		}
 		// Pacing, not synchronisation: the call must last long enough
 		// for the progress line to be drawn between the lines.
 		time.Sleep(200 * time.Millisecond)
