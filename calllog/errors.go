@@ -53,7 +53,7 @@ type JournalError struct {
 	// store's error (ErrStoreUnusable, ErrFenced or its own), a context
 	// error, the store's silence past Journal.Timeout (matching
 	// os.ErrDeadlineExceeded), or the tree's events dropped by a full
-	// queue (ErrJournalOverflow); nil for a policy refusal.
+	// queue (ErrJournalOverflow).
 	Cause error
 	// Kept, set by the host that returned the error, waits until the
 	// call's end (for a refusal: the end that records it) is kept: nil

@@ -382,7 +382,7 @@ func (h *Host) newCallID() string {
 }
 
 // CallOption sets optional parts of a call: fields of its invoke, its
-// observers, its journal.
+// observers, its input.
 type CallOption func(*callOptions)
 
 // callOptions is what the CallOptions of one call set.
@@ -654,7 +654,7 @@ func (h *Host) startCall(ctx context.Context, rec *recorder.Record, t *toolschem
 // journal, numbered once). The program ends after fn has returned and
 // every step has ended: done when fn returned nil, else with fn's error.
 // It returns fn's error, or the recorder's (a required journal that did
-// not keep the start or confirm the end, a journal policy refusal). When
+// not keep the start or confirm the end). When
 // fn returned nil but ctx was done before every step ended, it returns an
 // error matching ctx's error (context.Canceled or
 // context.DeadlineExceeded); the program then ends cancelled when its last
