@@ -160,3 +160,47 @@ func TestDecoderZeroValue(t *testing.T) {
 	_, err := d.DecodeHeader([]byte{0xc1}, 0)
 	require.ErrorIs(t, err, wire.ErrProtocol)
 }
+
+// TestDecodeFrameFastRefusesWhatValidateRefuses: the single pass checks
+// a frame with frame.Validate (its payload stood in for by an empty
+// object, the bytes being checked as they are read), so a frame whose
+// shape, media or error breaks the rules is never taken by it, while the
+// same frame made valid is. Each bad header is one the general path
+// refuses too.
+func TestDecodeFrameFastRefusesWhatValidateRefuses(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	blob := func(extra ...any) map[string]any {
+		m := map[string]any{"kind": "blob", "blob_id": "b1", "size_bytes": 3, "sha256": sha, "media_type": "audio/pcm"}
+		for i := 0; i < len(extra); i += 2 {
+			m[extra[i].(string)] = extra[i+1]
+		}
+		return m
+	}
+	fail := func(code string) map[string]any { return map[string]any{"code": code, "message": "m"} }
+	failed := func(extra ...any) []any { return frameKV(append([]any{"kind", "failed", "payload", nil}, extra...)...) }
+	cases := []struct {
+		name      string
+		bad, good []any
+		att       uint32
+	}{
+		{"inline media sample_rate", frameKV("media", inlineMedia("sample_rate", -1)), frameKV("media", inlineMedia("sample_rate", 8000)), 2},
+		{"inline media channels", frameKV("media", inlineMedia("channels", -2)), frameKV("media", inlineMedia("channels", 2)), 2},
+		{"inline media codec", frameKV("media", inlineMedia("codec", "\xff")), frameKV("media", inlineMedia("codec", "opus")), 2},
+		{"blob media sha256", frameKV("media", blob("sha256", "x")), frameKV("media", blob()), 0},
+		{"blob media size_bytes", frameKV("media", blob("size_bytes", -1)), frameKV("media", blob()), 0},
+		{"media on completed", frameKV("kind", "completed", "media", blob()), frameKV("kind", "completed"), 0},
+		{"error on a chunk", frameKV("error", fail("provider_error")), failed("error", fail("provider_error")), 0},
+		{"failed without error", failed(), failed("error", fail("provider_error")), 0},
+		{"failed with cancelled", failed("error", fail("cancelled")), failed("error", fail("timeout")), 0},
+		{"payload on started", frameKV("kind", "started", "sequence", 0), frameKV("kind", "started", "sequence", 0, "payload", nil), 0},
+		{"sequence 0 on a chunk", frameKV("sequence", 0), frameKV("sequence", 2), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.NotNil(t, wire.NewTestDecoder().DecodeFrameFast(hdr(c.good...), c.att), "the valid frame is taken")
+			require.Nil(t, wire.NewTestDecoder().DecodeFrameFast(hdr(c.bad...), c.att), "the invalid frame is left to the general path")
+			_, err := wire.NewTestDecoder().DecodeGeneral(hdr(c.bad...), c.att)
+			require.ErrorIs(t, err, frame.ErrInvalid, "the general path refuses it")
+		})
+	}
+}
