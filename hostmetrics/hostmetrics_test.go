@@ -189,7 +189,7 @@ func TestUnknownToolsShareOneSeries(t *testing.T) {
 	m.Watch(h)
 	end("c2", "ok", "journal_start")
 	end("c3", "random-1", "journal_start")
-	end("c4", "random-2", "journal_policy")
+	end("c4", "random-2", "invalid")
 	end("c5", "random-3", "unknown_tool")
 
 	const want = `
