@@ -23,35 +23,9 @@ import (
 // stays the same healthy child, and a call in flight ends as its caller
 // ends it, not unreachable.
 func TestHostStalledChildNotBlamed(t *testing.T) {
-	cfg := fastHealth(fakeConfig("serve"))
-	cfg.HealthTimeout = 2 * time.Second
-	h, _ := testHost(t, cfg, time.Minute)
-	ok, err := h.Call(callCtx(t, 30*time.Second), "ok", nil)
-	require.NoError(t, err)
-	require.NoError(t, ok.CloseSend())
-	_, err = ok.Wait()
-	require.NoError(t, err)
-	before := h.Children()[0]
-	require.Equal(t, "ready", before.State)
-	c, err := h.Call(callCtx(t, 30*time.Second), "hang", nil)
-	require.NoError(t, err)
-
 	// The shell stops both processes, continues this one 3 s later and
-	// the child half a second after it; Run returns once it has exited.
-	stall := exec.Command("sh", "-c", `kill -STOP "$2" "$1"; sleep 3; kill -CONT "$1"; sleep 0.5; kill -CONT "$2"`,
-		"sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID))
-	require.NoError(t, stall.Run())
-
-	// Twice the timeout after the host runs again: a blamed child would
-	// have been declared dead and replaced by now.
-	time.Sleep(2 * cfg.HealthTimeout)
-	after := h.Children()[0]
-	assert.Equal(t, before.PID, after.PID, "the child was replaced: %v", after.LastCause)
-	assert.Equal(t, "ready", after.State)
-	assert.Zero(t, after.Restarts)
-	c.Cancel()
-	term, _ := recvUntilTerminal(t, c, 10*time.Second)
-	assert.Equal(t, frame.KindCancelled, term.Kind, "the call in flight ended %v: %v", term.Kind, term.Error)
+	// the child half a second after it.
+	stallHostAndChild(t, "hang", `kill -STOP "$2" "$1"; sleep 3; kill -CONT "$1"; sleep 0.5; kill -CONT "$2"`, false)
 }
 
 // TestHostStalledReadsStalePongs: pongs the child wrote while the host was
@@ -67,34 +41,11 @@ func TestHostStalledChildNotBlamed(t *testing.T) {
 // before the stall and one written as the child ran again, both before
 // the child's stream goroutine had counted hang.
 func TestHostStalledReadsStalePongs(t *testing.T) {
-	cfg := fastHealth(fakeConfig("serve"))
-	cfg.HealthTimeout = 2 * time.Second
-	h, _ := testHost(t, cfg, time.Minute)
-	ok, err := h.Call(callCtx(t, 30*time.Second), "ok", nil)
-	require.NoError(t, err)
-	require.NoError(t, ok.CloseSend())
-	_, err = ok.Wait()
-	require.NoError(t, err)
-	before := h.Children()[0]
-	c, err := h.Call(callCtx(t, 30*time.Second), "latecount", nil)
-	require.NoError(t, err)
-
 	// The child is stopped first, so that the pings of the next 0.45 s
 	// (four or five, one every HealthInterval) wait for it; then the host.
 	// The child, continued, answers them all, not counting the call, into
 	// the stopped host, which reads them 3 s later.
-	stall := exec.Command("sh", "-c", `kill -STOP "$2"; sleep 0.45; kill -STOP "$1"; sleep 0.1; kill -CONT "$2"; sleep 3; kill -CONT "$1"`,
-		"sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID))
-	require.NoError(t, stall.Run())
-
-	time.Sleep(2 * cfg.HealthTimeout)
-	after := h.Children()[0]
-	assert.Equal(t, before.PID, after.PID, "the child was replaced: %v", after.LastCause)
-	assert.Equal(t, "ready", after.State)
-	assert.Zero(t, after.Restarts)
-	c.Cancel()
-	term, _ := recvUntilTerminal(t, c, 10*time.Second)
-	assert.Equal(t, frame.KindCancelled, term.Kind, "the call in flight ended %v: %v", term.Kind, term.Error)
+	stallHostAndChild(t, "latecount", `kill -STOP "$2"; sleep 0.45; kill -STOP "$1"; sleep 0.1; kill -CONT "$2"; sleep 3; kill -CONT "$1"`, false)
 }
 
 // TestHostStalledWithPingOutstanding: as TestHostStalledChildNotBlamed,
@@ -105,6 +56,20 @@ func TestHostStalledReadsStalePongs(t *testing.T) {
 // second later, answers. TestHostStalledChildNotBlamed failed so under
 // load ("no pong in time") when a ping was sent just before both stopped.
 func TestHostStalledWithPingOutstanding(t *testing.T) {
+	// The child counts the call first (so that only its health is
+	// judged), and stops 0.3 s before the host.
+	stallHostAndChild(t, "hang", `kill -STOP "$2"; sleep 0.3; kill -STOP "$1"; sleep 3; kill -CONT "$1"; sleep 0.5; kill -CONT "$2"`, true)
+}
+
+// stallHostAndChild starts a host whose child runs tool (in a call made
+// after one ok call), has the shell run script with this process's pid as
+// $1 and the child's as $2 (stopping and continuing them), and checks that
+// the child was not blamed: twice HealthTimeout after the script ended it
+// is the same ready child, never restarted, and the call in flight ends as
+// its caller cancels it. With counted, the script runs only once the
+// child's pongs count the call.
+func stallHostAndChild(t *testing.T, tool, script string, counted bool) {
+	t.Helper()
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.HealthTimeout = 2 * time.Second
 	h, _ := testHost(t, cfg, time.Minute)
@@ -114,15 +79,18 @@ func TestHostStalledWithPingOutstanding(t *testing.T) {
 	_, err = ok.Wait()
 	require.NoError(t, err)
 	before := h.Children()[0]
-	c, err := h.Call(callCtx(t, 30*time.Second), "hang", nil)
+	require.Equal(t, "ready", before.State)
+	c, err := h.Call(callCtx(t, 30*time.Second), tool, nil)
 	require.NoError(t, err)
-	// The child counts the call (so that only its health is judged).
-	require.Eventually(t, func() bool { return h.Children()[0].Streams == 1 }, 10*time.Second, 10*time.Millisecond)
+	if counted {
+		require.Eventually(t, func() bool { return h.Children()[0].Streams == 1 }, 10*time.Second, 10*time.Millisecond)
+	}
 
-	stall := exec.Command("sh", "-c", `kill -STOP "$2"; sleep 0.3; kill -STOP "$1"; sleep 3; kill -CONT "$1"; sleep 0.5; kill -CONT "$2"`,
-		"sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID))
+	stall := exec.Command("sh", "-c", script, "sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID))
 	require.NoError(t, stall.Run(), "the child was gone before the stall ended")
 
+	// Twice the timeout after the host runs again: a blamed child would
+	// have been declared dead and replaced by now.
 	time.Sleep(2 * cfg.HealthTimeout)
 	after := h.Children()[0]
 	assert.Equal(t, before.PID, after.PID, "the child was replaced: %v", after.LastCause)
