@@ -258,7 +258,10 @@ func call(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, nc ne
 		logFlood(inv)
 		completed(1, nil)
 		end()
-		return true
+		// The caller's frames are read before the next invoke, which
+		// would otherwise find them and end the connection, under the
+		// next call the host routes to it.
+		return drainCaller()
 	case "lostfinish":
 		running.Add(-1) // forgotten: the pongs no longer count it
 		defer running.Add(1)
