@@ -317,6 +317,14 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	j := jsonEvent{Format: format, Kind: e.Kind.String(), Tree: e.Tree, Writer: e.Writer, Seq: e.Seq,
 		At: e.At.UTC().Format(timeFormat), Call: e.Call, Tool: e.Tool, ToolVersion: e.ToolVersion,
 		Program: e.Program, Attempt: e.Attempt, Child: e.Child, Refused: e.Refused, ArgumentsStreamed: e.ArgumentsStreamed}
+	// The trace ids are refused as UnmarshalJSON refuses them, so that
+	// what is written can be read back.
+	if !traceHex(e.TraceID, 32) {
+		return nil, &formatError{Field: "trace_id", Reason: "not 32 lower-case hex digits"}
+	}
+	if !traceHex(e.SpanID, 16) || (e.SpanID == "") != (e.TraceID == "") {
+		return nil, &formatError{Field: "span_id", Reason: "not 16 lower-case hex digits with a trace_id"}
+	}
 	j.TraceID, j.SpanID = e.TraceID, e.SpanID
 	if e.Caller != nil {
 		j.Caller = &jsonLink{Tree: e.Caller.Tree, Call: e.Caller.Call}

@@ -218,4 +218,15 @@ func TestTraceIDsAreChecked(t *testing.T) {
 	if err := json.Unmarshal([]byte(head+"}"), &e); err != nil || e.TraceID != "" || e.SpanID != "" {
 		assert.Fail(t, fmt.Sprintf("no ids: %v, %q %q", err, e.TraceID, e.SpanID))
 	}
+	// What would be refused on reading is refused on writing.
+	for _, tc := range []struct{ trace, span, field string }{
+		{"4BF92F3577B34DA6A3CE929D0E0E4736", "00f067aa0ba902b7", "trace_id"},
+		{"4bf92f3577b34da6a3ce929d0e0e4736", "", "span_id"},
+		{"", "00f067aa0ba902b7", "span_id"},
+	} {
+		ev := calllog.Event{Kind: calllog.KindStarted, Tree: "t", Writer: "w", Seq: 1, Call: "t", Tool: "x", TraceID: tc.trace, SpanID: tc.span}
+		_, err := json.Marshal(ev)
+		var fe *calllog.FormatError
+		assert.Truef(t, errors.As(err, &fe) && fe.Field == tc.field, "marshal %q %q: %v, want a FormatError for %s", tc.trace, tc.span, err, tc.field)
+	}
 }
