@@ -73,11 +73,7 @@ func stallHostAndChild(t *testing.T, tool, script string, counted bool) {
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.HealthTimeout = 2 * time.Second
 	h, _ := testHost(t, cfg, time.Minute)
-	ok, err := h.Call(callCtx(t, 30*time.Second), "ok", nil)
-	require.NoError(t, err)
-	require.NoError(t, ok.CloseSend())
-	_, err = ok.Wait()
-	require.NoError(t, err)
+	callOK(t, h)
 	before := h.Children()[0]
 	require.Equal(t, "ready", before.State)
 	c, err := h.Call(callCtx(t, 30*time.Second), tool, nil)
@@ -113,11 +109,7 @@ func TestHostStalledOftenHungChildFound(t *testing.T) {
 	cfg.HealthInterval = 20 * time.Millisecond
 	cfg.HealthTimeout = time.Second
 	h, _ := testHost(t, cfg, time.Minute)
-	ok, err := h.Call(callCtx(t, 30*time.Second), "ok", nil)
-	require.NoError(t, err)
-	require.NoError(t, ok.CloseSend())
-	_, err = ok.Wait()
-	require.NoError(t, err)
+	callOK(t, h)
 	before := h.Children()[0]
 	c, err := h.Call(callCtx(t, 30*time.Second), "hang", nil)
 	require.NoError(t, err)
@@ -135,4 +127,15 @@ func TestHostStalledOftenHungChildFound(t *testing.T) {
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	require.Equal(t, frame.KindFailed, term.Kind, "the call on the hung child ended %v: %v", term.Kind, term.Error)
 	assert.Equal(t, frame.CodeUnreachable, term.Error.Code)
+}
+
+// callOK makes one ok call on h and waits for its result, so that the
+// child is ready and has served a call.
+func callOK(t *testing.T, h *Host) {
+	t.Helper()
+	ok, err := h.Call(callCtx(t, 30*time.Second), "ok", nil)
+	require.NoError(t, err)
+	require.NoError(t, ok.CloseSend())
+	_, err = ok.Wait()
+	require.NoError(t, err)
 }
