@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,12 +17,16 @@ import (
 const endless = 1 << 31
 
 // hostMem returns the host's live heap and goroutine stacks after a
-// garbage collection: what the process holds.
+// garbage collection: what the process holds. The heap is what the
+// collection marked live, not HeapAlloc, which also counts what the
+// running streams allocated after it ended, garbage included.
 func hostMem() int64 {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc + ms.StackInuse)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	return int64(live[0].Value.Uint64() + ms.StackInuse)
 }
 
 // counter is a frame counter of one stream, padded to its own cache line
