@@ -17,6 +17,8 @@ func TestSchemaErrors(t *testing.T) {
 		"properties": map[string]any{
 			"name":  map[string]any{"type": "string", "maxLength": int8(3), "pattern": "^[a-z]+$"},
 			"tags":  map[string]any{"type": "array", "maxItems": int8(1)},
+			"words": map[string]any{"type": "array", "items": map[string]any{"type": "string", "maxLength": int8(2)}},
+			"env":   map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}},
 			"level": map[string]any{"type": "integer", "minimum": int8(0), "maximum": int8(9)},
 			"opts": map[string]any{"type": "object", "properties": map[string]any{
 				"depth": map[string]any{"type": "integer", "default": int8(2)},
@@ -43,6 +45,10 @@ func TestSchemaErrors(t *testing.T) {
 		{map[string]any{"name": "ab", "level": 12}, "/level", "maximum", "integer"},
 		{map[string]any{"name": "ab", "opts": map[string]any{"mode": "secret"}}, "/opts/mode", "enum", "string of 6 bytes"},
 		{map[string]any{"name": "ab", "se/cr~et": true}, "/se~1cr~0et", "additionalProperties", "boolean"},
+		// The field is where in the payload the value is: an item's index,
+		// a key that only additionalProperties describes.
+		{map[string]any{"name": "ab", "words": []any{"ok", "secret"}}, "/words/1", "maxLength", "string of 6 bytes"},
+		{map[string]any{"name": "ab", "env": map[string]any{"a": 1, "b": "secret"}}, "/env/b", "type", "string of 6 bytes"},
 	} {
 		args, err := withDefaults(schema, frame.MustPayload(tc.args))
 		require.NoError(t, err)
@@ -78,6 +84,12 @@ func TestCatalogRefusesBadSchemas(t *testing.T) {
 		{{ID: "a"}, {ID: "a"}},
 		{{ID: "a", InputSchema: map[string]any{"type": "no-such-type"}}},
 		{{ID: "a", OutputSchema: map[string]any{"$ref": "https://example.com/remote.json"}}},
+		// Schemas the 2020-12 meta-schema refuses, and references that
+		// lead nowhere, do not compile (rather than refuse, or accept,
+		// every payload).
+		{{ID: "a", InputSchema: map[string]any{"type": "string", "maxLength": int8(-1)}}},
+		{{ID: "a", ArgumentsSchema: map[string]any{"type": "object", "required": []any{"a", "a"}}}},
+		{{ID: "a", ArgumentsSchema: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"$ref": "#/$defs/missing"}}}}},
 	} {
 		if _, err := NewCatalog(tools); err == nil {
 			assert.Fail(t, fmt.Sprintf("%+v: compiled", tools))
