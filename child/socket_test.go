@@ -205,7 +205,8 @@ func TestSockFileRead(t *testing.T) {
 	require.NoError(t, err)
 	c = newSockFile(f)
 	go func() { _, err := c.Read(buf); read <- err }() // ends with Close below
-	time.Sleep(20 * time.Millisecond) // it waits (or Close comes first: the same error)
+	// It waits by now (or Close comes first: the same error).
+	time.Sleep(20 * time.Millisecond)
 	require.NoError(t, c.Close())
 	select {
 	case err := <-read:
