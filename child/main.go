@@ -104,7 +104,7 @@ func hostedConns() (Conn, Listener, error) {
 		sf.Close()
 		return nil, nil, err
 	}
-	return control, streams, nil
+	return newSockFile(control), streams, nil
 }
 
 func envFD(name string) (int, error) {

@@ -4,6 +4,7 @@ package child
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -119,7 +120,7 @@ func TestSocketListener(t *testing.T) {
 	defer dialed.Close()
 	c, err := ln.Accept()
 	require.NoError(t, err)
-	requireHostedFlags(t, c.(*os.File))
+	requireHostedFlags(t, c.(*sockFile).File)
 	_, err = dialed.Write([]byte("hi"))
 	require.NoError(t, err)
 	buf := make([]byte, 2)
@@ -148,4 +149,69 @@ func TestSocketListener(t *testing.T) {
 	connected, cfd := hostedPair(t, "streams")
 	_, err = newSocketListener(connected, cfd)
 	require.ErrorIs(t, err, errNotHosted)
+}
+
+// TestSockFileRead: a hosted socket's raw reads give what an *os.File's
+// Read gives: the bytes, an error matching os.ErrDeadlineExceeded when the
+// read deadline passes (the connection still readable after it is
+// cleared), io.EOF once the peer closed, and os.ErrClosed after Close,
+// also for a Read that waits when Close comes.
+func TestSockFileRead(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	peer := os.NewFile(uintptr(fds[1]), "peer")
+	defer peer.Close()
+	f, err := hostedFile(fds[0], "sock")
+	require.NoError(t, err)
+	c := newSockFile(f)
+	defer c.Close()
+	buf := make([]byte, 8)
+
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
+	_, err = c.Read(buf)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+
+	_, err = peer.Write([]byte("hi"))
+	require.NoError(t, err)
+	n, err := c.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "hi", string(buf[:n]))
+
+	read := make(chan error, 1)
+	go func() { _, err := c.Read(buf); read <- err }() // ends with the peer's close below
+	select {
+	case err := <-read:
+		require.FailNow(t, fmt.Sprintf("Read returned with nothing to read: %v", err))
+	case <-time.After(20 * time.Millisecond): // it waits
+	}
+	require.NoError(t, peer.Close())
+	select {
+	case err := <-read:
+		require.ErrorIs(t, err, io.EOF)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "Read still waits after the peer closed")
+	}
+
+	require.NoError(t, c.Close())
+	_, err = c.Read(buf)
+	require.ErrorIs(t, err, os.ErrClosed)
+
+	// A Read that waits when Close comes.
+	fds, err = syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer syscall.Close(fds[1])
+	f, err = hostedFile(fds[0], "sock")
+	require.NoError(t, err)
+	c = newSockFile(f)
+	go func() { _, err := c.Read(buf); read <- err }() // ends with Close below
+	// It waits by now (or Close comes first: the same error).
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, c.Close())
+	select {
+	case err := <-read:
+		require.ErrorIs(t, err, os.ErrClosed)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "Read still waits after Close")
+	}
 }

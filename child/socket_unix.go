@@ -3,10 +3,15 @@
 package child
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/skulkrt/skulk/internal/nbsys"
 )
 
 // hostedFile takes over fd, a socket the host passed, as a pollable
@@ -26,6 +31,80 @@ func hostedFile(fd int, name string) (*os.File, error) {
 		return nil, fmt.Errorf("%w: fd %d: %v", errNotHosted, fd, err)
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// sockFile is a hosted socket (an *os.File in non-blocking mode) whose
+// reads are made with nbsys.Read and waited for by the runtime's poller,
+// as its writes are (writev, through the file's RawConn): a provider's
+// busy path then makes no system call that wakes the runtime's monitor
+// thread (package nbsys says why that matters). Safe for concurrent use;
+// concurrent Reads take turns, as an *os.File's do.
+type sockFile struct {
+	*os.File
+	rc syscall.RawConn
+
+	mu  sync.Mutex // held by Read: p, n and err are its
+	fn  func(fd uintptr) bool
+	p   []byte
+	n   int
+	err error
+}
+
+// newSockFile wraps f, a socket in non-blocking mode; without a RawConn
+// it returns f itself.
+func newSockFile(f *os.File) Conn {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f
+	}
+	s := &sockFile{File: f, rc: rc}
+	s.fn = s.read
+	return s
+}
+
+// Read reads as an *os.File's Read does, with its errors: io.EOF at the
+// end, a *os.PathError matching os.ErrDeadlineExceeded when the read
+// deadline passed, or os.ErrClosed after Close (the only other way the
+// poller's wait ends), or the socket's error.
+func (s *sockFile) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.p, s.n, s.err = p, 0, nil
+	err := s.rc.Read(s.fn)
+	s.p = nil
+	switch {
+	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: err}
+	case err != nil:
+		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: os.ErrClosed}
+	case s.err != nil:
+		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: s.err}
+	case s.n == 0:
+		return 0, io.EOF
+	}
+	return s.n, nil
+}
+
+// read is one attempt of Read: false, so that the poller waits for the
+// socket to be readable and calls it again, when nothing is there yet.
+func (s *sockFile) read(fd uintptr) bool {
+	for {
+		n, err := nbsys.Read(int(fd), s.p)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		case nil:
+			s.n = n
+		default:
+			s.err = err
+		}
+		return true
+	}
 }
 
 // sockType returns the socket type of fd, or an error matching errNotHosted
@@ -91,7 +170,7 @@ func (l *socketListener) Accept() (Conn, error) {
 	case aerr != nil:
 		return nil, os.NewSyscallError("accept", aerr)
 	}
-	return os.NewFile(uintptr(nfd), "skulk-stream"), nil
+	return newSockFile(os.NewFile(uintptr(nfd), "skulk-stream")), nil
 }
 
 // Close closes the socket; a waiting Accept returns.
@@ -102,8 +181,8 @@ func (l *socketListener) Close() error {
 
 // dialUnix connects to the Unix stream socket at path (the host's call
 // socket, docs/protocol.md §8) and returns the connection as a pollable,
-// close-on-exec *os.File, without package net.
-func dialUnix(path string) (*os.File, error) {
+// close-on-exec *os.File (a sockFile), without package net.
+func dialUnix(path string) (Conn, error) {
 	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		return nil, err
@@ -122,7 +201,7 @@ func dialUnix(path string) (*os.File, error) {
 		syscall.Close(fd)
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), "calls"), nil
+	return newSockFile(os.NewFile(uintptr(fd), "calls")), nil
 }
 
 // shutdownWrite ends nc's writing (shutdown SHUT_WR) and leaves its

@@ -253,7 +253,7 @@ func (s *callServer) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 		nc.Close()
 	}()
-	r := packetio.NewReader(nc, s.ch.limits)
+	r := packetio.NewReader(newRawSource(nc), s.ch.limits)
 	cs := &connCalls{outDone: make(chan error, 1), watch: newConnWatch(nc, hangupWatchDelay)}
 	defer cs.watch.close()
 	// The caller is gone once close began: the running callee is aborted

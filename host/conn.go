@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
@@ -328,7 +329,13 @@ func (c *streamConn) idleSound() bool {
 // peek is idleSound's look at the socket: one byte, kept there, without
 // waiting for readiness.
 func (c *streamConn) peek(fd uintptr) bool {
-	c.peekN, _, c.peekErr = syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	// Raw: a look that never waits need not wake the runtime's monitor
+	// thread (package nbsys).
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	c.peekN, c.peekErr = int(n), nil
+	if errno != 0 {
+		c.peekN, c.peekErr = 0, errno
+	}
 	return true
 }
 

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/skulkrt/skulk/internal/nbsys"
 )
 
 // The host's busy stream readers take turns through a turns.Gate
@@ -135,7 +137,7 @@ func (s *connSource) Read(p []byte) (int, error) {
 // again, when nothing is there yet.
 func (s *connSource) read(fd uintptr) bool {
 	for {
-		n, err := syscall.Read(int(fd), s.p)
+		n, err := nbsys.Read(int(fd), s.p)
 		switch err {
 		case syscall.EINTR:
 			continue

@@ -227,7 +227,15 @@ func (v *Vectored) writev(fd uintptr) bool {
 			v.left = nil
 			return true
 		}
-		n, _, errno := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&v.vec[0])), uintptr(len(v.vec)))
+		var n uintptr
+		var errno syscall.Errno
+		if v.nonblock {
+			// It never waits: made raw, it leaves the runtime's
+			// monitor thread asleep (see package nbsys).
+			n, _, errno = syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&v.vec[0])), uintptr(len(v.vec)))
+		} else {
+			n, _, errno = syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&v.vec[0])), uintptr(len(v.vec)))
+		}
 		switch errno {
 		case 0:
 		case syscall.EINTR:
