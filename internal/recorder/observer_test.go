@@ -44,7 +44,11 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 		}
 		return blocked.Observe(ctx, e)
 	})
+	// An observer costs each event what building it for the observer
+	// takes, blocked or not; a blocked one must cost no more than that:
+	// what does not fit in its queue is dropped, never waited for.
 	plain := newRecorder(t, calllog.Options{})
+	keeping := newRecorder(t, calllog.Options{Observers: []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })}})
 	slowed := newRecorder(t, calllog.Options{Observers: []calllog.Observer{blocker}})
 
 	// Interleaved rounds, best of each, so both see the same machine load.
@@ -55,13 +59,14 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 		}
 		return b
 	}
-	var without, with time.Duration
+	var without, keepingUp, with time.Duration
 	for range 3 {
 		without = best(perEvent(t, ctx, plain, n), without)
+		keepingUp = best(perEvent(t, ctx, keeping, n), keepingUp)
 		with = best(perEvent(t, ctx, slowed, n), with)
 	}
-	t.Logf("per event: %v without an observer, %v with one blocked", without, with)
-	require.Falsef(t, with > 10*without+2*time.Microsecond, "a blocked observer slowed recording: %v per event against %v", with, without)
+	t.Logf("per event: %v without an observer, %v with one keeping up, %v with one blocked", without, keepingUp, with)
+	require.Falsef(t, with > 3*keepingUp+time.Microsecond, "a blocked observer slowed recording: %v per event against %v", with, keepingUp)
 
 	// A call begun while the observer is blocked: its start is kept, in
 	// the room middle events leave to boundaries.
