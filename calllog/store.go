@@ -104,9 +104,7 @@ type EventStore interface {
 // matches ErrFormat (errors.Is). Readers show it as a loss of that one
 // event and go on after it: the rest of the tree stays readable.
 type CorruptEventError struct {
-	// Tree and Seq name the event.
-	Tree string
-	// Seq is the event's number in its tree.
+	// Seq is the event's number in the tree that was read.
 	Seq uint64
 	// Err says what is wrong with it; it matches ErrFormat.
 	Err error

@@ -512,11 +512,11 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 			return nil, s.classify("events after", err)
 		}
 		if n > storedevent.MaxEventBytes {
-			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: storedevent.ErrTooLarge}
+			return out, &calllog.CorruptEventError{Seq: uint64(seq), Err: storedevent.ErrTooLarge}
 		}
 		e, err := storedevent.Decode(b)
 		if err != nil {
-			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: err}
+			return out, &calllog.CorruptEventError{Seq: uint64(seq), Err: err}
 		}
 		out = append(out, e)
 		size += n
