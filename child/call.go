@@ -577,7 +577,7 @@ func errorFrame(err error) frame.Frame {
 		return failedFrame(frame.CodeProviderError, err.Error())
 	}
 	var fe *frame.Error
-	if errors.As(err, &fe) && !fe.Code.Valid() {
+	if errors.As(err, &fe) && !protocol.KnownCode(fe.Code) {
 		msg := fe.Message
 		if msg == "" {
 			msg = "failed"

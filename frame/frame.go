@@ -270,7 +270,7 @@ func (f *Frame) Validate() error {
 		}
 	}
 	if f.Error != nil {
-		if !f.Error.Code.Valid() {
+		if !f.Error.Code.valid() {
 			return fieldErr("error.code", "unknown value")
 		}
 		if err := checkChars("error.message", f.Error.Message, 0, maxMessageChars); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // linkError is why a call's link ended before its fin: the synthetic
@@ -387,7 +388,7 @@ func (l *link) deliver(data []byte) {
 		}
 	case message.KindAbort:
 		code := frame.Code(m.Arg)
-		if !validCode(code) {
+		if !protocol.KnownCode(code) {
 			code = frame.CodeTransportError
 		}
 		l.err = &linkError{code, frame.SanitizeMessage(string(m.Body))}
@@ -448,11 +449,6 @@ func (l *link) enqueueLocked(b []byte) {
 	}
 	l.queue = append(l.queue, append([]byte(nil), b...))
 	l.tailOwned = true
-}
-
-// validCode reports whether c is a failure code of frame's.
-func validCode(c frame.Code) bool {
-	return c.Valid()
 }
 
 // tick runs the link's heartbeat: a ping when nothing was sent for

@@ -198,7 +198,7 @@ func violates(f *frame.Frame) string {
 	case (f.Sequence == 0) != (f.Kind == frame.KindStarted):
 		return "breaks the sequence rule"
 	}
-	if f.Error != nil && (!utf8.ValidString(f.Error.Message) || runes(f.Error.Message) > 2048 || !f.Error.Code.Valid()) {
+	if f.Error != nil && (!utf8.ValidString(f.Error.Message) || runes(f.Error.Message) > 2048 || f.Error.Code < frame.CodeProviderError || f.Error.Code > frame.CodeInvalidFrame) {
 		return "has a bad error"
 	}
 	switch m := f.Media.(type) {
