@@ -51,7 +51,8 @@ type Error struct {
 	// Code classifies the failure.
 	Code Code
 	// Message is a human-readable explanation, at most 2,048
-	// characters of valid UTF-8 (see SanitizeMessage); it may be empty.
+	// characters of valid UTF-8 (NewFailed and NewCancelled cut a message
+	// to fit); it may be empty.
 	Message string
 	// Synthetic is true when the outcome was made up in place of the
 	// provider's: by the host because the child died, hung, timed out or
@@ -74,9 +75,11 @@ func (e *Error) Error() string {
 	return s + ": " + e.Message
 }
 
-// SanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
-// the text is cut to 2,048 characters on a character boundary.
-func SanitizeMessage(s string) string {
+// sanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
+// the text is cut to 2,048 characters on a character boundary. The code
+// above wire has its copy (internal/protocol.SanitizeMessage), tested
+// against NewFailed.
+func sanitizeMessage(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
@@ -369,11 +372,13 @@ func NewCompleted(callID string, dir Direction, seq uint64, result Payload) (Fra
 	return build(Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindCompleted, Payload: result})
 }
 
-// NewFailed returns a failed terminal. The message is passed through
-// SanitizeMessage; code must not be CodeCancelled (use NewCancelled).
+// NewFailed returns a failed terminal. The message is made fit for the
+// wire: invalid UTF-8 becomes U+FFFD and the text is cut to 2,048
+// characters on a character boundary. code must not be CodeCancelled (use
+// NewCancelled).
 func NewFailed(callID string, dir Direction, seq uint64, code Code, message string) (Frame, error) {
 	return build(Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindFailed,
-		Error: &Error{Code: code, Message: SanitizeMessage(message)}})
+		Error: &Error{Code: code, Message: sanitizeMessage(message)}})
 }
 
 // NewCancelled returns a cancelled terminal. An empty message gives a frame
@@ -382,7 +387,7 @@ func NewFailed(callID string, dir Direction, seq uint64, code Code, message stri
 func NewCancelled(callID string, dir Direction, seq uint64, message string) (Frame, error) {
 	f := Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindCancelled}
 	if message != "" {
-		f.Error = &Error{Code: CodeCancelled, Message: SanitizeMessage(message)}
+		f.Error = &Error{Code: CodeCancelled, Message: sanitizeMessage(message)}
 	}
 	return build(f)
 }

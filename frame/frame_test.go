@@ -345,7 +345,7 @@ func TestSanitizeMessage(t *testing.T) {
 		{strings.Repeat("a\xff", maxMessageChars), strings.Repeat("a\uFFFD", maxMessageChars/2)},
 	}
 	for _, c := range cases {
-		got := SanitizeMessage(c.in)
+		got := sanitizeMessage(c.in)
 		require.Equal(t, c.want, got)
 		require.True(t, utf8.ValidString(got))
 		require.LessOrEqual(t, utf8.RuneCountInString(got), maxMessageChars)

@@ -391,7 +391,7 @@ func (l *link) deliver(data []byte) {
 		if !protocol.KnownCode(code) {
 			code = frame.CodeTransportError
 		}
-		l.err = &linkError{code, frame.SanitizeMessage(string(m.Body))}
+		l.err = &linkError{code, protocol.SanitizeMessage(string(m.Body))}
 		close(l.failed)
 		l.notifyLocked()
 	default: // open: only ever the first message, taken by the serving side's endpoint
@@ -465,7 +465,7 @@ func (l *link) tick(now int64, interval, timeout time.Duration) {
 
 // cutReason cuts s to at most message.MaxReason bytes on a character boundary.
 func cutReason(s string) string {
-	s = frame.SanitizeMessage(s)
+	s = protocol.SanitizeMessage(s)
 	if len(s) <= message.MaxReason {
 		return s
 	}

@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,4 +27,23 @@ func TestKnownCodeAgreesWithFrame(t *testing.T) {
 		}
 	}
 	require.Equal(t, 6, known)
+}
+
+// TestSanitizeMessageAgreesWithFrame: SanitizeMessage gives the message
+// frame.NewFailed puts in its frame, and a valid one, for each input.
+func TestSanitizeMessageAgreesWithFrame(t *testing.T) {
+	for _, in := range []string{
+		"", "plain", "bad \xff byte",
+		strings.Repeat("a", MaxMessageChars), strings.Repeat("a", MaxMessageChars+1),
+		strings.Repeat("日", MaxMessageChars+7), strings.Repeat("a", MaxMessageChars-1) + "日本",
+		strings.Repeat("\xff", MaxMessageChars+3), strings.Repeat("a\xff", MaxMessageChars),
+	} {
+		f, err := frame.NewFailed("c", frame.ProviderToCaller, 1, frame.CodeProviderError, in)
+		require.NoError(t, err)
+		got := SanitizeMessage(in)
+		require.Equal(t, f.Error.Message, got)
+		require.True(t, utf8.ValidString(got))
+		require.LessOrEqual(t, utf8.RuneCountInString(got), MaxMessageChars)
+	}
+	require.Equal(t, strings.Repeat("日", MaxMessageChars), SanitizeMessage(strings.Repeat("日", MaxMessageChars+7)))
 }
