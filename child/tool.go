@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -183,7 +184,7 @@ func validateTools(tools []Tool) error {
 	seen := make(map[string]bool, len(tools))
 	for i := range tools {
 		t := &tools[i]
-		if err := frame.CheckCallID(t.ID); err != nil {
+		if err := protocol.CheckCallID(t.ID); err != nil {
 			return fmt.Errorf("%w: tool %d: id must be 1 to 128 characters of UTF-8", ErrOptions, i)
 		}
 		if seen[t.ID] {

@@ -110,9 +110,10 @@ func checkChars(field, s string, min, max int) error {
 	return nil
 }
 
-// CheckCallID reports whether id is a valid call id: 1 to 128 characters of
-// valid UTF-8.
-func CheckCallID(id string) error { return checkChars("call_id", id, 1, maxCallIDChars) }
+// checkCallID reports whether id is a valid call id: 1 to 128 characters of
+// valid UTF-8. wire and the code above it have their copies, tested against
+// Frame.Validate.
+func checkCallID(id string) error { return checkChars("call_id", id, 1, maxCallIDChars) }
 
 // Media is the media attached to a chunk: *InlineMedia or *BlobMedia.
 type Media interface {
@@ -250,7 +251,7 @@ type Frame struct {
 // lifecycle shape (§4.1). The error, if any, is a *FieldError naming the
 // first field found at fault; it never includes user data.
 func (f *Frame) Validate() error {
-	if err := CheckCallID(f.CallID); err != nil {
+	if err := checkCallID(f.CallID); err != nil {
 		return err
 	}
 	if !f.Direction.valid() {

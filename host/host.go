@@ -24,6 +24,7 @@ import (
 	"github.com/skulkrt/skulk/host/internal/otelcall"
 	"github.com/skulkrt/skulk/internal/childstate"
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/turns"
@@ -777,7 +778,7 @@ func checkLinks(inv *wire.Invoke) error {
 		if id.v == "" {
 			continue
 		}
-		if err := frame.CheckCallID(id.v); err != nil {
+		if err := protocol.CheckCallID(id.v); err != nil {
 			var fe *frame.FieldError
 			if errors.As(err, &fe) {
 				return &frame.FieldError{Field: id.field, Reason: fe.Reason}

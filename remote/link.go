@@ -378,7 +378,7 @@ func (l *link) deliver(data []byte) {
 		l.fin, l.finFlags = true, m.Arg
 		l.notifyLocked()
 	case message.KindTree:
-		if l.out == "" || l.fin || l.tree != "" || frame.CheckCallID(string(m.Body)) != nil {
+		if l.out == "" || l.fin || l.tree != "" || protocol.CheckCallID(string(m.Body)) != nil {
 			bad = errUnwanted
 			break
 		}

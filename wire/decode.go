@@ -274,7 +274,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 				p.CallID = d.intern(s)
 			}
 		}
-		if err := frame.CheckCallID(p.CallID); err != nil {
+		if err := checkCallID(p.CallID); err != nil {
 			return nil, &protocol.InvalidError{Type: protocol.TypeEnd, Err: err}
 		}
 		return p, nil
@@ -322,7 +322,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 				return nil, badField(t, string(k))
 			}
 		}
-		if frame.CheckCallID(p.CallID) != nil {
+		if checkCallID(p.CallID) != nil {
 			return nil, badField(t, "call_id")
 		}
 		return p, nil

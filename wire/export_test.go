@@ -40,3 +40,6 @@ var AppendTool = appendTool
 
 // CheckLengths is Limits.check: the length check Decode makes first.
 func CheckLengths(l Limits, header, attachment uint32) error { return l.check(header, attachment) }
+
+// CheckCallID is the call id check of the encoder and the decoder.
+func CheckCallID(id string) error { return checkCallID(id) }

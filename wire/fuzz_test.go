@@ -251,7 +251,7 @@ func FuzzStartupCalls(f *testing.F) {
 		st := &wire.Startup{Protocol: 1, ChildID: "c", Limits: packetio.DefaultLimits(), CancelGraceMS: 5, Calls: c}
 		b, err := packetio.Encode(st, packetio.DefaultLimits())
 		if err != nil {
-			require.True(t, wire.ValidateCalls(c) != nil || frame.CheckCallID(tool) != nil, "refused a valid calls map: %v", err)
+			require.True(t, wire.ValidateCalls(c) != nil || wire.CheckCallID(tool) != nil, "refused a valid calls map: %v", err)
 			return
 		}
 		p, err := wire.Decode(b, packetio.DefaultLimits())

@@ -1,11 +1,13 @@
 package wire_test
 
 import (
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
@@ -67,4 +69,16 @@ func mustDecode(t *testing.T, d *wire.Decoder, h []byte, att uint32) wire.Packet
 	p, err := d.DecodeHeader(h, att)
 	require.NoError(t, err)
 	return p
+}
+
+// TestCallIDCheckAgreesWithFrame: the codec refuses exactly the call ids
+// frame.Frame.Validate refuses, with the same error.
+func TestCallIDCheckAgreesWithFrame(t *testing.T) {
+	for _, id := range []string{
+		"c", "", "bad \xff", strings.Repeat("x", 128), strings.Repeat("x", 129),
+		strings.Repeat("日", 128), strings.Repeat("日", 129),
+	} {
+		f := frame.Frame{CallID: id, Direction: frame.CallerToProvider, Kind: frame.KindStarted}
+		require.Equal(t, f.Validate(), wire.CheckCallID(id), "id %q", id)
+	}
 }

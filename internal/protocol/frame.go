@@ -44,3 +44,24 @@ func SanitizeMessage(s string) string {
 	}
 	return s
 }
+
+// maxIDChars bounds a call id and every id that follows its rule (tool
+// ids, tree ids): 1 to 128 characters of valid UTF-8 (docs/protocol.md §3).
+const maxIDChars = 128
+
+// CheckCallID reports whether id is a valid call id, or a tool id (which
+// follows the same rule): 1 to 128 characters of valid UTF-8. The error is
+// the *frame.FieldError naming call_id that frame.Frame.Validate gives for
+// such an id; frame_test.go checks that the two agree.
+func CheckCallID(id string) error {
+	switch {
+	case !utf8.ValidString(id):
+		return &frame.FieldError{Field: "call_id", Reason: "not valid UTF-8"}
+	case id == "":
+		return &frame.FieldError{Field: "call_id", Reason: "empty"}
+	case len(id) > maxIDChars && utf8.RuneCountInString(id) > maxIDChars:
+		// A string of at most maxIDChars bytes has at most maxIDChars characters.
+		return &frame.FieldError{Field: "call_id", Reason: "too long"}
+	}
+	return nil
+}

@@ -47,3 +47,16 @@ func TestSanitizeMessageAgreesWithFrame(t *testing.T) {
 	}
 	require.Equal(t, strings.Repeat("日", MaxMessageChars), SanitizeMessage(strings.Repeat("日", MaxMessageChars+7)))
 }
+
+// TestCheckCallIDAgreesWithFrame: CheckCallID refuses exactly the call
+// ids frame.Frame.Validate refuses, with the same error.
+func TestCheckCallIDAgreesWithFrame(t *testing.T) {
+	for _, id := range []string{
+		"c", "", "bad \xff", strings.Repeat("x", 128), strings.Repeat("x", 129),
+		strings.Repeat("日", 128), strings.Repeat("日", 129), "日本",
+	} {
+		f := frame.Frame{CallID: id, Direction: frame.CallerToProvider, Kind: frame.KindStarted}
+		require.Equal(t, f.Validate(), CheckCallID(id), "id %q", id)
+	}
+	require.ErrorIs(t, CheckCallID(""), frame.ErrInvalid)
+}
