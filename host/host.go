@@ -478,7 +478,7 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 	if o.fragments != nil {
 		return h.callStreamed(ctx, tool, t, args, o)
 	}
-	argsOK := args == nil || args.Check() == nil
+	argsOK := args == nil || protocol.CheckPayload(args) == nil
 	logged := args
 	if !argsOK {
 		logged = nil // not an object: the log keeps no shape of it
@@ -572,7 +572,7 @@ func checkInput(t *toolschema.Tool, input []frame.Payload) error {
 		return errNoMedia()
 	}
 	for _, p := range input {
-		if p == nil || p.Check() != nil {
+		if p == nil || protocol.CheckPayload(p) != nil {
 			return &SchemaError{Schema: "input", Value: "not a JSON object"}
 		}
 		if err := validate(t.Input, p); err != nil {

@@ -241,7 +241,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, err
 	}
 	if args != nil {
-		if err := args.Check(); err != nil {
+		if err := protocol.CheckPayload(args); err != nil {
 			return nil, &host.SchemaError{Schema: "arguments", Value: "not a JSON object"}
 		}
 	}
@@ -252,7 +252,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, err
 	}
 	for _, p := range o.input {
-		if err := p.Check(); err != nil {
+		if err := protocol.CheckPayload(p); err != nil {
 			return nil, err
 		}
 		if err := schemaRefusal(t.Input.Validate(p)); err != nil {

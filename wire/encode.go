@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -320,7 +321,7 @@ func (p *Invoke) validate() error {
 		return err
 	}
 	if p.Arguments != nil {
-		if err := renamed(p.Arguments.Check(), "arguments"); err != nil {
+		if err := renamed(checkPayload(p.Arguments), "arguments"); err != nil {
 			return err
 		}
 	}
@@ -346,6 +347,23 @@ func (p *Invoke) validate() error {
 // maxIDChars bounds a call id and every id that follows its rule (tool
 // ids): 1 to 128 characters of valid UTF-8 (docs/protocol.md §3).
 const maxIDChars = 128
+
+// checkPayload checks a payload as frame.Frame.Validate does: one
+// MessagePack map with a JSON form; the error is a *frame.FieldError naming
+// payload.
+func checkPayload(p frame.Payload) error {
+	switch err := mpack.CheckObject(p); {
+	case err == nil:
+		return nil
+	case errors.Is(err, mpack.ErrType):
+		return &frame.FieldError{Field: "payload", Reason: "not a map"}
+	case errors.Is(err, mpack.ErrDepth):
+		return &frame.FieldError{Field: "payload", Reason: "nested too deeply"}
+	case errors.Is(err, mpack.ErrNotJSON):
+		return &frame.FieldError{Field: "payload", Reason: "has a value with no JSON form"}
+	}
+	return &frame.FieldError{Field: "payload", Reason: "malformed MessagePack"}
+}
 
 // checkCallID checks a call id: 1 to 128 characters of valid UTF-8; the
 // error is the *frame.FieldError frame.Frame.Validate gives for call_id.

@@ -82,3 +82,18 @@ func TestCallIDCheckAgreesWithFrame(t *testing.T) {
 		require.Equal(t, f.Validate(), wire.CheckCallID(id), "id %q", id)
 	}
 }
+
+// TestPayloadCheckAgreesWithFrame: the encoder refuses exactly the
+// payloads frame.Frame.Validate refuses, with the same error.
+func TestPayloadCheckAgreesWithFrame(t *testing.T) {
+	for name, p := range map[string][]byte{
+		"object":       frame.MustPayload(map[string]any{"text": "hi"}),
+		"array":        {0x90},
+		"binary value": {0x81, 0xa1, 'k', 0xc4, 0x01, 0x00},
+		"truncated":    {0x81, 0xa1},
+		"trailing":     {0x80, 0x80},
+	} {
+		f := frame.Frame{CallID: "c", Direction: frame.CallerToProvider, Sequence: 1, Kind: frame.KindChunk, Payload: p}
+		require.Equal(t, f.Validate(), wire.CheckPayload(p), name)
+	}
+}

@@ -1,10 +1,12 @@
 package protocol
 
 import (
+	"errors"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/frame/mpack"
 )
 
 // KnownCode reports whether c is one of frame's failure codes
@@ -64,4 +66,27 @@ func CheckCallID(id string) error {
 		return &frame.FieldError{Field: "call_id", Reason: "too long"}
 	}
 	return nil
+}
+
+// CheckPayload reports whether p is a valid payload: one MessagePack map
+// with a JSON form (mpack.CheckObject). The error is the *frame.FieldError
+// naming payload that frame.Frame.Validate gives for such a payload;
+// frame_test.go checks that the two agree.
+func CheckPayload(p frame.Payload) error {
+	return payloadError(mpack.CheckObject(p))
+}
+
+// payloadError turns mpack.CheckObject's error into frame's.
+func payloadError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mpack.ErrType):
+		return &frame.FieldError{Field: "payload", Reason: "not a map"}
+	case errors.Is(err, mpack.ErrDepth):
+		return &frame.FieldError{Field: "payload", Reason: "nested too deeply"}
+	case errors.Is(err, mpack.ErrNotJSON):
+		return &frame.FieldError{Field: "payload", Reason: "has a value with no JSON form"}
+	}
+	return &frame.FieldError{Field: "payload", Reason: "malformed MessagePack"}
 }

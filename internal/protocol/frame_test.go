@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/frame/mpack"
 )
 
 // TestKnownCodeAgreesWithFrame: KnownCode accepts exactly the codes a
@@ -59,4 +60,28 @@ func TestCheckCallIDAgreesWithFrame(t *testing.T) {
 		require.Equal(t, f.Validate(), CheckCallID(id), "id %q", id)
 	}
 	require.ErrorIs(t, CheckCallID(""), frame.ErrInvalid)
+}
+
+// TestCheckPayloadAgreesWithFrame: CheckPayload refuses exactly the
+// payloads frame.Frame.Validate refuses, with the same error.
+func TestCheckPayloadAgreesWithFrame(t *testing.T) {
+	deep := []byte{0x81, 0xa1, 'k'}
+	for range mpack.MaxDepth + 1 {
+		deep = append(deep, 0x91)
+	}
+	deep = append(deep, 0xc0)
+	for name, p := range map[string][]byte{
+		"object":       frame.MustPayload(map[string]any{"text": "hi"}),
+		"empty object": {0x80},
+		"array":        {0x90},
+		"string":       {0xa1, 'x'},
+		"binary value": {0x81, 0xa1, 'k', 0xc4, 0x01, 0x00},
+		"deep":         deep,
+		"truncated":    {0x81, 0xa1},
+		"trailing":     {0x80, 0x80},
+	} {
+		f := frame.Frame{CallID: "c", Direction: frame.CallerToProvider, Sequence: 1, Kind: frame.KindChunk, Payload: p}
+		require.Equal(t, f.Validate(), CheckPayload(p), name)
+	}
+	require.Error(t, CheckPayload(frame.Payload{0x90}))
 }
