@@ -92,7 +92,7 @@ const acceptBackoffMax = time.Second
 // reaches the wire any more). When the host is gone Serve waits at most a
 // few hundred milliseconds for cancelled handlers.
 func Serve(ctx context.Context, control Conn, streams Listener, opts Options) error {
-	if err := opts.Validate(); err != nil {
+	if err := opts.validate(); err != nil {
 		control.Close()
 		streams.Close()
 		return err
