@@ -201,7 +201,7 @@ func (s *server) watchTools(updates <-chan []Tool) {
 // "unknown tool".
 func (s *server) setTools(tools []Tool) error {
 	if !s.toolUpdates {
-		return fmt.Errorf("child: the host's startup did not offer tools_updates: %w", wire.ErrToolsNotOffered)
+		return errToolsNotOffered
 	}
 	if err := validateTools(tools); err != nil {
 		return err

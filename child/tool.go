@@ -146,7 +146,7 @@ type Options struct {
 	// buffered channel. A list Serve would refuse (a tool without a
 	// handler, a duplicate id; more than 4,096 tools) is logged and
 	// dropped, and so is every list when the host's startup did not offer
-	// tools_updates (the error matches wire.ErrToolsNotOffered): the child then
+	// tools_updates: the child then
 	// keeps the tools of its hello, as the host does. An empty list offers
 	// no tools. nil: the tools of Tools, for the child's whole life.
 	ToolUpdates <-chan []Tool
