@@ -1,5 +1,6 @@
-// Package eventstore holds Memory, a calllog.EventStore in memory for the
-// module's tests.
+// Package eventstore holds the module's test doubles of calllog's
+// interfaces: Memory, a calllog.EventStore in memory, and ObserverFunc, a
+// function as a calllog.Observer.
 package eventstore
 
 import (
