@@ -709,7 +709,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	if err := s.usable(op); err != nil {
 		return err
 	}
-	if err := c.CheckBatch(events); err != nil {
+	if err := storedevent.CheckBatch(c, events); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -783,7 +783,7 @@ func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calll
 	if err := s.usable("keep new"); err != nil {
 		return calllog.Claim{}, err
 	}
-	if err := c.CheckBatch(events); err != nil {
+	if err := storedevent.CheckBatch(c, events); err != nil {
 		return calllog.Claim{}, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -441,7 +441,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	if err := s.usable(op); err != nil {
 		return err
 	}
-	if err := c.CheckBatch(events); err != nil {
+	if err := storedevent.CheckBatch(c, events); err != nil {
 		return err
 	}
 	rows := make([][]byte, len(events))
