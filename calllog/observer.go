@@ -39,9 +39,3 @@ import "context"
 type Observer interface {
 	Observe(ctx context.Context, e Event) error
 }
-
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(ctx context.Context, e Event) error
-
-// Observe calls f.
-func (f ObserverFunc) Observe(ctx context.Context, e Event) error { return f(ctx, e) }

@@ -24,9 +24,6 @@ var (
 	// ErrNoTree: TakeOver was given a tree the store has no event of (a
 	// mistyped id): nothing is claimed.
 	ErrNoTree = errors.New("calllog: no such tree in the store")
-	// ErrBadBatch: Keep was given events of another tree, out of order, or
-	// numbered 0.
-	ErrBadBatch = errors.New("calllog: bad batch")
 )
 
 // Claim is a writer's right to append to a tree. Only the latest claim of a
@@ -42,22 +39,6 @@ type Claim struct {
 	// Last is the highest Seq kept in the tree when the claim was made;
 	// the writer continues the numbering after it.
 	Last uint64
-}
-
-// CheckBatch reports whether events may be kept under c as far as their
-// own numbering shows: every event is of c.Tree, Seq ≥ 1, strictly
-// ascending. Every EventStore makes this check before it keeps a batch
-// (fencing and gaps against what is kept are the store's own); the error
-// wraps ErrBadBatch.
-func (c Claim) CheckBatch(events []Event) error {
-	var prev uint64
-	for _, e := range events {
-		if e.Tree != c.Tree || e.Seq == 0 || e.Seq <= prev {
-			return ErrBadBatch
-		}
-		prev = e.Seq
-	}
-	return nil
 }
 
 // EventStore keeps trees' logs. Implementations are safe for concurrent
@@ -84,8 +65,10 @@ type EventStore interface {
 	// Keep appends events of c.Tree, in ascending Seq order, atomically: all
 	// or none. It is idempotent: an event whose (tree, seq) is kept already
 	// is skipped. It fails with ErrFenced when c is not the tree's current
-	// claim, and with ErrBadBatch when an event is of another tree than
-	// c.Tree, numbered 0, or not after the one before it.
+	// claim, and with an error of its own, keeping nothing, when an event
+	// is of another tree than c.Tree, numbered 0, or not after the one
+	// before it: it checks that before anything else of the batch
+	// (calllogtest.TestStore checks it).
 	Keep(ctx context.Context, c Claim, events []Event) error
 	// EventsAfter returns up to limit kept events of tree with Seq > after,
 	// in Seq order; none (and no error) when there are none yet. It may
@@ -102,9 +85,7 @@ type EventStore interface {
 // matches ErrFormat (errors.Is). Readers show it as a loss of that one
 // event and go on after it: the rest of the tree stays readable.
 type CorruptEventError struct {
-	// Tree and Seq name the event.
-	Tree string
-	// Seq is the event's number in its tree.
+	// Seq is the event's number in the tree that was read.
 	Seq uint64
 	// Err says what is wrong with it; it matches ErrFormat.
 	Err error

@@ -563,7 +563,7 @@ func (cl *call) writeLocked(f frame.Frame, byCause bool) error {
 }
 
 func failedFrame(code frame.Code, msg string) frame.Frame {
-	return frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(msg)}}
+	return frame.Frame{Kind: frame.KindFailed, Error: &frame.Error{Code: code, Message: protocol.SanitizeMessage(msg)}}
 }
 
 // errorFrame turns a handler's error into its terminal: a *frame.Error keeps
@@ -577,7 +577,7 @@ func errorFrame(err error) frame.Frame {
 		return failedFrame(frame.CodeProviderError, err.Error())
 	}
 	var fe *frame.Error
-	if errors.As(err, &fe) && !fe.Code.Valid() {
+	if errors.As(err, &fe) && !protocol.KnownCode(fe.Code) {
 		msg := fe.Message
 		if msg == "" {
 			msg = "failed"
@@ -588,7 +588,7 @@ func errorFrame(err error) frame.Frame {
 		if fe.Code == frame.CodeCancelled {
 			f := frame.Frame{Kind: frame.KindCancelled}
 			if fe.Message != "" {
-				f.Error = &frame.Error{Code: frame.CodeCancelled, Message: frame.SanitizeMessage(fe.Message)}
+				f.Error = &frame.Error{Code: frame.CodeCancelled, Message: protocol.SanitizeMessage(fe.Message)}
 			}
 			return f
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/skulkrt/skulk/child/demotools"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -138,7 +139,7 @@ func TestFail(t *testing.T) {
 		require.NoError(t, s.Complete("f1", 1, nil))
 		res := readCall(t, s, "f1")
 		requireTerminal(t, res, frame.KindFailed, frame.CodeProviderError)
-		require.Equal(t, frame.SanitizeMessage(msg), res.Terminal.Error.Message)
+		require.Equal(t, protocol.SanitizeMessage(msg), res.Terminal.Error.Message)
 	})
 }
 

@@ -135,7 +135,7 @@ func TestDeadlinesRemovedWhenCallsEnd(t *testing.T) {
 		return nil, nil
 	}}
 	opts := Options{Tools: []Tool{waits, echo}}
-	require.NoError(t, opts.Validate())
+	require.NoError(t, opts.validate())
 	s := newServer(childEnd, NewListener(nl.Accept, nl.Close), &opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -41,6 +41,10 @@ var errNotHosted = protocol.ErrNotHosted
 // errHostGone is the ErrConnClosed of every call when the host is gone.
 var errHostGone = &kindError{"child: host gone", ErrConnClosed}
 
+// errToolsNotOffered: a list of Options.ToolUpdates came while the host's
+// startup did not offer tools_updates; the list is logged and dropped.
+var errToolsNotOffered = errors.New("child: the host's startup did not offer tools_updates")
+
 // errHandlerReturned cancels a call's context once its handler returned; it
 // is not a cause of anything.
 var errHandlerReturned = errors.New("child: handler returned")

@@ -16,6 +16,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/sequence"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
@@ -265,7 +266,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 	if args == nil {
 		args = frame.Payload{0x80}
 	}
-	if err := args.Check(); err != nil {
+	if err := protocol.CheckPayload(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrArguments, err)
 	}
 	args, err := t.WithDefaults(args)
@@ -276,7 +277,7 @@ func (s *Stream) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, fmt.Errorf("%w: %w", ErrArguments, err)
 	}
 	for _, p := range o.input {
-		if err := p.Check(); err != nil {
+		if err := protocol.CheckPayload(p); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrArguments, err)
 		}
 		if t.Input != nil {
@@ -417,7 +418,7 @@ func (c *Call) ID() string { return c.id }
 // sent). It blocks while the host does not read (backpressure).
 func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
 	if payload != nil {
-		if err := payload.Check(); err != nil {
+		if err := protocol.CheckPayload(payload); err != nil {
 			return err
 		}
 		if c.tool.Input != nil {

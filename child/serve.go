@@ -92,7 +92,7 @@ const acceptBackoffMax = time.Second
 // reaches the wire any more). When the host is gone Serve waits at most a
 // few hundred milliseconds for cancelled handlers.
 func Serve(ctx context.Context, control Conn, streams Listener, opts Options) error {
-	if err := opts.Validate(); err != nil {
+	if err := opts.validate(); err != nil {
 		control.Close()
 		streams.Close()
 		return err
@@ -201,7 +201,7 @@ func (s *server) watchTools(updates <-chan []Tool) {
 // "unknown tool".
 func (s *server) setTools(tools []Tool) error {
 	if !s.toolUpdates {
-		return fmt.Errorf("child: the host's startup did not offer tools_updates: %w", wire.ErrToolsNotOffered)
+		return errToolsNotOffered
 	}
 	if err := validateTools(tools); err != nil {
 		return err

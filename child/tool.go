@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -142,22 +143,24 @@ type Options struct {
 	// against it (docs/protocol.md §3). The child receives from the
 	// channel from startup until it stops serving; a send blocks until
 	// then, so send with a select on a context of yours, or through a
-	// buffered channel. A list Validate would refuse (a tool without a
+	// buffered channel. A list Serve would refuse (a tool without a
 	// handler, a duplicate id; more than 4,096 tools) is logged and
 	// dropped, and so is every list when the host's startup did not offer
-	// tools_updates (the error matches wire.ErrToolsNotOffered): the child then
+	// tools_updates: the child then
 	// keeps the tools of its hello, as the host does. An empty list offers
 	// no tools. nil: the tools of Tools, for the child's whole life.
 	ToolUpdates <-chan []Tool
 }
 
-// ErrOptions is matched by every error of Options.Validate.
+// ErrOptions is matched by the error Serve returns (and Run reports, with
+// exit status 2) for invalid Options, before it reads or writes anything:
+// no tools, a tool without a handler, an invalid or duplicate tool id, a
+// version that is too long, a negative number. The message names the
+// first problem.
 var ErrOptions = errors.New("child: invalid options")
 
-// Validate reports the first problem with o: no tools, a tool without a
-// handler, an invalid or duplicate tool id, a version that is too long, a
-// negative number.
-func (o *Options) Validate() error {
+// validate reports the first problem with o (see ErrOptions).
+func (o *Options) validate() error {
 	if len(o.Tools) == 0 {
 		return fmt.Errorf("%w: no tools", ErrOptions)
 	}
@@ -183,7 +186,7 @@ func validateTools(tools []Tool) error {
 	seen := make(map[string]bool, len(tools))
 	for i := range tools {
 		t := &tools[i]
-		if err := frame.CheckCallID(t.ID); err != nil {
+		if err := protocol.CheckCallID(t.ID); err != nil {
 			return fmt.Errorf("%w: tool %d: id must be 1 to 128 characters of UTF-8", ErrOptions, i)
 		}
 		if seen[t.ID] {

@@ -71,7 +71,7 @@ func TestToolUpdates(t *testing.T) {
 	requireTerminal(t, res, frame.KindFailed, frame.CodeInvalidFrame)
 	require.Contains(t, res.Terminal.Error.Message, "unknown tool")
 
-	// A list Validate refuses is dropped: no packet, the tools stay.
+	// A list Serve would refuse is dropped: no packet, the tools stay.
 	sendTools(t, updates, []child.Tool{{ID: "nohandler"}})
 	_, _, err = s.host.Ping(ctxT(t), 7)
 	require.NoError(t, err)

@@ -85,11 +85,11 @@ var codeNames = [...]string{
 
 // String returns the wire name, or "Code(n)" for an unknown value.
 func (c Code) String() string {
-	if c.Valid() {
+	if c.valid() {
 		return codeNames[c]
 	}
 	return "Code(" + strconv.Itoa(int(c)) + ")"
 }
 
-// Valid reports whether c is one of the defined codes.
-func (c Code) Valid() bool { return c >= CodeProviderError && c <= CodeInvalidFrame }
+// valid reports whether c is one of the defined codes.
+func (c Code) valid() bool { return c >= CodeProviderError && c <= CodeInvalidFrame }

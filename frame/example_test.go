@@ -52,8 +52,14 @@ func ExampleNewFailed() {
 	// Output: failed timeout: took too long true
 }
 
-func ExampleSanitizeMessage() {
-	msg := frame.SanitizeMessage("bad byte \xff " + strings.Repeat("é", 3000))
+// A failed frame's message is made fit for the wire: invalid UTF-8 becomes
+// U+FFFD and the text is cut to 2,048 characters.
+func ExampleNewFailed_longMessage() {
+	f, err := frame.NewFailed("call-1", frame.ProviderToCaller, 1, frame.CodeProviderError, "bad byte \xff "+strings.Repeat("é", 3000))
+	if err != nil {
+		panic(err)
+	}
+	msg := f.Error.Message
 	fmt.Println(len([]rune(msg)), strings.HasPrefix(msg, "bad byte \uFFFD"))
 	// Output: 2048 true
 }

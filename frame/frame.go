@@ -51,7 +51,8 @@ type Error struct {
 	// Code classifies the failure.
 	Code Code
 	// Message is a human-readable explanation, at most 2,048
-	// characters of valid UTF-8 (see SanitizeMessage); it may be empty.
+	// characters of valid UTF-8 (NewFailed and NewCancelled cut a message
+	// to fit); it may be empty.
 	Message string
 	// Synthetic is true when the outcome was made up in place of the
 	// provider's: by the host because the child died, hung, timed out or
@@ -74,9 +75,11 @@ func (e *Error) Error() string {
 	return s + ": " + e.Message
 }
 
-// SanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
-// the text is cut to 2,048 characters on a character boundary.
-func SanitizeMessage(s string) string {
+// sanitizeMessage makes s fit for the wire: invalid UTF-8 becomes U+FFFD and
+// the text is cut to 2,048 characters on a character boundary. The code
+// above wire has its copy (internal/protocol.SanitizeMessage), tested
+// against NewFailed.
+func sanitizeMessage(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
@@ -107,9 +110,10 @@ func checkChars(field, s string, min, max int) error {
 	return nil
 }
 
-// CheckCallID reports whether id is a valid call id: 1 to 128 characters of
-// valid UTF-8.
-func CheckCallID(id string) error { return checkChars("call_id", id, 1, maxCallIDChars) }
+// checkCallID reports whether id is a valid call id: 1 to 128 characters of
+// valid UTF-8. wire and the code above it have their copies, tested against
+// Frame.Validate.
+func checkCallID(id string) error { return checkChars("call_id", id, 1, maxCallIDChars) }
 
 // Media is the media attached to a chunk: *InlineMedia or *BlobMedia.
 type Media interface {
@@ -247,7 +251,7 @@ type Frame struct {
 // lifecycle shape (§4.1). The error, if any, is a *FieldError naming the
 // first field found at fault; it never includes user data.
 func (f *Frame) Validate() error {
-	if err := CheckCallID(f.CallID); err != nil {
+	if err := checkCallID(f.CallID); err != nil {
 		return err
 	}
 	if !f.Direction.valid() {
@@ -260,7 +264,7 @@ func (f *Frame) Validate() error {
 		return fieldErr("sequence", "must be 0 exactly when kind is started")
 	}
 	if f.Payload != nil {
-		if err := f.Payload.Check(); err != nil {
+		if err := checkPayload(f.Payload); err != nil {
 			return err
 		}
 	}
@@ -270,7 +274,7 @@ func (f *Frame) Validate() error {
 		}
 	}
 	if f.Error != nil {
-		if !f.Error.Code.Valid() {
+		if !f.Error.Code.valid() {
 			return fieldErr("error.code", "unknown value")
 		}
 		if err := checkChars("error.message", f.Error.Message, 0, maxMessageChars); err != nil {
@@ -369,11 +373,13 @@ func NewCompleted(callID string, dir Direction, seq uint64, result Payload) (Fra
 	return build(Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindCompleted, Payload: result})
 }
 
-// NewFailed returns a failed terminal. The message is passed through
-// SanitizeMessage; code must not be CodeCancelled (use NewCancelled).
+// NewFailed returns a failed terminal. The message is made fit for the
+// wire: invalid UTF-8 becomes U+FFFD and the text is cut to 2,048
+// characters on a character boundary. code must not be CodeCancelled (use
+// NewCancelled).
 func NewFailed(callID string, dir Direction, seq uint64, code Code, message string) (Frame, error) {
 	return build(Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindFailed,
-		Error: &Error{Code: code, Message: SanitizeMessage(message)}})
+		Error: &Error{Code: code, Message: sanitizeMessage(message)}})
 }
 
 // NewCancelled returns a cancelled terminal. An empty message gives a frame
@@ -382,12 +388,14 @@ func NewFailed(callID string, dir Direction, seq uint64, code Code, message stri
 func NewCancelled(callID string, dir Direction, seq uint64, message string) (Frame, error) {
 	f := Frame{CallID: callID, Direction: dir, Sequence: seq, Kind: KindCancelled}
 	if message != "" {
-		f.Error = &Error{Code: CodeCancelled, Message: SanitizeMessage(message)}
+		f.Error = &Error{Code: CodeCancelled, Message: sanitizeMessage(message)}
 	}
 	return build(f)
 }
 
-// checkPayload is used by Payload.Check; kept here to name the field.
+// checkPayload reports whether p is a valid payload, as a *FieldError
+// naming the field. wire and the code above it have their copies, tested
+// against Frame.Validate.
 func checkPayload(p []byte) error {
 	switch err := mpack.CheckObject(p); {
 	case err == nil:

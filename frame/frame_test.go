@@ -345,7 +345,7 @@ func TestSanitizeMessage(t *testing.T) {
 		{strings.Repeat("a\xff", maxMessageChars), strings.Repeat("a\uFFFD", maxMessageChars/2)},
 	}
 	for _, c := range cases {
-		got := SanitizeMessage(c.in)
+		got := sanitizeMessage(c.in)
 		require.Equal(t, c.want, got)
 		require.True(t, utf8.ValidString(got))
 		require.LessOrEqual(t, utf8.RuneCountInString(got), maxMessageChars)
@@ -366,10 +366,10 @@ func TestErrorAndFieldError(t *testing.T) {
 }
 
 func TestCheckCallID(t *testing.T) {
-	require.NoError(t, CheckCallID("c"))
-	require.ErrorIs(t, CheckCallID(""), ErrInvalid)
-	require.ErrorIs(t, CheckCallID(strings.Repeat("x", 129)), ErrInvalid)
-	require.NoError(t, CheckCallID(strings.Repeat("x", 128)))
+	require.NoError(t, checkCallID("c"))
+	require.ErrorIs(t, checkCallID(""), ErrInvalid)
+	require.ErrorIs(t, checkCallID(strings.Repeat("x", 129)), ErrInvalid)
+	require.NoError(t, checkCallID(strings.Repeat("x", 128)))
 }
 
 func TestPayload(t *testing.T) {

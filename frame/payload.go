@@ -32,7 +32,7 @@ func PayloadOf(v any) (Payload, error) {
 		// library's reflection; the same bytes.
 		if b, ok := mpack.AppendValue(make([]byte, 0, 64), m); ok {
 			p := Payload(b)
-			if err := p.Check(); err != nil {
+			if err := checkPayload(p); err != nil {
 				return nil, err
 			}
 			return p, nil
@@ -48,7 +48,7 @@ func PayloadOf(v any) (Payload, error) {
 		return nil, fmt.Errorf("frame: payload: cannot encode a %T", v)
 	}
 	p := Payload(buf.Bytes())
-	if err := p.Check(); err != nil {
+	if err := checkPayload(p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -101,9 +101,6 @@ func normalizeNumbers(v any) any {
 	}
 	return v
 }
-
-// Check reports whether p is a valid payload; the error is a *FieldError.
-func (p Payload) Check() error { return checkPayload(p) }
 
 // Decode decodes p into v as encoding/json decodes the payload's JSON form
 // (see String): struct fields match keys by their `json` tags or, without

@@ -13,6 +13,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/sequence"
 	"github.com/skulkrt/skulk/internal/toolschema"
@@ -267,7 +268,7 @@ func validateChecked(f *frame.Frame) error {
 // sendChunk is Send, with a failed write returned as a *writeError.
 func (c *Call) sendChunk(ctx context.Context, payload frame.Payload, media frame.Media) error {
 	if payload != nil {
-		if err := payload.Check(); err != nil {
+		if err := protocol.CheckPayload(payload); err != nil {
 			return err
 		}
 		if err := validate(c.tool.Input, payload); err != nil {

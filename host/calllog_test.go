@@ -394,7 +394,7 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var seen []calllog.Event
-	blocker := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+	blocker := eventstore.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -469,7 +469,7 @@ func TestBlockedObserverDoesNotSlowCalls(t *testing.T) {
 func TestPanickingObserverWarnedOnce(t *testing.T) {
 	logs := &syncBuffer{}
 	var calls atomic.Int32
-	panicker := calllog.ObserverFunc(func(context.Context, calllog.Event) error {
+	panicker := eventstore.ObserverFunc(func(context.Context, calllog.Event) error {
 		calls.Add(1)
 		panic("observer bug")
 	})
@@ -545,7 +545,7 @@ func TestObserverOwnCallsNotFedBack(t *testing.T) {
 	seenCalls := map[string]bool{}
 	var own string
 	var ownErr error
-	obs := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+	obs := eventstore.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
 		<-ready
 		mu.Lock()
 		seenCalls[e.Call] = true

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/skulkrt/skulk/calllog"
-	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
 	"go.opentelemetry.io/otel/trace"
@@ -245,7 +245,7 @@ func (c *Calls) validate() error {
 	}
 	seen := map[string]bool{}
 	for i, id := range c.Tools {
-		if frame.CheckCallID(id) != nil {
+		if protocol.CheckCallID(id) != nil {
 			return configErr(fmt.Sprintf("Calls.Tools[%d]", i), "not a valid tool id")
 		}
 		seen[id] = true
@@ -253,7 +253,7 @@ func (c *Calls) validate() error {
 	for i, t := range c.HostTools {
 		field := fmt.Sprintf("Calls.HostTools[%d]", i)
 		switch {
-		case frame.CheckCallID(t.Tool.ID) != nil:
+		case protocol.CheckCallID(t.Tool.ID) != nil:
 			return configErr(field+".Tool.ID", "not a valid tool id")
 		case seen[t.Tool.ID]:
 			return configErr(field+".Tool.ID", "offered twice")

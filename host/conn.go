@@ -451,7 +451,7 @@ func (c *streamConn) broken(call *Call, err error) {
 			stderr = cause.stderrOf.stderrTailAfterExit()
 		}
 		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: c.given,
-			Kind: cause.kind, Synthetic: true, Error: &frame.Error{Code: cause.code, Message: frame.SanitizeMessage(cause.msg)}}
+			Kind: cause.kind, Synthetic: true, Error: &frame.Error{Code: cause.code, Message: protocol.SanitizeMessage(cause.msg)}}
 		// The message is the host's own (the stderr tail, which may hold
 		// user data, is not logged).
 		c.ch.h.log.Warn("call ended by the host", "child", c.ch.id, logCallID, call.id, logTreeID, call.rec.Tree(),

@@ -24,6 +24,7 @@ import (
 	"github.com/skulkrt/skulk/host/internal/otelcall"
 	"github.com/skulkrt/skulk/internal/childstate"
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/internal/turns"
@@ -477,7 +478,7 @@ func (h *Host) Call(ctx context.Context, tool string, args frame.Payload, opts .
 	if o.fragments != nil {
 		return h.callStreamed(ctx, tool, t, args, o)
 	}
-	argsOK := args == nil || args.Check() == nil
+	argsOK := args == nil || protocol.CheckPayload(args) == nil
 	logged := args
 	if !argsOK {
 		logged = nil // not an object: the log keeps no shape of it
@@ -571,7 +572,7 @@ func checkInput(t *toolschema.Tool, input []frame.Payload) error {
 		return errNoMedia()
 	}
 	for _, p := range input {
-		if p == nil || p.Check() != nil {
+		if p == nil || protocol.CheckPayload(p) != nil {
 			return &SchemaError{Schema: "input", Value: "not a JSON object"}
 		}
 		if err := validate(t.Input, p); err != nil {
@@ -777,7 +778,7 @@ func checkLinks(inv *wire.Invoke) error {
 		if id.v == "" {
 			continue
 		}
-		if err := frame.CheckCallID(id.v); err != nil {
+		if err := protocol.CheckCallID(id.v); err != nil {
 			var fe *frame.FieldError
 			if errors.As(err, &fe) {
 				return &frame.FieldError{Field: id.field, Reason: fe.Reason}

@@ -90,7 +90,7 @@ func (c *ToolCall) InputFrames() iter.Seq[frame.Frame] {
 // (backpressure) and returns ctx's error once ctx is done.
 func (c *ToolCall) Send(ctx context.Context, payload frame.Payload, media frame.Media) error {
 	if payload != nil {
-		if err := payload.Check(); err != nil {
+		if err := protocol.CheckPayload(payload); err != nil {
 			return err
 		}
 		if err := validate(c.tool.Output, payload); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/replay"
 )
 
@@ -23,7 +24,7 @@ var (
 	} = (*host.Call)(nil)
 	_ = host.Config{CallLog: calllog.Options{
 		FullContent: true,
-		Observers:   []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
+		Observers:   []calllog.Observer{eventstore.ObserverFunc(func(context.Context, calllog.Event) error { return nil })},
 		Journal:     &calllog.Journal{Store: (*sqlitestore.Store)(nil), Required: true},
 	}}
 	_ func(context.Context) error                                                                              = (*host.Host)(nil).FlushObservers

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,6 +19,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/hostmetrics"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/skulktest"
 )
 
@@ -165,14 +167,14 @@ func lastSeq(c *host.Call) uint64 {
 // Both show in the loss counters, by exactly the events lost.
 func TestObserverLossesShow(t *testing.T) {
 	release := make(chan struct{})
-	blocked := calllog.ObserverFunc(func(ctx context.Context, _ calllog.Event) error {
+	blocked := eventstore.ObserverFunc(func(ctx context.Context, _ calllog.Event) error {
 		select {
 		case <-release:
 		case <-ctx.Done():
 		}
 		return nil
 	})
-	failing := calllog.ObserverFunc(func(context.Context, calllog.Event) error { return errors.New("observer down") })
+	failing := eventstore.ObserverFunc(func(context.Context, calllog.Event) error { return errors.New("observer down") })
 	h, _, reg := watched(t, host.Config{CallLog: calllog.Options{Observers: []calllog.Observer{blocked, failing}}}, false)
 	defer close(release) // before the host's Close, registered earlier
 

@@ -13,6 +13,7 @@ import (
 	"github.com/skulkrt/skulk/remote/internal/message"
 
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
@@ -234,7 +235,7 @@ func (c *Call) Send(ctx context.Context, payload frame.Payload, media frame.Medi
 		return &host.SchemaError{Schema: "input", Keyword: "input_media", Value: "a chunk without media"}
 	}
 	if payload != nil {
-		if err := payload.Check(); err != nil {
+		if err := protocol.CheckPayload(payload); err != nil {
 			return err
 		}
 		if err := schemaRefusal(c.t.Input.Validate(payload)); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/toolschema"
 	"github.com/skulkrt/skulk/wire"
@@ -240,7 +241,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, err
 	}
 	if args != nil {
-		if err := args.Check(); err != nil {
+		if err := protocol.CheckPayload(args); err != nil {
 			return nil, &host.SchemaError{Schema: "arguments", Value: "not a JSON object"}
 		}
 	}
@@ -251,7 +252,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 		return nil, err
 	}
 	for _, p := range o.input {
-		if err := p.Check(); err != nil {
+		if err := protocol.CheckPayload(p); err != nil {
 			return nil, err
 		}
 		if err := schemaRefusal(t.Input.Validate(p)); err != nil {
@@ -266,7 +267,7 @@ func (c *Client) Call(ctx context.Context, tool string, args frame.Payload, opts
 	call := newCall(c, t, id, ctx)
 	if o.caller != nil {
 		for _, id := range []struct{ field, v string }{{"tree", o.caller.Tree}, {"parent", o.caller.Call}} {
-			if err := frame.CheckCallID(id.v); err != nil {
+			if err := protocol.CheckCallID(id.v); err != nil {
 				return nil, &frame.FieldError{Field: id.field, Reason: "WithCaller: not a call id of 1 to 128 characters"}
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // linkError is why a call's link ended before its fin: the synthetic
@@ -377,7 +378,7 @@ func (l *link) deliver(data []byte) {
 		l.fin, l.finFlags = true, m.Arg
 		l.notifyLocked()
 	case message.KindTree:
-		if l.out == "" || l.fin || l.tree != "" || frame.CheckCallID(string(m.Body)) != nil {
+		if l.out == "" || l.fin || l.tree != "" || protocol.CheckCallID(string(m.Body)) != nil {
 			bad = errUnwanted
 			break
 		}
@@ -387,10 +388,10 @@ func (l *link) deliver(data []byte) {
 		}
 	case message.KindAbort:
 		code := frame.Code(m.Arg)
-		if !validCode(code) {
+		if !protocol.KnownCode(code) {
 			code = frame.CodeTransportError
 		}
-		l.err = &linkError{code, frame.SanitizeMessage(string(m.Body))}
+		l.err = &linkError{code, protocol.SanitizeMessage(string(m.Body))}
 		close(l.failed)
 		l.notifyLocked()
 	default: // open: only ever the first message, taken by the serving side's endpoint
@@ -450,11 +451,6 @@ func (l *link) enqueueLocked(b []byte) {
 	l.tailOwned = true
 }
 
-// validCode reports whether c is a failure code of frame's.
-func validCode(c frame.Code) bool {
-	return c.Valid()
-}
-
 // tick runs the link's heartbeat: a ping when nothing was sent for
 // interval, and the end (errSilent) when nothing came for timeout.
 func (l *link) tick(now int64, interval, timeout time.Duration) {
@@ -469,7 +465,7 @@ func (l *link) tick(now int64, interval, timeout time.Duration) {
 
 // cutReason cuts s to at most message.MaxReason bytes on a character boundary.
 func cutReason(s string) string {
-	s = frame.SanitizeMessage(s)
+	s = protocol.SanitizeMessage(s)
 	if len(s) <= message.MaxReason {
 		return s
 	}

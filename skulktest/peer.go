@@ -144,7 +144,7 @@ func bound(ctx context.Context) (context.Context, context.CancelFunc) {
 // Next returns the next control packet the child wrote. A tools packet
 // (a changed tool list) comes only after a startup with ToolsUpdates;
 // before, it is a protocol error: the control connection is read no
-// further, and Next's error matches wire.ErrToolsNotOffered.
+// further, and Next's error matches wire.ErrProtocol.
 func (p *Peer) Next(ctx context.Context) (wire.Packet, error) { return p.h.Next(ctx) }
 
 // Hello waits for the child's hello.

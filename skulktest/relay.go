@@ -96,7 +96,12 @@ func (r *relays) session(c *net.UnixConn) {
 		cancel() // the relay died: the host is stopping this child
 	})
 	err = child.Serve(ctx, control, child.NewListener(streams.Accept, streams.Close), r.opts)
-	c.Write([]byte{byte(exitStatus(err))})
+	if errors.Is(err, child.ErrOptions) {
+		// The relay prints the reason on its stderr, which the host logs.
+		fmt.Fprintf(c, "\x02skulktest: StartProvider: %v", err)
+	} else {
+		c.Write([]byte{byte(exitStatus(err))})
+	}
 	c.Close()
 	watch.Wait()
 }

@@ -67,13 +67,6 @@ type Decoder struct {
 	dec decoder
 }
 
-// ExpectCallID tells d that the frames it decodes next will likely carry
-// call id id, as a host knows when it has just sent a call's invoke: a
-// frame whose call id is id then shares that string instead of allocating
-// its own. Frames of one call share one string without it; the hint saves
-// the allocation of a call's first frame.
-func (d *Decoder) ExpectCallID(id string) { d.dec.lastCallID = id }
-
 // DecodeHeader decodes the header h of one packet whose attachment, attLen
 // bytes long, the caller reads on its own: an inline-media frame comes
 // back with empty Data, for the caller to replace with the attLen bytes it
@@ -81,11 +74,20 @@ func (d *Decoder) ExpectCallID(id string) { d.dec.lastCallID = id }
 // passed the limits' check (see Decoder). The packet holds no reference
 // to h.
 //
+// expect, when not empty, is the call id the packet, or the next one that
+// has a call id, will likely carry, as a host knows when it has just sent
+// a call's invoke: a frame whose call id is expect then shares that string
+// instead of allocating its own. Frames of one call share one string
+// without it; the hint saves the allocation of a call's first frame.
+//
 // Errors are Decode's: an error matching ErrProtocol, after which the
 // connection is unusable, or one matching frame.ErrInvalid for a frame,
 // invoke or end that parsed but broke the rules (the caller reads or skips
 // its attachment, and the connection stays in step).
-func (d *Decoder) DecodeHeader(h []byte, attLen uint32) (Packet, error) {
+func (d *Decoder) DecodeHeader(h []byte, attLen uint32, expect string) (Packet, error) {
+	if expect != "" {
+		d.dec.lastCallID = expect
+	}
 	d.dec.reuseFrames = true
 	return d.dec.decode(h, attLen)
 }
@@ -274,7 +276,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 				p.CallID = d.intern(s)
 			}
 		}
-		if err := frame.CheckCallID(p.CallID); err != nil {
+		if err := checkCallID(p.CallID); err != nil {
 			return nil, &protocol.InvalidError{Type: protocol.TypeEnd, Err: err}
 		}
 		return p, nil
@@ -322,7 +324,7 @@ func (d *decoder) decodeGeneral(h []byte, attLen uint32) (Packet, error) {
 				return nil, badField(t, string(k))
 			}
 		}
-		if frame.CheckCallID(p.CallID) != nil {
+		if checkCallID(p.CallID) != nil {
 			return nil, badField(t, "call_id")
 		}
 		return p, nil

@@ -151,13 +151,13 @@ func TestDecoderZeroValue(t *testing.T) {
 	hdrs, atts := goldenFrameHeaders(t)
 	var d wire.Decoder
 	for i, h := range hdrs {
-		p, err := d.DecodeHeader(h, atts[i])
+		p, err := d.DecodeHeader(h, atts[i], "")
 		require.NoError(t, err, "frame %d", i)
 		f, ok := p.(*wire.Frame)
 		require.True(t, ok, "frame %d: got %T", i, p)
 		require.NotEmpty(t, f.CallID, "frame %d", i)
 	}
-	_, err := d.DecodeHeader([]byte{0xc1}, 0)
+	_, err := d.DecodeHeader([]byte{0xc1}, 0, "")
 	require.ErrorIs(t, err, wire.ErrProtocol)
 }
 

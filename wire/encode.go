@@ -3,9 +3,11 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/frame/mpack"
@@ -40,7 +42,7 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 	case *Frame:
 		b, att, err = appendFrame(b, &p.Frame)
 	case *End:
-		if err = frame.CheckCallID(p.CallID); err != nil {
+		if err = checkCallID(p.CallID); err != nil {
 			err = &protocol.InvalidError{Type: protocol.TypeEnd, Err: err}
 			break
 		}
@@ -60,7 +62,7 @@ func AppendPacket(b []byte, p Packet, l Limits) ([]byte, []byte, error) {
 		b = mpack.AppendInt(mpack.AppendString(b, "streams"), p.Streams)
 		b = mpack.AppendInt(mpack.AppendString(b, "stuck"), p.Stuck)
 	case *Cancel:
-		if err = frame.CheckCallID(p.CallID); err != nil {
+		if err = checkCallID(p.CallID); err != nil {
 			err = &protocol.InvalidError{Type: protocol.TypeCancel, Err: err}
 			break
 		}
@@ -231,7 +233,7 @@ func appendFrame(b []byte, f *frame.Frame) ([]byte, []byte, error) {
 }
 
 func validCallID(id string) string {
-	if frame.CheckCallID(id) != nil {
+	if checkCallID(id) != nil {
 		return ""
 	}
 	return id
@@ -312,14 +314,14 @@ func (c *Calls) validate() error {
 // validate checks the invoke's fields; the error is a *frame.FieldError.
 // Nil Arguments are allowed and sent as an empty object.
 func (p *Invoke) validate() error {
-	if err := frame.CheckCallID(p.CallID); err != nil {
+	if err := checkCallID(p.CallID); err != nil {
 		return err
 	}
 	if err := checkID("tool_id", p.ToolID); err != nil {
 		return err
 	}
 	if p.Arguments != nil {
-		if err := renamed(p.Arguments.Check(), "arguments"); err != nil {
+		if err := renamed(checkPayload(p.Arguments), "arguments"); err != nil {
 			return err
 		}
 	}
@@ -342,9 +344,45 @@ func (p *Invoke) validate() error {
 	return nil
 }
 
+// maxIDChars bounds a call id and every id that follows its rule (tool
+// ids): 1 to 128 characters of valid UTF-8 (docs/protocol.md §3).
+const maxIDChars = 128
+
+// checkPayload checks a payload as frame.Frame.Validate does: one
+// MessagePack map with a JSON form; the error is a *frame.FieldError naming
+// payload.
+func checkPayload(p frame.Payload) error {
+	switch err := mpack.CheckObject(p); {
+	case err == nil:
+		return nil
+	case errors.Is(err, mpack.ErrType):
+		return &frame.FieldError{Field: "payload", Reason: "not a map"}
+	case errors.Is(err, mpack.ErrDepth):
+		return &frame.FieldError{Field: "payload", Reason: "nested too deeply"}
+	case errors.Is(err, mpack.ErrNotJSON):
+		return &frame.FieldError{Field: "payload", Reason: "has a value with no JSON form"}
+	}
+	return &frame.FieldError{Field: "payload", Reason: "malformed MessagePack"}
+}
+
+// checkCallID checks a call id: 1 to 128 characters of valid UTF-8; the
+// error is the *frame.FieldError frame.Frame.Validate gives for call_id.
+func checkCallID(id string) error { return checkID("call_id", id) }
+
 // checkID checks an id that follows the call id's rule (1 to 128 characters
-// of valid UTF-8); the error names field.
-func checkID(field, id string) error { return renamed(frame.CheckCallID(id), field) }
+// of valid UTF-8); the error is a *frame.FieldError naming field.
+func checkID(field, id string) error {
+	switch {
+	case !utf8.ValidString(id):
+		return &frame.FieldError{Field: field, Reason: "not valid UTF-8"}
+	case id == "":
+		return &frame.FieldError{Field: field, Reason: "empty"}
+	case len(id) > maxIDChars && utf8.RuneCountInString(id) > maxIDChars:
+		// A string of at most maxIDChars bytes has at most maxIDChars characters.
+		return &frame.FieldError{Field: field, Reason: "too long"}
+	}
+	return nil
+}
 
 // renamed returns err, nil or a *frame.FieldError, as a FieldError of field.
 func renamed(err error, field string) error {

@@ -20,10 +20,3 @@ var ErrProtocol = protocol.ErrProtocol
 // and read from a peer it is a protocol error that also matches
 // ErrProtocol.
 var ErrTooLarge = protocol.ErrTooLarge
-
-// ErrToolsNotOffered is matched (errors.Is) by the protocol error for a
-// tools packet from a child whose startup did not have tools_updates: true
-// (docs/protocol.md §3). It also matches ErrProtocol: the host closes the
-// control connection. The Go child SDK returns it, wrapped, for a tool
-// list it cannot send for that reason.
-var ErrToolsNotOffered = protocol.ErrToolsNotOffered

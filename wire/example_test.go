@@ -115,7 +115,7 @@ func ExampleDecoder() {
 			_, err := wire.Decode(conn[:8], wire.Limits{}) // the lengths' protocol error
 			panic(err)                                     // close the connection
 		}
-		p, err := dec.DecodeHeader(conn[8:8+h], a)
+		p, err := dec.DecodeHeader(conn[8:8+h], a, "")
 		if err != nil {
 			panic(err)
 		}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/frame/mpack"
 )
 
@@ -40,3 +41,9 @@ var AppendTool = appendTool
 
 // CheckLengths is Limits.check: the length check Decode makes first.
 func CheckLengths(l Limits, header, attachment uint32) error { return l.check(header, attachment) }
+
+// CheckCallID is the call id check of the encoder and the decoder.
+func CheckCallID(id string) error { return checkCallID(id) }
+
+// CheckPayload is the payload check of the encoder.
+func CheckPayload(p frame.Payload) error { return checkPayload(p) }

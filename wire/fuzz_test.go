@@ -198,7 +198,7 @@ func violates(f *frame.Frame) string {
 	case (f.Sequence == 0) != (f.Kind == frame.KindStarted):
 		return "breaks the sequence rule"
 	}
-	if f.Error != nil && (!utf8.ValidString(f.Error.Message) || runes(f.Error.Message) > 2048 || !f.Error.Code.Valid()) {
+	if f.Error != nil && (!utf8.ValidString(f.Error.Message) || runes(f.Error.Message) > 2048 || f.Error.Code < frame.CodeProviderError || f.Error.Code > frame.CodeInvalidFrame) {
 		return "has a bad error"
 	}
 	switch m := f.Media.(type) {
@@ -251,7 +251,7 @@ func FuzzStartupCalls(f *testing.F) {
 		st := &wire.Startup{Protocol: 1, ChildID: "c", Limits: packetio.DefaultLimits(), CancelGraceMS: 5, Calls: c}
 		b, err := packetio.Encode(st, packetio.DefaultLimits())
 		if err != nil {
-			require.True(t, wire.ValidateCalls(c) != nil || frame.CheckCallID(tool) != nil, "refused a valid calls map: %v", err)
+			require.True(t, wire.ValidateCalls(c) != nil || wire.CheckCallID(tool) != nil, "refused a valid calls map: %v", err)
 			return
 		}
 		p, err := wire.Decode(b, packetio.DefaultLimits())

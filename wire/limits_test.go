@@ -1,11 +1,13 @@
 package wire_test
 
 import (
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/skulkrt/skulk/wire/internal/protocol"
 )
@@ -47,12 +49,11 @@ func TestLimitsCheck(t *testing.T) {
 func TestDecoderKnobs(t *testing.T) {
 	hdrs, atts := goldenFrameHeaders(t)
 	var d wire.Decoder
-	p, err := d.DecodeHeader(hdrs[0], atts[0])
+	p, err := d.DecodeHeader(hdrs[0], atts[0], "")
 	require.NoError(t, err)
 	id := p.(*wire.Frame).CallID
 	want := string([]byte(id)) // a string of its own
-	d.ExpectCallID(want)
-	p, err = d.DecodeHeader(hdrs[0], atts[0])
+	p, err = d.DecodeHeader(hdrs[0], atts[0], want)
 	require.NoError(t, err)
 	got := p.(*wire.Frame).CallID
 	require.Equal(t, want, got)
@@ -64,7 +65,34 @@ func TestDecoderKnobs(t *testing.T) {
 
 func mustDecode(t *testing.T, d *wire.Decoder, h []byte, att uint32) wire.Packet {
 	t.Helper()
-	p, err := d.DecodeHeader(h, att)
+	p, err := d.DecodeHeader(h, att, "")
 	require.NoError(t, err)
 	return p
+}
+
+// TestCallIDCheckAgreesWithFrame: the codec refuses exactly the call ids
+// frame.Frame.Validate refuses, with the same error.
+func TestCallIDCheckAgreesWithFrame(t *testing.T) {
+	for _, id := range []string{
+		"c", "", "bad \xff", strings.Repeat("x", 128), strings.Repeat("x", 129),
+		strings.Repeat("日", 128), strings.Repeat("日", 129),
+	} {
+		f := frame.Frame{CallID: id, Direction: frame.CallerToProvider, Kind: frame.KindStarted}
+		require.Equal(t, f.Validate(), wire.CheckCallID(id), "id %q", id)
+	}
+}
+
+// TestPayloadCheckAgreesWithFrame: the encoder refuses exactly the
+// payloads frame.Frame.Validate refuses, with the same error.
+func TestPayloadCheckAgreesWithFrame(t *testing.T) {
+	for name, p := range map[string][]byte{
+		"object":       frame.MustPayload(map[string]any{"text": "hi"}),
+		"array":        {0x90},
+		"binary value": {0x81, 0xa1, 'k', 0xc4, 0x01, 0x00},
+		"truncated":    {0x81, 0xa1},
+		"trailing":     {0x80, 0x80},
+	} {
+		f := frame.Frame{CallID: "c", Direction: frame.CallerToProvider, Sequence: 1, Kind: frame.KindChunk, Payload: p}
+		require.Equal(t, f.Validate(), wire.CheckPayload(p), name)
+	}
 }

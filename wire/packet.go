@@ -84,7 +84,7 @@ type Startup struct {
 	// ToolsUpdates says the host takes Tools packets, which replace the
 	// child's tool list while it runs; false: the child's tools are those
 	// of its hello for its whole life, and a Tools packet is a protocol
-	// error (ErrToolsNotOffered).
+	// error (ErrProtocol).
 	ToolsUpdates bool
 }
 

@@ -259,7 +259,7 @@ func TestRealStreamedArguments(t *testing.T) {
 	// never executable.
 	abCtx, abandon := context.WithCancel(ctx)
 	var abID string
-	_, err = h.Call(abCtx, "count", nil, host.WithObservers(calllog.ObserverFunc(func(_ context.Context, e calllog.Event) error {
+	_, err = h.Call(abCtx, "count", nil, host.WithObservers(eventstore.ObserverFunc(func(_ context.Context, e calllog.Event) error {
 		if e.Kind == calllog.KindStarted {
 			abID = e.Call
 		}

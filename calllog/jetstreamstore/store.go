@@ -709,7 +709,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	if err := s.usable(op); err != nil {
 		return err
 	}
-	if err := c.CheckBatch(events); err != nil {
+	if err := storedevent.CheckBatch(c, events); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -783,7 +783,7 @@ func (s *Store) KeepNew(ctx context.Context, tree, writer string, events []calll
 	if err := s.usable("keep new"); err != nil {
 		return calllog.Claim{}, err
 	}
-	if err := c.CheckBatch(events); err != nil {
+	if err := storedevent.CheckBatch(c, events); err != nil {
 		return calllog.Claim{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -1082,7 +1082,7 @@ func (s *Store) collect(ctx context.Context, c *cursor, after, until uint64, lim
 			continue
 		}
 		c.pos = seq
-		if err := decodeInto(&out, c.tree, seq, m.Data()); err != nil {
+		if err := decodeInto(&out, seq, m.Data()); err != nil {
 			return out, err
 		}
 		size += len(m.Data())
@@ -1097,15 +1097,15 @@ func endsTree(data []byte, tree string) bool {
 	return err == nil && e.Kind.IsEnd() && e.Call == tree
 }
 
-// decodeInto decodes the event seq of tree and appends it to out; an
-// event it cannot read is a *calllog.CorruptEventError.
-func decodeInto(out *[]calllog.Event, tree string, seq uint64, data []byte) error {
+// decodeInto decodes the event seq and appends it to out; an event it
+// cannot read is a *calllog.CorruptEventError.
+func decodeInto(out *[]calllog.Event, seq uint64, data []byte) error {
 	if len(data) > storedevent.MaxEventBytes {
-		return &calllog.CorruptEventError{Tree: tree, Seq: seq, Err: storedevent.ErrTooLarge}
+		return &calllog.CorruptEventError{Seq: seq, Err: storedevent.ErrTooLarge}
 	}
 	e, err := storedevent.Decode(data)
 	if err != nil {
-		return &calllog.CorruptEventError{Tree: tree, Seq: seq, Err: err}
+		return &calllog.CorruptEventError{Seq: seq, Err: err}
 	}
 	*out = append(*out, e)
 	return nil
@@ -1145,7 +1145,7 @@ func (s *Store) readLeader(ctx context.Context, tree string, after, lastStream u
 		if seq <= after {
 			continue
 		}
-		if err := decodeInto(&out, tree, seq, m.Data); err != nil {
+		if err := decodeInto(&out, seq, m.Data); err != nil {
 			return out, err
 		}
 		size += len(m.Data)

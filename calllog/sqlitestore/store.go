@@ -441,7 +441,7 @@ func (s *Store) keep(ctx context.Context, op string, c calllog.Claim, events []c
 	if err := s.usable(op); err != nil {
 		return err
 	}
-	if err := c.CheckBatch(events); err != nil {
+	if err := storedevent.CheckBatch(c, events); err != nil {
 		return err
 	}
 	rows := make([][]byte, len(events))
@@ -512,11 +512,11 @@ func (s *Store) EventsAfter(ctx context.Context, tree string, after uint64, limi
 			return nil, s.classify("events after", err)
 		}
 		if n > storedevent.MaxEventBytes {
-			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: storedevent.ErrTooLarge}
+			return out, &calllog.CorruptEventError{Seq: uint64(seq), Err: storedevent.ErrTooLarge}
 		}
 		e, err := storedevent.Decode(b)
 		if err != nil {
-			return out, &calllog.CorruptEventError{Tree: tree, Seq: uint64(seq), Err: err}
+			return out, &calllog.CorruptEventError{Seq: uint64(seq), Err: err}
 		}
 		out = append(out, e)
 		size += n

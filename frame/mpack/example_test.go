@@ -13,7 +13,7 @@ func Example() {
 	b = mpack.AppendString(b, "text")
 	b = mpack.AppendString(b, "hello")
 	p := frame.Payload(b)
-	fmt.Println(p.Check())
+	fmt.Println(mpack.CheckObject(p)) // a valid payload
 
 	r := mpack.NewReader(b)
 	n, _ := r.ReadMapLen()

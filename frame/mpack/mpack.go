@@ -12,7 +12,7 @@
 //	b := mpack.AppendMapHeader(nil, 1)
 //	b = mpack.AppendString(b, "text")
 //	b = mpack.AppendString(b, "hello")
-//	p := frame.Payload(b) // p.Check() == nil
+//	p := frame.Payload(b) // CheckObject(b) == nil: a valid payload
 //
 // The appenders write the smallest encoding of each value, so that the same
 // value always gives the same bytes (wire/testdata/golden compares them byte

@@ -1,9 +1,11 @@
-// Package eventstore holds Memory, a calllog.EventStore in memory for the
-// module's tests.
+// Package eventstore holds the module's test doubles of calllog's
+// interfaces: Memory, a calllog.EventStore in memory, and ObserverFunc, a
+// function as a calllog.Observer.
 package eventstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -56,7 +58,7 @@ func (s *Memory) Keep(ctx context.Context, c calllog.Claim, events []calllog.Eve
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := c.CheckBatch(events); err != nil {
+	if err := checkBatch(c, events); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -80,7 +82,7 @@ func (s *Memory) KeepNew(ctx context.Context, tree, writer string, events []call
 		return calllog.Claim{}, err
 	}
 	c := calllog.Claim{Tree: tree, Writer: writer, Epoch: 1}
-	if err := c.CheckBatch(events); err != nil {
+	if err := checkBatch(c, events); err != nil {
 		return calllog.Claim{}, err
 	}
 	s.mu.Lock()
@@ -118,4 +120,21 @@ func (s *Memory) EventsAfter(ctx context.Context, tree string, after uint64, lim
 		}
 	}
 	return out, nil
+}
+
+// errBadBatch is checkBatch's error.
+var errBadBatch = errors.New("eventstore: bad batch: events of another tree, numbered 0 or out of order")
+
+// checkBatch is the check of calllog.EventStore's Keep that every store
+// makes before it keeps a batch: every event is of c.Tree, Seq ≥ 1,
+// strictly ascending.
+func checkBatch(c calllog.Claim, events []calllog.Event) error {
+	var prev uint64
+	for _, e := range events {
+		if e.Tree != c.Tree || e.Seq == 0 || e.Seq <= prev {
+			return errBadBatch
+		}
+		prev = e.Seq
+	}
+	return nil
 }

@@ -52,6 +52,7 @@ type Reader struct {
 	bufp       *[]byte      // buf's entry of readBufs; nil once buf grew
 	start, end int          // buffered bytes are buf[start:end]
 	dec        wire.Decoder // what decoding keeps between packets
+	expect     string       // ExpectCallID's hint, given to the next decode
 	reuse      bool         // ReuseFrames: the decoder's frame is returned, not a copy
 	err        error        // sticky: a protocol error or a read error (not a deadline's)
 
@@ -153,7 +154,7 @@ func (r *Reader) ReuseFrames() { r.reuse = true }
 // a frame whose call id is id then shares the string instead of
 // allocating its own. Frames of the same call share one string without it;
 // the hint saves the one allocation of a call's first frame.
-func (r *Reader) ExpectCallID(id string) { r.dec.ExpectCallID(id) }
+func (r *Reader) ExpectCallID(id string) { r.expect = id }
 
 // SetLimits replaces the Reader's limits, as after a handshake.
 func (r *Reader) SetLimits(l wire.Limits) { r.limits = Effective(l) }
@@ -283,7 +284,8 @@ func (r *Reader) readPacket() (wire.Packet, error) {
 		return nil, err
 	}
 	hdr := r.buf[r.start+protocol.PrefixLen : r.start+protocol.PrefixLen+int(h)]
-	p, err := r.dec.DecodeHeader(hdr, a)
+	p, err := r.dec.DecodeHeader(hdr, a, r.expect)
+	r.expect = ""
 	if f, ok := p.(*wire.Frame); ok && !r.reuse {
 		// The decoder overwrites its frame with the next one: a copy is
 		// the caller's to keep (its slices are shared with nothing the

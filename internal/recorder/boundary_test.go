@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
 )
 
@@ -21,7 +22,7 @@ func TestObserverDropsACallWholeWhenItsStartDoesNotFit(t *testing.T) {
 	ctx := testCtx(t)
 	release := make(chan struct{})
 	seen := &collector{}
-	obs := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+	obs := eventstore.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
 		select {
 		case <-release:
 		case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestCloseTimeoutMatchesContext(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1) // one signal is enough: the first event
-	obs := calllog.ObserverFunc(func(context.Context, calllog.Event) error {
+	obs := eventstore.ObserverFunc(func(context.Context, calllog.Event) error {
 		select {
 		case entered <- struct{}{}:
 		default:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/eventstore"
 	"github.com/skulkrt/skulk/internal/recorder"
 )
 
@@ -37,7 +38,7 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 	ctx := testCtx(t)
 	release := make(chan struct{})
 	blocked := &collector{}
-	blocker := calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+	blocker := eventstore.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -119,7 +120,7 @@ func TestFailingObserverWarnedOnce(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			h := &countingHandler{}
 			calls := 0
-			bad := calllog.ObserverFunc(func(context.Context, calllog.Event) error {
+			bad := eventstore.ObserverFunc(func(context.Context, calllog.Event) error {
 				calls++
 				if mode == "panic" {
 					panic("observer bug")
@@ -180,7 +181,7 @@ func TestObserverCallsNotFedBack(t *testing.T) {
 	var r *recorder.Recorder
 	echo, other := &collector{}, &collector{}
 	// An observer that makes a call on every started event it is given.
-	caller := calllog.ObserverFunc(func(octx context.Context, e calllog.Event) error {
+	caller := eventstore.ObserverFunc(func(octx context.Context, e calllog.Event) error {
 		if e.Kind == calllog.KindStarted {
 			echo.Observe(octx, e)
 			rec, err := r.Begin(octx, recorder.CallInfo{Tool: "from-observer"})
@@ -211,7 +212,7 @@ func TestObserverCallsNotFedBack(t *testing.T) {
 func TestDrainWaitsForSlowObserver(t *testing.T) {
 	ctx := testCtx(t)
 	slow := &collector{}
-	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{calllog.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
+	r := newRecorder(t, calllog.Options{Observers: []calllog.Observer{eventstore.ObserverFunc(func(ctx context.Context, e calllog.Event) error {
 		time.Sleep(time.Millisecond) // a slow observer, not synchronisation
 		return slow.Observe(ctx, e)
 	})}})

@@ -17,6 +17,7 @@ import (
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/frame/mpack"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // DefaultHistory bounds the events one call keeps for its watchers
@@ -816,7 +817,7 @@ func (rec *Record) Arguments(fragment string) {
 // Retry records that the current attempt was abandoned for another (code
 // and message say why). The next Request is the new attempt.
 func (rec *Record) Retry(code frame.Code, message string) {
-	rec.emit(calllog.Event{Kind: calllog.KindRetry, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(message)}}, nil)
+	rec.emit(calllog.Event{Kind: calllog.KindRetry, Error: &frame.Error{Code: code, Message: protocol.SanitizeMessage(message)}}, nil)
 }
 
 // Input records a caller frame written to the child.
@@ -1149,16 +1150,16 @@ func Done(result frame.Payload) calllog.Outcome {
 }
 
 // Failed is the outcome of a failed call. The message goes through
-// frame.SanitizeMessage.
+// protocol.SanitizeMessage.
 func Failed(code frame.Code, message string, synthetic bool) calllog.Outcome {
-	return calllog.Outcome{Kind: calllog.KindFailed, Error: &frame.Error{Code: code, Message: frame.SanitizeMessage(message), Synthetic: synthetic}}
+	return calllog.Outcome{Kind: calllog.KindFailed, Error: &frame.Error{Code: code, Message: protocol.SanitizeMessage(message), Synthetic: synthetic}}
 }
 
 // Cancelled is the outcome of a cancelled call; message may be empty.
 func Cancelled(message string) calllog.Outcome {
 	o := calllog.Outcome{Kind: calllog.KindCancelled}
 	if message != "" {
-		o.Error = &frame.Error{Code: frame.CodeCancelled, Message: frame.SanitizeMessage(message)}
+		o.Error = &frame.Error{Code: frame.CodeCancelled, Message: protocol.SanitizeMessage(message)}
 	}
 	return o
 }

@@ -8,7 +8,7 @@ import (
 // redactPayload returns p with the value of every map key in keys, at any
 // depth, replaced with the string RedactedValue, and whether
 // anything was replaced; p itself is never modified. A payload reaching
-// the recorder was checked (frame.Payload.Check bounds its depth, so the
+// the recorder was checked (mpack.CheckObject bounds its depth, so the
 // recursion is bounded too); one that does not decode all the same is
 // left out whole (nil, true), so that nothing unread is kept unredacted.
 func redactPayload(p frame.Payload, keys map[string]struct{}) (frame.Payload, bool) {

@@ -123,7 +123,7 @@ func (h *Host) read() {
 		if _, ok := p.(*wire.Tools); ok && !h.offered.Load() {
 			// A protocol error (docs/protocol.md §3, tools): the connection
 			// is not read any further.
-			h.readErr = fmt.Errorf("%s: tools packet without tools_updates in startup: %w", h.cfg.Name, wire.ErrToolsNotOffered)
+			h.readErr = fmt.Errorf("%s: tools packet without tools_updates in startup: %w", h.cfg.Name, wire.ErrProtocol)
 			return
 		}
 		select {
@@ -152,7 +152,7 @@ var (
 
 // Next returns the next control packet the child wrote. A tools packet
 // before a startup with ToolsUpdates stops the reading: Next's error then
-// matches wire.ErrToolsNotOffered.
+// matches wire.ErrProtocol, and its message says so.
 func (h *Host) Next(ctx context.Context) (wire.Packet, error) {
 	h.mu.Lock()
 	if len(h.pending) > 0 {

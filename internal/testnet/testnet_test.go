@@ -67,7 +67,7 @@ func TestHostOverSocketPair(t *testing.T) {
 
 // TestHostToolsOffered: a tools packet reaches the test host after a
 // startup with ToolsUpdates, and is a protocol error
-// (wire.ErrToolsNotOffered) after one without.
+// (wire.ErrProtocol) after one without.
 func TestHostToolsOffered(t *testing.T) {
 	for _, offered := range []bool{true, false} {
 		a, b := SocketPair(t)
@@ -88,7 +88,7 @@ func TestHostToolsOffered(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, &wire.Tools{Tools: []wire.Tool{{ID: "b"}}}, p)
 		} else {
-			require.ErrorIs(t, err, wire.ErrToolsNotOffered)
+			require.ErrorIs(t, err, wire.ErrProtocol)
 			require.ErrorIs(t, err, wire.ErrProtocol)
 		}
 		cancel()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -14,7 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestCountPayload(t *testing.T) {
 	for _, size := range []int{0, 10, 50, 300} {
 		p := countPayload(nil, 1<<31, string(make([]byte, size)))
-		require.NoErrorf(t, p.Check(), "size %d", size)
+		require.NoErrorf(t, mpack.CheckObject(p), "size %d", size)
 		var v struct {
 			I   uint32 `json:"i"`
 			Pad string `json:"pad"`

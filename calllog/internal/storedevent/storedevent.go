@@ -1,10 +1,12 @@
 // Package storedevent holds what the module's event stores
-// (calllog/sqlitestore, calllog/jetstreamstore) share when they read kept
-// events: the bounds of one read (docs/events.md, "Reading is bounded"),
-// the error of an event too large to read, and the kinds by name.
+// (calllog/sqlitestore, calllog/jetstreamstore) share when they keep and
+// read events: the check of a batch to keep, the bounds of one read
+// (docs/events.md, "Reading is bounded"), the error of an event too large
+// to read, and the kinds by name.
 package storedevent
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/skulkrt/skulk/calllog"
@@ -22,6 +24,25 @@ const (
 	// being read.
 	MaxEventBytes = 64 << 20
 )
+
+// errBadBatch is CheckBatch's error.
+var errBadBatch = errors.New("calllog: bad batch: events of another tree, numbered 0 or out of order")
+
+// CheckBatch reports whether events may be kept under c as far as their
+// own numbering shows: every event is of c.Tree, Seq ≥ 1, strictly
+// ascending (calllog.EventStore's Keep). A store makes this check before
+// it keeps a batch (fencing and gaps against what is kept are its own)
+// and returns its error as it is.
+func CheckBatch(c calllog.Claim, events []calllog.Event) error {
+	var prev uint64
+	for _, e := range events {
+		if e.Tree != c.Tree || e.Seq == 0 || e.Seq <= prev {
+			return errBadBatch
+		}
+		prev = e.Seq
+	}
+	return nil
+}
 
 // ErrTooLarge is the Err of a *calllog.CorruptEventError for an event
 // larger than MaxEventBytes. It matches calllog.ErrFormat.

@@ -43,3 +43,20 @@ func TestErrorsMatchErrFormat(t *testing.T) {
 	assert.Equal(t, calllog.KindCompleted, e.Kind)
 	assert.EqualValues(t, 2, e.Seq)
 }
+
+// TestCheckBatch: a batch of the claim's tree numbered from 1 upward
+// passes; one of another tree, numbered 0 or out of order does not.
+func TestCheckBatch(t *testing.T) {
+	c := calllog.Claim{Tree: "t", Writer: "w", Epoch: 1}
+	ev := func(tree string, seq uint64) calllog.Event { return calllog.Event{Tree: tree, Seq: seq} }
+	assert.NoError(t, storedevent.CheckBatch(c, nil))
+	assert.NoError(t, storedevent.CheckBatch(c, []calllog.Event{ev("t", 1), ev("t", 2), ev("t", 5)}))
+	for name, b := range map[string][]calllog.Event{
+		"other tree":   {ev("t", 1), ev("u", 2)},
+		"numbered 0":   {ev("t", 0)},
+		"out of order": {ev("t", 2), ev("t", 1)},
+		"repeated":     {ev("t", 2), ev("t", 2)},
+	} {
+		assert.Error(t, storedevent.CheckBatch(c, b), name)
+	}
+}

@@ -548,7 +548,7 @@ type offerFlag []string
 func (f *offerFlag) String() string { return strings.Join(*f, ",") }
 
 func (f *offerFlag) Set(v string) error {
-	if frame.CheckCallID(v) != nil {
+	if protocol.CheckCallID(v) != nil {
 		return errors.New("--offer takes a tool id")
 	}
 	*f = append(*f, v)

@@ -603,7 +603,7 @@ func stderrTailText(tail string) string {
 func failureText(kind frame.Kind, code frame.Code, msg string, synthetic bool) string {
 	var b strings.Builder
 	b.WriteString(kind.String())
-	if code.Valid() {
+	if code != 0 { // a cancelled call may have no error, so no code
 		b.WriteString(": " + code.String())
 	}
 	if msg != "" {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // Errors of the Wrapper, to match with errors.Is.
@@ -459,7 +460,7 @@ func (w *Wrapper) skulkTools(tools []*mcp.Tool, known map[string]bool) []child.T
 			w.logger.Warn("MCP tool left out: its name is the id of the wrapper's own request tool", "tool", requestTool)
 			continue
 		}
-		if frame.CheckCallID(t.Name) != nil {
+		if protocol.CheckCallID(t.Name) != nil {
 			w.logger.Warn("MCP tool left out: its name is not a valid Skulk tool id (1 to 128 characters of UTF-8)", "length", len(t.Name))
 			continue
 		}

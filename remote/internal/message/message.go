@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/internal/protocol"
 )
 
 // maxCallIDBytes bounds a tree message's body before it is read as a
@@ -193,7 +193,7 @@ func Parse(b []byte) (Message, error) {
 			return Message{}, &Error{"arg", "not a failure code"}
 		}
 	case KindTree:
-		if n > maxCallIDBytes || frame.CheckCallID(string(m.Body)) != nil {
+		if n > maxCallIDBytes || protocol.CheckCallID(string(m.Body)) != nil {
 			return Message{}, &Error{"body", "not a call id of 1 to 128 characters of UTF-8"}
 		}
 		if m.Arg != 0 {

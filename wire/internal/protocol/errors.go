@@ -45,9 +45,6 @@ var (
 	// ErrBadField: a field of a control or stream packet other than a
 	// frame has the wrong type or breaks its rule.
 	ErrBadField = &ProtocolError{"packet field invalid"}
-	// ErrToolsNotOffered: a tools packet after a startup without
-	// tools_updates.
-	ErrToolsNotOffered = &ProtocolError{"tools packet not offered by startup's tools_updates"}
 )
 
 // CheckLengths checks a packet's header length h and attachment length a
