@@ -49,7 +49,7 @@ func TestBlockedObserverDoesNotSlowCallsAndSeesItsLoss(t *testing.T) {
 	// takes, blocked or not; a blocked one must cost no more than that:
 	// what does not fit in its queue is dropped, never waited for.
 	plain := newRecorder(t, calllog.Options{})
-	keeping := newRecorder(t, calllog.Options{Observers: []calllog.Observer{calllog.ObserverFunc(func(context.Context, calllog.Event) error { return nil })}})
+	keeping := newRecorder(t, calllog.Options{Observers: []calllog.Observer{eventstore.ObserverFunc(func(context.Context, calllog.Event) error { return nil })}})
 	slowed := newRecorder(t, calllog.Options{Observers: []calllog.Observer{blocker}})
 
 	// Interleaved rounds, best of each, so both see the same machine load.
