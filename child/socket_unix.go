@@ -34,20 +34,15 @@ func hostedFile(fd int, name string) (*os.File, error) {
 }
 
 // sockFile is a hosted socket (an *os.File in non-blocking mode) whose
-// reads are made with nbsys.Read and waited for by the runtime's poller,
-// as its writes are (writev, through the file's RawConn): a provider's
-// busy path then makes no system call that wakes the runtime's monitor
-// thread (package nbsys says why that matters). Safe for concurrent use;
-// concurrent Reads take turns, as an *os.File's do.
+// reads are raw system calls waited for by the runtime's poller
+// (nbsys.Conn), as its writes are (writev, through the file's RawConn): a
+// provider's busy path then makes no system call that wakes the runtime's
+// monitor thread (package nbsys says why that matters). Safe for
+// concurrent use; concurrent Reads take turns, as an *os.File's do.
 type sockFile struct {
 	*os.File
-	rc syscall.RawConn
-
-	mu  sync.Mutex // held by Read: p, n and err are its
-	fn  func(fd uintptr) bool
-	p   []byte
-	n   int
-	err error
+	mu sync.Mutex  // held by Read: r reads for one caller at a time
+	r  *nbsys.Conn // over the file's RawConn
 }
 
 // newSockFile wraps f, a socket in non-blocking mode; without a RawConn
@@ -57,9 +52,7 @@ func newSockFile(f *os.File) Conn {
 	if err != nil {
 		return f
 	}
-	s := &sockFile{File: f, rc: rc}
-	s.fn = s.read
-	return s
+	return &sockFile{File: f, r: nbsys.NewConn(rc, nil)}
 }
 
 // Read reads as an *os.File's Read does, with its errors: io.EOF at the
@@ -72,39 +65,18 @@ func (s *sockFile) Read(p []byte) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.p, s.n, s.err = p, 0, nil
-	err := s.rc.Read(s.fn)
-	s.p = nil
+	n, sysErr, waitErr := s.r.ReadRaw(p)
 	switch {
-	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
-		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: err}
-	case err != nil:
+	case waitErr != nil && errors.Is(waitErr, os.ErrDeadlineExceeded):
+		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: waitErr}
+	case waitErr != nil:
 		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: os.ErrClosed}
-	case s.err != nil:
-		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: s.err}
-	case s.n == 0:
+	case sysErr != nil:
+		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: sysErr}
+	case n == 0:
 		return 0, io.EOF
 	}
-	return s.n, nil
-}
-
-// read is one attempt of Read: false, so that the poller waits for the
-// socket to be readable and calls it again, when nothing is there yet.
-func (s *sockFile) read(fd uintptr) bool {
-	for {
-		n, err := nbsys.Read(int(fd), s.p)
-		switch err {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		case nil:
-			s.n = n
-		default:
-			s.err = err
-		}
-		return true
-	}
+	return n, nil
 }
 
 // sockType returns the socket type of fd, or an error matching errNotHosted

@@ -116,9 +116,7 @@ func newStreamConn(ch *child, nc net.Conn) *streamConn {
 	}
 	var src io.Reader = nc // without a RawConn, no read is known to wait: the reader paces by the clock alone
 	if c.rc != nil {
-		s := &connSource{c: c, rc: c.rc, nc: nc}
-		s.fn = s.read
-		src = s
+		src = newConnSource(nc, c.rc, c.readWaits)
 	}
 	c.r = packetio.NewReader(src, ch.limits)
 	c.peekFn = c.peek

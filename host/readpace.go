@@ -98,55 +98,46 @@ func (rd *reader) leaveGate() {
 	}
 }
 
-// connSource is what a stream connection's wire.Reader reads from: the
-// socket, read through its syscall.RawConn, so that the reader knows when
-// a read has to wait for the child (the socket is empty). A read that
-// waits leaves the busy gate first, and starts a new busy interval once
-// it returns (streamConn.waited). Errors are those of a net.Conn's Read:
-// io.EOF, a deadline's (matching os.ErrDeadlineExceeded), a closed
-// connection's (net.ErrClosed), or the socket's, as *net.OpError.
+// connSource is what the packetio.Reader of a stream or call connection
+// reads from: the socket, read through its syscall.RawConn with raw
+// system calls (package nbsys says why), so that the reader can also be
+// told when a read has to wait for the child (the socket is empty): a
+// stream connection's reader then leaves the busy gate, and starts a new
+// busy interval once the read returns (streamConn.readWaits). Errors are
+// those of a net.Conn's Read: io.EOF, a deadline's (matching
+// os.ErrDeadlineExceeded), a closed connection's (net.ErrClosed), or the
+// socket's, as *net.OpError. Used by one reader at a time.
 type connSource struct {
-	c  *streamConn
-	rc syscall.RawConn
 	nc net.Conn
-	fn func(fd uintptr) bool // read, made once so that a Read allocates nothing
+	r  *nbsys.Conn
+}
 
-	// Set by Read for fn.
-	p   []byte
-	n   int
-	err error
+// newConnSource returns a connSource over nc, whose RawConn is rc;
+// onWait, if not nil, is called each time a read finds the socket empty,
+// before it waits.
+func newConnSource(nc net.Conn, rc syscall.RawConn, onWait func()) *connSource {
+	return &connSource{nc: nc, r: nbsys.NewConn(rc, onWait)}
 }
 
 func (s *connSource) Read(p []byte) (int, error) {
-	s.p, s.n, s.err = p, 0, nil
-	err := s.rc.Read(s.fn)
-	s.p = nil
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, sysErr, waitErr := s.r.ReadRaw(p)
 	switch {
-	case err != nil: // the deadline, or the connection closed
-		return 0, err
-	case s.err != nil:
-		return 0, &net.OpError{Op: "read", Net: "unix", Source: s.nc.LocalAddr(), Addr: s.nc.RemoteAddr(), Err: os.NewSyscallError("read", s.err)}
-	case s.n == 0 && len(p) > 0:
+	case waitErr != nil: // the deadline, or the connection closed
+		return 0, waitErr
+	case sysErr != nil:
+		return 0, &net.OpError{Op: "read", Net: "unix", Source: s.nc.LocalAddr(), Addr: s.nc.RemoteAddr(), Err: os.NewSyscallError("read", sysErr)}
+	case n == 0:
 		return 0, io.EOF
 	}
-	return s.n, nil
+	return n, nil
 }
 
-// read is one attempt of Read on the socket: it reports false, so that
-// the runtime's poller waits for the socket to be readable and calls it
-// again, when nothing is there yet.
-func (s *connSource) read(fd uintptr) bool {
-	for {
-		n, err := nbsys.Read(int(fd), s.p)
-		switch err {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			s.c.leaveGate()
-			s.c.waited = true
-			return false
-		}
-		s.n, s.err = max(n, 0), err
-		return true
-	}
+// readWaits is a stream connection's connSource's onWait: the read found
+// the socket empty and is about to wait for the child.
+func (c *streamConn) readWaits() {
+	c.leaveGate()
+	c.waited = true
 }
