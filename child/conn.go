@@ -220,6 +220,7 @@ func (c *conn) runInline(cl *call) (handedOff bool) {
 	c.mu.Unlock()
 	c.s.watch.use()
 	cl.run()
+	c.s.watch.done()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Once handed over, the new reader may be running the connection's

@@ -39,7 +39,8 @@ const hostGoneWait = 100 * time.Millisecond
 // new reader goroutine for its connection, which sees the connection
 // close. Short calls, most of them, never need one. The watch is not a
 // saving but runInline's price (see there for what runInline saves): a
-// ticker armed only while handlers run inline, one look per inlineWatch.
+// ticker armed only while handlers run inline, one look per inlineWatch,
+// and stopped when the last of them returns.
 const inlineWatch = 50 * time.Millisecond
 
 // connWriteGrace bounds how long a stream connection's last queued packets

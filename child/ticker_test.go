@@ -10,13 +10,19 @@ import (
 )
 
 // TestTickerArmedWhileUsed: a ticker ticks one period after a use, again
-// while uses keep coming or its function reports work, and then not at
-// all; after stop it never ticks.
+// while its function reports work, and then not at all; a use that ends
+// before the tick (done) leaves nothing armed, and a use that comes while
+// the function looks arms one more tick; after stop it never ticks.
 func TestTickerArmedWhileUsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var ticks, busyLeft atomic.Int64
-		k := newTicker(10*time.Millisecond, func() bool {
+		var k *ticker
+		var useInTick atomic.Bool
+		k = newTicker(10*time.Millisecond, func() bool {
 			ticks.Add(1)
+			if useInTick.CompareAndSwap(true, false) {
+				k.use() // a use the look may have missed
+			}
 			return busyLeft.Add(-1) >= 0
 		})
 		defer k.stop()
@@ -28,15 +34,33 @@ func TestTickerArmedWhileUsed(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
 		require.Equal(t, int64(1), ticks.Load())
-		// The uses came before that tick, so it armed one more, which
-		// finds no use since and no work: the last.
+		// That tick found no work and no use while it looked: the last,
+		// though its users have not said done.
 		time.Sleep(time.Second)
-		require.Equal(t, int64(2), ticks.Load())
+		require.Equal(t, int64(1), ticks.Load())
+		k.done()
+		k.done()
 
 		busyLeft.Store(3) // work reported by three ticks keeps it going
 		k.use()
 		time.Sleep(time.Second)
-		require.Equal(t, int64(2+3+1), ticks.Load(), "three ticks that report work (the first also follows the use), then one that finds neither")
+		require.Equal(t, int64(1+3+1), ticks.Load(), "three ticks that report work, then one that finds none")
+		k.done()
+
+		// A use that is done before its tick leaves nothing to tick.
+		k.use()
+		time.Sleep(5 * time.Millisecond)
+		k.done()
+		time.Sleep(time.Second)
+		require.Equal(t, int64(5), ticks.Load(), "ticked after the last use was done")
+
+		// A use while the function looks: one more tick.
+		useInTick.Store(true)
+		k.use()
+		time.Sleep(time.Second)
+		require.Equal(t, int64(7), ticks.Load(), "the tick that saw a use while it looked, then one more")
+		k.done()
+		k.done()
 	})
 }
 

@@ -86,7 +86,7 @@ type child struct {
 	// Guarded by Host.mu.
 	state   childState
 	running int
-	ended   time.Time // when its calls in flight last dropped to none (pingDue)
+	ended   time.Time // when a call last ended whose handler may still run (pingDue)
 	stuck   int       // from the latest pong
 	streams int       // from the latest pong
 	idle    []*streamConn
@@ -447,8 +447,9 @@ func oldestUnanswered(nonce, answered uint64) uint64 {
 
 // pingDue says whether a tick of the health ticker at now pings the
 // child, whose latest ping went out at last (docs/operations.md, Health):
-// every tick while the host has calls in flight on it, or a call ended
-// since the latest ping, or its latest pong counted handlers running (a
+// every tick while the host has calls in flight on it, or a call whose
+// end the child did not write (releaseSlot) ended since the latest ping,
+// or its latest pong counted handlers running (a
 // handler may outlive its call's terminal, and a cancelled one may not
 // have returned: the pings go on until a pong says it did, or it is stuck
 // and the child recycled); otherwise, for an idle child, once
@@ -920,11 +921,18 @@ func (ch *child) unreachable(cause error) *synth {
 // releaseSlot gives back the stream slot taken by acquire and puts c (if
 // not nil) back into the idle list, or closes it when the child takes no
 // more calls or has enough idle connections.
+//
+// A non-nil c is a connection the child wrote its end on: the call's
+// handler has returned (docs/protocol.md §6 item 3), so the call's end
+// asks for no ping. Without one (the host closed the connection, or the
+// child's end never came) the handler may run on, and the supervisor
+// pings the child once more (pingDue), whose pong says whether it did.
+// An idle child so wakes for no ping after a call that ended as most do.
 func (ch *child) releaseSlot(c *streamConn) {
 	h := ch.h
 	h.mu.Lock()
 	ch.running--
-	if ch.running == 0 { // while calls run, pingDue pings whatever ended
+	if c == nil {
 		ch.ended = time.Now()
 	}
 	reuse := c != nil && !c.failed() && ch.state == stateReady && len(ch.idle) < ch.maxStreams

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -148,4 +149,46 @@ func threadsStopped(pid int) bool {
 		}
 	}
 	return true
+}
+
+// TestCallEndedByChildAsksNoPing: a call whose end the child wrote (its
+// handler returned) leaves an idle child unpinged after it, until
+// IdleHealthInterval; a call whose handler may still run (cancelled, its
+// handler ignoring the cancel, the connection closed without the child's
+// end) keeps the child pinged every HealthInterval after it.
+func TestCallEndedByChildAsksNoPing(t *testing.T) {
+	cfg := fastHealth(realConfig())
+	cfg.HealthInterval, cfg.HealthTimeout = 2*time.Second, 10*time.Second
+	cfg.IdleHealthInterval = time.Minute
+	cfg.CancelGrace = 100 * time.Millisecond
+	cfg.StuckLimit = -1 // the handler that outlives its call is not recycled
+	h, _ := testHost(t, cfg, time.Minute)
+	readyPID(t, h, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for pongs(h) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.EqualValues(t, 1, pongs(h), "the supervisor's first ping is not answered")
+
+	// The call comes within HealthInterval of that ping, so it is not
+	// pinged at its routing, and ends before the next tick.
+	first := time.Now()
+	succeeds(t, h)
+	if time.Since(first) > cfg.HealthInterval/2 {
+		t.Skipf("the call took %v on this machine: it may have spanned a health tick", time.Since(first))
+	}
+	time.Sleep(2*cfg.HealthInterval + cfg.HealthInterval/2) // two ticks
+	assert.EqualValues(t, 1, pongs(h), "the child was pinged after a call it wrote the end of")
+
+	// A handler that outlives its call: pinged at every tick after it.
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 8000, "ignore_cancel": true}))
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	_, err = c.Wait()
+	require.Error(t, err)
+	before := pongs(h)
+	time.Sleep(2*cfg.HealthInterval + cfg.HealthInterval/2)
+	assert.GreaterOrEqualf(t, pongs(h)-before, uint64(2), "pinged %d times in two ticks after a call whose handler runs on", pongs(h)-before)
 }
