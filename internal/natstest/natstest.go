@@ -158,7 +158,27 @@ func RunCluster(t testing.TB, n int, set ...func(*server.Options)) []*Server {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// Every peer online in the meta leader's view: it places a stream's
+	// replicas only on peers whose statistics it has received, and until
+	// then refuses an R3 stream ("no suitable peers for placement").
+	for !allPeersOnline(servers) {
+		if time.Now().After(deadline) {
+			t.Fatal("natstest: the meta leader does not see every cluster server online")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return servers
+}
+
+// allPeersOnline reports whether the running meta leader among servers
+// sees all of them online, with JetStream and current statistics.
+func allPeersOnline(servers []*Server) bool {
+	for _, s := range servers {
+		if s.srv != nil && s.srv.JetStreamIsLeader() {
+			return len(s.srv.JetStreamClusterPeers()) == len(servers)
+		}
+	}
+	return false
 }
 
 // WaitLeader waits until one of the running servers is the JetStream meta
