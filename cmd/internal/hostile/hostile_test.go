@@ -427,10 +427,14 @@ func TestGrandchildDoesNotHoldTheStop(t *testing.T) {
 // TestRecycleTakesTheGrandchild: a child that started a setsid grandchild
 // and then reports a stuck handler is recycled (drained, not killed, and
 // not counted against the restart policy); the grandchild is gone by the
-// time the slot's next child is ready, and that child takes calls.
+// time the slot's next child is ready, and that child takes calls. The
+// child completes its call first, so the stuck handler is seen at the
+// host's next look at an idle child (IdleHealthInterval, short here).
 func TestRecycleTakesTheGrandchild(t *testing.T) {
 	pids := t.TempDir()
-	h := startHost(t, config(t, "serve", pids))
+	cfg := config(t, "serve", pids)
+	cfg.IdleHealthInterval = 200 * time.Millisecond
+	h := startHost(t, cfg)
 	first := h.Children()[0].PID
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
