@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // rawFD returns a new fd of f that is not close-on-exec and blocking, as a
@@ -165,6 +166,12 @@ func TestSockFileRead(t *testing.T) {
 	require.NoError(t, err)
 	c := newSockFile(f)
 	defer c.Close()
+	sf, ok := c.(*sockFile)
+	require.True(t, ok, "a hosted socket is read raw")
+	// Its Fd leaves the socket non-blocking, as the raw reads need.
+	flags, err := unix.FcntlInt(sf.Fd(), unix.F_GETFL, 0)
+	require.NoError(t, err)
+	require.NotZero(t, flags&unix.O_NONBLOCK, "Fd made the socket blocking")
 	buf := make([]byte, 8)
 
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Millisecond)))

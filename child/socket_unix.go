@@ -41,8 +41,10 @@ func hostedFile(fd int, name string) (*os.File, error) {
 // concurrent use; concurrent Reads take turns, as an *os.File's do.
 type sockFile struct {
 	*os.File
-	mu sync.Mutex  // held by Read: r reads for one caller at a time
-	r  *nbsys.Conn // over the file's RawConn
+	rc     syscall.RawConn
+	mu     sync.Mutex  // held by Read: r reads for one caller at a time
+	r      *nbsys.Conn // over rc
+	closed atomic.Bool // Close was called: a read's wait that ended is the close's
 }
 
 // newSockFile wraps f, a socket in non-blocking mode; without a RawConn
@@ -52,13 +54,30 @@ func newSockFile(f *os.File) Conn {
 	if err != nil {
 		return f
 	}
-	return &sockFile{File: f, r: nbsys.NewConn(rc, nil)}
+	return &sockFile{File: f, rc: rc, r: nbsys.NewConn(rc, nil)}
+}
+
+// Close closes the socket; a Read waiting on it returns os.ErrClosed.
+func (s *sockFile) Close() error {
+	s.closed.Store(true)
+	return s.File.Close()
+}
+
+// Fd returns the socket's descriptor and, unlike an *os.File's Fd,
+// leaves it in non-blocking mode, which the raw reads need; -1 once
+// closed.
+func (s *sockFile) Fd() uintptr {
+	fd := ^uintptr(0)
+	if err := s.rc.Control(func(d uintptr) { fd = d }); err != nil {
+		return ^uintptr(0)
+	}
+	return fd
 }
 
 // Read reads as an *os.File's Read does, with its errors: io.EOF at the
 // end, a *os.PathError matching os.ErrDeadlineExceeded when the read
-// deadline passed, or os.ErrClosed after Close (the only other way the
-// poller's wait ends), or the socket's error.
+// deadline passed, os.ErrClosed after Close, or the poller's or the
+// socket's own error.
 func (s *sockFile) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -69,8 +88,10 @@ func (s *sockFile) Read(p []byte) (int, error) {
 	switch {
 	case waitErr != nil && errors.Is(waitErr, os.ErrDeadlineExceeded):
 		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: waitErr}
-	case waitErr != nil:
+	case waitErr != nil && s.closed.Load():
 		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: os.ErrClosed}
+	case waitErr != nil:
+		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: waitErr}
 	case sysErr != nil:
 		return 0, &os.PathError{Op: "read", Path: s.Name(), Err: sysErr}
 	case n == 0:

@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
+	"github.com/skulkrt/skulk/internal/nbsys"
 	"github.com/skulkrt/skulk/internal/packetio"
 	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
@@ -329,11 +329,7 @@ func (c *streamConn) idleSound() bool {
 func (c *streamConn) peek(fd uintptr) bool {
 	// Raw: a look that never waits need not wake the runtime's monitor
 	// thread (package nbsys).
-	n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1, syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	c.peekN, c.peekErr = int(n), nil
-	if errno != 0 {
-		c.peekN, c.peekErr = 0, errno
-	}
+	c.peekN, c.peekErr = nbsys.Peek(int(fd), &c.peekBuf)
 	return true
 }
 

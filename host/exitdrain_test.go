@@ -13,9 +13,11 @@ import (
 // TestCrashDeliversWrittenChunks: every chunk the child wrote before it
 // exited reaches the caller, in order, before the synthetic unreachable,
 // which carries the next sequence; the terminal comes within 1 s of the
-// last frame the child wrote (its crash follows that frame at once). The
-// time from the call to the child's first frame is not counted: under
-// load a restarting child can take more than a second to start.
+// last frame received before it (the child's last chunk, or the call's
+// started, which the host gives once a ready child took the call; the
+// crash follows at once). The time from the call to its started is not
+// counted: under load a restarting child can take more than a second to
+// start.
 func TestCrashDeliversWrittenChunks(t *testing.T) {
 	cfg := fastHealth(realConfig())
 	cfg.PoolSize = 2 // one slot restarts while the other takes the next call
@@ -29,7 +31,7 @@ func TestCrashDeliversWrittenChunks(t *testing.T) {
 			ctx := callCtx(t, 30*time.Second)
 			c, err := h.Call(ctx, "crash", frame.MustPayload(map[string]any{"after": n}))
 			require.NoErrorf(t, err, "round %d after=%d", round, n)
-			var last time.Time // when the child's newest frame was received
+			var last time.Time // when the newest frame before the terminal was received
 			want := uint64(0)
 			for {
 				f, err := c.Recv(ctx)
@@ -53,7 +55,7 @@ func TestCrashDeliversWrittenChunks(t *testing.T) {
 			}
 			d := time.Since(last)
 			worst = max(worst, d)
-			assert.Falsef(t, d > time.Second, "round %d after=%d: terminal %v after the child's last frame, want within 1 s", round, n, d)
+			assert.Falsef(t, d > time.Second, "round %d after=%d: terminal %v after the frame before it, want within 1 s", round, n, d)
 		}
 	}
 	t.Logf("%d crashes: worst last-frame-to-terminal %v", rounds*len(ns), worst)
