@@ -275,3 +275,30 @@ func TestQuotientOfZero(t *testing.T) {
 	assert.True(t, math.IsInf(quotient(3, 0), 1))
 	assert.Equal(t, 0.5, quotient(1, 2))
 }
+
+// A negative reading (a peer's memory per stream read as less than its
+// idle session's, in the host process every session shares) judges
+// nothing: the memory targets say not measured, never met.
+func TestSweepTargetsNegativeReading(t *testing.T) {
+	m := func(x, y float64) Value { return Value{X: x, Y: y, Samples: []float64{y}} }
+	rep := &SweepReport{Sweeps: []Sweep{
+		{ID: "concurrency", Points: []float64{64, 4096}, Curves: []Curve{
+			{ID: "host-mem-per-stream", Series: []Series{
+				{System: Skulk, Values: []Value{m(64, 50), m(4096, 50)}},
+				{System: "go-plugin", Values: []Value{m(64, 13), m(4096, -5)}},
+			}},
+		}},
+	}}
+	got := map[string]Target{}
+	for _, tg := range sweepTargets(rep) {
+		got[tg.Text] = tg
+	}
+	for text, want := range map[string]string{
+		"4,096 concurrent streams: host memory per open stream ≤ half of go-plugin's per gRPC stream": "not measured: a negative reading",
+		"host memory per open stream at most go-plugin's, at every point from 64 streams":             "not measured at 4096: a negative reading",
+	} {
+		tg, ok := got[text]
+		require.Truef(t, ok, "target %q missing", text)
+		assert.Falsef(t, tg.Met || !strings.HasPrefix(tg.Status, want), "%s: met %v, %q; want not met, %q…", text, tg.Met, tg.Status, want)
+	}
+}

@@ -12,6 +12,13 @@ type at struct {
 	x                    float64
 }
 
+// negativeReading is why a ratio with a negative value in it is not
+// judged: a cost read as the difference of two readings (the host's
+// memory with a session's streams open, less its memory with the session
+// idle, in a process every system's session shares) that came out below
+// zero measured the process's other work, not the system.
+const negativeReading = "a negative reading (the difference of two readings of a shared process)"
+
 func (rep *SweepReport) value(a at) (Value, bool) {
 	for _, sw := range rep.Sweeps {
 		if sw.ID != a.sweep {
@@ -65,6 +72,8 @@ func sweepTargets(rep *SweepReport) []Target {
 		switch {
 		case !n.Measured() || !d.Measured():
 			t.Status = "not measured: " + firstNonEmpty(n.Err, n.NA, d.Err, d.NA, "no value")
+		case n.Y < 0 || d.Y < 0:
+			t.Status = "not measured: " + negativeReading
 		default:
 			t.Got = quotient(n.Y, d.Y)
 			if atMost {
@@ -108,6 +117,10 @@ func sweepTargets(rep *SweepReport) []Target {
 			}
 			if !n.Measured() || !d.Measured() {
 				t.Status = fmt.Sprintf("not measured at %g: %s", x, firstNonEmpty(n.Err, n.NA, d.Err, d.NA, "no value"))
+				break
+			}
+			if n.Y < 0 || d.Y < 0 {
+				t.Status = fmt.Sprintf("not measured at %g: %s", x, negativeReading)
 				break
 			}
 			r := quotient(n.Y, d.Y)
