@@ -223,14 +223,14 @@ func BenchmarkSkulkCallNoDeadline(b *testing.B) {
 // tool whose handler calls a host-side Go function through its host (the
 // nested workload's first row); BenchmarkSkulkUnary is its baseline.
 func BenchmarkSkulkNestedHost(b *testing.B) {
-	benchSkulkNested(b, func(ctx context.Context, sn *skulkNester) error { return sn.nestedHost(ctx) })
+	benchSkulkNested(b, func(ctx context.Context, sn *skulkNester) error { _, err := sn.nestedHost(ctx); return err })
 }
 
 // BenchmarkSkulkNestedChild: one op is one call of the nest tool whose
 // handler calls the reply tool of the pool's other child through its
 // host (the nested workload's second row).
 func BenchmarkSkulkNestedChild(b *testing.B) {
-	benchSkulkNested(b, func(ctx context.Context, sn *skulkNester) error { return sn.nestedChild(ctx) })
+	benchSkulkNested(b, func(ctx context.Context, sn *skulkNester) error { _, err := sn.nestedChild(ctx); return err })
 }
 
 // benchSkulkNested runs call b.N times on a nested session (openNested:

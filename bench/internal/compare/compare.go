@@ -342,17 +342,40 @@ func (r *runner) throughput(ctx context.Context, m metricSpec, cpu cpuSpec, sess
 // counts[i] calls one by one and records their p50 as m50 and p99 as m99,
 // and their CPU time per call as cpu.
 func (r *runner) calls(ctx context.Context, sessions []session, m50, m99 metricSpec, cpu cpuSpec, call func(session, context.Context) error) {
+	r.timedCalls(ctx, sessions, callRows{m50: m50, m99: m99, cpu: cpu}, func(s session, ctx context.Context) (time.Duration, error) {
+		return 0, call(s, ctx)
+	})
+}
+
+// callRows are the rows of a calls workload: each call's p50 and p99 as
+// the host times it, and CPU per call; own50 and own99, where their ids
+// are set, are the p50 and p99 of the durations call returns (the
+// nested call inside each call, as its caller timed it).
+type callRows struct {
+	m50, m99     metricSpec
+	cpu          cpuSpec
+	own50, own99 metricSpec
+}
+
+// timedCalls is calls with the rows of rows: call returns what goes into
+// own50 and own99.
+func (r *runner) timedCalls(ctx context.Context, sessions []session, rows callRows, call func(session, context.Context) (time.Duration, error)) {
 	const n0 = 200
+	m50, m99 := rows.m50, rows.m99
+	hasOwn := rows.own50.id != ""
 	counts := make([]int, len(r.systems))
 	lat := make([]time.Duration, 0, maxCalls)
+	own := make([]time.Duration, 0, maxCalls)
 	run := func(ctx context.Context, s session, n int) error {
-		lat = lat[:0]
+		lat, own = lat[:0], own[:0]
 		for i := 0; i < n; i++ {
 			t0 := time.Now()
-			if err := call(s, ctx); err != nil {
+			d, err := call(s, ctx)
+			if err != nil {
 				return err
 			}
 			lat = append(lat, time.Since(t0))
+			own = append(own, d)
 		}
 		return nil
 	}
@@ -361,14 +384,20 @@ func (r *runner) calls(ctx context.Context, sessions []session, m50, m99 metricS
 		d, err := timed(func() error { return run(mctx, sessions[i], n0) })
 		cancel()
 		if err != nil {
-			r.record(m50, s.name(), 0, fmt.Errorf("calibration: %w", err))
-			r.record(m99, s.name(), 0, fmt.Errorf("calibration: %w", err))
+			for _, m := range []metricSpec{m50, m99, rows.own50, rows.own99} {
+				if m.id != "" {
+					r.record(m, s.name(), 0, fmt.Errorf("calibration: %w", err))
+				}
+			}
 			continue
 		}
 		n := int(float64(n0) * r.p.target.Seconds() / max(d.Seconds(), 1e-6))
 		counts[i] = min(max(n, n0), maxCalls)
-		r.fig(m50, s.name()).Count = counts[i]
-		r.fig(m99, s.name()).Count = counts[i]
+		for _, m := range []metricSpec{m50, m99, rows.own50, rows.own99} {
+			if m.id != "" {
+				r.fig(m, s.name()).Count = counts[i]
+			}
+		}
 	}
 	for range r.p.rounds {
 		for i, s := range r.systems {
@@ -382,7 +411,11 @@ func (r *runner) calls(ctx context.Context, sessions []session, m50, m99 metricS
 			cancel()
 			r.record(m50, s.name(), us(percentile(lat, 0.50)), err)
 			r.record(m99, s.name(), us(percentile(lat, 0.99)), err)
-			r.recordCPU(cpu, s.name(), u, counts[i], uerr)
+			if hasOwn {
+				r.record(rows.own50, s.name(), us(percentile(own, 0.50)), err)
+				r.record(rows.own99, s.name(), us(percentile(own, 0.99)), err)
+			}
+			r.recordCPU(rows.cpu, s.name(), u, counts[i], uerr)
 		}
 	}
 }

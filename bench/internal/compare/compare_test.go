@@ -80,7 +80,7 @@ func fakeReport(figs map[string]map[string]float64) *Report {
 	for _, name := range SystemNames {
 		r.systems = append(r.systems, &skulkSystem{sys: name})
 	}
-	for _, m := range []metricSpec{mSmall, mMedia, mCall50, mUnary50, mNestHost50, mNestChild50, mStart, mCrash, mHealth} {
+	for _, m := range []metricSpec{mSmall, mMedia, mCall50, mUnary50, mNestHost50, mNestChild50, mNestHostOwn50, mNestChildOwn50, mStart, mCrash, mHealth} {
 		for sys, v := range figs[m.id] {
 			r.fig(m, sys).Samples = []float64{v}
 		}
@@ -129,14 +129,16 @@ func TestCPURows(t *testing.T) {
 
 func TestAdvantageAndTargets(t *testing.T) {
 	rep := fakeReport(map[string]map[string]float64{
-		"small-stream":     {Skulk: 300, SkulkDemo: 270, "go-plugin": 100, "raw": 400},
-		"call-p50":         {Skulk: 20, "go-plugin": 100, "raw": 10},
-		"unary-p50":        {Skulk: 30, "go-plugin": 100, "raw": 10},
-		"nested-host-p50":  {Skulk: 50, "go-plugin": 100},
-		"nested-child-p50": {Skulk: 100, "go-plugin": 200},
-		"crash":            {Skulk: 25, "go-plugin": 20},
-		"start":            {Skulk: 2, "raw": 2.5},
-		"health-p99":       {Skulk: 1},
+		"small-stream":         {Skulk: 300, SkulkDemo: 270, "go-plugin": 100, "raw": 400},
+		"call-p50":             {Skulk: 20, "go-plugin": 100, "raw": 10},
+		"unary-p50":            {Skulk: 30, "go-plugin": 100, "raw": 10},
+		"nested-host-p50":      {Skulk: 80, "go-plugin": 100},
+		"nested-child-p50":     {Skulk: 130, "go-plugin": 200},
+		"nested-host-own-p50":  {Skulk: 50, "go-plugin": 60},
+		"nested-child-own-p50": {Skulk: 100, "go-plugin": 150},
+		"crash":                {Skulk: 25, "go-plugin": 20},
+		"start":                {Skulk: 2, "raw": 2.5},
+		"health-p99":           {Skulk: 1},
 	})
 	if f := figOf(rep, "small-stream", "go-plugin"); f.SkulkAdvantage != 3 {
 		assert.Fail(t, fmt.Sprintf("rate advantage = %v, want 3", f.SkulkAdvantage))
@@ -156,13 +158,15 @@ func TestAdvantageAndTargets(t *testing.T) {
 		"crash detection under 20 ms":                                    false,
 		"health-ping p99 under 5 ms while every stream is backpressured": true,
 		// Issue 39's rows of the compare run.
-		"small-frame stream ≥ 3× go-plugin's gRPC stream rate":                            true,
-		"small-frame stream CPU ≤ 300 ns per frame, host + child":                         false, // 800 ns (cpus)
-		"small-frame stream with output schemas (skulk-demo) ≥ 0.8× the schema-less rate": true,  // 0.9×
-		"crash detection at most go-plugin's":                                             false, // 25 against 20 ms
-		"start to first call at most raw's (exec, one connection, one ping-pong)":         true,
-		"nested call to a host-side function p50 within 2× the host's own unary call p50": true,
-		"nested call to another child's tool p50 within 3× the host's own unary call p50": false,
+		"small-frame stream ≥ 3× go-plugin's gRPC stream rate":                                                     true,
+		"small-frame stream CPU ≤ 300 ns per frame, host + child":                                                  false, // 800 ns (cpus)
+		"small-frame stream with output schemas (skulk-demo) ≥ 0.8× the schema-less rate":                          true,  // 0.9×
+		"crash detection at most go-plugin's":                                                                      false, // 25 against 20 ms
+		"start to first call at most raw's (exec, one connection, one ping-pong)":                                  true,
+		"nested call to a host-side function p50 (as its caller times it) within 2× the host's own unary call p50": true,  // 50 against 30
+		"nested call to another child's tool p50 (as its caller times it) within 3× the host's own unary call p50": false, // 100 against 30
+		"call holding a nested call to a host-side function p50 within 3× the host's own unary call p50":           true,  // 80
+		"call holding a nested call to another child's tool p50 within 4× the host's own unary call p50":           false, // 130
 	} {
 		tg, ok := status[text]
 		if !ok {
@@ -296,9 +300,11 @@ func TestRunQuickSubset(t *testing.T) {
 }
 
 // TestNestedRows runs the nested workload: Skulk and go-plugin each have
-// a p50, p99 and CPU figure for a nested call to a host-side function
-// and to another child's tool; raw, which has no calls both ways, is
-// marked not applicable rather than failed.
+// a p50, p99 and CPU figure for a call holding a nested call to a
+// host-side function and to another child's tool, and a p50 and p99 of
+// the nested call alone, which lies inside the call that holds it; raw,
+// which has no calls both ways, is marked not applicable rather than
+// failed.
 func TestNestedRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -320,6 +326,21 @@ func TestNestedRows(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"nested-host-p50", "nested-host-p99", "nested-host-cpu", "nested-child-p50", "nested-child-p99", "nested-child-cpu"}
+	want := []string{"nested-host-p50", "nested-host-p99", "nested-host-own-p50", "nested-host-own-p99", "nested-host-cpu",
+		"nested-child-p50", "nested-child-p99", "nested-child-own-p50", "nested-child-own-p99", "nested-child-cpu"}
 	assert.Falsef(t, !reflect.DeepEqual(ids, want), "rows %q, want %q", ids, want)
+	// Each nested call lies inside the call that holds it, so every
+	// percentile of the one is at most the other's.
+	byID := make(map[string]Metric)
+	for _, m := range rep.Metrics {
+		byID[m.ID] = m
+	}
+	for _, pair := range [][2]string{{"nested-host-own-p50", "nested-host-p50"}, {"nested-host-own-p99", "nested-host-p99"},
+		{"nested-child-own-p50", "nested-child-p50"}, {"nested-child-own-p99", "nested-child-p99"}} {
+		for _, sys := range []string{Skulk, "go-plugin"} {
+			own, outer := findFig(byID[pair[0]], sys), findFig(byID[pair[1]], sys)
+			assert.Positivef(t, own.Median, "%s/%s", pair[0], sys)
+			assert.LessOrEqualf(t, own.Median, outer.Median, "%s/%s above %s", pair[0], sys, pair[1])
+		}
+	}
 }

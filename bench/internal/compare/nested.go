@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skulkrt/skulk/bench/internal/skulkbench"
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/wire"
@@ -16,26 +17,34 @@ import (
 // HostTool; go-plugin: a host service the plugin calls over the
 // GRPCBroker) or another child's tool (Skulk: a tool of the pool's other
 // child, routed by the host; go-plugin: a host service that calls a
-// second plugin), and answers with what that call returned. Each is
-// timed from the host's call to its answer, in the unary shape (a value
-// in, a value out), so that the unary row of the same run is its
-// baseline.
+// second plugin), and answers with what that call returned, in the unary
+// shape (a value in, a value out), so that the unary row of the same run
+// is its baseline. Each is timed twice: the host's call, from its start
+// to its answer (a host-made call with the nested call inside it), and
+// the nested call alone, from the handler's call to its terminal, as the
+// handler (the nested call's caller) sees it.
 var (
-	mNestHost50  = metricSpec{"nested-host-p50", "nested small call to a host-side function p50 (go-plugin: GRPCBroker callback)", "µs", false}
-	mNestHost99  = metricSpec{"nested-host-p99", "nested small call to a host-side function p99 (go-plugin: GRPCBroker callback)", "µs", false}
-	mNestChild50 = metricSpec{"nested-child-p50", "nested small call to another child's tool p50 (go-plugin: broker callback forwarded to a second plugin)", "µs", false}
-	mNestChild99 = metricSpec{"nested-child-p99", "nested small call to another child's tool p99 (go-plugin: broker callback forwarded to a second plugin)", "µs", false}
-	cNestHost    = cpuSpec{metricSpec{"nested-host-cpu", "CPU per nested call to a host-side function, host + children", "µs/call", false}, mNestHost50.id, time.Microsecond}
-	cNestChild   = cpuSpec{metricSpec{"nested-child-cpu", "CPU per nested call to another child's tool, host + children", "µs/call", false}, mNestChild50.id, time.Microsecond}
+	mNestHost50     = metricSpec{"nested-host-p50", "call whose handler makes a nested small call to a host-side function p50 (go-plugin: GRPCBroker callback)", "µs", false}
+	mNestHost99     = metricSpec{"nested-host-p99", "call whose handler makes a nested small call to a host-side function p99 (go-plugin: GRPCBroker callback)", "µs", false}
+	mNestHostOwn50  = metricSpec{"nested-host-own-p50", "the nested call to a host-side function alone p50, timed by the handler that makes it", "µs", false}
+	mNestHostOwn99  = metricSpec{"nested-host-own-p99", "the nested call to a host-side function alone p99, timed by the handler that makes it", "µs", false}
+	mNestChild50    = metricSpec{"nested-child-p50", "call whose handler makes a nested small call to another child's tool p50 (go-plugin: broker callback forwarded to a second plugin)", "µs", false}
+	mNestChild99    = metricSpec{"nested-child-p99", "call whose handler makes a nested small call to another child's tool p99 (go-plugin: broker callback forwarded to a second plugin)", "µs", false}
+	mNestChildOwn50 = metricSpec{"nested-child-own-p50", "the nested call to another child's tool alone p50, timed by the handler that makes it", "µs", false}
+	mNestChildOwn99 = metricSpec{"nested-child-own-p99", "the nested call to another child's tool alone p99, timed by the handler that makes it", "µs", false}
+	cNestHost       = cpuSpec{metricSpec{"nested-host-cpu", "CPU per call with a nested call to a host-side function, host + children", "µs/call", false}, mNestHost50.id, time.Microsecond}
+	cNestChild      = cpuSpec{metricSpec{"nested-child-cpu", "CPU per call with a nested call to another child's tool, host + children", "µs/call", false}, mNestChild50.id, time.Microsecond}
 )
 
 // nester is a session whose child calls through its host.
 type nester interface {
 	session
-	// nestedHost makes one call whose handler calls a host-side function.
-	nestedHost(ctx context.Context) error
-	// nestedChild makes one call whose handler calls another child's tool.
-	nestedChild(ctx context.Context) error
+	// nestedHost makes one call whose handler calls a host-side function
+	// and returns how long that nested call took as the handler saw it.
+	nestedHost(ctx context.Context) (time.Duration, error)
+	// nestedChild makes one call whose handler calls another child's tool
+	// and returns how long that nested call took as the handler saw it.
+	nestedChild(ctx context.Context) (time.Duration, error)
 }
 
 // nestingSystem is a system that can open a nester.
@@ -54,8 +63,12 @@ func (n naNester) echo(context.Context, int) error        { return n.err() }
 func (n naNester) call(context.Context) error             { return n.err() }
 func (n naNester) unary(context.Context) error            { return n.err() }
 func (n naNester) close() error                           { return nil }
-func (n naNester) nestedHost(context.Context) error       { return n.err() }
-func (n naNester) nestedChild(context.Context) error      { return n.err() }
+func (n naNester) nestedHost(context.Context) (time.Duration, error) {
+	return 0, n.err()
+}
+func (n naNester) nestedChild(context.Context) (time.Duration, error) {
+	return 0, n.err()
+}
 
 // nested runs the nested workload: a session per system, opened for it
 // and closed after it.
@@ -84,8 +97,10 @@ func (r *runner) nested(ctx context.Context) {
 			s.close()
 		}
 	}()
-	r.calls(ctx, sessions, mNestHost50, mNestHost99, cNestHost, func(s session, ctx context.Context) error { return s.(nester).nestedHost(ctx) })
-	r.calls(ctx, sessions, mNestChild50, mNestChild99, cNestChild, func(s session, ctx context.Context) error { return s.(nester).nestedChild(ctx) })
+	r.timedCalls(ctx, sessions, callRows{m50: mNestHost50, m99: mNestHost99, cpu: cNestHost, own50: mNestHostOwn50, own99: mNestHostOwn99},
+		func(s session, ctx context.Context) (time.Duration, error) { return s.(nester).nestedHost(ctx) })
+	r.timedCalls(ctx, sessions, callRows{m50: mNestChild50, m99: mNestChild99, cpu: cNestChild, own50: mNestChildOwn50, own99: mNestChildOwn99},
+		func(s session, ctx context.Context) (time.Duration, error) { return s.(nester).nestedChild(ctx) })
 }
 
 // hostReply is the Skulk host-side function: it completes with its
@@ -129,23 +144,33 @@ func (s *skulkSystem) openNested(ctx context.Context) (nester, error) {
 	}, nil
 }
 
-func (sn *skulkNester) nestedHost(ctx context.Context) error  { return sn.nest(ctx, sn.viaHost) }
-func (sn *skulkNester) nestedChild(ctx context.Context) error { return sn.nest(ctx, sn.viaChild) }
+func (sn *skulkNester) nestedHost(ctx context.Context) (time.Duration, error) {
+	return sn.nest(ctx, sn.viaHost)
+}
 
-// nest calls nest with args, unary-shaped, and checks the value.
-func (sn *skulkNester) nest(ctx context.Context, args frame.Payload) error {
+func (sn *skulkNester) nestedChild(ctx context.Context) (time.Duration, error) {
+	return sn.nest(ctx, sn.viaChild)
+}
+
+// nest calls nest with args, unary-shaped, checks the nested call's
+// value and returns how long the nested call took in the handler.
+func (sn *skulkNester) nest(ctx context.Context, args frame.Payload) (time.Duration, error) {
 	c, err := sn.h.Call(ctx, "nest", args, host.WithInput())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	p, err := c.Wait()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if len(p) != len(smallPayload) {
-		return fmt.Errorf("skulk: nested: got %d bytes, want %d", len(p), len(smallPayload))
+	took, v, err := skulkbench.ParseNestReply(p)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	if len(v) != len(smallPayload) {
+		return 0, fmt.Errorf("skulk: nested: got %d bytes, want %d", len(v), len(smallPayload))
+	}
+	return took, nil
 }
 
 // grpcNester is two plugins: the first is offered a host service over
@@ -180,20 +205,25 @@ func (s *grpcSystem) openNested(ctx context.Context) (nester, error) {
 	return gn, nil
 }
 
-func (gn *grpcNester) nestedHost(ctx context.Context) error  { return gn.nest(ctx, 0) }
-func (gn *grpcNester) nestedChild(ctx context.Context) error { return gn.nest(ctx, 1) }
+func (gn *grpcNester) nestedHost(ctx context.Context) (time.Duration, error) {
+	return gn.nest(ctx, 0)
+}
 
-func (gn *grpcNester) nest(ctx context.Context, mode byte) error {
+func (gn *grpcNester) nestedChild(ctx context.Context) (time.Duration, error) {
+	return gn.nest(ctx, 1)
+}
+
+func (gn *grpcNester) nest(ctx context.Context, mode byte) (time.Duration, error) {
 	req := make([]byte, 1+payloadSize)
 	req[0] = mode
-	out, err := gn.bench.Nest(ctx, gn.id, req)
+	out, took, err := gn.bench.Nest(ctx, gn.id, req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(out) != payloadSize {
-		return fmt.Errorf("go-plugin: nested reply of %d bytes", len(out))
+		return 0, fmt.Errorf("go-plugin: nested reply of %d bytes", len(out))
 	}
-	return nil
+	return took, nil
 }
 
 func (gn *grpcNester) pids() []int { return []int{gn.pid, gn.other.pid} }

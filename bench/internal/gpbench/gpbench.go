@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -157,13 +158,15 @@ func handleHostCall(srv any, ctx context.Context, dec func(any) error, _ grpc.Un
 	return &Msg{B: out}, nil
 }
 
-// errNest is returned for a Nest request shorter than its broker id.
+// errNest is returned for a Nest request shorter than its broker id, and
+// for a Nest reply shorter than its time.
 var errNest = errors.New("gpbench: malformed nest request")
 
 // handleNest calls the host service whose broker id leads the request
 // (4 bytes, big-endian) with the rest of the request, and returns its
-// reply: a call from the plugin back into its host, made while the
-// host's call waits.
+// reply after 8 bytes (big-endian) of the nanoseconds that call took as
+// the plugin saw it: a call from the plugin back into its host, made
+// while the host's call waits.
 func handleNest(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	var m Msg
 	if err := dec(&m); err != nil {
@@ -177,10 +180,12 @@ func handleNest(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryS
 		return nil, err
 	}
 	var out Msg
+	t0 := time.Now()
 	if err := cc.Invoke(ctx, "/"+hostServiceName+"/Call", &Msg{B: m.B[4:]}, &out, grpc.ForceCodec(Codec{})); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	took := time.Since(t0)
+	return &Msg{B: append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(out.B)), uint64(took)), out.B...)}, nil
 }
 
 // server is the plugin's side of the bench service: it keeps one
@@ -319,15 +324,19 @@ func (c *Client) ServeHost(f HostFunc) uint32 {
 }
 
 // Nest makes one Nest call: the plugin calls the host service id with b
-// and the host's reply comes back as the call's reply.
-func (c *Client) Nest(ctx context.Context, id uint32, b []byte) ([]byte, error) {
+// and the host's reply comes back as the call's reply, with how long the
+// plugin's call to the host service took as the plugin saw it.
+func (c *Client) Nest(ctx context.Context, id uint32, b []byte) ([]byte, time.Duration, error) {
 	req := make([]byte, 4, 4+len(b))
 	binary.BigEndian.PutUint32(req, id)
 	var out Msg
 	if err := c.cc.Invoke(ctx, "/"+serviceName+"/Nest", &Msg{B: append(req, b...)}, &out, grpc.ForceCodec(Codec{})); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return out.B, nil
+	if len(out.B) < 8 {
+		return nil, 0, errNest
+	}
+	return out.B[8:], time.Duration(binary.BigEndian.Uint64(out.B)), nil
 }
 
 // Stream starts a Stream call. The caller reads it with RecvMsg(*Msg) until

@@ -78,7 +78,7 @@ func Tools() []child.Tool {
 		},
 		{
 			ID:              "nest",
-			Description:     "Calls tool through the host with args and completes with its value; reads no input.",
+			Description:     "Calls tool through the host with args and completes with {ns, value}: how long that call took as the handler saw it, and its value; reads no input.",
 			ArgumentsSchema: object(map[string]any{"tool": map[string]any{"type": "string"}, "args": map[string]any{"type": "object"}}, "tool", "args"),
 			Handler:         nest,
 		},
@@ -167,8 +167,10 @@ func reply(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	return s.Arguments(), nil
 }
 
-// nest makes one call through the host (docs/protocol.md §8) and
-// completes with its value: a nested small call, in the unary shape.
+// nest makes one call through the host (docs/protocol.md §8), a nested
+// small call in the unary shape, and completes with {"ns": n, "value":
+// v}: the nanoseconds from its Call to its terminal, as the handler (the
+// nested call's caller) saw them, and the nested call's value.
 func nest(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	// The arguments are read as MessagePack, args kept as the bytes they
 	// came as (a relay does not look into what it passes on); the SDK
@@ -186,12 +188,50 @@ func nest(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	}
 	// Unary-shaped, as the host's own unary call: the invoke and the
 	// closed input leave in one write.
+	t0 := time.Now()
 	c, err := s.Call(ctx, a.Tool, args, child.WithInput())
 	if err != nil {
 		return nil, err
 	}
-	return c.Wait()
+	v, err := c.Wait()
+	took := time.Since(t0)
+	if err != nil {
+		return nil, err
+	}
+	return NestReply(took, v), nil
 }
+
+// NestReply is nest's value: {"ns": took in nanoseconds, "value": v}, v
+// nil when the nested call completed without a value.
+func NestReply(took time.Duration, v frame.Payload) frame.Payload {
+	b := make([]byte, 0, 16+len(v))
+	b = append(b, 0x82, 0xa2, 'n', 's', 0xcf)
+	b = binary.BigEndian.AppendUint64(b, uint64(took))
+	b = append(b, 0xa5, 'v', 'a', 'l', 'u', 'e')
+	if len(v) == 0 {
+		return append(b, 0xc0)
+	}
+	return append(b, v...)
+}
+
+// ParseNestReply reads nest's value: how long the nested call took and
+// its value (nil for none).
+func ParseNestReply(p frame.Payload) (time.Duration, frame.Payload, error) {
+	var r struct {
+		NS    uint64             `msgpack:"ns"`
+		Value msgpack.RawMessage `msgpack:"value"`
+	}
+	if err := msgpack.Unmarshal(p, &r); err != nil {
+		return 0, nil, errNestReply
+	}
+	if bytes.Equal(r.Value, []byte{0xc0}) {
+		r.Value = nil
+	}
+	return time.Duration(r.NS), frame.Payload(r.Value), nil
+}
+
+// errNestReply is ParseNestReply's error for a value nest does not make.
+var errNestReply = errors.New("skulkbench: nest's value is not {ns, value}")
 
 func sleep(ctx context.Context, s *child.Stream) (frame.Payload, error) {
 	var a struct {

@@ -3,6 +3,9 @@ package skulkbench
 import (
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/skulkrt/skulk/frame"
 
 	"github.com/skulkrt/skulk/frame/mpack"
 	"github.com/stretchr/testify/assert"
@@ -27,4 +30,20 @@ func TestCountPayload(t *testing.T) {
 	if n := len(countPayload(nil, 7, string(make([]byte, 50)))); n != 64 {
 		assert.Fail(t, fmt.Sprintf("count chunk with 50 bytes of padding is %d bytes, want 64", n))
 	}
+}
+
+// TestNestReply: nest's value is a MessagePack object that ParseNestReply
+// reads back, with or without a value, and anything else is refused.
+func TestNestReply(t *testing.T) {
+	v := frame.MustPayload(map[string]any{"text": "hi"})
+	for _, in := range []frame.Payload{v, nil} {
+		p := NestReply(1234567*time.Nanosecond, in)
+		require.NoError(t, mpack.CheckObject(p))
+		took, out, err := ParseNestReply(p)
+		require.NoError(t, err)
+		assert.Equal(t, 1234567*time.Nanosecond, took)
+		assert.Equal(t, in, out)
+	}
+	_, _, err := ParseNestReply(frame.Payload{0xa1, 'x'})
+	assert.ErrorIs(t, err, errNestReply)
 }
