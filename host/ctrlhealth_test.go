@@ -30,14 +30,17 @@ func firstDeath(t *testing.T, h *Host, limit time.Duration) (time.Time, error) {
 }
 
 // TestHealthChildLeavesControlUnread: a child that stops reading its
-// control connection ("deaf") while it answers pings blindly, so that its
-// pongs look right, is declared unhealthy once the host's control writer
-// has waited a whole HealthTimeout for the full socket (here filled with
-// cancels, as thousands of cancelled calls would fill it). Without the
-// rule, the pings stay in the host's writer and the verdict never comes.
+// control connection ("deaf") while it answers every ping that reaches
+// it (it peeks at them), so that its pongs are right, is declared
+// unhealthy once the host's control writer has waited a whole
+// HealthTimeout for the full socket (here filled with cancels, as
+// thousands of cancelled calls would fill it). Without the rule, the
+// pings stay in the host's writer and the verdict never comes. The
+// timeout is fastHealth's: the child must answer each ping within it, or
+// it is rightly declared dead for its silence (a child that gets no CPU
+// for a whole timeout is one), which is not what this test is about.
 func TestHealthChildLeavesControlUnread(t *testing.T) {
 	cfg := fastHealth(fakeConfig("serve"))
-	cfg.HealthTimeout = time.Second
 	h, _ := testHost(t, cfg, time.Minute)
 	h.mu.Lock()
 	ch := h.slots[0].cur
