@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,11 +45,12 @@ func firstDeath(t *testing.T, h *Host, limit time.Duration) (time.Time, error) {
 // each wake-up came. The health bounds are kept by a host that runs; on a
 // machine so loaded that the process does not (seconds on a 2-core
 // machine under -race beside other work), every look of the host's
-// health timer is that much later. Stop ends the probe and returns the
-// total.
+// health timer is that much later.
 type stallProbe struct {
-	done    chan struct{}
-	stalled chan time.Duration // size 1: the total, sent once as the probe ends
+	once  sync.Once
+	done  chan struct{} // closed by Stop
+	ended chan struct{} // closed when the probe's goroutine has returned
+	total time.Duration // written by the goroutine before ended is closed
 }
 
 const (
@@ -56,34 +58,38 @@ const (
 	stallSlack = 10 * time.Millisecond // lateness below it is the scheduler's usual, not a stall
 )
 
-func startStallProbe() *stallProbe {
-	p := &stallProbe{done: make(chan struct{}), stalled: make(chan time.Duration, 1)}
+// startStallProbe starts a probe that t's cleanup stops, if the test
+// did not.
+func startStallProbe(t *testing.T) *stallProbe {
+	p := &stallProbe{done: make(chan struct{}), ended: make(chan struct{})}
 	go func() { // stopped by Stop
-		var total time.Duration
-		t := time.NewTicker(stallTick)
-		defer t.Stop()
+		defer close(p.ended)
+		tick := time.NewTicker(stallTick)
+		defer tick.Stop()
 		last := time.Now()
 		for {
 			select {
 			case <-p.done:
-				p.stalled <- total
 				return
-			case <-t.C:
+			case <-tick.C:
 				now := time.Now() // not the tick's own time: that is when it was due, not when it ran
 				if late := now.Sub(last) - stallTick; late > stallSlack {
-					total += late
+					p.total += late
 				}
 				last = now
 			}
 		}
 	}()
+	t.Cleanup(func() { p.Stop() })
 	return p
 }
 
-// Stop ends the probe and returns how long the process stalled.
+// Stop ends the probe and returns how long the process stalled. It may
+// be called more than once.
 func (p *stallProbe) Stop() time.Duration {
-	close(p.done)
-	return <-p.stalled
+	p.once.Do(func() { close(p.done) })
+	<-p.ended
+	return p.total
 }
 
 // TestHealthChildLeavesControlUnread: a child that stops reading its
@@ -108,6 +114,7 @@ func TestHealthChildLeavesControlUnread(t *testing.T) {
 	// The child reads one more ping, then nothing.
 	time.Sleep(5 * cfg.HealthInterval)
 
+	probe := startStallProbe(t)
 	var full time.Time
 	for i, queued := 0, true; full.IsZero() || queued; i++ {
 		var err error
@@ -128,16 +135,18 @@ func TestHealthChildLeavesControlUnread(t *testing.T) {
 	}()
 	// Pongs still come meanwhile: the child looks healthy by them.
 	dead, cause := firstDeath(t, h, 15*time.Second)
+	stalled := probe.Stop()
 	require.ErrorIs(t, cause, errControlUnread)
 	require.ErrorIs(t, cause, ErrUnhealthy)
 	assert.NotContains(t, cause.Error(), "no pong", "the child answered its pings: the cause must not say it did not")
 	// The stated bound: HealthTimeout after the write met the full
 	// socket, seen at the next tick (one interval, plus one more when
 	// the tick's ping waits for room), with a second for a loaded
-	// machine under -race.
+	// machine under -race and the time the process did not run.
 	took := dead.Sub(full)
+	t.Logf("declared dead %v after the write met the full socket; the process stalled %v", took, stalled)
 	assert.GreaterOrEqual(t, took, cfg.HealthTimeout, "declared before the writer had waited a whole timeout")
-	assert.LessOrEqual(t, took, cfg.HealthTimeout+2*cfg.HealthInterval+time.Second)
+	assert.LessOrEqual(t, took, cfg.HealthTimeout+2*cfg.HealthInterval+time.Second+stalled)
 	// It returns: with the connection's error, or nil where the queue
 	// had room after all (the child read the one packet it was to read
 	// only while the test filled the socket, and the flusher took the
@@ -162,7 +171,7 @@ func TestHealthPongFlood(t *testing.T) {
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.HealthTimeout = time.Second
 	h, logs := testHost(t, cfg, time.Minute)
-	probe := startStallProbe()
+	probe := startStallProbe(t)
 	start := time.Now()
 	c, err := h.Call(callCtx(t, 30*time.Second), "pongflood", nil)
 	require.NoError(t, err)
