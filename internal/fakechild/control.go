@@ -273,8 +273,11 @@ func peekPongs() {
 		return
 	}
 	every := max(healthInterval/10, time.Millisecond) // a startup's 0 would spin
-	var buf []byte                                    // the unread bytes as last peeked; grows to the socket's unread count, which the socket's buffer bounds
-	var done int                                      // the bytes of buf already looked at: whole packets
+	// buf holds the unread bytes as last peeked: it grows to the socket's
+	// unread count, which the socket's buffer bounds. done is how many of
+	// them were looked at already (whole packets).
+	var buf []byte
+	var done int
 	var answered uint64
 	for ; ; time.Sleep(every) {
 		var n int
@@ -315,10 +318,9 @@ func newestPing(b []byte) (nonce uint64, whole int) {
 		if len(b)-whole < size {
 			break
 		}
-		p, err := packetio.NewReader(bytes.NewReader(b[whole:whole+size]), wire.Limits{}).ReadPacket()
-		if err != nil {
-			break
-		}
+		// A packet that does not decode is passed over: its length says
+		// where the next starts.
+		p, _ := packetio.NewReader(bytes.NewReader(b[whole:whole+size]), wire.Limits{}).ReadPacket()
 		if p, ok := p.(*wire.Ping); ok {
 			nonce = p.Nonce
 		}
