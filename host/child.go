@@ -729,7 +729,8 @@ func (ch *child) watch() (error, stopMode) {
 			// a hung child is still found, one HealthTimeout later
 			// (TestHostStalledWithPingOutstanding,
 			// TestHostStalledOftenHungChildFound).
-			if now.Sub(due) > recheck && forgiven != answered+1 {
+			if late := now.Sub(due); late > recheck && forgiven != answered+1 {
+				ch.h.log.Debug("health timeout fired late: the child gets another", "child", ch.id, "pid", ch.proc.pid, "late", late)
 				forgiven = answered + 1
 				heldUntil = time.Time{}
 				arm(cfg.HealthTimeout)

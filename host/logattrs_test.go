@@ -39,6 +39,7 @@ var otherMessages = map[string]bool{
 	"recycling child that lost calls":                         true,
 	"child said bye without a drain":                          true,
 	"child dead":                                              true,
+	"health timeout fired late: the child gets another":       true,
 	"child stopped":                                           true,
 	"child wrote on an idle stream connection":                true,
 	"call connection closed":                                  true,

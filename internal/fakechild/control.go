@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -9,9 +11,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/skulkrt/skulk/internal/packetio"
+	"github.com/skulkrt/skulk/internal/protocol"
 	"github.com/skulkrt/skulk/wire"
 )
 
@@ -25,8 +31,8 @@ var (
 	// control connection.
 	muted, closedCtrl atomic.Bool
 	stuck             atomic.Bool // pongs report one stuck handler (escapestuck)
-	// deaf: the control loop stops reading fd 3 after the packet it reads
-	// next and answers pings blindly (deaf).
+	// deaf: the control loop stops reading fd 3 after the ping it reads
+	// next and answers the pings it peeks at there (deaf).
 	deaf atomic.Bool
 	// healthInterval is the startup's, set before any tool runs.
 	healthInterval time.Duration
@@ -151,8 +157,7 @@ func serve(mode string) int {
 				writeControl(pong)
 			}
 			if deaf.Load() {
-				go blindPongs(p.Nonce) // stopped by the process exiting
-				select {}              // fd 3 is never read again
+				goDeaf(cr)
 			}
 		case *wire.Drain:
 			ln.Close()
@@ -229,28 +234,99 @@ func waitMarkers(dir, suffix string, n int) bool {
 	return false
 }
 
-// blindPongs is the deaf tool's child, which reads no ping after the one
-// of nonce last: it answers pings all the same, as a child could that
-// wants to look healthy while it leaves its control connection unread.
-// Every half interval it answers the nonces from a guess two ahead of the
-// pings the interval would have given down to six behind it (never last
-// or older), in ascending order and a fiftieth of an interval apart: the
-// host keeps only the newest pong it has not yet taken, so pongs written
-// back to back would leave it the guess, which a host that skipped pings
-// (no room in its writer) or was late with them never sent.
-func blindPongs(last uint64) {
-	iv := max(healthInterval, time.Millisecond) // a startup's 0 would divide by zero
-	start := time.Now()
-	for {
-		time.Sleep(iv / 2)
-		guess := last + uint64(time.Since(start)/iv) + 2
-		for n := max(last+1, guess-8); n <= guess; n++ {
-			if writeControl(&wire.Pong{Nonce: n, Streams: running.Load()}) != nil {
-				return
-			}
-			time.Sleep(iv / 50)
+// goDeaf stops the control loop for the deaf tool: the child reads no
+// more of its control connection, but answers the pings that wait there
+// (peekPongs). It first takes the whole packets the reader cr already
+// holds, and the rest of one it holds in part, so that the unread bytes
+// on the socket start at a packet. It never returns.
+func goDeaf(cr *packetio.Reader) {
+	for cr.Buffered() > 0 { // the rest of a packet held in part is on its way: the host writes each whole
+		p, err := cr.ReadPacket()
+		if err != nil {
+			select {} // the host goes on without us
+		}
+		if p, ok := p.(*wire.Ping); ok {
+			writeControl(&wire.Pong{Nonce: p.Nonce, Streams: running.Load()})
 		}
 	}
+	peekPongs()
+	select {} // fd 3 is never read again
+}
+
+// peekPongs is the deaf tool's control side once it reads no more: it
+// answers every ping the host puts on the control connection, as a child
+// could that wants to look healthy while it leaves its control
+// connection unread. Every tenth of an interval it looks at the bytes
+// waiting unread (their count, then a peek: MSG_PEEK, which takes nothing
+// off the socket) and answers the newest ping among those new since its
+// last look, with that ping's nonce, so that the pong matches a ping the
+// host sent however late or few the host's pings were (the host takes a
+// pong for the newest ping as the answer to every older one). It returns
+// when it cannot look or write.
+func peekPongs() {
+	sc, ok := ctrl.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	every := max(healthInterval/10, time.Millisecond) // a startup's 0 would spin
+	// buf holds the unread bytes as last peeked: it grows to the socket's
+	// unread count, which the socket's buffer bounds. done is how many of
+	// them were looked at already (whole packets).
+	var buf []byte
+	var done int
+	var answered uint64
+	for ; ; time.Sleep(every) {
+		var n int
+		var perr error
+		if err := rc.Control(func(fd uintptr) {
+			if n, perr = unix.IoctlGetInt(int(fd), unix.SIOCINQ); perr != nil || n <= done {
+				return
+			}
+			if n > cap(buf) {
+				buf = make([]byte, n)
+			}
+			n, _, perr = unix.Recvfrom(int(fd), buf[:n], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		}); err != nil || perr != nil {
+			return
+		}
+		if n <= done {
+			continue
+		}
+		nonce, whole := newestPing(buf[done:n])
+		done += whole
+		if nonce > answered {
+			answered = nonce
+			if writeControl(&wire.Pong{Nonce: nonce, Streams: running.Load()}) != nil {
+				return
+			}
+		}
+	}
+}
+
+// newestPing decodes the whole packets at the start of b and returns the
+// nonce of the newest ping among them (0: none) and how many bytes they
+// take.
+func newestPing(b []byte) (nonce uint64, whole int) {
+	for len(b)-whole >= protocol.PrefixLen {
+		h := binary.BigEndian.Uint32(b[whole:])
+		a := binary.BigEndian.Uint32(b[whole+4:])
+		size := protocol.PrefixLen + int(h) + int(a)
+		if len(b)-whole < size {
+			break
+		}
+		// A packet that does not decode is passed over: its length says
+		// where the next starts.
+		p, _ := packetio.NewReader(bytes.NewReader(b[whole:whole+size]), wire.Limits{}).ReadPacket()
+		if p, ok := p.(*wire.Ping); ok {
+			nonce = p.Nonce
+		}
+		whole += size
+	}
+	return nonce, whole
 }
 
 // floodPongs writes pongs that answer no ping (nonce 1, the first ping's,

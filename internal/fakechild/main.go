@@ -101,9 +101,10 @@
 //	             connection
 //	mute         stops answering pings, and never answers the call
 //	deaf         stops reading the control connection once it has
-//	             answered the next ping, and answers pings blindly (the
-//	             nonces from six behind to two ahead of those the health
-//	             interval would have given); never answers the call
+//	             answered the next ping, and answers the pings that reach
+//	             it all the same: it peeks at the unread bytes (MSG_PEEK)
+//	             and answers the newest ping among them; never answers
+//	             the call
 //	pongflood    stops answering pings and writes pongs with nonce 1
 //	             back to back for as long as the host reads them; never
 //	             answers the call
