@@ -365,7 +365,10 @@ func (r *runner) timedCalls(ctx context.Context, sessions []session, rows callRo
 	hasOwn := rows.own50.id != ""
 	counts := make([]int, len(r.systems))
 	lat := make([]time.Duration, 0, maxCalls)
-	own := make([]time.Duration, 0, maxCalls)
+	var own []time.Duration
+	if hasOwn {
+		own = make([]time.Duration, 0, maxCalls)
+	}
 	run := func(ctx context.Context, s session, n int) error {
 		lat, own = lat[:0], own[:0]
 		for i := 0; i < n; i++ {
@@ -375,7 +378,9 @@ func (r *runner) timedCalls(ctx context.Context, sessions []session, rows callRo
 				return err
 			}
 			lat = append(lat, time.Since(t0))
-			own = append(own, d)
+			if hasOwn {
+				own = append(own, d)
+			}
 		}
 		return nil
 	}

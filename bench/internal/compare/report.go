@@ -324,10 +324,11 @@ func targets(rep *Report) []Target {
 	ratio(mUnary50.id, "raw", 0.5, "sequential unary call p50 within 2× the raw ping-pong round trip")
 	ratio(mUnary50.id, "go-plugin", 3, "sequential unary call p50 ≥ 3× faster than go-plugin's unary call")
 	ratio(mStart.id, "go-plugin", 3, "start to first call ≥ 3× faster than go-plugin")
-	// Issue 36's: a nested call's cost where its caller sees it, against
-	// the host's own call of the same shape; and the host's call that
-	// holds it, which is a host-made call plus the nested one, so its
-	// bound is one more unary call.
+	// A nested call's cost where its caller sees it, against the host's
+	// own call of the same shape (issue 36's targets); and the host's
+	// call that holds it, a host-made call plus the nested one, held to
+	// the same targets plus one unary call (derived here, so that a cost
+	// the nesting puts on the parent call shows too).
 	within(mNestHostOwn50.id, mUnary50.id, 2, "nested call to a host-side function p50 (as its caller times it) within 2× the host's own unary call p50")
 	within(mNestChildOwn50.id, mUnary50.id, 3, "nested call to another child's tool p50 (as its caller times it) within 3× the host's own unary call p50")
 	within(mNestHost50.id, mUnary50.id, 3, "call holding a nested call to a host-side function p50 within 3× the host's own unary call p50")

@@ -160,7 +160,7 @@ func handleHostCall(srv any, ctx context.Context, dec func(any) error, _ grpc.Un
 
 // errNest is returned for a Nest request shorter than its broker id, and
 // for a Nest reply shorter than its time.
-var errNest = errors.New("gpbench: malformed nest request")
+var errNest = errors.New("gpbench: malformed nest request or reply")
 
 // handleNest calls the host service whose broker id leads the request
 // (4 bytes, big-endian) with the rest of the request, and returns its

@@ -44,6 +44,15 @@ func TestNestReply(t *testing.T) {
 		assert.Equal(t, 1234567*time.Nanosecond, took)
 		assert.Equal(t, in, out)
 	}
-	_, _, err := ParseNestReply(frame.Payload{0xa1, 'x'})
-	assert.ErrorIs(t, err, errNestReply)
+	good := NestReply(time.Second, v)
+	for _, bad := range []frame.Payload{
+		{0xa1, 'x'},
+		frame.MustPayload(map[string]any{"value": map[string]any{"text": "hi"}}), // no ns
+		good[:len(good)-len(v)], // no value
+		append(append(frame.Payload{}, good[:1]...), append([]byte{0xa2, 'n', 'x'}, good[4:]...)...), // another key
+	} {
+		_, _, err := ParseNestReply(bad)
+		assert.ErrorIsf(t, err, errNestReply, "% x", []byte(bad))
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { ParseNestReply(good) }), "allocations per parse")
 }
