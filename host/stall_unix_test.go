@@ -5,6 +5,7 @@ package host
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -58,7 +59,15 @@ func TestHostStalledReadsStalePongs(t *testing.T) {
 func TestHostStalledWithPingOutstanding(t *testing.T) {
 	// The child counts the call first (so that only its health is
 	// judged), and stops 0.3 s before the host.
-	stallHostAndChild(t, "hang", `kill -STOP "$2"; sleep 0.3; kill -STOP "$1"; sleep 3; kill -CONT "$1"; sleep 0.5; kill -CONT "$2"`, true)
+	logs := stallHostAndChild(t, "hang", `kill -STOP "$2"; sleep 0.3; kill -STOP "$1"; sleep 3; kill -CONT "$1"; sleep 0.5; kill -CONT "$2"`, true)
+	// The timeout, due while the host was stopped, fired late and gave
+	// the child another; the host says so, with how late (about a second:
+	// due about 2 s after the child stopped, run 3.3 s after it).
+	m := regexp.MustCompile(`health timeout fired late.* late=(\S+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, "no late timeout logged")
+	late, err := time.ParseDuration(m[1])
+	require.NoError(t, err)
+	assert.Greater(t, late, 500*time.Millisecond)
 }
 
 // stallHostAndChild starts a host whose child runs tool (in a call made
@@ -67,12 +76,12 @@ func TestHostStalledWithPingOutstanding(t *testing.T) {
 // the child was not blamed: twice HealthTimeout after the script ended it
 // is the same ready child, never restarted, and the call in flight ends as
 // its caller cancels it. With counted, the script runs only once the
-// child's pongs count the call.
-func stallHostAndChild(t *testing.T, tool, script string, counted bool) {
+// child's pongs count the call. It returns the host's log.
+func stallHostAndChild(t *testing.T, tool, script string, counted bool) *syncBuffer {
 	t.Helper()
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.HealthTimeout = 2 * time.Second
-	h, _ := testHost(t, cfg, time.Minute)
+	h, logs := testHost(t, cfg, time.Minute)
 	callOK(t, h)
 	before := h.Children()[0]
 	require.Equal(t, "ready", before.State)
@@ -95,6 +104,7 @@ func stallHostAndChild(t *testing.T, tool, script string, counted bool) {
 	c.Cancel()
 	term, _ := recvUntilTerminal(t, c, 10*time.Second)
 	assert.Equal(t, frame.KindCancelled, term.Kind, "the call in flight ended %v: %v", term.Kind, term.Error)
+	return logs
 }
 
 // TestHostStalledOftenHungChildFound: a child that hung (stopped for good)

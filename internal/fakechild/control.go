@@ -277,15 +277,17 @@ func peekPongs() {
 	// unread count, which the socket's buffer bounds. done is how many of
 	// them were looked at already (whole packets).
 	var buf []byte
-	var done int
+	var done, seen int // seen: the unread count at the last peek
 	var answered uint64
 	for ; ; time.Sleep(every) {
 		var n int
 		var perr error
 		if err := rc.Control(func(fd uintptr) {
-			if n, perr = unix.IoctlGetInt(int(fd), unix.SIOCINQ); perr != nil || n <= done {
+			if n, perr = unix.IoctlGetInt(int(fd), unix.SIOCINQ); perr != nil || n <= done || n == seen {
+				n = done // nothing new since the last peek: a full socket's bytes are not peeked again
 				return
 			}
+			seen = n
 			if n > cap(buf) {
 				buf = make([]byte, n)
 			}

@@ -101,7 +101,8 @@
 //	             connection
 //	mute         stops answering pings, and never answers the call
 //	deaf         stops reading the control connection once it has
-//	             answered the next ping, and answers the pings that reach
+//	             answered the next ping and the packets its reader already
+//	             holds, and answers the pings that reach
 //	             it all the same: it peeks at the unread bytes (MSG_PEEK)
 //	             and answers the newest ping among them; never answers
 //	             the call
