@@ -2,6 +2,7 @@ package compare
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -80,12 +81,28 @@ type Target struct {
 	// Text states the target.
 	Text string `json:"text"`
 	// Got is the measured ratio (or absolute Figure), Want the target's.
+	// A ratio over a measured zero is infinite (a peer's idle child may
+	// use no CPU in the window): JSON has no infinity, so it is written
+	// as null, and Status says +Inf.
 	Got  float64 `json:"got"`
 	Want float64 `json:"want"`
 	// Met says whether the target was met; Status says it in words,
 	// with how much was missed.
 	Met    bool   `json:"met"`
 	Status string `json:"status"`
+}
+
+// MarshalJSON writes t with a Got that is not finite as null.
+func (t Target) MarshalJSON() ([]byte, error) {
+	type plain Target // without this method
+	var got *float64
+	if !math.IsInf(t.Got, 0) && !math.IsNaN(t.Got) {
+		got = &t.Got
+	}
+	return json.Marshal(struct {
+		plain
+		Got *float64 `json:"got"`
+	}{plain(t), got})
 }
 
 // setAtLeast sets t from got, a ratio whose target is t.Want or more:

@@ -302,3 +302,23 @@ func TestSweepTargetsNegativeReading(t *testing.T) {
 		assert.Falsef(t, tg.Met || !strings.HasPrefix(tg.Status, want), "%s: met %v, %q; want not met, %q…", text, tg.Met, tg.Status, want)
 	}
 }
+
+// A target whose ratio is over a measured zero (infinite) still goes
+// into the record: its got is null, its status says +Inf, and the
+// record reads back.
+func TestTargetInfiniteRatioInJSON(t *testing.T) {
+	rep := &SweepReport{Targets: []Target{
+		{Text: "over zero", Got: quotient(3, 0), Want: 1, Status: fmt.Sprintf("MISSED: worst %.3g", quotient(3, 0))},
+		{Text: "finite", Got: 0.5, Want: 1, Met: true, Status: "met"},
+	}}
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"status":"MISSED: worst +Inf","got":null`)
+	assert.Contains(t, string(b), `"got":0.5`)
+	var back SweepReport
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Len(t, back.Targets, 2)
+	assert.Equal(t, "MISSED: worst +Inf", back.Targets[0].Status)
+	assert.Equal(t, 0.5, back.Targets[1].Got)
+	assert.True(t, back.Targets[1].Met)
+}
