@@ -149,19 +149,24 @@ func (rs *rawSession) smallStream(ctx context.Context, n int) error {
 }
 
 // media: n×chunk bytes written by the child in chunk-sized writes, read
-// with io.CopyBuffer and a buffer of the same size.
+// into one reused buffer of the same size, each read taking what the
+// socket holds up to it. (Not io.CopyBuffer to io.Discard: io.Discard
+// reads from its source itself, 8 KiB at a time, whatever buffer the
+// copy was given.)
 func (rs *rawSession) media(ctx context.Context, n, chunk int) error {
 	rs.deadline(ctx)
 	total := int64(n) * int64(chunk)
 	if _, err := rs.conn.Write(rawbench.Command(rawbench.OpCopy, uint64(total), uint32(chunk))); err != nil {
 		return err
 	}
-	got, err := io.CopyBuffer(io.Discard, io.LimitReader(rs.br, total), make([]byte, chunk))
-	if err != nil {
-		return err
-	}
-	if got != total {
-		return fmt.Errorf("raw: media: got %d bytes, want %d", got, total)
+	buf := make([]byte, chunk)
+	var got int64
+	for got < total {
+		m, err := rs.br.Read(buf[:min(int64(len(buf)), total-got)])
+		got += int64(m)
+		if err != nil {
+			return fmt.Errorf("raw: media: got %d bytes of %d: %w", got, total, err)
+		}
 	}
 	return nil
 }
