@@ -154,9 +154,17 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 	call.sendMu.Unlock()
 	if err != nil {
 		// The reader gives the call its synthetic terminal (recorded as
-		// its end) and releases it.
-		c.fail(&synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "writing the invoke failed"})
-		ce := &callError{err: &frame.Error{Code: frame.CodeTransportError, Message: "writing the invoke failed", Synthetic: true}}
+		// its end) and releases it. A child that died as the call
+		// started (its sockets close as it exits, before it is
+		// waitable) makes the call unreachable, as a death found a
+		// moment later would; the write's failure is the transport's
+		// only when the child lives on.
+		cause := ch.deadCause()
+		if cause == nil {
+			cause = &synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "writing the invoke failed"}
+		}
+		c.fail(cause)
+		ce := &callError{err: &frame.Error{Code: cause.code, Message: cause.msg, Synthetic: true}}
 		var je *calllog.JournalError
 		if jerr := rec.Confirm(ctx); errors.As(jerr, &je) {
 			return nil, errors.Join(ce, jerr)

@@ -476,7 +476,19 @@ func (c *streamConn) causeOf(err error) *synth {
 		}
 	}
 	// The stream ended early: is the child gone?
-	ch := c.ch
+	if dead := c.ch.deadCause(); dead != nil {
+		return dead
+	}
+	return &synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "stream connection ended before the provider terminal"}
+}
+
+// deadCause is the terminal of a call whose stream connection failed
+// (it ended early, or a write to it failed) when the failure is the
+// child's death: unreachable, with how it died, when within exitWait the
+// child is reaped, is a zombie, or is found dead; nil when it lives on.
+// A dying process's sockets close as its last thread exits, just before
+// it becomes waitable, so its death follows the failure closely.
+func (ch *child) deadCause() *synth {
 	t := time.NewTimer(exitWait)
 	defer t.Stop()
 	select {
@@ -496,7 +508,7 @@ func (c *streamConn) causeOf(err error) *synth {
 	if dead {
 		return ch.unreachable(cause)
 	}
-	return &synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "stream connection ended before the provider terminal"}
+	return nil
 }
 
 // ended handles the child's end after the provider terminal: the call is

@@ -7,12 +7,14 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/internal/coalesce"
 	"github.com/skulkrt/skulk/wire"
 )
@@ -216,4 +218,25 @@ func TestHealthPongFlood(t *testing.T) {
 	// A second of margin for a loaded machine under -race, and the time
 	// the process (the host with it) did not run at all.
 	assert.LessOrEqual(t, took, bound+time.Second+stalled)
+}
+
+// TestDeadCause: a call whose invoke could not be written, or whose
+// stream ended early, asks whether its child died meanwhile
+// (deadCause), so that a child that died as the call started makes it
+// unreachable, not a transport error: a live child is not taken for
+// dead (after exitWait), and a killed one is found, with how it died.
+func TestDeadCause(t *testing.T) {
+	h, _ := testHost(t, fakeConfig("serve"), time.Minute)
+	h.mu.Lock()
+	ch := h.slots[0].cur
+	h.mu.Unlock()
+	start := time.Now()
+	assert.Nil(t, ch.deadCause(), "a live child taken for dead")
+	assert.GreaterOrEqual(t, time.Since(start), exitWait, "deadCause gave up before exitWait")
+	require.NoError(t, syscall.Kill(ch.proc.pid, syscall.SIGKILL))
+	require.Eventually(t, ch.proc.gone, 10*time.Second, 5*time.Millisecond)
+	cause := ch.deadCause()
+	require.NotNil(t, cause, "a killed child not seen dead")
+	assert.Equal(t, frame.CodeUnreachable, cause.code)
+	assert.Contains(t, cause.msg, "unreachable")
 }
