@@ -238,5 +238,5 @@ func TestDeadCause(t *testing.T) {
 	cause := ch.deadCause()
 	require.NotNil(t, cause, "a killed child not seen dead")
 	assert.Equal(t, frame.CodeUnreachable, cause.code)
-	assert.Contains(t, cause.msg, "unreachable")
+	assert.Contains(t, cause.msg, "child died")
 }

@@ -278,7 +278,8 @@ func TestQuotientOfZero(t *testing.T) {
 
 // A negative reading (a peer's memory per stream read as less than its
 // idle session's, in the host process every session shares) judges
-// nothing: the memory targets say not measured, never met.
+// nothing: the memory targets say not measured, never met; a point
+// missed before it is reported missed.
 func TestSweepTargetsNegativeReading(t *testing.T) {
 	m := func(x, y float64) Value { return Value{X: x, Y: y, Samples: []float64{y}} }
 	rep := &SweepReport{Sweeps: []Sweep{
@@ -295,11 +296,22 @@ func TestSweepTargetsNegativeReading(t *testing.T) {
 	}
 	for text, want := range map[string]string{
 		"4,096 concurrent streams: host memory per open stream ≤ half of go-plugin's per gRPC stream": "not measured: a negative reading",
-		"host memory per open stream at most go-plugin's, at every point from 64 streams":             "not measured at 4096: a negative reading",
+		// Missed at 64 already (50 against 13): what 4,096 would say
+		// changes nothing.
+		"host memory per open stream at most go-plugin's, at every point from 64 streams": "MISSED: worst 3.85 at 64 against ≤ 1; then not measured at 4096: a negative reading",
 	} {
 		tg, ok := got[text]
 		require.Truef(t, ok, "target %q missing", text)
 		assert.Falsef(t, tg.Met || !strings.HasPrefix(tg.Status, want), "%s: met %v, %q; want not met, %q…", text, tg.Met, tg.Status, want)
+	}
+	// Met at 64 (10 against 13), then a negative reading: not measured,
+	// never met.
+	rep.Sweeps[0].Curves[0].Series[0].Values[0] = m(64, 10)
+	for _, tg := range sweepTargets(rep) {
+		if tg.Text == "host memory per open stream at most go-plugin's, at every point from 64 streams" {
+			assert.False(t, tg.Met)
+			assert.Equal(t, "not measured at 4096: "+negativeReading, tg.Status)
+		}
 	}
 }
 

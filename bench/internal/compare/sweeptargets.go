@@ -96,7 +96,8 @@ func sweepTargets(rep *SweepReport) []Target {
 	// from on (the curve's values of two systems) and reports the worst
 	// ratio, with its point: at least want, or at most want when atMost.
 	// Points where either value is missing are skipped; a failed value
-	// makes the target not measured.
+	// or a negative reading makes the target not measured, unless a point
+	// before it missed already.
 	everyPoint := func(text, sweep, curve, num, den string, from, want float64, atMost bool) {
 		var pts []float64
 		for _, sw := range rep.Sweeps {
@@ -129,14 +130,19 @@ func sweepTargets(rep *SweepReport) []Target {
 			}
 			seen = true
 		}
+		sym := map[bool]string{true: "≤", false: "≥"}[atMost]
 		switch {
+		case t.Status != "" && seen && (atMost && t.Got > want || !atMost && t.Got < want):
+			// A point missed before one that could not be measured: the
+			// target is missed whatever that point would say.
+			t.Status = fmt.Sprintf("MISSED: worst %.3g at %g against %s %.3g; then %s", t.Got, worstX, sym, want, t.Status)
 		case t.Status != "":
 			t.Got = 0
 		case !seen:
 			return
 		case atMost && t.Got <= want, !atMost && t.Got >= want:
 			t.Met = true
-			t.Status = fmt.Sprintf("met: worst %.3g at %g (target %s %.3g)", t.Got, worstX, map[bool]string{true: "≤", false: "≥"}[atMost], want)
+			t.Status = fmt.Sprintf("met: worst %.3g at %g (target %s %.3g)", t.Got, worstX, sym, want)
 		case atMost:
 			t.Status = fmt.Sprintf("MISSED: worst %.3g at %g against ≤ %.3g, %.3g× over", t.Got, worstX, want, t.Got/want)
 		default:
