@@ -621,7 +621,7 @@ func (ch *child) watch() (error, stopMode) {
 			if t := asked.Add(-unreadInvokeWait * cfg.HealthTimeout); t.Before(unreadBefore) {
 				unreadBefore = t
 			}
-			calls := lost.check(int(p.Streams), ch.unaccounted(before, unreadBefore))
+			calls := lost.check(int(p.Streams), ch.unaccounted(before, unreadBefore), asked, time.Now())
 			if len(calls) > 0 {
 				ch.h.log.Warn("recycling child that lost calls", "child", ch.id, "pid", ch.proc.pid, "lost", len(calls), "streams", p.Streams)
 				cause := ch.lostCause()

@@ -8,18 +8,39 @@ import (
 )
 
 // lostCalls.check fails only calls unaccounted for at two short pongs in a
-// row; a pong that counts enough, or a new set of suspects, starts over.
+// row, the second answering a ping sent after the first was taken; a pong
+// that counts enough, or a new set of suspects, starts over.
 func TestLostCallsCheck(t *testing.T) {
 	a, b, c := &Call{id: "a"}, &Call{id: "b"}, &Call{id: "c"}
 	var l lostCalls
-	assert.Empty(t, l.check(0, []*Call{a}), "one short pong is not enough")
-	assert.Empty(t, l.check(1, []*Call{a}), "a pong that counts the call clears it")
-	assert.Empty(t, l.check(0, []*Call{a}))
-	assert.Equal(t, []*Call{a}, l.check(0, []*Call{a}), "short twice in a row: lost")
-	assert.Empty(t, l.check(0, []*Call{b}), "the suspects were cleared by the loss")
-	assert.Empty(t, l.check(0, []*Call{c}), "a different call at the next pong: a new suspect, not a loss")
-	assert.Equal(t, []*Call{c}, l.check(1, []*Call{b, c}), "short again with c among them")
-	assert.Empty(t, l.check(0, nil))
+	base := time.Now()
+	k := 0
+	// look answers a ping sent after the previous look was taken, as
+	// pings one interval apart are.
+	look := func(streams int, calls ...*Call) []*Call {
+		k++
+		asked := base.Add(time.Duration(k) * 10 * time.Millisecond)
+		return (&l).check(streams, calls, asked, asked.Add(time.Millisecond))
+	}
+	assert.Empty(t, look(0, a), "one short pong is not enough")
+	assert.Empty(t, look(1, a), "a pong that counts the call clears it")
+	assert.Empty(t, look(0, a))
+	assert.Equal(t, []*Call{a}, look(0, a), "short twice in a row: lost")
+	assert.Empty(t, look(0, b), "the suspects were cleared by the loss")
+	assert.Empty(t, look(0, c), "a different call at the next pong: a new suspect, not a loss")
+	assert.Equal(t, []*Call{c}, look(1, b, c), "short again with c among them")
+	assert.Empty(t, look(0))
+
+	// Pings that waited together, answered in one burst: one look.
+	var burst lostCalls
+	sent := base.Add(time.Second) // five pings sent before any pong was taken
+	taken := sent.Add(500 * time.Millisecond)
+	for i := range 5 {
+		asked := sent.Add(time.Duration(i) * 100 * time.Millisecond)
+		assert.Emptyf(t, burst.check(0, []*Call{a}, asked, taken.Add(time.Duration(i)*time.Microsecond)), "pong %d of a burst", i)
+	}
+	next := taken.Add(100 * time.Millisecond) // the first ping sent after the burst was taken
+	assert.Equal(t, []*Call{a}, burst.check(0, []*Call{a}, next, next.Add(time.Millisecond)), "short again at a later look: lost")
 }
 
 // outputLimit forwards a burst, then the rate, and reports what it
