@@ -520,7 +520,7 @@ func (ch *child) watch() (error, stopMode) {
 	// on the connection yet (coalesce.Writer.Mark).
 	var sentAt [pingsTimed]time.Time
 	var marks [pingsTimed]uint64
-	var lost lostCalls
+	lost := lostCalls{gap: cfg.HealthInterval / 2}
 	var lastPing time.Time // when the latest ping was sent
 	// ping sends the next ping; a non-nil error is the child's death
 	// (connDied): the write on the control connection failed.

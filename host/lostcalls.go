@@ -18,27 +18,29 @@ import (
 // reader's buffer, a full outbox) must be one of them. When two answered
 // pings in a row count fewer streams than such calls, the calls
 // unaccounted for at both are lost: the host fails them and recycles the
-// child. The second ping must have been sent after the first short pong
-// was taken: pings that waited together (a child stopped, or starved of
-// CPU, answers them in one burst as it runs again, before it has started
-// the handlers of what it read meanwhile) are one look, not two. Owned
-// by the slot's supervisor (watch).
+// child. The second ping must have been sent at least gap after the
+// first short pong was taken: pings that waited together (a child
+// stopped, or starved of CPU, answers them in one burst as it runs again,
+// before it has taken in the invokes whose bytes it read meanwhile; a
+// host that was stopped reads such pongs in a burst too) are one look,
+// not two. Owned by the slot's supervisor (watch).
 type lostCalls struct {
-	suspects map[*Call]struct{} // unaccounted for at the last short pong; nil when the last pong was not short
+	gap      time.Duration      // half a HealthInterval: a later look is a ping sent this long after the first short pong
+	suspects map[*Call]struct{} // unaccounted for at the first short pong of the last look; nil when the last pong was not short
 	since    time.Time          // when the short pong that made the suspects was taken
 }
 
 // check takes the streams of a pong, the calls the host could not see
 // accounted for (unaccounted), when the ping it answers was sent (asked)
 // and now, and returns the calls lost: those that were suspects at the
-// previous short pong too, when this one answers a ping sent after that
-// pong was taken.
+// previous short pong too, when this one answers a ping sent more than
+// gap after that pong was taken.
 func (l *lostCalls) check(streams int, calls []*Call, asked, now time.Time) (lost []*Call) {
 	if streams >= len(calls) {
 		l.suspects = nil
 		return nil
 	}
-	if l.suspects != nil && !asked.After(l.since) {
+	if l.suspects != nil && !asked.After(l.since.Add(l.gap)) {
 		return nil // the same look as the pong that made the suspects
 	}
 	if l.suspects != nil {

@@ -41,6 +41,18 @@ func TestLostCallsCheck(t *testing.T) {
 	}
 	next := taken.Add(100 * time.Millisecond) // the first ping sent after the burst was taken
 	assert.Equal(t, []*Call{a}, burst.check(0, []*Call{a}, next, next.Add(time.Millisecond)), "short again at a later look: lost")
+
+	// A ping sent less than gap after the first short pong was taken is
+	// the same look; one sent later is the next.
+	g := lostCalls{gap: 50 * time.Millisecond}
+	assert.Empty(t, g.check(0, []*Call{a}, base, base))
+	assert.Empty(t, g.check(0, []*Call{a}, base, base.Add(time.Millisecond)), "asked at the first pong's time: the same look")
+	assert.Empty(t, g.check(0, []*Call{a}, base.Add(50*time.Millisecond), base.Add(51*time.Millisecond)), "asked gap after it: the same look")
+	assert.Equal(t, []*Call{a}, g.check(0, []*Call{a}, base.Add(60*time.Millisecond), base.Add(61*time.Millisecond)), "asked more than gap after it: lost")
+	// A pong that counts enough within a burst clears the suspects.
+	assert.Empty(t, g.check(0, []*Call{b}, base, base))
+	assert.Empty(t, g.check(1, []*Call{b}, base, base.Add(time.Millisecond)))
+	assert.Empty(t, g.check(0, []*Call{b}, base.Add(time.Second), base.Add(time.Second)), "a new first look after the suspects were cleared")
 }
 
 // outputLimit forwards a burst, then the rate, and reports what it
