@@ -164,7 +164,7 @@ func (rs *rawSession) media(ctx context.Context, n, chunk int) error {
 	for got < total {
 		m, err := rs.br.Read(buf[:min(int64(len(buf)), total-got)])
 		got += int64(m)
-		if err != nil {
+		if err != nil && got < total { // an error with the last bytes is no error of this read's
 			return fmt.Errorf("raw: media: got %d bytes of %d: %w", got, total, err)
 		}
 	}
