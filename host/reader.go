@@ -133,13 +133,14 @@ func (rd *reader) readBurst(call *Call) readResult {
 	// half (callerRead) never finds it full, which it would wait on
 	// forever, being the one to empty it.
 	size := 0
-	// The host's counters of the frames read, added once the batch is
-	// done: atomic, so the deferred add is safe after the call was
-	// released and the turn is another's. Nothing of the connection is
-	// touched after that.
-	var media uint64 // inline media bytes of the frames read
-	read := 0        // frames read
-	defer func() { rd.c.ch.h.traffic.receivedBatch(read, media) }()
+	// The frames read and their inline media bytes, added to the host's
+	// counters before any of them reaches the caller (a caller that saw a
+	// call end finds its frames in Stats), and what is left at the return:
+	// atomic adds, so the deferred one is safe after the call was released
+	// and the turn is another's. Nothing of the connection is touched
+	// after that.
+	var cnt readCount
+	defer rd.c.ch.h.traffic.received(&cnt)
 	for {
 		pkt, err := rd.r.ReadPacket()
 		if rd.burstEnd {
@@ -151,7 +152,7 @@ func (rd *reader) readBurst(call *Call) readResult {
 		}
 		rd.burstEnd = !rd.r.PacketBuffered()
 		if err != nil {
-			if n > 0 && !rd.deliver(call, batch[:n], true) {
+			if n > 0 && !rd.deliver(call, batch[:n], true, &cnt) {
 				return readDone
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) && rd.c.isInterrupted() {
@@ -163,7 +164,7 @@ func (rd *reader) readBurst(call *Call) readResult {
 		}
 		p, ok := pkt.(*wire.Frame)
 		if !ok {
-			if n > 0 && !rd.deliver(call, batch[:n], true) {
+			if n > 0 && !rd.deliver(call, batch[:n], true, &cnt) {
 				return readDone
 			}
 			if p, ok := pkt.(*wire.End); ok {
@@ -178,11 +179,11 @@ func (rd *reader) readBurst(call *Call) readResult {
 			return readDone
 		}
 		f := &p.Frame
-		read++
+		cnt.frames++
 		rd.inBurst++
-		media += mediaLen(f.Media)
+		cnt.media += mediaLen(f.Media)
 		if reason := rd.checkProvider(call, f); reason != "" {
-			if n > 0 && !rd.deliver(call, batch[:n], true) {
+			if n > 0 && !rd.deliver(call, batch[:n], true, &cnt) {
 				return readDone
 			}
 			rd.c.violation(call, reason)
@@ -190,9 +191,10 @@ func (rd *reader) readBurst(call *Call) readResult {
 		}
 		if f.Kind.IsTerminal() {
 			// The chunks before it are queued (and recorded) first.
-			if n > 0 && !rd.deliver(call, batch[:n], true) {
+			if n > 0 && !rd.deliver(call, batch[:n], true, &cnt) {
 				return readDone
 			}
+			rd.c.ch.h.traffic.received(&cnt)
 			call.finish(*f, "")
 			call.terminalClocks(!rd.burstEnd)
 			return readMore
@@ -201,7 +203,7 @@ func (rd *reader) readBurst(call *Call) readResult {
 		n++
 		size += frameBytes(f)
 		if rd.burstEnd || n == burstFrames || size >= lendBytes {
-			if !rd.deliver(call, batch[:n], rd.burstEnd) {
+			if !rd.deliver(call, batch[:n], rd.burstEnd, &cnt) {
 				return readDone
 			}
 			return readMore
@@ -238,13 +240,15 @@ func (rd *reader) checkProvider(call *Call, f *frame.Frame) string {
 	return ""
 }
 
-// deliver records the checked, non-terminal frames fs of call in the call
-// log, all received at rd.at, and queues them to the caller, publishing
-// them when publish is set (see outbox.putBatch); it reports whether the
-// connection goes on. Recorded before the caller can read them, so that
+// deliver adds cnt, the frames read so far, to the host's counters,
+// records the checked, non-terminal frames fs of call in the call log, all
+// received at rd.at, and queues them to the caller, publishing them when
+// publish is set (see outbox.putBatch); it reports whether the connection
+// goes on. Recorded before the caller can read them, so that
 // Text and Events include every chunk Recv returned; recording never
 // blocks (the log only queues), queueing blocks while the outbox is full.
-func (rd *reader) deliver(call *Call, fs []frame.Frame, publish bool) bool {
+func (rd *reader) deliver(call *Call, fs []frame.Frame, publish bool, cnt *readCount) bool {
+	rd.c.ch.h.traffic.received(cnt)
 	call.rec.OutputsAt(fs, rd.at)
 	k := rd.out.putBatch(fs, publish, rd.c.closing, rd.leaveGateFn)
 	if k > 0 {

@@ -17,7 +17,9 @@ type Stats struct {
 	// connections; ProviderFrames the provider frames (provider_to_caller)
 	// it read from them. Neither counts the provider started the host
 	// gives each caller itself, nor a synthetic terminal, nor the invoke
-	// and end packets, which are not frames.
+	// and end packets, which are not frames. A provider frame is counted
+	// before its caller can receive it: once a call has ended, Stats
+	// includes every frame of it.
 	CallerFrames, ProviderFrames uint64
 	// CallerMediaBytes and ProviderMediaBytes count the bytes of inline
 	// media (the packets' raw attachments) in those frames: the media's
@@ -86,15 +88,22 @@ func (t *traffic) sent(f *frame.Frame) {
 	}
 }
 
-// receivedBatch counts n provider frames read, carrying media bytes of
-// inline media.
-func (t *traffic) receivedBatch(n int, media uint64) {
-	if n > 0 {
-		t.providerFrames.Add(uint64(n))
+// readCount is what a reader read and has not yet added to the host's
+// counters: provider frames and the bytes of their inline media.
+type readCount struct {
+	frames int
+	media  uint64
+}
+
+// received adds c to the provider counters and zeroes it.
+func (t *traffic) received(c *readCount) {
+	if c.frames > 0 {
+		t.providerFrames.Add(uint64(c.frames))
 	}
-	if media > 0 {
-		t.providerMedia.Add(media)
+	if c.media > 0 {
+		t.providerMedia.Add(c.media)
 	}
+	*c = readCount{}
 }
 
 // pingHist is the host's ping round-trip histogram; guarded by Host.mu
