@@ -21,6 +21,7 @@ import (
 	"github.com/skulkrt/skulk/internal/recorder"
 	"github.com/skulkrt/skulk/internal/replay"
 	"github.com/skulkrt/skulk/remote"
+	"github.com/skulkrt/skulk/wire"
 )
 
 // treesSetup is a JetStream server, a serving host process journaling to
@@ -210,13 +211,20 @@ func TestTreeMessageRules(t *testing.T) {
 		assert.True(t, term.Synthetic, name)
 	}
 
-	// A good tree message names the tree (the call then dies unanswered).
+	// A good tree message names the tree; the fake host then ends the
+	// call as a serving host does (its terminal, end and fin).
 	c, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}))
 	require.NoError(t, err)
-	publishAll(t, nc, (<-opens).Reply, fakeAccept, tree(1, "t-9"))
+	open := <-opens
+	publishAll(t, nc, open.Reply, fakeAccept, tree(1, "t-9"))
 	require.Eventually(t, func() bool { return c.Tree() == "t-9" }, 10*time.Second, 10*time.Millisecond)
-	c.Cancel()
-	terminal(t, c, remote.CancelWait+margin)
+	done, err := frame.NewCompleted(openedInvoke(t, open).CallID, frame.ProviderToCaller, 1, nil)
+	require.NoError(t, err)
+	publishAll(t, nc, open.Reply, message.Message{Kind: message.KindData, Seq: 2, Body: streamBytes(t, &wire.Frame{Frame: done}, &wire.End{CallID: done.CallID})},
+		message.Message{Kind: message.KindFin, Seq: 3})
+	term := terminal(t, c, 10*time.Second)
+	assert.Equal(t, frame.KindCompleted, term.Kind, "%+v", term)
+	assert.False(t, term.Synthetic)
 
 	for _, ids := range [][2]string{{"", "c"}, {"t", ""}, {strings.Repeat("x", 129), "c"}} {
 		_, err := cl.Call(ctx, "tick", frame.MustPayload(map[string]any{"ms": 0}), remote.WithCaller(ids[0], ids[1]))
