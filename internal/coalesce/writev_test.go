@@ -206,9 +206,13 @@ func TestWriterContextDetachesAttachment(t *testing.T) {
 // for the flusher, which writes the rest: with a peer that never reads,
 // that write fails once the owner's deadline passes, rather than at once
 // (the past deadline left in place) or never (the deadline lost).
+//
+// The kinds of socket run in parallel: each waits a second for its own
+// deadline, on its own socket pair.
 func TestWriterInterruptKeepsOwnersDeadline(t *testing.T) {
 	for _, cp := range connPairs {
 		t.Run(cp.name, func(t *testing.T) {
+			t.Parallel()
 			a, _ := cp.pair(t)
 			w := New(a, wire.Limits{})
 			const ownerWait = time.Second
