@@ -129,7 +129,10 @@ func TestStartProviderPool(t *testing.T) {
 // TestChildQuickExit checks the environment of skulktest's children:
 // built with -race, StartProvider's relay and a Child get
 // GORACE=atexit_sleep_ms=0 (a second saved at every exit), unless the
-// Config says what GORACE is; without -race they get no GORACE.
+// Config says what GORACE is; without -race they get no GORACE. The
+// Config's own GORACE says atexit_sleep_ms=0 too, so that its relay does
+// not pause a second at exit either; halt_on_error=1 tells it from
+// skulktest's value in the relay's environment.
 func TestChildQuickExit(t *testing.T) {
 	env := func(t *testing.T, h *host.Host) []string {
 		t.Helper()
@@ -161,8 +164,9 @@ func TestChildQuickExit(t *testing.T) {
 		assert.Equal(t, want, gorace(env(t, h)))
 	})
 	t.Run("own", func(t *testing.T) {
-		h := skulktest.StartProvider(t, testTools(new(atomic.Int32)), host.Config{ExtraEnv: []string{"GORACE=halt_on_error=1"}})
-		assert.Equal(t, []string{"GORACE=halt_on_error=1"}, gorace(env(t, h)))
+		own := "GORACE=halt_on_error=1 atexit_sleep_ms=0"
+		h := skulktest.StartProvider(t, testTools(new(atomic.Int32)), host.Config{ExtraEnv: []string{own}})
+		assert.Equal(t, []string{own}, gorace(env(t, h)))
 	})
 }
 
