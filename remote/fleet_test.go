@@ -244,16 +244,18 @@ func TestFleet(t *testing.T) {
 		c, err := f.cl.Call(ctx, "flood", frame.MustPayload(map[string]any{"size": size, "marker": "flood1"}))
 		require.NoError(t, err)
 		recvChunk(t, c)
-		// The child's sends stop: its count stays put for a second.
+		// The child's sends stop: its count stays put for a second (read
+		// every 50 ms, so the second starts when the count last moved).
 		var count int
+		var since time.Time
 		require.Eventually(t, func() bool {
 			n, _ := strconv.Atoi(readMarker(f.dir, "flood1"))
-			if n > 0 && n == count {
-				return true
+			if n == 0 || n != count {
+				count, since = n, time.Now()
+				return false
 			}
-			count = n
-			return false
-		}, 30*time.Second, time.Second)
+			return time.Since(since) >= time.Second
+		}, 30*time.Second, 50*time.Millisecond)
 		// The serving host's memory stays put while the child is blocked.
 		pid := f.host(c.Host()).cmd.Process.Pid
 		rss0 := rssOf(t, pid)
