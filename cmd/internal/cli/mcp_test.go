@@ -57,10 +57,13 @@ func TestMcpGatewayFlags(t *testing.T) {
 	files := o.children[1]
 	assert.Equal(t, "files", files.Name)
 	assert.Equal(t, []string{"--", "./server", "a b"}, files.Args)
-	cfg := childConfig(host.Config{Env: []string{"PATH"}, PoolSize: 1}, files)
+	// The child's env adds to the default environment (a nil Env), as
+	// --env does: HOME with the host's value, A as given.
+	t.Setenv("HOME", "/home/gw")
+	cfg := childConfig(host.Config{ExtraEnv: []string{"G=1"}, PoolSize: 1}, files)
 	assert.Equal(t, "./skulk-mcp", cfg.Command)
-	assert.Equal(t, []string{"PATH", "HOME"}, cfg.Env)
-	assert.Equal(t, []string{"A=1"}, cfg.ExtraEnv)
+	assert.Nil(t, cfg.Env, "a child's env replaced the default list")
+	assert.Equal(t, []string{"G=1", "HOME=/home/gw", "A=1"}, cfg.ExtraEnv)
 	assert.Equal(t, 2, cfg.PoolSize)
 	assert.Equal(t, host.RestartPolicy{MaxRestarts: 3, Window: 30 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 2 * time.Second}, cfg.Restart)
 	assert.Equal(t, jsonDuration(time.Second), files.Restart.RetryMin)

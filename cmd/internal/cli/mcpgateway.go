@@ -183,13 +183,15 @@ func validChildName(s string) bool {
 func childConfig(base host.Config, c gatewayChild) host.Config {
 	cfg := base
 	cfg.Command, cfg.Args = c.Command, c.Args
-	cfg.Env = slices.Clone(base.Env)
+	// The child's NAME and NAME=VALUE entries go on top of the default
+	// environment, as --env's do (envFlag.childExtraEnv): a NAME in
+	// Config.Env would replace the default list with the names given.
 	cfg.ExtraEnv = slices.Clone(base.ExtraEnv)
 	for _, e := range c.Env {
 		if strings.Contains(e, "=") {
 			cfg.ExtraEnv = append(cfg.ExtraEnv, e)
-		} else {
-			cfg.Env = append(cfg.Env, e)
+		} else if v, ok := os.LookupEnv(e); ok {
+			cfg.ExtraEnv = append(cfg.ExtraEnv, e+"="+v)
 		}
 	}
 	if c.Pool > 0 {
