@@ -329,7 +329,10 @@ func TestHostileChildren(t *testing.T) {
 		{"garbage packet on the control connection", "ctrlgarbage", frame.KindFailed, frame.CodeUnreachable, 0, false},
 		{"frames for an unknown call", "othercall", frame.KindFailed, frame.CodeInvalidFrame, 0, false},
 		// The caller reads nothing for a second while the child floods,
-		// then cancels; the child never reads the cancel.
+		// then cancels; the child never reads the cancel, so the call
+		// ends with the host's synthetic cancelled CancelGrace plus 1 s
+		// later (the grace is short here: its length is not what these
+		// cases check).
 		{"flood without reading", "flood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
 		// The same with text chunks: the host keeps none of their text
 		// beyond the call's bounded history, so the heap stays bounded.
@@ -346,7 +349,11 @@ func TestHostileChildren(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pids := t.TempDir()
-			h := startHost(t, config(t, "serve", pids))
+			cfg := config(t, "serve", pids)
+			if tc.stall > 0 {
+				cfg.CancelGrace = 100 * time.Millisecond
+			}
+			h := startHost(t, cfg)
 			heap := sampleHeap()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

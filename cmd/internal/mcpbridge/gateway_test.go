@@ -109,7 +109,7 @@ func TestChildKilledMidCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	changed := make(chan struct{}, 16) // more than the test's restarts
-	s := startServeNotified(t, ctx, changed, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
+	s := startServeNotified(t, ctx, changed, []string{"--env", envServer + "=1", "--env", envGORACE}, wrapperBin, "--", selfBin)
 
 	killed := killMidCall(t, ctx, s, "", nil)
 	assert.Equal(t, true, killed.Meta["skulk/synthetic"])
@@ -178,7 +178,7 @@ func TestCancelledGetsNoAnswer(t *testing.T) {
 	defer cancel()
 	mark := filepath.Join(t.TempDir(), "mark")
 	tmp := shortTempDir(t)
-	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envMark+"="+mark, "--", wrapperBin, "--", selfBin)
+	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envMark+"="+mark, "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -247,7 +247,7 @@ func TestGatewayForwards(t *testing.T) {
 	defer cancel()
 	logs := make(chan *mcp.LoggingMessageParams, 16) // more than the test's log lines
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	s.cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
@@ -335,7 +335,7 @@ func TestGatewayClientRequests(t *testing.T) {
 
 	t.Run("stdio", func(t *testing.T) {
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 		s.cmd.Stderr = os.Stderr
 		var err error
@@ -346,7 +346,7 @@ func TestGatewayClientRequests(t *testing.T) {
 	})
 	t.Run("http", func(t *testing.T) {
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 		var err error
 		s.stderr, err = collectStderr(s.cmd)
@@ -362,7 +362,7 @@ func TestGatewayClientRequests(t *testing.T) {
 		// With two calls running in the server, its request could be
 		// either's: it is refused, and no client is asked.
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 		s.cmd.Stderr = os.Stderr
 		sc := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
@@ -394,7 +394,7 @@ func TestGatewayClientRequests(t *testing.T) {
 	})
 	t.Run("undeclared", func(t *testing.T) {
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 		s.cmd.Stderr = os.Stderr
 		var err error

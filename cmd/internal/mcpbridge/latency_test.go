@@ -35,7 +35,7 @@ func TestBridgeLatency(t *testing.T) {
 	ds, err := newClient(newProgressLog()).Connect(ctx, &mcp.CommandTransport{Command: direct, TerminateDuration: 5 * time.Second}, nil)
 	require.NoError(t, err)
 	defer ds.Close()
-	bridged := startServe(t, ctx, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
+	bridged := startServe(t, ctx, []string{"--env", envServer + "=1", "--env", envGORACE}, wrapperBin, "--", selfBin)
 	defer bridged.close(t)
 
 	for _, m := range []struct {

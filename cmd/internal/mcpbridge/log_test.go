@@ -80,7 +80,7 @@ func startLoggedWrapper(t *testing.T, ctx context.Context) (*host.Host, *lineLog
 	h, err := host.Start(ctx, host.Config{
 		Command:  wrapperBin,
 		Args:     []string{"--", selfBin},
-		ExtraEnv: []string{envServer + "=1"},
+		ExtraEnv: append([]string{envServer + "=1"}, raceExitEnv()...),
 		TempDir:  shortTempDir(t),
 		Logger:   slog.New(lines),
 	})

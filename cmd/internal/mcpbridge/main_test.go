@@ -31,6 +31,13 @@ const (
 	envServer = "MCPBRIDGE_TEST_SERVER" // set: this binary is the test MCP server
 	envMark   = "MCPBRIDGE_TEST_MARK"   // a file the server appends what it saw to (cancellations)
 	envCrash  = "MCPBRIDGE_TEST_CRASH"  // a file that, while it exists, makes the server exit 3 as it starts
+
+	// envGORACE goes with --env to every mcp serve that runs skulk-mcp
+	// (and the test server under it), and raceExitEnv into every
+	// host.Config that does: a host passes its children only a few
+	// variables, and without the GORACE of QuickRaceExit the race-built
+	// skulk-mcp and test server each pause a second as they exit.
+	envGORACE = "GORACE"
 )
 
 // Paths of the binaries TestMain builds.
@@ -264,6 +271,15 @@ func runTestServer() {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// raceExitEnv is this process's GORACE as host.Config.ExtraEnv (envGORACE
+// says why); nothing when GORACE is unset.
+func raceExitEnv() []string {
+	if v, ok := os.LookupEnv(envGORACE); ok {
+		return []string{envGORACE + "=" + v}
+	}
+	return nil
 }
 
 // processGone waits up to d for pid to be gone: no such process, or a

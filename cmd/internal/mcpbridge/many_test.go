@@ -118,7 +118,7 @@ func hasPrefixed(names map[string]bool, prefix string) bool {
 func TestGatewayNamesApart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	g := startGateway(t, ctx, "--env", envServer+"=1",
+	g := startGateway(t, ctx, "--env", envServer+"=1", "--env", envGORACE,
 		"--child", "srv="+wrapperBin+" -- "+selfBin, "--child", "tools="+childBin)
 
 	names := g.tools(t, ctx)
@@ -170,7 +170,7 @@ func TestGatewayNamesApart(t *testing.T) {
 func TestGatewayChildKilledMidCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	g := startGateway(t, ctx, "--env", envServer+"=1",
+	g := startGateway(t, ctx, "--env", envServer+"=1", "--env", envGORACE,
 		"--child", "srv="+wrapperBin+" -- "+selfBin, "--child", "tools="+childBin)
 	_, before := g.health(t)
 	toolsPID := before.pidOf("tools")
@@ -215,7 +215,7 @@ func TestGatewayCrashLoop(t *testing.T) {
 	require.NoError(t, err)
 	cfgFile := filepath.Join(dir, "gateway.json")
 	require.NoError(t, os.WriteFile(cfgFile, b, 0o600))
-	g := startGateway(t, ctx, "--config", cfgFile)
+	g := startGateway(t, ctx, "--env", envGORACE, "--config", cfgFile)
 	require.True(t, g.tools(t, ctx)["srv/echo"])
 
 	res := callTool(t, ctx, g.sess, "srv/pid", map[string]any{}, nil)
@@ -268,7 +268,7 @@ func TestGatewayListChangedAndLogs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--", wrapperBin, "--", selfBin)
+	s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	var err error
 	s.stderr, err = collectStderr(s.cmd)

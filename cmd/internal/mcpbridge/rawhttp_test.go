@@ -154,7 +154,7 @@ func isMethod(method string) func(map[string]any) bool {
 func startRaw(t *testing.T, ctx context.Context, extraEnv ...string) (*serveSession, *rawSession) {
 	t.Helper()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	args := []string{"mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer + "=1"}
+	args := []string{"mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer + "=1", "--env", envGORACE}
 	for _, e := range extraEnv {
 		args = append(args, "--env", e)
 	}

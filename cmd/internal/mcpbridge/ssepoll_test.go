@@ -103,7 +103,7 @@ func TestHTTPSessionVersionAndSSEPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	wire := &oldHeaderClient{}
-	s := startServeHTTPClient(t, ctx, &http.Client{Transport: wire}, []string{"--sse-poll", "300ms", "--env", envServer + "=1"}, wrapperBin, "--", selfBin)
+	s := startServeHTTPClient(t, ctx, &http.Client{Transport: wire}, []string{"--sse-poll", "300ms", "--env", envServer + "=1", "--env", envGORACE}, wrapperBin, "--", selfBin)
 	require.Equal(t, "2025-11-25", s.sess.InitializeResult().ProtocolVersion)
 
 	start := time.Now()

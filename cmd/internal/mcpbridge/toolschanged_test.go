@@ -18,7 +18,7 @@ func TestLiveToolListChanged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	changed := make(chan struct{}, 1) // one value says a change came; the client never blocks
-	s := startServeNotified(t, ctx, changed, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
+	s := startServeNotified(t, ctx, changed, []string{"--env", envServer + "=1", "--env", envGORACE}, wrapperBin, "--", selfBin)
 
 	names := func() map[string]bool {
 		out := map[string]bool{}

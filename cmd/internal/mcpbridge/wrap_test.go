@@ -31,7 +31,7 @@ func startWrapped(t *testing.T, ctx context.Context, mark string) (*host.Host, s
 	h, err := host.Start(ctx, host.Config{
 		Command:  wrapperBin,
 		Args:     []string{"--", selfBin},
-		ExtraEnv: []string{envServer + "=1", envMark + "=" + mark},
+		ExtraEnv: append([]string{envServer + "=1", envMark + "=" + mark}, raceExitEnv()...),
 		TempDir:  tmp,
 		Restart:  host.RestartPolicy{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
 	})
@@ -233,7 +233,7 @@ func waitFile(t *testing.T, path, s string, d time.Duration) {
 func TestChain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s := startServe(t, ctx, []string{"--env", envServer + "=1"}, wrapperBin, "--", selfBin)
+	s := startServe(t, ctx, []string{"--env", envServer + "=1", "--env", envGORACE}, wrapperBin, "--", selfBin)
 
 	tools, err := s.sess.ListTools(ctx, nil)
 	require.Falsef(t, err != nil || len(tools.Tools) != 17, "tools/list: %v %v", tools, err)
