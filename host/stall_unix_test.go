@@ -81,6 +81,11 @@ func stallHostAndChild(t *testing.T, tool, script string, counted bool) *syncBuf
 	t.Helper()
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.HealthTimeout = 2 * time.Second
+	// The fake child's tools never answer a cancel: the call in flight
+	// ends with the host's synthetic cancelled, CancelGrace plus 1 s
+	// after the test cancels it (a blamed child's call would have ended
+	// unreachable before).
+	cfg.CancelGrace = 100 * time.Millisecond
 	h, logs := testHost(t, cfg, time.Minute)
 	callOK(t, h)
 	before := h.Children()[0]
