@@ -65,7 +65,9 @@ func TestIdleChildPingedEveryIdleInterval(t *testing.T) {
 // would find the child 1.5 s later than the ping at the call does.
 func TestHungIdleChildFoundByCall(t *testing.T) {
 	cfg := fastHealth(realConfig())
-	cfg.HealthInterval, cfg.HealthTimeout = 3*time.Second, 4*time.Second
+	// The timeout must exceed the interval; the test waits it out once,
+	// for the verdict, so it is just over it.
+	cfg.HealthInterval, cfg.HealthTimeout = 3*time.Second, 3200*time.Millisecond
 	cfg.IdleHealthInterval = time.Minute
 	h, _ := testHost(t, cfg, time.Minute)
 	pid := readyPID(t, h, 0)
