@@ -40,6 +40,7 @@ func TestHealthWhileEveryStreamIsBusy(t *testing.T) {
 	cfg := realConfig()
 	cfg.HealthInterval = 100 * time.Millisecond
 	cfg.HealthTimeout = 2500 * time.Millisecond
+	cfg.CancelGrace = unreadCancelGrace
 	h, _ := testHost(t, cfg, 2*time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"runtime"
@@ -15,6 +13,9 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
 )
@@ -184,6 +185,10 @@ func TestStuckHandlerRecycled(t *testing.T) {
 func TestDeadline(t *testing.T) {
 	cfg := fastHealth(realConfig())
 	cfg.CancelGrace = 300 * time.Millisecond
+	// The handler that ignores its cancel sleeps on after its call's
+	// terminal: Close's drain abandons it after DrainGrace plus
+	// CancelGrace rather than waiting for its sleep to end.
+	cfg.DrainGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
 	for _, ignore := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

@@ -58,13 +58,13 @@ func liveHeapStacks() (heap, stacks int64) {
 	return int64(live[0].Value.Uint64()), int64(ms.StackInuse)
 }
 
-// warmHost starts a host and makes one call to its end, so that what
-// every later call reuses (the tool's schemas, the pools) is made before a
-// test measures, and one connection is idle. ctx bounds the test's calls:
-// 40 seconds, cancelled when the test ends.
-func warmHost(t *testing.T) (*Host, context.Context) {
+// warmHost starts a host of cfg and makes one call to its end, so that
+// what every later call reuses (the tool's schemas, the pools) is made
+// before a test measures, and one connection is idle. ctx bounds the
+// test's calls: 40 seconds, cancelled when the test ends.
+func warmHost(t *testing.T, cfg Config) (*Host, context.Context) {
 	t.Helper()
-	h, _ := testHost(t, realConfig(), time.Minute)
+	h, _ := testHost(t, cfg, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	t.Cleanup(cancel)
 	first, err := h.Call(ctx, "count", frame.MustPayload(map[string]any{"n": 3}))
@@ -91,7 +91,7 @@ func TestIdleStreamMemory(t *testing.T) {
 		t.Skip("opens hundreds of connections")
 	}
 	const conns = 256
-	h, ctx := warmHost(t)
+	h, ctx := warmHost(t, realConfig())
 	hb, sb := liveHeapStacks()
 	before := hb + sb
 
@@ -130,6 +130,15 @@ func TestIdleStreamMemory(t *testing.T) {
 	t.Logf("%d idle connections: %.1f KiB each (heap and stacks)", idle, per/1024)
 	assert.LessOrEqual(t, per, float64(idleConnBound), "host memory per idle pooled connection")
 }
+
+// unreadCancelGrace is the CancelGrace of a host whose test ends by
+// cancelling hundreds of busy streams and no longer reading them (the
+// stop of busyStreams): the data each has queued in its socket takes the
+// host longer than a cancel grace to read through to the child's
+// terminal, so the host ends each call with its synthetic cancelled,
+// CancelGrace plus 1 s after the cancel, and Close waits for that. No
+// call is cancelled before the test's checks.
+const unreadCancelGrace = 100 * time.Millisecond
 
 // busyStreams starts n endless count calls on h and reads each flat out on
 // a goroutine of its own, counting its chunks, until ctx is done. It
@@ -218,6 +227,7 @@ func TestSmallCallBesideBusyStreams(t *testing.T) {
 	cfg := realConfig()
 	cfg.HealthInterval = 100 * time.Millisecond
 	cfg.HealthTimeout = 2500 * time.Millisecond
+	cfg.CancelGrace = unreadCancelGrace
 	h, _ := testHost(t, cfg, 2*time.Minute)
 	counts, stop := busyStreams(t, h, streams, time.Minute)
 	before := int64(0)
@@ -303,7 +313,9 @@ func TestBusyStreamMemory(t *testing.T) {
 		t.Skip("reads hundreds of streams")
 	}
 	const streams = 256
-	h, _ := warmHost(t)
+	cfg := realConfig()
+	cfg.CancelGrace = unreadCancelGrace
+	h, _ := warmHost(t, cfg)
 	heap0, stacks0 := liveHeapStacks()
 	_, stop := busyStreams(t, h, streams, time.Minute)
 	time.Sleep(500 * time.Millisecond)

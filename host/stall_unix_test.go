@@ -5,6 +5,7 @@ package host
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -81,6 +82,11 @@ func stallHostAndChild(t *testing.T, tool, script string, counted bool) *syncBuf
 	t.Helper()
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.HealthTimeout = 2 * time.Second
+	// The fake child's tools never answer a cancel: the call in flight
+	// ends with the host's synthetic cancelled, CancelGrace plus 1 s
+	// after the test cancels it (a blamed child's call would have ended
+	// unreachable before).
+	cfg.CancelGrace = 100 * time.Millisecond
 	h, logs := testHost(t, cfg, time.Minute)
 	callOK(t, h)
 	before := h.Children()[0]
@@ -126,11 +132,35 @@ func TestHostStalledOftenHungChildFound(t *testing.T) {
 
 	// The child stops for good; 0.4 s later (twenty pings outstanding,
 	// its timeout 0.6 s away) the host is stopped for a second at a time
-	// and runs 30 ms between, ten times: nearly every timeout fires while
-	// it is stopped.
-	stall := exec.Command("sh", "-c", `kill -STOP "$2"; sleep 0.4; for i in 1 2 3 4 5 6 7 8 9 10; do kill -STOP "$1"; sleep 1; kill -CONT "$1"; sleep 0.03; done`,
-		"sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID))
-	require.NoError(t, stall.Run())
+	// and runs 30 ms between, up to ten times: nearly every timeout fires
+	// while it is stopped. The stalls end early, before the next one, once
+	// the file found exists: a goroutine of the test makes it when the
+	// hung child is no longer the slot's ready child.
+	found := filepath.Join(t.TempDir(), "found")
+	stalled := make(chan struct{})
+	watched := make(chan struct{})
+	go func() { // stopped by closing stalled, once the shell has ended
+		defer close(watched)
+		for {
+			if now := h.Children()[0]; now.PID != before.PID || now.State != "ready" {
+				if err := os.WriteFile(found, nil, 0o600); err != nil {
+					t.Errorf("the hung child was found, but its mark could not be made: %v", err)
+				}
+				return
+			}
+			select {
+			case <-stalled:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	stall := exec.Command("sh", "-c", `kill -STOP "$2"; sleep 0.4; for i in 1 2 3 4 5 6 7 8 9 10; do [ -e "$3" ] && break; kill -STOP "$1"; sleep 1; kill -CONT "$1"; sleep 0.03; done`,
+		"sh", strconv.Itoa(os.Getpid()), strconv.Itoa(before.PID), found)
+	err = stall.Run()
+	close(stalled)
+	<-watched
+	require.NoError(t, err)
 	after := h.Children()[0]
 	assert.True(t, after.PID != before.PID || after.State != "ready",
 		"the hung child %d is still ready after 10 s of stalls (health timeout 1 s)", before.PID)
