@@ -186,6 +186,7 @@ func (rd *reader) readBurst(call *Call) readResult {
 			if n > 0 && !rd.deliver(call, batch[:n], true, &cnt) {
 				return readDone
 			}
+			rd.c.ch.h.traffic.received(&cnt) // the refused frame crossed too
 			rd.c.violation(call, reason)
 			return readDone
 		}

@@ -18,8 +18,8 @@ type Stats struct {
 	// it read from them. Neither counts the provider started the host
 	// gives each caller itself, nor a synthetic terminal, nor the invoke
 	// and end packets, which are not frames. A provider frame is counted
-	// before its caller can receive it: once a call has ended, Stats
-	// includes every frame of it.
+	// before its caller can receive it: once a caller has its call's
+	// terminal, Stats includes every frame the child sent up to it.
 	CallerFrames, ProviderFrames uint64
 	// CallerMediaBytes and ProviderMediaBytes count the bytes of inline
 	// media (the packets' raw attachments) in those frames: the media's

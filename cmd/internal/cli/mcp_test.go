@@ -48,7 +48,7 @@ func TestMcpGatewayFlags(t *testing.T) {
 		return p
 	}
 	good := write("good.json", `{"children": [
-		{"name": "files", "command": "./skulk-mcp", "args": ["--", "./server", "a b"], "env": ["HOME", "A=1"], "pool": 2,
+		{"name": "files", "command": "./skulk-mcp", "args": ["--", "./server", "a b"], "env": ["GW_TOKEN", "GW_UNSET", "A=1"], "pool": 2,
 		 "restart": {"max_restarts": 3, "window": "30s", "backoff_min": "50ms", "backoff_max": "2s", "retry_min": "1s", "retry_max": "10s"}}]}`)
 	o, err := parseMCP([]string{"serve", "--child", "tools=./skulk-child -x", "--config", good})
 	require.NoError(t, err)
@@ -58,12 +58,15 @@ func TestMcpGatewayFlags(t *testing.T) {
 	assert.Equal(t, "files", files.Name)
 	assert.Equal(t, []string{"--", "./server", "a b"}, files.Args)
 	// The child's env adds to the default environment (a nil Env), as
-	// --env does: HOME with the host's value, A as given.
-	t.Setenv("HOME", "/home/gw")
+	// --env does: GW_TOKEN with the host's value, GW_UNSET skipped (the
+	// host has none), A as given.
+	t.Setenv("GW_TOKEN", "t0k")
+	t.Setenv("GW_UNSET", "") // restored after the test
+	require.NoError(t, os.Unsetenv("GW_UNSET"))
 	cfg := childConfig(host.Config{ExtraEnv: []string{"G=1"}, PoolSize: 1}, files)
 	assert.Equal(t, "./skulk-mcp", cfg.Command)
 	assert.Nil(t, cfg.Env, "a child's env replaced the default list")
-	assert.Equal(t, []string{"G=1", "HOME=/home/gw", "A=1"}, cfg.ExtraEnv)
+	assert.Equal(t, []string{"G=1", "GW_TOKEN=t0k", "A=1"}, cfg.ExtraEnv)
 	assert.Equal(t, 2, cfg.PoolSize)
 	assert.Equal(t, host.RestartPolicy{MaxRestarts: 3, Window: 30 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 2 * time.Second}, cfg.Restart)
 	assert.Equal(t, jsonDuration(time.Second), files.Restart.RetryMin)

@@ -331,11 +331,13 @@ func TestHostileChildren(t *testing.T) {
 		// The caller reads nothing for a second while the child floods,
 		// then cancels; the child never reads the cancel, so the call
 		// ends with the host's synthetic cancelled CancelGrace plus 1 s
-		// later (the grace is short here: its length is not what these
-		// cases check).
+		// later (the grace is short for the flood, whose length is not
+		// what it checks).
 		{"flood without reading", "flood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
 		// The same with text chunks: the host keeps none of their text
 		// beyond the call's bounded history, so the heap stays bounded.
+		// The grace is the default: the text read flat out until the
+		// host's cancelled (tens of MiB) is what the heap bound checks.
 		{"text flood without reading", "textflood", frame.KindCancelled, frame.CodeCancelled, time.Second, false},
 		{"never answers pings", "mute", frame.KindFailed, frame.CodeUnreachable, 0, false},
 		// Stale pongs back to back keep bytes waiting for the host's
@@ -350,7 +352,7 @@ func TestHostileChildren(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pids := t.TempDir()
 			cfg := config(t, "serve", pids)
-			if tc.stall > 0 {
+			if tc.tool == "flood" {
 				cfg.CancelGrace = 100 * time.Millisecond
 			}
 			h := startHost(t, cfg)
