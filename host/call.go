@@ -159,14 +159,11 @@ func (ch *child) startCall(ctx context.Context, t *toolschema.Tool, inv *wire.In
 		// waitable) makes the call unreachable, as a death found a
 		// moment later would; the write's failure is the transport's
 		// only when the child lives on.
-		var cause *synth
-		if c.failed() && c.cause != nil {
-			cause = c.cause // the host failed the connection first (its child stopping): that is the end
-		} else if cause = ch.deadCause(); cause == nil {
-			cause = &synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "writing the invoke failed"}
-		}
+		cause := c.causeOf(nil, "writing the invoke failed")
 		c.fail(cause)
-		ce := &callError{err: &frame.Error{Code: cause.code, Message: protocol.SanitizeMessage(cause.msg), Synthetic: true}}
+		fe := cause.frameError()
+		fe.Synthetic = true
+		ce := &callError{err: fe}
 		var je *calllog.JournalError
 		if jerr := rec.Confirm(ctx); errors.As(jerr, &je) {
 			return nil, errors.Join(ce, jerr)

@@ -32,6 +32,12 @@ type synth struct {
 	stderrOf *process // when set, the stderr tail is attached
 }
 
+// frameError is the error a terminal made of s carries, its message
+// sanitized as every sender's must be.
+func (s *synth) frameError() *frame.Error {
+	return &frame.Error{Code: s.code, Message: protocol.SanitizeMessage(s.msg)}
+}
+
 // readTurn says who reads a stream connection. One goroutine at a time
 // does; the turn passes under streamConn.mu, and with it the provider
 // direction of the bound call (the reader: its fence, given, outbox and buffer).
@@ -439,13 +445,13 @@ func (c *streamConn) broken(call *Call, err error) {
 	// which every busy reader of the host waits for.
 	c.leaveGate()
 	if !call.providerDone.Load() {
-		cause := c.causeOf(err)
+		cause := c.causeOf(err, "stream connection ended before the provider terminal")
 		var stderr string
 		if cause.stderrOf != nil {
 			stderr = cause.stderrOf.stderrTailAfterExit()
 		}
 		f := frame.Frame{CallID: call.id, Direction: frame.ProviderToCaller, Sequence: c.given,
-			Kind: cause.kind, Synthetic: true, Error: &frame.Error{Code: cause.code, Message: protocol.SanitizeMessage(cause.msg)}}
+			Kind: cause.kind, Synthetic: true, Error: cause.frameError()}
 		// The message is the host's own (the stderr tail, which may hold
 		// user data, is not logged).
 		c.ch.h.log.Warn("call ended by the host", "child", c.ch.id, logCallID, call.id, logTreeID, call.rec.Tree(),
@@ -461,8 +467,11 @@ func (c *streamConn) broken(call *Call, err error) {
 	call.release(nil)
 }
 
-// causeOf decides the synthetic terminal for a connection that failed.
-func (c *streamConn) causeOf(err error) *synth {
+// causeOf decides the synthetic terminal for a connection that failed:
+// the host's own cause when it failed the connection first, an
+// invalid_frame for a packet refused (err), unreachable when the child
+// died, and otherwise a transport_error saying what failed (broke).
+func (c *streamConn) causeOf(err error, broke string) *synth {
 	select {
 	case <-c.closing:
 		if c.cause != nil {
@@ -479,7 +488,7 @@ func (c *streamConn) causeOf(err error) *synth {
 	if dead := c.ch.deadCause(); dead != nil {
 		return dead
 	}
-	return &synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: "stream connection ended before the provider terminal"}
+	return &synth{kind: frame.KindFailed, code: frame.CodeTransportError, msg: broke}
 }
 
 // deadCause is the terminal of a call whose stream connection failed

@@ -3,10 +3,11 @@ package host
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
 )

@@ -3,10 +3,11 @@ package host
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/calllog/sqlitestore"

@@ -40,10 +40,10 @@ func (l *lostCalls) check(streams int, calls []*Call, asked, now time.Time) (los
 		l.suspects = nil
 		return nil
 	}
-	if l.suspects != nil && !asked.After(l.since.Add(l.gap)) {
-		return nil // the same look as the pong that made the suspects
-	}
 	if l.suspects != nil {
+		if !asked.After(l.since.Add(l.gap)) {
+			return nil // the same look as the pong that made the suspects
+		}
 		for _, c := range calls {
 			if _, ok := l.suspects[c]; ok {
 				lost = append(lost, c)

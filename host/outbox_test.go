@@ -2,9 +2,10 @@ package host
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"testing"
 	"testing/synctest"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/frame"
 )

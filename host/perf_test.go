@@ -2,9 +2,10 @@ package host
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"os"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func writePerf(t *testing.T, path string, h0, h1, h2 uint64, r0, r1, r2, c0, c1, c2 int) {

@@ -135,12 +135,9 @@ func (rd *reader) readBurst(call *Call) readResult {
 	size := 0
 	// The frames read and their inline media bytes, added to the host's
 	// counters before any of them reaches the caller (a caller that saw a
-	// call end finds its frames in Stats), and what is left at the return:
-	// atomic adds, so the deferred one is safe after the call was released
-	// and the turn is another's. Nothing of the connection is touched
-	// after that.
+	// call end finds its frames in Stats): by deliver, and before a
+	// terminal or a refused frame ends the call.
 	var cnt readCount
-	defer rd.c.ch.h.traffic.received(&cnt)
 	for {
 		pkt, err := rd.r.ReadPacket()
 		if rd.burstEnd {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"io"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/calllog"
 	"github.com/skulkrt/skulk/frame"

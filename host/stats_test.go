@@ -2,10 +2,11 @@ package host
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // A round trip goes in the bucket whose lower bound it reaches and whose
