@@ -184,16 +184,13 @@ func childConfig(base host.Config, c gatewayChild) host.Config {
 	cfg := base
 	cfg.Command, cfg.Args = c.Command, c.Args
 	// The child's NAME and NAME=VALUE entries go on top of the default
-	// environment, as --env's do (envFlag.childExtraEnv): a NAME in
-	// Config.Env would replace the default list with the names given.
-	cfg.ExtraEnv = slices.Clone(base.ExtraEnv)
+	// environment, as --env's do: a NAME in Config.Env would replace the
+	// default list with the names given.
+	var env envFlag
 	for _, e := range c.Env {
-		if strings.Contains(e, "=") {
-			cfg.ExtraEnv = append(cfg.ExtraEnv, e)
-		} else if v, ok := os.LookupEnv(e); ok {
-			cfg.ExtraEnv = append(cfg.ExtraEnv, e+"="+v)
-		}
+		_ = env.Set(e) // checked when the config was read
 	}
+	cfg.ExtraEnv = append(slices.Clone(base.ExtraEnv), env.childExtraEnv()...)
 	if c.Pool > 0 {
 		cfg.PoolSize = c.Pool
 	}
