@@ -150,9 +150,8 @@ func (rs *rawSession) smallStream(ctx context.Context, n int) error {
 
 // media: n×chunk bytes written by the child in chunk-sized writes, read
 // into one reused buffer of the same size, each read taking what the
-// socket holds up to it. (Not io.CopyBuffer to io.Discard: io.Discard
-// reads from its source itself, 8 KiB at a time, whatever buffer the
-// copy was given.)
+// socket holds up to it (io.Discard's ReadFrom would read 8 KiB at a
+// time).
 func (rs *rawSession) media(ctx context.Context, n, chunk int) error {
 	rs.deadline(ctx)
 	total := int64(n) * int64(chunk)
