@@ -192,9 +192,10 @@ func (l *lineage) track() {
 		return
 	}
 	for pid, start := range l.seen {
-		if st, ok := readStat(pid); !ok || st.start != start || st.state == 'Z' && st.ppid == l.self {
-			// Gone (a zombie of ours is gone too: it is reaped by a sweep,
-			// and it is still found by the tree rule until then).
+		// Gone. A zombie of the host process is remembered until it is
+		// reaped: what was seen may be the one rule that still names it
+		// (sweep).
+		if st, ok := readStat(pid); !ok || st.start != start {
 			delete(l.seen, pid)
 			l.guard.remove(pid, start)
 		}
