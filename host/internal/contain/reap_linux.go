@@ -31,15 +31,17 @@ import (
 // When: on SIGCHLD, which the kernel sends the host for each of its
 // children that exits, adopted or not, and for an orphan that reaches it
 // already a zombie. Between signals a pass costs nothing. Notify for
-// SIGCHLD changes nothing else in the program: os/signal gives SIGCHLD
-// no default action to replace, the Go runtime's handler catches it
-// whether or not a channel is notified, os/exec waits for its own
-// process by pid or pidfd (not by signal), and every other channel the
-// program notified still gets its own copy. A pass also runs when a child
-// starts and at each of its health checks (Track): a bounded poll, for a
-// program that takes SIGCHLD from every channel (signal.Reset), and for
-// the orphan a pass could not yet tell as the child's (without cgroups,
-// one found by what a later health check sees).
+// SIGCHLD changes nothing else in the program: os/signal gives SIGCHLD no
+// default action to replace, the Go runtime's handler catches it whether
+// or not a channel is notified, os/exec waits for its own process by pid
+// or pidfd (not by signal), and every other channel the program notified
+// still gets its own copy. A program that ignores SIGCHLD (signal.Ignore)
+// is not asked for it: the kernel then reaps every child of the process
+// itself, and Notify would undo the Ignore. A pass also runs when a child
+// starts and at each of its health checks (Track): a bounded poll, so
+// that a program that takes SIGCHLD from every channel (signal.Reset)
+// leaves a zombie to the host's process table for one health check at
+// most.
 //
 // Cost: a pass reads the children of the host process's threads
 // (/proc/self/task/*/children) and the stat of each; only a zombie's
@@ -74,7 +76,9 @@ func startReaper() *reaper {
 		done: make(chan struct{}),
 		kids: map[*Child]struct{}{},
 	}
-	signal.Notify(r.sig, syscall.SIGCHLD)
+	if !signal.Ignored(syscall.SIGCHLD) { // ignored, the kernel reaps every child itself
+		signal.Notify(r.sig, syscall.SIGCHLD)
+	}
 	go r.run() // stopped by stopReaper closing stop; stopReaper waits for done
 	return r
 }

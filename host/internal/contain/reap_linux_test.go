@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,4 +157,26 @@ func TestReaperLeavesTheChild(t *testing.T) {
 			require.NoError(t, ch.Release())
 		})
 	}
+}
+
+// TestReaperKeepsSIGCHLDIgnored: a program that ignores SIGCHLD (its
+// children are reaped by the kernel, none is left a zombie) still has it
+// ignored while a Set runs and after it closed: the reaper does not ask
+// for it.
+func TestReaperKeepsSIGCHLDIgnored(t *testing.T) {
+	signal.Ignore(syscall.SIGCHLD)
+	defer func() {
+		// Reset does not undo Ignore for SIGCHLD: the kernel would go
+		// on reaping every child of the test process, and the Waits of
+		// the next tests would fail. Notify puts the Go runtime's
+		// handler back, and Stop keeps it.
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGCHLD)
+		signal.Stop(c)
+	}()
+	s, err := New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	assert.True(t, signal.Ignored(syscall.SIGCHLD), "SIGCHLD no longer ignored while the Set runs")
+	s.Close()
+	assert.True(t, signal.Ignored(syscall.SIGCHLD), "SIGCHLD no longer ignored after the Set closed")
 }
