@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,7 +36,7 @@ func tools() []wire.Tool {
 		"byecall", "gap", "dupseq", "dupterm", "othercall", "oversize", "garbage", "badfield", "noend", "hang",
 		"die", "hangup", "idleclose", "idlewrite", "flood", "textflood", "stderrflood", "ctrloversize", "ctrlgarbage",
 		"mute", "deaf", "pongflood", "closefd3", "escape", "escapestuck", "escapedie", "evil", "inputdie", "inputgarbage", "lostfinish", "latecount",
-		"logflood", "mediaflood", "daemon", "swarm", "hog", "forkloop", "spawn", "attackhost",
+		"logflood", "mediaflood", "daemon", "swarm", "hog", "forkloop", "spawn", "attackhost", "orphans",
 	} {
 		ts = append(ts, wire.Tool{ID: id})
 	}
@@ -286,6 +287,16 @@ func call(inv *wire.Invoke, r *packetio.Reader, w func(wire.Packet) error, nc ne
 			}
 		}
 		completed(uint64(args.N)+1, nil)
+	case "orphans":
+		var args struct{ N int }
+		inv.Arguments.Decode(&args)
+		if args.N <= 0 {
+			args.N = 100
+		}
+		exec.Command("/bin/sh", "-c", orphanScript, "sh", strconv.Itoa(args.N)).Run()
+		completed(1, map[string]any{"n": args.N, "pid": os.Getpid()})
+		end()
+		return true
 	case "daemon", "swarm", "hog", "forkloop", "attackhost", "spawn":
 		completed(1, processTool(inv.ToolID))
 		end()

@@ -142,6 +142,11 @@
 //	             GiB, then completes {"mib"}: a memory limit kills it first
 //	forkloop     runs a shell that starts sleeps until a fork fails, then
 //	             kills them and completes {"n"} with how many it started
+//	orphans      runs a shell that double-forks {"n"} (default 100)
+//	             short-lived sleeps, one after another, each orphaned at
+//	             once (its parent exits as it starts it) and gone 10 ms
+//	             later, and returns when the last was started; then
+//	             completes {"n", "pid"} (pid: the child's own)
 //	spawn        runs a shell that starts one setsid sleep, appends its
 //	             pid to FAKECHILD_PIDS/spawn and exits, then completes
 //	attackhost   tries to signal (signal 0, the permission check) and to
@@ -265,6 +270,15 @@ const swarmScript = `i=0
 while [ $i -lt 200 ]; do
 	setsid sleep 600 </dev/null >/dev/null 2>&1 &
 	echo $! >> "$FAKECHILD_PIDS/swarm"
+	i=$((i + 1))
+done`
+
+// orphanScript double-forks $1 sleeps of 10 ms: each subshell starts
+// its sleep in the background and exits, so the sleep is orphaned at once
+// and reaches its new parent (the host, a subreaper) before it exits.
+const orphanScript = `i=0
+while [ $i -lt "$1" ]; do
+	(sleep 0.01 </dev/null >/dev/null 2>&1 &)
 	i=$((i + 1))
 done`
 

@@ -146,7 +146,8 @@ func TestMemoryLimit(t *testing.T) {
 
 // TestPidsLimit: a fork loop stops at PidsMax (a fork past it fails), and
 // once the loop's processes are gone (the tool kills them before it
-// answers) the child and the host serve the next call.
+// answers, and the host reaps the ones it adopted) the child and the host
+// serve the next call, and the host holds no zombie of them.
 func TestPidsLimit(t *testing.T) {
 	const limit = 48
 	cfg := config(t, "serve", t.TempDir())
@@ -159,6 +160,18 @@ func TestPidsLimit(t *testing.T) {
 	t.Logf("the fork loop started %d processes under pids.max %d", v.N, limit)
 	assert.Greater(t, v.N, 0)
 	assert.Less(t, v.N, limit, "more processes than the limit")
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		var z []int
+		for _, pid := range processesWithParent(os.Getpid()) {
+			if st, ok := readStat(pid); ok && (st.state == 'Z' || st.state == 'X') {
+				z = append(z, pid)
+			}
+		}
+		if len(z) == 0 {
+			break
+		}
+		require.Falsef(t, time.Since(start) > adoptedReapBound, "%d zombies of the fork loop still the host's: %v", len(z), z)
+	}
 	works(t, h)
 }
 

@@ -155,8 +155,8 @@ func countFDs(t *testing.T) int {
 
 // stat is one process as /proc/PID/stat shows it.
 type stat struct {
-	pid, ppid int
-	state     byte
+	pid, ppid, pgrp int
+	state           byte
 }
 
 func readStat(pid int) (stat, bool) {
@@ -168,7 +168,8 @@ func readStat(pid int) (stat, bool) {
 	i := strings.LastIndexByte(s, ')')
 	f := strings.Fields(s[i+1:])
 	ppid, _ := strconv.Atoi(f[1])
-	return stat{pid: pid, ppid: ppid, state: f[0][0]}, true
+	pgrp, _ := strconv.Atoi(f[2])
+	return stat{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]}, true
 }
 
 // alive reports whether pid runs (a zombie does not).

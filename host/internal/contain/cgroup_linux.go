@@ -724,16 +724,23 @@ func countProcs(dir string) int {
 // cgroup rel or a cgroup below it (a zombie's still does; the child may
 // make cgroups in its own and move its processes there).
 func inCgroup(pid int, rel string) bool {
+	p, ok := unifiedCgroup(pid)
+	return ok && within(p, rel)
+}
+
+// unifiedCgroup returns pid's cgroup path in the unified hierarchy, as
+// /proc/PID/cgroup writes it.
+func unifiedCgroup(pid int) (string, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
-		return false
+		return "", false
 	}
 	for line := range strings.Lines(string(b)) {
 		if p, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "0::"); ok {
-			return within(p, rel)
+			return p, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // within reports whether the cgroup path p is rel or below it.

@@ -38,7 +38,8 @@ import (
 //     member SIGHUP and SIGCONT);
 //   - the host process is a child subreaper (unless Options.NoSubreaper), so
 //     a descendant whose parent dies becomes the host's child rather than
-//     init's, and stays where the host can see, kill and reap it;
+//     init's, and stays where the host can see, kill and reap it; the
+//     host reaps each that exits while the child lives (reap_linux.go);
 //   - a guardian process (/bin/sh running guardianScript) is told the
 //     Set's cgroups, or without them every process the host saw of its
 //     children and their pipes and sockets (lineage), and kills what is
@@ -50,6 +51,7 @@ type Set struct {
 	done      chan struct{}     // closed when the starter returned
 	subreaper bool              // this Set holds a reference on the subreaper flag
 	guard     *guardian         // nil without /bin/sh
+	reap      *reaper           // reaps what the process adopted from the children; nil without the subreaper
 	cg        *cgroups          // nil without cgroups
 	status    Status
 	log       *slog.Logger
@@ -104,6 +106,12 @@ func New(opts Options, log *slog.Logger) (*Set, error) {
 	}
 	if !opts.NoSubreaper {
 		s.subreaper = holdSubreaper(log)
+	}
+	if s.subreaper {
+		// Without the subreaper this Set's children leave it nothing to
+		// adopt (unless another Host made the process one: the sweep
+		// after each child's exit still reaps those).
+		s.reap = startReaper()
 	}
 	s.guard = startGuardian(log)
 	if s.cg != nil {
@@ -168,7 +176,7 @@ func (s *Set) Start(cmd *exec.Cmd, name string, ends []*os.File) (*Child, error)
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	ch := &Child{}
+	ch := &Child{reap: s.reap}
 	req := startRequest{cmd: cmd, err: make(chan error, 1)}
 	if s.cg != nil {
 		cg, err := s.cg.make(name)
@@ -201,7 +209,14 @@ func (s *Set) Start(cmd *exec.Cmd, name string, ends []*os.File) (*Child, error)
 	}
 	if ch.cg == nil || ch.cg.v2 == "" {
 		ch.lin = newLineage(cmd.Process.Pid, ends, s.guard)
+		ch.root = ch.lin.root
+	} else {
+		// Not yet waited for (Cmd.Wait comes after Start returns), so
+		// its stat is there, a zombie's or not.
+		ch.root, _ = readStat(cmd.Process.Pid)
+		ch.root.pid = cmd.Process.Pid
 	}
+	s.reap.add(ch)
 	return ch, nil
 }
 
@@ -211,6 +226,7 @@ func (s *Set) Close() {
 	s.closeOnce.Do(func() {
 		close(s.starts)
 		<-s.done
+		s.reap.stopReaper()
 		if s.cg != nil {
 			s.cg.removeSelf()
 		}
@@ -224,24 +240,30 @@ func (s *Set) Close() {
 // Child is one started child's containment: its cgroup, or without one
 // its lineage in /proc.
 type Child struct {
-	cg  *cgroup  // nil without cgroups
-	lin *lineage // nil where the child has a unified cgroup
+	cg   *cgroup  // nil without cgroups
+	lin  *lineage // nil where the child has a unified cgroup
+	root procStat // the child as it started
+	reap *reaper  // nil without the subreaper
 }
 
 // Track remembers the descendants the child has now, so that they are
 // found again if they leave its tree (without cgroups; with them, the
-// cgroup keeps them).
+// cgroup keeps them), and asks for a pass of the reaper over what the
+// process adopted from the children (reap_linux.go).
 func (c *Child) Track() {
 	if c.lin != nil {
 		c.lin.track()
 	}
+	c.reap.poke()
 }
 
 // Sweep kills what is left of the child and reaps the descendants the
 // process adopted, until none is left or 2 s passed. It is called once
-// the child itself was reaped. killed counts the processes signalled,
+// the child itself was reaped; from then on the reaper leaves the child's
+// descendants to it. killed counts the processes signalled,
 // left those still there when it gave up.
 func (c *Child) Sweep() (killed, left int) {
+	c.reap.remove(c)
 	if c.lin != nil {
 		return c.lin.sweep()
 	}

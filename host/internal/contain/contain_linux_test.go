@@ -4,18 +4,20 @@ package contain
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"golang.org/x/sys/unix"
 )
@@ -220,4 +222,52 @@ func TestGuardianDescriptorRule(t *testing.T) {
 	if s, ok := readStat(elder); !ok || s.state == 'Z' || s.state == 'T' {
 		assert.Fail(t, fmt.Sprintf("a process older than the child that holds its pipe was stopped or killed (state %c)", s.state))
 	}
+}
+
+// TestSeenZombieSwept: without cgroups, a descendant in a session of its
+// own that a health check saw, then orphaned (the host adopted it) and
+// exited, is still the child's when the next health check runs: the
+// sweep after the child's exit reaps it.
+func TestSeenZombieSwept(t *testing.T) {
+	s, err := New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	if !s.subreaper {
+		t.Skip("the process cannot become a subreaper")
+	}
+	dir := t.TempDir()
+	cmd, ch := startIn(t, s, "c0.1", `sh -c 'setsid sh -c "echo \$\$ > `+dir+`/gc.tmp; mv `+dir+`/gc.tmp `+dir+`/gc; while [ ! -e `+dir+`/go ]; do sleep 0.01; done" </dev/null >/dev/null 2>&1 &
+while [ ! -e `+dir+`/orphan ]; do sleep 0.01; done'
+while [ ! -e `+dir+`/end ]; do sleep 0.01; done`)
+	var gc int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(dir, "gc")); err == nil {
+			gc, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			require.NoError(t, err)
+			break
+		}
+		require.False(t, time.Now().After(deadline), "no grandchild")
+	}
+	ch.Track() // seen, in the child's tree
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "orphan"), nil, 0o600))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st, ok := readStat(gc); ok && st.ppid == os.Getpid() {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the grandchild was not adopted")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st, ok := readStat(gc); !ok || st.state == 'Z' {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the grandchild did not exit")
+	}
+	ch.Track() // a health check after it exited
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "end"), nil, 0o600))
+	cmd.Wait()
+	_, left := ch.Sweep()
+	assert.Equal(t, 0, left)
+	_, ok := readStat(gc)
+	assert.False(t, ok, "the grandchild is left a zombie of this process")
 }

@@ -192,9 +192,10 @@ func (l *lineage) track() {
 		return
 	}
 	for pid, start := range l.seen {
-		if st, ok := readStat(pid); !ok || st.start != start || st.state == 'Z' && st.ppid == l.self {
-			// Gone (a zombie of ours is gone too: it is reaped by a sweep,
-			// and it is still found by the tree rule until then).
+		// Gone. A zombie of the host process is remembered until it is
+		// reaped: what was seen may be the one rule that still names it
+		// (reaper, sweep).
+		if st, ok := readStat(pid); !ok || st.start != start {
 			delete(l.seen, pid)
 			l.guard.remove(pid, start)
 		}
@@ -212,6 +213,42 @@ func (l *lineage) track() {
 func (l *lineage) rootRuns() bool {
 	st, ok := readStat(l.root.pid)
 	return ok && st.start == l.root.start && st.state != 'Z' && st.state != 'X'
+}
+
+// adopted reports whether st, a zombie child of the host process, comes
+// from the child by the rules of the comment at the top of this file that
+// such a zombie can still meet: it was seen, or its process group or
+// session is led, or was led, by the child or a descendant seen (as in
+// members, a leader whose pid names another process now is none). It has
+// no descriptors left, and its parent is the host. The child itself is
+// not adopted: it is the process the host started.
+func (l *lineage) adopted(st procStat) bool {
+	if st.ppid != l.self || st.start < l.root.start || st.pid == l.root.pid && st.start == l.root.start {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.swept {
+		return false
+	}
+	if start, ok := l.seen[st.pid]; ok && start == st.start {
+		return true
+	}
+	return l.leadsLocked(st.pgrp) || l.leadsLocked(st.sid)
+}
+
+// leadsLocked reports whether id is the pid of the child or of a
+// descendant seen, and names no other process now. l.mu is held.
+func (l *lineage) leadsLocked(id int) bool {
+	start, ok := l.seen[id]
+	if id == l.root.pid {
+		start, ok = l.root.start, true
+	}
+	if !ok {
+		return false
+	}
+	p, alive := readStat(id)
+	return !alive || p.start == start
 }
 
 // childrenOf lists the children of every thread of pid.

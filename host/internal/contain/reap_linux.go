@@ -1,0 +1,195 @@
+//go:build linux
+
+package contain
+
+import (
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Reaping what the host adopted while its children live.
+//
+// As a subreaper the host process becomes the parent of every orphaned
+// descendant of its children, and of the zombie each leaves when it
+// exits. A zombie counts against its cgroup's pids.max and the machine's
+// pids until its parent reaps it, so the host reaps its children's
+// adopted zombies while the children run, not only in the sweep that
+// follows a child's exit.
+//
+// What is reaped: a zombie whose parent is the host process, that is not
+// a process the Set started (every child's exit status is its Cmd.Wait's),
+// and that belongs to one of the Set's live children: its unified cgroup
+// is the child's (or below it), or, without cgroups, the rules of lineage
+// name it. Only those, each by a pidfd opened before its start time is
+// checked again (reapPID), never with wait(-1): the program's other
+// children, started with os/exec or otherwise, and orphans of its own
+// processes are left to it.
+//
+// When: on SIGCHLD, which the kernel sends the host for each of its
+// children that exits, adopted or not, and for an orphan that reaches it
+// already a zombie. Between signals a pass costs nothing. Notify for
+// SIGCHLD changes nothing else in the program: os/signal gives SIGCHLD no
+// default action to replace, the Go runtime's handler catches it whether
+// or not a channel is notified, os/exec waits for its own process by pid
+// or pidfd (not by signal), and every other channel the program notified
+// still gets its own copy. A program that ignores SIGCHLD (signal.Ignore)
+// is not asked for it: the kernel then reaps every child of the process
+// itself, and Notify would undo the Ignore. A pass also runs when a child
+// starts and at each of its health checks (Track): a bounded poll, so
+// that a program that takes SIGCHLD from every channel (signal.Reset)
+// leaves a zombie to the host's process table for one health check at
+// most.
+//
+// Cost: a pass reads the children of the host process's threads
+// (/proc/self/task/*/children) and the stat of each; only a zombie's
+// cgroup is read, and nothing else in /proc. Passes are at least
+// reapGap apart, so a child that forks and exits as fast as it can costs
+// the host at most one pass per reapGap.
+
+// reapGap is the least time between two passes.
+const reapGap = 10 * time.Millisecond
+
+// reaper reaps the zombies the host process adopted from one Set's live
+// children. Its goroutine is started by New and stopped and waited for by
+// Close.
+type reaper struct {
+	self int
+	sig  chan os.Signal // size 1: SIGCHLDs coalesce, and one pending pass looks at every child
+	wake chan struct{}  // size 1, likewise: a pass asked for by Start or Track
+	stop chan struct{}  // closed by stopReaper
+	done chan struct{}  // closed when run returned
+
+	mu   sync.Mutex
+	kids map[*Child]struct{} // the Set's children from their start until their sweep
+}
+
+// startReaper starts the reaper's goroutine.
+func startReaper() *reaper {
+	r := &reaper{
+		self: os.Getpid(),
+		sig:  make(chan os.Signal, 1),
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+		kids: map[*Child]struct{}{},
+	}
+	if !signal.Ignored(syscall.SIGCHLD) { // ignored, the kernel reaps every child itself
+		signal.Notify(r.sig, syscall.SIGCHLD)
+	}
+	go r.run() // stopped by stopReaper closing stop; stopReaper waits for done
+	return r
+}
+
+// stopReaper stops the goroutine and waits for it. A nil reaper has none.
+func (r *reaper) stopReaper() {
+	if r == nil {
+		return
+	}
+	signal.Stop(r.sig)
+	close(r.stop)
+	<-r.done
+}
+
+func (r *reaper) run() {
+	defer close(r.done)
+	gap := time.NewTimer(reapGap)
+	gap.Stop()
+	defer gap.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.sig:
+		case <-r.wake:
+		}
+		r.pass()
+		gap.Reset(reapGap)
+		select {
+		case <-r.stop:
+			return
+		case <-gap.C:
+		}
+	}
+}
+
+// poke asks for a pass; one already asked for takes this one too.
+func (r *reaper) poke() {
+	if r == nil {
+		return
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add makes c's adopted descendants the reaper's, and asks for a pass.
+func (r *reaper) add(c *Child) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.kids[c] = struct{}{}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// remove leaves c's adopted descendants to its sweep. Idempotent.
+func (r *reaper) remove(c *Child) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	delete(r.kids, c)
+	r.mu.Unlock()
+}
+
+// pass reaps every zombie child of the host process that one of the
+// Set's live children left it (the comment at the top of this file).
+func (r *reaper) pass() {
+	r.mu.Lock()
+	kids := make([]*Child, 0, len(r.kids))
+	for c := range r.kids {
+		kids = append(kids, c)
+	}
+	r.mu.Unlock()
+	if len(kids) == 0 {
+		return
+	}
+	for _, pid := range childrenOf(r.self) {
+		st, ok := readStat(pid)
+		if !ok || st.state != 'Z' && st.state != 'X' || st.ppid != r.self {
+			continue
+		}
+		started := false
+		for _, c := range kids {
+			if c.root.pid == st.pid && c.root.start == st.start {
+				started = true // the Set's own child: its Cmd.Wait's
+				break
+			}
+		}
+		if started {
+			continue
+		}
+		cg, _ := unifiedCgroup(pid) // a zombie's still names the cgroup it died in
+		for _, c := range kids {
+			if c.adopted(st, cg) {
+				reapPID(pid, st.start)
+				break
+			}
+		}
+	}
+}
+
+// adopted reports whether st, a zombie child of the host process that c
+// did not start as, comes from c: its unified cgroup cg is c's or below
+// it, or, where c has no unified cgroup, c's lineage names it.
+func (c *Child) adopted(st procStat, cg string) bool {
+	if c.lin != nil {
+		return c.lin.adopted(st)
+	}
+	return c.cg != nil && c.cg.v2Rel != "" && cg != "" && within(cg, c.cg.v2Rel)
+}

@@ -1,0 +1,182 @@
+//go:build linux
+
+package contain
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// zombiesOfGroup lists the zombie children of this process in process
+// group pgrp.
+func zombiesOfGroup(pgrp int) []int {
+	var out []int
+	for _, pid := range childrenOf(os.Getpid()) {
+		if st, ok := readStat(pid); ok && st.pgrp == pgrp && (st.state == 'Z' || st.state == 'X') {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestReaperReapsAdopted: a child that double-forks 100 short-lived
+// processes, each orphaned at once, and runs on leaves this process (its
+// subreaper) no zombie of them, with a cgroup (the zombies' cgroup is the
+// child's) and without (their process group is the child's).
+func TestReaperReapsAdopted(t *testing.T) {
+	for _, noCgroups := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoCgroups=%v", noCgroups), func(t *testing.T) {
+			var s *Set
+			if noCgroups {
+				var err error
+				s, err = New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
+				require.NoError(t, err)
+				t.Cleanup(s.Close)
+			} else {
+				s = newSet(t, Options{})
+			}
+			require.NotNil(t, s.reap, "no reaper: the process did not become a subreaper")
+			dir := t.TempDir()
+			cmd, ch := startIn(t, s, "c0.1", `i=0
+while [ $i -lt 100 ]; do
+	(sleep 0.01 </dev/null >/dev/null 2>&1 &)
+	i=$((i + 1))
+done
+: > `+dir+`/done
+exec sleep 600`)
+			defer func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+				ch.Sweep()
+				require.NoError(t, ch.Release())
+			}()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+					break
+				}
+				require.False(t, time.Now().After(deadline), "the child's loop did not end")
+			}
+			start := time.Now()
+			for {
+				z := zombiesOfGroup(cmd.Process.Pid)
+				if len(z) == 0 {
+					break
+				}
+				require.Falsef(t, time.Since(start) > 5*time.Second, "%d zombies of the child left to this process: %v", len(z), z)
+				time.Sleep(5 * time.Millisecond)
+			}
+			t.Logf("no zombie of the child left %v after its loop ended", time.Since(start).Round(time.Millisecond))
+			st, ok := readStat(cmd.Process.Pid)
+			require.True(t, ok && st.state != 'Z', "the child is not running")
+		})
+	}
+}
+
+// TestLineageAdopted: without cgroups, a zombie child of the host process
+// is the child's when it was seen, or its group or session is led by the
+// child or a descendant seen; never the child itself, a process older
+// than the child, another parent's zombie, or one whose group leader's
+// pid now names another process.
+func TestLineageAdopted(t *testing.T) {
+	root := sleeper(t, true)
+	other := sleeper(t, true) // a process of the program's, started after the child
+	l := newLineage(root, nil, nil)
+	ost, ok := readStat(other)
+	require.True(t, ok)
+	self := os.Getpid()
+	later := l.root.start + 1
+	const gone = pidMaxLimit + 1  // no process has this pid
+	l.seen[gone] = later          // a descendant seen, gone now
+	l.seen[other] = ost.start - 1 // a seen pid that names another process now
+	for _, tc := range []struct {
+		name string
+		st   procStat
+		want bool
+	}{
+		{"in the child's group", procStat{pid: 1 << 21, ppid: self, pgrp: root, sid: 1, start: later}, true},
+		{"in the child's session", procStat{pid: 1 << 21, ppid: self, pgrp: 1, sid: root, start: later}, true},
+		{"seen", procStat{pid: gone, ppid: self, pgrp: 1, sid: 1, start: later}, true},
+		{"in the group of a seen one that is gone", procStat{pid: 1 << 21, ppid: self, pgrp: gone, sid: 1, start: later}, true},
+		{"the child itself", procStat{pid: root, ppid: self, pgrp: root, sid: root, start: l.root.start}, false},
+		{"older than the child", procStat{pid: 1 << 21, ppid: self, pgrp: root, sid: 1, start: l.root.start - 1}, false},
+		{"another parent's", procStat{pid: 1 << 21, ppid: 1, pgrp: root, sid: 1, start: later}, false},
+		{"the program's own, in its own group", procStat{pid: other, ppid: self, pgrp: other, sid: 1, start: ost.start}, false},
+		{"in a group of no one's", procStat{pid: 1 << 21, ppid: self, pgrp: 1 << 21, sid: 1, start: later}, false},
+	} {
+		assert.Equal(t, tc.want, l.adopted(tc.st), tc.name)
+	}
+}
+
+// TestReaperLeavesTheChild: a child the Set started that exits stays a
+// zombie for its Cmd.Wait, however many passes the reaper makes meanwhile
+// (each Track asks for one), and Wait gets its exit status; with a cgroup
+// (the child is in its own cgroup, as its adopted descendants are) and
+// without (it leads its own process group).
+func TestReaperLeavesTheChild(t *testing.T) {
+	for _, noCgroups := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoCgroups=%v", noCgroups), func(t *testing.T) {
+			var s *Set
+			if noCgroups {
+				var err error
+				s, err = New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
+				require.NoError(t, err)
+				t.Cleanup(s.Close)
+			} else {
+				s = newSet(t, Options{})
+			}
+			require.NotNil(t, s.reap, "no reaper: the process did not become a subreaper")
+			cmd, ch := startIn(t, s, "c0.1", "(sleep 0.01 &); exit 3")
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+				st, ok := readStat(cmd.Process.Pid)
+				require.True(t, ok, "the child was reaped by someone else than its Cmd.Wait")
+				if st.state == 'Z' {
+					break
+				}
+				require.False(t, time.Now().After(deadline), "the child never exited")
+			}
+			for range 10 {
+				ch.Track()
+				time.Sleep(3 * reapGap)
+			}
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, 3, ee.ExitCode())
+			_, left := ch.Sweep()
+			assert.Equal(t, 0, left)
+			require.NoError(t, ch.Release())
+		})
+	}
+}
+
+// TestReaperKeepsSIGCHLDIgnored: a program that ignores SIGCHLD (its
+// children are reaped by the kernel, none is left a zombie) still has it
+// ignored while a Set runs and after it closed: the reaper does not ask
+// for it.
+func TestReaperKeepsSIGCHLDIgnored(t *testing.T) {
+	signal.Ignore(syscall.SIGCHLD)
+	defer func() {
+		// Reset does not undo Ignore for SIGCHLD: the kernel would go
+		// on reaping every child of the test process, and the Waits of
+		// the next tests would fail. Notify puts the Go runtime's
+		// handler back, and Stop keeps it.
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGCHLD)
+		signal.Stop(c)
+	}()
+	s, err := New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	assert.True(t, signal.Ignored(syscall.SIGCHLD), "SIGCHLD no longer ignored while the Set runs")
+	s.Close()
+	assert.True(t, signal.Ignored(syscall.SIGCHLD), "SIGCHLD no longer ignored after the Set closed")
+}
