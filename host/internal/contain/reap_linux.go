@@ -166,7 +166,9 @@ func (r *reaper) pass() {
 		}
 		started := false
 		for _, c := range kids {
-			if c.root.pid == st.pid && c.root.start == st.start {
+			// A root whose stat could not be read at its start has start
+			// 0: its pid alone names it (unreaped, no other process has it).
+			if c.root.pid == st.pid && (c.root.start == 0 || c.root.start == st.start) {
 				started = true // the Set's own child: its Cmd.Wait's
 				break
 			}
