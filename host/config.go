@@ -125,9 +125,11 @@ type Config struct {
 	// process: while a Host without NoSubreaper runs, every orphaned
 	// descendant of any process this program started (not only of the
 	// children) becomes the program's child instead of init's, and the
-	// host reaps only those that descend from its children, each as it
-	// exits (asking for SIGCHLD with os/signal.Notify, which leaves the
-	// program's own channels and os/exec alone). A program
+	// host reaps only those that come from its children (in a child's
+	// cgroup, or without cgroups named by the rules of
+	// docs/operations.md, "Containment"), each as it exits (asking for
+	// SIGCHLD with os/signal.Notify, which leaves the program's own
+	// channels and os/exec alone). A program
 	// that starts other processes whose descendants outlive their parents
 	// reaps those orphans itself, or sets NoSubreaper: the host still
 	// finds and kills its children's descendants (docs/operations.md,

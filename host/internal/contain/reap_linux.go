@@ -30,8 +30,10 @@ import (
 //
 // When: on SIGCHLD, which the kernel sends the host for each of its
 // children that exits, adopted or not, and for an orphan that reaches it
-// already a zombie. Between signals a pass costs nothing. Notify for
-// SIGCHLD changes nothing else in the program: os/signal gives SIGCHLD no
+// already a zombie. Between signals a pass costs nothing. In a Go
+// program (not one built as a C library, -buildmode=c-archive or
+// c-shared, where Notify would take SIGCHLD from the C program's handler)
+// Notify for SIGCHLD changes nothing else: os/signal gives SIGCHLD no
 // default action to replace, the Go runtime's handler catches it whether
 // or not a channel is notified, os/exec waits for its own process by pid
 // or pidfd (not by signal), and every other channel the program notified
@@ -44,8 +46,9 @@ import (
 // most.
 //
 // Cost: a pass reads the children of the host process's threads
-// (/proc/self/task/*/children) and the stat of each; only a zombie's
-// cgroup is read, and nothing else in /proc. Passes are at least
+// (/proc/self/task/*/children) and the stat of each; then, for a zombie
+// only, its cgroup (when a child has one) or the stat of the group and
+// session leaders its lineage rules ask about. Passes are at least
 // reapGap apart, so a child that forks and exits as fast as it can costs
 // the host at most one pass per reapGap.
 
@@ -105,6 +108,16 @@ func (r *reaper) run() {
 		case <-r.sig:
 		case <-r.wake:
 		}
+		// One pass answers every request made so far: a signal and a
+		// poke that both wait are taken together.
+		select {
+		case <-r.sig:
+		default:
+		}
+		select {
+		case <-r.wake:
+		default:
+		}
 		r.pass()
 		gap.Reset(reapGap)
 		select {
@@ -159,6 +172,10 @@ func (r *reaper) pass() {
 	if len(kids) == 0 {
 		return
 	}
+	unified := false // some kid has a unified cgroup: a zombie's is worth reading
+	for _, c := range kids {
+		unified = unified || c.lin == nil
+	}
 	for _, pid := range childrenOf(r.self) {
 		st, ok := readStat(pid)
 		if !ok || st.state != 'Z' && st.state != 'X' || st.ppid != r.self {
@@ -176,7 +193,10 @@ func (r *reaper) pass() {
 		if started {
 			continue
 		}
-		cg, _ := unifiedCgroup(pid) // a zombie's still names the cgroup it died in
+		var cg string
+		if unified {
+			cg, _ = unifiedCgroup(pid) // a zombie's still names the cgroup it died in
+		}
 		for _, c := range kids {
 			if c.adopted(st, cg) {
 				reapPID(pid, st.start)
@@ -187,11 +207,15 @@ func (r *reaper) pass() {
 }
 
 // adopted reports whether st, a zombie child of the host process that c
-// did not start as, comes from c: its unified cgroup cg is c's or below
-// it, or, where c has no unified cgroup, c's lineage names it.
+// did not start as, comes from c: it started no earlier than c, and its
+// unified cgroup cg is c's or below it, or, where c has no unified
+// cgroup, c's lineage names it. The start time matters with cgroups too:
+// a child that runs as the host's user may write its cgroup's
+// cgroup.procs and so move other processes of the program into it; one
+// older than the child is never taken for the child's.
 func (c *Child) adopted(st procStat, cg string) bool {
 	if c.lin != nil {
 		return c.lin.adopted(st)
 	}
-	return c.cg != nil && c.cg.v2Rel != "" && cg != "" && within(cg, c.cg.v2Rel)
+	return st.start >= c.root.start && c.cg != nil && c.cg.v2Rel != "" && cg != "" && within(cg, c.cg.v2Rel)
 }

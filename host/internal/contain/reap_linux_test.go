@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,23 @@ func zombiesOfGroup(pgrp int) []int {
 	return out
 }
 
+// reapingSet returns a Set with a reaper, with cgroups (the test is
+// skipped where the machine has none) or without.
+func reapingSet(t *testing.T, noCgroups bool) *Set {
+	t.Helper()
+	var s *Set
+	if noCgroups {
+		var err error
+		s, err = New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		t.Cleanup(s.Close)
+	} else {
+		s = newSet(t, Options{})
+	}
+	require.NotNil(t, s.reap, "no reaper: the process did not become a subreaper")
+	return s
+}
+
 // TestReaperReapsAdopted: a child that double-forks 100 short-lived
 // processes, each orphaned at once, and runs on leaves this process (its
 // subreaper) no zombie of them, with a cgroup (the zombies' cgroup is the
@@ -36,16 +54,7 @@ func zombiesOfGroup(pgrp int) []int {
 func TestReaperReapsAdopted(t *testing.T) {
 	for _, noCgroups := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoCgroups=%v", noCgroups), func(t *testing.T) {
-			var s *Set
-			if noCgroups {
-				var err error
-				s, err = New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
-				require.NoError(t, err)
-				t.Cleanup(s.Close)
-			} else {
-				s = newSet(t, Options{})
-			}
-			require.NotNil(t, s.reap, "no reaper: the process did not become a subreaper")
+			s := reapingSet(t, noCgroups)
 			dir := t.TempDir()
 			cmd, ch := startIn(t, s, "c0.1", `i=0
 while [ $i -lt 100 ]; do
@@ -125,16 +134,7 @@ func TestLineageAdopted(t *testing.T) {
 func TestReaperLeavesTheChild(t *testing.T) {
 	for _, noCgroups := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoCgroups=%v", noCgroups), func(t *testing.T) {
-			var s *Set
-			if noCgroups {
-				var err error
-				s, err = New(Options{NoCgroups: true}, slog.New(slog.DiscardHandler))
-				require.NoError(t, err)
-				t.Cleanup(s.Close)
-			} else {
-				s = newSet(t, Options{})
-			}
-			require.NotNil(t, s.reap, "no reaper: the process did not become a subreaper")
+			s := reapingSet(t, noCgroups)
 			cmd, ch := startIn(t, s, "c0.1", "(sleep 0.01 &); exit 3")
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 				st, ok := readStat(cmd.Process.Pid)
@@ -179,4 +179,45 @@ func TestReaperKeepsSIGCHLDIgnored(t *testing.T) {
 	assert.True(t, signal.Ignored(syscall.SIGCHLD), "SIGCHLD no longer ignored while the Set runs")
 	s.Close()
 	assert.True(t, signal.Ignored(syscall.SIGCHLD), "SIGCHLD no longer ignored after the Set closed")
+}
+
+// TestReaperLeavesAnOlderProcessMovedIn: a process of the program's,
+// older than the child, that lands in the child's cgroup (a child that
+// runs as the host's user may write its cgroup.procs; here the test does
+// it for the child) and exits there keeps its exit status for its own
+// Cmd.Wait: the reaper takes only zombies that started after the child.
+func TestReaperLeavesAnOlderProcessMovedIn(t *testing.T) {
+	s := reapingSet(t, false)
+	dir := t.TempDir()
+	older := exec.Command("/bin/sh", "-c", `while [ ! -e `+dir+`/exit ]; do sleep 0.01; done; exit 7`)
+	require.NoError(t, older.Start())
+	time.Sleep(20 * time.Millisecond) // start times count clock ticks (10 ms): the child's is later
+	cmd, ch := startIn(t, s, "c0.1", "exec sleep 600")
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		ch.Sweep()
+		require.NoError(t, ch.Release())
+	}()
+	if ch.cg == nil || ch.cg.v2 == "" {
+		older.Process.Kill()
+		older.Wait()
+		t.Skip("no unified cgroup for the child here")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(ch.cg.v2, "cgroup.procs"), []byte(strconv.Itoa(older.Process.Pid)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "exit"), nil, 0o600))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if st, ok := readStat(older.Process.Pid); !ok || st.state == 'Z' {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the older process did not exit")
+	}
+	for range 10 { // passes over the zombie, each asked for as a health check does
+		ch.Track()
+		time.Sleep(2 * reapGap)
+	}
+	err := older.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "the older process's status was taken by someone else than its Cmd.Wait")
+	assert.Equal(t, 7, ee.ExitCode())
 }
