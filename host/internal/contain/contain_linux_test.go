@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -235,6 +236,11 @@ func TestSeenZombieSwept(t *testing.T) {
 	if !s.subreaper {
 		t.Skip("the process cannot become a subreaper")
 	}
+	// The reaper would reap the grandchild on its SIGCHLD; without the
+	// signal (a program that took it back with signal.Reset) the health
+	// checks and the sweep are what reap it, and the lineage must still
+	// name it when they run.
+	signal.Stop(s.reap.sig)
 	dir := t.TempDir()
 	cmd, ch := startIn(t, s, "c0.1", `sh -c 'setsid sh -c "echo \$\$ > `+dir+`/gc.tmp; mv `+dir+`/gc.tmp `+dir+`/gc; while [ ! -e `+dir+`/go ]; do sleep 0.01; done" </dev/null >/dev/null 2>&1 &
 while [ ! -e `+dir+`/orphan ]; do sleep 0.01; done'

@@ -3,7 +3,6 @@
 package contain
 
 import (
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkStart: one op is /bin/true started through a Set (timed: the
