@@ -16,7 +16,7 @@ import (
 )
 
 // Timeout bounds every wait of this package that the caller gives no
-// deadline of its own: a host's start and close, a Peer's and a Stream's
+// deadline of its own: a host's start and close, a Peer's and a StreamConn's
 // reads and writes (a build has 15 minutes: BuildIn). It is generous for a
 // loaded 2-core machine under -race, and still a failure rather than a
 // hang.

@@ -42,7 +42,7 @@ type Peer struct {
 	out      *buffer
 }
 
-// peerConfig makes a testnet.Host a Peer and a testnet.Stream a Stream:
+// peerConfig makes a testnet.Host a Peer and a testnet.Stream a StreamConn:
 // waits bounded by Timeout, skulktest's errors.
 var peerConfig = testnet.Config{
 	Timeout: Timeout, Name: "skulktest",
