@@ -125,7 +125,7 @@ variables, or the URL's creds=FILE, nkey=FILE, tls_ca=FILE,
 tls_cert=FILE&tls_key=FILE. docs/operations.md ("A fleet") gives the
 subject permissions a serving host needs.
 
-Flags:
+The flags are:
   --nats URL       the NATS servers and the service name (required)
   --id ID          this host's id among the hosts of NAME (default: random)
   --heartbeat D    how often an idle call pings its caller (default 1s)
@@ -138,7 +138,12 @@ Flags:
                    ('skulk-host replay FILE TREE --follow-links').
   --redact KEYS    as for call, with --journal
   --env, --memory-max, --pids-max, --cpu-max, --user, --group,
-  --no-new-privs, --no-cgroups, -v   as for call`
+  --no-new-privs, --no-cgroups, -v   as for call
+
+Exit status: 0 after a clean stop, 1 when the service could not be
+stopped cleanly, 2 for a usage error, 3 when the child cannot be started,
+12 when the NATS servers cannot be reached or do not confirm the service.
+`
 
 // serveOptions are the parsed flags of serve.
 type serveOptions struct {

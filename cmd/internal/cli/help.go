@@ -154,7 +154,7 @@ The flags are:
 		serving hosts describe them. Credentials come from NATS_CREDS,
 		NATS_NKEY, NATS_CERT/NATS_KEY, NATS_CA or the URL's creds=FILE,
 		never from the command line. A host that dies or is cut off
-		mid-call ends it with failed/unreachable (status 3) within 3.5 s.
+		mid-call ends it with failed/unreachable (status 12) within 3.5 s.
 	--input FILE|-
 		send caller input from FILE, or from standard input with -. Each
 		line becomes one caller chunk: a line that is a JSON object is sent
