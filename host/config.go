@@ -272,9 +272,10 @@ func (c *Calls) validate() error {
 	return nil
 }
 
-// RestartPolicy says how a pool restarts children that die: after an
-// exponential backoff with full jitter between BackoffMin and BackoffMax,
-// giving up once MaxRestarts restarts happened within Window. A slot that
+// RestartPolicy says how a pool restarts children that die: after a
+// backoff that doubles from BackoffMin up to BackoffMax, each wait drawn
+// from the upper half of its step (the first is half BackoffMin to
+// BackoffMin), giving up once MaxRestarts restarts happened within Window. A slot that
 // gave up stays down; the pool is down when every slot is. Graceful
 // recycles (stuck handlers) are not counted.
 type RestartPolicy struct {
