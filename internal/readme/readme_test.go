@@ -1,5 +1,8 @@
-// Package readme keeps the README's Go examples honest: its test compiles
-// every Go code block of README.md as a program of this module.
+// Package readme keeps the docs' Go honest: its tests compile every Go
+// code block of README.md as a program of this module, type-check every
+// Go fragment of docs/*.md in a scaffold of what its prose takes as given,
+// and check that command blocks CI cannot run are marked and that
+// citations of docs/protocol.md name sections it has.
 package readme
 
 import (
