@@ -3,11 +3,12 @@ package child_test
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/child/demotools"

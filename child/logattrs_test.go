@@ -3,10 +3,11 @@ package child_test
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/stretchr/testify/require"
 

@@ -3,9 +3,10 @@ package hostmetrics_test
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/prometheus/client_golang/prometheus"
 

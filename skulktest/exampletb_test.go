@@ -2,11 +2,12 @@ package skulktest_test
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"os"
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // exampleT is the testing.TB the Examples hand the test bodies they show:

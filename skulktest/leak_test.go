@@ -3,7 +3,6 @@ package skulktest_test
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"

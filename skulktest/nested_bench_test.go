@@ -3,10 +3,11 @@ package skulktest_test
 import (
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/frame"

@@ -3,10 +3,11 @@ package export
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/asif/internal/asifdoc"

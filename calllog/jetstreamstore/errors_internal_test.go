@@ -3,8 +3,9 @@ package jetstreamstore
 import (
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/nats-io/nats.go/jetstream"
 )

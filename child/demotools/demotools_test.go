@@ -1,8 +1,9 @@
 package demotools
 
 import (
-	"github.com/stretchr/testify/assert"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"go.uber.org/goleak"
 )

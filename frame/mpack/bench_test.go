@@ -3,9 +3,10 @@ package mpack
 import (
 	"bytes"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/vmihailenco/msgpack/v5"
 )

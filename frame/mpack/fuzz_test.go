@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"math"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/vmihailenco/msgpack/v5"
 )

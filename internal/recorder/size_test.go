@@ -2,9 +2,10 @@ package recorder
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/assert"
 	"testing"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/skulkrt/skulk/calllog"
 )

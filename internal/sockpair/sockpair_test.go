@@ -2,9 +2,10 @@ package sockpair
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"go.uber.org/goleak"
 )
