@@ -1,6 +1,7 @@
 // Package readme keeps the docs' Go honest: its tests compile every Go
 // code block of README.md as a program of this module, type-check every
-// Go fragment of docs/*.md in a scaffold of what its prose takes as given,
+// Go block of docs/*.md (a fragment in a scaffold of what its prose takes
+// as given),
 // and check that command blocks CI cannot run are marked and that
 // citations of docs/protocol.md name sections it has.
 package readme

@@ -112,6 +112,40 @@ func build(bin, pkg string, race bool) (string, error) {
 	return bin, nil
 }
 
+// ExportData returns the export data file of each of the packages paths
+// and of every package they import, keyed by import path, as `go list
+// -export -deps` builds them (with -race when the test binary was: Race,
+// so that they come from the build cache the module's test compiles
+// filled). It takes its turn with the builds (BuildAs), and is bounded as
+// they are.
+func ExportData(paths []string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	unlock, err := lockBuilds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("testnet: go list: lock: %w", err)
+	}
+	defer unlock()
+	args := []string{"list", "-export", "-deps", "-f", "{{.ImportPath}} {{.Export}}"}
+	if Race {
+		args = append(args, "-race")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, paths...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("testnet: go list: %w\n%s", err, stderr.String())
+	}
+	files := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if path, file, ok := strings.Cut(line, " "); ok && file != "" {
+			files[path] = file
+		}
+	}
+	return files, nil
+}
+
 // buildLock is the lock file's name in os.TempDir, one per user: where
 // the kernel protects files in sticky directories (fs.protected_regular),
 // a user cannot open another's file there with O_CREATE. It stays there,
