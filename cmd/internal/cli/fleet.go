@@ -140,9 +140,12 @@ The flags are:
   --env, --memory-max, --pids-max, --cpu-max, --user, --group,
   --no-new-privs, --no-cgroups, -v   as for call
 
-Exit status: 0 after a clean stop, 1 when the service could not be
-stopped cleanly, 2 for a usage error, 3 when the child cannot be started,
-12 when the NATS servers cannot be reached or do not confirm the service.
+Exit status: 0 after a clean stop; 1 when the journal cannot be opened,
+the NATS credential variables cannot be used, or the service could not be
+stopped cleanly; 2 for a usage error (the service name or --id included);
+3 when the child cannot be started; 12 when the NATS servers cannot be
+reached, refuse the credentials, or do not take or confirm the service;
+13 when interrupted while the child was starting.
 `
 
 // serveOptions are the parsed flags of serve.
@@ -218,8 +221,11 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	}
 	defer nc.Close()
 	srv, err := remote.Serve(nc, o.url.name, h, remote.ServeOptions{Options: o.opts, ID: o.id})
-	if err != nil {
+	if errors.Is(err, remote.ErrName) || errors.Is(err, remote.ErrOptions) {
 		return statusErr(ExitUsage, "%v", err)
+	}
+	if err != nil { // the service's subscriptions, on the NATS connection
+		return statusErr(ExitUnreachable, "%v", err)
 	}
 	if err := nc.Flush(); err != nil {
 		_ = srv.Close(context.Background())
