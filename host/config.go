@@ -273,18 +273,20 @@ func (c *Calls) validate() error {
 }
 
 // RestartPolicy says how a pool restarts children that die: after a
-// backoff that doubles from BackoffMin up to BackoffMax, each wait drawn
-// from the upper half of its step (the first is half BackoffMin to
-// BackoffMin), giving up once MaxRestarts restarts happened within Window. A slot that
-// gave up stays down; the pool is down when every slot is. Graceful
-// recycles (stuck handlers) are not counted.
+// backoff that doubles from BackoffMin up to BackoffMax with each restart
+// within Window, each wait drawn from the upper half of its step (the
+// first is half BackoffMin to BackoffMin), giving up once MaxRestarts
+// restarts happened within Window. A slot that gave up stays down; the
+// pool is down when every slot is. Graceful recycles (stuck handlers) are
+// not counted.
 type RestartPolicy struct {
 	// MaxRestarts is how many restarts are allowed within Window; 0 means
 	// 5, a negative value means the child is never restarted.
 	MaxRestarts int
 	// Window is the sliding window restarts are counted in; 0 means 1 min.
 	Window time.Duration
-	// BackoffMin is the first backoff; 0 means 100 ms.
+	// BackoffMin is the first backoff step (its wait is half of it to all
+	// of it); 0 means 100 ms.
 	BackoffMin time.Duration
 	// BackoffMax caps the backoff; 0 means 10 s.
 	BackoffMax time.Duration
