@@ -81,8 +81,9 @@ const acceptBackoffMax = time.Second
 // startup, then answers pings, serves the calls arriving on stream
 // connections accepted from streams, and handles cancel and drain.
 //
-// Serve returns nil when a drain completed (bye was sent), when the control
-// connection reached EOF (the host is gone), or when ctx is done; it returns
+// Serve returns nil when a drain completed (bye was sent), when reading the
+// control connection after startup ended for any reason but a protocol
+// break (EOF, a reset: the host is gone), or when ctx is done; it returns
 // an error matching ErrStartup when the host's startup was unusable, an error
 // matching ErrOptions for invalid opts, and an error matching
 // wire.ErrProtocol when the host broke the protocol on the control
