@@ -111,7 +111,7 @@ func New(opts Options, log *slog.Logger) (*Set, error) {
 		// Without the subreaper this Set's children leave it nothing to
 		// adopt (unless another Host made the process one: the sweep
 		// after each child's exit still reaps those).
-		s.reap = startReaper()
+		s.reap = holdReaper()
 	}
 	s.guard = startGuardian(log)
 	if s.cg != nil {
@@ -226,7 +226,9 @@ func (s *Set) Close() {
 	s.closeOnce.Do(func() {
 		close(s.starts)
 		<-s.done
-		s.reap.stopReaper()
+		if s.reap != nil {
+			releaseReaper()
+		}
 		if s.cg != nil {
 			s.cg.removeSelf()
 		}

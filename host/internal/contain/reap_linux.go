@@ -20,8 +20,8 @@ import (
 // follows a child's exit.
 //
 // What is reaped: a zombie whose parent is the host process, that is not
-// a process the Set started (every child's exit status is its Cmd.Wait's),
-// and that belongs to one of the Set's live children: its unified cgroup
+// a process a Set started (every child's exit status is its Cmd.Wait's),
+// and that belongs to one of the live children of a Set: its unified cgroup
 // is the child's (or below it), or, without cgroups, the rules of lineage
 // name it. Only those, each by a pidfd opened before its start time is
 // checked again (reapPID), never with wait(-1): the program's other
@@ -55,9 +55,11 @@ import (
 // reapGap is the least time between two passes.
 const reapGap = 10 * time.Millisecond
 
-// reaper reaps the zombies the host process adopted from one Set's live
-// children. Its goroutine is started by New and stopped and waited for by
-// Close.
+// reaper reaps the zombies the host process adopted from the live
+// children of every Set that holds the subreaper: the process has one, as
+// it has one subreaper flag, so a SIGCHLD costs one pass however many
+// Hosts run. Its goroutine is started by the first holdReaper and stopped
+// and waited for by the last releaseReaper.
 type reaper struct {
 	self int
 	sig  chan os.Signal // size 1: SIGCHLDs coalesce, and one pending pass looks at every child
@@ -66,7 +68,39 @@ type reaper struct {
 	done chan struct{}  // closed when run returned
 
 	mu   sync.Mutex
-	kids map[*Child]struct{} // the Set's children from their start until their sweep
+	kids map[*Child]struct{} // the Sets' children from their start until their sweep
+}
+
+// reapers counts the Sets that hold the process's reaper (the one
+// running, nil while none does).
+var reapers struct {
+	mu   sync.Mutex
+	refs int
+	r    *reaper
+}
+
+// holdReaper returns the process's reaper, starting it for the first
+// Set that holds it.
+func holdReaper() *reaper {
+	reapers.mu.Lock()
+	defer reapers.mu.Unlock()
+	if reapers.refs == 0 {
+		reapers.r = startReaper()
+	}
+	reapers.refs++
+	return reapers.r
+}
+
+// releaseReaper drops a Set's hold; the last one stops the reaper and
+// waits for it.
+func releaseReaper() {
+	reapers.mu.Lock()
+	defer reapers.mu.Unlock()
+	reapers.refs--
+	if reapers.refs == 0 {
+		reapers.r.stopReaper()
+		reapers.r = nil
+	}
 }
 
 // startReaper starts the reaper's goroutine.
@@ -161,7 +195,7 @@ func (r *reaper) remove(c *Child) {
 }
 
 // pass reaps every zombie child of the host process that one of the
-// Set's live children left it (the comment at the top of this file).
+// Sets' live children left it (the comment at the top of this file).
 func (r *reaper) pass() {
 	r.mu.Lock()
 	kids := make([]*Child, 0, len(r.kids))
@@ -186,7 +220,7 @@ func (r *reaper) pass() {
 			// A root whose stat could not be read at its start has start
 			// 0: its pid alone names it (unreaped, no other process has it).
 			if c.root.pid == st.pid && (c.root.start == 0 || c.root.start == st.start) {
-				started = true // the Set's own child: its Cmd.Wait's
+				started = true // a Set's own child: its Cmd.Wait's
 				break
 			}
 		}
