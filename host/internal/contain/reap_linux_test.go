@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -144,9 +145,8 @@ func TestReaperLeavesTheChild(t *testing.T) {
 				}
 				require.False(t, time.Now().After(deadline), "the child never exited")
 			}
-			for range 10 {
-				ch.Track()
-				time.Sleep(3 * reapGap)
+			for range 10 { // passes over the zombie, made here rather than waited for
+				s.reap.pass()
 			}
 			err := cmd.Wait()
 			var ee *exec.ExitError
@@ -191,7 +191,21 @@ func TestReaperLeavesAnOlderProcessMovedIn(t *testing.T) {
 	dir := t.TempDir()
 	older := exec.Command("/bin/sh", "-c", `while [ ! -e `+dir+`/exit ]; do sleep 0.01; done; exit 7`)
 	require.NoError(t, older.Start())
-	time.Sleep(20 * time.Millisecond) // start times count clock ticks (10 ms): the child's is later
+	ost, ok := readStat(older.Process.Pid)
+	require.True(t, ok)
+	// Start times count clock ticks (1/100 s, as /proc/uptime's
+	// hundredths): wait for a later tick, so that the child's is later.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		require.False(t, time.Now().After(deadline), "/proc/uptime never passed the older process's start")
+		b, err := os.ReadFile("/proc/uptime")
+		require.NoError(t, err)
+		up, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+		require.NoError(t, err)
+		if uint64(up*100) > ost.start {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cmd, ch := startIn(t, s, "c0.1", "exec sleep 600")
 	defer func() {
 		cmd.Process.Kill()
@@ -212,9 +226,8 @@ func TestReaperLeavesAnOlderProcessMovedIn(t *testing.T) {
 		}
 		require.False(t, time.Now().After(deadline), "the older process did not exit")
 	}
-	for range 10 { // passes over the zombie, each asked for as a health check does
-		ch.Track()
-		time.Sleep(2 * reapGap)
+	for range 10 { // passes over the zombie, made here rather than waited for
+		s.reap.pass()
 	}
 	err := older.Wait()
 	var ee *exec.ExitError
