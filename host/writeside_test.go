@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"go/importer"
@@ -84,31 +83,14 @@ var writeNames = map[string]bool{
 // loadTypes type-checks pkgs from the export data the go command builds.
 func loadTypes(t *testing.T, pkgs ...string) map[string]*types.Package {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build export data with")
 	}
-	args := []string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}
-	if testnet.Race {
-		// The export data of the packages this test binary's own compile
-		// (and the other packages' tests) already built: the types are the
-		// same, and without -race a cold build cache would compile every
-		// public package and its dependencies a second time.
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(gobin, append(args, pkgs...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		require.FailNow(t, fmt.Sprintf("go list: %v\n%s", err, stderr.Bytes()))
-	}
-	exports := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		path, file, _ := strings.Cut(sc.Text(), "\t")
-		exports[path] = file
-	}
+	// The export data of the packages this test binary's own compile (and
+	// the other packages' tests) already built, with -race when this binary
+	// has it: the types are the same.
+	exports, err := testnet.ExportData(pkgs)
+	require.NoError(t, err)
 	imp := importer.ForCompiler(token.NewFileSet(), "gc", func(path string) (io.ReadCloser, error) {
 		return os.Open(exports[path])
 	})
