@@ -659,13 +659,12 @@ func (c *cgroup) sweep() (killed, left int) {
 	deadline := time.Now().Add(sweepLimit)
 	for {
 		zombies := 0
-		for _, kid := range childrenOf(self) {
-			st, ok := readStat(kid)
-			if !ok || st.state != 'Z' && st.state != 'X' || !inCgroup(kid, c.v2Rel) {
+		for _, st := range zombieChildren(self) {
+			if !inCgroup(st.pid, c.v2Rel) {
 				continue
 			}
 			zombies++
-			reapPID(kid, st.start)
+			reapPID(st.pid, st.start)
 		}
 		busy := populated(c.v2)
 		if !busy && zombies == 0 && !strayZombie(c.v2Rel) {

@@ -273,6 +273,18 @@ func childrenOf(pid int) []int {
 	return kids
 }
 
+// zombieChildren returns the stat of every child of pid that is a zombie
+// (or being reaped), as /proc has them now.
+func zombieChildren(pid int) []procStat {
+	var out []procStat
+	for _, kid := range childrenOf(pid) {
+		if st, ok := readStat(kid); ok && st.ppid == pid && (st.state == 'Z' || st.state == 'X') {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // members returns the processes of procs that come from the child, by the
 // rules of the comment at the top of this file.
 func (l *lineage) members(procs []procStat) map[int]procStat {

@@ -210,11 +210,8 @@ func (r *reaper) pass() {
 	for _, c := range kids {
 		unified = unified || c.lin == nil
 	}
-	for _, pid := range childrenOf(r.self) {
-		st, ok := readStat(pid)
-		if !ok || st.state != 'Z' && st.state != 'X' || st.ppid != r.self {
-			continue
-		}
+	for _, st := range zombieChildren(r.self) {
+		pid := st.pid
 		started := false
 		for _, c := range kids {
 			// A root whose stat could not be read at its start has start

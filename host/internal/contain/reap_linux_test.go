@@ -23,9 +23,9 @@ import (
 // group pgrp.
 func zombiesOfGroup(pgrp int) []int {
 	var out []int
-	for _, pid := range childrenOf(os.Getpid()) {
-		if st, ok := readStat(pid); ok && st.pgrp == pgrp && (st.state == 'Z' || st.state == 'X') {
-			out = append(out, pid)
+	for _, st := range zombieChildren(os.Getpid()) {
+		if st.pgrp == pgrp {
+			out = append(out, st.pid)
 		}
 	}
 	return out
