@@ -19,6 +19,7 @@ import (
 // Recv whose context ends while it reads returns at once, and the call
 // goes on: its output is read by the connection's reader from then on.
 func TestPlainRequestRecvContext(t *testing.T) {
+	sideBySide(t)
 	h, _ := testHost(t, realConfig(), time.Minute)
 	ctx := callCtx(t, 30*time.Second)
 	c, err := h.Call(ctx, "sleep", frame.MustPayload(map[string]any{"ms": 2000}), WithInput())
@@ -51,6 +52,7 @@ func TestPlainRequestRecvContext(t *testing.T) {
 // context interrupts the read (callerRead arms no watch of its own for
 // it), even while the child is slow to answer.
 func TestPlainRequestRecvCallContext(t *testing.T) {
+	sideBySide(t)
 	cfg := realConfig()
 	cfg.CancelGrace = 2 * time.Second // the child answers when the handler returns, after 1.5 s
 	h, _ := testHost(t, cfg, time.Minute)

@@ -114,6 +114,7 @@ func (p *stallProbe) Stop() (total, worst time.Duration) {
 // it is rightly declared dead for its silence (a child that gets no CPU
 // for a whole timeout is one), which is not what this test is about.
 func TestHealthChildLeavesControlUnread(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(fakeConfig("serve"))
 	h, _ := testHost(t, cfg, time.Minute)
 	h.mu.Lock()

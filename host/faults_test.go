@@ -104,6 +104,7 @@ func TestKill9MidStream(t *testing.T) {
 }
 
 func TestSIGSTOPHealthTimeout(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(realConfig())
 	h, _ := testHost(t, cfg, time.Minute)
 	pid := readyPID(t, h, 0)
@@ -183,6 +184,7 @@ func TestStuckHandlerRecycled(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(realConfig())
 	cfg.CancelGrace = 300 * time.Millisecond
 	// The handler that ignores its cancel sleeps on after its call's
@@ -281,6 +283,7 @@ func TestSlowConsumerBoundedMemory(t *testing.T) {
 // a child that gave no terminal (the child's terminal is queued behind
 // that output).
 func TestCancelUnreadSaysWhose(t *testing.T) {
+	sideBySide(t)
 	cfg := realConfig()
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)

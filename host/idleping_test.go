@@ -30,6 +30,7 @@ func pongs(h *Host) uint64 {
 // pinged every IdleHealthInterval, not every HealthInterval; one with a
 // call in flight every HealthInterval.
 func TestIdleChildPingedEveryIdleInterval(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(realConfig()) // pings every 100 ms
 	cfg.IdleHealthInterval = time.Second
 	h, _ := testHost(t, cfg, time.Minute)
@@ -64,6 +65,7 @@ func TestIdleChildPingedEveryIdleInterval(t *testing.T) {
 // The call comes half an interval after a tick: waiting for the next tick
 // would find the child 1.5 s later than the ping at the call does.
 func TestHungIdleChildFoundByCall(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(realConfig())
 	// The timeout must exceed the interval; the test waits it out once,
 	// for the verdict, so it is just over it.
@@ -159,6 +161,7 @@ func threadsStopped(pid int) bool {
 // handler ignoring the cancel, the connection closed without the child's
 // end) keeps the child pinged every HealthInterval after it.
 func TestCallEndedByChildAsksNoPing(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(realConfig())
 	cfg.HealthInterval, cfg.HealthTimeout = 2*time.Second, 10*time.Second
 	cfg.IdleHealthInterval = time.Minute

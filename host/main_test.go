@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,7 +50,65 @@ func TestMain(m *testing.M) {
 	if ln, err := net.Listen("unix", filepath.Join(dir, "warm.sock")); err == nil {
 		ln.Close()
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(&checkedRun{m: m, fds: openFDs()}, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
+
+// checkedRun runs the package's tests and then checks what the
+// side-by-side tests (sideBySide) may have left in the process as a whole,
+// which each of them cannot check while the others run: child processes
+// (zombies included) and open descriptors, against the count before the
+// first test. Goroutines are goleak.VerifyTestMain's to check, after Run.
+type checkedRun struct {
+	m   *testing.M
+	fds int
+}
+
+func (r *checkedRun) Run() int {
+	code := r.m.Run()
+	if code != 0 || !sideBySideRan.Load() {
+		return code
+	}
+	if kids := childProcessList(); len(kids) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: after the side-by-side tests: child processes left: %v\n", kids)
+		code = 1
+	}
+	if n := openFDs(); n != r.fds {
+		fmt.Fprintf(os.Stderr, "FAIL: after the side-by-side tests: descriptors: %d before the tests, %d after\n", r.fds, n)
+		code = 1
+	}
+	return code
+}
+
+// sideBySideRan says a test called sideBySide.
+var sideBySideRan atomic.Bool
+
+// sideBySide runs the test t beside the package's other side-by-side
+// tests, once every other test has ended (t.Parallel): for tests that
+// spend seconds waiting on health intervals, deadlines and grace periods
+// while using little CPU, and that neither stop the test process nor
+// measure its memory. testHost cannot check such a test's host for
+// process-wide leaks while other hosts run, so it checks what is the
+// host's own (its private directory, its children's state) and
+// checkedRun checks the process once they have all ended: a leak then
+// fails the package, and the test that left it is found by running the
+// side-by-side tests one at a time (-parallel 1).
+func sideBySide(t *testing.T) {
+	t.Helper()
+	sideBySideRan.Store(true)
+	sideBySideTests.Store(t.Name(), true)
+	t.Parallel()
+}
+
+// sideBySideTests holds the names of the top-level tests that called
+// sideBySide.
+var sideBySideTests sync.Map
+
+// runsSideBySide says whether t, or the top-level test it is a subtest
+// of, runs side by side.
+func runsSideBySide(t *testing.T) bool {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	_, ok := sideBySideTests.Load(top)
+	return ok
 }
 
 // syncBuffer is a log sink safe for concurrent use.
@@ -116,7 +175,11 @@ func testHost(t *testing.T, cfg Config, limit time.Duration) (*Host, *syncBuffer
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	fds := countFDs(t)
+	shared := runsSideBySide(t)
+	var fds int
+	if !shared {
+		fds = countFDs(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	h, err := Start(ctx, cfg)
@@ -129,12 +192,20 @@ func testHost(t *testing.T, cfg Config, limit time.Duration) (*Host, *syncBuffer
 		defer watchdog.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		var pids []int
+		for _, c := range h.Children() {
+			pids = append(pids, c.PID)
+		}
 		h.Close(ctx)
 		if err := h.Close(ctx); err != nil {
 			t.Logf("Close: %v", err)
 		}
-		checkClean(t, base, fds)
-		goleak.VerifyNone(t)
+		if shared {
+			checkOwn(t, pids, base)
+		} else {
+			checkClean(t, base, fds)
+			goleak.VerifyNone(t)
+		}
 		if t.Failed() {
 			t.Logf("host log:\n%s", logs.String())
 		}
@@ -146,14 +217,10 @@ func testHost(t *testing.T, cfg Config, limit time.Duration) (*Host, *syncBuffer
 // checkClean asserts that no child process, socket or descriptor is left.
 func checkClean(t *testing.T, base string, fds int) {
 	t.Helper()
-	if kids := childProcesses(t); len(kids) > 0 {
+	if kids := childProcessList(); len(kids) > 0 {
 		assert.Fail(t, fmt.Sprintf("child processes left: %v", kids))
 	}
-	entries, err := os.ReadDir(base)
-	assert.NoError(t, err, "reading the temp dir")
-	for _, e := range entries {
-		assert.Fail(t, fmt.Sprintf("left in the temp dir: %s", e.Name()))
-	}
+	checkTempDir(t, base)
 	// Descriptors are closed synchronously by Close; allow the runtime a
 	// moment for nothing: the count must be back at once.
 	if n := countFDs(t); n != fds {
@@ -161,12 +228,43 @@ func checkClean(t *testing.T, base string, fds int) {
 	}
 }
 
-// childProcesses lists processes (zombies included) whose parent is us.
-func childProcesses(t *testing.T) []string {
+// checkOwn asserts what a side-by-side test's closed host leaves of its
+// own: nothing in its private directory base, and none of pids, its
+// children as Close began, still a child of this process (running or a
+// zombie). The process-wide checks wait for checkedRun.
+func checkOwn(t *testing.T, pids []int, base string) {
 	t.Helper()
+	left := map[string]bool{}
+	for _, kid := range childProcessList() {
+		pid, _, _ := strings.Cut(kid, " ")
+		left[pid] = true
+	}
+	for _, pid := range pids {
+		if pid > 0 && left[strconv.Itoa(pid)] {
+			assert.Fail(t, fmt.Sprintf("the host's child %d left after Close", pid))
+		}
+	}
+	checkTempDir(t, base)
+}
+
+// checkTempDir asserts that the host's private directory base is empty.
+func checkTempDir(t *testing.T, base string) {
+	t.Helper()
+	entries, err := os.ReadDir(base)
+	assert.NoError(t, err, "reading the temp dir")
+	for _, e := range entries {
+		assert.Fail(t, fmt.Sprintf("left in the temp dir: %s", e.Name()))
+	}
+}
+
+// childProcessList lists processes (zombies included) whose parent is us;
+// nil if /proc cannot be read.
+func childProcessList() []string {
 	me := strconv.Itoa(os.Getpid())
 	procs, err := os.ReadDir("/proc")
-	require.NoError(t, err)
+	if err != nil {
+		return []string{"/proc unreadable: " + err.Error()}
+	}
 	var kids []string
 	for _, p := range procs {
 		if _, err := strconv.Atoi(p.Name()); err != nil {
@@ -194,6 +292,15 @@ func countFDs(t *testing.T) int {
 	t.Helper()
 	fds, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
+	return len(fds)
+}
+
+// openFDs counts this process's open descriptors; -1 if it cannot.
+func openFDs() int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
 	return len(fds)
 }
 

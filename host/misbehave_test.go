@@ -163,6 +163,7 @@ func TestDieUnreachableWithStderr(t *testing.T) {
 }
 
 func TestSyntheticTimeout(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
@@ -180,6 +181,7 @@ func TestSyntheticTimeout(t *testing.T) {
 }
 
 func TestSyntheticCancelled(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
@@ -196,6 +198,7 @@ func TestSyntheticCancelled(t *testing.T) {
 // unhealthy in every incarnation: the slot gives up after its restarts
 // and the pool reports itself down with the cause.
 func TestHealthTimeout(t *testing.T) {
+	sideBySide(t)
 	for _, mode := range []string{"nopong", "stalepong"} {
 		t.Run(mode, func(t *testing.T) {
 			cfg := fastHealth(fakeConfig(mode))

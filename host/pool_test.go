@@ -146,6 +146,7 @@ func TestConfigValidate(t *testing.T) {
 
 // Close is bounded even when a caller stopped reading a long stream.
 func TestCloseWithStalledCaller(t *testing.T) {
+	sideBySide(t)
 	cfg := fastHealth(realConfig())
 	cfg.DrainGrace = 300 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)
