@@ -40,20 +40,25 @@ func TestMisbehavingChild(t *testing.T) {
 	for _, tc := range []struct {
 		tool   string
 		chunks int    // chunks the caller gets before the synthetic terminal
+		frames uint64 // provider frames the host read, the refused one included
 		reason string // in the message
 	}{
-		{"gap", 0, "gap"},
-		{"dupseq", 1, "duplicate"},
-		{"othercall", 0, "another call"},
-		{"oversize", 0, "header length"},
-		{"garbage", 0, "MessagePack"},
-		{"badfield", 0, "synthetic"},
-		{"badoutput", 0, "output payload breaks its schema at /i (type): got string of 12 bytes"},
+		{"gap", 0, 1, "gap"},
+		{"dupseq", 1, 2, "duplicate"},
+		{"othercall", 0, 1, "another call"},
+		{"oversize", 0, 0, "header length"},
+		{"garbage", 0, 0, "MessagePack"},
+		{"badfield", 0, 0, "synthetic"},
+		{"badoutput", 0, 1, "output payload breaks its schema at /i (type): got string of 12 bytes"},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
+			before := h.Stats().ProviderFrames
 			c, err := h.Call(ctx, tc.tool, nil)
 			require.NoError(t, err)
 			term, n := recvUntilTerminal(t, c, 10*time.Second)
+			// Counted before the call's end reaches its caller: a frame the
+			// host refused crossed the connection too.
+			require.Equal(t, tc.frames, h.Stats().ProviderFrames-before, "provider frames counted as the call ended")
 			wantSynthetic(t, term, frame.CodeInvalidFrame)
 			require.Falsef(t, n != tc.chunks || term.Sequence != uint64(n)+1, "%d chunks, synthetic sequence %d", n, term.Sequence)
 			require.Truef(t, strings.Contains(term.Error.Message, tc.reason), "message %q lacks %q", term.Error.Message, tc.reason)

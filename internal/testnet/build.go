@@ -95,21 +95,33 @@ func QuickRaceExit() {
 }
 
 func build(bin, pkg string, race bool) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	unlock, err := lockBuilds(ctx)
-	if err != nil {
-		return "", fmt.Errorf("go build %s: lock: %w", pkg, err)
-	}
-	defer unlock()
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	if out, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+	err := goInTurn(func(ctx context.Context) error {
+		if out, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%w\n%s", err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
 	}
 	return bin, nil
+}
+
+// goInTurn runs run, a go command, holding the build lock (lockBuilds),
+// both the wait for the lock and run bounded by buildTimeout.
+func goInTurn(run func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	unlock, err := lockBuilds(ctx)
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	defer unlock()
+	return run(ctx)
 }
 
 // ExportData returns the export data file of each of the packages paths
@@ -119,23 +131,23 @@ func build(bin, pkg string, race bool) (string, error) {
 // filled). It takes its turn with the builds (BuildAs), and is bounded as
 // they are.
 func ExportData(paths []string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	unlock, err := lockBuilds(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("testnet: go list: lock: %w", err)
-	}
-	defer unlock()
 	args := []string{"list", "-export", "-deps", "-f", "{{.ImportPath}} {{.Export}}"}
 	if Race {
 		args = append(args, "-race")
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, paths...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	var out []byte
+	err := goInTurn(func(ctx context.Context) error {
+		cmd := exec.CommandContext(ctx, "go", append(args, paths...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		var err error
+		if out, err = cmd.Output(); err != nil {
+			return fmt.Errorf("%w\n%s", err, stderr.String())
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("testnet: go list: %w\n%s", err, stderr.String())
+		return nil, fmt.Errorf("testnet: go list: %w", err)
 	}
 	files := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {

@@ -24,6 +24,8 @@ type gatewayChild struct {
 	Env     []string       `json:"env"`  // NAME (passed on) or NAME=VALUE, beside --env's
 	Pool    int            `json:"pool"` // 0: --pool's
 	Restart *restartConfig `json:"restart"`
+
+	env envFlag // Env, parsed as the config is read
 }
 
 // restartConfig is a child's restart policy (host.RestartPolicy) and its
@@ -121,8 +123,8 @@ func readGatewayConfig(path string) ([]gatewayChild, error) {
 			return nil, usageErr("--config: children[%d].pool must not be negative", i)
 		}
 		for _, e := range c.Env {
-			if name, _, _ := strings.Cut(e, "="); name == "" {
-				return nil, usageErr("--config: children[%d].env: want NAME or NAME=VALUE", i)
+			if err := cfg.Children[i].env.Set(e); err != nil {
+				return nil, usageErr("--config: children[%d].env: %v", i, err)
 			}
 		}
 		if r := c.Restart; r != nil && r.RetryMax != 0 && r.RetryMax < r.RetryMin {
@@ -186,11 +188,7 @@ func childConfig(base host.Config, c gatewayChild) host.Config {
 	// The child's NAME and NAME=VALUE entries go on top of the default
 	// environment, as --env's do: a NAME in Config.Env would replace the
 	// default list with the names given.
-	var env envFlag
-	for _, e := range c.Env {
-		_ = env.Set(e) // checked when the config was read
-	}
-	cfg.ExtraEnv = append(slices.Clone(base.ExtraEnv), env.childExtraEnv()...)
+	cfg.ExtraEnv = append(slices.Clone(base.ExtraEnv), c.env.childExtraEnv()...)
 	if c.Pool > 0 {
 		cfg.PoolSize = c.Pool
 	}
