@@ -207,14 +207,11 @@ func (s *Set) Start(cmd *exec.Cmd, name string, ends []*os.File) (*Child, error)
 			s.log.Warn("contain: cannot tighten the pids limit after the start; it stays one above", "err", errText(err))
 		}
 	}
+	// Not yet waited for (Cmd.Wait comes after Start returns), so its
+	// stat is there, a zombie's or not.
+	ch.root = statOf(cmd.Process.Pid)
 	if ch.cg == nil || ch.cg.v2 == "" {
-		ch.lin = newLineage(cmd.Process.Pid, ends, s.guard)
-		ch.root = ch.lin.root
-	} else {
-		// Not yet waited for (Cmd.Wait comes after Start returns), so
-		// its stat is there, a zombie's or not.
-		ch.root, _ = readStat(cmd.Process.Pid)
-		ch.root.pid = cmd.Process.Pid
+		ch.lin = newLineage(ch.root, ends, s.guard)
 	}
 	s.reap.add(ch)
 	return ch, nil

@@ -131,7 +131,7 @@ func TestDescriptorRule(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	root := sleeper(t, true)
-	l := newLineage(root, []*os.File{w}, nil)
+	l := newLineage(statOf(root), []*os.File{w}, nil)
 	reader := sleeper(t, true, r)
 	inGroup := sleeper(t, false, w)
 	ownGroup := sleeper(t, true, w)

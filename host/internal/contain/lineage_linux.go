@@ -64,6 +64,15 @@ type procStat struct {
 	start                uint64 // clock ticks after boot
 }
 
+// statOf is pid's stat as readStat reads it, with pid set even when the
+// process is gone: its start is then 0, which every rule that compares
+// start times takes as "started before anything", so they still hold.
+func statOf(pid int) procStat {
+	st, _ := readStat(pid)
+	st.pid = pid
+	return st
+}
+
 // readStat reads /proc/pid/stat; ok is false when the process is gone.
 func readStat(pid int) (st procStat, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -136,12 +145,10 @@ type lineage struct {
 	swept bool           // the final sweep is over: nothing more is remembered
 }
 
-// newLineage starts remembering the child pid; files are its ends of the
-// pipes and sockets it was given.
-func newLineage(pid int, files []*os.File, g *guardian) *lineage {
-	l := &lineage{self: os.Getpid(), seen: map[int]uint64{}, guard: g}
-	l.root, _ = readStat(pid) // a child already gone has start 0: every rule still holds
-	l.root.pid = pid
+// newLineage starts remembering the child root (statOf its pid); files
+// are its ends of the pipes and sockets it was given.
+func newLineage(root procStat, files []*os.File, g *guardian) *lineage {
+	l := &lineage{self: os.Getpid(), seen: map[int]uint64{}, guard: g, root: root}
 	for _, f := range files {
 		var st syscall.Stat_t
 		if f == nil || syscall.Fstat(int(f.Fd()), &st) != nil {
@@ -248,7 +255,16 @@ func (l *lineage) leadsLocked(id int) bool {
 		return false
 	}
 	p, alive := readStat(id)
-	return !alive || p.start == start
+	return leaderStands(start, p, alive)
+}
+
+// leaderStands reports whether a group or session id taken from a leader
+// seen with the start time start still names that leader's group or
+// session, now that its pid names the process now (alive) or none: the
+// leader is gone (its group and session keep the id) or is the same
+// process. A pid that names another process is no descendant's id.
+func leaderStands(start uint64, now procStat, alive bool) bool {
+	return !alive || now.start == start
 }
 
 // childrenOf lists the children of every thread of pid.
@@ -303,7 +319,7 @@ func (l *lineage) members(procs []procStat) map[int]procStat {
 	// that names another process now is no descendant's id.
 	leaders := map[int]bool{}
 	for pid, start := range seen {
-		if p, alive := byPID[pid]; !alive || p.start == start {
+		if p, alive := byPID[pid]; leaderStands(start, p, alive) {
 			leaders[pid] = true
 		}
 	}

@@ -100,7 +100,7 @@ exec sleep 600`)
 func TestLineageAdopted(t *testing.T) {
 	root := sleeper(t, true)
 	other := sleeper(t, true) // a process of the program's, started after the child
-	l := newLineage(root, nil, nil)
+	l := newLineage(statOf(root), nil, nil)
 	ost, ok := readStat(other)
 	require.True(t, ok)
 	self := os.Getpid()
