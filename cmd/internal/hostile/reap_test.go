@@ -134,7 +134,22 @@ func TestReaperLeavesTheProgramsChildren(t *testing.T) {
 					time.Sleep(2 * time.Millisecond)
 				}
 			}
+			// Passes while they are zombies: each health check (one per
+			// HealthInterval while the call is in flight) asks for one
+			// before it pings, so three more pongs mean at least one
+			// pass that saw all four.
+			pongs := func() (n uint64) {
+				for _, c := range h.Stats().PingRTT.Counts {
+					n += c
+				}
+				return n
+			}
+			seen := pongs()
 			time.Sleep(300 * time.Millisecond)
+			for pongs() < seen+3 {
+				require.False(t, time.Now().After(deadline), "no health check while the program's processes were zombies")
+				time.Sleep(10 * time.Millisecond)
+			}
 			for i, cmd := range cmds {
 				err := cmd.Wait()
 				var ee *exec.ExitError
