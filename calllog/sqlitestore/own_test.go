@@ -112,6 +112,38 @@ func TestJournalNotWrittenYet(t *testing.T) {
 	assert.Len(t, evs, 3)
 }
 
+// TestReaderWaitsForALockedFile: a reader that opens the file while a
+// writer holds it locked (as one does while it creates the journal: a
+// follower started before the first call meets that moment) waits for the
+// lock, up to the busy timeout, instead of failing with SQLITE_BUSY.
+func TestReaderWaitsForALockedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "calls.db")
+	require.NoError(t, open(t, path).Close())
+	// Back to rollback mode, where a writer's exclusive lock keeps
+	// readers out, and locked for 300 ms.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)")
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`)
+	require.NoError(t, err)
+	unlocked := make(chan error, 1)
+	go func() { // ends after 300 ms; waited for below
+		time.Sleep(300 * time.Millisecond)
+		_, err := conn.ExecContext(context.Background(), `COMMIT`)
+		unlocked <- err
+	}()
+	start := time.Now()
+	r, err := sqlitestore.Open(path, sqlitestore.Options{ReadOnly: true, BusyTimeout: 10 * time.Second})
+	took := time.Since(start)
+	require.NoError(t, <-unlocked)
+	require.NoError(t, err, "opened %v after the lock was taken", took)
+	require.NoError(t, r.Close())
+	assert.GreaterOrEqual(t, took, 250*time.Millisecond, "opened while the file was locked")
+}
+
 // TestCorruptEventInTheMiddle: one event of a tree is not the JSON form
 // (malformed JSON) and another is an unknown kind: each is a
 // *CorruptEventError matching ErrFormat, the events around them are read,

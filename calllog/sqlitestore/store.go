@@ -140,8 +140,10 @@ func dsn(path string, q url.Values) string {
 
 // inspect says what the file at path holds, reading it without writing:
 // a Skulk journal (marked, or unmarked with both of its tables and
-// nothing else's), an empty file, or something else (ErrNotJournal).
-func inspect(ctx context.Context, path string) (fileState, error) {
+// nothing else's), an empty file, or something else (ErrNotJournal). It
+// waits up to busy for a writer that holds the file locked, as one does
+// while it creates the journal's tables.
+func inspect(ctx context.Context, path string, busy time.Duration) (fileState, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -155,6 +157,7 @@ func inspect(ctx context.Context, path string) (fileState, error) {
 	}
 	q := url.Values{}
 	q.Add("mode", "ro")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	if walAlone(path) {
 		// A database in WAL mode with no WAL beside it: the file alone is
 		// the database (only a checkpoint, which needs a WAL, writes it),
@@ -253,7 +256,7 @@ func Open(path string, opts ...Options) (*Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), busy+time.Second)
 	defer cancel()
-	state, err := inspect(ctx, path)
+	state, err := inspect(ctx, path, busy)
 	if err != nil {
 		return nil, err
 	}

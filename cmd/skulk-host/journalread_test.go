@@ -58,10 +58,13 @@ func (p *proc) wait(t *testing.T) (int, []string) {
 	for l := range p.stdout {
 		lines = append(lines, l)
 	}
-	for range p.stderr {
+	var stderr []string
+	for l := range p.stderr {
+		stderr = append(stderr, l)
 	}
 	err := p.cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); ok {
+		t.Logf("exit status %d, stderr after the lines read before:\n%s", ee.ExitCode(), strings.Join(stderr, "\n"))
 		return ee.ExitCode(), lines
 	}
 	require.NoError(t, err)
