@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/skulkrt/skulk/internal/testnet"
 )
 
 // examplesDir is where the examples keep their files; TestMain removes it.
@@ -22,9 +22,9 @@ func tempDir() (string, error) {
 }
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+	testnet.VerifyMain(m, func() {
 		if examplesDir != "" {
 			os.RemoveAll(examplesDir)
 		}
-	}))
+	})
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/skulkrt/skulk/skulktest"
 	"github.com/skulkrt/skulk/wire"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // childBin is cmd/skulk-child built once by TestMain.
@@ -35,7 +34,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	testnet.VerifyMain(m, func() { os.RemoveAll(dir) })
 }
 
 // wait bounds every wait of these tests: generous for a loaded machine

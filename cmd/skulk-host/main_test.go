@@ -25,7 +25,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/cmd/internal/cli"
 	"github.com/skulkrt/skulk/cmd/internal/clitest"
@@ -62,10 +61,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+	testnet.VerifyMain(m, func() {
 		os.RemoveAll(dir)
 		builds.Remove()
-	}))
+	})
 }
 
 // run runs skulk-host with args and stdin (clitest.Run).

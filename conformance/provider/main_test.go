@@ -35,10 +35,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	childBin = bin
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+	// goleak.Cleanup replaces goleak's exit: the status (1 when goleak
+	// found a leak after the tests passed) is this function's to give.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		if dir != "" {
 			os.RemoveAll(dir)
 		}
+		os.Exit(code)
 	}))
 }
 

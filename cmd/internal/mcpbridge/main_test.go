@@ -24,7 +24,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/skulkrt/skulk/internal/testnet"
-	"go.uber.org/goleak"
 )
 
 const (
@@ -71,7 +70,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	testnet.VerifyMain(m, func() { os.RemoveAll(dir) })
 }
 
 // Arguments of the test server's tools.
