@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,7 +16,38 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(leakyMainEnv) != "" {
+		VerifyMain(leakyRun{}, func() { fmt.Println("cleaned up") })
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// leakyMainEnv makes this test binary a TestMain whose tests pass and
+// leave a goroutine running (TestVerifyMainFailsOnLeak).
+const leakyMainEnv = "TESTNET_LEAKY_MAIN"
+
+// leakyRun passes and leaves a goroutine blocked for good.
+type leakyRun struct{}
+
+func (leakyRun) Run() int {
+	go func() { select {} }()
+	return 0
+}
+
+// TestVerifyMainFailsOnLeak: a goroutine left after tests that passed
+// makes VerifyMain exit 1, after its clean-up ran.
+func TestVerifyMainFailsOnLeak(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), leakyMainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "output: %s", out)
+	require.Equal(t, 1, ee.ExitCode(), "output: %s", out)
+	require.Contains(t, string(out), "goleak: Errors on successful test run")
+	require.Contains(t, string(out), "cleaned up")
+}
 
 func TestListenIsPrivate(t *testing.T) {
 	ln, path := Listen(t)
