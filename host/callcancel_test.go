@@ -226,7 +226,6 @@ func TestCallConnClosedMidInput(t *testing.T) {
 // asks for more. The callee sees that deadline and the call fails
 // timeout once it passed.
 func TestCallDetachedCeiling(t *testing.T) {
-	sideBySide(t)
 	const ceiling = 400 * time.Millisecond
 	for _, tc := range []struct {
 		name      string

@@ -184,7 +184,6 @@ func TestStuckHandlerRecycled(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
-	sideBySide(t)
 	cfg := fastHealth(realConfig())
 	cfg.CancelGrace = 300 * time.Millisecond
 	// The handler that ignores its cancel sleeps on after its call's

@@ -68,12 +68,14 @@ func (r *checkedRun) Run() int {
 	if code != 0 || !sideBySideRan.Load() {
 		return code
 	}
+	// The side-by-side tests are checked here only; the examples, which
+	// run after them, by their own output.
 	if kids := childProcessList(); len(kids) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: after the side-by-side tests: child processes left: %v\n", kids)
+		fmt.Fprintf(os.Stderr, "FAIL: after the tests (the side-by-side ones are checked here): child processes left: %v\n", kids)
 		code = 1
 	}
-	if n := openFDs(); n != r.fds {
-		fmt.Fprintf(os.Stderr, "FAIL: after the side-by-side tests: descriptors: %d before the tests, %d after\n", r.fds, n)
+	if n := openFDs(); r.fds < 0 || n != r.fds {
+		fmt.Fprintf(os.Stderr, "FAIL: after the tests (the side-by-side ones are checked here): descriptors: %d before the tests, %d after (-1: /proc/self/fd unreadable)\n", r.fds, n)
 		code = 1
 	}
 	return code
@@ -90,8 +92,8 @@ var sideBySideRan atomic.Bool
 // process-wide leaks while other hosts run, so it checks what is the
 // host's own (its private directory, its children's state) and
 // checkedRun checks the process once they have all ended: a leak then
-// fails the package, and the test that left it is found by running the
-// side-by-side tests one at a time (-parallel 1).
+// fails the package, and the test that left it is found by running each
+// side-by-side test alone (-run '^TestName$').
 func sideBySide(t *testing.T) {
 	t.Helper()
 	sideBySideRan.Store(true)
@@ -257,8 +259,9 @@ func checkTempDir(t *testing.T, base string) {
 	}
 }
 
-// childProcessList lists processes (zombies included) whose parent is us;
-// nil if /proc cannot be read.
+// childProcessList lists processes (zombies included) whose parent is us,
+// "pid state S" each; a one-entry list naming the error if /proc cannot
+// be read.
 func childProcessList() []string {
 	me := strconv.Itoa(os.Getpid())
 	procs, err := os.ReadDir("/proc")

@@ -168,7 +168,6 @@ func TestDieUnreachableWithStderr(t *testing.T) {
 }
 
 func TestSyntheticTimeout(t *testing.T) {
-	sideBySide(t)
 	cfg := fastHealth(fakeConfig("serve"))
 	cfg.CancelGrace = 100 * time.Millisecond
 	h, _ := testHost(t, cfg, time.Minute)

@@ -89,7 +89,7 @@ func TestMcpGatewayFlags(t *testing.T) {
 		"no cmd":     {[]string{"serve", "--config", write("c.json", `{"children": [{"name": "a"}]}`)}, "children[0].command"},
 		"pool":       {[]string{"serve", "--config", write("p.json", `{"children": [{"name": "a", "command": "x", "pool": -1}]}`)}, "children[0].pool"},
 		"retry":      {[]string{"serve", "--config", write("r.json", `{"children": [{"name": "a", "command": "x", "restart": {"retry_min": "2s", "retry_max": "1s"}}]}`)}, "retry_max"},
-		"env":        {[]string{"serve", "--config", write("e.json", `{"children": [{"name": "a", "command": "x", "env": ["=x"]}]}`)}, "children[0].env"},
+		"env":        {[]string{"serve", "--config", write("e.json", `{"children": [{"name": "a", "command": "x", "env": ["=`+secret+`"]}]}`)}, "children[0].env"},
 		"big":        {[]string{"serve", "--config", write("b.json", `{"children": [`+strings.Repeat(" ", maxGatewayConfig)+`]}`)}, "over"},
 	} {
 		_, err := parseMCP(c.args)
