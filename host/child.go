@@ -302,13 +302,15 @@ func (ch *child) setTools(tools []wire.Tool) error {
 		return fmt.Errorf("%w: tools: %w", wire.ErrProtocol, err)
 	}
 	h := ch.h
+	// Logged before the change is published: a caller that sees the new
+	// list (ToolsChanged) finds the line in the log.
+	h.log.Info("child tools changed", "child", ch.id, "tools", len(tools))
 	h.mu.Lock()
 	ch.cat = cat
 	if ch.slot.cur == ch {
 		h.setCatalogLocked(cat)
 	}
 	h.mu.Unlock()
-	h.log.Info("child tools changed", "child", ch.id, "tools", len(tools))
 	return nil
 }
 
