@@ -53,8 +53,8 @@ func TestConnWatchNotEarly(t *testing.T) {
 	w.arm(func() {}) // sets the timer for d from now
 	w.stop()         // leaves it pending
 	time.Sleep(d / 2)
+	armed := time.Now() // before arm reads its clock: waited never comes out short
 	w.arm(func() {})
-	armed := time.Now()
 	began := func() (bool, time.Duration) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
