@@ -303,7 +303,8 @@ func (ch *child) setTools(tools []wire.Tool) error {
 	}
 	h := ch.h
 	// Logged before the change is published: a caller that sees the new
-	// list (ToolsChanged) finds the line in the log.
+	// list (ToolsChanged) finds the line in the log, when the log's
+	// handler writes as it is called (slog's own handlers do).
 	h.log.Info("child tools changed", "child", ch.id, "tools", len(tools))
 	h.mu.Lock()
 	ch.cat = cat

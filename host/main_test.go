@@ -68,14 +68,15 @@ func (r *checkedRun) Run() int {
 	if code != 0 || !sideBySideRan.Load() {
 		return code
 	}
-	// The side-by-side tests are checked here only; the examples, which
-	// run after them, by their own output.
+	// This covers everything m.Run ran, the examples included; the
+	// side-by-side tests are checked for the whole process here only,
+	// most other tests each by testHost as well.
 	if kids := childProcessList(); len(kids) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: after the tests (the side-by-side ones are checked here): child processes left: %v\n", kids)
+		fmt.Fprintf(os.Stderr, "FAIL: after the tests and examples (the side-by-side tests are checked here only): child processes left: %v\n", kids)
 		code = 1
 	}
 	if n := openFDs(); r.fds < 0 || n != r.fds {
-		fmt.Fprintf(os.Stderr, "FAIL: after the tests (the side-by-side ones are checked here): descriptors: %d before the tests, %d after (-1: /proc/self/fd unreadable)\n", r.fds, n)
+		fmt.Fprintf(os.Stderr, "FAIL: after the tests and examples (the side-by-side tests are checked here only): descriptors: %d before, %d after (-1: /proc/self/fd unreadable)\n", r.fds, n)
 		code = 1
 	}
 	return code

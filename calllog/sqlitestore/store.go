@@ -254,12 +254,17 @@ func Open(path string, opts ...Options) (*Store, error) {
 	if busy <= 0 {
 		busy = defaultBusyTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), busy+time.Second)
-	defer cancel()
-	state, err := inspect(ctx, path, busy)
+	// The look at the file and the rest of Open have a bound each, so
+	// that a wait for a writer's lock in the first leaves the second its
+	// whole busy timeout.
+	ictx, icancel := context.WithTimeout(context.Background(), busy+time.Second)
+	state, err := inspect(ictx, path, busy)
+	icancel()
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), busy+time.Second)
+	defer cancel()
 	if state == fileMissing && (o.ReadOnly || o.MustExist) {
 		return nil, fmt.Errorf("%w: %w", ErrNotWritten, fs.ErrNotExist)
 	}

@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"os"
+	"slices"
 
 	"go.uber.org/goleak"
 )
@@ -14,7 +15,7 @@ import (
 // exit returns, and the test binary then exits with m.Run's status,
 // dropping a leak found after the tests passed.
 func VerifyMain(m goleak.TestingM, cleanup func(), opts ...goleak.Option) {
-	goleak.VerifyTestMain(m, append(opts, goleak.Cleanup(func(code int) {
+	goleak.VerifyTestMain(m, append(slices.Clip(opts), goleak.Cleanup(func(code int) {
 		if cleanup != nil {
 			cleanup()
 		}

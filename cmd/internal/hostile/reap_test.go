@@ -134,10 +134,12 @@ func TestReaperLeavesTheProgramsChildren(t *testing.T) {
 					time.Sleep(2 * time.Millisecond)
 				}
 			}
-			// Passes while they are zombies: each health check (one per
-			// HealthInterval while the call is in flight) asks for one
-			// before it pings, so three more pongs mean at least one
-			// pass that saw all four.
+			// Passes while they are zombies: their own exits' SIGCHLDs
+			// ask for passes, and so does every health tick (one per
+			// HealthInterval), before its ping while the call is in
+			// flight. Three more pongs mean more ticks asked for passes
+			// after all four were zombies; a pass runs soon after it is
+			// asked for, so one most likely ran before the Waits below.
 			pongs := func() (n uint64) {
 				for _, c := range h.Stats().PingRTT.Counts {
 					n += c
