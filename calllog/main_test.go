@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/skulkrt/skulk/internal/testnet"
+	"go.uber.org/goleak"
 )
 
 // examplesDir is where the examples keep their files; TestMain removes it.
@@ -22,9 +23,9 @@ func tempDir() (string, error) {
 }
 
 func TestMain(m *testing.M) {
-	testnet.VerifyMain(m, func() {
+	goleak.VerifyTestMain(m, testnet.CleanupAndExit(func() {
 		if examplesDir != "" {
 			os.RemoveAll(examplesDir)
 		}
-	})
+	}))
 }

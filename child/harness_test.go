@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/child/demotools"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	testnet.VerifyMain(m, func() { os.RemoveAll(dir) })
+	goleak.VerifyTestMain(m, testnet.CleanupAndExit(func() { os.RemoveAll(dir) }))
 }
 
 // wait bounds every wait of these tests: generous for a loaded machine

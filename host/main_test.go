@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 	if ln, err := net.Listen("unix", filepath.Join(dir, "warm.sock")); err == nil {
 		ln.Close()
 	}
-	testnet.VerifyMain(&checkedRun{m: m, fds: openFDs()}, func() { os.RemoveAll(dir) })
+	goleak.VerifyTestMain(&checkedRun{m: m, fds: openFDs()}, testnet.CleanupAndExit(func() { os.RemoveAll(dir) }))
 }
 
 // checkedRun runs the package's tests and then checks what the

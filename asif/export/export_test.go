@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/asif"
 	"github.com/skulkrt/skulk/asif/internal/asifdoc"
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	testnet.VerifyMain(m, func() { os.RemoveAll(dir) })
+	goleak.VerifyTestMain(m, testnet.CleanupAndExit(func() { os.RemoveAll(dir) }))
 }
 
 // journal records calls through a real recorder.Recorder with full content

@@ -25,6 +25,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/skulkrt/skulk/cmd/internal/cli"
 	"github.com/skulkrt/skulk/cmd/internal/clitest"
@@ -61,10 +62,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	testnet.VerifyMain(m, func() {
+	goleak.VerifyTestMain(m, testnet.CleanupAndExit(func() {
 		os.RemoveAll(dir)
 		builds.Remove()
-	})
+	}))
 }
 
 // run runs skulk-host with args and stdin (clitest.Run).

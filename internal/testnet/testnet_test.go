@@ -18,14 +18,14 @@ import (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(leakyMainEnv) != "" {
-		VerifyMain(leakyRun{}, func() { fmt.Println("cleaned up") })
+		goleak.VerifyTestMain(leakyRun{}, CleanupAndExit(func() { fmt.Println("cleaned up") }))
 		return
 	}
 	goleak.VerifyTestMain(m)
 }
 
 // leakyMainEnv makes this test binary a TestMain whose tests pass and
-// leave a goroutine running (TestVerifyMainFailsOnLeak).
+// leave a goroutine running (TestCleanupAndExitFailsOnLeak).
 const leakyMainEnv = "TESTNET_LEAKY_MAIN"
 
 // leakyRun passes and leaves a goroutine blocked for good.
@@ -36,9 +36,9 @@ func (leakyRun) Run() int {
 	return 0
 }
 
-// TestVerifyMainFailsOnLeak: a goroutine left after tests that passed
-// makes VerifyMain exit 1, after its clean-up ran.
-func TestVerifyMainFailsOnLeak(t *testing.T) {
+// TestCleanupAndExitFailsOnLeak: a goroutine left after tests that passed
+// makes VerifyTestMain with CleanupAndExit exit 1, after its clean-up ran.
+func TestCleanupAndExitFailsOnLeak(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), leakyMainEnv+"=1")
 	out, err := cmd.CombinedOutput()

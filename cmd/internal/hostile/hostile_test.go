@@ -70,7 +70,7 @@ func TestMain(m *testing.M) {
 	if ln, err := net.Listen("unix", filepath.Join(dir, "warm.sock")); err == nil {
 		ln.Close()
 	}
-	testnet.VerifyMain(m, func() { os.RemoveAll(dir) })
+	goleak.VerifyTestMain(m, testnet.CleanupAndExit(func() { os.RemoveAll(dir) }))
 }
 
 // config runs the fake child in mode with health checks quick enough for

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/skulkrt/skulk/internal/testnet"
@@ -70,7 +71,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	testnet.VerifyMain(m, func() { os.RemoveAll(dir) })
+	goleak.VerifyTestMain(m, testnet.CleanupAndExit(func() { os.RemoveAll(dir) }))
 }
 
 // Arguments of the test server's tools.

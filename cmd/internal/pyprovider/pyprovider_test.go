@@ -18,11 +18,12 @@ import (
 	"github.com/skulkrt/skulk/internal/testnet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	testnet.QuickRaceExit() // for skulk-host, built as this binary was
-	testnet.VerifyMain(m, builds.Remove)
+	goleak.VerifyTestMain(m, testnet.CleanupAndExit(builds.Remove))
 }
 
 // provider returns the Python provider's path, skipping the test (or
