@@ -2,23 +2,22 @@ package testnet
 
 import (
 	"os"
-	"slices"
 
 	"go.uber.org/goleak"
 )
 
-// VerifyMain runs the package's tests (m.Run), then goleak's check for
-// goroutines left running, then cleanup (which may be nil), and exits the
-// process with the tests' status, made 1 when goleak found a leak. It is
-// goleak.VerifyTestMain with a clean-up: goleak.Cleanup alone replaces
-// goleak's os.Exit, so a TestMain that passes it a function that does not
-// exit returns, and the test binary then exits with m.Run's status,
-// dropping a leak found after the tests passed.
-func VerifyMain(m goleak.TestingM, cleanup func(), opts ...goleak.Option) {
-	goleak.VerifyTestMain(m, append(slices.Clip(opts), goleak.Cleanup(func(code int) {
+// CleanupAndExit is the goleak.Cleanup option for a TestMain that has
+// clean-up to do: goleak.VerifyTestMain(m, testnet.CleanupAndExit(fn)).
+// It runs cleanup (which may be nil) after goleak's check and exits the
+// process with the status goleak settled on: the tests' own, made 1 when
+// goleak found a goroutine left after they passed. goleak.Cleanup with a
+// function that does not exit replaces goleak's os.Exit, and the test
+// binary then exits with the tests' status, dropping the leak.
+func CleanupAndExit(cleanup func()) goleak.Option {
+	return goleak.Cleanup(func(code int) {
 		if cleanup != nil {
 			cleanup()
 		}
 		os.Exit(code)
-	}))...)
+	})
 }
