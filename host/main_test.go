@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,7 +64,7 @@ type checkedRun struct {
 
 func (r *checkedRun) Run() int {
 	code := r.m.Run()
-	if code != 0 || !sideBySideRan.Load() {
+	if code != 0 || !anySideBySide() {
 		return code
 	}
 	// This covers everything m.Run ran, the examples included; the
@@ -82,9 +81,6 @@ func (r *checkedRun) Run() int {
 	return code
 }
 
-// sideBySideRan says a test called sideBySide.
-var sideBySideRan atomic.Bool
-
 // sideBySide runs the test t beside the package's other side-by-side
 // tests, once every other test has ended (t.Parallel): for tests that
 // spend seconds waiting on health intervals, deadlines and grace periods
@@ -97,7 +93,6 @@ var sideBySideRan atomic.Bool
 // side-by-side test alone (-run '^TestName$').
 func sideBySide(t *testing.T) {
 	t.Helper()
-	sideBySideRan.Store(true)
 	sideBySideTests.Store(t.Name(), true)
 	t.Parallel()
 }
@@ -105,6 +100,16 @@ func sideBySide(t *testing.T) {
 // sideBySideTests holds the names of the top-level tests that called
 // sideBySide.
 var sideBySideTests sync.Map
+
+// anySideBySide says whether a test called sideBySide.
+func anySideBySide() bool {
+	found := false
+	sideBySideTests.Range(func(_, _ any) bool {
+		found = true
+		return false
+	})
+	return found
+}
 
 // runsSideBySide says whether t, or the top-level test it is a subtest
 // of, runs side by side.
@@ -294,9 +299,9 @@ func childProcessList() []string {
 
 func countFDs(t *testing.T) int {
 	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	require.NoError(t, err)
-	return len(fds)
+	n := openFDs()
+	require.GreaterOrEqual(t, n, 0, "reading /proc/self/fd")
+	return n
 }
 
 // openFDs counts this process's open descriptors; -1 if it cannot.
