@@ -137,14 +137,14 @@ const memCallBound = 16<<20 + 2*(protocol.DefaultMaxAttachment+protocol.DefaultM
 // shadow memory.
 func TestMediaFloodMemoryBounded(t *testing.T) {
 	if testing.Short() {
-		t.Skip("moves 1.5 GiB through a socket")
+		t.Skip("moves over a GiB through a socket")
 	}
 	for _, calls := range []int{1, 2} {
 		t.Run(strconv.Itoa(calls)+" calls", func(t *testing.T) {
 			// Each host is a process of its own that measures its own
 			// peak: the two run at once.
 			t.Parallel()
-			const frames = 48 // 768 MiB per call, 3 times the 64 events a history keeps at most
+			frames := floodFrames
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), memHostEnv+"="+strconv.Itoa(calls)+" "+strconv.Itoa(frames))
 			cmd.Stderr = os.Stderr
