@@ -24,7 +24,7 @@ import (
 // (internal/jsonrpc2/conn.go, processResult: "writeErr :=
 // c.write(notDone{req.ctx}, response)"), and the HTTP handler builds its
 // transport itself, so the connection cannot be wrapped as on stdio
-// (NoAnswerToCancelled). What can be wrapped is the http.ResponseWriter
+// (StdioTransport). What can be wrapped is the http.ResponseWriter
 // the go-sdk writes each SSE event to, one Write per event (mcp/event.go,
 // writeEvent): the POST that carries a call registers its writer under
 // (session, request id); the POST of a notifications/cancelled for that

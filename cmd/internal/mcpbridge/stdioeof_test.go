@@ -1,0 +1,78 @@
+package mcpbridge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// serveStdin runs skulk-host mcp serve -- skulk-child with input as its
+// whole standard input (closed at its end) and returns the JSON-RPC
+// messages it wrote to standard output, keyed by id, and how long it ran.
+func serveStdin(t *testing.T, input ...string) (map[float64]map[string]any, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tmp := shortTempDir(t)
+	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--", childBin)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stdin = strings.NewReader(strings.Join(input, "\n") + "\n")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	require.NoError(t, cmd.Run())
+	took := time.Since(start)
+	byID := map[float64]map[string]any{}
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var m map[string]any
+		require.NoError(t, dec.Decode(&m))
+		if id, ok := m["id"].(float64); ok {
+			byID[id] = m
+		}
+	}
+	emptyDir(t, tmp)
+	return byID, took
+}
+
+const (
+	rawInitialize  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	rawInitialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+// TestStdinClosedAfterRequests: a client that writes its requests and
+// closes standard input at once (a pipe) gets an answer to every request
+// it wrote, a tool call still running as the input ended included.
+func TestStdinClosedAfterRequests(t *testing.T) {
+	got, _ := serveStdin(t, rawInitialize, rawInitialized,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":300}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"count","arguments":{"n":3}}}`)
+	for _, id := range []float64{1, 2, 3, 4} {
+		m, ok := got[id]
+		require.True(t, ok, "request %v got no answer: %v", id, got)
+		require.Nil(t, m["error"], "request %v", id)
+	}
+	require.NotEmpty(t, got[2]["result"].(map[string]any)["tools"], "tools/list")
+	for _, id := range []float64{3, 4} {
+		require.NotEqual(t, true, got[id]["result"].(map[string]any)["isError"], "tools/call %v: %v", id, got[id])
+	}
+}
+
+// TestStdinClosedDuringALongCall: a call still running 10 s after the
+// input ended (docs/mcp.md) does not keep the command: it is cancelled,
+// and the command exits.
+func TestStdinClosedDuringALongCall(t *testing.T) {
+	_, took := serveStdin(t, rawInitialize, rawInitialized,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`)
+	require.GreaterOrEqual(t, took, 10*time.Second, "serve gave up on the running call before 10 s")
+	require.Less(t, took, 40*time.Second, "serve kept running after its input ended")
+}
