@@ -194,10 +194,15 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 		} {
 			r := run(t, "", args...)
 			assert.Equal(t, 1, r.Status, "%v: %s", args, r.Stderr)
+			if args[0] == "replay" || args[0] == "asif" { // the journal is missing, not the tree
+				assert.Contains(t, r.Stderr, "cannot open the journal", "%v", args)
+				assert.NotContains(t, r.Stderr, "no events of tree", "%v", args)
+			}
 		}
 		r := run(t, "", "journal", "list", j)
 		assert.Equal(t, 0, r.Status, r.Stderr)
 		assert.Empty(t, r.Stdout)
+		assert.Contains(t, r.Stderr, "no journal "+j+" written yet: no call trees", "journal list of a missing journal")
 	}
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)

@@ -107,10 +107,7 @@ func journalRefusal(err error) error {
 func readTree(ctx context.Context, path, tree string, until uint64) (events []calllog.Event, corrupt int, err error) {
 	st, err := openStore(path, storeRead)
 	if err != nil {
-		if errors.Is(err, errNotWritten) {
-			return nil, 0, statusErr(ExitFailure, "the journal %s has no events of tree %q: %v", path, tree, err)
-		}
-		return nil, 0, err
+		return nil, 0, err // a missing journal: "cannot open the journal FILE: no such file"
 	}
 	defer st.Close()
 	held := 0
@@ -494,10 +491,7 @@ func runReplay(ctx context.Context, args []string, env Env) error {
 	}
 	st, err := openStore(pos[0], storeRead)
 	if err != nil {
-		if errors.Is(err, errNotWritten) {
-			return statusErr(ExitFailure, "the journal %s has no events of tree %q: %v", pos[0], pos[1], err)
-		}
-		return err
+		return err // a missing journal: "cannot open the journal FILE: no such file"
 	}
 	defer st.Close()
 	r, err := replayTree(ctx, st, pos[1])
@@ -749,7 +743,10 @@ func runJournalList(ctx context.Context, args []string, env Env) error {
 	}
 	st, err := openStore(pos[0], storeRead)
 	if errors.Is(err, errNotWritten) {
-		return nil // a journal not written yet holds no tree
+		// A journal not written yet holds no tree: nothing listed, status
+		// 0, and a word on stderr for a name mistyped.
+		fmt.Fprintf(env.Stderr, "skulk-host journal list: no journal %s written yet: no call trees\n", termsafe.Escape(pos[0]))
+		return nil
 	}
 	if err != nil {
 		return err
