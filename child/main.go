@@ -41,18 +41,24 @@ func Run(opts Options) int {
 	}
 	control, streams, err := hostedConns()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+		report(err)
 		return protocol.ExitStart
 	}
 	err = Serve(context.Background(), control, streams, opts)
 	if err == nil {
 		return protocol.ExitOK
 	}
-	fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+	report(err)
 	if errors.Is(err, ErrStartup) || errors.Is(err, ErrOptions) {
 		return protocol.ExitStart
 	}
 	return protocol.ExitFailure
+}
+
+// report writes err on stderr after the program's name, in place of
+// this package's own "child: " prefix.
+func report(err error) {
+	fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(os.Args[0]), strings.TrimPrefix(err.Error(), "child: "))
 }
 
 // byHand is how the command line of a host names this program: its path

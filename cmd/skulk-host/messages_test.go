@@ -39,7 +39,7 @@ func TestProviderByHand(t *testing.T) {
 	out, err := exec.Command(childBin).CombinedOutput()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
-	assert.Contains(t, string(out), "not started by a Skulk host")
+	assert.True(t, strings.HasPrefix(string(out), "skulk-child: not started by a Skulk host"), "%q", out)
 	assert.Contains(t, string(out), "'skulk-host tools -- "+childBin+"'")
 }
 

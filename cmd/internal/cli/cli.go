@@ -212,9 +212,17 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 				return nil, nil, err
 			}
 			if refused.name != "" {
-				return nil, nil, usageErr("invalid value for flag -%s: %s", refused.name, refused.reason)
+				return nil, nil, usageErr("invalid value for flag --%s: %s", refused.name, refused.reason)
 			}
-			return nil, nil, usageErr("%s", err.Error())
+			// The flag package names a flag with one dash; the docs and
+			// help write two (either works).
+			msg := err.Error()
+			for _, p := range []string{"flag provided but not defined: -", "flag needs an argument: -"} {
+				if rest, ok := strings.CutPrefix(msg, p); ok && !strings.HasPrefix(rest, "-") {
+					msg = p + "-" + rest
+				}
+			}
+			return nil, nil, usageErr("%s", msg)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

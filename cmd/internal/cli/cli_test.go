@@ -300,6 +300,25 @@ func TestParseArgsIntersperse(t *testing.T) {
 	}
 }
 
+// TestFlagsNamedAsDocumented: a usage error names a flag with two dashes,
+// as the docs and help write it.
+func TestFlagsNamedAsDocumented(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"call", "count", "--nope", "--", "x"}, "flag provided but not defined: --nope"},
+		{[]string{"call", "count", "-nope", "--", "x"}, "flag provided but not defined: --nope"},
+		{[]string{"call", "count", "--args"}, "flag needs an argument: --args"},
+		{[]string{"call", "count", "--timeout", "soon", "--", "x"}, "invalid value for flag --timeout"},
+		{[]string{"journal", "list", "--state", "gone", "j.db"}, "invalid value for flag --state"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		assert.Equal(t, ExitUsage, code, "%q", tc.args)
+		assert.Contains(t, stderr, tc.want, "%q", tc.args)
+	}
+}
+
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 )
 
-const mainHelp = `Skulk-host starts Skulk provider processes ("children") and drives streaming
+const mainHelp = `skulk-host starts Skulk provider processes ("children") and drives streaming
 calls to them over Unix sockets.
 
 Usage:
