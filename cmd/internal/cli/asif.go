@@ -174,12 +174,16 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 		return statusErr(ExitFailure, "cannot export tree %q: %v", pos[1], err)
 	}
 	data := session.JSON
+	where := "standard output"
 	if *out == "" {
-		_, err := env.Stdout.Write(data)
-		return err
-	}
-	if err := writeFileAtomic(*out, data); err != nil {
-		return statusErr(ExitFailure, "cannot write %s: %v", *out, err)
+		if _, err := env.Stdout.Write(data); err != nil {
+			return err
+		}
+	} else {
+		if err := writeFileAtomic(*out, data); err != nil {
+			return statusErr(ExitFailure, "cannot write %s: %v", *out, err)
+		}
+		where = *out
 	}
 	losses := "no losses"
 	switch len(session.LossKinds) {
@@ -190,7 +194,7 @@ func runASIFExport(ctx context.Context, args []string, env Env) error {
 		losses = fmt.Sprintf("%d losses: %s", len(session.LossKinds), countKinds(session.LossKinds))
 	}
 	fmt.Fprintf(env.Stderr, "wrote %s (%s): %d events, %d streams, %d external bindings; %s (the document's losses say what each is)\n",
-		*out, formatBytes(int64(len(data))), session.Events, session.Streams, session.ExternalBindings, losses)
+		where, formatBytes(int64(len(data))), session.Events, session.Streams, session.ExternalBindings, losses)
 	return nil
 }
 
