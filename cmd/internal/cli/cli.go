@@ -215,10 +215,11 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 				return nil, nil, usageErr("invalid value for flag --%s: %s", refused.name, refused.reason)
 			}
 			// The flag package names a flag with one dash; the docs and
-			// help write two (either works).
+			// help write two for a long name (either works), one for a
+			// letter (-o, -v).
 			msg := err.Error()
 			for _, p := range []string{"flag provided but not defined: -", "flag needs an argument: -"} {
-				if rest, ok := strings.CutPrefix(msg, p); ok && !strings.HasPrefix(rest, "-") {
+				if rest, ok := strings.CutPrefix(msg, p); ok && len(rest) > 1 && !strings.HasPrefix(rest, "-") {
 					msg = p + "-" + rest
 				}
 			}

@@ -310,6 +310,7 @@ func TestFlagsNamedAsDocumented(t *testing.T) {
 		{[]string{"call", "count", "--nope", "--", "x"}, "flag provided but not defined: --nope"},
 		{[]string{"call", "count", "-nope", "--", "x"}, "flag provided but not defined: --nope"},
 		{[]string{"call", "count", "--args"}, "flag needs an argument: --args"},
+		{[]string{"asif", "export", "j.db", "t", "-o"}, "flag needs an argument: -o"},
 		{[]string{"call", "count", "--timeout", "soon", "--", "x"}, "invalid value for flag --timeout"},
 		{[]string{"journal", "list", "--state", "gone", "j.db"}, "invalid value for flag --state"},
 	} {

@@ -745,7 +745,7 @@ func runJournalList(ctx context.Context, args []string, env Env) error {
 	if errors.Is(err, errNotWritten) {
 		// A journal not written yet holds no tree: nothing listed, status
 		// 0, and a word on stderr for a name mistyped.
-		fmt.Fprintf(env.Stderr, "skulk-host journal list: no journal %s written yet: no call trees\n", termsafe.Escape(pos[0]))
+		fmt.Fprintf(env.Stderr, "skulk-host journal: no journal %s written yet: no call trees\n", termsafe.Escape(pos[0]))
 		return nil
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,53 +29,90 @@ const stdinDrain = 10 * time.Second
 //     that writes its requests and closes its end (a pipe) would get no
 //     answers. The end of the input is given to the go-sdk once every
 //     request read has been answered, or after stdinDrain, or when the
-//     connection is closed or the context of its read ends.
+//     connection is closed or the session's context ends (SIGINT or
+//     SIGTERM, which also stop a read of an input still open). A request
+//     the server sent the client and the client did not answer before its
+//     input ended gets an error answer (errInputEnded) at once, so a tool
+//     that waits on one fails rather than holding the wait.
 //
 // Over streamable HTTP the go-sdk owns the connection (noAnswerHTTP).
 func StdioTransport(t mcp.Transport) mcp.Transport { return &stdioTransport{inner: t} }
 
 type stdioTransport struct{ inner mcp.Transport }
 
+// errInputEnded answers a request this server sent the client (sampling,
+// elicitation, roots) that the client can no longer answer: its input
+// ended first.
+var errInputEnded = errors.New("the client's input ended before it answered")
+
+// Connect connects the inner transport. ctx is the session's (Server.Run
+// gives its own): its end closes the connection, which stops a read of an
+// input still open and a wait for answers.
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.inner.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &stdioConn{Connection: c, inflight: map[string]bool{}, answered: make(chan struct{}, 1), closed: make(chan struct{})}, nil
+	sc := &stdioConn{Connection: c, inflight: map[string]bool{}, outgoing: map[string]jsonrpc.ID{},
+		wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	sc.mu.Lock() // the AfterFunc's Close may run before AfterFunc returns
+	sc.stopAfter = context.AfterFunc(ctx, func() { _ = sc.Close() })
+	sc.mu.Unlock()
+	return sc, nil
 }
 
 // stdioConn tracks the requests read and not yet answered (inflight:
-// id → cancelled). Its size is bounded by the requests the go-sdk keeps in
-// flight: an id leaves when its response is written or dropped.
+// id → cancelled) and the requests written and not yet answered
+// (outgoing). Their sizes are bounded by the requests the go-sdk keeps in
+// flight each way: an id leaves inflight when its response is written or
+// dropped, outgoing when its response is read or made up after the input
+// ended.
 type stdioConn struct {
 	mcp.Connection
 	mu       sync.Mutex
 	inflight map[string]bool
+	outgoing map[string]jsonrpc.ID
+	inputErr error     // the input's end (a failed read), once seen
+	drainEnd time.Time // when the wait for answers gives up: stdinDrain after inputErr
 
-	answered  chan struct{} // a response left inflight (size 1: a wake-up, not a count)
+	wake      chan struct{} // inflight lost an id or outgoing gained one (size 1: a wake-up, not a count)
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
+	stopAfter func() bool // stops Connect's AfterFunc; guarded by mu
 }
 
 func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	c.mu.Lock()
+	ended := c.inputErr != nil
+	c.mu.Unlock()
+	if ended {
+		return c.afterInput()
+	}
 	m, err := c.Connection.Read(ctx)
 	if err != nil {
-		c.awaitAnswers(ctx)
-		return m, err
+		c.mu.Lock()
+		c.inputErr, c.drainEnd = err, time.Now().Add(stdinDrain)
+		c.mu.Unlock()
+		return c.afterInput()
 	}
-	if req, ok := m.(*jsonrpc.Request); ok {
+	switch m := m.(type) {
+	case *jsonrpc.Response:
+		c.mu.Lock()
+		delete(c.outgoing, idKey(m.ID))
+		c.mu.Unlock()
+	case *jsonrpc.Request:
 		switch {
-		case req.IsCall():
+		case m.IsCall():
 			c.mu.Lock()
-			c.inflight[idKey(req.ID)] = false
+			c.inflight[idKey(m.ID)] = false
 			c.mu.Unlock()
-		case req.Method == "notifications/cancelled":
+		case m.Method == "notifications/cancelled":
 			var p struct {
 				RequestID any `json:"requestId"`
 			}
-			if json.Unmarshal(req.Params, &p) == nil {
+			if json.Unmarshal(m.Params, &p) == nil {
 				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
 					c.mu.Lock()
 					if _, ok := c.inflight[idKey(id)]; ok {
@@ -88,55 +126,77 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return m, nil
 }
 
+// afterInput is what Read returns once the input ended: a made-up error
+// response (errInputEnded) to each request this server sent and the client
+// did not answer, one per read, and then the input's error, once every
+// request read has been answered, or at drainEnd, or once the connection
+// is closed (Close, or the session's context ended).
+func (c *stdioConn) afterInput() (jsonrpc.Message, error) {
+	c.mu.Lock()
+	limit := time.NewTimer(time.Until(c.drainEnd))
+	c.mu.Unlock()
+	defer limit.Stop()
+	for {
+		c.mu.Lock()
+		for k, id := range c.outgoing {
+			delete(c.outgoing, k)
+			c.mu.Unlock()
+			return &jsonrpc.Response{ID: id, Error: errInputEnded}, nil
+		}
+		n, err := len(c.inflight), c.inputErr
+		c.mu.Unlock()
+		if n == 0 {
+			return nil, err
+		}
+		select {
+		case <-c.wake:
+		case <-limit.C:
+			return nil, err
+		case <-c.closed:
+			return nil, err
+		}
+	}
+}
+
 func (c *stdioConn) Write(ctx context.Context, m jsonrpc.Message) error {
-	if resp, ok := m.(*jsonrpc.Response); ok {
-		k := idKey(resp.ID)
+	switch m := m.(type) {
+	case *jsonrpc.Response:
+		k := idKey(m.ID)
 		c.mu.Lock()
 		cancelled := c.inflight[k]
 		delete(c.inflight, k)
 		c.mu.Unlock()
-		defer c.wake() // after the response is written
+		defer c.signal() // after the response is written
 		if cancelled {
 			return nil
+		}
+	case *jsonrpc.Request:
+		if m.IsCall() {
+			c.mu.Lock()
+			c.outgoing[idKey(m.ID)] = m.ID
+			c.mu.Unlock()
+			defer c.signal() // an answer to make up if the input ended
 		}
 	}
 	return c.Connection.Write(ctx, m)
 }
 
-// wake tells awaitAnswers a request left inflight.
-func (c *stdioConn) wake() {
+// signal wakes afterInput.
+func (c *stdioConn) signal() {
 	select {
-	case c.answered <- struct{}{}:
+	case c.wake <- struct{}{}:
 	default:
 	}
 }
 
-// awaitAnswers returns once no request read is unanswered, or after
-// stdinDrain, or once the connection is closed or ctx ends.
-func (c *stdioConn) awaitAnswers(ctx context.Context) {
-	limit := time.NewTimer(stdinDrain)
-	defer limit.Stop()
-	for {
-		c.mu.Lock()
-		n := len(c.inflight)
-		c.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		select {
-		case <-c.answered:
-		case <-limit.C:
-			return
-		case <-c.closed:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// Close ends a wait for answers (awaitAnswers) and closes the connection.
+// Close ends a wait for answers (afterInput) and closes the connection.
 func (c *stdioConn) Close() error {
-	c.closeOnce.Do(func() { close(c.closed) })
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		stop := c.stopAfter
+		c.mu.Unlock()
+		stop()
+		close(c.closed)
+	})
 	return c.Connection.Close()
 }

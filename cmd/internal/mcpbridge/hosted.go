@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/internal/protocol"
@@ -45,7 +46,7 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 	}
 	control, streams, err := hostedConns()
 	if err != nil {
-		fmt.Fprintf(stderr, "skulk-mcp: %v\n", err)
+		report(stderr, err)
 		return ExitStart
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,7 +55,7 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 	if err != nil {
 		control.Close()
 		streams.Close()
-		fmt.Fprintf(stderr, "skulk-mcp: %v\n", err)
+		report(stderr, err)
 		return ExitStart
 	}
 	stopped := make(chan struct{})
@@ -75,16 +76,22 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 	_ = w.Close()
 	switch {
 	case exited != nil:
-		fmt.Fprintf(stderr, "skulk-mcp: %v\n", exited)
+		report(stderr, exited)
 		return ExitFailure
 	case err == nil:
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "skulk-mcp: %v\n", err)
+	report(stderr, err)
 	if errors.Is(err, child.ErrStartup) || errors.Is(err, child.ErrOptions) {
 		return ExitStart
 	}
 	return ExitFailure
+}
+
+// report writes err on stderr after the command's name, in place of the
+// child package's "child: " prefix, as child.Run does.
+func report(stderr io.Writer, err error) {
+	fmt.Fprintf(stderr, "skulk-mcp: %s\n", strings.TrimPrefix(err.Error(), "child: "))
 }
 
 // hostedConns takes over the control connection and the stream listener

@@ -4,24 +4,29 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 )
 
-// serveStdin runs skulk-host mcp serve -- skulk-child with input as its
-// whole standard input (closed at its end) and returns the JSON-RPC
-// messages it wrote to standard output, keyed by id, and how long it ran.
-func serveStdin(t *testing.T, input ...string) (map[float64]map[string]any, time.Duration) {
+// serveStdin runs skulk-host mcp serve SERVE... with input as its whole
+// standard input (closed at its end) and returns the JSON-RPC messages it
+// wrote to standard output in answer to the client, keyed by id, and how
+// long it ran.
+func serveStdin(t *testing.T, serve []string, input ...string) (map[float64]map[string]any, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tmp := shortTempDir(t)
-	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--", childBin)
+	cmd := exec.CommandContext(ctx, hostBin, append([]string{"mcp", "serve"}, serve...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdin = strings.NewReader(strings.Join(input, "\n") + "\n")
 	var out bytes.Buffer
@@ -35,7 +40,7 @@ func serveStdin(t *testing.T, input ...string) (map[float64]map[string]any, time
 	for dec.More() {
 		var m map[string]any
 		require.NoError(t, dec.Decode(&m))
-		if id, ok := m["id"].(float64); ok {
+		if id, ok := m["id"].(float64); ok && m["method"] == nil { // a response, not the server's own request
 			byID[id] = m
 		}
 	}
@@ -52,7 +57,7 @@ const (
 // closes standard input at once (a pipe) gets an answer to every request
 // it wrote, a tool call still running as the input ended included.
 func TestStdinClosedAfterRequests(t *testing.T) {
-	got, _ := serveStdin(t, rawInitialize, rawInitialized,
+	got, _ := serveStdin(t, []string{"--", childBin}, rawInitialize, rawInitialized,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":300}}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"count","arguments":{"n":3}}}`)
@@ -71,8 +76,55 @@ func TestStdinClosedAfterRequests(t *testing.T) {
 // input ended (docs/mcp.md) does not keep the command: it is cancelled,
 // and the command exits.
 func TestStdinClosedDuringALongCall(t *testing.T) {
-	_, took := serveStdin(t, rawInitialize, rawInitialized,
+	_, took := serveStdin(t, []string{"--", childBin}, rawInitialize, rawInitialized,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`)
 	require.GreaterOrEqual(t, took, 10*time.Second, "serve gave up on the running call before 10 s")
 	require.Less(t, took, 40*time.Second, "serve kept running after its input ended")
+}
+
+// TestStdinClosedBeforeTheClientAnswered: a tool that asks the client
+// (elicitation) after the client's input ended gets an error at once, not
+// a wait for an answer that cannot come, and its call is answered.
+func TestStdinClosedBeforeTheClientAnswered(t *testing.T) {
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + mcpbridge.ClientRequestsProtocol +
+		`","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`
+	got, took := serveStdin(t, []string{"--env", envServer + "=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin},
+		initialize, rawInitialized,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"text":"your name?"}}}`)
+	m, ok := got[2]
+	require.True(t, ok, "the call that asked the client got no answer: %v", got)
+	t.Logf("answered in %v: %v", took, m)
+}
+
+// TestSignalEndsServeOnStdio: SIGINT ends mcp serve on stdio at once
+// while a call runs, with its input still open and once it ended (when
+// it waits up to 10 s for the call's answer otherwise).
+func TestSignalEndsServeOnStdio(t *testing.T) {
+	for _, closeInput := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		tmp := shortTempDir(t)
+		cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--", childBin)
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		cmd.Stdout = io.Discard
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		_, err = io.WriteString(stdin, rawInitialize+"\n"+rawInitialized+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`+"\n")
+		require.NoError(t, err)
+		if closeInput {
+			require.NoError(t, stdin.Close())
+		}
+		time.Sleep(3 * time.Second) // the call runs; with the input closed, the wait for its answer began
+		sent := time.Now()
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		err = cmd.Wait()
+		took := time.Since(sent)
+		stdin.Close()
+		require.NoError(t, err, "input closed: %v", closeInput)
+		require.Less(t, took, 6*time.Second, "input closed: %v: serve went on after SIGINT", closeInput)
+		emptyDir(t, tmp)
+	}
 }

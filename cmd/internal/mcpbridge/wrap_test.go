@@ -318,7 +318,7 @@ func TestChain(t *testing.T) {
 func TestWrapperByHand(t *testing.T) {
 	out, err := exec.Command(wrapperBin, "--", selfBin).CombinedOutput()
 	var ee *exec.ExitError
-	assert.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "started by a Skulk host"), "by hand: %v %q", err, out)
+	assert.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.HasPrefix(string(out), "skulk-mcp: not started by a Skulk host"), "by hand: %v %q", err, out)
 }
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
