@@ -65,7 +65,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // id → cancelled) and the requests written and not yet answered
 // (outgoing). Their sizes are bounded by the requests the go-sdk keeps in
 // flight each way: an id leaves inflight when its response is written or
-// dropped, outgoing when its response is read or made up after the input
+// dropped, outgoing when its response is read, when the server cancels
+// it, when its write fails, or when an answer is made up after the input
 // ended.
 type stdioConn struct {
 	mcp.Connection
@@ -109,21 +110,32 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.inflight[idKey(m.ID)] = false
 			c.mu.Unlock()
 		case m.Method == "notifications/cancelled":
-			var p struct {
-				RequestID any `json:"requestId"`
-			}
-			if json.Unmarshal(m.Params, &p) == nil {
-				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
-					c.mu.Lock()
-					if _, ok := c.inflight[idKey(id)]; ok {
-						c.inflight[idKey(id)] = true
-					}
-					c.mu.Unlock()
+			if k, ok := cancelledKey(m); ok {
+				c.mu.Lock()
+				if _, ok := c.inflight[k]; ok {
+					c.inflight[k] = true
 				}
+				c.mu.Unlock()
 			}
 		}
 	}
 	return m, nil
+}
+
+// cancelledKey is the idKey of the request a notifications/cancelled
+// names.
+func cancelledKey(m *jsonrpc.Request) (string, bool) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil {
+		return "", false
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return "", false
+	}
+	return idKey(id), true
 }
 
 // afterInput is what Read returns once the input ended: a made-up error
@@ -171,11 +183,28 @@ func (c *stdioConn) Write(ctx context.Context, m jsonrpc.Message) error {
 			return nil
 		}
 	case *jsonrpc.Request:
-		if m.IsCall() {
+		switch {
+		case m.IsCall():
+			k := idKey(m.ID)
 			c.mu.Lock()
-			c.outgoing[idKey(m.ID)] = m.ID
+			c.outgoing[k] = m.ID
 			c.mu.Unlock()
 			defer c.signal() // an answer to make up if the input ended
+			if err := c.Connection.Write(ctx, m); err != nil {
+				c.mu.Lock()
+				delete(c.outgoing, k) // never sent: no answer to wait for
+				c.mu.Unlock()
+				return err
+			}
+			return nil
+		case m.Method == "notifications/cancelled":
+			// The server gave up on its own request: the client is not
+			// to answer it.
+			if k, ok := cancelledKey(m); ok {
+				c.mu.Lock()
+				delete(c.outgoing, k)
+				c.mu.Unlock()
+			}
 		}
 	}
 	return c.Connection.Write(ctx, m)

@@ -93,7 +93,11 @@ func TestStdinClosedBeforeTheClientAnswered(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{"text":"your name?"}}}`)
 	m, ok := got[2]
 	require.True(t, ok, "the call that asked the client got no answer: %v", got)
-	t.Logf("answered in %v: %v", took, m)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "the client's input ended before it answered")
+	// The 10 s wait for answers is not what ended it.
+	require.Less(t, took, 8*time.Second, "answered after %v: %s", took, b)
 }
 
 // TestSignalEndsServeOnStdio: SIGINT ends mcp serve on stdio at once
