@@ -19,7 +19,9 @@ import (
 	"github.com/skulkrt/skulk/wire"
 )
 
-// closeTimeout bounds the child's shutdown when a command ends.
+// closeTimeout bounds the child's shutdown when a command ends, and mcp
+// serve's wait on stdio for the answers to the requests it read before its
+// input ended (docs/mcp.md).
 const closeTimeout = 10 * time.Second
 
 // drainGrace is the drain's grace when a command ends: its calls are over

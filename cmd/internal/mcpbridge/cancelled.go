@@ -12,12 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// stdinDrain bounds how long a server on stdio (StdioTransport) goes on
-// answering the requests it read once its input ended, before it lets the
-// go-sdk cancel those left and end the session: as long as the host's own
-// drain of a child (10 s).
-const stdinDrain = 10 * time.Second
-
 // StdioTransport wraps a server transport over stdio so that
 //   - a request the client cancelled (notifications/cancelled) gets no
 //     response, as MCP says a server should not send one: the go-sdk
@@ -28,7 +22,7 @@ const stdinDrain = 10 * time.Second
 //     cancels every request in flight as soon as a read fails, so a client
 //     that writes its requests and closes its end (a pipe) would get no
 //     answers. The end of the input is given to the go-sdk once every
-//     request read has been answered, or after stdinDrain, or when the
+//     request read has been answered, or after drain, or when the
 //     connection is closed or the session's context ends (SIGINT or
 //     SIGTERM, which also stop a read of an input still open). A request
 //     the server sent the client and the client did not answer before its
@@ -36,9 +30,14 @@ const stdinDrain = 10 * time.Second
 //     that waits on one fails rather than holding the wait.
 //
 // Over streamable HTTP the go-sdk owns the connection (noAnswerHTTP).
-func StdioTransport(t mcp.Transport) mcp.Transport { return &stdioTransport{inner: t} }
+func StdioTransport(t mcp.Transport, drain time.Duration) mcp.Transport {
+	return &stdioTransport{inner: t, drain: drain}
+}
 
-type stdioTransport struct{ inner mcp.Transport }
+type stdioTransport struct {
+	inner mcp.Transport
+	drain time.Duration // the bound on the wait for answers once the input ended
+}
 
 // errInputEnded answers a request this server sent the client (sampling,
 // elicitation, roots) that the client can no longer answer: its input
@@ -53,11 +52,9 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &stdioConn{Connection: c, inflight: map[string]bool{}, outgoing: map[string]jsonrpc.ID{},
+	sc := &stdioConn{Connection: c, drain: t.drain, inflight: map[string]bool{}, outgoing: map[string]jsonrpc.ID{},
 		wake: make(chan struct{}, 1), closed: make(chan struct{})}
-	sc.mu.Lock() // the AfterFunc's Close may run before AfterFunc returns
-	sc.stopAfter = context.AfterFunc(ctx, func() { _ = sc.Close() })
-	sc.mu.Unlock()
+	sc.stopAfter = context.AfterFunc(ctx, func() { _ = sc.shutdown() })
 	return sc, nil
 }
 
@@ -70,32 +67,31 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // ended.
 type stdioConn struct {
 	mcp.Connection
+	drain time.Duration
+
 	mu       sync.Mutex
 	inflight map[string]bool
 	outgoing map[string]jsonrpc.ID
+
+	// Read's own: the go-sdk reads from one goroutine.
 	inputErr error     // the input's end (a failed read), once seen
-	drainEnd time.Time // when the wait for answers gives up: stdinDrain after inputErr
+	drainEnd time.Time // when the wait for answers gives up: drain after inputErr
 
 	wake      chan struct{} // inflight lost an id or outgoing gained one (size 1: a wake-up, not a count)
-	closed    chan struct{} // closed by Close
+	closed    chan struct{} // closed by shutdown
 	closeOnce sync.Once
-	stopAfter func() bool // stops Connect's AfterFunc; guarded by mu
+	stopAfter func() bool // stops Connect's AfterFunc
 }
 
 func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	c.mu.Lock()
-	ended := c.inputErr != nil
-	c.mu.Unlock()
-	if ended {
+	if c.inputErr != nil {
 		return c.afterInput()
 	}
 	m, err := c.Connection.Read(ctx)
 	if err != nil {
-		c.mu.Lock()
-		c.inputErr, c.drainEnd = err, time.Now().Add(stdinDrain)
-		c.mu.Unlock()
+		c.inputErr, c.drainEnd = err, time.Now().Add(c.drain)
 		return c.afterInput()
 	}
 	switch m := m.(type) {
@@ -144,9 +140,7 @@ func cancelledKey(m *jsonrpc.Request) (string, bool) {
 // request read has been answered, or at drainEnd, or once the connection
 // is closed (Close, or the session's context ended).
 func (c *stdioConn) afterInput() (jsonrpc.Message, error) {
-	c.mu.Lock()
 	limit := time.NewTimer(time.Until(c.drainEnd))
-	c.mu.Unlock()
 	defer limit.Stop()
 	for {
 		c.mu.Lock()
@@ -155,17 +149,17 @@ func (c *stdioConn) afterInput() (jsonrpc.Message, error) {
 			c.mu.Unlock()
 			return &jsonrpc.Response{ID: id, Error: errInputEnded}, nil
 		}
-		n, err := len(c.inflight), c.inputErr
+		n := len(c.inflight)
 		c.mu.Unlock()
 		if n == 0 {
-			return nil, err
+			return nil, c.inputErr
 		}
 		select {
 		case <-c.wake:
 		case <-limit.C:
-			return nil, err
+			return nil, c.inputErr
 		case <-c.closed:
-			return nil, err
+			return nil, c.inputErr
 		}
 	}
 }
@@ -218,14 +212,15 @@ func (c *stdioConn) signal() {
 	}
 }
 
-// Close ends a wait for answers (afterInput) and closes the connection.
+// Close stops Connect's AfterFunc and shuts the connection down.
 func (c *stdioConn) Close() error {
-	c.closeOnce.Do(func() {
-		c.mu.Lock()
-		stop := c.stopAfter
-		c.mu.Unlock()
-		stop()
-		close(c.closed)
-	})
+	c.stopAfter()
+	return c.shutdown()
+}
+
+// shutdown ends a wait for answers (afterInput) and closes the inner
+// connection, which may be closed many times.
+func (c *stdioConn) shutdown() error {
+	c.closeOnce.Do(func() { close(c.closed) })
 	return c.Connection.Close()
 }

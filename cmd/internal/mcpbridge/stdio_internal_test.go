@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,7 +37,7 @@ func (t connTransport) Connect(context.Context) (mcp.Connection, error) { return
 // connection keeps no entry of it.
 func TestOutgoingForgetsWhatIsNotAnswered(t *testing.T) {
 	inner := &writeOnlyConn{}
-	conn, err := StdioTransport(connTransport{inner}).Connect(t.Context())
+	conn, err := StdioTransport(connTransport{inner}, time.Minute).Connect(t.Context())
 	require.NoError(t, err)
 	defer conn.Close()
 	sc := conn.(*stdioConn)

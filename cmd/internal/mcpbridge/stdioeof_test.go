@@ -104,24 +104,49 @@ func TestStdinClosedBeforeTheClientAnswered(t *testing.T) {
 // while a call runs, with its input still open and once it ended (when
 // it waits up to 10 s for the call's answer otherwise).
 func TestSignalEndsServeOnStdio(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	for _, closeInput := range []bool{false, true} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		tmp := shortTempDir(t)
 		cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--", childBin)
 		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		cmd.Stdout = io.Discard
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		_, err = io.WriteString(stdin, rawInitialize+"\n"+rawInitialized+"\n"+
-			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`+"\n")
+		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		pong := make(chan struct{})
+		go func() { // ends with the server's stdout
+			dec := json.NewDecoder(stdout)
+			for {
+				var m map[string]any
+				if dec.Decode(&m) != nil {
+					return
+				}
+				if m["id"] == float64(3) {
+					close(pong)
+				}
+			}
+		}()
+		// The ping's answer comes once the server has read the call before
+		// it: the call is in flight.
+		_, err = io.WriteString(stdin, rawInitialize+"\n"+rawInitialized+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`+"\n"+
+			`{"jsonrpc":"2.0","id":3,"method":"ping"}`+"\n")
+		require.NoError(t, err)
+		select {
+		case <-pong:
+		case <-time.After(30 * time.Second):
+			require.FailNow(t, "no answer to the ping in 30 s")
+		}
 		if closeInput {
 			require.NoError(t, stdin.Close())
+			// Nothing outside shows the server's read of the input's end;
+			// a second covers it on a loaded machine (the wait it starts
+			// lasts 10 s).
+			time.Sleep(time.Second)
 		}
-		time.Sleep(3 * time.Second) // the call runs; with the input closed, the wait for its answer began
 		sent := time.Now()
 		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 		err = cmd.Wait()
