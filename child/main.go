@@ -55,10 +55,10 @@ func Run(opts Options) int {
 	return protocol.ExitFailure
 }
 
-// report writes err on stderr after the program's name, in place of
-// this package's own "child: " prefix.
+// report writes err on stderr as the program's last word
+// (protocol.ChildFailure).
 func report(err error) {
-	fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(os.Args[0]), strings.TrimPrefix(err.Error(), "child: "))
+	fmt.Fprintln(os.Stderr, protocol.ChildFailure(filepath.Base(os.Args[0]), err))
 }
 
 // byHand is how the command line of a host names this program: its path

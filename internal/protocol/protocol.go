@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -37,6 +38,13 @@ const (
 // fds 3 and 4 are missing or wrong. child.Run and skulk-mcp print it and
 // exit with ExitStart.
 var ErrNotHosted = errors.New("child: not started by a Skulk host")
+
+// ChildFailure is how a child process (child.Run, skulk-mcp) states err,
+// an error of package child, as its last word on stderr: "PROG: message",
+// the program's name in place of the package's "child: " prefix.
+func ChildFailure(prog string, err error) string {
+	return prog + ": " + strings.TrimPrefix(err.Error(), "child: ")
+}
 
 // PrefixLen is the length of a packet's prefix: the header length and the
 // attachment length, both uint32 big-endian.

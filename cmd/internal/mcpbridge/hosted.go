@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/skulkrt/skulk/child"
 	"github.com/skulkrt/skulk/internal/protocol"
@@ -88,10 +87,10 @@ func RunHosted(opts WrapOptions, stderr io.Writer) int {
 	return ExitFailure
 }
 
-// report writes err on stderr after the command's name, in place of the
-// child package's "child: " prefix, as child.Run does.
+// report writes err on stderr as the command's last word, as child.Run
+// does (protocol.ChildFailure).
 func report(stderr io.Writer, err error) {
-	fmt.Fprintf(stderr, "skulk-mcp: %s\n", strings.TrimPrefix(err.Error(), "child: "))
+	fmt.Fprintln(stderr, protocol.ChildFailure("skulk-mcp", err))
 }
 
 // hostedConns takes over the control connection and the stream listener
