@@ -257,13 +257,16 @@ func Open(path string, opts ...Options) (*Store, error) {
 	// The look at the file and the rest of Open have a bound each, so
 	// that a wait for a writer's lock in the first leaves the second its
 	// whole busy timeout.
-	ictx, icancel := context.WithTimeout(context.Background(), busy+time.Second)
+	bound := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), busy+time.Second)
+	}
+	ictx, icancel := bound()
 	state, err := inspect(ictx, path, busy)
 	icancel()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), busy+time.Second)
+	ctx, cancel := bound()
 	defer cancel()
 	if state == fileMissing && (o.ReadOnly || o.MustExist) {
 		return nil, fmt.Errorf("%w: %w", ErrNotWritten, fs.ErrNotExist)
