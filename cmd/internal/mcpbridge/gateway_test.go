@@ -178,26 +178,7 @@ func TestCancelledGetsNoAnswer(t *testing.T) {
 	defer cancel()
 	mark := filepath.Join(t.TempDir(), "mark")
 	tmp := shortTempDir(t)
-	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envMark+"="+mark, "--env", envGORACE, "--", wrapperBin, "--", selfBin)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines := make(chan map[string]any, 64) // more than the test's messages
-	go func() {                            // stopped by the server's stdout closing
-		defer close(lines)
-		dec := json.NewDecoder(stdout)
-		for {
-			var m map[string]any
-			if dec.Decode(&m) != nil {
-				return
-			}
-			lines <- m
-		}
-	}()
+	cmd, stdin, lines := rawServe(t, ctx, tmp, "--env", envServer+"=1", "--env", envMark+"="+mark, "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 	send := func(s string) {
 		_, err := io.WriteString(stdin, s+"\n")
 		require.NoError(t, err)

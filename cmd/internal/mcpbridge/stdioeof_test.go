@@ -17,6 +17,35 @@ import (
 	"github.com/skulkrt/skulk/cmd/internal/mcpbridge"
 )
 
+// rawServe starts skulk-host mcp serve ARGS... with TMPDIR=tmp and pipes
+// on its standard input and output, and returns its input and the JSON
+// messages it writes, in order (closed with its output; the buffer holds
+// more messages than a test exchanges).
+func rawServe(t *testing.T, ctx context.Context, tmp string, args ...string) (*exec.Cmd, io.WriteCloser, <-chan map[string]any) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, hostBin, append([]string{"mcp", "serve"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan map[string]any, 64)
+	go func() { // stopped by the server's stdout closing
+		defer close(lines)
+		dec := json.NewDecoder(stdout)
+		for {
+			var m map[string]any
+			if dec.Decode(&m) != nil {
+				return
+			}
+			lines <- m
+		}
+	}()
+	return cmd, stdin, lines
+}
+
 // serveStdin runs skulk-host mcp serve SERVE... with input as its whole
 // standard input (closed at its end) and returns the JSON-RPC messages it
 // wrote to standard output in answer to the client, keyed by id, and how
@@ -108,22 +137,10 @@ func TestSignalEndsServeOnStdio(t *testing.T) {
 	defer cancel()
 	for _, closeInput := range []bool{false, true} {
 		tmp := shortTempDir(t)
-		cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--", childBin)
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		cmd.Stderr = os.Stderr
-		stdin, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
+		cmd, stdin, lines := rawServe(t, ctx, tmp, "--", childBin)
 		pong := make(chan struct{})
 		go func() { // ends with the server's stdout
-			dec := json.NewDecoder(stdout)
-			for {
-				var m map[string]any
-				if dec.Decode(&m) != nil {
-					return
-				}
+			for m := range lines {
 				if m["id"] == float64(3) {
 					close(pong)
 				}
@@ -131,7 +148,7 @@ func TestSignalEndsServeOnStdio(t *testing.T) {
 		}()
 		// The ping's answer comes once the server has read the call before
 		// it: the call is in flight.
-		_, err = io.WriteString(stdin, rawInitialize+"\n"+rawInitialized+"\n"+
+		_, err := io.WriteString(stdin, rawInitialize+"\n"+rawInitialized+"\n"+
 			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`+"\n"+
 			`{"jsonrpc":"2.0","id":3,"method":"ping"}`+"\n")
 		require.NoError(t, err)
