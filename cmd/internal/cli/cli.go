@@ -212,15 +212,14 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 				return nil, nil, err
 			}
 			if refused.name != "" {
-				return nil, nil, usageErr("invalid value for flag --%s: %s", refused.name, refused.reason)
+				return nil, nil, usageErr("invalid value for flag %s: %s", dashed(refused.name), refused.reason)
 			}
 			// The flag package names a flag with one dash; the docs and
-			// help write two for a long name (either works), one for a
-			// letter (-o, -v).
+			// help write it as dashed does.
 			msg := err.Error()
 			for _, p := range []string{"flag provided but not defined: -", "flag needs an argument: -"} {
-				if rest, ok := strings.CutPrefix(msg, p); ok && len(rest) > 1 && !strings.HasPrefix(rest, "-") {
-					msg = p + "-" + rest
+				if name, ok := strings.CutPrefix(msg, p); ok {
+					msg = strings.TrimSuffix(p, "-") + dashed(name)
 				}
 			}
 			return nil, nil, usageErr("%s", msg)
@@ -233,6 +232,15 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional, child []string, err
 		before = rest[1:]
 	}
 	return positional, child, nil
+}
+
+// dashed names a flag as the docs and help write it: two dashes for a
+// long name (either works on the command line), one for a letter (-o, -v).
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // refusedFlag is the flag whose Set refused its value, and why; the zero

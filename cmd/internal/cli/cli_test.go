@@ -300,8 +300,8 @@ func TestParseArgsIntersperse(t *testing.T) {
 	}
 }
 
-// TestFlagsNamedAsDocumented: a usage error names a flag with two dashes,
-// as the docs and help write it.
+// TestFlagsNamedAsDocumented: a usage error names a flag as the docs and
+// help write it, two dashes for a long name and one for a letter.
 func TestFlagsNamedAsDocumented(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -313,6 +313,7 @@ func TestFlagsNamedAsDocumented(t *testing.T) {
 		{[]string{"asif", "export", "j.db", "t", "-o"}, "flag needs an argument: -o"},
 		{[]string{"call", "count", "--timeout", "soon", "--", "x"}, "invalid value for flag --timeout"},
 		{[]string{"journal", "list", "--state", "gone", "j.db"}, "invalid value for flag --state"},
+		{[]string{"tools", "-v=maybe", "--", "x"}, "invalid value for flag -v"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)
 		assert.Equal(t, ExitUsage, code, "%q", tc.args)

@@ -739,7 +739,7 @@ func runJournalList(ctx context.Context, args []string, env Env) error {
 	switch *state {
 	case "", "running", "ended", "done", "failed", "cancelled", "unknown":
 	default:
-		return usageErr("invalid value for flag --state: want running, ended, done, failed, cancelled or unknown")
+		return usageErr("invalid value for flag %s: want running, ended, done, failed, cancelled or unknown", dashed("state"))
 	}
 	st, err := openStore(pos[0], storeRead)
 	if errors.Is(err, errNotWritten) {
