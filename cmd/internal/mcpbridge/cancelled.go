@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -29,6 +28,11 @@ import (
 //     input ended gets an error answer (errInputEnded) at once, so a tool
 //     that waits on one fails rather than holding the wait.
 //
+// The wrapper hides the go-sdk connection's unexported sessionUpdated
+// hook, so the connection never learns the negotiated protocol version
+// and accepts JSON-RPC batches under 2025-06-18 and later, where the bare
+// go-sdk stdio transport refuses them (docs/mcp.md).
+//
 // Over streamable HTTP the go-sdk owns the connection (noAnswerHTTP).
 func StdioTransport(t mcp.Transport, drain time.Duration) mcp.Transport {
 	return &stdioTransport{inner: t, drain: drain}
@@ -52,7 +56,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &stdioConn{Connection: c, drain: t.drain, inflight: map[string]bool{}, outgoing: map[string]jsonrpc.ID{},
+	sc := &stdioConn{Connection: c, drain: t.drain, inflight: map[jsonrpc.ID]bool{}, outgoing: map[jsonrpc.ID]struct{}{},
 		wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	sc.stopAfter = context.AfterFunc(ctx, func() { _ = sc.shutdown() })
 	return sc, nil
@@ -70,8 +74,8 @@ type stdioConn struct {
 	drain time.Duration
 
 	mu       sync.Mutex
-	inflight map[string]bool
-	outgoing map[string]jsonrpc.ID
+	inflight map[jsonrpc.ID]bool
+	outgoing map[jsonrpc.ID]struct{}
 
 	// Read's own: the go-sdk reads from one goroutine.
 	inputErr error     // the input's end (a failed read), once seen
@@ -82,8 +86,6 @@ type stdioConn struct {
 	closeOnce sync.Once
 	stopAfter func() bool // stops Connect's AfterFunc
 }
-
-func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if c.inputErr != nil {
@@ -97,19 +99,19 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	switch m := m.(type) {
 	case *jsonrpc.Response:
 		c.mu.Lock()
-		delete(c.outgoing, idKey(m.ID))
+		delete(c.outgoing, m.ID)
 		c.mu.Unlock()
 	case *jsonrpc.Request:
 		switch {
 		case m.IsCall():
 			c.mu.Lock()
-			c.inflight[idKey(m.ID)] = false
+			c.inflight[m.ID] = false
 			c.mu.Unlock()
 		case m.Method == "notifications/cancelled":
-			if k, ok := cancelledKey(m); ok {
+			if id, ok := cancelledID(m); ok {
 				c.mu.Lock()
-				if _, ok := c.inflight[k]; ok {
-					c.inflight[k] = true
+				if _, ok := c.inflight[id]; ok {
+					c.inflight[id] = true
 				}
 				c.mu.Unlock()
 			}
@@ -118,20 +120,16 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return m, nil
 }
 
-// cancelledKey is the idKey of the request a notifications/cancelled
-// names.
-func cancelledKey(m *jsonrpc.Request) (string, bool) {
+// cancelledID is the id of the request a notifications/cancelled names.
+func cancelledID(m *jsonrpc.Request) (jsonrpc.ID, bool) {
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
 	if json.Unmarshal(m.Params, &p) != nil {
-		return "", false
+		return jsonrpc.ID{}, false
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return "", false
-	}
-	return idKey(id), true
+	return id, err == nil
 }
 
 // afterInput is what Read returns once the input ended: a made-up error
@@ -144,8 +142,8 @@ func (c *stdioConn) afterInput() (jsonrpc.Message, error) {
 	defer limit.Stop()
 	for {
 		c.mu.Lock()
-		for k, id := range c.outgoing {
-			delete(c.outgoing, k)
+		for id := range c.outgoing {
+			delete(c.outgoing, id)
 			c.mu.Unlock()
 			return &jsonrpc.Response{ID: id, Error: errInputEnded}, nil
 		}
@@ -167,10 +165,9 @@ func (c *stdioConn) afterInput() (jsonrpc.Message, error) {
 func (c *stdioConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	switch m := m.(type) {
 	case *jsonrpc.Response:
-		k := idKey(m.ID)
 		c.mu.Lock()
-		cancelled := c.inflight[k]
-		delete(c.inflight, k)
+		cancelled := c.inflight[m.ID]
+		delete(c.inflight, m.ID)
 		c.mu.Unlock()
 		defer c.signal() // after the response is written
 		if cancelled {
@@ -179,14 +176,13 @@ func (c *stdioConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	case *jsonrpc.Request:
 		switch {
 		case m.IsCall():
-			k := idKey(m.ID)
 			c.mu.Lock()
-			c.outgoing[k] = m.ID
+			c.outgoing[m.ID] = struct{}{}
 			c.mu.Unlock()
 			defer c.signal() // an answer to make up if the input ended
 			if err := c.Connection.Write(ctx, m); err != nil {
 				c.mu.Lock()
-				delete(c.outgoing, k) // never sent: no answer to wait for
+				delete(c.outgoing, m.ID) // never sent: no answer to wait for
 				c.mu.Unlock()
 				return err
 			}
@@ -194,9 +190,9 @@ func (c *stdioConn) Write(ctx context.Context, m jsonrpc.Message) error {
 		case m.Method == "notifications/cancelled":
 			// The server gave up on its own request: the client is not
 			// to answer it.
-			if k, ok := cancelledKey(m); ok {
+			if id, ok := cancelledID(m); ok {
 				c.mu.Lock()
-				delete(c.outgoing, k)
+				delete(c.outgoing, id)
 				c.mu.Unlock()
 			}
 		}
