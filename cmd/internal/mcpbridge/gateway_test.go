@@ -193,9 +193,9 @@ func TestCancelledGetsNoAnswer(t *testing.T) {
 		}
 		return nil
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	send(rawInitialize)
 	require.EqualValues(t, 1, next()["id"])
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(rawInitialized)
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":60000},"_meta":{"progressToken":"p"}}}`)
 	m := next() // the server's "sleeping" progress: the call runs
 	require.Equal(t, "notifications/progress", m["method"])

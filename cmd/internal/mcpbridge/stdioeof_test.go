@@ -21,11 +21,13 @@ import (
 // on its standard input and output, and returns its input and the JSON
 // messages it writes, in order (closed with its output; the buffer holds
 // more messages than a test exchanges).
+//
+// A cleanup kills the command, if the test left it running, and reads
+// what is left of its messages, which ends the goroutine that decodes
+// them.
 func rawServe(t *testing.T, ctx context.Context, tmp string, args ...string) (*exec.Cmd, io.WriteCloser, <-chan map[string]any) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, hostBin, append([]string{"mcp", "serve"}, args...)...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	cmd.Stderr = os.Stderr
+	cmd := serveCmd(ctx, tmp, args)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -43,7 +45,21 @@ func rawServe(t *testing.T, ctx context.Context, tmp string, args ...string) (*e
 			lines <- m
 		}
 	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // an error: it was waited for already
+		for range lines {
+		}
+	})
 	return cmd, stdin, lines
+}
+
+// serveCmd is skulk-host mcp serve ARGS... with TMPDIR=tmp, its standard
+// error the test's.
+func serveCmd(ctx context.Context, tmp string, args []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, hostBin, append([]string{"mcp", "serve"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stderr = os.Stderr
+	return cmd
 }
 
 // serveStdin runs skulk-host mcp serve SERVE... with input as its whole
@@ -55,12 +71,10 @@ func serveStdin(t *testing.T, serve []string, input ...string) (map[float64]map[
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tmp := shortTempDir(t)
-	cmd := exec.CommandContext(ctx, hostBin, append([]string{"mcp", "serve"}, serve...)...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd := serveCmd(ctx, tmp, serve)
 	cmd.Stdin = strings.NewReader(strings.Join(input, "\n") + "\n")
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	cmd.Stderr = os.Stderr
 	start := time.Now()
 	require.NoError(t, cmd.Run())
 	took := time.Since(start)
@@ -141,7 +155,7 @@ func TestSignalEndsServeOnStdio(t *testing.T) {
 		pong := make(chan struct{})
 		go func() { // ends with the server's stdout
 			for m := range lines {
-				if m["id"] == float64(3) {
+				if m["id"] == float64(3) && m["method"] == nil { // the answer, not a request of the server's
 					close(pong)
 				}
 			}
