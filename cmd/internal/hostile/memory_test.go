@@ -18,6 +18,7 @@ import (
 	"github.com/skulkrt/skulk/frame"
 	"github.com/skulkrt/skulk/host"
 	"github.com/skulkrt/skulk/internal/protocol"
+	"github.com/skulkrt/skulk/internal/recorder"
 )
 
 // memHostEnv makes this test binary, re-executed, a host process that
@@ -126,7 +127,7 @@ func vmHWM() int {
 // holds ("Host memory"), for the default limits: the outbox's 16 MiB, two
 // packets (the one being read and the one its caller holds), and the
 // history's 1 MiB plus a header.
-const memCallBound = 16<<20 + 2*(protocol.DefaultMaxAttachment+protocol.DefaultMaxHeader) + 1<<20 + protocol.DefaultMaxHeader
+const memCallBound = 16<<20 + 2*(protocol.DefaultMaxAttachment+protocol.DefaultMaxHeader) + recorder.DefaultHistoryBytes + protocol.DefaultMaxHeader
 
 // TestMediaFloodMemoryBounded: a child that sends 16 MiB attachments as
 // fast as its caller reads them (each frame read, none recycled) cannot
