@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -57,4 +58,63 @@ func TestOutgoingForgetsWhatIsNotAnswered(t *testing.T) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	require.Empty(t, sc.outgoing, "requests cancelled or never sent")
+}
+
+// scriptedConn is an mcp.Connection whose reads return msgs in turn and
+// then io.EOF, closing eof as they first do; its writes succeed.
+type scriptedConn struct {
+	msgs []jsonrpc.Message
+	eof  chan struct{}
+}
+
+func (c *scriptedConn) Read(context.Context) (jsonrpc.Message, error) {
+	if len(c.msgs) == 0 {
+		select {
+		case <-c.eof:
+		default:
+			close(c.eof)
+		}
+		return nil, io.EOF
+	}
+	m := c.msgs[0]
+	c.msgs = c.msgs[1:]
+	return m, nil
+}
+func (c *scriptedConn) Write(context.Context, jsonrpc.Message) error { return nil }
+func (c *scriptedConn) Close() error                                 { return nil }
+func (c *scriptedConn) SessionID() string                            { return "" }
+
+// TestSessionEndStopsTheWaitForAnswers: once the input ended, a call still
+// unanswered holds the input's end back (for up to the drain bound), and
+// the session's end (SIGINT, SIGTERM) gives it at once.
+func TestSessionEndStopsTheWaitForAnswers(t *testing.T) {
+	id, err := jsonrpc.MakeID(float64(1))
+	require.NoError(t, err)
+	inner := &scriptedConn{msgs: []jsonrpc.Message{&jsonrpc.Request{ID: id, Method: "tools/call"}}, eof: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conn, err := StdioTransport(connTransport{inner}, time.Minute).Connect(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	m, err := conn.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, id, m.(*jsonrpc.Request).ID)
+	done := make(chan error, 1)
+	go func() { // ends with the Read; waited for below
+		_, err := conn.Read(ctx)
+		done <- err
+	}()
+	<-inner.eof
+	select {
+	case err := <-done:
+		require.FailNow(t, "the input's end was given while a call was unanswered", "%v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, io.EOF)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the session's end did not stop the wait for answers")
+	}
 }

@@ -173,9 +173,10 @@ func TestSignalEndsServeOnStdio(t *testing.T) {
 		}
 		if closeInput {
 			require.NoError(t, stdin.Close())
-			// Nothing outside shows the server's read of the input's end;
-			// a second covers it on a loaded machine (the wait it starts
-			// lasts 10 s).
+			// Nothing outside shows the server's read of the input's end,
+			// so a second lets it most likely come first (the wait it
+			// starts lasts 10 s); TestSessionEndStopsTheWaitForAnswers
+			// checks that order for certain, in process.
 			time.Sleep(time.Second)
 		}
 		sent := time.Now()
