@@ -30,8 +30,11 @@ import (
 //
 // The wrapper hides the go-sdk connection's unexported sessionUpdated
 // hook, so the connection never learns the negotiated protocol version
-// and accepts JSON-RPC batches under 2025-06-18 and later, where the bare
-// go-sdk stdio transport refuses them (docs/mcp.md).
+// and does not refuse JSON-RPC batches under 2025-06-18 and later, as the
+// bare go-sdk stdio transport does. Batches are not supported: one that
+// holds a notification, or a request the client cancelled (whose
+// response this wrapper drops, while the go-sdk holds a batch's answers
+// until all are written), can go unanswered (docs/mcp.md).
 //
 // Over streamable HTTP the go-sdk owns the connection (noAnswerHTTP).
 func StdioTransport(t mcp.Transport, drain time.Duration) mcp.Transport {
