@@ -49,6 +49,7 @@ func rawServe(t *testing.T, ctx context.Context, tmp string, args ...string) (*e
 		_ = cmd.Process.Kill() // an error: it was waited for already
 		for range lines {
 		}
+		_ = cmd.Wait() // reaps it; an error when the test waited already
 	})
 	return cmd, stdin, lines
 }
