@@ -325,7 +325,7 @@ func runMCP(ctx context.Context, args []string, env Env) error {
 	if !ok {
 		in = io.NopCloser(env.Stdin)
 	}
-	err = srv.MCP().Run(ctx, mcpbridge.StdioTransport(&mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}}, closeTimeout))
+	err = srv.MCP().Run(ctx, mcpbridge.StdioTransport(mcpbridge.LineTransport(in, nopWriteCloser{env.Stdout}, cfg.Logger), closeTimeout))
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
 		return statusErr(ExitFailure, "serving MCP on stdio: %v", err)
 	}

@@ -29,12 +29,10 @@ import (
 //     that waits on one fails rather than holding the wait.
 //
 // The wrapper hides the go-sdk connection's unexported sessionUpdated
-// hook, so the connection never learns the negotiated protocol version
-// and does not refuse JSON-RPC batches under 2025-06-18 and later, as the
-// bare go-sdk stdio transport does. Batches are not supported: one that
-// holds a notification, or a request the client cancelled (whose
-// response this wrapper drops, while the go-sdk holds a batch's answers
-// until all are written), can go unanswered (docs/mcp.md).
+// hook, so the connection never learns the negotiated protocol version,
+// which it uses only to refuse JSON-RPC batches from 2025-06-18 on. Wrap
+// a LineTransport, which answers a batch with an error before the go-sdk
+// reads it, so that none reaches the connection.
 //
 // Over streamable HTTP the go-sdk owns the connection (noAnswerHTTP).
 func StdioTransport(t mcp.Transport, drain time.Duration) mcp.Transport {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -189,4 +190,48 @@ func TestSignalEndsServeOnStdio(t *testing.T) {
 		require.Less(t, took, 6*time.Second, "input closed: %v: serve went on after SIGINT", closeInput)
 		emptyDir(t, tmp)
 	}
+}
+
+// TestBadLinesAnsweredOnStdio: lines of a client's input that are not one
+// JSON-RPC message (not JSON, a batch, not JSON-RPC 2.0) each get an
+// error answer, and the session goes on: the requests after them are
+// answered, a tool call included, and the command exits 0 at the input's
+// end.
+func TestBadLinesAnsweredOnStdio(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tmp := shortTempDir(t)
+	cmd := serveCmd(ctx, tmp, []string{"--", childBin})
+	cmd.Stdin = strings.NewReader(strings.Join([]string{rawInitialize, rawInitialized,
+		`not json`,
+		`[{"jsonrpc":"2.0","id":2,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/progress","params":{}}]`,
+		`{"jsonrpc":"1.0","id":3,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"count","arguments":{"n":2}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
+	}, "\n") + "\n")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	require.NoError(t, cmd.Run(), "serve ended with an error")
+	var refused []string
+	answered := map[float64]map[string]any{}
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var m map[string]any
+		require.NoError(t, dec.Decode(&m))
+		if m["method"] != nil {
+			continue // the server's own request or notification
+		}
+		if e, ok := m["error"].(map[string]any); ok {
+			refused = append(refused, fmt.Sprintf("%v %v", m["id"], e["code"]))
+			continue
+		}
+		answered[m["id"].(float64)] = m
+	}
+	require.Equal(t, []string{"<nil> -32700", "<nil> -32600", "3 -32600"}, refused, "error answers (id, code)")
+	for _, id := range []float64{1, 4, 5} {
+		require.Contains(t, answered, id, "request %v got no answer", id)
+	}
+	require.NotEqual(t, true, answered[4]["result"].(map[string]any)["isError"], "tools/call: %v", answered[4])
+	require.NotContains(t, answered, float64(2), "a request in the refused batch was run")
+	emptyDir(t, tmp)
 }
