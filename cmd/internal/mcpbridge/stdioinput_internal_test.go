@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/stretchr/testify/require"
 )
 
@@ -116,4 +117,50 @@ func (b repeatReader) Read(p []byte) (int, error) {
 		copy(p[n:], p[:n])
 	}
 	return len(p), nil
+}
+
+// FuzzLineTransport: whatever the input, each line of it that is not
+// blank is either passed on as it is, a JSON-RPC 2.0 message and one
+// line, or answered with one JSON-RPC error, in the input's order.
+func FuzzLineTransport(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		"[]\n{}\r\n\n",
+		`{"jsonrpc":"2.0","id":"x","result":{}}` + "\n" + `{"jsonrpc":"1.0","id":2}`,
+		"\r\r\n \"\\n\"\n{\"a\":\n1}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		var out closeBuffer
+		tr := LineTransport(io.NopCloser(bytes.NewReader(input)), &out, nil)
+		passed, err := io.ReadAll(tr.Reader)
+		require.NoError(t, err)
+		var lines int
+		for l := range bytes.Lines(input) {
+			l = bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
+			if len(bytes.TrimSpace(l)) > 0 {
+				lines++
+			}
+		}
+		var n int
+		for l := range bytes.Lines(passed) {
+			n++
+			require.True(t, bytes.HasSuffix(l, []byte("\n")), "a line passed on without its end: %q", l)
+			body := l[:len(l)-1]
+			require.NotContains(t, string(body), "\n")
+			require.True(t, json.Valid(body), "passed on: %q", body)
+			_, err := jsonrpc.DecodeMessage(body)
+			require.NoError(t, err, "passed on: %q", body)
+			require.True(t, bytes.Contains(input, bytes.TrimSpace(body)), "passed on what the input did not hold: %q", body)
+		}
+		dec := json.NewDecoder(&out)
+		for dec.More() {
+			var a answer
+			require.NoError(t, dec.Decode(&a))
+			require.Contains(t, []int64{jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest}, a.Error.Code)
+			n++
+		}
+		require.Equal(t, lines, n, "lines not blank, against lines passed on and answers")
+	})
 }
