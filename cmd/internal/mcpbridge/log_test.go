@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skulkrt/skulk/host"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skulkrt/skulk/frame"
+	"github.com/skulkrt/skulk/host"
 )
 
 // lineLog keeps the lines of the children's output a host logs.
@@ -70,6 +72,29 @@ func TestServerLogReachesHost(t *testing.T) {
 	_, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait()
 	require.NoError(t, err)
 	lines.wait(t, 10*time.Second, "mcp server log", "test-server", "a line from the test server")
+}
+
+// TestStrayServerOutputSkipped: a line the MCP server writes on stdout
+// that is not a JSON-RPC message (a print of its own) is logged and
+// skipped: the call that printed it completes, and so do the calls after
+// it, from the same server.
+func TestStrayServerOutputSkipped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, lines := startLoggedWrapper(t, ctx)
+	defer h.Close(ctx)
+	before, _ := serverPids(t, ctx, h)
+	for _, text := range []string{"debug: a print of the server's", "[1, 2", `{"not": "JSON-RPC"}`} {
+		payloads, _, last := outputOf(t, call(t, ctx, h, "stray", map[string]any{"text": text}))
+		require.Equal(t, frame.KindCompleted, last.Kind, "the call that printed %q: %v", text, last.Error)
+		require.Len(t, payloads, 1)
+		lines.wait(t, 10*time.Second, "not a JSON-RPC message; skipped", strings.ReplaceAll(text, `"`, `\"`))
+	}
+	payloads, _, last := outputOf(t, call(t, ctx, h, "echo", map[string]any{"text": "after"}))
+	require.Equal(t, frame.KindCompleted, last.Kind, "echo after the prints: %v", last.Error)
+	require.Equal(t, []string{`{"text":"after"}`}, payloads)
+	after, _ := serverPids(t, ctx, h)
+	require.Equal(t, before, after, "the server was restarted")
 }
 
 // startLoggedWrapper starts skulk-mcp over the test server under a host

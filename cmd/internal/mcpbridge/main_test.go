@@ -216,6 +216,11 @@ func runTestServer() {
 			err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "test-server", Data: a.Text}) //nolint:staticcheck // the wrapper still serves MCP logging
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "logged"}}}, nil, err
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "stray", Description: "writes its text on stdout as a line of its own, not JSON-RPC (a stray print), and returns it"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			fmt.Fprintln(os.Stdout, a.Text) // the server writes nothing else while the call runs
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "the server's pid and its parent's"},
 		func(ctx context.Context, req *mcp.CallToolRequest, a struct{}) (*mcp.CallToolResult, pidResult, error) {
 			return nil, pidResult{PID: os.Getpid(), PPID: os.Getppid()}, nil

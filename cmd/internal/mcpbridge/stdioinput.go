@@ -44,10 +44,32 @@ func LineTransport(in io.ReadCloser, out io.WriteCloser, log *slog.Logger) *mcp.
 	}
 	w := &turnWriter{w: out}
 	return &mcp.IOTransport{
-		Reader:        &lineReader{in: in, br: bufio.NewReaderSize(in, lineChunk), out: w, log: log},
+		Reader:        newLineReader(in, false, func(b badLine) { answer(w, log, b) }),
 		Writer:        w,
 		MaxLineLength: maxInputLine + len("\n"), // a line passed on, with its newline
 	}
+}
+
+// answer writes the error answer to a client's line that LineTransport
+// did not pass on, and logs that it did.
+func answer(out io.Writer, log *slog.Logger, b badLine) {
+	id := b.id
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	type wireError struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	}
+	m, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   wireError       `json:"error"`
+	}{"2.0", id, wireError{b.code, b.message}})
+	if err == nil {
+		_, err = out.Write(append(m, '\n'))
+	}
+	log.Warn("mcpbridge: an input line refused", "kind", b.kind, "code", b.code, "answered", err == nil)
 }
 
 // lineChunk is the size of lineReader's read buffer: a line longer than
@@ -69,18 +91,35 @@ func (t *turnWriter) Write(p []byte) (int, error) {
 
 func (t *turnWriter) Close() error { return t.w.Close() }
 
-// lineReader is the reader of LineTransport: it passes on the lines that
-// hold one JSON-RPC message, each with its newline, and answers the rest.
-// The go-sdk reads it from one goroutine.
+// lineReader reads JSON-RPC messages framed one per line: it passes on
+// each line that holds one, with its newline, and gives every other line
+// but a blank one to drop. LineTransport reads a client's input with it,
+// commandTransport an MCP server's output. The go-sdk reads it from one
+// goroutine.
 type lineReader struct {
-	in  io.Closer
-	br  *bufio.Reader
-	out io.Writer
-	log *slog.Logger
+	in      io.Closer
+	br      *bufio.Reader
+	batches bool // pass on a batch of JSON-RPC messages as one line
+	drop    func(badLine)
 
 	line    []byte // the line being read; at most maxInputLine+len("\r\n")+lineChunk bytes
 	pending []byte // what is left to pass on of the last line passed
 	err     error  // the input's end, returned once pending is read
+}
+
+// badLine is a line that lineReader did not pass on, with the JSON-RPC
+// error that answers it.
+type badLine struct {
+	kind    string          // "not JSON", "batch", "not JSON-RPC 2.0" or "too large"
+	code    int64           // jsonrpc.CodeParseError or jsonrpc.CodeInvalidRequest
+	message string          // the error's message
+	id      json.RawMessage // the line's id, where one can be read; nil otherwise
+	line    []byte          // the line, nil when too large; drop must not keep it
+}
+
+// newLineReader reads in a line at a time; see lineReader.
+func newLineReader(in io.ReadCloser, batches bool, drop func(badLine)) *lineReader {
+	return &lineReader{in: in, br: bufio.NewReaderSize(in, lineChunk), batches: batches, drop: drop}
 }
 
 func (r *lineReader) Read(p []byte) (int, error) {
@@ -130,23 +169,42 @@ func (r *lineReader) next() (tooLong bool, err error) {
 }
 
 // pass reports whether r.line, just read, is one JSON-RPC message to pass
-// on; any other line but a blank one gets its error answer here.
+// on; it gives any other line but a blank one to r.drop.
 func (r *lineReader) pass(tooLong bool) bool {
 	switch body := bytes.TrimSpace(r.line); {
 	case tooLong:
-		r.refuse(nil, jsonrpc.CodeInvalidRequest, "message larger than 16 MiB", "too large")
+		r.drop(badLine{kind: "too large", code: jsonrpc.CodeInvalidRequest, message: "message larger than 16 MiB"})
 	case len(body) == 0:
 	case !json.Valid(body):
-		r.refuse(nil, jsonrpc.CodeParseError, "parse error: the line is not one JSON value", "not JSON")
+		r.drop(badLine{kind: "not JSON", code: jsonrpc.CodeParseError, message: "parse error: the line is not one JSON value", line: r.line})
 	case body[0] == '[':
-		r.refuse(nil, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported", "batch")
+		if r.batches && isBatch(body) {
+			return true
+		}
+		r.drop(badLine{kind: "batch", code: jsonrpc.CodeInvalidRequest, message: "JSON-RPC batches are not supported", line: r.line})
 	default:
 		if _, err := jsonrpc.DecodeMessage(body); err == nil {
 			return true
 		}
-		r.refuse(idOf(body), jsonrpc.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message", "not JSON-RPC 2.0")
+		r.drop(badLine{kind: "not JSON-RPC 2.0", code: jsonrpc.CodeInvalidRequest, message: "invalid request: not a JSON-RPC 2.0 message",
+			id: idOf(body), line: r.line})
 	}
 	return false
+}
+
+// isBatch reports whether body, a JSON array, is a batch of JSON-RPC 2.0
+// messages, at least one.
+func isBatch(body []byte) bool {
+	var msgs []json.RawMessage
+	if json.Unmarshal(body, &msgs) != nil || len(msgs) == 0 {
+		return false
+	}
+	for _, m := range msgs {
+		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // idOf is the id of a JSON object that has a valid JSON-RPC id (a string
@@ -166,27 +224,6 @@ func idOf(body []byte) json.RawMessage {
 		return nil
 	}
 	return m.ID
-}
-
-// refuse writes the error answer to a line it will not pass on, and logs
-// that it did.
-func (r *lineReader) refuse(id json.RawMessage, code int64, message, kind string) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	type wireError struct {
-		Code    int64  `json:"code"`
-		Message string `json:"message"`
-	}
-	b, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   wireError       `json:"error"`
-	}{"2.0", id, wireError{code, message}})
-	if err == nil {
-		_, err = r.out.Write(append(b, '\n'))
-	}
-	r.log.Warn("mcpbridge: an input line refused", "kind", kind, "code", code, "answered", err == nil)
 }
 
 // Close closes the input.

@@ -17,8 +17,8 @@ type closeBuffer struct{ bytes.Buffer }
 
 func (*closeBuffer) Close() error { return nil }
 
-// answer is the part of an error answer the tests check.
-type answer struct {
+// errAnswer is the part of an error answer the tests check.
+type errAnswer struct {
 	ID    json.RawMessage
 	Error struct{ Code int64 }
 }
@@ -73,7 +73,7 @@ func TestLineTransportAnswersWhatItDoesNotPass(t *testing.T) {
 	}
 	dec := json.NewDecoder(&out)
 	for i, w := range want {
-		var a answer
+		var a errAnswer
 		require.NoError(t, dec.Decode(&a), "answer %d", i)
 		require.Equal(t, w.id, string(a.ID), "answer %d's id", i)
 		require.Equal(t, w.code, a.Error.Code, "answer %d's code", i)
@@ -156,7 +156,7 @@ func FuzzLineTransport(f *testing.F) {
 		}
 		dec := json.NewDecoder(&out)
 		for dec.More() {
-			var a answer
+			var a errAnswer
 			require.NoError(t, dec.Decode(&a))
 			require.Contains(t, []int64{jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest}, a.Error.Code)
 			n++

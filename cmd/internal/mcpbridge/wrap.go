@@ -190,7 +190,7 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-mcp", Version: "1"}, copts)
-	t := &progressTransport{inner: &mcp.CommandTransport{Command: w.cmd, TerminateDuration: terminateGrace}, w: w}
+	t := &progressTransport{inner: &commandTransport{cmd: w.cmd, grace: terminateGrace, log: w.logger}, w: w}
 	var sopts *mcp.ClientSessionOptions
 	if opts.Sampling || opts.Elicitation {
 		// A server asks its client in the middle of a call only up to

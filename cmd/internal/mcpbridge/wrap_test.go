@@ -236,7 +236,7 @@ func TestChain(t *testing.T) {
 	s := startServe(t, ctx, []string{"--env", envServer + "=1", "--env", envGORACE}, wrapperBin, "--", selfBin)
 
 	tools, err := s.sess.ListTools(ctx, nil)
-	require.Falsef(t, err != nil || len(tools.Tools) != 17, "tools/list: %v %v", tools, err)
+	require.Falsef(t, err != nil || len(tools.Tools) != 18, "tools/list: %v %v", tools, err)
 	if res := callTool(t, ctx, s.sess, "echo", map[string]any{"text": "round trip"}, nil); res.IsError || textOf(res) != "round trip|" {
 		assert.Fail(t, fmt.Sprintf("echo: %q", textOf(res)))
 	}
