@@ -2,6 +2,7 @@ package mcpbridge_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -95,6 +96,29 @@ func TestStrayServerOutputSkipped(t *testing.T) {
 	require.Equal(t, []string{`{"text":"after"}`}, payloads)
 	after, _ := serverPids(t, ctx, h)
 	require.Equal(t, before, after, "the server was restarted")
+}
+
+// TestServerBrokenAnswerEndsTheConnection: a line on the MCP server's
+// stdout that has an id and no method but is not a JSON-RPC message may be
+// the answer a call waits for, so it ends the connection rather than
+// leave the call waiting: the call fails as the child's death does, the
+// child's stderr says why, and the restarted server serves.
+func TestServerBrokenAnswerEndsTheConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, lines := startLoggedWrapper(t, ctx)
+	defer h.Close(ctx)
+	before, _ := serverPids(t, ctx, h)
+	_, err := call(t, ctx, h, "stray", map[string]any{"text": `{"jsonrpc":"2.0","id":999999,"error":"secret"}`}).Wait()
+	var ce *frame.Error
+	require.True(t, errors.As(err, &ce), "the call: %v", err)
+	require.Equal(t, frame.CodeUnreachable, ce.Code, "the call: %v", err)
+	require.True(t, ce.Synthetic, "the call: %v", err)
+	require.Contains(t, host.Stderr(err), "the MCP server wrote on stdout an answer that is not a JSON-RPC message (not JSON-RPC 2.0)")
+	line := lines.wait(t, 10*time.Second, "answer that is not a JSON-RPC message; the connection ends")
+	require.NotContains(t, line, "secret", "the log shows the line")
+	after, _ := serverPids(t, ctx, h) // waits for the restart
+	require.NotEqual(t, before, after, "the same server serves")
 }
 
 // startLoggedWrapper starts skulk-mcp over the test server under a host

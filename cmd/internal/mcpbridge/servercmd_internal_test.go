@@ -1,8 +1,10 @@
 package mcpbridge
 
 import (
+	"bufio"
 	"errors"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,14 +27,21 @@ func TestServerInputCloseEndsTheServer(t *testing.T) {
 		{"exits at the input's end", "cat >/dev/null", 0, 0},
 		{"ends at SIGTERM", "read x; exec sleep 60", syscall.SIGTERM, grace},
 		// A signal ignored stays ignored across exec.
-		{"ends at SIGKILL", `trap "" TERM; read x; exec sleep 60`, syscall.SIGKILL, 2 * grace},
+		{"ends at SIGKILL", `trap "" TERM; echo ready; read x; exec sleep 60`, syscall.SIGKILL, 2 * grace},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("/bin/sh", "-c", tc.script)
 			stdin, err := cmd.StdinPipe()
 			require.NoError(t, err)
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
+			if strings.Contains(tc.script, "echo ready") {
+				// The trap is set before the SIGTERM can come.
+				_, err := bufio.NewReader(stdout).ReadString('\n')
+				require.NoError(t, err)
+			}
 			t.Cleanup(func() { _ = cmd.Process.Kill() }) // on failure; it is waited for by Close
 			in := &serverInput{cmd: cmd, stdin: stdin, grace: grace}
 			start := time.Now()

@@ -23,9 +23,11 @@ const maxInputLine = mcp.DefaultMaxLineLength
 // in and out, with the client's input checked a line at a time. MCP's
 // stdio framing is one JSON-RPC message per line, and the go-sdk ends the
 // session at the first line it cannot read, with no answer to the client.
-// Each line is instead checked before the go-sdk reads it, and one that is
-// not a single JSON-RPC 2.0 message gets a JSON-RPC error answer of its
-// own and is dropped, while the session goes on:
+// Each line is instead checked before the go-sdk reads it: one that holds
+// a single JSON-RPC 2.0 message is passed on, without the JSON whitespace
+// around it; every other line that is not blank (JSON whitespace only)
+// gets a JSON-RPC error answer of its own and is dropped, while the
+// session goes on:
 //   - a line that is not one JSON value: -32700 (parse error);
 //   - a batch (a JSON array): -32600 (invalid request). MCP 2025-06-18
 //     removed batches, and the go-sdk's support of the older versions'
@@ -33,18 +35,21 @@ const maxInputLine = mcp.DefaultMaxLineLength
 //   - a value that is not a JSON-RPC 2.0 message: -32600;
 //   - a line longer than 16 MiB: -32600.
 //
-// The answer's id is the line's own where one can be read, and null
-// otherwise (JSON-RPC 2.0, section 5). Blank lines are skipped. Each
-// refused line is logged on log at warning level, by its kind, never its
-// content. The answers go to out between the go-sdk's own messages, never
-// inside one: both write each message with one Write, taken in turn.
+// The answer's id is the line's own when the line is a request (an object
+// with a "method") whose id can be read, and null otherwise (JSON-RPC 2.0,
+// section 5): a broken response's id is one the server gave, and an
+// answer carrying it would read as the answer to the client's own request
+// of that id. Each refused line is logged on log at warning level, by its
+// kind, never its content. The answers go to out between the go-sdk's
+// own messages, never inside one: both write each message with one Write,
+// taken in turn.
 func LineTransport(in io.ReadCloser, out io.WriteCloser, log *slog.Logger) *mcp.IOTransport {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &turnWriter{w: out}
 	return &mcp.IOTransport{
-		Reader:        newLineReader(in, false, func(b badLine) { answer(w, log, b) }),
+		Reader:        newLineReader(in, false, func(b badLine) error { answer(w, log, b); return nil }),
 		Writer:        w,
 		MaxLineLength: maxInputLine + len("\n"), // a line passed on, with its newline
 	}
@@ -92,19 +97,23 @@ func (t *turnWriter) Write(p []byte) (int, error) {
 func (t *turnWriter) Close() error { return t.w.Close() }
 
 // lineReader reads JSON-RPC messages framed one per line: it passes on
-// each line that holds one, with its newline, and gives every other line
-// but a blank one to drop. LineTransport reads a client's input with it,
-// commandTransport an MCP server's output. The go-sdk reads it from one
-// goroutine.
+// each line that holds one, without the JSON whitespace around it and with
+// a newline, and gives every other line but a blank one to drop; an error
+// drop returns ends the reading (Read returns it). LineTransport reads a
+// client's input with it, commandTransport an MCP server's output. The
+// go-sdk reads it from one goroutine.
 type lineReader struct {
 	in      io.Closer
 	br      *bufio.Reader
 	batches bool // pass on a batch of JSON-RPC messages as one line
-	drop    func(badLine)
+	drop    func(badLine) error
 
-	line    []byte // the line being read; at most maxInputLine+len("\r\n")+lineChunk bytes
-	pending []byte // what is left to pass on of the last line passed
-	err     error  // the input's end, returned once pending is read
+	// line is the line being read, at most maxInputLine+len("\r\n")+
+	// lineChunk bytes. Its buffer is let go before the next line once it
+	// grew past lineChunk (the go-sdk's decoder keeps one as large).
+	line    []byte
+	pending []byte // what is left to pass on of the last line passed, nil once read
+	err     error  // the input's end, or drop's error, returned once pending is read
 }
 
 // badLine is a line that lineReader did not pass on, with the JSON-RPC
@@ -113,12 +122,13 @@ type badLine struct {
 	kind    string          // "not JSON", "batch", "not JSON-RPC 2.0" or "too large"
 	code    int64           // jsonrpc.CodeParseError or jsonrpc.CodeInvalidRequest
 	message string          // the error's message
-	id      json.RawMessage // the line's id, where one can be read; nil otherwise
+	id      json.RawMessage // the id of a request, where one can be read; nil otherwise
+	answer  bool            // the line has an "id" and no "method": it may be a response
 	line    []byte          // the line, nil when too large; drop must not keep it
 }
 
 // newLineReader reads in a line at a time; see lineReader.
-func newLineReader(in io.ReadCloser, batches bool, drop func(badLine)) *lineReader {
+func newLineReader(in io.ReadCloser, batches bool, drop func(badLine) error) *lineReader {
 	return &lineReader{in: in, br: bufio.NewReaderSize(in, lineChunk), batches: batches, drop: drop}
 }
 
@@ -128,20 +138,30 @@ func (r *lineReader) Read(p []byte) (int, error) {
 			return 0, r.err
 		}
 		if cap(r.line) > lineChunk {
-			r.line = nil // a long line's buffer is not kept for the lines after it
+			r.line = nil
 		}
 		tooLong, err := r.next()
 		if err != nil {
 			r.err = err
 		}
-		if r.pass(tooLong) {
-			r.pending = append(r.line, '\n')
+		body, err := r.pass(tooLong)
+		if err != nil {
+			r.err = err
+		}
+		if body != nil {
+			r.pending = append(body, '\n')
 		}
 	}
 	n := copy(p, r.pending)
 	r.pending = r.pending[n:]
+	if len(r.pending) == 0 {
+		r.pending = nil
+	}
 	return n, nil
 }
+
+// jsonSpace is the whitespace JSON allows around a value (RFC 8259).
+const jsonSpace = " \t\r\n"
 
 // next reads the next line into r.line, without its line end ("\n" or
 // "\r\n"). A line longer than maxInputLine leaves r.line empty, its
@@ -168,28 +188,38 @@ func (r *lineReader) next() (tooLong bool, err error) {
 	}
 }
 
-// pass reports whether r.line, just read, is one JSON-RPC message to pass
-// on; it gives any other line but a blank one to r.drop.
-func (r *lineReader) pass(tooLong bool) bool {
-	switch body := bytes.TrimSpace(r.line); {
+// pass returns the JSON-RPC message r.line, just read, holds, without the
+// JSON whitespace around it, or nil; it gives any other line but a blank
+// one to r.drop, and returns drop's error.
+func (r *lineReader) pass(tooLong bool) ([]byte, error) {
+	body := bytes.Trim(r.line, jsonSpace)
+	switch {
 	case tooLong:
-		r.drop(badLine{kind: "too large", code: jsonrpc.CodeInvalidRequest, message: "message larger than 16 MiB"})
+		return nil, r.drop(badLine{kind: "too large", code: jsonrpc.CodeInvalidRequest, message: "message larger than 16 MiB"})
 	case len(body) == 0:
+		return nil, nil
 	case !json.Valid(body):
-		r.drop(badLine{kind: "not JSON", code: jsonrpc.CodeParseError, message: "parse error: the line is not one JSON value", line: r.line})
+		return nil, r.drop(badLine{kind: "not JSON", code: jsonrpc.CodeParseError, message: "parse error: the line is not one JSON value", line: r.line})
 	case body[0] == '[':
 		if r.batches && isBatch(body) {
-			return true
+			return body, nil
 		}
-		r.drop(badLine{kind: "batch", code: jsonrpc.CodeInvalidRequest, message: "JSON-RPC batches are not supported", line: r.line})
-	default:
-		if _, err := jsonrpc.DecodeMessage(body); err == nil {
-			return true
-		}
-		r.drop(badLine{kind: "not JSON-RPC 2.0", code: jsonrpc.CodeInvalidRequest, message: "invalid request: not a JSON-RPC 2.0 message",
-			id: idOf(body), line: r.line})
+		return nil, r.drop(badLine{kind: "batch", code: jsonrpc.CodeInvalidRequest, message: "JSON-RPC batches are not supported", line: r.line})
 	}
-	return false
+	if _, err := jsonrpc.DecodeMessage(body); err == nil {
+		return body, nil
+	}
+	b := badLine{kind: "not JSON-RPC 2.0", code: jsonrpc.CodeInvalidRequest, message: "invalid request: not a JSON-RPC 2.0 message", line: r.line}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) == nil {
+		_, hasMethod := m["method"]
+		_, hasID := m["id"]
+		b.answer = hasID && !hasMethod
+		if hasMethod {
+			b.id = validID(m["id"])
+		}
+	}
+	return nil, r.drop(b)
 }
 
 // isBatch reports whether body, a JSON array, is a batch of JSON-RPC 2.0
@@ -207,23 +237,17 @@ func isBatch(body []byte) bool {
 	return true
 }
 
-// idOf is the id of a JSON object that has a valid JSON-RPC id (a string
-// or a number), as written, and nil otherwise.
-func idOf(body []byte) json.RawMessage {
-	var m struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(body, &m) != nil || len(m.ID) == 0 {
-		return nil
-	}
+// validID is raw as written when it is a valid JSON-RPC id (a string or
+// a number), and nil otherwise.
+func validID(raw json.RawMessage) json.RawMessage {
 	var v any
-	if json.Unmarshal(m.ID, &v) != nil {
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
 		return nil
 	}
 	if id, err := jsonrpc.MakeID(v); err != nil || !id.IsValid() {
 		return nil
 	}
-	return m.ID
+	return raw
 }
 
 // Close closes the input.

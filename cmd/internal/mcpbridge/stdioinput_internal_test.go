@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -24,10 +25,11 @@ type errAnswer struct {
 }
 
 // TestLineTransportAnswersWhatItDoesNotPass: of a client's input lines,
-// the JSON-RPC messages are passed on to the go-sdk as they are, one per
-// line, blank lines dropped; every other line gets an error answer of its
-// own, in the input's order, and is logged by its kind, without its
-// content.
+// the JSON-RPC messages are passed on to the go-sdk, one per line, without
+// the JSON whitespace around them, and lines of JSON whitespace dropped;
+// every other line gets an error answer of its own, in the input's order,
+// carrying the id of a request only, and is logged by its kind, without
+// its content.
 func TestLineTransportAnswersWhatItDoesNotPass(t *testing.T) {
 	ping := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}` }
 	// Two lines of maxInputLine bytes and one more: a line that long is
@@ -47,9 +49,13 @@ func TestLineTransportAnswersWhatItDoesNotPass(t *testing.T) {
 		`{"jsonrpc":"1.0","id":"a\"b","method":"ping"}`,
 		`{"jsonrpc":"1.0","id":{"secret":1},"method":"ping"}`,
 		`{"jsonrpc":"2.0","result":{}}`,
+		`{"jsonrpc":"2.0","id":7,"error":"secret"}`,
+		`{"jsonrpc":"1.0","ID":8,"method":"ping"}`,
+		"\u00a0"+ping("9"),
+		"\v",
 	), longest(0), lines(""), longest(1), lines(
 		"",
-		ping("4")+"\r",
+		" \t"+ping("4")+" \t\r",
 	), strings.NewReader(ping(`"5"`))) // the last line, with no line end
 	var out closeBuffer
 	var log bytes.Buffer
@@ -68,6 +74,10 @@ func TestLineTransportAnswersWhatItDoesNotPass(t *testing.T) {
 		{`"a\"b"`, -32600}, // JSON-RPC 1.0, its id read
 		{"null", -32600},   // an id that is no id
 		{"null", -32600},   // a response without an id
+		{"null", -32600},   // a broken response: its id is the server's
+		{"null", -32600},   // "ID" is no id
+		{"null", -32700},   // a space JSON does not allow
+		{"null", -32700},   // the same
 		{"null", -32700},   // the longest line read, not JSON
 		{"null", -32600},   // too large
 	}
@@ -88,7 +98,7 @@ func TestLineTransportAnswersWhatItDoesNotPass(t *testing.T) {
 }
 
 // TestLineTransportKeepsNoLongLine: the buffer a long line needed is let
-// go once the line is passed on, while short lines keep theirs.
+// go once the line is read, while short lines keep theirs.
 func TestLineTransportKeepsNoLongLine(t *testing.T) {
 	long := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"p":"` + strings.Repeat("p", 1<<20) + `"}}`
 	input := long + "\n" + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
@@ -98,6 +108,7 @@ func TestLineTransportKeepsNoLongLine(t *testing.T) {
 	_, err := io.ReadFull(r, got)
 	require.NoError(t, err)
 	require.Equal(t, long+"\n", string(got))
+	require.Nil(t, r.pending, "the long line, read, is still pending")
 	short := make([]byte, 64)
 	n, err := r.Read(short)
 	require.NoError(t, err)
@@ -119,40 +130,41 @@ func (b repeatReader) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// FuzzLineTransport: whatever the input, each line of it that is not
-// blank is either passed on as it is, a JSON-RPC 2.0 message and one
-// line, or answered with one JSON-RPC error, in the input's order.
+// FuzzLineTransport: whatever the input, the go-sdk's connection reads
+// every line of it that holds a JSON-RPC message, as that message, and
+// ends with the input; each other line that is not JSON whitespace only
+// gets one JSON-RPC error answer.
 func FuzzLineTransport(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
 		"[]\n{}\r\n\n",
 		`{"jsonrpc":"2.0","id":"x","result":{}}` + "\n" + `{"jsonrpc":"1.0","id":2}`,
 		"\r\r\n \"\\n\"\n{\"a\":\n1}",
+		` {"jsonrpc":"2.0","id":1,"method":"ping"}` + "\t\n\v\n\u00a0",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, input []byte) {
 		var out closeBuffer
-		tr := LineTransport(io.NopCloser(bytes.NewReader(input)), &out, nil)
-		passed, err := io.ReadAll(tr.Reader)
+		conn, err := LineTransport(io.NopCloser(bytes.NewReader(input)), &out, nil).Connect(t.Context())
 		require.NoError(t, err)
-		var lines int
+		defer conn.Close()
+		var lines, n int
 		for l := range bytes.Lines(input) {
-			l = bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
-			if len(bytes.TrimSpace(l)) > 0 {
+			if len(bytes.Trim(l, jsonSpace)) > 0 {
 				lines++
 			}
 		}
-		var n int
-		for l := range bytes.Lines(passed) {
+		for {
+			m, err := conn.Read(t.Context())
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err, "the go-sdk's read")
+			b, err := jsonrpc.EncodeMessage(m)
+			require.NoError(t, err)
+			require.NotContains(t, string(b), "\n")
 			n++
-			require.True(t, bytes.HasSuffix(l, []byte("\n")), "a line passed on without its end: %q", l)
-			body := l[:len(l)-1]
-			require.NotContains(t, string(body), "\n")
-			require.True(t, json.Valid(body), "passed on: %q", body)
-			_, err := jsonrpc.DecodeMessage(body)
-			require.NoError(t, err, "passed on: %q", body)
-			require.True(t, bytes.Contains(input, bytes.TrimSpace(body)), "passed on what the input did not hold: %q", body)
 		}
 		dec := json.NewDecoder(&out)
 		for dec.More() {
@@ -161,6 +173,6 @@ func FuzzLineTransport(f *testing.F) {
 			require.Contains(t, []int64{jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest}, a.Error.Code)
 			n++
 		}
-		require.Equal(t, lines, n, "lines not blank, against lines passed on and answers")
+		require.Equal(t, lines, n, "lines not blank, against messages read and answers")
 	})
 }

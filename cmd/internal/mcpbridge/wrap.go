@@ -30,7 +30,9 @@ var (
 	// handshake or tools/list failed.
 	ErrServerStart = errors.New("mcpbridge: the MCP server did not start")
 	// ErrServerExited: the MCP server's connection ended (it exited or
-	// closed its stdout) while the wrapper was serving.
+	// closed its stdout, or wrote on stdout an answer that is not a
+	// JSON-RPC message or a line over 16 MiB, which ends it) while the
+	// wrapper was serving.
 	ErrServerExited = errors.New("mcpbridge: the MCP server exited")
 	// ErrCallerInput: a Skulk caller sent input chunks to a wrapped tool;
 	// MCP has no caller input, so the call fails with invalid_frame.
@@ -388,7 +390,9 @@ func (w *Wrapper) watch() {
 	err := w.sess.Wait()
 	if !w.closing.Load() {
 		w.doneErr = fmt.Errorf("%w: %v", ErrServerExited, errOrEOF(err))
-		if w.cmd.ProcessState != nil {
+		if errors.Is(err, errServerOutput) {
+			w.doneErr = fmt.Errorf("%w: %w", ErrServerExited, err) // why it was ended, not how it exited
+		} else if w.cmd.ProcessState != nil {
 			w.doneErr = fmt.Errorf("%w: %s", ErrServerExited, w.cmd.ProcessState)
 		}
 	}
