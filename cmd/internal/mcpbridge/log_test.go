@@ -76,16 +76,16 @@ func TestServerLogReachesHost(t *testing.T) {
 }
 
 // TestStrayServerOutputSkipped: a line the MCP server writes on stdout
-// that is not a JSON-RPC message (a print of its own) is logged and
-// skipped: the call that printed it completes, and so do the calls after
-// it, from the same server.
+// that is not a JSON-RPC message and cannot be an answer (a print of its
+// own) is logged and skipped: the call that printed it completes, and so
+// do the calls after it, from the same server.
 func TestStrayServerOutputSkipped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, lines := startLoggedWrapper(t, ctx)
 	defer h.Close(ctx)
 	before, _ := serverPids(t, ctx, h)
-	for _, text := range []string{"debug: a print of the server's", "[1, 2", `{"not": "JSON-RPC"}`} {
+	for _, text := range []string{"debug: a print of the server's", "[1, 2]", `{"not": "JSON-RPC"}`} {
 		payloads, _, last := outputOf(t, call(t, ctx, h, "stray", map[string]any{"text": text}))
 		require.Equal(t, frame.KindCompleted, last.Kind, "the call that printed %q: %v", text, last.Error)
 		require.Len(t, payloads, 1)
@@ -114,8 +114,8 @@ func TestServerBrokenAnswerEndsTheConnection(t *testing.T) {
 	require.True(t, errors.As(err, &ce), "the call: %v", err)
 	require.Equal(t, frame.CodeUnreachable, ce.Code, "the call: %v", err)
 	require.True(t, ce.Synthetic, "the call: %v", err)
-	require.Contains(t, host.Stderr(err), "the MCP server wrote on stdout an answer that is not a JSON-RPC message (not JSON-RPC 2.0)")
-	line := lines.wait(t, 10*time.Second, "answer that is not a JSON-RPC message; the connection ends")
+	require.Contains(t, host.Stderr(err), "the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer (not JSON-RPC 2.0)")
+	line := lines.wait(t, 10*time.Second, "not a JSON-RPC message and may be an answer; the connection ends")
 	require.NotContains(t, line, "secret", "the log shows the line")
 	after, _ := serverPids(t, ctx, h) // waits for the restart
 	require.NotEqual(t, before, after, "the same server serves")

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,26 +20,55 @@ import (
 const strayLineLogged = 256
 
 // errServerOutput ends the connection to an MCP server that wrote on
-// stdout a line that may be the answer to a request but is not a JSON-RPC
-// message (it has an "id" and no "method"), or a line over 16 MiB: the
-// call waiting for that answer would otherwise wait for ever.
-var errServerOutput = errors.New("mcpbridge: the MCP server wrote on stdout an answer that is not a JSON-RPC message")
+// stdout a line that is not a JSON-RPC message and may be the answer a
+// call waits for: a line with an "id" and no "method", one that begins
+// like a JSON object or array but is not JSON (a message spread over
+// lines, which MCP's stdio framing forbids, or a value JSON does not
+// allow, such as NaN), or one over 16 MiB. Skipping it would leave that
+// call waiting for ever.
+var errServerOutput = errors.New("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer")
 
 // commandTransport starts the MCP stdio server cmd and connects to it as
 // the go-sdk's mcp.CommandTransport does, but reads the server's stdout a
-// line at a time (lineReader). A line that is not a JSON-RPC message and
-// no answer to a request, a stray print of the server's, is logged on log
-// at warning level and skipped, where the go-sdk would end the session at
-// it. The log shows the line's first 256 bytes: it is the server's own
-// output, as its stderr is, which the host logs line by line, and what
-// lets its author find the print. A line that may be an answer, or is
-// over 16 MiB, ends the connection with errServerOutput, its content not
-// logged. Closing the connection closes the server's stdin and waits
-// grace for it to exit, then sends SIGTERM and waits grace, then SIGKILL.
+// line at a time (lineReader), each line one message, as MCP's stdio
+// framing has it. A line that is not a JSON-RPC message and cannot be an
+// answer, a stray print of the server's, is logged and skipped, where the
+// go-sdk would end the session at it; any other line that is not a
+// message ends the connection with errServerOutput (serverLine). Closing
+// the connection closes the server's stdin and waits grace for it to
+// exit, then sends SIGTERM and waits grace, then sends SIGKILL and waits
+// for the exit.
 type commandTransport struct {
 	cmd   *exec.Cmd
 	grace time.Duration
 	log   *slog.Logger
+}
+
+// serverLine is what commandTransport does with a line of the server's
+// that lineReader did not pass on. One that may be an answer (see
+// errServerOutput) ends the connection: it is logged at warning level by
+// its kind and size, never its content, which may be a call's result, and
+// serverLine returns errServerOutput. Any other is logged at warning level
+// with its first 256 bytes, and skipped: it is the server's own output, as
+// its stderr is, which the host logs line by line, and what lets its
+// author find the print.
+func serverLine(log *slog.Logger, b badLine) error {
+	if b.line == nil {
+		log.Warn("mcpbridge: the MCP server wrote on stdout a line over 16 MiB; the connection ends")
+		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
+	}
+	if first := bytes.TrimLeft(b.line, jsonSpace); b.answer || (b.kind == "not JSON" && (first[0] == '{' || first[0] == '[')) {
+		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends",
+			"kind", b.kind, "bytes", len(b.line))
+		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
+	}
+	line := b.line
+	if len(line) > strayLineLogged {
+		line = line[:strayLineLogged]
+	}
+	log.Warn("mcpbridge: the MCP server wrote a line on stdout that is not a JSON-RPC message; skipped",
+		"kind", b.kind, "line", string(line))
+	return nil
 }
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -55,20 +85,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	}
 	// The connection closes by closing the server's stdin (serverInput),
 	// not its stdout, which the server may still write to.
-	out := newLineReader(io.NopCloser(stdout), true, func(b badLine) error {
-		if b.answer || b.line == nil {
-			t.log.Warn("mcpbridge: the MCP server wrote on stdout an answer that is not a JSON-RPC message; the connection ends",
-				"kind", b.kind, "bytes", len(b.line))
-			return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
-		}
-		line := b.line
-		if len(line) > strayLineLogged {
-			line = line[:strayLineLogged]
-		}
-		t.log.Warn("mcpbridge: the MCP server wrote a line on stdout that is not a JSON-RPC message; skipped",
-			"kind", b.kind, "line", string(line))
-		return nil
-	})
+	out := newLineReader(io.NopCloser(stdout), true, func(b badLine) error { return serverLine(t.log, b) })
 	tr := &mcp.IOTransport{Reader: out, Writer: &serverInput{cmd: t.cmd, stdin: stdin, grace: t.grace},
 		MaxLineLength: maxInputLine + len("\n")}
 	return tr.Connect(ctx)
@@ -84,22 +101,18 @@ type serverInput struct {
 func (s *serverInput) Write(p []byte) (int, error) { return s.stdin.Write(p) }
 
 // Close closes the server's stdin and waits for the server to exit,
-// grace at a time: then it sends SIGTERM, then SIGKILL. It returns the
-// server's exit (cmd.Wait), with the error of closing its stdin if that
-// failed.
+// grace at a time: then it sends SIGTERM, then SIGKILL, after which it
+// waits for the exit however long it takes. It returns the server's exit
+// (cmd.Wait), with the error of closing its stdin if that failed. Once it
+// returns, nothing else waits for the server.
 func (s *serverInput) Close() error {
 	var closeErr error
 	if err := s.stdin.Close(); err != nil {
 		closeErr = fmt.Errorf("mcpbridge: closing the MCP server's stdin: %w", err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }() // ends as the server exits, at the SIGKILL below at the latest
-	for _, sig := range []os.Signal{nil, syscall.SIGTERM, syscall.SIGKILL} {
-		if sig != nil {
-			// An error: it exited meanwhile, and the wait below ends at
-			// once.
-			_ = s.cmd.Process.Signal(sig)
-		}
+	go func() { exited <- s.cmd.Wait() }() // ends as the server exits; Close waits for it
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t := time.NewTimer(s.grace)
 		select {
 		case err := <-exited:
@@ -107,6 +120,8 @@ func (s *serverInput) Close() error {
 			return errors.Join(closeErr, err)
 		case <-t.C:
 		}
+		// An error: it exited meanwhile, and the wait ends at once.
+		_ = s.cmd.Process.Signal(sig)
 	}
-	return errors.Join(closeErr, errors.New("mcpbridge: the MCP server did not exit after SIGKILL"))
+	return errors.Join(closeErr, <-exited)
 }

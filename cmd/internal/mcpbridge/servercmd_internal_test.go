@@ -2,7 +2,11 @@ package mcpbridge
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -21,13 +25,15 @@ func TestServerInputCloseEndsTheServer(t *testing.T) {
 	cases := []struct {
 		name   string
 		script string         // run by sh -c, its stdin the pipe Close closes
+		grace  time.Duration  // serverInput's
 		signal syscall.Signal // what ends it, 0 for its own exit
 		least  time.Duration  // the least Close can take
 	}{
-		{"exits at the input's end", "cat >/dev/null", 0, 0},
-		{"ends at SIGTERM", "read x; exec sleep 60", syscall.SIGTERM, grace},
+		// A grace no loaded machine outlasts: its exit is what ends it.
+		{"exits at the input's end", "cat >/dev/null", time.Minute, 0, 0},
+		{"ends at SIGTERM", "read x; exec sleep 60", grace, syscall.SIGTERM, grace},
 		// A signal ignored stays ignored across exec.
-		{"ends at SIGKILL", `trap "" TERM; echo ready; read x; exec sleep 60`, syscall.SIGKILL, 2 * grace},
+		{"ends at SIGKILL", `trap "" TERM; echo ready; read x; exec sleep 60`, grace, syscall.SIGKILL, 2 * grace},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,7 +49,7 @@ func TestServerInputCloseEndsTheServer(t *testing.T) {
 				require.NoError(t, err)
 			}
 			t.Cleanup(func() { _ = cmd.Process.Kill() }) // on failure; it is waited for by Close
-			in := &serverInput{cmd: cmd, stdin: stdin, grace: grace}
+			in := &serverInput{cmd: cmd, stdin: stdin, grace: tc.grace}
 			start := time.Now()
 			err = in.Close()
 			took := time.Since(start)
@@ -59,5 +65,53 @@ func TestServerInputCloseEndsTheServer(t *testing.T) {
 			require.GreaterOrEqual(t, took, tc.least)
 			require.NotNil(t, cmd.ProcessState, "the server was not waited for")
 		})
+	}
+}
+
+// TestServerLine: of the lines of an MCP server's stdout that are not a
+// JSON-RPC message, those that cannot be an answer are skipped and logged
+// with their first 256 bytes; those that may be one, and a line over
+// 16 MiB, end the connection, logged without their content.
+func TestServerLine(t *testing.T) {
+	cases := []struct {
+		line string // "" for a line over 16 MiB
+		ends bool
+	}{
+		{"debug: a print", false},
+		{strings.Repeat("x", 300), false},
+		{"42", false},
+		{`{"note": "not JSON-RPC"}`, false},
+		{"[1, 2]", false},
+		{`{"jsonrpc":"2.0","id":3,"result":{"x":NaN}}`, true}, // not JSON, and an object
+		{"{", true},                                           // a message spread over lines
+		{" [1, 2", true},                                      // the same, of an array
+		{`{"jsonrpc":"2.0","id":3,"error":"e"}`, true},        // an id and no method
+		{"", true},
+	}
+	for _, tc := range cases {
+		var log bytes.Buffer
+		logger := slog.New(slog.NewJSONHandler(&log, nil))
+		var err error
+		if tc.line == "" {
+			err = serverLine(logger, badLine{kind: "too large"})
+		} else {
+			lr := newLineReader(io.NopCloser(strings.NewReader(tc.line+"\n")), true, func(b badLine) error { return serverLine(logger, b) })
+			_, err = io.ReadAll(lr)
+		}
+		var rec struct{ Msg, Line string }
+		require.NoError(t, json.Unmarshal(log.Bytes(), &rec), "one log record")
+		if tc.ends {
+			require.ErrorIs(t, err, errServerOutput, "line %q", tc.line)
+			require.Contains(t, rec.Msg, "the connection ends", "line %q", tc.line)
+			require.Empty(t, rec.Line, "the log shows the line")
+			continue
+		}
+		require.NoError(t, err, "line %q", tc.line)
+		require.Contains(t, rec.Msg, "skipped", "line %q", tc.line)
+		want := tc.line
+		if len(want) > strayLineLogged {
+			want = want[:strayLineLogged]
+		}
+		require.Equal(t, want, rec.Line, "the line logged")
 	}
 }
