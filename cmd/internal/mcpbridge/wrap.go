@@ -30,9 +30,9 @@ var (
 	// handshake or tools/list failed.
 	ErrServerStart = errors.New("mcpbridge: the MCP server did not start")
 	// ErrServerExited: the MCP server's connection ended (it exited or
-	// closed its stdout, or wrote on stdout an answer that is not a
-	// JSON-RPC message or a line over 16 MiB, which ends it) while the
-	// wrapper was serving.
+	// closed its stdout, or wrote on stdout a line that is not a JSON-RPC
+	// message and may be an answer, which ends it: errServerOutput) while
+	// the wrapper was serving.
 	ErrServerExited = errors.New("mcpbridge: the MCP server exited")
 	// ErrCallerInput: a Skulk caller sent input chunks to a wrapped tool;
 	// MCP has no caller input, so the call fails with invalid_frame.
