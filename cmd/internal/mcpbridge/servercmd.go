@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,11 +22,11 @@ const strayLineLogged = 256
 
 // errServerOutput ends the connection to an MCP server that wrote on
 // stdout a line that is not a JSON-RPC message and may be the answer a
-// call waits for: a line with an "id" and no "method", one that begins
-// like a JSON object or array but is not JSON (a message spread over
-// lines, which MCP's stdio framing forbids, or a value JSON does not
-// allow, such as NaN), or one over 16 MiB. Skipping it would leave that
-// call waiting for ever.
+// call waits for: JSON that may be meant as a response (mayBeAnswer), a
+// line that begins like a JSON object, or an array of them, but is not
+// JSON (a message spread over lines, which MCP's stdio framing forbids,
+// or a value JSON does not allow, such as NaN), or a line over 16 MiB.
+// Skipping it would leave that call waiting for ever.
 var errServerOutput = errors.New("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer")
 
 // commandTransport starts the MCP stdio server cmd and connects to it as
@@ -42,6 +43,11 @@ type commandTransport struct {
 	cmd   *exec.Cmd
 	grace time.Duration
 	log   *slog.Logger
+
+	// input is the server's stdin once Connect started the server; its
+	// Close is the one wait for the server's exit, which Wrapper.reap
+	// goes through too. Set by Connect, read once Connect returned.
+	input *serverInput
 }
 
 // serverLine is what commandTransport does with a line of the server's
@@ -53,11 +59,12 @@ type commandTransport struct {
 // its stderr is, which the host logs line by line, and what lets its
 // author find the print.
 func serverLine(log *slog.Logger, b badLine) error {
-	if b.line == nil {
-		log.Warn("mcpbridge: the MCP server wrote on stdout a line over 16 MiB; the connection ends")
+	switch {
+	case b.kind == kindTooLarge:
+		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends",
+			"kind", b.kind)
 		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
-	}
-	if first := bytes.TrimLeft(b.line, jsonSpace); b.answer || (b.kind == "not JSON" && (first[0] == '{' || first[0] == '[')) {
+	case b.answer || (b.kind == kindNotJSON && beginsObjects(b.line)):
 		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends",
 			"kind", b.kind, "bytes", len(b.line))
 		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
@@ -69,6 +76,18 @@ func serverLine(log *slog.Logger, b badLine) error {
 	log.Warn("mcpbridge: the MCP server wrote a line on stdout that is not a JSON-RPC message; skipped",
 		"kind", b.kind, "line", string(line))
 	return nil
+}
+
+// beginsObjects reports whether line, not blank, begins like a JSON object
+// or an array of objects: "{", or "[" and then "{" or nothing. A log line
+// such as "[INFO] started" does not.
+func beginsObjects(line []byte) bool {
+	first := bytes.TrimLeft(line, jsonSpace)
+	if first[0] == '{' {
+		return true
+	}
+	rest := bytes.TrimLeft(first[1:], jsonSpace)
+	return first[0] == '[' && (len(rest) == 0 || rest[0] == '{')
 }
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -86,8 +105,8 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	// The connection closes by closing the server's stdin (serverInput),
 	// not its stdout, which the server may still write to.
 	out := newLineReader(io.NopCloser(stdout), true, func(b badLine) error { return serverLine(t.log, b) })
-	tr := &mcp.IOTransport{Reader: out, Writer: &serverInput{cmd: t.cmd, stdin: stdin, grace: t.grace},
-		MaxLineLength: maxInputLine + len("\n")}
+	t.input = &serverInput{cmd: t.cmd, stdin: stdin, grace: t.grace}
+	tr := &mcp.IOTransport{Reader: out, Writer: t.input, MaxLineLength: maxInputLine + len("\n")}
 	return tr.Connect(ctx)
 }
 
@@ -96,22 +115,32 @@ type serverInput struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	grace time.Duration
+
+	once sync.Once
+	err  error // Close's, set once
 }
 
 func (s *serverInput) Write(p []byte) (int, error) { return s.stdin.Write(p) }
 
 // Close closes the server's stdin and waits for the server to exit,
 // grace at a time: then it sends SIGTERM, then SIGKILL, after which it
-// waits for the exit however long it takes. It returns the server's exit
-// (cmd.Wait), with the error of closing its stdin if that failed. Once it
-// returns, nothing else waits for the server.
+// waits for the exit however long it takes (cmd.WaitDelay bounds the
+// wait for its stderr). It returns the server's exit (cmd.Wait), with the
+// error of closing its stdin if that failed. It runs once: a second call,
+// at the same time or later, waits for the first and returns its result,
+// so that cmd.Wait runs once.
 func (s *serverInput) Close() error {
+	s.once.Do(func() { s.err = s.close() })
+	return s.err
+}
+
+func (s *serverInput) close() error {
 	var closeErr error
 	if err := s.stdin.Close(); err != nil {
 		closeErr = fmt.Errorf("mcpbridge: closing the MCP server's stdin: %w", err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }() // ends as the server exits; Close waits for it
+	go func() { exited <- s.cmd.Wait() }() // ends as the server exits; close waits for it
 	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t := time.NewTimer(s.grace)
 		select {

@@ -51,7 +51,14 @@ func TestServerInputCloseEndsTheServer(t *testing.T) {
 			t.Cleanup(func() { _ = cmd.Process.Kill() }) // on failure; it is waited for by Close
 			in := &serverInput{cmd: cmd, stdin: stdin, grace: tc.grace}
 			start := time.Now()
-			err = in.Close()
+			// Two at once, as the go-sdk's close and Wrapper.reap can: one
+			// wait for the exit, and both get its result.
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() { errs <- in.Close() }()
+			}
+			err = <-errs
+			require.Equal(t, err, <-errs, "the second Close's result")
 			took := time.Since(start)
 			if tc.signal == 0 {
 				require.NoError(t, err)
@@ -84,8 +91,12 @@ func TestServerLine(t *testing.T) {
 		{"[1, 2]", false},
 		{`{"jsonrpc":"2.0","id":3,"result":{"x":NaN}}`, true}, // not JSON, and an object
 		{"{", true},                                           // a message spread over lines
-		{" [1, 2", true},                                      // the same, of an array
+		{" [1, 2", false},                                     // not an array of objects
 		{`{"jsonrpc":"2.0","id":3,"error":"e"}`, true},        // an id and no method
+		{`[{"id":3,"result":{}}]`, true},                      // an array holding one
+		{"[INFO] server started", false},                      // a log line
+		{"[", true},
+		{"[ {", true},
 		{"", true},
 	}
 	for _, tc := range cases {

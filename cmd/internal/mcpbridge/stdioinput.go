@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -119,13 +120,21 @@ type lineReader struct {
 // badLine is a line that lineReader did not pass on, with the JSON-RPC
 // error that answers it.
 type badLine struct {
-	kind    string          // "not JSON", "batch", "not JSON-RPC 2.0" or "too large"
+	kind    string          // kindNotJSON, kindBatch, kindNotMessage or kindTooLarge
 	code    int64           // jsonrpc.CodeParseError or jsonrpc.CodeInvalidRequest
 	message string          // the error's message
 	id      json.RawMessage // the id of a request, where one can be read; nil otherwise
-	answer  bool            // the line has an "id" and no "method": it may be a response
+	answer  bool            // JSON that may be a response: see mayBeAnswer
 	line    []byte          // the line, nil when too large; drop must not keep it
 }
+
+// The kinds of badLine, as the logs name them.
+const (
+	kindNotJSON    = "not JSON"         // not one JSON value
+	kindBatch      = "batch"            // a JSON array (on the client's side, one that is not a batch of messages)
+	kindNotMessage = "not JSON-RPC 2.0" // JSON, not a JSON-RPC 2.0 message
+	kindTooLarge   = "too large"        // over maxInputLine
+)
 
 // newLineReader reads in a line at a time; see lineReader.
 func newLineReader(in io.ReadCloser, batches bool, drop func(badLine) error) *lineReader {
@@ -145,7 +154,7 @@ func (r *lineReader) Read(p []byte) (int, error) {
 			r.err = err
 		}
 		body, err := r.pass(tooLong)
-		if err != nil {
+		if err != nil && r.err == nil { // the input's own end says more of a line it cut
 			r.err = err
 		}
 		if body != nil {
@@ -195,31 +204,50 @@ func (r *lineReader) pass(tooLong bool) ([]byte, error) {
 	body := bytes.Trim(r.line, jsonSpace)
 	switch {
 	case tooLong:
-		return nil, r.drop(badLine{kind: "too large", code: jsonrpc.CodeInvalidRequest, message: "message larger than 16 MiB"})
+		return nil, r.drop(badLine{kind: kindTooLarge, code: jsonrpc.CodeInvalidRequest, message: "message larger than 16 MiB"})
 	case len(body) == 0:
 		return nil, nil
 	case !json.Valid(body):
-		return nil, r.drop(badLine{kind: "not JSON", code: jsonrpc.CodeParseError, message: "parse error: the line is not one JSON value", line: r.line})
+		return nil, r.drop(badLine{kind: kindNotJSON, code: jsonrpc.CodeParseError, message: "parse error: the line is not one JSON value", line: r.line})
 	case body[0] == '[':
 		if r.batches && isBatch(body) {
 			return body, nil
 		}
-		return nil, r.drop(badLine{kind: "batch", code: jsonrpc.CodeInvalidRequest, message: "JSON-RPC batches are not supported", line: r.line})
+		return nil, r.drop(badLine{kind: kindBatch, code: jsonrpc.CodeInvalidRequest, message: "JSON-RPC batches are not supported",
+			answer: mayBeAnswer(body), line: r.line})
 	}
 	if _, err := jsonrpc.DecodeMessage(body); err == nil {
 		return body, nil
 	}
-	b := badLine{kind: "not JSON-RPC 2.0", code: jsonrpc.CodeInvalidRequest, message: "invalid request: not a JSON-RPC 2.0 message", line: r.line}
+	b := badLine{kind: kindNotMessage, code: jsonrpc.CodeInvalidRequest, message: "invalid request: not a JSON-RPC 2.0 message",
+		answer: mayBeAnswer(body), line: r.line}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) == nil {
-		_, hasMethod := m["method"]
-		_, hasID := m["id"]
-		b.answer = hasID && !hasMethod
-		if hasMethod {
+		if _, ok := m["method"]; ok {
 			b.id = validID(m["id"])
 		}
 	}
 	return nil, r.drop(b)
+}
+
+// mayBeAnswer reports whether body, one JSON value, may be meant as a
+// response: an object with an "id" and no "method", or an array holding
+// one.
+func mayBeAnswer(body []byte) bool {
+	if body[0] == '[' {
+		var elems []json.RawMessage
+		if json.Unmarshal(body, &elems) != nil {
+			return false
+		}
+		return slices.ContainsFunc(elems, func(e json.RawMessage) bool { return len(e) > 0 && e[0] == '{' && mayBeAnswer(e) })
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return false
+	}
+	_, id := m["id"]
+	_, method := m["method"]
+	return id && !method
 }
 
 // isBatch reports whether body, a JSON array, is a batch of JSON-RPC 2.0

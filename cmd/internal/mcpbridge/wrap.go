@@ -79,6 +79,7 @@ type WrapOptions struct {
 // Wrap; Close stops the server.
 type Wrapper struct {
 	cmd    *exec.Cmd
+	server *commandTransport // cmd's transport: its input is the one wait for cmd's exit
 	sess   *mcp.ClientSession
 	tools  []child.Tool
 	logger *slog.Logger
@@ -148,6 +149,10 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		relist: make(chan struct{}, 1), updates: make(chan []child.Tool, 1), relistDone: make(chan struct{}),
 	}
 	w.cmd = exec.Command(opts.Command, opts.Args...)
+	// A process that outlives the server and holds its stderr (a daemon
+	// it started) must not hold the wait for its exit, when Stderr is no
+	// file and exec copies it.
+	w.cmd.WaitDelay = terminateGrace
 	w.cmd.Stderr = opts.Stderr
 	if w.cmd.Stderr == nil {
 		w.cmd.Stderr = os.Stderr
@@ -192,7 +197,8 @@ func Wrap(ctx context.Context, opts WrapOptions) (*Wrapper, error) {
 		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "skulk-mcp", Version: "1"}, copts)
-	t := &progressTransport{inner: &commandTransport{cmd: w.cmd, grace: terminateGrace, log: w.logger}, w: w}
+	w.server = &commandTransport{cmd: w.cmd, grace: terminateGrace, log: w.logger}
+	t := &progressTransport{inner: w.server, w: w}
 	var sopts *mcp.ClientSessionOptions
 	if opts.Sampling || opts.Elicitation {
 		// A server asks its client in the middle of a call only up to
@@ -376,11 +382,13 @@ func (w *Wrapper) setLogLevel(ctx context.Context) {
 	}
 }
 
-// reap kills and waits for a server whose connection never came up.
+// reap kills and waits for a server whose connection never came up,
+// through the one wait for its exit (serverInput.Close), which the
+// go-sdk's connection, if it got that far, runs as it closes.
 func (w *Wrapper) reap() {
-	if w.cmd.Process != nil {
+	if w.server.input != nil {
 		_ = w.cmd.Process.Kill()
-		_ = w.cmd.Wait()
+		_ = w.server.input.Close()
 	}
 }
 
