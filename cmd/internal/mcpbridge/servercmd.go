@@ -53,11 +53,11 @@ type commandTransport struct {
 // serverLine is what commandTransport does with a line of the server's
 // that lineReader did not pass on. One that may be an answer (see
 // errServerOutput) ends the connection: it is logged at warning level by
-// its kind and size, never its content, which may be a call's result, and
-// serverLine returns errServerOutput. Any other is logged at warning level
-// with its first 256 bytes, and skipped: it is the server's own output, as
-// its stderr is, which the host logs line by line, and what lets its
-// author find the print.
+// its kind, and its size but for a line over 16 MiB, never its content,
+// which may be a call's result, and serverLine returns errServerOutput.
+// Any other is logged at warning level with its first 256 bytes, and
+// skipped: it is the server's own output, as its stderr is, which the
+// host logs line by line, and what lets its author find the print.
 func serverLine(log *slog.Logger, b badLine) error {
 	switch {
 	case b.kind == kindTooLarge:
@@ -83,6 +83,9 @@ func serverLine(log *slog.Logger, b badLine) error {
 // such as "[INFO] started" does not.
 func beginsObjects(line []byte) bool {
 	first := bytes.TrimLeft(line, jsonSpace)
+	if len(first) == 0 {
+		return false
+	}
 	if first[0] == '{' {
 		return true
 	}

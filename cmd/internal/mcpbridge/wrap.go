@@ -57,7 +57,10 @@ type WrapOptions struct {
 	Args    []string
 	// Stderr receives the MCP server's stderr; nil means os.Stderr (under
 	// a host: the host's log and the stderr tail of a call that fails
-	// because the child died).
+	// because the child died). A Stderr that is not an *os.File is copied
+	// to, and the copy ends 300 ms after the server exited, so that a
+	// process the server started and left holding its stderr does not
+	// hold the wrapper: what comes later is not copied.
 	Stderr io.Writer
 	// Sampling and Elicitation declare those client capabilities to the
 	// MCP server: its sampling/createMessage and elicitation/create
@@ -455,8 +458,10 @@ func (w *Wrapper) Close() error {
 	<-w.waitDone
 	<-w.relistDone
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		err = nil // a server stopped by a signal is what Close asked for
+	if errors.As(err, &ee) || errors.Is(err, exec.ErrWaitDelay) {
+		// A server stopped by a signal is what Close asked for, and so is
+		// one whose stderr a process it started still held.
+		err = nil
 	}
 	return err
 }
