@@ -14,10 +14,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxInputLine bounds one line of a stdio client's input, the go-sdk's
-// own bound on a message (mcp.DefaultMaxLineLength, 16 MiB): a longer
-// line is answered as too large and its bytes past the bound dropped
-// unread into memory.
+// maxInputLine bounds one line that lineReader reads (a stdio client's
+// input, an MCP server's output), the go-sdk's own bound on a message
+// (mcp.DefaultMaxLineLength, 16 MiB): a longer line is a badLine of
+// kindTooLarge, its bytes past the bound dropped unread into memory.
 const maxInputLine = mcp.DefaultMaxLineLength
 
 // LineTransport is the go-sdk's stdio transport (an mcp.IOTransport) over
