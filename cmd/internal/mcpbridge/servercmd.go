@@ -64,7 +64,8 @@ func serverLine(log *slog.Logger, b badLine) error {
 		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends",
 			"kind", b.kind)
 		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
-	case b.answer || (b.kind == kindNotJSON && beginsObjects(b.line)):
+	case b.kind == kindNotJSON && beginsObjects(b.line),
+		(b.kind == kindBatch || b.kind == kindNotMessage) && mayBeAnswer(bytes.Trim(b.line, jsonSpace)):
 		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends",
 			"kind", b.kind, "bytes", len(b.line))
 		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)

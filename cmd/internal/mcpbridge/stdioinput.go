@@ -59,9 +59,22 @@ func LineTransport(in io.ReadCloser, out io.WriteCloser, log *slog.Logger) *mcp.
 // answer writes the error answer to a client's line that LineTransport
 // did not pass on, and logs that it did.
 func answer(out io.Writer, log *slog.Logger, b badLine) {
-	id := b.id
-	if id == nil {
-		id = json.RawMessage("null")
+	code, message := int64(jsonrpc.CodeInvalidRequest), ""
+	switch b.kind {
+	case kindNotJSON:
+		code, message = jsonrpc.CodeParseError, "parse error: the line is not one JSON value"
+	case kindBatch:
+		message = "JSON-RPC batches are not supported"
+	case kindNotMessage:
+		message = "invalid request: not a JSON-RPC 2.0 message"
+	case kindTooLarge:
+		message = "message larger than 16 MiB"
+	}
+	id := json.RawMessage("null")
+	if b.kind == kindNotMessage {
+		if rid := requestID(bytes.Trim(b.line, jsonSpace)); rid != nil {
+			id = rid
+		}
 	}
 	type wireError struct {
 		Code    int64  `json:"code"`
@@ -71,11 +84,11 @@ func answer(out io.Writer, log *slog.Logger, b badLine) {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   wireError       `json:"error"`
-	}{"2.0", id, wireError{b.code, b.message}})
+	}{"2.0", id, wireError{code, message}})
 	if err == nil {
 		_, err = out.Write(append(m, '\n'))
 	}
-	log.Warn("mcpbridge: an input line refused", "kind", b.kind, "code", b.code, "answered", err == nil)
+	log.Warn("mcpbridge: an input line refused", "kind", b.kind, "code", code, "answered", err == nil)
 }
 
 // lineChunk is the size of lineReader's read buffer: a line longer than
@@ -117,15 +130,12 @@ type lineReader struct {
 	err     error  // the input's end, or drop's error, returned once pending is read
 }
 
-// badLine is a line that lineReader did not pass on, with the JSON-RPC
-// error that answers it.
+// badLine is a line that lineReader did not pass on. What answers it
+// (answer) and whether it may be a response (serverLine) follow from its
+// kind and its bytes.
 type badLine struct {
-	kind    string          // kindNotJSON, kindBatch, kindNotMessage or kindTooLarge
-	code    int64           // jsonrpc.CodeParseError or jsonrpc.CodeInvalidRequest
-	message string          // the error's message
-	id      json.RawMessage // the id of a request, where one can be read; nil otherwise
-	answer  bool            // JSON that may be a response: see mayBeAnswer
-	line    []byte          // the line, nil when too large; drop must not keep it
+	kind string // kindNotJSON, kindBatch, kindNotMessage or kindTooLarge
+	line []byte // the line, nil when too large; drop must not keep it
 }
 
 // The kinds of badLine, as the logs name them.
@@ -204,30 +214,35 @@ func (r *lineReader) pass(tooLong bool) ([]byte, error) {
 	body := bytes.Trim(r.line, jsonSpace)
 	switch {
 	case tooLong:
-		return nil, r.drop(badLine{kind: kindTooLarge, code: jsonrpc.CodeInvalidRequest, message: "message larger than 16 MiB"})
+		return nil, r.drop(badLine{kind: kindTooLarge})
 	case len(body) == 0:
 		return nil, nil
 	case !json.Valid(body):
-		return nil, r.drop(badLine{kind: kindNotJSON, code: jsonrpc.CodeParseError, message: "parse error: the line is not one JSON value", line: r.line})
+		return nil, r.drop(badLine{kind: kindNotJSON, line: r.line})
 	case body[0] == '[':
 		if r.batches && isBatch(body) {
 			return body, nil
 		}
-		return nil, r.drop(badLine{kind: kindBatch, code: jsonrpc.CodeInvalidRequest, message: "JSON-RPC batches are not supported",
-			answer: mayBeAnswer(body), line: r.line})
+		return nil, r.drop(badLine{kind: kindBatch, line: r.line})
 	}
 	if _, err := jsonrpc.DecodeMessage(body); err == nil {
 		return body, nil
 	}
-	b := badLine{kind: kindNotMessage, code: jsonrpc.CodeInvalidRequest, message: "invalid request: not a JSON-RPC 2.0 message",
-		answer: mayBeAnswer(body), line: r.line}
+	return nil, r.drop(badLine{kind: kindNotMessage, line: r.line})
+}
+
+// requestID is the id of body, one JSON value, when body is a request (an
+// object with a "method", read by its exact key) whose id is valid (a
+// string or a number), as written, and nil otherwise.
+func requestID(body []byte) json.RawMessage {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) == nil {
-		if _, ok := m["method"]; ok {
-			b.id = validID(m["id"])
-		}
+	if json.Unmarshal(body, &m) != nil {
+		return nil
 	}
-	return nil, r.drop(b)
+	if _, ok := m["method"]; !ok {
+		return nil
+	}
+	return validID(m["id"])
 }
 
 // mayBeAnswer reports whether body, one JSON value, may be meant as a
