@@ -59,15 +59,21 @@ type commandTransport struct {
 // skipped: it is the server's own output, as its stderr is, which the
 // host logs line by line, and what lets its author find the print.
 func serverLine(log *slog.Logger, b badLine) error {
-	switch {
-	case b.kind == kindTooLarge:
-		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends",
-			"kind", b.kind)
-		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
-	case b.kind == kindNotJSON && beginsObjects(b.line),
-		(b.kind == kindBatch || b.kind == kindNotMessage) && mayBeAnswer(bytes.Trim(b.line, jsonSpace)):
-		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends",
-			"kind", b.kind, "bytes", len(b.line))
+	var answerLike bool
+	switch b.kind {
+	case kindTooLarge:
+		answerLike = true
+	case kindNotJSON:
+		answerLike = beginsObjects(b.line)
+	case kindBatch, kindNotMessage:
+		answerLike = mayBeAnswer(bytes.Trim(b.line, jsonSpace))
+	}
+	if answerLike {
+		attrs := []any{"kind", b.kind}
+		if b.kind != kindTooLarge { // its bytes were dropped unread
+			attrs = append(attrs, "bytes", len(b.line))
+		}
+		log.Warn("mcpbridge: the MCP server wrote on stdout a line that is not a JSON-RPC message and may be an answer; the connection ends", attrs...)
 		return fmt.Errorf("%w (%s)", errServerOutput, b.kind)
 	}
 	line := b.line
