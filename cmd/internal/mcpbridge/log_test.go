@@ -69,7 +69,6 @@ func TestServerLogReachesHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, lines := startLoggedWrapper(t, ctx)
-	defer h.Close(ctx)
 	_, err := call(t, ctx, h, "log", map[string]any{"text": "a line from the test server"}).Wait()
 	require.NoError(t, err)
 	lines.wait(t, 10*time.Second, "mcp server log", "test-server", "a line from the test server")
@@ -83,7 +82,6 @@ func TestStrayServerOutputSkipped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, lines := startLoggedWrapper(t, ctx)
-	defer h.Close(ctx)
 	before, _ := serverPids(t, ctx, h)
 	for _, text := range []string{"debug: a print of the server's", "[1, 2]", `{"not": "JSON-RPC"}`} {
 		payloads, _, last := outputOf(t, call(t, ctx, h, "stray", map[string]any{"text": text}))
@@ -107,7 +105,6 @@ func TestServerBrokenAnswerEndsTheConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, lines := startLoggedWrapper(t, ctx)
-	defer h.Close(ctx)
 	before, _ := serverPids(t, ctx, h)
 	_, err := call(t, ctx, h, "stray", map[string]any{"text": `{"jsonrpc":"2.0","id":999999,"error":"secret"}`}).Wait()
 	var ce *frame.Error
@@ -122,7 +119,7 @@ func TestServerBrokenAnswerEndsTheConnection(t *testing.T) {
 }
 
 // startLoggedWrapper starts skulk-mcp over the test server under a host
-// whose log lines it keeps; the caller closes the host.
+// whose log lines it keeps, and closes the host as the test ends.
 func startLoggedWrapper(t *testing.T, ctx context.Context) (*host.Host, *lineLog) {
 	t.Helper()
 	lines := &lineLog{}
@@ -134,5 +131,10 @@ func startLoggedWrapper(t *testing.T, ctx context.Context) (*host.Host, *lineLog
 		Logger:   slog.New(lines),
 	})
 	require.NoError(t, err, "host.Start of skulk-mcp")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		h.Close(ctx)
+	})
 	return h, lines
 }

@@ -91,7 +91,6 @@ func TestWrapperLosses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, lines := startLoggedWrapper(t, ctx)
-	defer h.Close(ctx)
 
 	line := lines.wait(t, 10*time.Second, msgToolLoss, " tool=annotated ")
 	if got, want := attrOf(line, "fields"), "title,outputSchema,annotations,icons,_meta"; got != want || !strings.Contains(line, "level=WARN") {
