@@ -45,6 +45,7 @@ const (
 // arrives there is the escapes as visible text, and no control character
 // but the line endings.
 func TestEscapesShownInert(t *testing.T) {
+	t.Parallel()
 	bin := fakeChild(t)
 	master, slave := openPTY(t)
 	defer master.Close()
@@ -75,6 +76,7 @@ func TestEscapesShownInert(t *testing.T) {
 // child's strings escaped just the same; --json keeps them exact; the
 // provider's text is raw unless --escape.
 func TestEscapesInPipesAndJSON(t *testing.T) {
+	t.Parallel()
 	bin := fakeChild(t)
 	r := run(t, "", "tools", "--", bin)
 	if r.Status != 0 || strings.ContainsAny(r.Stdout, "\x1b\x07\u202e") ||
@@ -103,6 +105,9 @@ func TestEscapesInPipesAndJSON(t *testing.T) {
 // process of that tree is alive. The kill comes after skulk-host's health
 // checks (1 s) looked at the child's tree, and again as soon as the
 // grandchild called setsid, before any health check could see it.
+//
+// It runs alone (not t.Parallel): its 2 s bound is for a loaded machine,
+// not for one that also runs other tests' commands.
 func TestKilledHostLeavesNoTree(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -205,6 +210,7 @@ func running(pid int) bool {
 // with the status of how the call ended (docs/cli.md: 12 unreachable, 14
 // timeout, 15 invalid_frame), and prints no socket error.
 func TestInputToAFailingChild(t *testing.T) {
+	t.Parallel()
 	bin := fakeChild(t)
 	// 512 lines of 32 KiB: 16 MiB, more than the socket buffers hold.
 	line := `{"text": "` + strings.Repeat("x", 32<<10) + `"}` + "\n"
@@ -237,6 +243,7 @@ func TestInputToAFailingChild(t *testing.T) {
 // none of it reaches the terminal as anything but visible text; with
 // --raw the bytes arrive as they were sent.
 func TestProviderTextEscapedOnTerminal(t *testing.T) {
+	t.Parallel()
 	bin := fakeChild(t)
 	const text = "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2Jreal output\r\x1b[1;32mFAKE: completed OK \u009b\u202eevil\n"
 	input, err := json.Marshal(map[string]string{"text": text})
@@ -280,6 +287,7 @@ func TestProviderTextEscapedOnTerminal(t *testing.T) {
 // the call ends unreachable (status 12) with a status line that says the
 // memory limit was reached. A size that does not parse is a usage error.
 func TestMemoryMaxFlag(t *testing.T) {
+	t.Parallel()
 	bin := fakeChild(t)
 	r := run(t, "", "call", "hog", "--memory-max", "64M", "--", bin)
 	if r.Status == 3 && strings.Contains(r.Stderr, "limit unavailable") {

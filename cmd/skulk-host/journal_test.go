@@ -72,6 +72,7 @@ type followLine struct {
 // before the kill sees every kept event of both writers in order, the
 // takeover, and no duplicate; the first writer is fenced.
 func TestJournalCrashTakeover(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "calls.db")
 	crashTakeover(t, db, func(t *testing.T, readOnly bool) calllog.EventStore {
 		st, err := sqlitestore.Open(db, sqlitestore.Options{ReadOnly: readOnly})
@@ -192,6 +193,7 @@ func crashTakeover(t *testing.T, db string, open func(t *testing.T, readOnly boo
 }
 
 func TestJournalReplayAndRefusal(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "calls.db")
 	tree := callTree(t, db, 3)
 	rp := run(t, "", "replay", db, tree)
@@ -245,6 +247,9 @@ func callTree(t *testing.T, journal string, n int) string {
 // TestJournalEndNotConfirmed: a call whose tree is taken over while it
 // runs cannot have its end confirmed by its (fenced) journal: the command
 // still prints the outcome, then fails with status 1 saying why.
+//
+// It runs alone (not t.Parallel): the takeover must end while the call
+// sleeps, and other tests' commands would slow it.
 func TestJournalEndNotConfirmed(t *testing.T) {
 	// The takeover is another skulk-host process: on a loaded machine it
 	// can take longer than the call's sleep, and a call that ended first
@@ -304,6 +309,7 @@ func journalEndNotConfirmed(t *testing.T, ms int) bool {
 // TestJournalTakeoverUnknownTree: a mistyped tree id is refused, and the
 // journal gains no tree of that id (follow's default stays the real one).
 func TestJournalTakeoverUnknownTree(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "calls.db")
 	if r := run(t, "", "call", "--journal", db, "count", "--args", `{"n": 1}`, "--", childBin); r.Status != 0 {
 		require.FailNow(t, fmt.Sprintf("call: status %d, stderr %q", r.Status, r.Stderr))
@@ -323,6 +329,7 @@ func TestJournalTakeoverUnknownTree(t *testing.T) {
 // and follows as any other; the caller's own output is not redacted.
 // --redact without --journal is a usage error.
 func TestJournalRedact(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "calls.db")
 	r := run(t, "", "call", "--journal", db, "--redact", "pad", "--json", "count", "--args", `{"n":2,"size":7}`, "--", childBin)
 	require.Falsef(t, r.Status != 0 || !strings.Contains(r.Stdout, "xxxxxxx"), "call: %d %q %q", r.Status, r.Stdout, r.Stderr)

@@ -89,6 +89,7 @@ func treesOf(lines []string) []string {
 // that writes it; started after a tree has ended, it shows the next call's
 // tree, not the ended one (on SQLite and JetStream).
 func TestFollowWaits(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	srv := natstest.Run(t)
@@ -159,6 +160,7 @@ func keepDirect(t *testing.T, db, tree string, n, size int) {
 // with status 1 and says so; with --wait it waits for the tree and shows
 // it once written.
 func TestFollowUnknownTree(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	db := filepath.Join(t.TempDir(), "calls.db")
@@ -183,6 +185,7 @@ func TestFollowUnknownTree(t *testing.T) {
 // takeover and prune of a missing file create no file; of a missing
 // JetStream stream, no stream.
 func TestReadCommandsCreateNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "missing.db")
 	srv := natstest.Run(t)
@@ -224,6 +227,7 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 // another application's SQLite file refuse it, and it stays byte for
 // byte as it was.
 func TestForeignDatabaseRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "other.db")
 	db, err := sql.Open("sqlite", "file:"+path)
 	require.NoError(t, err)
@@ -301,10 +305,12 @@ func testJournalList(t *testing.T, j string) {
 }
 
 func TestJournalListSQLite(t *testing.T) {
+	t.Parallel()
 	testJournalList(t, filepath.Join(t.TempDir(), "calls.db"))
 }
 
 func TestJournalListJetStream(t *testing.T) {
+	t.Parallel()
 	testJournalList(t, natstest.Run(t).URL()+"/CALLS")
 }
 
@@ -371,6 +377,7 @@ func peak(t *testing.T, args ...string) (int, string, int64) {
 // bound rather than reading it all; an export window within the bound
 // works.
 func TestReadMemoryBounded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes an 80 MiB journal")
 	}
@@ -426,6 +433,7 @@ func TestReadMemoryBounded(t *testing.T) {
 // A tree whose host died lists as running; once journal takeover ended
 // it, as unknown, which --state unknown and --state ended select.
 func TestJournalListTakenOverTree(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := filepath.Join(t.TempDir(), "calls.db")
 	st, err := sqlitestore.Open(j)

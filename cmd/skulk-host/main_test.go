@@ -3,6 +3,13 @@ package main
 // These tests run the built skulk-host binary as a user would, against the
 // built cmd/skulk-child, and check what a user and a script see: output
 // lines, exit statuses, and the progress line in a real pseudo-terminal.
+//
+// Most of them run side by side (t.Parallel, as many at a time as
+// -parallel allows): each spends most of its time waiting for the
+// commands it starts, and each has its own files, journal and NATS
+// server. A test that bounds a time tighter than other tests' commands
+// running beside it would keep, or that sets this process's environment,
+// runs alone before them and says why.
 
 import (
 	"bufio"
@@ -75,6 +82,7 @@ func run(t *testing.T, stdin string, args ...string) clitest.Result {
 }
 
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "demo")
 	require.EqualValuesf(t, 0, r.Status, "demo: status %d\nstdout:\n%s\nstderr:\n%s", r.Status, r.Stdout, r.Stderr)
 	steps := []*regexp.Regexp{
@@ -97,12 +105,14 @@ func TestDemo(t *testing.T) {
 }
 
 func TestCallJSONCount(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "call", "count", "--args", `{"n": 3}`, "--json", "--", childBin)
 	require.Falsef(t, r.Status != cli.ExitOK || r.Stderr != "", "status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckCount(t, clitest.ParseLines(t, r.Stdout), 3)
 }
 
 func TestCallJSONMedia(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "media")
 	const total, chunk = 250_000, 100_000
 	r := run(t, "", "call", "media", "--args", fmt.Sprintf(`{"bytes": %d, "chunk": %d}`, total, chunk),
@@ -112,6 +122,7 @@ func TestCallJSONMedia(t *testing.T) {
 }
 
 func TestCallJSONFail(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "call", "fail", "--args", `{"message": "disk on fire"}`, "--json", "--", childBin)
 	require.Falsef(t, r.Status != cli.ExitProviderError || r.Stderr != "", "status %d (want %d), stderr %q", r.Status, cli.ExitProviderError, r.Stderr)
 	lines := clitest.ParseLines(t, r.Stdout)
@@ -123,6 +134,7 @@ func TestCallJSONFail(t *testing.T) {
 }
 
 func TestCallJSONSleepTimeout(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "call", "sleep", "--args", `{"ms": 20000}`, "--timeout", "300ms", "--json", "--", childBin)
 	require.Falsef(t, r.Status != cli.ExitTimeout || r.Stderr != "", "status %d (want %d), stderr %q", r.Status, cli.ExitTimeout, r.Stderr)
 	lines := clitest.ParseLines(t, r.Stdout)
@@ -132,6 +144,7 @@ func TestCallJSONSleepTimeout(t *testing.T) {
 }
 
 func TestCallJSONCrash(t *testing.T) {
+	t.Parallel()
 	const after = 2
 	r := run(t, "", "call", "crash", "--args", fmt.Sprintf(`{"after": %d}`, after), "--json", "--", childBin, "--test-tools")
 	require.Falsef(t, r.Status != cli.ExitUnreachable || r.Stderr != "", "status %d (want %d), stderr %q", r.Status, cli.ExitUnreachable, r.Stderr)
@@ -151,6 +164,7 @@ func TestCallJSONCrash(t *testing.T) {
 }
 
 func TestCallInterruptCancels(t *testing.T) {
+	t.Parallel()
 	p := clitest.Start(t, hostBin, "call", "sleep", "--args", `{"ms": 30000}`, "--json", "--", childBin)
 	sc := bufio.NewScanner(p.Stdout)
 	var out strings.Builder
@@ -173,6 +187,7 @@ func TestCallInterruptCancels(t *testing.T) {
 }
 
 func TestCallHuman(t *testing.T) {
+	t.Parallel()
 	r := run(t, "hello\n{\"text\": \"from json\"}\nworld\n", "call", "upper", "--input", "-", "--", childBin)
 	require.Falsef(t, r.Status != cli.ExitOK, "status %d, stderr %q", r.Status, r.Stderr)
 	assert.EqualValuesf(t, "HELLO\nFROM JSON\nWORLD\n", r.Stdout, "stdout %q", r.Stdout)
@@ -194,6 +209,7 @@ func TestCallHuman(t *testing.T) {
 // ("\r\n", "\n", none on the last), and --input-media sends a file as one
 // inline media chunk with its media type, before the lines.
 func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
+	t.Parallel()
 	media := filepath.Join(t.TempDir(), "blob.bin")
 	data := bytes.Repeat([]byte{0, 1, 0xff, '\n'}, 1000)
 	require.NoError(t, os.WriteFile(media, data, 0o644))
@@ -221,6 +237,7 @@ func TestCallInputKeepsLinesAndSendsMedia(t *testing.T) {
 }
 
 func TestCallRefusedAndStartFailures(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		args   []string
@@ -249,6 +266,7 @@ func TestCallRefusedAndStartFailures(t *testing.T) {
 }
 
 func TestBadUsage(t *testing.T) {
+	t.Parallel()
 	cases := [][]string{
 		{"frobnicate"},
 		{"call", "--no-such-flag", "count", "--", childBin},
@@ -271,6 +289,7 @@ func TestBadUsage(t *testing.T) {
 }
 
 func TestHelpCall(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "help", "call")
 	require.Falsef(t, r.Status != 0 || r.Stderr != "", "status %d, stderr %q", r.Status, r.Stderr)
 	for _, want := range []string{"--args", "--input", "--timeout", "--json", "--save-media", "--env", "Examples:", "14  failed: timeout"} {
@@ -279,6 +298,7 @@ func TestHelpCall(t *testing.T) {
 }
 
 func TestTools(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "tools", "--json", "--", childBin, "--test-tools")
 	require.EqualValuesf(t, 0, r.Status, "status %d, stderr %q", r.Status, r.Stderr)
 	clitest.CheckTools(t, r.Stdout)
@@ -290,6 +310,7 @@ func TestTools(t *testing.T) {
 }
 
 func TestBench(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "bench", "--json", "--frames", "5001", "--media", "8000000", "--calls", "50", "--streams", "4", "--", childBin)
 	require.EqualValuesf(t, 0, r.Status, "status %d, stderr %q", r.Status, r.Stderr)
 	var res struct {
@@ -407,6 +428,9 @@ func awaitTerminal(ctx context.Context, t *testing.T, read <-chan []byte) string
 // TestProgressLineInTerminal runs a call with stderr on a real
 // pseudo-terminal: the progress line is drawn while the call runs and
 // erased before the status line; stdout (a pipe) gets no escape codes.
+//
+// It runs alone (not t.Parallel): the line must be drawn several times
+// within the call's 1.5 s.
 func TestProgressLineInTerminal(t *testing.T) {
 	master, slave := openPTY(t)
 	defer master.Close()
@@ -438,6 +462,9 @@ func TestProgressLineInTerminal(t *testing.T) {
 // stderr on the same pseudo-terminal while input trickles in: every text
 // line the provider sends is printed on a clean line (the progress line is
 // erased first), and nothing of the progress line is left at the end.
+//
+// It runs alone (not t.Parallel): the call must last long enough, paced
+// by the test, for the line to be drawn between the words.
 func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 	master, slave := openPTY(t)
 	defer master.Close()
@@ -495,6 +522,7 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 // reach the child: fds 3 and 4 are the control connection and the stream
 // listener (docs/protocol.md §1), and no descriptor of the child names the file.
 func TestChildGetsOnlyItsFDs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	leakPath := filepath.Join(dir, "leak")
 	leak, err := os.Create(leakPath)
@@ -525,6 +553,7 @@ func TestChildGetsOnlyItsFDs(t *testing.T) {
 // child's id and pid (docs/protocol.md §1), without -v; the host's own events
 // only with -v.
 func TestChildOutputForwarded(t *testing.T) {
+	t.Parallel()
 	wrapper := filepath.Join(t.TempDir(), "child.sh")
 	script := "#!/bin/sh\necho 'to stderr' >&2\necho 'to stdout'\nexec " + childBin + "\n"
 	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
@@ -547,6 +576,7 @@ func TestChildOutputForwarded(t *testing.T) {
 // command with the cancelled status and says what happened, not "could not
 // start the child".
 func TestInterruptWhileStarting(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// sleep never says hello: the host waits for it (up to 10 s).
@@ -580,6 +610,9 @@ func TestInterruptWhileStarting(t *testing.T) {
 // gets its terminal written for it after the cancel grace; the command
 // then stops the child with a short drain, so it exits about 1.5 s after
 // the terminal, not after the library's 5 s drain grace.
+//
+// It runs alone (not t.Parallel): its bound is a quick call's time plus
+// 3.8 s, and other tests' commands would slow one and not the other.
 func TestStuckHandlerDoesNotHoldExit(t *testing.T) {
 	// What a quick call takes on this machine now: the commands' start
 	// and exit, slow under load and under the race detector.

@@ -17,6 +17,7 @@ import (
 // fails its handshake with one line that names the host and the child
 // once, and says whether the child's output is above it.
 func TestStartFailureSaysWhatTheChildWrote(t *testing.T) {
+	t.Parallel()
 	r := run(t, "", "call", "count", "--", "/bin/cat") // stdin is empty: cat exits at once, silent
 	assert.Equal(t, cli.ExitStart, r.Status)
 	assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), r.Stderr)
@@ -36,6 +37,7 @@ func TestStartFailureSaysWhatTheChildWrote(t *testing.T) {
 // TestProviderByHand: a provider run without a host says how to run it
 // under one.
 func TestProviderByHand(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(childBin).CombinedOutput()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
@@ -46,6 +48,7 @@ func TestProviderByHand(t *testing.T) {
 // TestExportAndReplayName: asif export says which losses its document
 // records; replay shows the media chunks a call sent, by type and size.
 func TestExportAndReplayName(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "calls.db")
 	r := run(t, "", "call", "--journal", db, "media", "--args", `{"bytes": 2500, "chunk": 1000}`, "--", childBin)
 	require.Equal(t, 0, r.Status, r.Stderr)

@@ -20,6 +20,7 @@ import (
 // that takes the tree over and the follower each have their own
 // connection to a real nats-server running in the test process.
 func TestNATSJournalCrashTakeover(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Run(t)
 	url := srv.URL() + "/CALLS"
 	crashTakeover(t, url, func(t *testing.T, readOnly bool) calllog.EventStore {
@@ -35,6 +36,7 @@ func TestNATSJournalCrashTakeover(t *testing.T) {
 // call, replay, follow and asif export on a nats:// journal; a URL with a
 // password is refused without echoing it.
 func TestNATSJournalReplayFollowExport(t *testing.T) {
+	t.Parallel()
 	url := natstest.Run(t).URL() + "/CALLS"
 	tree := callTree(t, url, 3)
 	rp := run(t, "", "replay", url, tree)
@@ -56,6 +58,8 @@ func TestNATSJournalReplayFollowExport(t *testing.T) {
 // CLI reads: the NATS_* environment variables and the URL's parameters
 // naming files. Without them (or with a wrong password) the command fails
 // with status 1 and prints no secret.
+//
+// It runs alone (not t.Parallel): it sets this process's environment.
 func TestNATSJournalCredentials(t *testing.T) {
 	seed, nkeyAuth := natstest.Nkey(t)
 	creds, credsAuth := natstest.Creds(t)

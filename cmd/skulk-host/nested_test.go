@@ -15,6 +15,7 @@ import (
 // call streams the nested call's output, and replay, follow and asif
 // export show the nested call in the tree as a step of the first.
 func TestNestedCallInTree(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "calls.db")
 	r := run(t, "", "call", "--journal", db, "--offer", "count", "relay", "--args", `{"tool":"count","args":{"n":2}}`, "--", childBin, "--call-tools")
 	require.Equal(t, 0, r.Status, r.Stderr)

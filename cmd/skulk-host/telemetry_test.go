@@ -27,6 +27,7 @@ import (
 // A call run with --metrics-addr serves /metrics while it runs, in the
 // Prometheus text format: the call in flight and the child ready.
 func TestCallMetricsAddr(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hostBin, "call", "upper", "--input", "-", "--metrics-addr", "127.0.0.1:0", "--", childBin)
@@ -139,6 +140,7 @@ func counter(fam *dto.MetricFamily, want map[string]string) (float64, bool) {
 // exactly the count chunks and terminals; the listener closes with the
 // command.
 func TestMCPServeMetricsAddr(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hostBin, "mcp", "serve", "--metrics-addr", "127.0.0.1:0", "--", childBin)
@@ -181,6 +183,7 @@ func TestMCPServeMetricsAddr(t *testing.T) {
 // bench --metrics-addr serves the metrics while it runs: here it is scraped
 // until the bench's calls show, and the listener closes with the command.
 func TestBenchMetricsAddr(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hostBin, "bench", "--json", "--frames", "200000", "--media", "8000000", "--calls", "20000", "--streams", "2",
@@ -208,6 +211,7 @@ func TestBenchMetricsAddr(t *testing.T) {
 // cannot be listened on fails the command before it starts the child; the
 // message names the flag and not the value.
 func TestMetricsAddrErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"call", "count", "--metrics-addr", "no-port-here", "--", childBin},
 		{"call", "count", "--metrics-addr", "127.0.0.1:http", "--", childBin},
@@ -241,6 +245,7 @@ func scrape(ctx context.Context, t *testing.T, url string) map[string]*dto.Metri
 // OTEL_TRACES_EXPORTER=console writes the call's spans to stdout; unset,
 // nothing is exported.
 func TestCallTracesConsole(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(hostBin, "call", "count", "--args", `{"n": 1}`, "--", childBin)
 	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=console")
 	out, err := cmd.Output()

@@ -70,6 +70,7 @@ func byKind(t *testing.T, spans []otlptest.Span) (client, server otlptest.Span) 
 // The call's host span and the child's server span reach an OTLP/HTTP
 // endpoint, in one trace, by the time skulk-host has exited.
 func TestCallTracesOTLP(t *testing.T) {
+	t.Parallel()
 	c := otlptest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -112,6 +113,7 @@ func TestCallTracesOTLP(t *testing.T) {
 // SIGINT ends a running call cancelled; its span is still exported, with
 // an error status, before skulk-host exits.
 func TestCallTracesOTLPFlushedOnSignal(t *testing.T) {
+	t.Parallel()
 	c := otlptest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -157,6 +159,7 @@ func TestCallTracesOTLPFlushedOnSignal(t *testing.T) {
 // A value the exporters do not know is a usage error that names its
 // variable, and nothing is started.
 func TestCallTracesBadSettings(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ env, name string }{
 		{"OTEL_TRACES_EXPORTER=jaeger", "OTEL_TRACES_EXPORTER"},
 		{"OTEL_TRACES_EXPORTER=otlp,zipkin", "OTEL_TRACES_EXPORTER"},
@@ -198,6 +201,7 @@ func (g *grpcCollector) Export(_ context.Context, req *coltracepb.ExportTraceSer
 
 // OTEL_EXPORTER_OTLP_PROTOCOL=grpc exports over OTLP/gRPC.
 func TestCallTracesOTLPGRPC(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	g := &grpcCollector{}
@@ -227,6 +231,7 @@ func TestCallTracesOTLPGRPC(t *testing.T) {
 // event: follow prints them, replay shows them, and the ASIF export's
 // tool_call has them; without trace export the events have none.
 func TestCallJournalCarriesTraceIDs(t *testing.T) {
+	t.Parallel()
 	c := otlptest.New(t)
 	journal := filepath.Join(t.TempDir(), "calls.db")
 	cmd := exec.Command(hostBin, "call", "count", "--args", `{"n": 2}`, "--journal", journal, "--", childBin)
@@ -289,6 +294,7 @@ func clientSpans(spans []otlptest.Span) (client, other []otlptest.Span) {
 // A call that fails (exit status 10) still has its span exported before
 // skulk-host exits, with the error.
 func TestCallTracesOTLPFlushedOnFailure(t *testing.T) {
+	t.Parallel()
 	c := otlptest.New(t)
 	cmd := exec.Command(hostBin, "call", "fail", "--args", `{"message": "no"}`, "--", childBin)
 	cmd.Env = otlpEnv(c)
