@@ -19,6 +19,7 @@ import (
 // A chunk whose text would take the result over TextMax loses its text,
 // not its media: the media still fits the inline budget and is kept.
 func TestTextOverMaxKeepsMedia(t *testing.T) {
+	t.Parallel()
 	b := &resultBuilder{s: &Server{opts: ServerOptions{TextMax: 8, InlineMax: 1 << 10}}}
 	payload := frame.MustPayload(map[string]any{"text": strings.Repeat("x", 64)})
 	img := &frame.InlineMedia{Data: []byte{1, 2, 3}, MediaType: "image/png"}
@@ -33,6 +34,7 @@ func TestTextOverMaxKeepsMedia(t *testing.T) {
 // Wait returns at once with no handler running, waits for a running one,
 // and gives up with ctx.
 func TestServerWaitForHandlers(t *testing.T) {
+	t.Parallel()
 	s := &Server{}
 	require.NoError(t, s.Wait(t.Context()), "idle")
 	s.enter()
@@ -55,6 +57,7 @@ func TestServerWaitForHandlers(t *testing.T) {
 // parameters) as audio content with what MCP has no field for in its
 // _meta, a blob as a skulk-blob: link.
 func TestResultContentRuns(t *testing.T) {
+	t.Parallel()
 	b := &resultBuilder{s: &Server{opts: ServerOptions{TextMax: 1 << 10, InlineMax: 1 << 10}}}
 	ts, dur := 1.5, 0.02
 	audio := &frame.InlineMedia{Data: []byte{9, 8, 7}, MediaType: "Audio/Ogg; codecs=opus", Codec: "opus",

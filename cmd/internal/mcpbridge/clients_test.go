@@ -17,6 +17,7 @@ import (
 // fixed wait; with none pending an unknown or removed tree is ErrNoClient
 // at once; a cancelled reservation ends the wait; a done ctx ends it too.
 func TestClientsFind(t *testing.T) {
+	t.Parallel()
 	// In a bubble: synctest.Wait says when find is blocked waiting.
 	synctest.Test(t, testClientsFind)
 }

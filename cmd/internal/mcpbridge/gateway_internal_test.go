@@ -15,6 +15,7 @@ import (
 // TestValidateChildren: NewGateway refuses what cannot keep names apart
 // or cannot start, naming the child by index, before starting anything.
 func TestValidateChildren(t *testing.T) {
+	t.Parallel()
 	start := func(context.Context) (*host.Host, error) { require.FailNow(t, "started"); return nil, nil }
 	ok := Child{Name: "a", Start: start}
 	assert.NoError(t, validateChildren([]Child{{Start: start}}), "a lone unnamed child")
@@ -45,6 +46,7 @@ func TestValidateChildren(t *testing.T) {
 // returns only once the first has finished (its goroutines waited for,
 // its hosts closed), not at once with a nil error.
 func TestCloseConcurrentWaits(t *testing.T) {
+	t.Parallel()
 	stopped := make(chan struct{})
 	s := &Server{stop: func() { close(stopped) }}
 	s.work.Add(1) // a supervise goroutine that has not returned yet

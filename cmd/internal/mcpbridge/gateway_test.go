@@ -25,6 +25,7 @@ import (
 // configured; with one, a client without the token gets 401 and a client
 // with it is served.
 func TestServeHTTPOpenBindRefused(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tmp := shortTempDir(t)
@@ -106,6 +107,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // tail, the client is told the tool list changed once the child is back,
 // and a call on the restarted child works.
 func TestChildKilledMidCall(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	changed := make(chan struct{}, 16) // more than the test's restarts
@@ -174,6 +176,7 @@ func killMidCall(t *testing.T, ctx context.Context, s *serveSession, prefix stri
 // is cancelled in the MCP server behind skulk-mcp and gets no response;
 // the session goes on (a ping after it is answered).
 func TestCancelledGetsNoAnswer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	mark := filepath.Join(t.TempDir(), "mark")
@@ -224,6 +227,7 @@ func TestCancelledGetsNoAnswer(t *testing.T) {
 // log notifications during a call reach the client, with the level the
 // client set forwarded to the server.
 func TestGatewayForwards(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	logs := make(chan *mcp.LoggingMessageParams, 16) // more than the test's log lines
@@ -281,6 +285,7 @@ func TestGatewayForwards(t *testing.T) {
 // two calls run is refused without asking anyone; a client that declares
 // neither gets the server's call failed with a tool error, not a hang.
 func TestGatewayClientRequests(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	prompts := make(chan string, 4)  // more than the test's requests

@@ -21,6 +21,7 @@ import (
 // Its event store keeps the same responses as the stream shows, so a
 // stream replayed after a cancel does not bring the response back.
 func TestNoAnswerHTTP(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newNoAnswerHTTP()
 	events := h.store(mcp.NewMemoryEventStore(nil))
@@ -141,6 +142,7 @@ func TestNoAnswerHTTP(t *testing.T) {
 // (or whose session ended) leaves the order as well, so it never counts
 // against the bound nor forgets a newer entry of the same id.
 func TestNoAnswerHTTPDroppedBound(t *testing.T) {
+	t.Parallel()
 	h := newNoAnswerHTTP()
 	k := callKey{"A", "float64:1"}
 	for range 3 * maxDropped { // dropped and written, one after another

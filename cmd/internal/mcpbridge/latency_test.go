@@ -23,6 +23,9 @@ const bigResource = "test://big"
 // SKULK_MCP_LATENCY=1 (it is a measurement, not a check):
 //
 //	SKULK_MCP_LATENCY=1 go test -count=1 -run TestBridgeLatency -v ./internal/mcpbridge
+//
+// It runs alone (not t.Parallel): other tests' processes beside it would
+// add to the times it measures.
 func TestBridgeLatency(t *testing.T) {
 	if os.Getenv("SKULK_MCP_LATENCY") != "1" {
 		t.Skip("a measurement: set SKULK_MCP_LATENCY=1")

@@ -23,6 +23,7 @@ func readLink(l *linkStore, uri string) ([]byte, error) {
 // Links are read back, the oldest go first past the bound, and an id says
 // nothing about the others: counting up from one link reaches no other.
 func TestLinkStore(t *testing.T) {
+	t.Parallel()
 	l := newLinkStore(10)
 	a, ok := l.put([]byte("aaaa"), "image/png")
 	b, ok2 := l.put([]byte("bbbb"), "image/png")

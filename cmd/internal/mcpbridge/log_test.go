@@ -65,6 +65,11 @@ func (l *lineLog) wait(t *testing.T, d time.Duration, parts ...string) string {
 // TestServerLogReachesHost: the wrapper sets the MCP server's logging level
 // at start, so a log notification the server sends reaches the wrapper's
 // stderr, which the host logs as the child's output.
+//
+// It runs alone (not t.Parallel): it starts a Host in this process, which
+// makes the process a child subreaper while it runs, so an orphan of
+// another test's commands would become this process's child, never
+// reaped.
 func TestServerLogReachesHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -78,6 +83,11 @@ func TestServerLogReachesHost(t *testing.T) {
 // that is not a JSON-RPC message and cannot be an answer (a print of its
 // own) is logged and skipped: the call that printed it completes, and so
 // do the calls after it, from the same server.
+//
+// It runs alone (not t.Parallel): it starts a Host in this process, which
+// makes the process a child subreaper while it runs, so an orphan of
+// another test's commands would become this process's child, never
+// reaped.
 func TestStrayServerOutputSkipped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -101,6 +111,11 @@ func TestStrayServerOutputSkipped(t *testing.T) {
 // the answer a call waits for, so it ends the connection rather than
 // leave the call waiting: the call fails as the child's death does, the
 // child's stderr says why, and the restarted server serves.
+//
+// It runs alone (not t.Parallel): it starts a Host in this process, which
+// makes the process a child subreaper while it runs, so an orphan of
+// another test's commands would become this process's child, never
+// reaped.
 func TestServerBrokenAnswerEndsTheConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -4,6 +4,15 @@ package mcpbridge_test
 // cmd/skulk-mcp built by TestMain, and this test binary itself, which
 // becomes an MCP stdio server written with the go-sdk when
 // MCPBRIDGE_TEST_SERVER is set (as os/exec's tests impersonate helpers).
+//
+// Most of them run side by side (t.Parallel, as many at a time as
+// -parallel allows): each spends most of its time waiting for the
+// processes it starts, and each has its own temporary directories,
+// servers (on port 0) and hosts. A test runs alone before them, and says
+// why, if it bounds a time tighter than other tests' processes running
+// beside it would keep, measures latency, or starts a Host in this
+// process (which makes the whole process a child subreaper while it
+// runs).
 
 import (
 	"bufio"

@@ -116,6 +116,7 @@ func hasPrefixed(names map[string]bool, prefix string) bool {
 // child; the MCP server's resources are listed under its name and read
 // back; the health report names both children, ready.
 func TestGatewayNamesApart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := startGateway(t, ctx, "--env", envServer+"=1", "--env", envGORACE,
@@ -168,6 +169,7 @@ func TestGatewayNamesApart(t *testing.T) {
 // child is back, and a call on the restarted child works; the other child
 // is untouched (same process) and served throughout.
 func TestGatewayChildKilledMidCall(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := startGateway(t, ctx, "--env", envServer+"=1", "--env", envGORACE,
@@ -201,6 +203,7 @@ func TestGatewayChildKilledMidCall(t *testing.T) {
 // other child serves on; once the server starts again, a new host brings
 // the tools back with tools/list_changed and a call works.
 func TestGatewayCrashLoop(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -265,6 +268,7 @@ func TestGatewayCrashLoop(t *testing.T) {
 // resource and prompt are listed and served; its log outside any call
 // reaches A, the session that set a level, and not B.
 func TestGatewayListChangedAndLogs(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}

@@ -15,6 +15,7 @@ import (
 // and logged, as is one of a call already gone; a token not ours is left
 // to the SDK.
 func TestLateProgressDropped(t *testing.T) {
+	t.Parallel()
 	var log bytes.Buffer
 	w := &Wrapper{logger: slog.New(slog.NewTextHandler(&log, nil)), calls: make(map[string]*wrappedCall)}
 	wc := &wrappedCall{}

@@ -187,6 +187,7 @@ func closeRaw(t *testing.T, ctx context.Context, s *serveSession, r *rawSession)
 // GET and Last-Event-ID, and gets the rest of the call's stream: the
 // result. The call was not cancelled by the drop.
 func TestHTTPStreamResumed(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, r := startRaw(t, ctx)
@@ -224,6 +225,7 @@ func TestHTTPStreamResumed(t *testing.T) {
 // in the MCP server behind skulk-mcp, and its stream ends without a
 // response to it; the session goes on (a ping after it is answered).
 func TestHTTPCancelledGetsNoAnswer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	mark := filepath.Join(t.TempDir(), "mark")
@@ -255,6 +257,7 @@ func TestHTTPCancelledGetsNoAnswer(t *testing.T) {
 // stream, whichever comes first. The resumed stream ends, and the session
 // goes on.
 func TestHTTPCancelledNotReplayed(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	mark := filepath.Join(t.TempDir(), "mark")

@@ -162,12 +162,18 @@ func textOf(r *mcp.CallToolResult) string {
 
 // TestServeStdio drives cmd/skulk-child through skulk-host mcp serve with
 // the go-sdk's client over CommandTransport (testServe).
-func TestServeStdio(t *testing.T) { testServe(t, startServe) }
+func TestServeStdio(t *testing.T) {
+	t.Parallel()
+	testServe(t, startServe)
+}
 
 // TestServeHTTP is TestServeStdio over streamable HTTP: skulk-host mcp
 // serve --http and the go-sdk's StreamableClientTransport; SIGTERM stops
 // the server and its child.
-func TestServeHTTP(t *testing.T) { testServe(t, startServeHTTP) }
+func TestServeHTTP(t *testing.T) {
+	t.Parallel()
+	testServe(t, startServeHTTP)
+}
 
 // servedTrees are the call trees (result _meta skulk/tree) of testServe's
 // calls that the journal is checked for.

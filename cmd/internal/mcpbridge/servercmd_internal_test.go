@@ -21,6 +21,7 @@ import (
 // gets SIGTERM after the grace period, and one that ignores SIGTERM
 // SIGKILL after another. Close returns the server's exit.
 func TestServerInputCloseEndsTheServer(t *testing.T) {
+	t.Parallel()
 	const grace = 200 * time.Millisecond
 	cases := []struct {
 		name   string
@@ -80,6 +81,7 @@ func TestServerInputCloseEndsTheServer(t *testing.T) {
 // with their first 256 bytes; those that may be one, and a line over
 // 16 MiB, end the connection, logged without their content.
 func TestServerLine(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		line string // "" for a line over 16 MiB
 		ends bool

@@ -99,6 +99,9 @@ func (c *oldHeaderClient) find(ok func(*exchange) bool) []*exchange {
 // go-sdk client comes back with Last-Event-ID and gets the result there.
 // A call shorter than --sse-poll is answered on its POST, which is not
 // closed early.
+//
+// It runs alone (not t.Parallel): its quick call must be answered within
+// --sse-poll's 300 ms, and other tests' commands would slow it.
 func TestHTTPSessionVersionAndSSEPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -37,6 +37,7 @@ func (t connTransport) Connect(context.Context) (mcp.Connection, error) { return
 // client and then cancelled, or failed to send, is not waited for: the
 // connection keeps no entry of it.
 func TestOutgoingForgetsWhatIsNotAnswered(t *testing.T) {
+	t.Parallel()
 	inner := &writeOnlyConn{}
 	conn, err := StdioTransport(connTransport{inner}, time.Minute).Connect(t.Context())
 	require.NoError(t, err)
@@ -88,6 +89,7 @@ func (c *scriptedConn) SessionID() string                            { return ""
 // unanswered holds the input's end back (for up to the drain bound), and
 // the session's end (SIGINT, SIGTERM) gives it at once.
 func TestSessionEndStopsTheWaitForAnswers(t *testing.T) {
+	t.Parallel()
 	id, err := jsonrpc.MakeID(float64(1))
 	require.NoError(t, err)
 	inner := &scriptedConn{msgs: []jsonrpc.Message{&jsonrpc.Request{ID: id, Method: "tools/call"}}, eof: make(chan struct{})}

@@ -102,6 +102,7 @@ const (
 // closes standard input at once (a pipe) gets an answer to every request
 // it wrote, a tool call still running as the input ended included.
 func TestStdinClosedAfterRequests(t *testing.T) {
+	t.Parallel()
 	got, _ := serveStdin(t, []string{"--", childBin}, rawInitialize, rawInitialized,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":300}}}`,
@@ -121,6 +122,7 @@ func TestStdinClosedAfterRequests(t *testing.T) {
 // input ended (docs/mcp.md) does not keep the command: it is cancelled,
 // and the command exits.
 func TestStdinClosedDuringALongCall(t *testing.T) {
+	t.Parallel()
 	_, took := serveStdin(t, []string{"--", childBin}, rawInitialize, rawInitialized,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`)
 	require.GreaterOrEqual(t, took, 10*time.Second, "serve gave up on the running call before 10 s")
@@ -130,6 +132,10 @@ func TestStdinClosedDuringALongCall(t *testing.T) {
 // TestStdinClosedBeforeTheClientAnswered: a tool that asks the client
 // (elicitation) after the client's input ended gets an error at once, not
 // a wait for an answer that cannot come, and its call is answered.
+//
+// It runs alone (not t.Parallel): its 8 s bound takes in the start and
+// exit of skulk-host, skulk-mcp and the test server, which other tests'
+// commands would slow.
 func TestStdinClosedBeforeTheClientAnswered(t *testing.T) {
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + mcpbridge.ClientRequestsProtocol +
 		`","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`
@@ -148,6 +154,10 @@ func TestStdinClosedBeforeTheClientAnswered(t *testing.T) {
 // TestSignalEndsServeOnStdio: SIGINT ends mcp serve on stdio at once
 // while a call runs, with its input still open and once it ended (when
 // it waits up to 10 s for the call's answer otherwise).
+//
+// It runs alone (not t.Parallel): its 6 s bound on the exit after SIGINT
+// is for a loaded machine, not for one that also runs other tests'
+// commands.
 func TestSignalEndsServeOnStdio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -198,6 +208,7 @@ func TestSignalEndsServeOnStdio(t *testing.T) {
 // answered, a tool call included, and the command exits 0 at the input's
 // end.
 func TestBadLinesAnsweredOnStdio(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tmp := shortTempDir(t)

@@ -31,6 +31,7 @@ type errAnswer struct {
 // carrying the id of a request only, and is logged by its kind, without
 // its content.
 func TestLineTransportAnswersWhatItDoesNotPass(t *testing.T) {
+	t.Parallel()
 	ping := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}` }
 	// Two lines of maxInputLine bytes and one more: a line that long is
 	// read (and found not JSON at its first byte), one byte longer is too
@@ -100,6 +101,7 @@ func TestLineTransportAnswersWhatItDoesNotPass(t *testing.T) {
 // TestLineTransportKeepsNoLongLine: the buffer a long line needed is let
 // go once the line is read, while short lines keep theirs.
 func TestLineTransportKeepsNoLongLine(t *testing.T) {
+	t.Parallel()
 	long := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"p":"` + strings.Repeat("p", 1<<20) + `"}}`
 	input := long + "\n" + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
 	tr := LineTransport(io.NopCloser(strings.NewReader(input)), &closeBuffer{}, nil)

@@ -19,6 +19,7 @@ import (
 // _meta; a tool that takes caller input says MCP gives it none. An
 // arguments schema of another type cannot be an MCP input schema.
 func TestMCPTool(t *testing.T) {
+	t.Parallel()
 	args := map[string]any{"properties": map[string]any{"n": map[string]any{"type": "integer"}}}
 	out := map[string]any{"type": "object", "required": []any{"i"}}
 	in := map[string]any{"type": "object"}
@@ -52,6 +53,7 @@ func TestMCPTool(t *testing.T) {
 // _meta keys under a prefix MCP reserves (a label "modelcontextprotocol"
 // or "mcp") are the protocol's, not a server's data, and no loss.
 func TestOwnMeta(t *testing.T) {
+	t.Parallel()
 	for _, k := range []string{"io.modelcontextprotocol/serverInfo", "modelcontextprotocol.io/x", "mcp.dev/x", "tools.mcp.com/x"} {
 		assert.Falsef(t, ownMeta(map[string]any{k: 1}), "%s counted as the server's own", k)
 	}
@@ -65,6 +67,7 @@ func TestOwnMeta(t *testing.T) {
 // (prefix "skulk/") are not a server's own fields, so wrapping Skulk's own
 // MCP server warns of no loss for them; other keys still count.
 func TestOwnMetaLeavesSkulkKeys(t *testing.T) {
+	t.Parallel()
 	skulk := mcp.Meta{MetaVersion: "v1", MetaInputSchema: map[string]any{}, MetaOutputSchema: map[string]any{},
 		MetaCallID: "c", MetaTree: "t", MetaKind: "completed", MetaSequence: 3}
 	assert.Falsef(t, ownMeta(skulk), "Skulk's own _meta counted as the server's: %v", skulk)

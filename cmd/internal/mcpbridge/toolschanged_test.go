@@ -15,6 +15,7 @@ import (
 // host the new list; mcp serve tells its go-sdk client (tools/list_changed),
 // which lists the new tool and calls it, all without a restart.
 func TestLiveToolListChanged(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	changed := make(chan struct{}, 1) // one value says a change came; the client never blocks

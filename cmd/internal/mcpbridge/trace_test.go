@@ -22,6 +22,7 @@ import (
 // of the request's _meta is the span's parent, and a traceparent that does
 // not parse starts a trace of its own without failing the call.
 func TestServeTracesOTLP(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := otlptest.New(t)

@@ -85,6 +85,11 @@ func serverPids(t *testing.T, ctx context.Context, h *host.Host) (server, wrappe
 // chunks, images inline media, cancel an MCP cancellation; a crash of the
 // server and a kill -9 of the wrapper both end the call with a synthetic
 // unreachable, take the whole group, and the host restarts it.
+//
+// It runs alone (not t.Parallel): it starts a Host in this process, which
+// makes the process a child subreaper while it runs, so an orphan of
+// another test's commands would become this process's child, never
+// reaped.
 func TestWrapperUnderHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -231,6 +236,7 @@ func waitFile(t *testing.T, path, s string, d time.Duration) {
 // TestChain: an MCP client → skulk-host mcp serve → skulk-mcp → the test
 // MCP server, and back; nothing is left after the client closes.
 func TestChain(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := startServe(t, ctx, []string{"--env", envServer + "=1", "--env", envGORACE}, wrapperBin, "--", selfBin)
@@ -316,6 +322,7 @@ func TestChain(t *testing.T) {
 
 // TestWrapperByHand: skulk-mcp started outside a host says so and exits 2.
 func TestWrapperByHand(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(wrapperBin, "--", selfBin).CombinedOutput()
 	var ee *exec.ExitError
 	assert.Falsef(t, !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.HasPrefix(string(out), "skulk-mcp: not started by a Skulk host"), "by hand: %v %q", err, out)
