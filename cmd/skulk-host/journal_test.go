@@ -249,7 +249,8 @@ func callTree(t *testing.T, journal string, n int) string {
 // still prints the outcome, then fails with status 1 saying why.
 //
 // It runs alone (not t.Parallel): the takeover must end while the call
-// sleeps, and other tests' commands would slow it.
+// sleeps, and other tests' commands beside it would slow it into the
+// rounds with longer sleeps.
 func TestJournalEndNotConfirmed(t *testing.T) {
 	// The takeover is another skulk-host process: on a loaded machine it
 	// can take longer than the call's sleep, and a call that ended first

@@ -5,11 +5,11 @@ package main
 // lines, exit statuses, and the progress line in a real pseudo-terminal.
 //
 // Most of them run side by side (t.Parallel, as many at a time as
-// -parallel allows): each spends most of its time waiting for the
-// commands it starts, and each has its own files, journal and NATS
-// server. A test that bounds a time tighter than other tests' commands
-// running beside it would keep, or that sets this process's environment,
-// runs alone before them and says why.
+// -parallel allows): each mostly waits for the commands it starts, and
+// keeps its files, journals and any NATS server to itself. A test runs
+// alone, before them, and says why, if it sets this process's environment
+// or has a time bound that other tests' commands running beside it could
+// break.
 
 import (
 	"bufio"
@@ -517,6 +517,17 @@ func TestProgressLineAndOutputShareATerminal(t *testing.T) {
 	require.Falsef(t, strings.Contains(strings.Join(screen, "\n"), "elapsed"), "a progress line is left on the screen: %q", screen)
 }
 
+// writeScript writes the shell script text to the executable file path.
+// It holds syscall.ForkLock while the file is open for writing: a process
+// that another test forks meanwhile would hold the file open until its
+// exec, and running the script then would fail with "text file busy".
+func writeScript(t *testing.T, path, text string) {
+	t.Helper()
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o755))
+}
+
 // TestChildGetsOnlyItsFDs: descriptors skulk-host inherited without
 // close-on-exec (here fds 3 to 5, all on one file of this test) do not
 // reach the child: fds 3 and 4 are the control connection and the stream
@@ -532,7 +543,7 @@ func TestChildGetsOnlyItsFDs(t *testing.T) {
 	wrapper := filepath.Join(dir, "child.sh")
 	// The shell's descriptors with what each names, then the provider.
 	script := "#!/bin/sh\nfor f in /proc/$$/fd/*; do echo \"$f $(readlink $f)\"; done > " + fdsOut + "\nexec " + childBin + "\n"
-	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
+	writeScript(t, wrapper, script)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hostBin, "call", "echo", "--", wrapper)
@@ -556,7 +567,7 @@ func TestChildOutputForwarded(t *testing.T) {
 	t.Parallel()
 	wrapper := filepath.Join(t.TempDir(), "child.sh")
 	script := "#!/bin/sh\necho 'to stderr' >&2\necho 'to stdout'\nexec " + childBin + "\n"
-	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
+	writeScript(t, wrapper, script)
 	r := run(t, "", "call", "echo", "--", wrapper)
 	require.EqualValuesf(t, 0, r.Status, "status %d, stderr %q", r.Status, r.Stderr)
 	for _, want := range []*regexp.Regexp{
