@@ -66,10 +66,8 @@ func (l *lineLog) wait(t *testing.T, d time.Duration, parts ...string) string {
 // at start, so a log notification the server sends reaches the wrapper's
 // stderr, which the host logs as the child's output.
 //
-// It runs alone (not t.Parallel): it starts a Host in this process, which
-// makes the process a child subreaper while it runs, so an orphan of
-// another test's commands would become this process's child, never
-// reaped.
+// It runs alone (not t.Parallel): it starts a Host in this process (see
+// main_test.go).
 func TestServerLogReachesHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -84,10 +82,8 @@ func TestServerLogReachesHost(t *testing.T) {
 // own) is logged and skipped: the call that printed it completes, and so
 // do the calls after it, from the same server.
 //
-// It runs alone (not t.Parallel): it starts a Host in this process, which
-// makes the process a child subreaper while it runs, so an orphan of
-// another test's commands would become this process's child, never
-// reaped.
+// It runs alone (not t.Parallel): it starts a Host in this process (see
+// main_test.go).
 func TestStrayServerOutputSkipped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -112,10 +108,8 @@ func TestStrayServerOutputSkipped(t *testing.T) {
 // leave the call waiting: the call fails as the child's death does, the
 // child's stderr says why, and the restarted server serves.
 //
-// It runs alone (not t.Parallel): it starts a Host in this process, which
-// makes the process a child subreaper while it runs, so an orphan of
-// another test's commands would become this process's child, never
-// reaped.
+// It runs alone (not t.Parallel): it starts a Host in this process (see
+// main_test.go).
 func TestServerBrokenAnswerEndsTheConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

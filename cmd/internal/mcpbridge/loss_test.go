@@ -88,10 +88,8 @@ func attrOf(line, key string) string {
 // protocol _meta (the SDK's serverInfo on every result) is no loss, and no
 // line shows a value.
 //
-// It runs alone (not t.Parallel): it starts a Host in this process, which
-// makes the process a child subreaper while it runs, so an orphan of
-// another test's commands would become this process's child, never
-// reaped.
+// It runs alone (not t.Parallel): it starts a Host in this process (see
+// main_test.go).
 func TestWrapperLosses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

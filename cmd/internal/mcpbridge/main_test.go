@@ -6,13 +6,15 @@ package mcpbridge_test
 // MCPBRIDGE_TEST_SERVER is set (as os/exec's tests impersonate helpers).
 //
 // Most of them run side by side (t.Parallel, as many at a time as
-// -parallel allows): each spends most of its time waiting for the
-// processes it starts, and each has its own temporary directories,
-// servers (on port 0) and hosts. A test runs alone before them, and says
-// why, if it bounds a time tighter than other tests' processes running
-// beside it would keep, measures latency, or starts a Host in this
-// process (which makes the whole process a child subreaper while it
-// runs).
+// -parallel allows): each mostly waits for the processes it starts, and
+// keeps its temporary directories, servers (on port 0) and skulk-host
+// processes to itself. A test runs alone, before them, and says why, if
+// it measures latency, has a time bound that other tests' processes
+// running beside it could break, or starts a Host in this process. While
+// a Host runs, it makes the whole process a child subreaper: an orphan of
+// another test's commands would become this process's child, not init's,
+// and processGone, which takes only a zombie whose parent is init for
+// gone, would fail that test.
 
 import (
 	"bufio"

@@ -86,10 +86,8 @@ func serverPids(t *testing.T, ctx context.Context, h *host.Host) (server, wrappe
 // server and a kill -9 of the wrapper both end the call with a synthetic
 // unreachable, take the whole group, and the host restarts it.
 //
-// It runs alone (not t.Parallel): it starts a Host in this process, which
-// makes the process a child subreaper while it runs, so an orphan of
-// another test's commands would become this process's child, never
-// reaped.
+// It runs alone (not t.Parallel): it starts a Host in this process (see
+// main_test.go).
 func TestWrapperUnderHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
