@@ -49,12 +49,7 @@ func TestServeHTTPOpenBindRefused(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600))
 	s := &serveSession{progress: newProgressLog(), tmp: tmp}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "0.0.0.0:0", "--token-file", tokenFile, "--", childBin)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	s.stderr, err = collectStderr(s.cmd)
-	require.NoError(t, err)
-	require.NoError(t, s.cmd.Start())
-	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
+	addr := s.listen(t, []string{"mcp", "serve", "--http", "0.0.0.0:0", "--token-file", tokenFile, "--", childBin}, 30*time.Second)
 	// Listening on every address; reached through loopback.
 	addr = "http://127.0.0.1:" + addr[strings.LastIndex(addr, ":")+1:]
 
@@ -100,6 +95,43 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect starts s.cmd (an mcp serve on stdio) and connects client to it
+// over the server's stdio with opts (nil: the defaults). A test that ends
+// before close, or whose Connect fails, has its server ended as close
+// ends it (its stdin closed, then SIGTERM, then SIGKILL) and waited for.
+func (s *serveSession) connect(t *testing.T, ctx context.Context, client *mcp.Client, opts *mcp.ClientSessionOptions) {
+	t.Helper()
+	tr := &keptTransport{CommandTransport: mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}}
+	t.Cleanup(func() {
+		// Both return at once when close ran. The connection goes first:
+		// the session's Close waits for the calls still in flight, which
+		// the server's end ends; and a failed Connect leaves no session.
+		if tr.conn != nil {
+			_ = tr.conn.Close()
+		}
+		if s.sess != nil {
+			_ = s.sess.Close()
+		}
+	})
+	var err error
+	s.sess, err = client.Connect(ctx, tr, opts)
+	require.NoError(t, err, "connect to skulk-host mcp serve")
+}
+
+// keptTransport is a CommandTransport that keeps the connection it made,
+// for connect's cleanup. The go-sdk closes that connection once: a later
+// Close waits for the first and returns its result.
+type keptTransport struct {
+	mcp.CommandTransport
+	conn mcp.Connection // set by Connect; nil before, or when the command did not start
+}
+
+func (k *keptTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := k.CommandTransport.Connect(ctx)
+	k.conn = c
+	return c, err
 }
 
 // TestChildKilledMidCall: the MCP server under skulk-mcp is killed while
@@ -243,9 +275,7 @@ func TestGatewayForwards(t *testing.T) {
 			}
 		},
 	})
-	var err error
-	s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
-	require.NoError(t, err)
+	s.connect(t, ctx, client, nil)
 
 	caps := s.sess.InitializeResult().Capabilities
 	require.NotNil(t, caps.Resources, "the server's resources capability")
@@ -324,21 +354,14 @@ func TestGatewayClientRequests(t *testing.T) {
 		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 		s.cmd.Stderr = os.Stderr
-		var err error
-		s.sess, err = client.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, old)
-		require.NoError(t, err)
+		s.connect(t, ctx, client, old)
 		check(t, s.sess)
 		s.close(t)
 	})
 	t.Run("http", func(t *testing.T) {
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
-		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
+		addr := s.listen(t, []string{"mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer + "=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin}, 30*time.Second)
 		var err error
-		s.stderr, err = collectStderr(s.cmd)
-		require.NoError(t, err)
-		require.NoError(t, s.cmd.Start())
-		addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 30*time.Second)
 		s.sess, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: addr}, old)
 		require.NoError(t, err)
 		check(t, s.sess)
@@ -358,9 +381,7 @@ func TestGatewayClientRequests(t *testing.T) {
 				return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled reply"}}, nil
 			},
 		})
-		var err error
-		s.sess, err = sc.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, old)
-		require.NoError(t, err)
+		s.connect(t, ctx, sc, old)
 		sleepCtx, stopSleep := context.WithCancel(ctx)
 		slept := make(chan struct{}) // closed when the sleep call returned
 		go func() {
@@ -383,9 +404,7 @@ func TestGatewayClientRequests(t *testing.T) {
 		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 		s.cmd.Stderr = os.Stderr
-		var err error
-		s.sess, err = newClient(s.progress).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, old)
-		require.NoError(t, err)
+		s.connect(t, ctx, newClient(s.progress), old)
 		res := callTool(t, ctx, s.sess, "sample", map[string]any{"text": "say hi"}, nil)
 		assert.True(t, res.IsError, "a client without sampling: %s", textOf(res))
 		res = callTool(t, ctx, s.sess, "echo", map[string]any{"text": "still here"}, nil)

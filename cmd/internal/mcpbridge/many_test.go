@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -272,13 +271,7 @@ func TestGatewayListChangedAndLogs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-	var err error
-	s.stderr, err = collectStderr(s.cmd)
-	require.NoError(t, err)
-	require.NoError(t, s.cmd.Start())
-	addr := s.stderr.waitPrefix(t, "skulk-host mcp serve: listening on ", 60*time.Second)
+	addr := s.listen(t, []string{"mcp", "serve", "--http", "127.0.0.1:0", "--env", envServer + "=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin}, 60*time.Second)
 
 	type observed struct {
 		logs      chan string   // the data of each log notification

@@ -55,9 +55,7 @@ func startServeNotified(t *testing.T, ctx context.Context, changed chan<- struct
 	s.cmd = exec.Command(hostBin, append(args, child...)...)
 	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
 	s.cmd.Stderr = os.Stderr
-	sess, err := notifiedClient(s.progress, changed).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
-	require.NoError(t, err, "connect to skulk-host mcp serve")
-	s.sess = sess
+	s.connect(t, ctx, notifiedClient(s.progress, changed), nil)
 	return s
 }
 

@@ -44,12 +44,17 @@ func TestServerInputCloseEndsTheServer(t *testing.T) {
 			stdout, err := cmd.StdoutPipe()
 			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
+			t.Cleanup(func() {
+				if cmd.ProcessState == nil { // Close did not run: the test failed before it
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+				}
+			})
 			if strings.Contains(tc.script, "echo ready") {
 				// The trap is set before the SIGTERM can come.
 				_, err := bufio.NewReader(stdout).ReadString('\n')
 				require.NoError(t, err)
 			}
-			t.Cleanup(func() { _ = cmd.Process.Kill() }) // on failure; it is waited for by Close
 			in := &serverInput{cmd: cmd, stdin: stdin, grace: tc.grace}
 			start := time.Now()
 			// Two at once, as the go-sdk's close and Wrapper.reap can: one

@@ -30,9 +30,8 @@ func TestServeTracesOTLP(t *testing.T) {
 	s.cmd = exec.Command(hostBin, "mcp", "serve", "--", childBin)
 	s.cmd.Env = append(append(os.Environ(), "TMPDIR="+s.tmp), c.Env()...)
 	s.cmd.Stderr = os.Stderr
-	sess, err := newClient(s.progress).Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}, nil)
-	require.NoError(t, err, "connect to skulk-host mcp serve")
-	s.sess = sess
+	s.connect(t, ctx, newClient(s.progress), nil)
+	sess := s.sess
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	res := callTool(t, ctx, sess, "count", map[string]any{"n": 1}, mcp.Meta{
