@@ -168,9 +168,16 @@ func TestLimitErrors(t *testing.T) {
 // time, and nothing holds its lock), with what still ran in them; it
 // leaves a dead-looking host's cgroups whose lock is held (a host in
 // another pid namespace) and a live host's.
+//
+// The cgroups are made in a directory of the test's own: every host that
+// starts, in any test process, sweeps the directory its Sets are made in,
+// and one that took the dead host's cgroup first would still be removing
+// it when this test's sweep, finding it locked, had passed it by.
 func TestLeftoversOfDeadHosts(t *testing.T) {
 	probe := newSet(t, Options{})
-	parent := filepath.Dir(probe.cg.v2)
+	parent := filepath.Join(filepath.Dir(probe.cg.v2), fmt.Sprintf("leftovers-test-%d", os.Getpid()))
+	require.NoError(t, os.Mkdir(parent, 0o755))
+	t.Cleanup(func() { os.Remove(parent) }) // after the cgroups in it
 
 	// A process that is gone: its pid and start time name the dead host.
 	gone := exec.Command("/bin/true")
@@ -189,8 +196,8 @@ func TestLeftoversOfDeadHosts(t *testing.T) {
 	locked := mk(fmt.Sprintf("skulk-%d-%d-0badbeef", gst.pid, gst.start))
 	self, _ := readStat(os.Getpid())
 	live := mk(fmt.Sprintf("skulk-%d-%d-0dadcafe", self.pid, self.start))
-	t.Cleanup(func() {
-		for _, d := range []string{locked, live} {
+	t.Cleanup(func() { // dead too, when the sweep failed
+		for _, d := range []string{dead, locked, live} {
 			os.Remove(filepath.Join(d, "c0.1"))
 			os.Remove(d)
 		}
