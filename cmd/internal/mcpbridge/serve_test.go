@@ -94,6 +94,9 @@ func (s *serveSession) listen(t *testing.T, args []string, within time.Duration)
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil { // close did not run
+			if s.sess != nil {
+				s.sess.Close() // else the go-sdk's client goes on reconnecting to the killed server
+			}
 			s.cmd.Process.Kill()
 			<-s.stderr.done
 			s.cmd.Wait()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,13 +172,18 @@ func TestLimitErrors(t *testing.T) {
 //
 // The cgroups are made in a directory of the test's own: every host that
 // starts, in any test process, sweeps the directory its Sets are made in,
-// and one that took the dead host's cgroup first would still be removing
-// it when this test's sweep, finding it locked, had passed it by.
+// and one that took the dead host's cgroup first would have removed it
+// before the test put its process there, or would still be removing it
+// when this test's sweep, finding it locked, passed it by. The directory
+// is named as a Set of this process is: other hosts pass it by while the
+// test runs, and the next host's sweep removes it if the test process
+// dies first.
 func TestLeftoversOfDeadHosts(t *testing.T) {
 	probe := newSet(t, Options{})
-	parent := filepath.Join(filepath.Dir(probe.cg.v2), fmt.Sprintf("leftovers-test-%d", os.Getpid()))
+	self, _ := readStat(os.Getpid())
+	parent := filepath.Join(filepath.Dir(probe.cg.v2), fmt.Sprintf("%s%d-%d-%08x", hostPrefix, self.pid, self.start, rand.Uint32()))
 	require.NoError(t, os.Mkdir(parent, 0o755))
-	t.Cleanup(func() { os.Remove(parent) }) // after the cgroups in it
+	t.Cleanup(func() { assert.NoError(t, os.Remove(parent), "the test's own directory") }) // after the cgroups in it
 
 	// A process that is gone: its pid and start time name the dead host.
 	gone := exec.Command("/bin/true")
@@ -194,7 +200,6 @@ func TestLeftoversOfDeadHosts(t *testing.T) {
 	}
 	dead := mk(fmt.Sprintf("skulk-%d-%d-0badcafe", gst.pid, gst.start))
 	locked := mk(fmt.Sprintf("skulk-%d-%d-0badbeef", gst.pid, gst.start))
-	self, _ := readStat(os.Getpid())
 	live := mk(fmt.Sprintf("skulk-%d-%d-0dadcafe", self.pid, self.start))
 	t.Cleanup(func() { // dead too, when the sweep failed
 		for _, d := range []string{dead, locked, live} {
@@ -210,7 +215,10 @@ func TestLeftoversOfDeadHosts(t *testing.T) {
 	// Something still runs in the dead host's child cgroup.
 	sleeper := exec.Command("sleep", "600")
 	require.NoError(t, sleeper.Start())
-	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = sleeper.Wait(); close(exited) }() // ends with the sleeper: killed by the sweep, or by the cleanup
+	t.Cleanup(func() { sleeper.Process.Kill(); <-exited })
 	require.NoError(t, writeFile(filepath.Join(dead, "c0.1", "cgroup.procs"), strconv.Itoa(sleeper.Process.Pid)))
 
 	var logs syncBuffer
@@ -219,12 +227,10 @@ func TestLeftoversOfDeadHosts(t *testing.T) {
 	assert.DirExists(t, locked)
 	assert.DirExists(t, live)
 	assert.Contains(t, logs.String(), "removed a cgroup left by a host that is gone")
-	done := make(chan error, 1)
-	go func() { done <- sleeper.Wait() }() // ends with the sleeper, killed or at Cleanup
 	select {
-	case err := <-done:
+	case <-exited:
 		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee)
+		require.ErrorAs(t, waitErr, &ee)
 		assert.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal())
 	case <-time.After(5 * time.Second):
 		require.FailNow(t, "what ran in the dead host's cgroup was not killed")
