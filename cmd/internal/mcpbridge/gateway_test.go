@@ -97,12 +97,17 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// connect starts s.cmd (an mcp serve on stdio) and connects client to it
-// over the server's stdio with opts (nil: the defaults). A test that ends
-// before close, or whose Connect fails, has its server ended as close
-// ends it (its stdin closed, then SIGTERM, then SIGKILL) and waited for.
-func (s *serveSession) connect(t *testing.T, ctx context.Context, client *mcp.Client, opts *mcp.ClientSessionOptions) {
+// connect starts skulk-host ARGS (an mcp serve on stdio), its temporary
+// directory s.tmp and env added to this process's environment, its stderr
+// this process's, and connects client to it over the server's stdio with
+// opts (nil: the defaults). A test that ends before close, or whose
+// Connect fails, has its server ended as close ends it (its stdin closed,
+// then SIGTERM, then SIGKILL) and waited for.
+func (s *serveSession) connect(t *testing.T, ctx context.Context, client *mcp.Client, opts *mcp.ClientSessionOptions, env []string, args ...string) {
 	t.Helper()
+	s.cmd = exec.Command(hostBin, args...)
+	s.cmd.Env = append(append(os.Environ(), "TMPDIR="+s.tmp), env...)
+	s.cmd.Stderr = os.Stderr
 	tr := &keptTransport{CommandTransport: mcp.CommandTransport{Command: s.cmd, TerminateDuration: 5 * time.Second}}
 	t.Cleanup(func() {
 		// Both return at once when close ran. The connection goes first:
@@ -264,9 +269,6 @@ func TestGatewayForwards(t *testing.T) {
 	defer cancel()
 	logs := make(chan *mcp.LoggingMessageParams, 16) // more than the test's log lines
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-	s.cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			select {
@@ -275,7 +277,7 @@ func TestGatewayForwards(t *testing.T) {
 			}
 		},
 	})
-	s.connect(t, ctx, client, nil)
+	s.connect(t, ctx, client, nil, nil, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 
 	caps := s.sess.InitializeResult().Capabilities
 	require.NotNil(t, caps.Resources, "the server's resources capability")
@@ -351,10 +353,7 @@ func TestGatewayClientRequests(t *testing.T) {
 
 	t.Run("stdio", func(t *testing.T) {
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
-		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-		s.cmd.Stderr = os.Stderr
-		s.connect(t, ctx, client, old)
+		s.connect(t, ctx, client, old, nil, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		check(t, s.sess)
 		s.close(t)
 	})
@@ -371,9 +370,6 @@ func TestGatewayClientRequests(t *testing.T) {
 		// With two calls running in the server, its request could be
 		// either's: it is refused, and no client is asked.
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
-		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-		s.cmd.Stderr = os.Stderr
 		sc := mcp.NewClient(&mcp.Implementation{Name: "mcpbridge-test-client", Version: "1"}, &mcp.ClientOptions{
 			ProgressNotificationHandler: s.progress.handler,
 			CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
@@ -381,7 +377,7 @@ func TestGatewayClientRequests(t *testing.T) {
 				return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "sampled reply"}}, nil
 			},
 		})
-		s.connect(t, ctx, sc, old)
+		s.connect(t, ctx, sc, old, nil, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		sleepCtx, stopSleep := context.WithCancel(ctx)
 		slept := make(chan struct{}) // closed when the sleep call returned
 		go func() {
@@ -401,10 +397,7 @@ func TestGatewayClientRequests(t *testing.T) {
 	})
 	t.Run("undeclared", func(t *testing.T) {
 		s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-		s.cmd = exec.Command(hostBin, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
-		s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-		s.cmd.Stderr = os.Stderr
-		s.connect(t, ctx, newClient(s.progress), old)
+		s.connect(t, ctx, newClient(s.progress), old, nil, "mcp", "serve", "--env", envServer+"=1", "--env", envGORACE, "--", wrapperBin, "--", selfBin)
 		res := callTool(t, ctx, s.sess, "sample", map[string]any{"text": "say hi"}, nil)
 		assert.True(t, res.IsError, "a client without sampling: %s", textOf(res))
 		res = callTool(t, ctx, s.sess, "echo", map[string]any{"text": "still here"}, nil)

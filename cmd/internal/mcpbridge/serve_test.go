@@ -52,10 +52,7 @@ func startServeNotified(t *testing.T, ctx context.Context, changed chan<- struct
 	t.Helper()
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
 	args := append(append([]string{"mcp", "serve"}, flags...), "--")
-	s.cmd = exec.Command(hostBin, append(args, child...)...)
-	s.cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp)
-	s.cmd.Stderr = os.Stderr
-	s.connect(t, ctx, notifiedClient(s.progress, changed), nil)
+	s.connect(t, ctx, notifiedClient(s.progress, changed), nil, nil, append(args, child...)...)
 	return s
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -27,10 +25,7 @@ func TestServeTracesOTLP(t *testing.T) {
 	defer cancel()
 	c := otlptest.New(t)
 	s := &serveSession{progress: newProgressLog(), tmp: shortTempDir(t)}
-	s.cmd = exec.Command(hostBin, "mcp", "serve", "--", childBin)
-	s.cmd.Env = append(append(os.Environ(), "TMPDIR="+s.tmp), c.Env()...)
-	s.cmd.Stderr = os.Stderr
-	s.connect(t, ctx, newClient(s.progress), nil)
+	s.connect(t, ctx, newClient(s.progress), nil, c.Env(), "mcp", "serve", "--", childBin)
 	sess := s.sess
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
